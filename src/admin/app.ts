@@ -1,0 +1,70 @@
+/**
+ * The admin API as Bun.serve routes. Each handler is wrapped once: it gets
+ * the signed-in admin (or the request answers 401/403), and any AppError it
+ * throws becomes {"error": message} with the code's status. Anything else is
+ * a bug: logged with context and answered with a bare 500.
+ */
+import type { BunRequest, Server } from "bun";
+import { AppError } from "../core/errors.ts";
+import type { Core } from "../core/index.ts";
+import { log } from "../log.ts";
+import { authRoutes, readSessionCookie } from "./auth.ts";
+import type { Handler, Route } from "./context.ts";
+import { domainRoutes } from "./domains.ts";
+import { errorResponse, json } from "./http.ts";
+import { statsRoutes } from "./stats.ts";
+import { tokenRoutes } from "./tokens.ts";
+import { userRoutes } from "./users.ts";
+
+export const ROUTES: Route[] = [...authRoutes, ...userRoutes, ...tokenRoutes, ...domainRoutes, ...statsRoutes];
+
+type BunHandler = (req: BunRequest<string>, server: Server<unknown>) => Promise<Response>;
+
+export interface AdminApp {
+  routes: Record<string, Record<string, BunHandler>>;
+  fetch(req: Request, server: Server<unknown>): Response;
+}
+
+export function createAdminApp(core: Core): AdminApp {
+  function wrap(route: Route, handler: Handler): BunHandler {
+    return async (req, server) => {
+      const address = server.requestIP(req)?.address ?? "unknown";
+      try {
+        const admin = route.public ? undefined : core.sessions.resolve(readSessionCookie(req));
+        return await handler(req, { core, admin: admin!, address });
+      } catch (err) {
+        if (err instanceof AppError) return errorResponse(err);
+        log.error("admin request failed", { method: req.method, path: new URL(req.url).pathname, err: String(err) });
+        if (err instanceof Error && err.stack) console.error(err.stack);
+        return json({ error: "internal server error" }, 500);
+      }
+    };
+  }
+
+  const routes: AdminApp["routes"] = {};
+  for (const route of ROUTES) {
+    routes[route.path] = Object.fromEntries(
+      Object.entries(route.methods).map(([method, handler]) => [method, wrap(route, handler)]),
+    );
+  }
+
+  // paths as patterns, to tell "no such path" (404) from "no such method here" (405)
+  const patterns = ROUTES.map((r) => ({
+    regex: new RegExp(`^${r.path.replace(/:[a-z_]+/g, "[^/]+")}$`),
+    allow: Object.keys(r.methods).join(", "),
+  }));
+
+  return {
+    routes,
+    fetch(req) {
+      const path = new URL(req.url).pathname;
+      const known = patterns.find((p) => p.regex.test(path));
+      if (known) {
+        return errorResponse(
+          new AppError("METHOD_NOT_ALLOWED", `method ${req.method} is not allowed on ${path}`, { Allow: known.allow }),
+        );
+      }
+      return errorResponse(new AppError("NOT_FOUND", `no such endpoint: ${req.method} ${path}`));
+    },
+  };
+}

@@ -1,0 +1,55 @@
+/** How core's records look in the admin API (snake_case, as the spec names them). */
+import type { DayTraffic, UserTraffic } from "../core/traffic.ts";
+import type { ReservedSubdomain } from "../core/domains.ts";
+import type { TokenRow, UserRow } from "../db/schema.ts";
+
+export const userJson = (u: UserRow) => ({
+  id: u.id,
+  username: u.username,
+  role: u.role,
+  enabled: u.enabled,
+  max_tunnels: u.maxTunnels,
+  allowed_protocols: u.allowedProtocols,
+  traffic_limit: u.trafficLimit,
+  traffic_period: u.trafficPeriod,
+  max_devices: u.maxDevices,
+  skip_warning: u.skipWarning,
+  can_use_proxy: u.canUseProxy,
+  created_at: u.createdAt,
+  updated_at: u.updatedAt,
+});
+
+export const meJson = (u: UserRow) => ({ id: u.id, username: u.username, role: u.role });
+
+export const tokenJson = (t: TokenRow) => ({
+  id: t.id,
+  user_id: t.userId,
+  device_name: t.deviceName,
+  enabled: t.enabled,
+  created_at: t.createdAt,
+  last_used: t.lastUsed,
+});
+
+export const domainJson = (d: ReservedSubdomain) => ({
+  id: d.id,
+  subdomain: d.subdomain,
+  user_id: d.userId,
+  username: d.username,
+  created_at: d.createdAt,
+});
+
+export const dayTrafficJson = (d: DayTraffic) => ({
+  user_id: d.userId,
+  date: d.date,
+  bytes_in: d.bytesIn,
+  bytes_out: d.bytesOut,
+  total: d.total,
+});
+
+export const userTrafficJson = (u: UserTraffic) => ({
+  user_id: u.userId,
+  username: u.username,
+  bytes_in: u.bytesIn,
+  bytes_out: u.bytesOut,
+  total: u.total,
+});

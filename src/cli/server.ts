@@ -1,0 +1,37 @@
+/** `burrow server`: parse flags, start, stop cleanly on SIGTERM/SIGINT. */
+import { parseServerConfig } from "../config/server.ts";
+import { BootstrapError } from "../core/bootstrap.ts";
+import { log } from "../log.ts";
+import { startServer } from "../server.ts";
+import { SERVER_HELP } from "./help.ts";
+
+export async function serverCommand(argv: string[]): Promise<number> {
+  const parsed = parseServerConfig(argv);
+  if (parsed.help) {
+    process.stdout.write(SERVER_HELP);
+    return 0;
+  }
+  let server;
+  try {
+    server = await startServer(parsed.config, process.env);
+  } catch (err) {
+    if (err instanceof BootstrapError) {
+      console.error(`burrow: ${err.message}`);
+      return 2;
+    }
+    const code = (err as { code?: string }).code;
+    if (code === "EADDRINUSE" || code === "EACCES") {
+      console.error(`burrow: cannot listen: ${(err as Error).message}`);
+      return 1;
+    }
+    throw err;
+  }
+  return new Promise<number>((resolve) => {
+    const shutdown = (signal: string) => {
+      log.info("shutting down", { signal });
+      server.stop().then(() => resolve(0));
+    };
+    process.once("SIGTERM", () => shutdown("SIGTERM"));
+    process.once("SIGINT", () => shutdown("SIGINT"));
+  });
+}

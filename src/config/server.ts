@@ -1,0 +1,96 @@
+/** The server's settings: DEFAULTS, overridden by env BURROW_<FLAG>, overridden by flags; checked once. */
+import * as v from "valibot";
+import { parseFlags, type FlagSpec } from "../cli/flags.ts";
+import { UsageError } from "../cli/usage.ts";
+import { SUBDOMAIN_PATTERN } from "../core/fields.ts";
+
+export const SERVER_DEFAULTS = {
+  domain: "localhost",
+  "http-port": "8080",
+  "admin-port": "4041",
+  host: "0.0.0.0",
+  "data-dir": "./data",
+  "tcp-ports": "20000-29999",
+  "system-subdomains": "www,admin,api,mail",
+} as const;
+
+export const SERVER_FLAGS: Record<keyof typeof SERVER_DEFAULTS, FlagSpec> = {
+  domain: { type: "string", env: true },
+  "http-port": { type: "string", env: true },
+  "admin-port": { type: "string", env: true },
+  host: { type: "string", env: true },
+  "data-dir": { type: "string", env: true },
+  "tcp-ports": { type: "string", env: true },
+  "system-subdomains": { type: "string", env: true },
+};
+
+export interface ServerConfig {
+  domain: string;
+  httpPort: number;
+  adminPort: number;
+  host: string;
+  dataDir: string;
+  tcpPorts: { first: number; last: number };
+  systemSubdomains: string[];
+}
+
+const port = (flag: string) =>
+  v.pipe(
+    v.string(),
+    v.regex(/^[0-9]{1,5}$/, `--${flag} must be a port number from 0 to 65535`),
+    v.transform(Number),
+    v.maxValue(65535, `--${flag} must be a port number from 0 to 65535`),
+  );
+
+const DOMAIN = /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;
+
+const Schema = v.object({
+  domain: v.pipe(v.string(), v.toLowerCase(), v.regex(DOMAIN, "--domain must be a DNS name such as tunnels.example.com")),
+  "http-port": port("http-port"),
+  "admin-port": port("admin-port"),
+  host: v.pipe(v.string(), v.minLength(1, "--host must not be empty")),
+  "data-dir": v.pipe(v.string(), v.minLength(1, "--data-dir must not be empty")),
+  "tcp-ports": v.pipe(
+    v.string(),
+    v.regex(/^[0-9]{1,5}-[0-9]{1,5}$/, "--tcp-ports must be a range such as 20000-29999"),
+    v.transform((s) => {
+      const [first, last] = s.split("-").map(Number) as [number, number];
+      return { first, last };
+    }),
+    v.check(
+      (r) => r.first >= 1 && r.first <= r.last && r.last <= 65535,
+      "--tcp-ports must be a range A-B with 1 <= A <= B <= 65535",
+    ),
+  ),
+  "system-subdomains": v.pipe(
+    v.string(),
+    v.transform((s) => s.split(",").map((x) => x.trim().toLowerCase()).filter((x) => x !== "")),
+    v.check((list) => list.every((x) => SUBDOMAIN_PATTERN.test(x)), "--system-subdomains must be a comma-separated list of DNS labels"),
+  ),
+});
+
+/** Reads `burrow server` flags; throws UsageError with a one-line message. */
+export function parseServerConfig(argv: string[], env: Record<string, string | undefined> = process.env) {
+  const { values, positionals } = parseFlags(argv, SERVER_FLAGS, env);
+  if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
+  if (values.help) return { help: true as const };
+  const merged = { ...SERVER_DEFAULTS, ...Object.fromEntries(Object.entries(values).filter(([, x]) => x !== undefined)) };
+  const result = v.safeParse(Schema, merged);
+  if (!result.success) {
+    const issue = result.issues[0]!;
+    const flag = issue.path?.[0]?.key;
+    const got = flag === undefined ? "" : ` (got '${String(merged[flag as keyof typeof merged])}')`;
+    throw new UsageError(issue.message.startsWith("--") ? issue.message + got : `--${String(flag)}: ${issue.message}`);
+  }
+  const o = result.output;
+  const config: ServerConfig = {
+    domain: o.domain,
+    httpPort: o["http-port"],
+    adminPort: o["admin-port"],
+    host: o.host,
+    dataDir: o["data-dir"],
+    tcpPorts: o["tcp-ports"],
+    systemSubdomains: o["system-subdomains"],
+  };
+  return { help: false as const, config };
+}

@@ -1,0 +1,52 @@
+/**
+ * Expected failures are values of one class, AppError, with a stable code.
+ * Each code has one HTTP status, given here and nowhere else. The admin API
+ * renders an AppError as {"error": message}; the edge sends its code in a
+ * handshake refusal or a tunnel close.
+ */
+export const ERROR_STATUS = {
+  BAD_REQUEST: 400,
+  UNAUTHORIZED: 401,
+  FORBIDDEN: 403,
+  NOT_FOUND: 404,
+  METHOD_NOT_ALLOWED: 405,
+  USERNAME_TAKEN: 409,
+  SUBDOMAIN_ALREADY_RESERVED: 409,
+  LAST_ADMIN: 409,
+  PAYLOAD_TOO_LARGE: 413,
+  TOO_MANY_REQUESTS: 429,
+  INTERNAL: 500,
+  // refusals of a tunnel, at the handshake or while it runs
+  AUTH_FAILED: 401,
+  TOKEN_DISABLED: 403,
+  USER_DISABLED: 403,
+  PROTOCOL_DENIED: 403,
+  PROXY_DENIED: 403,
+  DEVICE_LIMIT: 429,
+  TUNNEL_LIMIT: 429,
+  TRAFFIC_EXCEEDED: 429,
+  SUBDOMAIN_INVALID: 400,
+  SUBDOMAIN_RESERVED: 403,
+  SUBDOMAIN_TAKEN: 409,
+  PORT_UNAVAILABLE: 409,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+export class AppError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  /** Extra response headers, such as Retry-After or Allow. */
+  readonly headers: Record<string, string>;
+
+  constructor(code: ErrorCode, message: string, headers: Record<string, string> = {}) {
+    super(message);
+    this.name = "AppError";
+    this.code = code;
+    this.status = ERROR_STATUS[code];
+    this.headers = headers;
+  }
+}
+
+export const badRequest = (message: string) => new AppError("BAD_REQUEST", message);
+export const notFound = (what: string) => new AppError("NOT_FOUND", `${what} not found`);

@@ -1,0 +1,76 @@
+/**
+ * The rules for every value a person or a script can set, as valibot
+ * schemas. The admin API builds its request bodies from these; the edge uses
+ * the same subdomain rule in the handshake.
+ */
+import * as v from "valibot";
+
+export const ROLES = ["user", "admin"] as const;
+export type Role = (typeof ROLES)[number];
+
+export const PROTOCOLS = ["http", "tcp"] as const;
+export type Protocol = (typeof PROTOCOLS)[number];
+
+export const TRAFFIC_PERIODS = ["daily", "monthly", "quarterly"] as const;
+export type TrafficPeriod = (typeof TRAFFIC_PERIODS)[number];
+
+export const USERNAME_PATTERN = /^[A-Za-z0-9_.\-@]{1,64}$/;
+export const SUBDOMAIN_PATTERN = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
+
+export const username = v.pipe(
+  v.string("must be a string"),
+  v.regex(USERNAME_PATTERN, "must be 1-64 characters from letters, digits and _ . - @"),
+);
+
+export const password = v.pipe(
+  v.string("must be a string"),
+  v.minLength(8, "must be at least 8 characters"),
+  v.maxLength(1024, "must be at most 1024 characters"),
+);
+
+/** A DNS label, lowercased on input. */
+export const subdomain = v.pipe(
+  v.string("must be a string"),
+  v.trim(),
+  v.toLowerCase(),
+  v.regex(SUBDOMAIN_PATTERN, "must be one DNS label: 1-63 characters from a-z, 0-9 and -, not starting or ending with -"),
+);
+
+/** A limit where 0 means unlimited. */
+export const limit = v.pipe(
+  v.number("must be an integer"),
+  v.integer("must be an integer"),
+  v.minValue(0, "must not be negative (0 means unlimited)"),
+  v.maxValue(Number.MAX_SAFE_INTEGER, `must be at most ${Number.MAX_SAFE_INTEGER}`),
+);
+
+export const role = v.picklist(ROLES, `must be one of ${ROLES.join(", ")}`);
+export const trafficPeriod = v.picklist(TRAFFIC_PERIODS, `must be one of ${TRAFFIC_PERIODS.join(", ")}`);
+export const flag = v.boolean("must be true or false");
+
+/**
+ * "tcp, HTTP,http" -> "http,tcp": known names only, no duplicates, in a fixed
+ * order so that equal sets compare equal as strings.
+ */
+export const allowedProtocols = v.pipe(
+  v.string("must be a comma-separated list of http, tcp"),
+  v.transform((s) => s.split(",").map((p) => p.trim().toLowerCase()).filter((p) => p !== "")),
+  v.check((list) => list.length > 0, "must name at least one of http, tcp"),
+  v.check(
+    (list) => list.every((p) => (PROTOCOLS as readonly string[]).includes(p)),
+    "must be a comma-separated list of http, tcp",
+  ),
+  v.transform((list) => PROTOCOLS.filter((p) => list.includes(p)).join(",")),
+);
+
+export function protocolList(allowed: string): Protocol[] {
+  return PROTOCOLS.filter((p) => allowed.split(",").includes(p));
+}
+
+/** Checks a value against a schema; on failure says which rule broke, with the field's name. */
+export function describeIssues(issues: readonly v.BaseIssue<unknown>[]): string {
+  const first = issues[0];
+  if (!first) return "invalid input";
+  const path = first.path?.map((p) => String(p.key)).join(".") ?? "";
+  return path ? `${path} ${first.message}` : first.message;
+}

@@ -1,0 +1,31 @@
+/**
+ * What core and the admin API need from whatever holds live tunnels: what is
+ * live now, and a way to close what an admin action takes away. The edge's
+ * registry implements it; core never imports the edge.
+ */
+import type { ErrorCode } from "./errors.ts";
+import type { Protocol } from "./fields.ts";
+
+export interface ActiveTunnel {
+  protocol: Protocol;
+  /** For http tunnels. */
+  subdomain?: string;
+  /** For tcp tunnels. */
+  port?: number;
+  userId: number;
+  username: string;
+  tokenId: number;
+  connectedAt: Date;
+  bytesIn: number;
+  bytesOut: number;
+}
+
+export interface LiveTunnels {
+  list(): ActiveTunnel[];
+  /** Closes every live tunnel of the user; the agent is told why. */
+  closeUser(userId: number, code: ErrorCode, message: string): void;
+  /** Closes every live tunnel opened with the token. */
+  closeToken(tokenId: number, code: ErrorCode, message: string): void;
+}
+
+export const noLiveTunnels: LiveTunnels = { list: () => [], closeUser() {}, closeToken() {} };

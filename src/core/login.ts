@@ -1,0 +1,26 @@
+/** Signing in to the admin API: throttled, and as slow for unknown users as for known ones. */
+import type { UserRow } from "../db/schema.ts";
+import { AppError } from "./errors.ts";
+import { burnVerifyTime, verifyPassword } from "./passwords.ts";
+import type { LoginThrottle } from "./throttle.ts";
+import type { Users } from "./users.ts";
+
+export async function checkLogin(
+  users: Users,
+  throttle: LoginThrottle,
+  address: string,
+  username: string,
+  password: string,
+): Promise<UserRow> {
+  throttle.check(address, username);
+  const user = users.byName(username);
+  const ok = user ? await verifyPassword(user.passwordHash, password) : (await burnVerifyTime(password), false);
+  if (!user || !ok) {
+    throttle.fail(address, username);
+    throw new AppError("UNAUTHORIZED", "invalid username or password");
+  }
+  throttle.succeed(username);
+  if (!user.enabled) throw new AppError("UNAUTHORIZED", "the account is disabled");
+  if (user.role !== "admin") throw new AppError("FORBIDDEN", "administrator role required");
+  return user;
+}

@@ -1,0 +1,78 @@
+/**
+ * Per-device access tokens. A secret is "brw_" + 43 base62 characters (256
+ * bits); only its SHA-256 is kept, found by its first characters (lookup) and
+ * compared in constant time. Revoking keeps the row, disabled.
+ */
+import { asc, eq } from "drizzle-orm";
+import type { Db } from "../db/open.ts";
+import { tokens, users, type TokenRow, type UserRow } from "../db/schema.ts";
+import { isoTimestamp, type Clock } from "./clock.ts";
+import { AppError, notFound } from "./errors.ts";
+import type { LiveTunnels } from "./live.ts";
+import { digestsEqual, randomBase62, sha256Hex } from "./secrets.ts";
+
+export const TOKEN_PREFIX = "brw_";
+const SECRET_CHARS = 43; // 43 base62 characters carry 256 bits
+const LOOKUP_LENGTH = TOKEN_PREFIX.length + 12;
+
+export type Tokens = ReturnType<typeof createTokens>;
+
+export function createTokens(db: Db, clock: Clock, live: LiveTunnels) {
+  function get(id: number): TokenRow {
+    const row = db.select().from(tokens).where(eq(tokens.id, id)).get();
+    if (!row) throw notFound("token");
+    return row;
+  }
+
+  return {
+    get,
+    listForUser: (userId: number) =>
+      db.select().from(tokens).where(eq(tokens.userId, userId)).orderBy(asc(tokens.id)).all(),
+
+    /** Makes a token; the returned secret exists nowhere else and cannot be recovered. */
+    generate(userId: number, deviceName: string): { secret: string; row: TokenRow } {
+      const secret = TOKEN_PREFIX + randomBase62(SECRET_CHARS);
+      const row = db
+        .insert(tokens)
+        .values({
+          userId,
+          deviceName,
+          lookup: secret.slice(0, LOOKUP_LENGTH),
+          secretHash: sha256Hex(secret),
+          createdAt: isoTimestamp(clock.now()),
+        })
+        .returning()
+        .get();
+      return { secret, row };
+    },
+
+    /** Idempotent: revoking a revoked token answers the same. */
+    revoke(id: number): void {
+      get(id);
+      db.update(tokens).set({ enabled: false }).where(eq(tokens.id, id)).run();
+      live.closeToken(id, "TOKEN_DISABLED", "the token was revoked");
+    },
+
+    /**
+     * The token and its owner for a presented secret, checked in the
+     * handshake's order: unknown (AUTH_FAILED), revoked (TOKEN_DISABLED).
+     */
+    authenticate(secret: string): { token: TokenRow; user: UserRow } {
+      const failed = new AppError("AUTH_FAILED", "the token is not valid");
+      if (typeof secret !== "string" || !secret.startsWith(TOKEN_PREFIX) || secret.length > 200) throw failed;
+      const found = db
+        .select({ token: tokens, user: users })
+        .from(tokens)
+        .innerJoin(users, eq(tokens.userId, users.id))
+        .where(eq(tokens.lookup, secret.slice(0, LOOKUP_LENGTH)))
+        .get();
+      if (!found || !digestsEqual(found.token.secretHash, sha256Hex(secret))) throw failed;
+      if (!found.token.enabled) throw new AppError("TOKEN_DISABLED", "the token has been revoked");
+      return found;
+    },
+
+    touch(id: number): void {
+      db.update(tokens).set({ lastUsed: isoTimestamp(clock.now()) }).where(eq(tokens.id, id)).run();
+    },
+  };
+}

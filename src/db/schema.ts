@@ -1,0 +1,97 @@
+/**
+ * The database tables. Columns are snake_case on disk and camelCase in code;
+ * timestamps are ISO 8601 UTC strings ("2026-01-02T03:04:05.678Z"), dates
+ * are "YYYY-MM-DD" (UTC), so both sort and compare as text.
+ */
+import { sql } from "drizzle-orm";
+import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+
+export const users = sqliteTable(
+  "users",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    username: text("username").notNull(),
+    passwordHash: text("password_hash").notNull(),
+    role: text("role", { enum: ["user", "admin"] }).notNull().default("user"),
+    enabled: integer("enabled", { mode: "boolean" }).notNull().default(true),
+    maxTunnels: integer("max_tunnels").notNull().default(0),
+    allowedProtocols: text("allowed_protocols").notNull().default("http,tcp"),
+    trafficLimit: integer("traffic_limit").notNull().default(0),
+    trafficPeriod: text("traffic_period", { enum: ["daily", "monthly", "quarterly"] })
+      .notNull()
+      .default("monthly"),
+    maxDevices: integer("max_devices").notNull().default(0),
+    skipWarning: integer("skip_warning", { mode: "boolean" }).notNull().default(false),
+    canUseProxy: integer("can_use_proxy", { mode: "boolean" }).notNull().default(true),
+    createdAt: text("created_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [
+    // usernames are unique regardless of case: "Alice" and "alice" are one person
+    uniqueIndex("users_username_nocase").on(sql`lower(${t.username})`),
+  ],
+);
+
+export const tokens = sqliteTable(
+  "tokens",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    deviceName: text("device_name").notNull(),
+    /** The first characters of the secret: finds the row without revealing the secret. */
+    lookup: text("lookup").notNull(),
+    /** SHA-256 (hex) of the whole secret; the secret itself is never stored. */
+    secretHash: text("secret_hash").notNull(),
+    enabled: integer("enabled", { mode: "boolean" }).notNull().default(true),
+    createdAt: text("created_at").notNull(),
+    lastUsed: text("last_used"),
+  },
+  (t) => [uniqueIndex("tokens_lookup").on(t.lookup), index("tokens_user").on(t.userId)],
+);
+
+export const reservedSubdomains = sqliteTable(
+  "reserved_subdomains",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    subdomain: text("subdomain").notNull(),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    createdAt: text("created_at").notNull(),
+  },
+  (t) => [uniqueIndex("reserved_subdomains_subdomain").on(t.subdomain), index("reserved_subdomains_user").on(t.userId)],
+);
+
+export const sessions = sqliteTable(
+  "sessions",
+  {
+    /** SHA-256 (hex) of the cookie value; the cookie itself is never stored. */
+    idHash: text("id_hash").primaryKey(),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    createdAt: text("created_at").notNull(),
+    lastSeenAt: text("last_seen_at").notNull(),
+  },
+  (t) => [index("sessions_user").on(t.userId)],
+);
+
+/** Bytes through each user's tunnels, one row per user and UTC day. */
+export const trafficDaily = sqliteTable(
+  "traffic_daily",
+  {
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    date: text("date").notNull(),
+    bytesIn: integer("bytes_in").notNull().default(0),
+    bytesOut: integer("bytes_out").notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.userId, t.date] }), index("traffic_daily_date").on(t.date)],
+);
+
+export type UserRow = typeof users.$inferSelect;
+export type TokenRow = typeof tokens.$inferSelect;
+export type ReservedSubdomainRow = typeof reservedSubdomains.$inferSelect;

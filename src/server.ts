@@ -1,0 +1,60 @@
+/**
+ * `burrow server`: opens the database, makes the first admin if needed and
+ * starts the admin API. stop() drains in-flight requests and closes the
+ * database cleanly.
+ */
+import { createAdminApp } from "./admin/app.ts";
+import { ensureAdmin } from "./core/bootstrap.ts";
+import { createCore } from "./core/index.ts";
+import type { ServerConfig } from "./config/server.ts";
+import { openDatabase } from "./db/open.ts";
+import { log } from "./log.ts";
+
+const SESSION_SWEEP_MS = 60 * 60 * 1000;
+
+export interface RunningServer {
+  adminUrl: string;
+  stop(): Promise<void>;
+}
+
+export async function startServer(config: ServerConfig, env: Record<string, string | undefined>): Promise<RunningServer> {
+  const database = openDatabase(config.dataDir);
+  const core = createCore({ db: database.db, systemSubdomains: config.systemSubdomains });
+  await ensureAdmin(core, env);
+  core.sessions.sweep();
+  const sweeper = setInterval(() => core.sessions.sweep(), SESSION_SWEEP_MS);
+  sweeper.unref();
+
+  const admin = createAdminApp(core);
+  const adminServer = Bun.serve({
+    hostname: config.host,
+    port: config.adminPort,
+    routes: admin.routes,
+    fetch: admin.fetch,
+    error(err) {
+      log.error("admin server error", { err: String(err) });
+      return Response.json({ error: "internal server error" }, { status: 500 });
+    },
+  });
+  const adminUrl = `http://${displayHost(config.host)}:${adminServer.port}`;
+  log.info("admin api listening", { url: adminUrl, data: database.path });
+
+  let stopped: Promise<void> | undefined;
+  return {
+    adminUrl,
+    stop() {
+      stopped ??= (async () => {
+        clearInterval(sweeper);
+        await adminServer.stop(false); // stops listening, lets in-flight requests finish
+        database.close();
+        log.info("server stopped");
+      })();
+      return stopped;
+    },
+  };
+}
+
+function displayHost(host: string): string {
+  if (host === "0.0.0.0" || host === "::") return "127.0.0.1";
+  return host.includes(":") ? `[${host}]` : host;
+}

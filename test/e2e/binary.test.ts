@@ -1,0 +1,51 @@
+/**
+ * The single executable: compiled fresh, copied alone into an empty
+ * directory, it starts, creates its database from embedded migrations and
+ * answers the admin API.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { AdminClient } from "../harness/admin.ts";
+import { startServer, type TestServer } from "../harness/server.ts";
+
+const root = join(import.meta.dir, "..", "..");
+let workDir: string;
+let binary: string;
+
+beforeAll(async () => {
+  workDir = mkdtempSync(join(tmpdir(), "burrow-binary-"));
+  const build = Bun.spawnSync(
+    [process.execPath, "build", "--compile", "--minify", join(root, "src/main.ts"), "--outfile", join(workDir, "build", "burrow")],
+    { cwd: root, stdout: "pipe", stderr: "pipe" },
+  );
+  if (build.exitCode !== 0) throw new Error(`build failed: ${build.stderr.toString()}`);
+  // alone in an empty directory: no node_modules, no drizzle/ folder beside it
+  const runDir = join(workDir, "run");
+  Bun.spawnSync(["mkdir", "-p", runDir]);
+  binary = join(runDir, "burrow");
+  copyFileSync(join(workDir, "build", "burrow"), binary);
+  Bun.spawnSync(["chmod", "+x", binary]);
+}, 120_000);
+
+afterAll(() => rmSync(workDir, { recursive: true, force: true }));
+
+test("the compiled binary prints its version", () => {
+  const out = Bun.spawnSync([binary, "--version"], { cwd: join(workDir, "run") });
+  expect(out.exitCode).toBe(0);
+  expect(out.stdout.toString()).toMatch(/^burrow \d+\.\d+\.\d+/);
+});
+
+test("the compiled binary, alone in an empty directory, creates its database and answers login", async () => {
+  const dataDir = join(workDir, "run", "data");
+  await using server: TestServer = await startServer({ executable: binary, dataDir });
+  expect(existsSync(join(dataDir, "burrow.db"))).toBe(true);
+  const api = new AdminClient(server.adminUrl);
+  expect((await api.get("/api/auth/me")).status).toBe(401);
+  const login = await api.login();
+  expect(login.status).toBe(200);
+  expect(login.body.user).toEqual({ id: 1, username: "admin", role: "admin" });
+  expect((await api.post("/api/users", { username: "bob", password: "password-123" })).status).toBe(201);
+  expect(readdirSync(join(workDir, "run")).sort()).toEqual(["burrow", "data"]);
+});

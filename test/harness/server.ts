@@ -1,0 +1,85 @@
+/**
+ * Starts the real `burrow server` as a child process on ephemeral ports with
+ * a temp data dir, and waits for its "listening" log line (never a sleep).
+ * Use with `await using`, or call stop(): the process and the temp dir go
+ * away even when a test fails.
+ */
+import type { Subprocess } from "bun";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { LineReader } from "./lines.ts";
+
+export const ADMIN_PASSWORD = "correct-horse-battery";
+const MAIN = join(import.meta.dir, "..", "..", "src", "main.ts");
+const START_TIMEOUT_MS = 15_000;
+
+export interface StartOptions {
+  args?: string[];
+  env?: Record<string, string | undefined>;
+  /** Reuse a data dir (e.g. to restart on the same database). */
+  dataDir?: string;
+  /** Run this executable instead of `bun src/main.ts` (e.g. dist/burrow). */
+  executable?: string;
+  /** Keep the data dir when the server stops. */
+  keepDataDir?: boolean;
+}
+
+export interface TestServer extends AsyncDisposable {
+  adminUrl: string;
+  dataDir: string;
+  proc: Subprocess<"ignore", "pipe", "pipe">;
+  output: LineReader;
+  /** SIGTERM, then wait for exit; returns the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+export function burrowCommand(executable?: string): string[] {
+  return executable ? [executable] : [process.execPath, MAIN];
+}
+
+export async function startServer(opts: StartOptions = {}): Promise<TestServer> {
+  const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), "burrow-test-"));
+  const proc = Bun.spawn(
+    [
+      ...burrowCommand(opts.executable),
+      "server",
+      "--host",
+      "127.0.0.1",
+      "--admin-port",
+      "0",
+      "--http-port",
+      "0",
+      "--data-dir",
+      dataDir,
+      ...(opts.args ?? []),
+    ],
+    {
+      env: { ...process.env, BURROW_ADMIN_USERNAME: "admin", BURROW_ADMIN_PASSWORD: ADMIN_PASSWORD, ...opts.env },
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    },
+  );
+  const output = new LineReader(proc);
+  let stopped: Promise<number | null> | undefined;
+  const stop = (signal: NodeJS.Signals = "SIGTERM") => {
+    stopped ??= (async () => {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
+      const timer = setTimeout(() => proc.kill("SIGKILL"), 10_000);
+      const code = await proc.exited;
+      clearTimeout(timer);
+      if (!opts.keepDataDir && !opts.dataDir) rmSync(dataDir, { recursive: true, force: true });
+      return code;
+    })();
+    return stopped;
+  };
+  try {
+    const line = await output.waitFor(/admin api listening url=(\S+)/, START_TIMEOUT_MS);
+    const adminUrl = /url=(\S+)/.exec(line)![1]!;
+    return { adminUrl, dataDir, proc, output, stop, [Symbol.asyncDispose]: async () => void (await stop()) };
+  } catch (err) {
+    await stop("SIGKILL");
+    throw new Error(`server did not start: ${(err as Error).message}\n${output.text()}`);
+  }
+}
