@@ -1,12 +1,17 @@
 #!/usr/bin/env bun
 /** burrow: argv -> command. */
 import { MAIN_HELP } from "./cli/help.ts";
+import { httpCommand, tcpCommand } from "./cli/agent.ts";
+import { loginCommand } from "./cli/login.ts";
 import { serverCommand } from "./cli/server.ts";
 import { EXIT_USAGE, UsageError } from "./cli/usage.ts";
 import { VERSION } from "./version.ts";
 
 const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {
   server: serverCommand,
+  http: httpCommand,
+  tcp: tcpCommand,
+  login: loginCommand,
 };
 
 async function main(argv: string[]): Promise<number> {

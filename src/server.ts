@@ -8,12 +8,14 @@ import { ensureAdmin } from "./core/bootstrap.ts";
 import { createCore } from "./core/index.ts";
 import type { ServerConfig } from "./config/server.ts";
 import { openDatabase } from "./db/open.ts";
+import { startEdge } from "./edge/server.ts";
 import { log } from "./log.ts";
 
 const SESSION_SWEEP_MS = 60 * 60 * 1000;
 
 export interface RunningServer {
   adminUrl: string;
+  edgePort: number;
   stop(): Promise<void>;
 }
 
@@ -37,16 +39,27 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     },
   });
   const adminUrl = `http://${displayHost(config.host)}:${adminServer.port}`;
-  log.info("admin api listening", { url: adminUrl, data: database.path });
+  const edge = startEdge({
+    core,
+    domain: config.domain,
+    host: config.host,
+    port: config.httpPort,
+    tcpPorts: config.tcpPorts,
+    tls: config.tls,
+    responseTimeoutMs: config.responseTimeoutMs,
+  });
+  // logged last: tests and scripts take this line as "ready"
+  log.info("admin api listening", { url: adminUrl, data: database.path, edge_port: edge.port });
 
   let stopped: Promise<void> | undefined;
   return {
     adminUrl,
+    edgePort: edge.port,
     stop() {
       stopped ??= (async () => {
         clearInterval(sweeper);
-        await adminServer.stop(false); // stops listening, lets in-flight requests finish
-        database.close();
+        await Promise.all([adminServer.stop(false), edge.stop()]); // admin: in-flight requests finish
+        database.close(); // after the edge's last traffic flush
         log.info("server stopped");
       })();
       return stopped;

@@ -5,8 +5,8 @@ import { describeIssues } from "../core/fields.ts";
 
 export const MAX_BODY_BYTES = 1024 * 1024;
 
-export const json = (body: unknown, status = 200, headers: HeadersInit = {}) =>
-  Response.json(body, { status, headers: { "Cache-Control": "no-store", ...Object.fromEntries(new Headers(headers)) } });
+export const json = (body: unknown, status = 200, headers: Record<string, string> = {}) =>
+  Response.json(body, { status, headers: { "Cache-Control": "no-store", ...headers } });
 
 export function errorResponse(err: AppError): Response {
   return json({ error: err.message }, err.status, err.headers);

@@ -4,12 +4,52 @@ import { SERVER_DEFAULTS } from "../config/server.ts";
 export const MAIN_HELP = `burrow — self-hosted tunnels to services on your machine
 
 Usage:
+  burrow http PORT|HOST:PORT   expose a local HTTP service at http://<name>.<domain>
+  burrow tcp PORT|HOST:PORT    expose a local TCP service at <domain>:<port>
+  burrow login --server URL --token T
+                               save the server and token for http and tcp
   burrow server [flags]        run the tunnel server (edge + admin API)
   burrow --help                this text; burrow <command> --help for a command's flags
   burrow --version             print the version
 
 Every server flag may also be set in the environment as BURROW_<FLAG>
 (--admin-port -> BURROW_ADMIN_PORT); a flag on the command line wins.
+`;
+
+const AGENT_COMMON = `  --server URL            the burrow server, e.g. https://tunnels.example.com
+                          (else BURROW_SERVER, else the file burrow login wrote)
+  --token T               your device token, brw_... (else BURROW_TOKEN, else that file)
+  --proxy URL             reach the server through an http:// or https:// proxy
+                          (else HTTPS_PROXY / ALL_PROXY)
+  --insecure              accept a server certificate that does not verify
+  -h, --help              this text`;
+
+export const HTTP_HELP = `Usage: burrow http PORT|HOST:PORT|URL [flags]
+
+Exposes a local HTTP service (e.g. 3000, localhost:3000, https://localhost:8443)
+at http://<subdomain>.<server domain>. Lost connections are retried for ever.
+
+Flags:
+  --subdomain S           ask for this name (default: a random one)
+  --skip-warning          no browser warning page (if your account allows it)
+  --host-header H         'rewrite' sends the local address as Host; any other
+                          value is sent as is (default: the visitor's Host)
+${AGENT_COMMON}
+`;
+
+export const TCP_HELP = `Usage: burrow tcp PORT|HOST:PORT [flags]
+
+Exposes a local TCP service (e.g. 5432) at <server domain>:<port>.
+
+Flags:
+  --remote-port N         ask for this public port (default: any free one)
+${AGENT_COMMON}
+`;
+
+export const LOGIN_HELP = `Usage: burrow login --server URL --token T
+
+Saves the server and token to $XDG_CONFIG_HOME/burrow/config.json (mode 0600),
+so that burrow http and burrow tcp need neither flag.
 `;
 
 const d = SERVER_DEFAULTS;
@@ -24,6 +64,9 @@ Flags:
   --data-dir DIR          where burrow.db lives                      (default ${d["data-dir"]})
   --tcp-ports A-B         ports TCP tunnels may take                 (default ${d["tcp-ports"]})
   --system-subdomains L   names nobody may reserve or use            (default ${d["system-subdomains"]})
+  --tls-cert FILE         serve the public port over HTTPS with this certificate
+  --tls-key FILE          (PEM; a wildcard for *.D and D) and its key
+  --response-timeout S    seconds to wait for a local service's answer (default ${d["response-timeout"]})
   -h, --help              this text
 
 Environment:

@@ -1,4 +1,5 @@
 /** The server's settings: DEFAULTS, overridden by env BURROW_<FLAG>, overridden by flags; checked once. */
+import { existsSync } from "node:fs";
 import * as v from "valibot";
 import { parseFlags, type FlagSpec } from "../cli/flags.ts";
 import { UsageError } from "../cli/usage.ts";
@@ -12,6 +13,9 @@ export const SERVER_DEFAULTS = {
   "data-dir": "./data",
   "tcp-ports": "20000-29999",
   "system-subdomains": "www,admin,api,mail",
+  "tls-cert": "",
+  "tls-key": "",
+  "response-timeout": "60",
 } as const;
 
 export const SERVER_FLAGS: Record<keyof typeof SERVER_DEFAULTS, FlagSpec> = {
@@ -22,6 +26,9 @@ export const SERVER_FLAGS: Record<keyof typeof SERVER_DEFAULTS, FlagSpec> = {
   "data-dir": { type: "string", env: true },
   "tcp-ports": { type: "string", env: true },
   "system-subdomains": { type: "string", env: true },
+  "tls-cert": { type: "string", env: true },
+  "tls-key": { type: "string", env: true },
+  "response-timeout": { type: "string", env: true },
 };
 
 export interface ServerConfig {
@@ -32,6 +39,9 @@ export interface ServerConfig {
   dataDir: string;
   tcpPorts: { first: number; last: number };
   systemSubdomains: string[];
+  tls?: { cert: string; key: string };
+  /** How long the edge waits for a local service's response head. */
+  responseTimeoutMs: number;
 }
 
 const port = (flag: string) =>
@@ -67,6 +77,14 @@ const Schema = v.object({
     v.transform((s) => s.split(",").map((x) => x.trim().toLowerCase()).filter((x) => x !== "")),
     v.check((list) => list.every((x) => SUBDOMAIN_PATTERN.test(x)), "--system-subdomains must be a comma-separated list of DNS labels"),
   ),
+  "tls-cert": v.string(),
+  "tls-key": v.string(),
+  "response-timeout": v.pipe(
+    v.string(),
+    v.regex(/^[0-9]{1,6}(\.[0-9]+)?$/, "--response-timeout must be a number of seconds"),
+    v.transform(Number),
+    v.minValue(0.1, "--response-timeout must be at least 0.1 seconds"),
+  ),
 });
 
 /** Reads `burrow server` flags; throws UsageError with a one-line message. */
@@ -83,6 +101,10 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     throw new UsageError(issue.message.startsWith("--") ? issue.message + got : `--${String(flag)}: ${issue.message}`);
   }
   const o = result.output;
+  if (Boolean(o["tls-cert"]) !== Boolean(o["tls-key"])) throw new UsageError("--tls-cert and --tls-key go together");
+  for (const flag of ["tls-cert", "tls-key"] as const) {
+    if (o[flag] && !existsSync(o[flag])) throw new UsageError(`--${flag}: no such file '${o[flag]}'`);
+  }
   const config: ServerConfig = {
     domain: o.domain,
     httpPort: o["http-port"],
@@ -91,6 +113,8 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     dataDir: o["data-dir"],
     tcpPorts: o["tcp-ports"],
     systemSubdomains: o["system-subdomains"],
+    tls: o["tls-cert"] ? { cert: o["tls-cert"], key: o["tls-key"] } : undefined,
+    responseTimeoutMs: o["response-timeout"] * 1000,
   };
   return { help: false as const, config };
 }

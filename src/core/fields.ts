@@ -72,5 +72,7 @@ export function describeIssues(issues: readonly v.BaseIssue<unknown>[]): string 
   const first = issues[0];
   if (!first) return "invalid input";
   const path = first.path?.map((p) => String(p.key)).join(".") ?? "";
+  // v.object reports an absent key itself ("Invalid key: Expected ...") before any field rule runs
+  if (path && first.type === "object" && first.path?.at(-1)?.origin === "key") return `${path} is required`;
   return path ? `${path} ${first.message}` : first.message;
 }

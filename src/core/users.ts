@@ -1,7 +1,7 @@
 /** Users and their limits; the rule that an enabled admin always remains. */
 import { and, asc, count, eq, ne, sql } from "drizzle-orm";
 import type { Db } from "../db/open.ts";
-import { users, type UserRow } from "../db/schema.ts";
+import { sessions, users, type UserRow } from "../db/schema.ts";
 import { isoTimestamp, type Clock } from "./clock.ts";
 import { AppError, notFound } from "./errors.ts";
 import type { Role, TrafficPeriod } from "./fields.ts";
@@ -89,6 +89,8 @@ export function createUsers(db: Db, clock: Clock, live: LiveTunnels) {
         if (isEnabledAdmin && changes.enabled === false) assertAnotherAdmin(id, "disable");
         if (isEnabledAdmin && changes.role === "user") assertAnotherAdmin(id, "demote");
         const { password: _, ...settings } = changes;
+        // a disabled user's sessions end for good: re-enabling does not revive old cookies
+        if (changes.enabled === false) tx.delete(sessions).where(eq(sessions.userId, id)).run();
         return tx
           .update(users)
           .set({ ...settings, ...(passwordHash ? { passwordHash } : {}), updatedAt: isoTimestamp(clock.now()) })

@@ -1,0 +1,68 @@
+/**
+ * The agent's side of an http stream: the request goes to the local service
+ * with fetch (no redirects followed, bodies not decompressed), the response
+ * head returns in REPLY and the body streams back with credit.
+ */
+import type { OpenMeta } from "../protocol/messages.ts";
+import type { Stream } from "../protocol/mux.ts";
+import { pipeInto, readableFrom } from "../protocol/pipes.ts";
+import { WireError } from "../protocol/wire.ts";
+import { headerList, toHeaders } from "../relay/headers.ts";
+
+export interface LocalTarget {
+  host: string;
+  port: number;
+  /** --host-header: undefined keeps the visitor's Host, "rewrite" uses the local address, anything else is used as is. */
+  hostHeader?: string;
+  /** https to the local service (for a target given as https://host:port). */
+  tls?: boolean;
+}
+
+export interface RequestLog {
+  (line: { method: string; path: string; status: number | string; ms: number }): void;
+}
+
+export const localAuthority = (t: LocalTarget) => `${t.host.includes(":") ? `[${t.host}]` : t.host}:${t.port}`;
+
+export async function serveHttpStream(stream: Stream, meta: OpenMeta, target: LocalTarget, logRequest: RequestLog): Promise<void> {
+  const started = performance.now();
+  const head = meta.head!;
+  const headers = toHeaders(head.headers);
+  if (target.hostHeader === "rewrite") headers.set("host", localAuthority(target));
+  else if (target.hostHeader) headers.set("host", target.hostHeader);
+  // fetch would add its own Accept-Encoding; the visitor asked for none, so none is what they get
+  if (!headers.has("accept-encoding")) headers.set("accept-encoding", "identity");
+  const body = meta.body ? readableFrom(stream, undefined, "discard") : null;
+  if (!meta.body) stream.onData = (chunk) => stream.consumed(chunk.byteLength);
+  const url = `${target.tls ? "https" : "http"}://${localAuthority(target)}${head.path}`;
+  let response: Response;
+  try {
+    const init: BunFetchRequestInit & { duplex: "half" } = {
+      method: head.method,
+      headers,
+      body,
+      redirect: "manual",
+      decompress: false,
+      proxy: false,
+      tls: { rejectUnauthorized: false }, // the local service is the user's own; self-signed is normal there
+      duplex: "half", // the request body streams while the response may already come
+    };
+    response = await fetch(url, init);
+  } catch (err) {
+    const why = describeLocalError(err);
+    stream.reset(`${WireError.UPSTREAM_FAILED} ${why}`);
+    logRequest({ method: head.method, path: head.path, status: `502 (${why})`, ms: performance.now() - started });
+    return;
+  }
+  stream.reply({ status: response.status, headers: headerList(response.headers) });
+  logRequest({ method: head.method, path: head.path, status: response.status, ms: performance.now() - started });
+  if (response.body) await pipeInto(response.body, stream);
+  else stream.end();
+}
+
+export function describeLocalError(err: unknown): string {
+  const code = (err as { code?: string }).code;
+  if (code === "ConnectionRefused" || code === "ECONNREFUSED") return "connection refused";
+  if (code === "ETIMEDOUT" || code === "TimeoutError") return "timed out";
+  return (err as Error).message?.split("\n")[0]?.slice(0, 120) || "request failed";
+}

@@ -1,0 +1,48 @@
+/** The agent's side of a ws stream: its own WebSocket to the local service, relaying whole messages. */
+import type { OpenMeta } from "../protocol/messages.ts";
+import type { Stream } from "../protocol/mux.ts";
+import { encodeRecord, RecordDecoder } from "../protocol/ws-records.ts";
+import { WireError } from "../protocol/wire.ts";
+import { localAuthority, type LocalTarget } from "./http.ts";
+
+/** Headers the local WebSocket handshake sets for itself. */
+const OWN = new Set(["host", "sec-websocket-protocol", "sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions", "content-length"]);
+
+export function serveWebSocketStream(stream: Stream, meta: OpenMeta, target: LocalTarget, onOpen: () => void): void {
+  const head = meta.head!;
+  const protocols = (head.headers.find(([n]) => n === "sec-websocket-protocol")?.[1] ?? "")
+    .split(",")
+    .map((p) => p.trim())
+    .filter(Boolean);
+  const headers: [string, string][] = head.headers.filter(([n]) => !OWN.has(n));
+  if (target.hostHeader && target.hostHeader !== "rewrite") headers.push(["host", target.hostHeader]);
+  const url = `${target.tls ? "wss" : "ws"}://${localAuthority(target)}${head.path}`;
+  const ws = new WebSocket(url, { headers, protocols, perMessageDeflate: false, tls: { rejectUnauthorized: false } } as any);
+  ws.binaryType = "arraybuffer";
+  let opened = false;
+  const decoder = new RecordDecoder();
+  ws.onopen = () => {
+    opened = true;
+    stream.reply({ protocol: ws.protocol || undefined });
+    onOpen();
+  };
+  ws.onmessage = (ev) => {
+    const data = typeof ev.data === "string" ? ev.data : new Uint8Array(ev.data as ArrayBuffer);
+    stream.write(encodeRecord(data));
+  };
+  ws.onclose = () => (opened ? stream.end() : stream.reset(`${WireError.UPSTREAM_FAILED} WebSocket handshake failed`));
+  ws.onerror = () => {
+    if (!opened) stream.reset(`${WireError.UPSTREAM_FAILED} WebSocket handshake failed`);
+  };
+  stream.onData = (chunk) => {
+    stream.consumed(chunk.byteLength);
+    try {
+      decoder.push(chunk, (message) => ws.send(message));
+    } catch {
+      stream.reset();
+      ws.close(1009);
+    }
+  };
+  stream.onEnd = () => ws.close(1000);
+  stream.whenReset(() => ws.readyState <= 1 && ws.close(1000));
+}

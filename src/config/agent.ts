@@ -1,0 +1,76 @@
+/**
+ * The agent's settings: --server / --token, else BURROW_SERVER /
+ * BURROW_TOKEN, else the file `burrow login` wrote
+ * ($XDG_CONFIG_HOME/burrow/config.json, mode 0600).
+ */
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname, join } from "node:path";
+import * as v from "valibot";
+import { UsageError } from "../cli/usage.ts";
+
+const SavedConfig = v.object({ server: v.optional(v.string()), token: v.optional(v.string()) });
+export type SavedConfig = v.InferOutput<typeof SavedConfig>;
+
+export function configPath(env: Record<string, string | undefined> = process.env): string {
+  const base = env.XDG_CONFIG_HOME || join(env.HOME || homedir(), ".config");
+  return join(base, "burrow", "config.json");
+}
+
+export function readSavedConfig(env: Record<string, string | undefined> = process.env): SavedConfig {
+  const path = configPath(env);
+  if (!existsSync(path)) return {};
+  try {
+    return v.parse(SavedConfig, JSON.parse(readFileSync(path, "utf8")));
+  } catch {
+    throw new UsageError(`${path} is not a valid burrow config file (run burrow login again)`);
+  }
+}
+
+export function saveConfig(config: SavedConfig, env: Record<string, string | undefined> = process.env): string {
+  const path = configPath(env);
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  writeFileSync(path, JSON.stringify(config, null, 2) + "\n", { mode: 0o600 });
+  chmodSync(path, 0o600); // writeFileSync keeps an existing file's mode
+  return path;
+}
+
+/** A server URL as given: "tunnels.example.com" means http://tunnels.example.com. */
+export function normaliseServerUrl(raw: string): string {
+  const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(raw) ? raw : `http://${raw}`;
+  let url: URL;
+  try {
+    url = new URL(withScheme);
+  } catch {
+    throw new UsageError(`--server: '${raw}' is not a URL such as https://tunnels.example.com`);
+  }
+  if (!["http:", "https:", "ws:", "wss:"].includes(url.protocol)) {
+    throw new UsageError(`--server: '${raw}' must be an http:// or https:// URL`);
+  }
+  return `${url.protocol}//${url.host}`;
+}
+
+export function resolveCredentials(flags: { server?: string; token?: string }, env: Record<string, string | undefined> = process.env) {
+  const saved = flags.server && flags.token ? {} : readSavedConfig(env);
+  const server = flags.server || env.BURROW_SERVER || saved.server;
+  const token = flags.token || env.BURROW_TOKEN || saved.token;
+  if (!server) throw new UsageError("no server: pass --server URL, set BURROW_SERVER, or run burrow login");
+  if (!token) throw new UsageError("no token: pass --token T, set BURROW_TOKEN, or run burrow login");
+  return { server: normaliseServerUrl(server), token };
+}
+
+/** --proxy, else HTTPS_PROXY / ALL_PROXY (either case). */
+export function resolveProxy(flag: string | undefined, env: Record<string, string | undefined> = process.env): string | undefined {
+  const raw = flag || env.HTTPS_PROXY || env.https_proxy || env.ALL_PROXY || env.all_proxy;
+  if (!raw) return undefined;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new UsageError(`--proxy: '${raw}' is not a URL such as http://proxy:3128 or socks5://proxy:1080`);
+  }
+  if (!["http:", "https:", "socks5:", "socks5h:"].includes(url.protocol)) {
+    throw new UsageError(`--proxy: '${raw}' must be http://, https:// or socks5://`);
+  }
+  return url.toString();
+}

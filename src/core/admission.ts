@@ -1,0 +1,126 @@
+/**
+ * Who may open which tunnels: the handshake's checks, in their fixed order,
+ * each refusing with its own code. Pure rules over the database and a view
+ * of what is live; binding ports is the edge's job (PORT_UNAVAILABLE).
+ */
+import * as v from "valibot";
+import type { TokenRow, UserRow } from "../db/schema.ts";
+import { AppError } from "./errors.ts";
+import { protocolList, subdomain as subdomainRule, type Protocol } from "./fields.ts";
+import type { Core } from "./index.ts";
+
+/** What the edge knows about live tunnels, as admission needs it. */
+export interface LiveView {
+  /** Ids of the user's tokens that have a live agent connection. */
+  liveTokenIds(userId: number): Set<number>;
+  /** The user's live tunnels, not counting those of the session `except`. */
+  liveTunnelCount(userId: number, except?: string): number;
+  /** Bytes counted live but not yet written to the database. */
+  unflushedBytes(userId: number): number;
+  /**
+   * Who holds a subdomain: a live tunnel, or a dropped one kept for its
+   * token during the grace period. `sessionId` is null while in grace.
+   */
+  subdomainHolder(subdomain: string): { tokenId: number; sessionId: string | null } | undefined;
+}
+
+export interface AdmissionRequest {
+  token: string;
+  proxy: boolean;
+  tunnels: ({ protocol: "http"; subdomain?: string; skipWarning?: boolean } | { protocol: "tcp"; port?: number })[];
+  /** Session being resumed: its tunnels will be handed over, so they neither count nor conflict. */
+  resume?: string;
+}
+
+export type PlannedTunnel =
+  | { protocol: "http"; subdomain: string; skipWarning: boolean }
+  | { protocol: "tcp"; port?: number };
+
+export interface Admitted {
+  user: UserRow;
+  token: TokenRow;
+  tunnels: PlannedTunnel[];
+}
+
+const RANDOM_SUBDOMAIN_LENGTH = 8;
+const RANDOM_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789";
+
+export function admit(core: Core, req: AdmissionRequest, live: LiveView): Admitted {
+  const { token, user } = core.tokens.authenticate(req.token); // AUTH_FAILED, TOKEN_DISABLED
+  if (!user.enabled) throw new AppError("USER_DISABLED", `user '${user.username}' is disabled`);
+
+  const allowed = protocolList(user.allowedProtocols);
+  for (const t of req.tunnels) {
+    if (!allowed.includes(t.protocol as Protocol)) {
+      throw new AppError("PROTOCOL_DENIED", `user '${user.username}' may not open ${t.protocol} tunnels`);
+    }
+  }
+  if (req.proxy && !user.canUseProxy) {
+    throw new AppError("PROXY_DENIED", `user '${user.username}' may not connect through a proxy`);
+  }
+
+  if (user.maxDevices > 0) {
+    const others = [...live.liveTokenIds(user.id)].filter((id) => id !== token.id);
+    if (others.length + 1 > user.maxDevices) {
+      throw new AppError("DEVICE_LIMIT", `user '${user.username}' already has ${others.length} of ${user.maxDevices} devices connected`);
+    }
+  }
+  if (user.maxTunnels > 0) {
+    const current = live.liveTunnelCount(user.id, req.resume);
+    if (current + req.tunnels.length > user.maxTunnels) {
+      throw new AppError("TUNNEL_LIMIT", `user '${user.username}' has ${current} of ${user.maxTunnels} tunnels open`);
+    }
+  }
+  if (user.trafficLimit > 0) {
+    const used = core.traffic.usedInPeriod(user) + live.unflushedBytes(user.id);
+    if (used >= user.trafficLimit) {
+      throw new AppError("TRAFFIC_EXCEEDED", `user '${user.username}' has used ${used} of ${user.trafficLimit} bytes this ${user.trafficPeriod} period`);
+    }
+  }
+
+  const claimed = new Set<string>();
+  const planned = req.tunnels.map((t): PlannedTunnel => {
+    if (t.protocol === "tcp") return { protocol: "tcp", port: t.port };
+    const subdomain =
+      t.subdomain === undefined ? randomFreeSubdomain(core, live, claimed) : checkSubdomain(core, live, user, token, t.subdomain, req.resume, claimed);
+    claimed.add(subdomain);
+    return { protocol: "http", subdomain, skipWarning: Boolean(t.skipWarning) && user.skipWarning };
+  });
+  core.tokens.touch(token.id);
+  return { user, token, tunnels: planned };
+}
+
+function checkSubdomain(
+  core: Core,
+  live: LiveView,
+  user: UserRow,
+  token: TokenRow,
+  asked: string,
+  resume: string | undefined,
+  claimed: Set<string>,
+): string {
+  const parsed = v.safeParse(subdomainRule, asked);
+  if (!parsed.success) throw new AppError("SUBDOMAIN_INVALID", `'${asked}' is not a valid subdomain: ${parsed.issues[0]?.message}`);
+  const name = parsed.output;
+  if (core.domains.isSystem(name)) throw new AppError("SUBDOMAIN_RESERVED", `'${name}' is a system name`);
+  const owner = core.domains.ownerOf(name);
+  if (owner !== undefined && owner !== user.id) throw new AppError("SUBDOMAIN_RESERVED", `'${name}' is reserved for another user`);
+  const holder = live.subdomainHolder(name);
+  // the token's own tunnel comes back to it: dropped (in grace) or from the session it resumes
+  const reclaimable = holder && holder.tokenId === token.id && (holder.sessionId === null || holder.sessionId === resume);
+  if ((holder && !reclaimable) || claimed.has(name)) throw new AppError("SUBDOMAIN_TAKEN", `'${name}' is in use by another tunnel`);
+  return name;
+}
+
+function randomFreeSubdomain(core: Core, live: LiveView, claimed: Set<string>): string {
+  for (;;) {
+    let name = "";
+    for (const byte of crypto.getRandomValues(new Uint8Array(RANDOM_SUBDOMAIN_LENGTH * 2))) {
+      if (byte < 252 && name.length < RANDOM_SUBDOMAIN_LENGTH) name += RANDOM_ALPHABET[byte % 36];
+    }
+    if (name.length < RANDOM_SUBDOMAIN_LENGTH) continue;
+    if (core.domains.isSystem(name) || core.domains.ownerOf(name) !== undefined) continue;
+    if (live.subdomainHolder(name) || claimed.has(name)) continue;
+    return name;
+  }
+}

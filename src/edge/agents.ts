@@ -1,0 +1,169 @@
+/**
+ * The agents' side of the edge: one AgentConnection per WebSocket at
+ * /_burrow/connect. It waits for HELLO, asks core who may open what, binds
+ * what it was granted, answers READY, and from then on opens a stream per
+ * visitor. Any refusal is an ERROR frame with a stable code, then close.
+ */
+import type { ServerWebSocket } from "bun";
+import * as v from "valibot";
+import { admit } from "../core/admission.ts";
+import { AppError } from "../core/errors.ts";
+import type { Core } from "../core/index.ts";
+import { log } from "../log.ts";
+import { parseJsonPayload, ProtocolError } from "../protocol/frames.ts";
+import { Hello, type GrantedTunnel, type OpenMeta } from "../protocol/messages.ts";
+import { Mux, type Stream } from "../protocol/mux.ts";
+import { FrameType, HANDSHAKE_TIMEOUT_MS, PROTOCOL_VERSION, WireError, type FrameTypeValue } from "../protocol/wire.ts";
+import type { PortAllocator } from "./ports.ts";
+import type { AgentLink, Registry, Tunnel } from "./registry.ts";
+
+export interface EdgeContext {
+  core: Core;
+  registry: Registry;
+  ports: PortAllocator;
+  /** The public address of an http tunnel, e.g. http://name.example.com */
+  httpUrl(subdomain: string): string;
+  tcpAddress(port: number): string;
+}
+
+export interface AgentSocketData {
+  kind: "agent";
+  remote: string;
+  conn?: AgentConnection;
+}
+
+export class AgentConnection implements AgentLink {
+  readonly sessionId = crypto.randomUUID();
+  userId = 0;
+  tokenId = 0;
+  readonly mux: Mux;
+  private ready = false;
+  private handshakeTimer: ReturnType<typeof setTimeout>;
+
+  constructor(
+    private readonly ws: ServerWebSocket<AgentSocketData>,
+    private readonly edge: EdgeContext,
+  ) {
+    this.mux = new Mux({
+      role: "edge",
+      send: (frame) => {
+        const r = ws.send(frame);
+        return r === -1 ? "backpressure" : r === 0 ? "closed" : "sent";
+      },
+      onControl: (type, payload) => this.control(type, payload),
+      onClose: (code, message) => {
+        if (code !== WireError.GOING_AWAY) log.info("agent connection closed", { session: this.sessionId, code, reason: message });
+        ws.close(1000, code.slice(0, 100));
+      },
+    });
+    this.handshakeTimer = setTimeout(() => {
+      if (!this.ready) this.refuse(WireError.HANDSHAKE_TIMEOUT, `no HELLO within ${HANDSHAKE_TIMEOUT_MS / 1000} s`);
+    }, HANDSHAKE_TIMEOUT_MS);
+  }
+
+  get isReady(): boolean {
+    return this.ready;
+  }
+
+  openStream(meta: OpenMeta): Stream | undefined {
+    if (!this.ready || this.mux.closed) return undefined;
+    try {
+      return this.mux.open(meta);
+    } catch {
+      return undefined; // too many streams: the visitor gets a 502/close
+    }
+  }
+
+  refuse(code: string, message: string): void {
+    clearTimeout(this.handshakeTimer);
+    this.mux.fail(code, message);
+  }
+
+  /** The WebSocket closed (either side): the session ends, its tunnels wait in grace. */
+  closed(): void {
+    clearTimeout(this.handshakeTimer);
+    this.mux.close();
+    if (this.ready) this.edge.registry.detach(this.sessionId, true);
+  }
+
+  private control(type: FrameTypeValue, payload: Uint8Array): void {
+    switch (type) {
+      case FrameType.HELLO:
+        if (this.ready) throw new ProtocolError("HELLO after READY");
+        return this.hello(parseJsonPayload(payload, "HELLO"));
+      case FrameType.GOAWAY:
+        // the agent leaves on purpose: free its names and ports now
+        this.edge.registry.detach(this.sessionId, false);
+        this.ready = false;
+        this.mux.close();
+        return;
+      case FrameType.ERROR:
+        this.mux.close(WireError.GOING_AWAY, "agent reported an error");
+        return;
+      default:
+        throw new ProtocolError(`unexpected ${type} from an agent`);
+    }
+  }
+
+  private hello(raw: unknown): void {
+    const parsed = v.safeParse(Hello, raw);
+    if (!parsed.success) throw new ProtocolError(`bad HELLO: ${parsed.issues[0]?.message}`);
+    const hello = parsed.output;
+    clearTimeout(this.handshakeTimer);
+    if (hello.version !== PROTOCOL_VERSION) {
+      return this.refuse(
+        WireError.VERSION_MISMATCH,
+        `this server speaks protocol version ${PROTOCOL_VERSION}, the agent ${hello.version}: please update burrow on the ${hello.version < PROTOCOL_VERSION ? "client" : "server"}`,
+      );
+    }
+    const { registry, ports, core } = this.edge;
+    const created: Tunnel[] = [];
+    try {
+      const admitted = admit(core, { ...hello, resume: hello.resume }, registry);
+      this.userId = admitted.user.id;
+      this.tokenId = admitted.token.id;
+      const owner = { userId: admitted.user.id, username: admitted.user.username, tokenId: admitted.token.id };
+      const tunnels = admitted.tunnels.map((plan) => {
+        const want = plan.protocol === "http" ? { subdomain: plan.subdomain } : { port: plan.port };
+        const back = registry.reclaimable(owner.tokenId, want, hello.resume);
+        if (back) {
+          if (plan.protocol === "http") back.skipWarning = plan.skipWarning;
+          return back;
+        }
+        const t =
+          plan.protocol === "http"
+            ? registry.newTunnel("http", { subdomain: plan.subdomain }, owner, plan.skipWarning)
+            : ports.bind(plan.port, (port) => registry.newTunnel("tcp", { port }, owner, false));
+        created.push(t);
+        return t;
+      });
+      // the session being resumed (same token, half-open connection) gives way to this one
+      if (hello.resume && registry.hasSession(hello.resume)) {
+        registry.closeSession(hello.resume, "SESSION_REPLACED", "a newer connection of this agent took over", true);
+      }
+      this.ready = true;
+      registry.attach(this, tunnels);
+      const granted: GrantedTunnel[] = tunnels.map((t) => ({
+        id: t.id,
+        protocol: t.protocol,
+        ...(t.protocol === "http" ? { subdomain: t.subdomain } : { port: t.port }),
+        url: t.protocol === "http" ? this.edge.httpUrl(t.subdomain!) : this.edge.tcpAddress(t.port!),
+      }));
+      this.mux.sendControl(FrameType.READY, { session: this.sessionId, username: owner.username, tunnels: granted });
+      log.info("agent connected", {
+        session: this.sessionId,
+        user: owner.username,
+        token: owner.tokenId,
+        remote: this.ws.data.remote,
+        tunnels: granted.map((g) => g.url).join(","),
+      });
+    } catch (err) {
+      for (const t of created) registry.remove(t);
+      if (err instanceof AppError) {
+        log.info("agent refused", { code: err.code, reason: err.message, remote: this.ws.data.remote });
+        return this.refuse(err.code, err.message);
+      }
+      throw err;
+    }
+  }
+}

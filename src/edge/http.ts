@@ -1,0 +1,105 @@
+/**
+ * HTTP ingress: a visitor's request becomes a stream to the tunnel's agent.
+ * The request head travels in OPEN, bodies stream both ways with credit,
+ * the response head comes back in REPLY. No body is ever held whole.
+ */
+import type { Server } from "bun";
+import * as v from "valibot";
+import { ResponseHead, type OpenMeta } from "../protocol/messages.ts";
+import type { Stream } from "../protocol/mux.ts";
+import { pipeInto, readableFrom } from "../protocol/pipes.ts";
+import { headerList, toHeaders } from "../relay/headers.ts";
+import { log } from "../log.ts";
+import { badGatewayPage } from "./pages.ts";
+import type { Tunnel } from "./registry.ts";
+
+/** Request headers the edge sets itself. */
+const EDGE_SET = new Set(["x-forwarded-proto", "x-forwarded-host", "x-burrow-skip-warning"]);
+
+export interface ForwardContext {
+  remoteIp: string;
+  remotePort: number;
+  secure: boolean;
+  host: string;
+  responseTimeoutMs: number;
+}
+
+export function requestMeta(req: Request, url: URL, tunnel: Tunnel, ctx: ForwardContext, kind: "http" | "ws"): OpenMeta {
+  const headers = headerList(req.headers, EDGE_SET);
+  const forwardedFor = req.headers.get("x-forwarded-for");
+  const xff = forwardedFor ? `${forwardedFor}, ${ctx.remoteIp}` : ctx.remoteIp;
+  const i = headers.findIndex(([n]) => n === "x-forwarded-for");
+  if (i >= 0) headers.splice(i, 1);
+  headers.push(["x-forwarded-for", xff], ["x-forwarded-proto", ctx.secure ? "https" : "http"], ["x-forwarded-host", ctx.host]);
+  if (kind === "ws") {
+    // the agent's own WebSocket client negotiates these with the local service
+    for (const name of ["sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions"]) {
+      const j = headers.findIndex(([n]) => n === name);
+      if (j >= 0) headers.splice(j, 1);
+    }
+  }
+  return {
+    tunnel: tunnel.id,
+    kind,
+    remote: `${ctx.remoteIp}:${ctx.remotePort}`,
+    head: { method: req.method, path: url.pathname + url.search, headers },
+    body: kind === "http" && req.body !== null,
+  };
+}
+
+/** Waits for the stream's REPLY; rejects on reset or after `timeoutMs`. */
+export function awaitReply(stream: Stream, timeoutMs: number): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      stream.reset();
+      reject(new Error(`it did not answer within ${Math.round(timeoutMs / 1000)} s`));
+    }, timeoutMs);
+    stream.onReply = (meta) => {
+      clearTimeout(timer);
+      resolve(meta);
+    };
+    stream.whenReset((code) => {
+      clearTimeout(timer);
+      reject(new Error(describeReset(code)));
+    });
+  });
+}
+
+function describeReset(code: string): string {
+  const [name, ...rest] = code.split(" ");
+  if (name === "UPSTREAM_FAILED") return rest.length ? `the agent could not reach it (${rest.join(" ")})` : "the agent could not reach it";
+  return "the tunnel's connection closed";
+}
+
+const NO_BODY_STATUS = new Set([101, 204, 205, 304]);
+
+export async function forwardHttp(req: Request, url: URL, tunnel: Tunnel, ctx: ForwardContext): Promise<Response> {
+  const meta = requestMeta(req, url, tunnel, ctx, "http");
+  const stream = tunnel.agent?.openStream(meta);
+  if (!stream) return badGatewayPage(ctx.host, "its agent is reconnecting or busy");
+  tunnel.countIn(JSON.stringify(meta.head).length);
+  req.signal.addEventListener("abort", () => stream.reset(), { once: true });
+
+  if (req.body) void pipeInto(req.body, stream, (n) => tunnel.countIn(n));
+  else stream.end();
+
+  let head: ResponseHead;
+  try {
+    const parsed = v.safeParse(ResponseHead, await awaitReply(stream, ctx.responseTimeoutMs));
+    if (!parsed.success) {
+      stream.reset();
+      return badGatewayPage(ctx.host, "its agent sent a malformed response");
+    }
+    head = parsed.output;
+  } catch (err) {
+    log.info("tunnel request failed", { tunnel: ctx.host, path: url.pathname, err: (err as Error).message });
+    return badGatewayPage(ctx.host, (err as Error).message);
+  }
+  tunnel.countOut(JSON.stringify(head).length);
+  const bodyless = req.method === "HEAD" || NO_BODY_STATUS.has(head.status);
+  const body = bodyless ? null : readableFrom(stream, (n) => tunnel.countOut(n));
+  if (bodyless) stream.onData = (chunk) => stream.consumed(chunk.byteLength);
+  return new Response(body, { status: head.status, headers: toHeaders(head.headers) });
+}
+
+export type { Server };

@@ -1,0 +1,44 @@
+/**
+ * Traffic counted in memory per user and written to the daily table in
+ * batches: every FLUSH_INTERVAL_MS, when a tunnel closes and at shutdown.
+ */
+import { utcDate } from "../core/clock.ts";
+import type { Core } from "../core/index.ts";
+import { log } from "../log.ts";
+
+export const FLUSH_INTERVAL_MS = 2_000;
+
+export class TrafficMeter {
+  private pending = new Map<number, { in: number; out: number }>();
+
+  constructor(private readonly core: Core) {}
+
+  add(userId: number, bytesIn: number, bytesOut: number): void {
+    let p = this.pending.get(userId);
+    if (!p) this.pending.set(userId, (p = { in: 0, out: 0 }));
+    p.in += bytesIn;
+    p.out += bytesOut;
+  }
+
+  unflushed(userId: number): number {
+    const p = this.pending.get(userId);
+    return p ? p.in + p.out : 0;
+  }
+
+  /** Writes what was counted; a user deleted meanwhile is skipped (their rows are gone by design). */
+  flush(): void {
+    if (this.pending.size === 0) return;
+    const batch = this.pending;
+    this.pending = new Map();
+    const date = utcDate(this.core.clock.now());
+    for (const [userId, p] of batch) {
+      if (p.in === 0 && p.out === 0) continue;
+      try {
+        this.core.traffic.add(userId, date, p.in, p.out);
+      } catch (err) {
+        // a foreign key failure means the user was deleted: their traffic goes with them
+        if (!String(err).includes("FOREIGN KEY")) log.error("traffic flush failed", { user: userId, err: String(err) });
+      }
+    }
+  }
+}

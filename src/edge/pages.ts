@@ -1,0 +1,71 @@
+/** The edge's own pages: small, self-contained HTML (no external assets). */
+const escapeHtml = (s: string) =>
+  s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
+
+const STYLE = `
+  :root { color-scheme: light dark; --fg:#1d2330; --muted:#5b6475; --bg:#f6f7f9; --card:#fff; --accent:#2f6fed; }
+  @media (prefers-color-scheme: dark) { :root { --fg:#e6e9ef; --muted:#9aa3b5; --bg:#12151b; --card:#1b1f27; --accent:#6d9bff; } }
+  * { box-sizing: border-box; }
+  body { margin:0; min-height:100vh; display:grid; place-items:center; background:var(--bg); color:var(--fg);
+         font: 16px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; padding: 1rem; }
+  main { background:var(--card); max-width: 34rem; width:100%; padding: 2rem; border-radius: 12px;
+         box-shadow: 0 1px 3px rgba(0,0,0,.08), 0 8px 24px rgba(0,0,0,.06); }
+  h1 { font-size: 1.35rem; margin: 0 0 .75rem; }
+  p { margin: .5rem 0; color: var(--muted); }
+  code { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: .95em; color: var(--fg); }
+  .status { font-weight: 600; color: var(--accent); letter-spacing: .04em; font-size: .85rem; }
+  a.button { display:inline-block; margin-top: 1.25rem; padding: .65rem 1.2rem; border-radius: 8px;
+             background: var(--accent); color: #fff; text-decoration: none; font-weight: 600; }
+  a.button:focus-visible { outline: 3px solid var(--fg); outline-offset: 2px; }
+  footer { margin-top: 1.5rem; font-size: .8rem; color: var(--muted); }
+`;
+
+export function page(status: number, title: string, bodyHtml: string, headers: Record<string, string> = {}): Response {
+  const html = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="robots" content="noindex"><title>${escapeHtml(title)}</title><style>${STYLE}</style></head>
+<body><main>${bodyHtml}<footer>burrow</footer></main></body></html>`;
+  return new Response(html, {
+    status,
+    headers: { "Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store", ...headers },
+  });
+}
+
+export function unknownTunnelPage(host: string): Response {
+  return page(
+    404,
+    "Tunnel not found",
+    `<div class="status">404</div><h1>No tunnel here</h1>
+<p>There is no tunnel at <code>${escapeHtml(host)}</code>. It may have been closed, or the address is mistyped.</p>`,
+  );
+}
+
+export function badGatewayPage(host: string, why: string): Response {
+  return page(
+    502,
+    "Local service unavailable",
+    `<div class="status">502</div><h1>The tunnel's local service did not answer</h1>
+<p>The tunnel <code>${escapeHtml(host)}</code> is up, but ${escapeHtml(why)}.</p>
+<p>If this is your tunnel, check that your service is running on the port you gave <code>burrow</code>.</p>`,
+  );
+}
+
+export function warningPage(host: string, username: string, continueUrl: string): Response {
+  return page(
+    200,
+    "You are about to visit a tunnelled site",
+    `<div class="status">NOTICE</div><h1>This site is served through a tunnel</h1>
+<p><code>${escapeHtml(host)}</code> is served through a burrow tunnel by <strong>${escapeHtml(username)}</strong>
+from their own computer. Continue only if you know and trust who sent you here.</p>
+<p>Never enter passwords or payment details unless you are sure of the site's owner.</p>
+<a class="button" href="${escapeHtml(continueUrl)}">Continue to the site</a>`,
+  );
+}
+
+export function landingPage(domain: string): Response {
+  return page(
+    404,
+    "burrow",
+    `<h1>burrow tunnel server</h1><p>Tunnels on this server are reached at <code>&lt;name&gt;.${escapeHtml(domain)}</code>.</p>`,
+  );
+}

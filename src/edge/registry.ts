@@ -1,0 +1,214 @@
+/**
+ * The only place that knows what is live: tunnels by subdomain and port,
+ * agent sessions by id. The edge registers and removes; admin actions close
+ * through closeUser/closeToken; the admin API reads list().
+ *
+ * A tunnel whose agent drops without saying goodbye is kept, agentless, for
+ * RECLAIM_GRACE_MS: its name or port stays held for the same token, and a
+ * reconnecting agent takes it back.
+ */
+import type { LiveView } from "../core/admission.ts";
+import type { ErrorCode } from "../core/errors.ts";
+import type { ActiveTunnel, LiveTunnels } from "../core/live.ts";
+import type { Stream } from "../protocol/mux.ts";
+import type { OpenMeta } from "../protocol/messages.ts";
+import { RECLAIM_GRACE_MS } from "../protocol/wire.ts";
+import type { TrafficMeter } from "./meter.ts";
+
+/** What the registry needs of a connected agent. */
+export interface AgentLink {
+  readonly sessionId: string;
+  readonly userId: number;
+  readonly tokenId: number;
+  /** A new stream to the agent, or undefined when it cannot take one now. */
+  openStream(meta: OpenMeta): Stream | undefined;
+  /** Tells the agent why (ERROR) and closes its connection. */
+  refuse(code: string, message: string): void;
+}
+
+export class Tunnel {
+  readonly id = crypto.randomUUID();
+  agent: AgentLink | null = null;
+  connectedAt = new Date();
+  bytesIn = 0;
+  bytesOut = 0;
+  /** Set by the owner of extra resources (a TCP listener) to free them. */
+  onRemoved?: () => void;
+  graceTimer?: ReturnType<typeof setTimeout>;
+
+  constructor(
+    readonly protocol: "http" | "tcp",
+    readonly address: { subdomain?: string; port?: number },
+    readonly userId: number,
+    readonly username: string,
+    readonly tokenId: number,
+    public skipWarning: boolean,
+    private readonly meter: TrafficMeter,
+  ) {}
+
+  get subdomain() {
+    return this.address.subdomain;
+  }
+  get port() {
+    return this.address.port;
+  }
+
+  /** Bytes from the public side toward the local service. */
+  countIn(n: number): void {
+    this.bytesIn += n;
+    this.meter.add(this.userId, n, 0);
+  }
+
+  /** Bytes from the local service back to the public side. */
+  countOut(n: number): void {
+    this.bytesOut += n;
+    this.meter.add(this.userId, 0, n);
+  }
+}
+
+interface SessionEntry {
+  link: AgentLink;
+  tunnels: Tunnel[];
+}
+
+export class Registry implements LiveTunnels, LiveView {
+  private readonly bySubdomain = new Map<string, Tunnel>();
+  private readonly byPort = new Map<number, Tunnel>();
+  private readonly sessions = new Map<string, SessionEntry>();
+
+  constructor(private readonly meter: TrafficMeter) {}
+
+  newTunnel(protocol: "http" | "tcp", address: { subdomain?: string; port?: number }, owner: { userId: number; username: string; tokenId: number }, skipWarning: boolean): Tunnel {
+    return new Tunnel(protocol, address, owner.userId, owner.username, owner.tokenId, skipWarning, this.meter);
+  }
+
+  /** Puts a session's tunnels live (new ones or reclaimed from grace). */
+  attach(link: AgentLink, tunnels: Tunnel[]): void {
+    for (const t of tunnels) {
+      clearTimeout(t.graceTimer);
+      t.graceTimer = undefined;
+      t.agent = link;
+      t.connectedAt = new Date();
+      if (t.subdomain !== undefined) this.bySubdomain.set(t.subdomain, t);
+      if (t.port !== undefined) this.byPort.set(t.port, t);
+    }
+    this.sessions.set(link.sessionId, { link, tunnels });
+  }
+
+  /** A dropped tunnel of this token, held in grace, to hand back. */
+  reclaimable(tokenId: number, want: { subdomain?: string; port?: number }, resume?: string): Tunnel | undefined {
+    const t = want.subdomain !== undefined ? this.bySubdomain.get(want.subdomain) : want.port !== undefined ? this.byPort.get(want.port) : undefined;
+    if (!t || t.tokenId !== tokenId) return undefined;
+    if (t.agent === null || t.agent.sessionId === resume) return t;
+    return undefined;
+  }
+
+  /**
+   * The session is gone. With grace, its tunnels stay held for the token;
+   * without, they are removed now.
+   */
+  detach(sessionId: string, grace: boolean): void {
+    const entry = this.sessions.get(sessionId);
+    if (!entry) return;
+    this.sessions.delete(sessionId);
+    for (const t of entry.tunnels) {
+      if (t.agent !== entry.link) continue; // already handed to a newer session
+      t.agent = null;
+      if (grace) t.graceTimer = setTimeout(() => t.agent === null && this.remove(t), RECLAIM_GRACE_MS);
+      else this.remove(t);
+    }
+  }
+
+  hasSession(sessionId: string): boolean {
+    return this.sessions.has(sessionId);
+  }
+
+  /** Closes one session, telling its agent why; its tunnels go at once. */
+  closeSession(sessionId: string, code: string, message: string, grace = false): void {
+    const entry = this.sessions.get(sessionId);
+    if (!entry) return;
+    this.detach(sessionId, grace);
+    entry.link.refuse(code, message);
+  }
+
+  remove(t: Tunnel): void {
+    clearTimeout(t.graceTimer);
+    if (t.subdomain !== undefined && this.bySubdomain.get(t.subdomain) === t) this.bySubdomain.delete(t.subdomain);
+    if (t.port !== undefined && this.byPort.get(t.port) === t) this.byPort.delete(t.port);
+    t.agent = null;
+    t.onRemoved?.();
+  }
+
+  tunnelBySubdomain(subdomain: string): Tunnel | undefined {
+    return this.bySubdomain.get(subdomain);
+  }
+
+  portHolder(port: number): Tunnel | undefined {
+    return this.byPort.get(port);
+  }
+
+  /** Every tunnel, live or in grace (for shutdown). */
+  allTunnels(): Tunnel[] {
+    return [...new Set([...this.bySubdomain.values(), ...this.byPort.values()])];
+  }
+
+  liveUsers(): Set<number> {
+    return new Set([...this.sessions.values()].map((s) => s.link.userId));
+  }
+
+  // -- LiveTunnels (admin side) ----------------------------------------------------------------
+
+  list(): ActiveTunnel[] {
+    const out: ActiveTunnel[] = [];
+    for (const { link, tunnels } of this.sessions.values()) {
+      for (const t of tunnels) {
+        if (t.agent !== link) continue;
+        out.push({
+          protocol: t.protocol,
+          subdomain: t.subdomain,
+          port: t.port,
+          userId: t.userId,
+          username: t.username,
+          tokenId: t.tokenId,
+          connectedAt: t.connectedAt,
+          bytesIn: t.bytesIn,
+          bytesOut: t.bytesOut,
+        });
+      }
+    }
+    return out;
+  }
+
+  closeUser(userId: number, code: ErrorCode, message: string): void {
+    for (const [id, s] of [...this.sessions]) if (s.link.userId === userId) this.closeSession(id, code, message);
+    for (const t of this.allTunnels()) if (t.userId === userId && t.agent === null) this.remove(t);
+  }
+
+  closeToken(tokenId: number, code: ErrorCode, message: string): void {
+    for (const [id, s] of [...this.sessions]) if (s.link.tokenId === tokenId) this.closeSession(id, code, message);
+    for (const t of this.allTunnels()) if (t.tokenId === tokenId && t.agent === null) this.remove(t);
+  }
+
+  // -- LiveView (admission) ---------------------------------------------------------------------
+
+  liveTokenIds(userId: number): Set<number> {
+    const ids = new Set<number>();
+    for (const s of this.sessions.values()) if (s.link.userId === userId) ids.add(s.link.tokenId);
+    return ids;
+  }
+
+  liveTunnelCount(userId: number, except?: string): number {
+    let n = 0;
+    for (const [id, s] of this.sessions) if (s.link.userId === userId && id !== except) n += s.tunnels.filter((t) => t.agent === s.link).length;
+    return n;
+  }
+
+  unflushedBytes(userId: number): number {
+    return this.meter.unflushed(userId);
+  }
+
+  subdomainHolder(subdomain: string): { tokenId: number; sessionId: string | null } | undefined {
+    const t = this.bySubdomain.get(subdomain);
+    return t && { tokenId: t.tokenId, sessionId: t.agent?.sessionId ?? null };
+  }
+}

@@ -1,0 +1,165 @@
+/**
+ * The public face: one Bun.serve on --http-port. Requests for
+ * <name>.<domain> go to tunnel <name>; on any other host, /_burrow/connect
+ * is where agents connect. TCP tunnels listen on their own ports (ports.ts).
+ */
+import type { Server, ServerWebSocket } from "bun";
+import type { Core } from "../core/index.ts";
+import { log } from "../log.ts";
+import { CONNECT_PATH, DEAD_AFTER_MS, MAX_PAYLOAD, HEADER_LENGTH } from "../protocol/wire.ts";
+import { AgentConnection, type AgentSocketData, type EdgeContext } from "./agents.ts";
+import { forwardHttp, type ForwardContext } from "./http.ts";
+import { FLUSH_INTERVAL_MS, TrafficMeter } from "./meter.ts";
+import { landingPage, unknownTunnelPage } from "./pages.ts";
+import { PortAllocator } from "./ports.ts";
+import { enforceQuotas } from "./quota.ts";
+import { Registry } from "./registry.ts";
+import { continueResponse, CONTINUE_PATH, interstitial } from "./warning.ts";
+import { upgradeWebSocket, visitorSocket, type VisitorSocketData } from "./websocket.ts";
+
+export interface EdgeOptions {
+  core: Core;
+  domain: string;
+  host: string;
+  port: number;
+  tcpPorts: { first: number; last: number };
+  tls?: { cert: string; key: string };
+  responseTimeoutMs: number;
+}
+
+type SocketData = AgentSocketData | VisitorSocketData;
+
+const SWEEP_INTERVAL_MS = 5_000;
+/** Bun queues at most this much per WebSocket before send() reports backpressure. */
+const BACKPRESSURE_LIMIT = 4 * 1024 * 1024;
+
+export interface RunningEdge {
+  port: number;
+  registry: Registry;
+  stop(): Promise<void>;
+}
+
+export function startEdge(opts: EdgeOptions): RunningEdge {
+  const { core, domain } = opts;
+  const meter = new TrafficMeter(core);
+  const registry = new Registry(meter);
+  core.attachLiveTunnels(registry);
+  const ports = new PortAllocator(opts.tcpPorts, opts.host, registry);
+  const agents = new Set<AgentConnection>();
+  const secure = Boolean(opts.tls);
+  let publicPort = opts.port;
+
+  const portSuffix = () => (publicPort === (secure ? 443 : 80) ? "" : `:${publicPort}`);
+  const edge: EdgeContext = {
+    core,
+    registry,
+    ports,
+    httpUrl: (sub) => `${secure ? "https" : "http"}://${sub}.${domain}${portSuffix()}`,
+    tcpAddress: (port) => `${domain}:${port}`,
+  };
+
+  async function fetch(req: Request, server: Server<SocketData>): Promise<Response | undefined> {
+    const url = new URL(req.url);
+    const hostHeader = (req.headers.get("host") ?? url.host).toLowerCase();
+    const host = hostHeader.replace(/:\d+$/, "").replace(/\.$/, "");
+    const name = host.endsWith(`.${domain}`) ? host.slice(0, -domain.length - 1) : undefined;
+    const remote = server.requestIP(req);
+
+    if (name === undefined || name.includes(".")) {
+      if (url.pathname === CONNECT_PATH) {
+        const ok = server.upgrade(req, { data: { kind: "agent", remote: `${remote?.address}:${remote?.port}` } });
+        return ok ? undefined : new Response("expected a WebSocket upgrade\n", { status: 426 });
+      }
+      return name === undefined ? landingPage(domain) : unknownTunnelPage(hostHeader);
+    }
+
+    const tunnel = registry.tunnelBySubdomain(name);
+    if (!tunnel) return unknownTunnelPage(hostHeader);
+    if (url.pathname === CONTINUE_PATH && req.method === "GET") return continueResponse(url, secure);
+    const warning = interstitial(req, url, tunnel, hostHeader);
+    if (warning) return warning;
+    const ctx: ForwardContext = {
+      remoteIp: remote?.address ?? "unknown",
+      remotePort: remote?.port ?? 0,
+      secure,
+      host: hostHeader,
+      responseTimeoutMs: opts.responseTimeoutMs,
+    };
+    if ((req.headers.get("upgrade") ?? "").toLowerCase() === "websocket") {
+      return upgradeWebSocket(req, url, server as unknown as Server<VisitorSocketData>, tunnel, ctx);
+    }
+    return forwardHttp(req, url, tunnel, ctx);
+  }
+
+  const server = Bun.serve<SocketData>({
+    hostname: opts.host,
+    port: opts.port,
+    ...(opts.tls ? { tls: { cert: Bun.file(opts.tls.cert), key: Bun.file(opts.tls.key) } } : {}),
+    idleTimeout: 0, // long polls and event streams stay open; dead agents are found by keepalive
+    fetch,
+    error(err) {
+      log.error("edge request failed", { err: String(err) });
+      return new Response("internal error\n", { status: 500 });
+    },
+    websocket: {
+      perMessageDeflate: false,
+      maxPayloadLength: HEADER_LENGTH + MAX_PAYLOAD,
+      backpressureLimit: BACKPRESSURE_LIMIT,
+      idleTimeout: 0,
+      sendPings: false,
+      open(ws: ServerWebSocket<SocketData>) {
+        if (ws.data.kind === "visitor") return visitorSocket.open(ws as ServerWebSocket<VisitorSocketData>);
+        const conn = new AgentConnection(ws as ServerWebSocket<AgentSocketData>, edge);
+        ws.data.conn = conn;
+        agents.add(conn);
+      },
+      message(ws: ServerWebSocket<SocketData>, message: string | Buffer) {
+        if (ws.data.kind === "visitor") return visitorSocket.message(ws as ServerWebSocket<VisitorSocketData>, message);
+        const conn = ws.data.conn!;
+        if (typeof message === "string") return conn.refuse("PROTOCOL_ERROR", "text messages are not part of the protocol");
+        conn.mux.receive(message);
+      },
+      drain(ws: ServerWebSocket<SocketData>) {
+        if (ws.data.kind === "agent") ws.data.conn?.mux.drained();
+      },
+      close(ws: ServerWebSocket<SocketData>) {
+        if (ws.data.kind === "visitor") return visitorSocket.close(ws as ServerWebSocket<VisitorSocketData>);
+        const conn = ws.data.conn;
+        if (!conn) return;
+        agents.delete(conn);
+        conn.closed();
+        meter.flush();
+      },
+    },
+  });
+  publicPort = server.port ?? opts.port;
+
+  const timers = [
+    setInterval(() => meter.flush(), FLUSH_INTERVAL_MS),
+    setInterval(() => enforceQuotas(core, registry, meter), 1_000),
+    setInterval(() => {
+      const now = Date.now();
+      for (const conn of agents) {
+        if (now - conn.mux.lastReceivedAt > DEAD_AFTER_MS) {
+          log.info("agent silent too long, closing", { session: conn.sessionId });
+          conn.refuse("KEEPALIVE_TIMEOUT", `no sign of life for ${DEAD_AFTER_MS / 1000} s`);
+        }
+      }
+    }, SWEEP_INTERVAL_MS),
+  ];
+  for (const t of timers) t.unref();
+
+  log.info("edge listening", { url: `${secure ? "https" : "http"}://${domain}${portSuffix()}`, port: publicPort });
+
+  return {
+    port: publicPort,
+    registry,
+    async stop() {
+      for (const t of timers) clearInterval(t);
+      for (const conn of agents) conn.refuse("SERVER_SHUTDOWN", "the server is shutting down");
+      for (const t of registry.allTunnels()) registry.remove(t);
+      await server.stop(true);
+      meter.flush();
+    },
+  };
+}

@@ -1,0 +1,39 @@
+/**
+ * The browser warning interstitial: the first visit of a browser to a
+ * tunnel sees who serves it, and continues through a link that sets a
+ * per-host cookie for 24 hours.
+ */
+import { warningPage } from "./pages.ts";
+import type { Tunnel } from "./registry.ts";
+
+export const WARNING_COOKIE = "burrow_skip_warning";
+export const WARNING_COOKIE_MAX_AGE_S = 24 * 3600;
+export const CONTINUE_PATH = "/_burrow/continue";
+export const SKIP_HEADER = "x-burrow-skip-warning";
+
+function isBrowser(req: Request): boolean {
+  return (req.headers.get("user-agent") ?? "").includes("Mozilla") && (req.headers.get("accept") ?? "").includes("text/html");
+}
+
+function hasCookie(req: Request): boolean {
+  return (req.headers.get("cookie") ?? "").split(";").some((c) => c.trim().startsWith(`${WARNING_COOKIE}=`));
+}
+
+/** The page to show instead of forwarding, or undefined to forward. */
+export function interstitial(req: Request, url: URL, tunnel: Tunnel, host: string): Response | undefined {
+  if (tunnel.skipWarning) return undefined;
+  if (req.method === "OPTIONS" || req.headers.has(SKIP_HEADER)) return undefined;
+  if ((req.headers.get("upgrade") ?? "").toLowerCase() === "websocket") return undefined;
+  if (!isBrowser(req) || hasCookie(req)) return undefined;
+  const target = url.pathname + url.search;
+  return warningPage(host, tunnel.username, `${CONTINUE_PATH}?to=${encodeURIComponent(target)}`);
+}
+
+/** GET /_burrow/continue?to=/path: sets the cookie and goes on (only to a path on this host). */
+export function continueResponse(url: URL, secure: boolean): Response {
+  let to = url.searchParams.get("to") ?? "/";
+  if (!to.startsWith("/") || to.startsWith("//") || to.startsWith("/\\")) to = "/";
+  const cookie = [`${WARNING_COOKIE}=1`, "Path=/", `Max-Age=${WARNING_COOKIE_MAX_AGE_S}`, "HttpOnly", "SameSite=Lax"];
+  if (secure) cookie.push("Secure");
+  return new Response(null, { status: 302, headers: { Location: to, "Set-Cookie": cookie.join("; "), "Cache-Control": "no-store" } });
+}

@@ -1,0 +1,86 @@
+/**
+ * WebSocket passthrough: the visitor's upgrade becomes a "ws" stream; the
+ * agent opens its own WebSocket to the local service and both sides relay
+ * whole messages (text and binary) as records on the stream.
+ */
+import type { Server, ServerWebSocket } from "bun";
+import * as v from "valibot";
+import { WsReply } from "../protocol/messages.ts";
+import type { Stream } from "../protocol/mux.ts";
+import { encodeRecord, RecordDecoder } from "../protocol/ws-records.ts";
+import { awaitReply, requestMeta, type ForwardContext } from "./http.ts";
+import { badGatewayPage } from "./pages.ts";
+import type { Tunnel } from "./registry.ts";
+
+/** A visitor that sends faster than the tunnel carries is cut off past this much queued. */
+const MAX_QUEUED_BYTES = 8 * 1024 * 1024;
+
+export interface VisitorSocketData {
+  kind: "visitor";
+  stream: Stream;
+  tunnel: Tunnel;
+  early: (string | Uint8Array)[];
+  ended: boolean;
+  ws?: ServerWebSocket<VisitorSocketData>;
+}
+
+export async function upgradeWebSocket(
+  req: Request,
+  url: URL,
+  server: Server<VisitorSocketData>,
+  tunnel: Tunnel,
+  ctx: ForwardContext,
+): Promise<Response | undefined> {
+  const meta = requestMeta(req, url, tunnel, ctx, "ws");
+  const stream = tunnel.agent?.openStream(meta);
+  if (!stream) return badGatewayPage(ctx.host, "its agent is reconnecting or busy");
+  let protocol: string | undefined;
+  try {
+    const reply = v.safeParse(WsReply, await awaitReply(stream, ctx.responseTimeoutMs));
+    protocol = reply.success ? reply.output.protocol : undefined;
+  } catch (err) {
+    return badGatewayPage(ctx.host, (err as Error).message);
+  }
+  const data: VisitorSocketData = { kind: "visitor", stream, tunnel, early: [], ended: false };
+  const decoder = new RecordDecoder();
+  stream.onData = (chunk) => {
+    stream.consumed(chunk.byteLength);
+    tunnel.countOut(chunk.byteLength);
+    try {
+      decoder.push(chunk, (message) => (data.ws ? data.ws.send(message) : data.early.push(message)));
+    } catch {
+      stream.reset();
+      data.ws?.close(1009, "message too big");
+    }
+  };
+  stream.onEnd = () => {
+    data.ended = true;
+    data.ws?.close(1000);
+  };
+  stream.whenReset(() => data.ws?.close(1011, "tunnel closed"));
+  const ok = server.upgrade(req, { data, headers: protocol ? { "Sec-WebSocket-Protocol": protocol } : {} });
+  if (!ok) {
+    stream.reset();
+    return new Response("WebSocket upgrade failed", { status: 400 });
+  }
+  return undefined;
+}
+
+export const visitorSocket = {
+  open(ws: ServerWebSocket<VisitorSocketData>) {
+    ws.data.ws = ws;
+    for (const m of ws.data.early) ws.send(m);
+    ws.data.early = [];
+    if (ws.data.ended) ws.close(1000);
+  },
+  message(ws: ServerWebSocket<VisitorSocketData>, message: string | Buffer) {
+    const { stream, tunnel } = ws.data;
+    const record = encodeRecord(typeof message === "string" ? message : new Uint8Array(message));
+    tunnel.countIn(record.byteLength);
+    stream.write(record);
+    if (stream.pendingBytes > MAX_QUEUED_BYTES) ws.close(1013, "tunnel is too slow for this sender");
+  },
+  close(ws: ServerWebSocket<VisitorSocketData>) {
+    ws.data.stream.reset();
+  },
+};

@@ -1,0 +1,416 @@
+/**
+ * Many streams over one message transport, each with its own credit window.
+ *
+ * The mux never touches a socket: it is given a `send` callback for frames
+ * and is fed received messages through `receive()`. When `send` reports
+ * backpressure, every stream stops sending until `drained()` is called.
+ * A stream sends DATA only while it holds credit; the receiver returns credit
+ * (WINDOW) only after its consumer has taken the bytes (`consumed()`), in
+ * batches of half a window. So a consumer that stops reading stops only its
+ * own stream, and memory per stream is bounded by the window.
+ */
+import {
+  decodeFrame,
+  encodeFrame,
+  jsonPayload,
+  parseJsonPayload,
+  ProtocolError,
+  readText,
+  readU32,
+  textPayload,
+  u32Payload,
+} from "./frames.ts";
+import {
+  FrameType,
+  INITIAL_WINDOW,
+  MAX_DATA_PAYLOAD,
+  MAX_STREAM_ID,
+  WINDOW_UPDATE_THRESHOLD,
+  WireError,
+  type FrameTypeValue,
+} from "./wire.ts";
+
+export type SendResult = "sent" | "backpressure" | "closed";
+
+export interface MuxOptions {
+  /** Sends one frame as one message. */
+  send(frame: Uint8Array): SendResult;
+  /** The edge opens even stream ids, the agent odd ones. */
+  role: "edge" | "agent";
+  /** The peer opened a stream; set its handlers now. */
+  onStream?(stream: Stream): void;
+  /** HELLO, READY, ERROR or GOAWAY arrived. */
+  onControl?(type: FrameTypeValue, payload: Uint8Array): void;
+  /** The mux is closed (by close() or a protocol error); close the transport. */
+  onClose?(code: string, message: string): void;
+  /** Upper bound on streams open at once. */
+  maxStreams?: number;
+  initialWindow?: number;
+}
+
+export class Mux {
+  readonly streams = new Map<number, Stream>();
+  lastReceivedAt = Date.now();
+  closed = false;
+  readonly initialWindow: number;
+  private blocked = false;
+  /** Streams that have bytes to send and are waiting for the transport. */
+  private readonly waiting = new Set<Stream>();
+  private nextId: number;
+  /** Highest id the peer has opened; lower unknown ids are streams already gone. */
+  private peerHighest = 0;
+
+  constructor(private readonly opts: MuxOptions) {
+    this.nextId = opts.role === "edge" ? 2 : 1;
+    this.initialWindow = opts.initialWindow ?? INITIAL_WINDOW;
+  }
+
+  get streamCount(): number {
+    return this.streams.size;
+  }
+
+  /** Opens a stream to the peer; `meta` travels in the OPEN frame. */
+  open(meta: unknown): Stream {
+    if (this.closed) throw new Error("mux is closed");
+    if (this.streams.size >= (this.opts.maxStreams ?? 4096)) throw new Error("too many open streams");
+    const id = this.nextId;
+    if (id > MAX_STREAM_ID) throw new Error("stream ids exhausted");
+    this.nextId += 2;
+    const stream = new Stream(this, id, meta);
+    this.streams.set(id, stream);
+    this.sendFrame(FrameType.OPEN, id, jsonPayload(meta));
+    return stream;
+  }
+
+  sendControl(type: FrameTypeValue, value?: unknown): void {
+    this.sendFrame(type, 0, value === undefined ? undefined : jsonPayload(value));
+  }
+
+  ping(): void {
+    this.sendFrame(FrameType.PING, 0, u32Payload(Date.now() >>> 0));
+  }
+
+  /** Feeds one received message. A bad frame closes the mux with PROTOCOL_ERROR; never throws. */
+  receive(message: Uint8Array): void {
+    if (this.closed) return;
+    this.lastReceivedAt = Date.now();
+    try {
+      this.handle(message);
+    } catch (err) {
+      if (!(err instanceof ProtocolError)) throw err;
+      this.fail(WireError.PROTOCOL_ERROR, err.message);
+    }
+  }
+
+  /** The transport has room again: streams resume in turn. */
+  drained(): void {
+    this.blocked = false;
+    for (const s of [...this.waiting]) {
+      if (this.blocked) break;
+      this.waiting.delete(s);
+      this.flush(s);
+    }
+  }
+
+  /** Sends ERROR {code, message} and closes. */
+  fail(code: string, message: string): void {
+    if (this.closed) return;
+    this.sendFrame(FrameType.ERROR, 0, jsonPayload({ code, message }));
+    this.close(code, message);
+  }
+
+  /** Closes every stream (their owners see a reset) and the mux itself. */
+  close(code: string = WireError.GOING_AWAY, message = "connection closed"): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const s of this.streams.values()) s.closedByMux(code);
+    this.streams.clear();
+    this.waiting.clear();
+    this.opts.onClose?.(code, message);
+  }
+
+  // -- internals, used by Stream ----------------------------------------------------------
+
+  /** @internal */
+  sendFrame(type: FrameTypeValue, stream: number, payload?: Uint8Array): void {
+    if (this.closed) return;
+    const result = this.opts.send(encodeFrame(type, stream, payload));
+    if (result === "backpressure") this.blocked = true;
+    else if (result === "closed") this.close(WireError.GOING_AWAY, "transport closed");
+  }
+
+  /** @internal Sends as much of the stream's pending bytes as credit and transport allow. */
+  flush(s: Stream): void {
+    while (s.pending.length > 0 && s.sendWindow > 0 && !this.blocked && !this.closed) {
+      const head = s.pending[0]!;
+      const n = Math.min(head.byteLength, s.sendWindow, MAX_DATA_PAYLOAD);
+      let part: Uint8Array;
+      if (n === head.byteLength) {
+        part = head;
+        s.pending.shift();
+      } else {
+        part = head.subarray(0, n);
+        s.pending[0] = head.subarray(n);
+      }
+      s.sendWindow -= n;
+      s.pendingBytes -= n;
+      s.bytesSent += n;
+      this.sendFrame(FrameType.DATA, s.id, part);
+    }
+    if (this.closed) return;
+    if (s.pending.length > 0) {
+      // out of credit: WINDOW will flush it; transport blocked: drained() will
+      if (this.blocked) this.waiting.add(s);
+      return;
+    }
+    s.allSent();
+  }
+
+  /** @internal */
+  forget(s: Stream): void {
+    this.streams.delete(s.id);
+    this.waiting.delete(s);
+  }
+
+  private handle(message: Uint8Array): void {
+    const frame = decodeFrame(message);
+    const { type, stream: id, payload } = frame;
+    switch (type) {
+      case FrameType.PING:
+        this.sendFrame(FrameType.PONG, 0, payload);
+        return;
+      case FrameType.PONG:
+        return;
+      case FrameType.HELLO:
+      case FrameType.READY:
+      case FrameType.ERROR:
+      case FrameType.GOAWAY:
+        this.opts.onControl?.(type, payload);
+        return;
+      case FrameType.OPEN:
+        return this.accept(id, payload);
+    }
+    const s = this.streams.get(id);
+    if (!s) {
+      if (this.isPastStream(id)) return; // a late frame for a stream that has already ended
+      throw new ProtocolError(`frame for stream ${id}, which was never opened`);
+    }
+    switch (type) {
+      case FrameType.REPLY:
+        return s.receivedReply(parseJsonPayload(payload, "REPLY"));
+      case FrameType.DATA:
+        return s.receivedData(payload);
+      case FrameType.WINDOW:
+        return s.receivedWindow(readU32(payload, "WINDOW"));
+      case FrameType.FIN:
+        return s.receivedFin();
+      case FrameType.RST:
+        return s.receivedReset(readText(payload) || WireError.CANCELLED);
+    }
+  }
+
+  private isPastStream(id: number): boolean {
+    const ownParity = this.opts.role === "edge" ? 0 : 1;
+    return id % 2 === ownParity ? id < this.nextId : id <= this.peerHighest;
+  }
+
+  private accept(id: number, payload: Uint8Array): void {
+    const peerParity = this.opts.role === "edge" ? 1 : 0;
+    if (id % 2 !== peerParity) throw new ProtocolError(`peer opened stream ${id} with the wrong parity`);
+    if (id <= this.peerHighest) throw new ProtocolError(`peer reused stream id ${id}`);
+    this.peerHighest = id;
+    const meta = parseJsonPayload(payload, "OPEN");
+    const s = new Stream(this, id, meta);
+    if (this.streams.size >= (this.opts.maxStreams ?? 4096) || !this.opts.onStream) {
+      s.reset(WireError.UPSTREAM_FAILED);
+      return;
+    }
+    this.streams.set(id, s);
+    this.opts.onStream(s);
+  }
+}
+
+/**
+ * One bidirectional byte stream. Owners set the on* handlers; every byte
+ * passed to onData must later be acknowledged with consumed(n).
+ */
+export class Stream {
+  onReply?: (meta: unknown) => void;
+  onData?: (chunk: Uint8Array) => void;
+  /** The peer will send no more data. */
+  onEnd?: () => void;
+  /** The stream was aborted (by the peer, or because the connection closed). */
+  onReset?: (code: string) => void;
+  /** Everything written so far has been sent: write more. */
+  onDrain?: () => void;
+
+  /** @internal */ pending: Uint8Array[] = [];
+  /** @internal */ pendingBytes = 0;
+  /** @internal */ sendWindow: number;
+  bytesSent = 0;
+  bytesReceived = 0;
+  private recvWindow: number;
+  private unacked = 0;
+  private needDrain = false;
+  private endQueued = false;
+  private localEnded = false;
+  private remoteEnded = false;
+  private done = false;
+  private drainWaiters: ((sent: boolean) => void)[] = [];
+  private resetListeners: ((code: string) => void)[] = [];
+
+  constructor(
+    private readonly mux: Mux,
+    readonly id: number,
+    /** The metadata of the OPEN frame. */
+    readonly meta: unknown,
+  ) {
+    this.sendWindow = mux.initialWindow;
+    this.recvWindow = mux.initialWindow;
+  }
+
+  get isClosed(): boolean {
+    return this.done;
+  }
+
+  /** Resolves true once everything written has been sent, false if the stream ends first. */
+  whenDrained(): Promise<boolean> {
+    if (this.done) return Promise.resolve(false);
+    if (this.pendingBytes === 0) return Promise.resolve(true);
+    return new Promise((resolve) => this.drainWaiters.push(resolve));
+  }
+
+  /** Adds a reset listener beside onReset (for helpers that wrap the stream). */
+  whenReset(listener: (code: string) => void): void {
+    this.resetListeners.push(listener);
+  }
+
+  /** Accepts the stream with metadata for the opener (e.g. a response head). */
+  reply(meta: unknown): void {
+    if (!this.done) this.mux.sendFrame(FrameType.REPLY, this.id, jsonPayload(meta));
+  }
+
+  /**
+   * Queues bytes. Returns true when all of them went out at once; false when
+   * some wait for credit or for the transport: stop producing until onDrain.
+   */
+  write(chunk: Uint8Array): boolean {
+    if (this.done || this.localEnded || this.endQueued) return false;
+    if (chunk.byteLength === 0) return this.pendingBytes === 0;
+    this.pending.push(chunk);
+    this.pendingBytes += chunk.byteLength;
+    this.mux.flush(this);
+    if (this.pendingBytes > 0) this.needDrain = true;
+    return this.pendingBytes === 0;
+  }
+
+  /** Half-closes after the queued bytes are sent (FIN). */
+  end(): void {
+    if (this.done || this.localEnded || this.endQueued) return;
+    this.endQueued = true;
+    if (this.pendingBytes === 0) this.sendFin();
+  }
+
+  /** Aborts the stream in both directions. */
+  reset(code: string = WireError.CANCELLED): void {
+    if (this.done) return;
+    this.mux.sendFrame(FrameType.RST, this.id, textPayload(code));
+    this.finish();
+    for (const l of this.resetListeners) l(code);
+  }
+
+  /** Returns credit for bytes the consumer has taken. */
+  consumed(n: number): void {
+    if (this.done || this.remoteEnded || n <= 0) return;
+    this.unacked += n;
+    if (this.unacked >= WINDOW_UPDATE_THRESHOLD) {
+      this.recvWindow += this.unacked;
+      this.mux.sendFrame(FrameType.WINDOW, this.id, u32Payload(this.unacked));
+      this.unacked = 0;
+    }
+  }
+
+  // -- called by the mux --------------------------------------------------------------------
+
+  /** @internal */
+  allSent(): void {
+    if (this.endQueued && !this.localEnded) this.sendFin();
+    if (this.needDrain) {
+      this.needDrain = false;
+      const waiters = this.drainWaiters;
+      this.drainWaiters = [];
+      for (const w of waiters) w(true);
+      this.onDrain?.();
+    }
+  }
+
+  /** @internal */
+  receivedReply(meta: unknown): void {
+    this.onReply?.(meta);
+  }
+
+  /** @internal */
+  receivedData(chunk: Uint8Array): void {
+    if (this.remoteEnded) throw new ProtocolError(`DATA on stream ${this.id} after FIN`);
+    this.recvWindow -= chunk.byteLength;
+    if (this.recvWindow < 0) throw new ProtocolError(`stream ${this.id} overran its window`);
+    this.bytesReceived += chunk.byteLength;
+    if (this.onData) this.onData(chunk);
+    else this.consumed(chunk.byteLength); // nobody listens: drop, but keep credit flowing
+  }
+
+  /** @internal */
+  receivedWindow(n: number): void {
+    this.sendWindow += n;
+    if (this.sendWindow > 2 ** 31) throw new ProtocolError(`stream ${this.id} window grew past 2^31`);
+    this.mux.flush(this);
+  }
+
+  /** @internal */
+  receivedFin(): void {
+    if (this.remoteEnded) return;
+    this.remoteEnded = true;
+    this.onEnd?.();
+    if (this.localEnded) this.finish();
+  }
+
+  /** @internal */
+  receivedReset(code: string): void {
+    if (this.done) return;
+    this.finish();
+    this.announceReset(code);
+  }
+
+  /** @internal */
+  closedByMux(code: string): void {
+    if (this.done) return;
+    this.done = true;
+    this.pending = [];
+    this.pendingBytes = 0;
+    this.announceReset(code);
+  }
+
+  private announceReset(code: string): void {
+    const waiters = this.drainWaiters;
+    this.drainWaiters = [];
+    for (const w of waiters) w(false);
+    this.onReset?.(code);
+    for (const l of this.resetListeners) l(code);
+  }
+
+  private sendFin(): void {
+    this.localEnded = true;
+    this.mux.sendFrame(FrameType.FIN, this.id);
+    if (this.remoteEnded) this.finish();
+  }
+
+  private finish(): void {
+    this.done = true;
+    this.pending = [];
+    this.pendingBytes = 0;
+    this.mux.forget(this);
+    const waiters = this.drainWaiters;
+    this.drainWaiters = [];
+    for (const w of waiters) w(false);
+  }
+}

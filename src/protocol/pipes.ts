@@ -1,0 +1,100 @@
+/**
+ * Web streams on top of mux streams, with credit tied to real consumption:
+ * bytes are acknowledged only when the reader pulls them, and a writer
+ * waits for onDrain instead of queueing without bound.
+ */
+import type { Stream } from "./mux.ts";
+
+/**
+ * Incoming bytes of a stream as a ReadableStream; credit returns as the
+ * reader pulls. If the reader cancels, `onCancel` decides: "reset" aborts
+ * the whole stream (the reader was the only reason for it), "discard" keeps
+ * the other direction alive and throws away what still arrives.
+ */
+export function readableFrom(
+  stream: Stream,
+  onChunk?: (n: number) => void,
+  onCancel: "reset" | "discard" = "reset",
+): ReadableStream<Uint8Array> {
+  const queue: Uint8Array[] = [];
+  let ended = false;
+  let failed: string | undefined;
+  let wake: (() => void) | undefined;
+  const notify = () => {
+    const w = wake;
+    wake = undefined;
+    w?.();
+  };
+  stream.onData = (chunk) => {
+    queue.push(chunk);
+    notify();
+  };
+  stream.onEnd = () => {
+    ended = true;
+    notify();
+  };
+  stream.whenReset((code) => {
+    failed = code;
+    notify();
+  });
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        while (queue.length === 0 && !ended && failed === undefined) {
+          await new Promise<void>((resolve) => (wake = resolve));
+        }
+        const chunk = queue.shift();
+        if (chunk) {
+          controller.enqueue(chunk);
+          stream.consumed(chunk.byteLength);
+          onChunk?.(chunk.byteLength);
+        } else if (failed !== undefined) {
+          controller.error(new Error(`stream reset: ${failed}`));
+        } else {
+          controller.close();
+        }
+      },
+      cancel() {
+        if (onCancel === "reset") return stream.reset();
+        for (const chunk of queue.splice(0)) stream.consumed(chunk.byteLength);
+        stream.onData = (chunk) => stream.consumed(chunk.byteLength);
+      },
+    },
+    { highWaterMark: 0 },
+  );
+}
+
+/**
+ * Copies a ReadableStream into a mux stream and half-closes it at the end.
+ * Resets the stream when the source fails. Resolves with the bytes copied.
+ */
+export async function pipeInto(
+  source: ReadableStream<Uint8Array>,
+  stream: Stream,
+  onChunk?: (n: number) => void,
+): Promise<number> {
+  const reader = source.getReader();
+  let total = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      if (stream.isClosed) {
+        await reader.cancel();
+        return total;
+      }
+      total += value.byteLength;
+      onChunk?.(value.byteLength);
+      if (!stream.write(value) && !(await stream.whenDrained())) {
+        await reader.cancel();
+        return total;
+      }
+    }
+    stream.end();
+  } catch {
+    stream.reset();
+  } finally {
+    reader.releaseLock();
+  }
+  return total;
+}

@@ -1,0 +1,99 @@
+/**
+ * Every fact of burrow's wire protocol, in one place.
+ *
+ * An agent holds one WebSocket to the edge (binary messages, no compression).
+ * Each message is exactly one frame:
+ *
+ *   type u8 | stream u32 (big-endian) | payload
+ *
+ * Stream 0 is the control stream: HELLO, READY, ERROR, PING, PONG, GOAWAY.
+ * Other streams are opened by the edge (even ids) for each visitor
+ * connection or request, and carry OPEN, REPLY, DATA, WINDOW, FIN, RST.
+ * A sender has at most the credit the receiver granted in flight per stream;
+ * overrunning it is a protocol error that ends the whole connection.
+ */
+
+/** Bumped when frames change incompatibly; sent in HELLO, checked by the edge. */
+export const PROTOCOL_VERSION = 1;
+
+export const FrameType = {
+  /** agent -> edge, stream 0: JSON Hello (version, token, tunnels wanted). */
+  HELLO: 0x01,
+  /** edge -> agent, stream 0: JSON Ready (session id, tunnels granted). */
+  READY: 0x02,
+  /** either way, stream 0: JSON Refusal {code, message}; the sender closes next. */
+  ERROR: 0x03,
+  /** either way, stream 0: 8 opaque bytes, answered by PONG with the same bytes. */
+  PING: 0x04,
+  PONG: 0x05,
+  /** agent -> edge, stream 0: the agent is leaving on purpose; release its tunnels now, no grace. */
+  GOAWAY: 0x06,
+  /** opener -> acceptor: a new stream; JSON metadata (tunnel, kind, request head). */
+  OPEN: 0x10,
+  /** acceptor -> opener: the stream is accepted; JSON metadata (e.g. response head). */
+  REPLY: 0x11,
+  /** either way: bytes; at most the credit granted. */
+  DATA: 0x12,
+  /** either way: u32 credit increment for the stream's other direction. */
+  WINDOW: 0x13,
+  /** either way: the sender will send no more DATA (half close). */
+  FIN: 0x14,
+  /** either way: abort the stream; payload is a UTF-8 reset code. */
+  RST: 0x15,
+} as const;
+
+export type FrameTypeName = keyof typeof FrameType;
+export type FrameTypeValue = (typeof FrameType)[FrameTypeName];
+
+export const FRAME_NAMES: Record<number, FrameTypeName> = Object.fromEntries(
+  Object.entries(FrameType).map(([name, value]) => [value, name as FrameTypeName]),
+);
+
+/** Frames that belong to stream 0. */
+export const CONTROL_FRAMES: ReadonlySet<number> = new Set([
+  FrameType.HELLO,
+  FrameType.READY,
+  FrameType.ERROR,
+  FrameType.PING,
+  FrameType.PONG,
+  FrameType.GOAWAY,
+]);
+
+export const HEADER_LENGTH = 5;
+/** Largest DATA payload a sender makes; bigger writes are split. */
+export const MAX_DATA_PAYLOAD = 64 * 1024;
+/** Largest payload of any frame (OPEN/REPLY metadata included); more is a protocol error. */
+export const MAX_PAYLOAD = 256 * 1024;
+/** Credit each side grants a new stream before any WINDOW. */
+export const INITIAL_WINDOW = 512 * 1024;
+/** Credit is returned in batches of at least this much (yamux's half window). */
+export const WINDOW_UPDATE_THRESHOLD = INITIAL_WINDOW / 2;
+export const MAX_STREAM_ID = 0xffff_ffff;
+
+/** The agent must send HELLO within this time of connecting. */
+export const HANDSHAKE_TIMEOUT_MS = 10_000;
+/** The agent pings this often; any frame counts as a sign of life. */
+export const KEEPALIVE_INTERVAL_MS = 10_000;
+/** A peer silent this long is dead: its connection is closed. */
+export const DEAD_AFTER_MS = 25_000;
+/** A dropped agent's names and ports stay held for its token this long. */
+export const RECLAIM_GRACE_MS = 60_000;
+/** The agent's reconnect backoff: 0.5 s doubling to 30 s, with jitter. */
+export const RECONNECT_BASE_MS = 500;
+export const RECONNECT_MAX_MS = 30_000;
+
+/** The path of the agents' WebSocket on the edge's bare domain. */
+export const CONNECT_PATH = "/_burrow/connect";
+
+/** Codes carried by ERROR (whole connection) and RST (one stream). */
+export const WireError = {
+  PROTOCOL_ERROR: "PROTOCOL_ERROR",
+  VERSION_MISMATCH: "VERSION_MISMATCH",
+  HANDSHAKE_TIMEOUT: "HANDSHAKE_TIMEOUT",
+  /** The local service refused or failed the stream. */
+  UPSTREAM_FAILED: "UPSTREAM_FAILED",
+  /** The visitor went away. */
+  CANCELLED: "CANCELLED",
+  /** The session is closing. */
+  GOING_AWAY: "GOING_AWAY",
+} as const;

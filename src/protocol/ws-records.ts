@@ -1,0 +1,57 @@
+/**
+ * WebSocket messages carried over a byte stream: each message is a record
+ *   kind u8 (1 text, 2 binary) | length u32 | bytes
+ * A record may span DATA frames; the decoder reassembles it, refusing any
+ * record longer than MAX_WS_MESSAGE before buffering it.
+ */
+export const MAX_WS_MESSAGE = 16 * 1024 * 1024;
+export const RecordKind = { TEXT: 1, BINARY: 2 } as const;
+const HEADER = 5;
+
+export function encodeRecord(data: string | Uint8Array): Uint8Array {
+  const kind = typeof data === "string" ? RecordKind.TEXT : RecordKind.BINARY;
+  const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
+  const out = new Uint8Array(HEADER + bytes.byteLength);
+  out[0] = kind;
+  new DataView(out.buffer).setUint32(1, bytes.byteLength);
+  out.set(bytes, HEADER);
+  return out;
+}
+
+export class RecordDecoder {
+  private buffered: Uint8Array[] = [];
+  private bufferedBytes = 0;
+  private readonly text = new TextDecoder();
+
+  /** Feeds bytes; calls `deliver` for each complete message. Throws on a bad or oversized record. */
+  push(chunk: Uint8Array, deliver: (message: string | Uint8Array) => void): void {
+    this.buffered.push(chunk);
+    this.bufferedBytes += chunk.byteLength;
+    for (;;) {
+      if (this.bufferedBytes < HEADER) return;
+      const head = this.peek(HEADER);
+      const kind = head[0];
+      const length = new DataView(head.buffer, head.byteOffset, HEADER).getUint32(1);
+      if (kind !== RecordKind.TEXT && kind !== RecordKind.BINARY) throw new Error(`bad WebSocket record kind ${kind}`);
+      if (length > MAX_WS_MESSAGE) throw new Error(`WebSocket message of ${length} bytes exceeds ${MAX_WS_MESSAGE}`);
+      if (this.bufferedBytes < HEADER + length) return;
+      const record = this.take(HEADER + length).subarray(HEADER);
+      deliver(kind === RecordKind.TEXT ? this.text.decode(record) : record);
+    }
+  }
+
+  private peek(n: number): Uint8Array {
+    const first = this.buffered[0]!;
+    if (first.byteLength >= n) return first.subarray(0, n);
+    return Buffer.concat(this.buffered).subarray(0, n);
+  }
+
+  private take(n: number): Uint8Array {
+    const all = this.buffered.length === 1 ? this.buffered[0]! : Buffer.concat(this.buffered);
+    const out = all.slice(0, n);
+    const rest = all.subarray(n);
+    this.buffered = rest.byteLength > 0 ? [rest] : [];
+    this.bufferedBytes = rest.byteLength;
+    return out;
+  }
+}

@@ -1,0 +1,96 @@
+/**
+ * Relays bytes between a Bun TCP socket and a mux stream, both ways, with
+ * backpressure both ways: a stream out of credit pauses the socket; a socket
+ * that cannot take more holds the rest and returns credit only as it drains.
+ * Used by the edge (public TCP ports) and the agent (local TCP services).
+ */
+import type { Socket } from "bun";
+import type { Stream } from "../protocol/mux.ts";
+import { WireError } from "../protocol/wire.ts";
+
+export interface RelayCounters {
+  /** Bytes read from the socket, sent into the stream. */
+  fromSocket?(n: number): void;
+  /** Bytes from the stream, written to the socket. */
+  toSocket?(n: number): void;
+}
+
+export class SocketRelay {
+  private queue: Uint8Array[] = [];
+  private streamEnded = false;
+  private socketEnded = false;
+  private closed = false;
+
+  constructor(
+    private readonly socket: Socket<any>,
+    private readonly stream: Stream,
+    private readonly counters: RelayCounters = {},
+  ) {
+    stream.onData = (chunk) => this.fromStream(chunk);
+    stream.onEnd = () => {
+      this.streamEnded = true;
+      if (this.queue.length === 0) this.endSocket();
+    };
+    stream.onDrain = () => socket.resume();
+    stream.whenReset(() => {
+      this.closed = true;
+      socket.terminate();
+    });
+  }
+
+  // -- socket handlers call these --------------------------------------------------------
+
+  socketData(data: Uint8Array): void {
+    if (this.closed) return;
+    this.counters.fromSocket?.(data.byteLength);
+    if (!this.stream.write(data)) this.socket.pause();
+  }
+
+  socketDrain(): void {
+    while (this.queue.length > 0) {
+      const head = this.queue[0]!;
+      const written = this.socket.write(head);
+      if (written > 0) {
+        this.stream.consumed(written);
+        this.counters.toSocket?.(written);
+      }
+      if (written < head.byteLength) {
+        this.queue[0] = head.subarray(Math.max(written, 0));
+        return;
+      }
+      this.queue.shift();
+    }
+    if (this.streamEnded) this.endSocket();
+  }
+
+  /** The socket's peer half-closed: no more bytes from it. */
+  socketEnd(): void {
+    this.socketEnded = true;
+    this.stream.end();
+  }
+
+  socketClosed(): void {
+    if (this.closed) return;
+    this.closed = true;
+    if (!this.socketEnded || !this.streamEnded || this.queue.length > 0) this.stream.reset(WireError.CANCELLED);
+  }
+
+  private fromStream(chunk: Uint8Array): void {
+    if (this.closed) return;
+    if (this.queue.length > 0) {
+      this.queue.push(chunk);
+      return;
+    }
+    const written = this.socket.write(chunk);
+    if (written > 0) {
+      this.stream.consumed(written);
+      this.counters.toSocket?.(written);
+    }
+    if (written < chunk.byteLength) this.queue.push(chunk.subarray(Math.max(written, 0)));
+  }
+
+  private endSocket(): void {
+    this.socket.end();
+    if (this.socketEnded) this.closed = true;
+  }
+}
