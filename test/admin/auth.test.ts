@@ -207,7 +207,7 @@ describe("the session", () => {
     const res = await fetch(server.adminUrl + "/api/auth/me", { headers: value ? { Cookie: value } : {} });
     expect(res.status).toBe(401);
     const body = await res.json();
-    expect(Object.keys(body)).toEqual(["error"]);
+    expect(Object.keys(body as object)).toEqual(["error"]);
   });
 
   test.each([

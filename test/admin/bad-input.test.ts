@@ -261,7 +261,7 @@ describe("content types", () => {
     const body = new Uint8Array([...prefix, 0xff, 0xfe, 0xc3, ...suffix]);
     const res = await fetch(server.adminUrl + "/api/users", { method: "POST", body, headers: { Cookie: api.cookie! } });
     expect(res.status).toBe(400);
-    expect(Object.keys(await res.json())).toEqual(["error"]);
+    expect(Object.keys((await res.json()) as object)).toEqual(["error"]);
   });
 });
 
@@ -395,7 +395,7 @@ describe("oversized bodies", () => {
     });
     const res = await fetch(server.adminUrl + "/api/users", { method: "POST", body, headers: { Cookie: api.cookie! } });
     expect(res.status).toBe(413);
-    expect(Object.keys(await res.json())).toEqual(["error"]);
+    expect(Object.keys((await res.json()) as object)).toEqual(["error"]);
   });
 
   test("a Content-Length over 1 MiB is refused with 413 before any body arrives", async () => {
