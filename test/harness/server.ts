@@ -27,6 +27,10 @@ export interface StartOptions {
 
 export interface TestServer extends AsyncDisposable {
   adminUrl: string;
+  /** The public (edge) port: tunnels at http://<name>.localhost:<edgePort>, agents at /_burrow/connect. */
+  edgePort: number;
+  /** http://127.0.0.1:<edgePort>, what an agent's --server takes. */
+  edgeUrl: string;
   dataDir: string;
   proc: Subprocess<"ignore", "pipe", "pipe">;
   output: LineReader;
@@ -77,7 +81,9 @@ export async function startServer(opts: StartOptions = {}): Promise<TestServer> 
   try {
     const line = await output.waitFor(/admin api listening url=(\S+)/, START_TIMEOUT_MS);
     const adminUrl = /url=(\S+)/.exec(line)![1]!;
-    return { adminUrl, dataDir, proc, output, stop, [Symbol.asyncDispose]: async () => void (await stop()) };
+    const edgePort = Number(/edge_port=(\d+)/.exec(line)![1]);
+    const edgeUrl = `http://127.0.0.1:${edgePort}`;
+    return { adminUrl, edgePort, edgeUrl, dataDir, proc, output, stop, [Symbol.asyncDispose]: async () => void (await stop()) };
   } catch (err) {
     await stop("SIGKILL");
     throw new Error(`server did not start: ${(err as Error).message}\n${output.text()}`);
