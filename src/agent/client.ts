@@ -22,6 +22,7 @@ import {
 } from "../protocol/wire.ts";
 import { VERSION } from "../version.ts";
 import { serveHttpStream, type LocalTarget } from "./http.ts";
+import { openSocksBridge, type SocksBridge } from "./socks.ts";
 import { serveTcpStream } from "./tcp.ts";
 import { serveWebSocketStream } from "./websocket.ts";
 
@@ -117,17 +118,36 @@ export class Agent {
     this.ws?.close(1000);
   }
 
-  private connectOnce(): Promise<{ outcome: Outcome; wasReady: boolean }> {
-    let ws: WebSocket;
-    try {
-      ws = new WebSocket(connectUrl(this.opts.server), {
-        perMessageDeflate: false,
-        tls: { rejectUnauthorized: !this.opts.insecure },
-        ...(this.opts.proxy ? { proxy: this.opts.proxy } : {}),
-      } as Bun.WebSocketOptions);
-    } catch (err) {
-      return Promise.resolve({ outcome: { kind: "lost", why: (err as Error).message }, wasReady: false });
+  private async connectOnce(): Promise<{ outcome: Outcome; wasReady: boolean }> {
+    const server = new URL(connectUrl(this.opts.server));
+    const secure = server.protocol === "wss:";
+    const tls: Record<string, unknown> = { rejectUnauthorized: !this.opts.insecure };
+    let options: Record<string, unknown> = { perMessageDeflate: false, tls };
+    let url = server.toString();
+    let bridge: SocksBridge | undefined;
+    if (this.opts.proxy?.startsWith("socks5")) {
+      try {
+        bridge = await openSocksBridge(this.opts.proxy, { host: server.hostname, port: Number(server.port || (secure ? 443 : 80)) });
+      } catch (err) {
+        return { outcome: { kind: "lost", why: `SOCKS proxy: ${(err as Error).message}` }, wasReady: false };
+      }
+      // the WebSocket goes to the bridge but names the real server
+      url = `${server.protocol}//${bridge.address}${server.pathname}`;
+      options = { ...options, headers: { host: server.host } };
+      tls.serverName = server.hostname;
+    } else if (this.opts.proxy) {
+      options.proxy = this.opts.proxy;
     }
+    try {
+      return await this.runSession(new WebSocket(url, options as Bun.WebSocketOptions));
+    } catch (err) {
+      return { outcome: { kind: "lost", why: (err as Error).message }, wasReady: false };
+    } finally {
+      bridge?.close();
+    }
+  }
+
+  private runSession(ws: WebSocket): Promise<{ outcome: Outcome; wasReady: boolean }> {
     ws.binaryType = "arraybuffer";
     this.ws = ws;
     return new Promise((resolve) => {

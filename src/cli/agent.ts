@@ -71,9 +71,6 @@ function consoleOutput(target: LocalTarget): AgentOutput {
 async function runAgent(tunnel: TunnelRequest, target: LocalTarget, values: Record<string, unknown>): Promise<number> {
   const { server, token } = resolveCredentials({ server: values.server as string, token: values.token as string });
   const proxy = resolveProxy(values.proxy as string | undefined);
-  if (proxy?.startsWith("socks5")) {
-    throw new UsageError("socks5 proxies are not supported yet; use an http:// or https:// proxy");
-  }
   const agent = new Agent({ server, token, tunnel, target, proxy, insecure: Boolean(values.insecure), out: consoleOutput(target) });
   const stop = () => agent.stop();
   process.once("SIGINT", stop);

@@ -19,7 +19,7 @@ Every server flag may also be set in the environment as BURROW_<FLAG>
 const AGENT_COMMON = `  --server URL            the burrow server, e.g. https://tunnels.example.com
                           (else BURROW_SERVER, else the file burrow login wrote)
   --token T               your device token, brw_... (else BURROW_TOKEN, else that file)
-  --proxy URL             reach the server through an http:// or https:// proxy
+  --proxy URL             reach the server through an http://, https:// or socks5:// proxy
                           (else HTTPS_PROXY / ALL_PROXY)
   --insecure              accept a server certificate that does not verify
   -h, --help              this text`;
