@@ -53,6 +53,8 @@ export class Mux {
   lastReceivedAt = Date.now();
   closed = false;
   readonly initialWindow: number;
+  /** Credit is returned in batches of half this mux's window (WINDOW_UPDATE_THRESHOLD for the default one). */
+  readonly windowUpdateThreshold: number;
   private blocked = false;
   /** Streams that have bytes to send and are waiting for the transport. */
   private readonly waiting = new Set<Stream>();
@@ -63,6 +65,8 @@ export class Mux {
   constructor(private readonly opts: MuxOptions) {
     this.nextId = opts.role === "edge" ? 2 : 1;
     this.initialWindow = opts.initialWindow ?? INITIAL_WINDOW;
+    // relative to the window in use: a fixed threshold above a small window would never be reached
+    this.windowUpdateThreshold = Math.max(1, Math.floor(this.initialWindow * (WINDOW_UPDATE_THRESHOLD / INITIAL_WINDOW)));
   }
 
   get streamCount(): number {
@@ -301,7 +305,7 @@ export class Stream {
     this.pendingBytes += chunk.byteLength;
     this.mux.flush(this);
     if (this.pendingBytes > 0) this.needDrain = true;
-    return this.pendingBytes === 0;
+    return this.pendingBytes === 0 && !this.done;
   }
 
   /** Half-closes after the queued bytes are sent (FIN). */
@@ -323,7 +327,7 @@ export class Stream {
   consumed(n: number): void {
     if (this.done || this.remoteEnded || n <= 0) return;
     this.unacked += n;
-    if (this.unacked >= WINDOW_UPDATE_THRESHOLD) {
+    if (this.unacked >= this.mux.windowUpdateThreshold) {
       this.recvWindow += this.unacked;
       this.mux.sendFrame(FrameType.WINDOW, this.id, u32Payload(this.unacked));
       this.unacked = 0;
@@ -334,7 +338,7 @@ export class Stream {
 
   /** @internal */
   allSent(): void {
-    if (this.endQueued && !this.localEnded) this.sendFin();
+    // drain first: the FIN below may finish the stream, and that must not read as "ended before sent"
     if (this.needDrain) {
       this.needDrain = false;
       const waiters = this.drainWaiters;
@@ -342,6 +346,7 @@ export class Stream {
       for (const w of waiters) w(true);
       this.onDrain?.();
     }
+    if (this.endQueued && !this.localEnded && !this.done) this.sendFin();
   }
 
   /** @internal */

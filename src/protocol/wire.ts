@@ -23,7 +23,7 @@ export const FrameType = {
   READY: 0x02,
   /** either way, stream 0: JSON Refusal {code, message}; the sender closes next. */
   ERROR: 0x03,
-  /** either way, stream 0: 8 opaque bytes, answered by PONG with the same bytes. */
+  /** either way, stream 0: 4 opaque bytes, answered by PONG with the same bytes. */
   PING: 0x04,
   PONG: 0x05,
   /** agent -> edge, stream 0: the agent is leaving on purpose; release its tunnels now, no grace. */
@@ -66,7 +66,7 @@ export const MAX_DATA_PAYLOAD = 64 * 1024;
 export const MAX_PAYLOAD = 256 * 1024;
 /** Credit each side grants a new stream before any WINDOW. */
 export const INITIAL_WINDOW = 512 * 1024;
-/** Credit is returned in batches of at least this much (yamux's half window). */
+/** Credit is returned in batches of at least this much (yamux's half window); a mux built with another window uses half of that. */
 export const WINDOW_UPDATE_THRESHOLD = INITIAL_WINDOW / 2;
 export const MAX_STREAM_ID = 0xffff_ffff;
 

@@ -41,9 +41,9 @@ export class RecordDecoder {
   }
 
   private peek(n: number): Uint8Array {
-    const first = this.buffered[0]!;
-    if (first.byteLength >= n) return first.subarray(0, n);
-    return Buffer.concat(this.buffered).subarray(0, n);
+    // merge a short first piece once, so later pushes of the same record peek without copying
+    if (this.buffered[0]!.byteLength < n) this.buffered = [Buffer.concat(this.buffered)];
+    return this.buffered[0]!.subarray(0, n);
   }
 
   private take(n: number): Uint8Array {
