@@ -35,6 +35,9 @@ export async function serveHttpStream(stream: Stream, meta: OpenMeta, target: Lo
   const body = meta.body ? readableFrom(stream, undefined, "discard") : null;
   if (!meta.body) stream.onData = (chunk) => stream.consumed(chunk.byteLength);
   const url = `${target.tls ? "https" : "http"}://${localAuthority(target)}${head.path}`;
+  // the visitor left or the edge gave up waiting: drop the local request too, so it holds no connection
+  const abort = new AbortController();
+  stream.whenReset(() => abort.abort());
   let response: Response;
   try {
     const init: BunFetchRequestInit & { duplex: "half" } = {
@@ -46,9 +49,14 @@ export async function serveHttpStream(stream: Stream, meta: OpenMeta, target: Lo
       proxy: false,
       tls: { rejectUnauthorized: false }, // the local service is the user's own; self-signed is normal there
       duplex: "half", // the request body streams while the response may already come
+      signal: abort.signal,
     };
     response = await fetch(url, init);
   } catch (err) {
+    if (abort.signal.aborted) {
+      logRequest({ method: head.method, path: head.path, status: "cancelled", ms: performance.now() - started });
+      return;
+    }
     const why = describeLocalError(err);
     stream.reset(`${WireError.UPSTREAM_FAILED} ${why}`);
     logRequest({ method: head.method, path: head.path, status: `502 (${why})`, ms: performance.now() - started });

@@ -8,6 +8,12 @@ import { describeLocalError, type LocalTarget } from "./http.ts";
 export async function serveTcpStream(stream: Stream, target: LocalTarget, onClose: (bytes: { in: number; out: number }) => void): Promise<void> {
   const counts = { in: 0, out: 0 };
   let relay: SocketRelay | undefined;
+  // the visitor may send (and even half-close) before the local connection is up: hold that
+  // until the relay takes over; credit for it returns only once it is written, so it is bounded
+  const early: Uint8Array[] = [];
+  let earlyEnd = false;
+  stream.onData = (chunk) => early.push(chunk);
+  stream.onEnd = () => (earlyEnd = true);
   try {
     await Bun.connect<undefined>({
       hostname: target.host,
@@ -15,17 +21,20 @@ export async function serveTcpStream(stream: Stream, target: LocalTarget, onClos
       allowHalfOpen: true,
       socket: {
         open(socket: Socket<undefined>) {
+          if (stream.isClosed) return void socket.terminate(); // the visitor left while we connected
           relay = new SocketRelay(socket, stream, { fromSocket: (n) => (counts.out += n), toSocket: (n) => (counts.in += n) });
           stream.reply({});
+          for (const chunk of early.splice(0)) stream.onData!(chunk);
+          if (earlyEnd) stream.onEnd!();
         },
         data: (_s, data) => relay?.socketData(data),
         drain: () => relay?.socketDrain(),
         end: () => relay?.socketEnd(),
-        close: () => {
-          relay?.socketClosed();
+        close: (_s, error) => {
+          relay?.socketClosed(error);
           onClose(counts);
         },
-        error: () => relay?.socketClosed(),
+        error: (_s, error) => relay?.socketClosed(error ?? new Error("socket error")),
       },
     });
   } catch (err) {

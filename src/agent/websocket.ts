@@ -15,7 +15,10 @@ export function serveWebSocketStream(stream: Stream, meta: OpenMeta, target: Loc
     .map((p) => p.trim())
     .filter(Boolean);
   const headers: [string, string][] = head.headers.filter(([n]) => !OWN.has(n));
-  if (target.hostHeader && target.hostHeader !== "rewrite") headers.push(["host", target.hostHeader]);
+  // like http: the visitor's Host by default, the local address for "rewrite", else the name given
+  const visitorHost = head.headers.find(([n]) => n === "host")?.[1];
+  const host = target.hostHeader === "rewrite" ? undefined : (target.hostHeader ?? visitorHost);
+  if (host) headers.push(["host", host]);
   const url = `${target.tls ? "wss" : "ws"}://${localAuthority(target)}${head.path}`;
   const ws = new WebSocket(url, { headers, protocols, perMessageDeflate: false, tls: { rejectUnauthorized: false } } as any);
   ws.binaryType = "arraybuffer";

@@ -6,6 +6,7 @@
 import type { Server } from "bun";
 import * as v from "valibot";
 import { ResponseHead, type OpenMeta } from "../protocol/messages.ts";
+import { INITIAL_WINDOW } from "../protocol/wire.ts";
 import type { Stream } from "../protocol/mux.ts";
 import { pipeInto, readableFrom } from "../protocol/pipes.ts";
 import { headerList, toHeaders } from "../relay/headers.ts";
@@ -51,8 +52,9 @@ export function requestMeta(req: Request, url: URL, tunnel: Tunnel, ctx: Forward
 export function awaitReply(stream: Stream, timeoutMs: number): Promise<unknown> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
-      stream.reset();
+      // reject before the reset, whose listener below would otherwise give the reason as a closed tunnel
       reject(new Error(`it did not answer within ${Math.round(timeoutMs / 1000)} s`));
+      stream.reset();
     }, timeoutMs);
     stream.onReply = (meta) => {
       clearTimeout(timer);
@@ -72,6 +74,19 @@ function describeReset(code: string): string {
 }
 
 const NO_BODY_STATUS = new Set([101, 204, 205, 304]);
+/**
+ * Bun.serve drops a Content-Length set on a streamed body and sends it
+ * chunked. A fixed-size body up to this size is collected first so the
+ * visitor sees its length; the credit window lets this much be in flight
+ * anyway, so no more memory is held than when streaming.
+ */
+const COLLECT_LIMIT = INITIAL_WINDOW;
+
+function declaredLength(headers: [string, string][]): number | undefined {
+  const values = headers.filter(([n]) => n === "content-length").map(([, v]) => v.trim());
+  if (values.length !== 1 || !/^[0-9]{1,15}$/.test(values[0]!)) return undefined;
+  return Number(values[0]);
+}
 
 export async function forwardHttp(req: Request, url: URL, tunnel: Tunnel, ctx: ForwardContext): Promise<Response> {
   const meta = requestMeta(req, url, tunnel, ctx, "http");
@@ -99,6 +114,16 @@ export async function forwardHttp(req: Request, url: URL, tunnel: Tunnel, ctx: F
   const bodyless = req.method === "HEAD" || NO_BODY_STATUS.has(head.status);
   const body = bodyless ? null : readableFrom(stream, (n) => tunnel.countOut(n));
   if (bodyless) stream.onData = (chunk) => stream.consumed(chunk.byteLength);
+  const length = declaredLength(head.headers);
+  if (body && length !== undefined && length <= COLLECT_LIMIT) {
+    try {
+      const bytes = await Bun.readableStreamToBytes(body);
+      return new Response(bytes, { status: head.status, headers: toHeaders(head.headers) });
+    } catch (err) {
+      log.info("tunnel request failed", { tunnel: ctx.host, path: url.pathname, err: (err as Error).message });
+      return badGatewayPage(ctx.host, "the tunnel's connection closed");
+    }
+  }
   return new Response(body, { status: head.status, headers: toHeaders(head.headers) });
 }
 

@@ -26,7 +26,7 @@ export function tcpHandlers(tunnel: () => Tunnel): SocketHandler<VisitorSocket> 
     data: (socket, data) => socket.data?.relay?.socketData(data),
     drain: (socket) => socket.data?.relay?.socketDrain(),
     end: (socket) => socket.data?.relay?.socketEnd(),
-    close: (socket) => socket.data?.relay?.socketClosed(),
-    error: (socket) => socket.data?.relay?.socketClosed(),
+    close: (socket, error) => socket.data?.relay?.socketClosed(error),
+    error: (socket, error) => socket.data?.relay?.socketClosed(error ?? new Error("socket error")),
   };
 }

@@ -31,9 +31,24 @@ export function interstitial(req: Request, url: URL, tunnel: Tunnel, host: strin
 
 /** GET /_burrow/continue?to=/path: sets the cookie and goes on (only to a path on this host). */
 export function continueResponse(url: URL, secure: boolean): Response {
-  let to = url.searchParams.get("to") ?? "/";
-  if (!to.startsWith("/") || to.startsWith("//") || to.startsWith("/\\")) to = "/";
+  const to = localPath(url.searchParams.get("to"));
   const cookie = [`${WARNING_COOKIE}=1`, "Path=/", `Max-Age=${WARNING_COOKIE_MAX_AGE_S}`, "HttpOnly", "SameSite=Lax"];
   if (secure) cookie.push("Secure");
   return new Response(null, { status: 302, headers: { Location: to, "Set-Cookie": cookie.join("; "), "Cache-Control": "no-store" } });
+}
+
+/**
+ * `to` as a path on this host, or "/". Resolved the way a browser resolves a
+ * Location, so "//host", "/\\host" and "/<tab>/host" (browsers drop tabs and
+ * newlines) cannot lead off the tunnel's host.
+ */
+function localPath(to: string | null): string {
+  if (!to?.startsWith("/")) return "/";
+  const base = "http://burrow.invalid";
+  try {
+    const resolved = new URL(to, base);
+    return resolved.origin === base ? resolved.pathname + resolved.search + resolved.hash : "/";
+  } catch {
+    return "/";
+  }
 }

@@ -7,13 +7,13 @@ import type { Server, ServerWebSocket } from "bun";
 import * as v from "valibot";
 import { WsReply } from "../protocol/messages.ts";
 import type { Stream } from "../protocol/mux.ts";
-import { encodeRecord, RecordDecoder } from "../protocol/ws-records.ts";
+import { encodeRecord, MAX_WS_MESSAGE, RecordDecoder } from "../protocol/ws-records.ts";
 import { awaitReply, requestMeta, type ForwardContext } from "./http.ts";
 import { badGatewayPage } from "./pages.ts";
 import type { Tunnel } from "./registry.ts";
 
-/** A visitor that sends faster than the tunnel carries is cut off past this much queued. */
-const MAX_QUEUED_BYTES = 8 * 1024 * 1024;
+/** A visitor that sends faster than the tunnel carries is cut off past this much queued (one largest message and then some). */
+const MAX_QUEUED_BYTES = MAX_WS_MESSAGE + 4 * 1024 * 1024;
 
 export interface VisitorSocketData {
   kind: "visitor";

@@ -19,6 +19,8 @@ export class SocketRelay {
   private queue: Uint8Array[] = [];
   private streamEnded = false;
   private socketEnded = false;
+  /** Our side of the socket is half-closed (shutdown), its peer may still send. */
+  private shutDown = false;
   private closed = false;
 
   constructor(
@@ -69,9 +71,15 @@ export class SocketRelay {
     this.stream.end();
   }
 
-  socketClosed(): void {
+  /** The socket closed; `error` when it failed rather than ended. */
+  socketClosed(error?: unknown): void {
     if (this.closed) return;
     this.closed = true;
+    // after our shutdown() Bun reports the peer's FIN as a close without an end event
+    if (!this.socketEnded && this.shutDown && error === undefined) {
+      this.socketEnded = true;
+      this.stream.end();
+    }
     if (!this.socketEnded || !this.streamEnded || this.queue.length > 0) this.stream.reset(WireError.CANCELLED);
   }
 
@@ -90,7 +98,14 @@ export class SocketRelay {
   }
 
   private endSocket(): void {
-    this.socket.end();
-    if (this.socketEnded) this.closed = true;
+    if (this.socketEnded) {
+      // both directions are done
+      this.closed = true;
+      this.socket.end();
+    } else {
+      // a half-close: Bun's end() would close the socket for reading too, and lose what the peer still sends
+      this.shutDown = true;
+      this.socket.shutdown();
+    }
   }
 }

@@ -3,7 +3,7 @@ import type { Subprocess } from "bun";
 
 export class LineReader {
   readonly lines: string[] = [];
-  private waiters: { pattern: RegExp; resolve(line: string): void }[] = [];
+  private waiters: { pattern: RegExp; resolve(line: string): void; reject(err: Error): void }[] = [];
   private ended = false;
   private endWaiters: (() => void)[] = [];
 
@@ -13,6 +13,8 @@ export class LineReader {
       if (--open === 0) {
         this.ended = true;
         for (const w of this.endWaiters) w();
+        // a process that exits before printing what someone waits for fails that wait now
+        for (const w of this.waiters.splice(0)) w.reject(new Error(`process ended before a line matched ${w.pattern}`));
       }
     };
     this.pump(proc.stdout).finally(done);
@@ -60,6 +62,10 @@ export class LineReader {
         resolve: (line: string) => {
           clearTimeout(timer);
           resolve(line);
+        },
+        reject: (err: Error) => {
+          clearTimeout(timer);
+          reject(err);
         },
       };
       this.waiters.push(waiter);

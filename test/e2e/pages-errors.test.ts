@@ -1,0 +1,175 @@
+/**
+ * The edge's own pages: 404 for an unknown tunnel, 502 when the local
+ * service refuses or never answers (after --response-timeout), a landing
+ * page on the bare domain. All small, self-contained HTML.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import net from "node:net";
+import { signedIn } from "../harness/admin.ts";
+import { startAgent, tunnelFetch, type TestAgent } from "../harness/agent.ts";
+import { startServer, type TestServer } from "../harness/server.ts";
+
+const WAIT_MS = 10_000;
+
+function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout>;
+  return Promise.race([
+    p.finally(() => clearTimeout(timer)),
+    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${what}`)), ms))),
+  ]);
+}
+
+/** An edge page is HTML, small, and loads nothing from anywhere else. */
+function expectSelfContainedPage(res: Response, html: string) {
+  expect(res.headers.get("content-type")).toStartWith("text/html");
+  expect(html).toStartWith("<!doctype html>");
+  expect(html).toContain("</html>");
+  expect(html.length).toBeLessThan(8 * 1024);
+  expect(html).not.toMatch(/(?:src|href|action|srcset)\s*=\s*["']?\s*(?:[a-z][a-z0-9+.-]*:)?\/\//i);
+  expect(html).not.toMatch(/url\(\s*["']?\s*(?:https?:)?\/\//i);
+  expect(html).not.toMatch(/@import/i);
+  expect(html).not.toMatch(/<script[^>]+src=/i);
+}
+
+// -- local services ------------------------------------------------------------------------------------------
+
+let hits = 0;
+const upstream = Bun.serve({
+  hostname: "127.0.0.1",
+  port: 0,
+  fetch: () => {
+    hits++;
+    return new Response("from the local service");
+  },
+});
+
+/** Takes connections and requests and never answers; remembers which connections have closed. */
+const silentSockets = new Set<net.Socket>();
+let silentClosed = 0;
+let onSilentClose: (() => void) | undefined;
+const silent = net.createServer((socket) => {
+  silentSockets.add(socket);
+  socket.on("data", () => {});
+  socket.on("error", () => {});
+  socket.on("close", () => {
+    silentSockets.delete(socket);
+    silentClosed++;
+    onSilentClose?.();
+  });
+});
+
+/** A port with nothing listening on it. */
+async function closedPort(): Promise<number> {
+  const probe = net.createServer();
+  await new Promise<void>((r) => probe.listen(0, "127.0.0.1", r));
+  const port = (probe.address() as net.AddressInfo).port;
+  await new Promise<void>((r) => probe.close(() => r()));
+  return port;
+}
+
+let server: TestServer;
+let served: TestAgent;
+let refused: TestAgent;
+let hanging: TestAgent;
+
+beforeAll(async () => {
+  await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
+  server = await startServer({ args: ["--response-timeout", "1"] });
+  const api = await signedIn(server);
+  const id = await api.createUser("pager");
+  const token = (await api.post(`/api/users/${id}/tokens`, { device_name: "laptop" })).body.token as string;
+  const start = (port: number, subdomain: string) =>
+    startAgent({ kind: "http", target: `127.0.0.1:${port}`, server: server.edgeUrl, token, args: ["--subdomain", subdomain] });
+  [served, refused, hanging] = await Promise.all([
+    start(upstream.port!, "served"),
+    start(await closedPort(), "refused"),
+    start((silent.address() as net.AddressInfo).port, "hanging"),
+  ]);
+});
+
+afterAll(async () => {
+  await Promise.allSettled([served?.stop(), refused?.stop(), hanging?.stop()]);
+  await server?.stop();
+  upstream.stop(true);
+  for (const s of silentSockets) s.destroy();
+  silent.close();
+});
+
+// -- the tests ------------------------------------------------------------------------------------------------
+
+test("a request for an unknown subdomain gets a 404 page", async () => {
+  const res = await tunnelFetch(server.edgePort, "nobody-here", "/some/page");
+  const html = await res.text();
+  expect(res.status).toBe(404);
+  expectSelfContainedPage(res, html);
+  expect(html).toContain(`nobody-here.localhost:${server.edgePort}`);
+  expect(html).toContain("No tunnel here");
+});
+
+test("a tunnel whose local service refuses connections gets a 502 page, and the agent logs it", async () => {
+  const res = await tunnelFetch(server.edgePort, "refused", "/refused-path");
+  const html = await res.text();
+  expect(res.status).toBe(502);
+  expectSelfContainedPage(res, html);
+  expect(html).toContain(`refused.localhost:${server.edgePort}`);
+  expect(html).toContain("connection refused");
+  await refused.output.waitFor(/GET\s+\/refused-path\s+502 \(connection refused\)\s+\d+ ms/, 5_000);
+});
+
+test("a local service that never answers gets a 502 page after the server's --response-timeout", async () => {
+  const started = performance.now();
+  const res = await within(tunnelFetch(server.edgePort, "hanging", "/never"), WAIT_MS, "the 502 for a silent service");
+  const elapsed = performance.now() - started;
+  const html = await res.text();
+  expect(res.status).toBe(502);
+  expectSelfContainedPage(res, html);
+  expect(html).toContain("did not answer within 1 s");
+  expect(elapsed).toBeGreaterThanOrEqual(900);
+  expect(elapsed).toBeLessThan(5_000);
+});
+
+test("after the response timeout the agent gives up its request to the silent local service", async () => {
+  const closedBefore = silentClosed;
+  const closed = new Promise<void>((resolve) => (onSilentClose = () => silentClosed > closedBefore && resolve()));
+  const res = await within(tunnelFetch(server.edgePort, "hanging", "/abandoned"), WAIT_MS, "the 502 for a silent service");
+  expect(res.status).toBe(502);
+  await res.text();
+  await within(closed, WAIT_MS, "the agent to close its connection to the silent service");
+});
+
+test("a visitor who leaves before the answer makes the agent drop its request to the local service", async () => {
+  const closedBefore = silentClosed;
+  const closed = new Promise<void>((resolve) => (onSilentClose = () => silentClosed > closedBefore && resolve()));
+  const visitor = net.connect(server.edgePort, "127.0.0.1");
+  await within(new Promise((r) => visitor.once("connect", r)), WAIT_MS, "connect to the edge");
+  const arrived = new Promise<void>((resolve) => silent.once("connection", (s) => s.once("data", () => resolve())));
+  visitor.write(`GET /leaving HTTP/1.1\r\nHost: hanging.localhost:${server.edgePort}\r\n\r\n`);
+  await within(arrived, WAIT_MS, "the request to reach the local service");
+  visitor.destroy();
+  await within(closed, WAIT_MS, "the agent to close its connection to the local service");
+});
+
+test("the bare domain shows the landing page and reaches no tunnel", async () => {
+  const before = hits;
+  for (const host of [`localhost:${server.edgePort}`, `127.0.0.1:${server.edgePort}`]) {
+    const res = await fetch(`http://127.0.0.1:${server.edgePort}/`, { headers: { host } });
+    const html = await res.text();
+    expectSelfContainedPage(res, html);
+    expect(html).toContain("burrow tunnel server");
+    expect(html).toContain("localhost");
+    expect(html).not.toContain("from the local service");
+  }
+  expect(hits).toBe(before);
+  // the tunnel itself still answers
+  const res = await tunnelFetch(server.edgePort, "served", "/");
+  expect(await res.text()).toBe("from the local service");
+  expect(hits).toBe(before + 1);
+});
+
+test("a name below a tunnel's name is not that tunnel", async () => {
+  const before = hits;
+  const res = await tunnelFetch(server.edgePort, "deeper.served", "/");
+  expect(res.status).toBe(404);
+  expectSelfContainedPage(res, await res.text());
+  expect(hits).toBe(before);
+});
