@@ -1,7 +1,7 @@
 /** The agent's side of a ws stream: its own WebSocket to the local service, relaying whole messages. */
 import type { OpenMeta } from "../protocol/messages.ts";
 import type { Stream } from "../protocol/mux.ts";
-import { encodeRecord, RecordDecoder } from "../protocol/ws-records.ts";
+import { encodeCloseRecord, encodeRecord, RecordDecoder } from "../protocol/ws-records.ts";
 import { WireError } from "../protocol/wire.ts";
 import { localAuthority, type LocalTarget } from "./http.ts";
 
@@ -31,16 +31,26 @@ export function serveWebSocketStream(stream: Stream, meta: OpenMeta, target: Loc
   };
   ws.onmessage = (ev) => {
     const data = typeof ev.data === "string" ? ev.data : new Uint8Array(ev.data as ArrayBuffer);
-    stream.write(encodeRecord(data));
+    // a slow visitor holds back credit: stop reading the local service until the stream drains
+    if (!stream.write(encodeRecord(data))) ws.pause();
   };
-  ws.onclose = () => (opened ? stream.end() : stream.reset(`${WireError.UPSTREAM_FAILED} WebSocket handshake failed`));
+  stream.onDrain = () => ws.resume();
+  ws.onclose = (ev) => {
+    if (!opened) return stream.reset(`${WireError.UPSTREAM_FAILED} WebSocket handshake failed`);
+    stream.write(encodeCloseRecord(ev.code, ev.reason));
+    stream.end();
+  };
   ws.onerror = () => {
     if (!opened) stream.reset(`${WireError.UPSTREAM_FAILED} WebSocket handshake failed`);
   };
   stream.onData = (chunk) => {
     stream.consumed(chunk.byteLength);
     try {
-      decoder.push(chunk, (message) => ws.send(message));
+      decoder.push(
+        chunk,
+        (message) => ws.send(message),
+        (code, reason) => ws.close(code, reason),
+      );
     } catch {
       stream.reset();
       ws.close(1009);

@@ -124,9 +124,10 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       },
       drain(ws: ServerWebSocket<SocketData>) {
         if (ws.data.kind === "agent") ws.data.conn?.mux.drained();
+        else visitorSocket.drain(ws as ServerWebSocket<VisitorSocketData>);
       },
-      close(ws: ServerWebSocket<SocketData>) {
-        if (ws.data.kind === "visitor") return visitorSocket.close(ws as ServerWebSocket<VisitorSocketData>);
+      close(ws: ServerWebSocket<SocketData>, code: number, reason: string) {
+        if (ws.data.kind === "visitor") return visitorSocket.close(ws as ServerWebSocket<VisitorSocketData>, code, reason);
         const conn = ws.data.conn;
         if (!conn) return;
         agents.delete(conn);

@@ -7,7 +7,7 @@ import type { Server, ServerWebSocket } from "bun";
 import * as v from "valibot";
 import { WsReply } from "../protocol/messages.ts";
 import type { Stream } from "../protocol/mux.ts";
-import { encodeRecord, MAX_WS_MESSAGE, RecordDecoder } from "../protocol/ws-records.ts";
+import { encodeCloseRecord, encodeRecord, MAX_WS_MESSAGE, RecordDecoder } from "../protocol/ws-records.ts";
 import { awaitReply, requestMeta, type ForwardContext } from "./http.ts";
 import { badGatewayPage } from "./pages.ts";
 import type { Tunnel } from "./registry.ts";
@@ -21,7 +21,17 @@ export interface VisitorSocketData {
   tunnel: Tunnel;
   early: (string | Uint8Array)[];
   ended: boolean;
+  /** Credit withheld while the visitor's socket is backed up. */
+  owed: number;
+  backedUp: boolean;
+  /** How the local service closed, to close the visitor the same way. */
+  closeFromAgent?: { code: number; reason: string };
   ws?: ServerWebSocket<VisitorSocketData>;
+}
+
+function closeVisitor(data: VisitorSocketData): void {
+  const c = data.closeFromAgent;
+  data.ws?.close(c?.code ?? 1000, c?.reason ?? "");
 }
 
 export async function upgradeWebSocket(
@@ -41,21 +51,31 @@ export async function upgradeWebSocket(
   } catch (err) {
     return badGatewayPage(ctx.host, (err as Error).message);
   }
-  const data: VisitorSocketData = { kind: "visitor", stream, tunnel, early: [], ended: false };
+  const data: VisitorSocketData = { kind: "visitor", stream, tunnel, early: [], ended: false, owed: 0, backedUp: false };
   const decoder = new RecordDecoder();
   stream.onData = (chunk) => {
-    stream.consumed(chunk.byteLength);
     tunnel.countOut(chunk.byteLength);
     try {
-      decoder.push(chunk, (message) => (data.ws ? data.ws.send(message) : data.early.push(message)));
+      decoder.push(
+        chunk,
+        (message) => {
+          if (!data.ws) return void data.early.push(message);
+          if (data.ws.send(message) === -1) data.backedUp = true;
+        },
+        (code, reason) => (data.closeFromAgent = { code, reason }),
+      );
     } catch {
       stream.reset();
       data.ws?.close(1009, "message too big");
+      return;
     }
+    // credit returns only while the visitor keeps up; a backed-up visitor holds it until drain
+    if (data.backedUp) data.owed += chunk.byteLength;
+    else stream.consumed(chunk.byteLength);
   };
   stream.onEnd = () => {
     data.ended = true;
-    data.ws?.close(1000);
+    closeVisitor(data);
   };
   stream.whenReset(() => data.ws?.close(1011, "tunnel closed"));
   const ok = server.upgrade(req, { data, headers: protocol ? { "Sec-WebSocket-Protocol": protocol } : {} });
@@ -71,7 +91,13 @@ export const visitorSocket = {
     ws.data.ws = ws;
     for (const m of ws.data.early) ws.send(m);
     ws.data.early = [];
-    if (ws.data.ended) ws.close(1000);
+    if (ws.data.ended) closeVisitor(ws.data);
+  },
+  drain(ws: ServerWebSocket<VisitorSocketData>) {
+    const d = ws.data;
+    d.backedUp = false;
+    d.stream.consumed(d.owed);
+    d.owed = 0;
   },
   message(ws: ServerWebSocket<VisitorSocketData>, message: string | Buffer) {
     const { stream, tunnel } = ws.data;
@@ -80,7 +106,11 @@ export const visitorSocket = {
     stream.write(record);
     if (stream.pendingBytes > MAX_QUEUED_BYTES) ws.close(1013, "tunnel is too slow for this sender");
   },
-  close(ws: ServerWebSocket<VisitorSocketData>) {
-    ws.data.stream.reset();
+  close(ws: ServerWebSocket<VisitorSocketData>, code: number, reason: string) {
+    const { stream } = ws.data;
+    if (stream.isClosed) return;
+    // the agent closes the local WebSocket with the same code, then ends its side
+    stream.write(encodeCloseRecord(code, reason));
+    stream.end();
   },
 };

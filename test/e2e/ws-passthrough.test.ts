@@ -257,22 +257,24 @@ test("with --host-header rewrite the upgrade reaches the local service with its 
   }
 });
 
-test("closing from the visitor closes the local service's socket", async () => {
+test("closing from the visitor closes the local service's socket with the same code", async () => {
   const v = new Visitor("/echo");
   await within(v.opened, WAIT_MS, "the WebSocket to open");
   v.ws.send("ping");
   expect(await v.next()).toBe("ping");
-  v.ws.close(1000, "visitor leaves");
-  await within(closedOnService(v.id), WAIT_MS, "the service's socket to close");
+  v.ws.close(4002, "visitor leaves");
+  const onService = await within(closedOnService(v.id), WAIT_MS, "the service's socket to close");
+  expect(onService.code).toBe(4002);
   await within(v.closed, WAIT_MS, "the visitor's socket to close");
 });
 
-test("closing from the local service closes the visitor's socket", async () => {
+test("closing from the local service closes the visitor's socket with the same code and reason", async () => {
   const v = new Visitor("/echo");
   await within(v.opened, WAIT_MS, "the WebSocket to open");
   v.ws.send("close-me");
   const ev = await within(v.closed, WAIT_MS, "the visitor's socket to close");
-  expect(ev.code).not.toBe(1006); // a clean close, not a dropped connection
+  expect(ev.code).toBe(4001);
+  expect(ev.reason).toBe("the service closes");
   await within(closedOnService(v.id), WAIT_MS, "the service's side to be closed");
 });
 

@@ -1,5 +1,5 @@
 import { describe, expect, spyOn, test } from "bun:test";
-import { encodeRecord, MAX_WS_MESSAGE, RecordDecoder, RecordKind } from "../../src/protocol/ws-records.ts";
+import { encodeCloseRecord, encodeRecord, MAX_WS_MESSAGE, RecordDecoder, RecordKind } from "../../src/protocol/ws-records.ts";
 import { between, bytes, chop, concat, prng, randomBytes } from "./support.ts";
 
 type Message = string | Uint8Array;
@@ -172,7 +172,21 @@ describe("record refusals", () => {
     expect(out).toEqual(["fine"]);
   });
 
-  for (const kind of [0, 3, 0x7f, 0xff]) {
+  test("a close record carries its code and reason; a code a peer may not send becomes 1000", () => {
+    const closes: [number, string][] = [];
+    const decoder = new RecordDecoder();
+    decoder.push(concat([encodeCloseRecord(4001, "bye"), encodeCloseRecord(1006, "dropped")]), () => {}, (c, r) => closes.push([c, r]));
+    expect(closes).toEqual([
+      [4001, "bye"],
+      [1000, "dropped"],
+    ]);
+  });
+
+  test("a close record too short to hold its code is refused", () => {
+    expect(() => new RecordDecoder().push(concat([header(RecordKind.CLOSE, 1), new Uint8Array([0])]), () => {})).toThrow(/shorter/);
+  });
+
+  for (const kind of [0, 4, 0x7f, 0xff]) {
     test(`a record of kind ${kind} is refused`, () => {
       expect(() => new RecordDecoder().push(concat([header(kind, 1), new Uint8Array([0])]), () => {})).toThrow(
         `bad WebSocket record kind ${kind}`,
