@@ -198,7 +198,9 @@ export class Agent {
         mux.ping();
       }, KEEPALIVE_INTERVAL_MS);
 
+      let opened = false;
       ws.onopen = () => {
+        opened = true;
         mux.lastReceivedAt = Date.now();
         mux.sendControl(FrameType.HELLO, {
           version: PROTOCOL_VERSION,
@@ -212,7 +214,18 @@ export class Agent {
       ws.onmessage = (ev) => {
         if (typeof ev.data !== "string") mux.receive(new Uint8Array(ev.data as ArrayBuffer));
       };
-      ws.onclose = (ev) => finish({ kind: "lost", why: ev.reason ? `connection closed (${ev.reason})` : "could not reach the server" });
+      // the error event carries why a connection failed (refused, a certificate that does not verify...)
+      let failure: string | undefined;
+      ws.onerror = (ev) => void (failure = describeSocketError(ev));
+      ws.onclose = (ev) =>
+        finish({
+          kind: "lost",
+          why: ev.reason
+            ? `connection closed (${ev.reason})`
+            : opened
+              ? "lost the connection to the server"
+              : `could not reach the server${failure ? `: ${failure}` : ""}`,
+        });
     });
   }
 
@@ -250,6 +263,14 @@ export class Agent {
       stream.reset(WireError.PROTOCOL_ERROR);
     }
   }
+}
+
+/** "WebSocket connection to 'wss://…' failed: TLS handshake failed: self signed certificate" -> the part after "failed: ", with a hint for certificates. */
+export function describeSocketError(ev: Event): string | undefined {
+  const message = (ev as ErrorEvent).message;
+  if (!message) return undefined;
+  const why = message.replace(/^WebSocket connection to '[^']*' failed: /, "").split("\n")[0]!.slice(0, 200);
+  return /certificate|TLS handshake/i.test(why) ? `${why} (--insecure accepts a certificate that does not verify)` : why;
 }
 
 /** Exponential backoff with jitter: half fixed, half random, capped. */

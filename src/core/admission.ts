@@ -86,7 +86,6 @@ export function admit(core: Core, req: AdmissionRequest, live: LiveView): Admitt
     claimed.add(subdomain);
     return { protocol: "http", subdomain, skipWarning: Boolean(t.skipWarning) && user.skipWarning };
   });
-  core.tokens.touch(token.id);
   return { user, token, tunnels: planned };
 }
 

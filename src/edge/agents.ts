@@ -143,6 +143,7 @@ export class AgentConnection implements AgentLink {
       }
       this.ready = true;
       registry.attach(this, tunnels);
+      core.tokens.touch(admitted.token.id); // only a handshake that succeeded counts as use
       const granted: GrantedTunnel[] = tunnels.map((t) => ({
         id: t.id,
         protocol: t.protocol,
