@@ -7,7 +7,7 @@
  */
 import * as v from "valibot";
 import { parseJsonPayload } from "../protocol/frames.ts";
-import { OpenMeta, Ready, Refusal, type TunnelRequest } from "../protocol/messages.ts";
+import { readOpenMeta, Ready, Refusal, type TunnelRequest } from "../protocol/messages.ts";
 import { Mux, type Stream } from "../protocol/mux.ts";
 import {
   CONNECT_PATH,
@@ -148,7 +148,7 @@ export class Agent {
   }
 
   private runSession(ws: WebSocket): Promise<{ outcome: Outcome; wasReady: boolean }> {
-    ws.binaryType = "arraybuffer";
+    ws.binaryType = "nodebuffer"; // a Buffer view of the message, no extra ArrayBuffer copy
     this.ws = ws;
     return new Promise((resolve) => {
       let wasReady = false;
@@ -212,7 +212,7 @@ export class Agent {
         });
       };
       ws.onmessage = (ev) => {
-        if (typeof ev.data !== "string") mux.receive(new Uint8Array(ev.data as ArrayBuffer));
+        if (typeof ev.data !== "string") mux.receive(ev.data as Uint8Array);
       };
       // the error event carries why a connection failed (refused, a certificate that does not verify...)
       let failure: string | undefined;
@@ -246,9 +246,8 @@ export class Agent {
   }
 
   private serve(stream: Stream): void {
-    const parsed = v.safeParse(OpenMeta, stream.meta);
-    if (!parsed.success) return stream.reset(WireError.PROTOCOL_ERROR);
-    const meta = parsed.output;
+    const meta = readOpenMeta(stream.meta);
+    if (!meta) return stream.reset(WireError.PROTOCOL_ERROR);
     const target = this.opts.target;
     if (meta.kind === "http" && meta.head) {
       void serveHttpStream(stream, meta, target, (line) => this.opts.out.request(line));

@@ -6,7 +6,7 @@
 import type { OpenMeta } from "../protocol/messages.ts";
 import type { Stream } from "../protocol/mux.ts";
 import { pipeInto, readableFrom } from "../protocol/pipes.ts";
-import { WireError } from "../protocol/wire.ts";
+import { MAX_DATA_PAYLOAD, WireError } from "../protocol/wire.ts";
 import { headerList, toHeaders } from "../relay/headers.ts";
 
 export interface LocalTarget {
@@ -62,10 +62,25 @@ export async function serveHttpStream(stream: Stream, meta: OpenMeta, target: Lo
     logRequest({ method: head.method, path: head.path, status: `502 (${why})`, ms: performance.now() - started });
     return;
   }
-  stream.reply({ status: response.status, headers: headerList(response.headers) });
+  const responseHead = { status: response.status, headers: headerList(response.headers) };
   logRequest({ method: head.method, path: head.path, status: response.status, ms: performance.now() - started });
-  if (response.body) await pipeInto(response.body, stream);
-  else stream.end();
+  const length = Number(response.headers.get("content-length") ?? NaN);
+  if (!response.body || length === 0) {
+    stream.reply(responseHead, true); // one REPLY frame that also ends the stream
+  } else if (length > 0 && length <= MAX_DATA_PAYLOAD) {
+    // small and whole: REPLY, then one DATA frame that carries the FIN
+    let bytes: Uint8Array;
+    try {
+      bytes = await response.bytes();
+    } catch {
+      return stream.reset(`${WireError.UPSTREAM_FAILED} the local service broke off its response`);
+    }
+    stream.reply(responseHead);
+    stream.end(bytes);
+  } else {
+    stream.reply(responseHead);
+    await pipeInto(response.body, stream);
+  }
 }
 
 export function describeLocalError(err: unknown): string {

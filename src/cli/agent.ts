@@ -41,8 +41,16 @@ export function parseTarget(raw: string | undefined, allowScheme: boolean): Loca
   return { host, port, tls };
 }
 
+let stampSecond = 0;
+let stampText = "";
+/** HH:MM:SS local time, formatted once a second (a busy tunnel prints many lines a second). */
 function timestamp(): string {
-  return new Date().toTimeString().slice(0, 8);
+  const second = Math.floor(Date.now() / 1000);
+  if (second !== stampSecond) {
+    stampSecond = second;
+    stampText = new Date().toTimeString().slice(0, 8);
+  }
+  return stampText;
 }
 
 function consoleOutput(target: LocalTarget): AgentOutput {

@@ -65,10 +65,10 @@ export class AgentConnection implements AgentLink {
     return this.ready;
   }
 
-  openStream(meta: OpenMeta): Stream | undefined {
+  openStream(meta: OpenMeta, end = false): Stream | undefined {
     if (!this.ready || this.mux.closed) return undefined;
     try {
-      return this.mux.open(meta);
+      return this.mux.open(meta, end);
     } catch {
       return undefined; // too many streams: the visitor gets a 502/close
     }

@@ -5,10 +5,10 @@
  */
 import type { Server } from "bun";
 import * as v from "valibot";
-import { ResponseHead, type OpenMeta } from "../protocol/messages.ts";
+import { readResponseHead, type OpenMeta, type ResponseHead } from "../protocol/messages.ts";
 import { INITIAL_WINDOW } from "../protocol/wire.ts";
 import type { Stream } from "../protocol/mux.ts";
-import { pipeInto, readableFrom } from "../protocol/pipes.ts";
+import { collect, pipeInto, readableFrom } from "../protocol/pipes.ts";
 import { headerList, toHeaders } from "../relay/headers.ts";
 import { log } from "../log.ts";
 import { badGatewayPage } from "./pages.ts";
@@ -90,41 +90,42 @@ function declaredLength(headers: [string, string][]): number | undefined {
 
 export async function forwardHttp(req: Request, url: URL, tunnel: Tunnel, ctx: ForwardContext): Promise<Response> {
   const meta = requestMeta(req, url, tunnel, ctx, "http");
-  const stream = tunnel.agent?.openStream(meta);
+  // a request without a body is one OPEN frame that also half-closes the stream
+  const stream = tunnel.agent?.openStream(meta, !req.body);
   if (!stream) return badGatewayPage(ctx.host, "its agent is reconnecting or busy");
   tunnel.countIn(JSON.stringify(meta.head).length);
   req.signal.addEventListener("abort", () => stream.reset(), { once: true });
-
   if (req.body) void pipeInto(req.body, stream, (n) => tunnel.countIn(n));
-  else stream.end();
 
   let head: ResponseHead;
   try {
-    const parsed = v.safeParse(ResponseHead, await awaitReply(stream, ctx.responseTimeoutMs));
-    if (!parsed.success) {
+    const parsed = readResponseHead(await awaitReply(stream, ctx.responseTimeoutMs));
+    if (!parsed) {
       stream.reset();
       return badGatewayPage(ctx.host, "its agent sent a malformed response");
     }
-    head = parsed.output;
+    head = parsed;
   } catch (err) {
     log.info("tunnel request failed", { tunnel: ctx.host, path: url.pathname, err: (err as Error).message });
     return badGatewayPage(ctx.host, (err as Error).message);
   }
   tunnel.countOut(JSON.stringify(head).length);
   const bodyless = req.method === "HEAD" || NO_BODY_STATUS.has(head.status);
-  const body = bodyless ? null : readableFrom(stream, (n) => tunnel.countOut(n));
-  if (bodyless) stream.onData = (chunk) => stream.consumed(chunk.byteLength);
+  if (bodyless) {
+    stream.onData = (chunk) => stream.consumed(chunk.byteLength);
+    return new Response(null, { status: head.status, headers: toHeaders(head.headers) });
+  }
   const length = declaredLength(head.headers);
-  if (body && length !== undefined && length <= COLLECT_LIMIT) {
+  if (length !== undefined && length <= COLLECT_LIMIT) {
     try {
-      const bytes = await Bun.readableStreamToBytes(body);
+      const bytes = await collect(stream, length, (n) => tunnel.countOut(n));
       return new Response(bytes, { status: head.status, headers: toHeaders(head.headers) });
     } catch (err) {
       log.info("tunnel request failed", { tunnel: ctx.host, path: url.pathname, err: (err as Error).message });
       return badGatewayPage(ctx.host, "the tunnel's connection closed");
     }
   }
-  return new Response(body, { status: head.status, headers: toHeaders(head.headers) });
+  return new Response(readableFrom(stream, (n) => tunnel.countOut(n)), { status: head.status, headers: toHeaders(head.headers) });
 }
 
 export type { Server };

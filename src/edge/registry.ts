@@ -20,8 +20,8 @@ export interface AgentLink {
   readonly sessionId: string;
   readonly userId: number;
   readonly tokenId: number;
-  /** A new stream to the agent, or undefined when it cannot take one now. */
-  openStream(meta: OpenMeta): Stream | undefined;
+  /** A new stream to the agent, or undefined when it cannot take one now. `end`: nothing follows from the edge. */
+  openStream(meta: OpenMeta, end?: boolean): Stream | undefined;
   /** Tells the agent why (ERROR) and closes its connection. */
   refuse(code: string, message: string): void;
 }

@@ -1,6 +1,8 @@
 /** Frame codec: one frame per WebSocket message. Pure: bytes in, values out. */
 import {
   CONTROL_FRAMES,
+  FIN_CARRIERS,
+  FLAG_FIN,
   FRAME_NAMES,
   FrameType,
   HEADER_LENGTH,
@@ -12,6 +14,8 @@ export interface Frame {
   type: FrameTypeValue;
   stream: number;
   payload: Uint8Array;
+  /** FLAG_FIN was set: the sender half-closes with this frame. */
+  fin: boolean;
 }
 
 /** A malformed or illegal frame: the connection ends with PROTOCOL_ERROR. */
@@ -19,9 +23,9 @@ export class ProtocolError extends Error {
   override name = "ProtocolError";
 }
 
-export function encodeFrame(type: FrameTypeValue, stream: number, payload: Uint8Array = EMPTY): Uint8Array {
+export function encodeFrame(type: FrameTypeValue, stream: number, payload: Uint8Array = EMPTY, fin = false): Uint8Array {
   const out = new Uint8Array(HEADER_LENGTH + payload.byteLength);
-  out[0] = type;
+  out[0] = fin ? type | FLAG_FIN : type;
   new DataView(out.buffer).setUint32(1, stream);
   out.set(payload, HEADER_LENGTH);
   return out;
@@ -36,17 +40,20 @@ export function decodeFrame(message: Uint8Array): Frame {
   if (message.byteLength - HEADER_LENGTH > MAX_PAYLOAD) {
     throw new ProtocolError(`frame payload of ${message.byteLength - HEADER_LENGTH} bytes exceeds ${MAX_PAYLOAD}`);
   }
-  const type = message[0]!;
-  if (!(type in FRAME_NAMES)) throw new ProtocolError(`unknown frame type 0x${type.toString(16)}`);
+  const raw = message[0]!;
+  const type = raw & ~FLAG_FIN;
+  const fin = (raw & FLAG_FIN) !== 0;
+  if (!(type in FRAME_NAMES)) throw new ProtocolError(`unknown frame type 0x${raw.toString(16)}`);
+  if (fin && !FIN_CARRIERS.has(type)) throw new ProtocolError(`${FRAME_NAMES[type]} frame cannot carry FIN`);
   const stream = new DataView(message.buffer, message.byteOffset, message.byteLength).getUint32(1);
   if (CONTROL_FRAMES.has(type) !== (stream === 0)) {
     throw new ProtocolError(`${FRAME_NAMES[type]} frame on stream ${stream}`);
   }
-  return { type: type as FrameTypeValue, stream, payload: message.subarray(HEADER_LENGTH) };
+  return { type: type as FrameTypeValue, stream, payload: message.subarray(HEADER_LENGTH), fin };
 }
 
 export function describeFrame(f: Frame): string {
-  return `${FRAME_NAMES[f.type] ?? f.type} stream=${f.stream} bytes=${f.payload.byteLength}`;
+  return `${FRAME_NAMES[f.type] ?? f.type}${f.fin ? "+FIN" : ""} stream=${f.stream} bytes=${f.payload.byteLength}`;
 }
 
 const EMPTY = new Uint8Array(0);

@@ -94,3 +94,42 @@ export type ResponseHead = v.InferOutput<typeof ResponseHead>;
 
 /** REPLY metadata for ws: the subprotocol the local service chose. */
 export const WsReply = v.object({ protocol: v.optional(v.string()) });
+
+// -- per-request fast paths ---------------------------------------------------------------------
+// OPEN and REPLY metadata arrive once per visitor request: checked by hand, as the schemas
+// above describe, because a generic schema walk costs more than the rest of the request.
+
+function isHeaderList(x: unknown): x is HeaderList {
+  if (!Array.isArray(x) || x.length > 1000) return false;
+  for (const pair of x) {
+    if (!Array.isArray(pair) || pair.length !== 2) return false;
+    const [n, v] = pair;
+    if (typeof n !== "string" || typeof v !== "string" || n.length > 256 || v.length > 65536) return false;
+  }
+  return true;
+}
+
+const OPEN_KINDS = new Set(["http", "ws", "tcp"]);
+
+/** OpenMeta, or undefined when `raw` does not fit it. */
+export function readOpenMeta(raw: unknown): OpenMeta | undefined {
+  if (typeof raw !== "object" || raw === null) return undefined;
+  const m = raw as Record<string, unknown>;
+  if (typeof m.tunnel !== "string" || typeof m.remote !== "string" || !OPEN_KINDS.has(m.kind as string)) return undefined;
+  if (m.body !== undefined && typeof m.body !== "boolean") return undefined;
+  if (m.head !== undefined) {
+    const h = m.head as Record<string, unknown>;
+    if (typeof h !== "object" || h === null) return undefined;
+    if (typeof h.method !== "string" || h.method.length > 32 || typeof h.path !== "string" || h.path.length > 65536) return undefined;
+    if (!isHeaderList(h.headers)) return undefined;
+  }
+  return m as OpenMeta;
+}
+
+/** ResponseHead, or undefined when `raw` does not fit it. */
+export function readResponseHead(raw: unknown): ResponseHead | undefined {
+  if (typeof raw !== "object" || raw === null) return undefined;
+  const r = raw as Record<string, unknown>;
+  if (!Number.isInteger(r.status) || (r.status as number) < 100 || (r.status as number) > 999) return undefined;
+  return isHeaderList(r.headers) ? (r as ResponseHead) : undefined;
+}

@@ -73,8 +73,8 @@ export class Mux {
     return this.streams.size;
   }
 
-  /** Opens a stream to the peer; `meta` travels in the OPEN frame. */
-  open(meta: unknown): Stream {
+  /** Opens a stream to the peer; `meta` travels in the OPEN frame. `end`: nothing will follow from this side. */
+  open(meta: unknown, end = false): Stream {
     if (this.closed) throw new Error("mux is closed");
     if (this.streams.size >= (this.opts.maxStreams ?? 4096)) throw new Error("too many open streams");
     const id = this.nextId;
@@ -82,7 +82,8 @@ export class Mux {
     this.nextId += 2;
     const stream = new Stream(this, id, meta);
     this.streams.set(id, stream);
-    this.sendFrame(FrameType.OPEN, id, jsonPayload(meta));
+    this.sendFrame(FrameType.OPEN, id, jsonPayload(meta), end);
+    if (end) stream.endedWithFrame();
     return stream;
   }
 
@@ -136,9 +137,9 @@ export class Mux {
   // -- internals, used by Stream ----------------------------------------------------------
 
   /** @internal */
-  sendFrame(type: FrameTypeValue, stream: number, payload?: Uint8Array): void {
+  sendFrame(type: FrameTypeValue, stream: number, payload?: Uint8Array, fin = false): void {
     if (this.closed) return;
-    const result = this.opts.send(encodeFrame(type, stream, payload));
+    const result = this.opts.send(encodeFrame(type, stream, payload, fin));
     if (result === "backpressure") this.blocked = true;
     else if (result === "closed") this.close(WireError.GOING_AWAY, "transport closed");
   }
@@ -159,7 +160,10 @@ export class Mux {
       s.sendWindow -= n;
       s.pendingBytes -= n;
       s.bytesSent += n;
-      this.sendFrame(FrameType.DATA, s.id, part);
+      // the last queued bytes of an ended stream carry the FIN themselves
+      const fin = s.pending.length === 0 && s.endIsQueued;
+      this.sendFrame(FrameType.DATA, s.id, part, fin);
+      if (fin) s.endedWithFrame(false);
     }
     if (this.closed) return;
     if (s.pending.length > 0) {
@@ -178,7 +182,7 @@ export class Mux {
 
   private handle(message: Uint8Array): void {
     const frame = decodeFrame(message);
-    const { type, stream: id, payload } = frame;
+    const { type, stream: id, payload, fin } = frame;
     switch (type) {
       case FrameType.PING:
         this.sendFrame(FrameType.PONG, 0, payload);
@@ -192,7 +196,9 @@ export class Mux {
         this.opts.onControl?.(type, payload);
         return;
       case FrameType.OPEN:
-        return this.accept(id, payload);
+        this.accept(id, payload);
+        if (fin) this.streams.get(id)?.receivedFin();
+        return;
     }
     const s = this.streams.get(id);
     if (!s) {
@@ -201,9 +207,13 @@ export class Mux {
     }
     switch (type) {
       case FrameType.REPLY:
-        return s.receivedReply(parseJsonPayload(payload, "REPLY"));
+        s.receivedReply(parseJsonPayload(payload, "REPLY"));
+        if (fin) s.receivedFin();
+        return;
       case FrameType.DATA:
-        return s.receivedData(payload);
+        s.receivedData(payload);
+        if (fin) s.receivedFin();
+        return;
       case FrameType.WINDOW:
         return s.receivedWindow(readU32(payload, "WINDOW"));
       case FrameType.FIN:
@@ -240,9 +250,28 @@ export class Mux {
  */
 export class Stream {
   onReply?: (meta: unknown) => void;
-  onData?: (chunk: Uint8Array) => void;
-  /** The peer will send no more data. */
-  onEnd?: () => void;
+  /**
+   * Incoming bytes. Until a handler is set they wait in the stream (bounded by
+   * the window, since no credit returns for them), so a consumer that attaches
+   * after an await misses nothing; setting it delivers them at once.
+   */
+  get onData(): ((chunk: Uint8Array) => void) | undefined {
+    return this.dataHandler;
+  }
+  set onData(handler: ((chunk: Uint8Array) => void) | undefined) {
+    this.dataHandler = handler;
+    if (!handler || this.early.length === 0) return;
+    for (const chunk of this.early.splice(0)) this.dataHandler?.(chunk);
+    this.deliverEnd();
+  }
+  /** The peer will send no more data; like onData, it waits for a handler and for earlier bytes. */
+  get onEnd(): (() => void) | undefined {
+    return this.endHandler;
+  }
+  set onEnd(handler: (() => void) | undefined) {
+    this.endHandler = handler;
+    this.deliverEnd();
+  }
   /** The stream was aborted (by the peer, or because the connection closed). */
   onReset?: (code: string) => void;
   /** Everything written so far has been sent: write more. */
@@ -255,6 +284,10 @@ export class Stream {
   bytesReceived = 0;
   private recvWindow: number;
   private unacked = 0;
+  private dataHandler?: (chunk: Uint8Array) => void;
+  private endHandler?: () => void;
+  private early: Uint8Array[] = [];
+  private endUndelivered = false;
   private needDrain = false;
   private endQueued = false;
   private localEnded = false;
@@ -289,9 +322,13 @@ export class Stream {
     this.resetListeners.push(listener);
   }
 
-  /** Accepts the stream with metadata for the opener (e.g. a response head). */
-  reply(meta: unknown): void {
-    if (!this.done) this.mux.sendFrame(FrameType.REPLY, this.id, jsonPayload(meta));
+  /** Accepts the stream with metadata for the opener (e.g. a response head); `end`: no data will follow. */
+  reply(meta: unknown, end = false): void {
+    if (this.done) return;
+    const fin = end && this.pendingBytes === 0 && !this.localEnded;
+    this.mux.sendFrame(FrameType.REPLY, this.id, jsonPayload(meta), fin);
+    if (fin) this.endedWithFrame();
+    else if (end) this.end();
   }
 
   /**
@@ -308,10 +345,16 @@ export class Stream {
     return this.pendingBytes === 0 && !this.done;
   }
 
-  /** Half-closes after the queued bytes are sent (FIN). */
-  end(): void {
+  /** Half-closes after the queued bytes are sent; `last`, if given, is written first and carries the FIN. */
+  end(last?: Uint8Array): void {
     if (this.done || this.localEnded || this.endQueued) return;
     this.endQueued = true;
+    if (last && last.byteLength > 0) {
+      this.pending.push(last);
+      this.pendingBytes += last.byteLength;
+      this.mux.flush(this);
+      return;
+    }
     if (this.pendingBytes === 0) this.sendFin();
   }
 
@@ -337,6 +380,18 @@ export class Stream {
   // -- called by the mux --------------------------------------------------------------------
 
   /** @internal */
+  get endIsQueued(): boolean {
+    return this.endQueued && !this.localEnded;
+  }
+
+  /** @internal A frame carrying FIN went out: this side is done sending. `settle`: close now if the peer is done too (flush leaves that to allSent). */
+  endedWithFrame(settle = true): void {
+    this.endQueued = true;
+    this.localEnded = true;
+    if (settle && this.remoteEnded && this.pendingBytes === 0) this.finish();
+  }
+
+  /** @internal */
   allSent(): void {
     // drain first: the FIN below may finish the stream, and that must not read as "ended before sent"
     if (this.needDrain) {
@@ -347,6 +402,7 @@ export class Stream {
       this.onDrain?.();
     }
     if (this.endQueued && !this.localEnded && !this.done) this.sendFin();
+    else if (this.localEnded && this.remoteEnded && !this.done) this.finish();
   }
 
   /** @internal */
@@ -360,8 +416,8 @@ export class Stream {
     this.recvWindow -= chunk.byteLength;
     if (this.recvWindow < 0) throw new ProtocolError(`stream ${this.id} overran its window`);
     this.bytesReceived += chunk.byteLength;
-    if (this.onData) this.onData(chunk);
-    else this.consumed(chunk.byteLength); // nobody listens: drop, but keep credit flowing
+    if (this.dataHandler) this.dataHandler(chunk);
+    else this.early.push(chunk);
   }
 
   /** @internal */
@@ -375,8 +431,15 @@ export class Stream {
   receivedFin(): void {
     if (this.remoteEnded) return;
     this.remoteEnded = true;
-    this.onEnd?.();
+    this.endUndelivered = true;
+    this.deliverEnd();
     if (this.localEnded) this.finish();
+  }
+
+  private deliverEnd(): void {
+    if (!this.endUndelivered || !this.endHandler || this.early.length > 0) return;
+    this.endUndelivered = false;
+    this.endHandler();
   }
 
   /** @internal */

@@ -98,3 +98,27 @@ export async function pipeInto(
   }
   return total;
 }
+
+/**
+ * The rest of a stream's incoming bytes as one buffer, for bodies known to
+ * be small (at most `limit` bytes). Credit returns as bytes arrive. Rejects
+ * if the stream is reset or sends more than `limit`.
+ */
+export function collect(stream: Stream, limit: number, onChunk?: (n: number) => void): Promise<Uint8Array> {
+  return new Promise((resolve, reject) => {
+    const chunks: Uint8Array[] = [];
+    let size = 0;
+    stream.onData = (chunk) => {
+      size += chunk.byteLength;
+      onChunk?.(chunk.byteLength);
+      stream.consumed(chunk.byteLength);
+      if (size > limit) {
+        stream.reset();
+        return reject(new Error(`body larger than the ${limit} bytes announced`));
+      }
+      chunks.push(chunk);
+    };
+    stream.onEnd = () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+    stream.whenReset((code) => reject(new Error(`stream reset: ${code}`)));
+  });
+}

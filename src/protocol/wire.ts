@@ -6,6 +6,9 @@
  *
  *   type u8 | stream u32 (big-endian) | payload
  *
+ * The type byte's high bit (FLAG_FIN) on OPEN, REPLY or DATA means "and no
+ * more from me on this stream": a bodyless request is one OPEN, a small
+ * response one REPLY and one DATA, with no separate FIN frames.
  * Stream 0 is the control stream: HELLO, READY, ERROR, PING, PONG, GOAWAY.
  * Other streams are opened by the edge (even ids) for each visitor
  * connection or request, and carry OPEN, REPLY, DATA, WINDOW, FIN, RST.
@@ -58,6 +61,11 @@ export const CONTROL_FRAMES: ReadonlySet<number> = new Set([
   FrameType.PONG,
   FrameType.GOAWAY,
 ]);
+
+/** Set in the type byte of OPEN, REPLY or DATA: the sender half-closes with this frame. */
+export const FLAG_FIN = 0x80;
+/** Frames that may carry FLAG_FIN. */
+export const FIN_CARRIERS: ReadonlySet<number> = new Set([FrameType.OPEN, FrameType.REPLY, FrameType.DATA]);
 
 export const HEADER_LENGTH = 5;
 /** Largest DATA payload a sender makes; bigger writes are split. */

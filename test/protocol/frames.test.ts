@@ -12,6 +12,8 @@ import {
   u32Payload,
 } from "../../src/protocol/frames.ts";
 import {
+  FIN_CARRIERS,
+  FLAG_FIN,
   CONTROL_FRAMES,
   FRAME_NAMES,
   FrameType,
@@ -106,16 +108,28 @@ describe("decodeFrame refusals", () => {
     expect(decodeFrame(raw(FrameType.FIN, 1)).payload.byteLength).toBe(0);
   });
 
-  test("every byte that is not a frame type is refused", () => {
+  test("every byte that is not a frame type, or a FIN on a frame that cannot carry one, is refused", () => {
     const known = new Set<number>(Object.values(FrameType));
     let refused = 0;
     for (let t = 0; t < 256; t++) {
+      const base = t & ~FLAG_FIN;
       if (known.has(t)) continue;
-      rejects(raw(t, 1), /unknown frame type/);
-      rejects(raw(t, 0), /unknown frame type/);
+      if (t & FLAG_FIN && FIN_CARRIERS.has(base)) continue; // OPEN, REPLY, DATA with FIN
+      const why = known.has(base) ? /cannot carry FIN/ : /unknown frame type/;
+      rejects(raw(t, 1), why);
+      rejects(raw(t, 0), why);
       refused++;
     }
-    expect(refused).toBe(256 - known.size);
+    expect(refused).toBe(256 - known.size - FIN_CARRIERS.size);
+  });
+
+  test("FIN rides on OPEN, REPLY and DATA and round-trips", () => {
+    for (const type of [FrameType.OPEN, FrameType.REPLY, FrameType.DATA]) {
+      const f = decodeFrame(encodeFrame(type, 7, new Uint8Array([1, 2]), true));
+      expect(f).toEqual({ type, stream: 7, payload: new Uint8Array([1, 2]), fin: true });
+      expect(decodeFrame(encodeFrame(type, 7, new Uint8Array([1]))).fin).toBe(false);
+    }
+    expect(describeFrame(decodeFrame(encodeFrame(FrameType.DATA, 3, new Uint8Array(4), true)))).toBe("DATA+FIN stream=3 bytes=4");
   });
 
   test("control frames on a stream other than 0 are refused", () => {
@@ -204,6 +218,6 @@ describe("describeFrame", () => {
   });
 
   test("falls back to the number for a type it does not know", () => {
-    expect(describeFrame({ type: 0x7f as FrameTypeValue, stream: 1, payload: new Uint8Array(2) })).toBe("127 stream=1 bytes=2");
+    expect(describeFrame({ type: 0x7f as FrameTypeValue, stream: 1, payload: new Uint8Array(2), fin: false })).toBe("127 stream=1 bytes=2");
   });
 });

@@ -369,7 +369,7 @@ describe("resets and half-close", () => {
     expect(stream.write(data)).toBe(false);
     stream.end();
     await pair.settle();
-    expect(pair.toAgent.frames(FrameType.FIN)).toEqual([]);
+    expect(pair.toAgent.frames().filter((f) => f.type === FrameType.FIN || f.fin)).toEqual([]);
     expect(stream.isClosed).toBe(false);
 
     agentStream!.onData = (chunk) => {
@@ -379,9 +379,10 @@ describe("resets and half-close", () => {
     agentStream!.consumed(TINY);
     await within(ended.promise, WAIT_MS, "FIN");
     expect(sha256(concat(chunks))).toBe(sha256(data));
-    const types = pair.toAgent.frames().filter((f) => f.stream === stream.id).map((f) => f.type);
-    expect(types.filter((t) => t === FrameType.FIN).length).toBe(1);
-    expect(types.at(-1)).toBe(FrameType.FIN);
+    const mine = pair.toAgent.frames().filter((f) => f.stream === stream.id);
+    const fins = mine.filter((f) => f.type === FrameType.FIN || f.fin);
+    expect(fins.length).toBe(1);
+    expect(fins[0]).toBe(mine.at(-1)!); // the FIN comes with (or after) the last bytes, never before
   });
   test("whenDrained() after end() resolves true once the last bytes are out, even when that also closes the stream", async () => {
     const accepted = signal<Stream>();
@@ -794,5 +795,49 @@ describe("web-stream adapters", () => {
     expect(copied).toBeLessThan(data.byteLength);
     expect(cancelled.fired()).toBe(true);
     expect(stream.isClosed).toBe(true);
+  });
+});
+
+describe("FIN carried by other frames", () => {
+  test("a bodyless OPEN, a REPLY and a last DATA each carry the FIN: three frames for a whole exchange", async () => {
+    const pair = memoryPair({
+      agent: {
+        onStream: (s) => {
+          s.reply({ status: 200 });
+          s.end(bytes("the whole body"));
+        },
+      },
+    });
+    const stream = pair.edge.open({ kind: "http" }, true);
+    const replied = new Promise((resolve) => (stream.onReply = resolve));
+    await pair.settle();
+    expect(await replied).toEqual({ status: 200 });
+    expect(text(await readAll(stream))).toBe("the whole body");
+    const frames = [...pair.toAgent.frames(), ...pair.toEdge.frames()].filter((f) => f.stream === stream.id);
+    expect(frames.map((f) => [f.type, f.fin])).toEqual([
+      [FrameType.OPEN, true],
+      [FrameType.REPLY, false],
+      [FrameType.DATA, true],
+    ]);
+    expect(stream.isClosed).toBe(true);
+    expect(pair.edge.streamCount + pair.agent.streamCount).toBe(0);
+  });
+
+  test("bytes and the end that arrive before a consumer attaches wait for it, in order", async () => {
+    const pair = memoryPair({
+      agent: {
+        onStream: (s) => {
+          s.reply({}, false);
+          s.write(bytes("early "));
+          s.end(bytes("bytes"));
+        },
+      },
+    });
+    const stream = pair.edge.open({}, true);
+    await pair.settle(); // everything has arrived; nobody has read it yet
+    const seen: string[] = [];
+    stream.onEnd = () => seen.push("<end>");
+    stream.onData = (chunk) => seen.push(new TextDecoder().decode(chunk));
+    expect(seen).toEqual(["early ", "bytes", "<end>"]);
   });
 });
