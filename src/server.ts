@@ -27,10 +27,12 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   const sweeper = setInterval(() => core.sessions.sweep(), SESSION_SWEEP_MS);
   sweeper.unref();
 
-  const admin = createAdminApp(core);
+  let publicSide: ReturnType<typeof publicInfo> | undefined; // known once the edge listens
+  const admin = createAdminApp(core, { publicInfo: () => publicSide });
   const adminServer = Bun.serve({
     hostname: config.host,
     port: config.adminPort,
+    development: false, // the panel's HTML import: bundled once and cached, no hot reload
     routes: admin.routes,
     fetch: admin.fetch,
     error(err) {
@@ -48,6 +50,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     tls: config.tls,
     responseTimeoutMs: config.responseTimeoutMs,
   });
+  publicSide = publicInfo(config, edge.port);
   // logged last: tests and scripts take this line as "ready"
   log.info("admin api listening", { url: adminUrl, data: database.path, edge_port: edge.port });
 
@@ -65,6 +68,13 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       return stopped;
     },
   };
+}
+
+/** The public side as the panel shows it: what `burrow login --server` takes, and where TCP tunnels are. */
+function publicInfo(config: ServerConfig, edgePort: number) {
+  const scheme = config.tls ? "https" : "http";
+  const port = edgePort === (config.tls ? 443 : 80) ? "" : `:${edgePort}`;
+  return { domain: config.domain, edge_url: `${scheme}://${config.domain}${port}`, tcp_host: config.domain };
 }
 
 function displayHost(host: string): string {

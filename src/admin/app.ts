@@ -1,17 +1,21 @@
 /**
- * The admin API as Bun.serve routes. Each handler is wrapped once: it gets
- * the signed-in admin (or the request answers 401/403), and any AppError it
+ * The admin API as Bun.serve routes, beside the web panel's pages. Each
+ * handler is wrapped once: a cross-site POST/PUT/DELETE is refused (csrf.ts),
+ * it gets the signed-in admin (or the request answers 401/403), and any AppError it
  * throws becomes {"error": message} with the code's status. Anything else is
  * a bug: logged with context and answered with a bare 500.
  */
-import type { BunRequest, Server } from "bun";
+import type { BunRequest, HTMLBundle, Server } from "bun";
 import { AppError } from "../core/errors.ts";
 import type { Core } from "../core/index.ts";
 import { log } from "../log.ts";
 import { authRoutes, readSessionCookie } from "./auth.ts";
 import type { Handler, Route } from "./context.ts";
+import { checkCrossSite } from "./csrf.ts";
 import { domainRoutes } from "./domains.ts";
 import { errorResponse, json } from "./http.ts";
+import { panelRoutes } from "./panel/serve.ts";
+import { publicInfoRoutes, type PublicInfo } from "./public-info.ts";
 import { statsRoutes } from "./stats.ts";
 import { tokenRoutes } from "./tokens.ts";
 import { userRoutes } from "./users.ts";
@@ -21,15 +25,24 @@ export const ROUTES: Route[] = [...authRoutes, ...userRoutes, ...tokenRoutes, ..
 type BunHandler = (req: BunRequest<string>, server: Server<unknown>) => Promise<Response>;
 
 export interface AdminApp {
-  routes: Record<string, Record<string, BunHandler>>;
+  routes: Record<string, Record<string, BunHandler> | HTMLBundle>;
   fetch(req: Request, server: Server<unknown>): Response;
 }
 
-export function createAdminApp(core: Core): AdminApp {
+export interface AdminAppOptions {
+  /** Where the public side is, for GET /api/server (the panel's login command and links). */
+  publicInfo?: () => PublicInfo | undefined;
+}
+
+export function createAdminApp(core: Core, options: AdminAppOptions = {}): AdminApp {
+  const apiRoutes = [...ROUTES, ...publicInfoRoutes(options.publicInfo ?? (() => undefined))];
+
   function wrap(route: Route, handler: Handler): BunHandler {
     return async (req, server) => {
       const address = server.requestIP(req)?.address ?? "unknown";
       try {
+        const refused = checkCrossSite(req);
+        if (refused) throw refused;
         const admin = route.public ? undefined : core.sessions.resolve(readSessionCookie(req));
         return await handler(req, { core, admin: admin!, address });
       } catch (err) {
@@ -41,15 +54,15 @@ export function createAdminApp(core: Core): AdminApp {
     };
   }
 
-  const routes: AdminApp["routes"] = {};
-  for (const route of ROUTES) {
+  const routes: AdminApp["routes"] = { ...panelRoutes };
+  for (const route of apiRoutes) {
     routes[route.path] = Object.fromEntries(
       Object.entries(route.methods).map(([method, handler]) => [method, wrap(route, handler)]),
     );
   }
 
   // paths as patterns, to tell "no such path" (404) from "no such method here" (405)
-  const patterns = ROUTES.map((r) => ({
+  const patterns = apiRoutes.map((r) => ({
     regex: new RegExp(`^${r.path.replace(/:[a-z_]+/g, "[^/]+")}$`),
     allow: Object.keys(r.methods).join(", "),
   }));

@@ -1,0 +1,178 @@
+/**
+ * The admin REST API as the panel sees it: the same endpoints, cookie and
+ * errors a script uses (README "Admin API"). Every failure becomes an
+ * ApiError whose message is a sentence a person can read; nothing is
+ * swallowed here.
+ */
+
+export interface Me {
+  id: number;
+  username: string;
+  role: string;
+}
+
+export interface User extends Me {
+  enabled: boolean;
+  max_tunnels: number;
+  allowed_protocols: string;
+  traffic_limit: number;
+  traffic_period: TrafficPeriod;
+  max_devices: number;
+  skip_warning: boolean;
+  can_use_proxy: boolean;
+  created_at?: string;
+  updated_at?: string;
+}
+
+export type TrafficPeriod = "daily" | "monthly" | "quarterly";
+
+export interface UserDetails {
+  user: User;
+  traffic_used: number;
+  active_tokens: number;
+}
+
+export interface Token {
+  id: number;
+  user_id: number;
+  device_name: string;
+  enabled: boolean;
+  created_at: string;
+  last_used: string | null;
+}
+
+export interface NewToken {
+  token: string;
+  token_id: number;
+  message: string;
+}
+
+export interface Domain {
+  id: number;
+  subdomain: string;
+  user_id: number;
+  username: string;
+  created_at: string;
+}
+
+export interface ActiveTunnel {
+  subdomain?: string;
+  port?: number;
+  protocol: "http" | "tcp";
+  user_id: number;
+  username: string;
+  token_id: number;
+  connected_at: string;
+  bytes_in: number;
+  bytes_out: number;
+}
+
+export interface DayTraffic {
+  user_id?: number;
+  date: string;
+  bytes_in: number;
+  bytes_out: number;
+  total: number;
+}
+
+export interface UserTraffic {
+  user_id: number;
+  username: string;
+  bytes_in: number;
+  bytes_out: number;
+  total: number;
+}
+
+export interface Dashboard {
+  total_users: number;
+  active_tunnels: number;
+  traffic_today: number;
+  top_users: UserTraffic[];
+}
+
+export interface ServerInfo {
+  domain: string;
+  edge_url: string;
+  tcp_host: string;
+}
+
+/** A failed call: the server's own words when it gave some, else what went wrong on the way. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly retryAfter?: number,
+  ) {
+    super(message);
+    this.name = "ApiError";
+  }
+}
+
+/** Called when a request other than login answers 401: the session is gone. */
+let onSessionLost: (message: string) => void = () => {};
+export function whenSessionLost(handler: (message: string) => void) {
+  onSessionLost = handler;
+}
+
+async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
+  let res: Response;
+  try {
+    res = await fetch(path, {
+      method,
+      credentials: "same-origin",
+      headers: body === undefined ? { Accept: "application/json" } : { Accept: "application/json", "Content-Type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (err) {
+    throw new ApiError(0, `Cannot reach the burrow server (${(err as Error).message}). Is it running?`);
+  }
+  const text = await res.text();
+  let parsed: unknown;
+  try {
+    parsed = text === "" ? undefined : JSON.parse(text);
+  } catch {
+    parsed = undefined;
+  }
+  if (!res.ok) {
+    const said = (parsed as { error?: unknown } | undefined)?.error;
+    const message = typeof said === "string" && said !== "" ? said : `the server answered ${res.status} ${res.statusText}`.trim();
+    const retry = Number(res.headers.get("retry-after"));
+    const error = new ApiError(res.status, message, Number.isFinite(retry) && retry > 0 ? retry : undefined);
+    if (res.status === 401 && path !== "/api/auth/login") onSessionLost(message);
+    throw error;
+  }
+  if (parsed === undefined) throw new ApiError(res.status, `the server answered ${res.status} without a JSON body`);
+  return parsed as T;
+}
+
+const id = (n: number) => encodeURIComponent(String(n));
+
+export const api = {
+  login: (username: string, password: string) => call<{ user: Me }>("POST", "/api/auth/login", { username, password }),
+  logout: () => call<{ status: string }>("POST", "/api/auth/logout"),
+  me: () => call<Me>("GET", "/api/auth/me"),
+  server: () => call<ServerInfo>("GET", "/api/server"),
+
+  users: () => call<User[]>("GET", "/api/users"),
+  user: (userId: number) => call<UserDetails>("GET", `/api/users/${id(userId)}`),
+  createUser: (body: Record<string, unknown>) => call<User>("POST", "/api/users", body),
+  updateUser: (userId: number, body: Record<string, unknown>) => call<User>("PUT", `/api/users/${id(userId)}`, body),
+  deleteUser: (userId: number) => call<{ status: string }>("DELETE", `/api/users/${id(userId)}`),
+
+  tokens: (userId: number) => call<Token[]>("GET", `/api/users/${id(userId)}/tokens`),
+  createToken: (userId: number, deviceName: string) =>
+    call<NewToken>("POST", `/api/users/${id(userId)}/tokens`, { device_name: deviceName }),
+  revokeToken: (tokenId: number) => call<{ status: string }>("DELETE", `/api/tokens/${id(tokenId)}`),
+
+  domains: () => call<Domain[]>("GET", "/api/domains"),
+  reserve: (subdomain: string, userId: number) => call<Domain>("POST", "/api/domains", { subdomain, user_id: userId }),
+  release: (domainId: number) => call<{ status: string }>("DELETE", `/api/domains/${id(domainId)}`),
+
+  dashboard: () => call<Dashboard>("GET", "/api/dashboard"),
+  activeTunnels: () => call<ActiveTunnel[]>("GET", "/api/tunnels/active"),
+  userDays: (userId: number, days = 30) => call<DayTraffic[]>("GET", `/api/analytics/traffic?user_id=${id(userId)}&days=${days}`),
+  perUser: (days = 30) => call<UserTraffic[]>("GET", `/api/analytics/traffic?days=${days}`),
+};
+
+/** The message to show for anything thrown by a call (or by a bug). */
+export const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
