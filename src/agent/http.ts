@@ -75,8 +75,10 @@ export async function serveHttpStream(stream: Stream, meta: OpenMeta, target: Lo
     } catch {
       return stream.reset(`${WireError.UPSTREAM_FAILED} the local service broke off its response`);
     }
-    stream.reply(responseHead);
-    stream.end(bytes);
+    stream.cork(() => {
+      stream.reply(responseHead);
+      stream.end(bytes);
+    });
   } else {
     stream.reply(responseHead);
     await pipeInto(response.body, stream);

@@ -6,7 +6,7 @@
 import type { Server, ServerWebSocket } from "bun";
 import type { Core } from "../core/index.ts";
 import { log } from "../log.ts";
-import { CONNECT_PATH, DEAD_AFTER_MS, MAX_PAYLOAD, HEADER_LENGTH } from "../protocol/wire.ts";
+import { CONNECT_PATH, DEAD_AFTER_MS, MAX_MESSAGE } from "../protocol/wire.ts";
 import { MAX_WS_MESSAGE } from "../protocol/ws-records.ts";
 import { AgentConnection, type AgentSocketData, type EdgeContext } from "./agents.ts";
 import { forwardHttp, type ForwardContext } from "./http.ts";
@@ -106,7 +106,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       perMessageDeflate: false,
       // visitors' WebSocket messages may be as large as a record carries; agents' frames
       // are held to MAX_PAYLOAD by the frame decoder, which rejects before parsing
-      maxPayloadLength: Math.max(HEADER_LENGTH + MAX_PAYLOAD, MAX_WS_MESSAGE),
+      maxPayloadLength: Math.max(MAX_MESSAGE, MAX_WS_MESSAGE),
       backpressureLimit: BACKPRESSURE_LIMIT,
       idleTimeout: 0,
       sendPings: false,

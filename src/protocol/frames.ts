@@ -1,4 +1,4 @@
-/** Frame codec: one frame per WebSocket message. Pure: bytes in, values out. */
+/** Frame codec: frames back to back in WebSocket messages. Pure: bytes in, values out. */
 import {
   CONTROL_FRAMES,
   FIN_CARRIERS,
@@ -31,7 +31,12 @@ export function encodeFrame(type: FrameTypeValue, stream: number, payload: Uint8
   out[2] = (stream >>> 16) & 0xff;
   out[3] = (stream >>> 8) & 0xff;
   out[4] = stream & 0xff;
-  if (payload.byteLength > 0) out.set(payload, HEADER_LENGTH);
+  const n = payload.byteLength;
+  out[5] = n >>> 24;
+  out[6] = (n >>> 16) & 0xff;
+  out[7] = (n >>> 8) & 0xff;
+  out[8] = n & 0xff;
+  if (n > 0) out.set(payload, HEADER_LENGTH);
   return out;
 }
 
@@ -44,24 +49,46 @@ for (const t of CONTROL_FRAMES) CONTROL_TYPE[t] = 1;
 for (const t of FIN_CARRIERS) FIN_ALLOWED[t] = 1;
 
 /**
- * Reads one message. Checks type, stream and length before looking at the
- * payload; the payload is a view into `message`, not a copy.
+ * Reads every frame of a message, in order. Checks each header (type,
+ * stream, length against MAX_PAYLOAD and against what is left of the
+ * message) before looking at its payload; payloads are views into
+ * `message`, not copies.
  */
-export function decodeFrame(message: Uint8Array): Frame {
-  if (message.byteLength < HEADER_LENGTH) throw new ProtocolError(`frame of ${message.byteLength} bytes is shorter than its header`);
-  if (message.byteLength - HEADER_LENGTH > MAX_PAYLOAD) {
-    throw new ProtocolError(`frame payload of ${message.byteLength - HEADER_LENGTH} bytes exceeds ${MAX_PAYLOAD}`);
+export function decodeFrames(message: Uint8Array, onFrame: (frame: Frame) => void): void {
+  let at = 0;
+  if (message.byteLength === 0) throw new ProtocolError("empty message");
+  while (at < message.byteLength) {
+    const frame = readFrameAt(message, at);
+    at += HEADER_LENGTH + frame.payload.byteLength;
+    onFrame(frame);
   }
-  const raw = message[0]!;
+}
+
+/** A message that holds exactly one frame. */
+export function decodeFrame(message: Uint8Array): Frame {
+  const frame = readFrameAt(message, 0);
+  const extra = message.byteLength - HEADER_LENGTH - frame.payload.byteLength;
+  if (extra !== 0) throw new ProtocolError(`${extra} bytes after the frame`);
+  return frame;
+}
+
+function readFrameAt(m: Uint8Array, at: number): Frame {
+  const left = m.byteLength - at;
+  if (left < HEADER_LENGTH) throw new ProtocolError(`frame of ${left} bytes is shorter than its header`);
+  const raw = m[at]!;
   const type = raw & ~FLAG_FIN;
   const fin = (raw & FLAG_FIN) !== 0;
   if (KNOWN_TYPE[type] !== 1) throw new ProtocolError(`unknown frame type 0x${raw.toString(16)}`);
   if (fin && FIN_ALLOWED[type] !== 1) throw new ProtocolError(`${FRAME_NAMES[type]} frame cannot carry FIN`);
-  const stream = ((message[1]! << 24) | (message[2]! << 16) | (message[3]! << 8) | message[4]!) >>> 0;
+  const stream = ((m[at + 1]! << 24) | (m[at + 2]! << 16) | (m[at + 3]! << 8) | m[at + 4]!) >>> 0;
   if ((CONTROL_TYPE[type] === 1) !== (stream === 0)) {
     throw new ProtocolError(`${FRAME_NAMES[type]} frame on stream ${stream}`);
   }
-  return { type: type as FrameTypeValue, stream, payload: message.subarray(HEADER_LENGTH), fin };
+  const length = ((m[at + 5]! << 24) | (m[at + 6]! << 16) | (m[at + 7]! << 8) | m[at + 8]!) >>> 0;
+  if (length > MAX_PAYLOAD) throw new ProtocolError(`frame payload of ${length} bytes exceeds ${MAX_PAYLOAD}`);
+  if (length > left - HEADER_LENGTH) throw new ProtocolError(`frame of ${length} bytes runs past the end of its message`);
+  const start = at + HEADER_LENGTH;
+  return { type: type as FrameTypeValue, stream, payload: m.subarray(start, start + length), fin };
 }
 
 export function describeFrame(f: Frame): string {

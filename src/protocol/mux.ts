@@ -10,8 +10,9 @@
  * own stream, and memory per stream is bounded by the window.
  */
 import {
-  decodeFrame,
+  decodeFrames,
   encodeFrame,
+  type Frame,
   jsonPayload,
   parseJsonPayload,
   ProtocolError,
@@ -21,6 +22,7 @@ import {
   u32Payload,
 } from "./frames.ts";
 import {
+  BATCH_BYTES,
   FrameType,
   INITIAL_WINDOW,
   MAX_DATA_PAYLOAD,
@@ -61,6 +63,10 @@ export class Mux {
   private nextId: number;
   /** Highest id the peer has opened; lower unknown ids are streams already gone. */
   private peerHighest = 0;
+  /** Inside cork(): frames wait here and leave together as one message. */
+  private batch: Uint8Array[] = [];
+  private batchBytes = 0;
+  private corked = 0;
 
   constructor(private readonly opts: MuxOptions) {
     this.nextId = opts.role === "edge" ? 2 : 1;
@@ -117,6 +123,34 @@ export class Mux {
     }
   }
 
+  /**
+   * Runs `fn` with sending corked: the frames it produces leave as one
+   * message when it returns (or sooner, at BATCH_BYTES). Used around the
+   * handling of one received message and around a response head and its
+   * body, so a small exchange costs one WebSocket message each way.
+   */
+  cork<T>(fn: () => T): T {
+    this.corked++;
+    try {
+      return fn();
+    } finally {
+      if (--this.corked === 0) this.flushBatch();
+    }
+  }
+
+  /** Sends the waiting frames now, as one message. */
+  flushBatch(): void {
+    if (this.batch.length === 0 || this.closed) return;
+    const frames = this.batch;
+    this.batch = [];
+    const size = this.batchBytes;
+    this.batchBytes = 0;
+    const message = frames.length === 1 ? frames[0]! : concat(frames, size);
+    const result = this.opts.send(message);
+    if (result === "backpressure") this.blocked = true;
+    else if (result === "closed") this.close(WireError.GOING_AWAY, "transport closed");
+  }
+
   /** Sends ERROR {code, message} and closes. */
   fail(code: string, message: string): void {
     if (this.closed) return;
@@ -127,6 +161,7 @@ export class Mux {
   /** Closes every stream (their owners see a reset) and the mux itself. */
   close(code: string = WireError.GOING_AWAY, message = "connection closed"): void {
     if (this.closed) return;
+    this.flushBatch(); // what was already said (an ERROR, a last FIN) still goes out
     this.closed = true;
     for (const s of this.streams.values()) s.closedByMux(code);
     this.streams.clear();
@@ -139,9 +174,16 @@ export class Mux {
   /** @internal */
   sendFrame(type: FrameTypeValue, stream: number, payload?: Uint8Array, fin = false): void {
     if (this.closed) return;
-    const result = this.opts.send(encodeFrame(type, stream, payload, fin));
-    if (result === "backpressure") this.blocked = true;
-    else if (result === "closed") this.close(WireError.GOING_AWAY, "transport closed");
+    const frame = encodeFrame(type, stream, payload, fin);
+    if (this.corked === 0) {
+      const result = this.opts.send(frame);
+      if (result === "backpressure") this.blocked = true;
+      else if (result === "closed") this.close(WireError.GOING_AWAY, "transport closed");
+      return;
+    }
+    this.batch.push(frame);
+    this.batchBytes += frame.byteLength;
+    if (this.batchBytes >= BATCH_BYTES) this.flushBatch();
   }
 
   /** @internal Sends as much of the stream's pending bytes as credit and transport allow. */
@@ -181,7 +223,12 @@ export class Mux {
   }
 
   private handle(message: Uint8Array): void {
-    const frame = decodeFrame(message);
+    // whatever the frames of one message make us say (PONG, WINDOW, RST...) leaves as one message
+    this.cork(() => decodeFrames(message, this.handleFrame));
+  }
+
+  private readonly handleFrame = (frame: Frame): void => {
+    if (this.closed) return;
     const { type, stream: id, payload, fin } = frame;
     switch (type) {
       case FrameType.PING:
@@ -221,7 +268,7 @@ export class Mux {
       case FrameType.RST:
         return s.receivedReset(readText(payload) || WireError.CANCELLED);
     }
-  }
+  };
 
   private isPastStream(id: number): boolean {
     const ownParity = this.opts.role === "edge" ? 0 : 1;
@@ -308,6 +355,11 @@ export class Stream {
 
   get isClosed(): boolean {
     return this.done;
+  }
+
+  /** Runs `fn` with the connection corked (see Mux.cork). */
+  cork<T>(fn: () => T): T {
+    return this.mux.cork(fn);
   }
 
   /** Resolves true once everything written has been sent, false if the stream ends first. */
@@ -481,4 +533,14 @@ export class Stream {
     this.drainWaiters = [];
     for (const w of waiters) w(false);
   }
+}
+
+function concat(parts: Uint8Array[], size: number): Uint8Array {
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.byteLength;
+  }
+  return out;
 }

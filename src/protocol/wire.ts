@@ -2,9 +2,13 @@
  * Every fact of burrow's wire protocol, in one place.
  *
  * An agent holds one WebSocket to the edge (binary messages, no compression).
- * Each message is exactly one frame:
+ * Each message carries one or more whole frames, back to back:
  *
- *   type u8 | stream u32 (big-endian) | payload
+ *   type u8 | stream u32 (big-endian) | length u32 (big-endian) | payload
+ *
+ * Frames that a side produces in the same turn of its event loop travel in
+ * one message (up to BATCH_BYTES), so a small request and its response cost
+ * one WebSocket message each way rather than one per frame.
  *
  * The type byte's high bit (FLAG_FIN) on OPEN, REPLY or DATA means "and no
  * more from me on this stream": a bodyless request is one OPEN, a small
@@ -67,11 +71,15 @@ export const FLAG_FIN = 0x80;
 /** Frames that may carry FLAG_FIN. */
 export const FIN_CARRIERS: ReadonlySet<number> = new Set([FrameType.OPEN, FrameType.REPLY, FrameType.DATA]);
 
-export const HEADER_LENGTH = 5;
+export const HEADER_LENGTH = 9;
+/** A message is sent as soon as the frames waiting for it reach this size. */
+export const BATCH_BYTES = 64 * 1024;
 /** Largest DATA payload a sender makes; bigger writes are split. */
 export const MAX_DATA_PAYLOAD = 64 * 1024;
 /** Largest payload of any frame (OPEN/REPLY metadata included); more is a protocol error. */
 export const MAX_PAYLOAD = 256 * 1024;
+/** Largest message a peer may send: a batch just under BATCH_BYTES plus one largest frame. */
+export const MAX_MESSAGE = BATCH_BYTES + HEADER_LENGTH + MAX_PAYLOAD;
 /** Credit each side grants a new stream before any WINDOW. */
 export const INITIAL_WINDOW = 512 * 1024;
 /** Credit is returned in batches of at least this much (yamux's half window); a mux built with another window uses half of that. */

@@ -1,6 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import {
   decodeFrame,
+  decodeFrames,
+  type Frame,
   describeFrame,
   encodeFrame,
   jsonPayload,
@@ -32,6 +34,7 @@ function raw(type: number, stream: number, payload: Uint8Array = new Uint8Array(
   out[2] = (stream >>> 16) & 0xff;
   out[3] = (stream >>> 8) & 0xff;
   out[4] = stream & 0xff;
+  new DataView(out.buffer).setUint32(5, payload.byteLength);
   out.set(payload, HEADER_LENGTH);
   return out;
 }
@@ -72,7 +75,29 @@ describe("frame round trips", () => {
   }
 
   test("encodeFrame without a payload makes a bare header", () => {
-    expect(encodeFrame(FrameType.FIN, 9)).toEqual(new Uint8Array([FrameType.FIN, 0, 0, 0, 9]));
+    expect(encodeFrame(FrameType.FIN, 9)).toEqual(new Uint8Array([FrameType.FIN, 0, 0, 0, 9, 0, 0, 0, 0]));
+  });
+
+  test("a message with several frames back to back decodes to each of them, in order", () => {
+    const message = new Uint8Array([
+      ...encodeFrame(FrameType.REPLY, 3, bytes("{}")),
+      ...encodeFrame(FrameType.DATA, 3, bytes("body"), true),
+      ...encodeFrame(FrameType.PONG, 0, new Uint8Array(4)),
+    ]);
+    const frames: Frame[] = [];
+    decodeFrames(message, (f) => frames.push(f));
+    expect(frames.map((f) => [f.type, f.stream, f.payload.byteLength, f.fin])).toEqual([
+      [FrameType.REPLY, 3, 2, false],
+      [FrameType.DATA, 3, 4, true],
+      [FrameType.PONG, 0, 4, false],
+    ]);
+  });
+
+  test("a frame whose length runs past the end of its message, or bytes left after the last frame, are refused", () => {
+    const good = encodeFrame(FrameType.DATA, 1, bytes("abc"));
+    expect(() => decodeFrames(good.subarray(0, good.byteLength - 1), () => {})).toThrow(/runs past the end/);
+    expect(() => decodeFrames(new Uint8Array([...good, 1, 2]), () => {})).toThrow(/shorter than its header/);
+    expect(() => decodeFrame(new Uint8Array([...good, ...good]))).toThrow(/after the frame/);
   });
 
   test("a message that is a view into a larger buffer decodes from its own offset", () => {

@@ -5,7 +5,7 @@
  * send() says "backpressure" once more than `backpressureAt` bytes wait for
  * delivery, and the sending mux is told drained() when its queue empties.
  */
-import { decodeFrame, type Frame } from "../../src/protocol/frames.ts";
+import { decodeFrames, type Frame } from "../../src/protocol/frames.ts";
 import { Mux, type MuxOptions, type SendResult } from "../../src/protocol/mux.ts";
 import { FrameType } from "../../src/protocol/wire.ts";
 
@@ -54,7 +54,8 @@ class Link {
       this.saidBackpressure = true;
       result = "backpressure";
     }
-    this.log.push({ kind: "send", frame: decodeFrame(copy), result });
+    // a message may carry several frames: each is logged with what its message's send() answered
+    decodeFrames(copy, (frame) => this.log.push({ kind: "send", frame, result }));
     return result;
   }
 

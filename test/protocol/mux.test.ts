@@ -431,6 +431,7 @@ describe("protocol errors", () => {
     const out = new Uint8Array(HEADER_LENGTH + payload.byteLength);
     out[0] = type;
     new DataView(out.buffer).setUint32(1, stream);
+    new DataView(out.buffer).setUint32(5, payload.byteLength);
     out.set(payload, HEADER_LENGTH);
     return out;
   };
@@ -485,7 +486,7 @@ describe("protocol errors", () => {
       expect(mux.closed).toBe(true);
       expect(sent.length).toBe(sentBefore + 1);
       const error = sent.at(-1)!;
-      expect(error.subarray(0, HEADER_LENGTH)).toEqual(new Uint8Array([FrameType.ERROR, 0, 0, 0, 0]));
+      expect(error.subarray(0, 5)).toEqual(new Uint8Array([FrameType.ERROR, 0, 0, 0, 0]));
       const body = JSON.parse(text(error.subarray(HEADER_LENGTH)));
       expect(body.code).toBe(WireError.PROTOCOL_ERROR);
       expect(body.message.length).toBeGreaterThan(0);
