@@ -25,19 +25,25 @@ export class ProtocolError extends Error {
 
 export function encodeFrame(type: FrameTypeValue, stream: number, payload: Uint8Array = EMPTY, fin = false): Uint8Array {
   const out = new Uint8Array(HEADER_LENGTH + payload.byteLength);
-  out[0] = fin ? type | FLAG_FIN : type;
-  // big-endian u32 by hand: a DataView per frame shows up in profiles
-  out[1] = stream >>> 24;
-  out[2] = (stream >>> 16) & 0xff;
-  out[3] = (stream >>> 8) & 0xff;
-  out[4] = stream & 0xff;
-  const n = payload.byteLength;
-  out[5] = n >>> 24;
-  out[6] = (n >>> 16) & 0xff;
-  out[7] = (n >>> 8) & 0xff;
-  out[8] = n & 0xff;
-  if (n > 0) out.set(payload, HEADER_LENGTH);
+  writeFrame(out, 0, type, stream, payload, fin);
   return out;
+}
+
+/** Writes a frame into `out` at `at` (which must have room); returns the bytes written. */
+export function writeFrame(out: Uint8Array, at: number, type: FrameTypeValue, stream: number, payload: Uint8Array = EMPTY, fin = false): number {
+  out[at] = fin ? type | FLAG_FIN : type;
+  // big-endian u32s by hand: a DataView per frame shows up in profiles
+  out[at + 1] = stream >>> 24;
+  out[at + 2] = (stream >>> 16) & 0xff;
+  out[at + 3] = (stream >>> 8) & 0xff;
+  out[at + 4] = stream & 0xff;
+  const n = payload.byteLength;
+  out[at + 5] = n >>> 24;
+  out[at + 6] = (n >>> 16) & 0xff;
+  out[at + 7] = (n >>> 8) & 0xff;
+  out[at + 8] = n & 0xff;
+  if (n > 0) out.set(payload, at + HEADER_LENGTH);
+  return HEADER_LENGTH + n;
 }
 
 /** Which type bytes (flag stripped) are frame types, and which of those belong to stream 0. */
