@@ -3,8 +3,6 @@
  * The request head travels in OPEN, bodies stream both ways with credit,
  * the response head comes back in REPLY. No body is ever held whole.
  */
-import type { Server } from "bun";
-import * as v from "valibot";
 import { readResponseHead, type OpenMeta, type ResponseHead } from "../protocol/messages.ts";
 import { INITIAL_WINDOW } from "../protocol/wire.ts";
 import type { Stream } from "../protocol/mux.ts";
@@ -128,4 +126,3 @@ export async function forwardHttp(req: Request, url: URL, tunnel: Tunnel, ctx: F
   return new Response(readableFrom(stream, (n) => tunnel.countOut(n)), { status: head.status, headers: toHeaders(head.headers) });
 }
 
-export type { Server };
