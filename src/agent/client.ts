@@ -6,7 +6,7 @@
  * good only on a refusal that retrying cannot fix.
  */
 import * as v from "valibot";
-import { parseJsonPayload } from "../protocol/frames.ts";
+import { parseJsonPayload, ProtocolError } from "../protocol/frames.ts";
 import { readOpenMeta, Ready, Refusal, type TunnelRequest } from "../protocol/messages.ts";
 import { Mux, type Stream } from "../protocol/mux.ts";
 import {
@@ -231,7 +231,9 @@ export class Agent {
 
   private control(type: FrameTypeValue, payload: Uint8Array, finish: (o: Outcome) => void, markReady: () => void): void {
     if (type === FrameType.READY) {
-      const ready = v.parse(Ready, parseJsonPayload(payload, "READY"));
+      const parsed = v.safeParse(Ready, parseJsonPayload(payload, "READY"));
+      if (!parsed.success) throw new ProtocolError(`bad READY: ${parsed.issues[0]?.message}`);
+      const ready = parsed.output;
       this.session = ready.session;
       const granted = ready.tunnels[0];
       if (granted?.protocol === "http") this.request = { ...this.request, protocol: "http", subdomain: granted.subdomain } as TunnelRequest;
