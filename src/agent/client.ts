@@ -251,17 +251,24 @@ export class Agent {
     const meta = readOpenMeta(stream.meta);
     if (!meta) return stream.reset(WireError.PROTOCOL_ERROR);
     const target = this.opts.target;
-    if (meta.kind === "http" && meta.head) {
-      void serveHttpStream(stream, meta, target, (line) => this.opts.out.request(line));
-    } else if (meta.kind === "ws" && meta.head) {
-      serveWebSocketStream(stream, meta, target, () =>
-        this.opts.out.request({ method: "GET", path: meta.head!.path, status: "101 websocket", ms: 0 }),
-      );
-    } else if (meta.kind === "tcp") {
-      this.opts.out.connection({ remote: meta.remote, event: "open" });
-      void serveTcpStream(stream, target, (b) => this.opts.out.connection({ remote: meta.remote, event: "close", bytesIn: b.in, bytesOut: b.out }));
-    } else {
-      stream.reset(WireError.PROTOCOL_ERROR);
+    // one visitor's failure (a header the platform refuses, a local socket error) ends that
+    // stream, never the agent
+    const failed = (err: unknown) => stream.reset(`${WireError.UPSTREAM_FAILED} ${String((err as Error)?.message ?? err).slice(0, 100)}`);
+    try {
+      if (meta.kind === "http" && meta.head) {
+        serveHttpStream(stream, meta, target, (line) => this.opts.out.request(line)).catch(failed);
+      } else if (meta.kind === "ws" && meta.head) {
+        serveWebSocketStream(stream, meta, target, () =>
+          this.opts.out.request({ method: "GET", path: meta.head!.path, status: "101 websocket", ms: 0 }),
+        );
+      } else if (meta.kind === "tcp") {
+        this.opts.out.connection({ remote: meta.remote, event: "open" });
+        serveTcpStream(stream, target, (b) => this.opts.out.connection({ remote: meta.remote, event: "close", bytesIn: b.in, bytesOut: b.out })).catch(failed);
+      } else {
+        stream.reset(WireError.PROTOCOL_ERROR);
+      }
+    } catch (err) {
+      failed(err);
     }
   }
 }

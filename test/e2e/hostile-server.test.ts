@@ -15,7 +15,7 @@ function fakeServer(reply: Uint8Array | string) {
   fake = Bun.serve({
     hostname: "127.0.0.1",
     port: 0,
-    fetch: (req, server) => (server.upgrade(req) ? undefined : new Response("no", { status: 400 })),
+    fetch: (req, server) => (server.upgrade(req, { data: undefined }) ? undefined : new Response("no", { status: 400 })),
     websocket: { message: (ws) => void ws.send(reply) },
   });
   return `http://127.0.0.1:${fake.port}`;
