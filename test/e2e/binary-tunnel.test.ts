@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { signedIn } from "../harness/admin.ts";
 import { startAgent, tunnelFetch } from "../harness/agent.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
+import { freeRange } from "../harness/ports.ts";
 
 const root = join(import.meta.dir, "..", "..");
 let workDir: string;
@@ -25,23 +26,6 @@ const upstream = Bun.serve({
 });
 /** Greets first, then echoes: the visitor speaks only once the agent has reached it. */
 const echo = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { open: (s) => void s.write("ready\n"), data: (s, d) => void s.write(d) } });
-
-function freeRange(size: number): { first: number; last: number } {
-  for (let attempt = 0; attempt < 50; attempt++) {
-    // below the ephemeral range (32768+) and the server's default TCP range (20000-29999): no one else picks these by chance
-    const first = 10_000 + Math.floor(Math.random() * 9_000);
-    const held: { stop(force?: boolean): void }[] = [];
-    try {
-      for (let p = first; p < first + size; p++) held.push(Bun.listen({ hostname: "127.0.0.1", port: p, socket: { data() {} } }));
-      return { first, last: first + size - 1 };
-    } catch {
-      // taken: try elsewhere
-    } finally {
-      for (const h of held) h.stop(true);
-    }
-  }
-  throw new Error("no free port range found");
-}
 
 beforeAll(async () => {
   workDir = mkdtempSync(join(tmpdir(), "burrow-binary-tunnel-"));

@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { spawnAgent, startAgent, tunnelFetch, type AgentStart } from "../harness/agent.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
+import { echoThrough, freeRange } from "../harness/ports.ts";
 
 const EXIT_WAIT_MS = 10_000;
 
@@ -23,24 +24,6 @@ let userCount = 0;
 const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => new Response(`upstream ${new URL(req.url).pathname}`) });
 /** A local TCP service that greets first ("ready\n"), then echoes. */
 const echo = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { open: (s) => void s.write("ready\n"), data: (s, d) => void s.write(d) } });
-
-/** A contiguous range of ports that are all free right now (no fixed numbers). */
-function freeRange(size: number): { first: number; last: number } {
-  for (let attempt = 0; attempt < 50; attempt++) {
-    // below the ephemeral range (32768+) and the server's default TCP range (20000-29999): no one else picks these by chance
-    const first = 10_000 + Math.floor(Math.random() * 9_000);
-    const held: { stop(force?: boolean): void }[] = [];
-    try {
-      for (let p = first; p < first + size; p++) held.push(Bun.listen({ hostname: "127.0.0.1", port: p, socket: { data() {} } }));
-      return { first, last: first + size - 1 };
-    } catch {
-      // one of them is taken: try elsewhere
-    } finally {
-      for (const h of held) h.stop(true);
-    }
-  }
-  throw new Error("no free port range found");
-}
 
 /** A tiny HTTP CONNECT proxy on loopback that remembers each CONNECT line it saw. */
 let proxy: NetServer;
@@ -453,34 +436,3 @@ describe("what a successful handshake gives", () => {
   });
 });
 
-/**
- * Connects to a public TCP port, waits for the local service's greeting,
- * sends `text` and reads the same number of bytes back. Waiting for the
- * greeting keeps these tests apart from how bytes sent before the agent has
- * reached the local service are handled (the TCP forwarding tests' subject).
- */
-async function echoThrough(port: number, text: string): Promise<string> {
-  let got = "";
-  const { promise, resolve, reject } = Promise.withResolvers<string>();
-  const timer = setTimeout(() => reject(new Error(`no echo after 5 s (got '${got}')`)), 5_000);
-  const sock = await Bun.connect({
-    hostname: "127.0.0.1",
-    port,
-    socket: {
-      data(s, d) {
-        const greeted = got.startsWith("ready\n");
-        got += d.toString();
-        if (!greeted && got.startsWith("ready\n")) s.write(text);
-        if (got.length >= "ready\n".length + text.length) resolve(got.slice("ready\n".length));
-      },
-      close: () => reject(new Error(`closed before the echo (got '${got}')`)),
-      error: (_s, e) => reject(e),
-    },
-  });
-  try {
-    return await promise;
-  } finally {
-    clearTimeout(timer);
-    sock.end();
-  }
-}

@@ -8,16 +8,9 @@ import net from "node:net";
 import { signedIn } from "../harness/admin.ts";
 import { startAgent, tunnelFetch, type TestAgent } from "../harness/agent.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
+import { within } from "../harness/wait.ts";
 
 const WAIT_MS = 10_000;
-
-function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout>;
-  return Promise.race([
-    p.finally(() => clearTimeout(timer)),
-    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${what}`)), ms))),
-  ]);
-}
 
 /** An edge page is HTML, small, and loads nothing from anywhere else. */
 function expectSelfContainedPage(res: Response, html: string) {

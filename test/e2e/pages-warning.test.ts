@@ -10,20 +10,13 @@ import type { ServerWebSocket } from "bun";
 import { signedIn } from "../harness/admin.ts";
 import { startAgent, tunnelFetch, type TestAgent } from "../harness/agent.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
+import { within } from "../harness/wait.ts";
 
 const WAIT_MS = 10_000;
 const BROWSER = {
   "user-agent": "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36",
   accept: "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,*/*;q=0.8",
 };
-
-function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout>;
-  return Promise.race([
-    p.finally(() => clearTimeout(timer)),
-    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${what}`)), ms))),
-  ]);
-}
 
 // -- the local service: counts what reaches it ------------------------------------------------------------
 

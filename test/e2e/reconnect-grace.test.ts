@@ -11,6 +11,7 @@ import { createServer, connect, type Server as NetServer, type Socket } from "no
 import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { spawnAgent, startAgent, tunnelFetch, type AgentStart, type TestAgent } from "../harness/agent.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
+import { freeRange } from "../harness/ports.ts";
 
 let server: TestServer;
 let api: AdminClient;
@@ -19,23 +20,6 @@ let userCount = 0;
 
 const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("here") });
 const echo = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { open: (s) => void s.write("ready\n"), data: (s, d) => void s.write(d) } });
-
-function freeRange(size: number): { first: number; last: number } {
-  for (let attempt = 0; attempt < 50; attempt++) {
-    // below the ephemeral range (32768+) and the server's default TCP range (20000-29999): no one else picks these by chance
-    const first = 10_000 + Math.floor(Math.random() * 9_000);
-    const held: { stop(force?: boolean): void }[] = [];
-    try {
-      for (let p = first; p < first + size; p++) held.push(Bun.listen({ hostname: "127.0.0.1", port: p, socket: { data() {} } }));
-      return { first, last: first + size - 1 };
-    } catch {
-      // taken: try elsewhere
-    } finally {
-      for (const h of held) h.stop(true);
-    }
-  }
-  throw new Error("no free port range found");
-}
 
 /** A CONNECT proxy whose tunnelled connections the test can cut: agent side -> server side. */
 let proxy: NetServer;

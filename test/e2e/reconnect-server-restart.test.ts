@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { signedIn } from "../harness/admin.ts";
 import { startAgent, tunnelFetch, type TestAgent } from "../harness/agent.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
+import { echoThrough, freeRange } from "../harness/ports.ts";
 
 /** Enough for the first few backoff steps (0.5 s, 1 s, 2 s ceilings) plus a restart. */
 const RECONNECT_MS = 10_000;
@@ -29,23 +30,6 @@ function freePort(): number {
   const port = l.port;
   l.stop(true);
   return port;
-}
-
-function freeRange(size: number): { first: number; last: number } {
-  for (let attempt = 0; attempt < 50; attempt++) {
-    // below the ephemeral range (32768+) and the server's default TCP range (20000-29999): no one else picks these by chance
-    const first = 10_000 + Math.floor(Math.random() * 9_000);
-    const held: { stop(force?: boolean): void }[] = [];
-    try {
-      for (let p = first; p < first + size; p++) held.push(Bun.listen({ hostname: "127.0.0.1", port: p, socket: { data() {} } }));
-      return { first, last: first + size - 1 };
-    } catch {
-      // taken: try elsewhere
-    } finally {
-      for (const h of held) h.stop(true);
-    }
-  }
-  throw new Error("no free port range found");
 }
 
 /** The server on the fixed edge port and TCP range of this file, on its one database. */
@@ -79,33 +63,6 @@ async function nthForwarding(agent: TestAgent, n: number, ms = RECONNECT_MS): Pr
     await Bun.sleep(20);
   }
   return forwardingLines(agent)[n - 1]!;
-}
-
-/** Waits for the local service's greeting, sends `text`, returns what comes back. */
-async function echoThrough(port: number, text: string): Promise<string> {
-  let got = "";
-  const { promise, resolve, reject } = Promise.withResolvers<string>();
-  const timer = setTimeout(() => reject(new Error(`no echo after 5 s (got '${got}')`)), 5_000);
-  const sock = await Bun.connect({
-    hostname: "127.0.0.1",
-    port,
-    socket: {
-      data(s, d) {
-        const greeted = got.startsWith("ready\n");
-        got += d.toString();
-        if (!greeted && got.startsWith("ready\n")) s.write(text);
-        if (got.length >= "ready\n".length + text.length) resolve(got.slice("ready\n".length));
-      },
-      close: () => reject(new Error(`closed before the echo (got '${got}')`)),
-      error: (_s, e) => reject(e),
-    },
-  });
-  try {
-    return await promise;
-  } finally {
-    clearTimeout(timer);
-    sock.end();
-  }
 }
 
 /** "...; reconnecting in 0.4 s (attempt 1)" -> [delay s, attempt] for each such line. */

@@ -11,6 +11,7 @@ import net from "node:net";
 import { signedIn } from "../harness/admin.ts";
 import { startAgent, type TestAgent } from "../harness/agent.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
+import { within } from "../harness/wait.ts";
 
 const MiB = 1024 * 1024;
 const BIG = 100 * MiB;
@@ -20,14 +21,6 @@ const WAIT_MS = 10_000;
 // a range of 100 ports for this file's server, away from the kernel's ephemeral ports (32768+)
 const FIRST_PORT = 30_000 + Math.floor(Math.random() * 27) * 100;
 const LAST_PORT = FIRST_PORT + 99;
-
-function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout>;
-  return Promise.race([
-    p.finally(() => clearTimeout(timer)),
-    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${what}`)), ms))),
-  ]);
-}
 
 function prng(seed: string) {
   const cipher = createCipheriv("aes-256-ctr", createHash("sha256").update(seed).digest(), Buffer.alloc(16));

@@ -11,18 +11,11 @@ import net from "node:net";
 import { signedIn } from "../harness/admin.ts";
 import { startAgent, tunnelFetch, type TestAgent } from "../harness/agent.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
+import { within } from "../harness/wait.ts";
 
 const MiB = 1024 * 1024;
 const BIG = 100 * MiB;
 const CHUNK = 256 * 1024;
-
-function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout>;
-  return Promise.race([
-    p.finally(() => clearTimeout(timer)),
-    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${what}`)), ms))),
-  ]);
-}
 
 /** Deterministic pseudo-random bytes: AES-256-CTR over zeros, keyed by `seed`. */
 function prng(seed: string) {

@@ -8,22 +8,9 @@ import type { ServerWebSocket } from "bun";
 import { signedIn } from "../harness/admin.ts";
 import { startAgent, type TestAgent } from "../harness/agent.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
+import { deferred, within } from "../harness/wait.ts";
 
 const WAIT_MS = 10_000;
-
-function deferred<T = void>() {
-  let resolve!: (v: T) => void;
-  const promise = new Promise<T>((r) => (resolve = r));
-  return { promise, resolve };
-}
-
-function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout>;
-  return Promise.race([
-    p.finally(() => clearTimeout(timer)),
-    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${what}`)), ms))),
-  ]);
-}
 
 // -- the local service ----------------------------------------------------------------------------
 

@@ -1,0 +1,49 @@
+/** Port ranges and TCP helpers for tests that need the server's --tcp-ports or a TCP echo. */
+
+/** A range of `size` consecutive ports free on 127.0.0.1 right now, outside the ephemeral and default tunnel ranges. */
+export function freeRange(size: number): { first: number; last: number } {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    // below the ephemeral range (32768+) and the server's default TCP range (20000-29999): no one else picks these by chance
+    const first = 10_000 + Math.floor(Math.random() * 9_000);
+    const held: { stop(force?: boolean): void }[] = [];
+    try {
+      for (let p = first; p < first + size; p++) held.push(Bun.listen({ hostname: "127.0.0.1", port: p, socket: { data() {} } }));
+      return { first, last: first + size - 1 };
+    } catch {
+      // taken: try elsewhere
+    } finally {
+      for (const h of held) h.stop(true);
+    }
+  }
+  throw new Error("no free port range found");
+}
+
+/**
+ * Connects to `port`, waits for the echo service's "ready\n" greeting, sends
+ * `text` and resolves with what comes back (5 s at most).
+ */
+export async function echoThrough(port: number, text: string): Promise<string> {
+  let got = "";
+  const { promise, resolve, reject } = Promise.withResolvers<string>();
+  const timer = setTimeout(() => reject(new Error(`no echo after 5 s (got '${got}')`)), 5_000);
+  const sock = await Bun.connect({
+    hostname: "127.0.0.1",
+    port,
+    socket: {
+      data(s, d) {
+        const greeted = got.startsWith("ready\n");
+        got += d.toString();
+        if (!greeted && got.startsWith("ready\n")) s.write(text);
+        if (got.length >= "ready\n".length + text.length) resolve(got.slice("ready\n".length));
+      },
+      close: () => reject(new Error(`closed before the echo (got '${got}')`)),
+      error: (_s, e) => reject(e),
+    },
+  });
+  try {
+    return await promise;
+  } finally {
+    clearTimeout(timer);
+    sock.end();
+  }
+}
