@@ -4,6 +4,7 @@
  * database cleanly.
  */
 import { createAdminApp } from "./admin/app.ts";
+import type { PublicInfo } from "./admin/public-info.ts";
 import { ensureAdmin } from "./core/bootstrap.ts";
 import { createCore } from "./core/index.ts";
 import type { ServerConfig } from "./config/server.ts";
@@ -27,7 +28,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   const sweeper = setInterval(() => core.sessions.sweep(), SESSION_SWEEP_MS);
   sweeper.unref();
 
-  let publicSide: ReturnType<typeof publicInfo> | undefined; // known once the edge listens
+  let publicSide: PublicInfo | undefined; // known once the edge listens
   const admin = createAdminApp(core, { publicInfo: () => publicSide });
   const adminServer = Bun.serve({
     hostname: config.host,
@@ -49,8 +50,9 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     tcpPorts: config.tcpPorts,
     tls: config.tls,
     responseTimeoutMs: config.responseTimeoutMs,
+    publicUrl: config.publicUrl,
   });
-  publicSide = publicInfo(config, edge.port);
+  publicSide = { domain: config.domain, edge_url: edge.publicUrl, tcp_host: config.domain };
   // logged last: tests and scripts take this line as "ready"
   log.info("admin api listening", { url: adminUrl, data: database.path, edge_port: edge.port });
 
@@ -68,13 +70,6 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       return stopped;
     },
   };
-}
-
-/** The public side as the panel shows it: what `burrow login --server` takes, and where TCP tunnels are. */
-function publicInfo(config: ServerConfig, edgePort: number) {
-  const scheme = config.tls ? "https" : "http";
-  const port = edgePort === (config.tls ? 443 : 80) ? "" : `:${edgePort}`;
-  return { domain: config.domain, edge_url: `${scheme}://${config.domain}${port}`, tcp_host: config.domain };
 }
 
 function displayHost(host: string): string {

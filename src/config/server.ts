@@ -16,6 +16,7 @@ export const SERVER_DEFAULTS = {
   "tls-cert": "",
   "tls-key": "",
   "response-timeout": "60",
+  "public-url": "",
 } as const;
 
 export const SERVER_FLAGS: Record<keyof typeof SERVER_DEFAULTS, FlagSpec> = {
@@ -29,6 +30,7 @@ export const SERVER_FLAGS: Record<keyof typeof SERVER_DEFAULTS, FlagSpec> = {
   "tls-cert": { type: "string", env: true },
   "tls-key": { type: "string", env: true },
   "response-timeout": { type: "string", env: true },
+  "public-url": { type: "string", env: true },
 };
 
 export interface ServerConfig {
@@ -42,6 +44,8 @@ export interface ServerConfig {
   tls?: { cert: string; key: string };
   /** How long the edge waits for a local service's response head. */
   responseTimeoutMs: number;
+  /** How visitors reach the public port when a proxy in front changes scheme or port (--public-url). */
+  publicUrl?: { scheme: "http" | "https"; port: number };
 }
 
 const port = (flag: string) =>
@@ -85,7 +89,24 @@ const Schema = v.object({
     v.transform(Number),
     v.minValue(0.1, "--response-timeout must be at least 0.1 seconds"),
   ),
+  "public-url": v.string(),
 });
+
+/** --public-url: an http(s) URL whose host is the --domain; only its scheme and port are kept. */
+function parsePublicUrl(raw: string, domain: string): ServerConfig["publicUrl"] {
+  if (raw === "") return undefined;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new UsageError(`--public-url must be a URL such as https://${domain} (got '${raw}')`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") throw new UsageError(`--public-url must start with http:// or https:// (got '${raw}')`);
+  if (url.hostname.toLowerCase() !== domain) throw new UsageError(`--public-url must name the --domain '${domain}' (got '${url.hostname}')`);
+  if (url.pathname !== "/" || url.search !== "") throw new UsageError(`--public-url takes no path or query (got '${raw}')`);
+  const scheme = url.protocol === "https:" ? "https" : "http";
+  return { scheme, port: url.port ? Number(url.port) : scheme === "https" ? 443 : 80 };
+}
 
 /** Reads `burrow server` flags; throws UsageError with a one-line message. */
 export function parseServerConfig(argv: string[], env: Record<string, string | undefined> = process.env) {
@@ -115,6 +136,7 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     systemSubdomains: o["system-subdomains"],
     tls: o["tls-cert"] ? { cert: o["tls-cert"], key: o["tls-key"] } : undefined,
     responseTimeoutMs: o["response-timeout"] * 1000,
+    publicUrl: parsePublicUrl(o["public-url"], o.domain),
   };
   return { help: false as const, config };
 }

@@ -26,6 +26,8 @@ export interface EdgeOptions {
   tcpPorts: { first: number; last: number };
   tls?: { cert: string; key: string };
   responseTimeoutMs: number;
+  /** Scheme and port visitors use, when a proxy in front differs from what the edge listens on. */
+  publicUrl?: { scheme: "http" | "https"; port: number };
 }
 
 type SocketData = AgentSocketData | VisitorSocketData;
@@ -35,7 +37,10 @@ const SWEEP_INTERVAL_MS = 5_000;
 const BACKPRESSURE_LIMIT = 4 * 1024 * 1024;
 
 export interface RunningEdge {
+  /** The port the edge listens on. */
   port: number;
+  /** Where visitors and agents reach it, e.g. https://tunnels.example.com */
+  publicUrl: string;
   registry: Registry;
   stop(): Promise<void>;
 }
@@ -47,15 +52,17 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   core.attachLiveTunnels(registry);
   const ports = new PortAllocator(opts.tcpPorts, opts.host, registry);
   const agents = new Set<AgentConnection>();
-  const secure = Boolean(opts.tls);
-  let publicPort = opts.port;
+  // what visitors see: the edge's own TLS and port, unless a proxy in front says otherwise
+  const scheme = opts.publicUrl?.scheme ?? (opts.tls ? "https" : "http");
+  const secure = scheme === "https";
+  let publicPort = opts.publicUrl?.port ?? opts.port;
 
   const portSuffix = () => (publicPort === (secure ? 443 : 80) ? "" : `:${publicPort}`);
   const edge: EdgeContext = {
     core,
     registry,
     ports,
-    httpUrl: (sub) => `${secure ? "https" : "http"}://${sub}.${domain}${portSuffix()}`,
+    httpUrl: (sub) => `${scheme}://${sub}.${domain}${portSuffix()}`,
     tcpAddress: (port) => `${domain}:${port}`,
   };
 
@@ -136,7 +143,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       },
     },
   });
-  publicPort = server.port ?? opts.port;
+  if (!opts.publicUrl) publicPort = server.port ?? opts.port;
 
   const timers = [
     setInterval(() => meter.flush(), FLUSH_INTERVAL_MS),
@@ -153,10 +160,12 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   ];
   for (const t of timers) t.unref();
 
-  log.info("edge listening", { url: `${secure ? "https" : "http"}://${domain}${portSuffix()}`, port: publicPort });
+  const publicUrl = `${scheme}://${domain}${portSuffix()}`;
+  log.info("edge listening", { url: publicUrl, port: server.port });
 
   return {
-    port: publicPort,
+    port: server.port ?? opts.port,
+    publicUrl,
     registry,
     async stop() {
       for (const t of timers) clearInterval(t);
