@@ -25,7 +25,7 @@ beforeAll(async () => {
   server = await startServer();
   const api = await signedIn(server);
   const id = await api.createUser("cli-user");
-  token = (await api.post(`/api/users/${id}/tokens`, { device_name: "laptop" })).body.token;
+  token = await api.createToken(id);
   // an address where nothing listens (found free, then let go)
   const l = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
   deadServer = `http://127.0.0.1:${l.port}`;

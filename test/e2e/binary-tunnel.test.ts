@@ -46,7 +46,7 @@ beforeAll(async () => {
   server = await startServer({ executable: binary, dataDir: join(runDir, "data"), args: ["--tcp-ports", `${tcpRange.first}-${tcpRange.last}`] });
   const api = await signedIn(server);
   const id = await api.createUser("binary-user");
-  token = (await api.post(`/api/users/${id}/tokens`, { device_name: "laptop" })).body.token;
+  token = await api.createToken(id);
 }, 120_000);
 
 afterAll(async () => {

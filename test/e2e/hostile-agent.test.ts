@@ -20,7 +20,7 @@ beforeAll(async () => {
   server = await startServer();
   api = await signedIn(server);
   const id = await api.createUser("honest");
-  token = (await api.post(`/api/users/${id}/tokens`, { device_name: "laptop" })).body.token;
+  token = await api.createToken(id);
 });
 afterAll(async () => {
   await server?.stop();

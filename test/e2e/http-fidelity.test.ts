@@ -166,7 +166,7 @@ beforeAll(async () => {
   server = await startServer();
   const api = await signedIn(server);
   const id = await api.createUser("fidelity");
-  const token = (await api.post(`/api/users/${id}/tokens`, { device_name: "laptop" })).body.token as string;
+  const token = await api.createToken(id);
   const start = (subdomain: string, args: string[] = []) =>
     startAgent({ kind: "http", target: local, server: server.edgeUrl, token, args: ["--subdomain", subdomain, ...args] });
   [plain, rewrite, fixedHost] = await Promise.all([

@@ -70,7 +70,7 @@ beforeAll(async () => {
   server = await startServer({ args: ["--response-timeout", "1"] });
   const api = await signedIn(server);
   const id = await api.createUser("pager");
-  const token = (await api.post(`/api/users/${id}/tokens`, { device_name: "laptop" })).body.token as string;
+  const token = await api.createToken(id);
   const start = (port: number, subdomain: string) =>
     startAgent({ kind: "http", target: `127.0.0.1:${port}`, server: server.edgeUrl, token, args: ["--subdomain", subdomain] });
   [served, refused, hanging] = await Promise.all([

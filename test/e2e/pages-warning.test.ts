@@ -55,7 +55,7 @@ beforeAll(async () => {
   const sam = await api.createUser("sam");
   const put = await api.put(`/api/users/${sam}`, { skip_warning: true });
   expect(put.status).toBe(200);
-  const tokenOf = async (id: number) => (await api.post(`/api/users/${id}/tokens`, { device_name: "laptop" })).body.token as string;
+  const tokenOf = (id: number) => api.createToken(id);
   const [wendyToken, samToken] = await Promise.all([tokenOf(wendy), tokenOf(sam)]);
   const start = (token: string, args: string[]) =>
     startAgent({ kind: "http", target: `127.0.0.1:${upstream.port}`, server: server.edgeUrl, token, args });

@@ -11,7 +11,7 @@ const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Re
 
 async function tokenFor(username: string, settings: Record<string, unknown> = {}) {
   const id = await api.createUser(username, settings);
-  return (await api.post(`/api/users/${id}/tokens`, { device_name: "laptop" })).body.token as string;
+  return api.createToken(id);
 }
 
 beforeAll(async () => {

@@ -24,7 +24,7 @@ beforeAll(async () => {
   server = await startServer({ args: ["--public-url", "https://localhost"] });
   const api = await signedIn(server);
   const id = await api.createUser("proxied");
-  token = (await api.post(`/api/users/${id}/tokens`, { device_name: "laptop" })).body.token;
+  token = await api.createToken(id);
 });
 afterAll(async () => {
   await server?.stop();

@@ -44,7 +44,7 @@ beforeAll(async () => {
   expect(server.edgePort).toBe(edgePort);
   const api = await signedIn(server);
   const id = await api.createUser("roamer");
-  token = (await api.post(`/api/users/${id}/tokens`, { device_name: "laptop" })).body.token;
+  token = await api.createToken(id);
 });
 
 afterAll(() => {

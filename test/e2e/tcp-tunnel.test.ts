@@ -122,7 +122,7 @@ beforeAll(async () => {
   server = await startServer({ args: ["--tcp-ports", `${FIRST_PORT}-${LAST_PORT}`] });
   const api = await signedIn(server);
   const id = await api.createUser("piper");
-  token = (await api.post(`/api/users/${id}/tokens`, { device_name: "laptop" })).body.token as string;
+  token = await api.createToken(id);
   const start = (port: number) => startAgent({ kind: "tcp", target: `127.0.0.1:${port}`, server: server.edgeUrl, token });
   [echoAgent, bulkAgent] = await Promise.all([start(echo.port), start(bulk.port)]);
 });

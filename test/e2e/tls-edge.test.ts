@@ -41,7 +41,7 @@ beforeAll(async () => {
   httpsUrl = `https://localhost:${server.edgePort}`;
   const api = await signedIn(server);
   const id = await api.createUser("secure-user");
-  token = (await api.post(`/api/users/${id}/tokens`, { device_name: "laptop" })).body.token;
+  token = await api.createToken(id);
 });
 
 afterAll(async () => {

@@ -121,7 +121,7 @@ beforeAll(async () => {
   server = await startServer();
   const api = await signedIn(server);
   const id = await api.createUser("mover");
-  const token = (await api.post(`/api/users/${id}/tokens`, { device_name: "laptop" })).body.token as string;
+  const token = await api.createToken(id);
   agent = await startAgent({ kind: "http", target: `127.0.0.1:${upstream.port}`, server: server.edgeUrl, token, args: ["--subdomain", "bulk"] });
 });
 

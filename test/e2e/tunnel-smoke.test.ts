@@ -15,7 +15,7 @@ beforeAll(async () => {
   server = await startServer();
   const api = await signedIn(server);
   const id = await api.createUser("alice");
-  token = (await api.post(`/api/users/${id}/tokens`, { device_name: "laptop" })).body.token;
+  token = await api.createToken(id);
 });
 afterAll(async () => {
   await server?.stop();

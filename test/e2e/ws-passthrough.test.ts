@@ -69,7 +69,7 @@ beforeAll(async () => {
   server = await startServer();
   const api = await signedIn(server);
   const id = await api.createUser("socketeer");
-  const token = (await api.post(`/api/users/${id}/tokens`, { device_name: "laptop" })).body.token as string;
+  const token = await api.createToken(id);
   const start = (args: string[]) => startAgent({ kind: "http", target: `127.0.0.1:${upstream.port}`, server: server.edgeUrl, token, args });
   [agent, rewriting] = await Promise.all([start(["--subdomain", "sockets"]), start(["--subdomain", "sockets-rw", "--host-header", "rewrite"])]);
 });

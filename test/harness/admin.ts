@@ -48,6 +48,13 @@ export class AdminClient {
     if (res.status !== 201) throw new Error(`create user ${username}: ${res.status} ${JSON.stringify(res.body)}`);
     return res.body.id;
   }
+
+  /** Generates a token for a user's device and returns its secret. */
+  async createToken(userId: number, deviceName = "laptop"): Promise<string> {
+    const res = await this.post(`/api/users/${userId}/tokens`, { device_name: deviceName });
+    if (res.status !== 201) throw new Error(`token for user ${userId}: ${res.status} ${JSON.stringify(res.body)}`);
+    return res.body.token;
+  }
 }
 
 /** A client signed in as the server's first admin. */

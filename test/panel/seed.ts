@@ -82,8 +82,7 @@ export async function seedScene(server: TestServer, api: AdminClient): Promise<S
   const users = await seedUsers(api);
   seedTraffic(server, users);
   const id = (name: string) => users.get(name)!.id;
-  const token = async (userId: number, device: string) =>
-    (await api.post(`/api/users/${userId}/tokens`, { device_name: device })).body.token as string;
+  const token = (userId: number, device: string) => api.createToken(userId, device);
 
   const laptop = await token(id("alice"), "laptop");
   const desktop = await token(id("alice"), "studio-desktop");
