@@ -326,6 +326,8 @@ describe("the whole panel", () => {
     await page.getByRole("dialog", { name: "New user" }).waitFor();
     await page.keyboard.press("Escape");
     await page.getByRole("dialog").waitFor({ state: "detached" });
+    // the dialog leaves the DOM a moment before its cleanup hands focus back: wait for that, bounded
+    await page.waitForFunction(() => document.activeElement?.textContent === "+ New user", undefined, { timeout: 5_000 });
     expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("+ New user");
   });
 
