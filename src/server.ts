@@ -33,6 +33,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   const adminServer = Bun.serve({
     hostname: config.host,
     port: config.adminPort,
+    reusePort: false, // a second server on the same port must fail, not share it
     development: false, // the panel's HTML import: bundled once and cached, no hot reload
     routes: admin.routes,
     fetch: admin.fetch,
@@ -42,19 +43,29 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     },
   });
   const adminUrl = `http://${displayHost(config.host)}:${adminServer.port}`;
-  const edge = startEdge({
-    core,
-    domain: config.domain,
-    host: config.host,
-    port: config.httpPort,
-    tcpPorts: config.tcpPorts,
-    tls: config.tls,
-    responseTimeoutMs: config.responseTimeoutMs,
-    publicUrl: config.publicUrl,
-  });
+  let edge: ReturnType<typeof startEdge>;
+  try {
+    edge = startEdge({
+      core,
+      domain: config.domain,
+      host: config.host,
+      port: config.httpPort,
+      tcpPorts: config.tcpPorts,
+      tls: config.tls,
+      responseTimeoutMs: config.responseTimeoutMs,
+      publicUrl: config.publicUrl,
+      agentPort: config.agentPort,
+    });
+  } catch (err) {
+    // a port already taken: let go of what did start, so the process exits with the error
+    void adminServer.stop(true);
+    clearInterval(sweeper);
+    database.close();
+    throw err;
+  }
   publicSide = { domain: config.domain, edge_url: edge.publicUrl, tcp_host: config.domain };
   // logged last: tests and scripts take this line as "ready"
-  log.info("admin api listening", { url: adminUrl, data: database.path, edge_port: edge.port });
+  log.info("admin api listening", { url: adminUrl, data: database.path, edge_port: edge.port, agent_port: edge.agentPort ?? "off" });
 
   let stopped: Promise<void> | undefined;
   return {

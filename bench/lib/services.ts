@@ -187,7 +187,7 @@ export async function startBurrowServer(
   mkdirSync(dataDir, { recursive: true });
   const child = procs.spawn(
     name,
-    [bin, "server", "--host", "127.0.0.1", "--http-port", "0", "--admin-port", "0", "--data-dir", dataDir, "--tcp-ports", `${tcpPorts.first}-${tcpPorts.last}`],
+    [bin, "server", "--host", "127.0.0.1", "--http-port", "0", "--admin-port", "0", "--agent-port", "0", "--data-dir", dataDir, "--tcp-ports", `${tcpPorts.first}-${tcpPorts.last}`],
     { env: { BURROW_ADMIN_USERNAME: "admin", BURROW_ADMIN_PASSWORD: ADMIN_PASSWORD, BURROW_DOMAIN: "localhost" }, manyFiles: true },
   );
   const m = await procs.waitFor(child, /admin api listening url=(\S+).*?edge_port=(\d+)/, 20_000);

@@ -7,7 +7,7 @@
  */
 import * as v from "valibot";
 import { parseJsonPayload, ProtocolError } from "../protocol/frames.ts";
-import { readOpenMeta, Ready, Refusal, type TunnelRequest } from "../protocol/messages.ts";
+import { Move, readOpenMeta, Ready, Refusal, type TunnelRequest } from "../protocol/messages.ts";
 import { Mux, type Stream } from "../protocol/mux.ts";
 import {
   CONNECT_PATH,
@@ -22,6 +22,7 @@ import {
 } from "../protocol/wire.ts";
 import { VERSION } from "../version.ts";
 import { serveHttpStream, type LocalTarget } from "./http.ts";
+import { directLink, webSocketLink, type Link } from "./links.ts";
 import { openSocksBridge, type SocksBridge } from "./socks.ts";
 import { serveTcpStream } from "./tcp.ts";
 import { serveWebSocketStream } from "./websocket.ts";
@@ -41,9 +42,8 @@ export const FATAL_CODES = new Set([
   "PROTOCOL_ERROR",
 ]);
 
-/** Bytes queued in the WebSocket before writers pause. */
-const SEND_BUFFER_LIMIT = 4 * 1024 * 1024;
-const DRAIN_POLL_MS = 1;
+/** How long the agent tries the edge's direct port before it stays on the WebSocket. */
+const DIRECT_CONNECT_TIMEOUT_MS = 3_000;
 
 export interface AgentOptions {
   server: string;
@@ -61,14 +61,24 @@ export interface AgentOutput {
   request(line: { method: string; path: string; status: number | string; ms: number }): void;
   connection(line: { remote: string; event: "open" | "close"; bytesIn?: number; bytesOut?: number }): void;
   reconnecting(why: string, inMs: number, attempt: number): void;
+  /** Something worth a line that changes nothing for the tunnels. */
+  notice?(message: string): void;
   refused(code: string, message: string): void;
 }
 
-type Outcome = { kind: "refused"; code: string; message: string } | { kind: "lost"; why: string } | { kind: "stopped" };
+type Outcome =
+  /** `ours`: the agent found the server's bytes malformed (PROTOCOL_ERROR); otherwise an ERROR frame said so. */
+  | { kind: "refused"; code: string; message: string; ours?: boolean }
+  | { kind: "lost"; why: string }
+  | { kind: "stopped" }
+  /** The edge sent MOVE: say HELLO again on its direct port. */
+  | { kind: "moved"; port: number };
 
 export class Agent {
-  private ws?: WebSocket;
+  private link?: Link;
   private mux?: Mux;
+  /** The direct port could not be reached once: this run of the agent stays on the WebSocket. */
+  private directUnreachable = false;
   private session?: string;
   private stopping = false;
   private wake?: () => void;
@@ -94,7 +104,8 @@ export class Agent {
         this.opts.out.refused(outcome.code, outcome.message);
         return 1;
       }
-      const why = outcome.kind === "refused" ? `${outcome.code}: ${outcome.message}` : outcome.why;
+      const why =
+        outcome.kind === "refused" ? `${outcome.code}: ${outcome.message}` : outcome.kind === "moved" ? "the server sent MOVE on its direct port" : outcome.why;
       const delay = backoff(attempt++);
       this.opts.out.reconnecting(why, delay, attempt);
       await new Promise<void>((resolve) => {
@@ -112,10 +123,10 @@ export class Agent {
   stop(): void {
     this.stopping = true;
     this.wake?.();
-    if (this.mux && !this.mux.closed && this.ws?.readyState === WebSocket.OPEN) {
+    if (this.mux && !this.mux.closed && this.link?.isOpen) {
       this.mux.sendControl(FrameType.GOAWAY);
     }
-    this.ws?.close(1000);
+    this.link?.close();
   }
 
   private async connectOnce(): Promise<{ outcome: Outcome; wasReady: boolean }> {
@@ -138,18 +149,60 @@ export class Agent {
     } else if (this.opts.proxy) {
       options.proxy = this.opts.proxy;
     }
+    // through a proxy the agent goes only where the proxy takes it
+    const canGoDirect = !this.opts.proxy && !this.directUnreachable;
+    let result: { outcome: Outcome; wasReady: boolean };
     try {
-      return await this.runSession(new WebSocket(url, options as Bun.WebSocketOptions));
+      result = await this.runSession(webSocketLink(url, options as Bun.WebSocketOptions), canGoDirect);
     } catch (err) {
       return { outcome: { kind: "lost", why: (err as Error).message }, wasReady: false };
     } finally {
       bridge?.close();
     }
+    if (result.outcome.kind !== "moved") return result;
+    if (!canGoDirect) {
+      // following it would be the same WebSocket, the same MOVE, again and again, with no backoff
+      return { outcome: { kind: "refused", code: WireError.PROTOCOL_ERROR, message: "MOVE to an agent that did not ask to go direct" }, wasReady: false };
+    }
+    const port = result.outcome.port;
+    let link: Link;
+    try {
+      const host = server.hostname.replace(/^\[|\]$/g, "");
+      link = await directLink({
+        host,
+        port,
+        tls: secure ? { rejectUnauthorized: !this.opts.insecure, serverName: host } : undefined,
+        timeoutMs: DIRECT_CONNECT_TIMEOUT_MS,
+      });
+    } catch (err) {
+      if (this.stopping) return { outcome: { kind: "stopped" }, wasReady: false };
+      // a firewall in the way, most often: the WebSocket, which did reach the server, carries the session
+      return this.stayOnWebSocket(port, (err as Error).message);
+    }
+    // Ctrl-C while the direct connection was being made
+    if (this.stopping) {
+      link.close();
+      return { outcome: { kind: "stopped" }, wasReady: false };
+    }
+    const direct = await this.runSession(link, true);
+    const o = direct.outcome;
+    if (direct.wasReady || this.stopping) return direct;
+    // the port took the connection, but no edge answered HELLO there (another service, a middlebox
+    // that lets connections in and nothing through): retrying would only be sent there again
+    if (o.kind === "lost") return this.stayOnWebSocket(port, `${o.why} before READY`);
+    if (o.kind === "refused" && o.ours) return this.stayOnWebSocket(port, `what answers there is not a burrow server: ${o.message}`);
+    return direct;
   }
 
-  private runSession(ws: WebSocket): Promise<{ outcome: Outcome; wasReady: boolean }> {
-    ws.binaryType = "nodebuffer"; // a Buffer view of the message, no extra ArrayBuffer copy
-    this.ws = ws;
+  /** The direct port did not work out: this run of the agent uses the WebSocket, starting now. */
+  private stayOnWebSocket(port: number, why: string): Promise<{ outcome: Outcome; wasReady: boolean }> {
+    this.directUnreachable = true;
+    this.opts.out.notice?.(`the server's direct port ${port} is out of reach (${why}); staying on the WebSocket`);
+    return this.connectOnce();
+  }
+
+  private runSession(link: Link, direct: boolean): Promise<{ outcome: Outcome; wasReady: boolean }> {
+    this.link = link;
     return new Promise((resolve) => {
       let wasReady = false;
       let settled = false;
@@ -160,47 +213,27 @@ export class Agent {
         mux.close();
         resolve({ outcome: this.stopping ? { kind: "stopped" } : o, wasReady });
       };
-
-      // Bun's client WebSocket has no drain event: past the limit, writers pause and we poll
-      let polling = false;
-      const pollDrain = () => {
-        if (ws.bufferedAmount < SEND_BUFFER_LIMIT / 2 || ws.readyState !== WebSocket.OPEN) {
-          polling = false;
-          mux.drained();
-        } else setTimeout(pollDrain, DRAIN_POLL_MS);
-      };
       const mux = new Mux({
         role: "agent",
-        send: (frame) => {
-          if (ws.readyState !== WebSocket.OPEN) return "closed";
-          ws.send(frame as Uint8Array<ArrayBuffer>);
-          if (ws.bufferedAmount <= SEND_BUFFER_LIMIT) return "sent";
-          if (!polling) {
-            polling = true;
-            setTimeout(pollDrain, DRAIN_POLL_MS);
-          }
-          return "backpressure";
-        },
+        send: (frames) => link.send(frames),
         onStream: (stream) => this.serve(stream),
         onControl: (type, payload) => this.control(type, payload, finish, () => (wasReady = true)),
         onClose: (code, message) => {
-          if (code === WireError.PROTOCOL_ERROR) finish({ kind: "refused", code, message });
-          ws.close(1000);
+          if (code === WireError.PROTOCOL_ERROR) finish({ kind: "refused", code, message, ours: true });
+          link.close();
         },
       });
       this.mux = mux;
       const keepalive = setInterval(() => {
         if (Date.now() - mux.lastReceivedAt > DEAD_AFTER_MS) {
           finish({ kind: "lost", why: `no answer from the server for ${DEAD_AFTER_MS / 1000} s` });
-          ws.close();
+          link.close();
           return;
         }
         mux.ping();
       }, KEEPALIVE_INTERVAL_MS);
 
-      let opened = false;
-      ws.onopen = () => {
-        opened = true;
+      link.onOpen = () => {
         mux.lastReceivedAt = Date.now();
         mux.sendControl(FrameType.HELLO, {
           version: PROTOCOL_VERSION,
@@ -209,23 +242,14 @@ export class Agent {
           proxy: Boolean(this.opts.proxy),
           resume: this.session,
           agent: `burrow/${VERSION}`,
+          direct,
         });
       };
-      ws.onmessage = (ev) => {
-        if (typeof ev.data !== "string") mux.receive(ev.data as Uint8Array);
-      };
-      // the error event carries why a connection failed (refused, a certificate that does not verify...)
-      let failure: string | undefined;
-      ws.onerror = (ev) => void (failure = describeSocketError(ev));
-      ws.onclose = (ev) =>
-        finish({
-          kind: "lost",
-          why: ev.reason
-            ? `connection closed (${ev.reason})`
-            : opened
-              ? "lost the connection to the server"
-              : `could not reach the server${failure ? `: ${failure}` : ""}`,
-        });
+      link.onMessage = (frames) => mux.receive(frames);
+      link.onBadFrames = (message) => mux.fail(WireError.PROTOCOL_ERROR, message);
+      link.onDrain = () => mux.drained();
+      link.onClose = (why) => finish({ kind: "lost", why });
+      if (link.isOpen) link.onOpen();
     });
   }
 
@@ -240,6 +264,10 @@ export class Agent {
       if (granted?.protocol === "tcp") this.request = { protocol: "tcp", port: granted.port };
       markReady();
       this.opts.out.ready(ready);
+    } else if (type === FrameType.MOVE) {
+      const parsed = v.safeParse(Move, parseJsonPayload(payload, "MOVE"));
+      if (!parsed.success) throw new ProtocolError(`bad MOVE: ${parsed.issues[0]?.message}`);
+      finish({ kind: "moved", port: parsed.output.port });
     } else if (type === FrameType.ERROR) {
       const parsed = v.safeParse(Refusal, parseJsonPayload(payload, "ERROR"));
       const r = parsed.success ? parsed.output : { code: "PROTOCOL_ERROR", message: "malformed ERROR frame" };
@@ -271,14 +299,6 @@ export class Agent {
       failed(err);
     }
   }
-}
-
-/** "WebSocket connection to 'wss://…' failed: TLS handshake failed: self signed certificate" -> the part after "failed: ", with a hint for certificates. */
-export function describeSocketError(ev: Event): string | undefined {
-  const message = (ev as ErrorEvent).message;
-  if (!message) return undefined;
-  const why = message.replace(/^WebSocket connection to '[^']*' failed: /, "").split("\n")[0]!.slice(0, 200);
-  return /certificate|TLS handshake/i.test(why) ? `${why} (--insecure accepts a certificate that does not verify)` : why;
 }
 
 /** Exponential backoff with jitter: half fixed, half random, capped. */

@@ -70,6 +70,9 @@ function consoleOutput(target: LocalTarget): AgentOutput {
     reconnecting(why, inMs, attempt) {
       console.log(`${timestamp()}  ${why}; reconnecting in ${(inMs / 1000).toFixed(1)} s (attempt ${attempt})`);
     },
+    notice(message) {
+      console.log(`${timestamp()}  ${message}`);
+    },
     refused(code, message) {
       console.error(`burrow: refused by the server: ${code}: ${message}`);
     },

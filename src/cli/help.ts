@@ -60,6 +60,8 @@ Flags:
   --domain D              public domain; tunnels are <name>.D        (default ${d.domain})
   --http-port N           public HTTP port for tunnels and agents    (default ${d["http-port"]})
   --admin-port N          admin API port                             (default ${d["admin-port"]})
+  --agent-port N          agents' direct port, faster than their WebSocket;
+                          0 = any free port, off = none              (default ${d["agent-port"]})
   --host H                address to listen on                       (default ${d.host})
   --data-dir DIR          where burrow.db lives                      (default ${d["data-dir"]})
   --tcp-ports A-B         ports TCP tunnels may take                 (default ${d["tcp-ports"]})

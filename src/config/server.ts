@@ -9,6 +9,7 @@ export const SERVER_DEFAULTS = {
   domain: "localhost",
   "http-port": "8080",
   "admin-port": "4041",
+  "agent-port": "4042",
   host: "0.0.0.0",
   "data-dir": "./data",
   "tcp-ports": "20000-29999",
@@ -23,6 +24,7 @@ export const SERVER_FLAGS: Record<keyof typeof SERVER_DEFAULTS, FlagSpec> = {
   domain: { type: "string", env: true },
   "http-port": { type: "string", env: true },
   "admin-port": { type: "string", env: true },
+  "agent-port": { type: "string", env: true },
   host: { type: "string", env: true },
   "data-dir": { type: "string", env: true },
   "tcp-ports": { type: "string", env: true },
@@ -37,6 +39,8 @@ export interface ServerConfig {
   domain: string;
   httpPort: number;
   adminPort: number;
+  /** Where agents connect directly (framed TCP, or TLS with --tls-cert); undefined: --agent-port off. */
+  agentPort?: number;
   host: string;
   dataDir: string;
   tcpPorts: { first: number; last: number };
@@ -62,6 +66,7 @@ const Schema = v.object({
   domain: v.pipe(v.string(), v.toLowerCase(), v.regex(DOMAIN, "--domain must be a DNS name such as tunnels.example.com")),
   "http-port": port("http-port"),
   "admin-port": port("admin-port"),
+  "agent-port": v.union([v.literal("off"), port("agent-port")], "--agent-port must be a port number from 0 to 65535, or off"),
   host: v.pipe(v.string(), v.minLength(1, "--host must not be empty")),
   "data-dir": v.pipe(v.string(), v.minLength(1, "--data-dir must not be empty")),
   "tcp-ports": v.pipe(
@@ -130,6 +135,7 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     domain: o.domain,
     httpPort: o["http-port"],
     adminPort: o["admin-port"],
+    agentPort: o["agent-port"] === "off" ? undefined : o["agent-port"],
     host: o.host,
     dataDir: o["data-dir"],
     tcpPorts: o["tcp-ports"],

@@ -1,10 +1,14 @@
 /**
- * The agents' side of the edge: one AgentConnection per WebSocket at
- * /_burrow/connect. It waits for HELLO, asks core who may open what, binds
- * what it was granted, answers READY, and from then on opens a stream per
- * visitor. Any refusal is an ERROR frame with a stable code, then close.
+ * The agents' side of the edge: one AgentConnection per agent connection,
+ * a WebSocket at /_burrow/connect or a direct socket on --agent-port. It
+ * waits for HELLO, asks core who may open what, binds what it was granted,
+ * answers READY, and from then on opens a stream per visitor. Any refusal
+ * is an ERROR frame with a stable code, then close.
+ *
+ * An agent that arrives by WebSocket and says it can go direct is sent a
+ * MOVE naming the direct port instead of READY: it says HELLO again there
+ * (or, if that port is out of its reach, here once more without asking).
  */
-import type { ServerWebSocket } from "bun";
 import * as v from "valibot";
 import { admit } from "../core/admission.ts";
 import { AppError } from "../core/errors.ts";
@@ -12,7 +16,7 @@ import type { Core } from "../core/index.ts";
 import { log } from "../log.ts";
 import { parseJsonPayload, ProtocolError } from "../protocol/frames.ts";
 import { Hello, type GrantedTunnel, type OpenMeta } from "../protocol/messages.ts";
-import { Mux, type Stream } from "../protocol/mux.ts";
+import { Mux, type SendResult, type Stream } from "../protocol/mux.ts";
 import { FrameType, HANDSHAKE_TIMEOUT_MS, PROTOCOL_VERSION, WireError, type FrameTypeValue } from "../protocol/wire.ts";
 import type { PortAllocator } from "./ports.ts";
 import type { AgentLink, Registry, Tunnel } from "./registry.ts";
@@ -24,12 +28,24 @@ export interface EdgeContext {
   /** The public address of an http tunnel, e.g. http://name.example.com */
   httpUrl(subdomain: string): string;
   tcpAddress(port: number): string;
+  /** The port a WebSocket agent that can go direct is sent to (MOVE); undefined: stay. */
+  directPort?(): number | undefined;
 }
 
 export interface AgentSocketData {
   kind: "agent";
   remote: string;
   conn?: AgentConnection;
+}
+
+/** What carries an agent's frames: its WebSocket or its direct socket. */
+export interface AgentTransport {
+  readonly kind: "websocket" | "direct";
+  /** The agent's address, "ip:port". */
+  readonly remote: string;
+  send(frames: Uint8Array): SendResult;
+  /** Ends the connection after what was sent; `reason` is a short code. */
+  close(reason: string): void;
 }
 
 export class AgentConnection implements AgentLink {
@@ -41,19 +57,16 @@ export class AgentConnection implements AgentLink {
   private handshakeTimer: ReturnType<typeof setTimeout>;
 
   constructor(
-    private readonly ws: ServerWebSocket<AgentSocketData>,
+    private readonly transport: AgentTransport,
     private readonly edge: EdgeContext,
   ) {
     this.mux = new Mux({
       role: "edge",
-      send: (frame) => {
-        const r = ws.send(frame);
-        return r === -1 ? "backpressure" : r === 0 ? "closed" : "sent";
-      },
+      send: (frames) => transport.send(frames),
       onControl: (type, payload) => this.control(type, payload),
       onClose: (code, message) => {
         if (code !== WireError.GOING_AWAY) log.info("agent connection closed", { session: this.sessionId, code, reason: message });
-        ws.close(1000, code.slice(0, 100));
+        transport.close(code.slice(0, 100));
       },
     });
     this.handshakeTimer = setTimeout(() => {
@@ -116,6 +129,13 @@ export class AgentConnection implements AgentLink {
         `this server speaks protocol version ${PROTOCOL_VERSION}, the agent ${hello.version}: please update burrow on the ${hello.version < PROTOCOL_VERSION ? "client" : "server"}`,
       );
     }
+    const directPort = this.edge.directPort?.();
+    if (hello.direct && this.transport.kind === "websocket" && directPort !== undefined) {
+      // nothing is admitted here: the agent says the same HELLO on the direct port
+      this.mux.sendControl(FrameType.MOVE, { port: directPort });
+      this.mux.close(WireError.GOING_AWAY, "moved to the direct port");
+      return;
+    }
     const { registry, ports, core } = this.edge;
     const created: Tunnel[] = [];
     try {
@@ -155,13 +175,14 @@ export class AgentConnection implements AgentLink {
         session: this.sessionId,
         user: owner.username,
         token: owner.tokenId,
-        remote: this.ws.data.remote,
+        remote: this.transport.remote,
+        transport: this.transport.kind,
         tunnels: granted.map((g) => g.url).join(","),
       });
     } catch (err) {
       for (const t of created) registry.remove(t);
       if (err instanceof AppError) {
-        log.info("agent refused", { code: err.code, reason: err.message, remote: this.ws.data.remote });
+        log.info("agent refused", { code: err.code, reason: err.message, remote: this.transport.remote });
         return this.refuse(err.code, err.message);
       }
       throw err;

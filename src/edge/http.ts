@@ -91,7 +91,8 @@ export async function forwardHttp(req: Request, url: URL, tunnel: Tunnel, ctx: F
   // a request without a body is one OPEN frame that also half-closes the stream
   const stream = tunnel.agent?.openStream(meta, !req.body);
   if (!stream) return badGatewayPage(ctx.host, "its agent is reconnecting or busy");
-  tunnel.countIn(JSON.stringify(meta.head).length);
+  const openBytes = stream.metaBytes;
+  tunnel.countIn(openBytes);
   req.signal.addEventListener("abort", () => stream.reset(), { once: true });
   if (req.body) void pipeInto(req.body, stream, (n) => tunnel.countIn(n));
 
@@ -107,7 +108,7 @@ export async function forwardHttp(req: Request, url: URL, tunnel: Tunnel, ctx: F
     log.info("tunnel request failed", { tunnel: ctx.host, path: url.pathname, err: (err as Error).message });
     return badGatewayPage(ctx.host, (err as Error).message);
   }
-  tunnel.countOut(JSON.stringify(head).length);
+  tunnel.countOut(stream.metaBytes - openBytes);
   const bodyless = req.method === "HEAD" || NO_BODY_STATUS.has(head.status);
   if (bodyless) {
     stream.onData = (chunk) => stream.consumed(chunk.byteLength);

@@ -1,7 +1,8 @@
 /**
  * The public face: one Bun.serve on --http-port. Requests for
  * <name>.<domain> go to tunnel <name>; on any other host, /_burrow/connect
- * is where agents connect. TCP tunnels listen on their own ports (ports.ts).
+ * is where agents connect. Agents that can are moved to the direct port
+ * (--agent-port, direct.ts). TCP tunnels listen on their own ports (ports.ts).
  */
 import type { Server, ServerWebSocket } from "bun";
 import type { Core } from "../core/index.ts";
@@ -9,6 +10,7 @@ import { log } from "../log.ts";
 import { CONNECT_PATH, DEAD_AFTER_MS, MAX_MESSAGE } from "../protocol/wire.ts";
 import { MAX_WS_MESSAGE } from "../protocol/ws-records.ts";
 import { AgentConnection, type AgentSocketData, type EdgeContext } from "./agents.ts";
+import { listenDirect } from "./direct.ts";
 import { forwardHttp, type ForwardContext } from "./http.ts";
 import { FLUSH_INTERVAL_MS, TrafficMeter } from "./meter.ts";
 import { landingPage, unknownTunnelPage } from "./pages.ts";
@@ -28,6 +30,8 @@ export interface EdgeOptions {
   responseTimeoutMs: number;
   /** Scheme and port visitors use, when a proxy in front differs from what the edge listens on. */
   publicUrl?: { scheme: "http" | "https"; port: number };
+  /** The direct port for agents (0: any free one); undefined: agents stay on the WebSocket. */
+  agentPort?: number;
 }
 
 type SocketData = AgentSocketData | VisitorSocketData;
@@ -39,6 +43,8 @@ const BACKPRESSURE_LIMIT = 4 * 1024 * 1024;
 export interface RunningEdge {
   /** The port the edge listens on. */
   port: number;
+  /** The direct port agents are moved to, when there is one. */
+  agentPort?: number;
   /** Where visitors and agents reach it, e.g. https://tunnels.example.com */
   publicUrl: string;
   registry: Registry;
@@ -58,12 +64,20 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   let publicPort = opts.publicUrl?.port ?? opts.port;
 
   const portSuffix = () => (publicPort === (secure ? 443 : 80) ? "" : `:${publicPort}`);
+  // Behind a proxy that adds TLS the edge itself speaks plain TCP: a direct port would carry
+  // agents' traffic unencrypted where their WebSocket was not, so there is none.
+  const directAllowed = opts.agentPort !== undefined && (Boolean(opts.tls) || !secure);
+  if (opts.agentPort !== undefined && !directAllowed) {
+    log.info("no direct agent port: the edge has no certificate of its own behind an https --public-url");
+  }
+  let direct: ReturnType<typeof listenDirect> | undefined;
   const edge: EdgeContext = {
     core,
     registry,
     ports,
     httpUrl: (sub) => `${scheme}://${sub}.${domain}${portSuffix()}`,
     tcpAddress: (port) => `${domain}:${port}`,
+    directPort: () => direct?.port,
   };
 
   async function fetch(req: Request, server: Server<SocketData>): Promise<Response | undefined> {
@@ -104,6 +118,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     port: opts.port,
     ...(opts.tls ? { tls: { cert: Bun.file(opts.tls.cert), key: Bun.file(opts.tls.key) } } : {}),
     idleTimeout: 0, // long polls and event streams stay open; dead agents are found by keepalive
+    reusePort: false, // a second server on the same port must fail, not share its visitors
     fetch,
     error(err) {
       log.error("edge request failed", { err: String(err) });
@@ -119,8 +134,20 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       sendPings: false,
       open(ws: ServerWebSocket<SocketData>) {
         if (ws.data.kind === "visitor") return visitorSocket.open(ws as ServerWebSocket<VisitorSocketData>);
-        const conn = new AgentConnection(ws as ServerWebSocket<AgentSocketData>, edge);
-        ws.data.conn = conn;
+        const agentWs = ws as ServerWebSocket<AgentSocketData>;
+        const conn = new AgentConnection(
+          {
+            kind: "websocket",
+            remote: agentWs.data.remote,
+            send(frames) {
+              const r = agentWs.send(frames);
+              return r === -1 ? "backpressure" : r === 0 ? "closed" : "sent";
+            },
+            close: (reason) => agentWs.close(1000, reason),
+          },
+          edge,
+        );
+        agentWs.data.conn = conn;
         agents.add(conn);
       },
       message(ws: ServerWebSocket<SocketData>, message: string | Buffer) {
@@ -144,6 +171,22 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     },
   });
   if (!opts.publicUrl) publicPort = server.port ?? opts.port;
+  if (directAllowed) {
+    try {
+      direct = listenDirect({ host: opts.host, port: opts.agentPort!, tls: opts.tls }, edge, {
+        opened: (conn) => agents.add(conn),
+        closed: (conn) => {
+          agents.delete(conn);
+          conn.closed();
+          meter.flush();
+        },
+      });
+    } catch (err) {
+      void server.stop(true);
+      const code = (err as { code?: string }).code;
+      throw Object.assign(new Error(`--agent-port ${opts.agentPort}: ${(err as Error).message}`), { code });
+    }
+  }
 
   const timers = [
     setInterval(() => meter.flush(), FLUSH_INTERVAL_MS),
@@ -161,10 +204,11 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   for (const t of timers) t.unref();
 
   const publicUrl = `${scheme}://${domain}${portSuffix()}`;
-  log.info("edge listening", { url: publicUrl, port: server.port });
+  log.info("edge listening", { url: publicUrl, port: server.port, agent_port: direct?.port ?? "off" });
 
   return {
     port: server.port ?? opts.port,
+    agentPort: direct?.port,
     publicUrl,
     registry,
     async stop() {
@@ -172,6 +216,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       for (const conn of agents) conn.refuse("SERVER_SHUTDOWN", "the server is shutting down");
       for (const t of registry.allTunnels()) registry.remove(t);
       await server.stop(true);
+      direct?.stop(true);
       meter.flush();
     },
   };

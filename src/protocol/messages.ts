@@ -34,6 +34,8 @@ export const Hello = v.object({
   /** Session id from a previous READY: the edge evicts that session (if still live) and hands its tunnels back. */
   resume: v.optional(v.pipe(v.string(), v.maxLength(64))),
   agent: v.optional(v.pipe(v.string(), v.maxLength(100))),
+  /** The agent can leave a WebSocket for the edge's direct port when sent MOVE. */
+  direct: v.optional(v.boolean(), false),
 });
 export type Hello = v.InferOutput<typeof Hello>;
 
@@ -61,6 +63,9 @@ export const Ready = v.object({
   ),
 });
 export type Ready = v.InferOutput<typeof Ready>;
+
+/** edge -> agent instead of READY: say HELLO again on this port of the same host. */
+export const Move = v.object({ port: v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(65535)) });
 
 /** Either way: why the connection ends (handshake refusal, revocation, protocol error). */
 export const Refusal = v.object({ code: v.string(), message: v.string() });

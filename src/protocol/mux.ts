@@ -43,7 +43,7 @@ export interface MuxOptions {
   role: "edge" | "agent";
   /** The peer opened a stream; set its handlers now. */
   onStream?(stream: Stream): void;
-  /** HELLO, READY, ERROR or GOAWAY arrived. */
+  /** HELLO, READY, ERROR, GOAWAY or MOVE arrived. */
   onControl?(type: FrameTypeValue, payload: Uint8Array): void;
   /** The mux is closed (by close() or a protocol error); close the transport. */
   onClose?(code: string, message: string): void;
@@ -95,7 +95,9 @@ export class Mux {
     this.nextId += 2;
     const stream = new Stream(this, id, meta);
     this.streams.set(id, stream);
-    this.sendFrame(FrameType.OPEN, id, jsonPayload(meta), end);
+    const payload = jsonPayload(meta);
+    stream.metaBytes = payload.byteLength;
+    this.sendFrame(FrameType.OPEN, id, payload, end);
     if (end) stream.endedWithFrame();
     return stream;
   }
@@ -238,6 +240,7 @@ export class Mux {
       case FrameType.READY:
       case FrameType.ERROR:
       case FrameType.GOAWAY:
+      case FrameType.MOVE:
         this.opts.onControl?.(type, payload);
         return;
       case FrameType.OPEN:
@@ -252,6 +255,7 @@ export class Mux {
     }
     switch (type) {
       case FrameType.REPLY:
+        s.metaBytes += payload.byteLength;
         s.receivedReply(parseJsonPayload(payload, "REPLY"));
         if (fin) s.receivedFin();
         return;
@@ -327,6 +331,8 @@ export class Stream {
   /** @internal */ sendWindow: number;
   bytesSent = 0;
   bytesReceived = 0;
+  /** Bytes of OPEN and REPLY metadata (a request's and a response's head) this stream carried. */
+  metaBytes = 0;
   private recvWindow: number;
   private unacked = 0;
   private dataHandler?: (chunk: Uint8Array) => void;

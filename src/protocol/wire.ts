@@ -1,8 +1,10 @@
 /**
  * Every fact of burrow's wire protocol, in one place.
  *
- * An agent holds one WebSocket to the edge (binary messages, no compression).
- * Each message carries one or more whole frames, back to back:
+ * An agent holds one connection to the edge: a WebSocket (binary messages,
+ * no compression), or a direct TCP/TLS socket on the edge's agent port,
+ * which carries the same frames back to back with no messages around them.
+ * Each WebSocket message carries one or more whole frames, back to back:
  *
  *   type u8 | stream u32 (big-endian) | length u32 (big-endian) | payload
  *
@@ -13,7 +15,7 @@
  * The type byte's high bit (FLAG_FIN) on OPEN, REPLY or DATA means "and no
  * more from me on this stream": a bodyless request is one OPEN, a small
  * response one REPLY and one DATA, with no separate FIN frames.
- * Stream 0 is the control stream: HELLO, READY, ERROR, PING, PONG, GOAWAY.
+ * Stream 0 is the control stream: HELLO, READY, ERROR, PING, PONG, GOAWAY, MOVE.
  * Other streams are opened by the edge (even ids) for each visitor
  * connection or request, and carry OPEN, REPLY, DATA, WINDOW, FIN, RST.
  * A sender has at most the credit the receiver granted in flight per stream;
@@ -35,6 +37,13 @@ export const FrameType = {
   PONG: 0x05,
   /** agent -> edge, stream 0: the agent is leaving on purpose; release its tunnels now, no grace. */
   GOAWAY: 0x06,
+  /**
+   * edge -> agent, stream 0, instead of READY: JSON {port}. The edge takes
+   * agents directly (frames over TCP, or TLS when it has a certificate) on
+   * that port: the agent closes this connection and says HELLO there. Sent
+   * only to an agent whose HELLO asked (\`direct\`), over a WebSocket.
+   */
+  MOVE: 0x07,
   /** opener -> acceptor: a new stream; JSON metadata (tunnel, kind, request head). */
   OPEN: 0x10,
   /** acceptor -> opener: the stream is accepted; JSON metadata (e.g. response head). */
@@ -64,6 +73,7 @@ export const CONTROL_FRAMES: ReadonlySet<number> = new Set([
   FrameType.PING,
   FrameType.PONG,
   FrameType.GOAWAY,
+  FrameType.MOVE,
 ]);
 
 /** Set in the type byte of OPEN, REPLY or DATA: the sender half-closes with this frame. */

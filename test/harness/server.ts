@@ -31,6 +31,8 @@ export interface TestServer extends AsyncDisposable {
   edgePort: number;
   /** http://127.0.0.1:<edgePort>, what an agent's --server takes. */
   edgeUrl: string;
+  /** The direct port agents are moved to; undefined with --agent-port off. */
+  agentPort?: number;
   dataDir: string;
   proc: Subprocess<"ignore", "pipe", "pipe">;
   output: LineReader;
@@ -53,6 +55,8 @@ export async function startServer(opts: StartOptions = {}): Promise<TestServer> 
       "--admin-port",
       "0",
       "--http-port",
+      "0",
+      "--agent-port",
       "0",
       "--data-dir",
       dataDir,
@@ -83,7 +87,9 @@ export async function startServer(opts: StartOptions = {}): Promise<TestServer> 
     const adminUrl = /url=(\S+)/.exec(line)![1]!;
     const edgePort = Number(/edge_port=(\d+)/.exec(line)![1]);
     const edgeUrl = `http://127.0.0.1:${edgePort}`;
-    return { adminUrl, edgePort, edgeUrl, dataDir, proc, output, stop, [Symbol.asyncDispose]: async () => void (await stop()) };
+    const agentPortText = /agent_port=(\d+)/.exec(line)?.[1];
+    const agentPort = agentPortText === undefined ? undefined : Number(agentPortText);
+    return { adminUrl, edgePort, edgeUrl, agentPort, dataDir, proc, output, stop, [Symbol.asyncDispose]: async () => void (await stop()) };
   } catch (err) {
     await stop("SIGKILL");
     throw new Error(`server did not start: ${(err as Error).message}\n${output.text()}`);

@@ -1,0 +1,77 @@
+/**
+ * The edge's direct port (--agent-port): agents that were sent MOVE connect
+ * here and speak the same frames as over the WebSocket, back to back on a
+ * plain TCP socket (TLS when the edge has a certificate). No WebSocket
+ * framing or masking between the two event loops: this is the fast path
+ * for bulk bytes. Everything past the bytes is AgentConnection's, as for a
+ * WebSocket.
+ */
+import type { Socket, TCPSocketListener } from "bun";
+import { log } from "../log.ts";
+import { FrameReader } from "../protocol/frame-reader.ts";
+import { ProtocolError } from "../protocol/frames.ts";
+import { SocketSender } from "../protocol/socket-sender.ts";
+import { WireError } from "../protocol/wire.ts";
+import { AgentConnection, type AgentTransport, type EdgeContext } from "./agents.ts";
+
+interface DirectSocketData {
+  conn?: AgentConnection;
+  reader?: FrameReader;
+  sender?: SocketSender;
+}
+
+export interface DirectPortHooks {
+  opened(conn: AgentConnection): void;
+  closed(conn: AgentConnection): void;
+}
+
+export function listenDirect(
+  opts: { host: string; port: number; tls?: { cert: string; key: string } },
+  edge: EdgeContext,
+  hooks: DirectPortHooks,
+): TCPSocketListener<DirectSocketData> {
+  return Bun.listen<DirectSocketData>({
+    hostname: opts.host,
+    port: opts.port,
+    exclusive: true, // a second server on this port must fail, not share the agents
+    ...(opts.tls ? { tls: { cert: Bun.file(opts.tls.cert), key: Bun.file(opts.tls.key) } } : {}),
+    socket: {
+      open(socket) {
+        socket.setNoDelay(true);
+        const sender = new SocketSender(socket as Socket<unknown>);
+        const transport: AgentTransport = {
+          kind: "direct",
+          remote: `${socket.remoteAddress}:${(socket as { remotePort?: number }).remotePort ?? 0}`,
+          send: (frames) => sender.send(frames),
+          close: () => sender.end(),
+        };
+        const conn = new AgentConnection(transport, edge);
+        socket.data = { conn, sender, reader: new FrameReader((frames) => conn.mux.receive(frames)) };
+        hooks.opened(conn);
+      },
+      data(socket, chunk) {
+        const { conn, reader } = socket.data;
+        if (!conn || !reader || conn.mux.closed) return;
+        try {
+          reader.push(chunk);
+        } catch (err) {
+          if (!(err instanceof ProtocolError)) throw err;
+          conn.refuse(WireError.PROTOCOL_ERROR, err.message);
+        }
+      },
+      drain(socket) {
+        const { conn, sender } = socket.data;
+        if (sender?.flush()) conn?.mux.drained();
+      },
+      close(socket) {
+        const { conn } = socket.data;
+        if (!conn) return;
+        socket.data.conn = undefined;
+        hooks.closed(conn);
+      },
+      error(socket, err) {
+        log.info("agent socket error", { session: socket.data.conn?.sessionId, err: err.message });
+      },
+    },
+  });
+}
