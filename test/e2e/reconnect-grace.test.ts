@@ -43,6 +43,13 @@ function cut(how: "both" | "agent side only"): number {
   return n;
 }
 
+/** Waits (bounded) until earlier tests' proxied connections have closed, so cut() counts only this test's. */
+async function noProxiedConnections(): Promise<void> {
+  const deadline = Date.now() + 5_000;
+  while (pairs.size > 0 && Date.now() < deadline) await Bun.sleep(20);
+  expect(pairs.size).toBe(0);
+}
+
 beforeAll(async () => {
   tcpRange = freeRange(6);
   server = await startServer({ args: ["--tcp-ports", `${tcpRange.first}-${tcpRange.last}`] });
@@ -56,7 +63,9 @@ beforeAll(async () => {
         client.pipe(target).pipe(client);
       });
       pairs.set(client, target);
-      target.on("error", () => client.destroy());
+      // the server closing its side ends the agent's too: left to the pipe, the agent's side would stay
+      // half-open (its reader paused) and outlive the test
+      target.on("error", () => client.destroy()).on("close", () => client.destroy());
       client.on("error", () => target.destroy()).on("close", () => pairs.delete(client));
     });
   });
@@ -199,6 +208,7 @@ async function nthForwarding(agent: TestAgent, n: number): Promise<string> {
 
 test("when the connection drops under a running agent, it reconnects by itself and keeps its random name", async () => {
   const a = await newUser();
+  await noProxiedConnections();
   await using agent = await startAgent(http(a.token, undefined, ["--proxy", proxyUrl()]));
   const name = agent.subdomain!;
   expect(cut("both")).toBe(1);
@@ -212,6 +222,7 @@ test("when the connection drops under a running agent, it reconnects by itself a
 test("an agent whose old connection the server still takes for live (half-open) resumes it, even at its tunnel limit", async () => {
   const a = await newUser();
   await api.put(`/api/users/${a.id}`, { max_tunnels: 1, max_devices: 1 });
+  await noProxiedConnections();
   await using agent = await startAgent(http(a.token, "halfopen", ["--proxy", proxyUrl()]));
   expect(cut("agent side only")).toBe(1);
   // the server has heard nothing: the old session is still listed
