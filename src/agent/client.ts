@@ -44,6 +44,8 @@ export const FATAL_CODES = new Set([
 
 /** How long the agent tries the edge's direct port before it stays on the WebSocket. */
 const DIRECT_CONNECT_TIMEOUT_MS = 3_000;
+/** How long the agent waits for READY (or a refusal) on the direct port before it stays on the WebSocket. */
+const DIRECT_ANSWER_TIMEOUT_MS = 5_000;
 
 export interface AgentOptions {
   server: string;
@@ -184,7 +186,7 @@ export class Agent {
       link.close();
       return { outcome: { kind: "stopped" }, wasReady: false };
     }
-    const direct = await this.runSession(link, true);
+    const direct = await this.runSession(link, true, DIRECT_ANSWER_TIMEOUT_MS);
     const o = direct.outcome;
     if (direct.wasReady || this.stopping) return direct;
     // the port took the connection, but no edge answered HELLO there (another service, a middlebox
@@ -201,7 +203,8 @@ export class Agent {
     return this.connectOnce();
   }
 
-  private runSession(link: Link, direct: boolean): Promise<{ outcome: Outcome; wasReady: boolean }> {
+  /** `answerWithinMs`: without READY or ERROR by then, the session is lost (a port that takes connections and says nothing). */
+  private runSession(link: Link, direct: boolean, answerWithinMs?: number): Promise<{ outcome: Outcome; wasReady: boolean }> {
     this.link = link;
     return new Promise((resolve) => {
       let wasReady = false;
@@ -210,6 +213,7 @@ export class Agent {
         if (settled) return;
         settled = true;
         clearInterval(keepalive);
+        clearTimeout(answerTimer);
         mux.close();
         resolve({ outcome: this.stopping ? { kind: "stopped" } : o, wasReady });
       };
@@ -232,6 +236,14 @@ export class Agent {
         }
         mux.ping();
       }, KEEPALIVE_INTERVAL_MS);
+      const answerTimer =
+        answerWithinMs === undefined
+          ? undefined
+          : setTimeout(() => {
+              if (wasReady) return;
+              finish({ kind: "lost", why: `no answer within ${answerWithinMs / 1000} s` });
+              link.close();
+            }, answerWithinMs);
 
       link.onOpen = () => {
         mux.lastReceivedAt = Date.now();

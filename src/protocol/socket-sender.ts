@@ -15,13 +15,19 @@ import type { SendResult } from "./mux.ts";
  */
 const QUEUE_LIMIT = 16 * 1024 * 1024;
 
+/** How long end() waits for the peer to read what is still queued. */
+const END_GRACE_MS = 5_000;
+
 export class SocketSender {
   private queue: Uint8Array[] = [];
   private queued = 0;
   private ending = false;
   private closed = false;
 
-  constructor(private readonly socket: Socket<unknown>) {}
+  constructor(
+    private readonly socket: Socket<unknown>,
+    private readonly endGraceMs = END_GRACE_MS,
+  ) {}
 
   get bufferedAmount(): number {
     return this.queued;
@@ -68,11 +74,21 @@ export class SocketSender {
     return true;
   }
 
-  /** Ends the connection once what is queued (a last ERROR, say) has been written. */
+  /**
+   * Ends the connection once what is queued (a last ERROR, say) has been
+   * written; a peer that does not read it within END_GRACE_MS is cut off,
+   * so a connection that is being closed cannot stay open for ever.
+   */
   end(): void {
     if (this.closed || this.ending) return;
     this.ending = true;
-    this.flush();
+    if (this.flush()) return;
+    const timer = setTimeout(() => {
+      if (this.closed) return;
+      this.socket.terminate();
+      this.markClosed();
+    }, this.endGraceMs);
+    timer.unref();
   }
 
   private markClosed(): "closed" {

@@ -125,7 +125,9 @@ function freePort(): number {
   return port;
 }
 
-const BASE_ENV = { BURROW_ADMIN_USERNAME: "admin", BURROW_ADMIN_PASSWORD: ADMIN_PASSWORD };
+// BURROW_AGENT_PORT=0: a server started here takes any free direct port, never the default 4042
+// another server (or another test run) on this machine may hold
+const BASE_ENV = { BURROW_ADMIN_USERNAME: "admin", BURROW_ADMIN_PASSWORD: ADMIN_PASSWORD, BURROW_AGENT_PORT: "0" };
 
 describe("help and version", () => {
   test("--help and -h print the usage and exit 0", async () => {
@@ -145,7 +147,7 @@ describe("help and version", () => {
     expect(out.timedOut).toBe(false);
     expect(out.code).toBe(0);
     expect(out.stdout).toContain("Usage");
-    for (const flag of ["--domain", "--http-port", "--admin-port", "--host", "--data-dir", "--tcp-ports", "--system-subdomains"]) {
+    for (const flag of ["--domain", "--http-port", "--admin-port", "--agent-port", "--host", "--data-dir", "--tcp-ports", "--system-subdomains"]) {
       expect(out.stdout).toContain(flag);
     }
     expect(out.stdout).toContain("BURROW_");
@@ -168,6 +170,10 @@ describe("a mistake on the command line", () => {
     { name: "an unknown short flag", args: (d) => ["server", "--admin-port", "0", "--data-dir", d, "-z"], mentions: "-z" },
     { name: "--http-port abc", args: (d) => ["server", "--admin-port", "0", "--data-dir", d, "--http-port", "abc"], mentions: "http-port" },
     { name: "--admin-port 70000", args: (d) => ["server", "--http-port", "0", "--data-dir", d, "--admin-port", "70000"], mentions: "admin-port" },
+    { name: "--agent-port abc", args: (d) => ["server", "--admin-port", "0", "--data-dir", d, "--agent-port", "abc"], mentions: "--agent-port must be a port number from 0 to 65535, or off" },
+    { name: "--agent-port 70000", args: (d) => ["server", "--admin-port", "0", "--data-dir", d, "--agent-port", "70000"], mentions: "--agent-port must be a port number from 0 to 65535" },
+    { name: "--agent-port 4042x", args: (d) => ["server", "--admin-port", "0", "--data-dir", d, "--agent-port", "4042x"], mentions: "agent-port" },
+    { name: "--agent-port OFF", args: (d) => ["server", "--admin-port", "0", "--data-dir", d, "--agent-port", "OFF"], mentions: "agent-port" },
     { name: "--tcp-ports 5-1", args: (d) => ["server", "--admin-port", "0", "--data-dir", d, "--tcp-ports", "5-1"], mentions: "tcp-ports" },
     { name: "--tcp-ports x", args: (d) => ["server", "--admin-port", "0", "--data-dir", d, "--tcp-ports", "x"], mentions: "tcp-ports" },
     { name: "--domain 'bad domain'", args: (d) => ["server", "--admin-port", "0", "--data-dir", d, "--domain", "bad domain"], mentions: "domain" },
@@ -256,6 +262,7 @@ describe("settings from the environment", () => {
   const badEnv: [string, string, string][] = [
     ["BURROW_HTTP_PORT", "abc", "http-port"],
     ["BURROW_ADMIN_PORT", "70000", "admin-port"],
+    ["BURROW_AGENT_PORT", "abc", "agent-port"],
     ["BURROW_TCP_PORTS", "5-1", "tcp-ports"],
     ["BURROW_DOMAIN", "bad domain", "domain"],
     ["BURROW_SYSTEM_SUBDOMAINS", "a,b_c", "system-subdomains"],
@@ -275,6 +282,32 @@ describe("settings from the environment", () => {
       expect(existsSync(dataDir)).toBe(false);
     }, SLOW);
   }
+
+  test("--agent-port and BURROW_AGENT_PORT: a port, or off; the flag wins over the environment", async () => {
+    const agentPortOf = async (args: string[], env: Record<string, string | undefined>) => {
+      await using s = await spawnServer(["--host", "127.0.0.1", "--admin-port", "0", "--http-port", "0", "--data-dir", newDir(), ...args], { ...BASE_ENV, ...env });
+      return /agent_port=(\S+)/.exec(s.output.lines.find((l) => LISTENING.test(l))!)?.[1];
+    };
+    const port = freePort();
+    expect(await agentPortOf(["--agent-port", "off"], {})).toBe("off");
+    expect(await agentPortOf([], { BURROW_AGENT_PORT: "off" })).toBe("off");
+    expect(await agentPortOf([], { BURROW_AGENT_PORT: String(port) })).toBe(String(port));
+    expect(await agentPortOf(["--agent-port", "off"], { BURROW_AGENT_PORT: String(port) })).toBe("off");
+    expect(await agentPortOf(["--agent-port", "0"], { BURROW_AGENT_PORT: "abc" })).toMatch(/^[1-9][0-9]*$/);
+  }, SLOW);
+
+  test("an --agent-port another program holds: 'cannot listen', exit 1, and nothing half started keeps the process alive", async () => {
+    const busy = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+    try {
+      const out = await run(["server", "--host", "127.0.0.1", "--admin-port", "0", "--http-port", "0", "--data-dir", newDir(), "--agent-port", String(busy.port)], BASE_ENV);
+      expect(out.timedOut).toBe(false);
+      expect(out.code).toBe(1);
+      expect(out.stderr).toMatch(/^burrow: cannot listen/m);
+      expect(out.stdout).not.toContain("admin api listening");
+    } finally {
+      busy.stop(true);
+    }
+  }, SLOW);
 
   test("BURROW_SYSTEM_SUBDOMAINS sets the system names, and --system-subdomains wins over it", async () => {
     const base = { ...BASE_ENV, BURROW_HOST: "127.0.0.1", BURROW_ADMIN_PORT: "0", BURROW_HTTP_PORT: "0" };

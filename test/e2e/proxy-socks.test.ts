@@ -36,6 +36,9 @@ test("an agent with --proxy socks5://... tunnels through the proxy", async () =>
   expect(proxy.connects).toEqual([`127.0.0.1:${server.edgePort}`]);
   const res = await tunnelFetch(server.edgePort, "socksy", "/");
   expect(await res.text()).toBe("via socks");
+  // through a proxy the agent does not ask for the direct port, which the proxy would not carry
+  expect(await server.output.waitFor(/agent connected .*user=socks-user /, 5_000)).toContain("transport=websocket");
+  expect(agent.output.text()).not.toContain("direct port");
 });
 
 test("ALL_PROXY=socks5://... is used when no --proxy is given", async () => {
@@ -44,6 +47,7 @@ test("ALL_PROXY=socks5://... is used when no --proxy is given", async () => {
   await using agent = await startAgent({ kind: "http", target: upstream.port!, server: server.edgeUrl, token, env: { ALL_PROXY: proxy.url } });
   expect(agent.publicUrl).toStartWith("http://");
   expect(proxy.connects.length).toBe(1);
+  expect(await server.output.waitFor(/agent connected .*user=socks-env-user /, 5_000)).toContain("transport=websocket");
 });
 
 test("a user who may not use a proxy is refused with PROXY_DENIED, even through SOCKS", async () => {

@@ -39,6 +39,28 @@ test("the agent is given the public https URL without the edge's own port", asyn
   expect(seenProto).toBe("https");
 });
 
+test("behind a TLS proxy, with no certificate of its own, the server offers no direct port and says why", async () => {
+  // a direct port would carry in the clear what the agents' WebSocket carries over the proxy's TLS
+  expect(await server.output.waitFor(/admin api listening/, 1_000)).toContain(" agent_port=off");
+  expect(server.agentPort).toBeUndefined();
+  await server.output.waitFor(/no direct agent port/, 1_000);
+  const token = await signedIn(server).then(async (api) => api.createToken(await api.createUser("no-direct")));
+  await using agent = await startAgent({ kind: "http", target: upstream.port!, server: server.edgeUrl, token });
+  expect(await server.output.waitFor(/agent connected .*user=no-direct /, 5_000)).toContain("transport=websocket");
+  expect(agent.output.text()).not.toMatch(/direct port|reconnecting/);
+  expect(await (await tunnelFetch(server.edgePort, agent.subdomain!, "/")).text()).toBe("behind a proxy");
+});
+
+test("behind a plain-http proxy (--public-url http://...), agents still move to the direct port", async () => {
+  await using plain = await startServer({ args: ["--public-url", "http://localhost:8080"] });
+  expect(plain.agentPort).toBeGreaterThan(0);
+  const api = await signedIn(plain);
+  const token = await api.createToken(await api.createUser("plain-proxied"));
+  await using agent = await startAgent({ kind: "http", target: upstream.port!, server: plain.edgeUrl, token });
+  expect(agent.publicUrl).toBe(`http://${agent.subdomain}.localhost:8080`);
+  expect(await plain.output.waitFor(/agent connected .*user=plain-proxied /, 5_000)).toContain("transport=direct");
+});
+
 test("the panel's server info names the public URL", async () => {
   const api = await signedIn(server);
   expect((await api.get("/api/server")).body).toEqual({ domain: "localhost", edge_url: "https://localhost", tcp_host: "localhost" });

@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { signedIn } from "../harness/admin.ts";
 import { startAgent } from "../harness/agent.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
+import { within } from "../harness/wait.ts";
 
 let certDir: string;
 let cert: string;
@@ -59,8 +60,33 @@ function visit(subdomain: string, path: string, headers: Record<string, string> 
   } as RequestInit);
 }
 
+/** The server's "agent connected" line for the tunnel `subdomain`, waited for (bounded). */
+const connectedLine = (subdomain: string) => server.output.waitFor(new RegExp(`agent connected .*tunnels=https://${subdomain}\\.localhost`), 5_000);
+
 test("the server says its public address is https", async () => {
   await server.output.waitFor(new RegExp(`edge listening url=https://localhost:${server.edgePort}`), 1_000);
+});
+
+test("with its own certificate the server offers a direct port (TLS too)", () => {
+  expect(server.agentPort).toBeGreaterThan(0);
+  expect(server.output.text()).not.toContain("no direct agent port");
+});
+
+test("the direct port speaks only TLS: plain bytes get no frame back", async () => {
+  const got: Buffer[] = [];
+  const closed = Promise.withResolvers<void>();
+  const sock = await Bun.connect({
+    hostname: "127.0.0.1",
+    port: server.agentPort!,
+    socket: { data: (_s, d) => void got.push(Buffer.from(d)), close: () => closed.resolve(), error: () => closed.resolve() },
+  });
+  // a well-formed HELLO in the clear: a TLS server reads it as a broken handshake
+  sock.write(new TextEncoder().encode("\x01\x00\x00\x00\x00\x00\x00\x00\x02{}"));
+  await within(closed.promise, 5_000, "the TLS port to drop a plaintext peer");
+  // whatever came back (a TLS alert at most) is not a burrow ERROR frame in the clear
+  const back = Buffer.concat(got);
+  expect(back.byteLength).toBeLessThan(9 + 2);
+  expect(back.toString("latin1")).not.toContain("PROTOCOL_ERROR");
 });
 
 test("without --insecure the agent refuses the self-signed certificate, says so, and keeps retrying", async () => {
@@ -70,11 +96,16 @@ test("without --insecure the agent refuses the self-signed certificate, says so,
   expect(agent.output.text()).not.toContain("Forwarding");
   expect(agent.proc.exitCode).toBeNull();
   expect(server.output.text()).not.toContain("user=secure-user");
+  // refused on the WebSocket, it never got as far as MOVE: no word of a direct port
+  expect(agent.output.text()).not.toContain("direct port");
 });
 
 test("with --insecure the agent connects, prints an https:// URL, and a visitor reaches the service over https", async () => {
   await using agent = await startAgent({ kind: "http", target: upstream.port!, server: httpsUrl, token, args: ["--insecure"] });
   expect(agent.publicUrl).toBe(`https://${agent.subdomain}.localhost:${server.edgePort}`);
+  // --insecure holds for the direct port's TLS as for the WebSocket's: the agent moved there
+  expect(await connectedLine(agent.subdomain!)).toContain("transport=direct");
+  expect(agent.output.text()).not.toContain("out of reach");
   seen.length = 0;
   const res = await visit(agent.subdomain!, "/over-tls", { "x-forwarded-proto": "http" });
   expect(res.status).toBe(200);
@@ -88,6 +119,9 @@ test("with --insecure the agent connects, prints an https:// URL, and a visitor 
 test("trusting the certificate through NODE_EXTRA_CA_CERTS, the agent connects without --insecure", async () => {
   await using agent = await startAgent({ kind: "http", target: upstream.port!, server: httpsUrl, token, env: { NODE_EXTRA_CA_CERTS: cert } });
   expect(agent.publicUrl).toStartWith("https://");
+  // the direct port's TLS is verified against the same extra CA, and the name localhost
+  expect(await connectedLine(agent.subdomain!)).toContain("transport=direct");
+  expect(agent.output.text()).not.toContain("out of reach");
   expect(await (await visit(agent.subdomain!, "/trusted")).text()).toBe("secure /trusted");
 });
 
