@@ -41,6 +41,22 @@ export function parseTarget(raw: string | undefined, allowScheme: boolean): Loca
   return { host, port, tls };
 }
 
+/**
+ * stdout for the agent's lines. A busy tunnel logs thousands of requests a
+ * second: lines written in one turn of the event loop go out in one write at
+ * its end, rather than a console.log (and a system call) each.
+ */
+let pending: string[] = [];
+function print(line: string): void {
+  if (pending.length === 0) setImmediate(flushLines);
+  pending.push(line);
+}
+function flushLines(): void {
+  const text = pending.join("\n") + "\n";
+  pending = [];
+  process.stdout.write(text);
+}
+
 let stampSecond = 0;
 let stampText = "";
 /** HH:MM:SS local time, formatted once a second (a busy tunnel prints many lines a second). */
@@ -57,23 +73,24 @@ function consoleOutput(target: LocalTarget): AgentOutput {
   const local = `${target.tls ? "https://" : ""}${target.host}:${target.port}`;
   return {
     ready(r) {
-      for (const t of r.tunnels) console.log(`Forwarding  ${t.url} -> ${local}   (user ${r.username})`);
-      console.log("Press Ctrl-C to stop.");
+      for (const t of r.tunnels) print(`Forwarding  ${t.url} -> ${local}   (user ${r.username})`);
+      print("Press Ctrl-C to stop.");
     },
     request(l) {
-      console.log(`${timestamp()}  ${l.method.padEnd(7)} ${l.path}  ${l.status}  ${Math.round(l.ms)} ms`);
+      print(`${timestamp()}  ${l.method.padEnd(7)} ${l.path}  ${l.status}  ${Math.round(l.ms)} ms`);
     },
     connection(l) {
-      if (l.event === "open") console.log(`${timestamp()}  connection from ${l.remote}`);
-      else console.log(`${timestamp()}  closed ${l.remote}  in ${l.bytesIn ?? 0} B, out ${l.bytesOut ?? 0} B`);
+      if (l.event === "open") print(`${timestamp()}  connection from ${l.remote}`);
+      else print(`${timestamp()}  closed ${l.remote}  in ${l.bytesIn ?? 0} B, out ${l.bytesOut ?? 0} B`);
     },
     reconnecting(why, inMs, attempt) {
-      console.log(`${timestamp()}  ${why}; reconnecting in ${(inMs / 1000).toFixed(1)} s (attempt ${attempt})`);
+      print(`${timestamp()}  ${why}; reconnecting in ${(inMs / 1000).toFixed(1)} s (attempt ${attempt})`);
     },
     notice(message) {
-      console.log(`${timestamp()}  ${message}`);
+      print(`${timestamp()}  ${message}`);
     },
     refused(code, message) {
+      if (pending.length > 0) flushLines(); // what came before the refusal reads before it
       console.error(`burrow: refused by the server: ${code}: ${message}`);
     },
   };

@@ -2,7 +2,7 @@
 import type { HeaderList } from "../protocol/messages.ts";
 
 /** Headers that describe one connection, not the message: never forwarded. */
-const HOP_BY_HOP = new Set([
+export const HOP_BY_HOP: ReadonlySet<string> = new Set([
   "connection",
   "keep-alive",
   "proxy-authenticate",

@@ -1,0 +1,114 @@
+/**
+ * Keep-alive connections to the local service, so a request does not pay
+ * for a TCP handshake (and the service for an accept) every time. Idle
+ * connections are reused newest first: the newest is the least likely to
+ * have been closed by the service. They are given up after IDLE_MS, well
+ * before common services close theirs (Node 5 s, nginx 75 s), so a reused
+ * connection is rarely one the service is closing at that very moment; the
+ * caller retries that race once (see exchange.ts).
+ */
+import { LocalConnection } from "./connection.ts";
+
+export interface PoolOptions {
+  /** Idle connections kept per service. */
+  maxIdle?: number;
+  /** An idle connection older than this is closed, never reused. */
+  idleMs?: number;
+}
+
+const MAX_IDLE = 64;
+const IDLE_MS = 4_000;
+
+export class ConnectionPool {
+  /** Idle connections per "host:port", oldest first. */
+  private readonly idle = new Map<string, LocalConnection[]>();
+  private readonly maxIdle: number;
+  private readonly idleMs: number;
+  private sweeper: ReturnType<typeof setInterval> | undefined;
+  /** Connections opened so far. */
+  opened = 0;
+
+  constructor(opts: PoolOptions = {}) {
+    this.maxIdle = opts.maxIdle ?? MAX_IDLE;
+    this.idleMs = opts.idleMs ?? IDLE_MS;
+  }
+
+  /** The newest live idle connection to the service, if any. */
+  take(host: string, port: number): LocalConnection | undefined {
+    const list = this.idle.get(keyOf(host, port));
+    if (!list) return undefined;
+    const now = performance.now();
+    while (list.length > 0) {
+      const conn = list.pop()!;
+      if (conn.closed) continue;
+      if (now - conn.idleSince < this.idleMs) {
+        conn.keepsProcessAlive(true);
+        return conn;
+      }
+      // this one is too old, and every one under it older still
+      conn.close();
+      for (const older of list.splice(0)) older.close();
+    }
+    return undefined;
+  }
+
+  /** A new connection, or why there is none. */
+  async open(host: string, port: number): Promise<LocalConnection | Error> {
+    const conn = await LocalConnection.open(host, port, keyOf(host, port));
+    if (!(conn instanceof Error)) this.opened++;
+    return conn;
+  }
+
+  /** Takes back a connection whose request is complete, to wait for the next one. */
+  put(conn: LocalConnection): void {
+    if (conn.closed) return;
+    conn.user = undefined;
+    conn.resume(); // an idle connection must still hear the service close it
+    conn.keepsProcessAlive(false);
+    let list = this.idle.get(conn.key);
+    if (!list) this.idle.set(conn.key, (list = []));
+    if (list.length >= this.maxIdle) list.shift()!.close();
+    conn.idleSince = performance.now();
+    list.push(conn);
+    if (this.sweeper === undefined) {
+      this.sweeper = setInterval(() => this.sweep(), Math.max(50, this.idleMs / 4));
+      this.sweeper.unref(); // idle connections are no reason to keep the agent running
+    }
+  }
+
+  /** Idle connections kept now (tests look at this). */
+  get idleCount(): number {
+    let n = 0;
+    for (const list of this.idle.values()) n += list.filter((c) => !c.closed).length;
+    return n;
+  }
+
+  /** Closes every idle connection and stops the sweeper. */
+  close(): void {
+    for (const list of this.idle.values()) for (const conn of list) conn.close();
+    this.idle.clear();
+    this.stopSweeper();
+  }
+
+  /** Closes connections idle too long and forgets those the service closed. */
+  private sweep(): void {
+    const now = performance.now();
+    for (const [key, list] of this.idle) {
+      const live = list.filter((conn) => {
+        if (!conn.closed && now - conn.idleSince < this.idleMs) return true;
+        conn.close();
+        return false;
+      });
+      if (live.length > 0) this.idle.set(key, live);
+      else this.idle.delete(key);
+    }
+    if (this.idle.size === 0) this.stopSweeper();
+  }
+
+  private stopSweeper(): void {
+    if (this.sweeper !== undefined) clearInterval(this.sweeper);
+    this.sweeper = undefined;
+  }
+}
+
+const keyOf = (host: string, port: number) => `${host}:${port}`;
