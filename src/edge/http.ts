@@ -10,6 +10,7 @@ import { collect, pipeInto, readableFrom } from "../protocol/pipes.ts";
 import { headerList, toHeaders } from "../relay/headers.ts";
 import { log } from "../log.ts";
 import { badGatewayPage } from "./pages.ts";
+import { awaitReply } from "./replies.ts";
 import type { Tunnel } from "./registry.ts";
 
 /** Request headers the edge sets itself. */
@@ -46,31 +47,6 @@ export function requestMeta(req: Request, url: URL, tunnel: Tunnel, ctx: Forward
   };
 }
 
-/** Waits for the stream's REPLY; rejects on reset or after `timeoutMs`. */
-export function awaitReply(stream: Stream, timeoutMs: number): Promise<unknown> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      // reject before the reset, whose listener below would otherwise give the reason as a closed tunnel
-      reject(new Error(`it did not answer within ${Math.round(timeoutMs / 1000)} s`));
-      stream.reset();
-    }, timeoutMs);
-    stream.onReply = (meta) => {
-      clearTimeout(timer);
-      resolve(meta);
-    };
-    stream.whenReset((code) => {
-      clearTimeout(timer);
-      reject(new Error(describeReset(code)));
-    });
-  });
-}
-
-function describeReset(code: string): string {
-  const [name, ...rest] = code.split(" ");
-  if (name === "UPSTREAM_FAILED") return rest.length ? `the agent could not reach it (${rest.join(" ")})` : "the agent could not reach it";
-  return "the tunnel's connection closed";
-}
-
 const NO_BODY_STATUS = new Set([101, 204, 205, 304]);
 /**
  * Bun.serve drops a Content-Length set on a streamed body and sends it
@@ -93,12 +69,12 @@ export async function forwardHttp(req: Request, url: URL, tunnel: Tunnel, ctx: F
   if (!stream) return badGatewayPage(ctx.host, "its agent is reconnecting or busy");
   const openBytes = stream.metaBytes;
   tunnel.countIn(openBytes);
-  req.signal.addEventListener("abort", () => stream.reset(), { once: true });
   if (req.body) void pipeInto(req.body, stream, (n) => tunnel.countIn(n));
 
   let head: ResponseHead;
   try {
-    const parsed = readResponseHead(await awaitReply(stream, ctx.responseTimeoutMs));
+    // the visitor leaving while it waits resets the stream; after the head, the body's cancel does
+    const parsed = readResponseHead(await awaitReply(stream, ctx.responseTimeoutMs, req));
     if (!parsed) {
       stream.reset();
       return badGatewayPage(ctx.host, "its agent sent a malformed response");

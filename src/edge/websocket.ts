@@ -8,8 +8,9 @@ import * as v from "valibot";
 import { WsReply } from "../protocol/messages.ts";
 import type { Stream } from "../protocol/mux.ts";
 import { encodeCloseRecord, encodeRecord, MAX_WS_MESSAGE, RecordDecoder } from "../protocol/ws-records.ts";
-import { awaitReply, requestMeta, type ForwardContext } from "./http.ts";
+import { requestMeta, type ForwardContext } from "./http.ts";
 import { badGatewayPage } from "./pages.ts";
+import { awaitReply } from "./replies.ts";
 import type { Tunnel } from "./registry.ts";
 
 /** A visitor that sends faster than the tunnel carries is cut off past this much queued (one largest message and then some). */
@@ -46,7 +47,7 @@ export async function upgradeWebSocket(
   if (!stream) return badGatewayPage(ctx.host, "its agent is reconnecting or busy");
   let protocol: string | undefined;
   try {
-    const reply = v.safeParse(WsReply, await awaitReply(stream, ctx.responseTimeoutMs));
+    const reply = v.safeParse(WsReply, await awaitReply(stream, ctx.responseTimeoutMs, req));
     protocol = reply.success ? reply.output.protocol : undefined;
   } catch (err) {
     return badGatewayPage(ctx.host, (err as Error).message);
