@@ -52,6 +52,9 @@ export interface MuxOptions {
   initialWindow?: number;
 }
 
+/** The first scratch buffer: room for the handshake and small exchanges. */
+const SCRATCH_START = 4 * 1024;
+
 export class Mux {
   readonly streams = new Map<number, Stream>();
   lastReceivedAt = Date.now();
@@ -71,7 +74,7 @@ export class Mux {
    * life instead of a fresh one per frame, which keeps garbage and RSS down
    * on bulk transfers. Inside cork(), frames accumulate in it back to back.
    */
-  private readonly scratch = new Uint8Array(MAX_MESSAGE);
+  private scratch = new Uint8Array(SCRATCH_START);
   private batchBytes = 0;
   private corked = 0;
 
@@ -181,9 +184,27 @@ export class Mux {
   sendFrame(type: FrameTypeValue, stream: number, payload?: Uint8Array, fin = false): void {
     if (this.closed) return;
     const size = HEADER_LENGTH + (payload?.byteLength ?? 0);
-    if (this.batchBytes + size > this.scratch.byteLength) this.flushBatch();
+    if (this.batchBytes + size > this.scratch.byteLength) {
+      if (this.scratch.byteLength < MAX_MESSAGE) this.growScratch(this.batchBytes + size);
+      else this.flushBatch();
+    }
     this.batchBytes += writeFrame(this.scratch, this.batchBytes, type, stream, payload, fin);
     if (this.corked === 0 || this.batchBytes >= BATCH_BYTES) this.flushBatch();
+  }
+
+  /**
+   * The scratch buffer starts small and grows (doubling, up to MAX_MESSAGE)
+   * only for a connection that sends bigger batches: thousands of idle
+   * agents then hold a few KiB each, not a largest message each. (Memory an
+   * allocator hands out again must be zeroed for a new Uint8Array, which
+   * makes all of it resident.)
+   */
+  private growScratch(needed: number): void {
+    let size = this.scratch.byteLength;
+    while (size < needed && size < MAX_MESSAGE) size *= 2;
+    const grown = new Uint8Array(Math.min(Math.max(size, needed), MAX_MESSAGE));
+    grown.set(this.scratch.subarray(0, this.batchBytes));
+    this.scratch = grown;
   }
 
   /** @internal Sends as much of the stream's pending bytes as credit and transport allow. */
