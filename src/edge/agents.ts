@@ -62,6 +62,7 @@ export class AgentConnection implements AgentLink {
   ) {
     this.mux = new Mux({
       role: "edge",
+      batchOpens: true,
       send: (frames) => transport.send(frames),
       onControl: (type, payload) => this.control(type, payload),
       onClose: (code, message) => {

@@ -842,3 +842,59 @@ describe("FIN carried by other frames", () => {
     expect(seen).toEqual(["early ", "bytes", "<end>"]);
   });
 });
+
+describe("OPEN frames batched per event-loop turn (batchOpens, the edge's setting)", () => {
+  /** A mux whose sent messages are recorded as the frame types each carried. */
+  function recorder(batchOpens: boolean) {
+    const messages: string[][] = [];
+    const mux = new Mux({
+      role: "edge",
+      batchOpens,
+      send(message) {
+        const types: string[] = [];
+        let at = 0;
+        while (at < message.byteLength) {
+          types.push(message[at]! & 0x80 ? `${message[at]! & 0x7f}+fin` : String(message[at]));
+          at += HEADER_LENGTH + new DataView(message.buffer, message.byteOffset + at + 5, 4).getUint32(0);
+        }
+        messages.push(types);
+        return "sent";
+      },
+    });
+    return { mux, messages };
+  }
+
+  test("three requests opened in one turn leave as one message at its end, in order", async () => {
+    const { mux, messages } = recorder(true);
+    const a = mux.open({ n: 1 }, true);
+    const b = mux.open({ n: 2 }, true);
+    const c = mux.open({ n: 3 }, true);
+    expect(messages).toHaveLength(0); // nothing yet: the turn is not over
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(messages).toEqual([[`${FrameType.OPEN}+fin`, `${FrameType.OPEN}+fin`, `${FrameType.OPEN}+fin`]]);
+    expect([a.id, b.id, c.id]).toEqual([2, 4, 6]);
+  });
+
+  test("a body written right after its OPEN goes out behind it, in the same message", () => {
+    const { mux, messages } = recorder(true);
+    const s = mux.open({ n: 1 });
+    s.write(new Uint8Array([1, 2, 3])); // DATA is sent at once, taking the waiting OPEN with it
+    expect(messages).toEqual([[String(FrameType.OPEN), String(FrameType.DATA)]]);
+  });
+
+  test("closing the mux sends a waiting OPEN first; the turn's end then sends nothing more", async () => {
+    const { mux, messages } = recorder(true);
+    mux.open({ n: 1 }, true);
+    mux.close();
+    expect(messages).toEqual([[`${FrameType.OPEN}+fin`]]);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(messages).toHaveLength(1);
+  });
+
+  test("without it, each OPEN is its own message at once", () => {
+    const { mux, messages } = recorder(false);
+    mux.open({ n: 1 }, true);
+    mux.open({ n: 2 }, true);
+    expect(messages).toEqual([[`${FrameType.OPEN}+fin`], [`${FrameType.OPEN}+fin`]]);
+  });
+});
