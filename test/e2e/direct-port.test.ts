@@ -21,6 +21,7 @@ import { echoThrough, freeRange } from "../harness/ports.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
 import { startSocksProxy } from "../harness/socks-proxy.ts";
 import { within } from "../harness/wait.ts";
+import { agentWebSocketPeer } from "../harness/agent-peer.ts";
 
 const WAIT_MS = 5_000;
 const MiB = 1024 * 1024;
@@ -161,32 +162,6 @@ async function rawPeer(port: number): Promise<RawPeer> {
   };
 }
 
-/** Sends `messages` on a raw WebSocket to the agents' endpoint and collects the frames until it closes. */
-async function webSocketPeer(edgePort: number, messages: Uint8Array[]): Promise<{ frames: Frame[]; closed: boolean }> {
-  const ws = new WebSocket(`ws://127.0.0.1:${edgePort}${CONNECT_PATH}`);
-  ws.binaryType = "arraybuffer";
-  const frames: Frame[] = [];
-  const closed = new Promise<boolean>((resolve) => {
-    ws.onclose = () => resolve(true);
-    setTimeout(() => resolve(false), WAIT_MS);
-  });
-  ws.onmessage = (ev) => {
-    if (typeof ev.data !== "string") decodeFrames(new Uint8Array(ev.data as ArrayBuffer).slice(), (f) => frames.push(f));
-  };
-  await within(
-    new Promise((resolve, reject) => {
-      ws.onopen = resolve;
-      ws.onerror = reject;
-    }),
-    WAIT_MS,
-    "the WebSocket to open",
-  );
-  for (const m of messages) ws.send(m);
-  const wasClosed = await closed;
-  if (!wasClosed) ws.close();
-  return { frames, closed: wasClosed };
-}
-
 /** The server's "agent connected" line for `user`, waited for (bounded). */
 const connectedLine = (server: TestServer, user: string) => server.output.waitFor(new RegExp(`agent connected .*user=${user} `), WAIT_MS);
 
@@ -260,7 +235,7 @@ describe("a server with a direct port", () => {
 
   test("a WebSocket HELLO that asks to go direct gets MOVE to the direct port, nothing admitted, and the WebSocket closes", async () => {
     const token = await tokenFor("move-only");
-    const { frames, closed } = await webSocketPeer(server.edgePort, [helloFrame({ token, direct: true })]);
+    const { frames, closed } = await agentWebSocketPeer(server.edgePort, [helloFrame({ token, direct: true })]);
     expect(frames.map((f) => f.type)).toEqual([FrameType.MOVE]);
     expect(json(frames[0])).toEqual({ port: server.agentPort });
     expect(closed).toBe(true);
@@ -334,7 +309,7 @@ describe("a server with a direct port", () => {
       peer.write(bad);
       expect(await peer.closed()).toBe(true);
       const direct = refusal(peer.frames);
-      const ws = await webSocketPeer(server.edgePort, [helloFrame({ token: "brw_" + "x".repeat(43) })]);
+      const ws = await agentWebSocketPeer(server.edgePort, [helloFrame({ token: "brw_" + "x".repeat(43) })]);
       expect(ws.closed).toBe(true);
       expect(direct?.code).toBe("AUTH_FAILED");
       expect(direct?.code).toBe(refusal(ws.frames)?.code!);

@@ -4,11 +4,12 @@
  * (or just closes), and keeps serving everyone else.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { decodeFrames, encodeFrame, jsonPayload, type Frame } from "../../src/protocol/frames.ts";
-import { CONNECT_PATH, FrameType, MAX_PAYLOAD, PROTOCOL_VERSION } from "../../src/protocol/wire.ts";
+import { encodeFrame, jsonPayload, type Frame } from "../../src/protocol/frames.ts";
+import { FrameType, MAX_PAYLOAD, PROTOCOL_VERSION } from "../../src/protocol/wire.ts";
 import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { startAgent, tunnelFetch } from "../harness/agent.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
+import { agentWebSocketPeer } from "../harness/agent-peer.ts";
 
 const WAIT_MS = 5_000;
 let server: TestServer;
@@ -27,27 +28,8 @@ afterAll(async () => {
   upstream.stop(true);
 });
 
-/** Opens a raw WebSocket to the agents' endpoint, sends `messages`, and reports what came back until it closed. */
-async function hostile(messages: (string | Uint8Array)[]): Promise<{ frames: Frame[]; closed: boolean }> {
-  const ws = new WebSocket(`ws://127.0.0.1:${server.edgePort}${CONNECT_PATH}`);
-  ws.binaryType = "arraybuffer";
-  const frames: Frame[] = [];
-  const closed = new Promise<boolean>((resolve) => {
-    ws.onclose = () => resolve(true);
-    setTimeout(() => resolve(false), WAIT_MS);
-  });
-  ws.onmessage = (ev) => {
-    if (typeof ev.data !== "string") decodeFrames(new Uint8Array(ev.data as ArrayBuffer).slice(), (f) => frames.push(f));
-  };
-  await new Promise((resolve, reject) => {
-    ws.onopen = resolve;
-    ws.onerror = reject;
-  });
-  for (const m of messages) ws.send(m);
-  const wasClosed = await closed;
-  if (!wasClosed) ws.close();
-  return { frames, closed: wasClosed };
-}
+/** Sends `messages` to the agents' endpoint as an agent would, and reports what came back until it closed. */
+const hostile = (messages: (string | Uint8Array)[]) => agentWebSocketPeer(server.edgePort, messages, WAIT_MS);
 
 function refusal(frames: Frame[]): { code: string; message: string } | undefined {
   const error = frames.find((f) => f.type === FrameType.ERROR);
