@@ -81,6 +81,8 @@ export class Agent {
   private mux?: Mux;
   /** The direct port could not be reached once: this run of the agent stays on the WebSocket. */
   private directUnreachable = false;
+  /** The direct port that admitted the last session: reconnects try it first. */
+  private knownDirectPort?: number;
   private session?: string;
   private stopping = false;
   private wake?: () => void;
@@ -134,6 +136,14 @@ export class Agent {
   private async connectOnce(): Promise<{ outcome: Outcome; wasReady: boolean }> {
     const server = new URL(connectUrl(this.opts.server));
     const secure = server.protocol === "wss:";
+    // through a proxy the agent goes only where the proxy takes it
+    const canGoDirect = !this.opts.proxy && !this.directUnreachable;
+    if (canGoDirect && this.knownDirectPort !== undefined) {
+      // a reconnect: straight to the direct port that admitted the last session, one connection
+      // instead of a WebSocket and a MOVE first; if that fails, the WebSocket asks afresh
+      const again = await this.reconnectDirect(server, secure, this.knownDirectPort);
+      if (again) return again;
+    }
     const tls: Record<string, unknown> = { rejectUnauthorized: !this.opts.insecure };
     let options: Record<string, unknown> = { perMessageDeflate: false, tls };
     let url = server.toString();
@@ -151,8 +161,6 @@ export class Agent {
     } else if (this.opts.proxy) {
       options.proxy = this.opts.proxy;
     }
-    // through a proxy the agent goes only where the proxy takes it
-    const canGoDirect = !this.opts.proxy && !this.directUnreachable;
     let result: { outcome: Outcome; wasReady: boolean };
     try {
       result = await this.runSession(webSocketLink(url, options as Bun.WebSocketOptions), canGoDirect);
@@ -167,33 +175,55 @@ export class Agent {
       return { outcome: { kind: "refused", code: WireError.PROTOCOL_ERROR, message: "MOVE to an agent that did not ask to go direct" }, wasReady: false };
     }
     const port = result.outcome.port;
-    let link: Link;
-    try {
-      const host = server.hostname.replace(/^\[|\]$/g, "");
-      link = await directLink({
-        host,
-        port,
-        tls: secure ? { rejectUnauthorized: !this.opts.insecure, serverName: host } : undefined,
-        timeoutMs: DIRECT_CONNECT_TIMEOUT_MS,
-      });
-    } catch (err) {
-      if (this.stopping) return { outcome: { kind: "stopped" }, wasReady: false };
-      // a firewall in the way, most often: the WebSocket, which did reach the server, carries the session
-      return this.stayOnWebSocket(port, (err as Error).message);
-    }
-    // Ctrl-C while the direct connection was being made
-    if (this.stopping) {
-      link.close();
-      return { outcome: { kind: "stopped" }, wasReady: false };
-    }
+    const link = await this.openDirect(server, secure, port);
+    if (this.stopping) return { outcome: { kind: "stopped" }, wasReady: false };
+    // a firewall in the way, most often: the WebSocket, which did reach the server, carries the session
+    if (typeof link === "string") return this.stayOnWebSocket(port, link);
     const direct = await this.runSession(link, true, DIRECT_ANSWER_TIMEOUT_MS);
     const o = direct.outcome;
+    if (direct.wasReady) this.knownDirectPort = port;
     if (direct.wasReady || this.stopping) return direct;
     // the port took the connection, but no edge answered HELLO there (another service, a middlebox
     // that lets connections in and nothing through): retrying would only be sent there again
     if (o.kind === "lost") return this.stayOnWebSocket(port, `${o.why} before READY`);
     if (o.kind === "refused" && o.ours) return this.stayOnWebSocket(port, `what answers there is not a burrow server: ${o.message}`);
     return direct;
+  }
+
+  /** A link to the edge's direct port, or why there is none (Ctrl-C meanwhile closes it again). */
+  private async openDirect(server: URL, secure: boolean, port: number): Promise<Link | string> {
+    const host = server.hostname.replace(/^\[|\]$/g, "");
+    try {
+      const link = await directLink({
+        host,
+        port,
+        tls: secure ? { rejectUnauthorized: !this.opts.insecure, serverName: host } : undefined,
+        timeoutMs: DIRECT_CONNECT_TIMEOUT_MS,
+      });
+      if (this.stopping) link.close();
+      return link;
+    } catch (err) {
+      return (err as Error).message;
+    }
+  }
+
+  /**
+   * A session on the direct port remembered from before, or undefined when
+   * that did not work out (the server restarted with another port, say):
+   * then it is forgotten and the WebSocket asks as on a first connect. A
+   * refusal from the server itself (AUTH_FAILED...) is the outcome as is.
+   */
+  private async reconnectDirect(server: URL, secure: boolean, port: number): Promise<{ outcome: Outcome; wasReady: boolean } | undefined> {
+    const link = await this.openDirect(server, secure, port);
+    if (this.stopping) return { outcome: { kind: "stopped" }, wasReady: false };
+    if (typeof link !== "string") {
+      const r = await this.runSession(link, true, DIRECT_ANSWER_TIMEOUT_MS);
+      const o = r.outcome;
+      if (r.wasReady || this.stopping) return r;
+      if (o.kind === "refused" && !o.ours) return r;
+    }
+    this.knownDirectPort = undefined;
+    return undefined;
   }
 
   /** The direct port did not work out: this run of the agent uses the WebSocket, starting now. */

@@ -776,3 +776,63 @@ describe("an agent whose direct port is out of reach", () => {
     });
   }
 });
+
+describe("reconnecting after a session on the direct port", () => {
+  /** A direct port that answers every HELLO with READY, keeping its connections so the test can cut them. */
+  function readyPort() {
+    const sockets = new Set<Socket<undefined>>();
+    const port = standIn({
+      open: (s) => void sockets.add(s),
+      data: (s) => void s.write(readyFrame()),
+    });
+    return Object.assign(port, {
+      cut() {
+        for (const s of sockets) s.terminate();
+        sockets.clear();
+      },
+    });
+  }
+
+  test("the agent goes straight back to the direct port: no WebSocket, no MOVE the second time", async () => {
+    await using direct = readyPort();
+    await using edge = fakeEdge({ answer: moveTo(direct.port) });
+    await using agent = await startAgent({ kind: "http", target: upstream.port!, server: edge.url, token: "brw_fake" });
+    expect(edge.hellos).toHaveLength(1);
+    expect(direct.accepted).toBe(1);
+    direct.cut();
+    await agent.output.waitFor(/reconnecting in/, WAIT_MS);
+    await within(
+      (async () => {
+        while (direct.accepted < 2) await Bun.sleep(20);
+      })(),
+      10_000,
+      "a second connection to the direct port",
+    );
+    // the HELLO went to the direct port again; the WebSocket heard nothing more
+    await Bun.sleep(200);
+    expect(edge.hellos).toHaveLength(1);
+    expect(agent.output.text()).not.toContain("out of reach");
+  });
+
+  test("a remembered direct port that is gone (a restart on another port): the WebSocket asks afresh and is moved to the new one, without a notice", async () => {
+    const before = readyPort();
+    await using after = readyPort();
+    let current = before.port;
+    await using edge = fakeEdge({ answer: (hello) => moveTo(current)(hello) });
+    await using agent = await startAgent({ kind: "http", target: upstream.port!, server: edge.url, token: "brw_fake" });
+    expect(edge.hellos).toHaveLength(1);
+    current = after.port;
+    before.cut();
+    await before[Symbol.asyncDispose](); // nothing listens there any more
+    await within(
+      (async () => {
+        while (after.accepted < 1) await Bun.sleep(20);
+      })(),
+      10_000,
+      "the agent on the new direct port",
+    );
+    // it asked to go direct again: a port that moved is not a port out of reach
+    expect(edge.hellos.map((h) => h.direct)).toEqual([true, true]);
+    expect(agent.output.text()).not.toContain("out of reach");
+  });
+});
