@@ -1,7 +1,8 @@
 /**
  * Opens many idle agent sessions from one process with burrow's own agent
- * code: each an Agent (one WebSocket, one http tunnel with its own random
- * subdomain), as `burrow http` would open them.
+ * code: each an Agent (one connection, moved from its WebSocket to the
+ * server's direct port when it has one, and one http tunnel with its own
+ * random subdomain), as `burrow http` would open them.
  *
  *   bun bench/many-agents.ts --server URL --token T --target 127.0.0.1:PORT --counts 1000,10000 [--parallel 200]
  *
