@@ -309,6 +309,30 @@ describe("settings from the environment", () => {
     }
   }, SLOW);
 
+  for (const held of ["admin", "http", "agent"] as const) {
+    test(`a second burrow server on the ${held} port of a running one: 'cannot listen', exit 1, and the first keeps its port`, async () => {
+      await using first = await spawnServer(
+        ["--host", "127.0.0.1", "--admin-port", "0", "--http-port", "0", "--agent-port", "0", "--data-dir", newDir()],
+        BASE_ENV,
+      );
+      const line = first.output.lines.find((l) => LISTENING.test(l))!;
+      const ports = {
+        admin: new URL(first.url).port,
+        http: /edge_port=(\d+)/.exec(line)![1]!,
+        agent: /agent_port=(\d+)/.exec(line)![1]!,
+      };
+      const out = await run(
+        ["server", "--host", "127.0.0.1", "--admin-port", "0", "--http-port", "0", "--agent-port", "0", `--${held}-port`, ports[held], "--data-dir", newDir()],
+        BASE_ENV,
+      );
+      expect(out.timedOut).toBe(false);
+      expect(out.code).toBe(1);
+      expect(out.stderr).toMatch(/^burrow: cannot listen/m);
+      // the first server still answers on its admin port: nothing was shared with the second
+      expect((await fetch(`${first.url}/api/auth/me`)).status).toBe(401);
+    }, SLOW);
+  }
+
   test("BURROW_SYSTEM_SUBDOMAINS sets the system names, and --system-subdomains wins over it", async () => {
     const base = { ...BASE_ENV, BURROW_HOST: "127.0.0.1", BURROW_ADMIN_PORT: "0", BURROW_HTTP_PORT: "0" };
     {
