@@ -8,7 +8,7 @@ import type { Socket } from "bun";
 import { FrameReader } from "../protocol/frame-reader.ts";
 import { ProtocolError } from "../protocol/frames.ts";
 import type { SendResult } from "../protocol/mux.ts";
-import { SocketSender } from "../protocol/socket-sender.ts";
+import { SocketSender } from "../relay/socket-sender.ts";
 
 export interface Link {
   /** The connection is up (a direct link is up when it is made). */

@@ -10,7 +10,7 @@ import type { Socket, TCPSocketListener } from "bun";
 import { log } from "../log.ts";
 import { FrameReader } from "../protocol/frame-reader.ts";
 import { ProtocolError } from "../protocol/frames.ts";
-import { SocketSender } from "../protocol/socket-sender.ts";
+import { SocketSender } from "../relay/socket-sender.ts";
 import { WireError } from "../protocol/wire.ts";
 import { AgentConnection, type AgentTransport, type EdgeContext } from "./agents.ts";
 

@@ -7,6 +7,7 @@
 import type { Socket } from "bun";
 import type { Stream } from "../protocol/mux.ts";
 import { WireError } from "../protocol/wire.ts";
+import { PendingWrites } from "./pending-writes.ts";
 
 export interface RelayCounters {
   /** Bytes read from the socket, sent into the stream. */
@@ -16,7 +17,8 @@ export interface RelayCounters {
 }
 
 export class SocketRelay {
-  private queue: Uint8Array[] = [];
+  /** Bytes from the stream the socket has not taken yet; their credit returns as it takes them. */
+  private readonly pending: PendingWrites;
   private streamEnded = false;
   private socketEnded = false;
   /** Our side of the socket is half-closed (shutdown), its peer may still send. */
@@ -28,10 +30,14 @@ export class SocketRelay {
     private readonly stream: Stream,
     private readonly counters: RelayCounters = {},
   ) {
+    this.pending = new PendingWrites(socket, (n) => {
+      stream.consumed(n);
+      counters.toSocket?.(n);
+    });
     stream.onData = (chunk) => this.fromStream(chunk);
     stream.onEnd = () => {
       this.streamEnded = true;
-      if (this.queue.length === 0) this.endSocket();
+      if (this.pending.empty) this.endSocket();
     };
     stream.onDrain = () => socket.resume();
     stream.whenReset(() => {
@@ -49,20 +55,7 @@ export class SocketRelay {
   }
 
   socketDrain(): void {
-    while (this.queue.length > 0) {
-      const head = this.queue[0]!;
-      const written = this.socket.write(head);
-      if (written > 0) {
-        this.stream.consumed(written);
-        this.counters.toSocket?.(written);
-      }
-      if (written < head.byteLength) {
-        this.queue[0] = head.subarray(Math.max(written, 0));
-        return;
-      }
-      this.queue.shift();
-    }
-    if (this.streamEnded) this.endSocket();
+    if (this.pending.flush() && this.streamEnded) this.endSocket();
   }
 
   /** The socket's peer half-closed: no more bytes from it. */
@@ -80,21 +73,12 @@ export class SocketRelay {
       this.socketEnded = true;
       this.stream.end();
     }
-    if (!this.socketEnded || !this.streamEnded || this.queue.length > 0) this.stream.reset(WireError.CANCELLED);
+    if (!this.socketEnded || !this.streamEnded || !this.pending.empty) this.stream.reset(WireError.CANCELLED);
   }
 
   private fromStream(chunk: Uint8Array): void {
     if (this.closed) return;
-    if (this.queue.length > 0) {
-      this.queue.push(chunk);
-      return;
-    }
-    const written = this.socket.write(chunk);
-    if (written > 0) {
-      this.stream.consumed(written);
-      this.counters.toSocket?.(written);
-    }
-    if (written < chunk.byteLength) this.queue.push(chunk.subarray(Math.max(written, 0)));
+    this.pending.write(chunk);
   }
 
   private endSocket(): void {

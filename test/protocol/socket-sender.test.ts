@@ -6,7 +6,7 @@
  */
 import { expect, test } from "bun:test";
 import type { Socket } from "bun";
-import { SocketSender } from "../../src/protocol/socket-sender.ts";
+import { SocketSender } from "../../src/relay/socket-sender.ts";
 
 /** A socket whose kernel takes `room` bytes per write (Infinity: all), recording what it took. */
 class ScriptedSocket {

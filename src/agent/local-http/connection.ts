@@ -6,6 +6,7 @@
  * waits here, in order, and goes out on drain.
  */
 import type { Socket, SocketHandler } from "bun";
+import { PendingWrites } from "../../relay/pending-writes.ts";
 
 export interface ConnectionUser {
   received(bytes: Uint8Array): void;
@@ -38,7 +39,7 @@ export class LocalConnection {
   idleSince = 0;
   closed = false;
   private paused = false;
-  private backlog: Uint8Array[] = [];
+  private pending!: PendingWrites;
   private socket!: Socket<LocalConnection>;
 
   private constructor(readonly key: string) {}
@@ -48,6 +49,7 @@ export class LocalConnection {
     const conn = new LocalConnection(key);
     try {
       conn.socket = await Bun.connect({ hostname, port, data: conn, socket: handlers });
+      conn.pending = new PendingWrites(conn.socket);
     } catch (err) {
       return err instanceof Error ? err : new Error(String(err));
     }
@@ -56,20 +58,13 @@ export class LocalConnection {
 
   /** Nothing waits to be written. */
   get flushed(): boolean {
-    return this.backlog.length === 0;
+    return this.pending.empty;
   }
 
   /** Writes bytes in order; false when some wait for the socket to drain (the user hears drained()). */
   write(bytes: Uint8Array): boolean {
     if (this.closed) return false;
-    if (this.backlog.length > 0) {
-      this.backlog.push(bytes);
-      return false;
-    }
-    const written = this.socket.write(bytes);
-    if (written === bytes.byteLength) return true;
-    this.backlog.push(written > 0 ? bytes.subarray(written) : bytes);
-    return false;
+    return this.pending.write(bytes);
   }
 
   /** Stops reading from the service (the tunnel stream is out of credit). */
@@ -97,7 +92,7 @@ export class LocalConnection {
     if (this.closed) return;
     this.closed = true;
     this.user = undefined;
-    this.backlog = [];
+    this.pending.clear();
     this.socket.end();
   }
 
@@ -106,7 +101,7 @@ export class LocalConnection {
     if (this.closed) return;
     this.closed = true;
     this.user = undefined;
-    this.backlog = [];
+    this.pending.clear();
     this.socket.terminate();
   }
 
@@ -118,22 +113,13 @@ export class LocalConnection {
   }
 
   onDrain(): void {
-    while (this.backlog.length > 0) {
-      const head = this.backlog[0]!;
-      const written = this.socket.write(head);
-      if (written < head.byteLength) {
-        if (written > 0) this.backlog[0] = head.subarray(written);
-        return;
-      }
-      this.backlog.shift();
-    }
-    this.user?.drained();
+    if (this.pending.flush()) this.user?.drained();
   }
 
   onGone(error: Error | undefined): void {
     if (this.closed) return;
     this.closed = true;
-    this.backlog = [];
+    this.pending.clear();
     const user = this.user;
     this.user = undefined;
     user?.lost(error);

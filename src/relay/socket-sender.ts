@@ -6,7 +6,8 @@
  * the mux is told "backpressure" until the socket drains.
  */
 import type { Socket } from "bun";
-import type { SendResult } from "./mux.ts";
+import { PendingWrites } from "./pending-writes.ts";
+import type { SendResult } from "../protocol/mux.ts";
 
 /**
  * Held past this, the peer is not reading at all (the mux already stopped
@@ -19,53 +20,37 @@ const QUEUE_LIMIT = 16 * 1024 * 1024;
 const END_GRACE_MS = 5_000;
 
 export class SocketSender {
-  private queue: Uint8Array[] = [];
-  private queued = 0;
+  private readonly pending: PendingWrites;
   private ending = false;
   private closed = false;
 
   constructor(
     private readonly socket: Socket<unknown>,
     private readonly endGraceMs = END_GRACE_MS,
-  ) {}
+  ) {
+    this.pending = new PendingWrites(socket);
+  }
 
   get bufferedAmount(): number {
-    return this.queued;
+    return this.pending.queued;
   }
 
   send(bytes: Uint8Array): SendResult {
     if (this.closed || this.ending) return "closed";
-    let rest = bytes;
-    if (this.queued === 0) {
-      const written = this.socket.write(bytes);
-      if (written < 0) return this.markClosed();
-      if (written === bytes.byteLength) return "sent";
-      rest = bytes.subarray(written);
-    }
-    if (this.queued + rest.byteLength > QUEUE_LIMIT) {
+    if (this.pending.queued + bytes.byteLength > QUEUE_LIMIT) {
       this.socket.terminate();
       return this.markClosed();
     }
-    this.queue.push(rest.slice());
-    this.queued += rest.byteLength;
-    return "backpressure";
+    // a copy of what the socket does not take: the mux reuses its buffer
+    if (this.pending.write(bytes, true)) return "sent";
+    return this.pending.closed ? this.markClosed() : "backpressure";
   }
 
   /** Call from the socket's drain handler; true once everything queued is written. */
   flush(): boolean {
-    while (this.queue.length > 0) {
-      const head = this.queue[0]!;
-      const written = this.socket.write(head);
-      if (written < 0) {
-        this.markClosed();
-        return false;
-      }
-      this.queued -= written;
-      if (written < head.byteLength) {
-        this.queue[0] = head.subarray(written);
-        return false;
-      }
-      this.queue.shift();
+    if (!this.pending.flush()) {
+      if (this.pending.closed) this.markClosed();
+      return false;
     }
     if (this.ending) {
       this.closed = true;
@@ -93,8 +78,7 @@ export class SocketSender {
 
   private markClosed(): "closed" {
     this.closed = true;
-    this.queue = [];
-    this.queued = 0;
+    this.pending.clear();
     return "closed";
   }
 }
