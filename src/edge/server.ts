@@ -58,6 +58,12 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   core.attachLiveTunnels(registry);
   const ports = new PortAllocator(opts.tcpPorts, opts.host, registry);
   const agents = new Set<AgentConnection>();
+  /** An agent's connection closed (WebSocket or direct): its session ends, its traffic is written down. */
+  const agentLeft = (conn: AgentConnection) => {
+    agents.delete(conn);
+    conn.closed();
+    meter.flush();
+  };
   // what visitors see: the edge's own TLS and port, unless a proxy in front says otherwise
   const scheme = opts.publicUrl?.scheme ?? (opts.tls ? "https" : "http");
   const secure = scheme === "https";
@@ -162,11 +168,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       },
       close(ws: ServerWebSocket<SocketData>, code: number, reason: string) {
         if (ws.data.kind === "visitor") return visitorSocket.close(ws as ServerWebSocket<VisitorSocketData>, code, reason);
-        const conn = ws.data.conn;
-        if (!conn) return;
-        agents.delete(conn);
-        conn.closed();
-        meter.flush();
+        if (ws.data.conn) agentLeft(ws.data.conn);
       },
     },
   });
@@ -175,11 +177,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     try {
       direct = listenDirect({ host: opts.host, port: opts.agentPort!, tls: opts.tls }, edge, {
         opened: (conn) => agents.add(conn),
-        closed: (conn) => {
-          agents.delete(conn);
-          conn.closed();
-          meter.flush();
-        },
+        closed: agentLeft,
       });
     } catch (err) {
       void server.stop(true);
