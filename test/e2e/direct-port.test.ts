@@ -576,6 +576,15 @@ describe("an agent whose direct port is out of reach", () => {
     if (certDir) rmSync(certDir, { recursive: true, force: true });
   });
 
+  /** An http agent for `server` that trusts the test certificates (the good and other-name ones). */
+  const trustingAgent = (server: string, token: string) => ({
+    kind: "http" as const,
+    target: upstream.port!,
+    server,
+    token,
+    env: { NODE_EXTRA_CA_CERTS: caFile },
+  });
+
   /** The agent's notice line about the direct port, waited for (bounded). */
   const notice = (output: { waitFor(p: RegExp, ms?: number): Promise<string> }, port: number) =>
     output.waitFor(new RegExp(`direct port ${port} is out of reach \\(.+\\); staying on the WebSocket`), 10_000);
@@ -645,13 +654,7 @@ describe("an agent whose direct port is out of reach", () => {
   test("TLS: a direct port that never answers the handshake is given up after its time limit", async () => {
     await using silent = standIn({});
     await using edge = fakeEdge({ tls: good, host: "localhost", answer: moveTo(silent.port) });
-    await using agent = await startAgent({
-      kind: "http",
-      target: upstream.port!,
-      server: edge.url,
-      token: "brw_fake",
-      env: { NODE_EXTRA_CA_CERTS: caFile },
-    });
+    await using agent = await startAgent(trustingAgent(edge.url, "brw_fake"));
     const line = await notice(agent.output, silent.port);
     expect(line).toMatch(/no connection within/);
     expect(silent.accepted).toBe(1);
@@ -664,7 +667,7 @@ describe("an agent whose direct port is out of reach", () => {
   test("Ctrl-C while the agent waits for the direct port ends it, without falling back to the WebSocket", async () => {
     await using silent = standIn({});
     await using edge = fakeEdge({ tls: good, host: "localhost", answer: moveTo(silent.port) });
-    const { proc, output } = spawnAgent({ kind: "http", target: upstream.port!, server: edge.url, token: "brw_fake", env: { NODE_EXTRA_CA_CERTS: caFile } });
+    const { proc, output } = spawnAgent(trustingAgent(edge.url, "brw_fake"));
     try {
       await within(
         (async () => {
@@ -690,13 +693,7 @@ describe("an agent whose direct port is out of reach", () => {
     test(`TLS: a direct port with ${what} is refused like the WebSocket would be, and gets no HELLO (no token)`, async () => {
       await using direct = standIn({ tls: which() });
       await using edge = fakeEdge({ tls: good, host: "localhost", answer: moveTo(direct.port) });
-      await using agent = await startAgent({
-        kind: "http",
-        target: upstream.port!,
-        server: edge.url,
-        token: "brw_secret",
-        env: { NODE_EXTRA_CA_CERTS: caFile },
-      });
+      await using agent = await startAgent(trustingAgent(edge.url, "brw_secret"));
       const line = await notice(agent.output, direct.port);
       // the reason is the certificate (so the handshake was tried), with the hint the WebSocket gives
       expect(line).toMatch(/certificate|altnames|does not match/i);
