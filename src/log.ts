@@ -16,3 +16,30 @@ export const log = {
   warn: (msg: string, fields: Fields = {}) => console.warn(format("warn", msg, fields)),
   error: (msg: string, fields: Fields = {}) => console.error(format("error", msg, fields)),
 };
+
+/**
+ * Info lines for faults that anyone on the internet can cause (a bad Host,
+ * a malformed frame): at most `perMinute` a minute, so that a flood of them
+ * costs the operator a line a minute, not a full disk. The first line after
+ * a quiet spell says how many were left out.
+ */
+export function limitedLog(perMinute: number, now: () => number = Date.now) {
+  let windowStart = 0;
+  let written = 0;
+  let dropped = 0;
+  return (msg: string, fields: Fields = {}): void => {
+    const t = now();
+    if (t - windowStart >= 60_000) {
+      if (dropped > 0) log.info("client faults not logged", { count: dropped, per_minute: perMinute });
+      windowStart = t;
+      written = 0;
+      dropped = 0;
+    }
+    if (written >= perMinute) {
+      dropped++;
+      return;
+    }
+    written++;
+    log.info(msg, fields);
+  };
+}

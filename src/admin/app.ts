@@ -6,7 +6,8 @@
  * a bug: logged with context and answered with a bare 500.
  */
 import type { BunRequest, HTMLBundle, Server } from "bun";
-import { AppError } from "../core/errors.ts";
+import { AppError, badRequest } from "../core/errors.ts";
+import { parseHost, requestPath } from "../http/request-target.ts";
 import type { Core } from "../core/index.ts";
 import { log } from "../log.ts";
 import { authRoutes, readSessionCookie } from "./auth.ts";
@@ -23,6 +24,8 @@ import { userRoutes } from "./users.ts";
 export const ROUTES: Route[] = [...authRoutes, ...userRoutes, ...tokenRoutes, ...domainRoutes, ...statsRoutes];
 
 type BunHandler = (req: BunRequest<string>, server: Server<unknown>) => Promise<Response>;
+
+const badHostError = () => badRequest("the Host header does not name a valid host");
 
 export interface AdminApp {
   routes: Record<string, Record<string, BunHandler> | HTMLBundle>;
@@ -41,13 +44,14 @@ export function createAdminApp(core: Core, options: AdminAppOptions = {}): Admin
     return async (req, server) => {
       const address = server.requestIP(req)?.address ?? "unknown";
       try {
+        if (!parseHost(req.headers.get("host")) || !URL.parse(req.url)) throw badHostError();
         const refused = checkCrossSite(req);
         if (refused) throw refused;
         const admin = route.public ? undefined : core.sessions.resolve(readSessionCookie(req));
         return await handler(req, { core, admin: admin!, address });
       } catch (err) {
         if (err instanceof AppError) return errorResponse(err);
-        log.error("admin request failed", { method: req.method, path: new URL(req.url).pathname, err: String(err) });
+        log.error("admin request failed", { method: req.method, path: requestPath(req)?.pathname, err: String(err) });
         if (err instanceof Error && err.stack) console.error(err.stack);
         return json({ error: "internal server error" }, 500);
       }
@@ -70,7 +74,8 @@ export function createAdminApp(core: Core, options: AdminAppOptions = {}): Admin
   return {
     routes,
     fetch(req) {
-      const path = new URL(req.url).pathname;
+      const path = parseHost(req.headers.get("host")) ? requestPath(req)?.pathname : undefined;
+      if (path === undefined) return errorResponse(badHostError());
       const known = patterns.find((p) => p.regex.test(path));
       if (known) {
         return errorResponse(

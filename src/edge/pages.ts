@@ -40,6 +40,10 @@ export function unknownTunnelPage(host: string): Response {
   );
 }
 
+export function badRequestPage(why: string): Response {
+  return page(400, "Bad request", `<div class="status">400</div><h1>Bad request</h1><p>${escapeHtml(why)}</p>`, { Connection: "close" });
+}
+
 export function badGatewayPage(host: string, why: string): Response {
   return page(
     502,

@@ -6,14 +6,15 @@
  */
 import type { Server, ServerWebSocket } from "bun";
 import type { Core } from "../core/index.ts";
-import { log } from "../log.ts";
+import { parseHost } from "../http/request-target.ts";
+import { limitedLog, log } from "../log.ts";
 import { CONNECT_PATH, DEAD_AFTER_MS, MAX_MESSAGE } from "../protocol/wire.ts";
 import { MAX_WS_MESSAGE } from "../protocol/ws-records.ts";
 import { AgentConnection, type AgentSocketData, type EdgeContext } from "./agents.ts";
 import { listenDirect } from "./direct.ts";
 import { forwardHttp, type ForwardContext } from "./http.ts";
 import { FLUSH_INTERVAL_MS, TrafficMeter } from "./meter.ts";
-import { landingPage, unknownTunnelPage } from "./pages.ts";
+import { badRequestPage, landingPage, unknownTunnelPage } from "./pages.ts";
 import { PortAllocator } from "./ports.ts";
 import { enforceQuotas } from "./quota.ts";
 import { Registry } from "./registry.ts";
@@ -35,6 +36,9 @@ export interface EdgeOptions {
 }
 
 type SocketData = AgentSocketData | VisitorSocketData;
+
+/** Malformed requests are the sender's fault: logged at info, a few a minute. */
+const clientFault = limitedLog(20);
 
 const SWEEP_INTERVAL_MS = 5_000;
 /** Bun queues at most this much per WebSocket before send() reports backpressure. */
@@ -87,9 +91,14 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   };
 
   async function fetch(req: Request, server: Server<SocketData>): Promise<Response | undefined> {
-    const url = new URL(req.url);
-    const hostHeader = (req.headers.get("host") ?? url.host).toLowerCase();
-    const host = hostHeader.replace(/:\d+$/, "").replace(/\.$/, "");
+    const parsed = parseHost(req.headers.get("host"));
+    const url = parsed && URL.parse(req.url);
+    if (!parsed || !url) {
+      clientFault("bad request refused", { why: parsed ? "request target" : "host header", remote: server.requestIP(req)?.address });
+      return badRequestPage(parsed ? "The request target is not a valid path." : "The Host header does not name a valid host.");
+    }
+    const host = parsed.hostname;
+    const hostHeader = parsed.port === undefined ? host : `${host}:${parsed.port}`;
     const name = host.endsWith(`.${domain}`) ? host.slice(0, -domain.length - 1) : undefined;
     const remote = server.requestIP(req);
 

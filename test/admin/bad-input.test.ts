@@ -6,10 +6,10 @@
  */
 import { Database } from "bun:sqlite";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { connect } from "node:net";
 import { join } from "node:path";
 import { AdminClient, signedIn, type ApiResponse } from "../harness/admin.ts";
 import { ADMIN_PASSWORD, startServer, type TestServer } from "../harness/server.ts";
+import { rawHttp } from "../harness/raw-http.ts";
 
 const PASSWORD = "password-123";
 const MIB = 1024 * 1024;
@@ -39,26 +39,13 @@ function expectError(res: ApiResponse, status: number, mentions?: string) {
   if (mentions) expect(res.body.error).toContain(mentions);
 }
 
-/** One HTTP/1.1 exchange over a bare socket, exactly as written; resolves with the status and body text. */
-function rawHttp(text: string | Uint8Array): Promise<{ status: number; head: string; body: string }> {
-  const url = new URL(server.adminUrl);
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    const sock = connect(Number(url.port), url.hostname, () => sock.write(text));
-    sock.on("data", (d: Buffer) => chunks.push(d));
-    sock.on("error", reject);
-    sock.on("close", () => {
-      const all = Buffer.concat(chunks).toString("utf8");
-      const split = all.indexOf("\r\n\r\n");
-      const head = split < 0 ? all : all.slice(0, split);
-      const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1] ?? 0);
-      resolve({ status, head, body: split < 0 ? "" : all.slice(split + 4) });
-    });
-  });
-}
+const rawHttpToAdmin = async (text: string | Uint8Array) => {
+  const reply = await rawHttp(Number(new URL(server.adminUrl).port), text);
+  return { status: reply.status, head: reply.head, body: reply.body };
+};
 
 const rawRequest = (method: string, path: string, headers: string[], body = "") =>
-  rawHttp(
+  rawHttpToAdmin(
     [`${method} ${path} HTTP/1.1`, "Host: burrow.test", `Cookie: ${api.cookie}`, "Connection: close", ...headers, "", body].join("\r\n"),
   );
 

@@ -1,0 +1,87 @@
+/**
+ * Malformed requests are the sender's mistake: the edge and the admin port
+ * answer them with 400, never 500, log them at info level a few times a
+ * minute at most, and go on serving everyone else.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { signedIn } from "../harness/admin.ts";
+import { startAgent, tunnelFetch, type TestAgent } from "../harness/agent.ts";
+import { rawHttp } from "../harness/raw-http.ts";
+import { startServer, type TestServer } from "../harness/server.ts";
+
+const BAD_HOSTS = [
+  "a.localhost@b.localhost",
+  "x y",
+  "[::1",
+  "%00",
+  "",
+  "localhost:99999999",
+  "localhost:-1",
+  "a/b.localhost",
+  "a?b",
+  "a#b",
+  "a\\b",
+  ":80",
+  "a..localhost",
+  "-",
+  "ü.localhost",
+  "x".repeat(300),
+];
+
+let server: TestServer;
+let agent: TestAgent;
+let adminPort: number;
+const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("still here") });
+
+beforeAll(async () => {
+  server = await startServer();
+  adminPort = Number(new URL(server.adminUrl).port);
+  const api = await signedIn(server);
+  const token = await api.createToken(await api.createUser("steady"));
+  agent = await startAgent({ kind: "http", target: upstream.port!, server: server.edgeUrl, token, args: ["--subdomain", "steady"] });
+});
+afterAll(async () => {
+  await agent?.stop();
+  await server?.stop();
+  upstream.stop(true);
+});
+
+const request = (host: string, target = "/") => `GET ${target} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`;
+
+test.each(BAD_HOSTS.map((h) => [JSON.stringify(h).slice(0, 40), h]))("Host %s gets 400 from the edge and from the admin port", async (_, host) => {
+  const edge = await rawHttp(server.edgePort, request(host));
+  expect(edge.status).toBe(400);
+  expect(edge.body).toContain("Host header");
+  const admin = await rawHttp(adminPort, request(host, "/api/users"));
+  expect(admin.status).toBe(400);
+  expect(JSON.parse(admin.body)).toEqual({ error: "the Host header does not name a valid host" });
+});
+
+test("valid but unusual hosts are not refused: a trailing dot, upper case, an IPv6 literal, an explicit port", async () => {
+  for (const [host, status] of [
+    [`STEADY.LOCALHOST:${server.edgePort}`, 200],
+    [`steady.localhost.:${server.edgePort}`, 200],
+    ["[::1]:80", 404],
+    [`localhost:${server.edgePort}`, 404],
+  ] as const) {
+    const reply = await rawHttp(server.edgePort, request(host));
+    expect(`${host} ${reply.status}`).toBe(`${host} ${status}`);
+  }
+});
+
+test("a flood of bad requests is logged at info level, a few lines a minute, with no error lines", async () => {
+  const before = server.output.text().split("\n").filter((l) => l.includes("bad request refused")).length;
+  for (let i = 0; i < 60; i++) expect((await rawHttp(server.edgePort, request("%00"))).status).toBe(400);
+  const lines = server.output.text().split("\n");
+  const refused = lines.filter((l) => l.includes("bad request refused"));
+  expect(refused.length - before).toBeLessThanOrEqual(20);
+  expect(refused.every((l) => / info /.test(l))).toBe(true);
+  expect(lines.filter((l) => / error /.test(l))).toEqual([]);
+});
+
+test("the tunnel and the admin API answer normally after all of it", async () => {
+  const res = await tunnelFetch(server.edgePort, "steady", "/");
+  expect(await res.text()).toBe("still here");
+  const api = await signedIn(server);
+  expect((await api.get("/api/users")).status).toBe(200);
+});

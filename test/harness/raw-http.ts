@@ -1,0 +1,35 @@
+/**
+ * One HTTP/1.1 exchange over a bare socket, bytes exactly as written: for
+ * requests that fetch() refuses to send (bad Host headers, broken request
+ * lines). Resolves when the server closes the connection, or after
+ * `timeoutMs` with what came so far (`closed: false`).
+ */
+import { connect } from "node:net";
+
+export interface RawReply {
+  /** 0 when nothing that looks like a status line came back. */
+  status: number;
+  head: string;
+  body: string;
+  closed: boolean;
+}
+
+export function rawHttp(port: number, text: string | Uint8Array, timeoutMs = 5_000, host = "127.0.0.1"): Promise<RawReply> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    const sock = connect(port, host, () => sock.write(text));
+    const finish = (closed: boolean) => {
+      clearTimeout(timer);
+      sock.destroy();
+      const all = Buffer.concat(chunks).toString("latin1");
+      const split = all.indexOf("\r\n\r\n");
+      const head = split < 0 ? all : all.slice(0, split);
+      const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(head)?.[1] ?? 0);
+      resolve({ status, head, body: split < 0 ? "" : all.slice(split + 4), closed });
+    };
+    const timer = setTimeout(() => finish(false), timeoutMs);
+    sock.on("data", (d: Buffer) => chunks.push(d));
+    sock.on("error", (err: NodeJS.ErrnoException) => (err.code === "ECONNRESET" ? finish(true) : (clearTimeout(timer), reject(err))));
+    sock.on("close", () => finish(true));
+  });
+}
