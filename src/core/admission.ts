@@ -22,6 +22,8 @@ export interface LiveView {
    * token during the grace period. `sessionId` is null while in grace.
    */
   subdomainHolder(subdomain: string): { tokenId: number; sessionId: string | null } | undefined;
+  /** The token of a live session, or undefined when there is no such session. */
+  sessionTokenId(sessionId: string): number | undefined;
 }
 
 export interface AdmissionRequest {
@@ -40,6 +42,8 @@ export interface Admitted {
   user: UserRow;
   token: TokenRow;
   tunnels: PlannedTunnel[];
+  /** The session this connection takes over: the one asked for, only when it is live and of the same token. */
+  resume?: string;
 }
 
 const RANDOM_SUBDOMAIN_LENGTH = 8;
@@ -47,6 +51,8 @@ const RANDOM_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789";
 
 export function admit(core: Core, req: AdmissionRequest, live: LiveView): Admitted {
   const { token, user } = core.tokens.authenticate(req.token); // AUTH_FAILED, TOKEN_DISABLED
+  // a session id says nothing about who may replace it: only its own token resumes it
+  const resume = req.resume !== undefined && live.sessionTokenId(req.resume) === token.id ? req.resume : undefined;
   if (!user.enabled) throw new AppError("USER_DISABLED", `user '${user.username}' is disabled`);
 
   const allowed = protocolList(user.allowedProtocols);
@@ -66,7 +72,7 @@ export function admit(core: Core, req: AdmissionRequest, live: LiveView): Admitt
     }
   }
   if (user.maxTunnels > 0) {
-    const current = live.liveTunnelCount(user.id, req.resume);
+    const current = live.liveTunnelCount(user.id, resume);
     if (current + req.tunnels.length > user.maxTunnels) {
       throw new AppError("TUNNEL_LIMIT", `user '${user.username}' has ${current} of ${user.maxTunnels} tunnels open`);
     }
@@ -82,11 +88,11 @@ export function admit(core: Core, req: AdmissionRequest, live: LiveView): Admitt
   const planned = req.tunnels.map((t): PlannedTunnel => {
     if (t.protocol === "tcp") return { protocol: "tcp", port: t.port };
     const subdomain =
-      t.subdomain === undefined ? randomFreeSubdomain(core, live, claimed) : checkSubdomain(core, live, user, token, t.subdomain, req.resume, claimed);
+      t.subdomain === undefined ? randomFreeSubdomain(core, live, claimed) : checkSubdomain(core, live, user, token, t.subdomain, resume, claimed);
     claimed.add(subdomain);
     return { protocol: "http", subdomain, skipWarning: Boolean(t.skipWarning) && user.skipWarning };
   });
-  return { user, token, tunnels: planned };
+  return { user, token, tunnels: planned, resume };
 }
 
 function checkSubdomain(

@@ -140,13 +140,13 @@ export class AgentConnection implements AgentLink {
     const { registry, ports, core } = this.edge;
     const created: Tunnel[] = [];
     try {
-      const admitted = admit(core, { ...hello, resume: hello.resume }, registry);
+      const admitted = admit(core, hello, registry);
       this.userId = admitted.user.id;
       this.tokenId = admitted.token.id;
       const owner = { userId: admitted.user.id, username: admitted.user.username, tokenId: admitted.token.id };
       const tunnels = admitted.tunnels.map((plan) => {
         const want = plan.protocol === "http" ? { subdomain: plan.subdomain } : { port: plan.port };
-        const back = registry.reclaimable(owner.tokenId, want, hello.resume);
+        const back = registry.reclaimable(owner.tokenId, want, admitted.resume);
         if (back) {
           if (plan.protocol === "http") back.skipWarning = plan.skipWarning;
           return back;
@@ -159,8 +159,8 @@ export class AgentConnection implements AgentLink {
         return t;
       });
       // the session being resumed (same token, half-open connection) gives way to this one
-      if (hello.resume && registry.hasSession(hello.resume)) {
-        registry.closeSession(hello.resume, "SESSION_REPLACED", "a newer connection of this agent took over", true);
+      if (admitted.resume) {
+        registry.closeSession(admitted.resume, "SESSION_REPLACED", "a newer connection of this agent took over", true);
       }
       this.ready = true;
       registry.attach(this, tunnels);

@@ -119,8 +119,8 @@ export class Registry implements LiveTunnels, LiveView {
     }
   }
 
-  hasSession(sessionId: string): boolean {
-    return this.sessions.has(sessionId);
+  sessionTokenId(sessionId: string): number | undefined {
+    return this.sessions.get(sessionId)?.link.tokenId;
   }
 
   /** Closes one session, telling its agent why; its tunnels go at once. */
