@@ -4,7 +4,7 @@ import { MAIN_HELP } from "./cli/help.ts";
 import { httpCommand, tcpCommand } from "./cli/agent.ts";
 import { loginCommand } from "./cli/login.ts";
 import { serverCommand } from "./cli/server.ts";
-import { EXIT_USAGE, UsageError } from "./cli/usage.ts";
+import { EXIT_USAGE, UsageError } from "./config/usage.ts";
 import { VERSION } from "./version.ts";
 
 const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {

@@ -3,9 +3,9 @@ import { Agent, type AgentOutput } from "../agent/client.ts";
 import type { LocalTarget } from "../agent/http.ts";
 import { resolveCredentials, resolveProxy } from "../config/agent.ts";
 import type { TunnelRequest } from "../protocol/messages.ts";
-import { parseFlags, type FlagSpec } from "./flags.ts";
+import { parseFlags, type FlagSpec } from "../config/flags.ts";
 import { HTTP_HELP, TCP_HELP } from "./help.ts";
-import { UsageError } from "./usage.ts";
+import { UsageError } from "../config/usage.ts";
 
 const COMMON: Record<string, FlagSpec> = {
   server: { type: "string" },

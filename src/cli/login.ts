@@ -1,8 +1,8 @@
 /** `burrow login --server URL --token T`: saves both for later `burrow http` / `burrow tcp`. */
 import { normaliseServerUrl, saveConfig } from "../config/agent.ts";
-import { parseFlags } from "./flags.ts";
+import { parseFlags } from "../config/flags.ts";
 import { LOGIN_HELP } from "./help.ts";
-import { UsageError } from "./usage.ts";
+import { UsageError } from "../config/usage.ts";
 
 export async function loginCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseFlags(argv, { server: { type: "string" }, token: { type: "string" } });

@@ -7,7 +7,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "n
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import * as v from "valibot";
-import { UsageError } from "../cli/usage.ts";
+import { UsageError } from "./usage.ts";
 
 const SavedConfig = v.object({ server: v.optional(v.string()), token: v.optional(v.string()) });
 export type SavedConfig = v.InferOutput<typeof SavedConfig>;

@@ -1,8 +1,8 @@
 /** The server's settings: DEFAULTS, overridden by env BURROW_<FLAG>, overridden by flags; checked once. */
 import { existsSync } from "node:fs";
 import * as v from "valibot";
-import { parseFlags, type FlagSpec } from "../cli/flags.ts";
-import { UsageError } from "../cli/usage.ts";
+import { parseFlags, type FlagSpec } from "./flags.ts";
+import { UsageError } from "./usage.ts";
 import { SUBDOMAIN_PATTERN } from "../core/fields.ts";
 
 export const SERVER_DEFAULTS = {
