@@ -10,6 +10,7 @@ import { createCore } from "./core/index.ts";
 import type { ServerConfig } from "./config/server.ts";
 import { openDatabase } from "./db/open.ts";
 import { startEdge } from "./edge/server.ts";
+import { TrustedProxies } from "./http/addresses.ts";
 import { log } from "./log.ts";
 
 const SESSION_SWEEP_MS = 60 * 60 * 1000;
@@ -31,7 +32,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   let publicSide: PublicInfo | undefined; // known once the edge listens
   const admin = createAdminApp(core, { publicInfo: () => publicSide });
   const adminServer = Bun.serve({
-    hostname: config.host,
+    hostname: config.adminHost,
     port: config.adminPort,
     reusePort: false, // a second server on the same port must fail, not share it
     development: false, // the panel's HTML import: bundled once and cached, no hot reload
@@ -42,7 +43,10 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       return Response.json({ error: "internal server error" }, { status: 500 });
     },
   });
-  const adminUrl = `http://${displayHost(config.host)}:${adminServer.port}`;
+  const adminUrl = `http://${displayHost(config.adminHost)}:${adminServer.port}`;
+  if (!isLoopback(config.adminHost)) {
+    log.warn("the admin API listens beyond this machine in clear text: passwords and session cookies cross the network unencrypted; prefer the default --admin-host 127.0.0.1 with an SSH tunnel or a TLS proxy", { admin_host: config.adminHost });
+  }
   let edge: ReturnType<typeof startEdge>;
   try {
     edge = startEdge({
@@ -55,6 +59,12 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       responseTimeoutMs: config.responseTimeoutMs,
       publicUrl: config.publicUrl,
       agentPort: config.agentPort,
+      idleTimeoutS: config.idleTimeoutS,
+      maxConnsPerIp: config.maxConnsPerIp,
+      maxConns: config.maxConns,
+      trustedProxies: new TrustedProxies(config.trustedProxies),
+      handshakeLimit: config.handshakeLimit,
+      drainTimeoutMs: config.drainTimeoutMs,
     });
   } catch (err) {
     // a port already taken: let go of what did start, so the process exits with the error
@@ -81,6 +91,10 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       return stopped;
     },
   };
+}
+
+function isLoopback(host: string): boolean {
+  return host === "localhost" || host === "::1" || host === "[::1]" || /^127\./.test(host);
 }
 
 function displayHost(host: string): string {

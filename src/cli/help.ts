@@ -62,7 +62,9 @@ Flags:
   --admin-port N          admin API port                             (default ${d["admin-port"]})
   --agent-port N          agents' direct port, faster than their WebSocket;
                           0 = any free port, off = none              (default ${d["agent-port"]})
-  --host H                address to listen on                       (default ${d.host})
+  --host H                address of the public listeners            (default ${d.host})
+  --admin-host H          address of the admin API; loopback keeps it
+                          off the network                            (default ${d["admin-host"]})
   --data-dir DIR          where burrow.db lives                      (default ${d["data-dir"]})
   --tcp-ports A-B         ports TCP tunnels may take                 (default ${d["tcp-ports"]})
   --system-subdomains L   names nobody may reserve or use            (default ${d["system-subdomains"]})

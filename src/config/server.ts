@@ -4,6 +4,7 @@ import * as v from "valibot";
 import { parseFlags, type FlagSpec } from "./flags.ts";
 import { UsageError } from "./usage.ts";
 import { SUBDOMAIN_PATTERN } from "../core/fields.ts";
+import { isCidrOrAddress } from "../http/addresses.ts";
 
 export const SERVER_DEFAULTS = {
   domain: "localhost",
@@ -18,6 +19,13 @@ export const SERVER_DEFAULTS = {
   "tls-key": "",
   "response-timeout": "60",
   "public-url": "",
+  "admin-host": "127.0.0.1",
+  "idle-timeout": "75",
+  "max-conns-per-ip": "256",
+  "max-conns": "auto",
+  "trusted-proxies": "",
+  "handshake-limit": "20",
+  "drain-timeout": "15",
 } as const;
 
 export const SERVER_FLAGS: Record<keyof typeof SERVER_DEFAULTS, FlagSpec> = {
@@ -33,6 +41,13 @@ export const SERVER_FLAGS: Record<keyof typeof SERVER_DEFAULTS, FlagSpec> = {
   "tls-key": { type: "string", env: true },
   "response-timeout": { type: "string", env: true },
   "public-url": { type: "string", env: true },
+  "admin-host": { type: "string", env: true },
+  "idle-timeout": { type: "string", env: true },
+  "max-conns-per-ip": { type: "string", env: true },
+  "max-conns": { type: "string", env: true },
+  "trusted-proxies": { type: "string", env: true },
+  "handshake-limit": { type: "string", env: true },
+  "drain-timeout": { type: "string", env: true },
 };
 
 export interface ServerConfig {
@@ -50,6 +65,20 @@ export interface ServerConfig {
   responseTimeoutMs: number;
   /** How visitors reach the public port when a proxy in front changes scheme or port (--public-url). */
   publicUrl?: { scheme: "http" | "https"; port: number };
+  /** Where the admin API listens; loopback unless told otherwise (it holds every secret). */
+  adminHost: string;
+  /** Seconds an idle keep-alive visitor connection stays open; requests in flight are never cut. */
+  idleTimeoutS: number;
+  /** Concurrent visitor connections one client address may hold, per listener kind. */
+  maxConnsPerIp: number;
+  /** Concurrent visitor connections in all; undefined: derived from the open-file limit. */
+  maxConns?: number;
+  /** Proxies whose X-Forwarded-For names the real client (CIDRs, as given). */
+  trustedProxies: string[];
+  /** Failed agent handshakes a client address may make a minute before RATE_LIMITED. */
+  handshakeLimit: number;
+  /** On SIGTERM, how long visitor requests in flight may take to finish. */
+  drainTimeoutMs: number;
 }
 
 const port = (flag: string) =>
@@ -58,6 +87,14 @@ const port = (flag: string) =>
     v.regex(/^[0-9]{1,5}$/, `--${flag} must be a port number from 0 to 65535`),
     v.transform(Number),
     v.maxValue(65535, `--${flag} must be a port number from 0 to 65535`),
+  );
+
+const count = (flag: string) =>
+  v.pipe(
+    v.string(),
+    v.regex(/^[0-9]{1,7}$/, `--${flag} must be a positive whole number`),
+    v.transform(Number),
+    v.minValue(1, `--${flag} must be a positive whole number`),
   );
 
 const DOMAIN = /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;
@@ -95,6 +132,27 @@ const Schema = v.object({
     v.minValue(0.1, "--response-timeout must be at least 0.1 seconds"),
   ),
   "public-url": v.string(),
+  "admin-host": v.pipe(v.string(), v.minLength(1, "--admin-host must not be empty")),
+  "idle-timeout": v.pipe(
+    v.string(),
+    v.regex(/^[0-9]{1,3}$/, "--idle-timeout must be a whole number of seconds from 1 to 255"),
+    v.transform(Number),
+    v.minValue(1, "--idle-timeout must be a whole number of seconds from 1 to 255"),
+    v.maxValue(255, "--idle-timeout must be a whole number of seconds from 1 to 255"),
+  ),
+  "max-conns-per-ip": count("max-conns-per-ip"),
+  "max-conns": v.union([v.literal("auto"), count("max-conns")], "--max-conns must be a positive whole number, or auto"),
+  "trusted-proxies": v.pipe(
+    v.string(),
+    v.transform((s) => s.split(",").map((x) => x.trim()).filter((x) => x !== "")),
+    v.check((list) => list.every(isCidrOrAddress), "--trusted-proxies must be a comma-separated list of addresses or CIDRs, e.g. 127.0.0.1,10.0.0.0/8"),
+  ),
+  "handshake-limit": count("handshake-limit"),
+  "drain-timeout": v.pipe(
+    v.string(),
+    v.regex(/^[0-9]{1,4}(\.[0-9]+)?$/, "--drain-timeout must be a number of seconds"),
+    v.transform(Number),
+  ),
 });
 
 /** --public-url: an http(s) URL whose host is the --domain; only its scheme and port are kept. */
@@ -143,6 +201,13 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     tls: o["tls-cert"] ? { cert: o["tls-cert"], key: o["tls-key"] } : undefined,
     responseTimeoutMs: o["response-timeout"] * 1000,
     publicUrl: parsePublicUrl(o["public-url"], o.domain),
+    adminHost: o["admin-host"],
+    idleTimeoutS: o["idle-timeout"],
+    maxConnsPerIp: o["max-conns-per-ip"],
+    maxConns: o["max-conns"] === "auto" ? undefined : o["max-conns"],
+    trustedProxies: o["trusted-proxies"],
+    handshakeLimit: o["handshake-limit"],
+    drainTimeoutMs: o["drain-timeout"] * 1000,
   };
   return { help: false as const, config };
 }

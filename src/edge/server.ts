@@ -6,6 +6,7 @@
  */
 import type { Server, ServerWebSocket } from "bun";
 import type { Core } from "../core/index.ts";
+import type { TrustedProxies } from "../http/addresses.ts";
 import { parseHost } from "../http/request-target.ts";
 import { limitedLog, log } from "../log.ts";
 import { CONNECT_PATH, DEAD_AFTER_MS, MAX_MESSAGE } from "../protocol/wire.ts";
@@ -33,6 +34,18 @@ export interface EdgeOptions {
   publicUrl?: { scheme: "http" | "https"; port: number };
   /** The direct port for agents (0: any free one); undefined: agents stay on the WebSocket. */
   agentPort?: number;
+  /** Seconds an idle keep-alive visitor connection stays open (requests in flight are never cut). */
+  idleTimeoutS: number;
+  /** Concurrent connections one client address may hold on the public listeners. */
+  maxConnsPerIp: number;
+  /** Concurrent visitor connections in all; undefined: from the open-file limit. */
+  maxConns?: number;
+  /** Proxies whose X-Forwarded-For is believed. */
+  trustedProxies: TrustedProxies;
+  /** Failed handshakes a client address may make a minute before RATE_LIMITED. */
+  handshakeLimit: number;
+  /** On shutdown, how long visitor requests in flight may take to finish. */
+  drainTimeoutMs: number;
 }
 
 type SocketData = AgentSocketData | VisitorSocketData;

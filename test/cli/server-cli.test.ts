@@ -211,10 +211,10 @@ describe("settings from the environment", () => {
     expect(res.status).toBe(401);
   }, SLOW);
 
-  test("BURROW_HOST=localhost is the host the admin API is announced on", async () => {
+  test("BURROW_ADMIN_HOST=localhost is the host the admin API is announced on", async () => {
     await using s = await spawnServer([], {
       ...BASE_ENV,
-      BURROW_HOST: "localhost",
+      BURROW_ADMIN_HOST: "localhost",
       BURROW_ADMIN_PORT: "0",
       BURROW_HTTP_PORT: "0",
       BURROW_DATA_DIR: newDir(),
@@ -354,6 +354,39 @@ describe("settings from the environment", () => {
       expect((await api.post("/api/domains", { subdomain: "alpha", user_id: 1 })).status).toBe(201);
       expect((await api.post("/api/domains", { subdomain: "gamma", user_id: 1 })).status).toBe(400);
     }
+  }, SLOW);
+});
+
+/** Whether something accepts TCP connections at host:port (127.0.0.2 is loopback too, but not 127.0.0.1). */
+async function accepts(host: string, port: number): Promise<boolean> {
+  try {
+    const socket = await Bun.connect({ hostname: host, port, socket: { data() {} } });
+    socket.end();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe("where the admin API listens", () => {
+  test("on loopback by default, even when --host opens the public side to every interface", async () => {
+    await using s = await spawnServer(["--host", "0.0.0.0", "--admin-port", "0", "--http-port", "0", "--data-dir", newDir()], BASE_ENV);
+    expect(new URL(s.url).hostname).toBe("127.0.0.1");
+    const adminPort = Number(new URL(s.url).port);
+    const edgePort = Number(/edge_port=(\d+)/.exec(s.output.text())![1]);
+    expect(await accepts("127.0.0.2", edgePort)).toBe(true);
+    expect(await accepts("127.0.0.2", adminPort)).toBe(false);
+    expect(await accepts("127.0.0.1", adminPort)).toBe(true);
+    expect(s.output.text()).not.toContain("clear text");
+  }, SLOW);
+
+  test("--admin-host elsewhere than loopback listens there and warns that it is clear text", async () => {
+    await using s = await spawnServer(["--admin-host", "0.0.0.0", "--host", "127.0.0.1", "--admin-port", "0", "--http-port", "0", "--data-dir", newDir()], BASE_ENV);
+    const adminPort = Number(new URL(s.url).port);
+    expect(await accepts("127.0.0.2", adminPort)).toBe(true);
+    const warning = s.output.text().split("\n").find((l) => l.includes("clear text"));
+    expect(warning).toContain(" warn ");
+    expect(warning).toContain("admin_host=0.0.0.0");
   }, SLOW);
 });
 

@@ -1,0 +1,87 @@
+/**
+ * Client addresses, and which proxies may speak for them. Behind Caddy or
+ * nginx every visitor arrives from the proxy's address, so the caps and
+ * throttles that count per address would count the proxy. A proxy the
+ * operator trusts (--trusted-proxies) says who the client was in
+ * X-Forwarded-For; the client is the rightmost address in that chain that
+ * is not itself a trusted proxy (what proxy-addr and nginx's real_ip do).
+ * An untrusted peer's X-Forwarded-For is ignored: anyone can write one.
+ *
+ * CIDR parsing and matching is ipaddr.js's (well kept, used by Express's
+ * proxy-addr), IPv4-mapped IPv6 addresses included.
+ */
+import ipaddr from "ipaddr.js";
+
+type Range = [ipaddr.IPv4 | ipaddr.IPv6, number];
+
+/** "10.0.0.0/8", "::1", "127.0.0.1": a single address is a /32 (or /128). */
+export function isCidrOrAddress(text: string): boolean {
+  return parseRange(text) !== undefined;
+}
+
+function parseRange(text: string): Range | undefined {
+  try {
+    if (text.includes("/")) return ipaddr.parseCIDR(text);
+    const addr = ipaddr.parse(text);
+    return [addr, addr.kind() === "ipv4" ? 32 : 128];
+  } catch {
+    return undefined;
+  }
+}
+
+/** "::ffff:1.2.3.4" -> the IPv4 address, so one client is one key whichever socket family it came in on. */
+function normalize(addr: ipaddr.IPv4 | ipaddr.IPv6): ipaddr.IPv4 | ipaddr.IPv6 {
+  return addr.kind() === "ipv6" && (addr as ipaddr.IPv6).isIPv4MappedAddress() ? (addr as ipaddr.IPv6).toIPv4Address() : addr;
+}
+
+/** The canonical text of an address (the key caps and throttles count by), or the input when it is not one. */
+export function canonicalAddress(text: string): string {
+  try {
+    return normalize(ipaddr.parse(text)).toString();
+  } catch {
+    return text;
+  }
+}
+
+export class TrustedProxies {
+  private readonly ranges: Range[];
+
+  constructor(cidrs: string[]) {
+    this.ranges = cidrs.map((c) => {
+      const r = parseRange(c);
+      if (!r) throw new Error(`not an address or CIDR: ${c}`);
+      return [normalize(r[0]), r[0].kind() === "ipv6" && normalize(r[0]).kind() === "ipv4" ? r[1] - 96 : r[1]];
+    });
+  }
+
+  get empty(): boolean {
+    return this.ranges.length === 0;
+  }
+
+  trusts(address: string): boolean {
+    if (this.ranges.length === 0) return false;
+    let addr;
+    try {
+      addr = normalize(ipaddr.parse(address));
+    } catch {
+      return false;
+    }
+    return this.ranges.some(([range, bits]) => range.kind() === addr.kind() && addr.match(range, bits));
+  }
+
+  /**
+   * Who the client is: the peer itself, unless the peer is a trusted proxy;
+   * then the rightmost address of X-Forwarded-For that is not trusted (or
+   * the leftmost, when every hop is). Always canonical.
+   */
+  clientAddress(peer: string, forwardedFor: string | null): string {
+    if (!forwardedFor || !this.trusts(peer)) return canonicalAddress(peer);
+    const hops = forwardedFor.split(",").map((h) => h.trim()).filter((h) => h !== "");
+    for (let i = hops.length - 1; i >= 0; i--) {
+      const hop = hops[i]!;
+      if (!ipaddr.isValid(hop)) return canonicalAddress(peer); // garbage in the chain: believe only the peer
+      if (!this.trusts(hop) || i === 0) return canonicalAddress(hop);
+    }
+    return canonicalAddress(peer);
+  }
+}
