@@ -71,6 +71,8 @@ Flags:
   --tls-cert FILE         serve the public port over HTTPS with this certificate
   --tls-key FILE          (PEM; a wildcard for *.D and D) and its key
   --response-timeout S    seconds to wait for a local service's answer (default ${d["response-timeout"]})
+  --idle-timeout S        seconds an idle keep-alive visitor connection stays
+                          open; requests in flight are never cut     (default ${d["idle-timeout"]})
   --public-url URL        how visitors reach the public port when a proxy in front
                           changes scheme or port, e.g. https://D (default: derived)
   -h, --help              this text

@@ -22,6 +22,11 @@ export interface ForwardContext {
   secure: boolean;
   host: string;
   responseTimeoutMs: number;
+  /**
+   * Called once the response is complete (its last byte handed to Bun): the
+   * connection then becomes idle and the idle timeout applies again.
+   */
+  finished?: () => void;
 }
 
 export function requestMeta(req: Request, url: URL, tunnel: Tunnel, ctx: ForwardContext, kind: "http" | "ws"): OpenMeta {
@@ -63,6 +68,16 @@ function declaredLength(headers: [string, string][]): number | undefined {
 }
 
 export async function forwardHttp(req: Request, url: URL, tunnel: Tunnel, ctx: ForwardContext): Promise<Response> {
+  let streaming = false;
+  try {
+    const res = await respond(req, url, tunnel, ctx, () => (streaming = true));
+    return res;
+  } finally {
+    if (!streaming) ctx.finished?.();
+  }
+}
+
+async function respond(req: Request, url: URL, tunnel: Tunnel, ctx: ForwardContext, streams: () => void): Promise<Response> {
   const meta = requestMeta(req, url, tunnel, ctx, "http");
   // a request without a body is one OPEN frame that also half-closes the stream
   const stream = tunnel.agent?.openStream(meta, !req.body);
@@ -100,6 +115,8 @@ export async function forwardHttp(req: Request, url: URL, tunnel: Tunnel, ctx: F
       return badGatewayPage(ctx.host, "the tunnel's connection closed");
     }
   }
-  return new Response(readableFrom(stream, (n) => tunnel.countOut(n)), { status: head.status, headers: toHeaders(head.headers) });
+  streams();
+  const body = readableFrom(stream, (n) => tunnel.countOut(n), "reset", ctx.finished);
+  return new Response(body, { status: head.status, headers: toHeaders(head.headers) });
 }
 

@@ -134,9 +134,15 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       secure,
       host: hostHeader,
       responseTimeoutMs: opts.responseTimeoutMs,
+      finished: () => server.timeout(req, opts.idleTimeoutS),
     };
+    // a request in flight (a long poll, an event stream, a big download) is never cut by the
+    // idle timeout; it applies again from the end of the response (finished)
+    server.timeout(req, 0);
     if ((req.headers.get("upgrade") ?? "").toLowerCase() === "websocket") {
-      return upgradeWebSocket(req, url, server as unknown as Server<VisitorSocketData>, tunnel, ctx);
+      const refused = await upgradeWebSocket(req, url, server as unknown as Server<VisitorSocketData>, tunnel, ctx);
+      if (refused) ctx.finished?.(); // no upgrade: the connection goes back to keep-alive
+      return refused;
     }
     return forwardHttp(req, url, tunnel, ctx);
   }
@@ -145,7 +151,9 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     hostname: opts.host,
     port: opts.port,
     ...(opts.tls ? { tls: { cert: Bun.file(opts.tls.cert), key: Bun.file(opts.tls.key) } } : {}),
-    idleTimeout: 0, // long polls and event streams stay open; dead agents are found by keepalive
+    // idle keep-alive connections close after this; requests in flight switch it off (fetch above).
+    // Agents' WebSockets have their own (none: dead agents are found by keepalive).
+    idleTimeout: opts.idleTimeoutS,
     reusePort: false, // a second server on the same port must fail, not share its visitors
     fetch,
     error(err) {

@@ -9,12 +9,14 @@ import type { Stream } from "./mux.ts";
  * Incoming bytes of a stream as a ReadableStream; credit returns as the
  * reader pulls. If the reader cancels, `onCancel` decides: "reset" aborts
  * the whole stream (the reader was the only reason for it), "discard" keeps
- * the other direction alive and throws away what still arrives.
+ * the other direction alive and throws away what still arrives. `onEnd`
+ * runs when the last byte has been handed to the reader, or it failed.
  */
 export function readableFrom(
   stream: Stream,
   onChunk?: (n: number) => void,
   onCancel: "reset" | "discard" = "reset",
+  onEnd?: () => void,
 ): ReadableStream<Uint8Array> {
   const queue: Uint8Array[] = [];
   let ended = false;
@@ -49,8 +51,10 @@ export function readableFrom(
           stream.consumed(chunk.byteLength);
           onChunk?.(chunk.byteLength);
         } else if (failed !== undefined) {
+          onEnd?.();
           controller.error(new Error(`stream reset: ${failed}`));
         } else {
+          onEnd?.();
           controller.close();
         }
       },

@@ -1,0 +1,149 @@
+/**
+ * Visitor connections have a lifetime: an idle keep-alive connection closes
+ * after --idle-timeout, a request head that does not arrive in time is cut,
+ * and nothing in flight (a long poll, a silent event stream, a WebSocket)
+ * is ever cut by either.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { connect, type Socket } from "node:net";
+import { signedIn } from "../harness/admin.ts";
+import { startAgent, type TestAgent } from "../harness/agent.ts";
+import { startServer, type TestServer } from "../harness/server.ts";
+import { within } from "../harness/wait.ts";
+
+const IDLE_S = 2;
+let server: TestServer;
+let agent: TestAgent;
+
+const upstream = Bun.serve({
+  hostname: "127.0.0.1",
+  port: 0,
+  idleTimeout: 0,
+  async fetch(req, srv) {
+    const path = new URL(req.url).pathname;
+    if (path === "/poll") {
+      await Bun.sleep((IDLE_S + 2) * 1000);
+      return new Response("poll answered");
+    }
+    if (path === "/events") {
+      return new Response(
+        new ReadableStream({
+          async start(c) {
+            c.enqueue(new TextEncoder().encode("data: one\n\n"));
+            await Bun.sleep((IDLE_S + 2) * 1000);
+            c.enqueue(new TextEncoder().encode("data: two\n\n"));
+            c.close();
+          },
+        }),
+        { headers: { "content-type": "text/event-stream" } },
+      );
+    }
+    if (path === "/ws" && srv.upgrade(req)) return undefined;
+    return new Response("ok");
+  },
+  websocket: { message: (ws, m) => void ws.send(`echo ${m}`) },
+});
+
+beforeAll(async () => {
+  server = await startServer({ args: ["--idle-timeout", String(IDLE_S)] });
+  const api = await signedIn(server);
+  const token = await api.createToken(await api.createUser("idler"));
+  agent = await startAgent({ kind: "http", target: upstream.port!, server: server.edgeUrl, token, args: ["--subdomain", "idle"] });
+});
+afterAll(async () => {
+  await agent?.stop();
+  await server?.stop();
+  upstream.stop(true);
+});
+
+/** A raw visitor connection that records what it receives and when it closes. */
+function visitor() {
+  const socket: Socket = connect(server.edgePort, "127.0.0.1");
+  let received = "";
+  let closedAt: number | undefined;
+  const closed = new Promise<number>((resolve) => socket.on("close", () => resolve((closedAt = Date.now()))));
+  socket.on("data", (d) => (received += d.toString("latin1")));
+  socket.on("error", () => {});
+  return {
+    socket,
+    closed,
+    get received() {
+      return received;
+    },
+    get isClosed() {
+      return closedAt !== undefined;
+    },
+    send: (path: string) => socket.write(`GET ${path} HTTP/1.1\r\nHost: idle.localhost:${server.edgePort}\r\n\r\n`),
+    async waitFor(text: string, ms: number) {
+      const deadline = Date.now() + ms;
+      while (!received.includes(text) && Date.now() < deadline && closedAt === undefined) await Bun.sleep(20);
+      expect(received).toContain(text);
+    },
+  };
+}
+
+test("an idle keep-alive connection is closed after --idle-timeout, on a tunnel and on the bare domain", async () => {
+  for (const host of [`idle.localhost:${server.edgePort}`, `localhost:${server.edgePort}`]) {
+    const v = visitor();
+    v.socket.write(`GET / HTTP/1.1\r\nHost: ${host}\r\n\r\n`);
+    const answered = Date.now();
+    await v.waitFor("HTTP/1.1", 5_000);
+    const closedAt = await within(v.closed, (IDLE_S + 6) * 1000, "the idle connection to be closed");
+    const idleFor = (closedAt - answered) / 1000;
+    expect(idleFor).toBeGreaterThanOrEqual(IDLE_S - 1);
+    expect(idleFor).toBeLessThan(IDLE_S + 5);
+  }
+}, 30_000);
+
+test("a long poll that answers after more than the idle timeout is not cut, and the connection is reused after", async () => {
+  const v = visitor();
+  v.send("/poll");
+  await v.waitFor("poll answered", (IDLE_S + 8) * 1000);
+  v.send("/again");
+  await v.waitFor("\r\n\r\nok", 5_000);
+  // and from then on it is idle like any other
+  await within(v.closed, (IDLE_S + 6) * 1000, "the connection, idle again, to be closed");
+}, 30_000);
+
+test("an event stream silent for longer than the idle timeout is not cut", async () => {
+  const v = visitor();
+  v.send("/events");
+  await v.waitFor("data: one", 5_000);
+  await v.waitFor("data: two", (IDLE_S + 8) * 1000);
+  expect(v.isClosed).toBe(false);
+}, 30_000);
+
+test("a visitor WebSocket silent for longer than the idle timeout stays open", async () => {
+  const ws = new WebSocket(`ws://127.0.0.1:${server.edgePort}/ws`, { headers: { host: `idle.localhost:${server.edgePort}` } } as unknown as string[]);
+  const messages: string[] = [];
+  let closed = false;
+  ws.onmessage = (e) => messages.push(String(e.data));
+  ws.onclose = () => (closed = true);
+  await within(new Promise((r, j) => ((ws.onopen = r), (ws.onerror = j))), 5_000, "the WebSocket to open");
+  await Bun.sleep((IDLE_S + 2) * 1000); // the silence under test, not a readiness wait
+  expect(closed).toBe(false);
+  ws.send("still there?");
+  const deadline = Date.now() + 5_000;
+  while (messages.length === 0 && Date.now() < deadline) await Bun.sleep(20);
+  expect(messages).toEqual(["echo still there?"]);
+  ws.close();
+}, 30_000);
+
+test("a connection that sends nothing, and one whose head trickles in a byte a second, are cut within seconds", async () => {
+  const silent = visitor();
+  const trickle = visitor();
+  const head = `GET / HTTP/1.1\r\nHost: idle.localhost:${server.edgePort}\r\nX-Padding: ${"a".repeat(40)}\r\n\r\n`;
+  const started = Date.now();
+  const dripping = (async () => {
+    for (const ch of head) {
+      if (trickle.isClosed) return;
+      trickle.socket.write(ch);
+      await Bun.sleep(1_000);
+    }
+  })();
+  const [a, b] = await within(Promise.all([silent.closed, trickle.closed]), 20_000, "both slow connections to be cut");
+  expect((a - started) / 1000).toBeLessThan(16);
+  expect((b - started) / 1000).toBeLessThan(16);
+  expect(trickle.received).not.toContain("HTTP/1.1 200");
+  await dripping;
+}, 30_000);
