@@ -42,6 +42,17 @@ export const FATAL_CODES = new Set([
   "PROTOCOL_ERROR",
 ]);
 
+/**
+ * The server turned this address away for a while (too many failed
+ * handshakes from it, maybe not ours): not fatal, even on a first connect.
+ * The agent says so, waits what the refusal's retry_after asks (bounded)
+ * and tries again: sooner would only be refused again, and giving up would
+ * leave a good agent down because of someone else on its address.
+ */
+const THROTTLED = "RATE_LIMITED";
+/** The longest wait a server's retry_after can impose; past it the agent tries anyway. */
+const MAX_RETRY_AFTER_S = 3600;
+
 /** How long the agent tries the edge's direct port before it stays on the WebSocket. */
 const DIRECT_CONNECT_TIMEOUT_MS = 3_000;
 /** How long the agent waits for READY (or a refusal) on the direct port before it stays on the WebSocket. */
@@ -70,7 +81,7 @@ export interface AgentOutput {
 
 type Outcome =
   /** `ours`: the agent found the server's bytes malformed (PROTOCOL_ERROR); otherwise an ERROR frame said so. */
-  | { kind: "refused"; code: string; message: string; ours?: boolean }
+  | { kind: "refused"; code: string; message: string; ours?: boolean; retryAfterS?: number }
   | { kind: "lost"; why: string }
   | { kind: "stopped" }
   /** The edge sent MOVE: say HELLO again on its direct port. */
@@ -104,13 +115,20 @@ export class Agent {
         attempt = 0;
       }
       if (outcome.kind === "stopped" || this.stopping) return 0;
-      if (outcome.kind === "refused" && (FATAL_CODES.has(outcome.code) || !everReady)) {
+      const throttled = outcome.kind === "refused" && outcome.code === THROTTLED;
+      if (outcome.kind === "refused" && !throttled && (FATAL_CODES.has(outcome.code) || !everReady)) {
         this.opts.out.refused(outcome.code, outcome.message);
         return 1;
       }
-      const why =
-        outcome.kind === "refused" ? `${outcome.code}: ${outcome.message}` : outcome.kind === "moved" ? "the server sent MOVE on its direct port" : outcome.why;
-      const delay = backoff(attempt++);
+      if (throttled) this.opts.out.refused(outcome.code, outcome.message); // the sentence says why, and for how long
+      const why = throttled
+        ? THROTTLED
+        : outcome.kind === "refused"
+          ? `${outcome.code}: ${outcome.message}`
+          : outcome.kind === "moved"
+            ? "the server sent MOVE on its direct port"
+            : outcome.why;
+      const delay = throttled ? retryAfterDelay(outcome.retryAfterS, attempt++) : backoff(attempt++);
       this.opts.out.reconnecting(why, delay, attempt);
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, delay);
@@ -313,7 +331,7 @@ export class Agent {
     } else if (type === FrameType.ERROR) {
       const parsed = v.safeParse(Refusal, parseJsonPayload(payload, "ERROR"));
       const r = parsed.success ? parsed.output : { code: "PROTOCOL_ERROR", message: "malformed ERROR frame" };
-      finish({ kind: "refused", code: r.code, message: r.message });
+      finish({ kind: "refused", code: r.code, message: r.message, retryAfterS: "retry_after" in r ? r.retry_after : undefined });
     }
   }
 
@@ -347,6 +365,12 @@ export class Agent {
 export function backoff(attempt: number): number {
   const ceiling = Math.min(RECONNECT_MAX_MS, RECONNECT_BASE_MS * 2 ** Math.min(attempt, 16));
   return Math.round(ceiling / 2 + Math.random() * (ceiling / 2));
+}
+
+/** The wait a RATE_LIMITED refusal asks for, plus up to a second of jitter; without one, the usual backoff. */
+export function retryAfterDelay(retryAfterS: number | undefined, attempt: number): number {
+  if (retryAfterS === undefined) return backoff(attempt);
+  return Math.round(Math.min(retryAfterS, MAX_RETRY_AFTER_S) * 1000 + Math.random() * 1000);
 }
 
 export function connectUrl(server: string): string {

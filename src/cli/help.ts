@@ -75,6 +75,8 @@ Flags:
                           open; requests in flight are never cut     (default ${d["idle-timeout"]})
   --public-url URL        how visitors reach the public port when a proxy in front
                           changes scheme or port, e.g. https://D (default: derived)
+  --handshake-limit N     failed agent handshakes one address may make
+                          a minute before RATE_LIMITED               (default ${d["handshake-limit"]})
   -h, --help              this text
 
 Environment:

@@ -29,6 +29,9 @@ export const ERROR_STATUS = {
   SUBDOMAIN_RESERVED: 403,
   SUBDOMAIN_TAKEN: 409,
   PORT_UNAVAILABLE: 409,
+  // the agent's address failed too many handshakes lately: refused before its token is read;
+  // the ERROR frame's retry_after says when to come back (core/handshake-throttle.ts)
+  RATE_LIMITED: 429,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;

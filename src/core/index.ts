@@ -4,7 +4,7 @@ import { systemClock, type Clock } from "./clock.ts";
 import { createDomains } from "./domains.ts";
 import { noLiveTunnels, type LiveTunnels } from "./live.ts";
 import { createSessions } from "./sessions.ts";
-import { LoginThrottle } from "./throttle.ts";
+import { LoginThrottle } from "./login-throttle.ts";
 import { createTokens } from "./tokens.ts";
 import { createTraffic } from "./traffic.ts";
 import { createUsers } from "./users.ts";

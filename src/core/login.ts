@@ -2,7 +2,7 @@
 import type { UserRow } from "../db/schema.ts";
 import { AppError } from "./errors.ts";
 import { burnVerifyTime, verifyPassword } from "./passwords.ts";
-import type { LoginThrottle } from "./throttle.ts";
+import type { LoginThrottle } from "./login-throttle.ts";
 import type { Users } from "./users.ts";
 
 export async function checkLogin(

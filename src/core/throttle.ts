@@ -1,76 +1,94 @@
 /**
- * Login throttling. Failures are counted per client address and per
- * username; past a free allowance each further failure locks that key for
- * twice as long as the last (30 s, 60 s, ... up to 15 min). A key forgets its
- * failures 15 minutes after the last one. Memory is bounded: the oldest keys
- * are dropped first.
+ * Keyed failure counters with cool-downs: the one mechanism behind every
+ * throttle in burrow (admin logins by address and by username, agents'
+ * handshakes by address). Each key counts its failures; once they reach
+ * the allowance the key is locked for `firstLockMs`, and each further
+ * failure after a lock has ended locks it for twice as long as the last,
+ * up to `maxLockMs`. While a key is locked its owner is refused without
+ * being heard, so the refusals themselves never count.
+ *
+ * A key forgets its failures once it is unlocked and has had none for
+ * `forgetAfterMs` (`forgetLockedAfterMs` if it was ever locked, so that a
+ * peer coming back the moment each lock ends keeps doubling it rather than
+ * starting afresh). Memory is bounded: past `maxKeys` the key whose last
+ * failure is oldest is dropped first.
  */
-import { AppError } from "./errors.ts";
 
-export const FAILURES_PER_USERNAME = 5;
-export const FAILURES_PER_ADDRESS = 20;
-const FIRST_LOCK_MS = 30 * 1000;
-const MAX_LOCK_MS = 15 * 60 * 1000;
-const FORGET_AFTER_MS = 15 * 60 * 1000;
-const MAX_KEYS = 10_000;
+export interface ThrottleRules {
+  /** Failures a key may make before it is locked (the one that reaches it locks). */
+  allowance: number;
+  /** An unlocked key with no failure for this long starts from zero again. */
+  forgetAfterMs: number;
+  /** The same for a key that has been locked; default `forgetAfterMs`. */
+  forgetLockedAfterMs?: number;
+  firstLockMs: number;
+  maxLockMs: number;
+  maxKeys: number;
+}
 
 interface Entry {
   failures: number;
   lastFailure: number;
+  /** When the latest lock ends; 0 while the key has never been locked. */
   lockedUntil: number;
 }
 
-export class LoginThrottle {
+export class Throttle {
   private readonly entries = new Map<string, Entry>();
 
-  constructor(private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly rules: ThrottleRules,
+    private readonly now: () => number = Date.now,
+  ) {}
 
-  /** Throws 429 with Retry-After while the address or the username is locked. */
-  check(address: string, username: string): void {
+  /** When the key's lock ends (ms since the epoch), or 0 when it is not locked now. */
+  check(key: string): number {
     const t = this.now();
-    const until = Math.max(this.lockedUntil(`a:${address}`, t), this.lockedUntil(`u:${username.toLowerCase()}`, t));
-    if (until > t) {
-      const seconds = Math.ceil((until - t) / 1000);
-      throw new AppError("TOO_MANY_REQUESTS", `too many failed logins; try again in ${seconds} s`, {
-        "Retry-After": String(seconds),
-      });
-    }
+    const until = this.current(key, t)?.lockedUntil ?? 0;
+    return until > t ? until : 0;
   }
 
-  fail(address: string, username: string): void {
-    this.bump(`a:${address}`, FAILURES_PER_ADDRESS);
-    this.bump(`u:${username.toLowerCase()}`, FAILURES_PER_USERNAME);
-  }
-
-  /** A correct password clears the username's count (not the address's). */
-  succeed(username: string): void {
-    this.entries.delete(`u:${username.toLowerCase()}`);
-  }
-
-  private lockedUntil(key: string, t: number): number {
-    const e = this.entries.get(key);
-    if (!e) return 0;
-    if (t - e.lastFailure > FORGET_AFTER_MS && t >= e.lockedUntil) {
-      this.entries.delete(key);
-      return 0;
-    }
-    return e.lockedUntil;
-  }
-
-  private bump(key: string, allowance: number): void {
+  /** Counts a failure; returns when the key's lock ends if this failure locked it, else 0. */
+  fail(key: string): number {
     const t = this.now();
-    let e = this.entries.get(key);
-    if (!e || (t - e.lastFailure > FORGET_AFTER_MS && t >= e.lockedUntil)) e = { failures: 0, lastFailure: t, lockedUntil: 0 };
+    const e = this.current(key, t) ?? { failures: 0, lastFailure: t, lockedUntil: 0 };
     this.entries.delete(key); // re-insert: Map order doubles as least-recently-failed order
     e.failures++;
     e.lastFailure = t;
-    const over = e.failures - allowance;
-    if (over >= 0) e.lockedUntil = t + Math.min(MAX_LOCK_MS, FIRST_LOCK_MS * 2 ** Math.min(over, 10));
+    const over = e.failures - this.rules.allowance;
+    let locked = 0;
+    if (over >= 0) {
+      locked = t + Math.min(this.rules.maxLockMs, this.rules.firstLockMs * 2 ** Math.min(over, 10));
+      e.lockedUntil = locked;
+    }
     this.entries.set(key, e);
-    while (this.entries.size > MAX_KEYS) {
+    while (this.entries.size > this.rules.maxKeys) {
       const oldest = this.entries.keys().next().value;
       if (oldest === undefined) break;
       this.entries.delete(oldest);
     }
+    return locked;
+  }
+
+  /** Forgets the key's failures and lock. */
+  clear(key: string): void {
+    this.entries.delete(key);
+  }
+
+  /** Keys tracked now (for tests of the memory bound). */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** The key's entry, or undefined once it has been forgotten (which drops it). */
+  private current(key: string, t: number): Entry | undefined {
+    const e = this.entries.get(key);
+    if (!e) return undefined;
+    const forgetAfter = e.lockedUntil > 0 ? (this.rules.forgetLockedAfterMs ?? this.rules.forgetAfterMs) : this.rules.forgetAfterMs;
+    if (t - e.lastFailure > forgetAfter && t >= e.lockedUntil) {
+      this.entries.delete(key);
+      return undefined;
+    }
+    return e;
   }
 }

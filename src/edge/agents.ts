@@ -18,6 +18,7 @@ import { parseJsonPayload, ProtocolError } from "../protocol/frames.ts";
 import { Hello, type GrantedTunnel, type OpenMeta } from "../protocol/messages.ts";
 import { Mux, type SendResult, type Stream } from "../protocol/mux.ts";
 import { FrameType, HANDSHAKE_TIMEOUT_MS, PROTOCOL_VERSION, WireError, type FrameTypeValue } from "../protocol/wire.ts";
+import type { HandshakeGuard } from "./handshake-guard.ts";
 import type { PortAllocator } from "./ports.ts";
 import type { AgentLink, Registry, Tunnel } from "./registry.ts";
 
@@ -30,11 +31,15 @@ export interface EdgeContext {
   tcpAddress(port: number): string;
   /** The port a WebSocket agent that can go direct is sent to (MOVE); undefined: stay. */
   directPort?(): number | undefined;
+  /** Failed handshakes per client address; undefined: none are counted. */
+  handshakes?: HandshakeGuard;
 }
 
 export interface AgentSocketData {
   kind: "agent";
   remote: string;
+  /** The client's address, as the handshake throttle counts it (behind a trusted proxy, the client it names). */
+  address: string;
   conn?: AgentConnection;
 }
 
@@ -43,6 +48,8 @@ export interface AgentTransport {
   readonly kind: "websocket" | "direct";
   /** The agent's address, "ip:port". */
   readonly remote: string;
+  /** The client's canonical IP, what per-address throttles count by (the real client behind a trusted proxy). */
+  readonly address: string;
   send(frames: Uint8Array): SendResult;
   /** Ends the connection after what was sent; `reason` is a short code. */
   close(reason: string): void;
@@ -66,7 +73,8 @@ export class AgentConnection implements AgentLink {
       send: (frames) => transport.send(frames),
       onControl: (type, payload) => this.control(type, payload),
       onClose: (code, message) => {
-        if (code !== WireError.GOING_AWAY) log.info("agent connection closed", { session: this.sessionId, code, reason: message });
+        // a throttled address's refusals are summed up by the guard, not logged one by one
+        if (code !== WireError.GOING_AWAY && code !== "RATE_LIMITED") log.info("agent connection closed", { session: this.sessionId, code, reason: message });
         transport.close(code.slice(0, 100));
       },
     });
@@ -88,9 +96,10 @@ export class AgentConnection implements AgentLink {
     }
   }
 
-  refuse(code: string, message: string): void {
+  /** `retryAfterS`: when the agent may say HELLO again (RATE_LIMITED), sent as the ERROR's retry_after. */
+  refuse(code: string, message: string, retryAfterS?: number): void {
     clearTimeout(this.handshakeTimer);
-    this.mux.fail(code, message);
+    this.mux.fail(code, message, retryAfterS === undefined ? undefined : { retry_after: retryAfterS });
   }
 
   /** The WebSocket closed (either side): the session ends, its tunnels wait in grace. */
@@ -102,9 +111,19 @@ export class AgentConnection implements AgentLink {
 
   private control(type: FrameTypeValue, payload: Uint8Array): void {
     switch (type) {
-      case FrameType.HELLO:
+      case FrameType.HELLO: {
         if (this.ready) throw new ProtocolError("HELLO after READY");
-        return this.hello(parseJsonPayload(payload, "HELLO"));
+        // a throttled address is turned away before its HELLO is parsed or its token looked up
+        const limited = this.edge.handshakes?.refusal(this.transport.address);
+        if (limited) return this.refuse(limited.code, limited.message, Number(limited.headers["Retry-After"]));
+        try {
+          return this.hello(parseJsonPayload(payload, "HELLO"));
+        } catch (err) {
+          // a HELLO that is not JSON or not a Hello counts as a failed handshake (the mux sends PROTOCOL_ERROR)
+          if (err instanceof ProtocolError) this.edge.handshakes?.failed(this.transport.address, WireError.PROTOCOL_ERROR);
+          throw err;
+        }
+      }
       case FrameType.GOAWAY:
         // the agent leaves on purpose: free its names and ports now
         this.edge.registry.detach(this.sessionId, false);
@@ -183,7 +202,8 @@ export class AgentConnection implements AgentLink {
     } catch (err) {
       for (const t of created) registry.remove(t);
       if (err instanceof AppError) {
-        log.info("agent refused", { code: err.code, reason: err.message, remote: this.transport.remote });
+        this.edge.handshakes?.failed(this.transport.address, err.code);
+        log.info("agent refused", { code: err.code, reason: err.message, remote: this.transport.remote, address: this.transport.address });
         return this.refuse(err.code, err.message);
       }
       throw err;

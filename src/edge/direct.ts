@@ -7,6 +7,7 @@
  * WebSocket.
  */
 import type { Socket, TCPSocketListener } from "bun";
+import { canonicalAddress } from "../http/addresses.ts";
 import { log } from "../log.ts";
 import { FrameReader } from "../protocol/frame-reader.ts";
 import { ProtocolError } from "../protocol/frames.ts";
@@ -42,6 +43,8 @@ export function listenDirect(
         const transport: AgentTransport = {
           kind: "direct",
           remote: `${socket.remoteAddress}:${(socket as { remotePort?: number }).remotePort ?? 0}`,
+          // no proxy speaks for anyone on this port: the peer is the client
+          address: canonicalAddress(socket.remoteAddress),
           send: (frames) => sender.send(frames),
           close: () => sender.end(),
         };

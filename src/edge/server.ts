@@ -13,6 +13,7 @@ import { CONNECT_PATH, DEAD_AFTER_MS, MAX_MESSAGE } from "../protocol/wire.ts";
 import { MAX_WS_MESSAGE } from "../protocol/ws-records.ts";
 import { AgentConnection, type AgentSocketData, type EdgeContext } from "./agents.ts";
 import { listenDirect } from "./direct.ts";
+import { HandshakeGuard } from "./handshake-guard.ts";
 import { forwardHttp, type ForwardContext } from "./http.ts";
 import { FLUSH_INTERVAL_MS, TrafficMeter } from "./meter.ts";
 import { badRequestPage, landingPage, unknownTunnelPage } from "./pages.ts";
@@ -101,6 +102,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     httpUrl: (sub) => `${scheme}://${sub}.${domain}${portSuffix()}`,
     tcpAddress: (port) => `${domain}:${port}`,
     directPort: () => direct?.port,
+    handshakes: new HandshakeGuard(opts.handshakeLimit, () => core.clock.now().getTime()),
   };
 
   async function fetch(req: Request, server: Server<SocketData>): Promise<Response | undefined> {
@@ -117,7 +119,9 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
 
     if (name === undefined || name.includes(".")) {
       if (url.pathname === CONNECT_PATH) {
-        const ok = server.upgrade(req, { data: { kind: "agent", remote: `${remote?.address}:${remote?.port}` } });
+        // the address the handshake throttle counts: behind a trusted proxy, the client it names
+        const address = opts.trustedProxies.clientAddress(remote?.address ?? "unknown", req.headers.get("x-forwarded-for"));
+        const ok = server.upgrade(req, { data: { kind: "agent", remote: `${remote?.address}:${remote?.port}`, address } });
         return ok ? undefined : new Response("expected a WebSocket upgrade\n", { status: 426 });
       }
       return name === undefined ? landingPage(domain) : unknownTunnelPage(hostHeader);
@@ -175,6 +179,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
           {
             kind: "websocket",
             remote: agentWs.data.remote,
+            address: agentWs.data.address,
             send(frames) {
               const r = agentWs.send(frames);
               return r === -1 ? "backpressure" : r === 0 ? "closed" : "sent";

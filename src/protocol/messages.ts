@@ -67,8 +67,16 @@ export type Ready = v.InferOutput<typeof Ready>;
 /** edge -> agent instead of READY: say HELLO again on this port of the same host. */
 export const Move = v.object({ port: v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(65535)) });
 
-/** Either way: why the connection ends (handshake refusal, revocation, protocol error). */
-export const Refusal = v.object({ code: v.string(), message: v.string() });
+/**
+ * Either way: why the connection ends (handshake refusal, revocation, protocol error).
+ * `retry_after` (seconds), when present, is when the same HELLO may come back (RATE_LIMITED);
+ * optional, so agents that predate it read the rest as before (unknown keys are dropped).
+ */
+export const Refusal = v.object({
+  code: v.string(),
+  message: v.string(),
+  retry_after: v.optional(v.pipe(v.number(), v.finite(), v.minValue(0))),
+});
 export type Refusal = v.InferOutput<typeof Refusal>;
 
 export const RequestHead = v.object({

@@ -186,10 +186,10 @@ export class Mux {
     else if (result === "closed") this.close(WireError.GOING_AWAY, "transport closed");
   }
 
-  /** Sends ERROR {code, message} and closes. */
-  fail(code: string, message: string): void {
+  /** Sends ERROR {code, message, ...extra} and closes. */
+  fail(code: string, message: string, extra?: Record<string, unknown>): void {
     if (this.closed) return;
-    this.sendFrame(FrameType.ERROR, 0, jsonPayload({ code, message }));
+    this.sendFrame(FrameType.ERROR, 0, jsonPayload({ code, message, ...extra }));
     this.close(code, message);
   }
 

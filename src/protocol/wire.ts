@@ -30,7 +30,7 @@ export const FrameType = {
   HELLO: 0x01,
   /** edge -> agent, stream 0: JSON Ready (session id, tunnels granted). */
   READY: 0x02,
-  /** either way, stream 0: JSON Refusal {code, message}; the sender closes next. */
+  /** either way, stream 0: JSON Refusal {code, message, retry_after?}; the sender closes next. */
   ERROR: 0x03,
   /** either way, stream 0: 4 opaque bytes, answered by PONG with the same bytes. */
   PING: 0x04,

@@ -649,7 +649,7 @@ describe("an agent whose direct port is out of reach", () => {
     expect(silent.accepted).toBe(1);
     expect(edge.hellos.map((h) => h.direct)).toEqual([true, false]);
     expect(agent.output.text()).not.toContain("reconnecting");
-  });
+  }, 15_000); // it waits out the agent's 5 s answer limit: bun's default 5 s per test is too short without --timeout
 
   test("TLS: a direct port that never answers the handshake is given up after its time limit", async () => {
     await using silent = standIn({});

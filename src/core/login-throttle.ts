@@ -1,0 +1,49 @@
+/**
+ * Admin login throttling, on core/throttle.ts: failures are counted per
+ * client address and per username; 20 from one address or 5 for one
+ * username within 15 minutes lock further attempts (even with the right
+ * password) for 30 s, doubling with each further failure up to 15 min.
+ */
+import { AppError } from "./errors.ts";
+import { Throttle, type ThrottleRules } from "./throttle.ts";
+
+export const FAILURES_PER_USERNAME = 5;
+export const FAILURES_PER_ADDRESS = 20;
+
+const RULES = {
+  firstLockMs: 30 * 1000,
+  maxLockMs: 15 * 60 * 1000,
+  forgetAfterMs: 15 * 60 * 1000,
+  maxKeys: 10_000,
+} satisfies Omit<ThrottleRules, "allowance">;
+
+export class LoginThrottle {
+  private readonly addresses: Throttle;
+  private readonly usernames: Throttle;
+
+  constructor(private readonly now: () => number = Date.now) {
+    // two throttles, each with its own key cap: a spray of made-up usernames cannot push an address's count out
+    this.addresses = new Throttle({ ...RULES, allowance: FAILURES_PER_ADDRESS }, now);
+    this.usernames = new Throttle({ ...RULES, allowance: FAILURES_PER_USERNAME }, now);
+  }
+
+  /** Throws 429 with Retry-After while the address or the username is locked. */
+  check(address: string, username: string): void {
+    const until = Math.max(this.addresses.check(address), this.usernames.check(username.toLowerCase()));
+    if (until === 0) return;
+    const seconds = Math.max(1, Math.ceil((until - this.now()) / 1000));
+    throw new AppError("TOO_MANY_REQUESTS", `too many failed logins; try again in ${seconds} s`, {
+      "Retry-After": String(seconds),
+    });
+  }
+
+  fail(address: string, username: string): void {
+    this.addresses.fail(address);
+    this.usernames.fail(username.toLowerCase());
+  }
+
+  /** A correct password clears the username's count (not the address's). */
+  succeed(username: string): void {
+    this.usernames.clear(username.toLowerCase());
+  }
+}
