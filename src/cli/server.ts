@@ -27,11 +27,15 @@ export async function serverCommand(argv: string[]): Promise<number> {
     throw err;
   }
   return new Promise<number>((resolve) => {
+    let stopping = false;
+    // one signal drains (bounded by --drain-timeout); a repeat does not cut the drain short
     const shutdown = (signal: string) => {
+      if (stopping) return log.info("already shutting down", { signal });
+      stopping = true;
       log.info("shutting down", { signal });
       server.stop().then(() => resolve(0));
     };
-    process.once("SIGTERM", () => shutdown("SIGTERM"));
-    process.once("SIGINT", () => shutdown("SIGINT"));
+    process.on("SIGTERM", () => shutdown("SIGTERM"));
+    process.on("SIGINT", () => shutdown("SIGINT"));
   });
 }

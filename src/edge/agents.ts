@@ -40,6 +40,8 @@ export interface AgentSocketData {
   remote: string;
   /** The client's address, as the handshake throttle counts it (behind a trusted proxy, the client it names). */
   address: string;
+  /** The connection's key in the public port's connection budget. */
+  connKey?: string;
   conn?: AgentConnection;
 }
 

@@ -19,11 +19,17 @@ interface DirectSocketData {
   conn?: AgentConnection;
   reader?: FrameReader;
   sender?: SocketSender;
+  /** The address holding a place in the connection budget until the socket closes. */
+  counted?: string;
 }
 
 export interface DirectPortHooks {
   opened(conn: AgentConnection): void;
   closed(conn: AgentConnection): void;
+  /** A connection from `address` arrives: false closes it at once (over a cap, or descriptors short). */
+  admit?(address: string): boolean;
+  /** A connection admit() let in has closed. */
+  released?(address: string): void;
 }
 
 export function listenDirect(
@@ -38,18 +44,24 @@ export function listenDirect(
     ...(opts.tls ? { tls: { cert: Bun.file(opts.tls.cert), key: Bun.file(opts.tls.key) } } : {}),
     socket: {
       open(socket) {
+        const address = canonicalAddress(socket.remoteAddress);
+        if (hooks.admit && !hooks.admit(address)) {
+          socket.data = {};
+          socket.terminate();
+          return;
+        }
         socket.setNoDelay(true);
         const sender = new SocketSender(socket as Socket<unknown>);
         const transport: AgentTransport = {
           kind: "direct",
           remote: `${socket.remoteAddress}:${(socket as { remotePort?: number }).remotePort ?? 0}`,
           // no proxy speaks for anyone on this port: the peer is the client
-          address: canonicalAddress(socket.remoteAddress),
+          address,
           send: (frames) => sender.send(frames),
           close: () => sender.end(),
         };
         const conn = new AgentConnection(transport, edge);
-        socket.data = { conn, sender, reader: new FrameReader((frames) => conn.mux.receive(frames)) };
+        socket.data = { conn, sender, counted: address, reader: new FrameReader((frames) => conn.mux.receive(frames)) };
         hooks.opened(conn);
       },
       data(socket, chunk) {
@@ -67,7 +79,9 @@ export function listenDirect(
         if (sender?.flush()) conn?.mux.drained();
       },
       close(socket) {
-        const { conn } = socket.data;
+        const { conn, counted } = socket.data;
+        if (counted !== undefined) hooks.released?.(counted);
+        socket.data.counted = undefined;
         if (!conn) return;
         socket.data.conn = undefined;
         hooks.closed(conn);

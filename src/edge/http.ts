@@ -27,6 +27,8 @@ export interface ForwardContext {
    * connection then becomes idle and the idle timeout applies again.
    */
   finished?: () => void;
+  /** The visitor connection's key in the connection budget (its WebSocket, if it becomes one, ends it). */
+  connKey?: string;
 }
 
 export function requestMeta(req: Request, url: URL, tunnel: Tunnel, ctx: ForwardContext, kind: "http" | "ws"): OpenMeta {

@@ -44,6 +44,16 @@ export function badRequestPage(why: string): Response {
   return page(400, "Bad request", `<div class="status">400</div><h1>Bad request</h1><p>${escapeHtml(why)}</p>`, { Connection: "close" });
 }
 
+/** Over a connection cap: quick, small, and the connection closes after it. */
+export function overloadedPage(): Response {
+  return page(
+    503,
+    "Too many connections",
+    `<div class="status">503</div><h1>Too many connections</h1><p>This server has too many connections open from your address, or in all. Try again in a few seconds.</p>`,
+    { Connection: "close", "Retry-After": "5" },
+  );
+}
+
 export function badGatewayPage(host: string, why: string): Response {
   return page(
     502,

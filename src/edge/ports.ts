@@ -6,6 +6,7 @@
 import type { TCPSocketListener } from "bun";
 import { AppError } from "../core/errors.ts";
 import type { Registry, Tunnel } from "./registry.ts";
+import type { SocketBudget } from "./socket-budget.ts";
 import { tcpHandlers } from "./tcp.ts";
 
 /** Random picks before scanning the range in order. */
@@ -16,6 +17,8 @@ export class PortAllocator {
     private readonly range: { first: number; last: number },
     private readonly host: string,
     private readonly registry: Registry,
+    /** Caps on the tunnels' visitor connections, shared by every tunnel port. */
+    private readonly budget?: SocketBudget,
   ) {}
 
   /** Binds `requested` (or any free port) and returns the tunnel that `make` builds for it. */
@@ -51,7 +54,7 @@ export class PortAllocator {
         port,
         exclusive: true,
         allowHalfOpen: true,
-        socket: tcpHandlers(() => tunnel!),
+        socket: tcpHandlers(() => tunnel!, this.budget),
       });
     } catch {
       return undefined; // taken by something else on this machine

@@ -16,7 +16,11 @@ import { listenDirect } from "./direct.ts";
 import { HandshakeGuard } from "./handshake-guard.ts";
 import { forwardHttp, type ForwardContext } from "./http.ts";
 import { FLUSH_INTERVAL_MS, TrafficMeter } from "./meter.ts";
-import { badRequestPage, landingPage, unknownTunnelPage } from "./pages.ts";
+import { DescriptorWatch, openFileLimit } from "./descriptors.ts";
+import { badRequestPage, landingPage, overloadedPage, unknownTunnelPage } from "./pages.ts";
+import { PublicListener } from "./public-listener.ts";
+import { SocketBudget } from "./socket-budget.ts";
+import { VisitorConnections } from "./visitor-connections.ts";
 import { PortAllocator } from "./ports.ts";
 import { enforceQuotas } from "./quota.ts";
 import { Registry } from "./registry.ts";
@@ -53,8 +57,12 @@ type SocketData = AgentSocketData | VisitorSocketData;
 
 /** Malformed requests are the sender's fault: logged at info, a few a minute. */
 const clientFault = limitedLog(20);
+/** Refusals for being over a connection cap: a few lines a minute, whatever the flood. */
+const overLimit = limitedLog(10);
 
 const SWEEP_INTERVAL_MS = 5_000;
+/** While draining, how often the edge looks whether requests are still in flight. */
+const DRAIN_POLL_MS = 50;
 /** Bun queues at most this much per WebSocket before send() reports backpressure. */
 const BACKPRESSURE_LIMIT = 4 * 1024 * 1024;
 
@@ -69,12 +77,53 @@ export interface RunningEdge {
   stop(): Promise<void>;
 }
 
+/** What fetch learns of a request's connection before routing it. */
+interface Visit {
+  /** The connection's key in the budget. */
+  key: string;
+  /** Who the visitor is (the peer, or the client a trusted proxy names). */
+  client: string;
+  /** The socket's peer, "address:port". */
+  peer: string;
+  /** Set when the connection's budget entry ends later than the response (a body, a WebSocket). */
+  deferredEnd?: boolean;
+  ended?: boolean;
+}
+
+/** Connections left for visitors when --max-conns is auto: half of what the file limit leaves after a reserve. */
+export function defaultMaxConns(fdLimit: number | undefined): number {
+  if (fdLimit === undefined) return 10_000;
+  return Math.max(64, Math.floor((Math.min(fdLimit, 10_000_000) - 256) / 2));
+}
+
+function logDescriptorBudget(fdLimit: number | undefined, maxConns: number, perIp: number): void {
+  const fields = { open_files: fdLimit ?? "unknown", max_conns: maxConns, max_conns_per_ip: perIp };
+  if (fdLimit !== undefined && fdLimit < 4096) {
+    log.warn("the open-file limit is low for a public server: raise it (systemd: LimitNOFILE=65536)", fields);
+  } else log.info("connection budget", fields);
+}
+
+/** Whether the connection closes after this exchange (either side said so). */
+const closes = (req: Request, res: Response | undefined) =>
+  res?.headers.get("connection")?.toLowerCase() === "close" || req.headers.get("connection")?.toLowerCase() === "close";
+
+const splitPeer = (peer: string): [string, number] => {
+  const i = peer.lastIndexOf(":");
+  return [peer.slice(0, i), Number(peer.slice(i + 1))];
+};
+
 export function startEdge(opts: EdgeOptions): RunningEdge {
   const { core, domain } = opts;
+  const fdLimit = openFileLimit();
   const meter = new TrafficMeter(core);
   const registry = new Registry(meter);
   core.attachLiveTunnels(registry);
-  const ports = new PortAllocator(opts.tcpPorts, opts.host, registry);
+  const maxConns = opts.maxConns ?? defaultMaxConns(fdLimit);
+  // TCP tunnels' visitors share the total with the public HTTP port's; agents' direct
+  // connections have only the per-address cap (a team behind one NAT is many agents)
+  const tcpVisitors = new SocketBudget({ perAddress: opts.maxConnsPerIp, total: maxConns }, () => connections.total, () => watch.pressed);
+  const agentSockets = new SocketBudget({ perAddress: opts.maxConnsPerIp, total: Number.MAX_SAFE_INTEGER }, undefined, () => watch.pressed);
+  const ports = new PortAllocator(opts.tcpPorts, opts.host, registry, tcpVisitors);
   const agents = new Set<AgentConnection>();
   /** An agent's connection closed (WebSocket or direct): its session ends, its traffic is written down. */
   const agentLeft = (conn: AgentConnection) => {
@@ -105,23 +154,50 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     handshakes: new HandshakeGuard(opts.handshakeLimit, () => core.clock.now().getTime()),
   };
 
+  const connections = new VisitorConnections(
+    { perAddress: opts.maxConnsPerIp, total: maxConns, idleTimeoutS: opts.idleTimeoutS },
+    () => listener.port,
+    () => tcpVisitors.total,
+  );
+
+  /** Every request starts here: first the connection budget, then the route. */
   async function fetch(req: Request, server: Server<SocketData>): Promise<Response | undefined> {
+    const peer = server.requestIP(req);
+    if (!peer) return undefined; // the visitor is already gone
+    const client = opts.trustedProxies.clientAddress(peer.address, req.headers.get("x-forwarded-for"));
+    const admitted = connections.begin(peer.address, peer.port, client);
+    if (!admitted.ok) {
+      overLimit("visitor connection refused", { client, limit: admitted.why === "address" ? "max-conns-per-ip" : "max-conns" });
+      return overloadedPage();
+    }
+    const visit: Visit = { key: admitted.key, client, peer: `${peer.address}:${peer.port}` };
+    let res: Response | undefined;
+    try {
+      res = await route(req, server, visit);
+    } catch (err) {
+      connections.end(visit.key);
+      throw err;
+    }
+    // forwarded requests end with their response body, upgrades with their WebSocket
+    if (!visit.deferredEnd) connections.end(visit.key, closes(req, res));
+    return res;
+  }
+
+  async function route(req: Request, server: Server<SocketData>, visit: Visit): Promise<Response | undefined> {
     const parsed = parseHost(req.headers.get("host"));
     const url = parsed && URL.parse(req.url);
     if (!parsed || !url) {
-      clientFault("bad request refused", { why: parsed ? "request target" : "host header", remote: server.requestIP(req)?.address });
+      clientFault("bad request refused", { why: parsed ? "request target" : "host header", remote: visit.client });
       return badRequestPage(parsed ? "The request target is not a valid path." : "The Host header does not name a valid host.");
     }
     const host = parsed.hostname;
     const hostHeader = parsed.port === undefined ? host : `${host}:${parsed.port}`;
     const name = host.endsWith(`.${domain}`) ? host.slice(0, -domain.length - 1) : undefined;
-    const remote = server.requestIP(req);
 
     if (name === undefined || name.includes(".")) {
       if (url.pathname === CONNECT_PATH) {
-        // the address the handshake throttle counts: behind a trusted proxy, the client it names
-        const address = opts.trustedProxies.clientAddress(remote?.address ?? "unknown", req.headers.get("x-forwarded-for"));
-        const ok = server.upgrade(req, { data: { kind: "agent", remote: `${remote?.address}:${remote?.port}`, address } });
+        const ok = server.upgrade(req, { data: { kind: "agent", remote: visit.peer, address: visit.client, connKey: visit.key } });
+        if (ok) visit.deferredEnd = true;
         return ok ? undefined : new Response("expected a WebSocket upgrade\n", { status: 426 });
       }
       return name === undefined ? landingPage(domain) : unknownTunnelPage(hostHeader);
@@ -132,13 +208,21 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     if (url.pathname === CONTINUE_PATH && req.method === "GET") return continueResponse(url, secure);
     const warning = interstitial(req, url, tunnel, hostHeader);
     if (warning) return warning;
+    const [remoteIp, remotePort] = splitPeer(visit.peer);
+    visit.deferredEnd = true;
     const ctx: ForwardContext = {
-      remoteIp: remote?.address ?? "unknown",
-      remotePort: remote?.port ?? 0,
+      remoteIp,
+      remotePort,
       secure,
       host: hostHeader,
       responseTimeoutMs: opts.responseTimeoutMs,
-      finished: () => server.timeout(req, opts.idleTimeoutS),
+      connKey: visit.key,
+      finished: () => {
+        if (visit.ended) return;
+        visit.ended = true;
+        server.timeout(req, opts.idleTimeoutS);
+        connections.end(visit.key);
+      },
     };
     // a request in flight (a long poll, an event stream, a big download) is never cut by the
     // idle timeout; it applies again from the end of the response (finished)
@@ -151,7 +235,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     return forwardHttp(req, url, tunnel, ctx);
   }
 
-  const server = Bun.serve<SocketData>({
+  const listener = new PublicListener<SocketData>({
     hostname: opts.host,
     port: opts.port,
     ...(opts.tls ? { tls: { cert: Bun.file(opts.tls.cert), key: Bun.file(opts.tls.key) } } : {}),
@@ -202,20 +286,27 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
         else visitorSocket.drain(ws as ServerWebSocket<VisitorSocketData>);
       },
       close(ws: ServerWebSocket<SocketData>, code: number, reason: string) {
+        if (ws.data.connKey) connections.end(ws.data.connKey, true);
         if (ws.data.kind === "visitor") return visitorSocket.close(ws as ServerWebSocket<VisitorSocketData>, code, reason);
         if (ws.data.conn) agentLeft(ws.data.conn);
       },
     },
   });
-  if (!opts.publicUrl) publicPort = server.port ?? opts.port;
+  if (!opts.publicUrl) publicPort = listener.port;
   if (directAllowed) {
     try {
       direct = listenDirect({ host: opts.host, port: opts.agentPort!, tls: opts.tls }, edge, {
         opened: (conn) => agents.add(conn),
         closed: agentLeft,
+        admit: (address) => {
+          const ok = agentSockets.admit(address);
+          if (!ok) overLimit("agent connection refused", { client: address, port: "direct" });
+          return ok;
+        },
+        released: (address) => agentSockets.release(address),
       });
     } catch (err) {
-      void server.stop(true);
+      void listener.stop(true);
       const code = (err as { code?: string }).code;
       throw Object.assign(new Error(`--agent-port ${opts.agentPort}: ${(err as Error).message}`), { code });
     }
@@ -233,22 +324,51 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
         }
       }
     }, SWEEP_INTERVAL_MS),
+    setInterval(() => connections.expire(), 1_000),
   ];
   for (const t of timers) t.unref();
 
   const publicUrl = `${scheme}://${domain}${portSuffix()}`;
-  log.info("edge listening", { url: publicUrl, port: server.port, agent_port: direct?.port ?? "off" });
+  log.info("edge listening", { url: publicUrl, port: listener.port, agent_port: direct?.port ?? "off" });
+  logDescriptorBudget(fdLimit, connections.limits.total, opts.maxConnsPerIp);
+  const watch = new DescriptorWatch(fdLimit, (pressed, inUse) => {
+    if (pressed) {
+      // what is idle goes first; then no new connections until enough descriptors are free again
+      const shed = listener.closeIdle();
+      connections.closedIdle();
+      listener.pause();
+      log.warn("open files nearly exhausted: closed idle visitor connections and stopped accepting new ones", { in_use: inUse, limit: fdLimit, closed: shed });
+    } else {
+      const resumed = listener.resume();
+      log.info(resumed ? "open files available again: accepting visitors" : "open files available again, but the public port could not be listened on again", { in_use: inUse, limit: fdLimit });
+    }
+  });
+  watch.start();
 
   return {
-    port: server.port ?? opts.port,
+    port: listener.port,
     agentPort: direct?.port,
     publicUrl,
     registry,
     async stop() {
+      watch.stop();
+      // 1. no new visitors or agents: the ports are free at once for a server that takes over
+      listener.pause();
+      direct?.stop(false);
+      // 2. requests in flight finish (up to --drain-timeout); connections that fall idle close
+      const deadline = Date.now() + opts.drainTimeoutMs;
+      let inFlight = listener.pendingRequests;
+      if (inFlight > 0) log.info("draining visitor requests", { in_flight: inFlight, timeout_s: opts.drainTimeoutMs / 1000 });
+      while ((inFlight = listener.pendingRequests) > 0 && Date.now() < deadline) {
+        listener.closeIdle();
+        await Bun.sleep(DRAIN_POLL_MS);
+      }
+      if (inFlight > 0) log.info("drain timeout: cutting the requests still in flight", { in_flight: inFlight });
+      // 3. agents are told why, tunnels go, traffic is written down
       for (const t of timers) clearInterval(t);
       for (const conn of agents) conn.refuse("SERVER_SHUTDOWN", "the server is shutting down");
       for (const t of registry.allTunnels()) registry.remove(t);
-      await server.stop(true);
+      await listener.stop(true);
       direct?.stop(true);
       meter.flush();
     },

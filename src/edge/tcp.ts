@@ -3,30 +3,50 @@
  * becomes a stream to the agent, relayed with backpressure both ways.
  */
 import type { Socket, SocketHandler } from "bun";
+import { canonicalAddress } from "../http/addresses.ts";
+import { limitedLog } from "../log.ts";
 import { SocketRelay } from "../relay/socket.ts";
 import type { Tunnel } from "./registry.ts";
+import type { SocketBudget } from "./socket-budget.ts";
 
 interface VisitorSocket {
   relay?: SocketRelay;
+  /** The address that holds a place in the budget, until the socket closes. */
+  counted?: string;
 }
 
-export function tcpHandlers(tunnel: () => Tunnel): SocketHandler<VisitorSocket> {
+const overLimit = limitedLog(10);
+
+export function tcpHandlers(tunnel: () => Tunnel, budget?: SocketBudget): SocketHandler<VisitorSocket> {
+  const release = (socket: Socket<VisitorSocket>) => {
+    if (socket.data?.counted === undefined) return;
+    budget?.release(socket.data.counted);
+    socket.data.counted = undefined;
+  };
   return {
     open(socket: Socket<VisitorSocket>) {
+      const address = canonicalAddress(socket.remoteAddress);
+      if (budget && !budget.admit(address)) {
+        overLimit("tcp visitor connection refused", { client: address });
+        socket.terminate();
+        return;
+      }
+      socket.data = { counted: address };
       const t = tunnel();
       const stream = t.agent?.openStream({ tunnel: t.id, kind: "tcp", remote: `${socket.remoteAddress}:${socket.remotePort ?? 0}` });
       if (!stream) {
         socket.end(); // no agent (reconnecting) or it cannot take another stream
         return;
       }
-      socket.data = {
-        relay: new SocketRelay(socket, stream, { fromSocket: (n) => t.countIn(n), toSocket: (n) => t.countOut(n) }),
-      };
+      socket.data.relay = new SocketRelay(socket, stream, { fromSocket: (n) => t.countIn(n), toSocket: (n) => t.countOut(n) });
     },
     data: (socket, data) => socket.data?.relay?.socketData(data),
     drain: (socket) => socket.data?.relay?.socketDrain(),
     end: (socket) => socket.data?.relay?.socketEnd(),
-    close: (socket, error) => socket.data?.relay?.socketClosed(error),
+    close: (socket, error) => {
+      release(socket);
+      socket.data?.relay?.socketClosed(error);
+    },
     error: (socket, error) => socket.data?.relay?.socketClosed(error ?? new Error("socket error")),
   };
 }

@@ -18,6 +18,8 @@ const MAX_QUEUED_BYTES = MAX_WS_MESSAGE + 4 * 1024 * 1024;
 
 export interface VisitorSocketData {
   kind: "visitor";
+  /** The connection's key in the connection budget, released when the WebSocket closes. */
+  connKey?: string;
   stream: Stream;
   tunnel: Tunnel;
   early: (string | Uint8Array)[];
@@ -52,7 +54,7 @@ export async function upgradeWebSocket(
   } catch (err) {
     return badGatewayPage(ctx.host, (err as Error).message);
   }
-  const data: VisitorSocketData = { kind: "visitor", stream, tunnel, early: [], ended: false, owed: 0, backedUp: false };
+  const data: VisitorSocketData = { kind: "visitor", connKey: ctx.connKey, stream, tunnel, early: [], ended: false, owed: 0, backedUp: false };
   const decoder = new RecordDecoder();
   stream.onData = (chunk) => {
     tunnel.countOut(chunk.byteLength);

@@ -59,6 +59,7 @@ export function readableFrom(
         }
       },
       cancel() {
+        onEnd?.();
         if (onCancel === "reset") return stream.reset();
         for (const chunk of queue.splice(0)) stream.consumed(chunk.byteLength);
         stream.onData = (chunk) => stream.consumed(chunk.byteLength);

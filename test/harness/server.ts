@@ -23,6 +23,8 @@ export interface StartOptions {
   executable?: string;
   /** Keep the data dir when the server stops. */
   keepDataDir?: boolean;
+  /** Words put before the command, e.g. a shell that lowers the open-file limit first. */
+  prefix?: string[];
 }
 
 export interface TestServer extends AsyncDisposable {
@@ -48,6 +50,7 @@ export async function startServer(opts: StartOptions = {}): Promise<TestServer> 
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), "burrow-test-"));
   const proc = Bun.spawn(
     [
+      ...(opts.prefix ?? []),
       ...burrowCommand(opts.executable),
       "server",
       "--host",

@@ -1,0 +1,85 @@
+/**
+ * The process's file descriptors: the one resource every connection costs
+ * and whose exhaustion takes everything down at once (Bun's accept loop then
+ * spins and even the admin API stops answering). The limit is read once;
+ * what is in use is sampled often enough to react before a flood of
+ * connections reaches it, and cheaply (a directory listing of /proc/self/fd
+ * or /dev/fd, a few hundred microseconds for thousands of descriptors).
+ */
+import { readdirSync, readFileSync } from "node:fs";
+
+/** How often descriptors in use are counted. */
+export const SAMPLE_INTERVAL_MS = 250;
+
+/** The soft open-file limit of this process, or undefined where it cannot be read. */
+export function openFileLimit(): number | undefined {
+  try {
+    const line = readFileSync("/proc/self/limits", "utf8")
+      .split("\n")
+      .find((l) => l.startsWith("Max open files"));
+    const soft = line?.split(/\s{2,}/)[1];
+    if (soft === "unlimited") return Number.MAX_SAFE_INTEGER;
+    return soft ? Number(soft) : undefined;
+  } catch {
+    return undefined; // not Linux: no limit to read without a native call
+  }
+}
+
+const FD_DIRS = ["/proc/self/fd", "/dev/fd"];
+
+/** Descriptors this process holds now, or undefined where it cannot tell. */
+export function descriptorsInUse(): number | undefined {
+  for (const dir of FD_DIRS) {
+    try {
+      return readdirSync(dir).length;
+    } catch {
+      // try the next
+    }
+  }
+  return undefined;
+}
+
+/**
+ * The descriptors kept free for what must go on working under a flood: the
+ * agents already connected, the admin API, the database, logs. Pressure
+ * starts when fewer than this are left, and ends when twice as many are.
+ */
+export function reserveFor(limit: number): number {
+  return Math.max(64, Math.floor(limit * 0.05));
+}
+
+/**
+ * Watches descriptors in use against the limit and says when pressure
+ * starts and ends. Without a readable limit or count it never reports.
+ */
+export class DescriptorWatch {
+  pressed = false;
+  private timer: ReturnType<typeof setInterval> | undefined;
+
+  constructor(
+    readonly limit: number | undefined,
+    private readonly onChange: (pressed: boolean, inUse: number) => void,
+    private readonly count: () => number | undefined = descriptorsInUse,
+  ) {}
+
+  start(): void {
+    if (this.limit === undefined || this.count() === undefined) return;
+    this.timer = setInterval(() => this.sample(), SAMPLE_INTERVAL_MS);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  sample(): void {
+    const inUse = this.count();
+    if (inUse === undefined || this.limit === undefined) return;
+    const reserve = reserveFor(this.limit);
+    const pressed = this.pressed ? inUse > this.limit - 2 * reserve : inUse >= this.limit - reserve;
+    if (pressed !== this.pressed) {
+      this.pressed = pressed;
+      this.onChange(pressed, inUse);
+    }
+  }
+}

@@ -1,0 +1,69 @@
+/**
+ * The public port's Bun.serve, which can stop accepting for a while and
+ * start again. Bun.serve has no way to refuse a connection at accept: when
+ * descriptors run out, its accept loop spins and nothing answers any more.
+ * So under descriptor pressure the listening socket itself is closed
+ * (stop(false): the connections already open, WebSockets included, go on
+ * being served by that server object) and a new Bun.serve takes the same
+ * port once pressure is over. New visitors meanwhile see a refused
+ * connection, which costs the server nothing.
+ */
+import type { Server } from "bun";
+
+type ServeOptions<T> = Parameters<typeof Bun.serve<T>>[0];
+
+export class PublicListener<T> {
+  /** The server accepting now, undefined while paused. */
+  private accepting: Server<T> | undefined;
+  /** Every server made, paused ones included: their connections live on until they close. */
+  private readonly all = new Set<Server<T>>();
+  readonly port: number;
+
+  constructor(private readonly options: ServeOptions<T>) {
+    this.accepting = Bun.serve<T>(options);
+    this.all.add(this.accepting);
+    this.port = this.accepting.port ?? Number((options as { port?: number }).port);
+  }
+
+  get paused(): boolean {
+    return this.accepting === undefined;
+  }
+
+  pause(): void {
+    const s = this.accepting;
+    if (!s) return;
+    this.accepting = undefined;
+    void s.stop(false);
+  }
+
+  /** Listens again on the same port; false (and still paused) if the port cannot be had. */
+  resume(): boolean {
+    if (this.accepting) return true;
+    try {
+      this.accepting = Bun.serve<T>({ ...this.options, port: this.port } as ServeOptions<T>);
+    } catch {
+      return false;
+    }
+    this.all.add(this.accepting);
+    return true;
+  }
+
+  /** Closes every keep-alive connection that has no request in flight; returns how many. */
+  closeIdle(): number {
+    let n = 0;
+    for (const s of this.all) n += s.closeIdleConnections();
+    return n;
+  }
+
+  get pendingRequests(): number {
+    let n = 0;
+    for (const s of this.all) n += s.pendingRequests;
+    return n;
+  }
+
+  /** Stops accepting; with `force`, cuts every connection too. Resolves when all are closed. */
+  async stop(force: boolean): Promise<void> {
+    this.accepting = undefined;
+    await Promise.all([...this.all].map((s) => s.stop(force)));
+  }
+}

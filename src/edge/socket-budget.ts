@@ -1,0 +1,46 @@
+/**
+ * The connection budget of the edge's plain TCP listeners (public TCP
+ * tunnel ports, the direct agent port). Bun.listen shows every connection as
+ * it opens and closes, so here the count is exact: a connection over its
+ * address's cap, over the total, or arriving while descriptors are short is
+ * closed at once, which frees its descriptor before it costs anything else.
+ */
+export interface SocketLimits {
+  perAddress: number;
+  /** Connections in all, this budget's and others' (e.g. the public HTTP port's) together. */
+  total: number;
+}
+
+export class SocketBudget {
+  private readonly perAddress = new Map<string, number>();
+  private open = 0;
+
+  constructor(
+    private readonly limits: SocketLimits,
+    /** Connections counted elsewhere against the same total. */
+    private readonly elsewhere: () => number = () => 0,
+    /** True while descriptors are short: nothing new is taken. */
+    private readonly pressed: () => boolean = () => false,
+  ) {}
+
+  get total(): number {
+    return this.open;
+  }
+
+  /** Takes a place for a connection from `address`; false: close it now (and do not release). */
+  admit(address: string): boolean {
+    const n = this.perAddress.get(address) ?? 0;
+    if (this.pressed() || n >= this.limits.perAddress || this.open + this.elsewhere() >= this.limits.total) return false;
+    this.perAddress.set(address, n + 1);
+    this.open++;
+    return true;
+  }
+
+  release(address: string): void {
+    const n = this.perAddress.get(address);
+    if (n === undefined) return;
+    if (n <= 1) this.perAddress.delete(address);
+    else this.perAddress.set(address, n - 1);
+    this.open--;
+  }
+}

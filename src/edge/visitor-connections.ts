@@ -1,0 +1,120 @@
+/**
+ * The public port's connection budget: at most --max-conns-per-ip
+ * connections per client address and --max-conns in all. Bun.serve shows a
+ * connection only through its requests (the peer's address and port), so a
+ * connection is counted from its first request until it is known closed:
+ * idle past --idle-timeout (Bun closed it), shed by closeIdle(), said
+ * gone by the kernel (kernel-sockets.ts, asked before anyone is refused),
+ * or answered with `Connection: close`. A connection over budget gets a
+ * quick 503 and is closed; the ones already counted go on.
+ */
+import { canonicalAddress } from "../http/addresses.ts";
+import { establishedPeers } from "./kernel-sockets.ts";
+
+/**
+ * The kernel is asked at most this often: a read of /proc/net/tcp costs
+ * about 1 ms per 10k sockets, and an attacker at its cap must not make
+ * every refusal cost that. So a client is refused wrongly only if it opens
+ * more than its cap of connections within this span.
+ */
+const RECONCILE_EVERY_MS = 50;
+
+interface Connection {
+  /** Who it counts for: the peer, or the client a trusted proxy named. */
+  client: string;
+  inFlight: number;
+  /** When its last response ended; idle connections expire from here. */
+  idleSince: number;
+}
+
+export type Admission = { ok: true; key: string } | { ok: false; why: "address" | "total" };
+
+export class VisitorConnections {
+  /** By socket ("address:port" of the peer). */
+  private readonly bySocket = new Map<string, Connection>();
+  private readonly perClient = new Map<string, number>();
+  private lastReconcile = 0;
+
+  constructor(
+    readonly limits: { perAddress: number; total: number; idleTimeoutS: number },
+    private readonly localPort: () => number,
+    /** Connections counted elsewhere against the same total (TCP tunnels' visitors). */
+    private readonly elsewhere: () => number = () => 0,
+    private readonly now: () => number = Date.now,
+    private readonly kernelPeers: (port: number) => Set<string> | undefined = establishedPeers,
+  ) {}
+
+  get total(): number {
+    return this.bySocket.size;
+  }
+
+  countFor(client: string): number {
+    return this.perClient.get(client) ?? 0;
+  }
+
+  /** A request arrived on the socket `peer`; is its connection within budget? */
+  begin(peerAddress: string, peerPort: number, client: string): Admission {
+    const key = `${canonicalAddress(peerAddress)}:${peerPort}`;
+    const known = this.bySocket.get(key);
+    if (known) {
+      known.inFlight++;
+      return { ok: true, key };
+    }
+    let over = this.overBudget(client);
+    if (over) {
+      this.reconcile();
+      over = this.overBudget(client);
+    }
+    if (over) return { ok: false, why: over };
+    this.bySocket.set(key, { client, inFlight: 1, idleSince: 0 });
+    this.perClient.set(client, this.countFor(client) + 1);
+    return { ok: true, key };
+  }
+
+  /** The response on `key` ended; `closing` when the connection closes with it. */
+  end(key: string, closing = false): void {
+    const c = this.bySocket.get(key);
+    if (!c) return;
+    c.inFlight = Math.max(0, c.inFlight - 1);
+    c.idleSince = this.now();
+    if (closing && c.inFlight === 0) this.forget(key, c);
+  }
+
+  /** Every connection without a request in flight was closed (Bun's closeIdleConnections). */
+  closedIdle(): void {
+    for (const [key, c] of this.bySocket) if (c.inFlight === 0) this.forget(key, c);
+  }
+
+  /** Drops connections idle past the idle timeout: Bun has closed them. */
+  expire(): void {
+    const cutoff = this.now() - (this.limits.idleTimeoutS + 1) * 1000;
+    for (const [key, c] of this.bySocket) if (c.inFlight === 0 && c.idleSince < cutoff) this.forget(key, c);
+  }
+
+  private overBudget(client: string): "address" | "total" | undefined {
+    if (this.countFor(client) >= this.limits.perAddress) return "address";
+    if (this.bySocket.size + this.elsewhere() >= this.limits.total) return "total";
+    return undefined;
+  }
+
+  /** Forgets connections the kernel no longer has open (closed by the client, say). */
+  private reconcile(): void {
+    const t = this.now();
+    if (t - this.lastReconcile < RECONCILE_EVERY_MS) return;
+    this.lastReconcile = t;
+    const open = this.kernelPeers(this.localPort());
+    if (!open) return;
+    const canonical = new Set([...open].map((p) => {
+      const i = p.lastIndexOf(":");
+      return `${canonicalAddress(p.slice(0, i))}:${p.slice(i + 1)}`;
+    }));
+    for (const [key, c] of this.bySocket) if (!canonical.has(key)) this.forget(key, c);
+  }
+
+  private forget(key: string, c: Connection): void {
+    this.bySocket.delete(key);
+    const n = this.countFor(c.client) - 1;
+    if (n <= 0) this.perClient.delete(c.client);
+    else this.perClient.set(c.client, n);
+  }
+}
