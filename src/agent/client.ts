@@ -15,8 +15,11 @@ import {
   FrameType,
   KEEPALIVE_INTERVAL_MS,
   PROTOCOL_VERSION,
+  DRAIN_MAX_MS,
   RECONNECT_BASE_MS,
   RECONNECT_MAX_MS,
+  RESTART_RETRY_FOR_MS,
+  RESTART_RETRY_MS,
   WireError,
   type FrameTypeValue,
 } from "../protocol/wire.ts";
@@ -85,7 +88,9 @@ type Outcome =
   | { kind: "lost"; why: string }
   | { kind: "stopped" }
   /** The edge sent MOVE: say HELLO again on its direct port. */
-  | { kind: "moved"; port: number };
+  | { kind: "moved"; port: number }
+  /** The edge sent DRAIN: connect again now; the old connection finishes its streams meanwhile. */
+  | { kind: "draining" };
 
 export class Agent {
   private link?: Link;
@@ -97,6 +102,8 @@ export class Agent {
   private session?: string;
   private stopping = false;
   private wake?: () => void;
+  /** Connections the edge said DRAIN on, finishing their streams; closed on stop(). */
+  private readonly draining = new Set<Link>();
   /** What to ask for on reconnect: the name or port the server gave last time. */
   private request: TunnelRequest;
 
@@ -108,13 +115,27 @@ export class Agent {
   async run(): Promise<number> {
     let attempt = 0;
     let everReady = false;
+    /** Since when the server has been restarting (DRAIN): retries come quickly, not with backoff. */
+    let restartingSince: number | undefined;
     for (;;) {
       const { outcome, wasReady } = await this.connectOnce();
       if (wasReady) {
         everReady = true;
         attempt = 0;
+        if (outcome.kind !== "draining") restartingSince = undefined;
       }
       if (outcome.kind === "stopped" || this.stopping) return 0;
+      if (outcome.kind === "draining") {
+        // straight away: the server that takes over may already listen
+        restartingSince = Date.now();
+        this.opts.out.notice?.("the server is restarting: connecting again");
+        continue;
+      }
+      if (restartingSince !== undefined && Date.now() - restartingSince < RESTART_RETRY_FOR_MS && outcome.kind === "lost") {
+        await this.pause(RESTART_RETRY_MS + Math.round(Math.random() * RESTART_RETRY_MS));
+        if (this.stopping) return 0;
+        continue;
+      }
       const throttled = outcome.kind === "refused" && outcome.code === THROTTLED;
       if (outcome.kind === "refused" && !throttled && (FATAL_CODES.has(outcome.code) || !everReady)) {
         this.opts.out.refused(outcome.code, outcome.message);
@@ -130,21 +151,27 @@ export class Agent {
             : outcome.why;
       const delay = throttled ? retryAfterDelay(outcome.retryAfterS, attempt++) : backoff(attempt++);
       this.opts.out.reconnecting(why, delay, attempt);
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, delay);
-        this.wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
+      await this.pause(delay);
       if (this.stopping) return 0;
     }
+  }
+
+  /** Waits `ms`, or less if stop() comes first. */
+  private pause(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
   }
 
   /** Leaves on purpose: the server frees the tunnel's name or port at once. */
   stop(): void {
     this.stopping = true;
     this.wake?.();
+    for (const link of this.draining) link.close();
     if (this.mux && !this.mux.closed && this.link?.isOpen) {
       this.mux.sendControl(FrameType.GOAWAY);
     }
@@ -257,7 +284,14 @@ export class Agent {
     return new Promise((resolve) => {
       let wasReady = false;
       let settled = false;
+      /** DRAIN came: the run goes on with a new connection, this one only finishes its streams. */
+      let detached = false;
       const finish = (o: Outcome) => {
+        if (detached) {
+          this.draining.delete(link);
+          mux.close();
+          return;
+        }
         if (settled) return;
         settled = true;
         clearInterval(keepalive);
@@ -269,13 +303,26 @@ export class Agent {
         role: "agent",
         send: (frames) => link.send(frames),
         onStream: (stream) => this.serve(stream),
-        onControl: (type, payload) => this.control(type, payload, finish, () => (wasReady = true)),
+        onControl: (type, payload) => {
+          if (type === FrameType.DRAIN && wasReady && !settled) return detach();
+          this.control(type, payload, finish, () => (wasReady = true));
+        },
         onClose: (code, message) => {
           if (code === WireError.PROTOCOL_ERROR) finish({ kind: "refused", code, message, ours: true });
           link.close();
         },
       });
       this.mux = mux;
+      const detach = () => {
+        settled = true;
+        detached = true;
+        clearInterval(keepalive);
+        clearTimeout(answerTimer);
+        this.draining.add(link);
+        // the edge closes it when its streams are done; should it not, the agent does
+        setTimeout(() => link.close(), DRAIN_MAX_MS).unref();
+        resolve({ outcome: { kind: "draining" }, wasReady });
+      };
       const keepalive = setInterval(() => {
         if (Date.now() - mux.lastReceivedAt > DEAD_AFTER_MS) {
           finish({ kind: "lost", why: `no answer from the server for ${DEAD_AFTER_MS / 1000} s` });
@@ -303,6 +350,7 @@ export class Agent {
           resume: this.session,
           agent: `burrow/${VERSION}`,
           direct,
+          drain: true,
         });
       };
       link.onMessage = (frames) => mux.receive(frames);

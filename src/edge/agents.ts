@@ -63,6 +63,8 @@ export class AgentConnection implements AgentLink {
   tokenId = 0;
   readonly mux: Mux;
   private ready = false;
+  /** Its HELLO said it understands DRAIN. */
+  private drains = false;
   private handshakeTimer: ReturnType<typeof setTimeout>;
 
   constructor(
@@ -99,6 +101,17 @@ export class AgentConnection implements AgentLink {
   }
 
   /** `retryAfterS`: when the agent may say HELLO again (RATE_LIMITED), sent as the ERROR's retry_after. */
+  /**
+   * The server is going away: an agent that understands DRAIN connects again
+   * now (to whoever listens next) and lets this connection finish its
+   * streams; true if it was told.
+   */
+  drain(): boolean {
+    if (!this.ready || !this.drains || this.mux.closed) return false;
+    this.mux.sendControl(FrameType.DRAIN, {});
+    return true;
+  }
+
   refuse(code: string, message: string, retryAfterS?: number): void {
     clearTimeout(this.handshakeTimer);
     this.mux.fail(code, message, retryAfterS === undefined ? undefined : { retry_after: retryAfterS });
@@ -184,6 +197,7 @@ export class AgentConnection implements AgentLink {
         registry.closeSession(admitted.resume, "SESSION_REPLACED", "a newer connection of this agent took over", true);
       }
       this.ready = true;
+      this.drains = hello.drain;
       registry.attach(this, tunnels);
       core.tokens.touch(admitted.token.id); // only a handshake that succeeded counts as use
       const granted: GrantedTunnel[] = tunnels.map((t) => ({

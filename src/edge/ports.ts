@@ -61,6 +61,7 @@ export class PortAllocator {
     }
     tunnel = make(port);
     tunnel.onRemoved = () => listener.stop(true);
+    tunnel.stopAccepting = () => listener.stop(false);
     return tunnel;
   }
 }

@@ -34,6 +34,8 @@ export class Tunnel {
   bytesOut = 0;
   /** Set by the owner of extra resources (a TCP listener) to free them. */
   onRemoved?: () => void;
+  /** A tcp tunnel's listener lets go of its port, its connections go on (a draining server). */
+  stopAccepting?: () => void;
   graceTimer?: ReturnType<typeof setTimeout>;
 
   constructor(

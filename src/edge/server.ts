@@ -355,6 +355,12 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       // 1. no new visitors or agents: the ports are free at once for a server that takes over
       listener.pause();
       direct?.stop(false);
+      for (const t of registry.allTunnels()) t.stopAccepting?.();
+      // agents that understand it connect again now, to the server that takes over, while this
+      // one finishes what is in flight; the others are told SERVER_SHUTDOWN at the end
+      let told = 0;
+      for (const conn of agents) if (conn.drain()) told++;
+      if (told > 0) log.info("told agents to connect again", { agents: told });
       // 2. requests in flight finish (up to --drain-timeout); connections that fall idle close
       const deadline = Date.now() + opts.drainTimeoutMs;
       let inFlight = listener.pendingRequests;

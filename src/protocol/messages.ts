@@ -36,6 +36,8 @@ export const Hello = v.object({
   agent: v.optional(v.pipe(v.string(), v.maxLength(100))),
   /** The agent can leave a WebSocket for the edge's direct port when sent MOVE. */
   direct: v.optional(v.boolean(), false),
+  /** The agent understands DRAIN (reconnect now, keep this connection for its streams). */
+  drain: v.optional(v.boolean(), false),
 });
 export type Hello = v.InferOutput<typeof Hello>;
 

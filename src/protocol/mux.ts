@@ -43,7 +43,7 @@ export interface MuxOptions {
   role: "edge" | "agent";
   /** The peer opened a stream; set its handlers now. */
   onStream?(stream: Stream): void;
-  /** HELLO, READY, ERROR, GOAWAY or MOVE arrived. */
+  /** HELLO, READY, ERROR, GOAWAY, MOVE or DRAIN arrived. */
   onControl?(type: FrameTypeValue, payload: Uint8Array): void;
   /** The mux is closed (by close() or a protocol error); close the transport. */
   onClose?(code: string, message: string): void;
@@ -288,6 +288,7 @@ export class Mux {
       case FrameType.ERROR:
       case FrameType.GOAWAY:
       case FrameType.MOVE:
+      case FrameType.DRAIN:
         this.opts.onControl?.(type, payload);
         return;
       case FrameType.OPEN:

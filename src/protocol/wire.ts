@@ -44,6 +44,14 @@ export const FrameType = {
    * only to an agent whose HELLO asked (\`direct\`), over a WebSocket.
    */
   MOVE: 0x07,
+  /**
+   * edge -> agent, stream 0: JSON {}. This server is going away (a restart):
+   * the agent connects again at once, as on a lost connection but without
+   * waiting, and keeps this connection for the streams still in flight; the
+   * edge closes it when they are done (at most its drain timeout). Sent only
+   * to an agent whose HELLO said it understands (\`drain\`).
+   */
+  DRAIN: 0x08,
   /** opener -> acceptor: a new stream; JSON metadata (tunnel, kind, request head). */
   OPEN: 0x10,
   /** acceptor -> opener: the stream is accepted; JSON metadata (e.g. response head). */
@@ -74,6 +82,7 @@ export const CONTROL_FRAMES: ReadonlySet<number> = new Set([
   FrameType.PONG,
   FrameType.GOAWAY,
   FrameType.MOVE,
+  FrameType.DRAIN,
 ]);
 
 /** Set in the type byte of OPEN, REPLY or DATA: the sender half-closes with this frame. */
@@ -104,6 +113,12 @@ export const KEEPALIVE_INTERVAL_MS = 10_000;
 export const DEAD_AFTER_MS = 25_000;
 /** A dropped agent's names and ports stay held for its token this long. */
 export const RECLAIM_GRACE_MS = 60_000;
+/** After DRAIN the agent tries this often (with up to as much again of jitter) until a server answers... */
+export const RESTART_RETRY_MS = 100;
+/** ...for this long; then the usual backoff. Covers a restart's gap with room to spare. */
+export const RESTART_RETRY_FOR_MS = 30_000;
+/** A connection the edge said DRAIN on is closed by the agent after this, if the edge has not. */
+export const DRAIN_MAX_MS = 120_000;
 /** The agent's reconnect backoff: 0.5 s doubling to 30 s, with jitter. */
 export const RECONNECT_BASE_MS = 500;
 export const RECONNECT_MAX_MS = 30_000;

@@ -1,0 +1,98 @@
+/**
+ * A restart users do not notice: SIGTERM to the server, a new server on the
+ * same data dir and ports as the first lets go of them. Agents are told to
+ * connect again at once (DRAIN) and come back on the new server with the
+ * same name, while the old one finishes the requests in flight.
+ */
+import { expect, test } from "bun:test";
+import { rmSync } from "node:fs";
+import { encodeFrame, jsonPayload, type Frame } from "../../src/protocol/frames.ts";
+import { FRAME_NAMES, FrameType, PROTOCOL_VERSION } from "../../src/protocol/wire.ts";
+import { signedIn } from "../harness/admin.ts";
+import { agentWebSocketPeer } from "../harness/agent-peer.ts";
+import { startAgent, tunnelFetch } from "../harness/agent.ts";
+import { startServer } from "../harness/server.ts";
+import { within } from "../harness/wait.ts";
+
+const upstream = Bun.serve({
+  hostname: "127.0.0.1",
+  port: 0,
+  async fetch(req) {
+    const ms = Number(new URL(req.url).searchParams.get("ms") ?? 0);
+    await Bun.sleep(ms);
+    return new Response(`slept ${ms}`);
+  },
+});
+
+test("the agent is back on the new server within a second of it listening, and the request in flight on the old one completes", async () => {
+  const first = await startServer({ keepDataDir: true });
+  const adminPort = new URL(first.adminUrl).port;
+  const api = await signedIn(first);
+  const token = await api.createToken(await api.createUser("restarter"));
+  const agent = await startAgent({ kind: "http", target: upstream.port!, server: first.edgeUrl, token, args: ["--subdomain", "steady"] });
+  let second: Awaited<ReturnType<typeof startServer>> | undefined;
+  try {
+    const inFlight = tunnelFetch(first.edgePort, "steady", "/?ms=1500");
+    await Bun.sleep(300); // the request is at the local service, which takes 1.5 s
+    first.proc.kill("SIGTERM");
+    await first.output.waitFor(/told agents to connect again agents=1/, 5_000);
+    await agent.output.waitFor(/the server is restarting/, 5_000);
+    // the successor takes the same ports and data while the first still drains
+    second = await startServer({
+      dataDir: first.dataDir,
+      args: ["--http-port", String(first.edgePort), "--agent-port", String(first.agentPort), "--admin-port", adminPort],
+    });
+    const listening = Date.now();
+    await within(
+      (async () => {
+        while (!/Forwarding[^\n]*\n[\s\S]*Forwarding/.test(agent.output.text())) await Bun.sleep(20);
+      })(),
+      5_000,
+      "the agent's second Forwarding line",
+    );
+    expect(Date.now() - listening).toBeLessThan(1_500);
+    const res = await within(inFlight, 5_000, "the request in flight on the old server");
+    expect(await res.text()).toBe("slept 1500");
+    expect(await within(first.stop(), 10_000, "the old server to exit")).toBe(0);
+    const after = await tunnelFetch(second.edgePort, "steady", "/?ms=0");
+    expect(await after.text()).toBe("slept 0");
+    // no backoff: the agent never waited out a "reconnecting in" delay
+    expect(agent.output.text()).not.toContain("reconnecting in");
+    expect(agent.output.text().match(/Forwarding\s+(\S+)/g)?.map((l) => l.split(/\s+/)[1])).toEqual([
+      `http://steady.localhost:${first.edgePort}`,
+      `http://steady.localhost:${first.edgePort}`,
+    ]);
+  } finally {
+    await agent.stop();
+    await first.stop();
+    await second?.stop();
+    rmSync(first.dataDir, { recursive: true, force: true });
+  }
+}, 40_000);
+
+test("an agent whose HELLO does not say it understands DRAIN is never sent one: it hears SERVER_SHUTDOWN as before", async () => {
+  const server = await startServer();
+  try {
+    const api = await signedIn(server);
+    const token = await api.createToken(await api.createUser("oldagent"));
+    const hello = (drain: boolean) =>
+      encodeFrame(FrameType.HELLO, 0, jsonPayload({ version: PROTOCOL_VERSION, token, tunnels: [{ protocol: "http" }], ...(drain ? { drain } : {}) }));
+    const old = agentWebSocketPeer(server.edgePort, [hello(false)], 10_000);
+    const current = agentWebSocketPeer(server.edgePort, [hello(true)], 10_000);
+    await within(
+      (async () => {
+        while ((server.output.text().match(/agent connected/g) ?? []).length < 2) await Bun.sleep(20);
+      })(),
+      5_000,
+      "both agents to be connected",
+    );
+    server.proc.kill("SIGTERM");
+    const [a, b] = await Promise.all([old, current]);
+    const types = (frames: Frame[]) => frames.map((f) => FRAME_NAMES[f.type]);
+    expect(types(a.frames)).toEqual(["READY", "ERROR"]);
+    expect(JSON.parse(new TextDecoder().decode(a.frames[1]!.payload)).code).toBe("SERVER_SHUTDOWN");
+    expect(types(b.frames)).toEqual(["READY", "DRAIN", "ERROR"]);
+  } finally {
+    await server.stop();
+  }
+}, 30_000);
