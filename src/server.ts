@@ -3,6 +3,7 @@
  * starts the admin API. stop() drains in-flight requests and closes the
  * database cleanly.
  */
+import { join } from "node:path";
 import { createAdminApp } from "./admin/app.ts";
 import type { PublicInfo } from "./admin/public-info.ts";
 import { ensureAdmin } from "./core/bootstrap.ts";
@@ -65,6 +66,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       trustedProxies: new TrustedProxies(config.trustedProxies),
       handshakeLimit: config.handshakeLimit,
       drainTimeoutMs: config.drainTimeoutMs,
+      holdsFile: join(config.dataDir, "restart-holds.json"),
     });
   } catch (err) {
     // a port already taken: let go of what did start, so the process exits with the error

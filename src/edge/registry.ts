@@ -93,6 +93,7 @@ export class Registry implements LiveTunnels, LiveView {
       t.connectedAt = new Date();
       if (t.subdomain !== undefined) this.bySubdomain.set(t.subdomain, t);
       if (t.port !== undefined) this.byPort.set(t.port, t);
+      if (t.subdomain !== undefined) this.arrived(t.subdomain, t);
     }
     this.sessions.set(link.sessionId, { link, tunnels });
   }
@@ -121,6 +122,13 @@ export class Registry implements LiveTunnels, LiveView {
     }
   }
 
+  /** Holds a name for a token as if its agent had just dropped (the grace period starts now). */
+  hold(t: Tunnel): void {
+    if (t.subdomain === undefined || this.bySubdomain.has(t.subdomain)) return;
+    this.bySubdomain.set(t.subdomain, t);
+    t.graceTimer = setTimeout(() => t.agent === null && this.remove(t), RECLAIM_GRACE_MS);
+  }
+
   sessionTokenId(sessionId: string): number | undefined {
     return this.sessions.get(sessionId)?.link.tokenId;
   }
@@ -143,6 +151,43 @@ export class Registry implements LiveTunnels, LiveView {
 
   tunnelBySubdomain(subdomain: string): Tunnel | undefined {
     return this.bySubdomain.get(subdomain);
+  }
+
+  /** Visitors waiting for a tunnel to come (see whenSubdomain), by name. */
+  private readonly awaited = new Map<string, ((t: Tunnel | undefined) => void)[]>();
+
+  /**
+   * The tunnel named `subdomain` as soon as one is attached, or undefined
+   * after `timeoutMs`. For the first seconds after a restart, when agents
+   * are still on their way back: a visitor then waits a moment instead of
+   * being told there is no such tunnel.
+   */
+  whenSubdomain(subdomain: string, timeoutMs: number): Promise<Tunnel | undefined> {
+    const now = this.bySubdomain.get(subdomain);
+    if (now?.agent || timeoutMs <= 0) return Promise.resolve(now);
+    return new Promise((resolve) => {
+      const waiters = this.awaited.get(subdomain) ?? [];
+      const done = (t: Tunnel | undefined) => {
+        clearTimeout(timer);
+        resolve(t);
+      };
+      const timer = setTimeout(() => {
+        const list = this.awaited.get(subdomain);
+        const i = list?.indexOf(done) ?? -1;
+        if (list && i >= 0) list.splice(i, 1);
+        if (list?.length === 0) this.awaited.delete(subdomain);
+        resolve(this.bySubdomain.get(subdomain));
+      }, timeoutMs);
+      waiters.push(done);
+      this.awaited.set(subdomain, waiters);
+    });
+  }
+
+  private arrived(subdomain: string, t: Tunnel): void {
+    const waiters = this.awaited.get(subdomain);
+    if (!waiters) return;
+    this.awaited.delete(subdomain);
+    for (const w of waiters) w(t);
   }
 
   portHolder(port: number): Tunnel | undefined {

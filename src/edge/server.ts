@@ -19,6 +19,7 @@ import { FLUSH_INTERVAL_MS, TrafficMeter } from "./meter.ts";
 import { DescriptorWatch, openFileLimit } from "./descriptors.ts";
 import { badRequestPage, landingPage, overloadedPage, unknownTunnelPage } from "./pages.ts";
 import { PublicListener } from "./public-listener.ts";
+import { takeHolds, writeHolds } from "./restart-holds.ts";
 import { SocketBudget } from "./socket-budget.ts";
 import { VisitorConnections } from "./visitor-connections.ts";
 import { PortAllocator } from "./ports.ts";
@@ -51,6 +52,8 @@ export interface EdgeOptions {
   handshakeLimit: number;
   /** On shutdown, how long visitor requests in flight may take to finish. */
   drainTimeoutMs: number;
+  /** Where live names are written on shutdown and read at start, to keep them across a restart. */
+  holdsFile?: string;
 }
 
 type SocketData = AgentSocketData | VisitorSocketData;
@@ -61,6 +64,13 @@ const clientFault = limitedLog(20);
 const overLimit = limitedLog(10);
 
 const SWEEP_INTERVAL_MS = 5_000;
+/**
+ * For this long after the edge starts, a visitor asking for a name no agent
+ * holds yet waits for it (at most MAX_VISITOR_WAIT_MS) instead of a 404:
+ * after a restart, agents told DRAIN are back within a fraction of a second.
+ */
+const STARTUP_WAIT_MS = 5_000;
+const MAX_VISITOR_WAIT_MS = 2_000;
 /** While draining, how often the edge looks whether requests are still in flight. */
 const DRAIN_POLL_MS = 50;
 /** Bun queues at most this much per WebSocket before send() reports backpressure. */
@@ -115,6 +125,9 @@ const splitPeer = (peer: string): [string, number] => {
 export function startEdge(opts: EdgeOptions): RunningEdge {
   const { core, domain } = opts;
   const fdLimit = openFileLimit();
+  const startedAt = Date.now();
+  /** Names the server before us (same data dir) had live when it stopped; held for their tokens. */
+  const heldAtStart = new Set<string>();
   const meter = new TrafficMeter(core);
   const registry = new Registry(meter);
   core.attachLiveTunnels(registry);
@@ -124,6 +137,13 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   const tcpVisitors = new SocketBudget({ perAddress: opts.maxConnsPerIp, total: maxConns }, () => connections.total, () => watch.pressed);
   const agentSockets = new SocketBudget({ perAddress: opts.maxConnsPerIp, total: Number.MAX_SAFE_INTEGER }, undefined, () => watch.pressed);
   const ports = new PortAllocator(opts.tcpPorts, opts.host, registry, tcpVisitors);
+  if (opts.holdsFile) {
+    for (const h of takeHolds(opts.holdsFile)) {
+      registry.hold(registry.newTunnel("http", { subdomain: h.subdomain }, h, h.skipWarning));
+      heldAtStart.add(h.subdomain);
+    }
+    if (heldAtStart.size > 0) log.info("holding names for the agents of the server before", { names: heldAtStart.size });
+  }
   const agents = new Set<AgentConnection>();
   /** An agent's connection closed (WebSocket or direct): its session ends, its traffic is written down. */
   const agentLeft = (conn: AgentConnection) => {
@@ -203,7 +223,13 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       return name === undefined ? landingPage(domain) : unknownTunnelPage(hostHeader);
     }
 
-    const tunnel = registry.tunnelBySubdomain(name);
+    let tunnel = registry.tunnelBySubdomain(name);
+    // just after a restart, agents told DRAIN are on their way back: for a name held for one
+    // of them, wait a moment for it rather than answer that its agent is away
+    const startupLeft = startedAt + STARTUP_WAIT_MS - Date.now();
+    if (tunnel && !tunnel.agent && heldAtStart.has(name) && startupLeft > 0) {
+      tunnel = await registry.whenSubdomain(name, Math.min(startupLeft, MAX_VISITOR_WAIT_MS));
+    }
     if (!tunnel) return unknownTunnelPage(hostHeader);
     if (url.pathname === CONTINUE_PATH && req.method === "GET") return continueResponse(url, secure);
     const warning = interstitial(req, url, tunnel, hostHeader);
@@ -356,6 +382,10 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       listener.pause();
       direct?.stop(false);
       for (const t of registry.allTunnels()) t.stopAccepting?.();
+      if (opts.holdsFile) {
+        const held = registry.allTunnels().filter((t) => t.subdomain !== undefined);
+        writeHolds(opts.holdsFile, held.map((t) => ({ subdomain: t.subdomain!, userId: t.userId, username: t.username, tokenId: t.tokenId, skipWarning: t.skipWarning })));
+      }
       // agents that understand it connect again now, to the server that takes over, while this
       // one finishes what is in flight; the others are told SERVER_SHUTDOWN at the end
       let told = 0;

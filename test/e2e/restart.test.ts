@@ -96,3 +96,36 @@ test("an agent whose HELLO does not say it understands DRAIN is never sent one: 
     await server.stop();
   }
 }, 30_000);
+
+test("names live at a clean stop are held for their tokens by the next server on the same data dir", async () => {
+  const first = await startServer({ keepDataDir: true });
+  let second: Awaited<ReturnType<typeof startServer>> | undefined;
+  try {
+    const api = await signedIn(first);
+    const owner = await api.createToken(await api.createUser("holder"));
+    const other = await api.createToken(await api.createUser("grabber"));
+    const hello = (token: string) =>
+      encodeFrame(FrameType.HELLO, 0, jsonPayload({ version: PROTOCOL_VERSION, token, tunnels: [{ protocol: "http", subdomain: "kept" }], drain: true }));
+    // an agent that hears DRAIN and never comes back on its own
+    const gone = agentWebSocketPeer(first.edgePort, [hello(owner)], 10_000);
+    await first.output.waitFor(/agent connected .*user=holder/, 5_000);
+    expect(await within(first.stop(), 10_000, "the first server to stop")).toBe(0);
+    await gone;
+    second = await startServer({ dataDir: first.dataDir });
+    await second.output.waitFor(/holding names for the agents of the server before names=1/, 5_000);
+    // nobody else gets the name meanwhile
+    const grab = await agentWebSocketPeer(second.edgePort, [hello(other)], 3_000);
+    const refusal = grab.frames.find((f) => f.type === FrameType.ERROR);
+    expect(JSON.parse(new TextDecoder().decode(refusal!.payload)).code).toBe("SUBDOMAIN_TAKEN");
+    // a visitor waits a moment for the agent, then hears it is away (502), not that there is no tunnel
+    const res = await tunnelFetch(second.edgePort, "kept", "/");
+    expect(res.status).toBe(502);
+    // its own token takes it back
+    const back = await agentWebSocketPeer(second.edgePort, [hello(owner)], 1_500);
+    expect(back.frames.map((f) => FRAME_NAMES[f.type])).toEqual(["READY"]);
+  } finally {
+    await first.stop();
+    await second?.stop();
+    rmSync(first.dataDir, { recursive: true, force: true });
+  }
+}, 30_000);
