@@ -75,6 +75,13 @@ Flags:
                           open; requests in flight are never cut     (default ${d["idle-timeout"]})
   --public-url URL        how visitors reach the public port when a proxy in front
                           changes scheme or port, e.g. https://D (default: derived)
+  --max-conns-per-ip N    visitor connections one address may hold   (default ${d["max-conns-per-ip"]})
+  --max-conns N           visitor connections in all; auto: from the
+                          open-file limit                            (default ${d["max-conns"]})
+  --trusted-proxies L     proxies (addresses, CIDRs) whose X-Forwarded-For
+                          names the client for caps and throttles
+  --drain-timeout S       on SIGTERM, how long requests in flight may
+                          take to finish                             (default ${d["drain-timeout"]})
   --handshake-limit N     failed agent handshakes one address may make
                           a minute before RATE_LIMITED               (default ${d["handshake-limit"]})
   -h, --help              this text
