@@ -2,8 +2,10 @@
  * The admin API as Bun.serve routes, beside the web panel's pages. Each
  * handler is wrapped once: a cross-site POST/PUT/DELETE is refused (csrf.ts),
  * it gets the signed-in admin (or the request answers 401/403), and any AppError it
- * throws becomes {"error": message} with the code's status. Anything else is
- * a bug: logged with context and answered with a bare 500.
+ * throws becomes {"error": message} with the code's status. A client that
+ * left in the middle of its request (ClientGone) is no one's fault: nothing is
+ * logged. Anything else is a bug: logged with context and answered with a
+ * bare 500.
  */
 import type { BunRequest, HTMLBundle, Server } from "bun";
 import { AppError, badRequest } from "../core/errors.ts";
@@ -14,7 +16,7 @@ import { authRoutes, readSessionCookie } from "./auth.ts";
 import type { Handler, Route } from "./context.ts";
 import { checkCrossSite } from "./csrf.ts";
 import { domainRoutes } from "./domains.ts";
-import { errorResponse, json } from "./http.ts";
+import { ClientGone, errorResponse, json } from "./http.ts";
 import { panelRoutes } from "./panel/serve.ts";
 import { publicInfoRoutes, type PublicInfo } from "./public-info.ts";
 import { statsRoutes } from "./stats.ts";
@@ -51,6 +53,8 @@ export function createAdminApp(core: Core, options: AdminAppOptions = {}): Admin
         return await handler(req, { core, admin: admin!, address });
       } catch (err) {
         if (err instanceof AppError) return errorResponse(err);
+        // Bun writes nothing on a closed connection: this response only ends the handler
+        if (err instanceof ClientGone) return new Response(null, { status: 400 });
         log.error("admin request failed", { method: req.method, path: requestPath(req)?.pathname, err: String(err) });
         if (err instanceof Error && err.stack) console.error(err.stack);
         return json({ error: "internal server error" }, 500);

@@ -12,6 +12,17 @@ export function errorResponse(err: AppError): Response {
   return json({ error: err.message }, err.status, err.headers);
 }
 
+/**
+ * The client closed its connection before the request was whole (in the
+ * middle of its body): nobody is left to answer, and it is no fault of the
+ * server's, so the handler's wrapper logs nothing and answers nothing.
+ */
+export class ClientGone extends Error {
+  constructor() {
+    super("the client closed the connection before its request was whole");
+  }
+}
+
 /** Reads at most MAX_BODY_BYTES of the body, whatever the Content-Length claims. */
 async function readBodyText(req: Request): Promise<string> {
   const tooLarge = () => new AppError("PAYLOAD_TOO_LARGE", `request body is larger than ${MAX_BODY_BYTES} bytes`);
@@ -20,10 +31,16 @@ async function readBodyText(req: Request): Promise<string> {
   if (!req.body) return "";
   const chunks: Uint8Array[] = [];
   let size = 0;
-  for await (const chunk of req.body as unknown as AsyncIterable<Uint8Array>) {
-    size += chunk.byteLength;
-    if (size > MAX_BODY_BYTES) throw tooLarge();
-    chunks.push(chunk);
+  try {
+    for await (const chunk of req.body as unknown as AsyncIterable<Uint8Array>) {
+      size += chunk.byteLength;
+      if (size > MAX_BODY_BYTES) throw tooLarge();
+      chunks.push(chunk);
+    }
+  } catch (err) {
+    // Bun fails the body's read with an AbortError when the client closes mid-body
+    if (req.signal.aborted && !(err instanceof AppError)) throw new ClientGone();
+    throw err;
   }
   return Buffer.concat(chunks).toString("utf8");
 }

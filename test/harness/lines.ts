@@ -48,9 +48,9 @@ export class LineReader {
     return this.lines.join("\n");
   }
 
-  /** Resolves with the first line (already seen or yet to come) that matches. */
-  waitFor(pattern: RegExp, timeoutMs = 10_000): Promise<string> {
-    const seen = this.lines.find((l) => pattern.test(l));
+  /** Resolves with the first line (already seen from line `from` on, or yet to come) that matches. */
+  waitFor(pattern: RegExp, timeoutMs = 10_000, from = 0): Promise<string> {
+    const seen = this.lines.slice(from).find((l) => pattern.test(l));
     if (seen !== undefined) return Promise.resolve(seen);
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
