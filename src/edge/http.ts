@@ -45,13 +45,29 @@ export function requestMeta(req: Request, url: URL, tunnel: Tunnel, ctx: Forward
       if (j >= 0) headers.splice(j, 1);
     }
   }
+  const body = kind === "http" && req.body !== null;
+  if (!body) dropLength(headers);
   return {
     tunnel: tunnel.id,
     kind,
     remote: `${ctx.remoteIp}:${ctx.remotePort}`,
     head: { method: req.method, path: url.pathname + url.search, headers },
-    body: kind === "http" && req.body !== null,
+    body,
   };
+}
+
+/**
+ * Bun gives no body for a GET, HEAD or TRACE, whatever its Content-Length
+ * says: a length other than 0 left in a bodyless head would make the local
+ * service wait for bytes that never come, and take them from the next
+ * request on the agent's kept-alive connection. (Transfer-Encoding is
+ * hop-by-hop and never forwarded.)
+ */
+function dropLength(headers: [string, string][]): void {
+  for (let i = headers.length - 1; i >= 0; i--) {
+    const [name, value] = headers[i]!;
+    if (name === "content-length" && value.trim() !== "0") headers.splice(i, 1);
+  }
 }
 
 const NO_BODY_STATUS = new Set([101, 204, 205, 304]);

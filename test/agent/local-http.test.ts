@@ -200,6 +200,23 @@ describe("keep-alive", () => {
     expect(svc.requests.map((r) => r.conn)).toEqual([1, 1, 1, 1, 1]);
   });
 
+  test("a request without a body goes without a Content-Length its head still lists (but keeps a 0), and the next request on the connection is read as itself", async () => {
+    const svc = service((req, socket) => socket.write(ok(req.path)));
+    const t = tunnel(svc.port);
+    // what an edge without the same guard would send: a GET's head with a length, and no body
+    const get = await fetchThrough(t, { path: "/get", headers: [["host", "h"], ["content-length", "3"]] });
+    expect(get.body.toString()).toBe("/get");
+    const post = await fetchThrough(t, { method: "POST", path: "/post", headers: [["host", "h"], ["content-length", "0"]] });
+    expect(post.body.toString()).toBe("/post");
+    expect((await fetchThrough(t, { path: "/after" })).body.toString()).toBe("/after");
+    expect(svc.requests.map((r) => r.head)).toEqual([
+      "GET /get HTTP/1.1\r\nhost: h\r\n\r\n",
+      "POST /post HTTP/1.1\r\nhost: h\r\ncontent-length: 0\r\n\r\n",
+      "GET /after HTTP/1.1\r\nhost: visitor.example\r\n\r\n",
+    ]);
+    expect(svc.accepted).toBe(1);
+  });
+
   test("Connection: close and HTTP/1.0 without keep-alive are not reused", async () => {
     const svc = service((req, socket) => {
       if (req.path === "/close") socket.write(ok("bye", [["Connection", "close"]]));

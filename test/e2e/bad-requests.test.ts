@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { signedIn } from "../harness/admin.ts";
 import { startAgent, tunnelFetch, type TestAgent } from "../harness/agent.ts";
+import { rawExchange } from "../harness/fuzz.ts";
 import { rawHttp } from "../harness/raw-http.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
 
@@ -31,7 +32,16 @@ const BAD_HOSTS = [
 let server: TestServer;
 let agent: TestAgent;
 let adminPort: number;
-const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("still here") });
+/** What the local service was asked: method, path and Content-Length of each request. */
+const seen: string[] = [];
+const upstream = Bun.serve({
+  hostname: "127.0.0.1",
+  port: 0,
+  fetch: (req) => {
+    seen.push(`${req.method} ${new URL(req.url).pathname} ${req.headers.get("content-length") ?? "-"}`);
+    return new Response("still here");
+  },
+});
 
 beforeAll(async () => {
   server = await startServer();
@@ -77,6 +87,29 @@ test("a flood of bad requests is logged at info level, a few lines a minute, wit
   expect(refused.length - before).toBeLessThanOrEqual(20);
   expect(refused.every((l) => / info /.test(l))).toBe(true);
   expect(lines.filter((l) => / error /.test(l))).toEqual([]);
+});
+
+test.each(["GET", "HEAD", "TRACE"])(
+  "a %s with a Content-Length (which gets no body) does not desynchronise the agent's kept-alive connection to the local service",
+  async (method) => {
+    seen.length = 0;
+    const host = `steady.localhost:${server.edgePort}`;
+    // the visitor's connection stays open (keep-alive): the exchange ends at the response head
+    const first = await rawExchange(server.edgePort, `${method} /first HTTP/1.1\r\nHost: ${host}\r\nContent-Length: 3\r\n\r\n\0\0\0`, 5_000);
+    expect(first.status).toBe(200);
+    // the next visitor's request goes over the same pooled connection to the local service
+    const next = await rawHttp(server.edgePort, `GET /after HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
+    expect(next.status).toBe(200);
+    expect(next.body).toContain("still here");
+    expect(seen).toEqual([`${method} /first -`, "GET /after -"]);
+  },
+);
+
+test("a bodyless POST keeps its Content-Length: 0 on the way to the local service", async () => {
+  seen.length = 0;
+  const reply = await rawHttp(server.edgePort, `POST /empty HTTP/1.1\r\nHost: steady.localhost:${server.edgePort}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`);
+  expect(reply.status).toBe(200);
+  expect(seen).toEqual(["POST /empty 0"]);
 });
 
 test("the tunnel and the admin API answer normally after all of it", async () => {

@@ -48,6 +48,9 @@ export function serialiseRequest(head: RequestHead, hasBody: boolean, host: Host
     if (name === "transfer-encoding") continue; // the framing below is ours alone
     if (name === "content-length") {
       if (length !== undefined) continue; // one length, or the service could read the body two ways
+      // no body follows (a GET's length, which Bun gives the edge no body for): any length but 0
+      // would make the service wait for bytes, and take them from the next request on this connection
+      if (!hasBody && value.trim() !== "0") continue;
       length = value.trim();
     }
     text += `${name}: ${value}\r\n`;
