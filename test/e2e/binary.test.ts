@@ -49,3 +49,11 @@ test("the compiled binary, alone in an empty directory, creates its database and
   expect((await api.post("/api/users", { username: "bob", password: "password-123" })).status).toBe(201);
   expect(readdirSync(join(workDir, "run")).sort()).toEqual(["burrow", "data"]);
 });
+
+test("the compiled binary raises a low soft open-file limit to the hard one, and logs what it runs with", async () => {
+  const hard = Number(Bun.spawnSync(["sh", "-c", "ulimit -Hn"]).stdout.toString().trim());
+  const soft = Math.min(512, hard);
+  await using server: TestServer = await startServer({ executable: binary, prefix: ["sh", "-c", `ulimit -Sn ${soft} && exec "$@"`, "sh"] });
+  const line = await server.output.waitFor(/open_files=/, 5_000);
+  expect(line).toContain(`open_files=${hard}`);
+});
