@@ -4,7 +4,7 @@
  * Plain-http services get the agent's own HTTP/1.1 client over kept-alive
  * connections (local-http/); https ones get fetch.
  */
-import type { OpenMeta } from "../protocol/messages.ts";
+import { isFinalStatus, type OpenMeta } from "../protocol/messages.ts";
 import type { Stream } from "../protocol/mux.ts";
 import { pipeInto, readableFrom } from "../protocol/pipes.ts";
 import { MAX_DATA_PAYLOAD, WireError } from "../protocol/wire.ts";
@@ -35,7 +35,7 @@ let sharedPool: ConnectionPool | undefined;
 export async function serveHttpStream(stream: Stream, meta: OpenMeta, target: LocalTarget, logRequest: RequestLog, pool?: ConnectionPool): Promise<void> {
   const started = performance.now();
   const head = meta.head!;
-  const log = (status: number | string) => logRequest({ method: head.method, path: head.path, status, ms: performance.now() - started });
+  const log = (status: number | string) => logRequest({ method: head.method, path: head.path, status: shown(status), ms: performance.now() - started });
   const fail = (why: string | Error) => {
     const reason = typeof why === "string" ? why : describeLocalError(why);
     stream.reset(`${WireError.UPSTREAM_FAILED} ${reason}`);
@@ -113,6 +113,15 @@ async function serveWithFetch(
     stream.reply(responseHead);
     await pipeInto(response.body, stream);
   }
+}
+
+/**
+ * A status as the request log shows it: what the visitor gets. A status no
+ * visitor can be given goes on in REPLY as it came, and the edge answers 502
+ * naming it (the edge judges it, for every agent); the log says so here.
+ */
+function shown(status: number | string): number | string {
+  return typeof status === "number" && !isFinalStatus(status) ? `502 (invalid status ${status})` : status;
 }
 
 export function describeLocalError(err: unknown): string {

@@ -108,9 +108,9 @@ async function respond(req: Request, url: URL, tunnel: Tunnel, ctx: ForwardConte
   try {
     // the visitor leaving while it waits resets the stream; after the head, the body's cancel does
     const parsed = readResponseHead(await awaitReply(stream, ctx.responseTimeoutMs, req));
-    if (!parsed) {
+    if (typeof parsed === "string") {
       stream.reset();
-      return badGatewayPage(ctx.host, "its agent sent a malformed response");
+      return badGatewayPage(ctx.host, parsed);
     }
     head = parsed;
   } catch (err) {

@@ -141,10 +141,26 @@ export function readOpenMeta(raw: unknown): OpenMeta | undefined {
   return m as OpenMeta;
 }
 
-/** ResponseHead, or undefined when `raw` does not fit it. */
-export function readResponseHead(raw: unknown): ResponseHead | undefined {
-  if (typeof raw !== "object" || raw === null) return undefined;
+/**
+ * Whether a response with this status can be given to a visitor: 101 (the
+ * switch to a WebSocket) and 200-599. The other 1xx are interim answers,
+ * never a final one, and 600-999 fit a status line but mean nothing in
+ * HTTP; Bun's Response refuses both.
+ */
+export function isFinalStatus(status: number): boolean {
+  return status === 101 || (status >= 200 && status <= 599);
+}
+
+/**
+ * ResponseHead, or why `raw` is none a visitor can be given: a sentence
+ * about the tunnel (its agent, its local service) for the visitor's 502.
+ */
+export function readResponseHead(raw: unknown): ResponseHead | string {
+  if (typeof raw !== "object" || raw === null) return "its agent sent a malformed response";
   const r = raw as Record<string, unknown>;
-  if (!Number.isInteger(r.status) || (r.status as number) < 100 || (r.status as number) > 999) return undefined;
-  return isHeaderList(r.headers) ? (r as ResponseHead) : undefined;
+  const status = r.status as number;
+  if (!Number.isInteger(status) || status < 100 || status > 999 || !isHeaderList(r.headers)) return "its agent sent a malformed response";
+  // burrow's agent passes a local service's status on as it came: this is the one place it is judged
+  if (!isFinalStatus(status)) return `its local service sent an invalid status ${status}`;
+  return r as ResponseHead;
 }

@@ -3,13 +3,15 @@
  * /_burrow/connect, the edge answers with an ERROR frame naming the fault
  * (or just closes), and keeps serving everyone else.
  */
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { encodeFrame, jsonPayload, type Frame } from "../../src/protocol/frames.ts";
 import { FrameType, MAX_PAYLOAD, PROTOCOL_VERSION } from "../../src/protocol/wire.ts";
 import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { startAgent, tunnelFetch } from "../harness/agent.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
 import { agentWebSocketPeer } from "../harness/agent-peer.ts";
+import { faultLines, hostileWebSocket, type HostilePeer } from "../harness/fuzz.ts";
+import { rawHttp, type RawReply } from "../harness/raw-http.ts";
 
 const WAIT_MS = 5_000;
 let server: TestServer;
@@ -94,6 +96,65 @@ test("stream frames before the handshake, or a second HELLO, are refused", async
   const again = await hostile([encodeFrame(FrameType.HELLO, 0, jsonPayload({ version: PROTOCOL_VERSION, token, tunnels: [{ protocol: "http" }] })), hello()]);
   expect(again.frames.some((f) => f.type === FrameType.READY)).toBe(true);
   expect(refusal(again.frames)?.code).toBe("PROTOCOL_ERROR");
+});
+
+// -- an agent that says wrong things about a visitor's request -----------------------------------------
+
+/** An agent by hand, past its handshake with a real token: its connection and its tunnel's Host. */
+async function scriptedAgent(): Promise<{ peer: HostilePeer; host: string } & Disposable> {
+  const peer = await hostileWebSocket(server.edgePort, WAIT_MS);
+  peer.send(encodeFrame(FrameType.HELLO, 0, jsonPayload({ version: PROTOCOL_VERSION, token, tunnels: [{ protocol: "http" }] })));
+  const ready = () => peer.frames.find((f) => f.type === FrameType.READY);
+  if (!(await peer.until(() => ready() !== undefined, WAIT_MS))) throw new Error("no READY for the scripted agent");
+  const { subdomain } = JSON.parse(new TextDecoder().decode(ready()!.payload)).tunnels[0];
+  return { peer, host: `${subdomain}.localhost:${server.edgePort}`, [Symbol.dispose]: () => peer.close() };
+}
+
+/** The id of the next stream the edge opens to `peer` (the n-th OPEN it sent, from 1). */
+async function nthOpen(peer: HostilePeer, n: number): Promise<number> {
+  const opens = () => peer.frames.filter((f) => f.type === FrameType.OPEN);
+  if (!(await peer.until(() => opens().length >= n, WAIT_MS))) throw new Error("the edge sent no OPEN for the visitor's request");
+  return opens()[n - 1]!.stream;
+}
+
+/**
+ * A visitor's request (Connection: close) to the scripted agent's tunnel, answered with the frames
+ * `answer` gives for its stream, in one message; resolves with what the visitor got by the close
+ * (or by `timeoutMs`, with `closed: false`).
+ */
+async function visitAnswered(agent: { peer: HostilePeer; host: string }, answer: (stream: number) => Uint8Array[], method = "GET", timeoutMs = WAIT_MS): Promise<RawReply> {
+  const opened = agent.peer.frames.filter((f) => f.type === FrameType.OPEN).length;
+  const reply = rawHttp(server.edgePort, `${method} /scripted HTTP/1.1\r\nHost: ${agent.host}\r\nX-Burrow-Skip-Warning: 1\r\nConnection: close\r\n\r\n`, timeoutMs);
+  const stream = await nthOpen(agent.peer, opened + 1);
+  agent.peer.send(Buffer.concat(answer(stream)));
+  return reply;
+}
+
+/** Fails if the server logs a fault (an error line, an unhandled error) within a moment after line `from`. */
+async function expectNoFaultSince(from: number): Promise<void> {
+  await server.output.waitFor(/^\S+ error |^(?:[A-Z]\w*Error|error): /, 300, from).catch(() => undefined);
+  expect(faultLines(server.output.lines.slice(from))).toEqual([]);
+}
+
+const reply = (stream: number, head: unknown, fin = false) => encodeFrame(FrameType.REPLY, stream, jsonPayload(head), fin);
+
+describe("a REPLY whose status no visitor can be given (1xx but 101, 600-999)", () => {
+  test.each([100, 103, 199, 600, 999])("status %d gets the visitor a 502 naming it, whether a body follows or not, and no error line", async (status) => {
+    using agent = await scriptedAgent();
+    const from = server.output.lines.length;
+    const answers: [string, string, (s: number) => Uint8Array[]][] = [
+      ["GET", "no body", (s) => [reply(s, { status, headers: [] }, true)]],
+      ["HEAD", "a HEAD", (s) => [reply(s, { status, headers: [["content-length", "5"]] }, true)]],
+      ["GET", "a small body", (s) => [reply(s, { status, headers: [["content-length", "1"]] }), encodeFrame(FrameType.DATA, s, new Uint8Array([120]), true)]],
+      ["GET", "a streamed body", (s) => [reply(s, { status, headers: [] }), encodeFrame(FrameType.DATA, s, new Uint8Array([120]), true)]],
+    ];
+    for (const [method, what, answer] of answers) {
+      const res = await visitAnswered(agent, answer, method);
+      expect(`${what}: ${res.status}`).toBe(`${what}: 502`);
+      if (method === "GET") expect(res.body).toContain(`its local service sent an invalid status ${status}`);
+    }
+    await expectNoFaultSince(from);
+  });
 });
 
 test("after all of that, the server still serves its admin API and an honest agent", async () => {

@@ -51,6 +51,17 @@ const silent = net.createServer((socket) => {
   });
 });
 
+/** Answers every request with a status no visitor can be given: HTTP/1.1 600, its body framed by the path. */
+const weird = net.createServer((socket) => {
+  socket.on("error", () => {});
+  socket.on("data", (bytes) => {
+    const path = /^\S+ (\S+)/.exec(bytes.toString("latin1"))?.[1];
+    if (path === "/chunked") socket.write("HTTP/1.1 600 Weird\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n");
+    else if (path === "/sized") socket.write("HTTP/1.1 600 Weird\r\nContent-Length: 1\r\n\r\nx");
+    else socket.write("HTTP/1.1 600 Weird\r\nContent-Length: 0\r\n\r\n");
+  });
+});
+
 /** A port with nothing listening on it. */
 async function closedPort(): Promise<number> {
   const probe = net.createServer();
@@ -64,28 +75,32 @@ let server: TestServer;
 let served: TestAgent;
 let refused: TestAgent;
 let hanging: TestAgent;
+let odd: TestAgent;
 
 beforeAll(async () => {
   await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
+  await new Promise<void>((r) => weird.listen(0, "127.0.0.1", r));
   server = await startServer({ args: ["--response-timeout", "1"] });
   const api = await signedIn(server);
   const id = await api.createUser("pager");
   const token = await api.createToken(id);
   const start = (port: number, subdomain: string) =>
     startAgent({ kind: "http", target: `127.0.0.1:${port}`, server: server.edgeUrl, token, args: ["--subdomain", subdomain] });
-  [served, refused, hanging] = await Promise.all([
+  [served, refused, hanging, odd] = await Promise.all([
     start(upstream.port!, "served"),
     start(await closedPort(), "refused"),
     start((silent.address() as net.AddressInfo).port, "hanging"),
+    start((weird.address() as net.AddressInfo).port, "odd"),
   ]);
 });
 
 afterAll(async () => {
-  await Promise.allSettled([served?.stop(), refused?.stop(), hanging?.stop()]);
+  await Promise.allSettled([served?.stop(), refused?.stop(), hanging?.stop(), odd?.stop()]);
   await server?.stop();
   upstream.stop(true);
   for (const s of silentSockets) s.destroy();
   silent.close();
+  weird.close();
 });
 
 // -- the tests ------------------------------------------------------------------------------------------------
@@ -107,6 +122,21 @@ test("a tunnel whose local service refuses connections gets a 502 page, and the 
   expect(html).toContain(`refused.localhost:${server.edgePort}`);
   expect(html).toContain("connection refused");
   await refused.output.waitFor(/GET\s+\/refused-path\s+502 \(connection refused\)\s+\d+ ms/, 5_000);
+});
+
+test("a local service that answers with status 600 gets a 502 page naming it, with or without a body, and no error line", async () => {
+  const from = server.output.lines.length;
+  for (const [method, path] of [["GET", "/chunked"], ["GET", "/sized"], ["GET", "/empty"], ["HEAD", "/chunked"]] as const) {
+    const res = await tunnelFetch(server.edgePort, "odd", path, { method });
+    const html = await res.text();
+    expect(`${method} ${path} ${res.status}`).toBe(`${method} ${path} 502`);
+    if (method === "GET") {
+      expectSelfContainedPage(res, html);
+      expect(html).toContain("its local service sent an invalid status 600");
+    }
+    await odd.output.waitFor(new RegExp(`${method}\\s+${path}\\s+502 \\(invalid status 600\\)`), 5_000);
+  }
+  expect(server.output.lines.slice(from).filter((l) => / error |Error: /.test(l))).toEqual([]);
 });
 
 test("a local service that never answers gets a 502 page after the server's --response-timeout", async () => {

@@ -522,7 +522,7 @@ describe("JSON control payloads", () => {
         }
         // the per-request fast paths accept only what the schemas accept
         if (readOpenMeta(value) !== undefined) expect(v.safeParse(OpenMeta, value).success).toBe(true);
-        if (readResponseHead(value) !== undefined) expect(v.safeParse(ResponseHead, value).success).toBe(true);
+        if (typeof readResponseHead(value) !== "string") expect(v.safeParse(ResponseHead, value).success).toBe(true);
       }),
       fuzzParams(RUNS * 2, TIME_LIMIT_MS),
     );
