@@ -7,6 +7,7 @@
  * or /dev/fd, a few hundred microseconds for thousands of descriptors).
  */
 import { readdirSync, readFileSync } from "node:fs";
+import { log } from "../log.ts";
 
 /** How often descriptors in use are counted. */
 export const SAMPLE_INTERVAL_MS = 250;
@@ -82,4 +83,17 @@ export class DescriptorWatch {
       this.onChange(pressed, inUse);
     }
   }
+}
+
+/** Connections left for visitors when --max-conns is auto: half of what the file limit leaves after a reserve. */
+export function defaultMaxConns(fdLimit: number | undefined): number {
+  if (fdLimit === undefined) return 10_000;
+  return Math.max(64, Math.floor((Math.min(fdLimit, 10_000_000) - 256) / 2));
+}
+
+export function logDescriptorBudget(fdLimit: number | undefined, maxConns: number, perIp: number): void {
+  const fields = { open_files: fdLimit ?? "unknown", max_conns: maxConns, max_conns_per_ip: perIp };
+  if (fdLimit !== undefined && fdLimit < 4096) {
+    log.warn("the open-file limit is low for a public server: raise it (systemd: LimitNOFILE=65536)", fields);
+  } else log.info("connection budget", fields);
 }

@@ -7,17 +7,14 @@
 import type { Server, ServerWebSocket } from "bun";
 import type { Core } from "../core/index.ts";
 import type { TrustedProxies } from "../http/addresses.ts";
-import { parseHost } from "../http/request-target.ts";
-import { limitedLog, log } from "../log.ts";
-import { CONNECT_PATH, DEAD_AFTER_MS, MAX_MESSAGE } from "../protocol/wire.ts";
+import { log } from "../log.ts";
+import { DEAD_AFTER_MS, MAX_MESSAGE } from "../protocol/wire.ts";
 import { MAX_WS_MESSAGE } from "../protocol/ws-records.ts";
 import { AgentConnection, type AgentSocketData, type EdgeContext } from "./agents.ts";
 import { listenDirect } from "./direct.ts";
 import { HandshakeGuard } from "./handshake-guard.ts";
-import { forwardHttp, type ForwardContext } from "./http.ts";
 import { FLUSH_INTERVAL_MS, TrafficMeter } from "./meter.ts";
-import { DescriptorWatch, openFileLimit } from "./descriptors.ts";
-import { badRequestPage, landingPage, overloadedPage, unknownTunnelPage } from "./pages.ts";
+import { defaultMaxConns, DescriptorWatch, logDescriptorBudget, openFileLimit } from "./descriptors.ts";
 import { PublicListener } from "./public-listener.ts";
 import { takeHolds, writeHolds } from "./restart-holds.ts";
 import { SocketBudget } from "./socket-budget.ts";
@@ -25,8 +22,8 @@ import { VisitorConnections } from "./visitor-connections.ts";
 import { PortAllocator } from "./ports.ts";
 import { enforceQuotas } from "./quota.ts";
 import { Registry } from "./registry.ts";
-import { continueResponse, CONTINUE_PATH, interstitial } from "./warning.ts";
-import { upgradeWebSocket, visitorSocket, type VisitorSocketData } from "./websocket.ts";
+import { visitorSocket, type VisitorSocketData } from "./websocket.ts";
+import { overLimit, visitorFetch, type SocketData } from "./visitor-requests.ts";
 
 export interface EdgeOptions {
   core: Core;
@@ -56,21 +53,9 @@ export interface EdgeOptions {
   holdsFile?: string;
 }
 
-type SocketData = AgentSocketData | VisitorSocketData;
 
-/** Malformed requests are the sender's fault: logged at info, a few a minute. */
-const clientFault = limitedLog(20);
-/** Refusals for being over a connection cap: a few lines a minute, whatever the flood. */
-const overLimit = limitedLog(10);
 
 const SWEEP_INTERVAL_MS = 5_000;
-/**
- * For this long after the edge starts, a visitor asking for a name no agent
- * holds yet waits for it (at most MAX_VISITOR_WAIT_MS) instead of a 404:
- * after a restart, agents told DRAIN are back within a fraction of a second.
- */
-const STARTUP_WAIT_MS = 5_000;
-const MAX_VISITOR_WAIT_MS = 2_000;
 /** While draining, how often the edge looks whether requests are still in flight. */
 const DRAIN_POLL_MS = 50;
 /** Bun queues at most this much per WebSocket before send() reports backpressure. */
@@ -86,41 +71,6 @@ export interface RunningEdge {
   registry: Registry;
   stop(): Promise<void>;
 }
-
-/** What fetch learns of a request's connection before routing it. */
-interface Visit {
-  /** The connection's key in the budget. */
-  key: string;
-  /** Who the visitor is (the peer, or the client a trusted proxy names). */
-  client: string;
-  /** The socket's peer, "address:port". */
-  peer: string;
-  /** Set when the connection's budget entry ends later than the response (a body, a WebSocket). */
-  deferredEnd?: boolean;
-  ended?: boolean;
-}
-
-/** Connections left for visitors when --max-conns is auto: half of what the file limit leaves after a reserve. */
-export function defaultMaxConns(fdLimit: number | undefined): number {
-  if (fdLimit === undefined) return 10_000;
-  return Math.max(64, Math.floor((Math.min(fdLimit, 10_000_000) - 256) / 2));
-}
-
-function logDescriptorBudget(fdLimit: number | undefined, maxConns: number, perIp: number): void {
-  const fields = { open_files: fdLimit ?? "unknown", max_conns: maxConns, max_conns_per_ip: perIp };
-  if (fdLimit !== undefined && fdLimit < 4096) {
-    log.warn("the open-file limit is low for a public server: raise it (systemd: LimitNOFILE=65536)", fields);
-  } else log.info("connection budget", fields);
-}
-
-/** Whether the connection closes after this exchange (either side said so). */
-const closes = (req: Request, res: Response | undefined) =>
-  res?.headers.get("connection")?.toLowerCase() === "close" || req.headers.get("connection")?.toLowerCase() === "close";
-
-const splitPeer = (peer: string): [string, number] => {
-  const i = peer.lastIndexOf(":");
-  return [peer.slice(0, i), Number(peer.slice(i + 1))];
-};
 
 export function startEdge(opts: EdgeOptions): RunningEdge {
   const { core, domain } = opts;
@@ -180,86 +130,17 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     () => tcpVisitors.total,
   );
 
-  /** Every request starts here: first the connection budget, then the route. */
-  async function fetch(req: Request, server: Server<SocketData>): Promise<Response | undefined> {
-    const peer = server.requestIP(req);
-    if (!peer) return undefined; // the visitor is already gone
-    const client = opts.trustedProxies.clientAddress(peer.address, req.headers.get("x-forwarded-for"));
-    const admitted = connections.begin(peer.address, peer.port, client);
-    if (!admitted.ok) {
-      overLimit("visitor connection refused", { client, limit: admitted.why === "address" ? "max-conns-per-ip" : "max-conns" });
-      return overloadedPage();
-    }
-    const visit: Visit = { key: admitted.key, client, peer: `${peer.address}:${peer.port}` };
-    let res: Response | undefined;
-    try {
-      res = await route(req, server, visit);
-    } catch (err) {
-      connections.end(visit.key);
-      throw err;
-    }
-    // forwarded requests end with their response body, upgrades with their WebSocket
-    if (!visit.deferredEnd) connections.end(visit.key, closes(req, res));
-    return res;
-  }
-
-  async function route(req: Request, server: Server<SocketData>, visit: Visit): Promise<Response | undefined> {
-    const parsed = parseHost(req.headers.get("host"));
-    const url = parsed && URL.parse(req.url);
-    if (!parsed || !url) {
-      clientFault("bad request refused", { why: parsed ? "request target" : "host header", remote: visit.client });
-      return badRequestPage(parsed ? "The request target is not a valid path." : "The Host header does not name a valid host.");
-    }
-    const host = parsed.hostname;
-    const hostHeader = parsed.port === undefined ? host : `${host}:${parsed.port}`;
-    const name = host.endsWith(`.${domain}`) ? host.slice(0, -domain.length - 1) : undefined;
-
-    if (name === undefined || name.includes(".")) {
-      if (url.pathname === CONNECT_PATH) {
-        const ok = server.upgrade(req, { data: { kind: "agent", remote: visit.peer, address: visit.client, connKey: visit.key } });
-        if (ok) visit.deferredEnd = true;
-        return ok ? undefined : new Response("expected a WebSocket upgrade\n", { status: 426 });
-      }
-      return name === undefined ? landingPage(domain) : unknownTunnelPage(hostHeader);
-    }
-
-    let tunnel = registry.tunnelBySubdomain(name);
-    // just after a restart, agents told DRAIN are on their way back: for a name held for one
-    // of them, wait a moment for it rather than answer that its agent is away
-    const startupLeft = startedAt + STARTUP_WAIT_MS - Date.now();
-    if (tunnel && !tunnel.agent && heldAtStart.has(name) && startupLeft > 0) {
-      tunnel = await registry.whenSubdomain(name, Math.min(startupLeft, MAX_VISITOR_WAIT_MS));
-    }
-    if (!tunnel) return unknownTunnelPage(hostHeader);
-    if (url.pathname === CONTINUE_PATH && req.method === "GET") return continueResponse(url, secure);
-    const warning = interstitial(req, url, tunnel, hostHeader);
-    if (warning) return warning;
-    const [remoteIp, remotePort] = splitPeer(visit.peer);
-    visit.deferredEnd = true;
-    const ctx: ForwardContext = {
-      remoteIp,
-      remotePort,
-      secure,
-      host: hostHeader,
-      responseTimeoutMs: opts.responseTimeoutMs,
-      connKey: visit.key,
-      finished: () => {
-        if (visit.ended) return;
-        visit.ended = true;
-        server.timeout(req, opts.idleTimeoutS);
-        connections.end(visit.key);
-      },
-    };
-    // a request in flight (a long poll, an event stream, a big download) is never cut by the
-    // idle timeout; it applies again from the end of the response (finished)
-    server.timeout(req, 0);
-    if ((req.headers.get("upgrade") ?? "").toLowerCase() === "websocket") {
-      const refused = await upgradeWebSocket(req, url, server as unknown as Server<VisitorSocketData>, tunnel, ctx);
-      if (refused) ctx.finished?.(); // no upgrade: the connection goes back to keep-alive
-      return refused;
-    }
-    return forwardHttp(req, url, tunnel, ctx);
-  }
+  const fetch = visitorFetch({
+    domain,
+    secure,
+    registry,
+    connections,
+    trustedProxies: opts.trustedProxies,
+    idleTimeoutS: opts.idleTimeoutS,
+    responseTimeoutMs: opts.responseTimeoutMs,
+    startedAt,
+    heldAtStart,
+  });
 
   const listener = new PublicListener<SocketData>({
     hostname: opts.host,
