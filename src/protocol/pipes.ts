@@ -11,6 +11,14 @@ import type { Stream } from "./mux.ts";
  * the whole stream (the reader was the only reason for it), "discard" keeps
  * the other direction alive and throws away what still arrives. `onEnd`
  * runs when the last byte has been handed to the reader, or it failed.
+ *
+ * A reset fails the ReadableStream with no reason (reads reject with
+ * undefined; whoever needs the code has whenReset). Bun prints any error
+ * that ends a response body it is sending, source excerpt and stack
+ * included, as if nobody had handled it: an agent leaving mid-body, which
+ * is normal, would write that to the server's stderr for every visitor cut
+ * off. Without a reason it cuts the visitor's connection just the same,
+ * quietly (and fetch, reading a request body, fails with an AbortError).
  */
 export function readableFrom(
   stream: Stream,
@@ -52,7 +60,7 @@ export function readableFrom(
           onChunk?.(chunk.byteLength);
         } else if (failed !== undefined) {
           onEnd?.();
-          controller.error(new Error(`stream reset: ${failed}`));
+          controller.error();
         } else {
           onEnd?.();
           controller.close();

@@ -4,6 +4,7 @@
  * (or just closes), and keeps serving everyone else.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { connect } from "node:net";
 import { encodeFrame, jsonPayload, type Frame } from "../../src/protocol/frames.ts";
 import { FrameType, MAX_PAYLOAD, PROTOCOL_VERSION } from "../../src/protocol/wire.ts";
 import { signedIn, type AdminClient } from "../harness/admin.ts";
@@ -12,6 +13,7 @@ import { startServer, type TestServer } from "../harness/server.ts";
 import { agentWebSocketPeer } from "../harness/agent-peer.ts";
 import { faultLines, hostileWebSocket, type HostilePeer } from "../harness/fuzz.ts";
 import { rawHttp, type RawReply } from "../harness/raw-http.ts";
+import { within } from "../harness/wait.ts";
 
 const WAIT_MS = 5_000;
 let server: TestServer;
@@ -153,6 +155,51 @@ describe("a REPLY whose status no visitor can be given (1xx but 101, 600-999)", 
       expect(`${what}: ${res.status}`).toBe(`${what}: 502`);
       if (method === "GET") expect(res.body).toContain(`its local service sent an invalid status ${status}`);
     }
+    await expectNoFaultSince(from);
+  });
+});
+
+describe("an agent that stops in the middle of a streamed response body", () => {
+  /**
+   * A visitor's request answered with a streamed 200 and "partial"; once the visitor has those
+   * bytes, `stop` ends the stream from the agent's side. Resolves with all the visitor received
+   * and whether its connection was closed (within WAIT_MS).
+   */
+  async function cutOff(stop: (agent: { peer: HostilePeer }, stream: number) => void): Promise<{ received: string; closed: boolean }> {
+    using agent = await scriptedAgent();
+    const visitor = connect(server.edgePort, "127.0.0.1");
+    visitor.on("error", () => {});
+    let received = "";
+    const partial = Promise.withResolvers<void>();
+    const closed = Promise.withResolvers<boolean>();
+    visitor.on("data", (d: Buffer) => {
+      received += d.toString("latin1");
+      if (received.includes("partial")) partial.resolve();
+    });
+    visitor.on("close", () => closed.resolve(true));
+    visitor.write(`GET /streamed HTTP/1.1\r\nHost: ${agent.host}\r\nX-Burrow-Skip-Warning: 1\r\n\r\n`);
+    const stream = await nthOpen(agent.peer, 1);
+    agent.peer.send(Buffer.concat([reply(stream, { status: 200, headers: [] }), encodeFrame(FrameType.DATA, stream, new TextEncoder().encode("partial"))]));
+    await within(partial.promise, WAIT_MS, "the first bytes of the body");
+    stop(agent, stream);
+    const timer = setTimeout(() => closed.resolve(false), WAIT_MS);
+    const wasClosed = await closed.promise;
+    clearTimeout(timer);
+    visitor.destroy();
+    return { received, closed: wasClosed };
+  }
+
+  test.each([
+    ["its connection closes", (agent: { peer: HostilePeer }) => agent.peer.close()],
+    ["it resets the stream", (agent: { peer: HostilePeer }, stream: number) => agent.peer.send(encodeFrame(FrameType.RST, stream, new TextEncoder().encode("CANCELLED")))],
+  ])("%s: the visitor's connection is cut (no last chunk), and nothing is printed at error level", async (_, stop) => {
+    const from = server.output.lines.length;
+    const { received, closed } = await cutOff(stop);
+    expect(received).toStartWith("HTTP/1.1 200 ");
+    expect(received).toContain("partial");
+    // a chunked body that ends with its last chunk would read as complete
+    expect(received).not.toEndWith("0\r\n\r\n");
+    expect(closed).toBe(true);
     await expectNoFaultSince(from);
   });
 });
