@@ -10,7 +10,7 @@ import { collect, pipeInto, readableFrom } from "../protocol/pipes.ts";
 import { headerList, toHeaders } from "../relay/headers.ts";
 import { log } from "../log.ts";
 import { badGatewayPage } from "./pages.ts";
-import { awaitReply } from "./replies.ts";
+import { awaitReply, goneSinceReply } from "./replies.ts";
 import type { Tunnel } from "./registry.ts";
 
 /** Request headers the edge sets itself. */
@@ -118,6 +118,9 @@ async function respond(req: Request, url: URL, tunnel: Tunnel, ctx: ForwardConte
     return badGatewayPage(ctx.host, (err as Error).message);
   }
   tunnel.countOut(stream.metaBytes - openBytes);
+  // a reset in the same message as the REPLY: nothing of the response is coming, say so before the head
+  const gone = goneSinceReply(stream);
+  if (gone) return badGatewayPage(ctx.host, gone);
   const bodyless = req.method === "HEAD" || NO_BODY_STATUS.has(head.status);
   if (bodyless) {
     stream.onData = (chunk) => stream.consumed(chunk.byteLength);

@@ -10,7 +10,7 @@ import type { Stream } from "../protocol/mux.ts";
 import { encodeCloseRecord, encodeRecord, MAX_WS_MESSAGE, RecordDecoder } from "../protocol/ws-records.ts";
 import { requestMeta, type ForwardContext } from "./http.ts";
 import { badGatewayPage } from "./pages.ts";
-import { awaitReply } from "./replies.ts";
+import { awaitReply, goneSinceReply } from "./replies.ts";
 import type { Tunnel } from "./registry.ts";
 
 /** A visitor that sends faster than the tunnel carries is cut off past this much queued (one largest message and then some). */
@@ -81,6 +81,9 @@ export async function upgradeWebSocket(
     closeVisitor(data);
   };
   stream.whenReset(() => data.ws?.close(1011, "tunnel closed"));
+  // reset with the REPLY, or by the edge for early data that is no valid record: no upgrade then
+  const gone = goneSinceReply(stream);
+  if (gone) return badGatewayPage(ctx.host, gone);
   const ok = server.upgrade(req, { data, headers: protocol ? { "Sec-WebSocket-Protocol": protocol } : {} });
   if (!ok) {
     stream.reset();
@@ -95,6 +98,8 @@ export const visitorSocket = {
     for (const m of ws.data.early) ws.send(m);
     ws.data.early = [];
     if (ws.data.ended) closeVisitor(ws.data);
+    // reset between the upgrade and now, when its listener had no socket to close
+    else if (ws.data.stream.resetCode !== undefined) ws.close(1011, "tunnel closed");
   },
   drain(ws: ServerWebSocket<VisitorSocketData>) {
     const d = ws.data;

@@ -369,7 +369,7 @@ export class Stream {
     this.endHandler = handler;
     this.deliverEnd();
   }
-  /** The stream was aborted (by the peer, or because the connection closed). */
+  /** The stream was aborted (by the peer, or because the connection closed); not called if set after that (whenReset is). */
   onReset?: (code: string) => void;
   /** Everything written so far has been sent: write more. */
   onDrain?: () => void;
@@ -394,6 +394,7 @@ export class Stream {
   private done = false;
   private drainWaiters: ((sent: boolean) => void)[] = [];
   private resetListeners: ((code: string) => void)[] = [];
+  private resetWith: string | undefined;
 
   constructor(
     private readonly mux: Mux,
@@ -409,6 +410,16 @@ export class Stream {
     return this.done;
   }
 
+  /** Why the stream was aborted (by either side, or the connection closing); undefined while it was not. */
+  get resetCode(): string | undefined {
+    return this.resetWith;
+  }
+
+  /** The peer's FIN came: every byte it will send has arrived (a reset after that loses none of them). */
+  get peerEnded(): boolean {
+    return this.remoteEnded;
+  }
+
   /** Runs `fn` with the connection corked (see Mux.cork). */
   cork<T>(fn: () => T): T {
     return this.mux.cork(fn);
@@ -421,8 +432,14 @@ export class Stream {
     return new Promise((resolve) => this.drainWaiters.push(resolve));
   }
 
-  /** Adds a reset listener beside onReset (for helpers that wrap the stream). */
+  /**
+   * Adds a reset listener beside onReset (for helpers that wrap the stream).
+   * A stream already reset calls it at once: a consumer that attaches after
+   * an await (the REPLY's) must still learn of a reset that came in the same
+   * message as the REPLY, when the mux has already forgotten the stream.
+   */
   whenReset(listener: (code: string) => void): void {
+    if (this.resetWith !== undefined) return listener(this.resetWith);
     this.resetListeners.push(listener);
   }
 
@@ -466,6 +483,7 @@ export class Stream {
   reset(code: string = WireError.CANCELLED): void {
     if (this.done) return;
     this.mux.sendFrame(FrameType.RST, this.id, textPayload(code));
+    this.resetWith = code;
     this.finish();
     for (const l of this.resetListeners) l(code);
   }
@@ -563,6 +581,7 @@ export class Stream {
   }
 
   private announceReset(code: string): void {
+    this.resetWith = code;
     const waiters = this.drainWaiters;
     this.drainWaiters = [];
     for (const w of waiters) w(false);

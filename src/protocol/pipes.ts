@@ -58,12 +58,13 @@ export function readableFrom(
           controller.enqueue(chunk);
           stream.consumed(chunk.byteLength);
           onChunk?.(chunk.byteLength);
-        } else if (failed !== undefined) {
-          onEnd?.();
-          controller.error();
-        } else {
+        } else if (ended) {
+          // the FIN came before any reset: every byte is here, the reset takes none of them away
           onEnd?.();
           controller.close();
+        } else {
+          onEnd?.();
+          controller.error();
         }
       },
       cancel() {

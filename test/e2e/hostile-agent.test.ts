@@ -124,9 +124,16 @@ async function nthOpen(peer: HostilePeer, n: number): Promise<number> {
  * `answer` gives for its stream, in one message; resolves with what the visitor got by the close
  * (or by `timeoutMs`, with `closed: false`).
  */
-async function visitAnswered(agent: { peer: HostilePeer; host: string }, answer: (stream: number) => Uint8Array[], method = "GET", timeoutMs = WAIT_MS): Promise<RawReply> {
+async function visitAnswered(
+  agent: { peer: HostilePeer; host: string },
+  answer: (stream: number) => Uint8Array[],
+  method = "GET",
+  timeoutMs = WAIT_MS,
+  /** More header lines (CRLF after each) and a body. */
+  rest = "\r\n",
+): Promise<RawReply> {
   const opened = agent.peer.frames.filter((f) => f.type === FrameType.OPEN).length;
-  const reply = rawHttp(server.edgePort, `${method} /scripted HTTP/1.1\r\nHost: ${agent.host}\r\nX-Burrow-Skip-Warning: 1\r\nConnection: close\r\n\r\n`, timeoutMs);
+  const reply = rawHttp(server.edgePort, `${method} /scripted HTTP/1.1\r\nHost: ${agent.host}\r\nX-Burrow-Skip-Warning: 1\r\nConnection: close\r\n${rest}`, timeoutMs);
   const stream = await nthOpen(agent.peer, opened + 1);
   agent.peer.send(Buffer.concat(answer(stream)));
   return reply;
@@ -155,6 +162,66 @@ describe("a REPLY whose status no visitor can be given (1xx but 101, 600-999)", 
       expect(`${what}: ${res.status}`).toBe(`${what}: 502`);
       if (method === "GET") expect(res.body).toContain(`its local service sent an invalid status ${status}`);
     }
+    await expectNoFaultSince(from);
+  });
+});
+
+describe("a stream reset in the same message as its REPLY", () => {
+  const rst = (stream: number) => encodeFrame(FrameType.RST, stream, new TextEncoder().encode("CANCELLED"));
+  /** A frame of no known type: a protocol error that closes the agent's connection, and with it every stream. */
+  const fatal = () => new Uint8Array([0x7f, 0, 0, 0, 0, 0, 0, 0, 0]);
+
+  test.each([
+    ["a body of known length, then RST", (s: number) => [reply(s, { status: 200, headers: [["content-length", "5"]] }), rst(s)]],
+    ["a streamed body, then RST", (s: number) => [reply(s, { status: 200, headers: [] }), rst(s)]],
+    ["some of a streamed body, then RST", (s: number) => [reply(s, { status: 200, headers: [] }), encodeFrame(FrameType.DATA, s, new Uint8Array([120])), rst(s)]],
+    ["a streamed body, then a protocol error", (s: number) => [reply(s, { status: 200, headers: [] }), fatal()]],
+  ])("HTTP, REPLY with %s: the visitor gets a 502 at once", async (_, answer) => {
+    using agent = await scriptedAgent();
+    const from = server.output.lines.length;
+    const started = performance.now();
+    // well within the test's own time limit: a visitor left hanging fails here, not by a timeout
+    const res = await visitAnswered(agent, answer, "GET", 2_000);
+    expect(res.closed).toBe(true);
+    expect(res.status).toBe(502);
+    expect(performance.now() - started).toBeLessThan(2_000);
+    await expectNoFaultSince(from);
+  });
+
+  test.each([
+    ["a body of known length", [["content-length", "5"]]],
+    ["a streamed body", []],
+  ])("HTTP, a whole response (REPLY, %s, FIN) and then a protocol error in the same message: the visitor still gets all of it", async (_, headers) => {
+    using agent = await scriptedAgent();
+    const from = server.output.lines.length;
+    // a POST whose body is not all there yet: the edge's side of the stream is still open when the agent's connection closes
+    const answer = (s: number) => [reply(s, { status: 200, headers }), encodeFrame(FrameType.DATA, s, new TextEncoder().encode("hello"), true), fatal()];
+    const res = await visitAnswered(agent, answer, "POST", 1_000, "Content-Length: 10\r\n\r\nhalf");
+    expect(res.status).toBe(200);
+    // Bun may send a body it already has whole with a length, or chunked: either way all of it, and its end
+    expect(res.body).toBe(/transfer-encoding: chunked/i.test(res.head) ? "5\r\nhello\r\n0\r\n\r\n" : "hello");
+    await expectNoFaultSince(from);
+  });
+
+  test.each([
+    ["REPLY, then RST", (s: number) => [reply(s, {}), rst(s)]],
+    ["REPLY, then a protocol error", (s: number) => [reply(s, {}), fatal()]],
+    ["DATA that is no WebSocket record, then REPLY", (s: number) => [encodeFrame(FrameType.DATA, s, new Uint8Array([9, 9, 9, 9, 9, 9])), reply(s, {})]],
+  ])("a visitor's WebSocket, %s: the upgrade is refused with a 502, not left open", async (_, answer) => {
+    using agent = await scriptedAgent();
+    const from = server.output.lines.length;
+    const opened = agent.peer.frames.filter((f) => f.type === FrameType.OPEN).length;
+    const ws = new WebSocket(`ws://127.0.0.1:${server.edgePort}/scripted`, { headers: { Host: agent.host } } as any);
+    let wasOpen = false;
+    const ended = new Promise<boolean>((resolve) => {
+      ws.onopen = () => (wasOpen = true);
+      ws.onclose = () => resolve(true);
+      setTimeout(() => resolve(false), 2_000);
+    });
+    const stream = await nthOpen(agent.peer, opened + 1);
+    agent.peer.send(Buffer.concat(answer(stream)));
+    expect(await ended).toBe(true);
+    expect(wasOpen).toBe(false);
     await expectNoFaultSince(from);
   });
 });

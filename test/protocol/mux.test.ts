@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { encodeFrame, jsonPayload, textPayload, u32Payload } from "../../src/protocol/frames.ts";
 import { Mux, type SendResult, type Stream } from "../../src/protocol/mux.ts";
-import { pipeInto, readableFrom } from "../../src/protocol/pipes.ts";
+import { collect, pipeInto, readableFrom } from "../../src/protocol/pipes.ts";
 import { FrameType, HEADER_LENGTH, MAX_PAYLOAD, WireError, type FrameTypeValue } from "../../src/protocol/wire.ts";
 import { agentHandlers, newStalled, readAll, runCoreScenario, writeAll } from "./core-scenario.ts";
 import { memoryPair } from "./memory-pair.ts";
@@ -314,6 +314,54 @@ describe("resets and half-close", () => {
     expect(stream.isClosed).toBe(true);
     expect(pair.edge.streamCount).toBe(0);
     expect(pair.agent.streamCount).toBe(0);
+  });
+
+  test("a reset that comes before its consumers attach (in the same message as the REPLY) reaches them when they do", async () => {
+    // the REPLY and an RST, and the REPLY and a frame of no known type (which closes the connection), each in one message
+    const unknownType = new Uint8Array([0x7f, 0, 0, 0, 0, 0, 0, 0, 0]);
+    for (const [after, code] of [[(id: number) => encodeFrame(FrameType.RST, id), WireError.CANCELLED], [() => unknownType, WireError.PROTOCOL_ERROR]] as const) {
+      const pair = memoryPair({ agent: { onStream: () => {} } });
+      const stream = pair.edge.open({}, true);
+      let replied = false;
+      stream.onReply = () => (replied = true);
+      pair.edge.receive(concat([encodeFrame(FrameType.REPLY, stream.id, jsonPayload({ status: 200, headers: [] })), after(stream.id)]));
+      expect(replied).toBe(true);
+      expect(pair.edge.streamCount).toBe(0); // the mux has forgotten the stream
+      expect(stream.resetCode).toBe(code);
+      // what an owner attaches only after awaiting the REPLY: a listener, a readable, a collector
+      const heard: string[] = [];
+      stream.whenReset((c) => heard.push(c));
+      expect(heard).toEqual([code]);
+      let failed = false;
+      await within(readableFrom(stream).getReader().read(), WAIT_MS, "the read").catch(() => (failed = true));
+      expect(failed).toBe(true);
+      await expect(within(collect(stream, 10), WAIT_MS, "the collect")).rejects.toThrow(`stream reset: ${code}`);
+    }
+  });
+
+  test("a whole body (its FIN included) followed by a reset still reads to its end, whether the reader came before or after", async () => {
+    for (const attach of ["before", "after"] as const) {
+      const pair = memoryPair({ agent: { onStream: () => {} } });
+      const stream = pair.edge.open({}); // this side not ended: the reset still finds the stream open
+      let readable = attach === "before" ? readableFrom(stream) : undefined;
+      pair.edge.receive(concat([encodeFrame(FrameType.DATA, stream.id, bytes("whole"), true), encodeFrame(FrameType.RST, stream.id)]));
+      expect(stream.resetCode).toBe(WireError.CANCELLED);
+      expect(stream.peerEnded).toBe(true);
+      const reader = (readable ??= readableFrom(stream)).getReader();
+      const first = await within(reader.read(), WAIT_MS, "the body");
+      expect(`${attach}: ${text(first.value!)}`).toBe(`${attach}: whole`);
+      expect((await within(reader.read(), WAIT_MS, "the end")).done).toBe(true);
+    }
+  });
+
+  test("a stream that ends normally has no reset code", async () => {
+    const pair = memoryPair({ agent: { onStream: (s) => s.reply({}, true) } });
+    const stream = pair.edge.open({}, true);
+    const ended = signal<void>();
+    stream.onEnd = () => ended.resolve();
+    await within(ended.promise, WAIT_MS, "the FIN");
+    expect(stream.isClosed).toBe(true);
+    expect(stream.resetCode).toBeUndefined();
   });
 
   test("an RST with an empty code reads as CANCELLED", async () => {
