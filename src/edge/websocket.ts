@@ -32,6 +32,20 @@ export interface VisitorSocketData {
   ws?: ServerWebSocket<VisitorSocketData>;
 }
 
+/** RFC 6455 §4.1: a subprotocol is a token, one of the visitor's Sec-WebSocket-Protocol list. */
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+/**
+ * Whether `chosen` is a subprotocol the visitor offered. Anything else would
+ * fail the visitor's handshake anyway, and a value that is no token (a
+ * character past U+00FF, NUL, CR, LF) makes server.upgrade throw.
+ */
+function offered(req: Request, chosen: string): boolean {
+  if (!TOKEN.test(chosen)) return false;
+  const list = req.headers.get("sec-websocket-protocol");
+  return list !== null && list.split(",").some((p) => p.trim() === chosen);
+}
+
 function closeVisitor(data: VisitorSocketData): void {
   const c = data.closeFromAgent;
   data.ws?.close(c?.code ?? 1000, c?.reason ?? "");
@@ -53,6 +67,10 @@ export async function upgradeWebSocket(
     protocol = reply.success ? reply.output.protocol : undefined;
   } catch (err) {
     return badGatewayPage(ctx.host, (err as Error).message);
+  }
+  if (protocol && !offered(req, protocol)) {
+    stream.reset();
+    return badGatewayPage(ctx.host, "its local service chose a subprotocol the visitor did not offer");
   }
   const data: VisitorSocketData = { kind: "visitor", connKey: ctx.connKey, stream, tunnel, early: [], ended: false, owed: 0, backedUp: false };
   const decoder = new RecordDecoder();

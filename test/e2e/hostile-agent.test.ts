@@ -226,6 +226,44 @@ describe("a stream reset in the same message as its REPLY", () => {
   });
 });
 
+describe("the subprotocol a ws REPLY names", () => {
+  /** A visitor's WebSocket upgrade offering `chat, superchat`, answered by the scripted agent with REPLY `head`: what came back, up to its head and a moment more. */
+  async function upgradeAnswered(head: unknown): Promise<RawReply> {
+    using agent = await scriptedAgent();
+    const opened = agent.peer.frames.filter((f) => f.type === FrameType.OPEN).length;
+    const request =
+      `GET /chat HTTP/1.1\r\nHost: ${agent.host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+      `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: chat, superchat\r\n\r\n`;
+    // the connection stays open either way (a WebSocket, or keep-alive after the 502): it ends by the timeout
+    const answer = rawHttp(server.edgePort, request, 500);
+    const stream = await nthOpen(agent.peer, opened + 1);
+    agent.peer.send(reply(stream, head));
+    return answer;
+  }
+
+  test.each([
+    ["a character above U+00FF", "\u0100"],
+    ["a NUL", "chat\u0000"],
+    ["CR LF and a header of its own", "chat\r\nX-Injected: 1"],
+    ["a space", "super chat"],
+    ["a protocol the visitor did not offer", "other"],
+    ["the whole offered list", "chat, superchat"],
+  ])("%s gets the visitor a 502 naming the fault, no upgrade and no error line", async (_, protocol) => {
+    const from = server.output.lines.length;
+    const res = await upgradeAnswered({ protocol });
+    expect(res.status).toBe(502);
+    expect(res.body).toContain("its local service chose a subprotocol the visitor did not offer");
+    expect(res.head).not.toContain("X-Injected");
+    await expectNoFaultSince(from);
+  });
+
+  test("one of those the visitor offered is the one it gets", async () => {
+    const chosen = await upgradeAnswered({ protocol: "superchat" });
+    expect(chosen.status).toBe(101);
+    expect(chosen.head).toMatch(/\r\nSec-WebSocket-Protocol: superchat(\r\n|$)/i);
+  });
+});
+
 describe("an agent that stops in the middle of a streamed response body", () => {
   /**
    * A visitor's request answered with a streamed 200 and "partial"; once the visitor has those
