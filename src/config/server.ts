@@ -135,10 +135,10 @@ const Schema = v.object({
   "admin-host": v.pipe(v.string(), v.minLength(1, "--admin-host must not be empty")),
   "idle-timeout": v.pipe(
     v.string(),
-    v.regex(/^[0-9]{1,3}$/, "--idle-timeout must be a whole number of seconds from 1 to 255"),
+    v.regex(/^[0-9]{1,3}$/, "--idle-timeout must be a whole number of seconds from 5 to 255"),
     v.transform(Number),
-    v.minValue(1, "--idle-timeout must be a whole number of seconds from 1 to 255"),
-    v.maxValue(255, "--idle-timeout must be a whole number of seconds from 1 to 255"),
+    v.minValue(5, "--idle-timeout must be a whole number of seconds from 5 to 255"),
+    v.maxValue(255, "--idle-timeout must be a whole number of seconds from 5 to 255"),
   ),
   "max-conns-per-ip": count("max-conns-per-ip"),
   "max-conns": v.union([v.literal("auto"), count("max-conns")], "--max-conns must be a positive whole number, or auto"),
