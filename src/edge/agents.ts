@@ -13,7 +13,7 @@ import * as v from "valibot";
 import { admit } from "../core/admission.ts";
 import { AppError } from "../core/errors.ts";
 import type { Core } from "../core/index.ts";
-import { log } from "../log.ts";
+import { limitedLog, log } from "../log.ts";
 import { parseJsonPayload, ProtocolError } from "../protocol/frames.ts";
 import { Hello, type GrantedTunnel, type OpenMeta } from "../protocol/messages.ts";
 import { Mux, type SendResult, type Stream } from "../protocol/mux.ts";
@@ -21,6 +21,9 @@ import { FrameType, HANDSHAKE_TIMEOUT_MS, PROTOCOL_VERSION, WireError, type Fram
 import type { HandshakeGuard } from "./handshake-guard.ts";
 import type { PortAllocator } from "./ports.ts";
 import type { AgentLink, Registry, Tunnel } from "./registry.ts";
+
+/** What an unauthenticated peer of the agents' endpoints can make the edge say: a few lines a minute. */
+export const strangerFault = limitedLog(30);
 
 export interface EdgeContext {
   core: Core;
@@ -78,7 +81,9 @@ export class AgentConnection implements AgentLink {
       onControl: (type, payload) => this.control(type, payload),
       onClose: (code, message) => {
         // a throttled address's refusals are summed up by the guard, not logged one by one
-        if (code !== WireError.GOING_AWAY && code !== "RATE_LIMITED") log.info("agent connection closed", { session: this.sessionId, code, reason: message });
+        if (code === WireError.GOING_AWAY || code === "RATE_LIMITED") return transport.close(code.slice(0, 100));
+        // before a handshake anyone can cause this line: a few a minute then; after it, every one
+        (this.ready ? log.info : strangerFault)("agent connection closed", { session: this.sessionId, code, reason: message, address: this.transport.address });
         transport.close(code.slice(0, 100));
       },
     });

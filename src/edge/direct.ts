@@ -8,12 +8,11 @@
  */
 import type { Socket, TCPSocketListener } from "bun";
 import { canonicalAddress } from "../http/addresses.ts";
-import { log } from "../log.ts";
 import { FrameReader } from "../protocol/frame-reader.ts";
 import { ProtocolError } from "../protocol/frames.ts";
 import { SocketSender } from "../relay/socket-sender.ts";
 import { WireError } from "../protocol/wire.ts";
-import { AgentConnection, type AgentTransport, type EdgeContext } from "./agents.ts";
+import { AgentConnection, strangerFault, type AgentTransport, type EdgeContext } from "./agents.ts";
 
 interface DirectSocketData {
   conn?: AgentConnection;
@@ -87,7 +86,7 @@ export function listenDirect(
         hooks.closed(conn);
       },
       error(socket, err) {
-        log.info("agent socket error", { session: socket.data.conn?.sessionId, err: err.message });
+        strangerFault("agent socket error", { session: socket.data.conn?.sessionId, err: err.message });
       },
     },
   });
