@@ -63,6 +63,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       idleTimeoutS: config.idleTimeoutS,
       maxConnsPerIp: config.maxConnsPerIp,
       maxConns: config.maxConns,
+      maxAgentsPerIp: config.maxAgentsPerIp,
       trustedProxies: new TrustedProxies(config.trustedProxies),
       handshakeLimit: config.handshakeLimit,
       drainTimeoutMs: config.drainTimeoutMs,

@@ -176,6 +176,16 @@ export interface BurrowServer {
   cookie?: string;
 }
 
+/**
+ * Every agent of the benchmark comes from 127.0.0.1: a server with a
+ * per-address cap on agents' connections (--max-agents-per-ip, 1,024 by
+ * default) gets it raised for the 10,000-agent run; older builds have none.
+ */
+function fleetFlags(bin: string): string[] {
+  const help = Bun.spawnSync([bin, "server", "--help"]).stdout.toString();
+  return help.includes("--max-agents-per-ip") ? ["--max-agents-per-ip", "1000000"] : [];
+}
+
 export async function startBurrowServer(
   procs: Processes,
   bin: string,
@@ -187,7 +197,7 @@ export async function startBurrowServer(
   mkdirSync(dataDir, { recursive: true });
   const child = procs.spawn(
     name,
-    [bin, "server", "--host", "127.0.0.1", "--http-port", "0", "--admin-port", "0", "--agent-port", "0", "--data-dir", dataDir, "--tcp-ports", `${tcpPorts.first}-${tcpPorts.last}`],
+    [bin, "server", "--host", "127.0.0.1", "--http-port", "0", "--admin-port", "0", "--agent-port", "0", "--data-dir", dataDir, "--tcp-ports", `${tcpPorts.first}-${tcpPorts.last}`, ...fleetFlags(bin)],
     { env: { BURROW_ADMIN_USERNAME: "admin", BURROW_ADMIN_PASSWORD: ADMIN_PASSWORD, BURROW_DOMAIN: "localhost" }, manyFiles: true },
   );
   const m = await procs.waitFor(child, /admin api listening url=(\S+).*?edge_port=(\d+)/, 20_000);

@@ -78,6 +78,7 @@ Flags:
   --max-conns-per-ip N    visitor connections one address may hold   (default ${d["max-conns-per-ip"]})
   --max-conns N           visitor connections in all; auto: from the
                           open-file limit                            (default ${d["max-conns"]})
+  --max-agents-per-ip N   agent connections one address may hold     (default ${d["max-agents-per-ip"]})
   --trusted-proxies L     proxies (addresses, CIDRs) whose X-Forwarded-For
                           names the client for caps and throttles
   --drain-timeout S       on SIGTERM, how long requests in flight may

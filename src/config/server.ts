@@ -23,6 +23,7 @@ export const SERVER_DEFAULTS = {
   "idle-timeout": "75",
   "max-conns-per-ip": "256",
   "max-conns": "auto",
+  "max-agents-per-ip": "1024",
   "trusted-proxies": "",
   "handshake-limit": "20",
   "drain-timeout": "15",
@@ -45,6 +46,7 @@ export const SERVER_FLAGS: Record<keyof typeof SERVER_DEFAULTS, FlagSpec> = {
   "idle-timeout": { type: "string", env: true },
   "max-conns-per-ip": { type: "string", env: true },
   "max-conns": { type: "string", env: true },
+  "max-agents-per-ip": { type: "string", env: true },
   "trusted-proxies": { type: "string", env: true },
   "handshake-limit": { type: "string", env: true },
   "drain-timeout": { type: "string", env: true },
@@ -71,6 +73,8 @@ export interface ServerConfig {
   idleTimeoutS: number;
   /** Concurrent visitor connections one client address may hold, per listener kind. */
   maxConnsPerIp: number;
+  /** Concurrent agent connections one client address may hold. */
+  maxAgentsPerIp: number;
   /** Concurrent visitor connections in all; undefined: derived from the open-file limit. */
   maxConns?: number;
   /** Proxies whose X-Forwarded-For names the real client (CIDRs, as given). */
@@ -148,6 +152,7 @@ const Schema = v.object({
     v.check((list) => list.every(isCidrOrAddress), "--trusted-proxies must be a comma-separated list of addresses or CIDRs, e.g. 127.0.0.1,10.0.0.0/8"),
   ),
   "handshake-limit": count("handshake-limit"),
+  "max-agents-per-ip": count("max-agents-per-ip"),
   "drain-timeout": v.pipe(
     v.string(),
     v.regex(/^[0-9]{1,4}(\.[0-9]+)?$/, "--drain-timeout must be a number of seconds"),
@@ -205,6 +210,7 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     idleTimeoutS: o["idle-timeout"],
     maxConnsPerIp: o["max-conns-per-ip"],
     maxConns: o["max-conns"] === "auto" ? undefined : o["max-conns"],
+    maxAgentsPerIp: o["max-agents-per-ip"],
     trustedProxies: o["trusted-proxies"],
     handshakeLimit: o["handshake-limit"],
     drainTimeoutMs: o["drain-timeout"] * 1000,

@@ -43,8 +43,8 @@ export interface AgentSocketData {
   remote: string;
   /** The client's address, as the handshake throttle counts it (behind a trusted proxy, the client it names). */
   address: string;
-  /** The connection's key in the public port's connection budget. */
-  connKey?: string;
+  /** The address holding a place in the agents' connection budget until the WebSocket closes. */
+  counted?: string;
   conn?: AgentConnection;
 }
 

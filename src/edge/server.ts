@@ -18,6 +18,7 @@ import { defaultMaxConns, DescriptorWatch, logDescriptorBudget, openFileLimit } 
 import { PublicListener } from "./public-listener.ts";
 import { takeHolds, writeHolds } from "./restart-holds.ts";
 import { SocketBudget } from "./socket-budget.ts";
+import { establishedPeers } from "./kernel-sockets.ts";
 import { VisitorConnections } from "./visitor-connections.ts";
 import { PortAllocator } from "./ports.ts";
 import { enforceQuotas } from "./quota.ts";
@@ -41,6 +42,8 @@ export interface EdgeOptions {
   idleTimeoutS: number;
   /** Concurrent connections one client address may hold on the public listeners. */
   maxConnsPerIp: number;
+  /** Concurrent agent connections one client address may hold (WebSocket and direct port together). */
+  maxAgentsPerIp: number;
   /** Concurrent visitor connections in all; undefined: from the open-file limit. */
   maxConns?: number;
   /** Proxies whose X-Forwarded-For is believed. */
@@ -82,10 +85,10 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   const registry = new Registry(meter);
   core.attachLiveTunnels(registry);
   const maxConns = opts.maxConns ?? defaultMaxConns(fdLimit);
-  // TCP tunnels' visitors share the total with the public HTTP port's; agents' direct
-  // connections have only the per-address cap (a team behind one NAT is many agents)
+  // TCP tunnels' visitors share the total with the public HTTP port's; agents' connections
+  // (WebSocket and direct) have a per-address cap of their own, higher: a team behind one NAT is many agents
   const tcpVisitors = new SocketBudget({ perAddress: opts.maxConnsPerIp, total: maxConns }, () => connections.total, () => watch.pressed);
-  const agentSockets = new SocketBudget({ perAddress: opts.maxConnsPerIp, total: Number.MAX_SAFE_INTEGER }, undefined, () => watch.pressed);
+  const agentSockets = new SocketBudget({ perAddress: opts.maxAgentsPerIp, total: Number.MAX_SAFE_INTEGER }, undefined, () => watch.pressed);
   const ports = new PortAllocator(opts.tcpPorts, opts.host, registry, tcpVisitors);
   if (opts.holdsFile) {
     for (const h of takeHolds(opts.holdsFile)) {
@@ -128,6 +131,9 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     { perAddress: opts.maxConnsPerIp, total: maxConns, idleTimeoutS: opts.idleTimeoutS },
     () => listener.port,
     () => tcpVisitors.total,
+    undefined,
+    // an edge on an IPv4 address has no IPv6 peers: the kernel's tcp6 table need not be read
+    (port) => establishedPeers(port, !/^\d+\.\d+\.\d+\.\d+$/.test(opts.host)),
   );
 
   const fetch = visitorFetch({
@@ -140,6 +146,12 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     responseTimeoutMs: opts.responseTimeoutMs,
     startedAt,
     heldAtStart,
+    admitAgent: (address) => {
+      const ok = agentSockets.admit(address);
+      if (!ok) overLimit("agent connection refused", { client: address, port: "public" });
+      return ok;
+    },
+    releaseAgent: (address) => agentSockets.release(address),
   });
 
   const listener = new PublicListener<SocketData>({
@@ -193,7 +205,8 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
         else visitorSocket.drain(ws as ServerWebSocket<VisitorSocketData>);
       },
       close(ws: ServerWebSocket<SocketData>, code: number, reason: string) {
-        if (ws.data.connKey) connections.end(ws.data.connKey, true);
+        if (ws.data.kind === "visitor" && ws.data.connKey) connections.end(ws.data.connKey, true);
+        if (ws.data.kind === "agent" && ws.data.counted !== undefined) agentSockets.release(ws.data.counted);
         if (ws.data.kind === "visitor") return visitorSocket.close(ws as ServerWebSocket<VisitorSocketData>, code, reason);
         if (ws.data.conn) agentLeft(ws.data.conn);
       },

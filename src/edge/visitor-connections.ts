@@ -12,12 +12,16 @@ import { canonicalAddress } from "../http/addresses.ts";
 import { establishedPeers } from "./kernel-sockets.ts";
 
 /**
- * The kernel is asked at most this often: a read of /proc/net/tcp costs
- * about 1 ms per 10k sockets, and an attacker at its cap must not make
- * every refusal cost that. So a client is refused wrongly only if it opens
- * more than its cap of connections within this span.
+ * The kernel is asked at most every 50 ms, and never more than a tenth of
+ * the time: reading /proc/net/tcp costs a few milliseconds (the kernel walks
+ * its whole socket hash) up to tens of
+ * milliseconds on a host with tens of thousands of sockets (TIME_WAIT ones
+ * included, which anyone can pile up), and an attacker at its cap must not
+ * make every refusal cost that. So a client is refused wrongly only if it
+ * opens more than its cap of connections between two reads.
  */
-const RECONCILE_EVERY_MS = 50;
+const RECONCILE_MIN_INTERVAL_MS = 50;
+const RECONCILE_MAX_SHARE = 1 / 10;
 
 interface Connection {
   /** Who it counts for: the peer, or the client a trusted proxy named. */
@@ -33,7 +37,8 @@ export class VisitorConnections {
   /** By socket ("address:port" of the peer). */
   private readonly bySocket = new Map<string, Connection>();
   private readonly perClient = new Map<string, number>();
-  private lastReconcile = 0;
+  /** When the kernel may be asked again. */
+  private nextReconcile = 0;
 
   constructor(
     readonly limits: { perAddress: number; total: number; idleTimeoutS: number },
@@ -41,7 +46,7 @@ export class VisitorConnections {
     /** Connections counted elsewhere against the same total (TCP tunnels' visitors). */
     private readonly elsewhere: () => number = () => 0,
     private readonly now: () => number = Date.now,
-    private readonly kernelPeers: (port: number) => Set<string> | undefined = establishedPeers,
+    private readonly kernelPeers: (port: number) => Set<string> | undefined = (port) => establishedPeers(port),
   ) {}
 
   get total(): number {
@@ -99,10 +104,11 @@ export class VisitorConnections {
 
   /** Forgets connections the kernel no longer has open (closed by the client, say). */
   private reconcile(): void {
-    const t = this.now();
-    if (t - this.lastReconcile < RECONCILE_EVERY_MS) return;
-    this.lastReconcile = t;
+    if (this.now() < this.nextReconcile) return;
+    const started = performance.now();
     const open = this.kernelPeers(this.localPort());
+    const took = performance.now() - started;
+    this.nextReconcile = this.now() + Math.max(RECONCILE_MIN_INTERVAL_MS, took / RECONCILE_MAX_SHARE);
     if (!open) return;
     const canonical = new Set([...open].map((p) => {
       const i = p.lastIndexOf(":");

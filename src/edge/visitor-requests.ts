@@ -46,6 +46,9 @@ export interface VisitorDeps {
   startedAt: number;
   /** Names held at start for the agents of the server before. */
   heldAtStart: Set<string>;
+  /** A place for an agent's connection from this address (false: over --max-agents-per-ip), given back by releaseAgent. */
+  admitAgent(address: string): boolean;
+  releaseAgent(address: string): void;
 }
 
 /** What fetch learns of a request's connection before routing it. */
@@ -59,6 +62,8 @@ interface Visit {
   /** Set when the connection's budget entry ends later than the response (a body, a WebSocket). */
   deferredEnd?: boolean;
   ended?: boolean;
+  /** It became an agent's WebSocket: it leaves the visitors' budget. */
+  notVisitor?: boolean;
 }
 
 /** Whether the connection closes after this exchange (either side said so). */
@@ -90,7 +95,7 @@ export function visitorFetch(deps: VisitorDeps) {
       throw err;
     }
     // forwarded requests end with their response body, upgrades with their WebSocket
-    if (!visit.deferredEnd) deps.connections.end(visit.key, closes(req, res));
+    if (!visit.deferredEnd) deps.connections.end(visit.key, visit.notVisitor || closes(req, res));
     return res;
   }
 
@@ -107,8 +112,11 @@ export function visitorFetch(deps: VisitorDeps) {
 
     if (name === undefined || name.includes(".")) {
       if (url.pathname === CONNECT_PATH) {
-        const ok = server.upgrade(req, { data: { kind: "agent", remote: visit.peer, address: visit.client, connKey: visit.key } });
-        if (ok) visit.deferredEnd = true;
+        // an agent is not a visitor: it counts against the agents' per-address cap instead
+        if (!deps.admitAgent(visit.client)) return overloadedPage();
+        const ok = server.upgrade(req, { data: { kind: "agent", remote: visit.peer, address: visit.client, counted: visit.client } });
+        if (!ok) deps.releaseAgent(visit.client);
+        else visit.notVisitor = true;
         return ok ? undefined : new Response("expected a WebSocket upgrade\n", { status: 426 });
       }
       return name === undefined ? landingPage(deps.domain) : unknownTunnelPage(hostHeader);

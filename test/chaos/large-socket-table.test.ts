@@ -8,30 +8,19 @@
  * server closes first (a 503 over the cap, an ERROR to a bad HELLO) stays
  * there for a minute.
  *
- * Promised (src/edge/visitor-connections.ts on RECONCILE_EVERY_MS: "a read
- * of /proc/net/tcp costs about 1 ms per 10k sockets"; README, "Connections"
- * and its chaos paragraph): under descriptor-exhaustion's idle-request
- * flood the cap holds (at most 256 of 1,000 connections left open, the rest
- * answered 503 and closed, within 10 s) and the server stays under half a
- * core.
+ * Promised: under descriptor-exhaustion's idle-request flood the cap holds
+ * (at most 256 of 1,000 connections left open, the rest answered 503 and
+ * closed, within 10 s), the server stays under half a core and a tunnel
+ * answers within a second, however large the table. A read of the table
+ * costs tens of milliseconds at this size (the kernel walks its socket hash;
+ * measured 45-75 ms on 2 cores), so the edge reads it at most a tenth of the
+ * time (visitor-connections.ts): past that, a client at its cap is refused
+ * without a read, which is never the wrong way round for the cap.
  *
- * BUG, hence test.todo. With 30,000 TIME_WAIT sockets in the table
- * (measured on 2 cores):
- * - one establishedPeers() call takes 60-75 ms, about 20 times the
- *   documented cost;
- * - that outlasts RECONCILE_EVERY_MS (50 ms, counted from the start of the
- *   last read), so the throttle never skips a read: every request over the
- *   cap re-reads the whole table. The flood is refused at about 12
- *   connections a second, with the server at 100 % of a core throughout;
- *   after 10 s about 900 of the 1,000 connections are still open (256
- *   admitted, ~120 refused, the rest waiting for an answer).
- * Each refusal (503, then the server closes) adds a TIME_WAIT socket of its
- * own, so a client at its cap can grow the table it makes the server read.
- * Reproduce: `npx bun test --todo test/chaos/large-socket-table.test.ts`
- * (about 15 s), or run test/chaos/descriptor-exhaustion.test.ts within a
- * minute of anything that made ~30,000 short loopback connections (an
- * unpaced handshake-flood.test.ts did): its first two tests fail. Not run
- * by default: the table it fills slows the tests that follow for a minute.
+ * This once failed (the read ran on every refusal, 100 % of a core, about 12
+ * refusals a second). Opt-in (BURROW_LARGE_TABLE=1) rather than part of
+ * `npm test`: the 30,000 TIME_WAIT sockets it makes stay a minute and slow
+ * every kernel read of the tests that follow.
  */
 import { afterAll, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
@@ -98,11 +87,11 @@ async function cpuShare(pid: number, ms: number): Promise<number> {
   return (ticks() - before) / (ms / 10);
 }
 
-test.todo("with 30,000 TIME_WAIT sockets on the host, a kernel check stays cheap and the per-address cap holds under the idle-request flood", async () => {
+test.skipIf(!process.env.BURROW_LARGE_TABLE)("with 30,000 TIME_WAIT sockets on the host, the per-address cap holds under the idle-request flood and the server stays under half a core", async () => {
   await fillTable(TABLE);
   expect(timeWaits()).toBeGreaterThan(TABLE * 0.9);
 
-  // the documented cost: about 1 ms per 10k sockets (the fastest of three calls, so no warm-up counts)
+  // what one read costs at this size, for the record (the fastest of three calls)
   const costs: number[] = [];
   for (let i = 0; i < 3; i++) {
     const t0 = performance.now();
@@ -118,6 +107,7 @@ test.todo("with 30,000 TIME_WAIT sockets on the host, a kernel check stays cheap
   for (let i = 0; i < 1_000; i++) {
     const s = connect({ port: server.edgePort, host: "127.0.0.1", localAddress: "127.0.0.2" });
     s.on("error", () => {});
+    s.on("data", () => {}); // read, or the socket never sees the server's close
     s.on("connect", () => s.write(`GET / HTTP/1.1\r\nHost: localhost:${server!.edgePort}\r\n\r\n`));
     flood.push(s);
     if (i % 50 === 49) await Bun.sleep(5); // a breath every 50, as there
@@ -130,5 +120,5 @@ test.todo("with 30,000 TIME_WAIT sockets on the host, a kernel check stays cheap
   const started = performance.now();
   expect(await (await within(tunnelFetch(server.edgePort, "steady", "/"), 2_000, "the tunnel")).text()).toBe("tunnel ok");
   expect(performance.now() - started).toBeLessThan(1_000);
-  expect(Math.min(...costs)).toBeLessThan((3 * TABLE) / 10_000);
+  console.log(`one read of the kernel's table: ${Math.min(...costs).toFixed(1)} ms`);
 }, 90_000);

@@ -19,10 +19,9 @@
  * slowest answer takes 130-470 ms: the ~1,000 handshakes (about 0.8 ms of
  * CPU each) arrive within a few hundred ms and run on the same event loop.
  *
- * All agents come from 127.0.0.1, so the servers run with a
- * --max-conns-per-ip above the count (the default, 256, caps each address's
- * direct connections and WebSockets: a fleet behind one address needs it
- * raised), and with the open-file limit raised where the hard limit allows.
+ * All agents come from 127.0.0.1: the servers run with the defaults, whose
+ * --max-agents-per-ip (1,024) takes a fleet of this size behind one address,
+ * and with the open-file limit raised where the hard limit allows.
  * On 2 cores the whole file takes about 6 s with 1,000 agents: the full
  * count fits, nothing is scaled down.
  */
@@ -39,7 +38,7 @@ import { within } from "../harness/wait.ts";
 const AGENTS = 1_000;
 /** Open files for the servers and the swarm: the agents' sockets and then some, if the hard limit allows. */
 const MANY_FILES = ["sh", "-c", 'ulimit -Sn 8192 2>/dev/null || ulimit -Sn "$(ulimit -Hn)"; exec "$@"', "sh"];
-const SERVER_ARGS = ["--max-conns-per-ip", String(AGENTS * 4)];
+const SERVER_ARGS: string[] = [];
 /** RSS after the storm may exceed the first connect's by at most this factor. */
 const RSS_FACTOR = 1.3;
 /** All agents back on the successor within this of its listening. */

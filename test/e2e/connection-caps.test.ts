@@ -14,6 +14,7 @@ import { startServer, type TestServer } from "../harness/server.ts";
 import { within } from "../harness/wait.ts";
 
 const PER_IP = 20;
+const AGENTS_PER_IP = 30;
 let server: TestServer;
 let agent: TestAgent;
 let tcpAgent: TestAgent;
@@ -22,7 +23,7 @@ const echo = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data: (s, d)
 
 beforeAll(async () => {
   const range = freeRange(2);
-  server = await startServer({ args: ["--max-conns-per-ip", String(PER_IP), "--trusted-proxies", "127.0.0.9", "--tcp-ports", `${range.first}-${range.last}`] });
+  server = await startServer({ args: ["--max-conns-per-ip", String(PER_IP), "--max-agents-per-ip", String(AGENTS_PER_IP), "--trusted-proxies", "127.0.0.9", "--tcp-ports", `${range.first}-${range.last}`] });
   const api = await signedIn(server);
   const token = await api.createToken(await api.createUser("capped"));
   agent = await startAgent({ kind: "http", target: upstream.port!, server: server.edgeUrl, token, args: ["--subdomain", "capped"] });
@@ -130,11 +131,11 @@ test("a TCP tunnel's port holds the same per-address cap: the connection past it
   again.socket.destroy();
 }, 30_000);
 
-test("the direct agent port holds the per-address cap too: silent connections past it are closed at once", async () => {
+test("agents' connections have their own per-address cap (--max-agents-per-ip): on the direct port, silent connections past it are closed at once", async () => {
   const port = server.agentPort!;
   const opened: Socket[] = [];
   const closedEarly = (s: Socket) => new Promise<boolean>((r) => (s.once("close", () => r(true)), setTimeout(() => r(false), 500)));
-  for (let i = 0; i < PER_IP; i++) {
+  for (let i = 0; i < AGENTS_PER_IP; i++) {
     const s = connect({ port, host: "127.0.0.1", localAddress: "127.0.0.7" });
     s.on("error", () => {});
     opened.push(s);
