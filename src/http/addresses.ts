@@ -14,6 +14,9 @@ import ipaddr from "ipaddr.js";
 
 type Range = [ipaddr.IPv4 | ipaddr.IPv6, number];
 
+/** Dotted-quad as sockets report it (no leading zeros to read as octal). */
+const PLAIN_IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
+
 /** "10.0.0.0/8", "::1", "127.0.0.1": a single address is a /32 (or /128). */
 export function isCidrOrAddress(text: string): boolean {
   return parseRange(text) !== undefined;
@@ -36,6 +39,9 @@ function normalize(addr: ipaddr.IPv4 | ipaddr.IPv6): ipaddr.IPv4 | ipaddr.IPv6 {
 
 /** The canonical text of an address (the key caps and throttles count by), or the input when it is not one. */
 export function canonicalAddress(text: string): string {
+  // the common cases without a parse: every visitor's request comes through here
+  if (PLAIN_IPV4.test(text)) return text;
+  if (text.startsWith("::ffff:") && PLAIN_IPV4.test(text.slice(7))) return text.slice(7);
   try {
     return normalize(ipaddr.parse(text)).toString();
   } catch {
