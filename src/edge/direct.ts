@@ -43,9 +43,10 @@ export function listenDirect(
     ...(opts.tls ? { tls: { cert: Bun.file(opts.tls.cert), key: Bun.file(opts.tls.key) } } : {}),
     socket: {
       open(socket) {
+        // set first: every other handler reads it, and a peer may be gone before open is done
+        socket.data = {};
         const address = canonicalAddress(socket.remoteAddress);
         if (hooks.admit && !hooks.admit(address)) {
-          socket.data = {};
           socket.terminate();
           return;
         }
@@ -64,7 +65,7 @@ export function listenDirect(
         hooks.opened(conn);
       },
       data(socket, chunk) {
-        const { conn, reader } = socket.data;
+        const { conn, reader } = socket.data ?? {};
         if (!conn || !reader || conn.mux.closed) return;
         try {
           reader.push(chunk);
@@ -74,19 +75,21 @@ export function listenDirect(
         }
       },
       drain(socket) {
-        const { conn, sender } = socket.data;
+        const { conn, sender } = socket.data ?? {};
         if (sender?.flush()) conn?.mux.drained();
       },
       close(socket) {
-        const { conn, counted } = socket.data;
+        const data = socket.data;
+        if (!data) return;
+        const { conn, counted } = data;
         if (counted !== undefined) hooks.released?.(counted);
-        socket.data.counted = undefined;
+        data.counted = undefined;
         if (!conn) return;
-        socket.data.conn = undefined;
+        data.conn = undefined;
         hooks.closed(conn);
       },
       error(socket, err) {
-        strangerFault("agent socket error", { session: socket.data.conn?.sessionId, err: err.message });
+        strangerFault("agent socket error", { session: socket.data?.conn?.sessionId, err: err.message });
       },
     },
   });
