@@ -33,6 +33,12 @@ function sweep(): void {
       // reject before the reset, whose listener would otherwise give the reason as a closed tunnel
       w.reject(new Error(`it did not answer within ${Math.round(w.timeoutMs / 1000)} s`));
       w.stream.reset();
+    } else if (w.stream.peerEnded) {
+      // the agent ended the stream without a REPLY (a REPLY with FIN is delivered before its FIN):
+      // no answer will come, so the visitor need not wait out the deadline
+      waiting.delete(w);
+      w.reject(new Error("its agent ended the request without an answer"));
+      w.stream.reset();
     } else if (!w.watched && w.visitor) {
       w.watched = true;
       const signal = w.visitor.signal;

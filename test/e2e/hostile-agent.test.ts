@@ -166,6 +166,20 @@ describe("a REPLY whose status no visitor can be given (1xx but 101, 600-999)", 
   });
 });
 
+test.each([
+  ["a bodyless GET", "GET", "\r\n"],
+  ["a POST with its body", "POST", "Content-Length: 4\r\n\r\nbody"],
+])("an agent that ends %s (FIN) without any REPLY: the visitor gets a 502 at once, not after --response-timeout", async (_, method, rest) => {
+  using agent = await scriptedAgent();
+  const from = server.output.lines.length;
+  const started = performance.now();
+  const res = await visitAnswered(agent, (s) => [encodeFrame(FrameType.FIN, s)], method, 3_000, rest);
+  expect(res.status).toBe(502);
+  expect(res.body).toContain("ended the request without an answer");
+  expect(performance.now() - started).toBeLessThan(1_000);
+  await expectNoFaultSince(from);
+});
+
 describe("a stream reset in the same message as its REPLY", () => {
   const rst = (stream: number) => encodeFrame(FrameType.RST, stream, new TextEncoder().encode("CANCELLED"));
   /** A frame of no known type: a protocol error that closes the agent's connection, and with it every stream. */
