@@ -1,17 +1,22 @@
 #!/usr/bin/env bun
 /** burrow: argv -> command. */
 import { MAIN_HELP } from "./cli/help.ts";
-import { httpCommand, tcpCommand } from "./cli/agent.ts";
-import { loginCommand } from "./cli/login.ts";
-import { serverCommand } from "./cli/server.ts";
 import { EXIT_USAGE, UsageError } from "./config/usage.ts";
 import { VERSION } from "./version.ts";
 
-const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {
-  server: serverCommand,
-  http: httpCommand,
-  tcp: tcpCommand,
-  login: loginCommand,
+type Command = (argv: string[]) => Promise<number>;
+
+/**
+ * Each command's code is loaded only when it runs: the server's pulls in
+ * argon2's native binding, which the agent commands must never need (a
+ * binary whose binding is missing or for another platform still runs
+ * `burrow http`).
+ */
+const COMMANDS: Record<string, () => Promise<Command>> = {
+  server: async () => (await import("./cli/server.ts")).serverCommand,
+  http: async () => (await import("./cli/agent.ts")).httpCommand,
+  tcp: async () => (await import("./cli/agent.ts")).tcpCommand,
+  login: async () => (await import("./cli/login.ts")).loginCommand,
 };
 
 async function main(argv: string[]): Promise<number> {
@@ -24,9 +29,9 @@ async function main(argv: string[]): Promise<number> {
     console.log(`burrow ${VERSION}`);
     return 0;
   }
-  const command = COMMANDS[first];
-  if (!command) throw new UsageError(`unknown command '${first}' (see burrow --help)`);
-  return command(rest);
+  const load = COMMANDS[first];
+  if (!load) throw new UsageError(`unknown command '${first}' (see burrow --help)`);
+  return (await load())(rest);
 }
 
 try {
