@@ -2,7 +2,7 @@
 /** burrow: argv -> command. */
 import { MAIN_HELP } from "./cli/help.ts";
 import { EXIT_USAGE, UsageError } from "./config/usage.ts";
-import { VERSION } from "./version.ts";
+import { versionText } from "./version.ts";
 
 type Command = (argv: string[]) => Promise<number>;
 
@@ -26,7 +26,7 @@ async function main(argv: string[]): Promise<number> {
     return first === undefined ? EXIT_USAGE : 0;
   }
   if (first === "--version" || first === "-v" || first === "version") {
-    console.log(`burrow ${VERSION}`);
+    process.stdout.write(versionText());
     return 0;
   }
   const load = COMMANDS[first];

@@ -1,3 +1,23 @@
+/**
+ * What this program is: the package's version, and, in a compiled build,
+ * the commit, date and target build/compile.ts wrote into it (--define).
+ * Elsewhere (run from source, or compiled by hand) those say so.
+ */
 import pkg from "../package.json" with { type: "json" };
 
+declare const BURROW_COMMIT: string | undefined;
+declare const BURROW_BUILT_AT: string | undefined;
+declare const BURROW_TARGET: string | undefined;
+
 export const VERSION: string = pkg.version;
+
+export const BUILD = {
+  commit: typeof BURROW_COMMIT === "string" ? BURROW_COMMIT : "not recorded (not built by npm run build)",
+  builtAt: typeof BURROW_BUILT_AT === "string" ? BURROW_BUILT_AT : "not recorded (not built by npm run build)",
+  target: typeof BURROW_TARGET === "string" ? BURROW_TARGET : `bun ${Bun.version} on ${process.platform}-${process.arch}`,
+};
+
+/** What `burrow version` prints: the version on the first line, then how it was built. */
+export function versionText(): string {
+  return `burrow ${VERSION}\ncommit  ${BUILD.commit}\nbuilt   ${BUILD.builtAt}\ntarget  ${BUILD.target}\n`;
+}

@@ -10,7 +10,7 @@ Usage:
                                save the server and token for http and tcp
   burrow server [flags]        run the tunnel server (edge + admin API)
   burrow --help                this text; burrow <command> --help for a command's flags
-  burrow --version             print the version
+  burrow version               print the version, commit, build date and target (also --version)
 
 Every server flag may also be set in the environment as BURROW_<FLAG>
 (--admin-port -> BURROW_ADMIN_PORT); a flag on the command line wins.

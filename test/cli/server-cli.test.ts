@@ -155,11 +155,15 @@ describe("help and version", () => {
     expect(existsSync(dataDir)).toBe(false);
   }, SLOW);
 
-  test("--version prints burrow and the package's version and exits 0", async () => {
+  test("--version prints burrow and the package's version, then commit, build date and target, and exits 0", async () => {
     const out = await run(["--version"]);
     expect(out.code).toBe(0);
-    expect(out.stdout).toMatch(/^burrow \d+\.\d+\.\d+\n$/);
-    expect(out.stdout.trim()).toBe(`burrow ${pkg.version}`);
+    expect(out.stdout).toMatch(/^burrow \d+\.\d+\.\d+\n/);
+    const lines = out.stdout.trim().split("\n");
+    expect(lines[0]).toBe(`burrow ${pkg.version}`);
+    // run from source: no commit or date of a build, and it says so
+    expect(lines.slice(1).map((l) => l.split(/\s+/)[0])).toEqual(["commit", "built", "target"]);
+    expect(lines[1]).toContain("not recorded");
     expect(out.stderr).toBe("");
   }, SLOW);
 });

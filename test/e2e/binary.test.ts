@@ -57,3 +57,15 @@ test("the compiled binary raises a low soft open-file limit to the hard one, and
   const line = await server.output.waitFor(/open_files=/, 5_000);
   expect(line).toContain(`open_files=${hard}`);
 });
+
+test("npm run build writes the commit, its date and the target into the executable, and `burrow version` prints them", async () => {
+  const outfile = join(workDir, "release-build", "burrow");
+  const build = Bun.spawnSync([process.execPath, join(root, "build", "compile.ts"), "--outfile", outfile], { cwd: root, stdout: "pipe", stderr: "pipe" });
+  expect(build.exitCode).toBe(0);
+  const git = (...args: string[]) => Bun.spawnSync(["git", ...args], { cwd: root, stdout: "pipe" }).stdout.toString().trim();
+  const lines = Bun.spawnSync([outfile, "version"]).stdout.toString().trim().split("\n");
+  expect(lines[0]).toMatch(/^burrow \d+\.\d+\.\d+$/);
+  expect(lines[1]).toMatch(new RegExp(`^commit  ${git("rev-parse", "--short=12", "HEAD")}(\\+changes)?$`));
+  expect(lines[2]).toBe(`built   ${git("log", "-1", "--format=%cI", "HEAD")}`);
+  expect(lines[3]).toBe(`target  bun-${process.platform}-${process.arch}`);
+}, 120_000);
