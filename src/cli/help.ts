@@ -48,8 +48,9 @@ ${AGENT_COMMON}
 
 export const LOGIN_HELP = `Usage: burrow login --server URL --token T
 
-Saves the server and token to $XDG_CONFIG_HOME/burrow/config.json (mode 0600),
-so that burrow http and burrow tcp need neither flag.
+Saves the server and token to config.json (mode 0600) in ~/.config/burrow
+($XDG_CONFIG_HOME/burrow), ~/Library/Application Support/burrow on macOS or
+%APPDATA%\\burrow on Windows, so that burrow http and burrow tcp need neither flag.
 `;
 
 const d = SERVER_DEFAULTS;

@@ -1,20 +1,19 @@
 /**
  * The agent's settings: --server / --token, else BURROW_SERVER /
- * BURROW_TOKEN, else the file `burrow login` wrote
- * ($XDG_CONFIG_HOME/burrow/config.json, mode 0600).
+ * BURROW_TOKEN, else the file `burrow login` wrote (config.json, mode
+ * 0600, in the platform's config directory: paths.ts).
  */
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { homedir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname } from "node:path";
 import * as v from "valibot";
+import { configFile } from "./paths.ts";
 import { UsageError } from "./usage.ts";
 
 const SavedConfig = v.object({ server: v.optional(v.string()), token: v.optional(v.string()) });
 export type SavedConfig = v.InferOutput<typeof SavedConfig>;
 
 export function configPath(env: Record<string, string | undefined> = process.env): string {
-  const base = env.XDG_CONFIG_HOME || join(env.HOME || homedir(), ".config");
-  return join(base, "burrow", "config.json");
+  return configFile(env);
 }
 
 export function readSavedConfig(env: Record<string, string | undefined> = process.env): SavedConfig {
