@@ -7,9 +7,9 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
+import { chromiumPath } from "../harness/chromium.ts";
 import { ADMIN_PASSWORD } from "../harness/server.ts";
 
-export const CHROMIUM = process.env.BURROW_CHROMIUM ?? "/usr/bin/chromium";
 
 export const DESKTOP = { width: 1280, height: 860 };
 export const PHONE = { width: 360, height: 740 };
@@ -24,12 +24,13 @@ export interface TestBrowser extends AsyncDisposable {
 }
 
 export async function openBrowser(viewport = DESKTOP): Promise<TestBrowser> {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(`${CHROMIUM} not found: install the Debian package (apt-get install chromium), or set BURROW_CHROMIUM to a Chromium binary`);
+  const executablePath = chromiumPath();
+  if (!executablePath || !existsSync(executablePath)) {
+    throw new Error("no Chromium, Chrome or Edge found, and Debian's chromium could not be installed: install one, or set BURROW_CHROMIUM to its binary");
   }
   const profile = mkdtempSync(join(tmpdir(), "burrow-chromium-"));
   const context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
+    executablePath,
     headless: true,
     args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"],
     viewport,
