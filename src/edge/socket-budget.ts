@@ -27,12 +27,29 @@ export class SocketBudget {
     return this.open;
   }
 
+  /** Connections counted for `address`. */
+  count(address: string): number {
+    return this.perAddress.get(address) ?? 0;
+  }
+
+  /** Why a new connection from `address` would be refused now, or undefined when it has a place. */
+  refusal(address: string): "address" | "total" | "pressed" | undefined {
+    if (this.pressed()) return "pressed";
+    if (this.count(address) >= this.limits.perAddress) return "address";
+    if (this.open + this.elsewhere() >= this.limits.total) return "total";
+    return undefined;
+  }
+
+  /** Counts a connection from `address`, whatever the limits (refusal() decides before). */
+  take(address: string): void {
+    this.perAddress.set(address, this.count(address) + 1);
+    this.open++;
+  }
+
   /** Takes a place for a connection from `address`; false: close it now (and do not release). */
   admit(address: string): boolean {
-    const n = this.perAddress.get(address) ?? 0;
-    if (this.pressed() || n >= this.limits.perAddress || this.open + this.elsewhere() >= this.limits.total) return false;
-    this.perAddress.set(address, n + 1);
-    this.open++;
+    if (this.refusal(address) !== undefined) return false;
+    this.take(address);
     return true;
   }
 

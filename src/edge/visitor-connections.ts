@@ -10,6 +10,7 @@
  */
 import { canonicalAddress } from "../http/addresses.ts";
 import { establishedPeers } from "./kernel-sockets.ts";
+import { SocketBudget } from "./socket-budget.ts";
 
 /**
  * The kernel is asked at most every 50 ms, and never more than a tenth of
@@ -36,7 +37,8 @@ export type Admission = { ok: true; key: string } | { ok: false; why: "address" 
 export class VisitorConnections {
   /** By socket ("address:port" of the peer). */
   private readonly bySocket = new Map<string, Connection>();
-  private readonly perClient = new Map<string, number>();
+  /** The counts per client and in all (the same arithmetic as the TCP listeners' budget). */
+  private readonly counts: SocketBudget;
   /** When the kernel may be asked again. */
   private nextReconcile = 0;
 
@@ -44,17 +46,19 @@ export class VisitorConnections {
     readonly limits: { perAddress: number; total: number; idleTimeoutS: number },
     private readonly localPort: () => number,
     /** Connections counted elsewhere against the same total (TCP tunnels' visitors). */
-    private readonly elsewhere: () => number = () => 0,
+    elsewhere: () => number = () => 0,
     private readonly now: () => number = Date.now,
     private readonly kernelPeers: (port: number) => Set<string> | undefined = (port) => establishedPeers(port),
-  ) {}
+  ) {
+    this.counts = new SocketBudget(limits, elsewhere);
+  }
 
   get total(): number {
     return this.bySocket.size;
   }
 
   countFor(client: string): number {
-    return this.perClient.get(client) ?? 0;
+    return this.counts.count(client);
   }
 
   /** A request arrived on the socket `peer`; is its connection within budget? */
@@ -72,7 +76,7 @@ export class VisitorConnections {
     }
     if (over) return { ok: false, why: over };
     this.bySocket.set(key, { client, inFlight: 1, idleSince: 0 });
-    this.perClient.set(client, this.countFor(client) + 1);
+    this.counts.take(client);
     return { ok: true, key };
   }
 
@@ -97,9 +101,7 @@ export class VisitorConnections {
   }
 
   private overBudget(client: string): "address" | "total" | undefined {
-    if (this.countFor(client) >= this.limits.perAddress) return "address";
-    if (this.bySocket.size + this.elsewhere() >= this.limits.total) return "total";
-    return undefined;
+    return this.counts.refusal(client) as "address" | "total" | undefined; // no pressure given: never "pressed"
   }
 
   /** Forgets connections the kernel no longer has open (closed by the client, say). */
@@ -119,8 +121,6 @@ export class VisitorConnections {
 
   private forget(key: string, c: Connection): void {
     this.bySocket.delete(key);
-    const n = this.countFor(c.client) - 1;
-    if (n <= 0) this.perClient.delete(c.client);
-    else this.perClient.set(c.client, n);
+    this.counts.release(c.client);
   }
 }
