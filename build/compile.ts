@@ -1,17 +1,18 @@
 /**
  * `npm run build`: the single executable, with what it was built from
- * written into it (burrow version prints it). The build date is the
- * commit's, not the clock's, so the same checkout gives the same bytes.
+ * written into it (burrow version prints it) and the argon2 binding of the
+ * platform it is for. The build date is the commit's, not the clock's, so the
+ * same checkout gives the same bytes.
  *
- *   bun build/compile.ts [--target bun-linux-arm64] [--outfile dist/burrow]
+ *   bun build/compile.ts [--target linux-arm64] [--outfile dist/burrow]
  */
 import { parseArgs } from "node:util";
-import { join } from "node:path";
-
-const ROOT = join(import.meta.dir, "..");
-const { values } = parseArgs({ options: { target: { type: "string" }, outfile: { type: "string" } } });
-const target = values.target ?? `bun-${process.platform}-${process.arch}`;
-const outfile = values.outfile ?? join(ROOT, "dist", "burrow");
+import { mkdirSync, mkdtempSync, renameSync, rmSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
+import type { BunPlugin } from "bun";
+import { bindingFile } from "./bindings.ts";
+import { ROOT } from "./paths.ts";
+import { hostTarget, RELEASE_TARGETS, type ReleaseTarget } from "./targets.ts";
 
 function git(...args: string[]): string | undefined {
   const out = Bun.spawnSync(["git", ...args], { cwd: ROOT, stdout: "pipe", stderr: "ignore" });
@@ -19,25 +20,97 @@ function git(...args: string[]): string | undefined {
   return out.exitCode === 0 && text !== "" ? text : undefined;
 }
 
-const dirty = git("status", "--porcelain", "--untracked-files=no", "--", "src", "package.json", "package-lock.json") !== undefined;
-const commit = (git("rev-parse", "--short=12", "HEAD") ?? "unknown") + (dirty ? "+changes" : "");
-const builtAt = git("log", "-1", "--format=%cI", "HEAD") ?? new Date().toISOString();
+export interface BuildInfo {
+  commit: string;
+  builtAt: string;
+}
 
-const args = [
-  "build",
-  "--compile",
-  "--minify",
-  "--sourcemap",
-  `--target=${target}`,
-  "--define",
-  `BURROW_COMMIT=${JSON.stringify(commit)}`,
-  "--define",
-  `BURROW_BUILT_AT=${JSON.stringify(builtAt)}`,
-  "--define",
-  `BURROW_TARGET=${JSON.stringify(target)}`,
-  join(ROOT, "src", "main.ts"),
-  "--outfile",
-  outfile,
-];
-const proc = Bun.spawnSync([process.execPath, ...args], { cwd: ROOT, stdout: "inherit", stderr: "inherit" });
-process.exit(proc.exitCode ?? 1);
+export function buildInfo(): BuildInfo {
+  const dirty = git("status", "--porcelain", "--untracked-files=no", "--", "src", "build", "package.json", "package-lock.json") !== undefined;
+  return {
+    commit: (git("rev-parse", "--short=12", "HEAD") ?? "unknown") + (dirty ? "+changes" : ""),
+    builtAt: git("log", "-1", "--format=%cI", "HEAD") ?? new Date().toISOString(),
+  };
+}
+
+/**
+ * argon2's own index.js picks its binding at run time from process.platform
+ * and arch, among packages npm installed for the build machine. This swaps it
+ * for one static require of the target's .node file, which `bun build
+ * --compile` embeds (and extracts to a temp file when the server first loads
+ * it): the executable carries exactly its own platform's binding.
+ */
+const ARGON2_EXPORTS = ["Algorithm", "Version", "hash", "hashSync", "hashRaw", "hashRawSync", "verify", "verifySync"];
+
+function argon2BindingPlugin(nodeFile: string): BunPlugin {
+  return {
+    name: "argon2-binding",
+    setup(build) {
+      build.onResolve({ filter: /^@node-rs\/argon2$/ }, () => ({ path: "argon2", namespace: "argon2-binding" }));
+      build.onLoad({ filter: /.*/, namespace: "argon2-binding" }, () => ({
+        // named exports, as argon2's index.js has them, so `import { hash }` binds
+        contents: [
+          `const binding = require(${JSON.stringify(nodeFile)});`,
+          ...ARGON2_EXPORTS.map((name) => `export const ${name} = binding.${name};`),
+        ].join("\n"),
+        loader: "js",
+      }));
+    },
+  };
+}
+
+export interface CompileOptions {
+  target: ReleaseTarget;
+  outfile: string;
+  info?: BuildInfo;
+  /** precompile to JavaScriptCore bytecode: a bigger file that starts sooner */
+  bytecode?: boolean;
+}
+
+export async function compile(options: CompileOptions): Promise<void> {
+  const info = options.info ?? buildInfo();
+  // Bun writes source-map files beside the executable (the map it needs is
+  // inside); a scratch folder beside the output keeps them out of dist/
+  const scratch = mkdtempSync(join(dirname(options.outfile), ".build-"));
+  try {
+    await compileInto(join(scratch, basename(options.outfile)), options.target, info, options.bytecode ?? false);
+    renameSync(join(scratch, basename(options.outfile)), options.outfile);
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+async function compileInto(outfile: string, target: ReleaseTarget, info: BuildInfo, bytecode: boolean): Promise<void> {
+  const result = await Bun.build({
+    entrypoints: [join(ROOT, "src", "main.ts")],
+    compile: { target: target.bunTarget, outfile },
+    minify: true,
+    sourcemap: "inline",
+    bytecode,
+    define: {
+      BURROW_COMMIT: JSON.stringify(info.commit),
+      BURROW_BUILT_AT: JSON.stringify(info.builtAt),
+      BURROW_TARGET: JSON.stringify(target.name),
+    },
+    plugins: [argon2BindingPlugin(await bindingFile(target.bindingPackage))],
+  });
+  if (!result.success) {
+    for (const message of result.logs) console.error(message);
+    throw new Error(`build for ${target.name} failed`);
+  }
+}
+
+if (import.meta.main) {
+  const { values } = parseArgs({
+    options: { target: { type: "string" }, outfile: { type: "string" }, bytecode: { type: "boolean" } },
+  });
+  const target = values.target === undefined ? hostTarget() : RELEASE_TARGETS.find((t) => t.name === values.target);
+  if (!target) {
+    console.error(`unknown --target ${values.target}; one of ${RELEASE_TARGETS.map((t) => t.name).join(", ")}`);
+    process.exit(64);
+  }
+  const outfile = values.outfile ?? join(ROOT, "dist", target.exe ? "burrow.exe" : "burrow");
+  mkdirSync(dirname(outfile), { recursive: true });
+  await compile({ target, outfile, bytecode: values.bytecode });
+  console.log(`built ${outfile} (${target.name})`);
+}

@@ -67,5 +67,5 @@ test("npm run build writes the commit, its date and the target into the executab
   expect(lines[0]).toMatch(/^burrow \d+\.\d+\.\d+$/);
   expect(lines[1]).toMatch(new RegExp(`^commit  ${git("rev-parse", "--short=12", "HEAD")}(\\+changes)?$`));
   expect(lines[2]).toBe(`built   ${git("log", "-1", "--format=%cI", "HEAD")}`);
-  expect(lines[3]).toBe(`target  bun-${process.platform}-${process.arch}`);
+  expect(lines[3]).toBe(`target  ${process.platform === "win32" ? "windows" : process.platform}-${process.arch}`);
 }, 120_000);
