@@ -22,6 +22,17 @@ interface DirectSocketData {
   counted?: string;
 }
 
+/**
+ * Whether the direct port opens. Behind a proxy that adds TLS (an https
+ * public URL without a certificate of the edge's own) the edge speaks plain
+ * TCP: a direct port would carry agents' traffic unencrypted where their
+ * WebSocket was not, so there is none.
+ */
+export function directPortAllowed(opts: { agentPort?: number; tls?: unknown; publicUrl?: { scheme: "http" | "https" } }): boolean {
+  const secure = (opts.publicUrl?.scheme ?? (opts.tls ? "https" : "http")) === "https";
+  return opts.agentPort !== undefined && (Boolean(opts.tls) || !secure);
+}
+
 export interface DirectPortHooks {
   opened(conn: AgentConnection): void;
   closed(conn: AgentConnection): void;

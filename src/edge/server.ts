@@ -11,7 +11,7 @@ import { log } from "../log.ts";
 import { DEAD_AFTER_MS, MAX_MESSAGE } from "../protocol/wire.ts";
 import { MAX_WS_MESSAGE } from "../protocol/ws-records.ts";
 import { AgentConnection, type AgentSocketData, type EdgeContext } from "./agents.ts";
-import { listenDirect } from "./direct.ts";
+import { directPortAllowed, listenDirect } from "./direct.ts";
 import { HandshakeGuard } from "./handshake-guard.ts";
 import { FLUSH_INTERVAL_MS, TrafficMeter } from "./meter.ts";
 import { defaultMaxConns, DescriptorWatch, logDescriptorBudget, openFileLimit } from "./descriptors.ts";
@@ -110,9 +110,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   let publicPort = opts.publicUrl?.port ?? opts.port;
 
   const portSuffix = () => (publicPort === (secure ? 443 : 80) ? "" : `:${publicPort}`);
-  // Behind a proxy that adds TLS the edge itself speaks plain TCP: a direct port would carry
-  // agents' traffic unencrypted where their WebSocket was not, so there is none.
-  const directAllowed = opts.agentPort !== undefined && (Boolean(opts.tls) || !secure);
+  const directAllowed = directPortAllowed(opts);
   if (opts.agentPort !== undefined && !directAllowed) {
     log.info("no direct agent port: the edge has no certificate of its own behind an https --public-url");
   }
