@@ -10,10 +10,12 @@ export interface FlagSpec {
   type: "string" | "boolean";
   /** Read BURROW_<NAME> when the flag is absent. */
   env?: boolean;
+  /** May be given more than once: the value is then the list of them all. */
+  multiple?: boolean;
 }
 
 export interface ParsedFlags {
-  values: Record<string, string | boolean | undefined>;
+  values: Record<string, string | boolean | string[] | undefined>;
   positionals: string[];
 }
 
@@ -24,7 +26,7 @@ export function parseFlags(
   spec: Record<string, FlagSpec>,
   env: Record<string, string | undefined> = process.env,
 ): ParsedFlags {
-  const options = Object.fromEntries(Object.entries(spec).map(([name, s]) => [name, { type: s.type }]));
+  const options = Object.fromEntries(Object.entries(spec).map(([name, s]) => [name, { type: s.type, multiple: s.multiple ?? false }]));
   let parsed;
   try {
     parsed = parseArgs({ args: argv, options: { ...options, help: { type: "boolean", short: "h" } }, allowPositionals: true, strict: true });
@@ -36,7 +38,7 @@ export function parseFlags(
     if (values[name] !== undefined || !s.env) continue;
     const fromEnv = env[envName(name)];
     if (fromEnv === undefined || fromEnv === "") continue;
-    values[name] = s.type === "boolean" ? ["1", "true", "yes"].includes(fromEnv.toLowerCase()) : fromEnv;
+    values[name] = s.type === "boolean" ? ["1", "true", "yes"].includes(fromEnv.toLowerCase()) : s.multiple ? [fromEnv] : fromEnv;
   }
   return { values, positionals: parsed.positionals };
 }
