@@ -1,4 +1,5 @@
 /** Help texts, one per command. */
+import { INIT_DEFAULTS } from "../config/server-init.ts";
 import { SERVER_DEFAULTS } from "../config/server.ts";
 
 export const MAIN_HELP = `burrow — self-hosted tunnels to services on your machine
@@ -9,6 +10,8 @@ Usage:
   burrow login --server URL --token T
                                save the server and token for http and tcp
   burrow server [flags]        run the tunnel server (edge + admin API)
+  burrow server init --domain D [flags]
+                               write a systemd unit for the server, print DNS records and ports
   burrow --help                this text; burrow <command> --help for a command's flags
   burrow version               print the version, commit, build date and target (also --version)
 
@@ -56,6 +59,7 @@ Saves the server and token to config.json (mode 0600) in ~/.config/burrow
 const d = SERVER_DEFAULTS;
 
 export const SERVER_HELP = `Usage: burrow server [flags]
+       burrow server init --domain D [flags]   set it up as a systemd service (see init --help)
 
 Flags:
   --domain D              public domain; tunnels are <name>.D        (default ${d.domain})
@@ -92,4 +96,31 @@ Environment:
   BURROW_<FLAG>           any flag above, e.g. BURROW_ADMIN_PORT=4041
   BURROW_ADMIN_USERNAME   first admin's name when the database has no admin (default admin)
   BURROW_ADMIN_PASSWORD   first admin's password; when unset one is generated and printed once
+`;
+
+export const SERVER_INIT_HELP = `Usage: burrow server init --domain D [server flags] [flags]
+
+Writes a systemd unit that runs 'burrow server' with the server flags given
+(sandboxed, as a user systemd makes up, data in /var/lib/burrow), and an
+environment file with a generated password for the first admin, shown once.
+Then prints the DNS records to create, the ports to open and what to run.
+The server flags are those of burrow server --help, checked the same way;
+BURROW_<FLAG> variables are not read (the service does not see them).
+
+Flags:
+  --domain D              public domain; tunnels are <name>.D (required)
+  --unit-file PATH        the unit to write        (default ${INIT_DEFAULTS["unit-file"]})
+  --env-file PATH         the environment file, mode 0600; kept as it is
+                          when it exists           (default ${INIT_DEFAULTS["env-file"]})
+  --binary PATH           the burrow the unit runs (default: this executable;
+                          run from source, ${INIT_DEFAULTS.binary})
+  --data-dir DIR          below /var/lib, the service's state directory
+                                                   (default ${INIT_DEFAULTS["data-dir"]})
+  --public-ip IP          the server's public address for the DNS records, IPv4 or
+                          IPv6; repeat it or give a comma list (default: guessed
+                          from this machine's interfaces)
+  --force                 replace an existing unit (the environment file never is)
+  --print                 show the unit, the environment file (password masked)
+                          and the DNS records; write nothing
+  -h, --help              this text
 `;

@@ -6,6 +6,7 @@ import { startServer } from "../server.ts";
 import { SERVER_HELP } from "./help.ts";
 
 export async function serverCommand(argv: string[]): Promise<number> {
+  if (argv[0] === "init") return (await import("./server-init.ts")).serverInitCommand(argv.slice(1));
   const parsed = parseServerConfig(argv);
   if (parsed.help) {
     process.stdout.write(SERVER_HELP);
