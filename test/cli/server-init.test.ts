@@ -175,7 +175,9 @@ test("the env file's password is the one the server's first admin gets", async (
 test("the compiled burrow names itself in ExecStart", () => {
   const dir = join(scratch, "compiled dir");
   const binary = join(dir, "burrow");
-  const build = Bun.spawnSync([process.execPath, "build", "--compile", join(ROOT, "src", "main.ts"), "--outfile", binary], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
+  mkdirSync(dir);
+  // built from the temp dir: the compiler's scratch file lands in its working directory, not in the checkout
+  const build = Bun.spawnSync([process.execPath, "build", "--compile", join(ROOT, "src", "main.ts"), "--outfile", binary], { cwd: dir, stdout: "pipe", stderr: "pipe" });
   expect(build.exitCode).toBe(0);
   const out = init([...BASE, "--print"], binary);
   expect(out.code).toBe(0);
