@@ -1,7 +1,10 @@
 /**
- * Before any test: find (or install) the browser the panel tests drive, so
- * that a slow first install happens outside any test's time limit.
+ * Before any test: find (or install) the system programs some tests drive
+ * (the panel's browser, qemu-user for the arm64 build), so that a slow first
+ * install happens outside any test's time limit.
  */
 import { chromiumPath } from "./harness/chromium.ts";
+import { arm64Runner } from "./harness/qemu.ts";
 
 chromiumPath();
+arm64Runner();

@@ -31,6 +31,8 @@ export interface AgentStart {
   args?: string[];
   env?: Record<string, string | undefined>;
   executable?: string;
+  /** Words put before the command, e.g. qemu-user for an arm64 build. */
+  prefix?: string[];
   /** Wait for this line instead of "Forwarding" (e.g. a refusal). */
   waitFor?: RegExp;
 }
@@ -40,7 +42,7 @@ export function spawnAgent(opts: Omit<AgentStart, "waitFor">): { proc: Subproces
   // a private config dir, so no saved login of the machine leaks in
   const home = mkdtempSync(join(tmpdir(), "burrow-agent-home-"));
   const proc = Bun.spawn(
-    [...burrowCommand(opts.executable), opts.kind, String(opts.target), "--server", opts.server, "--token", opts.token, ...(opts.args ?? [])],
+    [...(opts.prefix ?? []), ...burrowCommand(opts.executable), opts.kind, String(opts.target), "--server", opts.server, "--token", opts.token, ...(opts.args ?? [])],
     {
       env: { ...process.env, XDG_CONFIG_HOME: home, HTTPS_PROXY: "", ALL_PROXY: "", https_proxy: "", all_proxy: "", ...opts.env },
       stdin: "ignore",

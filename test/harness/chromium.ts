@@ -6,6 +6,7 @@
  * passes on a fresh machine with nothing installed by hand.
  */
 import { existsSync } from "node:fs";
+import { aptInstall } from "./debian-packages.ts";
 
 const CANDIDATES: Partial<Record<NodeJS.Platform, string[]>> = {
   linux: ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome", "/usr/bin/google-chrome-stable", "/usr/bin/microsoft-edge", "/snap/bin/chromium"],
@@ -26,20 +27,8 @@ function installed(): string | undefined {
   return (CANDIDATES[process.platform] ?? []).find((p) => existsSync(p));
 }
 
-function aptInstall(): boolean {
-  if (process.platform !== "linux" || !existsSync("/usr/bin/apt-get")) return false;
-  const asRoot = process.getuid?.() === 0;
-  if (!asRoot && Bun.spawnSync(["sudo", "-n", "true"], { stdout: "ignore", stderr: "ignore" }).exitCode !== 0) return false;
-  const sudo = asRoot ? [] : ["sudo", "-n"];
-  const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
-  console.error("panel tests: no Chromium found; installing Debian's chromium package (apt-get)");
-  for (const cmd of [
-    [...sudo, "apt-get", "update", "-q"],
-    [...sudo, "apt-get", "install", "-y", "-q", "chromium"],
-  ]) {
-    if (Bun.spawnSync(cmd, { env, stdout: "ignore", stderr: "inherit", stdin: "ignore" }).exitCode !== 0) return false;
-  }
-  return true;
+function aptInstallChromium(): boolean {
+  return aptInstall(["chromium"], "panel tests: no Chromium found");
 }
 
 let found: string | undefined | null = null;
@@ -47,6 +36,6 @@ let found: string | undefined | null = null;
 /** The browser to drive, installing Debian's chromium the first time if need be; undefined when there is none. */
 export function chromiumPath(): string | undefined {
   if (found !== null) return found;
-  found = installed() ?? (aptInstall() ? installed() : undefined);
+  found = installed() ?? (aptInstallChromium() ? installed() : undefined);
   return found;
 }
