@@ -4,7 +4,7 @@
  * platform it is for. The build date is the commit's, not the clock's, so the
  * same checkout gives the same bytes.
  *
- *   bun build/compile.ts [--target linux-arm64] [--outfile dist/burrow]
+ *   bun build/compile.ts [--target linux-arm64] [--outfile dist/burrow] [--no-bytecode]
  */
 import { parseArgs } from "node:util";
 import { mkdirSync, mkdtempSync, renameSync, rmSync } from "node:fs";
@@ -63,8 +63,13 @@ export interface CompileOptions {
   target: ReleaseTarget;
   outfile: string;
   info?: BuildInfo;
-  /** precompile to JavaScriptCore bytecode: a bigger file that starts sooner */
+  /**
+   * precompile to JavaScriptCore bytecode (on unless turned off): 3 MiB more,
+   * and commands start in less than half the time (bench/results/startup.md)
+   */
   bytecode?: boolean;
+  /** on unless turned off (bench/startup.ts measures both) */
+  minify?: boolean;
 }
 
 export async function compile(options: CompileOptions): Promise<void> {
@@ -73,18 +78,18 @@ export async function compile(options: CompileOptions): Promise<void> {
   // inside); a scratch folder beside the output keeps them out of dist/
   const scratch = mkdtempSync(join(dirname(options.outfile), ".build-"));
   try {
-    await compileInto(join(scratch, basename(options.outfile)), options.target, info, options.bytecode ?? false);
+    await compileInto(join(scratch, basename(options.outfile)), options.target, info, options.bytecode ?? true, options.minify ?? true);
     renameSync(join(scratch, basename(options.outfile)), options.outfile);
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }
 }
 
-async function compileInto(outfile: string, target: ReleaseTarget, info: BuildInfo, bytecode: boolean): Promise<void> {
+async function compileInto(outfile: string, target: ReleaseTarget, info: BuildInfo, bytecode: boolean, minify: boolean): Promise<void> {
   const result = await Bun.build({
     entrypoints: [join(ROOT, "src", "main.ts")],
     compile: { target: target.bunTarget, outfile },
-    minify: true,
+    minify,
     sourcemap: "inline",
     bytecode,
     define: {
@@ -102,7 +107,7 @@ async function compileInto(outfile: string, target: ReleaseTarget, info: BuildIn
 
 if (import.meta.main) {
   const { values } = parseArgs({
-    options: { target: { type: "string" }, outfile: { type: "string" }, bytecode: { type: "boolean" } },
+    options: { target: { type: "string" }, outfile: { type: "string" }, "no-bytecode": { type: "boolean" } },
   });
   const target = values.target === undefined ? hostTarget() : RELEASE_TARGETS.find((t) => t.name === values.target);
   if (!target) {
@@ -111,6 +116,6 @@ if (import.meta.main) {
   }
   const outfile = values.outfile ?? join(ROOT, "dist", target.exe ? "burrow.exe" : "burrow");
   mkdirSync(dirname(outfile), { recursive: true });
-  await compile({ target, outfile, bytecode: values.bytecode });
+  await compile({ target, outfile, bytecode: !values["no-bytecode"] });
   console.log(`built ${outfile} (${target.name})`);
 }

@@ -7,7 +7,7 @@
  *   install.sh                                  the installer, which reads SHA256SUMS
  *   SHA256SUMS                                  sha256sum's format, for sha256sum -c
  *
- *   bun build/release.ts [--only linux-x64,linux-arm64] [--bytecode]
+ *   bun build/release.ts [--only linux-x64,linux-arm64] [--no-bytecode] [--outdir DIR]
  */
 import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -17,7 +17,7 @@ import { buildInfo, compile } from "./compile.ts";
 import { ROOT } from "./paths.ts";
 import { RELEASE_TARGETS, releaseFileName } from "./targets.ts";
 
-const { values } = parseArgs({ options: { only: { type: "string" }, bytecode: { type: "boolean" }, outdir: { type: "string" } } });
+const { values } = parseArgs({ options: { only: { type: "string" }, "no-bytecode": { type: "boolean" }, outdir: { type: "string" } } });
 const only = values.only?.split(",").map((s) => s.trim());
 const unknown = only?.filter((name) => !RELEASE_TARGETS.some((t) => t.name === name)) ?? [];
 if (unknown.length > 0) {
@@ -40,7 +40,7 @@ const sizes: { target: string; file: number; archive: number }[] = [];
 for (const target of targets) {
   const file = releaseFileName(version, target);
   const started = performance.now();
-  await compile({ target, outfile: join(outdir, file), info, bytecode: values.bytecode });
+  await compile({ target, outfile: join(outdir, file), info, bytecode: !values["no-bytecode"] });
   const bytes = new Uint8Array(readFileSync(join(outdir, file)));
   const inner = target.exe ? "burrow.exe" : "burrow";
   const archiveName = `burrow-${version}-${target.name}${target.exe ? ".zip" : ".tar.gz"}`;

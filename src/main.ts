@@ -34,14 +34,18 @@ async function main(argv: string[]): Promise<number> {
   return (await load())(rest);
 }
 
-try {
-  process.exitCode = await main(process.argv.slice(2));
-} catch (err) {
-  if (err instanceof UsageError) {
-    console.error(`burrow: ${err.message}`);
-    process.exitCode = EXIT_USAGE;
-  } else {
-    console.error(err);
-    process.exitCode = 1;
-  }
-}
+// no top-level await: a --bytecode build (see bench/startup.ts) cannot hold one
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    if (err instanceof UsageError) {
+      console.error(`burrow: ${err.message}`);
+      process.exitCode = EXIT_USAGE;
+    } else {
+      console.error(err);
+      process.exitCode = 1;
+    }
+  },
+);
