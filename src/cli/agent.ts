@@ -6,6 +6,7 @@ import type { TunnelRequest } from "../protocol/messages.ts";
 import { parseFlags, type FlagSpec } from "../config/flags.ts";
 import { HTTP_HELP, TCP_HELP } from "./help.ts";
 import { UsageError } from "../config/usage.ts";
+import { paintFor } from "./colours.ts";
 
 const COMMON: Record<string, FlagSpec> = {
   server: { type: "string" },
@@ -71,27 +72,29 @@ function timestamp(): string {
 
 function consoleOutput(target: LocalTarget): AgentOutput {
   const local = `${target.tls ? "https://" : ""}${target.host}:${target.port}`;
+  const out = paintFor(process.stdout);
+  const err = paintFor(process.stderr);
   return {
     ready(r) {
-      for (const t of r.tunnels) print(`Forwarding  ${t.url} -> ${local}   (user ${r.username})`);
-      print("Press Ctrl-C to stop.");
+      for (const t of r.tunnels) print(`${out.green("Forwarding")}  ${out.bold(t.url)} -> ${local}   ${out.dim(`(user ${r.username})`)}`);
+      print(out.dim("Press Ctrl-C to stop."));
     },
     request(l) {
-      print(`${timestamp()}  ${l.method.padEnd(7)} ${l.path}  ${l.status}  ${Math.round(l.ms)} ms`);
+      print(`${out.dim(timestamp())}  ${l.method.padEnd(7)} ${l.path}  ${out.status(l.status)}  ${Math.round(l.ms)} ms`);
     },
     connection(l) {
       if (l.event === "open") print(`${timestamp()}  connection from ${l.remote}`);
       else print(`${timestamp()}  closed ${l.remote}  in ${l.bytesIn ?? 0} B, out ${l.bytesOut ?? 0} B`);
     },
     reconnecting(why, inMs, attempt) {
-      print(`${timestamp()}  ${why}; reconnecting in ${(inMs / 1000).toFixed(1)} s (attempt ${attempt})`);
+      print(`${out.dim(timestamp())}  ${out.yellow(`${why}; reconnecting in ${(inMs / 1000).toFixed(1)} s`)} (attempt ${attempt})`);
     },
     notice(message) {
       print(`${timestamp()}  ${message}`);
     },
     refused(code, message) {
       if (pending.length > 0) flushLines(); // what came before the refusal reads before it
-      console.error(`burrow: refused by the server: ${code}: ${message}`);
+      console.error(`burrow: ${err.red(`refused by the server: ${code}`)}: ${message}`);
     },
   };
 }
