@@ -24,8 +24,8 @@ export interface Paint {
   yellow(text: string): string;
   red(text: string): string;
   cyan(text: string): string;
-  /** an HTTP status in its class's colour: 2xx green, 3xx cyan, 4xx yellow, 5xx red */
-  status(code: number, text?: string): string;
+  /** an HTTP status in its class's colour: 2xx green, 3xx cyan, 4xx yellow, 5xx and anything else red */
+  status(code: number | string, text?: string): string;
 }
 
 const sgr = (on: number, off: number) => (text: string) => `\x1b[${on}m${text}\x1b[${off}m`;
@@ -38,7 +38,7 @@ export function paint(enabled: boolean): Paint {
   return {
     ...p,
     status(code, text = String(code)) {
-      if (code >= 500) return p.red(text);
+      if (typeof code !== "number" || code >= 500) return p.red(text);
       if (code >= 400) return p.yellow(text);
       if (code >= 300) return p.cyan(text);
       return p.green(text);
