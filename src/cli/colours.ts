@@ -24,7 +24,7 @@ export interface Paint {
   yellow(text: string): string;
   red(text: string): string;
   cyan(text: string): string;
-  /** an HTTP status in its class's colour: 2xx green, 3xx cyan, 4xx yellow, 5xx and anything else red */
+  /** an HTTP status in its class's colour: 2xx green, 3xx cyan, 4xx yellow, 5xx and what is no status red */
   status(code: number | string, text?: string): string;
 }
 
@@ -38,9 +38,10 @@ export function paint(enabled: boolean): Paint {
   return {
     ...p,
     status(code, text = String(code)) {
-      if (typeof code !== "number" || code >= 500) return p.red(text);
-      if (code >= 400) return p.yellow(text);
-      if (code >= 300) return p.cyan(text);
+      const n = typeof code === "number" ? code : Number.parseInt(code, 10); // "101 websocket" is 101
+      if (!(n >= 100) || n >= 500) return p.red(text);
+      if (n >= 400) return p.yellow(text);
+      if (n >= 300) return p.cyan(text);
       return p.green(text);
     },
   };

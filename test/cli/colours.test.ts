@@ -38,6 +38,8 @@ describe("colourWanted", () => {
     expect(paint(true).status(404)).toBe("\x1b[33m404\x1b[39m");
     expect(paint(true).status(200)).toBe("\x1b[32m200\x1b[39m");
     expect(paint(true).bold("x")).toBe("\x1b[1mx\x1b[22m");
+    expect(paint(true).status("101 websocket")).toBe("\x1b[32m101 websocket\x1b[39m");
+    expect(paint(true).status("failed")).toBe("\x1b[31mfailed\x1b[39m");
   });
 });
 
