@@ -174,7 +174,9 @@ test("a flood of bad HELLOs from three addresses at both endpoints: bounded log,
 
   // -- cost: each refused handshake is cheap, and nothing spins once the flood is over
   expect((cpuAfterFlood - cpuBefore) / floodTook).toBeLessThan(0.5);
-  expect((cpuAfterFlood - cpuBefore) / sent).toBeLessThan(0.5);
+  // per refusal: well under the ~20 ms one argon2 verify or a database write
+  // would cost (about 0.3 ms on a quiet machine; 2 leaves room for a busy one)
+  expect((cpuAfterFlood - cpuBefore) / sent).toBeLessThan(2);
   const idleFrom = await cpuMs();
   await Bun.sleep(1_000); // the span measured
   expect((await cpuMs()) - idleFrom).toBeLessThan(100);
