@@ -66,17 +66,19 @@ export const MAX_TXT_VALUES = 4;
 export const MAX_TXT_VALUE_BYTES = 64;
 
 /**
- * TTL of a TXT answer. An order for a domain and its wildcard adds two
- * values under one name, one after the other: a resolver must not keep the
- * first answer (one value) past the moment the second is asked for.
+ * TTL of a TXT answer: 0, kept by no cache (RFC 1035 3.2.1). An order for a
+ * domain and its wildcard adds two values under one name, and a client may
+ * add the second after the CA has checked the first: a resolver that kept
+ * the first answer (one value) even a second would fail the second check.
+ * Every validation asks afresh, which costs the server one small answer.
  */
-export const TXT_TTL_S = 1;
+export const TXT_TTL_S = 0;
 /**
  * How long a resolver may keep a "nothing here" answer (the SOA's TTL and
- * minimum, RFC 2308 5): a resolver asked before a challenge is added must
- * see it a moment later.
+ * minimum, RFC 2308 5): 0 too, so that a resolver asked a moment before a
+ * value was added sees it at once.
  */
-export const NEGATIVE_TTL_S = 1;
+export const NEGATIVE_TTL_S = 0;
 /** TTL of the zone's own SOA and NS answers: they never change while the server runs. */
 export const APEX_TTL_S = 60;
 /**
