@@ -1,6 +1,7 @@
 /** `burrow server`: parse flags, start, stop cleanly on SIGTERM/SIGINT. */
 import { parseServerConfig } from "../config/server.ts";
 import { BootstrapError } from "../core/bootstrap.ts";
+import { DatabaseRefused } from "../db/plan.ts";
 import { log } from "../log.ts";
 import { startServer } from "../server.ts";
 import { SERVER_HELP } from "./help.ts";
@@ -16,7 +17,7 @@ export async function serverCommand(argv: string[]): Promise<number> {
   try {
     server = await startServer(parsed.config, process.env);
   } catch (err) {
-    if (err instanceof BootstrapError) {
+    if (err instanceof BootstrapError || err instanceof DatabaseRefused) {
       console.error(`burrow: ${err.message}`);
       return 2;
     }
