@@ -31,7 +31,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   sweeper.unref();
 
   let publicSide: PublicInfo | undefined; // known once the edge listens
-  const admin = createAdminApp(core, { publicInfo: () => publicSide });
+  const admin = createAdminApp(core, { publicInfo: () => publicSide, backup: { dataDir: config.dataDir, sqlite: database.sqlite } });
   const adminServer = Bun.serve({
     hostname: config.adminHost,
     port: config.adminPort,

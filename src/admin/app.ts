@@ -13,6 +13,7 @@ import { parseHost, requestPath } from "../http/request-target.ts";
 import type { Core } from "../core/index.ts";
 import { log } from "../log.ts";
 import { authRoutes, readSessionCookie } from "./auth.ts";
+import { backupRoutes, type BackupSource } from "./backup.ts";
 import type { Handler, Route } from "./context.ts";
 import { checkCrossSite } from "./csrf.ts";
 import { domainRoutes } from "./domains.ts";
@@ -37,10 +38,16 @@ export interface AdminApp {
 export interface AdminAppOptions {
   /** Where the public side is, for GET /api/server (the panel's login command and links). */
   publicInfo?: () => PublicInfo | undefined;
+  /** The database POST /api/backup copies; without it there is no such route. */
+  backup?: BackupSource;
 }
 
 export function createAdminApp(core: Core, options: AdminAppOptions = {}): AdminApp {
-  const apiRoutes = [...ROUTES, ...publicInfoRoutes(options.publicInfo ?? (() => undefined))];
+  const apiRoutes = [
+    ...ROUTES,
+    ...publicInfoRoutes(options.publicInfo ?? (() => undefined)),
+    ...(options.backup ? backupRoutes(options.backup) : []),
+  ];
 
   function wrap(route: Route, handler: Handler): BunHandler {
     return async (req, server) => {

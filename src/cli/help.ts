@@ -12,6 +12,7 @@ Usage:
   burrow server [flags]        run the tunnel server (edge + admin API)
   burrow server init --domain D [flags]
                                write a systemd unit for the server, print DNS records and ports
+  burrow server backup FILE    write a consistent copy of the server's database to FILE
   burrow --help                this text; burrow <command> --help for a command's flags
   burrow version               print the version, commit, build date and target (also --version)
 
@@ -60,6 +61,7 @@ const d = SERVER_DEFAULTS;
 
 export const SERVER_HELP = `Usage: burrow server [flags]
        burrow server init --domain D [flags]   set it up as a systemd service (see init --help)
+       burrow server backup FILE [--data-dir DIR]   copy its database, running or not (see backup --help)
 
 Flags:
   --domain D              public domain; tunnels are <name>.D        (default ${d.domain})
@@ -122,5 +124,20 @@ Flags:
   --force                 replace an existing unit (the environment file never is)
   --print                 show the unit, the environment file (password masked)
                           and the DNS records; write nothing
+  -h, --help              this text
+`;
+
+export const SERVER_BACKUP_HELP = `Usage: burrow server backup FILE [--data-dir DIR]
+
+Writes a consistent copy of DIR/burrow.db to FILE, whether a server is running
+on DIR or not: the copy is a snapshot of one moment (SQLite's VACUUM INTO),
+made without stopping anything. FILE must not exist: nothing is overwritten.
+The copy appears under its name only once whole.
+
+To restore: stop the server, copy FILE to DIR/burrow.db, remove
+DIR/burrow.db-wal and DIR/burrow.db-shm, start the server.
+
+Flags:
+  --data-dir DIR          the server's data dir (else BURROW_DATA_DIR) (default ${d["data-dir"]})
   -h, --help              this text
 `;

@@ -13,3 +13,12 @@ export function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
     new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${what}`)), ms))),
   ]);
 }
+
+/** Checks `ok` every `everyMs` until it holds; fails naming `what` after `ms`. */
+export async function waitUntil(ok: () => boolean | Promise<boolean>, ms: number, what: string, everyMs = 50): Promise<void> {
+  const deadline = performance.now() + ms;
+  while (!(await ok())) {
+    if (performance.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await Bun.sleep(everyMs);
+  }
+}
