@@ -10,9 +10,11 @@
  *   _acme-challenge.tunnels.example.com.  NS  tunnels.example.com.
  *
  * It delegates the name the CA looks up for both `tunnels.example.com` and
- * `*.tunnels.example.com` (RFC 8555 8.4 strips the `*.`) to the host name
- * whose A/AAAA records already point at the server, and burrow answers DNS
- * on port 53 (UDP and TCP) there. Why a delegation and not a CNAME:
+ * `*.tunnels.example.com` (RFC 8555 7.1.3 and 8.4: a wildcard is validated
+ * as its base name) to the host name whose A/AAAA records already point at
+ * the server, where burrow answers DNS on port 53, UDP and TCP (both must be
+ * open to the internet: the CA's resolvers ask from many places, and switch
+ * to TCP for a truncated answer). Why a delegation and not a CNAME:
  * - A CNAME (`_acme-challenge.tunnels.example.com CNAME x.<something>`)
  *   only moves the question to another name, which some server must be
  *   authoritative for; for burrow to be that server, that other name needs
@@ -20,11 +22,15 @@
  * - The NS record's target needs no glue: `tunnels.example.com` sits in the
  *   parent zone, outside the delegated one, and resolves as it already does.
  * - It hands burrow that one name and the names below it, nothing else of
- *   example.com: whoever controls the server can get certificates for
- *   `tunnels.example.com` and its subdomains, which that server's TLS key
- *   already covers; no other name's answers change.
- * (Providers whose web panels refuse an NS record below the zone's apex
- * leave only the CNAME way, with a delegation elsewhere: not served here.)
+ *   example.com: whoever controls the server can prove control of
+ *   `tunnels.example.com` and `*.tunnels.example.com` (names its
+ *   certificate covers anyway), and of no other name; no other answer of
+ *   example.com changes.
+ * Where example.com is signed with DNSSEC, the delegation is simply an
+ * unsigned one (no DS record): validating resolvers, Let's Encrypt's among
+ * them, take its answers as insecure, which DNS-01 allows. (Providers whose
+ * web panels refuse an NS record below the zone's apex leave only the CNAME
+ * way, with a delegation elsewhere: not served here.)
  *
  * What is answered, and what refused, is dns-answer.ts's; TCP's framing and
  * limits are dns-tcp.ts's. Here: both sockets, the answer rate (dns-rate.ts)
@@ -63,6 +69,8 @@ export interface DnsResponder {
   tcpPort: number;
   /** What was answered and refused so far (tests, metrics). */
   readonly counters: Readonly<DnsCounters>;
+  /** TCP connections open now. */
+  readonly tcpOpen: number;
   /** Closes both sockets and every TCP connection. */
   stop(): void;
   [Symbol.dispose](): void;
@@ -98,7 +106,16 @@ export async function startDnsResponder(opts: DnsResponderOptions): Promise<DnsR
     tcp.stop(true);
     for (const socket of connections) socket.terminate();
   };
-  return { udpPort: udpSocket.port, tcpPort: tcp.port, counters, stop, [Symbol.dispose]: stop };
+  return {
+    udpPort: udpSocket.port,
+    tcpPort: tcp.port,
+    counters,
+    get tcpOpen() {
+      return connections.size;
+    },
+    stop,
+    [Symbol.dispose]: stop,
+  };
 }
 
 function udpHandler(ctx: ResponderContext): udp.SocketHandler<"buffer"> {
