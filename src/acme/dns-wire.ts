@@ -91,7 +91,8 @@ export const SOA_TIMERS = { serial: 1, refresh: 3600, retry: 600, expire: 86_400
 /** Limits of one responder; tests lower some of them. */
 export interface DnsLimits {
   /**
-   * UDP answers per client a second, and the burst above that. A resolver
+   * Answers per client a second, and the burst above that (over TCP a
+   * client past it is closed; over UDP its queries go unanswered). A resolver
    * validating a challenge asks a few questions (the TXT, maybe NS and SOA
    * on its way down), and Let's Encrypt asks from several places, each its
    * own client: 20 at once is plenty. A source address can be forged over
@@ -101,7 +102,7 @@ export interface DnsLimits {
   perClientPerSecond: number;
   perClientBurst: number;
   /**
-   * UDP answers a second in all, and the burst. With forged sources from
+   * Answers a second in all, and the burst. With forged sources from
    * many addresses each client's bucket starts full, so this bounds what the
    * responder sends altogether.
    */
