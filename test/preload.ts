@@ -1,10 +1,12 @@
 /**
  * Before any test: find (or install) the system programs some tests drive
- * (the panel's browser, qemu-user for the arm64 build), so that a slow first
- * install happens outside any test's time limit.
+ * (the panel's browser, qemu-user for the arm64 build, the Pebble test CA for
+ * ACME), so that a slow first install happens outside any test's time limit.
  */
 import { chromiumPath } from "./harness/chromium.ts";
+import { pebbleSkipReason } from "./harness/pebble.ts";
 import { arm64Runner } from "./harness/qemu.ts";
 
 chromiumPath();
 arm64Runner();
+pebbleSkipReason();
