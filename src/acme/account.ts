@@ -18,6 +18,11 @@ import { systemClock, type Clock } from "../core/clock.ts";
 import { failureOf, type AcmeResult } from "./errors.ts";
 import { ensurePrivateDir, writePrivateFile } from "./private-files.ts";
 
+/** Let's Encrypt's production directory: the default CA. */
+export const LETS_ENCRYPT_DIRECTORY = acme.directory.letsencrypt.production;
+/** Let's Encrypt's staging directory: untrusted certificates, generous rate limits; for trying a setup. */
+export const LETS_ENCRYPT_STAGING_DIRECTORY = acme.directory.letsencrypt.staging;
+
 /** Under the data dir: the account, and certs/ (certificate-store.ts). */
 export const ACME_SUBDIR = "acme";
 export const ACCOUNT_KEY_FILE = "account.key";

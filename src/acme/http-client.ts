@@ -12,10 +12,10 @@
  *   response it reads `response.config` of undefined and throws a TypeError
  *   that hides the cause (acme-client 5.4.0, publishlab/node-acme-client#101).
  *   It is replaced by the one below: a few quick retries of 5xx and network
- *   faults, the original error (with its code: ECONNREFUSED, a TLS verify
- *   error) once they are spent, and a 429 surfaced at once with its
- *   Retry-After instead of being slept on inside a request; the renewal
- *   schedule (renewal.ts) decides when to come back.
+ *   faults, then the original error (with its code: ECONNREFUSED, a TLS
+ *   verify error) or a CA_ERROR once they are spent, and a 429 surfaced at
+ *   once with its Retry-After instead of being slept on inside a request;
+ *   the renewal schedule (renewal.ts) decides when to come back.
  */
 import { X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -119,6 +119,7 @@ async function onError(error: AxiosError): Promise<AxiosResponse> {
   }
   // no answer at all: the error itself says why (its code), not a TypeError about a missing response
   if (!response) throw error;
+  if (response.status >= 500) throw new AcmeStepError("CA_ERROR", `the ACME CA failed: ${detailOf(response)} (${config.method?.toUpperCase()} ${config.url})`);
   const validate = config.retryValidateStatus;
   if (!validate || validate(response.status)) return response;
   throw error;

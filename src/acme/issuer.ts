@@ -13,7 +13,7 @@
 import * as acme from "acme-client";
 import { systemClock, type Clock } from "../core/clock.ts";
 import { log } from "../log.ts";
-import type { AcmeAccount } from "./account.ts";
+import { openAccount, type AccountOptions, type AcmeAccount } from "./account.ts";
 import { readCertificate } from "./certificate-info.ts";
 import { isCertName } from "./certificate-store.ts";
 import { AcmeStepError, failureOf, type AcmeErrorCode, type AcmeResult } from "./errors.ts";
@@ -63,6 +63,26 @@ export async function obtainCertificate(account: Pick<AcmeAccount, "client">, re
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * `obtainCertificate` with the account and solvers bound: what renewal.ts
+ * calls. The account is opened (registered if need be) at the first call
+ * and kept; a failure to open it is that attempt's failure, and the next
+ * attempt tries again, so a server started while the CA is down gets its
+ * certificates once the CA is back.
+ */
+export function accountIssuer(account: AccountOptions, solvers: ChallengeSolver[], clock: Clock = systemClock): (names: string[]) => Promise<AcmeResult<IssuedCertificate>> {
+  let opened: Promise<AcmeResult<AcmeAccount>> | undefined;
+  return async (names) => {
+    opened ??= openAccount(account, clock);
+    const result = await opened;
+    if (!result.ok) {
+      opened = undefined;
+      return result;
+    }
+    return obtainCertificate(result.value, { names, solvers }, clock);
+  };
 }
 
 /** An error from a step, tagged with that step's code (unless it is a more specific AcmeStepError). */

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { X509Certificate } from "node:crypto";
-import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { connect } from "node:tls";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -15,9 +15,9 @@ import { openAccount, type AcmeAccount } from "../../src/acme/account.ts";
 import { splitChain } from "../../src/acme/certificate-info.ts";
 import { CertificateStore } from "../../src/acme/certificate-store.ts";
 import { dns01Solver } from "../../src/acme/dns01.ts";
-import { configureAcmeHttp } from "../../src/acme/http-client.ts";
+import { configureAcmeHttp, readCaRoot } from "../../src/acme/http-client.ts";
 import { answerHttpChallenge, HttpChallengeTokens, http01Solver } from "../../src/acme/http01.ts";
-import { obtainCertificate } from "../../src/acme/issuer.ts";
+import { accountIssuer, obtainCertificate } from "../../src/acme/issuer.ts";
 import { RenewalSchedule } from "../../src/acme/renewal.ts";
 import { pebbleSkipReason, startPebble, type Pebble } from "../harness/pebble.ts";
 import { within } from "../harness/wait.ts";
@@ -52,7 +52,11 @@ describe.skipIf(!!skip)("issuance against Pebble", () => {
       },
     });
     pebble = await startPebble({ httpPort: challengeServer.port!, blockedDomains: ["blocked.burrow.test"] });
-    configureAcmeHttp({ caRootPem: pebble.serverCa, retries: 1, retryDelayMs: 50 });
+    // as --acme-ca-root FILE gives it
+    writeFileSync(join(dataDir, "ca-root.pem"), pebble.serverCa);
+    const caRoot = readCaRoot(join(dataDir, "ca-root.pem"));
+    if (!caRoot.ok) throw new Error(caRoot.error.message);
+    configureAcmeHttp({ caRootPem: caRoot.value, retries: 1, retryDelayMs: 50 });
     const opened = await openAccount({ dataDir, directoryUrl: pebble.directoryUrl, email: "ops@example.com", poll: POLL });
     if (!opened.ok) throw new Error(`account: ${opened.error.message}`);
     account = opened.value;
@@ -140,6 +144,29 @@ describe.skipIf(!!skip)("issuance against Pebble", () => {
     const result = await within(obtainCertificate(account, { names: ["*.w.burrow.test"], solvers: [http01Solver(tokens), dns01Solver(publisher)] }), ISSUE_MS, "issuance");
     if (!result.ok) throw new Error(`${result.error.code}: ${result.error.message}`);
     expect(new X509Certificate(splitChain(result.value.certPem)[0]!).subjectAltName).toBe("DNS:*.w.burrow.test");
+  });
+
+  test("an issuer bound to account options opens the account once, and again only after it failed to", async () => {
+    const dir = scratchDir();
+    let requests = 0;
+    const id = acme.axios.interceptors.request.use((config) => {
+      if (config.url?.endsWith("/sign-me-up")) requests++;
+      return config;
+    });
+    try {
+      const down = accountIssuer({ dataDir: dir, directoryUrl: "https://127.0.0.1:9/dir" }, [http01Solver(tokens)]);
+      const failed = await within(down(["d.burrow.test"]), ISSUE_MS, "issuance");
+      expect(!failed.ok && failed.error.code).toBe("CA_UNREACHABLE");
+
+      const issue = accountIssuer({ dataDir: dir, directoryUrl: pebble.directoryUrl, poll: POLL }, [http01Solver(tokens)]);
+      for (const name of ["d.burrow.test", "e.burrow.test"]) {
+        const result = await within(issue([name]), ISSUE_MS, "issuance");
+        expect(result.ok).toBe(true);
+      }
+      expect(requests).toBe(1);
+    } finally {
+      acme.axios.interceptors.request.eject(id);
+    }
   });
 
   describe("failures are values with a code, and the server goes on", () => {

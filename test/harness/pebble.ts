@@ -17,8 +17,9 @@
  * nonces refused on purpose (PEBBLE_WFE_NONCEREJECT=0), no authorization
  * reused between orders (PEBBLE_AUTHZREUSE=0: every order, renewals
  * included, is validated again). Each start has a new root and
- * intermediate, fetched from the management API. Ready when Pebble prints
- * its directory line and the resolver answers; stopped by PID on dispose.
+ * intermediate, fetched from the management API. Ready when Pebble has
+ * printed its directory line and its APIs and the resolver answer (each
+ * prints its addresses before binding them); stopped by PID on dispose.
  */
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { Resolver } from "node:dns/promises";
@@ -193,8 +194,18 @@ async function startOnce(opts: PebbleOptions, dir: string, dnsServer: string): P
     PEBBLE_WFE_NONCEREJECT: "0",
     PEBBLE_AUTHZREUSE: "0",
   });
+  const answers = (url: string) => fetch(url, { tls: { ca: cert.certPem } }).then((r) => r.ok, () => false);
   try {
     await child.lines.waitFor(/ACME directory available at/, READY_TIMEOUT_MS);
+    // Pebble prints its addresses before it binds them: ready is when both APIs answer
+    await waitUntil(
+      async () => {
+        if (child.proc.exitCode !== null) throw new Error(`pebble exited (${child.proc.exitCode})`);
+        return (await answers(`https://${HOST}:${listen}/dir`)) && (await answers(`https://${HOST}:${mgmt}/roots/0`));
+      },
+      READY_TIMEOUT_MS,
+      "Pebble's directory and management API to answer",
+    );
   } catch (err) {
     await stop(child);
     throw new Error(`pebble did not start: ${(err as Error).message}\n${child.lines.text()}`);
