@@ -8,12 +8,14 @@
  * bare 500.
  */
 import type { BunRequest, HTMLBundle, Server } from "bun";
+import { NO_TLS, type CertificateReporter } from "../acme/report.ts";
 import { AppError, badRequest } from "../core/errors.ts";
 import { parseHost, requestPath } from "../http/request-target.ts";
 import type { Core } from "../core/index.ts";
 import { log } from "../log.ts";
 import { authRoutes, readSessionCookie } from "./auth.ts";
 import { backupRoutes, type BackupSource } from "./backup.ts";
+import { certificateRoutes } from "./certificates.ts";
 import type { Handler, Route } from "./context.ts";
 import { checkCrossSite } from "./csrf.ts";
 import { domainRoutes } from "./domains.ts";
@@ -40,6 +42,8 @@ export interface AdminAppOptions {
   publicInfo?: () => PublicInfo | undefined;
   /** The database POST /api/backup copies; without it there is no such route. */
   backup?: BackupSource;
+  /** The public port's HTTPS, for GET /api/certificates; without it, mode "off". */
+  certificates?: CertificateReporter;
 }
 
 export function createAdminApp(core: Core, options: AdminAppOptions = {}): AdminApp {
@@ -47,6 +51,7 @@ export function createAdminApp(core: Core, options: AdminAppOptions = {}): Admin
     ...ROUTES,
     ...publicInfoRoutes(options.publicInfo ?? (() => undefined)),
     ...(options.backup ? backupRoutes(options.backup) : []),
+    ...certificateRoutes(options.certificates ?? NO_TLS),
   ];
 
   function wrap(route: Route, handler: Handler): BunHandler {
