@@ -96,6 +96,34 @@ export interface ServerInfo {
   tcp_host: string;
 }
 
+/** How the public port gets its certificates (README "Admin API", GET /api/certificates). */
+export type CertificateMode = "acme" | "files" | "off";
+
+export interface CertificateError {
+  /** A stable code, e.g. RATE_LIMITED or CHALLENGE_FAILED. */
+  code: string;
+  message: string;
+  at: string;
+  /** When the CA will talk again, when it said so. */
+  retry_after?: string;
+}
+
+export interface Certificate {
+  id: string;
+  names: string[];
+  issuer: string | null;
+  not_before: string | null;
+  not_after: string | null;
+  last_error: CertificateError | null;
+  next_renewal: string | null;
+}
+
+export interface CertificateReport {
+  mode: CertificateMode;
+  directory?: string;
+  certificates: Certificate[];
+}
+
 /** A failed call: the server's own words when it gave some, else what went wrong on the way. */
 export class ApiError extends Error {
   constructor(
@@ -152,6 +180,7 @@ export const api = {
   logout: () => call<{ status: string }>("POST", "/api/auth/logout"),
   me: () => call<Me>("GET", "/api/auth/me"),
   server: () => call<ServerInfo>("GET", "/api/server"),
+  certificates: () => call<CertificateReport>("GET", "/api/certificates"),
 
   users: () => call<User[]>("GET", "/api/users"),
   user: (userId: number) => call<UserDetails>("GET", `/api/users/${id(userId)}`),

@@ -5,8 +5,10 @@
  */
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, messageOf, whenSessionLost, type Me, type ServerInfo } from "./api.ts";
+import { Logo } from "./components/logo.tsx";
 import { Link } from "./components/ui.tsx";
 import { clearNotices, dismiss, notify, useNotices } from "./notices.ts";
+import { CertificatesPage } from "./pages/certificates.tsx";
 import { DashboardPage } from "./pages/dashboard.tsx";
 import { DomainsPage } from "./pages/domains.tsx";
 import { SignInPage } from "./pages/signin.tsx";
@@ -84,6 +86,7 @@ const NAV: { href: string; label: string; pages: Page["name"][] }[] = [
   { href: "/users", label: "Users", pages: ["users", "user"] },
   { href: "/tunnels", label: "Tunnels", pages: ["tunnels"] },
   { href: "/domains", label: "Subdomains", pages: ["domains"] },
+  { href: "/certificates", label: "HTTPS", pages: ["certificates"] },
 ];
 
 function Shell(props: { me: Me; onSignOut(): void }) {
@@ -152,6 +155,8 @@ function PageView({ page }: { page: Page }) {
       return <DomainsPage />;
     case "tunnels":
       return <TunnelsPage />;
+    case "certificates":
+      return <CertificatesPage />;
     case "missing":
       return (
         <>
@@ -177,15 +182,5 @@ function Notices() {
         </div>
       ))}
     </div>
-  );
-}
-
-export function Logo() {
-  return (
-    <svg class="logo" viewBox="0 0 32 32" width="26" height="26" aria-hidden="true">
-      <rect width="32" height="32" rx="8" fill="currentColor" />
-      <path d="M7 23a9 9 0 0 1 18 0" fill="none" stroke="#fff" stroke-width="3.5" stroke-linecap="round" />
-      <circle cx="16" cy="23" r="2.4" fill="#f2a541" />
-    </svg>
   );
 }

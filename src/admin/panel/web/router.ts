@@ -11,6 +11,7 @@ export type Page =
   | { name: "user"; id: number }
   | { name: "domains" }
   | { name: "tunnels" }
+  | { name: "certificates" }
   | { name: "missing" };
 
 export function matchPath(path: string): Page {
@@ -19,6 +20,7 @@ export function matchPath(path: string): Page {
   if (p === "/users") return { name: "users" };
   if (p === "/domains") return { name: "domains" };
   if (p === "/tunnels") return { name: "tunnels" };
+  if (p === "/certificates") return { name: "certificates" };
   const user = /^\/users\/([1-9][0-9]{0,15})$/.exec(p);
   if (user) return { name: "user", id: Number(user[1]) };
   return { name: "missing" };

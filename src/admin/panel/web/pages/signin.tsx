@@ -1,7 +1,7 @@
 /** Sign-in: the server's refusal in words (wrong password, not an admin, too many attempts). */
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, messageOf, type Me } from "../api.ts";
-import { Logo } from "../app.tsx";
+import { Logo } from "../components/logo.tsx";
 import { Field } from "../components/ui.tsx";
 import { useTitle } from "../hooks.ts";
 
