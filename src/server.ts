@@ -6,11 +6,15 @@
 import { join } from "node:path";
 import { createAdminApp } from "./admin/app.ts";
 import type { PublicInfo } from "./admin/public-info.ts";
-import { ensureAdmin } from "./core/bootstrap.ts";
+import { AcmeCertificates } from "./acme/server-certificates.ts";
+import { configureAcmeHttp, readCaRoot } from "./acme/http-client.ts";
+import { filesReport } from "./acme/report.ts";
+import { BootstrapError, ensureAdmin } from "./core/bootstrap.ts";
 import { createCore } from "./core/index.ts";
-import type { ServerConfig } from "./config/server.ts";
+import type { AcmeConfig, ServerConfig } from "./config/server.ts";
 import { openDatabase } from "./db/open.ts";
 import { startEdge } from "./edge/server.ts";
+import { fileTls } from "./edge/tls-source.ts";
 import { TrustedProxies } from "./http/addresses.ts";
 import { log } from "./log.ts";
 
@@ -31,7 +35,13 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   sweeper.unref();
 
   let publicSide: PublicInfo | undefined; // known once the edge listens
-  const admin = createAdminApp(core, { publicInfo: () => publicSide, backup: { dataDir: config.dataDir, sqlite: database.sqlite } });
+  let certificates: AcmeCertificates | undefined;
+  const fileReport = config.tls && filesReport(config.tls.cert);
+  const admin = createAdminApp(core, {
+    publicInfo: () => publicSide,
+    backup: { dataDir: config.dataDir, sqlite: database.sqlite },
+    certificates: () => certificates?.report() ?? fileReport ?? { mode: "off", certificates: [] },
+  });
   const adminServer = Bun.serve({
     hostname: config.adminHost,
     port: config.adminPort,
@@ -50,13 +60,17 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   }
   let edge: ReturnType<typeof startEdge>;
   try {
+    certificates = config.acme && (await startAcme(config, config.acme));
     edge = startEdge({
       core,
       domain: config.domain,
       host: config.host,
-      port: config.httpPort,
+      // with ACME the edge is HTTPS on --https-port, and --http-port answers validations and redirects
+      port: config.acme ? config.acme.httpsPort : config.httpPort,
       tcpPorts: config.tcpPorts,
-      tls: config.tls,
+      tls: certificates ?? (config.tls ? fileTls(config.tls.cert, config.tls.key) : undefined),
+      redirect: certificates && { port: config.httpPort, challenge: (path) => certificates!.answerChallenge(path) },
+      wantCertificate: certificates && ((host) => certificates!.want(host)),
       responseTimeoutMs: config.responseTimeoutMs,
       publicUrl: config.publicUrl,
       agentPort: config.agentPort,
@@ -71,6 +85,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     });
   } catch (err) {
     // a port already taken: let go of what did start, so the process exits with the error
+    certificates?.stop();
     void adminServer.stop(true);
     clearInterval(sweeper);
     database.close();
@@ -78,7 +93,13 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   }
   publicSide = { domain: config.domain, edge_url: edge.publicUrl, tcp_host: config.domain };
   // logged last: tests and scripts take this line as "ready"
-  log.info("admin api listening", { url: adminUrl, data: database.path, edge_port: edge.port, agent_port: edge.agentPort ?? "off" });
+  log.info("admin api listening", {
+    url: adminUrl,
+    data: database.path,
+    edge_port: edge.port,
+    agent_port: edge.agentPort ?? "off",
+    ...(edge.redirectPort !== undefined ? { http_port: edge.redirectPort, dns_port: certificates?.dnsPort ?? "off" } : {}),
+  });
 
   let stopped: Promise<void> | undefined;
   return {
@@ -88,12 +109,31 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       stopped ??= (async () => {
         clearInterval(sweeper);
         await Promise.all([adminServer.stop(false), edge.stop()]); // admin: in-flight requests finish
+        certificates?.stop();
         database.close(); // after the edge's last traffic flush
         log.info("server stopped");
       })();
       return stopped;
     },
   };
+}
+
+/** ACME's client settings, then the certificates it holds and the DNS responder for the wildcard. */
+async function startAcme(config: ServerConfig, acme: AcmeConfig): Promise<AcmeCertificates> {
+  if (acme.caRootFile) {
+    const root = readCaRoot(acme.caRootFile);
+    if (!root.ok) throw new BootstrapError(`--acme-ca-root: ${root.error.message}`);
+    configureAcmeHttp({ caRootPem: root.value });
+  }
+  return AcmeCertificates.start({
+    dataDir: config.dataDir,
+    domain: config.domain,
+    email: acme.email,
+    directoryUrl: acme.directoryUrl,
+    dns: acme.dnsPort === undefined ? undefined : { host: config.host, port: acme.dnsPort },
+    onDemandPerWeek: acme.namesPerWeek,
+    retryMinMs: acme.retryMinMs,
+  });
 }
 
 function isLoopback(host: string): boolean {

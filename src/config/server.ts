@@ -27,6 +27,13 @@ export const SERVER_DEFAULTS = {
   "trusted-proxies": "",
   "handshake-limit": "20",
   "drain-timeout": "15",
+  "https-port": "443",
+  "acme-email": "",
+  "acme-directory": "https://acme-v02.api.letsencrypt.org/directory",
+  "acme-ca-root": "",
+  "dns-port": "53",
+  "acme-names-per-week": "20",
+  "acme-retry-min": "60",
 } as const;
 
 export const SERVER_FLAGS: Record<keyof typeof SERVER_DEFAULTS, FlagSpec> = {
@@ -50,6 +57,13 @@ export const SERVER_FLAGS: Record<keyof typeof SERVER_DEFAULTS, FlagSpec> = {
   "trusted-proxies": { type: "string", env: true },
   "handshake-limit": { type: "string", env: true },
   "drain-timeout": { type: "string", env: true },
+  "https-port": { type: "string", env: true },
+  "acme-email": { type: "string", env: true },
+  "acme-directory": { type: "string", env: true },
+  "acme-ca-root": { type: "string", env: true },
+  "dns-port": { type: "string", env: true },
+  "acme-names-per-week": { type: "string", env: true },
+  "acme-retry-min": { type: "string", env: true },
 };
 
 export interface ServerConfig {
@@ -83,6 +97,24 @@ export interface ServerConfig {
   handshakeLimit: number;
   /** On SIGTERM, how long visitor requests in flight may take to finish. */
   drainTimeoutMs: number;
+  /**
+   * Certificates from an ACME CA (--acme-email, and no --tls-cert): the edge
+   * serves HTTPS on httpsPort, and --http-port answers HTTP-01 and redirects.
+   */
+  acme?: AcmeConfig;
+}
+
+export interface AcmeConfig {
+  email: string;
+  directoryUrl: string;
+  /** PEM file of a CA to trust for the directory's HTTPS (a test CA). */
+  caRootFile?: string;
+  httpsPort: number;
+  /** UDP and TCP port of the DNS responder for the wildcard's DNS-01; undefined: --dns-port off. */
+  dnsPort?: number;
+  namesPerWeek: number;
+  /** After a failure, the first wait before trying again (doubling up to an hour); also the least time between two issuances of one certificate. */
+  retryMinMs: number;
 }
 
 const port = (flag: string) =>
@@ -158,6 +190,13 @@ const Schema = v.object({
     v.regex(/^[0-9]{1,4}(\.[0-9]+)?$/, "--drain-timeout must be a number of seconds"),
     v.transform(Number),
   ),
+  "https-port": port("https-port"),
+  "acme-email": v.pipe(v.string(), v.check((s) => s === "" || /^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(s), "--acme-email must be an email address")),
+  "acme-directory": v.pipe(v.string(), v.check((s) => /^https?:\/\/\S+$/.test(s), "--acme-directory must be an http(s) URL")),
+  "acme-ca-root": v.string(),
+  "dns-port": v.union([v.literal("off"), port("dns-port")], "--dns-port must be a port number from 0 to 65535, or off"),
+  "acme-names-per-week": count("acme-names-per-week"),
+  "acme-retry-min": count("acme-retry-min"),
 });
 
 /** --public-url: an http(s) URL whose host is the --domain; only its scheme and port are kept. */
@@ -191,7 +230,7 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
   }
   const o = result.output;
   if (Boolean(o["tls-cert"]) !== Boolean(o["tls-key"])) throw new UsageError("--tls-cert and --tls-key go together");
-  for (const flag of ["tls-cert", "tls-key"] as const) {
+  for (const flag of ["tls-cert", "tls-key", "acme-ca-root"] as const) {
     if (o[flag] && !existsSync(o[flag])) throw new UsageError(`--${flag}: no such file '${o[flag]}'`);
   }
   const config: ServerConfig = {
@@ -214,6 +253,22 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     trustedProxies: o["trusted-proxies"],
     handshakeLimit: o["handshake-limit"],
     drainTimeoutMs: o["drain-timeout"] * 1000,
+    // certificate files win over ACME (the server logs that it does not use ACME then)
+    acme:
+      o["acme-email"] && !o["tls-cert"]
+        ? {
+            email: o["acme-email"],
+            directoryUrl: o["acme-directory"],
+            caRootFile: o["acme-ca-root"] || undefined,
+            httpsPort: o["https-port"],
+            dnsPort: o["dns-port"] === "off" ? undefined : o["dns-port"],
+            namesPerWeek: o["acme-names-per-week"],
+            retryMinMs: o["acme-retry-min"] * 1000,
+          }
+        : undefined,
   };
+  if (config.acme && config.acme.httpsPort === config.httpPort && config.httpPort !== 0) {
+    throw new UsageError(`--https-port and --http-port must differ (both ${config.httpPort})`);
+  }
   return { help: false as const, config };
 }

@@ -13,6 +13,8 @@ import { ProtocolError } from "../protocol/frames.ts";
 import { SocketSender } from "../relay/socket-sender.ts";
 import { WireError } from "../protocol/wire.ts";
 import { AgentConnection, strangerFault, type AgentTransport, type EdgeContext } from "./agents.ts";
+import { log } from "../log.ts";
+import type { TlsSource } from "./tls-source.ts";
 
 interface DirectSocketData {
   conn?: AgentConnection;
@@ -42,16 +44,58 @@ export interface DirectPortHooks {
   released?(address: string): void;
 }
 
+export interface DirectListener {
+  port: number;
+  /** Stops accepting; with `closeActive`, cuts the agents' connections too. */
+  stop(closeActive: boolean): void;
+}
+
+/**
+ * The direct port. With a TlsSource whose certificates change (ACME), a new
+ * listener with them takes the port, and the old one's connections live on.
+ */
 export function listenDirect(
-  opts: { host: string; port: number; tls?: { cert: string; key: string } },
+  opts: { host: string; port: number; tls?: TlsSource },
+  edge: EdgeContext,
+  hooks: DirectPortHooks,
+): DirectListener {
+  const all = new Set<TCPSocketListener<DirectSocketData>>();
+  let accepting: TCPSocketListener<DirectSocketData> | undefined = listenOnce(opts, opts.port, edge, hooks);
+  all.add(accepting);
+  const port = accepting.port;
+  const unsubscribe = opts.tls?.onChange(() => {
+    if (!accepting) return;
+    accepting.stop(false);
+    all.delete(accepting);
+    try {
+      accepting = listenOnce(opts, port, edge, hooks);
+      all.add(accepting);
+    } catch (err) {
+      accepting = undefined;
+      log.error("direct port could not take new certificates", { port, err: String(err) });
+    }
+  });
+  return {
+    port,
+    stop(closeActive) {
+      unsubscribe?.();
+      accepting = undefined;
+      for (const l of all) l.stop(closeActive);
+    },
+  };
+}
+
+function listenOnce(
+  opts: { host: string; tls?: TlsSource },
+  port: number,
   edge: EdgeContext,
   hooks: DirectPortHooks,
 ): TCPSocketListener<DirectSocketData> {
   return Bun.listen<DirectSocketData>({
     hostname: opts.host,
-    port: opts.port,
+    port,
     exclusive: true, // a second server on this port must fail, not share the agents
-    ...(opts.tls ? { tls: { cert: Bun.file(opts.tls.cert), key: Bun.file(opts.tls.key) } } : {}),
+    ...(opts.tls ? { tls: opts.tls.primary() } : {}),
     socket: {
       open(socket) {
         // set first: every other handler reads it, and a peer may be gone before open is done

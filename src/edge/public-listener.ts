@@ -9,8 +9,13 @@
  * connection, which costs the server nothing.
  */
 import type { Server } from "bun";
+import { log } from "../log.ts";
 
 type ServeOptions<T> = Parameters<typeof Bun.serve<T>>[0];
+
+/** After a certificate change, how long and how often to try to take the port again. */
+const RETAKE_FOR_MS = 2_000;
+const RETAKE_EVERY_MS = 5;
 
 export class PublicListener<T> {
   /** The server accepting now, undefined while paused. */
@@ -18,8 +23,9 @@ export class PublicListener<T> {
   /** Every server made, paused ones included: their connections live on until they close. */
   private readonly all = new Set<Server<T>>();
   readonly port: number;
+  private stopped = false;
 
-  constructor(private readonly options: ServeOptions<T>) {
+  constructor(private options: ServeOptions<T>) {
     this.accepting = Bun.serve<T>(options);
     this.all.add(this.accepting);
     this.port = this.accepting.port ?? Number((options as { port?: number }).port);
@@ -48,6 +54,31 @@ export class PublicListener<T> {
     return true;
   }
 
+  /**
+   * Presents new certificates from now on: a new Bun.serve with them takes
+   * the port (Bun.serve cannot change its certificates in place), while the
+   * old one lets go of the listening socket and goes on serving the
+   * connections it has, WebSockets included, until they close.
+   */
+  setTls(tls: unknown): void {
+    this.options = { ...this.options, tls } as ServeOptions<T>;
+    const old = this.accepting;
+    if (!old) return; // paused: resume() takes the new options
+    this.accepting = undefined;
+    void old.stop(false);
+    this.retake(Date.now() + RETAKE_FOR_MS);
+  }
+
+  /** Listens again as soon as the port is free (the old listener may hold it a moment longer). */
+  private retake(until: number): void {
+    if (this.resume() || this.stopped) return;
+    if (Date.now() > until) {
+      log.error("public port could not be listened on again after a certificate change", { port: this.port });
+      return;
+    }
+    setTimeout(() => this.retake(until), RETAKE_EVERY_MS);
+  }
+
   /** Closes every keep-alive connection that has no request in flight; returns how many. */
   closeIdle(): number {
     let n = 0;
@@ -63,6 +94,7 @@ export class PublicListener<T> {
 
   /** Stops accepting; with `force`, cuts every connection too. Resolves when all are closed. */
   async stop(force: boolean): Promise<void> {
+    this.stopped = true;
     this.accepting = undefined;
     await Promise.all([...this.all].map((s) => s.stop(force)));
   }

@@ -78,6 +78,9 @@ export class Registry implements LiveTunnels, LiveView {
   private readonly byPort = new Map<number, Tunnel>();
   private readonly sessions = new Map<string, SessionEntry>();
 
+  /** Called with each HTTP tunnel's name as it goes live (the edge asks for its certificate). */
+  onLive?: (subdomain: string) => void;
+
   constructor(private readonly meter: TrafficMeter) {}
 
   newTunnel(protocol: "http" | "tcp", address: { subdomain?: string; port?: number }, owner: { userId: number; username: string; tokenId: number }, skipWarning: boolean): Tunnel {
@@ -94,6 +97,7 @@ export class Registry implements LiveTunnels, LiveView {
       if (t.subdomain !== undefined) this.bySubdomain.set(t.subdomain, t);
       if (t.port !== undefined) this.byPort.set(t.port, t);
       if (t.subdomain !== undefined) this.arrived(t.subdomain, t);
+      if (t.subdomain !== undefined) this.onLive?.(t.subdomain);
     }
     this.sessions.set(link.sessionId, { link, tunnels });
   }

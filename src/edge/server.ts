@@ -16,6 +16,8 @@ import { HandshakeGuard } from "./handshake-guard.ts";
 import { FLUSH_INTERVAL_MS, TrafficMeter } from "./meter.ts";
 import { defaultMaxConns, DescriptorWatch, logDescriptorBudget, openFileLimit } from "./descriptors.ts";
 import { PublicListener } from "./public-listener.ts";
+import { listenRedirect } from "./redirect.ts";
+import type { TlsSource } from "./tls-source.ts";
 import { takeHolds, writeHolds } from "./restart-holds.ts";
 import { SocketBudget } from "./socket-budget.ts";
 import { establishedPeers } from "./kernel-sockets.ts";
@@ -32,7 +34,15 @@ export interface EdgeOptions {
   host: string;
   port: number;
   tcpPorts: { first: number; last: number };
-  tls?: { cert: string; key: string };
+  /** The public port's certificates (files, or ACME's); none: plain HTTP. */
+  tls?: TlsSource;
+  /**
+   * With ACME: a second, plain HTTP listener on this port that answers
+   * HTTP-01 validations and sends everything else to HTTPS.
+   */
+  redirect?: { port: number; challenge(path: string): Response | undefined };
+  /** With ACME: a name that is reserved or has a live tunnel (`<name>.<domain>`) may get its own certificate. */
+  wantCertificate?(host: string): void;
   responseTimeoutMs: number;
   /** Scheme and port visitors use, when a proxy in front differs from what the edge listens on. */
   publicUrl?: { scheme: "http" | "https"; port: number };
@@ -59,6 +69,8 @@ export interface EdgeOptions {
 
 
 const SWEEP_INTERVAL_MS = 5_000;
+/** With ACME, how often reserved names are looked at for certificates of their own. */
+const RESERVED_SWEEP_MS = 60_000;
 /** While draining, how often the edge looks whether requests are still in flight. */
 const DRAIN_POLL_MS = 50;
 /** Bun queues at most this much per WebSocket before send() reports backpressure. */
@@ -69,6 +81,8 @@ export interface RunningEdge {
   port: number;
   /** The direct port agents are moved to, when there is one. */
   agentPort?: number;
+  /** With ACME, the plain HTTP port (validations and redirects). */
+  redirectPort?: number;
   /** Where visitors and agents reach it, e.g. https://tunnels.example.com */
   publicUrl: string;
   registry: Registry;
@@ -115,6 +129,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     log.info("no direct agent port: the edge has no certificate of its own behind an https --public-url");
   }
   let direct: ReturnType<typeof listenDirect> | undefined;
+  let reservedSweep: ReturnType<typeof setInterval> | undefined;
   const edge: EdgeContext = {
     core,
     registry,
@@ -155,7 +170,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   const listener = new PublicListener<SocketData>({
     hostname: opts.host,
     port: opts.port,
-    ...(opts.tls ? { tls: { cert: Bun.file(opts.tls.cert), key: Bun.file(opts.tls.key) } } : {}),
+    ...(opts.tls ? { tls: opts.tls.entries() } : {}),
     // idle keep-alive connections close after this; requests in flight switch it off (fetch above).
     // Agents' WebSockets have their own (none: dead agents are found by keepalive).
     idleTimeout: opts.idleTimeoutS,
@@ -211,6 +226,17 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     },
   });
   if (!opts.publicUrl) publicPort = listener.port;
+  const stopSwapping = opts.tls?.onChange(() => listener.setTls(opts.tls!.entries()));
+  const redirect = opts.redirect && listenRedirect({ host: opts.host, port: opts.redirect.port, httpsPort: () => publicPort, challenge: opts.redirect.challenge });
+  if (opts.wantCertificate) {
+    const want = opts.wantCertificate;
+    registry.onLive = (sub) => want(`${sub}.${domain}`);
+    const wantReserved = () => {
+      for (const r of core.domains.list()) want(`${r.subdomain}.${domain}`);
+    };
+    wantReserved();
+    reservedSweep = setInterval(wantReserved, RESERVED_SWEEP_MS);
+  }
   if (directAllowed) {
     try {
       direct = listenDirect({ host: opts.host, port: opts.agentPort!, tls: opts.tls }, edge, {
@@ -266,12 +292,16 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   return {
     port: listener.port,
     agentPort: direct?.port,
+    redirectPort: redirect?.port,
     publicUrl,
     registry,
     async stop() {
       watch.stop();
       // 1. no new visitors or agents: the ports are free at once for a server that takes over
       listener.pause();
+      stopSwapping?.();
+      clearInterval(reservedSweep);
+      redirect?.stop(false);
       direct?.stop(false);
       for (const t of registry.allTunnels()) t.stopAccepting?.();
       if (opts.holdsFile) {
@@ -297,6 +327,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       for (const conn of agents) conn.refuse("SERVER_SHUTDOWN", "the server is shutting down");
       for (const t of registry.allTunnels()) registry.remove(t);
       await listener.stop(true);
+      await redirect?.stop(true);
       direct?.stop(true);
       meter.flush();
     },

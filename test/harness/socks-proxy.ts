@@ -7,7 +7,8 @@ export interface TestSocksProxy extends AsyncDisposable {
   connects: string[];
 }
 
-export async function startSocksProxy(): Promise<TestSocksProxy> {
+/** `hosts` maps names the proxy resolves itself (e.g. a test domain to 127.0.0.1). */
+export async function startSocksProxy(opts: { hosts?: Record<string, string> } = {}): Promise<TestSocksProxy> {
   const connects: string[] = [];
   const sockets = new Set<Socket>();
   const server: Server = createServer((client) => {
@@ -35,7 +36,7 @@ export async function startSocksProxy(): Promise<TestSocksProxy> {
       client.off("data", onData);
       client.pause();
       connects.push(`${host}:${port}`);
-      const upstream = connect({ host: host === "localhost" ? "127.0.0.1" : host, port }, () => {
+      const upstream = connect({ host: opts.hosts?.[host] ?? (host === "localhost" ? "127.0.0.1" : host), port }, () => {
         client.write(Buffer.from([5, 0, 0, 1, 0, 0, 0, 0, 0, 0]));
         if (rest.length) upstream.write(rest);
         client.pipe(upstream);
