@@ -92,6 +92,21 @@ Flags:
                           take to finish                             (default ${d["drain-timeout"]})
   --handshake-limit N     failed agent handshakes one address may make
                           a minute before RATE_LIMITED               (default ${d["handshake-limit"]})
+
+HTTPS from an ACME CA (Let's Encrypt unless told otherwise):
+  --acme-email ADDR       get and renew certificates; the edge serves HTTPS on
+                          --https-port, and --http-port answers the CA and
+                          redirects to HTTPS (--tls-cert files win over this)
+  --https-port N          the HTTPS port with --acme-email              (default ${d["https-port"]})
+  --dns-port N            UDP+TCP port answering the wildcard's DNS-01 for
+                          _acme-challenge.D; off: a certificate per reserved
+                          or live name by HTTP-01 instead            (default ${d["dns-port"]})
+  --acme-directory URL    the CA's ACME directory                    (default Let's Encrypt)
+  --acme-ca-root FILE     trust this CA for the directory's HTTPS (a test CA)
+  --acme-names-per-week N certificates made on demand for single names a week,
+                          at most                                    (default ${d["acme-names-per-week"]})
+  --acme-retry-min S      first wait after a failed attempt, doubling to an
+                          hour; least time between two issuances     (default ${d["acme-retry-min"]})
   -h, --help              this text
 
 Environment:
