@@ -12,13 +12,18 @@ import { directPortAllowed } from "../edge/direct.ts";
 /** Where the addresses in the DNS records came from. */
 export type AddressSource = "given" | "guessed";
 
-export function dnsSection(domain: string, addresses: PublicAddresses, source: AddressSource): string[] {
+export function dnsSection(domain: string, addresses: PublicAddresses, source: AddressSource, acme?: ServerConfig["acme"]): string[] {
   const none = addresses.v4.length === 0 && addresses.v6.length === 0;
   const shown = none ? { v4: ["<this server's public IPv4 address>"], v6: [] } : addresses;
   const records = dnsRecords(domain, shown);
   const width = Math.max(...records.map((r) => r.name.length));
   const lines = ["DNS records to create at your DNS provider (the domain and every name below it):"];
   for (const r of records) lines.push(`  ${r.name.padEnd(width)}  ${r.type.padEnd(4)}  ${r.value}`);
+  if (acme?.dnsPort !== undefined) {
+    const name = `_acme-challenge.${domain}`;
+    lines.push(`  ${name.padEnd(width)}  NS    ${domain}`);
+    lines.push("  The NS record hands the wildcard certificate's DNS-01 check to burrow (port 53, UDP and TCP).");
+  }
   if (none) {
     lines.push("  No interface of this machine has a public address (behind NAT?): your provider shows the server's;", "  --public-ip IP puts it here.");
   } else if (source === "guessed") {
@@ -38,7 +43,12 @@ export function firewallSection(config: ServerConfig): string[] {
       "  open the proxy's ports (80 and 443), none of burrow's.",
     );
   } else {
-    const open: [string, string][] = [[String(config.httpPort), "the public port: visitors, and agents' WebSocket"]];
+    const open: [string, string][] = config.acme
+      ? [
+          [String(config.acme.httpsPort), "HTTPS: visitors, and agents' WebSocket"],
+          [String(config.httpPort), "plain HTTP: the CA's HTTP-01 checks, and redirects to HTTPS"],
+        ]
+      : [[String(config.httpPort), "the public port: visitors, and agents' WebSocket"]];
     if (directPortAllowed(config) && config.agentPort !== 0) {
       open.push([String(config.agentPort), "agents' direct port (optional: where it is closed, agents stay on their WebSocket)"]);
     }
@@ -48,6 +58,9 @@ export function firewallSection(config: ServerConfig): string[] {
     lines.push("Firewall: open these TCP ports to the internet:");
     for (const [port, what] of open) lines.push(`  ${port.padEnd(width)}  ${what}`);
     lines.push(`  e.g. ${open.map(([p]) => `ufw allow ${p.replace("-", ":")}/tcp`).join(" && ")}`);
+    if (config.acme?.dnsPort !== undefined) {
+      lines.push(`  and ${config.acme.dnsPort} over UDP and TCP: burrow's answers to the CA's DNS-01 checks (e.g. ufw allow ${config.acme.dnsPort})`);
+    }
     if (directPortAllowed(config) && config.agentPort === 0) {
       lines.push("  The agents' direct port changes at every start (--agent-port 0): give it a number to open it.");
     }

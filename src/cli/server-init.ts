@@ -53,14 +53,21 @@ export async function serverInitCommand(argv: string[]): Promise<number> {
     stateDirectory: o.stateDirectory,
     tls: o.tls,
     envFile: o.envFile,
-    ports: [o.config.httpPort, o.config.adminPort, directPortAllowed(o.config) ? (o.config.agentPort ?? 0) : 0, o.config.tcpPorts.first],
+    ports: [
+      o.config.httpPort,
+      o.config.adminPort,
+      directPortAllowed(o.config) ? (o.config.agentPort ?? 0) : 0,
+      o.config.tcpPorts.first,
+      o.config.acme?.httpsPort ?? 0,
+      o.config.acme?.dnsPort ?? 0,
+    ],
     drainTimeoutS: o.config.drainTimeoutMs / 1000,
   });
   const envExists = existsSync(o.envFile);
 
   if (o.print) {
     const out = [`# ${o.unitFile}`, unit, `# ${o.envFile} (mode 0600)${envExists ? ": exists, and init keeps it as it is" : ""}`, renderEnvFile(MASKED_PASSWORD)];
-    out.push(...dnsSection(o.config.domain, addresses, source), "", ...notes);
+    out.push(...dnsSection(o.config.domain, addresses, source, o.config.acme), "", ...notes);
     process.stdout.write(out.join("\n").replace(/\n*$/, "\n"));
     return 0;
   }
@@ -82,7 +89,7 @@ export async function serverInitCommand(argv: string[]): Promise<number> {
     const mode = statSync(o.envFile).mode & 0o777;
     if (mode & 0o077) report.push(`  It is readable by others (mode ${mode.toString(8).padStart(4, "0")}): chmod 600 ${shellWord(o.envFile)}`);
   }
-  report.push("", ...dnsSection(o.config.domain, addresses, source), "", ...firewallSection(o.config), "", ...nextSteps(o.unitFile));
+  report.push("", ...dnsSection(o.config.domain, addresses, source, o.config.acme), "", ...firewallSection(o.config), "", ...nextSteps(o.unitFile));
   if (notes.length > 0) report.push("", ...notes);
   process.stdout.write(report.join("\n") + "\n");
   return 0;

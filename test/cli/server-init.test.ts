@@ -129,6 +129,17 @@ describe("writing the files", () => {
     expect(out.stdout).toContain("*.tunnels.example.com  A     198.51.100.7");
   }, SLOW);
 
+  test("with --acme-email: the NS record that hands the wildcard's DNS-01 to burrow, and the capability for ports 443 and 53", () => {
+    const p = paths();
+    const out = init([...BASE, "--acme-email", "ops@example.com", "--http-port", "8080", "--binary", fakeBinary, "--unit-file", p.unit, "--env-file", p.env, "--print"]);
+    expect(out.code).toBe(0);
+    expect(out.stdout).toMatch(/_acme-challenge\.tunnels\.example\.com +NS +tunnels\.example\.com/);
+    expect(out.stdout).toContain("AmbientCapabilities=CAP_NET_BIND_SERVICE");
+    const off = init([...BASE, "--acme-email", "ops@example.com", "--http-port", "8080", "--https-port", "8443", "--dns-port", "off", "--binary", fakeBinary, "--unit-file", p.unit, "--env-file", p.env, "--print"]);
+    expect(off.stdout).not.toContain("_acme-challenge");
+    expect(off.stdout).not.toContain("AmbientCapabilities=CAP_NET_BIND_SERVICE");
+  }, SLOW);
+
   test("from source without --binary, the unit runs /usr/local/bin/burrow and says so", () => {
     const out = init([...BASE, "--print"]);
     expect(out.code).toBe(0);
