@@ -20,7 +20,9 @@
 import { systemClock, type Clock } from "../core/clock.ts";
 import { log } from "../log.ts";
 import type { TlsEntry, TlsSource } from "../edge/tls-source.ts";
-import { type AccountOptions } from "./account.ts";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { acmeDir, type AccountOptions } from "./account.ts";
 import { CertificateStore } from "./certificate-store.ts";
 import { ChallengeRecords } from "./challenge-records.ts";
 import { dns01Solver, DNS01_LABEL } from "./dns01.ts";
@@ -29,8 +31,22 @@ import { failureOf } from "./errors.ts";
 import { fallbackCertificate } from "./fallback-certificate.ts";
 import { answerHttpChallenge, http01Solver, HttpChallengeTokens } from "./http01.ts";
 import { accountIssuer } from "./issuer.ts";
+import { ensurePrivateDir, writePrivateFile } from "./private-files.ts";
 import { RenewalSchedule } from "./renewal.ts";
 import type { CertificateReport } from "./report.ts";
+
+/** Where the on-demand count lives, beside the certificates. */
+const ON_DEMAND_FILE = "on-demand.json";
+
+/** The on-demand times recorded before (a missing or damaged file counts none). */
+function readOnDemand(path: string): number[] {
+  try {
+    const parsed = JSON.parse(readFileSync(path, "utf8")) as { issued?: unknown };
+    return Array.isArray(parsed.issued) ? parsed.issued.filter((t): t is number => typeof t === "number" && Number.isFinite(t)).sort((a, b) => a - b) : [];
+  } catch {
+    return [];
+  }
+}
 
 /** New single-name certificates a week, at most (Let's Encrypt allows 50 per registered domain). */
 export const ON_DEMAND_PER_WEEK = 20;
@@ -55,7 +71,9 @@ export class AcmeCertificates implements TlsSource {
   private readonly records = new ChallengeRecords();
   private readonly schedule: RenewalSchedule;
   private readonly listeners = new Set<() => void>();
+  /** When names got certificates on demand in the last week (ms), kept in the data dir across restarts. */
   private readonly onDemandIssued: number[] = [];
+  private readonly onDemandFile: string;
   private readonly clock: Clock;
   private dns?: DnsResponder;
   private fallback!: { cert: string; key: string };
@@ -66,6 +84,8 @@ export class AcmeCertificates implements TlsSource {
     this.store = new CertificateStore(settings.dataDir, this.clock);
     // the wildcard first, so its id (and file) is `*.<domain>`, apart from a certificate for the domain alone
     this.wildcardId = `*.${settings.domain}`;
+    this.onDemandFile = join(acmeDir(settings.dataDir), ON_DEMAND_FILE);
+    this.onDemandIssued.push(...readOnDemand(this.onDemandFile));
     const account: AccountOptions = { dataDir: settings.dataDir, directoryUrl: settings.directoryUrl, email: settings.email };
     // the wildcard's two names share one TXT name; single names prove themselves over HTTP
     const byDns = accountIssuer(account, [dns01Solver(this.records)], this.clock);
@@ -154,6 +174,12 @@ export class AcmeCertificates implements TlsSource {
       return;
     }
     this.onDemandIssued.push(now);
+    try {
+      ensurePrivateDir(acmeDir(this.settings.dataDir));
+      writePrivateFile(this.onDemandFile, JSON.stringify({ issued: this.onDemandIssued }) + "\n");
+    } catch (err) {
+      log.warn("could not record a certificate made on demand", { err: String(err) });
+    }
     log.info("certificate wanted", { name });
     this.schedule.manage([name]);
   }

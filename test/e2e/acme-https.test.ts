@@ -112,6 +112,13 @@ describe.skipIf(Boolean(skip))("without a DNS record: certificates per name by H
     if (got.ok) got.socket.destroy();
   }, 40_000);
 
+  test("the agents' direct port presents the same certificate for the domain", async () => {
+    expect(server.agentPort).toBeDefined();
+    const got = await verifiedHandshake(server.agentPort!, DOMAIN, roots);
+    expect(got.ok && got.names).toBe(`DNS:${DOMAIN}`);
+    if (got.ok) got.socket.destroy();
+  });
+
   test("a tunnel's name gets a certificate of its own when it goes live; a name a visitor sends gets none", async () => {
     const api = await signedIn(server);
     const token = await api.createToken(await api.createUser("acme-user"));
@@ -204,4 +211,49 @@ describe.skipIf(Boolean(skip))("with burrow's own DNS: the wildcard by DNS-01, r
     expect(await requestOn(before.socket, `nobody.${DOMAIN}`, "/")).toMatch(/^HTTP\/1\.1 404/);
     before.socket.destroy();
   }, 45_000);
+});
+
+describe.skipIf(Boolean(skip))("names on demand are counted, and the count outlives a restart", () => {
+  let pebble: Pebble;
+  let httpPort: number;
+  let caFile: string;
+  const dataDir = mkdtempSync(join(work, "data "));
+  const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("ok") });
+  const args = () => ["--domain", DOMAIN, "--acme-email", "ops@burrow.test", "--acme-directory", pebble.directoryUrl, "--acme-ca-root", caFile, "--http-port", String(httpPort), "--https-port", "0", "--dns-port", "off", "--acme-names-per-week", "1"];
+
+  beforeAll(async () => {
+    httpPort = freeRange(1).first;
+    pebble = await startPebble({ httpPort });
+    caFile = join(work, "pebble ca 3.pem");
+    writeFileSync(caFile, pebble.serverCa);
+  }, 60_000);
+  afterAll(async () => {
+    await pebble?.[Symbol.asyncDispose]();
+    upstream.stop(true);
+  });
+
+  async function tunnel(server: TestServer, name: string) {
+    const api = await signedIn(server);
+    const token = await api.createToken(await api.createUser(`${name}-user`));
+    return startAgent({ kind: "http", target: upstream.port!, server: `https://127.0.0.1:${server.edgePort}`, token, args: ["--subdomain", name, "--insecure"] });
+  }
+
+  test("past --acme-names-per-week a live name waits, with RATE_LIMITED as its last error, also after a restart", async () => {
+    {
+      await using server = await startServer({ dataDir, keepDataDir: true, args: args() });
+      await using first = await tunnel(server, "first");
+      await server.output.waitFor(/certificate installed cert=first\.burrow\.test /, 30_000);
+      await using second = await tunnel(server, "second");
+      const api = await signedIn(server);
+      const certs = (await api.get("/api/certificates")).body as { certificates: { id: string; last_error: { code: string } | null; not_after: string | null }[] };
+      const waiting = certs.certificates.find((c) => c.id === `second.${DOMAIN}`);
+      expect(waiting?.last_error?.code).toBe("RATE_LIMITED");
+      expect(waiting?.not_after).toBeNull();
+    }
+    await using again = await startServer({ dataDir, keepDataDir: true, args: args() });
+    await using third = await tunnel(again, "third");
+    const certs = (await (await signedIn(again)).get("/api/certificates")).body as { certificates: { id: string; last_error: { code: string } | null }[] };
+    expect(certs.certificates.find((c) => c.id === `third.${DOMAIN}`)?.last_error?.code).toBe("RATE_LIMITED");
+    expect(again.output.text()).not.toContain("certificate wanted name=third");
+  }, 90_000);
 });

@@ -114,11 +114,10 @@ describe.each(RELEASE_TARGETS.map((t) => [t.name, t] as const))("%s", (_name, ta
 });
 
 test("building the same checkout again gives the same bytes", () => {
-  const names = ["linux-arm64", "windows-x64"];
-  release(again, names);
+  release(again, ["linux-arm64"]);
   const first = sums(outdir);
   const second = sums(again);
-  expect(second.size).toBe(5); // two executables, two archives, install.sh
+  expect(second.size).toBe(3); // the executable, its archive, install.sh
   for (const [name, hash] of second) expect(`${name} ${hash}`).toBe(`${name} ${first.get(name)}`);
 }, 300_000);
 
