@@ -3,10 +3,11 @@
  * (`/.well-known/acme-challenge/<token>`, for any Host, before anything
  * else), and sends every other request to the same URL over HTTPS with a
  * 308, which keeps the method and body. It holds no secrets and routes to no
- * tunnel, so nothing on it needs the edge's caps beyond Bun's own limits.
+ * tunnel; idle connections close after --idle-timeout, and under descriptor
+ * pressure it stops accepting with the public port (a PublicListener).
  */
-import type { Server } from "bun";
 import { parseHost, requestPath } from "../http/request-target.ts";
+import { PublicListener } from "./public-listener.ts";
 
 export interface RedirectOptions {
   host: string;
@@ -14,17 +15,15 @@ export interface RedirectOptions {
   /** The HTTPS port visitors are sent to (443 leaves it out of the URL). */
   httpsPort(): number;
   challenge(path: string): Response | undefined;
+  idleTimeoutS: number;
 }
 
-/** Idle keep-alive connections close sooner here than on the edge: nothing long-lived is served. */
-const IDLE_TIMEOUT_S = 10;
-
-export function listenRedirect(opts: RedirectOptions): Server<undefined> {
-  return Bun.serve({
+export function listenRedirect(opts: RedirectOptions): PublicListener<undefined> {
+  return new PublicListener<undefined>({
     hostname: opts.host,
     port: opts.port,
     reusePort: false,
-    idleTimeout: IDLE_TIMEOUT_S,
+    idleTimeout: opts.idleTimeoutS,
     fetch(req) {
       const target = requestPath(req);
       const answer = target === undefined ? undefined : opts.challenge(target.pathname);

@@ -227,7 +227,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   });
   if (!opts.publicUrl) publicPort = listener.port;
   const stopSwapping = opts.tls?.onChange(() => listener.setTls(opts.tls!.entries()));
-  const redirect = opts.redirect && listenRedirect({ host: opts.host, port: opts.redirect.port, httpsPort: () => publicPort, challenge: opts.redirect.challenge });
+  const redirect = opts.redirect && listenRedirect({ host: opts.host, port: opts.redirect.port, httpsPort: () => publicPort, challenge: opts.redirect.challenge, idleTimeoutS: opts.idleTimeoutS });
   if (opts.wantCertificate) {
     const want = opts.wantCertificate;
     registry.onLive = (sub) => want(`${sub}.${domain}`);
@@ -278,12 +278,14 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   const watch = new DescriptorWatch(fdLimit, (pressed, inUse) => {
     if (pressed) {
       // what is idle goes first; then no new connections until enough descriptors are free again
-      const shed = listener.closeIdle();
+      const shed = listener.closeIdle() + (redirect?.closeIdle() ?? 0);
       connections.closedIdle();
       listener.pause();
+      redirect?.pause();
       log.warn("open files nearly exhausted: closed idle visitor connections and stopped accepting new ones", { in_use: inUse, limit: fdLimit, closed: shed });
     } else {
       const resumed = listener.resume();
+      redirect?.resume();
       log.info(resumed ? "open files available again: accepting visitors" : "open files available again, but the public port could not be listened on again", { in_use: inUse, limit: fdLimit });
     }
   });
@@ -301,7 +303,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       listener.pause();
       stopSwapping?.();
       clearInterval(reservedSweep);
-      redirect?.stop(false);
+      redirect?.pause();
       direct?.stop(false);
       for (const t of registry.allTunnels()) t.stopAccepting?.();
       if (opts.holdsFile) {

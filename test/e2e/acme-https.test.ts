@@ -144,6 +144,12 @@ describe.skipIf(Boolean(skip))("without a DNS record: certificates per name by H
     const res = await fetch(`http://127.0.0.1:${httpPort}/a/path?x=1`, { headers: { host: `live.${DOMAIN}` }, redirect: "manual" });
     expect(res.status).toBe(308);
     expect(res.headers.get("location")).toBe(`https://live.${DOMAIN}:${server.edgePort}/a/path?x=1`);
+    // a token no challenge has is not an answer: it is sent on like any path
+    const stray = await fetch(`http://127.0.0.1:${httpPort}/.well-known/acme-challenge/${"x".repeat(43)}`, { headers: { host: DOMAIN }, redirect: "manual" });
+    expect(stray.status).toBe(308);
+    // no usable Host: a clear 400, never a redirect to somewhere made up
+    const bad = await fetch(`http://127.0.0.1:${httpPort}/`, { headers: { host: "bad host!" }, redirect: "manual" });
+    expect(bad.status).toBe(400);
   });
 
   test("an agent that verifies the server (Pebble's root trusted, no --insecure) connects and carries a request", async () => {
