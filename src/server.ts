@@ -130,7 +130,10 @@ async function startAcme(config: ServerConfig, acme: AcmeConfig): Promise<AcmeCe
     domain: config.domain,
     email: acme.email,
     directoryUrl: acme.directoryUrl,
-    dns: acme.dnsPort === undefined ? undefined : { host: config.host, port: acme.dnsPort },
+    dns:
+      acme.dnsPort === undefined
+        ? undefined
+        : { host: config.host, port: acme.dnsPort, perClientPerSecond: acme.dnsRate.perClient, totalPerSecond: acme.dnsRate.total },
     onDemandPerWeek: acme.namesPerWeek,
     retryMinMs: acme.retryMinMs,
   });

@@ -27,6 +27,7 @@ import { CertificateStore } from "./certificate-store.ts";
 import { ChallengeRecords } from "./challenge-records.ts";
 import { dns01Solver, DNS01_LABEL } from "./dns01.ts";
 import { startDnsResponder, type DnsResponder } from "./dns-responder.ts";
+import type { DnsLimits } from "./dns-wire.ts";
 import { failureOf } from "./errors.ts";
 import { fallbackCertificate } from "./fallback-certificate.ts";
 import { answerHttpChallenge, http01Solver, HttpChallengeTokens } from "./http01.ts";
@@ -48,6 +49,14 @@ function readOnDemand(path: string): number[] {
   }
 }
 
+/** The responder's answer rates from the flags: bursts of twice the rate. */
+function rateLimits(dns: NonNullable<AcmeSettings["dns"]>): Partial<DnsLimits> {
+  return {
+    ...(dns.perClientPerSecond ? { perClientPerSecond: dns.perClientPerSecond, perClientBurst: 2 * dns.perClientPerSecond } : {}),
+    ...(dns.totalPerSecond ? { totalPerSecond: dns.totalPerSecond, totalBurst: 2 * dns.totalPerSecond } : {}),
+  };
+}
+
 /** New single-name certificates a week, at most (Let's Encrypt allows 50 per registered domain). */
 export const ON_DEMAND_PER_WEEK = 20;
 const WEEK_MS = 7 * 24 * 60 * 60 * 1000;
@@ -57,8 +66,8 @@ export interface AcmeSettings {
   domain: string;
   email: string;
   directoryUrl: string;
-  /** Where the DNS responder listens for the wildcard's DNS-01; undefined: no wildcard. */
-  dns?: { host: string; port: number };
+  /** Where the DNS responder listens for the wildcard's DNS-01, and its answer rates; undefined: no wildcard. */
+  dns?: { host: string; port: number; perClientPerSecond?: number; totalPerSecond?: number };
   onDemandPerWeek?: number;
   /** renewal.ts's first retry wait and least time between two issuances of one certificate */
   retryMinMs?: number;
@@ -112,6 +121,7 @@ export class AcmeCertificates implements TlsSource {
         port: settings.dns.port,
         zone: `${DNS01_LABEL}.${settings.domain}`,
         records: self.records,
+        limits: rateLimits(settings.dns),
       });
       log.info("acme dns listening", { zone: `${DNS01_LABEL}.${settings.domain}`, port: self.dns.udpPort });
       self.schedule.manage([`*.${settings.domain}`, settings.domain]);

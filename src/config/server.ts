@@ -34,6 +34,8 @@ export const SERVER_DEFAULTS = {
   "dns-port": "53",
   "acme-names-per-week": "20",
   "acme-retry-min": "60",
+  "dns-rate": "10",
+  "dns-total-rate": "500",
 } as const;
 
 export const SERVER_FLAGS: Record<keyof typeof SERVER_DEFAULTS, FlagSpec> = {
@@ -64,6 +66,8 @@ export const SERVER_FLAGS: Record<keyof typeof SERVER_DEFAULTS, FlagSpec> = {
   "dns-port": { type: "string", env: true },
   "acme-names-per-week": { type: "string", env: true },
   "acme-retry-min": { type: "string", env: true },
+  "dns-rate": { type: "string", env: true },
+  "dns-total-rate": { type: "string", env: true },
 };
 
 export interface ServerConfig {
@@ -115,6 +119,8 @@ export interface AcmeConfig {
   namesPerWeek: number;
   /** After a failure, the first wait before trying again (doubling up to an hour); also the least time between two issuances of one certificate. */
   retryMinMs: number;
+  /** DNS answers a second to one client, and to all (bursts of twice that): no amplification worth having. */
+  dnsRate: { perClient: number; total: number };
 }
 
 const port = (flag: string) =>
@@ -197,6 +203,8 @@ const Schema = v.object({
   "dns-port": v.union([v.literal("off"), port("dns-port")], "--dns-port must be a port number from 0 to 65535, or off"),
   "acme-names-per-week": count("acme-names-per-week"),
   "acme-retry-min": count("acme-retry-min"),
+  "dns-rate": count("dns-rate"),
+  "dns-total-rate": count("dns-total-rate"),
 });
 
 /** --public-url: an http(s) URL whose host is the --domain; only its scheme and port are kept. */
@@ -264,6 +272,7 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
             dnsPort: o["dns-port"] === "off" ? undefined : o["dns-port"],
             namesPerWeek: o["acme-names-per-week"],
             retryMinMs: o["acme-retry-min"] * 1000,
+            dnsRate: { perClient: o["dns-rate"], total: o["dns-total-rate"] },
           }
         : undefined,
   };
