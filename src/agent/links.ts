@@ -168,5 +168,8 @@ export function describeSocketError(ev: Event): string | undefined {
   const message = (ev as ErrorEvent).message;
   if (!message) return undefined;
   const why = message.replace(/^WebSocket connection to '[^']*' failed: /, "").split("\n")[0]!.slice(0, 200);
-  return /certificate|TLS handshake/i.test(why) ? `${why} (--insecure accepts a certificate that does not verify)` : why;
+  if (/certificate|TLS handshake/i.test(why)) return `${why} (--insecure accepts a certificate that does not verify)`;
+  // a server with HTTPS by ACME sends plain HTTP to HTTPS; a WebSocket does not follow redirects
+  if (/status code: 30[178]\b/.test(why)) return `${why}: the server redirects to HTTPS; use --server https://...`;
+  return why;
 }

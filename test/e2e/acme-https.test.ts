@@ -152,6 +152,11 @@ describe.skipIf(Boolean(skip))("without a DNS record: certificates per name by H
     expect(bad.status).toBe(400);
   });
 
+  test("an agent pointed at the plain HTTP port is told to use https://", async () => {
+    await using agent = await startAgent({ kind: "http", target: upstream.port!, server: `http://127.0.0.1:${httpPort}`, token: "brw_" + "0".repeat(43), waitFor: /reconnecting/ });
+    expect(agent.output.text()).toContain("the server redirects to HTTPS; use --server https://");
+  });
+
   test("an agent that verifies the server (Pebble's root trusted, no --insecure) connects and carries a request", async () => {
     await using proxy = await startSocksProxy({ hosts: { [DOMAIN]: "127.0.0.1" } });
     const rootsFile = join(work, "pebble roots.pem");
