@@ -268,3 +268,47 @@ describe.skipIf(Boolean(skip))("names on demand are counted, and the count outli
     expect(again.output.text()).not.toContain("certificate wanted name=third");
   }, 90_000);
 });
+
+describe.skipIf(Boolean(skip))("while the wildcard fails (no NS record yet), live names get certificates of their own", () => {
+  let pebble: Pebble;
+  let server: TestServer;
+  let roots: string;
+  const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("ok") });
+
+  beforeAll(async () => {
+    const httpPort = freeRange(1).first;
+    // Pebble resolves through its own test DNS, which knows nothing of burrow's: DNS-01 cannot pass
+    pebble = await startPebble({ httpPort });
+    const caFile = join(work, "pebble ca 4.pem");
+    writeFileSync(caFile, pebble.serverCa);
+    roots = pebble.rootPem + pebble.intermediatePem;
+    server = await startServer({
+      args: ["--domain", DOMAIN, "--acme-email", "ops@burrow.test", "--acme-directory", pebble.directoryUrl, "--acme-ca-root", caFile, "--http-port", String(httpPort), "--https-port", "0", "--dns-port", String(freeRange(1).first)],
+    });
+  }, 60_000);
+  afterAll(async () => {
+    await server?.stop();
+    await pebble?.[Symbol.asyncDispose]();
+    upstream.stop(true);
+  });
+
+  test("the wildcard's failure is reported, and a live name and the domain are served by HTTP-01 meanwhile", async () => {
+    const api = await signedIn(server);
+    let wildcard: { last_error: { code: string } | null; next_renewal: string | null } | undefined;
+    const deadline = Date.now() + 30_000;
+    while (!wildcard?.last_error && Date.now() < deadline) {
+      await Bun.sleep(200);
+      wildcard = ((await api.get("/api/certificates")).body as { certificates: { id: string; last_error: { code: string } | null; next_renewal: string | null }[] }).certificates.find((c) => c.id === `*.${DOMAIN}`);
+    }
+    expect(wildcard?.last_error?.code).toBe("CHALLENGE_FAILED");
+    expect(wildcard?.next_renewal).not.toBeNull();
+    const token = await api.createToken(await api.createUser("fallback-user"));
+    await using agent = await startAgent({ kind: "http", target: upstream.port!, server: `https://127.0.0.1:${server.edgePort}`, token, args: ["--subdomain", "fallback", "--insecure"] });
+    await server.output.waitFor(/certificate installed cert=fallback\.burrow\.test /, 30_000);
+    await server.output.waitFor(/certificate installed cert=burrow\.test /, 30_000);
+    const got = await verifiedHandshake(server.edgePort, `fallback.${DOMAIN}`, roots);
+    expect(got.ok && got.names).toBe(`DNS:fallback.${DOMAIN}`);
+    if (got.ok) got.socket.destroy();
+    expect(agent.output.text()).toContain("Forwarding");
+  }, 60_000);
+});
