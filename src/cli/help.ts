@@ -1,4 +1,5 @@
 /** Help texts, one per command. */
+import { DNS_CHECK_DEFAULTS } from "../config/dns-check.ts";
 import { INIT_DEFAULTS } from "../config/server-init.ts";
 import { SERVER_DEFAULTS } from "../config/server.ts";
 
@@ -13,6 +14,7 @@ Usage:
   burrow server init --domain D [flags]
                                write a systemd unit for the server, print DNS records and ports
   burrow server backup FILE    write a consistent copy of the server's database to FILE
+  burrow server dns-check --domain D
                                check the server's DNS records and its DNS-01 responder
   burrow --help                this text; burrow <command> --help for a command's flags
   burrow version               print the version, commit, build date and target (also --version)
@@ -63,6 +65,7 @@ const d = SERVER_DEFAULTS;
 export const SERVER_HELP = `Usage: burrow server [flags]
        burrow server init --domain D [flags]   set it up as a systemd service (see init --help)
        burrow server backup FILE [--data-dir DIR]   copy its database, running or not (see backup --help)
+       burrow server dns-check --domain D   check its DNS records from the server (see dns-check --help)
 
 Flags:
   --domain D              public domain; tunnels are <name>.D        (default ${d.domain})
@@ -157,5 +160,28 @@ DIR/burrow.db-wal and DIR/burrow.db-shm, start the server.
 
 Flags:
   --data-dir DIR          the server's data dir (else BURROW_DATA_DIR) (default ${d["data-dir"]})
+  -h, --help              this text
+`;
+
+export const SERVER_DNS_CHECK_HELP = `Usage: burrow server dns-check --domain D [flags]
+
+Run on the server, checks the DNS records burrow server init asks for, and
+says what is wrong: D and a random name under *.D resolve to this server;
+_acme-challenge.D is delegated (NS) to a name that resolves to this server;
+burrow's DNS answers there for that zone, over UDP and TCP; and a TXT lookup
+of _acme-challenge.D through the resolver gets NOERROR, as the CA's will.
+Each check prints one line: ok, FAIL (with what to do) or warn.
+Exit code 0 when nothing failed (warnings included), 1 otherwise.
+
+Flags:
+  --domain D              the server's domain (required)
+  --public-ip IP          this server's public address, IPv4 or IPv6; repeat it
+                          or give a comma list (default: guessed from this
+                          machine's interfaces)
+  --resolver HOST:PORT    the resolver to look names up with (default: the
+                          system's, e.g. from /etc/resolv.conf)
+  --dns-port N            where burrow's DNS listens (--dns-port of the server)
+                                                   (default ${DNS_CHECK_DEFAULTS["dns-port"]})
+  --timeout S             seconds to wait for each answer (default ${DNS_CHECK_DEFAULTS.timeout})
   -h, --help              this text
 `;

@@ -9,6 +9,7 @@ import { SERVER_HELP } from "./help.ts";
 export async function serverCommand(argv: string[]): Promise<number> {
   if (argv[0] === "init") return (await import("./server-init.ts")).serverInitCommand(argv.slice(1));
   if (argv[0] === "backup") return (await import("./server-backup.ts")).serverBackupCommand(argv.slice(1));
+  if (argv[0] === "dns-check") return (await import("./server-dns-check.ts")).serverDnsCheckCommand(argv.slice(1));
   const parsed = parseServerConfig(argv);
   if (parsed.help) {
     process.stdout.write(SERVER_HELP);
