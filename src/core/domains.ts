@@ -33,8 +33,14 @@ export function createDomains(db: Db, clock: Clock, systemSubdomains: readonly s
 
   const isSystem = (subdomain: string) => systemSubdomains.includes(subdomain);
 
+  const reservedListeners = new Set<(subdomain: string) => void>();
   return {
     isSystem,
+    /** Calls `listener` with each name reserved from now on (the edge asks for its certificate); returns the unsubscribe. */
+    onReserve(listener: (subdomain: string) => void): () => void {
+      reservedListeners.add(listener);
+      return () => reservedListeners.delete(listener);
+    },
     list: (): ReservedSubdomain[] => query().orderBy(asc(reservedSubdomains.id)).all(),
     listForUser: (userId: number): ReservedSubdomain[] =>
       query().where(eq(reservedSubdomains.userId, userId)).orderBy(asc(reservedSubdomains.id)).all(),
@@ -49,7 +55,7 @@ export function createDomains(db: Db, clock: Clock, systemSubdomains: readonly s
     /** `subdomain` must already be a valid, lowercased label. */
     reserve(subdomain: string, userId: number): ReservedSubdomain {
       if (isSystem(subdomain)) throw badRequest(`subdomain: '${subdomain}' is a system name and cannot be reserved`);
-      return db.transaction((tx) => {
+      const reserved = db.transaction((tx) => {
         const owner = tx.select({ username: users.username }).from(users).where(eq(users.id, userId)).get();
         if (!owner) throw notFound("user");
         const taken = tx
@@ -65,6 +71,8 @@ export function createDomains(db: Db, clock: Clock, systemSubdomains: readonly s
           .get();
         return { ...row, username: owner.username };
       });
+      for (const listener of reservedListeners) listener(reserved.subdomain);
+      return reserved;
     },
 
     release(id: number): void {

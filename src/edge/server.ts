@@ -69,8 +69,6 @@ export interface EdgeOptions {
 
 
 const SWEEP_INTERVAL_MS = 5_000;
-/** With ACME, how often reserved names are looked at for certificates of their own. */
-const RESERVED_SWEEP_MS = 60_000;
 /** While draining, how often the edge looks whether requests are still in flight. */
 const DRAIN_POLL_MS = 50;
 /** Bun queues at most this much per WebSocket before send() reports backpressure. */
@@ -129,7 +127,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     log.info("no direct agent port: the edge has no certificate of its own behind an https --public-url");
   }
   let direct: ReturnType<typeof listenDirect> | undefined;
-  let reservedSweep: ReturnType<typeof setInterval> | undefined;
+  let stopWantingReserved: (() => void) | undefined;
   const edge: EdgeContext = {
     core,
     registry,
@@ -231,11 +229,9 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   if (opts.wantCertificate) {
     const want = opts.wantCertificate;
     registry.onLive = (sub) => want(`${sub}.${domain}`);
-    const wantReserved = () => {
-      for (const r of core.domains.list()) want(`${r.subdomain}.${domain}`);
-    };
-    wantReserved();
-    reservedSweep = setInterval(wantReserved, RESERVED_SWEEP_MS);
+    // names reserved before this start, then each as it is reserved
+    for (const r of core.domains.list()) want(`${r.subdomain}.${domain}`);
+    stopWantingReserved = core.domains.onReserve((sub) => want(`${sub}.${domain}`));
   }
   if (directAllowed) {
     try {
@@ -302,7 +298,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       // 1. no new visitors or agents: the ports are free at once for a server that takes over
       listener.pause();
       stopSwapping?.();
-      clearInterval(reservedSweep);
+      stopWantingReserved?.();
       redirect?.pause();
       direct?.stop(false);
       for (const t of registry.allTunnels()) t.stopAccepting?.();

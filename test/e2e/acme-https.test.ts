@@ -140,6 +140,16 @@ describe.skipIf(Boolean(skip))("without a DNS record: certificates per name by H
     expect(agent.output.text()).toContain(`https://live.${DOMAIN}`);
   }, 60_000);
 
+  test("a name gets its certificate as soon as it is reserved, with no tunnel yet", async () => {
+    const api = await signedIn(server);
+    const owner = await api.createUser("reserving-user");
+    expect((await api.post("/api/domains", { subdomain: "shop", user_id: owner })).status).toBe(201);
+    await server.output.waitFor(/certificate installed cert=shop\.burrow\.test /, 30_000);
+    const got = await verifiedHandshake(server.edgePort, `shop.${DOMAIN}`, roots);
+    expect(got.ok && got.names).toBe(`DNS:shop.${DOMAIN}`);
+    if (got.ok) got.socket.destroy();
+  }, 40_000);
+
   test("plain HTTP is sent to the same URL over HTTPS with a 308", async () => {
     const res = await fetch(`http://127.0.0.1:${httpPort}/a/path?x=1`, { headers: { host: `live.${DOMAIN}` }, redirect: "manual" });
     expect(res.status).toBe(308);
