@@ -58,6 +58,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   if (!isLoopback(config.adminHost)) {
     log.warn("the admin API listens beyond this machine in clear text: passwords and session cookies cross the network unencrypted; prefer the default --admin-host 127.0.0.1 with an SSH tunnel or a TLS proxy", { admin_host: config.adminHost });
   }
+  if (config.acmeIgnored) log.info("certificate files given (--tls-cert): --acme-email is not used");
   let edge: ReturnType<typeof startEdge>;
   try {
     certificates = config.acme && (await startAcme(config, config.acme));

@@ -106,6 +106,8 @@ export interface ServerConfig {
    * serves HTTPS on httpsPort, and --http-port answers HTTP-01 and redirects.
    */
   acme?: AcmeConfig;
+  /** --acme-email was given with --tls-cert: the files win, and the server says so. */
+  acmeIgnored?: boolean;
 }
 
 export interface AcmeConfig {
@@ -276,6 +278,7 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
           }
         : undefined,
   };
+  if (o["acme-email"] && o["tls-cert"]) config.acmeIgnored = true;
   if (config.acme && config.acme.httpsPort === config.httpPort && config.httpPort !== 0) {
     throw new UsageError(`--https-port and --http-port must differ (both ${config.httpPort})`);
   }
