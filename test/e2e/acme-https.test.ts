@@ -322,3 +322,35 @@ describe.skipIf(Boolean(skip))("while the wildcard fails (no NS record yet), liv
     expect(agent.output.text()).toContain("Forwarding");
   }, 60_000);
 });
+
+describe.skipIf(Boolean(skip))("the compiled executable", () => {
+  let pebble: Pebble;
+  let binary: string;
+  const buildDir = mkdtempSync(join(work, "build "));
+
+  beforeAll(async () => {
+    binary = join(buildDir, "burrow");
+    const build = Bun.spawn([process.execPath, join(import.meta.dir, "..", "..", "build", "compile.ts"), "--outfile", binary], { stdout: "pipe", stderr: "pipe" });
+    const [stderr, code] = await Promise.all([new Response(build.stderr).text(), build.exited]);
+    if (code !== 0) throw new Error(`build failed: ${stderr}`);
+  }, 120_000);
+  afterAll(async () => {
+    await pebble?.[Symbol.asyncDispose]();
+  });
+
+  test("gets its certificate from the CA too (ACME client, DNS and certificate code all inside the one file)", async () => {
+    const httpPort = freeRange(1).first;
+    const dnsPort = freeRange(1).first;
+    pebble = await startPebble({ httpPort, dnsServer: `127.0.0.1:${dnsPort}` });
+    const caFile = join(work, "pebble ca 5.pem");
+    writeFileSync(caFile, pebble.serverCa);
+    await using server = await startServer({
+      executable: binary,
+      args: ["--domain", DOMAIN, "--acme-email", "ops@burrow.test", "--acme-directory", pebble.directoryUrl, "--acme-ca-root", caFile, "--http-port", String(httpPort), "--https-port", "0", "--dns-port", String(dnsPort)],
+    });
+    await server.output.waitFor(/certificate installed cert=\*\.burrow\.test /, 30_000);
+    const got = await verifiedHandshake(server.edgePort, `any.${DOMAIN}`, pebble.rootPem + pebble.intermediatePem);
+    expect(got.ok && got.names).toBe(`DNS:*.${DOMAIN}, DNS:${DOMAIN}`);
+    if (got.ok) got.socket.destroy();
+  }, 60_000);
+});
