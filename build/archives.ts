@@ -3,7 +3,8 @@
  * Linux and macOS, .zip for Windows. Owner, times and order are fixed (the
  * commit's date), so the same executable always gives the same archive.
  */
-import { gzipSync } from "node:zlib";
+import { promisify } from "node:util";
+import { gzip } from "node:zlib";
 import { zipSync } from "fflate";
 import { pack } from "tar-stream";
 
@@ -13,8 +14,9 @@ export async function tarGz(name: string, bytes: Uint8Array, mtime: Date): Promi
   tar.finalize();
   const chunks: Buffer[] = [];
   for await (const chunk of tar) chunks.push(chunk as Buffer);
-  // node's gzip writes no name and a zero time into its header
-  return gzipSync(Buffer.concat(chunks), { level: 9 });
+  // node's gzip writes no name and a zero time into its header; off the main thread, so
+  // another target compiles meanwhile
+  return new Uint8Array(await promisify(gzip)(Buffer.concat(chunks), { level: 9 }));
 }
 
 export function zip(name: string, bytes: Uint8Array, mtime: Date): Uint8Array {

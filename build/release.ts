@@ -37,7 +37,10 @@ const sha256 = (bytes: Uint8Array) => new Bun.CryptoHasher("sha256").update(byte
 const sums: [string, string][] = [];
 const sizes: { target: string; file: number; archive: number }[] = [];
 
-for (const target of targets) {
+/** Targets built at once: compiling and compressing each take a core, and the two overlap. */
+const JOBS = 2;
+
+async function buildTarget(target: (typeof targets)[number]): Promise<void> {
   const file = releaseFileName(version, target);
   const started = performance.now();
   await compile({ target, outfile: join(outdir, file), info, bytecode: !values["no-bytecode"] });
@@ -50,6 +53,14 @@ for (const target of targets) {
   sizes.push({ target: target.name, file: bytes.length, archive: archive.length });
   console.log(`${file}  ${mib(bytes.length)}  ${archiveName}  ${mib(archive.length)}  (${Math.round(performance.now() - started)} ms)`);
 }
+
+const queue = [...targets];
+await Promise.all(
+  Array.from({ length: JOBS }, async () => {
+    for (let next = queue.shift(); next; next = queue.shift()) await buildTarget(next);
+  }),
+);
+sizes.sort((a, b) => targets.findIndex((t) => t.name === a.target) - targets.findIndex((t) => t.name === b.target));
 
 copyFileSync(join(ROOT, "install.sh"), join(outdir, "install.sh"));
 sums.push(["install.sh", sha256(readFileSync(join(outdir, "install.sh")))]);
