@@ -85,6 +85,22 @@ function declaredLength(headers: [string, string][]): number | undefined {
   return Number(values[0]);
 }
 
+/**
+ * The body of a HEAD answer whose head gave no length. Bun writes
+ * `Content-Length: 0` for a HEAD answer with no body, or one whose body is
+ * done at once, which tells a client that sizes files by HEAD that they are
+ * empty; a body that ends a moment later makes it send the head as the
+ * service did, without a length (and, HEAD being HEAD, no body).
+ */
+function lengthlessHeadBody(): ReadableStream<Uint8Array> {
+  return new ReadableStream({
+    async pull(controller) {
+      await new Promise((resolve) => setImmediate(resolve)); // after Bun has written the head
+      controller.close();
+    },
+  });
+}
+
 export async function forwardHttp(req: Request, url: URL, tunnel: Tunnel, ctx: ForwardContext): Promise<Response> {
   let streaming = false;
   try {
@@ -124,6 +140,9 @@ async function respond(req: Request, url: URL, tunnel: Tunnel, ctx: ForwardConte
   const bodyless = req.method === "HEAD" || NO_BODY_STATUS.has(head.status);
   if (bodyless) {
     stream.onData = (chunk) => stream.consumed(chunk.byteLength);
+    if (req.method === "HEAD" && !NO_BODY_STATUS.has(head.status) && declaredLength(head.headers) === undefined) {
+      return new Response(lengthlessHeadBody(), { status: head.status, headers: toHeaders(head.headers) });
+    }
     return new Response(null, { status: head.status, headers: toHeaders(head.headers) });
   }
   const length = declaredLength(head.headers);

@@ -23,7 +23,7 @@ interface RawResponse {
 
 const header = (r: RawResponse, name: string) => r.headers.find(([n]) => n === name)?.[1];
 
-function parseResponse(raw: Buffer): RawResponse {
+function parseResponse(raw: Buffer, method = "GET"): RawResponse {
   const end = raw.indexOf("\r\n\r\n");
   if (end < 0) throw new Error(`no complete response head in ${JSON.stringify(raw.toString("latin1").slice(0, 200))}`);
   const [statusLine, ...lines] = raw.subarray(0, end).toString("latin1").split("\r\n");
@@ -34,7 +34,8 @@ function parseResponse(raw: Buffer): RawResponse {
   });
   let body = raw.subarray(end + 4);
   const chunked = headers.some(([n, v]) => n === "transfer-encoding" && /chunked/i.test(v));
-  if (chunked) {
+  if (method === "HEAD") body = Buffer.alloc(0); // a HEAD answer has a head only, whatever it says of a body
+  else if (chunked) {
     const parts: Buffer[] = [];
     let at = 0;
     for (;;) {
@@ -76,7 +77,7 @@ function rawRequest(
     socket.on("close", () => {
       clearTimeout(timer);
       try {
-        resolve(parseResponse(Buffer.concat(chunks)));
+        resolve(parseResponse(Buffer.concat(chunks), opts.method));
       } catch (err) {
         reject(err);
       }
@@ -281,6 +282,15 @@ describe("responses reach the visitor unchanged", () => {
     const res = await visit("fid", { method: "HEAD", path: "/fixed" });
     expect(res.status).toBe(200);
     expect(header(res, "content-length")).toBe(String(FIXED_BODY.byteLength));
+    expect(res.body.byteLength).toBe(0);
+  });
+
+  test("a HEAD answer without a length gains none on the way (no Content-Length: 0 that would say the body is empty)", async () => {
+    const direct = await rawRequest(upstream.port!, { method: "HEAD", path: "/streamed", host: "127.0.0.1" });
+    expect(header(direct, "content-length")).toBeUndefined();
+    const res = await visit("fid", { method: "HEAD", path: "/streamed" });
+    expect(res.status).toBe(200);
+    expect(header(res, "content-length")).toBeUndefined();
     expect(res.body.byteLength).toBe(0);
   });
 
