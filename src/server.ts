@@ -73,6 +73,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       redirect: certificates && { port: config.httpPort, challenge: (path) => certificates!.answerChallenge(path) },
       wantCertificate: certificates && ((host) => certificates!.want(host)),
       responseTimeoutMs: config.responseTimeoutMs,
+      maxResponseTimeoutMs: config.maxResponseTimeoutMs,
       publicUrl: config.publicUrl,
       agentPort: config.agentPort,
       idleTimeoutS: config.idleTimeoutS,

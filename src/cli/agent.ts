@@ -20,6 +20,7 @@ const HTTP_FLAGS: Record<string, FlagSpec> = {
   subdomain: { type: "string" },
   "skip-warning": { type: "boolean" },
   "host-header": { type: "string" },
+  "response-timeout": { type: "string" },
 };
 
 const TCP_FLAGS: Record<string, FlagSpec> = { ...COMMON, "remote-port": { type: "string" } };
@@ -122,6 +123,12 @@ export async function httpCommand(argv: string[]): Promise<number> {
   target.hostHeader = hostHeader;
   const subdomain = values.subdomain as string | undefined;
   const tunnel: TunnelRequest = { protocol: "http", subdomain, skipWarning: Boolean(values["skip-warning"]) };
+  const timeout = values["response-timeout"] as string | undefined;
+  if (timeout !== undefined) {
+    const seconds = /^[0-9]{1,5}(\.[0-9]+)?$/.test(timeout) ? Number(timeout) : Number.NaN;
+    if (!(seconds >= 0.1 && seconds <= 86_400)) throw new UsageError(`--response-timeout must be a number of seconds from 0.1 to 86400 (got '${timeout}')`);
+    tunnel.responseTimeout = seconds;
+  }
   return runAgent(tunnel, target, values);
 }
 

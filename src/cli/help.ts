@@ -41,6 +41,9 @@ Flags:
   --skip-warning          no browser warning page (if your account allows it)
   --host-header H         'rewrite' sends the local address as Host; any other
                           value is sent as is (default: the visitor's Host)
+  --response-timeout S    how long the edge waits for your service's answer
+                          before its 502 page, up to the server's
+                          --max-response-timeout (default: the server's)
 ${AGENT_COMMON}
 `;
 
@@ -82,6 +85,8 @@ Flags:
   --tls-cert FILE         serve the public port over HTTPS with this certificate
   --tls-key FILE          (PEM; a wildcard for *.D and D) and its key
   --response-timeout S    seconds to wait for a local service's answer (default ${d["response-timeout"]})
+  --max-response-timeout S  the longest an agent may ask for with
+                          burrow http --response-timeout             (default ${d["max-response-timeout"]})
   --idle-timeout S        seconds an idle keep-alive visitor connection stays
                           open; requests in flight are never cut     (default ${d["idle-timeout"]})
   --public-url URL        how visitors reach the public port when a proxy in front

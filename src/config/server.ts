@@ -36,6 +36,7 @@ export const SERVER_DEFAULTS = {
   "acme-retry-min": "60",
   "dns-rate": "10",
   "dns-total-rate": "500",
+  "max-response-timeout": "600",
 } as const;
 
 export const SERVER_FLAGS: Record<keyof typeof SERVER_DEFAULTS, FlagSpec> = {
@@ -68,6 +69,7 @@ export const SERVER_FLAGS: Record<keyof typeof SERVER_DEFAULTS, FlagSpec> = {
   "acme-retry-min": { type: "string", env: true },
   "dns-rate": { type: "string", env: true },
   "dns-total-rate": { type: "string", env: true },
+  "max-response-timeout": { type: "string", env: true },
 };
 
 export interface ServerConfig {
@@ -83,6 +85,8 @@ export interface ServerConfig {
   tls?: { cert: string; key: string };
   /** How long the edge waits for a local service's response head. */
   responseTimeoutMs: number;
+  /** The longest an agent may ask the edge to wait for its service (burrow http --response-timeout). */
+  maxResponseTimeoutMs: number;
   /** How visitors reach the public port when a proxy in front changes scheme or port (--public-url). */
   publicUrl?: { scheme: "http" | "https"; port: number };
   /** Where the admin API listens; loopback unless told otherwise (it holds every secret). */
@@ -207,6 +211,7 @@ const Schema = v.object({
   "acme-retry-min": count("acme-retry-min"),
   "dns-rate": count("dns-rate"),
   "dns-total-rate": count("dns-total-rate"),
+  "max-response-timeout": count("max-response-timeout"),
 });
 
 /** --public-url: an http(s) URL whose host is the --domain; only its scheme and port are kept. */
@@ -254,6 +259,8 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     systemSubdomains: o["system-subdomains"],
     tls: o["tls-cert"] ? { cert: o["tls-cert"], key: o["tls-key"] } : undefined,
     responseTimeoutMs: o["response-timeout"] * 1000,
+    // never below the default: an agent may always ask for what everyone gets
+    maxResponseTimeoutMs: Math.max(o["max-response-timeout"], o["response-timeout"]) * 1000,
     publicUrl: parsePublicUrl(o["public-url"], o.domain),
     adminHost: o["admin-host"],
     idleTimeoutS: o["idle-timeout"],

@@ -36,6 +36,8 @@ export interface EdgeContext {
   directPort?(): number | undefined;
   /** Failed handshakes per client address; undefined: none are counted. */
   handshakes?: HandshakeGuard;
+  /** The longest response timeout an agent may ask for a tunnel; undefined: none may be asked. */
+  maxResponseTimeoutMs?: number;
 }
 
 export interface AgentSocketData {
@@ -129,6 +131,13 @@ export class AgentConnection implements AgentLink {
     if (this.ready) this.edge.registry.detach(this.sessionId, true);
   }
 
+  /** What the agent asked to wait for its service, in ms, held to the server's maximum. */
+  private responseTimeout(askedS: number | undefined): number | undefined {
+    const max = this.edge.maxResponseTimeoutMs;
+    if (askedS === undefined || max === undefined) return undefined;
+    return Math.min(Math.round(askedS * 1000), max);
+  }
+
   private control(type: FrameTypeValue, payload: Uint8Array): void {
     switch (type) {
       case FrameType.HELLO: {
@@ -183,17 +192,21 @@ export class AgentConnection implements AgentLink {
       this.userId = admitted.user.id;
       this.tokenId = admitted.token.id;
       const owner = { userId: admitted.user.id, username: admitted.user.username, tokenId: admitted.token.id };
-      const tunnels = admitted.tunnels.map((plan) => {
+      const tunnels = admitted.tunnels.map((plan, i) => {
         const want = plan.protocol === "http" ? { subdomain: plan.subdomain } : { port: plan.port };
         const back = registry.reclaimable(owner.tokenId, want, admitted.resume);
+        const asked = hello.tunnels[i];
+        const timeout = asked?.protocol === "http" ? this.responseTimeout(asked.responseTimeout) : undefined;
         if (back) {
           if (plan.protocol === "http") back.skipWarning = plan.skipWarning;
+          back.responseTimeoutMs = timeout;
           return back;
         }
         const t =
           plan.protocol === "http"
             ? registry.newTunnel("http", { subdomain: plan.subdomain }, owner, plan.skipWarning)
             : ports.bind(plan.port, (port) => registry.newTunnel("tcp", { port }, owner, false));
+        t.responseTimeoutMs = timeout;
         created.push(t);
         return t;
       });

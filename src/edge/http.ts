@@ -9,8 +9,8 @@ import type { Stream } from "../protocol/mux.ts";
 import { collect, pipeInto, readableFrom } from "../protocol/pipes.ts";
 import { headerList, toHeaders } from "../relay/headers.ts";
 import { log } from "../log.ts";
-import { badGatewayPage } from "./pages.ts";
-import { awaitReply, goneSinceReply } from "./replies.ts";
+import { badGatewayPage, slowServicePage } from "./pages.ts";
+import { awaitReply, goneSinceReply, ResponseTimeout } from "./replies.ts";
 import type { Tunnel } from "./registry.ts";
 
 /** Request headers the edge sets itself. */
@@ -22,6 +22,8 @@ export interface ForwardContext {
   secure: boolean;
   host: string;
   responseTimeoutMs: number;
+  /** The longest an agent may ask the edge to wait for its service (--max-response-timeout). */
+  maxResponseTimeoutMs: number;
   /**
    * Called once the response is complete (its last byte handed to Bun): the
    * connection then becomes idle and the idle timeout applies again.
@@ -123,7 +125,7 @@ async function respond(req: Request, url: URL, tunnel: Tunnel, ctx: ForwardConte
   let head: ResponseHead;
   try {
     // the visitor leaving while it waits resets the stream; after the head, the body's cancel does
-    const parsed = readResponseHead(await awaitReply(stream, ctx.responseTimeoutMs, req));
+    const parsed = readResponseHead(await awaitReply(stream, tunnel.responseTimeoutMs ?? ctx.responseTimeoutMs, req));
     if (typeof parsed === "string") {
       stream.reset();
       return badGatewayPage(ctx.host, parsed);
@@ -131,6 +133,7 @@ async function respond(req: Request, url: URL, tunnel: Tunnel, ctx: ForwardConte
     head = parsed;
   } catch (err) {
     log.info("tunnel request failed", { tunnel: ctx.host, path: url.pathname, err: (err as Error).message });
+    if (err instanceof ResponseTimeout) return slowServicePage(ctx.host, Math.round(err.timeoutMs / 1000), Math.round(ctx.maxResponseTimeoutMs / 1000));
     return badGatewayPage(ctx.host, (err as Error).message);
   }
   tunnel.countOut(stream.metaBytes - openBytes);

@@ -64,6 +64,18 @@ export function badGatewayPage(host: string, why: string): Response {
   );
 }
 
+/** The 502 for a service that took too long: slow but maybe healthy, so say how to wait longer. */
+export function slowServicePage(host: string, waitedS: number, maxS: number): Response {
+  return page(
+    502,
+    "Local service too slow",
+    `<div class="status">502</div><h1>The tunnel's local service took too long</h1>
+<p>The tunnel <code>${escapeHtml(host)}</code> is up and its service took the request, but it did not answer within ${waitedS} s.</p>
+<p>If this is your tunnel and the service is slow on purpose (a long poll, a big report), let the edge wait longer:
+<code>burrow http PORT --response-timeout S</code>, up to ${maxS} s on this server.</p>`,
+  );
+}
+
 export function warningPage(host: string, username: string, continueUrl: string): Response {
   return page(
     200,

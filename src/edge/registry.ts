@@ -27,6 +27,8 @@ export interface AgentLink {
 }
 
 export class Tunnel {
+  /** What its agent asked to wait for a response head (capped by the edge); undefined: the server's --response-timeout. */
+  responseTimeoutMs?: number;
   readonly id = crypto.randomUUID();
   agent: AgentLink | null = null;
   connectedAt = new Date();

@@ -22,6 +22,13 @@ interface Waiting {
   reject(err: Error): void;
 }
 
+/** The local service gave no response head in time: slow or stuck, not refused. */
+export class ResponseTimeout extends Error {
+  constructor(readonly timeoutMs: number) {
+    super(`it did not answer within ${Math.round(timeoutMs / 1000)} s`);
+  }
+}
+
 const waiting = new Set<Waiting>();
 let sweeper: ReturnType<typeof setInterval> | undefined;
 
@@ -31,7 +38,7 @@ function sweep(): void {
     if (now >= w.deadline) {
       waiting.delete(w);
       // reject before the reset, whose listener would otherwise give the reason as a closed tunnel
-      w.reject(new Error(`it did not answer within ${Math.round(w.timeoutMs / 1000)} s`));
+      w.reject(new ResponseTimeout(w.timeoutMs));
       w.stream.reset();
     } else if (w.stream.peerEnded) {
       // the agent ended the stream without a REPLY (a REPLY with FIN is delivered before its FIN):

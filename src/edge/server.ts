@@ -44,6 +44,8 @@ export interface EdgeOptions {
   /** With ACME: a name that is reserved or has a live tunnel (`<name>.<domain>`) may get its own certificate. */
   wantCertificate?(host: string): void;
   responseTimeoutMs: number;
+  /** The longest response timeout an agent may ask for its tunnel. */
+  maxResponseTimeoutMs: number;
   /** Scheme and port visitors use, when a proxy in front differs from what the edge listens on. */
   publicUrl?: { scheme: "http" | "https"; port: number };
   /** The direct port for agents (0: any free one); undefined: agents stay on the WebSocket. */
@@ -135,6 +137,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     httpUrl: (sub) => `${scheme}://${sub}.${domain}${portSuffix()}`,
     tcpAddress: (port) => `${domain}:${port}`,
     directPort: () => direct?.port,
+    maxResponseTimeoutMs: opts.maxResponseTimeoutMs,
     handshakes: new HandshakeGuard(opts.handshakeLimit, () => core.clock.now().getTime()),
   };
 
@@ -155,6 +158,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     trustedProxies: opts.trustedProxies,
     idleTimeoutS: opts.idleTimeoutS,
     responseTimeoutMs: opts.responseTimeoutMs,
+    maxResponseTimeoutMs: opts.maxResponseTimeoutMs,
     startedAt,
     heldAtStart,
     admitAgent: (address) => {

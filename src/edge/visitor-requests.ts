@@ -43,6 +43,7 @@ export interface VisitorDeps {
   trustedProxies: TrustedProxies;
   idleTimeoutS: number;
   responseTimeoutMs: number;
+  maxResponseTimeoutMs: number;
   startedAt: number;
   /** Names held at start for the agents of the server before. */
   heldAtStart: Set<string>;
@@ -141,6 +142,7 @@ export function visitorFetch(deps: VisitorDeps) {
       secure: deps.secure,
       host: hostHeader,
       responseTimeoutMs: deps.responseTimeoutMs,
+      maxResponseTimeoutMs: deps.maxResponseTimeoutMs,
       connKey: visit.key,
       finished: () => {
         if (visit.ended) return;

@@ -63,7 +63,7 @@ export async function upgradeWebSocket(
   if (!stream) return badGatewayPage(ctx.host, "its agent is reconnecting or busy");
   let protocol: string | undefined;
   try {
-    const reply = v.safeParse(WsReply, await awaitReply(stream, ctx.responseTimeoutMs, req));
+    const reply = v.safeParse(WsReply, await awaitReply(stream, tunnel.responseTimeoutMs ?? ctx.responseTimeoutMs, req));
     protocol = reply.success ? reply.output.protocol : undefined;
   } catch (err) {
     return badGatewayPage(ctx.host, (err as Error).message);

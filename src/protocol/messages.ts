@@ -16,6 +16,8 @@ export const TunnelRequest = v.variant("protocol", [
     protocol: v.literal("http"),
     subdomain: v.optional(v.pipe(v.string(), v.maxLength(253))),
     skipWarning: v.optional(v.boolean()),
+    /** Seconds the edge waits for the local service's answer, asked by the agent (the edge caps it). */
+    responseTimeout: v.optional(v.pipe(v.number(), v.minValue(0.1), v.maxValue(86_400))),
   }),
   v.object({
     protocol: v.literal("tcp"),

@@ -1,0 +1,84 @@
+/**
+ * A tunnel's own response timeout: the agent asks for one (burrow http
+ * --response-timeout), the edge holds it to --max-response-timeout, and a
+ * service that is slow gets a 502 page that says so and how to wait longer,
+ * unlike one that is down.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { signedIn } from "../harness/admin.ts";
+import { startAgent, tunnelFetch } from "../harness/agent.ts";
+import { burrowCommand, startServer, type TestServer } from "../harness/server.ts";
+
+let server: TestServer;
+let token: string;
+/** Answers /wait/<ms> after that many milliseconds. */
+const slow = Bun.serve({
+  hostname: "127.0.0.1",
+  port: 0,
+  async fetch(req) {
+    const ms = Number(new URL(req.url).pathname.split("/")[2] ?? 0);
+    await Bun.sleep(ms);
+    return new Response(`answered after ${ms} ms`);
+  },
+});
+
+beforeAll(async () => {
+  server = await startServer({ args: ["--response-timeout", "1", "--max-response-timeout", "3"] });
+  const api = await signedIn(server);
+  token = await api.createToken(await api.createUser("slow-user"));
+});
+afterAll(async () => {
+  await server?.stop();
+  slow.stop(true);
+});
+
+test("without asking, the server's --response-timeout applies, and the 502 page says the service was slow and how to wait longer", async () => {
+  await using agent = await startAgent({ kind: "http", target: slow.port!, server: server.edgeUrl, token, args: ["--subdomain", "plain"] });
+  const res = await tunnelFetch(server.edgePort, "plain", "/wait/1800");
+  expect(res.status).toBe(502);
+  const page = await res.text();
+  expect(page).toContain("took too long");
+  expect(page).toContain("within 1 s");
+  expect(page).toContain("--response-timeout S</code>, up to 3 s");
+  expect(agent.output.text()).toContain("Forwarding");
+});
+
+test("an agent that asks for longer gets it: a 1.8 s answer arrives", async () => {
+  await using agent = await startAgent({ kind: "http", target: slow.port!, server: server.edgeUrl, token, args: ["--subdomain", "patient", "--response-timeout", "2.5"] });
+  const res = await tunnelFetch(server.edgePort, "patient", "/wait/1800");
+  expect(res.status).toBe(200);
+  expect(await res.text()).toBe("answered after 1800 ms");
+  expect(agent.output.text()).toContain("Forwarding");
+});
+
+test("what an agent asks is held to --max-response-timeout", async () => {
+  await using agent = await startAgent({ kind: "http", target: slow.port!, server: server.edgeUrl, token, args: ["--subdomain", "greedy", "--response-timeout", "100"] });
+  const started = performance.now();
+  const res = await tunnelFetch(server.edgePort, "greedy", "/wait/5000");
+  const took = performance.now() - started;
+  expect(res.status).toBe(502);
+  expect(await res.text()).toContain("within 3 s");
+  expect(took).toBeGreaterThan(2_500);
+  expect(took).toBeLessThan(4_900);
+  expect(agent.output.text()).toContain("Forwarding");
+}, 15_000);
+
+test("a service that is down still gets the page that says so, not the slow one", async () => {
+  const gone = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  const port = gone.port;
+  gone.stop(true);
+  await using agent = await startAgent({ kind: "http", target: port, server: server.edgeUrl, token, args: ["--subdomain", "down", "--response-timeout", "2"] });
+  const res = await tunnelFetch(server.edgePort, "down", "/");
+  expect(res.status).toBe(502);
+  const page = await res.text();
+  expect(page).not.toContain("took too long");
+  expect(page).toContain("check that your service is running");
+  expect(agent.output.text()).toContain("Forwarding");
+});
+
+test.each(["0", "-1", "soon", "86401"])("--response-timeout %p is a usage error: one line, exit 2", (value) => {
+  const run = Bun.spawnSync([...burrowCommand(), "http", "3000", "--server", server.edgeUrl, "--token", token, "--response-timeout", value], { stdout: "pipe", stderr: "pipe" });
+  expect(run.exitCode).toBe(2);
+  expect(run.stderr.toString().trim().split("\n")).toHaveLength(1);
+  expect(run.stderr.toString()).toContain("--response-timeout");
+});
