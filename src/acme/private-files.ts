@@ -7,6 +7,7 @@
 import { randomBytes } from "node:crypto";
 import { chmodSync, closeSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
 import { dirname } from "node:path";
+import { syncDirectory } from "../durable.ts";
 
 export const PRIVATE_DIR_MODE = 0o700;
 export const PRIVATE_FILE_MODE = 0o600;
@@ -36,18 +37,5 @@ export function writePrivateFile(path: string, data: string): void {
     rmSync(tmp, { force: true });
     throw err;
   }
-  syncDir(dirname(path));
-}
-
-/** Makes the rename itself durable (where the platform allows opening a directory). */
-function syncDir(dir: string): void {
-  let fd: number | undefined;
-  try {
-    fd = openSync(dir, "r");
-    fsyncSync(fd);
-  } catch {
-    // not supported here (Windows): the rename is still atomic, only its durability is the OS's
-  } finally {
-    if (fd !== undefined) closeSync(fd);
-  }
+  syncDirectory(dirname(path));
 }

@@ -10,8 +10,9 @@
  * copy never passes for a backup. It never replaces an existing file.
  */
 import type { Database } from "bun:sqlite";
-import { chmodSync, closeSync, existsSync, fsyncSync, linkSync, openSync, readdirSync, renameSync, statSync, unlinkSync } from "node:fs";
+import { chmodSync, existsSync, linkSync, readdirSync, renameSync, statSync, unlinkSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
+import { syncDirectory, syncFile } from "../durable.ts";
 
 /** Marks the name a copy has while it is written, for sweepStaleCopies to recognise. */
 const PARTIAL = ".partial-";
@@ -45,7 +46,7 @@ export function copyDatabase(sqlite: Database, target: string): number {
   try {
     snapshot(sqlite, partial);
     chmodSync(partial, 0o600); // it holds password and token hashes, wherever it is written
-    syncFile(partial);
+    syncFile(partial); // SQLite does not sync what VACUUM INTO writes: a backup a power cut can tear is no backup
     publish(partial, target);
     syncDirectory(dir);
     return statSync(target).size;
@@ -71,29 +72,6 @@ function publish(partial: string, target: string): void {
     if (code !== "EPERM" && code !== "ENOTSUP" && code !== "EOPNOTSUPP" && code !== "ENOSYS") throw err;
     if (existsSync(target)) throw new CopyError("TARGET_EXISTS", `${target} already exists; it is never overwritten`);
     renameSync(partial, target);
-  }
-}
-
-/** SQLite does not sync what VACUUM INTO writes; a backup that a power cut can tear is no backup. */
-function syncFile(path: string): void {
-  const fd = openSync(path, "r");
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/** Makes the new name itself durable; not every platform lets a directory be synced, which is then skipped. */
-function syncDirectory(dir: string): void {
-  let fd: number | undefined;
-  try {
-    fd = openSync(dir, "r");
-    fsyncSync(fd);
-  } catch {
-    // e.g. Windows: directories cannot be opened this way
-  } finally {
-    if (fd !== undefined) closeSync(fd);
   }
 }
 
