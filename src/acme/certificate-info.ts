@@ -70,3 +70,8 @@ export function renewalTime(info: Pick<CertificateInfo, "notBefore" | "notAfter"
   const lifetime = info.notAfter.getTime() - info.notBefore.getTime();
   return new Date(info.notBefore.getTime() + Math.floor((lifetime * 2) / 3));
 }
+
+/** Whether a certificate is within its validity at `now` (ms since the epoch). */
+export function validAt(info: Pick<CertificateInfo, "notBefore" | "notAfter">, now: number): boolean {
+  return info.notBefore.getTime() <= now && now < info.notAfter.getTime();
+}

@@ -21,7 +21,7 @@ import { join } from "node:path";
 import { systemClock, type Clock } from "../core/clock.ts";
 import { log } from "../log.ts";
 import { acmeDir } from "./account.ts";
-import { nameCovers, readCertificate, type CertificateInfo } from "./certificate-info.ts";
+import { nameCovers, readCertificate, validAt, type CertificateInfo } from "./certificate-info.ts";
 import { failureOf, type AcmeFailure, type AcmeResult } from "./errors.ts";
 import { ensurePrivateDir, writePrivateFile } from "./private-files.ts";
 
@@ -156,7 +156,7 @@ export class CertificateStore {
     for (const cert of this.certs.values()) {
       const exact = cert.names.includes(name);
       if (!exact && !cert.names.some((n) => nameCovers(n, name))) continue;
-      const valid = cert.notBefore.getTime() <= now && now < cert.notAfter.getTime();
+      const valid = validAt(cert, now);
       const rank = [valid ? 1 : 0, exact ? 1 : 0, cert.notAfter.getTime()];
       if (!best || compareRanks(rank, bestRank) > 0) {
         best = cert;

@@ -23,6 +23,7 @@ import type { TlsEntry, TlsSource } from "../edge/tls-source.ts";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { acmeDir, type AccountOptions } from "./account.ts";
+import { validAt } from "./certificate-info.ts";
 import { CertificateStore } from "./certificate-store.ts";
 import { ChallengeRecords } from "./challenge-records.ts";
 import { dns01Solver, DNS01_LABEL } from "./dns01.ts";
@@ -140,7 +141,7 @@ export class AcmeCertificates implements TlsSource {
 
   entries(): TlsEntry[] {
     const now = this.clock.now().getTime();
-    const valid = this.store.all().filter((c) => c.notBefore.getTime() <= now && now < c.notAfter.getTime());
+    const valid = this.store.all().filter((c) => validAt(c, now));
     const wildcard = valid.find((c) => c.names.includes(`*.${this.settings.domain}`));
     const first = wildcard ? { cert: wildcard.certPem, key: wildcard.keyPem } : this.fallback;
     const named: TlsEntry[] = [];
@@ -207,7 +208,7 @@ export class AcmeCertificates implements TlsSource {
   private covered(name: string): boolean {
     const cert = this.store.pick(name);
     const now = this.clock.now().getTime();
-    return cert !== undefined && cert.notBefore.getTime() <= now && now < cert.notAfter.getTime();
+    return cert !== undefined && validAt(cert, now);
   }
 
   /** The wildcard was asked for and its last attempt failed (e.g. the NS record is not there yet). */
