@@ -73,8 +73,7 @@ function open(): Promise<boolean> {
     const agent = new Agent({
       server: values.server!,
       token: values.token!,
-      tunnel: { protocol: "http", subdomain: randomName() },
-      target: { host, port: Number(port) },
+      tunnels: [{ name: "http", request: { protocol: "http", subdomain: randomName() }, target: { host, port: Number(port) } }],
       out,
     });
     agents.push(agent);

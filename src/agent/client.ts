@@ -24,11 +24,13 @@ import {
   type FrameTypeValue,
 } from "../protocol/wire.ts";
 import { VERSION } from "../version.ts";
-import { serveHttpStream, type LocalTarget } from "./http.ts";
+import { localAuthority, type LocalTarget } from "./http.ts";
 import { directLink, webSocketLink, type Link } from "./links.ts";
+import type { AgentOutput, TunnelView } from "./output.ts";
+import { serveStream } from "./serve-stream.ts";
 import { openSocksBridge, type SocksBridge } from "./socks.ts";
-import { serveTcpStream } from "./tcp.ts";
-import { serveWebSocketStream } from "./websocket.ts";
+
+export type { AgentOutput } from "./output.ts";
 
 /** Refusals that no retry can fix: the agent exits. */
 export const FATAL_CODES = new Set([
@@ -61,25 +63,24 @@ const DIRECT_CONNECT_TIMEOUT_MS = 3_000;
 /** How long the agent waits for READY (or a refusal) on the direct port before it stays on the WebSocket. */
 const DIRECT_ANSWER_TIMEOUT_MS = 5_000;
 
+/** One tunnel the agent keeps open: what to ask the edge for, and where its streams go. */
+export interface AgentTunnel {
+  /** The user's name for it (a burrow.yml key; "http" or "tcp" for the one-tunnel commands). */
+  name: string;
+  request: TunnelRequest;
+  target: LocalTarget;
+  /** Its HTTP requests go to the inspector (when there is one). */
+  inspect?: boolean;
+}
+
 export interface AgentOptions {
   server: string;
   token: string;
-  tunnel: TunnelRequest;
-  target: LocalTarget;
+  /** At least one, at most 16 (HELLO's limit); all asked for in one HELLO, over one connection. */
+  tunnels: AgentTunnel[];
   proxy?: string;
   insecure?: boolean;
   out: AgentOutput;
-}
-
-/** Everything the agent tells the person running it. */
-export interface AgentOutput {
-  ready(r: Ready): void;
-  request(line: { method: string; path: string; status: number | string; ms: number }): void;
-  connection(line: { remote: string; event: "open" | "close"; bytesIn?: number; bytesOut?: number }): void;
-  reconnecting(why: string, inMs: number, attempt: number): void;
-  /** Something worth a line that changes nothing for the tunnels. */
-  notice?(message: string): void;
-  refused(code: string, message: string): void;
 }
 
 type Outcome =
@@ -104,11 +105,18 @@ export class Agent {
   private wake?: () => void;
   /** Connections the edge said DRAIN on, finishing their streams; closed on stop(). */
   private readonly draining = new Set<Link>();
-  /** What to ask for on reconnect: the name or port the server gave last time. */
-  private request: TunnelRequest;
+  /**
+   * The tunnels still asked for, each with what to ask on reconnect: the
+   * name or port the server gave last time. A tunnel the server refused on
+   * its own (burrow start) leaves this list.
+   */
+  private tunnels: AgentTunnel[];
+  /** The granted tunnels of the current session, by the edge's id (OPEN names it). */
+  private live = new Map<string, TunnelView>();
 
   constructor(private readonly opts: AgentOptions) {
-    this.request = { ...opts.tunnel };
+    if (opts.tunnels.length === 0) throw new Error("an agent needs at least one tunnel");
+    this.tunnels = opts.tunnels.map((t) => ({ ...t, request: { ...t.request } }));
   }
 
   /** Runs until a fatal refusal (exit code 1) or stop() (exit code 0). */
@@ -311,6 +319,7 @@ export class Agent {
           if (code === WireError.PROTOCOL_ERROR) finish({ kind: "refused", code, message, ours: true });
           link.close();
         },
+        onPong: (ms) => this.opts.out.latency?.(ms),
       });
       this.mux = mux;
       const detach = () => {
@@ -345,7 +354,9 @@ export class Agent {
         mux.sendControl(FrameType.HELLO, {
           version: PROTOCOL_VERSION,
           token: this.opts.token,
-          tunnels: [this.request],
+          tunnels: this.tunnels.map((t) => t.request),
+          // several tunnels: the edge grants those it can and names the refused ones in READY
+          partial: this.tunnels.length > 1 || undefined,
           proxy: Boolean(this.opts.proxy),
           resume: this.session,
           agent: `burrow/${VERSION}`,
@@ -367,11 +378,9 @@ export class Agent {
       if (!parsed.success) throw new ProtocolError(`bad READY: ${parsed.issues[0]?.message}`);
       const ready = parsed.output;
       this.session = ready.session;
-      const granted = ready.tunnels[0];
-      if (granted?.protocol === "http") this.request = { ...this.request, protocol: "http", subdomain: granted.subdomain } as TunnelRequest;
-      if (granted?.protocol === "tcp") this.request = { protocol: "tcp", port: granted.port };
+      this.takeGrants(ready);
       markReady();
-      this.opts.out.ready(ready);
+      this.opts.out.ready({ username: ready.username, session: ready.session, server: this.opts.server, tunnels: [...this.live.values()] });
     } else if (type === FrameType.MOVE) {
       const parsed = v.safeParse(Move, parseJsonPayload(payload, "MOVE"));
       if (!parsed.success) throw new ProtocolError(`bad MOVE: ${parsed.issues[0]?.message}`);
@@ -383,29 +392,51 @@ export class Agent {
     }
   }
 
+  /**
+   * READY's grants matched to the tunnels asked for: by `index` when the
+   * edge gives one (several tunnels), else in order. Refused tunnels are
+   * reported by name and dropped; the others remember the name or port they
+   * got, to ask for it again on reconnect.
+   */
+  private takeGrants(ready: Ready): void {
+    const asked = this.tunnels;
+    const refusedAt = new Map((ready.refused ?? []).map((r) => [r.index, r]));
+    const grants = new Map<number, Ready["tunnels"][number]>();
+    ready.tunnels.forEach((g, i) => grants.set(g.index ?? i, g));
+    this.live = new Map();
+    const kept: AgentTunnel[] = [];
+    asked.forEach((t, i) => {
+      const g = grants.get(i);
+      if (!g || g.protocol !== t.request.protocol) {
+        const r = refusedAt.get(i);
+        this.opts.out.tunnelRefused?.(t.name, r?.code ?? WireError.PROTOCOL_ERROR, r?.message ?? "the server granted no tunnel for it");
+        return;
+      }
+      if (g.protocol === "http" && t.request.protocol === "http") t.request = { ...t.request, subdomain: g.subdomain };
+      if (g.protocol === "tcp" && t.request.protocol === "tcp") t.request = { protocol: "tcp", port: g.port };
+      kept.push(t);
+      this.live.set(g.id, {
+        name: t.name,
+        id: g.id,
+        protocol: g.protocol,
+        subdomain: g.subdomain,
+        port: g.port,
+        url: g.url,
+        local: `${t.target.tls ? "https://" : ""}${localAuthority(t.target)}`,
+        target: t.target,
+        inspect: t.inspect ?? true,
+      });
+    });
+    this.tunnels = kept;
+  }
+
   private serve(stream: Stream): void {
     const meta = readOpenMeta(stream.meta);
     if (!meta) return stream.reset(WireError.PROTOCOL_ERROR);
-    const target = this.opts.target;
-    // one visitor's failure (a header the platform refuses, a local socket error) ends that
-    // stream, never the agent
-    const failed = (err: unknown) => stream.reset(`${WireError.UPSTREAM_FAILED} ${String((err as Error)?.message ?? err).slice(0, 100)}`);
-    try {
-      if (meta.kind === "http" && meta.head) {
-        serveHttpStream(stream, meta, target, (line) => this.opts.out.request(line)).catch(failed);
-      } else if (meta.kind === "ws" && meta.head) {
-        serveWebSocketStream(stream, meta, target, () =>
-          this.opts.out.request({ method: "GET", path: meta.head!.path, status: "101 websocket", ms: 0 }),
-        );
-      } else if (meta.kind === "tcp") {
-        this.opts.out.connection({ remote: meta.remote, event: "open" });
-        serveTcpStream(stream, target, (b) => this.opts.out.connection({ remote: meta.remote, event: "close", bytesIn: b.in, bytesOut: b.out })).catch(failed);
-      } else {
-        stream.reset(WireError.PROTOCOL_ERROR);
-      }
-    } catch (err) {
-      failed(err);
-    }
+    // an edge that predates tunnel ids in OPEN, or a one-tunnel session: the only tunnel
+    const tunnel = this.live.get(meta.tunnel) ?? (this.live.size === 1 ? this.live.values().next().value : undefined);
+    if (!tunnel) return stream.reset(WireError.PROTOCOL_ERROR);
+    serveStream(stream, meta, tunnel, this.opts.out);
   }
 }
 

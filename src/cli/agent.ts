@@ -1,14 +1,15 @@
 /** `burrow http` and `burrow tcp`: parse, connect, print, reconnect, Ctrl-C. */
-import { Agent, type AgentOutput } from "../agent/client.ts";
+import { Agent, type AgentTunnel } from "../agent/client.ts";
 import type { LocalTarget } from "../agent/http.ts";
 import { resolveCredentials, resolveProxy } from "../config/agent.ts";
 import type { TunnelRequest } from "../protocol/messages.ts";
 import { parseFlags, type FlagSpec } from "../config/flags.ts";
 import { HTTP_HELP, TCP_HELP } from "./help.ts";
 import { UsageError } from "../config/usage.ts";
-import { paintFor } from "./colours.ts";
+import { lineOutput } from "./agent-output/lines.ts";
 
-const COMMON: Record<string, FlagSpec> = {
+/** Flags every agent command takes (burrow http, tcp, start). */
+export const COMMON: Record<string, FlagSpec> = {
   server: { type: "string" },
   token: { type: "string" },
   proxy: { type: "string" },
@@ -43,67 +44,29 @@ export function parseTarget(raw: string | undefined, allowScheme: boolean): Loca
   return { host, port, tls };
 }
 
+/** What the agent connects with. `server` and `token` are the flags' (or a config file's) when given. */
+export interface AgentSettings {
+  server?: string;
+  token?: string;
+  proxy?: string;
+  insecure?: boolean;
+}
+
 /**
- * stdout for the agent's lines. A busy tunnel logs thousands of requests a
- * second: lines written in one turn of the event loop go out in one write at
- * its end, rather than a console.log (and a system call) each.
+ * Runs the agent with these tunnels until Ctrl-C (exit 0) or a refusal it
+ * cannot get past (exit 1). `values`: the parsed COMMON flags, shared by
+ * burrow http, tcp and start.
  */
-let pending: string[] = [];
-function print(line: string): void {
-  if (pending.length === 0) setImmediate(flushLines);
-  pending.push(line);
-}
-function flushLines(): void {
-  const text = pending.join("\n") + "\n";
-  pending = [];
-  process.stdout.write(text);
-}
-
-let stampSecond = 0;
-let stampText = "";
-/** HH:MM:SS local time, formatted once a second (a busy tunnel prints many lines a second). */
-function timestamp(): string {
-  const second = Math.floor(Date.now() / 1000);
-  if (second !== stampSecond) {
-    stampSecond = second;
-    stampText = new Date().toTimeString().slice(0, 8);
-  }
-  return stampText;
-}
-
-function consoleOutput(target: LocalTarget): AgentOutput {
-  const local = `${target.tls ? "https://" : ""}${target.host}:${target.port}`;
-  const out = paintFor(process.stdout);
-  const err = paintFor(process.stderr);
-  return {
-    ready(r) {
-      for (const t of r.tunnels) print(`${out.green("Forwarding")}  ${out.bold(t.url)} -> ${local}   ${out.dim(`(user ${r.username})`)}`);
-      print(out.dim("Press Ctrl-C to stop."));
-    },
-    request(l) {
-      print(`${out.dim(timestamp())}  ${l.method.padEnd(7)} ${l.path}  ${out.status(l.status)}  ${Math.round(l.ms)} ms`);
-    },
-    connection(l) {
-      if (l.event === "open") print(`${timestamp()}  connection from ${l.remote}`);
-      else print(`${timestamp()}  closed ${l.remote}  in ${l.bytesIn ?? 0} B, out ${l.bytesOut ?? 0} B`);
-    },
-    reconnecting(why, inMs, attempt) {
-      print(`${out.dim(timestamp())}  ${out.yellow(`${why}; reconnecting in ${(inMs / 1000).toFixed(1)} s`)} (attempt ${attempt})`);
-    },
-    notice(message) {
-      print(`${timestamp()}  ${message}`);
-    },
-    refused(code, message) {
-      if (pending.length > 0) flushLines(); // what came before the refusal reads before it
-      console.error(`burrow: ${err.red(`refused by the server: ${code}`)}: ${message}`);
-    },
-  };
-}
-
-async function runAgent(tunnel: TunnelRequest, target: LocalTarget, values: Record<string, unknown>): Promise<number> {
-  const { server, token } = resolveCredentials({ server: values.server as string, token: values.token as string });
-  const proxy = resolveProxy(values.proxy as string | undefined);
-  const agent = new Agent({ server, token, tunnel, target, proxy, insecure: Boolean(values.insecure), out: consoleOutput(target) });
+export async function runAgent(tunnels: AgentTunnel[], values: Record<string, unknown>, settings: AgentSettings = {}): Promise<number> {
+  // server and token: flags, then the environment, then the config file, then burrow login's file
+  const { server, token } = resolveCredentials(
+    { server: values.server as string | undefined, token: values.token as string | undefined },
+    process.env,
+    { server: settings.server, token: settings.token },
+  );
+  const proxy = resolveProxy((values.proxy as string | undefined) ?? settings.proxy);
+  const insecure = Boolean(values.insecure) || Boolean(settings.insecure);
+  const agent = new Agent({ server, token, proxy, insecure, tunnels, out: lineOutput() });
   const stop = () => agent.stop();
   process.once("SIGINT", stop);
   process.once("SIGTERM", stop);
@@ -129,7 +92,7 @@ export async function httpCommand(argv: string[]): Promise<number> {
     if (!(seconds >= 0.1 && seconds <= 86_400)) throw new UsageError(`--response-timeout must be a number of seconds from 0.1 to 86400 (got '${timeout}')`);
     tunnel.responseTimeout = seconds;
   }
-  return runAgent(tunnel, target, values);
+  return runAgent([{ name: "http", request: tunnel, target }], values);
 }
 
 export async function tcpCommand(argv: string[]): Promise<number> {
@@ -143,5 +106,5 @@ export async function tcpCommand(argv: string[]): Promise<number> {
     port = Number(raw);
     if (!/^[0-9]{1,5}$/.test(raw) || port < 1 || port > 65535) throw new UsageError(`--remote-port must be a port number from 1 to 65535 (got '${raw}')`);
   }
-  return runAgent({ protocol: "tcp", port }, target, values);
+  return runAgent([{ name: "tcp", request: { protocol: "tcp", port }, target }], values);
 }

@@ -49,10 +49,20 @@ export function normaliseServerUrl(raw: string): string {
   return `${url.protocol}//${url.host}`;
 }
 
-export function resolveCredentials(flags: { server?: string; token?: string }, env: Record<string, string | undefined> = process.env) {
-  const saved = flags.server && flags.token ? {} : readSavedConfig(env);
-  const server = flags.server || env.BURROW_SERVER || saved.server;
-  const token = flags.token || env.BURROW_TOKEN || saved.token;
+/**
+ * Server and token: the flags, else BURROW_SERVER / BURROW_TOKEN, else a
+ * config file's (burrow.yml's `server:` / `token:`), else burrow login's.
+ */
+export function resolveCredentials(
+  flags: { server?: string; token?: string },
+  env: Record<string, string | undefined> = process.env,
+  file: { server?: string; token?: string } = {},
+) {
+  const server0 = flags.server || env.BURROW_SERVER || file.server;
+  const token0 = flags.token || env.BURROW_TOKEN || file.token;
+  const saved = server0 && token0 ? {} : readSavedConfig(env);
+  const server = server0 || saved.server;
+  const token = token0 || saved.token;
   if (!server) throw new UsageError("no server: pass --server URL, set BURROW_SERVER, or run burrow login");
   if (!token) throw new UsageError("no token: pass --token T, set BURROW_TOKEN, or run burrow login");
   return { server: normaliseServerUrl(server), token };

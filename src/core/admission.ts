@@ -32,6 +32,13 @@ export interface AdmissionRequest {
   tunnels: ({ protocol: "http"; subdomain?: string; skipWarning?: boolean } | { protocol: "tcp"; port?: number })[];
   /** Session being resumed: its tunnels will be handed over, so they neither count nor conflict. */
   resume?: string;
+  /**
+   * Each tunnel on its own: one the rules refuse (its protocol, the tunnel
+   * limit, its subdomain) comes back as its AppError and the others are
+   * admitted. The checks of the token, the user and the connection still
+   * refuse the whole request, and so does a request with no tunnel left.
+   */
+  partial?: boolean;
 }
 
 export type PlannedTunnel =
@@ -41,7 +48,8 @@ export type PlannedTunnel =
 export interface Admitted {
   user: UserRow;
   token: TokenRow;
-  tunnels: PlannedTunnel[];
+  /** In the order asked; an AppError only for a partial request's refused tunnels. */
+  tunnels: (PlannedTunnel | AppError)[];
   /** The session this connection takes over: the one asked for, only when it is live and of the same token. */
   resume?: string;
 }
@@ -56,9 +64,12 @@ export function admit(core: Core, req: AdmissionRequest, live: LiveView): Admitt
   if (!user.enabled) throw new AppError("USER_DISABLED", `user '${user.username}' is disabled`);
 
   const allowed = protocolList(user.allowedProtocols);
-  for (const t of req.tunnels) {
-    if (!allowed.includes(t.protocol as Protocol)) {
-      throw new AppError("PROTOCOL_DENIED", `user '${user.username}' may not open ${t.protocol} tunnels`);
+  const protocolDenied = (t: AdmissionRequest["tunnels"][number]) =>
+    allowed.includes(t.protocol as Protocol) ? undefined : new AppError("PROTOCOL_DENIED", `user '${user.username}' may not open ${t.protocol} tunnels`);
+  if (!req.partial) {
+    for (const t of req.tunnels) {
+      const denied = protocolDenied(t);
+      if (denied) throw denied;
     }
   }
   if (req.proxy && !user.canUseProxy) {
@@ -71,12 +82,9 @@ export function admit(core: Core, req: AdmissionRequest, live: LiveView): Admitt
       throw new AppError("DEVICE_LIMIT", `user '${user.username}' already has ${others.length} of ${user.maxDevices} devices connected`);
     }
   }
-  if (user.maxTunnels > 0) {
-    const current = live.liveTunnelCount(user.id, resume);
-    if (current + req.tunnels.length > user.maxTunnels) {
-      throw new AppError("TUNNEL_LIMIT", `user '${user.username}' has ${current} of ${user.maxTunnels} tunnels open`);
-    }
-  }
+  const current = user.maxTunnels > 0 ? live.liveTunnelCount(user.id, resume) : 0;
+  const tunnelLimit = () => new AppError("TUNNEL_LIMIT", `user '${user.username}' has ${current} of ${user.maxTunnels} tunnels open`);
+  if (user.maxTunnels > 0 && !req.partial && current + req.tunnels.length > user.maxTunnels) throw tunnelLimit();
   if (user.trafficLimit > 0) {
     const used = core.traffic.usedInPeriod(user) + live.unflushedBytes(user.id);
     if (used >= user.trafficLimit) {
@@ -85,13 +93,29 @@ export function admit(core: Core, req: AdmissionRequest, live: LiveView): Admitt
   }
 
   const claimed = new Set<string>();
-  const planned = req.tunnels.map((t): PlannedTunnel => {
+  let room = user.maxTunnels > 0 ? user.maxTunnels - current : Infinity;
+  const plan = (t: AdmissionRequest["tunnels"][number]): PlannedTunnel => {
     if (t.protocol === "tcp") return { protocol: "tcp", port: t.port };
     const subdomain =
       t.subdomain === undefined ? randomFreeSubdomain(core, live, claimed) : checkSubdomain(core, live, user, token, t.subdomain, resume, claimed);
     claimed.add(subdomain);
     return { protocol: "http", subdomain, skipWarning: Boolean(t.skipWarning) && user.skipWarning };
+  };
+  const planned = req.tunnels.map((t): PlannedTunnel | AppError => {
+    if (!req.partial) return plan(t);
+    const denied = protocolDenied(t) ?? (room <= 0 ? tunnelLimit() : undefined);
+    if (denied) return denied;
+    try {
+      const p = plan(t);
+      room--;
+      return p;
+    } catch (err) {
+      if (err instanceof AppError) return err;
+      throw err;
+    }
   });
+  const first = planned[0];
+  if (planned.every((p) => p instanceof AppError) && first) throw first;
   return { user, token, tunnels: planned, resume };
 }
 

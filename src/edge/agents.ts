@@ -192,7 +192,11 @@ export class AgentConnection implements AgentLink {
       this.userId = admitted.user.id;
       this.tokenId = admitted.token.id;
       const owner = { userId: admitted.user.id, username: admitted.user.username, tokenId: admitted.token.id };
-      const tunnels = admitted.tunnels.map((plan, i) => {
+      const refused: { index: number; error: AppError }[] = [];
+      const indexes: number[] = [];
+      const tunnels: Tunnel[] = [];
+      admitted.tunnels.forEach((plan, i) => {
+        if (plan instanceof AppError) return void refused.push({ index: i, error: plan });
         const want = plan.protocol === "http" ? { subdomain: plan.subdomain } : { port: plan.port };
         const back = registry.reclaimable(owner.tokenId, want, admitted.resume);
         const asked = hello.tunnels[i];
@@ -200,16 +204,26 @@ export class AgentConnection implements AgentLink {
         if (back) {
           if (plan.protocol === "http") back.skipWarning = plan.skipWarning;
           back.responseTimeoutMs = timeout;
-          return back;
+          indexes.push(i);
+          return void tunnels.push(back);
         }
-        const t =
-          plan.protocol === "http"
-            ? registry.newTunnel("http", { subdomain: plan.subdomain }, owner, plan.skipWarning)
-            : ports.bind(plan.port, (port) => registry.newTunnel("tcp", { port }, owner, false));
+        let t: Tunnel;
+        try {
+          t =
+            plan.protocol === "http"
+              ? registry.newTunnel("http", { subdomain: plan.subdomain }, owner, plan.skipWarning)
+              : ports.bind(plan.port, (port) => registry.newTunnel("tcp", { port }, owner, false));
+        } catch (err) {
+          // a partial HELLO: a port that cannot be bound is this tunnel's refusal, not the session's
+          if (!hello.partial || !(err instanceof AppError)) throw err;
+          return void refused.push({ index: i, error: err });
+        }
         t.responseTimeoutMs = timeout;
         created.push(t);
-        return t;
+        indexes.push(i);
+        tunnels.push(t);
       });
+      if (tunnels.length === 0 && refused[0]) throw refused[0].error;
       // the session being resumed (same token, half-open connection) gives way to this one
       if (admitted.resume) {
         registry.closeSession(admitted.resume, "SESSION_REPLACED", "a newer connection of this agent took over", true);
@@ -218,13 +232,20 @@ export class AgentConnection implements AgentLink {
       this.drains = hello.drain;
       registry.attach(this, tunnels);
       core.tokens.touch(admitted.token.id); // only a handshake that succeeded counts as use
-      const granted: GrantedTunnel[] = tunnels.map((t) => ({
+      const granted: GrantedTunnel[] = tunnels.map((t, n) => ({
         id: t.id,
         protocol: t.protocol,
         ...(t.protocol === "http" ? { subdomain: t.subdomain } : { port: t.port }),
         url: t.protocol === "http" ? this.edge.httpUrl(t.subdomain!) : this.edge.tcpAddress(t.port!),
+        ...(hello.partial ? { index: indexes[n] } : {}),
       }));
-      this.mux.sendControl(FrameType.READY, { session: this.sessionId, username: owner.username, tunnels: granted });
+      this.mux.sendControl(FrameType.READY, {
+        session: this.sessionId,
+        username: owner.username,
+        tunnels: granted,
+        ...(hello.partial ? { refused: refused.map((r) => ({ index: r.index, code: r.error.code, message: r.error.message })) } : {}),
+      });
+      for (const r of refused) log.info("tunnel refused", { session: this.sessionId, user: owner.username, code: r.error.code, reason: r.error.message });
       log.info("agent connected", {
         session: this.sessionId,
         user: owner.username,

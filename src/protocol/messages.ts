@@ -40,6 +40,12 @@ export const Hello = v.object({
   direct: v.optional(v.boolean(), false),
   /** The agent understands DRAIN (reconnect now, keep this connection for its streams). */
   drain: v.optional(v.boolean(), false),
+  /**
+   * Several tunnels, each on its own: the edge grants those it can and names
+   * the others in READY's `refused`. Without it one refused tunnel refuses the
+   * HELLO. Checks of the token, the user or the connection refuse it either way.
+   */
+  partial: v.optional(v.boolean(), false),
 });
 export type Hello = v.InferOutput<typeof Hello>;
 
@@ -50,6 +56,7 @@ export interface GrantedTunnel {
   port?: number;
   /** The public address, as a person would type it. */
   url: string;
+  index?: number;
 }
 
 /** edge -> agent, the handshake's success. */
@@ -63,7 +70,13 @@ export const Ready = v.object({
       subdomain: v.optional(v.string()),
       port: v.optional(v.number()),
       url: v.string(),
+      /** Which of HELLO's tunnels this is (a partial HELLO); without it, READY lists them in HELLO's order. */
+      index: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0))),
     }),
+  ),
+  /** Tunnels of a partial HELLO that were not granted, each with why. */
+  refused: v.optional(
+    v.array(v.object({ index: v.pipe(v.number(), v.integer(), v.minValue(0)), code: v.string(), message: v.string() })),
   ),
 });
 export type Ready = v.InferOutput<typeof Ready>;

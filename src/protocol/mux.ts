@@ -47,6 +47,8 @@ export interface MuxOptions {
   onControl?(type: FrameTypeValue, payload: Uint8Array): void;
   /** The mux is closed (by close() or a protocol error); close the transport. */
   onClose?(code: string, message: string): void;
+  /** The PONG to one of our PINGs came back after `rttMs`: the round trip to the peer. */
+  onPong?(rttMs: number): void;
   /** Upper bound on streams open at once. */
   maxStreams?: number;
   initialWindow?: number;
@@ -282,6 +284,12 @@ export class Mux {
         this.sendFrame(FrameType.PONG, 0, payload);
         return;
       case FrameType.PONG:
+        // our PING carried our clock's low 32 bits of milliseconds; a PONG echoes it
+        if (this.opts.onPong && payload.byteLength === 4) {
+          const sent = new DataView(payload.buffer, payload.byteOffset, 4).getUint32(0);
+          const rtt = ((Date.now() >>> 0) - sent) >>> 0;
+          if (rtt < 600_000) this.opts.onPong(rtt);
+        }
         return;
       case FrameType.HELLO:
       case FrameType.READY:

@@ -89,8 +89,7 @@ function open(i: number): Promise<void> {
     member.agent = new Agent({
       server: values.server!,
       token: values.token!,
-      tunnel: { protocol: "http", subdomain: `${values.prefix}${i}` },
-      target: { host, port: Number(port) },
+      tunnels: [{ name: "http", request: { protocol: "http", subdomain: `${values.prefix}${i}` }, target: { host, port: Number(port) } }],
       out,
     });
     member.run = member.agent.run();

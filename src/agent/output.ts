@@ -1,0 +1,69 @@
+/**
+ * Everything the agent tells the person (or script) running it, as events.
+ * The agent calls these; src/cli/agent-output/ turns them into lines, JSON
+ * or the live terminal screen. Every event that belongs to a tunnel names it
+ * by the name the user gave it (the burrow.yml key, or the protocol for
+ * `burrow http` / `burrow tcp`).
+ */
+import type { LocalTarget } from "./http.ts";
+
+/** One tunnel as granted: where the public reaches it, and where it leads. */
+export interface TunnelView {
+  /** The user's name for it: a burrow.yml key, or "http" / "tcp" for a one-tunnel command. */
+  name: string;
+  /** The edge's id for it in this session (OPEN frames name it). */
+  id: string;
+  protocol: "http" | "tcp";
+  subdomain?: string;
+  port?: number;
+  /** The public address, as a person would type it. */
+  url: string;
+  /** The local service, as a person would type it ("localhost:3000", "https://localhost:8443"). */
+  local: string;
+  target: LocalTarget;
+  /** Whether its HTTP requests go to the inspector. */
+  inspect: boolean;
+}
+
+export interface ReadyView {
+  username: string;
+  session: string;
+  /** The server as the agent reaches it. */
+  server: string;
+  tunnels: TunnelView[];
+}
+
+export interface RequestEvent {
+  tunnel: string;
+  method: string;
+  path: string;
+  status: number | string;
+  ms: number;
+}
+
+export interface ConnectionEvent {
+  tunnel: string;
+  remote: string;
+  event: "open" | "close";
+  bytesIn?: number;
+  bytesOut?: number;
+}
+
+export interface AgentOutput {
+  /** A session began (first connect or a reconnect): these tunnels are live. */
+  ready(r: ReadyView): void;
+  /** An HTTP request (or WebSocket upgrade) through a tunnel was answered or failed. */
+  request(e: RequestEvent): void;
+  /** A TCP connection through a tunnel opened or closed. */
+  connection(e: ConnectionEvent): void;
+  /** The connection to the server is down; the next try comes in `inMs`. */
+  reconnecting(why: string, inMs: number, attempt: number): void;
+  /** Something worth a line that changes nothing for the tunnels. */
+  notice?(message: string): void;
+  /** The server refused the whole session for good: the agent exits 1 after this. */
+  refused(code: string, message: string): void;
+  /** The server refused one tunnel of several; the others run (burrow start). It is not asked for again. */
+  tunnelRefused?(name: string, code: string, message: string): void;
+  /** Round trip to the edge, from a PING's PONG (every keepalive interval). */
+  latency?(ms: number): void;
+}
