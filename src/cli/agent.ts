@@ -6,6 +6,17 @@ import type { TunnelRequest } from "../protocol/messages.ts";
 import { parseFlags, type FlagSpec } from "../config/flags.ts";
 import { HTTP_HELP, TCP_HELP } from "./help.ts";
 import { UsageError } from "../config/usage.ts";
+import { parseHostHeader, parseRemotePort, parseResponseTimeout, parseTarget } from "../config/tunnel-options.ts";
+
+/** A tunnel option's check, its message led by the flag's name. */
+function flagValue<T>(flag: string, check: () => T): T {
+  try {
+    return check();
+  } catch (err) {
+    if (err instanceof UsageError) throw new UsageError(`${flag} ${err.message}`);
+    throw err;
+  }
+}
 import { lineOutput } from "./agent-output/lines.ts";
 
 /** Flags every agent command takes (burrow http, tcp, start). */
@@ -26,23 +37,6 @@ const HTTP_FLAGS: Record<string, FlagSpec> = {
 
 const TCP_FLAGS: Record<string, FlagSpec> = { ...COMMON, "remote-port": { type: "string" } };
 
-/** "3000", "localhost:3000", "[::1]:3000", "http://host:3000" -> where the local service is. */
-export function parseTarget(raw: string | undefined, allowScheme: boolean): LocalTarget {
-  if (raw === undefined) throw new UsageError("missing the local port, e.g. 3000 or localhost:3000");
-  let rest = raw;
-  let tls = false;
-  const scheme = /^([a-z]+):\/\//i.exec(raw);
-  if (scheme) {
-    if (!allowScheme || !["http", "https"].includes(scheme[1]!.toLowerCase())) throw new UsageError(`'${raw}' is not PORT or HOST:PORT`);
-    tls = scheme[1]!.toLowerCase() === "https";
-    rest = raw.slice(scheme[0].length).replace(/\/.*$/, "");
-  }
-  const m = /^(?:(\[[0-9a-f:.]+\]|[a-z0-9.-]+):)?([0-9]{1,5})$/i.exec(rest);
-  const port = m ? Number(m[2]) : NaN;
-  if (!m || port < 1 || port > 65535) throw new UsageError(`'${raw}' is not PORT or HOST:PORT (port 1-65535)`);
-  const host = m[1] ? m[1].replace(/^\[|\]$/g, "") : "localhost";
-  return { host, port, tls };
-}
 
 /** What the agent connects with. `server` and `token` are the flags' (or a config file's) when given. */
 export interface AgentSettings {
@@ -82,16 +76,11 @@ export async function httpCommand(argv: string[]): Promise<number> {
   if (positionals.length > 1) throw new UsageError(`unexpected argument '${positionals[1]}'`);
   const target = parseTarget(positionals[0], true);
   const hostHeader = values["host-header"] as string | undefined;
-  if (hostHeader !== undefined && hostHeader.trim() === "") throw new UsageError("--host-header needs 'rewrite' or a host name");
-  target.hostHeader = hostHeader;
+  if (hostHeader !== undefined) target.hostHeader = flagValue("--host-header", () => parseHostHeader(hostHeader));
   const subdomain = values.subdomain as string | undefined;
   const tunnel: TunnelRequest = { protocol: "http", subdomain, skipWarning: Boolean(values["skip-warning"]) };
   const timeout = values["response-timeout"] as string | undefined;
-  if (timeout !== undefined) {
-    const seconds = /^[0-9]{1,5}(\.[0-9]+)?$/.test(timeout) ? Number(timeout) : Number.NaN;
-    if (!(seconds >= 0.1 && seconds <= 86_400)) throw new UsageError(`--response-timeout must be a number of seconds from 0.1 to 86400 (got '${timeout}')`);
-    tunnel.responseTimeout = seconds;
-  }
+  if (timeout !== undefined) tunnel.responseTimeout = flagValue("--response-timeout", () => parseResponseTimeout(timeout));
   return runAgent([{ name: "http", request: tunnel, target }], values);
 }
 
@@ -101,10 +90,6 @@ export async function tcpCommand(argv: string[]): Promise<number> {
   if (positionals.length > 1) throw new UsageError(`unexpected argument '${positionals[1]}'`);
   const target = parseTarget(positionals[0], false);
   const raw = values["remote-port"] as string | undefined;
-  let port: number | undefined;
-  if (raw !== undefined) {
-    port = Number(raw);
-    if (!/^[0-9]{1,5}$/.test(raw) || port < 1 || port > 65535) throw new UsageError(`--remote-port must be a port number from 1 to 65535 (got '${raw}')`);
-  }
+  const port = raw === undefined ? undefined : flagValue("--remote-port", () => parseRemotePort(raw));
   return runAgent([{ name: "tcp", request: { protocol: "tcp", port }, target }], values);
 }
