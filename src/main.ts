@@ -17,6 +17,8 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   http: async () => (await import("./cli/agent.ts")).httpCommand,
   tcp: async () => (await import("./cli/agent.ts")).tcpCommand,
   login: async () => (await import("./cli/login.ts")).loginCommand,
+  start: async () => (await import("./cli/start.ts")).startCommand,
+  config: async () => (await import("./cli/start.ts")).configCommand,
 };
 
 async function main(argv: string[]): Promise<number> {

@@ -8,8 +8,10 @@ export const MAIN_HELP = `burrow — self-hosted tunnels to services on your mac
 Usage:
   burrow http PORT|HOST:PORT   expose a local HTTP service at http://<name>.<domain>
   burrow tcp PORT|HOST:PORT    expose a local TCP service at <domain>:<port>
+  burrow start NAME... | --all start tunnels named in burrow.yml, over one connection
+  burrow config check          check burrow.yml without connecting
   burrow login --server URL --token T
-                               save the server and token for http and tcp
+                               save the server and token for http, tcp and start
   burrow server [flags]        run the tunnel server (edge + admin API)
   burrow server init --domain D [flags]
                                write a systemd unit for the server, print DNS records and ports
@@ -54,6 +56,34 @@ Exposes a local TCP service (e.g. 5432) at <server domain>:<port>.
 Flags:
   --remote-port N         ask for this public port (default: any free one)
 ${AGENT_COMMON}
+`;
+
+export const START_HELP = `Usage: burrow start NAME... [flags]
+       burrow start --all [flags]
+
+Starts tunnels of a config file, all over one connection to the server.
+The file: --config FILE (or BURROW_CONFIG), else ./burrow.yml, else
+burrow.yml in burrow's config directory (~/.config/burrow on Linux).
+
+  server: https://tunnels.example.com   # optional; --server and BURROW_SERVER win
+  token: brw_...                        # optional; --token and BURROW_TOKEN win
+  tunnels:
+    web: { proto: http, addr: 3000, subdomain: myapp }
+    db:  { proto: tcp, addr: 5432, remote_port: 40000 }
+
+A tunnel the server refuses (a subdomain taken, say) is reported by name and
+the others run; only when every tunnel is refused does burrow exit 1.
+
+Flags:
+  --all                   start every tunnel of the file
+  --config FILE           the config file to read
+${AGENT_COMMON}
+`;
+
+export const CONFIG_HELP = `Usage: burrow config check [--config FILE]
+
+Checks a burrow.yml (the one burrow start would read) without connecting:
+exit 0 with a summary of its tunnels, or exit 2 with FILE:LINE: FIELD: why.
 `;
 
 export const LOGIN_HELP = `Usage: burrow login --server URL --token T

@@ -1,0 +1,65 @@
+/**
+ * `burrow start [NAME...] | --all`: the tunnels of burrow.yml, over one
+ * connection. `burrow config check`: the same file checked, nothing more.
+ */
+import type { AgentTunnel } from "../agent/client.ts";
+import { parseFlags, type FlagSpec } from "../config/flags.ts";
+import { configFileCandidates, findConfigFile, readTunnelsFile, type TunnelsFile } from "../config/tunnels-file.ts";
+import { UsageError } from "../config/usage.ts";
+import { COMMON, runAgent } from "./agent.ts";
+import { CONFIG_HELP, START_HELP } from "./help.ts";
+
+const CONFIG_FLAG: Record<string, FlagSpec> = { config: { type: "string", env: true } };
+const START_FLAGS: Record<string, FlagSpec> = { ...COMMON, ...CONFIG_FLAG, all: { type: "boolean" } };
+
+/** The config file: --config / BURROW_CONFIG, ./burrow.yml, then the config directory's. */
+function loadFile(flag: string | undefined): TunnelsFile {
+  const path = findConfigFile(flag);
+  if (!path) throw new UsageError(`no config file: looked for ${configFileCandidates().join(" and ")} (or pass --config FILE)`);
+  return readTunnelsFile(path);
+}
+
+export async function startCommand(argv: string[]): Promise<number> {
+  const { values, positionals } = parseFlags(argv, START_FLAGS);
+  if (values.help) return void process.stdout.write(START_HELP), 0;
+  const file = loadFile(values.config as string | undefined);
+  const names = file.tunnels.map((t) => t.name);
+  if (values.all && positionals.length > 0) throw new UsageError("name tunnels or pass --all, not both");
+  if (!values.all && positionals.length === 0) throw new UsageError(`name the tunnels to start, or --all (in ${file.path}: ${names.join(", ")})`);
+  const wanted = values.all ? names : [...new Set(positionals)];
+  const unknown = wanted.filter((n) => !names.includes(n));
+  if (unknown.length > 0) throw new UsageError(`no tunnel named ${unknown.map((n) => `'${n}'`).join(", ")} in ${file.path} (it has: ${names.join(", ")})`);
+  const tunnels: AgentTunnel[] = file.tunnels.filter((t) => wanted.includes(t.name));
+  return runAgent(tunnels, values, { server: file.server, token: file.token, proxy: file.proxy, insecure: file.insecure });
+}
+
+/** `burrow config check [--config FILE]`: exit 0 and a summary, or exit 2 and the first mistake. */
+export async function configCommand(argv: string[]): Promise<number> {
+  const [sub, ...rest] = argv;
+  if (sub === undefined || sub === "--help" || sub === "-h") {
+    process.stdout.write(CONFIG_HELP);
+    return sub === undefined ? 2 : 0;
+  }
+  if (sub !== "check") throw new UsageError(`unknown config command '${sub}' (burrow config check)`);
+  const { values, positionals } = parseFlags(rest, CONFIG_FLAG);
+  if (values.help) return void process.stdout.write(CONFIG_HELP), 0;
+  if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
+  const file = loadFile(values.config as string | undefined);
+  const width = Math.max(...file.tunnels.map((t) => t.name.length));
+  process.stdout.write(`${file.path}: ok, ${file.tunnels.length} tunnel${file.tunnels.length === 1 ? "" : "s"}\n`);
+  for (const t of file.tunnels) process.stdout.write(`  ${t.name.padEnd(width)}  ${describe(t)}\n`);
+  return 0;
+}
+
+function describe(t: TunnelsFile["tunnels"][number]): string {
+  const local = `${t.target.tls ? "https://" : ""}${t.target.host.includes(":") ? `[${t.target.host}]` : t.target.host}:${t.target.port}`;
+  const r = t.request;
+  if (r.protocol === "tcp") return `tcp  ${r.port !== undefined ? `port ${r.port}` : "any port"} -> ${local}`;
+  const extras = [
+    t.target.hostHeader !== undefined ? `host_header ${t.target.hostHeader}` : "",
+    r.skipWarning ? "skip_warning" : "",
+    r.responseTimeout !== undefined ? `response_timeout ${r.responseTimeout} s` : "",
+    t.inspect ? "" : "not inspected",
+  ].filter(Boolean);
+  return `http ${r.subdomain ?? "(random name)"} -> ${local}${extras.length ? `  (${extras.join(", ")})` : ""}`;
+}
