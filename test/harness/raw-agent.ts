@@ -15,6 +15,8 @@ export interface HelloAnswer {
   type: string;
   /** ERROR's JSON: {code, message, retry_after?}. */
   refusal?: { code: string; message: string; retry_after?: number };
+  /** READY's JSON: {session, username, tunnels, refused?}. */
+  ready?: any;
   /** The edge closed the connection (after an ERROR it always does). */
   closed: boolean;
 }
@@ -82,7 +84,8 @@ export function sayHello(opts: HelloOptions): Promise<HelloAnswer> {
       frames = takeFrames(frames, (type, payload) => {
         if (answer || type === FrameType.PONG || type === FrameType.PING) return;
         const refusal = type === FrameType.ERROR ? JSON.parse(payload.toString()) : undefined;
-        answer = { type: FRAME_NAMES[type] ?? String(type), refusal, closed: false };
+        const ready = type === FrameType.READY ? JSON.parse(payload.toString()) : undefined;
+        answer = { type: FRAME_NAMES[type] ?? String(type), refusal, ready, closed: false };
         if (type !== FrameType.ERROR) finish(false); // READY or MOVE: the edge keeps the connection; we are done
       });
       if (opts.via === "direct") raw = frames;
