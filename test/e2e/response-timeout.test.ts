@@ -5,8 +5,12 @@
  * unlike one that is down.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { signedIn } from "../harness/admin.ts";
 import { startAgent, tunnelFetch } from "../harness/agent.ts";
+import { LineReader } from "../harness/lines.ts";
 import { burrowCommand, startServer, type TestServer } from "../harness/server.ts";
 
 let server: TestServer;
@@ -15,6 +19,7 @@ let token: string;
 const slow = Bun.serve({
   hostname: "127.0.0.1",
   port: 0,
+  idleTimeout: 120, // Bun's default (10 s) would cut the 70 s long poll on the service's side
   async fetch(req) {
     const ms = Number(new URL(req.url).pathname.split("/")[2] ?? 0);
     await Bun.sleep(ms);
@@ -82,3 +87,43 @@ test.each(["0", "-1", "soon", "86401"])("--response-timeout %p is a usage error:
   expect(run.stderr.toString().trim().split("\n")).toHaveLength(1);
   expect(run.stderr.toString()).toContain("--response-timeout");
 });
+
+test("burrow.yml's response_timeout asks the same: a 1.8 s answer arrives through burrow start", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "burrow-yml-timeout-"));
+  try {
+    writeFileSync(join(dir, "burrow.yml"), `tunnels:\n  slow:\n    proto: http\n    addr: ${slow.port}\n    subdomain: yml-patient\n    response_timeout: 2.5\n`);
+    const proc = Bun.spawn([...burrowCommand(), "start", "slow", "--server", server.edgeUrl, "--token", token], {
+      cwd: dir,
+      env: { ...process.env, XDG_CONFIG_HOME: join(dir, ".xdg"), HTTPS_PROXY: "", ALL_PROXY: "" },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    try {
+      await new LineReader(proc).waitFor(/Forwarding/, 15_000);
+      const res = await tunnelFetch(server.edgePort, "yml-patient", "/wait/1800");
+      expect(res.status).toBe(200);
+      expect(await res.text()).toBe("answered after 1800 ms");
+    } finally {
+      proc.kill("SIGKILL");
+      await proc.exited;
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+/**
+ * Full scale, as a person meets it: the server's defaults (60 s), a long
+ * poll that answers after 70 s, and a tunnel that asked for 90 s. Seventy
+ * seconds is too long for every run of the suite (the tests above check the
+ * same path scaled down); BURROW_LONG_TESTS=1 runs it.
+ */
+test.skipIf(!process.env.BURROW_LONG_TESTS)("a 70 s long poll through a tunnel that asked for 90 s, against the server's default 60 s", async () => {
+  await using defaults = await startServer();
+  const api = await signedIn(defaults);
+  const longToken = await api.createToken(await api.createUser("long-poller"));
+  await using agent = await startAgent({ kind: "http", target: slow.port!, server: defaults.edgeUrl, token: longToken, args: ["--subdomain", "long-poll", "--response-timeout", "90"] });
+  const res = await tunnelFetch(defaults.edgePort, "long-poll", "/wait/70000");
+  expect(res.status).toBe(200);
+  expect(await res.text()).toBe("answered after 70000 ms");
+}, 100_000);
