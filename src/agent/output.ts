@@ -39,6 +39,24 @@ export interface RequestEvent {
   path: string;
   status: number | string;
   ms: number;
+  /** "ws" for a WebSocket's upgrade: the WebSocket stays open until webSocketClosed. */
+  kind?: "http" | "ws";
+}
+
+/** A visitor's stream arrived on a tunnel: an HTTP request, a WebSocket or a TCP connection. */
+export interface StreamOpenedEvent {
+  tunnel: string;
+  kind: "http" | "ws" | "tcp";
+}
+
+/** A WebSocket through a tunnel ended: its visitor or the local service closed it, or its handshake failed. */
+export interface WebSocketClosedEvent {
+  tunnel: string;
+  path: string;
+  /** From the visitor's upgrade request to the close. */
+  ms: number;
+  /** Whether the local service took the upgrade (a request event said "101 websocket"). */
+  opened: boolean;
 }
 
 export interface ConnectionEvent {
@@ -47,6 +65,10 @@ export interface ConnectionEvent {
   event: "open" | "close";
   bytesIn?: number;
   bytesOut?: number;
+  /** On close: how long the connection was open. */
+  ms?: number;
+  /** On close: why the local service could not be reached, when it could not. */
+  error?: string;
 }
 
 export interface AgentOutput {
@@ -66,4 +88,20 @@ export interface AgentOutput {
   tunnelRefused?(name: string, code: string, message: string): void;
   /** Round trip to the edge, from a PING's PONG (every keepalive interval). */
   latency?(ms: number): void;
+  /**
+   * A stream arrived: open until its request event (http), its
+   * webSocketClosed (ws) or its connection close (tcp). Counts what is in
+   * flight; called for every visitor, so it must be cheap.
+   */
+  streamOpened?(e: StreamOpenedEvent): void;
+  /** A WebSocket ended (after its "101 websocket" request event, or instead of one when the handshake failed). */
+  webSocketClosed?(e: WebSocketClosedEvent): void;
+  /** The request inspector listens here (a URL a person opens in a browser). */
+  inspector?(url: string): void;
+  /**
+   * The server said it is restarting (DRAIN): the session is going, and the
+   * agent connects again at once and keeps trying quickly (no reconnecting
+   * events) until a server answers READY.
+   */
+  restarting?(): void;
 }

@@ -5,7 +5,8 @@ import { WireError } from "../protocol/wire.ts";
 import { SocketRelay } from "../relay/socket.ts";
 import { describeLocalError, type LocalTarget } from "./http.ts";
 
-export async function serveTcpStream(stream: Stream, target: LocalTarget, onClose: (bytes: { in: number; out: number }) => void): Promise<void> {
+/** `onClose`: when the connection is over, with its byte counts, and why the local service could not be reached if it could not. */
+export async function serveTcpStream(stream: Stream, target: LocalTarget, onClose: (bytes: { in: number; out: number }, error?: string) => void): Promise<void> {
   const counts = { in: 0, out: 0 };
   let relay: SocketRelay | undefined;
   // the visitor may send (and even half-close) before the local connection is up: hold that
@@ -38,6 +39,8 @@ export async function serveTcpStream(stream: Stream, target: LocalTarget, onClos
       },
     });
   } catch (err) {
-    stream.reset(`${WireError.UPSTREAM_FAILED} ${describeLocalError(err)}`);
+    const why = describeLocalError(err);
+    stream.reset(`${WireError.UPSTREAM_FAILED} ${why}`);
+    onClose(counts, why);
   }
 }

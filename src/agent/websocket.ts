@@ -8,7 +8,8 @@ import { localAuthority, type LocalTarget } from "./http.ts";
 /** Headers the local WebSocket handshake sets for itself. */
 const OWN = new Set(["host", "sec-websocket-protocol", "sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions", "content-length"]);
 
-export function serveWebSocketStream(stream: Stream, meta: OpenMeta, target: LocalTarget, onOpen: () => void): void {
+/** `onClose`: once, when the WebSocket is over (`opened`: the local service had taken the upgrade). */
+export function serveWebSocketStream(stream: Stream, meta: OpenMeta, target: LocalTarget, onOpen: () => void, onClose?: (opened: boolean) => void): void {
   const head = meta.head!;
   const protocols = (head.headers.find(([n]) => n === "sec-websocket-protocol")?.[1] ?? "")
     .split(",")
@@ -36,6 +37,7 @@ export function serveWebSocketStream(stream: Stream, meta: OpenMeta, target: Loc
   };
   stream.onDrain = () => ws.resume();
   ws.onclose = (ev) => {
+    onClose?.(opened);
     if (!opened) return stream.reset(`${WireError.UPSTREAM_FAILED} WebSocket handshake failed`);
     stream.write(encodeCloseRecord(ev.code, ev.reason));
     stream.end();

@@ -17,7 +17,7 @@ function flagValue<T>(flag: string, check: () => T): T {
     throw err;
   }
 }
-import { lineOutput } from "./agent-output/lines.ts";
+import { chooseOutput, openOutput } from "./agent-output/choose.ts";
 
 /** Flags every agent command takes (burrow http, tcp, start). */
 export const COMMON: Record<string, FlagSpec> = {
@@ -25,6 +25,10 @@ export const COMMON: Record<string, FlagSpec> = {
   token: { type: "string" },
   proxy: { type: "string" },
   insecure: { type: "boolean" },
+  /** screen | text | json: the live screen is the default on a terminal, text lines elsewhere. */
+  log: { type: "string", env: true },
+  /** debug | info | warn | error (default info): what text lines and JSON show. */
+  "log-level": { type: "string", env: true },
 };
 
 const HTTP_FLAGS: Record<string, FlagSpec> = {
@@ -52,6 +56,7 @@ export interface AgentSettings {
  * burrow http, tcp and start.
  */
 export async function runAgent(tunnels: AgentTunnel[], values: Record<string, unknown>, settings: AgentSettings = {}): Promise<number> {
+  const logChoice = chooseOutput({ log: values.log as string | undefined, logLevel: values["log-level"] as string | undefined }, process.stdout);
   // server and token: flags, then the environment, then the config file, then burrow login's file
   const { server, token } = resolveCredentials(
     { server: values.server as string | undefined, token: values.token as string | undefined },
@@ -60,14 +65,20 @@ export async function runAgent(tunnels: AgentTunnel[], values: Record<string, un
   );
   const proxy = resolveProxy((values.proxy as string | undefined) ?? settings.proxy);
   const insecure = Boolean(values.insecure) || Boolean(settings.insecure);
-  const agent = new Agent({ server, token, proxy, insecure, tunnels, out: lineOutput() });
+  const out = openOutput(logChoice);
   const stop = () => agent.stop();
-  process.once("SIGINT", stop);
-  process.once("SIGTERM", stop);
-  const code = await agent.run();
-  process.off("SIGINT", stop);
-  process.off("SIGTERM", stop);
-  return code;
+  let agent: Agent;
+  try {
+    agent = new Agent({ server, token, proxy, insecure, tunnels, out });
+    process.once("SIGINT", stop);
+    process.once("SIGTERM", stop);
+    return await agent.run();
+  } finally {
+    process.off("SIGINT", stop);
+    process.off("SIGTERM", stop);
+    // the terminal back as it was (the screen), then a refusal where it stays in sight
+    await out.finish();
+  }
 }
 
 export async function httpCommand(argv: string[]): Promise<number> {

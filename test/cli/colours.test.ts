@@ -77,8 +77,9 @@ describe("the agent", () => {
   // cannot open a pseudo-terminal; there the test has nothing to run on.
   const ptyWorks = process.platform === "linux" && existsSync(script) && ptyAvailable(script);
   if (!ptyWorks) console.warn("colours.test: no pseudo-terminal here (script could not open one); the terminal test is skipped");
-  test.skipIf(!ptyWorks)("on a terminal its lines are coloured, and Ctrl-C typed there stops it with exit 0", async () => {
-    const command = [...burrowCommand(), "http", String(upstream.port), "--server", server.edgeUrl, "--token", token]
+  test.skipIf(!ptyWorks)("on a terminal, with --log text, its lines are coloured, and Ctrl-C typed there stops it with exit 0", async () => {
+    // --log text: lines on a terminal (the default there is the live screen, tested in agent-screen.test.ts)
+    const command = [...burrowCommand(), "http", String(upstream.port), "--server", server.edgeUrl, "--token", token, "--log", "text"]
       .map((w) => `'${w.replaceAll("'", `'\\''`)}'`)
       .join(" ");
     // script gives the agent a pseudo-terminal; what we write to its stdin is typed there

@@ -1,15 +1,19 @@
 /**
  * The agent's output as plain lines: what `burrow http` prints when stdout
- * is not a terminal (or the screen is not wanted). A line per request or
- * connection; with several tunnels each line names its tunnel.
+ * is not a terminal, or with --log text. A line per request or connection;
+ * with several tunnels each line names its tunnel. Lines under the
+ * --log-level threshold are not printed (requests are info, reconnecting
+ * warn, refusals error; see levels.ts).
  */
 import type { AgentOutput } from "../../agent/output.ts";
-import { paintFor } from "../colours.ts";
-import { print, flushLines, timestamp } from "./print.ts";
+import { paintFor, type Paint } from "../colours.ts";
+import { DEFAULT_LOG_LEVEL, shown, type LogLevel } from "./levels.ts";
+import { print, flushLines, printable, timestamp } from "./print.ts";
 
-export function lineOutput(): AgentOutput {
+export function lineOutput(threshold: LogLevel = DEFAULT_LOG_LEVEL): AgentOutput {
   const out = paintFor(process.stdout);
   const err = paintFor(process.stderr);
+  const on = (level: LogLevel) => shown(level, threshold);
   /** Tunnel names shown only when there is more than one to tell apart. */
   let named = false;
   let width = 0;
@@ -18,29 +22,60 @@ export function lineOutput(): AgentOutput {
     ready(r) {
       named = r.tunnels.length > 1;
       width = Math.max(0, ...r.tunnels.map((t) => t.name.length));
+      if (!on("info")) return;
       for (const t of r.tunnels) print(`${out.green("Forwarding")}  ${who(t.name)}${out.bold(t.url)} -> ${t.local}   ${out.dim(`(user ${r.username})`)}`);
       print(out.dim("Press Ctrl-C to stop."));
     },
     request(l) {
-      print(`${out.dim(timestamp())}  ${who(l.tunnel)}${l.method.padEnd(7)} ${l.path}  ${out.status(l.status)}  ${Math.round(l.ms)} ms`);
+      if (!on("info")) return;
+      print(`${out.dim(timestamp())}  ${who(l.tunnel)}${l.method.padEnd(7)} ${printable(l.path)}  ${out.status(l.status)}  ${Math.round(l.ms)} ms`);
     },
     connection(l) {
+      if (!on("info")) return;
       if (l.event === "open") print(`${timestamp()}  ${who(l.tunnel)}connection from ${l.remote}`);
+      else if (l.error) print(`${timestamp()}  ${who(l.tunnel)}closed ${l.remote}  ${out.red(l.error)}`);
       else print(`${timestamp()}  ${who(l.tunnel)}closed ${l.remote}  in ${l.bytesIn ?? 0} B, out ${l.bytesOut ?? 0} B`);
     },
+    webSocketClosed(l) {
+      if (!on("info") || !l.opened) return; // a failed handshake was its request line already
+      print(`${out.dim(timestamp())}  ${who(l.tunnel)}WebSocket ${printable(l.path)} closed after ${seconds(l.ms)}`);
+    },
     reconnecting(why, inMs, attempt) {
+      if (!on("warn")) return;
       print(`${out.dim(timestamp())}  ${out.yellow(`${why}; reconnecting in ${(inMs / 1000).toFixed(1)} s`)} (attempt ${attempt})`);
     },
+    restarting() {
+      if (on("warn")) print(`${out.dim(timestamp())}  ${out.yellow("the server is restarting: connecting again")}`);
+    },
     notice(message) {
-      print(`${timestamp()}  ${message}`);
+      if (on("info")) print(`${timestamp()}  ${message}`);
     },
     refused(code, message) {
       flushLines(); // what came before the refusal reads before it
-      console.error(`burrow: ${err.red(`refused by the server: ${code}`)}: ${message}`);
+      console.error(refusalLine(err, code, message));
     },
     tunnelRefused(name, code, message) {
       flushLines();
       console.error(`burrow: tunnel '${name}' ${err.red(`refused by the server: ${code}`)}: ${message}`);
     },
+    latency(ms) {
+      if (on("debug")) print(`${out.dim(timestamp())}  latency ${Math.round(ms)} ms`);
+    },
+    inspector(url) {
+      if (on("info")) print(`${out.green("Inspector")}   ${out.bold(url)}`);
+    },
   };
+}
+
+/** The line a refusal of the whole session leaves on stderr (also after the screen closes). */
+export function refusalLine(paint: Paint, code: string, message: string): string {
+  return `burrow: ${paint.red(`refused by the server: ${code}`)}: ${message}`;
+}
+
+/** 850 ms, 12.3 s, 4 min 05 s */
+export function seconds(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
+  const s = Math.round(ms / 1000);
+  return `${Math.floor(s / 60)} min ${String(s % 60).padStart(2, "0")} s`;
 }

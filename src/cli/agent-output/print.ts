@@ -29,3 +29,15 @@ export function timestamp(): string {
   }
   return stampText;
 }
+
+const CONTROL = /[\x00-\x1f\x7f-\x9f]/g;
+/**
+ * Text from visitors (a request's path) as it may reach a terminal: control
+ * characters, escape sequences' ESC first, shown as "?" so that no visitor
+ * can move the cursor, change colours or retitle the window of the person
+ * running the agent.
+ */
+export function printable(text: string): string {
+  CONTROL.lastIndex = 0;
+  return CONTROL.test(text) ? text.replace(CONTROL, "?") : text;
+}
