@@ -4,15 +4,16 @@
  * carrying one HTTP request and one TCP echo.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { signedIn } from "../harness/admin.ts";
 import { startAgent, tunnelFetch } from "../harness/agent.ts";
+import { compiledBurrow } from "../harness/compiled.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
-import { freeRange } from "../harness/ports.ts";
+import { echoThrough, freeRange } from "../harness/ports.ts";
+import { LineReader } from "../harness/lines.ts";
 
-const root = join(import.meta.dir, "..", "..");
 let workDir: string;
 let binary: string;
 let server: TestServer;
@@ -29,18 +30,9 @@ const echo = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { open: (s) =>
 
 beforeAll(async () => {
   workDir = mkdtempSync(join(tmpdir(), "burrow-binary-tunnel-"));
-  const build = Bun.spawn(
-    [process.execPath, "build", "--compile", "--minify", join(root, "src/main.ts"), "--outfile", join(workDir, "build", "burrow")],
-    { cwd: root, stdout: "pipe", stderr: "pipe" },
-  );
-  const [stderr, code] = await Promise.all([new Response(build.stderr).text(), build.exited]);
-  if (code !== 0) throw new Error(`build failed: ${stderr}`);
   // alone in an empty directory: nothing of the source tree beside it
   const runDir = join(workDir, "run");
-  mkdirSync(runDir);
-  binary = join(runDir, "burrow");
-  copyFileSync(join(workDir, "build", "burrow"), binary);
-  Bun.spawnSync(["chmod", "+x", binary]);
+  binary = await compiledBurrow(runDir);
 
   tcpRange = freeRange(4);
   server = await startServer({ executable: binary, dataDir: join(runDir, "data"), args: ["--tcp-ports", `${tcpRange.first}-${tcpRange.last}`] });
@@ -111,3 +103,28 @@ test("the compiled agent is refused with a code by the compiled server like the 
   expect(await agent.proc.exited).toBe(1);
   expect(agent.output.text()).toMatch(/^burrow: refused by the server: SUBDOMAIN_RESERVED: /m);
 });
+
+test("the compiled agent checks a burrow.yml and starts its tunnels over one connection", async () => {
+  const dir = join(workDir, "project");
+  Bun.spawnSync(["mkdir", "-p", dir]);
+  writeFileSync(
+    join(dir, "burrow.yml"),
+    `server: ${server.edgeUrl}\ntunnels:\n  site: { proto: http, addr: ${upstream.port}, subdomain: compiled-yml }\n  shell: { proto: tcp, addr: ${echo.port} }\n`,
+  );
+  const env = { ...process.env, XDG_CONFIG_HOME: join(dir, ".xdg"), BURROW_TOKEN: token, HTTPS_PROXY: "", ALL_PROXY: "" };
+  const check = Bun.spawnSync([binary, "config", "check"], { cwd: dir, env, stdout: "pipe", stderr: "pipe" });
+  expect(check.exitCode).toBe(0);
+  expect(check.stdout.toString()).toContain("ok, 2 tunnels");
+  const proc = Bun.spawn([binary, "start", "--all"], { cwd: dir, env, stdout: "pipe", stderr: "pipe" });
+  try {
+    const output = new LineReader(proc);
+    await output.waitFor(/Forwarding\s+site\s+http:\/\/compiled-yml\./, 15_000);
+    const shell = Number(/:(\d+) ->/.exec(await output.waitFor(/Forwarding\s+shell\s/, 15_000))![1]);
+    expect(await (await tunnelFetch(server.edgePort, "compiled-yml", "/yml")).text()).toBe("binary says GET /yml");
+    expect(await echoThrough(shell, "over yml")).toContain("over yml");
+    proc.kill("SIGINT");
+    expect(await Promise.race([proc.exited, Bun.sleep(10_000).then(() => "still running")])).toBe(0);
+  } finally {
+    if (proc.exitCode === null) proc.kill("SIGKILL");
+  }
+}, 30_000);

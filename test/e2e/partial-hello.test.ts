@@ -19,7 +19,7 @@ let holder: TestAgent;
 let range: { first: number; last: number };
 const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("ok") });
 /** Something else on the first port of the tunnel range: PORT_UNAVAILABLE there. */
-let squatter: ReturnType<typeof Bun.listen> | undefined;
+let squatter: { stop(closeActive?: boolean): void } | undefined;
 
 beforeAll(async () => {
   range = freeRange(4);

@@ -4,13 +4,13 @@
  * alone in an empty directory.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { compiledBurrow } from "../harness/compiled.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
 import { openBrowser, signIn } from "./browser.ts";
 
-const root = join(import.meta.dir, "..", "..");
 
 /** The page at `path` and every script and stylesheet it links, fetched from the admin server. */
 async function fetchPanel(adminUrl: string, path = "/") {
@@ -67,18 +67,9 @@ describe("from source", () => {
 describe("from the compiled executable", () => {
   let workDir: string;
   let binary: string;
-  beforeAll(() => {
+  beforeAll(async () => {
     workDir = mkdtempSync(join(tmpdir(), "burrow-panel-binary-"));
-    const build = Bun.spawnSync(
-      [process.execPath, "build", "--compile", "--minify", join(root, "src/main.ts"), "--outfile", join(workDir, "build", "burrow")],
-      { cwd: root, stdout: "pipe", stderr: "pipe" },
-    );
-    if (build.exitCode !== 0) throw new Error(`build failed: ${build.stderr.toString()}`);
-    mkdirSync(join(workDir, "run"));
-    binary = join(workDir, "run", "burrow");
-    copyFileSync(join(workDir, "build", "burrow"), binary);
-    Bun.spawnSync(["chmod", "+x", binary]);
-    rmSync(join(workDir, "build"), { recursive: true, force: true });
+    binary = await compiledBurrow(join(workDir, "run"));
   }, 120_000);
   afterAll(() => rmSync(workDir, { recursive: true, force: true }));
 

@@ -1,0 +1,43 @@
+/**
+ * The compiled executable, built once per test run: every file that runs
+ * "the compiled burrow" shares one build (bun test runs all files in one
+ * process, so this module's promise is shared), which saves a compile of
+ * several seconds per file. Each caller gets its own copy, alone in an empty
+ * directory of its own, so nothing of the source tree is beside it.
+ */
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const root = join(import.meta.dir, "..", "..");
+let built: Promise<string> | undefined;
+const scratch: string[] = [];
+
+process.on("exit", () => {
+  for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
+});
+
+function build(): Promise<string> {
+  built ??= (async () => {
+    const dir = mkdtempSync(join(tmpdir(), "burrow-compiled-"));
+    scratch.push(dir);
+    const out = join(dir, "burrow");
+    const proc = Bun.spawn([process.execPath, "build", "--compile", "--minify", join(root, "src/main.ts"), "--outfile", out], { cwd: dir, stdout: "pipe", stderr: "pipe" });
+    const [stderr, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
+    if (code !== 0) throw new Error(`build failed: ${stderr}`);
+    return out;
+  })();
+  return built;
+}
+
+/** A fresh copy of the compiled burrow in `dir` (made if missing), or in a new temp dir; returns its path. */
+export async function compiledBurrow(dir?: string): Promise<string> {
+  const source = await build();
+  const home = dir ?? mkdtempSync(join(tmpdir(), "burrow-compiled-run-"));
+  if (!dir) scratch.push(home);
+  mkdirSync(home, { recursive: true });
+  const binary = join(home, "burrow");
+  copyFileSync(source, binary);
+  Bun.spawnSync(["chmod", "+x", binary]);
+  return binary;
+}
