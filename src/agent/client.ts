@@ -27,6 +27,7 @@ import { VERSION } from "../version.ts";
 import { localAuthority, type LocalTarget } from "./http.ts";
 import { directLink, webSocketLink, type Link } from "./links.ts";
 import type { AgentOutput, TunnelView } from "./output.ts";
+import type { RequestTaps } from "./inspector/tap.ts";
 import { serveStream } from "./serve-stream.ts";
 import { openSocksBridge, type SocksBridge } from "./socks.ts";
 
@@ -81,6 +82,8 @@ export interface AgentOptions {
   proxy?: string;
   insecure?: boolean;
   out: AgentOutput;
+  /** The request inspector's capture, when it runs. */
+  inspector?: RequestTaps;
 }
 
 type Outcome =
@@ -436,7 +439,7 @@ export class Agent {
     // an edge that predates tunnel ids in OPEN, or a one-tunnel session: the only tunnel
     const tunnel = this.live.get(meta.tunnel) ?? (this.live.size === 1 ? this.live.values().next().value : undefined);
     if (!tunnel) return stream.reset(WireError.PROTOCOL_ERROR);
-    serveStream(stream, meta, tunnel, this.opts.out);
+    serveStream(stream, meta, tunnel, this.opts.out, this.opts.inspector);
   }
 }
 

@@ -10,6 +10,7 @@ import { pipeInto, readableFrom } from "../protocol/pipes.ts";
 import { MAX_DATA_PAYLOAD, WireError } from "../protocol/wire.ts";
 import { headerList, toHeaders } from "../relay/headers.ts";
 import { forwardRequest } from "./local-http/exchange.ts";
+import { tapReadable, type ExchangeTap } from "./inspector/tap.ts";
 import { ConnectionPool } from "./local-http/pool.ts";
 import { serialiseRequest } from "./local-http/request.ts";
 
@@ -31,10 +32,15 @@ export const localAuthority = (t: LocalTarget) => `${t.host.includes(":") ? `[${
 /** Connections to plain-http local services, shared by all streams of the agent. */
 let sharedPool: ConnectionPool | undefined;
 
-/** `pool`: where connections come from; the agent's shared pool unless a test brings its own. */
-export async function serveHttpStream(stream: Stream, meta: OpenMeta, target: LocalTarget, logRequest: RequestLog, pool?: ConnectionPool): Promise<void> {
+/**
+ * `pool`: where connections come from; the agent's shared pool unless a test brings its own.
+ * `tap`: the inspector's copy of this request, when it is captured.
+ */
+export async function serveHttpStream(stream: Stream, meta: OpenMeta, target: LocalTarget, logRequest: RequestLog, pool?: ConnectionPool, tap?: ExchangeTap): Promise<void> {
   const started = performance.now();
   const head = meta.head!;
+  // every way a request ends short (no connection, a broken response, the visitor gone) resets the stream
+  if (tap) stream.whenReset((code) => tap.failed(resetReason(code)));
   const log = (status: number | string) => logRequest({ method: head.method, path: head.path, status: shown(status), ms: performance.now() - started });
   const fail = (why: string | Error) => {
     const reason = typeof why === "string" ? why : describeLocalError(why);
@@ -43,7 +49,7 @@ export async function serveHttpStream(stream: Stream, meta: OpenMeta, target: Lo
   };
   // https to the local service needs TLS, which fetch brings; the agent's own client speaks plain
   // HTTP/1.1 only, at a fraction of fetch's cost per request
-  if (target.tls) return serveWithFetch(stream, meta, target, log, fail);
+  if (target.tls) return serveWithFetch(stream, meta, target, log, fail, tap);
   const override = target.hostHeader === "rewrite" ? localAuthority(target) : target.hostHeader;
   const request = serialiseRequest(head, meta.body === true, { override, fallback: localAuthority(target) });
   if (typeof request === "string") return fail(request);
@@ -51,7 +57,7 @@ export async function serveHttpStream(stream: Stream, meta: OpenMeta, target: Lo
     responded: log,
     failed: fail,
     cancelled: () => log("cancelled"),
-  });
+  }, tap);
 }
 
 /** Through fetch: no redirects followed, bodies not decompressed, self-signed certificates accepted. */
@@ -61,6 +67,7 @@ async function serveWithFetch(
   target: LocalTarget,
   log: (status: number | string) => void,
   fail: (why: Error) => void,
+  tap?: ExchangeTap,
 ): Promise<void> {
   const head = meta.head!;
   const headers = toHeaders(head.headers);
@@ -68,7 +75,8 @@ async function serveWithFetch(
   else if (target.hostHeader) headers.set("host", target.hostHeader);
   // fetch would add its own Accept-Encoding; the visitor asked for none, so none is what they get
   if (!headers.has("accept-encoding")) headers.set("accept-encoding", "identity");
-  const body = meta.body ? readableFrom(stream, undefined, "discard") : null;
+  let body = meta.body ? readableFrom(stream, undefined, "discard") : null;
+  if (body && tap) body = tapReadable(body, (chunk) => tap.requestChunk(chunk));
   if (!meta.body) stream.onData = (chunk) => stream.consumed(chunk.byteLength);
   const url = `https://${localAuthority(target)}${head.path}`;
   // the visitor left or the edge gave up waiting: drop the local request too, so it holds no connection
@@ -94,9 +102,11 @@ async function serveWithFetch(
   }
   const responseHead = { status: response.status, headers: headerList(response.headers) };
   log(response.status);
+  tap?.response(responseHead.status, responseHead.headers);
   const length = Number(response.headers.get("content-length") ?? NaN);
   if (!response.body || length === 0) {
     stream.reply(responseHead, true); // one REPLY frame that also ends the stream
+    tap?.done();
   } else if (length > 0 && length <= MAX_DATA_PAYLOAD) {
     // small and whole: REPLY, then one DATA frame that carries the FIN
     let bytes: Uint8Array;
@@ -109,9 +119,12 @@ async function serveWithFetch(
       stream.reply(responseHead);
       stream.end(bytes);
     });
+    tap?.responseChunk(bytes);
+    tap?.done();
   } else {
     stream.reply(responseHead);
-    await pipeInto(response.body, stream);
+    const source = tap ? tapReadable(response.body, (chunk) => tap.responseChunk(chunk), () => tap.done()) : response.body;
+    await pipeInto(source, stream);
   }
 }
 
@@ -122,6 +135,13 @@ async function serveWithFetch(
  */
 function shown(status: number | string): number | string {
   return typeof status === "number" && !isFinalStatus(status) ? `502 (invalid status ${status})` : status;
+}
+
+/** A stream's reset code as the inspector shows why a request ended short. */
+function resetReason(code: string): string {
+  if (code.startsWith(WireError.UPSTREAM_FAILED)) return code.slice(WireError.UPSTREAM_FAILED.length).trim() || "the local service failed";
+  if (code === WireError.CANCELLED) return "cancelled (the visitor left)";
+  return code;
 }
 
 export function describeLocalError(err: unknown): string {

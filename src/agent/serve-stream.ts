@@ -8,11 +8,13 @@ import type { OpenMeta } from "../protocol/messages.ts";
 import type { Stream } from "../protocol/mux.ts";
 import { WireError } from "../protocol/wire.ts";
 import { serveHttpStream } from "./http.ts";
+import type { RequestTaps } from "./inspector/tap.ts";
 import type { AgentOutput, TunnelView } from "./output.ts";
 import { serveTcpStream } from "./tcp.ts";
 import { serveWebSocketStream } from "./websocket.ts";
 
-export function serveStream(stream: Stream, meta: OpenMeta, tunnel: TunnelView, out: AgentOutput): void {
+/** `inspector`: where HTTP requests and WebSockets of tunnels with `inspect` on are captured, when it runs. */
+export function serveStream(stream: Stream, meta: OpenMeta, tunnel: TunnelView, out: AgentOutput, inspector?: RequestTaps): void {
   const target = tunnel.target;
   const name = tunnel.name;
   const started = performance.now();
@@ -34,11 +36,12 @@ export function serveStream(stream: Stream, meta: OpenMeta, tunnel: TunnelView, 
   };
   if (!ended) out.streamOpened?.({ tunnel: name, kind: meta.kind as "http" | "ws" | "tcp" });
   try {
+    const tap = meta.kind !== "tcp" ? inspector?.begin(tunnel, meta) : undefined;
     if (meta.kind === "http" && meta.head) {
       serveHttpStream(stream, meta, target, (line) => {
         ended = true;
         out.request({ tunnel: name, ...line });
-      }).catch(failed);
+      }, undefined, tap).catch(failed);
     } else if (meta.kind === "ws" && meta.head) {
       const path = meta.head.path;
       serveWebSocketStream(
@@ -51,6 +54,7 @@ export function serveStream(stream: Stream, meta: OpenMeta, tunnel: TunnelView, 
           ended = true;
           out.webSocketClosed?.({ tunnel: name, path, ms: performance.now() - started, opened });
         },
+        tap,
       );
     } else if (meta.kind === "tcp") {
       out.connection({ tunnel: name, remote: meta.remote, event: "open" });

@@ -4,12 +4,13 @@ import type { Stream } from "../protocol/mux.ts";
 import { encodeCloseRecord, encodeRecord, RecordDecoder } from "../protocol/ws-records.ts";
 import { WireError } from "../protocol/wire.ts";
 import { localAuthority, type LocalTarget } from "./http.ts";
+import type { ExchangeTap } from "./inspector/tap.ts";
 
 /** Headers the local WebSocket handshake sets for itself. */
 const OWN = new Set(["host", "sec-websocket-protocol", "sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions", "content-length"]);
 
 /** `onClose`: once, when the WebSocket is over (`opened`: the local service had taken the upgrade). */
-export function serveWebSocketStream(stream: Stream, meta: OpenMeta, target: LocalTarget, onOpen: () => void, onClose?: (opened: boolean) => void): void {
+export function serveWebSocketStream(stream: Stream, meta: OpenMeta, target: LocalTarget, onOpen: () => void, onClose?: (opened: boolean) => void, tap?: ExchangeTap): void {
   const head = meta.head!;
   const protocols = (head.headers.find(([n]) => n === "sec-websocket-protocol")?.[1] ?? "")
     .split(",")
@@ -28,16 +29,20 @@ export function serveWebSocketStream(stream: Stream, meta: OpenMeta, target: Loc
   ws.onopen = () => {
     opened = true;
     stream.reply({ protocol: ws.protocol || undefined });
+    tap?.response(101, ws.protocol ? [["sec-websocket-protocol", ws.protocol]] : []);
     onOpen();
   };
   ws.onmessage = (ev) => {
     const data = typeof ev.data === "string" ? ev.data : new Uint8Array(ev.data as ArrayBuffer);
+    tap?.message("service", data);
     // a slow visitor holds back credit: stop reading the local service until the stream drains
     if (!stream.write(encodeRecord(data))) ws.pause();
   };
   stream.onDrain = () => ws.resume();
   ws.onclose = (ev) => {
     onClose?.(opened);
+    if (opened) tap?.done();
+    else tap?.failed("WebSocket handshake failed");
     if (!opened) return stream.reset(`${WireError.UPSTREAM_FAILED} WebSocket handshake failed`);
     stream.write(encodeCloseRecord(ev.code, ev.reason));
     stream.end();
@@ -50,7 +55,10 @@ export function serveWebSocketStream(stream: Stream, meta: OpenMeta, target: Loc
     try {
       decoder.push(
         chunk,
-        (message) => ws.send(message),
+        (message) => {
+          tap?.message("visitor", message);
+          ws.send(message);
+        },
         (code, reason) => ws.close(code, reason),
       );
     } catch {

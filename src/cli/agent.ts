@@ -18,6 +18,7 @@ function flagValue<T>(flag: string, check: () => T): T {
   }
 }
 import { chooseOutput, openOutput } from "./agent-output/choose.ts";
+import { announceInspector, INSPECT_FLAGS, inspectChoice, openInspector } from "./inspect-flags.ts";
 
 /** Flags every agent command takes (burrow http, tcp, start). */
 export const COMMON: Record<string, FlagSpec> = {
@@ -29,6 +30,7 @@ export const COMMON: Record<string, FlagSpec> = {
   log: { type: "string", env: true },
   /** debug | info | warn | error (default info): what text lines and JSON show. */
   "log-level": { type: "string", env: true },
+  ...INSPECT_FLAGS,
 };
 
 const HTTP_FLAGS: Record<string, FlagSpec> = {
@@ -65,19 +67,23 @@ export async function runAgent(tunnels: AgentTunnel[], values: Record<string, un
   );
   const proxy = resolveProxy((values.proxy as string | undefined) ?? settings.proxy);
   const insecure = Boolean(values.insecure) || Boolean(settings.insecure);
-  const out = openOutput(logChoice);
+  const inspecting = openInspector(inspectChoice(values));
+  const printed = openOutput(logChoice);
+  const inspector = announceInspector(inspecting, printed);
+  const out = inspector ? inspector.watch(printed) : printed;
   const stop = () => agent.stop();
   let agent: Agent;
   try {
-    agent = new Agent({ server, token, proxy, insecure, tunnels, out });
+    agent = new Agent({ server, token, proxy, insecure, tunnels, out, inspector: inspector?.store });
     process.once("SIGINT", stop);
     process.once("SIGTERM", stop);
     return await agent.run();
   } finally {
     process.off("SIGINT", stop);
     process.off("SIGTERM", stop);
+    inspector?.stop();
     // the terminal back as it was (the screen), then a refusal where it stays in sight
-    await out.finish();
+    await printed.finish();
   }
 }
 

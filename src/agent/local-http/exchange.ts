@@ -14,6 +14,7 @@
 import type { ResponseHead } from "../../protocol/messages.ts";
 import type { Stream } from "../../protocol/mux.ts";
 import { MAX_DATA_PAYLOAD, WireError } from "../../protocol/wire.ts";
+import type { ExchangeTap } from "../inspector/tap.ts";
 import type { ConnectionUser, LocalConnection } from "./connection.ts";
 import { replyHeaders, type ParsedHead } from "./head.ts";
 import type { ConnectionPool } from "./pool.ts";
@@ -37,8 +38,18 @@ export interface LocalService {
 /** "stale": a pooled connection the service had already closed; nothing of the request was lost, so it may go again. */
 type Outcome = "done" | "stale";
 
-/** Carries `request` to the service and its response into `stream`; resolves when the exchange is over. Never throws. */
-export async function forwardRequest(stream: Stream, request: LocalRequest, service: LocalService, pool: ConnectionPool, report: ExchangeReport): Promise<void> {
+/**
+ * Carries `request` to the service and its response into `stream`; resolves when the exchange is over. Never throws.
+ * `tap`: the inspector's copy, shown the body pieces as they pass.
+ */
+export async function forwardRequest(
+  stream: Stream,
+  request: LocalRequest,
+  service: LocalService,
+  pool: ConnectionPool,
+  report: ExchangeReport,
+  tap?: ExchangeTap,
+): Promise<void> {
   let current: Exchange | undefined;
   let gone = false;
   // the visitor left (or the edge gave up waiting): drop the local request too, so it holds no connection
@@ -54,7 +65,7 @@ export async function forwardRequest(stream: Stream, request: LocalRequest, serv
       return report.cancelled();
     }
     if (conn instanceof Error) return report.failed(conn);
-    current = new Exchange(stream, conn, request, pool, report);
+    current = new Exchange(stream, conn, request, pool, report, tap);
     if ((await current.run()) === "done") return;
     // once only: a new connection is never stale
     mayReuse = false;
@@ -86,6 +97,7 @@ class Exchange implements ConnectionUser, ResponseSink {
     private readonly request: LocalRequest,
     private readonly pool: ConnectionPool,
     private readonly report: ExchangeReport,
+    private readonly tap: ExchangeTap | undefined,
   ) {
     this.parser = new ResponseParser(request.method, this);
     this.bodyDone = request.body.kind === "none";
@@ -131,6 +143,7 @@ class Exchange implements ConnectionUser, ResponseSink {
     this.bodyBytes += chunk.byteLength;
     if (body.kind === "length" && this.bodyBytes > body.length) return this.fail("the request body is longer than its content-length");
     this.uncredited += chunk.byteLength;
+    this.tap?.requestChunk(chunk);
     if (this.conn.write(body.kind === "chunked" ? frameChunk(chunk) : chunk)) this.credit();
   }
 
@@ -184,6 +197,7 @@ class Exchange implements ConnectionUser, ResponseSink {
     this.keepAlive = head.keepAlive;
     this.report.responded(head.status);
     const reply: ResponseHead = { status: head.status, headers: replyHeaders(head) };
+    this.tap?.response(reply.status, reply.headers);
     if (head.framing === "none" || (head.framing === "length" && head.length === 0)) {
       this.mode = "none";
       this.stream.reply(reply, true); // one REPLY frame that also ends the stream
@@ -199,11 +213,13 @@ class Exchange implements ConnectionUser, ResponseSink {
   }
 
   body(piece: Uint8Array): void {
+    this.tap?.responseChunk(piece);
     if (this.mode === "whole") this.pieces.push(piece);
     else if (!this.stream.write(piece)) this.conn.pause(); // out of credit: the service waits, not our memory
   }
 
   end(): void {
+    this.tap?.done();
     if (this.mode === "whole") {
       const bytes = this.pieces.length === 1 ? this.pieces[0]! : Buffer.concat(this.pieces);
       this.pieces = [];

@@ -1,0 +1,134 @@
+/**
+ * One captured request: the visitor's request head and body, the local
+ * service's response head and body, each body kept up to MAX_BODY_BYTES,
+ * timings and how it ended. It is the ExchangeTap its request path calls,
+ * so capturing is a few field writes and a copy per chunk; JSON and base64
+ * wait until someone asks (json.ts).
+ */
+import type { HeaderList, RequestHead } from "../../protocol/messages.ts";
+import type { TunnelView } from "../output.ts";
+import { BodyCapture } from "./body.ts";
+import { MAX_BODY_BYTES, WS_MESSAGE_BYTES, WS_MESSAGES_KEPT } from "./limits.ts";
+import type { ExchangeTap } from "./tap.ts";
+
+export type CaptureState = "pending" | "done" | "failed";
+
+/** What a capture tells its store as it goes. */
+export interface CaptureOwner {
+  /** Something shown in the list changed (status, state, sizes). */
+  changed(c: Capture): void;
+  /** `n` more body bytes are held. */
+  grew(n: number): void;
+}
+
+export interface WsMessage {
+  from: "visitor" | "service";
+  at: number;
+  text: boolean;
+  /** The first WS_MESSAGE_BYTES of it. */
+  data: Uint8Array;
+  size: number;
+}
+
+/** A WebSocket's traffic: counts both ways and its last messages. */
+export class WsTraffic {
+  fromVisitor = 0;
+  fromService = 0;
+  bytesFromVisitor = 0;
+  bytesFromService = 0;
+  readonly last: WsMessage[] = [];
+
+  add(from: "visitor" | "service", data: string | Uint8Array): number {
+    const text = typeof data === "string";
+    const bytes = text ? Buffer.from(data) : data;
+    if (from === "visitor") {
+      this.fromVisitor++;
+      this.bytesFromVisitor += bytes.byteLength;
+    } else {
+      this.fromService++;
+      this.bytesFromService += bytes.byteLength;
+    }
+    const kept = bytes.byteLength > WS_MESSAGE_BYTES ? bytes.slice(0, WS_MESSAGE_BYTES) : text ? bytes : bytes.slice();
+    this.last.push({ from, at: Date.now(), text, data: kept, size: bytes.byteLength });
+    let freed = 0;
+    if (this.last.length > WS_MESSAGES_KEPT) freed = this.last.shift()!.data.byteLength;
+    return kept.byteLength - freed;
+  }
+}
+
+export class Capture implements ExchangeTap {
+  readonly startedAt = Date.now();
+  private readonly started = performance.now();
+  readonly requestBody = new BodyCapture(MAX_BODY_BYTES);
+  readonly responseBody = new BodyCapture(MAX_BODY_BYTES);
+  status: number | undefined;
+  responseHeaders: HeaderList | undefined;
+  state: CaptureState = "pending";
+  /** Why it failed, for state "failed". */
+  error: string | undefined;
+  durationMs: number | undefined;
+  /** For a WebSocket upgrade: its messages. */
+  readonly ws: WsTraffic | undefined;
+  /** Gone from the store (evicted or cleared): whatever still passes is no longer copied. */
+  evicted = false;
+  /** The live stream has told its clients about it once: later news of it is an update. */
+  announced = false;
+
+  constructor(
+    readonly id: number,
+    readonly tunnel: TunnelView,
+    readonly head: RequestHead,
+    readonly remote: string,
+    readonly kind: "http" | "ws",
+    private readonly owner: CaptureOwner,
+    /** The capture this one replays. */
+    readonly replayOf?: number,
+  ) {
+    this.ws = kind === "ws" ? new WsTraffic() : undefined;
+  }
+
+  /** Body bytes this capture holds (its share of the store's budget). */
+  get heldBytes(): number {
+    return this.requestBody.captured + this.responseBody.captured;
+  }
+
+  // -- ExchangeTap --------------------------------------------------------------------------------
+
+  requestChunk(chunk: Uint8Array): void {
+    if (this.evicted) return;
+    this.owner.grew(this.requestBody.add(chunk));
+  }
+
+  response(status: number, headers: HeaderList): void {
+    if (this.state !== "pending") return;
+    this.status = status;
+    this.responseHeaders = headers;
+    this.owner.changed(this);
+  }
+
+  responseChunk(chunk: Uint8Array): void {
+    if (this.evicted) return;
+    this.owner.grew(this.responseBody.add(chunk));
+  }
+
+  done(): void {
+    if (this.state !== "pending") return;
+    this.state = "done";
+    this.durationMs = performance.now() - this.started;
+    this.owner.changed(this);
+  }
+
+  failed(why: string): void {
+    if (this.state !== "pending") return;
+    this.state = "failed";
+    this.error = why;
+    this.durationMs = performance.now() - this.started;
+    this.owner.changed(this);
+  }
+
+  message(from: "visitor" | "service", data: string | Uint8Array): void {
+    if (!this.ws || this.evicted) return;
+    this.owner.grew(this.ws.add(from, data));
+    this.owner.changed(this);
+  }
+}

@@ -1,0 +1,86 @@
+/**
+ * How captures look in the inspector API (snake_case, like the admin API).
+ * The list carries no bodies; one capture's detail carries them base64
+ * encoded, with a decoded copy when a Content-Encoding applies. All of this
+ * is computed when asked for, never as requests pass.
+ */
+import type { HeaderList } from "../../protocol/messages.ts";
+import type { TunnelView } from "../output.ts";
+import type { BodyCapture } from "./body.ts";
+import type { Capture } from "./capture.ts";
+import { decodeBody } from "./decode.ts";
+
+const headerValue = (headers: HeaderList | undefined, name: string) => headers?.find(([n]) => n.toLowerCase() === name)?.[1];
+const ms = (x: number | undefined) => (x === undefined ? null : Math.round(x * 10) / 10);
+
+export const tunnelJson = (t: TunnelView) => ({
+  name: t.name,
+  protocol: t.protocol,
+  public_url: t.url,
+  local: t.local,
+  host_header: t.target.hostHeader ?? null,
+  inspect: t.inspect,
+});
+
+export function summaryJson(c: Capture) {
+  return {
+    id: c.id,
+    tunnel: c.tunnel.name,
+    kind: c.kind === "ws" ? "websocket" : "http",
+    started_at: new Date(c.startedAt).toISOString(),
+    remote: c.remote,
+    method: c.head.method,
+    path: c.head.path,
+    status: c.status ?? null,
+    state: c.state,
+    error: c.error ?? null,
+    duration_ms: ms(c.durationMs),
+    request_size: c.requestBody.size,
+    response_size: c.responseBody.size,
+    replay_of: c.replayOf ?? null,
+    websocket: c.ws ? { messages_from_visitor: c.ws.fromVisitor, messages_from_service: c.ws.fromService } : undefined,
+  };
+}
+
+function bodyJson(body: BodyCapture, headers: HeaderList | undefined) {
+  const bytes = body.bytes();
+  const decoded = bytes.byteLength > 0 ? decodeBody(bytes, headerValue(headers, "content-encoding")) : undefined;
+  return {
+    size: body.size,
+    captured: body.captured,
+    truncated: body.truncated,
+    content_type: headerValue(headers, "content-type") ?? null,
+    content_encoding: headerValue(headers, "content-encoding") ?? null,
+    base64: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64"),
+    decoded:
+      decoded === undefined
+        ? null
+        : "error" in decoded
+          ? { encoding: decoded.encoding, error: decoded.error }
+          : { encoding: decoded.encoding, size: decoded.bytes.byteLength, base64: Buffer.from(decoded.bytes).toString("base64") },
+  };
+}
+
+export function detailJson(c: Capture) {
+  return {
+    ...summaryJson(c),
+    request: { method: c.head.method, path: c.head.path, headers: c.head.headers, body: bodyJson(c.requestBody, c.head.headers) },
+    response: c.status === undefined ? null : { status: c.status, headers: c.responseHeaders ?? [], body: bodyJson(c.responseBody, c.responseHeaders) },
+    websocket: c.ws
+      ? {
+          messages_from_visitor: c.ws.fromVisitor,
+          messages_from_service: c.ws.fromService,
+          bytes_from_visitor: c.ws.bytesFromVisitor,
+          bytes_from_service: c.ws.bytesFromService,
+          last_messages: c.ws.last.map((m) => ({
+            from: m.from,
+            at: new Date(m.at).toISOString(),
+            type: m.text ? "text" : "binary",
+            size: m.size,
+            truncated: m.size > m.data.byteLength,
+            ...(m.text ? { text: Buffer.from(m.data).toString("utf8") } : { base64: Buffer.from(m.data).toString("base64") }),
+          })),
+        }
+      : undefined,
+  };
+}

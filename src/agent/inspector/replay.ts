@@ -1,0 +1,130 @@
+/**
+ * Replay: a captured request sent again to its tunnel's local service,
+ * as it was or edited, by the very code that serves visitors
+ * (serveStream), over a pair of muxes joined in memory instead of the
+ * edge. So the tunnel's Host rule, its https target and the agent's own
+ * HTTP client all apply as they do to a visitor, and the replay is
+ * captured like one, as a new capture that names its original.
+ */
+import type { HeaderList, OpenMeta, RequestHead } from "../../protocol/messages.ts";
+import { Mux, type Stream } from "../../protocol/mux.ts";
+import { readOpenMeta } from "../../protocol/messages.ts";
+import type { AgentOutput, TunnelView } from "../output.ts";
+import { serveStream } from "../serve-stream.ts";
+import type { Capture } from "./capture.ts";
+import { InspectorError } from "./errors.ts";
+import { MAX_BODY_BYTES, REPLAY_HEAD_TIMEOUT_MS } from "./limits.ts";
+import type { CaptureStore } from "./store.ts";
+
+export interface ReplayEdits {
+  method?: string;
+  path?: string;
+  /** A list replaces the captured headers; an object sets the names it gives (null removes one). */
+  headers?: HeaderList | Record<string, string | null>;
+  body?: Uint8Array;
+}
+
+/** How long a replay's API call waits, after the response head, for the body to finish. */
+const BODY_GRACE_MS = 2_000;
+
+/** A replay's requests are not the visitors': nothing of them goes to the agent's printed log. */
+const QUIET: AgentOutput = { ready() {}, request() {}, connection() {}, reconnecting() {}, refused() {} };
+
+/** The request a replay sends: the original's head with the edits applied, and its body. */
+export function replayRequest(original: Capture, edits: ReplayEdits): { head: RequestHead; body: Uint8Array } {
+  if (original.kind === "ws") throw new InspectorError("NOT_REPLAYABLE", "a WebSocket cannot be replayed");
+  if (edits.body === undefined && original.requestBody.truncated) {
+    throw new InspectorError("NOT_REPLAYABLE", `the request body was captured only up to ${MAX_BODY_BYTES} bytes; send a body with the replay to replace it`);
+  }
+  const body = edits.body ?? original.requestBody.bytes();
+  let headers: HeaderList;
+  if (Array.isArray(edits.headers)) headers = edits.headers.map(([n, v]) => [n.toLowerCase(), v]);
+  else {
+    headers = original.head.headers.map(([n, v]) => [n, v]);
+    for (const [name, value] of Object.entries(edits.headers ?? {})) {
+      const lower = name.toLowerCase();
+      headers = headers.filter(([n]) => n !== lower);
+      if (value !== null) headers.push([lower, value]);
+    }
+  }
+  // the body's framing is the replay's own: its length as it now is
+  headers = headers.filter(([n]) => n !== "content-length" && n !== "transfer-encoding");
+  const method = edits.method ?? original.head.method;
+  if (body.byteLength > 0 || !["GET", "HEAD", "DELETE", "OPTIONS", "TRACE"].includes(method)) headers.push(["content-length", String(body.byteLength)]);
+  return { head: { method, path: edits.path ?? original.head.path, headers }, body };
+}
+
+/**
+ * Sends the request to `tunnel`'s local service and returns its capture once
+ * the response is complete, or BODY_GRACE_MS after its head (a long stream
+ * goes on being captured), or when it failed.
+ */
+export async function replay(store: CaptureStore, original: Capture, tunnel: TunnelView, edits: ReplayEdits = {}): Promise<Capture> {
+  const { head, body } = replayRequest(original, edits);
+  let capture: Capture | undefined;
+  // captured even when the tunnel itself has inspect off: the user asked for this one
+  const taps = { begin: (t: TunnelView, meta: OpenMeta) => (capture = store.begin({ ...t, inspect: true }, meta, original.id)) };
+  const pair = memoryPair((stream) => serveStream(stream, readOpenMeta(stream.meta)!, tunnel, QUIET, taps));
+  const meta: OpenMeta = { tunnel: tunnel.id, kind: "http", remote: "replay", head, body: body.byteLength > 0 };
+  const stream = pair.edge.open(meta, body.byteLength === 0);
+  if (body.byteLength > 0) stream.end(body);
+  const { answered, over } = drive(stream);
+  void over.then(() => queueMicrotask(pair.close));
+  await answered;
+  if (!capture) throw new Error("the replay was not captured");
+  return capture;
+}
+
+/**
+ * Reads the replay's response as the edge would (taking its bytes, returning
+ * credit). `answered`: the response is complete, or BODY_GRACE_MS passed
+ * after its head, or it failed; `over`: the stream is done.
+ */
+function drive(stream: Stream): { answered: Promise<void>; over: Promise<void> } {
+  const answered = Promise.withResolvers<void>();
+  const over = Promise.withResolvers<void>();
+  let received = 0;
+  const headTimer = setTimeout(() => stream.reset(), REPLAY_HEAD_TIMEOUT_MS);
+  let graceTimer: ReturnType<typeof setTimeout> | undefined;
+  const finish = () => {
+    clearTimeout(headTimer);
+    clearTimeout(graceTimer);
+    answered.resolve();
+    over.resolve();
+  };
+  stream.onReply = () => {
+    clearTimeout(headTimer);
+    graceTimer = setTimeout(answered.resolve, BODY_GRACE_MS);
+  };
+  stream.onData = (chunk) => {
+    received += chunk.byteLength;
+    stream.consumed(chunk.byteLength);
+    // its capture is full: an endless stream (server-sent events, say) would otherwise be read for ever
+    if (received > MAX_BODY_BYTES) stream.reset();
+  };
+  stream.onEnd = finish;
+  stream.whenReset(finish);
+  return { answered: answered.promise, over: over.promise };
+}
+
+/**
+ * An edge mux and an agent mux joined in memory. Messages are copied (a mux
+ * reuses its send buffer) and delivered on a later microtask, as a socket
+ * would, never inside the sender's call.
+ */
+function memoryPair(onStream: (stream: Stream) => void): { edge: Mux; close: () => void } {
+  const deliver = (to: () => Mux, message: Uint8Array) => {
+    const copy = message.slice();
+    queueMicrotask(() => to().receive(copy));
+    return "sent" as const;
+  };
+  const agent: Mux = new Mux({ role: "agent", send: (m) => deliver(() => edge, m), onStream });
+  const edge: Mux = new Mux({ role: "edge", send: (m) => deliver(() => agent, m) });
+  return {
+    edge,
+    close: () => {
+      edge.close();
+      agent.close();
+    },
+  };
+}

@@ -1,0 +1,115 @@
+/**
+ * The agent's request inspector (ngrok's :4040): a capture store the
+ * agent's tunnels report to, and a small HTTP server for its page and
+ * JSON API. startInspector() is all the CLI needs.
+ */
+import type { Server } from "bun";
+import type { AgentOutput } from "../output.ts";
+import { listenOnFirstFree, portRange, showAddress, type ListenAddress } from "./address.ts";
+import { createInspectorApp } from "./api.ts";
+import { DEFAULT_PORTS, MAX_BODY_BYTES } from "./limits.ts";
+import { LiveStreams } from "./live.ts";
+import { CaptureStore } from "./store.ts";
+import { InspectorPage } from "./ui.ts";
+
+export interface InspectorOptions {
+  /** --inspect-addr: listen exactly there or fail. Without it, the first free of `ports` on 127.0.0.1. */
+  address?: ListenAddress;
+  /** Requests kept (--inspect-keep). */
+  keep: number;
+  /** The ports tried without an address: 4040-4049 unless a test narrows them. */
+  ports?: { first: number; last: number };
+}
+
+export type InspectorStart =
+  | { kind: "listening"; inspector: Inspector }
+  /** Every default port is taken; the agent runs without an inspector. `tried`: "127.0.0.1:4040-4049". */
+  | { kind: "busy"; tried: string };
+
+/** --inspect-addr could not be listened on. */
+export class InspectorListenError extends Error {}
+
+export class Inspector {
+  constructor(
+    readonly store: CaptureStore,
+    private readonly server: Server<unknown>,
+    private readonly live: LiveStreams,
+    readonly address: ListenAddress,
+  ) {}
+
+  /** Where a browser opens it. */
+  get url(): string {
+    return `http://${showAddress(this.address)}`;
+  }
+
+  /**
+   * The agent's output with the inspector listening in: each session's
+   * tunnels (its ready event) become GET /api/tunnels and what a replay uses.
+   */
+  watch(out: AgentOutput): AgentOutput {
+    const store = this.store;
+    const ready: AgentOutput["ready"] = (r) => {
+      store.tunnels = r.tunnels;
+      out.ready(r);
+    };
+    const bound = new Map<PropertyKey, unknown>();
+    return new Proxy(out, {
+      get(target, prop) {
+        if (prop === "ready") return ready;
+        if (bound.has(prop)) return bound.get(prop);
+        const value = Reflect.get(target, prop, target);
+        if (typeof value !== "function") return value;
+        const method = value.bind(target);
+        bound.set(prop, method);
+        return method;
+      },
+    });
+  }
+
+  stop(): void {
+    this.live.closeAll();
+    this.server.stop(true);
+  }
+}
+
+export function startInspector(opts: InspectorOptions): InspectorStart {
+  const store = new CaptureStore(opts.keep);
+  const live = new LiveStreams(store);
+  const page = new InspectorPage();
+  let server: Server<unknown> | undefined;
+  let address: ListenAddress | undefined;
+  const app = createInspectorApp({ store, live, page, bound: () => address! });
+  const listen = (at: ListenAddress) => {
+    server = Bun.serve({
+      hostname: at.host,
+      port: at.port,
+      reusePort: false, // a second agent must move on to the next port, not share this one
+      development: false,
+      maxRequestBodySize: 4 * MAX_BODY_BYTES,
+      fetch: app.fetch,
+    });
+    address = { host: at.host, port: server.port! };
+    return server;
+  };
+  if (opts.address) {
+    try {
+      listen(opts.address);
+    } catch (err) {
+      throw new InspectorListenError(`cannot listen on ${showAddress(opts.address)} for the inspector: ${describeListenError(err)}`);
+    }
+  } else {
+    const ports = opts.ports ?? DEFAULT_PORTS;
+    if (!listenOnFirstFree(DEFAULT_PORTS.host, portRange(ports.first, ports.last), listen)) {
+      return { kind: "busy", tried: `${DEFAULT_PORTS.host}:${ports.first}-${ports.last}` };
+    }
+  }
+  return { kind: "listening", inspector: new Inspector(store, server!, live, address!) };
+}
+
+function describeListenError(err: unknown): string {
+  const e = err as { code?: string; message?: string };
+  if (e.code === "EADDRINUSE" || /in use/i.test(e.message ?? "")) return "the port is in use";
+  if (e.code === "EADDRNOTAVAIL") return "that address is not one of this machine's";
+  if (e.code === "EACCES") return "permission denied (ports below 1024 need privileges)";
+  return (e.message ?? String(err)).split("\n")[0]!;
+}

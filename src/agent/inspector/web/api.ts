@@ -1,0 +1,94 @@
+/**
+ * The inspector API as the page sees it: the same endpoints and errors a
+ * script uses (README "Request inspector"). Every failure becomes an
+ * ApiError with a sentence a person can read.
+ */
+
+export type HeaderList = [string, string][];
+
+export interface Summary {
+  id: number;
+  tunnel: string;
+  kind: "http" | "websocket";
+  started_at: string;
+  remote: string;
+  method: string;
+  path: string;
+  status: number | null;
+  state: "pending" | "done" | "failed";
+  error: string | null;
+  duration_ms: number | null;
+  request_size: number;
+  response_size: number;
+  replay_of: number | null;
+  websocket?: { messages_from_visitor: number; messages_from_service: number };
+}
+
+export interface Body {
+  size: number;
+  captured: number;
+  truncated: boolean;
+  content_type: string | null;
+  content_encoding: string | null;
+  base64: string;
+  decoded: { encoding: string; size?: number; base64?: string; error?: string } | null;
+}
+
+export interface WsMessage {
+  from: "visitor" | "service";
+  at: string;
+  type: "text" | "binary";
+  size: number;
+  truncated: boolean;
+  text?: string;
+  base64?: string;
+}
+
+export interface Detail extends Summary {
+  request: { method: string; path: string; headers: HeaderList; body: Body };
+  response: { status: number; headers: HeaderList; body: Body } | null;
+  websocket?: Summary["websocket"] & { bytes_from_visitor: number; bytes_from_service: number; last_messages: WsMessage[] };
+}
+
+export interface Tunnel {
+  name: string;
+  protocol: "http" | "tcp";
+  public_url: string;
+  local: string;
+  host_header: string | null;
+  inspect: boolean;
+}
+
+export interface ReplayEdits {
+  method?: string;
+  path?: string;
+  headers?: HeaderList;
+  body?: string;
+}
+
+export class ApiError extends Error {}
+
+async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
+  let res: Response;
+  try {
+    res = await fetch(path, {
+      method,
+      headers: body === undefined ? undefined : { "Content-Type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch {
+    throw new ApiError("The agent does not answer: is it still running?");
+  }
+  if (res.status === 204) return undefined as T;
+  const data = (await res.json().catch(() => ({}))) as { error?: string };
+  if (!res.ok) throw new ApiError(data.error ?? `The inspector answered ${res.status}.`);
+  return data as T;
+}
+
+export const api = {
+  tunnels: () => call<{ tunnels: Tunnel[] }>("GET", "/api/tunnels").then((r) => r.tunnels),
+  list: () => call<{ requests: Summary[] }>("GET", "/api/requests").then((r) => r.requests),
+  detail: (id: number) => call<Detail>("GET", `/api/requests/${id}`),
+  replay: (id: number, edits?: ReplayEdits) => call<Summary>("POST", `/api/requests/${id}/replay`, edits ?? {}),
+  clear: () => call<void>("DELETE", "/api/requests"),
+};
