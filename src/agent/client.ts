@@ -384,6 +384,8 @@ export class Agent {
       this.takeGrants(ready);
       markReady();
       this.opts.out.ready({ username: ready.username, session: ready.session, server: this.opts.server, tunnels: [...this.live.values()] });
+      // a first round trip now, so the latency is known at once rather than a keepalive later
+      this.mux?.ping();
     } else if (type === FrameType.MOVE) {
       const parsed = v.safeParse(Move, parseJsonPayload(payload, "MOVE"));
       if (!parsed.success) throw new ProtocolError(`bad MOVE: ${parsed.issues[0]?.message}`);
