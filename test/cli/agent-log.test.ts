@@ -27,6 +27,20 @@ const upstream = Bun.serve({
 });
 /** Says "hi" and closes when the visitor closes. */
 const echo = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { open: (s) => void s.write("hi"), data() {} } });
+/** Takes WebSockets and echoes their messages. */
+const sockets = Bun.serve({
+  hostname: "127.0.0.1",
+  port: 0,
+  fetch: (req, srv) => (srv.upgrade(req) ? undefined : new Response("no upgrade", { status: 400 })),
+  websocket: { message: (ws, m) => void ws.send(m) },
+});
+/** A local port where nothing listens (found free, then let go). */
+const deadPort = (() => {
+  const l = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  const port = l.port;
+  l.stop(true);
+  return port;
+})();
 
 beforeAll(async () => {
   server = await startServer({ args: ["--tcp-ports", `${tcpPorts.first}-${tcpPorts.last}`] });
@@ -37,6 +51,7 @@ afterAll(async () => {
   await server?.stop();
   upstream.stop(true);
   echo.stop(true);
+  sockets.stop(true);
 });
 
 /** Every line the agent wrote, as JSON; fails on the first line that is not. */
@@ -51,8 +66,17 @@ function parsed(lines: string[]): Record<string, any>[] {
 }
 
 describe("--log json", () => {
-  test("connect, then a request event per request with method, path, status and duration; exit 0 on Ctrl-C", async () => {
-    await using agent = await startAgent({ kind: "http", target: upstream.port!, server: server.edgeUrl, token, args: ["--log", "json"], waitFor: /"event":"connect"/ });
+  test("the inspector's address, connect, then a request event per request with method, path, status and duration; exit 0 on Ctrl-C", async () => {
+    const inspectPort = freeRange(1).first;
+    await using agent = await startAgent({
+      kind: "http",
+      target: upstream.port!,
+      server: server.edgeUrl,
+      token,
+      args: ["--log", "json", "--inspect-addr", `127.0.0.1:${inspectPort}`],
+      waitFor: /"event":"connect"/,
+    });
+    expect(parsed(agent.output.lines).find((e) => e.event === "inspector")).toMatchObject({ level: "info", url: `http://127.0.0.1:${inspectPort}` });
     const connect = parsed(agent.output.lines).find((e) => e.event === "connect")!;
     expect(connect).toMatchObject({ level: "info", user: "json-user", server: server.edgeUrl });
     expect(connect.tunnels).toHaveLength(1);
@@ -117,9 +141,76 @@ describe("--log json", () => {
     await output.closed();
     expect(code).toBe(1);
     const events = parsed(output.lines);
-    expect(events).toHaveLength(1);
-    expect(events[0]).toMatchObject({ level: "error", event: "refusal", code: "AUTH_FAILED" });
-    expect(typeof events[0]!.message).toBe("string");
+    const refusals = events.filter((e) => e.event === "refusal");
+    expect(refusals).toHaveLength(1);
+    expect(refusals[0]).toMatchObject({ level: "error", code: "AUTH_FAILED" });
+    expect(typeof refusals[0]!.message).toBe("string");
+    expect(events.at(-1)).toEqual(refusals[0]!);
+  }, 30_000);
+});
+
+/** The agent's public address, from its connect event. */
+function publicUrl(lines: string[]): string {
+  return parsed(lines).find((e) => e.event === "connect")!.tunnels[0].url;
+}
+
+/** A WebSocket through the tunnel: resolves when it closed (after one echo, or at once when refused). */
+async function webSocketThrough(sub: string): Promise<"echoed" | "refused"> {
+  const ws = new WebSocket(`ws://127.0.0.1:${server.edgePort}/chat`, { headers: { host: `${sub}.localhost:${server.edgePort}` } } as any);
+  const done = Promise.withResolvers<"echoed" | "refused">();
+  let echoed = false;
+  ws.onopen = () => ws.send("ping");
+  ws.onmessage = () => {
+    echoed = true;
+    ws.close(1000);
+  };
+  ws.onclose = () => done.resolve(echoed ? "echoed" : "refused");
+  ws.onerror = () => {};
+  const timer = setTimeout(() => done.reject(new Error("the WebSocket neither echoed nor closed in 5 s")), 5_000);
+  return done.promise.finally(() => clearTimeout(timer));
+}
+
+describe("what is open ends, every way it can end", () => {
+  // the screen's "open" counter is stream_open minus the events that end a stream; each must come once
+  const ends = (events: Record<string, any>[]) => events.filter((e) => (e.event === "request" && !e.websocket) || e.event === "websocket_close" || e.event === "tcp_close");
+
+  test("a WebSocket: the upgrade's request event, then websocket_close; a request answered; both ended", async () => {
+    await using agent = await startAgent({ kind: "http", target: sockets.port!, server: server.edgeUrl, token, args: ["--log", "json", "--log-level", "debug"], waitFor: /"event":"connect"/ });
+    const sub = /^http:\/\/([a-z0-9]+)\./.exec(publicUrl(agent.output.lines))![1]!;
+    expect(await webSocketThrough(sub)).toBe("echoed");
+    expect((await tunnelFetch(server.edgePort, sub, "/plain")).status).toBe(400);
+    await waitUntil(() => ends(parsed(agent.output.lines)).length === 2, 5_000, "two streams ended");
+    const events = parsed(agent.output.lines);
+    expect(events.filter((e) => e.event === "stream_open").map((e) => e.kind)).toEqual(["ws", "http"]);
+    expect(events.find((e) => e.event === "request" && e.websocket)).toMatchObject({ method: "GET", path: "/chat", status: 101 });
+    expect(events.find((e) => e.event === "websocket_close")).toMatchObject({ tunnel: "http", path: "/chat", opened: true });
+  }, 30_000);
+
+  test("a local service that is down: the request fails with 502, the WebSocket and the TCP connection close with why", async () => {
+    await using web = await startAgent({ kind: "http", target: deadPort, server: server.edgeUrl, token, args: ["--log", "json", "--log-level", "debug"], waitFor: /"event":"connect"/ });
+    await using tcp = await startAgent({
+      kind: "tcp",
+      target: `127.0.0.1:${deadPort}`,
+      server: server.edgeUrl,
+      token,
+      args: ["--log", "json", "--log-level", "debug"],
+      waitFor: /"event":"connect"/,
+    });
+    const sub = /^http:\/\/([a-z0-9]+)\./.exec(publicUrl(web.output.lines))![1]!;
+    expect((await tunnelFetch(server.edgePort, sub, "/down")).status).toBe(502);
+    expect(await webSocketThrough(sub)).toBe("refused");
+    const port = Number(/:(\d+)$/.exec(publicUrl(tcp.output.lines))![1]);
+    const closed = Promise.withResolvers<void>();
+    await Bun.connect({ hostname: "127.0.0.1", port, socket: { data() {}, close: () => closed.resolve(), error: () => closed.resolve() } });
+    await closed.promise;
+    await waitUntil(() => ends(parsed(web.output.lines)).length === 2 && ends(parsed(tcp.output.lines)).length === 1, 5_000, "three streams ended");
+    const webEvents = parsed(web.output.lines);
+    expect(webEvents.filter((e) => e.event === "stream_open")).toHaveLength(2);
+    expect(webEvents.find((e) => e.event === "request")).toMatchObject({ path: "/down", status: 502, error: "connection refused" });
+    expect(webEvents.find((e) => e.event === "websocket_close")).toMatchObject({ path: "/chat", opened: false });
+    const tcpEvents = parsed(tcp.output.lines);
+    expect(tcpEvents.filter((e) => e.event === "stream_open")).toHaveLength(1);
+    expect(tcpEvents.find((e) => e.event === "tcp_close")).toMatchObject({ bytes_in: 0, bytes_out: 0, error: "connection refused" });
   }, 30_000);
 });
 

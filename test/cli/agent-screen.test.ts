@@ -5,9 +5,10 @@
  * that move with requests sent through the tunnel (one held open counts as
  * open), the status colours, a resize redrawn to the new width, the
  * reconnecting state while the server is down and online again when it is
- * back on the same port, the latency once a PONG came, and after Ctrl-C a
- * terminal as it was (main screen, cursor shown) with exit 0. A refusal
- * leaves the screen first and then prints itself where it stays.
+ * back on the same port, the latency once a PONG came, the inspector's
+ * address, and after Ctrl-C a terminal as it was (main screen, cursor
+ * shown) with exit 0. A refusal leaves the screen first and then prints
+ * itself where it stays.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -16,6 +17,7 @@ import { join } from "node:path";
 import { signedIn } from "../harness/admin.ts";
 import { tunnelFetch } from "../harness/agent.ts";
 import { aptInstall } from "../harness/debian-packages.ts";
+import { freeRange } from "../harness/ports.ts";
 import { burrowCommand, startServer, type TestServer } from "../harness/server.ts";
 import { waitUntil } from "../harness/wait.ts";
 
@@ -105,12 +107,14 @@ afterAll(async () => {
 describe.skipIf(!haveTmux)("the live screen in tmux", () => {
   test("address, moving counters, colours, resize, reconnecting, latency, and a clean terminal after Ctrl-C", async () => {
     const edgePort = server!.edgePort;
-    runAgentIn("main", ["http", String(upstream.port), "--server", server!.edgeUrl, "--token", token]);
+    const inspectPort = freeRange(1).first;
+    runAgentIn("main", ["http", String(upstream.port), "--server", server!.edgeUrl, "--token", token, "--inspect-addr", `127.0.0.1:${inspectPort}`]);
     let screen = await until("main", /Session Status\s+online/, "the session online");
     // drawn on the alternate screen with the cursor hidden: nothing scrolls into the terminal's history
     expect(paneFact("main", "#{alternate_on} #{cursor_flag}")).toBe("1 0");
     expect(screen).toMatch(/User\s+screen-user/);
     expect(screen).toContain(`Server              ${server!.edgeUrl}`);
+    expect(screen).toContain(`Inspector           http://127.0.0.1:${inspectPort}`);
     const forwarding = /Forwarding\s+http:\/\/([a-z0-9]+)\.localhost:(\d+) -> localhost:(\d+)/.exec(screen);
     expect(forwarding).not.toBeNull();
     const sub = forwarding![1]!;
@@ -164,7 +168,7 @@ describe.skipIf(!haveTmux)("the live screen in tmux", () => {
     screen = await until("main", redrawn(100), "the screen drawn again to 100 columns");
     expect(requestLines(screen)).toHaveLength(7);
 
-    // the round trip to the edge, from the first keepalive PING's PONG (10 s after connecting)
+    // the round trip to the edge, from the PONG of the PING the agent sends after READY
     await until("main", /Latency\s+\d+ ms/, "the latency", 15_000);
 
     // the server goes away: the screen says so and counts down to the next try
