@@ -173,7 +173,8 @@ describe.skipIf(!haveTmux)("the live screen in tmux", () => {
 
     // the server goes away: the screen says so and counts down to the next try
     await server!.stop("SIGKILL");
-    await until("main", /Session Status\s+reconnecting in \d+ s \(attempt \d+/, "the reconnecting state");
+    screen = await until("main", /Session Status\s+reconnecting in \d+ s \(attempt \d+/, "the reconnecting state");
+    expect(screen).toMatch(/Latency\s+-$/m); // no round trip to a server that is gone
     // back on the same port with the same database: online again
     server = await startServer({ dataDir, keepDataDir: true, args: ["--http-port", String(edgePort)] });
     expect(server.edgePort).toBe(edgePort);

@@ -166,10 +166,12 @@ export function screenOutput(term: ScreenTerminal = { stdout: process.stdout, st
     },
     reconnecting(why, inMs, attempt) {
       state.status = { kind: "reconnecting", why, at: Date.now() + inMs, attempt };
+      state.latencyMs = undefined; // a round trip to a server that is gone would be stale
       schedule();
     },
     restarting() {
       state.status = { kind: "restarting" };
+      state.latencyMs = undefined;
       schedule();
     },
     notice(message) {
@@ -178,6 +180,7 @@ export function screenOutput(term: ScreenTerminal = { stdout: process.stdout, st
     },
     refused(code, message) {
       state.status = { kind: "refused", code, message };
+      state.latencyMs = undefined;
       schedule();
     },
     tunnelRefused(name, code, message) {
