@@ -19,6 +19,7 @@ import { TrustedProxies } from "./http/addresses.ts";
 import { log } from "./log.ts";
 
 const SESSION_SWEEP_MS = 60 * 60 * 1000;
+const AUDIT_PRUNE_MS = 24 * 60 * 60 * 1000;
 
 export interface RunningServer {
   adminUrl: string;
@@ -33,6 +34,17 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   core.sessions.sweep();
   const sweeper = setInterval(() => core.sessions.sweep(), SESSION_SWEEP_MS);
   sweeper.unref();
+  const pruneAudit = () => {
+    try {
+      const pruned = core.audit.prune(config.auditDays);
+      if (pruned > 0) log.info("audit log pruned", { entries: pruned, older_than_days: config.auditDays });
+    } catch (err) {
+      log.error("audit log not pruned", { err: String(err) }); // tried again tomorrow; nothing else depends on it
+    }
+  };
+  pruneAudit();
+  const auditPruner = setInterval(pruneAudit, AUDIT_PRUNE_MS);
+  auditPruner.unref();
 
   let publicSide: PublicInfo | undefined; // known once the edge listens
   let certificates: AcmeCertificates | undefined;
@@ -90,6 +102,8 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     certificates?.stop();
     void adminServer.stop(true);
     clearInterval(sweeper);
+    clearInterval(auditPruner);
+    core.audit.stop();
     database.close();
     throw err;
   }
@@ -110,8 +124,10 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     stop() {
       stopped ??= (async () => {
         clearInterval(sweeper);
+        clearInterval(auditPruner);
         await Promise.all([adminServer.stop(false), edge.stop()]); // admin: in-flight requests finish
         certificates?.stop();
+        core.audit.stop(); // the refusals counted since the last flush
         database.close(); // after the edge's last traffic flush
         log.info("server stopped");
       })();

@@ -9,16 +9,20 @@
  */
 import type { BunRequest, HTMLBundle, Server } from "bun";
 import { NO_TLS, type CertificateReporter } from "../acme/report.ts";
+import type { AuditAction, AuditOutcome } from "../core/audit.ts";
 import { AppError, badRequest } from "../core/errors.ts";
 import { parseHost, requestPath } from "../http/request-target.ts";
 import type { Core } from "../core/index.ts";
 import { log } from "../log.ts";
-import { authRoutes, readSessionCookie } from "./auth.ts";
+import { authRoutes, readBearer, readSessionCookie } from "./auth.ts";
 import { backupRoutes, type BackupSource } from "./backup.ts";
 import { certificateRoutes } from "./certificates.ts";
-import type { Handler, Route } from "./context.ts";
+import { auditRoutes, recordAudit } from "./audit.ts";
+import type { Handler, Method, RequestContext, Route } from "./context.ts";
 import { checkCrossSite } from "./csrf.ts";
 import { domainRoutes } from "./domains.ts";
+import { keyRoutes } from "./keys.ts";
+import { openApiRoutes } from "./openapi.ts";
 import { ClientGone, errorResponse, json } from "./http.ts";
 import { panelRoutes } from "./panel/serve.ts";
 import { publicInfoRoutes, type PublicInfo } from "./public-info.ts";
@@ -26,7 +30,7 @@ import { statsRoutes } from "./stats.ts";
 import { tokenRoutes } from "./tokens.ts";
 import { userRoutes } from "./users.ts";
 
-export const ROUTES: Route[] = [...authRoutes, ...userRoutes, ...tokenRoutes, ...domainRoutes, ...statsRoutes];
+export const ROUTES: Route[] = [...authRoutes, ...userRoutes, ...tokenRoutes, ...domainRoutes, ...statsRoutes, ...auditRoutes, ...keyRoutes];
 
 type BunHandler = (req: BunRequest<string>, server: Server<unknown>) => Promise<Response>;
 
@@ -47,26 +51,40 @@ export interface AdminAppOptions {
 }
 
 export function createAdminApp(core: Core, options: AdminAppOptions = {}): AdminApp {
-  const apiRoutes = [
+  const apiRoutes: Route[] = [
     ...ROUTES,
     ...publicInfoRoutes(options.publicInfo ?? (() => undefined)),
     ...(options.backup ? backupRoutes(options.backup) : []),
     ...certificateRoutes(options.certificates ?? NO_TLS),
+    ...openApiRoutes(() => apiRoutes.map((r: Route) => ({ path: r.path, methods: Object.keys(r.methods), public: r.public, docs: r.docs }))),
   ];
 
-  function wrap(route: Route, handler: Handler): BunHandler {
+  function wrap(route: Route, handler: Handler, action: AuditAction | undefined): BunHandler {
     return async (req, server) => {
       const address = server.requestIP(req)?.address ?? "unknown";
+      const ctx: RequestContext = { core, admin: undefined!, address, audit: {} };
+      const audited = (outcome: AuditOutcome, code?: string) => action && recordAudit(core, action, ctx, outcome, code);
       try {
         if (!parseHost(req.headers.get("host")) || !URL.parse(req.url)) throw badHostError();
-        const refused = checkCrossSite(req);
-        if (refused) throw refused;
-        const admin = route.public ? undefined : core.sessions.resolve(readSessionCookie(req));
-        return await handler(req, { core, admin: admin!, address });
+        const key = route.public ? undefined : readBearer(req);
+        // a key is sent only by whoever holds it, never by a browser on its own: no cross-site check (csrf.ts)
+        if (key === undefined) {
+          const refused = checkCrossSite(req);
+          if (refused) throw refused;
+        }
+        if (key !== undefined) ({ admin: ctx.admin, keyId: ctx.keyId } = core.adminKeys.authenticate(key));
+        else if (!route.public) ctx.admin = core.sessions.resolve(readSessionCookie(req));
+        const response = await handler(req, ctx);
+        audited("ok");
+        return response;
       } catch (err) {
-        if (err instanceof AppError) return errorResponse(err);
+        if (err instanceof AppError) {
+          audited("failed", err.code);
+          return errorResponse(err);
+        }
         // Bun writes nothing on a closed connection: this response only ends the handler
         if (err instanceof ClientGone) return new Response(null, { status: 400 });
+        audited("failed", "INTERNAL");
         log.error("admin request failed", { method: req.method, path: requestPath(req)?.pathname, err: String(err) });
         if (err instanceof Error && err.stack) console.error(err.stack);
         return json({ error: "internal server error" }, 500);
@@ -77,7 +95,7 @@ export function createAdminApp(core: Core, options: AdminAppOptions = {}): Admin
   const routes: AdminApp["routes"] = { ...panelRoutes };
   for (const route of apiRoutes) {
     routes[route.path] = Object.fromEntries(
-      Object.entries(route.methods).map(([method, handler]) => [method, wrap(route, handler)]),
+      Object.entries(route.methods).map(([method, handler]) => [method, wrap(route, handler, route.audit?.[method as Method])]),
     );
   }
 

@@ -4,6 +4,7 @@ import { SESSION_MAX_AGE_MS } from "../core/sessions.ts";
 import type { Route } from "./context.ts";
 import { json, parseBody } from "./http.ts";
 import { meJson } from "./json.ts";
+import { LoginJson, MeJson, StatusBody } from "./responses.ts";
 import { LoginBody } from "./schemas.ts";
 
 export const SESSION_COOKIE = "tunnel_admin_session";
@@ -22,18 +23,43 @@ function sessionCookie(req: Request, value: string, maxAgeSeconds: number): stri
 export const readSessionCookie = (req: Request & { cookies?: { get(name: string): string | null } }) =>
   req.cookies?.get(SESSION_COOKIE) ?? undefined;
 
+/**
+ * The credential of an `Authorization: Bearer <credential>` header (an admin
+ * API key); undefined without one. A header of another scheme is not ours
+ * and is left alone: the session cookie then decides, as always.
+ */
+export function readBearer(req: Request): string | undefined {
+  const header = req.headers.get("authorization");
+  return header === null ? undefined : /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header)?.[1];
+}
+
 export const authRoutes: Route[] = [
   {
     path: "/api/auth/login",
     public: true,
     methods: {
-      async POST(req, { core, address }) {
+      async POST(req, { core, address, audit }) {
         const body = await parseBody(req, LoginBody);
+        audit.actor = { username: body.username }; // who tried, for a failure's entry
         const user = await checkLogin(core.users, core.loginThrottle, address, body.username, body.password);
+        audit.actor = { userId: user.id, username: user.username };
         const key = core.sessions.start(user.id);
         return json({ user: meJson(user) }, 200, {
           "Set-Cookie": sessionCookie(req, key, SESSION_MAX_AGE_MS / 1000),
         });
+      },
+    },
+    audit: { POST: "auth.login" },
+    docs: {
+      POST: {
+        summary: "Sign in: sets the session cookie tunnel_admin_session",
+        body: LoginBody,
+        responses: {
+          200: { description: "Signed in; the cookie is set", schema: LoginJson },
+          401: { description: "Wrong username or password, or the account is disabled" },
+          403: { description: "The user is not an administrator" },
+          429: { description: "Too many failed logins from this address or for this username (Retry-After)" },
+        },
       },
     },
   },
@@ -46,11 +72,19 @@ export const authRoutes: Route[] = [
         return json({ status: "logged_out" }, 200, { "Set-Cookie": sessionCookie(req, "", 0) });
       },
     },
+    audit: { POST: "auth.logout" },
+    docs: {
+      POST: {
+        summary: "Sign out: ends the session and clears the cookie",
+        responses: { 200: { description: "Signed out", schema: StatusBody("logged_out") } },
+      },
+    },
   },
   {
     path: "/api/auth/me",
     methods: {
       GET: (_req, { admin }) => json(meJson(admin)),
     },
+    docs: { GET: { summary: "The admin making the request", responses: { 200: { description: "The admin", schema: MeJson } } } },
   },
 ];

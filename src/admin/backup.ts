@@ -67,6 +67,18 @@ export function backupRoutes(source: BackupSource): Route[] {
           });
         },
       },
+      audit: { POST: "database.backup" },
+      docs: {
+        POST: {
+          summary: "Download a consistent copy of the database",
+          responses: {
+            200: {
+              description: "The copy, streamed; Content-Disposition names it burrow-<version>-<UTC time>.db",
+              raw: { contentType: "application/vnd.sqlite3", schema: { type: "string", contentMediaType: "application/vnd.sqlite3" } },
+            },
+          },
+        },
+      },
     },
   ];
 }

@@ -8,6 +8,7 @@
 import type { CertificateReport, CertificateReporter } from "../acme/report.ts";
 import type { Route } from "./context.ts";
 import { json } from "./http.ts";
+import { CertificateReportJson } from "./responses.ts";
 
 type Certificate = CertificateReport["certificates"][number];
 type Failure = NonNullable<Certificate["last_error"]>;
@@ -50,6 +51,9 @@ export function certificateRoutes(report: CertificateReporter): Route[] {
       path: "/api/certificates",
       methods: {
         GET: () => json(certificateReportJson(report())),
+      },
+      docs: {
+        GET: { summary: "How the public port gets its HTTPS certificates, and each one's state", responses: { 200: { description: "The report", schema: CertificateReportJson } } },
       },
     },
   ];

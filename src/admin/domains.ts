@@ -2,6 +2,7 @@
 import type { Route } from "./context.ts";
 import { json, parseBody, parseId } from "./http.ts";
 import { domainJson } from "./json.ts";
+import { DomainJson, EntryList, StatusBody } from "./responses.ts";
 import { ReserveBody } from "./schemas.ts";
 
 export const domainRoutes: Route[] = [
@@ -9,19 +10,38 @@ export const domainRoutes: Route[] = [
     path: "/api/domains",
     methods: {
       GET: (_req, { core }) => json(core.domains.list().map(domainJson)),
-      async POST(req, { core }) {
+      async POST(req, { core, audit }) {
         const body = await parseBody(req, ReserveBody);
-        return json(domainJson(core.domains.reserve(body.subdomain, body.user_id)), 201);
+        audit.details = { subdomain: body.subdomain, user_id: body.user_id };
+        const reserved = core.domains.reserve(body.subdomain, body.user_id);
+        audit.target = `domain:${reserved.id}`;
+        return json(domainJson(reserved), 201);
+      },
+    },
+    audit: { POST: "domain.reserve" },
+    docs: {
+      GET: { summary: "Reserved subdomains, by id", responses: { 200: { description: "Every reserved subdomain", schema: EntryList(DomainJson) } } },
+      POST: {
+        summary: "Reserve a subdomain for a user",
+        body: ReserveBody,
+        responses: { 201: { description: "Reserved", schema: DomainJson }, 404: { description: "No such user" }, 409: { description: "Already reserved" } },
       },
     },
   },
   {
     path: "/api/domains/:id",
     methods: {
-      DELETE(req, { core }) {
-        core.domains.release(parseId(req.params.id));
+      DELETE(req, { core, audit }) {
+        const id = parseId(req.params.id);
+        audit.target = `domain:${id}`;
+        const gone = core.domains.release(id);
+        audit.details = { subdomain: gone.subdomain, user_id: gone.userId };
         return json({ status: "removed" });
       },
+    },
+    audit: { DELETE: "domain.release" },
+    docs: {
+      DELETE: { summary: "Release a reserved subdomain", responses: { 200: { description: "Released", schema: StatusBody("removed") } } },
     },
   },
 ];

@@ -67,6 +67,19 @@ export async function parseBody<S extends v.GenericSchema>(req: Request, schema:
   return result.output;
 }
 
+/**
+ * The query string checked against a schema of string fields: each present
+ * parameter (its first value when repeated); unknown ones are ignored.
+ */
+export function parseQuery<S extends v.GenericSchema>(req: Request, schema: S): v.InferOutput<S> {
+  const params = new URL(req.url).searchParams;
+  const value: Record<string, string> = {};
+  for (const [name, text] of params) if (!(name in value)) value[name] = text;
+  const result = v.safeParse(schema, value);
+  if (!result.success) throw badRequest(describeIssues(result.issues));
+  return result.output;
+}
+
 const ID_PATTERN = /^[1-9][0-9]{0,15}$/;
 
 /** A positive integer from a path or query parameter, else 400 naming it. */

@@ -5,6 +5,7 @@
  */
 import type { Route } from "./context.ts";
 import { json } from "./http.ts";
+import { ServerInfoJson } from "./responses.ts";
 
 export interface PublicInfo {
   /** The tunnel domain: tunnels are <name>.<domain>. */
@@ -21,6 +22,9 @@ export function publicInfoRoutes(info: () => PublicInfo | undefined): Route[] {
       path: "/api/server",
       methods: {
         GET: () => json(info() ?? { domain: "", edge_url: "", tcp_host: "" }),
+      },
+      docs: {
+        GET: { summary: "Where the public side of this server is (for agents' --server and links)", responses: { 200: { description: "The public side", schema: ServerInfoJson } } },
       },
     },
   ];

@@ -1,5 +1,7 @@
 /** Request bodies and queries of the admin API, built from core's field rules. */
 import * as v from "valibot";
+import { MAX_KEY_DAYS } from "../core/admin-keys.ts";
+import { AUDIT_ACTIONS, MAX_AUDIT_LIMIT } from "../core/audit.ts";
 import * as f from "../core/fields.ts";
 
 /** A field that must be present, then must pass `schema`. */
@@ -60,6 +62,60 @@ export const ReserveBody = v.object({
       v.maxValue(Number.MAX_SAFE_INTEGER, "is too large"),
     ),
   ),
+});
+
+export const CreateKeyBody = v.object({
+  name: required(
+    v.pipe(
+      v.string("must be a string"),
+      v.trim(),
+      v.minLength(1, "must not be empty"),
+      v.maxLength(100, "must be at most 100 characters"),
+    ),
+  ),
+  expires_in_days: v.optional(
+    v.pipe(
+      v.number(`must be an integer from 1 to ${MAX_KEY_DAYS}`),
+      v.integer(`must be an integer from 1 to ${MAX_KEY_DAYS}`),
+      v.minValue(1, `must be an integer from 1 to ${MAX_KEY_DAYS}`),
+      v.maxValue(MAX_KEY_DAYS, `must be an integer from 1 to ${MAX_KEY_DAYS}`),
+    ),
+  ),
+});
+
+/** A whole number in a query string, from `min` to `max`. */
+const queryInteger = (min: number, max: number, message: string) =>
+  v.pipe(
+    v.string(message),
+    v.regex(/^[0-9]{1,16}$/, message),
+    v.transform(Number),
+    v.integer(message),
+    v.minValue(min, message),
+    v.maxValue(max, message),
+  );
+
+const queryId = queryInteger(1, Number.MAX_SAFE_INTEGER, "must be a positive integer");
+
+export const MAX_TRAFFIC_DAYS = 365;
+
+export const TrafficQuery = v.object({
+  days: v.optional(queryInteger(1, MAX_TRAFFIC_DAYS, `must be an integer from 1 to ${MAX_TRAFFIC_DAYS}`)),
+  user_id: v.optional(
+    v.pipe(
+      v.string(),
+      v.regex(/^[1-9][0-9]{0,15}$/, "must be a positive integer"),
+      v.transform(Number),
+      v.integer("must be a positive integer"),
+      v.maxValue(Number.MAX_SAFE_INTEGER, "must be a positive integer"),
+    ),
+  ),
+});
+
+export const AuditQuery = v.object({
+  limit: v.optional(queryInteger(1, MAX_AUDIT_LIMIT, `must be an integer from 1 to ${MAX_AUDIT_LIMIT}`)),
+  before_id: v.optional(queryId),
+  user_id: v.optional(queryId),
+  action: v.optional(v.picklist(AUDIT_ACTIONS, `must be one of ${AUDIT_ACTIONS.join(", ")}`)),
 });
 
 /** Settings as core names them, from the body's snake_case. */

@@ -1,14 +1,15 @@
 /** /api/dashboard, /api/tunnels/active and /api/analytics/traffic. */
+import * as v from "valibot";
 import { utcDateTime } from "../core/clock.ts";
-import { badRequest } from "../core/errors.ts";
 import type { ActiveTunnel } from "../core/live.ts";
 import type { Route } from "./context.ts";
-import { json, parseId } from "./http.ts";
+import { json, parseQuery } from "./http.ts";
 import { dayTrafficJson, userTrafficJson } from "./json.ts";
+import { ActiveTunnelJson, DashboardJson, DayTrafficJson, EntryList, UserTrafficJson } from "./responses.ts";
+import { TrafficQuery } from "./schemas.ts";
 
 const TOP_USERS = 10;
 const TOP_USERS_DAYS = 30;
-const MAX_DAYS = 365;
 
 const activeTunnelJson = (t: ActiveTunnel) => ({
   ...(t.protocol === "http" ? { subdomain: t.subdomain } : { port: t.port }),
@@ -21,13 +22,7 @@ const activeTunnelJson = (t: ActiveTunnel) => ({
   bytes_out: t.bytesOut,
 });
 
-function parseDays(raw: string | null): number {
-  if (raw === null) return 30;
-  if (!/^[0-9]{1,4}$/.test(raw) || Number(raw) < 1 || Number(raw) > MAX_DAYS) {
-    throw badRequest(`days must be an integer from 1 to ${MAX_DAYS}`);
-  }
-  return Number(raw);
-}
+const DEFAULT_DAYS = 30;
 
 export const statsRoutes: Route[] = [
   {
@@ -41,6 +36,7 @@ export const statsRoutes: Route[] = [
           top_users: core.traffic.perUser(TOP_USERS_DAYS, TOP_USERS).map(userTrafficJson),
         }),
     },
+    docs: { GET: { summary: "Totals for the dashboard", responses: { 200: { description: "The dashboard", schema: DashboardJson } } } },
   },
   {
     path: "/api/tunnels/active",
@@ -50,17 +46,29 @@ export const statsRoutes: Route[] = [
         return json(list.map(activeTunnelJson));
       },
     },
+    docs: {
+      GET: { summary: "Live tunnels, oldest first", responses: { 200: { description: "The live tunnels", schema: EntryList(ActiveTunnelJson) } } },
+    },
   },
   {
     path: "/api/analytics/traffic",
     methods: {
       GET(req, { core }) {
-        const query = new URL(req.url).searchParams;
-        const days = parseDays(query.get("days"));
-        const rawUser = query.get("user_id");
-        if (rawUser === null) return json(core.traffic.perUser(days).map(userTrafficJson));
-        const user = core.users.get(parseId(rawUser, "user_id"));
+        const query = parseQuery(req, TrafficQuery);
+        const days = query.days ?? DEFAULT_DAYS;
+        if (query.user_id === undefined) return json(core.traffic.perUser(days).map(userTrafficJson));
+        const user = core.users.get(query.user_id);
         return json(core.traffic.perDay(user.id, days).map(dayTrafficJson));
+      },
+    },
+    docs: {
+      GET: {
+        summary: "Traffic: per day for one user (user_id), else per user, over the last `days` days",
+        query: TrafficQuery,
+        responses: {
+          200: { description: "With user_id: one record a day, oldest first, zero-filled. Without: one record per user with traffic, largest first", schema: v.union([EntryList(DayTrafficJson), EntryList(UserTrafficJson)]) },
+          404: { description: "No such user" },
+        },
       },
     },
   },

@@ -2,6 +2,7 @@
 import type { Route } from "./context.ts";
 import { json, parseBody, parseId } from "./http.ts";
 import { tokenJson } from "./json.ts";
+import { EntryList, NewTokenJson, StatusBody, TokenJson } from "./responses.ts";
 import { CreateTokenBody } from "./schemas.ts";
 
 export const tokenRoutes: Route[] = [
@@ -12,10 +13,13 @@ export const tokenRoutes: Route[] = [
         const user = core.users.get(parseId(req.params.id));
         return json(core.tokens.listForUser(user.id).map(tokenJson));
       },
-      async POST(req, { core }) {
+      async POST(req, { core, audit }) {
         const user = core.users.get(parseId(req.params.id));
+        audit.details = { user_id: user.id, username: user.username };
         const body = await parseBody(req, CreateTokenBody);
         const { secret, row } = core.tokens.generate(user.id, body.device_name);
+        audit.target = `token:${row.id}`;
+        audit.details = { ...audit.details, device_name: row.deviceName };
         return json(
           {
             token: secret,
@@ -26,13 +30,31 @@ export const tokenRoutes: Route[] = [
         );
       },
     },
+    audit: { POST: "token.create" },
+    docs: {
+      GET: { summary: "A user's device tokens, by id", responses: { 200: { description: "The tokens (never their secrets)", schema: EntryList(TokenJson) } } },
+      POST: {
+        summary: "Generate a device token; its secret is in this answer only",
+        body: CreateTokenBody,
+        responses: { 201: { description: "The token, with its secret", schema: NewTokenJson } },
+      },
+    },
   },
   {
     path: "/api/tokens/:id",
     methods: {
-      DELETE(req, { core }) {
-        core.tokens.revoke(parseId(req.params.id));
+      DELETE(req, { core, audit }) {
+        const id = parseId(req.params.id);
+        audit.target = `token:${id}`;
+        core.tokens.revoke(id);
         return json({ status: "revoked" });
+      },
+    },
+    audit: { DELETE: "token.revoke" },
+    docs: {
+      DELETE: {
+        summary: "Revoke a device token (idempotent): its tunnels close now",
+        responses: { 200: { description: "Revoked", schema: StatusBody("revoked") } },
       },
     },
   },

@@ -27,6 +27,7 @@ export const SERVER_DEFAULTS = {
   "trusted-proxies": "",
   "handshake-limit": "20",
   "drain-timeout": "15",
+  "audit-days": "90",
   "https-port": "443",
   "acme-email": "",
   "acme-directory": "https://acme-v02.api.letsencrypt.org/directory",
@@ -60,6 +61,7 @@ export const SERVER_FLAGS: Record<keyof typeof SERVER_DEFAULTS, FlagSpec> = {
   "trusted-proxies": { type: "string", env: true },
   "handshake-limit": { type: "string", env: true },
   "drain-timeout": { type: "string", env: true },
+  "audit-days": { type: "string", env: true },
   "https-port": { type: "string", env: true },
   "acme-email": { type: "string", env: true },
   "acme-directory": { type: "string", env: true },
@@ -105,6 +107,8 @@ export interface ServerConfig {
   handshakeLimit: number;
   /** On SIGTERM, how long visitor requests in flight may take to finish. */
   drainTimeoutMs: number;
+  /** Days the audit log keeps an entry; older ones are deleted at start and daily. */
+  auditDays: number;
   /**
    * Certificates from an ACME CA (--acme-email, and no --tls-cert): the edge
    * serves HTTPS on httpsPort, and --http-port answers HTTP-01 and redirects.
@@ -196,6 +200,7 @@ const Schema = v.object({
     v.check((list) => list.every(isCidrOrAddress), "--trusted-proxies must be a comma-separated list of addresses or CIDRs, e.g. 127.0.0.1,10.0.0.0/8"),
   ),
   "handshake-limit": count("handshake-limit"),
+  "audit-days": count("audit-days"),
   "max-agents-per-ip": count("max-agents-per-ip"),
   "drain-timeout": v.pipe(
     v.string(),
@@ -264,6 +269,7 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     publicUrl: parsePublicUrl(o["public-url"], o.domain),
     adminHost: o["admin-host"],
     idleTimeoutS: o["idle-timeout"],
+    auditDays: o["audit-days"],
     maxConnsPerIp: o["max-conns-per-ip"],
     maxConns: o["max-conns"] === "auto" ? undefined : o["max-conns"],
     maxAgentsPerIp: o["max-agents-per-ip"],

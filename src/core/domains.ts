@@ -75,9 +75,11 @@ export function createDomains(db: Db, clock: Clock, systemSubdomains: readonly s
       return reserved;
     },
 
-    release(id: number): void {
+    /** Returns what was released, for the audit log. */
+    release(id: number): { subdomain: string; userId: number } {
       const gone = db.delete(reservedSubdomains).where(eq(reservedSubdomains.id, id)).returning().get();
       if (!gone) throw notFound("reserved subdomain");
+      return gone;
     },
   };
 }

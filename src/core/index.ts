@@ -1,5 +1,7 @@
 /** The rules of burrow in one object, used by the admin API and the edge alike. */
 import type { Db } from "../db/open.ts";
+import { createAdminKeys } from "./admin-keys.ts";
+import { createAudit } from "./audit.ts";
 import { systemClock, type Clock } from "./clock.ts";
 import { createDomains } from "./domains.ts";
 import { noLiveTunnels, type LiveTunnels } from "./live.ts";
@@ -33,6 +35,8 @@ export function createCore({ db, clock = systemClock, systemSubdomains }: CoreOp
     tokens: createTokens(db, clock, live),
     domains: createDomains(db, clock, systemSubdomains),
     sessions: createSessions(db, clock),
+    adminKeys: createAdminKeys(db, clock),
+    audit: createAudit(db, clock),
     traffic: createTraffic(db, clock),
     loginThrottle: new LoginThrottle(clockNow),
     /** Connects admin actions to whatever holds live tunnels. */

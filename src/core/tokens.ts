@@ -24,6 +24,18 @@ export function createTokens(db: Db, clock: Clock, live: LiveTunnels) {
     return row;
   }
 
+  /** The token a presented secret is and its owner, whatever their state; undefined when it is no token of ours. */
+  function identify(secret: unknown): { token: TokenRow; user: UserRow } | undefined {
+    if (typeof secret !== "string" || !secret.startsWith(TOKEN_PREFIX) || secret.length > 200) return undefined;
+    const found = db
+      .select({ token: tokens, user: users })
+      .from(tokens)
+      .innerJoin(users, eq(tokens.userId, users.id))
+      .where(eq(tokens.lookup, secret.slice(0, LOOKUP_LENGTH)))
+      .get();
+    return found && digestsEqual(found.token.secretHash, sha256Hex(secret)) ? found : undefined;
+  }
+
   return {
     get,
     listForUser: (userId: number) =>
@@ -58,18 +70,13 @@ export function createTokens(db: Db, clock: Clock, live: LiveTunnels) {
      * handshake's order: unknown (AUTH_FAILED), revoked (TOKEN_DISABLED).
      */
     authenticate(secret: string): { token: TokenRow; user: UserRow } {
-      const failed = new AppError("AUTH_FAILED", "the token is not valid");
-      if (typeof secret !== "string" || !secret.startsWith(TOKEN_PREFIX) || secret.length > 200) throw failed;
-      const found = db
-        .select({ token: tokens, user: users })
-        .from(tokens)
-        .innerJoin(users, eq(tokens.userId, users.id))
-        .where(eq(tokens.lookup, secret.slice(0, LOOKUP_LENGTH)))
-        .get();
-      if (!found || !digestsEqual(found.token.secretHash, sha256Hex(secret))) throw failed;
+      const found = identify(secret);
+      if (!found) throw new AppError("AUTH_FAILED", "the token is not valid");
       if (!found.token.enabled) throw new AppError("TOKEN_DISABLED", "the token has been revoked");
       return found;
     },
+
+    identify,
 
     touch(id: number): void {
       db.update(tokens).set({ lastUsed: isoTimestamp(clock.now()) }).where(eq(tokens.id, id)).run();

@@ -1,7 +1,7 @@
 /** Users and their limits; the rule that an enabled admin always remains. */
-import { and, asc, count, eq, ne, sql } from "drizzle-orm";
+import { and, asc, count, eq, isNull, ne, sql } from "drizzle-orm";
 import type { Db } from "../db/open.ts";
-import { sessions, users, type UserRow } from "../db/schema.ts";
+import { adminKeys, sessions, users, type UserRow } from "../db/schema.ts";
 import { isoTimestamp, type Clock } from "./clock.ts";
 import { AppError, notFound } from "./errors.ts";
 import type { Role, TrafficPeriod } from "./fields.ts";
@@ -91,6 +91,13 @@ export function createUsers(db: Db, clock: Clock, live: LiveTunnels) {
         const { password: _, ...settings } = changes;
         // a disabled user's sessions end for good: re-enabling does not revive old cookies
         if (changes.enabled === false) tx.delete(sessions).where(eq(sessions.userId, id)).run();
+        // and an admin who is disabled or demoted loses their API keys for good, for the same reason
+        if (changes.enabled === false || changes.role === "user") {
+          tx.update(adminKeys)
+            .set({ revokedAt: isoTimestamp(clock.now()) })
+            .where(and(eq(adminKeys.userId, id), isNull(adminKeys.revokedAt)))
+            .run();
+        }
         return tx
           .update(users)
           .set({ ...settings, ...(passwordHash ? { passwordHash } : {}), updatedAt: isoTimestamp(clock.now()) })

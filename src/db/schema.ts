@@ -92,6 +92,72 @@ export const trafficDaily = sqliteTable(
   (t) => [primaryKey({ columns: [t.userId, t.date] }), index("traffic_daily_date").on(t.date)],
 );
 
+/**
+ * Admin API keys: a script's credential, acting as the admin who made it.
+ * Like device tokens, only a lookup prefix and a SHA-256 of the secret are
+ * kept. Revoking keeps the row (revoked_at set), for the list and the audit.
+ */
+export const adminKeys = sqliteTable(
+  "admin_keys",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    /** The first characters of the secret: finds the row without revealing the secret. */
+    lookup: text("lookup").notNull(),
+    /** SHA-256 (hex) of the whole secret; the secret itself is never stored. */
+    secretHash: text("secret_hash").notNull(),
+    createdAt: text("created_at").notNull(),
+    /** null: never expires. */
+    expiresAt: text("expires_at"),
+    lastUsed: text("last_used"),
+    revokedAt: text("revoked_at"),
+  },
+  (t) => [uniqueIndex("admin_keys_lookup").on(t.lookup), index("admin_keys_user").on(t.userId)],
+);
+
+/**
+ * What admins did and what the agents' endpoint refused. No foreign keys:
+ * an entry outlives the user, key or token it names. Refusals that repeat
+ * are one row per address, code and minute with a count (`bucket` is that
+ * key, unique; null for every other entry).
+ */
+export const auditLog = sqliteTable(
+  "audit_log",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    at: text("at").notNull(),
+    /** The admin who acted, or the agent's user when a refusal knows it. */
+    userId: integer("user_id"),
+    username: text("username"),
+    /** The admin API key the request carried, when it was made with one. */
+    keyId: integer("key_id"),
+    /** The device token an agent presented, when it is known. */
+    tokenId: integer("token_id"),
+    address: text("address").notNull(),
+    action: text("action").notNull(),
+    /** What was acted on, e.g. "user:5". */
+    target: text("target"),
+    outcome: text("outcome", { enum: ["ok", "failed", "refused"] }).notNull(),
+    /** The error code of a failure or refusal. */
+    code: text("code"),
+    /** JSON object: the changed fields and such; never a secret. */
+    details: text("details"),
+    count: integer("count").notNull().default(1),
+    bucket: text("bucket"),
+  },
+  (t) => [
+    index("audit_log_at").on(t.at),
+    index("audit_log_user").on(t.userId),
+    index("audit_log_action").on(t.action),
+    uniqueIndex("audit_log_bucket").on(t.bucket),
+  ],
+);
+
 export type UserRow = typeof users.$inferSelect;
 export type TokenRow = typeof tokens.$inferSelect;
 export type ReservedSubdomainRow = typeof reservedSubdomains.$inferSelect;
+export type AdminKeyRow = typeof adminKeys.$inferSelect;
+export type AuditRow = typeof auditLog.$inferSelect;

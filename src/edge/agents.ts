@@ -90,7 +90,9 @@ export class AgentConnection implements AgentLink {
       },
     });
     this.handshakeTimer = setTimeout(() => {
-      if (!this.ready) this.refuse(WireError.HANDSHAKE_TIMEOUT, `no HELLO within ${HANDSHAKE_TIMEOUT_MS / 1000} s`);
+      if (this.ready) return;
+      this.audit(WireError.HANDSHAKE_TIMEOUT);
+      this.refuse(WireError.HANDSHAKE_TIMEOUT, `no HELLO within ${HANDSHAKE_TIMEOUT_MS / 1000} s`);
     }, HANDSHAKE_TIMEOUT_MS);
   }
 
@@ -124,6 +126,25 @@ export class AgentConnection implements AgentLink {
     this.mux.fail(code, message, retryAfterS === undefined ? undefined : { retry_after: retryAfterS });
   }
 
+  /**
+   * A refused handshake into the audit log: counted per address, code and
+   * minute (a flood is a few rows); whose token it was is looked up only
+   * for the first of its minute.
+   */
+  private audit(code: string, token?: string): void {
+    const { core } = this.edge;
+    core.audit.repeated({
+      action: "agent.refused",
+      address: this.transport.address,
+      outcome: "refused",
+      code,
+      identify: () => {
+        const found = token === undefined ? undefined : core.tokens.identify(token);
+        return found && { userId: found.user.id, username: found.user.username, tokenId: found.token.id };
+      },
+    });
+  }
+
   /** The WebSocket closed (either side): the session ends, its tunnels wait in grace. */
   closed(): void {
     clearTimeout(this.handshakeTimer);
@@ -144,12 +165,18 @@ export class AgentConnection implements AgentLink {
         if (this.ready) throw new ProtocolError("HELLO after READY");
         // a throttled address is turned away before its HELLO is parsed or its token looked up
         const limited = this.edge.handshakes?.refusal(this.transport.address);
-        if (limited) return this.refuse(limited.code, limited.message, Number(limited.headers["Retry-After"]));
+        if (limited) {
+          this.audit(limited.code);
+          return this.refuse(limited.code, limited.message, Number(limited.headers["Retry-After"]));
+        }
         try {
           return this.hello(parseJsonPayload(payload, "HELLO"));
         } catch (err) {
           // a HELLO that is not JSON or not a Hello counts as a failed handshake (the mux sends PROTOCOL_ERROR)
-          if (err instanceof ProtocolError) this.edge.handshakes?.failed(this.transport.address, WireError.PROTOCOL_ERROR);
+          if (err instanceof ProtocolError) {
+            this.edge.handshakes?.failed(this.transport.address, WireError.PROTOCOL_ERROR);
+            this.audit(WireError.PROTOCOL_ERROR);
+          }
           throw err;
         }
       }
@@ -173,6 +200,7 @@ export class AgentConnection implements AgentLink {
     const hello = parsed.output;
     clearTimeout(this.handshakeTimer);
     if (hello.version !== PROTOCOL_VERSION) {
+      this.audit(WireError.VERSION_MISMATCH, hello.token);
       return this.refuse(
         WireError.VERSION_MISMATCH,
         `this server speaks protocol version ${PROTOCOL_VERSION}, the agent ${hello.version}: please update burrow on the ${hello.version < PROTOCOL_VERSION ? "client" : "server"}`,
@@ -259,6 +287,7 @@ export class AgentConnection implements AgentLink {
       if (err instanceof AppError) {
         this.edge.handshakes?.failed(this.transport.address, err.code);
         log.info("agent refused", { code: err.code, reason: err.message, remote: this.transport.remote, address: this.transport.address });
+        this.audit(err.code, hello.token);
         return this.refuse(err.code, err.message);
       }
       throw err;

@@ -1,0 +1,139 @@
+/**
+ * The shapes of the admin API's answers, as valibot schemas: the OpenAPI
+ * document (openapi.ts) is made from them, and the tests check real answers
+ * against them (strict objects: a field added to a JSON builder in json.ts
+ * and not here fails), so the document and the server cannot drift apart.
+ */
+import * as v from "valibot";
+import { AUDIT_ACTIONS } from "../core/audit.ts";
+
+const id = v.pipe(v.number(), v.integer(), v.minValue(1));
+const count = v.pipe(v.number(), v.integer(), v.minValue(0));
+const timestamp = v.pipe(v.string(), v.isoTimestamp());
+
+export const EntryList = <S extends v.GenericSchema>(item: S) => v.array(item);
+
+export const ErrorBody = v.strictObject({ error: v.string() });
+
+export const StatusBody = <S extends string>(status: S) => v.strictObject({ status: v.literal(status) });
+
+export const MeJson = v.strictObject({ id, username: v.string(), role: v.picklist(["user", "admin"]) });
+
+export const LoginJson = v.strictObject({ user: MeJson });
+
+export const UserJson = v.strictObject({
+  id,
+  username: v.string(),
+  role: v.picklist(["user", "admin"]),
+  enabled: v.boolean(),
+  max_tunnels: count,
+  allowed_protocols: v.string(),
+  traffic_limit: count,
+  traffic_period: v.picklist(["daily", "monthly", "quarterly"]),
+  max_devices: count,
+  skip_warning: v.boolean(),
+  can_use_proxy: v.boolean(),
+  created_at: timestamp,
+  updated_at: timestamp,
+});
+
+export const UserDetailsJson = v.strictObject({ user: UserJson, traffic_used: count, active_tokens: count });
+
+export const TokenJson = v.strictObject({
+  id,
+  user_id: id,
+  device_name: v.string(),
+  enabled: v.boolean(),
+  created_at: timestamp,
+  last_used: v.nullable(timestamp),
+});
+
+export const NewTokenJson = v.strictObject({ token: v.string(), token_id: id, message: v.string() });
+
+export const DomainJson = v.strictObject({ id, subdomain: v.string(), user_id: id, username: v.string(), created_at: timestamp });
+
+export const DayTrafficJson = v.strictObject({ user_id: id, date: v.pipe(v.string(), v.isoDate()), bytes_in: count, bytes_out: count, total: count });
+
+export const UserTrafficJson = v.strictObject({ user_id: id, username: v.string(), bytes_in: count, bytes_out: count, total: count });
+
+export const DashboardJson = v.strictObject({
+  total_users: count,
+  active_tunnels: count,
+  traffic_today: count,
+  top_users: v.array(UserTrafficJson),
+});
+
+export const ActiveTunnelJson = v.strictObject({
+  subdomain: v.optional(v.string()),
+  port: v.optional(v.pipe(v.number(), v.integer())),
+  protocol: v.picklist(["http", "tcp"]),
+  user_id: id,
+  username: v.string(),
+  token_id: id,
+  connected_at: v.pipe(v.string(), v.regex(/^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$/)),
+  bytes_in: count,
+  bytes_out: count,
+});
+
+export const ServerInfoJson = v.strictObject({ domain: v.string(), edge_url: v.string(), tcp_host: v.string() });
+
+const CertificateFailureJson = v.strictObject({
+  code: v.string(),
+  message: v.string(),
+  at: v.string(),
+  retry_after: v.optional(v.string()),
+});
+
+export const CertificateReportJson = v.strictObject({
+  mode: v.picklist(["acme", "files", "off"]),
+  directory: v.optional(v.string()),
+  certificates: v.array(
+    v.strictObject({
+      id: v.string(),
+      names: v.array(v.string()),
+      issuer: v.nullable(v.string()),
+      not_before: v.nullable(v.string()),
+      not_after: v.nullable(v.string()),
+      last_error: v.nullable(CertificateFailureJson),
+      next_renewal: v.nullable(v.string()),
+    }),
+  ),
+});
+
+export const AuditEntryJson = v.strictObject({
+  id,
+  /** When it happened; for a counted entry, the first of its minute. */
+  at: timestamp,
+  user_id: v.nullable(id),
+  username: v.nullable(v.string()),
+  key_id: v.nullable(id),
+  token_id: v.nullable(id),
+  address: v.string(),
+  action: v.picklist(AUDIT_ACTIONS),
+  target: v.nullable(v.string()),
+  outcome: v.picklist(["ok", "failed", "refused"]),
+  code: v.nullable(v.string()),
+  details: v.nullable(v.record(v.string(), v.unknown())),
+  count: v.pipe(v.number(), v.integer(), v.minValue(1)),
+});
+
+export const AdminKeyJson = v.strictObject({
+  id,
+  name: v.string(),
+  user_id: id,
+  username: v.string(),
+  status: v.picklist(["active", "expired", "revoked"]),
+  created_at: timestamp,
+  expires_at: v.nullable(timestamp),
+  last_used: v.nullable(timestamp),
+  revoked_at: v.nullable(timestamp),
+});
+
+export const NewAdminKeyJson = v.strictObject({
+  key: v.pipe(v.string(), v.startsWith("brk_")),
+  key_id: id,
+  name: v.string(),
+  created_at: timestamp,
+  expires_at: v.nullable(timestamp),
+  message: v.string(),
+});

@@ -1,0 +1,113 @@
+/**
+ * Admin API keys: what a script sends as `Authorization: Bearer brk_...` to
+ * act as the admin who made the key. A secret is "brk_" + 43 base62
+ * characters (256 bits), shown once; like a device token (tokens.ts) only
+ * its SHA-256 is kept, found by its first characters and compared in
+ * constant time.
+ *
+ * A key works while it is not revoked, not expired, and its admin is still
+ * an enabled admin. Disabling or demoting the admin revokes their keys for
+ * good (users.ts), as it ends their sessions: enabling them again revives
+ * neither.
+ */
+import { asc, eq } from "drizzle-orm";
+import type { Db } from "../db/open.ts";
+import { adminKeys, users, type AdminKeyRow, type UserRow } from "../db/schema.ts";
+import { isoTimestamp, type Clock } from "./clock.ts";
+import { AppError, notFound } from "./errors.ts";
+import { digestsEqual, randomBase62, sha256Hex } from "./secrets.ts";
+
+export const ADMIN_KEY_PREFIX = "brk_";
+const SECRET_CHARS = 43; // 43 base62 characters carry 256 bits
+const LOOKUP_LENGTH = ADMIN_KEY_PREFIX.length + 12;
+/** last_used is written at most this often, not on every request. */
+const TOUCH_EVERY_MS = 60 * 1000;
+const DAY_MS = 86_400_000;
+
+export const MAX_KEY_DAYS = 3650;
+
+/** A key as the list shows it: never its secret. */
+export interface AdminKey extends AdminKeyRow {
+  username: string;
+}
+
+export type AdminKeys = ReturnType<typeof createAdminKeys>;
+
+export function createAdminKeys(db: Db, clock: Clock) {
+  const unauthorized = (why: string) => new AppError("UNAUTHORIZED", why);
+
+  const listQuery = () =>
+    db
+      .select({ key: adminKeys, username: users.username })
+      .from(adminKeys)
+      .innerJoin(users, eq(adminKeys.userId, users.id));
+
+  function get(id: number): AdminKey {
+    const found = listQuery().where(eq(adminKeys.id, id)).get();
+    if (!found) throw notFound("API key");
+    return { ...found.key, username: found.username };
+  }
+
+  return {
+    get,
+    list: (): AdminKey[] =>
+      listQuery()
+        .orderBy(asc(adminKeys.id))
+        .all()
+        .map((r) => ({ ...r.key, username: r.username })),
+
+    /** Makes a key for `userId`; the returned secret exists nowhere else and cannot be recovered. */
+    create(userId: number, name: string, expiresInDays?: number): { secret: string; key: AdminKey } {
+      const secret = ADMIN_KEY_PREFIX + randomBase62(SECRET_CHARS);
+      const now = clock.now();
+      const row = db
+        .insert(adminKeys)
+        .values({
+          userId,
+          name,
+          lookup: secret.slice(0, LOOKUP_LENGTH),
+          secretHash: sha256Hex(secret),
+          createdAt: isoTimestamp(now),
+          expiresAt: expiresInDays === undefined ? null : isoTimestamp(new Date(now.getTime() + expiresInDays * DAY_MS)),
+        })
+        .returning()
+        .get();
+      return { secret, key: get(row.id) };
+    },
+
+    /** Idempotent: revoking a revoked key answers the same. */
+    revoke(id: number): AdminKey {
+      const key = get(id);
+      if (key.revokedAt === null) {
+        db.update(adminKeys).set({ revokedAt: isoTimestamp(clock.now()) }).where(eq(adminKeys.id, id)).run();
+      }
+      return get(id);
+    },
+
+    /**
+     * The admin behind a presented secret: 401 when the key is unknown,
+     * revoked or expired, or its user is gone or disabled; 403 when the user
+     * is no longer an admin (as for a session).
+     */
+    authenticate(secret: string): { admin: UserRow; keyId: number } {
+      const invalid = unauthorized("the API key is not valid");
+      if (!secret.startsWith(ADMIN_KEY_PREFIX) || secret.length > 200) throw invalid;
+      const found = db
+        .select({ key: adminKeys, user: users })
+        .from(adminKeys)
+        .innerJoin(users, eq(adminKeys.userId, users.id))
+        .where(eq(adminKeys.lookup, secret.slice(0, LOOKUP_LENGTH)))
+        .get();
+      if (!found || !digestsEqual(found.key.secretHash, sha256Hex(secret))) throw invalid;
+      const now = clock.now().getTime();
+      if (found.key.revokedAt !== null) throw unauthorized("the API key has been revoked");
+      if (found.key.expiresAt !== null && Date.parse(found.key.expiresAt) <= now) throw unauthorized("the API key has expired");
+      if (!found.user.enabled) throw unauthorized("the account is disabled");
+      if (found.user.role !== "admin") throw new AppError("FORBIDDEN", "administrator role required");
+      if (found.key.lastUsed === null || now - Date.parse(found.key.lastUsed) > TOUCH_EVERY_MS) {
+        db.update(adminKeys).set({ lastUsed: isoTimestamp(clock.now()) }).where(eq(adminKeys.id, found.key.id)).run();
+      }
+      return { admin: found.user, keyId: found.key.id };
+    },
+  };
+}
