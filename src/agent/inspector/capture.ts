@@ -57,7 +57,7 @@ export class WsTraffic {
 }
 
 export class Capture implements ExchangeTap {
-  readonly startedAt = Date.now();
+  /** performance.now() when it began; wall time is worked out when asked (startedAt). */
   private readonly started = performance.now();
   readonly requestBody = new BodyCapture(MAX_BODY_BYTES);
   readonly responseBody = new BodyCapture(MAX_BODY_BYTES);
@@ -85,6 +85,11 @@ export class Capture implements ExchangeTap {
     readonly replayOf?: number,
   ) {
     this.ws = kind === "ws" ? new WsTraffic() : undefined;
+  }
+
+  /** When it began, in ms since the epoch. */
+  get startedAt(): number {
+    return performance.timeOrigin + this.started;
   }
 
   /** Body bytes this capture holds (its share of the store's budget). */

@@ -20,8 +20,14 @@ export interface ListQuery {
 
 export class CaptureStore implements RequestTaps, CaptureOwner {
   private nextId = 1;
-  /** By id; a Map keeps insertion order, so the first entry is the oldest. */
-  private readonly captures = new Map<number, Capture>();
+  /**
+   * The captures, oldest first, in a ring of `keep` slots: ids are
+   * consecutive and leave only from the oldest end, so id N sits at
+   * (head + N - oldest id) and no lookup table is needed.
+   */
+  private readonly ring: (Capture | undefined)[];
+  private head = 0;
+  private count = 0;
   private held = 0;
   private readonly listeners = new Set<(news: StoreNews) => void>();
   private readonly dirty = new Set<Capture>();
@@ -32,35 +38,40 @@ export class CaptureStore implements RequestTaps, CaptureOwner {
   constructor(
     readonly keep: number,
     private readonly maxHeldBytes = MAX_TOTAL_BODY_BYTES,
-  ) {}
+  ) {
+    this.ring = new Array(keep);
+  }
 
   begin(tunnel: TunnelView, meta: OpenMeta, replayOf?: number): Capture | undefined {
     if (!tunnel.inspect || !meta.head) return undefined;
+    if (this.count === this.keep) this.dropOldest();
     const capture = new Capture(this.nextId++, tunnel, meta.head, meta.remote, meta.kind === "ws" ? "ws" : "http", this, replayOf);
-    this.captures.set(capture.id, capture);
-    this.trim();
+    this.ring[(this.head + this.count) % this.keep] = capture;
+    this.count++;
     this.changed(capture);
     return capture;
   }
 
   get(id: number): Capture | undefined {
-    return this.captures.get(id);
+    const oldest = this.at(0);
+    if (!oldest || !Number.isInteger(id)) return undefined;
+    const offset = id - oldest.id;
+    return offset >= 0 && offset < this.count ? this.at(offset) : undefined;
   }
 
   /** Newest first. */
   list(query: ListQuery = {}): Capture[] {
     const out: Capture[] = [];
     const limit = query.limit ?? this.keep;
-    const all = [...this.captures.values()];
-    for (let i = all.length - 1; i >= 0 && out.length < limit; i--) {
-      const c = all[i]!;
+    for (let i = this.count - 1; i >= 0 && out.length < limit; i--) {
+      const c = this.at(i)!;
       if (query.tunnel === undefined || c.tunnel.name === query.tunnel) out.push(c);
     }
     return out;
   }
 
   get size(): number {
-    return this.captures.size;
+    return this.count;
   }
 
   /** Body bytes held by all captures. */
@@ -69,8 +80,7 @@ export class CaptureStore implements RequestTaps, CaptureOwner {
   }
 
   clear(): void {
-    for (const c of this.captures.values()) c.evicted = true;
-    this.captures.clear();
+    while (this.count > 0) this.dropOldest();
     this.dirty.clear();
     this.held = 0;
     for (const l of this.listeners) l({ kind: "cleared" });
@@ -95,20 +105,24 @@ export class CaptureStore implements RequestTaps, CaptureOwner {
 
   grew(n: number): void {
     this.held += n;
-    if (this.held > this.maxHeldBytes) this.trim();
+    // the newest stays even alone over budget: it holds at most two bodies' caps
+    while (this.held > this.maxHeldBytes && this.count > 1) this.dropOldest();
   }
 
   // -- internals -----------------------------------------------------------------------------------
 
-  private trim(): void {
-    for (const oldest of this.captures.values()) {
-      // the newest stays even alone over budget: it holds at most two bodies' caps
-      if (this.captures.size <= 1 || (this.captures.size <= this.keep && this.held <= this.maxHeldBytes)) return;
-      this.captures.delete(oldest.id);
-      this.dirty.delete(oldest);
-      oldest.evicted = true;
-      this.held -= oldest.heldBytes;
-    }
+  private at(offset: number): Capture | undefined {
+    return this.ring[(this.head + offset) % this.keep];
+  }
+
+  private dropOldest(): void {
+    const oldest = this.ring[this.head]!;
+    this.ring[this.head] = undefined;
+    this.head = (this.head + 1) % this.keep;
+    this.count--;
+    oldest.evicted = true;
+    this.held -= oldest.heldBytes;
+    if (this.dirty.size > 0) this.dirty.delete(oldest);
   }
 
   private readonly flush = (): void => {
