@@ -1,20 +1,63 @@
-/** One line per event: time, level, message, then key=value fields. */
-type Fields = Record<string, unknown>;
+/**
+ * One line per event: time, level, message, then the event's fields. Text
+ * (the default) is `time level message key=value ...`; JSON (--log-format
+ * json) is one object per line with `time`, `level`, `msg` and the fields,
+ * for log shippers. Either way secrets never reach a line: fields named like
+ * one (token, password, cookie, authorization, secret, key) lose their text
+ * value, and a token secret or a Bearer credential inside any text is cut out
+ * (log-redact.ts). Numbers pass: `token=5` is a token's id.
+ */
+import { redactField } from "./log-redact.ts";
 
-function format(level: string, msg: string, fields: Fields): string {
-  const parts = [new Date().toISOString(), level, msg];
-  for (const [k, v] of Object.entries(fields)) {
-    if (v === undefined) continue;
-    const text = v instanceof Error ? v.message : typeof v === "string" ? v : JSON.stringify(v);
+type Fields = Record<string, unknown>;
+export type LogFormat = "text" | "json";
+export const LOG_FORMATS: readonly LogFormat[] = ["text", "json"];
+
+let current: LogFormat = "text";
+
+/** Chosen once at start (burrow server --log-format); lines before that are text. */
+export function setLogFormat(format: LogFormat): void {
+  current = format;
+}
+
+export function logFormat(): LogFormat {
+  return current;
+}
+
+/** What a field's value becomes in a line: an Error's message, the rest as it is. */
+const plain = (v: unknown): unknown => (v instanceof Error ? v.message : v);
+
+/** Keys a field may not take over in a JSON line. */
+const RESERVED = new Set(["time", "level", "msg"]);
+
+function formatText(level: string, msg: string, fields: Fields): string {
+  const parts = [new Date().toISOString(), level, redactField("msg", msg) as string];
+  for (const [k, raw] of Object.entries(fields)) {
+    if (raw === undefined) continue;
+    const v = redactField(k, plain(raw));
+    const text = typeof v === "string" ? v : JSON.stringify(v);
     parts.push(`${k}=${/[\s"=]/.test(text) ? JSON.stringify(text) : text}`);
   }
   return parts.join(" ");
 }
 
+function formatJson(level: string, msg: string, fields: Fields): string {
+  const line: Record<string, unknown> = { time: new Date().toISOString(), level, msg: redactField("msg", msg) };
+  for (const [k, raw] of Object.entries(fields)) {
+    if (raw === undefined) continue;
+    line[RESERVED.has(k) ? `${k}_` : k] = redactField(k, plain(raw));
+  }
+  return JSON.stringify(line);
+}
+
+export function formatLine(level: string, msg: string, fields: Fields, format: LogFormat = current): string {
+  return format === "json" ? formatJson(level, msg, fields) : formatText(level, msg, fields);
+}
+
 export const log = {
-  info: (msg: string, fields: Fields = {}) => console.log(format("info", msg, fields)),
-  warn: (msg: string, fields: Fields = {}) => console.warn(format("warn", msg, fields)),
-  error: (msg: string, fields: Fields = {}) => console.error(format("error", msg, fields)),
+  info: (msg: string, fields: Fields = {}) => console.log(formatLine("info", msg, fields)),
+  warn: (msg: string, fields: Fields = {}) => console.warn(formatLine("warn", msg, fields)),
+  error: (msg: string, fields: Fields = {}) => console.error(formatLine("error", msg, fields)),
 };
 
 /**
@@ -42,4 +85,15 @@ export function limitedLog(perMinute: number, now: () => number = Date.now) {
     written++;
     log.info(msg, fields);
   };
+}
+
+/**
+ * A bug's stack trace: in text, its own lines after the line that said what
+ * failed (as a reader wants it); in JSON, one more line with the stack as a
+ * field, so that every line stays one object.
+ */
+export function logStack(err: unknown): void {
+  const stack = err instanceof Error ? (err.stack ?? err.message) : String(err);
+  if (current === "json") console.error(formatLine("error", "stack trace", { stack }));
+  else console.error(stack);
 }

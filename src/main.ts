@@ -2,6 +2,7 @@
 /** burrow: argv -> command. */
 import { MAIN_HELP } from "./cli/help.ts";
 import { EXIT_USAGE, UsageError } from "./config/usage.ts";
+import { log, logFormat } from "./log.ts";
 import { versionText } from "./version.ts";
 
 type Command = (argv: string[]) => Promise<number>;
@@ -46,7 +47,9 @@ main(process.argv.slice(2)).then(
       console.error(`burrow: ${err.message}`);
       process.exitCode = EXIT_USAGE;
     } else {
-      console.error(err);
+      // a server started with --log-format json keeps every line JSON, its last one too
+      if (logFormat() === "json") log.error("burrow failed", { err: String(err), stack: err instanceof Error ? err.stack : undefined });
+      else console.error(err);
       process.exitCode = 1;
     }
   },

@@ -13,10 +13,15 @@ import { BootstrapError, ensureAdmin } from "./core/bootstrap.ts";
 import { createCore } from "./core/index.ts";
 import type { AcmeConfig, ServerConfig } from "./config/server.ts";
 import { openDatabase } from "./db/open.ts";
-import { startEdge } from "./edge/server.ts";
+import { startEdge, type RunningEdge } from "./edge/server.ts";
 import { fileTls } from "./edge/tls-source.ts";
 import { TrustedProxies } from "./http/addresses.ts";
 import { log } from "./log.ts";
+import { healthRoutes, Readiness } from "./admin/health.ts";
+import { metricsRoutes } from "./admin/metrics.ts";
+import { unwritableReason } from "./db/writable.ts";
+import { EdgeCounters } from "./metrics/edge-counters.ts";
+import { createMetrics } from "./metrics/registry.ts";
 
 const SESSION_SWEEP_MS = 60 * 60 * 1000;
 const AUDIT_PRUNE_MS = 24 * 60 * 60 * 1000;
@@ -48,11 +53,25 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
 
   let publicSide: PublicInfo | undefined; // known once the edge listens
   let certificates: AcmeCertificates | undefined;
+  let running: RunningEdge | undefined; // the edge, once it listens (the admin port answers before)
+  const counters = new EdgeCounters();
+  const metrics = createMetrics({
+    edge: counters,
+    live: () => running?.live(),
+    logins: () => ({ failed: core.loginThrottle.failures, throttled: core.loginThrottle.refusals }),
+  });
+  const readiness = new Readiness({
+    database: () => unwritableReason(database.sqlite, config.dataDir),
+    edge: () => (!running ? "not started yet" : running.listening().edge ? undefined : "the public port does not accept connections"),
+    agents: () => (!running ? "not started yet" : running.listening().agents ? undefined : "the agents' port does not accept connections"),
+  });
   const fileReport = config.tls && filesReport(config.tls.cert);
   const admin = createAdminApp(core, {
     publicInfo: () => publicSide,
     backup: { dataDir: config.dataDir, sqlite: database.sqlite },
     certificates: () => certificates?.report() ?? fileReport ?? { mode: "off", certificates: [] },
+    operations: [...metricsRoutes(metrics, config.metricsToken), ...healthRoutes(readiness)],
+    answered: metrics.adminRequest,
   });
   const adminServer = Bun.serve({
     hostname: config.adminHost,
@@ -96,17 +115,20 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       handshakeLimit: config.handshakeLimit,
       drainTimeoutMs: config.drainTimeoutMs,
       holdsFile: join(config.dataDir, "restart-holds.json"),
+      counters,
     });
   } catch (err) {
     // a port already taken: let go of what did start, so the process exits with the error
     certificates?.stop();
     void adminServer.stop(true);
     clearInterval(sweeper);
+    metrics.stop();
     clearInterval(auditPruner);
     core.audit.stop();
     database.close();
     throw err;
   }
+  running = edge;
   publicSide = { domain: config.domain, edge_url: edge.publicUrl, tcp_host: config.domain };
   // logged last: tests and scripts take this line as "ready"
   log.info("admin api listening", {
@@ -126,6 +148,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
         clearInterval(sweeper);
         clearInterval(auditPruner);
         await Promise.all([adminServer.stop(false), edge.stop()]); // admin: in-flight requests finish
+        metrics.stop();
         certificates?.stop();
         core.audit.stop(); // the refusals counted since the last flush
         database.close(); // after the edge's last traffic flush

@@ -13,7 +13,7 @@ import type { AuditAction, AuditOutcome } from "../core/audit.ts";
 import { AppError, badRequest } from "../core/errors.ts";
 import { parseHost, requestPath } from "../http/request-target.ts";
 import type { Core } from "../core/index.ts";
-import { log } from "../log.ts";
+import { log, logStack } from "../log.ts";
 import { authRoutes, readBearer, readSessionCookie } from "./auth.ts";
 import { backupRoutes, type BackupSource } from "./backup.ts";
 import { certificateRoutes } from "./certificates.ts";
@@ -48,6 +48,10 @@ export interface AdminAppOptions {
   backup?: BackupSource;
   /** The public port's HTTPS, for GET /api/certificates; without it, mode "off". */
   certificates?: CertificateReporter;
+  /** Routes beside the API, wrapped the same way: the operations endpoints (/metrics, /healthz, /readyz). */
+  operations?: Route[];
+  /** Told of every answer: the route's pattern ("unmatched" for none), method and status (the metrics' admin requests). */
+  answered?: (route: string, method: string, status: number) => void;
 }
 
 export function createAdminApp(core: Core, options: AdminAppOptions = {}): AdminApp {
@@ -86,21 +90,36 @@ export function createAdminApp(core: Core, options: AdminAppOptions = {}): Admin
         if (err instanceof ClientGone) return new Response(null, { status: 400 });
         audited("failed", "INTERNAL");
         log.error("admin request failed", { method: req.method, path: requestPath(req)?.pathname, err: String(err) });
-        if (err instanceof Error && err.stack) console.error(err.stack);
+        if (err instanceof Error && err.stack) logStack(err);
         return json({ error: "internal server error" }, 500);
       }
     };
   }
 
+  const operations = options.operations ?? [];
   const routes: AdminApp["routes"] = { ...panelRoutes };
-  for (const route of apiRoutes) {
+  for (const route of [...apiRoutes, ...operations]) {
     routes[route.path] = Object.fromEntries(
       Object.entries(route.methods).map(([method, handler]) => [method, wrap(route, handler, route.audit?.[method as Method])]),
     );
   }
 
+  const answered = options.answered;
+  if (answered) {
+    for (const route of [...apiRoutes, ...operations]) {
+      const handlers = routes[route.path] as Record<string, BunHandler>;
+      for (const [method, handler] of Object.entries(handlers)) {
+        handlers[method] = async (req, server) => {
+          const res = await handler(req, server);
+          answered(route.path, method, res.status);
+          return res;
+        };
+      }
+    }
+  }
+
   // paths as patterns, to tell "no such path" (404) from "no such method here" (405)
-  const patterns = apiRoutes.map((r) => ({
+  const patterns = [...apiRoutes, ...operations].map((r) => ({
     regex: new RegExp(`^${r.path.replace(/:[a-z_]+/g, "[^/]+")}$`),
     allow: Object.keys(r.methods).join(", "),
   }));
@@ -108,15 +127,20 @@ export function createAdminApp(core: Core, options: AdminAppOptions = {}): Admin
   return {
     routes,
     fetch(req) {
-      const path = parseHost(req.headers.get("host")) ? requestPath(req)?.pathname : undefined;
-      if (path === undefined) return errorResponse(badHostError());
-      const known = patterns.find((p) => p.regex.test(path));
-      if (known) {
-        return errorResponse(
-          new AppError("METHOD_NOT_ALLOWED", `method ${req.method} is not allowed on ${path}`, { Allow: known.allow }),
-        );
-      }
-      return errorResponse(new AppError("NOT_FOUND", `no such endpoint: ${req.method} ${path}`));
+      const res = unmatched(req);
+      answered?.("unmatched", req.method, res.status);
+      return res;
     },
   };
+
+  /** No route took the request: 405 on a known path, 404 on any other, 400 for a Host that names none. */
+  function unmatched(req: Request): Response {
+    const path = parseHost(req.headers.get("host")) ? requestPath(req)?.pathname : undefined;
+    if (path === undefined) return errorResponse(badHostError());
+    const known = patterns.find((p) => p.regex.test(path));
+    if (known) {
+      return errorResponse(new AppError("METHOD_NOT_ALLOWED", `method ${req.method} is not allowed on ${path}`, { Allow: known.allow }));
+    }
+    return errorResponse(new AppError("NOT_FOUND", `no such endpoint: ${req.method} ${path}`));
+  }
 }

@@ -2,7 +2,7 @@
 import { parseServerConfig } from "../config/server.ts";
 import { BootstrapError } from "../core/bootstrap.ts";
 import { DatabaseRefused } from "../db/plan.ts";
-import { log } from "../log.ts";
+import { log, setLogFormat } from "../log.ts";
 import { startServer } from "../server.ts";
 import { SERVER_HELP } from "./help.ts";
 
@@ -15,6 +15,7 @@ export async function serverCommand(argv: string[]): Promise<number> {
     process.stdout.write(SERVER_HELP);
     return 0;
   }
+  setLogFormat(parsed.config.logFormat);
   let server;
   try {
     server = await startServer(parsed.config, process.env);

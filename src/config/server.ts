@@ -5,6 +5,7 @@ import { parseFlags, type FlagSpec } from "./flags.ts";
 import { UsageError } from "./usage.ts";
 import { SUBDOMAIN_PATTERN } from "../core/fields.ts";
 import { isCidrOrAddress } from "../http/addresses.ts";
+import { LOG_FORMATS, type LogFormat } from "../log.ts";
 
 export const SERVER_DEFAULTS = {
   domain: "localhost",
@@ -38,6 +39,8 @@ export const SERVER_DEFAULTS = {
   "dns-rate": "10",
   "dns-total-rate": "500",
   "max-response-timeout": "600",
+  "log-format": "text",
+  "metrics-token": "",
 } as const;
 
 export const SERVER_FLAGS: Record<keyof typeof SERVER_DEFAULTS, FlagSpec> = {
@@ -72,7 +75,12 @@ export const SERVER_FLAGS: Record<keyof typeof SERVER_DEFAULTS, FlagSpec> = {
   "dns-rate": { type: "string", env: true },
   "dns-total-rate": { type: "string", env: true },
   "max-response-timeout": { type: "string", env: true },
+  "log-format": { type: "string", env: true },
+  "metrics-token": { type: "string", env: true },
 };
+
+/** Flags whose value is a secret: a mistake in one is reported without echoing it. */
+const SECRET_FLAGS: ReadonlySet<string> = new Set(["metrics-token"]);
 
 export interface ServerConfig {
   domain: string;
@@ -116,6 +124,10 @@ export interface ServerConfig {
   acme?: AcmeConfig;
   /** --acme-email was given with --tls-cert: the files win, and the server says so. */
   acmeIgnored?: boolean;
+  /** How log lines are written: `time level msg k=v` text, or one JSON object a line. */
+  logFormat: LogFormat;
+  /** The bearer token Prometheus scrapes GET /metrics with; undefined: only an admin session may read it. */
+  metricsToken?: string;
 }
 
 export interface AcmeConfig {
@@ -217,6 +229,12 @@ const Schema = v.object({
   "dns-rate": count("dns-rate"),
   "dns-total-rate": count("dns-total-rate"),
   "max-response-timeout": count("max-response-timeout"),
+  "log-format": v.picklist(LOG_FORMATS, `--log-format must be ${LOG_FORMATS.join(" or ")}`),
+  // a scraper's secret: long enough not to be guessed, and plain enough to sit in a header and a config file
+  "metrics-token": v.pipe(
+    v.string(),
+    v.check((s) => s === "" || /^[\x21-\x7e]{16,512}$/.test(s), "--metrics-token must be 16 to 512 visible ASCII characters without spaces (e.g. openssl rand -hex 32)"),
+  ),
 });
 
 /** --public-url: an http(s) URL whose host is the --domain; only its scheme and port are kept. */
@@ -245,7 +263,7 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
   if (!result.success) {
     const issue = result.issues[0]!;
     const flag = issue.path?.[0]?.key;
-    const got = flag === undefined ? "" : ` (got '${String(merged[flag as keyof typeof merged])}')`;
+    const got = flag === undefined || SECRET_FLAGS.has(String(flag)) ? "" : ` (got '${String(merged[flag as keyof typeof merged])}')`;
     throw new UsageError(issue.message.startsWith("--") ? issue.message + got : `--${String(flag)}: ${issue.message}`);
   }
   const o = result.output;
@@ -276,6 +294,8 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     trustedProxies: o["trusted-proxies"],
     handshakeLimit: o["handshake-limit"],
     drainTimeoutMs: o["drain-timeout"] * 1000,
+    logFormat: o["log-format"],
+    metricsToken: o["metrics-token"] || undefined,
     // certificate files win over ACME (the server logs that it does not use ACME then)
     acme:
       o["acme-email"] && !o["tls-cert"]

@@ -1,5 +1,5 @@
 /** The first admin: made on a start that finds no admin in the database. */
-import { log } from "../log.ts";
+import { log, logFormat } from "../log.ts";
 import * as v from "valibot";
 import { describeIssues, password as passwordRule, username as usernameRule } from "./fields.ts";
 import type { Core } from "./index.ts";
@@ -34,6 +34,12 @@ export async function ensureAdmin(core: Core, env: Record<string, string | undef
   }
   log.info("created the first admin", { username });
   if (!given) {
-    console.log(`\n  Admin user '${username}' created with password: ${password}\n  It is shown only this once; sign in and keep it somewhere safe.\n`);
+    // the one secret burrow ever prints, on purpose and once: written past the logger's redaction,
+    // as a banner in text and as one line in JSON (so that every line stays one object)
+    if (logFormat() === "json") {
+      console.log(JSON.stringify({ time: new Date().toISOString(), level: "warn", msg: "the first admin's generated password, shown only this once: sign in and keep it somewhere safe", username, generated_password: password }));
+    } else {
+      console.log(`\n  Admin user '${username}' created with password: ${password}\n  It is shown only this once; sign in and keep it somewhere safe.\n`);
+    }
   }
 }

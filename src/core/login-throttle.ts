@@ -20,6 +20,9 @@ const RULES = {
 export class LoginThrottle {
   private readonly addresses: Throttle;
   private readonly usernames: Throttle;
+  /** Since start, for the metrics: wrong usernames or passwords, and attempts refused while locked. */
+  failures = 0;
+  refusals = 0;
 
   constructor(private readonly now: () => number = Date.now) {
     // two throttles, each with its own key cap: a spray of made-up usernames cannot push an address's count out
@@ -31,6 +34,7 @@ export class LoginThrottle {
   check(address: string, username: string): void {
     const until = Math.max(this.addresses.check(address), this.usernames.check(username.toLowerCase()));
     if (until === 0) return;
+    this.refusals++;
     const seconds = Math.max(1, Math.ceil((until - this.now()) / 1000));
     throw new AppError("TOO_MANY_REQUESTS", `too many failed logins; try again in ${seconds} s`, {
       "Retry-After": String(seconds),
@@ -38,6 +42,7 @@ export class LoginThrottle {
   }
 
   fail(address: string, username: string): void {
+    this.failures++;
     this.addresses.fail(address);
     this.usernames.fail(username.toLowerCase());
   }

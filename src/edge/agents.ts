@@ -14,6 +14,7 @@ import { admit } from "../core/admission.ts";
 import { AppError } from "../core/errors.ts";
 import type { Core } from "../core/index.ts";
 import { limitedLog, log } from "../log.ts";
+import type { EdgeCounters } from "../metrics/edge-counters.ts";
 import { parseJsonPayload, ProtocolError } from "../protocol/frames.ts";
 import { Hello, type GrantedTunnel, type OpenMeta } from "../protocol/messages.ts";
 import { Mux, type SendResult, type Stream } from "../protocol/mux.ts";
@@ -38,6 +39,8 @@ export interface EdgeContext {
   handshakes?: HandshakeGuard;
   /** The longest response timeout an agent may ask for a tunnel; undefined: none may be asked. */
   maxResponseTimeoutMs?: number;
+  /** Handshake results and stream resets, for the metrics. */
+  counters?: EdgeCounters;
 }
 
 export interface AgentSocketData {
@@ -71,6 +74,10 @@ export class AgentConnection implements AgentLink {
   /** Its HELLO said it understands DRAIN. */
   private drains = false;
   private handshakeTimer: ReturnType<typeof setTimeout>;
+  /** A HELLO came, so the connection's end before READY is a handshake's result. */
+  private helloSeen = false;
+  /** Its handshake's result is counted (READY, MOVE or the refusal). */
+  private handshakeCounted = false;
 
   constructor(
     private readonly transport: AgentTransport,
@@ -81,7 +88,10 @@ export class AgentConnection implements AgentLink {
       batchOpens: true,
       send: (frames) => transport.send(frames),
       onControl: (type, payload) => this.control(type, payload),
+      onStreamReset: (code, by) => edge.counters?.reset(by === "local" ? "edge" : by === "peer" ? "agent" : "session", code),
       onClose: (code, message) => {
+        // every refusal of a handshake, whoever made it (admission, the throttle, a bad HELLO, the timeout), ends here
+        if (!this.ready && (this.helloSeen || code === WireError.HANDSHAKE_TIMEOUT)) this.countHandshake(code);
         // a throttled address's refusals are summed up by the guard, not logged one by one
         if (code === WireError.GOING_AWAY || code === "RATE_LIMITED") return transport.close(code.slice(0, 100));
         // before a handshake anyone can cause this line: a few a minute then; after it, every one
@@ -98,6 +108,17 @@ export class AgentConnection implements AgentLink {
 
   get isReady(): boolean {
     return this.ready;
+  }
+
+  /** How the agent reached the edge: its WebSocket, or the direct port. */
+  get transportKind(): AgentTransport["kind"] {
+    return this.transport.kind;
+  }
+
+  private countHandshake(result: string): void {
+    if (this.handshakeCounted) return;
+    this.handshakeCounted = true;
+    this.edge.counters?.handshake(result);
   }
 
   openStream(meta: OpenMeta, end = false): Stream | undefined {
@@ -163,6 +184,7 @@ export class AgentConnection implements AgentLink {
     switch (type) {
       case FrameType.HELLO: {
         if (this.ready) throw new ProtocolError("HELLO after READY");
+        this.helloSeen = true;
         // a throttled address is turned away before its HELLO is parsed or its token looked up
         const limited = this.edge.handshakes?.refusal(this.transport.address);
         if (limited) {
@@ -209,6 +231,7 @@ export class AgentConnection implements AgentLink {
     const directPort = this.edge.directPort?.();
     if (hello.direct && this.transport.kind === "websocket" && directPort !== undefined) {
       // nothing is admitted here: the agent says the same HELLO on the direct port
+      this.countHandshake("MOVE");
       this.mux.sendControl(FrameType.MOVE, { port: directPort });
       this.mux.close(WireError.GOING_AWAY, "moved to the direct port");
       return;
@@ -257,6 +280,7 @@ export class AgentConnection implements AgentLink {
         registry.closeSession(admitted.resume, "SESSION_REPLACED", "a newer connection of this agent took over", true);
       }
       this.ready = true;
+      this.countHandshake("READY");
       this.drains = hello.drain;
       registry.attach(this, tunnels);
       core.tokens.touch(admitted.token.id); // only a handshake that succeeded counts as use

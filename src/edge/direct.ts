@@ -46,6 +46,8 @@ export interface DirectPortHooks {
 
 export interface DirectListener {
   port: number;
+  /** Whether it accepts agents now (false once stopped, or if new certificates could not be listened with). */
+  readonly listening: boolean;
   /** Stops accepting; with `closeActive`, cuts the agents' connections too. */
   stop(closeActive: boolean): void;
 }
@@ -77,6 +79,9 @@ export function listenDirect(
   });
   return {
     port,
+    get listening() {
+      return accepting !== undefined;
+    },
     stop(closeActive) {
       unsubscribe?.();
       accepting = undefined;

@@ -10,6 +10,11 @@ export const FLUSH_INTERVAL_MS = 2_000;
 
 export class TrafficMeter {
   private pending = new Map<number, { in: number; out: number }>();
+  /** Bytes counted since start, all users together (the metrics' tunnel bytes). */
+  totalIn = 0;
+  totalOut = 0;
+  /** Called after each flush that wrote something: how long it took, rows written, rows that failed. */
+  onFlush?: (seconds: number, rows: number, errors: number) => void;
 
   constructor(private readonly core: Core) {}
 
@@ -18,6 +23,8 @@ export class TrafficMeter {
     if (!p) this.pending.set(userId, (p = { in: 0, out: 0 }));
     p.in += bytesIn;
     p.out += bytesOut;
+    this.totalIn += bytesIn;
+    this.totalOut += bytesOut;
   }
 
   unflushed(userId: number): number {
@@ -28,17 +35,24 @@ export class TrafficMeter {
   /** Writes what was counted; a user deleted meanwhile is skipped (their rows are gone by design). */
   flush(): void {
     if (this.pending.size === 0) return;
+    const started = performance.now();
     const batch = this.pending;
     this.pending = new Map();
     const date = utcDate(this.core.clock.now());
+    let rows = 0;
+    let errors = 0;
     for (const [userId, p] of batch) {
       if (p.in === 0 && p.out === 0) continue;
       try {
         this.core.traffic.add(userId, date, p.in, p.out);
+        rows++;
       } catch (err) {
         // a foreign key failure means the user was deleted: their traffic goes with them
-        if (!String(err).includes("FOREIGN KEY")) log.error("traffic flush failed", { user: userId, err: String(err) });
+        if (String(err).includes("FOREIGN KEY")) continue;
+        errors++;
+        log.error("traffic flush failed", { user: userId, err: String(err) });
       }
     }
+    if (rows + errors > 0) this.onFlush?.((performance.now() - started) / 1000, rows, errors);
   }
 }

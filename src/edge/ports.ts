@@ -19,6 +19,8 @@ export class PortAllocator {
     private readonly registry: Registry,
     /** Caps on the tunnels' visitor connections, shared by every tunnel port. */
     private readonly budget?: SocketBudget,
+    /** A visitor's connection on a tunnel port became a stream (the metrics count it). */
+    private readonly opened?: () => void,
   ) {}
 
   /** Binds `requested` (or any free port) and returns the tunnel that `make` builds for it. */
@@ -54,7 +56,7 @@ export class PortAllocator {
         port,
         exclusive: true,
         allowHalfOpen: true,
-        socket: tcpHandlers(() => tunnel!, this.budget),
+        socket: tcpHandlers(() => tunnel!, this.budget, this.opened),
       });
     } catch {
       return undefined; // taken by something else on this machine

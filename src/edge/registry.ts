@@ -205,6 +205,15 @@ export class Registry implements LiveTunnels, LiveView {
     return [...new Set([...this.bySubdomain.values(), ...this.byPort.values()])];
   }
 
+  /** Tunnels with a connected agent, by protocol (the metrics' tunnels_active). */
+  liveCounts(): { http: number; tcp: number } {
+    const counts = { http: 0, tcp: 0 };
+    for (const { link, tunnels } of this.sessions.values()) {
+      for (const t of tunnels) if (t.agent === link) counts[t.protocol]++;
+    }
+    return counts;
+  }
+
   liveUsers(): Set<number> {
     return new Set([...this.sessions.values()].map((s) => s.link.userId));
   }

@@ -8,6 +8,8 @@ import type { Server, ServerWebSocket } from "bun";
 import type { Core } from "../core/index.ts";
 import type { TrustedProxies } from "../http/addresses.ts";
 import { log } from "../log.ts";
+import { EdgeCounters } from "../metrics/edge-counters.ts";
+import type { LiveNumbers } from "../metrics/registry.ts";
 import { DEAD_AFTER_MS, MAX_MESSAGE } from "../protocol/wire.ts";
 import { MAX_WS_MESSAGE } from "../protocol/ws-records.ts";
 import { AgentConnection, type AgentSocketData, type EdgeContext } from "./agents.ts";
@@ -66,6 +68,8 @@ export interface EdgeOptions {
   drainTimeoutMs: number;
   /** Where live names are written on shutdown and read at start, to keep them across a restart. */
   holdsFile?: string;
+  /** What the edge counts for the metrics (requests, handshakes, resets, flushes); its own if not given. */
+  counters?: EdgeCounters;
 }
 
 
@@ -86,6 +90,10 @@ export interface RunningEdge {
   /** Where visitors and agents reach it, e.g. https://tunnels.example.com */
   publicUrl: string;
   registry: Registry;
+  /** What is live now, for the metrics. */
+  live(): LiveNumbers;
+  /** Whether the public port and the direct port (when there is one) accept connections now. */
+  listening(): { edge: boolean; agents: boolean };
   stop(): Promise<void>;
 }
 
@@ -95,7 +103,9 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   const startedAt = Date.now();
   /** Names the server before us (same data dir) had live when it stopped; held for their tokens. */
   const heldAtStart = new Set<string>();
+  const counters = opts.counters ?? new EdgeCounters();
   const meter = new TrafficMeter(core);
+  meter.onFlush = (seconds, rows, errors) => counters.flushed(seconds, rows, errors);
   const registry = new Registry(meter);
   core.attachLiveTunnels(registry);
   const maxConns = opts.maxConns ?? defaultMaxConns(fdLimit);
@@ -103,7 +113,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   // (WebSocket and direct) have a per-address cap of their own, higher: a team behind one NAT is many agents
   const tcpVisitors = new SocketBudget({ perAddress: opts.maxConnsPerIp, total: maxConns }, () => connections.total, () => watch.pressed);
   const agentSockets = new SocketBudget({ perAddress: opts.maxAgentsPerIp, total: Number.MAX_SAFE_INTEGER }, undefined, () => watch.pressed);
-  const ports = new PortAllocator(opts.tcpPorts, opts.host, registry, tcpVisitors);
+  const ports = new PortAllocator(opts.tcpPorts, opts.host, registry, tcpVisitors, () => counters.tcpConnections++);
   if (opts.holdsFile) {
     for (const h of takeHolds(opts.holdsFile)) {
       registry.hold(registry.newTunnel("http", { subdomain: h.subdomain }, h, h.skipWarning));
@@ -139,6 +149,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     directPort: () => direct?.port,
     maxResponseTimeoutMs: opts.maxResponseTimeoutMs,
     handshakes: new HandshakeGuard(opts.handshakeLimit, () => core.clock.now().getTime()),
+    counters,
   };
 
   const connections = new VisitorConnections(
@@ -167,6 +178,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       return ok;
     },
     releaseAgent: (address) => agentSockets.release(address),
+    counters,
   });
 
   const listener = new PublicListener<SocketData>({
@@ -297,6 +309,17 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     redirectPort: redirect?.port,
     publicUrl,
     registry,
+    live() {
+      const agentCounts = { websocket: 0, direct: 0 };
+      for (const conn of agents) if (conn.isReady) agentCounts[conn.transportKind]++;
+      return {
+        agents: agentCounts,
+        tunnels: registry.liveCounts(),
+        visitorConnections: { http: connections.total, tcp: tcpVisitors.total },
+        bytes: { in: meter.totalIn, out: meter.totalOut },
+      };
+    },
+    listening: () => ({ edge: !listener.paused, agents: direct ? direct.listening : !listener.paused }),
     async stop() {
       watch.stop();
       // 1. no new visitors or agents: the ports are free at once for a server that takes over

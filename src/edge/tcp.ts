@@ -16,8 +16,10 @@ interface VisitorSocket {
 }
 
 const overLimit = limitedLog(10);
+const refusedByRules = limitedLog(10);
 
-export function tcpHandlers(tunnel: () => Tunnel, budget?: SocketBudget): SocketHandler<VisitorSocket> {
+/** `opened`: a connection became a stream to the agent (the metrics count it). */
+export function tcpHandlers(tunnel: () => Tunnel, budget?: SocketBudget, opened?: () => void): SocketHandler<VisitorSocket> {
   const release = (socket: Socket<VisitorSocket>) => {
     if (socket.data?.counted === undefined) return;
     budget?.release(socket.data.counted);
@@ -26,6 +28,12 @@ export function tcpHandlers(tunnel: () => Tunnel, budget?: SocketBudget): Socket
   return {
     open(socket: Socket<VisitorSocket>) {
       const address = canonicalAddress(socket.remoteAddress);
+      // IP rules close the connection at accept, before it takes a place in the budget or a stream
+      if (tunnel().access?.refusesAddress(address)) {
+        refusedByRules("tcp visitor refused by the tunnel's IP rules", { client: address, port: socket.localPort });
+        socket.terminate();
+        return;
+      }
       if (budget && !budget.admit(address)) {
         overLimit("tcp visitor connection refused", { client: address });
         socket.terminate();
@@ -39,6 +47,7 @@ export function tcpHandlers(tunnel: () => Tunnel, budget?: SocketBudget): Socket
         return;
       }
       socket.data.relay = new SocketRelay(socket, stream, { fromSocket: (n) => t.countIn(n), toSocket: (n) => t.countOut(n) });
+      opened?.();
     },
     data: (socket, data) => socket.data?.relay?.socketData(data),
     drain: (socket) => socket.data?.relay?.socketDrain(),

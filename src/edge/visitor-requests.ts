@@ -9,6 +9,7 @@ import type { Server } from "bun";
 import type { TrustedProxies } from "../http/addresses.ts";
 import { parseHost } from "../http/request-target.ts";
 import { limitedLog } from "../log.ts";
+import { HTTP_REQUEST, WEBSOCKET_REQUEST, type EdgeCounters } from "../metrics/edge-counters.ts";
 import { CONNECT_PATH } from "../protocol/wire.ts";
 import type { AgentSocketData } from "./agents.ts";
 import { forwardHttp, type ForwardContext } from "./http.ts";
@@ -50,6 +51,8 @@ export interface VisitorDeps {
   /** A place for an agent's connection from this address (false: over --max-agents-per-ip), given back by releaseAgent. */
   admitAgent(address: string): boolean;
   releaseAgent(address: string): void;
+  /** Requests by kind and status class, and their time to response head (the metrics). */
+  counters: EdgeCounters;
 }
 
 /** What fetch learns of a request's connection before routing it. */
@@ -65,6 +68,8 @@ interface Visit {
   ended?: boolean;
   /** It became an agent's WebSocket: it leaves the visitors' budget. */
   notVisitor?: boolean;
+  /** A WebSocket upgrade for a tunnel (the requests counter's protocol). */
+  websocket?: boolean;
 }
 
 /** Whether the connection closes after this exchange (either side said so). */
@@ -79,13 +84,16 @@ const splitPeer = (peer: string): [string, number] => {
 export function visitorFetch(deps: VisitorDeps) {
   /** Every request starts here: first the connection budget, then the route. */
   async function fetch(req: Request, server: Server<SocketData>): Promise<Response | undefined> {
+    const startedAt = performance.now();
     const peer = server.requestIP(req);
     if (!peer) return undefined; // the visitor is already gone
     const client = deps.trustedProxies.clientAddress(peer.address, req.headers.get("x-forwarded-for"));
     const admitted = deps.connections.begin(peer.address, peer.port, client);
     if (!admitted.ok) {
       overLimit("visitor connection refused", { client, limit: admitted.why === "address" ? "max-conns-per-ip" : "max-conns" });
-      return overloadedPage();
+      const refused = overloadedPage();
+      deps.counters.request(HTTP_REQUEST, refused.status, startedAt);
+      return refused;
     }
     const visit: Visit = { key: admitted.key, client, peer: `${peer.address}:${peer.port}` };
     let res: Response | undefined;
@@ -93,8 +101,11 @@ export function visitorFetch(deps: VisitorDeps) {
       res = await route(req, server, visit);
     } catch (err) {
       deps.connections.end(visit.key);
+      deps.counters.request(visit.websocket ? WEBSOCKET_REQUEST : HTTP_REQUEST, 500, startedAt); // Bun's error handler answers 500
       throw err;
     }
+    // an agent's connection is not a visitor's request; an upgraded visitor's is (101)
+    if (!visit.notVisitor) deps.counters.request(visit.websocket ? WEBSOCKET_REQUEST : HTTP_REQUEST, res?.status ?? 101, startedAt);
     // forwarded requests end with their response body, upgrades with their WebSocket
     if (!visit.deferredEnd) deps.connections.end(visit.key, visit.notVisitor || closes(req, res));
     return res;
@@ -155,6 +166,7 @@ export function visitorFetch(deps: VisitorDeps) {
     // idle timeout; it applies again from the end of the response (finished)
     server.timeout(req, 0);
     if ((req.headers.get("upgrade") ?? "").toLowerCase() === "websocket") {
+      visit.websocket = true;
       const refused = await upgradeWebSocket(req, url, server as unknown as Server<VisitorSocketData>, tunnel, ctx);
       if (refused) ctx.finished?.(); // no upgrade: the connection goes back to keep-alive
       return refused;

@@ -49,6 +49,11 @@ export interface MuxOptions {
   onClose?(code: string, message: string): void;
   /** The PONG to one of our PINGs came back after `rttMs`: the round trip to the peer. */
   onPong?(rttMs: number): void;
+  /**
+   * A stream ended by a reset (for counting): `by` this side, the peer, or
+   * the connection closing under it; `code` as the RST or close carried it.
+   */
+  onStreamReset?(code: string, by: "local" | "peer" | "closed"): void;
   /** Upper bound on streams open at once. */
   maxStreams?: number;
   initialWindow?: number;
@@ -207,6 +212,11 @@ export class Mux {
   }
 
   // -- internals, used by Stream ----------------------------------------------------------
+
+  /** @internal */
+  streamReset(code: string, by: "local" | "peer" | "closed"): void {
+    this.opts.onStreamReset?.(code, by);
+  }
 
   /** @internal */
   sendFrame(type: FrameTypeValue, stream: number, payload?: Uint8Array, fin = false): void {
@@ -493,6 +503,7 @@ export class Stream {
     this.mux.sendFrame(FrameType.RST, this.id, textPayload(code));
     this.resetWith = code;
     this.finish();
+    this.mux.streamReset(code, "local");
     for (const l of this.resetListeners) l(code);
   }
 
@@ -576,6 +587,7 @@ export class Stream {
   receivedReset(code: string): void {
     if (this.done) return;
     this.finish();
+    this.mux.streamReset(code, "peer");
     this.announceReset(code);
   }
 
@@ -583,6 +595,7 @@ export class Stream {
   closedByMux(code: string): void {
     if (this.done) return;
     this.done = true;
+    this.mux.streamReset(code, "closed");
     this.pending = [];
     this.pendingBytes = 0;
     this.announceReset(code);

@@ -134,7 +134,8 @@ test("an agent started before the server is up keeps retrying and connects once 
     waitFor: /reconnecting in/,
   });
   expect(agent.output.text()).not.toContain("refused");
-  expect(agent.output.lines[0]).toMatch(/could not reach the server.*; reconnecting in [0-9.]+ s \(attempt 1\)$/);
+  // its first line after the inspector's address
+  expect(agent.output.lines.find((l) => !l.startsWith("Inspector"))).toMatch(/could not reach the server.*; reconnecting in [0-9.]+ s \(attempt 1\)$/);
   await using server = await serve();
   await nthForwarding(agent, 1);
   expect(agent.output.lines.some((l) => l.startsWith("burrow:"))).toBe(false);

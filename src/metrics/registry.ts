@@ -1,0 +1,185 @@
+/**
+ * Every metric burrow exports on GET /metrics, in one prom-client registry.
+ * Most are read from their sources when Prometheus scrapes (the edge's
+ * counters, what is live, the login throttle, the process), so nothing on
+ * the edge's hot paths touches prom-client; the admin API's requests are
+ * counted here directly, one increment per request.
+ *
+ * Labels take values from closed lists only (a protocol, a status class, a
+ * route's pattern, a code): never a subdomain, path or address, which would
+ * make a series per visitor.
+ */
+import { Counter, Gauge, Registry, type Metric } from "prom-client";
+import { VERSION } from "../version.ts";
+import type { Buckets } from "./buckets.ts";
+import { REQUEST_KINDS, STATUS_CLASSES, type EdgeCounters } from "./edge-counters.ts";
+import { processMetrics } from "./process.ts";
+
+export const PREFIX = "burrow_";
+
+/** What is live now, read at each scrape; undefined until the edge is up. */
+export interface LiveNumbers {
+  agents: { websocket: number; direct: number };
+  tunnels: { http: number; tcp: number };
+  /** Open visitor connections on the public HTTP port and on TCP tunnels' ports. */
+  visitorConnections: { http: number; tcp: number };
+  /** Bytes through tunnels since start: in is toward the local services, out back to visitors. */
+  bytes: { in: number; out: number };
+}
+
+export interface MetricsSources {
+  edge: EdgeCounters;
+  live(): LiveNumbers | undefined;
+  /** Admin logins refused for a wrong username or password, and refused unread while throttled. */
+  logins(): { failed: number; throttled: number };
+}
+
+export interface ServerMetrics {
+  /** The exposition, in the Prometheus text format. */
+  render(): Promise<string>;
+  contentType: string;
+  /** One admin API request answered: its route's pattern (or "unmatched"), method and status. */
+  adminRequest(route: string, method: string, status: number): void;
+  stop(): void;
+}
+
+const METHODS: ReadonlySet<string> = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
+
+export function createMetrics(sources: MetricsSources): ServerMetrics {
+  const registry = new Registry();
+  const registers = [registry];
+  const { edge } = sources;
+  const name = (n: string) => PREFIX + n;
+
+  /** A counter whose values are read from a source at scrape time. */
+  function readCounter<L extends string>(n: string, help: string, labelNames: L[], read: () => [Partial<Record<L, string>>, number][]) {
+    new Counter<L>({
+      name: name(n),
+      help,
+      labelNames,
+      registers,
+      collect() {
+        this.reset();
+        for (const [labels, value] of read()) this.inc(labels, value);
+      },
+    });
+  }
+  function readGauge<L extends string>(n: string, help: string, labelNames: L[], read: () => [Partial<Record<L, string>>, number][]) {
+    new Gauge<L>({
+      name: name(n),
+      help,
+      labelNames,
+      registers,
+      collect() {
+        this.reset();
+        for (const [labels, value] of read()) this.set(labels, value);
+      },
+    });
+  }
+
+  new Gauge({ name: name("build_info"), help: "Always 1; the version of burrow running.", labelNames: ["version"], registers }).set({ version: VERSION }, 1);
+
+  readGauge("agents_connected", "Agents connected now (handshake done), by transport: websocket, or direct (the --agent-port).", ["transport"], () => {
+    const live = sources.live();
+    return [
+      [{ transport: "websocket" }, live?.agents.websocket ?? 0],
+      [{ transport: "direct" }, live?.agents.direct ?? 0],
+    ];
+  });
+  readGauge("tunnels_active", "Tunnels with a connected agent now, by protocol (http, tcp).", ["protocol"], () => {
+    const live = sources.live();
+    return [
+      [{ protocol: "http" }, live?.tunnels.http ?? 0],
+      [{ protocol: "tcp" }, live?.tunnels.tcp ?? 0],
+    ];
+  });
+  readGauge("visitor_connections_open", "Visitor connections open now, by listener: the public HTTP port, or TCP tunnels' ports.", ["listener"], () => {
+    const live = sources.live();
+    return [
+      [{ listener: "http" }, live?.visitorConnections.http ?? 0],
+      [{ listener: "tcp" }, live?.visitorConnections.tcp ?? 0],
+    ];
+  });
+  readCounter("agent_handshakes_total", "Agent handshakes by result: READY, MOVE (sent on to the direct port), or the refusal's code (AUTH_FAILED, RATE_LIMITED, ...).", ["result"], () =>
+    [...edge.handshakes].map(([result, n]) => [{ result }, n]),
+  );
+  readCounter("visitor_requests_total", "Visitor requests on the public port, by protocol (http, websocket upgrade) and status class (2xx, ...).", ["protocol", "status"], () => {
+    const out: [{ protocol: string; status: string }, number][] = [];
+    REQUEST_KINDS.forEach((protocol, k) =>
+      STATUS_CLASSES.forEach((status, c) => {
+        if (c > 0) out.push([{ protocol, status }, edge.requests[k * STATUS_CLASSES.length + c]!]);
+      }),
+    );
+    const other = REQUEST_KINDS.reduce((sum, _p, k) => sum + edge.requests[k * STATUS_CLASSES.length]!, 0);
+    if (other > 0) out.push([{ protocol: "http", status: "other" }, other]);
+    return out;
+  });
+  registerBuckets(registry, name("visitor_request_duration_seconds"), "Seconds from a visitor request's arrival to its response head (or WebSocket upgrade).", edge.requestDuration);
+  readCounter("tunnel_bytes_total", "Bytes through tunnels: in is from visitors toward local services, out is back.", ["direction"], () => {
+    const bytes = sources.live()?.bytes;
+    return [
+      [{ direction: "in" }, bytes?.in ?? 0],
+      [{ direction: "out" }, bytes?.out ?? 0],
+    ];
+  });
+  readCounter("tcp_connections_opened_total", "Connections to TCP tunnels' ports that were relayed to an agent.", [], () => [[{}, edge.tcpConnections]]);
+  readCounter("streams_reset_total", "Streams ended by a reset, by who ended them (edge, agent, session: the connection closed under them) and code.", ["by", "code"], () =>
+    [...edge.resets].map(([key, n]) => {
+      const [by, code] = key.split(" ") as [string, string];
+      return [{ by, code }, n];
+    }),
+  );
+  readCounter("admin_login_failures_total", "Admin logins refused for a wrong username or password.", [], () => [[{}, sources.logins().failed]]);
+  readCounter("admin_logins_throttled_total", "Admin logins refused unread because the address or username was throttled (429).", [], () => [[{}, sources.logins().throttled]]);
+  registerBuckets(registry, name("traffic_flush_duration_seconds"), "Seconds one flush of the traffic counters into the database took.", edge.flushDuration);
+  readCounter("traffic_flush_rows_total", "Rows the traffic flushes upserted (one per user and day with traffic).", [], () => [[{}, edge.flushRows]]);
+  readCounter("traffic_flush_errors_total", "Rows a traffic flush failed to write.", [], () => [[{}, edge.flushErrors]]);
+
+  const adminRequests = new Counter({
+    name: name("admin_requests_total"),
+    help: "Admin API requests by route pattern (e.g. /api/users/:id; unmatched for no route), method and status.",
+    labelNames: ["route", "method", "status"],
+    registers,
+  });
+
+  const processGauges = processMetrics(registry, PREFIX);
+
+  return {
+    render: () => registry.metrics(),
+    contentType: registry.contentType,
+    adminRequest(route, method, status) {
+      adminRequests.inc({ route, method: METHODS.has(method) ? method : "other", status: String(status) });
+    },
+    stop: () => processGauges.stop(),
+  };
+}
+
+/**
+ * A Buckets histogram in the registry, rendered as Prometheus's cumulative
+ * buckets with _sum and _count. prom-client's own Histogram allocates on
+ * every observe(), which the edge's hot path does not take; this renders
+ * the edge's plain numbers in the shape prom-client's get() returns.
+ */
+function registerBuckets(registry: Registry, metricName: string, help: string, buckets: Buckets): void {
+  const metric = {
+    name: metricName,
+    help,
+    type: "histogram",
+    aggregator: "sum",
+    async get() {
+      const values: { labels: Record<string, string | number>; value: number; metricName: string }[] = [];
+      let cumulative = 0;
+      buckets.bounds.forEach((bound, i) => {
+        cumulative += buckets.counts[i]!;
+        values.push({ labels: { le: bound }, value: cumulative, metricName: `${metricName}_bucket` });
+      });
+      values.push({ labels: { le: "+Inf" }, value: buckets.count, metricName: `${metricName}_bucket` });
+      values.push({ labels: {}, value: buckets.sum, metricName: `${metricName}_sum` });
+      values.push({ labels: {}, value: buckets.count, metricName: `${metricName}_count` });
+      return { name: metricName, help, type: "histogram", values, aggregator: "sum" };
+    },
+    reset() {},
+  };
+  // the registry takes any object with get(); its type names only prom-client's own classes
+  registry.registerMetric(metric as unknown as Metric);
+}
