@@ -65,8 +65,8 @@ function counters(screen: string): string[] {
 const quote = (w: string) => `'${w.replaceAll("'", `'\\''`)}'`;
 
 /** Opens a tmux window running the agent in a shell that says how it exited, then waits. */
-function runAgentIn(name: string, args: string[], size = { x: 120, y: 40 }): void {
-  const env = [`XDG_CONFIG_HOME=${home}`, "HTTPS_PROXY=", "ALL_PROXY=", "TERM=xterm-256color"].map(quote).join(" ");
+function runAgentIn(name: string, args: string[], extraEnv: string[] = [], size = { x: 120, y: 40 }): void {
+  const env = [`XDG_CONFIG_HOME=${home}`, "HTTPS_PROXY=", "ALL_PROXY=", "TERM=xterm-256color", ...extraEnv].map(quote).join(" ");
   const agent = [...burrowCommand(), ...args].map(quote).join(" ");
   const command = `env -u NO_COLOR -u FORCE_COLOR -u BURROW_LOG ${env} ${agent}; echo EXITED=$?; sleep 600`;
   const session = ["new-session", "-d", "-s", name, "-x", String(size.x), "-y", String(size.y), command];
@@ -190,6 +190,18 @@ describe.skipIf(!haveTmux)("the live screen in tmux", () => {
     // attributes reset: what the shell prints after is plain
     expect(pane("main", true)).toMatch(/^EXITED=0$/m);
   }, 60_000);
+
+  test("NO_COLOR: the same screen without a colour", async () => {
+    runAgentIn("plain", ["http", String(upstream.port), "--server", server!.edgeUrl, "--token", token, "--no-inspect"], ["NO_COLOR=1"]);
+    await until("plain", /Session Status\s+online/, "the session online");
+    const match = /Forwarding\s+http:\/\/([a-z0-9]+)\./.exec(pane("plain"))!;
+    expect((await tunnelFetch(server!.edgePort, match[1]!, "/missing")).status).toBe(404);
+    await until("plain", /\/missing\s+404/, "the request listed");
+    expect(paneFact("plain", "#{alternate_on}")).toBe("1");
+    expect(pane("plain", true)).not.toMatch(/\x1b\[[0-9;]*m/);
+    tmux("send-keys", "-t", "plain", "C-c");
+    expect(await until("plain", /EXITED=\d+/, "the agent to exit")).toContain("EXITED=0");
+  }, 30_000);
 
   test("a refusal leaves the screen first and then stays printed; exit 1", async () => {
     runAgentIn("refused", ["http", String(upstream.port), "--server", server!.edgeUrl, "--token", "brw_" + "0".repeat(43)]);

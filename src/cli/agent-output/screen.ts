@@ -212,7 +212,15 @@ export function screenOutput(term: ScreenTerminal = { stdout: process.stdout, st
         stdin.setRawMode(false);
         stdin.pause();
       }
-      await new Promise<void>((resolve) => stdout.write(LEAVE, () => resolve()));
+      await new Promise<void>((resolve) => {
+        // a terminal that went away never calls back: the agent still ends
+        const gone = setTimeout(resolve, 1000);
+        gone.unref();
+        stdout.write(LEAVE, () => {
+          clearTimeout(gone);
+          resolve();
+        });
+      });
       // after the screen is gone, so that it stays in sight
       const st = state.status;
       if (st.kind === "refused") console.error(refusalLine(paintFor(process.stderr), st.code, st.message));
