@@ -1,8 +1,11 @@
 /**
  * The admin API as Bun.serve routes, beside the web panel's pages. Each
- * handler is wrapped once: a cross-site POST/PUT/DELETE is refused (csrf.ts),
- * it gets the signed-in admin (or the request answers 401/403), and any AppError it
- * throws becomes {"error": message} with the code's status. A client that
+ * handler is wrapped once: it gets the admin behind the request's API key
+ * (Authorization: Bearer brk_...) or else its session cookie, whose
+ * cross-site POST/PUT/DELETE is refused (csrf.ts), or the request answers
+ * 401/403; a route's write is recorded in the audit log whatever its
+ * outcome (audit.ts); and any AppError it throws becomes {"error": message}
+ * with the code's status. A client that
  * left in the middle of its request (ClientGone) is no one's fault: nothing is
  * logged. Anything else is a bug: logged with context and answered with a
  * bare 500.
@@ -60,7 +63,8 @@ export function createAdminApp(core: Core, options: AdminAppOptions = {}): Admin
     ...publicInfoRoutes(options.publicInfo ?? (() => undefined)),
     ...(options.backup ? backupRoutes(options.backup) : []),
     ...certificateRoutes(options.certificates ?? NO_TLS),
-    ...openApiRoutes(() => apiRoutes.map((r: Route) => ({ path: r.path, methods: Object.keys(r.methods), public: r.public, docs: r.docs }))),
+    // the whole table, operations included: read when the document is first asked for
+    ...openApiRoutes(() => [...apiRoutes, ...operations].map((r: Route) => ({ path: r.path, methods: Object.keys(r.methods), public: r.public, docs: r.docs }))),
   ];
 
   function wrap(route: Route, handler: Handler, action: AuditAction | undefined): BunHandler {

@@ -8,6 +8,23 @@
  * A browser says where a request comes from (Origin, Sec-Fetch-Site); a
  * script such as `curl -X DELETE -b jar` says nothing and passes, because a
  * script holding the cookie is not a confused deputy.
+ *
+ * Requests made with an admin API key (`Authorization: Bearer brk_...`)
+ * are not checked here (app.ts skips this check for them). Cross-site
+ * forgery needs a credential the browser adds by itself, and a key is not
+ * one: a page can only send a key it already holds, and then it needs no
+ * one's browser; nor can a page on another origin add an Authorization
+ * header without a CORS preflight, which this server never grants. What
+ * keeps this sound is that the key *is* the request's credential, alone:
+ * - a request with a Bearer credential is judged by that key only: an
+ *   unknown, revoked or expired key is 401 even when a valid session
+ *   cookie rides along, so a Bearer header can never carry a cookie past
+ *   this check;
+ * - a request with no key (or an Authorization header of another scheme,
+ *   such as Basic, which a browser may add by itself) is a cookie request
+ *   and is checked here as always;
+ * - the routes that need no credentials (login) ignore the header and are
+ *   checked as always.
  */
 import { AppError } from "../core/errors.ts";
 

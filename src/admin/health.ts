@@ -15,6 +15,7 @@
 import { log } from "../log.ts";
 import type { Route } from "./context.ts";
 import { json } from "./http.ts";
+import { ReadyJson } from "./responses.ts";
 
 export const CHECK_EVERY_MS = 1_000;
 
@@ -62,6 +63,12 @@ export function healthRoutes(readiness: Readiness): Route[] {
       methods: {
         GET: () => new Response("ok\n", { headers: { "Content-Type": "text/plain; charset=utf-8", "Cache-Control": "no-store" } }),
       },
+      docs: {
+        GET: {
+          summary: "Liveness: the process answers (no session needed)",
+          responses: { 200: { description: "ok", raw: { contentType: "text/plain", schema: { type: "string", const: "ok\n" } } } },
+        },
+      },
     },
     {
       path: "/readyz",
@@ -71,6 +78,15 @@ export function healthRoutes(readiness: Readiness): Route[] {
           const failing = readiness.failing();
           if (failing.length === 0) return json({ status: "ready" });
           return json({ status: "not ready", not_ready: failing.map((f) => f.name) }, 503);
+        },
+      },
+      docs: {
+        GET: {
+          summary: "Readiness: the database takes writes and the public and agents' ports accept (no session needed)",
+          responses: {
+            200: { description: "Ready", schema: ReadyJson },
+            503: { description: "Not ready: the names of the failing checks", schema: ReadyJson },
+          },
         },
       },
     },

@@ -27,6 +27,8 @@ export interface OperationDoc {
   description?: string;
   /** The schema parseBody() checks the body with. */
   body?: v.GenericSchema;
+  /** Who may call it, when not "an admin" (a public route: anyone); names of components.securitySchemes. */
+  security?: Record<string, string[]>[];
   /** The object schema parseQuery() checks the query string with; one parameter per entry. */
   query?: v.ObjectSchema<v.ObjectEntries, v.ErrorMessage<v.ObjectIssue> | undefined>;
   responses: Record<number, ResponseDoc>;
@@ -112,7 +114,7 @@ function operation(route: DocumentedRoute, method: string, doc: OperationDoc): R
     summary: doc.summary,
     ...(doc.description ? { description: doc.description } : {}),
     tags: [tagOf(route.path)],
-    ...(route.public ? { security: [] } : {}),
+    ...(doc.security ? { security: doc.security } : route.public ? { security: [] } : {}),
     ...(params.length + query.length > 0 ? { parameters: [...params, ...query] } : {}),
     ...(doc.body ? { requestBody: { required: true, content: { "application/json": { schema: jsonSchema(doc.body) } } } } : {}),
     responses,
@@ -142,6 +144,7 @@ export function buildOpenApi(routes: readonly DocumentedRoute[]): Record<string,
       securitySchemes: {
         session: { type: "apiKey", in: "cookie", name: "tunnel_admin_session", description: "Set by POST /api/auth/login." },
         apiKey: { type: "http", scheme: "bearer", bearerFormat: "brk_ followed by 43 base62 characters", description: "An admin API key (POST /api/keys)." },
+        metricsToken: { type: "http", scheme: "bearer", description: "The server's --metrics-token, for a Prometheus scraper (GET /metrics only)." },
       },
       schemas: { Error: jsonSchema(ErrorBody) },
       responses: {

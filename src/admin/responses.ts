@@ -100,6 +100,12 @@ export const CertificateReportJson = v.strictObject({
   ),
 });
 
+export const ReadyJson = v.strictObject({
+  status: v.picklist(["ready", "not ready"]),
+  /** The names of the checks that fail. */
+  not_ready: v.optional(v.array(v.string())),
+});
+
 export const AuditEntryJson = v.strictObject({
   id,
   /** When it happened; for a counted entry, the first of its minute. */

@@ -9,6 +9,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
 import { join } from "node:path";
+import { ROUTES } from "../../src/admin/app.ts";
+import { backupRoutes } from "../../src/admin/backup.ts";
 import { AdminClient, signedIn } from "../harness/admin.ts";
 import { sayHello } from "../harness/raw-agent.ts";
 import { ADMIN_PASSWORD, startServer, type TestServer } from "../harness/server.ts";
@@ -142,6 +144,13 @@ describe("admin writes are recorded with who, from where, what and the outcome",
     await api.get("/api/audit");
     expect((await entries("?limit=1"))[0]!.id).toBe(before);
   });
+});
+
+test("every state-changing route of the admin API names its audit action, so none can be forgotten", () => {
+  const routes = [...ROUTES, ...backupRoutes({ dataDir: "/nonexistent", sqlite: undefined as never })];
+  const writes = routes.flatMap((r) => Object.keys(r.methods).filter((m) => m !== "GET").map((m) => ({ r, m })));
+  expect(writes.length).toBeGreaterThan(10);
+  expect(writes.filter(({ r, m }) => !r.audit?.[m as "POST"]).map(({ r, m }) => `${m} ${r.path}`)).toEqual([]);
 });
 
 describe("refused agent handshakes", () => {

@@ -164,6 +164,14 @@ describe("using a key", () => {
     expect(basic.status).toBe(403);
   });
 
+  test("reads /metrics as its admin would", async () => {
+    const made = await makeKey(api, { name: "prometheus-by-key" });
+    const res = await fetch(server.adminUrl + "/metrics", { headers: { Authorization: `Bearer ${made.key}` } });
+    expect(res.status).toBe(200);
+    await api.delete(`/api/keys/${made.key_id}`);
+    expect((await fetch(server.adminUrl + "/metrics", { headers: { Authorization: `Bearer ${made.key}` } })).status).toBe(401);
+  });
+
   test("login and the OpenAPI document ignore a key: they need none", async () => {
     const res = await withKey("brk_nonsense", "GET", "/api/openapi.json");
     expect(res.status).toBe(200);
