@@ -214,6 +214,18 @@ describe("what is open ends, every way it can end", () => {
   }, 30_000);
 });
 
+describe("--log text", () => {
+  test("a line per WebSocket upgrade and close, and one for a handshake the local service refused", async () => {
+    await using up = await startAgent({ kind: "http", target: sockets.port!, server: server.edgeUrl, token, args: ["--log", "text", "--no-inspect"] });
+    await using down = await startAgent({ kind: "http", target: deadPort, server: server.edgeUrl, token, args: ["--log", "text", "--no-inspect"] });
+    expect(await webSocketThrough(up.subdomain!)).toBe("echoed");
+    expect(await webSocketThrough(down.subdomain!)).toBe("refused");
+    await up.output.waitFor(/WebSocket \/chat closed after [0-9.]+ m?s$/, 5_000);
+    expect(up.output.text()).toMatch(/GET {5}\/chat {2}101 websocket {2}\d+ ms/);
+    await down.output.waitFor(/GET {5}\/chat {2}502 \(WebSocket handshake failed\) {2}\d+ ms$/, 5_000);
+  }, 30_000);
+});
+
 describe("--log-level", () => {
   test("warn: no request lines, but the reconnecting line when the server goes away", async () => {
     const own = await startServer();

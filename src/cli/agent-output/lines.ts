@@ -37,8 +37,10 @@ export function lineOutput(threshold: LogLevel = DEFAULT_LOG_LEVEL): AgentOutput
       else print(`${timestamp()}  ${who(l.tunnel)}closed ${l.remote}  in ${l.bytesIn ?? 0} B, out ${l.bytesOut ?? 0} B`);
     },
     webSocketClosed(l) {
-      if (!on("info") || !l.opened) return; // a failed handshake was its request line already
-      print(`${out.dim(timestamp())}  ${who(l.tunnel)}WebSocket ${printable(l.path)} closed after ${seconds(l.ms)}`);
+      if (!on("info")) return;
+      // a handshake the local service refused had no request line: this is its line
+      if (!l.opened) print(`${out.dim(timestamp())}  ${who(l.tunnel)}${"GET".padEnd(7)} ${printable(l.path)}  ${out.status(502, "502 (WebSocket handshake failed)")}  ${Math.round(l.ms)} ms`);
+      else print(`${out.dim(timestamp())}  ${who(l.tunnel)}WebSocket ${printable(l.path)} closed after ${seconds(l.ms)}`);
     },
     reconnecting(why, inMs, attempt) {
       if (!on("warn")) return;
