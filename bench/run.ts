@@ -21,7 +21,7 @@
  *   BENCH_ISOLATION_ROUNDS=4  rounds of (alone, next to a stalled stream), order alternating
  *   BENCH_ISOLATION_SECONDS=5 length of each isolation run
  *   BENCH_AGENTS=10000        idle agents for the memory test (also measured at 1,000)
- *   BENCH_ONLY=http,tcp,...   run only some sections: http, tcp, iperf, isolation, stream, idle
+ *   BENCH_ONLY=http,tcp,...   run only some sections: http, tcp, iperf, isolation, inspector, stream, idle
  *   BENCH_BURROW=path         use this executable instead of dist/burrow
  *   BENCH_REBUILD=1           rebuild dist/burrow first
  *   BENCH_OUT=name            write bench/results/<name>.md/.json (default latest; partial with BENCH_ONLY)
@@ -49,6 +49,7 @@ import {
   type BurrowServer,
 } from "./lib/services.ts";
 import { ensureBinary, ensurePackages, newerSources, tcpTools, tool } from "./lib/setup.ts";
+import { inspectorOverhead, inspectorRows, inspectorTarget, type InspectorOverhead } from "./inspector.ts";
 
 const ROOT = join(import.meta.dir, "..");
 const BENCH = import.meta.dir;
@@ -117,6 +118,8 @@ interface Results {
     closedMs?: number;
     error?: string;
   };
+  /** The request inspector's cost: HTTP 1 KiB with it on and off (bench/inspector.ts). */
+  inspector?: InspectorOverhead;
   errors: string[];
   loadavg: { start: number[]; end?: number[] };
 }
@@ -232,7 +235,7 @@ try {
   const sink = procs.spawn("sink", [...tools.sink, "0"]);
   const sinkPort = Number((await procs.waitFor(sink, /sink listening port=(\d+)/, 10_000))[1]);
 
-  const needThroughput = ["http", "tcp", "iperf", "isolation"].some(wants);
+  const needThroughput = ["http", "tcp", "iperf", "isolation", "inspector"].some(wants);
   if (needThroughput) await throughput(bin, nginx.port, direct, sinkPort, sink);
   if (wants("stream")) await streamMemory(bin, nginx.port, sinkPort);
   if (wants("idle")) await idleAgents(bin, nginx.port);
@@ -365,6 +368,9 @@ async function throughput(bin: string, nginxPort: number, direct: string, sinkPo
   }
 
   if (wants("isolation")) await isolation(server, host);
+  if (wants("inspector")) {
+    results.inspector = await inspectorOverhead({ procs, bin, dir, server, token, nginxPort, rounds: Math.max(cfg.rounds, 3), seconds: cfg.seconds, warmupSeconds: cfg.warmupSeconds, say });
+  }
 
   // the memory phase runs on fresh servers: nothing of this phase keeps running
   for (const c of [...procs.children].reverse()) {
@@ -591,6 +597,7 @@ function rows(): Row[] {
     out.push({ scenario: "HTTP 1 KiB (wrk -t1 -c50)", unit: "req/s", runs: of(results.http1k, (r) => r.reqPerSec), higherIsBetter: true });
     out.push({ scenario: "HTTP 1 KiB p99 latency (c=50)", unit: "ms", runs: of(results.http1k, (r) => r.p99Ms), higherIsBetter: false });
   }
+  if (results.inspector) out.push(...inspectorRows(results.inspector));
   if (Object.keys(results.http10m).length) {
     out.push({ scenario: "10 MiB downloads (wrk -t1 -c4)", unit: "MiB/s", runs: of(results.http10m, (r) => r.mibPerSec), higherIsBetter: true });
   }
@@ -675,6 +682,7 @@ function targets(): Target[] {
   const r2 = ratio(rps.burrow, rps.direct);
   t.push({ name: "HTTP 1 KiB req/s vs direct", want: "≥ 0.35×", measured: fmtRatio(r2), pass: check(r2, (x) => x >= 0.35) });
   t.push({ name: "HTTP 1 KiB p99 at c=50 (median of runs)", want: "≤ 10 ms", measured: has(p99) ? `${fmt(p99)} ms` : "–", pass: check(p99, (x) => x <= 10) });
+  t.push(inspectorTarget(results.inspector));
   const r3 = ratio(m(big, "burrow"), m(big, "ssh"));
   t.push({ name: "10 MiB downloads vs OpenSSH", want: "≥ 1.5×", measured: fmtRatio(r3), pass: check(r3, (x) => x >= 1.5) });
   const r4 = ratio(m(tcp, "burrow"), m(tcp, "ssh"));
