@@ -350,6 +350,20 @@ describe("the screen's drawing", () => {
     expect(printable("/ok")).toBe("/ok");
   });
 
+  test("nor can a server, through its messages, names or addresses", () => {
+    const evil = "\x1b[2J\x9b31m";
+    const s = state(0, {
+      user: `u${evil}`,
+      status: { kind: "refused", code: `C${evil}`, message: `m${evil}` },
+      notice: `n${evil}`,
+      tunnels: [{ name: "web", url: `https://x${evil}`, local: "localhost:3000", protocol: "http" }],
+      refusedTunnels: [{ name: "db", code: "PORT_UNAVAILABLE", message: `taken${evil}` }],
+    });
+    const text = renderScreen(s, { columns: 200, rows: 40 }, plain, 0).join("\n");
+    expect(text).not.toMatch(/[\x1b\x9b]/);
+    expect(text).toContain("taken?[2J?31m");
+  });
+
   test("several tunnels are named on their lines", () => {
     const s = state(0, {
       tunnels: [

@@ -44,13 +44,13 @@ export function lineOutput(threshold: LogLevel = DEFAULT_LOG_LEVEL): AgentOutput
     },
     reconnecting(why, inMs, attempt) {
       if (!on("warn")) return;
-      print(`${out.dim(timestamp())}  ${out.yellow(`${why}; reconnecting in ${(inMs / 1000).toFixed(1)} s`)} (attempt ${attempt})`);
+      print(`${out.dim(timestamp())}  ${out.yellow(`${printable(why)}; reconnecting in ${(inMs / 1000).toFixed(1)} s`)} (attempt ${attempt})`);
     },
     restarting() {
       if (on("warn")) print(`${out.dim(timestamp())}  ${out.yellow("the server is restarting: connecting again")}`);
     },
     notice(message) {
-      if (on("info")) print(`${timestamp()}  ${message}`);
+      if (on("info")) print(`${timestamp()}  ${printable(message)}`);
     },
     refused(code, message) {
       flushLines(); // what came before the refusal reads before it
@@ -58,7 +58,7 @@ export function lineOutput(threshold: LogLevel = DEFAULT_LOG_LEVEL): AgentOutput
     },
     tunnelRefused(name, code, message) {
       flushLines();
-      console.error(`burrow: tunnel '${name}' ${err.red(`refused by the server: ${code}`)}: ${message}`);
+      console.error(`burrow: tunnel '${name}' ${err.red(`refused by the server: ${printable(code)}`)}: ${printable(message)}`);
     },
     latency(ms) {
       if (on("debug")) print(`${out.dim(timestamp())}  latency ${Math.round(ms)} ms`);
@@ -69,9 +69,9 @@ export function lineOutput(threshold: LogLevel = DEFAULT_LOG_LEVEL): AgentOutput
   };
 }
 
-/** The line a refusal of the whole session leaves on stderr (also after the screen closes). */
+/** The line a refusal of the whole session leaves on stderr (also after the screen closes); the server's words made printable. */
 export function refusalLine(paint: Paint, code: string, message: string): string {
-  return `burrow: ${paint.red(`refused by the server: ${code}`)}: ${message}`;
+  return `burrow: ${paint.red(`refused by the server: ${printable(code)}`)}: ${printable(message)}`;
 }
 
 /** 850 ms, 12.3 s, 4 min 05 s */

@@ -60,16 +60,18 @@ export function renderScreen(s: ScreenState, size: Size, p: Paint, now: number):
   rows.push(gap >= 2 ? `${title}${" ".repeat(gap)}${p.dim(hint)}` : title);
   rows.push("");
   row("Session Status", status(s.status, p, now));
-  row("User", s.user ?? "-");
-  row("Server", s.server ?? "-");
+  // what the server sent (names, addresses, messages) is shown through printable(), like a visitor's path:
+  // a hostile server must not be able to write escape codes to the terminal either
+  row("User", printable(s.user ?? "-"));
+  row("Server", printable(s.server ?? "-"));
   row("Latency", s.latencyMs === undefined ? "-" : `${Math.round(s.latencyMs)} ms`);
-  if (s.inspector) row("Inspector", s.inspector);
+  if (s.inspector) row("Inspector", printable(s.inspector));
   const named = s.tunnels.length + s.refusedTunnels.length > 1;
   const nameWidth = named ? Math.max(...s.tunnels.map((t) => t.name.length), ...s.refusedTunnels.map((t) => t.name.length)) + 2 : 0;
   const name = (n: string) => (named ? p.bold(n.padEnd(nameWidth)) : "");
-  for (const t of s.tunnels) row("Forwarding", `${name(t.name)}${t.url} -> ${t.local}`);
-  for (const t of s.refusedTunnels) row("Refused", `${name(t.name)}${p.red(t.code)} ${t.message}`);
-  if (s.notice) row("Notice", s.notice);
+  for (const t of s.tunnels) row("Forwarding", `${name(t.name)}${printable(t.url)} -> ${t.local}`);
+  for (const t of s.refusedTunnels) row("Refused", `${name(t.name)}${p.red(printable(t.code))} ${printable(t.message)}`);
+  if (s.notice) row("Notice", printable(s.notice));
   rows.push("");
 
   const c = s.counters;
@@ -104,7 +106,7 @@ function status(st: SessionStatus, p: Paint, now: number): string {
       return `${p.yellow(head)} ${p.dim(`(attempt ${st.attempt}: ${printable(st.why)})`)}`;
     }
     case "refused":
-      return `${p.red(`refused: ${st.code}`)} ${printable(st.message)}`;
+      return `${p.red(`refused: ${printable(st.code)}`)} ${printable(st.message)}`;
   }
 }
 
