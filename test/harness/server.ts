@@ -86,11 +86,13 @@ export async function startServer(opts: StartOptions = {}): Promise<TestServer> 
     return stopped;
   };
   try {
-    const line = await output.waitFor(/admin api listening url=(\S+)/, START_TIMEOUT_MS);
-    const adminUrl = /url=(\S+)/.exec(line)![1]!;
-    const edgePort = Number(/edge_port=(\d+)/.exec(line)![1]);
+    // the ready line as text (url=... edge_port=...) or, with --log-format json, as one object
+    const line = await output.waitFor(/admin api listening/, START_TIMEOUT_MS);
+    const fields: Record<string, unknown> = line.startsWith("{") ? JSON.parse(line) : Object.fromEntries([...line.matchAll(/(\w+)=(\S+)/g)].map((m) => [m[1], m[2]]));
+    const adminUrl = String(fields.url);
+    const edgePort = Number(fields.edge_port);
     const edgeUrl = `http://127.0.0.1:${edgePort}`;
-    const agentPortText = /agent_port=(\d+)/.exec(line)?.[1];
+    const agentPortText = /^\d+$/.test(String(fields.agent_port)) ? String(fields.agent_port) : undefined;
     const agentPort = agentPortText === undefined ? undefined : Number(agentPortText);
     return { adminUrl, edgePort, edgeUrl, agentPort, dataDir, proc, output, stop, [Symbol.asyncDispose]: async () => void (await stop()) };
   } catch (err) {
