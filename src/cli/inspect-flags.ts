@@ -9,7 +9,7 @@
  * 127.0.0.1:4040-4049; with all ten taken the agent says so and runs on
  * without one.
  */
-import { parseListenAddress, type ListenAddress } from "../agent/inspector/address.ts";
+import { isLoopback, parseListenAddress, type ListenAddress } from "../agent/inspector/address.ts";
 import { DEFAULT_KEEP, DEFAULT_PORTS, MAX_KEEP } from "../agent/inspector/limits.ts";
 import { InspectorListenError, startInspector, type Inspector, type InspectorStart } from "../agent/inspector/server.ts";
 import type { AgentOutput } from "../agent/output.ts";
@@ -77,5 +77,8 @@ export function announceInspector(started: InspectorStart | undefined, out: Agen
   if (started?.kind === "busy") out.notice?.(`inspector off: ports ${started.tried} are all taken (give it one with --inspect-addr)`);
   if (started?.kind !== "listening") return undefined;
   out.inspector?.(started.inspector.url);
+  if (!isLoopback(started.inspector.address.host)) {
+    out.notice?.("the inspector listens beyond this machine, without a password: whoever reaches it sees every captured request, cookies and Authorization headers included");
+  }
   return started.inspector;
 }

@@ -96,6 +96,11 @@ test("replay with an edited header reaches the local service and appears linked 
   await page.locator(".request-row", { has: page.locator(".badge", { hasText: "replay" }) }).first().waitFor();
   await page.locator(".replay-of").click();
   await page.locator(".facts", { hasText: `#${originalId}` }).waitFor();
+  // copy as curl: the command to the public address, shown (the clipboard may be refused headless)
+  await page.getByRole("button", { name: "Copy as curl" }).click();
+  const curl = await page.locator("textarea.curl").inputValue();
+  expect(curl).toStartWith(`curl -X 'POST' 'http://${a.subdomain}.localhost:${rig.server.edgePort}/echo?edit=1'`);
+  expect(curl).toContain("--data-binary 'from the visitor'");
 }, 20_000);
 
 test("clear all empties the list; nothing failed on the page and nothing left the inspector's origin", async () => {

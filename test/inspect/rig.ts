@@ -73,6 +73,8 @@ export function startUpstream(): Upstream {
             { headers: { "content-type": "application/octet-stream" } },
           );
         }
+        case "/missing":
+          return new Response("no such page", { status: 404, headers: { "content-type": "text/plain" } });
         case "/echo":
           return new Response(body, { status: 201, headers: { "content-type": req.headers.get("content-type") ?? "application/octet-stream", "x-echo": "1" } });
         default:
