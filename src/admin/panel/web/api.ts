@@ -124,6 +124,52 @@ export interface CertificateReport {
   certificates: Certificate[];
 }
 
+/** One entry of the audit log (README "Admin API", GET /api/audit). */
+export interface AuditEntry {
+  id: number;
+  at: string;
+  user_id: number | null;
+  username: string | null;
+  key_id: number | null;
+  token_id: number | null;
+  address: string;
+  action: string;
+  target: string | null;
+  outcome: "ok" | "failed" | "refused";
+  code: string | null;
+  details: Record<string, unknown> | null;
+  count: number;
+}
+
+export interface AuditFilter {
+  user_id?: number;
+  action?: string;
+  before_id?: number;
+  limit?: number;
+}
+
+/** An admin API key as listed: never its secret. */
+export interface AdminKey {
+  id: number;
+  name: string;
+  user_id: number;
+  username: string;
+  status: "active" | "expired" | "revoked";
+  created_at: string;
+  expires_at: string | null;
+  last_used: string | null;
+  revoked_at: string | null;
+}
+
+export interface NewAdminKey {
+  key: string;
+  key_id: number;
+  name: string;
+  created_at: string;
+  expires_at: string | null;
+  message: string;
+}
+
 /** A failed call: the server's own words when it gave some, else what went wrong on the way. */
 export class ApiError extends Error {
   constructor(
@@ -201,6 +247,17 @@ export const api = {
   activeTunnels: () => call<ActiveTunnel[]>("GET", "/api/tunnels/active"),
   userDays: (userId: number, days = 30) => call<DayTraffic[]>("GET", `/api/analytics/traffic?user_id=${id(userId)}&days=${days}`),
   perUser: (days = 30) => call<UserTraffic[]>("GET", `/api/analytics/traffic?days=${days}`),
+
+  audit: (filter: AuditFilter) => {
+    const query = new URLSearchParams();
+    for (const [k, v] of Object.entries(filter)) if (v !== undefined) query.set(k, String(v));
+    return call<AuditEntry[]>("GET", `/api/audit?${query}`);
+  },
+
+  keys: () => call<AdminKey[]>("GET", "/api/keys"),
+  createKey: (name: string, expiresInDays?: number) =>
+    call<NewAdminKey>("POST", "/api/keys", expiresInDays === undefined ? { name } : { name, expires_in_days: expiresInDays }),
+  revokeKey: (keyId: number) => call<{ status: string }>("DELETE", `/api/keys/${id(keyId)}`),
 };
 
 /** The message to show for anything thrown by a call (or by a bug). */

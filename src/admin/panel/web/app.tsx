@@ -8,9 +8,11 @@ import { api, ApiError, messageOf, whenSessionLost, type Me, type ServerInfo } f
 import { Logo } from "./components/logo.tsx";
 import { Link } from "./components/ui.tsx";
 import { clearNotices, dismiss, notify, useNotices } from "./notices.ts";
+import { AuditPage } from "./pages/audit.tsx";
 import { CertificatesPage } from "./pages/certificates.tsx";
 import { DashboardPage } from "./pages/dashboard.tsx";
 import { DomainsPage } from "./pages/domains.tsx";
+import { KeysPage } from "./pages/keys.tsx";
 import { SignInPage } from "./pages/signin.tsx";
 import { TunnelsPage } from "./pages/tunnels.tsx";
 import { UserPage } from "./pages/user.tsx";
@@ -87,6 +89,8 @@ const NAV: { href: string; label: string; pages: Page["name"][] }[] = [
   { href: "/tunnels", label: "Tunnels", pages: ["tunnels"] },
   { href: "/domains", label: "Subdomains", pages: ["domains"] },
   { href: "/certificates", label: "HTTPS", pages: ["certificates"] },
+  { href: "/audit", label: "Audit", pages: ["audit"] },
+  { href: "/keys", label: "API keys", pages: ["keys"] },
 ];
 
 function Shell(props: { me: Me; onSignOut(): void }) {
@@ -157,6 +161,10 @@ function PageView({ page }: { page: Page }) {
       return <TunnelsPage />;
     case "certificates":
       return <CertificatesPage />;
+    case "audit":
+      return <AuditPage />;
+    case "keys":
+      return <KeysPage />;
     case "missing":
       return (
         <>

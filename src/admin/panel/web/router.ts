@@ -12,6 +12,8 @@ export type Page =
   | { name: "domains" }
   | { name: "tunnels" }
   | { name: "certificates" }
+  | { name: "audit" }
+  | { name: "keys" }
   | { name: "missing" };
 
 export function matchPath(path: string): Page {
@@ -21,6 +23,8 @@ export function matchPath(path: string): Page {
   if (p === "/domains") return { name: "domains" };
   if (p === "/tunnels") return { name: "tunnels" };
   if (p === "/certificates") return { name: "certificates" };
+  if (p === "/audit") return { name: "audit" };
+  if (p === "/keys") return { name: "keys" };
   const user = /^\/users\/([1-9][0-9]{0,15})$/.exec(p);
   if (user) return { name: "user", id: Number(user[1]) };
   return { name: "missing" };
