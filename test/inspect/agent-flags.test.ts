@@ -150,6 +150,29 @@ describe("the agent's flags", () => {
     );
   });
 
+  test("Ctrl-C with a page's live stream open: the agent still exits 0, at once", async () => {
+    const agent = await agentWith(["--inspect-addr", "127.0.0.1:0"]);
+    try {
+      const inspector = /Inspector\s+(\S+)/.exec(await agent.output.waitFor(/Inspector\s+\S+/, 5_000))![1]!;
+      const live = await fetch(`${inspector}/api/requests/stream`);
+      const reader = live.body!.getReader();
+      await reader.read(); // its first comment: the stream is open
+      const started = performance.now();
+      expect(await within(agent.stop(), 10_000, "the agent to exit")).toBe(0);
+      expect(performance.now() - started).toBeLessThan(5_000);
+      await reader.cancel().catch(() => {});
+    } finally {
+      await agent.stop();
+    }
+  });
+
+  test("burrow tcp: the inspector runs, and lists its tunnel as not inspected", async () => {
+    await using agent = await startAgent({ kind: "tcp", target: up.port, server: rig.server.edgeUrl, token: rig.token, args: ["--inspect-addr", "127.0.0.1:0"] });
+    const inspector = /Inspector\s+(\S+)/.exec(await agent.output.waitFor(/Inspector\s+\S+/, 5_000))![1]!;
+    const { tunnels } = (await (await fetch(`${inspector}/api/tunnels`)).json()) as any;
+    expect(tunnels).toMatchObject([{ name: "tcp", protocol: "tcp", inspect: false }]);
+  });
+
   test("an explicit --inspect-addr on another loopback address is used as given", async () => {
     const port = freePort();
     await using agent = await agentWith(["--inspect-addr", `localhost:${port}`]);

@@ -19,7 +19,8 @@ export const tunnelJson = (t: TunnelView) => ({
   public_url: t.url,
   local: t.local,
   host_header: t.target.hostHeader ?? null,
-  inspect: t.inspect,
+  // a TCP tunnel carries no HTTP requests to capture
+  inspect: t.protocol === "http" && t.inspect,
 });
 
 export function summaryJson(c: Capture) {
