@@ -4,6 +4,7 @@
  * that records what reaches it. What a script sees, and what it cannot do.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { selfSignedCertificate } from "../harness/certs.ts";
 import { within, waitUntil } from "../harness/wait.ts";
 import { BINARY, PNG, startInspectedAgent, startRig, startUpstream, STREAM_CHUNK, STREAM_CHUNKS, type InspectedAgent, type Rig, type Upstream } from "./rig.ts";
 
@@ -121,6 +122,35 @@ describe("capture", () => {
     const from = (who: string) => d.websocket.last_messages.filter((m: any) => m.from === who).map((m: any) => m.text);
     expect(from("visitor")).toEqual(["one", "two"]);
     expect(from("service")).toEqual(["hello from the service", "echo: one", "echo: two"]);
+  });
+
+  test("an https local service (fetch's path): captured both ways, and replayed to it", async () => {
+    const cert = await selfSignedCertificate({ names: ["localhost"], ips: ["127.0.0.1"] });
+    const seen: string[] = [];
+    const tls = Bun.serve({
+      hostname: "127.0.0.1",
+      port: 0,
+      tls: { cert: cert.certPem, key: cert.keyPem },
+      fetch: async (req) => {
+        seen.push(`${req.method} ${new URL(req.url).pathname} ${await req.text()}`);
+        return new Response(new Uint8Array(70_000).fill(0x41), { headers: { "content-type": "text/plain" } }); // past one DATA frame: streamed
+      },
+    });
+    try {
+      await using b = await startInspectedAgent(rig, `https://127.0.0.1:${tls.port}`);
+      expect((await (await b.visit("/secure", { method: "POST", body: "over tls" })).arrayBuffer()).byteLength).toBe(70_000);
+      await waitUntil(async () => ((await (await b.api("/api/requests")).json()) as any).requests[0]?.state === "done", 5_000, "the capture");
+      const [c] = ((await (await b.api("/api/requests")).json()) as any).requests;
+      const d = (await (await b.api(`/api/requests/${c.id}`)).json()) as any;
+      expect(b64(d.request.body.base64).toString()).toBe("over tls");
+      expect(d.response.body).toMatchObject({ size: 70_000, captured: 70_000, truncated: false });
+      const replayed = await b.api(`/api/requests/${c.id}/replay`, { method: "POST" });
+      expect(replayed.status).toBe(201);
+      expect(((await replayed.json()) as any).status).toBe(200);
+      expect(seen).toEqual(["POST /secure over tls", "POST /secure over tls"]);
+    } finally {
+      tls.stop(true);
+    }
   });
 
   test("a local service that is down is captured as failed, with why", async () => {

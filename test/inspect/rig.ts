@@ -116,11 +116,12 @@ export interface InspectedAgent extends AsyncDisposable {
 
 let subdomains = 0;
 
-export async function startInspectedAgent(rig: Rig, upstreamPort: number, args: string[] = []): Promise<InspectedAgent> {
+/** `upstream`: the local service's port on 127.0.0.1, or a target as burrow http takes it (https://127.0.0.1:PORT). */
+export async function startInspectedAgent(rig: Rig, upstream: number | string, args: string[] = []): Promise<InspectedAgent> {
   const subdomain = `insp${process.pid}x${subdomains++}`;
   const agent = await startAgent({
     kind: "http",
-    target: `127.0.0.1:${upstreamPort}`,
+    target: typeof upstream === "number" ? `127.0.0.1:${upstream}` : upstream,
     server: rig.server.edgeUrl,
     token: rig.token,
     args: ["--subdomain", subdomain, "--inspect-addr", "127.0.0.1:0", ...args],
