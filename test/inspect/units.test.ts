@@ -61,6 +61,17 @@ describe("CaptureStore", () => {
     expect(store.heldBytes).toBe(2000);
   });
 
+  test("WebSocket messages count against the budget too, and leave with their capture", () => {
+    const store = new CaptureStore(2);
+    const ws = store.begin(tunnel, meta("/ws", { kind: "ws" }))!;
+    ws.message("visitor", "x".repeat(100));
+    ws.message("service", new Uint8Array(50));
+    expect(store.heldBytes).toBe(150);
+    store.begin(tunnel, meta("/a"));
+    store.begin(tunnel, meta("/b")); // keep 2: the WebSocket's capture leaves
+    expect(store.heldBytes).toBe(0);
+  });
+
   test("news comes in batches, only while someone listens: first as new, then as changed", async () => {
     const store = new CaptureStore(10);
     const quiet = store.begin(tunnel, meta("/nobody-listening"))!;

@@ -73,6 +73,8 @@ export class Capture implements ExchangeTap {
   evicted = false;
   /** The live stream has told its clients about it once: later news of it is an update. */
   announced = false;
+  /** Bytes of bodies and messages it holds: its share of the store's budget. */
+  private kept = 0;
 
   constructor(
     readonly id: number,
@@ -92,16 +94,22 @@ export class Capture implements ExchangeTap {
     return performance.timeOrigin + this.started;
   }
 
-  /** Body bytes this capture holds (its share of the store's budget). */
+  /** Bytes of bodies and messages this capture holds (its share of the store's budget). */
   get heldBytes(): number {
-    return this.requestBody.captured + this.responseBody.captured;
+    return this.kept;
+  }
+
+  private keep(n: number): void {
+    if (n === 0) return;
+    this.kept += n;
+    this.owner.grew(n);
   }
 
   // -- ExchangeTap --------------------------------------------------------------------------------
 
   requestChunk(chunk: Uint8Array): void {
     if (this.evicted) return;
-    this.owner.grew(this.requestBody.add(chunk));
+    this.keep(this.requestBody.add(chunk));
   }
 
   response(status: number, headers: HeaderList): void {
@@ -113,7 +121,7 @@ export class Capture implements ExchangeTap {
 
   responseChunk(chunk: Uint8Array): void {
     if (this.evicted) return;
-    this.owner.grew(this.responseBody.add(chunk));
+    this.keep(this.responseBody.add(chunk));
   }
 
   done(): void {
@@ -133,7 +141,7 @@ export class Capture implements ExchangeTap {
 
   message(from: "visitor" | "service", data: string | Uint8Array): void {
     if (!this.ws || this.evicted) return;
-    this.owner.grew(this.ws.add(from, data));
+    this.keep(this.ws.add(from, data));
     this.owner.changed(this);
   }
 }
