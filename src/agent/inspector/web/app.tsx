@@ -37,7 +37,9 @@ export function App() {
         if (i >= 0) return old.map((r) => (r.id === s.id ? s : r));
         return [s, ...old].slice(0, SHOWN);
       });
-    const start = async () => {
+    // the list is read each time the live stream (re)opens: after the agent restarts, or after the
+    // stream dropped this page for falling behind, what was missed meanwhile is there again
+    const load = async () => {
       try {
         const [list, ts] = await Promise.all([api.list(), api.tunnels()]);
         setRows(list.slice(0, SHOWN));
@@ -46,10 +48,12 @@ export function App() {
       } catch (err) {
         setError(err instanceof ApiError ? err.message : String(err));
       }
+    };
+    const start = () => {
       source = new EventSource("/api/requests/stream");
       source.onopen = () => {
         setLive(true);
-        void api.tunnels().then(setTunnels, () => {});
+        void load();
       };
       source.onerror = () => setLive(false);
       const onCapture = (ev: MessageEvent) => upsert(JSON.parse(ev.data) as Summary);
@@ -60,7 +64,7 @@ export function App() {
         setSelected(undefined);
       });
     };
-    void start();
+    start();
     return () => source?.close();
   }, []);
 
