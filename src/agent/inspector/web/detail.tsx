@@ -191,7 +191,7 @@ function Messages({ ws }: { ws: NonNullable<Detail["websocket"]> }) {
           <li key={i} class={m.from}>
             <span class="mono">{clock(m.at)}</span> <b>{m.from === "visitor" ? "→" : "←"}</b>{" "}
             <code>{m.text ?? asText(fromBase64(m.base64 ?? "")) ?? `${m.size} binary bytes`}</code>
-            {m.truncated && <span class="truncated"> (cut at {bytes(new TextEncoder().encode(m.text ?? "").length || m.size)})</span>}
+            {m.truncated && <span class="truncated"> (the start of {bytes(m.size)})</span>}
           </li>
         ))}
       </ol>
