@@ -173,7 +173,9 @@ export function App() {
                   </td>
                   <td class="num">{duration(r.duration_ms)}</td>
                   <td class="num">
-                    {bytes(r.request_size)} / {bytes(r.response_size)}
+                    {r.websocket
+                      ? `${r.websocket.messages_from_visitor} → / ${r.websocket.messages_from_service} ← msgs`
+                      : `${bytes(r.request_size)} / ${bytes(r.response_size)}`}
                   </td>
                 </tr>
               ))}
