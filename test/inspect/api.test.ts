@@ -251,6 +251,17 @@ describe("replay", () => {
     expect(new TextDecoder().decode(seen.body)).toBe("edited body");
   });
 
+  test("a replayed response longer than the cap is read as far as its capture goes, then left", async () => {
+    await (await a.visit("/stream?replay=1")).arrayBuffer();
+    const original = await captured("/stream?replay=1");
+    const res = await getJson(`/api/requests/${original.id}/replay`, { method: "POST" });
+    expect(res.status).toBe(201);
+    await waitUntil(async () => (await getJson(`/api/requests/${res.body.id}`)).body.state !== "pending", 10_000, "the replay's end");
+    const d = (await getJson(`/api/requests/${res.body.id}`)).body;
+    expect(d).toMatchObject({ state: "done", replay_of: original.id, status: 200 });
+    expect(d.response.body).toMatchObject({ captured: MiB, truncated: true });
+  });
+
   test("a truncated body is not replayed as if whole; a WebSocket is not replayed", async () => {
     await (await a.visit("/echo?t=1", { method: "POST", body: new Uint8Array(MiB + 10) })).arrayBuffer();
     const big = await captured("/echo?t=1");

@@ -68,7 +68,8 @@ export async function replay(store: CaptureStore, original: Capture, tunnel: Tun
   const meta: OpenMeta = { tunnel: tunnel.id, kind: "http", remote: "replay", head, body: body.byteLength > 0 };
   const stream = pair.edge.open(meta, body.byteLength === 0);
   if (body.byteLength > 0) stream.end(body);
-  const { answered, over } = drive(stream);
+  // a response longer than its capture is read no further: the capture is complete as far as it goes
+  const { answered, over } = drive(stream, () => capture?.done());
   void over.then(() => queueMicrotask(pair.close));
   await answered;
   if (!capture) throw new Error("the replay was not captured");
@@ -80,7 +81,7 @@ export async function replay(store: CaptureStore, original: Capture, tunnel: Tun
  * credit). `answered`: the response is complete, or BODY_GRACE_MS passed
  * after its head, or it failed; `over`: the stream is done.
  */
-function drive(stream: Stream): { answered: Promise<void>; over: Promise<void> } {
+function drive(stream: Stream, onFull: () => void): { answered: Promise<void>; over: Promise<void> } {
   const answered = Promise.withResolvers<void>();
   const over = Promise.withResolvers<void>();
   let received = 0;
@@ -100,7 +101,10 @@ function drive(stream: Stream): { answered: Promise<void>; over: Promise<void> }
     received += chunk.byteLength;
     stream.consumed(chunk.byteLength);
     // its capture is full: an endless stream (server-sent events, say) would otherwise be read for ever
-    if (received > MAX_BODY_BYTES) stream.reset();
+    if (received > MAX_BODY_BYTES) {
+      onFull();
+      stream.reset();
+    }
   };
   stream.onEnd = finish;
   stream.whenReset(finish);
