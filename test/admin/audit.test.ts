@@ -6,10 +6,15 @@
  * the table (read from the database file) or the API; pruning by
  * --audit-days when the server starts.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, spyOn, test } from "bun:test";
 import { Database } from "bun:sqlite";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ROUTES } from "../../src/admin/app.ts";
+import { ensureAdmin } from "../../src/core/bootstrap.ts";
+import { createCore } from "../../src/core/index.ts";
+import { openDatabase } from "../../src/db/open.ts";
+import { createAdminApp, ROUTES } from "../../src/admin/app.ts";
 import { backupRoutes } from "../../src/admin/backup.ts";
 import { AdminClient, signedIn } from "../harness/admin.ts";
 import { sayHello } from "../harness/raw-agent.ts";
@@ -249,6 +254,32 @@ describe("no password or hash anywhere", () => {
   });
 });
 
+describe("writing the log never fails the request it records", () => {
+  test("with the audit table gone, signing in and creating a user still answer 200 and 201; the failure is logged", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "burrow-audit-broken-"));
+    const database = openDatabase(dir);
+    const errors: string[] = [];
+    const spy = spyOn(console, "error").mockImplementation((...a: unknown[]) => void errors.push(a.join(" ")));
+    try {
+      const core = createCore({ db: database.db, systemSubdomains: [] });
+      await ensureAdmin(core, { BURROW_ADMIN_USERNAME: "admin", BURROW_ADMIN_PASSWORD: ADMIN_PASSWORD });
+      const app = createAdminApp(core);
+      await using http = Bun.serve({ hostname: "127.0.0.1", port: 0, development: false, routes: app.routes, fetch: app.fetch });
+      database.sqlite.run("DROP TABLE audit_log");
+      const client = new AdminClient(`http://127.0.0.1:${http.port}`);
+      expect((await client.login()).status).toBe(200);
+      expect((await client.post("/api/users", { username: "still-made", password: ALICE_PASSWORD })).status).toBe(201);
+      expect((await client.login("admin", WRONG_PASSWORD)).status).toBe(401);
+      expect((await client.get("/api/users")).body.map((u: { username: string }) => u.username)).toContain("still-made");
+      expect(errors.filter((l) => l.includes("audit log: entry not written")).length).toBe(3);
+    } finally {
+      spy.mockRestore();
+      database.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("pruning", () => {
   test("--audit-days: entries older than that go when the server starts, the rest stay", async () => {
     const first = await startServer({ keepDataDir: true });
@@ -267,7 +298,6 @@ describe("pruning", () => {
       expect(rest.filter((e) => e.action === "auth.login").length).toBe(2); // today's, both servers'
     } finally {
       await first.stop();
-      const { rmSync } = await import("node:fs");
       rmSync(dataDir, { recursive: true, force: true });
     }
   });
