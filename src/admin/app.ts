@@ -75,8 +75,9 @@ export function createAdminApp(core: Core, options: AdminAppOptions = {}): Admin
       try {
         if (!parseHost(req.headers.get("host")) || !URL.parse(req.url)) throw badHostError();
         const key = route.public ? undefined : readBearer(req);
-        // a key is sent only by whoever holds it, never by a browser on its own: no cross-site check (csrf.ts)
-        if (key === undefined) {
+        // a key is sent only by whoever holds it, never by a browser on its own: a request with a key
+        // and no cookie at all skips the cross-site check; anything with a cookie takes it (csrf.ts)
+        if (key === undefined || req.headers.get("cookie") !== null) {
           const refused = checkCrossSite(req);
           if (refused) throw refused;
         }

@@ -10,7 +10,8 @@
  * script holding the cookie is not a confused deputy.
  *
  * Requests made with an admin API key (`Authorization: Bearer brk_...`)
- * are not checked here (app.ts skips this check for them). Cross-site
+ * and no cookie at all are not checked here (app.ts skips this check for
+ * them). Cross-site
  * forgery needs a credential the browser adds by itself, and a key is not
  * one: a page can only send a key it already holds, and then it needs no
  * one's browser; nor can a page on another origin add an Authorization
@@ -20,6 +21,9 @@
  *   unknown, revoked or expired key is 401 even when a valid session
  *   cookie rides along, so a Bearer header can never carry a cookie past
  *   this check;
+ * - a request with a key that also carries a cookie is checked here all
+ *   the same: a script has no reason to send both, a browser sends cookies
+ *   by itself, and the check costs a same-origin page nothing;
  * - a request with no key (or an Authorization header of another scheme,
  *   such as Basic, which a browser may add by itself) is a cookie request
  *   and is checked here as always;

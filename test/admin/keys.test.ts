@@ -149,6 +149,17 @@ describe("using a key", () => {
     expect(res.status).toBe(201);
   });
 
+  test("with a cookie beside it, a key's request takes the cross-site check like any other", async () => {
+    const made = await makeKey(api, { name: "with-cookie" });
+    const res = await api.call("POST", "/api/users", { username: "cookie-and-key", password: "password-123" }, {
+      Authorization: `Bearer ${made.key}`,
+      Origin: "https://elsewhere.example",
+    });
+    expect(res.status).toBe(403);
+    const same = await api.call("POST", "/api/users", { username: "cookie-and-key", password: "password-123" }, { Authorization: `Bearer ${made.key}` });
+    expect(same.status).toBe(201);
+  });
+
   test("a bad key is 401 even beside a valid session cookie: the cookie is not tried, nor the cross-site check skipped", async () => {
     for (const bad of ["brk_" + "A".repeat(43), "brw_" + "A".repeat(43), "garbage"]) {
       const res = await api.call("POST", "/api/users", { username: "never-made", password: "password-123" }, { Authorization: `Bearer ${bad}` });
