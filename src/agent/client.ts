@@ -24,6 +24,7 @@ import {
   type FrameTypeValue,
 } from "../protocol/wire.ts";
 import { VERSION } from "../version.ts";
+import { ACCESS_UNSUPPORTED, unenforcedAccess } from "./access.ts";
 import { localAuthority, type LocalTarget } from "./http.ts";
 import { directLink, webSocketLink, type Link } from "./links.ts";
 import type { AgentOutput, TunnelView } from "./output.ts";
@@ -46,6 +47,13 @@ export const FATAL_CODES = new Set([
   "VERSION_MISMATCH",
   "SESSION_REPLACED",
   "PROTOCOL_ERROR",
+  // a tunnel's access settings: the same HELLO would be refused again
+  "CIDR_INVALID",
+  "BASIC_AUTH_INVALID",
+  "HEADER_RULE_INVALID",
+  "OIDC_INVALID",
+  "AUTH_REQUIRED",
+  ACCESS_UNSUPPORTED,
 ]);
 
 /**
@@ -380,6 +388,11 @@ export class Agent {
       const parsed = v.safeParse(Ready, parseJsonPayload(payload, "READY"));
       if (!parsed.success) throw new ProtocolError(`bad READY: ${parsed.issues[0]?.message}`);
       const ready = parsed.output;
+      const unprotected = unenforcedAccess(this.tunnels, ready);
+      if (unprotected) {
+        this.mux?.sendControl(FrameType.GOAWAY); // the server frees what it opened, now
+        return finish({ kind: "refused", code: ACCESS_UNSUPPORTED, message: unprotected });
+      }
       this.session = ready.session;
       this.takeGrants(ready);
       markReady();

@@ -19,6 +19,7 @@ function flagValue<T>(flag: string, check: () => T): T {
 }
 import { chooseOutput, openOutput } from "./agent-output/choose.ts";
 import { announceInspector, INSPECT_FLAGS, inspectChoice, openInspector } from "./inspect-flags.ts";
+import { HTTP_ACCESS_FLAGS, httpAccessFromFlags, IP_FLAGS, tcpAccessFromFlags } from "./access-flags.ts";
 
 /** Flags every agent command takes (burrow http, tcp, start). */
 export const COMMON: Record<string, FlagSpec> = {
@@ -39,9 +40,10 @@ const HTTP_FLAGS: Record<string, FlagSpec> = {
   "skip-warning": { type: "boolean" },
   "host-header": { type: "string" },
   "response-timeout": { type: "string" },
+  ...HTTP_ACCESS_FLAGS,
 };
 
-const TCP_FLAGS: Record<string, FlagSpec> = { ...COMMON, "remote-port": { type: "string" } };
+const TCP_FLAGS: Record<string, FlagSpec> = { ...COMMON, "remote-port": { type: "string" }, ...IP_FLAGS };
 
 
 /** What the agent connects with. `server` and `token` are the flags' (or a config file's) when given. */
@@ -98,6 +100,8 @@ export async function httpCommand(argv: string[]): Promise<number> {
   const tunnel: TunnelRequest = { protocol: "http", subdomain, skipWarning: Boolean(values["skip-warning"]) };
   const timeout = values["response-timeout"] as string | undefined;
   if (timeout !== undefined) tunnel.responseTimeout = flagValue("--response-timeout", () => parseResponseTimeout(timeout));
+  const access = httpAccessFromFlags(values);
+  if (access) tunnel.access = access;
   return runAgent([{ name: "http", request: tunnel, target }], values);
 }
 
@@ -108,5 +112,6 @@ export async function tcpCommand(argv: string[]): Promise<number> {
   const target = parseTarget(positionals[0], false);
   const raw = values["remote-port"] as string | undefined;
   const port = raw === undefined ? undefined : flagValue("--remote-port", () => parseRemotePort(raw));
-  return runAgent([{ name: "tcp", request: { protocol: "tcp", port }, target }], values);
+  const access = tcpAccessFromFlags(values);
+  return runAgent([{ name: "tcp", request: { protocol: "tcp", port, ...(access ? { access } : {}) }, target }], values);
 }

@@ -46,6 +46,24 @@ Flags:
   --response-timeout S    how long the edge waits for your service's answer
                           before its 502 page, up to the server's
                           --max-response-timeout (default: the server's)
+
+Who may reach it (enforced by the server; repeatable flags may be given again):
+  --basic-auth USER:PASS  visitors sign in with this user and password
+                          (repeatable; or BURROW_BASIC_AUTH)
+  --allow-cidr CIDR       only visitors from these addresses (IPv4 or IPv6,
+                          repeatable)
+  --deny-cidr CIDR        never visitors from these; deny wins (repeatable)
+  --request-header-add "Name: value"
+                          set this header on requests to your service
+  --request-header-remove Name
+                          remove this header from requests to your service
+  --response-header-add "Name: value"
+                          set this header on responses to visitors
+  --oidc-issuer URL       visitors sign in with this OpenID Connect provider;
+  --oidc-client-id ID     its client id and
+  --oidc-client-secret S  secret (or BURROW_OIDC_CLIENT_SECRET); your service
+                          gets the visitor's email in X-Burrow-User-Email
+  --oidc-allow-email E    only this address, or anyone @domain.com (repeatable)
 ${AGENT_COMMON}
 `;
 
@@ -55,6 +73,9 @@ Exposes a local TCP service (e.g. 5432) at <server domain>:<port>.
 
 Flags:
   --remote-port N         ask for this public port (default: any free one)
+  --allow-cidr CIDR       only visitors from these addresses (IPv4 or IPv6,
+                          repeatable); others are closed at accept
+  --deny-cidr CIDR        never visitors from these; deny wins (repeatable)
 ${AGENT_COMMON}
 `;
 
@@ -70,6 +91,10 @@ burrow.yml in burrow's config directory (~/.config/burrow on Linux).
   tunnels:
     web: { proto: http, addr: 3000, subdomain: myapp }
     db:  { proto: tcp, addr: 5432, remote_port: 40000 }
+
+Who may reach a tunnel: basic_auth, allow_cidr, deny_cidr, request_header_add,
+request_header_remove, response_header_add (lists, as the flags of burrow http)
+and oidc: { issuer, client_id, client_secret, allow_emails }.
 
 A tunnel the server refuses (a subdomain taken, say) is reported by name and
 the others run; only when every tunnel is refused does burrow exit 1.

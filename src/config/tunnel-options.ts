@@ -5,6 +5,8 @@
  * the flag or field's name.
  */
 import type { LocalTarget } from "../agent/http.ts";
+import { basicAuthProblem, cidrProblem, emailRuleProblem, headerProblem, issuerProblem } from "../core/access.ts";
+import type { HttpAccess, TcpAccess } from "../protocol/messages.ts";
 import { UsageError } from "./usage.ts";
 
 /** "3000", "localhost:3000", "[::1]:3000", "http://host:3000" -> where the local service is. */
@@ -43,4 +45,73 @@ export function parseRemotePort(raw: string): number {
 export function parseHostHeader(raw: string): string {
   if (raw.trim() === "") throw new UsageError("needs 'rewrite' or a host name");
   return raw;
+}
+
+/** USER:PASS, split at the first ':' (a password may hold more). Never quoted back: it is a secret. */
+export function parseBasicAuth(raw: string): { user: string; password: string } {
+  const colon = raw.indexOf(":");
+  if (colon < 0) throw new UsageError("must be USER:PASS");
+  const cred = { user: raw.slice(0, colon), password: raw.slice(colon + 1) };
+  const problem = basicAuthProblem(cred);
+  if (problem) throw new UsageError(problem);
+  return cred;
+}
+
+/** An IPv4 or IPv6 CIDR or single address. */
+export function parseCidr(raw: string): string {
+  const problem = cidrProblem(raw);
+  if (problem) throw new UsageError(problem);
+  return raw.trim();
+}
+
+/** "Name: value". The value is never quoted back (it may be a credential). */
+export function parseHeaderLine(raw: string): [string, string] {
+  const colon = raw.indexOf(":");
+  if (colon <= 0) throw new UsageError("must be 'Name: value'");
+  const pair: [string, string] = [raw.slice(0, colon).trim(), raw.slice(colon + 1).trim()];
+  const problem = headerProblem(pair[0], pair[1]);
+  if (problem) throw new UsageError(problem);
+  return pair;
+}
+
+export function parseHeaderName(raw: string): string {
+  const problem = headerProblem(raw.trim());
+  if (problem) throw new UsageError(problem);
+  return raw.trim();
+}
+
+/** "a@b.com" or "@domain.com". */
+export function parseEmailRule(raw: string): string {
+  const problem = emailRuleProblem(raw.trim());
+  if (problem) throw new UsageError(problem);
+  return raw.trim();
+}
+
+export function parseIssuer(raw: string): string {
+  const problem = issuerProblem(raw.trim());
+  if (problem) throw new UsageError(problem);
+  return raw.trim();
+}
+
+/** A tunnel's OIDC settings as written: all three of issuer, client id and secret, or none. */
+export function oidcSettings(
+  o: { issuer?: string; clientId?: string; clientSecret?: string; allowEmails?: string[] },
+  names: { issuer: string; clientId: string; clientSecret: string; allowEmails: string },
+): NonNullable<HttpAccess["oidc"]> | undefined {
+  const given = [o.issuer, o.clientId, o.clientSecret].filter((x) => x !== undefined).length;
+  if (given === 0) {
+    if (o.allowEmails?.length) throw new UsageError(`${names.allowEmails} needs ${names.issuer}, ${names.clientId} and ${names.clientSecret}`);
+    return undefined;
+  }
+  if (o.issuer === undefined) throw new UsageError(`OIDC needs ${names.issuer}`);
+  if (o.clientId === undefined || o.clientId === "") throw new UsageError(`${names.issuer} needs ${names.clientId}`);
+  if (o.clientSecret === undefined || o.clientSecret === "") throw new UsageError(`${names.issuer} needs ${names.clientSecret}`);
+  return { issuer: o.issuer, clientId: o.clientId, clientSecret: o.clientSecret, ...(o.allowEmails?.length ? { allowEmails: o.allowEmails } : {}) };
+}
+
+/** The settings without the lists left empty, or undefined when nothing is asked. */
+export function compactAccess<T extends HttpAccess | TcpAccess>(access: T): T | undefined {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(access)) if (v !== undefined && (!Array.isArray(v) || v.length > 0)) out[k] = v;
+  return Object.keys(out).length > 0 ? (out as T) : undefined;
 }

@@ -20,12 +20,25 @@
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import * as v from "valibot";
-import { isMap, isScalar, LineCounter, parseDocument, type Pair, type ParsedNode } from "yaml";
+import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Pair, type ParsedNode } from "yaml";
 import type { LocalTarget } from "../agent/http.ts";
 import { subdomain as subdomainRule } from "../core/fields.ts";
-import type { TunnelRequest } from "../protocol/messages.ts";
+import type { HttpAccess, TunnelRequest } from "../protocol/messages.ts";
 import { configDir } from "./paths.ts";
-import { parseHostHeader, parseRemotePort, parseResponseTimeout, parseTarget } from "./tunnel-options.ts";
+import {
+  compactAccess,
+  oidcSettings,
+  parseBasicAuth,
+  parseCidr,
+  parseEmailRule,
+  parseHeaderLine,
+  parseHeaderName,
+  parseHostHeader,
+  parseIssuer,
+  parseRemotePort,
+  parseResponseTimeout,
+  parseTarget,
+} from "./tunnel-options.ts";
 import { UsageError } from "./usage.ts";
 
 export const CONFIG_FILE_NAME = "burrow.yml";
@@ -164,8 +177,11 @@ export function parseTunnelsFile(text: string, path: string): TunnelsFile {
 
 type Fail = (node: { range?: [number, number, number] | null } | null | undefined, field: string, message: string) => never;
 
-const TUNNEL_KEYS = ["proto", "addr", "subdomain", "remote_port", "host_header", "skip_warning", "inspect", "response_timeout"];
-const HTTP_ONLY = new Set(["subdomain", "host_header", "skip_warning", "inspect", "response_timeout"]);
+/** Who may reach the tunnel (README "Who may reach a tunnel"); tcp tunnels take the IP lists only. */
+const ACCESS_KEYS = ["basic_auth", "allow_cidr", "deny_cidr", "request_header_add", "request_header_remove", "response_header_add", "oidc"];
+const TUNNEL_KEYS = ["proto", "addr", "subdomain", "remote_port", "host_header", "skip_warning", "inspect", "response_timeout", ...ACCESS_KEYS];
+const HTTP_ONLY = new Set(["subdomain", "host_header", "skip_warning", "inspect", "response_timeout", "basic_auth", "request_header_add", "request_header_remove", "response_header_add", "oidc"]);
+const OIDC_KEYS = ["issuer", "client_id", "client_secret", "allow_emails"];
 const TCP_ONLY = new Set(["remote_port"]);
 
 function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTunnel {
@@ -201,8 +217,25 @@ function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTu
     const entry = given.get(key);
     return entry ? bool(entry.value, `${field}.${key}`, fail) : undefined;
   };
+  /** A list of values (a single value is a list of one), each checked, a mistake named by its item's line. */
+  const listed = <T>(key: string, read: (raw: string) => T, from: Map<string, { value: Node }> = given, prefix = field): T[] => {
+    const entry = from.get(key);
+    if (!entry) return [];
+    const items = isSeq(entry.value) ? (entry.value.items as Node[]) : [entry.value];
+    return items.map((item, i) => {
+      const where = isSeq(entry.value) ? `${prefix}.${key}[${i}]` : `${prefix}.${key}`;
+      try {
+        return read(scalarText(item, where, fail));
+      } catch (err) {
+        if (err instanceof UsageError && !(err instanceof ConfigFileError)) return fail(item, where, err.message);
+        throw err;
+      }
+    });
+  };
+  const ipRules = { allowCidrs: listed("allow_cidr", parseCidr), denyCidrs: listed("deny_cidr", parseCidr) };
   if (proto === "tcp") {
-    return { name, request: { protocol: "tcp", port: checked("remote_port", parseRemotePort) }, target, inspect: false };
+    const access = compactAccess(ipRules);
+    return { name, request: { protocol: "tcp", port: checked("remote_port", parseRemotePort), ...(access ? { access } : {}) }, target, inspect: false };
   }
   const subdomainEntry = given.get("subdomain");
   let subdomain: string | undefined;
@@ -215,7 +248,55 @@ function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTu
   const request: TunnelRequest = { protocol: "http", subdomain, skipWarning: flag("skip_warning") ?? false };
   const timeout = checked("response_timeout", parseResponseTimeout);
   if (timeout !== undefined) request.responseTimeout = timeout;
+  const basicAuth = listed("basic_auth", parseBasicAuth);
+  const oidc = readOidc(given.get("oidc"), `${field}.oidc`, fail, listed);
+  if (oidc && basicAuth.length > 0) fail(given.get("oidc")!.keyNode, `${field}.oidc`, "a tunnel takes basic_auth or oidc, not both");
+  const access = compactAccess({
+    basicAuth,
+    ...ipRules,
+    requestHeaderAdd: listed("request_header_add", parseHeaderLine),
+    requestHeaderRemove: listed("request_header_remove", parseHeaderName),
+    responseHeaderAdd: listed("response_header_add", parseHeaderLine),
+    oidc,
+  });
+  if (access) request.access = access;
   return { name, request, target, inspect: flag("inspect") ?? true };
+}
+
+type Listed = <T>(key: string, read: (raw: string) => T, from: Map<string, { value: Node }>, prefix: string) => T[];
+
+/** oidc: { issuer, client_id, client_secret, allow_emails: [...] } */
+function readOidc(entry: { keyNode: Node; value: Node } | undefined, field: string, fail: Fail, listed: Listed): HttpAccess["oidc"] {
+  if (!entry) return undefined;
+  if (!isMap(entry.value)) return fail(entry.value, field, "must be a map: { issuer, client_id, client_secret, allow_emails }");
+  const given = new Map<string, { keyNode: Node; value: Node }>();
+  for (const { key, keyNode, value } of entries(entry.value, field, fail)) {
+    if (!OIDC_KEYS.includes(key)) fail(keyNode, `${field}.${key}`, `unknown key (allowed: ${OIDC_KEYS.join(", ")})`);
+    given.set(key, { keyNode, value });
+  }
+  const textOf = (key: string) => {
+    const e = given.get(key);
+    return e ? scalarText(e.value, `${field}.${key}`, fail) : undefined;
+  };
+  const issuer = textOf("issuer");
+  if (issuer !== undefined) {
+    try {
+      parseIssuer(issuer);
+    } catch (err) {
+      if (err instanceof UsageError) fail(given.get("issuer")!.value, `${field}.issuer`, err.message);
+      throw err;
+    }
+  }
+  const allowEmails = listed("allow_emails", parseEmailRule, given, field);
+  try {
+    return oidcSettings(
+      { issuer, clientId: textOf("client_id"), clientSecret: textOf("client_secret"), allowEmails },
+      { issuer: "issuer", clientId: "client_id", clientSecret: "client_secret", allowEmails: "allow_emails" },
+    );
+  } catch (err) {
+    if (err instanceof UsageError) return fail(entry.value, field, err.message);
+    throw err;
+  }
 }
 
 /** A map's entries with plain string keys; anything else as a key is an error. */

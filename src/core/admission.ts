@@ -5,6 +5,8 @@
  */
 import * as v from "valibot";
 import type { TokenRow, UserRow } from "../db/schema.ts";
+import type { HttpAccess, TcpAccess } from "../protocol/messages.ts";
+import { checkAccess } from "./access.ts";
 import { AppError } from "./errors.ts";
 import { protocolList, subdomain as subdomainRule, type Protocol } from "./fields.ts";
 import type { Core } from "./index.ts";
@@ -29,7 +31,7 @@ export interface LiveView {
 export interface AdmissionRequest {
   token: string;
   proxy: boolean;
-  tunnels: ({ protocol: "http"; subdomain?: string; skipWarning?: boolean } | { protocol: "tcp"; port?: number })[];
+  tunnels: ({ protocol: "http"; subdomain?: string; skipWarning?: boolean; access?: HttpAccess } | { protocol: "tcp"; port?: number; access?: TcpAccess })[];
   /** Session being resumed: its tunnels will be handed over, so they neither count nor conflict. */
   resume?: string;
   /**
@@ -95,6 +97,8 @@ export function admit(core: Core, req: AdmissionRequest, live: LiveView): Admitt
   const claimed = new Set<string>();
   let room = user.maxTunnels > 0 ? user.maxTunnels - current : Infinity;
   const plan = (t: AdmissionRequest["tunnels"][number]): PlannedTunnel => {
+    const badAccess = checkAccess(t.access); // CIDR_INVALID, BASIC_AUTH_INVALID, HEADER_RULE_INVALID, OIDC_INVALID
+    if (badAccess) throw badAccess;
     if (t.protocol === "tcp") return { protocol: "tcp", port: t.port };
     const subdomain =
       t.subdomain === undefined ? randomFreeSubdomain(core, live, claimed) : checkSubdomain(core, live, user, token, t.subdomain, resume, claimed);

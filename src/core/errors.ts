@@ -29,6 +29,15 @@ export const ERROR_STATUS = {
   SUBDOMAIN_RESERVED: 403,
   SUBDOMAIN_TAKEN: 409,
   PORT_UNAVAILABLE: 409,
+  // a tunnel's access settings (core/access.ts): refused before it opens, never with a secret in the message
+  CIDR_INVALID: 400,
+  BASIC_AUTH_INVALID: 400,
+  HEADER_RULE_INVALID: 400,
+  OIDC_INVALID: 400,
+  /** The OIDC issuer did not answer discovery (/.well-known/openid-configuration) with usable metadata. */
+  OIDC_DISCOVERY_FAILED: 502,
+  /** The user's require_auth: the tunnel carries neither basic auth nor OIDC. */
+  AUTH_REQUIRED: 403,
   // the agent's address failed too many handshakes lately: refused before its token is read;
   // the ERROR frame's retry_after says when to come back (core/handshake-throttle.ts)
   RATE_LIMITED: 429,

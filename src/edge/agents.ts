@@ -19,6 +19,7 @@ import { parseJsonPayload, ProtocolError } from "../protocol/frames.ts";
 import { Hello, type GrantedTunnel, type OpenMeta } from "../protocol/messages.ts";
 import { Mux, type SendResult, type Stream } from "../protocol/mux.ts";
 import { FrameType, HANDSHAKE_TIMEOUT_MS, PROTOCOL_VERSION, WireError, type FrameTypeValue } from "../protocol/wire.ts";
+import { discoverProviders, needsDiscovery, tunnelAccess, type Providers } from "./access/handshake.ts";
 import type { HandshakeGuard } from "./handshake-guard.ts";
 import type { PortAllocator } from "./ports.ts";
 import type { AgentLink, Registry, Tunnel } from "./registry.ts";
@@ -216,7 +217,30 @@ export class AgentConnection implements AgentLink {
     }
   }
 
-  private hello(raw: unknown): void {
+  /**
+   * A HELLO with OIDC tunnels: its issuers answer discovery first, and only
+   * once its token is known good, so a stranger cannot make the edge fetch
+   * anything. Then the HELLO goes on as any other, with what they answered.
+   */
+  private async discoverThenHello(raw: unknown, tunnels: Hello["tunnels"]): Promise<void> {
+    try {
+      let providers: Providers = new Map();
+      try {
+        // who is asking, before anything is fetched for them (tunnel by tunnel comes after discovery)
+        admit(this.edge.core, { token: (raw as Hello).token, proxy: false, tunnels: [], partial: true }, this.edge.registry);
+        providers = await discoverProviders(tunnels);
+      } catch (err) {
+        if (!(err instanceof AppError)) throw err; // a refusal: hello() below meets it again and refuses as always
+      }
+      if (!this.mux.closed) this.hello(raw, providers);
+    } catch (err) {
+      if (err instanceof ProtocolError) return this.refuse(WireError.PROTOCOL_ERROR, err.message);
+      log.error("agent handshake failed", { session: this.sessionId, err: String(err) });
+      this.refuse("INTERNAL", "the server failed to handle the handshake");
+    }
+  }
+
+  private hello(raw: unknown, providers?: Providers): void {
     const parsed = v.safeParse(Hello, raw);
     if (!parsed.success) throw new ProtocolError(`bad HELLO: ${parsed.issues[0]?.message}`);
     const hello = parsed.output;
@@ -236,6 +260,7 @@ export class AgentConnection implements AgentLink {
       this.mux.close(WireError.GOING_AWAY, "moved to the direct port");
       return;
     }
+    if (providers === undefined && needsDiscovery(hello.tunnels)) return void this.discoverThenHello(raw, hello.tunnels);
     const { registry, ports, core } = this.edge;
     const created: Tunnel[] = [];
     try {
@@ -252,7 +277,13 @@ export class AgentConnection implements AgentLink {
         const back = registry.reclaimable(owner.tokenId, want, admitted.resume);
         const asked = hello.tunnels[i];
         const timeout = asked?.protocol === "http" ? this.responseTimeout(asked.responseTimeout) : undefined;
+        const access = tunnelAccess(asked, [], plan.protocol === "http" ? plan.subdomain : "tcp", providers);
+        if (access instanceof AppError) {
+          if (!hello.partial) throw access;
+          return void refused.push({ index: i, error: access });
+        }
         if (back) {
+          back.access = access;
           if (plan.protocol === "http") back.skipWarning = plan.skipWarning;
           back.responseTimeoutMs = timeout;
           indexes.push(i);
@@ -270,6 +301,7 @@ export class AgentConnection implements AgentLink {
           return void refused.push({ index: i, error: err });
         }
         t.responseTimeoutMs = timeout;
+        t.access = access;
         created.push(t);
         indexes.push(i);
         tunnels.push(t);
@@ -290,6 +322,7 @@ export class AgentConnection implements AgentLink {
         ...(t.protocol === "http" ? { subdomain: t.subdomain } : { port: t.port }),
         url: t.protocol === "http" ? this.edge.httpUrl(t.subdomain!) : this.edge.tcpAddress(t.port!),
         ...(hello.partial ? { index: indexes[n] } : {}),
+        ...(t.access ? { access: true } : {}),
       }));
       this.mux.sendControl(FrameType.READY, {
         session: this.sessionId,

@@ -9,12 +9,14 @@ import type { Stream } from "../protocol/mux.ts";
 import { collect, pipeInto, readableFrom } from "../protocol/pipes.ts";
 import { headerList, toHeaders } from "../relay/headers.ts";
 import { log } from "../log.ts";
+import { USER_EMAIL_HEADER } from "../core/access.ts";
+import type { Passed } from "./access/policy.ts";
 import { badGatewayPage, slowServicePage } from "./pages.ts";
 import { awaitReply, goneSinceReply, ResponseTimeout } from "./replies.ts";
 import type { Tunnel } from "./registry.ts";
 
 /** Request headers the edge sets itself. */
-const EDGE_SET = new Set(["x-forwarded-proto", "x-forwarded-host", "x-burrow-skip-warning"]);
+const EDGE_SET = new Set(["x-forwarded-proto", "x-forwarded-host", "x-burrow-skip-warning", USER_EMAIL_HEADER]);
 
 export interface ForwardContext {
   remoteIp: string;
@@ -31,6 +33,8 @@ export interface ForwardContext {
   finished?: () => void;
   /** The visitor connection's key in the connection budget (its WebSocket, if it becomes one, ends it). */
   connKey?: string;
+  /** Who the tunnel's access policy let through (the signed-in email); undefined without a policy. */
+  passed?: Passed;
 }
 
 export function requestMeta(req: Request, url: URL, tunnel: Tunnel, ctx: ForwardContext, kind: "http" | "ws"): OpenMeta {
@@ -47,6 +51,7 @@ export function requestMeta(req: Request, url: URL, tunnel: Tunnel, ctx: Forward
       if (j >= 0) headers.splice(j, 1);
     }
   }
+  tunnel.access?.rewriteRequest(headers, ctx.passed);
   const body = kind === "http" && req.body !== null;
   if (!body) dropLength(headers);
   return {
@@ -130,7 +135,7 @@ async function respond(req: Request, url: URL, tunnel: Tunnel, ctx: ForwardConte
       stream.reset();
       return badGatewayPage(ctx.host, parsed);
     }
-    head = parsed;
+    head = tunnel.access ? { status: parsed.status, headers: tunnel.access.rewriteResponse(parsed.headers) } : parsed;
   } catch (err) {
     log.info("tunnel request failed", { tunnel: ctx.host, path: url.pathname, err: (err as Error).message });
     if (err instanceof ResponseTimeout) return slowServicePage(ctx.host, Math.round(err.timeoutMs / 1000), Math.round(ctx.maxResponseTimeoutMs / 1000));

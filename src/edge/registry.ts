@@ -14,6 +14,7 @@ import type { Stream } from "../protocol/mux.ts";
 import type { OpenMeta } from "../protocol/messages.ts";
 import { RECLAIM_GRACE_MS } from "../protocol/wire.ts";
 import type { TrafficMeter } from "./meter.ts";
+import type { AccessPolicy } from "./access/policy.ts";
 
 /** What the registry needs of a connected agent. */
 export interface AgentLink {
@@ -29,6 +30,8 @@ export interface AgentLink {
 export class Tunnel {
   /** What its agent asked to wait for a response head (capped by the edge); undefined: the server's --response-timeout. */
   responseTimeoutMs?: number;
+  /** Who may reach it (IP rules, authentication, header rules); undefined: anyone, as sent. */
+  access?: AccessPolicy;
   readonly id = crypto.randomUUID();
   agent: AgentLink | null = null;
   connectedAt = new Date();

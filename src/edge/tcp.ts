@@ -16,6 +16,7 @@ interface VisitorSocket {
 }
 
 const overLimit = limitedLog(10);
+const refusedByRules = limitedLog(10);
 
 /** `opened`: a connection became a stream to the agent (the metrics count it). */
 export function tcpHandlers(tunnel: () => Tunnel, budget?: SocketBudget, opened?: () => void): SocketHandler<VisitorSocket> {
@@ -27,6 +28,12 @@ export function tcpHandlers(tunnel: () => Tunnel, budget?: SocketBudget, opened?
   return {
     open(socket: Socket<VisitorSocket>) {
       const address = canonicalAddress(socket.remoteAddress);
+      // IP rules close the connection at accept, before it takes a place in the budget or a stream
+      if (tunnel().access?.refusesAddress(address)) {
+        refusedByRules("tcp visitor refused by the tunnel's IP rules", { client: address, port: socket.localPort });
+        socket.terminate();
+        return;
+      }
       if (budget && !budget.admit(address)) {
         overLimit("tcp visitor connection refused", { client: address });
         socket.terminate();

@@ -142,6 +142,9 @@ export function visitorFetch(deps: VisitorDeps) {
       tunnel = await deps.registry.whenSubdomain(name, Math.min(startupLeft, MAX_VISITOR_WAIT_MS));
     }
     if (!tunnel) return unknownTunnelPage(hostHeader);
+    // who may reach it comes first: IP rules, then sign-in (access/policy.ts); the warning only after
+    const passed = tunnel.access && (await tunnel.access.admit(req, url, visit.client, hostHeader, deps.secure));
+    if (passed instanceof Response) return passed;
     if (url.pathname === CONTINUE_PATH && req.method === "GET") return continueResponse(url, deps.secure);
     const warning = interstitial(req, url, tunnel, hostHeader);
     if (warning) return warning;
@@ -155,6 +158,7 @@ export function visitorFetch(deps: VisitorDeps) {
       responseTimeoutMs: deps.responseTimeoutMs,
       maxResponseTimeoutMs: deps.maxResponseTimeoutMs,
       connKey: visit.key,
+      passed,
       finished: () => {
         if (visit.ended) return;
         visit.ended = true;

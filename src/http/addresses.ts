@@ -49,10 +49,16 @@ export function canonicalAddress(text: string): string {
   }
 }
 
-export class TrustedProxies {
+/**
+ * A list of CIDRs (or single addresses), matched against an address of
+ * either family: an IPv4-mapped range or address is its IPv4 self, so
+ * "::ffff:10.0.0.0/104" and "10.0.0.0/8" are one rule and a visitor on a
+ * dual-stack socket matches IPv4 rules.
+ */
+export class CidrList {
   private readonly ranges: Range[];
 
-  constructor(cidrs: string[]) {
+  constructor(cidrs: readonly string[]) {
     this.ranges = cidrs.map((c) => {
       const r = parseRange(c);
       if (!r) throw new Error(`not an address or CIDR: ${c}`);
@@ -64,7 +70,8 @@ export class TrustedProxies {
     return this.ranges.length === 0;
   }
 
-  trusts(address: string): boolean {
+  /** Whether `address` (any text; what is not an address matches nothing) is in one of the ranges. */
+  matches(address: string): boolean {
     if (this.ranges.length === 0) return false;
     let addr;
     try {
@@ -73,6 +80,22 @@ export class TrustedProxies {
       return false;
     }
     return this.ranges.some(([range, bits]) => range.kind() === addr.kind() && addr.match(range, bits));
+  }
+}
+
+export class TrustedProxies {
+  private readonly ranges: CidrList;
+
+  constructor(cidrs: string[]) {
+    this.ranges = new CidrList(cidrs);
+  }
+
+  get empty(): boolean {
+    return this.ranges.empty;
+  }
+
+  trusts(address: string): boolean {
+    return this.ranges.matches(address);
   }
 
   /**

@@ -11,6 +11,50 @@ const HeaderList = v.pipe(
 );
 export type HeaderList = [string, string][];
 
+/** CIDRs or single addresses, IPv4 or IPv6, as written ("10.0.0.0/8", "::1"); the edge checks them. */
+const CidrTexts = v.optional(v.pipe(v.array(v.pipe(v.string(), v.maxLength(64))), v.maxLength(256)));
+const HeaderPairs = v.optional(
+  v.pipe(v.array(v.tuple([v.pipe(v.string(), v.maxLength(256)), v.pipe(v.string(), v.maxLength(8192))])), v.maxLength(64)),
+);
+
+/**
+ * Who may reach an http tunnel, asked by its agent and enforced by the edge
+ * before a byte reaches the agent. Basic-auth passwords and the OIDC client
+ * secret travel here, over the agent's connection: the edge never logs them
+ * nor puts them in a refusal. A server that predates `access` drops it
+ * (unknown keys are dropped) and would open the tunnel unprotected, so the
+ * edge says `access: true` on each tunnel of READY whose rules it took, and
+ * the agent serves no tunnel that asked for rules without it.
+ */
+export const HttpAccess = v.object({
+  basicAuth: v.optional(v.pipe(v.array(v.object({ user: v.pipe(v.string(), v.maxLength(256)), password: v.pipe(v.string(), v.maxLength(1024)) })), v.maxLength(64))),
+  /** Visitors must be in one of these (when there are any)... */
+  allowCidrs: CidrTexts,
+  /** ...and in none of these: deny wins. */
+  denyCidrs: CidrTexts,
+  /** Set on each request to the local service (replacing what the visitor sent under that name). */
+  requestHeaderAdd: HeaderPairs,
+  /** Removed from each request before it travels. */
+  requestHeaderRemove: v.optional(v.pipe(v.array(v.pipe(v.string(), v.maxLength(256))), v.maxLength(64))),
+  /** Set on each response to the visitor (replacing the service's under that name). */
+  responseHeaderAdd: HeaderPairs,
+  /** Visitors sign in with this OpenID Connect provider. */
+  oidc: v.optional(
+    v.object({
+      issuer: v.pipe(v.string(), v.maxLength(2048)),
+      clientId: v.pipe(v.string(), v.maxLength(512)),
+      clientSecret: v.pipe(v.string(), v.maxLength(2048)),
+      /** "a@b.com" or "@domain.com"; none: any address the provider vouches for. */
+      allowEmails: v.optional(v.pipe(v.array(v.pipe(v.string(), v.maxLength(320))), v.maxLength(256))),
+    }),
+  ),
+});
+export type HttpAccess = v.InferOutput<typeof HttpAccess>;
+
+/** A tcp tunnel has IP rules only: nothing of a TCP stream says who the visitor is. */
+export const TcpAccess = v.object({ allowCidrs: CidrTexts, denyCidrs: CidrTexts });
+export type TcpAccess = v.InferOutput<typeof TcpAccess>;
+
 export const TunnelRequest = v.variant("protocol", [
   v.object({
     protocol: v.literal("http"),
@@ -18,10 +62,12 @@ export const TunnelRequest = v.variant("protocol", [
     skipWarning: v.optional(v.boolean()),
     /** Seconds the edge waits for the local service's answer, asked by the agent (the edge caps it). */
     responseTimeout: v.optional(v.pipe(v.number(), v.minValue(0.1), v.maxValue(86_400))),
+    access: v.optional(HttpAccess),
   }),
   v.object({
     protocol: v.literal("tcp"),
     port: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(65535))),
+    access: v.optional(TcpAccess),
   }),
 ]);
 export type TunnelRequest = v.InferOutput<typeof TunnelRequest>;
@@ -57,6 +103,8 @@ export interface GrantedTunnel {
   /** The public address, as a person would type it. */
   url: string;
   index?: number;
+  /** The edge enforces the tunnel's `access` rules (sent only when it had some). */
+  access?: boolean;
 }
 
 /** edge -> agent, the handshake's success. */
@@ -72,6 +120,8 @@ export const Ready = v.object({
       url: v.string(),
       /** Which of HELLO's tunnels this is (a partial HELLO); without it, READY lists them in HELLO's order. */
       index: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0))),
+      /** The edge took the tunnel's `access` rules; an agent that asked for some serves no tunnel without it. */
+      access: v.optional(v.boolean()),
     }),
   ),
   /** Tunnels of a partial HELLO that were not granted, each with why. */

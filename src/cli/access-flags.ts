@@ -1,0 +1,81 @@
+/**
+ * Who may reach a tunnel, as flags of burrow http (all of them) and burrow
+ * tcp (the IP rules): read into the HELLO's `access` settings, each checked
+ * as burrow.yml's keys are (config/tunnel-options.ts). The secrets may come
+ * from the environment instead of the command line, where other users of
+ * the machine can read them: BURROW_BASIC_AUTH, BURROW_OIDC_CLIENT_SECRET.
+ */
+import type { FlagSpec } from "../config/flags.ts";
+import {
+  compactAccess,
+  oidcSettings,
+  parseBasicAuth,
+  parseCidr,
+  parseEmailRule,
+  parseHeaderLine,
+  parseHeaderName,
+  parseIssuer,
+} from "../config/tunnel-options.ts";
+import { UsageError } from "../config/usage.ts";
+import type { HttpAccess, TcpAccess } from "../protocol/messages.ts";
+
+export const IP_FLAGS: Record<string, FlagSpec> = {
+  "allow-cidr": { type: "string", multiple: true },
+  "deny-cidr": { type: "string", multiple: true },
+};
+
+export const HTTP_ACCESS_FLAGS: Record<string, FlagSpec> = {
+  ...IP_FLAGS,
+  "basic-auth": { type: "string", multiple: true, env: true },
+  "request-header-add": { type: "string", multiple: true },
+  "request-header-remove": { type: "string", multiple: true },
+  "response-header-add": { type: "string", multiple: true },
+  "oidc-issuer": { type: "string" },
+  "oidc-client-id": { type: "string" },
+  "oidc-client-secret": { type: "string", env: true },
+  "oidc-allow-email": { type: "string", multiple: true },
+};
+
+/** Each value of a repeatable flag, checked, the message led by the flag's name. */
+function each<T>(values: Record<string, unknown>, flag: string, parse: (raw: string) => T): T[] {
+  return ((values[flag] as string[] | undefined) ?? []).map((raw) => {
+    try {
+      return parse(raw);
+    } catch (err) {
+      if (err instanceof UsageError) throw new UsageError(`--${flag} ${err.message}`);
+      throw err;
+    }
+  });
+}
+
+function one(values: Record<string, unknown>, flag: string, parse: (raw: string) => string): string | undefined {
+  const raw = values[flag] as string | undefined;
+  return raw === undefined ? undefined : each({ [flag]: [raw] }, flag, parse)[0];
+}
+
+export function tcpAccessFromFlags(values: Record<string, unknown>): TcpAccess | undefined {
+  return compactAccess({ allowCidrs: each(values, "allow-cidr", parseCidr), denyCidrs: each(values, "deny-cidr", parseCidr) });
+}
+
+export function httpAccessFromFlags(values: Record<string, unknown>): HttpAccess | undefined {
+  const oidc = oidcSettings(
+    {
+      issuer: one(values, "oidc-issuer", parseIssuer),
+      clientId: values["oidc-client-id"] as string | undefined,
+      clientSecret: values["oidc-client-secret"] as string | undefined,
+      allowEmails: each(values, "oidc-allow-email", parseEmailRule),
+    },
+    { issuer: "--oidc-issuer", clientId: "--oidc-client-id", clientSecret: "--oidc-client-secret", allowEmails: "--oidc-allow-email" },
+  );
+  const basicAuth = each(values, "basic-auth", parseBasicAuth);
+  if (oidc && basicAuth.length > 0) throw new UsageError("--basic-auth and --oidc-issuer: a tunnel takes one or the other");
+  return compactAccess({
+    basicAuth,
+    allowCidrs: each(values, "allow-cidr", parseCidr),
+    denyCidrs: each(values, "deny-cidr", parseCidr),
+    requestHeaderAdd: each(values, "request-header-add", parseHeaderLine),
+    requestHeaderRemove: each(values, "request-header-remove", parseHeaderName),
+    responseHeaderAdd: each(values, "response-header-add", parseHeaderLine),
+    oidc,
+  });
+}

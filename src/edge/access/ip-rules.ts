@@ -1,0 +1,28 @@
+/**
+ * A tunnel's IP rules, compiled once at the handshake: the visitor must be
+ * in every allow list that has entries (the agent's own, the user's
+ * allow_cidrs) and in no deny entry. Deny wins.
+ */
+import { CidrList } from "../../http/addresses.ts";
+
+export class IpRules {
+  private readonly allow: CidrList[];
+  private readonly deny: CidrList;
+
+  constructor(allowLists: readonly (readonly string[])[], deny: readonly string[]) {
+    this.allow = allowLists.filter((l) => l.length > 0).map((l) => new CidrList(l.map((c) => c.trim())));
+    this.deny = new CidrList(deny.map((c) => c.trim()));
+  }
+
+  /** Whether there is any rule at all (none: every visitor passes). */
+  get empty(): boolean {
+    return this.allow.length === 0 && this.deny.empty;
+  }
+
+  /** `address`: the visitor's canonical address (behind a trusted proxy, the client it names). */
+  allows(address: string): boolean {
+    if (this.deny.matches(address)) return false;
+    for (const list of this.allow) if (!list.matches(address)) return false;
+    return true;
+  }
+}

@@ -1,0 +1,26 @@
+/** The pages a visitor stopped by a tunnel's access rules sees. */
+import { page } from "../pages.ts";
+
+const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
+
+/** IP rules: the visitor's address is not allowed (or is denied). */
+export function addressRefusedPage(host: string, address: string): Response {
+  return page(
+    403,
+    "Forbidden",
+    `<div class="status">403</div><h1>Not from this address</h1>
+<p>The tunnel at <code>${escapeHtml(host)}</code> does not take visitors from <code>${escapeHtml(address)}</code>.</p>`,
+  );
+}
+
+/** Authentication is needed: `challenge` is the WWW-Authenticate value. */
+export function signInRequiredPage(host: string, challenge: string, why = "This tunnel asks for a user name and password."): Response {
+  return page(401, "Sign-in required", `<div class="status">401</div><h1>Sign-in required</h1><p>${escapeHtml(why)}</p><p><code>${escapeHtml(host)}</code></p>`, {
+    "WWW-Authenticate": challenge,
+  });
+}
+
+/** An OIDC sign-in that failed or an email that is not allowed. */
+export function signInRefusedPage(status: 400 | 403, why: string): Response {
+  return page(status, "Sign-in refused", `<div class="status">${status}</div><h1>Sign-in refused</h1><p>${escapeHtml(why)}</p><a class="button" href="/">Start again</a>`);
+}

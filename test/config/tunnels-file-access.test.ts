@@ -1,0 +1,120 @@
+/**
+ * burrow.yml's access keys: what each becomes in the HELLO's `access`, and
+ * every mistake as FILE:LINE: FIELD: why (never quoting a password).
+ */
+import { describe, expect, test } from "bun:test";
+import { ConfigFileError, parseTunnelsFile } from "../../src/config/tunnels-file.ts";
+
+const FILE = "/home/dev/burrow.yml";
+
+function error(text: string): string {
+  try {
+    parseTunnelsFile(text, FILE);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigFileError);
+    return (err as Error).message;
+  }
+  throw new Error("no error for:\n" + text);
+}
+
+describe("what the keys give", () => {
+  test("every access key of an http tunnel; a single value is a list of one", () => {
+    const file = parseTunnelsFile(
+      `tunnels:
+  web:
+    proto: http
+    addr: 3000
+    basic_auth: ["alice:pa:ss", "bob:pw"]
+    allow_cidr: 10.0.0.0/8
+    deny_cidr: ["10.1.0.0/16", "2001:db8::/32"]
+    request_header_add: ["X-Team: blue"]
+    request_header_remove: [Cookie]
+    response_header_add: ["X-Frame-Options: DENY"]
+  sso:
+    proto: http
+    addr: 3001
+    oidc:
+      issuer: https://accounts.example.com
+      client_id: abc
+      client_secret: shh
+      allow_emails: ["@example.com", boss@else.org]
+  db:
+    proto: tcp
+    addr: 5432
+    allow_cidr: [192.168.0.0/16]
+`,
+      FILE,
+    );
+    expect(file.tunnels[0]!.request).toEqual({
+      protocol: "http",
+      subdomain: undefined,
+      skipWarning: false,
+      access: {
+        basicAuth: [
+          { user: "alice", password: "pa:ss" },
+          { user: "bob", password: "pw" },
+        ],
+        allowCidrs: ["10.0.0.0/8"],
+        denyCidrs: ["10.1.0.0/16", "2001:db8::/32"],
+        requestHeaderAdd: [["X-Team", "blue"]],
+        requestHeaderRemove: ["Cookie"],
+        responseHeaderAdd: [["X-Frame-Options", "DENY"]],
+      },
+    });
+    expect(file.tunnels[1]!.request).toMatchObject({
+      access: { oidc: { issuer: "https://accounts.example.com", clientId: "abc", clientSecret: "shh", allowEmails: ["@example.com", "boss@else.org"] } },
+    });
+    expect(file.tunnels[2]!.request).toEqual({ protocol: "tcp", port: undefined, access: { allowCidrs: ["192.168.0.0/16"] } });
+  });
+
+  test("a tunnel without access keys has no access at all", () => {
+    const file = parseTunnelsFile(`tunnels:\n  web:\n    proto: http\n    addr: 3000\n`, FILE);
+    expect("access" in file.tunnels[0]!.request).toBe(false);
+  });
+});
+
+describe("mistakes, by line", () => {
+  test("a bad CIDR names its list item and line", () => {
+    expect(error(`tunnels:\n  web:\n    proto: http\n    addr: 3000\n    allow_cidr:\n      - 10.0.0.0/8\n      - 10.0.0.0/40\n`)).toBe(
+      `${FILE}:7: tunnels.web.allow_cidr[1]: '10.0.0.0/40' is not an IPv4 or IPv6 address or CIDR (such as 10.0.0.0/8 or 2001:db8::/32)`,
+    );
+  });
+
+  test("an empty password is named by its user, and the line, never echoed", () => {
+    const message = error(`tunnels:\n  web:\n    proto: http\n    addr: 3000\n    basic_auth: "alice:"\n`);
+    expect(message).toBe(`${FILE}:5: tunnels.web.basic_auth: the basic-auth password of 'alice' is empty`);
+    const noColon = error(`tunnels:\n  web:\n    proto: http\n    addr: 3000\n    basic_auth: ["alicesecretpw"]\n`);
+    expect(noColon).toBe(`${FILE}:5: tunnels.web.basic_auth[0]: must be USER:PASS`);
+    expect(noColon).not.toContain("alicesecretpw");
+  });
+
+  test("http-only keys on a tcp tunnel", () => {
+    expect(error(`tunnels:\n  db:\n    proto: tcp\n    addr: 5432\n    basic_auth: [a:b]\n`)).toBe(`${FILE}:5: tunnels.db.basic_auth: is for http tunnels; this one is tcp`);
+  });
+
+  test("header rules the edge owns, and values that would split a head", () => {
+    expect(error(`tunnels:\n  web:\n    proto: http\n    addr: 3000\n    request_header_remove: [Host]\n`)).toBe(
+      `${FILE}:5: tunnels.web.request_header_remove[0]: the header Host is set by the edge and cannot be changed by a rule`,
+    );
+    expect(error(`tunnels:\n  web:\n    proto: http\n    addr: 3000\n    response_header_add: ["no colon"]\n`)).toBe(
+      `${FILE}:5: tunnels.web.response_header_add[0]: must be 'Name: value'`,
+    );
+  });
+
+  test("oidc: unknown keys, a missing secret, a plain-http issuer off loopback, both basic_auth and oidc", () => {
+    const head = `tunnels:\n  web:\n    proto: http\n    addr: 3000\n`;
+    expect(error(`${head}    oidc:\n      issuer: https://id.example.com\n      secret: x\n`)).toBe(
+      `${FILE}:7: tunnels.web.oidc.secret: unknown key (allowed: issuer, client_id, client_secret, allow_emails)`,
+    );
+    expect(error(`${head}    oidc:\n      issuer: https://id.example.com\n      client_id: abc\n`)).toBe(`${FILE}:6: tunnels.web.oidc: issuer needs client_secret`);
+    expect(error(`${head}    oidc:\n      issuer: http://id.example.com\n      client_id: a\n      client_secret: b\n`)).toBe(
+      `${FILE}:6: tunnels.web.oidc.issuer: the issuer 'http://id.example.com' must be https (plain http only on loopback)`,
+    );
+    expect(error(`${head}    oidc:\n      issuer: https://id.example.com\n      client_id: a\n      client_secret: b\n      allow_emails: [nobody]\n`)).toBe(
+      `${FILE}:9: tunnels.web.oidc.allow_emails[0]: 'nobody' is neither an email address nor @domain`,
+    );
+    expect(error(`${head}    basic_auth: [a:b]\n    oidc:\n      issuer: https://id.example.com\n      client_id: a\n      client_secret: b\n`)).toBe(
+      `${FILE}:6: tunnels.web.oidc: a tunnel takes basic_auth or oidc, not both`,
+    );
+  });
+});
