@@ -1,0 +1,60 @@
+/**
+ * A real OpenID provider for tests: `oidc-provider` (the certified Node
+ * implementation) on 127.0.0.1, port 0, with one confidential test client
+ * and its development sign-in pages (any login is an account; its email is
+ * looked up in `emails`). Use with `await using`.
+ */
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { exportJWK, generateKeyPair } from "jose";
+import Provider from "oidc-provider";
+
+export const TEST_CLIENT_ID = "burrow-test-client";
+export const TEST_CLIENT_SECRET = "burrow-test-client-secret-0123456789";
+
+export interface TestProvider extends AsyncDisposable {
+  /** http://127.0.0.1:<port>: what --oidc-issuer takes. */
+  issuer: string;
+  /** Token requests the provider answered (each sign-in makes one). */
+  tokenRequests: number;
+}
+
+export async function startOidcProvider(opts: { redirectUris: string[]; emails: Record<string, string> }): Promise<TestProvider> {
+  const http: Server = createServer();
+  await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
+  const issuer = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
+  const { privateKey } = await generateKeyPair("RS256", { extractable: true });
+  const provider = new Provider(issuer, {
+    clients: [
+      {
+        client_id: TEST_CLIENT_ID,
+        client_secret: TEST_CLIENT_SECRET,
+        redirect_uris: opts.redirectUris,
+        response_types: ["code"],
+        grant_types: ["authorization_code"],
+        token_endpoint_auth_method: "client_secret_basic",
+      },
+    ],
+    claims: { openid: ["sub"], email: ["email", "email_verified"] },
+    async findAccount(_ctx: unknown, id: string) {
+      return { accountId: id, claims: async () => ({ sub: id, email: opts.emails[id] ?? `${id}@unknown.invalid`, email_verified: true }) };
+    },
+    pkce: { required: () => true },
+    cookies: { keys: ["burrow-test-cookie-key"] },
+    jwks: { keys: [{ ...(await exportJWK(privateKey)), kid: "test-key", alg: "RS256", use: "sig" }] },
+    ttl: { Interaction: 600, Session: 3600, Grant: 3600, AccessToken: 600, IdToken: 600, AuthorizationCode: 60 },
+    features: { devInteractions: { enabled: true } },
+  } as never);
+  const state: TestProvider = {
+    issuer,
+    tokenRequests: 0,
+    async [Symbol.asyncDispose]() {
+      http.closeAllConnections();
+      await new Promise<void>((resolve) => http.close(() => resolve()));
+    },
+  };
+  provider.on("grant.success", () => state.tokenRequests++);
+  const callback = provider.callback();
+  http.on("request", (req, res) => callback(req, res));
+  return state;
+}
