@@ -147,7 +147,8 @@ export class Agent {
       if (outcome.kind === "draining") {
         // straight away: the server that takes over may already listen
         restartingSince = Date.now();
-        this.opts.out.notice?.("the server is restarting: connecting again");
+        if (this.opts.out.restarting) this.opts.out.restarting();
+        else this.opts.out.notice?.("the server is restarting: connecting again");
         continue;
       }
       if (restartingSince !== undefined && Date.now() - restartingSince < RESTART_RETRY_FOR_MS && outcome.kind === "lost") {
