@@ -31,6 +31,10 @@ const AGENT_COMMON = `  --server URL            the burrow server, e.g. https://
   --proxy URL             reach the server through an http://, https:// or socks5:// proxy
                           (else HTTPS_PROXY / ALL_PROXY)
   --insecure              accept a server certificate that does not verify
+  --log F                 screen, text or json (default: screen on a terminal,
+                          else text); json is one object per line per event
+  --log-level L           debug, info, warn or error: what text and json show
+                          (default: info)
   -h, --help              this text`;
 
 export const HTTP_HELP = `Usage: burrow http PORT|HOST:PORT|URL [flags]
