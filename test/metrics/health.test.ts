@@ -3,10 +3,11 @@
  * bodies, and /readyz really turns 503 when the database cannot take a
  * write (its data dir on a small tmpfs that the test fills up, or, where the
  * test cannot mount one, a data dir and database made read-only by chmod for
- * a server that is not root) and 200 again once it can.
+ * a server that is not root: the test's own user, or nobody when the test
+ * runs as root) and 200 again once it can.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startServer, type TestServer } from "../harness/server.ts";
@@ -66,15 +67,26 @@ describe("on a server with a plain data dir", () => {
   });
 });
 
-/** How this machine lets the test take the database's writes away: a tmpfs to fill (root that may mount), chmod (not root), or neither. */
-function unwritableMethod(): { kind: "tmpfs" | "chmod" } | { kind: "none"; why: string } {
+/** The user a root test runs the server as when it cannot mount: chmod binds it, as it does not bind root. */
+const NOBODY = 65534;
+
+/**
+ * How this machine lets the test take the database's writes away: a tmpfs
+ * to fill (root that may mount), chmod (not root), chmod with the server run
+ * as nobody (root that may not mount, e.g. in a container), or neither.
+ */
+function unwritableMethod(): { kind: "tmpfs" | "chmod" | "chmod as nobody" } | { kind: "none"; why: string } {
   if (process.getuid?.() !== 0) return { kind: "chmod" };
   const probe = mkdtempSync(join(tmpdir(), "burrow-mount-probe-"));
   try {
     const mounted = Bun.spawnSync(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", probe], { stderr: "pipe" });
-    if (mounted.exitCode !== 0) return { kind: "none", why: `root, but cannot mount a tmpfs: ${mounted.stderr.toString().trim()}` };
-    Bun.spawnSync(["umount", probe]);
-    return { kind: "tmpfs" };
+    if (mounted.exitCode === 0) {
+      Bun.spawnSync(["umount", probe]);
+      return { kind: "tmpfs" };
+    }
+    const setpriv = Bun.spawnSync(["setpriv", `--reuid=${NOBODY}`, `--regid=${NOBODY}`, "--clear-groups", "true"], { stderr: "pipe" });
+    if (setpriv.exitCode === 0) return { kind: "chmod as nobody" };
+    return { kind: "none", why: `root, but can neither mount a tmpfs (${mounted.stderr.toString().trim()}) nor run as nobody (${setpriv.stderr.toString().trim()})` };
   } finally {
     rmSync(probe, { recursive: true, force: true });
   }
@@ -97,7 +109,13 @@ describe.skipIf(method.kind === "none")(`a database that cannot take a write (${
         expect(m.exitCode).toBe(0);
         mounted = true;
       }
-      server = await startServer({ dataDir });
+      if (method.kind === "chmod as nobody") {
+        chmodSync(dir, 0o755);
+        Bun.spawnSync(["mkdir", "-p", dataDir]);
+        chownSync(dataDir, NOBODY, NOBODY);
+      }
+      const prefix = method.kind === "chmod as nobody" ? ["setpriv", `--reuid=${NOBODY}`, `--regid=${NOBODY}`, "--clear-groups"] : [];
+      server = await startServer({ dataDir, prefix });
       expect((await readyzUntil(server, 200)).body).toEqual({ status: "ready" });
 
       const filler = join(dataDir, "filler");
@@ -135,7 +153,7 @@ describe.skipIf(method.kind === "none")(`a database that cannot take a write (${
       expect((await readyzUntil(server, 200)).body).toEqual({ status: "ready" });
       await server.output.waitFor(/ready again/, 2_000);
     } finally {
-      if (method.kind === "chmod" && existsSync(dataDir)) chmodSync(dataDir, 0o700);
+      if (method.kind !== "tmpfs" && existsSync(dataDir)) chmodSync(dataDir, 0o700);
       await server?.stop();
       if (mounted) Bun.spawnSync(["umount", "-l", dataDir]);
       rmSync(dir, { recursive: true, force: true });
