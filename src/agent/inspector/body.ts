@@ -3,8 +3,37 @@
  * all of them. The bytes the visitor or the service send are never held
  * here beyond the cap, and never waited for.
  */
+
+/**
+ * Small pieces are copied into shared slabs rather than a buffer each: a
+ * thousand kept 1 KiB bodies are then a handful of buffers for the garbage
+ * collector, not a thousand (each with its own backing store to free). A
+ * slab lives while any piece in it is kept; captures leave oldest first, so
+ * the slabs go in the order they were filled.
+ */
+const SLAB_BYTES = 256 * 1024;
+const SLAB_PIECE_MAX = 16 * 1024;
+let slab = new Uint8Array(SLAB_BYTES);
+let slabUsed = 0;
+
+/** A copy of the first `n` bytes of `chunk`, detached from the transport's buffer. */
+function copyOf(chunk: Uint8Array, n: number): Uint8Array {
+  const from = n === chunk.byteLength ? chunk : chunk.subarray(0, n);
+  if (n > SLAB_PIECE_MAX) return from.slice();
+  if (slabUsed + n > SLAB_BYTES) {
+    slab = new Uint8Array(SLAB_BYTES);
+    slabUsed = 0;
+  }
+  const piece = slab.subarray(slabUsed, slabUsed + n);
+  piece.set(from);
+  slabUsed += n;
+  return piece;
+}
+
 export class BodyCapture {
-  private pieces: Uint8Array[] = [];
+  /** The kept pieces; most bodies are one. */
+  private first: Uint8Array | undefined;
+  private more: Uint8Array[] | undefined;
   /** Bytes kept. */
   captured = 0;
   /** Bytes that passed, kept or not. */
@@ -23,16 +52,20 @@ export class BodyCapture {
     const room = this.cap - this.captured;
     if (room <= 0 || chunk.byteLength === 0) return 0;
     // a copy: the chunk is a view into a buffer the transport may reuse, and holding a view would hold all of it
-    const piece = chunk.byteLength <= room ? chunk.slice() : chunk.slice(0, room);
-    this.pieces.push(piece);
+    const piece = copyOf(chunk, Math.min(room, chunk.byteLength));
+    if (this.first === undefined) this.first = piece;
+    else (this.more ??= []).push(piece);
     this.captured += piece.byteLength;
     return piece.byteLength;
   }
 
   /** The kept bytes as one buffer (joined once, on first ask). */
   bytes(): Uint8Array {
-    if (this.pieces.length === 0) return new Uint8Array(0);
-    if (this.pieces.length > 1) this.pieces = [Buffer.concat(this.pieces)];
-    return this.pieces[0]!;
+    if (this.first === undefined) return new Uint8Array(0);
+    if (this.more) {
+      this.first = Buffer.concat([this.first, ...this.more]);
+      this.more = undefined;
+    }
+    return this.first;
   }
 }

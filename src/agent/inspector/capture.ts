@@ -56,11 +56,15 @@ export class WsTraffic {
   }
 }
 
+/** What a capture without a body shows: nothing is ever added to it. */
+const NO_BODY = new BodyCapture(0);
+
 export class Capture implements ExchangeTap {
   /** performance.now() when it began; wall time is worked out when asked (startedAt). */
   private readonly started = performance.now();
-  readonly requestBody = new BodyCapture(MAX_BODY_BYTES);
-  readonly responseBody = new BodyCapture(MAX_BODY_BYTES);
+  /** Made with the first byte (most requests have no body): one object less per request to collect. */
+  private request: BodyCapture | undefined;
+  private reply: BodyCapture | undefined;
   status: number | undefined;
   responseHeaders: HeaderList | undefined;
   state: CaptureState = "pending";
@@ -89,6 +93,14 @@ export class Capture implements ExchangeTap {
     this.ws = kind === "ws" ? new WsTraffic() : undefined;
   }
 
+  get requestBody(): BodyCapture {
+    return this.request ?? NO_BODY;
+  }
+
+  get responseBody(): BodyCapture {
+    return this.reply ?? NO_BODY;
+  }
+
   /** When it began, in ms since the epoch. */
   get startedAt(): number {
     return performance.timeOrigin + this.started;
@@ -109,7 +121,7 @@ export class Capture implements ExchangeTap {
 
   requestChunk(chunk: Uint8Array): void {
     if (this.evicted) return;
-    this.keep(this.requestBody.add(chunk));
+    this.keep((this.request ??= new BodyCapture(MAX_BODY_BYTES)).add(chunk));
   }
 
   response(status: number, headers: HeaderList): void {
@@ -121,7 +133,7 @@ export class Capture implements ExchangeTap {
 
   responseChunk(chunk: Uint8Array): void {
     if (this.evicted) return;
-    this.keep(this.responseBody.add(chunk));
+    this.keep((this.reply ??= new BodyCapture(MAX_BODY_BYTES)).add(chunk));
   }
 
   done(): void {
