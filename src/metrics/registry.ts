@@ -107,11 +107,11 @@ export function createMetrics(sources: MetricsSources): ServerMetrics {
     const out: [{ protocol: string; status: string }, number][] = [];
     REQUEST_KINDS.forEach((protocol, k) =>
       STATUS_CLASSES.forEach((status, c) => {
-        if (c > 0) out.push([{ protocol, status }, edge.requests[k * STATUS_CLASSES.length + c]!]);
+        const n = edge.requests[k * STATUS_CLASSES.length + c]!;
+        // the five classes always (a dashboard's zero), "other" (a status outside 100-599) once it happens
+        if (c > 0 || n > 0) out.push([{ protocol, status }, n]);
       }),
     );
-    const other = REQUEST_KINDS.reduce((sum, _p, k) => sum + edge.requests[k * STATUS_CLASSES.length]!, 0);
-    if (other > 0) out.push([{ protocol: "http", status: "other" }, other]);
     return out;
   });
   registerBuckets(registry, name("visitor_request_duration_seconds"), "Seconds from a visitor request's arrival to its response head (or WebSocket upgrade).", edge.requestDuration);
