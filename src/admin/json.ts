@@ -2,6 +2,7 @@
 import type { DayTraffic, UserTraffic } from "../core/traffic.ts";
 import type { ReservedSubdomain } from "../core/domains.ts";
 import type { TokenRow, UserRow } from "../db/schema.ts";
+import { cidrs } from "../core/fields.ts";
 
 export const userJson = (u: UserRow) => ({
   id: u.id,
@@ -15,6 +16,8 @@ export const userJson = (u: UserRow) => ({
   max_devices: u.maxDevices,
   skip_warning: u.skipWarning,
   can_use_proxy: u.canUseProxy,
+  require_auth: u.requireAuth,
+  allow_cidrs: cidrs(u.allowCidrs),
   created_at: u.createdAt,
   updated_at: u.updatedAt,
 });

@@ -33,6 +33,8 @@ export const UserJson = v.strictObject({
   max_devices: count,
   skip_warning: v.boolean(),
   can_use_proxy: v.boolean(),
+  require_auth: v.boolean(),
+  allow_cidrs: v.array(v.string()),
   created_at: timestamp,
   updated_at: timestamp,
 });

@@ -22,6 +22,8 @@ const settings = {
   max_devices: v.optional(f.limit),
   skip_warning: v.optional(f.flag),
   can_use_proxy: v.optional(f.flag),
+  require_auth: v.optional(f.flag),
+  allow_cidrs: v.optional(f.cidrList),
 };
 
 export const LoginBody = v.object({
@@ -132,6 +134,8 @@ export function userSettings(b: v.InferOutput<typeof UpdateUserBody>) {
     maxDevices: b.max_devices,
     skipWarning: b.skip_warning,
     canUseProxy: b.can_use_proxy,
+    requireAuth: b.require_auth,
+    allowCidrs: b.allow_cidrs,
   };
 }
 

@@ -17,7 +17,8 @@ function changesOf(before: UserFields, after: UserFields): Record<string, { from
   const changed: Record<string, { from: unknown; to: unknown }> = {};
   for (const [k, to] of Object.entries(after)) {
     const from = before[k as keyof UserFields];
-    if (!NOT_SETTINGS.has(k) && from !== to) changed[k] = { from, to };
+    // lists (allow_cidrs) are new arrays each time: equal when their JSON is
+    if (!NOT_SETTINGS.has(k) && JSON.stringify(from) !== JSON.stringify(to)) changed[k] = { from, to };
   }
   return changed;
 }

@@ -6,7 +6,7 @@
 import * as v from "valibot";
 import type { TokenRow, UserRow } from "../db/schema.ts";
 import type { HttpAccess, TcpAccess } from "../protocol/messages.ts";
-import { checkAccess } from "./access.ts";
+import { checkAccess, hasAuthentication } from "./access.ts";
 import { AppError } from "./errors.ts";
 import { protocolList, subdomain as subdomainRule, type Protocol } from "./fields.ts";
 import type { Core } from "./index.ts";
@@ -99,6 +99,14 @@ export function admit(core: Core, req: AdmissionRequest, live: LiveView): Admitt
   const plan = (t: AdmissionRequest["tunnels"][number]): PlannedTunnel => {
     const badAccess = checkAccess(t.access); // CIDR_INVALID, BASIC_AUTH_INVALID, HEADER_RULE_INVALID, OIDC_INVALID
     if (badAccess) throw badAccess;
+    if (user.requireAuth && !(t.protocol === "http" && hasAuthentication(t.access))) {
+      throw new AppError(
+        "AUTH_REQUIRED",
+        t.protocol === "http"
+          ? `user '${user.username}' must protect every tunnel with basic auth or OIDC (--basic-auth or --oidc-issuer)`
+          : `user '${user.username}' must protect every tunnel with basic auth or OIDC, which a tcp tunnel cannot carry`,
+      );
+    }
     if (t.protocol === "tcp") return { protocol: "tcp", port: t.port };
     const subdomain =
       t.subdomain === undefined ? randomFreeSubdomain(core, live, claimed) : checkSubdomain(core, live, user, token, t.subdomain, resume, claimed);

@@ -4,6 +4,7 @@
  * the same subdomain rule in the handshake.
  */
 import * as v from "valibot";
+import { cidrProblem } from "./access.ts";
 
 export const ROLES = ["user", "admin"] as const;
 export type Role = (typeof ROLES)[number];
@@ -62,6 +63,32 @@ export const allowedProtocols = v.pipe(
   ),
   v.transform((list) => PROTOCOLS.filter((p) => list.includes(p)).join(",")),
 );
+
+/** Most entries a user's allow_cidrs holds. */
+export const MAX_USER_CIDRS = 64;
+
+/**
+ * ["10.0.0.0/8", " ::1 "] -> "10.0.0.0/8,::1": IPv4 or IPv6 CIDRs or single
+ * addresses, trimmed, without duplicates, stored as one comma-separated text.
+ * [] (or "") clears it: visitors from anywhere.
+ */
+export const cidrList = v.pipe(
+  v.array(
+    v.pipe(
+      v.string("must be a string"),
+      v.trim(),
+      v.check((c) => cidrProblem(c) === undefined, "must be an IPv4 or IPv6 address or CIDR, such as 10.0.0.0/8 or 2001:db8::/32"),
+    ),
+    "must be a list of CIDRs, such as [\"10.0.0.0/8\"]",
+  ),
+  v.maxLength(MAX_USER_CIDRS, `must hold at most ${MAX_USER_CIDRS} entries`),
+  v.transform((list) => [...new Set(list)].join(",")),
+);
+
+/** The stored text of allow_cidrs as a list. */
+export function cidrs(stored: string): string[] {
+  return stored === "" ? [] : stored.split(",");
+}
 
 export function protocolList(allowed: string): Protocol[] {
   return PROTOCOLS.filter((p) => allowed.split(",").includes(p));

@@ -27,6 +27,7 @@ export function createCore({ db, clock = systemClock, systemSubdomains }: CoreOp
     list: () => attached.list(),
     closeUser: (...a) => attached.closeUser(...a),
     closeToken: (...a) => attached.closeToken(...a),
+    userAccessChanged: (user) => attached.userAccessChanged?.(user),
   };
   const clockNow = () => clock.now().getTime();
   return {

@@ -3,6 +3,7 @@
  * live now, and a way to close what an admin action takes away. The edge's
  * registry implements it; core never imports the edge.
  */
+import type { UserRow } from "../db/schema.ts";
 import type { ErrorCode } from "./errors.ts";
 import type { Protocol } from "./fields.ts";
 
@@ -26,6 +27,12 @@ export interface LiveTunnels {
   closeUser(userId: number, code: ErrorCode, message: string): void;
   /** Closes every live tunnel opened with the token. */
   closeToken(tokenId: number, code: ErrorCode, message: string): void;
+  /**
+   * The user's require_auth or allow_cidrs changed: live tunnels take the new
+   * allow list at once, and a session with a tunnel that lacks the
+   * authentication now required is closed (AUTH_REQUIRED).
+   */
+  userAccessChanged?(user: UserRow): void;
 }
 
 export const noLiveTunnels: LiveTunnels = { list: () => [], closeUser() {}, closeToken() {} };

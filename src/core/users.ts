@@ -18,6 +18,9 @@ export interface UserSettings {
   maxDevices?: number;
   skipWarning?: boolean;
   canUseProxy?: boolean;
+  requireAuth?: boolean;
+  /** Comma-separated, as fields.ts's cidrList gives it. */
+  allowCidrs?: string;
 }
 
 export interface NewUser extends UserSettings {
@@ -106,6 +109,8 @@ export function createUsers(db: Db, clock: Clock, live: LiveTunnels) {
           .get()!;
       });
       if (!updated.enabled) live.closeUser(id, "USER_DISABLED", "the user was disabled");
+      // who may reach the user's tunnels applies to the live ones too, not only from their next handshake
+      else if (changes.requireAuth !== undefined || changes.allowCidrs !== undefined) live.userAccessChanged?.(updated);
       return updated;
     },
 

@@ -23,6 +23,10 @@ export const users = sqliteTable(
     maxDevices: integer("max_devices").notNull().default(0),
     skipWarning: integer("skip_warning", { mode: "boolean" }).notNull().default(false),
     canUseProxy: integer("can_use_proxy", { mode: "boolean" }).notNull().default(true),
+    /** Every tunnel of the user must carry basic auth or OIDC (else AUTH_REQUIRED). */
+    requireAuth: integer("require_auth", { mode: "boolean" }).notNull().default(false),
+    /** Comma-separated CIDRs every visitor of the user's tunnels must come from, besides each tunnel's own rules; "" = anywhere. */
+    allowCidrs: text("allow_cidrs").notNull().default(""),
     createdAt: text("created_at").notNull(),
     updatedAt: text("updated_at").notNull(),
   },

@@ -12,6 +12,7 @@
 import * as v from "valibot";
 import { admit } from "../core/admission.ts";
 import { AppError } from "../core/errors.ts";
+import { cidrs } from "../core/fields.ts";
 import type { Core } from "../core/index.ts";
 import { limitedLog, log } from "../log.ts";
 import type { EdgeCounters } from "../metrics/edge-counters.ts";
@@ -277,7 +278,7 @@ export class AgentConnection implements AgentLink {
         const back = registry.reclaimable(owner.tokenId, want, admitted.resume);
         const asked = hello.tunnels[i];
         const timeout = asked?.protocol === "http" ? this.responseTimeout(asked.responseTimeout) : undefined;
-        const access = tunnelAccess(asked, [], plan.protocol === "http" ? plan.subdomain : "tcp", providers);
+        const access = tunnelAccess(asked, cidrs(admitted.user.allowCidrs), plan.protocol === "http" ? plan.subdomain : "tcp", providers);
         if (access instanceof AppError) {
           if (!hello.partial) throw access;
           return void refused.push({ index: i, error: access });

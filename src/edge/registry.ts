@@ -14,7 +14,9 @@ import type { Stream } from "../protocol/mux.ts";
 import type { OpenMeta } from "../protocol/messages.ts";
 import { RECLAIM_GRACE_MS } from "../protocol/wire.ts";
 import type { TrafficMeter } from "./meter.ts";
-import type { AccessPolicy } from "./access/policy.ts";
+import { cidrs } from "../core/fields.ts";
+import type { UserRow } from "../db/schema.ts";
+import { AccessPolicy } from "./access/policy.ts";
 
 /** What the registry needs of a connected agent. */
 export interface AgentLink {
@@ -247,6 +249,20 @@ export class Registry implements LiveTunnels, LiveView {
   closeUser(userId: number, code: ErrorCode, message: string): void {
     for (const [id, s] of [...this.sessions]) if (s.link.userId === userId) this.closeSession(id, code, message);
     for (const t of this.allTunnels()) if (t.userId === userId && t.agent === null) this.remove(t);
+  }
+
+  userAccessChanged(user: UserRow): void {
+    const allow = cidrs(user.allowCidrs);
+    for (const t of this.allTunnels()) {
+      if (t.userId !== user.id) continue;
+      t.access = AccessPolicy.withUserAllowCidrs(t.access, t.subdomain ?? String(t.port), allow);
+    }
+    if (!user.requireAuth) return;
+    for (const [id, s] of [...this.sessions]) {
+      if (s.link.userId !== user.id || s.tunnels.every((t) => t.access?.authenticates)) continue;
+      this.closeSession(id, "AUTH_REQUIRED", `user '${user.username}' must now protect every tunnel with basic auth or OIDC`);
+    }
+    for (const t of this.allTunnels()) if (t.userId === user.id && t.agent === null && !t.access?.authenticates) this.remove(t);
   }
 
   closeToken(tokenId: number, code: ErrorCode, message: string): void {

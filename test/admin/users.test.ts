@@ -11,6 +11,7 @@ import { startServer, type TestServer } from "../harness/server.ts";
 
 const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
 const USER_KEYS = [
+  "allow_cidrs",
   "allowed_protocols",
   "can_use_proxy",
   "created_at",
@@ -18,6 +19,7 @@ const USER_KEYS = [
   "id",
   "max_devices",
   "max_tunnels",
+  "require_auth",
   "role",
   "skip_warning",
   "traffic_limit",

@@ -88,6 +88,9 @@ describe(`the ${FIXTURE} fixture opened by burrow ${VERSION}`, () => {
         max_devices: u.max_devices,
         skip_warning: bool(u.skip_warning),
         can_use_proxy: bool(u.can_use_proxy),
+        // added after 0.1.0, with the defaults that keep its behaviour
+        require_auth: false,
+        allow_cidrs: [],
         created_at: u.created_at,
         updated_at: u.updated_at,
       })),

@@ -86,7 +86,12 @@ test("upgrading the 0.1.0 fixture backs it up to burrow.db.bak-0.1.0 first and l
   // the database: upgraded, every old row still there, the new version recorded
   const upgraded = dumpTables(db);
   expect(upgraded.widgets).toEqual([]);
-  expect(upgraded.users!.map(({ nickname, ...rest }) => (expect(nickname).toBeNull(), rest))).toEqual(original.users!);
+  // columns added since 0.1.0 hold their defaults: require_auth off, allow_cidrs empty
+  const added = upgraded.users!.map(({ nickname, require_auth, allow_cidrs, ...rest }) => {
+    expect([nickname, require_auth, allow_cidrs]).toEqual([null, 0, ""]);
+    return rest;
+  });
+  expect(added).toEqual(original.users!);
   expect(upgraded.tokens).toEqual(original.tokens!);
   expect(upgraded.__drizzle_migrations!.map((m) => m.created_at)).toEqual([...migrations.map((m) => m.when), newer.when]);
   expect(userVersion(db)).toBe(encodeVersion(NEWER));

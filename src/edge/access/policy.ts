@@ -38,6 +38,8 @@ export interface AccessSources {
 
 export class AccessPolicy {
   private constructor(
+    /** What it was made from, to make it again when the user's allow_cidrs change. */
+    private readonly sources: AccessSources,
     private readonly ip: IpRules | undefined,
     private readonly basic: BasicAuth | undefined,
     private readonly oidc: OidcGate | undefined,
@@ -58,7 +60,21 @@ export class AccessPolicy {
       responseAdd: http?.responseHeaderAdd,
     });
     if (ip.empty && !basic && !oidc && headers.empty) return undefined;
-    return new AccessPolicy(ip.empty ? undefined : ip, basic, oidc, headers.empty ? undefined : headers);
+    return new AccessPolicy(src, ip.empty ? undefined : ip, basic, oidc, headers.empty ? undefined : headers);
+  }
+
+  /**
+   * A live tunnel's policy after its user's allow_cidrs changed: the same
+   * agent rules (and OIDC keys, so its visitors stay signed in) with the
+   * new list. `current` undefined: the tunnel had no rules of its own.
+   */
+  static withUserAllowCidrs(current: AccessPolicy | undefined, name: string, userAllowCidrs: readonly string[]): AccessPolicy | undefined {
+    return AccessPolicy.compile({ ...(current?.sources ?? { name }), userAllowCidrs });
+  }
+
+  /** Whether visitors must sign in (basic auth or OIDC): what a user's require_auth asks of every tunnel. */
+  get authenticates(): boolean {
+    return this.basic !== undefined || this.oidc !== undefined;
   }
 
   /** IP rules say no to this canonical address (a tcp tunnel closes the connection at accept). */

@@ -20,6 +20,10 @@ export interface User extends Me {
   max_devices: number;
   skip_warning: boolean;
   can_use_proxy: boolean;
+  /** Every tunnel must carry basic auth or OIDC (AUTH_REQUIRED otherwise). */
+  require_auth?: boolean;
+  /** Visitors of every tunnel must come from one of these; [] = anywhere. */
+  allow_cidrs?: string[];
   created_at?: string;
   updated_at?: string;
 }

@@ -21,6 +21,7 @@ export const rules = {
   password: f.password,
   subdomain: f.subdomain,
   limit: f.limit,
+  cidrs: f.cidrList,
   deviceName: v.pipe(v.string(), v.trim(), v.minLength(1, "must not be empty"), v.maxLength(100, "must be at most 100 characters")),
 };
 

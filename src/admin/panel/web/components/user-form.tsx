@@ -22,6 +22,8 @@ const FIELDS = [
   "max_devices",
   "skip_warning",
   "can_use_proxy",
+  "require_auth",
+  "allow_cidrs",
 ] as const;
 
 /** Moves focus to the first field with an error, so keyboard and screen reader users land on it. */
@@ -42,7 +44,13 @@ interface Draft {
   trafficPeriod: TrafficPeriod;
   skipWarning: boolean;
   canUseProxy: boolean;
+  requireAuth: boolean;
+  /** As typed: CIDRs one per line, or separated by commas or spaces. */
+  allowCidrs: string;
 }
+
+/** The typed allow list as the API's list. */
+const cidrsOf = (text: string) => text.split(/[\s,]+/).filter((c) => c !== "");
 
 function draftOf(u?: User): Draft {
   const traffic = splitBytes(u?.traffic_limit ?? 0);
@@ -60,6 +68,8 @@ function draftOf(u?: User): Draft {
     trafficPeriod: u?.traffic_period ?? "monthly",
     skipWarning: u?.skip_warning ?? false,
     canUseProxy: u?.can_use_proxy ?? true,
+    requireAuth: u?.require_auth ?? false,
+    allowCidrs: (u?.allow_cidrs ?? []).join("\n"),
   };
 }
 
@@ -99,6 +109,11 @@ function bodyOf(d: Draft, creating: boolean): { body: Record<string, unknown>; e
   body.traffic_period = d.trafficPeriod;
   body.skip_warning = d.skipWarning;
   body.can_use_proxy = d.canUseProxy;
+  body.require_auth = d.requireAuth;
+  const cidrs = cidrsOf(d.allowCidrs);
+  const cidrProblem = check(rules.cidrs, cidrs);
+  if (cidrProblem) errors.allow_cidrs = `Allowed addresses: ${cidrs.find((c) => check(rules.cidrs, [c])) ?? "the list"} ${cidrProblem}`;
+  body.allow_cidrs = cidrs;
   return { body, errors };
 }
 
@@ -126,7 +141,8 @@ export function UserForm(props: { user?: User; onSaved(user: User): void; onCanc
       const original = props.user as unknown as Record<string, unknown>;
       // unchanged, and the traffic limit as stored (a re-typed 1.5 GB must not drift by a byte)
       send = Object.fromEntries(
-        Object.entries(body).filter(([k, v]) => v !== before[k] && !(k === "traffic_limit" && v === original.traffic_limit)),
+        // a list (allow_cidrs) is unchanged when it reads the same
+        Object.entries(body).filter(([k, v]) => JSON.stringify(v) !== JSON.stringify(before[k]) && !(k === "traffic_limit" && v === original.traffic_limit)),
       );
       if (Object.keys(send).length === 0) {
         setFormError("Nothing changed: there is nothing to save.");
@@ -246,6 +262,22 @@ export function UserForm(props: { user?: User; onSaved(user: User): void; onCanc
         </div>
         <Checkbox label="May connect through a proxy" hint="HTTP or SOCKS proxy between the agent and this server (can_use_proxy)" checked={draft.canUseProxy} onChange={(v) => set("canUseProxy", v)} name="can_use_proxy" />
         <Checkbox label="May skip the browser warning page" hint="Honoured when the agent asks with --skip-warning (skip_warning)" checked={draft.skipWarning} onChange={(v) => set("skipWarning", v)} name="skip_warning" />
+      </fieldset>
+
+      <fieldset>
+        <legend>Who may reach their tunnels</legend>
+        <Checkbox
+          label="Require sign-in on every tunnel"
+          hint="Each tunnel must carry --basic-auth or --oidc-issuer, or is refused (AUTH_REQUIRED); no tcp tunnel can (require_auth)"
+          checked={draft.requireAuth}
+          onChange={(v) => set("requireAuth", v)}
+          name="require_auth"
+        />
+        <Field label="Allowed visitor addresses" error={errors.allow_cidrs} hint="IPv4 or IPv6 CIDRs, one per line; every tunnel of the user, besides its own rules · empty = anywhere (allow_cidrs)">
+          {({ id, describedBy, invalid }) => (
+            <textarea id={id} name="allow_cidrs" rows={3} spellcheck={false} placeholder={"10.0.0.0/8\n2001:db8::/32"} value={draft.allowCidrs} onInput={(e) => set("allowCidrs", e.currentTarget.value)} aria-invalid={invalid} aria-describedby={describedBy} />
+          )}
+        </Field>
       </fieldset>
 
       <div class="form-actions">

@@ -77,6 +77,10 @@ export function UserPage(props: { id: number }) {
             <dd>{u.can_use_proxy ? "allowed" : "not allowed"}</dd>
             <dt>Skip warning page</dt>
             <dd>{u.skip_warning ? "allowed" : "not allowed"}</dd>
+            <dt>Sign-in on tunnels</dt>
+            <dd>{u.require_auth ? "required" : "not required"}</dd>
+            <dt>Visitors from</dt>
+            <dd>{u.allow_cidrs?.length ? u.allow_cidrs.join(", ") : "anywhere"}</dd>
           </dl>
           <p class="hint">
             <a href="#settings">Change settings ↓</a>
