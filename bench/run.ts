@@ -369,7 +369,7 @@ async function throughput(bin: string, nginxPort: number, direct: string, sinkPo
 
   if (wants("isolation")) await isolation(server, host);
   if (wants("inspector")) {
-    results.inspector = await inspectorOverhead({ procs, bin, dir, server, token, nginxPort, rounds: Math.max(cfg.rounds, 3), seconds: cfg.seconds, warmupSeconds: cfg.warmupSeconds, say });
+    results.inspector = await inspectorOverhead({ procs, bin, dir, server, token, nginxPort, rounds: Math.max(cfg.rounds, 6), seconds: Math.min(cfg.seconds, 6), warmupSeconds: cfg.warmupSeconds, say });
   }
 
   // the memory phase runs on fresh servers: nothing of this phase keeps running
