@@ -79,3 +79,17 @@ export function httpAccessFromFlags(values: Record<string, unknown>): HttpAccess
     oidc,
   });
 }
+
+/** A tunnel's access settings in a few words for `burrow config check`, naming no password, secret or header value. */
+export function describeAccess(access: HttpAccess | TcpAccess | undefined): string[] {
+  if (!access) return [];
+  const http = access as HttpAccess;
+  const n = (list: unknown[] | undefined, one: string, many = `${one}s`) => (list?.length ? `${list.length} ${list.length === 1 ? one : many}` : "");
+  return [
+    http.basicAuth?.length ? `basic auth (${n(http.basicAuth, "user")})` : "",
+    http.oidc ? `OIDC ${http.oidc.issuer}${http.oidc.allowEmails?.length ? ` for ${http.oidc.allowEmails.join(" ")}` : ""}` : "",
+    access.allowCidrs?.length ? `allow ${access.allowCidrs.join(" ")}` : "",
+    access.denyCidrs?.length ? `deny ${access.denyCidrs.join(" ")}` : "",
+    http.requestHeaderAdd?.length || http.requestHeaderRemove?.length || http.responseHeaderAdd?.length ? "header rules" : "",
+  ].filter(Boolean);
+}

@@ -6,6 +6,7 @@ import type { AgentTunnel } from "../agent/client.ts";
 import { parseFlags, type FlagSpec } from "../config/flags.ts";
 import { configFileCandidates, findConfigFile, readTunnelsFile, type TunnelsFile } from "../config/tunnels-file.ts";
 import { UsageError } from "../config/usage.ts";
+import { describeAccess } from "./access-flags.ts";
 import { COMMON, runAgent } from "./agent.ts";
 import { CONFIG_HELP, START_HELP } from "./help.ts";
 
@@ -54,12 +55,16 @@ export async function configCommand(argv: string[]): Promise<number> {
 function describe(t: TunnelsFile["tunnels"][number]): string {
   const local = `${t.target.tls ? "https://" : ""}${t.target.host.includes(":") ? `[${t.target.host}]` : t.target.host}:${t.target.port}`;
   const r = t.request;
-  if (r.protocol === "tcp") return `tcp  ${r.port !== undefined ? `port ${r.port}` : "any port"} -> ${local}`;
+  if (r.protocol === "tcp") {
+    const rules = describeAccess(r.access);
+    return `tcp  ${r.port !== undefined ? `port ${r.port}` : "any port"} -> ${local}${rules.length ? `  (${rules.join(", ")})` : ""}`;
+  }
   const extras = [
     t.target.hostHeader !== undefined ? `host_header ${t.target.hostHeader}` : "",
     r.skipWarning ? "skip_warning" : "",
     r.responseTimeout !== undefined ? `response_timeout ${r.responseTimeout} s` : "",
     t.inspect ? "" : "not inspected",
+    ...describeAccess(r.access),
   ].filter(Boolean);
   return `http ${r.subdomain ?? "(random name)"} -> ${local}${extras.length ? `  (${extras.join(", ")})` : ""}`;
 }

@@ -20,7 +20,7 @@ import { parseJsonPayload, ProtocolError } from "../protocol/frames.ts";
 import { Hello, type GrantedTunnel, type OpenMeta } from "../protocol/messages.ts";
 import { Mux, type SendResult, type Stream } from "../protocol/mux.ts";
 import { FrameType, HANDSHAKE_TIMEOUT_MS, PROTOCOL_VERSION, WireError, type FrameTypeValue } from "../protocol/wire.ts";
-import { discoverProviders, needsDiscovery, tunnelAccess, type Providers } from "./access/handshake.ts";
+import { discoverProviders, helloIssue, needsDiscovery, tunnelAccess, type Providers } from "./access/handshake.ts";
 import type { HandshakeGuard } from "./handshake-guard.ts";
 import type { PortAllocator } from "./ports.ts";
 import type { AgentLink, Registry, Tunnel } from "./registry.ts";
@@ -243,7 +243,7 @@ export class AgentConnection implements AgentLink {
 
   private hello(raw: unknown, providers?: Providers): void {
     const parsed = v.safeParse(Hello, raw);
-    if (!parsed.success) throw new ProtocolError(`bad HELLO: ${parsed.issues[0]?.message}`);
+    if (!parsed.success) throw new ProtocolError(`bad HELLO: ${helloIssue(parsed.issues)}`);
     const hello = parsed.output;
     clearTimeout(this.handshakeTimer);
     if (hello.version !== PROTOCOL_VERSION) {

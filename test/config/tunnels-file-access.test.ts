@@ -3,7 +3,11 @@
  * every mistake as FILE:LINE: FIELD: why (never quoting a password).
  */
 import { describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { ConfigFileError, parseTunnelsFile } from "../../src/config/tunnels-file.ts";
+import { burrowCommand } from "../harness/server.ts";
 
 const FILE = "/home/dev/burrow.yml";
 
@@ -117,4 +121,38 @@ describe("mistakes, by line", () => {
       `${FILE}:6: tunnels.web.oidc: a tunnel takes basic_auth or oidc, not both`,
     );
   });
+});
+
+test("burrow config check names each tunnel's rules, never a password, a secret or a header's value", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "burrow-check-"));
+  try {
+    writeFileSync(
+      join(dir, "burrow.yml"),
+      `tunnels:
+  web:
+    proto: http
+    addr: 3000
+    basic_auth: ["alice:pw-secret-1", "bob:pw-secret-2"]
+    deny_cidr: 10.0.0.0/8
+    request_header_add: ["X-Api-Key: key-secret-3"]
+  sso:
+    proto: http
+    addr: 3001
+    oidc: { issuer: "https://id.example.com", client_id: abc, client_secret: oidc-secret-4, allow_emails: ["@example.com"] }
+  db:
+    proto: tcp
+    addr: 5432
+    allow_cidr: ["::1", 127.0.0.1]
+`,
+    );
+    const proc = Bun.spawn([...burrowCommand(), "config", "check"], { cwd: dir, stdout: "pipe", stderr: "pipe", env: { ...process.env, XDG_CONFIG_HOME: dir } });
+    const [out, code] = [await new Response(proc.stdout).text(), await proc.exited];
+    expect(code).toBe(0);
+    expect(out).toContain("(basic auth (2 users), deny 10.0.0.0/8, header rules)");
+    expect(out).toContain("(OIDC https://id.example.com for @example.com)");
+    expect(out).toContain("(allow ::1 127.0.0.1)");
+    expect(out).not.toMatch(/secret-\d/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

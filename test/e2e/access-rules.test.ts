@@ -299,6 +299,13 @@ describe("the edge checks the settings of every HELLO", () => {
     expect(server.output.text()).not.toContain(SECRET_IN_REFUSED_HELLO);
   });
 
+  test("a HELLO whose access settings do not fit the schema is a protocol error that names the field, not its value", async () => {
+    const answer = await hello([{ protocol: "http", access: { basicAuth: [{ user: "u", password: 424242424242 }] } }]);
+    expect(answer.refusal?.code).toBe("PROTOCOL_ERROR");
+    expect(answer.refusal?.message).toBe("bad HELLO: tunnels.0.access.basicAuth.0.password is not valid");
+    expect(server.output.text()).not.toContain("424242424242");
+  });
+
   test("a partial HELLO: the good tunnel is granted (marked access: true), the bad one refused by index", async () => {
     const answer = await hello(
       [

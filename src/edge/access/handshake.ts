@@ -52,3 +52,15 @@ export function tunnelAccess(
   if (oidc && !provider) return new AppError("OIDC_DISCOVERY_FAILED", `the OIDC issuer ${oidc.issuer} was not reached`);
   return AccessPolicy.compile({ asked: asked?.access, userAllowCidrs, name, provider });
 }
+
+/**
+ * What is wrong with a HELLO that does not fit its schema, for the
+ * PROTOCOL_ERROR and the log: valibot's words, except under `access`, where
+ * they could quote a password or a secret; there only the field is named.
+ */
+export function helloIssue(issues: readonly { message: string; path?: readonly { key: unknown }[] }[]): string {
+  const first = issues[0];
+  if (!first) return "invalid";
+  const path = first.path?.map((p) => String(p.key)) ?? [];
+  return path.includes("access") ? `${path.join(".")} is not valid` : first.message;
+}
