@@ -160,6 +160,8 @@ Flags:
                           take to finish                             (default ${d["drain-timeout"]})
   --handshake-limit N     failed agent handshakes one address may make
                           a minute before RATE_LIMITED               (default ${d["handshake-limit"]})
+  --audit-days N          days the audit log keeps an entry; older ones
+                          are deleted at start and daily             (default ${d["audit-days"]})
 
 HTTPS from an ACME CA (Let's Encrypt unless told otherwise):
   --acme-email ADDR       get and renew certificates; the edge serves HTTPS on
