@@ -162,6 +162,10 @@ Flags:
                           a minute before RATE_LIMITED               (default ${d["handshake-limit"]})
   --audit-days N          days the audit log keeps an entry; older ones
                           are deleted at start and daily             (default ${d["audit-days"]})
+  --log-format F          text, or json: one JSON object a line    (default ${d["log-format"]})
+  --metrics-token T       bearer token Prometheus scrapes GET /metrics with
+                          on the admin port (16+ characters; prefer
+                          BURROW_METRICS_TOKEN); without it: admins only
 
 HTTPS from an ACME CA (Let's Encrypt unless told otherwise):
   --acme-email ADDR       get and renew certificates; the edge serves HTTPS on
@@ -185,6 +189,7 @@ Environment:
   BURROW_<FLAG>           any flag above, e.g. BURROW_ADMIN_PORT=4041
   BURROW_ADMIN_USERNAME   first admin's name when the database has no admin (default admin)
   BURROW_ADMIN_PASSWORD   first admin's password; when unset one is generated and printed once
+  BURROW_METRICS_TOKEN    the --metrics-token, kept out of the process list
 `;
 
 export const SERVER_INIT_HELP = `Usage: burrow server init --domain D [server flags] [flags]
