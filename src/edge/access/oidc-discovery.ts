@@ -14,6 +14,8 @@ import { AppError } from "../../core/errors.ts";
 export const DISCOVERY_TIMEOUT_MS = 5_000;
 /** How long a provider's metadata is reused. */
 const CACHE_MS = 5 * 60_000;
+/** Issuers remembered at once; the oldest goes first (a user cannot grow it without bound). */
+const CACHE_ENTRIES = 256;
 
 export interface OidcProvider {
   issuer: string;
@@ -37,6 +39,8 @@ export async function discover(issuer: string, now = Date.now()): Promise<OidcPr
       throw new Error("its metadata lacks an authorization, token or jwks endpoint");
     }
     const provider: OidcProvider = { issuer, metadata, keys: createRemoteJWKSet(new URL(metadata.jwks_uri), { timeoutDuration: DISCOVERY_TIMEOUT_MS }), insecure };
+    cache.delete(issuer);
+    if (cache.size >= CACHE_ENTRIES) cache.delete(cache.keys().next().value!);
     cache.set(issuer, { at: now, provider });
     return provider;
   } catch (err) {
