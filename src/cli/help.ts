@@ -35,6 +35,11 @@ const AGENT_COMMON = `  --server URL            the burrow server, e.g. https://
                           else text); json is one object per line per event
   --log-level L           debug, info, warn or error: what text and json show
                           (default: info)
+  --inspect-addr HOST:PORT
+                          where the request inspector listens (default: the
+                          first free of 127.0.0.1:4040-4049)
+  --inspect-keep N        requests the inspector keeps (default 1000)
+  --no-inspect            no request inspector
   -h, --help              this text`;
 
 export const HTTP_HELP = `Usage: burrow http PORT|HOST:PORT|URL [flags]
@@ -102,6 +107,7 @@ and oidc: { issuer, client_id, client_secret, allow_emails }.
 
 A tunnel the server refuses (a subdomain taken, say) is reported by name and
 the others run; only when every tunnel is refused does burrow exit 1.
+A tunnel with 'inspect: false' is left out of the request inspector.
 
 Flags:
   --all                   start every tunnel of the file
