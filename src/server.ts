@@ -105,6 +105,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       wantCertificate: certificates && ((host) => certificates!.want(host)),
       responseTimeoutMs: config.responseTimeoutMs,
       maxResponseTimeoutMs: config.maxResponseTimeoutMs,
+      oidcHttpIssuers: config.oidcHttpIssuers,
       publicUrl: config.publicUrl,
       agentPort: config.agentPort,
       idleTimeoutS: config.idleTimeoutS,

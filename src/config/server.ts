@@ -41,6 +41,7 @@ export const SERVER_DEFAULTS = {
   "max-response-timeout": "600",
   "log-format": "text",
   "metrics-token": "",
+  "oidc-http-issuers": "off",
 } as const;
 
 export const SERVER_FLAGS: Record<keyof typeof SERVER_DEFAULTS, FlagSpec> = {
@@ -77,6 +78,7 @@ export const SERVER_FLAGS: Record<keyof typeof SERVER_DEFAULTS, FlagSpec> = {
   "max-response-timeout": { type: "string", env: true },
   "log-format": { type: "string", env: true },
   "metrics-token": { type: "string", env: true },
+  "oidc-http-issuers": { type: "string", env: true },
 };
 
 /** Flags whose value is a secret: a mistake in one is reported without echoing it. */
@@ -111,6 +113,13 @@ export interface ServerConfig {
   maxConns?: number;
   /** Proxies whose X-Forwarded-For names the real client (CIDRs, as given). */
   trustedProxies: string[];
+  /**
+   * Whether a tunnel's OIDC issuer may be plain http on this machine's
+   * loopback (a provider beside the server, or a test). Off, every issuer is
+   * https: an agent's token is all it takes to make the server fetch an
+   * issuer's discovery, and loopback services are not the agents' to reach.
+   */
+  oidcHttpIssuers: boolean;
   /** Failed agent handshakes a client address may make a minute before RATE_LIMITED. */
   handshakeLimit: number;
   /** On SIGTERM, how long visitor requests in flight may take to finish. */
@@ -230,6 +239,7 @@ const Schema = v.object({
   "dns-total-rate": count("dns-total-rate"),
   "max-response-timeout": count("max-response-timeout"),
   "log-format": v.picklist(LOG_FORMATS, `--log-format must be ${LOG_FORMATS.join(" or ")}`),
+  "oidc-http-issuers": v.picklist(["off", "loopback"], "--oidc-http-issuers must be off or loopback"),
   // a scraper's secret: long enough not to be guessed, and plain enough to sit in a header and a config file
   "metrics-token": v.pipe(
     v.string(),
@@ -292,6 +302,7 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     maxConns: o["max-conns"] === "auto" ? undefined : o["max-conns"],
     maxAgentsPerIp: o["max-agents-per-ip"],
     trustedProxies: o["trusted-proxies"],
+    oidcHttpIssuers: o["oidc-http-issuers"] === "loopback",
     handshakeLimit: o["handshake-limit"],
     drainTimeoutMs: o["drain-timeout"] * 1000,
     logFormat: o["log-format"],

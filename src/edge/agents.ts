@@ -41,6 +41,8 @@ export interface EdgeContext {
   handshakes?: HandshakeGuard;
   /** The longest response timeout an agent may ask for a tunnel; undefined: none may be asked. */
   maxResponseTimeoutMs?: number;
+  /** Tunnels may name a plain-http OIDC issuer on loopback (--oidc-http-issuers loopback); else https only. */
+  oidcHttpIssuers?: boolean;
   /** Handshake results and stream resets, for the metrics. */
   counters?: EdgeCounters;
 }
@@ -229,7 +231,7 @@ export class AgentConnection implements AgentLink {
       try {
         // who is asking, before anything is fetched for them (tunnel by tunnel comes after discovery)
         admit(this.edge.core, { token: (raw as Hello).token, proxy: false, tunnels: [], partial: true }, this.edge.registry);
-        providers = await discoverProviders(tunnels);
+        providers = await discoverProviders(tunnels, this.edge.oidcHttpIssuers ?? false);
       } catch (err) {
         if (!(err instanceof AppError)) throw err; // a refusal: hello() below meets it again and refuses as always
       }

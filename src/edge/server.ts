@@ -48,6 +48,8 @@ export interface EdgeOptions {
   responseTimeoutMs: number;
   /** The longest response timeout an agent may ask for its tunnel. */
   maxResponseTimeoutMs: number;
+  /** Plain-http OIDC issuers on loopback may be used by tunnels (--oidc-http-issuers loopback). */
+  oidcHttpIssuers?: boolean;
   /** Scheme and port visitors use, when a proxy in front differs from what the edge listens on. */
   publicUrl?: { scheme: "http" | "https"; port: number };
   /** The direct port for agents (0: any free one); undefined: agents stay on the WebSocket. */
@@ -148,6 +150,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     tcpAddress: (port) => `${domain}:${port}`,
     directPort: () => direct?.port,
     maxResponseTimeoutMs: opts.maxResponseTimeoutMs,
+    oidcHttpIssuers: opts.oidcHttpIssuers ?? false,
     handshakes: new HandshakeGuard(opts.handshakeLimit, () => core.clock.now().getTime()),
     counters,
   };

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { signedIn } from "../harness/admin.ts";
 import { startAgent, tunnelFetch, type TestAgent } from "../harness/agent.ts";
 import { startOidcProvider, TEST_CLIENT_ID, TEST_CLIENT_SECRET, type TestProvider } from "../harness/oidc-provider.ts";
-import { startServer, type TestServer } from "../harness/server.ts";
+import { burrowCommand, startServer, type TestServer } from "../harness/server.ts";
 import { openBrowser, type TestBrowser } from "../panel/browser.ts";
 
 const SUB = "sso-app";
@@ -28,7 +28,8 @@ const service = Bun.serve({
 });
 
 beforeAll(async () => {
-  server = await startServer();
+  // the test provider is plain http on loopback, which a server allows only when told to
+  server = await startServer({ args: ["--oidc-http-issuers", "loopback"] });
   tunnelUrl = `http://${SUB}.localhost:${server.edgePort}`;
   provider = await startOidcProvider({
     redirectUris: [`${tunnelUrl}/_burrow/oidc/callback`],
@@ -146,5 +147,31 @@ describe("the allowed emails", () => {
     await signInAtProvider("mallory");
     await page.getByText("mallory@evil.example.org may not reach this tunnel").waitFor();
     expect((await context.cookies(tunnelUrl)).find((c) => c.name === "burrow_session")).toBeUndefined();
+  }, 30_000);
+});
+
+describe("a plain-http issuer on a server that does not allow them (the default)", () => {
+  test("the tunnel is refused with OIDC_INVALID, and the server never asks the issuer", async () => {
+    await using strict = await startServer();
+    const api = await signedIn(strict);
+    const token = await api.createToken(await api.createUser("sso-strict"));
+    // a stand-in for a loopback service a token holder would have the server fetch
+    let asked = 0;
+    const inside = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => (asked++, new Response("{}")) });
+    try {
+      // spawned, not spawnSync: this process's stand-in must stay able to answer, were it asked
+      const run = Bun.spawn(
+        [...burrowCommand(), "http", String(service.port), "--server", strict.edgeUrl, "--token", token, "--log", "text", "--no-inspect",
+          "--oidc-issuer", `http://127.0.0.1:${inside.port}`, "--oidc-client-id", "x", "--oidc-allow-email", "@example.com"],
+        { env: { ...process.env, BURROW_OIDC_CLIENT_SECRET: "secret", XDG_CONFIG_HOME: join(import.meta.dir, ".no-such-dir") }, stdout: "pipe", stderr: "pipe", timeout: 20_000 },
+      );
+      const [code, stderr] = await Promise.all([run.exited, new Response(run.stderr).text()]);
+      expect(code).toBe(1);
+      expect(stderr).toContain("OIDC_INVALID");
+      expect(stderr).toContain("--oidc-http-issuers loopback");
+      expect(asked).toBe(0);
+    } finally {
+      inside.stop(true);
+    }
   }, 30_000);
 });

@@ -289,7 +289,9 @@ describe("the edge checks the settings of every HELLO", () => {
       [{ protocol: "http", access: { basicAuth: [{ user: "u", password: "" }] } }, "BASIC_AUTH_INVALID"],
       [{ protocol: "http", access: { requestHeaderAdd: [["X-Api-Key", `${SECRET_IN_REFUSED_HELLO}\r\nX-Injected: 1`]] } }, "HEADER_RULE_INVALID"],
       [{ protocol: "http", access: { oidc: { issuer: "ftp://id.example.com", clientId: "c", clientSecret: SECRET_IN_REFUSED_HELLO } } }, "OIDC_INVALID"],
-      [{ protocol: "http", access: { oidc: { issuer: "http://127.0.0.1:9", clientId: "c", clientSecret: SECRET_IN_REFUSED_HELLO } } }, "OIDC_DISCOVERY_FAILED"],
+      // plain http is refused before anything is fetched (the server was not given --oidc-http-issuers loopback)
+      [{ protocol: "http", access: { oidc: { issuer: "http://127.0.0.1:9", clientId: "c", clientSecret: SECRET_IN_REFUSED_HELLO } } }, "OIDC_INVALID"],
+      [{ protocol: "http", access: { oidc: { issuer: "https://127.0.0.1:9", clientId: "c", clientSecret: SECRET_IN_REFUSED_HELLO } } }, "OIDC_DISCOVERY_FAILED"],
     ];
     for (const [tunnel, code] of cases) {
       const answer = await hello([tunnel]);

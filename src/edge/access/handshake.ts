@@ -19,12 +19,21 @@ export function needsDiscovery(tunnels: readonly TunnelRequest[]): boolean {
   return tunnels.some((t) => oidcOf(t) !== undefined);
 }
 
-/** Asks every well-formed issuer of the HELLO at once (ill-formed ones are refused by admission as OIDC_INVALID). */
-export async function discoverProviders(tunnels: readonly TunnelRequest[]): Promise<Providers> {
+/**
+ * Asks every well-formed issuer of the HELLO at once (ill-formed ones are
+ * refused by admission as OIDC_INVALID). A plain-http issuer is asked only
+ * when the server allows them (`httpIssuers`): otherwise any token holder
+ * could have the server fetch from its own loopback services.
+ */
+export async function discoverProviders(tunnels: readonly TunnelRequest[], httpIssuers: boolean): Promise<Providers> {
   const issuers = new Set(tunnels.map((t) => oidcOf(t)?.issuer).filter((i): i is string => i !== undefined && issuerProblem(i) === undefined));
   const out = new Map<string, OidcProvider | AppError>();
   await Promise.all(
     [...issuers].map(async (issuer) => {
+      if (!httpIssuers && issuer.toLowerCase().startsWith("http:")) {
+        out.set(issuer, new AppError("OIDC_INVALID", `the OIDC issuer ${issuer} is plain http, which this server does not allow (its admin can allow loopback issuers with --oidc-http-issuers loopback)`));
+        return;
+      }
       try {
         out.set(issuer, await discover(issuer));
       } catch (err) {
