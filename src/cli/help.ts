@@ -172,6 +172,8 @@ Flags:
   --metrics-token T       bearer token Prometheus scrapes GET /metrics with
                           on the admin port (16+ characters; prefer
                           BURROW_METRICS_TOKEN); without it: admins only
+  --oidc-http-issuers M   off, or loopback: tunnels may use a plain-http
+                          OIDC issuer on loopback                    (default ${d["oidc-http-issuers"]})
 
 HTTPS from an ACME CA (Let's Encrypt unless told otherwise):
   --acme-email ADDR       get and renew certificates; the edge serves HTTPS on
