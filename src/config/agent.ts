@@ -34,17 +34,36 @@ export function saveConfig(config: SavedConfig, env: Record<string, string | und
   return path;
 }
 
+/**
+ * A URL as it may be shown in a message: its password, if it has one
+ * (`http://user:secret@proxy:3128`), replaced by `***`. Works on text that
+ * does not parse as a URL too, since that is when it is shown.
+ */
+export function hidePassword(raw: string): string {
+  return raw.replace(/^([^/?#]*\/\/[^/?#@:]*):[^/?#@]*@/, "$1:***@");
+}
+
 /** A server URL as given: "tunnels.example.com" means http://tunnels.example.com. */
 export function normaliseServerUrl(raw: string): string {
+  try {
+    return parseServerUrl(raw);
+  } catch (err) {
+    if (err instanceof UsageError) throw new UsageError(`--server: ${err.message}`);
+    throw err;
+  }
+}
+
+/** normaliseServerUrl's check, its message without the flag's name (burrow.yml's `server:` names its own line). */
+export function parseServerUrl(raw: string): string {
   const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(raw) ? raw : `http://${raw}`;
   let url: URL;
   try {
     url = new URL(withScheme);
   } catch {
-    throw new UsageError(`--server: '${raw}' is not a URL such as https://tunnels.example.com`);
+    throw new UsageError(`'${hidePassword(raw)}' is not a URL such as https://tunnels.example.com`);
   }
   if (!["http:", "https:", "ws:", "wss:"].includes(url.protocol)) {
-    throw new UsageError(`--server: '${raw}' must be an http:// or https:// URL`);
+    throw new UsageError(`'${hidePassword(raw)}' must be an http:// or https:// URL`);
   }
   return `${url.protocol}//${url.host}`;
 }
@@ -72,14 +91,24 @@ export function resolveCredentials(
 export function resolveProxy(flag: string | undefined, env: Record<string, string | undefined> = process.env): string | undefined {
   const raw = flag || env.HTTPS_PROXY || env.https_proxy || env.ALL_PROXY || env.all_proxy;
   if (!raw) return undefined;
+  try {
+    return parseProxyUrl(raw);
+  } catch (err) {
+    if (err instanceof UsageError) throw new UsageError(`--proxy: ${err.message}`);
+    throw err;
+  }
+}
+
+/** resolveProxy's check, its message without the flag's name; a password in the URL is never shown. */
+export function parseProxyUrl(raw: string): string {
   let url: URL;
   try {
     url = new URL(raw);
   } catch {
-    throw new UsageError(`--proxy: '${raw}' is not a URL such as http://proxy:3128 or socks5://proxy:1080`);
+    throw new UsageError(`'${hidePassword(raw)}' is not a URL such as http://proxy:3128 or socks5://proxy:1080`);
   }
   if (!["http:", "https:", "socks5:", "socks5h:"].includes(url.protocol)) {
-    throw new UsageError(`--proxy: '${raw}' must be http://, https:// or socks5://`);
+    throw new UsageError(`'${hidePassword(raw)}' must be http://, https:// or socks5://`);
   }
   return url.toString();
 }

@@ -24,6 +24,7 @@ import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Pair, type Par
 import type { LocalTarget } from "../agent/http.ts";
 import { subdomain as subdomainRule } from "../core/fields.ts";
 import type { HttpAccess, TunnelRequest } from "../protocol/messages.ts";
+import { parseProxyUrl, parseServerUrl } from "./agent.ts";
 import { configDir } from "./paths.ts";
 import {
   compactAccess,
@@ -130,12 +131,14 @@ export function parseTunnelsFile(text: string, path: string): TunnelsFile {
     switch (key) {
       case "server":
         out.server = text_(value, key, fail);
+        checkUrl(parseServerUrl, out.server, value, key, fail);
         break;
       case "token":
         out.token = text_(value, key, fail);
         break;
       case "proxy":
         out.proxy = text_(value, key, fail);
+        checkUrl(parseProxyUrl, out.proxy, value, key, fail);
         break;
       case "insecure":
         out.insecure = bool(value, key, fail);
@@ -328,6 +331,16 @@ function fieldNode(map: Node, key: string): Node {
 function scalarText(node: Node, field: string, fail: Fail): string {
   if (isScalar(node) && (typeof node.value === "string" || typeof node.value === "number")) return String(node.value);
   return fail(node, field, "must be a single value, not a list or a map");
+}
+
+/** server: and proxy: are checked here as their flags are, so a mistake names the file's line, not a flag. */
+function checkUrl(parse: (raw: string) => string, raw: string, node: Node, field: string, fail: Fail): void {
+  try {
+    parse(raw);
+  } catch (err) {
+    if (err instanceof UsageError) fail(node, field, err.message);
+    throw err;
+  }
 }
 
 function text_(node: Node, field: string, fail: Fail): string {

@@ -6,7 +6,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { resolveCredentials } from "../../src/config/agent.ts";
+import { normaliseServerUrl, resolveCredentials, resolveProxy } from "../../src/config/agent.ts";
 import { ConfigFileError, findConfigFile, parseTunnelsFile, readTunnelsFile } from "../../src/config/tunnels-file.ts";
 
 const FILE = "/home/dev/burrow.yml";
@@ -122,6 +122,25 @@ describe("every mistake: one line naming the file, the line and the field", () =
     const message = error(text);
     expect(message.startsWith(expected)).toBe(true);
     expect(message).not.toContain("\n");
+  });
+
+  test("a server: or proxy: that is no usable URL is a mistake of its line, like any other, and its password is not shown", () => {
+    const tunnels = "tunnels:\n  a: {proto: http, addr: 1}\n";
+    const server = error(`server: ftp://me:s3cret-pass@tunnels.example.com\n${tunnels}`);
+    expect(server).toBe(`${FILE}:1: server: 'ftp://me:***@tunnels.example.com' must be an http:// or https:// URL`);
+    const proxy = error(`token: brw_x\nproxy: ftp://me:s3cret-pass@proxy:3128\n${tunnels}`);
+    expect(proxy).toBe(`${FILE}:2: proxy: 'ftp://me:***@proxy:3128' must be http://, https:// or socks5://`);
+    expect(error(`proxy: "http://me:s3cret-pass@[bad"\n${tunnels}`)).toBe(
+      `${FILE}:1: proxy: 'http://me:***@[bad' is not a URL such as http://proxy:3128 or socks5://proxy:1080`,
+    );
+    // the flags' own messages keep the flag's name and hide the password too
+    expect(() => normaliseServerUrl("ftp://me:s3cret-pass@host")).toThrow("--server: 'ftp://me:***@host' must be an http:// or https:// URL");
+    expect(() => resolveProxy("ftp://me:s3cret-pass@host", {})).toThrow("--proxy: 'ftp://me:***@host' must be http://, https:// or socks5://");
+    // what is right still reads as before
+    expect(parseTunnelsFile(`server: tunnels.example.com\nproxy: http://me:pw@proxy:3128\n${tunnels}`, FILE)).toMatchObject({
+      server: "tunnels.example.com",
+      proxy: "http://me:pw@proxy:3128",
+    });
   });
 
   test("more tunnels than one agent runs (16)", () => {
