@@ -10,8 +10,9 @@ import { paint } from "../../src/cli/colours.ts";
 import { chooseOutput } from "../../src/cli/agent-output/choose.ts";
 import { DURATION_SAMPLE, RATE_SPAN_S, TrafficCounters } from "../../src/cli/agent-output/counters.ts";
 import { jsonOutput, requestFields } from "../../src/cli/agent-output/json.ts";
+import { lineOutput } from "../../src/cli/agent-output/lines.ts";
 import { shown } from "../../src/cli/agent-output/levels.ts";
-import { printable } from "../../src/cli/agent-output/print.ts";
+import { flushLines, printable } from "../../src/cli/agent-output/print.ts";
 import { Recent } from "../../src/cli/agent-output/recent.ts";
 import { fit, renderScreen, type Activity, type ScreenState } from "../../src/cli/agent-output/screen-view.ts";
 import { UsageError } from "../../src/config/usage.ts";
@@ -232,6 +233,46 @@ describe("--log json", () => {
     expect(shown("debug", "info")).toBe(false);
     expect(shown("error", "warn")).toBe(true);
     expect(shown("warn", "error")).toBe(false);
+  });
+});
+
+describe("--log text", () => {
+  /** What a text output writes to stdout and stderr while `drive` runs. */
+  function textOf(drive: (out: ReturnType<typeof lineOutput>) => void): { stdout: string; stderr: string } {
+    const stdout: string[] = [];
+    const stderr: string[] = [];
+    const write = process.stdout.write;
+    const error = console.error;
+    process.stdout.write = ((chunk: string) => (stdout.push(String(chunk)), true)) as typeof process.stdout.write;
+    console.error = (...args: unknown[]) => void stderr.push(args.join(" "));
+    try {
+      drive(lineOutput("info"));
+      flushLines();
+    } finally {
+      process.stdout.write = write;
+      console.error = error;
+    }
+    return { stdout: Bun.stripANSI(stdout.join("")), stderr: Bun.stripANSI(stderr.join("\n")) };
+  }
+
+  test("one tunnel: its lines do not name it", () => {
+    const { stdout } = textOf((out) => {
+      out.ready(READY);
+      out.request({ tunnel: "http", method: "GET", path: "/a", status: 200, ms: 3 });
+    });
+    expect(stdout).toContain("Forwarding  https://app.tunnels.example.com -> localhost:3000");
+    expect(stdout).toMatch(/\d\d:\d\d:\d\d  GET     \/a  200  3 ms/);
+  });
+
+  test("several tunnels of which the server refused all but one: the lines still name their tunnel, as the screen does", () => {
+    const { stdout, stderr } = textOf((out) => {
+      out.tunnelRefused!("api", "SUBDOMAIN_TAKEN", "'api' is in use by another tunnel");
+      out.ready(READY);
+      out.request({ tunnel: "http", method: "GET", path: "/a", status: 200, ms: 3 });
+    });
+    expect(stderr).toBe("burrow: tunnel 'api' refused by the server: SUBDOMAIN_TAKEN: 'api' is in use by another tunnel");
+    expect(stdout).toContain("Forwarding  http  https://app.tunnels.example.com -> localhost:3000");
+    expect(stdout).toMatch(/\d\d:\d\d:\d\d  http  GET     \/a  200  3 ms/);
   });
 });
 

@@ -14,14 +14,21 @@ export function lineOutput(threshold: LogLevel = DEFAULT_LOG_LEVEL): AgentOutput
   const out = paintFor(process.stdout);
   const err = paintFor(process.stderr);
   const on = (level: LogLevel) => shown(level, threshold);
-  /** Tunnel names shown only when there is more than one to tell apart. */
+  /**
+   * Tunnel names shown only when there is more than one to tell apart: the
+   * running ones and those the server refused (which come before ready), as
+   * the screen counts them, so a file of several tunnels names its lines even
+   * when only one of them runs.
+   */
   let named = false;
   let width = 0;
+  const refusedNames = new Set<string>();
   const who = (tunnel: string) => (named ? `${out.bold(tunnel.padEnd(width))}  ` : "");
   return {
     ready(r) {
-      named = r.tunnels.length > 1;
-      width = Math.max(0, ...r.tunnels.map((t) => t.name.length));
+      const names = new Set([...r.tunnels.map((t) => t.name), ...refusedNames]);
+      named = names.size > 1;
+      width = Math.max(0, ...[...names].map((n) => n.length));
       if (!on("info")) return;
       for (const t of r.tunnels) print(`${out.green("Forwarding")}  ${who(t.name)}${out.bold(t.url)} -> ${t.local}   ${out.dim(`(user ${r.username})`)}`);
       print(out.dim("Press Ctrl-C to stop."));
@@ -57,6 +64,7 @@ export function lineOutput(threshold: LogLevel = DEFAULT_LOG_LEVEL): AgentOutput
       console.error(refusalLine(err, code, message));
     },
     tunnelRefused(name, code, message) {
+      refusedNames.add(name);
       flushLines();
       console.error(`burrow: tunnel '${name}' ${err.red(`refused by the server: ${printable(code)}`)}: ${printable(message)}`);
     },
