@@ -89,6 +89,11 @@ export function tcpHandlers(
   return {
     open(socket) {
       socket.data = undefined; // every other handler reads it
+      // a client that reset before open ran has no address any more
+      if (typeof socket.remoteAddress !== "string") {
+        socket.terminate();
+        return;
+      }
       const client = clientKey(socket.remoteAddress);
       if (!budget.admit(client)) {
         ctx.counters.refused++;

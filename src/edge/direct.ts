@@ -105,6 +105,11 @@ function listenOnce(
       open(socket) {
         // set first: every other handler reads it, and a peer may be gone before open is done
         socket.data = {};
+        // a peer that reset before open ran has no address any more: nothing to serve, nothing to count
+        if (typeof socket.remoteAddress !== "string") {
+          socket.terminate();
+          return;
+        }
         const address = canonicalAddress(socket.remoteAddress);
         if (hooks.admit && !hooks.admit(address)) {
           socket.terminate();

@@ -27,6 +27,11 @@ export function tcpHandlers(tunnel: () => Tunnel, budget?: SocketBudget, opened?
   };
   return {
     open(socket: Socket<VisitorSocket>) {
+      // a visitor that reset before open ran has no address any more, so no rule could admit it
+      if (typeof socket.remoteAddress !== "string") {
+        socket.terminate();
+        return;
+      }
       const address = canonicalAddress(socket.remoteAddress);
       // IP rules close the connection at accept, before it takes a place in the budget or a stream
       if (tunnel().access?.refusesAddress(address)) {
