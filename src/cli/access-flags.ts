@@ -7,6 +7,7 @@
  */
 import type { FlagSpec } from "../config/flags.ts";
 import {
+  ACCESS_LIST_MAX,
   compactAccess,
   oidcSettings,
   parseBasicAuth,
@@ -15,6 +16,7 @@ import {
   parseHeaderLine,
   parseHeaderName,
   parseIssuer,
+  tooManyEntries,
 } from "../config/tunnel-options.ts";
 import { UsageError } from "../config/usage.ts";
 import type { HttpAccess, TcpAccess } from "../protocol/messages.ts";
@@ -38,7 +40,10 @@ export const HTTP_ACCESS_FLAGS: Record<string, FlagSpec> = {
 
 /** Each value of a repeatable flag, checked, the message led by the flag's name. */
 function each<T>(values: Record<string, unknown>, flag: string, parse: (raw: string) => T): T[] {
-  return ((values[flag] as string[] | undefined) ?? []).map((raw) => {
+  const given = (values[flag] as string[] | undefined) ?? [];
+  const max = ACCESS_LIST_MAX[flag === "oidc-allow-email" ? "allow_emails" : flag.replaceAll("-", "_")];
+  if (max !== undefined && given.length > max) throw new UsageError(`--${flag}: ${tooManyEntries(max, given.length)}`);
+  return given.map((raw) => {
     try {
       return parse(raw);
     } catch (err) {

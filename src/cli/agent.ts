@@ -2,7 +2,9 @@
 import { Agent, type AgentTunnel } from "../agent/client.ts";
 import type { LocalTarget } from "../agent/http.ts";
 import { resolveCredentials, resolveProxy } from "../config/agent.ts";
-import type { TunnelRequest } from "../protocol/messages.ts";
+import * as v from "valibot";
+import { TunnelRequest } from "../protocol/messages.ts";
+import { MAX_PAYLOAD } from "../protocol/wire.ts";
 import { parseFlags, type FlagSpec } from "../config/flags.ts";
 import { HTTP_HELP, TCP_HELP } from "./help.ts";
 import { UsageError } from "../config/usage.ts";
@@ -68,6 +70,7 @@ export async function runAgent(tunnels: AgentTunnel[], values: Record<string, un
     { server: settings.server, token: settings.token },
   );
   const proxy = resolveProxy((values.proxy as string | undefined) ?? settings.proxy);
+  checkHandshake(tunnels);
   const insecure = Boolean(values.insecure) || Boolean(settings.insecure);
   const inspecting = openInspector(inspectChoice(values));
   const printed = openOutput(logChoice);
@@ -88,6 +91,32 @@ export async function runAgent(tunnels: AgentTunnel[], values: Record<string, un
     await printed.finish();
   }
 }
+
+/**
+ * The HELLO carries every tunnel's settings in one frame: settings the
+ * protocol does not take (a header value or password longer than it carries)
+ * or too many bytes in all would otherwise be a refused handshake or a frame
+ * that cannot be sent. Caught here, before anything connects, as a usage
+ * error naming the tunnel; no value is quoted back (they may be secrets).
+ */
+export function checkHandshake(tunnels: AgentTunnel[]): void {
+  for (const t of tunnels) {
+    const parsed = v.safeParse(TunnelRequest, t.request);
+    if (!parsed.success) {
+      const issue = parsed.issues[0]!;
+      throw new UsageError(`tunnel '${t.name}': ${v.getDotPath(issue) ?? "its settings"}: ${issue.message} (more than the protocol carries)`);
+    }
+  }
+  const bytes = Buffer.byteLength(JSON.stringify(tunnels.map((t) => t.request)));
+  if (bytes > HELLO_TUNNELS_MAX_BYTES) {
+    throw new UsageError(
+      `the tunnels' settings take ${Math.ceil(bytes / 1024)} KiB, more than one handshake carries (${HELLO_TUNNELS_MAX_BYTES / 1024} KiB): fewer or shorter access rules`,
+    );
+  }
+}
+
+/** A HELLO frame's payload is at most MAX_PAYLOAD; the token and its other fields take well under 4 KiB of it. */
+const HELLO_TUNNELS_MAX_BYTES = MAX_PAYLOAD - 4096;
 
 export async function httpCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseFlags(argv, HTTP_FLAGS);

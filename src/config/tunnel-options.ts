@@ -110,6 +110,27 @@ export function oidcSettings(
 }
 
 /** The settings without the lists left empty, or undefined when nothing is asked. */
+/**
+ * How many entries each list of access rules may have: what the protocol
+ * carries (protocol/messages.ts), checked here so that a longer list is a
+ * mistake of the flag or the file's line rather than a refused handshake.
+ * Keyed by the burrow.yml key; the flags are the same names with dashes.
+ */
+export const ACCESS_LIST_MAX: Record<string, number> = {
+  basic_auth: 64,
+  allow_cidr: 256,
+  deny_cidr: 256,
+  request_header_add: 64,
+  request_header_remove: 64,
+  response_header_add: 64,
+  allow_emails: 256,
+};
+
+/** The message for a list longer than ACCESS_LIST_MAX allows. */
+export function tooManyEntries(max: number, got: number): string {
+  return `at most ${max} entries (got ${got})`;
+}
+
 export function compactAccess<T extends HttpAccess | TcpAccess>(access: T): T | undefined {
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(access)) if (v !== undefined && (!Array.isArray(v) || v.length > 0)) out[k] = v;

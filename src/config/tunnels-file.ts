@@ -27,6 +27,7 @@ import type { HttpAccess, TunnelRequest } from "../protocol/messages.ts";
 import { parseProxyUrl, parseServerUrl } from "./agent.ts";
 import { configDir } from "./paths.ts";
 import {
+  ACCESS_LIST_MAX,
   compactAccess,
   oidcSettings,
   parseBasicAuth,
@@ -39,6 +40,7 @@ import {
   parseRemotePort,
   parseResponseTimeout,
   parseTarget,
+  tooManyEntries,
 } from "./tunnel-options.ts";
 import { UsageError } from "./usage.ts";
 
@@ -225,6 +227,8 @@ function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTu
     const entry = from.get(key);
     if (!entry) return [];
     const items = isSeq(entry.value) ? (entry.value.items as Node[]) : [entry.value];
+    const max = ACCESS_LIST_MAX[key];
+    if (max !== undefined && items.length > max) fail(entry.value, `${prefix}.${key}`, tooManyEntries(max, items.length));
     return items.map((item, i) => {
       const where = isSeq(entry.value) ? `${prefix}.${key}[${i}]` : `${prefix}.${key}`;
       try {

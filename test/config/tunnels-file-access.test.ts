@@ -7,6 +7,10 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ConfigFileError, parseTunnelsFile } from "../../src/config/tunnels-file.ts";
+import type { AgentTunnel } from "../../src/agent/client.ts";
+import { httpAccessFromFlags, tcpAccessFromFlags } from "../../src/cli/access-flags.ts";
+import { checkHandshake } from "../../src/cli/agent.ts";
+import { UsageError } from "../../src/config/usage.ts";
 import { burrowCommand } from "../harness/server.ts";
 
 const FILE = "/home/dev/burrow.yml";
@@ -155,4 +159,68 @@ test("burrow config check names each tunnel's rules, never a password, a secret 
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+describe("what one handshake carries", () => {
+  const cidrs = (n: number) => Array.from({ length: n }, (_, i) => `10.${i >> 8}.${i & 255}.0/24`);
+
+  test("a list longer than the protocol takes is a mistake of its line in burrow.yml, and of its flag", () => {
+    const head = `tunnels:\n  web:\n    proto: http\n    addr: 3000\n`;
+    expect(error(`${head}    allow_cidr: [${cidrs(257).join(", ")}]\n`)).toBe(`${FILE}:5: tunnels.web.allow_cidr: at most 256 entries (got 257)`);
+    expect(parseTunnelsFile(`${head}    allow_cidr: [${cidrs(256).join(", ")}]\n`, FILE).tunnels[0]!.request.access?.allowCidrs).toHaveLength(256);
+    const users = Array.from({ length: 65 }, (_, i) => `"u${i}:pw-secret"`).join(", ");
+    const message = error(`${head}    basic_auth: [${users}]\n`);
+    expect(message).toBe(`${FILE}:5: tunnels.web.basic_auth: at most 64 entries (got 65)`);
+    const emails = Array.from({ length: 257 }, (_, i) => `"u${i}@example.com"`).join(", ");
+    expect(error(`${head}    oidc: { issuer: "https://id.example.com", client_id: a, client_secret: b, allow_emails: [${emails}] }\n`)).toBe(
+      `${FILE}:5: tunnels.web.oidc.allow_emails: at most 256 entries (got 257)`,
+    );
+    expect(() => httpAccessFromFlags({ "deny-cidr": cidrs(257) })).toThrow("--deny-cidr: at most 256 entries (got 257)");
+    expect(() => httpAccessFromFlags({ "request-header-add": Array.from({ length: 65 }, (_, i) => `X-H${i}: v`) })).toThrow(
+      "--request-header-add: at most 64 entries (got 65)",
+    );
+    expect(() => tcpAccessFromFlags({ "allow-cidr": cidrs(257) })).toThrow("--allow-cidr: at most 256 entries (got 257)");
+  });
+
+  test("a value longer than the protocol takes, or settings too large for one HELLO, stop the agent before it connects, without quoting the value", () => {
+    const tunnel = (name: string, access: object): AgentTunnel => ({
+      name,
+      request: { protocol: "http", access },
+      target: { host: "localhost", port: 3000, tls: false },
+    });
+    expect(() => checkHandshake([tunnel("web", { allowCidrs: cidrs(256) })])).not.toThrow();
+    const long = "v".repeat(9000);
+    let message = "";
+    try {
+      checkHandshake([tunnel("web", { requestHeaderAdd: [["X-Key", long]] })]);
+    } catch (err) {
+      expect(err).toBeInstanceOf(UsageError);
+      message = (err as Error).message;
+    }
+    expect(message).toStartWith("tunnel 'web': access.requestHeaderAdd.0.1: ");
+    expect(message).not.toContain(long);
+    const v6 = Array.from({ length: 256 }, (_, i) => `2001:db8:${i.toString(16)}:ffff:ffff:ffff:ffff:0/112`);
+    const many = Array.from({ length: 16 }, (_, i) => tunnel(`t${i}`, { allowCidrs: v6, denyCidrs: v6 }));
+    expect(() => checkHandshake(many)).toThrow(/^the tunnels' settings take \d+ KiB, more than one handshake carries \(252 KiB\)/);
+  });
+
+  test("burrow start with such a file exits 2 with one line, not a stack trace", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "burrow-hello-size-"));
+    try {
+      const v6 = Array.from({ length: 256 }, (_, i) => `"2001:db8:${i.toString(16)}:ffff:ffff:ffff:ffff:0/112"`).join(", ");
+      const tunnels = Array.from({ length: 16 }, (_, i) => `  t${i}:\n    proto: http\n    addr: ${3000 + i}\n    allow_cidr: [${v6}]\n    deny_cidr: [${v6}]\n`).join("");
+      writeFileSync(join(dir, "burrow.yml"), `server: http://127.0.0.1:1\ntoken: brw_test\ntunnels:\n${tunnels}`);
+      const proc = Bun.spawn([...burrowCommand(), "start", "--all", "--no-inspect", "--log", "text"], {
+        cwd: dir,
+        stdout: "pipe",
+        stderr: "pipe",
+        env: { ...process.env, XDG_CONFIG_HOME: dir },
+      });
+      const [err, code] = [await new Response(proc.stderr).text(), await proc.exited];
+      expect(code).toBe(2);
+      expect(err).toMatch(/^burrow: the tunnels' settings take \d+ KiB, more than one handshake carries \(252 KiB\): fewer or shorter access rules\n$/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
