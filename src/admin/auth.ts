@@ -26,11 +26,14 @@ export const readSessionCookie = (req: Request & { cookies?: { get(name: string)
 /**
  * The credential of an `Authorization: Bearer <credential>` header (an admin
  * API key); undefined without one. A header of another scheme is not ours
- * and is left alone: the session cookie then decides, as always.
+ * and is left alone: the session cookie then decides, as always. A Bearer
+ * header that is not one credential (none, or several words) is still a key
+ * request, answered as a bad key: it must not fall back to the cookie.
  */
 export function readBearer(req: Request): string | undefined {
   const header = req.headers.get("authorization");
-  return header === null ? undefined : /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header)?.[1];
+  const match = header === null ? null : /^Bearer(?:[ \t]+(.*))?$/is.exec(header.trim());
+  return match ? (match[1] ?? "").trim() : undefined;
 }
 
 export const authRoutes: Route[] = [

@@ -161,7 +161,8 @@ describe("using a key", () => {
   });
 
   test("a bad key is 401 even beside a valid session cookie: the cookie is not tried, nor the cross-site check skipped", async () => {
-    for (const bad of ["brk_" + "A".repeat(43), "brw_" + "A".repeat(43), "garbage"]) {
+    // a Bearer header that is not one credential (two words, none at all) is a bad key too, not a missing one
+    for (const bad of ["brk_" + "A".repeat(43), "brw_" + "A".repeat(43), "garbage", "brk_" + "A".repeat(43) + " extra", "", "a b c"]) {
       const res = await api.call("POST", "/api/users", { username: "never-made", password: "password-123" }, { Authorization: `Bearer ${bad}` });
       expect(res.status).toBe(401);
       expect(res.body).toEqual({ error: expect.any(String) });
