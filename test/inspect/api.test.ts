@@ -313,6 +313,17 @@ describe("bad input gets a clear 4xx in the admin API's error shape, never a 500
     }
     expect((await a.api("/")).status).toBe(200); // still up
   });
+
+  test("replay edits: an unknown key or a wrong type is named in plain words", async () => {
+    await (await a.visit("/for-edit-words")).text();
+    const { id } = await captured("/for-edit-words");
+    const said = async (body: string) =>
+      (await getJson(`/api/requests/${id}/replay`, { method: "POST", body, headers: { "content-type": "application/json" } })).body.error;
+    expect(await said('{"methd": "PUT"}')).toBe("methd: unknown key (allowed: method, path, headers, body)");
+    expect(await said('{"method": 5}')).toBe("method: must be a string");
+    expect(await said('{"path": ["/a"]}')).toBe("path: must be a string");
+    expect(await said('{"body": 5}')).toBe("body: must be a string (base64)");
+  });
 });
 
 describe("what keeps its secrets in", () => {

@@ -42,16 +42,18 @@ const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 const HeaderName = v.pipe(v.string(), v.maxLength(256), v.regex(TOKEN, "a header name must be an HTTP token"));
 const HeaderValue = v.pipe(v.string(), v.maxLength(65536), v.regex(FIELD_VALUE, "a header value must not hold CR, LF or other control characters"));
 const ReplayBody = v.strictObject({
-  method: v.optional(v.pipe(v.string(), v.maxLength(32), v.regex(TOKEN, "method must be an HTTP token such as GET or POST"))),
-  path: v.optional(v.pipe(v.string(), v.maxLength(65536), v.regex(/^\/[\x21-\x7e]*$/, "path must start with / and hold no spaces or control characters"))),
+  method: v.optional(v.pipe(v.string("must be a string"), v.maxLength(32), v.regex(TOKEN, "method must be an HTTP token such as GET or POST"))),
+  path: v.optional(
+    v.pipe(v.string("must be a string"), v.maxLength(65536), v.regex(/^\/[\x21-\x7e]*$/, "path must start with / and hold no spaces or control characters")),
+  ),
   headers: v.optional(
     v.union(
       [v.pipe(v.array(v.tuple([HeaderName, HeaderValue])), v.maxLength(1000)), v.record(HeaderName, v.nullable(HeaderValue))],
       "headers must be a list of [name, value] pairs or an object of name: value (null removes one)",
     ),
   ),
-  body: v.optional(v.pipe(v.string(), v.regex(BASE64, "body must be base64"))),
-});
+  body: v.optional(v.pipe(v.string("must be a string (base64)"), v.regex(BASE64, "body must be base64"))),
+}, "unknown key (allowed: method, path, headers, body)");
 
 export function createInspectorApp(deps: InspectorAppDeps) {
   const { store, live, page } = deps;
