@@ -73,6 +73,8 @@ Who may reach it (enforced by the server; repeatable flags may be given again):
   --oidc-client-secret S  secret (or BURROW_OIDC_CLIENT_SECRET); your service
                           gets the visitor's email in X-Burrow-User-Email
   --oidc-allow-email E    only this address, or anyone @domain.com (repeatable)
+
+The server, the output and the request inspector:
 ${AGENT_COMMON}
 `;
 

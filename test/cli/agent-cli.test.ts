@@ -232,4 +232,13 @@ describe("help", () => {
     expect((await run(["tcp", "-h"], cleanEnv(newHome()))).stdout).toContain("--remote-port");
     expect((await run(["http", "-h"], cleanEnv(newHome()))).stdout).toContain("--subdomain");
   });
+
+  test("burrow http -h lists --server and the flags after it apart from who may reach the tunnel", async () => {
+    const out = (await run(["http", "-h"], cleanEnv(newHome()))).stdout;
+    const access = out.slice(out.indexOf("Who may reach it"));
+    const rest = access.slice(access.indexOf("\n\n"));
+    expect(access.slice(0, access.indexOf("\n\n"))).not.toContain("--server");
+    expect(rest).toContain("--server URL");
+    expect(rest).toContain("--no-inspect");
+  });
 });
