@@ -69,6 +69,8 @@ const LOOPBACK_HOSTS = /^(localhost|127\.\d+\.\d+\.\d+|\[::1\])$/;
 /** An issuer is an https URL without query or fragment; plain http only on loopback (a provider on the same machine). */
 export function issuerProblem(issuer: string): string | undefined {
   const url = URL.parse(issuer);
+  // checked first, and the URL not quoted: what is there is a password, and refusals are logged
+  if (url && (url.username !== "" || url.password !== "")) return "the issuer may not have a user or password in its URL";
   if (!url || (url.protocol !== "https:" && url.protocol !== "http:")) return `the issuer '${issuer}' is not an http(s) URL`;
   if (url.protocol === "http:" && !LOOPBACK_HOSTS.test(url.hostname)) return `the issuer '${issuer}' must be https (plain http only on loopback)`;
   if (url.search !== "" || url.hash !== "") return `the issuer '${issuer}' may not have a query or fragment`;

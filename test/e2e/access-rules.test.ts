@@ -292,6 +292,9 @@ describe("the edge checks the settings of every HELLO", () => {
       // plain http is refused before anything is fetched (the server was not given --oidc-http-issuers loopback)
       [{ protocol: "http", access: { oidc: { issuer: "http://127.0.0.1:9", clientId: "c", clientSecret: SECRET_IN_REFUSED_HELLO } } }, "OIDC_INVALID"],
       [{ protocol: "http", access: { oidc: { issuer: "https://127.0.0.1:9", clientId: "c", clientSecret: SECRET_IN_REFUSED_HELLO } } }, "OIDC_DISCOVERY_FAILED"],
+      // a password in the issuer's URL is refused before anything is fetched, and never quoted back
+      [{ protocol: "http", access: { oidc: { issuer: `https://u:${SECRET_IN_REFUSED_HELLO}@127.0.0.1:9`, clientId: "c", clientSecret: "s" } } }, "OIDC_INVALID"],
+      [{ protocol: "http", access: { oidc: { issuer: `http://u:${SECRET_IN_REFUSED_HELLO}@id.example.com`, clientId: "c", clientSecret: "s" } } }, "OIDC_INVALID"],
     ];
     for (const [tunnel, code] of cases) {
       const answer = await hello([tunnel]);
