@@ -66,6 +66,18 @@ export function emailRuleProblem(rule: string): string | undefined {
 
 const LOOPBACK_HOSTS = /^(localhost|127\.\d+\.\d+\.\d+|\[::1\])$/;
 
+/**
+ * An endpoint a provider's metadata names, which the edge itself fetches
+ * (its keys, its token endpoint): https, or plain http on loopback when
+ * the server allows loopback issuers, as for the issuer itself.
+ */
+export function providerEndpointProblem(name: string, endpoint: string, httpLoopback: boolean): string | undefined {
+  const url = URL.parse(endpoint);
+  if (url?.protocol === "https:") return undefined;
+  if (url?.protocol === "http:" && httpLoopback && LOOPBACK_HOSTS.test(url.hostname)) return undefined;
+  return `its ${name} is not an https URL`;
+}
+
 /** An issuer is an https URL without query or fragment; plain http only on loopback (a provider on the same machine). */
 export function issuerProblem(issuer: string): string | undefined {
   const url = URL.parse(issuer);

@@ -8,6 +8,7 @@
  */
 import { createRemoteJWKSet } from "jose";
 import * as oauth from "oauth4webapi";
+import { providerEndpointProblem } from "../../core/access.ts";
 import { AppError } from "../../core/errors.ts";
 
 /** How long discovery may take before the tunnel is refused. */
@@ -37,6 +38,11 @@ export async function discover(issuer: string, now = Date.now()): Promise<OidcPr
     const metadata = await oauth.processDiscoveryResponse(url, res);
     if (!metadata.authorization_endpoint || !metadata.token_endpoint || !metadata.jwks_uri) {
       throw new Error("its metadata lacks an authorization, token or jwks endpoint");
+    }
+    // the edge fetches these itself: the issuer's rule holds for them too (jose, which fetches the keys, checks no scheme)
+    for (const [name, endpoint] of [["jwks_uri", metadata.jwks_uri], ["token_endpoint", metadata.token_endpoint], ["userinfo_endpoint", metadata.userinfo_endpoint]] as const) {
+      const problem = endpoint === undefined ? undefined : providerEndpointProblem(name, endpoint, insecure);
+      if (problem) throw new Error(problem);
     }
     const provider: OidcProvider = { issuer, metadata, keys: createRemoteJWKSet(new URL(metadata.jwks_uri), { timeoutDuration: DISCOVERY_TIMEOUT_MS }), insecure };
     cache.delete(issuer);
