@@ -85,7 +85,8 @@ export function admit(core: Core, req: AdmissionRequest, live: LiveView): Admitt
     }
   }
   const current = user.maxTunnels > 0 ? live.liveTunnelCount(user.id, resume) : 0;
-  const tunnelLimit = () => new AppError("TUNNEL_LIMIT", `user '${user.username}' has ${current} of ${user.maxTunnels} tunnels open`);
+  /** `open`: those already open, and in a partial HELLO those of it granted before this one. */
+  const tunnelLimit = (open = current) => new AppError("TUNNEL_LIMIT", `user '${user.username}' has ${open} of ${user.maxTunnels} tunnels open`);
   if (user.maxTunnels > 0 && !req.partial && current + req.tunnels.length > user.maxTunnels) throw tunnelLimit();
   if (user.trafficLimit > 0) {
     const used = core.traffic.usedInPeriod(user) + live.unflushedBytes(user.id);
@@ -115,7 +116,7 @@ export function admit(core: Core, req: AdmissionRequest, live: LiveView): Admitt
   };
   const planned = req.tunnels.map((t): PlannedTunnel | AppError => {
     if (!req.partial) return plan(t);
-    const denied = protocolDenied(t) ?? (room <= 0 ? tunnelLimit() : undefined);
+    const denied = protocolDenied(t) ?? (room <= 0 ? tunnelLimit(user.maxTunnels - room) : undefined);
     if (denied) return denied;
     try {
       const p = plan(t);

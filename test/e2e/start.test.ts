@@ -167,7 +167,7 @@ describe("a tunnel the server refuses", () => {
     const { proc, output } = burrow(["start", "--all", "--server", server.edgeUrl, "--token", token], cwd);
     const refusal = await output.waitFor(/tunnel 'theirs'/, 15_000);
     expect(refusal).toContain("SUBDOMAIN_RESERVED");
-    await output.waitFor(/Forwarding\s+http:\/\/yml-mine\./, 15_000);
+    await output.waitFor(/Forwarding\s+mine\s+http:\/\/yml-mine\./, 15_000); // named: the file has two tunnels, though one runs
     expect(await (await tunnelFetch(server.edgePort, "yml-mine", "/x")).text()).toBe("web /x");
     expect(proc.exitCode).toBeNull();
     expect(await stopped(proc)).toBe(0);
@@ -184,8 +184,9 @@ describe("a tunnel the server refuses", () => {
 `,
     );
     const { proc, output } = burrow(["start", "--all", "--server", server.edgeUrl, "--token", limitedToken], cwd);
-    expect(await output.waitFor(/tunnel 'second'/, 15_000)).toContain("TUNNEL_LIMIT");
-    await output.waitFor(/Forwarding\s+http:\/\/yml-first\./, 15_000);
+    // the count includes the tunnel of this same file that was granted first
+    expect(await output.waitFor(/tunnel 'second'/, 15_000)).toContain("TUNNEL_LIMIT: user 'yml-limited' has 1 of 1 tunnels open");
+    await output.waitFor(/Forwarding\s+first\s+http:\/\/yml-first\./, 15_000);
     expect((await tunnelFetch(server.edgePort, "yml-first", "/")).status).toBe(200);
     expect(await stopped(proc)).toBe(0);
   }, 30_000);
