@@ -73,7 +73,7 @@ export async function runAgent(tunnels: AgentTunnel[], values: Record<string, un
   checkHandshake(tunnels);
   const insecure = Boolean(values.insecure) || Boolean(settings.insecure);
   const inspecting = openInspector(inspectChoice(values));
-  const printed = openOutput(logChoice);
+  const printed = openOutput(logChoice, server);
   const inspector = announceInspector(inspecting, printed);
   const out = inspector ? inspector.watch(printed) : printed;
   const stop = () => agent.stop();

@@ -203,6 +203,15 @@ describe.skipIf(!haveTmux)("the live screen in tmux", () => {
     expect(await until("plain", /EXITED=\d+/, "the agent to exit")).toContain("EXITED=0");
   }, 30_000);
 
+  test("a server that cannot be reached yet is named while the agent keeps trying", async () => {
+    const closed = `http://127.0.0.1:${freeRange(1).first}`;
+    runAgentIn("unreachable", ["http", String(upstream.port), "--server", closed, "--token", token, "--no-inspect"]);
+    const screen = await until("unreachable", /Session Status\s+reconnecting/, "the agent retrying");
+    expect(screen).toMatch(new RegExp(`^Server\\s+${closed.replaceAll(".", "\\.")}$`, "m"));
+    tmux("send-keys", "-t", "unreachable", "C-c");
+    expect(await until("unreachable", /EXITED=\d+/, "the agent to exit")).toContain("EXITED=0");
+  }, 30_000);
+
   test("a refusal leaves the screen first and then stays printed; exit 1", async () => {
     runAgentIn("refused", ["http", String(upstream.port), "--server", server!.edgeUrl, "--token", "brw_" + "0".repeat(43)]);
     const screen = await until("refused", /EXITED=\d+/, "the agent to exit");

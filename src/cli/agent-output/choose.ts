@@ -48,8 +48,9 @@ export function chooseOutput(
   return { format: wanted === "screen" && !terminal ? "text" : wanted, level: (logLevel as LogLevel | undefined) ?? DEFAULT_LOG_LEVEL };
 }
 
-export function openOutput(choice: OutputChoice): OutputHandle {
-  if (choice.format === "screen") return screenOutput();
+/** `server`: where the agent connects, for the screen to show before the first session. */
+export function openOutput(choice: OutputChoice, server?: string): OutputHandle {
+  if (choice.format === "screen") return screenOutput(undefined, server);
   const events = choice.format === "json" ? jsonOutput(choice.level) : lineOutput(choice.level);
   return { ...events, finish: async () => flushLines() };
 }

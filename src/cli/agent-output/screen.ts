@@ -43,13 +43,15 @@ export interface ScreenTerminal {
   stdin?: NodeJS.ReadStream;
 }
 
-export function screenOutput(term: ScreenTerminal = { stdout: process.stdout, stdin: process.stdin }): OutputHandle {
+/** `server`: the one being connected to, shown until the first session says how it is reached. */
+export function screenOutput(term: ScreenTerminal = { stdout: process.stdout, stdin: process.stdin }, server?: string): OutputHandle {
   const { stdout } = term;
   const stdin = term.stdin?.isTTY ? term.stdin : undefined;
   const p = paintFor(stdout);
   const state: ScreenState = {
     version: VERSION,
     status: { kind: "connecting" },
+    server,
     tunnels: [],
     refusedTunnels: [],
     counters: new TrafficCounters(),
