@@ -148,3 +148,38 @@ describe("an older server that drops the rules", () => {
     expect(unenforcedAccess(asked, { session: "s", username: "u", tunnels: [grant(1)], refused: [{ index: 0, code: "X", message: "m" }] })).toBeUndefined();
   });
 });
+
+describe("basic auth guesses", () => {
+  const policy = () => AccessPolicy.compile({ asked: { basicAuth: [{ user: "u", password: "right-one" }] }, name: "guessed" })!;
+  const ask = (p: AccessPolicy, client: string, cred?: string) => {
+    const headers: Record<string, string> = cred === undefined ? {} : { Authorization: `Basic ${btoa(cred)}` };
+    const url = new URL("http://guessed.localhost/");
+    return p.admit(new Request(url.href, { headers }), url, client, "guessed.localhost", false);
+  };
+  const status = (r: Response | object) => (r instanceof Response ? r.status : 200);
+
+  test("ten wrong passwords from one address, then it is refused unheard (429, Retry-After), even with the right one", async () => {
+    const p = policy();
+    for (let i = 0; i < 10; i++) expect(status(await ask(p, "203.0.113.9", `u:guess-${i}`))).toBe(401);
+    const locked = await ask(p, "203.0.113.9", "u:right-one");
+    expect(status(locked)).toBe(429);
+    expect(Number((locked as Response).headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    // another address is not hindered
+    expect(status(await ask(p, "203.0.113.10", "u:right-one"))).toBe(200);
+  });
+
+  test("requests without credentials (a browser's first visit) are not guesses", async () => {
+    const p = policy();
+    for (let i = 0; i < 50; i++) expect(status(await ask(p, "203.0.113.11"))).toBe(401);
+    expect(status(await ask(p, "203.0.113.11", "u:right-one"))).toBe(200);
+  });
+
+  test("the lock ends: after it the address may try again", () => {
+    let t = 1_000_000;
+    const basic = new BasicAuth([{ user: "u", password: "p" }], "r", () => t);
+    for (let i = 0; i < 10; i++) basic.failed("198.51.100.1");
+    expect(basic.lockedUntil("198.51.100.1")).toBe(t + 60_000);
+    t += 60_001;
+    expect(basic.lockedUntil("198.51.100.1")).toBe(0);
+  });
+});

@@ -6,6 +6,20 @@
  * the time taken.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
+import { Throttle, type ThrottleRules } from "../../core/throttle.ts";
+
+/**
+ * Wrong passwords one address may try on one tunnel before it is refused
+ * unheard (429) for a minute, doubling to 15 minutes: a visitor who
+ * mistypes is not hindered, a script guessing a thousand a second is.
+ */
+export const BASIC_AUTH_THROTTLE: ThrottleRules = {
+  allowance: 10,
+  forgetAfterMs: 15 * 60_000,
+  firstLockMs: 60_000,
+  maxLockMs: 15 * 60_000,
+  maxKeys: 4096,
+};
 
 const digest = (text: string) => createHash("sha256").update(text, "utf8").digest();
 
@@ -22,9 +36,23 @@ export class BasicAuth {
   /** What the browser shows in its sign-in prompt (no secrets: the tunnel's host). */
   readonly challenge: string;
 
-  constructor(credentials: readonly { user: string; password: string }[], realm: string) {
+  /** Wrong credentials by the visitor's address. */
+  private readonly guesses: Throttle;
+
+  constructor(credentials: readonly { user: string; password: string }[], realm: string, now: () => number = Date.now) {
     this.digests = credentials.map((c) => digest(`${c.user}:${c.password}`));
     this.challenge = `Basic realm="${realm.replace(/["\\]/g, "")}", charset="UTF-8"`;
+    this.guesses = new Throttle(BASIC_AUTH_THROTTLE, now);
+  }
+
+  /** When `client`'s lock ends (ms since the epoch), or 0: a locked address is refused without its credentials being read. */
+  lockedUntil(client: string): number {
+    return this.guesses.check(client);
+  }
+
+  /** Counts a wrong `Authorization` header from `client` (none at all is not a guess: a browser's first request). */
+  failed(client: string): void {
+    this.guesses.fail(client);
   }
 
   /** The user name of a valid `Authorization: Basic ...` header, or undefined. */

@@ -24,3 +24,13 @@ export function signInRequiredPage(host: string, challenge: string, why = "This 
 export function signInRefusedPage(status: 400 | 403, why: string): Response {
   return page(status, "Sign-in refused", `<div class="status">${status}</div><h1>Sign-in refused</h1><p>${escapeHtml(why)}</p><a class="button" href="/">Start again</a>`);
 }
+
+/** Basic auth: too many wrong passwords from this address; it may try again after `retryAfterS`. */
+export function tooManyGuessesPage(host: string, retryAfterS: number): Response {
+  return page(
+    429,
+    "Too many attempts",
+    `<div class="status">429</div><h1>Too many attempts</h1><p>Too many wrong passwords from your address. Try again in ${retryAfterS} s.</p><p><code>${escapeHtml(host)}</code></p>`,
+    { "Retry-After": String(retryAfterS) },
+  );
+}

@@ -17,7 +17,7 @@ import { HeaderRules } from "./header-rules.ts";
 import { IpRules } from "./ip-rules.ts";
 import { CALLBACK_PATH, OidcGate, SESSION_COOKIE } from "./oidc.ts";
 import type { OidcProvider } from "./oidc-discovery.ts";
-import { addressRefusedPage, signInRefusedPage, signInRequiredPage } from "./pages.ts";
+import { addressRefusedPage, signInRefusedPage, signInRequiredPage, tooManyGuessesPage } from "./pages.ts";
 
 /** What a visitor who passed is known as: the OIDC email, when signed in that way. */
 export interface Passed {
@@ -90,7 +90,13 @@ export class AccessPolicy {
   async admit(req: Request, url: URL, client: string, host: string, secure: boolean): Promise<Response | Passed> {
     if (this.refusesAddress(client)) return addressRefusedPage(host, client);
     if (this.basic) {
-      if (this.basic.check(req.headers.get("authorization")) === undefined) return signInRequiredPage(host, this.basic.challenge);
+      const locked = this.basic.lockedUntil(client);
+      if (locked) return tooManyGuessesPage(host, Math.max(1, Math.ceil((locked - Date.now()) / 1000)));
+      const authorization = req.headers.get("authorization");
+      if (this.basic.check(authorization) === undefined) {
+        if (authorization !== null) this.basic.failed(client);
+        return signInRequiredPage(host, this.basic.challenge);
+      }
       return PASSED;
     }
     if (this.oidc) return this.signedIn(this.oidc, req, url, host, secure);
