@@ -52,8 +52,9 @@ export function isSecretName(name: string): boolean {
 const SHAPES: [RegExp, string][] = [
   // tokens (core/tokens.ts) and admin keys: a prefix and base62
   [/\b(br[wk]_)[0-9A-Za-z]{4,}/g, `$1${REDACTED}`],
-  // what follows an Authorization scheme, in a header echoed into a message
-  [/\b(Bearer|Basic)\s+[^\s",;]+/gi, `$1 ${REDACTED}`],
+  // what follows an Authorization scheme, in a header echoed into a message; not the words
+  // "basic auth" of a message (base64 "auth" decodes to no user:password, so no credential is that word)
+  [/\b(Bearer|Basic)\s+(?!auth\b)[^\s",;]+/gi, `$1 ${REDACTED}`],
   // the admin session cookie (admin/auth.ts SESSION_COOKIE)
   [/(tunnel_admin_session=)[^;\s",]+/g, `$1${REDACTED}`],
 ];

@@ -34,6 +34,10 @@ describe("the redaction net", () => {
     expect(redactText("key brk_abcdefABCDEF0123")).toBe(`key brk_${REDACTED}`);
     expect(redactText("Authorization: Bearer abc.def-ghi")).toBe(`Authorization: Bearer ${REDACTED}`);
     expect(redactText("basic dXNlcjpwYXNz, then")).toBe(`basic ${REDACTED}, then`);
+    // the words of a refusal are not a credential
+    const words = "user 'alice' must protect every tunnel with basic auth or OIDC";
+    expect(redactText(words)).toBe(words);
+    expect(redactText("Basic auth, Basic authx")).toBe(`Basic auth, Basic ${REDACTED}`);
     expect(redactText("cookie tunnel_admin_session=Zm9vYmFy; Path=/")).toBe(`cookie tunnel_admin_session=${REDACTED}; Path=/`);
     expect(redactField("err", new Error(`refused ${t}`).message)).not.toContain(t);
     expect(redactField("list", [t, { password: "x", n: 1 }])).toEqual([`brw_${REDACTED}`, { password: REDACTED, n: 1 }]);
