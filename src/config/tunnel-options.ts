@@ -44,8 +44,16 @@ export function parseRemotePort(raw: string): number {
 /** 'rewrite' or a host name; never empty. */
 export function parseHostHeader(raw: string): string {
   if (raw.trim() === "") throw new UsageError("needs 'rewrite' or a host name");
+  // sent as the Host line of every request to the local service: a space, a line break or
+  // a non-ASCII letter would make that request malformed, or add header lines of its own
+  if (raw !== "rewrite" && !HOST_VALUE.test(raw)) {
+    throw new UsageError(`needs 'rewrite' or a host name such as example.com or example.com:8080 (got '${raw.replace(/[\x00-\x1f\x7f-\x9f]/g, "?")}')`);
+  }
   return raw;
 }
+
+/** A Host header's value: a name, IPv4 address or [IPv6] address (RFC 3986's characters, ASCII), and an optional port. */
+const HOST_VALUE = /^(?:[A-Za-z0-9\-._~!$&'()*+,;=%]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$/;
 
 /** USER:PASS, split at the first ':' (a password may hold more). Never quoted back: it is a secret. */
 export function parseBasicAuth(raw: string): { user: string; password: string } {

@@ -188,6 +188,7 @@ describe("mistakes on the command line exit 2 with one line", () => {
     ["burrow login without --server", ["login", "--token", WRONG_TOKEN], /--server/],
     ["burrow login with something that is not a token", ["login", "--server", "http://127.0.0.1:9", "--token", "hunter2"], /brw_/],
     ["a proxy of an unknown kind", ["http", "3000", "--server", "http://127.0.0.1:9", "--token", WRONG_TOKEN, "--proxy", "ftp://127.0.0.1:21"], /--proxy/],
+    ["a host header with a line break", ["http", "3000", "--host-header", "evil.example\r\nX-Injected: 1"], /^burrow: --host-header needs 'rewrite' or a host name .*\(got 'evil\.example\?\?X-Injected: 1'\)$/],
   ];
   for (const [what, args, mentions] of cases) {
     test(`${what} exits 2 with one "burrow:" line`, async () => {

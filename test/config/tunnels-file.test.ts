@@ -108,6 +108,13 @@ describe("every mistake: one line naming the file, the line and the field", () =
     ["a remote port of 0", "tunnels:\n  a:\n    proto: tcp\n    addr: 22\n    remote_port: 0\n", `${FILE}:5: tunnels.a.remote_port: must be a port number from 1 to 65535`],
     ["a response timeout too long", "tunnels:\n  a:\n    proto: http\n    addr: 80\n    response_timeout: 100000\n", `${FILE}:5: tunnels.a.response_timeout: must be a number of seconds from 0.1 to 86400`],
     ["an empty host header", "tunnels:\n  a:\n    proto: http\n    addr: 80\n    host_header: ' '\n", `${FILE}:5: tunnels.a.host_header: needs 'rewrite' or a host name`],
+    [
+      "a host header with a line break, which would add a header line of its own",
+      'tunnels:\n  a:\n    proto: http\n    addr: 80\n    host_header: "evil.example\\r\\nX-Injected: 1"\n',
+      `${FILE}:5: tunnels.a.host_header: needs 'rewrite' or a host name such as example.com or example.com:8080 (got 'evil.example??X-Injected: 1')`,
+    ],
+    ["a host header with a space", "tunnels:\n  a:\n    proto: http\n    addr: 80\n    host_header: a b\n", `${FILE}:5: tunnels.a.host_header: needs 'rewrite' or a host name such as`],
+    ["a host header that is not ASCII", "tunnels:\n  a:\n    proto: http\n    addr: 80\n    host_header: café.example\n", `${FILE}:5: tunnels.a.host_header: needs 'rewrite' or a host name such as`],
     ["a key given twice in a tunnel", "tunnels:\n  a:\n    proto: http\n    addr: 80\n    addr: 81\n", `${FILE}:5: tunnels.a.addr: is given twice`],
     ["a tunnel with nothing in it", "tunnels:\n  a:\n  b: {proto: http, addr: 1}\n", `${FILE}:2: tunnels.a: must be a map`],
     ["a bad tunnel name", "tunnels:\n  'my web':\n    proto: http\n    addr: 80\n", `${FILE}:2: tunnels.my web: a tunnel name is 1-64 letters`],
@@ -141,6 +148,13 @@ describe("every mistake: one line naming the file, the line and the field", () =
       server: "tunnels.example.com",
       proxy: "http://me:pw@proxy:3128",
     });
+  });
+
+  test("host_header takes a host name, an address and a port", () => {
+    for (const host of ["example.com", "example.com:8080", "127.0.0.1:3000", "[::1]:8443", "my_host.internal", "rewrite"]) {
+      const file = parseTunnelsFile(`tunnels:\n  a:\n    proto: http\n    addr: 80\n    host_header: "${host}"\n`, FILE);
+      expect(file.tunnels[0]!.target.hostHeader).toBe(host);
+    }
   });
 
   test("more tunnels than one agent runs (16)", () => {
