@@ -168,6 +168,13 @@ describe("basic auth guesses", () => {
     expect(status(await ask(p, "203.0.113.10", "u:right-one"))).toBe(200);
   });
 
+  test("an IPv6 client is counted by its /64: moving to another address in it does not start afresh", async () => {
+    const p = policy();
+    for (let i = 0; i < 10; i++) expect(status(await ask(p, `2001:db8:1:2::${(i + 1).toString(16)}`, `u:guess-${i}`))).toBe(401);
+    expect(status(await ask(p, "2001:db8:1:2:ffff::1", "u:right-one"))).toBe(429);
+    expect(status(await ask(p, "2001:db8:1:3::1", "u:right-one"))).toBe(200);
+  });
+
   test("requests without credentials (a browser's first visit) are not guesses", async () => {
     const p = policy();
     for (let i = 0; i < 50; i++) expect(status(await ask(p, "203.0.113.11"))).toBe(401);

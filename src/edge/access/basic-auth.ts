@@ -6,12 +6,14 @@
  * the time taken.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
+import { clientKey } from "../../acme/dns-rate.ts";
 import { Throttle, type ThrottleRules } from "../../core/throttle.ts";
 
 /**
- * Wrong passwords one address may try on one tunnel before it is refused
- * unheard (429) for a minute, doubling to 15 minutes: a visitor who
- * mistypes is not hindered, a script guessing a thousand a second is.
+ * Wrong passwords one address (an IPv6 client: its /64, which one host may
+ * send from all of) may try on one tunnel before it is refused unheard (429)
+ * for a minute, doubling to 15 minutes: a visitor who mistypes is not
+ * hindered, a script guessing a thousand a second is.
  */
 export const BASIC_AUTH_THROTTLE: ThrottleRules = {
   allowance: 10,
@@ -47,12 +49,12 @@ export class BasicAuth {
 
   /** When `client`'s lock ends (ms since the epoch), or 0: a locked address is refused without its credentials being read. */
   lockedUntil(client: string): number {
-    return this.guesses.check(client);
+    return this.guesses.check(clientKey(client));
   }
 
   /** Counts a wrong `Authorization` header from `client` (none at all is not a guess: a browser's first request). */
   failed(client: string): void {
-    this.guesses.fail(client);
+    this.guesses.fail(clientKey(client));
   }
 
   /** The user name of a valid `Authorization: Basic ...` header, or undefined. */
