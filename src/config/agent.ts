@@ -40,7 +40,8 @@ export function saveConfig(config: SavedConfig, env: Record<string, string | und
  * does not parse as a URL too, since that is when it is shown.
  */
 export function hidePassword(raw: string): string {
-  return raw.replace(/^([^/?#]*\/\/[^/?#@:]*):[^/?#@]*@/, "$1:***@");
+  // up to the last @ before the path: a password may hold an @ that was not escaped
+  return raw.replace(/^([^/?#]*\/\/[^/?#@:]*):[^/?#]*@/, "$1:***@");
 }
 
 /** A server URL as given: "tunnels.example.com" means http://tunnels.example.com. */

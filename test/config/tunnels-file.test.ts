@@ -143,6 +143,7 @@ describe("every mistake: one line naming the file, the line and the field", () =
     // the flags' own messages keep the flag's name and hide the password too
     expect(() => normaliseServerUrl("ftp://me:s3cret-pass@host")).toThrow("--server: 'ftp://me:***@host' must be an http:// or https:// URL");
     expect(() => resolveProxy("ftp://me:s3cret-pass@host", {})).toThrow("--proxy: 'ftp://me:***@host' must be http://, https:// or socks5://");
+    expect(() => resolveProxy("ftp://me:s3cret@pass@host:21/x", {})).toThrow("--proxy: 'ftp://me:***@host:21/x' must be http://, https:// or socks5://");
     // what is right still reads as before
     expect(parseTunnelsFile(`server: tunnels.example.com\nproxy: http://me:pw@proxy:3128\n${tunnels}`, FILE)).toMatchObject({
       server: "tunnels.example.com",
