@@ -22,7 +22,9 @@ function build(): Promise<string> {
     const dir = mkdtempSync(join(tmpdir(), "burrow-compiled-"));
     scratch.push(dir);
     const out = join(dir, "burrow");
-    const proc = Bun.spawn([process.execPath, "build", "--compile", "--minify", join(root, "src/main.ts"), "--outfile", out], { cwd: dir, stdout: "pipe", stderr: "pipe" });
+    // the build `npm run build` makes (build/compile.ts: its plugins, bytecode and all), so the
+    // tests run what users run
+    const proc = Bun.spawn([process.execPath, join(root, "build", "compile.ts"), "--outfile", out], { cwd: dir, stdout: "pipe", stderr: "pipe" });
     const [stderr, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
     if (code !== 0) throw new Error(`build failed: ${stderr}`);
     return out;
