@@ -21,8 +21,23 @@ import { freeRange } from "../harness/ports.ts";
 import { burrowCommand, startServer, type TestServer } from "../harness/server.ts";
 import { waitUntil } from "../harness/wait.ts";
 
-const haveTmux = Bun.which("tmux") !== null || (aptInstall(["tmux"], "agent-screen.test needs tmux") && Bun.which("tmux") !== null);
-if (!haveTmux) console.warn("agent-screen.test: tmux is not installed and could not be installed; the terminal tests are skipped");
+const tmuxInstalled = Bun.which("tmux") !== null || (aptInstall(["tmux"], "agent-screen.test needs tmux") && Bun.which("tmux") !== null);
+if (!tmuxInstalled) console.warn("agent-screen.test: tmux is not installed and could not be installed; the terminal tests are skipped");
+
+/**
+ * Whether tmux can open a terminal here: some machines (containers without
+ * /dev/pts) have tmux but no pseudo-terminals to give it, and there the
+ * tests have nothing to run on. A throwaway session on its own socket, then
+ * that server killed.
+ */
+function tmuxWorks(): boolean {
+  const socket = `burrow-screen-probe-${process.pid}`;
+  const probe = Bun.spawnSync(["tmux", "-L", socket, "new-session", "-d", "-x", "40", "-y", "10", "sleep 5"], { stdout: "pipe", stderr: "pipe", timeout: 10_000 });
+  Bun.spawnSync(["tmux", "-L", socket, "kill-server"], { stdout: "ignore", stderr: "ignore", timeout: 5_000 });
+  if (probe.exitCode !== 0) console.warn(`agent-screen.test: tmux cannot open a terminal here (${probe.stderr.toString().trim().slice(0, 200)}); the terminal tests are skipped`);
+  return probe.exitCode === 0;
+}
+const haveTmux = tmuxInstalled && tmuxWorks();
 
 /** This file's own tmux server: cleanup kills it and nothing else. */
 const SOCKET = `burrow-screen-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;

@@ -16,10 +16,18 @@ import { burrowCommand, startServer, type TestServer } from "../harness/server.t
 
 const ESC = "\x1b[";
 
-/** Whether `script` can give a command a terminal on this machine. */
+/**
+ * Whether `script` can give a command a terminal on this machine: the same
+ * flags as the test, with Bun itself as the command, which must see a
+ * terminal on stdin and stdout.
+ */
 function ptyAvailable(script: string): boolean {
-  const probe = Bun.spawnSync([script, "-q", "-e", "-c", "test -t 0 && test -t 1 && echo pty-ok", "/dev/null"], { stdin: "pipe", stdout: "pipe", stderr: "pipe", timeout: 5_000 });
-  return probe.exitCode === 0 && probe.stdout.toString().includes("pty-ok");
+  const bun = `'${process.execPath.replaceAll("'", `'\\''`)}'`;
+  const check = `${bun} -e 'console.log(process.stdin.isTTY && process.stdout.isTTY ? "pty-ok" : "no-tty")'`;
+  const probe = Bun.spawnSync([script, "-q", "-e", "-c", check, "/dev/null"], { stdin: "pipe", stdout: "pipe", stderr: "pipe", timeout: 10_000 });
+  const ok = probe.exitCode === 0 && probe.stdout.toString().includes("pty-ok");
+  if (!ok) console.warn(`colours.test: script gave no terminal (exit ${probe.exitCode}): ${(probe.stdout.toString() + probe.stderr.toString()).trim().slice(0, 300)}`);
+  return ok;
 }
 
 describe("colourWanted", () => {
