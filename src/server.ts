@@ -106,6 +106,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       responseTimeoutMs: config.responseTimeoutMs,
       maxResponseTimeoutMs: config.maxResponseTimeoutMs,
       oidcHttpIssuers: config.oidcHttpIssuers,
+      basicAuthLimit: config.basicAuthLimit,
       publicUrl: config.publicUrl,
       agentPort: config.agentPort,
       idleTimeoutS: config.idleTimeoutS,

@@ -176,6 +176,8 @@ Flags:
                           BURROW_METRICS_TOKEN); without it: admins only
   --oidc-http-issuers M   off, or loopback: tunnels may use a plain-http
                           OIDC issuer on loopback                    (default ${d["oidc-http-issuers"]})
+  --basic-auth-limit N    wrong basic-auth passwords one address may try
+                          on a tunnel before a lock (1 min, doubling) (default ${d["basic-auth-limit"]})
 
 HTTPS from an ACME CA (Let's Encrypt unless told otherwise):
   --acme-email ADDR       get and renew certificates; the edge serves HTTPS on

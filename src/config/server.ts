@@ -42,6 +42,7 @@ export const SERVER_DEFAULTS = {
   "log-format": "text",
   "metrics-token": "",
   "oidc-http-issuers": "off",
+  "basic-auth-limit": "10",
 } as const;
 
 export const SERVER_FLAGS: Record<keyof typeof SERVER_DEFAULTS, FlagSpec> = {
@@ -79,6 +80,7 @@ export const SERVER_FLAGS: Record<keyof typeof SERVER_DEFAULTS, FlagSpec> = {
   "log-format": { type: "string", env: true },
   "metrics-token": { type: "string", env: true },
   "oidc-http-issuers": { type: "string", env: true },
+  "basic-auth-limit": { type: "string", env: true },
 };
 
 /** Flags whose value is a secret: a mistake in one is reported without echoing it. */
@@ -120,6 +122,8 @@ export interface ServerConfig {
    * issuer's discovery, and loopback services are not the agents' to reach.
    */
   oidcHttpIssuers: boolean;
+  /** Wrong basic-auth passwords one address may try on a tunnel before it is locked for a minute, doubling to 15. */
+  basicAuthLimit: number;
   /** Failed agent handshakes a client address may make a minute before RATE_LIMITED. */
   handshakeLimit: number;
   /** On SIGTERM, how long visitor requests in flight may take to finish. */
@@ -222,6 +226,7 @@ const Schema = v.object({
   ),
   "handshake-limit": count("handshake-limit"),
   "audit-days": count("audit-days"),
+  "basic-auth-limit": count("basic-auth-limit"),
   "max-agents-per-ip": count("max-agents-per-ip"),
   "drain-timeout": v.pipe(
     v.string(),
@@ -303,6 +308,7 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     maxAgentsPerIp: o["max-agents-per-ip"],
     trustedProxies: o["trusted-proxies"],
     oidcHttpIssuers: o["oidc-http-issuers"] === "loopback",
+    basicAuthLimit: o["basic-auth-limit"],
     handshakeLimit: o["handshake-limit"],
     drainTimeoutMs: o["drain-timeout"] * 1000,
     logFormat: o["log-format"],

@@ -43,6 +43,8 @@ export interface EdgeContext {
   maxResponseTimeoutMs?: number;
   /** Tunnels may name a plain-http OIDC issuer on loopback (--oidc-http-issuers loopback); else https only. */
   oidcHttpIssuers?: boolean;
+  /** Wrong basic-auth passwords one address may try on a tunnel before it is locked (--basic-auth-limit). */
+  basicAuthLimit?: number;
   /** Handshake results and stream resets, for the metrics. */
   counters?: EdgeCounters;
 }
@@ -280,7 +282,7 @@ export class AgentConnection implements AgentLink {
         const back = registry.reclaimable(owner.tokenId, want, admitted.resume);
         const asked = hello.tunnels[i];
         const timeout = asked?.protocol === "http" ? this.responseTimeout(asked.responseTimeout) : undefined;
-        const access = tunnelAccess(asked, cidrs(admitted.user.allowCidrs), plan.protocol === "http" ? plan.subdomain : "tcp", providers);
+        const access = tunnelAccess(asked, cidrs(admitted.user.allowCidrs), plan.protocol === "http" ? plan.subdomain : "tcp", providers, this.edge.basicAuthLimit);
         if (access instanceof AppError) {
           if (!hello.partial) throw access;
           return void refused.push({ index: i, error: access });

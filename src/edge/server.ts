@@ -50,6 +50,8 @@ export interface EdgeOptions {
   maxResponseTimeoutMs: number;
   /** Plain-http OIDC issuers on loopback may be used by tunnels (--oidc-http-issuers loopback). */
   oidcHttpIssuers?: boolean;
+  /** Wrong basic-auth passwords one address may try on a tunnel before it is locked (--basic-auth-limit). */
+  basicAuthLimit?: number;
   /** Scheme and port visitors use, when a proxy in front differs from what the edge listens on. */
   publicUrl?: { scheme: "http" | "https"; port: number };
   /** The direct port for agents (0: any free one); undefined: agents stay on the WebSocket. */
@@ -151,6 +153,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     directPort: () => direct?.port,
     maxResponseTimeoutMs: opts.maxResponseTimeoutMs,
     oidcHttpIssuers: opts.oidcHttpIssuers ?? false,
+    basicAuthLimit: opts.basicAuthLimit,
     handshakes: new HandshakeGuard(opts.handshakeLimit, () => core.clock.now().getTime()),
     counters,
   };

@@ -41,10 +41,16 @@ export class BasicAuth {
   /** Wrong credentials by the visitor's address. */
   private readonly guesses: Throttle;
 
-  constructor(credentials: readonly { user: string; password: string }[], realm: string, now: () => number = Date.now) {
+  /** `allowance`: wrong passwords an address may try before it is locked (the server's --basic-auth-limit). */
+  constructor(
+    credentials: readonly { user: string; password: string }[],
+    realm: string,
+    now: () => number = Date.now,
+    allowance = BASIC_AUTH_THROTTLE.allowance,
+  ) {
     this.digests = credentials.map((c) => digest(`${c.user}:${c.password}`));
     this.challenge = `Basic realm="${realm.replace(/["\\]/g, "")}", charset="UTF-8"`;
-    this.guesses = new Throttle(BASIC_AUTH_THROTTLE, now);
+    this.guesses = new Throttle({ ...BASIC_AUTH_THROTTLE, allowance }, now);
   }
 
   /** When `client`'s lock ends (ms since the epoch), or 0: a locked address is refused without its credentials being read. */

@@ -54,12 +54,13 @@ export function tunnelAccess(
   userAllowCidrs: readonly string[],
   name: string,
   providers: Providers | undefined,
+  basicAuthLimit?: number,
 ): AccessPolicy | AppError | undefined {
   const oidc = oidcOf(asked);
   const provider = oidc ? providers?.get(oidc.issuer) : undefined;
   if (provider instanceof AppError) return provider;
   if (oidc && !provider) return new AppError("OIDC_DISCOVERY_FAILED", `the OIDC issuer ${oidc.issuer} was not reached`);
-  return AccessPolicy.compile({ asked: asked?.access, userAllowCidrs, name, provider });
+  return AccessPolicy.compile({ asked: asked?.access, userAllowCidrs, name, provider, basicAuthLimit });
 }
 
 /**

@@ -34,6 +34,8 @@ export interface AccessSources {
   name: string;
   /** The discovered provider for `asked.oidc`. */
   provider?: OidcProvider;
+  /** Wrong basic-auth passwords an address may try before it is locked (--basic-auth-limit). */
+  basicAuthLimit?: number;
 }
 
 export class AccessPolicy {
@@ -51,7 +53,7 @@ export class AccessPolicy {
     const asked = src.asked;
     const http = asked as HttpAccess | undefined; // a tcp tunnel's settings have the IP lists only
     const ip = new IpRules([asked?.allowCidrs ?? [], src.userAllowCidrs ?? []], asked?.denyCidrs ?? []);
-    const basic = http?.basicAuth?.length ? new BasicAuth(http.basicAuth, src.name) : undefined;
+    const basic = http?.basicAuth?.length ? new BasicAuth(http.basicAuth, src.name, Date.now, src.basicAuthLimit) : undefined;
     const oidc = http?.oidc && src.provider ? new OidcGate(src.provider, http.oidc, src.name) : undefined;
     const headers = new HeaderRules({
       requestAdd: http?.requestHeaderAdd,
