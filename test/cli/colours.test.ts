@@ -90,8 +90,12 @@ describe("the agent", () => {
     const command = [...burrowCommand(), "http", String(upstream.port), "--server", server.edgeUrl, "--token", token, "--log", "text"]
       .map((w) => `'${w.replaceAll("'", `'\\''`)}'`)
       .join(" ");
+    // script runs the command with $SHELL -c; exec makes the agent the
+    // terminal's own process, because a shell that waits for it (dash) is
+    // killed by the same Ctrl-C and would report 130 for the agent's 0
+    const shellCommand = `exec ${command}`;
     // script gives the agent a pseudo-terminal; what we write to its stdin is typed there
-    const proc = Bun.spawn([script, "-q", "-e", "-c", command, "/dev/null"], {
+    const proc = Bun.spawn([script, "-q", "-e", "-c", shellCommand, "/dev/null"], {
       env: { ...process.env, TERM: "xterm-256color", NO_COLOR: undefined, FORCE_COLOR: undefined, XDG_CONFIG_HOME: home, HTTPS_PROXY: "", ALL_PROXY: "" },
       stdin: "pipe",
       stdout: "pipe",
