@@ -1,0 +1,154 @@
+/**
+ * The database tables for PostgreSQL: the tables of schema.ts (which
+ * documents them), with the same names, columns, keys, defaults and
+ * indexes, so the same queries run on either engine. Only the column types
+ * differ where PostgreSQL has a better one; each such column says why.
+ * test/db/schema-correspondence.test.ts keeps the two files in step.
+ */
+import { sql } from "drizzle-orm";
+import { bigint, boolean, index, integer, pgTable, primaryKey, text, uniqueIndex } from "drizzle-orm/pg-core";
+
+export const users = pgTable(
+  "users",
+  {
+    // identity, not AUTOINCREMENT: inserts omit it and get it back from returning(); by default, so rows can be copied with their ids
+    id: integer("id").primaryKey().generatedByDefaultAsIdentity(),
+    username: text("username").notNull(),
+    passwordHash: text("password_hash").notNull(),
+    role: text("role", { enum: ["user", "admin"] }).notNull().default("user"),
+    // boolean, not 0/1 integer: PostgreSQL has the type
+    enabled: boolean("enabled").notNull().default(true),
+    maxTunnels: integer("max_tunnels").notNull().default(0),
+    allowedProtocols: text("allowed_protocols").notNull().default("http,tcp"),
+    // bigint, not integer: a byte limit passes 2^31 (2 GiB); SQLite's integer is 64-bit already
+    trafficLimit: bigint("traffic_limit", { mode: "number" }).notNull().default(0),
+    trafficPeriod: text("traffic_period", { enum: ["daily", "monthly", "quarterly"] })
+      .notNull()
+      .default("monthly"),
+    maxDevices: integer("max_devices").notNull().default(0),
+    // boolean, not 0/1 integer: PostgreSQL has the type
+    skipWarning: boolean("skip_warning").notNull().default(false),
+    // boolean, not 0/1 integer: PostgreSQL has the type
+    canUseProxy: boolean("can_use_proxy").notNull().default(true),
+    // boolean, not 0/1 integer: PostgreSQL has the type
+    requireAuth: boolean("require_auth").notNull().default(false),
+    allowCidrs: text("allow_cidrs").notNull().default(""),
+    createdAt: text("created_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [uniqueIndex("users_username_nocase").on(sql`lower(${t.username})`)],
+);
+
+export const tokens = pgTable(
+  "tokens",
+  {
+    // identity, not AUTOINCREMENT: inserts omit it and get it back from returning(); by default, so rows can be copied with their ids
+    id: integer("id").primaryKey().generatedByDefaultAsIdentity(),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    deviceName: text("device_name").notNull(),
+    lookup: text("lookup").notNull(),
+    secretHash: text("secret_hash").notNull(),
+    // boolean, not 0/1 integer: PostgreSQL has the type
+    enabled: boolean("enabled").notNull().default(true),
+    createdAt: text("created_at").notNull(),
+    lastUsed: text("last_used"),
+  },
+  (t) => [uniqueIndex("tokens_lookup").on(t.lookup), index("tokens_user").on(t.userId)],
+);
+
+export const reservedSubdomains = pgTable(
+  "reserved_subdomains",
+  {
+    // identity, not AUTOINCREMENT: inserts omit it and get it back from returning(); by default, so rows can be copied with their ids
+    id: integer("id").primaryKey().generatedByDefaultAsIdentity(),
+    subdomain: text("subdomain").notNull(),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    createdAt: text("created_at").notNull(),
+  },
+  (t) => [uniqueIndex("reserved_subdomains_subdomain").on(t.subdomain), index("reserved_subdomains_user").on(t.userId)],
+);
+
+export const sessions = pgTable(
+  "sessions",
+  {
+    idHash: text("id_hash").primaryKey(),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    createdAt: text("created_at").notNull(),
+    lastSeenAt: text("last_seen_at").notNull(),
+  },
+  (t) => [index("sessions_user").on(t.userId)],
+);
+
+export const trafficDaily = pgTable(
+  "traffic_daily",
+  {
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    date: text("date").notNull(),
+    // bigint, not integer: a busy day's bytes pass 2^31 (2 GiB); SQLite's integer is 64-bit already
+    bytesIn: bigint("bytes_in", { mode: "number" }).notNull().default(0),
+    // bigint, not integer: a busy day's bytes pass 2^31 (2 GiB); SQLite's integer is 64-bit already
+    bytesOut: bigint("bytes_out", { mode: "number" }).notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.userId, t.date] }), index("traffic_daily_date").on(t.date)],
+);
+
+export const adminKeys = pgTable(
+  "admin_keys",
+  {
+    // identity, not AUTOINCREMENT: inserts omit it and get it back from returning(); by default, so rows can be copied with their ids
+    id: integer("id").primaryKey().generatedByDefaultAsIdentity(),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    lookup: text("lookup").notNull(),
+    secretHash: text("secret_hash").notNull(),
+    createdAt: text("created_at").notNull(),
+    expiresAt: text("expires_at"),
+    lastUsed: text("last_used"),
+    revokedAt: text("revoked_at"),
+  },
+  (t) => [uniqueIndex("admin_keys_lookup").on(t.lookup), index("admin_keys_user").on(t.userId)],
+);
+
+export const auditLog = pgTable(
+  "audit_log",
+  {
+    // identity, not AUTOINCREMENT: inserts omit it and get it back from returning(); by default, so rows can be copied with their ids
+    id: integer("id").primaryKey().generatedByDefaultAsIdentity(),
+    at: text("at").notNull(),
+    userId: integer("user_id"),
+    username: text("username"),
+    keyId: integer("key_id"),
+    tokenId: integer("token_id"),
+    address: text("address").notNull(),
+    action: text("action").notNull(),
+    target: text("target"),
+    outcome: text("outcome", { enum: ["ok", "failed", "refused"] }).notNull(),
+    code: text("code"),
+    details: text("details"),
+    // bigint, not integer: a count that only grows; SQLite's integer is 64-bit already
+    count: bigint("count", { mode: "number" }).notNull().default(1),
+    bucket: text("bucket"),
+  },
+  (t) => [
+    index("audit_log_at").on(t.at),
+    index("audit_log_user").on(t.userId),
+    index("audit_log_action").on(t.action),
+    uniqueIndex("audit_log_bucket").on(t.bucket),
+  ],
+);
+
+export type UserRow = typeof users.$inferSelect;
+export type TokenRow = typeof tokens.$inferSelect;
+export type ReservedSubdomainRow = typeof reservedSubdomains.$inferSelect;
+export type AdminKeyRow = typeof adminKeys.$inferSelect;
+export type AuditRow = typeof auditLog.$inferSelect;
