@@ -34,20 +34,21 @@ export interface RunningServer {
 
 export async function startServer(config: ServerConfig, env: Record<string, string | undefined>): Promise<RunningServer> {
   const database = openDatabase(config.dataDir);
-  const core = createCore({ db: database.db, systemSubdomains: config.systemSubdomains });
+  const core = createCore({ store: database.store, systemSubdomains: config.systemSubdomains });
   await ensureAdmin(core, env);
-  core.sessions.sweep();
-  const sweeper = setInterval(() => core.sessions.sweep(), SESSION_SWEEP_MS);
+  const sweepSessions = () => core.sessions.sweep().catch((err) => log.error("expired sessions not swept", { err: String(err) }));
+  await sweepSessions();
+  const sweeper = setInterval(sweepSessions, SESSION_SWEEP_MS);
   sweeper.unref();
-  const pruneAudit = () => {
+  const pruneAudit = async () => {
     try {
-      const pruned = core.audit.prune(config.auditDays);
+      const pruned = await core.audit.prune(config.auditDays);
       if (pruned > 0) log.info("audit log pruned", { entries: pruned, older_than_days: config.auditDays });
     } catch (err) {
       log.error("audit log not pruned", { err: String(err) }); // tried again tomorrow; nothing else depends on it
     }
   };
-  pruneAudit();
+  await pruneAudit();
   const auditPruner = setInterval(pruneAudit, AUDIT_PRUNE_MS);
   auditPruner.unref();
 
@@ -126,7 +127,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     clearInterval(sweeper);
     metrics.stop();
     clearInterval(auditPruner);
-    core.audit.stop();
+    await core.audit.stop();
     database.close();
     throw err;
   }
@@ -152,7 +153,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
         await Promise.all([adminServer.stop(false), edge.stop()]); // admin: in-flight requests finish
         metrics.stop();
         certificates?.stop();
-        core.audit.stop(); // the refusals counted since the last flush
+        await core.audit.stop(); // the refusals counted since the last flush
         database.close(); // after the edge's last traffic flush
         log.info("server stopped");
       })();

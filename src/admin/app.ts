@@ -71,7 +71,9 @@ export function createAdminApp(core: Core, options: AdminAppOptions = {}): Admin
     return async (req, server) => {
       const address = server.requestIP(req)?.address ?? "unknown";
       const ctx: RequestContext = { core, admin: undefined!, address, audit: {} };
-      const audited = (outcome: AuditOutcome, code?: string) => action && recordAudit(core, action, ctx, outcome, code);
+      const audited = async (outcome: AuditOutcome, code?: string) => {
+        if (action) await recordAudit(core, action, ctx, outcome, code);
+      };
       try {
         if (!parseHost(req.headers.get("host")) || !URL.parse(req.url)) throw badHostError();
         const key = route.public ? undefined : readBearer(req);
@@ -81,19 +83,19 @@ export function createAdminApp(core: Core, options: AdminAppOptions = {}): Admin
           const refused = checkCrossSite(req);
           if (refused) throw refused;
         }
-        if (key !== undefined) ({ admin: ctx.admin, keyId: ctx.keyId } = core.adminKeys.authenticate(key));
-        else if (!route.public) ctx.admin = core.sessions.resolve(readSessionCookie(req));
+        if (key !== undefined) ({ admin: ctx.admin, keyId: ctx.keyId } = await core.adminKeys.authenticate(key));
+        else if (!route.public) ctx.admin = await core.sessions.resolve(readSessionCookie(req));
         const response = await handler(req, ctx);
-        audited("ok");
+        await audited("ok");
         return response;
       } catch (err) {
         if (err instanceof AppError) {
-          audited("failed", err.code);
+          await audited("failed", err.code);
           return errorResponse(err);
         }
         // Bun writes nothing on a closed connection: this response only ends the handler
         if (err instanceof ClientGone) return new Response(null, { status: 400 });
-        audited("failed", "INTERNAL");
+        await audited("failed", "INTERNAL");
         log.error("admin request failed", { method: req.method, path: requestPath(req)?.pathname, err: String(err) });
         if (err instanceof Error && err.stack) logStack(err);
         return json({ error: "internal server error" }, 500);

@@ -18,7 +18,7 @@ import { AuditQuery } from "./schemas.ts";
 /** The longest tried username kept from a failed login. */
 const MAX_TRIED_NAME = 64;
 
-export function recordAudit(core: Core, action: AuditAction, ctx: RequestContext, outcome: AuditOutcome, code?: string): void {
+export async function recordAudit(core: Core, action: AuditAction, ctx: RequestContext, outcome: AuditOutcome, code?: string): Promise<void> {
   const { target, details, actor } = ctx.audit;
   if (ctx.admin) {
     const who = { userId: ctx.admin.id, username: ctx.admin.username, keyId: ctx.keyId };
@@ -32,7 +32,7 @@ export function recordAudit(core: Core, action: AuditAction, ctx: RequestContext
     outcome,
     code: code ?? "INTERNAL",
     key: tried?.toLowerCase(),
-    identify: () => (tried === undefined ? undefined : { username: tried, userId: core.users.byName(tried)?.id }),
+    identify: async () => (tried === undefined ? undefined : { username: tried, userId: (await core.users.byName(tried))?.id }),
   });
 }
 
@@ -56,9 +56,9 @@ export const auditRoutes: Route[] = [
   {
     path: "/api/audit",
     methods: {
-      GET(req, { core }) {
+      async GET(req, { core }) {
         const q = parseQuery(req, AuditQuery);
-        const entries = core.audit.list({ limit: q.limit ?? DEFAULT_AUDIT_LIMIT, beforeId: q.before_id, userId: q.user_id, action: q.action });
+        const entries = await core.audit.list({ limit: q.limit ?? DEFAULT_AUDIT_LIMIT, beforeId: q.before_id, userId: q.user_id, action: q.action });
         return json(entries.map(auditEntryJson));
       },
     },

@@ -46,7 +46,7 @@ export const authRoutes: Route[] = [
         audit.actor = { username: body.username }; // who tried, for a failure's entry
         const user = await checkLogin(core.users, core.loginThrottle, address, body.username, body.password);
         audit.actor = { userId: user.id, username: user.username };
-        const key = core.sessions.start(user.id);
+        const key = await core.sessions.start(user.id);
         return json({ user: meJson(user) }, 200, {
           "Set-Cookie": sessionCookie(req, key, SESSION_MAX_AGE_MS / 1000),
         });
@@ -69,9 +69,9 @@ export const authRoutes: Route[] = [
   {
     path: "/api/auth/logout",
     methods: {
-      POST(req, { core }) {
+      async POST(req, { core }) {
         const key = readSessionCookie(req);
-        if (key) core.sessions.end(key);
+        if (key) await core.sessions.end(key);
         return json({ status: "logged_out" }, 200, { "Set-Cookie": sessionCookie(req, "", 0) });
       },
     },

@@ -9,11 +9,11 @@ export const domainRoutes: Route[] = [
   {
     path: "/api/domains",
     methods: {
-      GET: (_req, { core }) => json(core.domains.list().map(domainJson)),
+      GET: async (_req, { core }) => json((await core.domains.list()).map(domainJson)),
       async POST(req, { core, audit }) {
         const body = await parseBody(req, ReserveBody);
         audit.details = { subdomain: body.subdomain, user_id: body.user_id };
-        const reserved = core.domains.reserve(body.subdomain, body.user_id);
+        const reserved = await core.domains.reserve(body.subdomain, body.user_id);
         audit.target = `domain:${reserved.id}`;
         return json(domainJson(reserved), 201);
       },
@@ -31,10 +31,10 @@ export const domainRoutes: Route[] = [
   {
     path: "/api/domains/:id",
     methods: {
-      DELETE(req, { core, audit }) {
+      async DELETE(req, { core, audit }) {
         const id = parseId(req.params.id);
         audit.target = `domain:${id}`;
-        const gone = core.domains.release(id);
+        const gone = await core.domains.release(id);
         audit.details = { subdomain: gone.subdomain, user_id: gone.userId };
         return json({ status: "removed" });
       },

@@ -34,11 +34,11 @@ export const keyRoutes: Route[] = [
   {
     path: "/api/keys",
     methods: {
-      GET: (_req, { core }) => json(core.adminKeys.list().map((k) => adminKeyJson(k, core.clock))),
+      GET: async (_req, { core }) => json((await core.adminKeys.list()).map((k) => adminKeyJson(k, core.clock))),
       async POST(req, { core, admin, keyId, audit }) {
         if (keyId !== undefined) throw new AppError("FORBIDDEN", "API keys are made from a signed-in session, not with another key");
         const body = await parseBody(req, CreateKeyBody);
-        const { secret, key } = core.adminKeys.create(admin.id, body.name, body.expires_in_days);
+        const { secret, key } = await core.adminKeys.create(admin.id, body.name, body.expires_in_days);
         audit.target = `key:${key.id}`;
         audit.details = { name: key.name, expires_at: key.expiresAt };
         return json(
@@ -71,10 +71,10 @@ export const keyRoutes: Route[] = [
   {
     path: "/api/keys/:id",
     methods: {
-      DELETE(req, { core, audit }) {
+      async DELETE(req, { core, audit }) {
         const id = parseId(req.params.id);
         audit.target = `key:${id}`;
-        const key = core.adminKeys.revoke(id);
+        const key = await core.adminKeys.revoke(id);
         audit.details = { name: key.name };
         return json({ status: "revoked" });
       },

@@ -46,8 +46,8 @@ export function metricsRoutes(metrics: MetricsExport, token: string | undefined)
             const given = bearer(req);
             try {
               // an admin API key reads them as its admin would; else the session cookie
-              if (given?.startsWith(ADMIN_KEY_PREFIX)) core.adminKeys.authenticate(given);
-              else core.sessions.resolve(readSessionCookie(req));
+              if (given?.startsWith(ADMIN_KEY_PREFIX)) await core.adminKeys.authenticate(given);
+              else await core.sessions.resolve(readSessionCookie(req));
             } catch (err) {
               if (err instanceof AppError && err.status === 401) {
                 throw new AppError("UNAUTHORIZED", "an admin session or the metrics bearer token (--metrics-token) is required", CHALLENGE);

@@ -28,12 +28,12 @@ export const statsRoutes: Route[] = [
   {
     path: "/api/dashboard",
     methods: {
-      GET: (_req, { core }) =>
+      GET: async (_req, { core }) =>
         json({
-          total_users: core.users.count(),
-          active_tunnels: core.live.list().length,
-          traffic_today: core.traffic.today(),
-          top_users: core.traffic.perUser(TOP_USERS_DAYS, TOP_USERS).map(userTrafficJson),
+          total_users: await core.users.count(),
+          active_tunnels: (await core.live.list()).length,
+          traffic_today: await core.traffic.today(),
+          top_users: (await core.traffic.perUser(TOP_USERS_DAYS, TOP_USERS)).map(userTrafficJson),
         }),
     },
     docs: { GET: { summary: "Totals for the dashboard", responses: { 200: { description: "The dashboard", schema: DashboardJson } } } },
@@ -41,8 +41,8 @@ export const statsRoutes: Route[] = [
   {
     path: "/api/tunnels/active",
     methods: {
-      GET: (_req, { core }) => {
-        const list = core.live.list().sort((a, b) => a.connectedAt.getTime() - b.connectedAt.getTime());
+      GET: async (_req, { core }) => {
+        const list = (await core.live.list()).sort((a, b) => a.connectedAt.getTime() - b.connectedAt.getTime());
         return json(list.map(activeTunnelJson));
       },
     },
@@ -53,12 +53,12 @@ export const statsRoutes: Route[] = [
   {
     path: "/api/analytics/traffic",
     methods: {
-      GET(req, { core }) {
+      async GET(req, { core }) {
         const query = parseQuery(req, TrafficQuery);
         const days = query.days ?? DEFAULT_DAYS;
-        if (query.user_id === undefined) return json(core.traffic.perUser(days).map(userTrafficJson));
-        const user = core.users.get(query.user_id);
-        return json(core.traffic.perDay(user.id, days).map(dayTrafficJson));
+        if (query.user_id === undefined) return json((await core.traffic.perUser(days)).map(userTrafficJson));
+        const user = await core.users.get(query.user_id);
+        return json((await core.traffic.perDay(user.id, days)).map(dayTrafficJson));
       },
     },
     docs: {

@@ -9,15 +9,15 @@ export const tokenRoutes: Route[] = [
   {
     path: "/api/users/:id/tokens",
     methods: {
-      GET(req, { core }) {
-        const user = core.users.get(parseId(req.params.id));
-        return json(core.tokens.listForUser(user.id).map(tokenJson));
+      async GET(req, { core }) {
+        const user = await core.users.get(parseId(req.params.id));
+        return json((await core.tokens.listForUser(user.id)).map(tokenJson));
       },
       async POST(req, { core, audit }) {
-        const user = core.users.get(parseId(req.params.id));
+        const user = await core.users.get(parseId(req.params.id));
         audit.details = { user_id: user.id, username: user.username };
         const body = await parseBody(req, CreateTokenBody);
-        const { secret, row } = core.tokens.generate(user.id, body.device_name);
+        const { secret, row } = await core.tokens.generate(user.id, body.device_name);
         audit.target = `token:${row.id}`;
         audit.details = { ...audit.details, device_name: row.deviceName };
         return json(
@@ -43,10 +43,10 @@ export const tokenRoutes: Route[] = [
   {
     path: "/api/tokens/:id",
     methods: {
-      DELETE(req, { core, audit }) {
+      async DELETE(req, { core, audit }) {
         const id = parseId(req.params.id);
         audit.target = `token:${id}`;
-        core.tokens.revoke(id);
+        await core.tokens.revoke(id);
         return json({ status: "revoked" });
       },
     },

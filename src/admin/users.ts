@@ -27,7 +27,7 @@ export const userRoutes: Route[] = [
   {
     path: "/api/users",
     methods: {
-      GET: (_req, { core }) => json(core.users.list().map(userJson)),
+      GET: async (_req, { core }) => json((await core.users.list()).map(userJson)),
       async POST(req, { core, audit }) {
         const body = await parseBody(req, CreateUserBody);
         const { username, password, ...settings } = userSettings(body);
@@ -50,29 +50,29 @@ export const userRoutes: Route[] = [
   {
     path: "/api/users/:id",
     methods: {
-      GET(req, { core }) {
-        const user = core.users.get(parseId(req.params.id));
+      async GET(req, { core }) {
+        const user = await core.users.get(parseId(req.params.id));
         return json({
           user: userJson(user),
-          traffic_used: core.traffic.usedInPeriod(user),
-          active_tokens: core.tokens.listForUser(user.id).filter((t) => t.enabled).length,
+          traffic_used: await core.traffic.usedInPeriod(user),
+          active_tokens: (await core.tokens.listForUser(user.id)).filter((t) => t.enabled).length,
         });
       },
       async PUT(req, { core, audit }) {
         const id = parseId(req.params.id);
         audit.target = `user:${id}`;
-        const before = core.users.get(id); // 404 before 400: a body for a user that does not exist is moot
+        const before = await core.users.get(id); // 404 before 400: a body for a user that does not exist is moot
         const body = await parseBody(req, UpdateUserBody);
         audit.details = { requested: Object.keys(definedOnly(body)) }; // the names only: what a failed update tried
         const after = await core.users.update(id, definedOnly(userSettings(body)));
         audit.details = { changes: changesOf(userJson(before), userJson(after)), ...(body.password !== undefined ? { password_changed: true } : {}) };
         return json(userJson(after));
       },
-      DELETE(req, { core, audit }) {
+      async DELETE(req, { core, audit }) {
         const id = parseId(req.params.id);
         audit.target = `user:${id}`;
-        audit.details = { username: core.users.get(id).username };
-        core.users.delete(id);
+        audit.details = { username: (await core.users.get(id)).username };
+        await core.users.delete(id);
         return json({ status: "deleted" });
       },
     },

@@ -11,8 +11,8 @@
  * neither.
  */
 import { asc, eq } from "drizzle-orm";
-import type { Db } from "../db/open.ts";
-import { adminKeys, users, type AdminKeyRow, type UserRow } from "../db/schema.ts";
+import type { AdminKeyRow, UserRow } from "../db/schema.ts";
+import type { Store } from "../db/store.ts";
 import { isoTimestamp, type Clock } from "./clock.ts";
 import { AppError, notFound } from "./errors.ts";
 import { digestsEqual, randomBase62, sha256Hex } from "./secrets.ts";
@@ -33,34 +33,33 @@ export interface AdminKey extends AdminKeyRow {
 
 export type AdminKeys = ReturnType<typeof createAdminKeys>;
 
-export function createAdminKeys(db: Db, clock: Clock) {
+export function createAdminKeys(store: Store, clock: Clock) {
+  const { adminKeys, users } = store.tables;
   const unauthorized = (why: string) => new AppError("UNAUTHORIZED", why);
 
   const listQuery = () =>
-    db
+    store.db
       .select({ key: adminKeys, username: users.username })
       .from(adminKeys)
       .innerJoin(users, eq(adminKeys.userId, users.id));
 
-  function get(id: number): AdminKey {
-    const found = listQuery().where(eq(adminKeys.id, id)).get();
+  async function get(id: number): Promise<AdminKey> {
+    const found = await store.get(listQuery().where(eq(adminKeys.id, id)));
     if (!found) throw notFound("API key");
     return { ...found.key, username: found.username };
   }
 
   return {
     get,
-    list: (): AdminKey[] =>
-      listQuery()
-        .orderBy(asc(adminKeys.id))
-        .all()
-        .map((r) => ({ ...r.key, username: r.username })),
+    list: async (): Promise<AdminKey[]> =>
+      (await store.all(listQuery().orderBy(asc(adminKeys.id)))).map((r) => ({ ...r.key, username: r.username })),
 
     /** Makes a key for `userId`; the returned secret exists nowhere else and cannot be recovered. */
-    create(userId: number, name: string, expiresInDays?: number): { secret: string; key: AdminKey } {
+    async create(userId: number, name: string, expiresInDays?: number): Promise<{ secret: string; key: AdminKey }> {
       const secret = ADMIN_KEY_PREFIX + randomBase62(SECRET_CHARS);
       const now = clock.now();
-      const row = db
+      const row = await store.get(
+        store.db
         .insert(adminKeys)
         .values({
           userId,
@@ -70,16 +69,16 @@ export function createAdminKeys(db: Db, clock: Clock) {
           createdAt: isoTimestamp(now),
           expiresAt: expiresInDays === undefined ? null : isoTimestamp(new Date(now.getTime() + expiresInDays * DAY_MS)),
         })
-        .returning()
-        .get();
-      return { secret, key: get(row.id) };
+        .returning(),
+      );
+      return { secret, key: await get(row!.id) };
     },
 
     /** Idempotent: revoking a revoked key answers the same. */
-    revoke(id: number): AdminKey {
-      const key = get(id);
+    async revoke(id: number): Promise<AdminKey> {
+      const key = await get(id);
       if (key.revokedAt === null) {
-        db.update(adminKeys).set({ revokedAt: isoTimestamp(clock.now()) }).where(eq(adminKeys.id, id)).run();
+        await store.run(store.db.update(adminKeys).set({ revokedAt: isoTimestamp(clock.now()) }).where(eq(adminKeys.id, id)));
       }
       return get(id);
     },
@@ -89,15 +88,16 @@ export function createAdminKeys(db: Db, clock: Clock) {
      * revoked or expired, or its user is gone or disabled; 403 when the user
      * is no longer an admin (as for a session).
      */
-    authenticate(secret: string): { admin: UserRow; keyId: number } {
+    async authenticate(secret: string): Promise<{ admin: UserRow; keyId: number }> {
       const invalid = unauthorized("the API key is not valid");
       if (!secret.startsWith(ADMIN_KEY_PREFIX) || secret.length > 200) throw invalid;
-      const found = db
-        .select({ key: adminKeys, user: users })
-        .from(adminKeys)
-        .innerJoin(users, eq(adminKeys.userId, users.id))
-        .where(eq(adminKeys.lookup, secret.slice(0, LOOKUP_LENGTH)))
-        .get();
+      const found = await store.get(
+        store.db
+          .select({ key: adminKeys, user: users })
+          .from(adminKeys)
+          .innerJoin(users, eq(adminKeys.userId, users.id))
+          .where(eq(adminKeys.lookup, secret.slice(0, LOOKUP_LENGTH))),
+      );
       if (!found || !digestsEqual(found.key.secretHash, sha256Hex(secret))) throw invalid;
       const now = clock.now().getTime();
       if (found.key.revokedAt !== null) throw unauthorized("the API key has been revoked");
@@ -105,7 +105,7 @@ export function createAdminKeys(db: Db, clock: Clock) {
       if (!found.user.enabled) throw unauthorized("the account is disabled");
       if (found.user.role !== "admin") throw new AppError("FORBIDDEN", "administrator role required");
       if (found.key.lastUsed === null || now - Date.parse(found.key.lastUsed) > TOUCH_EVERY_MS) {
-        db.update(adminKeys).set({ lastUsed: isoTimestamp(clock.now()) }).where(eq(adminKeys.id, found.key.id)).run();
+        await store.run(store.db.update(adminKeys).set({ lastUsed: isoTimestamp(clock.now()) }).where(eq(adminKeys.id, found.key.id)));
       }
       return { admin: found.user, keyId: found.key.id };
     },

@@ -11,21 +11,26 @@ import { AppError } from "./errors.ts";
 import { protocolList, subdomain as subdomainRule, type Protocol } from "./fields.ts";
 import type { Core } from "./index.ts";
 
-/** What the edge knows about live tunnels, as admission needs it. */
+type Answer<T> = T | Promise<T>;
+
+/**
+ * What is live, as admission needs it: the edge's registry on one node, the
+ * shared registry with several (whose answers take a query, hence Answer).
+ */
 export interface LiveView {
   /** Ids of the user's tokens that have a live agent connection. */
-  liveTokenIds(userId: number): Set<number>;
+  liveTokenIds(userId: number): Answer<Set<number>>;
   /** The user's live tunnels, not counting those of the session `except`. */
-  liveTunnelCount(userId: number, except?: string): number;
+  liveTunnelCount(userId: number, except?: string): Answer<number>;
   /** Bytes counted live but not yet written to the database. */
-  unflushedBytes(userId: number): number;
+  unflushedBytes(userId: number): Answer<number>;
   /**
    * Who holds a subdomain: a live tunnel, or a dropped one kept for its
    * token during the grace period. `sessionId` is null while in grace.
    */
-  subdomainHolder(subdomain: string): { tokenId: number; sessionId: string | null } | undefined;
+  subdomainHolder(subdomain: string): Answer<{ tokenId: number; sessionId: string | null } | undefined>;
   /** The token of a live session, or undefined when there is no such session. */
-  sessionTokenId(sessionId: string): number | undefined;
+  sessionTokenId(sessionId: string): Answer<number | undefined>;
 }
 
 export interface AdmissionRequest {
@@ -59,10 +64,10 @@ export interface Admitted {
 const RANDOM_SUBDOMAIN_LENGTH = 8;
 const RANDOM_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789";
 
-export function admit(core: Core, req: AdmissionRequest, live: LiveView): Admitted {
-  const { token, user } = core.tokens.authenticate(req.token); // AUTH_FAILED, TOKEN_DISABLED
+export async function admit(core: Core, req: AdmissionRequest, live: LiveView): Promise<Admitted> {
+  const { token, user } = await core.tokens.authenticate(req.token); // AUTH_FAILED, TOKEN_DISABLED
   // a session id says nothing about who may replace it: only its own token resumes it
-  const resume = req.resume !== undefined && live.sessionTokenId(req.resume) === token.id ? req.resume : undefined;
+  const resume = req.resume !== undefined && (await live.sessionTokenId(req.resume)) === token.id ? req.resume : undefined;
   if (!user.enabled) throw new AppError("USER_DISABLED", `user '${user.username}' is disabled`);
 
   const allowed = protocolList(user.allowedProtocols);
@@ -79,17 +84,17 @@ export function admit(core: Core, req: AdmissionRequest, live: LiveView): Admitt
   }
 
   if (user.maxDevices > 0) {
-    const others = [...live.liveTokenIds(user.id)].filter((id) => id !== token.id);
+    const others = [...(await live.liveTokenIds(user.id))].filter((id) => id !== token.id);
     if (others.length + 1 > user.maxDevices) {
       throw new AppError("DEVICE_LIMIT", `user '${user.username}' already has ${others.length} of ${user.maxDevices} devices connected`);
     }
   }
-  const current = user.maxTunnels > 0 ? live.liveTunnelCount(user.id, resume) : 0;
+  const current = user.maxTunnels > 0 ? await live.liveTunnelCount(user.id, resume) : 0;
   /** `open`: those already open, and in a partial HELLO those of it granted before this one. */
   const tunnelLimit = (open = current) => new AppError("TUNNEL_LIMIT", `user '${user.username}' has ${open} of ${user.maxTunnels} tunnels open`);
   if (user.maxTunnels > 0 && !req.partial && current + req.tunnels.length > user.maxTunnels) throw tunnelLimit();
   if (user.trafficLimit > 0) {
-    const used = core.traffic.usedInPeriod(user) + live.unflushedBytes(user.id);
+    const used = (await core.traffic.usedInPeriod(user)) + (await live.unflushedBytes(user.id));
     if (used >= user.trafficLimit) {
       throw new AppError("TRAFFIC_EXCEEDED", `user '${user.username}' has used ${used} of ${user.trafficLimit} bytes this ${user.trafficPeriod} period`);
     }
@@ -97,7 +102,7 @@ export function admit(core: Core, req: AdmissionRequest, live: LiveView): Admitt
 
   const claimed = new Set<string>();
   let room = user.maxTunnels > 0 ? user.maxTunnels - current : Infinity;
-  const plan = (t: AdmissionRequest["tunnels"][number]): PlannedTunnel => {
+  const plan = async (t: AdmissionRequest["tunnels"][number]): Promise<PlannedTunnel> => {
     const badAccess = checkAccess(t.access); // CIDR_INVALID, BASIC_AUTH_INVALID, HEADER_RULE_INVALID, OIDC_INVALID
     if (badAccess) throw badAccess;
     if (user.requireAuth && !(t.protocol === "http" && hasAuthentication(t.access))) {
@@ -110,29 +115,39 @@ export function admit(core: Core, req: AdmissionRequest, live: LiveView): Admitt
     }
     if (t.protocol === "tcp") return { protocol: "tcp", port: t.port };
     const subdomain =
-      t.subdomain === undefined ? randomFreeSubdomain(core, live, claimed) : checkSubdomain(core, live, user, token, t.subdomain, resume, claimed);
+      t.subdomain === undefined
+        ? await randomFreeSubdomain(core, live, claimed)
+        : await checkSubdomain(core, live, user, token, t.subdomain, resume, claimed);
     claimed.add(subdomain);
     return { protocol: "http", subdomain, skipWarning: Boolean(t.skipWarning) && user.skipWarning };
   };
-  const planned = req.tunnels.map((t): PlannedTunnel | AppError => {
-    if (!req.partial) return plan(t);
-    const denied = protocolDenied(t) ?? (room <= 0 ? tunnelLimit(user.maxTunnels - room) : undefined);
-    if (denied) return denied;
-    try {
-      const p = plan(t);
-      room--;
-      return p;
-    } catch (err) {
-      if (err instanceof AppError) return err;
-      throw err;
+  // one after another, in the order asked: each sees the names those before it claimed
+  const planned: (PlannedTunnel | AppError)[] = [];
+  for (const t of req.tunnels) {
+    if (!req.partial) {
+      planned.push(await plan(t));
+      continue;
     }
-  });
+    const denied = protocolDenied(t) ?? (room <= 0 ? tunnelLimit(user.maxTunnels - room) : undefined);
+    if (denied) {
+      planned.push(denied);
+      continue;
+    }
+    try {
+      const p = await plan(t);
+      room--;
+      planned.push(p);
+    } catch (err) {
+      if (err instanceof AppError) planned.push(err);
+      else throw err;
+    }
+  }
   const first = planned[0];
   if (planned.every((p) => p instanceof AppError) && first) throw first;
   return { user, token, tunnels: planned, resume };
 }
 
-function checkSubdomain(
+async function checkSubdomain(
   core: Core,
   live: LiveView,
   user: UserRow,
@@ -140,29 +155,29 @@ function checkSubdomain(
   asked: string,
   resume: string | undefined,
   claimed: Set<string>,
-): string {
+): Promise<string> {
   const parsed = v.safeParse(subdomainRule, asked);
   if (!parsed.success) throw new AppError("SUBDOMAIN_INVALID", `'${asked}' is not a valid subdomain: ${parsed.issues[0]?.message}`);
   const name = parsed.output;
   if (core.domains.isSystem(name)) throw new AppError("SUBDOMAIN_RESERVED", `'${name}' is a system name`);
-  const owner = core.domains.ownerOf(name);
+  const owner = await core.domains.ownerOf(name);
   if (owner !== undefined && owner !== user.id) throw new AppError("SUBDOMAIN_RESERVED", `'${name}' is reserved for another user`);
-  const holder = live.subdomainHolder(name);
+  const holder = await live.subdomainHolder(name);
   // the token's own tunnel comes back to it: dropped (in grace) or from the session it resumes
   const reclaimable = holder && holder.tokenId === token.id && (holder.sessionId === null || holder.sessionId === resume);
   if ((holder && !reclaimable) || claimed.has(name)) throw new AppError("SUBDOMAIN_TAKEN", `'${name}' is in use by another tunnel`);
   return name;
 }
 
-function randomFreeSubdomain(core: Core, live: LiveView, claimed: Set<string>): string {
+async function randomFreeSubdomain(core: Core, live: LiveView, claimed: Set<string>): Promise<string> {
   for (;;) {
     let name = "";
     for (const byte of crypto.getRandomValues(new Uint8Array(RANDOM_SUBDOMAIN_LENGTH * 2))) {
       if (byte < 252 && name.length < RANDOM_SUBDOMAIN_LENGTH) name += RANDOM_ALPHABET[byte % 36];
     }
     if (name.length < RANDOM_SUBDOMAIN_LENGTH) continue;
-    if (core.domains.isSystem(name) || core.domains.ownerOf(name) !== undefined) continue;
-    if (live.subdomainHolder(name) || claimed.has(name)) continue;
+    if (core.domains.isSystem(name) || claimed.has(name)) continue;
+    if ((await core.domains.ownerOf(name)) !== undefined || (await live.subdomainHolder(name))) continue;
     return name;
   }
 }

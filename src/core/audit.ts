@@ -13,8 +13,8 @@
  * rest; memory holds at most MAX_BUCKETS counters.
  */
 import { and, count, desc, eq, lt, sql, type SQL } from "drizzle-orm";
-import type { Db } from "../db/open.ts";
-import { auditLog, type AuditRow } from "../db/schema.ts";
+import type { AuditRow } from "../db/schema.ts";
+import type { Store } from "../db/store.ts";
 import { log } from "../log.ts";
 import { isoTimestamp, type Clock } from "./clock.ts";
 
@@ -67,8 +67,10 @@ export interface RepeatedEntry {
   /** Sets apart buckets of one address and code, e.g. the username a failed login tried. */
   key?: string;
   /** Who it concerns, asked only when its bucket's row is first written (it may cost a query). */
-  identify?: () => (AuditActor & { details?: Record<string, unknown> }) | undefined;
+  identify?: () => Promise<Identified | undefined> | Identified | undefined;
 }
+
+type Identified = AuditActor & { details?: Record<string, unknown> };
 
 export interface AuditQuery {
   /** 1..MAX_AUDIT_LIMIT */
@@ -92,7 +94,8 @@ export const MAX_ROWS_PER_MINUTE = 200;
 const DAY_MS = 86_400_000;
 
 interface Bucket {
-  id: number;
+  /** The row's id, once its insert is done. */
+  id?: number;
   /** Counted since the last flush. */
   pending: number;
   minute: string;
@@ -100,18 +103,24 @@ interface Bucket {
 
 export type Audit = ReturnType<typeof createAudit>;
 
-export function createAudit(db: Db, clock: Clock) {
-  const buckets = new Map<string, Bucket>();
+export function createAudit(store: Store, clock: Clock) {
+  const { auditLog } = store.tables;
+  let buckets = new Map<string, Bucket>();
+  /** First rows of buckets being written. */
+  const writing = new Set<Promise<void>>();
+  const settled = async () => {
+    while (writing.size > 0) await Promise.allSettled([...writing]);
+  };
   let thisMinute = { minute: "", rows: 0 };
   let timer: ReturnType<typeof setInterval> | undefined;
 
   const minuteOf = (d: Date) => isoTimestamp(d).slice(0, 16); // "2026-11-23T15:04"
 
-  function insert(entry: AuditEntry, bucket?: string): number {
-    return db
+  async function insert(entry: AuditEntry, bucket?: string, at = clock.now()): Promise<number> {
+    const q = store.db
       .insert(auditLog)
       .values({
-        at: isoTimestamp(clock.now()),
+        at: isoTimestamp(at),
         userId: entry.userId,
         username: entry.username,
         keyId: entry.keyId,
@@ -126,25 +135,33 @@ export function createAudit(db: Db, clock: Clock) {
       })
       // a bucket forgotten from memory (or from before a restart) finds its row again
       .onConflictDoUpdate({ target: auditLog.bucket, set: { count: sql`${auditLog.count} + 1` } })
-      .returning({ id: auditLog.id })
-      .get()!.id;
+      .returning({ id: auditLog.id });
+    return (await store.get(q))!.id;
   }
 
   /** Writes the counts gathered since the last flush; forgets the buckets of minutes gone by. */
-  function flush(): void {
+  async function flush(from = buckets): Promise<void> {
+    await settled(); // every bucket has its row, and so an id to count on
     const current = minuteOf(clock.now());
-    try {
-      db.transaction((tx) => {
-        for (const b of buckets.values()) {
-          if (b.pending === 0) continue;
-          tx.update(auditLog).set({ count: sql`${auditLog.count} + ${b.pending}` }).where(eq(auditLog.id, b.id)).run();
-          b.pending = 0;
-        }
-      });
-    } catch (err) {
-      log.error("audit log: counts not written", { err: String(err) });
+    // taken now: what is counted while the writes are under way waits for the next flush
+    const writes: { id: number; n: number }[] = [];
+    for (const b of from.values()) {
+      if (b.pending === 0 || b.id === undefined) continue;
+      writes.push({ id: b.id, n: b.pending });
+      b.pending = 0;
     }
-    for (const [key, b] of buckets) if (b.minute !== current) buckets.delete(key);
+    for (const [key, b] of from) if (b.minute !== current || b.id === undefined) from.delete(key);
+    if (writes.length > 0) {
+      try {
+        await store.transaction(async () => {
+          for (const w of writes) {
+            await store.run(store.db.update(auditLog).set({ count: sql`${auditLog.count} + ${w.n}` }).where(eq(auditLog.id, w.id)));
+          }
+        });
+      } catch (err) {
+        log.error("audit log: counts not written", { err: String(err) });
+      }
+    }
     if (buckets.size === 0 && timer) {
       clearInterval(timer);
       timer = undefined;
@@ -152,10 +169,10 @@ export function createAudit(db: Db, clock: Clock) {
   }
 
   return {
-    /** Writes one entry now. Never throws: a failure is logged, and the request goes on. */
-    record(entry: AuditEntry): void {
+    /** Writes one entry now. Never rejects: a failure is logged, and the request goes on. */
+    async record(entry: AuditEntry): Promise<void> {
       try {
-        insert(entry);
+        await insert(entry);
       } catch (err) {
         log.error("audit log: entry not written", { action: entry.action, outcome: entry.outcome, err: String(err) });
       }
@@ -177,16 +194,28 @@ export function createAudit(db: Db, clock: Clock) {
           if (overflow) return void overflow.pending++;
         }
         if (buckets.size >= MAX_BUCKETS) {
-          flush();
-          buckets.clear();
+          void flush(buckets);
+          buckets = new Map();
         }
-        const who = address === "*" ? undefined : entry.identify?.();
-        const { details, ...actor } = who ?? {};
-        const id = insert({ action: entry.action, address, outcome: entry.outcome, code: entry.code, ...actor, details }, key);
+        // counted from now on; the row (and with it the id the counts go to) is written next
+        const bucket: Bucket = { pending: 0, minute };
+        const at = clock.now(); // when it happened, not when its row is written
+        buckets.set(key, bucket);
         thisMinute.rows++;
-        buckets.set(key, { id, pending: 0, minute });
+        const firstRow = async () => {
+          const who = address === "*" ? undefined : await entry.identify?.();
+          const { details, ...actor } = who ?? {};
+          bucket.id = await insert({ action: entry.action, address, outcome: entry.outcome, code: entry.code, ...actor, details }, key, at);
+        };
+        const written = firstRow()
+          .catch((err) => {
+            if (buckets.get(key) === bucket) buckets.delete(key);
+            log.error("audit log: entry not written", { action: entry.action, outcome: entry.outcome, err: String(err) });
+          })
+          .finally(() => writing.delete(written));
+        writing.add(written);
         if (!timer) {
-          timer = setInterval(flush, FLUSH_EVERY_MS);
+          timer = setInterval(() => void flush(), FLUSH_EVERY_MS);
           timer.unref(); // never what keeps the server running
         }
       } catch (err) {
@@ -195,40 +224,44 @@ export function createAudit(db: Db, clock: Clock) {
     },
 
     /** Newest first. */
-    list(q: AuditQuery): AuditRow[] {
+    list(q: AuditQuery): Promise<AuditRow[]> {
       const where: SQL[] = [];
       if (q.beforeId !== undefined) where.push(lt(auditLog.id, q.beforeId));
       if (q.userId !== undefined) where.push(eq(auditLog.userId, q.userId));
       if (q.action !== undefined) where.push(eq(auditLog.action, q.action));
-      return db
-        .select()
-        .from(auditLog)
-        .where(and(...where))
-        .orderBy(desc(auditLog.id))
-        .limit(q.limit)
-        .all();
+      return store.all(
+        store.db
+          .select()
+          .from(auditLog)
+          .where(and(...where))
+          .orderBy(desc(auditLog.id))
+          .limit(q.limit),
+      );
     },
 
     /** Deletes entries older than `days` days; returns how many went. */
-    prune(days: number): number {
-      flush();
+    async prune(days: number): Promise<number> {
+      await flush();
       const cutoff = isoTimestamp(new Date(clock.now().getTime() - days * DAY_MS));
       const old = lt(auditLog.at, cutoff);
-      return db.transaction((tx) => {
-        const n = tx.select({ n: count() }).from(auditLog).where(old).get()?.n ?? 0;
-        if (n > 0) tx.delete(auditLog).where(old).run();
+      return store.transaction(async () => {
+        const n = (await store.get(store.db.select({ n: count() }).from(auditLog).where(old)))?.n ?? 0;
+        if (n > 0) await store.run(store.db.delete(auditLog).where(old));
         return n;
       });
     },
 
     /** Writes pending counts now (on shutdown, and for tests). */
-    flush,
+    flush: () => flush(),
+
+    /** Resolves when the rows of new buckets are written (for tests). */
+    settled,
 
     /** Writes pending counts and stops the timer. */
-    stop(): void {
-      flush();
+    async stop(): Promise<void> {
       if (timer) clearInterval(timer);
       timer = undefined;
+      await flush();
       buckets.clear();
     },
   };

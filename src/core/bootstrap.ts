@@ -14,7 +14,7 @@ export class BootstrapError extends Error {}
  * no password given it generates one and prints it, once.
  */
 export async function ensureAdmin(core: Core, env: Record<string, string | undefined>): Promise<void> {
-  const hasAdmin = core.users.list().some((u) => u.role === "admin");
+  const hasAdmin = (await core.users.list()).some((u) => u.role === "admin");
   if (hasAdmin) return;
   const username = env.BURROW_ADMIN_USERNAME || DEFAULT_ADMIN_USERNAME;
   const given = env.BURROW_ADMIN_PASSWORD;
@@ -25,7 +25,7 @@ export async function ensureAdmin(core: Core, env: Record<string, string | undef
     if (!pw.success) throw new BootstrapError(`BURROW_ADMIN_PASSWORD ${describeIssues(pw.issues)}`);
   }
   const password = given || randomBase62(24);
-  const existing = core.users.byName(username);
+  const existing = await core.users.byName(username);
   if (existing) {
     // a plain user already has the name: promote them rather than fail to start
     await core.users.update(existing.id, { role: "admin", enabled: true, password });

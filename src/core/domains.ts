@@ -3,8 +3,7 @@
  * names (www, admin, ...) can be neither reserved nor used by anyone.
  */
 import { asc, eq } from "drizzle-orm";
-import type { Db } from "../db/open.ts";
-import { reservedSubdomains, users } from "../db/schema.ts";
+import type { Store } from "../db/store.ts";
 import { isoTimestamp, type Clock } from "./clock.ts";
 import { AppError, badRequest, notFound } from "./errors.ts";
 
@@ -18,9 +17,10 @@ export interface ReservedSubdomain {
 
 export type Domains = ReturnType<typeof createDomains>;
 
-export function createDomains(db: Db, clock: Clock, systemSubdomains: readonly string[]) {
+export function createDomains(store: Store, clock: Clock, systemSubdomains: readonly string[]) {
+  const { reservedSubdomains, users } = store.tables;
   const query = () =>
-    db
+    store.db
       .select({
         id: reservedSubdomains.id,
         subdomain: reservedSubdomains.subdomain,
@@ -41,43 +41,48 @@ export function createDomains(db: Db, clock: Clock, systemSubdomains: readonly s
       reservedListeners.add(listener);
       return () => reservedListeners.delete(listener);
     },
-    list: (): ReservedSubdomain[] => query().orderBy(asc(reservedSubdomains.id)).all(),
-    listForUser: (userId: number): ReservedSubdomain[] =>
-      query().where(eq(reservedSubdomains.userId, userId)).orderBy(asc(reservedSubdomains.id)).all(),
+    list: (): Promise<ReservedSubdomain[]> => store.all(query().orderBy(asc(reservedSubdomains.id))),
+    listForUser: (userId: number): Promise<ReservedSubdomain[]> =>
+      store.all(query().where(eq(reservedSubdomains.userId, userId)).orderBy(asc(reservedSubdomains.id))),
     /** The owner's id, or undefined when nobody reserved the name. */
-    ownerOf: (subdomain: string): number | undefined =>
-      db
-        .select({ userId: reservedSubdomains.userId })
-        .from(reservedSubdomains)
-        .where(eq(reservedSubdomains.subdomain, subdomain))
-        .get()?.userId,
+    ownerOf: async (subdomain: string): Promise<number | undefined> =>
+      (
+        await store.get(
+          store.db
+            .select({ userId: reservedSubdomains.userId })
+            .from(reservedSubdomains)
+            .where(eq(reservedSubdomains.subdomain, subdomain)),
+        )
+      )?.userId,
 
     /** `subdomain` must already be a valid, lowercased label. */
-    reserve(subdomain: string, userId: number): ReservedSubdomain {
+    async reserve(subdomain: string, userId: number): Promise<ReservedSubdomain> {
       if (isSystem(subdomain)) throw badRequest(`subdomain: '${subdomain}' is a system name and cannot be reserved`);
-      const reserved = db.transaction((tx) => {
-        const owner = tx.select({ username: users.username }).from(users).where(eq(users.id, userId)).get();
+      const reserved = await store.transaction(async () => {
+        const owner = await store.get(store.db.select({ username: users.username }).from(users).where(eq(users.id, userId)));
         if (!owner) throw notFound("user");
-        const taken = tx
-          .select({ id: reservedSubdomains.id })
-          .from(reservedSubdomains)
-          .where(eq(reservedSubdomains.subdomain, subdomain))
-          .get();
+        const taken = await store.get(
+          store.db
+            .select({ id: reservedSubdomains.id })
+            .from(reservedSubdomains)
+            .where(eq(reservedSubdomains.subdomain, subdomain)),
+        );
         if (taken) throw new AppError("SUBDOMAIN_ALREADY_RESERVED", `subdomain '${subdomain}' is already reserved`);
-        const row = tx
-          .insert(reservedSubdomains)
-          .values({ subdomain, userId, createdAt: isoTimestamp(clock.now()) })
-          .returning()
-          .get();
-        return { ...row, username: owner.username };
+        const row = await store.get(
+          store.db
+            .insert(reservedSubdomains)
+            .values({ subdomain, userId, createdAt: isoTimestamp(clock.now()) })
+            .returning(),
+        );
+        return { ...row!, username: owner.username };
       });
       for (const listener of reservedListeners) listener(reserved.subdomain);
       return reserved;
     },
 
     /** Returns what was released, for the audit log. */
-    release(id: number): { subdomain: string; userId: number } {
-      const gone = db.delete(reservedSubdomains).where(eq(reservedSubdomains.id, id)).returning().get();
+    async release(id: number): Promise<{ subdomain: string; userId: number }> {
+      const gone = await store.get(store.db.delete(reservedSubdomains).where(eq(reservedSubdomains.id, id)).returning());
       if (!gone) throw notFound("reserved subdomain");
       return gone;
     },

@@ -1,5 +1,5 @@
 /** The rules of burrow in one object, used by the admin API and the edge alike. */
-import type { Db } from "../db/open.ts";
+import type { Store } from "../db/store.ts";
 import { createAdminKeys } from "./admin-keys.ts";
 import { createAudit } from "./audit.ts";
 import { systemClock, type Clock } from "./clock.ts";
@@ -12,7 +12,7 @@ import { createTraffic } from "./traffic.ts";
 import { createUsers } from "./users.ts";
 
 export interface CoreOptions {
-  db: Db;
+  store: Store;
   clock?: Clock;
   /** Names nobody may reserve or open a tunnel on. */
   systemSubdomains: readonly string[];
@@ -20,7 +20,7 @@ export interface CoreOptions {
 
 export type Core = ReturnType<typeof createCore>;
 
-export function createCore({ db, clock = systemClock, systemSubdomains }: CoreOptions) {
+export function createCore({ store, clock = systemClock, systemSubdomains }: CoreOptions) {
   // filled in once the edge's registry exists; admin actions reach live tunnels through it
   let attached: LiveTunnels = noLiveTunnels;
   const live: LiveTunnels = {
@@ -31,14 +31,15 @@ export function createCore({ db, clock = systemClock, systemSubdomains }: CoreOp
   };
   const clockNow = () => clock.now().getTime();
   return {
+    store,
     clock,
-    users: createUsers(db, clock, live),
-    tokens: createTokens(db, clock, live),
-    domains: createDomains(db, clock, systemSubdomains),
-    sessions: createSessions(db, clock),
-    adminKeys: createAdminKeys(db, clock),
-    audit: createAudit(db, clock),
-    traffic: createTraffic(db, clock),
+    users: createUsers(store, clock, live),
+    tokens: createTokens(store, clock, live),
+    domains: createDomains(store, clock, systemSubdomains),
+    sessions: createSessions(store, clock),
+    adminKeys: createAdminKeys(store, clock),
+    audit: createAudit(store, clock),
+    traffic: createTraffic(store, clock),
     loginThrottle: new LoginThrottle(clockNow),
     /** Connects admin actions to whatever holds live tunnels. */
     live,

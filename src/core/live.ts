@@ -22,7 +22,8 @@ export interface ActiveTunnel {
 }
 
 export interface LiveTunnels {
-  list(): ActiveTunnel[];
+  /** On one node an answer at once; with several, a query of the shared registry. */
+  list(): ActiveTunnel[] | Promise<ActiveTunnel[]>;
   /** Closes every live tunnel of the user; the agent is told why. */
   closeUser(userId: number, code: ErrorCode, message: string): void;
   /** Closes every live tunnel opened with the token. */

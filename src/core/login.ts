@@ -13,7 +13,7 @@ export async function checkLogin(
   password: string,
 ): Promise<UserRow> {
   throttle.check(address, username);
-  const user = users.byName(username);
+  const user = await users.byName(username);
   const ok = user ? await verifyPassword(user.passwordHash, password) : (await burnVerifyTime(password), false);
   if (!user || !ok) {
     throttle.fail(address, username);

@@ -4,8 +4,8 @@
  * whichever comes first.
  */
 import { eq, lt, or } from "drizzle-orm";
-import type { Db } from "../db/open.ts";
-import { sessions, users, type UserRow } from "../db/schema.ts";
+import type { UserRow } from "../db/schema.ts";
+import type { Store } from "../db/store.ts";
 import { isoTimestamp, type Clock } from "./clock.ts";
 import { AppError } from "./errors.ts";
 import { randomKey, sha256Hex } from "./secrets.ts";
@@ -17,62 +17,66 @@ const TOUCH_EVERY_MS = 60 * 1000;
 
 export type Sessions = ReturnType<typeof createSessions>;
 
-export function createSessions(db: Db, clock: Clock) {
+export function createSessions(store: Store, clock: Clock) {
+  const { sessions, users } = store.tables;
   const unauthorized = (why: string) => new AppError("UNAUTHORIZED", why);
 
   return {
     /** Starts a session and returns the cookie value. */
-    start(userId: number): string {
+    async start(userId: number): Promise<string> {
       const key = randomKey();
       const now = isoTimestamp(clock.now());
-      db.insert(sessions).values({ idHash: sha256Hex(key), userId, createdAt: now, lastSeenAt: now }).run();
+      await store.run(store.db.insert(sessions).values({ idHash: sha256Hex(key), userId, createdAt: now, lastSeenAt: now }));
       return key;
     },
 
-    end(key: string): void {
-      db.delete(sessions).where(eq(sessions.idHash, sha256Hex(key))).run();
+    async end(key: string): Promise<void> {
+      await store.run(store.db.delete(sessions).where(eq(sessions.idHash, sha256Hex(key))));
     },
 
     /**
      * The admin behind a cookie: 401 when the session is missing, expired, or
      * its user is gone or disabled; 403 when the user is no longer an admin.
      */
-    resolve(key: string | undefined): UserRow {
+    async resolve(key: string | undefined): Promise<UserRow> {
       if (!key) throw unauthorized("authentication required");
       const idHash = sha256Hex(key);
-      const found = db
-        .select({ session: sessions, user: users })
-        .from(sessions)
-        .innerJoin(users, eq(sessions.userId, users.id))
-        .where(eq(sessions.idHash, idHash))
-        .get();
+      const found = await store.get(
+        store.db
+          .select({ session: sessions, user: users })
+          .from(sessions)
+          .innerJoin(users, eq(sessions.userId, users.id))
+          .where(eq(sessions.idHash, idHash)),
+      );
       if (!found) throw unauthorized("session expired or invalid");
       const now = clock.now().getTime();
       const idleSince = Date.parse(found.session.lastSeenAt);
       const started = Date.parse(found.session.createdAt);
       if (now - idleSince > SESSION_IDLE_MS || now - started > SESSION_MAX_AGE_MS) {
-        db.delete(sessions).where(eq(sessions.idHash, idHash)).run();
+        await store.run(store.db.delete(sessions).where(eq(sessions.idHash, idHash)));
         throw unauthorized("session expired");
       }
       if (!found.user.enabled) throw unauthorized("the account is disabled");
       if (found.user.role !== "admin") throw new AppError("FORBIDDEN", "administrator role required");
       if (now - idleSince > TOUCH_EVERY_MS) {
-        db.update(sessions).set({ lastSeenAt: isoTimestamp(clock.now()) }).where(eq(sessions.idHash, idHash)).run();
+        await store.run(store.db.update(sessions).set({ lastSeenAt: isoTimestamp(clock.now()) }).where(eq(sessions.idHash, idHash)));
       }
       return found.user;
     },
 
     /** Deletes sessions past either limit, so the table does not grow for ever. */
-    sweep(): void {
+    async sweep(): Promise<void> {
       const now = clock.now().getTime();
-      db.delete(sessions)
-        .where(
-          or(
-            lt(sessions.lastSeenAt, isoTimestamp(new Date(now - SESSION_IDLE_MS))),
-            lt(sessions.createdAt, isoTimestamp(new Date(now - SESSION_MAX_AGE_MS))),
+      await store.run(
+        store.db
+          .delete(sessions)
+          .where(
+            or(
+              lt(sessions.lastSeenAt, isoTimestamp(new Date(now - SESSION_IDLE_MS))),
+              lt(sessions.createdAt, isoTimestamp(new Date(now - SESSION_MAX_AGE_MS))),
+            ),
           ),
-        )
-        .run();
+      );
     },
   };
 }

@@ -4,8 +4,8 @@
  * compared in constant time. Revoking keeps the row, disabled.
  */
 import { asc, eq } from "drizzle-orm";
-import type { Db } from "../db/open.ts";
-import { tokens, users, type TokenRow, type UserRow } from "../db/schema.ts";
+import type { TokenRow, UserRow } from "../db/schema.ts";
+import type { Store } from "../db/store.ts";
 import { isoTimestamp, type Clock } from "./clock.ts";
 import { AppError, notFound } from "./errors.ts";
 import type { LiveTunnels } from "./live.ts";
@@ -17,34 +17,37 @@ const LOOKUP_LENGTH = TOKEN_PREFIX.length + 12;
 
 export type Tokens = ReturnType<typeof createTokens>;
 
-export function createTokens(db: Db, clock: Clock, live: LiveTunnels) {
-  function get(id: number): TokenRow {
-    const row = db.select().from(tokens).where(eq(tokens.id, id)).get();
+export function createTokens(store: Store, clock: Clock, live: LiveTunnels) {
+  const { tokens, users } = store.tables;
+  async function get(id: number): Promise<TokenRow> {
+    const row = await store.get(store.db.select().from(tokens).where(eq(tokens.id, id)));
     if (!row) throw notFound("token");
     return row;
   }
 
   /** The token a presented secret is and its owner, whatever their state; undefined when it is no token of ours. */
-  function identify(secret: unknown): { token: TokenRow; user: UserRow } | undefined {
+  async function identify(secret: unknown): Promise<{ token: TokenRow; user: UserRow } | undefined> {
     if (typeof secret !== "string" || !secret.startsWith(TOKEN_PREFIX) || secret.length > 200) return undefined;
-    const found = db
-      .select({ token: tokens, user: users })
-      .from(tokens)
-      .innerJoin(users, eq(tokens.userId, users.id))
-      .where(eq(tokens.lookup, secret.slice(0, LOOKUP_LENGTH)))
-      .get();
+    const found = await store.get(
+      store.db
+        .select({ token: tokens, user: users })
+        .from(tokens)
+        .innerJoin(users, eq(tokens.userId, users.id))
+        .where(eq(tokens.lookup, secret.slice(0, LOOKUP_LENGTH))),
+    );
     return found && digestsEqual(found.token.secretHash, sha256Hex(secret)) ? found : undefined;
   }
 
   return {
     get,
     listForUser: (userId: number) =>
-      db.select().from(tokens).where(eq(tokens.userId, userId)).orderBy(asc(tokens.id)).all(),
+      store.all(store.db.select().from(tokens).where(eq(tokens.userId, userId)).orderBy(asc(tokens.id))),
 
     /** Makes a token; the returned secret exists nowhere else and cannot be recovered. */
-    generate(userId: number, deviceName: string): { secret: string; row: TokenRow } {
+    async generate(userId: number, deviceName: string): Promise<{ secret: string; row: TokenRow }> {
       const secret = TOKEN_PREFIX + randomBase62(SECRET_CHARS);
-      const row = db
+      const row = await store.get(
+        store.db
         .insert(tokens)
         .values({
           userId,
@@ -53,15 +56,15 @@ export function createTokens(db: Db, clock: Clock, live: LiveTunnels) {
           secretHash: sha256Hex(secret),
           createdAt: isoTimestamp(clock.now()),
         })
-        .returning()
-        .get();
-      return { secret, row };
+        .returning(),
+      );
+      return { secret, row: row! };
     },
 
     /** Idempotent: revoking a revoked token answers the same. */
-    revoke(id: number): void {
-      get(id);
-      db.update(tokens).set({ enabled: false }).where(eq(tokens.id, id)).run();
+    async revoke(id: number): Promise<void> {
+      await get(id);
+      await store.run(store.db.update(tokens).set({ enabled: false }).where(eq(tokens.id, id)));
       live.closeToken(id, "TOKEN_DISABLED", "the token was revoked");
     },
 
@@ -69,8 +72,8 @@ export function createTokens(db: Db, clock: Clock, live: LiveTunnels) {
      * The token and its owner for a presented secret, checked in the
      * handshake's order: unknown (AUTH_FAILED), revoked (TOKEN_DISABLED).
      */
-    authenticate(secret: string): { token: TokenRow; user: UserRow } {
-      const found = identify(secret);
+    async authenticate(secret: string): Promise<{ token: TokenRow; user: UserRow }> {
+      const found = await identify(secret);
       if (!found) throw new AppError("AUTH_FAILED", "the token is not valid");
       if (!found.token.enabled) throw new AppError("TOKEN_DISABLED", "the token has been revoked");
       return found;
@@ -78,8 +81,8 @@ export function createTokens(db: Db, clock: Clock, live: LiveTunnels) {
 
     identify,
 
-    touch(id: number): void {
-      db.update(tokens).set({ lastUsed: isoTimestamp(clock.now()) }).where(eq(tokens.id, id)).run();
+    async touch(id: number): Promise<void> {
+      await store.run(store.db.update(tokens).set({ lastUsed: isoTimestamp(clock.now()) }).where(eq(tokens.id, id)));
     },
   };
 }

@@ -3,8 +3,8 @@
  * the public to the local service, bytes_out back; a quota counts both.
  */
 import { and, desc, asc, eq, gte, lte, sql, sum } from "drizzle-orm";
-import type { Db } from "../db/open.ts";
-import { trafficDaily, users, type UserRow } from "../db/schema.ts";
+import type { UserRow } from "../db/schema.ts";
+import type { Store } from "../db/store.ts";
 import { daysBefore, utcDate, type Clock } from "./clock.ts";
 import { periodStart } from "./periods.ts";
 
@@ -26,14 +26,15 @@ export interface UserTraffic {
 
 export type Traffic = ReturnType<typeof createTraffic>;
 
-export function createTraffic(db: Db, clock: Clock) {
+export function createTraffic(store: Store, clock: Clock) {
+  const { trafficDaily, users } = store.tables;
   const bytesIn = sql<number>`coalesce(${sum(trafficDaily.bytesIn)}, 0)`.mapWith(Number);
   const bytesOut = sql<number>`coalesce(${sum(trafficDaily.bytesOut)}, 0)`.mapWith(Number);
   const total = sql<number>`coalesce(sum(${trafficDaily.bytesIn} + ${trafficDaily.bytesOut}), 0)`.mapWith(Number);
 
   /** Per-user totals over [from, to], largest first, users without traffic left out. */
-  function perUser(from: string, to: string, limit?: number): UserTraffic[] {
-    const q = db
+  function perUser(from: string, to: string, limit?: number): Promise<UserTraffic[]> {
+    const q = store.db
       .select({ userId: users.id, username: users.username, bytesIn, bytesOut, total })
       .from(trafficDaily)
       .innerJoin(users, eq(trafficDaily.userId, users.id))
@@ -41,7 +42,7 @@ export function createTraffic(db: Db, clock: Clock) {
       .groupBy(users.id)
       .having(sql`sum(${trafficDaily.bytesIn} + ${trafficDaily.bytesOut}) > 0`)
       .orderBy(desc(total), asc(users.id));
-    return limit === undefined ? q.all() : q.limit(limit).all();
+    return store.all(limit === undefined ? q : q.limit(limit));
   }
 
   /** The window of `days` UTC days that ends today. */
@@ -52,38 +53,42 @@ export function createTraffic(db: Db, clock: Clock) {
 
   return {
     /** Adds bytes to a user's row for a day (upsert). */
-    add(userId: number, date: string, addIn: number, addOut: number): void {
-      db.insert(trafficDaily)
-        .values({ userId, date, bytesIn: addIn, bytesOut: addOut })
-        .onConflictDoUpdate({
-          target: [trafficDaily.userId, trafficDaily.date],
-          set: {
-            bytesIn: sql`${trafficDaily.bytesIn} + excluded.bytes_in`,
-            bytesOut: sql`${trafficDaily.bytesOut} + excluded.bytes_out`,
-          },
-        })
-        .run();
+    async add(userId: number, date: string, addIn: number, addOut: number): Promise<void> {
+      await store.run(
+        store.db
+          .insert(trafficDaily)
+          .values({ userId, date, bytesIn: addIn, bytesOut: addOut })
+          .onConflictDoUpdate({
+            target: [trafficDaily.userId, trafficDaily.date],
+            set: {
+              bytesIn: sql`${trafficDaily.bytesIn} + excluded.bytes_in`,
+              bytesOut: sql`${trafficDaily.bytesOut} + excluded.bytes_out`,
+            },
+          }),
+      );
     },
 
     /** Bytes (in + out) the user has used in the current period of their quota. */
-    usedInPeriod(user: Pick<UserRow, "id" | "trafficPeriod">): number {
+    async usedInPeriod(user: Pick<UserRow, "id" | "trafficPeriod">): Promise<number> {
       const from = periodStart(user.trafficPeriod, clock.now());
-      const row = db
-        .select({ total })
-        .from(trafficDaily)
-        .where(and(eq(trafficDaily.userId, user.id), gte(trafficDaily.date, from)))
-        .get();
+      const row = await store.get(
+        store.db
+          .select({ total })
+          .from(trafficDaily)
+          .where(and(eq(trafficDaily.userId, user.id), gte(trafficDaily.date, from))),
+      );
       return row?.total ?? 0;
     },
 
     /** One record per day of the window, oldest first, days without traffic as zeros. */
-    perDay(userId: number, days: number): DayTraffic[] {
+    async perDay(userId: number, days: number): Promise<DayTraffic[]> {
       const { from, to } = window(days);
-      const rows = db
-        .select()
-        .from(trafficDaily)
-        .where(and(eq(trafficDaily.userId, userId), gte(trafficDaily.date, from), lte(trafficDaily.date, to)))
-        .all();
+      const rows = await store.all(
+        store.db
+          .select()
+          .from(trafficDaily)
+          .where(and(eq(trafficDaily.userId, userId), gte(trafficDaily.date, from), lte(trafficDaily.date, to))),
+      );
       const byDate = new Map(rows.map((r) => [r.date, r]));
       const now = clock.now();
       const out: DayTraffic[] = [];
@@ -97,14 +102,14 @@ export function createTraffic(db: Db, clock: Clock) {
       return out;
     },
 
-    perUser(days: number, limit?: number): UserTraffic[] {
+    perUser(days: number, limit?: number): Promise<UserTraffic[]> {
       const { from, to } = window(days);
       return perUser(from, to, limit);
     },
 
     /** All users' bytes (in + out) on the current UTC day. */
-    today(): number {
-      const row = db.select({ total }).from(trafficDaily).where(eq(trafficDaily.date, utcDate(clock.now()))).get();
+    async today(): Promise<number> {
+      const row = await store.get(store.db.select({ total }).from(trafficDaily).where(eq(trafficDaily.date, utcDate(clock.now()))));
       return row?.total ?? 0;
     },
   };

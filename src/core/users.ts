@@ -1,7 +1,7 @@
 /** Users and their limits; the rule that an enabled admin always remains. */
 import { and, asc, count, eq, isNull, ne, sql } from "drizzle-orm";
-import type { Db } from "../db/open.ts";
-import { adminKeys, sessions, users, type UserRow } from "../db/schema.ts";
+import type { UserRow } from "../db/schema.ts";
+import type { Store } from "../db/store.ts";
 import { isoTimestamp, type Clock } from "./clock.ts";
 import { AppError, notFound } from "./errors.ts";
 import type { Role, TrafficPeriod } from "./fields.ts";
@@ -35,78 +35,88 @@ export interface UserChanges extends UserSettings {
 
 export type Users = ReturnType<typeof createUsers>;
 
-export function createUsers(db: Db, clock: Clock, live: LiveTunnels) {
+export function createUsers(store: Store, clock: Clock, live: LiveTunnels) {
+  const { adminKeys, sessions, users } = store.tables;
   const byName = (username: string) =>
-    db.select().from(users).where(sql`lower(${users.username}) = lower(${username})`).get();
+    store.get(store.db.select().from(users).where(sql`lower(${users.username}) = lower(${username})`));
 
-  function get(id: number): UserRow {
-    const row = db.select().from(users).where(eq(users.id, id)).get();
+  async function get(id: number): Promise<UserRow> {
+    const row = await store.get(store.db.select().from(users).where(eq(users.id, id)));
     if (!row) throw notFound("user");
     return row;
   }
 
-  function assertNameFree(username: string, exceptId?: number) {
-    const other = byName(username);
+  async function assertNameFree(username: string, exceptId?: number) {
+    const other = await byName(username);
     if (other && other.id !== exceptId) throw new AppError("USERNAME_TAKEN", `username '${username}' is already taken`);
   }
 
   /** Refuses a change that would leave no enabled admin. */
-  function assertAnotherAdmin(id: number, action: string) {
-    const others = db
-      .select({ n: count() })
-      .from(users)
-      .where(and(eq(users.role, "admin"), eq(users.enabled, true), ne(users.id, id)))
-      .get();
+  async function assertAnotherAdmin(id: number, action: string) {
+    const others = await store.get(
+      store.db
+        .select({ n: count() })
+        .from(users)
+        .where(and(eq(users.role, "admin"), eq(users.enabled, true), ne(users.id, id))),
+    );
     if (!others || others.n === 0) throw new AppError("LAST_ADMIN", `cannot ${action} the last enabled admin`);
   }
+
+  const countWhere = async (where?: ReturnType<typeof and>) =>
+    (await store.get(store.db.select({ n: count() }).from(users).where(where)))?.n ?? 0;
 
   return {
     get,
     byName,
-    list: () => db.select().from(users).orderBy(asc(users.id)).all(),
-    count: () => db.select({ n: count() }).from(users).get()?.n ?? 0,
-    countEnabledAdmins: () =>
-      db.select({ n: count() }).from(users).where(and(eq(users.role, "admin"), eq(users.enabled, true))).get()?.n ?? 0,
+    list: () => store.all(store.db.select().from(users).orderBy(asc(users.id))),
+    count: () => countWhere(),
+    countEnabledAdmins: () => countWhere(and(eq(users.role, "admin"), eq(users.enabled, true))),
 
     async create(input: NewUser): Promise<UserRow> {
       const passwordHash = await hashPassword(input.password);
       const now = isoTimestamp(clock.now());
-      return db.transaction((tx) => {
-        assertNameFree(input.username);
+      return store.transaction(async () => {
+        await assertNameFree(input.username);
         const { password: _, ...settings } = input;
-        return tx
-          .insert(users)
-          .values({ ...settings, passwordHash, createdAt: now, updatedAt: now })
-          .returning()
-          .get();
+        const row = await store.get(
+          store.db
+            .insert(users)
+            .values({ ...settings, passwordHash, createdAt: now, updatedAt: now })
+            .returning(),
+        );
+        return row!;
       });
     },
 
     async update(id: number, changes: UserChanges): Promise<UserRow> {
-      get(id);
+      await get(id);
       const passwordHash = changes.password === undefined ? undefined : await hashPassword(changes.password);
-      const updated = db.transaction((tx) => {
-        const current = get(id);
-        if (changes.username !== undefined) assertNameFree(changes.username, id);
+      const updated = await store.transaction(async () => {
+        const current = await get(id);
+        if (changes.username !== undefined) await assertNameFree(changes.username, id);
         const isEnabledAdmin = current.role === "admin" && current.enabled;
-        if (isEnabledAdmin && changes.enabled === false) assertAnotherAdmin(id, "disable");
-        if (isEnabledAdmin && changes.role === "user") assertAnotherAdmin(id, "demote");
+        if (isEnabledAdmin && changes.enabled === false) await assertAnotherAdmin(id, "disable");
+        if (isEnabledAdmin && changes.role === "user") await assertAnotherAdmin(id, "demote");
         const { password: _, ...settings } = changes;
         // a disabled user's sessions end for good: re-enabling does not revive old cookies
-        if (changes.enabled === false) tx.delete(sessions).where(eq(sessions.userId, id)).run();
+        if (changes.enabled === false) await store.run(store.db.delete(sessions).where(eq(sessions.userId, id)));
         // and an admin who is disabled or demoted loses their API keys for good, for the same reason
         if (changes.enabled === false || changes.role === "user") {
-          tx.update(adminKeys)
-            .set({ revokedAt: isoTimestamp(clock.now()) })
-            .where(and(eq(adminKeys.userId, id), isNull(adminKeys.revokedAt)))
-            .run();
+          await store.run(
+            store.db
+              .update(adminKeys)
+              .set({ revokedAt: isoTimestamp(clock.now()) })
+              .where(and(eq(adminKeys.userId, id), isNull(adminKeys.revokedAt))),
+          );
         }
-        return tx
-          .update(users)
-          .set({ ...settings, ...(passwordHash ? { passwordHash } : {}), updatedAt: isoTimestamp(clock.now()) })
-          .where(eq(users.id, id))
-          .returning()
-          .get()!;
+        const row = await store.get(
+          store.db
+            .update(users)
+            .set({ ...settings, ...(passwordHash ? { passwordHash } : {}), updatedAt: isoTimestamp(clock.now()) })
+            .where(eq(users.id, id))
+            .returning(),
+        );
+        return row!;
       });
       if (!updated.enabled) live.closeUser(id, "USER_DISABLED", "the user was disabled");
       // who may reach the user's tunnels applies to the live ones too, not only from their next handshake
@@ -115,12 +125,12 @@ export function createUsers(db: Db, clock: Clock, live: LiveTunnels) {
     },
 
     /** Deletes the user with its tokens, reserved subdomains, sessions and traffic (all in one transaction). */
-    delete(id: number): void {
-      db.transaction((tx) => {
-        const current = get(id);
-        if (current.role === "admin" && current.enabled) assertAnotherAdmin(id, "delete");
+    async delete(id: number): Promise<void> {
+      await store.transaction(async () => {
+        const current = await get(id);
+        if (current.role === "admin" && current.enabled) await assertAnotherAdmin(id, "delete");
         // the foreign keys cascade to tokens, reserved_subdomains, sessions and traffic_daily
-        tx.delete(users).where(eq(users.id, id)).run();
+        await store.run(store.db.delete(users).where(eq(users.id, id)));
       });
       live.closeUser(id, "USER_DISABLED", "the user was deleted");
     },

@@ -8,7 +8,7 @@
 import { Database } from "bun:sqlite";
 import { existsSync, mkdirSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { drizzle, type BunSQLiteDatabase } from "drizzle-orm/bun-sqlite";
+import { drizzle } from "drizzle-orm/bun-sqlite";
 import { log } from "../log.ts";
 import { VERSION } from "../version.ts";
 import { copyDatabase, sweepStaleCopies } from "./copy.ts";
@@ -17,13 +17,16 @@ import { applyMigrations } from "./migrate.ts";
 import { migrations as embedded } from "./migrations.ts";
 import { planOpen, type Migration, type OpenPlan } from "./plan.ts";
 import * as schema from "./schema.ts";
+import { sqliteStore, type Db, type Store } from "./store.ts";
 
-export type Db = BunSQLiteDatabase<typeof schema>;
+export type { Db };
 
 export const DB_FILE = "burrow.db";
 
 export interface OpenedDb {
   db: Db;
+  /** What core uses (store.ts). */
+  store: Store;
   sqlite: Database;
   path: string;
   close(): void;
@@ -72,6 +75,7 @@ export function openDatabase(dataDir: string, options: OpenOptions = {}): Opened
   const db = drizzle({ client: sqlite, schema });
   return {
     db,
+    store: sqliteStore(sqlite, db, schema),
     sqlite,
     path,
     close() {

@@ -10,7 +10,7 @@
  * (or, if that port is out of its reach, here once more without asking).
  */
 import * as v from "valibot";
-import { admit } from "../core/admission.ts";
+import { admit, type Admitted } from "../core/admission.ts";
 import { AppError } from "../core/errors.ts";
 import { cidrs } from "../core/fields.ts";
 import type { Core } from "../core/index.ts";
@@ -165,8 +165,8 @@ export class AgentConnection implements AgentLink {
       address: this.transport.address,
       outcome: "refused",
       code,
-      identify: () => {
-        const found = token === undefined ? undefined : core.tokens.identify(token);
+      identify: async () => {
+        const found = token === undefined ? undefined : await core.tokens.identify(token);
         return found && { userId: found.user.id, username: found.user.username, tokenId: found.token.id };
       },
     });
@@ -197,6 +197,8 @@ export class AgentConnection implements AgentLink {
           this.audit(limited.code);
           return this.refuse(limited.code, limited.message, Number(limited.headers["Retry-After"]));
         }
+        // what the agent sends after its HELLO waits until READY (or the refusal) has gone out
+        this.mux.hold();
         try {
           return this.hello(parseJsonPayload(payload, "HELLO"));
         } catch (err) {
@@ -232,7 +234,7 @@ export class AgentConnection implements AgentLink {
       let providers: Providers = new Map();
       try {
         // who is asking, before anything is fetched for them (tunnel by tunnel comes after discovery)
-        admit(this.edge.core, { token: (raw as Hello).token, proxy: false, tunnels: [], partial: true }, this.edge.registry);
+        await admit(this.edge.core, { token: (raw as Hello).token, proxy: false, tunnels: [], partial: true }, this.edge.registry);
         providers = await discoverProviders(tunnels, this.edge.oidcHttpIssuers ?? false);
       } catch (err) {
         if (!(err instanceof AppError)) throw err; // a refusal: hello() below meets it again and refuses as always
@@ -266,10 +268,40 @@ export class AgentConnection implements AgentLink {
       return;
     }
     if (providers === undefined && needsDiscovery(hello.tunnels)) return void this.discoverThenHello(raw, hello.tunnels);
+    void this.admitThenOpen(hello, providers);
+  }
+
+  /** The rules (core/admission.ts) answer, then the tunnels open and READY goes out, or the refusal. */
+  private async admitThenOpen(hello: Hello, providers: Providers | undefined): Promise<void> {
+    try {
+      let admitted: Admitted;
+      try {
+        admitted = await admit(this.edge.core, hello, this.edge.registry);
+      } catch (err) {
+        if (err instanceof AppError) return this.refused(err, hello.token);
+        throw err;
+      }
+      // the agent may have gone while the rules were asked
+      if (!this.mux.closed) this.open(hello, admitted, providers);
+    } catch (err) {
+      log.error("agent handshake failed", { session: this.sessionId, err: String(err) });
+      this.refuse("INTERNAL", "the server failed to handle the handshake");
+    } finally {
+      this.mux.release();
+    }
+  }
+
+  private refused(err: AppError, token: string): void {
+    this.edge.handshakes?.failed(this.transport.address, err.code);
+    log.info("agent refused", { code: err.code, reason: err.message, remote: this.transport.remote, address: this.transport.address });
+    this.audit(err.code, token);
+    this.refuse(err.code, err.message);
+  }
+
+  private open(hello: Hello, admitted: Admitted, providers: Providers | undefined): void {
     const { registry, ports, core } = this.edge;
     const created: Tunnel[] = [];
     try {
-      const admitted = admit(core, hello, registry);
       this.userId = admitted.user.id;
       this.tokenId = admitted.token.id;
       const owner = { userId: admitted.user.id, username: admitted.user.username, tokenId: admitted.token.id };
@@ -296,6 +328,10 @@ export class AgentConnection implements AgentLink {
         }
         let t: Tunnel;
         try {
+          // taken meanwhile by another session of this node, between the rules' answer and now
+          if (plan.protocol === "http" && registry.subdomainHolder(plan.subdomain)) {
+            throw new AppError("SUBDOMAIN_TAKEN", `'${plan.subdomain}' is in use by another tunnel`);
+          }
           t =
             plan.protocol === "http"
               ? registry.newTunnel("http", { subdomain: plan.subdomain }, owner, plan.skipWarning)
@@ -320,7 +356,8 @@ export class AgentConnection implements AgentLink {
       this.countHandshake("READY");
       this.drains = hello.drain;
       registry.attach(this, tunnels);
-      core.tokens.touch(admitted.token.id); // only a handshake that succeeded counts as use
+      // only a handshake that succeeded counts as use
+      core.tokens.touch(admitted.token.id).catch((err) => log.error("token last use not written", { token: admitted.token.id, err: String(err) }));
       const granted: GrantedTunnel[] = tunnels.map((t, n) => ({
         id: t.id,
         protocol: t.protocol,
@@ -346,12 +383,7 @@ export class AgentConnection implements AgentLink {
       });
     } catch (err) {
       for (const t of created) registry.remove(t);
-      if (err instanceof AppError) {
-        this.edge.handshakes?.failed(this.transport.address, err.code);
-        log.info("agent refused", { code: err.code, reason: err.message, remote: this.transport.remote, address: this.transport.address });
-        this.audit(err.code, hello.token);
-        return this.refuse(err.code, err.message);
-      }
+      if (err instanceof AppError) return this.refused(err, hello.token);
       throw err;
     }
   }

@@ -10,6 +10,8 @@ export const FLUSH_INTERVAL_MS = 2_000;
 
 export class TrafficMeter {
   private pending = new Map<number, { in: number; out: number }>();
+  /** Taken by a flush whose writes are under way: still unwritten, so still counted by unflushed(). */
+  private writing = new Map<number, number>();
   /** Bytes counted since start, all users together (the metrics' tunnel bytes). */
   totalIn = 0;
   totalOut = 0;
@@ -29,28 +31,34 @@ export class TrafficMeter {
 
   unflushed(userId: number): number {
     const p = this.pending.get(userId);
-    return p ? p.in + p.out : 0;
+    return (p ? p.in + p.out : 0) + (this.writing.get(userId) ?? 0);
   }
 
   /** Writes what was counted; a user deleted meanwhile is skipped (their rows are gone by design). */
-  flush(): void {
+  async flush(): Promise<void> {
     if (this.pending.size === 0) return;
     const started = performance.now();
     const batch = this.pending;
     this.pending = new Map();
+    for (const [userId, p] of batch) this.writing.set(userId, (this.writing.get(userId) ?? 0) + p.in + p.out);
     const date = utcDate(this.core.clock.now());
     let rows = 0;
     let errors = 0;
     for (const [userId, p] of batch) {
       if (p.in === 0 && p.out === 0) continue;
       try {
-        this.core.traffic.add(userId, date, p.in, p.out);
+        await this.core.traffic.add(userId, date, p.in, p.out);
         rows++;
       } catch (err) {
         // a foreign key failure means the user was deleted: their traffic goes with them
-        if (String(err).includes("FOREIGN KEY")) continue;
-        errors++;
-        log.error("traffic flush failed", { user: userId, err: String(err) });
+        if (!/foreign key/i.test(String(err))) {
+          errors++;
+          log.error("traffic flush failed", { user: userId, err: String(err) });
+        }
+      } finally {
+        const left = (this.writing.get(userId) ?? 0) - p.in - p.out;
+        if (left > 0) this.writing.set(userId, left);
+        else this.writing.delete(userId);
       }
     }
     if (rows + errors > 0) this.onFlush?.((performance.now() - started) / 1000, rows, errors);

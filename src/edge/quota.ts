@@ -4,16 +4,16 @@ import { log } from "../log.ts";
 import type { TrafficMeter } from "./meter.ts";
 import type { Registry } from "./registry.ts";
 
-export function enforceQuotas(core: Core, registry: Registry, meter: TrafficMeter): void {
+export async function enforceQuotas(core: Core, registry: Registry, meter: TrafficMeter): Promise<void> {
   for (const userId of registry.liveUsers()) {
     let user;
     try {
-      user = core.users.get(userId);
+      user = await core.users.get(userId);
     } catch {
       continue;
     }
     if (user.trafficLimit <= 0) continue;
-    const used = core.traffic.usedInPeriod(user) + meter.unflushed(userId);
+    const used = (await core.traffic.usedInPeriod(user)) + meter.unflushed(userId);
     if (used >= user.trafficLimit) {
       log.info("traffic quota reached, closing tunnels", { user: user.username, used, limit: user.trafficLimit });
       registry.closeUser(userId, "TRAFFIC_EXCEEDED", `the traffic quota of ${user.trafficLimit} bytes for this ${user.trafficPeriod} period is used up`);

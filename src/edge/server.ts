@@ -130,7 +130,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   const agentLeft = (conn: AgentConnection) => {
     agents.delete(conn);
     conn.closed();
-    meter.flush();
+    void meter.flush();
   };
   // what visitors see: the edge's own TLS and port, unless a proxy in front says otherwise
   const scheme = opts.publicUrl?.scheme ?? (opts.tls ? "https" : "http");
@@ -252,7 +252,9 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     const want = opts.wantCertificate;
     registry.onLive = (sub) => want(`${sub}.${domain}`);
     // names reserved before this start, then each as it is reserved
-    for (const r of core.domains.list()) want(`${r.subdomain}.${domain}`);
+    void core.domains.list().then((reserved) => {
+      for (const r of reserved) want(`${r.subdomain}.${domain}`);
+    });
     stopWantingReserved = core.domains.onReserve((sub) => want(`${sub}.${domain}`));
   }
   if (directAllowed) {
@@ -274,9 +276,17 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     }
   }
 
+  let checkingQuotas = false;
   const timers = [
-    setInterval(() => meter.flush(), FLUSH_INTERVAL_MS),
-    setInterval(() => enforceQuotas(core, registry, meter), 1_000),
+    setInterval(() => void meter.flush(), FLUSH_INTERVAL_MS),
+    setInterval(() => {
+      // one check at a time: a slow database must not pile them up
+      if (checkingQuotas) return;
+      checkingQuotas = true;
+      enforceQuotas(core, registry, meter)
+        .catch((err) => log.error("quota check failed", { err: String(err) }))
+        .finally(() => (checkingQuotas = false));
+    }, 1_000),
     setInterval(() => {
       const now = Date.now();
       for (const conn of agents) {
@@ -360,7 +370,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       await listener.stop(true);
       await redirect?.stop(true);
       direct?.stop(true);
-      meter.flush();
+      await meter.flush();
     },
   };
 }

@@ -25,6 +25,7 @@ import {
   BATCH_BYTES,
   FrameType,
   HEADER_LENGTH,
+  MAX_HELD_BYTES,
   MAX_MESSAGE,
   INITIAL_WINDOW,
   MAX_DATA_PAYLOAD,
@@ -92,6 +93,9 @@ export class Mux {
   private scratch = new Uint8Array(SCRATCH_START);
   private batchBytes = 0;
   private corked = 0;
+  /** Frames received while held (hold()), handled in order by release(). */
+  private held: Frame[] | undefined;
+  private heldBytes = 0;
 
   constructor(private readonly opts: MuxOptions) {
     this.nextId = opts.role === "edge" ? 2 : 1;
@@ -281,6 +285,30 @@ export class Mux {
     this.waiting.delete(s);
   }
 
+  /**
+   * Keeps the frames received from now on unhandled until release(): the
+   * edge holds them while it checks a HELLO, so that what followed the
+   * HELLO is answered after READY, in order.
+   */
+  hold(): void {
+    this.held ??= [];
+  }
+
+  release(): void {
+    const held = this.held;
+    this.held = undefined;
+    this.heldBytes = 0;
+    if (!held || this.closed) return;
+    try {
+      this.cork(() => {
+        for (const frame of held) this.handleFrame(frame);
+      });
+    } catch (err) {
+      if (!(err instanceof ProtocolError)) throw err;
+      this.fail(WireError.PROTOCOL_ERROR, err.message);
+    }
+  }
+
   private handle(message: Uint8Array): void {
     // whatever the frames of one message make us say (PONG, WINDOW, RST...) leaves as one message
     this.cork(() => decodeFrames(message, this.handleFrame));
@@ -288,6 +316,13 @@ export class Mux {
 
   private readonly handleFrame = (frame: Frame): void => {
     if (this.closed) return;
+    if (this.held) {
+      this.heldBytes += frame.payload.byteLength + HEADER_LENGTH;
+      if (this.heldBytes > MAX_HELD_BYTES) throw new ProtocolError(`more than ${MAX_HELD_BYTES} bytes sent before READY`);
+      // the payload may be a view of a buffer the transport reuses
+      this.held.push({ ...frame, payload: frame.payload.slice() });
+      return;
+    }
     const { type, stream: id, payload, fin } = frame;
     switch (type) {
       case FrameType.PING:

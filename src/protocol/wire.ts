@@ -107,6 +107,13 @@ export const MAX_STREAM_ID = 0xffff_ffff;
 
 /** The agent must send HELLO within this time of connecting. */
 export const HANDSHAKE_TIMEOUT_MS = 10_000;
+/**
+ * Bytes of frames an edge keeps, unhandled, while it checks a HELLO (the
+ * rules may take a database query): what the agent sent after its HELLO is
+ * handled after READY, in order. An agent waits for READY before it sends
+ * anything but PINGs, so past this it is a hostile peer (PROTOCOL_ERROR).
+ */
+export const MAX_HELD_BYTES = 64 * 1024;
 /** The agent pings this often; any frame counts as a sign of life. */
 export const KEEPALIVE_INTERVAL_MS = 10_000;
 /** A peer silent this long is dead: its connection is closed. */

@@ -261,7 +261,7 @@ describe("writing the log never fails the request it records", () => {
     const errors: string[] = [];
     const spy = spyOn(console, "error").mockImplementation((...a: unknown[]) => void errors.push(a.join(" ")));
     try {
-      const core = createCore({ db: database.db, systemSubdomains: [] });
+      const core = createCore({ store: database.store, systemSubdomains: [] });
       await ensureAdmin(core, { BURROW_ADMIN_USERNAME: "admin", BURROW_ADMIN_PASSWORD: ADMIN_PASSWORD });
       const app = createAdminApp(core);
       await using http = Bun.serve({ hostname: "127.0.0.1", port: 0, development: false, routes: app.routes, fetch: app.fetch });

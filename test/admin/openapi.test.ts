@@ -42,7 +42,7 @@ function liveRouteTable(): { path: string; methods: string[] }[] {
   const dir = mkdtempSync(join(tmpdir(), "burrow-openapi-"));
   const database = openDatabase(dir);
   try {
-    const core = createCore({ db: database.db, systemSubdomains: [] });
+    const core = createCore({ store: database.store, systemSubdomains: [] });
     const app = createAdminApp(core, {
       publicInfo: () => undefined,
       backup: { dataDir: dir, sqlite: database.sqlite },

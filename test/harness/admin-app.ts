@@ -22,7 +22,7 @@ export interface InProcessAdmin extends AsyncDisposable {
 export async function startAdminApp(options: AdminAppOptions = {}): Promise<InProcessAdmin> {
   const dataDir = mkdtempSync(join(tmpdir(), "burrow-admin-app-"));
   const database = openDatabase(dataDir);
-  const core = createCore({ db: database.db, systemSubdomains: [] });
+  const core = createCore({ store: database.store, systemSubdomains: [] });
   await ensureAdmin(core, { BURROW_ADMIN_USERNAME: "admin", BURROW_ADMIN_PASSWORD: ADMIN_PASSWORD });
   const app = createAdminApp(core, options);
   const server = Bun.serve({ hostname: "127.0.0.1", port: 0, development: false, routes: app.routes, fetch: app.fetch });

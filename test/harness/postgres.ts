@@ -25,6 +25,7 @@
  * shutdown (SIGINT), waits for the postmaster to exit, then removes the
  * directory. The password appears in the URLs only, never in a message.
  */
+import { aptInstall } from "./debian-packages.ts";
 import { accessSync, chmodSync, chownSync, constants, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -64,8 +65,20 @@ export interface TestPostgres extends AsyncDisposable {
   dir: string;
 }
 
-/** The directory of Debian's PostgreSQL programs (highest version installed), or undefined when there is none. */
+/**
+ * The directory of Debian's PostgreSQL programs (highest version installed);
+ * where there is none, Debian's postgresql is installed first as .ci/run
+ * does (root or password-less sudo), else undefined.
+ */
 export function postgresAvailable(): string | undefined {
+  const found = installedPostgres();
+  if (found || triedInstall) return found;
+  triedInstall = true;
+  return aptInstall(["postgresql"], "the PostgreSQL tests") ? installedPostgres() : undefined;
+}
+let triedInstall = false;
+
+function installedPostgres(): string | undefined {
   let versions: string[];
   try {
     versions = readdirSync(PG_ROOT).filter((v) => /^\d+(\.\d+)?$/.test(v));
