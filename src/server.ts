@@ -12,14 +12,14 @@ import { filesReport } from "./acme/report.ts";
 import { BootstrapError, ensureAdmin } from "./core/bootstrap.ts";
 import { createCore } from "./core/index.ts";
 import type { AcmeConfig, ServerConfig } from "./config/server.ts";
-import { openDatabase } from "./db/open.ts";
+import { openServerDatabase } from "./db/server-database.ts";
+import { Cluster } from "./cluster/cluster.ts";
 import { startEdge, type RunningEdge } from "./edge/server.ts";
 import { fileTls } from "./edge/tls-source.ts";
 import { TrustedProxies } from "./http/addresses.ts";
 import { log } from "./log.ts";
 import { healthRoutes, Readiness } from "./admin/health.ts";
 import { metricsRoutes } from "./admin/metrics.ts";
-import { unwritableReason } from "./db/writable.ts";
 import { EdgeCounters } from "./metrics/edge-counters.ts";
 import { createMetrics } from "./metrics/registry.ts";
 
@@ -33,9 +33,12 @@ export interface RunningServer {
 }
 
 export async function startServer(config: ServerConfig, env: Record<string, string | undefined>): Promise<RunningServer> {
-  const database = openDatabase(config.dataDir);
+  const database = await openServerDatabase(config);
   const core = createCore({ store: database.store, systemSubdomains: config.systemSubdomains });
   await ensureAdmin(core, env);
+  // several nodes on one PostgreSQL database: this one joins before its edge takes an agent
+  const cluster = database.postgres && config.node ? new Cluster({ client: database.postgres, nodeId: config.node.id, nodeUrl: config.node.url }, core) : undefined;
+  await cluster?.start();
   const sweepSessions = () => core.sessions.sweep().catch((err) => log.error("expired sessions not swept", { err: String(err) }));
   await sweepSessions();
   const sweeper = setInterval(sweepSessions, SESSION_SWEEP_MS);
@@ -62,14 +65,14 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     logins: () => ({ failed: core.loginThrottle.failures, throttled: core.loginThrottle.refusals }),
   });
   const readiness = new Readiness({
-    database: () => unwritableReason(database.sqlite, config.dataDir),
+    database: () => database.unwritable(),
     edge: () => (!running ? "not started yet" : running.listening().edge ? undefined : "the public port does not accept connections"),
     agents: () => (!running ? "not started yet" : running.listening().agents ? undefined : "the agents' port does not accept connections"),
   });
   const fileReport = config.tls && filesReport(config.tls.cert);
   const admin = createAdminApp(core, {
     publicInfo: () => publicSide,
-    backup: { dataDir: config.dataDir, sqlite: database.sqlite },
+    backup: database.backup,
     certificates: () => certificates?.report() ?? fileReport ?? { mode: "off", certificates: [] },
     operations: [...metricsRoutes(metrics, config.metricsToken), ...healthRoutes(readiness)],
     answered: metrics.adminRequest,
@@ -119,6 +122,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       drainTimeoutMs: config.drainTimeoutMs,
       holdsFile: join(config.dataDir, "restart-holds.json"),
       counters,
+      cluster,
     });
   } catch (err) {
     // a port already taken: let go of what did start, so the process exits with the error
@@ -128,7 +132,8 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     metrics.stop();
     clearInterval(auditPruner);
     await core.audit.stop();
-    database.close();
+    await cluster?.stop();
+    await database.close();
     throw err;
   }
   running = edge;
@@ -136,7 +141,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   // logged last: tests and scripts take this line as "ready"
   log.info("admin api listening", {
     url: adminUrl,
-    data: database.path,
+    data: database.where,
     edge_port: edge.port,
     agent_port: edge.agentPort ?? "off",
     ...(edge.redirectPort !== undefined ? { http_port: edge.redirectPort, dns_port: certificates?.dnsPort ?? "off" } : {}),
@@ -154,7 +159,8 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
         metrics.stop();
         certificates?.stop();
         await core.audit.stop(); // the refusals counted since the last flush
-        database.close(); // after the edge's last traffic flush
+        await cluster?.stop(); // its names free at once for the other nodes
+        await database.close(); // after the edge's last traffic flush
         log.info("server stopped");
       })();
       return stopped;

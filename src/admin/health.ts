@@ -20,10 +20,12 @@ import { ReadyJson } from "./responses.ts";
 export const CHECK_EVERY_MS = 1_000;
 
 /** A check returns undefined when ready, or why not (for the log). */
-export type ReadinessChecks = Record<string, () => string | undefined>;
+export type ReadinessChecks = Record<string, () => string | undefined | Promise<string | undefined>>;
 
 export class Readiness {
   private last: { at: number; failing: { name: string; why: string }[] } | undefined;
+  /** The checks under way: probes that come meanwhile share their answer. */
+  private running: Promise<{ name: string; why: string }[]> | undefined;
 
   constructor(
     private readonly checks: ReadinessChecks,
@@ -31,14 +33,19 @@ export class Readiness {
   ) {}
 
   /** The checks that fail now (at most CHECK_EVERY_MS old). */
-  failing(): { name: string; why: string }[] {
+  async failing(): Promise<{ name: string; why: string }[]> {
     const t = this.now();
     if (this.last && t - this.last.at < CHECK_EVERY_MS) return this.last.failing;
+    this.running ??= this.check(t).finally(() => (this.running = undefined));
+    return this.running;
+  }
+
+  private async check(t: number): Promise<{ name: string; why: string }[]> {
     const failing: { name: string; why: string }[] = [];
     for (const [name, check] of Object.entries(this.checks)) {
       let why: string | undefined;
       try {
-        why = check();
+        why = await check();
       } catch (err) {
         why = err instanceof Error ? err.message : String(err);
       }
@@ -74,8 +81,8 @@ export function healthRoutes(readiness: Readiness): Route[] {
       path: "/readyz",
       public: true,
       methods: {
-        GET() {
-          const failing = readiness.failing();
+        async GET() {
+          const failing = await readiness.failing();
           if (failing.length === 0) return json({ status: "ready" });
           return json({ status: "not ready", not_ready: failing.map((f) => f.name) }, 503);
         },

@@ -178,6 +178,9 @@ Flags:
                           OIDC issuer on loopback                    (default ${d["oidc-http-issuers"]})
   --basic-auth-limit N    wrong basic-auth passwords one address may try
                           on a tunnel before a lock (1 min, doubling) (default ${d["basic-auth-limit"]})
+  --database URL          PostgreSQL instead of SQLite in the data dir:
+                          postgres://user:password@host:5432/db (prefer
+                          BURROW_DATABASE_URL: a flag shows in ps)
 
 HTTPS from an ACME CA (Let's Encrypt unless told otherwise):
   --acme-email ADDR       get and renew certificates; the edge serves HTTPS on

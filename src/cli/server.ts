@@ -1,6 +1,7 @@
 /** `burrow server`: parse flags, start, stop cleanly on SIGTERM/SIGINT. */
 import { parseServerConfig } from "../config/server.ts";
 import { BootstrapError } from "../core/bootstrap.ts";
+import { DatabaseUrlError } from "../db/open-postgres.ts";
 import { DatabaseRefused } from "../db/plan.ts";
 import { log, setLogFormat } from "../log.ts";
 import { startServer } from "../server.ts";
@@ -23,6 +24,10 @@ export async function serverCommand(argv: string[]): Promise<number> {
     if (err instanceof BootstrapError || err instanceof DatabaseRefused) {
       console.error(`burrow: ${err.message}`);
       return 2;
+    }
+    if (err instanceof DatabaseUrlError) {
+      console.error(`burrow: ${err.message}`);
+      return 1;
     }
     const code = (err as { code?: string }).code;
     if (code === "EADDRINUSE" || code === "EACCES") {

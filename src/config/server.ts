@@ -1,4 +1,5 @@
 /** The server's settings: DEFAULTS, overridden by env BURROW_<FLAG>, overridden by flags; checked once. */
+import { hostname } from "node:os";
 import { existsSync } from "node:fs";
 import * as v from "valibot";
 import { parseFlags, type FlagSpec } from "./flags.ts";
@@ -43,6 +44,10 @@ export const SERVER_DEFAULTS = {
   "metrics-token": "",
   "oidc-http-issuers": "off",
   "basic-auth-limit": "10",
+  database: "",
+  "node-id": "",
+  "node-url": "",
+  "cluster-secret": "",
 } as const;
 
 export const SERVER_FLAGS: Record<keyof typeof SERVER_DEFAULTS, FlagSpec> = {
@@ -81,10 +86,15 @@ export const SERVER_FLAGS: Record<keyof typeof SERVER_DEFAULTS, FlagSpec> = {
   "metrics-token": { type: "string", env: true },
   "oidc-http-issuers": { type: "string", env: true },
   "basic-auth-limit": { type: "string", env: true },
+  // its variable is BURROW_DATABASE_URL, the name such URLs go by (read in parseServerConfig)
+  database: { type: "string" },
+  "node-id": { type: "string", env: true },
+  "node-url": { type: "string", env: true },
+  "cluster-secret": { type: "string", env: true },
 };
 
 /** Flags whose value is a secret: a mistake in one is reported without echoing it. */
-const SECRET_FLAGS: ReadonlySet<string> = new Set(["metrics-token"]);
+const SECRET_FLAGS: ReadonlySet<string> = new Set(["metrics-token", "database", "cluster-secret"]);
 
 export interface ServerConfig {
   domain: string;
@@ -94,6 +104,10 @@ export interface ServerConfig {
   agentPort?: number;
   host: string;
   dataDir: string;
+  /** A PostgreSQL URL (--database, BURROW_DATABASE_URL); undefined: SQLite in the data dir. */
+  databaseUrl?: string;
+  /** With PostgreSQL: this node among the others on the same database. */
+  node?: { id: string; url?: string; secret?: string };
   tcpPorts: { first: number; last: number };
   systemSubdomains: string[];
   tls?: { cert: string; key: string };
@@ -246,6 +260,19 @@ const Schema = v.object({
   "log-format": v.picklist(LOG_FORMATS, `--log-format must be ${LOG_FORMATS.join(" or ")}`),
   "oidc-http-issuers": v.picklist(["off", "loopback"], "--oidc-http-issuers must be off or loopback"),
   // a scraper's secret: long enough not to be guessed, and plain enough to sit in a header and a config file
+  database: v.pipe(
+    v.string(),
+    v.check((s) => s === "" || /^postgres(ql)?:\/\/[^\s]+$/.test(s), "--database must be a PostgreSQL URL, postgres://user:password@host:5432/database, or empty for SQLite in the data dir"),
+  ),
+  "node-id": v.pipe(
+    v.string(),
+    v.check((s) => s === "" || /^[a-z0-9][a-z0-9._-]{0,62}$/i.test(s), "--node-id must be 1 to 63 letters, digits, dots, dashes or underscores"),
+  ),
+  "node-url": v.pipe(v.string(), v.check((s) => s === "" || /^(http|ws)s?:\/\/[^\s/]+\/?$/.test(s), "--node-url must be http(s)://host:port, where the other nodes reach this one's public port")),
+  "cluster-secret": v.pipe(
+    v.string(),
+    v.check((s) => s === "" || /^[\x21-\x7e]{16,512}$/.test(s), "--cluster-secret must be 16 to 512 visible ASCII characters without spaces (e.g. openssl rand -hex 32)"),
+  ),
   "metrics-token": v.pipe(
     v.string(),
     v.check((s) => s === "" || /^[\x21-\x7e]{16,512}$/.test(s), "--metrics-token must be 16 to 512 visible ASCII characters without spaces (e.g. openssl rand -hex 32)"),
@@ -268,11 +295,18 @@ function parsePublicUrl(raw: string, domain: string): ServerConfig["publicUrl"] 
   return { scheme, port: url.port ? Number(url.port) : scheme === "https" ? 443 : 80 };
 }
 
+/** The host name, as a node id: what tells one machine's node from another's by default. */
+function defaultNodeId(): string {
+  const host = hostname().toLowerCase().replace(/[^a-z0-9._-]/g, "-").replace(/^[^a-z0-9]+/, "");
+  return host.slice(0, 63) || "node";
+}
+
 /** Reads `burrow server` flags; throws UsageError with a one-line message. */
 export function parseServerConfig(argv: string[], env: Record<string, string | undefined> = process.env) {
   const { values, positionals } = parseFlags(argv, SERVER_FLAGS, env);
   if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
   if (values.help) return { help: true as const };
+  if (values.database === undefined && env.BURROW_DATABASE_URL !== undefined) values.database = env.BURROW_DATABASE_URL;
   const merged = { ...SERVER_DEFAULTS, ...Object.fromEntries(Object.entries(values).filter(([, x]) => x !== undefined)) };
   const result = v.safeParse(Schema, merged);
   if (!result.success) {
@@ -283,6 +317,10 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
   }
   const o = result.output;
   if (Boolean(o["tls-cert"]) !== Boolean(o["tls-key"])) throw new UsageError("--tls-cert and --tls-key go together");
+  for (const flag of ["node-id", "node-url", "cluster-secret"] as const) {
+    if (o[flag] && !o.database) throw new UsageError(`--${flag} is for several nodes on one PostgreSQL database: it needs --database postgres://...`);
+  }
+  if (o["node-url"] && !o["cluster-secret"]) throw new UsageError("--node-url needs --cluster-secret: the nodes relay to each other only when they can tell each other apart from strangers");
   for (const flag of ["tls-cert", "tls-key", "acme-ca-root"] as const) {
     if (o[flag] && !existsSync(o[flag])) throw new UsageError(`--${flag}: no such file '${o[flag]}'`);
   }
@@ -293,6 +331,8 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     agentPort: o["agent-port"] === "off" ? undefined : o["agent-port"],
     host: o.host,
     dataDir: o["data-dir"],
+    databaseUrl: o.database || undefined,
+    node: o.database ? { id: o["node-id"] || defaultNodeId(), url: o["node-url"].replace(/\/$/, "") || undefined, secret: o["cluster-secret"] || undefined } : undefined,
     tcpPorts: o["tcp-ports"],
     systemSubdomains: o["system-subdomains"],
     tls: o["tls-cert"] ? { cert: o["tls-cert"], key: o["tls-key"] } : undefined,

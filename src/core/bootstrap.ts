@@ -2,6 +2,7 @@
 import { log, logFormat } from "../log.ts";
 import * as v from "valibot";
 import { describeIssues, password as passwordRule, username as usernameRule } from "./fields.ts";
+import { AppError } from "./errors.ts";
 import type { Core } from "./index.ts";
 import { randomBase62 } from "./secrets.ts";
 
@@ -30,7 +31,13 @@ export async function ensureAdmin(core: Core, env: Record<string, string | undef
     // a plain user already has the name: promote them rather than fail to start
     await core.users.update(existing.id, { role: "admin", enabled: true, password });
   } else {
-    await core.users.create({ username, password, role: "admin" });
+    try {
+      await core.users.create({ username, password, role: "admin" });
+    } catch (err) {
+      // another node on the same database made it first (both found none): theirs stands
+      if (err instanceof AppError && err.code === "USERNAME_TAKEN") return;
+      throw err;
+    }
   }
   log.info("created the first admin", { username });
   if (!given) {

@@ -35,6 +35,9 @@ export interface UserChanges extends UserSettings {
 
 export type Users = ReturnType<typeof createUsers>;
 
+/** Held by changes that could leave no enabled admin, so two at once cannot both pass the check. */
+const ADMINS_LOCK = "users.admins";
+
 export function createUsers(store: Store, clock: Clock, live: LiveTunnels) {
   const { adminKeys, sessions, users } = store.tables;
   const byName = (username: string) =>
@@ -62,6 +65,18 @@ export function createUsers(store: Store, clock: Clock, live: LiveTunnels) {
     if (!others || others.n === 0) throw new AppError("LAST_ADMIN", `cannot ${action} the last enabled admin`);
   }
 
+  /**
+   * Two requests for one name at once (on two nodes, say) both pass
+   * assertNameFree; the unique index then refuses the second, which is told
+   * what the first check would have said.
+   */
+  const nameTakenOnRace = (username: string | undefined) => (err: unknown) => {
+    if (username !== undefined && /users_username_nocase|UNIQUE constraint failed: index 'users_username_nocase'/i.test(String(err))) {
+      throw new AppError("USERNAME_TAKEN", `username '${username}' is already taken`);
+    }
+    throw err;
+  };
+
   const countWhere = async (where?: ReturnType<typeof and>) =>
     (await store.get(store.db.select({ n: count() }).from(users).where(where)))?.n ?? 0;
 
@@ -85,13 +100,14 @@ export function createUsers(store: Store, clock: Clock, live: LiveTunnels) {
             .returning(),
         );
         return row!;
-      });
+      }).catch(nameTakenOnRace(input.username));
     },
 
     async update(id: number, changes: UserChanges): Promise<UserRow> {
       await get(id);
       const passwordHash = changes.password === undefined ? undefined : await hashPassword(changes.password);
       const updated = await store.transaction(async () => {
+        await store.lock(ADMINS_LOCK);
         const current = await get(id);
         if (changes.username !== undefined) await assertNameFree(changes.username, id);
         const isEnabledAdmin = current.role === "admin" && current.enabled;
@@ -117,7 +133,7 @@ export function createUsers(store: Store, clock: Clock, live: LiveTunnels) {
             .returning(),
         );
         return row!;
-      });
+      }).catch(nameTakenOnRace(changes.username));
       if (!updated.enabled) live.closeUser(id, "USER_DISABLED", "the user was disabled");
       // who may reach the user's tunnels applies to the live ones too, not only from their next handshake
       else if (changes.requireAuth !== undefined || changes.allowCidrs !== undefined) live.userAccessChanged?.(updated);
@@ -127,6 +143,7 @@ export function createUsers(store: Store, clock: Clock, live: LiveTunnels) {
     /** Deletes the user with its tokens, reserved subdomains, sessions and traffic (all in one transaction). */
     async delete(id: number): Promise<void> {
       await store.transaction(async () => {
+        await store.lock(ADMINS_LOCK);
         const current = await get(id);
         if (current.role === "admin" && current.enabled) await assertAnotherAdmin(id, "delete");
         // the foreign keys cascade to tokens, reserved_subdomains, sessions and traffic_daily

@@ -2,6 +2,7 @@
 import m0 from "../../drizzle/0000_init.sql" with { type: "text" };
 import m1 from "../../drizzle/0001_audit_log_and_admin_keys.sql" with { type: "text" };
 import m2 from "../../drizzle/0002_user_access_rules.sql" with { type: "text" };
+import m3 from "../../drizzle/0003_cluster_registry.sql" with { type: "text" };
 
 export interface EmbeddedMigration {
   tag: string;
@@ -14,4 +15,5 @@ export const migrations: EmbeddedMigration[] = [
   { tag: "0000_init", when: 1795320910509, breakpoints: true, sql: m0 },
   { tag: "0001_audit_log_and_admin_keys", when: 1795445872315, breakpoints: true, sql: m1 },
   { tag: "0002_user_access_rules", when: 1795447479719, breakpoints: true, sql: m2 },
+  { tag: "0003_cluster_registry", when: 1795457300699, breakpoints: true, sql: m3 },
 ];

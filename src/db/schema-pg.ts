@@ -18,14 +18,16 @@ export const users = pgTable(
     role: text("role", { enum: ["user", "admin"] }).notNull().default("user"),
     // boolean, not 0/1 integer: PostgreSQL has the type
     enabled: boolean("enabled").notNull().default(true),
-    maxTunnels: integer("max_tunnels").notNull().default(0),
+    // bigint, as every limit: the API takes any whole number up to 2^53 - 1, as SQLite's 64-bit integer holds it
+    maxTunnels: bigint("max_tunnels", { mode: "number" }).notNull().default(0),
     allowedProtocols: text("allowed_protocols").notNull().default("http,tcp"),
     // bigint, not integer: a byte limit passes 2^31 (2 GiB); SQLite's integer is 64-bit already
     trafficLimit: bigint("traffic_limit", { mode: "number" }).notNull().default(0),
     trafficPeriod: text("traffic_period", { enum: ["daily", "monthly", "quarterly"] })
       .notNull()
       .default("monthly"),
-    maxDevices: integer("max_devices").notNull().default(0),
+    // bigint, as every limit (see max_tunnels)
+    maxDevices: bigint("max_devices", { mode: "number" }).notNull().default(0),
     // boolean, not 0/1 integer: PostgreSQL has the type
     skipWarning: boolean("skip_warning").notNull().default(false),
     // boolean, not 0/1 integer: PostgreSQL has the type
@@ -152,3 +154,39 @@ export type TokenRow = typeof tokens.$inferSelect;
 export type ReservedSubdomainRow = typeof reservedSubdomains.$inferSelect;
 export type AdminKeyRow = typeof adminKeys.$inferSelect;
 export type AuditRow = typeof auditLog.$inferSelect;
+
+/** See schema.ts. */
+export const clusterNodes = pgTable("cluster_nodes", {
+  id: text("id").primaryKey(),
+  url: text("url"),
+  startedAt: text("started_at").notNull(),
+  // bigint: milliseconds since 1970 pass 2^31
+  heartbeatMs: bigint("heartbeat_ms", { mode: "number" }).notNull(),
+});
+
+/** See schema.ts. */
+export const liveTunnels = pgTable(
+  "live_tunnels",
+  {
+    name: text("name").primaryKey(),
+    protocol: text("protocol", { enum: ["http", "tcp"] }).notNull(),
+    subdomain: text("subdomain"),
+    port: integer("port"),
+    nodeId: text("node_id")
+      .notNull()
+      .references(() => clusterNodes.id, { onDelete: "cascade" }),
+    sessionId: text("session_id"),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    username: text("username").notNull(),
+    tokenId: integer("token_id").notNull(),
+    connectedAt: text("connected_at").notNull(),
+    // bigint: byte counters pass 2^31
+    bytesIn: bigint("bytes_in", { mode: "number" }).notNull().default(0),
+    bytesOut: bigint("bytes_out", { mode: "number" }).notNull().default(0),
+    // boolean, not 0/1 integer: PostgreSQL has the type
+    relayable: boolean("relayable").notNull().default(true),
+  },
+  (t) => [index("live_tunnels_user").on(t.userId), index("live_tunnels_node").on(t.nodeId), index("live_tunnels_session").on(t.sessionId)],
+);

@@ -160,6 +160,54 @@ export const auditLog = sqliteTable(
   ],
 );
 
+/**
+ * Several servers on one database (PostgreSQL): each node's heartbeat. A
+ * node whose heartbeat is older than a few seconds is dead; its tunnels are
+ * anyone's. Stays empty on SQLite (one node).
+ */
+export const clusterNodes = sqliteTable("cluster_nodes", {
+  /** --node-id */
+  id: text("id").primaryKey(),
+  /** --node-url: where the other nodes reach this one; null: nowhere (no relay to it). */
+  url: text("url"),
+  startedAt: text("started_at").notNull(),
+  /** The database's clock at the last heartbeat, ms since 1970 (one clock for all nodes). */
+  heartbeatMs: integer("heartbeat_ms").notNull(),
+});
+
+/**
+ * Every live tunnel of every node (PostgreSQL): what makes a name taken
+ * cluster-wide, and what limits and /api/tunnels/active count. `name` is
+ * the claim: "http:<subdomain>", or "tcp:<node>:<port>" (a port is a node's
+ * own). Stays empty on SQLite.
+ */
+export const liveTunnels = sqliteTable(
+  "live_tunnels",
+  {
+    name: text("name").primaryKey(),
+    protocol: text("protocol", { enum: ["http", "tcp"] }).notNull(),
+    subdomain: text("subdomain"),
+    port: integer("port"),
+    nodeId: text("node_id")
+      .notNull()
+      .references(() => clusterNodes.id, { onDelete: "cascade" }),
+    /** The agent's session; null while the tunnel waits in grace for its token. */
+    sessionId: text("session_id"),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    username: text("username").notNull(),
+    tokenId: integer("token_id").notNull(),
+    connectedAt: text("connected_at").notNull(),
+    /** Written by its node every few seconds, for the other nodes' /api/tunnels/active. */
+    bytesIn: integer("bytes_in").notNull().default(0),
+    bytesOut: integer("bytes_out").notNull().default(0),
+    /** Whether other nodes may relay visitors to it (false: it has access rules, checked at its own node only). */
+    relayable: integer("relayable", { mode: "boolean" }).notNull().default(true),
+  },
+  (t) => [index("live_tunnels_user").on(t.userId), index("live_tunnels_node").on(t.nodeId), index("live_tunnels_session").on(t.sessionId)],
+);
+
 export type UserRow = typeof users.$inferSelect;
 export type TokenRow = typeof tokens.$inferSelect;
 export type ReservedSubdomainRow = typeof reservedSubdomains.$inferSelect;

@@ -20,6 +20,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { Database } from "bun:sqlite";
 import type { BunSQLiteDatabase } from "drizzle-orm/bun-sqlite";
+import { sql, type SQL } from "drizzle-orm";
 import type * as schema from "./schema.ts";
 
 export type Dialect = "sqlite" | "postgres";
@@ -59,6 +60,13 @@ export interface Store {
    * one.
    */
   transaction<T>(fn: () => Promise<T>): Promise<T>;
+  /**
+   * Inside a transaction: waits until no other transaction holds `name`, and
+   * holds it until this one ends. For rules that read before they write
+   * across rows (the last enabled admin): PostgreSQL's transactions do not
+   * see each other's uncommitted writes, SQLite's do not run at once.
+   */
+  lock(name: string): Promise<void>;
 }
 
 /** SQLite: one connection, statements run at once unless a transaction is open elsewhere. */
@@ -88,6 +96,8 @@ export function sqliteStore(sqlite: Database, db: Db, tables: Tables): Store {
       if (open) await turn();
       q.run();
     },
+    // one transaction at a time already: nothing else to wait for
+    async lock() {},
     async transaction(fn) {
       if (inTransaction.getStore()) return fn();
       await turn();
@@ -125,13 +135,18 @@ export function postgresStore(base: PostgresDb, tables: Tables): Store {
     },
     tables,
     async all<R>(q: Query<R>) {
-      return (await q) as R[];
+      return (await run(q)) as R[];
     },
     async get<R>(q: Query<R>) {
-      return ((await q) as R[])[0];
+      return ((await run(q)) as R[])[0];
     },
     async run(q) {
-      await q;
+      await run(q);
+    },
+    async lock(name) {
+      const tx = transactionDb.getStore();
+      if (!tx) throw new Error(`lock('${name}') outside a transaction`);
+      await run(tx.execute(sql`SELECT pg_advisory_xact_lock(hashtext(${name}))`));
     },
     async transaction(fn) {
       if (transactionDb.getStore()) return fn();
@@ -143,4 +158,19 @@ export function postgresStore(base: PostgresDb, tables: Tables): Store {
 /** What postgresStore needs of drizzle's PostgreSQL database. */
 export interface PostgresDb {
   transaction<T>(fn: (tx: unknown) => Promise<T>): Promise<T>;
+  execute(query: SQL): PromiseLike<unknown>;
+}
+
+/**
+ * Runs a PostgreSQL query. drizzle wraps the server's error in one whose
+ * message carries the query's parameters (a password hash, a token's
+ * digest): what goes on is the server's own error, without them.
+ */
+async function run(q: PromiseLike<unknown>): Promise<unknown> {
+  try {
+    return await q;
+  } catch (err) {
+    const cause = (err as { cause?: unknown }).cause;
+    throw cause instanceof Error && /^Failed query/.test((err as Error).message) ? cause : err;
+  }
 }

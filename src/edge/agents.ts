@@ -10,7 +10,8 @@
  * (or, if that port is out of its reach, here once more without asking).
  */
 import * as v from "valibot";
-import { admit, type Admitted } from "../core/admission.ts";
+import { admit, type Admitted, type LiveView } from "../core/admission.ts";
+import type { Cluster } from "../cluster/cluster.ts";
 import { AppError } from "../core/errors.ts";
 import { cidrs } from "../core/fields.ts";
 import type { Core } from "../core/index.ts";
@@ -31,6 +32,10 @@ export const strangerFault = limitedLog(30);
 export interface EdgeContext {
   core: Core;
   registry: Registry;
+  /** What admission counts: this node's registry, or with several nodes the cluster's. */
+  live: LiveView;
+  /** Several nodes: names are claimed cluster-wide before they go live here. */
+  cluster?: Cluster;
   ports: PortAllocator;
   /** The public address of an http tunnel, e.g. http://name.example.com */
   httpUrl(subdomain: string): string;
@@ -234,7 +239,7 @@ export class AgentConnection implements AgentLink {
       let providers: Providers = new Map();
       try {
         // who is asking, before anything is fetched for them (tunnel by tunnel comes after discovery)
-        await admit(this.edge.core, { token: (raw as Hello).token, proxy: false, tunnels: [], partial: true }, this.edge.registry);
+        await admit(this.edge.core, { token: (raw as Hello).token, proxy: false, tunnels: [], partial: true }, this.edge.live);
         providers = await discoverProviders(tunnels, this.edge.oidcHttpIssuers ?? false);
       } catch (err) {
         if (!(err instanceof AppError)) throw err; // a refusal: hello() below meets it again and refuses as always
@@ -275,20 +280,61 @@ export class AgentConnection implements AgentLink {
   private async admitThenOpen(hello: Hello, providers: Providers | undefined): Promise<void> {
     try {
       let admitted: Admitted;
+      let claimed: string[] = [];
       try {
-        admitted = await admit(this.edge.core, hello, this.edge.registry);
+        admitted = await admit(this.edge.core, hello, this.edge.live);
+        if (this.edge.cluster) claimed = await this.claim(this.edge.cluster, hello, admitted);
       } catch (err) {
         if (err instanceof AppError) return this.refused(err, hello.token);
         throw err;
       }
       // the agent may have gone while the rules were asked
       if (!this.mux.closed) this.open(hello, admitted, providers);
+      const cluster = this.edge.cluster;
+      if (cluster) {
+        // a claim no tunnel took (a refusal after it, the agent gone) is given back
+        for (const name of claimed) void cluster.release(name);
+        if (this.ready) {
+          for (const t of this.edge.registry.sessionTunnels(this.sessionId)) {
+            if (t.protocol === "tcp") void cluster.registerPort(t, this.sessionId).catch((err) => log.warn("cluster tcp row not written", { err: String(err) }));
+          }
+        }
+      }
     } catch (err) {
       log.error("agent handshake failed", { session: this.sessionId, err: String(err) });
       this.refuse("INTERNAL", "the server failed to handle the handshake");
     } finally {
       this.mux.release();
     }
+  }
+
+  /**
+   * Claims the HELLO's names cluster-wide, in its order: a name another node
+   * holds is SUBDOMAIN_TAKEN, for that tunnel (partial) or the whole HELLO.
+   * Returns the names claimed.
+   */
+  private async claim(cluster: Cluster, hello: Hello, admitted: Admitted): Promise<string[]> {
+    const claimed: string[] = [];
+    const owner = { userId: admitted.user.id, username: admitted.user.username, tokenId: admitted.token.id };
+    for (const [i, plan] of admitted.tunnels.entries()) {
+      if (plan instanceof AppError || plan.protocol !== "http") continue;
+      const asked = hello.tunnels[i];
+      // a tunnel with access rules is reached through its own node only: the rules live there
+      const relayable = !(asked?.protocol === "http" && asked.access) && admitted.user.allowCidrs === "";
+      if (await cluster.claim(plan.subdomain, owner, this.sessionId, admitted.resume, relayable)) {
+        claimed.push(plan.subdomain);
+        continue;
+      }
+      const taken = new AppError("SUBDOMAIN_TAKEN", `'${plan.subdomain}' is in use by another tunnel`);
+      if (!hello.partial) {
+        for (const name of claimed) await cluster.release(name);
+        throw taken;
+      }
+      admitted.tunnels[i] = taken;
+    }
+    const first = admitted.tunnels[0];
+    if (admitted.tunnels.every((p) => p instanceof AppError) && first instanceof AppError) throw first;
+    return claimed;
   }
 
   private refused(err: AppError, token: string): void {

@@ -80,7 +80,14 @@ interface SessionEntry {
   tunnels: Tunnel[];
 }
 
+/** Told of every tunnel that waits in grace or goes (the cluster mirrors them into the database). */
+export interface RegistryHooks {
+  detached(t: Tunnel): void;
+  removed(t: Tunnel): void;
+}
+
 export class Registry implements LiveTunnels, LiveView {
+  hooks?: RegistryHooks;
   private readonly bySubdomain = new Map<string, Tunnel>();
   private readonly byPort = new Map<number, Tunnel>();
   private readonly sessions = new Map<string, SessionEntry>();
@@ -128,8 +135,10 @@ export class Registry implements LiveTunnels, LiveView {
     for (const t of entry.tunnels) {
       if (t.agent !== entry.link) continue; // already handed to a newer session
       t.agent = null;
-      if (grace) t.graceTimer = setTimeout(() => t.agent === null && this.remove(t), RECLAIM_GRACE_MS);
-      else this.remove(t);
+      if (grace) {
+        t.graceTimer = setTimeout(() => t.agent === null && this.remove(t), RECLAIM_GRACE_MS);
+        this.hooks?.detached(t);
+      } else this.remove(t);
     }
   }
 
@@ -138,6 +147,11 @@ export class Registry implements LiveTunnels, LiveView {
     if (t.subdomain === undefined || this.bySubdomain.has(t.subdomain)) return;
     this.bySubdomain.set(t.subdomain, t);
     t.graceTimer = setTimeout(() => t.agent === null && this.remove(t), RECLAIM_GRACE_MS);
+  }
+
+  /** The tunnels a live session holds. */
+  sessionTunnels(sessionId: string): Tunnel[] {
+    return this.sessions.get(sessionId)?.tunnels ?? [];
   }
 
   sessionTokenId(sessionId: string): number | undefined {
@@ -158,6 +172,7 @@ export class Registry implements LiveTunnels, LiveView {
     if (t.port !== undefined && this.byPort.get(t.port) === t) this.byPort.delete(t.port);
     t.agent = null;
     t.onRemoved?.();
+    this.hooks?.removed(t);
   }
 
   tunnelBySubdomain(subdomain: string): Tunnel | undefined {

@@ -27,6 +27,7 @@ import { VisitorConnections } from "./visitor-connections.ts";
 import { PortAllocator } from "./ports.ts";
 import { enforceQuotas } from "./quota.ts";
 import { Registry } from "./registry.ts";
+import type { Cluster } from "../cluster/cluster.ts";
 import { visitorSocket, type VisitorSocketData } from "./websocket.ts";
 import { overLimit, visitorFetch, type SocketData } from "./visitor-requests.ts";
 
@@ -74,6 +75,8 @@ export interface EdgeOptions {
   holdsFile?: string;
   /** What the edge counts for the metrics (requests, handshakes, resets, flushes); its own if not given. */
   counters?: EdgeCounters;
+  /** Several nodes on one PostgreSQL database: what is live cluster-wide (started before the edge). */
+  cluster?: Cluster;
 }
 
 
@@ -111,7 +114,8 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   const meter = new TrafficMeter(core);
   meter.onFlush = (seconds, rows, errors) => counters.flushed(seconds, rows, errors);
   const registry = new Registry(meter);
-  core.attachLiveTunnels(registry);
+  opts.cluster?.attach(registry);
+  core.attachLiveTunnels(opts.cluster ?? registry);
   const maxConns = opts.maxConns ?? defaultMaxConns(fdLimit);
   // TCP tunnels' visitors share the total with the public HTTP port's; agents' connections
   // (WebSocket and direct) have a per-address cap of their own, higher: a team behind one NAT is many agents
@@ -147,6 +151,8 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   const edge: EdgeContext = {
     core,
     registry,
+    live: opts.cluster ?? registry,
+    cluster: opts.cluster,
     ports,
     httpUrl: (sub) => `${scheme}://${sub}.${domain}${portSuffix()}`,
     tcpAddress: (port) => `${domain}:${port}`,

@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LineReader } from "./lines.ts";
+import { startPostgres, type TestPostgres } from "./postgres.ts";
 
 export const ADMIN_PASSWORD = "correct-horse-battery";
 const MAIN = join(import.meta.dir, "..", "..", "src", "main.ts");
@@ -46,8 +47,28 @@ export function burrowCommand(executable?: string): string[] {
   return executable ? [executable] : [process.execPath, MAIN];
 }
 
+/**
+ * BURROW_TEST_DATABASE=postgres runs every test server on PostgreSQL (a
+ * fresh database each, on one private server per test process) instead of
+ * SQLite: the same tests, the other engine.
+ */
+let sharedPostgres: Promise<TestPostgres> | undefined;
+/** A server started again on a data dir (a restart) finds its database again. */
+const databaseOfDataDir = new Map<string, string>();
+async function postgresArgs(opts: StartOptions, dataDir: string): Promise<string[]> {
+  if (process.env.BURROW_TEST_DATABASE !== "postgres" || opts.args?.includes("--database") || opts.executable) return [];
+  let url = databaseOfDataDir.get(dataDir);
+  if (!url) {
+    sharedPostgres ??= startPostgres();
+    url = await (await sharedPostgres).newDatabase();
+    databaseOfDataDir.set(dataDir, url);
+  }
+  return ["--database", url];
+}
+
 export async function startServer(opts: StartOptions = {}): Promise<TestServer> {
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), "burrow-test-"));
+  const database = await postgresArgs(opts, dataDir);
   const proc = Bun.spawn(
     [
       ...(opts.prefix ?? []),
@@ -63,6 +84,7 @@ export async function startServer(opts: StartOptions = {}): Promise<TestServer> 
       "0",
       "--data-dir",
       dataDir,
+      ...database,
       ...(opts.args ?? []),
     ],
     {

@@ -1,0 +1,362 @@
+/**
+ * Several nodes on one PostgreSQL database: what is live, cluster-wide.
+ *
+ * Each node keeps its own tunnels in its Registry (the edge's, in memory) and
+ * mirrors them into `live_tunnels`, with a heartbeat in `cluster_nodes`:
+ *
+ * - claiming a subdomain is one INSERT .. ON CONFLICT on its row, so two
+ *   agents asking two nodes for one name get exactly one winner (the other
+ *   SUBDOMAIN_TAKEN); the same token takes its name back from a tunnel in
+ *   grace, from the session it resumes, or from a dead node;
+ * - a node whose heartbeat is older than NODE_EXPIRY_MS is dead: its rows
+ *   count for nothing, and are deleted by the next sweep of any node;
+ * - the rules that count (max_tunnels, max_devices) count rows of live
+ *   nodes, and /api/tunnels/active lists them, the same on every node;
+ * - an admin action that closes tunnels (revoke, disable, delete) is
+ *   carried out at once on its node and sent to the others with NOTIFY.
+ */
+import type { SQL } from "bun";
+import type { LiveView } from "../core/admission.ts";
+import type { ErrorCode } from "../core/errors.ts";
+import type { Core } from "../core/index.ts";
+import type { ActiveTunnel, LiveTunnels } from "../core/live.ts";
+import type { UserRow } from "../db/schema.ts";
+import { log } from "../log.ts";
+import type { Registry, Tunnel } from "../edge/registry.ts";
+
+/** How often a node says it is alive. */
+export const HEARTBEAT_MS = 1_000;
+/** A node silent this long is dead: its tunnels are anyone's. */
+export const NODE_EXPIRY_MS = 5_000;
+/** How often a node writes its tunnels' byte counts and sweeps dead nodes. */
+const SYNC_MS = 2_000;
+/** The NOTIFY channel the nodes talk on. */
+const CHANNEL = "burrow_cluster";
+
+/** The database's clock in ms: one clock for every node, whatever theirs say. */
+const NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+
+export interface ClusterOptions {
+  client: SQL;
+  nodeId: string;
+  /** Where the other nodes reach this one (relay); undefined: they cannot. */
+  nodeUrl?: string;
+}
+
+/** A tunnel of another node, as a visitor's node needs it to relay. */
+export interface RemoteTunnel {
+  nodeId: string;
+  nodeUrl: string | null;
+  subdomain: string;
+  userId: number;
+  username: string;
+  tokenId: number;
+  relayable: boolean;
+}
+
+type Said =
+  | { kind: "close-user"; userId: number; code: ErrorCode; message: string }
+  | { kind: "close-token"; tokenId: number; code: ErrorCode; message: string }
+  | { kind: "user-access"; userId: number }
+  | { kind: "taken"; name: string; sessionId: string };
+/** What one node tells the others (NOTIFY), with who said it. */
+type Message = Said & { from: string };
+
+const httpName = (subdomain: string) => `http:${subdomain}`;
+
+export class Cluster implements LiveView, LiveTunnels {
+  private readonly sql: SQL;
+  readonly nodeId: string;
+  private readonly nodeUrl: string | null;
+  private timers: ReturnType<typeof setInterval>[] = [];
+  private unlisten?: () => Promise<void>;
+  private stopped = false;
+
+  /** The edge's, once it exists (attach). */
+  private registry!: Registry;
+
+  constructor(
+    options: ClusterOptions,
+    private readonly core: Core,
+  ) {
+    this.sql = options.client;
+    this.nodeId = options.nodeId;
+    this.nodeUrl = options.nodeUrl ?? null;
+  }
+
+  /** The edge's registry: this node's tunnels, mirrored into live_tunnels from now on. */
+  attach(registry: Registry): void {
+    this.registry = registry;
+    registry.hooks = {
+      detached: (t) => void this.quietly("grace", this.sql`UPDATE live_tunnels SET session_id = NULL WHERE name = ${nameOf(t, this.nodeId)} AND node_id = ${this.nodeId}`),
+      removed: (t) => void this.quietly("release", this.sql`DELETE FROM live_tunnels WHERE name = ${nameOf(t, this.nodeId)} AND node_id = ${this.nodeId}`),
+    };
+  }
+
+  /** Registers the node (its rows from an earlier life go), listens, and starts the heartbeat. */
+  async start(): Promise<void> {
+    await this.sql.begin(async (tx) => {
+      await tx`DELETE FROM live_tunnels WHERE node_id = ${this.nodeId}`;
+      await tx.unsafe(
+        `INSERT INTO cluster_nodes (id, url, started_at, heartbeat_ms) VALUES ($1, $2, $3, ${NOW_MS})
+         ON CONFLICT (id) DO UPDATE SET url = excluded.url, started_at = excluded.started_at, heartbeat_ms = excluded.heartbeat_ms`,
+        [this.nodeId, this.nodeUrl, new Date().toISOString()],
+      );
+    });
+    const subscription = await this.sql.listen(CHANNEL, (payload) => this.received(payload));
+    this.unlisten = () => subscription.unlisten();
+    this.timers.push(setInterval(() => void this.heartbeat(), HEARTBEAT_MS));
+    this.timers.push(setInterval(() => void this.sync(), SYNC_MS));
+    for (const t of this.timers) t.unref();
+    log.info("cluster node registered", { node: this.nodeId, node_url: this.nodeUrl ?? "none" });
+  }
+
+  /** Leaves the cluster: its rows go, so its names are free at once rather than after NODE_EXPIRY_MS. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    for (const t of this.timers) clearInterval(t);
+    if (this.registry) this.registry.hooks = undefined;
+    await this.unlisten?.().catch(() => {});
+    await this.quietly("leave", this.sql`DELETE FROM cluster_nodes WHERE id = ${this.nodeId}`);
+  }
+
+  private async heartbeat(): Promise<void> {
+    if (this.stopped) return;
+    try {
+      const rows = await this.sql.unsafe(
+        `INSERT INTO cluster_nodes (id, url, started_at, heartbeat_ms) VALUES ($1, $2, $3, ${NOW_MS})
+         ON CONFLICT (id) DO UPDATE SET heartbeat_ms = excluded.heartbeat_ms RETURNING (xmax = 0) AS inserted`,
+        [this.nodeId, this.nodeUrl, new Date().toISOString()],
+      );
+      // swept as dead while alive (the database was out of reach): what this node still serves is claimed again
+      if (rows[0]?.inserted && this.registry) await this.reclaimAll();
+    } catch (err) {
+      log.warn("cluster heartbeat failed", { err: String(err) });
+    }
+  }
+
+  private async reclaimAll(): Promise<void> {
+    log.warn("this node was taken for dead: claiming its tunnels again", { node: this.nodeId });
+    for (const t of this.registry.allTunnels()) {
+      const session = t.agent?.sessionId ?? null;
+      const ok = t.subdomain !== undefined ? await this.claimName(t.subdomain, t, session, undefined, true) : await this.registerPort(t, session);
+      if (!ok) {
+        // another node has the name now: the agent hears it, as at a handshake
+        if (t.agent) this.registry.closeSession(t.agent.sessionId, "SUBDOMAIN_TAKEN", `'${t.subdomain}' was taken by another node meanwhile`);
+        else this.registry.remove(t);
+      }
+    }
+  }
+
+  /** Writes the live tunnels' byte counts (for the other nodes' lists) and deletes dead nodes. */
+  private async sync(): Promise<void> {
+    if (this.stopped || !this.registry) return;
+    const counts = this.registry.allTunnels().map((t) => ({ name: nameOf(t, this.nodeId), i: t.bytesIn, o: t.bytesOut }));
+    if (counts.length > 0) {
+      await this.quietly(
+        "byte counts",
+        this.sql`UPDATE live_tunnels AS t SET bytes_in = v.i, bytes_out = v.o
+                 FROM jsonb_to_recordset(${JSON.stringify(counts)}::jsonb) AS v(name text, i bigint, o bigint)
+                 WHERE t.name = v.name AND t.node_id = ${this.nodeId}`,
+      );
+    }
+    // a dead node's tunnels go with it (the foreign key cascades)
+    await this.quietly("sweep", this.sql.unsafe(`DELETE FROM cluster_nodes WHERE heartbeat_ms < ${NOW_MS} - $1`, [NODE_EXPIRY_MS]));
+  }
+
+  private async quietly(what: string, query: PromiseLike<unknown>): Promise<void> {
+    try {
+      await query;
+    } catch (err) {
+      if (!this.stopped) log.warn(`cluster ${what} not written`, { err: String(err) });
+    }
+  }
+
+  // -- claims ------------------------------------------------------------------------------------
+
+  /**
+   * Takes `subdomain` for this node's session, atomically over the cluster:
+   * true when it is ours now. It is taken when free, held by a dead node, or
+   * held by the same token in grace or in the session being resumed (on any
+   * node). A node's rows from an earlier life went at its start.
+   */
+  async claim(subdomain: string, owner: { userId: number; username: string; tokenId: number }, sessionId: string, resume: string | undefined, relayable: boolean): Promise<boolean> {
+    const won = await this.claimName(subdomain, owner, sessionId, resume, relayable);
+    if (won) await this.notify({ kind: "taken", name: httpName(subdomain), sessionId });
+    return won;
+  }
+
+  private async claimName(
+    subdomain: string,
+    owner: { userId: number; username: string; tokenId: number },
+    sessionId: string | null,
+    resume: string | undefined,
+    relayable: boolean,
+  ): Promise<boolean> {
+    const rows = await this.sql.unsafe(
+      `INSERT INTO live_tunnels AS t (name, protocol, subdomain, node_id, session_id, user_id, username, token_id, connected_at, relayable)
+       VALUES ($1, 'http', $2, $3, $4, $5, $6, $7, $8, $9)
+       ON CONFLICT (name) DO UPDATE SET node_id = excluded.node_id, session_id = excluded.session_id, user_id = excluded.user_id,
+         username = excluded.username, token_id = excluded.token_id, connected_at = excluded.connected_at,
+         bytes_in = 0, bytes_out = 0, relayable = excluded.relayable
+       WHERE NOT EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.id = t.node_id AND n.heartbeat_ms > ${NOW_MS} - $10)
+          OR (t.token_id = excluded.token_id AND (t.session_id IS NULL OR t.session_id = $11))
+       RETURNING name`,
+      [httpName(subdomain), subdomain, this.nodeId, sessionId, owner.userId, owner.username, owner.tokenId, new Date().toISOString(), relayable, NODE_EXPIRY_MS, resume ?? null],
+    );
+    return rows.length > 0;
+  }
+
+  /** A TCP tunnel's row (its port is this node's own: nothing to contend for). */
+  async registerPort(t: Pick<Tunnel, "port" | "userId" | "username" | "tokenId">, sessionId: string | null): Promise<boolean> {
+    await this.sql.unsafe(
+      `INSERT INTO live_tunnels (name, protocol, port, node_id, session_id, user_id, username, token_id, connected_at, relayable)
+       VALUES ($1, 'tcp', $2, $3, $4, $5, $6, $7, $8, false)
+       ON CONFLICT (name) DO UPDATE SET session_id = excluded.session_id, user_id = excluded.user_id, username = excluded.username,
+         token_id = excluded.token_id, connected_at = excluded.connected_at, bytes_in = 0, bytes_out = 0`,
+      [`tcp:${this.nodeId}:${t.port}`, t.port, this.nodeId, sessionId, t.userId, t.username, t.tokenId, new Date().toISOString()],
+    );
+    return true;
+  }
+
+  /** Gives back a claimed name that no tunnel of this node took after all. */
+  async release(subdomain: string): Promise<void> {
+    if (this.registry.tunnelBySubdomain(subdomain)) return;
+    await this.quietly("release", this.sql`DELETE FROM live_tunnels WHERE name = ${httpName(subdomain)} AND node_id = ${this.nodeId}`);
+  }
+
+  /** The live tunnel of another node named `subdomain`, or undefined. */
+  async remote(subdomain: string): Promise<RemoteTunnel | undefined> {
+    const rows = await this.sql.unsafe(
+      `SELECT t.node_id, n.url, t.user_id, t.username, t.token_id, t.relayable FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
+       WHERE t.name = $1 AND t.node_id <> $2 AND t.session_id IS NOT NULL AND n.heartbeat_ms > ${NOW_MS} - $3`,
+      [httpName(subdomain), this.nodeId, NODE_EXPIRY_MS],
+    );
+    const r = rows[0];
+    return r && { nodeId: r.node_id, nodeUrl: r.url, subdomain, userId: r.user_id, username: r.username, tokenId: r.token_id, relayable: r.relayable };
+  }
+
+  // -- messages between nodes --------------------------------------------------------------------
+
+  private async notify(message: Said): Promise<void> {
+    await this.quietly("notify", this.sql`SELECT pg_notify(${CHANNEL}, ${JSON.stringify({ ...message, from: this.nodeId })})`);
+  }
+
+  private received(payload: string): void {
+    if (!this.registry) return;
+    let m: Message;
+    try {
+      m = JSON.parse(payload) as Message;
+    } catch {
+      return;
+    }
+    if (m.from === this.nodeId) return;
+    switch (m.kind) {
+      case "close-user":
+        return this.registry.closeUser(m.userId, m.code, m.message);
+      case "close-token":
+        return this.registry.closeToken(m.tokenId, m.code, m.message);
+      case "user-access":
+        void this.core.users.get(m.userId).then(
+          (user) => this.registry.userAccessChanged(user),
+          () => {},
+        );
+        return;
+      case "taken": {
+        // the name went to another node: a tunnel of it kept here (in grace, or a session the agent left) goes
+        const subdomain = m.name.startsWith("http:") ? m.name.slice(5) : undefined;
+        const t = subdomain === undefined ? undefined : this.registry.tunnelBySubdomain(subdomain);
+        if (!t) return;
+        if (t.agent) this.registry.closeSession(t.agent.sessionId, "SESSION_REPLACED", "the agent connected to another node");
+        else this.registry.remove(t);
+        return;
+      }
+    }
+  }
+
+  // -- LiveTunnels (admin actions) ---------------------------------------------------------------
+
+  async list(): Promise<ActiveTunnel[]> {
+    const rows = await this.sql.unsafe(
+      `SELECT t.* FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
+       WHERE t.node_id <> $1 AND t.session_id IS NOT NULL AND n.heartbeat_ms > ${NOW_MS} - $2`,
+      [this.nodeId, NODE_EXPIRY_MS],
+    );
+    const others: ActiveTunnel[] = rows.map((r: Record<string, any>) => ({
+      protocol: r.protocol,
+      subdomain: r.subdomain ?? undefined,
+      port: r.port ?? undefined,
+      userId: r.user_id,
+      username: r.username,
+      tokenId: r.token_id,
+      connectedAt: new Date(r.connected_at),
+      bytesIn: Number(r.bytes_in),
+      bytesOut: Number(r.bytes_out),
+    }));
+    return [...this.registry.list(), ...others];
+  }
+
+  closeUser(userId: number, code: ErrorCode, message: string): void {
+    this.registry.closeUser(userId, code, message);
+    void this.notify({ kind: "close-user", userId, code, message });
+  }
+
+  closeToken(tokenId: number, code: ErrorCode, message: string): void {
+    this.registry.closeToken(tokenId, code, message);
+    void this.notify({ kind: "close-token", tokenId, code, message });
+  }
+
+  userAccessChanged(user: UserRow): void {
+    this.registry.userAccessChanged(user);
+    void this.notify({ kind: "user-access", userId: user.id });
+  }
+
+  // -- LiveView (admission) ----------------------------------------------------------------------
+
+  async liveTokenIds(userId: number): Promise<Set<number>> {
+    const rows = await this.sql.unsafe(
+      `SELECT DISTINCT t.token_id FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
+       WHERE t.user_id = $1 AND t.session_id IS NOT NULL AND n.heartbeat_ms > ${NOW_MS} - $2`,
+      [userId, NODE_EXPIRY_MS],
+    );
+    return new Set([...rows.map((r: { token_id: number }) => r.token_id), ...this.registry.liveTokenIds(userId)]);
+  }
+
+  async liveTunnelCount(userId: number, except?: string): Promise<number> {
+    const rows = await this.sql.unsafe(
+      `SELECT count(*)::int AS n FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
+       WHERE t.user_id = $1 AND t.session_id IS NOT NULL AND t.session_id IS DISTINCT FROM $2 AND n.heartbeat_ms > ${NOW_MS} - $3`,
+      [userId, except ?? null, NODE_EXPIRY_MS],
+    );
+    return rows[0]?.n ?? 0;
+  }
+
+  /** This node's only: the others' reach the database within SYNC_MS of being counted. */
+  unflushedBytes(userId: number): number {
+    return this.registry.unflushedBytes(userId);
+  }
+
+  async subdomainHolder(subdomain: string): Promise<{ tokenId: number; sessionId: string | null } | undefined> {
+    const here = this.registry.subdomainHolder(subdomain);
+    if (here) return here;
+    const rows = await this.sql.unsafe(
+      `SELECT t.token_id, t.session_id FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
+       WHERE t.name = $1 AND t.node_id <> $2 AND n.heartbeat_ms > ${NOW_MS} - $3`,
+      [httpName(subdomain), this.nodeId, NODE_EXPIRY_MS],
+    );
+    const r = rows[0];
+    return r && { tokenId: r.token_id, sessionId: r.session_id };
+  }
+
+  async sessionTokenId(sessionId: string): Promise<number | undefined> {
+    const here = this.registry.sessionTokenId(sessionId);
+    if (here !== undefined) return here;
+    const rows = await this.sql`SELECT token_id FROM live_tunnels WHERE session_id = ${sessionId} LIMIT 1`;
+    return rows[0]?.token_id;
+  }
+}
+
+function nameOf(t: Pick<Tunnel, "subdomain" | "port">, nodeId: string): string {
+  return t.subdomain !== undefined ? httpName(t.subdomain) : `tcp:${nodeId}:${t.port}`;
+}

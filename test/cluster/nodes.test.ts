@@ -1,0 +1,169 @@
+/**
+ * Three burrow nodes on one PostgreSQL database (Debian's, private, on
+ * loopback): names are claimed cluster-wide, limits count every node,
+ * /api/tunnels/active is the same on each, an admin action on one node
+ * closes tunnels on another within a second, and a node killed with
+ * SIGKILL lets go of its names within a few seconds.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { jsonPayload } from "../../src/protocol/frames.ts";
+import { PROTOCOL_VERSION } from "../../src/protocol/wire.ts";
+import { AdminClient, signedIn } from "../harness/admin.ts";
+import { startAgent } from "../harness/agent.ts";
+import { startPostgres, type TestPostgres } from "../harness/postgres.ts";
+import { sayHello } from "../harness/raw-agent.ts";
+import { startServer, type TestServer } from "../harness/server.ts";
+
+let pg: TestPostgres;
+let nodes: TestServer[] = [];
+let api: AdminClient;
+const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("ok") });
+
+const SECRET = "cluster-secret-for-tests-0123456789";
+
+function startNode(url: string, id: string): Promise<TestServer> {
+  return startServer({ args: ["--database", url, "--node-id", id, "--cluster-secret", SECRET] });
+}
+
+beforeAll(async () => {
+  pg = await startPostgres();
+  const url = await pg.newDatabase();
+  nodes = await Promise.all(["n1", "n2", "n3"].map((id) => startNode(url, id)));
+  api = await signedIn(nodes[0]!);
+});
+afterAll(async () => {
+  await Promise.all(nodes.map((n) => n.stop()));
+  upstream.stop(true);
+  await pg?.stop();
+});
+
+const helloFor = (token: string, subdomain: string) =>
+  jsonPayload({ version: PROTOCOL_VERSION, token, tunnels: [{ protocol: "http", subdomain }], agent: "cluster-test" });
+
+async function userWithToken(name: string, extra: Record<string, unknown> = {}): Promise<{ id: number; token: string }> {
+  const id = await api.createUser(name, extra);
+  return { id, token: await api.createToken(id) };
+}
+
+async function activeOn(node: TestServer): Promise<string[]> {
+  const client = new AdminClient(node.adminUrl);
+  client.cookie = api.cookie;
+  const list = (await client.get("/api/tunnels/active")).body as { subdomain?: string; port?: number }[];
+  return list.map((t) => t.subdomain ?? `:${t.port}`).sort();
+}
+
+describe("names", () => {
+  test("the same name asked of two nodes at the same moment: exactly one READY, the other SUBDOMAIN_TAKEN", async () => {
+    const a = await userWithToken("race-a");
+    const b = await userWithToken("race-b");
+    for (let round = 0; round < 6; round++) {
+      const name = `race-${round}`;
+      const [ra, rb] = await Promise.all([
+        sayHello({ port: nodes[0]!.edgePort, via: "websocket", payload: helloFor(a.token, name) }),
+        sayHello({ port: nodes[1]!.edgePort, via: "websocket", payload: helloFor(b.token, name) }),
+      ]);
+      expect([ra.type, rb.type].sort()).toEqual(["ERROR", "READY"]);
+      expect([ra, rb].find((r) => r.type === "ERROR")!.refusal!.code).toBe("SUBDOMAIN_TAKEN");
+    }
+  });
+
+  test("a name live on one node is taken on the others, and free again on every node once its agent leaves", async () => {
+    const owner = await userWithToken("owner");
+    const other = await userWithToken("other");
+    const agent = await startAgent({ kind: "http", target: upstream.port!, server: nodes[0]!.edgeUrl, token: owner.token, args: ["--subdomain", "held"] });
+    for (const n of [nodes[1]!, nodes[2]!]) {
+      const r = await sayHello({ port: n.edgePort, via: "websocket", payload: helloFor(other.token, "held") });
+      expect(r.refusal?.code).toBe("SUBDOMAIN_TAKEN");
+    }
+    expect(await agent.stop()).toBe(0); // Ctrl-C: the agent says goodbye, the name is free at once
+    const r = await sayHello({ port: nodes[2]!.edgePort, via: "websocket", payload: helloFor(other.token, "held") });
+    expect(r.type).toBe("READY");
+  });
+});
+
+describe("limits and the live list count every node", () => {
+  test("max_tunnels 1: a tunnel on n1, then a second asked of n2 is TUNNEL_LIMIT", async () => {
+    const u = await userWithToken("one-tunnel", { max_tunnels: 1 });
+    await using _first = await startAgent({ kind: "http", target: upstream.port!, server: nodes[0]!.edgeUrl, token: u.token });
+    const r = await sayHello({ port: nodes[1]!.edgePort, via: "websocket", payload: helloFor(u.token, "second-one") });
+    expect(r.refusal?.code).toBe("TUNNEL_LIMIT");
+  });
+
+  test("max_devices 1: one token live on n1, another token of the user on n3 is DEVICE_LIMIT", async () => {
+    const u = await userWithToken("one-device", { max_devices: 1 });
+    const second = await api.createToken(u.id, "phone");
+    await using _first = await startAgent({ kind: "http", target: upstream.port!, server: nodes[0]!.edgeUrl, token: u.token });
+    const r = await sayHello({ port: nodes[2]!.edgePort, via: "websocket", payload: helloFor(second, "other-device") });
+    expect(r.refusal?.code).toBe("DEVICE_LIMIT");
+  });
+
+  test("/api/tunnels/active answers the same on every node: tunnels of all three", async () => {
+    const u = await userWithToken("everywhere");
+    await using _a = await startAgent({ kind: "http", target: upstream.port!, server: nodes[0]!.edgeUrl, token: u.token, args: ["--subdomain", "on-n1"] });
+    await using _b = await startAgent({ kind: "http", target: upstream.port!, server: nodes[1]!.edgeUrl, token: u.token, args: ["--subdomain", "on-n2"] });
+    await using _c = await startAgent({ kind: "tcp", target: upstream.port!, server: nodes[2]!.edgeUrl, token: u.token });
+    const lists = await Promise.all(nodes.map(activeOn));
+    for (const list of lists) expect(list).toEqual(lists[0]!);
+    expect(lists[0]).toEqual(expect.arrayContaining(["on-n1", "on-n2"]));
+    expect(lists[0]!.some((n) => n.startsWith(":"))).toBe(true);
+  });
+});
+
+describe("admin actions reach every node", () => {
+  test("revoking a token on n1 closes its tunnel on n3 within a second", async () => {
+    const u = await userWithToken("revoked-elsewhere");
+    const tokenId = ((await api.get(`/api/users/${u.id}/tokens`)).body as { id: number }[])[0]!.id;
+    const agent = await startAgent({ kind: "http", target: upstream.port!, server: nodes[2]!.edgeUrl, token: u.token });
+    try {
+      const started = performance.now();
+      expect((await api.delete(`/api/tokens/${tokenId}`)).status).toBe(200);
+      await agent.output.waitFor(/TOKEN_DISABLED/, 1_000);
+      expect(performance.now() - started).toBeLessThan(1_000);
+      expect(await Promise.race([agent.proc.exited, Bun.sleep(3_000).then(() => "running")])).toBe(1);
+    } finally {
+      await agent.stop("SIGKILL");
+    }
+  });
+
+  test("disabling a user on n2 closes their tunnels on n1 and n3", async () => {
+    const u = await userWithToken("disabled-elsewhere");
+    const a1 = await startAgent({ kind: "http", target: upstream.port!, server: nodes[0]!.edgeUrl, token: u.token });
+    const a3 = await startAgent({ kind: "http", target: upstream.port!, server: nodes[2]!.edgeUrl, token: u.token });
+    try {
+      const onN2 = new AdminClient(nodes[1]!.adminUrl);
+      onN2.cookie = api.cookie;
+      expect((await onN2.put(`/api/users/${u.id}`, { enabled: false })).status).toBe(200);
+      await Promise.all([a1.output.waitFor(/USER_DISABLED/, 1_000), a3.output.waitFor(/USER_DISABLED/, 1_000)]);
+    } finally {
+      await Promise.all([a1.stop("SIGKILL"), a3.stop("SIGKILL")]);
+    }
+  });
+});
+
+describe("a node that dies", () => {
+  test("killed with SIGKILL: its names are anyone's within a few seconds, and gone from the other nodes' lists", async () => {
+    const url = await pg.newDatabase();
+    const [x, y] = await Promise.all([startNode(url, "x"), startNode(url, "y")]);
+    try {
+      const admin = await signedIn(x);
+      const first = await admin.createToken(await admin.createUser("on-doomed"));
+      const second = await admin.createToken(await admin.createUser("after"));
+      const r = await sayHello({ port: x.edgePort, via: "websocket", payload: helloFor(first, "doomed"), timeoutMs: 5_000 });
+      expect(r.type).toBe("READY");
+      // the raw peer left: the name waits 60 s in grace for its token, on a node about to die
+      expect((await sayHello({ port: y.edgePort, via: "websocket", payload: helloFor(second, "doomed") })).refusal?.code).toBe("SUBDOMAIN_TAKEN");
+      x.proc.kill("SIGKILL");
+      await x.proc.exited;
+      const killed = performance.now();
+      let answer = "";
+      for (let i = 0; i < 40 && answer !== "READY"; i++) {
+        await Bun.sleep(250);
+        answer = (await sayHello({ port: y.edgePort, via: "websocket", payload: helloFor(second, "doomed") })).type;
+      }
+      expect(answer).toBe("READY");
+      expect(performance.now() - killed).toBeLessThan(8_000);
+    } finally {
+      await Promise.all([x.stop(), y.stop()]);
+    }
+  }, 30_000);
+});
