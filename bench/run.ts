@@ -21,7 +21,7 @@
  *   BENCH_ISOLATION_ROUNDS=4  rounds of (alone, next to a stalled stream), order alternating
  *   BENCH_ISOLATION_SECONDS=5 length of each isolation run
  *   BENCH_AGENTS=10000        idle agents for the memory test (also measured at 1,000)
- *   BENCH_ONLY=http,tcp,...   run only some sections: http, tcp, iperf, isolation, inspector, stream, idle
+ *   BENCH_ONLY=http,tcp,...   run only some sections: http, tcp, iperf, isolation, inspector, stream, idle, cluster
  *   BENCH_BURROW=path         use this executable instead of dist/burrow
  *   BENCH_REBUILD=1           rebuild dist/burrow first
  *   BENCH_OUT=name            write bench/results/<name>.md/.json (default latest; partial with BENCH_ONLY)
@@ -50,6 +50,7 @@ import {
 } from "./lib/services.ts";
 import { ensureBinary, ensurePackages, newerSources, tcpTools, tool } from "./lib/setup.ts";
 import { inspectorOverhead, inspectorRows, inspectorTarget, type InspectorOverhead } from "./inspector.ts";
+import { clusterRelay, clusterRows, type ClusterRelay } from "./cluster.ts";
 
 const ROOT = join(import.meta.dir, "..");
 const BENCH = import.meta.dir;
@@ -120,6 +121,8 @@ interface Results {
   };
   /** The request inspector's cost: HTTP 1 KiB with it on and off (bench/inspector.ts). */
   inspector?: InspectorOverhead;
+  /** HTTP 1 KiB relayed by another node against the agent's own node (bench/cluster.ts). */
+  cluster?: ClusterRelay;
   errors: string[];
   loadavg: { start: number[]; end?: number[] };
 }
@@ -239,6 +242,7 @@ try {
   if (needThroughput) await throughput(bin, nginx.port, direct, sinkPort, sink);
   if (wants("stream")) await streamMemory(bin, nginx.port, sinkPort);
   if (wants("idle")) await idleAgents(bin, nginx.port);
+  if (wants("cluster")) results.cluster = await clusterRelay(procs, bin, dir, nginx.port, cfg, say);
 } catch (err) {
   failed = true;
   results.errors.push((err as Error).stack ?? String(err));
@@ -598,6 +602,7 @@ function rows(): Row[] {
     out.push({ scenario: "HTTP 1 KiB p99 latency (c=50)", unit: "ms", runs: of(results.http1k, (r) => r.p99Ms), higherIsBetter: false });
   }
   if (results.inspector) out.push(...inspectorRows(results.inspector));
+  if (results.cluster) out.push(...clusterRows(results.cluster));
   if (Object.keys(results.http10m).length) {
     out.push({ scenario: "10 MiB downloads (wrk -t1 -c4)", unit: "MiB/s", runs: of(results.http10m, (r) => r.mibPerSec), higherIsBetter: true });
   }

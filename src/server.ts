@@ -123,6 +123,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       holdsFile: join(config.dataDir, "restart-holds.json"),
       counters,
       cluster,
+      clusterSecret: config.node?.secret,
     });
   } catch (err) {
     // a port already taken: let go of what did start, so the process exits with the error

@@ -192,12 +192,14 @@ export async function startBurrowServer(
   dir: string,
   name: string,
   tcpPorts: { first: number; last: number },
+  /** More flags, e.g. --database for the cluster run. */
+  extra: string[] = [],
 ): Promise<BurrowServer> {
   const dataDir = join(dir, `${name}-data`);
   mkdirSync(dataDir, { recursive: true });
   const child = procs.spawn(
     name,
-    [bin, "server", "--host", "127.0.0.1", "--http-port", "0", "--admin-port", "0", "--agent-port", "0", "--data-dir", dataDir, "--tcp-ports", `${tcpPorts.first}-${tcpPorts.last}`, ...fleetFlags(bin)],
+    [bin, "server", "--host", "127.0.0.1", "--http-port", "0", "--admin-port", "0", "--agent-port", "0", "--data-dir", dataDir, "--tcp-ports", `${tcpPorts.first}-${tcpPorts.last}`, ...fleetFlags(bin), ...extra],
     { env: { BURROW_ADMIN_USERNAME: "admin", BURROW_ADMIN_PASSWORD: ADMIN_PASSWORD, BURROW_DOMAIN: "localhost" }, manyFiles: true },
   );
   const m = await procs.waitFor(child, /admin api listening url=(\S+).*?edge_port=(\d+)/, 20_000);
@@ -224,7 +226,7 @@ export async function activeTunnels(server: BurrowServer): Promise<number> {
 }
 
 /** Logs in as admin, creates a user without limits and returns a fresh device token. */
-export async function createToken(server: BurrowServer, username = "bench"): Promise<string> {
+export async function createToken(server: BurrowServer, username = "bench", extra: Record<string, unknown> = {}): Promise<string> {
   await admin(server, "POST", "/api/auth/login", { username: "admin", password: ADMIN_PASSWORD });
   const user = await admin(server, "POST", "/api/users", {
     username,
@@ -233,6 +235,7 @@ export async function createToken(server: BurrowServer, username = "bench"): Pro
     max_devices: 0,
     traffic_limit: 0,
     allowed_protocols: "http,tcp",
+    ...extra,
   });
   const token = await admin(server, "POST", `/api/users/${user.id}/tokens`, { device_name: "bench" });
   if (typeof token?.token !== "string") throw new Error(`no token in ${JSON.stringify(token)}`);

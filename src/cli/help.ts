@@ -182,6 +182,14 @@ Flags:
                           postgres://user:password@host:5432/db (prefer
                           BURROW_DATABASE_URL: a flag shows in ps)
 
+Several nodes on one PostgreSQL database (with --database):
+  --node-id ID            this node among the others      (default: the host name)
+  --node-url URL          where the other nodes reach this one's public
+                          port, e.g. http://10.0.0.2:8080; with it they
+                          relay visitors to its tunnels
+  --cluster-secret S      shared by the nodes, 16+ characters (prefer
+                          BURROW_CLUSTER_SECRET); needed with --node-url
+
 HTTPS from an ACME CA (Let's Encrypt unless told otherwise):
   --acme-email ADDR       get and renew certificates; the edge serves HTTPS on
                           --https-port, and --http-port answers the CA and

@@ -43,22 +43,31 @@ export interface ClusterOptions {
   nodeUrl?: string;
 }
 
+/** How a tunnel is served, for another node that relays to it. */
+export interface Serving {
+  /** false: it has access rules, which only its own node applies. */
+  relayable: boolean;
+  skipWarning: boolean;
+  responseTimeoutMs?: number;
+}
+
 /** A tunnel of another node, as a visitor's node needs it to relay. */
-export interface RemoteTunnel {
+export interface RemoteTunnel extends Serving {
   nodeId: string;
   nodeUrl: string | null;
   subdomain: string;
   userId: number;
   username: string;
   tokenId: number;
-  relayable: boolean;
 }
 
 type Said =
   | { kind: "close-user"; userId: number; code: ErrorCode; message: string }
   | { kind: "close-token"; tokenId: number; code: ErrorCode; message: string }
   | { kind: "user-access"; userId: number }
-  | { kind: "taken"; name: string; sessionId: string };
+  | { kind: "taken"; name: string; sessionId: string }
+  | { kind: "login-failed"; address: string; username: string }
+  | { kind: "login-ok"; username: string };
 /** What one node tells the others (NOTIFY), with who said it. */
 type Message = Said & { from: string };
 
@@ -105,6 +114,11 @@ export class Cluster implements LiveView, LiveTunnels {
     });
     const subscription = await this.sql.listen(CHANNEL, (payload) => this.received(payload));
     this.unlisten = () => subscription.unlisten();
+    // a password guessed at on three nodes is guessed at three times as fast: every node counts every failure
+    this.core.loginThrottle.shared = {
+      failed: (address, username) => void this.notify({ kind: "login-failed", address, username: username.slice(0, 200) }),
+      succeeded: (username) => void this.notify({ kind: "login-ok", username: username.slice(0, 200) }),
+    };
     this.timers.push(setInterval(() => void this.heartbeat(), HEARTBEAT_MS));
     this.timers.push(setInterval(() => void this.sync(), SYNC_MS));
     for (const t of this.timers) t.unref();
@@ -117,6 +131,7 @@ export class Cluster implements LiveView, LiveTunnels {
     this.stopped = true;
     for (const t of this.timers) clearInterval(t);
     if (this.registry) this.registry.hooks = undefined;
+    this.core.loginThrottle.shared = undefined;
     await this.unlisten?.().catch(() => {});
     await this.quietly("leave", this.sql`DELETE FROM cluster_nodes WHERE id = ${this.nodeId}`);
   }
@@ -140,7 +155,8 @@ export class Cluster implements LiveView, LiveTunnels {
     log.warn("this node was taken for dead: claiming its tunnels again", { node: this.nodeId });
     for (const t of this.registry.allTunnels()) {
       const session = t.agent?.sessionId ?? null;
-      const ok = t.subdomain !== undefined ? await this.claimName(t.subdomain, t, session, undefined, true) : await this.registerPort(t, session);
+      const serving = { relayable: !t.access, skipWarning: t.skipWarning, responseTimeoutMs: t.responseTimeoutMs };
+      const ok = t.subdomain !== undefined ? await this.claimName(t.subdomain, t, session, undefined, serving) : await this.registerPort(t, session);
       if (!ok) {
         // another node has the name now: the agent hears it, as at a handshake
         if (t.agent) this.registry.closeSession(t.agent.sessionId, "SUBDOMAIN_TAKEN", `'${t.subdomain}' was taken by another node meanwhile`);
@@ -181,8 +197,8 @@ export class Cluster implements LiveView, LiveTunnels {
    * held by the same token in grace or in the session being resumed (on any
    * node). A node's rows from an earlier life went at its start.
    */
-  async claim(subdomain: string, owner: { userId: number; username: string; tokenId: number }, sessionId: string, resume: string | undefined, relayable: boolean): Promise<boolean> {
-    const won = await this.claimName(subdomain, owner, sessionId, resume, relayable);
+  async claim(subdomain: string, owner: { userId: number; username: string; tokenId: number }, sessionId: string, resume: string | undefined, serving: Serving): Promise<boolean> {
+    const won = await this.claimName(subdomain, owner, sessionId, resume, serving);
     if (won) await this.notify({ kind: "taken", name: httpName(subdomain), sessionId });
     return won;
   }
@@ -192,18 +208,32 @@ export class Cluster implements LiveView, LiveTunnels {
     owner: { userId: number; username: string; tokenId: number },
     sessionId: string | null,
     resume: string | undefined,
-    relayable: boolean,
+    serving: Serving,
   ): Promise<boolean> {
     const rows = await this.sql.unsafe(
-      `INSERT INTO live_tunnels AS t (name, protocol, subdomain, node_id, session_id, user_id, username, token_id, connected_at, relayable)
-       VALUES ($1, 'http', $2, $3, $4, $5, $6, $7, $8, $9)
+      `INSERT INTO live_tunnels AS t (name, protocol, subdomain, node_id, session_id, user_id, username, token_id, connected_at, relayable, skip_warning, response_timeout_ms)
+       VALUES ($1, 'http', $2, $3, $4, $5, $6, $7, $8, $9, $12, $13)
        ON CONFLICT (name) DO UPDATE SET node_id = excluded.node_id, session_id = excluded.session_id, user_id = excluded.user_id,
          username = excluded.username, token_id = excluded.token_id, connected_at = excluded.connected_at,
-         bytes_in = 0, bytes_out = 0, relayable = excluded.relayable
+         bytes_in = 0, bytes_out = 0, relayable = excluded.relayable, skip_warning = excluded.skip_warning, response_timeout_ms = excluded.response_timeout_ms
        WHERE NOT EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.id = t.node_id AND n.heartbeat_ms > ${NOW_MS} - $10)
           OR (t.token_id = excluded.token_id AND (t.session_id IS NULL OR t.session_id = $11))
        RETURNING name`,
-      [httpName(subdomain), subdomain, this.nodeId, sessionId, owner.userId, owner.username, owner.tokenId, new Date().toISOString(), relayable, NODE_EXPIRY_MS, resume ?? null],
+      [
+        httpName(subdomain),
+        subdomain,
+        this.nodeId,
+        sessionId,
+        owner.userId,
+        owner.username,
+        owner.tokenId,
+        new Date().toISOString(),
+        serving.relayable,
+        NODE_EXPIRY_MS,
+        resume ?? null,
+        serving.skipWarning,
+        serving.responseTimeoutMs ?? null,
+      ],
     );
     return rows.length > 0;
   }
@@ -229,12 +259,24 @@ export class Cluster implements LiveView, LiveTunnels {
   /** The live tunnel of another node named `subdomain`, or undefined. */
   async remote(subdomain: string): Promise<RemoteTunnel | undefined> {
     const rows = await this.sql.unsafe(
-      `SELECT t.node_id, n.url, t.user_id, t.username, t.token_id, t.relayable FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
+      `SELECT t.node_id, n.url, t.user_id, t.username, t.token_id, t.relayable, t.skip_warning, t.response_timeout_ms FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
        WHERE t.name = $1 AND t.node_id <> $2 AND t.session_id IS NOT NULL AND n.heartbeat_ms > ${NOW_MS} - $3`,
       [httpName(subdomain), this.nodeId, NODE_EXPIRY_MS],
     );
     const r = rows[0];
-    return r && { nodeId: r.node_id, nodeUrl: r.url, subdomain, userId: r.user_id, username: r.username, tokenId: r.token_id, relayable: r.relayable };
+    return (
+      r && {
+        nodeId: r.node_id,
+        nodeUrl: r.url,
+        subdomain,
+        userId: r.user_id,
+        username: r.username,
+        tokenId: r.token_id,
+        relayable: r.relayable,
+        skipWarning: r.skip_warning,
+        responseTimeoutMs: r.response_timeout_ms ?? undefined,
+      }
+    );
   }
 
   // -- messages between nodes --------------------------------------------------------------------
@@ -244,7 +286,6 @@ export class Cluster implements LiveView, LiveTunnels {
   }
 
   private received(payload: string): void {
-    if (!this.registry) return;
     let m: Message;
     try {
       m = JSON.parse(payload) as Message;
@@ -252,6 +293,13 @@ export class Cluster implements LiveView, LiveTunnels {
       return;
     }
     if (m.from === this.nodeId) return;
+    switch (m.kind) {
+      case "login-failed":
+        return this.core.loginThrottle.failedElsewhere(m.address, m.username);
+      case "login-ok":
+        return this.core.loginThrottle.succeededElsewhere(m.username);
+    }
+    if (!this.registry) return;
     switch (m.kind) {
       case "close-user":
         return this.registry.closeUser(m.userId, m.code, m.message);

@@ -23,6 +23,12 @@ export class LoginThrottle {
   /** Since start, for the metrics: wrong usernames or passwords, and attempts refused while locked. */
   failures = 0;
   refusals = 0;
+  /**
+   * Told of each failure and success here, so that other nodes count them
+   * too (cluster/cluster.ts); what they tell comes back through
+   * failedElsewhere and succeededElsewhere.
+   */
+  shared?: { failed(address: string, username: string): void; succeeded(username: string): void };
 
   constructor(private readonly now: () => number = Date.now) {
     // two throttles, each with its own key cap: a spray of made-up usernames cannot push an address's count out
@@ -43,12 +49,23 @@ export class LoginThrottle {
 
   fail(address: string, username: string): void {
     this.failures++;
-    this.addresses.fail(address);
-    this.usernames.fail(username.toLowerCase());
+    this.failedElsewhere(address, username);
+    this.shared?.failed(address, username);
   }
 
   /** A correct password clears the username's count (not the address's). */
   succeed(username: string): void {
+    this.succeededElsewhere(username);
+    this.shared?.succeeded(username);
+  }
+
+  /** Another node's failed login counts here as one of ours. */
+  failedElsewhere(address: string, username: string): void {
+    this.addresses.fail(address);
+    this.usernames.fail(username.toLowerCase());
+  }
+
+  succeededElsewhere(username: string): void {
     this.usernames.clear(username.toLowerCase());
   }
 }

@@ -3,6 +3,7 @@ import m0 from "../../drizzle/0000_init.sql" with { type: "text" };
 import m1 from "../../drizzle/0001_audit_log_and_admin_keys.sql" with { type: "text" };
 import m2 from "../../drizzle/0002_user_access_rules.sql" with { type: "text" };
 import m3 from "../../drizzle/0003_cluster_registry.sql" with { type: "text" };
+import m4 from "../../drizzle/0004_relay_settings.sql" with { type: "text" };
 
 export interface EmbeddedMigration {
   tag: string;
@@ -16,4 +17,5 @@ export const migrations: EmbeddedMigration[] = [
   { tag: "0001_audit_log_and_admin_keys", when: 1795445872315, breakpoints: true, sql: m1 },
   { tag: "0002_user_access_rules", when: 1795447479719, breakpoints: true, sql: m2 },
   { tag: "0003_cluster_registry", when: 1795457300699, breakpoints: true, sql: m3 },
+  { tag: "0004_relay_settings", when: 1795457496139, breakpoints: true, sql: m4 },
 ];

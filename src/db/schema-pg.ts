@@ -187,6 +187,9 @@ export const liveTunnels = pgTable(
     bytesOut: bigint("bytes_out", { mode: "number" }).notNull().default(0),
     // boolean, not 0/1 integer: PostgreSQL has the type
     relayable: boolean("relayable").notNull().default(true),
+    // boolean, not 0/1 integer: PostgreSQL has the type
+    skipWarning: boolean("skip_warning").notNull().default(false),
+    responseTimeoutMs: integer("response_timeout_ms"),
   },
   (t) => [index("live_tunnels_user").on(t.userId), index("live_tunnels_node").on(t.nodeId), index("live_tunnels_session").on(t.sessionId)],
 );

@@ -204,6 +204,10 @@ export const liveTunnels = sqliteTable(
     bytesOut: integer("bytes_out").notNull().default(0),
     /** Whether other nodes may relay visitors to it (false: it has access rules, checked at its own node only). */
     relayable: integer("relayable", { mode: "boolean" }).notNull().default(true),
+    /** What a relaying node needs to serve it as its own node does: no browser warning, */
+    skipWarning: integer("skip_warning", { mode: "boolean" }).notNull().default(false),
+    /** and the response timeout its agent asked for (null: the server's --response-timeout). */
+    responseTimeoutMs: integer("response_timeout_ms"),
   },
   (t) => [index("live_tunnels_user").on(t.userId), index("live_tunnels_node").on(t.nodeId), index("live_tunnels_session").on(t.sessionId)],
 );

@@ -320,8 +320,12 @@ export class AgentConnection implements AgentLink {
       if (plan instanceof AppError || plan.protocol !== "http") continue;
       const asked = hello.tunnels[i];
       // a tunnel with access rules is reached through its own node only: the rules live there
-      const relayable = !(asked?.protocol === "http" && asked.access) && admitted.user.allowCidrs === "";
-      if (await cluster.claim(plan.subdomain, owner, this.sessionId, admitted.resume, relayable)) {
+      const serving = {
+        relayable: !(asked?.protocol === "http" && asked.access) && admitted.user.allowCidrs === "",
+        skipWarning: plan.skipWarning,
+        responseTimeoutMs: asked?.protocol === "http" ? this.responseTimeout(asked.responseTimeout) : undefined,
+      };
+      if (await cluster.claim(plan.subdomain, owner, this.sessionId, admitted.resume, serving)) {
         claimed.push(plan.subdomain);
         continue;
       }

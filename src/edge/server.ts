@@ -26,10 +26,13 @@ import { establishedPeers } from "./kernel-sockets.ts";
 import { VisitorConnections } from "./visitor-connections.ts";
 import { PortAllocator } from "./ports.ts";
 import { enforceQuotas } from "./quota.ts";
-import { Registry } from "./registry.ts";
+import { Registry, type Tunnel } from "./registry.ts";
+import { RelayIn, RelayOut } from "../cluster/relay.ts";
+import { verifyNodeAuthorization } from "../cluster/node-auth.ts";
+import { badGatewayPage } from "./pages.ts";
 import type { Cluster } from "../cluster/cluster.ts";
 import { visitorSocket, type VisitorSocketData } from "./websocket.ts";
-import { overLimit, visitorFetch, type SocketData } from "./visitor-requests.ts";
+import { overLimit, visitorFetch, type NodeSocketData, type SocketData } from "./visitor-requests.ts";
 
 export interface EdgeOptions {
   core: Core;
@@ -77,7 +80,14 @@ export interface EdgeOptions {
   counters?: EdgeCounters;
   /** Several nodes on one PostgreSQL database: what is live cluster-wide (started before the edge). */
   cluster?: Cluster;
+  /** --cluster-secret: the nodes relay visitors to each other (without it, each serves only its own tunnels). */
+  clusterSecret?: string;
 }
+
+/** How long a node keeps what it learned of another node's tunnel before it asks the database again. */
+const REMOTE_CACHE_MS = 1_000;
+/** Other nodes' tunnels remembered at most (the cache is cleared past it). */
+const REMOTE_CACHE_MAX = 10_000;
 
 
 
@@ -173,6 +183,30 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     (port) => establishedPeers(port, !/^\d+\.\d+\.\d+\.\d+$/.test(opts.host)),
   );
 
+  const relayOut = opts.cluster && opts.clusterSecret ? new RelayOut(opts.cluster.nodeId, opts.clusterSecret) : undefined;
+  const remoteCache = new Map<string, { at: number; tunnel: Tunnel; link: { closed: boolean } }>();
+  /** Another node's tunnel, served here through a relay link to it; a page when it cannot be. */
+  async function remoteTunnel(name: string): Promise<Tunnel | Response | undefined> {
+    const hit = remoteCache.get(name);
+    if (hit && Date.now() - hit.at < REMOTE_CACHE_MS && !hit.link.closed) return hit.tunnel;
+    const found = await opts.cluster!.remote(name);
+    if (!found) {
+      remoteCache.delete(name);
+      return undefined;
+    }
+    const host = `${name}.${domain}`;
+    if (!found.relayable) return badGatewayPage(host, "This tunnel has access rules, which only the node its agent is on applies: reach it through that node.");
+    if (!relayOut || !found.nodeUrl) return badGatewayPage(host, "Its agent is on another node, which this node cannot reach (no --node-url or --cluster-secret).");
+    const mux = await relayOut.link(found.nodeId, found.nodeUrl);
+    if (!mux) return badGatewayPage(host, "Its agent is on another node, which does not answer now.");
+    const tunnel = registry.newTunnel("http", { subdomain: name }, found, found.skipWarning);
+    tunnel.responseTimeoutMs = found.responseTimeoutMs;
+    tunnel.agent = relayOut.agentFor(mux, found);
+    if (remoteCache.size >= REMOTE_CACHE_MAX) remoteCache.clear();
+    remoteCache.set(name, { at: Date.now(), tunnel, link: mux });
+    return tunnel;
+  }
+
   const fetch = visitorFetch({
     domain,
     secure,
@@ -191,6 +225,8 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     },
     releaseAgent: (address) => agentSockets.release(address),
     counters,
+    ...(opts.cluster ? { remote: remoteTunnel } : {}),
+    ...(opts.cluster && opts.clusterSecret ? { acceptNode: (req: Request) => verifyNodeAuthorization(req.headers.get("authorization"), opts.clusterSecret!) } : {}),
   });
 
   const listener = new PublicListener<SocketData>({
@@ -216,6 +252,20 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       sendPings: false,
       open(ws: ServerWebSocket<SocketData>) {
         if (ws.data.kind === "visitor") return visitorSocket.open(ws as ServerWebSocket<VisitorSocketData>);
+        if (ws.data.kind === "node") {
+          const nodeWs = ws as ServerWebSocket<NodeSocketData>;
+          nodeWs.data.relay = new RelayIn(
+            nodeWs.data.nodeId,
+            (frames) => {
+              const r = nodeWs.send(frames);
+              return r === -1 ? "backpressure" : r === 0 ? "closed" : "sent";
+            },
+            (reason) => nodeWs.close(1000, reason),
+            registry,
+          );
+          log.info("relay link from another node", { node: nodeWs.data.nodeId });
+          return;
+        }
         const agentWs = ws as ServerWebSocket<AgentSocketData>;
         const conn = new AgentConnection(
           {
@@ -235,15 +285,21 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       },
       message(ws: ServerWebSocket<SocketData>, message: string | Buffer) {
         if (ws.data.kind === "visitor") return visitorSocket.message(ws as ServerWebSocket<VisitorSocketData>, message);
+        if (ws.data.kind === "node") {
+          if (typeof message !== "string") ws.data.relay?.mux.receive(message);
+          return;
+        }
         const conn = ws.data.conn!;
         if (typeof message === "string") return conn.refuse("PROTOCOL_ERROR", "text messages are not part of the protocol");
         conn.mux.receive(message);
       },
       drain(ws: ServerWebSocket<SocketData>) {
+        if (ws.data.kind === "node") return ws.data.relay?.mux.drained();
         if (ws.data.kind === "agent") ws.data.conn?.mux.drained();
         else visitorSocket.drain(ws as ServerWebSocket<VisitorSocketData>);
       },
       close(ws: ServerWebSocket<SocketData>, code: number, reason: string) {
+        if (ws.data.kind === "node") return ws.data.relay?.mux.close();
         if (ws.data.kind === "visitor" && ws.data.connKey) connections.end(ws.data.connKey, true);
         if (ws.data.kind === "agent" && ws.data.counted !== undefined) agentSockets.release(ws.data.counted);
         if (ws.data.kind === "visitor") return visitorSocket.close(ws as ServerWebSocket<VisitorSocketData>, code, reason);
@@ -376,6 +432,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       await listener.stop(true);
       await redirect?.stop(true);
       direct?.stop(true);
+      relayOut?.close();
       await meter.flush();
     },
   };

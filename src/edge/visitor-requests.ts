@@ -11,15 +11,24 @@ import { parseHost } from "../http/request-target.ts";
 import { limitedLog } from "../log.ts";
 import { HTTP_REQUEST, WEBSOCKET_REQUEST, type EdgeCounters } from "../metrics/edge-counters.ts";
 import { CONNECT_PATH } from "../protocol/wire.ts";
+import { NODE_PATH } from "../cluster/node-auth.ts";
+import type { RelayIn } from "../cluster/relay.ts";
 import type { AgentSocketData } from "./agents.ts";
 import { forwardHttp, type ForwardContext } from "./http.ts";
 import { badRequestPage, landingPage, overloadedPage, unknownTunnelPage } from "./pages.ts";
-import type { Registry } from "./registry.ts";
+import type { Registry, Tunnel } from "./registry.ts";
 import type { VisitorConnections } from "./visitor-connections.ts";
 import { continueResponse, CONTINUE_PATH, interstitial } from "./warning.ts";
 import { upgradeWebSocket, type VisitorSocketData } from "./websocket.ts";
 
-export type SocketData = AgentSocketData | VisitorSocketData;
+/** Another node's relay link (cluster/relay.ts). */
+export interface NodeSocketData {
+  kind: "node";
+  nodeId: string;
+  relay?: RelayIn;
+}
+
+export type SocketData = AgentSocketData | VisitorSocketData | NodeSocketData;
 
 /** Malformed requests are the sender's fault: logged at info, a few a minute. */
 const clientFault = limitedLog(20);
@@ -53,6 +62,10 @@ export interface VisitorDeps {
   releaseAgent(address: string): void;
   /** Requests by kind and status class, and their time to response head (the metrics). */
   counters: EdgeCounters;
+  /** Several nodes: a tunnel of another node, served through it (a page when it cannot be). */
+  remote?(subdomain: string): Promise<Tunnel | Response | undefined>;
+  /** Several nodes: the id of the node a relay link's request comes from, or undefined when it is not one. */
+  acceptNode?(req: Request): string | undefined;
 }
 
 /** What fetch learns of a request's connection before routing it. */
@@ -123,6 +136,13 @@ export function visitorFetch(deps: VisitorDeps) {
     const name = host.endsWith(`.${deps.domain}`) ? host.slice(0, -deps.domain.length - 1) : undefined;
 
     if (name === undefined || name.includes(".")) {
+      if (url.pathname === NODE_PATH && deps.acceptNode) {
+        const nodeId = deps.acceptNode(req);
+        if (nodeId === undefined) return new Response("not a node of this cluster\n", { status: 401 });
+        const ok = server.upgrade(req, { data: { kind: "node", nodeId } });
+        if (ok) visit.notVisitor = true;
+        return ok ? undefined : new Response("expected a WebSocket upgrade\n", { status: 426 });
+      }
       if (url.pathname === CONNECT_PATH) {
         // an agent is not a visitor: it counts against the agents' per-address cap instead
         if (!deps.admitAgent(visit.client)) return overloadedPage();
@@ -140,6 +160,12 @@ export function visitorFetch(deps: VisitorDeps) {
     const startupLeft = deps.startedAt + STARTUP_WAIT_MS - Date.now();
     if (tunnel && !tunnel.agent && deps.heldAtStart.has(name) && startupLeft > 0) {
       tunnel = await deps.registry.whenSubdomain(name, Math.min(startupLeft, MAX_VISITOR_WAIT_MS));
+    }
+    if (!tunnel && deps.remote) {
+      // not here: perhaps on another node, which serves it through a relay link
+      const elsewhere = await deps.remote(name);
+      if (elsewhere instanceof Response) return elsewhere;
+      tunnel = elsewhere;
     }
     if (!tunnel) return unknownTunnelPage(hostHeader);
     // who may reach it comes first: IP rules, then sign-in (access/policy.ts); the warning only after

@@ -140,6 +140,18 @@ describe("admin actions reach every node", () => {
   });
 });
 
+describe("sign-in throttling counts every node", () => {
+  test("5 wrong passwords for one username on n1: the next attempt on n2 is 429, even with no failure there", async () => {
+    for (let i = 0; i < 5; i++) {
+      const res = await new AdminClient(nodes[0]!.adminUrl).login("guessed-at", "wrong-password-1");
+      expect(res.status).toBe(401);
+    }
+    // the failures reach n2 by NOTIFY, within a moment; one attempt there (alone it would be its first failure)
+    await Bun.sleep(300);
+    expect((await new AdminClient(nodes[1]!.adminUrl).login("guessed-at", "wrong-password-2")).status).toBe(429);
+  });
+});
+
 describe("a node that dies", () => {
   test("killed with SIGKILL: its names are anyone's within a few seconds, and gone from the other nodes' lists", async () => {
     const url = await pg.newDatabase();

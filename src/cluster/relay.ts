@@ -1,0 +1,136 @@
+/**
+ * Node-to-node relay: a visitor reaching node A for a tunnel whose agent is
+ * on node B is served through a link from A to B. The link is what an
+ * agent's connection is, turned around: the same frames, mux and credit
+ * windows, over a WebSocket that A opens to B's --node-url (NODE_PATH,
+ * authenticated by node-auth.ts). A opens a stream per visitor request as
+ * it would to an agent; B joins it to a stream to the tunnel's agent.
+ *
+ * Traffic is counted once, by A, the node the visitor is on (its meter
+ * writes to the shared traffic table like any other).
+ */
+import { webSocketLink, type Link } from "../agent/links.ts";
+import { log } from "../log.ts";
+import { readOpenMeta, type OpenMeta } from "../protocol/messages.ts";
+import { Mux, type SendResult, type Stream } from "../protocol/mux.ts";
+import { KEEPALIVE_INTERVAL_MS } from "../protocol/wire.ts";
+import type { AgentLink, Registry } from "../edge/registry.ts";
+import { nodeAuthorization, NODE_PATH } from "./node-auth.ts";
+import { joinStreams, refuseRelayed } from "./stream-pipe.ts";
+
+/** How long a node waits for another to answer its link. */
+const CONNECT_TIMEOUT_MS = 5_000;
+
+/** B's side: streams from another node, each joined to one of this node's tunnels. */
+export class RelayIn {
+  readonly mux: Mux;
+
+  constructor(
+    readonly fromNode: string,
+    send: (frames: Uint8Array) => SendResult,
+    close: (reason: string) => void,
+    private readonly registry: Registry,
+  ) {
+    this.mux = new Mux({
+      role: "agent",
+      send,
+      onStream: (down) => this.relay(down),
+      onClose: (code) => close(code.slice(0, 100)),
+    });
+  }
+
+  private relay(down: Stream): void {
+    const meta = readOpenMeta(down.meta);
+    // `tunnel` names the subdomain between nodes (a tunnel's id is its own node's)
+    const t = meta && meta.kind !== "tcp" ? this.registry.tunnelBySubdomain(meta.tunnel) : undefined;
+    const up = t && t.agent?.openStream({ ...meta!, tunnel: t.id });
+    if (!up) return refuseRelayed(down);
+    joinStreams(down, up);
+  }
+}
+
+/** A's side: one link per other node, made when a visitor first needs it and made again after it drops. */
+export class RelayOut {
+  private readonly links = new Map<string, Promise<Mux | undefined>>();
+  private readonly pings = new Map<string, ReturnType<typeof setInterval>>();
+
+  constructor(
+    private readonly nodeId: string,
+    private readonly secret: string,
+  ) {}
+
+  /** What the edge opens a visitor's stream on, as it would on an agent's connection. */
+  agentFor(mux: Mux, target: { subdomain: string; userId: number; tokenId: number; nodeId: string }): AgentLink {
+    return {
+      sessionId: `node:${target.nodeId}`,
+      userId: target.userId,
+      tokenId: target.tokenId,
+      openStream(meta: OpenMeta, end?: boolean) {
+        if (mux.closed) return undefined;
+        try {
+          return mux.open({ ...meta, tunnel: target.subdomain }, end);
+        } catch {
+          return undefined;
+        }
+      },
+      refuse() {},
+    };
+  }
+
+  /** The link to `nodeId` at `url`, or undefined when it cannot be made now. */
+  link(nodeId: string, url: string): Promise<Mux | undefined> {
+    const known = this.links.get(nodeId);
+    if (known) return known;
+    const made = this.connect(nodeId, url);
+    this.links.set(nodeId, made);
+    void made.then((mux) => {
+      if (!mux) this.links.delete(nodeId);
+    });
+    return made;
+  }
+
+  private connect(nodeId: string, url: string): Promise<Mux | undefined> {
+    const wsUrl = url.replace(/^http/, "ws") + NODE_PATH;
+    return new Promise((resolve) => {
+      let link: Link;
+      try {
+        link = webSocketLink(wsUrl, { headers: { Authorization: nodeAuthorization(this.secret, this.nodeId) } } as Bun.WebSocketOptions);
+      } catch (err) {
+        log.warn("relay link not made", { node: nodeId, err: String(err) });
+        return resolve(undefined);
+      }
+      const mux = new Mux({ role: "edge", batchOpens: true, send: (frames) => link.send(frames), onClose: () => link.close() });
+      const timer = setTimeout(() => {
+        link.close();
+        resolve(undefined);
+      }, CONNECT_TIMEOUT_MS);
+      link.onMessage = (frames) => mux.receive(frames);
+      link.onDrain = () => mux.drained();
+      link.onOpen = () => {
+        clearTimeout(timer);
+        log.info("relay link up", { node: nodeId });
+        const ping = setInterval(() => mux.ping(), KEEPALIVE_INTERVAL_MS);
+        ping.unref();
+        this.pings.set(nodeId, ping);
+        resolve(mux);
+      };
+      link.onClose = (why) => {
+        clearTimeout(timer);
+        clearInterval(this.pings.get(nodeId));
+        this.pings.delete(nodeId);
+        mux.close();
+        if (this.links.get(nodeId)) {
+          this.links.delete(nodeId);
+          log.info("relay link down", { node: nodeId, why });
+        }
+        resolve(undefined);
+      };
+    });
+  }
+
+  close(): void {
+    for (const ping of this.pings.values()) clearInterval(ping);
+    for (const made of this.links.values()) void made.then((mux) => mux?.close());
+    this.links.clear();
+  }
+}
