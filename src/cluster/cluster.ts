@@ -357,7 +357,11 @@ export class Cluster implements LiveView, LiveTunnels {
 
   userAccessChanged(user: UserRow): void {
     this.registry.userAccessChanged(user);
-    void this.notify({ kind: "user-access", userId: user.id });
+    void (async () => {
+      // an allow list is applied where the agent is: other nodes stop relaying to the user's tunnels (within their cache's second)
+      if (user.allowCidrs !== "") await this.quietly("relay settings", this.sql`UPDATE live_tunnels SET relayable = false WHERE user_id = ${user.id}`);
+      await this.notify({ kind: "user-access", userId: user.id });
+    })();
   }
 
   // -- LiveView (admission) ----------------------------------------------------------------------

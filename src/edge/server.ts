@@ -26,10 +26,10 @@ import { establishedPeers } from "./kernel-sockets.ts";
 import { VisitorConnections } from "./visitor-connections.ts";
 import { PortAllocator } from "./ports.ts";
 import { enforceQuotas } from "./quota.ts";
-import { Registry, type Tunnel } from "./registry.ts";
+import { Registry } from "./registry.ts";
+import { RemoteTunnels } from "../cluster/remote-tunnels.ts";
 import { RelayIn, RelayOut } from "../cluster/relay.ts";
 import { verifyNodeAuthorization } from "../cluster/node-auth.ts";
-import { badGatewayPage } from "./pages.ts";
 import type { Cluster } from "../cluster/cluster.ts";
 import { visitorSocket, type VisitorSocketData } from "./websocket.ts";
 import { overLimit, visitorFetch, type NodeSocketData, type SocketData } from "./visitor-requests.ts";
@@ -84,10 +84,6 @@ export interface EdgeOptions {
   clusterSecret?: string;
 }
 
-/** How long a node keeps what it learned of another node's tunnel before it asks the database again. */
-const REMOTE_CACHE_MS = 1_000;
-/** Other nodes' tunnels remembered at most (the cache is cleared past it). */
-const REMOTE_CACHE_MAX = 10_000;
 
 
 
@@ -184,28 +180,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   );
 
   const relayOut = opts.cluster && opts.clusterSecret ? new RelayOut(opts.cluster.nodeId, opts.clusterSecret) : undefined;
-  const remoteCache = new Map<string, { at: number; tunnel: Tunnel; link: { closed: boolean } }>();
-  /** Another node's tunnel, served here through a relay link to it; a page when it cannot be. */
-  async function remoteTunnel(name: string): Promise<Tunnel | Response | undefined> {
-    const hit = remoteCache.get(name);
-    if (hit && Date.now() - hit.at < REMOTE_CACHE_MS && !hit.link.closed) return hit.tunnel;
-    const found = await opts.cluster!.remote(name);
-    if (!found) {
-      remoteCache.delete(name);
-      return undefined;
-    }
-    const host = `${name}.${domain}`;
-    if (!found.relayable) return badGatewayPage(host, "This tunnel has access rules, which only the node its agent is on applies: reach it through that node.");
-    if (!relayOut || !found.nodeUrl) return badGatewayPage(host, "Its agent is on another node, which this node cannot reach (no --node-url or --cluster-secret).");
-    const mux = await relayOut.link(found.nodeId, found.nodeUrl);
-    if (!mux) return badGatewayPage(host, "Its agent is on another node, which does not answer now.");
-    const tunnel = registry.newTunnel("http", { subdomain: name }, found, found.skipWarning);
-    tunnel.responseTimeoutMs = found.responseTimeoutMs;
-    tunnel.agent = relayOut.agentFor(mux, found);
-    if (remoteCache.size >= REMOTE_CACHE_MAX) remoteCache.clear();
-    remoteCache.set(name, { at: Date.now(), tunnel, link: mux });
-    return tunnel;
-  }
+  const remote = opts.cluster && new RemoteTunnels(opts.cluster, relayOut, registry, domain);
 
   const fetch = visitorFetch({
     domain,
@@ -225,7 +200,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     },
     releaseAgent: (address) => agentSockets.release(address),
     counters,
-    ...(opts.cluster ? { remote: remoteTunnel } : {}),
+    ...(remote ? { remote: async (name: string) => remote.find(name) } : {}),
     ...(opts.cluster && opts.clusterSecret ? { acceptNode: (req: Request) => verifyNodeAuthorization(req.headers.get("authorization"), opts.clusterSecret!) } : {}),
   });
 

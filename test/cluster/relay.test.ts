@@ -133,6 +133,26 @@ describe("a visitor on any node", () => {
   });
 });
 
+describe("access rules stay with the agent's node", () => {
+  test("a user given allow_cidrs is no longer relayed: within a second visitors of other nodes get 502", async () => {
+    const api = await signedIn(nodes[0]!);
+    const fenced = await api.createUser("fenced", { skip_warning: true });
+    await using _agent = await startAgent({ kind: "http", target: upstream.port!, server: nodes[0]!.edgeUrl, token: await api.createToken(fenced), args: ["--subdomain", "fenced", "--skip-warning"] });
+    expect((await tunnelFetch(nodes[1]!.edgePort, "fenced", "/open")).status).toBe(200);
+    expect((await api.put(`/api/users/${fenced}`, { allow_cidrs: ["10.0.0.0/8"] })).status).toBe(200);
+    // the agent's own node applies the list at once; the others stop relaying within their cache's second
+    expect((await tunnelFetch(nodes[0]!.edgePort, "fenced", "/own")).status).toBe(403);
+    let status = 0;
+    for (let i = 0; i < 30 && status !== 502; i++) {
+      const res = await tunnelFetch(nodes[1]!.edgePort, "fenced", "/elsewhere");
+      status = res.status;
+      await res.arrayBuffer();
+      if (status !== 502) await Bun.sleep(100);
+    }
+    expect(status).toBe(502);
+  });
+});
+
 describe("the link between nodes", () => {
   test("refuses a stranger without the cluster secret, or with a wrong one", async () => {
     const port = nodes[0]!.edgePort;
