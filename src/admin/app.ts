@@ -47,7 +47,7 @@ export interface AdminApp {
 export interface AdminAppOptions {
   /** Where the public side is, for GET /api/server (the panel's login command and links). */
   publicInfo?: () => PublicInfo | undefined;
-  /** The database POST /api/backup copies; without it there is no such route. */
+  /** The database POST /api/backup copies; without it (PostgreSQL) the route answers 409 BACKUP_UNAVAILABLE. */
   backup?: BackupSource;
   /** The public port's HTTPS, for GET /api/certificates; without it, mode "off". */
   certificates?: CertificateReporter;
@@ -61,7 +61,7 @@ export function createAdminApp(core: Core, options: AdminAppOptions = {}): Admin
   const apiRoutes: Route[] = [
     ...ROUTES,
     ...publicInfoRoutes(options.publicInfo ?? (() => undefined)),
-    ...(options.backup ? backupRoutes(options.backup) : []),
+    ...backupRoutes(options.backup),
     ...certificateRoutes(options.certificates ?? NO_TLS),
     // the whole table, operations included: read when the document is first asked for
     ...openApiRoutes(() => [...apiRoutes, ...operations].map((r: Route) => ({ path: r.path, methods: Object.keys(r.methods), public: r.public, docs: r.docs }))),

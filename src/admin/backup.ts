@@ -30,12 +30,14 @@ export interface BackupSource {
 /** 2026-01-02T03:04:05.678Z -> 20260102T030405Z (no colons: the name must be a file name everywhere). */
 export const fileStamp = (d: Date) => d.toISOString().replace(/\.\d+Z$/, "Z").replace(/[-:]/g, "");
 
-export function backupRoutes(source: BackupSource): Route[] {
+/** `source` undefined: the data is in PostgreSQL, and the route says to use pg_dump. */
+export function backupRoutes(source: BackupSource | undefined): Route[] {
   return [
     {
       path: "/api/backup",
       methods: {
         async POST(req, { core, admin, address }) {
+          if (!source) throw new AppError("BACKUP_UNAVAILABLE", "this server keeps its data in PostgreSQL: back it up with pg_dump");
           const temp = partialPath(join(source.dataDir, DB_FILE));
           let file: FileHandle;
           try {
@@ -72,6 +74,7 @@ export function backupRoutes(source: BackupSource): Route[] {
         POST: {
           summary: "Download a consistent copy of the database",
           responses: {
+            409: { description: "The server keeps its data in PostgreSQL (BACKUP_UNAVAILABLE): use pg_dump" },
             200: {
               description: "The copy, streamed; Content-Disposition names it burrow-<version>-<UTC time>.db",
               raw: { contentType: "application/vnd.sqlite3", schema: { type: "string", contentMediaType: "application/vnd.sqlite3" } },

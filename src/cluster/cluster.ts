@@ -250,6 +250,21 @@ export class Cluster implements LiveView, LiveTunnels {
     return true;
   }
 
+  /**
+   * A name this node holds at start for the agent of its last run (the
+   * restart holds): claimed in grace for its token, as if its agent had just
+   * dropped; let go when another node has it.
+   */
+  holdAtStart(t: Tunnel): void {
+    if (t.subdomain === undefined) return;
+    void this.claimName(t.subdomain, t, null, undefined, { relayable: false, skipWarning: t.skipWarning }).then(
+      (ok) => {
+        if (!ok && !t.agent) this.registry.remove(t);
+      },
+      (err) => log.warn("cluster hold not written", { err: String(err) }),
+    );
+  }
+
   /** Gives back a claimed name that no tunnel of this node took after all. */
   async release(subdomain: string): Promise<void> {
     if (this.registry.tunnelBySubdomain(subdomain)) return;

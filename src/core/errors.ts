@@ -13,6 +13,8 @@ export const ERROR_STATUS = {
   USERNAME_TAKEN: 409,
   SUBDOMAIN_ALREADY_RESERVED: 409,
   LAST_ADMIN: 409,
+  /** POST /api/backup on a server whose data is in PostgreSQL (pg_dump is the tool there). */
+  BACKUP_UNAVAILABLE: 409,
   PAYLOAD_TOO_LARGE: 413,
   TOO_MANY_REQUESTS: 429,
   INTERNAL: 500,

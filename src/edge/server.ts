@@ -130,7 +130,9 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   const ports = new PortAllocator(opts.tcpPorts, opts.host, registry, tcpVisitors, () => counters.tcpConnections++);
   if (opts.holdsFile) {
     for (const h of takeHolds(opts.holdsFile)) {
-      registry.hold(registry.newTunnel("http", { subdomain: h.subdomain }, h, h.skipWarning));
+      const held = registry.newTunnel("http", { subdomain: h.subdomain }, h, h.skipWarning);
+      registry.hold(held);
+      opts.cluster?.holdAtStart(held);
       heldAtStart.add(h.subdomain);
     }
     if (heldAtStart.size > 0) log.info("holding names for the agents of the server before", { names: heldAtStart.size });

@@ -80,6 +80,15 @@ describe("one server on PostgreSQL", () => {
     expect(audit.length).toBe(1);
   });
 
+  test("POST /api/backup says to use pg_dump: 409 BACKUP_UNAVAILABLE, and the audit log has the refusal", async () => {
+    const api = await signedIn(server);
+    const res = await api.post("/api/backup");
+    expect(res.status).toBe(409);
+    expect(res.body).toEqual({ error: "this server keeps its data in PostgreSQL: back it up with pg_dump" });
+    const audit = (await api.get("/api/audit?action=database.backup")).body as { outcome: string; code: string }[];
+    expect(audit[0]).toMatchObject({ outcome: "failed", code: "BACKUP_UNAVAILABLE" });
+  });
+
   test("limits as large as 2^53 - 1 are stored and read back exactly", async () => {
     const api = await signedIn(server);
     const big = Number.MAX_SAFE_INTEGER;
