@@ -45,7 +45,7 @@ export interface ClusterOptions {
 
 /** How a tunnel is served, for another node that relays to it. */
 export interface Serving {
-  /** false: it has access rules, which only its own node applies. */
+  /** false: other nodes do not relay to it (every http tunnel is relayed today; the column leaves room). */
   relayable: boolean;
   skipWarning: boolean;
   responseTimeoutMs?: number;
@@ -155,7 +155,7 @@ export class Cluster implements LiveView, LiveTunnels {
     log.warn("this node was taken for dead: claiming its tunnels again", { node: this.nodeId });
     for (const t of this.registry.allTunnels()) {
       const session = t.agent?.sessionId ?? null;
-      const serving = { relayable: !t.access, skipWarning: t.skipWarning, responseTimeoutMs: t.responseTimeoutMs };
+      const serving = { relayable: true, skipWarning: t.skipWarning, responseTimeoutMs: t.responseTimeoutMs };
       const ok = t.subdomain !== undefined ? await this.claimName(t.subdomain, t, session, undefined, serving) : await this.registerPort(t, session);
       if (!ok) {
         // another node has the name now: the agent hears it, as at a handshake
@@ -257,7 +257,7 @@ export class Cluster implements LiveView, LiveTunnels {
    */
   holdAtStart(t: Tunnel): void {
     if (t.subdomain === undefined) return;
-    void this.claimName(t.subdomain, t, null, undefined, { relayable: false, skipWarning: t.skipWarning }).then(
+    void this.claimName(t.subdomain, t, null, undefined, { relayable: true, skipWarning: t.skipWarning }).then(
       (ok) => {
         if (!ok && !t.agent) this.registry.remove(t);
       },
@@ -372,11 +372,8 @@ export class Cluster implements LiveView, LiveTunnels {
 
   userAccessChanged(user: UserRow): void {
     this.registry.userAccessChanged(user);
-    void (async () => {
-      // an allow list is applied where the agent is: other nodes stop relaying to the user's tunnels (within their cache's second)
-      if (user.allowCidrs !== "") await this.quietly("relay settings", this.sql`UPDATE live_tunnels SET relayable = false WHERE user_id = ${user.id}`);
-      await this.notify({ kind: "user-access", userId: user.id });
-    })();
+    // relayed visitors meet the new list too: it is applied here, where the agent is
+    void this.notify({ kind: "user-access", userId: user.id });
   }
 
   // -- LiveView (admission) ----------------------------------------------------------------------

@@ -11,10 +11,10 @@
  */
 import { webSocketLink, type Link } from "../agent/links.ts";
 import { log } from "../log.ts";
-import { readOpenMeta, type OpenMeta } from "../protocol/messages.ts";
+import { readOpenMeta, readResponseHead, type OpenMeta, type RelayedMeta } from "../protocol/messages.ts";
 import { Mux, type SendResult, type Stream } from "../protocol/mux.ts";
-import { KEEPALIVE_INTERVAL_MS } from "../protocol/wire.ts";
-import type { AgentLink, Registry } from "../edge/registry.ts";
+import { KEEPALIVE_INTERVAL_MS, WireError } from "../protocol/wire.ts";
+import type { AgentLink, Registry, Tunnel } from "../edge/registry.ts";
 import { nodeAuthorization, NODE_PATH } from "./node-auth.ts";
 import { joinStreams, refuseRelayed } from "./stream-pipe.ts";
 
@@ -40,12 +40,58 @@ export class RelayIn {
   }
 
   private relay(down: Stream): void {
-    const meta = readOpenMeta(down.meta);
+    const meta = readOpenMeta(down.meta) as RelayedMeta | undefined;
     // `tunnel` names the subdomain between nodes (a tunnel's id is its own node's)
-    const t = meta && meta.kind !== "tcp" ? this.registry.tunnelBySubdomain(meta.tunnel) : undefined;
-    const up = t && t.agent?.openStream({ ...meta!, tunnel: t.id });
+    const t = meta && meta.kind !== "tcp" && meta.head ? this.registry.tunnelBySubdomain(meta.tunnel) : undefined;
+    if (!t || !meta) return refuseRelayed(down);
+    if (!t.access) return this.forward(down, t, meta);
+    void this.admitted(down, t, meta).catch((err) => {
+      log.error("relayed request failed", { node: this.fromNode, err: String(err) });
+      refuseRelayed(down);
+    });
+  }
+
+  /**
+   * The tunnel's access rules, applied here where they live (IP rules on the
+   * address the visitor's node judged, basic auth, OIDC with this node's
+   * keys, header rules): a refusal is answered on the stream as the visitor's
+   * response; a visitor let through goes on to the agent.
+   */
+  private async admitted(down: Stream, t: Tunnel, meta: RelayedMeta): Promise<void> {
+    const policy = t.access!;
+    const head = meta.head!;
+    const headers = new Headers();
+    for (const [name, value] of head.headers) headers.append(name, value);
+    const host = headers.get("x-forwarded-host") ?? `${meta.tunnel}`;
+    const secure = headers.get("x-forwarded-proto") === "https";
+    const url = new URL(`${secure ? "https" : "http"}://${host}${head.path}`);
+    const req = new Request(url.href, { method: head.method, headers });
+    const client = meta.client ?? meta.remote.slice(0, meta.remote.lastIndexOf(":"));
+    const verdict = await policy.admit(req, url, client, host, secure);
+    if (down.isClosed) return;
+    if (verdict instanceof Response) {
+      // a WebSocket upgrade cannot be answered with a page: the visitor's node answers 502
+      if (meta.kind !== "http") return void down.reset(WireError.UPSTREAM_FAILED);
+      const body = new Uint8Array(await verdict.arrayBuffer());
+      down.onData = (chunk) => down.consumed(chunk.byteLength); // the request's body is not wanted
+      down.reply({ status: verdict.status, headers: [...verdict.headers] });
+      down.end(body);
+      return;
+    }
+    const rewritten = [...head.headers] as [string, string][];
+    policy.rewriteRequest(rewritten, verdict);
+    this.forward(down, t, { ...meta, head: { ...head, headers: rewritten } }, (reply) => {
+      // a malformed head goes on as it came: the visitor's node judges it, as it would the agent's
+      const parsed = meta.kind === "http" ? readResponseHead(reply) : undefined;
+      return parsed && typeof parsed !== "string" ? { status: parsed.status, headers: policy.rewriteResponse(parsed.headers) } : reply;
+    });
+  }
+
+  private forward(down: Stream, t: Tunnel, meta: RelayedMeta, reply?: (meta: unknown) => unknown): void {
+    const { client: _, ...forAgent } = meta;
+    const up = t.agent?.openStream({ ...forAgent, tunnel: t.id });
     if (!up) return refuseRelayed(down);
-    joinStreams(down, up);
+    joinStreams(down, up, reply);
   }
 }
 

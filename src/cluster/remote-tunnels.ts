@@ -51,12 +51,13 @@ export class RemoteTunnels {
     const found = await this.cluster.remote(name);
     if (!found) return void this.remember(name);
     const host = `${name}.${this.domain}`;
-    if (!found.relayable) return badGatewayPage(host, "This tunnel has access rules, which only the node its agent is on applies: reach it through that node.");
+    if (!found.relayable) return badGatewayPage(host, "Its agent is on another node, which does not take relayed visitors for it.");
     if (!this.relay || !found.nodeUrl) return badGatewayPage(host, "Its agent is on another node, which this node cannot reach (no --node-url or --cluster-secret).");
     const link = await this.relay.link(found.nodeId, found.nodeUrl);
     if (!link) return badGatewayPage(host, "Its agent is on another node, which does not answer now.");
     const tunnel = this.registry.newTunnel("http", { subdomain: name }, found, found.skipWarning);
     tunnel.responseTimeoutMs = found.responseTimeoutMs;
+    tunnel.relayed = true;
     tunnel.agent = this.relay.agentFor(link, found);
     this.remember(name, tunnel, link);
     return tunnel;

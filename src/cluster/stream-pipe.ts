@@ -7,9 +7,12 @@
 import type { Stream } from "../protocol/mux.ts";
 import { WireError } from "../protocol/wire.ts";
 
-/** `down`: the stream the relaying node opened; `up`: the one opened to the agent. */
-export function joinStreams(down: Stream, up: Stream): void {
-  up.onReply = (meta) => down.reply(meta);
+/**
+ * `down`: the stream the relaying node opened; `up`: the one opened to the
+ * agent. `reply` may change the agent's REPLY on its way (header rules).
+ */
+export function joinStreams(down: Stream, up: Stream, reply: (meta: unknown) => unknown = (m) => m): void {
+  up.onReply = (meta) => down.reply(reply(meta));
   forward(down, up);
   forward(up, down);
   down.whenReset((code) => up.reset(code));

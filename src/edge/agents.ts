@@ -319,9 +319,9 @@ export class AgentConnection implements AgentLink {
     for (const [i, plan] of admitted.tunnels.entries()) {
       if (plan instanceof AppError || plan.protocol !== "http") continue;
       const asked = hello.tunnels[i];
-      // a tunnel with access rules is reached through its own node only: the rules live there
+      // every http tunnel is relayed; its access rules are applied here, where they live (cluster/relay.ts)
       const serving = {
-        relayable: !(asked?.protocol === "http" && asked.access) && admitted.user.allowCidrs === "",
+        relayable: true,
         skipWarning: plan.skipWarning,
         responseTimeoutMs: asked?.protocol === "http" ? this.responseTimeout(asked.responseTimeout) : undefined,
       };

@@ -3,7 +3,7 @@
  * The request head travels in OPEN, bodies stream both ways with credit,
  * the response head comes back in REPLY. No body is ever held whole.
  */
-import { readResponseHead, type OpenMeta, type ResponseHead } from "../protocol/messages.ts";
+import { readResponseHead, type OpenMeta, type RelayedMeta, type ResponseHead } from "../protocol/messages.ts";
 import { INITIAL_WINDOW } from "../protocol/wire.ts";
 import type { Stream } from "../protocol/mux.ts";
 import { collect, pipeInto, readableFrom } from "../protocol/pipes.ts";
@@ -35,6 +35,8 @@ export interface ForwardContext {
   connKey?: string;
   /** Who the tunnel's access policy let through (the signed-in email); undefined without a policy. */
   passed?: Passed;
+  /** The visitor's address as the edge judged it (a trusted proxy's client, or the peer): told to a relay's far node. */
+  client?: string;
 }
 
 export function requestMeta(req: Request, url: URL, tunnel: Tunnel, ctx: ForwardContext, kind: "http" | "ws"): OpenMeta {
@@ -54,13 +56,16 @@ export function requestMeta(req: Request, url: URL, tunnel: Tunnel, ctx: Forward
   tunnel.access?.rewriteRequest(headers, ctx.passed);
   const body = kind === "http" && req.body !== null;
   if (!body) dropLength(headers);
-  return {
+  const meta: OpenMeta = {
     tunnel: tunnel.id,
     kind,
     remote: `${ctx.remoteIp}:${ctx.remotePort}`,
     head: { method: req.method, path: url.pathname + url.search, headers },
     body,
   };
+  // another node's tunnel: its access rules are applied there, on the visitor's address as judged here
+  if (tunnel.relayed) (meta as RelayedMeta).client = ctx.client;
+  return meta;
 }
 
 /**

@@ -44,6 +44,8 @@ export class Tunnel {
   /** A tcp tunnel's listener lets go of its port, its connections go on (a draining server). */
   stopAccepting?: () => void;
   graceTimer?: ReturnType<typeof setTimeout>;
+  /** Another node's tunnel, reached through a relay link (cluster/relay.ts). */
+  relayed = false;
 
   constructor(
     readonly protocol: "http" | "tcp",

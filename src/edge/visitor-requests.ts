@@ -177,6 +177,7 @@ export function visitorFetch(deps: VisitorDeps) {
     const [remoteIp, remotePort] = splitPeer(visit.peer);
     visit.deferredEnd = true;
     const ctx: ForwardContext = {
+      client: visit.client,
       remoteIp,
       remotePort,
       secure: deps.secure,

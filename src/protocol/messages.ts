@@ -165,6 +165,14 @@ export const OpenMeta = v.object({
 });
 export type OpenMeta = v.InferOutput<typeof OpenMeta>;
 
+/**
+ * OPEN between two nodes of a cluster (a relay link): `tunnel` is the
+ * subdomain, and `client` the visitor's address as the visitor's node
+ * judged it (trusted proxies applied), for the access rules the agent's node
+ * applies. Never sent to an agent.
+ */
+export type RelayedMeta = OpenMeta & { client?: string };
+
 /** REPLY metadata for http: the local service's response head. */
 export const ResponseHead = v.object({
   status: v.pipe(v.number(), v.integer(), v.minValue(100), v.maxValue(999)),
