@@ -33,6 +33,15 @@ const SYNC_MS = 2_000;
 /** The NOTIFY channel the nodes talk on. */
 const CHANNEL = "burrow_cluster";
 
+/** pg_advisory_xact_lock's first key for a user's handshakes: "hand" in ASCII. */
+const HANDSHAKE_LOCKS = 0x68616e64;
+/**
+ * A node's handshakes inside their user's lock at once. Each holds a pooled
+ * connection for its lock while its rules query on others: bounded well
+ * under the pool (10), so they can never wait on each other for one.
+ */
+const LOCKED_HANDSHAKES = 4;
+
 /** The database's clock in ms: one clock for every node, whatever theirs say. */
 const NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
@@ -78,6 +87,8 @@ export class Cluster implements LiveView, LiveTunnels {
   readonly nodeId: string;
   private readonly nodeUrl: string | null;
   private timers: ReturnType<typeof setInterval>[] = [];
+  private lockedHandshakes = 0;
+  private readonly waitingHandshakes: (() => void)[] = [];
   private unlisten?: () => Promise<void>;
   private stopped = false;
 
@@ -186,6 +197,26 @@ export class Cluster implements LiveView, LiveTunnels {
       await query;
     } catch (err) {
       if (!this.stopped) log.warn(`cluster ${what} not written`, { err: String(err) });
+    }
+  }
+
+  /**
+   * Runs a handshake's rules and claims for one user alone, cluster-wide
+   * (an advisory lock on the user's id for a transaction's length): two
+   * HELLOs of one user on two nodes at once are counted one after the
+   * other, so together they cannot pass max_tunnels or max_devices.
+   */
+  async oneUserAtATime<T>(userId: number, fn: () => Promise<T>): Promise<T> {
+    while (this.lockedHandshakes >= LOCKED_HANDSHAKES) await new Promise<void>((resolve) => this.waitingHandshakes.push(resolve));
+    this.lockedHandshakes++;
+    try {
+      return await this.sql.begin(async (tx) => {
+        await tx`SELECT pg_advisory_xact_lock(${HANDSHAKE_LOCKS}::int, ${userId}::int)`;
+        return fn();
+      });
+    } finally {
+      this.lockedHandshakes--;
+      this.waitingHandshakes.shift()?.();
     }
   }
 

@@ -279,27 +279,33 @@ export class AgentConnection implements AgentLink {
   /** The rules (core/admission.ts) answer, then the tunnels open and READY goes out, or the refusal. */
   private async admitThenOpen(hello: Hello, providers: Providers | undefined): Promise<void> {
     try {
-      let admitted: Admitted;
+      let admitted: Admitted | undefined;
       let claimed: string[] = [];
       try {
-        admitted = await admit(this.edge.core, hello, this.edge.live);
-        if (this.edge.cluster) claimed = await this.claim(this.edge.cluster, hello, admitted);
+        const cluster = this.edge.cluster;
+        const rules = async () => {
+          admitted = await admit(this.edge.core, hello, this.edge.live);
+          if (cluster) claimed = await this.claim(cluster, hello, admitted);
+        };
+        // several nodes: the user's handshakes are judged one at a time over the cluster
+        const user = cluster && (await this.edge.core.tokens.identify(hello.token))?.user;
+        if (cluster && user) await cluster.oneUserAtATime(user.id, rules);
+        else await rules();
       } catch (err) {
         if (err instanceof AppError) return this.refused(err, hello.token);
         throw err;
       }
       // the agent may have gone while the rules were asked
-      if (!this.mux.closed) this.open(hello, admitted, providers);
+      const announce = !this.mux.closed && admitted ? this.open(hello, admitted, providers) : undefined;
       const cluster = this.edge.cluster;
       if (cluster) {
         // a claim no tunnel took (a refusal after it, the agent gone) is given back
         for (const name of claimed) void cluster.release(name);
-        if (this.ready) {
-          for (const t of this.edge.registry.sessionTunnels(this.sessionId)) {
-            if (t.protocol === "tcp") void cluster.registerPort(t, this.sessionId).catch((err) => log.warn("cluster tcp row not written", { err: String(err) }));
-          }
-        }
+        // tcp tunnels are in the shared list before the agent hears READY, as http ones are (claimed)
+        const ports = this.ready ? this.edge.registry.sessionTunnels(this.sessionId).filter((t) => t.protocol === "tcp") : [];
+        await Promise.all(ports.map((t) => cluster.registerPort(t, this.sessionId).catch((err) => log.warn("cluster tcp row not written", { err: String(err) }))));
       }
+      announce?.();
     } catch (err) {
       log.error("agent handshake failed", { session: this.sessionId, err: String(err) });
       this.refuse("INTERNAL", "the server failed to handle the handshake");
@@ -348,7 +354,8 @@ export class AgentConnection implements AgentLink {
     this.refuse(err.code, err.message);
   }
 
-  private open(hello: Hello, admitted: Admitted, providers: Providers | undefined): void {
+  /** Opens the granted tunnels; returns what sends READY, or undefined when the HELLO was refused. */
+  private open(hello: Hello, admitted: Admitted, providers: Providers | undefined): (() => void) | undefined {
     const { registry, ports, core } = this.edge;
     const created: Tunnel[] = [];
     try {
@@ -416,24 +423,26 @@ export class AgentConnection implements AgentLink {
         ...(hello.partial ? { index: indexes[n] } : {}),
         ...(t.access ? { access: true } : {}),
       }));
-      this.mux.sendControl(FrameType.READY, {
-        session: this.sessionId,
-        username: owner.username,
-        tunnels: granted,
-        ...(hello.partial ? { refused: refused.map((r) => ({ index: r.index, code: r.error.code, message: r.error.message })) } : {}),
-      });
-      for (const r of refused) log.info("tunnel refused", { session: this.sessionId, user: owner.username, code: r.error.code, reason: r.error.message });
-      log.info("agent connected", {
-        session: this.sessionId,
-        user: owner.username,
-        token: owner.tokenId,
-        remote: this.transport.remote,
-        transport: this.transport.kind,
-        tunnels: granted.map((g) => g.url).join(","),
-      });
+      return () => {
+        this.mux.sendControl(FrameType.READY, {
+          session: this.sessionId,
+          username: owner.username,
+          tunnels: granted,
+          ...(hello.partial ? { refused: refused.map((r) => ({ index: r.index, code: r.error.code, message: r.error.message })) } : {}),
+        });
+        for (const r of refused) log.info("tunnel refused", { session: this.sessionId, user: owner.username, code: r.error.code, reason: r.error.message });
+        log.info("agent connected", {
+          session: this.sessionId,
+          user: owner.username,
+          token: owner.tokenId,
+          remote: this.transport.remote,
+          transport: this.transport.kind,
+          tunnels: granted.map((g) => g.url).join(","),
+        });
+      };
     } catch (err) {
       for (const t of created) registry.remove(t);
-      if (err instanceof AppError) return this.refused(err, hello.token);
+      if (err instanceof AppError) return void this.refused(err, hello.token);
       throw err;
     }
   }

@@ -6,8 +6,9 @@
  * SIGKILL lets go of its names within a few seconds.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { jsonPayload } from "../../src/protocol/frames.ts";
-import { PROTOCOL_VERSION } from "../../src/protocol/wire.ts";
+import { encodeFrame, jsonPayload } from "../../src/protocol/frames.ts";
+import { FrameType, PROTOCOL_VERSION } from "../../src/protocol/wire.ts";
+import { agentWebSocketPeer } from "../harness/agent-peer.ts";
 import { AdminClient, signedIn } from "../harness/admin.ts";
 import { startAgent } from "../harness/agent.ts";
 import { startPostgres, type TestPostgres } from "../harness/postgres.ts";
@@ -88,6 +89,21 @@ describe("limits and the live list count every node", () => {
     const r = await sayHello({ port: nodes[1]!.edgePort, via: "websocket", payload: helloFor(u.token, "second-one") });
     expect(r.refusal?.code).toBe("TUNNEL_LIMIT");
   });
+
+  test("max_tunnels 1, two HELLOs of the user at the same moment on two nodes: exactly one READY, the other TUNNEL_LIMIT", async () => {
+    for (let round = 0; round < 3; round++) {
+      const u = await userWithToken(`one-at-once-${round}`, { max_tunnels: 1 });
+      // both stay connected while the other is judged (a peer that left would be in grace, not counted)
+      const [p1, p2] = await Promise.all([
+        agentWebSocketPeer(nodes[0]!.edgePort, [encodeFrame(FrameType.HELLO, 0, helloFor(u.token, `at-once-${round}-a`))], 1_000),
+        agentWebSocketPeer(nodes[1]!.edgePort, [encodeFrame(FrameType.HELLO, 0, helloFor(u.token, `at-once-${round}-b`))], 1_000),
+      ]);
+      const answers = [p1, p2].map((p) => p.frames.find((f) => f.type === FrameType.READY || f.type === FrameType.ERROR)!);
+      expect(answers.map((f) => f.type).sort()).toEqual([FrameType.READY, FrameType.ERROR].sort());
+      const refusal = answers.find((f) => f.type === FrameType.ERROR)!;
+      expect(JSON.parse(new TextDecoder().decode(refusal.payload)).code).toBe("TUNNEL_LIMIT");
+    }
+  }, 20_000);
 
   test("max_devices 1: one token live on n1, another token of the user on n3 is DEVICE_LIMIT", async () => {
     const u = await userWithToken("one-device", { max_devices: 1 });
