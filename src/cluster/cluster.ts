@@ -30,6 +30,8 @@ export const HEARTBEAT_MS = 1_000;
 export const NODE_EXPIRY_MS = 5_000;
 /** How often a node writes its tunnels' byte counts and sweeps dead nodes. */
 const SYNC_MS = 2_000;
+/** A failure of one kind is logged at most this often. */
+const FAILURE_LOG_MS = 10_000;
 /** The NOTIFY channel the nodes talk on. */
 const CHANNEL = "burrow_cluster";
 
@@ -87,6 +89,8 @@ export class Cluster implements LiveView, LiveTunnels {
   readonly nodeId: string;
   private readonly nodeUrl: string | null;
   private timers: ReturnType<typeof setInterval>[] = [];
+  /** When each kind of failure was last logged, and how many since: a database that is down says so every 10 s, not every second. */
+  private readonly failures = new Map<string, { at: number; since: number }>();
   private lockedHandshakes = 0;
   private readonly waitingHandshakes: (() => void)[] = [];
   private unlisten?: () => Promise<void>;
@@ -158,7 +162,7 @@ export class Cluster implements LiveView, LiveTunnels {
       // swept as dead while alive (the database was out of reach): what this node still serves is claimed again
       if (rows[0]?.inserted && this.registry) await this.reclaimAll();
     } catch (err) {
-      log.warn("cluster heartbeat failed", { err: String(err) });
+      this.warn("heartbeat", err);
     }
   }
 
@@ -196,8 +200,16 @@ export class Cluster implements LiveView, LiveTunnels {
     try {
       await query;
     } catch (err) {
-      if (!this.stopped) log.warn(`cluster ${what} not written`, { err: String(err) });
+      if (!this.stopped) this.warn(what, err);
     }
+  }
+
+  private warn(what: string, err: unknown): void {
+    const now = Date.now();
+    const last = this.failures.get(what);
+    if (last && now - last.at < FAILURE_LOG_MS) return void last.since++;
+    this.failures.set(what, { at: now, since: 0 });
+    log.warn(`cluster ${what} failed`, { err: String(err), ...(last?.since ? { not_logged_since: last.since } : {}) });
   }
 
   /**

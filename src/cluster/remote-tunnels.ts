@@ -6,6 +6,7 @@
  * flood of made-up names asks it at most MAX_LOOKUPS queries at a time.
  */
 import { badGatewayPage, overloadedPage } from "../edge/pages.ts";
+import { log } from "../log.ts";
 import type { Registry, Tunnel } from "../edge/registry.ts";
 import type { Mux } from "../protocol/mux.ts";
 import type { Cluster } from "./cluster.ts";
@@ -17,12 +18,15 @@ const REMOTE_CACHE_MS = 1_000;
 const REMOTE_CACHE_MAX = 10_000;
 /** Lookups of different names in the database at once; past it a visitor gets 503. */
 const MAX_LOOKUPS = 64;
+/** A failing lookup is logged at most this often. */
+const FAILURE_LOG_MS = 10_000;
 
 type Answer = Tunnel | Response | undefined;
 
 export class RemoteTunnels {
   private readonly cache = new Map<string, { at: number; tunnel?: Tunnel; link?: Mux }>();
   private readonly lookups = new Map<string, Promise<Answer>>();
+  private lastFailureLog = 0;
 
   constructor(
     private readonly cluster: Cluster,
@@ -48,7 +52,17 @@ export class RemoteTunnels {
   }
 
   private async look(name: string): Promise<Answer> {
-    const found = await this.cluster.remote(name);
+    let found: Awaited<ReturnType<Cluster["remote"]>>;
+    try {
+      found = await this.cluster.remote(name);
+    } catch (err) {
+      // the database is out of reach: this node's own tunnels go on; others' cannot be found now
+      if (Date.now() - this.lastFailureLog > FAILURE_LOG_MS) {
+        this.lastFailureLog = Date.now();
+        log.warn("cluster lookup failed", { err: String(err) });
+      }
+      return badGatewayPage(`${name}.${this.domain}`, "This node cannot look up the cluster's tunnels now.");
+    }
     if (!found) return void this.remember(name);
     const host = `${name}.${this.domain}`;
     if (!found.relayable) return badGatewayPage(host, "Its agent is on another node, which does not take relayed visitors for it.");
