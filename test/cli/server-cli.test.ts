@@ -194,6 +194,11 @@ describe("a mistake on the command line", () => {
     { name: "--drain-timeout 'soon'", args: (d) => ["server", "--admin-port", "0", "--data-dir", d, "--drain-timeout", "soon"], mentions: "--drain-timeout must be a number of seconds" },
     { name: "--handshake-limit '0'", args: (d) => ["server", "--admin-port", "0", "--data-dir", d, "--handshake-limit", "0"], mentions: "handshake-limit" },
     { name: "--admin-host ''", args: (d) => ["server", "--admin-port", "0", "--data-dir", d, "--admin-host", ""], mentions: "admin-host" },
+    { name: "--node-id without --database", args: (d) => ["server", "--admin-port", "0", "--data-dir", d, "--node-id", "n1"], mentions: "--node-id is for several nodes on one PostgreSQL database" },
+    { name: "--node-url without --cluster-secret", args: (d) => ["server", "--admin-port", "0", "--data-dir", d, "--database", "postgres://u:p@127.0.0.1:1/db", "--node-url", "http://10.0.0.2:8080"], mentions: "--node-url needs --cluster-secret" },
+    { name: "--node-url with a path", args: (d) => ["server", "--admin-port", "0", "--data-dir", d, "--database", "postgres://u:p@127.0.0.1:1/db", "--node-url", "http://10.0.0.2:8080/x"], mentions: "--node-url must be http(s)://host:port" },
+    { name: "--node-id with a space", args: (d) => ["server", "--admin-port", "0", "--data-dir", d, "--database", "postgres://u:p@127.0.0.1:1/db", "--node-id", "a b"], mentions: "--node-id must be 1 to 63" },
+    { name: "--cluster-secret too short (not echoed)", args: (d) => ["server", "--admin-port", "0", "--data-dir", d, "--database", "postgres://u:p@127.0.0.1:1/db", "--cluster-secret", "shorty-secret"], mentions: "--cluster-secret must be 16 to 512" },
     { name: "an extra positional argument", args: (d) => ["server", "--admin-port", "0", "--data-dir", d, "extra"], mentions: "extra" },
     { name: "an unknown command", args: (d) => ["frobnicate", "--admin-port", "0", "--data-dir", d], mentions: "frobnicate" },
     { name: "a flag in place of the command", args: (d) => ["--bogus", "server", "--admin-port", "0", "--data-dir", d], mentions: "--bogus" },
@@ -204,6 +209,7 @@ describe("a mistake on the command line", () => {
       const dataDir = newDir();
       const out = await run(c.args(dataDir), { ...BASE_ENV, BURROW_HOST: "127.0.0.1", BURROW_HTTP_PORT: "0" });
       expectUsageError(out, c.mentions);
+      expect(out.stderr).not.toContain("shorty-secret");
       expect(existsSync(dataDir)).toBe(false);
     }, SLOW);
   }

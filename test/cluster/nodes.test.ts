@@ -10,7 +10,7 @@ import { encodeFrame, jsonPayload } from "../../src/protocol/frames.ts";
 import { FrameType, PROTOCOL_VERSION } from "../../src/protocol/wire.ts";
 import { agentWebSocketPeer } from "../harness/agent-peer.ts";
 import { AdminClient, signedIn } from "../harness/admin.ts";
-import { startAgent } from "../harness/agent.ts";
+import { startAgent, tunnelFetch } from "../harness/agent.ts";
 import { startPostgres, type TestPostgres } from "../harness/postgres.ts";
 import { sayHello } from "../harness/raw-agent.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
@@ -79,6 +79,17 @@ describe("names", () => {
     expect(await agent.stop()).toBe(0); // Ctrl-C: the agent says goodbye, the name is free at once
     const r = await sayHello({ port: nodes[2]!.edgePort, via: "websocket", payload: helloFor(other.token, "held") });
     expect(r.type).toBe("READY");
+  });
+});
+
+describe("nodes that cannot relay (no --node-url)", () => {
+  test("a visitor on another node than the agent's gets 502 saying why, not the service and not a 500", async () => {
+    const u = await userWithToken("not-relayed", { skip_warning: true });
+    await using _agent = await startAgent({ kind: "http", target: upstream.port!, server: nodes[0]!.edgeUrl, token: u.token, args: ["--subdomain", "not-relayed", "--skip-warning"] });
+    expect((await tunnelFetch(nodes[0]!.edgePort, "not-relayed", "/")).status).toBe(200);
+    const elsewhere = await tunnelFetch(nodes[1]!.edgePort, "not-relayed", "/");
+    expect(elsewhere.status).toBe(502);
+    expect(await elsewhere.text()).toContain("which this node cannot reach");
   });
 });
 
