@@ -15,6 +15,9 @@ import { encodeVersion } from "./version-record.ts";
 
 const BREAKPOINT = "--> statement-breakpoint";
 
+/** A migration's statements, as drizzle-kit separates them, empty ones left out. */
+export const migrationStatements = (m: Migration): string[] => m.sql.split(BREAKPOINT).filter((s) => s.trim() !== "");
+
 /** drizzle-kit's hash of a migration: SHA-256 of its SQL file's text. */
 export const migrationHash = (m: Migration) => new Bun.CryptoHasher("sha256").update(m.sql).digest("hex");
 
@@ -27,9 +30,7 @@ export function applyMigrations(sqlite: Database, migrations: readonly Migration
     const last = sqlite.query<{ last: number | null }, []>(`SELECT max(created_at) AS last FROM "${MIGRATIONS_TABLE}"`).get()?.last;
     const pending = migrations.filter((m) => last === null || last === undefined || m.when > Number(last));
     for (const m of pending) {
-      for (const statement of m.sql.split(BREAKPOINT)) {
-        if (statement.trim() !== "") sqlite.run(statement);
-      }
+      for (const statement of migrationStatements(m)) sqlite.run(statement);
       sqlite.run(`INSERT INTO "${MIGRATIONS_TABLE}" (hash, created_at) VALUES (?, ?)`, [migrationHash(m), m.when]);
     }
     sqlite.run(`PRAGMA user_version = ${recorded}`);

@@ -16,14 +16,13 @@
 import { SQL } from "bun";
 import { drizzle } from "drizzle-orm/bun-sql";
 import { log } from "../log.ts";
-import { migrationHash } from "./migrate.ts";
+import { migrationHash, migrationStatements } from "./migrate.ts";
 import { migrations as embedded } from "./migrations-pg.ts";
 import type { Migration } from "./plan.ts";
 import * as schema from "./schema-pg.ts";
 import { postgresStore, type PostgresDb, type Store, type Tables } from "./store.ts";
 
 const MIGRATIONS_TABLE = "__drizzle_migrations";
-const BREAKPOINT = "--> statement-breakpoint";
 /** pg_advisory_xact_lock's key: "burrow" in ASCII, so that it says whose it is. */
 const MIGRATION_LOCK = 0x627572726f77;
 /** Connections per node; a tunnel holds none, admin requests and the handshake borrow one each briefly. */
@@ -84,9 +83,7 @@ async function applyMigrations(client: SQL, migrations: readonly Migration[]): P
     }
     const pending = migrations.filter((m) => last === undefined || m.when > last);
     for (const m of pending) {
-      for (const statement of m.sql.split(BREAKPOINT)) {
-        if (statement.trim() !== "") await tx.unsafe(statement);
-      }
+      for (const statement of migrationStatements(m)) await tx.unsafe(statement);
       await tx.unsafe(`INSERT INTO "${MIGRATIONS_TABLE}" (hash, created_at) VALUES ($1, $2)`, [migrationHash(m), m.when]);
     }
     return pending;

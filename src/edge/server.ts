@@ -27,6 +27,7 @@ import { VisitorConnections } from "./visitor-connections.ts";
 import { PortAllocator } from "./ports.ts";
 import { enforceQuotas } from "./quota.ts";
 import { Registry } from "./registry.ts";
+import type { SendResult } from "../protocol/mux.ts";
 import { RemoteTunnels } from "../cluster/remote-tunnels.ts";
 import { RelayIn, RelayOut } from "../cluster/relay.ts";
 import { verifyNodeAuthorization } from "../cluster/node-auth.ts";
@@ -92,6 +93,9 @@ const SWEEP_INTERVAL_MS = 5_000;
 const DRAIN_POLL_MS = 50;
 /** Bun queues at most this much per WebSocket before send() reports backpressure. */
 const BACKPRESSURE_LIMIT = 4 * 1024 * 1024;
+
+/** Bun's ServerWebSocket.send answer as the mux reads it: -1 queued past the limit, 0 dropped. */
+const sendResult = (r: number): SendResult => (r === -1 ? "backpressure" : r === 0 ? "closed" : "sent");
 
 export interface RunningEdge {
   /** The port the edge listens on. */
@@ -233,10 +237,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
           const nodeWs = ws as ServerWebSocket<NodeSocketData>;
           nodeWs.data.relay = new RelayIn(
             nodeWs.data.nodeId,
-            (frames) => {
-              const r = nodeWs.send(frames);
-              return r === -1 ? "backpressure" : r === 0 ? "closed" : "sent";
-            },
+            (frames) => sendResult(nodeWs.send(frames)),
             (reason) => nodeWs.close(1000, reason),
             registry,
           );
@@ -249,10 +250,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
             kind: "websocket",
             remote: agentWs.data.remote,
             address: agentWs.data.address,
-            send(frames) {
-              const r = agentWs.send(frames);
-              return r === -1 ? "backpressure" : r === 0 ? "closed" : "sent";
-            },
+            send: (frames) => sendResult(agentWs.send(frames)),
             close: (reason) => agentWs.close(1000, reason),
           },
           edge,
