@@ -54,10 +54,8 @@ export interface ClusterOptions {
   nodeUrl?: string;
 }
 
-/** How a tunnel is served, for another node that relays to it. */
+/** How a tunnel is served, for another node that relays to it (its access rules stay with its own node). */
 export interface Serving {
-  /** false: other nodes do not relay to it (every http tunnel is relayed today; the column leaves room). */
-  relayable: boolean;
   skipWarning: boolean;
   responseTimeoutMs?: number;
 }
@@ -170,7 +168,7 @@ export class Cluster implements LiveView, LiveTunnels {
     log.warn("this node was taken for dead: claiming its tunnels again", { node: this.nodeId });
     for (const t of this.registry.allTunnels()) {
       const session = t.agent?.sessionId ?? null;
-      const serving = { relayable: true, skipWarning: t.skipWarning, responseTimeoutMs: t.responseTimeoutMs };
+      const serving = { skipWarning: t.skipWarning, responseTimeoutMs: t.responseTimeoutMs };
       const ok = t.subdomain !== undefined ? await this.claimName(t.subdomain, t, session, undefined, serving) : await this.registerPort(t, session);
       if (!ok) {
         // another node has the name now: the agent hears it, as at a handshake
@@ -254,13 +252,13 @@ export class Cluster implements LiveView, LiveTunnels {
     serving: Serving,
   ): Promise<boolean> {
     const rows = await this.sql.unsafe(
-      `INSERT INTO live_tunnels AS t (name, protocol, subdomain, node_id, session_id, user_id, username, token_id, connected_at, relayable, skip_warning, response_timeout_ms)
-       VALUES ($1, 'http', $2, $3, $4, $5, $6, $7, $8, $9, $12, $13)
+      `INSERT INTO live_tunnels AS t (name, protocol, subdomain, node_id, session_id, user_id, username, token_id, connected_at, skip_warning, response_timeout_ms)
+       VALUES ($1, 'http', $2, $3, $4, $5, $6, $7, $8, $11, $12)
        ON CONFLICT (name) DO UPDATE SET node_id = excluded.node_id, session_id = excluded.session_id, user_id = excluded.user_id,
          username = excluded.username, token_id = excluded.token_id, connected_at = excluded.connected_at,
-         bytes_in = 0, bytes_out = 0, relayable = excluded.relayable, skip_warning = excluded.skip_warning, response_timeout_ms = excluded.response_timeout_ms
-       WHERE NOT EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.id = t.node_id AND n.heartbeat_ms > ${NOW_MS} - $10)
-          OR (t.token_id = excluded.token_id AND (t.session_id IS NULL OR t.session_id = $11))
+         bytes_in = 0, bytes_out = 0, skip_warning = excluded.skip_warning, response_timeout_ms = excluded.response_timeout_ms
+       WHERE NOT EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.id = t.node_id AND n.heartbeat_ms > ${NOW_MS} - $9)
+          OR (t.token_id = excluded.token_id AND (t.session_id IS NULL OR t.session_id = $10))
        RETURNING name`,
       [
         httpName(subdomain),
@@ -271,7 +269,6 @@ export class Cluster implements LiveView, LiveTunnels {
         owner.username,
         owner.tokenId,
         new Date().toISOString(),
-        serving.relayable,
         NODE_EXPIRY_MS,
         resume ?? null,
         serving.skipWarning,
@@ -284,8 +281,8 @@ export class Cluster implements LiveView, LiveTunnels {
   /** A TCP tunnel's row (its port is this node's own: nothing to contend for). */
   async registerPort(t: Pick<Tunnel, "port" | "userId" | "username" | "tokenId">, sessionId: string | null): Promise<boolean> {
     await this.sql.unsafe(
-      `INSERT INTO live_tunnels (name, protocol, port, node_id, session_id, user_id, username, token_id, connected_at, relayable)
-       VALUES ($1, 'tcp', $2, $3, $4, $5, $6, $7, $8, false)
+      `INSERT INTO live_tunnels (name, protocol, port, node_id, session_id, user_id, username, token_id, connected_at)
+       VALUES ($1, 'tcp', $2, $3, $4, $5, $6, $7, $8)
        ON CONFLICT (name) DO UPDATE SET session_id = excluded.session_id, user_id = excluded.user_id, username = excluded.username,
          token_id = excluded.token_id, connected_at = excluded.connected_at, bytes_in = 0, bytes_out = 0`,
       [`tcp:${this.nodeId}:${t.port}`, t.port, this.nodeId, sessionId, t.userId, t.username, t.tokenId, new Date().toISOString()],
@@ -300,7 +297,7 @@ export class Cluster implements LiveView, LiveTunnels {
    */
   holdAtStart(t: Tunnel): void {
     if (t.subdomain === undefined) return;
-    void this.claimName(t.subdomain, t, null, undefined, { relayable: true, skipWarning: t.skipWarning }).then(
+    void this.claimName(t.subdomain, t, null, undefined, { skipWarning: t.skipWarning }).then(
       (ok) => {
         if (!ok && !t.agent) this.registry.remove(t);
       },
@@ -317,7 +314,7 @@ export class Cluster implements LiveView, LiveTunnels {
   /** The live tunnel of another node named `subdomain`, or undefined. */
   async remote(subdomain: string): Promise<RemoteTunnel | undefined> {
     const rows = await this.sql.unsafe(
-      `SELECT t.node_id, n.url, t.user_id, t.username, t.token_id, t.relayable, t.skip_warning, t.response_timeout_ms FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
+      `SELECT t.node_id, n.url, t.user_id, t.username, t.token_id, t.skip_warning, t.response_timeout_ms FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
        WHERE t.name = $1 AND t.node_id <> $2 AND t.session_id IS NOT NULL AND n.heartbeat_ms > ${NOW_MS} - $3`,
       [httpName(subdomain), this.nodeId, NODE_EXPIRY_MS],
     );
@@ -330,7 +327,6 @@ export class Cluster implements LiveView, LiveTunnels {
         userId: r.user_id,
         username: r.username,
         tokenId: r.token_id,
-        relayable: r.relayable,
         skipWarning: r.skip_warning,
         responseTimeoutMs: r.response_timeout_ms ?? undefined,
       }

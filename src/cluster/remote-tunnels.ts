@@ -65,7 +65,6 @@ export class RemoteTunnels {
     }
     if (!found) return void this.remember(name);
     const host = `${name}.${this.domain}`;
-    if (!found.relayable) return badGatewayPage(host, "Its agent is on another node, which does not take relayed visitors for it.");
     if (!this.relay || !found.nodeUrl) return badGatewayPage(host, "Its agent is on another node, which this node cannot reach (no --node-url or --cluster-secret).");
     const link = await this.relay.link(found.nodeId, found.nodeUrl);
     if (!link) return badGatewayPage(host, "Its agent is on another node, which does not answer now.");

@@ -4,6 +4,7 @@ import m1 from "../../drizzle/0001_audit_log_and_admin_keys.sql" with { type: "t
 import m2 from "../../drizzle/0002_user_access_rules.sql" with { type: "text" };
 import m3 from "../../drizzle/0003_cluster_registry.sql" with { type: "text" };
 import m4 from "../../drizzle/0004_relay_settings.sql" with { type: "text" };
+import m5 from "../../drizzle/0005_drop_relayable.sql" with { type: "text" };
 
 export interface EmbeddedMigration {
   tag: string;
@@ -18,4 +19,5 @@ export const migrations: EmbeddedMigration[] = [
   { tag: "0002_user_access_rules", when: 1795447479719, breakpoints: true, sql: m2 },
   { tag: "0003_cluster_registry", when: 1795457300699, breakpoints: true, sql: m3 },
   { tag: "0004_relay_settings", when: 1795457496139, breakpoints: true, sql: m4 },
+  { tag: "0005_drop_relayable", when: 1795462995663, breakpoints: true, sql: m5 },
 ];

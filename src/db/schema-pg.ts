@@ -186,8 +186,6 @@ export const liveTunnels = pgTable(
     bytesIn: bigint("bytes_in", { mode: "number" }).notNull().default(0),
     bytesOut: bigint("bytes_out", { mode: "number" }).notNull().default(0),
     // boolean, not 0/1 integer: PostgreSQL has the type
-    relayable: boolean("relayable").notNull().default(true),
-    // boolean, not 0/1 integer: PostgreSQL has the type
     skipWarning: boolean("skip_warning").notNull().default(false),
     responseTimeoutMs: integer("response_timeout_ms"),
   },

@@ -202,8 +202,6 @@ export const liveTunnels = sqliteTable(
     /** Written by its node every few seconds, for the other nodes' /api/tunnels/active. */
     bytesIn: integer("bytes_in").notNull().default(0),
     bytesOut: integer("bytes_out").notNull().default(0),
-    /** Whether other nodes may relay visitors to it (false: it has access rules, checked at its own node only). */
-    relayable: integer("relayable", { mode: "boolean" }).notNull().default(true),
     /** What a relaying node needs to serve it as its own node does: no browser warning, */
     skipWarning: integer("skip_warning", { mode: "boolean" }).notNull().default(false),
     /** and the response timeout its agent asked for (null: the server's --response-timeout). */

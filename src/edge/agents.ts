@@ -325,9 +325,8 @@ export class AgentConnection implements AgentLink {
     for (const [i, plan] of admitted.tunnels.entries()) {
       if (plan instanceof AppError || plan.protocol !== "http") continue;
       const asked = hello.tunnels[i];
-      // every http tunnel is relayed; its access rules are applied here, where they live (cluster/relay.ts)
+      // what another node relaying to it needs; its access rules are applied here, where they live (cluster/relay.ts)
       const serving = {
-        relayable: true,
         skipWarning: plan.skipWarning,
         responseTimeoutMs: asked?.protocol === "http" ? this.responseTimeout(asked.responseTimeout) : undefined,
       };

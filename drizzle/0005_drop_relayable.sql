@@ -1,0 +1,1 @@
+ALTER TABLE `live_tunnels` DROP COLUMN `relayable`;
