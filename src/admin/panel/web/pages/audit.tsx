@@ -3,7 +3,7 @@
  * PAGE_SIZE at a time ("Older entries" asks for those before the last one
  * shown). Refusals and failed sign-ins that repeat show once with a count.
  */
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { api, messageOf, type AuditEntry } from "../api.ts";
 import { ACTION_WORDS, actionWords, actorWords, detailsLine } from "../audit.ts";
 import { Badge, Card, Empty, ErrorBox, Loading } from "../components/ui.tsx";
@@ -24,20 +24,26 @@ export function AuditPage() {
   const [error, setError] = useState<string>();
   const [busy, setBusy] = useState(false);
   const [generation, setGeneration] = useState(0);
+  // Changing a filter while a page is on its way asks again; only the newest
+  // request may fill the table, or a slow answer for the old filter would land
+  // last and show entries the filters no longer match.
+  const latest = useRef(0);
 
   const filter = { user_id: userId === "" ? undefined : Number(userId), action: action === "" ? undefined : action, limit: PAGE_SIZE };
 
   const load = async (older: boolean) => {
+    const request = ++latest.current;
     setBusy(true);
     setError(undefined);
     try {
       const page = await api.audit({ ...filter, before_id: older ? entries?.at(-1)?.id : undefined });
+      if (request !== latest.current) return;
       setEntries(older ? [...(entries ?? []), ...page] : page);
       setMore(page.length === PAGE_SIZE);
     } catch (err) {
-      setError(messageOf(err));
+      if (request === latest.current) setError(messageOf(err));
     } finally {
-      setBusy(false);
+      if (request === latest.current) setBusy(false);
     }
   };
 
