@@ -1,26 +1,21 @@
 /**
- * The compiled executable, built once per test run: every file that runs
- * "the compiled burrow" shares one build (bun test runs all files in one
- * process, so this module's promise is shared), which saves a compile of
- * several seconds per file. Each caller gets its own copy, alone in an empty
- * directory of its own, so nothing of the source tree is beside it.
+ * The compiled executable, built once per test file: every test of a file
+ * that runs "the compiled burrow" shares one build (this module's promise),
+ * which saves a compile of several seconds per test. Each caller gets its own
+ * copy, alone in an empty directory of its own, so nothing of the source tree
+ * is beside it. All of it lies in the run's temporary directory, removed when
+ * the file ends (test/harness/scratch.ts).
  */
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 const root = join(import.meta.dir, "..", "..");
 let built: Promise<string> | undefined;
-const scratch: string[] = [];
-
-process.on("exit", () => {
-  for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
-});
 
 function build(): Promise<string> {
   built ??= (async () => {
     const dir = mkdtempSync(join(tmpdir(), "burrow-compiled-"));
-    scratch.push(dir);
     const out = join(dir, "burrow");
     // the build `npm run build` makes (build/compile.ts: its plugins, bytecode and all), so the
     // tests run what users run
@@ -36,7 +31,6 @@ function build(): Promise<string> {
 export async function compiledBurrow(dir?: string): Promise<string> {
   const source = await build();
   const home = dir ?? mkdtempSync(join(tmpdir(), "burrow-compiled-run-"));
-  if (!dir) scratch.push(home);
   mkdirSync(home, { recursive: true });
   const binary = join(home, "burrow");
   copyFileSync(source, binary);
