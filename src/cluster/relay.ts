@@ -13,7 +13,7 @@ import { webSocketLink, type Link } from "../agent/links.ts";
 import { log } from "../log.ts";
 import { readOpenMeta, readResponseHead, type OpenMeta, type RelayedMeta } from "../protocol/messages.ts";
 import { Mux, type SendResult, type Stream } from "../protocol/mux.ts";
-import { KEEPALIVE_INTERVAL_MS, WireError } from "../protocol/wire.ts";
+import { KEEPALIVE_INTERVAL_MS } from "../protocol/wire.ts";
 import type { AgentLink, Registry, Tunnel } from "../edge/registry.ts";
 import { nodeAuthorization, NODE_PATH } from "./node-auth.ts";
 import { joinStreams, refuseRelayed } from "./stream-pipe.ts";
@@ -70,11 +70,14 @@ export class RelayIn {
     const verdict = await policy.admit(req, url, client, host, secure);
     if (down.isClosed) return;
     if (verdict instanceof Response) {
-      // a WebSocket upgrade cannot be answered with a page: the visitor's node answers 502
-      if (meta.kind !== "http") return void down.reset(WireError.UPSTREAM_FAILED);
+      // the refusal is the visitor's answer; for a WebSocket it comes with its length, which is
+      // how the visitor's node takes it (edge/http.ts refusedUpgrade)
       const body = new Uint8Array(await verdict.arrayBuffer());
+      if (down.isClosed) return;
       down.onData = (chunk) => down.consumed(chunk.byteLength); // the request's body is not wanted
-      down.reply({ status: verdict.status, headers: [...verdict.headers] });
+      const headers = [...verdict.headers].filter(([name]) => name !== "content-length");
+      headers.push(["content-length", String(body.byteLength)]);
+      down.reply({ status: verdict.status, headers });
       down.end(body);
       return;
     }

@@ -113,6 +113,30 @@ function lengthlessHeadBody(): ReadableStream<Uint8Array> {
   });
 }
 
+/**
+ * The answer to a WebSocket upgrade that its tunnel refused: a REPLY with a
+ * status instead of a subprotocol, and a body of the length it declares.
+ * Another node sends it when the tunnel's access rules there turn the
+ * visitor away (cluster/relay.ts), so the visitor gets the 401 or 403 it
+ * would get on that node, not a 502. Only a final status that is no success
+ * is taken; anything else, or a body of no declared length past
+ * COLLECT_LIMIT, is the tunnel's fault (the 502 page).
+ */
+export async function refusedUpgrade(stream: Stream, raw: unknown, tunnel: Tunnel, host: string): Promise<Response> {
+  const head = readResponseHead(raw);
+  const length = typeof head === "string" ? undefined : declaredLength(head.headers);
+  if (typeof head === "string" || head.status < 300 || length === undefined || length > COLLECT_LIMIT) {
+    stream.reset();
+    return badGatewayPage(host, typeof head === "string" ? head : "its agent refused the WebSocket with an answer the edge cannot pass on");
+  }
+  try {
+    const bytes = await collect(stream, length, (n) => tunnel.countOut(n));
+    return new Response(bytes, { status: head.status, headers: toHeaders(head.headers) });
+  } catch {
+    return badGatewayPage(host, "the tunnel's connection closed");
+  }
+}
+
 export async function forwardHttp(req: Request, url: URL, tunnel: Tunnel, ctx: ForwardContext): Promise<Response> {
   let streaming = false;
   try {

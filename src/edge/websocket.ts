@@ -8,7 +8,7 @@ import * as v from "valibot";
 import { WsReply } from "../protocol/messages.ts";
 import type { Stream } from "../protocol/mux.ts";
 import { encodeCloseRecord, encodeRecord, MAX_WS_MESSAGE, RecordDecoder } from "../protocol/ws-records.ts";
-import { requestMeta, type ForwardContext } from "./http.ts";
+import { refusedUpgrade, requestMeta, type ForwardContext } from "./http.ts";
 import { badGatewayPage } from "./pages.ts";
 import { awaitReply, goneSinceReply } from "./replies.ts";
 import type { Tunnel } from "./registry.ts";
@@ -63,7 +63,9 @@ export async function upgradeWebSocket(
   if (!stream) return badGatewayPage(ctx.host, "its agent is reconnecting or busy");
   let protocol: string | undefined;
   try {
-    const reply = v.safeParse(WsReply, await awaitReply(stream, tunnel.responseTimeoutMs ?? ctx.responseTimeoutMs, req));
+    const raw = await awaitReply(stream, tunnel.responseTimeoutMs ?? ctx.responseTimeoutMs, req);
+    if (typeof raw === "object" && raw !== null && "status" in raw) return refusedUpgrade(stream, raw, tunnel, ctx.host);
+    const reply = v.safeParse(WsReply, raw);
     protocol = reply.success ? reply.output.protocol : undefined;
   } catch (err) {
     return badGatewayPage(ctx.host, (err as Error).message);

@@ -180,7 +180,12 @@ export const ResponseHead = v.object({
 });
 export type ResponseHead = v.InferOutput<typeof ResponseHead>;
 
-/** REPLY metadata for ws: the subprotocol the local service chose. */
+/**
+ * REPLY metadata for ws: the subprotocol the local service chose. A ws REPLY
+ * that is a ResponseHead instead (a status, and a Content-Length for the body
+ * that follows) refuses the upgrade with that answer: another node sends it
+ * when the tunnel's access rules turn a relayed visitor away.
+ */
 export const WsReply = v.object({ protocol: v.optional(v.string()) });
 
 // -- per-request fast paths ---------------------------------------------------------------------

@@ -173,6 +173,35 @@ describe("access rules, applied at the agent's node for relayed visitors too", (
       echo.stop(true);
     }
   });
+
+  test("a WebSocket through another node to a tunnel with basic auth: the 401 with its challenge without the password (not a 502), open with it", async () => {
+    const api = await signedIn(nodes[0]!);
+    const user = await api.createUser("guarded-ws", { skip_warning: true });
+    await using _agent = await startAgent({
+      kind: "http",
+      target: upstream.port!,
+      server: nodes[1]!.edgeUrl,
+      token: await api.createToken(user),
+      args: ["--subdomain", "guarded-ws", "--skip-warning", "--basic-auth", "visitor:right-password-123"],
+    });
+    const upgrade = { Upgrade: "websocket", Connection: "Upgrade", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version": "13" };
+    const refused = await tunnelFetch(nodes[0]!.edgePort, "guarded-ws", "/ws", { headers: upgrade });
+    expect(refused.status).toBe(401);
+    expect(refused.headers.get("www-authenticate")).toContain("Basic");
+    expect(await refused.text()).not.toContain("right-password");
+    const port = nodes[2]!.edgePort;
+    const ws = new WebSocket(`ws://127.0.0.1:${port}/ws`, {
+      headers: { Host: `guarded-ws.localhost:${port}`, Authorization: `Basic ${btoa("visitor:right-password-123")}` },
+    } as Bun.WebSocketOptions);
+    const echoed = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error("no echo within 5 s")), 5_000);
+      ws.onopen = () => ws.send("knock");
+      ws.onmessage = (ev) => (clearTimeout(timer), resolve(String(ev.data)));
+      ws.onerror = () => (clearTimeout(timer), reject(new Error("websocket failed")));
+    });
+    ws.close();
+    expect(echoed).toBe("echo:knock");
+  });
 });
 
 describe("the link between nodes", () => {

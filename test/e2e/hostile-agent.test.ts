@@ -278,6 +278,39 @@ describe("the subprotocol a ws REPLY names", () => {
   });
 });
 
+describe("a ws REPLY that refuses the upgrade with a status (what another node sends for its access rules)", () => {
+  async function refusedWith(head: unknown, body: string): Promise<RawReply> {
+    using agent = await scriptedAgent();
+    const opened = agent.peer.frames.filter((f) => f.type === FrameType.OPEN).length;
+    const request =
+      `GET /chat HTTP/1.1\r\nHost: ${agent.host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+      `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n`;
+    const answer = rawHttp(server.edgePort, request, 500);
+    const stream = await nthOpen(agent.peer, opened + 1);
+    agent.peer.send(Buffer.concat([reply(stream, head), encodeFrame(FrameType.DATA, stream, new TextEncoder().encode(body)), encodeFrame(FrameType.FIN, stream)]));
+    return answer;
+  }
+
+  test("a 401 with a challenge and a body of its declared length reaches the visitor as it is, with no upgrade", async () => {
+    const res = await refusedWith({ status: 401, headers: [["www-authenticate", 'Basic realm="x"'], ["content-length", "6"]] }, "denied");
+    expect(res.status).toBe(401);
+    expect(res.head).toMatch(/\r\nWWW-Authenticate: Basic realm="x"/i);
+    expect(res.head).not.toMatch(/\r\nUpgrade:/i);
+    expect(res.body).toBe("denied");
+  });
+
+  test.each([
+    ["a success status", { status: 200, headers: [["content-length", "2"]] }],
+    ["no declared length", { status: 403, headers: [] }],
+    ["an invalid status", { status: 42, headers: [["content-length", "2"]] }],
+  ])("%s gets the visitor a 502, no upgrade and no error line", async (_, head) => {
+    const from = server.output.lines.length;
+    const res = await refusedWith(head, "no");
+    expect(res.status).toBe(502);
+    await expectNoFaultSince(from);
+  });
+});
+
 describe("an agent that stops in the middle of a streamed response body", () => {
   /**
    * A visitor's request answered with a streamed 200 and "partial"; once the visitor has those
