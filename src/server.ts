@@ -37,7 +37,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   const core = createCore({ store: database.store, systemSubdomains: config.systemSubdomains });
   await ensureAdmin(core, env);
   // several nodes on one PostgreSQL database: this one joins before its edge takes an agent
-  const cluster = database.postgres && config.node ? new Cluster({ client: database.postgres, nodeId: config.node.id, nodeUrl: config.node.url }, core) : undefined;
+  const cluster = database.postgres && config.node ? new Cluster({ client: database.postgres, nodeId: config.node.id, nodeUrl: config.node.url, expiryMs: config.node.expiryMs, poolSize: config.databasePool }, core) : undefined;
   await cluster?.start();
   const sweepSessions = () => core.sessions.sweep().catch((err) => log.error("expired sessions not swept", { err: String(err) }));
   await sweepSessions();
@@ -124,6 +124,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       counters,
       cluster,
       clusterSecret: config.node?.secret,
+      relayLookups: config.node?.relayLookups,
     });
   } catch (err) {
     // a port already taken: let go of what did start, so the process exits with the error

@@ -189,6 +189,11 @@ Several nodes on one PostgreSQL database (with --database):
                           relay visitors to its tunnels
   --cluster-secret S      shared by the nodes, 16+ characters (prefer
                           BURROW_CLUSTER_SECRET); needed with --node-url
+  --node-expiry SECONDS   a node silent this long is dead and its names
+                          free; the same on every node, 3 to 3600 (default ${d["node-expiry"]})
+  --relay-lookups N       other nodes' names looked up at once; past it
+                          a visitor gets 503                          (default ${d["relay-lookups"]})
+  --db-pool N             connections to PostgreSQL, 4 to 1000        (default ${d["db-pool"]})
 
 HTTPS from an ACME CA (Let's Encrypt unless told otherwise):
   --acme-email ADDR       get and renew certificates; the edge serves HTTPS on

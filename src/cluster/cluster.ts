@@ -8,7 +8,7 @@
  *   agents asking two nodes for one name get exactly one winner (the other
  *   SUBDOMAIN_TAKEN); the same token takes its name back from a tunnel in
  *   grace, from the session it resumes, or from a dead node;
- * - a node whose heartbeat is older than NODE_EXPIRY_MS is dead: its rows
+ * - a node whose heartbeat is older than --node-expiry (NODE_EXPIRY_MS) is dead: its rows
  *   count for nothing, and are deleted by the next sweep of any node;
  * - the rules that count (max_tunnels, max_devices) count rows of live
  *   nodes, and /api/tunnels/active lists them, the same on every node;
@@ -21,6 +21,7 @@ import type { ErrorCode } from "../core/errors.ts";
 import type { Core } from "../core/index.ts";
 import type { ActiveTunnel, LiveTunnels } from "../core/live.ts";
 import type { UserRow } from "../db/schema.ts";
+import { DEFAULT_POOL_SIZE } from "../db/open-postgres.ts";
 import { log } from "../log.ts";
 import type { Registry, Tunnel } from "../edge/registry.ts";
 
@@ -38,11 +39,14 @@ const CHANNEL = "burrow_cluster";
 /** pg_advisory_xact_lock's first key for a user's handshakes: "hand" in ASCII. */
 const HANDSHAKE_LOCKS = 0x68616e64;
 /**
- * A node's handshakes inside their user's lock at once. Each holds a pooled
- * connection for its lock while its rules query on others: bounded well
- * under the pool (10), so they can never wait on each other for one.
+ * A node's handshakes inside their user's lock at once: 4, and at most half
+ * the pool. Each holds a pooled connection for its lock while its rules
+ * query on others: bounded well under the pool, so they can never wait on
+ * each other for one.
  */
-const LOCKED_HANDSHAKES = 4;
+export function lockedHandshakes(poolSize: number): number {
+  return Math.max(1, Math.min(4, Math.floor(poolSize / 2)));
+}
 
 /** The database's clock in ms: one clock for every node, whatever theirs say. */
 const NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
@@ -52,6 +56,10 @@ export interface ClusterOptions {
   nodeId: string;
   /** Where the other nodes reach this one (relay); undefined: they cannot. */
   nodeUrl?: string;
+  /** --node-expiry: a node silent this long is dead (default NODE_EXPIRY_MS). The same on every node. */
+  expiryMs?: number;
+  /** Connections of the pool (--db-pool): handshakes under a user's lock stay under it. */
+  poolSize?: number;
 }
 
 /** How a tunnel is served, for another node that relays to it (its access rules stay with its own node). */
@@ -89,6 +97,9 @@ export class Cluster implements LiveView, LiveTunnels {
   private timers: ReturnType<typeof setInterval>[] = [];
   /** When each kind of failure was last logged, and how many since: a database that is down says so every 10 s, not every second. */
   private readonly failures = new Map<string, { at: number; since: number }>();
+  private readonly expiryMs: number;
+  /** Handshakes inside their user's lock at once, on this node. */
+  private readonly maxLockedHandshakes: number;
   private lockedHandshakes = 0;
   private readonly waitingHandshakes: (() => void)[] = [];
   private unlisten?: () => Promise<void>;
@@ -104,6 +115,8 @@ export class Cluster implements LiveView, LiveTunnels {
     this.sql = options.client;
     this.nodeId = options.nodeId;
     this.nodeUrl = options.nodeUrl ?? null;
+    this.expiryMs = options.expiryMs ?? NODE_EXPIRY_MS;
+    this.maxLockedHandshakes = lockedHandshakes(options.poolSize ?? DEFAULT_POOL_SIZE);
   }
 
   /** The edge's registry: this node's tunnels, mirrored into live_tunnels from now on. */
@@ -138,7 +151,7 @@ export class Cluster implements LiveView, LiveTunnels {
     log.info("cluster node registered", { node: this.nodeId, node_url: this.nodeUrl ?? "none" });
   }
 
-  /** Leaves the cluster: its rows go, so its names are free at once rather than after NODE_EXPIRY_MS. */
+  /** Leaves the cluster: its rows go, so its names are free at once rather than after --node-expiry. */
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
@@ -191,7 +204,7 @@ export class Cluster implements LiveView, LiveTunnels {
       );
     }
     // a dead node's tunnels go with it (the foreign key cascades)
-    await this.quietly("sweep", this.sql.unsafe(`DELETE FROM cluster_nodes WHERE heartbeat_ms < ${NOW_MS} - $1`, [NODE_EXPIRY_MS]));
+    await this.quietly("sweep", this.sql.unsafe(`DELETE FROM cluster_nodes WHERE heartbeat_ms < ${NOW_MS} - $1`, [this.expiryMs]));
   }
 
   private async quietly(what: string, query: PromiseLike<unknown>): Promise<void> {
@@ -217,7 +230,7 @@ export class Cluster implements LiveView, LiveTunnels {
    * other, so together they cannot pass max_tunnels or max_devices.
    */
   async oneUserAtATime<T>(userId: number, fn: () => Promise<T>): Promise<T> {
-    while (this.lockedHandshakes >= LOCKED_HANDSHAKES) await new Promise<void>((resolve) => this.waitingHandshakes.push(resolve));
+    while (this.lockedHandshakes >= this.maxLockedHandshakes) await new Promise<void>((resolve) => this.waitingHandshakes.push(resolve));
     this.lockedHandshakes++;
     try {
       return await this.sql.begin(async (tx) => {
@@ -269,7 +282,7 @@ export class Cluster implements LiveView, LiveTunnels {
         owner.username,
         owner.tokenId,
         new Date().toISOString(),
-        NODE_EXPIRY_MS,
+        this.expiryMs,
         resume ?? null,
         serving.skipWarning,
         serving.responseTimeoutMs ?? null,
@@ -316,7 +329,7 @@ export class Cluster implements LiveView, LiveTunnels {
     const rows = await this.sql.unsafe(
       `SELECT t.node_id, n.url, t.user_id, t.username, t.token_id, t.skip_warning, t.response_timeout_ms FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
        WHERE t.name = $1 AND t.node_id <> $2 AND t.session_id IS NOT NULL AND n.heartbeat_ms > ${NOW_MS} - $3`,
-      [httpName(subdomain), this.nodeId, NODE_EXPIRY_MS],
+      [httpName(subdomain), this.nodeId, this.expiryMs],
     );
     const r = rows[0];
     return (
@@ -383,7 +396,7 @@ export class Cluster implements LiveView, LiveTunnels {
     const rows = await this.sql.unsafe(
       `SELECT t.* FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
        WHERE t.node_id <> $1 AND t.session_id IS NOT NULL AND n.heartbeat_ms > ${NOW_MS} - $2`,
-      [this.nodeId, NODE_EXPIRY_MS],
+      [this.nodeId, this.expiryMs],
     );
     const others: ActiveTunnel[] = rows.map((r: Record<string, any>) => ({
       protocol: r.protocol,
@@ -421,7 +434,7 @@ export class Cluster implements LiveView, LiveTunnels {
     const rows = await this.sql.unsafe(
       `SELECT DISTINCT t.token_id FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
        WHERE t.user_id = $1 AND t.session_id IS NOT NULL AND n.heartbeat_ms > ${NOW_MS} - $2`,
-      [userId, NODE_EXPIRY_MS],
+      [userId, this.expiryMs],
     );
     return new Set([...rows.map((r: { token_id: number }) => r.token_id), ...this.registry.liveTokenIds(userId)]);
   }
@@ -430,7 +443,7 @@ export class Cluster implements LiveView, LiveTunnels {
     const rows = await this.sql.unsafe(
       `SELECT count(*)::int AS n FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
        WHERE t.user_id = $1 AND t.session_id IS NOT NULL AND t.session_id IS DISTINCT FROM $2 AND n.heartbeat_ms > ${NOW_MS} - $3`,
-      [userId, except ?? null, NODE_EXPIRY_MS],
+      [userId, except ?? null, this.expiryMs],
     );
     return rows[0]?.n ?? 0;
   }
@@ -446,7 +459,7 @@ export class Cluster implements LiveView, LiveTunnels {
     const rows = await this.sql.unsafe(
       `SELECT t.token_id, t.session_id FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
        WHERE t.name = $1 AND t.node_id <> $2 AND n.heartbeat_ms > ${NOW_MS} - $3`,
-      [httpName(subdomain), this.nodeId, NODE_EXPIRY_MS],
+      [httpName(subdomain), this.nodeId, this.expiryMs],
     );
     const r = rows[0];
     return r && { tokenId: r.token_id, sessionId: r.session_id };

@@ -3,9 +3,9 @@
  * served through a relay link, or nothing. The answer comes from
  * live_tunnels and is kept for REMOTE_CACHE_MS, found or not, so that a
  * visitor's node asks the database at most once a second per name, and a
- * flood of made-up names asks it at most MAX_LOOKUPS queries at a time.
+ * flood of made-up names asks it at most --relay-lookups queries at a time.
  */
-import { badGatewayPage, overloadedPage } from "../edge/pages.ts";
+import { badGatewayPage, lookupsBusyPage } from "../edge/pages.ts";
 import { log } from "../log.ts";
 import type { Registry, Tunnel } from "../edge/registry.ts";
 import type { Mux } from "../protocol/mux.ts";
@@ -16,8 +16,8 @@ import type { RelayOut } from "./relay.ts";
 const REMOTE_CACHE_MS = 1_000;
 /** Names remembered at most (the cache is cleared past it). */
 const REMOTE_CACHE_MAX = 10_000;
-/** Lookups of different names in the database at once; past it a visitor gets 503. */
-const MAX_LOOKUPS = 64;
+/** Lookups of different names in the database at once (--relay-lookups); past it a visitor gets 503. */
+export const DEFAULT_RELAY_LOOKUPS = 64;
 /** A failing lookup is logged at most this often. */
 const FAILURE_LOG_MS = 10_000;
 
@@ -33,6 +33,7 @@ export class RemoteTunnels {
     private readonly relay: RelayOut | undefined,
     private readonly registry: Registry,
     private readonly domain: string,
+    private readonly maxLookups = DEFAULT_RELAY_LOOKUPS,
   ) {}
 
   find(name: string): Promise<Answer> | Answer {
@@ -40,7 +41,7 @@ export class RemoteTunnels {
     if (hit && Date.now() - hit.at < REMOTE_CACHE_MS && !hit.link?.closed) return hit.tunnel;
     const running = this.lookups.get(name);
     if (running) return running;
-    if (this.lookups.size >= MAX_LOOKUPS) return overloadedPage();
+    if (this.lookups.size >= this.maxLookups) return lookupsBusyPage();
     const lookup = this.look(name).finally(() => this.lookups.delete(name));
     this.lookups.set(name, lookup);
     return lookup;

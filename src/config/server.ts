@@ -48,6 +48,9 @@ export const SERVER_DEFAULTS = {
   "node-id": "",
   "node-url": "",
   "cluster-secret": "",
+  "db-pool": "10",
+  "node-expiry": "5",
+  "relay-lookups": "64",
 } as const;
 
 export const SERVER_FLAGS: Record<keyof typeof SERVER_DEFAULTS, FlagSpec> = {
@@ -91,6 +94,9 @@ export const SERVER_FLAGS: Record<keyof typeof SERVER_DEFAULTS, FlagSpec> = {
   "node-id": { type: "string", env: true },
   "node-url": { type: "string", env: true },
   "cluster-secret": { type: "string", env: true },
+  "db-pool": { type: "string", env: true },
+  "node-expiry": { type: "string", env: true },
+  "relay-lookups": { type: "string", env: true },
 };
 
 /** Flags whose value is a secret: a mistake in one is reported without echoing it. */
@@ -107,7 +113,17 @@ export interface ServerConfig {
   /** A PostgreSQL URL (--database, BURROW_DATABASE_URL); undefined: SQLite in the data dir. */
   databaseUrl?: string;
   /** With PostgreSQL: this node among the others on the same database. */
-  node?: { id: string; url?: string; secret?: string };
+  node?: {
+    id: string;
+    url?: string;
+    secret?: string;
+    /** --node-expiry: a node whose heartbeat is older is dead, its names free. */
+    expiryMs: number;
+    /** --relay-lookups: names looked up in live_tunnels at once; past it a visitor gets 503. */
+    relayLookups: number;
+  };
+  /** --db-pool: connections to PostgreSQL at most. */
+  databasePool: number;
   tcpPorts: { first: number; last: number };
   systemSubdomains: string[];
   tls?: { cert: string; key: string };
@@ -186,6 +202,16 @@ const count = (flag: string) =>
     v.regex(/^[0-9]{1,7}$/, `--${flag} must be a positive whole number`),
     v.transform(Number),
     v.minValue(1, `--${flag} must be a positive whole number`),
+  );
+
+/** A whole number from `min` to `max`, said as the flag's own words. */
+const within = (flag: string, min: number, max: number, what: string) =>
+  v.pipe(
+    v.string(),
+    v.regex(/^[0-9]{1,7}$/, `--${flag} must be ${what} from ${min} to ${max}`),
+    v.transform(Number),
+    v.minValue(min, `--${flag} must be ${what} from ${min} to ${max}`),
+    v.maxValue(max, `--${flag} must be ${what} from ${min} to ${max}`),
   );
 
 const DOMAIN = /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;
@@ -273,6 +299,11 @@ const Schema = v.object({
     v.string(),
     v.check((s) => s === "" || /^[\x21-\x7e]{16,512}$/.test(s), "--cluster-secret must be 16 to 512 visible ASCII characters without spaces (e.g. openssl rand -hex 32)"),
   ),
+  // 4 at least: a handshake under its user's lock holds one while its rules borrow another
+  "db-pool": within("db-pool", 4, 1000, "a number of connections"),
+  // 3 heartbeats (one a second) at least, or a busy node would be taken for dead
+  "node-expiry": within("node-expiry", 3, 3600, "a number of seconds"),
+  "relay-lookups": within("relay-lookups", 1, 100000, "a number of lookups"),
   "metrics-token": v.pipe(
     v.string(),
     v.check((s) => s === "" || /^[\x21-\x7e]{16,512}$/.test(s), "--metrics-token must be 16 to 512 visible ASCII characters without spaces (e.g. openssl rand -hex 32)"),
@@ -317,8 +348,8 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
   }
   const o = result.output;
   if (Boolean(o["tls-cert"]) !== Boolean(o["tls-key"])) throw new UsageError("--tls-cert and --tls-key go together");
-  for (const flag of ["node-id", "node-url", "cluster-secret"] as const) {
-    if (o[flag] && !o.database) throw new UsageError(`--${flag} is for several nodes on one PostgreSQL database: it needs --database postgres://...`);
+  for (const flag of ["node-id", "node-url", "cluster-secret", "db-pool", "node-expiry", "relay-lookups"] as const) {
+    if (values[flag] !== undefined && values[flag] !== "" && !o.database) throw new UsageError(`--${flag} is for several nodes on one PostgreSQL database: it needs --database postgres://...`);
   }
   if (o["node-url"] && !o["cluster-secret"]) throw new UsageError("--node-url needs --cluster-secret: the nodes relay to each other only when they can tell each other apart from strangers");
   for (const flag of ["tls-cert", "tls-key", "acme-ca-root"] as const) {
@@ -332,7 +363,16 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     host: o.host,
     dataDir: o["data-dir"],
     databaseUrl: o.database || undefined,
-    node: o.database ? { id: o["node-id"] || defaultNodeId(), url: o["node-url"].replace(/\/$/, "") || undefined, secret: o["cluster-secret"] || undefined } : undefined,
+    node: o.database
+      ? {
+          id: o["node-id"] || defaultNodeId(),
+          url: o["node-url"].replace(/\/$/, "") || undefined,
+          secret: o["cluster-secret"] || undefined,
+          expiryMs: o["node-expiry"] * 1000,
+          relayLookups: o["relay-lookups"],
+        }
+      : undefined,
+    databasePool: o["db-pool"],
     tcpPorts: o["tcp-ports"],
     systemSubdomains: o["system-subdomains"],
     tls: o["tls-cert"] ? { cert: o["tls-cert"], key: o["tls-key"] } : undefined,

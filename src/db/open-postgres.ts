@@ -25,8 +25,11 @@ import { postgresStore, type PostgresDb, type Store, type Tables } from "./store
 const MIGRATIONS_TABLE = "__drizzle_migrations";
 /** pg_advisory_xact_lock's key: "burrow" in ASCII, so that it says whose it is. */
 const MIGRATION_LOCK = 0x627572726f77;
-/** Connections per node; a tunnel holds none, admin requests and the handshake borrow one each briefly. */
-const POOL_SIZE = 10;
+/**
+ * Connections to PostgreSQL a node keeps at most (--db-pool): a tunnel holds
+ * none, admin requests and handshakes borrow one each briefly.
+ */
+export const DEFAULT_POOL_SIZE = 10;
 
 export class DatabaseUrlError extends Error {}
 
@@ -46,9 +49,9 @@ export function describeDatabaseUrl(url: string): string {
   return `${parsed.hostname}${parsed.port ? `:${parsed.port}` : ""}${parsed.pathname}`;
 }
 
-export async function openPostgres(url: string, options: { migrations?: readonly Migration[] } = {}): Promise<OpenedPostgres> {
+export async function openPostgres(url: string, options: { migrations?: readonly Migration[]; poolSize?: number } = {}): Promise<OpenedPostgres> {
   const where = describeDatabaseUrl(url);
-  const client = new SQL(url, { max: POOL_SIZE, connectionTimeout: 10, idleTimeout: 60 });
+  const client = new SQL(url, { max: options.poolSize ?? DEFAULT_POOL_SIZE, connectionTimeout: 10, idleTimeout: 60 });
   try {
     await client`SELECT 1`;
   } catch (err) {

@@ -29,7 +29,7 @@ export interface ServerDatabase {
 /** How long the readiness probe waits for PostgreSQL, ms. */
 const PROBE_TIMEOUT_MS = 2_000;
 
-export async function openServerDatabase(config: Pick<ServerConfig, "dataDir" | "databaseUrl">): Promise<ServerDatabase> {
+export async function openServerDatabase(config: Pick<ServerConfig, "dataDir" | "databaseUrl" | "databasePool">): Promise<ServerDatabase> {
   if (config.databaseUrl === undefined) {
     const sqlite = openDatabase(config.dataDir);
     return {
@@ -40,7 +40,7 @@ export async function openServerDatabase(config: Pick<ServerConfig, "dataDir" | 
       close: async () => sqlite.close(),
     };
   }
-  const pg = await openPostgres(config.databaseUrl);
+  const pg = await openPostgres(config.databaseUrl, { poolSize: config.databasePool });
   return {
     store: pg.store,
     where: pg.where,

@@ -54,6 +54,16 @@ export function overloadedPage(): Response {
   );
 }
 
+/** Several nodes: more names of other nodes' tunnels are being looked up than --relay-lookups allows. */
+export function lookupsBusyPage(): Response {
+  return page(
+    503,
+    "Busy",
+    `<div class="status">503</div><h1>Busy</h1><p>This server is looking up too many tunnels at once. Try again in a second.</p>`,
+    { "Retry-After": "1" },
+  );
+}
+
 export function badGatewayPage(host: string, why: string): Response {
   return page(
     502,

@@ -83,6 +83,8 @@ export interface EdgeOptions {
   cluster?: Cluster;
   /** --cluster-secret: the nodes relay visitors to each other (without it, each serves only its own tunnels). */
   clusterSecret?: string;
+  /** --relay-lookups: other nodes' names looked up at once (RemoteTunnels). */
+  relayLookups?: number;
 }
 
 
@@ -186,7 +188,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   );
 
   const relayOut = opts.cluster && opts.clusterSecret ? new RelayOut(opts.cluster.nodeId, opts.clusterSecret) : undefined;
-  const remote = opts.cluster && new RemoteTunnels(opts.cluster, relayOut, registry, domain);
+  const remote = opts.cluster && new RemoteTunnels(opts.cluster, relayOut, registry, domain, opts.relayLookups);
 
   const fetch = visitorFetch({
     domain,

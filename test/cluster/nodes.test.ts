@@ -3,14 +3,17 @@
  * loopback): names are claimed cluster-wide, limits count every node,
  * /api/tunnels/active is the same on each, an admin action on one node
  * closes tunnels on another within a second, and a node killed with
- * SIGKILL lets go of its names within a few seconds.
+ * SIGKILL lets go of its names within a few seconds. The cluster's limits
+ * follow their flags: --node-expiry, --db-pool, --relay-lookups.
  */
+import { SQL } from "bun";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { encodeFrame, jsonPayload } from "../../src/protocol/frames.ts";
 import { FrameType, PROTOCOL_VERSION } from "../../src/protocol/wire.ts";
 import { agentWebSocketPeer } from "../harness/agent-peer.ts";
 import { AdminClient, signedIn } from "../harness/admin.ts";
 import { startAgent, tunnelFetch } from "../harness/agent.ts";
+import { freeRange } from "../harness/ports.ts";
 import { startPostgres, type TestPostgres } from "../harness/postgres.ts";
 import { sayHello } from "../harness/raw-agent.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
@@ -22,8 +25,8 @@ const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Re
 
 const SECRET = "cluster-secret-for-tests-0123456789";
 
-function startNode(url: string, id: string): Promise<TestServer> {
-  return startServer({ args: ["--database", url, "--node-id", id, "--cluster-secret", SECRET] });
+function startNode(url: string, id: string, more: string[] = []): Promise<TestServer> {
+  return startServer({ args: ["--database", url, "--node-id", id, "--cluster-secret", SECRET, ...more] });
 }
 
 beforeAll(async () => {
@@ -203,6 +206,76 @@ describe("a node that dies", () => {
       expect(performance.now() - killed).toBeLessThan(8_000);
     } finally {
       await Promise.all([x.stop(), y.stop()]);
+    }
+  }, 30_000);
+});
+
+describe("the cluster's limits, from their flags", () => {
+  test("--node-expiry 10: a node silent for 8 s is still alive, and dead past 10 s", async () => {
+    const url = await pg.newDatabase();
+    const patient = await startNode(url, "patient", ["--node-expiry", "10"]);
+    const sql = new SQL(url, { max: 1 });
+    try {
+      // a node whose last heartbeat was 5.5 s ago: past the default expiry of 5 s, within 10
+      await sql`INSERT INTO cluster_nodes (id, url, started_at, heartbeat_ms) VALUES ('ghost', NULL, now()::text, (extract(epoch from clock_timestamp()) * 1000)::bigint - 5500)`;
+      const ghost = async () => (await sql`SELECT count(*)::int AS n FROM cluster_nodes WHERE id = 'ghost'`)[0].n as number;
+      await Bun.sleep(2_500); // a sweep (every 2 s) has run: the default expiry would have taken it
+      expect(await ghost()).toBe(1);
+      let left = 1;
+      for (let i = 0; i < 40 && left > 0; i++) {
+        await Bun.sleep(250);
+        left = await ghost();
+      }
+      expect(left).toBe(0);
+    } finally {
+      await sql.close();
+      await patient.stop();
+    }
+  }, 30_000);
+
+  test("--db-pool 4: 60 admin requests at once are all answered on at most 4 pooled connections (and the one LISTEN holds)", async () => {
+    const url = await pg.newDatabase();
+    const small = await startNode(url, "small", ["--db-pool", "4"]);
+    const sql = new SQL(url, { max: 1 });
+    try {
+      const admin = await signedIn(small);
+      const statuses = await Promise.all(Array.from({ length: 60 }, () => admin.get("/api/users").then((r) => r.status)));
+      expect(statuses.every((s) => s === 200)).toBe(true);
+      const [row] = await sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`;
+      // the default pool (10) takes 11 here
+      expect(row.n).toBeGreaterThan(1);
+      expect(row.n).toBeLessThanOrEqual(4 + 1);
+    } finally {
+      await sql.close();
+      await small.stop();
+    }
+  }, 30_000);
+
+  test("--relay-lookups 1: a flood of made-up names gets 503s past one lookup at once, the rest 404; a real name is served after", async () => {
+    const url = await pg.newDatabase();
+    const port = freeRange(1).first; // the holder's public port, known before it starts, so that it can say where it is
+    const [holder, narrow] = await Promise.all([
+      startNode(url, "holder", ["--http-port", String(port), "--node-url", `http://127.0.0.1:${port}`]),
+      startNode(url, "narrow", ["--relay-lookups", "1"]),
+    ]);
+    try {
+      const admin = await signedIn(holder);
+      const owner = await admin.createToken(await admin.createUser("looked-up", { skip_warning: true }));
+      await using _agent = await startAgent({ kind: "http", target: upstream.port!, server: holder.edgeUrl, token: owner, args: ["--subdomain", "real-one", "--skip-warning"] });
+      const answers = await Promise.all(Array.from({ length: 100 }, (_, i) => tunnelFetch(narrow.edgePort, `made-up-${i}`, "/").then(async (r) => ({ status: r.status, retry: r.headers.get("retry-after"), body: await r.text() }))));
+      const busy = answers.filter((a) => a.status === 503);
+      // the 100 arrive together: with one lookup at a time nearly all are turned away (the default, 64, would let most of them be looked up)
+      expect(busy.length).toBeGreaterThan(50);
+      expect(busy[0]!.retry).toBe("1");
+      expect(busy[0]!.body).toContain("looking up too many tunnels at once");
+      expect(answers.every((a) => a.status === 503 || a.status === 404)).toBe(true);
+      expect(answers.some((a) => a.status === 404)).toBe(true);
+      // no lookup is left counted: the real name, on the other node, is found and relayed
+      const res = await tunnelFetch(narrow.edgePort, "real-one", "/");
+      expect(res.status).toBe(200);
+      expect(await res.text()).toBe("ok");
+    } finally {
+      await Promise.all([holder.stop(), narrow.stop()]);
     }
   }, 30_000);
 });
