@@ -17,6 +17,7 @@ import { Cluster } from "./cluster/cluster.ts";
 import { startEdge, type RunningEdge } from "./edge/server.ts";
 import { fileTls } from "./edge/tls-source.ts";
 import { TrustedProxies } from "./http/addresses.ts";
+import { shareSessions } from "./edge/access/oidc.ts";
 import { log } from "./log.ts";
 import { healthRoutes, Readiness } from "./admin/health.ts";
 import { metricsRoutes } from "./admin/metrics.ts";
@@ -39,6 +40,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   // several nodes on one PostgreSQL database: this one joins before its edge takes an agent
   const cluster = database.postgres && config.node ? new Cluster({ client: database.postgres, nodeId: config.node.id, nodeUrl: config.node.url, expiryMs: config.node.expiryMs, poolSize: config.databasePool }, core) : undefined;
   await cluster?.start();
+  if (config.node?.secret) shareSessions(config.node.secret);
   const sweepSessions = () => core.sessions.sweep().catch((err) => log.error("expired sessions not swept", { err: String(err) }));
   await sweepSessions();
   const sweeper = setInterval(sweepSessions, SESSION_SWEEP_MS);

@@ -9,7 +9,10 @@
  * Keys are derived per tunnel from a random key of this server process,
  * the tunnel's name and its OIDC settings: a cookie of one tunnel is
  * nothing to another, an agent that reconnects keeps its visitors signed
- * in, and a server restart signs everyone out.
+ * in, and a server restart signs everyone out. Nodes that share a
+ * --cluster-secret derive that key from it instead (shareSessions), so a
+ * session is good on every node: an agent that moves to another node, or
+ * whose node restarts, keeps its visitors signed in.
  */
 import { createHash, createHmac } from "node:crypto";
 import { EncryptJWT, jwtDecrypt, jwtVerify, SignJWT } from "jose";
@@ -23,8 +26,14 @@ export const SESSION_MAX_AGE_S = 12 * 3600;
 /** A sign-in must come back within this. */
 const FLOW_MAX_AGE_S = 10 * 60;
 
-/** This process's secret, from which every tunnel's keys are derived. */
-const PROCESS_KEY = crypto.getRandomValues(new Uint8Array(32));
+/** The secret every tunnel's keys are derived from: this process's own, or the cluster's. */
+let sessionSecret: Uint8Array = crypto.getRandomValues(new Uint8Array(32));
+
+/** Several nodes: sessions and sign-ins that every node holding `clusterSecret` honours. Call before any tunnel. */
+export function shareSessions(clusterSecret: string): void {
+  // its own label, so that no other use of the cluster secret (the nodes' HMAC) gives the same key
+  sessionSecret = createHmac("sha256", clusterSecret).update("burrow oidc session secret").digest();
+}
 
 export interface OidcSettings {
   clientId: string;
@@ -57,7 +66,7 @@ export class OidcGate {
     settings: OidcSettings,
     tunnelName: string,
   ) {
-    const base = createHmac("sha256", PROCESS_KEY)
+    const base = createHmac("sha256", sessionSecret)
       .update([tunnelName, provider.issuer, settings.clientId, createHash("sha256").update(settings.clientSecret).digest("hex")].join("\n"))
       .digest();
     this.sessionKey = createHmac("sha256", base).update("session").digest();
