@@ -16,6 +16,7 @@ import { Mux, type SendResult, type Stream } from "../protocol/mux.ts";
 import { KEEPALIVE_INTERVAL_MS } from "../protocol/wire.ts";
 import type { AgentLink, Registry, Tunnel } from "../edge/registry.ts";
 import { nodeAuthorization, NODE_PATH } from "./node-auth.ts";
+import { warningFor } from "../edge/warning.ts";
 import { joinStreams, refuseRelayed } from "./stream-pipe.ts";
 
 /** How long a node waits for another to answer its link. */
@@ -44,7 +45,10 @@ export class RelayIn {
     // `tunnel` names the subdomain between nodes (a tunnel's id is its own node's)
     const t = meta && meta.kind !== "tcp" && meta.head ? this.registry.tunnelBySubdomain(meta.tunnel) : undefined;
     if (!t || !meta) return refuseRelayed(down);
-    if (!t.access) return this.forward(down, t, meta);
+    if (!t.access) {
+      if (meta.warn && !t.skipWarning) return void answer(down, warningFor(visitedHost(meta), t.username, meta.head!.path)).catch(() => refuseRelayed(down));
+      return this.forward(down, t, meta);
+    }
     void this.admitted(down, t, meta).catch((err) => {
       log.error("relayed request failed", { node: this.fromNode, err: String(err) });
       refuseRelayed(down);
@@ -62,25 +66,16 @@ export class RelayIn {
     const head = meta.head!;
     const headers = new Headers();
     for (const [name, value] of head.headers) headers.append(name, value);
-    const host = headers.get("x-forwarded-host") ?? `${meta.tunnel}`;
+    const host = visitedHost(meta);
     const secure = headers.get("x-forwarded-proto") === "https";
     const url = new URL(`${secure ? "https" : "http"}://${host}${head.path}`);
     const req = new Request(url.href, { method: head.method, headers });
     const client = meta.client ?? meta.remote.slice(0, meta.remote.lastIndexOf(":"));
     const verdict = await policy.admit(req, url, client, host, secure);
     if (down.isClosed) return;
-    if (verdict instanceof Response) {
-      // the refusal is the visitor's answer; for a WebSocket it comes with its length, which is
-      // how the visitor's node takes it (edge/http.ts refusedUpgrade)
-      const body = new Uint8Array(await verdict.arrayBuffer());
-      if (down.isClosed) return;
-      down.onData = (chunk) => down.consumed(chunk.byteLength); // the request's body is not wanted
-      const headers = [...verdict.headers].filter(([name]) => name !== "content-length");
-      headers.push(["content-length", String(body.byteLength)]);
-      down.reply({ status: verdict.status, headers });
-      down.end(body);
-      return;
-    }
+    if (verdict instanceof Response) return answer(down, verdict);
+    // let through: the warning, if the visitor's node found it due, comes now (after sign-in, as on one node)
+    if (meta.warn && !t.skipWarning) return answer(down, warningFor(host, t.username, head.path));
     const rewritten = [...head.headers] as [string, string][];
     policy.rewriteRequest(rewritten, verdict);
     this.forward(down, t, { ...meta, head: { ...head, headers: rewritten } }, (reply) => {
@@ -91,11 +86,31 @@ export class RelayIn {
   }
 
   private forward(down: Stream, t: Tunnel, meta: RelayedMeta, reply?: (meta: unknown) => unknown): void {
-    const { client: _, ...forAgent } = meta;
+    const { client: _, warn: __, ...forAgent } = meta;
     const up = t.agent?.openStream({ ...forAgent, tunnel: t.id });
     if (!up) return refuseRelayed(down);
     joinStreams(down, up, reply);
   }
+}
+
+/** The host the visitor asked for, as the visitor's node passed it on. */
+function visitedHost(meta: RelayedMeta): string {
+  return meta.head?.headers.find(([name]) => name === "x-forwarded-host")?.[1] ?? meta.tunnel;
+}
+
+/**
+ * Answers a relayed visitor here, with a refusal or the warning page, in
+ * place of the tunnel's; for a WebSocket it comes with its length, which is
+ * how the visitor's node takes it (edge/http.ts refusedUpgrade).
+ */
+async function answer(down: Stream, res: Response): Promise<void> {
+  const body = new Uint8Array(await res.arrayBuffer());
+  if (down.isClosed) return;
+  down.onData = (chunk) => down.consumed(chunk.byteLength); // the request's body is not wanted
+  const headers = [...res.headers].filter(([name]) => name !== "content-length");
+  headers.push(["content-length", String(body.byteLength)]);
+  down.reply({ status: res.status, headers });
+  down.end(body);
 }
 
 /** A's side: one link per other node, made when a visitor first needs it and made again after it drops. */

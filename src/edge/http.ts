@@ -37,6 +37,8 @@ export interface ForwardContext {
   passed?: Passed;
   /** The visitor's address as the edge judged it (a trusted proxy's client, or the peer): told to a relay's far node. */
   client?: string;
+  /** Another node's tunnel: this visitor is due the browser warning, which that node shows after its access rules. */
+  warn?: boolean;
 }
 
 export function requestMeta(req: Request, url: URL, tunnel: Tunnel, ctx: ForwardContext, kind: "http" | "ws"): OpenMeta {
@@ -64,7 +66,10 @@ export function requestMeta(req: Request, url: URL, tunnel: Tunnel, ctx: Forward
     body,
   };
   // another node's tunnel: its access rules are applied there, on the visitor's address as judged here
-  if (tunnel.relayed) (meta as RelayedMeta).client = ctx.client;
+  if (tunnel.relayed) {
+    (meta as RelayedMeta).client = ctx.client;
+    if (ctx.warn) (meta as RelayedMeta).warn = true;
+  }
   return meta;
 }
 

@@ -173,7 +173,8 @@ export function visitorFetch(deps: VisitorDeps) {
     if (passed instanceof Response) return passed;
     if (url.pathname === CONTINUE_PATH && req.method === "GET") return continueResponse(url, deps.secure);
     const warning = interstitial(req, url, tunnel, hostHeader);
-    if (warning) return warning;
+    // another node's tunnel: its access rules are applied there, so the warning is shown there too, after them
+    if (warning && !tunnel.relayed) return warning;
     const [remoteIp, remotePort] = splitPeer(visit.peer);
     visit.deferredEnd = true;
     const ctx: ForwardContext = {
@@ -186,6 +187,7 @@ export function visitorFetch(deps: VisitorDeps) {
       maxResponseTimeoutMs: deps.maxResponseTimeoutMs,
       connKey: visit.key,
       passed,
+      warn: warning !== undefined,
       finished: () => {
         if (visit.ended) return;
         visit.ended = true;

@@ -25,8 +25,12 @@ export function interstitial(req: Request, url: URL, tunnel: Tunnel, host: strin
   if (req.method === "OPTIONS" || req.headers.has(SKIP_HEADER)) return undefined;
   if ((req.headers.get("upgrade") ?? "").toLowerCase() === "websocket") return undefined;
   if (!isBrowser(req) || hasCookie(req)) return undefined;
-  const target = url.pathname + url.search;
-  return warningPage(host, tunnel.username, `${CONTINUE_PATH}?to=${encodeURIComponent(target)}`);
+  return warningFor(host, tunnel.username, url.pathname + url.search);
+}
+
+/** The warning page for a visit to `target` (path and query) of `username`'s tunnel at `host`. */
+export function warningFor(host: string, username: string, target: string): Response {
+  return warningPage(host, username, `${CONTINUE_PATH}?to=${encodeURIComponent(target)}`);
 }
 
 /** GET /_burrow/continue?to=/path: sets the cookie and goes on (only to a path on this host). */

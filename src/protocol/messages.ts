@@ -171,7 +171,15 @@ export type OpenMeta = v.InferOutput<typeof OpenMeta>;
  * judged it (trusted proxies applied), for the access rules the agent's node
  * applies. Never sent to an agent.
  */
-export type RelayedMeta = OpenMeta & { client?: string };
+export type RelayedMeta = OpenMeta & {
+  client?: string;
+  /**
+   * The visitor's node would show this visitor the browser warning: the
+   * agent's node shows it, once the visitor has passed the tunnel's access
+   * rules (sign-in first, the warning after, as on one node).
+   */
+  warn?: boolean;
+};
 
 /** REPLY metadata for http: the local service's response head. */
 export const ResponseHead = v.object({

@@ -204,6 +204,50 @@ describe("access rules, applied at the agent's node for relayed visitors too", (
   });
 });
 
+describe("the browser warning for a relayed visitor", () => {
+  const BROWSER = { accept: "text/html", "user-agent": "Mozilla/5.0 (X11; Linux x86_64)" };
+
+  test("a tunnel without access rules: the warning, as on one node, then the service after Continue", async () => {
+    const api = await signedIn(nodes[0]!);
+    const user = await api.createUser("warned");
+    await using _agent = await startAgent({ kind: "http", target: upstream.port!, server: nodes[1]!.edgeUrl, token: await api.createToken(user), args: ["--subdomain", "warned"] });
+    const first = await tunnelFetch(nodes[0]!.edgePort, "warned", "/page?x=1", { headers: BROWSER });
+    expect(first.status).toBe(200);
+    const page = await first.text();
+    expect(page).toContain("Continue to the site");
+    expect(page).toContain("warned");
+    expect(page).toContain("/_burrow/continue?to=%2Fpage%3Fx%3D1");
+    const cont = await tunnelFetch(nodes[0]!.edgePort, "warned", "/_burrow/continue?to=%2Fpage%3Fx%3D1", { headers: BROWSER });
+    expect(cont.status).toBe(302);
+    const cookie = cont.headers.get("set-cookie")!.split(";")[0]!;
+    const after = await tunnelFetch(nodes[0]!.edgePort, "warned", "/page?x=1", { headers: { ...BROWSER, cookie } });
+    expect(await after.text()).toBe("hello from /page");
+    // a script is never warned
+    expect(await (await tunnelFetch(nodes[2]!.edgePort, "warned", "/api")).text()).toBe("hello from /api");
+  });
+
+  test("a tunnel with basic auth: sign-in first (401, no warning), then the warning, then the service", async () => {
+    const api = await signedIn(nodes[0]!);
+    const user = await api.createUser("warned-guarded");
+    await using _agent = await startAgent({
+      kind: "http",
+      target: upstream.port!,
+      server: nodes[1]!.edgeUrl,
+      token: await api.createToken(user),
+      args: ["--subdomain", "warned-guarded", "--basic-auth", "visitor:right-password-123"],
+    });
+    const signIn = { ...BROWSER, authorization: `Basic ${btoa("visitor:right-password-123")}` };
+    const anonymous = await tunnelFetch(nodes[0]!.edgePort, "warned-guarded", "/", { headers: BROWSER });
+    expect(anonymous.status).toBe(401);
+    expect(await anonymous.text()).not.toContain("Continue to the site");
+    const signedInVisit = await tunnelFetch(nodes[0]!.edgePort, "warned-guarded", "/", { headers: signIn });
+    expect(signedInVisit.status).toBe(200);
+    expect(await signedInVisit.text()).toContain("Continue to the site");
+    const past = await tunnelFetch(nodes[0]!.edgePort, "warned-guarded", "/", { headers: { ...signIn, cookie: "burrow_skip_warning=1" } });
+    expect(await past.text()).toBe("hello from /");
+  });
+});
+
 describe("the link between nodes", () => {
   test("refuses a stranger without the cluster secret, or with a wrong one", async () => {
     const port = nodes[0]!.edgePort;
