@@ -7,6 +7,7 @@
  * follow their flags: --node-expiry, --db-pool, --relay-lookups.
  */
 import { SQL } from "bun";
+import { rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { encodeFrame, jsonPayload } from "../../src/protocol/frames.ts";
 import { FrameType, PROTOCOL_VERSION } from "../../src/protocol/wire.ts";
@@ -206,6 +207,80 @@ describe("a node that dies", () => {
       expect(performance.now() - killed).toBeLessThan(8_000);
     } finally {
       await Promise.all([x.stop(), y.stop()]);
+    }
+  }, 30_000);
+});
+
+describe("a node that restarts", () => {
+  test("the names its agents had are held cluster-wide by its successor: another node refuses them to others until the agent is back", async () => {
+    const url = await pg.newDatabase();
+    const port = freeRange(1).first;
+    const own = ["--http-port", String(port), "--agent-port", "off"];
+    const [r1, r2] = await Promise.all([startServer({ keepDataDir: true, args: ["--database", url, "--node-id", "r1", "--cluster-secret", SECRET, ...own] }), startNode(url, "r2")]);
+    let successor: TestServer | undefined;
+    try {
+      const admin = await signedIn(r1);
+      const owner = await admin.createToken(await admin.createUser("comes-back"));
+      const rival = await admin.createToken(await admin.createUser("rival"));
+      await using agent = await startAgent({ kind: "http", target: upstream.port!, server: r1.edgeUrl, token: owner, args: ["--subdomain", "mine"] });
+      // the agent cannot come back on its own yet: the hold is what keeps the name
+      agent.proc.kill("SIGSTOP");
+      try {
+        expect(await r1.stop("SIGTERM")).toBe(0);
+        successor = await startServer({ dataDir: r1.dataDir, args: ["--database", url, "--node-id", "r1", "--cluster-secret", SECRET, ...own] });
+        expect((await sayHello({ port: r2.edgePort, via: "websocket", payload: helloFor(rival, "mine") })).refusal?.code).toBe("SUBDOMAIN_TAKEN");
+      } finally {
+        agent.proc.kill("SIGCONT");
+      }
+      // back on the successor, with its name
+      let status = 0;
+      for (let i = 0; i < 60 && status !== 200; i++) {
+        await Bun.sleep(250);
+        status = (await tunnelFetch(successor.edgePort, "mine", "/")).status;
+      }
+      expect(status).toBe(200);
+    } finally {
+      await Promise.all([r1.stop(), r2.stop(), successor?.stop()]);
+      rmSync(r1.dataDir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
+
+describe("a node taken for dead while alive", () => {
+  test("claims its tunnels again at its next heartbeat, and lets go of one another node took meanwhile, telling its agent", async () => {
+    const url = await pg.newDatabase();
+    const [k1, k2] = await Promise.all([startNode(url, "k1"), startNode(url, "k2")]);
+    const sql = new SQL(url, { max: 1 });
+    try {
+      const admin = await signedIn(k1);
+      const owner = await admin.createUser("revenant");
+      const other = await admin.createUser("usurper");
+      const ownerToken = await admin.createToken(owner);
+      await using kept = await startAgent({ kind: "http", target: upstream.port!, server: k1.edgeUrl, token: ownerToken, args: ["--subdomain", "kept", "--skip-warning"] });
+      await using lost = await startAgent({ kind: "http", target: upstream.port!, server: k1.edgeUrl, token: ownerToken, args: ["--subdomain", "lost"] });
+      // what another node's sweep does to a node whose heartbeat stopped (its tunnels go with it), and,
+      // in the same transaction, another node claiming one of those names for another user
+      await sql.begin(async (tx) => {
+        await tx`DELETE FROM cluster_nodes WHERE id = 'k1'`;
+        await tx`INSERT INTO live_tunnels (name, protocol, subdomain, node_id, session_id, user_id, username, token_id, connected_at)
+                 SELECT 'http:lost', 'http', 'lost', 'k2', 'someone-else', id, username, ${0}, now()::text FROM users WHERE id = ${other}`;
+      });
+      const rowsOf = async () => Object.fromEntries((await sql`SELECT name, node_id FROM live_tunnels ORDER BY name`).map((r: { name: string; node_id: string }) => [r.name, r.node_id]));
+      let rows: Record<string, string> = {};
+      for (let i = 0; i < 20 && rows["http:kept"] !== "k1"; i++) {
+        await Bun.sleep(250);
+        rows = await rowsOf();
+      }
+      expect(rows).toEqual({ "http:kept": "k1", "http:lost": "k2" });
+      await lost.output.waitFor(/SUBDOMAIN_TAKEN|taken by another node/, 5_000);
+      // the kept tunnel serves on, on its own node
+      const res = await tunnelFetch(k1.edgePort, "kept", "/");
+      expect(res.status).toBe(200);
+      expect(await res.text()).toBe("ok");
+      expect(kept.proc.exitCode).toBeNull();
+    } finally {
+      await sql.close();
+      await Promise.all([k1.stop(), k2.stop()]);
     }
   }, 30_000);
 });
