@@ -3,6 +3,7 @@
  * starts the admin API. stop() drains in-flight requests and closes the
  * database cleanly.
  */
+import { logFailedWrite } from "./db/unavailable.ts";
 import { join } from "node:path";
 import { createAdminApp } from "./admin/app.ts";
 import type { PublicInfo } from "./admin/public-info.ts";
@@ -41,7 +42,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   const cluster = database.postgres && config.node ? new Cluster({ client: database.postgres, nodeId: config.node.id, nodeUrl: config.node.url, expiryMs: config.node.expiryMs, poolSize: config.databasePool }, core) : undefined;
   await cluster?.start();
   if (config.node?.secret) shareSessions(config.node.secret);
-  const sweepSessions = () => core.sessions.sweep().catch((err) => log.error("expired sessions not swept", { err: String(err) }));
+  const sweepSessions = () => core.sessions.sweep().catch((err) => logFailedWrite("expired sessions not swept", {}, err));
   await sweepSessions();
   const sweeper = setInterval(sweepSessions, SESSION_SWEEP_MS);
   sweeper.unref();
@@ -50,7 +51,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       const pruned = await core.audit.prune(config.auditDays);
       if (pruned > 0) log.info("audit log pruned", { entries: pruned, older_than_days: config.auditDays });
     } catch (err) {
-      log.error("audit log not pruned", { err: String(err) }); // tried again tomorrow; nothing else depends on it
+      logFailedWrite("audit log not pruned", {}, err); // tried again tomorrow; nothing else depends on it
     }
   };
   await pruneAudit();

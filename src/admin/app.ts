@@ -16,6 +16,7 @@ import type { AuditAction, AuditOutcome } from "../core/audit.ts";
 import { AppError, badRequest } from "../core/errors.ts";
 import { parseHost, requestPath } from "../http/request-target.ts";
 import type { Core } from "../core/index.ts";
+import { databaseUnavailable, reportUnavailable, UNAVAILABLE_MESSAGE, UNAVAILABLE_RETRY_S } from "../db/unavailable.ts";
 import { log, logStack } from "../log.ts";
 import { authRoutes, readBearer, readSessionCookie } from "./auth.ts";
 import { backupRoutes, type BackupSource } from "./backup.ts";
@@ -90,12 +91,17 @@ export function createAdminApp(core: Core, options: AdminAppOptions = {}): Admin
         return response;
       } catch (err) {
         if (err instanceof AppError) {
-          await audited("failed", err.code);
+          await audited("failed", err.code).catch(() => {});
           return errorResponse(err);
         }
         // Bun writes nothing on a closed connection: this response only ends the handler
         if (err instanceof ClientGone) return new Response(null, { status: 400 });
-        await audited("failed", "INTERNAL");
+        if (databaseUnavailable(err)) {
+          reportUnavailable(`${req.method} ${requestPath(req)?.pathname ?? "?"}`, err);
+          await audited("failed", "DATABASE_UNAVAILABLE").catch(() => {}); // written if the database takes it
+          return errorResponse(new AppError("DATABASE_UNAVAILABLE", UNAVAILABLE_MESSAGE, { "Retry-After": String(UNAVAILABLE_RETRY_S) }));
+        }
+        await audited("failed", "INTERNAL").catch(() => {});
         log.error("admin request failed", { method: req.method, path: requestPath(req)?.pathname, err: String(err) });
         if (err instanceof Error && err.stack) logStack(err);
         return json({ error: "internal server error" }, 500);

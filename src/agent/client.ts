@@ -57,13 +57,15 @@ export const FATAL_CODES = new Set([
 ]);
 
 /**
- * The server turned this address away for a while (too many failed
- * handshakes from it, maybe not ours): not fatal, even on a first connect.
- * The agent says so, waits what the refusal's retry_after asks (bounded)
- * and tries again: sooner would only be refused again, and giving up would
- * leave a good agent down because of someone else on its address.
+ * Refusals for a while, not for good: the server turned this address away
+ * (too many failed handshakes from it, maybe not ours), or its database is
+ * down or read-only. Not fatal, even on a first connect: the agent says so,
+ * waits what the refusal's retry_after asks (bounded) and tries again;
+ * sooner would only be refused again, and giving up would leave a good
+ * agent down because of someone else on its address or an outage.
  */
 const THROTTLED = "RATE_LIMITED";
+const WAIT_AND_RETRY = new Set([THROTTLED, "DATABASE_UNAVAILABLE"]);
 /** The longest wait a server's retry_after can impose; past it the agent tries anyway. */
 const MAX_RETRY_AFTER_S = 3600;
 
@@ -156,16 +158,17 @@ export class Agent {
         if (this.stopping) return 0;
         continue;
       }
-      const throttled = outcome.kind === "refused" && outcome.code === THROTTLED;
+      const throttled = outcome.kind === "refused" && WAIT_AND_RETRY.has(outcome.code);
       if (outcome.kind === "refused" && !throttled && (FATAL_CODES.has(outcome.code) || !everReady)) {
         this.opts.out.refused(outcome.code, outcome.message);
         return 1;
       }
       if (throttled) this.opts.out.refused(outcome.code, outcome.message); // the sentence says why, and for how long
-      const why = throttled
-        ? THROTTLED
-        : outcome.kind === "refused"
-          ? `${outcome.code}: ${outcome.message}`
+      const why =
+        outcome.kind === "refused"
+          ? throttled
+            ? outcome.code
+            : `${outcome.code}: ${outcome.message}`
           : outcome.kind === "moved"
             ? "the server sent MOVE on its direct port"
             : outcome.why;

@@ -12,6 +12,7 @@
  * most MAX_ROWS_PER_MINUTE rows a minute plus one row "*" per code for the
  * rest; memory holds at most MAX_BUCKETS counters.
  */
+import { logFailedWrite } from "../db/unavailable.ts";
 import { and, count, desc, eq, lt, sql, type SQL } from "drizzle-orm";
 import type { AuditRow } from "../db/schema.ts";
 import type { Store } from "../db/store.ts";
@@ -159,7 +160,7 @@ export function createAudit(store: Store, clock: Clock) {
           }
         });
       } catch (err) {
-        log.error("audit log: counts not written", { err: String(err) });
+        logFailedWrite("audit log: counts not written", {}, err);
       }
     }
     if (buckets.size === 0 && timer) {
@@ -174,7 +175,7 @@ export function createAudit(store: Store, clock: Clock) {
       try {
         await insert(entry);
       } catch (err) {
-        log.error("audit log: entry not written", { action: entry.action, outcome: entry.outcome, err: String(err) });
+        logFailedWrite("audit log: entry not written", { action: entry.action, outcome: entry.outcome }, err);
       }
     },
 
@@ -210,7 +211,7 @@ export function createAudit(store: Store, clock: Clock) {
         const written = firstRow()
           .catch((err) => {
             if (buckets.get(key) === bucket) buckets.delete(key);
-            log.error("audit log: entry not written", { action: entry.action, outcome: entry.outcome, err: String(err) });
+            logFailedWrite("audit log: entry not written", { action: entry.action, outcome: entry.outcome }, err);
           })
           .finally(() => writing.delete(written));
         writing.add(written);
@@ -219,7 +220,7 @@ export function createAudit(store: Store, clock: Clock) {
           timer.unref(); // never what keeps the server running
         }
       } catch (err) {
-        log.error("audit log: entry not written", { action: entry.action, outcome: entry.outcome, err: String(err) });
+        logFailedWrite("audit log: entry not written", { action: entry.action, outcome: entry.outcome }, err);
       }
     },
 

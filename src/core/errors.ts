@@ -18,6 +18,8 @@ export const ERROR_STATUS = {
   PAYLOAD_TOO_LARGE: 413,
   TOO_MANY_REQUESTS: 429,
   INTERNAL: 500,
+  /** The database is down, restarting or read-only (a standby): nothing was changed; try again shortly (db/unavailable.ts). */
+  DATABASE_UNAVAILABLE: 503,
   // refusals of a tunnel, at the handshake or while it runs
   AUTH_FAILED: 401,
   TOKEN_DISABLED: 403,

@@ -15,6 +15,7 @@ import type { Cluster } from "../cluster/cluster.ts";
 import { AppError } from "../core/errors.ts";
 import { cidrs } from "../core/fields.ts";
 import type { Core } from "../core/index.ts";
+import { databaseUnavailable, logFailedWrite, reportUnavailable, UNAVAILABLE_MESSAGE, UNAVAILABLE_RETRY_S } from "../db/unavailable.ts";
 import { limitedLog, log } from "../log.ts";
 import type { EdgeCounters } from "../metrics/edge-counters.ts";
 import { parseJsonPayload, ProtocolError } from "../protocol/frames.ts";
@@ -247,9 +248,18 @@ export class AgentConnection implements AgentLink {
       if (!this.mux.closed) this.hello(raw, providers);
     } catch (err) {
       if (err instanceof ProtocolError) return this.refuse(WireError.PROTOCOL_ERROR, err.message);
-      log.error("agent handshake failed", { session: this.sessionId, err: String(err) });
-      this.refuse("INTERNAL", "the server failed to handle the handshake");
+      this.failedHandshake(err);
     }
+  }
+
+  /** A handshake that threw: the database's outage is a refusal to try again later; anything else is a bug. */
+  private failedHandshake(err: unknown): void {
+    if (databaseUnavailable(err)) {
+      reportUnavailable("agent handshake", err);
+      return this.refuse("DATABASE_UNAVAILABLE", UNAVAILABLE_MESSAGE, UNAVAILABLE_RETRY_S);
+    }
+    log.error("agent handshake failed", { session: this.sessionId, err: String(err) });
+    this.refuse("INTERNAL", "the server failed to handle the handshake");
   }
 
   private hello(raw: unknown, providers?: Providers): void {
@@ -307,8 +317,7 @@ export class AgentConnection implements AgentLink {
       }
       announce?.();
     } catch (err) {
-      log.error("agent handshake failed", { session: this.sessionId, err: String(err) });
-      this.refuse("INTERNAL", "the server failed to handle the handshake");
+      this.failedHandshake(err);
     } finally {
       this.mux.release();
     }
@@ -413,7 +422,7 @@ export class AgentConnection implements AgentLink {
       this.drains = hello.drain;
       registry.attach(this, tunnels);
       // only a handshake that succeeded counts as use
-      core.tokens.touch(admitted.token.id).catch((err) => log.error("token last use not written", { token: admitted.token.id, err: String(err) }));
+      core.tokens.touch(admitted.token.id).catch((err) => logFailedWrite("token last use not written", { token: admitted.token.id }, err));
       const granted: GrantedTunnel[] = tunnels.map((t, n) => ({
         id: t.id,
         protocol: t.protocol,

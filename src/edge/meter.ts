@@ -2,6 +2,7 @@
  * Traffic counted in memory per user and written to the daily table in
  * batches: every FLUSH_INTERVAL_MS, when a tunnel closes and at shutdown.
  */
+import { logFailedWrite } from "../db/unavailable.ts";
 import { utcDate } from "../core/clock.ts";
 import type { Core } from "../core/index.ts";
 import { log } from "../log.ts";
@@ -53,7 +54,7 @@ export class TrafficMeter {
         // a foreign key failure means the user was deleted: their traffic goes with them
         if (!/foreign key/i.test(String(err))) {
           errors++;
-          log.error("traffic flush failed", { user: userId, err: String(err) });
+          logFailedWrite("traffic flush failed", { user: userId }, err);
         }
       } finally {
         const left = (this.writing.get(userId) ?? 0) - p.in - p.out;

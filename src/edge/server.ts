@@ -4,6 +4,7 @@
  * is where agents connect. Agents that can are moved to the direct port
  * (--agent-port, direct.ts). TCP tunnels listen on their own ports (ports.ts).
  */
+import { logFailedWrite } from "../db/unavailable.ts";
 import type { Server, ServerWebSocket } from "bun";
 import type { Core } from "../core/index.ts";
 import type { TrustedProxies } from "../http/addresses.ts";
@@ -323,7 +324,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       if (checkingQuotas) return;
       checkingQuotas = true;
       enforceQuotas(core, registry, meter)
-        .catch((err) => log.error("quota check failed", { err: String(err) }))
+        .catch((err) => logFailedWrite("quota check failed", {}, err))
         .finally(() => (checkingQuotas = false));
     }, 1_000),
     setInterval(() => {

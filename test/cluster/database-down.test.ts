@@ -1,11 +1,11 @@
 /**
  * A node whose PostgreSQL goes away: the tunnels it holds go on serving
- * their visitors, a name it does not hold is a 502 (not a 500), /readyz
- * says the database is not ready, and the log says so now and then, not
- * every second.
+ * their visitors, a name it does not hold is a 502 (not a 500), an admin
+ * request is a 503 to try again, /readyz says the database is not ready,
+ * and the log says so now and then, not every second.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { signedIn } from "../harness/admin.ts";
+import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { startAgent, tunnelFetch, type TestAgent } from "../harness/agent.ts";
 import { startPostgres, type TestPostgres } from "../harness/postgres.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
@@ -13,12 +13,13 @@ import { startServer, type TestServer } from "../harness/server.ts";
 let pg: TestPostgres;
 let node: TestServer;
 let agent: TestAgent;
+let api: AdminClient;
 const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("still here") });
 
 beforeAll(async () => {
   pg = await startPostgres();
   node = await startServer({ args: ["--database", await pg.newDatabase(), "--node-id", "lonely"] });
-  const api = await signedIn(node);
+  api = await signedIn(node);
   const token = await api.createToken(await api.createUser("stays", { skip_warning: true }));
   agent = await startAgent({ kind: "http", target: upstream.port!, server: node.edgeUrl, token, args: ["--subdomain", "stays", "--skip-warning"] });
 });
@@ -44,6 +45,10 @@ test("PostgreSQL stopped: the node's own tunnel is served, another name is 502, 
     await other.arrayBuffer();
     await Bun.sleep(500);
   }
+  // an admin request cannot be answered now: it says so, and when to try again
+  const users = await api.get("/api/users");
+  expect(users.status).toBe(503);
+  expect(users.body).toEqual({ error: "the database is unavailable: try again in a few seconds" });
   const ready = await fetch(`${node.adminUrl}/readyz`);
   expect(ready.status).toBe(503);
   expect(await ready.json()).toMatchObject({ not_ready: ["database"] });
@@ -52,5 +57,5 @@ test("PostgreSQL stopped: the node's own tunnel is served, another name is 502, 
   expect(heartbeats.length).toBeGreaterThanOrEqual(1);
   expect(heartbeats.length).toBeLessThanOrEqual(Math.ceil((performance.now() - stopped) / 10_000) + 1);
   expect(logged.filter((l) => l.includes("cluster lookup failed")).length).toBeLessThanOrEqual(2);
-  expect(logged.filter((l) => /edge request failed|\b500\b/.test(l))).toEqual([]);
+  expect(logged.filter((l) => /edge request failed|\b500\b|\berror\b/.test(l))).toEqual([]);
 }, 30_000);

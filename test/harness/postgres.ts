@@ -59,6 +59,13 @@ export interface TestPostgres extends AsyncDisposable {
   newDatabase(name?: string): Promise<string>;
   /** postgres's log so far (its stderr and stdout). */
   logs(): string;
+  /**
+   * Fast shutdown, then the same data on the same port again; with
+   * `standby`, as a hot standby (standby.signal, no primary to follow): it
+   * answers reads, refuses writes, and pg_is_in_recovery() is true, as a
+   * primary that came back as a replica after a failover.
+   */
+  restart(opts?: { standby?: boolean }): Promise<void>;
   /** Fast shutdown, waits for the server to exit, removes its directory. Idempotent. */
   stop(): Promise<void>;
   /** The temporary directory (data directory and socket): gone after stop(). */
@@ -247,8 +254,7 @@ async function stopProcess(proc: Subprocess): Promise<void> {
   }
 }
 
-async function startOnce(bin: string, as: RunAs, dir: string, password: string): Promise<Running> {
-  const port = freeRange(1).first;
+async function startOnce(bin: string, as: RunAs, dir: string, password: string, port = freeRange(1).first): Promise<Running> {
   const proc = Bun.spawn([...as.prefix, join(bin, "postgres"), "-D", join(dir, "data"), ...serverArgs(dir, port)], {
     cwd: dir,
     stdin: "ignore",
@@ -385,15 +391,33 @@ export async function startPostgres(): Promise<TestPostgres> {
       return `${base}/${name}`;
     };
     const url = `${base}/${DATABASE}`;
-    const server = running;
+    const port = running.port;
+    const restart = async (opts: { standby?: boolean } = {}) => {
+      if (stopping) throw new Error("restart() after stop()");
+      await admin?.close({ timeout: 0 }).catch(() => {});
+      await stopProcess(running!.proc);
+      await Promise.race([running!.lines.closed(), Bun.sleep(1_000)]);
+      const signal = join(dir, "data", "standby.signal");
+      if (opts.standby) {
+        writeFileSync(signal, "");
+        if (as.owner) chownSync(signal, as.owner.uid, as.owner.gid);
+      } else {
+        rmSync(signal, { force: true }); // a primary again
+      }
+      running = await startOnce(bin, as, dir, password, port);
+      admin = new SQL(`${base}/postgres`, { max: 1, connectionTimeout: 5 });
+    };
     return {
       url,
-      port: server.port,
-      pid: server.proc.pid,
+      port,
+      get pid() {
+        return running!.proc.pid;
+      },
       bin,
       dir,
       newDatabase: (name) => create(name ?? `test_${process.pid}_${++started}_${Math.random().toString(36).slice(2, 8)}`),
-      logs: () => server.lines.text(),
+      logs: () => running!.lines.text(),
+      restart,
       stop,
       [Symbol.asyncDispose]: stop,
     };
