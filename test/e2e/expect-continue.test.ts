@@ -70,12 +70,17 @@ function upload(size: number): Promise<{ interim: string[]; final: string; sent:
       setTimeout(pump, 1_000); // curl's wait for a 100 that does not come
     });
     const chunk = Buffer.alloc(64 * 1024, 0x61);
+    // a chunk every 5 ms at most (some 10 MB/s): the refusal, which takes milliseconds, must come back
+    // while the body is still going, however fast a loopback would swallow 20 MiB at once
+    let pumping = false;
     const pump = () => {
-      while (!finalSeen && sent < size && !sock.destroyed) {
-        const n = Math.min(chunk.length, size - sent);
-        sent += n;
-        if (!sock.write(chunk.subarray(0, n))) return void sock.once("drain", pump);
-      }
+      if (pumping || finalSeen || sent >= size || sock.destroyed) return;
+      pumping = true;
+      const n = Math.min(chunk.length, size - sent);
+      sent += n;
+      const next = () => ((pumping = false), setTimeout(pump, 5));
+      if (sock.write(chunk.subarray(0, n))) next();
+      else sock.once("drain", next);
     };
     const finish = () => {
       clearTimeout(timer);
