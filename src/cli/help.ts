@@ -39,6 +39,7 @@ const AGENT_COMMON = `  --server URL            the burrow server, e.g. https://
                           where the request inspector listens (default: the
                           first free of 127.0.0.1:4040-4049)
   --inspect-keep N        requests the inspector keeps (default 1000)
+  --inspect-memory MIB    bodies the inspector keeps, in all (default 256)
   --no-inspect            no request inspector
   -h, --help              this text`;
 

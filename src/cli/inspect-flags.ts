@@ -4,13 +4,14 @@
  *   --inspect-addr HOST:PORT  listen exactly there (exit 2 if it cannot)
  *   --no-inspect              no inspector at all
  *   --inspect-keep N          requests kept (default 1000)
+ *   --inspect-memory MIB      bodies kept, all together (default 256)
  *
  * Without --inspect-addr the inspector takes the first free port of
  * 127.0.0.1:4040-4049; with all ten taken the agent says so and runs on
  * without one.
  */
 import { isLoopback, parseListenAddress, type ListenAddress } from "../agent/inspector/address.ts";
-import { DEFAULT_KEEP, DEFAULT_PORTS, MAX_KEEP } from "../agent/inspector/limits.ts";
+import { DEFAULT_KEEP, DEFAULT_MEMORY_MIB, DEFAULT_PORTS, MAX_KEEP, MAX_MEMORY_MIB } from "../agent/inspector/limits.ts";
 import { InspectorListenError, startInspector, type Inspector, type InspectorStart } from "../agent/inspector/server.ts";
 import type { AgentOutput } from "../agent/output.ts";
 import type { FlagSpec } from "../config/flags.ts";
@@ -20,6 +21,7 @@ export const INSPECT_FLAGS: Record<string, FlagSpec> = {
   "inspect-addr": { type: "string" },
   "no-inspect": { type: "boolean" },
   "inspect-keep": { type: "string" },
+  "inspect-memory": { type: "string" },
 };
 
 /**
@@ -29,14 +31,17 @@ export const INSPECT_FLAGS: Record<string, FlagSpec> = {
  */
 const TEST_PORTS_ENV = "BURROW_TEST_INSPECT_PORTS";
 
-export type InspectChoice = { on: false } | { on: true; address?: ListenAddress; keep: number; ports: { first: number; last: number } };
+export type InspectChoice = { on: false } | { on: true; address?: ListenAddress; keep: number; memoryBytes: number; ports: { first: number; last: number } };
 
 /** The inspector flags checked; UsageError names the flag that is wrong. */
 export function inspectChoice(values: Record<string, unknown>, env: Record<string, string | undefined> = process.env): InspectChoice {
   const rawAddress = values["inspect-addr"] as string | undefined;
   const rawKeep = values["inspect-keep"] as string | undefined;
+  const rawMemory = values["inspect-memory"] as string | undefined;
   if (values["no-inspect"]) {
-    if (rawAddress !== undefined || rawKeep !== undefined) throw new UsageError("--no-inspect turns the inspector off: leave out --inspect-addr and --inspect-keep");
+    if (rawAddress !== undefined || rawKeep !== undefined || rawMemory !== undefined) {
+      throw new UsageError("--no-inspect turns the inspector off: leave out --inspect-addr, --inspect-keep and --inspect-memory");
+    }
     return { on: false };
   }
   let address: ListenAddress | undefined;
@@ -49,7 +54,12 @@ export function inspectChoice(values: Record<string, unknown>, env: Record<strin
     keep = /^[0-9]{1,6}$/.test(rawKeep) ? Number(rawKeep) : NaN;
     if (!(keep >= 1 && keep <= MAX_KEEP)) throw new UsageError(`--inspect-keep must be a number of requests from 1 to ${MAX_KEEP} (got '${rawKeep}')`);
   }
-  return { on: true, address, keep, ports: testPorts(env[TEST_PORTS_ENV]) ?? { first: DEFAULT_PORTS.first, last: DEFAULT_PORTS.last } };
+  let memoryMib = DEFAULT_MEMORY_MIB;
+  if (rawMemory !== undefined) {
+    memoryMib = /^[0-9]{1,6}$/.test(rawMemory) ? Number(rawMemory) : NaN;
+    if (!(memoryMib >= 1 && memoryMib <= MAX_MEMORY_MIB)) throw new UsageError(`--inspect-memory must be a number of MiB from 1 to ${MAX_MEMORY_MIB} (got '${rawMemory}')`);
+  }
+  return { on: true, address, keep, memoryBytes: memoryMib * 1024 * 1024, ports: testPorts(env[TEST_PORTS_ENV]) ?? { first: DEFAULT_PORTS.first, last: DEFAULT_PORTS.last } };
 }
 
 function testPorts(raw: string | undefined): { first: number; last: number } | undefined {
@@ -65,7 +75,7 @@ function testPorts(raw: string | undefined): { first: number; last: number } | u
 export function openInspector(choice: InspectChoice): InspectorStart | undefined {
   if (!choice.on) return undefined;
   try {
-    return startInspector({ address: choice.address, keep: choice.keep, ports: choice.ports });
+    return startInspector({ address: choice.address, keep: choice.keep, memoryBytes: choice.memoryBytes, ports: choice.ports });
   } catch (err) {
     if (err instanceof InspectorListenError) throw new UsageError(err.message);
     throw err;

@@ -188,6 +188,16 @@ describe("list", () => {
     expect((await b.api(`/api/requests/${list[2].id - 1}`)).status).toBe(404);
   });
 
+  test("--inspect-memory 1: bodies past 1 MiB in all push the oldest requests out before --inspect-keep does", async () => {
+    await using b = await startInspectedAgent(rig, up.port, ["--inspect-keep", "100", "--inspect-memory", "1"]);
+    const body = new Uint8Array(400 * 1024).fill(0x62);
+    for (let i = 0; i < 6; i++) await (await b.visit(`/m${i}`, { method: "POST", body })).text();
+    await waitUntil(async () => ((await (await b.api("/api/requests")).json()) as any).requests[0]?.path === "/m5", 5_000, "the last request");
+    const list = ((await (await b.api("/api/requests")).json()) as any).requests;
+    // 400 KiB each: two fit in 1 MiB, a third would not
+    expect(list.map((r: any) => r.path)).toEqual(["/m5", "/m4"]);
+  });
+
   test("the live stream delivers a new request", async () => {
     const controller = new AbortController();
     const res = await a.api("/api/requests/stream", { signal: controller.signal });

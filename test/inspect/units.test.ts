@@ -192,7 +192,11 @@ describe("replayRequest", () => {
 
 describe("inspectChoice", () => {
   test("defaults, explicit values, and the test-only port range", () => {
-    expect(inspectChoice({}, {})).toEqual({ on: true, address: undefined, keep: 1000, ports: { first: 4040, last: 4049 } });
+    expect(inspectChoice({}, {})).toEqual({ on: true, address: undefined, keep: 1000, memoryBytes: 256 * 1024 * 1024, ports: { first: 4040, last: 4049 } });
+    expect(inspectChoice({ "inspect-memory": "16" }, {})).toMatchObject({ memoryBytes: 16 * 1024 * 1024 });
+    expect(() => inspectChoice({ "inspect-memory": "0" }, {})).toThrow("--inspect-memory must be a number of MiB from 1 to 65536");
+    expect(() => inspectChoice({ "inspect-memory": "1g" }, {})).toThrow("--inspect-memory must be a number of MiB");
+    expect(() => inspectChoice({ "no-inspect": true, "inspect-memory": "16" }, {})).toThrow("--no-inspect turns the inspector off");
     expect(inspectChoice({ "no-inspect": true }, {})).toEqual({ on: false });
     expect(inspectChoice({ "inspect-addr": "[::1]:4050", "inspect-keep": "50" }, {})).toMatchObject({ address: { host: "::1", port: 4050 }, keep: 50 });
     expect(inspectChoice({ "inspect-addr": "4051" }, {})).toMatchObject({ address: { host: "127.0.0.1", port: 4051 } });

@@ -7,10 +7,14 @@ export const MAX_KEEP = 100_000;
 /** Bytes of each body (request and response, each) kept; beyond it a body is counted and marked truncated. */
 export const MAX_BODY_BYTES = 1024 * 1024;
 /**
- * All kept bodies together: past it the oldest requests leave before --inspect-keep
- * is reached, so a thousand large uploads cannot take gigabytes of the user's memory.
+ * All kept bodies together, unless --inspect-memory says otherwise: past it the
+ * oldest requests leave before --inspect-keep is reached, so a thousand large
+ * uploads cannot take gigabytes of the user's memory.
  */
-export const MAX_TOTAL_BODY_BYTES = 256 * 1024 * 1024;
+export const DEFAULT_MEMORY_MIB = 256;
+export const MAX_TOTAL_BODY_BYTES = DEFAULT_MEMORY_MIB * 1024 * 1024;
+/** --inspect-memory's range, in MiB. */
+export const MAX_MEMORY_MIB = 65_536;
 /** WebSocket messages kept per connection (the last ones), and bytes kept of each. */
 export const WS_MESSAGES_KEPT = 50;
 export const WS_MESSAGE_BYTES = 16 * 1024;

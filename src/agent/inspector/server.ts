@@ -17,6 +17,8 @@ export interface InspectorOptions {
   address?: ListenAddress;
   /** Requests kept (--inspect-keep). */
   keep: number;
+  /** Bytes of bodies kept, all together (--inspect-memory); the oldest requests leave first past it. */
+  memoryBytes?: number;
   /** The ports tried without an address: 4040-4049 unless a test narrows them. */
   ports?: { first: number; last: number };
 }
@@ -73,7 +75,7 @@ export class Inspector {
 }
 
 export function startInspector(opts: InspectorOptions): InspectorStart {
-  const store = new CaptureStore(opts.keep);
+  const store = new CaptureStore(opts.keep, opts.memoryBytes);
   const live = new LiveStreams(store);
   const page = new InspectorPage();
   let server: Server<unknown> | undefined;
