@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { signedIn } from "../harness/admin.ts";
 import { startAgent, tunnelFetch, type AgentStart } from "../harness/agent.ts";
-import { startOidcProvider, TEST_CLIENT_ID, TEST_CLIENT_SECRET, type TestProvider } from "../harness/oidc-provider.ts";
+import { loopbackOnly, signInAtProvider, startOidcProvider, TEST_CLIENT_ID, TEST_CLIENT_SECRET, type TestProvider } from "../harness/oidc-provider.ts";
 import { freeRange } from "../harness/ports.ts";
 import { startPostgres, type TestPostgres } from "../harness/postgres.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
@@ -45,10 +45,7 @@ beforeAll(async () => {
   const api = await signedIn(nodes[0]!);
   token = await api.createToken(await api.createUser("sso-mover", { skip_warning: true }));
   browser = await openBrowser();
-  await browser.context.route("**/*", (route) => {
-    const host = new URL(route.request().url()).hostname;
-    return host === "127.0.0.1" || host.endsWith("localhost") ? route.continue() : route.abort();
-  });
+  await loopbackOnly(browser.context);
 }, 60_000);
 afterAll(async () => {
   await browser?.[Symbol.asyncDispose]();
@@ -74,11 +71,7 @@ test("signed in while the agent was on o1, still signed in after it moved to o2;
     await using _first = await startAgent(agentOn(o1));
     const { page, context } = browser;
     await page.goto(`http://${SUB}.localhost:${o1.edgePort}/`);
-    await page.waitForURL((u) => u.href.startsWith(provider.issuer), { timeout: 10_000 });
-    await page.locator('input[name="login"]').fill("alice");
-    await page.locator('input[name="password"]').fill("any password");
-    await page.locator('button[type="submit"]').click();
-    await page.locator('button[type="submit"]', { hasText: "Continue" }).click();
+    await signInAtProvider(page, provider, "alice");
     await page.waitForURL(`http://${SUB}.localhost:${o1.edgePort}/`, { timeout: 10_000 });
     expect(JSON.parse((await page.locator("body").innerText()).trim())).toEqual({ email: "alice@example.com" });
     session = (await context.cookies(`http://${SUB}.localhost:${o1.edgePort}`)).find((c) => c.name === "burrow_session")?.value ?? "";

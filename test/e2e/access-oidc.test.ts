@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { signedIn } from "../harness/admin.ts";
 import { startAgent, tunnelFetch, type TestAgent } from "../harness/agent.ts";
-import { startOidcProvider, TEST_CLIENT_ID, TEST_CLIENT_SECRET, type TestProvider } from "../harness/oidc-provider.ts";
+import { loopbackOnly, signInAtProvider as signInAt, startOidcProvider, TEST_CLIENT_ID, TEST_CLIENT_SECRET, type TestProvider } from "../harness/oidc-provider.ts";
 import { burrowCommand, startServer, type TestServer } from "../harness/server.ts";
 import { openBrowser, type TestBrowser } from "../panel/browser.ts";
 
@@ -47,11 +47,7 @@ beforeAll(async () => {
     env: { BURROW_OIDC_CLIENT_SECRET: TEST_CLIENT_SECRET },
   });
   browser = await openBrowser();
-  // nothing leaves loopback (the provider's sign-in page links a web font)
-  await browser.context.route("**/*", (route) => {
-    const host = new URL(route.request().url()).hostname;
-    return host === "127.0.0.1" || host.endsWith("localhost") ? route.continue() : route.abort();
-  });
+  await loopbackOnly(browser.context);
 }, 60_000);
 afterAll(async () => {
   await browser?.[Symbol.asyncDispose]();
@@ -61,16 +57,12 @@ afterAll(async () => {
   service.stop(true);
 });
 
-/** Signs in at the provider's development pages as `login`, from a page already sent there. */
-async function signInAtProvider(login: string): Promise<void> {
+/** Signs in at the provider as `login` (and takes README's screenshot of its page when asked to). */
+function signInAtProvider(login: string): Promise<void> {
   const { page } = browser;
-  await page.waitForURL((u) => u.href.startsWith(provider.issuer), { timeout: 10_000 });
-  if (process.env.BURROW_ACCESS_SCREENSHOT) await page.screenshot({ path: join(import.meta.dir, "..", "..", "docs", "access-oidc-sign-in.png"), clip: { x: 0, y: 0, width: 1280, height: 360 } });
-  await page.locator('input[name="login"]').fill(login);
-  await page.locator('input[name="password"]').fill("any password");
-  await page.locator('button[type="submit"]').click();
-  // the provider asks once to share the email with the client
-  await page.locator('button[type="submit"]', { hasText: "Continue" }).click();
+  return signInAt(page, provider, login, async () => {
+    if (process.env.BURROW_ACCESS_SCREENSHOT) await page.screenshot({ path: join(import.meta.dir, "..", "..", "docs", "access-oidc-sign-in.png"), clip: { x: 0, y: 0, width: 1280, height: 360 } });
+  });
 }
 
 describe("a browser signs in through the tunnel", () => {

@@ -8,6 +8,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { exportJWK, generateKeyPair } from "jose";
 import Provider from "oidc-provider";
+import type { BrowserContext, Page } from "playwright-core";
 
 export const TEST_CLIENT_ID = "burrow-test-client";
 export const TEST_CLIENT_SECRET = "burrow-test-client-secret-0123456789";
@@ -57,4 +58,23 @@ export async function startOidcProvider(opts: { redirectUris: string[]; emails: 
   const callback = provider.callback();
   http.on("request", (req, res) => callback(req, res));
   return state;
+}
+
+/** Keeps a browser on loopback: the provider's sign-in page links a web font, and nothing may leave the machine. */
+export async function loopbackOnly(context: BrowserContext): Promise<void> {
+  await context.route("**/*", (route) => {
+    const host = new URL(route.request().url()).hostname;
+    return host === "127.0.0.1" || host.endsWith("localhost") ? route.continue() : route.abort();
+  });
+}
+
+/** Signs in at the provider's development pages as `login`, from a page already sent there. */
+export async function signInAtProvider(page: Page, provider: TestProvider, login: string, beforeSubmit?: () => Promise<void>): Promise<void> {
+  await page.waitForURL((u) => u.href.startsWith(provider.issuer), { timeout: 10_000 });
+  await beforeSubmit?.();
+  await page.locator('input[name="login"]').fill(login);
+  await page.locator('input[name="password"]').fill("any password");
+  await page.locator('button[type="submit"]').click();
+  // the provider asks once to share the email with the client
+  await page.locator('button[type="submit"]', { hasText: "Continue" }).click();
 }
