@@ -88,6 +88,23 @@ export function limitedLog(perMinute: number, now: () => number = Date.now) {
 }
 
 /**
+ * Warnings about a condition that lasts (a database out of reach): per
+ * `key`, one line every `quietMs` at most, the next one saying how many
+ * were left out meanwhile, so an outage costs a line every few seconds
+ * rather than one per request or per heartbeat.
+ */
+export function quietWarnings(quietMs: number, now: () => number = Date.now) {
+  const last = new Map<string, { at: number; since: number }>();
+  return (key: string, msg: string, fields: Fields = {}): void => {
+    const t = now();
+    const seen = last.get(key);
+    if (seen && t - seen.at < quietMs) return void seen.since++;
+    last.set(key, { at: t, since: 0 });
+    log.warn(msg, { ...fields, ...(seen?.since ? { not_logged_since: seen.since } : {}) });
+  };
+}
+
+/**
  * A bug's stack trace: in text, its own lines after the line that said what
  * failed (as a reader wants it); in JSON, one more line with the stack as a
  * field, so that every line stays one object.

@@ -22,7 +22,7 @@ import type { Core } from "../core/index.ts";
 import type { ActiveTunnel, LiveTunnels } from "../core/live.ts";
 import type { UserRow } from "../db/schema.ts";
 import { DEFAULT_POOL_SIZE } from "../db/open-postgres.ts";
-import { log } from "../log.ts";
+import { log, quietWarnings } from "../log.ts";
 import type { Registry, Tunnel } from "../edge/registry.ts";
 
 /** How often a node says it is alive. */
@@ -96,7 +96,7 @@ export class Cluster implements LiveView, LiveTunnels {
   private readonly nodeUrl: string | null;
   private timers: ReturnType<typeof setInterval>[] = [];
   /** When each kind of failure was last logged, and how many since: a database that is down says so every 10 s, not every second. */
-  private readonly failures = new Map<string, { at: number; since: number }>();
+  private readonly failures = quietWarnings(FAILURE_LOG_MS);
   private readonly expiryMs: number;
   /** Handshakes inside their user's lock at once, on this node. */
   private readonly maxLockedHandshakes: number;
@@ -216,11 +216,7 @@ export class Cluster implements LiveView, LiveTunnels {
   }
 
   private warn(what: string, err: unknown): void {
-    const now = Date.now();
-    const last = this.failures.get(what);
-    if (last && now - last.at < FAILURE_LOG_MS) return void last.since++;
-    this.failures.set(what, { at: now, since: 0 });
-    log.warn(`cluster ${what} failed`, { err: String(err), ...(last?.since ? { not_logged_since: last.since } : {}) });
+    this.failures(what, `cluster ${what} failed`, { err: String(err) });
   }
 
   /**

@@ -6,7 +6,7 @@
  * flood of made-up names asks it at most --relay-lookups queries at a time.
  */
 import { badGatewayPage, lookupsBusyPage } from "../edge/pages.ts";
-import { log } from "../log.ts";
+import { quietWarnings } from "../log.ts";
 import type { Registry, Tunnel } from "../edge/registry.ts";
 import type { Mux } from "../protocol/mux.ts";
 import type { Cluster } from "./cluster.ts";
@@ -26,7 +26,7 @@ type Answer = Tunnel | Response | undefined;
 export class RemoteTunnels {
   private readonly cache = new Map<string, { at: number; tunnel?: Tunnel; link?: Mux }>();
   private readonly lookups = new Map<string, Promise<Answer>>();
-  private lastFailureLog = 0;
+  private readonly failures = quietWarnings(FAILURE_LOG_MS);
 
   constructor(
     private readonly cluster: Cluster,
@@ -58,10 +58,7 @@ export class RemoteTunnels {
       found = await this.cluster.remote(name);
     } catch (err) {
       // the database is out of reach: this node's own tunnels go on; others' cannot be found now
-      if (Date.now() - this.lastFailureLog > FAILURE_LOG_MS) {
-        this.lastFailureLog = Date.now();
-        log.warn("cluster lookup failed", { err: String(err) });
-      }
+      this.failures("lookup", "cluster lookup failed", { err: String(err) });
       return badGatewayPage(`${name}.${this.domain}`, "This node cannot look up the cluster's tunnels now.");
     }
     if (!found) return void this.remember(name);

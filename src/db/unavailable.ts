@@ -5,7 +5,7 @@
  * answered as DATABASE_UNAVAILABLE (503, try again shortly) and logged as a
  * warning at most every 10 s, not as a bug with its stack trace per request.
  */
-import { log } from "../log.ts";
+import { log, quietWarnings } from "../log.ts";
 
 /** PostgreSQL SQLSTATE classes and codes that mean "not now" (PostgreSQL manual, appendix A). */
 const PG_UNAVAILABLE_CLASSES = ["08", "53", "57P"]; // connection exception, insufficient resources, operator intervention
@@ -29,16 +29,11 @@ export const UNAVAILABLE_MESSAGE = "the database is unavailable: try again in a 
 /** When to try again (Retry-After for the admin API, retry_after in an agent's refusal). */
 export const UNAVAILABLE_RETRY_S = 5;
 
-const QUIET_MS = 10_000;
-let lastLogged = 0;
-let since = 0;
+const warn = quietWarnings(10_000);
 
 /** Logs an unavailable database (where it was met, and the driver's error: no query, no parameters) at most every 10 s. */
-export function reportUnavailable(where: string, err: unknown, now = Date.now()): void {
-  if (now - lastLogged < QUIET_MS) return void since++;
-  log.warn("database unavailable", { where, err: String(err), ...(since > 0 ? { not_logged_since: since } : {}) });
-  lastLogged = now;
-  since = 0;
+export function reportUnavailable(where: string, err: unknown): void {
+  warn("database", "database unavailable", { where, err: String(err) });
 }
 
 /**
