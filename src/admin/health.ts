@@ -51,10 +51,11 @@ export class Readiness {
       }
       if (why !== undefined) failing.push({ name, why });
     }
-    const was = this.last?.failing.map((f) => f.name).join(",") ?? "";
-    const is = failing.map((f) => f.name).join(",");
-    if (is !== was) {
-      if (failing.length > 0) log.warn("not ready", { not_ready: is, why: failing.map((f) => `${f.name}: ${f.why}`).join("; ") });
+    // logged when what fails, or why, changes: a database that was out of reach and is now a
+    // read-only standby says so, rather than the first reason standing for the whole outage
+    const why = (list: { name: string; why: string }[]) => list.map((f) => `${f.name}: ${f.why}`).join("; ");
+    if (why(failing) !== why(this.last?.failing ?? [])) {
+      if (failing.length > 0) log.warn("not ready", { not_ready: failing.map((f) => f.name).join(","), why: why(failing) });
       else if (this.last) log.info("ready again");
     }
     this.last = { at: t, failing };
