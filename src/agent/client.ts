@@ -13,7 +13,6 @@ import {
   CONNECT_PATH,
   DEAD_AFTER_MS,
   FrameType,
-  KEEPALIVE_INTERVAL_MS,
   PROTOCOL_VERSION,
   DRAIN_MAX_MS,
   RECONNECT_BASE_MS,
@@ -317,7 +316,7 @@ export class Agent {
         }
         if (settled) return;
         settled = true;
-        clearInterval(keepalive);
+        clearTimeout(connectTimer);
         clearTimeout(answerTimer);
         mux.close();
         resolve({ outcome: this.stopping ? { kind: "stopped" } : o, wasReady });
@@ -332,6 +331,11 @@ export class Agent {
         },
         onClose: (code, message) => {
           if (code === WireError.PROTOCOL_ERROR) finish({ kind: "refused", code, message, ours: true });
+          if (code === WireError.KEEPALIVE_TIMEOUT) {
+            finish({ kind: "lost", why: `no answer from the server for ${DEAD_AFTER_MS / 1000} s` });
+            // a peer that does not answer would not answer a closing handshake either
+            return link.terminate();
+          }
           link.close();
         },
         onPong: (ms) => this.opts.out.latency?.(ms),
@@ -340,21 +344,19 @@ export class Agent {
       const detach = () => {
         settled = true;
         detached = true;
-        clearInterval(keepalive);
         clearTimeout(answerTimer);
         this.draining.add(link);
         // the edge closes it when its streams are done; should it not, the agent does
         setTimeout(() => link.close(), DRAIN_MAX_MS).unref();
         resolve({ outcome: { kind: "draining" }, wasReady });
       };
-      const keepalive = setInterval(() => {
-        if (Date.now() - mux.lastReceivedAt > DEAD_AFTER_MS) {
-          finish({ kind: "lost", why: `no answer from the server for ${DEAD_AFTER_MS / 1000} s` });
-          link.close();
-          return;
-        }
-        mux.ping();
-      }, KEEPALIVE_INTERVAL_MS);
+      // a connection that does not open (packets dropped on the way) is given up as a silent one is
+      const connectTimer = link.isOpen
+        ? undefined
+        : setTimeout(() => {
+            finish({ kind: "lost", why: `no connection to the server within ${DEAD_AFTER_MS / 1000} s` });
+            link.terminate();
+          }, DEAD_AFTER_MS);
       const answerTimer =
         answerWithinMs === undefined
           ? undefined
@@ -365,7 +367,8 @@ export class Agent {
             }, answerWithinMs);
 
       link.onOpen = () => {
-        mux.lastReceivedAt = Date.now();
+        clearTimeout(connectTimer);
+        mux.keepAlive();
         mux.sendControl(FrameType.HELLO, {
           version: PROTOCOL_VERSION,
           token: this.opts.token,

@@ -23,7 +23,10 @@ export interface Link {
   onClose?: (why: string) => void;
   readonly isOpen: boolean;
   send(frames: Uint8Array): SendResult;
+  /** Ends the connection after what was sent (a closing handshake where there is one). */
   close(): void;
+  /** Drops the connection at once: for a peer that no longer answers, whose closing handshake would never come. */
+  terminate(): void;
 }
 
 /** Bytes queued in the WebSocket before writers pause. */
@@ -59,6 +62,7 @@ export function webSocketLink(url: string, options: Bun.WebSocketOptions): Link 
       return "backpressure";
     },
     close: () => ws.close(1000),
+    terminate: () => ws.terminate(),
   };
   ws.onopen = () => {
     opened = true;
@@ -117,6 +121,7 @@ export function directLink(target: DirectTarget): Promise<Link> {
         },
         send: (frames) => (closed ? "closed" : sender.send(frames)),
         close: () => sender.end(),
+        terminate: () => s.terminate(),
       };
       resolve(link);
     };

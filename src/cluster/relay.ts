@@ -13,7 +13,7 @@ import { webSocketLink, type Link } from "../agent/links.ts";
 import { log } from "../log.ts";
 import { readOpenMeta, readResponseHead, type OpenMeta, type RelayedMeta } from "../protocol/messages.ts";
 import { Mux, type SendResult, type Stream } from "../protocol/mux.ts";
-import { KEEPALIVE_INTERVAL_MS } from "../protocol/wire.ts";
+import { DEAD_AFTER_MS, WireError } from "../protocol/wire.ts";
 import type { AgentLink, Registry, Tunnel } from "../edge/registry.ts";
 import { nodeAuthorization, NODE_PATH } from "./node-auth.ts";
 import { warningFor } from "../edge/warning.ts";
@@ -36,8 +36,13 @@ export class RelayIn {
       role: "agent",
       send,
       onStream: (down) => this.relay(down),
-      onClose: (code) => close(code.slice(0, 100)),
+      onClose: (code) => {
+        if (code === WireError.KEEPALIVE_TIMEOUT) log.warn("relay link from another node silent too long, closing", { node: fromNode });
+        close(code.slice(0, 100));
+      },
     });
+    // the link is open: should the other node stop answering, this end goes too
+    this.mux.keepAlive();
   }
 
   private relay(down: Stream): void {
@@ -113,10 +118,15 @@ async function answer(down: Stream, res: Response): Promise<void> {
   down.end(body);
 }
 
-/** A's side: one link per other node, made when a visitor first needs it and made again after it drops. */
+/**
+ * A's side: one link per other node, made when a visitor first needs it and
+ * made again after it drops. A link whose other end stops answering (a
+ * middlebox that keeps the connection and forwards nothing) is found by the
+ * mux's keepalive within DEAD_AFTER_MS and dropped; the next visitor makes
+ * a new one.
+ */
 export class RelayOut {
   private readonly links = new Map<string, Promise<Mux | undefined>>();
-  private readonly pings = new Map<string, ReturnType<typeof setInterval>>();
 
   constructor(
     private readonly nodeId: string,
@@ -145,15 +155,19 @@ export class RelayOut {
   link(nodeId: string, url: string): Promise<Mux | undefined> {
     const known = this.links.get(nodeId);
     if (known) return known;
-    const made = this.connect(nodeId, url);
+    // only this link's own end forgets it: a link made since in its place stays
+    const forget = () => {
+      if (this.links.get(nodeId) === made) this.links.delete(nodeId);
+    };
+    const made = this.connect(nodeId, url, forget);
     this.links.set(nodeId, made);
     void made.then((mux) => {
-      if (!mux) this.links.delete(nodeId);
+      if (!mux) forget();
     });
     return made;
   }
 
-  private connect(nodeId: string, url: string): Promise<Mux | undefined> {
+  private connect(nodeId: string, url: string, gone: () => void): Promise<Mux | undefined> {
     const wsUrl = url.replace(/^http/, "ws") + NODE_PATH;
     return new Promise((resolve) => {
       let link: Link;
@@ -163,37 +177,47 @@ export class RelayOut {
         log.warn("relay link not made", { node: nodeId, err: String(err) });
         return resolve(undefined);
       }
-      const mux = new Mux({ role: "edge", batchOpens: true, send: (frames) => link.send(frames), onClose: () => link.close() });
+      let up = false;
+      const down = (why: string) => {
+        if (!up) return;
+        up = false;
+        gone();
+        log.info("relay link down", { node: nodeId, why });
+      };
+      const mux = new Mux({
+        role: "edge",
+        batchOpens: true,
+        send: (frames) => link.send(frames),
+        onClose: (code) => {
+          if (code !== WireError.KEEPALIVE_TIMEOUT) return link.close();
+          // the other node does not answer: no closing handshake would come back either
+          down(`no sign of life for ${DEAD_AFTER_MS / 1000} s`);
+          link.terminate();
+        },
+      });
       const timer = setTimeout(() => {
-        link.close();
+        link.terminate();
         resolve(undefined);
       }, CONNECT_TIMEOUT_MS);
       link.onMessage = (frames) => mux.receive(frames);
       link.onDrain = () => mux.drained();
       link.onOpen = () => {
         clearTimeout(timer);
+        up = true;
+        mux.keepAlive();
         log.info("relay link up", { node: nodeId });
-        const ping = setInterval(() => mux.ping(), KEEPALIVE_INTERVAL_MS);
-        ping.unref();
-        this.pings.set(nodeId, ping);
         resolve(mux);
       };
       link.onClose = (why) => {
         clearTimeout(timer);
-        clearInterval(this.pings.get(nodeId));
-        this.pings.delete(nodeId);
         mux.close();
-        if (this.links.get(nodeId)) {
-          this.links.delete(nodeId);
-          log.info("relay link down", { node: nodeId, why });
-        }
+        down(why);
         resolve(undefined);
       };
     });
   }
 
   close(): void {
-    for (const ping of this.pings.values()) clearInterval(ping);
     for (const made of this.links.values()) void made.then((mux) => mux?.close());
     this.links.clear();
   }

@@ -102,6 +102,7 @@ export class AgentConnection implements AgentLink {
       onControl: (type, payload) => this.control(type, payload),
       onStreamReset: (code, by) => edge.counters?.reset(by === "local" ? "edge" : by === "peer" ? "agent" : "session", code),
       onClose: (code, message) => {
+        if (code === WireError.KEEPALIVE_TIMEOUT) log.info("agent silent too long, closing", { session: this.sessionId });
         // every refusal of a handshake, whoever made it (admission, the throttle, a bad HELLO, the timeout), ends here
         if (!this.ready && (this.helloSeen || code === WireError.HANDSHAKE_TIMEOUT)) this.countHandshake(code);
         // a throttled address's refusals are summed up by the guard, not logged one by one
@@ -111,6 +112,8 @@ export class AgentConnection implements AgentLink {
         transport.close(code.slice(0, 100));
       },
     });
+    // the transport is open: an agent that goes silent (frozen, its network gone) is found by the mux
+    this.mux.keepAlive();
     this.handshakeTimer = setTimeout(() => {
       if (this.ready) return;
       this.audit(WireError.HANDSHAKE_TIMEOUT);

@@ -11,7 +11,7 @@ import type { TrustedProxies } from "../http/addresses.ts";
 import { log } from "../log.ts";
 import { EdgeCounters } from "../metrics/edge-counters.ts";
 import type { LiveNumbers } from "../metrics/registry.ts";
-import { DEAD_AFTER_MS, MAX_MESSAGE } from "../protocol/wire.ts";
+import { MAX_MESSAGE } from "../protocol/wire.ts";
 import { MAX_WS_MESSAGE } from "../protocol/ws-records.ts";
 import { AgentConnection, type AgentSocketData, type EdgeContext } from "./agents.ts";
 import { directPortAllowed, listenDirect } from "./direct.ts";
@@ -91,7 +91,6 @@ export interface EdgeOptions {
 
 
 
-const SWEEP_INTERVAL_MS = 5_000;
 /** While draining, how often the edge looks whether requests are still in flight. */
 const DRAIN_POLL_MS = 50;
 /** Bun queues at most this much per WebSocket before send() reports backpressure. */
@@ -218,7 +217,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     port: opts.port,
     ...(opts.tls ? { tls: opts.tls.entries() } : {}),
     // idle keep-alive connections close after this; requests in flight switch it off (fetch above).
-    // Agents' WebSockets have their own (none: dead agents are found by keepalive).
+    // Agents' and nodes' WebSockets have none: a dead peer is found by the mux's keepalive.
     idleTimeout: opts.idleTimeoutS,
     reusePort: false, // a second server on the same port must fail, not share its visitors
     fetch,
@@ -327,15 +326,6 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
         .catch((err) => logFailedWrite("quota check failed", {}, err))
         .finally(() => (checkingQuotas = false));
     }, 1_000),
-    setInterval(() => {
-      const now = Date.now();
-      for (const conn of agents) {
-        if (now - conn.mux.lastReceivedAt > DEAD_AFTER_MS) {
-          log.info("agent silent too long, closing", { session: conn.sessionId });
-          conn.refuse("KEEPALIVE_TIMEOUT", `no sign of life for ${DEAD_AFTER_MS / 1000} s`);
-        }
-      }
-    }, SWEEP_INTERVAL_MS),
     setInterval(() => connections.expire(), 1_000),
   ];
   for (const t of timers) t.unref();

@@ -22,11 +22,13 @@ import {
 } from "./frames.ts";
 import {
   BATCH_BYTES,
+  DEAD_AFTER_MS,
   FrameType,
   HEADER_LENGTH,
   MAX_HELD_BYTES,
   MAX_MESSAGE,
   INITIAL_WINDOW,
+  KEEPALIVE_INTERVAL_MS,
   MAX_DATA_PAYLOAD,
   MAX_STREAM_ID,
   WINDOW_UPDATE_THRESHOLD,
@@ -34,6 +36,7 @@ import {
   type FrameTypeValue,
 } from "./wire.ts";
 
+import { keepAlive, stopKeepingAlive, type KeptAlive } from "./keepalive.ts";
 import { Stream } from "./stream.ts";
 
 export { Stream };
@@ -71,10 +74,18 @@ export interface MuxOptions {
   batchOpens?: boolean;
 }
 
+/** A mux's liveness (keepAlive()): how often it pings, and how long a silent peer lives. */
+export interface KeepaliveOptions {
+  /** Default KEEPALIVE_INTERVAL_MS. */
+  intervalMs?: number;
+  /** Default DEAD_AFTER_MS. */
+  deadAfterMs?: number;
+}
+
 /** The first scratch buffer: room for the handshake and small exchanges. */
 const SCRATCH_START = 4 * 1024;
 
-export class Mux {
+export class Mux implements KeptAlive {
   readonly streams = new Map<number, Stream>();
   lastReceivedAt = Date.now();
   closed = false;
@@ -99,6 +110,8 @@ export class Mux {
   /** Frames received while held (hold()), handled in order by release(). */
   private held: Frame[] | undefined;
   private heldBytes = 0;
+  /** Set by keepAlive(): the schedule and when the last PING left. */
+  private liveness: { intervalMs: number; deadAfterMs: number; pingedAt: number } | undefined;
 
   constructor(private readonly opts: MuxOptions) {
     this.nextId = opts.role === "edge" ? 2 : 1;
@@ -138,6 +151,37 @@ export class Mux {
 
   ping(): void {
     this.sendFrame(FrameType.PING, 0, u32Payload(Date.now() >>> 0));
+  }
+
+  /**
+   * Keeps the connection's liveness here, for every user of the mux alike:
+   * a PING every `intervalMs` (its PONG, like any frame, is a sign of
+   * life), and a peer silent for `deadAfterMs` is dead: the mux fails with
+   * KEEPALIVE_TIMEOUT (an ERROR the peer sees should it come back), and its
+   * owner's onClose drops the transport. Both sides ping, so each finds a
+   * dead peer on its own, whatever the other does. Call it once the
+   * transport is open; it ends when the mux closes.
+   */
+  keepAlive(opts: KeepaliveOptions = {}): void {
+    if (this.closed || this.liveness) return;
+    const now = Date.now();
+    this.lastReceivedAt = now;
+    this.liveness = { intervalMs: opts.intervalMs ?? KEEPALIVE_INTERVAL_MS, deadAfterMs: opts.deadAfterMs ?? DEAD_AFTER_MS, pingedAt: now };
+    keepAlive(this, this.liveness.intervalMs);
+  }
+
+  /** @internal The keepalive clock's tick. */
+  checkLiveness(now: number): void {
+    const l = this.liveness;
+    if (!l || this.closed) return;
+    if (now - this.lastReceivedAt > l.deadAfterMs) {
+      this.fail(WireError.KEEPALIVE_TIMEOUT, `no sign of life for ${l.deadAfterMs / 1000} s`);
+      return;
+    }
+    if (now - l.pingedAt >= l.intervalMs) {
+      l.pingedAt = now;
+      this.ping();
+    }
   }
 
   /** Feeds one received message. A bad frame closes the mux with PROTOCOL_ERROR; never throws. */
@@ -212,6 +256,7 @@ export class Mux {
     if (this.closed) return;
     this.flushBatch(); // what was already said (an ERROR, a last FIN) still goes out
     this.closed = true;
+    if (this.liveness) stopKeepingAlive(this);
     for (const s of this.streams.values()) s.closedByMux(code);
     this.streams.clear();
     this.waiting.clear();

@@ -114,9 +114,16 @@ export const HANDSHAKE_TIMEOUT_MS = 10_000;
  * anything but PINGs, so past this it is a hostile peer (PROTOCOL_ERROR).
  */
 export const MAX_HELD_BYTES = 64 * 1024;
-/** The agent pings this often; any frame counts as a sign of life. */
+/**
+ * Each side of every connection (agent and edge, and the links between
+ * nodes) pings this often (Mux.keepAlive()); any frame counts as a sign of life.
+ */
 export const KEEPALIVE_INTERVAL_MS = 10_000;
-/** A peer silent this long is dead: its connection is closed. */
+/**
+ * A peer silent this long is dead: the side that finds it says ERROR
+ * KEEPALIVE_TIMEOUT and drops the connection. Two missed PINGs and then
+ * some: one lost to a slow moment is not a death.
+ */
 export const DEAD_AFTER_MS = 25_000;
 /** A dropped agent's names and ports stay held for its token this long. */
 export const RECLAIM_GRACE_MS = 60_000;
@@ -144,4 +151,6 @@ export const WireError = {
   CANCELLED: "CANCELLED",
   /** The session is closing. */
   GOING_AWAY: "GOING_AWAY",
+  /** Nothing came from the peer for DEAD_AFTER_MS: the connection is taken for dead. */
+  KEEPALIVE_TIMEOUT: "KEEPALIVE_TIMEOUT",
 } as const;

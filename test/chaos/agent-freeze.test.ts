@@ -3,7 +3,7 @@
  * socket open and silent: a half-dead peer that no socket error reveals.
  *
  * Promised: the edge declares it dead after DEAD_AFTER_MS (25 s) of silence,
- * found by a sweep every 5 s, so within about 30 s; until then every visitor
+ * found by the mux's keepalive within a second of that, so within about 26 s; until then every visitor
  * gets the 502 page within --response-timeout (2 s here), and after it at
  * once; never a hang. The name stays held for the token (grace): another
  * user's agent asking for it is refused SUBDOMAIN_TAKEN. After SIGCONT the
@@ -22,8 +22,8 @@ import { startServer, type TestServer } from "../harness/server.ts";
 import { within } from "../harness/wait.ts";
 
 const RESPONSE_TIMEOUT_S = 2;
-/** The edge's sweep for silent agents runs every 5 s (edge/server.ts), plus a margin for a busy machine. */
-const DEAD_FOUND_MS = DEAD_AFTER_MS + 5_000 + 2_000;
+/** The keepalive looks at every connection once a second (protocol/keepalive.ts), plus a margin for a busy machine. */
+const DEAD_FOUND_MS = DEAD_AFTER_MS + 1_000 + 6_000;
 
 let server: TestServer;
 let owner: string;
