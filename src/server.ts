@@ -15,6 +15,7 @@ import { createCore } from "./core/index.ts";
 import type { AcmeConfig, ServerConfig } from "./config/server.ts";
 import { openServerDatabase } from "./db/server-database.ts";
 import { Cluster } from "./cluster/cluster.ts";
+import { edgeNodes } from "./cluster/edge-nodes.ts";
 import { startEdge, type RunningEdge } from "./edge/server.ts";
 import { fileTls } from "./edge/tls-source.ts";
 import { TrustedProxies } from "./http/addresses.ts";
@@ -125,9 +126,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       drainTimeoutMs: config.drainTimeoutMs,
       holdsFile: join(config.dataDir, "restart-holds.json"),
       counters,
-      cluster,
-      clusterSecret: config.node?.secret,
-      relayLookups: config.node?.relayLookups,
+      nodes: cluster && edgeNodes(cluster, { secret: config.node?.secret, relayLookups: config.node?.relayLookups }),
     });
   } catch (err) {
     // a port already taken: let go of what did start, so the process exits with the error

@@ -23,6 +23,7 @@ import type { ActiveTunnel, LiveTunnels } from "../core/live.ts";
 import type { UserRow } from "../db/schema.ts";
 import { DEFAULT_POOL_SIZE } from "../db/open-postgres.ts";
 import { log, quietWarnings } from "../log.ts";
+import type { Serving } from "../edge/other-nodes.ts";
 import type { Registry, Tunnel } from "../edge/registry.ts";
 
 /** How often a node says it is alive. */
@@ -62,11 +63,6 @@ export interface ClusterOptions {
   poolSize?: number;
 }
 
-/** How a tunnel is served, for another node that relays to it (its access rules stay with its own node). */
-export interface Serving {
-  skipWarning: boolean;
-  responseTimeoutMs?: number;
-}
 
 /** A tunnel of another node, as a visitor's node needs it to relay. */
 export interface RemoteTunnel extends Serving {

@@ -7,7 +7,9 @@
  */
 import { createHmac, timingSafeEqual } from "node:crypto";
 
-export const NODE_PATH = "/_burrow/node";
+import { NODE_PATH } from "../protocol/wire.ts";
+
+export { NODE_PATH };
 const SCHEME = "Burrow-Node";
 /** How far the sender's clock may be from the receiver's. */
 const SKEW_S = 60;

@@ -11,7 +11,6 @@
  */
 import * as v from "valibot";
 import { admit, type Admitted, type LiveView } from "../core/admission.ts";
-import type { Cluster } from "../cluster/cluster.ts";
 import { AppError } from "../core/errors.ts";
 import { cidrs } from "../core/fields.ts";
 import type { Core } from "../core/index.ts";
@@ -24,6 +23,7 @@ import { Mux, type SendResult, type Stream } from "../protocol/mux.ts";
 import { FrameType, HANDSHAKE_TIMEOUT_MS, PROTOCOL_VERSION, WireError, type FrameTypeValue } from "../protocol/wire.ts";
 import { discoverProviders, helloIssue, needsDiscovery, tunnelAccess, type Providers } from "./access/handshake.ts";
 import type { HandshakeGuard } from "./handshake-guard.ts";
+import type { OtherNodes } from "./other-nodes.ts";
 import type { PortAllocator } from "./ports.ts";
 import type { AgentLink, Registry, Tunnel } from "./registry.ts";
 
@@ -35,8 +35,8 @@ export interface EdgeContext {
   registry: Registry;
   /** What admission counts: this node's registry, or with several nodes the cluster's. */
   live: LiveView;
-  /** Several nodes: names are claimed cluster-wide before they go live here. */
-  cluster?: Cluster;
+  /** Several nodes: names are claimed over all of them before they go live here. */
+  nodes?: OtherNodes;
   ports: PortAllocator;
   /** The public address of an http tunnel, e.g. http://name.example.com */
   httpUrl(subdomain: string): string;
@@ -295,7 +295,7 @@ export class AgentConnection implements AgentLink {
       let admitted: Admitted | undefined;
       let claimed: string[] = [];
       try {
-        const cluster = this.edge.cluster;
+        const cluster = this.edge.nodes;
         const rules = async () => {
           admitted = await admit(this.edge.core, hello, this.edge.live);
           if (cluster) claimed = await this.claim(cluster, hello, admitted);
@@ -310,7 +310,7 @@ export class AgentConnection implements AgentLink {
       }
       // the agent may have gone while the rules were asked
       const announce = !this.mux.closed && admitted ? this.open(hello, admitted, providers) : undefined;
-      const cluster = this.edge.cluster;
+      const cluster = this.edge.nodes;
       if (cluster) {
         // a claim no tunnel took (a refusal after it, the agent gone) is given back
         for (const name of claimed) void cluster.release(name);
@@ -331,7 +331,7 @@ export class AgentConnection implements AgentLink {
    * holds is SUBDOMAIN_TAKEN, for that tunnel (partial) or the whole HELLO.
    * Returns the names claimed.
    */
-  private async claim(cluster: Cluster, hello: Hello, admitted: Admitted): Promise<string[]> {
+  private async claim(cluster: OtherNodes, hello: Hello, admitted: Admitted): Promise<string[]> {
     const claimed: string[] = [];
     const owner = { userId: admitted.user.id, username: admitted.user.username, tokenId: admitted.token.id };
     for (const [i, plan] of admitted.tunnels.entries()) {

@@ -1,11 +1,14 @@
 /**
- * The public face: one Bun.serve on --http-port. Requests for
- * <name>.<domain> go to tunnel <name>; on any other host, /_burrow/connect
- * is where agents connect. Agents that can are moved to the direct port
- * (--agent-port, direct.ts). TCP tunnels listen on their own ports (ports.ts).
+ * The public face, wired: one Bun.serve on --http-port (public-listener.ts)
+ * whose requests are routed by visitor-requests.ts (<name>.<domain> to
+ * tunnel <name>; /_burrow/connect on any other host to the agents'
+ * endpoint) and whose WebSockets are dispatched by kind (socket-kinds.ts);
+ * the direct port for agents (direct.ts), TCP tunnels' ports (ports.ts),
+ * the edge's periodic work, descriptor pressure (descriptors.ts) and the
+ * drain on stop (drain.ts). Several nodes: what the edge needs of the
+ * others comes in as OtherNodes; the edge knows nothing more of them.
  */
 import { logFailedWrite } from "../db/unavailable.ts";
-import type { Server, ServerWebSocket } from "bun";
 import type { Core } from "../core/index.ts";
 import type { TrustedProxies } from "../http/addresses.ts";
 import { log } from "../log.ts";
@@ -13,28 +16,27 @@ import { EdgeCounters } from "../metrics/edge-counters.ts";
 import type { LiveNumbers } from "../metrics/registry.ts";
 import { MAX_MESSAGE } from "../protocol/wire.ts";
 import { MAX_WS_MESSAGE } from "../protocol/ws-records.ts";
-import { AgentConnection, type AgentSocketData, type EdgeContext } from "./agents.ts";
-import { directPortAllowed, listenDirect } from "./direct.ts";
+import { AgentSessions } from "./agent-sessions.ts";
+import type { EdgeContext } from "./agents.ts";
+import { directPortAllowed, listenDirect, type DirectListener } from "./direct.ts";
+import { drainEdge } from "./drain.ts";
 import { HandshakeGuard } from "./handshake-guard.ts";
 import { FLUSH_INTERVAL_MS, TrafficMeter } from "./meter.ts";
 import { defaultMaxConns, DescriptorWatch, logDescriptorBudget, openFileLimit } from "./descriptors.ts";
+import type { OtherNodes } from "./other-nodes.ts";
 import { PublicListener } from "./public-listener.ts";
 import { listenRedirect } from "./redirect.ts";
 import type { TlsSource } from "./tls-source.ts";
-import { takeHolds, writeHolds } from "./restart-holds.ts";
+import { takeHolds } from "./restart-holds.ts";
 import { SocketBudget } from "./socket-budget.ts";
+import { byKind, nodeSockets, sendResult, type SocketData } from "./socket-kinds.ts";
 import { establishedPeers } from "./kernel-sockets.ts";
 import { VisitorConnections } from "./visitor-connections.ts";
 import { PortAllocator } from "./ports.ts";
 import { enforceQuotas } from "./quota.ts";
 import { Registry } from "./registry.ts";
-import type { SendResult } from "../protocol/mux.ts";
-import { RemoteTunnels } from "../cluster/remote-tunnels.ts";
-import { RelayIn, RelayOut } from "../cluster/relay.ts";
-import { verifyNodeAuthorization } from "../cluster/node-auth.ts";
-import type { Cluster } from "../cluster/cluster.ts";
-import { visitorSocket, type VisitorSocketData } from "./websocket.ts";
-import { overLimit, visitorFetch, type NodeSocketData, type SocketData } from "./visitor-requests.ts";
+import { visitorSocket } from "./websocket.ts";
+import { overLimit, visitorFetch } from "./visitor-requests.ts";
 
 export interface EdgeOptions {
   core: Core;
@@ -80,24 +82,12 @@ export interface EdgeOptions {
   holdsFile?: string;
   /** What the edge counts for the metrics (requests, handshakes, resets, flushes); its own if not given. */
   counters?: EdgeCounters;
-  /** Several nodes on one PostgreSQL database: what is live cluster-wide (started before the edge). */
-  cluster?: Cluster;
-  /** --cluster-secret: the nodes relay visitors to each other (without it, each serves only its own tunnels). */
-  clusterSecret?: string;
-  /** --relay-lookups: other nodes' names looked up at once (RemoteTunnels). */
-  relayLookups?: number;
+  /** Several nodes on one PostgreSQL database: what the edge needs of the others (cluster/edge-nodes.ts); none on one node. */
+  nodes?: OtherNodes;
 }
 
-
-
-
-/** While draining, how often the edge looks whether requests are still in flight. */
-const DRAIN_POLL_MS = 50;
 /** Bun queues at most this much per WebSocket before send() reports backpressure. */
 const BACKPRESSURE_LIMIT = 4 * 1024 * 1024;
-
-/** Bun's ServerWebSocket.send answer as the mux reads it: -1 queued past the limit, 0 dropped. */
-const sendResult = (r: number): SendResult => (r === -1 ? "backpressure" : r === 0 ? "closed" : "sent");
 
 export interface RunningEdge {
   /** The port the edge listens on. */
@@ -117,56 +107,43 @@ export interface RunningEdge {
 }
 
 export function startEdge(opts: EdgeOptions): RunningEdge {
-  const { core, domain } = opts;
+  const { core, domain, nodes } = opts;
   const fdLimit = openFileLimit();
   const startedAt = Date.now();
-  /** Names the server before us (same data dir) had live when it stopped; held for their tokens. */
-  const heldAtStart = new Set<string>();
   const counters = opts.counters ?? new EdgeCounters();
   const meter = new TrafficMeter(core);
   meter.onFlush = (seconds, rows, errors) => counters.flushed(seconds, rows, errors);
   const registry = new Registry(meter);
-  opts.cluster?.attach(registry);
-  core.attachLiveTunnels(opts.cluster ?? registry);
+  nodes?.attach(registry, domain);
+  core.attachLiveTunnels(nodes?.live ?? registry);
+  const heldAtStart = holdNamesOfTheServerBefore(opts, registry);
+  const agents = new AgentSessions(meter);
+
+  // descriptors nearly exhausted: nothing new is taken until enough are free again (the watch starts below)
+  let pressed = false;
   const maxConns = opts.maxConns ?? defaultMaxConns(fdLimit);
   // TCP tunnels' visitors share the total with the public HTTP port's; agents' connections
   // (WebSocket and direct) have a per-address cap of their own, higher: a team behind one NAT is many agents
-  const tcpVisitors = new SocketBudget({ perAddress: opts.maxConnsPerIp, total: maxConns }, () => connections.total, () => watch.pressed);
-  const agentSockets = new SocketBudget({ perAddress: opts.maxAgentsPerIp, total: Number.MAX_SAFE_INTEGER }, undefined, () => watch.pressed);
+  const tcpVisitors = new SocketBudget({ perAddress: opts.maxConnsPerIp, total: maxConns }, () => connections.total, () => pressed);
+  const agentSockets = new SocketBudget({ perAddress: opts.maxAgentsPerIp, total: Number.MAX_SAFE_INTEGER }, undefined, () => pressed);
   const ports = new PortAllocator(opts.tcpPorts, opts.host, registry, tcpVisitors, () => counters.tcpConnections++);
-  if (opts.holdsFile) {
-    for (const h of takeHolds(opts.holdsFile)) {
-      const held = registry.newTunnel("http", { subdomain: h.subdomain }, h, h.skipWarning);
-      registry.hold(held);
-      opts.cluster?.holdAtStart(held);
-      heldAtStart.add(h.subdomain);
-    }
-    if (heldAtStart.size > 0) log.info("holding names for the agents of the server before", { names: heldAtStart.size });
-  }
-  const agents = new Set<AgentConnection>();
-  /** An agent's connection closed (WebSocket or direct): its session ends, its traffic is written down. */
-  const agentLeft = (conn: AgentConnection) => {
-    agents.delete(conn);
-    conn.closed();
-    void meter.flush();
+  const admitAgent = (port: "public" | "direct") => (address: string) => {
+    const ok = agentSockets.admit(address);
+    if (!ok) overLimit("agent connection refused", { client: address, port });
+    return ok;
   };
+
   // what visitors see: the edge's own TLS and port, unless a proxy in front says otherwise
   const scheme = opts.publicUrl?.scheme ?? (opts.tls ? "https" : "http");
   const secure = scheme === "https";
   let publicPort = opts.publicUrl?.port ?? opts.port;
-
   const portSuffix = () => (publicPort === (secure ? 443 : 80) ? "" : `:${publicPort}`);
-  const directAllowed = directPortAllowed(opts);
-  if (opts.agentPort !== undefined && !directAllowed) {
-    log.info("no direct agent port: the edge has no certificate of its own behind an https --public-url");
-  }
-  let direct: ReturnType<typeof listenDirect> | undefined;
-  let stopWantingReserved: (() => void) | undefined;
+  let direct: DirectListener | undefined;
   const edge: EdgeContext = {
     core,
     registry,
-    live: opts.cluster ?? registry,
-    cluster: opts.cluster,
+    live: nodes?.live ?? registry,
+    nodes,
     ports,
     httpUrl: (sub) => `${scheme}://${sub}.${domain}${portSuffix()}`,
     tcpAddress: (port) => `${domain}:${port}`,
@@ -178,49 +155,48 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     counters,
   };
 
+  let listenerPort = 0;
   const connections = new VisitorConnections(
     { perAddress: opts.maxConnsPerIp, total: maxConns, idleTimeoutS: opts.idleTimeoutS },
-    () => listener.port,
+    () => listenerPort,
     () => tcpVisitors.total,
     undefined,
     // an edge on an IPv4 address has no IPv6 peers: the kernel's tcp6 table need not be read
     (port) => establishedPeers(port, !/^\d+\.\d+\.\d+\.\d+$/.test(opts.host)),
   );
-
-  const relayOut = opts.cluster && opts.clusterSecret ? new RelayOut(opts.cluster.nodeId, opts.clusterSecret) : undefined;
-  const remote = opts.cluster && new RemoteTunnels(opts.cluster, relayOut, registry, domain, opts.relayLookups);
-
-  const fetch = visitorFetch({
-    domain,
-    secure,
-    registry,
-    connections,
-    trustedProxies: opts.trustedProxies,
-    idleTimeoutS: opts.idleTimeoutS,
-    responseTimeoutMs: opts.responseTimeoutMs,
-    maxResponseTimeoutMs: opts.maxResponseTimeoutMs,
-    startedAt,
-    heldAtStart,
-    admitAgent: (address) => {
-      const ok = agentSockets.admit(address);
-      if (!ok) overLimit("agent connection refused", { client: address, port: "public" });
-      return ok;
+  const visitorKind = {
+    ...visitorSocket,
+    close(ws: Parameters<typeof visitorSocket.close>[0], code: number, reason: string) {
+      if (ws.data.connKey) connections.end(ws.data.connKey, true);
+      visitorSocket.close(ws, code, reason);
     },
-    releaseAgent: (address) => agentSockets.release(address),
-    counters,
-    ...(remote ? { remote: async (name: string) => remote.find(name) } : {}),
-    ...(opts.cluster && opts.clusterSecret ? { acceptNode: (req: Request) => verifyNodeAuthorization(req.headers.get("authorization"), opts.clusterSecret!) } : {}),
-  });
-
+  };
+  const links = nodes?.links;
   const listener = new PublicListener<SocketData>({
     hostname: opts.host,
     port: opts.port,
     ...(opts.tls ? { tls: opts.tls.entries() } : {}),
-    // idle keep-alive connections close after this; requests in flight switch it off (fetch above).
+    // idle keep-alive connections close after this; requests in flight switch it off (visitor-requests.ts).
     // Agents' and nodes' WebSockets have none: a dead peer is found by the mux's keepalive.
     idleTimeout: opts.idleTimeoutS,
     reusePort: false, // a second server on the same port must fail, not share its visitors
-    fetch,
+    fetch: visitorFetch({
+      domain,
+      secure,
+      registry,
+      connections,
+      trustedProxies: opts.trustedProxies,
+      idleTimeoutS: opts.idleTimeoutS,
+      responseTimeoutMs: opts.responseTimeoutMs,
+      maxResponseTimeoutMs: opts.maxResponseTimeoutMs,
+      startedAt,
+      heldAtStart,
+      admitAgent: admitAgent("public"),
+      releaseAgent: (address) => agentSockets.release(address),
+      counters,
+      ...(nodes ? { remote: async (name: string) => nodes.find(name) } : {}),
+      ...(links ? { acceptNode: (req: Request) => links.acceptNode(req) } : {}),
+    }),
     error(err) {
       log.error("edge request failed", { err: String(err) });
       return new Response("internal error\n", { status: 500 });
@@ -233,79 +209,29 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       backpressureLimit: BACKPRESSURE_LIMIT,
       idleTimeout: 0,
       sendPings: false,
-      open(ws: ServerWebSocket<SocketData>) {
-        if (ws.data.kind === "visitor") return visitorSocket.open(ws as ServerWebSocket<VisitorSocketData>);
-        if (ws.data.kind === "node") {
-          const nodeWs = ws as ServerWebSocket<NodeSocketData>;
-          nodeWs.data.relay = new RelayIn(
-            nodeWs.data.nodeId,
-            (frames) => sendResult(nodeWs.send(frames)),
-            (reason) => nodeWs.close(1000, reason),
-            registry,
-          );
-          log.info("relay link from another node", { node: nodeWs.data.nodeId });
-          return;
-        }
-        const agentWs = ws as ServerWebSocket<AgentSocketData>;
-        const conn = new AgentConnection(
-          {
-            kind: "websocket",
-            remote: agentWs.data.remote,
-            address: agentWs.data.address,
-            send: (frames) => sendResult(agentWs.send(frames)),
-            close: (reason) => agentWs.close(1000, reason),
-          },
-          edge,
-        );
-        agentWs.data.conn = conn;
-        agents.add(conn);
-      },
-      message(ws: ServerWebSocket<SocketData>, message: string | Buffer) {
-        if (ws.data.kind === "visitor") return visitorSocket.message(ws as ServerWebSocket<VisitorSocketData>, message);
-        if (ws.data.kind === "node") {
-          if (typeof message !== "string") ws.data.relay?.mux.receive(message);
-          return;
-        }
-        const conn = ws.data.conn!;
-        if (typeof message === "string") return conn.refuse("PROTOCOL_ERROR", "text messages are not part of the protocol");
-        conn.mux.receive(message);
-      },
-      drain(ws: ServerWebSocket<SocketData>) {
-        if (ws.data.kind === "node") return ws.data.relay?.mux.drained();
-        if (ws.data.kind === "agent") ws.data.conn?.mux.drained();
-        else visitorSocket.drain(ws as ServerWebSocket<VisitorSocketData>);
-      },
-      close(ws: ServerWebSocket<SocketData>, code: number, reason: string) {
-        if (ws.data.kind === "node") return ws.data.relay?.mux.close();
-        if (ws.data.kind === "visitor" && ws.data.connKey) connections.end(ws.data.connKey, true);
-        if (ws.data.kind === "agent" && ws.data.counted !== undefined) agentSockets.release(ws.data.counted);
-        if (ws.data.kind === "visitor") return visitorSocket.close(ws as ServerWebSocket<VisitorSocketData>, code, reason);
-        if (ws.data.conn) agentLeft(ws.data.conn);
-      },
+      ...byKind({
+        visitor: visitorKind,
+        agent: agents.webSockets(edge, agentSockets),
+        node: nodeSockets((nodeId, ws) => {
+          if (!links) throw new Error("a node's link on an edge that does not relay");
+          return links.linked(nodeId, { send: (frames) => sendResult(ws.send(frames)), close: (reason) => ws.close(1000, reason) });
+        }),
+      }),
     },
   });
+  listenerPort = listener.port;
   if (!opts.publicUrl) publicPort = listener.port;
   const stopSwapping = opts.tls?.onChange(() => listener.setTls(opts.tls!.entries()));
   const redirect = opts.redirect && listenRedirect({ host: opts.host, port: opts.redirect.port, httpsPort: () => publicPort, challenge: opts.redirect.challenge, idleTimeoutS: opts.idleTimeoutS });
-  if (opts.wantCertificate) {
-    const want = opts.wantCertificate;
-    registry.onLive = (sub) => want(`${sub}.${domain}`);
-    // names reserved before this start, then each as it is reserved
-    void core.domains.list().then((reserved) => {
-      for (const r of reserved) want(`${r.subdomain}.${domain}`);
-    });
-    stopWantingReserved = core.domains.onReserve((sub) => want(`${sub}.${domain}`));
-  }
-  if (directAllowed) {
+  const stopWantingCertificates = wantCertificates(opts, registry);
+  if (opts.agentPort !== undefined && !directPortAllowed(opts)) {
+    log.info("no direct agent port: the edge has no certificate of its own behind an https --public-url");
+  } else if (opts.agentPort !== undefined) {
     try {
-      direct = listenDirect({ host: opts.host, port: opts.agentPort!, tls: opts.tls }, edge, {
+      direct = listenDirect({ host: opts.host, port: opts.agentPort, tls: opts.tls }, edge, {
         opened: (conn) => agents.add(conn),
-        closed: agentLeft,
-        admit: (address) => {
-          const ok = agentSockets.admit(address);
-          if (!ok) overLimit("agent connection refused", { client: address, port: "direct" });
-          return ok;
-        },
+        closed: (conn) => agents.left(conn),
+        admit: admitAgent("direct"),
         released: (address) => agentSockets.release(address),
       });
     } catch (err) {
@@ -333,8 +259,9 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   const publicUrl = `${scheme}://${domain}${portSuffix()}`;
   log.info("edge listening", { url: publicUrl, port: listener.port, agent_port: direct?.port ?? "off" });
   logDescriptorBudget(fdLimit, connections.limits.total, opts.maxConnsPerIp);
-  const watch = new DescriptorWatch(fdLimit, (pressed, inUse) => {
-    if (pressed) {
+  const watch = new DescriptorWatch(fdLimit, (nowPressed, inUse) => {
+    pressed = nowPressed;
+    if (nowPressed) {
       // what is idle goes first; then no new connections until enough descriptors are free again
       const shed = listener.closeIdle() + (redirect?.closeIdle() ?? 0);
       connections.closedIdle();
@@ -355,53 +282,57 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     redirectPort: redirect?.port,
     publicUrl,
     registry,
-    live() {
-      const agentCounts = { websocket: 0, direct: 0 };
-      for (const conn of agents) if (conn.isReady) agentCounts[conn.transportKind]++;
-      return {
-        agents: agentCounts,
-        tunnels: registry.liveCounts(),
-        visitorConnections: { http: connections.total, tcp: tcpVisitors.total },
-        bytes: { in: meter.totalIn, out: meter.totalOut },
-      };
-    },
+    live: () => ({
+      agents: agents.readyCounts(),
+      tunnels: registry.liveCounts(),
+      visitorConnections: { http: connections.total, tcp: tcpVisitors.total },
+      bytes: { in: meter.totalIn, out: meter.totalOut },
+    }),
     listening: () => ({ edge: !listener.paused, agents: direct ? direct.listening : !listener.paused }),
-    async stop() {
-      watch.stop();
-      // 1. no new visitors or agents: the ports are free at once for a server that takes over
-      listener.pause();
-      stopSwapping?.();
-      stopWantingReserved?.();
-      redirect?.pause();
-      direct?.stop(false);
-      for (const t of registry.allTunnels()) t.stopAccepting?.();
-      if (opts.holdsFile) {
-        const held = registry.allTunnels().filter((t) => t.subdomain !== undefined);
-        writeHolds(opts.holdsFile, held.map((t) => ({ subdomain: t.subdomain!, userId: t.userId, username: t.username, tokenId: t.tokenId, skipWarning: t.skipWarning })));
-      }
-      // agents that understand it connect again now, to the server that takes over, while this
-      // one finishes what is in flight; the others are told SERVER_SHUTDOWN at the end
-      let told = 0;
-      for (const conn of agents) if (conn.drain()) told++;
-      if (told > 0) log.info("told agents to connect again", { agents: told });
-      // 2. requests in flight finish (up to --drain-timeout); connections that fall idle close
-      const deadline = Date.now() + opts.drainTimeoutMs;
-      let inFlight = listener.pendingRequests;
-      if (inFlight > 0) log.info("draining visitor requests", { in_flight: inFlight, timeout_s: opts.drainTimeoutMs / 1000 });
-      while ((inFlight = listener.pendingRequests) > 0 && Date.now() < deadline) {
-        listener.closeIdle();
-        await Bun.sleep(DRAIN_POLL_MS);
-      }
-      if (inFlight > 0) log.info("drain timeout: cutting the requests still in flight", { in_flight: inFlight });
-      // 3. agents are told why, tunnels go, traffic is written down
-      for (const t of timers) clearInterval(t);
-      for (const conn of agents) conn.refuse("SERVER_SHUTDOWN", "the server is shutting down");
-      for (const t of registry.allTunnels()) registry.remove(t);
-      await listener.stop(true);
-      await redirect?.stop(true);
-      direct?.stop(true);
-      relayOut?.close();
-      await meter.flush();
-    },
+    stop: () =>
+      drainEdge({
+        listener,
+        redirect,
+        direct,
+        registry,
+        agents,
+        meter,
+        holdsFile: opts.holdsFile,
+        drainTimeoutMs: opts.drainTimeoutMs,
+        stopWatching() {
+          watch.stop();
+          stopSwapping?.();
+          stopWantingCertificates?.();
+        },
+        stopTimers: () => timers.forEach(clearInterval),
+        closeLinks: () => nodes?.close(),
+      }),
   };
+}
+
+/** Names the server before us (same data dir) had live when it stopped: held for their tokens a while. */
+function holdNamesOfTheServerBefore(opts: EdgeOptions, registry: Registry): Set<string> {
+  const held = new Set<string>();
+  if (!opts.holdsFile) return held;
+  for (const h of takeHolds(opts.holdsFile)) {
+    const tunnel = registry.newTunnel("http", { subdomain: h.subdomain }, h, h.skipWarning);
+    registry.hold(tunnel);
+    opts.nodes?.holdAtStart(tunnel);
+    held.add(h.subdomain);
+  }
+  if (held.size > 0) log.info("holding names for the agents of the server before", { names: held.size });
+  return held;
+}
+
+/** With ACME: a name that is reserved or has a live tunnel gets its own certificate. Returns how to stop. */
+function wantCertificates(opts: EdgeOptions, registry: Registry): (() => void) | undefined {
+  const want = opts.wantCertificate;
+  if (!want) return undefined;
+  const { core, domain } = opts;
+  registry.onLive = (sub) => want(`${sub}.${domain}`);
+  // names reserved before this start, then each as it is reserved
+  void core.domains.list().then((reserved) => {
+    for (const r of reserved) want(`${r.subdomain}.${domain}`);
+  });
+  return core.domains.onReserve((sub) => want(`${sub}.${domain}`));
 }

@@ -10,25 +10,15 @@ import type { TrustedProxies } from "../http/addresses.ts";
 import { parseHost } from "../http/request-target.ts";
 import { limitedLog } from "../log.ts";
 import { HTTP_REQUEST, WEBSOCKET_REQUEST, type EdgeCounters } from "../metrics/edge-counters.ts";
-import { CONNECT_PATH } from "../protocol/wire.ts";
-import { NODE_PATH } from "../cluster/node-auth.ts";
-import type { RelayIn } from "../cluster/relay.ts";
-import type { AgentSocketData } from "./agents.ts";
+import { CONNECT_PATH, NODE_PATH } from "../protocol/wire.ts";
 import { forwardHttp, type ForwardContext } from "./http.ts";
 import { badRequestPage, landingPage, overloadedPage, unknownTunnelPage } from "./pages.ts";
 import type { Registry, Tunnel } from "./registry.ts";
 import type { VisitorConnections } from "./visitor-connections.ts";
 import { continueResponse, CONTINUE_PATH, interstitial } from "./warning.ts";
+import type { SocketData } from "./socket-kinds.ts";
 import { upgradeWebSocket, type VisitorSocketData } from "./websocket.ts";
 
-/** Another node's relay link (cluster/relay.ts). */
-export interface NodeSocketData {
-  kind: "node";
-  nodeId: string;
-  relay?: RelayIn;
-}
-
-export type SocketData = AgentSocketData | VisitorSocketData | NodeSocketData;
 
 /** Malformed requests are the sender's fault: logged at info, a few a minute. */
 const clientFault = limitedLog(20);

@@ -139,6 +139,8 @@ export const RECONNECT_MAX_MS = 30_000;
 
 /** The path of the agents' WebSocket on the edge's bare domain. */
 export const CONNECT_PATH = "/_burrow/connect";
+/** The path of another node's relay link (the same frames, turned around), authenticated by an HMAC of the cluster secret. */
+export const NODE_PATH = "/_burrow/node";
 
 /** Codes carried by ERROR (whole connection) and RST (one stream). */
 export const WireError = {

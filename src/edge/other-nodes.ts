@@ -1,0 +1,71 @@
+/**
+ * What the edge needs from the other nodes when several share one
+ * database, as an interface the edge owns: cluster/ implements it
+ * (cluster/edge-nodes.ts), server.ts builds it and passes it in, and a
+ * single node passes nothing. So the edge never imports cluster/, and the
+ * arrow runs one way: cluster -> edge.
+ */
+import type { LiveView } from "../core/admission.ts";
+import type { LiveTunnels } from "../core/live.ts";
+import type { SendResult } from "../protocol/mux.ts";
+import type { Registry, Tunnel } from "./registry.ts";
+
+/** Who a claimed name is for. */
+export interface NameOwner {
+  userId: number;
+  username: string;
+  tokenId: number;
+}
+
+/** How a tunnel is served, for another node that relays to it (its access rules stay with its own node). */
+export interface Serving {
+  skipWarning: boolean;
+  responseTimeoutMs?: number;
+}
+
+export interface OtherNodes {
+  /** What admission counts and the admin API lists: the live tunnels of every node. */
+  readonly live: LiveView & LiveTunnels;
+  /** This node's registry, mirrored to the others from now on; `domain` names relayed tunnels' pages. */
+  attach(registry: Registry, domain: string): void;
+  /** A name held at start for the agent of the server before: claimed for it over every node, let go when another has it. */
+  holdAtStart(t: Tunnel): void;
+  /** Runs a user's handshake rules one at a time over every node, so two nodes cannot pass a limit together. */
+  oneUserAtATime<T>(userId: number, fn: () => Promise<T>): Promise<T>;
+  /** Claims a name over every node for this session; false: another node holds it. */
+  claim(subdomain: string, owner: NameOwner, sessionId: string, resume: string | undefined, serving: Serving): Promise<boolean>;
+  /** Gives back a claimed name that no tunnel of this node took after all. */
+  release(subdomain: string): Promise<void>;
+  /** A TCP tunnel of this node, listed for the others. */
+  registerPort(t: Pick<Tunnel, "port" | "userId" | "username" | "tokenId">, sessionId: string | null): Promise<boolean>;
+  /**
+   * A name that is not live here: another node's tunnel as a stand-in the
+   * edge opens streams on as it would on an agent's connection, a page that
+   * says why it cannot be reached now, or undefined when no node has it.
+   */
+  find(name: string): Promise<Tunnel | Response | undefined> | Tunnel | Response | undefined;
+  /** Links in from nodes that relay visitors to this one; undefined when the nodes do not relay (no --cluster-secret). */
+  readonly links?: NodeLinks;
+  /** Ends the links out to other nodes. */
+  close(): void;
+}
+
+export interface NodeLinks {
+  /** The node a relay link's request comes from (its authorization checked), or undefined when it is not one. */
+  acceptNode(req: Request): string | undefined;
+  /** A node's relay link is open on this edge: its frames go to what this returns. */
+  linked(nodeId: string, transport: NodeTransport): NodeLink;
+}
+
+/** What carries another node's relay link into this edge (its WebSocket). */
+export interface NodeTransport {
+  send(frames: Uint8Array): SendResult;
+  close(reason: string): void;
+}
+
+/** Another node's relay link, as the edge's socket events feed it. */
+export interface NodeLink {
+  receive(frames: Uint8Array): void;
+  drained(): void;
+  closed(): void;
+}
