@@ -72,6 +72,7 @@ export function createAdminApp(core: Core, options: AdminAppOptions = {}): Admin
     return async (req, server) => {
       const address = server.requestIP(req)?.address ?? "unknown";
       const ctx: RequestContext = { core, admin: undefined!, address, audit: {} };
+      // never rejects: a write the database refuses is counted and logged by core/audit.ts
       const audited = async (outcome: AuditOutcome, code?: string) => {
         if (action) await recordAudit(core, action, ctx, outcome, code);
       };
@@ -91,17 +92,17 @@ export function createAdminApp(core: Core, options: AdminAppOptions = {}): Admin
         return response;
       } catch (err) {
         if (err instanceof AppError) {
-          await audited("failed", err.code).catch(() => {});
+          await audited("failed", err.code);
           return errorResponse(err);
         }
         // Bun writes nothing on a closed connection: this response only ends the handler
         if (err instanceof ClientGone) return new Response(null, { status: 400 });
         if (databaseUnavailable(err)) {
           reportUnavailable(`${req.method} ${requestPath(req)?.pathname ?? "?"}`, err);
-          await audited("failed", "DATABASE_UNAVAILABLE").catch(() => {}); // written if the database takes it
+          await audited("failed", "DATABASE_UNAVAILABLE"); // written if the database takes it
           return errorResponse(new AppError("DATABASE_UNAVAILABLE", UNAVAILABLE_MESSAGE, { "Retry-After": String(UNAVAILABLE_RETRY_S) }));
         }
-        await audited("failed", "INTERNAL").catch(() => {});
+        await audited("failed", "INTERNAL");
         log.error("admin request failed", { method: req.method, path: requestPath(req)?.pathname, err: String(err) });
         if (err instanceof Error && err.stack) logStack(err);
         return json({ error: "internal server error" }, 500);

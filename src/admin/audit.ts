@@ -18,6 +18,7 @@ import { AuditQuery } from "./schemas.ts";
 /** The longest tried username kept from a failed login. */
 const MAX_TRIED_NAME = 64;
 
+/** Never rejects: core.audit counts and logs a write that failed (burrow_audit_write_failures_total). */
 export async function recordAudit(core: Core, action: AuditAction, ctx: RequestContext, outcome: AuditOutcome, code?: string): Promise<void> {
   const { target, details, actor } = ctx.audit;
   if (ctx.admin) {
