@@ -91,16 +91,18 @@ export function limitedLog(perMinute: number, now: () => number = Date.now) {
  * Warnings about a condition that lasts (a database out of reach): per
  * `key`, one line every `quietMs` at most, the next one saying how many
  * were left out meanwhile, so an outage costs a line every few seconds
- * rather than one per request or per heartbeat.
+ * rather than one per request or per heartbeat. `level` "error" for a
+ * failure that may repeat as often but is a fault, not an outage (a
+ * security record not written).
  */
-export function quietWarnings(quietMs: number, now: () => number = Date.now) {
+export function quietWarnings(quietMs: number, now: () => number = Date.now, level: "warn" | "error" = "warn") {
   const last = new Map<string, { at: number; since: number }>();
   return (key: string, msg: string, fields: Fields = {}): void => {
     const t = now();
     const seen = last.get(key);
     if (seen && t - seen.at < quietMs) return void seen.since++;
     last.set(key, { at: t, since: 0 });
-    log.warn(msg, { ...fields, ...(seen?.since ? { not_logged_since: seen.since } : {}) });
+    log[level](msg, { ...fields, ...(seen?.since ? { not_logged_since: seen.since } : {}) });
   };
 }
 

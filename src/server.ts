@@ -67,6 +67,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     edge: counters,
     live: () => running?.live(),
     logins: () => ({ failed: core.loginThrottle.failures, throttled: core.loginThrottle.refusals }),
+    auditWriteFailures: () => core.audit.writeFailures,
   });
   const readiness = new Readiness({
     database: () => database.unwritable(),

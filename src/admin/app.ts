@@ -21,8 +21,8 @@ import { log, logStack } from "../log.ts";
 import { authRoutes, readBearer, readSessionCookie } from "./auth.ts";
 import { backupRoutes, type BackupSource } from "./backup.ts";
 import { certificateRoutes } from "./certificates.ts";
-import { auditRoutes, recordAudit } from "./audit.ts";
-import type { Handler, Method, RequestContext, Route } from "./context.ts";
+import { auditRoutes, recordAudit, type AuditContext } from "./audit.ts";
+import type { Handler, Method, PublicContext, Route } from "./context.ts";
 import { checkCrossSite } from "./csrf.ts";
 import { domainRoutes } from "./domains.ts";
 import { keyRoutes } from "./keys.ts";
@@ -68,10 +68,28 @@ export function createAdminApp(core: Core, options: AdminAppOptions = {}): Admin
     ...openApiRoutes(() => [...apiRoutes, ...operations].map((r: Route) => ({ path: r.path, methods: Object.keys(r.methods), public: r.public, docs: r.docs }))),
   ];
 
-  function wrap(route: Route, handler: Handler, action: AuditAction | undefined): BunHandler {
+  /**
+   * A route's handler as the wrapper calls it, once the request passed the
+   * Host and cross-site checks: a public route's as it is; any other's after
+   * the admin behind its API key, else its session cookie, is known (401 or
+   * 403 otherwise), who is then noted for the audit entry too.
+   */
+  type Call = (req: BunRequest<string>, ctx: AuditContext, key: string | undefined) => Promise<Response>;
+  const callPublic = (handler: Handler<PublicContext>): Call => async (req, ctx) => handler(req, ctx);
+  const callAuthenticated =
+    (handler: Handler): Call =>
+    async (req, ctx, key) => {
+      const who = key !== undefined ? await core.adminKeys.authenticate(key) : { admin: await core.sessions.resolve(readSessionCookie(req)) };
+      Object.assign(ctx, who);
+      return handler(req, { ...ctx, ...who });
+    };
+
+  function wrap(route: Route, call: Call, action: AuditAction | undefined): BunHandler {
     return async (req, server) => {
       const address = server.requestIP(req)?.address ?? "unknown";
-      const ctx: RequestContext = { core, admin: undefined!, address, audit: {} };
+      // the admin is added once known; the handler's notes (ctx.audit) are shared with the entry
+      const ctx: AuditContext = { core, address, audit: {} };
+      // never rejects: a write the database refuses is counted and logged by core/audit.ts
       const audited = async (outcome: AuditOutcome, code?: string) => {
         if (action) await recordAudit(core, action, ctx, outcome, code);
       };
@@ -84,24 +102,22 @@ export function createAdminApp(core: Core, options: AdminAppOptions = {}): Admin
           const refused = checkCrossSite(req);
           if (refused) throw refused;
         }
-        if (key !== undefined) ({ admin: ctx.admin, keyId: ctx.keyId } = await core.adminKeys.authenticate(key));
-        else if (!route.public) ctx.admin = await core.sessions.resolve(readSessionCookie(req));
-        const response = await handler(req, ctx);
+        const response = await call(req, ctx, key);
         await audited("ok");
         return response;
       } catch (err) {
         if (err instanceof AppError) {
-          await audited("failed", err.code).catch(() => {});
+          await audited("failed", err.code);
           return errorResponse(err);
         }
         // Bun writes nothing on a closed connection: this response only ends the handler
         if (err instanceof ClientGone) return new Response(null, { status: 400 });
         if (databaseUnavailable(err)) {
           reportUnavailable(`${req.method} ${requestPath(req)?.pathname ?? "?"}`, err);
-          await audited("failed", "DATABASE_UNAVAILABLE").catch(() => {}); // written if the database takes it
+          await audited("failed", "DATABASE_UNAVAILABLE"); // written if the database takes it
           return errorResponse(new AppError("DATABASE_UNAVAILABLE", UNAVAILABLE_MESSAGE, { "Retry-After": String(UNAVAILABLE_RETRY_S) }));
         }
-        await audited("failed", "INTERNAL").catch(() => {});
+        await audited("failed", "INTERNAL");
         log.error("admin request failed", { method: req.method, path: requestPath(req)?.pathname, err: String(err) });
         if (err instanceof Error && err.stack) logStack(err);
         return json({ error: "internal server error" }, 500);
@@ -112,8 +128,11 @@ export function createAdminApp(core: Core, options: AdminAppOptions = {}): Admin
   const operations = options.operations ?? [];
   const routes: AdminApp["routes"] = { ...panelRoutes };
   for (const route of [...apiRoutes, ...operations]) {
+    const action = (method: string) => route.audit?.[method as Method];
     routes[route.path] = Object.fromEntries(
-      Object.entries(route.methods).map(([method, handler]) => [method, wrap(route, handler, route.audit?.[method as Method])]),
+      route.public
+        ? Object.entries(route.methods).map(([method, handler]) => [method, wrap(route, callPublic(handler), action(method))])
+        : Object.entries(route.methods).map(([method, handler]) => [method, wrap(route, callAuthenticated(handler), action(method))]),
     );
   }
 

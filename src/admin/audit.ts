@@ -10,7 +10,7 @@
 import { DEFAULT_AUDIT_LIMIT, type AuditAction, type AuditOutcome } from "../core/audit.ts";
 import type { Core } from "../core/index.ts";
 import type { AuditRow } from "../db/schema.ts";
-import type { RequestContext, Route } from "./context.ts";
+import type { Authenticated, PublicContext, Route } from "./context.ts";
 import { json, parseQuery } from "./http.ts";
 import { AuditEntryJson, EntryList } from "./responses.ts";
 import { AuditQuery } from "./schemas.ts";
@@ -18,7 +18,11 @@ import { AuditQuery } from "./schemas.ts";
 /** The longest tried username kept from a failed login. */
 const MAX_TRIED_NAME = 64;
 
-export async function recordAudit(core: Core, action: AuditAction, ctx: RequestContext, outcome: AuditOutcome, code?: string): Promise<void> {
+/** A request as its audit entry sees it: the admin behind it once known (never, on a public route or before authentication). */
+export type AuditContext = PublicContext & Partial<Authenticated>;
+
+/** Never rejects: core.audit counts and logs a write that failed (burrow_audit_write_failures_total). */
+export async function recordAudit(core: Core, action: AuditAction, ctx: AuditContext, outcome: AuditOutcome, code?: string): Promise<void> {
   const { target, details, actor } = ctx.audit;
   if (ctx.admin) {
     const who = { userId: ctx.admin.id, username: ctx.admin.username, keyId: ctx.keyId };

@@ -5,17 +5,24 @@ import type { Core } from "../core/index.ts";
 import type { UserRow } from "../db/schema.ts";
 import type { OperationDoc } from "./openapi.ts";
 
-export interface RequestContext {
+/** What a public route's handler receives (login, health, metrics, the OpenAPI document): no admin is known. */
+export interface PublicContext {
   core: Core;
-  /** The signed-in admin; absent only on login. */
-  admin: UserRow;
   /** The client's address, for throttling and logs. */
   address: string;
-  /** The admin API key the request was authenticated with; undefined for a session. */
-  keyId?: number;
   /** What the handler adds to its route's audit entry (the wrapper writes it, whatever the outcome). */
   audit: AuditNote;
 }
+
+/** Who is behind a request to a route that is not public: the wrapper has checked them before the handler runs. */
+export interface Authenticated {
+  admin: UserRow;
+  /** The admin API key the request was authenticated with; undefined for a session. */
+  keyId?: number;
+}
+
+/** What every other route's handler receives. */
+export type RequestContext = PublicContext & Authenticated;
 
 /** A handler's part of its audit entry. Never a password, a secret or a hash. */
 export interface AuditNote {
@@ -28,15 +35,17 @@ export interface AuditNote {
 
 export type Method = "GET" | "POST" | "PUT" | "DELETE";
 
-export type Handler = (req: BunRequest<string>, ctx: RequestContext) => Response | Promise<Response>;
+export type Handler<C = RequestContext> = (req: BunRequest<string>, ctx: C) => Response | Promise<Response>;
 
-/** A route: its handlers by method, whether it needs a session, its audit actions and its documentation. */
-export interface Route {
+interface RouteCommon {
   path: string;
-  methods: Partial<Record<Method, Handler>>;
-  public?: boolean;
   /** The audit log's action for each state-changing method (every POST, PUT and DELETE has one). */
   audit?: Partial<Record<Method, AuditAction>>;
   /** Each method in the OpenAPI document (GET /api/openapi.json); a route without it fails the coverage test. */
   docs?: Partial<Record<Method, OperationDoc>>;
 }
+
+/** A route: its handlers by method, whether it needs a session (or key), its audit actions and its documentation. */
+export type Route =
+  | (RouteCommon & { public?: false; methods: Partial<Record<Method, Handler>> })
+  | (RouteCommon & { public: true; methods: Partial<Record<Method, Handler<PublicContext>>> });

@@ -22,7 +22,7 @@ export function serveWebSocketStream(stream: Stream, meta: OpenMeta, target: Loc
   const host = target.hostHeader === "rewrite" ? undefined : (target.hostHeader ?? visitorHost);
   if (host) headers.push(["host", host]);
   const url = `${target.tls ? "wss" : "ws"}://${localAuthority(target)}${head.path}`;
-  const ws = new WebSocket(url, { headers, protocols, perMessageDeflate: false, tls: { rejectUnauthorized: false } } as any);
+  const ws = new WebSocket(url, { headers, protocols, perMessageDeflate: false, tls: { rejectUnauthorized: false } });
   ws.binaryType = "arraybuffer";
   let opened = false;
   const decoder = new RecordDecoder();

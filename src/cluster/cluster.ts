@@ -17,7 +17,7 @@
  */
 import type { SQL } from "bun";
 import type { LiveView } from "../core/admission.ts";
-import type { ErrorCode } from "../core/errors.ts";
+import { AppError, type ErrorCode } from "../core/errors.ts";
 import type { Core } from "../core/index.ts";
 import type { ActiveTunnel, LiveTunnels } from "../core/live.ts";
 import type { UserRow } from "../db/schema.ts";
@@ -25,6 +25,7 @@ import { DEFAULT_POOL_SIZE } from "../db/open-postgres.ts";
 import { log, quietWarnings } from "../log.ts";
 import type { Serving } from "../edge/other-nodes.ts";
 import type { Registry, Tunnel } from "../edge/registry.ts";
+import { readMessage, SHOWN_PAYLOAD, type Said } from "./messages.ts";
 
 /** How often a node says it is alive. */
 export const HEARTBEAT_MS = 1_000;
@@ -73,16 +74,6 @@ export interface RemoteTunnel extends Serving {
   username: string;
   tokenId: number;
 }
-
-type Said =
-  | { kind: "close-user"; userId: number; code: ErrorCode; message: string }
-  | { kind: "close-token"; tokenId: number; code: ErrorCode; message: string }
-  | { kind: "user-access"; userId: number }
-  | { kind: "taken"; name: string; sessionId: string }
-  | { kind: "login-failed"; address: string; username: string }
-  | { kind: "login-ok"; username: string };
-/** What one node tells the others (NOTIFY), with who said it. */
-type Message = Said & { from: string };
 
 const httpName = (subdomain: string) => `http:${subdomain}`;
 
@@ -345,10 +336,10 @@ export class Cluster implements LiveView, LiveTunnels {
   }
 
   private received(payload: string): void {
-    let m: Message;
-    try {
-      m = JSON.parse(payload) as Message;
-    } catch {
+    const m = readMessage(payload);
+    if ("problem" in m) {
+      // not acted on; a payload is at most 8000 bytes, of which the line shows the start
+      this.failures("message", "cluster message not understood, ignored", { why: m.problem, bytes: payload.length, payload: payload.slice(0, SHOWN_PAYLOAD) });
       return;
     }
     if (m.from === this.nodeId) return;
@@ -367,7 +358,10 @@ export class Cluster implements LiveView, LiveTunnels {
       case "user-access":
         void this.core.users.get(m.userId).then(
           (user) => this.registry.userAccessChanged(user),
-          () => {},
+          // a user deleted meanwhile has no tunnels left; anything else leaves the old rules on this node's tunnels
+          (err) => {
+            if (!(err instanceof AppError && err.code === "NOT_FOUND")) this.warn("user access update", err);
+          },
         );
         return;
       case "taken": {

@@ -17,6 +17,7 @@ import { DEAD_AFTER_MS, WireError } from "../protocol/wire.ts";
 import type { AgentLink, Registry, Tunnel } from "../edge/registry.ts";
 import { nodeAuthorization, NODE_PATH } from "./node-auth.ts";
 import { warningFor } from "../edge/warning.ts";
+import { openStream } from "../edge/open-stream.ts";
 import { joinStreams, refuseRelayed } from "./stream-pipe.ts";
 
 /** How long a node waits for another to answer its link. */
@@ -141,11 +142,7 @@ export class RelayOut {
       tokenId: target.tokenId,
       openStream(meta: OpenMeta, end?: boolean) {
         if (mux.closed) return undefined;
-        try {
-          return mux.open({ ...meta, tunnel: target.subdomain }, end);
-        } catch {
-          return undefined;
-        }
+        return openStream(mux, { ...meta, tunnel: target.subdomain }, end ?? false, { node: target.nodeId });
       },
       refuse() {},
     };

@@ -15,11 +15,9 @@ import type { AdminKeyRow, UserRow } from "../db/schema.ts";
 import type { Store } from "../db/store.ts";
 import { isoTimestamp, type Clock } from "./clock.ts";
 import { AppError, notFound } from "./errors.ts";
-import { digestsEqual, randomBase62, sha256Hex } from "./secrets.ts";
+import { findBySecret, newPrefixedSecret } from "./secrets.ts";
 
 export const ADMIN_KEY_PREFIX = "brk_";
-const SECRET_CHARS = 43; // 43 base62 characters carry 256 bits
-const LOOKUP_LENGTH = ADMIN_KEY_PREFIX.length + 12;
 /** last_used is written at most this often, not on every request. */
 const TOUCH_EVERY_MS = 60 * 1000;
 const DAY_MS = 86_400_000;
@@ -56,7 +54,7 @@ export function createAdminKeys(store: Store, clock: Clock) {
 
     /** Makes a key for `userId`; the returned secret exists nowhere else and cannot be recovered. */
     async create(userId: number, name: string, expiresInDays?: number): Promise<{ secret: string; key: AdminKey }> {
-      const secret = ADMIN_KEY_PREFIX + randomBase62(SECRET_CHARS);
+      const { secret, lookup, secretHash } = newPrefixedSecret(ADMIN_KEY_PREFIX);
       const now = clock.now();
       const row = await store.get(
         store.db
@@ -64,8 +62,8 @@ export function createAdminKeys(store: Store, clock: Clock) {
         .values({
           userId,
           name,
-          lookup: secret.slice(0, LOOKUP_LENGTH),
-          secretHash: sha256Hex(secret),
+          lookup,
+          secretHash,
           createdAt: isoTimestamp(now),
           expiresAt: expiresInDays === undefined ? null : isoTimestamp(new Date(now.getTime() + expiresInDays * DAY_MS)),
         })
@@ -89,16 +87,13 @@ export function createAdminKeys(store: Store, clock: Clock) {
      * is no longer an admin (as for a session).
      */
     async authenticate(secret: string): Promise<{ admin: UserRow; keyId: number }> {
-      const invalid = unauthorized("the API key is not valid");
-      if (!secret.startsWith(ADMIN_KEY_PREFIX) || secret.length > 200) throw invalid;
-      const found = await store.get(
-        store.db
-          .select({ key: adminKeys, user: users })
-          .from(adminKeys)
-          .innerJoin(users, eq(adminKeys.userId, users.id))
-          .where(eq(adminKeys.lookup, secret.slice(0, LOOKUP_LENGTH))),
+      const found = await findBySecret(
+        ADMIN_KEY_PREFIX,
+        secret,
+        (lookup) => store.get(store.db.select({ key: adminKeys, user: users }).from(adminKeys).innerJoin(users, eq(adminKeys.userId, users.id)).where(eq(adminKeys.lookup, lookup))),
+        (row) => row.key.secretHash,
       );
-      if (!found || !digestsEqual(found.key.secretHash, sha256Hex(secret))) throw invalid;
+      if (!found) throw unauthorized("the API key is not valid");
       const now = clock.now().getTime();
       if (found.key.revokedAt !== null) throw unauthorized("the API key has been revoked");
       if (found.key.expiresAt !== null && Date.parse(found.key.expiresAt) <= now) throw unauthorized("the API key has expired");

@@ -3,8 +3,10 @@
  * and out included) and what the agents' endpoint refused, with when, who,
  * from where and how it ended. One table, read newest first.
  *
- * Writing it never fails what it records: a failed insert is logged and
- * forgotten. Anything anyone on the internet can cause over and over (a
+ * Writing it never fails what it records: a failed write is counted
+ * (writeFailures, burrow_audit_write_failures_total) and logged, once every
+ * 10 s: a warning while the database is out of reach, an error otherwise
+ * (rate-limited too, since a stranger's failed logins can cause one each). Anything anyone on the internet can cause over and over (a
  * refused handshake, a failed login) goes through `repeated()`: one row per
  * action, address, code (and attempted username) and minute, whose count
  * grows in memory and is written every few seconds. A flood of thousands a
@@ -12,11 +14,11 @@
  * most MAX_ROWS_PER_MINUTE rows a minute plus one row "*" per code for the
  * rest; memory holds at most MAX_BUCKETS counters.
  */
-import { logFailedWrite } from "../db/unavailable.ts";
+import { databaseUnavailable, reportUnavailable } from "../db/unavailable.ts";
 import { and, count, desc, eq, lt, sql, type SQL } from "drizzle-orm";
 import type { AuditRow } from "../db/schema.ts";
 import type { Store } from "../db/store.ts";
-import { log } from "../log.ts";
+import { quietWarnings } from "../log.ts";
 import { isoTimestamp, type Clock } from "./clock.ts";
 
 export type AuditOutcome = "ok" | "failed" | "refused";
@@ -114,6 +116,16 @@ export function createAudit(store: Store, clock: Clock) {
   };
   let thisMinute = { minute: "", rows: 0 };
   let timer: ReturnType<typeof setInterval> | undefined;
+  /** Entries and counts the database did not take, since start. */
+  let writeFailures = 0;
+  const fault = quietWarnings(10_000, Date.now, "error");
+
+  /** The audit log is a security record: a write it lost is counted and said, never only dropped. */
+  function failed(what: string, fields: Record<string, unknown>, err: unknown): void {
+    writeFailures++;
+    if (databaseUnavailable(err)) reportUnavailable(what, err);
+    else fault(what, what, { ...fields, err: String(err) });
+  }
 
   const minuteOf = (d: Date) => isoTimestamp(d).slice(0, 16); // "2026-11-23T15:04"
 
@@ -160,7 +172,7 @@ export function createAudit(store: Store, clock: Clock) {
           }
         });
       } catch (err) {
-        logFailedWrite("audit log: counts not written", {}, err);
+        failed("audit log: counts not written", {}, err);
       }
     }
     if (buckets.size === 0 && timer) {
@@ -170,12 +182,17 @@ export function createAudit(store: Store, clock: Clock) {
   }
 
   return {
-    /** Writes one entry now. Never rejects: a failure is logged, and the request goes on. */
+    /** Writes that failed since start (the metrics' burrow_audit_write_failures_total). */
+    get writeFailures(): number {
+      return writeFailures;
+    },
+
+    /** Writes one entry now. Never rejects: a failure is counted and logged, and the request goes on. */
     async record(entry: AuditEntry): Promise<void> {
       try {
         await insert(entry);
       } catch (err) {
-        logFailedWrite("audit log: entry not written", { action: entry.action, outcome: entry.outcome }, err);
+        failed("audit log: entry not written", { action: entry.action, outcome: entry.outcome }, err);
       }
     },
 
@@ -211,7 +228,7 @@ export function createAudit(store: Store, clock: Clock) {
         const written = firstRow()
           .catch((err) => {
             if (buckets.get(key) === bucket) buckets.delete(key);
-            logFailedWrite("audit log: entry not written", { action: entry.action, outcome: entry.outcome }, err);
+            failed("audit log: entry not written", { action: entry.action, outcome: entry.outcome }, err);
           })
           .finally(() => writing.delete(written));
         writing.add(written);
@@ -220,7 +237,7 @@ export function createAudit(store: Store, clock: Clock) {
           timer.unref(); // never what keeps the server running
         }
       } catch (err) {
-        logFailedWrite("audit log: entry not written", { action: entry.action, outcome: entry.outcome }, err);
+        failed("audit log: entry not written", { action: entry.action, outcome: entry.outcome }, err);
       }
     },
 

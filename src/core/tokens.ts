@@ -9,11 +9,9 @@ import type { Store } from "../db/store.ts";
 import { isoTimestamp, type Clock } from "./clock.ts";
 import { AppError, notFound } from "./errors.ts";
 import type { LiveTunnels } from "./live.ts";
-import { digestsEqual, randomBase62, sha256Hex } from "./secrets.ts";
+import { findBySecret, newPrefixedSecret } from "./secrets.ts";
 
 export const TOKEN_PREFIX = "brw_";
-const SECRET_CHARS = 43; // 43 base62 characters carry 256 bits
-const LOOKUP_LENGTH = TOKEN_PREFIX.length + 12;
 
 export type Tokens = ReturnType<typeof createTokens>;
 
@@ -27,15 +25,12 @@ export function createTokens(store: Store, clock: Clock, live: LiveTunnels) {
 
   /** The token a presented secret is and its owner, whatever their state; undefined when it is no token of ours. */
   async function identify(secret: unknown): Promise<{ token: TokenRow; user: UserRow } | undefined> {
-    if (typeof secret !== "string" || !secret.startsWith(TOKEN_PREFIX) || secret.length > 200) return undefined;
-    const found = await store.get(
-      store.db
-        .select({ token: tokens, user: users })
-        .from(tokens)
-        .innerJoin(users, eq(tokens.userId, users.id))
-        .where(eq(tokens.lookup, secret.slice(0, LOOKUP_LENGTH))),
+    return findBySecret(
+      TOKEN_PREFIX,
+      secret,
+      (lookup) => store.get(store.db.select({ token: tokens, user: users }).from(tokens).innerJoin(users, eq(tokens.userId, users.id)).where(eq(tokens.lookup, lookup))),
+      (found) => found.token.secretHash,
     );
-    return found && digestsEqual(found.token.secretHash, sha256Hex(secret)) ? found : undefined;
   }
 
   return {
@@ -45,15 +40,15 @@ export function createTokens(store: Store, clock: Clock, live: LiveTunnels) {
 
     /** Makes a token; the returned secret exists nowhere else and cannot be recovered. */
     async generate(userId: number, deviceName: string): Promise<{ secret: string; row: TokenRow }> {
-      const secret = TOKEN_PREFIX + randomBase62(SECRET_CHARS);
+      const { secret, lookup, secretHash } = newPrefixedSecret(TOKEN_PREFIX);
       const row = await store.get(
         store.db
         .insert(tokens)
         .values({
           userId,
           deviceName,
-          lookup: secret.slice(0, LOOKUP_LENGTH),
-          secretHash: sha256Hex(secret),
+          lookup,
+          secretHash,
           createdAt: isoTimestamp(clock.now()),
         })
         .returning(),

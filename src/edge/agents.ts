@@ -23,6 +23,7 @@ import { Mux, type SendResult, type Stream } from "../protocol/mux.ts";
 import { FrameType, HANDSHAKE_TIMEOUT_MS, PROTOCOL_VERSION, WireError, type FrameTypeValue } from "../protocol/wire.ts";
 import { discoverProviders, helloIssue, needsDiscovery, tunnelAccess, type Providers } from "./access/handshake.ts";
 import type { HandshakeGuard } from "./handshake-guard.ts";
+import { openStream } from "./open-stream.ts";
 import type { OtherNodes } from "./other-nodes.ts";
 import type { PortAllocator } from "./ports.ts";
 import type { AgentLink, Registry, Tunnel } from "./registry.ts";
@@ -138,11 +139,7 @@ export class AgentConnection implements AgentLink {
 
   openStream(meta: OpenMeta, end = false): Stream | undefined {
     if (!this.ready || this.mux.closed) return undefined;
-    try {
-      return this.mux.open(meta, end);
-    } catch {
-      return undefined; // too many streams: the visitor gets a 502/close
-    }
+    return openStream(this.mux, meta, end, { session: this.sessionId });
   }
 
   /** `retryAfterS`: when the agent may say HELLO again (RATE_LIMITED), sent as the ERROR's retry_after. */

@@ -24,6 +24,8 @@ export class PublicListener<T> {
   private readonly all = new Set<Server<T>>();
   readonly port: number;
   private stopped = false;
+  /** Why the last try to listen again failed (its code and message), for the line that says it did; undefined after one that worked. */
+  listenError: string | undefined;
 
   constructor(private options: ServeOptions<T>) {
     this.accepting = Bun.serve<T>(options);
@@ -47,9 +49,11 @@ export class PublicListener<T> {
     if (this.accepting) return true;
     try {
       this.accepting = Bun.serve<T>({ ...this.options, port: this.port } as ServeOptions<T>);
-    } catch {
+    } catch (err) {
+      this.listenError = describeListenError(err);
       return false;
     }
+    this.listenError = undefined;
     this.all.add(this.accepting);
     return true;
   }
@@ -73,7 +77,7 @@ export class PublicListener<T> {
   private retake(until: number): void {
     if (this.resume() || this.stopped) return;
     if (Date.now() > until) {
-      log.error("public port could not be listened on again after a certificate change", { port: this.port });
+      log.error("public port could not be listened on again after a certificate change", { port: this.port, err: this.listenError });
       return;
     }
     setTimeout(() => this.retake(until), RETAKE_EVERY_MS);
@@ -98,4 +102,11 @@ export class PublicListener<T> {
     this.accepting = undefined;
     await Promise.all([...this.all].map((s) => s.stop(force)));
   }
+}
+
+/** "EADDRINUSE: Failed to start server. Is port 8080 in use?": the code first, as the kernel said it. */
+function describeListenError(err: unknown): string {
+  const code = (err as { code?: unknown } | null)?.code;
+  const message = err instanceof Error ? err.message : String(err);
+  return typeof code === "string" && !message.includes(code) ? `${code}: ${message}` : message;
 }

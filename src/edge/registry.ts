@@ -8,7 +8,6 @@
  * reconnecting agent takes it back.
  */
 import type { LiveView } from "../core/admission.ts";
-import type { ErrorCode } from "../core/errors.ts";
 import type { ActiveTunnel, LiveTunnels } from "../core/live.ts";
 import type { Stream } from "../protocol/mux.ts";
 import type { OpenMeta } from "../protocol/messages.ts";
@@ -263,7 +262,8 @@ export class Registry implements LiveTunnels, LiveView {
     return out;
   }
 
-  closeUser(userId: number, code: ErrorCode, message: string): void {
+  /** `code`: one of core's (an admin action here), or whatever another node sent, which may be newer than this version's table. */
+  closeUser(userId: number, code: string, message: string): void {
     for (const [id, s] of [...this.sessions]) if (s.link.userId === userId) this.closeSession(id, code, message);
     for (const t of this.allTunnels()) if (t.userId === userId && t.agent === null) this.remove(t);
   }
@@ -282,7 +282,7 @@ export class Registry implements LiveTunnels, LiveView {
     for (const t of this.allTunnels()) if (t.userId === user.id && t.agent === null && !t.access?.authenticates) this.remove(t);
   }
 
-  closeToken(tokenId: number, code: ErrorCode, message: string): void {
+  closeToken(tokenId: number, code: string, message: string): void {
     for (const [id, s] of [...this.sessions]) if (s.link.tokenId === tokenId) this.closeSession(id, code, message);
     for (const t of this.allTunnels()) if (t.tokenId === tokenId && t.agent === null) this.remove(t);
   }

@@ -271,7 +271,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     } else {
       const resumed = listener.resume();
       redirect?.resume();
-      log.info(resumed ? "open files available again: accepting visitors" : "open files available again, but the public port could not be listened on again", { in_use: inUse, limit: fdLimit });
+      log.info(resumed ? "open files available again: accepting visitors" : "open files available again, but the public port could not be listened on again", { in_use: inUse, limit: fdLimit, err: listener.listenError });
     }
   });
   watch.start();

@@ -32,6 +32,8 @@ export interface MetricsSources {
   live(): LiveNumbers | undefined;
   /** Admin logins refused for a wrong username or password, and refused unread while throttled. */
   logins(): { failed: number; throttled: number };
+  /** Audit log entries (or their counts) the database did not take, since start. */
+  auditWriteFailures(): number;
 }
 
 export interface ServerMetrics {
@@ -131,6 +133,7 @@ export function createMetrics(sources: MetricsSources): ServerMetrics {
   );
   readCounter("admin_login_failures_total", "Admin logins refused for a wrong username or password.", [], () => [[{}, sources.logins().failed]]);
   readCounter("admin_logins_throttled_total", "Admin logins refused unread because the address or username was throttled (429).", [], () => [[{}, sources.logins().throttled]]);
+  readCounter("audit_write_failures_total", "Audit log writes (an entry, or a flush of repeated events' counts) the database did not take.", [], () => [[{}, sources.auditWriteFailures()]]);
   registerBuckets(registry, name("traffic_flush_duration_seconds"), "Seconds one flush of the traffic counters into the database took.", edge.flushDuration);
   readCounter("traffic_flush_rows_total", "Rows the traffic flushes upserted (one per user and day with traffic).", [], () => [[{}, edge.flushRows]]);
   readCounter("traffic_flush_errors_total", "Rows a traffic flush failed to write.", [], () => [[{}, edge.flushErrors]]);

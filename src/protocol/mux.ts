@@ -85,6 +85,17 @@ export interface KeepaliveOptions {
 /** The first scratch buffer: room for the handshake and small exchanges. */
 const SCRATCH_START = 4 * 1024;
 
+/** Why open() made no stream: the mux closed, too many streams open at once, or no stream id left on this connection. */
+export class OpenRefused extends Error {
+  override name = "OpenRefused";
+  constructor(
+    readonly reason: "closed" | "too-many-streams" | "ids-exhausted",
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 export class Mux implements KeptAlive {
   readonly streams = new Map<number, Stream>();
   lastReceivedAt = Date.now();
@@ -124,12 +135,12 @@ export class Mux implements KeptAlive {
     return this.streams.size;
   }
 
-  /** Opens a stream to the peer; `meta` travels in the OPEN frame. `end`: nothing will follow from this side. */
+  /** Opens a stream to the peer; `meta` travels in the OPEN frame. `end`: nothing will follow from this side. Throws OpenRefused when it cannot. */
   open(meta: unknown, end = false): Stream {
-    if (this.closed) throw new Error("mux is closed");
-    if (this.streams.size >= (this.opts.maxStreams ?? 4096)) throw new Error("too many open streams");
+    if (this.closed) throw new OpenRefused("closed", "mux is closed");
+    if (this.streams.size >= (this.opts.maxStreams ?? 4096)) throw new OpenRefused("too-many-streams", "too many open streams");
     const id = this.nextId;
-    if (id > MAX_STREAM_ID) throw new Error("stream ids exhausted");
+    if (id > MAX_STREAM_ID) throw new OpenRefused("ids-exhausted", "stream ids exhausted");
     this.nextId += 2;
     const stream = new Stream(this, id, meta);
     this.streams.set(id, stream);

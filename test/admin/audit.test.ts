@@ -3,8 +3,10 @@
  * did it (by session or by key), from where, what, and how it ended,
  * failures included; refused handshakes with their code, user and token;
  * GET /api/audit's filters, paging and bad input; no password or hash in
- * the table (read from the database file) or the API; pruning by
- * --audit-days when the server starts.
+ * the table (read from the database file) or the API; a write the
+ * database refuses is counted (burrow_audit_write_failures_total) and
+ * logged, never failing the request; pruning by --audit-days when the
+ * server starts.
  */
 import { afterAll, beforeAll, describe, expect, spyOn, test } from "bun:test";
 import { Database } from "bun:sqlite";
@@ -16,6 +18,10 @@ import { createCore } from "../../src/core/index.ts";
 import { openDatabase } from "../../src/db/open.ts";
 import { createAdminApp, ROUTES } from "../../src/admin/app.ts";
 import { backupRoutes } from "../../src/admin/backup.ts";
+import { metricsRoutes } from "../../src/admin/metrics.ts";
+import { EdgeCounters } from "../../src/metrics/edge-counters.ts";
+import { createMetrics } from "../../src/metrics/registry.ts";
+import { sample, scrape } from "../harness/metrics.ts";
 import { AdminClient, signedIn } from "../harness/admin.ts";
 import { sayHello } from "../harness/raw-agent.ts";
 import { ADMIN_PASSWORD, startServer, type TestServer } from "../harness/server.ts";
@@ -27,6 +33,7 @@ let api: AdminClient;
 const ALICE_PASSWORD = "alice-secret-pw-1";
 const ALICE_NEW_PASSWORD = "alice-secret-pw-2";
 const WRONG_PASSWORD = "not-the-password-9";
+const METRICS_TOKEN = "audit-test-metrics-token-1";
 
 beforeAll(async () => {
   server = await startServer();
@@ -255,25 +262,36 @@ describe("no password or hash anywhere", () => {
 });
 
 describe("writing the log never fails the request it records", () => {
-  test("with the audit table gone, signing in and creating a user still answer 200 and 201; the failure is logged", async () => {
+  test("with the audit table gone, requests answer as always (200, 201, 409, 404, 401); each lost entry is counted in the metrics, and logged once for all", async () => {
     const dir = mkdtempSync(join(tmpdir(), "burrow-audit-broken-"));
     const database = openDatabase(dir);
     const errors: string[] = [];
     const spy = spyOn(console, "error").mockImplementation((...a: unknown[]) => void errors.push(a.join(" ")));
+    const core = createCore({ store: database.store, systemSubdomains: [] });
+    const metrics = createMetrics({ edge: new EdgeCounters(), live: () => undefined, logins: () => ({ failed: 0, throttled: 0 }), auditWriteFailures: () => core.audit.writeFailures });
     try {
-      const core = createCore({ store: database.store, systemSubdomains: [] });
       await ensureAdmin(core, { BURROW_ADMIN_USERNAME: "admin", BURROW_ADMIN_PASSWORD: ADMIN_PASSWORD });
-      const app = createAdminApp(core);
+      const app = createAdminApp(core, { operations: metricsRoutes(metrics, METRICS_TOKEN) });
       await using http = Bun.serve({ hostname: "127.0.0.1", port: 0, development: false, routes: app.routes, fetch: app.fetch });
+      const lost = async () => sample(await scrape(`http://127.0.0.1:${http.port}`, { Authorization: `Bearer ${METRICS_TOKEN}` }), "burrow_audit_write_failures_total");
       database.sqlite.run("DROP TABLE audit_log");
       const client = new AdminClient(`http://127.0.0.1:${http.port}`);
+      expect(await lost()).toBe(0);
       expect((await client.login()).status).toBe(200);
       expect((await client.post("/api/users", { username: "still-made", password: ALICE_PASSWORD })).status).toBe(201);
+      // failed requests: their entries are lost too, and counted the same
+      expect((await client.post("/api/users", { username: "STILL-made", password: ALICE_PASSWORD })).status).toBe(409);
+      expect((await client.put("/api/users/999999", { max_tunnels: 1 })).status).toBe(404);
       expect((await client.login("admin", WRONG_PASSWORD)).status).toBe(401);
+      await core.audit.settled(); // a stranger's failed login is written in the background
       expect((await client.get("/api/users")).body.map((u: { username: string }) => u.username)).toContain("still-made");
-      expect(errors.filter((l) => l.includes("audit log: entry not written")).length).toBe(3);
+      expect(await lost()).toBe(5);
+      const lines = errors.filter((l) => l.includes("audit log: entry not written"));
+      expect(lines).toHaveLength(1); // the next one waits 10 s, and says how many it left out
+      expect(lines[0]).toContain("no such table");
     } finally {
       spy.mockRestore();
+      metrics.stop();
       database.close();
       rmSync(dir, { recursive: true, force: true });
     }

@@ -13,7 +13,7 @@ let metrics: ServerMetrics | undefined;
 afterEach(() => metrics?.stop());
 
 const render = async (edge: EdgeCounters) => {
-  metrics = createMetrics({ edge, live: () => undefined, logins: () => ({ failed: 2, throttled: 1 }) });
+  metrics = createMetrics({ edge, live: () => undefined, logins: () => ({ failed: 2, throttled: 1 }), auditWriteFailures: () => 3 });
   return parseExposition(await metrics.render());
 };
 
@@ -46,6 +46,7 @@ test("requests by protocol and status class; the histogram cumulative, as Promet
   expect(buckets).toEqual([...buckets].sort((a, b) => a - b));
   expect(sample(e, "burrow_admin_login_failures_total")).toBe(2);
   expect(sample(e, "burrow_admin_logins_throttled_total")).toBe(1);
+  expect(sample(e, "burrow_audit_write_failures_total")).toBe(3);
 });
 
 test("handshake results and reset codes outside the closed lists count as OTHER: a peer cannot make new series", async () => {
@@ -65,7 +66,7 @@ test("handshake results and reset codes outside the closed lists count as OTHER:
 });
 
 test("admin requests: a method outside the usual ones is labelled other", async () => {
-  metrics = createMetrics({ edge: new EdgeCounters(), live: () => undefined, logins: () => ({ failed: 0, throttled: 0 }) });
+  metrics = createMetrics({ edge: new EdgeCounters(), live: () => undefined, logins: () => ({ failed: 0, throttled: 0 }), auditWriteFailures: () => 0 });
   metrics.adminRequest("unmatched", "BREW", 404);
   metrics.adminRequest("/api/users/:id", "GET", 200);
   const e = parseExposition(await metrics.render());

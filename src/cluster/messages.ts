@@ -1,0 +1,49 @@
+/**
+ * What one node tells the others over NOTIFY (cluster.ts): one JSON object
+ * per message, `kind` saying which, `from` the node that said it. What
+ * arrives is read through the schema below, so a payload that is not JSON or
+ * not one of these shapes (a bug, a node of another version, anyone else
+ * with NOTIFY rights on the database) is not acted on, and the reader gets
+ * the reason to log.
+ */
+import * as v from "valibot";
+
+const id = v.pipe(v.number(), v.integer());
+/** Any code, not only this version's (core/errors.ts): a close from a newer node must still close. */
+const code = v.pipe(v.string(), v.maxLength(100));
+const from = v.string();
+
+const Message = v.variant("kind", [
+  /** An admin closed a user's tunnels (disabled, deleted, over quota): closed here too. */
+  v.object({ kind: v.literal("close-user"), userId: id, code, message: v.string(), from }),
+  /** A token was revoked: its tunnels here close. */
+  v.object({ kind: v.literal("close-token"), tokenId: id, code, message: v.string(), from }),
+  /** The user's require_auth or allowed CIDRs changed: their live tunnels here take the new rules. */
+  v.object({ kind: v.literal("user-access"), userId: id, from }),
+  /** A name went to the sender's node: a tunnel of it kept here goes. */
+  v.object({ kind: v.literal("taken"), name: v.string(), sessionId: v.string(), from }),
+  /** Admin logins, for the login throttle to count cluster-wide. */
+  v.object({ kind: v.literal("login-failed"), address: v.string(), username: v.string(), from }),
+  v.object({ kind: v.literal("login-ok"), username: v.string(), from }),
+]);
+
+export type Message = v.InferOutput<typeof Message>;
+/** A message as its sender writes it: `from` is added when it is sent. */
+export type Said = Message extends infer M ? (M extends unknown ? Omit<M, "from"> : never) : never;
+
+/** How much of a payload not understood a log line shows (NOTIFY allows up to 8000 bytes). */
+export const SHOWN_PAYLOAD = 200;
+
+/** The message a payload carries, or why it carries none. */
+export function readMessage(payload: string): Message | { problem: string } {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(payload);
+  } catch {
+    return { problem: "not JSON" };
+  }
+  const parsed = v.safeParse(Message, raw);
+  if (parsed.success) return parsed.output;
+  const issue = parsed.issues[0];
+  return { problem: `${v.getDotPath(issue) ?? "message"}: ${issue.message}` };
+}
