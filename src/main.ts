@@ -1,7 +1,7 @@
 #!/usr/bin/env bun
 /** burrow: argv -> command. */
 import { MAIN_HELP } from "./cli/help.ts";
-import { EXIT_USAGE, UsageError } from "./config/usage.ts";
+import { EXIT_USAGE, UsageError } from "./usage-error.ts";
 import { log, logFormat } from "./log.ts";
 import { versionText } from "./version.ts";
 

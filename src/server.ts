@@ -17,7 +17,7 @@ import { openServerDatabase } from "./db/server-database.ts";
 import { Cluster } from "./cluster/cluster.ts";
 import { edgeNodes } from "./cluster/edge-nodes.ts";
 import { startEdge, type RunningEdge } from "./edge/server.ts";
-import { fileTls } from "./edge/tls-source.ts";
+import { fileTls } from "./tls/tls-source.ts";
 import { TrustedProxies } from "./http/addresses.ts";
 import { shareSessions } from "./edge/access/oidc.ts";
 import { log } from "./log.ts";

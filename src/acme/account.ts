@@ -16,7 +16,7 @@ import { join } from "node:path";
 import * as acme from "acme-client";
 import { systemClock, type Clock } from "../core/clock.ts";
 import { failureOf, type AcmeResult } from "./errors.ts";
-import { ensurePrivateDir, writePrivateFile } from "./private-files.ts";
+import { ensurePrivateDir, writePrivateFile } from "../tls/private-files.ts";
 
 /** Let's Encrypt's production directory: the default CA. */
 export const LETS_ENCRYPT_DIRECTORY = acme.directory.letsencrypt.production;

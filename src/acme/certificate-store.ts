@@ -3,7 +3,7 @@
  *
  * On disk, under `<dataDir>/acme/certs/` (0700): `<id>.pem` (the chain, leaf
  * first) and `<id>.key` (its private key), both 0600, each written whole
- * (private-files.ts). A certificate's id is its first name, with a leading
+ * (tls/private-files.ts). A certificate's id is its first name, with a leading
  * `*.` written `_wildcard.` in file names (`_` is never in a tunnel name, so
  * no real name collides with it). The key is written before the chain: a
  * crash between the two leaves a pair whose key does not match, which
@@ -21,9 +21,10 @@ import { join } from "node:path";
 import { systemClock, type Clock } from "../core/clock.ts";
 import { log } from "../log.ts";
 import { acmeDir } from "./account.ts";
-import { nameCovers, readCertificate, validAt, type CertificateInfo } from "./certificate-info.ts";
+import { readCertificate, type CertificateInfo } from "../tls/certificate-info.ts";
+import { chooseCertificate } from "../tls/sni.ts";
 import { failureOf, type AcmeFailure, type AcmeResult } from "./errors.ts";
-import { ensurePrivateDir, writePrivateFile } from "./private-files.ts";
+import { ensurePrivateDir, writePrivateFile } from "../tls/private-files.ts";
 
 export const CERTS_SUBDIR = "certs";
 const CHAIN_EXT = ".pem";
@@ -143,27 +144,9 @@ export class CertificateStore {
     return [...this.certs.values()];
   }
 
-  /**
-   * The certificate to present for a TLS server name (SNI): among those
-   * that cover it, one valid now before an expired one, an exact name
-   * before a wildcard, then the one that lasts longest.
-   */
+  /** The certificate to present for a TLS server name (SNI), as tls/sni.ts chooses among those held. */
   pick(serverName: string): StoredCertificate | undefined {
-    const name = serverName.toLowerCase().replace(/\.$/, "");
-    const now = this.clock.now().getTime();
-    let best: StoredCertificate | undefined;
-    let bestRank: number[] = [];
-    for (const cert of this.certs.values()) {
-      const exact = cert.names.includes(name);
-      if (!exact && !cert.names.some((n) => nameCovers(n, name))) continue;
-      const valid = validAt(cert, now);
-      const rank = [valid ? 1 : 0, exact ? 1 : 0, cert.notAfter.getTime()];
-      if (!best || compareRanks(rank, bestRank) > 0) {
-        best = cert;
-        bestRank = rank;
-      }
-    }
-    return best;
+    return chooseCertificate(this.certs.values(), serverName, this.clock.now().getTime());
   }
 
   /** Records what renewal.ts learned about a certificate (fields not given are kept). */
@@ -204,9 +187,4 @@ export class CertificateStore {
     const info = readCertificate(certPem, keyPem);
     this.certs.set(id, { ...info, id, certPem, keyPem });
   }
-}
-
-function compareRanks(a: number[], b: number[]): number {
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return (a[i] ?? 0) - (b[i] ?? 0);
-  return 0;
 }

@@ -5,8 +5,8 @@
  * `_acme-challenge.<domain>`, the same as for `<domain>` itself, so an order
  * for both holds two values under one name at once.
  *
- * The values go to a TXT store: burrow's own (challenge-records.ts, served
- * by dns-responder.ts), or anything with the same two methods.
+ * The values go to a TXT store: burrow's own (dns/challenge-records.ts, served
+ * by dns/responder.ts), or anything with the same two methods.
  */
 import type { ChallengeSolver } from "./solver.ts";
 

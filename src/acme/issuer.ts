@@ -14,7 +14,7 @@ import * as acme from "acme-client";
 import { systemClock, type Clock } from "../core/clock.ts";
 import { log } from "../log.ts";
 import { openAccount, type AccountOptions, type AcmeAccount } from "./account.ts";
-import { readCertificate } from "./certificate-info.ts";
+import { readCertificate } from "../tls/certificate-info.ts";
 import { isCertName } from "./certificate-store.ts";
 import { AcmeStepError, failureOf, type AcmeErrorCode, type AcmeResult } from "./errors.ts";
 import type { ChallengeSolver } from "./solver.ts";

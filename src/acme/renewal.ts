@@ -16,7 +16,7 @@
  */
 import { systemClock, type Clock } from "../core/clock.ts";
 import { log } from "../log.ts";
-import { renewalTime } from "./certificate-info.ts";
+import { renewalTime } from "../tls/certificate-info.ts";
 import type { CertificateStore, StoredCertificate } from "./certificate-store.ts";
 import { failureOf, type AcmeFailure, type AcmeResult } from "./errors.ts";
 import type { IssuedCertificate } from "./issuer.ts";

@@ -7,7 +7,7 @@
  * - "off": no TLS on the public port (e.g. behind a proxy that terminates it).
  */
 import { readFileSync } from "node:fs";
-import { readCertificate } from "./certificate-info.ts";
+import { readCertificate } from "../tls/certificate-info.ts";
 import type { CertificateState } from "./certificate-store.ts";
 
 export type CertificateMode = "acme" | "files" | "off";

@@ -5,7 +5,7 @@
  * - **The wildcard** (`<domain>` and `*.<domain>` in one certificate), by
  *   DNS-01 answered by burrow's own DNS responder on --dns-port, once the
  *   operator delegated `_acme-challenge.<domain>` to the server (one NS
- *   record, see dns-responder.ts). One certificate covers every tunnel.
+ *   record, see dns/responder.ts). One certificate covers every tunnel.
  * - **Names on demand**, by HTTP-01 on the plain HTTP port: only for names
  *   that are reserved or have a live tunnel (never for a name a visitor
  *   sends), only while no valid certificate covers the name and the
@@ -19,21 +19,21 @@
  */
 import { systemClock, type Clock } from "../core/clock.ts";
 import { log } from "../log.ts";
-import type { TlsEntry, TlsSource } from "../edge/tls-source.ts";
+import type { TlsEntry, TlsSource } from "../tls/tls-source.ts";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { acmeDir, type AccountOptions } from "./account.ts";
-import { validAt } from "./certificate-info.ts";
+import { validAt } from "../tls/certificate-info.ts";
 import { CertificateStore } from "./certificate-store.ts";
-import { ChallengeRecords } from "./challenge-records.ts";
+import { ChallengeRecords } from "../dns/challenge-records.ts";
 import { dns01Solver, DNS01_LABEL } from "./dns01.ts";
-import { startDnsResponder, type DnsResponder } from "./dns-responder.ts";
-import type { DnsLimits } from "./dns-wire.ts";
+import { startDnsResponder, type DnsResponder } from "../dns/responder.ts";
+import type { DnsLimits } from "../dns/wire.ts";
 import { failureOf } from "./errors.ts";
-import { fallbackCertificate } from "./fallback-certificate.ts";
+import { fallbackCertificate } from "../tls/fallback-certificate.ts";
 import { answerHttpChallenge, http01Solver, HttpChallengeTokens } from "./http01.ts";
 import { accountIssuer } from "./issuer.ts";
-import { ensurePrivateDir, writePrivateFile } from "./private-files.ts";
+import { ensurePrivateDir, writePrivateFile } from "../tls/private-files.ts";
 import { RenewalSchedule } from "./renewal.ts";
 import type { CertificateReport } from "./report.ts";
 

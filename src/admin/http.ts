@@ -1,7 +1,7 @@
 /** Request parsing and response building shared by every admin route. */
 import * as v from "valibot";
 import { AppError, badRequest } from "../core/errors.ts";
-import { describeIssues } from "../core/fields.ts";
+import { describeIssues } from "../validate/fields.ts";
 
 export const MAX_BODY_BYTES = 1024 * 1024;
 

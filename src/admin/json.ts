@@ -2,7 +2,7 @@
 import type { DayTraffic, UserTraffic } from "../core/traffic.ts";
 import type { ReservedSubdomain } from "../core/domains.ts";
 import type { TokenRow, UserRow } from "../db/schema.ts";
-import { cidrs } from "../core/fields.ts";
+import { cidrs } from "../validate/fields.ts";
 
 export const userJson = (u: UserRow) => ({
   id: u.id,

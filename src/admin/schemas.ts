@@ -2,7 +2,7 @@
 import * as v from "valibot";
 import { MAX_KEY_DAYS } from "../core/admin-keys.ts";
 import { AUDIT_ACTIONS, MAX_AUDIT_LIMIT } from "../core/audit.ts";
-import * as f from "../core/fields.ts";
+import * as f from "../validate/fields.ts";
 
 /** A field that must be present, then must pass `schema`. */
 const required = <S extends v.GenericSchema>(schema: S) =>

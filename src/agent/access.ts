@@ -5,7 +5,7 @@
  * whose tunnel asked for rules and came back unmarked leaves at once
  * rather than serve the service unprotected.
  */
-import { hasRules } from "../core/access.ts";
+import { hasRules } from "../validate/access.ts";
 import type { Ready, TunnelRequest } from "../protocol/messages.ts";
 
 export const ACCESS_UNSUPPORTED = "ACCESS_UNSUPPORTED";

@@ -25,7 +25,7 @@ import {
 import { VERSION } from "../version.ts";
 import { ACCESS_UNSUPPORTED, unenforcedAccess } from "./access.ts";
 import { localAuthority, type LocalTarget } from "./http.ts";
-import { directLink, webSocketLink, type Link } from "./links.ts";
+import { directLink, webSocketLink, type Link } from "../sockets/links.ts";
 import type { AgentOutput, TunnelView } from "./output.ts";
 import type { RequestTaps } from "./inspector/tap.ts";
 import { serveStream } from "./serve-stream.ts";

@@ -8,7 +8,7 @@ import { isFinalStatus, type OpenMeta } from "../protocol/messages.ts";
 import type { Stream } from "../protocol/mux.ts";
 import { pipeInto, readableFrom } from "../protocol/pipes.ts";
 import { MAX_DATA_PAYLOAD, WireError } from "../protocol/wire.ts";
-import { headerList, toHeaders } from "../relay/headers.ts";
+import { headerList, toHeaders } from "../http/header-list.ts";
 import { forwardRequest } from "./local-http/exchange.ts";
 import { tapReadable, type ExchangeTap } from "./inspector/tap.ts";
 import { ConnectionPool } from "./local-http/pool.ts";

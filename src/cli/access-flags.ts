@@ -1,7 +1,7 @@
 /**
  * Who may reach a tunnel, as flags of burrow http (all of them) and burrow
  * tcp (the IP rules): read into the HELLO's `access` settings, each checked
- * as burrow.yml's keys are (config/tunnel-options.ts). The secrets may come
+ * as burrow.yml's keys are (agent/settings/tunnel-options.ts). The secrets may come
  * from the environment instead of the command line, where other users of
  * the machine can read them: BURROW_BASIC_AUTH, BURROW_OIDC_CLIENT_SECRET.
  */
@@ -17,8 +17,8 @@ import {
   parseHeaderName,
   parseIssuer,
   tooManyEntries,
-} from "../config/tunnel-options.ts";
-import { UsageError } from "../config/usage.ts";
+} from "../agent/settings/tunnel-options.ts";
+import { UsageError } from "../usage-error.ts";
 import type { HttpAccess, TcpAccess } from "../protocol/messages.ts";
 
 export const IP_FLAGS: Record<string, FlagSpec> = {

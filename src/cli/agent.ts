@@ -1,14 +1,14 @@
 /** `burrow http` and `burrow tcp`: parse, connect, print, reconnect, Ctrl-C. */
 import { Agent, type AgentTunnel } from "../agent/client.ts";
 import type { LocalTarget } from "../agent/http.ts";
-import { resolveCredentials, resolveProxy } from "../config/agent.ts";
+import { resolveCredentials, resolveProxy } from "../agent/settings/server-and-token.ts";
 import * as v from "valibot";
 import { TunnelRequest } from "../protocol/messages.ts";
 import { MAX_PAYLOAD } from "../protocol/wire.ts";
 import { parseFlags, type FlagSpec } from "../config/flags.ts";
 import { HTTP_HELP, TCP_HELP } from "./help.ts";
-import { UsageError } from "../config/usage.ts";
-import { parseHostHeader, parseRemotePort, parseResponseTimeout, parseTarget } from "../config/tunnel-options.ts";
+import { UsageError } from "../usage-error.ts";
+import { parseHostHeader, parseRemotePort, parseResponseTimeout, parseTarget } from "../agent/settings/tunnel-options.ts";
 
 /** A tunnel option's check, its message led by the flag's name. */
 function flagValue<T>(flag: string, check: () => T): T {

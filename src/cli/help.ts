@@ -1,6 +1,6 @@
 /** Help texts, one per command. */
-import { DNS_CHECK_DEFAULTS } from "../config/dns-check.ts";
-import { INIT_DEFAULTS } from "../config/server-init.ts";
+import { DNS_CHECK_DEFAULTS } from "./server-dns-check-flags.ts";
+import { INIT_DEFAULTS } from "./server-init-flags.ts";
 import { SERVER_DEFAULTS } from "../config/server.ts";
 
 export const MAIN_HELP = `burrow — self-hosted tunnels to services on your machine

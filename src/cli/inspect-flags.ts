@@ -15,7 +15,7 @@ import { DEFAULT_KEEP, DEFAULT_MEMORY_MIB, DEFAULT_PORTS, MAX_KEEP, MAX_MEMORY_M
 import { InspectorListenError, startInspector, type Inspector, type InspectorStart } from "../agent/inspector/server.ts";
 import type { AgentOutput } from "../agent/output.ts";
 import type { FlagSpec } from "../config/flags.ts";
-import { UsageError } from "../config/usage.ts";
+import { UsageError } from "../usage-error.ts";
 
 export const INSPECT_FLAGS: Record<string, FlagSpec> = {
   "inspect-addr": { type: "string" },

@@ -1,8 +1,8 @@
 /** `burrow login --server URL --token T`: saves both for later `burrow http` / `burrow tcp`. */
-import { normaliseServerUrl, saveConfig } from "../config/agent.ts";
+import { normaliseServerUrl, saveConfig } from "../agent/settings/server-and-token.ts";
 import { parseFlags } from "../config/flags.ts";
 import { LOGIN_HELP } from "./help.ts";
-import { UsageError } from "../config/usage.ts";
+import { UsageError } from "../usage-error.ts";
 
 export async function loginCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseFlags(argv, { server: { type: "string" }, token: { type: "string" } });

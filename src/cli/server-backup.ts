@@ -9,7 +9,7 @@ import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseFlags } from "../config/flags.ts";
 import { SERVER_DEFAULTS } from "../config/server.ts";
-import { UsageError } from "../config/usage.ts";
+import { UsageError } from "../usage-error.ts";
 import { copyDatabase, CopyError } from "../db/copy.ts";
 import { READ_BUSY_TIMEOUT_MS } from "../db/inspect.ts";
 import { DB_FILE } from "../db/open.ts";

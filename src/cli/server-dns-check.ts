@@ -1,7 +1,7 @@
 /**
  * `burrow server dns-check --domain D`: looks up, from the server itself,
  * the DNS records README and `burrow server init` ask for, asks burrow's own
- * DNS responder directly, and prints one line per check (acme/dns-check.ts
+ * DNS responder directly, and prints one line per check (dns/check.ts
  * decides what each finding means). Exit code 0 when the records and the
  * responder are right, 1 when something must be fixed, 2 for a mistake on
  * the command line.
@@ -15,10 +15,10 @@
 import { randomBytes } from "node:crypto";
 import { Resolver } from "node:dns/promises";
 import { networkInterfaces } from "node:os";
-import { challengeZone, checkDns, exitCodeOf, renderCheckLine, type AddressLookup, type Lookup, type ResponderProbe } from "../acme/dns-check.ts";
-import { probeDns, type ProbeQuestion } from "../acme/dns-probe.ts";
-import { parseDnsCheck, parseHostPort } from "../config/dns-check.ts";
-import { guessPublicAddresses } from "../config/public-address.ts";
+import { challengeZone, checkDns, exitCodeOf, renderCheckLine, type AddressLookup, type Lookup, type ResponderProbe } from "../dns/check.ts";
+import { probeDns, type ProbeQuestion } from "../dns/probe.ts";
+import { parseDnsCheck, parseHostPort } from "./server-dns-check-flags.ts";
+import { guessPublicAddresses } from "../dns/public-address.ts";
 import { SERVER_DNS_CHECK_HELP } from "./help.ts";
 
 export async function serverDnsCheckCommand(argv: string[]): Promise<number> {

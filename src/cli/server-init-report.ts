@@ -6,7 +6,7 @@
 import { basename, dirname } from "node:path";
 import ipaddr from "ipaddr.js";
 import type { ServerConfig } from "../config/server.ts";
-import { dnsRecords, type PublicAddresses } from "../config/public-address.ts";
+import { dnsRecords, type PublicAddresses } from "../dns/public-address.ts";
 import { directPortAllowed } from "../edge/direct.ts";
 
 /** Where the addresses in the DNS records came from. */

@@ -7,9 +7,9 @@
 import { existsSync, mkdirSync, statSync, writeFileSync, chmodSync } from "node:fs";
 import { networkInterfaces } from "node:os";
 import { dirname } from "node:path";
-import { guessPublicAddresses } from "../config/public-address.ts";
-import { INIT_DEFAULTS, parseServerInit, type InitOptions } from "../config/server-init.ts";
-import { executableProblem, MASKED_PASSWORD, renderEnvFile, renderUnit } from "../config/systemd-unit.ts";
+import { guessPublicAddresses } from "../dns/public-address.ts";
+import { INIT_DEFAULTS, parseServerInit, type InitOptions } from "./server-init-flags.ts";
+import { executableProblem, MASKED_PASSWORD, renderEnvFile, renderUnit } from "./systemd-unit.ts";
 import { DEFAULT_ADMIN_USERNAME } from "../core/bootstrap.ts";
 import { directPortAllowed } from "../edge/direct.ts";
 import { randomBase62 } from "../core/secrets.ts";

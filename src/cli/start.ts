@@ -4,8 +4,8 @@
  */
 import type { AgentTunnel } from "../agent/client.ts";
 import { parseFlags, type FlagSpec } from "../config/flags.ts";
-import { configFileCandidates, findConfigFile, readTunnelsFile, type TunnelsFile } from "../config/tunnels-file.ts";
-import { UsageError } from "../config/usage.ts";
+import { configFileCandidates, findConfigFile, readTunnelsFile, type TunnelsFile } from "../agent/settings/tunnels-file.ts";
+import { UsageError } from "../usage-error.ts";
 import { describeAccess } from "./access-flags.ts";
 import { COMMON, runAgent } from "./agent.ts";
 import { CONFIG_HELP, START_HELP } from "./help.ts";

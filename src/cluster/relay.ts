@@ -9,7 +9,7 @@
  * Traffic is counted once, by A, the node the visitor is on (its meter
  * writes to the shared traffic table like any other).
  */
-import { webSocketLink, type Link } from "../agent/links.ts";
+import { webSocketLink, type Link } from "../sockets/links.ts";
 import { log } from "../log.ts";
 import { readOpenMeta, readResponseHead, type OpenMeta, type RelayedMeta } from "../protocol/messages.ts";
 import { Mux, type SendResult, type Stream } from "../protocol/mux.ts";

@@ -4,7 +4,7 @@
  * (--http-port -> BURROW_HTTP_PORT); a flag on the command line wins.
  */
 import { parseArgs } from "node:util";
-import { UsageError } from "./usage.ts";
+import { UsageError } from "../usage-error.ts";
 
 export interface FlagSpec {
   type: "string" | "boolean";

@@ -3,8 +3,8 @@ import { hostname } from "node:os";
 import { existsSync } from "node:fs";
 import * as v from "valibot";
 import { parseFlags, type FlagSpec } from "./flags.ts";
-import { UsageError } from "./usage.ts";
-import { SUBDOMAIN_PATTERN } from "../core/fields.ts";
+import { UsageError } from "../usage-error.ts";
+import { SUBDOMAIN_PATTERN } from "../validate/fields.ts";
 import { isCidrOrAddress } from "../http/addresses.ts";
 import { LOG_FORMATS, type LogFormat } from "../log.ts";
 

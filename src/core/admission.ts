@@ -6,9 +6,10 @@
 import * as v from "valibot";
 import type { TokenRow, UserRow } from "../db/schema.ts";
 import type { HttpAccess, TcpAccess } from "../protocol/messages.ts";
-import { checkAccess, hasAuthentication } from "./access.ts";
+import { hasAuthentication } from "../validate/access.ts";
+import { checkAccess } from "./access.ts";
 import { AppError } from "./errors.ts";
-import { protocolList, subdomain as subdomainRule, type Protocol } from "./fields.ts";
+import { protocolList, subdomain as subdomainRule, type Protocol } from "../validate/fields.ts";
 import type { Core } from "./index.ts";
 
 type Answer<T> = T | Promise<T>;

@@ -1,7 +1,7 @@
 /** The first admin: made on a start that finds no admin in the database. */
 import { log, logFormat } from "../log.ts";
 import * as v from "valibot";
-import { describeIssues, password as passwordRule, username as usernameRule } from "./fields.ts";
+import { describeIssues, password as passwordRule, username as usernameRule } from "../validate/fields.ts";
 import { AppError } from "./errors.ts";
 import type { Core } from "./index.ts";
 import { randomBase62 } from "./secrets.ts";

@@ -5,7 +5,7 @@
  */
 import type { UserRow } from "../db/schema.ts";
 import type { ErrorCode } from "./errors.ts";
-import type { Protocol } from "./fields.ts";
+import type { Protocol } from "../validate/fields.ts";
 
 export interface ActiveTunnel {
   protocol: Protocol;

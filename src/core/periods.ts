@@ -1,5 +1,5 @@
 /** Traffic periods, in UTC: the first day that counts toward a user's quota. */
-import type { TrafficPeriod } from "./fields.ts";
+import type { TrafficPeriod } from "../validate/fields.ts";
 import { utcDate } from "./clock.ts";
 
 export function periodStart(period: TrafficPeriod, now: Date): string {

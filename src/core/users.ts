@@ -4,7 +4,7 @@ import type { UserRow } from "../db/schema.ts";
 import type { Store } from "../db/store.ts";
 import { isoTimestamp, type Clock } from "./clock.ts";
 import { AppError, notFound } from "./errors.ts";
-import type { Role, TrafficPeriod } from "./fields.ts";
+import type { Role, TrafficPeriod } from "../validate/fields.ts";
 import type { LiveTunnels } from "./live.ts";
 import { hashPassword } from "./passwords.ts";
 

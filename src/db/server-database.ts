@@ -7,7 +7,6 @@
  */
 import type { Database } from "bun:sqlite";
 import type { SQL } from "bun";
-import type { ServerConfig } from "../config/server.ts";
 import { openDatabase } from "./open.ts";
 import { openPostgres } from "./open-postgres.ts";
 import type { Store } from "./store.ts";
@@ -29,7 +28,15 @@ export interface ServerDatabase {
 /** How long the readiness probe waits for PostgreSQL, ms. */
 const PROBE_TIMEOUT_MS = 2_000;
 
-export async function openServerDatabase(config: Pick<ServerConfig, "dataDir" | "databaseUrl" | "databasePool">): Promise<ServerDatabase> {
+/** Where the server's data lives: --data-dir, and --database / --db-pool for PostgreSQL. */
+export interface DatabaseSettings {
+  dataDir: string;
+  /** A PostgreSQL URL; undefined: SQLite in the data dir. */
+  databaseUrl?: string;
+  databasePool?: number;
+}
+
+export async function openServerDatabase(config: DatabaseSettings): Promise<ServerDatabase> {
   if (config.databaseUrl === undefined) {
     const sqlite = openDatabase(config.dataDir);
     return {

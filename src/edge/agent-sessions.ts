@@ -8,7 +8,7 @@ import type { ServerWebSocket } from "bun";
 import { AgentConnection, type AgentSocketData, type EdgeContext } from "./agents.ts";
 import type { TrafficMeter } from "./meter.ts";
 import { sendResult, type SocketKind } from "./socket-kinds.ts";
-import type { SocketBudget } from "./socket-budget.ts";
+import type { SocketBudget } from "../sockets/socket-budget.ts";
 
 export class AgentSessions {
   private readonly all = new Set<AgentConnection>();

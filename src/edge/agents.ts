@@ -12,7 +12,7 @@
 import * as v from "valibot";
 import { admit, type Admitted, type LiveView } from "../core/admission.ts";
 import { AppError } from "../core/errors.ts";
-import { cidrs } from "../core/fields.ts";
+import { cidrs } from "../validate/fields.ts";
 import type { Core } from "../core/index.ts";
 import { databaseUnavailable, logFailedWrite, reportUnavailable, UNAVAILABLE_MESSAGE, UNAVAILABLE_RETRY_S } from "../db/unavailable.ts";
 import { limitedLog, log } from "../log.ts";

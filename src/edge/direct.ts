@@ -10,11 +10,11 @@ import type { Socket, TCPSocketListener } from "bun";
 import { canonicalAddress } from "../http/addresses.ts";
 import { FrameReader } from "../protocol/frame-reader.ts";
 import { ProtocolError } from "../protocol/frames.ts";
-import { SocketSender } from "../relay/socket-sender.ts";
+import { SocketSender } from "../sockets/socket-sender.ts";
 import { WireError } from "../protocol/wire.ts";
 import { AgentConnection, strangerFault, type AgentTransport, type EdgeContext } from "./agents.ts";
 import { log } from "../log.ts";
-import type { TlsSource } from "./tls-source.ts";
+import type { TlsSource } from "../tls/tls-source.ts";
 
 interface DirectSocketData {
   conn?: AgentConnection;

@@ -7,9 +7,9 @@ import { readResponseHead, type OpenMeta, type RelayedMeta, type ResponseHead } 
 import { INITIAL_WINDOW } from "../protocol/wire.ts";
 import type { Stream } from "../protocol/mux.ts";
 import { collect, pipeInto, readableFrom } from "../protocol/pipes.ts";
-import { headerList, toHeaders } from "../relay/headers.ts";
+import { headerList, toHeaders } from "../http/header-list.ts";
 import { log } from "../log.ts";
-import { USER_EMAIL_HEADER } from "../core/access.ts";
+import { USER_EMAIL_HEADER } from "../validate/access.ts";
 import type { Passed } from "./access/policy.ts";
 import { badGatewayPage, slowServicePage } from "./pages.ts";
 import { awaitReply, goneSinceReply, ResponseTimeout } from "./replies.ts";

@@ -13,7 +13,7 @@ import type { TCPSocketListener, TCPSocketListenOptions } from "bun";
 import { AppError } from "../core/errors.ts";
 import { quietWarnings } from "../log.ts";
 import type { Registry, Tunnel } from "./registry.ts";
-import type { SocketBudget } from "./socket-budget.ts";
+import type { SocketBudget } from "../sockets/socket-budget.ts";
 import { tcpHandlers } from "./tcp.ts";
 
 /** Random picks before scanning the range in order. */

@@ -13,7 +13,7 @@ import type { Stream } from "../protocol/mux.ts";
 import type { OpenMeta } from "../protocol/messages.ts";
 import { RECLAIM_GRACE_MS } from "../protocol/wire.ts";
 import type { TrafficMeter } from "./meter.ts";
-import { cidrs } from "../core/fields.ts";
+import { cidrs } from "../validate/fields.ts";
 import type { UserRow } from "../db/schema.ts";
 import { AccessPolicy } from "./access/policy.ts";
 

@@ -4,7 +4,7 @@
  * tunnel <name>; /_burrow/connect on any other host to the agents'
  * endpoint) and whose WebSockets are dispatched by kind (socket-kinds.ts);
  * the direct port for agents (direct.ts), TCP tunnels' ports (ports.ts),
- * the edge's periodic work, descriptor pressure (descriptors.ts) and the
+ * the edge's periodic work, descriptor pressure (os/descriptors.ts) and the
  * drain on stop (drain.ts). Several nodes: what the edge needs of the
  * others comes in as OtherNodes; the edge knows nothing more of them.
  */
@@ -22,15 +22,15 @@ import { directPortAllowed, listenDirect, type DirectListener } from "./direct.t
 import { drainEdge } from "./drain.ts";
 import { HandshakeGuard } from "./handshake-guard.ts";
 import { FLUSH_INTERVAL_MS, TrafficMeter } from "./meter.ts";
-import { defaultMaxConns, DescriptorWatch, logDescriptorBudget, openFileLimit } from "./descriptors.ts";
+import { defaultMaxConns, DescriptorWatch, logDescriptorBudget, openFileLimit } from "../os/descriptors.ts";
 import type { OtherNodes } from "./other-nodes.ts";
 import { PublicListener } from "./public-listener.ts";
 import { listenRedirect } from "./redirect.ts";
-import type { TlsSource } from "./tls-source.ts";
+import type { TlsSource } from "../tls/tls-source.ts";
 import { takeHolds } from "./restart-holds.ts";
-import { SocketBudget } from "./socket-budget.ts";
+import { SocketBudget } from "../sockets/socket-budget.ts";
 import { byKind, nodeSockets, sendResult, type SocketData } from "./socket-kinds.ts";
-import { establishedPeers } from "./kernel-sockets.ts";
+import { establishedPeers } from "../os/kernel-sockets.ts";
 import { VisitorConnections } from "./visitor-connections.ts";
 import { PortAllocator } from "./ports.ts";
 import { enforceQuotas } from "./quota.ts";
@@ -241,40 +241,12 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     }
   }
 
-  let checkingQuotas = false;
-  const timers = [
-    setInterval(() => void meter.flush(), FLUSH_INTERVAL_MS),
-    setInterval(() => {
-      // one check at a time: a slow database must not pile them up
-      if (checkingQuotas) return;
-      checkingQuotas = true;
-      enforceQuotas(core, registry, meter)
-        .catch((err) => logFailedWrite("quota check failed", {}, err))
-        .finally(() => (checkingQuotas = false));
-    }, 1_000),
-    setInterval(() => connections.expire(), 1_000),
-  ];
-  for (const t of timers) t.unref();
+  const stopChores = startChores(core, registry, meter, connections);
 
   const publicUrl = `${scheme}://${domain}${portSuffix()}`;
   log.info("edge listening", { url: publicUrl, port: listener.port, agent_port: direct?.port ?? "off" });
   logDescriptorBudget(fdLimit, connections.limits.total, opts.maxConnsPerIp);
-  const watch = new DescriptorWatch(fdLimit, (nowPressed, inUse) => {
-    pressed = nowPressed;
-    if (nowPressed) {
-      // what is idle goes first; then no new connections until enough descriptors are free again
-      const shed = listener.closeIdle() + (redirect?.closeIdle() ?? 0);
-      connections.closedIdle();
-      listener.pause();
-      redirect?.pause();
-      log.warn("open files nearly exhausted: closed idle visitor connections and stopped accepting new ones", { in_use: inUse, limit: fdLimit, closed: shed });
-    } else {
-      const resumed = listener.resume();
-      redirect?.resume();
-      log.info(resumed ? "open files available again: accepting visitors" : "open files available again, but the public port could not be listened on again", { in_use: inUse, limit: fdLimit, err: listener.listenError });
-    }
-  });
-  watch.start();
+  const watch = watchDescriptors(fdLimit, { listener, redirect, connections }, (now) => (pressed = now));
 
   return {
     port: listener.port,
@@ -304,10 +276,58 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
           stopSwapping?.();
           stopWantingCertificates?.();
         },
-        stopTimers: () => timers.forEach(clearInterval),
+        stopTimers: stopChores,
         closeLinks: () => nodes?.close(),
       }),
   };
+}
+
+/** The edge's periodic work: traffic written down, quotas enforced, idle visitor connections expired. Returns how to stop it. */
+function startChores(core: Core, registry: Registry, meter: TrafficMeter, connections: VisitorConnections): () => void {
+  let checkingQuotas = false;
+  const timers = [
+    setInterval(() => void meter.flush(), FLUSH_INTERVAL_MS),
+    setInterval(() => {
+      // one check at a time: a slow database must not pile them up
+      if (checkingQuotas) return;
+      checkingQuotas = true;
+      enforceQuotas(core, registry, meter)
+        .catch((err) => logFailedWrite("quota check failed", {}, err))
+        .finally(() => (checkingQuotas = false));
+    }, 1_000),
+    setInterval(() => connections.expire(), 1_000),
+  ];
+  for (const t of timers) t.unref();
+  return () => timers.forEach(clearInterval);
+}
+
+/**
+ * Descriptors nearly exhausted: what is idle goes first, then no new
+ * connections on the public (and redirect) port until enough are free again.
+ * `pressed` tells the socket budgets, which then take nothing new either.
+ */
+function watchDescriptors(
+  fdLimit: number | undefined,
+  edge: { listener: PublicListener<SocketData>; redirect?: PublicListener<undefined>; connections: VisitorConnections },
+  pressed: (now: boolean) => void,
+): DescriptorWatch {
+  const { listener, redirect, connections } = edge;
+  const watch = new DescriptorWatch(fdLimit, (nowPressed, inUse) => {
+    pressed(nowPressed);
+    if (nowPressed) {
+      const shed = listener.closeIdle() + (redirect?.closeIdle() ?? 0);
+      connections.closedIdle();
+      listener.pause();
+      redirect?.pause();
+      log.warn("open files nearly exhausted: closed idle visitor connections and stopped accepting new ones", { in_use: inUse, limit: fdLimit, closed: shed });
+    } else {
+      const resumed = listener.resume();
+      redirect?.resume();
+      log.info(resumed ? "open files available again: accepting visitors" : "open files available again, but the public port could not be listened on again", { in_use: inUse, limit: fdLimit, err: listener.listenError });
+    }
+  });
+  watch.start();
+  return watch;
 }
 
 /** Names the server before us (same data dir) had live when it stopped: held for their tokens a while. */

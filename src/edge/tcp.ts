@@ -5,9 +5,9 @@
 import type { Socket, SocketHandler } from "bun";
 import { canonicalAddress } from "../http/addresses.ts";
 import { limitedLog } from "../log.ts";
-import { SocketRelay } from "../relay/socket.ts";
+import { SocketRelay } from "../sockets/socket-stream.ts";
 import type { Tunnel } from "./registry.ts";
-import type { SocketBudget } from "./socket-budget.ts";
+import type { SocketBudget } from "../sockets/socket-budget.ts";
 
 interface VisitorSocket {
   relay?: SocketRelay;

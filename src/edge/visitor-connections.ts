@@ -4,13 +4,13 @@
  * connection only through its requests (the peer's address and port), so a
  * connection is counted from its first request until it is known closed:
  * idle past --idle-timeout (Bun closed it), shed by closeIdle(), said
- * gone by the kernel (kernel-sockets.ts, asked before anyone is refused),
+ * gone by the kernel (os/kernel-sockets.ts, asked before anyone is refused),
  * or answered with `Connection: close`. A connection over budget gets a
  * quick 503 and is closed; the ones already counted go on.
  */
 import { canonicalAddress } from "../http/addresses.ts";
-import { establishedPeers } from "./kernel-sockets.ts";
-import { SocketBudget } from "./socket-budget.ts";
+import { establishedPeers } from "../os/kernel-sockets.ts";
+import { SocketBudget } from "../sockets/socket-budget.ts";
 
 /**
  * The kernel is asked at most every 50 ms, and never more than a tenth of

@@ -114,3 +114,18 @@ export class TrustedProxies {
     return canonicalAddress(peer);
   }
 }
+
+/** IPv6 clients are counted by /64: one host is given a whole /64 and may send from any address in it. */
+const IPV6_CLIENT_PREFIX_PARTS = 4;
+
+/** The key a client is counted under by per-client limits (DNS answers, basic-auth guesses): its IPv4 address, or its IPv6 /64, since one host holds a whole /64. */
+export function clientKey(address: string): string {
+  const canonical = canonicalAddress(address);
+  if (!canonical.includes(":")) return canonical;
+  try {
+    const parts = ipaddr.IPv6.parse(canonical).parts.slice(0, IPV6_CLIENT_PREFIX_PARTS);
+    return `${parts.map((p) => p.toString(16)).join(":")}::/64`;
+  } catch {
+    return canonical;
+  }
+}

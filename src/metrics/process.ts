@@ -6,7 +6,7 @@
  */
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { Counter, Gauge, type Registry } from "prom-client";
-import { descriptorsInUse, openFileLimit } from "../edge/descriptors.ts";
+import { descriptorsInUse, openFileLimit } from "../os/descriptors.ts";
 
 /** How finely the event loop's delay is sampled (a timer this often, as prom-client's default does). */
 const LAG_RESOLUTION_MS = 20;

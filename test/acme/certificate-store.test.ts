@@ -8,7 +8,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { nameCovers, renewalTime } from "../../src/acme/certificate-info.ts";
+import { nameCovers, renewalTime } from "../../src/tls/certificate-info.ts";
 import { CertificateStore, fileStem } from "../../src/acme/certificate-store.ts";
 import type { Clock } from "../../src/core/clock.ts";
 import { selfSignedCertificate } from "../harness/certs.ts";

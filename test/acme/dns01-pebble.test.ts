@@ -1,6 +1,6 @@
 /**
  * DNS-01 end to end with burrow's own pieces: Pebble resolves through
- * burrow's DNS responder (dns-responder.ts) for `_acme-challenge.burrow.test`,
+ * burrow's DNS responder (dns/responder.ts) for `_acme-challenge.burrow.test`,
  * the solver puts the values in ChallengeRecords, and one certificate for
  * both `burrow.test` and `*.burrow.test` is issued: two values under one
  * TXT name at once, withdrawn afterwards.
@@ -11,10 +11,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openAccount, type AcmeAccount } from "../../src/acme/account.ts";
-import { splitChain } from "../../src/acme/certificate-info.ts";
-import { ChallengeRecords } from "../../src/acme/challenge-records.ts";
+import { splitChain } from "../../src/tls/certificate-info.ts";
+import { ChallengeRecords } from "../../src/dns/challenge-records.ts";
 import { dns01Solver } from "../../src/acme/dns01.ts";
-import { startDnsResponder, type DnsResponder } from "../../src/acme/dns-responder.ts";
+import { startDnsResponder, type DnsResponder } from "../../src/dns/responder.ts";
 import { configureAcmeHttp } from "../../src/acme/http-client.ts";
 import { HttpChallengeTokens, http01Solver } from "../../src/acme/http01.ts";
 import { obtainCertificate } from "../../src/acme/issuer.ts";

@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as acme from "acme-client";
 import { openAccount, type AcmeAccount } from "../../src/acme/account.ts";
-import { splitChain } from "../../src/acme/certificate-info.ts";
+import { splitChain } from "../../src/tls/certificate-info.ts";
 import { CertificateStore } from "../../src/acme/certificate-store.ts";
 import { dns01Solver } from "../../src/acme/dns01.ts";
 import { configureAcmeHttp, readCaRoot } from "../../src/acme/http-client.ts";

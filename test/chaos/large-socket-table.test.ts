@@ -1,7 +1,7 @@
 /**
  * Chaos: the public port's per-address cap on a host whose TCP table is
  * large. Before it refuses a client at its cap, the edge asks the kernel
- * which connections are still open (edge/kernel-sockets.ts reads and parses
+ * which connections are still open (os/kernel-sockets.ts reads and parses
  * all of /proc/net/tcp and tcp6), at most every 50 ms. That table holds
  * every socket of the host (of its network namespace), TIME_WAIT ones
  * included, and anyone can fill it with TIME_WAIT: each connection the
@@ -25,7 +25,7 @@
 import { afterAll, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { connect, type Socket } from "node:net";
-import { establishedPeers } from "../../src/edge/kernel-sockets.ts";
+import { establishedPeers } from "../../src/os/kernel-sockets.ts";
 import { signedIn } from "../harness/admin.ts";
 import { startAgent, tunnelFetch, type TestAgent } from "../harness/agent.ts";
 import { startServer, type TestServer } from "../harness/server.ts";

@@ -15,7 +15,7 @@ import { shown } from "../../src/cli/agent-output/levels.ts";
 import { flushLines, printable } from "../../src/cli/agent-output/print.ts";
 import { Recent } from "../../src/cli/agent-output/recent.ts";
 import { fit, renderScreen, type Activity, type ScreenState } from "../../src/cli/agent-output/screen-view.ts";
-import { UsageError } from "../../src/config/usage.ts";
+import { UsageError } from "../../src/usage-error.ts";
 
 /** A clock the test moves by hand. */
 function clock(start = 1_700_000_000_000) {

@@ -1,7 +1,7 @@
 /** --audit-days as `burrow server` reads it: the default, the flag, the environment, and mistakes. */
 import { expect, test } from "bun:test";
 import { parseServerConfig } from "../../src/config/server.ts";
-import { UsageError } from "../../src/config/usage.ts";
+import { UsageError } from "../../src/usage-error.ts";
 
 const parse = (argv: string[], env: Record<string, string> = {}) => {
   const r = parseServerConfig(argv, env);

@@ -6,7 +6,8 @@
 import { describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import { unenforcedAccess } from "../../src/agent/access.ts";
-import { checkAccess, hasAuthentication, hasRules } from "../../src/core/access.ts";
+import { checkAccess } from "../../src/core/access.ts";
+import { hasAuthentication, hasRules } from "../../src/validate/access.ts";
 import { BasicAuth, matchesAnyDigest } from "../../src/edge/access/basic-auth.ts";
 import { HeaderRules } from "../../src/edge/access/header-rules.ts";
 import { IpRules } from "../../src/edge/access/ip-rules.ts";

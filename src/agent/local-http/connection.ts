@@ -6,7 +6,7 @@
  * waits here, in order, and goes out on drain.
  */
 import type { Socket, SocketHandler } from "bun";
-import { PendingWrites } from "../../relay/pending-writes.ts";
+import { PendingWrites } from "../../sockets/pending-writes.ts";
 
 export interface ConnectionUser {
   received(bytes: Uint8Array): void;

@@ -6,7 +6,7 @@
  * an error string, never a guess.
  */
 import type { HeaderList } from "../../protocol/messages.ts";
-import { HOP_BY_HOP } from "../../relay/headers.ts";
+import { HOP_BY_HOP } from "../../http/header-list.ts";
 
 /** How the body after the head is delimited (RFC 9112 §6.3). */
 export type BodyFraming = "none" | "length" | "chunked" | "close";

@@ -4,7 +4,7 @@
  * for scripts. The choice is made once, before the agent connects.
  */
 import type { AgentOutput } from "../../agent/output.ts";
-import { UsageError } from "../../config/usage.ts";
+import { UsageError } from "../../usage-error.ts";
 import { jsonOutput } from "./json.ts";
 import { DEFAULT_LOG_LEVEL, isLogLevel, LOG_LEVELS, type LogLevel } from "./levels.ts";
 import { lineOutput } from "./lines.ts";

@@ -6,7 +6,7 @@
  * the time taken.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
-import { clientKey } from "../../acme/dns-rate.ts";
+import { clientKey } from "../../http/addresses.ts";
 import { Throttle, type ThrottleRules } from "../../core/throttle.ts";
 
 /**

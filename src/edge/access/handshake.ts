@@ -3,7 +3,7 @@
  * answer discovery first, then each granted tunnel gets its compiled
  * policy (or the refusal its settings earn).
  */
-import { issuerProblem } from "../../core/access.ts";
+import { issuerProblem } from "../../validate/access.ts";
 import { AppError } from "../../core/errors.ts";
 import type { TunnelRequest } from "../../protocol/messages.ts";
 import { discover, type OidcProvider } from "./oidc-discovery.ts";

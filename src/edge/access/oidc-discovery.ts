@@ -8,7 +8,7 @@
  */
 import { createRemoteJWKSet } from "jose";
 import * as oauth from "oauth4webapi";
-import { providerEndpointProblem } from "../../core/access.ts";
+import { providerEndpointProblem } from "../../validate/access.ts";
 import { AppError } from "../../core/errors.ts";
 
 /** How long discovery may take before the tunnel is refused. */
@@ -22,7 +22,7 @@ export interface OidcProvider {
   issuer: string;
   metadata: oauth.AuthorizationServer;
   keys: ReturnType<typeof createRemoteJWKSet>;
-  /** A plain-http issuer (loopback only, core/access.ts): oauth4webapi must be told to allow it. */
+  /** A plain-http issuer (loopback only, validate/access.ts): oauth4webapi must be told to allow it. */
   insecure: boolean;
 }
 

@@ -10,7 +10,7 @@
  * the hot path pays one property read. TCP tunnels use the IP rules only,
  * at accept.
  */
-import { USER_EMAIL_HEADER } from "../../core/access.ts";
+import { USER_EMAIL_HEADER } from "../../validate/access.ts";
 import type { HttpAccess, TcpAccess } from "../../protocol/messages.ts";
 import { BasicAuth } from "./basic-auth.ts";
 import { HeaderRules } from "./header-rules.ts";

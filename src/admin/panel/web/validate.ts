@@ -1,12 +1,12 @@
 /**
- * Form checks before sending, with the server's own rules (core/fields.ts,
+ * Form checks before sending, with the server's own rules (validate/fields.ts,
  * the same valibot schemas the API validates with), and the server's field
  * error placed beside its field after.
  */
 import * as v from "valibot";
-import * as f from "../../../core/fields.ts";
+import * as f from "../../../validate/fields.ts";
 
-export { PROTOCOLS, ROLES, TRAFFIC_PERIODS } from "../../../core/fields.ts";
+export { PROTOCOLS, ROLES, TRAFFIC_PERIODS } from "../../../validate/fields.ts";
 
 export type Errors = Record<string, string | undefined>;
 

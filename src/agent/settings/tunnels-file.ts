@@ -1,0 +1,358 @@
+/**
+ * burrow.yml: the agent's tunnels, by name, for `burrow start`. Read with
+ * the `yaml` package because every mistake is reported as one line naming
+ * the file, the line and the field (`burrow.yml:7: tunnels.web.subdomain:
+ * must be a string`), which needs each node's position; Bun's own YAML
+ * parser gives values only.
+ *
+ *   server: https://tunnels.example.com     # optional, as --server
+ *   token: ...                              # optional, as --token
+ *   tunnels:
+ *     web:
+ *       proto: http
+ *       addr: 3000
+ *       subdomain: myapp
+ *     db:
+ *       proto: tcp
+ *       addr: 5432
+ *       remote_port: 40000
+ */
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { join, resolve } from "node:path";
+import * as v from "valibot";
+import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Pair, type ParsedNode } from "yaml";
+import type { LocalTarget } from "../http.ts";
+import { subdomain as subdomainRule } from "../../validate/fields.ts";
+import type { HttpAccess, TunnelRequest } from "../../protocol/messages.ts";
+import { parseProxyUrl, parseServerUrl } from "./server-and-token.ts";
+import { configDir } from "./paths.ts";
+import {
+  ACCESS_LIST_MAX,
+  compactAccess,
+  oidcSettings,
+  parseBasicAuth,
+  parseCidr,
+  parseEmailRule,
+  parseHeaderLine,
+  parseHeaderName,
+  parseHostHeader,
+  parseIssuer,
+  parseRemotePort,
+  parseResponseTimeout,
+  parseTarget,
+  tooManyEntries,
+} from "./tunnel-options.ts";
+import { UsageError } from "../../usage-error.ts";
+
+export const CONFIG_FILE_NAME = "burrow.yml";
+/** One HELLO carries at most this many tunnels (protocol/messages.ts). */
+export const MAX_TUNNELS = 16;
+/** A config file larger than this is not a config file. */
+const MAX_FILE_BYTES = 1024 * 1024;
+const TUNNEL_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+
+export interface FileTunnel {
+  name: string;
+  request: TunnelRequest;
+  target: LocalTarget;
+  inspect: boolean;
+}
+
+export interface TunnelsFile {
+  path: string;
+  server?: string;
+  token?: string;
+  proxy?: string;
+  insecure?: boolean;
+  /** In the order the file lists them. */
+  tunnels: FileTunnel[];
+}
+
+/** A mistake in the file: `FILE:LINE: FIELD: what is wrong`. burrow exits 2 on it. */
+export class ConfigFileError extends UsageError {
+  constructor(path: string, line: number, field: string, message: string) {
+    super(`${path}:${line}: ${field ? `${field}: ` : ""}${message}`);
+  }
+}
+
+/**
+ * The file to read: --config (or BURROW_CONFIG) as given, else ./burrow.yml,
+ * else burrow.yml in the config directory. Undefined when there is none.
+ */
+export function findConfigFile(flag: string | undefined, env: Record<string, string | undefined> = process.env, cwd = process.cwd()): string | undefined {
+  if (flag !== undefined) {
+    const path = resolve(cwd, flag);
+    if (!existsSync(path)) throw new UsageError(`--config: ${flag} does not exist`);
+    return path;
+  }
+  for (const path of [join(cwd, CONFIG_FILE_NAME), join(configDir(env), CONFIG_FILE_NAME)]) {
+    if (existsSync(path)) return path;
+  }
+  return undefined;
+}
+
+/** Where findConfigFile looks, for the message when there is no file. */
+export function configFileCandidates(env: Record<string, string | undefined> = process.env, cwd = process.cwd()): string[] {
+  return [join(cwd, CONFIG_FILE_NAME), join(configDir(env), CONFIG_FILE_NAME)];
+}
+
+export function readTunnelsFile(path: string): TunnelsFile {
+  let text: string;
+  try {
+    if (statSync(path).size > MAX_FILE_BYTES) throw new UsageError(`${path}: larger than 1 MiB, not a burrow config file`);
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    if (err instanceof UsageError) throw err;
+    throw new UsageError(`${path}: cannot read it (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
+  return parseTunnelsFile(text, path);
+}
+
+type Node = ParsedNode | null;
+
+/** Parses and checks the text of a burrow.yml; `path` names it in errors. */
+export function parseTunnelsFile(text: string, path: string): TunnelsFile {
+  const lines = new LineCounter();
+  // duplicate keys are found below, where the message can say which tunnel
+  const doc = parseDocument(text, { lineCounter: lines, uniqueKeys: false, prettyErrors: false });
+  const lineOf = (node: { range?: [number, number, number] | null } | null | undefined) => (node?.range ? lines.linePos(node.range[0]).line : 1);
+  const fail = (node: { range?: [number, number, number] | null } | null | undefined, field: string, message: string): never => {
+    throw new ConfigFileError(path, lineOf(node), field, message);
+  };
+  const first = doc.errors[0];
+  if (first) throw new ConfigFileError(path, lines.linePos(first.pos[0]).line, "", `not valid YAML: ${first.message.split("\n")[0]}`);
+
+  const root = doc.contents as Node;
+  if (root === null) return fail(null, "", "the file is empty: it needs a 'tunnels:' map");
+  if (!isMap(root)) return fail(root, "", "must be a map with 'tunnels:' (and optionally server, token, proxy, insecure)");
+
+  const out: TunnelsFile = { path, tunnels: [] };
+  let tunnelsNode: Node = null;
+  for (const pair of entries(root, "", fail)) {
+    const { key, value } = pair;
+    switch (key) {
+      case "server":
+        out.server = text_(value, key, fail);
+        checkUrl(parseServerUrl, out.server, value, key, fail);
+        break;
+      case "token":
+        out.token = text_(value, key, fail);
+        break;
+      case "proxy":
+        out.proxy = text_(value, key, fail);
+        checkUrl(parseProxyUrl, out.proxy, value, key, fail);
+        break;
+      case "insecure":
+        out.insecure = bool(value, key, fail);
+        break;
+      case "tunnels":
+        tunnelsNode = value;
+        break;
+      default:
+        fail(pair.keyNode, key, "unknown key (allowed: server, token, proxy, insecure, tunnels)");
+    }
+  }
+  if (tunnelsNode === null) return fail(root, "tunnels", "missing: the file needs a 'tunnels:' map of named tunnels");
+  if (!isMap(tunnelsNode)) return fail(tunnelsNode, "tunnels", "must be a map of named tunnels, such as 'web: { proto: http, addr: 3000 }'");
+
+  const subdomains = new Map<string, string>();
+  const ports = new Map<number, string>();
+  for (const { key: name, keyNode, value } of entries(tunnelsNode, "tunnels", fail)) {
+    const field = `tunnels.${name}`;
+    if (!TUNNEL_NAME.test(name)) fail(keyNode, field, "a tunnel name is 1-64 letters, digits and _ . - (starting with a letter or digit)");
+    if (out.tunnels.some((t) => t.name === name)) fail(keyNode, field, `the tunnel name '${name}' is used twice`);
+    const tunnel = readTunnel(name, value, field, fail);
+    const req = tunnel.request;
+    if (req.protocol === "http" && req.subdomain !== undefined) {
+      const other = subdomains.get(req.subdomain);
+      if (other) fail(fieldNode(value, "subdomain"), `${field}.subdomain`, `'${req.subdomain}' is also the subdomain of tunnel '${other}'`);
+      subdomains.set(req.subdomain, name);
+    }
+    if (req.protocol === "tcp" && req.port !== undefined) {
+      const other = ports.get(req.port);
+      if (other) fail(fieldNode(value, "remote_port"), `${field}.remote_port`, `${req.port} is also the remote_port of tunnel '${other}'`);
+      ports.set(req.port, name);
+    }
+    out.tunnels.push(tunnel);
+  }
+  if (out.tunnels.length === 0) return fail(tunnelsNode, "tunnels", "no tunnels: name at least one");
+  if (out.tunnels.length > MAX_TUNNELS) return fail(tunnelsNode, "tunnels", `${out.tunnels.length} tunnels; one agent runs at most ${MAX_TUNNELS}`);
+  return out;
+}
+
+type Fail = (node: { range?: [number, number, number] | null } | null | undefined, field: string, message: string) => never;
+
+/** Who may reach the tunnel (README "Who may reach a tunnel"); tcp tunnels take the IP lists only. */
+const ACCESS_KEYS = ["basic_auth", "allow_cidr", "deny_cidr", "request_header_add", "request_header_remove", "response_header_add", "oidc"];
+const TUNNEL_KEYS = ["proto", "addr", "subdomain", "remote_port", "host_header", "skip_warning", "inspect", "response_timeout", ...ACCESS_KEYS];
+const HTTP_ONLY = new Set(["subdomain", "host_header", "skip_warning", "inspect", "response_timeout", "basic_auth", "request_header_add", "request_header_remove", "response_header_add", "oidc"]);
+const OIDC_KEYS = ["issuer", "client_id", "client_secret", "allow_emails"];
+const TCP_ONLY = new Set(["remote_port"]);
+
+function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTunnel {
+  if (!isMap(node)) return fail(node, field, "must be a map such as '{ proto: http, addr: 3000 }'");
+  const given = new Map<string, { keyNode: Node; value: Node }>();
+  for (const { key, keyNode, value } of entries(node, field, fail)) {
+    if (!TUNNEL_KEYS.includes(key)) fail(keyNode, `${field}.${key}`, `unknown key (allowed: ${TUNNEL_KEYS.join(", ")})`);
+    given.set(key, { keyNode, value });
+  }
+  const protoNode = given.get("proto");
+  if (!protoNode) return fail(node, `${field}.proto`, "missing: http or tcp");
+  const proto = text_(protoNode.value, `${field}.proto`, fail);
+  if (proto !== "http" && proto !== "tcp") return fail(protoNode.value, `${field}.proto`, `must be http or tcp (got '${proto}')`);
+  for (const [key, { keyNode }] of given) {
+    if (proto === "tcp" && HTTP_ONLY.has(key)) fail(keyNode, `${field}.${key}`, "is for http tunnels; this one is tcp");
+    if (proto === "http" && TCP_ONLY.has(key)) fail(keyNode, `${field}.${key}`, "is for tcp tunnels; this one is http");
+  }
+  const addrNode = given.get("addr");
+  if (!addrNode) return fail(node, `${field}.addr`, "missing: the local port, HOST:PORT or URL, such as 3000");
+  const checked = <T>(key: string, read: (raw: string) => T): T | undefined => {
+    const entry = given.get(key);
+    if (!entry) return undefined;
+    const raw = scalarText(entry.value, `${field}.${key}`, fail);
+    try {
+      return read(raw);
+    } catch (err) {
+      if (err instanceof UsageError) return fail(entry.value, `${field}.${key}`, err.message);
+      throw err;
+    }
+  };
+  const target = checked("addr", (raw) => parseTarget(raw, proto === "http"))!;
+  const flag = (key: string) => {
+    const entry = given.get(key);
+    return entry ? bool(entry.value, `${field}.${key}`, fail) : undefined;
+  };
+  /** A list of values (a single value is a list of one), each checked, a mistake named by its item's line. */
+  const listed = <T>(key: string, read: (raw: string) => T, from: Map<string, { value: Node }> = given, prefix = field): T[] => {
+    const entry = from.get(key);
+    if (!entry) return [];
+    const items = isSeq(entry.value) ? (entry.value.items as Node[]) : [entry.value];
+    const max = ACCESS_LIST_MAX[key];
+    if (max !== undefined && items.length > max) fail(entry.value, `${prefix}.${key}`, tooManyEntries(max, items.length));
+    return items.map((item, i) => {
+      const where = isSeq(entry.value) ? `${prefix}.${key}[${i}]` : `${prefix}.${key}`;
+      try {
+        return read(scalarText(item, where, fail));
+      } catch (err) {
+        if (err instanceof UsageError && !(err instanceof ConfigFileError)) return fail(item, where, err.message);
+        throw err;
+      }
+    });
+  };
+  const ipRules = { allowCidrs: listed("allow_cidr", parseCidr), denyCidrs: listed("deny_cidr", parseCidr) };
+  if (proto === "tcp") {
+    const access = compactAccess(ipRules);
+    return { name, request: { protocol: "tcp", port: checked("remote_port", parseRemotePort), ...(access ? { access } : {}) }, target, inspect: false };
+  }
+  const subdomainEntry = given.get("subdomain");
+  let subdomain: string | undefined;
+  if (subdomainEntry) {
+    const parsed = v.safeParse(subdomainRule, scalarText(subdomainEntry.value, `${field}.subdomain`, fail));
+    if (!parsed.success) fail(subdomainEntry.value, `${field}.subdomain`, parsed.issues[0]?.message ?? "not a valid subdomain");
+    else subdomain = parsed.output;
+  }
+  target.hostHeader = checked("host_header", parseHostHeader);
+  const request: TunnelRequest = { protocol: "http", subdomain, skipWarning: flag("skip_warning") ?? false };
+  const timeout = checked("response_timeout", parseResponseTimeout);
+  if (timeout !== undefined) request.responseTimeout = timeout;
+  const basicAuth = listed("basic_auth", parseBasicAuth);
+  const oidc = readOidc(given.get("oidc"), `${field}.oidc`, fail, listed);
+  if (oidc && basicAuth.length > 0) fail(given.get("oidc")!.keyNode, `${field}.oidc`, "a tunnel takes basic_auth or oidc, not both");
+  const access = compactAccess({
+    basicAuth,
+    ...ipRules,
+    requestHeaderAdd: listed("request_header_add", parseHeaderLine),
+    requestHeaderRemove: listed("request_header_remove", parseHeaderName),
+    responseHeaderAdd: listed("response_header_add", parseHeaderLine),
+    oidc,
+  });
+  if (access) request.access = access;
+  return { name, request, target, inspect: flag("inspect") ?? true };
+}
+
+type Listed = <T>(key: string, read: (raw: string) => T, from: Map<string, { value: Node }>, prefix: string) => T[];
+
+/** oidc: { issuer, client_id, client_secret, allow_emails: [...] } */
+function readOidc(entry: { keyNode: Node; value: Node } | undefined, field: string, fail: Fail, listed: Listed): HttpAccess["oidc"] {
+  if (!entry) return undefined;
+  if (!isMap(entry.value)) return fail(entry.value, field, "must be a map: { issuer, client_id, client_secret, allow_emails }");
+  const given = new Map<string, { keyNode: Node; value: Node }>();
+  for (const { key, keyNode, value } of entries(entry.value, field, fail)) {
+    if (!OIDC_KEYS.includes(key)) fail(keyNode, `${field}.${key}`, `unknown key (allowed: ${OIDC_KEYS.join(", ")})`);
+    given.set(key, { keyNode, value });
+  }
+  const textOf = (key: string) => {
+    const e = given.get(key);
+    return e ? scalarText(e.value, `${field}.${key}`, fail) : undefined;
+  };
+  const issuer = textOf("issuer");
+  if (issuer !== undefined) {
+    try {
+      parseIssuer(issuer);
+    } catch (err) {
+      if (err instanceof UsageError) fail(given.get("issuer")!.value, `${field}.issuer`, err.message);
+      throw err;
+    }
+  }
+  const allowEmails = listed("allow_emails", parseEmailRule, given, field);
+  try {
+    return oidcSettings(
+      { issuer, clientId: textOf("client_id"), clientSecret: textOf("client_secret"), allowEmails },
+      { issuer: "issuer", clientId: "client_id", clientSecret: "client_secret", allowEmails: "allow_emails" },
+    );
+  } catch (err) {
+    if (err instanceof UsageError) return fail(entry.value, field, err.message);
+    throw err;
+  }
+}
+
+/** A map's entries with plain string keys; anything else as a key is an error. */
+function entries(map: Node, field: string, fail: Fail): { key: string; keyNode: Node; value: Node }[] {
+  const items = (map as unknown as { items: Pair<Node, Node>[] }).items;
+  const seen = new Set<string>();
+  return items.map((pair) => {
+    const keyNode = pair.key;
+    if (!isScalar(keyNode) || (typeof keyNode.value !== "string" && typeof keyNode.value !== "number")) {
+      return fail(keyNode ?? map, field, "keys must be plain names");
+    }
+    const key = String(keyNode.value);
+    // a tunnel name twice is reported by the caller with its own words
+    if (seen.has(key) && field !== "tunnels") fail(keyNode, field ? `${field}.${key}` : key, "is given twice");
+    seen.add(key);
+    // `key:` with nothing after it: errors about the value point at the key's line
+    const value = pair.value ?? ({ range: keyNode.range } as unknown as Node);
+    return { key, keyNode, value };
+  });
+}
+
+function fieldNode(map: Node, key: string): Node {
+  if (!isMap(map)) return map;
+  const pair = (map.items as Pair<Node, Node>[]).find((p) => isScalar(p.key) && String(p.key.value) === key);
+  return pair?.value ?? map;
+}
+
+/** A scalar written as text or a number (addr: 3000), as the text it reads. */
+function scalarText(node: Node, field: string, fail: Fail): string {
+  if (isScalar(node) && (typeof node.value === "string" || typeof node.value === "number")) return String(node.value);
+  return fail(node, field, "must be a single value, not a list or a map");
+}
+
+/** server: and proxy: are checked here as their flags are, so a mistake names the file's line, not a flag. */
+function checkUrl(parse: (raw: string) => string, raw: string, node: Node, field: string, fail: Fail): void {
+  try {
+    parse(raw);
+  } catch (err) {
+    if (err instanceof UsageError) fail(node, field, err.message);
+    throw err;
+  }
+}
+
+function text_(node: Node, field: string, fail: Fail): string {
+  if (isScalar(node) && typeof node.value === "string") return node.value;
+  return fail(node, field, "must be a string");
+}
+
+function bool(node: Node, field: string, fail: Fail): boolean {
+  if (isScalar(node) && typeof node.value === "boolean") return node.value;
+  return fail(node, field, "must be true or false");
+}

@@ -1,0 +1,204 @@
+/**
+ * burrow.yml as read by burrow start and burrow config check: what each
+ * field becomes, and every mistake reported as FILE:LINE: FIELD: why.
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { normaliseServerUrl, resolveCredentials, resolveProxy } from "../../src/agent/settings/server-and-token.ts";
+import { ConfigFileError, findConfigFile, parseTunnelsFile, readTunnelsFile } from "../../src/agent/settings/tunnels-file.ts";
+
+const FILE = "/home/dev/burrow.yml";
+
+function error(text: string): string {
+  try {
+    parseTunnelsFile(text, FILE);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigFileError);
+    return (err as Error).message;
+  }
+  throw new Error("no error for:\n" + text);
+}
+
+describe("what a valid file gives", () => {
+  test("every field of an http and a tcp tunnel, in the file's order", () => {
+    const file = parseTunnelsFile(
+      `# my tunnels
+server: https://tunnels.example.com
+token: brw_abc
+proxy: socks5://127.0.0.1:1080
+insecure: true
+tunnels:
+  web:
+    proto: http
+    addr: 3000
+    subdomain: MyApp
+    host_header: rewrite
+    skip_warning: true
+    inspect: false
+    response_timeout: 120
+  db:
+    proto: tcp
+    addr: "[::1]:5432"
+    remote_port: 40000
+  api: { proto: http, addr: "https://localhost:8443" }
+`,
+      FILE,
+    );
+    expect(file).toEqual({
+      path: FILE,
+      server: "https://tunnels.example.com",
+      token: "brw_abc",
+      proxy: "socks5://127.0.0.1:1080",
+      insecure: true,
+      tunnels: [
+        {
+          name: "web",
+          request: { protocol: "http", subdomain: "myapp", skipWarning: true, responseTimeout: 120 },
+          target: { host: "localhost", port: 3000, tls: false, hostHeader: "rewrite" },
+          inspect: false,
+        },
+        { name: "db", request: { protocol: "tcp", port: 40000 }, target: { host: "::1", port: 5432, tls: false }, inspect: false },
+        {
+          name: "api",
+          request: { protocol: "http", subdomain: undefined, skipWarning: false },
+          target: { host: "localhost", port: 8443, tls: true, hostHeader: undefined },
+          inspect: true,
+        },
+      ],
+    });
+  });
+
+  test("server and token are optional; inspect defaults to on, skip_warning to off", () => {
+    const file = parseTunnelsFile("tunnels:\n  a:\n    proto: http\n    addr: localhost:8080\n", FILE);
+    expect(file.server).toBeUndefined();
+    expect(file.token).toBeUndefined();
+    expect(file.tunnels[0]!.inspect).toBe(true);
+    expect(file.tunnels[0]!.request).toEqual({ protocol: "http", subdomain: undefined, skipWarning: false });
+  });
+});
+
+describe("every mistake: one line naming the file, the line and the field", () => {
+  const cases: [string, string, string][] = [
+    ["an unknown key in a tunnel", "tunnels:\n  web:\n    proto: http\n    addr: 3000\n    subdomian: x\n", `${FILE}:5: tunnels.web.subdomian: unknown key`],
+    ["an unknown key at the top", "tunels:\n  web: {proto: http, addr: 3000}\n", `${FILE}:1: tunels: unknown key`],
+    ["a tunnel name used twice", "tunnels:\n  web:\n    proto: http\n    addr: 3000\n  web:\n    proto: tcp\n    addr: 22\n", `${FILE}:5: tunnels.web: the tunnel name 'web' is used twice`],
+    [
+      "two tunnels on the same subdomain (case aside)",
+      "tunnels:\n  a: {proto: http, addr: 3000, subdomain: shop}\n  b:\n    proto: http\n    addr: 3001\n    subdomain: SHOP\n",
+      `${FILE}:6: tunnels.b.subdomain: 'shop' is also the subdomain of tunnel 'a'`,
+    ],
+    [
+      "two tunnels on the same remote port",
+      "tunnels:\n  a: {proto: tcp, addr: 22, remote_port: 2222}\n  b: {proto: tcp, addr: 23, remote_port: 2222}\n",
+      `${FILE}:3: tunnels.b.remote_port: 2222 is also the remote_port of tunnel 'a'`,
+    ],
+    ["a wrong type: a number where true/false goes", "tunnels:\n  a:\n    proto: http\n    addr: 80\n    inspect: 1\n", `${FILE}:5: tunnels.a.inspect: must be true or false`],
+    ["a wrong type: a list where a port goes", "tunnels:\n  a:\n    proto: http\n    addr: [3000]\n", `${FILE}:4: tunnels.a.addr: must be a single value`],
+    ["a wrong type: token as a number", "token: 12345\ntunnels:\n  a: {proto: http, addr: 1}\n", `${FILE}:1: token: must be a string`],
+    ["an unknown proto", "tunnels:\n  a:\n    proto: udp\n    addr: 53\n", `${FILE}:3: tunnels.a.proto: must be http or tcp (got 'udp')`],
+    ["no proto", "tunnels:\n  a:\n    addr: 53\n", `${FILE}:3: tunnels.a.proto: missing`],
+    ["no addr", "tunnels:\n  a:\n    proto: http\n", `${FILE}:3: tunnels.a.addr: missing`],
+    ["a port out of range", "tunnels:\n  a:\n    proto: tcp\n    addr: 99999\n", `${FILE}:4: tunnels.a.addr: '99999' is not PORT or HOST:PORT`],
+    ["a URL for a tcp tunnel", "tunnels:\n  a:\n    proto: tcp\n    addr: http://localhost:22\n", `${FILE}:4: tunnels.a.addr: 'http://localhost:22' is not PORT or HOST:PORT`],
+    ["an http field on a tcp tunnel", "tunnels:\n  a:\n    proto: tcp\n    addr: 22\n    subdomain: x\n", `${FILE}:5: tunnels.a.subdomain: is for http tunnels; this one is tcp`],
+    ["a tcp field on an http tunnel", "tunnels:\n  a:\n    proto: http\n    addr: 80\n    remote_port: 8080\n", `${FILE}:5: tunnels.a.remote_port: is for tcp tunnels; this one is http`],
+    ["a subdomain that is no DNS label", "tunnels:\n  a:\n    proto: http\n    addr: 80\n    subdomain: -bad-\n", `${FILE}:5: tunnels.a.subdomain: must be one DNS label`],
+    ["a remote port of 0", "tunnels:\n  a:\n    proto: tcp\n    addr: 22\n    remote_port: 0\n", `${FILE}:5: tunnels.a.remote_port: must be a port number from 1 to 65535`],
+    ["a response timeout too long", "tunnels:\n  a:\n    proto: http\n    addr: 80\n    response_timeout: 100000\n", `${FILE}:5: tunnels.a.response_timeout: must be a number of seconds from 0.1 to 86400`],
+    ["an empty host header", "tunnels:\n  a:\n    proto: http\n    addr: 80\n    host_header: ' '\n", `${FILE}:5: tunnels.a.host_header: needs 'rewrite' or a host name`],
+    [
+      "a host header with a line break, which would add a header line of its own",
+      'tunnels:\n  a:\n    proto: http\n    addr: 80\n    host_header: "evil.example\\r\\nX-Injected: 1"\n',
+      `${FILE}:5: tunnels.a.host_header: needs 'rewrite' or a host name such as example.com or example.com:8080 (got 'evil.example??X-Injected: 1')`,
+    ],
+    ["a host header with a space", "tunnels:\n  a:\n    proto: http\n    addr: 80\n    host_header: a b\n", `${FILE}:5: tunnels.a.host_header: needs 'rewrite' or a host name such as`],
+    ["a host header that is not ASCII", "tunnels:\n  a:\n    proto: http\n    addr: 80\n    host_header: café.example\n", `${FILE}:5: tunnels.a.host_header: needs 'rewrite' or a host name such as`],
+    ["a key given twice in a tunnel", "tunnels:\n  a:\n    proto: http\n    addr: 80\n    addr: 81\n", `${FILE}:5: tunnels.a.addr: is given twice`],
+    ["a tunnel with nothing in it", "tunnels:\n  a:\n  b: {proto: http, addr: 1}\n", `${FILE}:2: tunnels.a: must be a map`],
+    ["a bad tunnel name", "tunnels:\n  'my web':\n    proto: http\n    addr: 80\n", `${FILE}:2: tunnels.my web: a tunnel name is 1-64 letters`],
+    ["no tunnels key", "server: https://x\n", `${FILE}:1: tunnels: missing`],
+    ["tunnels as a list", "tunnels:\n  - proto: http\n", `${FILE}:2: tunnels: must be a map of named tunnels`],
+    ["no tunnels at all", "tunnels: {}\n", `${FILE}:1: tunnels: no tunnels`],
+    ["an empty file", "", `${FILE}:1: the file is empty`],
+    ["a file that is a list", "- a\n- b\n", `${FILE}:1: must be a map`],
+    ["not YAML", "tunnels:\n  a:\n    proto: http\n   addr: 3000\n", `${FILE}:4: not valid YAML`],
+  ];
+  test.each(cases)("%s", (_name, text, expected) => {
+    const message = error(text);
+    expect(message.startsWith(expected)).toBe(true);
+    expect(message).not.toContain("\n");
+  });
+
+  test("a server: or proxy: that is no usable URL is a mistake of its line, like any other, and its password is not shown", () => {
+    const tunnels = "tunnels:\n  a: {proto: http, addr: 1}\n";
+    const server = error(`server: ftp://me:s3cret-pass@tunnels.example.com\n${tunnels}`);
+    expect(server).toBe(`${FILE}:1: server: 'ftp://me:***@tunnels.example.com' must be an http:// or https:// URL`);
+    const proxy = error(`token: brw_x\nproxy: ftp://me:s3cret-pass@proxy:3128\n${tunnels}`);
+    expect(proxy).toBe(`${FILE}:2: proxy: 'ftp://me:***@proxy:3128' must be http://, https:// or socks5://`);
+    expect(error(`proxy: "http://me:s3cret-pass@[bad"\n${tunnels}`)).toBe(
+      `${FILE}:1: proxy: 'http://me:***@[bad' is not a URL such as http://proxy:3128 or socks5://proxy:1080`,
+    );
+    // the flags' own messages keep the flag's name and hide the password too
+    expect(() => normaliseServerUrl("ftp://me:s3cret-pass@host")).toThrow("--server: 'ftp://me:***@host' must be an http:// or https:// URL");
+    expect(() => resolveProxy("ftp://me:s3cret-pass@host", {})).toThrow("--proxy: 'ftp://me:***@host' must be http://, https:// or socks5://");
+    expect(() => resolveProxy("ftp://me:s3cret@pass@host:21/x", {})).toThrow("--proxy: 'ftp://me:***@host:21/x' must be http://, https:// or socks5://");
+    // what is right still reads as before
+    expect(parseTunnelsFile(`server: tunnels.example.com\nproxy: http://me:pw@proxy:3128\n${tunnels}`, FILE)).toMatchObject({
+      server: "tunnels.example.com",
+      proxy: "http://me:pw@proxy:3128",
+    });
+  });
+
+  test("host_header takes a host name, an address and a port", () => {
+    for (const host of ["example.com", "example.com:8080", "127.0.0.1:3000", "[::1]:8443", "my_host.internal", "rewrite"]) {
+      const file = parseTunnelsFile(`tunnels:\n  a:\n    proto: http\n    addr: 80\n    host_header: "${host}"\n`, FILE);
+      expect(file.tunnels[0]!.target.hostHeader).toBe(host);
+    }
+  });
+
+  test("more tunnels than one agent runs (16)", () => {
+    const text = "tunnels:\n" + Array.from({ length: 17 }, (_, i) => `  t${i}: {proto: http, addr: ${3000 + i}}\n`).join("");
+    expect(error(text)).toStartWith(`${FILE}:2: tunnels: 17 tunnels; one agent runs at most 16`);
+  });
+});
+
+describe("which file, and which server and token", () => {
+  const dir = mkdtempSync(join(tmpdir(), "burrow tunnels file "));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const cwd = join(dir, "project");
+  const xdg = join(dir, "xdg");
+  mkdirSync(cwd);
+  mkdirSync(join(xdg, "burrow"), { recursive: true });
+  const env = { XDG_CONFIG_HOME: xdg, HOME: dir };
+
+  test("--config, else ./burrow.yml, else the config directory's burrow.yml, else none", () => {
+    expect(findConfigFile(undefined, env, cwd)).toBeUndefined();
+    writeFileSync(join(xdg, "burrow", "burrow.yml"), "tunnels: {a: {proto: http, addr: 1}}\n");
+    expect(findConfigFile(undefined, env, cwd)).toBe(join(xdg, "burrow", "burrow.yml"));
+    writeFileSync(join(cwd, "burrow.yml"), "tunnels: {b: {proto: http, addr: 2}}\n");
+    expect(findConfigFile(undefined, env, cwd)).toBe(join(cwd, "burrow.yml"));
+    writeFileSync(join(dir, "other.yml"), "tunnels: {c: {proto: http, addr: 3}}\n");
+    expect(findConfigFile("../other.yml", env, cwd)).toBe(join(dir, "other.yml"));
+    expect(() => findConfigFile("missing.yml", env, cwd)).toThrow("--config: missing.yml does not exist");
+    expect(readTunnelsFile(join(dir, "other.yml")).tunnels[0]!.name).toBe("c");
+  });
+
+  test("a file over 1 MiB is refused before it is parsed", () => {
+    const big = join(dir, "big.yml");
+    writeFileSync(big, "#".repeat(1024 * 1024 + 1));
+    expect(() => readTunnelsFile(big)).toThrow("larger than 1 MiB");
+  });
+
+  test("flags, then BURROW_SERVER / BURROW_TOKEN, then the file, then burrow login's", () => {
+    writeFileSync(join(xdg, "burrow", "config.json"), JSON.stringify({ server: "https://login.example", token: "brw_login" }));
+    const file = { server: "https://file.example", token: "brw_file" };
+    const envs = { ...env, BURROW_SERVER: "https://env.example", BURROW_TOKEN: "brw_env" };
+    expect(resolveCredentials({ server: "https://flag.example", token: "brw_flag" }, envs, file)).toEqual({ server: "https://flag.example", token: "brw_flag" });
+    expect(resolveCredentials({}, envs, file)).toEqual({ server: "https://env.example", token: "brw_env" });
+    expect(resolveCredentials({}, env, file)).toEqual({ server: "https://file.example", token: "brw_file" });
+    expect(resolveCredentials({}, env, { server: "https://file.example" })).toEqual({ server: "https://file.example", token: "brw_login" });
+    expect(resolveCredentials({}, env, {})).toEqual({ server: "https://login.example", token: "brw_login" });
+  });
+});

@@ -1,0 +1,142 @@
+/**
+ * The shape of src/, kept by a test: every folder has a layer, and a file
+ * may import only from its own folder, from a lower layer, or from the few
+ * top-level modules everyone uses (log, version...). An import that runs
+ * back up (metrics -> edge, db -> config, edge -> cluster) or a cycle
+ * between folders fails here, naming the file and the import. The agent
+ * has a stricter rule: it becomes a library, so it may import only what
+ * carries no server (no core, no database).
+ *
+ * README's "Architecture" section says what each folder is for; this table
+ * is the same order.
+ */
+import { describe, expect, test } from "bun:test";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { dirname, join, relative, resolve, sep } from "node:path";
+
+const SRC = resolve(import.meta.dir, "..", "..", "src");
+
+/** Lower imports nothing higher. Folders on one layer do not import each other. */
+const LAYERS: Record<string, number> = {
+  // nothing of ours below them
+  protocol: 0, // frames, mux, keepalive: bytes in, bytes out
+  os: 0, // what the machine gives the process: file descriptors, the kernel's socket table
+  db: 0, // tables, migrations, SQLite and PostgreSQL
+  tls: 0, // certificates and which one a server name gets
+  // plumbing over the protocol
+  http: 1, // addresses, request targets, header lists
+  sockets: 1, // Bun sockets and links carrying frames or a stream's bytes
+  validate: 2, // what a value must look like, shared by server, agent and panel
+  core: 3, // the rules: users, tokens, admission, limits, audit
+  dns: 4, // the DNS responder and the dns-check verdicts
+  metrics: 4, // counters and the Prometheus registry
+  acme: 5, // certificates from an ACME CA
+  agent: 5, // the agent: connects, serves streams to the local service
+  edge: 6, // the public face: ingress, agents' endpoint, tunnels
+  cluster: 7, // several nodes: the shared registry, the relay between nodes
+  admin: 7, // the admin API and panel
+  config: 7, // the server's settings
+  // server.ts (8) builds the server from its parts
+  cli: 9, // commands, flags, output
+  // main.ts (10) picks a command
+};
+/** Top-level modules every folder may use; they import only each other. */
+const SHARED_FILES = new Set(["log.ts", "log-redact.ts", "version.ts", "durable.ts", "usage-error.ts", "env.d.ts"]);
+/** The top-level files that are not shared: the wiring and the entry point. */
+const TOP_FILES: Record<string, number> = { "server.ts": 8, "main.ts": 10 };
+/** What the agent may import besides its own folder: nothing that carries the server. */
+const AGENT_MAY_IMPORT = new Set(["protocol", "sockets", "http", "validate"]);
+
+interface Arrow {
+  from: string;
+  to: string;
+  line: number;
+}
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) return sourceFiles(path);
+    return /\.(ts|tsx)$/.test(name) ? [path] : [];
+  });
+}
+
+const SPECIFIER = /(?:\bfrom\s*|\bimport\s*\(?\s*)["'](\.{1,2}\/[^"']+)["']/g;
+
+/** Every relative import in src/, as src-relative paths. */
+function arrows(): Arrow[] {
+  const out: Arrow[] = [];
+  for (const file of sourceFiles(SRC)) {
+    const text = readFileSync(file, "utf8");
+    for (const m of text.matchAll(SPECIFIER)) {
+      const target = resolve(dirname(file), m[1]!);
+      const line = text.slice(0, m.index).split("\n").length;
+      out.push({ from: relative(SRC, file), to: relative(SRC, target), line });
+    }
+  }
+  return out;
+}
+
+/** A path's folder under src/, or the file itself for top-level modules; undefined outside src/. */
+function unitOf(path: string): string | undefined {
+  if (path.startsWith("..")) return undefined;
+  const parts = path.split(sep);
+  return parts.length > 1 ? parts[0]! : parts[0];
+}
+
+function layerOf(unit: string): number | undefined {
+  if (SHARED_FILES.has(unit)) return -1;
+  return TOP_FILES[unit] ?? LAYERS[unit];
+}
+
+/** Why an arrow breaks the rules, or undefined when it keeps them. */
+function violation(a: Arrow): string | undefined {
+  const from = unitOf(a.from);
+  const to = unitOf(a.to);
+  if (!from || !to || from === to) return undefined;
+  const lf = layerOf(from);
+  const lt = layerOf(to);
+  if (lf === undefined) return `${from} has no layer: add it to LAYERS (and to README's architecture table)`;
+  if (lt === undefined) return `${to} has no layer: add it to LAYERS (and to README's architecture table)`;
+  if (from === "agent" && lt >= 0 && !AGENT_MAY_IMPORT.has(to)) return `the agent may import only ${[...AGENT_MAY_IMPORT].join(", ")} (it becomes a library without the server)`;
+  if (lf === -1 && lt === -1) return undefined; // the shared modules among themselves
+  if (lt >= lf) return `runs back up: ${from} (layer ${lf}) imports ${to} (layer ${lt})`;
+  return undefined;
+}
+
+describe("the structure of src/", () => {
+  const all = arrows();
+
+  test("the source is read: hundreds of files and imports between them", () => {
+    // a broken reader would pass every rule below by finding nothing
+    expect(sourceFiles(SRC).length).toBeGreaterThan(200);
+    expect(all.filter((a) => unitOf(a.from) !== unitOf(a.to)).length).toBeGreaterThan(300);
+  });
+
+  test("every folder of src/ has a layer", () => {
+    const folders = readdirSync(SRC).filter((n) => statSync(join(SRC, n)).isDirectory());
+    expect(folders.filter((f) => LAYERS[f] === undefined)).toEqual([]);
+    const files = readdirSync(SRC).filter((n) => !statSync(join(SRC, n)).isDirectory());
+    expect(files.filter((f) => !SHARED_FILES.has(f) && TOP_FILES[f] === undefined)).toEqual([]);
+  });
+
+  test("no import runs back up, and the agent imports nothing of the server", () => {
+    const broken = all.flatMap((a) => {
+      const why = violation(a);
+      return why ? [`src/${a.from}:${a.line} imports src/${a.to}: ${why}`] : [];
+    });
+    expect(broken).toEqual([]);
+  });
+
+  test("the rule itself: an arrow up, a cycle's back edge and the agent reaching into core are each caught", () => {
+    expect(violation({ from: "metrics/process.ts", to: "edge/descriptors.ts", line: 1 })).toMatch(/runs back up/);
+    expect(violation({ from: "edge/server.ts", to: "cluster/relay.ts", line: 1 })).toMatch(/runs back up/);
+    expect(violation({ from: "cluster/relay.ts", to: "admin/app.ts", line: 1 })).toMatch(/runs back up/);
+    expect(violation({ from: "agent/access.ts", to: "core/access.ts", line: 1 })).toMatch(/the agent may import only/);
+    expect(violation({ from: "edge/quota.ts", to: "server.ts", line: 1 })).toMatch(/runs back up/);
+    expect(violation({ from: "log.ts", to: "edge/server.ts", line: 1 })).toMatch(/runs back up/);
+    expect(violation({ from: "nowhere/x.ts", to: "core/x.ts", line: 1 })).toMatch(/has no layer/);
+    expect(violation({ from: "edge/server.ts", to: "log.ts", line: 1 })).toBeUndefined();
+    expect(violation({ from: "cluster/relay.ts", to: "edge/registry.ts", line: 1 })).toBeUndefined();
+  });
+});
