@@ -19,9 +19,8 @@
  * agent-freeze.test.ts.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { rmSync } from "node:fs";
 import { signedIn, type AdminClient } from "../harness/admin.ts";
-import { spawnAgent, startAgent, tunnelFetch, type AgentStart, type TestAgent } from "../harness/agent.ts";
+import { refusal, startAgent, tunnelFetch, type AgentStart, type TestAgent } from "../harness/agent.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
 import { deferred, within } from "../harness/wait.ts";
 
@@ -74,21 +73,6 @@ async function agent(token: string, subdomain: string): Promise<TestAgent> {
   const a = await startAgent(http(token, subdomain));
   running.push(a);
   return a;
-}
-
-/** Runs an agent that must be refused; returns its "burrow: refused" line. */
-async function refusal(opts: AgentStart): Promise<string> {
-  const { proc, output, home } = spawnAgent(opts);
-  const timer = setTimeout(() => proc.kill("SIGKILL"), 10_000);
-  try {
-    expect(await proc.exited).toBe(1);
-    await output.closed();
-    expect(output.text()).not.toContain("Forwarding");
-    return output.lines.find((l) => l.startsWith("burrow: refused")) ?? output.text();
-  } finally {
-    clearTimeout(timer);
-    rmSync(home, { recursive: true, force: true });
-  }
 }
 
 /** One visitor request: its status, body and how long the answer took. Bounded: a hang fails the test. */

@@ -9,7 +9,7 @@ import { rmSync } from "node:fs";
 import { encodeFrame, jsonPayload, type Frame } from "../../src/protocol/frames.ts";
 import { FRAME_NAMES, FrameType, PROTOCOL_VERSION } from "../../src/protocol/wire.ts";
 import { signedIn } from "../harness/admin.ts";
-import { agentWebSocketPeer } from "../harness/agent-peer.ts";
+import { agentWebSocketPeer, refusalIn } from "../harness/agent-peer.ts";
 import { startAgent, tunnelFetch } from "../harness/agent.ts";
 import { startServer } from "../harness/server.ts";
 import { within } from "../harness/wait.ts";
@@ -115,8 +115,7 @@ test("names live at a clean stop are held for their tokens by the next server on
     await second.output.waitFor(/holding names for the agents of the server before names=1/, 5_000);
     // nobody else gets the name meanwhile
     const grab = await agentWebSocketPeer(second.edgePort, [hello(other)], 3_000);
-    const refusal = grab.frames.find((f) => f.type === FrameType.ERROR);
-    expect(JSON.parse(new TextDecoder().decode(refusal!.payload)).code).toBe("SUBDOMAIN_TAKEN");
+    expect(refusalIn(grab.frames)?.code).toBe("SUBDOMAIN_TAKEN");
     // a visitor waits a moment for the agent, then hears it is away (502), not that there is no tunnel
     const res = await tunnelFetch(second.edgePort, "kept", "/");
     expect(res.status).toBe(502);
