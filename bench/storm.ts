@@ -29,7 +29,7 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort, Processes, type Child } from "./lib/proc.ts";
 import { fmt, median } from "./lib/report.ts";
-import { ADMIN_PASSWORD } from "./lib/services.ts";
+import { ADMIN_PASSWORD, createToken, type BurrowServer } from "./lib/services.ts";
 import { ensureBinary } from "./lib/setup.ts";
 
 const ROOT = join(import.meta.dir, "..");
@@ -96,8 +96,9 @@ async function oneStorm(procs: Processes, bin: string, dir: string, tag: string)
   const env = { BURROW_ADMIN_USERNAME: "admin", BURROW_ADMIN_PASSWORD: ADMIN_PASSWORD };
   const first = procs.spawn(`server-a-${tag}`, serverArgs(bin, dataDir, ports), { env, manyFiles: true });
   await procs.waitFor(first, /admin api listening/, 20_000);
-  const cookie = await logIn(adminUrl);
-  const token = await makeToken(adminUrl, cookie);
+  const admin = { adminUrl } as BurrowServer; // createToken signs in and keeps the session's cookie there
+  const token = await createToken(admin, "fleet");
+  const cookie = admin.cookie!;
 
   const swarm = procs.spawn(
     `swarm-${tag}`,
@@ -162,24 +163,6 @@ async function adminAnswer(adminUrl: string, cookie: string): Promise<number | u
   } catch {
     return undefined;
   }
-}
-
-async function logIn(adminUrl: string): Promise<string> {
-  const res = await fetch(`${adminUrl}/api/auth/login`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ username: "admin", password: ADMIN_PASSWORD }) });
-  const cookie = res.headers.get("set-cookie")?.split(";")[0];
-  if (res.status !== 200 || !cookie) throw new Error(`admin login: ${res.status} ${await res.text()}`);
-  return cookie;
-}
-
-async function makeToken(adminUrl: string, cookie: string): Promise<string> {
-  const call = async (path: string, body: unknown) => {
-    const res = await fetch(adminUrl + path, { method: "POST", headers: { cookie, "content-type": "application/json" }, body: JSON.stringify(body) });
-    if (res.status >= 300) throw new Error(`${path}: ${res.status} ${await res.text()}`);
-    return (await res.json()) as Record<string, unknown>;
-  };
-  const user = await call("/api/users", { username: "fleet", password: "fleet-password", max_tunnels: 0, max_devices: 0, traffic_limit: 0 });
-  const t = await call(`/api/users/${user.id}/tokens`, { device_name: "bench" });
-  return t.token as string;
 }
 
 function report(results: RoundResult[], bin: string, load: number): string {
