@@ -5,9 +5,8 @@
  */
 import { expect, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
-import { connect } from "node:net";
 import { tmpdir } from "node:os";
-import { echoThrough } from "../harness/ports.ts";
+import { echoThrough, refuses } from "../harness/ports.ts";
 import { ECHO, withServer, withTunnel } from "../harness/tunnel.ts";
 
 /** The processes this test process started that are still there. */
@@ -35,14 +34,6 @@ function leftBehind(before: { pids: number[]; dirs: string[] }) {
 }
 const now = () => ({ pids: children(), dirs: dirs() });
 const NOTHING = { pids: [], dirs: [] };
-
-/** Whether a new TCP connection to the port is refused. */
-const refuses = (port: number) =>
-  new Promise<boolean>((resolve) => {
-    const s = connect(port, "127.0.0.1");
-    s.once("connect", () => (s.destroy(), resolve(false)));
-    s.once("error", () => resolve(true));
-  });
 
 test("an http tunnel is ready when withTunnel returns, and closing it stops the agent, the local service and the server", async () => {
   const before = now();
