@@ -56,15 +56,16 @@ test("an agent that asks for longer gets it: a 1.8 s answer arrives", async () =
 
 test("what an agent asks is held to --max-response-timeout", async () => {
   await using agent = await rig.startAgent({ kind: "http", target: slow.port!, args: ["--subdomain", "greedy", "--response-timeout", "100"] });
+  // the service answers after 30 s: held to 3 s, the visitor hears long before (a loaded machine adds seconds, not tens)
   const started = performance.now();
-  const res = await tunnelFetch(rig.server.edgePort, "greedy", "/wait/5000");
+  const res = await tunnelFetch(rig.server.edgePort, "greedy", "/wait/30000");
   const took = performance.now() - started;
   expect(res.status).toBe(502);
   expect(await res.text()).toContain("within 3 s");
   expect(took).toBeGreaterThan(2_500);
-  expect(took).toBeLessThan(4_900);
+  expect(took).toBeLessThan(20_000);
   expect(agent.output.text()).toContain("Forwarding");
-}, 15_000);
+}, 45_000);
 
 test("a service that is down still gets the page that says so, not the slow one", async () => {
   const gone = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
