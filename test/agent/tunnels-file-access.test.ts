@@ -6,24 +6,14 @@ import { describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ConfigFileError, parseTunnelsFile } from "../../src/agent/settings/tunnels-file.ts";
+import { parseTunnelsFile } from "../../src/agent/settings/tunnels-file.ts";
 import type { AgentTunnel } from "../../src/agent/client.ts";
 import { httpAccessFromFlags, tcpAccessFromFlags } from "../../src/cli/access-flags.ts";
 import { checkHandshake } from "../../src/cli/agent.ts";
 import { UsageError } from "../../src/usage-error.ts";
 import { burrowCommand } from "../harness/server.ts";
+import { FILE, parseError } from "../harness/tunnels-file.ts";
 
-const FILE = "/home/dev/burrow.yml";
-
-function error(text: string): string {
-  try {
-    parseTunnelsFile(text, FILE);
-  } catch (err) {
-    expect(err).toBeInstanceOf(ConfigFileError);
-    return (err as Error).message;
-  }
-  throw new Error("no error for:\n" + text);
-}
 
 describe("what the keys give", () => {
   test("every access key of an http tunnel; a single value is a list of one", () => {
@@ -83,45 +73,45 @@ describe("what the keys give", () => {
 
 describe("mistakes, by line", () => {
   test("a bad CIDR names its list item and line", () => {
-    expect(error(`tunnels:\n  web:\n    proto: http\n    addr: 3000\n    allow_cidr:\n      - 10.0.0.0/8\n      - 10.0.0.0/40\n`)).toBe(
+    expect(parseError(`tunnels:\n  web:\n    proto: http\n    addr: 3000\n    allow_cidr:\n      - 10.0.0.0/8\n      - 10.0.0.0/40\n`)).toBe(
       `${FILE}:7: tunnels.web.allow_cidr[1]: '10.0.0.0/40' is not an IPv4 or IPv6 address or CIDR (such as 10.0.0.0/8 or 2001:db8::/32)`,
     );
   });
 
   test("an empty password is named by its user, and the line, never echoed", () => {
-    const message = error(`tunnels:\n  web:\n    proto: http\n    addr: 3000\n    basic_auth: "alice:"\n`);
+    const message = parseError(`tunnels:\n  web:\n    proto: http\n    addr: 3000\n    basic_auth: "alice:"\n`);
     expect(message).toBe(`${FILE}:5: tunnels.web.basic_auth: the basic-auth password of 'alice' is empty`);
-    const noColon = error(`tunnels:\n  web:\n    proto: http\n    addr: 3000\n    basic_auth: ["alicesecretpw"]\n`);
+    const noColon = parseError(`tunnels:\n  web:\n    proto: http\n    addr: 3000\n    basic_auth: ["alicesecretpw"]\n`);
     expect(noColon).toBe(`${FILE}:5: tunnels.web.basic_auth[0]: must be USER:PASS`);
     expect(noColon).not.toContain("alicesecretpw");
   });
 
   test("http-only keys on a tcp tunnel", () => {
-    expect(error(`tunnels:\n  db:\n    proto: tcp\n    addr: 5432\n    basic_auth: [a:b]\n`)).toBe(`${FILE}:5: tunnels.db.basic_auth: is for http tunnels; this one is tcp`);
+    expect(parseError(`tunnels:\n  db:\n    proto: tcp\n    addr: 5432\n    basic_auth: [a:b]\n`)).toBe(`${FILE}:5: tunnels.db.basic_auth: is for http tunnels; this one is tcp`);
   });
 
   test("header rules the edge owns, and values that would split a head", () => {
-    expect(error(`tunnels:\n  web:\n    proto: http\n    addr: 3000\n    request_header_remove: [Host]\n`)).toBe(
+    expect(parseError(`tunnels:\n  web:\n    proto: http\n    addr: 3000\n    request_header_remove: [Host]\n`)).toBe(
       `${FILE}:5: tunnels.web.request_header_remove[0]: the header Host is set by the edge and cannot be changed by a rule`,
     );
-    expect(error(`tunnels:\n  web:\n    proto: http\n    addr: 3000\n    response_header_add: ["no colon"]\n`)).toBe(
+    expect(parseError(`tunnels:\n  web:\n    proto: http\n    addr: 3000\n    response_header_add: ["no colon"]\n`)).toBe(
       `${FILE}:5: tunnels.web.response_header_add[0]: must be 'Name: value'`,
     );
   });
 
   test("oidc: unknown keys, a missing secret, a plain-http issuer off loopback, both basic_auth and oidc", () => {
     const head = `tunnels:\n  web:\n    proto: http\n    addr: 3000\n`;
-    expect(error(`${head}    oidc:\n      issuer: https://id.example.com\n      secret: x\n`)).toBe(
+    expect(parseError(`${head}    oidc:\n      issuer: https://id.example.com\n      secret: x\n`)).toBe(
       `${FILE}:7: tunnels.web.oidc.secret: unknown key (allowed: issuer, client_id, client_secret, allow_emails)`,
     );
-    expect(error(`${head}    oidc:\n      issuer: https://id.example.com\n      client_id: abc\n`)).toBe(`${FILE}:6: tunnels.web.oidc: issuer needs client_secret`);
-    expect(error(`${head}    oidc:\n      issuer: http://id.example.com\n      client_id: a\n      client_secret: b\n`)).toBe(
+    expect(parseError(`${head}    oidc:\n      issuer: https://id.example.com\n      client_id: abc\n`)).toBe(`${FILE}:6: tunnels.web.oidc: issuer needs client_secret`);
+    expect(parseError(`${head}    oidc:\n      issuer: http://id.example.com\n      client_id: a\n      client_secret: b\n`)).toBe(
       `${FILE}:6: tunnels.web.oidc.issuer: the issuer 'http://id.example.com' must be https (plain http only on loopback)`,
     );
-    expect(error(`${head}    oidc:\n      issuer: https://id.example.com\n      client_id: a\n      client_secret: b\n      allow_emails: [nobody]\n`)).toBe(
+    expect(parseError(`${head}    oidc:\n      issuer: https://id.example.com\n      client_id: a\n      client_secret: b\n      allow_emails: [nobody]\n`)).toBe(
       `${FILE}:9: tunnels.web.oidc.allow_emails[0]: 'nobody' is neither an email address nor @domain`,
     );
-    expect(error(`${head}    basic_auth: [a:b]\n    oidc:\n      issuer: https://id.example.com\n      client_id: a\n      client_secret: b\n`)).toBe(
+    expect(parseError(`${head}    basic_auth: [a:b]\n    oidc:\n      issuer: https://id.example.com\n      client_id: a\n      client_secret: b\n`)).toBe(
       `${FILE}:6: tunnels.web.oidc: a tunnel takes basic_auth or oidc, not both`,
     );
   });
@@ -166,13 +156,13 @@ describe("what one handshake carries", () => {
 
   test("a list longer than the protocol takes is a mistake of its line in burrow.yml, and of its flag", () => {
     const head = `tunnels:\n  web:\n    proto: http\n    addr: 3000\n`;
-    expect(error(`${head}    allow_cidr: [${cidrs(257).join(", ")}]\n`)).toBe(`${FILE}:5: tunnels.web.allow_cidr: at most 256 entries (got 257)`);
+    expect(parseError(`${head}    allow_cidr: [${cidrs(257).join(", ")}]\n`)).toBe(`${FILE}:5: tunnels.web.allow_cidr: at most 256 entries (got 257)`);
     expect(parseTunnelsFile(`${head}    allow_cidr: [${cidrs(256).join(", ")}]\n`, FILE).tunnels[0]!.request.access?.allowCidrs).toHaveLength(256);
     const users = Array.from({ length: 65 }, (_, i) => `"u${i}:pw-secret"`).join(", ");
-    const message = error(`${head}    basic_auth: [${users}]\n`);
+    const message = parseError(`${head}    basic_auth: [${users}]\n`);
     expect(message).toBe(`${FILE}:5: tunnels.web.basic_auth: at most 64 entries (got 65)`);
     const emails = Array.from({ length: 257 }, (_, i) => `"u${i}@example.com"`).join(", ");
-    expect(error(`${head}    oidc: { issuer: "https://id.example.com", client_id: a, client_secret: b, allow_emails: [${emails}] }\n`)).toBe(
+    expect(parseError(`${head}    oidc: { issuer: "https://id.example.com", client_id: a, client_secret: b, allow_emails: [${emails}] }\n`)).toBe(
       `${FILE}:5: tunnels.web.oidc.allow_emails: at most 256 entries (got 257)`,
     );
     expect(() => httpAccessFromFlags({ "deny-cidr": cidrs(257) })).toThrow("--deny-cidr: at most 256 entries (got 257)");

@@ -7,19 +7,9 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { normaliseServerUrl, resolveCredentials, resolveProxy } from "../../src/agent/settings/server-and-token.ts";
-import { ConfigFileError, findConfigFile, parseTunnelsFile, readTunnelsFile } from "../../src/agent/settings/tunnels-file.ts";
+import { findConfigFile, parseTunnelsFile, readTunnelsFile } from "../../src/agent/settings/tunnels-file.ts";
+import { FILE, parseError } from "../harness/tunnels-file.ts";
 
-const FILE = "/home/dev/burrow.yml";
-
-function error(text: string): string {
-  try {
-    parseTunnelsFile(text, FILE);
-  } catch (err) {
-    expect(err).toBeInstanceOf(ConfigFileError);
-    return (err as Error).message;
-  }
-  throw new Error("no error for:\n" + text);
-}
 
 describe("what a valid file gives", () => {
   test("every field of an http and a tcp tunnel, in the file's order", () => {
@@ -126,18 +116,18 @@ describe("every mistake: one line naming the file, the line and the field", () =
     ["not YAML", "tunnels:\n  a:\n    proto: http\n   addr: 3000\n", `${FILE}:4: not valid YAML`],
   ];
   test.each(cases)("%s", (_name, text, expected) => {
-    const message = error(text);
+    const message = parseError(text);
     expect(message.startsWith(expected)).toBe(true);
     expect(message).not.toContain("\n");
   });
 
   test("a server: or proxy: that is no usable URL is a mistake of its line, like any other, and its password is not shown", () => {
     const tunnels = "tunnels:\n  a: {proto: http, addr: 1}\n";
-    const server = error(`server: ftp://me:s3cret-pass@tunnels.example.com\n${tunnels}`);
+    const server = parseError(`server: ftp://me:s3cret-pass@tunnels.example.com\n${tunnels}`);
     expect(server).toBe(`${FILE}:1: server: 'ftp://me:***@tunnels.example.com' must be an http:// or https:// URL`);
-    const proxy = error(`token: brw_x\nproxy: ftp://me:s3cret-pass@proxy:3128\n${tunnels}`);
+    const proxy = parseError(`token: brw_x\nproxy: ftp://me:s3cret-pass@proxy:3128\n${tunnels}`);
     expect(proxy).toBe(`${FILE}:2: proxy: 'ftp://me:***@proxy:3128' must be http://, https:// or socks5://`);
-    expect(error(`proxy: "http://me:s3cret-pass@[bad"\n${tunnels}`)).toBe(
+    expect(parseError(`proxy: "http://me:s3cret-pass@[bad"\n${tunnels}`)).toBe(
       `${FILE}:1: proxy: 'http://me:***@[bad' is not a URL such as http://proxy:3128 or socks5://proxy:1080`,
     );
     // the flags' own messages keep the flag's name and hide the password too
@@ -160,7 +150,7 @@ describe("every mistake: one line naming the file, the line and the field", () =
 
   test("more tunnels than one agent runs (16)", () => {
     const text = "tunnels:\n" + Array.from({ length: 17 }, (_, i) => `  t${i}: {proto: http, addr: ${3000 + i}}\n`).join("");
-    expect(error(text)).toStartWith(`${FILE}:2: tunnels: 17 tunnels; one agent runs at most 16`);
+    expect(parseError(text)).toStartWith(`${FILE}:2: tunnels: 17 tunnels; one agent runs at most 16`);
   });
 });
 

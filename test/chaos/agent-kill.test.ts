@@ -19,17 +19,23 @@
  * agent-freeze.test.ts.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { rmSync } from "node:fs";
 import { signedIn, type AdminClient } from "../harness/admin.ts";
-import { spawnAgent, startAgent, tunnelFetch, type AgentStart, type TestAgent } from "../harness/agent.ts";
+import { refusal, startAgent, tunnelFetch, type AgentStart, type TestAgent } from "../harness/agent.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
 import { deferred, within } from "../harness/wait.ts";
 
 const RESPONSE_TIMEOUT_S = 2;
-/** The edge looks at waiting requests every 50 ms; a margin for two busy processes on two cores. */
-const TIMEOUT_ANSWER_MS = RESPONSE_TIMEOUT_S * 1000 + 1_000;
-/** A dead agent's socket is closed by the kernel: the edge should know well within this. */
-const DEAD_SOCKET_MS = 1_000;
+/**
+ * A frozen agent's visitor is answered by the response timeout: the edge looks at waiting
+ * requests every 50 ms, and a loaded machine may add seconds. Far below keepalive's 25 s, the
+ * other way such a visitor could be answered.
+ */
+const TIMEOUT_ANSWER_MS = RESPONSE_TIMEOUT_S * 1000 + 5_000;
+/**
+ * Liveness, not speed: every other visitor is answered within this, however loaded the machine
+ * (measured: a few ms). Why it was answered, the socket closed and not a timeout, the page says.
+ */
+const ANSWERED_MS = 10_000;
 
 let server: TestServer;
 let api: AdminClient;
@@ -76,23 +82,8 @@ async function agent(token: string, subdomain: string): Promise<TestAgent> {
   return a;
 }
 
-/** Runs an agent that must be refused; returns its "burrow: refused" line. */
-async function refusal(opts: AgentStart): Promise<string> {
-  const { proc, output, home } = spawnAgent(opts);
-  const timer = setTimeout(() => proc.kill("SIGKILL"), 10_000);
-  try {
-    expect(await proc.exited).toBe(1);
-    await output.closed();
-    expect(output.text()).not.toContain("Forwarding");
-    return output.lines.find((l) => l.startsWith("burrow: refused")) ?? output.text();
-  } finally {
-    clearTimeout(timer);
-    rmSync(home, { recursive: true, force: true });
-  }
-}
-
 /** One visitor request: its status, body and how long the answer took. Bounded: a hang fails the test. */
-async function visit(name: string, path = "/", boundMs = 10_000): Promise<{ status: number; body: string; ms: number }> {
+async function visit(name: string, path = "/", boundMs = ANSWERED_MS): Promise<{ status: number; body: string; ms: number }> {
   const t0 = performance.now();
   const res = await within(tunnelFetch(server.edgePort, name, path), boundMs, `an answer from ${name}${path}`);
   const body = await within(res.text(), boundMs, `the body from ${name}${path}`);
@@ -121,14 +112,14 @@ test("kill -9 of an agent: 502 at once (the request in flight too), the name hel
   const waited = await inFlight;
   expect(waited.status).toBe(502);
   expect(waited.body).toContain("the tunnel&#39;s connection closed");
-  expect(performance.now() - killedAt).toBeLessThan(DEAD_SOCKET_MS);
+  expect(performance.now() - killedAt).toBeLessThan(ANSWERED_MS);
 
   // every visitor from then on: the 502 page, fast (the name is held, agentless: not a 404)
   for (let i = 0; i < 10; i++) {
     const v = await visit("victim", `/after-${i}`);
     expect(v.status).toBe(502);
     expect(v.body).toContain("its agent is reconnecting or busy");
-    expect(v.ms).toBeLessThan(DEAD_SOCKET_MS);
+    expect(v.ms).toBeLessThan(ANSWERED_MS);
   }
   expect(await listed("victim")).toEqual([]);
 
@@ -161,8 +152,8 @@ test("SIGSTOP then SIGCONT of an agent: 502 within --response-timeout during the
     }
     // the frozen session still holds the name: another user is refused
     expect(await refusal(http(other, "frozen"))).toMatch(/SUBDOMAIN_TAKEN/);
-    // still well inside keepalive's 25 s: the edge has not given up on it
-    expect(performance.now() - frozeAt).toBeLessThan(15_000);
+    // still inside keepalive's 25 s (the test's premise, not a speed): the edge has not given up on it
+    expect(performance.now() - frozeAt).toBeLessThan(20_000);
     expect(await listed("frozen")).toHaveLength(1);
   } finally {
     frozen.proc.kill("SIGCONT");
@@ -175,7 +166,7 @@ test("SIGSTOP then SIGCONT of an agent: 502 within --response-timeout during the
     after = await visit("frozen", "/thawed");
   }
   expect(after).toMatchObject({ status: 200, body: "here" });
-  expect(after.ms).toBeLessThan(1_000);
+  expect(after.ms).toBeLessThan(ANSWERED_MS);
   expect(frozen.proc.exitCode).toBeNull();
   expect(frozen.output.text()).not.toContain("reconnecting");
   expect(frozen.output.lines.filter((l) => l.startsWith("Forwarding"))).toHaveLength(1);

@@ -9,15 +9,17 @@
  * and the successor lists them; the successor's memory after the storm is
  * flat against the first server's with the same agents after their first
  * connect (RSS within +30 %: a storm leaves nothing behind); the admin API
- * answers every request while the storm lands, half of them as fast as
- * when calm, none held up past a second.
+ * answers every request while the storm lands. Measured on 2 cores: server
+ * RSS about 89 MiB after the first connect and 87-92 MiB after the storm
+ * (60 MiB with no agents).
  *
- * Measured on 2 cores: all 1,000 back 0.6-1.4 s after the successor
- * listens; server RSS about 89 MiB after the first connect and 87-92 MiB
- * after the storm (60 MiB with no agents); the admin API answers in about
- * 1 ms when calm, and while the storm lands its median is 1-20 ms but the
- * slowest answer takes 130-470 ms: the ~1,000 handshakes (about 0.8 ms of
- * CPU each) arrive within a few hundred ms and run on the same event loop.
+ * The time bounds here are liveness, not speed: each holds at ten times
+ * and more what a loaded machine shows, so that only a hang fails them.
+ * How fast the agents come back and how long the admin API's slowest
+ * answer takes during the storm (a few hundred ms on 2 quiet cores; 3 s
+ * seen on a loaded one: the ~1,000 handshakes, about 0.8 ms of CPU each,
+ * run on the same event loop) is measured by bench/storm.ts, with its
+ * figures in bench/results/storm.md.
  *
  * All agents come from 127.0.0.1: the servers run with the defaults, whose
  * --max-agents-per-ip (1,024) takes a fleet of this size behind one address,
@@ -41,10 +43,10 @@ const MANY_FILES = ["sh", "-c", 'ulimit -Sn 8192 2>/dev/null || ulimit -Sn "$(ul
 const SERVER_ARGS: string[] = [];
 /** RSS after the storm may exceed the first connect's by at most this factor. */
 const RSS_FACTOR = 1.3;
-/** All agents back on the successor within this of its listening. */
-const STORM_BACK_MS = 10_000;
-/** The slowest admin answer while the storm lands (measured: 130-470 ms; calm: about 1 ms). */
-const STORM_ADMIN_MAX_MS = 1_000;
+/** Liveness: all agents back on the successor within this of its listening (measured: 0.6-1.4 s; bench/storm.ts). */
+const STORM_BACK_MS = 30_000;
+/** Liveness: every admin request is answered within this, storm or calm (the slowest answer seen in a storm: 3 s; bench/storm.ts). */
+const ADMIN_ANSWER_MS = 10_000;
 
 let first: TestServer;
 let second: TestServer | undefined;
@@ -85,15 +87,11 @@ async function settledRss(pid: number): Promise<number> {
   return samples.sort((a, b) => a - b)[5]!;
 }
 
-/** Milliseconds for one admin request (a session check and a database read). */
-async function adminLatency(client: AdminClient): Promise<number> {
-  const t0 = performance.now();
-  const res = await within(client.get("/api/auth/me"), 5_000, "the admin API to answer");
+/** One admin request (a session check and a database read), answered 200 within ADMIN_ANSWER_MS. */
+async function adminAnswers(client: AdminClient): Promise<void> {
+  const res = await within(client.get("/api/auth/me"), ADMIN_ANSWER_MS, "the admin API to answer");
   expect(res.status).toBe(200);
-  return performance.now() - t0;
 }
-
-const percentile = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]!;
 
 async function activeCount(client: AdminClient): Promise<number> {
   const res = await client.get("/api/tunnels/active");
@@ -124,8 +122,7 @@ test(`${AGENTS} agents through a SIGTERM and a successor on the same ports: all 
   expect(round1).toMatch(new RegExp(`^ready round=1 agents=${AGENTS} .* refused=0 `));
   expect(await activeCount(api)).toBe(AGENTS);
   const connectedRss = await settledRss(first.proc.pid);
-  const calm: number[] = [];
-  for (let i = 0; i < 20; i++) calm.push(await adminLatency(api));
+  for (let i = 0; i < 20; i++) await adminAnswers(api);
 
   // -- the storm: SIGTERM, and the successor on the same ports and data while the first drains
   const adminPort = new URL(first.adminUrl).port;
@@ -139,19 +136,20 @@ test(`${AGENTS} agents through a SIGTERM and a successor on the same ports: all 
   const listeningAt = performance.now();
 
   // the admin API while the storm lands (the session is in the database: the same cookie works)
-  const stormy: number[] = [];
+  let answered = 0;
   let landed = false;
   const poller = (async () => {
     for (let i = 0; i < 2_000 && !landed; i++) {
-      stormy.push(await adminLatency(api));
+      await adminAnswers(api);
+      answered++;
       await Bun.sleep(10); // the polling period
     }
   })();
-  const round2 = await swarm.output.waitFor(/^(ready round=2 |error )/, 30_000).finally(() => (landed = true));
+  const round2 = await swarm.output.waitFor(/^(ready round=2 |error )/, STORM_BACK_MS + 5_000).finally(() => (landed = true));
   const backAt = performance.now();
   await poller;
 
-  // -- all back, each with its own name, none refused, listed by the successor (measured: 0.6-1.4 s after it listened)
+  // -- all back, each with its own name, none refused, listed by the successor
   expect(backAt - listeningAt).toBeLessThan(STORM_BACK_MS);
   expect(round2).toMatch(new RegExp(`^ready round=2 agents=${AGENTS} .*same_name=${AGENTS} refused=0 `));
   expect(await activeCount(api)).toBe(AGENTS);
@@ -163,11 +161,7 @@ test(`${AGENTS} agents through a SIGTERM and a successor on the same ports: all 
   const stormRss = await settledRss(second.proc.pid);
   expect(stormRss).toBeLessThan(connectedRss * RSS_FACTOR);
 
-  // -- the admin API during the storm: answered every time, and none held up for long (it shares
-  // the event loop with ~1,000 handshakes landing at once). The median is bounded loosely: it is
-  // a liveness check, not a speed target (a busy machine doubles it; a blocked loop would not answer)
-  expect(stormy.length).toBeGreaterThan(0);
-  expect(percentile(stormy, 0.5)).toBeLessThan(STORM_ADMIN_MAX_MS / 2);
-  expect(Math.max(...stormy)).toBeLessThan(STORM_ADMIN_MAX_MS);
-  expect(Math.max(...calm)).toBeLessThan(250); // about 1 ms on a quiet machine
-}, 60_000);
+  // -- the admin API during the storm: it shares the event loop with ~1,000 handshakes landing at
+  // once, and answered every request (each within ADMIN_ANSWER_MS, or the poller failed the test)
+  expect(answered).toBeGreaterThan(0);
+}, 90_000);

@@ -38,6 +38,8 @@ const MiB = 1024 * KiB;
 const OVERHEAD = 64 * KiB;
 /** A sample of the live counters this long before the kill must be in the table afterwards: one flush and a margin for timers. */
 const FLUSHED_BY_MS = FLUSH_INTERVAL_MS + 500;
+/** Liveness, not speed: a visitor caught in the kill sees its connection end within this (the kernel closes it at once; a hang never ends). */
+const CUT_MS = 10_000;
 
 // -- local services ------------------------------------------------------------------------------------
 
@@ -320,15 +322,15 @@ test("kill -9 mid-transfer: visitors are cut, the data survives, agents come bac
     expect(await adminWrites).toBe("connection gone");
     await sampling;
 
-    // -- visitors caught in the kill are cut, promptly
-    const d = await within(download, 5_000, "the visitor's download to end after the kill");
+    // -- visitors caught in the kill are cut, not left hanging
+    const d = await within(download, CUT_MS, "the visitor's download to end after the kill");
     // a body cut short is an error for the visitor, never a clean (silently truncated) end
     expect(d.error).toBeDefined();
     expect(d.bytes).toBeGreaterThan(4 * MiB);
     expect(d.bytes).toBeLessThan(256 * MiB);
-    expect(d.at - killedAt).toBeLessThan(2_000);
-    const tcpClosedAt = await within(tcpEnded, 5_000, "the tcp visitor's connection to close after the kill");
-    expect(tcpClosedAt - killedAt).toBeLessThan(2_000);
+    expect(d.at - killedAt).toBeLessThan(CUT_MS);
+    const tcpClosedAt = await within(tcpEnded, CUT_MS, "the tcp visitor's connection to close after the kill");
+    expect(tcpClosedAt - killedAt).toBeLessThan(CUT_MS);
     clearInterval(writer);
 
     // -- the file the killed server left is whole (a copy, opened before the successor touches it)

@@ -13,6 +13,8 @@ import { startPostgres, type TestPostgres } from "../harness/postgres.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
 
 const SECRET = "failover-secret-for-tests-0123456789";
+/** Liveness: the agent is back on another node within this of its node's death. */
+const BACK_MS = 30_000;
 let pg: TestPostgres;
 let nodes: TestServer[] = [];
 let balancer: TestBalancer;
@@ -68,10 +70,11 @@ test("kill -9 of the agent's node: the agent is back on another node with its na
   await holder!.proc.exited;
   const killed = performance.now();
 
-  // the agent reconnects through the balancer to a live node and takes its name back
-  await agent.output.waitFor(/Forwarding.*keep\./, 15_000, seen);
+  // the agent reconnects through the balancer to a live node and takes its name back (liveness, not
+  // speed: a backoff's first steps and a handshake take a second or two; a loaded machine adds some)
+  await agent.output.waitFor(/Forwarding.*keep\./, BACK_MS + 5_000, seen);
   const back = performance.now() - killed;
-  expect(back).toBeLessThan(10_000);
+  expect(back).toBeLessThan(BACK_MS);
   // and visitors, wherever they land, are served again
   let served = "";
   for (let i = 0; i < 50 && !served.startsWith("200"); i++) {
@@ -82,4 +85,4 @@ test("kill -9 of the agent's node: the agent is back on another node with its na
   const after = await Promise.all(Array.from({ length: 30 }, (_, i) => visit(`/after-${i}`)));
   expect(after).toEqual(Array.from({ length: 30 }, (_, i) => `200 ok /after-${i}`));
   console.log(`failover: agent back ${Math.round(back)} ms after SIGKILL; visitors served ${Math.round(performance.now() - killed)} ms after`);
-}, 60_000);
+}, 90_000);

@@ -9,6 +9,7 @@
 import { SQL } from "bun";
 import { rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { NODE_EXPIRY_MS } from "../../src/cluster/cluster.ts";
 import { encodeFrame, jsonPayload } from "../../src/protocol/frames.ts";
 import { FrameType, PROTOCOL_VERSION } from "../../src/protocol/wire.ts";
 import { agentWebSocketPeer } from "../harness/agent-peer.ts";
@@ -25,6 +26,12 @@ let api: AdminClient;
 const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("ok") });
 
 const SECRET = "cluster-secret-for-tests-0123456789";
+/**
+ * A killed node's names are free once it has been silent NODE_EXPIRY_MS and a sweep (every 2 s)
+ * has run: a generous margin for a loaded machine, far below the 60 s of grace that would hold
+ * them were the node not found dead.
+ */
+const NAMES_FREED_MS = NODE_EXPIRY_MS + 2_000 + 8_000;
 
 function startNode(url: string, id: string, more: string[] = []): Promise<TestServer> {
   return startServer({ args: ["--database", url, "--node-id", id, "--cluster-secret", SECRET, ...more] });
@@ -141,16 +148,15 @@ describe("limits and the live list count every node", () => {
 });
 
 describe("admin actions reach every node", () => {
-  test("revoking a token on n1 closes its tunnel on n3 within a second", async () => {
+  test("revoking a token on n1 closes its tunnel on n3", async () => {
     const u = await userWithToken("revoked-elsewhere");
     const tokenId = ((await api.get(`/api/users/${u.id}/tokens`)).body as { id: number }[])[0]!.id;
     const agent = await startAgent({ kind: "http", target: upstream.port!, server: nodes[2]!.edgeUrl, token: u.token });
     try {
-      const started = performance.now();
       expect((await api.delete(`/api/tokens/${tokenId}`)).status).toBe(200);
-      await agent.output.waitFor(/TOKEN_DISABLED/, 1_000);
-      expect(performance.now() - started).toBeLessThan(1_000);
-      expect(await Promise.race([agent.proc.exited, Bun.sleep(3_000).then(() => "running")])).toBe(1);
+      // by NOTIFY, in a few ms; there is no slower path, so liveness is the test: 10 s leaves room for any loaded machine
+      await agent.output.waitFor(/TOKEN_DISABLED/, 10_000);
+      expect(await Promise.race([agent.proc.exited, Bun.sleep(10_000).then(() => "running")])).toBe(1);
     } finally {
       await agent.stop("SIGKILL");
     }
@@ -199,16 +205,16 @@ describe("a node that dies", () => {
       await x.proc.exited;
       const killed = performance.now();
       let answer = "";
-      for (let i = 0; i < 40 && answer !== "READY"; i++) {
-        await Bun.sleep(250);
+      for (let i = 0; i < 80 && answer !== "READY" && performance.now() - killed < NAMES_FREED_MS; i++) {
+        await Bun.sleep(250); // between tries
         answer = (await sayHello({ port: y.edgePort, via: "websocket", payload: helloFor(second, "doomed") })).type;
       }
       expect(answer).toBe("READY");
-      expect(performance.now() - killed).toBeLessThan(8_000);
+      expect(performance.now() - killed).toBeLessThan(NAMES_FREED_MS);
     } finally {
       await Promise.all([x.stop(), y.stop()]);
     }
-  }, 30_000);
+  }, 45_000);
 });
 
 describe("a node that restarts", () => {

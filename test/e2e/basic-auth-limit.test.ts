@@ -4,26 +4,21 @@
  * the right password included; another address still gets in.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { signedIn } from "../harness/admin.ts";
-import { startAgent, type TestAgent } from "../harness/agent.ts";
 import { connect } from "node:net";
-import { startServer, type TestServer } from "../harness/server.ts";
+import { burrowCommand } from "../harness/server.ts";
+import { withTunnel, type Tunnel } from "../harness/tunnel.ts";
 
-let server: TestServer;
-let agent: TestAgent;
-const service = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("inside") });
+let tunnel: Tunnel;
 
 beforeAll(async () => {
-  server = await startServer({ args: ["--basic-auth-limit", "2"] });
-  const api = await signedIn(server);
-  const token = await api.createToken(await api.createUser("limited-guess"));
-  agent = await startAgent({ kind: "http", target: service.port!, server: server.edgeUrl, token, args: ["--subdomain", "guarded", "--basic-auth", "ann:right-one", "--log", "text", "--no-inspect"] });
+  tunnel = await withTunnel({
+    server: { args: ["--basic-auth-limit", "2"] },
+    username: "limited-guess",
+    upstream: () => new Response("inside"),
+    args: ["--subdomain", "guarded", "--basic-auth", "ann:right-one", "--log", "text", "--no-inspect"],
+  });
 });
-afterAll(async () => {
-  await agent?.stop();
-  await server?.stop();
-  service.stop(true);
-});
+afterAll(() => tunnel?.close());
 
 /** One request with these credentials, from the local address `from`: its status line. */
 function ask(from: string, credentials: string): Promise<string> {
@@ -31,8 +26,8 @@ function ask(from: string, credentials: string): Promise<string> {
   return new Promise((resolve, reject) => {
     let got = "";
     const timer = setTimeout(() => (sock.destroy(), reject(new Error("no answer in 5 s"))), 5_000);
-    const sock = connect({ host: "127.0.0.1", port: server.edgePort, localAddress: from }, () =>
-      sock.write(`GET / HTTP/1.1\r\nHost: guarded.localhost:${server.edgePort}\r\nAuthorization: Basic ${auth}\r\nConnection: close\r\n\r\n`),
+    const sock = connect({ host: "127.0.0.1", port: tunnel.server.edgePort, localAddress: from }, () =>
+      sock.write(`GET / HTTP/1.1\r\nHost: guarded.localhost:${tunnel.server.edgePort}\r\nAuthorization: Basic ${auth}\r\nConnection: close\r\n\r\n`),
     );
     sock.on("data", (d) => (got += d.toString("latin1")));
     sock.on("error", reject);
@@ -48,7 +43,7 @@ test("two wrong passwords (the flag's 2), then 429 even with the right one; anot
 });
 
 test("a --basic-auth-limit that is not a positive whole number is a usage error", async () => {
-  const run = Bun.spawnSync([...(await import("../harness/server.ts")).burrowCommand(), "server", "--basic-auth-limit", "0"], { stdout: "pipe", stderr: "pipe" });
+  const run = Bun.spawnSync([...burrowCommand(), "server", "--basic-auth-limit", "0"], { stdout: "pipe", stderr: "pipe" });
   expect(run.exitCode).toBe(2);
   expect(run.stderr.toString()).toContain("--basic-auth-limit");
 });

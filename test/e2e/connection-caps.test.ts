@@ -8,41 +8,38 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { connect, type Socket } from "node:net";
 import { signedIn } from "../harness/admin.ts";
-import { startAgent, tunnelFetch, type TestAgent } from "../harness/agent.ts";
+import type { TestAgent } from "../harness/agent.ts";
 import { freeRange } from "../harness/ports.ts";
-import { startServer, type TestServer } from "../harness/server.ts";
+import { withTunnel, type Tunnel } from "../harness/tunnel.ts";
 import { within } from "../harness/wait.ts";
 
 const PER_IP = 20;
 const AGENTS_PER_IP = 30;
-let server: TestServer;
-let agent: TestAgent;
+let tunnel: Tunnel;
 let tcpAgent: TestAgent;
-const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("ok") });
 const echo = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data: (s, d) => void s.write(d) } });
 
 beforeAll(async () => {
   const range = freeRange(2);
-  server = await startServer({ args: ["--max-conns-per-ip", String(PER_IP), "--max-agents-per-ip", String(AGENTS_PER_IP), "--trusted-proxies", "127.0.0.9", "--tcp-ports", `${range.first}-${range.last}`] });
-  const api = await signedIn(server);
-  const token = await api.createToken(await api.createUser("capped"));
-  agent = await startAgent({ kind: "http", target: upstream.port!, server: server.edgeUrl, token, args: ["--subdomain", "capped"] });
-  tcpAgent = await startAgent({ kind: "tcp", target: echo.port, server: server.edgeUrl, token });
+  tunnel = await withTunnel({
+    server: { args: ["--max-conns-per-ip", String(PER_IP), "--max-agents-per-ip", String(AGENTS_PER_IP), "--trusted-proxies", "127.0.0.9", "--tcp-ports", `${range.first}-${range.last}`] },
+    username: "capped",
+    upstream: () => new Response("ok"),
+    args: ["--subdomain", "capped"],
+  });
+  tcpAgent = await tunnel.startAgent({ kind: "tcp", target: echo.port });
 });
 afterAll(async () => {
-  await agent?.stop();
-  await tcpAgent?.stop();
+  await tunnel?.close();
   echo.stop(true);
-  await server?.stop();
-  upstream.stop(true);
 });
 
 /** One request on a new connection from `from`, kept open afterwards; resolves with the status. */
 function held(from: string, headers: string[] = []): Promise<{ status: number; socket: Socket }> {
   return within(
     new Promise((resolve, reject) => {
-      const socket = connect({ port: server.edgePort, host: "127.0.0.1", localAddress: from }, () =>
-        socket.write([`GET / HTTP/1.1`, `Host: capped.localhost:${server.edgePort}`, ...headers, "", ""].join("\r\n")),
+      const socket = connect({ port: tunnel.server.edgePort, host: "127.0.0.1", localAddress: from }, () =>
+        socket.write([`GET / HTTP/1.1`, `Host: capped.localhost:${tunnel.server.edgePort}`, ...headers, "", ""].join("\r\n")),
       );
       socket.once("data", (d) => resolve({ status: Number(d.toString("latin1").slice(9, 12)), socket }));
       socket.on("error", reject);
@@ -61,7 +58,7 @@ test("past --max-conns-per-ip an address's new connections get 503 and close; it
   // another address is not affected
   expect((await held("127.0.0.3")).status).toBe(200);
   // an open connection of the capped address still works
-  first[0]!.socket.write(`GET /again HTTP/1.1\r\nHost: capped.localhost:${server.edgePort}\r\n\r\n`);
+  first[0]!.socket.write(`GET /again HTTP/1.1\r\nHost: capped.localhost:${tunnel.server.edgePort}\r\n\r\n`);
   const again = await within(new Promise<string>((r) => first[0]!.socket.once("data", (d) => r(d.toString()))), 5_000, "a second request on an open connection");
   expect(again).toStartWith("HTTP/1.1 200");
   // when the address lets go, it may connect again
@@ -94,8 +91,8 @@ test("behind a trusted proxy, the address in X-Forwarded-For is what the cap cou
 }, 30_000);
 
 test("the tunnel and the admin API answered from 127.0.0.1 throughout", async () => {
-  expect(await (await tunnelFetch(server.edgePort, "capped", "/")).text()).toBe("ok");
-  expect((await (await signedIn(server)).get("/api/auth/me")).status).toBe(200);
+  expect(await (await tunnel.fetch("/")).text()).toBe("ok");
+  expect((await (await signedIn(tunnel.server)).get("/api/auth/me")).status).toBe(200);
 });
 
 /** A raw TCP connection from `from` to `port` that says `hello` and reports whether the echo came back or it was closed. */
@@ -132,7 +129,7 @@ test("a TCP tunnel's port holds the same per-address cap: the connection past it
 }, 30_000);
 
 test("agents' connections have their own per-address cap (--max-agents-per-ip): on the direct port, silent connections past it are closed at once", async () => {
-  const port = server.agentPort!;
+  const port = tunnel.server.agentPort!;
   const opened: Socket[] = [];
   const closedEarly = (s: Socket) => new Promise<boolean>((r) => (s.once("close", () => r(true)), setTimeout(() => r(false), 500)));
   for (let i = 0; i < AGENTS_PER_IP; i++) {

@@ -21,7 +21,7 @@ import { echoThrough, freeRange } from "../harness/ports.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
 import { startSocksProxy } from "../harness/socks-proxy.ts";
 import { within } from "../harness/wait.ts";
-import { agentWebSocketPeer } from "../harness/agent-peer.ts";
+import { agentWebSocketPeer, refusalIn } from "../harness/agent-peer.ts";
 
 const WAIT_MS = 5_000;
 const MiB = 1024 * 1024;
@@ -59,11 +59,6 @@ afterAll(() => {
 
 const helloFrame = (fields: Record<string, unknown>) =>
   encodeFrame(FrameType.HELLO, 0, jsonPayload({ version: PROTOCOL_VERSION, tunnels: [{ protocol: "http" }], ...fields }));
-
-function refusal(frames: Frame[]): { code: string; message: string } | undefined {
-  const error = frames.find((f) => f.type === FrameType.ERROR);
-  return error && JSON.parse(decoder.decode(error.payload));
-}
 
 const json = (f: Frame | undefined) => (f ? JSON.parse(decoder.decode(f.payload)) : undefined);
 
@@ -267,7 +262,7 @@ describe("a server with a direct port", () => {
       const peer = await rawPeer(server.agentPort!);
       peer.write(new TextEncoder().encode("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"));
       expect(await peer.closed()).toBe(true);
-      expect(refusal(peer.frames)?.code).toBe("PROTOCOL_ERROR");
+      expect(refusalIn(peer.frames)?.code).toBe("PROTOCOL_ERROR");
       expect(peer.bad).toEqual([]);
     });
 
@@ -275,7 +270,7 @@ describe("a server with a direct port", () => {
       const peer = await rawPeer(server.agentPort!);
       peer.write(new Uint8Array([0x7f, 0, 0, 0, 0, 0, 0, 0, 2, 0xde, 0xad]));
       expect(await peer.closed()).toBe(true);
-      expect(refusal(peer.frames)?.code).toBe("PROTOCOL_ERROR");
+      expect(refusalIn(peer.frames)?.code).toBe("PROTOCOL_ERROR");
     });
 
     test("a header claiming more than MAX_PAYLOAD is refused from the header alone, even split in two", async () => {
@@ -290,7 +285,7 @@ describe("a server with a direct port", () => {
         }
         // no payload follows: the refusal cannot have waited for it
         expect(await peer.closed()).toBe(true);
-        const r = refusal(peer.frames);
+        const r = refusalIn(peer.frames);
         expect(r?.code).toBe("PROTOCOL_ERROR");
         expect(r?.message).toContain("exceeds");
       }
@@ -300,7 +295,7 @@ describe("a server with a direct port", () => {
       const peer = await rawPeer(server.agentPort!);
       peer.write(encodeFrame(FrameType.HELLO, 0, new TextEncoder().encode("{nope")));
       expect(await peer.closed()).toBe(true);
-      expect(refusal(peer.frames)?.code).toBe("PROTOCOL_ERROR");
+      expect(refusalIn(peer.frames)?.code).toBe("PROTOCOL_ERROR");
     });
 
     test("a HELLO with a bad token gets AUTH_FAILED, the same code as on the WebSocket", async () => {
@@ -308,11 +303,11 @@ describe("a server with a direct port", () => {
       const peer = await rawPeer(server.agentPort!);
       peer.write(bad);
       expect(await peer.closed()).toBe(true);
-      const direct = refusal(peer.frames);
+      const direct = refusalIn(peer.frames);
       const ws = await agentWebSocketPeer(server.edgePort, [helloFrame({ token: "brw_" + "x".repeat(43) })]);
       expect(ws.closed).toBe(true);
       expect(direct?.code).toBe("AUTH_FAILED");
-      expect(direct?.code).toBe(refusal(ws.frames)?.code!);
+      expect(direct?.code).toBe(refusalIn(ws.frames)?.code!);
     });
 
     test("a HELLO trickled one byte at a time, asking to go direct, gets READY (never MOVE) on the direct port", async () => {
@@ -356,7 +351,7 @@ describe("a server with a direct port", () => {
       await peer.frame(FrameType.READY, "READY");
       peer.write(helloFrame({ token }));
       expect(await peer.closed()).toBe(true);
-      expect(refusal(peer.frames)?.code).toBe("PROTOCOL_ERROR");
+      expect(refusalIn(peer.frames)?.code).toBe("PROTOCOL_ERROR");
     });
 
     test("connections that close at once, or in the middle of a header or a payload, leave the server serving", async () => {
@@ -388,7 +383,7 @@ describe("a server with a direct port", () => {
     test("a connection that never says HELLO gets HANDSHAKE_TIMEOUT and is closed", async () => {
       // opened in beforeAll: by now most of the 10 s have gone by
       expect(await idle.closed(15_000)).toBe(true);
-      expect(refusal(idle.frames)?.code).toBe("HANDSHAKE_TIMEOUT");
+      expect(refusalIn(idle.frames)?.code).toBe("HANDSHAKE_TIMEOUT");
     }, 20_000);
   });
 });

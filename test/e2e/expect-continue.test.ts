@@ -9,12 +9,9 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { connect } from "node:net";
-import { signedIn } from "../harness/admin.ts";
-import { startAgent, tunnelFetch, type TestAgent } from "../harness/agent.ts";
-import { startServer, type TestServer } from "../harness/server.ts";
+import { withTunnel, type Tunnel } from "../harness/tunnel.ts";
 
-let server: TestServer;
-let agent: TestAgent;
+let tunnel: Tunnel;
 /** Body bytes the service received for refused uploads. */
 let bodyBytesSeen = 0;
 
@@ -43,14 +40,10 @@ const service = Bun.listen<{ head: string; refused: boolean }>({
 });
 
 beforeAll(async () => {
-  server = await startServer();
-  const api = await signedIn(server);
-  const token = await api.createToken(await api.createUser("uploader"));
-  agent = await startAgent({ kind: "http", target: service.port, server: server.edgeUrl, token, args: ["--subdomain", "upload"] });
+  tunnel = await withTunnel({ username: "uploader", upstream: service.port, args: ["--subdomain", "upload"] });
 });
 afterAll(async () => {
-  await agent?.stop();
-  await server?.stop();
+  await tunnel?.close();
   service.stop(true);
 });
 
@@ -65,8 +58,8 @@ function upload(size: number): Promise<{ interim: string[]; final: string; sent:
     let got = "";
     let sent = 0;
     let finalSeen = false;
-    const sock = connect({ host: "127.0.0.1", port: server.edgePort }, () => {
-      sock.write(`POST /upload HTTP/1.1\r\nHost: upload.localhost:${server.edgePort}\r\nExpect: 100-continue\r\nContent-Length: ${size}\r\n\r\n`);
+    const sock = connect({ host: "127.0.0.1", port: tunnel.server.edgePort }, () => {
+      sock.write(`POST /upload HTTP/1.1\r\nHost: upload.localhost:${tunnel.server.edgePort}\r\nExpect: 100-continue\r\nContent-Length: ${size}\r\n\r\n`);
       setTimeout(pump, 1_000); // curl's wait for a 100 that does not come
     });
     const chunk = Buffer.alloc(64 * 1024, 0x61);
@@ -113,7 +106,7 @@ test("a service that refuses an upload at its head: the client gets the 401 it s
 });
 
 test("the tunnel serves the next request as before", async () => {
-  const res = await tunnelFetch(server.edgePort, "upload", "/after");
+  const res = await tunnel.fetch("/after");
   expect(res.status).toBe(200);
   expect(await res.text()).toBe("ok");
 });

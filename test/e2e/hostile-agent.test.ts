@@ -5,17 +5,22 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { connect } from "node:net";
-import { encodeFrame, jsonPayload, type Frame } from "../../src/protocol/frames.ts";
+import { encodeFrame, jsonPayload } from "../../src/protocol/frames.ts";
 import { FrameType, MAX_PAYLOAD, PROTOCOL_VERSION } from "../../src/protocol/wire.ts";
 import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { startAgent, tunnelFetch } from "../harness/agent.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
-import { agentWebSocketPeer } from "../harness/agent-peer.ts";
+import { agentWebSocketPeer, refusalIn } from "../harness/agent-peer.ts";
 import { faultLines, hostileWebSocket, type HostilePeer } from "../harness/fuzz.ts";
 import { rawHttp, type RawReply } from "../harness/raw-http.ts";
 import { within } from "../harness/wait.ts";
 
 const WAIT_MS = 5_000;
+/**
+ * Liveness, not speed: a visitor answered "at once" gets its answer within this, however loaded
+ * the machine (measured: a few ms), far below the --response-timeout (60 s) it must not wait for.
+ */
+const AT_ONCE_MS = 10_000;
 let server: TestServer;
 let api: AdminClient;
 let token: string;
@@ -35,23 +40,18 @@ afterAll(async () => {
 /** Sends `messages` to the agents' endpoint as an agent would, and reports what came back until it closed. */
 const hostile = (messages: (string | Uint8Array)[]) => agentWebSocketPeer(server.edgePort, messages, WAIT_MS);
 
-function refusal(frames: Frame[]): { code: string; message: string } | undefined {
-  const error = frames.find((f) => f.type === FrameType.ERROR);
-  return error && JSON.parse(new TextDecoder().decode(error.payload));
-}
-
 const hello = (extra: Record<string, unknown> = {}) =>
   encodeFrame(FrameType.HELLO, 0, jsonPayload({ version: PROTOCOL_VERSION, token: "brw_x", tunnels: [{ protocol: "http" }], ...extra }));
 
 test("a text message gets PROTOCOL_ERROR and the connection closes", async () => {
   const { frames, closed } = await hostile(["hello?"]);
-  expect(refusal(frames)?.code).toBe("PROTOCOL_ERROR");
+  expect(refusalIn(frames)?.code).toBe("PROTOCOL_ERROR");
   expect(closed).toBe(true);
 });
 
 test("garbage bytes get PROTOCOL_ERROR and the connection closes", async () => {
   const { frames, closed } = await hostile([new Uint8Array([0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7])]);
-  expect(refusal(frames)?.code).toBe("PROTOCOL_ERROR");
+  expect(refusalIn(frames)?.code).toBe("PROTOCOL_ERROR");
   expect(closed).toBe(true);
 });
 
@@ -59,7 +59,7 @@ test("a frame that claims more than MAX_PAYLOAD is refused from its header", asy
   const header = encodeFrame(FrameType.HELLO, 0);
   new DataView(header.buffer).setUint32(5, MAX_PAYLOAD + 1);
   const { frames, closed } = await hostile([header]);
-  expect(refusal(frames)?.message).toContain("exceeds");
+  expect(refusalIn(frames)?.message).toContain("exceeds");
   expect(closed).toBe(true);
 });
 
@@ -68,7 +68,7 @@ test("a 1 MiB frame is refused and the connection closes", async () => {
   big.set(encodeFrame(FrameType.HELLO, 0).subarray(0, 5));
   new DataView(big.buffer).setUint32(5, 1024 * 1024);
   const { frames, closed } = await hostile([big]);
-  expect(refusal(frames)?.code).toBe("PROTOCOL_ERROR");
+  expect(refusalIn(frames)?.code).toBe("PROTOCOL_ERROR");
   expect(closed).toBe(true);
 });
 
@@ -80,24 +80,24 @@ test("a message larger than the edge accepts at all is cut off without harm", as
 test("a HELLO that is not JSON, or misses fields, gets PROTOCOL_ERROR", async () => {
   for (const bad of [encodeFrame(FrameType.HELLO, 0, new TextEncoder().encode("{nope")), encodeFrame(FrameType.HELLO, 0, jsonPayload({ version: 1 }))]) {
     const { frames, closed } = await hostile([bad]);
-    expect(refusal(frames)?.code).toBe("PROTOCOL_ERROR");
+    expect(refusalIn(frames)?.code).toBe("PROTOCOL_ERROR");
     expect(closed).toBe(true);
   }
 });
 
 test("a HELLO from another protocol version is refused with advice to update", async () => {
   const { frames } = await hostile([hello({ version: PROTOCOL_VERSION + 1 })]);
-  const r = refusal(frames)!;
+  const r = refusalIn(frames)!;
   expect(r.code).toBe("VERSION_MISMATCH");
   expect(r.message).toMatch(/update burrow/);
 });
 
 test("stream frames before the handshake, or a second HELLO, are refused", async () => {
   const early = await hostile([encodeFrame(FrameType.DATA, 2, new Uint8Array([1]))]);
-  expect(refusal(early.frames)?.code).toBe("PROTOCOL_ERROR");
+  expect(refusalIn(early.frames)?.code).toBe("PROTOCOL_ERROR");
   const again = await hostile([encodeFrame(FrameType.HELLO, 0, jsonPayload({ version: PROTOCOL_VERSION, token, tunnels: [{ protocol: "http" }] })), hello()]);
   expect(again.frames.some((f) => f.type === FrameType.READY)).toBe(true);
-  expect(refusal(again.frames)?.code).toBe("PROTOCOL_ERROR");
+  expect(refusalIn(again.frames)?.code).toBe("PROTOCOL_ERROR");
 });
 
 // -- an agent that says wrong things about a visitor's request -----------------------------------------
@@ -173,10 +173,10 @@ test.each([
   using agent = await scriptedAgent();
   const from = server.output.lines.length;
   const started = performance.now();
-  const res = await visitAnswered(agent, (s) => [encodeFrame(FrameType.FIN, s)], method, 3_000, rest);
+  const res = await visitAnswered(agent, (s) => [encodeFrame(FrameType.FIN, s)], method, AT_ONCE_MS, rest);
   expect(res.status).toBe(502);
   expect(res.body).toContain("ended the request without an answer");
-  expect(performance.now() - started).toBeLessThan(1_000);
+  expect(performance.now() - started).toBeLessThan(AT_ONCE_MS);
   await expectNoFaultSince(from);
 });
 
@@ -195,10 +195,10 @@ describe("a stream reset in the same message as its REPLY", () => {
     const from = server.output.lines.length;
     const started = performance.now();
     // well within the test's own time limit: a visitor left hanging fails here, not by a timeout
-    const res = await visitAnswered(agent, answer, "GET", 2_000);
+    const res = await visitAnswered(agent, answer, "GET", AT_ONCE_MS);
     expect(res.closed).toBe(true);
     expect(res.status).toBe(502);
-    expect(performance.now() - started).toBeLessThan(2_000);
+    expect(performance.now() - started).toBeLessThan(AT_ONCE_MS);
     await expectNoFaultSince(from);
   });
 

@@ -6,9 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import net from "node:net";
-import { signedIn } from "../harness/admin.ts";
-import { startAgent, type TestAgent } from "../harness/agent.ts";
-import { startServer, type TestServer } from "../harness/server.ts";
+import type { TestAgent } from "../harness/agent.ts";
+import { withServer, type Rig } from "../harness/tunnel.ts";
 
 // -- a raw HTTP/1.1 visitor ------------------------------------------------------------------
 
@@ -157,34 +156,24 @@ const upstream = Bun.serve({
 
 // -- server, user, agents ----------------------------------------------------------------------
 
-let server: TestServer;
+let rig: Rig;
+/** The agent of "fid", the tunnel that changes nothing. */
 let plain: TestAgent;
-let rewrite: TestAgent;
-let fixedHost: TestAgent;
 const local = `127.0.0.1:${upstream.port}`;
 
 beforeAll(async () => {
-  server = await startServer();
-  const api = await signedIn(server);
-  const id = await api.createUser("fidelity");
-  const token = await api.createToken(id);
-  const start = (subdomain: string, args: string[] = []) =>
-    startAgent({ kind: "http", target: local, server: server.edgeUrl, token, args: ["--subdomain", subdomain, ...args] });
-  [plain, rewrite, fixedHost] = await Promise.all([
-    start("fid"),
-    start("fid-rewrite", ["--host-header", "rewrite"]),
-    start("fid-fixed", ["--host-header", "example.test"]),
-  ]);
+  rig = await withServer({ username: "fidelity" });
+  const start = (subdomain: string, args: string[] = []) => rig.startAgent({ kind: "http", target: local, args: ["--subdomain", subdomain, ...args] });
+  [plain] = await Promise.all([start("fid"), start("fid-rewrite", ["--host-header", "rewrite"]), start("fid-fixed", ["--host-header", "example.test"])]);
 });
 
 afterAll(async () => {
-  await Promise.allSettled([plain?.stop(), rewrite?.stop(), fixedHost?.stop()]);
-  await server?.stop();
+  await rig?.close();
   upstream.stop(true);
 });
 
-const hostOf = (sub: string) => `${sub}.localhost:${server.edgePort}`;
-const visit = (sub: string, opts: Omit<Parameters<typeof rawRequest>[1], "host">) => rawRequest(server.edgePort, { ...opts, host: hostOf(sub) });
+const hostOf = (sub: string) => `${sub}.localhost:${rig.server.edgePort}`;
+const visit = (sub: string, opts: Omit<Parameters<typeof rawRequest>[1], "host">) => rawRequest(rig.server.edgePort, { ...opts, host: hostOf(sub) });
 const seenHeader = (s: Seen | undefined, name: string) => s?.headers.find(([n]) => n === name)?.[1];
 const seenHeaders = (s: Seen | undefined, name: string) => (s?.headers ?? []).filter(([n]) => n === name).map(([, v]) => v);
 let nextId = 0;

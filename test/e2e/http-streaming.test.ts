@@ -8,9 +8,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import net from "node:net";
-import { signedIn } from "../harness/admin.ts";
-import { startAgent, tunnelFetch, type TestAgent } from "../harness/agent.ts";
-import { startServer, type TestServer } from "../harness/server.ts";
+import { withTunnel, type Tunnel } from "../harness/tunnel.ts";
 import { deferred, within } from "../harness/wait.ts";
 
 const WAIT_MS = 10_000;
@@ -139,29 +137,23 @@ const upstream = Bun.serve({
   },
 });
 
-let server: TestServer;
-let agent: TestAgent;
+let tunnel: Tunnel;
 
 beforeAll(async () => {
-  server = await startServer();
-  const api = await signedIn(server);
-  const id = await api.createUser("streamer");
-  const token = await api.createToken(id);
-  agent = await startAgent({ kind: "http", target: `127.0.0.1:${upstream.port}`, server: server.edgeUrl, token, args: ["--subdomain", "stream"] });
+  tunnel = await withTunnel({ username: "streamer", upstream: `127.0.0.1:${upstream.port}`, args: ["--subdomain", "stream"] });
 });
 
 afterAll(async () => {
   responseGate.resolve();
   sseGate.resolve();
-  await agent?.stop();
-  await server?.stop();
+  await tunnel?.close();
   upstream.stop(true);
 });
 
-const host = () => `stream.localhost:${server.edgePort}`;
+const host = () => `stream.localhost:${tunnel.server.edgePort}`;
 
 test("a request body produced slowly reaches the local service piece by piece, and whole", async () => {
-  const visitor = new RawVisitor(server.edgePort);
+  const visitor = new RawVisitor(tunnel.server.edgePort);
   try {
     await within(visitor.connected, WAIT_MS, "connect to the edge");
     visitor.write(`POST /upload HTTP/1.1\r\nHost: ${host()}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n`);
@@ -189,7 +181,7 @@ test("a request body produced slowly reaches the local service piece by piece, a
 test("a response body produced slowly reaches the visitor before the local service has finished it", async () => {
   responseGate = deferred();
   responseFinished = false;
-  const visitor = new RawVisitor(server.edgePort);
+  const visitor = new RawVisitor(tunnel.server.edgePort);
   try {
     await within(visitor.connected, WAIT_MS, "connect to the edge");
     visitor.write(`GET /slow-response HTTP/1.1\r\nHost: ${host()}\r\nConnection: close\r\n\r\n`);
@@ -209,7 +201,7 @@ test("a response body produced slowly reaches the visitor before the local servi
 
 test("Server-Sent Events are delivered one by one as they are produced", async () => {
   sseGate = deferred();
-  const res = await tunnelFetch(server.edgePort, "stream", "/events", { headers: { accept: "text/event-stream" } });
+  const res = await tunnel.fetch("/events", { headers: { accept: "text/event-stream" } });
   expect(res.status).toBe(200);
   expect(res.headers.get("content-type")).toBe("text/event-stream");
   const reader = res.body!.getReader();
@@ -237,6 +229,6 @@ test("Server-Sent Events are delivered one by one as they are produced", async (
 });
 
 test("the agent logs each streamed request once it has answered", async () => {
-  await agent.output.waitFor(/POST\s+\/upload\s+200\s+\d+ ms/, 5_000);
-  await agent.output.waitFor(/GET\s+\/events\s+200\s+\d+ ms/, 5_000);
+  await tunnel.agent.output.waitFor(/POST\s+\/upload\s+200\s+\d+ ms/, 5_000);
+  await tunnel.agent.output.waitFor(/GET\s+\/events\s+200\s+\d+ ms/, 5_000);
 });

@@ -5,9 +5,8 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import net from "node:net";
-import { signedIn } from "../harness/admin.ts";
-import { startAgent, tunnelFetch, type TestAgent } from "../harness/agent.ts";
-import { startServer, type TestServer } from "../harness/server.ts";
+import { tunnelFetch, type TestAgent } from "../harness/agent.ts";
+import { withServer, type Rig } from "../harness/tunnel.ts";
 import { within } from "../harness/wait.ts";
 
 const WAIT_MS = 10_000;
@@ -71,22 +70,16 @@ async function closedPort(): Promise<number> {
   return port;
 }
 
-let server: TestServer;
-let served: TestAgent;
+let rig: Rig;
 let refused: TestAgent;
-let hanging: TestAgent;
 let odd: TestAgent;
 
 beforeAll(async () => {
   await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
   await new Promise<void>((r) => weird.listen(0, "127.0.0.1", r));
-  server = await startServer({ args: ["--response-timeout", "1"] });
-  const api = await signedIn(server);
-  const id = await api.createUser("pager");
-  const token = await api.createToken(id);
-  const start = (port: number, subdomain: string) =>
-    startAgent({ kind: "http", target: `127.0.0.1:${port}`, server: server.edgeUrl, token, args: ["--subdomain", subdomain] });
-  [served, refused, hanging, odd] = await Promise.all([
+  rig = await withServer({ server: { args: ["--response-timeout", "1"] }, username: "pager" });
+  const start = (port: number, subdomain: string) => rig.startAgent({ kind: "http", target: `127.0.0.1:${port}`, args: ["--subdomain", subdomain] });
+  [, refused, , odd] = await Promise.all([
     start(upstream.port!, "served"),
     start(await closedPort(), "refused"),
     start((silent.address() as net.AddressInfo).port, "hanging"),
@@ -95,8 +88,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await Promise.allSettled([served?.stop(), refused?.stop(), hanging?.stop(), odd?.stop()]);
-  await server?.stop();
+  await rig?.close();
   upstream.stop(true);
   for (const s of silentSockets) s.destroy();
   silent.close();
@@ -106,28 +98,28 @@ afterAll(async () => {
 // -- the tests ------------------------------------------------------------------------------------------------
 
 test("a request for an unknown subdomain gets a 404 page", async () => {
-  const res = await tunnelFetch(server.edgePort, "nobody-here", "/some/page");
+  const res = await tunnelFetch(rig.server.edgePort, "nobody-here", "/some/page");
   const html = await res.text();
   expect(res.status).toBe(404);
   expectSelfContainedPage(res, html);
-  expect(html).toContain(`nobody-here.localhost:${server.edgePort}`);
+  expect(html).toContain(`nobody-here.localhost:${rig.server.edgePort}`);
   expect(html).toContain("No tunnel here");
 });
 
 test("a tunnel whose local service refuses connections gets a 502 page, and the agent logs it", async () => {
-  const res = await tunnelFetch(server.edgePort, "refused", "/refused-path");
+  const res = await tunnelFetch(rig.server.edgePort, "refused", "/refused-path");
   const html = await res.text();
   expect(res.status).toBe(502);
   expectSelfContainedPage(res, html);
-  expect(html).toContain(`refused.localhost:${server.edgePort}`);
+  expect(html).toContain(`refused.localhost:${rig.server.edgePort}`);
   expect(html).toContain("connection refused");
   await refused.output.waitFor(/GET\s+\/refused-path\s+502 \(connection refused\)\s+\d+ ms/, 5_000);
 });
 
 test("a local service that answers with status 600 gets a 502 page naming it, with or without a body, and no error line", async () => {
-  const from = server.output.lines.length;
+  const from = rig.server.output.lines.length;
   for (const [method, path] of [["GET", "/chunked"], ["GET", "/sized"], ["GET", "/empty"], ["HEAD", "/chunked"]] as const) {
-    const res = await tunnelFetch(server.edgePort, "odd", path, { method });
+    const res = await tunnelFetch(rig.server.edgePort, "odd", path, { method });
     const html = await res.text();
     expect(`${method} ${path} ${res.status}`).toBe(`${method} ${path} 502`);
     if (method === "GET") {
@@ -136,12 +128,12 @@ test("a local service that answers with status 600 gets a 502 page naming it, wi
     }
     await odd.output.waitFor(new RegExp(`${method}\\s+${path}\\s+502 \\(invalid status 600\\)`), 5_000);
   }
-  expect(server.output.lines.slice(from).filter((l) => / error |Error: /.test(l))).toEqual([]);
+  expect(rig.server.output.lines.slice(from).filter((l) => / error |Error: /.test(l))).toEqual([]);
 });
 
 test("a local service that never answers gets a 502 page after the server's --response-timeout", async () => {
   const started = performance.now();
-  const res = await within(tunnelFetch(server.edgePort, "hanging", "/never"), WAIT_MS, "the 502 for a silent service");
+  const res = await within(tunnelFetch(rig.server.edgePort, "hanging", "/never"), WAIT_MS, "the 502 for a silent service");
   const elapsed = performance.now() - started;
   const html = await res.text();
   expect(res.status).toBe(502);
@@ -154,7 +146,7 @@ test("a local service that never answers gets a 502 page after the server's --re
 test("after the response timeout the agent gives up its request to the silent local service", async () => {
   const closedBefore = silentClosed;
   const closed = new Promise<void>((resolve) => (onSilentClose = () => silentClosed > closedBefore && resolve()));
-  const res = await within(tunnelFetch(server.edgePort, "hanging", "/abandoned"), WAIT_MS, "the 502 for a silent service");
+  const res = await within(tunnelFetch(rig.server.edgePort, "hanging", "/abandoned"), WAIT_MS, "the 502 for a silent service");
   expect(res.status).toBe(502);
   await res.text();
   await within(closed, WAIT_MS, "the agent to close its connection to the silent service");
@@ -163,10 +155,10 @@ test("after the response timeout the agent gives up its request to the silent lo
 test("a visitor who leaves before the answer makes the agent drop its request to the local service", async () => {
   const closedBefore = silentClosed;
   const closed = new Promise<void>((resolve) => (onSilentClose = () => silentClosed > closedBefore && resolve()));
-  const visitor = net.connect(server.edgePort, "127.0.0.1");
+  const visitor = net.connect(rig.server.edgePort, "127.0.0.1");
   await within(new Promise((r) => visitor.once("connect", r)), WAIT_MS, "connect to the edge");
   const arrived = new Promise<void>((resolve) => silent.once("connection", (s) => s.once("data", () => resolve())));
-  visitor.write(`GET /leaving HTTP/1.1\r\nHost: hanging.localhost:${server.edgePort}\r\n\r\n`);
+  visitor.write(`GET /leaving HTTP/1.1\r\nHost: hanging.localhost:${rig.server.edgePort}\r\n\r\n`);
   await within(arrived, WAIT_MS, "the request to reach the local service");
   visitor.destroy();
   await within(closed, WAIT_MS, "the agent to close its connection to the local service");
@@ -174,8 +166,8 @@ test("a visitor who leaves before the answer makes the agent drop its request to
 
 test("the bare domain shows the landing page and reaches no tunnel", async () => {
   const before = hits;
-  for (const host of [`localhost:${server.edgePort}`, `127.0.0.1:${server.edgePort}`]) {
-    const res = await fetch(`http://127.0.0.1:${server.edgePort}/`, { headers: { host } });
+  for (const host of [`localhost:${rig.server.edgePort}`, `127.0.0.1:${rig.server.edgePort}`]) {
+    const res = await fetch(`http://127.0.0.1:${rig.server.edgePort}/`, { headers: { host } });
     const html = await res.text();
     expectSelfContainedPage(res, html);
     expect(html).toContain("burrow tunnel server");
@@ -184,14 +176,14 @@ test("the bare domain shows the landing page and reaches no tunnel", async () =>
   }
   expect(hits).toBe(before);
   // the tunnel itself still answers
-  const res = await tunnelFetch(server.edgePort, "served", "/");
+  const res = await tunnelFetch(rig.server.edgePort, "served", "/");
   expect(await res.text()).toBe("from the local service");
   expect(hits).toBe(before + 1);
 });
 
 test("a name below a tunnel's name is not that tunnel", async () => {
   const before = hits;
-  const res = await tunnelFetch(server.edgePort, "deeper.served", "/");
+  const res = await tunnelFetch(rig.server.edgePort, "deeper.served", "/");
   expect(res.status).toBe(404);
   expectSelfContainedPage(res, await res.text());
   expect(hits).toBe(before);

@@ -5,11 +5,12 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { signedIn } from "../harness/admin.ts";
-import { startAgent, tunnelFetch } from "../harness/agent.ts";
-import { burrowCommand, startServer, type TestServer } from "../harness/server.ts";
+import { tunnelFetch } from "../harness/agent.ts";
+import { burrowCommand } from "../harness/server.ts";
+import { withServer, withTunnel, type Rig } from "../harness/tunnel.ts";
 
-let server: TestServer;
-let token: string;
+/** A server behind a TLS proxy (--public-url https://localhost), with a user's token. */
+let rig: Rig;
 let seenProto: string | null = null;
 const upstream = Bun.serve({
   hostname: "127.0.0.1",
@@ -21,49 +22,43 @@ const upstream = Bun.serve({
 });
 
 beforeAll(async () => {
-  server = await startServer({ args: ["--public-url", "https://localhost"] });
-  const api = await signedIn(server);
-  const id = await api.createUser("proxied");
-  token = await api.createToken(id);
+  rig = await withServer({ server: { args: ["--public-url", "https://localhost"] }, username: "proxied" });
 });
 afterAll(async () => {
-  await server?.stop();
+  await rig?.close();
   upstream.stop(true);
 });
 
 test("the agent is given the public https URL without the edge's own port", async () => {
-  await using agent = await startAgent({ kind: "http", target: upstream.port!, server: server.edgeUrl, token, args: ["--subdomain", "shop"] });
+  await using agent = await rig.startAgent({ kind: "http", target: upstream.port!, args: ["--subdomain", "shop"] });
   expect(agent.publicUrl).toBe("https://shop.localhost");
-  const res = await tunnelFetch(server.edgePort, "shop", "/");
+  const res = await tunnelFetch(rig.server.edgePort, "shop", "/");
   expect(await res.text()).toBe("behind a proxy");
   expect(seenProto).toBe("https");
 });
 
 test("behind a TLS proxy, with no certificate of its own, the server offers no direct port and says why", async () => {
   // a direct port would carry in the clear what the agents' WebSocket carries over the proxy's TLS
+  const { server } = rig;
   expect(await server.output.waitFor(/admin api listening/, 1_000)).toContain(" agent_port=off");
   expect(server.agentPort).toBeUndefined();
   await server.output.waitFor(/no direct agent port/, 1_000);
   const token = await signedIn(server).then(async (api) => api.createToken(await api.createUser("no-direct")));
-  await using agent = await startAgent({ kind: "http", target: upstream.port!, server: server.edgeUrl, token });
+  await using agent = await rig.startAgent({ kind: "http", target: upstream.port!, token });
   expect(await server.output.waitFor(/agent connected .*user=no-direct /, 5_000)).toContain("transport=websocket");
   expect(agent.output.text()).not.toMatch(/direct port|reconnecting/);
   expect(await (await tunnelFetch(server.edgePort, agent.subdomain!, "/")).text()).toBe("behind a proxy");
 });
 
 test("behind a plain-http proxy (--public-url http://...), agents still move to the direct port", async () => {
-  await using plain = await startServer({ args: ["--public-url", "http://localhost:8080"] });
-  expect(plain.agentPort).toBeGreaterThan(0);
-  const api = await signedIn(plain);
-  const token = await api.createToken(await api.createUser("plain-proxied"));
-  await using agent = await startAgent({ kind: "http", target: upstream.port!, server: plain.edgeUrl, token });
-  expect(agent.publicUrl).toBe(`http://${agent.subdomain}.localhost:8080`);
-  expect(await plain.output.waitFor(/agent connected .*user=plain-proxied /, 5_000)).toContain("transport=direct");
+  await using plain = await withTunnel({ server: { args: ["--public-url", "http://localhost:8080"] }, username: "plain-proxied", upstream: upstream.port! });
+  expect(plain.server.agentPort).toBeGreaterThan(0);
+  expect(plain.agent.publicUrl).toBe(`http://${plain.agent.subdomain}.localhost:8080`);
+  expect(await plain.server.output.waitFor(/agent connected .*user=plain-proxied /, 5_000)).toContain("transport=direct");
 });
 
 test("the panel's server info names the public URL", async () => {
-  const api = await signedIn(server);
-  expect((await api.get("/api/server")).body).toEqual({ domain: "localhost", edge_url: "https://localhost", tcp_host: "localhost" });
+  expect((await rig.api.get("/api/server")).body).toEqual({ domain: "localhost", edge_url: "https://localhost", tcp_host: "localhost" });
 });
 
 for (const bad of ["ftp://localhost", "https://elsewhere.example", "https://localhost/path", "not a url"]) {

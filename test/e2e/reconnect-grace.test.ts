@@ -6,10 +6,9 @@
  * agent goes through) is retried and the name comes back.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { rmSync } from "node:fs";
 import { createServer, connect, type Server as NetServer, type Socket } from "node:net";
 import { signedIn, type AdminClient } from "../harness/admin.ts";
-import { spawnAgent, startAgent, tunnelFetch, type AgentStart, type TestAgent } from "../harness/agent.ts";
+import { refusal, startAgent, tunnelFetch, type AgentStart, type TestAgent } from "../harness/agent.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
 import { freeRange } from "../harness/ports.ts";
 
@@ -94,21 +93,6 @@ const http = (token: string, subdomain?: string, extra: string[] = []) =>
   ({ kind: "http", target: upstream.port!, server: server.edgeUrl, token, args: [...(subdomain ? ["--subdomain", subdomain] : []), ...extra] }) as AgentStart;
 const tcp = (token: string, port?: number) =>
   ({ kind: "tcp", target: echo.port, server: server.edgeUrl, token, args: port ? ["--remote-port", String(port)] : [] }) as AgentStart;
-
-/** Runs an agent that must be refused; returns its "burrow: refused" line. */
-async function refusal(opts: AgentStart): Promise<string> {
-  const { proc, output, home } = spawnAgent(opts);
-  const timer = setTimeout(() => proc.kill("SIGKILL"), 10_000);
-  try {
-    expect(await proc.exited).toBe(1);
-    await output.closed();
-    expect(output.text()).not.toContain("Forwarding");
-    return output.lines.find((l) => l.startsWith("burrow: refused")) ?? output.text();
-  } finally {
-    clearTimeout(timer);
-    rmSync(home, { recursive: true, force: true });
-  }
-}
 
 /** The listed live tunnels, as names or port numbers. */
 async function active(): Promise<string[]> {

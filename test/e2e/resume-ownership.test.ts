@@ -7,32 +7,21 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { encodeFrame, jsonPayload, type Frame } from "../../src/protocol/frames.ts";
 import { FrameType, PROTOCOL_VERSION } from "../../src/protocol/wire.ts";
-import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { agentWebSocketPeer } from "../harness/agent-peer.ts";
-import { startAgent, tunnelFetch, type TestAgent } from "../harness/agent.ts";
-import { startServer, type TestServer } from "../harness/server.ts";
+import { withTunnel, type Tunnel } from "../harness/tunnel.ts";
 
-let server: TestServer;
-let api: AdminClient;
-let victim: TestAgent;
+/** The victim's tunnel: its user, its agent, its local service. */
+let victim: Tunnel;
 let victimSession: string;
 let otherToken: string;
-const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("victim's service") });
 
 beforeAll(async () => {
-  server = await startServer();
-  api = await signedIn(server);
-  const victimToken = await api.createToken(await api.createUser("victim"));
-  otherToken = await api.createToken(await api.createUser("intruder"));
-  victim = await startAgent({ kind: "http", target: upstream.port!, server: server.edgeUrl, token: victimToken, args: ["--subdomain", "victim"] });
-  const line = await server.output.waitFor(/agent connected session=\S+ user=victim/);
+  victim = await withTunnel({ username: "victim", upstream: () => new Response("victim's service"), args: ["--subdomain", "victim"] });
+  otherToken = await victim.api.createToken(await victim.api.createUser("intruder"));
+  const line = await victim.server.output.waitFor(/agent connected session=\S+ user=victim/);
   victimSession = /session=(\S+)/.exec(line)![1]!;
 });
-afterAll(async () => {
-  await victim?.stop();
-  await server?.stop();
-  upstream.stop(true);
-});
+afterAll(() => victim?.close());
 
 const helloFrom = (token: string, tunnels: unknown[], resume: string) =>
   encodeFrame(FrameType.HELLO, 0, jsonPayload({ version: PROTOCOL_VERSION, token, tunnels, resume }));
@@ -42,16 +31,16 @@ const decoded = (frames: Frame[], type: number) => {
 };
 
 async function victimUntouched() {
-  expect(await (await tunnelFetch(server.edgePort, "victim", "/")).text()).toBe("victim's service");
-  const active = (await api.get("/api/tunnels/active")).body as { subdomain?: string; username: string }[];
+  expect(await (await victim.fetch("/")).text()).toBe("victim's service");
+  const active = (await victim.api.get("/api/tunnels/active")).body as { subdomain?: string; username: string }[];
   expect(active.filter((t) => t.subdomain === "victim")).toHaveLength(1);
-  expect(server.output.text()).not.toContain(`session=${victimSession} code=SESSION_REPLACED`);
-  expect(server.output.text()).not.toMatch(/SESSION_REPLACED/);
-  expect(victim.output.text()).not.toMatch(/reconnecting|refused|lost the connection/);
+  expect(victim.server.output.text()).not.toContain(`session=${victimSession} code=SESSION_REPLACED`);
+  expect(victim.server.output.text()).not.toMatch(/SESSION_REPLACED/);
+  expect(victim.agent.output.text()).not.toMatch(/reconnecting|refused|lost the connection/);
 }
 
 test("another user's agent that names a live session in resume gets its own tunnel and the session stays", async () => {
-  const { frames } = await agentWebSocketPeer(server.edgePort, [helloFrom(otherToken, [{ protocol: "http" }], victimSession)], 1_500);
+  const { frames } = await agentWebSocketPeer(victim.server.edgePort, [helloFrom(otherToken, [{ protocol: "http" }], victimSession)], 1_500);
   const ready = decoded(frames, FrameType.READY);
   expect(ready?.username).toBe("intruder");
   expect(ready.session).not.toBe(victimSession);
@@ -59,7 +48,7 @@ test("another user's agent that names a live session in resume gets its own tunn
 });
 
 test("another user's agent that names the session and asks for its subdomain is refused SUBDOMAIN_TAKEN", async () => {
-  const { frames } = await agentWebSocketPeer(server.edgePort, [helloFrom(otherToken, [{ protocol: "http", subdomain: "victim" }], victimSession)], 3_000);
+  const { frames } = await agentWebSocketPeer(victim.server.edgePort, [helloFrom(otherToken, [{ protocol: "http", subdomain: "victim" }], victimSession)], 3_000);
   expect(decoded(frames, FrameType.ERROR)?.code).toBe("SUBDOMAIN_TAKEN");
   expect(decoded(frames, FrameType.READY)).toBeUndefined();
   await victimUntouched();

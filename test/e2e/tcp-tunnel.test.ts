@@ -8,9 +8,8 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { Socket, TCPSocketListener } from "bun";
 import { createCipheriv, createHash } from "node:crypto";
 import net from "node:net";
-import { signedIn } from "../harness/admin.ts";
-import { startAgent, type TestAgent } from "../harness/agent.ts";
-import { startServer, type TestServer } from "../harness/server.ts";
+import type { TestAgent } from "../harness/agent.ts";
+import { withServer, type Rig } from "../harness/tunnel.ts";
 import { within } from "../harness/wait.ts";
 
 const MiB = 1024 * 1024;
@@ -113,23 +112,18 @@ function pump(socket: Socket<BulkState>) {
 
 // -- server and agents ---------------------------------------------------------------------------------
 
-let server: TestServer;
-let token: string;
+let rig: Rig;
 let echoAgent: TestAgent;
 let bulkAgent: TestAgent;
 
 beforeAll(async () => {
-  server = await startServer({ args: ["--tcp-ports", `${FIRST_PORT}-${LAST_PORT}`] });
-  const api = await signedIn(server);
-  const id = await api.createUser("piper");
-  token = await api.createToken(id);
-  const start = (port: number) => startAgent({ kind: "tcp", target: `127.0.0.1:${port}`, server: server.edgeUrl, token });
+  rig = await withServer({ server: { args: ["--tcp-ports", `${FIRST_PORT}-${LAST_PORT}`] }, username: "piper" });
+  const start = (port: number) => rig.startAgent({ kind: "tcp", target: `127.0.0.1:${port}` });
   [echoAgent, bulkAgent] = await Promise.all([start(echo.port), start(bulk.port)]);
 });
 
 afterAll(async () => {
-  await Promise.allSettled([echoAgent?.stop(), bulkAgent?.stop()]);
-  await server?.stop();
+  await rig?.close();
   echo.stop(true);
   bulk.stop(true);
 });
@@ -248,13 +242,7 @@ test("--remote-port gets exactly the port asked for", async () => {
     if (free) wanted = p;
   }
   expect(wanted).toBeDefined();
-  await using agent = await startAgent({
-    kind: "tcp",
-    target: `127.0.0.1:${echo.port}`,
-    server: server.edgeUrl,
-    token,
-    args: ["--remote-port", String(wanted)],
-  });
+  await using agent = await rig.startAgent({ kind: "tcp", target: `127.0.0.1:${echo.port}`, args: ["--remote-port", String(wanted)] });
   expect(agent.port).toBe(wanted!);
   expect(agent.publicUrl).toBe(`localhost:${wanted}`);
   const c = await connect(wanted!);

@@ -8,9 +8,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { createCipheriv, createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import net from "node:net";
-import { signedIn } from "../harness/admin.ts";
-import { startAgent, tunnelFetch, type TestAgent } from "../harness/agent.ts";
-import { startServer, type TestServer } from "../harness/server.ts";
+import { withTunnel, type Tunnel } from "../harness/tunnel.ts";
 import { within } from "../harness/wait.ts";
 
 const MiB = 1024 * 1024;
@@ -114,21 +112,15 @@ const upstream = Bun.serve({
   },
 });
 
-let server: TestServer;
-let agent: TestAgent;
+let tunnel: Tunnel;
 
 beforeAll(async () => {
-  server = await startServer();
-  const api = await signedIn(server);
-  const id = await api.createUser("mover");
-  const token = await api.createToken(id);
-  agent = await startAgent({ kind: "http", target: `127.0.0.1:${upstream.port}`, server: server.edgeUrl, token, args: ["--subdomain", "bulk"] });
+  tunnel = await withTunnel({ username: "mover", upstream: `127.0.0.1:${upstream.port}`, args: ["--subdomain", "bulk"] });
 });
 
 afterAll(async () => {
   releaseAll();
-  await agent?.stop();
-  await server?.stop();
+  await tunnel?.close();
   upstream.stop(true);
 });
 
@@ -144,8 +136,8 @@ interface Download {
 }
 
 function download(path: string, opts: { slow?: { everyBytes: number; pauseMs: number } } = {}): Download {
-  const socket = net.connect(server.edgePort, "127.0.0.1", () =>
-    socket.write(`GET ${path} HTTP/1.1\r\nHost: bulk.localhost:${server.edgePort}\r\nConnection: close\r\n\r\n`),
+  const socket = net.connect(tunnel.server.edgePort, "127.0.0.1", () =>
+    socket.write(`GET ${path} HTTP/1.1\r\nHost: bulk.localhost:${tunnel.server.edgePort}\r\nConnection: close\r\n\r\n`),
   );
   const hash = createHash("sha256");
   let head: string | undefined;
@@ -232,7 +224,7 @@ function download(path: string, opts: { slow?: { everyBytes: number; pauseMs: nu
 
 test("a 100 MiB download to a slow reader arrives intact, and neither server nor agent memory grows with it", async () => {
   const want = expectedSha256("download", BIG);
-  const rss = watchRss({ server: server.proc.pid, agent: agent.proc.pid });
+  const rss = watchRss({ server: tunnel.server.proc.pid, agent: tunnel.agent.proc.pid });
   // the reader pauses 10 ms after every 512 KiB: slower than the local service can produce
   const dl = download(`/download?size=${BIG}&seed=download&id=slow`, { slow: { everyBytes: 512 * 1024, pauseMs: 10 } });
   try {
@@ -251,8 +243,8 @@ test("a 100 MiB download to a slow reader arrives intact, and neither server nor
 }, 90_000);
 
 test("a 100 MiB upload arrives intact, and neither server nor agent memory grows with it", async () => {
-  const rss = watchRss({ server: server.proc.pid, agent: agent.proc.pid });
-  const socket = net.connect(server.edgePort, "127.0.0.1");
+  const rss = watchRss({ server: tunnel.server.proc.pid, agent: tunnel.agent.proc.pid });
+  const socket = net.connect(tunnel.server.edgePort, "127.0.0.1");
   try {
     const response = new Promise<string>((resolve, reject) => {
       let raw = "";
@@ -265,7 +257,7 @@ test("a 100 MiB upload arrives intact, and neither server nor agent memory grows
       socket.once("error", reject);
     });
     socket.write(
-      `POST /upload HTTP/1.1\r\nHost: bulk.localhost:${server.edgePort}\r\nContent-Length: ${BIG}\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n`,
+      `POST /upload HTTP/1.1\r\nHost: bulk.localhost:${tunnel.server.edgePort}\r\nContent-Length: ${BIG}\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n`,
     );
     const next = prng("upload");
     const hash = createHash("sha256");
@@ -294,7 +286,7 @@ test("200 requests at once through one agent each get their own answer", async (
   const results = await within(
     Promise.all(
       bodies.map(async (body, i) => {
-        const res = await tunnelFetch(server.edgePort, "bulk", `/concurrent/${i}`, { method: "POST", body });
+        const res = await tunnel.fetch(`/concurrent/${i}`, { method: "POST", body });
         return { status: res.status, header: res.headers.get("x-path"), text: await res.text() };
       }),
     ),

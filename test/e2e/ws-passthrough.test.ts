@@ -5,9 +5,8 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { ServerWebSocket } from "bun";
-import { signedIn } from "../harness/admin.ts";
-import { startAgent, type TestAgent } from "../harness/agent.ts";
-import { startServer, type TestServer } from "../harness/server.ts";
+import type { TestAgent } from "../harness/agent.ts";
+import { withServer, type Rig } from "../harness/tunnel.ts";
 import { deferred, within } from "../harness/wait.ts";
 
 const WAIT_MS = 10_000;
@@ -61,22 +60,17 @@ const upstream = Bun.serve<Upgrade>({
   },
 });
 
-let server: TestServer;
+let rig: Rig;
 let agent: TestAgent;
-let rewriting: TestAgent;
 
 beforeAll(async () => {
-  server = await startServer();
-  const api = await signedIn(server);
-  const id = await api.createUser("socketeer");
-  const token = await api.createToken(id);
-  const start = (args: string[]) => startAgent({ kind: "http", target: `127.0.0.1:${upstream.port}`, server: server.edgeUrl, token, args });
-  [agent, rewriting] = await Promise.all([start(["--subdomain", "sockets"]), start(["--subdomain", "sockets-rw", "--host-header", "rewrite"])]);
+  rig = await withServer({ username: "socketeer" });
+  const start = (args: string[]) => rig.startAgent({ kind: "http", target: `127.0.0.1:${upstream.port}`, args });
+  [agent] = await Promise.all([start(["--subdomain", "sockets"]), start(["--subdomain", "sockets-rw", "--host-header", "rewrite"])]);
 });
 
 afterAll(async () => {
-  await Promise.allSettled([agent?.stop(), rewriting?.stop()]);
-  await server?.stop();
+  await rig?.close();
   upstream.stop(true);
 });
 
@@ -93,8 +87,8 @@ class Visitor {
 
   constructor(path: string, opts: { protocols?: string[]; headers?: Record<string, string>; subdomain?: string } = {}) {
     const sep = path.includes("?") ? "&" : "?";
-    this.ws = new WebSocket(`ws://127.0.0.1:${server.edgePort}${path}${sep}id=${this.id}`, {
-      headers: { host: `${opts.subdomain ?? "sockets"}.localhost:${server.edgePort}`, ...opts.headers },
+    this.ws = new WebSocket(`ws://127.0.0.1:${rig.server.edgePort}${path}${sep}id=${this.id}`, {
+      headers: { host: `${opts.subdomain ?? "sockets"}.localhost:${rig.server.edgePort}`, ...opts.headers },
       protocols: opts.protocols,
     } as any);
     this.ws.binaryType = "arraybuffer";
@@ -225,8 +219,8 @@ test("the upgrade reaches the local service with the visitor's headers, Host and
     expect(h.get("cookie")).toBe("session=s1");
     expect(h.get("x-forwarded-for")).toBe("127.0.0.1");
     expect(h.get("x-forwarded-proto")).toBe("http");
-    expect(h.get("x-forwarded-host")).toBe(`sockets.localhost:${server.edgePort}`);
-    expect(h.get("host")).toBe(`sockets.localhost:${server.edgePort}`);
+    expect(h.get("x-forwarded-host")).toBe(`sockets.localhost:${rig.server.edgePort}`);
+    expect(h.get("host")).toBe(`sockets.localhost:${rig.server.edgePort}`);
   } finally {
     v.ws.close();
   }

@@ -4,7 +4,7 @@
  * the frames the edge answers with until the edge closes, or until `waitMs`.
  */
 import { decodeFrames, type Frame } from "../../src/protocol/frames.ts";
-import { CONNECT_PATH } from "../../src/protocol/wire.ts";
+import { CONNECT_PATH, FrameType } from "../../src/protocol/wire.ts";
 import { within } from "./wait.ts";
 
 export async function agentWebSocketPeer(edgePort: number, messages: (string | Uint8Array)[], waitMs = 5_000): Promise<{ frames: Frame[]; closed: boolean }> {
@@ -30,4 +30,10 @@ export async function agentWebSocketPeer(edgePort: number, messages: (string | U
   const wasClosed = await closed;
   if (!wasClosed) ws.close();
   return { frames, closed: wasClosed };
+}
+
+/** The first ERROR frame's JSON ({code, message}) among `frames`, if the edge sent one. */
+export function refusalIn(frames: Frame[]): { code: string; message: string; retry_after?: number } | undefined {
+  const error = frames.find((f) => f.type === FrameType.ERROR);
+  return error && JSON.parse(new TextDecoder().decode(error.payload));
 }

@@ -79,6 +79,25 @@ export async function startAgent(opts: AgentStart): Promise<TestAgent> {
   }
 }
 
+/**
+ * Runs an agent that must be refused and returns its "burrow: refused" line
+ * (or all its output, when it has none). Fails if the agent forwards, or
+ * does not exit with 1 within 10 s.
+ */
+export async function refusal(opts: Omit<AgentStart, "waitFor">): Promise<string> {
+  const { proc, output, home } = spawnAgent(opts);
+  const timer = setTimeout(() => proc.kill("SIGKILL"), 10_000);
+  try {
+    const code = await proc.exited;
+    await output.closed();
+    if (code !== 1 || output.text().includes("Forwarding")) throw new Error(`the agent was not refused (exit ${code ?? proc.signalCode}):\n${output.text()}`);
+    return output.lines.find((l) => l.startsWith("burrow: refused")) ?? output.text();
+  } finally {
+    clearTimeout(timer);
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
 /** fetch() to a tunnel through the edge on 127.0.0.1, with the tunnel's Host header. */
 export function tunnelFetch(edgePort: number, subdomain: string, path: string, init: RequestInit = {}): Promise<Response> {
   const headers = new Headers(init.headers);

@@ -1,4 +1,5 @@
 /** Port ranges and TCP helpers for tests that need the server's --tcp-ports or a TCP echo. */
+import { connect } from "node:net";
 
 /** A range of `size` consecutive ports free on 127.0.0.1 right now, outside the ephemeral and default tunnel ranges. */
 export function freeRange(size: number): { first: number; last: number } {
@@ -16,6 +17,15 @@ export function freeRange(size: number): { first: number; last: number } {
     }
   }
   throw new Error("no free port range found");
+}
+
+/** Whether a new TCP connection to 127.0.0.1:`port` is refused right now (nothing listens there). */
+export function refuses(port: number): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    const s = connect(port, "127.0.0.1");
+    s.once("connect", () => (s.destroy(), resolve(false)));
+    s.once("error", () => resolve(true));
+  });
 }
 
 /**
