@@ -10,29 +10,10 @@ import { toJsonSchema } from "@valibot/to-json-schema";
 import * as v from "valibot";
 import { VERSION } from "../version.ts";
 import type { Method, Route } from "./context.ts";
+import type { OperationDoc } from "./operation-doc.ts";
 import { ErrorBody } from "./responses.ts";
 
 type JsonSchema = Record<string, unknown>;
-
-export interface ResponseDoc {
-  description: string;
-  /** The JSON body's shape. */
-  schema?: v.GenericSchema;
-  /** A body that is not JSON: its media type and JSON Schema. */
-  raw?: { contentType: string; schema: JsonSchema };
-}
-
-export interface OperationDoc {
-  summary: string;
-  description?: string;
-  /** The schema parseBody() checks the body with. */
-  body?: v.GenericSchema;
-  /** Who may call it, when not "an admin" (a public route: anyone); names of components.securitySchemes. */
-  security?: Record<string, string[]>[];
-  /** The object schema parseQuery() checks the query string with; one parameter per entry. */
-  query?: v.ObjectSchema<v.ObjectEntries, v.ErrorMessage<v.ObjectIssue> | undefined>;
-  responses: Record<number, ResponseDoc>;
-}
 
 /** A route as the document sees it: where, which methods, whether it needs credentials, and its words. */
 export interface DocumentedRoute {

@@ -13,15 +13,10 @@ import { forwardRequest } from "./local-http/exchange.ts";
 import { tapReadable, type ExchangeTap } from "./inspector/tap.ts";
 import { ConnectionPool } from "./local-http/pool.ts";
 import { serialiseRequest } from "./local-http/request.ts";
+import type { LocalTarget } from "./local-target.ts";
 
-export interface LocalTarget {
-  host: string;
-  port: number;
-  /** --host-header: undefined keeps the visitor's Host, "rewrite" uses the local address, anything else is used as is. */
-  hostHeader?: string;
-  /** https to the local service (for a target given as https://host:port). */
-  tls?: boolean;
-}
+export type { LocalTarget };
+
 
 export interface RequestLog {
   (line: { method: string; path: string; status: number | string; ms: number }): void;

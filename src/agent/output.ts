@@ -5,7 +5,7 @@
  * by the name the user gave it (the burrow.yml key, or the protocol for
  * `burrow http` / `burrow tcp`).
  */
-import type { LocalTarget } from "./http.ts";
+import type { LocalTarget } from "./local-target.ts";
 
 /** One tunnel as granted: where the public reaches it, and where it leads. */
 export interface TunnelView {

@@ -37,7 +37,7 @@ import {
 } from "./wire.ts";
 
 import { keepAlive, stopKeepingAlive, type KeptAlive } from "./keepalive.ts";
-import { Stream } from "./stream.ts";
+import { Stream, type StreamSession } from "./stream.ts";
 
 export { Stream };
 
@@ -96,7 +96,7 @@ export class OpenRefused extends Error {
   }
 }
 
-export class Mux implements KeptAlive {
+export class Mux implements KeptAlive, StreamSession {
   readonly streams = new Map<number, Stream>();
   lastReceivedAt = Date.now();
   closed = false;

@@ -4,8 +4,26 @@
  * to it and sends what it asks; it never touches a socket either.
  */
 import { jsonPayload, ProtocolError, textPayload, u32Payload } from "./frames.ts";
-import type { Mux } from "./mux.ts";
-import { FrameType, WireError } from "./wire.ts";
+import { FrameType, WireError, type FrameTypeValue } from "./wire.ts";
+
+/**
+ * What a stream needs of the session it lives in (mux.ts's Mux): the one
+ * way frames leave, the shared transport's turn, and word of its end.
+ * Declared here so that stream.ts and mux.ts do not import each other.
+ */
+export interface StreamSession {
+  /** Credit each side grants a new stream. */
+  readonly initialWindow: number;
+  /** Credit is returned in batches of this much. */
+  readonly windowUpdateThreshold: number;
+  cork<T>(fn: () => T): T;
+  sendFrame(type: FrameTypeValue, stream: number, payload?: Uint8Array, fin?: boolean): void;
+  /** Sends as much of the stream's pending bytes as credit and transport allow. */
+  flush(s: Stream): void;
+  /** The stream is done: the session forgets it. */
+  forget(s: Stream): void;
+  streamReset(code: string, by: "local" | "peer" | "closed"): void;
+}
 
 /**
  * One bidirectional byte stream. Owners set the on* handlers; every byte
@@ -63,7 +81,7 @@ export class Stream {
   private resetWith: string | undefined;
 
   constructor(
-    private readonly mux: Mux,
+    private readonly mux: StreamSession,
     readonly id: number,
     /** The metadata of the OPEN frame. */
     readonly meta: unknown,

@@ -104,6 +104,40 @@ function violation(a: Arrow): string | undefined {
   return undefined;
 }
 
+/** The loops of files importing each other round a cycle (Tarjan's strongly connected components of more than one file). */
+function fileCycles(edges: Arrow[]): string[][] {
+  const next = new Map<string, string[]>();
+  for (const a of edges) next.set(a.from, [...(next.get(a.from) ?? []), a.to]);
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const found: string[][] = [];
+  const visit = (v: string) => {
+    index.set(v, index.size);
+    low.set(v, index.get(v)!);
+    stack.push(v);
+    onStack.add(v);
+    for (const w of next.get(v) ?? []) {
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
+    }
+    if (low.get(v) !== index.get(v)) return;
+    const component: string[] = [];
+    let w: string;
+    do {
+      w = stack.pop()!;
+      onStack.delete(w);
+      component.push(w);
+    } while (w !== v);
+    if (component.length > 1) found.push(component.sort());
+  };
+  for (const v of next.keys()) if (!index.has(v)) visit(v);
+  return found;
+}
+
 describe("the structure of src/", () => {
   const all = arrows();
 
@@ -126,6 +160,16 @@ describe("the structure of src/", () => {
       return why ? [`src/${a.from}:${a.line} imports src/${a.to}: ${why}`] : [];
     });
     expect(broken).toEqual([]);
+  });
+
+  test("no files import each other, directly or round a loop (type imports included)", () => {
+    expect(fileCycles(all).map((c) => c.join(" -> "))).toEqual([]);
+  });
+
+  test("the cycle finder finds a loop of three and a pair, and nothing in a chain", () => {
+    const arrow = (from: string, to: string): Arrow => ({ from, to, line: 1 });
+    expect(fileCycles([arrow("a", "b"), arrow("b", "c"), arrow("c", "a"), arrow("d", "e"), arrow("e", "d"), arrow("f", "a")]).map((c) => c.join(","))).toEqual(["a,b,c", "d,e"]);
+    expect(fileCycles([arrow("a", "b"), arrow("b", "c")])).toEqual([]);
   });
 
   test("the rule itself: an arrow up, a cycle's back edge and the agent reaching into core are each caught", () => {

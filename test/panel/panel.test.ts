@@ -107,7 +107,8 @@ describe("users", () => {
     await dialog.getByRole("button", { name: "Create user" }).click();
     await dialog.getByText("Password must be at least 8 characters").waitFor();
     expect(posts("/api/users")).toBe(0);
-    expect(await page.evaluate(() => document.activeElement?.getAttribute("name"))).toBe("password");
+    // focus moves on the turn after the error is drawn (user-form.tsx): waited for, not read at once
+    await page.waitForFunction(() => document.activeElement?.getAttribute("name") === "password", undefined, { timeout: 10_000 });
 
     await dialog.getByLabel("Password", { exact: true }).fill("alice-password");
     await dialog.getByRole("button", { name: "Create user" }).click();

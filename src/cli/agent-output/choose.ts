@@ -10,14 +10,13 @@ import { DEFAULT_LOG_LEVEL, isLogLevel, LOG_LEVELS, type LogLevel } from "./leve
 import { lineOutput } from "./lines.ts";
 import { flushLines } from "./print.ts";
 import { screenOutput } from "./screen.ts";
+import type { OutputHandle } from "./handle.ts";
+
+export type { OutputHandle };
 
 export const LOG_FORMATS = ["screen", "text", "json"] as const;
 export type LogFormat = (typeof LOG_FORMATS)[number];
 
-/** An output the agent's run ends: finish() puts the terminal back and writes what is pending. */
-export interface OutputHandle extends AgentOutput {
-  finish(): Promise<void>;
-}
 
 export interface OutputChoice {
   format: LogFormat;

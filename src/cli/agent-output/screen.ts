@@ -17,7 +17,7 @@ import { writeSync } from "node:fs";
 import type { AgentOutput } from "../../agent/output.ts";
 import { VERSION } from "../../version.ts";
 import { paintFor } from "../colours.ts";
-import type { OutputHandle } from "./choose.ts";
+import type { OutputHandle } from "./handle.ts";
 import { TrafficCounters } from "./counters.ts";
 import { refusalLine } from "./lines.ts";
 import { timestamp } from "./print.ts";
