@@ -61,7 +61,7 @@ afterAll(async () => {
 function signInAtProvider(login: string): Promise<void> {
   const { page } = browser;
   return signInAt(page, provider, login, async () => {
-    if (process.env.BURROW_ACCESS_SCREENSHOT) await page.screenshot({ path: join(import.meta.dir, "..", "..", "docs", "access-oidc-sign-in.png"), clip: { x: 0, y: 0, width: 1280, height: 360 } });
+    if (process.env.BURROW_ACCESS_SCREENSHOT) await page.screenshot({ path: join(import.meta.dir, "..", "..", "docs", "images", "access-oidc-sign-in.png"), clip: { x: 0, y: 0, width: 1280, height: 360 } });
   });
 }
 

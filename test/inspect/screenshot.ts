@@ -3,7 +3,7 @@
  *   node_modules/.bin/bun test/inspect/screenshot.ts [outdir]
  * It starts a real server, agent and local service, sends a few requests
  * of different kinds (one replayed), and writes inspector.png (1200x800)
- * into docs/ (or outdir) with a JSON request open.
+ * into docs/images/ (or outdir) with a JSON request open.
  */
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
@@ -11,7 +11,7 @@ import { openBrowser } from "../panel/browser.ts";
 import { waitUntil } from "../harness/wait.ts";
 import { startInspectedAgent, startRig, startUpstream } from "./rig.ts";
 
-const outDir = process.argv[2] ?? join(import.meta.dir, "..", "..", "docs");
+const outDir = process.argv[2] ?? join(import.meta.dir, "..", "..", "docs", "images");
 mkdirSync(outDir, { recursive: true });
 
 await using rig = await startRig();

@@ -3,7 +3,7 @@
  *   node_modules/.bin/bun test/panel/screenshots.ts [outdir]
  * It starts a real server with realistic data (30 days of traffic, live
  * tunnels from real agents) and writes dashboard-*.png and user-*.png at
- * desktop and phone width into docs/ (or outdir).
+ * desktop and phone width into docs/images/ (or outdir).
  */
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
@@ -13,7 +13,7 @@ import { startServer } from "../harness/server.ts";
 import { DESKTOP, openBrowser, PHONE, signIn } from "./browser.ts";
 import { seedScene } from "./seed.ts";
 
-const outDir = process.argv[2] ?? join(import.meta.dir, "..", "..", "docs");
+const outDir = process.argv[2] ?? join(import.meta.dir, "..", "..", "docs", "images");
 mkdirSync(outDir, { recursive: true });
 
 await using server = await startServer();
