@@ -7,7 +7,7 @@
  * has a stricter rule: it becomes a library, so it may import only what
  * carries no server (no core, no database).
  *
- * README's "Architecture" section says what each folder is for; this table
+ * docs/architecture.md ("Layout") says what each folder is for; this table
  * is the same order.
  */
 import { describe, expect, test } from "bun:test";
@@ -96,8 +96,8 @@ function violation(a: Arrow): string | undefined {
   if (!from || !to || from === to) return undefined;
   const lf = layerOf(from);
   const lt = layerOf(to);
-  if (lf === undefined) return `${from} has no layer: add it to LAYERS (and to README's architecture table)`;
-  if (lt === undefined) return `${to} has no layer: add it to LAYERS (and to README's architecture table)`;
+  if (lf === undefined) return `${from} has no layer: add it to LAYERS (and to the table in docs/architecture.md)`;
+  if (lt === undefined) return `${to} has no layer: add it to LAYERS (and to the table in docs/architecture.md)`;
   if (from === "agent" && lt >= 0 && !AGENT_MAY_IMPORT.has(to)) return `the agent may import only ${[...AGENT_MAY_IMPORT].join(", ")} (it becomes a library without the server)`;
   if (lf === -1 && lt === -1) return undefined; // the shared modules among themselves
   if (lt >= lf) return `runs back up: ${from} (layer ${lf}) imports ${to} (layer ${lt})`;
@@ -170,6 +170,12 @@ describe("the structure of src/", () => {
     const arrow = (from: string, to: string): Arrow => ({ from, to, line: 1 });
     expect(fileCycles([arrow("a", "b"), arrow("b", "c"), arrow("c", "a"), arrow("d", "e"), arrow("e", "d"), arrow("f", "a")]).map((c) => c.join(","))).toEqual(["a,b,c", "d,e"]);
     expect(fileCycles([arrow("a", "b"), arrow("b", "c")])).toEqual([]);
+  });
+
+  test("docs/architecture.md's table puts every folder and top-level file on the layer it has here", () => {
+    const page = readFileSync(resolve(import.meta.dir, "..", "..", "docs", "architecture.md"), "utf8");
+    const rows = [...page.matchAll(/^\| (\d+) \| `([a-z.-]+)\/?` \|/gm)].map((m) => [m[2]!, Number(m[1])] as const);
+    expect(Object.fromEntries(rows)).toEqual({ ...LAYERS, ...TOP_FILES });
   });
 
   test("the rule itself: an arrow up, a cycle's back edge and the agent reaching into core are each caught", () => {
