@@ -1,6 +1,6 @@
 /**
  * `burrow server dns-check --domain D`: looks up, from the server itself,
- * the DNS records README and `burrow server init` ask for, asks burrow's own
+ * the DNS records docs/production.md and `burrow server init` ask for, asks burrow's own
  * DNS responder directly, and prints one line per check (dns/check.ts
  * decides what each finding means). Exit code 0 when the records and the
  * responder are right, 1 when something must be fixed, 2 for a mistake on

@@ -2,8 +2,8 @@
  * `burrow server backup FILE` when all goes well: with the server running or
  * stopped, the data dir from --data-dir or BURROW_DATA_DIR, FILE relative or
  * with spaces; it prints what it did, the copy is private (0600) and sound,
- * a stopped server's data dir is left as it was found, and the README's
- * restore steps bring the copy back as the live database.
+ * a stopped server's data dir is left as it was found, and the restore
+ * steps of docs/install.md bring the copy back as the live database.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
@@ -57,7 +57,7 @@ test("--data-dir wins over BURROW_DATA_DIR", async () => {
   expect(out.code).toBe(0);
 });
 
-test("the README's restore: stop, copy the backup to burrow.db, remove -wal and -shm, start; the copy's data is back", async () => {
+test("the restore of docs/install.md: stop, copy the backup to burrow.db, remove -wal and -shm, start; the copy's data is back", async () => {
   const restoreDir = join(scratch, "restored");
   {
     await using server = await startServer({ dataDir: restoreDir });

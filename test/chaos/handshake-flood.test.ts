@@ -4,7 +4,7 @@
  * /_burrow/connect and the direct port, many connections at once, for a few
  * seconds.
  *
- * Promised (README, "Handshake throttle" and "Limits and hardening"): each
+ * Promised (docs/limits.md, "Handshake throttle" and the table of limits): each
  * address gets --handshake-limit (20) AUTH_FAILED answers, logged one line
  * each, and from then on RATE_LIMITED at once, not logged one by one: one
  * `agent handshakes throttled` line per address (a minute), so the log

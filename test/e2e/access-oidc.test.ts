@@ -57,7 +57,7 @@ afterAll(async () => {
   service.stop(true);
 });
 
-/** Signs in at the provider as `login` (and takes README's screenshot of its page when asked to). */
+/** Signs in at the provider as `login` (and takes docs/access.md's screenshot of its page when asked to). */
 function signInAtProvider(login: string): Promise<void> {
   const { page } = browser;
   return signInAt(page, provider, login, async () => {

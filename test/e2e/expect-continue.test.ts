@@ -2,7 +2,7 @@
  * `Expect: 100-continue` through a tunnel, against a raw local service that
  * refuses the upload from its head alone (401, as a service checking
  * credentials does). Bun's server answers 100 Continue itself before the
- * edge runs (README: "Expect: 100-continue is not passed on"), so the
+ * edge runs (docs/agent.md: "Expect: 100-continue is not passed on"), so the
  * client starts its body; what must hold is that the service's refusal still
  * reaches the client as its answer, promptly, and the tunnel serves the
  * next request as before.

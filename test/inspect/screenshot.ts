@@ -1,5 +1,5 @@
 /**
- * The README's picture of the inspector: run by hand with
+ * The picture of the inspector in docs/inspector.md: run by hand with
  *   node_modules/.bin/bun test/inspect/screenshot.ts [outdir]
  * It starts a real server, agent and local service, sends a few requests
  * of different kinds (one replayed), and writes inspector.png (1200x800)

@@ -1,5 +1,5 @@
 /**
- * Screenshots for the README: run by hand with
+ * Screenshots of the admin panel for README.md and docs/operations.md: run by hand with
  *   node_modules/.bin/bun test/panel/screenshots.ts [outdir]
  * It starts a real server with realistic data (30 days of traffic, live
  * tunnels from real agents) and writes dashboard-*.png and user-*.png at

@@ -182,7 +182,7 @@ export function parseTunnelsFile(text: string, path: string): TunnelsFile {
 
 type Fail = (node: { range?: [number, number, number] | null } | null | undefined, field: string, message: string) => never;
 
-/** Who may reach the tunnel (README "Who may reach a tunnel"); tcp tunnels take the IP lists only. */
+/** Who may reach the tunnel (docs/access.md); tcp tunnels take the IP lists only. */
 const ACCESS_KEYS = ["basic_auth", "allow_cidr", "deny_cidr", "request_header_add", "request_header_remove", "response_header_add", "oidc"];
 const TUNNEL_KEYS = ["proto", "addr", "subdomain", "remote_port", "host_header", "skip_warning", "inspect", "response_timeout", ...ACCESS_KEYS];
 const HTTP_ONLY = new Set(["subdomain", "host_header", "skip_warning", "inspect", "response_timeout", "basic_auth", "request_header_add", "request_header_remove", "response_header_add", "oidc"]);

@@ -2,7 +2,7 @@
  * The agent's output for scripts (--log json): one JSON object per line per
  * event, on stdout, refusals included. Every object has `time` (ISO 8601,
  * UTC), `level` and `event`; the other fields are the event's, snake_case,
- * and stay as they are (README, "--log json"). Events under the
+ * and stay as they are (docs/agent.md, "--log json events"). Events under the
  * --log-level threshold cost one comparison.
  */
 import type { AgentOutput, RequestEvent } from "../../agent/output.ts";

@@ -1,6 +1,6 @@
 /**
  * The admin REST API as the panel sees it: the same endpoints, cookie and
- * errors a script uses (README "Admin API"). Every failure becomes an
+ * errors a script uses (docs/admin-api.md). Every failure becomes an
  * ApiError whose message is a sentence a person can read; nothing is
  * swallowed here.
  */
@@ -100,7 +100,7 @@ export interface ServerInfo {
   tcp_host: string;
 }
 
-/** How the public port gets its certificates (README "Admin API", GET /api/certificates). */
+/** How the public port gets its certificates (docs/admin-api.md, GET /api/certificates). */
 export type CertificateMode = "acme" | "files" | "off";
 
 export interface CertificateError {
@@ -128,7 +128,7 @@ export interface CertificateReport {
   certificates: Certificate[];
 }
 
-/** One entry of the audit log (README "Admin API", GET /api/audit). */
+/** One entry of the audit log (docs/admin-api.md, GET /api/audit). */
 export interface AuditEntry {
   id: number;
   at: string;

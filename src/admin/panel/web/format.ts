@@ -1,6 +1,6 @@
 /**
  * Numbers and dates for people. Bytes count in binary steps (1 KB = 1024 B,
- * as the README's 10 GB = 10737418240 example does); every date and time is
+ * as docs/operations.md's 10 GB = 10737418240 example does); every date and time is
  * UTC, the server's calendar for traffic days and quota periods, and says so.
  */
 import type { ServerInfo, TrafficPeriod } from "./api.ts";

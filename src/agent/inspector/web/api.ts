@@ -1,6 +1,6 @@
 /**
  * The inspector API as the page sees it: the same endpoints and errors a
- * script uses (README "Request inspector"). Every failure becomes an
+ * script uses (docs/inspector.md). Every failure becomes an
  * ApiError with a sentence a person can read.
  */
 
