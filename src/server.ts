@@ -28,6 +28,8 @@ import { createMetrics } from "./metrics/registry.ts";
 
 const SESSION_SWEEP_MS = 60 * 60 * 1000;
 const AUDIT_PRUNE_MS = 24 * 60 * 60 * 1000;
+/** At start, how long the server waits for the names it holds to be claimed over every node before it says it is ready. */
+const HELD_NAMES_WAIT_MS = 5_000;
 
 export interface RunningServer {
   adminUrl: string;
@@ -142,6 +144,9 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     throw err;
   }
   running = edge;
+  // names held for the agents of the server before are claimed over every node before this one says it is ready
+  // (bounded: a database that does not answer is logged by the claims and must not hold the start)
+  await Promise.race([edge.namesHeld, Bun.sleep(HELD_NAMES_WAIT_MS)]);
   publicSide = { domain: config.domain, edge_url: edge.publicUrl, tcp_host: config.domain };
   // logged last: tests and scripts take this line as "ready"
   log.info("admin api listening", {

@@ -291,9 +291,9 @@ export class Cluster implements LiveView, LiveTunnels {
    * restart holds): claimed in grace for its token, as if its agent had just
    * dropped; let go when another node has it.
    */
-  holdAtStart(t: Tunnel): void {
-    if (t.subdomain === undefined) return;
-    void this.claimName(t.subdomain, t, null, undefined, { skipWarning: t.skipWarning }).then(
+  holdAtStart(t: Tunnel): Promise<void> {
+    if (t.subdomain === undefined) return Promise.resolve();
+    return this.claimName(t.subdomain, t, null, undefined, { skipWarning: t.skipWarning }).then(
       (ok) => {
         if (!ok && !t.agent) this.registry.remove(t);
       },

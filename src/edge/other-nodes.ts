@@ -28,8 +28,12 @@ export interface OtherNodes {
   readonly live: LiveView & LiveTunnels;
   /** This node's registry, mirrored to the others from now on; `domain` names relayed tunnels' pages. */
   attach(registry: Registry, domain: string): void;
-  /** A name held at start for the agent of the server before: claimed for it over every node, let go when another has it. */
-  holdAtStart(t: Tunnel): void;
+  /**
+   * A name held at start for the agent of the server before: claimed for it
+   * over every node, let go when another has it. Settles once the claim is
+   * written (or failed, which is logged), never rejects.
+   */
+  holdAtStart(t: Tunnel): Promise<void>;
   /** Runs a user's handshake rules one at a time over every node, so two nodes cannot pass a limit together. */
   oneUserAtATime<T>(userId: number, fn: () => Promise<T>): Promise<T>;
   /** Claims a name over every node for this session; false: another node holds it. */

@@ -101,6 +101,12 @@ export interface RunningEdge {
   registry: Registry;
   /** What is live now, for the metrics. */
   live(): LiveNumbers;
+  /**
+   * Settles when the names held for the agents of the server before are
+   * claimed over every node (at once on one node): until then another node
+   * could still give them away, so the server says it is ready after this.
+   */
+  namesHeld: Promise<void>;
   /** Whether the public port and the direct port (when there is one) accept connections now. */
   listening(): { edge: boolean; agents: boolean };
   stop(): Promise<void>;
@@ -116,7 +122,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   const registry = new Registry(meter);
   nodes?.attach(registry, domain);
   core.attachLiveTunnels(nodes?.live ?? registry);
-  const heldAtStart = holdNamesOfTheServerBefore(opts, registry);
+  const { names: heldAtStart, claimed: namesHeld } = holdNamesOfTheServerBefore(opts, registry);
   const agents = new AgentSessions(meter);
 
   // descriptors nearly exhausted: nothing new is taken until enough are free again (the watch starts below)
@@ -254,6 +260,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     redirectPort: redirect?.port,
     publicUrl,
     registry,
+    namesHeld,
     live: () => ({
       agents: agents.readyCounts(),
       tunnels: registry.liveCounts(),
@@ -330,18 +337,23 @@ function watchDescriptors(
   return watch;
 }
 
-/** Names the server before us (same data dir) had live when it stopped: held for their tokens a while. */
-function holdNamesOfTheServerBefore(opts: EdgeOptions, registry: Registry): Set<string> {
-  const held = new Set<string>();
-  if (!opts.holdsFile) return held;
+/**
+ * Names the server before us (same data dir) had live when it stopped: held
+ * for their tokens a while, and with several nodes claimed over all of them
+ * (`claimed` settles when that is written).
+ */
+function holdNamesOfTheServerBefore(opts: EdgeOptions, registry: Registry): { names: Set<string>; claimed: Promise<void> } {
+  const names = new Set<string>();
+  const claims: Promise<void>[] = [];
+  if (!opts.holdsFile) return { names, claimed: Promise.resolve() };
   for (const h of takeHolds(opts.holdsFile)) {
     const tunnel = registry.newTunnel("http", { subdomain: h.subdomain }, h, h.skipWarning);
     registry.hold(tunnel);
-    opts.nodes?.holdAtStart(tunnel);
-    held.add(h.subdomain);
+    if (opts.nodes) claims.push(opts.nodes.holdAtStart(tunnel));
+    names.add(h.subdomain);
   }
-  if (held.size > 0) log.info("holding names for the agents of the server before", { names: held.size });
-  return held;
+  if (names.size > 0) log.info("holding names for the agents of the server before", { names: names.size });
+  return { names, claimed: Promise.all(claims).then(() => {}) };
 }
 
 /** With ACME: a name that is reserved or has a live tunnel gets its own certificate. Returns how to stop. */
