@@ -11,11 +11,12 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { ROOT } from "./paths.ts";
-import { referencePages } from "./reference/pages.ts";
+import { REFERENCE_PAGES } from "./reference/pages.ts";
 
 const check = process.argv.includes("--check");
 let stale = 0;
-for (const [path, text] of Object.entries(await referencePages())) {
+for (const [path, make] of Object.entries(REFERENCE_PAGES)) {
+  const text = await make();
   const file = join(ROOT, path);
   const now = existsSync(file) ? readFileSync(file, "utf8") : undefined;
   if (now === text) continue;

@@ -1,8 +1,8 @@
-/** The generated reference pages: path (from the checkout's top) -> text. */
+/** The generated reference pages: path (from the checkout's top) -> how to make its text. */
 import { cliReference } from "./cli.ts";
+import { codesReference } from "./codes.ts";
 
-export async function referencePages(): Promise<Record<string, string>> {
-  return {
-    "docs/reference/cli.md": cliReference(),
-  };
-}
+export const REFERENCE_PAGES: Readonly<Record<string, () => string | Promise<string>>> = {
+  "docs/reference/cli.md": cliReference,
+  "docs/reference/codes.md": codesReference,
+};

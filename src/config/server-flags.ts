@@ -122,7 +122,7 @@ export const SERVER_FLAGS = {
     arg: "N",
     default: "20",
     help: "failed agent handshakes one address may make a minute before RATE_LIMITED",
-    details: "A failed handshake is a wrong or revoked token or a malformed HELLO; past the limit the address's handshakes are refused with [`RATE_LIMITED`](codes.md#rate_limited) for a while.",
+    details: "A failed handshake is a wrong or revoked token or a malformed HELLO; past the limit the address's handshakes are refused with [`RATE_LIMITED`](codes.md#tunnel-refusals) for a while.",
   },
   "drain-timeout": { type: "string", env: true, arg: "S", default: "15", help: "on SIGTERM, how long requests in flight may take to finish" },
   "audit-days": {
