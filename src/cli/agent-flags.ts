@@ -110,7 +110,7 @@ export const CONFIG_FLAGS = {
     env: true,
     defaultText: "./burrow.yml, else burrow.yml in the config directory",
     help: "the config file to read",
-    details: "The config directory is `~/.config/burrow` on Linux (see [`burrow login`](#burrow-login)).",
+    details: "The config directory is `~/.config/burrow` on Linux (see [Connecting](#connecting-what-burrow-http-tcp-and-start-share)).",
   },
 } as const satisfies FlagTable;
 
