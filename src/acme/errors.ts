@@ -6,34 +6,76 @@
  * `AcmeResult`s, so a CA that refuses or vanishes never crashes the server.
  */
 
-/** Every code, with what it means (the table is the documentation). */
+/**
+ * Every code: the words a failure's message starts with, what it means,
+ * and what to do about it (docs/reference/codes.md is made from this table).
+ */
 export const ACME_ERRORS = {
-  /** No answer from the CA: connection refused, name not found, timed out. */
-  CA_UNREACHABLE: "the ACME CA could not be reached",
-  /** The directory's HTTPS certificate is not trusted (see --acme-ca-root). */
-  CA_UNTRUSTED: "the ACME CA's HTTPS certificate is not trusted",
-  /** The CA kept answering 5xx, or answered something that is not ACME. */
-  CA_ERROR: "the ACME CA failed",
-  /** The CA said 429; `retry_after` says when it will talk again. */
-  RATE_LIMITED: "the ACME CA's rate limit was hit",
-  /** Registering (or finding) the account failed. */
-  ACCOUNT_REFUSED: "the ACME CA refused the account",
-  /** A name asked for is not one a certificate can carry (checked before asking the CA). */
-  BAD_NAME: "a name is not one a certificate can carry",
-  /** The CA will not issue for these names (blocked, malformed, policy). */
-  ORDER_REFUSED: "the ACME CA refused the names",
-  /** None of the challenges the CA offers can be answered here (a wildcard needs DNS-01). */
-  NO_SOLVER: "no challenge the CA offers can be answered here",
-  /** Answering a challenge failed, or the CA could not validate the answer. */
-  CHALLENGE_FAILED: "a challenge failed",
-  /** The CA would not finalize the order or hand out the certificate. */
-  FINALIZE_FAILED: "the certificate was not issued",
-  /** A certificate (from the CA or on disk) does not parse, does not match its key, or lacks a name. */
-  INVALID_CERTIFICATE: "the certificate is not usable",
-  /** Reading or writing the data dir failed. */
-  STORAGE_FAILED: "the certificate store could not be written",
-  /** The whole attempt took longer than its deadline. */
-  TIMEOUT: "getting the certificate took too long",
+  CA_UNREACHABLE: {
+    message: "the ACME CA could not be reached",
+    meaning: "No answer from the CA: connection refused, name not found, timed out.",
+    advice: "Check the server's DNS and its outbound HTTPS to `--acme-directory`; the attempt is retried.",
+  },
+  CA_UNTRUSTED: {
+    message: "the ACME CA's HTTPS certificate is not trusted",
+    meaning: "The directory's HTTPS certificate is not trusted, or the `--acme-ca-root` file cannot be read or is not a PEM certificate.",
+    advice: "For a test CA, give its root with `--acme-ca-root`; otherwise check the machine's clock and CA certificates.",
+  },
+  CA_ERROR: {
+    message: "the ACME CA failed",
+    meaning: "The CA kept answering 5xx, or answered something that is not ACME.",
+    advice: "Wait: the attempt is retried (`--acme-retry-min`, doubling up to an hour); the CA's status page may say more.",
+  },
+  RATE_LIMITED: {
+    message: "the ACME CA's rate limit was hit",
+    meaning: "The CA said 429 (`retry_after` says when it will talk again); or this server made `--acme-names-per-week` certificates on demand for single names this week.",
+    advice: "Wait; for many names, use the wildcard certificate (`--dns-port`) instead of one per name.",
+  },
+  ACCOUNT_REFUSED: {
+    message: "the ACME CA refused the account",
+    meaning: "Registering (or finding) the account failed.",
+    advice: "Check `--acme-email`; the CA's words are in the message.",
+  },
+  BAD_NAME: {
+    message: "a name is not one a certificate can carry",
+    meaning: "A name asked for is not one a certificate can carry (checked before asking the CA).",
+    advice: "Check `--domain` and the name the message gives.",
+  },
+  ORDER_REFUSED: {
+    message: "the ACME CA refused the names",
+    meaning: "The CA will not issue for these names (blocked, malformed, policy).",
+    advice: "The CA's words in the message say why; a name it will not issue for needs another name or another CA.",
+  },
+  NO_SOLVER: {
+    message: "no challenge the CA offers can be answered here",
+    meaning: "None of the challenges the CA offers can be answered here (a wildcard needs DNS-01).",
+    advice: "For the wildcard, let burrow answer DNS-01 (`--dns-port`, with `_acme-challenge.D` delegated to it); for single names, the CA must reach `--http-port` on port 80.",
+  },
+  CHALLENGE_FAILED: {
+    message: "a challenge failed",
+    meaning: "Answering a challenge failed, or the CA could not validate the answer.",
+    advice: "For DNS-01 run `burrow server dns-check`; for HTTP-01 check that the CA reaches `--http-port` on port 80.",
+  },
+  FINALIZE_FAILED: {
+    message: "the certificate was not issued",
+    meaning: "The CA would not finalize the order or hand out the certificate.",
+    advice: "The attempt is retried; the CA's words in the message say why.",
+  },
+  INVALID_CERTIFICATE: {
+    message: "the certificate is not usable",
+    meaning: "A certificate (from the CA or on disk) does not parse, does not match its key, or lacks a name.",
+    advice: "For `--tls-cert` and `--tls-key`: check that both are PEM, that they match, and that the certificate names `D` and `*.D`.",
+  },
+  STORAGE_FAILED: {
+    message: "the certificate store could not be written",
+    meaning: "Reading or writing the data dir failed.",
+    advice: "Check that the server may write its data dir, and that the disk has room.",
+  },
+  TIMEOUT: {
+    message: "getting the certificate took too long",
+    meaning: "The whole attempt took longer than its deadline (5 minutes from order to chain).",
+    advice: "The attempt is retried; look at what is slow: the CA, or its view of the challenge.",
+  },
 } as const;
 
 export type AcmeErrorCode = keyof typeof ACME_ERRORS;
@@ -115,7 +157,7 @@ export function failureOf(err: unknown, step: AcmeErrorCode, now: Date): AcmeFai
     return { code: err.code, message: err.message, at, ...(err.retryAfter ? { retryAfter: err.retryAfter.toISOString() } : {}) };
   }
   const code = errorCode(err);
-  if (code && UNTRUSTED_CODES.has(code)) return { code: "CA_UNTRUSTED", message: `${ACME_ERRORS.CA_UNTRUSTED} (${code})`, at };
-  if (code) return { code: "CA_UNREACHABLE", message: `${ACME_ERRORS.CA_UNREACHABLE} (${code}: ${messageOf(err)})`, at };
-  return { code: step, message: `${ACME_ERRORS[step]}: ${messageOf(err)}`, at };
+  if (code && UNTRUSTED_CODES.has(code)) return { code: "CA_UNTRUSTED", message: `${ACME_ERRORS.CA_UNTRUSTED.message} (${code})`, at };
+  if (code) return { code: "CA_UNREACHABLE", message: `${ACME_ERRORS.CA_UNREACHABLE.message} (${code}: ${messageOf(err)})`, at };
+  return { code: step, message: `${ACME_ERRORS[step].message}: ${messageOf(err)}`, at };
 }

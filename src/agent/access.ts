@@ -8,7 +8,15 @@
 import { hasRules } from "../validate/access.ts";
 import type { Ready, TunnelRequest } from "../protocol/messages.ts";
 
-export const ACCESS_UNSUPPORTED = "ACCESS_UNSUPPORTED";
+/** Refusals the agent makes itself, of a session the server granted (docs/reference/codes.md is made from this table). */
+export const AGENT_REFUSALS = {
+  ACCESS_UNSUPPORTED: {
+    meaning: "The server granted a tunnel that asked for access rules without saying it enforces them (a server older than the rules): the agent leaves rather than serve the service unprotected, and the server frees the name.",
+    advice: "Update burrow on the server, or run the tunnel without access rules.",
+  },
+} as const;
+
+export const ACCESS_UNSUPPORTED = "ACCESS_UNSUPPORTED" satisfies keyof typeof AGENT_REFUSALS;
 
 /** Why the session must end (a tunnel with rules granted without them), or undefined when all is well. */
 export function unenforcedAccess(asked: readonly { name: string; request: TunnelRequest }[], ready: Ready): string | undefined {

@@ -5,7 +5,7 @@
  * from the environment instead of the command line, where other users of
  * the machine can read them: BURROW_BASIC_AUTH, BURROW_OIDC_CLIENT_SECRET.
  */
-import type { FlagSpec } from "../config/flags.ts";
+import type { FlagTable } from "../config/flags.ts";
 import {
   ACCESS_LIST_MAX,
   compactAccess,
@@ -21,22 +21,67 @@ import {
 import { UsageError } from "../usage-error.ts";
 import type { HttpAccess, TcpAccess } from "../protocol/messages.ts";
 
-export const IP_FLAGS: Record<string, FlagSpec> = {
-  "allow-cidr": { type: "string", multiple: true },
-  "deny-cidr": { type: "string", multiple: true },
-};
+/** "At most N in one handshake.": a list flag's bound, from the table the agent checks it with. */
+const atMost = (key: string, what = "") => `At most ${ACCESS_LIST_MAX[key]}${what && ` ${what}`} in one handshake.`;
 
-export const HTTP_ACCESS_FLAGS: Record<string, FlagSpec> = {
+export const IP_FLAGS = {
+  "allow-cidr": {
+    type: "string",
+    arg: "CIDR",
+    multiple: true,
+    help: "only visitors from these addresses, IPv4 or IPv6",
+    details: `burrow tcp closes the others as they connect. ${atMost("allow_cidr")}`,
+  },
+  "deny-cidr": { type: "string", arg: "CIDR", multiple: true, help: "never visitors from these; deny wins", details: atMost("deny_cidr") },
+} as const satisfies FlagTable;
+
+export const HTTP_ACCESS_FLAGS = {
+  "basic-auth": {
+    type: "string",
+    arg: "USER:PASS",
+    multiple: true,
+    env: true,
+    help: "visitors sign in with this user and password",
+    details: `${atMost("basic_auth", "users")} Not with \`--oidc-issuer\`: a tunnel takes one or the other.`,
+  },
   ...IP_FLAGS,
-  "basic-auth": { type: "string", multiple: true, env: true },
-  "request-header-add": { type: "string", multiple: true },
-  "request-header-remove": { type: "string", multiple: true },
-  "response-header-add": { type: "string", multiple: true },
-  "oidc-issuer": { type: "string" },
-  "oidc-client-id": { type: "string" },
-  "oidc-client-secret": { type: "string", env: true },
-  "oidc-allow-email": { type: "string", multiple: true },
-};
+  "request-header-add": {
+    type: "string",
+    arg: '"Name: value"',
+    multiple: true,
+    help: "set this header on requests to your service",
+    details: atMost("request_header_add"),
+  },
+  "request-header-remove": {
+    type: "string",
+    arg: "Name",
+    multiple: true,
+    help: "remove this header from requests to your service",
+    details: atMost("request_header_remove"),
+  },
+  "response-header-add": {
+    type: "string",
+    arg: '"Name: value"',
+    multiple: true,
+    help: "set this header on responses to visitors",
+    details: atMost("response_header_add"),
+  },
+  "oidc-issuer": {
+    type: "string",
+    arg: "URL",
+    help: "visitors sign in with this OpenID Connect provider (with --oidc-client-id and --oidc-client-secret); your service gets the visitor's email in X-Burrow-User-Email",
+  },
+  "oidc-client-id": { type: "string", arg: "ID", help: "the tunnel's client id at the provider" },
+  "oidc-client-secret": { type: "string", arg: "S", env: true, help: "its client secret" },
+  "oidc-allow-email": {
+    type: "string",
+    arg: "E",
+    multiple: true,
+    defaultText: "anyone the provider signs in",
+    help: "only this address, or anyone @domain.com",
+    details: atMost("allow_emails"),
+  },
+} as const satisfies FlagTable;
 
 /** Each value of a repeatable flag, checked, the message led by the flag's name. */
 function each<T>(values: Record<string, unknown>, flag: string, parse: (raw: string) => T): T[] {

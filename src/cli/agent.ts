@@ -5,8 +5,9 @@ import { resolveCredentials, resolveProxy } from "../agent/settings/server-and-t
 import * as v from "valibot";
 import { TunnelRequest } from "../protocol/messages.ts";
 import { MAX_PAYLOAD } from "../protocol/wire.ts";
-import { parseFlags, type FlagSpec } from "../config/flags.ts";
-import { HTTP_HELP, TCP_HELP } from "./help.ts";
+import { parseFlags } from "../config/flags.ts";
+import { HTTP_DOC, HTTP_FLAGS, TCP_DOC, TCP_FLAGS } from "./agent-flags.ts";
+import { helpText } from "./usage.ts";
 import { UsageError } from "../usage-error.ts";
 import { parseHostHeader, parseRemotePort, parseResponseTimeout, parseTarget } from "../agent/settings/tunnel-options.ts";
 
@@ -20,33 +21,8 @@ function flagValue<T>(flag: string, check: () => T): T {
   }
 }
 import { chooseOutput, openOutput } from "./agent-output/choose.ts";
-import { announceInspector, INSPECT_FLAGS, inspectChoice, openInspector } from "./inspect-flags.ts";
-import { HTTP_ACCESS_FLAGS, httpAccessFromFlags, IP_FLAGS, tcpAccessFromFlags } from "./access-flags.ts";
-
-/** Flags every agent command takes (burrow http, tcp, start). */
-export const COMMON: Record<string, FlagSpec> = {
-  server: { type: "string" },
-  token: { type: "string" },
-  proxy: { type: "string" },
-  insecure: { type: "boolean" },
-  /** screen | text | json: the live screen is the default on a terminal, text lines elsewhere. */
-  log: { type: "string", env: true },
-  /** debug | info | warn | error (default info): what text lines and JSON show. */
-  "log-level": { type: "string", env: true },
-  ...INSPECT_FLAGS,
-};
-
-const HTTP_FLAGS: Record<string, FlagSpec> = {
-  ...COMMON,
-  subdomain: { type: "string" },
-  "skip-warning": { type: "boolean" },
-  "host-header": { type: "string" },
-  "response-timeout": { type: "string" },
-  ...HTTP_ACCESS_FLAGS,
-};
-
-const TCP_FLAGS: Record<string, FlagSpec> = { ...COMMON, "remote-port": { type: "string" }, ...IP_FLAGS };
-
+import { announceInspector, inspectChoice, openInspector } from "./inspect-flags.ts";
+import { httpAccessFromFlags, tcpAccessFromFlags } from "./access-flags.ts";
 
 /** What the agent connects with. `server` and `token` are the flags' (or a config file's) when given. */
 export interface AgentSettings {
@@ -120,7 +96,7 @@ const HELLO_TUNNELS_MAX_BYTES = MAX_PAYLOAD - 4096;
 
 export async function httpCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseFlags(argv, HTTP_FLAGS);
-  if (values.help) return void process.stdout.write(HTTP_HELP), 0;
+  if (values.help) return void process.stdout.write(helpText(HTTP_DOC)), 0;
   if (positionals.length > 1) throw new UsageError(`unexpected argument '${positionals[1]}'`);
   const target = parseTarget(positionals[0], true);
   const hostHeader = values["host-header"] as string | undefined;
@@ -136,7 +112,7 @@ export async function httpCommand(argv: string[]): Promise<number> {
 
 export async function tcpCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseFlags(argv, TCP_FLAGS);
-  if (values.help) return void process.stdout.write(TCP_HELP), 0;
+  if (values.help) return void process.stdout.write(helpText(TCP_DOC)), 0;
   if (positionals.length > 1) throw new UsageError(`unexpected argument '${positionals[1]}'`);
   const target = parseTarget(positionals[0], false);
   const raw = values["remote-port"] as string | undefined;

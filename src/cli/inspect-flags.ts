@@ -14,15 +14,35 @@ import { isLoopback, parseListenAddress, type ListenAddress } from "../agent/ins
 import { DEFAULT_KEEP, DEFAULT_MEMORY_MIB, DEFAULT_PORTS, MAX_KEEP, MAX_MEMORY_MIB } from "../agent/inspector/limits.ts";
 import { InspectorListenError, startInspector, type Inspector, type InspectorStart } from "../agent/inspector/server.ts";
 import type { AgentOutput } from "../agent/output.ts";
-import type { FlagSpec } from "../config/flags.ts";
+import type { FlagTable } from "../config/flags.ts";
 import { UsageError } from "../usage-error.ts";
 
-export const INSPECT_FLAGS: Record<string, FlagSpec> = {
-  "inspect-addr": { type: "string" },
-  "no-inspect": { type: "boolean" },
-  "inspect-keep": { type: "string" },
-  "inspect-memory": { type: "string" },
-};
+const DEFAULT_ADDRESSES = `${DEFAULT_PORTS.host}:${DEFAULT_PORTS.first}-${DEFAULT_PORTS.last}`;
+
+export const INSPECT_FLAGS = {
+  "inspect-addr": {
+    type: "string",
+    arg: "HOST:PORT",
+    defaultText: `the first free of ${DEFAULT_ADDRESSES}`,
+    help: "where the request inspector listens",
+    details: `Exactly there (\`[::1]:4040\`, \`localhost:4041\`, \`127.0.0.1:0\` for any free port); if it cannot listen there, the agent exits 2 with the reason. Without it, with all ten ports taken, the agent says so in one line and runs its tunnels without an inspector. Anywhere but loopback, the agent warns that whoever reaches it sees every capture (it has no password).`,
+  },
+  "no-inspect": { type: "boolean", help: "no request inspector", details: "And no port taken." },
+  "inspect-keep": {
+    type: "string",
+    arg: "N",
+    default: String(DEFAULT_KEEP),
+    help: "requests the inspector keeps",
+    details: `1 to ${MAX_KEEP.toLocaleString("en-US")}; the oldest go first.`,
+  },
+  "inspect-memory": {
+    type: "string",
+    arg: "MIB",
+    default: String(DEFAULT_MEMORY_MIB),
+    help: "bodies the inspector keeps, in all",
+    details: `MiB of bodies, all requests together, 1 to ${MAX_MEMORY_MIB.toLocaleString("en-US")}; past it the oldest requests go before \`--inspect-keep\` is reached.`,
+  },
+} as const satisfies FlagTable;
 
 /**
  * For tests only: "FIRST-LAST" instead of 4040-4049, so the port scan can be

@@ -1,13 +1,27 @@
 /** `burrow login --server URL --token T`: saves both for later `burrow http` / `burrow tcp`. */
 import { normaliseServerUrl, saveConfig } from "../agent/settings/server-and-token.ts";
-import { parseFlags } from "../config/flags.ts";
-import { LOGIN_HELP } from "./help.ts";
+import { parseFlags, type FlagTable } from "../config/flags.ts";
+import { helpText, type CommandDoc } from "./usage.ts";
 import { UsageError } from "../usage-error.ts";
 
+const LOGIN_FLAGS = {
+  server: { type: "string", arg: "URL", required: true, help: "the burrow server, e.g. https://tunnels.example.com" },
+  token: { type: "string", arg: "T", required: true, help: "your device token, brw_..." },
+} as const satisfies FlagTable;
+
+export const LOGIN_DOC: CommandDoc = {
+  name: "login",
+  usage: ["burrow login --server URL --token T"],
+  about: `Saves the server and token to config.json (mode 0600) in ~/.config/burrow
+($XDG_CONFIG_HOME/burrow), ~/Library/Application Support/burrow on macOS or
+%APPDATA%\\burrow on Windows, so that burrow http and burrow tcp need neither flag.`,
+  flags: LOGIN_FLAGS,
+};
+
 export async function loginCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseFlags(argv, { server: { type: "string" }, token: { type: "string" } });
+  const { values, positionals } = parseFlags(argv, LOGIN_FLAGS);
   if (values.help) {
-    process.stdout.write(LOGIN_HELP);
+    process.stdout.write(helpText(LOGIN_DOC));
     return 0;
   }
   if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);

@@ -7,23 +7,39 @@
 import { Database } from "bun:sqlite";
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { parseFlags } from "../config/flags.ts";
-import { SERVER_DEFAULTS } from "../config/server.ts";
+import { parseFlags, type FlagTable } from "../config/flags.ts";
+import { SERVER_FLAGS } from "../config/server-flags.ts";
 import { UsageError } from "../usage-error.ts";
 import { copyDatabase, CopyError } from "../db/copy.ts";
 import { READ_BUSY_TIMEOUT_MS } from "../db/inspect.ts";
 import { DB_FILE } from "../db/open.ts";
-import { SERVER_BACKUP_HELP } from "./help.ts";
+import { helpText, type CommandDoc } from "./usage.ts";
+
+/** The server's --data-dir: the same default, the same variable. */
+const BACKUP_FLAGS = { "data-dir": { ...SERVER_FLAGS["data-dir"], help: "the server's data dir" } } as const satisfies FlagTable;
+
+export const BACKUP_DOC: CommandDoc = {
+  name: "server backup",
+  usage: ["burrow server backup FILE [--data-dir DIR]"],
+  about: `Writes a consistent copy of DIR/burrow.db to FILE, whether a server is running
+on DIR or not: the copy is a snapshot of one moment (SQLite's VACUUM INTO),
+made without stopping anything. FILE must not exist: nothing is overwritten.
+The copy appears under its name only once whole.
+
+To restore: stop the server, copy FILE to DIR/burrow.db, remove
+DIR/burrow.db-wal and DIR/burrow.db-shm, start the server.`,
+  flags: BACKUP_FLAGS,
+};
 
 export async function serverBackupCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseFlags(argv, { "data-dir": { type: "string", env: true } });
+  const { values, positionals } = parseFlags(argv, BACKUP_FLAGS);
   if (values.help) {
-    process.stdout.write(SERVER_BACKUP_HELP);
+    process.stdout.write(helpText(BACKUP_DOC));
     return 0;
   }
   if (positionals.length === 0) throw new UsageError("server backup needs FILE, where to write the copy (see burrow server backup --help)");
   if (positionals.length > 1) throw new UsageError(`unexpected argument '${positionals[1]}' (put quotes around a FILE with spaces)`);
-  const dataDir = (values["data-dir"] as string | undefined) || SERVER_DEFAULTS["data-dir"];
+  const dataDir = (values["data-dir"] as string | undefined) || BACKUP_FLAGS["data-dir"].default;
   const source = join(dataDir, DB_FILE);
   const target = resolve(positionals[0]!);
   if (!existsSync(source)) return fail(`no database at ${source} (is --data-dir or BURROW_DATA_DIR the server's?)`);

@@ -17,14 +17,14 @@ import { Resolver } from "node:dns/promises";
 import { networkInterfaces } from "node:os";
 import { challengeZone, checkDns, exitCodeOf, renderCheckLine, type AddressLookup, type Lookup, type ResponderProbe } from "../dns/check.ts";
 import { probeDns, type ProbeQuestion } from "../dns/probe.ts";
-import { parseDnsCheck, parseHostPort } from "./server-dns-check-flags.ts";
+import { DNS_CHECK_DOC, parseDnsCheck, parseHostPort } from "./server-dns-check-flags.ts";
 import { guessPublicAddresses } from "../dns/public-address.ts";
-import { SERVER_DNS_CHECK_HELP } from "./help.ts";
+import { helpText } from "./usage.ts";
 
 export async function serverDnsCheckCommand(argv: string[]): Promise<number> {
   const parsed = parseDnsCheck(argv);
   if (parsed.help) {
-    process.stdout.write(SERVER_DNS_CHECK_HELP);
+    process.stdout.write(helpText(DNS_CHECK_DOC));
     return 0;
   }
   const o = parsed.options;

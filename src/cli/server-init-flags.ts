@@ -6,32 +6,80 @@
  * holds exactly the flags given here.
  */
 import { posix, resolve } from "node:path";
-import { parseFlags, type FlagSpec } from "../config/flags.ts";
+import { parseFlags, type FlagTable } from "../config/flags.ts";
 import { parsePublicIps, type PublicAddresses } from "../dns/public-address.ts";
-import { parseServerConfig, SERVER_FLAGS, type ServerConfig } from "../config/server.ts";
+import { parseServerConfig, type ServerConfig } from "../config/server.ts";
+import { SERVER_FLAGS } from "../config/server-flags.ts";
+import type { CommandDoc } from "./usage.ts";
 import { executableProblem, pathProblem } from "./systemd-unit.ts";
 import { UsageError } from "../usage-error.ts";
 
-export const INIT_DEFAULTS = {
-  "unit-file": "/etc/systemd/system/burrow.service",
-  "env-file": "/etc/burrow/burrow.env",
-  /** ExecStart's executable when init runs from source, not from the compiled burrow. */
-  binary: "/usr/local/bin/burrow",
-  /** systemd's StateDirectory= lives under /var/lib. */
-  "data-dir": "/var/lib/burrow",
-} as const;
+/** ExecStart's executable when init runs from source, not from the compiled burrow. */
+export const FROM_SOURCE_BINARY = "/usr/local/bin/burrow";
 
-const INIT_FLAGS: Record<string, FlagSpec> = {
-  "unit-file": { type: "string" },
-  "env-file": { type: "string" },
-  binary: { type: "string" },
-  "public-ip": { type: "string", multiple: true },
-  force: { type: "boolean" },
-  print: { type: "boolean" },
-};
+/** init's own flags, and the two server flags that mean something else here. */
+export const INIT_FLAGS = {
+  domain: { type: "string", arg: "D", required: true, help: "public domain; tunnels are <name>.D" },
+  "unit-file": {
+    type: "string",
+    arg: "PATH",
+    default: "/etc/systemd/system/burrow.service",
+    help: "the unit to write",
+    details: "Its name must end in `.service`, which is what systemd loads.",
+  },
+  "env-file": {
+    type: "string",
+    arg: "PATH",
+    default: "/etc/burrow/burrow.env",
+    help: "the environment file, mode 0600; kept as it is when it exists",
+    details: "It holds `BURROW_ADMIN_PASSWORD`, generated.",
+  },
+  binary: {
+    type: "string",
+    arg: "PATH",
+    default: FROM_SOURCE_BINARY,
+    defaultText: `this executable; run from source, ${FROM_SOURCE_BINARY}`,
+    help: "the burrow the unit runs",
+    details: "What `ExecStart=` runs; run from source (`bun src/main.ts`), init says which it took.",
+  },
+  // systemd's StateDirectory= lives under /var/lib
+  "data-dir": {
+    type: "string",
+    arg: "DIR",
+    default: "/var/lib/burrow",
+    help: "below /var/lib, the service's state directory",
+    details: "It is the service's `StateDirectory=`, the one place the sandbox lets it write.",
+  },
+  "public-ip": {
+    type: "string",
+    arg: "IP",
+    multiple: true,
+    defaultText: "guessed from this machine's interfaces",
+    help: "the server's public address for the DNS records, IPv4 or IPv6, or a comma list",
+    details: "Guessed: the addresses of this machine's interfaces that are not loopback, private, link-local or CGNAT, with a note that they were guessed (no outside service is asked).",
+  },
+  force: {
+    type: "boolean",
+    help: "replace an existing unit (the environment file never is)",
+    details: "Without it, init refuses to replace a unit: exit code 1.",
+  },
+  print: { type: "boolean", help: "show the unit, the environment file (password masked) and the DNS records; write nothing" },
+} as const satisfies FlagTable;
 
 /** The server's flags as plain strings, without their environment fallback. */
-const SERVER_FLAGS_NO_ENV: Record<string, FlagSpec> = Object.fromEntries(Object.keys(SERVER_FLAGS).map((name) => [name, { type: "string" }]));
+const SERVER_FLAGS_NO_ENV: FlagTable = Object.fromEntries(Object.entries(SERVER_FLAGS).map(([name, spec]) => [name, { ...spec, env: false }]));
+
+export const INIT_DOC: CommandDoc = {
+  name: "server init",
+  usage: ["burrow server init --domain D [server flags] [flags]"],
+  about: `Writes a systemd unit that runs 'burrow server' with the server flags given
+(sandboxed, as a user systemd makes up, data in /var/lib/burrow), and an
+environment file with a generated password for the first admin, shown once.
+Then prints the DNS records to create, the ports to open and what to run.
+The server flags are those of burrow server --help, checked the same way;
+BURROW_<FLAG> variables are not read (the service does not see them).`,
+  flags: INIT_FLAGS,
+};
 
 /** The unit sets these itself: the data dir is the state directory, the TLS files come as credentials. */
 const SET_BY_THE_UNIT = new Set(["data-dir", "tls-cert", "tls-key"]);
@@ -73,15 +121,15 @@ export function parseServerInit(argv: string[], cwd = process.cwd()): ParsedInit
   const config = server.config;
   const state = stateDirectory(config.dataDir, typeof values["data-dir"] === "string");
 
-  const string = (name: keyof typeof INIT_DEFAULTS) => (typeof values[name] === "string" ? (values[name] as string) : undefined);
+  const string = (name: keyof typeof INIT_FLAGS) => (typeof values[name] === "string" ? (values[name] as string) : undefined);
   const tls = config.tls ? { cert: resolve(cwd, config.tls.cert), key: resolve(cwd, config.tls.key) } : undefined;
   for (const [flag, path] of Object.entries(tls ?? {})) {
     const problem = pathProblem(path);
     if (problem) throw new UsageError(`--tls-${flag} ${problem} (got '${path}')`);
   }
-  const unitFile = resolve(cwd, string("unit-file") ?? INIT_DEFAULTS["unit-file"]);
+  const unitFile = resolve(cwd, string("unit-file") ?? INIT_FLAGS["unit-file"].default);
   if (!unitFile.endsWith(".service")) throw new UsageError(`--unit-file must name a file ending in .service, which is what systemd loads (got '${unitFile}')`);
-  const envFile = resolve(cwd, string("env-file") ?? INIT_DEFAULTS["env-file"]);
+  const envFile = resolve(cwd, string("env-file") ?? INIT_FLAGS["env-file"].default);
   const envProblem = pathProblem(envFile);
   if (envProblem) throw new UsageError(`--env-file ${envProblem} (got '${envFile}')`);
   const binaryGiven = string("binary");
@@ -112,7 +160,7 @@ export function parseServerInit(argv: string[], cwd = process.cwd()): ParsedInit
  * sandbox lets it write, created and owned by systemd for the service's user.
  */
 function stateDirectory(dataDir: string, given: boolean): string {
-  if (!given) return INIT_DEFAULTS["data-dir"].slice("/var/lib/".length);
+  if (!given) return INIT_FLAGS["data-dir"].default.slice("/var/lib/".length);
   const dir = posix.normalize(dataDir).replace(/\/+$/, "");
   const name = dir.startsWith("/var/lib/") ? dir.slice("/var/lib/".length) : "";
   if (!STATE_DIRECTORY.test(name) || name.split("/").some((part) => part === "." || part === "..")) {

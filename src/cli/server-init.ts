@@ -8,12 +8,12 @@ import { existsSync, mkdirSync, statSync, writeFileSync, chmodSync } from "node:
 import { networkInterfaces } from "node:os";
 import { dirname } from "node:path";
 import { guessPublicAddresses } from "../dns/public-address.ts";
-import { INIT_DEFAULTS, parseServerInit, type InitOptions } from "./server-init-flags.ts";
+import { FROM_SOURCE_BINARY, INIT_DOC, parseServerInit, type InitOptions } from "./server-init-flags.ts";
 import { executableProblem, MASKED_PASSWORD, renderEnvFile, renderUnit } from "./systemd-unit.ts";
 import { DEFAULT_ADMIN_USERNAME } from "../core/bootstrap.ts";
 import { directPortAllowed } from "../edge/direct.ts";
 import { randomBase62 } from "../core/secrets.ts";
-import { SERVER_INIT_HELP } from "./help.ts";
+import { helpText } from "./usage.ts";
 import { dnsSection, firewallSection, nextSteps, passwordSection, shellWord, type AddressSource } from "./server-init-report.ts";
 
 /** As long as the password the server generates itself when none is given. */
@@ -25,7 +25,7 @@ const isCompiled = () => Bun.main.startsWith("/$bunfs/") || /^[A-Za-z]:[\\/]~BUN
 export async function serverInitCommand(argv: string[]): Promise<number> {
   const parsed = parseServerInit(argv);
   if (parsed.help) {
-    process.stdout.write(SERVER_INIT_HELP);
+    process.stdout.write(helpText(INIT_DOC));
     return 0;
   }
   const o = parsed.options;
@@ -34,7 +34,7 @@ export async function serverInitCommand(argv: string[]): Promise<number> {
   let binary = o.binary;
   if (binary === undefined && isCompiled()) binary = process.execPath;
   if (binary === undefined) {
-    binary = INIT_DEFAULTS.binary;
+    binary = FROM_SOURCE_BINARY;
     notes.push(`Run from source: ExecStart uses ${binary}. Put the compiled burrow there (npm run build writes dist/burrow), or name it with --binary PATH.`);
   }
   const problem = executableProblem(binary);

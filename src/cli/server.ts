@@ -5,7 +5,8 @@ import { DatabaseUrlError } from "../db/open-postgres.ts";
 import { DatabaseRefused } from "../db/plan.ts";
 import { log, setLogFormat } from "../log.ts";
 import { startServer } from "../server.ts";
-import { SERVER_HELP } from "./help.ts";
+import { SERVER_DOC } from "./server-help.ts";
+import { helpText } from "./usage.ts";
 
 export async function serverCommand(argv: string[]): Promise<number> {
   if (argv[0] === "init") return (await import("./server-init.ts")).serverInitCommand(argv.slice(1));
@@ -13,7 +14,7 @@ export async function serverCommand(argv: string[]): Promise<number> {
   if (argv[0] === "dns-check") return (await import("./server-dns-check.ts")).serverDnsCheckCommand(argv.slice(1));
   const parsed = parseServerConfig(argv);
   if (parsed.help) {
-    process.stdout.write(SERVER_HELP);
+    process.stdout.write(helpText(SERVER_DOC));
     return 0;
   }
   setLogFormat(parsed.config.logFormat);

@@ -3,15 +3,13 @@
  * connection. `burrow config check`: the same file checked, nothing more.
  */
 import type { AgentTunnel } from "../agent/client.ts";
-import { parseFlags, type FlagSpec } from "../config/flags.ts";
+import { parseFlags } from "../config/flags.ts";
 import { configFileCandidates, findConfigFile, readTunnelsFile, type TunnelsFile } from "../agent/settings/tunnels-file.ts";
 import { UsageError } from "../usage-error.ts";
 import { describeAccess } from "./access-flags.ts";
-import { COMMON, runAgent } from "./agent.ts";
-import { CONFIG_HELP, START_HELP } from "./help.ts";
-
-const CONFIG_FLAG: Record<string, FlagSpec> = { config: { type: "string", env: true } };
-const START_FLAGS: Record<string, FlagSpec> = { ...COMMON, ...CONFIG_FLAG, all: { type: "boolean" } };
+import { runAgent } from "./agent.ts";
+import { CONFIG_DOC, CONFIG_FLAGS, START_DOC, START_FLAGS } from "./agent-flags.ts";
+import { helpText } from "./usage.ts";
 
 /** The config file: --config / BURROW_CONFIG, ./burrow.yml, then the config directory's. */
 function loadFile(flag: string | undefined): TunnelsFile {
@@ -22,7 +20,7 @@ function loadFile(flag: string | undefined): TunnelsFile {
 
 export async function startCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseFlags(argv, START_FLAGS);
-  if (values.help) return void process.stdout.write(START_HELP), 0;
+  if (values.help) return void process.stdout.write(helpText(START_DOC)), 0;
   const file = loadFile(values.config as string | undefined);
   const names = file.tunnels.map((t) => t.name);
   if (values.all && positionals.length > 0) throw new UsageError("name tunnels or pass --all, not both");
@@ -38,12 +36,12 @@ export async function startCommand(argv: string[]): Promise<number> {
 export async function configCommand(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
   if (sub === undefined || sub === "--help" || sub === "-h") {
-    process.stdout.write(CONFIG_HELP);
+    process.stdout.write(helpText(CONFIG_DOC));
     return sub === undefined ? 2 : 0;
   }
   if (sub !== "check") throw new UsageError(`unknown config command '${sub}' (burrow config check)`);
-  const { values, positionals } = parseFlags(rest, CONFIG_FLAG);
-  if (values.help) return void process.stdout.write(CONFIG_HELP), 0;
+  const { values, positionals } = parseFlags(rest, CONFIG_FLAGS);
+  if (values.help) return void process.stdout.write(helpText(CONFIG_DOC)), 0;
   if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
   const file = loadFile(values.config as string | undefined);
   const width = Math.max(...file.tunnels.map((t) => t.name.length));

@@ -2,102 +2,12 @@
 import { hostname } from "node:os";
 import { existsSync } from "node:fs";
 import * as v from "valibot";
-import { parseFlags, type FlagSpec } from "./flags.ts";
+import { parseFlags } from "./flags.ts";
+import { SERVER_DEFAULTS, SERVER_FLAGS } from "./server-flags.ts";
 import { UsageError } from "../usage-error.ts";
 import { SUBDOMAIN_PATTERN } from "../validate/fields.ts";
 import { isCidrOrAddress } from "../http/addresses.ts";
 import { LOG_FORMATS, type LogFormat } from "../log.ts";
-
-export const SERVER_DEFAULTS = {
-  domain: "localhost",
-  "http-port": "8080",
-  "admin-port": "4041",
-  "agent-port": "4042",
-  host: "0.0.0.0",
-  "data-dir": "./data",
-  "tcp-ports": "20000-29999",
-  "system-subdomains": "www,admin,api,mail",
-  "tls-cert": "",
-  "tls-key": "",
-  "response-timeout": "60",
-  "public-url": "",
-  "admin-host": "127.0.0.1",
-  "idle-timeout": "75",
-  "max-conns-per-ip": "256",
-  "max-conns": "auto",
-  "max-agents-per-ip": "1024",
-  "trusted-proxies": "",
-  "handshake-limit": "20",
-  "drain-timeout": "15",
-  "audit-days": "90",
-  "https-port": "443",
-  "acme-email": "",
-  "acme-directory": "https://acme-v02.api.letsencrypt.org/directory",
-  "acme-ca-root": "",
-  "dns-port": "53",
-  "acme-names-per-week": "20",
-  "acme-retry-min": "60",
-  "dns-rate": "10",
-  "dns-total-rate": "500",
-  "max-response-timeout": "600",
-  "log-format": "text",
-  "metrics-token": "",
-  "oidc-http-issuers": "off",
-  "basic-auth-limit": "10",
-  database: "",
-  "node-id": "",
-  "node-url": "",
-  "cluster-secret": "",
-  "db-pool": "10",
-  "node-expiry": "5",
-  "relay-lookups": "64",
-} as const;
-
-export const SERVER_FLAGS: Record<keyof typeof SERVER_DEFAULTS, FlagSpec> = {
-  domain: { type: "string", env: true },
-  "http-port": { type: "string", env: true },
-  "admin-port": { type: "string", env: true },
-  "agent-port": { type: "string", env: true },
-  host: { type: "string", env: true },
-  "data-dir": { type: "string", env: true },
-  "tcp-ports": { type: "string", env: true },
-  "system-subdomains": { type: "string", env: true },
-  "tls-cert": { type: "string", env: true },
-  "tls-key": { type: "string", env: true },
-  "response-timeout": { type: "string", env: true },
-  "public-url": { type: "string", env: true },
-  "admin-host": { type: "string", env: true },
-  "idle-timeout": { type: "string", env: true },
-  "max-conns-per-ip": { type: "string", env: true },
-  "max-conns": { type: "string", env: true },
-  "max-agents-per-ip": { type: "string", env: true },
-  "trusted-proxies": { type: "string", env: true },
-  "handshake-limit": { type: "string", env: true },
-  "drain-timeout": { type: "string", env: true },
-  "audit-days": { type: "string", env: true },
-  "https-port": { type: "string", env: true },
-  "acme-email": { type: "string", env: true },
-  "acme-directory": { type: "string", env: true },
-  "acme-ca-root": { type: "string", env: true },
-  "dns-port": { type: "string", env: true },
-  "acme-names-per-week": { type: "string", env: true },
-  "acme-retry-min": { type: "string", env: true },
-  "dns-rate": { type: "string", env: true },
-  "dns-total-rate": { type: "string", env: true },
-  "max-response-timeout": { type: "string", env: true },
-  "log-format": { type: "string", env: true },
-  "metrics-token": { type: "string", env: true },
-  "oidc-http-issuers": { type: "string", env: true },
-  "basic-auth-limit": { type: "string", env: true },
-  // its variable is BURROW_DATABASE_URL, the name such URLs go by (read in parseServerConfig)
-  database: { type: "string" },
-  "node-id": { type: "string", env: true },
-  "node-url": { type: "string", env: true },
-  "cluster-secret": { type: "string", env: true },
-  "db-pool": { type: "string", env: true },
-  "node-expiry": { type: "string", env: true },
-  "relay-lookups": { type: "string", env: true },
-};
 
 /** Flags whose value is a secret: a mistake in one is reported without echoing it. */
 const SECRET_FLAGS: ReadonlySet<string> = new Set(["metrics-token", "database", "cluster-secret"]);

@@ -1,51 +1,188 @@
 /**
  * Expected failures are values of one class, AppError, with a stable code.
- * Each code has one HTTP status, given here and nowhere else. The admin API
- * renders an AppError as {"error": message}; the edge sends its code in a
- * handshake refusal or a tunnel close.
+ * Each code has one HTTP status, given here and nowhere else, with what it
+ * means and what to do about it (docs/reference/codes.md is made from these
+ * tables). The admin API renders an AppError as {"error": message}; the edge
+ * sends its code in a handshake refusal or a tunnel close.
  */
-export const ERROR_STATUS = {
-  BAD_REQUEST: 400,
-  UNAUTHORIZED: 401,
-  FORBIDDEN: 403,
-  NOT_FOUND: 404,
-  METHOD_NOT_ALLOWED: 405,
-  USERNAME_TAKEN: 409,
-  SUBDOMAIN_ALREADY_RESERVED: 409,
-  LAST_ADMIN: 409,
+
+/** What the admin API answers a request it will not carry out with. */
+export const REQUEST_ERRORS = {
+  BAD_REQUEST: {
+    status: 400,
+    meaning: "The body, query or path is not what the endpoint takes (the message names the field), or the Host header names no host.",
+    advice: "Fix what the message names; `GET /api/openapi.json` has every endpoint's schema.",
+  },
+  UNAUTHORIZED: {
+    status: 401,
+    meaning: "No session or API key, an expired session, a revoked or expired key, a disabled or deleted user, or at login a wrong username or password.",
+    advice: "Sign in again (`POST /api/auth/login`), or send a valid admin API key as `Authorization: Bearer brk_...`.",
+  },
+  FORBIDDEN: {
+    status: 403,
+    meaning: "The credentials are good but not an admin's; or a cross-site write from a browser; or an API key asking for another key.",
+    advice: "Use an admin's session or key; make API keys from a signed-in session; send writes from the panel itself, or with a key and no cookie.",
+  },
+  NOT_FOUND: {
+    status: 404,
+    meaning: "No such user, token, reserved subdomain or key, or no such `/api` path.",
+    advice: "Check the id (the lists give them) or the path.",
+  },
+  METHOD_NOT_ALLOWED: {
+    status: 405,
+    meaning: "A known path with a method it does not take; the `Allow` header lists those it does.",
+    advice: "Use a method from `Allow`.",
+  },
+  USERNAME_TAKEN: { status: 409, meaning: "Another user has this username (case-insensitive).", advice: "Choose another username." },
+  SUBDOMAIN_ALREADY_RESERVED: {
+    status: 409,
+    meaning: "The subdomain is reserved already.",
+    advice: "Release it first (`DELETE /api/domains/:id`), or reserve another.",
+  },
+  LAST_ADMIN: {
+    status: 409,
+    meaning: "The change would delete, disable or demote the last enabled admin.",
+    advice: "Make or enable another admin first.",
+  },
   /** POST /api/backup on a server whose data is in PostgreSQL (pg_dump is the tool there). */
-  BACKUP_UNAVAILABLE: 409,
-  PAYLOAD_TOO_LARGE: 413,
-  TOO_MANY_REQUESTS: 429,
-  INTERNAL: 500,
+  BACKUP_UNAVAILABLE: {
+    status: 409,
+    meaning: "`POST /api/backup` on a server whose data is in PostgreSQL.",
+    advice: "Back the database up with `pg_dump`.",
+  },
+  PAYLOAD_TOO_LARGE: { status: 413, meaning: "The request body is over 1 MiB.", advice: "Send a smaller body." },
+  TOO_MANY_REQUESTS: {
+    status: 429,
+    meaning: "Too many failed logins: 5 for one username or 20 from one address within 15 minutes lock further attempts, even with the right password, for 30 s, doubling up to 15 minutes.",
+    advice: "Wait the `Retry-After` seconds before trying again.",
+  },
+} as const;
+
+/** What the server answers when the fault is its own: the admin API and a handshake alike. */
+export const SERVER_FAULTS = {
+  INTERNAL: {
+    status: 500,
+    meaning: "The server failed to handle the request or handshake: a bug. Its log has a line with the details.",
+    advice: "Look for the line in the server's log (`admin request failed`, or the handshake's), and report it.",
+  },
   /** The database is down, restarting or read-only (a standby): nothing was changed; try again shortly (db/unavailable.ts). */
-  DATABASE_UNAVAILABLE: 503,
-  // refusals of a tunnel, at the handshake or while it runs
-  AUTH_FAILED: 401,
-  TOKEN_DISABLED: 403,
-  USER_DISABLED: 403,
-  PROTOCOL_DENIED: 403,
-  PROXY_DENIED: 403,
-  DEVICE_LIMIT: 429,
-  TUNNEL_LIMIT: 429,
-  TRAFFIC_EXCEEDED: 429,
-  SUBDOMAIN_INVALID: 400,
-  SUBDOMAIN_RESERVED: 403,
-  SUBDOMAIN_TAKEN: 409,
-  PORT_UNAVAILABLE: 409,
-  // a tunnel's access settings (core/access.ts): refused before it opens, never with a secret in the message
-  CIDR_INVALID: 400,
-  BASIC_AUTH_INVALID: 400,
-  HEADER_RULE_INVALID: 400,
-  OIDC_INVALID: 400,
-  /** The OIDC issuer did not answer discovery (/.well-known/openid-configuration) with usable metadata. */
-  OIDC_DISCOVERY_FAILED: 502,
-  /** The user's require_auth: the tunnel carries neither basic auth nor OIDC. */
-  AUTH_REQUIRED: 403,
+  DATABASE_UNAVAILABLE: {
+    status: 503,
+    meaning: "The database is down, restarting or read-only (a standby): nothing was changed. The admin API answers with `Retry-After: 5`, a handshake refusal with `retry_after`; tunnels already up keep serving.",
+    advice: "Try again in a few seconds (the agent does by itself). If it lasts, look at the database; the server logs a warning every 10 s at most.",
+  },
+} as const;
+
+/** Refusals of an agent's tunnels, at the handshake (in the order it checks them) or while they run. */
+export const TUNNEL_REFUSALS = {
   // the agent's address failed too many handshakes lately: refused before its token is read;
   // the ERROR frame's retry_after says when to come back (core/handshake-throttle.ts)
-  RATE_LIMITED: 429,
+  RATE_LIMITED: {
+    status: 429,
+    meaning: "Too many failed handshakes from this address (`--handshake-limit` a minute): its handshakes are refused before the token is read, for 30 s, doubling up to 15 minutes. `retry_after` says when to come back.",
+    advice: "Wait: the agent waits `retry_after` and tries again by itself. If the failures are yours, fix the token; behind a proxy, give the server `--trusted-proxies`.",
+  },
+  AUTH_FAILED: {
+    status: 401,
+    meaning: "The token is not one this server issued.",
+    advice: "Check `--token` (or `BURROW_TOKEN`, burrow.yml's `token:`, what `burrow login` saved); ask an admin for a token.",
+  },
+  TOKEN_DISABLED: { status: 403, meaning: "The token was revoked.", advice: "Ask an admin for a new token." },
+  USER_DISABLED: { status: 403, meaning: "The token's user is disabled.", advice: "Ask an admin to enable the user." },
+  PROTOCOL_DENIED: {
+    status: 403,
+    meaning: "The user may not open tunnels of this protocol (its `allowed_protocols`).",
+    advice: "Ask an admin to allow it.",
+  },
+  PROXY_DENIED: {
+    status: 403,
+    meaning: "The agent came through a proxy (`--proxy`, `HTTPS_PROXY`) and the user's `can_use_proxy` is false.",
+    advice: "Connect without the proxy, or ask an admin to allow it.",
+  },
+  DEVICE_LIMIT: {
+    status: 429,
+    meaning: "The user has `max_devices` distinct tokens with live connections already.",
+    advice: "Stop an agent that uses another of the user's tokens, or ask an admin to raise `max_devices`.",
+  },
+  TUNNEL_LIMIT: {
+    status: 429,
+    meaning: "The user has `max_tunnels` tunnels already.",
+    advice: "Stop another tunnel, or ask an admin to raise `max_tunnels`.",
+  },
+  TRAFFIC_EXCEEDED: {
+    status: 429,
+    meaning: "The user's traffic this period reached its `traffic_limit`; tunnels already up are closed within a second.",
+    advice: "Wait for the next period (`traffic_period`, in UTC), or ask an admin to raise the limit.",
+  },
+  SUBDOMAIN_INVALID: {
+    status: 400,
+    meaning: "The subdomain asked for is not one DNS label: `a-z`, `0-9` and `-`, 1 to 63 characters, no hyphen first or last.",
+    advice: "Ask for another name (`--subdomain`, burrow.yml's `subdomain:`).",
+  },
+  SUBDOMAIN_RESERVED: {
+    status: 403,
+    meaning: "The subdomain is reserved for another user, or is a system name (`--system-subdomains`).",
+    advice: "Ask for another name, or have an admin reserve this one for you.",
+  },
+  SUBDOMAIN_TAKEN: {
+    status: 409,
+    meaning: "Another live tunnel has the subdomain; a dropped agent's name stays its token's for 60 s.",
+    advice: "Ask for another name, or stop the tunnel that has it.",
+  },
+  PORT_UNAVAILABLE: {
+    status: 409,
+    meaning: "The TCP port asked for is outside the server's `--tcp-ports` or in use, no port of the range is free, or the server cannot listen at all (out of open files, not permitted: the message says which).",
+    advice: "Ask for another port, or for none (`--remote-port`); when the server cannot listen, its log has the port and the error.",
+  },
 } as const;
+
+/** A tunnel's access settings (core/access.ts), checked after the user's limits: refused before it opens, never with a secret in the message. */
+export const ACCESS_REFUSALS = {
+  CIDR_INVALID: {
+    status: 400,
+    meaning: "An allow or deny entry is not an IPv4/IPv6 address or CIDR.",
+    advice: "Fix the entry: `10.0.0.0/8`, `2001:db8::/32`, `203.0.113.7`.",
+  },
+  BASIC_AUTH_INVALID: {
+    status: 400,
+    meaning: "An empty user or password, or `:` in the user.",
+    advice: "Give `USER:PASS`, with no `:` in the user.",
+  },
+  HEADER_RULE_INVALID: {
+    status: 400,
+    meaning: "A header name that is not a token, one the edge or HTTP owns (`Host`, `Connection`, `Content-Length`, `X-Forwarded-*`, ...), or a value with line breaks.",
+    advice: "Fix the rule; the headers the edge owns cannot be set or removed.",
+  },
+  OIDC_INVALID: {
+    status: 400,
+    meaning: "The issuer is not an `https://` URL (http only on loopback, with the server's `--oidc-http-issuers loopback`) or has a user or password in it; an empty client id or secret; a bad email rule; or OIDC together with basic auth.",
+    advice: "Fix the OIDC settings; a tunnel takes basic auth or OIDC, not both.",
+  },
+  /** The OIDC issuer did not answer discovery (/.well-known/openid-configuration) with usable metadata. */
+  OIDC_DISCOVERY_FAILED: {
+    status: 502,
+    meaning: "The issuer did not answer discovery (`/.well-known/openid-configuration`) with usable metadata within 5 s.",
+    advice: "Check the issuer's URL, and that the server can reach it.",
+  },
+  /** The user's require_auth: the tunnel carries neither basic auth nor OIDC. */
+  AUTH_REQUIRED: {
+    status: 403,
+    meaning: "The user's `require_auth`: the tunnel has neither basic auth nor OIDC (a tcp tunnel can have neither). Live sessions holding such a tunnel are closed with it when an admin turns it on.",
+    advice: "Protect the tunnel with `--basic-auth` or `--oidc-issuer` (http tunnels only).",
+  },
+} as const;
+
+type Family = Record<string, { status: number }>;
+type Statuses<F extends Family> = { readonly [K in keyof F]: F[K]["status"] };
+const statuses = <F extends Family>(family: F) => Object.fromEntries(Object.entries(family).map(([code, e]) => [code, e.status])) as Statuses<F>;
+
+/** Each code's HTTP status, whatever its family. */
+export const ERROR_STATUS = {
+  ...statuses(REQUEST_ERRORS),
+  ...statuses(SERVER_FAULTS),
+  ...statuses(TUNNEL_REFUSALS),
+  ...statuses(ACCESS_REFUSALS),
+};
 
 export type ErrorCode = keyof typeof ERROR_STATUS;
 

@@ -142,17 +142,56 @@ export const CONNECT_PATH = "/_burrow/connect";
 /** The path of another node's relay link (the same frames, turned around), authenticated by an HMAC of the cluster secret. */
 export const NODE_PATH = "/_burrow/node";
 
-/** Codes carried by ERROR (whole connection) and RST (one stream). */
-export const WireError = {
-  PROTOCOL_ERROR: "PROTOCOL_ERROR",
-  VERSION_MISMATCH: "VERSION_MISMATCH",
-  HANDSHAKE_TIMEOUT: "HANDSHAKE_TIMEOUT",
+/**
+ * Codes carried by ERROR (whole connection) and RST (one stream; those
+ * marked `stream` only there), with what each means to the side that gets it
+ * and what to do about it (docs/reference/codes.md is made from this
+ * table). A handshake refusal may also carry a code of core/errors.ts.
+ */
+export const WIRE_ERRORS = {
+  PROTOCOL_ERROR: {
+    meaning: "The peer broke the protocol: a malformed frame, HELLO or message, a frame over `MAX_PAYLOAD`, a window overrun, or too much sent before READY. The whole connection ends; at the handshake it counts as a failed one.",
+    advice: "Run the same burrow version on both ends; otherwise report it (the message names the fault).",
+  },
+  VERSION_MISMATCH: {
+    meaning: "The agent's HELLO carries another protocol version than the server's.",
+    advice: "Update the agent or the server so that both speak the same version.",
+  },
+  HANDSHAKE_TIMEOUT: {
+    meaning: "No HELLO within 10 s of connecting (`HANDSHAKE_TIMEOUT_MS`).",
+    advice: "Look at what is between the agent and the server (a proxy holding the connection); the agent tries again.",
+  },
   /** The local service refused or failed the stream. */
-  UPSTREAM_FAILED: "UPSTREAM_FAILED",
+  UPSTREAM_FAILED: {
+    stream: true,
+    meaning: "A stream's reset: the local service refused or failed it. The visitor gets the 502 page, with the reason.",
+    advice: "Check that the local service runs at the address the agent was given.",
+  },
   /** The visitor went away. */
-  CANCELLED: "CANCELLED",
+  CANCELLED: { stream: true, meaning: "A stream's reset: the visitor went away.", advice: "Nothing to do." },
   /** The session is closing. */
-  GOING_AWAY: "GOING_AWAY",
+  GOING_AWAY: {
+    meaning: "The session is closing: the agent leaves, or moved to the direct port.",
+    advice: "Nothing to do.",
+  },
   /** Nothing came from the peer for DEAD_AFTER_MS: the connection is taken for dead. */
-  KEEPALIVE_TIMEOUT: "KEEPALIVE_TIMEOUT",
+  KEEPALIVE_TIMEOUT: {
+    meaning: "Nothing came from the peer for 25 s (`DEAD_AFTER_MS`; each side pings every 10 s): the connection is taken for dead, and an agent's names are held 60 s for its token.",
+    advice: "Nothing, usually: the agent connects again. If it keeps happening, look at the network between them.",
+  },
+  /** The edge is stopping: after the drain, its agents are told so. */
+  SERVER_SHUTDOWN: {
+    meaning: "The server is shutting down; agents that understood DRAIN have moved to its successor already.",
+    advice: "Nothing: the agent connects again, and a server restarted on the same data dir holds its names.",
+  },
+  /** A newer connection of the same agent took its session over, on this node or another. */
+  SESSION_REPLACED: {
+    meaning: "A newer connection of the same agent took its session over, on this node or another; the old connection is closed with it.",
+    advice: "Nothing: the newer connection carries on.",
+  },
 } as const;
+
+export type WireErrorCode = keyof typeof WIRE_ERRORS;
+
+/** The codes as values: WireError.PROTOCOL_ERROR === "PROTOCOL_ERROR". */
+export const WireError = Object.fromEntries(Object.keys(WIRE_ERRORS).map((code) => [code, code])) as { readonly [K in WireErrorCode]: K };

@@ -1,21 +1,47 @@
 /**
- * The inspector API's refusals: one code, one status, given here once. A
- * refusal is answered as the admin API answers (`{"error": message}`), with
- * its stable code beside it for scripts (`"code"`).
+ * The inspector API's refusals: one code, one status, given here once, with
+ * what each means and what to do (docs/reference/codes.md is made from this
+ * table). A refusal is answered as the admin API answers
+ * (`{"error": message}`), with its stable code beside it for scripts
+ * (`"code"`).
  */
 export const INSPECTOR_ERRORS = {
-  BAD_REQUEST: 400,
+  BAD_REQUEST: { status: 400, meaning: "The request is not what the inspector's API takes; the message says why.", advice: "Fix what the message names." },
   /** Not the inspector's own Host: a page on another name that resolves here (DNS rebinding). */
-  HOST_REFUSED: 403,
+  HOST_REFUSED: {
+    status: 403,
+    meaning: "The Host header does not name the inspector (`127.0.0.1:PORT`, `localhost:PORT`, `[::1]:PORT` or `--inspect-addr`): a page on another name that resolves here (DNS rebinding).",
+    advice: "Open the inspector at the address the agent printed.",
+  },
   /** A write from another site's page. */
-  CROSS_SITE: 403,
-  NOT_FOUND: 404,
-  METHOD_NOT_ALLOWED: 405,
+  CROSS_SITE: {
+    status: 403,
+    meaning: "A write (replay, clear) from another site's page, judged by `Sec-Fetch-Site` and `Origin`; a page on another port of localhost is another site.",
+    advice: "Use the inspector's own page, or a script such as curl (which sends neither header).",
+  },
+  NOT_FOUND: {
+    status: 404,
+    meaning: "No such capture (the oldest go past `--inspect-keep` or `--inspect-memory`), or no such path.",
+    advice: "List the captures again.",
+  },
+  METHOD_NOT_ALLOWED: { status: 405, meaning: "The path does not take this method; `Allow` lists those it does.", advice: "Use a method from `Allow`." },
   /** The capture cannot be sent again as it was (its body was cut, or it is a WebSocket). */
-  NOT_REPLAYABLE: 409,
-  PAYLOAD_TOO_LARGE: 413,
+  NOT_REPLAYABLE: {
+    status: 409,
+    meaning: "The capture cannot be sent again as it was: its body was kept only up to 1 MiB, or it is a WebSocket.",
+    advice: "Replay it with a body of your own (Edit and replay).",
+  },
+  PAYLOAD_TOO_LARGE: {
+    status: 413,
+    meaning: "A replay's body is over 1 MiB, or its JSON over 2 MiB.",
+    advice: "Send a smaller body.",
+  },
   /** Too many live streams open at once. */
-  TOO_MANY_STREAMS: 503,
+  TOO_MANY_STREAMS: {
+    status: 503,
+    meaning: "Too many live streams open at once (32 pages or scripts following the list).",
+    advice: "Close other inspector pages.",
+  },
 } as const;
 
 export type InspectorErrorCode = keyof typeof INSPECTOR_ERRORS;
@@ -29,7 +55,7 @@ export class InspectorError extends Error {
     readonly headers: Record<string, string> = {},
   ) {
     super(message);
-    this.status = INSPECTOR_ERRORS[code];
+    this.status = INSPECTOR_ERRORS[code].status;
   }
 }
 

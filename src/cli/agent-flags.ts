@@ -1,0 +1,172 @@
+/**
+ * The agent commands' flags (burrow http, tcp, start, config check) and
+ * their help: what they share (the server, the output, the inspector), and
+ * each one's own. The parsers (agent.ts, start.ts) read these tables, and
+ * --help and docs/reference/cli.md are made from them.
+ */
+import type { FlagTable } from "../config/flags.ts";
+import { HTTP_ACCESS_FLAGS, IP_FLAGS } from "./access-flags.ts";
+import { DEFAULT_LOG_LEVEL, LOG_LEVELS } from "./agent-output/levels.ts";
+import { INSPECT_FLAGS } from "./inspect-flags.ts";
+import type { CommandDoc } from "./usage.ts";
+
+const SAVED = "the file burrow login wrote";
+
+/** Flags every agent command takes (burrow http, tcp, start). */
+export const COMMON = {
+  server: {
+    type: "string",
+    arg: "URL",
+    alsoEnv: ["BURROW_SERVER"],
+    defaultText: SAVED,
+    help: "the burrow server, e.g. https://tunnels.example.com",
+    details: "The server's public URL. `burrow start` takes the file's `server:` before what `burrow login` saved.",
+  },
+  token: {
+    type: "string",
+    arg: "T",
+    alsoEnv: ["BURROW_TOKEN"],
+    defaultText: SAVED,
+    help: "your device token, brw_...",
+    details: "`burrow start` takes the file's `token:` before what `burrow login` saved.",
+  },
+  proxy: {
+    type: "string",
+    arg: "URL",
+    alsoEnv: ["HTTPS_PROXY", "ALL_PROXY"],
+    help: "reach the server through an http://, https:// or socks5:// proxy",
+    details: "The variables are read in either case (`https_proxy`, `all_proxy`). The handshake declares the proxy (the user's `can_use_proxy` decides); through one the agent never moves to the direct port.",
+  },
+  insecure: { type: "boolean", help: "accept a server certificate that does not verify" },
+  /** screen | text | json: the live screen is the default on a terminal, text lines elsewhere. */
+  log: {
+    type: "string",
+    arg: "F",
+    env: true,
+    defaultText: "screen on a terminal, else text",
+    help: "screen, text or json; json is one object per line per event",
+    details:
+      "`screen`: the live screen (where stdout is not a terminal, or with `TERM=dumb`, `screen` means `text`, so a command line copied into a unit file still runs); `text`: a line per event, as when piped; `json`: one JSON object per line per event, for scripts. See [the agent's screen and logs](#the-agents-screen-and-logs).",
+  },
+  /** debug | info | warn | error (default info): what text lines and JSON show. */
+  "log-level": {
+    type: "string",
+    arg: "L",
+    env: true,
+    default: DEFAULT_LOG_LEVEL,
+    help: `${LOG_LEVELS.slice(0, -1).join(", ")} or ${LOG_LEVELS.at(-1)}: what text and json show`,
+    details: "That level and above. The screen always shows everything.",
+  },
+  ...INSPECT_FLAGS,
+} as const satisfies FlagTable;
+
+export const HTTP_FLAGS = {
+  ...COMMON,
+  subdomain: {
+    type: "string",
+    arg: "S",
+    defaultText: "a random one",
+    help: "ask for this name",
+    details: "A random name has 8 characters.",
+  },
+  "skip-warning": {
+    type: "boolean",
+    help: "no browser warning page (if your account allows it)",
+    details: "Only if the user's `skip_warning` is true.",
+  },
+  "host-header": {
+    type: "string",
+    arg: "H",
+    defaultText: "the visitor's Host",
+    help: "'rewrite' sends the local address as Host; any other value is sent as is",
+  },
+  "response-timeout": {
+    type: "string",
+    arg: "S",
+    defaultText: "the server's --response-timeout",
+    help: "how long the edge waits for your service's answer before its 502 page, up to the server's --max-response-timeout",
+    details: "Its response head, that is; for a slow but healthy service (long polls, reports). The page says \"took too long\".",
+  },
+  ...HTTP_ACCESS_FLAGS,
+} as const satisfies FlagTable;
+
+export const TCP_FLAGS = {
+  ...COMMON,
+  "remote-port": {
+    type: "string",
+    arg: "N",
+    defaultText: "any free one",
+    help: "ask for this public port",
+    details: "From the server's `--tcp-ports` range.",
+  },
+  ...IP_FLAGS,
+} as const satisfies FlagTable;
+
+/** burrow start's and burrow config check's file. */
+export const CONFIG_FLAGS = {
+  config: {
+    type: "string",
+    arg: "FILE",
+    env: true,
+    defaultText: "./burrow.yml, else burrow.yml in the config directory",
+    help: "the config file to read",
+    details: "The config directory is `~/.config/burrow` on Linux (see [Connecting](#connecting-what-burrow-http-tcp-and-start-share)).",
+  },
+} as const satisfies FlagTable;
+
+export const START_FLAGS = { ...COMMON, ...CONFIG_FLAGS, all: { type: "boolean", help: "start every tunnel of the file" } } as const satisfies FlagTable;
+
+const AGENT_GROUP = { title: "The server, the output and the request inspector:", flags: Object.keys(COMMON) };
+
+export const HTTP_DOC: CommandDoc = {
+  name: "http",
+  usage: ["burrow http PORT|HOST:PORT|URL [flags]"],
+  about: `Exposes a local HTTP service (e.g. 3000, localhost:3000, https://localhost:8443)
+at http://<subdomain>.<server domain>. Lost connections are retried for ever.`,
+  flags: HTTP_FLAGS,
+  groups: [
+    { title: "Flags:", flags: ["subdomain", "skip-warning", "host-header", "response-timeout"] },
+    { title: "Who may reach it (enforced by the server):", flags: Object.keys(HTTP_ACCESS_FLAGS) },
+    AGENT_GROUP,
+  ],
+};
+
+export const TCP_DOC: CommandDoc = {
+  name: "tcp",
+  usage: ["burrow tcp PORT|HOST:PORT [flags]"],
+  about: "Exposes a local TCP service (e.g. 5432) at <server domain>:<port>.",
+  flags: TCP_FLAGS,
+  groups: [{ title: "Flags:", flags: ["remote-port", ...Object.keys(IP_FLAGS)] }, AGENT_GROUP],
+};
+
+export const START_DOC: CommandDoc = {
+  name: "start",
+  usage: ["burrow start NAME... [flags]", "burrow start --all [flags]"],
+  about: `Starts tunnels of a config file, all over one connection to the server.
+The file: --config FILE (or BURROW_CONFIG), else ./burrow.yml, else
+burrow.yml in burrow's config directory (~/.config/burrow on Linux).
+
+  server: https://tunnels.example.com   # optional; --server and BURROW_SERVER win
+  token: brw_...                        # optional; --token and BURROW_TOKEN win
+  tunnels:
+    web: { proto: http, addr: 3000, subdomain: myapp }
+    db:  { proto: tcp, addr: 5432, remote_port: 40000 }
+
+Who may reach a tunnel: basic_auth, allow_cidr, deny_cidr, request_header_add,
+request_header_remove, response_header_add (lists, as the flags of burrow http)
+and oidc: { issuer, client_id, client_secret, allow_emails }.
+
+A tunnel the server refuses (a subdomain taken, say) is reported by name and
+the others run; only when every tunnel is refused does burrow exit 1.
+A tunnel with 'inspect: false' is left out of the request inspector.`,
+  flags: START_FLAGS,
+  groups: [{ title: "Flags:", flags: ["all", "config"] }, AGENT_GROUP],
+};
+
+export const CONFIG_DOC: CommandDoc = {
+  name: "config check",
+  usage: ["burrow config check [--config FILE]"],
+  about: `Checks a burrow.yml (the one burrow start would read) without connecting:
+exit 0 with a summary of its tunnels, or exit 2 with FILE:LINE: FIELD: why.`,
+  flags: CONFIG_FLAGS,
+};
