@@ -146,7 +146,9 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   running = edge;
   // names held for the agents of the server before are claimed over every node before this one says it is ready
   // (bounded: a database that does not answer is logged by the claims and must not hold the start)
-  await Promise.race([edge.namesHeld, Bun.sleep(HELD_NAMES_WAIT_MS)]);
+  let waited: ReturnType<typeof setTimeout> | undefined;
+  await Promise.race([edge.namesHeld, new Promise((done) => (waited = setTimeout(done, HELD_NAMES_WAIT_MS)))]);
+  clearTimeout(waited); // a pending timer would keep the process alive after a stop
   publicSide = { domain: config.domain, edge_url: edge.publicUrl, tcp_host: config.domain };
   // logged last: tests and scripts take this line as "ready"
   log.info("admin api listening", {
