@@ -9,9 +9,8 @@
  * it moves either median. Beside it, each agent's CPU time per request
  * (from /proc), which a busy machine disturbs less than req/s.
  */
-import { readFileSync } from "node:fs";
 import { wrk } from "./lib/measure.ts";
-import type { Processes } from "./lib/proc.ts";
+import { cpuMs, type Processes } from "./lib/proc.ts";
 import { fmt, fmtRatio, median, ratio, type Row, type Target } from "./lib/report.ts";
 import { FILES, startBurrowAgent, tunnelHost, type BurrowServer } from "./lib/services.ts";
 
@@ -70,14 +69,6 @@ export async function inspectorOverhead(b: InspectorBench): Promise<InspectorOve
   await b.procs.stop(on.child);
   await b.procs.stop(off.child);
   return result;
-}
-
-/** A process's CPU time so far (user + system), ms, from /proc (in clock ticks of 10 ms). */
-function cpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  // fields after the name start at the state (field 3): utime is field 14, stime 15
-  return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
 /** The median of each round's on/off ratio. */

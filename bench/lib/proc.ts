@@ -5,7 +5,7 @@
  * SIGKILL) in reverse order of start, even when the run fails.
  */
 import type { Subprocess } from "bun";
-import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
+import { closeSync, existsSync, openSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
 export interface Child {
@@ -127,6 +127,55 @@ export function rssKiB(pid: number): number {
   }
 }
 
+/** Clock ticks per second of /proc's CPU times (USER_HZ: 100 on Linux everywhere that matters). */
+const TICK_MS = 10;
+
+/** The fields of /proc/<pid>/stat after the name, or undefined when the process is gone. */
+function statFields(pid: number): string[] | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  } catch {
+    return undefined;
+  }
+}
+
+/** A process's CPU time so far (user + system, all threads), ms. */
+export function cpuMs(pid: number): number {
+  const f = statFields(pid);
+  // fields after the name start at the state (field 3): utime is field 14, stime 15
+  return f ? (Number(f[11]) + Number(f[12])) * TICK_MS : NaN;
+}
+
+/**
+ * CPU time (ms) of a process and all its descendants, counting the children
+ * they have already reaped (cutime, cstime): nginx's workers, sshd's
+ * per-connection processes.
+ */
+export function treeCpuMs(root: number): number {
+  const parent = new Map<number, number>();
+  const own = new Map<number, number>();
+  for (const name of readdirSync("/proc")) {
+    const pid = Number(name);
+    if (!Number.isInteger(pid)) continue;
+    const f = statFields(pid);
+    if (!f) continue;
+    parent.set(pid, Number(f[1]));
+    own.set(pid, (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) * TICK_MS);
+  }
+  if (!own.has(root)) return NaN;
+  let total = 0;
+  for (const [pid, ms] of own) {
+    for (let p: number | undefined = pid; p !== undefined && p > 1; p = parent.get(p)) {
+      if (p === root) {
+        total += ms;
+        break;
+      }
+    }
+  }
+  return total;
+}
+
 /** The soft open-files limit of a running process. */
 export function openFilesLimit(pid: number): number {
   try {
@@ -165,15 +214,18 @@ export function freePortRange(count: number, low = 41000, high = 60000): { first
   throw new Error("no free port range");
 }
 
-/** Whether something listens on 127.0.0.1:port (read from /proc/net/tcp, no connection made). */
-export function isListening(port: number): boolean {
+/**
+ * Whether something listens on 127.0.0.1:port (read from /proc/net/tcp, no
+ * connection made); with `anyAddress`, a listener on 0.0.0.0 counts too.
+ */
+export function isListening(port: number, anyAddress = false): boolean {
   const hex = port.toString(16).toUpperCase().padStart(4, "0");
   try {
     return readFileSync("/proc/net/tcp", "utf8")
       .split("\n")
       .some((line) => {
         const f = line.trim().split(/\s+/);
-        return f[1] === `0100007F:${hex}` && f[3] === "0A";
+        return (f[1] === `0100007F:${hex}` || (anyAddress && f[1] === `00000000:${hex}`)) && f[3] === "0A";
       });
   } catch {
     return false;
