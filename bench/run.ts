@@ -21,13 +21,14 @@
  *   BENCH_ISOLATION_ROUNDS=4  rounds of (alone, next to a stalled stream), order alternating
  *   BENCH_ISOLATION_SECONDS=5 length of each isolation run
  *   BENCH_AGENTS=10000        idle agents for the memory test (also measured at 1,000)
- *   BENCH_ONLY=http,tcp,...   run only some sections: http, tcp, iperf, isolation, inspector, stream, idle, cluster
+ *   BENCH_ONLY=http,tcp,...   run only some sections: http, tcp, iperf, isolation, inspector, peers, stream, idle, cluster
  *   BENCH_BURROW=path         use this executable instead of dist/burrow
  *   BENCH_REBUILD=1           rebuild dist/burrow first
  *   BENCH_OUT=name            write bench/results/<name>.md/.json (default latest; partial with BENCH_ONLY)
  *   BENCH_BUN_SINK=1          use the Bun TCP source/sink even when a C compiler is around
  *   BENCH_KEEP=1              keep the temp dir (logs, configs) after the run
  *   BENCH_STRICT=1            exit 1 when a target fails
+ *   BENCH_PEERS_*             the side-by-side run with bore and rathole: see bench/peers.ts
  */
 import { execSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -51,6 +52,7 @@ import {
 import { ensureBinary, ensurePackages, newerSources, tcpTools, tool } from "./lib/setup.ts";
 import { inspectorOverhead, inspectorRows, inspectorTarget, type InspectorOverhead } from "./inspector.ts";
 import { clusterRelay, clusterRows, type ClusterRelay } from "./cluster.ts";
+import { sideBySide, sideBySideTable, sideBySideTargets, type SideBySide } from "./peers.ts";
 
 const ROOT = join(import.meta.dir, "..");
 const BENCH = import.meta.dir;
@@ -123,6 +125,8 @@ interface Results {
   inspector?: InspectorOverhead;
   /** HTTP 1 KiB relayed by another node against the agent's own node (bench/cluster.ts). */
   cluster?: ClusterRelay;
+  /** Every path side by side with bore, rathole and the rest (bench/peers.ts). */
+  peers?: SideBySide;
   errors: string[];
   loadavg: { start: number[]; end?: number[] };
 }
@@ -183,7 +187,7 @@ function machineInfo(bin: string): void {
   const dirty = sh(`git -C ${ROOT} status --porcelain -- src 2>/dev/null`) ? "+uncommitted src changes" : "";
   results.burrow = {
     binary: bin,
-    version: sh(`${bin} --version`),
+    version: sh(`${bin} --version`).split("\n")[0]!,
     commit: `${commit}${dirty ? ` ${dirty}` : ""}`,
     builtAt: new Date(statSync(bin).mtimeMs).toISOString(),
     staleSources: process.env.BENCH_BURROW ? [] : newerSources(ROOT, bin),
@@ -240,6 +244,9 @@ try {
 
   const needThroughput = ["http", "tcp", "iperf", "isolation", "inspector"].some(wants);
   if (needThroughput) await throughput(bin, nginx.port, direct, sinkPort, sink);
+  if (wants("peers")) {
+    results.peers = await sideBySide({ procs, bin, dir, root: ROOT, nginxPort: nginx.port, sink, sinkPort, source: SOURCE, cfg, say });
+  }
   if (wants("stream")) await streamMemory(bin, nginx.port, sinkPort);
   if (wants("idle")) await idleAgents(bin, nginx.port);
   if (wants("cluster")) results.cluster = await clusterRelay(procs, bin, dir, nginx.port, cfg, say);
@@ -755,6 +762,7 @@ function targets(): Target[] {
       pass: problems.length === 0,
     });
   }
+  if (wants("peers")) t.push(...sideBySideTargets(results.peers));
   const errs = [...Object.values(results.http1k), ...Object.values(results.http10m)].flat().reduce((a, r) => a + (r?.errors ?? 0), 0) + (iso?.errors ?? 0);
   const ran = Object.keys(results.http1k).length + Object.keys(results.http10m).length > 0;
   t.push({ name: "check: no HTTP errors in any wrk run", want: "0", measured: ran ? String(errs) : "–", pass: ran ? errs === 0 : null });
@@ -786,10 +794,10 @@ function render(): string {
     `- command: \`${results.command}\``,
     `- machine: ${mc.cpu}, ${mc.cores} cores, ${mc.memoryGiB} GiB RAM, ${mc.os}, Linux ${mc.kernel}; load average ${results.loadavg.start.map((x) => x.toFixed(2)).join(" ")} at start${results.loadavg.end ? `, ${results.loadavg.end.map((x) => x.toFixed(2)).join(" ")} at end` : ""}`,
     `- burrow: \`${results.burrow.binary.replace(ROOT + "/", "")}\` ${results.burrow.version} (commit ${results.burrow.commit}, built ${results.burrow.builtAt.slice(0, 16).replace("T", " ")}${results.burrow.staleSources.length ? `, **older than ${results.burrow.staleSources.length} src/ files**` : ""}); ${mc.nginx} (1 worker, sendfile, access_log off); ${mc.wrk}; ${mc.openssh} (\`ssh -R\`, aes128-gcm@openssh.com, private sshd); ${mc.iperf3}; raw TCP with the ${mc.tcpTools ?? "–"}; all on 127.0.0.1`,
-    `- each throughput scenario: ${cfg.rounds} rounds, paths interleaved (direct, burrow, ssh) in every round; wrk runs ${cfg.seconds} s after a ${cfg.warmupSeconds} s warm-up per path; ratios are of the medians`,
+    `- each throughput scenario: ${cfg.rounds} rounds, paths interleaved (${results.peers ? "side by side: every path of the table" : "direct, burrow, ssh"}) in every round; wrk runs ${cfg.seconds} s after a ${cfg.warmupSeconds} s warm-up per path; ratios are of the medians`,
     "",
-    table(rows()),
-    "",
+    ...(rows().length ? [table(rows()), ""] : []),
+    ...(results.peers ? [sideBySideTable(results.peers), ""] : []),
     `Targets: ${passed} of ${judged} pass.`,
     "",
     targetTable(t),

@@ -76,6 +76,57 @@ http {
   return { port, child };
 }
 
+/**
+ * A second nginx as a reverse proxy in front of the first: the cost of one
+ * ordinary hop. It keeps its upstream connections alive (as a tunnel's agent
+ * keeps its own) and never spools a response to disk.
+ */
+export async function startNginxProxy(procs: Processes, dir: string, upstreamPort: number): Promise<Nginx> {
+  const prefix = join(dir, "nginx-proxy");
+  const t = join(prefix, "tmp");
+  mkdirSync(t, { recursive: true });
+  const port = freePort();
+  const conf = join(prefix, "nginx.conf");
+  writeFileSync(
+    conf,
+    `worker_processes 1;
+pid ${join(prefix, "nginx.pid")};
+error_log ${join(prefix, "error.log")} warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  keepalive_timeout 120s;
+  keepalive_requests 100000000;
+  client_body_temp_path ${t}/body;
+  proxy_temp_path ${t}/proxy;
+  fastcgi_temp_path ${t}/fastcgi;
+  uwsgi_temp_path ${t}/uwsgi;
+  scgi_temp_path ${t}/scgi;
+  upstream origin {
+    server 127.0.0.1:${upstreamPort};
+    keepalive 64;
+    keepalive_requests 100000000;
+  }
+  server {
+    listen 127.0.0.1:${port};
+    location / {
+      proxy_pass http://origin;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_max_temp_file_size 0;
+    }
+  }
+}
+`,
+  );
+  const child = procs.spawn("nginx-proxy", [tool("nginx"), "-e", join(prefix, "error.log"), "-p", prefix, "-c", conf, "-g", "daemon off;"]);
+  await until("the nginx proxy to listen", () => {
+    if (child.done) throw new Error(`nginx proxy exited: ${procs.tail(child)}`);
+    return isListening(port);
+  }, 10_000);
+  return { port, child };
+}
+
 // ---------------------------------------------------------------- sshd and ssh -R
 
 export const SSH_CIPHER = "aes128-gcm@openssh.com";
