@@ -34,11 +34,10 @@ import { execSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, release, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
-import { GiB, iperf3, MiB, pushThrough, wrk, type TransferResult, type WrkResult } from "./lib/measure.ts";
-import { freePortRange, isListening, openFilesLimit, Processes, receiveQueue, rssKiB, until, type Child } from "./lib/proc.ts";
+import { GiB, iperf3, lostNote, MiB, pushThrough, wrk, type TransferResult, type WrkResult } from "./lib/measure.ts";
+import { freePortRange, isListening, Processes, receiveQueue, rssKiB, until, type Child } from "./lib/proc.ts";
 import { fmt, fmtRatio, median, PATHS, ratio, table, targetTable, type PathName, type Row, type Target } from "./lib/report.ts";
 import {
-  activeTunnels,
   createToken,
   FILES,
   startBurrowAgent,
@@ -52,12 +51,12 @@ import {
 import { ensureBinary, ensurePackages, newerSources, tcpTools, tool } from "./lib/setup.ts";
 import { inspectorOverhead, inspectorRows, inspectorTarget, type InspectorOverhead } from "./inspector.ts";
 import { clusterRelay, clusterRows, type ClusterRelay } from "./cluster.ts";
+import { idleAgents, streamMemory, type IdleAgents, type StreamMemory } from "./memory.ts";
 import { sideBySide, sideBySideTable, sideBySideTargets, type SideBySide } from "./peers.ts";
 
 const ROOT = join(import.meta.dir, "..");
 const BENCH = import.meta.dir;
 const STALL = join(BENCH, "tools", "stall.ts");
-const MANY = join(BENCH, "many-agents.ts");
 /** The raw TCP source command (C or Bun), set once the tools are ready. */
 let SOURCE: string[] = [];
 
@@ -108,19 +107,8 @@ interface Results {
     serverRssKiB: { before: number; after: number }[];
     errors: number;
   };
-  stream?: {
-    agentIdleKiB: number;
-    serverIdleKiB: number;
-    http: { seconds: number; mibPerSec: number; serverBaseKiB: number; serverMaxKiB: number; agentBaseKiB: number; agentMaxKiB: number };
-    tcp?: { bytes: number; received: number; hung?: boolean; seconds: number; mibPerSec: number; serverBaseKiB: number; serverMaxKiB: number; agentBaseKiB: number; agentMaxKiB: number };
-  };
-  idle?: {
-    serverBaseKiB: number;
-    fdLimit: { server: number; client: number };
-    steps: { count: number; ready: number; active: number; failed: number; reconnects: number; connectMs: number; serverKiB: number; perTunnelKiB: number }[];
-    closedMs?: number;
-    error?: string;
-  };
+  stream?: StreamMemory;
+  idle?: IdleAgents;
   /** The request inspector's cost: HTTP 1 KiB with it on and off (bench/inspector.ts). */
   inspector?: InspectorOverhead;
   /** HTTP 1 KiB relayed by another node against the agent's own node (bench/cluster.ts). */
@@ -247,8 +235,9 @@ try {
   if (wants("peers")) {
     results.peers = await sideBySide({ procs, bin, dir, root: ROOT, nginxPort: nginx.port, sink, sinkPort, source: SOURCE, cfg, say });
   }
-  if (wants("stream")) await streamMemory(bin, nginx.port, sinkPort);
-  if (wants("idle")) await idleAgents(bin, nginx.port);
+  const memory = { procs, bin, dir, root: ROOT, say };
+  if (wants("stream")) await streamMemory(memory, { nginxPort: nginx.port, sinkPort, sink, source: SOURCE }, (x) => (results.stream = x));
+  if (wants("idle")) await idleAgents(memory, { nginxPort: nginx.port, agents: cfg.agents }, (x) => (results.idle = x));
   if (wants("cluster")) results.cluster = await clusterRelay(procs, bin, dir, nginx.port, cfg, say);
 } catch (err) {
   failed = true;
@@ -389,13 +378,6 @@ async function throughput(bin: string, nginxPort: number, direct: string, sinkPo
   }
 }
 
-function lostNote(r: { bytes: number; received: number; hung?: boolean }): string {
-  return (
-    (r.received < r.bytes ? `  LOST ${(r.bytes - r.received).toLocaleString("en-US")} of ${r.bytes.toLocaleString("en-US")} bytes` : "") +
-    (r.hung ? "  (the connection was never closed)" : "")
-  );
-}
-
 /**
  * A bulk download alone, and next to a stream on the same agent whose
  * visitor stopped reading; the two kinds of run alternate in order from
@@ -443,158 +425,6 @@ async function isolation(server: BurrowServer, host: string): Promise<void> {
       a = await alone();
     }
     say(`isolation   round ${round} alone ${fmt(a)} MiB/s, next to a stalled stream ${fmt(b.mibPerSec)} MiB/s (${b.note})`);
-  }
-}
-
-// ------------------------------------------------------------------ memory: one tunnel streaming 1 GiB
-
-async function sampleRss(pids: number[], ms: number, every = 100): Promise<number[][]> {
-  const out: number[][] = pids.map(() => []);
-  const end = Date.now() + ms;
-  do {
-    pids.forEach((pid, i) => out[i]!.push(rssKiB(pid)));
-    await Bun.sleep(every);
-  } while (Date.now() < end);
-  return out;
-}
-
-/** Runs `work` while sampling the RSS of `pids` every 100 ms; returns the maxima. */
-async function whileSampling<T>(pids: number[], work: () => Promise<T>): Promise<{ value: T; max: number[] }> {
-  const max = pids.map((pid) => rssKiB(pid));
-  let running = true;
-  const sampler = (async () => {
-    while (running) {
-      pids.forEach((pid, i) => (max[i] = Math.max(max[i]!, rssKiB(pid))));
-      await Bun.sleep(100);
-    }
-  })();
-  try {
-    return { value: await work(), max };
-  } finally {
-    running = false;
-    await sampler;
-    pids.forEach((pid, i) => (max[i] = Math.max(max[i]!, rssKiB(pid))));
-  }
-}
-
-async function streamMemory(bin: string, nginxPort: number, sinkPort: number): Promise<void> {
-  say("memory: one tunnel, 1 GiB through it (fresh server and agents)");
-  const server = await startBurrowServer(procs, bin, dir, "burrow-mem-server", freePortRange(10));
-  const token = await createToken(server);
-  const agent = await startBurrowAgent(procs, bin, dir, "burrow-mem-http", server, token, "http", nginxPort, ["--subdomain", "stream"]);
-  const host = tunnelHost(server, agent.subdomain!);
-  await Bun.sleep(2000);
-  const [agentIdle, serverIdle] = (await sampleRss([agent.child.pid, server.child.pid], 1000)).map(median);
-
-  // one small request first, so that the first-request set-up is not counted as growth
-  const warm = await fetch(`${server.edgeUrl}/${FILES.small}`, { headers: { host } });
-  await warm.arrayBuffer();
-  await Bun.sleep(1000);
-  const [sBase, aBase] = (await sampleRss([server.child.pid, agent.child.pid], 1000)).map(median);
-  const t0 = performance.now();
-  const { value: curl, max } = await whileSampling([server.child.pid, agent.child.pid], () =>
-    procs.run([tool("curl"), "-sS", "-o", "/dev/null", "-w", "%{http_code} %{size_download}", "-H", `Host: ${host}`, `${server.edgeUrl}/${FILES.huge}`], {
-      timeoutMs: 600_000,
-    }),
-  );
-  const seconds = (performance.now() - t0) / 1000;
-  if (curl.stdout.trim() !== `200 ${GiB}`) throw new Error(`1 GiB download through the tunnel: curl said '${curl.stdout}' ${curl.stderr}`);
-  const httpStream = { seconds, mibPerSec: 1024 / seconds, serverBaseKiB: sBase!, serverMaxKiB: max[0]!, agentBaseKiB: aBase!, agentMaxKiB: max[1]! };
-  results.stream = { agentIdleKiB: agentIdle!, serverIdleKiB: serverIdle!, http: httpStream };
-  say(
-    `memory      agent idle ${fmt(agentIdle! / 1024)} MiB; 1 GiB download in ${fmt(seconds)} s: server +${fmt((max[0]! - sBase!) / 1024)} MiB, agent +${fmt((max[1]! - aBase!) / 1024)} MiB`,
-  );
-
-  // the same through a tcp tunnel: 1 GiB pushed into the sink
-  const tcp = await startBurrowAgent(procs, bin, dir, "burrow-mem-tcp", server, token, "tcp", sinkPort);
-  const sink = procs.children.find((c) => c.name === "sink")!;
-  await pushThrough(procs, sink, SOURCE, tcp.port!, MiB, 60);
-  await Bun.sleep(1000);
-  const [tsBase, taBase] = (await sampleRss([server.child.pid, tcp.child.pid], 1000)).map(median);
-  const pushed = await whileSampling([server.child.pid, tcp.child.pid], () => pushThrough(procs, sink, SOURCE, tcp.port!, GiB, 300));
-  results.stream.tcp = {
-    bytes: pushed.value.bytes,
-    received: pushed.value.received,
-    hung: pushed.value.hung,
-    seconds: pushed.value.seconds,
-    mibPerSec: pushed.value.mibPerSec,
-    serverBaseKiB: tsBase!,
-    serverMaxKiB: pushed.max[0]!,
-    agentBaseKiB: taBase!,
-    agentMaxKiB: pushed.max[1]!,
-  };
-  say(`memory      1 GiB tcp upload in ${fmt(pushed.value.seconds)} s: server +${fmt((pushed.max[0]! - tsBase!) / 1024)} MiB, agent +${fmt((pushed.max[1]! - taBase!) / 1024)} MiB${lostNote(pushed.value)}`);
-  await procs.stop(tcp.child, "SIGINT");
-  await procs.stop(agent.child, "SIGINT");
-  await procs.stop(server.child);
-}
-
-// ------------------------------------------------------------------ memory: many idle agents
-
-async function idleAgents(bin: string, nginxPort: number): Promise<void> {
-  const counts = [...new Set([Math.min(1000, cfg.agents), cfg.agents])].filter((n) => n > 0);
-  say(`memory: ${counts.join(" then ")} idle agents on one fresh server`);
-  const server = await startBurrowServer(procs, bin, dir, "burrow-idle-server", freePortRange(10));
-  const token = await createToken(server);
-  await Bun.sleep(2000);
-  const base = median((await sampleRss([server.child.pid], 1000))[0]!);
-  const client = procs.spawn(
-    "many-agents",
-    [process.execPath, MANY, "--server", server.edgeUrl, "--token", token, "--target", `127.0.0.1:${nginxPort}`, "--counts", counts.join(",")],
-    { manyFiles: true, stdin: "pipe", cwd: ROOT },
-  );
-  const idle: NonNullable<Results["idle"]> = {
-    serverBaseKiB: base,
-    fdLimit: { server: openFilesLimit(server.child.pid), client: openFilesLimit(client.pid) },
-    steps: [],
-  };
-  results.idle = idle;
-  if (idle.fdLimit.server < cfg.agents + 100 || idle.fdLimit.client < cfg.agents + 100) {
-    say(`warning: open-files limits (server ${idle.fdLimit.server}, client ${idle.fdLimit.client}) are below ${cfg.agents} agents`);
-  }
-  let offset = 0;
-  try {
-    for (const [i, count] of counts.entries()) {
-      const m = await procs.waitFor(client, /(ready count=(\d+) ms=(\d+) \S+ failed=(\d+) reconnects=(\d+)|error .*)/, 900_000, offset);
-      offset = procs.log(client).length;
-      if (m[0].startsWith("error")) throw new Error(`many-agents: ${m[0]}`);
-      await Bun.sleep(3000); // settle: handshakes done, buffers released
-      const rss = median((await sampleRss([server.child.pid], 1000, 200))[0]!);
-      const step = {
-        count,
-        ready: Number(m[2]),
-        active: await activeTunnels(server),
-        failed: Number(m[4]),
-        reconnects: Number(m[5]),
-        connectMs: idle.steps.reduce((a, s) => a + s.connectMs, 0) + Number(m[3]),
-        serverKiB: rss,
-        perTunnelKiB: (rss - base) / Number(m[2]),
-      };
-      idle.steps.push(step);
-      say(
-        `memory      ${count} idle agents ready in ${fmt(step.connectMs / 1000)} s (server lists ${step.active} live tunnels): server RSS ${fmt(rss / 1024)} MiB (${fmt(base / 1024)} before), ${fmt(step.perTunnelKiB)} KiB per tunnel`,
-      );
-      if (i < counts.length - 1) {
-        client.proc.stdin!.write("next\n");
-        await client.proc.stdin!.flush();
-      }
-    }
-    // is the server still serving with all of them connected? one tunnel request through the edge
-    const res = await fetch(`${server.edgeUrl}/`, { headers: { host: `nosuchtunnel.localhost:${server.edgePort}` } });
-    await res.arrayBuffer();
-  } catch (err) {
-    idle.error = (err as Error).message;
-    throw err;
-  } finally {
-    if (!client.done) {
-      client.proc.stdin!.write("close\n");
-      await client.proc.stdin!.flush();
-      await Promise.race([client.exited, Bun.sleep(60_000)]);
-      const closed = /closed ms=(\d+)/.exec(procs.log(client));
-      if (closed) idle.closedMs = Number(closed[1]);
-    }
-    await procs.stop(client);
-    await procs.stop(server.child);
   }
 }
 

@@ -170,3 +170,11 @@ export async function iperf3(procs: Processes, name: string, port: number, bytes
   // the receiver's count is taken while the last bytes may still be in flight: not a loss
   return { bytes: sent.bytes, received: sent.bytes, seconds: recv.seconds, mibPerSec: recv.mibPerSec };
 }
+
+/** What a log line adds after a transfer that lost bytes or was never closed. */
+export function lostNote(r: { bytes: number; received: number; hung?: boolean }): string {
+  return (
+    (r.received < r.bytes ? `  LOST ${(r.bytes - r.received).toLocaleString("en-US")} of ${r.bytes.toLocaleString("en-US")} bytes` : "") +
+    (r.hung ? "  (the connection was never closed)" : "")
+  );
+}
