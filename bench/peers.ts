@@ -34,7 +34,7 @@
  */
 import { pushThrough, type TransferResult, wrk, type WrkResult } from "./lib/measure.ts";
 import { freePortRange, treeCpuMs, type Child, type Processes } from "./lib/proc.ts";
-import { findPeers, peerVersion, PEERS, startBore, startRathole, type PeerName } from "./lib/peers.ts";
+import { BORE_CONTROL_PORT, findPeers, peerVersion, PEERS, startBore, startRathole, type PeerName } from "./lib/peers.ts";
 import { fmt, fmtRatio, median, ratio, type Target } from "./lib/report.ts";
 import { createToken, FILES, startBurrowAgent, startBurrowServer, startNginxProxy, startSshd, startSshForward, tunnelHost } from "./lib/services.ts";
 
@@ -259,6 +259,7 @@ export function sideBySideTable(sb: SideBySide): string {
       `| ${sb.titles[p]} | ${cell(rps, "req/s")} | ${fmtRatio(ratio(median(rps), direct))} | ${cell(m.http1k.map((r) => r.p99Ms))} | ${cell(m.c1.map((r) => r.p50Ms), "", fine)} | ${cell(m.http10m.map((r) => r.mibPerSec))} | ${p === "direct" ? "–" : cell(m.http1k.map((r) => r.cpuUsPerRequest))} | ${cell(m.rawTcp.map((r) => r.mibPerSec))} |`,
     );
   }
+  if (sb.paths.includes("bore")) lines.push("", `- bore has no bind option: its control port ${BORE_CONTROL_PORT} and its tunnel ports listened on every interface; all traffic went to 127.0.0.1.`);
   const missing = Object.entries(sb.missing);
   if (missing.length) lines.push("", ...missing.map(([name, why]) => `- ${name}'s row was not run: ${why}.`));
   if (sb.failures.length) lines.push("", ...sb.failures.map((f) => `- failed: ${f}`));

@@ -174,7 +174,7 @@ function machineInfo(bin: string): void {
   const commit = sh(`git -C ${ROOT} rev-parse --short HEAD 2>/dev/null`);
   const dirty = sh(`git -C ${ROOT} status --porcelain -- src 2>/dev/null`) ? "+uncommitted src changes" : "";
   results.burrow = {
-    binary: bin,
+    binary: bin.startsWith(`${ROOT}/`) ? bin.slice(ROOT.length + 1) : bin,
     version: sh(`${bin} --version`).split("\n")[0]!,
     commit: `${commit}${dirty ? ` ${dirty}` : ""}`,
     builtAt: new Date(statSync(bin).mtimeMs).toISOString(),
