@@ -32,6 +32,7 @@
  * no bind option); every other process here listens on 127.0.0.1 only, and
  * all traffic goes to 127.0.0.1.
  */
+import { join } from "node:path";
 import { pushThrough, type TransferResult, wrk, type WrkResult } from "./lib/measure.ts";
 import { freePortRange, treeCpuMs, type Child, type Processes } from "./lib/proc.ts";
 import { BORE_CONTROL_PORT, findPeers, peerVersion, PEERS, startBore, startRathole, type PeerName } from "./lib/peers.ts";
@@ -152,7 +153,8 @@ export async function sideBySide(b: PeersBench): Promise<SideBySide> {
     for (const [name, why] of Object.entries(out.missing)) say(`side by side: ${name} not run: ${why}`);
 
     if (process.env.BENCH_PEERS_SSH !== "0") {
-      const sshd = await startSshd(procs, dir);
+      // its own folder: the ssh -R paths of bench/run.ts may have made keys under `dir` already
+      const sshd = await startSshd(procs, join(dir, "side-by-side"));
       started.push(sshd.child);
       const sshHttp = await startSshForward(procs, sshd, "ssh-peers-http", b.nginxPort);
       const sshTcp = await startSshForward(procs, sshd, "ssh-peers-tcp", b.sinkPort);
