@@ -44,8 +44,8 @@ export const FATAL_CODES = new Set([
   "SUBDOMAIN_INVALID",
   "SUBDOMAIN_RESERVED",
   "VERSION_MISMATCH",
-  "SESSION_REPLACED",
-  "PROTOCOL_ERROR",
+  WireError.SESSION_REPLACED,
+  WireError.PROTOCOL_ERROR,
   // a tunnel's access settings: the same HELLO would be refused again
   "CIDR_INVALID",
   "BASIC_AUTH_INVALID",

@@ -23,6 +23,7 @@ import type { ActiveTunnel, LiveTunnels } from "../core/live.ts";
 import type { UserRow } from "../db/schema.ts";
 import { DEFAULT_POOL_SIZE } from "../db/open-postgres.ts";
 import { log, quietWarnings } from "../log.ts";
+import { WireError } from "../protocol/wire.ts";
 import type { Serving } from "../edge/other-nodes.ts";
 import type { Registry, Tunnel } from "../edge/registry.ts";
 import { readMessage, SHOWN_PAYLOAD, type Said } from "./messages.ts";
@@ -369,7 +370,7 @@ export class Cluster implements LiveView, LiveTunnels {
         const subdomain = m.name.startsWith("http:") ? m.name.slice(5) : undefined;
         const t = subdomain === undefined ? undefined : this.registry.tunnelBySubdomain(subdomain);
         if (!t) return;
-        if (t.agent) this.registry.closeSession(t.agent.sessionId, "SESSION_REPLACED", "the agent connected to another node");
+        if (t.agent) this.registry.closeSession(t.agent.sessionId, WireError.SESSION_REPLACED, "the agent connected to another node");
         else this.registry.remove(t);
         return;
       }

@@ -415,7 +415,7 @@ export class AgentConnection implements AgentLink {
       if (tunnels.length === 0 && refused[0]) throw refused[0].error;
       // the session being resumed (same token, half-open connection) gives way to this one
       if (admitted.resume) {
-        registry.closeSession(admitted.resume, "SESSION_REPLACED", "a newer connection of this agent took over", true);
+        registry.closeSession(admitted.resume, WireError.SESSION_REPLACED, "a newer connection of this agent took over", true);
       }
       this.ready = true;
       this.countHandshake("READY");

@@ -12,6 +12,7 @@
  *    written down.
  */
 import { log } from "../log.ts";
+import { WireError } from "../protocol/wire.ts";
 import type { AgentSessions } from "./agent-sessions.ts";
 import type { DirectListener } from "./direct.ts";
 import type { TrafficMeter } from "./meter.ts";
@@ -74,7 +75,7 @@ export async function drainEdge(d: Draining): Promise<void> {
   if (inFlight > 0) log.info("drain timeout: cutting the requests still in flight", { in_flight: inFlight });
   // 3. agents are told why, tunnels go, traffic is written down
   d.stopTimers();
-  d.agents.refuseAll("SERVER_SHUTDOWN", "the server is shutting down");
+  d.agents.refuseAll(WireError.SERVER_SHUTDOWN, "the server is shutting down");
   for (const t of d.registry.allTunnels()) d.registry.remove(t);
   await d.listener.stop(true);
   await d.redirect?.stop(true);

@@ -31,9 +31,6 @@ const KNOWN_CODES: ReadonlySet<string> = new Set([
   ...Object.values(WireError),
   "READY",
   "MOVE",
-  "KEEPALIVE_TIMEOUT",
-  "SERVER_SHUTDOWN",
-  "SESSION_REPLACED",
 ]);
 
 export const knownCode = (code: string): string => (KNOWN_CODES.has(code) ? code : "OTHER");
