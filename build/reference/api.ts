@@ -20,9 +20,13 @@ import { anchor, code, generatedNotice, page, table } from "./markdown.ts";
 type Schema = Record<string, any>;
 type Operation = Record<string, any>;
 
-/** The document exactly as GET /api/openapi.json answers it. */
-export async function servedOpenApi(): Promise<Record<string, any>> {
-  const dir = mkdtempSync(join(tmpdir(), "burrow-docs-"));
+/**
+ * The admin app as the server builds it (every option that adds routes
+ * given), on a throwaway database that is gone when `use` returns. Also what
+ * test/admin/openapi.test.ts reads the live route table from.
+ */
+export async function withFullAdminApp<T>(use: (app: ReturnType<typeof createAdminApp>) => T | Promise<T>): Promise<T> {
+  const dir = mkdtempSync(join(tmpdir(), "burrow-admin-app-"));
   const database = openDatabase(dir);
   try {
     const core = createCore({ store: database.store, systemSubdomains: [] });
@@ -33,15 +37,22 @@ export async function servedOpenApi(): Promise<Record<string, any>> {
       // as src/server.ts gives them
       operations: [...metricsRoutes({ render: async () => "", contentType: "text/plain" }, undefined), ...healthRoutes(new Readiness({}))],
     });
+    return await use(app);
+  } finally {
+    database.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The document exactly as GET /api/openapi.json answers it. */
+export function servedOpenApi(): Promise<Record<string, any>> {
+  return withFullAdminApp(async (app) => {
     const handlers = app.routes["/api/openapi.json"] as Record<string, (req: Request, server: Server<unknown>) => Promise<Response>>;
     const server = { requestIP: () => ({ address: "127.0.0.1", family: "IPv4", port: 0 }) } as unknown as Server<unknown>;
     const res = await handlers.GET!(new Request("http://127.0.0.1/api/openapi.json", { headers: { host: "127.0.0.1" } }), server);
     if (res.status !== 200) throw new Error(`GET /api/openapi.json answered ${res.status}`);
     return (await res.json()) as Record<string, any>;
-  } finally {
-    database.close();
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 }
 
 /** Past this, a maximum is only "a safe integer": not worth saying. */

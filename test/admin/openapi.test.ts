@@ -9,18 +9,11 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Validator } from "@seriousme/openapi-schema-validator";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import * as v from "valibot";
-import { createAdminApp } from "../../src/admin/app.ts";
-import { healthRoutes, Readiness } from "../../src/admin/health.ts";
-import { metricsRoutes } from "../../src/admin/metrics.ts";
 import { openApiPath } from "../../src/admin/openapi.ts";
 import { PANEL_PATHS } from "../../src/admin/panel/serve.ts";
+import { withFullAdminApp } from "../../build/reference/api.ts";
 import * as R from "../../src/admin/responses.ts";
-import { createCore } from "../../src/core/index.ts";
-import { openDatabase } from "../../src/db/open.ts";
 import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
 
@@ -38,26 +31,13 @@ beforeAll(async () => {
 afterAll(() => server?.stop());
 
 /** The admin app's route table as the server builds it: every option that adds routes is given. */
-function liveRouteTable(): { path: string; methods: string[] }[] {
-  const dir = mkdtempSync(join(tmpdir(), "burrow-openapi-"));
-  const database = openDatabase(dir);
-  try {
-    const core = createCore({ store: database.store, systemSubdomains: [] });
-    const app = createAdminApp(core, {
-      publicInfo: () => undefined,
-      backup: { dataDir: dir, sqlite: database.sqlite },
-      certificates: () => ({ mode: "off", certificates: [] }),
-      // as src/server.ts gives them
-      operations: [...metricsRoutes({ render: async () => "", contentType: "text/plain" }, undefined), ...healthRoutes(new Readiness({}))],
-    });
-    const panel = new Set<string>(PANEL_PATHS);
-    return Object.entries(app.routes)
+function liveRouteTable(): Promise<{ path: string; methods: string[] }[]> {
+  const panel = new Set<string>(PANEL_PATHS);
+  return withFullAdminApp((app) =>
+    Object.entries(app.routes)
       .filter(([path]) => !panel.has(path))
-      .map(([path, handlers]) => ({ path, methods: Object.keys(handlers as Record<string, unknown>) }));
-  } finally {
-    database.close();
-    rmSync(dir, { recursive: true, force: true });
-  }
+      .map(([path, handlers]) => ({ path, methods: Object.keys(handlers as Record<string, unknown>) })),
+  );
 }
 
 describe("the document", () => {
@@ -72,8 +52,8 @@ describe("the document", () => {
     expect(validator.version).toBe("3.1");
   });
 
-  test("documents every route of the live route table, each method", () => {
-    const table = liveRouteTable();
+  test("documents every route of the live route table, each method", async () => {
+    const table = await liveRouteTable();
     expect(table.length).toBeGreaterThan(15);
     const missing: string[] = [];
     for (const route of table) {
