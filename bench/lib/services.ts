@@ -22,7 +22,6 @@ export interface Nginx {
 export async function startNginx(procs: Processes, dir: string): Promise<Nginx> {
   const prefix = join(dir, "nginx");
   const www = join(prefix, "www");
-  mkdirSync(join(prefix, "tmp"), { recursive: true });
   mkdirSync(www, { recursive: true });
   // random bytes, so nothing on any path can compress them
   const mib = new Uint8Array(1024 * 1024);
@@ -38,39 +37,15 @@ export async function startNginx(procs: Processes, dir: string): Promise<Nginx> 
   for (const d of [dir, prefix, www]) chmodSync(d, 0o755);
 
   const port = freePort();
-  const conf = join(prefix, "nginx.conf");
-  const t = join(prefix, "tmp");
-  writeFileSync(
-    conf,
-    `worker_processes 1;
-pid ${join(prefix, "nginx.pid")};
-error_log ${join(prefix, "error.log")} warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
+  const child = await runNginx(procs, "nginx", prefix, port, `
   sendfile on;
   tcp_nopush on;
-  keepalive_timeout 120s;
-  keepalive_requests 100000000;
   default_type application/octet-stream;
-  client_body_temp_path ${t}/body;
-  proxy_temp_path ${t}/proxy;
-  fastcgi_temp_path ${t}/fastcgi;
-  uwsgi_temp_path ${t}/uwsgi;
-  scgi_temp_path ${t}/scgi;
   server {
     listen 127.0.0.1:${port};
     root ${www};
     location / { }
-  }
-}
-`,
-  );
-  const child = procs.spawn("nginx", [tool("nginx"), "-e", join(prefix, "error.log"), "-p", prefix, "-c", conf, "-g", "daemon off;"]);
-  await until("nginx to listen", () => {
-    if (child.done) throw new Error(`nginx exited: ${procs.tail(child)}`);
-    return isListening(port);
-  }, 10_000);
+  }`);
   const res = await fetch(`http://127.0.0.1:${port}/${FILES.small}`);
   if (res.status !== 200 || (await res.arrayBuffer()).byteLength !== 1024) throw new Error(`nginx does not serve ${FILES.small} (${res.status})`);
   return { port, child };
@@ -82,26 +57,8 @@ http {
  * keeps its own) and never spools a response to disk.
  */
 export async function startNginxProxy(procs: Processes, dir: string, upstreamPort: number): Promise<Nginx> {
-  const prefix = join(dir, "nginx-proxy");
-  const t = join(prefix, "tmp");
-  mkdirSync(t, { recursive: true });
   const port = freePort();
-  const conf = join(prefix, "nginx.conf");
-  writeFileSync(
-    conf,
-    `worker_processes 1;
-pid ${join(prefix, "nginx.pid")};
-error_log ${join(prefix, "error.log")} warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  keepalive_timeout 120s;
-  keepalive_requests 100000000;
-  client_body_temp_path ${t}/body;
-  proxy_temp_path ${t}/proxy;
-  fastcgi_temp_path ${t}/fastcgi;
-  uwsgi_temp_path ${t}/uwsgi;
-  scgi_temp_path ${t}/scgi;
+  const child = await runNginx(procs, "nginx-proxy", join(dir, "nginx-proxy"), port, `
   upstream origin {
     server 127.0.0.1:${upstreamPort};
     keepalive 64;
@@ -115,16 +72,43 @@ http {
       proxy_set_header Connection "";
       proxy_max_temp_file_size 0;
     }
-  }
+  }`);
+  return { port, child };
+}
+
+/**
+ * One nginx worker under `prefix` with what every bench nginx shares (its
+ * own pid, log and temp dirs, no access log, long keep-alive) and `http`
+ * lines of its own; resolves once it listens on `port`.
+ */
+async function runNginx(procs: Processes, name: string, prefix: string, port: number, http: string): Promise<Child> {
+  const t = join(prefix, "tmp");
+  mkdirSync(t, { recursive: true });
+  const conf = join(prefix, "nginx.conf");
+  writeFileSync(
+    conf,
+    `worker_processes 1;
+pid ${join(prefix, "nginx.pid")};
+error_log ${join(prefix, "error.log")} warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  keepalive_timeout 120s;
+  keepalive_requests 100000000;
+  client_body_temp_path ${t}/body;
+  proxy_temp_path ${t}/proxy;
+  fastcgi_temp_path ${t}/fastcgi;
+  uwsgi_temp_path ${t}/uwsgi;
+  scgi_temp_path ${t}/scgi;${http}
 }
 `,
   );
-  const child = procs.spawn("nginx-proxy", [tool("nginx"), "-e", join(prefix, "error.log"), "-p", prefix, "-c", conf, "-g", "daemon off;"]);
-  await until("the nginx proxy to listen", () => {
-    if (child.done) throw new Error(`nginx proxy exited: ${procs.tail(child)}`);
+  const child = procs.spawn(name, [tool("nginx"), "-e", join(prefix, "error.log"), "-p", prefix, "-c", conf, "-g", "daemon off;"]);
+  await until(`${name} to listen`, () => {
+    if (child.done) throw new Error(`${name} exited: ${procs.tail(child)}`);
     return isListening(port);
   }, 10_000);
-  return { port, child };
+  return child;
 }
 
 // ---------------------------------------------------------------- sshd and ssh -R
