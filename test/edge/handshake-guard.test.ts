@@ -3,21 +3,15 @@
  * line at once and then at most one a minute, carrying the count, however
  * many refusals it gets; a failure below the limit is not a refusal.
  */
-import { afterEach, beforeEach, expect, spyOn, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { HandshakeGuard } from "../../src/edge/handshake-guard.ts";
+import { captureConsole } from "../harness/console-lines.ts";
 
 let t = 1_700_000_000_000;
 const now = () => t;
-let lines: string[] = [];
-let spy: ReturnType<typeof spyOn>;
+const logged = captureConsole("log");
 
-beforeEach(() => {
-  lines = [];
-  spy = spyOn(console, "log").mockImplementation((line: string) => void lines.push(line));
-});
-afterEach(() => spy.mockRestore());
-
-const throttledLines = () => lines.filter((l) => l.includes("agent handshakes throttled"));
+const throttledLines = () => logged.lines.filter((l) => l.includes("agent handshakes throttled"));
 
 test("one line at the first refusal, then one a minute with the count since the last", () => {
   const guard = new HandshakeGuard(3, now);

@@ -3,17 +3,12 @@
  * many streams, the connection closed) and whose connection it was, once
  * every 10 s per reason; Mux.open() says the reason as an OpenRefused.
  */
-import { afterEach, beforeEach, expect, spyOn, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { openStream } from "../../src/edge/open-stream.ts";
 import { Mux, OpenRefused } from "../../src/protocol/mux.ts";
+import { captureConsole } from "../harness/console-lines.ts";
 
-let warnings: string[] = [];
-let spy: ReturnType<typeof spyOn>;
-beforeEach(() => {
-  warnings = [];
-  spy = spyOn(console, "warn").mockImplementation((line: string) => void warnings.push(line));
-});
-afterEach(() => spy.mockRestore());
+const logged = captureConsole("warn");
 
 const edgeMux = (maxStreams?: number) => new Mux({ role: "edge", maxStreams, send: () => "sent" });
 
@@ -40,7 +35,7 @@ test("too many streams on an agent's connection: no stream, and one line naming 
   expect(openStream(mux, {}, false, { session: "s-1" })).toBeDefined();
   expect(openStream(mux, {}, true, { session: "s-1" })).toBeDefined();
   for (let i = 0; i < 5; i++) expect(openStream(mux, {}, false, { session: "s-1" })).toBeUndefined();
-  const lines = warnings.filter((l) => l.includes("stream not opened"));
+  const lines = logged.lines.filter((l) => l.includes("stream not opened"));
   expect(lines).toHaveLength(1);
   expect(lines[0]).toContain("reason=too-many-streams");
   expect(lines[0]).toContain("session=s-1");
@@ -52,7 +47,7 @@ test("a closed link to another node: the line says closed and names the node", (
   const mux = edgeMux();
   mux.close();
   expect(openStream(mux, {}, false, { node: "n2" })).toBeUndefined();
-  const line = warnings.find((l) => l.includes("stream not opened"));
+  const line = logged.lines.find((l) => l.includes("stream not opened"));
   expect(line).toContain("reason=closed");
   expect(line).toContain("node=n2");
 });

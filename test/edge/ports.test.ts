@@ -5,7 +5,7 @@
  * listens on loopback ports chosen free, and one on an address that is not
  * this machine's; the rest through a listen that fails as the test says.
  */
-import { afterEach, beforeEach, expect, spyOn, test } from "bun:test";
+import { expect, test } from "bun:test";
 import type { TCPSocketListenOptions } from "bun";
 import { AppError } from "../../src/core/errors.ts";
 import type { Core } from "../../src/core/index.ts";
@@ -13,19 +13,14 @@ import { TrafficMeter } from "../../src/edge/meter.ts";
 import { PortAllocator, type Listen } from "../../src/edge/ports.ts";
 import { Registry } from "../../src/edge/registry.ts";
 import { freeRange } from "../harness/ports.ts";
+import { captureConsole } from "../harness/console-lines.ts";
 
 // the meter is never flushed here: no database behind it
 const registry = new Registry(new TrafficMeter({} as Core));
 const owner = { userId: 1, username: "ports", tokenId: 1 };
 const make = (port: number) => registry.newTunnel("tcp", { port }, owner, false);
 
-let errors: string[] = [];
-let spy: ReturnType<typeof spyOn>;
-beforeEach(() => {
-  errors = [];
-  spy = spyOn(console, "error").mockImplementation((line: string) => void errors.push(line));
-});
-afterEach(() => spy.mockRestore());
+const logged = captureConsole("error");
 
 /** A listen that fails with `code` on the ports `fails` says, and really listens on the others. */
 function failing(code: string, fails: (port: number) => boolean): { listen: Listen; tried: number[] } {
@@ -56,7 +51,7 @@ test("out of descriptors (EMFILE): refused with that cause after one try, not 'n
   expect(err.code).toBe("PORT_UNAVAILABLE");
   expect(err.message).toMatch(/^port \d+ could not be listened on: the server has too many open files \(EMFILE\)$/);
   expect(tried).toHaveLength(1); // every other port would fail the same way
-  const line = errors.find((l) => l.includes("tcp tunnel port could not be listened on"));
+  const line = logged.lines.find((l) => l.includes("tcp tunnel port could not be listened on"));
   expect(line).toContain(`port=${tried[0]}`);
   expect(line).toContain("code=EMFILE");
 });
@@ -89,7 +84,7 @@ test("EACCES on every port of the range: the refusal names it, not 'no free port
   expect(refusal(() => ports.bind(undefined, make)).message).toMatch(/could not be listened on: .*\(EACCES\)$/);
   expect(new Set(tried).size).toBe(5);
   // one line for the whole search: the others wait out the quiet period
-  expect(errors.filter((l) => l.includes("code=EACCES"))).toHaveLength(1);
+  expect(logged.lines.filter((l) => l.includes("code=EACCES"))).toHaveLength(1);
 });
 
 test("every port taken (EADDRINUSE) is still 'no free port', with nothing logged", () => {
@@ -99,7 +94,7 @@ test("every port taken (EADDRINUSE) is still 'no free port', with nothing logged
     const ports = new PortAllocator(range, "127.0.0.1", registry);
     expect(refusal(() => ports.bind(undefined, make)).message).toBe(`no free port in ${range.first}-${range.last}`);
     expect(refusal(() => ports.bind(range.first, make)).message).toBe(`port ${range.first} is in use`);
-    expect(errors).toEqual([]);
+    expect(logged.lines).toEqual([]);
   } finally {
     for (const l of held) l.stop(true);
   }
