@@ -96,6 +96,8 @@ let release: () => void = () => {};
 const upstream = Bun.serve({
   hostname: "127.0.0.1",
   port: 0,
+  // /hold is held on purpose until the test releases it: on a loaded machine that took longer than Bun's 10 s default
+  idleTimeout: 0,
   fetch: async (req) => {
     const path = new URL(req.url).pathname;
     if (path === "/hold") await new Promise<void>((r) => (release = r));
