@@ -4,11 +4,9 @@
  * protocol error, never a crash.
  */
 import * as v from "valibot";
+import { MAX_PAYLOAD } from "./wire.ts";
 
-const HeaderList = v.pipe(
-  v.array(v.tuple([v.pipe(v.string(), v.maxLength(256)), v.pipe(v.string(), v.maxLength(65536))])),
-  v.maxLength(1000),
-);
+/** Header fields in order, names as sent. */
 export type HeaderList = [string, string][];
 
 /** CIDRs or single addresses, IPv4 or IPv6, as written ("10.0.0.0/8", "::1"); the edge checks them. */
@@ -146,22 +144,29 @@ export const Refusal = v.object({
 });
 export type Refusal = v.InferOutput<typeof Refusal>;
 
-export const RequestHead = v.object({
-  method: v.pipe(v.string(), v.maxLength(32)),
-  path: v.pipe(v.string(), v.maxLength(65536)),
-  headers: HeaderList,
-});
-export type RequestHead = v.InferOutput<typeof RequestHead>;
-
-/** OPEN metadata, edge -> agent. */
+/**
+ * OPEN metadata, edge -> agent.
+ *
+ * kind "h1", one visitor request: `head` is the request head as the local
+ * service is to read it (request line, header fields, the blank line), in
+ * latin1, the edge's X-Forwarded-* and access rules already applied; the
+ * agent changes only Host, when told to. The request's body follows in DATA
+ * exactly as the visitor framed it (chunked stays chunked), and the edge's
+ * FIN comes after its last byte (with OPEN itself when there is none). The
+ * agent answers REPLY `{}` with the local service's first byte, then DATA:
+ * the response exactly as the service sent it (interim 1xx answers, head,
+ * body with its framing), nothing past its end, and FIN after its last byte.
+ * After a `101 Switching Protocols` both directions carry the new
+ * protocol's bytes until each side's FIN.
+ *
+ * kind "tcp", one visitor connection: no head; bytes both ways.
+ */
 export const OpenMeta = v.object({
   tunnel: v.string(),
-  kind: v.picklist(["http", "ws", "tcp"]),
+  kind: v.picklist(["h1", "tcp"]),
   /** The visitor's address, "ip:port". */
   remote: v.string(),
-  head: v.optional(RequestHead),
-  /** The request has a body (DATA follows); else the stream's edge side is already ended. */
-  body: v.optional(v.boolean()),
+  head: v.optional(v.pipe(v.string(), v.maxLength(MAX_PAYLOAD))),
 });
 export type OpenMeta = v.InferOutput<typeof OpenMeta>;
 
@@ -181,72 +186,19 @@ export type RelayedMeta = OpenMeta & {
   warn?: boolean;
 };
 
-/** REPLY metadata for http: the local service's response head. */
-export const ResponseHead = v.object({
-  status: v.pipe(v.number(), v.integer(), v.minValue(100), v.maxValue(999)),
-  headers: HeaderList,
-});
-export type ResponseHead = v.InferOutput<typeof ResponseHead>;
-
-/**
- * REPLY metadata for ws: the subprotocol the local service chose. A ws REPLY
- * that is a ResponseHead instead (a status, and a Content-Length for the body
- * that follows) refuses the upgrade with that answer: another node sends it
- * when the tunnel's access rules turn a relayed visitor away.
- */
-export const WsReply = v.object({ protocol: v.optional(v.string()) });
-
 // -- per-request fast paths ---------------------------------------------------------------------
 // OPEN and REPLY metadata arrive once per visitor request: checked by hand, as the schemas
 // above describe, because a generic schema walk costs more than the rest of the request.
 
-function isHeaderList(x: unknown): x is HeaderList {
-  if (!Array.isArray(x) || x.length > 1000) return false;
-  for (const pair of x) {
-    if (!Array.isArray(pair) || pair.length !== 2) return false;
-    const [n, v] = pair;
-    if (typeof n !== "string" || typeof v !== "string" || n.length > 256 || v.length > 65536) return false;
-  }
-  return true;
-}
-
-const OPEN_KINDS = new Set(["http", "ws", "tcp"]);
+const OPEN_KINDS = new Set(["h1", "tcp"]);
 
 /** OpenMeta, or undefined when `raw` does not fit it. */
 export function readOpenMeta(raw: unknown): OpenMeta | undefined {
   if (typeof raw !== "object" || raw === null) return undefined;
   const m = raw as Record<string, unknown>;
   if (typeof m.tunnel !== "string" || typeof m.remote !== "string" || !OPEN_KINDS.has(m.kind as string)) return undefined;
-  if (m.body !== undefined && typeof m.body !== "boolean") return undefined;
-  if (m.head !== undefined) {
-    const h = m.head as Record<string, unknown>;
-    if (typeof h !== "object" || h === null) return undefined;
-    if (typeof h.method !== "string" || h.method.length > 32 || typeof h.path !== "string" || h.path.length > 65536) return undefined;
-    if (!isHeaderList(h.headers)) return undefined;
-  }
+  if (m.head !== undefined && (typeof m.head !== "string" || m.head.length > MAX_PAYLOAD)) return undefined;
+  if (m.kind === "h1" && m.head === undefined) return undefined;
   return m as OpenMeta;
 }
 
-/**
- * Whether a response with this status can be given to a visitor: 101 (the
- * switch to a WebSocket) and 200-599. The other 1xx are interim answers,
- * never a final one, and 600-999 fit a status line but mean nothing in
- * HTTP; Bun's Response refuses both.
- */
-export function isFinalStatus(status: number): boolean {
-  return status === 101 || (status >= 200 && status <= 599);
-}
-
-/**
- * ResponseHead, or why `raw` is none a visitor can be given: a sentence
- * about the tunnel (its agent, its local service) for the visitor's 502.
- */
-export function readResponseHead(raw: unknown): ResponseHead | string {
-  if (typeof raw !== "object" || raw === null) return "its agent sent a malformed response";
-  const r = raw as Record<string, unknown>;
-  const status = r.status as number;
-  if (!Number.isInteger(status) || status < 100 || status > 999 || !isHeaderList(r.headers)) return "its agent sent a malformed response";
-  // burrow's agent passes a local service's status on as it came: this is the one place it is judged
-  if (!isFinalStatus(status)) return `its local service sent an invalid status ${status}`;
-  return r as ResponseHead;
-}

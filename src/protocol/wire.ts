@@ -22,8 +22,13 @@
  * overrunning it is a protocol error that ends the whole connection.
  */
 
-/** Bumped when frames change incompatibly; sent in HELLO, checked by the edge. */
-export const PROTOCOL_VERSION = 1;
+/**
+ * Bumped when frames change incompatibly; sent in HELLO, checked by the edge.
+ * 2: an HTTP request is one "h1" stream carrying the request and response
+ * as their bytes (messages.ts OpenMeta), where 1 had JSON heads and
+ * WebSocket records.
+ */
+export const PROTOCOL_VERSION = 2;
 
 export const FrameType = {
   /** agent -> edge, stream 0: JSON Hello (version, token, tunnels wanted). */
@@ -52,9 +57,9 @@ export const FrameType = {
    * to an agent whose HELLO said it understands (\`drain\`).
    */
   DRAIN: 0x08,
-  /** opener -> acceptor: a new stream; JSON metadata (tunnel, kind, request head). */
+  /** opener -> acceptor: a new stream; JSON metadata (tunnel, kind, request head: messages.ts OpenMeta). */
   OPEN: 0x10,
-  /** acceptor -> opener: the stream is accepted; JSON metadata (e.g. response head). */
+  /** acceptor -> opener: the stream is accepted, its answer begins; JSON metadata (`{}` for h1 and tcp). */
   REPLY: 0x11,
   /** either way: bytes; at most the credit granted. */
   DATA: 0x12,

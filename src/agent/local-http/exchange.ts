@@ -16,10 +16,10 @@ import type { Stream } from "../../protocol/mux.ts";
 import { MAX_DATA_PAYLOAD, WireError } from "../../protocol/wire.ts";
 import type { ExchangeTap } from "../inspector/tap.ts";
 import type { ConnectionUser, LocalConnection } from "./connection.ts";
-import { replyHeaders, type ParsedHead } from "./head.ts";
+import { replyHeaders, type ParsedHead } from "../../http/response-head.ts";
 import type { ConnectionPool } from "./pool.ts";
 import { frameChunk, LAST_CHUNK, type LocalRequest } from "./request.ts";
-import { ResponseParser, type ResponseSink } from "./response.ts";
+import { ResponseParser, type ResponseSink } from "../../http/response-reader.ts";
 
 export interface ExchangeReport {
   /** The final response head arrived: the moment the request log measures. */

@@ -4,8 +4,8 @@
  * cut at any single point, and malformed ones must fail with a reason.
  */
 import { describe, expect, test } from "bun:test";
-import type { ParsedHead } from "../../src/agent/local-http/head.ts";
-import { MAX_HEAD_BYTES, ResponseParser } from "../../src/agent/local-http/response.ts";
+import type { ParsedHead } from "../../src/http/response-head.ts";
+import { MAX_HEAD_BYTES, ResponseParser } from "../../src/http/response-reader.ts";
 
 interface Reading {
   heads: ParsedHead[];
@@ -102,7 +102,7 @@ describe("framing", () => {
     expect(r.error).toBeUndefined();
     expect(r.ended).toBe(1);
     expect(r.heads[0]!.framing).toBe("none");
-    expect(r.heads[0]!.headers).toContainEqual(["content-length", "12345"]);
+    expect(r.heads[0]!.headers).toContainEqual(["Content-Length", "12345"]);
     expect(r.heads[0]!.keepAlive).toBe(true);
   });
 
@@ -138,14 +138,14 @@ describe("framing", () => {
     expect(r.heads[0]!.keepAlive).toBe(false);
   });
 
-  test("repeated fields stay apart and in order, names lower-cased, values trimmed", () => {
+  test("repeated fields stay apart and in order, names as sent, values trimmed", () => {
     const r = read(["HTTP/1.1 200 OK\r\nSet-Cookie: a=1, b\r\nX-Multi:  first \r\nset-cookie: c=2\r\nX-Multi:second\r\nContent-Length: 0\r\n\r\n"]);
     expect(r.heads[0]!.headers).toEqual([
-      ["set-cookie", "a=1, b"],
-      ["x-multi", "first"],
+      ["Set-Cookie", "a=1, b"],
+      ["X-Multi", "first"],
       ["set-cookie", "c=2"],
-      ["x-multi", "second"],
-      ["content-length", "0"],
+      ["X-Multi", "second"],
+      ["Content-Length", "0"],
     ]);
   });
 

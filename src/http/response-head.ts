@@ -5,15 +5,19 @@
  * two ways (content-length, transfer-encoding); a head that does not parse is
  * an error string, never a guess.
  */
-import type { HeaderList } from "../../protocol/messages.ts";
-import { HOP_BY_HOP } from "../../http/header-list.ts";
+import type { HeaderList } from "../protocol/messages.ts";
+import { HOP_BY_HOP } from "./header-list.ts";
 
 /** How the body after the head is delimited (RFC 9112 §6.3). */
 export type BodyFraming = "none" | "length" | "chunked" | "close";
 
 export interface ParsedHead {
   status: number;
-  /** Every header field in order, names lower-cased, repeated fields kept apart. */
+  /** The reason phrase as sent (may be empty). */
+  reason: string;
+  /** 0 for HTTP/1.0, 1 for HTTP/1.1. */
+  minor: 0 | 1;
+  /** Every header field in order, names as sent, repeated fields kept apart. */
   headers: HeaderList;
   framing: BodyFraming;
   /** The body's length for "length" framing (0 for "none"). */
@@ -26,7 +30,7 @@ export interface ParsedHead {
 export const MAX_HEADER_FIELDS = 1000;
 const MAX_NAME_LENGTH = 256;
 
-const STATUS_LINE = /^HTTP\/1\.([01]) ([1-9][0-9]{2})(?: [^\x00-\x08\x0a-\x1f\x7f]*)?$/;
+const STATUS_LINE = /^HTTP\/1\.([01]) ([1-9][0-9]{2})(?: ([^\x00-\x08\x0a-\x1f\x7f]*))?$/;
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** Field values: visible bytes, spaces, tabs and obs-text; no CR, LF, NUL or other controls. */
 const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
@@ -59,7 +63,7 @@ export function parseHead(text: string, requestMethod: string): ParsedHead | str
     const value = line.slice(colon + 1).trim();
     if (!FIELD_VALUE.test(value)) return `control characters in header ${name}`;
     const lower = name.toLowerCase();
-    headers.push([lower, value]);
+    headers.push([name, value]);
     if (lower === "content-length") (lengths ??= []).push(...value.split(",").map((v) => v.trim()));
     else if (lower === "transfer-encoding") (codings ??= []).push(...value.toLowerCase().split(",").map((v) => v.trim()).filter(Boolean));
     else if (lower === "connection") connection += `,${value.toLowerCase()}`;
@@ -87,7 +91,7 @@ export function parseHead(text: string, requestMethod: string): ParsedHead | str
     framing = "close";
     keepAlive = false;
   }
-  return { status: code, headers, framing, length, keepAlive };
+  return { status: code, reason: status[3] ?? "", minor: http10 ? 0 : 1, headers, framing, length, keepAlive };
 }
 
 /**
@@ -99,14 +103,14 @@ export function parseHead(text: string, requestMethod: string): ParsedHead | str
 export function replyHeaders(head: ParsedHead): HeaderList {
   let connectionListed: Set<string> | undefined;
   for (const [name, value] of head.headers) {
-    if (name !== "connection") continue;
+    if (name.toLowerCase() !== "connection") continue;
     connectionListed ??= new Set();
     for (const t of value.split(",")) if (t.trim()) connectionListed.add(t.trim().toLowerCase());
   }
   const out: HeaderList = [];
   let lengthSeen = false;
   for (const pair of head.headers) {
-    const name = pair[0];
+    const name = pair[0].toLowerCase();
     if (HOP_BY_HOP.has(name) || connectionListed?.has(name)) continue;
     if (name === "content-length") {
       if (head.framing === "chunked" || head.framing === "close" || lengthSeen) continue;
@@ -116,7 +120,7 @@ export function replyHeaders(head: ParsedHead): HeaderList {
         continue;
       }
     }
-    out.push(pair);
+    out.push([name, pair[1]]);
   }
   return out;
 }

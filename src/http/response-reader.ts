@@ -5,28 +5,35 @@
  * never held here; only an incomplete head is, up to MAX_HEAD_BYTES.
  */
 import { ChunkedDecoder } from "./chunked.ts";
-import { parseHead, type ParsedHead } from "./head.ts";
+import { HeadReader } from "./head-reader.ts";
+import { parseHead, type ParsedHead } from "./response-head.ts";
 
 export interface ResponseSink {
+  /** An interim answer (100 Continue, 103 Early Hints): the final one follows. */
+  interim?(head: ParsedHead): void;
   head(head: ParsedHead): void;
+  /** A piece of the body, its framing (chunk sizes, trailers) taken off. */
   body(piece: Uint8Array): void;
   /** The response is complete. */
   end(): void;
+  /**
+   * The response's bytes as they came, framing and interim answers
+   * included, in order and nothing past its end: for a reader that passes
+   * the response on as sent. Called before the head, body or end they hold.
+   */
+  raw?(bytes: Uint8Array, part: "interim" | "head" | "body"): void;
 }
 
 /** Status line and header fields together; more is a broken or hostile service. */
 export const MAX_HEAD_BYTES = 64 * 1024;
 /** 100 Continue, 103 Early Hints...: a few are normal, an endless run is not. */
 const MAX_INTERIM = 16;
-const HEAD_END = Buffer.from("\r\n\r\n");
 
 type Phase = "head" | "length" | "chunked" | "close" | "done" | "failed";
 
 export class ResponseParser {
   private phase: Phase = "head";
-  /** Bytes of a head that came in pieces; undefined while none is pending. */
-  private partial: Uint8Array | undefined;
-  private partialLength = 0;
+  private readonly heads = new HeadReader(MAX_HEAD_BYTES);
   private remaining = 0;
   private chunked: ChunkedDecoder | undefined;
   private interim = 0;
@@ -34,6 +41,8 @@ export class ResponseParser {
   started = false;
   /** Bytes came after the response ended: the connection is not in a state to reuse. */
   overflow = false;
+  /** Where in the input that completed the response it ended: what follows is not part of it. */
+  endedAt = -1;
 
   constructor(
     private readonly requestMethod: string,
@@ -56,6 +65,7 @@ export class ResponseParser {
   /** Feeds received bytes; returns why the response is malformed, if it is. */
   push(bytes: Uint8Array): string | undefined {
     if (bytes.byteLength > 0) this.started = true;
+    const raw = this.sink.raw;
     let at = 0;
     while (at < bytes.byteLength) {
       switch (this.phase) {
@@ -64,28 +74,40 @@ export class ResponseParser {
           if (typeof next === "string") return this.fail(next);
           if (next < 0) return undefined; // the head continues in the next piece
           at = next;
+          if (this.complete) this.endedAt = at;
           break;
         }
         case "length": {
           const take = Math.min(this.remaining, bytes.byteLength - at);
           this.remaining -= take;
-          this.sink.body(at === 0 && take === bytes.byteLength ? bytes : bytes.subarray(at, at + take));
+          const piece = at === 0 && take === bytes.byteLength ? bytes : bytes.subarray(at, at + take);
+          raw?.(piece, "body");
+          this.sink.body(piece);
           at += take;
-          if (this.remaining === 0) this.finish();
+          if (this.remaining === 0) {
+            this.endedAt = at;
+            this.finish();
+          }
           break;
         }
         case "chunked": {
           const decoder = this.chunked!;
           const error = decoder.feed(bytes, at, this.deliverChunk);
           if (error) return this.fail(error);
+          const end = decoder.done ? decoder.endedAt : bytes.byteLength;
+          raw?.(at === 0 && end === bytes.byteLength ? bytes : bytes.subarray(at, end), "body");
           if (!decoder.done) return undefined;
-          at = decoder.endedAt;
+          at = end;
+          this.endedAt = at;
           this.finish();
           break;
         }
-        case "close":
-          this.sink.body(at === 0 ? bytes : bytes.subarray(at));
+        case "close": {
+          const piece = at === 0 ? bytes : bytes.subarray(at);
+          raw?.(piece, "body");
+          this.sink.body(piece);
           return undefined;
+        }
         case "done":
           this.overflow = true;
           return undefined;
@@ -120,63 +142,32 @@ export class ResponseParser {
 
   /** Returns the offset after the head, -1 if incomplete, or an error reason. */
   private readHead(bytes: Uint8Array, at: number): number | string {
-    const view = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    let text: string;
-    let next: number;
-    if (this.partial === undefined) {
-      // the usual case: the whole head in one piece, read where it lies
-      const end = view.indexOf(HEAD_END, at);
-      if (end < 0 || end + 4 - at > MAX_HEAD_BYTES) return this.keepPartial(view, at);
-      text = view.toString("latin1", at, end);
-      next = end + 4;
-    } else {
-      const searchFrom = Math.max(0, this.partialLength - 3);
-      const room = MAX_HEAD_BYTES - this.partialLength;
-      const take = Math.min(room, view.byteLength - at);
-      this.append(view.subarray(at, at + take));
-      const buffered = Buffer.from(this.partial.buffer, 0, this.partialLength);
-      const end = buffered.indexOf(HEAD_END, searchFrom);
-      if (end < 0) return take < view.byteLength - at || this.partialLength >= MAX_HEAD_BYTES ? tooLarge() : -1;
-      text = buffered.toString("latin1", 0, end);
-      // the bytes after the head in this piece: those not taken into the buffer beyond the end mark
-      next = at + take - (this.partialLength - (end + 4));
-      this.partial = undefined;
-      this.partialLength = 0;
-    }
-    const head = parseHead(text, this.requestMethod);
+    const raw = this.sink.raw;
+    const read = this.heads.read(bytes, at, raw !== undefined);
+    if (read === "incomplete") return -1;
+    if (read === "too-large") return `response head larger than ${MAX_HEAD_BYTES / 1024} KiB`;
+    if (read === "bare-lf") return "response head lines not ended by CRLF";
+    const head = parseHead(read.text, this.requestMethod);
     if (typeof head === "string") return head;
+    const headBytes = raw && (read.raw ?? bytes.subarray(at, read.next));
     if (head.status < 200 && head.status !== 101) {
       if (++this.interim > MAX_INTERIM) return `more than ${MAX_INTERIM} interim responses`;
-      return next; // 100 Continue and friends: the real answer follows
+      // 100 Continue and friends: the real answer follows
+      this.sink.interim?.(head);
+      if (headBytes) raw!(headBytes, "interim");
+      return read.next;
     }
-    this.begin(head);
-    return next;
+    this.begin(head, headBytes);
+    return read.next;
   }
 
-  private keepPartial(view: Buffer, at: number): number | string {
-    if (view.byteLength - at >= MAX_HEAD_BYTES) return tooLarge();
-    this.append(view.subarray(at));
-    return -1;
-  }
-
-  private append(piece: Uint8Array): void {
-    const needed = this.partialLength + piece.byteLength;
-    if (!this.partial || this.partial.byteLength < needed) {
-      // grows by doubling: a head trickling in byte by byte costs linear time, not quadratic
-      const grown = new Uint8Array(Math.min(MAX_HEAD_BYTES, Math.max(needed, (this.partial?.byteLength ?? 512) * 2)));
-      if (this.partial) grown.set(this.partial.subarray(0, this.partialLength));
-      this.partial = grown;
-    }
-    this.partial.set(piece, this.partialLength);
-    this.partialLength = needed;
-  }
-
-  private begin(head: ParsedHead): void {
+  private begin(head: ParsedHead, headBytes: Uint8Array | undefined): void {
     // a bodiless answer reads as a body of length 0
     this.phase = head.framing === "none" ? "length" : head.framing;
     this.remaining = head.length;
     if (head.framing === "chunked") this.chunked = new ChunkedDecoder();
     this.sink.head(head);
+    if (headBytes) this.sink.raw!(headBytes, "head");
     if (this.phase === "length" && this.remaining === 0) this.finish();
   }
 
@@ -192,4 +183,3 @@ export class ResponseParser {
   }
 }
 
-const tooLarge = () => `response head larger than ${MAX_HEAD_BYTES / 1024} KiB`;

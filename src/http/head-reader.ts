@@ -1,0 +1,97 @@
+/**
+ * Gathers one message head (a request's or a response's) from bytes as they
+ * arrive, up to the blank line that ends it. A head that comes in one piece
+ * is read where it lies; one that comes in pieces is held, at most `max`
+ * bytes, in a buffer that grows by doubling (a head trickling in byte by
+ * byte costs linear time, not quadratic).
+ *
+ * Lines end in CRLF. A bare LF where a head could end (LF LF, or CRLF LF) is
+ * refused at once rather than waited on: a sender that ends lines with LF
+ * alone would otherwise hang until the size cap or a timeout, and a reader
+ * that took LF for CRLF where another did not is how requests are smuggled.
+ */
+
+const HEAD_END = Buffer.from("\r\n\r\n");
+const BARE_LF_END = Buffer.from("\n\n");
+const MIXED_END = Buffer.from("\r\n\n");
+
+export type HeadRead =
+  /** The head's text (latin1, without the blank line) and where in the input the bytes after it start. */
+  | { text: string; next: number; raw?: Uint8Array }
+  /** Not yet complete: everything from `at` was taken and is held. */
+  | "incomplete"
+  /** Longer than allowed, or lines that end in LF alone. */
+  | "too-large"
+  | "bare-lf";
+
+export class HeadReader {
+  /** Bytes of a head that came in pieces; undefined while none is pending. */
+  private partial: Uint8Array | undefined;
+  private partialLength = 0;
+
+  constructor(private readonly max: number) {}
+
+  /** Bytes held of a head not yet complete. */
+  get pending(): number {
+    return this.partialLength;
+  }
+
+  /**
+   * Reads a head from `bytes` at `at`. With `keepRaw`, a head that came in
+   * pieces also comes back as its bytes (`raw`, the blank line included), for
+   * a caller that passes heads on as they arrived.
+   */
+  read(bytes: Uint8Array, at: number, keepRaw = false): HeadRead {
+    const view = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    if (this.partial === undefined) {
+      const end = view.indexOf(HEAD_END, at);
+      if (end >= 0 && end + 4 - at <= this.max) {
+        if (bareLf(view, at, end)) return "bare-lf";
+        return { text: view.toString("latin1", at, end), next: end + 4 };
+      }
+      if (end < 0 && bareLf(view, at, view.byteLength)) return "bare-lf";
+      if (view.byteLength - at >= this.max) return "too-large";
+      this.append(view.subarray(at));
+      return "incomplete";
+    }
+    const searchFrom = Math.max(0, this.partialLength - 3);
+    const take = Math.min(this.max - this.partialLength, view.byteLength - at);
+    this.append(view.subarray(at, at + take));
+    const buffered = Buffer.from(this.partial.buffer, 0, this.partialLength);
+    const end = buffered.indexOf(HEAD_END, searchFrom);
+    if (end < 0) {
+      if (bareLf(buffered, Math.max(0, searchFrom - 1), buffered.byteLength)) return "bare-lf";
+      return take < view.byteLength - at || this.partialLength >= this.max ? "too-large" : "incomplete";
+    }
+    if (bareLf(buffered, 0, end)) return "bare-lf";
+    const text = buffered.toString("latin1", 0, end);
+    // the bytes after the head in this piece: those taken into the buffer beyond the end mark go back
+    const next = at + take - (this.partialLength - (end + 4));
+    const raw = keepRaw ? buffered.slice(0, end + 4) : undefined;
+    this.reset();
+    return raw ? { text, next, raw } : { text, next };
+  }
+
+  /** Forgets a pending head. */
+  reset(): void {
+    this.partial = undefined;
+    this.partialLength = 0;
+  }
+
+  private append(piece: Uint8Array): void {
+    const needed = this.partialLength + piece.byteLength;
+    if (!this.partial || this.partial.byteLength < needed) {
+      const grown = new Uint8Array(Math.min(this.max, Math.max(needed, (this.partial?.byteLength ?? 512) * 2)));
+      if (this.partial) grown.set(this.partial.subarray(0, this.partialLength));
+      this.partial = grown;
+    }
+    this.partial.set(piece, this.partialLength);
+    this.partialLength = needed;
+  }
+}
+
+/** Whether `view[from, to)` holds a place where a head would end on a bare LF. */
+function bareLf(view: Buffer, from: number, to: number): boolean {
+  const head = view.subarray(from, to); // never searched into a body that follows
+  return head.indexOf(BARE_LF_END) >= 0 || head.indexOf(MIXED_END) >= 0;
+}

@@ -1,0 +1,157 @@
+/**
+ * A visitor's request head, from its text to what the edge decides on: the
+ * method, target and version as sent, the header fields in their order with
+ * their names' case, how the body is framed, and whether the connection may
+ * carry another request.
+ *
+ * Strict wherever a lax reading could frame the body two ways, which is how
+ * requests are smuggled past one server to the next (RFC 9112 §6.3, §11.2):
+ * Transfer-Encoding with Content-Length, lengths that disagree, a coding list
+ * that does not end in chunked, whitespace before a colon, folded lines,
+ * control characters. A head that does not parse is a refusal with the
+ * status to answer, never a guess.
+ */
+
+export type RequestFraming = "none" | "length" | "chunked";
+
+export interface RequestHead {
+  method: string;
+  /** The request target as sent, in origin form ("/a?b") or "*"; an absolute-form target is given here as its path. */
+  target: string;
+  /** 0 for HTTP/1.0, 1 for HTTP/1.1. */
+  minor: 0 | 1;
+  /** Every header field in order, names as sent, values without the whitespace around them. */
+  fields: [string, string][];
+  /** The Host (or an absolute-form target's authority); undefined when the request named none. */
+  host: string | undefined;
+  framing: RequestFraming;
+  /** The body's length for "length" framing. */
+  length: number;
+  /** The connection may carry another request after this one. */
+  keepAlive: boolean;
+  /** `Expect: 100-continue`: the client waits for a 100 (or the final answer) before its body. */
+  expectContinue: boolean;
+  /** What the client asks to switch to (the Upgrade field, lower-cased) when Connection lists `upgrade`. */
+  upgrade: string | undefined;
+}
+
+export interface HeadRefusal {
+  status: 400 | 417 | 431 | 501 | 505;
+  /** Why, in words for the sender (never echoes what was sent). */
+  why: string;
+}
+
+export const MAX_REQUEST_FIELDS = 256;
+const MAX_NAME_LENGTH = 256;
+
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/** method SP request-target SP HTTP-version; the target is visible ASCII. */
+const REQUEST_LINE = /^([!#$%&'*+\-.^_`|~0-9A-Za-z]+) ([\x21-\x7e]+) HTTP\/(\d)\.(\d)$/;
+/** Field values: visible bytes, spaces, tabs and obs-text; no CR, LF, NUL or other controls. */
+const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+const DIGITS = /^[0-9]{1,15}$/;
+const ABSOLUTE = /^https?:\/\/([^/?#]*)([^#]*)$/i;
+
+const refuse = (status: HeadRefusal["status"], why: string): HeadRefusal => ({ status, why });
+
+/** Parses a request head: the request line and header lines, separated by CRLF, without the blank line that ends it. */
+export function parseRequestHead(text: string): RequestHead | HeadRefusal {
+  const lines = text.split("\r\n");
+  const line = REQUEST_LINE.exec(lines[0]!);
+  if (!line) {
+    if (/^\S+ \S+ \S+$/.test(lines[0]!) && !/ HTTP\/\d\.\d$/.test(lines[0]!)) return refuse(505, "Only HTTP/1.0 and HTTP/1.1 are spoken here.");
+    return refuse(400, "The request line is malformed.");
+  }
+  if (line[3] !== "1" || (line[4] !== "0" && line[4] !== "1")) return refuse(505, "Only HTTP/1.0 and HTTP/1.1 are spoken here.");
+  const minor = line[4] === "0" ? 0 : 1;
+  const method = line[1]!;
+  let target = line[2]!;
+  let authority: string | undefined;
+  if (target[0] !== "/") {
+    const absolute = ABSOLUTE.exec(target);
+    if (absolute) {
+      // absolute form (RFC 9112 §3.2.2): its authority names the host, whatever Host says
+      authority = absolute[1]!;
+      target = absolute[2] === "" ? "/" : absolute[2]![0] === "?" ? `/${absolute[2]}` : absolute[2]!;
+      if (target[0] !== "/") return refuse(400, "The request target is malformed.");
+    } else if (target !== "*" || method !== "OPTIONS") {
+      return refuse(400, method === "CONNECT" ? "CONNECT is not served here." : "The request target is malformed.");
+    }
+  }
+  if (lines.length - 1 > MAX_REQUEST_FIELDS) return refuse(431, `More than ${MAX_REQUEST_FIELDS} header fields.`);
+
+  const fields: [string, string][] = [];
+  let hosts = 0;
+  let host: string | undefined;
+  let lengths: string[] | undefined;
+  let codings: string[] | undefined;
+  let connection = "";
+  let upgradeField: string | undefined;
+  let expect: string | undefined;
+  for (let i = 1; i < lines.length; i++) {
+    const l = lines[i]!;
+    const colon = l.indexOf(":");
+    // a line starting with whitespace is obsolete folding; whitespace before the colon is forbidden (RFC 9112 §5.1, §5.2)
+    if (colon <= 0) return refuse(400, "A header line is malformed.");
+    const name = l.slice(0, colon);
+    if (name.length > MAX_NAME_LENGTH || !TOKEN.test(name)) return refuse(400, "A header name is malformed.");
+    const value = l.slice(colon + 1).trim();
+    if (!FIELD_VALUE.test(value)) return refuse(400, "A header value holds control characters.");
+    fields.push([name, value]);
+    switch (name.toLowerCase()) {
+      case "host":
+        hosts++;
+        host = value;
+        break;
+      case "content-length":
+        (lengths ??= []).push(...value.split(",").map((v) => v.trim()));
+        break;
+      case "transfer-encoding":
+        (codings ??= []).push(...value.toLowerCase().split(",").map((v) => v.trim()));
+        break;
+      case "connection":
+        connection += `,${value.toLowerCase()}`;
+        break;
+      case "upgrade":
+        upgradeField = value.toLowerCase();
+        break;
+      case "expect":
+        expect = expect === undefined ? value.toLowerCase() : `${expect},${value.toLowerCase()}`;
+        break;
+    }
+  }
+  // exactly one Host in HTTP/1.1 (RFC 9112 §3.2): two could route the request two ways
+  if (hosts > 1) return refuse(400, "The request has more than one Host header.");
+  if (hosts === 0 && minor === 1 && authority === undefined) return refuse(400, "The Host header is missing.");
+
+  let framing: RequestFraming = "none";
+  let length = 0;
+  if (codings) {
+    if (minor === 0) return refuse(400, "Transfer-Encoding is not HTTP/1.0.");
+    if (lengths) return refuse(400, "The request has both Transfer-Encoding and Content-Length.");
+    if (codings.some((c) => !TOKEN.test(c))) return refuse(400, "The Transfer-Encoding header is malformed.");
+    // the body's end is known only when chunked is the last coding (RFC 9112 §6.3)
+    if (codings[codings.length - 1] !== "chunked" || codings.indexOf("chunked") !== codings.length - 1) {
+      return refuse(codings.includes("chunked") ? 400 : 501, "Only a chunked Transfer-Encoding is understood.");
+    }
+    framing = "chunked";
+  } else if (lengths) {
+    const first = lengths[0]!;
+    if (!DIGITS.test(first) || lengths.some((v) => v !== first)) return refuse(400, "The Content-Length header is malformed.");
+    length = Number(first);
+    if (length > 0) framing = "length";
+  }
+
+  const tokens = connection.split(",").map((t) => t.trim());
+  const keepAlive = minor === 1 ? !tokens.includes("close") : tokens.includes("keep-alive");
+  let expectContinue = false;
+  if (expect !== undefined) {
+    // 100-continue is the only expectation there is (RFC 9110 §10.1.1)
+    if (expect.split(",").some((e) => e.trim() !== "100-continue")) return refuse(417, "Only Expect: 100-continue is understood.");
+    expectContinue = minor === 1;
+  }
+  const upgrade = upgradeField !== undefined && tokens.includes("upgrade") ? upgradeField : undefined;
+  return { method, target, minor, fields, host: authority ?? host, framing, length, keepAlive, expectContinue, upgrade };
+}
+
+export const isRefusal = (x: RequestHead | HeadRefusal): x is HeadRefusal => "status" in x;
