@@ -11,7 +11,12 @@
  */
 import { webSocketLink, type Link } from "../sockets/links.ts";
 import { log } from "../log.ts";
-import { readOpenMeta, readResponseHead, type OpenMeta, type RelayedMeta } from "../protocol/messages.ts";
+import { isRefusal, parseRequestHead } from "../http/request-head.ts";
+import { responseBytes } from "../http/response-bytes.ts";
+import type { ParsedHead } from "../http/response-head.ts";
+import { ResponseParser } from "../http/response-reader.ts";
+import { readOpenMeta, type OpenMeta, type RelayedMeta } from "../protocol/messages.ts";
+import type { AccessPolicy } from "../edge/access/policy.ts";
 import { Mux, type SendResult, type Stream } from "../protocol/mux.ts";
 import { DEAD_AFTER_MS, WireError } from "../protocol/wire.ts";
 import type { AgentLink, Registry, Tunnel } from "../edge/registry.ts";
@@ -52,7 +57,7 @@ export class RelayIn {
     const t = meta && meta.kind !== "tcp" && meta.head ? this.registry.tunnelBySubdomain(meta.tunnel) : undefined;
     if (!t || !meta) return refuseRelayed(down);
     if (!t.access) {
-      if (meta.warn && !t.skipWarning) return void answer(down, warningFor(visitedHost(meta), t.username, meta.head!.path)).catch(() => refuseRelayed(down));
+      if (meta.warn && !t.skipWarning) return void answer(down, warningFor(visitedHost(meta), t.username, visitedTarget(meta)), false).catch(() => refuseRelayed(down));
       return this.forward(down, t, meta);
     }
     void this.admitted(down, t, meta).catch((err) => {
@@ -69,54 +74,101 @@ export class RelayIn {
    */
   private async admitted(down: Stream, t: Tunnel, meta: RelayedMeta): Promise<void> {
     const policy = t.access!;
-    const head = meta.head!;
+    const head = parseRequestHead(meta.head!.slice(0, -4));
+    if (isRefusal(head)) return refuseRelayed(down); // the visitor's node parsed it: this is no head it sent
+    const view = fieldsOf(head.fields);
+    const host = view.get("x-forwarded-host") ?? meta.tunnel;
+    const secure = view.get("x-forwarded-proto") === "https";
+    const origin = `${secure ? "https" : "http"}://${host}`;
+    const url = new URL(`${origin}${head.target === "*" ? "/" : head.target}`);
     const headers = new Headers();
-    for (const [name, value] of head.headers) headers.append(name, value);
-    const host = visitedHost(meta);
-    const secure = headers.get("x-forwarded-proto") === "https";
-    const url = new URL(`${secure ? "https" : "http"}://${host}${head.path}`);
+    for (const [name, value] of head.fields) headers.append(name, value);
     const req = new Request(url.href, { method: head.method, headers });
     const client = meta.client ?? meta.remote.slice(0, meta.remote.lastIndexOf(":"));
     const verdict = await policy.admit(req, url, client, host, secure);
     if (down.isClosed) return;
-    if (verdict instanceof Response) return answer(down, verdict);
+    if (verdict instanceof Response) return answer(down, verdict, head.method === "HEAD");
     // let through: the warning, if the visitor's node found it due, comes now (after sign-in, as on one node)
-    if (meta.warn && !t.skipWarning) return answer(down, warningFor(host, t.username, head.path));
-    const rewritten = [...head.headers] as [string, string][];
-    policy.rewriteRequest(rewritten, verdict);
-    this.forward(down, t, { ...meta, head: { ...head, headers: rewritten } }, (reply) => {
-      // a malformed head goes on as it came: the visitor's node judges it, as it would the agent's
-      const parsed = meta.kind === "http" ? readResponseHead(reply) : undefined;
-      return parsed && typeof parsed !== "string" ? { status: parsed.status, headers: policy.rewriteResponse(parsed.headers) } : reply;
-    });
+    if (meta.warn && !t.skipWarning) return answer(down, warningFor(host, t.username, head.target), head.method === "HEAD");
+    const fields = [...head.fields];
+    policy.rewriteRequest(fields, verdict);
+    let text = `${head.method} ${head.target} HTTP/1.${head.minor}\r\n`;
+    for (const [name, value] of fields) text += `${name}: ${value}\r\n`;
+    this.forward(down, t, { ...meta, head: `${text}\r\n` }, policy.rewritesResponse ? head.method : undefined);
   }
 
-  private forward(down: Stream, t: Tunnel, meta: RelayedMeta, reply?: (meta: unknown) => unknown): void {
+  /** `rewriteFor`: the request's method, when the tunnel's header rules change the response's head here. */
+  private forward(down: Stream, t: Tunnel, meta: RelayedMeta, rewriteFor?: string): void {
     const { client: _, warn: __, ...forAgent } = meta;
     const up = t.agent?.openStream({ ...forAgent, tunnel: t.id });
     if (!up) return refuseRelayed(down);
-    joinStreams(down, up, reply);
+    if (rewriteFor === undefined) return joinStreams(down, up);
+    joinStreams(down, up, rewrittenResponse(rewriteFor, t.access!));
   }
+}
+
+/** A head's fields as the warning reads them: a name's values joined, null when absent. */
+function fieldsOf(fields: [string, string][]): { get(name: string): string | null } {
+  return {
+    get(name: string): string | null {
+      const values = fields.filter(([n]) => n.toLowerCase() === name).map(([, v]) => v);
+      return values.length ? values.join(", ") : null;
+    },
+  };
 }
 
 /** The host the visitor asked for, as the visitor's node passed it on. */
 function visitedHost(meta: RelayedMeta): string {
-  return meta.head?.headers.find(([name]) => name === "x-forwarded-host")?.[1] ?? meta.tunnel;
+  const head = parseRequestHead(meta.head!.slice(0, -4));
+  return (isRefusal(head) ? undefined : fieldsOf(head.fields).get("x-forwarded-host")) ?? meta.tunnel;
+}
+
+/** The request target of a relayed head. */
+function visitedTarget(meta: RelayedMeta): string {
+  const line = meta.head!.slice(0, meta.head!.indexOf("\r\n"));
+  return line.split(" ")[1] ?? "/";
+}
+
+/**
+ * The agent's response bytes on their way to the visitor's node, the head
+ * written anew with the tunnel's response header rules.
+ */
+function rewrittenResponse(method: string, policy: AccessPolicy): (chunk: Uint8Array, emit: (bytes: Uint8Array) => void) => void {
+  let emit: (bytes: Uint8Array) => void = () => {};
+  let response: ParsedHead | undefined;
+  const parser = new ResponseParser(method, {
+    head: (h) => (response = h),
+    body: () => {},
+    end: () => {},
+    raw(bytes, part) {
+      if (part !== "head" || !response) return emit(bytes);
+      let text = `HTTP/1.${response.minor} ${response.status}${response.reason ? ` ${response.reason}` : ""}\r\n`;
+      for (const [name, value] of policy.rewriteResponse(response.headers)) text += `${name}: ${value}\r\n`;
+      emit(Buffer.from(`${text}\r\n`, "latin1"));
+    },
+  });
+  let piping = false;
+  return (chunk, out) => {
+    emit = out;
+    if (piping || parser.complete) return out(chunk); // after a 101, or anything past the end: the visitor's node judges it
+    const error = parser.push(chunk);
+    if (error) piping = true; // a malformed response goes on as it came: the visitor's node refuses it, as it would the agent's
+    if (error) out(chunk);
+  };
 }
 
 /**
  * Answers a relayed visitor here, with a refusal or the warning page, in
- * place of the tunnel's; for a WebSocket it comes with its length, which is
- * how the visitor's node takes it (edge/http.ts refusedUpgrade).
+ * place of the tunnel's: the page's bytes as a local service's would come.
  */
-async function answer(down: Stream, res: Response): Promise<void> {
-  const body = new Uint8Array(await res.arrayBuffer());
+async function answer(down: Stream, res: Response, head: boolean): Promise<void> {
+  const bytes = await responseBytes(res, { head });
   if (down.isClosed) return;
   down.onData = (chunk) => down.consumed(chunk.byteLength); // the request's body is not wanted
-  const headers = [...res.headers].filter(([name]) => name !== "content-length");
-  headers.push(["content-length", String(body.byteLength)]);
-  down.reply({ status: res.status, headers });
-  down.end(body);
+  down.cork(() => {
+    down.reply({});
+    down.end(bytes);
+  });
 }
 
 /**

@@ -9,20 +9,23 @@ import { WireError } from "../protocol/wire.ts";
 
 /**
  * `down`: the stream the relaying node opened; `up`: the one opened to the
- * agent. `reply` may change the agent's REPLY on its way (header rules).
+ * agent. `change` may rewrite the agent's bytes on their way (header rules).
  */
-export function joinStreams(down: Stream, up: Stream, reply: (meta: unknown) => unknown = (m) => m): void {
-  up.onReply = (meta) => down.reply(reply(meta));
+export function joinStreams(down: Stream, up: Stream, change?: (chunk: Uint8Array, emit: (bytes: Uint8Array) => void) => void): void {
+  up.onReply = (meta) => down.reply(meta);
   forward(down, up);
-  forward(up, down);
+  forward(up, down, change);
   down.whenReset((code) => up.reset(code));
   up.whenReset((code) => down.reset(code));
 }
 
-function forward(from: Stream, to: Stream): void {
+function forward(from: Stream, to: Stream, change?: (chunk: Uint8Array, emit: (bytes: Uint8Array) => void) => void): void {
   let owed = 0;
   from.onData = (chunk) => {
-    if (to.write(chunk)) from.consumed(chunk.byteLength);
+    let sent = true;
+    if (change) change(chunk, (bytes) => void (sent = to.write(bytes) && sent));
+    else sent = to.write(chunk);
+    if (sent) from.consumed(chunk.byteLength);
     else owed += chunk.byteLength;
   };
   to.onDrain = () => {

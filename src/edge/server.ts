@@ -14,8 +14,7 @@ import type { TrustedProxies } from "../http/addresses.ts";
 import { log } from "../log.ts";
 import { EdgeCounters } from "../metrics/edge-counters.ts";
 import type { LiveNumbers } from "../metrics/registry.ts";
-import { MAX_MESSAGE } from "../protocol/wire.ts";
-import { MAX_WS_MESSAGE } from "../protocol/ws-records.ts";
+import { CONNECT_PATH, MAX_MESSAGE, NODE_PATH } from "../protocol/wire.ts";
 import { AgentSessions } from "./agent-sessions.ts";
 import type { EdgeContext } from "./agents.ts";
 import { directPortAllowed, listenDirect, type DirectListener } from "./direct.ts";
@@ -24,19 +23,19 @@ import { HandshakeGuard } from "./handshake-guard.ts";
 import { FLUSH_INTERVAL_MS, TrafficMeter } from "./meter.ts";
 import { defaultMaxConns, DescriptorWatch, logDescriptorBudget, openFileLimit } from "../os/descriptors.ts";
 import type { OtherNodes } from "./other-nodes.ts";
-import { PublicListener } from "./public-listener.ts";
+import { Loopback } from "./handoff.ts";
+import { PublicPort } from "./public-port.ts";
+import type { PublicListener } from "./public-listener.ts";
 import { listenRedirect } from "./redirect.ts";
 import type { TlsSource } from "../tls/tls-source.ts";
 import { takeHolds } from "./restart-holds.ts";
 import { SocketBudget } from "../sockets/socket-budget.ts";
 import { byKind, nodeSockets, sendResult, type SocketData } from "./socket-kinds.ts";
-import { establishedPeers } from "../os/kernel-sockets.ts";
-import { VisitorConnections } from "./visitor-connections.ts";
 import { PortAllocator } from "./ports.ts";
 import { enforceQuotas } from "./quota.ts";
 import { Registry } from "./registry.ts";
-import { visitorSocket } from "./websocket.ts";
-import { overLimit, visitorFetch } from "./visitor-requests.ts";
+import { overLimit, visitorServer } from "./visitor-requests.ts";
+import { landingPage } from "./pages.ts";
 
 export interface EdgeOptions {
   core: Core;
@@ -130,7 +129,8 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   const maxConns = opts.maxConns ?? defaultMaxConns(fdLimit);
   // TCP tunnels' visitors share the total with the public HTTP port's; agents' connections
   // (WebSocket and direct) have a per-address cap of their own, higher: a team behind one NAT is many agents
-  const tcpVisitors = new SocketBudget({ perAddress: opts.maxConnsPerIp, total: maxConns }, () => connections.total, () => pressed);
+  const tcpVisitors = new SocketBudget({ perAddress: opts.maxConnsPerIp, total: maxConns }, () => visitors.total, () => pressed);
+  const visitors = new SocketBudget({ perAddress: opts.maxConnsPerIp, total: maxConns }, () => tcpVisitors.total, () => pressed);
   const agentSockets = new SocketBudget({ perAddress: opts.maxAgentsPerIp, total: Number.MAX_SAFE_INTEGER }, undefined, () => pressed);
   const ports = new PortAllocator(opts.tcpPorts, opts.host, registry, tcpVisitors, () => counters.tcpConnections++);
   const admitAgent = (port: "public" | "direct") => (address: string) => {
@@ -161,62 +161,32 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     counters,
   };
 
-  let listenerPort = 0;
-  const connections = new VisitorConnections(
-    { perAddress: opts.maxConnsPerIp, total: maxConns, idleTimeoutS: opts.idleTimeoutS },
-    () => listenerPort,
-    () => tcpVisitors.total,
-    undefined,
-    // an edge on an IPv4 address has no IPv6 peers: the kernel's tcp6 table need not be read
-    (port) => establishedPeers(port, !/^\d+\.\d+\.\d+\.\d+$/.test(opts.host)),
-  );
-  const visitorKind = {
-    ...visitorSocket,
-    close(ws: Parameters<typeof visitorSocket.close>[0], code: number, reason: string) {
-      if (ws.data.connKey) connections.end(ws.data.connKey, true);
-      visitorSocket.close(ws, code, reason);
-    },
-  };
   const links = nodes?.links;
-  const listener = new PublicListener<SocketData>({
-    hostname: opts.host,
-    port: opts.port,
-    ...(opts.tls ? { tls: opts.tls.entries() } : {}),
-    // idle keep-alive connections close after this; requests in flight switch it off (visitor-requests.ts).
-    // Agents' and nodes' WebSockets have none: a dead peer is found by the mux's keepalive.
-    idleTimeout: opts.idleTimeoutS,
-    reusePort: false, // a second server on the same port must fail, not share its visitors
-    fetch: visitorFetch({
-      domain,
-      secure,
-      registry,
-      connections,
-      trustedProxies: opts.trustedProxies,
-      idleTimeoutS: opts.idleTimeoutS,
-      responseTimeoutMs: opts.responseTimeoutMs,
-      maxResponseTimeoutMs: opts.maxResponseTimeoutMs,
-      startedAt,
-      heldAtStart,
-      admitAgent: admitAgent("public"),
-      releaseAgent: (address) => agentSockets.release(address),
-      counters,
-      ...(nodes ? { remote: async (name: string) => nodes.find(name) } : {}),
-      ...(links ? { acceptNode: (req: Request) => links.acceptNode(req) } : {}),
-    }),
-    error(err) {
-      log.error("edge request failed", { err: String(err) });
-      return new Response("internal error\n", { status: 500 });
+  // agents' and nodes' WebSockets: handed over by the public port to a loopback Bun.serve (handoff.ts)
+  const loopback = new Loopback<SocketData>({
+    fetch(req, server, visit) {
+      const path = URL.parse(req.url)?.pathname;
+      if (path === NODE_PATH && links && !visit.agent) {
+        const nodeId = links.acceptNode(req);
+        if (nodeId === undefined) return new Response("not a node of this cluster\n", { status: 401 });
+        return server.upgrade(req, { data: { kind: "node", nodeId } }) ? undefined : new Response("expected a WebSocket upgrade\n", { status: 426 });
+      }
+      if (path === CONNECT_PATH && visit.agent) {
+        if (server.upgrade(req, { data: { kind: "agent", remote: visit.peer, address: visit.client, counted: visit.client } })) return undefined;
+        agentSockets.release(visit.client);
+        return new Response("expected a WebSocket upgrade\n", { status: 426 });
+      }
+      if (visit.agent) agentSockets.release(visit.client);
+      return landingPage(domain);
     },
     websocket: {
       perMessageDeflate: false,
-      // visitors' WebSocket messages may be as large as a record carries; agents' frames
-      // are held to MAX_PAYLOAD by the frame decoder, which rejects before parsing
-      maxPayloadLength: Math.max(MAX_MESSAGE, MAX_WS_MESSAGE),
+      // agents' frames are held to MAX_PAYLOAD by the frame decoder, which rejects before parsing
+      maxPayloadLength: MAX_MESSAGE,
       backpressureLimit: BACKPRESSURE_LIMIT,
       idleTimeout: 0,
       sendPings: false,
       ...byKind({
-        visitor: visitorKind,
         agent: agents.webSockets(edge, agentSockets),
         node: nodeSockets((nodeId, ws) => {
           if (!links) throw new Error("a node's link on an edge that does not relay");
@@ -225,9 +195,28 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       }),
     },
   });
-  listenerPort = listener.port;
+  const listener = new PublicPort({
+    hostname: opts.host,
+    port: opts.port,
+    idleTimeoutS: opts.idleTimeoutS,
+    server: visitorServer({
+      domain,
+      secure,
+      registry,
+      budget: visitors,
+      trustedProxies: opts.trustedProxies,
+      responseTimeoutMs: opts.responseTimeoutMs,
+      maxResponseTimeoutMs: opts.maxResponseTimeoutMs,
+      startedAt,
+      heldAtStart,
+      admitAgent: admitAgent("public"),
+      releaseAgent: (address) => agentSockets.release(address),
+      counters,
+      loopback: () => loopback as Loopback<unknown>,
+      ...(nodes ? { remote: async (name: string) => nodes.find(name) } : {}),
+    }),
+  });
   if (!opts.publicUrl) publicPort = listener.port;
-  const stopSwapping = opts.tls?.onChange(() => listener.setTls(opts.tls!.entries()));
   const redirect = opts.redirect && listenRedirect({ host: opts.host, port: opts.redirect.port, httpsPort: () => publicPort, challenge: opts.redirect.challenge, idleTimeoutS: opts.idleTimeoutS });
   const stopWantingCertificates = wantCertificates(opts, registry);
   if (opts.agentPort !== undefined && !directPortAllowed(opts)) {
@@ -247,12 +236,12 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     }
   }
 
-  const stopChores = startChores(core, registry, meter, connections);
+  const stopChores = startChores(core, registry, meter);
 
   const publicUrl = `${scheme}://${domain}${portSuffix()}`;
   log.info("edge listening", { url: publicUrl, port: listener.port, agent_port: direct?.port ?? "off" });
-  logDescriptorBudget(fdLimit, connections.limits.total, opts.maxConnsPerIp);
-  const watch = watchDescriptors(fdLimit, { listener, redirect, connections }, (now) => (pressed = now));
+  logDescriptorBudget(fdLimit, maxConns, opts.maxConnsPerIp);
+  const watch = watchDescriptors(fdLimit, { listener, redirect }, (now) => (pressed = now));
 
   return {
     port: listener.port,
@@ -264,7 +253,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     live: () => ({
       agents: agents.readyCounts(),
       tunnels: registry.liveCounts(),
-      visitorConnections: { http: connections.total, tcp: tcpVisitors.total },
+      visitorConnections: { http: visitors.total, tcp: tcpVisitors.total },
       bytes: { in: meter.totalIn, out: meter.totalOut },
     }),
     listening: () => ({ edge: !listener.paused, agents: direct ? direct.listening : !listener.paused }),
@@ -280,17 +269,19 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
         drainTimeoutMs: opts.drainTimeoutMs,
         stopWatching() {
           watch.stop();
-          stopSwapping?.();
           stopWantingCertificates?.();
         },
         stopTimers: stopChores,
-        closeLinks: () => nodes?.close(),
+        closeLinks: () => {
+          nodes?.close();
+          void loopback.stop(true);
+        },
       }),
   };
 }
 
-/** The edge's periodic work: traffic written down, quotas enforced, idle visitor connections expired. Returns how to stop it. */
-function startChores(core: Core, registry: Registry, meter: TrafficMeter, connections: VisitorConnections): () => void {
+/** The edge's periodic work: traffic written down, quotas enforced. Returns how to stop it. */
+function startChores(core: Core, registry: Registry, meter: TrafficMeter): () => void {
   let checkingQuotas = false;
   const timers = [
     setInterval(() => void meter.flush(), FLUSH_INTERVAL_MS),
@@ -302,7 +293,6 @@ function startChores(core: Core, registry: Registry, meter: TrafficMeter, connec
         .catch((err) => logFailedWrite("quota check failed", {}, err))
         .finally(() => (checkingQuotas = false));
     }, 1_000),
-    setInterval(() => connections.expire(), 1_000),
   ];
   for (const t of timers) t.unref();
   return () => timers.forEach(clearInterval);
@@ -315,15 +305,14 @@ function startChores(core: Core, registry: Registry, meter: TrafficMeter, connec
  */
 function watchDescriptors(
   fdLimit: number | undefined,
-  edge: { listener: PublicListener<SocketData>; redirect?: PublicListener<undefined>; connections: VisitorConnections },
+  edge: { listener: PublicPort; redirect?: PublicListener<undefined> },
   pressed: (now: boolean) => void,
 ): DescriptorWatch {
-  const { listener, redirect, connections } = edge;
+  const { listener, redirect } = edge;
   const watch = new DescriptorWatch(fdLimit, (nowPressed, inUse) => {
     pressed(nowPressed);
     if (nowPressed) {
       const shed = listener.closeIdle() + (redirect?.closeIdle() ?? 0);
-      connections.closedIdle();
       listener.pause();
       redirect?.pause();
       log.warn("open files nearly exhausted: closed idle visitor connections and stopped accepting new ones", { in_use: inUse, limit: fdLimit, closed: shed });

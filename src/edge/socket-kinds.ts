@@ -1,6 +1,6 @@
 /**
- * The public port's WebSockets are of three kinds, told apart by the data
- * the upgrade gave them: a visitor's (websocket.ts), an agent's
+ * The edge's own WebSockets (served on loopback, handoff.ts) are of two
+ * kinds, told apart by the data the upgrade gave them: an agent's
  * (agent-sessions.ts) and another node's relay link (other-nodes.ts). Bun
  * has one handler for all; this dispatches each event to its kind's, so
  * each kind is written once, in its own place.
@@ -9,7 +9,6 @@ import type { ServerWebSocket, WebSocketHandler } from "bun";
 import type { SendResult } from "../protocol/mux.ts";
 import type { AgentSocketData } from "./agents.ts";
 import type { NodeLink } from "./other-nodes.ts";
-import type { VisitorSocketData } from "./websocket.ts";
 
 /** Another node's relay link. */
 export interface NodeSocketData {
@@ -18,7 +17,7 @@ export interface NodeSocketData {
   link?: NodeLink;
 }
 
-export type SocketData = AgentSocketData | VisitorSocketData | NodeSocketData;
+export type SocketData = AgentSocketData | NodeSocketData;
 
 /** One kind's handlers. */
 export interface SocketKind<D> {

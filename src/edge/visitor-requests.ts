@@ -1,24 +1,24 @@
 /**
  * A visitor's request on the public port, from its connection's place in
- * the budget to its route: the bare domain (landing page, the agents'
- * WebSocket), a tunnel's name (warning page, then the tunnel), or a 400 for
- * what cannot be read. Forwarded requests switch the idle timeout off until
- * their response ends.
+ * the budget to its route: the bare domain (landing page; the agents' and
+ * other nodes' WebSockets, handed to the loopback server), a tunnel's name
+ * (access rules, warning page, then the tunnel), or a 400 for what cannot
+ * be read. The connection itself (reading heads, keep-alive, timeouts) is
+ * http-connection.ts's; a forwarded request is forward.ts's.
  */
-import type { Server } from "bun";
 import type { TrustedProxies } from "../http/addresses.ts";
+import type { HeadRefusal, RequestHead } from "../http/request-head.ts";
 import { parseHost } from "../http/request-target.ts";
 import { limitedLog } from "../log.ts";
-import { HTTP_REQUEST, WEBSOCKET_REQUEST, type EdgeCounters } from "../metrics/edge-counters.ts";
+import { HTTP_REQUEST, type EdgeCounters } from "../metrics/edge-counters.ts";
 import { CONNECT_PATH, NODE_PATH } from "../protocol/wire.ts";
-import { forwardHttp, type ForwardContext } from "./http.ts";
-import { badRequestPage, landingPage, overloadedPage, unknownTunnelPage } from "./pages.ts";
+import type { SocketBudget } from "../sockets/socket-budget.ts";
+import { forward, type ForwardContext } from "./forward.ts";
+import type { Loopback } from "./handoff.ts";
+import type { ConnectionServer, HttpConnection } from "./http-connection.ts";
+import { badRequestPage, landingPage, overloadedPage, page, unknownTunnelPage } from "./pages.ts";
 import type { Registry, Tunnel } from "./registry.ts";
-import type { VisitorConnections } from "./visitor-connections.ts";
-import { continueResponse, CONTINUE_PATH, interstitial } from "./warning.ts";
-import type { SocketData } from "./socket-kinds.ts";
-import { upgradeWebSocket, type VisitorSocketData } from "./websocket.ts";
-
+import { continueResponse, CONTINUE_PATH, interstitial, type HeadView } from "./warning.ts";
 
 /** Malformed requests are the sender's fault: logged at info, a few a minute. */
 const clientFault = limitedLog(20);
@@ -39,9 +39,9 @@ export interface VisitorDeps {
   /** Visitors see https (the edge's TLS, or a proxy's). */
   secure: boolean;
   registry: Registry;
-  connections: VisitorConnections;
+  /** Visitor connections per client address and in all. */
+  budget: SocketBudget;
   trustedProxies: TrustedProxies;
-  idleTimeoutS: number;
   responseTimeoutMs: number;
   maxResponseTimeoutMs: number;
   startedAt: number;
@@ -52,96 +52,87 @@ export interface VisitorDeps {
   releaseAgent(address: string): void;
   /** Requests by kind and status class, and their time to response head (the metrics). */
   counters: EdgeCounters;
+  /** Where agents' and nodes' WebSockets are served. */
+  loopback(): Loopback<unknown>;
   /** Several nodes: a tunnel of another node, served through it (a page when it cannot be). */
   remote?(subdomain: string): Promise<Tunnel | Response | undefined>;
-  /** Several nodes: the id of the node a relay link's request comes from, or undefined when it is not one. */
-  acceptNode?(req: Request): string | undefined;
 }
 
-/** What fetch learns of a request's connection before routing it. */
-interface Visit {
-  /** The connection's key in the budget. */
-  key: string;
-  /** Who the visitor is (the peer, or the client a trusted proxy names). */
-  client: string;
-  /** The socket's peer, "address:port". */
-  peer: string;
-  /** Set when the connection's budget entry ends later than the response (a body, a WebSocket). */
-  deferredEnd?: boolean;
-  ended?: boolean;
-  /** It became an agent's WebSocket: it leaves the visitors' budget. */
-  notVisitor?: boolean;
-  /** A WebSocket upgrade for a tunnel (the requests counter's protocol). */
-  websocket?: boolean;
+/** A request head as the warning and the access rules read it. */
+function headView(head: RequestHead): HeadView {
+  return {
+    method: head.method,
+    get(name: string): string | null {
+      let found: string | null = null;
+      for (const [n, v] of head.fields) {
+        if (n.length !== name.length || n.toLowerCase() !== name) continue;
+        found = found === null ? v : `${found}, ${v}`;
+      }
+      return found;
+    },
+  };
 }
 
-/** Whether the connection closes after this exchange (either side said so). */
-const closes = (req: Request, res: Response | undefined) =>
-  res?.headers.get("connection")?.toLowerCase() === "close" || req.headers.get("connection")?.toLowerCase() === "close";
+/** The request as a Request, for what reads one (the access rules' sign-in). Undefined when the platform refuses it. */
+function asRequest(head: RequestHead, origin: string): Request | undefined {
+  try {
+    const headers = new Headers();
+    for (const [n, v] of head.fields) headers.append(n, v);
+    return new Request(`${origin}${head.target === "*" ? "/" : head.target}`, { method: head.method, headers });
+  } catch {
+    return undefined;
+  }
+}
 
-const splitPeer = (peer: string): [string, number] => {
-  const i = peer.lastIndexOf(":");
-  return [peer.slice(0, i), Number(peer.slice(i + 1))];
-};
-
-export function visitorFetch(deps: VisitorDeps) {
-  /** Every request starts here: first the connection budget, then the route. */
-  async function fetch(req: Request, server: Server<SocketData>): Promise<Response | undefined> {
-    const startedAt = performance.now();
-    const peer = server.requestIP(req);
-    if (!peer) return undefined; // the visitor is already gone
-    const client = deps.trustedProxies.clientAddress(peer.address, req.headers.get("x-forwarded-for"));
-    const admitted = deps.connections.begin(peer.address, peer.port, client);
-    if (!admitted.ok) {
-      overLimit("visitor connection refused", { client, limit: admitted.why === "address" ? "max-conns-per-ip" : "max-conns" });
-      const refused = overloadedPage();
-      deps.counters.request(HTTP_REQUEST, refused.status, startedAt);
-      return refused;
-    }
-    const visit: Visit = { key: admitted.key, client, peer: `${peer.address}:${peer.port}` };
-    let res: Response | undefined;
-    try {
-      res = await route(req, server, visit);
-    } catch (err) {
-      deps.connections.end(visit.key);
-      deps.counters.request(visit.websocket ? WEBSOCKET_REQUEST : HTTP_REQUEST, 500, startedAt); // Bun's error handler answers 500
-      throw err;
-    }
-    // an agent's connection is not a visitor's request; an upgraded visitor's is (101)
-    if (!visit.notVisitor) deps.counters.request(visit.websocket ? WEBSOCKET_REQUEST : HTTP_REQUEST, res?.status ?? 101, startedAt);
-    // forwarded requests end with their response body, upgrades with their WebSocket
-    if (!visit.deferredEnd) deps.connections.end(visit.key, visit.notVisitor || closes(req, res));
-    return res;
+export function visitorServer(deps: VisitorDeps): ConnectionServer {
+  function refused(_conn: HttpConnection, refusal: HeadRefusal): Response {
+    clientFault("bad request refused", { why: refusal.why, remote: _conn.client ?? _conn.peer.address });
+    deps.counters.request(HTTP_REQUEST, refusal.status, performance.now());
+    return page(refusal.status, "Bad request", `<div class="status">${refusal.status}</div><h1>Bad request</h1><p>${refusal.why}</p>`, { Connection: "close" });
   }
 
-  async function route(req: Request, server: Server<SocketData>, visit: Visit): Promise<Response | undefined> {
-    const parsed = parseHost(req.headers.get("host"));
-    const url = parsed && URL.parse(req.url);
-    if (!parsed || !url) {
-      clientFault("bad request refused", { why: parsed ? "request target" : "host header", remote: visit.client });
-      return badRequestPage(parsed ? "The request target is not a valid path." : "The Host header does not name a valid host.");
+  function answer(conn: HttpConnection, head: RequestHead, res: Response, startedAt: number): void {
+    deps.counters.request(HTTP_REQUEST, res.status, startedAt);
+    // a body the edge does not read cannot be told from a next request: the connection closes after it
+    void conn.answer(res, head, head.framing === "none");
+  }
+
+  function request(conn: HttpConnection, head: RequestHead, text: string): void {
+    const startedAt = performance.now();
+    const view = headView(head);
+    const client = deps.trustedProxies.clientAddress(conn.peer.address, view.get("x-forwarded-for"));
+    conn.client = client;
+    if (conn.counted === undefined) {
+      // the connection takes its place in the budget with its first request, for the client it is
+      if (!deps.budget.admit(client)) {
+        overLimit("visitor connection refused", { client, limit: deps.budget.refusal(client) === "address" ? "max-conns-per-ip" : "max-conns" });
+        deps.counters.request(HTTP_REQUEST, 503, startedAt);
+        void conn.answer(overloadedPage(), head, false);
+        return;
+      }
+      conn.counted = client;
+    }
+    void route(conn, head, text, view, client, startedAt).catch((err) => {
+      clientFault("edge request failed", { err: String(err) });
+      if (!conn.busy) answer(conn, head, new Response("internal error\n", { status: 500 }), startedAt);
+    });
+  }
+
+  async function route(conn: HttpConnection, head: RequestHead, text: string, view: HeadView, client: string, startedAt: number): Promise<void> {
+    const parsed = parseHost(head.host);
+    const question = head.target.indexOf("?");
+    const path = question < 0 ? head.target : head.target.slice(0, question);
+    if (!parsed) {
+      clientFault("bad request refused", { why: "host header", remote: client });
+      return answer(conn, head, badRequestPage("The Host header does not name a valid host."), startedAt);
     }
     const host = parsed.hostname;
     const hostHeader = parsed.port === undefined ? host : `${host}:${parsed.port}`;
     const name = host.endsWith(`.${deps.domain}`) ? host.slice(0, -deps.domain.length - 1) : undefined;
 
     if (name === undefined || name.includes(".")) {
-      if (url.pathname === NODE_PATH && deps.acceptNode) {
-        const nodeId = deps.acceptNode(req);
-        if (nodeId === undefined) return new Response("not a node of this cluster\n", { status: 401 });
-        const ok = server.upgrade(req, { data: { kind: "node", nodeId } });
-        if (ok) visit.notVisitor = true;
-        return ok ? undefined : new Response("expected a WebSocket upgrade\n", { status: 426 });
-      }
-      if (url.pathname === CONNECT_PATH) {
-        // an agent is not a visitor: it counts against the agents' per-address cap instead
-        if (!deps.admitAgent(visit.client)) return overloadedPage();
-        const ok = server.upgrade(req, { data: { kind: "agent", remote: visit.peer, address: visit.client, counted: visit.client } });
-        if (!ok) deps.releaseAgent(visit.client);
-        else visit.notVisitor = true;
-        return ok ? undefined : new Response("expected a WebSocket upgrade\n", { status: 426 });
-      }
-      return name === undefined ? landingPage(deps.domain) : unknownTunnelPage(hostHeader);
+      if (path === CONNECT_PATH || path === NODE_PATH) return handOver(conn, head, text, client, path === CONNECT_PATH);
+      return answer(conn, head, name === undefined ? landingPage(deps.domain) : unknownTunnelPage(hostHeader), startedAt);
     }
 
     let tunnel = deps.registry.tunnelBySubdomain(name);
@@ -154,48 +145,59 @@ export function visitorFetch(deps: VisitorDeps) {
     if (!tunnel && deps.remote) {
       // not here: perhaps on another node, which serves it through a relay link
       const elsewhere = await deps.remote(name);
-      if (elsewhere instanceof Response) return elsewhere;
+      if (elsewhere instanceof Response) return answer(conn, head, elsewhere, startedAt);
       tunnel = elsewhere;
     }
-    if (!tunnel) return unknownTunnelPage(hostHeader);
+    if (!tunnel) return answer(conn, head, unknownTunnelPage(hostHeader), startedAt);
+    const origin = `${deps.secure ? "https" : "http"}://${hostHeader}`;
+    const url = new URL(`${origin}${head.target === "*" ? "/" : head.target}`);
     // who may reach it comes first: IP rules, then sign-in (access/policy.ts); the warning only after
-    const passed = tunnel.access && (await tunnel.access.admit(req, url, visit.client, hostHeader, deps.secure));
-    if (passed instanceof Response) return passed;
-    if (url.pathname === CONTINUE_PATH && req.method === "GET") return continueResponse(url, deps.secure);
-    const warning = interstitial(req, url, tunnel, hostHeader);
+    let passed;
+    if (tunnel.access) {
+      const req = asRequest(head, origin);
+      if (!req) return answer(conn, head, badRequestPage("This request cannot be checked against the tunnel's access rules."), startedAt);
+      passed = await tunnel.access.admit(req, url, client, hostHeader, deps.secure);
+      if (passed instanceof Response) return answer(conn, head, passed, startedAt);
+    }
+    if (path === CONTINUE_PATH && head.method === "GET") return answer(conn, head, continueResponse(url, deps.secure), startedAt);
+    const warning = interstitial(view, url, tunnel, hostHeader);
     // another node's tunnel: its access rules are applied there, so the warning is shown there too, after them
-    if (warning && !tunnel.relayed) return warning;
-    const [remoteIp, remotePort] = splitPeer(visit.peer);
-    visit.deferredEnd = true;
+    if (warning && !tunnel.relayed) return answer(conn, head, warning, startedAt);
+    if (conn.closedAlready) return;
     const ctx: ForwardContext = {
-      client: visit.client,
-      remoteIp,
-      remotePort,
+      remoteIp: conn.peer.address,
+      remotePort: conn.peer.port,
+      client,
       secure: deps.secure,
       host: hostHeader,
       responseTimeoutMs: deps.responseTimeoutMs,
       maxResponseTimeoutMs: deps.maxResponseTimeoutMs,
-      connKey: visit.key,
       passed,
       warn: warning !== undefined,
-      finished: () => {
-        if (visit.ended) return;
-        visit.ended = true;
-        server.timeout(req, deps.idleTimeoutS);
-        deps.connections.end(visit.key);
-      },
+      counters: deps.counters,
+      startedAt,
     };
-    // a request in flight (a long poll, an event stream, a big download) is never cut by the
-    // idle timeout; it applies again from the end of the response (finished)
-    server.timeout(req, 0);
-    if ((req.headers.get("upgrade") ?? "").toLowerCase() === "websocket") {
-      visit.websocket = true;
-      const refused = await upgradeWebSocket(req, url, server as unknown as Server<VisitorSocketData>, tunnel, ctx);
-      if (refused) ctx.finished?.(); // no upgrade: the connection goes back to keep-alive
-      return refused;
-    }
-    return forwardHttp(req, url, tunnel, ctx);
+    forward(conn, head, tunnel, ctx);
   }
 
-  return fetch;
+  /** An agent's or another node's WebSocket: it leaves the visitors' budget for the loopback server. */
+  function handOver(conn: HttpConnection, head: RequestHead, text: string, client: string, agent: boolean): void {
+    if (agent && !deps.admitAgent(client)) return answer(conn, head, overloadedPage(), performance.now());
+    if (conn.counted !== undefined) {
+      deps.budget.release(conn.counted);
+      conn.counted = undefined;
+    }
+    const visit = { peer: `${conn.peer.address}:${conn.peer.port}`, client, agent };
+    deps.loopback().handOver(conn, `${text}\r\n\r\n`, visit, () => {
+      if (agent) deps.releaseAgent(client);
+    });
+  }
+
+  function closed(conn: HttpConnection): void {
+    if (conn.counted === undefined) return;
+    deps.budget.release(conn.counted);
+    conn.counted = undefined;
+  }
+
+  return { request, refused, closed };
 }

@@ -11,19 +11,26 @@ export const WARNING_COOKIE_MAX_AGE_S = 24 * 3600;
 export const CONTINUE_PATH = "/_burrow/continue";
 export const SKIP_HEADER = "x-burrow-skip-warning";
 
-function isBrowser(req: Request): boolean {
-  return (req.headers.get("user-agent") ?? "").includes("Mozilla") && (req.headers.get("accept") ?? "").includes("text/html");
+/** What the warning reads of a request: its method and fields (a name's values joined, null when absent). */
+export interface HeadView {
+  method: string;
+  /** `name` in lower case. */
+  get(name: string): string | null;
 }
 
-function hasCookie(req: Request): boolean {
-  return (req.headers.get("cookie") ?? "").split(";").some((c) => c.trim().startsWith(`${WARNING_COOKIE}=`));
+function isBrowser(req: HeadView): boolean {
+  return (req.get("user-agent") ?? "").includes("Mozilla") && (req.get("accept") ?? "").includes("text/html");
+}
+
+function hasCookie(req: HeadView): boolean {
+  return (req.get("cookie") ?? "").split(";").some((c) => c.trim().startsWith(`${WARNING_COOKIE}=`));
 }
 
 /** The page to show instead of forwarding, or undefined to forward. */
-export function interstitial(req: Request, url: URL, tunnel: Tunnel, host: string): Response | undefined {
+export function interstitial(req: HeadView, url: URL, tunnel: Tunnel, host: string): Response | undefined {
   if (tunnel.skipWarning) return undefined;
-  if (req.method === "OPTIONS" || req.headers.has(SKIP_HEADER)) return undefined;
-  if ((req.headers.get("upgrade") ?? "").toLowerCase() === "websocket") return undefined;
+  if (req.method === "OPTIONS" || req.get(SKIP_HEADER) !== null) return undefined;
+  if ((req.get("upgrade") ?? "").toLowerCase() === "websocket") return undefined;
   if (!isBrowser(req) || hasCookie(req)) return undefined;
   return warningFor(host, tunnel.username, url.pathname + url.search);
 }

@@ -19,10 +19,15 @@ export class HeaderRules {
     return this.requestRemove.size === 0 && this.responseSet.length === 0;
   }
 
-  /** Applies the request rules to a head's header list (lower-case names), in place. */
+  /** Whether responses have rules (their heads are then written anew). */
+  get rewritesResponse(): boolean {
+    return this.responseSet.length > 0;
+  }
+
+  /** Applies the request rules to a head's header list (names in any case), in place. */
   rewriteRequest(headers: [string, string][]): void {
     if (this.requestRemove.size === 0) return;
-    for (let i = headers.length - 1; i >= 0; i--) if (this.requestRemove.has(headers[i]![0])) headers.splice(i, 1);
+    for (let i = headers.length - 1; i >= 0; i--) if (this.requestRemove.has(headers[i]![0].toLowerCase())) headers.splice(i, 1);
     for (const pair of this.requestSet) headers.push([pair[0], pair[1]]);
   }
 

@@ -136,6 +136,11 @@ export class AccessPolicy {
     }
   }
 
+  /** Whether the response rules change heads (the edge then writes each response head anew). */
+  get rewritesResponse(): boolean {
+    return this.headers?.rewritesResponse ?? false;
+  }
+
   rewriteResponse(headers: [string, string][]): [string, string][] {
     return this.headers ? this.headers.rewriteResponse(headers) : headers;
   }
@@ -145,7 +150,7 @@ export class AccessPolicy {
 function stripSessionCookie(headers: [string, string][]): void {
   for (let i = headers.length - 1; i >= 0; i--) {
     const [name, value] = headers[i]!;
-    if (name !== "cookie" || !value.includes(SESSION_COOKIE)) continue;
+    if (name.toLowerCase() !== "cookie" || !value.includes(SESSION_COOKIE)) continue;
     const kept = value.split(";").filter((c) => c.trim().split("=")[0] !== SESSION_COOKIE).join(";").trim();
     if (kept === "") headers.splice(i, 1);
     else headers[i] = [name, kept];

@@ -1,0 +1,354 @@
+/**
+ * One visitor request carried to a tunnel's agent as an "h1" stream
+ * (protocol/messages.ts OpenMeta) and its response back, as bytes both
+ * ways: the request's body goes on with the framing the visitor gave it,
+ * and the response reaches the visitor exactly as the local service sent
+ * it (status line, header case and order, Content-Length or chunks, interim
+ * 100 Continue answers), read here only to know where it ends, so that
+ * nothing past its end reaches the visitor and the connection can carry the
+ * next request. After a 101 the connection is a pipe both ways.
+ *
+ * Credit bounds memory: a request body is read from the visitor only as
+ * the stream takes it, and response bytes are acknowledged to the agent
+ * only once the visitor's socket took them.
+ */
+import { ChunkedDecoder } from "../http/chunked.ts";
+import type { RequestHead } from "../http/request-head.ts";
+import { ResponseParser, type ResponseSink } from "../http/response-reader.ts";
+import type { ParsedHead } from "../http/response-head.ts";
+import { log } from "../log.ts";
+import { HTTP_REQUEST, WEBSOCKET_REQUEST, type EdgeCounters } from "../metrics/edge-counters.ts";
+import type { OpenMeta, RelayedMeta } from "../protocol/messages.ts";
+import type { Stream } from "../protocol/mux.ts";
+import { WireError } from "../protocol/wire.ts";
+import { USER_EMAIL_HEADER } from "../validate/access.ts";
+import type { Passed } from "./access/policy.ts";
+import type { HttpConnection, Occupant } from "./http-connection.ts";
+import { badGatewayPage, slowServicePage } from "./pages.ts";
+import { awaitReply, goneSinceReply, ResponseTimeout } from "./replies.ts";
+import type { Tunnel } from "./registry.ts";
+import { SKIP_HEADER } from "./warning.ts";
+
+/** Request fields the edge sets itself: a visitor's own are dropped. */
+const EDGE_SET = new Set(["x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", SKIP_HEADER, USER_EMAIL_HEADER]);
+
+export interface ForwardContext {
+  /** The visitor's socket peer, and who the visitor is (a trusted proxy's client, or the peer). */
+  remoteIp: string;
+  remotePort: number;
+  client: string;
+  secure: boolean;
+  /** The Host as the visitor sent it (name and port). */
+  host: string;
+  responseTimeoutMs: number;
+  maxResponseTimeoutMs: number;
+  /** Who the tunnel's access policy let through; undefined without a policy. */
+  passed?: Passed;
+  /** Another node's tunnel: this visitor is due the browser warning, which that node shows after its access rules. */
+  warn?: boolean;
+  counters: EdgeCounters;
+  startedAt: number;
+}
+
+/**
+ * The head the local service reads: the visitor's request line and fields
+ * (case, order and framing fields as sent) without those the edge sets,
+ * the tunnel's header rules applied, then X-Forwarded-For (the visitor's
+ * own list, if any, with its address added), -Proto and -Host.
+ */
+export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardContext): string {
+  let forwardedFor: string | undefined;
+  let fields: [string, string][] = [];
+  for (const field of head.fields) {
+    const lower = field[0].toLowerCase();
+    if (!EDGE_SET.has(lower)) fields.push(field);
+    else if (lower === "x-forwarded-for") forwardedFor = forwardedFor === undefined ? field[1] : `${forwardedFor}, ${field[1]}`;
+  }
+  if (tunnel.access) {
+    fields = fields.slice();
+    tunnel.access.rewriteRequest(fields, ctx.passed);
+  }
+  let text = `${head.method} ${head.target} HTTP/1.${head.minor}\r\n`;
+  for (const [name, value] of fields) text += `${name}: ${value}\r\n`;
+  text += `X-Forwarded-For: ${forwardedFor ? `${forwardedFor}, ${ctx.remoteIp}` : ctx.remoteIp}\r\n`;
+  text += `X-Forwarded-Proto: ${ctx.secure ? "https" : "http"}\r\nX-Forwarded-Host: ${ctx.host}\r\n\r\n`;
+  return text;
+}
+
+/** Serves `head` on `conn` through `tunnel`'s agent. */
+export function forward(conn: HttpConnection, head: RequestHead, tunnel: Tunnel, ctx: ForwardContext): void {
+  const meta: OpenMeta = { tunnel: tunnel.id, kind: "h1", remote: `${ctx.remoteIp}:${ctx.remotePort}`, head: requestHeadText(head, tunnel, ctx) };
+  // another node's tunnel: its access rules are applied there, on the visitor's address as judged here
+  if (tunnel.relayed) {
+    (meta as RelayedMeta).client = ctx.client;
+    if (ctx.warn) (meta as RelayedMeta).warn = true;
+  }
+  const bodyless = head.framing === "none" && head.upgrade === undefined;
+  const stream = tunnel.agent?.openStream(meta, bodyless);
+  if (!stream) {
+    ctx.counters.request(HTTP_REQUEST, 502, ctx.startedAt);
+    void conn.answer(badGatewayPage(ctx.host, "its agent is reconnecting or busy"), head, head.framing === "none");
+    return;
+  }
+  new Exchange(conn, head, tunnel, ctx, stream).start();
+}
+
+class Exchange implements Occupant, ResponseSink {
+  private readonly parser: ResponseParser;
+  /** Request body still to come: bytes of a length, or the chunked decoder tracking where it ends. */
+  private remaining: number;
+  private readonly chunks: ChunkedDecoder | undefined;
+  private requestDone: boolean;
+  private responded = false;
+  /** Some of the response reached the visitor: a failure now can only cut the connection. */
+  private wrote = false;
+  private response: ParsedHead | undefined;
+  /** After a 101: bytes both ways as they come. */
+  private piping = false;
+  private visitorEnded = false;
+  private agentEnded = false;
+  private finished = false;
+  /** Response bytes written to the visitor but not yet taken by its socket: their credit waits. */
+  private owed = 0;
+  /** Header rules for the response: its head is written anew. */
+  private readonly rewrite: boolean;
+
+  constructor(
+    private readonly conn: HttpConnection,
+    private readonly request: RequestHead,
+    private readonly tunnel: Tunnel,
+    private readonly ctx: ForwardContext,
+    private readonly stream: Stream,
+  ) {
+    this.remaining = request.framing === "length" ? request.length : 0;
+    this.chunks = request.framing === "chunked" ? new ChunkedDecoder() : undefined;
+    this.requestDone = request.framing === "none";
+    this.rewrite = tunnel.access?.rewritesResponse ?? false;
+    this.parser = new ResponseParser(request.method, this);
+    if (this.rewrite) this.raw = this.rawRewritten;
+  }
+
+  start(): void {
+    const { conn, stream, tunnel } = this;
+    tunnel.countIn(stream.metaBytes);
+    conn.occupy(this);
+    stream.onDrain = () => conn.resume();
+    stream.whenReset((code) => this.agentReset(code));
+    const early = conn.takeEarly();
+    if (early) this.data(early);
+    void this.awaitResponse();
+  }
+
+  private async awaitResponse(): Promise<void> {
+    const { stream, ctx } = this;
+    const openBytes = stream.metaBytes;
+    try {
+      await awaitReply(stream, this.tunnel.responseTimeoutMs ?? ctx.responseTimeoutMs);
+    } catch (err) {
+      if (this.finished) return;
+      log.info("tunnel request failed", { tunnel: ctx.host, path: this.request.target.split("?")[0], err: (err as Error).message });
+      if (err instanceof ResponseTimeout) return this.failPage(slowServicePage(ctx.host, Math.round(err.timeoutMs / 1000), Math.round(ctx.maxResponseTimeoutMs / 1000)));
+      return this.failPage(badGatewayPage(ctx.host, (err as Error).message));
+    }
+    if (this.finished) return;
+    this.responded = true;
+    this.tunnel.countOut(stream.metaBytes - openBytes);
+    const gone = goneSinceReply(stream);
+    if (gone) return this.failPage(badGatewayPage(ctx.host, gone));
+    stream.onData = (chunk) => this.fromAgent(chunk);
+    stream.onEnd = () => this.agentFin();
+  }
+
+  // -- the visitor's bytes: the request body, then (after a 101) anything -------------------------
+
+  data(bytes: Uint8Array): void {
+    if (this.finished) return;
+    if (this.piping) return this.toAgent(bytes);
+    // the next request's, sent early; or, for an upgrade, the new protocol's before its 101 (taken by end())
+    if (this.requestDone) return this.conn.unread(bytes);
+    let end: number;
+    if (this.chunks) {
+      const error = this.chunks.feed(bytes, 0, () => {});
+      if (error) return this.brokenRequest(error);
+      end = this.chunks.done ? this.chunks.endedAt : bytes.byteLength;
+      this.requestDone = this.chunks.done;
+    } else {
+      end = Math.min(this.remaining, bytes.byteLength);
+      this.remaining -= end;
+      this.requestDone = this.remaining === 0;
+    }
+    if (end > 0) this.toAgent(end === bytes.byteLength ? bytes : bytes.subarray(0, end));
+    if (this.requestDone) {
+      // an upgrade's request has no body: what follows is the new protocol's, kept until the 101
+      if (this.request.upgrade === undefined) this.stream.end();
+      if (end < bytes.byteLength) this.conn.unread(bytes.subarray(end));
+    }
+  }
+
+  private toAgent(bytes: Uint8Array): void {
+    this.tunnel.countIn(bytes.byteLength);
+    if (!this.stream.write(bytes)) this.conn.pause();
+  }
+
+  ended(): void {
+    // the visitor half-closed: in a pipe, the agent's side learns it; mid-request, the request is broken
+    this.visitorEnded = true;
+    if (this.piping) return this.stream.end();
+    if (!this.requestDone) return this.brokenRequest("the visitor closed its side mid-request");
+  }
+
+  closed(): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.stream.reset(WireError.CANCELLED);
+  }
+
+  drained(): void {
+    if (this.owed === 0) return;
+    this.stream.consumed(this.owed);
+    this.owed = 0;
+  }
+
+  // -- the agent's bytes: the response, then (after a 101) anything ---------------------------------
+
+  private fromAgent(chunk: Uint8Array): void {
+    if (this.finished) return this.stream.consumed(chunk.byteLength);
+    this.tunnel.countOut(chunk.byteLength);
+    if (this.piping) return this.toVisitor(chunk);
+    const error = this.parser.push(chunk);
+    if (error) return this.brokenResponse(`its local service sent a malformed response: ${error}`);
+    const end = this.parser.complete ? this.parser.endedAt : chunk.byteLength;
+    if (!this.rewrite && end > 0) this.toVisitor(end === chunk.byteLength ? chunk : chunk.subarray(0, end), end);
+    if (end < chunk.byteLength) {
+      const rest = chunk.subarray(end);
+      if (this.piping) this.toVisitor(rest);
+      else this.stream.consumed(rest.byteLength); // past the response's end: not the visitor's
+    }
+    // written (the head anew) by raw(): credit as the socket takes it
+    if (this.rewrite && end > 0) {
+      if (this.conn.writesPending === 0) this.stream.consumed(end);
+      else this.owed += end;
+    }
+  }
+
+  private toVisitor(bytes: Uint8Array, credit = bytes.byteLength): void {
+    this.wrote = true;
+    if (this.conn.write(bytes)) this.stream.consumed(credit);
+    else this.owed += credit;
+  }
+
+  // ResponseSink: the parser's view of the response as it passes
+
+  interim(): void {}
+
+  head(head: ParsedHead): void {
+    this.response = head;
+    this.ctx.counters.request(this.request.upgrade === "websocket" ? WEBSOCKET_REQUEST : HTTP_REQUEST, head.status, this.ctx.startedAt);
+  }
+
+  body(): void {}
+
+  end(): void {
+    // the response is complete (its last byte is being written): after a 101 the pipe begins
+    if (this.response?.status === 101 && this.request.upgrade !== undefined) {
+      this.piping = true;
+      const early = this.conn.takeEarly();
+      if (early) this.toAgent(early);
+      return;
+    }
+    queueMicrotask(() => this.done());
+  }
+
+  raw: ResponseSink["raw"] = undefined;
+
+  /** With header rules: the head is written anew with them, everything else as it came. */
+  private readonly rawRewritten = (bytes: Uint8Array, part: "interim" | "head" | "body"): void => {
+    if (part !== "head" || !this.response) return this.writeRaw(bytes);
+    const h = this.response;
+    const fields = this.tunnel.access!.rewriteResponse(h.headers);
+    let text = `HTTP/1.${h.minor} ${h.status}${h.reason ? ` ${h.reason}` : ""}\r\n`;
+    for (const [name, value] of fields) text += `${name}: ${value}\r\n`;
+    this.writeRaw(Buffer.from(`${text}\r\n`, "latin1"));
+  };
+
+  private writeRaw(bytes: Uint8Array): void {
+    this.wrote = true;
+    this.conn.write(bytes);
+  }
+
+  /** The response went out whole: the connection carries the next request, if both sides allow. */
+  private done(): void {
+    if (this.finished) return;
+    this.finished = true;
+    const keepAlive = this.request.keepAlive && (this.response?.keepAlive ?? false) && this.requestDone && !this.visitorEnded;
+    // the agent's FIN may still be on its way; a request body not all sent is not wanted any more
+    if (!this.requestDone) this.stream.reset(WireError.CANCELLED);
+    else if (this.request.upgrade !== undefined) this.stream.end(); // an upgrade the service did not take
+    this.stream.onData = (chunk) => this.stream.consumed(chunk.byteLength);
+    this.settleCredit();
+    this.conn.release(keepAlive);
+  }
+
+  private settleCredit(): void {
+    if (this.owed > 0 && this.conn.writesPending === 0) {
+      this.stream.consumed(this.owed);
+      this.owed = 0;
+    }
+  }
+
+  private agentFin(): void {
+    this.agentEnded = true;
+    if (this.finished) return;
+    if (this.piping) {
+      if (this.visitorEnded) this.finishPipe();
+      else this.conn.close(); // the service is done with the new protocol: the visitor's connection ends with it
+      return;
+    }
+    // a response read until the connection closes ends here; anything else is cut short
+    const why = this.parser.closed();
+    if (this.parser.complete) return;
+    this.brokenResponse(why ?? "its agent ended the response early");
+  }
+
+  private finishPipe(): void {
+    this.finished = true;
+    this.conn.close();
+  }
+
+  private agentReset(code: string): void {
+    if (this.finished || !this.responded) return; // before the REPLY, awaitReply reports it
+    this.brokenResponse(code.startsWith(WireError.UPSTREAM_FAILED) ? `the agent could not reach it (${code.slice(WireError.UPSTREAM_FAILED.length).trim() || "reset"})` : "the tunnel's connection closed");
+  }
+
+  // -- failures ----------------------------------------------------------------------------------------
+
+  /** No response reached the visitor yet: it gets the edge's page; else its connection is cut. */
+  private brokenResponse(why: string): void {
+    if (this.finished) return;
+    if (!this.wrote) return this.failPage(badGatewayPage(this.ctx.host, why));
+    log.info("tunnel response broken off", { tunnel: this.ctx.host, err: why });
+    this.finished = true;
+    this.stream.reset(WireError.CANCELLED);
+    this.conn.terminate();
+  }
+
+  private failPage(page: Response): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.stream.reset(WireError.CANCELLED);
+    this.ctx.counters.request(HTTP_REQUEST, page.status, this.ctx.startedAt);
+    // the rest of a request body the service never got cannot be told from a next request: close after the page
+    void this.conn.answer(page, this.request, this.requestDone && this.request.upgrade === undefined);
+  }
+
+  /** The visitor's body broke its own framing: nothing more can be read from this connection. */
+  private brokenRequest(why: string): void {
+    if (this.finished) return;
+    log.info("visitor request broken off", { tunnel: this.ctx.host, err: why });
+    this.finished = true;
+    this.stream.reset(WireError.CANCELLED);
+    if (this.wrote) return this.conn.terminate();
+    this.ctx.counters.request(HTTP_REQUEST, 400, this.ctx.startedAt);
+    void this.conn.answer(new Response("malformed request body\n", { status: 400 }), this.request, false);
+  }
+}

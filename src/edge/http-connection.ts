@@ -1,0 +1,278 @@
+/**
+ * One visitor's connection on the public port, read as HTTP/1.1 by burrow
+ * itself: request heads are gathered and parsed here (src/http), each
+ * request is handed to whoever serves it (an exchange with a tunnel, or an
+ * answer of the edge's own), and while it is being served the connection
+ * belongs to it: the request's body, and after a protocol switch every
+ * byte, go to that occupant. Bytes of a next request sent early
+ * (pipelining) wait, bounded, until the occupant lets go.
+ *
+ * Time limits, checked by one shared sweep (never a timer per connection):
+ * a head must arrive whole within --idle-timeout of its first byte (a
+ * slow-loris sender trickling bytes does not reset it), and a connection
+ * with no request in flight closes after --idle-timeout. A request in
+ * flight (a long poll, a download) is never cut by either.
+ */
+import type { Socket } from "bun";
+import { HeadReader } from "../http/head-reader.ts";
+import { isRefusal, parseRequestHead, type HeadRefusal, type RequestHead } from "../http/request-head.ts";
+import { responseBytes } from "../http/response-bytes.ts";
+import { PendingWrites } from "../sockets/pending-writes.ts";
+
+/** A request head (request line and fields) may be this large; more is refused with 431. */
+export const MAX_REQUEST_HEAD_BYTES = 64 * 1024;
+/** Bytes of pipelined requests held while one is served; past this the socket is not read. */
+const MAX_EARLY_BYTES = 64 * 1024;
+const SWEEP_MS = 1_000;
+
+/** Who has the connection while a request is served. */
+export interface Occupant {
+  /** Bytes from the visitor. An occupant that has all of its request hands the rest back (HttpConnection.unread). */
+  data(bytes: Uint8Array): void;
+  /** Everything the connection had queued for the visitor has been written. */
+  drained?(): void;
+  /** The visitor half-closed its side. */
+  ended?(): void;
+  /** The connection is gone (the visitor left, or the edge closed it). */
+  closed(): void;
+}
+
+export interface ConnectionServer {
+  /** A parsed request: serve it (the connection is held until release or close). */
+  request(conn: HttpConnection, head: RequestHead, headText: string): void;
+  /** A head that could not be parsed: the answer to give before closing. */
+  refused(conn: HttpConnection, refusal: HeadRefusal): Response;
+  /** The connection closed (its place in the budget goes back). */
+  closed(conn: HttpConnection): void;
+}
+
+export interface SocketData {
+  conn?: HttpConnection;
+}
+
+const open = new Set<HttpConnection>();
+let sweeper: ReturnType<typeof setInterval> | undefined;
+
+function sweep(): void {
+  const now = performance.now();
+  for (const c of open) c.expireIfIdle(now);
+}
+
+export class HttpConnection {
+  private readonly heads = new HeadReader(MAX_REQUEST_HEAD_BYTES);
+  private readonly out: PendingWrites;
+  private occupant: Occupant | undefined;
+  /** Bytes read but not yet handled (a pipelined request, or what came while a head was routed). */
+  private early: Uint8Array[] = [];
+  private earlyBytes = 0;
+  /** When the current head's first byte came (0: none pending); when the connection fell idle. */
+  private headSince = 0;
+  private idleSince: number;
+  private closeAfterWrites = false;
+  private closing = false;
+  private paused = false;
+  /** Requests served on this connection. */
+  served = 0;
+  /** Set by the server at the first request: who the visitor is, for the budget and the rules. */
+  client: string | undefined;
+  /** The budget's key while the connection holds a place. */
+  counted: string | undefined;
+  /** Handed over to the loopback server (an agent's or node's WebSocket): no visitor request. */
+  handedOver = false;
+
+  constructor(
+    readonly socket: Socket<SocketData>,
+    readonly peer: { address: string; port: number },
+    private readonly server: ConnectionServer,
+    private readonly idleTimeoutMs: number,
+  ) {
+    this.out = new PendingWrites(socket);
+    this.idleSince = performance.now();
+    open.add(this);
+    if (sweeper === undefined) {
+      sweeper = setInterval(sweep, SWEEP_MS);
+      sweeper.unref();
+    }
+  }
+
+  /** No request in flight. */
+  get idle(): boolean {
+    return this.occupant === undefined && this.headSince === 0 && !this.closing;
+  }
+
+  get busy(): boolean {
+    return this.occupant !== undefined;
+  }
+
+  /** The connection is closing or closed: nothing more is served on it. */
+  get closedAlready(): boolean {
+    return this.closing;
+  }
+
+  // -- socket events (the listener's handlers call these) -----------------------------------------
+
+  received(bytes: Uint8Array): void {
+    if (this.closing) return;
+    if (this.occupant) return this.occupant.data(bytes);
+    if (this.early.length > 0 || this.routing) return this.hold(bytes);
+    this.readHeads(bytes);
+  }
+
+  drain(): void {
+    if (!this.out.flush()) return;
+    if (this.closeAfterWrites) return this.endNow();
+    this.occupant?.drained?.();
+  }
+
+  ended(): void {
+    if (this.occupant?.ended) return this.occupant.ended();
+    // nothing in flight: the visitor is done with the connection
+    if (!this.occupant) this.close();
+  }
+
+  closedBySocket(): void {
+    if (!open.delete(this)) return;
+    this.closing = true;
+    const o = this.occupant;
+    this.occupant = undefined;
+    o?.closed();
+    this.server.closed(this);
+  }
+
+  // -- what an occupant or the server does ------------------------------------------------------------
+
+  /** Set while the server decides on a head (async routing): bytes meanwhile are held. */
+  routing = false;
+
+  /** Hands the connection to `occupant` until release(). */
+  occupy(occupant: Occupant): void {
+    this.routing = false;
+    this.occupant = occupant;
+  }
+
+  /** Bytes the occupant read past its request: the next request's, handled after release. */
+  unread(bytes: Uint8Array): void {
+    if (bytes.byteLength > 0) this.hold(bytes);
+  }
+
+  /** Writes to the visitor; false when some of it waits for the socket (drained() follows). */
+  write(bytes: Uint8Array): boolean {
+    if (this.closing) return false;
+    return this.out.write(bytes);
+  }
+
+  get writesPending(): number {
+    return this.out.queued;
+  }
+
+  /** Stops reading the visitor (its bytes have nowhere to go yet). */
+  pause(): void {
+    if (this.paused) return;
+    this.paused = true;
+    this.socket.pause();
+  }
+
+  resume(): void {
+    if (!this.paused) return;
+    this.paused = false;
+    this.socket.resume();
+  }
+
+  /** The request is served: the next one is read, or (`keepAlive` false) the connection closes once written. */
+  release(keepAlive: boolean): void {
+    this.occupant = undefined;
+    this.routing = false;
+    this.served++;
+    if (!keepAlive || this.closing) return this.close();
+    this.idleSince = performance.now();
+    this.resume();
+    if (this.early.length === 0) return;
+    const bytes = this.early.length === 1 ? this.early[0]! : Buffer.concat(this.early);
+    this.early = [];
+    this.earlyBytes = 0;
+    this.readHeads(bytes);
+  }
+
+  /** Answers with a Response of the edge's own and then releases (or closes). */
+  async answer(res: Response, head: { method: string; keepAlive: boolean } | undefined, keepAlive: boolean): Promise<void> {
+    const closes = !keepAlive || !head?.keepAlive || res.headers.get("connection")?.toLowerCase() === "close";
+    let bytes: Uint8Array;
+    try {
+      bytes = await responseBytes(res, { head: head?.method === "HEAD", close: closes });
+    } catch {
+      return this.close(); // a body that would not be read: nothing sensible to send
+    }
+    this.write(bytes);
+    this.release(!closes);
+  }
+
+  /** Closes once everything written has gone out. */
+  close(): void {
+    if (this.closing) return;
+    this.closing = true;
+    this.routing = false;
+    if (this.out.empty) this.endNow();
+    else this.closeAfterWrites = true;
+  }
+
+  /** Closes at once, whatever waits (a broken exchange). */
+  terminate(): void {
+    this.closing = true;
+    this.out.clear();
+    this.socket.terminate();
+  }
+
+  /** Called by the sweep: closes an idle connection past the idle timeout, or a head too slow. */
+  expireIfIdle(now: number): void {
+    if (this.closing || this.occupant || this.routing) return;
+    const since = this.headSince || this.idleSince;
+    if (now - since >= this.idleTimeoutMs) this.terminate();
+  }
+
+  // -- reading heads ------------------------------------------------------------------------------------
+
+  private hold(bytes: Uint8Array): void {
+    // the socket may hand us its buffer again: keep a copy
+    this.early.push(bytes.slice());
+    this.earlyBytes += bytes.byteLength;
+    if (this.earlyBytes > MAX_EARLY_BYTES) this.pause();
+  }
+
+  private readHeads(bytes: Uint8Array): void {
+    const read = this.heads.read(bytes, 0);
+    if (read === "incomplete") {
+      if (this.headSince === 0) this.headSince = performance.now();
+      return;
+    }
+    if (read === "too-large") return this.refuse({ status: 431, why: "The request head is too large." });
+    if (read === "bare-lf") return this.refuse({ status: 400, why: "Request lines must end in CRLF." });
+    this.headSince = 0;
+    const head = parseRequestHead(read.text);
+    if (isRefusal(head)) return this.refuse(head);
+    this.routing = true;
+    if (read.next < bytes.byteLength) this.hold(bytes.subarray(read.next));
+    this.server.request(this, head, read.text);
+  }
+
+  private refuse(refusal: HeadRefusal): void {
+    this.heads.reset();
+    this.headSince = 0;
+    this.routing = true; // nothing more is read from a sender whose framing cannot be trusted
+    void this.answer(this.server.refused(this, refusal), undefined, false);
+  }
+
+  /** Early bytes for the occupant that just took the connection (its request's body). */
+  takeEarly(): Uint8Array | undefined {
+    if (this.early.length === 0) return undefined;
+    const bytes = this.early.length === 1 ? this.early[0]! : Buffer.concat(this.early);
+    this.early = [];
+    this.earlyBytes = 0;
+    this.resume();
+    return bytes;
+  }
+
+  private endNow(): void {
+    this.closeAfterWrites = false;
+    this.socket.end();
+  }
+}
