@@ -118,7 +118,8 @@ export class SocketPipe {
    * `side` closed. After an error the other side is cut. A close without
    * one ends what came from it (after our shutdown, Bun reports the peer's
    * FIN as a close without an end event); the other direction has nowhere
-   * to go, and what the other side still sends is dropped until it closes.
+   * to go, and what the other side still sends is dropped until it closes
+   * (or stays idle past the half-open limit).
    */
   closed(side: PipeSide, error?: unknown): void {
     if (error !== undefined) return this.terminate();

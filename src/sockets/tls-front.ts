@@ -40,7 +40,7 @@ export interface TlsFrontOptions<D> {
   route?: (hello: ClientHello) => Route;
 }
 
-/** Hello faults come from anyone on the internet: a line a minute at most for a flood. */
+/** Hello faults come from anyone on the internet: a flood of them costs at most 30 lines a minute. */
 const helloFault = limitedLog(30);
 
 export class TlsFront<D> {

@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { HelloError, MAX_HELLO_BYTES, parseClientHello, type HelloAnswer } from "../../src/tls/client-hello.ts";
+import { HelloError, MAX_HELLO_BYTES, parseClientHello, type HelloAnswer, type HelloErrorCode } from "../../src/tls/client-hello.ts";
 import { fuzzParams } from "../harness/fuzz.ts";
 
 const ALPN_H2_HTTP1 = new Uint8Array([2, ...Buffer.from("h2"), 8, ...Buffer.from("http/1.1")]);
@@ -65,7 +65,7 @@ function buildHello(opts: { serverName?: string; alpn?: string[]; extensions?: n
   return new Uint8Array([22, 3, 1, ...u16(message.length), ...message]);
 }
 
-function expectError(answer: HelloAnswer, code: string): void {
+function expectError(answer: HelloAnswer, code: HelloErrorCode): void {
   expect(answer).toBeInstanceOf(HelloError);
   expect((answer as HelloError).code).toBe(code);
 }
