@@ -31,3 +31,19 @@ function compareRanks(a: number[], b: number[]): number {
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return (a[i] ?? 0) - (b[i] ?? 0);
   return 0;
 }
+
+/**
+ * The entry of a TlsSource for the server name a client asked for: the one
+ * named exactly, else a wildcard covering it, else the first (which is also
+ * what a client that names no server gets). Bun.serve picks the same way
+ * among its `tls` array; a front before Bun.listen picks with this.
+ */
+export function chooseEntry<E extends { serverName?: string }>(entries: readonly E[], serverName: string | undefined): E | undefined {
+  if (serverName !== undefined) {
+    const name = serverName.toLowerCase().replace(/\.$/, "");
+    const named = (covers: (certName: string) => boolean) => entries.find((e) => e.serverName !== undefined && covers(e.serverName.toLowerCase()));
+    const found = named((n) => n === name) ?? named((n) => nameCovers(n, name));
+    if (found) return found;
+  }
+  return entries[0];
+}
