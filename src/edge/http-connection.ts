@@ -69,6 +69,8 @@ export class HttpConnection {
   private headSince = 0;
   private idleSince: number;
   private closeAfterWrites = false;
+  /** The visitor half-closed: no request follows the one in flight. */
+  private peerEnded = false;
   private closing = false;
   private paused = false;
   /** Requests served on this connection. */
@@ -125,9 +127,10 @@ export class HttpConnection {
   }
 
   ended(): void {
-    if (this.occupant?.ended) return this.occupant.ended();
-    // nothing in flight: the visitor is done with the connection
-    if (!this.occupant) this.close();
+    this.peerEnded = true;
+    if (this.occupant) return this.occupant.ended?.();
+    // nothing in flight: the visitor is done with the connection (a request being routed is still answered)
+    if (!this.routing) this.close();
   }
 
   closedBySocket(): void {
@@ -183,7 +186,7 @@ export class HttpConnection {
     this.occupant = undefined;
     this.routing = false;
     this.served++;
-    if (!keepAlive || this.closing) return this.close();
+    if (!keepAlive || this.closing || this.peerEnded) return this.close();
     this.idleSince = performance.now();
     this.resume();
     if (this.early.length === 0) return;

@@ -198,6 +198,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   const listener = new PublicPort({
     hostname: opts.host,
     port: opts.port,
+    tls: opts.tls,
     idleTimeoutS: opts.idleTimeoutS,
     server: visitorServer({
       domain,

@@ -14,7 +14,7 @@ import fc from "fast-check";
 import * as v from "valibot";
 import { FrameReader } from "../../src/protocol/frame-reader.ts";
 import { decodeFrames, encodeFrame, parseJsonPayload, ProtocolError, type Frame } from "../../src/protocol/frames.ts";
-import { Hello, OpenMeta, readOpenMeta, readResponseHead, ResponseHead, TunnelRequest } from "../../src/protocol/messages.ts";
+import { Hello, OpenMeta, readOpenMeta, TunnelRequest } from "../../src/protocol/messages.ts";
 import { encodeCloseRecord, encodeRecord, MAX_WS_MESSAGE, RecordDecoder } from "../../src/protocol/ws-records.ts";
 import { CONTROL_FRAMES, FIN_CARRIERS, FrameType, HEADER_LENGTH, MAX_PAYLOAD, type FrameTypeValue } from "../../src/protocol/wire.ts";
 import { fuzzParams } from "../harness/fuzz.ts";
@@ -473,15 +473,10 @@ const headerList = mostly(fc.array(mostly(fc.array(mostly(shortString(20)), { mi
 const openMetaish = fc.record(
   {
     tunnel: mostly(shortString(10)),
-    kind: mostly(fc.constantFrom("http", "ws", "tcp", "udp")),
+    kind: mostly(fc.constantFrom("h1", "http", "ws", "tcp", "udp")),
     remote: mostly(shortString(20)),
-    head: mostly(fc.record({ method: mostly(shortString(40)), path: mostly(shortString(20)), headers: headerList }, { requiredKeys: [] })),
-    body: mostly(fc.boolean()),
+    head: mostly(fc.oneof(shortString(60), fc.record({ method: mostly(shortString(40)), path: mostly(shortString(20)), headers: headerList }, { requiredKeys: [] }))),
   },
-  { requiredKeys: [] },
-);
-const responseHeadish = fc.record(
-  { status: mostly(fc.oneof(fc.integer({ min: 98, max: 1001 }), fc.double({ min: 99, max: 1000 }))), headers: headerList },
   { requiredKeys: [] },
 );
 
@@ -490,7 +485,6 @@ const anyValue = fc.oneof(
   fc.jsonValue(),
   helloish,
   openMetaish,
-  responseHeadish,
 );
 
 describe("JSON control payloads", () => {
@@ -522,7 +516,6 @@ describe("JSON control payloads", () => {
         }
         // the per-request fast paths accept only what the schemas accept
         if (readOpenMeta(value) !== undefined) expect(v.safeParse(OpenMeta, value).success).toBe(true);
-        if (typeof readResponseHead(value) !== "string") expect(v.safeParse(ResponseHead, value).success).toBe(true);
       }),
       fuzzParams(RUNS * 2, TIME_LIMIT_MS),
     );

@@ -101,7 +101,7 @@ describe("what is refused, and with which status", () => {
     ["an expectation other than 100-continue", ["POST / HTTP/1.1", "Host: a", "Expect: something"], 417],
     ["too many fields", ["GET / HTTP/1.1", "Host: a", ...Array.from({ length: 300 }, (_, i) => `X-${i}: 1`)], 431],
   ])("%s", (_, lines, status) => {
-    expect(refusal(lines as string[]).status).toBe(status as number);
+    expect(refusal(lines as string[]).status as number).toBe(status as number);
   });
 });
 
