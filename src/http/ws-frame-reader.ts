@@ -130,7 +130,8 @@ export class WebSocketFrameReader {
     m.size += n;
     const room = Math.min(this.keep - m.kept, n);
     if (room <= 0) return;
-    const copy = bytes.slice(at, at + room);
+    // a copy of our own, unmasked in place: Buffer's slice() would be a view of the passing bytes
+    const copy = new Uint8Array(bytes.subarray(at, at + room));
     const mask = this.mask;
     if (mask) for (let i = 0, phase = this.payloadAt; i < room; i++, phase++) copy[i]! ^= mask[phase & 3]!;
     m.pieces.push(copy);

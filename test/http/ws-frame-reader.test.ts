@@ -60,6 +60,13 @@ describe("messages", () => {
     expect([...r.messages[4]!.data]).toEqual([...big.subarray(0, 16)]);
   });
 
+  test("the bytes it reads are never changed, Buffers (whose slice() is a view) included", () => {
+    const wire = Buffer.from(stream);
+    const before = Buffer.from(wire);
+    expect(read(chop(wire, prng(5), 700)).messages.map(text)).toEqual(expected);
+    expect(wire.equals(before)).toBe(true);
+  });
+
   test("a compressed message (RSV1) is shown as the bytes that passed", () => {
     const r = read([wsFrame({ opcode: 1, payload: new Uint8Array([0xf2, 0x48]), rsv1: true })]);
     expect(r.messages.map((m) => [m.text, [...m.data]])).toEqual([[false, [0xf2, 0x48]]]);
