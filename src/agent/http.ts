@@ -9,7 +9,7 @@
 import type { Stream } from "../protocol/mux.ts";
 import { WireError } from "../protocol/wire.ts";
 import type { ExchangeTap, TappedRequest } from "./inspector/tap.ts";
-import { forwardRequest } from "./local-http/exchange.ts";
+import { forwardRequest } from "./local-http/forward.ts";
 import { ConnectionPool } from "./local-http/pool.ts";
 import { prepareRequest } from "./local-http/request.ts";
 import { localAuthority, type LocalTarget } from "./local-target.ts";

@@ -1,5 +1,5 @@
 /**
- * One visitor request carried to the local service over a pooled
+ * One attempt at a visitor request: carried to the local service over one
  * connection, and its response back, as bytes both ways (an "h1" stream):
  *
  * - the head goes in one write; the body follows as the stream delivers
@@ -25,9 +25,8 @@ import { ResponseParser, type ResponseSink } from "../../http/response-reader.ts
 import type { Stream } from "../../protocol/mux.ts";
 import { WireError } from "../../protocol/wire.ts";
 import type { ExchangeTap } from "../inspector/tap.ts";
-import { describeLocalError } from "../local-target.ts";
 import type { ConnectionUser, LocalConnection } from "./connection.ts";
-import type { ConnectionPool, LocalService } from "./pool.ts";
+import type { ConnectionPool } from "./pool.ts";
 import type { LocalRequest } from "./request.ts";
 import { pipeSwitched } from "./switched.ts";
 
@@ -51,10 +50,10 @@ export interface ExchangeReport {
 export const CONTINUE_WAIT_MS = 1_000;
 
 /** "stale": a pooled connection the service had already closed; nothing of the request was lost, so it may go again. */
-type Outcome = "done" | "stale";
+export type Outcome = "done" | "stale";
 
 /** What the visitor's side of the stream has said, heard once across the attempts. */
-interface VisitorSide {
+export interface VisitorSide {
   /** The edge's FIN came: every byte of the request has been delivered. */
   ended: boolean;
 }
@@ -63,51 +62,6 @@ const REPLY = {};
 /** The reader of every request without a body: it is done from the start and never changes. */
 const NO_BODY = new RequestBodyReader("none", 0);
 
-/**
- * Carries `request` to the service and its response into `stream`; resolves when the exchange is over. Never throws.
- * `tap`: the inspector's copy, shown the bodies (without their framing) as they pass.
- */
-export async function forwardRequest(
-  stream: Stream,
-  request: LocalRequest,
-  service: LocalService,
-  pool: ConnectionPool,
-  report: ExchangeReport,
-  tap?: ExchangeTap,
-): Promise<void> {
-  let current: Exchange | undefined;
-  let gone: string | undefined;
-  // the visitor left (or the edge gave up waiting): drop the local request too, so it holds no connection
-  stream.whenReset((code) => {
-    gone = code;
-    current?.abandon(code);
-  });
-  const visitor: VisitorSide = { ended: false };
-  stream.onEnd = () => {
-    visitor.ended = true;
-    current?.visitorEnded();
-  };
-  let mayReuse = true;
-  for (;;) {
-    const conn = (mayReuse ? pool.take(service) : undefined) ?? (await pool.open(service));
-    if (gone !== undefined) {
-      if (!(conn instanceof Error)) pool.put(conn); // nothing was written on it
-      tap?.failed(resetReason(gone));
-      return report.cancelled();
-    }
-    if (conn instanceof Error) {
-      const why = describeLocalError(conn);
-      stream.reset(`${WireError.UPSTREAM_FAILED} ${why}`);
-      tap?.failed(why);
-      return report.failed(why);
-    }
-    current = new Exchange(stream, conn, request, pool, report, visitor, tap);
-    if ((await current.run()) === "done") return;
-    // once only: a new connection is never stale
-    mayReuse = false;
-  }
-}
-
 /** A stream's reset code as the inspector shows why a request ended short. */
 export function resetReason(code: string): string {
   if (code.startsWith(WireError.UPSTREAM_FAILED)) return code.slice(WireError.UPSTREAM_FAILED.length).trim() || "the local service failed";
@@ -115,7 +69,7 @@ export function resetReason(code: string): string {
   return code;
 }
 
-class Exchange implements ConnectionUser, ResponseSink {
+export class Exchange implements ConnectionUser, ResponseSink {
   private readonly parser: ResponseParser;
   private readonly requestBody: RequestBodyReader;
   private settle: (outcome: Outcome) => void = () => {};
