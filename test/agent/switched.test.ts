@@ -214,3 +214,32 @@ test("a visitor that does not read stops the agent reading the switched connecti
   expect(got.length).toBe(SWITCHED.length + total);
   expect(sha(got.subarray(SWITCHED.length))).toBe(sha(down));
 });
+
+test("a service that does not read holds the visitor back through credit after the switch", async () => {
+  const { svc, t } = switching(
+    (socket) => {
+      socket.write(SWITCHED);
+      socket.pause();
+    },
+    (socket) => socket.end(),
+  );
+  const v = visit(t, { head: UPGRADE, body: [], end: false });
+  await within(v.replied, WAIT_MS, "the 101");
+  const total = 48 * 1024 * 1024;
+  const block = Buffer.alloc(256 * 1024, 5);
+  let offered = 0;
+  const writer = (async () => {
+    while (offered < total) {
+      offered += block.length;
+      if (!v.stream.write(block) && !(await v.stream.whenDrained())) throw new Error("the stream ended while writing");
+    }
+    v.stream.end();
+  })();
+  await Bun.sleep(500);
+  // a window in flight, plus what the loopback buffers hold: nowhere near all of it
+  expect(offered).toBeLessThan(total / 2);
+  for (const socket of svc.sockets) socket.resume();
+  await within(writer, 20_000, "every byte to be taken");
+  await svc.closedAtLeast(1, "the connection to close after the visitor's FIN");
+  expect(svc.received.get(1)).toBe(UPGRADE.length + total);
+});
