@@ -36,10 +36,10 @@ const deliver = (to: () => Mux, m: Uint8Array) => {
 const agent: Mux = new Mux({ role: "agent", send: (m) => deliver(() => edge, m), onStream: (s) => serveStream(s, readOpenMeta(s.meta)!, tunnel, quiet, taps) });
 const edge: Mux = new Mux({ role: "edge", send: (m) => deliver(() => agent, m) });
 
-const head = { method: "GET", path: "/1k.bin", headers: [["host", "x.localhost"], ["user-agent", "wrk"], ["accept", "*/*"]] as [string, string][] };
+const head = "GET /1k.bin HTTP/1.1\r\nHost: x.localhost\r\nUser-Agent: wrk\r\nAccept: */*\r\n\r\n";
 const one = () =>
   new Promise<void>((resolve) => {
-    const s = edge.open({ tunnel: "t1", kind: "http", remote: "203.0.113.1:5", head }, true);
+    const s = edge.open({ tunnel: "t1", kind: "h1", remote: "203.0.113.1:5", head }, true);
     s.onData = (c) => s.consumed(c.byteLength);
     s.onEnd = () => resolve();
     s.whenReset(() => resolve());

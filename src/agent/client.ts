@@ -24,7 +24,7 @@ import {
 } from "../protocol/wire.ts";
 import { VERSION } from "../version.ts";
 import { ACCESS_UNSUPPORTED, unenforcedAccess } from "./access.ts";
-import { localAuthority, type LocalTarget } from "./http.ts";
+import { localAuthority, type LocalTarget } from "./local-target.ts";
 import { directLink, webSocketLink, type Link } from "../sockets/links.ts";
 import type { AgentOutput, TunnelView } from "./output.ts";
 import type { RequestTaps } from "./inspector/tap.ts";

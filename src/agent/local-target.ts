@@ -7,3 +7,14 @@ export interface LocalTarget {
   /** https to the local service (for a target given as https://host:port). */
   tls?: boolean;
 }
+
+/** The target as a Host value names it: "127.0.0.1:3000", "[::1]:3000". */
+export const localAuthority = (t: LocalTarget) => `${t.host.includes(":") ? `[${t.host}]` : t.host}:${t.port}`;
+
+/** Why the local service could not be reached, in a few words for the 502 page and the log. */
+export function describeLocalError(err: unknown): string {
+  const code = (err as { code?: string }).code;
+  if (code === "ConnectionRefused" || code === "ECONNREFUSED") return "connection refused";
+  if (code === "ETIMEDOUT" || code === "TimeoutError") return "timed out";
+  return (err as Error).message?.split("\n")[0]?.slice(0, 120) || "request failed";
+}

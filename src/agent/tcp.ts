@@ -3,7 +3,7 @@ import type { Socket } from "bun";
 import type { Stream } from "../protocol/mux.ts";
 import { WireError } from "../protocol/wire.ts";
 import { SocketRelay } from "../sockets/socket-stream.ts";
-import { describeLocalError, type LocalTarget } from "./http.ts";
+import { describeLocalError, type LocalTarget } from "./local-target.ts";
 
 /** `onClose`: when the connection is over, with its byte counts, and why the local service could not be reached if it could not. */
 export async function serveTcpStream(stream: Stream, target: LocalTarget, onClose: (bytes: { in: number; out: number }, error?: string) => void): Promise<void> {

@@ -1,13 +1,16 @@
 /**
- * Test helpers for the agent's HTTP client: a local service that speaks raw
+ * Test helpers for the agent's h1 streams: a local service that speaks raw
  * HTTP/1.1 on 127.0.0.1 (so each test writes exactly the bytes it means,
- * malformed ones included), and a tunnel made of an in-memory mux pair whose
- * agent side runs the real serveHttpStream.
+ * malformed ones included, and sees exactly the bytes it was sent), and a
+ * tunnel made of an in-memory mux pair whose agent side runs the real
+ * serveHttpStream, driven from the edge's side with OPEN h1 frames.
  */
 import type { Socket, TCPSocketListener } from "bun";
-import { serveHttpStream, type LocalTarget } from "../../src/agent/http.ts";
+import { serveHttpStream, type LocalTarget, type RequestLine } from "../../src/agent/http.ts";
+import type { RequestTaps } from "../../src/agent/inspector/tap.ts";
+import type { TunnelView } from "../../src/agent/output.ts";
 import { ConnectionPool, type PoolOptions } from "../../src/agent/local-http/pool.ts";
-import { readOpenMeta, type HeaderList, type ResponseHead } from "../../src/protocol/messages.ts";
+import { readOpenMeta } from "../../src/protocol/messages.ts";
 import type { Stream } from "../../src/protocol/mux.ts";
 import { memoryPair, type MemoryPair } from "../protocol/memory-pair.ts";
 import { within } from "../protocol/support.ts";
@@ -21,9 +24,12 @@ export interface RawRequest {
   path: string;
   /** The head as it came, request line and CRLFs included. */
   head: string;
-  headers: HeaderList;
+  /** Names lower-cased, for finding; `head` has them as sent. */
+  headers: [string, string][];
   /** De-chunked if it came chunked. */
   body: Buffer;
+  /** The body as it came on the wire, framing included. */
+  framed: Buffer;
 }
 
 export interface ConnState {
@@ -44,7 +50,11 @@ function dechunk(b: Buffer): [Buffer, number] | undefined {
     if (nl < 0) return undefined;
     const size = parseInt(b.subarray(at, nl).toString("latin1"), 16);
     if (!Number.isFinite(size)) throw new Error(`bad chunk size line ${JSON.stringify(b.subarray(at, nl).toString())}`);
-    if (size === 0) return b.length >= nl + 4 ? [Buffer.concat(parts), nl + 4] : undefined;
+    if (size === 0) {
+      // the last chunk, then trailer lines until a blank one
+      const end = b.indexOf("\r\n\r\n", nl);
+      return end >= 0 ? [Buffer.concat(parts), end + 4] : undefined;
+    }
     if (b.length < nl + 2 + size + 2) return undefined;
     parts.push(b.subarray(nl + 2, nl + 2 + size));
     at = nl + 2 + size + 2;
@@ -56,24 +66,35 @@ export class RawService {
   accepted = 0;
   closed = 0;
   readonly requests: RawRequest[] = [];
-  /** Every byte received, per connection index. */
+  /** Bytes received, per connection index. */
   readonly received = new Map<number, number>();
+  /** Every byte received, per connection index, as it came. */
+  readonly bytes = new Map<number, Buffer[]>();
   /** Connections open now. */
   readonly sockets = new Set<Socket<ConnState>>();
   private readonly listener: TCPSocketListener<ConnState>;
   private closeWaiters: (() => void)[] = [];
 
-  constructor(answer: Answer, hooks: { data?: (socket: Socket<ConnState>, bytes: Buffer) => boolean } = {}) {
+  /**
+   * `hooks.data`: sees each read first, and deals with it itself by returning true.
+   * `hooks.end`: the agent half-closed (with `allowHalfOpen`; otherwise its FIN closes the socket).
+   */
+  constructor(answer: Answer, hooks: { data?: (socket: Socket<ConnState>, bytes: Buffer) => boolean; end?: (socket: Socket<ConnState>) => void; allowHalfOpen?: boolean } = {}) {
     this.listener = Bun.listen<ConnState>({
       hostname: "127.0.0.1",
       port: 0,
+      allowHalfOpen: hooks.allowHalfOpen,
       socket: {
+        end: (socket) => hooks.end?.(socket),
         open: (socket) => {
           socket.data = { index: ++this.accepted, buffer: Buffer.alloc(0) };
           this.sockets.add(socket);
         },
         data: (socket, bytes) => {
           this.received.set(socket.data.index, (this.received.get(socket.data.index) ?? 0) + bytes.byteLength);
+          const seen = this.bytes.get(socket.data.index) ?? [];
+          seen.push(Buffer.from(bytes));
+          this.bytes.set(socket.data.index, seen);
           // a hook that returns true has dealt with the bytes itself
           if (hooks.data?.(socket, bytes)) return;
           socket.data.buffer = Buffer.concat([socket.data.buffer, bytes]);
@@ -92,6 +113,11 @@ export class RawService {
         },
       },
     });
+  }
+
+  /** What connection `conn` was sent, all of it so far. */
+  sent(conn: number): Buffer {
+    return Buffer.concat(this.bytes.get(conn) ?? []);
   }
 
   get port(): number {
@@ -122,6 +148,7 @@ export class RawService {
     const chunked = headers.some(([n, v]) => n === "transfer-encoding" && v.includes("chunked"));
     let body: Buffer = Buffer.alloc(0);
     let used = 0;
+    if (method === undefined) return undefined;
     if (chunked) {
       const got = dechunk(after);
       if (!got) return undefined;
@@ -132,84 +159,114 @@ export class RawService {
       body = Buffer.from(after.subarray(0, used));
     }
     state.buffer = Buffer.from(after.subarray(used));
-    return { conn: state.index, method: method!, path: path!, head, headers, body };
+    return { conn: state.index, method: method!, path: path!, head, headers, body, framed: Buffer.from(after.subarray(0, used)) };
   }
 }
 
 export interface TestTunnel {
   pair: MemoryPair;
   pool: ConnectionPool;
-  logs: { method: string; path: string; status: number | string; ms: number }[];
+  logs: RequestLine[];
+  /** Switched connections closed (after a 101), with their paths. */
+  switchedClosed: string[];
 }
 
-export function tunnelTo(port: number, target: Partial<LocalTarget> = {}, pool: PoolOptions = {}, window?: number): TestTunnel {
-  const t: TestTunnel = { pool: new ConnectionPool(pool), logs: [], pair: undefined as unknown as MemoryPair };
-  const local: LocalTarget = { host: "127.0.0.1", port, ...target };
+export interface TunnelOptions {
+  target?: Partial<LocalTarget>;
+  pool?: PoolOptions;
+  window?: number;
+  /** Captures requests, as the agent's inspector does. */
+  inspector?: RequestTaps;
+}
+
+
+export function tunnelTo(port: number, opts: TunnelOptions = {}): TestTunnel {
+  const t: TestTunnel = { pool: new ConnectionPool(opts.pool), logs: [], switchedClosed: [], pair: undefined as unknown as MemoryPair };
+  const local: LocalTarget = { host: "127.0.0.1", port, ...opts.target };
+  const inspector = opts.inspector;
+  const view: TunnelView = { name: "web", id: "t1", protocol: "http", url: "http://web.example", local: `127.0.0.1:${port}`, target: local, inspect: true };
   t.pair = memoryPair({
-    initialWindow: window,
+    initialWindow: opts.window,
     agent: {
-      onStream: (s) => void serveHttpStream(s, readOpenMeta(s.meta)!, local, (line) => t.logs.push(line), t.pool),
+      onStream: (s) => {
+        const meta = readOpenMeta(s.meta)!;
+        void serveHttpStream(s, meta.head!, local, {
+          log: (line) => t.logs.push(line),
+          switchedClosed: (path) => t.switchedClosed.push(path),
+          tap: inspector ? (request) => inspector.begin(view, { ...request, remote: meta.remote }) : undefined,
+          pool: t.pool,
+        });
+      },
     },
   });
   return t;
 }
 
+/** Closes a tunnel's muxes and its pool (afterEach). */
+export function closeTunnel(t: TestTunnel): void {
+  t.pair.edge.close();
+  t.pair.agent.close();
+  t.pool.close();
+}
+
+/** A request head as an edge sends it: request line, fields as given (names' case kept), blank line. */
+export function requestHead(method: string, path: string, fields: [string, string][] = [["Host", "visitor.example"]], version = "HTTP/1.1"): string {
+  return `${method} ${path} ${version}\r\n${fields.map(([n, v]) => `${n}: ${v}\r\n`).join("")}\r\n`;
+}
+
 export interface VisitorRequest {
-  method?: string;
-  path?: string;
-  headers?: HeaderList;
-  /** Body pieces, written one after another; undefined sends no body. */
-  body?: Uint8Array[];
+  /** The head text (requestHead()); a GET / by default. */
+  head?: string;
+  /** Body pieces, written one after another; undefined: the OPEN carries the FIN. */
+  body?: (Uint8Array | string)[];
   /** Ends the body after the pieces (default); false leaves it open for the test to write more. */
   end?: boolean;
 }
 
 export interface Visit {
   stream: Stream;
-  reply: Promise<ResponseHead>;
-  /** Resolves with the body at FIN, or with the reset code. */
-  outcome: Promise<{ body: Buffer; reset?: string }>;
+  /** Resolves at REPLY. */
+  replied: Promise<void>;
+  /** Resolves with the response's bytes at FIN, or with those that came and the reset code. */
+  outcome: Promise<{ bytes: Buffer; reset?: string; replied: boolean }>;
 }
 
-/** Opens a request stream as the edge does; `consume: false` leaves the response unread (no credit returned). */
+/** Opens an h1 stream as the edge does; `consume: false` leaves the response unread (no credit returned). */
 export function visit(t: TestTunnel, req: VisitorRequest = {}, consume = true): Visit {
   const hasBody = req.body !== undefined;
-  const stream = t.pair.edge.open(
-    {
-      tunnel: "t1",
-      kind: "http",
-      remote: "127.0.0.1:50000",
-      head: { method: req.method ?? "GET", path: req.path ?? "/", headers: req.headers ?? [["host", "visitor.example"]] },
-      body: hasBody,
-    },
-    !hasBody,
-  );
-  const reply = new Promise<ResponseHead>((resolve) => (stream.onReply = (meta) => resolve(meta as ResponseHead)));
+  const stream = t.pair.edge.open({ tunnel: "t1", kind: "h1", remote: "127.0.0.1:50000", head: req.head ?? requestHead("GET", "/") }, !hasBody);
+  let replied = false;
+  const repliedAt = new Promise<void>((resolve) => (stream.onReply = () => ((replied = true), resolve())));
   const chunks: Buffer[] = [];
-  const outcome = new Promise<{ body: Buffer; reset?: string }>((resolve) => {
+  const outcome = new Promise<{ bytes: Buffer; reset?: string; replied: boolean }>((resolve) => {
     if (consume) {
       stream.onData = (chunk) => {
         chunks.push(Buffer.from(chunk));
         stream.consumed(chunk.byteLength);
       };
     }
-    stream.onEnd = () => resolve({ body: Buffer.concat(chunks) });
-    stream.whenReset((code) => resolve({ body: Buffer.concat(chunks), reset: code }));
+    stream.onEnd = () => resolve({ bytes: Buffer.concat(chunks), replied });
+    stream.whenReset((code) => resolve({ bytes: Buffer.concat(chunks), reset: code, replied }));
   });
   if (req.body) {
-    for (const piece of req.body) stream.write(piece);
+    for (const piece of req.body) stream.write(typeof piece === "string" ? Buffer.from(piece, "latin1") : piece);
     if (req.end !== false) stream.end();
   }
-  return { stream, reply, outcome };
+  return { stream, replied: repliedAt, outcome };
 }
 
-/** A whole visit: the reply and the body, within WAIT_MS. */
-export async function fetchThrough(t: TestTunnel, req: VisitorRequest = {}): Promise<{ head?: ResponseHead; body: Buffer; reset?: string }> {
+/** A whole visit, within WAIT_MS: the response's bytes (as latin1 text too), or the reset. */
+export async function fetchThrough(t: TestTunnel, req: VisitorRequest = {}): Promise<{ bytes: Buffer; text: string; status?: number; reset?: string; replied: boolean }> {
   const v = visit(t, req);
-  const result = await within(v.outcome, WAIT_MS, `the answer to ${req.method ?? "GET"} ${req.path ?? "/"}`);
-  // a reset before REPLY leaves no head
-  const head = await Promise.race([v.reply, Promise.resolve(undefined)]);
-  return { head, ...result };
+  const result = await within(v.outcome, WAIT_MS, `the answer to ${(req.head ?? "GET /").split("\r\n")[0]}`);
+  const text = result.bytes.toString("latin1");
+  return { ...result, text, status: statusOf(text) };
+}
+
+/** The final status in response bytes (after any interim ones). */
+export function statusOf(text: string): number | undefined {
+  const all = [...text.matchAll(/(?:^|\r\n\r\n)HTTP\/1\.[01] (\d{3})/g)].map((m) => Number(m[1]));
+  return all.find((s) => s >= 200 || s === 101) ?? all.at(-1);
 }
 
 export const response = (status: number, headers: [string, string][], body = "") =>

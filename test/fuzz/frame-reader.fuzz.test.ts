@@ -1,8 +1,8 @@
 /**
  * Properties of the pure decoders, whatever bytes a peer sends: FrameReader
  * (the direct port's byte stream back into runs of whole frames),
- * decodeFrames (the frames of one message), RecordDecoder (WebSocket
- * messages carried on a stream) and the JSON of control frames. Hostile
+ * decodeFrames (the frames of one message) and the JSON of control
+ * frames. Hostile
  * bytes give frames or a ProtocolError, never another error, never a loop,
  * and never more memory than one largest frame.
  *
@@ -15,7 +15,6 @@ import * as v from "valibot";
 import { FrameReader } from "../../src/protocol/frame-reader.ts";
 import { decodeFrames, encodeFrame, parseJsonPayload, ProtocolError, type Frame } from "../../src/protocol/frames.ts";
 import { Hello, OpenMeta, readOpenMeta, TunnelRequest } from "../../src/protocol/messages.ts";
-import { encodeCloseRecord, encodeRecord, MAX_WS_MESSAGE, RecordDecoder } from "../../src/protocol/ws-records.ts";
 import { CONTROL_FRAMES, FIN_CARRIERS, FrameType, HEADER_LENGTH, MAX_PAYLOAD, type FrameTypeValue } from "../../src/protocol/wire.ts";
 import { fuzzParams } from "../harness/fuzz.ts";
 
@@ -335,96 +334,6 @@ describe("FrameReader and decodeFrames", () => {
   });
 });
 
-// -- WebSocket records ---------------------------------------------------------------------------
-
-/** What RecordDecoder throws by contract (its callers reset the stream on any of these). */
-const RECORD_FAULT = /^(bad WebSocket record kind|WebSocket message of \d+ bytes exceeds|close record shorter than its code)/;
-
-type Delivered = { text: string } | { binary: number[] } | { close: [number, string] };
-
-function decodeRecords(chunks: Uint8Array[]): { got: Delivered[]; error?: unknown; threwAt?: number } {
-  const decoder = new RecordDecoder();
-  const got: Delivered[] = [];
-  for (let i = 0; i < chunks.length; i++) {
-    try {
-      decoder.push(
-        chunks[i]!,
-        (m) => got.push(typeof m === "string" ? { text: m } : { binary: [...m] }),
-        (code, reason) => got.push({ close: [code, reason] }),
-      );
-    } catch (error) {
-      return { got, error, threwAt: i };
-    }
-  }
-  return { got };
-}
-
-const record = fc.oneof(
-  fc.string({ unit: "binary", maxLength: 40 }).map((s) => ({ kind: "text" as const, s })),
-  fc.uint8Array({ maxLength: 300 }).map((b) => ({ kind: "binary" as const, b })),
-  fc.record({ kind: fc.constant("close" as const), code: fc.integer({ min: 0, max: 65535 }), reason: fc.string({ unit: "binary", maxLength: 80 }) }),
-);
-type Rec = typeof record extends fc.Arbitrary<infer R> ? R : never;
-const encodeRec = (r: Rec) => (r.kind === "text" ? encodeRecord(r.s) : r.kind === "binary" ? encodeRecord(r.b) : encodeCloseRecord(r.code, r.reason));
-const utf8 = (s: string) => new TextDecoder().decode(new TextEncoder().encode(s));
-function expected(r: Rec): Delivered {
-  if (r.kind === "text") return { text: utf8(r.s) };
-  if (r.kind === "binary") return { binary: [...r.b] };
-  const sendable = r.code === 1000 || (r.code >= 1001 && r.code <= 1014 && ![1004, 1005, 1006].includes(r.code)) || (r.code >= 3000 && r.code <= 4999);
-  return { close: [sendable ? r.code : 1000, new TextDecoder().decode(new TextEncoder().encode(r.reason).subarray(0, 123))] };
-}
-
-describe("RecordDecoder", () => {
-  test("records cut anywhere come out whole and in order: text, binary, and closes with their code and reason", () => {
-    fc.assert(
-      fc.property(fc.array(record, { minLength: 1, maxLength: 10 }), cuts, (records, c) => {
-        const out = decodeRecords(cutAt(concat(records.map(encodeRec)), c.cuts, c.empties));
-        expect(out.error).toBeUndefined();
-        expect(out.got).toEqual(records.map(expected));
-      }),
-      fuzzParams(RUNS, TIME_LIMIT_MS),
-    );
-  });
-
-  test("any bytes, or mutated records, give messages or one of the decoder's own errors, nothing else", () => {
-    const bytes = fc.oneof(
-      fc.uint8Array({ maxLength: 200 }),
-      fc.tuple(fc.array(record, { minLength: 1, maxLength: 6 }), fc.array(mutation, { minLength: 1, maxLength: 5 })).map(([rs, ms]) => mutate(concat(rs.map(encodeRec)), ms)),
-    );
-    fc.assert(
-      fc.property(bytes, cuts, (b, c) => {
-        const out = decodeRecords(cutAt(b, c.cuts, c.empties));
-        if (out.error !== undefined) expect((out.error as Error).message).toMatch(RECORD_FAULT);
-      }),
-      fuzzParams(RUNS, TIME_LIMIT_MS),
-    );
-  });
-
-  test("a record header announcing more than MAX_WS_MESSAGE is refused on the read that completes it", () => {
-    fc.assert(
-      fc.property(
-        fc.array(record, { maxLength: 3 }),
-        fc.constantFrom(1, 2, 3),
-        fc.integer({ min: MAX_WS_MESSAGE + 1, max: 0xffff_ffff }),
-        cuts,
-        (before, kind, length, c) => {
-          const header = new Uint8Array(5);
-          header[0] = kind;
-          new DataView(header.buffer).setUint32(1, length);
-          const prefix = concat(before.map(encodeRec));
-          const chunks = cutAt(concat([prefix, header, filled(50, 9)]), c.cuts, false);
-          let end = 0;
-          const completing = chunks.findIndex((chunk) => (end += chunk.byteLength) >= prefix.byteLength + 5);
-          const out = decodeRecords(chunks);
-          expect((out.error as Error | undefined)?.message).toMatch(/exceeds/);
-          expect(out.threwAt).toBe(completing);
-        },
-      ),
-      fuzzParams(RUNS, TIME_LIMIT_MS),
-    );
-  });
-});
-
 // -- JSON of control frames ----------------------------------------------------------------------
 
 /** Any bytes as a payload: JSON or not, UTF-8 or not. */
@@ -468,14 +377,13 @@ const helloish = fc.oneof(
   { arbitrary: fc.record(helloFields, { requiredKeys: [] }), weight: 1 },
 );
 
-const headerList = mostly(fc.array(mostly(fc.array(mostly(shortString(20)), { minLength: 1, maxLength: 3 })), { maxLength: 4 }));
-/** Objects shaped like OPEN metadata and like a response head, for the hand-written checks against their schemas. */
+/** Objects shaped like OPEN metadata, for the hand-written check against its schema. */
 const openMetaish = fc.record(
   {
     tunnel: mostly(shortString(10)),
     kind: mostly(fc.constantFrom("h1", "http", "ws", "tcp", "udp")),
     remote: mostly(shortString(20)),
-    head: mostly(fc.oneof(shortString(60), fc.record({ method: mostly(shortString(40)), path: mostly(shortString(20)), headers: headerList }, { requiredKeys: [] }))),
+    head: mostly(fc.oneof(shortString(60), fc.constant("GET / HTTP/1.1\r\nHost: a\r\n\r\n"))),
   },
   { requiredKeys: [] },
 );

@@ -13,14 +13,15 @@ import { MAX_DECODED_BYTES } from "../../src/agent/inspector/limits.ts";
 import { LiveStreams } from "../../src/agent/inspector/live.ts";
 import { replayRequest } from "../../src/agent/inspector/replay.ts";
 import { CaptureStore, type StoreNews } from "../../src/agent/inspector/store.ts";
-import type { OpenMeta } from "../../src/protocol/messages.ts";
+import type { TappedRequest } from "../../src/agent/inspector/tap.ts";
 import type { TunnelView } from "../../src/agent/output.ts";
 import { inspectChoice } from "../../src/cli/inspect-flags.ts";
 import { curlCommand, hexDump, viewBody } from "../../src/agent/inspector/web/format.ts";
 import { waitUntil } from "../harness/wait.ts";
+import { MASK, wsFrame } from "../http/ws-frames.ts";
 
 const tunnel: TunnelView = { name: "web", id: "t1", protocol: "http", url: "http://web.example", local: "localhost:3000", target: { host: "localhost", port: 3000 }, inspect: true };
-const meta = (path: string, extra: Partial<OpenMeta> = {}): OpenMeta => ({ tunnel: "t1", kind: "http", remote: "1.2.3.4:5", head: { method: "GET", path, headers: [["host", "web.example"]] }, ...extra });
+const meta = (path: string, extra: Partial<TappedRequest> = {}): TappedRequest => ({ method: "GET", path, headers: [["Host", "web.example"]], websocket: false, remote: "1.2.3.4:5", ...extra });
 
 describe("BodyCapture", () => {
   test("keeps copies of the first `cap` bytes and counts the rest", () => {
@@ -61,11 +62,13 @@ describe("CaptureStore", () => {
     expect(store.heldBytes).toBe(2000);
   });
 
-  test("WebSocket messages count against the budget too, and leave with their capture", () => {
+  test("WebSocket messages, read from the bytes that pass, count against the budget too, and leave with their capture", () => {
     const store = new CaptureStore(2);
-    const ws = store.begin(tunnel, meta("/ws", { kind: "ws" }))!;
-    ws.message("visitor", "x".repeat(100));
-    ws.message("service", new Uint8Array(50));
+    const ws = store.begin(tunnel, meta("/ws", { websocket: true }))!;
+    ws.switchedBytes("visitor", wsFrame({ opcode: 1, payload: "x".repeat(100), mask: MASK }));
+    ws.switchedBytes("service", wsFrame({ opcode: 2, payload: new Uint8Array(50) }));
+    expect(ws.ws?.last.map((m) => [m.from, m.text, m.size])).toEqual([["visitor", true, 100], ["service", false, 50]]);
+    expect(Buffer.from(ws.ws!.last[0]!.data).toString()).toBe("x".repeat(100));
     expect(store.heldBytes).toBe(150);
     store.begin(tunnel, meta("/a"));
     store.begin(tunnel, meta("/b")); // keep 2: the WebSocket's capture leaves
@@ -164,28 +167,34 @@ describe("the guard", () => {
 
 describe("replayRequest", () => {
   const store = new CaptureStore(10);
-  const original = store.begin(tunnel, meta("/orig", { head: { method: "POST", path: "/orig", headers: [["host", "web.example"], ["x-a", "1"], ["content-length", "5"]] }, body: true }))!;
+  const original = store.begin(tunnel, meta("/orig", { method: "POST", headers: [["Host", "web.example"], ["X-A", "1"], ["Transfer-Encoding", "chunked"], ["Expect", "100-continue"]] }))!;
   original.requestChunk(new TextEncoder().encode("hello"));
 
-  test("as captured, with its length as it is", () => {
+  test("as captured (names' case kept), its body whole with its length as it is", () => {
     const r = replayRequest(original, {});
-    expect(r.head).toEqual({ method: "POST", path: "/orig", headers: [["host", "web.example"], ["x-a", "1"], ["content-length", "5"]] });
+    expect(r.head).toBe("POST /orig HTTP/1.1\r\nHost: web.example\r\nX-A: 1\r\nContent-Length: 5\r\n\r\n");
     expect(new TextDecoder().decode(r.body)).toBe("hello");
   });
 
-  test("edited: an object sets and removes names, a list replaces them all, the body's length follows", () => {
-    const merged = replayRequest(original, { method: "PUT", headers: { "X-A": null, "x-b": "2" }, body: new TextEncoder().encode("longer body") });
-    expect(merged.head).toEqual({ method: "PUT", path: "/orig", headers: [["host", "web.example"], ["x-b", "2"], ["content-length", "11"]] });
-    const replaced = replayRequest(original, { headers: [["X-Only", "this"]], body: new Uint8Array(0) });
-    expect(replaced.head.headers).toEqual([["x-only", "this"], ["content-length", "0"]]);
+  test("edited: an object sets (in place) and removes names, a list replaces them all, the body's length follows", () => {
+    const merged = replayRequest(original, { method: "PUT", headers: { "x-a": null, "x-b": "2", host: "other.example" }, body: new TextEncoder().encode("longer body") });
+    expect(merged.head).toBe("PUT /orig HTTP/1.1\r\nhost: other.example\r\nx-b: 2\r\nContent-Length: 11\r\n\r\n");
+    const replaced = replayRequest(original, { headers: [["Host", "h"], ["X-Only", "this"]], body: new Uint8Array(0) });
+    expect(replaced.head).toBe("POST /orig HTTP/1.1\r\nHost: h\r\nX-Only: this\r\nContent-Length: 0\r\n\r\n");
+    const get = replayRequest(original, { method: "GET", body: new Uint8Array(0) });
+    expect(get.head).toBe("GET /orig HTTP/1.1\r\nHost: web.example\r\nX-A: 1\r\n\r\n");
+  });
+
+  test("a request the agent could not send (no Host left) is refused with why", () => {
+    expect(() => replayRequest(original, { headers: [["X-Only", "this"]] })).toThrow("The Host header is missing.");
   });
 
   test("a truncated body or a WebSocket is refused as not replayable", () => {
-    const big = store.begin(tunnel, meta("/big", { body: true }))!;
+    const big = store.begin(tunnel, meta("/big", { method: "POST" }))!;
     big.requestChunk(new Uint8Array(1024 * 1024 + 1));
     expect(() => replayRequest(big, {})).toThrow("captured only up to");
     expect(replayRequest(big, { body: new Uint8Array(1) }).body.byteLength).toBe(1);
-    const ws = store.begin(tunnel, meta("/ws", { kind: "ws" }))!;
+    const ws = store.begin(tunnel, meta("/ws", { websocket: true }))!;
     expect(() => replayRequest(ws, {})).toThrow("WebSocket");
   });
 });

@@ -19,7 +19,7 @@ let slabUsed = 0;
 /** A copy of the first `n` bytes of `chunk`, detached from the transport's buffer. */
 function copyOf(chunk: Uint8Array, n: number): Uint8Array {
   const from = n === chunk.byteLength ? chunk : chunk.subarray(0, n);
-  if (n > SLAB_PIECE_MAX) return from.slice();
+  if (n > SLAB_PIECE_MAX) return new Uint8Array(from); // a copy (Buffer's slice() would be a view)
   if (slabUsed + n > SLAB_BYTES) {
     slab = new Uint8Array(SLAB_BYTES);
     slabUsed = 0;

@@ -1,11 +1,13 @@
 /**
  * One captured request: the visitor's request head and body, the local
  * service's response head and body, each body kept up to MAX_BODY_BYTES,
- * timings and how it ended. It is the ExchangeTap its request path calls,
- * so capturing is a few field writes and a copy per chunk; JSON and base64
- * wait until someone asks (json.ts).
+ * timings and how it ended; for a WebSocket, its last messages both ways,
+ * read from the bytes as they pass. It is the ExchangeTap its request path
+ * calls, so capturing is a few field writes and a copy per chunk; JSON and
+ * base64 wait until someone asks (json.ts).
  */
-import type { HeaderList, RequestHead } from "../../protocol/messages.ts";
+import { WebSocketFrameReader, type WsMessage as ReadMessage } from "../../http/ws-frame-reader.ts";
+import type { HeaderList } from "../../protocol/messages.ts";
 import type { TunnelView } from "../output.ts";
 import { BodyCapture } from "./body.ts";
 import { MAX_BODY_BYTES, WS_MESSAGE_BYTES, WS_MESSAGES_KEPT } from "./limits.ts";
@@ -19,6 +21,14 @@ export interface CaptureOwner {
   changed(c: Capture): void;
   /** `n` more body bytes are held. */
   grew(n: number): void;
+}
+
+/** A request head as captured: as the visitor sent it, names' case kept. */
+export interface CapturedHead {
+  method: string;
+  /** The request target ("/a?b"). */
+  path: string;
+  headers: HeaderList;
 }
 
 export interface WsMessage {
@@ -38,21 +48,35 @@ export class WsTraffic {
   bytesFromService = 0;
   readonly last: WsMessage[] = [];
 
-  add(from: "visitor" | "service", data: string | Uint8Array): number {
-    const text = typeof data === "string";
-    const bytes = text ? Buffer.from(data) : data;
+  /** Readers of the frames each way, made with the first bytes after the 101. */
+  private readers: Record<"visitor" | "service", WebSocketFrameReader> | undefined;
+  /** Bytes of messages kept more (or fewer) by the read() under way. */
+  private change = 0;
+
+  /** Reads the bytes that passed from one side; returns the bytes of messages now kept more (or fewer). */
+  read(from: "visitor" | "service", bytes: Uint8Array): number {
+    this.readers ??= {
+      visitor: new WebSocketFrameReader(WS_MESSAGE_BYTES, (m) => (this.change += this.add("visitor", m))),
+      service: new WebSocketFrameReader(WS_MESSAGE_BYTES, (m) => (this.change += this.add("service", m))),
+    };
+    this.change = 0;
+    this.readers[from].push(bytes);
+    return this.change;
+  }
+
+  /** Counts one message and keeps its first bytes (the reader copied them); returns the bytes now kept more. */
+  add(from: "visitor" | "service", m: ReadMessage): number {
     if (from === "visitor") {
       this.fromVisitor++;
-      this.bytesFromVisitor += bytes.byteLength;
+      this.bytesFromVisitor += m.size;
     } else {
       this.fromService++;
-      this.bytesFromService += bytes.byteLength;
+      this.bytesFromService += m.size;
     }
-    const kept = bytes.byteLength > WS_MESSAGE_BYTES ? bytes.slice(0, WS_MESSAGE_BYTES) : text ? bytes : bytes.slice();
-    this.last.push({ from, at: Date.now(), text, data: kept, size: bytes.byteLength });
+    this.last.push({ from, at: Date.now(), text: m.text, data: m.data, size: m.size });
     let freed = 0;
     if (this.last.length > WS_MESSAGES_KEPT) freed = this.last.shift()!.data.byteLength;
-    return kept.byteLength - freed;
+    return m.data.byteLength - freed;
   }
 }
 
@@ -83,7 +107,7 @@ export class Capture implements ExchangeTap {
   constructor(
     readonly id: number,
     readonly tunnel: TunnelView,
-    readonly head: RequestHead,
+    readonly head: CapturedHead,
     readonly remote: string,
     readonly kind: "http" | "ws",
     private readonly owner: CaptureOwner,
@@ -151,9 +175,10 @@ export class Capture implements ExchangeTap {
     this.owner.changed(this);
   }
 
-  message(from: "visitor" | "service", data: string | Uint8Array): void {
+  switchedBytes(from: "visitor" | "service", bytes: Uint8Array): void {
     if (!this.ws || this.evicted) return;
-    this.keep(this.ws.add(from, data));
-    this.owner.changed(this);
+    const before = from === "visitor" ? this.ws.fromVisitor : this.ws.fromService;
+    this.keep(this.ws.read(from, bytes));
+    if ((from === "visitor" ? this.ws.fromVisitor : this.ws.fromService) !== before) this.owner.changed(this);
   }
 }

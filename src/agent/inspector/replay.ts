@@ -6,15 +6,17 @@
  * HTTP client all apply as they do to a visitor, and the replay is
  * captured like one, as a new capture that names its original.
  */
-import type { HeaderList, OpenMeta, RequestHead } from "../../protocol/messages.ts";
+import { isRefusal, parseRequestHead } from "../../http/request-head.ts";
+import type { HeaderList, OpenMeta } from "../../protocol/messages.ts";
 import { Mux, type Stream } from "../../protocol/mux.ts";
 import { readOpenMeta } from "../../protocol/messages.ts";
 import type { AgentOutput, TunnelView } from "../output.ts";
 import { serveStream } from "../serve-stream.ts";
 import type { Capture } from "./capture.ts";
-import { InspectorError } from "./errors.ts";
+import { badRequest, InspectorError } from "./errors.ts";
 import { MAX_BODY_BYTES, REPLAY_HEAD_TIMEOUT_MS } from "./limits.ts";
 import type { CaptureStore } from "./store.ts";
+import type { RequestTaps } from "./tap.ts";
 
 export interface ReplayEdits {
   method?: string;
@@ -30,28 +32,43 @@ const BODY_GRACE_MS = 2_000;
 /** A replay's requests are not the visitors': nothing of them goes to the agent's printed log. */
 const QUIET: AgentOutput = { ready() {}, request() {}, connection() {}, reconnecting() {}, refused() {} };
 
-/** The request a replay sends: the original's head with the edits applied, and its body. */
-export function replayRequest(original: Capture, edits: ReplayEdits): { head: RequestHead; body: Uint8Array } {
+/**
+ * Fields the replay sets itself: the body goes whole, with its length as it
+ * now is (a captured chunked body was kept decoded), and nobody waits to
+ * decide whether to send it (Expect).
+ */
+const OWN_FIELDS = new Set(["content-length", "transfer-encoding", "expect"]);
+/** Methods whose requests go without a Content-Length when their body is empty, as clients send them. */
+const BODILESS = new Set(["GET", "HEAD", "DELETE", "OPTIONS", "TRACE"]);
+
+/** The request a replay sends: the original's head with the edits applied, as head text, and its body. */
+export function replayRequest(original: Capture, edits: ReplayEdits): { head: string; body: Uint8Array } {
   if (original.kind === "ws") throw new InspectorError("NOT_REPLAYABLE", "a WebSocket cannot be replayed");
   if (edits.body === undefined && original.requestBody.truncated) {
     throw new InspectorError("NOT_REPLAYABLE", `the request body was captured only up to ${MAX_BODY_BYTES} bytes; send a body with the replay to replace it`);
   }
   const body = edits.body ?? original.requestBody.bytes();
   let headers: HeaderList;
-  if (Array.isArray(edits.headers)) headers = edits.headers.map(([n, v]) => [n.toLowerCase(), v]);
+  if (Array.isArray(edits.headers)) headers = edits.headers.map(([n, v]) => [n, v]);
   else {
     headers = original.head.headers.map(([n, v]) => [n, v]);
     for (const [name, value] of Object.entries(edits.headers ?? {})) {
       const lower = name.toLowerCase();
-      headers = headers.filter(([n]) => n !== lower);
-      if (value !== null) headers.push([lower, value]);
+      // an edited field keeps its place (the first of its name); a new one goes last
+      const at = headers.findIndex(([n]) => n.toLowerCase() === lower);
+      headers = headers.filter(([n]) => n.toLowerCase() !== lower);
+      if (value !== null) headers.splice(at < 0 ? headers.length : at, 0, [name, value]);
     }
   }
-  // the body's framing is the replay's own: its length as it now is
-  headers = headers.filter(([n]) => n !== "content-length" && n !== "transfer-encoding");
+  headers = headers.filter(([n]) => !OWN_FIELDS.has(n.toLowerCase()));
   const method = edits.method ?? original.head.method;
-  if (body.byteLength > 0 || !["GET", "HEAD", "DELETE", "OPTIONS", "TRACE"].includes(method)) headers.push(["content-length", String(body.byteLength)]);
-  return { head: { method, path: edits.path ?? original.head.path, headers }, body };
+  if (body.byteLength > 0 || !BODILESS.has(method)) headers.push(["Content-Length", String(body.byteLength)]);
+  let head = `${method} ${edits.path ?? original.head.path} HTTP/1.1\r\n`;
+  for (const [name, value] of headers) head += `${name}: ${value}\r\n`;
+  // what the agent could not send (edits that took the Host away, say) is the caller's to fix, said now
+  const refused = parseRequestHead(head.slice(0, -2));
+  if (isRefusal(refused)) throw badRequest(`the replayed request cannot be sent: ${refused.why}`);
+  return { head: `${head}\r\n`, body };
 }
 
 /**
@@ -63,9 +80,9 @@ export async function replay(store: CaptureStore, original: Capture, tunnel: Tun
   const { head, body } = replayRequest(original, edits);
   let capture: Capture | undefined;
   // captured even when the tunnel itself has inspect off: the user asked for this one
-  const taps = { begin: (t: TunnelView, meta: OpenMeta) => (capture = store.begin({ ...t, inspect: true }, meta, original.id)) };
+  const taps: RequestTaps = { begin: (t, request) => (capture = store.begin({ ...t, inspect: true }, request, original.id)) };
   const pair = memoryPair((stream) => serveStream(stream, readOpenMeta(stream.meta)!, tunnel, QUIET, taps));
-  const meta: OpenMeta = { tunnel: tunnel.id, kind: "http", remote: "replay", head, body: body.byteLength > 0 };
+  const meta: OpenMeta = { tunnel: tunnel.id, kind: "h1", remote: "replay", head };
   const stream = pair.edge.open(meta, body.byteLength === 0);
   if (body.byteLength > 0) stream.end(body);
   // a response longer than its capture is read no further: the capture is complete as far as it goes

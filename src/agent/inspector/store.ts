@@ -5,11 +5,10 @@
  * and the source of the live stream, which gets what changed in batches
  * (STREAM_BATCH_MS) and only while someone listens.
  */
-import type { OpenMeta } from "../../protocol/messages.ts";
 import type { TunnelView } from "../output.ts";
 import { Capture, type CaptureOwner } from "./capture.ts";
 import { MAX_TOTAL_BODY_BYTES, STREAM_BATCH_MS } from "./limits.ts";
-import type { RequestTaps } from "./tap.ts";
+import type { RequestTaps, TappedRequest } from "./tap.ts";
 
 export type StoreNews = { kind: "changed"; captures: Capture[] } | { kind: "cleared" };
 
@@ -42,10 +41,11 @@ export class CaptureStore implements RequestTaps, CaptureOwner {
     this.ring = new Array(keep);
   }
 
-  begin(tunnel: TunnelView, meta: OpenMeta, replayOf?: number): Capture | undefined {
-    if (!tunnel.inspect || !meta.head) return undefined;
+  begin(tunnel: TunnelView, request: TappedRequest, replayOf?: number): Capture | undefined {
+    if (!tunnel.inspect) return undefined;
     if (this.count === this.keep) this.dropOldest();
-    const capture = new Capture(this.nextId++, tunnel, meta.head, meta.remote, meta.kind === "ws" ? "ws" : "http", this, replayOf);
+    const head = { method: request.method, path: request.path, headers: request.headers };
+    const capture = new Capture(this.nextId++, tunnel, head, request.remote, request.websocket ? "ws" : "http", this, replayOf);
     this.ring[(this.head + this.count) % this.keep] = capture;
     this.count++;
     this.changed(capture);

@@ -1,11 +1,17 @@
 /**
- * One TCP connection to the local service, carrying one request at a time.
- * Its socket events go to the request it carries (its user); an idle
- * connection has none, and anything that happens to it (bytes, a close)
- * ends it. Bun's socket.write is unbuffered: what the socket does not take
- * waits here, in order, and goes out on drain.
+ * One TCP (or TLS) connection to the local service, carrying one request at
+ * a time. Its socket events go to the request it carries (its user); an
+ * idle connection has none, and anything that happens to it (bytes, a
+ * close) ends it. Bun's socket.write is unbuffered: what the socket does not
+ * take waits here, in order, and goes out on drain.
+ *
+ * Connections are half-open capable: after a 101 the connection carries
+ * another protocol, whose two directions end apart (the service's FIN is
+ * not the end of what the visitor may still send). For HTTP, the service's
+ * FIN ends the connection as before.
  */
 import type { Socket, SocketHandler } from "bun";
+import { isIP } from "node:net";
 import { PendingWrites } from "../../sockets/pending-writes.ts";
 
 export interface ConnectionUser {
@@ -14,6 +20,11 @@ export interface ConnectionUser {
   drained(): void;
   /** The service closed or reset the connection. Not called after our own close() or destroy(). */
   lost(error: Error | undefined): void;
+  /**
+   * The service half-closed (its FIN): it sends no more, but may still read.
+   * A user without it hears lost() instead, and the connection closes.
+   */
+  ended?(): void;
 }
 
 /** One handler object for every connection: the events find their connection in socket.data. */
@@ -21,8 +32,7 @@ const handlers: SocketHandler<LocalConnection> = {
   open: (socket) => void socket.setNoDelay(true), // a request head and its body are separate writes: no Nagle delay between them
   data: (socket, bytes) => socket.data.onData(bytes),
   drain: (socket) => socket.data.onDrain(),
-  // allowHalfOpen is off: the service's FIN closes the socket, and a response read until close ends here
-  end: (socket) => socket.data.onGone(undefined),
+  end: (socket) => socket.data.onEnd(),
   close: (socket, error) => socket.data.onGone(error),
   error: (socket, error) => {
     socket.data.onGone(error);
@@ -39,16 +49,29 @@ export class LocalConnection {
   idleSince = 0;
   closed = false;
   private paused = false;
+  /** Our side is half-closed (shutdown()): Bun then reports the service's FIN as a close without an end. */
+  halfClosed = false;
   private pending!: PendingWrites;
   private socket!: Socket<LocalConnection>;
 
   private constructor(readonly key: string) {}
 
-  /** Connects; a failure (refused, unreachable) is returned, not thrown. */
-  static async open(hostname: string, port: number, key: string): Promise<LocalConnection | Error> {
+  /**
+   * Connects; a failure (refused, unreachable, a TLS handshake that failed) is
+   * returned, not thrown. With `tls`, any certificate is accepted: the local
+   * service is the user's own, and self-signed is normal there.
+   */
+  static async open(hostname: string, port: number, key: string, tls = false): Promise<LocalConnection | Error> {
     const conn = new LocalConnection(key);
     try {
-      conn.socket = await Bun.connect({ hostname, port, data: conn, socket: handlers });
+      conn.socket = await Bun.connect({
+        hostname,
+        port,
+        data: conn,
+        socket: handlers,
+        allowHalfOpen: true,
+        tls: tls ? { rejectUnauthorized: false, serverName: isIP(hostname) ? undefined : hostname } : undefined,
+      });
       conn.pending = new PendingWrites(conn.socket);
     } catch (err) {
       return err instanceof Error ? err : new Error(String(err));
@@ -87,6 +110,13 @@ export class LocalConnection {
     else this.socket.unref();
   }
 
+  /** Half-closes our side (our FIN) once what waits is written; the service may still send. */
+  shutdown(): void {
+    if (this.closed || this.halfClosed) return;
+    this.halfClosed = true;
+    this.socket.shutdown();
+  }
+
   /** Ends the connection politely: it is not reused, but nothing went wrong. */
   close(): void {
     if (this.closed) return;
@@ -110,6 +140,14 @@ export class LocalConnection {
   onData(bytes: Uint8Array): void {
     if (this.user) this.user.received(bytes);
     else this.destroy(); // a service talking on an idle connection is not speaking HTTP/1.1 as we do
+  }
+
+  onEnd(): void {
+    if (this.closed) return;
+    if (this.user?.ended) return this.user.ended();
+    // allowHalfOpen leaves our side open: a connection nobody reads half-open is over, so end it too
+    this.onGone(undefined);
+    this.socket.end();
   }
 
   onDrain(): void {

@@ -1,93 +1,101 @@
 /**
- * One visitor request carried to the local service and its response back,
- * over a pooled connection, with credit both ways:
+ * One attempt at a visitor request: carried to the local service over one
+ * connection, and its response back, as bytes both ways (an "h1" stream):
  *
- * - the request body goes to the socket as the tunnel stream delivers it,
- *   and its credit returns only once the socket has taken it, so a slow
- *   service holds the visitor back instead of the agent's memory;
- * - the response body goes into the stream as it arrives, and the socket
- *   stops being read while the stream is out of credit.
+ * - the head goes in one write; the body follows as the stream delivers
+ *   it, exactly as the visitor framed it, and its credit returns only once
+ *   the socket has taken it, so a slow service holds the visitor back
+ *   instead of the agent's memory;
+ * - the response goes into the stream as the service sends it: REPLY `{}`
+ *   with its first bytes (corked with them: one message), one DATA write
+ *   per socket read, cut where the response ends, and the FIN after its
+ *   last byte; the socket is not read while the stream is out of credit.
+ *   The parser only follows the bytes, to find that end (and the head that
+ *   the log and the inspector show). The first bytes go once the first head
+ *   (an interim one, or the final) has been read whole, so a broken head
+ *   is a 502 with its reason; a head in one read, the usual case, goes at
+ *   once.
  *
- * A small response with a known length goes out whole: REPLY and one DATA
- * that carries the FIN, in one message.
+ * After a 101 the connection carries another protocol and leaves the pool
+ * for good: switched.ts pipes it both ways.
  */
-import type { ResponseHead } from "../../protocol/messages.ts";
+import { RequestBodyReader } from "../../http/request-body.ts";
+import type { ParsedHead } from "../../http/response-head.ts";
+import { ResponseParser, type ResponseSink } from "../../http/response-reader.ts";
 import type { Stream } from "../../protocol/mux.ts";
-import { MAX_DATA_PAYLOAD, WireError } from "../../protocol/wire.ts";
+import { WireError } from "../../protocol/wire.ts";
 import type { ExchangeTap } from "../inspector/tap.ts";
 import type { ConnectionUser, LocalConnection } from "./connection.ts";
-import { replyHeaders, type ParsedHead } from "../../http/response-head.ts";
 import type { ConnectionPool } from "./pool.ts";
-import { frameChunk, LAST_CHUNK, type LocalRequest } from "./request.ts";
-import { ResponseParser, type ResponseSink } from "../../http/response-reader.ts";
+import type { LocalRequest } from "./request.ts";
+import { pipeSwitched } from "./switched.ts";
 
 export interface ExchangeReport {
-  /** The final response head arrived: the moment the request log measures. */
-  responded(status: number): void;
-  /** There will be no response (no connection, or one that failed or answered nonsense); the stream is still to be reset. */
-  failed(why: string | Error): void;
-  /** The visitor left before the response head came. */
+  /** The final response head (a 101 included) went on to the edge: the moment the request log measures. */
+  responded(head: ParsedHead): void;
+  /** The stream was reset before a final head went on: no response, for this reason. */
+  failed(why: string): void;
+  /** The visitor left (or the edge gave up) before a final head went on. */
   cancelled(): void;
+  /** After a 101: the switched connection is over, both ways. */
+  switchedClosed?(): void;
 }
-
-export interface LocalService {
-  host: string;
-  port: number;
-}
-
-/** "stale": a pooled connection the service had already closed; nothing of the request was lost, so it may go again. */
-type Outcome = "done" | "stale";
 
 /**
- * Carries `request` to the service and its response into `stream`; resolves when the exchange is over. Never throws.
- * `tap`: the inspector's copy, shown the body pieces as they pass.
+ * How long a request with `Expect: 100-continue` holds its body back for the
+ * service's answer, as curl waits: a service that answers at once (401,
+ * 413) is not sent a body it refuses, and one that ignores the expectation
+ * gets the body after this.
  */
-export async function forwardRequest(
-  stream: Stream,
-  request: LocalRequest,
-  service: LocalService,
-  pool: ConnectionPool,
-  report: ExchangeReport,
-  tap?: ExchangeTap,
-): Promise<void> {
-  let current: Exchange | undefined;
-  let gone = false;
-  // the visitor left (or the edge gave up waiting): drop the local request too, so it holds no connection
-  stream.whenReset(() => {
-    gone = true;
-    current?.abandon();
-  });
-  let mayReuse = true;
-  for (;;) {
-    const conn = (mayReuse ? pool.take(service.host, service.port) : undefined) ?? (await pool.open(service.host, service.port));
-    if (gone) {
-      if (!(conn instanceof Error)) pool.put(conn); // nothing was written on it
-      return report.cancelled();
-    }
-    if (conn instanceof Error) return report.failed(conn);
-    current = new Exchange(stream, conn, request, pool, report, tap);
-    if ((await current.run()) === "done") return;
-    // once only: a new connection is never stale
-    mayReuse = false;
-  }
+export const CONTINUE_WAIT_MS = 1_000;
+
+/** "stale": a pooled connection the service had already closed; nothing of the request was lost, so it may go again. */
+export type Outcome = "done" | "stale";
+
+/** What the visitor's side of the stream has said, heard once across the attempts. */
+export interface VisitorSide {
+  /** The edge's FIN came: every byte of the request has been delivered. */
+  ended: boolean;
 }
 
-class Exchange implements ConnectionUser, ResponseSink {
+const REPLY = {};
+/** The reader of every request without a body: it is done from the start and never changes. */
+const NO_BODY = new RequestBodyReader("none", 0);
+
+/** A stream's reset code as the inspector shows why a request ended short. */
+export function resetReason(code: string): string {
+  if (code.startsWith(WireError.UPSTREAM_FAILED)) return code.slice(WireError.UPSTREAM_FAILED.length).trim() || "the local service failed";
+  if (code === WireError.CANCELLED) return "cancelled (the visitor left)";
+  return code;
+}
+
+export class Exchange implements ConnectionUser, ResponseSink {
   private readonly parser: ResponseParser;
+  private readonly requestBody: RequestBodyReader;
   private settle: (outcome: Outcome) => void = () => {};
   private finished = false;
-  private responded = false;
-  private reply: ResponseHead | undefined;
-  /** How the response body goes into the stream. */
-  private mode: "none" | "whole" | "streamed" = "none";
-  /** The body of a "whole" response, as it arrived. */
-  private pieces: Uint8Array[] = [];
-  private keepAlive = false;
-  /** Something of the visitor's body (bytes or its end) was taken from the stream: the request cannot go again. */
+  /** REPLY went: the visitor has had bytes of the response. */
+  private replied = false;
+  /** A head (interim or final) has been read whole: from here on, bytes go on as they come. */
+  private headSeen = false;
+  /** The first bytes of a head that came in pieces (copies: at most MAX_HEAD_BYTES and one read). */
+  private held: Uint8Array[] | undefined;
+  /** The final head (not an interim one) came. */
+  private final: ParsedHead | undefined;
+  /** The final head was reported (and went on): the request's log line is written. */
+  private reported = false;
+  /** The final head is a 101: the connection switches protocols after it. */
+  private switching = false;
+  /** Why the response, well-formed as HTTP, cannot be passed on. */
+  private broken: string | undefined;
+  /** Something of the visitor's body was taken from the stream: the request cannot go again. */
   private bodyTaken = false;
-  /** The request body has been handed to the connection in full. */
-  private bodyDone: boolean;
-  private bodyBytes = 0;
+  /** The body is held back until the service's 100 Continue, or this timer. */
+  private gate: ReturnType<typeof setTimeout> | undefined;
+  /** The service answered before the gate opened: the body it did not ask for is dropped. */
+  private bodyRefused = false;
+  /** Bytes came past the request's end (an upgrade's, before its 101): the connection cannot carry another request. */
+  private extra = false;
   /** Body bytes handed to the connection but not yet taken by the socket: their credit waits. */
   private uncredited = 0;
 
@@ -97,10 +105,11 @@ class Exchange implements ConnectionUser, ResponseSink {
     private readonly request: LocalRequest,
     private readonly pool: ConnectionPool,
     private readonly report: ExchangeReport,
+    private readonly visitor: VisitorSide,
     private readonly tap: ExchangeTap | undefined,
   ) {
-    this.parser = new ResponseParser(request.method, this);
-    this.bodyDone = request.body.kind === "none";
+    this.parser = new ResponseParser(request.head.method, this);
+    this.requestBody = request.head.framing === "none" ? NO_BODY : new RequestBodyReader(request.head.framing, request.head.length);
   }
 
   run(): Promise<Outcome> {
@@ -113,47 +122,61 @@ class Exchange implements ConnectionUser, ResponseSink {
       this.lost(undefined);
       return promise;
     }
-    conn.write(this.request.head);
-    if (this.request.body.kind === "none") {
-      stream.onData = (chunk) => stream.consumed(chunk.byteLength);
-    } else {
-      stream.onData = (chunk) => this.takeBody(chunk);
-      stream.onEnd = () => this.endBody();
-    }
+    stream.onDrain = () => conn.resume();
+    conn.write(this.request.bytes);
+    if (this.request.head.expectContinue && !this.requestBody.done) this.gate = setTimeout(this.openBody, CONTINUE_WAIT_MS);
+    else this.openBody();
+    if (this.visitor.ended) this.visitorEnded();
     return promise;
   }
 
   /** The visitor has gone: the connection goes too, mid-request, so it is never reused. */
-  abandon(): void {
+  abandon(code: string): void {
     if (this.finished) return;
     this.stop();
     this.conn.destroy();
-    if (!this.responded) this.report.cancelled();
+    this.tap?.failed(resetReason(code));
+    if (!this.reported) this.report.cancelled();
     this.settle("done");
   }
 
   // -- the request body, from the stream to the socket -----------------------------------------
 
+  private readonly openBody = (): void => {
+    clearTimeout(this.gate);
+    this.gate = undefined;
+    // a request whose FIN came with it (no body, most of them) has nothing more to deliver
+    if (this.finished || (this.visitor.ended && this.requestBody.done)) return;
+    this.stream.onData = (chunk) => this.takeBody(chunk);
+  };
+
+  private readonly tapBody = (piece: Uint8Array): void => this.tap!.requestChunk(piece);
+
   private takeBody(chunk: Uint8Array): void {
-    // the response is over (complete or failed): the rest of the visitor's body has nowhere to go
-    if (this.finished) return this.stream.consumed(chunk.byteLength);
-    if (chunk.byteLength === 0) return; // an empty chunk would read as the chunked body's end
+    // the response is over, or the service refused the body: the rest of it has nowhere to go
+    if (this.finished || this.bodyRefused) return this.stream.consumed(chunk.byteLength);
     this.bodyTaken = true;
-    const body = this.request.body;
-    this.bodyBytes += chunk.byteLength;
-    if (body.kind === "length" && this.bodyBytes > body.length) return this.fail("the request body is longer than its content-length");
+    let pastAt = 0; // where in the chunk the bytes past the request's end begin
+    if (!this.requestBody.done) {
+      const error = this.requestBody.feed(chunk, this.tap ? this.tapBody : undefined);
+      if (error) return this.fail(`the request body is malformed: ${error}`);
+      pastAt = this.requestBody.done ? this.requestBody.endedAt : chunk.byteLength;
+    }
+    if (pastAt < chunk.byteLength) {
+      // an upgrade's first bytes of the new protocol may come before its 101; anything else past
+      // the request's end would be read by the service as a request of its own
+      if (this.request.head.upgrade === undefined) return this.fail("the request went on past its end");
+      this.extra = true;
+      this.tap?.switchedBytes("visitor", pastAt === 0 ? chunk : chunk.subarray(pastAt));
+    }
     this.uncredited += chunk.byteLength;
-    this.tap?.requestChunk(chunk);
-    if (this.conn.write(body.kind === "chunked" ? frameChunk(chunk) : chunk)) this.credit();
+    if (this.conn.write(chunk)) this.credit();
   }
 
-  private endBody(): void {
-    if (this.finished) return;
-    this.bodyTaken = true;
-    const body = this.request.body;
-    if (body.kind === "length" && this.bodyBytes !== body.length) return this.fail("the request body ended short of its content-length");
-    if (body.kind === "chunked") this.conn.write(LAST_CHUNK);
-    this.bodyDone = true;
+  /** The edge's FIN: the request is all here. */
+  visitorEnded(): void {
+    if (this.finished || this.bodyRefused || this.requestBody.done) return;
+    this.fail("the request ended before its body did");
   }
 
   private credit(): void {
@@ -167,9 +190,37 @@ class Exchange implements ConnectionUser, ResponseSink {
   received(bytes: Uint8Array): void {
     if (this.finished) return;
     const error = this.parser.push(bytes);
-    if (error) return this.fail(error);
-    // decided here, not when the parser ends the response: only now is it known whether more bytes followed it
-    if (this.parser.complete) this.complete();
+    if (this.finished) return; // the push opened the body's gate, and the body failed
+    if (error ?? this.broken) return this.fail(error ?? this.broken!);
+    // the log's line for the final head, once it is sure to go on (a read that failed is not passed on)
+    if (this.final && !this.reported) {
+      this.reported = true;
+      this.report.responded(this.final);
+    }
+    let piece = bytes;
+    let offset = 0;
+    if (!this.headSeen) {
+      // a head that comes in pieces goes on whole, once read: the edge is given well-formed heads
+      // only, and one that is not (or too long) is a 502 that says why, not a response cut short
+      (this.held ??= []).push(new Uint8Array(bytes)); // a copy: Buffer's slice() is a view
+      return;
+    }
+    if (this.held) {
+      offset = this.held.reduce((n, b) => n + b.byteLength, 0);
+      piece = Buffer.concat([...this.held, bytes]);
+      this.held = undefined;
+    }
+    if (this.switching) {
+      // the 101 head and whatever followed it in this read: the new protocol's first bytes
+      this.forward(piece, false);
+      const after = offset + this.parser.endedAt;
+      if (after < piece.byteLength) this.tap?.switchedBytes("service", piece.subarray(after));
+      return this.switchOver();
+    }
+    if (!this.parser.complete) return this.forward(piece, false);
+    const end = offset + this.parser.endedAt;
+    this.forward(end === piece.byteLength ? piece : piece.subarray(0, end), true);
+    this.complete();
   }
 
   drained(): void {
@@ -179,57 +230,67 @@ class Exchange implements ConnectionUser, ResponseSink {
   lost(error: Error | undefined): void {
     if (this.finished) return;
     const why = this.parser.closed(); // a body read until close ends here
-    if (this.parser.complete) return this.complete();
+    if (this.parser.complete) {
+      this.stream.end();
+      return this.complete();
+    }
     if (!this.parser.started && this.conn.served > 0 && !this.bodyTaken) {
       // the service closed this kept-alive connection just as we reused it: it saw nothing it would answer
       this.stop();
       this.stream.onData = undefined; // whatever arrives meanwhile waits in the stream for the next attempt
-      this.stream.onEnd = undefined;
       return this.settle("stale");
     }
     this.fail((error as { code?: string } | undefined)?.code === "ECONNRESET" ? "the local service reset the connection" : (why ?? "the local service closed the connection"));
   }
 
-  // -- the response, from the parser to the stream -----------------------------------------------
+  // -- the response, from the socket to the stream -----------------------------------------------
+
+  /** Bytes of the response into the stream; the first ones with REPLY, in one message; `end`: its last. */
+  private forward(piece: Uint8Array, end: boolean): void {
+    const stream = this.stream;
+    if (this.replied) return this.write(piece, end);
+    this.replied = true;
+    stream.cork(() => {
+      stream.reply(REPLY);
+      this.write(piece, end);
+    });
+  }
+
+  private write(piece: Uint8Array, end: boolean): void {
+    if (end) this.stream.end(piece);
+    else if (!this.stream.write(piece)) this.conn.pause(); // out of credit: the service waits, not our memory
+  }
+
+  interim(head: ParsedHead): void {
+    this.headSeen = true;
+    if (head.status === 100 && this.gate !== undefined) this.openBody();
+  }
 
   head(head: ParsedHead): void {
-    this.responded = true;
-    this.keepAlive = head.keepAlive;
-    this.report.responded(head.status);
-    const reply: ResponseHead = { status: head.status, headers: replyHeaders(head) };
-    this.tap?.response(reply.status, reply.headers);
-    if (head.framing === "none" || (head.framing === "length" && head.length === 0)) {
-      this.mode = "none";
-      this.stream.reply(reply, true); // one REPLY frame that also ends the stream
-    } else if (head.framing === "length" && head.length <= MAX_DATA_PAYLOAD) {
-      // small and whole: held (at most MAX_DATA_PAYLOAD) to go out as REPLY + one DATA with FIN
-      this.mode = "whole";
-      this.reply = reply;
-    } else {
-      this.mode = "streamed";
-      this.stream.onDrain = () => this.conn.resume();
-      this.stream.reply(reply);
+    this.headSeen = true;
+    if (head.status === 101 && this.request.head.upgrade === undefined) {
+      this.parser.stop();
+      this.broken = "101 Switching Protocols to a request that asked for no upgrade";
+      return;
     }
+    this.final = head;
+    if (this.gate !== undefined) {
+      // answered without a 100 Continue: the service does not want the body (RFC 9110 §10.1.1)
+      clearTimeout(this.gate);
+      this.gate = undefined;
+      this.bodyRefused = true;
+      this.stream.onData = (chunk) => this.takeBody(chunk);
+    }
+    this.switching = head.status === 101;
+    this.tap?.response(head.status, head.headers);
   }
 
   body(piece: Uint8Array): void {
     this.tap?.responseChunk(piece);
-    if (this.mode === "whole") this.pieces.push(piece);
-    else if (!this.stream.write(piece)) this.conn.pause(); // out of credit: the service waits, not our memory
   }
 
   end(): void {
-    this.tap?.done();
-    if (this.mode === "whole") {
-      const bytes = this.pieces.length === 1 ? this.pieces[0]! : Buffer.concat(this.pieces);
-      this.pieces = [];
-      this.stream.cork(() => {
-        this.stream.reply(this.reply);
-        this.stream.end(bytes);
-      });
-    } else if (this.mode === "streamed") {
-      this.stream.end();
-    }
+    if (!this.switching) this.tap?.done();
   }
 
   // -- the end -----------------------------------------------------------------------------------
@@ -238,7 +299,15 @@ class Exchange implements ConnectionUser, ResponseSink {
   private complete(): void {
     this.stop();
     const conn = this.conn;
-    const reusable = this.keepAlive && this.bodyDone && conn.flushed && !this.parser.overflow && !conn.closed;
+    const reusable =
+      this.final!.keepAlive &&
+      this.request.head.keepAlive &&
+      this.requestBody.done &&
+      !this.bodyRefused &&
+      !this.extra &&
+      !this.parser.overflow &&
+      conn.flushed &&
+      !conn.closed;
     if (reusable) {
       conn.served++;
       this.pool.put(conn);
@@ -248,18 +317,35 @@ class Exchange implements ConnectionUser, ResponseSink {
     this.settle("done");
   }
 
-  /** No (complete) response: a 502 if the visitor has seen nothing yet, else the stream is reset. */
+  /** The response ends here: the stream is reset with why (before any byte, the edge answers 502 with it). */
   private fail(why: string): void {
     if (this.finished) return;
     this.stop();
     this.conn.destroy();
-    if (this.responded) this.stream.reset(`${WireError.UPSTREAM_FAILED} ${why}`);
-    else this.report.failed(why);
+    this.stream.reset(`${WireError.UPSTREAM_FAILED} ${why}`);
+    this.tap?.failed(why);
+    if (!this.reported) this.report.failed(why);
+    this.settle("done");
+  }
+
+  /** 101: from here on the connection and the stream are piped to each other. */
+  private switchOver(): void {
+    this.stop();
+    pipeSwitched(this.stream, this.conn, {
+      visitorEnded: this.visitor.ended,
+      tap: this.tap,
+      onClosed: () => {
+        this.tap?.done();
+        this.report.switchedClosed?.();
+      },
+    });
     this.settle("done");
   }
 
   private stop(): void {
     this.finished = true;
+    clearTimeout(this.gate);
+    this.gate = undefined;
     this.parser.stop();
     this.stream.onDrain = undefined;
     if (this.conn.user === this) this.conn.user = undefined;

@@ -9,6 +9,13 @@
  */
 import { LocalConnection } from "./connection.ts";
 
+/** Where a local service listens; `tls`: it speaks https. */
+export interface LocalService {
+  host: string;
+  port: number;
+  tls?: boolean;
+}
+
 export interface PoolOptions {
   /** Idle connections kept per service. */
   maxIdle?: number;
@@ -20,7 +27,7 @@ const MAX_IDLE = 64;
 const IDLE_MS = 4_000;
 
 export class ConnectionPool {
-  /** Idle connections per "host:port", oldest first. */
+  /** Idle connections per service ("http://host:port"), oldest first. */
   private readonly idle = new Map<string, LocalConnection[]>();
   private readonly maxIdle: number;
   private readonly idleMs: number;
@@ -34,8 +41,8 @@ export class ConnectionPool {
   }
 
   /** The newest live idle connection to the service, if any. */
-  take(host: string, port: number): LocalConnection | undefined {
-    const list = this.idle.get(keyOf(host, port));
+  take(service: LocalService): LocalConnection | undefined {
+    const list = this.idle.get(keyOf(service));
     if (!list) return undefined;
     const now = performance.now();
     while (list.length > 0) {
@@ -53,8 +60,8 @@ export class ConnectionPool {
   }
 
   /** A new connection, or why there is none. */
-  async open(host: string, port: number): Promise<LocalConnection | Error> {
-    const conn = await LocalConnection.open(host, port, keyOf(host, port));
+  async open(service: LocalService): Promise<LocalConnection | Error> {
+    const conn = await LocalConnection.open(service.host, service.port, keyOf(service), service.tls);
     if (!(conn instanceof Error)) this.opened++;
     return conn;
   }
@@ -111,4 +118,4 @@ export class ConnectionPool {
   }
 }
 
-const keyOf = (host: string, port: number) => `${host}:${port}`;
+const keyOf = (s: LocalService) => `${s.tls ? "https" : "http"}://${s.host}:${s.port}`;
