@@ -162,7 +162,30 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   };
 
   const links = nodes?.links;
+  const listener = new PublicPort({
+    hostname: opts.host,
+    port: opts.port,
+    tls: opts.tls,
+    idleTimeoutS: opts.idleTimeoutS,
+    server: visitorServer({
+      domain,
+      secure,
+      registry,
+      budget: visitors,
+      trustedProxies: opts.trustedProxies,
+      responseTimeoutMs: opts.responseTimeoutMs,
+      maxResponseTimeoutMs: opts.maxResponseTimeoutMs,
+      startedAt,
+      heldAtStart,
+      admitAgent: admitAgent("public"),
+      releaseAgent: (address) => agentSockets.release(address),
+      counters,
+      loopback: () => loopback as unknown as Loopback<unknown>,
+      ...(nodes ? { remote: async (name: string) => nodes.find(name) } : {}),
+    }),
+  });
   // agents' and nodes' WebSockets: handed over by the public port to a loopback Bun.serve (handoff.ts)
+  // made after the public port, whose failure to listen must leave nothing running
   const loopback = new Loopback<SocketData>({
     fetch(req, server, visit) {
       const path = URL.parse(req.url)?.pathname;
@@ -195,28 +218,6 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       }),
     },
   });
-  const listener = new PublicPort({
-    hostname: opts.host,
-    port: opts.port,
-    tls: opts.tls,
-    idleTimeoutS: opts.idleTimeoutS,
-    server: visitorServer({
-      domain,
-      secure,
-      registry,
-      budget: visitors,
-      trustedProxies: opts.trustedProxies,
-      responseTimeoutMs: opts.responseTimeoutMs,
-      maxResponseTimeoutMs: opts.maxResponseTimeoutMs,
-      startedAt,
-      heldAtStart,
-      admitAgent: admitAgent("public"),
-      releaseAgent: (address) => agentSockets.release(address),
-      counters,
-      loopback: () => loopback as Loopback<unknown>,
-      ...(nodes ? { remote: async (name: string) => nodes.find(name) } : {}),
-    }),
-  });
   if (!opts.publicUrl) publicPort = listener.port;
   const redirect = opts.redirect && listenRedirect({ host: opts.host, port: opts.redirect.port, httpsPort: () => publicPort, challenge: opts.redirect.challenge, idleTimeoutS: opts.idleTimeoutS });
   const stopWantingCertificates = wantCertificates(opts, registry);
@@ -232,6 +233,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       });
     } catch (err) {
       void listener.stop(true);
+      void loopback.stop(true);
       const code = (err as { code?: string }).code;
       throw Object.assign(new Error(`--agent-port ${opts.agentPort}: ${(err as Error).message}`), { code });
     }
