@@ -103,6 +103,8 @@ class Exchange implements Occupant, ResponseSink {
   /** Some of the response reached the visitor: a failure now can only cut the connection. */
   private wrote = false;
   private response: ParsedHead | undefined;
+  /** A final status no visitor can be given (600-999): the 502 page instead. */
+  private invalidStatus: number | undefined;
   /** After a 101: bytes both ways as they come. */
   private piping = false;
   private visitorEnded = false;
@@ -217,6 +219,7 @@ class Exchange implements Occupant, ResponseSink {
     if (this.piping) return this.toVisitor(chunk);
     const error = this.parser.push(chunk);
     if (error) return this.brokenResponse(`its local service sent a malformed response: ${error}`);
+    if (this.invalidStatus !== undefined) return this.brokenResponse(`its local service sent an invalid status ${this.invalidStatus}`);
     const end = this.parser.complete ? this.parser.endedAt : chunk.byteLength;
     if (!this.rewrite && end > 0) this.toVisitor(end === chunk.byteLength ? chunk : chunk.subarray(0, end), end);
     if (end < chunk.byteLength) {
@@ -242,6 +245,11 @@ class Exchange implements Occupant, ResponseSink {
   interim(): void {}
 
   head(head: ParsedHead): void {
+    // 101 and 200-599 are answers; 600-999 fit a status line but mean nothing in HTTP
+    if (head.status > 599) {
+      this.invalidStatus = head.status;
+      return this.parser.stop();
+    }
     this.response = head;
     this.ctx.counters.request(this.request.upgrade === "websocket" ? WEBSOCKET_REQUEST : HTTP_REQUEST, head.status, this.ctx.startedAt);
   }

@@ -273,6 +273,12 @@ export class Exchange implements ConnectionUser, ResponseSink {
       this.broken = "101 Switching Protocols to a request that asked for no upgrade";
       return;
     }
+    if (head.status > 599) {
+      // fits a status line, means nothing in HTTP: no visitor can be given it
+      this.parser.stop();
+      this.broken = `invalid status ${head.status}`;
+      return;
+    }
     this.final = head;
     if (this.gate !== undefined) {
       // answered without a 100 Continue: the service does not want the body (RFC 9110 §10.1.1)
