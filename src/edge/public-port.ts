@@ -12,6 +12,9 @@ import { TlsFront } from "../sockets/tls-front.ts";
 import type { TlsSource } from "../tls/tls-source.ts";
 import { HttpConnection, type ConnectionServer, type SocketData } from "./http-connection.ts";
 
+/** How long, at a forced stop, a handed-over connection may take to pass on its last bytes. */
+const HANDED_OVER_GRACE_MS = 1_000;
+
 export interface PublicPortOptions {
   hostname: string;
   port: number;
@@ -97,9 +100,19 @@ export class PublicPort {
     return n;
   }
 
-  /** Stops accepting; with `force`, cuts every connection too. Resolves when all are closed. */
+  /**
+   * Stops accepting; with `force`, cuts every connection too. Resolves when
+   * all are closed. Connections handed over to the loopback server are given
+   * up to HANDED_OVER_GRACE_MS to pass on what it said last (an agent's
+   * SERVER_SHUTDOWN) and close with it.
+   */
   async stop(force: boolean): Promise<void> {
-    if (force) for (const c of this.connections) c.terminate();
+    if (force) {
+      for (const c of this.connections) if (!c.handedOver) c.terminate();
+      const until = performance.now() + HANDED_OVER_GRACE_MS;
+      while ([...this.connections].some((c) => c.handedOver) && performance.now() < until) await Bun.sleep(10);
+      for (const c of this.connections) c.terminate();
+    }
     await this.front.stop(force);
   }
 }

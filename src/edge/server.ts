@@ -262,7 +262,18 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     listening: () => ({ edge: !listener.paused, agents: direct ? direct.listening : !listener.paused }),
     stop: () =>
       drainEdge({
-        listener,
+        listener: {
+          pause: () => listener.pause(),
+          closeIdle: () => listener.closeIdle(),
+          get pendingRequests() {
+            return listener.pendingRequests;
+          },
+          // the loopback server first: its agents' last words pass through the public port as it closes
+          stop: async (force) => {
+            await loopback.stop(force);
+            await listener.stop(force);
+          },
+        },
         redirect,
         direct,
         registry,
@@ -275,10 +286,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
           stopWantingCertificates?.();
         },
         stopTimers: stopChores,
-        closeLinks: () => {
-          nodes?.close();
-          void loopback.stop(true);
-        },
+        closeLinks: () => nodes?.close(),
       }),
   };
 }
