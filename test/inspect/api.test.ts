@@ -29,7 +29,7 @@ const getJson = async (path: string, init?: RequestInit) => {
   return { status: res.status, headers: res.headers, body: (await res.json()) as any };
 };
 const b64 = (s: string) => Buffer.from(s, "base64");
-const header = (list: [string, string][], name: string) => list.find(([n]) => n === name)?.[1];
+const header = (list: [string, string][], name: string) => list.find(([n]) => n.toLowerCase() === name)?.[1];
 
 /** The newest capture with this path, once it is over. */
 async function captured(path: string): Promise<any> {

@@ -98,6 +98,9 @@ export async function replay(store: CaptureStore, original: Capture, tunnel: Tun
  * credit). `answered`: the response is complete, or BODY_GRACE_MS passed
  * after its head, or it failed; `over`: the stream is done.
  */
+/** Bytes of head and chunk framing a response's first MAX_BODY_BYTES of body may come with, and more. */
+const FRAMING_SLACK = 256 * 1024;
+
 function drive(stream: Stream, onFull: () => void): { answered: Promise<void>; over: Promise<void> } {
   const answered = Promise.withResolvers<void>();
   const over = Promise.withResolvers<void>();
@@ -117,8 +120,10 @@ function drive(stream: Stream, onFull: () => void): { answered: Promise<void>; o
   stream.onData = (chunk) => {
     received += chunk.byteLength;
     stream.consumed(chunk.byteLength);
-    // its capture is full: an endless stream (server-sent events, say) would otherwise be read for ever
-    if (received > MAX_BODY_BYTES) {
+    // its capture is full: an endless stream (server-sent events, say) would otherwise be read for ever;
+    // the bytes are the response's as sent (head and chunk sizes too), so a little past the cap
+    // is sure to be past it in body bytes, which the capture then marks truncated
+    if (received > MAX_BODY_BYTES + FRAMING_SLACK) {
       onFull();
       stream.reset();
     }
