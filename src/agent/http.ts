@@ -33,6 +33,8 @@ export interface HttpHooks {
   log(line: RequestLine): void;
   /** After a 101: the switched connection is over, both ways, `ms` after the request came. */
   switchedClosed?(path: string, ms: number): void;
+  /** A WebSocket upgrade that failed before the service answered: no request line, this instead. */
+  handshakeFailed?(path: string, ms: number): void;
   /** The inspector's copy of this request, when it is captured. */
   tap?(request: Omit<TappedRequest, "remote">): ExchangeTap | undefined;
   /** Where connections come from; the agent's shared pool unless a test brings its own. */
@@ -66,7 +68,8 @@ export function serveHttpStream(stream: Stream, headText: string, target: LocalT
     {
       responded: (head) =>
         hooks.log(head.status === 101 ? { method, path, status: websocket ? "101 websocket" : `101 ${upgrade}`, ms: ms(), kind: "ws" } : { method, path, status: head.status, ms: ms() }),
-      failed: (why) => hooks.log({ method, path, status: `502 (${why})`, ms: ms() }),
+      // a WebSocket the service never switched to ends as one whose handshake failed (output.ts)
+      failed: (why) => (websocket && hooks.handshakeFailed ? hooks.handshakeFailed(path, ms()) : hooks.log({ method, path, status: `502 (${why})`, ms: ms() })),
       cancelled: () => hooks.log({ method, path, status: "cancelled", ms: ms() }),
       switchedClosed: () => hooks.switchedClosed?.(path, ms()),
     },

@@ -43,6 +43,10 @@ export function serveStream(stream: Stream, meta: OpenMeta, tunnel: TunnelView, 
           ending = undefined;
           out.webSocketClosed?.({ tunnel: name, path, ms, opened: true });
         },
+        handshakeFailed: (path, ms) => {
+          ending = undefined;
+          out.webSocketClosed?.({ tunnel: name, path, ms, opened: false });
+        },
         tap: inspector ? (request) => inspector.begin(tunnel, { ...request, remote: meta.remote }) : undefined,
       }).catch(failed);
     } else if (meta.kind === "tcp") {
