@@ -22,6 +22,13 @@ export interface PublicPortOptions {
   tls?: TlsSource;
   server: ConnectionServer;
   idleTimeoutS: number;
+  /**
+   * Asked as each connection opens, with how many are open already: false
+   * closes it at once, before it holds a descriptor any longer (over
+   * --max-conns, or descriptors short). Connections that never send a
+   * request count too: they hold a descriptor all the same.
+   */
+  admit?(open: number): boolean;
 }
 
 export class PublicPort {
@@ -49,6 +56,7 @@ export class PublicPort {
           socket.data = {};
           // a visitor that reset before open ran has no address any more
           if (typeof socket.remoteAddress !== "string") return void socket.terminate();
+          if (options.admit && !options.admit(connections.size)) return void socket.terminate();
           socket.setNoDelay(true);
           const conn = new HttpConnection(socket, peerOf(socket), server, idleTimeoutS * 1000);
           socket.data = { conn };
@@ -91,6 +99,11 @@ export class PublicPort {
       n++;
     }
     return n;
+  }
+
+  /** Connections open now. */
+  get openConnections(): number {
+    return this.connections.size;
   }
 
   /** Connections with a visitor's request in flight (not the agents' and nodes' WebSockets handed over). */

@@ -130,6 +130,8 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   // TCP tunnels' visitors share the total with the public HTTP port's; agents' connections
   // (WebSocket and direct) have a per-address cap of their own, higher: a team behind one NAT is many agents
   const tcpVisitors = new SocketBudget({ perAddress: opts.maxConnsPerIp, total: maxConns }, () => visitors.total, () => pressed);
+  // the public port's per-client counts (a trusted proxy's clients apart), from each connection's first request;
+  // its total is kept at accept (PublicPort's admit), where silent connections count too
   const visitors = new SocketBudget({ perAddress: opts.maxConnsPerIp, total: maxConns }, () => tcpVisitors.total, () => pressed);
   const agentSockets = new SocketBudget({ perAddress: opts.maxAgentsPerIp, total: Number.MAX_SAFE_INTEGER }, undefined, () => pressed);
   const ports = new PortAllocator(opts.tcpPorts, opts.host, registry, tcpVisitors, () => counters.tcpConnections++);
@@ -167,6 +169,12 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     port: opts.port,
     tls: opts.tls,
     idleTimeoutS: opts.idleTimeoutS,
+    // every open connection holds a descriptor, requests or not: past the total, or short of descriptors, none is kept
+    admit(open) {
+      if (!pressed && open + tcpVisitors.total < maxConns) return true;
+      overLimit("visitor connection refused", { limit: pressed ? "open files" : "max-conns" });
+      return false;
+    },
     server: visitorServer({
       domain,
       secure,
