@@ -219,6 +219,7 @@ class Exchange implements Occupant, ResponseSink {
     if (this.piping) return this.toVisitor(chunk);
     const error = this.parser.push(chunk);
     if (error) return this.brokenResponse(`its local service sent a malformed response: ${error}`);
+    if (this.invalidStatus === 101) return this.brokenResponse("its local service switched protocols for a request that asked for no upgrade");
     if (this.invalidStatus !== undefined) return this.brokenResponse(`its local service sent an invalid status ${this.invalidStatus}`);
     const end = this.parser.complete ? this.parser.endedAt : chunk.byteLength;
     if (!this.rewrite && end > 0) this.toVisitor(end === chunk.byteLength ? chunk : chunk.subarray(0, end), end);
@@ -246,7 +247,7 @@ class Exchange implements Occupant, ResponseSink {
 
   head(head: ParsedHead): void {
     // 101 and 200-599 are answers; 600-999 fit a status line but mean nothing in HTTP
-    if (head.status > 599) {
+    if (head.status > 599 || (head.status === 101 && this.request.upgrade === undefined)) {
       this.invalidStatus = head.status;
       return this.parser.stop();
     }
