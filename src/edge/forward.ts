@@ -25,7 +25,7 @@ import { USER_EMAIL_HEADER } from "../validate/access.ts";
 import type { Passed } from "./access/policy.ts";
 import type { HttpConnection, Occupant } from "./http-connection.ts";
 import { badGatewayPage, slowServicePage } from "./pages.ts";
-import { awaitReply, goneSinceReply, ResponseTimeout } from "./replies.ts";
+import { goneSinceReply, ResponseTimeout, watchReply } from "./replies.ts";
 import type { Tunnel } from "./registry.ts";
 import { SKIP_HEADER } from "./warning.ts";
 
@@ -58,18 +58,21 @@ export interface ForwardContext {
  */
 export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardContext): string {
   let forwardedFor: string | undefined;
-  let fields: [string, string][] = [];
-  for (const field of head.fields) {
-    const lower = field[0].toLowerCase();
-    if (!EDGE_SET.has(lower)) fields.push(field);
-    else if (lower === "x-forwarded-for") forwardedFor = forwardedFor === undefined ? field[1] : `${forwardedFor}, ${field[1]}`;
-  }
-  if (tunnel.access) {
-    fields = fields.slice();
-    tunnel.access.rewriteRequest(fields, ctx.passed);
-  }
   let text = `${head.method} ${head.target} HTTP/1.${head.minor}\r\n`;
-  for (const [name, value] of fields) text += `${name}: ${value}\r\n`;
+  const { fields, names } = head;
+  if (tunnel.access) {
+    const kept = fields.filter((_, i) => !EDGE_SET.has(names[i]!));
+    tunnel.access.rewriteRequest(kept, ctx.passed);
+    for (const [name, value] of kept) text += `${name}: ${value}\r\n`;
+  } else {
+    for (let i = 0; i < fields.length; i++) {
+      const lower = names[i]!;
+      if (!EDGE_SET.has(lower)) text += `${fields[i]![0]}: ${fields[i]![1]}\r\n`;
+    }
+  }
+  for (let i = 0; i < fields.length; i++) {
+    if (names[i] === "x-forwarded-for") forwardedFor = forwardedFor === undefined ? fields[i]![1] : `${forwardedFor}, ${fields[i]![1]}`;
+  }
   text += `X-Forwarded-For: ${forwardedFor ? `${forwardedFor}, ${ctx.remoteIp}` : ctx.remoteIp}\r\n`;
   text += `X-Forwarded-Proto: ${ctx.secure ? "https" : "http"}\r\nX-Forwarded-Host: ${ctx.host}\r\n\r\n`;
   return text;
@@ -108,8 +111,9 @@ class Exchange implements Occupant, ResponseSink {
   /** After a 101: bytes both ways as they come. */
   private piping = false;
   private visitorEnded = false;
-  private agentEnded = false;
   private finished = false;
+  /** The response has been read to its end (its bytes are on their way to the visitor). */
+  private complete = false;
   /** Response bytes written to the visitor but not yet taken by its socket: their credit waits. */
   private owed = 0;
   /** Header rules for the response: its head is written anew. */
@@ -138,27 +142,33 @@ class Exchange implements Occupant, ResponseSink {
     stream.whenReset((code) => this.agentReset(code));
     const early = conn.takeEarly();
     if (early) this.data(early);
-    void this.awaitResponse();
+    this.watchResponse();
   }
 
-  private async awaitResponse(): Promise<void> {
+  private watchResponse(): void {
     const { stream, ctx } = this;
     const openBytes = stream.metaBytes;
-    try {
-      await awaitReply(stream, this.tunnel.responseTimeoutMs ?? ctx.responseTimeoutMs);
-    } catch (err) {
-      if (this.finished) return;
-      log.info("tunnel request failed", { tunnel: ctx.host, path: this.request.target.split("?")[0], err: (err as Error).message });
-      if (err instanceof ResponseTimeout) return this.failPage(slowServicePage(ctx.host, Math.round(err.timeoutMs / 1000), Math.round(ctx.maxResponseTimeoutMs / 1000)));
-      return this.failPage(badGatewayPage(ctx.host, (err as Error).message));
-    }
-    if (this.finished) return;
-    this.responded = true;
-    this.tunnel.countOut(stream.metaBytes - openBytes);
-    const gone = goneSinceReply(stream);
-    if (gone) return this.failPage(badGatewayPage(ctx.host, gone));
-    stream.onData = (chunk) => this.fromAgent(chunk);
-    stream.onEnd = () => this.agentFin();
+    watchReply(stream, this.tunnel.responseTimeoutMs ?? ctx.responseTimeoutMs, {
+      replied: () => {
+        if (this.finished) return;
+        this.responded = true;
+        this.tunnel.countOut(stream.metaBytes - openBytes);
+        const gone = goneSinceReply(stream);
+        if (gone) return this.failPage(badGatewayPage(ctx.host, gone));
+        stream.onData = (chunk) => this.fromAgent(chunk);
+        stream.onEnd = () => this.agentFin();
+      },
+      failed: (why) => {
+        if (this.finished) return;
+        log.info("tunnel request failed", { tunnel: ctx.host, path: this.request.target.split("?")[0], err: why });
+        this.failPage(badGatewayPage(ctx.host, why));
+      },
+      timedOut: (timeoutMs) => {
+        if (this.finished) return;
+        log.info("tunnel request failed", { tunnel: ctx.host, path: this.request.target.split("?")[0], err: new ResponseTimeout(timeoutMs).message });
+        this.failPage(slowServicePage(ctx.host, Math.round(timeoutMs / 1000), Math.round(ctx.maxResponseTimeoutMs / 1000)));
+      },
+    });
   }
 
   // -- the visitor's bytes: the request body, then (after a 101) anything -------------------------
@@ -265,6 +275,8 @@ class Exchange implements Occupant, ResponseSink {
       if (early) this.toAgent(early);
       return;
     }
+    // whole: nothing the agent's connection does now (a reset, its close) can take it back
+    this.complete = true;
     queueMicrotask(() => this.done());
   }
 
@@ -306,8 +318,8 @@ class Exchange implements Occupant, ResponseSink {
   }
 
   private agentFin(): void {
-    this.agentEnded = true;
-    if (this.finished) return;
+
+    if (this.finished || this.complete) return;
     if (this.piping) {
       if (this.visitorEnded) this.finishPipe();
       else this.conn.close(); // the service is done with the new protocol: the visitor's connection ends with it
@@ -325,7 +337,7 @@ class Exchange implements Occupant, ResponseSink {
   }
 
   private agentReset(code: string): void {
-    if (this.finished || !this.responded) return; // before the REPLY, awaitReply reports it
+    if (this.finished || this.complete || !this.responded) return; // before the REPLY, watchReply reports it
     this.brokenResponse(code.startsWith(WireError.UPSTREAM_FAILED) ? `the agent could not reach it (${code.slice(WireError.UPSTREAM_FAILED.length).trim() || "reset"})` : "the tunnel's connection closed");
   }
 

@@ -4,9 +4,8 @@
  * leaving so the agent can drop the local request. A timer and an abort
  * listener per request show up in profiles at thousands of requests a
  * second, and almost every request is answered within milliseconds; so one
- * sweep every SWEEP_MS looks at what is still waiting: it enforces the
- * deadlines and starts watching the visitor of a request waiting longer
- * than one sweep.
+ * sweep every SWEEP_MS looks at what is still waiting and enforces the
+ * deadlines.
  */
 import type { Stream } from "../protocol/mux.ts";
 
@@ -16,10 +15,11 @@ interface Waiting {
   stream: Stream;
   deadline: number;
   timeoutMs: number;
-  /** The visitor's request, whose abort resets the stream; watched from the first sweep on. */
-  visitor?: Request;
-  watched: boolean;
-  reject(err: Error): void;
+  /** The REPLY came (exactly one of these three is called, once). */
+  replied(): void;
+  /** No REPLY will come: why, as the visitor's page says it. */
+  failed(why: string): void;
+  timedOut(timeoutMs: number): void;
 }
 
 /** The local service gave no response head in time: slow or stuck, not refused. */
@@ -37,20 +37,15 @@ function sweep(): void {
   for (const w of waiting) {
     if (now >= w.deadline) {
       waiting.delete(w);
-      // reject before the reset, whose listener would otherwise give the reason as a closed tunnel
-      w.reject(new ResponseTimeout(w.timeoutMs));
+      // told before the reset, whose listener would otherwise give the reason as a closed tunnel
+      w.timedOut(w.timeoutMs);
       w.stream.reset();
     } else if (w.stream.peerEnded) {
       // the agent ended the stream without a REPLY (a REPLY with FIN is delivered before its FIN):
       // no answer will come, so the visitor need not wait out the deadline
       waiting.delete(w);
-      w.reject(new Error("its agent ended the request without an answer"));
+      w.failed("its agent ended the request without an answer");
       w.stream.reset();
-    } else if (!w.watched && w.visitor) {
-      w.watched = true;
-      const signal = w.visitor.signal;
-      if (signal.aborted) w.stream.reset();
-      else signal.addEventListener("abort", () => w.stream.reset(), { once: true });
     }
   }
   if (waiting.size === 0 && sweeper !== undefined) {
@@ -59,26 +54,32 @@ function sweep(): void {
   }
 }
 
+export interface ReplyWatch {
+  replied(): void;
+  failed(why: string): void;
+  timedOut(timeoutMs: number): void;
+}
+
 /**
- * Waits for the stream's REPLY; rejects on reset or after `timeoutMs`. With
- * `visitor`, the stream is reset if that request is aborted while it waits.
+ * Watches for the stream's REPLY: `watch.replied` when it comes, `failed`
+ * on a reset, `timedOut` after `timeoutMs`. Callbacks, not a promise: this
+ * runs once per visitor request. The visitor leaving is the caller's to
+ * notice (it resets the stream, which ends the watch).
  */
-export function awaitReply(stream: Stream, timeoutMs: number, visitor?: Request): Promise<unknown> {
-  return new Promise((resolve, reject) => {
-    const w: Waiting = { stream, deadline: performance.now() + timeoutMs, timeoutMs, visitor, watched: false, reject };
-    waiting.add(w);
-    if (sweeper === undefined) {
-      sweeper = setInterval(sweep, SWEEP_MS);
-      sweeper.unref();
-    }
-    stream.onReply = (meta) => {
-      waiting.delete(w);
-      resolve(meta);
-    };
-    stream.whenReset((code) => {
-      if (!waiting.delete(w)) return; // already answered or timed out
-      reject(new Error(describeReset(code)));
-    });
+export function watchReply(stream: Stream, timeoutMs: number, watch: ReplyWatch): void {
+  const w: Waiting = { stream, deadline: performance.now() + timeoutMs, timeoutMs, replied: watch.replied, failed: watch.failed, timedOut: watch.timedOut };
+  waiting.add(w);
+  if (sweeper === undefined) {
+    sweeper = setInterval(sweep, SWEEP_MS);
+    sweeper.unref();
+  }
+  stream.onReply = () => {
+    if (!waiting.delete(w)) return;
+    w.replied();
+  };
+  stream.whenReset((code) => {
+    if (!waiting.delete(w)) return; // already answered or timed out
+    w.failed(describeReset(code));
   });
 }
 
@@ -92,7 +93,7 @@ export function goneSinceReply(stream: Stream): string | undefined {
   return stream.resetCode === undefined || stream.peerEnded ? undefined : describeReset(stream.resetCode);
 }
 
-function describeReset(code: string): string {
+export function describeReset(code: string): string {
   const [name, ...rest] = code.split(" ");
   if (name === "UPSTREAM_FAILED") return rest.length ? `the agent could not reach it (${rest.join(" ")})` : "the agent could not reach it";
   return "the tunnel's connection closed";

@@ -17,6 +17,7 @@ import { forward, type ForwardContext } from "./forward.ts";
 import type { Loopback } from "./handoff.ts";
 import type { ConnectionServer, HttpConnection } from "./http-connection.ts";
 import { badRequestPage, landingPage, overloadedPage, page, unknownTunnelPage } from "./pages.ts";
+import type { Passed } from "./access/policy.ts";
 import type { Registry, Tunnel } from "./registry.ts";
 import { continueResponse, CONTINUE_PATH, interstitial, type HeadView } from "./warning.ts";
 
@@ -64,8 +65,10 @@ function headView(head: RequestHead): HeadView {
     method: head.method,
     get(name: string): string | null {
       let found: string | null = null;
-      for (const [n, v] of head.fields) {
-        if (n.length !== name.length || n.toLowerCase() !== name) continue;
+      const names = head.names;
+      for (let i = 0; i < names.length; i++) {
+        if (names[i] !== name) continue;
+        const v = head.fields[i]![1];
         found = found === null ? v : `${found}, ${v}`;
       }
       return found;
@@ -91,10 +94,11 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
     return page(refusal.status, "Bad request", `<div class="status">${refusal.status}</div><h1>Bad request</h1><p>${refusal.why}</p>`, { Connection: "close" });
   }
 
-  function answer(conn: HttpConnection, head: RequestHead, res: Response, startedAt: number): void {
+  function answer(conn: HttpConnection, head: RequestHead, res: Response, startedAt: number): undefined {
     deps.counters.request(HTTP_REQUEST, res.status, startedAt);
     // a body the edge does not read cannot be told from a next request: the connection closes after it
     void conn.answer(res, head, head.framing === "none");
+    return undefined;
   }
 
   function request(conn: HttpConnection, head: RequestHead, text: string): void {
@@ -112,16 +116,22 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
       }
       conn.counted = client;
     }
-    void route(conn, head, text, view, client, startedAt).catch((err) => {
-      clientFault("edge request failed", { err: String(err) });
-      if (!conn.busy) answer(conn, head, new Response("internal error\n", { status: 500 }), startedAt);
-    });
+    try {
+      const waiting = route(conn, head, text, view, client, startedAt);
+      if (waiting) waiting.catch((err) => failed(conn, head, startedAt, err));
+    } catch (err) {
+      failed(conn, head, startedAt, err);
+    }
   }
 
-  async function route(conn: HttpConnection, head: RequestHead, text: string, view: HeadView, client: string, startedAt: number): Promise<void> {
+  function failed(conn: HttpConnection, head: RequestHead, startedAt: number, err: unknown): void {
+    clientFault("edge request failed", { err: String(err) });
+    if (!conn.busy) answer(conn, head, new Response("internal error\n", { status: 500 }), startedAt);
+  }
+
+  /** Routes a request: at once in the usual case; a promise when it must wait (a restart's held name, another node, sign-in). */
+  function route(conn: HttpConnection, head: RequestHead, text: string, view: HeadView, client: string, startedAt: number): Promise<void> | undefined {
     const parsed = parseHost(head.host);
-    const question = head.target.indexOf("?");
-    const path = question < 0 ? head.target : head.target.slice(0, question);
     if (!parsed) {
       clientFault("bad request refused", { why: "host header", remote: client });
       return answer(conn, head, badRequestPage("The Host header does not name a valid host."), startedAt);
@@ -131,17 +141,25 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
     const name = host.endsWith(`.${deps.domain}`) ? host.slice(0, -deps.domain.length - 1) : undefined;
 
     if (name === undefined || name.includes(".")) {
+      const question = head.target.indexOf("?");
+      const path = question < 0 ? head.target : head.target.slice(0, question);
       if (path === CONNECT_PATH || path === NODE_PATH) return handOver(conn, head, text, client, path === CONNECT_PATH);
       return answer(conn, head, name === undefined ? landingPage(deps.domain) : unknownTunnelPage(hostHeader), startedAt);
     }
 
-    let tunnel = deps.registry.tunnelBySubdomain(name);
+    const tunnel = deps.registry.tunnelBySubdomain(name);
     // just after a restart, agents told DRAIN are on their way back: for a name held for one
     // of them, wait a moment for it rather than answer that its agent is away
     const startupLeft = deps.startedAt + STARTUP_WAIT_MS - Date.now();
-    if (tunnel && !tunnel.agent && deps.heldAtStart.has(name) && startupLeft > 0) {
-      tunnel = await deps.registry.whenSubdomain(name, Math.min(startupLeft, MAX_VISITOR_WAIT_MS));
-    }
+    const waitForAgent = tunnel !== undefined && !tunnel.agent && startupLeft > 0 && deps.heldAtStart.has(name);
+    if (waitForAgent || (!tunnel && deps.remote)) return found(conn, head, view, client, startedAt, hostHeader, name, waitForAgent ? startupLeft : 0);
+    if (!tunnel) return answer(conn, head, unknownTunnelPage(hostHeader), startedAt);
+    return admit(conn, head, view, client, startedAt, hostHeader, tunnel);
+  }
+
+  /** The tunnel, once the wait for it is over: a held name's agent coming back, or another node's answer. */
+  async function found(conn: HttpConnection, head: RequestHead, view: HeadView, client: string, startedAt: number, hostHeader: string, name: string, startupLeft: number): Promise<void> {
+    let tunnel = startupLeft > 0 ? await deps.registry.whenSubdomain(name, Math.min(startupLeft, MAX_VISITOR_WAIT_MS)) : undefined;
     if (!tunnel && deps.remote) {
       // not here: perhaps on another node, which serves it through a relay link
       const elsewhere = await deps.remote(name);
@@ -149,21 +167,31 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
       tunnel = elsewhere;
     }
     if (!tunnel) return answer(conn, head, unknownTunnelPage(hostHeader), startedAt);
+    return admit(conn, head, view, client, startedAt, hostHeader, tunnel);
+  }
+
+  /** Who may reach the tunnel comes first (IP rules, then sign-in: access/policy.ts); the warning only after. */
+  function admit(conn: HttpConnection, head: RequestHead, view: HeadView, client: string, startedAt: number, hostHeader: string, tunnel: Tunnel): Promise<void> | undefined {
+    if (!tunnel.access) return pass(conn, head, view, client, startedAt, hostHeader, tunnel, undefined);
     const origin = `${deps.secure ? "https" : "http"}://${hostHeader}`;
-    const url = new URL(`${origin}${head.target === "*" ? "/" : head.target}`);
-    // who may reach it comes first: IP rules, then sign-in (access/policy.ts); the warning only after
-    let passed;
-    if (tunnel.access) {
-      const req = asRequest(head, origin);
-      if (!req) return answer(conn, head, badRequestPage("This request cannot be checked against the tunnel's access rules."), startedAt);
-      passed = await tunnel.access.admit(req, url, client, hostHeader, deps.secure);
+    const req = asRequest(head, origin);
+    if (!req) return answer(conn, head, badRequestPage("This request cannot be checked against the tunnel's access rules."), startedAt);
+    return tunnel.access.admit(req, new URL(req.url), client, hostHeader, deps.secure).then((passed) => {
       if (passed instanceof Response) return answer(conn, head, passed, startedAt);
+      return pass(conn, head, view, client, startedAt, hostHeader, tunnel, passed);
+    });
+  }
+
+  /** Let through: the warning's continue link, the warning, or the tunnel. */
+  function pass(conn: HttpConnection, head: RequestHead, view: HeadView, client: string, startedAt: number, hostHeader: string, tunnel: Tunnel, passed: Passed | undefined): undefined {
+    if (conn.closedAlready) return;
+    const target = head.target;
+    if (head.method === "GET" && target.startsWith(CONTINUE_PATH) && (target.length === CONTINUE_PATH.length || target[CONTINUE_PATH.length] === "?")) {
+      return answer(conn, head, continueResponse(requestUrl(hostHeader, target), deps.secure), startedAt);
     }
-    if (path === CONTINUE_PATH && head.method === "GET") return answer(conn, head, continueResponse(url, deps.secure), startedAt);
-    const warning = interstitial(view, url, tunnel, hostHeader);
+    const warning = interstitial(view, target, tunnel, hostHeader);
     // another node's tunnel: its access rules are applied there, so the warning is shown there too, after them
     if (warning && !tunnel.relayed) return answer(conn, head, warning, startedAt);
-    if (conn.closedAlready) return;
     const ctx: ForwardContext = {
       remoteIp: conn.peer.address,
       remotePort: conn.peer.port,
@@ -180,8 +208,10 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
     forward(conn, head, tunnel, ctx);
   }
 
+  const requestUrl = (hostHeader: string, target: string) => new URL(`${deps.secure ? "https" : "http"}://${hostHeader}${target === "*" ? "/" : target}`);
+
   /** An agent's or another node's WebSocket: it leaves the visitors' budget for the loopback server. */
-  function handOver(conn: HttpConnection, head: RequestHead, text: string, client: string, agent: boolean): void {
+  function handOver(conn: HttpConnection, head: RequestHead, text: string, client: string, agent: boolean): undefined {
     if (agent && !deps.admitAgent(client)) return answer(conn, head, overloadedPage(), performance.now());
     if (conn.counted !== undefined) {
       deps.budget.release(conn.counted);
@@ -191,6 +221,7 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
     deps.loopback().handOver(conn, `${text}\r\n\r\n`, visit, () => {
       if (agent) deps.releaseAgent(client);
     });
+    return undefined;
   }
 
   function closed(conn: HttpConnection): void {

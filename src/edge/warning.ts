@@ -27,12 +27,13 @@ function hasCookie(req: HeadView): boolean {
 }
 
 /** The page to show instead of forwarding, or undefined to forward. */
-export function interstitial(req: HeadView, url: URL, tunnel: Tunnel, host: string): Response | undefined {
+/** `target`: the request's path and query, where the continue link leads back to. */
+export function interstitial(req: HeadView, target: string, tunnel: Tunnel, host: string): Response | undefined {
   if (tunnel.skipWarning) return undefined;
   if (req.method === "OPTIONS" || req.get(SKIP_HEADER) !== null) return undefined;
   if ((req.get("upgrade") ?? "").toLowerCase() === "websocket") return undefined;
   if (!isBrowser(req) || hasCookie(req)) return undefined;
-  return warningFor(host, tunnel.username, url.pathname + url.search);
+  return warningFor(host, tunnel.username, target);
 }
 
 /** The warning page for a visit to `target` (path and query) of `username`'s tunnel at `host`. */

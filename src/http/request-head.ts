@@ -12,6 +12,8 @@
  * status to answer, never a guess.
  */
 
+import { readFields } from "./field-lines.ts";
+
 export type RequestFraming = "none" | "length" | "chunked";
 
 export interface RequestHead {
@@ -22,6 +24,8 @@ export interface RequestHead {
   minor: 0 | 1;
   /** Every header field in order, names as sent, values without the whitespace around them. */
   fields: [string, string][];
+  /** The fields' names in lower case, in the same order (read once here, not by every reader). */
+  names: string[];
   /** The Host (or an absolute-form target's authority); undefined when the request named none. */
   host: string | undefined;
   framing: RequestFraming;
@@ -47,8 +51,6 @@ const MAX_NAME_LENGTH = 256;
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** method SP request-target SP HTTP-version; the target is visible ASCII. */
 const REQUEST_LINE = /^([!#$%&'*+\-.^_`|~0-9A-Za-z]+) ([\x21-\x7e]+) HTTP\/(\d)\.(\d)$/;
-/** Field values: visible bytes, spaces, tabs and obs-text; no CR, LF, NUL or other controls. */
-const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 const DIGITS = /^[0-9]{1,15}$/;
 const ABSOLUTE = /^https?:\/\/([^/?#]*)([^#]*)$/i;
 
@@ -56,10 +58,11 @@ const refuse = (status: HeadRefusal["status"], why: string): HeadRefusal => ({ s
 
 /** Parses a request head: the request line and header lines, separated by CRLF, without the blank line that ends it. */
 export function parseRequestHead(text: string): RequestHead | HeadRefusal {
-  const lines = text.split("\r\n");
-  const line = REQUEST_LINE.exec(lines[0]!);
+  const firstEnd = text.indexOf("\r\n");
+  const first = firstEnd < 0 ? text : text.slice(0, firstEnd);
+  const line = REQUEST_LINE.exec(first);
   if (!line) {
-    if (/^\S+ \S+ \S+$/.test(lines[0]!) && !/ HTTP\/\d\.\d$/.test(lines[0]!)) return refuse(505, "Only HTTP/1.0 and HTTP/1.1 are spoken here.");
+    if (/^\S+ \S+ \S+$/.test(first) && !/ HTTP\/\d\.\d$/.test(first)) return refuse(505, "Only HTTP/1.0 and HTTP/1.1 are spoken here.");
     return refuse(400, "The request line is malformed.");
   }
   if (line[3] !== "1" || (line[4] !== "0" && line[4] !== "1")) return refuse(505, "Only HTTP/1.0 and HTTP/1.1 are spoken here.");
@@ -67,7 +70,7 @@ export function parseRequestHead(text: string): RequestHead | HeadRefusal {
   const method = line[1]!;
   let target = line[2]!;
   let authority: string | undefined;
-  if (target[0] !== "/") {
+  if (target.charCodeAt(0) !== 0x2f /* / */) {
     const absolute = ABSOLUTE.exec(target);
     if (absolute) {
       // absolute form (RFC 9112 §3.2.2): its authority names the host, whatever Host says
@@ -78,9 +81,9 @@ export function parseRequestHead(text: string): RequestHead | HeadRefusal {
       return refuse(400, method === "CONNECT" ? "CONNECT is not served here." : "The request target is malformed.");
     }
   }
-  if (lines.length - 1 > MAX_REQUEST_FIELDS) return refuse(431, `More than ${MAX_REQUEST_FIELDS} header fields.`);
 
   const fields: [string, string][] = [];
+  const names: string[] = [];
   let hosts = 0;
   let host: string | undefined;
   let lengths: string[] | undefined;
@@ -88,17 +91,10 @@ export function parseRequestHead(text: string): RequestHead | HeadRefusal {
   let connection = "";
   let upgradeField: string | undefined;
   let expect: string | undefined;
-  for (let i = 1; i < lines.length; i++) {
-    const l = lines[i]!;
-    const colon = l.indexOf(":");
-    // a line starting with whitespace is obsolete folding; whitespace before the colon is forbidden (RFC 9112 §5.1, §5.2)
-    if (colon <= 0) return refuse(400, "A header line is malformed.");
-    const name = l.slice(0, colon);
-    if (name.length > MAX_NAME_LENGTH || !TOKEN.test(name)) return refuse(400, "A header name is malformed.");
-    const value = l.slice(colon + 1).trim();
-    if (!FIELD_VALUE.test(value)) return refuse(400, "A header value holds control characters.");
+  const fault = readFields(text, firstEnd < 0 ? text.length : firstEnd + 2, MAX_REQUEST_FIELDS, MAX_NAME_LENGTH, (name, lower, value) => {
     fields.push([name, value]);
-    switch (name.toLowerCase()) {
+    names.push(lower);
+    switch (lower) {
       case "host":
         hosts++;
         host = value;
@@ -119,7 +115,11 @@ export function parseRequestHead(text: string): RequestHead | HeadRefusal {
         expect = expect === undefined ? value.toLowerCase() : `${expect},${value.toLowerCase()}`;
         break;
     }
-  }
+  });
+  if (fault === "too-many") return refuse(431, `More than ${MAX_REQUEST_FIELDS} header fields.`);
+  if (fault === "line") return refuse(400, "A header line is malformed.");
+  if (fault === "name" || fault === "long-name") return refuse(400, "A header name is malformed.");
+  if (fault === "value") return refuse(400, "A header value holds control characters.");
   // exactly one Host in HTTP/1.1 (RFC 9112 §3.2): two could route the request two ways
   if (hosts > 1) return refuse(400, "The request has more than one Host header.");
   if (hosts === 0 && minor === 1 && authority === undefined) return refuse(400, "The Host header is missing.");
@@ -151,7 +151,7 @@ export function parseRequestHead(text: string): RequestHead | HeadRefusal {
     expectContinue = minor === 1;
   }
   const upgrade = upgradeField !== undefined && tokens.includes("upgrade") ? upgradeField : undefined;
-  return { method, target, minor, fields, host: authority ?? host, framing, length, keepAlive, expectContinue, upgrade };
+  return { method, target, minor, fields, names, host: authority ?? host, framing, length, keepAlive, expectContinue, upgrade };
 }
 
 export const isRefusal = (x: RequestHead | HeadRefusal): x is HeadRefusal => "status" in x;

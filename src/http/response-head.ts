@@ -8,6 +8,7 @@
 import type { HeaderList } from "../protocol/messages.ts";
 import { HOP_BY_HOP } from "./header-list.ts";
 
+import { readFields } from "./field-lines.ts";
 /** How the body after the head is delimited (RFC 9112 §6.3). */
 export type BodyFraming = "none" | "length" | "chunked" | "close";
 
@@ -31,10 +32,14 @@ export const MAX_HEADER_FIELDS = 1000;
 const MAX_NAME_LENGTH = 256;
 
 const STATUS_LINE = /^HTTP\/1\.([01]) ([1-9][0-9]{2})(?: ([^\x00-\x08\x0a-\x1f\x7f]*))?$/;
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-/** Field values: visible bytes, spaces, tabs and obs-text; no CR, LF, NUL or other controls. */
-const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 const DIGITS = /^[0-9]{1,15}$/;
+
+/** Where the (n+1)-th header line starts, after the first line ending at `firstEnd`. */
+function fieldLineStart(text: string, firstEnd: number, n: number): number {
+  let at = firstEnd + 2;
+  for (let i = 0; i < n; i++) at = text.indexOf("\r\n", at) + 2;
+  return at;
+}
 
 /**
  * Parses a response head: the status line and header lines, separated by
@@ -42,31 +47,33 @@ const DIGITS = /^[0-9]{1,15}$/;
  * a body follows (never after HEAD).
  */
 export function parseHead(text: string, requestMethod: string): ParsedHead | string {
-  const lines = text.split("\r\n");
-  const status = STATUS_LINE.exec(lines[0]!);
-  if (!status) return `malformed status line ${JSON.stringify(lines[0]!.slice(0, 60))}`;
-  if (lines.length - 1 > MAX_HEADER_FIELDS) return `more than ${MAX_HEADER_FIELDS} header fields`;
+  const firstEnd = text.indexOf("\r\n");
+  const first = firstEnd < 0 ? text : text.slice(0, firstEnd);
+  const status = STATUS_LINE.exec(first);
+  if (!status) return `malformed status line ${JSON.stringify(first.slice(0, 60))}`;
   const http10 = status[1] === "0";
   const code = Number(status[2]);
   const headers: HeaderList = [];
   let lengths: string[] | undefined;
   let codings: string[] | undefined;
   let connection = "";
-  for (let i = 1; i < lines.length; i++) {
-    const line = lines[i]!;
-    const colon = line.indexOf(":");
-    // a line starting with whitespace is obsolete folding; whitespace before the colon is forbidden (RFC 9112 §5.1)
-    if (colon <= 0) return `malformed header line ${JSON.stringify(line.slice(0, 60))}`;
-    const name = line.slice(0, colon);
-    if (!TOKEN.test(name)) return `malformed header name ${JSON.stringify(name.slice(0, 60))}`;
-    if (name.length > MAX_NAME_LENGTH) return `header name longer than ${MAX_NAME_LENGTH} characters`;
-    const value = line.slice(colon + 1).trim();
-    if (!FIELD_VALUE.test(value)) return `control characters in header ${name}`;
-    const lower = name.toLowerCase();
+  let controlIn = "";
+  const fault = readFields(text, firstEnd < 0 ? text.length : firstEnd + 2, MAX_HEADER_FIELDS, MAX_NAME_LENGTH, (name, lower, value) => {
     headers.push([name, value]);
     if (lower === "content-length") (lengths ??= []).push(...value.split(",").map((v) => v.trim()));
     else if (lower === "transfer-encoding") (codings ??= []).push(...value.toLowerCase().split(",").map((v) => v.trim()).filter(Boolean));
     else if (lower === "connection") connection += `,${value.toLowerCase()}`;
+  });
+  if (fault) {
+    // which line: the one after the last field read (the faults are about one line, never quoted whole)
+    const at = fieldLineStart(text, firstEnd, headers.length);
+    const line = text.slice(at, Math.min(text.length, at + 60)).split("\r\n")[0]!;
+    if (fault === "too-many") return `more than ${MAX_HEADER_FIELDS} header fields`;
+    if (fault === "line") return `malformed header line ${JSON.stringify(line)}`;
+    if (fault === "name") return `malformed header name ${JSON.stringify(line.split(":")[0]!.slice(0, 60))}`;
+    if (fault === "long-name") return `header name longer than ${MAX_NAME_LENGTH} characters`;
+    controlIn = line.split(":")[0]!;
+    return `control characters in header ${controlIn}`;
   }
 
   const tokens = connection.split(",").map((t) => t.trim());
