@@ -131,7 +131,6 @@ class Exchange implements Occupant, ResponseSink {
     this.requestDone = request.framing === "none";
     this.rewrite = tunnel.access?.rewritesResponse ?? false;
     this.parser = new ResponseParser(request.method, this);
-    if (this.rewrite) this.raw = this.rawRewritten;
   }
 
   start(): void {
@@ -227,21 +226,22 @@ class Exchange implements Occupant, ResponseSink {
     if (this.finished) return this.stream.consumed(chunk.byteLength);
     this.tunnel.countOut(chunk.byteLength);
     if (this.piping) return this.toVisitor(chunk);
+    // the parser hands the response's bytes to raw() as it reads them: heads only once whole
+    // and read (a head split over DATA frames, one that turns out malformed: nothing of it goes)
     const error = this.parser.push(chunk);
+    const pieces = this.pieces;
+    this.pieces = [];
     if (error) return this.brokenResponse(`its local service sent a malformed response: ${error}`);
     if (this.invalidStatus === 101) return this.brokenResponse("its local service switched protocols for a request that asked for no upgrade");
     if (this.invalidStatus !== undefined) return this.brokenResponse(`its local service sent an invalid status ${this.invalidStatus}`);
     const end = this.parser.complete ? this.parser.endedAt : chunk.byteLength;
-    if (!this.rewrite && end > 0) this.toVisitor(end === chunk.byteLength ? chunk : chunk.subarray(0, end), end);
+    // one write for what this chunk completed (a head and the body after it, most often)
+    if (pieces.length > 0) this.toVisitor(pieces.length === 1 ? pieces[0]! : Buffer.concat(pieces), end);
+    else this.stream.consumed(end); // held in the parser (part of a head), which bounds it
     if (end < chunk.byteLength) {
       const rest = chunk.subarray(end);
       if (this.piping) this.toVisitor(rest);
       else this.stream.consumed(rest.byteLength); // past the response's end: not the visitor's
-    }
-    // written (the head anew) by raw(): credit as the socket takes it
-    if (this.rewrite && end > 0) {
-      if (this.conn.writesPending === 0) this.stream.consumed(end);
-      else this.owed += end;
     }
   }
 
@@ -280,22 +280,17 @@ class Exchange implements Occupant, ResponseSink {
     queueMicrotask(() => this.done());
   }
 
-  raw: ResponseSink["raw"] = undefined;
+  /** Response bytes read by the parser in this chunk, to go out in one write. */
+  private pieces: Uint8Array[] = [];
 
-  /** With header rules: the head is written anew with them, everything else as it came. */
-  private readonly rawRewritten = (bytes: Uint8Array, part: "interim" | "head" | "body"): void => {
-    if (part !== "head" || !this.response) return this.writeRaw(bytes);
+  readonly raw = (bytes: Uint8Array, part: "interim" | "head" | "body"): void => {
+    if (part !== "head" || !this.rewrite || !this.response) return void this.pieces.push(bytes);
+    // with header rules: the head is written anew with them, everything else as it came
     const h = this.response;
-    const fields = this.tunnel.access!.rewriteResponse(h.headers);
     let text = `HTTP/1.${h.minor} ${h.status}${h.reason ? ` ${h.reason}` : ""}\r\n`;
-    for (const [name, value] of fields) text += `${name}: ${value}\r\n`;
-    this.writeRaw(Buffer.from(`${text}\r\n`, "latin1"));
+    for (const [name, value] of this.tunnel.access!.rewriteResponse(h.headers)) text += `${name}: ${value}\r\n`;
+    this.pieces.push(Buffer.from(`${text}\r\n`, "latin1"));
   };
-
-  private writeRaw(bytes: Uint8Array): void {
-    this.wrote = true;
-    this.conn.write(bytes);
-  }
 
   /** The response went out whole: the connection carries the next request, if both sides allow. */
   private done(): void {
