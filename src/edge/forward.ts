@@ -96,6 +96,16 @@ export function forward(conn: HttpConnection, head: RequestHead, tunnel: Tunnel,
   new Exchange(conn, head, tunnel, ctx, stream).start();
 }
 
+/** Whether `pieces` are `chunk`'s first `end` bytes, in order (views of it, not copies). */
+function contiguousIn(chunk: Uint8Array, pieces: Uint8Array[], end: number): boolean {
+  let at = chunk.byteOffset;
+  for (const p of pieces) {
+    if (p.buffer !== chunk.buffer || p.byteOffset !== at) return false;
+    at += p.byteLength;
+  }
+  return at === chunk.byteOffset + end;
+}
+
 class Exchange implements Occupant, ResponseSink {
   private readonly parser: ResponseParser;
   /** Request body still to come: bytes of a length, or the chunked decoder tracking where it ends. */
@@ -235,8 +245,9 @@ class Exchange implements Occupant, ResponseSink {
     if (this.invalidStatus === 101) return this.brokenResponse("its local service switched protocols for a request that asked for no upgrade");
     if (this.invalidStatus !== undefined) return this.brokenResponse(`its local service sent an invalid status ${this.invalidStatus}`);
     const end = this.parser.complete ? this.parser.endedAt : chunk.byteLength;
-    // one write for what this chunk completed (a head and the body after it, most often)
-    if (pieces.length > 0) this.toVisitor(pieces.length === 1 ? pieces[0]! : Buffer.concat(pieces), end);
+    // one write for what this chunk completed (a head and the body after it, most often): the
+    // chunk itself when the pieces are its bytes in order, as they are unless a head came in parts
+    if (pieces.length > 0) this.toVisitor(pieces.length === 1 ? pieces[0]! : contiguousIn(chunk, pieces, end) ? chunk.subarray(0, end) : Buffer.concat(pieces), end);
     else this.stream.consumed(end); // held in the parser (part of a head), which bounds it
     if (end < chunk.byteLength) {
       const rest = chunk.subarray(end);
