@@ -140,7 +140,8 @@ class Exchange implements Occupant, ResponseSink {
     this.chunks = request.framing === "chunked" ? new ChunkedDecoder() : undefined;
     this.requestDone = request.framing === "none";
     this.rewrite = tunnel.access?.rewritesResponse ?? false;
-    this.parser = new ResponseParser(request.method, this);
+    // the head's fields are read only to be written anew (header rules); otherwise it goes on as it came
+    this.parser = new ResponseParser(request.method, this, this.rewrite);
   }
 
   start(): void {

@@ -35,9 +35,10 @@ export interface FieldVisitor {
  * Reads the header lines of `text` after `start` (the index just past the
  * first line's CRLF, or text.length when there are none), calling `visit`
  * for each field in order. Returns a fault, or undefined when every line
- * was read.
+ * was read. With `only` (lengths of the names the caller reads), the other
+ * fields are checked but not handed over, and cost no strings.
  */
-export function readFields(text: string, start: number, maxFields: number, maxName: number, visit: FieldVisitor): FieldFault | undefined {
+export function readFields(text: string, start: number, maxFields: number, maxName: number, visit: FieldVisitor, only?: ReadonlySet<number>): FieldFault | undefined {
   let at = start;
   let count = 0;
   const end = text.length;
@@ -59,8 +60,10 @@ export function readFields(text: string, start: number, maxFields: number, maxNa
       // controls other than HTAB (CR and LF included), DEL; nothing past 0xff comes from latin1
       if ((c < 0x20 && c !== 0x09) || c === 0x7f || c > 0xff) return "value";
     }
-    const name = text.slice(at, colon);
-    visit(name, name.toLowerCase(), text.slice(from, to));
+    if (only === undefined || only.has(colon - at)) {
+      const name = text.slice(at, colon);
+      visit(name, name.toLowerCase(), text.slice(from, to));
+    }
     at = lineEnd + 2;
   }
   return undefined;

@@ -46,7 +46,14 @@ function fieldLineStart(text: string, firstEnd: number, n: number): number {
  * CRLF, without the blank line that ends it. `requestMethod` decides whether
  * a body follows (never after HEAD).
  */
-export function parseHead(text: string, requestMethod: string): ParsedHead | string {
+/** The lengths of the names a response's framing depends on: connection, content-length, transfer-encoding. */
+const FRAMING_NAMES: ReadonlySet<number> = new Set([10, 14, 17]);
+
+/**
+ * `fields` false: only what frames the body is read (`headers` holds just
+ * those fields), for a reader that passes the head on without showing it.
+ */
+export function parseHead(text: string, requestMethod: string, fields = true): ParsedHead | string {
   const firstEnd = text.indexOf("\r\n");
   const first = firstEnd < 0 ? text : text.slice(0, firstEnd);
   const status = STATUS_LINE.exec(first);
@@ -63,7 +70,9 @@ export function parseHead(text: string, requestMethod: string): ParsedHead | str
     if (lower === "content-length") (lengths ??= []).push(...value.split(",").map((v) => v.trim()));
     else if (lower === "transfer-encoding") (codings ??= []).push(...value.toLowerCase().split(",").map((v) => v.trim()).filter(Boolean));
     else if (lower === "connection") connection += `,${value.toLowerCase()}`;
-  });
+  }, fields ? undefined : FRAMING_NAMES);
+  // a fault is said once, about the line it is on: read again whole to find it
+  if (fault && !fields) return parseHead(text, requestMethod, true);
   if (fault) {
     // which line: the one after the last field read (the faults are about one line, never quoted whole)
     const at = fieldLineStart(text, firstEnd, headers.length);

@@ -44,9 +44,11 @@ export class ResponseParser {
   /** Where in the input that completed the response it ended: what follows is not part of it. */
   endedAt = -1;
 
+  /** `fields` false: heads are read for their framing only (parseHead), for a reader that does not show them. */
   constructor(
     private readonly requestMethod: string,
     private readonly sink: ResponseSink,
+    private readonly fields = true,
   ) {}
 
   get complete(): boolean {
@@ -147,7 +149,7 @@ export class ResponseParser {
     if (read === "incomplete") return -1;
     if (read === "too-large") return `response head larger than ${MAX_HEAD_BYTES / 1024} KiB`;
     if (read === "bare-lf") return "response head lines not ended by CRLF";
-    const head = parseHead(read.text, this.requestMethod);
+    const head = parseHead(read.text, this.requestMethod, this.fields);
     if (typeof head === "string") return head;
     const headBytes = raw && (read.raw ?? bytes.subarray(at, read.next));
     if (head.status < 200 && head.status !== 101) {

@@ -4,7 +4,7 @@
  * cut at any single point, and malformed ones must fail with a reason.
  */
 import { describe, expect, test } from "bun:test";
-import type { ParsedHead } from "../../src/http/response-head.ts";
+import { parseHead, type ParsedHead } from "../../src/http/response-head.ts";
 import { MAX_HEAD_BYTES, ResponseParser } from "../../src/http/response-reader.ts";
 
 interface Reading {
@@ -272,5 +272,26 @@ describe("malformed responses fail with a reason", () => {
     expect(read(["HTTP/1.1 200 OK\r\nContent-"], { close: true }).error).toContain("in the middle of its response head");
     expect(read(["HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort"], { close: true }).error).toBe("the local service broke off its response");
     expect(read(["HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel"], { close: true }).error).toBe("the local service broke off its response");
+  });
+});
+
+describe("reading a head for its framing only", () => {
+  const heads = [
+    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nX-A: 1",
+    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close",
+    "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0",
+    "HTTP/1.1 204 No Content\r\nX-B: 2",
+    "HTTP/1.1 200 OK\r\nX-Space : 1",
+    "HTTP/1.1 200 OK\r\nX-Ctl: a\x01b",
+    "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2",
+  ];
+  test.each(heads.map((h) => [JSON.stringify(h).slice(0, 50), h]))("%s: the same framing, keep-alive, status and fault as a full read", (_, head) => {
+    const full = parseHead(head, "GET", true);
+    const lean = parseHead(head, "GET", false);
+    if (typeof full === "string") return expect(lean).toBe(full);
+    expect(typeof lean).toBe("object");
+    const { headers: _h, ...rest } = full;
+    const { headers: _l, ...leanRest } = lean as Exclude<typeof lean, string>;
+    expect(leanRest).toEqual(rest);
   });
 });

@@ -108,7 +108,8 @@ export class Exchange implements ConnectionUser, ResponseSink {
     private readonly visitor: VisitorSide,
     private readonly tap: ExchangeTap | undefined,
   ) {
-    this.parser = new ResponseParser(request.head.method, this);
+    // the head's fields are read only for the inspector to show; otherwise it goes on as it came
+    this.parser = new ResponseParser(request.head.method, this, tap !== undefined);
     this.requestBody = request.head.framing === "none" ? NO_BODY : new RequestBodyReader(request.head.framing, request.head.length);
   }
 
