@@ -49,7 +49,8 @@ export function serveHttpStream(stream: Stream, headText: string, target: LocalT
   const started = performance.now();
   const ms = () => performance.now() - started;
   const host = target.hostHeader === "rewrite" ? localAuthority(target) : target.hostHeader;
-  const request = prepareRequest(headText, host);
+  // the fields are kept only for an inspector to show (the head goes on as the edge sent it)
+  const request = prepareRequest(headText, host, hooks.tap !== undefined);
   if (typeof request === "string") {
     hooks.opened?.("http", "?", "?");
     stream.reset(`${WireError.UPSTREAM_FAILED} ${request}`);

@@ -56,8 +56,16 @@ const ABSOLUTE = /^https?:\/\/([^/?#]*)([^#]*)$/i;
 
 const refuse = (status: HeadRefusal["status"], why: string): HeadRefusal => ({ status, why });
 
-/** Parses a request head: the request line and header lines, separated by CRLF, without the blank line that ends it. */
-export function parseRequestHead(text: string): RequestHead | HeadRefusal {
+/** The lengths of the names the parser itself reads: host, expect, upgrade, connection, content-length, transfer-encoding. */
+const OWN_NAMES: ReadonlySet<number> = new Set([4, 6, 7, 10, 14, 17]);
+
+/**
+ * Parses a request head: the request line and header lines, separated by
+ * CRLF, without the blank line that ends it. `fields` false: every line is
+ * checked, but only the fields the parser reads are kept in `fields` (for a
+ * reader that passes the head on as it came without showing it).
+ */
+export function parseRequestHead(text: string, fields = true): RequestHead | HeadRefusal {
   const firstEnd = text.indexOf("\r\n");
   const first = firstEnd < 0 ? text : text.slice(0, firstEnd);
   const line = REQUEST_LINE.exec(first);
@@ -82,7 +90,7 @@ export function parseRequestHead(text: string): RequestHead | HeadRefusal {
     }
   }
 
-  const fields: [string, string][] = [];
+  const kept: [string, string][] = [];
   const names: string[] = [];
   let hosts = 0;
   let host: string | undefined;
@@ -92,7 +100,7 @@ export function parseRequestHead(text: string): RequestHead | HeadRefusal {
   let upgradeField: string | undefined;
   let expect: string | undefined;
   const fault = readFields(text, firstEnd < 0 ? text.length : firstEnd + 2, MAX_REQUEST_FIELDS, MAX_NAME_LENGTH, (name, lower, value) => {
-    fields.push([name, value]);
+    kept.push([name, value]);
     names.push(lower);
     switch (lower) {
       case "host":
@@ -115,7 +123,7 @@ export function parseRequestHead(text: string): RequestHead | HeadRefusal {
         expect = expect === undefined ? value.toLowerCase() : `${expect},${value.toLowerCase()}`;
         break;
     }
-  });
+  }, fields ? undefined : OWN_NAMES);
   if (fault === "too-many") return refuse(431, `More than ${MAX_REQUEST_FIELDS} header fields.`);
   if (fault === "line") return refuse(400, "A header line is malformed.");
   if (fault === "name" || fault === "long-name") return refuse(400, "A header name is malformed.");
@@ -151,7 +159,7 @@ export function parseRequestHead(text: string): RequestHead | HeadRefusal {
     expectContinue = minor === 1;
   }
   const upgrade = upgradeField !== undefined && tokens.includes("upgrade") ? upgradeField : undefined;
-  return { method, target, minor, fields, names, host: authority ?? host, framing, length, keepAlive, expectContinue, upgrade };
+  return { method, target, minor, fields: kept, names, host: authority ?? host, framing, length, keepAlive, expectContinue, upgrade };
 }
 
 export const isRefusal = (x: RequestHead | HeadRefusal): x is HeadRefusal => "status" in x;

@@ -149,3 +149,22 @@ describe("reading heads as bytes arrive", () => {
     expect(reader.pending).toBeLessThanOrEqual(100);
   });
 });
+
+describe("reading a head without keeping its fields", () => {
+  test.each([
+    ["GET / HTTP/1.1", "Host: a", "X-A: 1", "Accept: */*"],
+    ["POST / HTTP/1.1", "Host: a", "Transfer-Encoding: chunked", "Connection: close"],
+    ["PUT / HTTP/1.1", "Host: a", "Expect: 100-continue", "Content-Length: 5"],
+    ["GET / HTTP/1.1", "Host: a", "Connection: Upgrade", "Upgrade: websocket"],
+    ["GET / HTTP/1.1", "Host: a", "X-A: a\u0000b"],
+    ["GET / HTTP/1.1", "Host : a"],
+    ["GET / HTTP/1.1", "Host: a", "Host: b"],
+  ])("%s...: the same decisions and refusals as a full read", (...lines) => {
+    const full = parseRequestHead(lines.join("\r\n"), true);
+    const lean = parseRequestHead(lines.join("\r\n"), false);
+    if (isRefusal(full)) return expect(lean).toEqual(full);
+    const { fields: _f, names: _n, ...rest } = full;
+    const { fields: _lf, names: _ln, ...leanRest } = lean as RequestHead;
+    expect(leanRest).toEqual(rest);
+  });
+});

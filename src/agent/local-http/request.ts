@@ -22,10 +22,11 @@ const HOST_LINE = /\r\nhost:[^\r]*/i;
  * The request, or why it cannot be sent (a head the agent cannot read is
  * an edge's fault, said in the stream's reset). `host`: sent instead of
  * the visitor's Host (--host-header); it was checked when it was given.
+ * `fields` false: the head's fields are not kept (nobody shows them).
  */
-export function prepareRequest(text: string, host?: string): LocalRequest | string {
+export function prepareRequest(text: string, host?: string, fields = true): LocalRequest | string {
   if (!text.endsWith(HEAD_END)) return "the request head does not end with a blank line";
-  const head = parseRequestHead(text.slice(0, -HEAD_END.length));
+  const head = parseRequestHead(text.slice(0, -HEAD_END.length), fields);
   if (isRefusal(head)) return `the request head cannot be read: ${head.why}`;
   if (host === undefined || host === head.host) return { head, bytes: Buffer.from(text, "latin1") };
   const line = HOST_LINE.exec(text);
