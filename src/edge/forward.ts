@@ -126,6 +126,8 @@ class Exchange implements Occupant, ResponseSink {
   private complete = false;
   /** Response bytes written to the visitor but not yet taken by its socket: their credit waits. */
   private owed = 0;
+  /** The OPEN's bytes, counted in before the REPLY's are counted out. */
+  private openBytes = 0;
   /** Header rules for the response: its head is written anew. */
   private readonly rewrite: boolean;
 
@@ -152,33 +154,33 @@ class Exchange implements Occupant, ResponseSink {
     stream.whenReset((code) => this.agentReset(code));
     const early = conn.takeEarly();
     if (early) this.data(early);
-    this.watchResponse();
+    this.openBytes = stream.metaBytes;
+    watchReply(stream, tunnel.responseTimeoutMs ?? this.ctx.responseTimeoutMs, this);
   }
 
-  private watchResponse(): void {
-    const { stream, ctx } = this;
-    const openBytes = stream.metaBytes;
-    watchReply(stream, this.tunnel.responseTimeoutMs ?? ctx.responseTimeoutMs, {
-      replied: () => {
-        if (this.finished) return;
-        this.responded = true;
-        this.tunnel.countOut(stream.metaBytes - openBytes);
-        const gone = goneSinceReply(stream);
-        if (gone) return this.failPage(badGatewayPage(ctx.host, gone));
-        stream.onData = (chunk) => this.fromAgent(chunk);
-        stream.onEnd = () => this.agentFin();
-      },
-      failed: (why) => {
-        if (this.finished) return;
-        log.info("tunnel request failed", { tunnel: ctx.host, path: this.request.target.split("?")[0], err: why });
-        this.failPage(badGatewayPage(ctx.host, why));
-      },
-      timedOut: (timeoutMs) => {
-        if (this.finished) return;
-        log.info("tunnel request failed", { tunnel: ctx.host, path: this.request.target.split("?")[0], err: new ResponseTimeout(timeoutMs).message });
-        this.failPage(slowServicePage(ctx.host, Math.round(timeoutMs / 1000), Math.round(ctx.maxResponseTimeoutMs / 1000)));
-      },
-    });
+  // ReplyWatch: the REPLY, or why there is none (replies.ts)
+
+  replied(): void {
+    if (this.finished) return;
+    const { stream } = this;
+    this.responded = true;
+    this.tunnel.countOut(stream.metaBytes - this.openBytes);
+    const gone = goneSinceReply(stream);
+    if (gone) return this.failPage(badGatewayPage(this.ctx.host, gone));
+    stream.onData = this.fromAgent;
+    stream.onEnd = this.agentFin;
+  }
+
+  failed(why: string): void {
+    if (this.finished) return;
+    log.info("tunnel request failed", { tunnel: this.ctx.host, path: this.request.target.split("?")[0], err: why });
+    this.failPage(badGatewayPage(this.ctx.host, why));
+  }
+
+  timedOut(timeoutMs: number): void {
+    if (this.finished) return;
+    log.info("tunnel request failed", { tunnel: this.ctx.host, path: this.request.target.split("?")[0], err: new ResponseTimeout(timeoutMs).message });
+    this.failPage(slowServicePage(this.ctx.host, Math.round(timeoutMs / 1000), Math.round(this.ctx.maxResponseTimeoutMs / 1000)));
   }
 
   // -- the visitor's bytes: the request body, then (after a 101) anything -------------------------
@@ -233,7 +235,7 @@ class Exchange implements Occupant, ResponseSink {
 
   // -- the agent's bytes: the response, then (after a 101) anything ---------------------------------
 
-  private fromAgent(chunk: Uint8Array): void {
+  private readonly fromAgent = (chunk: Uint8Array): void => {
     if (this.finished) return this.stream.consumed(chunk.byteLength);
     this.tunnel.countOut(chunk.byteLength);
     if (this.piping) return this.toVisitor(chunk);
@@ -255,7 +257,7 @@ class Exchange implements Occupant, ResponseSink {
       if (this.piping) this.toVisitor(rest);
       else this.stream.consumed(rest.byteLength); // past the response's end: not the visitor's
     }
-  }
+  };
 
   private toVisitor(bytes: Uint8Array, credit = bytes.byteLength): void {
     this.wrote = true;
@@ -324,8 +326,7 @@ class Exchange implements Occupant, ResponseSink {
     }
   }
 
-  private agentFin(): void {
-
+  private readonly agentFin = (): void => {
     if (this.finished || this.complete) return;
     if (this.piping) {
       if (this.visitorEnded) this.finishPipe();
@@ -336,7 +337,7 @@ class Exchange implements Occupant, ResponseSink {
     const why = this.parser.closed();
     if (this.parser.complete) return;
     this.brokenResponse(why ?? "its agent ended the response early");
-  }
+  };
 
   private finishPipe(): void {
     this.finished = true;

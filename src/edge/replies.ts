@@ -15,11 +15,7 @@ interface Waiting {
   stream: Stream;
   deadline: number;
   timeoutMs: number;
-  /** The REPLY came (exactly one of these three is called, once). */
-  replied(): void;
-  /** No REPLY will come: why, as the visitor's page says it. */
-  failed(why: string): void;
-  timedOut(timeoutMs: number): void;
+  watch: ReplyWatch;
 }
 
 /** The local service gave no response head in time: slow or stuck, not refused. */
@@ -38,13 +34,13 @@ function sweep(): void {
     if (now >= w.deadline) {
       waiting.delete(w);
       // told before the reset, whose listener would otherwise give the reason as a closed tunnel
-      w.timedOut(w.timeoutMs);
+      w.watch.timedOut(w.timeoutMs);
       w.stream.reset();
     } else if (w.stream.peerEnded) {
       // the agent ended the stream without a REPLY (a REPLY with FIN is delivered before its FIN):
       // no answer will come, so the visitor need not wait out the deadline
       waiting.delete(w);
-      w.failed("its agent ended the request without an answer");
+      w.watch.failed("its agent ended the request without an answer");
       w.stream.reset();
     }
   }
@@ -54,8 +50,11 @@ function sweep(): void {
   }
 }
 
+/** Told of the REPLY: exactly one of these is called, once. */
 export interface ReplyWatch {
+  /** The REPLY came. */
   replied(): void;
+  /** No REPLY will come: why, as the visitor's page says it. */
   failed(why: string): void;
   timedOut(timeoutMs: number): void;
 }
@@ -67,7 +66,7 @@ export interface ReplyWatch {
  * notice (it resets the stream, which ends the watch).
  */
 export function watchReply(stream: Stream, timeoutMs: number, watch: ReplyWatch): void {
-  const w: Waiting = { stream, deadline: performance.now() + timeoutMs, timeoutMs, replied: watch.replied, failed: watch.failed, timedOut: watch.timedOut };
+  const w: Waiting = { stream, deadline: performance.now() + timeoutMs, timeoutMs, watch };
   waiting.add(w);
   if (sweeper === undefined) {
     sweeper = setInterval(sweep, SWEEP_MS);
@@ -75,11 +74,11 @@ export function watchReply(stream: Stream, timeoutMs: number, watch: ReplyWatch)
   }
   stream.onReply = () => {
     if (!waiting.delete(w)) return;
-    w.replied();
+    watch.replied();
   };
   stream.whenReset((code) => {
     if (!waiting.delete(w)) return; // already answered or timed out
-    w.failed(describeReset(code));
+    watch.failed(describeReset(code));
   });
 }
 
