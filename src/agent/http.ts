@@ -9,6 +9,8 @@
 import type { Stream } from "../protocol/mux.ts";
 import { WireError } from "../protocol/wire.ts";
 import type { ExchangeTap, TappedRequest } from "./inspector/tap.ts";
+import type { ParsedHead } from "../http/response-head.ts";
+import type { ExchangeReport } from "./local-http/exchange.ts";
 import { forwardRequest } from "./local-http/forward.ts";
 import { ConnectionPool } from "./local-http/pool.ts";
 import { prepareRequest } from "./local-http/request.ts";
@@ -47,33 +49,54 @@ let sharedPool: ConnectionPool | undefined;
 /** Serves one h1 stream whose OPEN carried `headText`; resolves when the exchange is over. */
 export function serveHttpStream(stream: Stream, headText: string, target: LocalTarget, hooks: HttpHooks): Promise<void> {
   const started = performance.now();
-  const ms = () => performance.now() - started;
   const host = target.hostHeader === "rewrite" ? localAuthority(target) : target.hostHeader;
   // the fields are kept only for an inspector to show (the head goes on as the edge sent it)
   const request = prepareRequest(headText, host, hooks.tap !== undefined);
   if (typeof request === "string") {
     hooks.opened?.("http", "?", "?");
     stream.reset(`${WireError.UPSTREAM_FAILED} ${request}`);
-    hooks.log({ method: "?", path: "?", status: `502 (${request})`, ms: ms() });
+    hooks.log({ method: "?", path: "?", status: `502 (${request})`, ms: performance.now() - started });
     return Promise.resolve();
   }
   const { method, target: path, upgrade } = request.head;
   const websocket = upgrade === "websocket";
   hooks.opened?.(websocket ? "ws" : "http", method, path);
   const tap = hooks.tap?.({ method, path, headers: request.head.fields, websocket });
-  return forwardRequest(
-    stream,
-    request,
-    target,
-    hooks.pool ?? (sharedPool ??= new ConnectionPool()),
-    {
-      responded: (head) =>
-        hooks.log(head.status === 101 ? { method, path, status: websocket ? "101 websocket" : `101 ${upgrade}`, ms: ms(), kind: "ws" } : { method, path, status: head.status, ms: ms() }),
-      // a WebSocket the service never switched to ends as one whose handshake failed (output.ts)
-      failed: (why) => (websocket && hooks.handshakeFailed ? hooks.handshakeFailed(path, ms()) : hooks.log({ method, path, status: `502 (${why})`, ms: ms() })),
-      cancelled: () => hooks.log({ method, path, status: "cancelled", ms: ms() }),
-      switchedClosed: () => hooks.switchedClosed?.(path, ms()),
-    },
-    tap,
-  );
+  const report = new Report(hooks, method, path, upgrade, started);
+  return forwardRequest(stream, request, target, hooks.pool ?? (sharedPool ??= new ConnectionPool()), report, tap);
+}
+
+/** What happened to one request, told to the request log: an object per request, not a closure per outcome. */
+class Report implements ExchangeReport {
+  constructor(
+    private readonly hooks: HttpHooks,
+    private readonly method: string,
+    private readonly path: string,
+    private readonly upgrade: string | undefined,
+    private readonly started: number,
+  ) {}
+
+  private ms(): number {
+    return performance.now() - this.started;
+  }
+
+  responded(head: ParsedHead): void {
+    const { method, path, upgrade } = this;
+    if (head.status !== 101) return this.hooks.log({ method, path, status: head.status, ms: this.ms() });
+    this.hooks.log({ method, path, status: upgrade === "websocket" ? "101 websocket" : `101 ${upgrade}`, ms: this.ms(), kind: "ws" });
+  }
+
+  failed(why: string): void {
+    // a WebSocket the service never switched to ends as one whose handshake failed (output.ts)
+    if (this.upgrade === "websocket" && this.hooks.handshakeFailed) return this.hooks.handshakeFailed(this.path, this.ms());
+    this.hooks.log({ method: this.method, path: this.path, status: `502 (${why})`, ms: this.ms() });
+  }
+
+  cancelled(): void {
+    this.hooks.log({ method: this.method, path: this.path, status: "cancelled", ms: this.ms() });
+  }
+
+  switchedClosed(): void {
+    this.hooks.switchedClosed?.(this.path, this.ms());
+  }
 }

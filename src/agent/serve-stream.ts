@@ -8,61 +8,109 @@
 import type { OpenMeta } from "../protocol/messages.ts";
 import type { Stream } from "../protocol/mux.ts";
 import { WireError } from "../protocol/wire.ts";
-import { serveHttpStream } from "./http.ts";
-import type { RequestTaps } from "./inspector/tap.ts";
+import { serveHttpStream, type HttpHooks, type RequestLine } from "./http.ts";
+import type { ExchangeTap, RequestTaps, TappedRequest } from "./inspector/tap.ts";
 import type { AgentOutput, TunnelView } from "./output.ts";
 import { serveTcpStream } from "./tcp.ts";
 
 /** `inspector`: where HTTP requests and WebSockets of tunnels with `inspect` on are captured, when it runs. */
 export function serveStream(stream: Stream, meta: OpenMeta, tunnel: TunnelView, out: AgentOutput, inspector?: RequestTaps): void {
+  if (meta.kind === "h1" && meta.head !== undefined) {
+    const served = new HttpServed(stream, meta, tunnel, out, inspector);
+    try {
+      serveHttpStream(stream, meta.head, tunnel.target, served).catch((err) => served.failed(err));
+    } catch (err) {
+      served.failed(err);
+    }
+    return;
+  }
+  if (meta.kind !== "tcp") return stream.reset(WireError.PROTOCOL_ERROR);
   const name = tunnel.name;
   const started = performance.now();
-  // every stream that was opened for the output ends for it exactly once, whichever way it ends
-  // (an exception included), so that its count of what is open stays true: this is what says so
-  // if nothing else does
-  let ending: ((reason: string) => void) | undefined;
+  const ms = () => performance.now() - started;
+  // the connection ends for the output exactly once, whichever way it ends (an exception included)
+  let ended = false;
+  const end = (reason: string, bytes?: { in: number; out: number }) => {
+    if (ended) return;
+    ended = true;
+    out.connection({ tunnel: name, remote: meta.remote, event: "close", ...(bytes ? { bytesIn: bytes.in, bytesOut: bytes.out } : {}), ms: ms(), error: reason });
+  };
   const failed = (err: unknown) => {
     const reason = String((err as Error)?.message ?? err).slice(0, 100);
     stream.reset(`${WireError.UPSTREAM_FAILED} ${reason}`);
-    const end = ending;
-    ending = undefined;
-    end?.(reason);
+    end(reason);
   };
   try {
-    if (meta.kind === "h1" && meta.head !== undefined) {
-      serveHttpStream(stream, meta.head, tunnel.target, {
-        opened: (kind, method, path) => {
-          out.streamOpened?.({ tunnel: name, kind });
-          ending = (reason) => out.request({ tunnel: name, method, path, status: `502 (${reason})`, ms: performance.now() - started });
-        },
-        log: (line) => {
-          ending = line.kind === "ws" ? () => out.webSocketClosed?.({ tunnel: name, path: line.path, ms: performance.now() - started, opened: true }) : undefined;
-          out.request({ tunnel: name, ...line });
-        },
-        switchedClosed: (path, ms) => {
-          ending = undefined;
-          out.webSocketClosed?.({ tunnel: name, path, ms, opened: true });
-        },
-        handshakeFailed: (path, ms) => {
-          ending = undefined;
-          out.webSocketClosed?.({ tunnel: name, path, ms, opened: false });
-        },
-        tap: inspector ? (request) => inspector.begin(tunnel, { ...request, remote: meta.remote }) : undefined,
-      }).catch(failed);
-    } else if (meta.kind === "tcp") {
-      out.streamOpened?.({ tunnel: name, kind: "tcp" });
-      out.connection({ tunnel: name, remote: meta.remote, event: "open" });
-      const ms = () => performance.now() - started;
-      ending = (reason) => out.connection({ tunnel: name, remote: meta.remote, event: "close", ms: ms(), error: reason });
-      serveTcpStream(stream, tunnel.target, (b, error) => {
-        if (!ending) return;
-        ending = undefined;
-        out.connection({ tunnel: name, remote: meta.remote, event: "close", bytesIn: b.in, bytesOut: b.out, ms: ms(), error });
-      }).catch(failed);
-    } else {
-      stream.reset(WireError.PROTOCOL_ERROR);
-    }
+    out.streamOpened?.({ tunnel: name, kind: "tcp" });
+    out.connection({ tunnel: name, remote: meta.remote, event: "open" });
+    serveTcpStream(stream, tunnel.target, (b, error) => {
+      if (ended) return;
+      ended = true;
+      out.connection({ tunnel: name, remote: meta.remote, event: "close", bytesIn: b.in, bytesOut: b.out, ms: ms(), error });
+    }).catch(failed);
   } catch (err) {
     failed(err);
+  }
+}
+
+/**
+ * One h1 stream as the output sees it: opened, then its request line (or a
+ * WebSocket's switch and close), and, if it fails before it says anything
+ * more, a 502 line with why. It is the stream's HttpHooks: one object a
+ * request, its methods on the prototype, rather than a closure each.
+ */
+class HttpServed implements HttpHooks {
+  private readonly started = performance.now();
+  /** What the output still owes for this stream if it fails now: its request line, a WebSocket's close, or nothing. */
+  private owed: "nothing" | "request" | "websocket" = "nothing";
+  private method = "?";
+  private path = "?";
+  readonly tap: HttpHooks["tap"];
+
+  constructor(
+    private readonly stream: Stream,
+    private readonly meta: OpenMeta,
+    private readonly tunnel: TunnelView,
+    private readonly out: AgentOutput,
+    private readonly inspector: RequestTaps | undefined,
+  ) {
+    this.tap = inspector ? HttpServed.prototype.capture : undefined;
+  }
+
+  opened(kind: "http" | "ws", method: string, path: string): void {
+    this.out.streamOpened?.({ tunnel: this.tunnel.name, kind });
+    this.method = method;
+    this.path = path;
+    this.owed = "request";
+  }
+
+  log(line: RequestLine): void {
+    this.owed = line.kind === "ws" ? "websocket" : "nothing";
+    this.out.request({ tunnel: this.tunnel.name, ...line });
+  }
+
+  switchedClosed(path: string, ms: number): void {
+    this.owed = "nothing";
+    this.out.webSocketClosed?.({ tunnel: this.tunnel.name, path, ms, opened: true });
+  }
+
+  handshakeFailed(path: string, ms: number): void {
+    this.owed = "nothing";
+    this.out.webSocketClosed?.({ tunnel: this.tunnel.name, path, ms, opened: false });
+  }
+
+  capture(request: Omit<TappedRequest, "remote">): ExchangeTap | undefined {
+    return this.inspector?.begin(this.tunnel, { ...request, remote: this.meta.remote });
+  }
+
+  /** An exception: the stream ends, and the output hears of it once. */
+  failed(err: unknown): void {
+    const reason = String((err as Error)?.message ?? err).slice(0, 100);
+    this.stream.reset(`${WireError.UPSTREAM_FAILED} ${reason}`);
+    const owed = this.owed;
+    this.owed = "nothing";
+    const ms = performance.now() - this.started;
+    if (owed === "request") this.out.request({ tunnel: this.tunnel.name, method: this.method, path: this.path, status: `502 (${reason})`, ms });
+    else if (owed === "websocket") this.out.webSocketClosed?.({ tunnel: this.tunnel.name, path: this.path, ms, opened: true });
   }
 }
