@@ -68,3 +68,18 @@ export function readFields(text: string, start: number, maxFields: number, maxNa
   }
   return undefined;
 }
+
+/**
+ * Adds a comma-separated field value's items to `list`, trimmed (`dropEmpty`:
+ * without empty ones). A value of one item, the usual case, costs no split.
+ */
+export function pushList(list: string[], value: string, dropEmpty = false): void {
+  if (value.indexOf(",") < 0) {
+    if (!dropEmpty || value !== "") list.push(value);
+    return;
+  }
+  for (const item of value.split(",")) {
+    const trimmed = item.trim();
+    if (!dropEmpty || trimmed !== "") list.push(trimmed);
+  }
+}

@@ -12,7 +12,10 @@
  * status to answer, never a guess.
  */
 
-import { readFields } from "./field-lines.ts";
+import { pushList, readFields } from "./field-lines.ts";
+
+/** A head without Connection: no tokens (and no split to find that out). */
+const NO_TOKENS: readonly string[] = [];
 
 export type RequestFraming = "none" | "length" | "chunked";
 
@@ -108,10 +111,10 @@ export function parseRequestHead(text: string, fields = true): RequestHead | Hea
         host = value;
         break;
       case "content-length":
-        (lengths ??= []).push(...value.split(",").map((v) => v.trim()));
+        pushList((lengths ??= []), value);
         break;
       case "transfer-encoding":
-        (codings ??= []).push(...value.toLowerCase().split(",").map((v) => v.trim()));
+        pushList((codings ??= []), value.toLowerCase());
         break;
       case "connection":
         connection += `,${value.toLowerCase()}`;
@@ -150,7 +153,7 @@ export function parseRequestHead(text: string, fields = true): RequestHead | Hea
     if (length > 0) framing = "length";
   }
 
-  const tokens = connection.split(",").map((t) => t.trim());
+  const tokens = connection === "" ? NO_TOKENS : connection.split(",").map((t) => t.trim());
   const keepAlive = minor === 1 ? !tokens.includes("close") : tokens.includes("keep-alive");
   let expectContinue = false;
   if (expect !== undefined) {

@@ -8,7 +8,10 @@
 import type { HeaderList } from "../protocol/messages.ts";
 import { HOP_BY_HOP } from "./header-list.ts";
 
-import { readFields } from "./field-lines.ts";
+import { pushList, readFields } from "./field-lines.ts";
+
+/** A head without Connection: no tokens (and no split to find that out). */
+const NO_TOKENS: readonly string[] = [];
 /** How the body after the head is delimited (RFC 9112 §6.3). */
 export type BodyFraming = "none" | "length" | "chunked" | "close";
 
@@ -67,8 +70,8 @@ export function parseHead(text: string, requestMethod: string, fields = true): P
   let controlIn = "";
   const fault = readFields(text, firstEnd < 0 ? text.length : firstEnd + 2, MAX_HEADER_FIELDS, MAX_NAME_LENGTH, (name, lower, value) => {
     headers.push([name, value]);
-    if (lower === "content-length") (lengths ??= []).push(...value.split(",").map((v) => v.trim()));
-    else if (lower === "transfer-encoding") (codings ??= []).push(...value.toLowerCase().split(",").map((v) => v.trim()).filter(Boolean));
+    if (lower === "content-length") pushList((lengths ??= []), value);
+    else if (lower === "transfer-encoding") pushList((codings ??= []), value.toLowerCase(), true);
     else if (lower === "connection") connection += `,${value.toLowerCase()}`;
   }, fields ? undefined : FRAMING_NAMES);
   // a fault is said once, about the line it is on: read again whole to find it
@@ -85,7 +88,7 @@ export function parseHead(text: string, requestMethod: string, fields = true): P
     return `control characters in header ${controlIn}`;
   }
 
-  const tokens = connection.split(",").map((t) => t.trim());
+  const tokens = connection === "" ? NO_TOKENS : connection.split(",").map((t) => t.trim());
   let keepAlive = http10 ? tokens.includes("keep-alive") : !tokens.includes("close");
   let framing: BodyFraming;
   let length = 0;
