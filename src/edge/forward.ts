@@ -13,7 +13,7 @@
  * only once the visitor's socket took them.
  */
 import { ChunkedDecoder } from "../http/chunked.ts";
-import type { RequestHead } from "../http/request-head.ts";
+import { isRefusal, parseRequestHead, type RequestHead } from "../http/request-head.ts";
 import { ResponseParser, type ResponseSink } from "../http/response-reader.ts";
 import type { ParsedHead } from "../http/response-head.ts";
 import { log } from "../log.ts";
@@ -50,37 +50,48 @@ export interface ForwardContext {
   startedAt: number;
 }
 
+/** The names of the fields the edge reads of a request head, by length (what the parser keeps for it: http-connection.ts). */
+export const EDGE_READS: ReadonlySet<number> = new Set([...EDGE_SET, "user-agent", "accept", "cookie"].map((n) => n.length));
+
 /**
  * The head the local service reads: the visitor's request line and fields
  * (case, order and framing fields as sent) without those the edge sets,
  * the tunnel's header rules applied, then X-Forwarded-For (the visitor's
- * own list, if any, with its address added), -Proto and -Host.
+ * own list, if any, with its address added), -Proto and -Host. `text` is
+ * the head as it came (without its blank line): when there is nothing to
+ * take out or change, the edge's fields are simply added after it.
  */
-export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardContext): string {
+export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardContext, text: string): string {
+  const edgeSet = head.names.some((n) => EDGE_SET.has(n));
+  const forwarded = (forwardedFor: string | undefined) =>
+    `X-Forwarded-For: ${forwardedFor ? `${forwardedFor}, ${ctx.remoteIp}` : ctx.remoteIp}\r\nX-Forwarded-Proto: ${ctx.secure ? "https" : "http"}\r\nX-Forwarded-Host: ${ctx.host}\r\n\r\n`;
+  if (!edgeSet && !tunnel.access) return `${text}\r\n${forwarded(undefined)}`;
+  // fields to take out or rewrite: every field, as sent (the head kept only some of them)
+  const full = reread(text);
   let forwardedFor: string | undefined;
-  let text = `${head.method} ${head.target} HTTP/1.${head.minor}\r\n`;
-  const { fields, names } = head;
-  if (tunnel.access) {
-    const kept = fields.filter((_, i) => !EDGE_SET.has(names[i]!));
-    tunnel.access.rewriteRequest(kept, ctx.passed);
-    for (const [name, value] of kept) text += `${name}: ${value}\r\n`;
-  } else {
-    for (let i = 0; i < fields.length; i++) {
-      const lower = names[i]!;
-      if (!EDGE_SET.has(lower)) text += `${fields[i]![0]}: ${fields[i]![1]}\r\n`;
-    }
+  let line = `${full.method} ${full.target} HTTP/1.${full.minor}\r\n`;
+  const kept: [string, string][] = [];
+  for (let i = 0; i < full.fields.length; i++) {
+    const lower = full.names[i]!;
+    const field = full.fields[i]!;
+    if (lower === "x-forwarded-for") forwardedFor = forwardedFor === undefined ? field[1] : `${forwardedFor}, ${field[1]}`;
+    if (!EDGE_SET.has(lower)) kept.push(field);
   }
-  for (let i = 0; i < fields.length; i++) {
-    if (names[i] === "x-forwarded-for") forwardedFor = forwardedFor === undefined ? fields[i]![1] : `${forwardedFor}, ${fields[i]![1]}`;
-  }
-  text += `X-Forwarded-For: ${forwardedFor ? `${forwardedFor}, ${ctx.remoteIp}` : ctx.remoteIp}\r\n`;
-  text += `X-Forwarded-Proto: ${ctx.secure ? "https" : "http"}\r\nX-Forwarded-Host: ${ctx.host}\r\n\r\n`;
-  return text;
+  tunnel.access?.rewriteRequest(kept, ctx.passed);
+  for (const [name, value] of kept) line += `${name}: ${value}\r\n`;
+  return line + forwarded(forwardedFor);
+}
+
+/** The head read again with all its fields (it was read once already: it parses). */
+function reread(text: string): RequestHead {
+  const full = parseRequestHead(text, true);
+  if (isRefusal(full)) throw new Error(`a head that parsed once does not parse again: ${full.why}`);
+  return full;
 }
 
 /** Serves `head` on `conn` through `tunnel`'s agent. */
-export function forward(conn: HttpConnection, head: RequestHead, tunnel: Tunnel, ctx: ForwardContext): void {
-  const meta: OpenMeta = { tunnel: tunnel.id, kind: "h1", remote: `${ctx.remoteIp}:${ctx.remotePort}`, head: requestHeadText(head, tunnel, ctx) };
+export function forward(conn: HttpConnection, head: RequestHead, text: string, tunnel: Tunnel, ctx: ForwardContext): void {
+  const meta: OpenMeta = { tunnel: tunnel.id, kind: "h1", remote: `${ctx.remoteIp}:${ctx.remotePort}`, head: requestHeadText(head, tunnel, ctx, text) };
   // another node's tunnel: its access rules are applied there, on the visitor's address as judged here
   if (tunnel.relayed) {
     (meta as RelayedMeta).client = ctx.client;

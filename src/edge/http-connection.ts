@@ -38,6 +38,8 @@ export interface Occupant {
 }
 
 export interface ConnectionServer {
+  /** The name lengths of the fields the server reads (RequestHead.fields holds only those, and the parser's own). */
+  readonly fieldLengths?: ReadonlySet<number>;
   /** A parsed request: serve it (the connection is held until release or close). */
   request(conn: HttpConnection, head: RequestHead, headText: string): void;
   /** A head that could not be parsed: the answer to give before closing. */
@@ -250,7 +252,7 @@ export class HttpConnection {
     if (read === "too-large") return this.refuse({ status: 431, why: "The request head is too large." });
     if (read === "bare-lf") return this.refuse({ status: 400, why: "Request lines must end in CRLF." });
     this.headSince = 0;
-    const head = parseRequestHead(read.text);
+    const head = parseRequestHead(read.text, this.server.fieldLengths ?? true);
     if (isRefusal(head)) return this.refuse(head);
     this.routing = true;
     if (read.next < bytes.byteLength) this.hold(bytes.subarray(read.next));

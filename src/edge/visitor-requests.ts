@@ -7,13 +7,13 @@
  * http-connection.ts's; a forwarded request is forward.ts's.
  */
 import type { TrustedProxies } from "../http/addresses.ts";
-import type { HeadRefusal, RequestHead } from "../http/request-head.ts";
+import { isRefusal, parseRequestHead, type HeadRefusal, type RequestHead } from "../http/request-head.ts";
 import { parseHost } from "../http/request-target.ts";
 import { limitedLog } from "../log.ts";
 import { HTTP_REQUEST, type EdgeCounters } from "../metrics/edge-counters.ts";
 import { CONNECT_PATH, NODE_PATH } from "../protocol/wire.ts";
 import type { SocketBudget } from "../sockets/socket-budget.ts";
-import { forward, type ForwardContext } from "./forward.ts";
+import { EDGE_READS, forward, type ForwardContext } from "./forward.ts";
 import type { Loopback } from "./handoff.ts";
 import type { ConnectionServer, HttpConnection } from "./http-connection.ts";
 import { badRequestPage, landingPage, overloadedPage, page, unknownTunnelPage } from "./pages.ts";
@@ -152,13 +152,13 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
     // of them, wait a moment for it rather than answer that its agent is away
     const startupLeft = deps.startedAt + STARTUP_WAIT_MS - Date.now();
     const waitForAgent = tunnel !== undefined && !tunnel.agent && startupLeft > 0 && deps.heldAtStart.has(name);
-    if (waitForAgent || (!tunnel && deps.remote)) return found(conn, head, view, client, startedAt, hostHeader, name, waitForAgent ? startupLeft : 0);
+    if (waitForAgent || (!tunnel && deps.remote)) return found(conn, head, text, view, client, startedAt, hostHeader, name, waitForAgent ? startupLeft : 0);
     if (!tunnel) return answer(conn, head, unknownTunnelPage(hostHeader), startedAt);
-    return admit(conn, head, view, client, startedAt, hostHeader, tunnel);
+    return admit(conn, head, text, view, client, startedAt, hostHeader, tunnel);
   }
 
   /** The tunnel, once the wait for it is over: a held name's agent coming back, or another node's answer. */
-  async function found(conn: HttpConnection, head: RequestHead, view: HeadView, client: string, startedAt: number, hostHeader: string, name: string, startupLeft: number): Promise<void> {
+  async function found(conn: HttpConnection, head: RequestHead, text: string, view: HeadView, client: string, startedAt: number, hostHeader: string, name: string, startupLeft: number): Promise<void> {
     let tunnel = startupLeft > 0 ? await deps.registry.whenSubdomain(name, Math.min(startupLeft, MAX_VISITOR_WAIT_MS)) : undefined;
     if (!tunnel && deps.remote) {
       // not here: perhaps on another node, which serves it through a relay link
@@ -167,23 +167,25 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
       tunnel = elsewhere;
     }
     if (!tunnel) return answer(conn, head, unknownTunnelPage(hostHeader), startedAt);
-    return admit(conn, head, view, client, startedAt, hostHeader, tunnel);
+    return admit(conn, head, text, view, client, startedAt, hostHeader, tunnel);
   }
 
   /** Who may reach the tunnel comes first (IP rules, then sign-in: access/policy.ts); the warning only after. */
-  function admit(conn: HttpConnection, head: RequestHead, view: HeadView, client: string, startedAt: number, hostHeader: string, tunnel: Tunnel): Promise<void> | undefined {
-    if (!tunnel.access) return pass(conn, head, view, client, startedAt, hostHeader, tunnel, undefined);
+  function admit(conn: HttpConnection, head: RequestHead, text: string, view: HeadView, client: string, startedAt: number, hostHeader: string, tunnel: Tunnel): Promise<void> | undefined {
+    if (!tunnel.access) return pass(conn, head, text, view, client, startedAt, hostHeader, tunnel, undefined);
     const origin = `${deps.secure ? "https" : "http"}://${hostHeader}`;
-    const req = asRequest(head, origin);
+    // the rules read every field (a credential, a session cookie): the head read again whole
+    const full = parseRequestHead(text, true);
+    const req = isRefusal(full) ? undefined : asRequest(full, origin);
     if (!req) return answer(conn, head, badRequestPage("This request cannot be checked against the tunnel's access rules."), startedAt);
     return tunnel.access.admit(req, new URL(req.url), client, hostHeader, deps.secure).then((passed) => {
       if (passed instanceof Response) return answer(conn, head, passed, startedAt);
-      return pass(conn, head, view, client, startedAt, hostHeader, tunnel, passed);
+      return pass(conn, head, text, view, client, startedAt, hostHeader, tunnel, passed);
     });
   }
 
   /** Let through: the warning's continue link, the warning, or the tunnel. */
-  function pass(conn: HttpConnection, head: RequestHead, view: HeadView, client: string, startedAt: number, hostHeader: string, tunnel: Tunnel, passed: Passed | undefined): undefined {
+  function pass(conn: HttpConnection, head: RequestHead, text: string, view: HeadView, client: string, startedAt: number, hostHeader: string, tunnel: Tunnel, passed: Passed | undefined): undefined {
     if (conn.closedAlready) return;
     const target = head.target;
     if (head.method === "GET" && target.startsWith(CONTINUE_PATH) && (target.length === CONTINUE_PATH.length || target[CONTINUE_PATH.length] === "?")) {
@@ -205,7 +207,7 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
       counters: deps.counters,
       startedAt,
     };
-    forward(conn, head, tunnel, ctx);
+    forward(conn, head, text, tunnel, ctx);
   }
 
   const requestUrl = (hostHeader: string, target: string) => new URL(`${deps.secure ? "https" : "http"}://${hostHeader}${target === "*" ? "/" : target}`);
@@ -230,5 +232,6 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
     conn.counted = undefined;
   }
 
-  return { request, refused, closed };
+  // the fields the routes read: X-Forwarded-For, the warning's, those the edge sets itself
+  return { request, refused, closed, fieldLengths: EDGE_READS };
 }

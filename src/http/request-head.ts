@@ -61,14 +61,22 @@ const refuse = (status: HeadRefusal["status"], why: string): HeadRefusal => ({ s
 
 /** The lengths of the names the parser itself reads: host, expect, upgrade, connection, content-length, transfer-encoding. */
 const OWN_NAMES: ReadonlySet<number> = new Set([4, 6, 7, 10, 14, 17]);
+const unions = new WeakMap<ReadonlySet<number>, ReadonlySet<number>>();
+/** A caller's lengths and the parser's own, made once per caller's set. */
+function withOwnNames(lengths: ReadonlySet<number>): ReadonlySet<number> {
+  let union = unions.get(lengths);
+  if (!union) unions.set(lengths, (union = new Set([...OWN_NAMES, ...lengths])));
+  return union;
+}
 
 /**
  * Parses a request head: the request line and header lines, separated by
  * CRLF, without the blank line that ends it. `fields` false: every line is
  * checked, but only the fields the parser reads are kept in `fields` (for a
- * reader that passes the head on as it came without showing it).
+ * reader that passes the head on as it came without showing it); a set of
+ * name lengths: those too (the caller reads fields of those names).
  */
-export function parseRequestHead(text: string, fields = true): RequestHead | HeadRefusal {
+export function parseRequestHead(text: string, fields: boolean | ReadonlySet<number> = true): RequestHead | HeadRefusal {
   const firstEnd = text.indexOf("\r\n");
   const first = firstEnd < 0 ? text : text.slice(0, firstEnd);
   const line = REQUEST_LINE.exec(first);
@@ -126,7 +134,7 @@ export function parseRequestHead(text: string, fields = true): RequestHead | Hea
         expect = expect === undefined ? value.toLowerCase() : `${expect},${value.toLowerCase()}`;
         break;
     }
-  }, fields ? undefined : OWN_NAMES);
+  }, fields === true ? undefined : fields === false ? OWN_NAMES : withOwnNames(fields));
   if (fault === "too-many") return refuse(431, `More than ${MAX_REQUEST_FIELDS} header fields.`);
   if (fault === "line") return refuse(400, "A header line is malformed.");
   if (fault === "name" || fault === "long-name") return refuse(400, "A header name is malformed.");
