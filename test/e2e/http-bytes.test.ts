@@ -10,6 +10,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import net from "node:net";
 import type { Socket, TCPSocketListener } from "bun";
 import { withTunnel, type Tunnel } from "../harness/tunnel.ts";
+import { within } from "../harness/wait.ts";
 
 /** What the service does with a request: its raw head (CRLFs included) decides. */
 type Script = (socket: Socket<Conn>, head: string, conn: Conn) => void;
@@ -292,3 +293,51 @@ test("a WebSocket is piped as bytes after the 101: a 64 MiB message passes uncha
   expect(echoed).toBe(size);
   expect(hash.digest("hex")).toBe(new Bun.CryptoHasher("sha256").update(payload).digest("hex"));
 }, 90_000);
+
+test("a fast sender after a 101 is held back by credit, not cut: every byte arrives, and the server's memory stays bounded", async () => {
+  // 256 MiB by default; BURROW_LONG_TESTS=1 sends 1 GiB
+  const total = (process.env.BURROW_LONG_TESTS ? 1024 : 256) * 1024 * 1024;
+  let received = 0;
+  const hash = new Bun.CryptoHasher("sha256");
+  const allIn = Promise.withResolvers<void>();
+  scripts.set("/sink", (s, _h, c) => {
+    s.write("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n");
+    // a slow start: the service reads nothing for a second, while the visitor sends all it can
+    s.pause();
+    setTimeout(() => s.resume(), 1_000);
+    c.more = (bytes) => {
+      hash.update(bytes);
+      received += bytes.byteLength;
+      if (received >= total) allIn.resolve();
+    };
+  });
+  const rssBefore = Number((await Bun.file(`/proc/${tunnel.server.proc.pid}/status`).text()).match(/VmRSS:\s+(\d+)/)![1]) * 1024;
+  let peak = rssBefore;
+  const sampler = setInterval(async () => {
+    const rss = Number((await Bun.file(`/proc/${tunnel.server.proc.pid}/status`).text()).match(/VmRSS:\s+(\d+)/)![1]) * 1024;
+    peak = Math.max(peak, rss);
+  }, 100);
+  const block = Buffer.alloc(1024 * 1024);
+  for (let i = 0; i < block.byteLength; i += 4) block.writeUInt32BE(i, i);
+  const sent = new Bun.CryptoHasher("sha256");
+  const socket = net.connect(tunnel.server.edgePort, "127.0.0.1");
+  socket.on("error", () => {});
+  try {
+    await new Promise<void>((resolve) => socket.on("connect", () => resolve()));
+    socket.write(`GET /sink HTTP/1.1\r\nHost: ${host}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n`);
+    await new Promise<void>((resolve) => socket.once("data", () => resolve()));
+    // as fast as the socket takes it: the edge must hold the visitor back, not buffer it
+    for (let at = 0; at < total; at += block.byteLength) {
+      sent.update(block);
+      if (!socket.write(block)) await new Promise<void>((resolve) => socket.once("drain", () => resolve()));
+    }
+    await within(allIn.promise, 120_000, "every byte at the service");
+  } finally {
+    clearInterval(sampler);
+    socket.destroy();
+  }
+  expect(received).toBe(total);
+  expect(hash.digest("hex")).toBe(sent.digest("hex"));
+  // credit bounds what the edge holds: far less than what was sent
+  expect(peak - rssBefore).toBeLessThan(128 * 1024 * 1024);
+}, 180_000);
