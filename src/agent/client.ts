@@ -383,6 +383,7 @@ export class Agent {
         });
       };
       link.onMessage = (frames) => mux.receive(frames);
+      link.onFrame = (piece) => mux.receiveFrame(piece);
       link.onBadFrames = (message) => mux.fail(WireError.PROTOCOL_ERROR, message);
       link.onDrain = () => mux.drained();
       link.onClose = (why) => finish({ kind: "lost", why });

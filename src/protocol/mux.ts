@@ -207,6 +207,21 @@ export class Mux implements KeptAlive, StreamSession {
     }
   }
 
+  /**
+   * Feeds one frame its transport decoded itself: a piece of a DATA frame
+   * that reads of a byte stream cut (FrameReader). Like receive(), never throws.
+   */
+  receiveFrame(frame: Frame): void {
+    if (this.closed) return;
+    this.lastReceivedAt = Date.now();
+    try {
+      this.cork(() => this.handleFrame(frame));
+    } catch (err) {
+      if (!(err instanceof ProtocolError)) throw err;
+      this.fail(WireError.PROTOCOL_ERROR, err.message);
+    }
+  }
+
   /** The transport has room again: streams resume in turn. */
   drained(): void {
     this.blocked = false;

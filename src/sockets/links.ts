@@ -6,7 +6,7 @@
  */
 import type { Socket } from "bun";
 import { FrameReader } from "../protocol/frame-reader.ts";
-import { ProtocolError } from "../protocol/frames.ts";
+import { ProtocolError, type Frame } from "../protocol/frames.ts";
 import type { SendResult } from "../protocol/mux.ts";
 import { SocketSender } from "./socket-sender.ts";
 
@@ -15,6 +15,12 @@ export interface Link {
   onOpen?: () => void;
   /** Whole frames, one or more. */
   onMessage?: (frames: Uint8Array) => void;
+  /**
+   * One frame the link decoded itself: on a direct link, a piece of a DATA
+   * frame that reads cut (FrameReader), for Mux.receiveFrame(). A session
+   * sets it beside onMessage.
+   */
+  onFrame?: (frame: Frame) => void;
   /** The peer sent bytes that are not frames: the session ends with PROTOCOL_ERROR. */
   onBadFrames?: (message: string) => void;
   /** Room to send again after "backpressure". */
@@ -107,7 +113,10 @@ export function directLink(target: DirectTarget): Promise<Link> {
     const timer = setTimeout(() => fail(`no connection within ${target.timeoutMs / 1000} s`), target.timeoutMs);
     let sender: SocketSender;
     let closed = false;
-    const reader = new FrameReader((frames) => link?.onMessage?.(frames));
+    const reader = new FrameReader(
+      (frames) => link?.onMessage?.(frames),
+      (piece) => link?.onFrame?.(piece),
+    );
     const up = (s: Socket<undefined>) => {
       if (settled) return;
       settled = true;

@@ -99,6 +99,36 @@ describe("streams over an in-memory pair", () => {
     });
   }, 15_000);
 
+  test("the core scenario runs over a byte stream cut into reads of any size, DATA frames passed on in pieces (the direct port)", async () => {
+    for (const [seed, max, initialWindow] of [
+      [7, 700, TINY],
+      [8, 150_000, undefined],
+    ] as const) {
+      const stalled = newStalled();
+      const received: Promise<Uint8Array>[] = [];
+      const serve = agentHandlers(stalled);
+      const onStream = (s: Stream) => ((s.meta as { kind?: string }).kind === "last" ? void received.push(readAll(s)) : serve(s));
+      const pair = memoryPair({ initialWindow, cutReads: { seed, max }, agent: { onStream } });
+      await runCoreScenario(pair.edge, pair.agent, stalled, {
+        initialWindow: pair.edge.initialWindow,
+        bigSize: 2 * 1024 * 1024,
+        upSize: 512 * 1024,
+        echoStreams: 5,
+        echoSize: 100_000,
+        timeoutMs: 10_000,
+      });
+      // ended while its bytes still wait for credit: the last DATA frame carries the FIN, cut by reads like the rest
+      const data = randomBytes(seed, 3 * pair.edge.initialWindow + 1000);
+      const last = pair.edge.open({ kind: "last" });
+      last.write(data);
+      last.end();
+      await pair.settle();
+      expect(pair.toAgent.frames(FrameType.DATA).filter((f) => f.stream === last.id && f.fin)).toHaveLength(1);
+      expect(sha256(await within(received[0]!, WAIT_MS, "the last stream"))).toBe(sha256(data));
+      expect(pair.closes).toEqual({ edge: [], agent: [] });
+    }
+  }, 20_000);
+
   test("200 streams written in interleaved random pieces each arrive intact and in order", async () => {
     const rand = prng(42);
     const received = new Map<number, Promise<Uint8Array>>();
@@ -550,6 +580,19 @@ describe("protocol errors", () => {
       expect(closes.length).toBe(1);
     });
   }
+
+  test("a window overrun by pieces of DATA (receiveFrame) closes the mux with a PROTOCOL_ERROR frame and throws nothing", () => {
+    const { mux, sent, closes, resets } = lone("edge", TINY);
+    mux.receive(open(1));
+    const piece = (n: number) => ({ type: FrameType.DATA, stream: 1, payload: new Uint8Array(n), fin: false });
+    mux.receiveFrame(piece(TINY - 1));
+    expect(mux.closed).toBe(false);
+    expect(() => mux.receiveFrame(piece(2))).not.toThrow();
+    expect(mux.closed).toBe(true);
+    expect(JSON.parse(text(sent.at(-1)!.subarray(HEADER_LENGTH))).code).toBe(WireError.PROTOCOL_ERROR);
+    expect(closes.map((c) => c.code)).toEqual([WireError.PROTOCOL_ERROR]);
+    expect(resets).toEqual([WireError.PROTOCOL_ERROR]);
+  });
 
   test("PING is answered with a PONG carrying the same payload, and the mux stays open", () => {
     const { mux, sent, control } = lone("agent");
