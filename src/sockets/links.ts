@@ -9,6 +9,7 @@ import { FrameReader } from "../protocol/frame-reader.ts";
 import { ProtocolError, type Frame } from "../protocol/frames.ts";
 import type { SendResult } from "../protocol/mux.ts";
 import { SocketSender } from "./socket-sender.ts";
+import { DIRECT_DATA_PAYLOAD } from "../protocol/wire.ts";
 
 export interface Link {
   /** The connection is up (a direct link is up when it is made). */
@@ -28,6 +29,8 @@ export interface Link {
   /** Gone, with why, as a person would read it. */
   onClose?: (why: string) => void;
   readonly isOpen: boolean;
+  /** Largest DATA payload for the mux to send over it (MuxOptions.maxDataPayload); unset: the default. */
+  readonly maxDataPayload?: number;
   send(frames: Uint8Array): SendResult;
   /** Ends the connection after what was sent (a closing handshake where there is one). */
   close(): void;
@@ -128,6 +131,7 @@ export function directLink(target: DirectTarget): Promise<Link> {
         get isOpen() {
           return !closed;
         },
+        maxDataPayload: DIRECT_DATA_PAYLOAD,
         send: (frames) => (closed ? "closed" : sender.send(frames)),
         close: () => sender.end(),
         terminate: () => s.terminate(),

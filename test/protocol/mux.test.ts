@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { encodeFrame, jsonPayload, textPayload, u32Payload } from "../../src/protocol/frames.ts";
 import { Mux, type SendResult, type Stream } from "../../src/protocol/mux.ts";
 import { collect, pipeInto, readableFrom } from "../../src/protocol/pipes.ts";
-import { FrameType, HEADER_LENGTH, MAX_PAYLOAD, WireError, type FrameTypeValue } from "../../src/protocol/wire.ts";
+import { DIRECT_DATA_PAYLOAD, FrameType, HEADER_LENGTH, MAX_PAYLOAD, WireError, type FrameTypeValue } from "../../src/protocol/wire.ts";
 import { agentHandlers, newStalled, readAll, runCoreScenario, writeAll } from "./core-scenario.ts";
 import { memoryPair } from "./memory-pair.ts";
 import { between, bytes, concat, prng, randomBytes, sha256, signal, text, within } from "./support.ts";
@@ -265,6 +265,26 @@ describe("credit windows", () => {
     const sizes = pair.toAgent.frames(FrameType.DATA).map((f) => f.payload.byteLength);
     expect(sizes.reduce((a, b) => a + b, 0)).toBe(300 * 1024);
     expect(Math.max(...sizes)).toBe(64 * 1024);
+  });
+
+  test("a mux built for a direct link (maxDataPayload DIRECT_DATA_PAYLOAD) sends DATA frames up to MAX_PAYLOAD, which the peer takes", async () => {
+    let received: Promise<Uint8Array> | undefined;
+    const pair = memoryPair({ edge: { maxDataPayload: DIRECT_DATA_PAYLOAD }, agent: { onStream: (s) => void (received = readAll(s)) } });
+    const stream = pair.edge.open({});
+    const data = randomBytes(11, 1024 * 1024 + 5);
+    stream.write(data);
+    stream.end();
+    await pair.settle();
+    const sizes = pair.toAgent.frames(FrameType.DATA).map((f) => f.payload.byteLength);
+    expect(Math.max(...sizes)).toBe(MAX_PAYLOAD);
+    // the window (512 KiB) takes two largest frames at a time
+    expect(sizes.length).toBeLessThanOrEqual(6);
+    expect(sha256(await within(received!, WAIT_MS, "the bytes"))).toBe(sha256(data));
+    expect(pair.closes).toEqual({ edge: [], agent: [] });
+  });
+
+  test("a DATA size past MAX_PAYLOAD, which no peer would take, is refused when the mux is built", () => {
+    expect(() => new Mux({ role: "edge", maxDataPayload: MAX_PAYLOAD + 1, send: () => "sent" })).toThrow(RangeError);
   });
 });
 
