@@ -134,7 +134,7 @@ export function u32Payload(n: number): Uint8Array {
 
 export function readU32(payload: Uint8Array, what: string): number {
   if (payload.byteLength !== 4) throw new ProtocolError(`${what} payload must be 4 bytes, got ${payload.byteLength}`);
-  // not a DataView: its payload.buffer makes the engine give the whole read an ArrayBuffer of its own (`get buffer` in profiles)
+  // by hand, not a DataView: that needs payload.buffer, a slow path for a view into a read (`get buffer` in the edge's profile)
   return readU32At(payload, 0);
 }
 

@@ -101,8 +101,9 @@ export const MAX_PAYLOAD = 256 * 1024;
  * Largest DATA payload a sender makes over a direct link, where frames are
  * bytes in a stream, with no message for a proxy to limit. Every decoder
  * takes up to MAX_PAYLOAD, so an older peer reads these too. A quarter of
- * the frames, socket writes and reads of 64 KiB ones: about a tenth less
- * CPU per GiB through a tcp tunnel (server and agent together).
+ * the frames of 64 KiB ones, and of the writes that carry them (to the link
+ * on one side, to the local socket on the other): about a tenth less CPU
+ * per GiB through a tcp tunnel, server and agent together.
  */
 export const DIRECT_DATA_PAYLOAD = MAX_PAYLOAD;
 /** Largest message a peer may send: a batch just under BATCH_BYTES plus one largest frame. */
