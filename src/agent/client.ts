@@ -323,6 +323,7 @@ export class Agent {
       };
       const mux = new Mux({
         role: "agent",
+        maxDataPayload: link.maxDataPayload,
         send: (frames) => link.send(frames),
         onStream: (stream) => this.serve(stream),
         onControl: (type, payload) => {
@@ -383,6 +384,7 @@ export class Agent {
         });
       };
       link.onMessage = (frames) => mux.receive(frames);
+      link.onFrame = (piece) => mux.receiveFrame(piece);
       link.onBadFrames = (message) => mux.fail(WireError.PROTOCOL_ERROR, message);
       link.onDrain = () => mux.drained();
       link.onClose = (why) => finish({ kind: "lost", why });

@@ -20,7 +20,7 @@ import type { EdgeCounters } from "../metrics/edge-counters.ts";
 import { parseJsonPayload, ProtocolError } from "../protocol/frames.ts";
 import { Hello, type GrantedTunnel, type OpenMeta } from "../protocol/messages.ts";
 import { Mux, type SendResult, type Stream } from "../protocol/mux.ts";
-import { FrameType, HANDSHAKE_TIMEOUT_MS, PROTOCOL_VERSION, WireError, type FrameTypeValue } from "../protocol/wire.ts";
+import { DIRECT_DATA_PAYLOAD, FrameType, HANDSHAKE_TIMEOUT_MS, PROTOCOL_VERSION, WireError, type FrameTypeValue } from "../protocol/wire.ts";
 import { discoverProviders, helloIssue, needsDiscovery, tunnelAccess, type Providers } from "./access/handshake.ts";
 import type { HandshakeGuard } from "./handshake-guard.ts";
 import { openStream } from "./open-stream.ts";
@@ -99,6 +99,7 @@ export class AgentConnection implements AgentLink {
     this.mux = new Mux({
       role: "edge",
       batchOpens: true,
+      ...(transport.kind === "direct" ? { maxDataPayload: DIRECT_DATA_PAYLOAD } : {}),
       send: (frames) => transport.send(frames),
       onControl: (type, payload) => this.control(type, payload),
       onStreamReset: (code, by) => edge.counters?.reset(by === "local" ? "edge" : by === "peer" ? "agent" : "session", code),

@@ -126,7 +126,11 @@ function listenOnce(
           close: () => sender.end(),
         };
         const conn = new AgentConnection(transport, edge);
-        socket.data = { conn, sender, counted: address, reader: new FrameReader((frames) => conn.mux.receive(frames)) };
+        const reader = new FrameReader(
+          (frames) => conn.mux.receive(frames),
+          (piece) => conn.mux.receiveFrame(piece),
+        );
+        socket.data = { conn, sender, counted: address, reader };
         hooks.opened(conn);
       },
       data(socket, chunk) {

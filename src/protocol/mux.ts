@@ -30,6 +30,7 @@ import {
   INITIAL_WINDOW,
   KEEPALIVE_INTERVAL_MS,
   MAX_DATA_PAYLOAD,
+  MAX_PAYLOAD,
   MAX_STREAM_ID,
   WINDOW_UPDATE_THRESHOLD,
   WireError,
@@ -64,6 +65,8 @@ export interface MuxOptions {
   /** Upper bound on streams open at once. */
   maxStreams?: number;
   initialWindow?: number;
+  /** Largest DATA payload sent: MAX_DATA_PAYLOAD (the default) over a WebSocket, DIRECT_DATA_PAYLOAD over a direct link. At most MAX_PAYLOAD. */
+  maxDataPayload?: number;
   /**
    * OPEN frames leave together at the end of the event loop's turn instead
    * of one write each. For the edge: a turn often brings many visitor
@@ -103,6 +106,7 @@ export class Mux implements KeptAlive, StreamSession {
   readonly initialWindow: number;
   /** Credit is returned in batches of half this mux's window (WINDOW_UPDATE_THRESHOLD for the default one). */
   readonly windowUpdateThreshold: number;
+  private readonly maxDataPayload: number;
   private blocked = false;
   /** Streams that have bytes to send and are waiting for the transport. */
   private readonly waiting = new Set<Stream>();
@@ -129,6 +133,8 @@ export class Mux implements KeptAlive, StreamSession {
     this.initialWindow = opts.initialWindow ?? INITIAL_WINDOW;
     // relative to the window in use: a fixed threshold above a small window would never be reached
     this.windowUpdateThreshold = Math.max(1, Math.floor(this.initialWindow * (WINDOW_UPDATE_THRESHOLD / INITIAL_WINDOW)));
+    this.maxDataPayload = opts.maxDataPayload ?? MAX_DATA_PAYLOAD;
+    if (this.maxDataPayload < 1 || this.maxDataPayload > MAX_PAYLOAD) throw new RangeError(`maxDataPayload ${this.maxDataPayload} is not within 1..${MAX_PAYLOAD}`);
   }
 
   get streamCount(): number {
@@ -201,6 +207,21 @@ export class Mux implements KeptAlive, StreamSession {
     this.lastReceivedAt = Date.now();
     try {
       this.handle(message);
+    } catch (err) {
+      if (!(err instanceof ProtocolError)) throw err;
+      this.fail(WireError.PROTOCOL_ERROR, err.message);
+    }
+  }
+
+  /**
+   * Feeds one frame its transport decoded itself: a piece of a DATA frame
+   * that reads of a byte stream cut (FrameReader). Like receive(), never throws.
+   */
+  receiveFrame(frame: Frame): void {
+    if (this.closed) return;
+    this.lastReceivedAt = Date.now();
+    try {
+      this.cork(() => this.handleFrame(frame));
     } catch (err) {
       if (!(err instanceof ProtocolError)) throw err;
       this.fail(WireError.PROTOCOL_ERROR, err.message);
@@ -312,7 +333,7 @@ export class Mux implements KeptAlive, StreamSession {
   flush(s: Stream): void {
     while (s.pending.length > 0 && s.sendWindow > 0 && !this.blocked && !this.closed) {
       const head = s.pending[0]!;
-      const n = Math.min(head.byteLength, s.sendWindow, MAX_DATA_PAYLOAD);
+      const n = Math.min(head.byteLength, s.sendWindow, this.maxDataPayload);
       let part: Uint8Array;
       if (n === head.byteLength) {
         part = head;

@@ -6,15 +6,22 @@
  */
 import type { Socket } from "bun";
 import { FrameReader } from "../protocol/frame-reader.ts";
-import { ProtocolError } from "../protocol/frames.ts";
+import { ProtocolError, type Frame } from "../protocol/frames.ts";
 import type { SendResult } from "../protocol/mux.ts";
 import { SocketSender } from "./socket-sender.ts";
+import { DIRECT_DATA_PAYLOAD } from "../protocol/wire.ts";
 
 export interface Link {
   /** The connection is up (a direct link is up when it is made). */
   onOpen?: () => void;
   /** Whole frames, one or more. */
   onMessage?: (frames: Uint8Array) => void;
+  /**
+   * One frame the link decoded itself: on a direct link, a piece of a DATA
+   * frame that reads cut (FrameReader), for Mux.receiveFrame(). A session
+   * sets it beside onMessage.
+   */
+  onFrame?: (frame: Frame) => void;
   /** The peer sent bytes that are not frames: the session ends with PROTOCOL_ERROR. */
   onBadFrames?: (message: string) => void;
   /** Room to send again after "backpressure". */
@@ -22,6 +29,8 @@ export interface Link {
   /** Gone, with why, as a person would read it. */
   onClose?: (why: string) => void;
   readonly isOpen: boolean;
+  /** Largest DATA payload for the mux to send over it (MuxOptions.maxDataPayload); unset: the default. */
+  readonly maxDataPayload?: number;
   send(frames: Uint8Array): SendResult;
   /** Ends the connection after what was sent (a closing handshake where there is one). */
   close(): void;
@@ -107,7 +116,10 @@ export function directLink(target: DirectTarget): Promise<Link> {
     const timer = setTimeout(() => fail(`no connection within ${target.timeoutMs / 1000} s`), target.timeoutMs);
     let sender: SocketSender;
     let closed = false;
-    const reader = new FrameReader((frames) => link?.onMessage?.(frames));
+    const reader = new FrameReader(
+      (frames) => link?.onMessage?.(frames),
+      (piece) => link?.onFrame?.(piece),
+    );
     const up = (s: Socket<undefined>) => {
       if (settled) return;
       settled = true;
@@ -119,6 +131,7 @@ export function directLink(target: DirectTarget): Promise<Link> {
         get isOpen() {
           return !closed;
         },
+        maxDataPayload: DIRECT_DATA_PAYLOAD,
         send: (frames) => (closed ? "closed" : sender.send(frames)),
         close: () => sender.end(),
         terminate: () => s.terminate(),

@@ -264,3 +264,147 @@ test("a reader that refused keeps refusing: no later read revives it", () => {
   expect(() => reader.push(encodeFrame(FrameType.PING, 0, new Uint8Array(4)))).toThrow(ProtocolError);
   expect(delivered).toHaveLength(0);
 });
+
+// -- DATA frames passed on in pieces (deliverPiece) ------------------------------------------------
+
+/**
+ * What a mux makes of a frame sequence: DATA bytes run together per stream
+ * until a FIN or another frame, every other frame as it is. A DATA frame
+ * passed on in pieces reads the same as the whole frame.
+ */
+function logical(frames: Frame[]): (Plain | { data: number; fin: boolean; hash: string; length: number })[] {
+  const out: (Plain | { data: number; fin: boolean; hash: string; length: number })[] = [];
+  let run: { stream: number; parts: Uint8Array[]; fin: boolean } | undefined;
+  const close = () => {
+    if (!run) return;
+    const bytes = Buffer.concat(run.parts);
+    out.push({ data: run.stream, fin: run.fin, length: bytes.byteLength, hash: new Bun.CryptoHasher("sha1").update(bytes).digest("hex") });
+    run = undefined;
+  };
+  for (const f of frames) {
+    if (f.type !== FrameType.DATA) {
+      close();
+      out.push(plain(f));
+      continue;
+    }
+    if (run && run.stream !== f.stream) close();
+    run ??= { stream: f.stream, parts: [], fin: false };
+    run.parts.push(f.payload.slice());
+    if (f.fin) {
+      run.fin = true;
+      close();
+    }
+  }
+  close();
+  return out;
+}
+
+/** Feeds `bytes` cut at `cuts` into a reader that passes DATA on in pieces; each read lands in fresh memory. */
+function feedPieces(bytes: Uint8Array, cuts: number[]) {
+  const frames: Frame[] = [];
+  let pieces = 0;
+  let foreignPieces = 0;
+  let current: Uint8Array | undefined;
+  const reader = new FrameReader(
+    (run) => decodeFrames(run, (f) => frames.push({ ...f, payload: f.payload.slice() })),
+    (piece) => {
+      pieces++;
+      // a piece with bytes is a view of the read it came in, never a copy
+      if (piece.payload.byteLength > 0 && piece.payload.buffer !== current!.buffer) foreignPieces++;
+      frames.push({ ...piece, payload: piece.payload.slice() });
+    },
+  );
+  let maxBuffered = 0;
+  let from = 0;
+  for (const wanted of [...cuts, bytes.byteLength]) {
+    const cut = Math.min(wanted, bytes.byteLength);
+    if (cut <= from) continue;
+    current = bytes.slice(from, cut);
+    reader.push(current);
+    maxBuffered = Math.max(maxBuffered, reader.buffered);
+    from = cut;
+  }
+  return { frames, pieces, foreignPieces, maxBuffered, bufferedAtEnd: reader.buffered };
+}
+
+const wholeFrames: Frame[] = [];
+decodeFrames(stream.bytes, (f) => wholeFrames.push(f));
+
+test("with pieces, chaotic chunk sizes give the same frames and the same bytes per stream, each piece a view of its read", () => {
+  for (let seed = 1; seed <= 40; seed++) {
+    const r = prng(seed * 7919);
+    const cuts: number[] = [];
+    let at = 0;
+    while (at < stream.bytes.byteLength) {
+      at += [1, r.int(1, HEADER_LENGTH), r.int(HEADER_LENGTH, 300), r.int(300, 70_000), r.int(70_000, 600_000)][r.int(0, 4)]!;
+      cuts.push(at);
+    }
+    const out = feedPieces(stream.bytes, cuts);
+    expect({ seed, same: logical(out.frames).length === logical(wholeFrames).length }).toEqual({ seed, same: true });
+    expect(logical(out.frames)).toEqual(logical(wholeFrames));
+    expect(out.foreignPieces).toBe(0);
+    expect(out.maxBuffered).toBeLessThanOrEqual(HEADER_LENGTH + MAX_PAYLOAD);
+    expect(out.bufferedAtEnd).toBe(0);
+  }
+});
+
+test("a DATA frame cut by reads is passed on as its bytes come, holding nothing; the FIN goes with the last piece", () => {
+  const payload = new Uint8Array(MAX_PAYLOAD).map((_, i) => i % 251);
+  const frame = encodeFrame(FrameType.DATA, 6, payload, true);
+  const pieces: Frame[] = [];
+  const reader = new FrameReader(
+    () => {
+      throw new Error("no whole frame expected");
+    },
+    (piece) => pieces.push(piece),
+  );
+  reader.push(frame.subarray(0, 4)); // part of the header: held
+  expect(reader.buffered).toBe(4);
+  reader.push(frame.subarray(4, 1_000));
+  reader.push(frame.subarray(1_000, 100_000));
+  expect(reader.buffered).toBe(0);
+  reader.push(frame.subarray(100_000));
+  expect(pieces.map((p) => [p.stream, p.payload.byteLength, p.fin])).toEqual([
+    [6, 1_000 - HEADER_LENGTH, false],
+    [6, 99_000, false],
+    [6, frame.byteLength - 100_000, true],
+  ]);
+  expect(Buffer.concat(pieces.map((p) => p.payload)).equals(payload)).toBe(true);
+});
+
+test("an empty DATA frame with FIN whose header is cut comes out as one empty piece carrying the FIN", () => {
+  const pieces: Frame[] = [];
+  const reader = new FrameReader(() => {}, (piece) => pieces.push(piece));
+  const fin = encodeFrame(FrameType.DATA, 8, new Uint8Array(0), true);
+  reader.push(fin.subarray(0, 5));
+  expect(pieces).toHaveLength(0);
+  reader.push(fin.subarray(5));
+  expect(pieces.map((p) => [p.type, p.stream, p.payload.byteLength, p.fin])).toEqual([[FrameType.DATA, 8, 0, true]]);
+  expect(reader.buffered).toBe(0);
+});
+
+test("with pieces, a frame other than DATA cut by reads is still gathered whole", () => {
+  const runs: Uint8Array[] = [];
+  const reader = new FrameReader((run) => runs.push(run.slice()), () => {
+    throw new Error("no piece expected");
+  });
+  const open = encodeFrame(FrameType.OPEN, 2, new TextEncoder().encode(JSON.stringify({ tunnel: 1, pad: "x".repeat(5_000) })));
+  reader.push(open.subarray(0, 3));
+  reader.push(open.subarray(3, 2_000));
+  expect(reader.buffered).toBe(2_000);
+  reader.push(open.subarray(2_000));
+  expect(runs).toEqual([open]);
+});
+
+test("the header of a DATA frame cut by reads is checked before any piece: stream 0 and an oversize length are refused, and stay refused", () => {
+  const onStream0 = encodeFrame(FrameType.DATA, 0, new Uint8Array(100));
+  const oversize = headerClaiming(MAX_PAYLOAD + 1);
+  for (const bad of [onStream0, new Uint8Array([...oversize, ...new Uint8Array(100)])]) {
+    const pieces: Frame[] = [];
+    const reader = new FrameReader(() => {}, (piece) => pieces.push(piece));
+    reader.push(bad.subarray(0, HEADER_LENGTH - 2));
+    expect(() => reader.push(bad.subarray(HEADER_LENGTH - 2, HEADER_LENGTH + 10))).toThrow(ProtocolError);
+    expect(() => reader.push(bad.subarray(HEADER_LENGTH + 10))).toThrow(ProtocolError);
+    expect(pieces).toHaveLength(0);
+  }
+});

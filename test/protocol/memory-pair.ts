@@ -4,10 +4,15 @@
  * so tests can count bytes on the wire. Optionally the transport pushes back:
  * send() says "backpressure" once more than `backpressureAt` bytes wait for
  * delivery, and the sending mux is told drained() when its queue empties.
+ * With `cutReads`, each direction is a byte stream instead, as on the
+ * direct port: the bytes are delivered in reads cut at random places,
+ * through a FrameReader that passes DATA frames cut by reads on in pieces.
  */
+import { FrameReader } from "../../src/protocol/frame-reader.ts";
 import { decodeFrames, type Frame } from "../../src/protocol/frames.ts";
 import { Mux, type MuxOptions, type SendResult } from "../../src/protocol/mux.ts";
 import { FrameType } from "../../src/protocol/wire.ts";
+import { between, prng } from "./support.ts";
 
 export type Side = "edge" | "agent";
 type SideOptions = Partial<Omit<MuxOptions, "send" | "role">>;
@@ -25,6 +30,8 @@ export interface PairOptions {
   backpressureAt?: number;
   /** How frames are delivered: a microtask per batch, or a macrotask (default). */
   delivery?: "microtask" | "immediate";
+  /** A byte stream cut into reads of 1 to `max` bytes at places drawn from `seed`, read by a FrameReader. */
+  cutReads?: { seed: number; max: number };
 }
 
 class Link {
@@ -36,8 +43,19 @@ class Link {
   /** Set once both muxes exist. */
   from!: Mux;
   to!: Mux;
+  private reader?: FrameReader;
+  private cut?: () => number;
 
-  constructor(private readonly opts: PairOptions) {}
+  constructor(private readonly opts: PairOptions) {
+    if (!opts.cutReads) return;
+    const rand = prng(opts.cutReads.seed);
+    const max = opts.cutReads.max;
+    this.cut = () => between(rand, 1, max);
+    this.reader = new FrameReader(
+      (frames) => this.to.receive(frames),
+      (piece) => this.to.receiveFrame(piece),
+    );
+  }
 
   get idle(): boolean {
     return !this.scheduled && this.queue.length === 0;
@@ -70,15 +88,28 @@ class Link {
     this.scheduled = false;
     const batch = this.queue;
     this.queue = [];
-    for (const message of batch) {
-      this.queuedBytes -= message.byteLength;
-      this.to.receive(message);
-    }
+    if (this.reader) this.readCut(batch);
+    else
+      for (const message of batch) {
+        this.queuedBytes -= message.byteLength;
+        this.to.receive(message);
+      }
     if (this.queue.length > 0) return this.schedule();
     if (this.saidBackpressure) {
       this.saidBackpressure = false;
       this.log.push({ kind: "drained" });
       this.from.drained();
+    }
+  }
+
+  /** The messages as one byte stream, in reads of random sizes, each a fresh buffer as a socket's are. */
+  private readCut(batch: Uint8Array[]) {
+    const all = Buffer.concat(batch);
+    for (const message of batch) this.queuedBytes -= message.byteLength;
+    for (let at = 0; at < all.byteLength; ) {
+      const n = Math.min(this.cut!(), all.byteLength - at);
+      this.reader!.push(all.slice(at, at + n));
+      at += n;
     }
   }
 

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { encodeFrame, jsonPayload, textPayload, u32Payload } from "../../src/protocol/frames.ts";
 import { Mux, type SendResult, type Stream } from "../../src/protocol/mux.ts";
 import { collect, pipeInto, readableFrom } from "../../src/protocol/pipes.ts";
-import { FrameType, HEADER_LENGTH, MAX_PAYLOAD, WireError, type FrameTypeValue } from "../../src/protocol/wire.ts";
+import { DIRECT_DATA_PAYLOAD, FrameType, HEADER_LENGTH, MAX_PAYLOAD, WireError, type FrameTypeValue } from "../../src/protocol/wire.ts";
 import { agentHandlers, newStalled, readAll, runCoreScenario, writeAll } from "./core-scenario.ts";
 import { memoryPair } from "./memory-pair.ts";
 import { between, bytes, concat, prng, randomBytes, sha256, signal, text, within } from "./support.ts";
@@ -98,6 +98,36 @@ describe("streams over an in-memory pair", () => {
       timeoutMs: 10_000,
     });
   }, 15_000);
+
+  test("the core scenario runs over a byte stream cut into reads of any size, DATA frames passed on in pieces (the direct port)", async () => {
+    for (const [seed, max, initialWindow] of [
+      [7, 700, TINY],
+      [8, 150_000, undefined],
+    ] as const) {
+      const stalled = newStalled();
+      const received: Promise<Uint8Array>[] = [];
+      const serve = agentHandlers(stalled);
+      const onStream = (s: Stream) => ((s.meta as { kind?: string }).kind === "last" ? void received.push(readAll(s)) : serve(s));
+      const pair = memoryPair({ initialWindow, cutReads: { seed, max }, agent: { onStream } });
+      await runCoreScenario(pair.edge, pair.agent, stalled, {
+        initialWindow: pair.edge.initialWindow,
+        bigSize: 2 * 1024 * 1024,
+        upSize: 512 * 1024,
+        echoStreams: 5,
+        echoSize: 100_000,
+        timeoutMs: 10_000,
+      });
+      // ended while its bytes still wait for credit: the last DATA frame carries the FIN, cut by reads like the rest
+      const data = randomBytes(seed, 3 * pair.edge.initialWindow + 1000);
+      const last = pair.edge.open({ kind: "last" });
+      last.write(data);
+      last.end();
+      await pair.settle();
+      expect(pair.toAgent.frames(FrameType.DATA).filter((f) => f.stream === last.id && f.fin)).toHaveLength(1);
+      expect(sha256(await within(received[0]!, WAIT_MS, "the last stream"))).toBe(sha256(data));
+      expect(pair.closes).toEqual({ edge: [], agent: [] });
+    }
+  }, 20_000);
 
   test("200 streams written in interleaved random pieces each arrive intact and in order", async () => {
     const rand = prng(42);
@@ -235,6 +265,26 @@ describe("credit windows", () => {
     const sizes = pair.toAgent.frames(FrameType.DATA).map((f) => f.payload.byteLength);
     expect(sizes.reduce((a, b) => a + b, 0)).toBe(300 * 1024);
     expect(Math.max(...sizes)).toBe(64 * 1024);
+  });
+
+  test("a mux built for a direct link (maxDataPayload DIRECT_DATA_PAYLOAD) sends DATA frames up to MAX_PAYLOAD, which the peer takes", async () => {
+    let received: Promise<Uint8Array> | undefined;
+    const pair = memoryPair({ edge: { maxDataPayload: DIRECT_DATA_PAYLOAD }, agent: { onStream: (s) => void (received = readAll(s)) } });
+    const stream = pair.edge.open({});
+    const data = randomBytes(11, 1024 * 1024 + 5);
+    stream.write(data);
+    stream.end();
+    await pair.settle();
+    const sizes = pair.toAgent.frames(FrameType.DATA).map((f) => f.payload.byteLength);
+    expect(Math.max(...sizes)).toBe(MAX_PAYLOAD);
+    // the window (512 KiB) takes two largest frames at a time
+    expect(sizes.length).toBeLessThanOrEqual(6);
+    expect(sha256(await within(received!, WAIT_MS, "the bytes"))).toBe(sha256(data));
+    expect(pair.closes).toEqual({ edge: [], agent: [] });
+  });
+
+  test("a DATA size past MAX_PAYLOAD, which no peer would take, is refused when the mux is built", () => {
+    expect(() => new Mux({ role: "edge", maxDataPayload: MAX_PAYLOAD + 1, send: () => "sent" })).toThrow(RangeError);
   });
 });
 
@@ -550,6 +600,19 @@ describe("protocol errors", () => {
       expect(closes.length).toBe(1);
     });
   }
+
+  test("a window overrun by pieces of DATA (receiveFrame) closes the mux with a PROTOCOL_ERROR frame and throws nothing", () => {
+    const { mux, sent, closes, resets } = lone("edge", TINY);
+    mux.receive(open(1));
+    const piece = (n: number) => ({ type: FrameType.DATA, stream: 1, payload: new Uint8Array(n), fin: false });
+    mux.receiveFrame(piece(TINY - 1));
+    expect(mux.closed).toBe(false);
+    expect(() => mux.receiveFrame(piece(2))).not.toThrow();
+    expect(mux.closed).toBe(true);
+    expect(JSON.parse(text(sent.at(-1)!.subarray(HEADER_LENGTH))).code).toBe(WireError.PROTOCOL_ERROR);
+    expect(closes.map((c) => c.code)).toEqual([WireError.PROTOCOL_ERROR]);
+    expect(resets).toEqual([WireError.PROTOCOL_ERROR]);
+  });
 
   test("PING is answered with a PONG carrying the same payload, and the mux stays open", () => {
     const { mux, sent, control } = lone("agent");
