@@ -9,7 +9,7 @@ import { connect, type Socket } from "node:net";
 import { withTunnel, type Tunnel } from "../harness/tunnel.ts";
 import { within } from "../harness/wait.ts";
 
-/** Bun enforces idle timeouts in 4 s steps: 5 s closes an idle connection after 4 to 8 s. */
+/** The edge checks idle connections every second: 5 s closes an idle connection after 5 to 6 s. */
 const IDLE_S = 5;
 /**
  * How much later than IDLE_S a connection may be closed: a generous margin for a loaded machine,
