@@ -5,31 +5,13 @@
  * response), a visitor who leaves, and credit holding each side back when
  * the other is slow. Same rig as local-http.test.ts.
  */
-import { afterEach, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import net from "node:net";
 import { WireError } from "../../src/protocol/wire.ts";
 import { within } from "../protocol/support.ts";
-import { closeTunnel, fetchThrough, RawService, requestHead, tunnelTo, visit, WAIT_MS, type TestTunnel } from "./raw-service.ts";
+import { cleanedUp, fetchThrough, offerInto, requestHead, visit, WAIT_MS } from "./raw-service.ts";
 
-const services: RawService[] = [];
-const tunnels: TestTunnel[] = [];
-
-function service(...args: ConstructorParameters<typeof RawService>): RawService {
-  const s = new RawService(...args);
-  services.push(s);
-  return s;
-}
-
-function tunnel(...args: Parameters<typeof tunnelTo>): TestTunnel {
-  const t = tunnelTo(...args);
-  tunnels.push(t);
-  return t;
-}
-
-afterEach(() => {
-  for (const t of tunnels.splice(0)) closeTunnel(t);
-  for (const s of services.splice(0)) s.stop();
-});
+const { service, tunnel } = cleanedUp();
 
 describe("failures", () => {
   test("a refused connection is a reset before any byte, 'connection refused', logged as a 502", async () => {
@@ -183,20 +165,13 @@ describe("backpressure", () => {
     const total = 48 * 1024 * 1024;
     const v = visit(t, { head: requestHead("POST", "/sink", [["Host", "h"], ["Content-Length", String(total)]]), body: [], end: false });
     const block = Buffer.alloc(256 * 1024, 3);
-    let offered = 0;
-    const writer = (async () => {
-      while (offered < total) {
-        offered += block.length;
-        if (!v.stream.write(block) && !(await v.stream.whenDrained())) throw new Error("the stream ended while writing");
-      }
-      v.stream.end();
-    })();
+    const writer = offerInto(v.stream, total, block);
     await Bun.sleep(500);
     // a window in flight, plus what the loopback buffers hold: nowhere near the whole body
-    expect(offered).toBeLessThan(total / 2);
+    expect(writer.offered()).toBeLessThan(total / 2);
     reading = true;
     for (const socket of svc.sockets) socket.resume();
-    await within(writer, 20_000, "the whole body to be taken");
+    await within(writer.done, 20_000, "the whole body to be taken");
     for (let i = 0; i < 400 && received < total; i++) await Bun.sleep(50);
     expect(received).toBeGreaterThan(total); // the body and the head before it
   });

@@ -8,57 +8,17 @@
  * (and its absence) is seen, not assumed.
  */
 import type { Socket } from "bun";
-import { afterEach, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import { CONTINUE_WAIT_MS } from "../../src/agent/local-http/exchange.ts";
 import { FrameType } from "../../src/protocol/wire.ts";
 import { within } from "../protocol/support.ts";
-import { closeTunnel, fetchThrough, RawService, requestHead, response, tunnelTo, visit, WAIT_MS, type ConnState, type TestTunnel } from "./raw-service.ts";
+import { cleanedUp, fetchThrough, pumpOut, requestHead, response, until, visit, WAIT_MS, type ConnState } from "./raw-service.ts";
 
-const services: RawService[] = [];
-const tunnels: TestTunnel[] = [];
-
-function service(...args: ConstructorParameters<typeof RawService>): RawService {
-  const s = new RawService(...args);
-  services.push(s);
-  return s;
-}
-
-function tunnel(...args: Parameters<typeof tunnelTo>): TestTunnel {
-  const t = tunnelTo(...args);
-  tunnels.push(t);
-  return t;
-}
-
-afterEach(() => {
-  for (const t of tunnels.splice(0)) closeTunnel(t);
-  for (const s of services.splice(0)) s.stop();
-});
+const { service, tunnel } = cleanedUp();
 
 const ok = (body = "ok", extra: [string, string][] = []) => response(200, [["Content-Length", String(body.length)], ...extra], body);
 const sha = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
-
-/** Writes all of `bytes` to a service's socket, more on each drain. */
-function pumpOut(socket: Socket<ConnState>, bytes: Uint8Array): void {
-  let sent = 0;
-  socket.data.pump = () => {
-    for (let guard = 0; guard < 100_000 && sent < bytes.byteLength; guard++) {
-      const n = socket.write(bytes.subarray(sent, Math.min(bytes.byteLength, sent + 256 * 1024)));
-      if (n <= 0) return; // full: the drain calls again
-      sent += n;
-    }
-  };
-  socket.data.pump();
-}
-
-/** Resolves once `check` holds, polling every 10 ms for at most WAIT_MS. */
-async function until(check: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < WAIT_MS / 10; i++) {
-    if (check()) return;
-    await Bun.sleep(10);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 describe("the request reaches the service as the edge sent it", () => {
   test("a GET goes byte for byte (names' case and order, nothing added), and the answer comes back byte for byte in REPLY + one DATA with FIN", async () => {

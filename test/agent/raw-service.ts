@@ -5,6 +5,7 @@
  * tunnel made of an in-memory mux pair whose agent side runs the real
  * serveHttpStream, driven from the edge's side with OPEN h1 frames.
  */
+import { afterEach } from "bun:test";
 import type { Socket, TCPSocketListener } from "bun";
 import { serveHttpStream, type LocalTarget, type RequestLine } from "../../src/agent/http.ts";
 import type { RequestTaps } from "../../src/agent/inspector/tap.ts";
@@ -271,3 +272,71 @@ export function statusOf(text: string): number | undefined {
 
 export const response = (status: number, headers: [string, string][], body = "") =>
   `HTTP/1.1 ${status} X\r\n${headers.map(([n, v]) => `${n}: ${v}\r\n`).join("")}\r\n${body}`;
+
+/**
+ * Services and tunnels made through these are stopped after each test of
+ * the file that calls it (at its top level), pass or fail.
+ */
+export function cleanedUp(): { service(...args: ConstructorParameters<typeof RawService>): RawService; tunnel(...args: Parameters<typeof tunnelTo>): TestTunnel } {
+  const services: RawService[] = [];
+  const tunnels: TestTunnel[] = [];
+  afterEach(() => {
+    for (const t of tunnels.splice(0)) closeTunnel(t);
+    for (const s of services.splice(0)) s.stop();
+  });
+  return {
+    service(...args) {
+      const s = new RawService(...args);
+      services.push(s);
+      return s;
+    },
+    tunnel(...args) {
+      const t = tunnelTo(...args);
+      tunnels.push(t);
+      return t;
+    },
+  };
+}
+
+/** Writes all of `bytes` to a service's socket, more on each drain; `done` when the last went. */
+export function pumpOut(socket: Socket<ConnState>, bytes: Uint8Array, done?: () => void): void {
+  let sent = 0;
+  socket.data.pump = () => {
+    for (let guard = 0; guard < 100_000 && sent < bytes.byteLength; guard++) {
+      const n = socket.write(bytes.subarray(sent, Math.min(bytes.byteLength, sent + 256 * 1024)));
+      if (n <= 0) return; // full: the drain calls again
+      sent += n;
+    }
+    if (sent === bytes.byteLength) {
+      socket.data.pump = undefined;
+      done?.();
+    }
+  };
+  socket.data.pump();
+}
+
+/** Resolves once `check` holds, polling every 10 ms for at most WAIT_MS. */
+export async function until(check: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < WAIT_MS / 10; i++) {
+    if (check()) return;
+    await Bun.sleep(10);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+/**
+ * Offers `total` bytes of `block`s into a visitor's stream as fast as its
+ * credit lets them go, then ends it. `offered()`: how much went so far;
+ * `done`: every byte went.
+ */
+export function offerInto(stream: Stream, total: number, block: Uint8Array): { offered(): number; done: Promise<void> } {
+  let offered = 0;
+  const done = (async () => {
+    while (offered < total) {
+      offered += block.length;
+      if (!stream.write(block) && !(await stream.whenDrained())) throw new Error("the stream ended while writing");
+    }
+    stream.end();
+  })();
+  return { offered: () => offered, done };
+}

@@ -7,19 +7,13 @@
  * keeps its connections half-open.
  */
 import type { Socket } from "bun";
-import { afterEach, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import { WireError } from "../../src/protocol/wire.ts";
 import { within } from "../protocol/support.ts";
-import { closeTunnel, RawService, requestHead, tunnelTo, visit, WAIT_MS, type ConnState, type TestTunnel } from "./raw-service.ts";
+import { cleanedUp, offerInto, pumpOut, requestHead, until, visit, WAIT_MS, type ConnState, type RawService, type TestTunnel } from "./raw-service.ts";
 
-const services: RawService[] = [];
-const tunnels: TestTunnel[] = [];
-
-afterEach(() => {
-  for (const t of tunnels.splice(0)) closeTunnel(t);
-  for (const s of services.splice(0)) s.stop();
-});
+const { service, tunnel } = cleanedUp();
 
 const UPGRADE = requestHead("GET", "/ws", [["Host", "h"], ["Connection", "Upgrade"], ["Upgrade", "websocket"], ["Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="], ["Sec-WebSocket-Version", "13"]]);
 const SWITCHED = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n";
@@ -52,7 +46,7 @@ interface Switching {
 function switching(then: (socket: Socket<ConnState>, ended: () => boolean) => void, onEnd?: (socket: Socket<ConnState>) => void, window?: number): Switching {
   const after = new Map<number, Buffer[]>();
   const ended = new Set<number>();
-  const svc = new RawService(() => {}, {
+  const svc = service(() => {}, {
     allowHalfOpen: true,
     data: (socket, bytes) => {
       const conn = socket.data.index;
@@ -71,36 +65,8 @@ function switching(then: (socket: Socket<ConnState>, ended: () => boolean) => vo
       onEnd?.(socket);
     },
   });
-  services.push(svc);
-  const t = tunnelTo(svc.port, { window });
-  tunnels.push(t);
+  const t = tunnel(svc.port, { window });
   return { svc, t, after, ended };
-}
-
-/** Writes all of `bytes` to a service's socket, more on each drain; `done` when the last went. */
-function pumpOut(socket: Socket<ConnState>, bytes: Uint8Array, done?: () => void): void {
-  let sent = 0;
-  socket.data.pump = () => {
-    for (let guard = 0; guard < 100_000 && sent < bytes.byteLength; guard++) {
-      const n = socket.write(bytes.subarray(sent, Math.min(bytes.byteLength, sent + 256 * 1024)));
-      if (n <= 0) return; // full: the drain calls again
-      sent += n;
-    }
-    if (sent === bytes.byteLength) {
-      socket.data.pump = undefined;
-      done?.();
-    }
-  };
-  socket.data.pump();
-}
-
-/** Resolves once `check` holds, polling every 10 ms for at most WAIT_MS. */
-async function until(check: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < WAIT_MS / 10; i++) {
-    if (check()) return;
-    await Bun.sleep(10);
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 test("101, then 5 MiB each way at once: every byte arrives intact, and each direction ends on its own", async () => {
@@ -227,19 +193,12 @@ test("a service that does not read holds the visitor back through credit after t
   await within(v.replied, WAIT_MS, "the 101");
   const total = 48 * 1024 * 1024;
   const block = Buffer.alloc(256 * 1024, 5);
-  let offered = 0;
-  const writer = (async () => {
-    while (offered < total) {
-      offered += block.length;
-      if (!v.stream.write(block) && !(await v.stream.whenDrained())) throw new Error("the stream ended while writing");
-    }
-    v.stream.end();
-  })();
+  const writer = offerInto(v.stream, total, block);
   await Bun.sleep(500);
   // a window in flight, plus what the loopback buffers hold: nowhere near all of it
-  expect(offered).toBeLessThan(total / 2);
+  expect(writer.offered()).toBeLessThan(total / 2);
   for (const socket of svc.sockets) socket.resume();
-  await within(writer, 20_000, "every byte to be taken");
+  await within(writer.done, 20_000, "every byte to be taken");
   await svc.closedAtLeast(1, "the connection to close after the visitor's FIN");
   expect(svc.received.get(1)).toBe(UPGRADE.length + total);
 });
