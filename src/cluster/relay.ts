@@ -13,7 +13,7 @@ import { webSocketLink, type Link } from "../sockets/links.ts";
 import { log } from "../log.ts";
 import { isRefusal, parseRequestHead } from "../http/request-head.ts";
 import { responseBytes } from "../http/response-bytes.ts";
-import type { ParsedHead } from "../http/response-head.ts";
+import { responseHeadBytes, type ParsedHead } from "../http/response-head.ts";
 import { ResponseParser } from "../http/response-reader.ts";
 import { readOpenMeta, type OpenMeta, type RelayedMeta } from "../protocol/messages.ts";
 import type { AccessPolicy } from "../edge/access/policy.ts";
@@ -142,9 +142,7 @@ function rewrittenResponse(method: string, policy: AccessPolicy): (chunk: Uint8A
     end: () => {},
     raw(bytes, part) {
       if (part !== "head" || !response) return emit(bytes);
-      let text = `HTTP/1.${response.minor} ${response.status}${response.reason ? ` ${response.reason}` : ""}\r\n`;
-      for (const [name, value] of policy.rewriteResponse(response.headers)) text += `${name}: ${value}\r\n`;
-      emit(Buffer.from(`${text}\r\n`, "latin1"));
+      emit(responseHeadBytes(response, policy.rewriteResponse(response.headers)));
     },
   });
   let piping = false;

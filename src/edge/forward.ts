@@ -15,7 +15,7 @@
 import { ChunkedDecoder } from "../http/chunked.ts";
 import { isRefusal, parseRequestHead, type RequestHead } from "../http/request-head.ts";
 import { ResponseParser, type ResponseSink } from "../http/response-reader.ts";
-import type { ParsedHead } from "../http/response-head.ts";
+import { responseHeadBytes, type ParsedHead } from "../http/response-head.ts";
 import { log } from "../log.ts";
 import { HTTP_REQUEST, WEBSOCKET_REQUEST, type EdgeCounters } from "../metrics/edge-counters.ts";
 import type { OpenMeta, RelayedMeta } from "../protocol/messages.ts";
@@ -25,7 +25,7 @@ import { USER_EMAIL_HEADER } from "../validate/access.ts";
 import type { Passed } from "./access/policy.ts";
 import type { HttpConnection, Occupant } from "./http-connection.ts";
 import { badGatewayPage, slowServicePage } from "./pages.ts";
-import { goneSinceReply, ResponseTimeout, watchReply } from "./replies.ts";
+import { ResponseTimeout, watchReply } from "./replies.ts";
 import type { Tunnel } from "./registry.ts";
 import { SKIP_HEADER } from "./warning.ts";
 
@@ -176,8 +176,6 @@ class Exchange implements Occupant, ResponseSink {
     const { stream } = this;
     this.responded = true;
     this.tunnel.countOut(stream.metaBytes - this.openBytes);
-    const gone = goneSinceReply(stream);
-    if (gone) return this.failPage(badGatewayPage(this.ctx.host, gone));
     stream.onData = this.fromAgent;
     stream.onEnd = this.agentFin;
   }
@@ -311,10 +309,7 @@ class Exchange implements Occupant, ResponseSink {
   readonly raw = (bytes: Uint8Array, part: "interim" | "head" | "body"): void => {
     if (part !== "head" || !this.rewrite || !this.response) return void this.pieces.push(bytes);
     // with header rules: the head is written anew with them, everything else as it came
-    const h = this.response;
-    let text = `HTTP/1.${h.minor} ${h.status}${h.reason ? ` ${h.reason}` : ""}\r\n`;
-    for (const [name, value] of this.tunnel.access!.rewriteResponse(h.headers)) text += `${name}: ${value}\r\n`;
-    this.pieces.push(Buffer.from(`${text}\r\n`, "latin1"));
+    this.pieces.push(responseHeadBytes(this.response, this.tunnel.access!.rewriteResponse(this.response.headers)));
   };
 
   /** The response went out whole: the connection carries the next request, if both sides allow. */

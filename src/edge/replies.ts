@@ -82,17 +82,8 @@ export function watchReply(stream: Stream, timeoutMs: number, watch: ReplyWatch)
   });
 }
 
-/**
- * Why the response is lost by the time its REPLY's waiter resumes, if it
- * is: a reset (or the agent's connection closing) in the same message as
- * the REPLY is handled a microtask before the waiter runs. Not when the
- * agent's FIN came first: then the whole response is already in the stream.
- */
-export function goneSinceReply(stream: Stream): string | undefined {
-  return stream.resetCode === undefined || stream.peerEnded ? undefined : describeReset(stream.resetCode);
-}
-
-export function describeReset(code: string): string {
+/** A reset code in the words of the visitor's page. */
+function describeReset(code: string): string {
   const [name, ...rest] = code.split(" ");
   if (name === "UPSTREAM_FAILED") return rest.length ? `the agent could not reach it (${rest.join(" ")})` : "the agent could not reach it";
   return "the tunnel's connection closed";

@@ -143,3 +143,14 @@ export function replyHeaders(head: ParsedHead): HeaderList {
   }
   return out;
 }
+
+/**
+ * A response head as bytes again, with `fields` in place of those it came
+ * with (a tunnel's header rules): the status line as sent (version, code,
+ * reason phrase), the fields, the blank line.
+ */
+export function responseHeadBytes(head: ParsedHead, fields: HeaderList): Uint8Array {
+  let text = `HTTP/1.${head.minor} ${head.status}${head.reason ? ` ${head.reason}` : ""}\r\n`;
+  for (const [name, value] of fields) text += `${name}: ${value}\r\n`;
+  return Buffer.from(`${text}\r\n`, "latin1");
+}
