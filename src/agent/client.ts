@@ -381,6 +381,7 @@ export class Agent {
           agent: `burrow/${VERSION}`,
           direct,
           drain: true,
+          keep: true,
         });
       };
       link.onMessage = (frames) => mux.receive(frames);

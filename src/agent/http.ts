@@ -11,7 +11,7 @@ import { WireError } from "../protocol/wire.ts";
 import type { ExchangeTap, TappedRequest } from "./inspector/tap.ts";
 import type { ParsedHead } from "../http/response-head.ts";
 import type { ExchangeReport } from "./local-http/exchange.ts";
-import { forwardRequest } from "./local-http/forward.ts";
+import { StreamRequests } from "./local-http/forward.ts";
 import { ConnectionPool } from "./local-http/pool.ts";
 import { prepareRequest } from "./local-http/request.ts";
 import { localAuthority, type LocalTarget } from "./local-target.ts";
@@ -46,24 +46,38 @@ export interface HttpHooks {
 /** Connections to local services, shared by all streams of the agent. */
 let sharedPool: ConnectionPool | undefined;
 
-/** Serves one h1 stream whose OPEN carried `headText`; resolves when the exchange is over. */
-export function serveHttpStream(stream: Stream, headText: string, target: LocalTarget, hooks: HttpHooks): Promise<void> {
-  const started = performance.now();
+/**
+ * Serves one h1 stream whose OPEN carried `headText`; resolves when its
+ * exchange is over, or with `keep` (OpenMeta), when the last of the
+ * visitor connection's requests it carried is.
+ */
+export async function serveHttpStream(stream: Stream, headText: string, target: LocalTarget, hooks: HttpHooks, keep = false): Promise<void> {
+  const requests = new StreamRequests(stream, target, hooks.pool ?? (sharedPool ??= new ConnectionPool()), keep);
   const host = target.hostHeader === "rewrite" ? localAuthority(target) : target.hostHeader;
+  let text: string | undefined = headText;
+  while (text !== undefined) {
+    if (!(await serveRequest(stream, requests, text, host, hooks))) return;
+    text = await requests.nextHead();
+  }
+}
+
+/** One request of the stream; true if the stream carries another after it. */
+function serveRequest(stream: Stream, requests: StreamRequests, headText: string, host: string | undefined, hooks: HttpHooks): Promise<boolean> {
+  const started = performance.now();
   // the fields are kept only for an inspector to show (the head goes on as the edge sent it)
   const request = prepareRequest(headText, host, hooks.tap !== undefined);
   if (typeof request === "string") {
     hooks.opened?.("http", "?", "?");
     stream.reset(`${WireError.UPSTREAM_FAILED} ${request}`);
     hooks.log({ method: "?", path: "?", status: `502 (${request})`, ms: performance.now() - started });
-    return Promise.resolve();
+    return Promise.resolve(false);
   }
   const { method, target: path, upgrade } = request.head;
   const websocket = upgrade === "websocket";
   hooks.opened?.(websocket ? "ws" : "http", method, path);
   const tap = hooks.tap?.({ method, path, headers: request.head.fields, websocket });
   const report = new Report(hooks, method, path, upgrade, started);
-  return forwardRequest(stream, request, target, hooks.pool ?? (sharedPool ??= new ConnectionPool()), report, tap);
+  return requests.forward(request, report, tap);
 }
 
 /** What happened to one request, told to the request log: an object per request, not a closure per outcome. */

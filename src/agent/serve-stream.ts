@@ -18,7 +18,7 @@ export function serveStream(stream: Stream, meta: OpenMeta, tunnel: TunnelView, 
   if (meta.kind === "h1" && meta.head !== undefined) {
     const served = new HttpServed(stream, meta, tunnel, out, inspector);
     try {
-      serveHttpStream(stream, meta.head, tunnel.target, served).catch((err) => served.failed(err));
+      serveHttpStream(stream, meta.head, tunnel.target, served, meta.keep === true).catch((err) => served.failed(err));
     } catch (err) {
       served.failed(err);
     }

@@ -86,6 +86,8 @@ export class AgentConnection implements AgentLink {
   private ready = false;
   /** Its HELLO said it understands DRAIN. */
   private drains = false;
+  /** Its HELLO said it serves kept h1 streams (OpenMeta `keep`). */
+  keeps = false;
   private handshakeTimer: ReturnType<typeof setTimeout>;
   /** A HELLO came, so the connection's end before READY is a handshake's result. */
   private helloSeen = false;
@@ -421,6 +423,7 @@ export class AgentConnection implements AgentLink {
       this.ready = true;
       this.countHandshake("READY");
       this.drains = hello.drain;
+      this.keeps = hello.keep;
       registry.attach(this, tunnels);
       // only a handshake that succeeded counts as use
       core.tokens.touch(admitted.token.id).catch((err) => logFailedWrite("token last use not written", { token: admitted.token.id }, err));

@@ -25,8 +25,9 @@ import { USER_EMAIL_HEADER } from "../validate/access.ts";
 import type { Passed } from "./access/policy.ts";
 import type { HttpConnection, Occupant } from "./http-connection.ts";
 import { badGatewayPage, slowServicePage } from "./pages.ts";
-import { ResponseTimeout, watchReply } from "./replies.ts";
+import { awaitResponse, ResponseTimeout, type ResponseWait } from "./replies.ts";
 import type { Tunnel } from "./registry.ts";
+import { RequestStream, type StreamUser } from "./request-stream.ts";
 import { SKIP_HEADER } from "./warning.ts";
 
 /** Request fields the edge sets itself: a visitor's own are dropped. */
@@ -89,22 +90,37 @@ function reread(text: string): RequestHead {
   return full;
 }
 
-/** Serves `head` on `conn` through `tunnel`'s agent. */
+/**
+ * Serves `head` on `conn` through `tunnel`'s agent: on the stream the
+ * connection's last request to it went on, when that one is kept
+ * (request-stream.ts), else on a new one.
+ */
 export function forward(conn: HttpConnection, head: RequestHead, text: string, tunnel: Tunnel, ctx: ForwardContext): void {
-  const meta: OpenMeta = { tunnel: tunnel.id, kind: "h1", remote: `${ctx.remoteIp}:${ctx.remotePort}`, head: requestHeadText(head, tunnel, ctx, text) };
+  const headText = requestHeadText(head, tunnel, ctx, text);
+  const parked = conn.parked;
+  if (parked) {
+    conn.parked = undefined;
+    // an upgrade goes on a stream of its own: after its 101 the stream is the new protocol's
+    if (head.upgrade === undefined && parked.carries(tunnel)) return new Exchange(conn, head, tunnel, ctx, parked).start(headText);
+    parked.drop();
+  }
+  const agent = tunnel.agent;
+  const meta: OpenMeta = { tunnel: tunnel.id, kind: "h1", remote: `${ctx.remoteIp}:${ctx.remotePort}`, head: headText };
   // another node's tunnel: its access rules are applied there, on the visitor's address as judged here
   if (tunnel.relayed) {
     (meta as RelayedMeta).client = ctx.client;
     if (ctx.warn) (meta as RelayedMeta).warn = true;
   }
-  const bodyless = head.framing === "none" && head.upgrade === undefined;
-  const stream = tunnel.agent?.openStream(meta, bodyless);
+  const keep = agent?.keeps === true && head.keepAlive && head.upgrade === undefined;
+  if (keep) meta.keep = true;
+  const bodyless = !keep && head.framing === "none" && head.upgrade === undefined;
+  const stream = agent?.openStream(meta, bodyless);
   if (!stream) {
     ctx.counters.request(HTTP_REQUEST, 502, ctx.startedAt);
     void conn.answer(badGatewayPage(ctx.host, "its agent is reconnecting or busy"), head, head.framing === "none");
     return;
   }
-  new Exchange(conn, head, tunnel, ctx, stream).start();
+  new Exchange(conn, head, tunnel, ctx, new RequestStream(stream, tunnel, agent!, keep)).start(undefined);
 }
 
 /** Whether `pieces` are `chunk`'s first `end` bytes, in order (views of it, not copies). */
@@ -117,7 +133,7 @@ function contiguousIn(chunk: Uint8Array, pieces: Uint8Array[], end: number): boo
   return at === chunk.byteOffset + end;
 }
 
-class Exchange implements Occupant, ResponseSink {
+class Exchange implements Occupant, ResponseSink, StreamUser {
   private readonly parser: ResponseParser;
   /** Request body still to come: bytes of a length, or the chunked decoder tracking where it ends. */
   private remaining: number;
@@ -141,14 +157,18 @@ class Exchange implements Occupant, ResponseSink {
   private openBytes = 0;
   /** Header rules for the response: its head is written anew. */
   private readonly rewrite: boolean;
+  private readonly stream: Stream;
+  /** The wait for the response to begin (its deadline), while it lasts. */
+  private wait: ResponseWait | undefined;
 
   constructor(
     private readonly conn: HttpConnection,
     private readonly request: RequestHead,
     private readonly tunnel: Tunnel,
     private readonly ctx: ForwardContext,
-    private readonly stream: Stream,
+    private readonly carrier: RequestStream,
   ) {
+    this.stream = carrier.stream;
     this.remaining = request.framing === "length" ? request.length : 0;
     this.chunks = request.framing === "chunked" ? new ChunkedDecoder() : undefined;
     this.requestDone = request.framing === "none";
@@ -157,27 +177,26 @@ class Exchange implements Occupant, ResponseSink {
     this.parser = new ResponseParser(request.method, this, this.rewrite);
   }
 
-  start(): void {
+  /** `headText`: the request's head, to go as DATA on a kept stream; undefined: it went in the stream's OPEN. */
+  start(headText: string | undefined): void {
     const { conn, stream, tunnel } = this;
-    tunnel.countIn(stream.metaBytes);
+    this.carrier.user = this;
     conn.occupy(this);
     stream.onDrain = () => conn.resume();
-    stream.whenReset((code) => this.agentReset(code));
+    if (headText === undefined) tunnel.countIn(stream.metaBytes);
+    this.openBytes = stream.metaBytes;
+    this.wait = awaitResponse(stream, tunnel.responseTimeoutMs ?? this.ctx.responseTimeoutMs, this);
+    if (headText !== undefined) this.toAgent(Buffer.from(headText, "latin1"));
     const early = conn.takeEarly();
     if (early) this.data(early);
-    this.openBytes = stream.metaBytes;
-    watchReply(stream, tunnel.responseTimeoutMs ?? this.ctx.responseTimeoutMs, this);
   }
 
-  // ReplyWatch: the REPLY, or why there is none (replies.ts)
+  // the response's start (REPLY on a new stream, the first bytes on a kept one), or why there is none (replies.ts)
 
   replied(): void {
-    if (this.finished) return;
-    const { stream } = this;
+    if (this.finished || this.responded || !this.wait?.answered()) return;
     this.responded = true;
-    this.tunnel.countOut(stream.metaBytes - this.openBytes);
-    stream.onData = this.fromAgent;
-    stream.onEnd = this.agentFin;
+    this.tunnel.countOut(this.stream.metaBytes - this.openBytes);
   }
 
   failed(why: string): void {
@@ -212,8 +231,9 @@ class Exchange implements Occupant, ResponseSink {
     }
     if (end > 0) this.toAgent(end === bytes.byteLength ? bytes : bytes.subarray(0, end));
     if (this.requestDone) {
-      // an upgrade's request has no body: what follows is the new protocol's, kept until the 101
-      if (this.request.upgrade === undefined) this.stream.end();
+      // an upgrade's request has no body: what follows is the new protocol's, kept until the 101;
+      // a kept stream's next request follows on it
+      if (this.request.upgrade === undefined && !this.carrier.keep) this.stream.end();
       if (end < bytes.byteLength) this.conn.unread(bytes.subarray(end));
     }
   }
@@ -244,8 +264,9 @@ class Exchange implements Occupant, ResponseSink {
 
   // -- the agent's bytes: the response, then (after a 101) anything ---------------------------------
 
-  private readonly fromAgent = (chunk: Uint8Array): void => {
+  fromAgent(chunk: Uint8Array): void {
     if (this.finished) return this.stream.consumed(chunk.byteLength);
+    if (!this.responded) this.replied(); // a kept stream's later responses come without a REPLY
     this.tunnel.countOut(chunk.byteLength);
     if (this.piping) return this.toVisitor(chunk);
     // the parser hands the response's bytes to raw() as it reads them: heads only once whole
@@ -266,7 +287,7 @@ class Exchange implements Occupant, ResponseSink {
       if (this.piping) this.toVisitor(rest);
       else this.stream.consumed(rest.byteLength); // past the response's end: not the visitor's
     }
-  };
+  }
 
   private toVisitor(bytes: Uint8Array, credit = bytes.byteLength): void {
     this.wrote = true;
@@ -317,11 +338,19 @@ class Exchange implements Occupant, ResponseSink {
     if (this.finished) return;
     this.finished = true;
     const keepAlive = this.request.keepAlive && (this.response?.keepAlive ?? false) && this.requestDone && !this.visitorEnded;
+    const { carrier, stream } = this;
+    carrier.user = undefined;
     // the agent's FIN may still be on its way; a request body not all sent is not wanted any more
-    if (!this.requestDone) this.stream.reset(WireError.CANCELLED);
-    else if (this.request.upgrade !== undefined) this.stream.end(); // an upgrade the service did not take
-    this.stream.onData = (chunk) => this.stream.consumed(chunk.byteLength);
-    this.settleCredit();
+    if (!this.requestDone) stream.reset(WireError.CANCELLED);
+    else if (this.request.upgrade !== undefined) stream.end(); // an upgrade the service did not take
+    if (carrier.keep) {
+      // the stream lives on: the credit of bytes still queued for the visitor goes back now
+      if (this.owed > 0) stream.consumed(this.owed);
+      this.owed = 0;
+      // the agent's FIN, if it cannot carry another request, came with the response's last byte
+      if (keepAlive && carrier.carries(this.tunnel)) this.conn.parked = carrier;
+      else carrier.drop();
+    } else this.settleCredit();
     this.conn.release(keepAlive);
   }
 
@@ -332,8 +361,12 @@ class Exchange implements Occupant, ResponseSink {
     }
   }
 
-  private readonly agentFin = (): void => {
+  agentFin(): void {
     if (this.finished || this.complete) return;
+    if (!this.responded) {
+      if (this.wait?.answered()) this.failed("its agent ended the request without an answer");
+      return;
+    }
     if (this.piping) {
       if (this.visitorEnded) this.finishPipe();
       else this.conn.close(); // the service is done with the new protocol: the visitor's connection ends with it
@@ -343,15 +376,16 @@ class Exchange implements Occupant, ResponseSink {
     const why = this.parser.closed();
     if (this.parser.complete) return;
     this.brokenResponse(why ?? "its agent ended the response early");
-  };
+  }
 
   private finishPipe(): void {
     this.finished = true;
     this.conn.close();
   }
 
-  private agentReset(code: string): void {
-    if (this.finished || this.complete || !this.responded) return; // before the REPLY, watchReply reports it
+  agentReset(code: string): void {
+    this.wait?.resetBy(code); // before the response began: the wait reports it (failed)
+    if (this.finished || this.complete || !this.responded) return;
     this.brokenResponse(code.startsWith(WireError.UPSTREAM_FAILED) ? `the agent could not reach it (${code.slice(WireError.UPSTREAM_FAILED.length).trim() || "reset"})` : "the tunnel's connection closed");
   }
 

@@ -18,6 +18,7 @@ import { HeadReader } from "../http/head-reader.ts";
 import { isRefusal, parseRequestHead, type HeadRefusal, type RequestHead } from "../http/request-head.ts";
 import { responseBytes } from "../http/response-bytes.ts";
 import { PendingWrites } from "../sockets/pending-writes.ts";
+import type { RequestStream } from "./request-stream.ts";
 
 /** A request head (request line and fields) may be this large; more is refused with 431. */
 export const MAX_REQUEST_HEAD_BYTES = 64 * 1024;
@@ -83,6 +84,8 @@ export class HttpConnection {
   counted: string | undefined;
   /** Handed over to the loopback server (an agent's or node's WebSocket): no visitor request. */
   handedOver = false;
+  /** The stream its last request went to an agent on, kept for the next (request-stream.ts). */
+  parked: RequestStream | undefined;
 
   constructor(
     readonly socket: Socket<SocketData>,
@@ -141,6 +144,9 @@ export class HttpConnection {
     const o = this.occupant;
     this.occupant = undefined;
     o?.closed();
+    const parked = this.parked;
+    this.parked = undefined;
+    parked?.drop();
     this.server.closed(this);
   }
 

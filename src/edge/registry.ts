@@ -22,6 +22,8 @@ export interface AgentLink {
   readonly sessionId: string;
   readonly userId: number;
   readonly tokenId: number;
+  /** It serves h1 streams opened with `keep` (its HELLO said so). */
+  readonly keeps?: boolean;
   /** A new stream to the agent, or undefined when it cannot take one now. `end`: nothing follows from the edge. */
   openStream(meta: OpenMeta, end?: boolean): Stream | undefined;
   /** Tells the agent why (ERROR) and closes its connection. */

@@ -1,5 +1,5 @@
 /**
- * Visitor requests waiting for their response head (REPLY). Each needs a
+ * Visitor requests waiting for their response to begin (REPLY, or on a kept stream its first bytes). Each needs a
  * deadline (--response-timeout) and, while it waits, to notice the visitor
  * leaving so the agent can drop the local request. A timer and an abort
  * listener per request show up in profiles at thousands of requests a
@@ -11,13 +11,6 @@ import type { Stream } from "../protocol/mux.ts";
 
 const SWEEP_MS = 50;
 
-interface Waiting {
-  stream: Stream;
-  deadline: number;
-  timeoutMs: number;
-  watch: ReplyWatch;
-}
-
 /** The local service gave no response head in time: slow or stuck, not refused. */
 export class ResponseTimeout extends Error {
   constructor(readonly timeoutMs: number) {
@@ -25,7 +18,7 @@ export class ResponseTimeout extends Error {
   }
 }
 
-const waiting = new Set<Waiting>();
+const waiting = new Set<ResponseWait>();
 let sweeper: ReturnType<typeof setInterval> | undefined;
 
 function sweep(): void {
@@ -50,36 +43,47 @@ function sweep(): void {
   }
 }
 
-/** Told of the REPLY: exactly one of these is called, once. */
+/** Told of the response's start: exactly one of these is called, once. */
 export interface ReplyWatch {
-  /** The REPLY came. */
-  replied(): void;
-  /** No REPLY will come: why, as the visitor's page says it. */
+  /** No response will come: why, as the visitor's page says it. */
   failed(why: string): void;
   timedOut(timeoutMs: number): void;
 }
 
 /**
- * Watches for the stream's REPLY: `watch.replied` when it comes, `failed`
- * on a reset, `timedOut` after `timeoutMs`. Callbacks, not a promise: this
- * runs once per visitor request. The visitor leaving is the caller's to
- * notice (it resets the stream, which ends the watch).
+ * Waits for the response to a request on `stream` (its REPLY, or on a kept
+ * stream its first bytes): the caller calls `answered` when it comes, or
+ * `resetBy` when the stream is reset; `watch.timedOut` comes after
+ * `timeoutMs`, `watch.failed` when the agent ends the stream without an
+ * answer. No timer or promise per request: one sweep for all of them.
  */
-export function watchReply(stream: Stream, timeoutMs: number, watch: ReplyWatch): void {
-  const w: Waiting = { stream, deadline: performance.now() + timeoutMs, timeoutMs, watch };
+export function awaitResponse(stream: Stream, timeoutMs: number, watch: ReplyWatch): ResponseWait {
+  const w = new ResponseWait(stream, performance.now() + timeoutMs, timeoutMs, watch);
   waiting.add(w);
   if (sweeper === undefined) {
     sweeper = setInterval(sweep, SWEEP_MS);
     sweeper.unref();
   }
-  stream.onReply = () => {
-    if (!waiting.delete(w)) return;
-    watch.replied();
-  };
-  stream.whenReset((code) => {
-    if (!waiting.delete(w)) return; // already answered or timed out
-    watch.failed(describeReset(code));
-  });
+  return w;
+}
+
+export class ResponseWait {
+  constructor(
+    readonly stream: Stream,
+    readonly deadline: number,
+    readonly timeoutMs: number,
+    readonly watch: ReplyWatch,
+  ) {}
+
+  /** The response began: true if it was still awaited (not timed out or failed). */
+  answered(): boolean {
+    return waiting.delete(this);
+  }
+
+  /** The stream was reset while the response was awaited: the watch is told why. */
+  resetBy(code: string): void {
+    if (waiting.delete(this)) this.watch.failed(describeReset(code));
+  }
 }
 
 /** A reset code in the words of the visitor's page. */

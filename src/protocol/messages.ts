@@ -84,6 +84,8 @@ export const Hello = v.object({
   direct: v.optional(v.boolean(), false),
   /** The agent understands DRAIN (reconnect now, keep this connection for its streams). */
   drain: v.optional(v.boolean(), false),
+  /** The agent serves an h1 stream whose OPEN says `keep`: a visitor connection's requests, one after another (OpenMeta). */
+  keep: v.optional(v.boolean(), false),
   /**
    * Several tunnels, each on its own: the edge grants those it can and names
    * the others in READY's `refused`. Without it one refused tunnel refuses the
@@ -159,6 +161,19 @@ export type Refusal = v.InferOutput<typeof Refusal>;
  * After a `101 Switching Protocols` both directions carry the new
  * protocol's bytes until each side's FIN.
  *
+ * With `keep` (sent only to an agent whose HELLO said `keep`), the stream
+ * carries a visitor connection's requests one after another, as that
+ * connection does: there is no FIN after the request; after a response's
+ * last byte the agent keeps the stream open, and the edge sends the next
+ * request's head in DATA, its body after it, once the response before it
+ * has reached its end (never pipelined). The agent's REPLY comes once, with
+ * the first response; every later response begins with its first DATA. The
+ * agent ends its side with FIN after a response (exactly as it would
+ * without `keep`) when the stream cannot carry another: the service or the
+ * visitor said close, a body was refused, the request was an upgrade. The
+ * edge ends its side with FIN when the visitor's connection is over, and
+ * when it has no more requests for this agent on it.
+ *
  * kind "tcp", one visitor connection: no head; bytes both ways.
  */
 export const OpenMeta = v.object({
@@ -167,6 +182,8 @@ export const OpenMeta = v.object({
   /** The visitor's address, "ip:port". */
   remote: v.string(),
   head: v.optional(v.pipe(v.string(), v.maxLength(MAX_PAYLOAD))),
+  /** h1 only: the stream carries the visitor connection's requests in order (above). */
+  keep: v.optional(v.boolean()),
 });
 export type OpenMeta = v.InferOutput<typeof OpenMeta>;
 
@@ -199,6 +216,7 @@ export function readOpenMeta(raw: unknown): OpenMeta | undefined {
   if (typeof m.tunnel !== "string" || typeof m.remote !== "string" || !OPEN_KINDS.has(m.kind as string)) return undefined;
   if (m.head !== undefined && (typeof m.head !== "string" || m.head.length > MAX_PAYLOAD)) return undefined;
   if (m.kind === "h1" && m.head === undefined) return undefined;
+  if (m.keep !== undefined && typeof m.keep !== "boolean") return undefined;
   return m as OpenMeta;
 }
 

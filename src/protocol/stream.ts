@@ -127,6 +127,18 @@ export class Stream {
     this.resetListeners.push(listener);
   }
 
+  /**
+   * Gives back bytes onData delivered but the consumer did not take (what
+   * followed a head it read): they wait, first, for the next handler, and
+   * their credit is still owed by whoever takes them. Only while no handler
+   * is set.
+   */
+  unread(chunk: Uint8Array): void {
+    if (chunk.byteLength === 0) return;
+    if (this.dataHandler) throw new Error("unread with a data handler set");
+    this.early.unshift(chunk);
+  }
+
   /** Accepts the stream with metadata for the opener (e.g. a response head); `end`: no data will follow. */
   reply(meta: unknown, end = false): void {
     if (this.done) return;

@@ -13,7 +13,7 @@ import { createHash } from "node:crypto";
 import { CONTINUE_WAIT_MS } from "../../src/agent/local-http/exchange.ts";
 import { FrameType } from "../../src/protocol/wire.ts";
 import { within } from "../protocol/support.ts";
-import { cleanedUp, fetchThrough, pumpOut, requestHead, response, until, visit, WAIT_MS, type ConnState } from "./raw-service.ts";
+import { cleanedUp, fetchThrough, pumpOut, requestHead, response, until, visit, WAIT_MS, type ConnState, type TestTunnel } from "./raw-service.ts";
 
 const { service, tunnel } = cleanedUp();
 
@@ -335,5 +335,77 @@ describe("keep-alive", () => {
     await svc.closedAtLeast(1, "the agent to close the connection it cannot reuse");
     await fetchThrough(t, { head: requestHead("GET", "/next") });
     expect(svc.accepted).toBe(2);
+  });
+});
+
+describe("a kept stream: a visitor connection's requests one after another (OPEN keep)", () => {
+  /** Opens a kept stream with `head` in OPEN; what comes back is gathered, and whether it ended. */
+  function kept(t: TestTunnel, head: string) {
+    const stream = t.pair.edge.open({ tunnel: "t1", kind: "h1", remote: "127.0.0.1:50000", head, keep: true }, false);
+    const got = { text: "", ended: false, reset: undefined as string | undefined, replies: 0 };
+    stream.onReply = () => got.replies++;
+    stream.onData = (chunk) => {
+      got.text += Buffer.from(chunk).toString("latin1");
+      stream.consumed(chunk.byteLength);
+    };
+    stream.onEnd = () => (got.ended = true);
+    stream.whenReset((code) => (got.reset = code));
+    const send = (text: string) => stream.write(Buffer.from(text, "latin1"));
+    return { stream, got, send };
+  }
+
+  test("three requests, the later heads in DATA: each answered in order on one local connection, one REPLY, no FIN until the edge's", async () => {
+    const svc = service((req, socket) => void socket.write(ok(req.path)));
+    const t = tunnel(svc.port);
+    const k = kept(t, requestHead("GET", "/one"));
+    await until(() => k.got.text.endsWith("/one"), "the first answer");
+    expect(k.got.ended).toBe(false);
+    k.send(requestHead("GET", "/two"));
+    await until(() => k.got.text.endsWith("/two"), "the second answer");
+    // a head and a body in one piece, then a head cut in two
+    k.send(`${requestHead("POST", "/three", [["Host", "h"], ["Content-Length", "4"]])}body`);
+    await until(() => k.got.text.endsWith("/three"), "the third answer");
+    k.send("GET /fo");
+    k.send("ur HTTP/1.1\r\nHost: h\r\n\r\n");
+    await until(() => k.got.text.endsWith("/four"), "the fourth answer");
+    expect(svc.requests.map((r) => `${r.conn} ${r.path} ${r.body.toString()}`)).toEqual(["1 /one ", "1 /two ", "1 /three body", "1 /four "]);
+    expect(k.got.replies).toBe(1);
+    expect(k.got.ended).toBe(false);
+    expect(t.logs.map((l) => `${l.path} ${l.status}`)).toEqual(["/one 200", "/two 200", "/three 200", "/four 200"]);
+    // the visitor's connection is over: the edge's FIN, and the agent's back
+    k.stream.end();
+    await until(() => k.got.ended, "the agent's FIN");
+    expect(k.got.reset).toBeUndefined();
+  });
+
+  test("a response that says Connection: close ends the stream with its last byte: the edge opens another for the next request", async () => {
+    const svc = service((req, socket) => void socket.write(req.path === "/bye" ? ok("bye", [["Connection", "close"]]) : ok(req.path)));
+    const t = tunnel(svc.port);
+    const k = kept(t, requestHead("GET", "/one"));
+    await until(() => k.got.text.endsWith("/one"), "the first answer");
+    k.send(requestHead("GET", "/bye"));
+    await until(() => k.got.ended, "the FIN after the answer that closes");
+    expect(k.got.text).toEndWith("Connection: close\r\n\r\nbye");
+  });
+
+  test("a request that says Connection: close, and an HTTP/1.0 one, end the stream after their answers", async () => {
+    const svc = service((req, socket) => void socket.write(ok(req.path)));
+    const t = tunnel(svc.port);
+    const closing = kept(t, requestHead("GET", "/close", [["Host", "h"], ["Connection", "close"]]));
+    await until(() => closing.got.ended, "the FIN after a request that asked to close");
+    const old = kept(t, requestHead("GET", "/old", [["Host", "h"]], "HTTP/1.0"));
+    await until(() => old.got.ended, "the FIN after an HTTP/1.0 request");
+    expect(old.got.text).toEndWith("/old");
+  });
+
+  test("a later head the agent cannot read is a reset that says why", async () => {
+    const svc = service((req, socket) => void socket.write(ok(req.path)));
+    const t = tunnel(svc.port);
+    const k = kept(t, requestHead("GET", "/one"));
+    await until(() => k.got.text.endsWith("/one"), "the first answer");
+    k.send("GET /two HTTP/1.1\nHost: h\n\n");
+    await until(() => k.got.reset !== undefined, "the reset");
+    expect(k.got.reset).toStartWith("UPSTREAM_FAILED");
+    expect(svc.requests.length).toBe(1);
   });
 });

@@ -191,12 +191,18 @@ export function tunnelTo(port: number, opts: TunnelOptions = {}): TestTunnel {
     agent: {
       onStream: (s) => {
         const meta = readOpenMeta(s.meta)!;
-        void serveHttpStream(s, meta.head!, local, {
-          log: (line) => t.logs.push(line),
-          switchedClosed: (path) => t.switchedClosed.push(path),
-          tap: inspector ? (request) => inspector.begin(view, { ...request, remote: meta.remote }) : undefined,
-          pool: t.pool,
-        });
+        void serveHttpStream(
+          s,
+          meta.head!,
+          local,
+          {
+            log: (line) => t.logs.push(line),
+            switchedClosed: (path) => t.switchedClosed.push(path),
+            tap: inspector ? (request) => inspector.begin(view, { ...request, remote: meta.remote }) : undefined,
+            pool: t.pool,
+          },
+          meta.keep === true,
+        );
       },
     },
   });

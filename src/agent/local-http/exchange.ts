@@ -54,8 +54,12 @@ export type Outcome = "done" | "stale";
 
 /** What the visitor's side of the stream has said, heard once across the attempts. */
 export interface VisitorSide {
-  /** The edge's FIN came: every byte of the request has been delivered. */
+  /** The edge's FIN came: every byte of the request has been delivered (on a kept stream: no request follows). */
   ended: boolean;
+  /** The stream was opened with `keep`: after the response it may carry the visitor connection's next request. */
+  keep: boolean;
+  /** REPLY went (once a stream, with its first response's first bytes). */
+  replied: boolean;
 }
 
 const REPLY = {};
@@ -74,8 +78,6 @@ export class Exchange implements ConnectionUser, ResponseSink {
   private readonly requestBody: RequestBodyReader;
   private settle: (outcome: Outcome) => void = () => {};
   private finished = false;
-  /** REPLY went: the visitor has had bytes of the response. */
-  private replied = false;
   /** A head (interim or final) has been read whole: from here on, bytes go on as they come. */
   private headSeen = false;
   /** The first bytes of a head that came in pieces (copies: at most MAX_HEAD_BYTES and one read). */
@@ -98,6 +100,8 @@ export class Exchange implements ConnectionUser, ResponseSink {
   private extra = false;
   /** Body bytes handed to the connection but not yet taken by the socket: their credit waits. */
   private uncredited = 0;
+  /** The response's last byte went without a FIN: the stream carries the visitor connection's next request. */
+  keptStream = false;
 
   constructor(
     private readonly stream: Stream,
@@ -246,11 +250,11 @@ export class Exchange implements ConnectionUser, ResponseSink {
 
   // -- the response, from the socket to the stream -----------------------------------------------
 
-  /** Bytes of the response into the stream; the first ones with REPLY, in one message; `end`: its last. */
+  /** Bytes of the response into the stream; the stream's first ones with REPLY, in one message; `end`: its last. */
   private forward(piece: Uint8Array, end: boolean): void {
     const stream = this.stream;
-    if (this.replied) return this.write(piece, end);
-    this.replied = true;
+    if (this.visitor.replied) return this.write(piece, end);
+    this.visitor.replied = true;
     stream.cork(() => {
       stream.reply(REPLY);
       this.write(piece, end);
@@ -258,8 +262,31 @@ export class Exchange implements ConnectionUser, ResponseSink {
   }
 
   private write(piece: Uint8Array, end: boolean): void {
-    if (end) this.stream.end(piece);
-    else if (!this.stream.write(piece)) this.conn.pause(); // out of credit: the service waits, not our memory
+    if (!end) {
+      if (!this.stream.write(piece)) this.conn.pause(); // out of credit: the service waits, not our memory
+      return;
+    }
+    // the last byte: the FIN goes with it unless the stream carries another request, so the
+    // edge knows which, at the response's end, before it sends another
+    this.keptStream = this.mayCarryAnother();
+    if (!this.keptStream) return this.stream.end(piece);
+    this.stream.write(piece);
+    this.stream.onData = undefined; // what comes next is the next request's, read by forward.ts
+  }
+
+  /** Whether a kept stream can carry the visitor connection's next request after this response. */
+  private mayCarryAnother(): boolean {
+    return (
+      this.visitor.keep &&
+      !this.visitor.ended &&
+      this.request.head.keepAlive &&
+      this.final !== undefined &&
+      this.final.keepAlive &&
+      !this.switching &&
+      this.requestBody.done &&
+      !this.bodyRefused &&
+      !this.extra
+    );
   }
 
   interim(head: ParsedHead): void {
