@@ -11,7 +11,7 @@ import { WireError } from "../protocol/wire.ts";
 import type { ExchangeTap, TappedRequest } from "./inspector/tap.ts";
 import type { ParsedHead } from "../http/response-head.ts";
 import type { ExchangeReport } from "./local-http/exchange.ts";
-import { StreamRequests } from "./local-http/forward.ts";
+import { StreamRequests, type StreamServer } from "./local-http/forward.ts";
 import { ConnectionPool } from "./local-http/pool.ts";
 import { prepareRequest } from "./local-http/request.ts";
 import { localAuthority, type LocalTarget } from "./local-target.ts";
@@ -51,33 +51,58 @@ let sharedPool: ConnectionPool | undefined;
  * exchange is over, or with `keep` (OpenMeta), when the last of the
  * visitor connection's requests it carried is.
  */
-export async function serveHttpStream(stream: Stream, headText: string, target: LocalTarget, hooks: HttpHooks, keep = false): Promise<void> {
-  const requests = new StreamRequests(stream, target, hooks.pool ?? (sharedPool ??= new ConnectionPool()), keep);
-  const host = target.hostHeader === "rewrite" ? localAuthority(target) : target.hostHeader;
-  let text: string | undefined = headText;
-  while (text !== undefined) {
-    if (!(await serveRequest(stream, requests, text, host, hooks))) return;
-    text = await requests.nextHead();
-  }
+export function serveHttpStream(stream: Stream, headText: string, target: LocalTarget, hooks: HttpHooks, keep = false): Promise<void> {
+  const { promise, resolve, reject } = Promise.withResolvers<void>();
+  const server = new RequestServer(stream, target, hooks, resolve, reject);
+  const requests = new StreamRequests(stream, target, hooks.pool ?? (sharedPool ??= new ConnectionPool()), keep, server);
+  server.requests = requests;
+  requests.begin(headText);
+  return promise;
 }
 
-/** One request of the stream; true if the stream carries another after it. */
-function serveRequest(stream: Stream, requests: StreamRequests, headText: string, host: string | undefined, hooks: HttpHooks): Promise<boolean> {
-  const started = performance.now();
-  // the fields are kept only for an inspector to show (the head goes on as the edge sent it)
-  const request = prepareRequest(headText, host, hooks.tap !== undefined);
-  if (typeof request === "string") {
-    hooks.opened?.("http", "?", "?");
-    stream.reset(`${WireError.UPSTREAM_FAILED} ${request}`);
-    hooks.log({ method: "?", path: "?", status: `502 (${request})`, ms: performance.now() - started });
-    return Promise.resolve(false);
+/** Each request of a stream, from its head to its exchange: one object a stream. */
+class RequestServer implements StreamServer {
+  requests!: StreamRequests;
+  private readonly host: string | undefined;
+
+  constructor(
+    private readonly stream: Stream,
+    target: LocalTarget,
+    private readonly hooks: HttpHooks,
+    readonly over: () => void,
+    private readonly threw: (err: unknown) => void,
+  ) {
+    this.host = target.hostHeader === "rewrite" ? localAuthority(target) : target.hostHeader;
   }
-  const { method, target: path, upgrade } = request.head;
-  const websocket = upgrade === "websocket";
-  hooks.opened?.(websocket ? "ws" : "http", method, path);
-  const tap = hooks.tap?.({ method, path, headers: request.head.fields, websocket });
-  const report = new Report(hooks, method, path, upgrade, started);
-  return requests.forward(request, report, tap);
+
+  /** One request of the stream; false when it cannot be served (the stream is reset, with why). */
+  request(headText: string): boolean {
+    try {
+      return this.serve(headText);
+    } catch (err) {
+      this.threw(err);
+      return false;
+    }
+  }
+
+  private serve(headText: string): boolean {
+    const { hooks } = this;
+    const started = performance.now();
+    // the fields are kept only for an inspector to show (the head goes on as the edge sent it)
+    const request = prepareRequest(headText, this.host, hooks.tap !== undefined);
+    if (typeof request === "string") {
+      hooks.opened?.("http", "?", "?");
+      this.stream.reset(`${WireError.UPSTREAM_FAILED} ${request}`);
+      hooks.log({ method: "?", path: "?", status: `502 (${request})`, ms: performance.now() - started });
+      return false;
+    }
+    const { method, target: path, upgrade } = request.head;
+    const websocket = upgrade === "websocket";
+    hooks.opened?.(websocket ? "ws" : "http", method, path);
+    const tap = hooks.tap?.({ method, path, headers: request.head.fields, websocket });
+    this.requests.forward(request, new Report(hooks, method, path, upgrade, started), tap);
+    return true;
+  }
 }
 
 /** What happened to one request, told to the request log: an object per request, not a closure per outcome. */

@@ -25,7 +25,7 @@ import { USER_EMAIL_HEADER } from "../validate/access.ts";
 import type { Passed } from "./access/policy.ts";
 import type { HttpConnection, Occupant } from "./http-connection.ts";
 import { badGatewayPage, slowServicePage } from "./pages.ts";
-import { awaitResponse, ResponseTimeout, type ResponseWait } from "./replies.ts";
+import { ResponseTimeout, type ResponseWait } from "./replies.ts";
 import type { Tunnel } from "./registry.ts";
 import { RequestStream, type StreamUser } from "./request-stream.ts";
 import { SKIP_HEADER } from "./warning.ts";
@@ -63,10 +63,9 @@ export const EDGE_READS: ReadonlySet<number> = new Set([...EDGE_SET, "user-agent
  * take out or change, the edge's fields are simply added after it.
  */
 export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardContext, text: string): string {
-  const edgeSet = head.names.some((n) => EDGE_SET.has(n));
-  const forwarded = (forwardedFor: string | undefined) =>
-    `X-Forwarded-For: ${forwardedFor ? `${forwardedFor}, ${ctx.remoteIp}` : ctx.remoteIp}\r\nX-Forwarded-Proto: ${ctx.secure ? "https" : "http"}\r\nX-Forwarded-Host: ${ctx.host}\r\n\r\n`;
-  if (!edgeSet && !tunnel.access) return `${text}\r\n${forwarded(undefined)}`;
+  let edgeSet = false;
+  for (const n of head.names) if (EDGE_SET.has(n)) edgeSet = true;
+  if (!edgeSet && !tunnel.access) return `${text}\r\n${forwardedFields(undefined, ctx)}`;
   // fields to take out or rewrite: every field, as sent (the head kept only some of them)
   const full = reread(text);
   let forwardedFor: string | undefined;
@@ -80,7 +79,12 @@ export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardC
   }
   tunnel.access?.rewriteRequest(kept, ctx.passed);
   for (const [name, value] of kept) line += `${name}: ${value}\r\n`;
-  return line + forwarded(forwardedFor);
+  return line + forwardedFields(forwardedFor, ctx);
+}
+
+/** The edge's X-Forwarded-* fields and the blank line: `forwardedFor`, the visitor's own list, if any. */
+function forwardedFields(forwardedFor: string | undefined, ctx: ForwardContext): string {
+  return `X-Forwarded-For: ${forwardedFor ? `${forwardedFor}, ${ctx.remoteIp}` : ctx.remoteIp}\r\nX-Forwarded-Proto: ${ctx.secure ? "https" : "http"}\r\nX-Forwarded-Host: ${ctx.host}\r\n\r\n`;
 }
 
 /** The head read again with all its fields (it was read once already: it parses). */
@@ -133,6 +137,18 @@ function contiguousIn(chunk: Uint8Array, pieces: Uint8Array[], end: number): boo
   return at === chunk.byteOffset + end;
 }
 
+/**
+ * Exchanges whose response was read to its end in this turn: done() runs
+ * once its last bytes are written, after the read that completed it (one
+ * microtask for all of them, not a closure each).
+ */
+let completing: Exchange[] = [];
+function completeAll(): void {
+  const now = completing;
+  completing = [];
+  for (const e of now) e.done();
+}
+
 class Exchange implements Occupant, ResponseSink, StreamUser {
   private readonly parser: ResponseParser;
   /** Request body still to come: bytes of a length, or the chunked decoder tracking where it ends. */
@@ -173,8 +189,11 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     this.chunks = request.framing === "chunked" ? new ChunkedDecoder() : undefined;
     this.requestDone = request.framing === "none";
     this.rewrite = tunnel.access?.rewritesResponse ?? false;
-    // the head's fields are read only to be written anew (header rules); otherwise it goes on as it came
-    this.parser = new ResponseParser(request.method, this, this.rewrite);
+    // the head's fields are read only to be written anew (header rules); otherwise it goes on as it came;
+    // one parser a stream, read by one request after another
+    const parser = carrier.parser;
+    if (parser) parser.reset(request.method, this, this.rewrite);
+    this.parser = parser ?? (carrier.parser = new ResponseParser(request.method, this, this.rewrite));
   }
 
   /** `headText`: the request's head, to go as DATA on a kept stream; undefined: it went in the stream's OPEN. */
@@ -182,10 +201,9 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     const { conn, stream, tunnel } = this;
     this.carrier.user = this;
     conn.occupy(this);
-    stream.onDrain = () => conn.resume();
     if (headText === undefined) tunnel.countIn(stream.metaBytes);
     this.openBytes = stream.metaBytes;
-    this.wait = awaitResponse(stream, tunnel.responseTimeoutMs ?? this.ctx.responseTimeoutMs, this);
+    this.wait = this.carrier.awaitResponse(tunnel.responseTimeoutMs ?? this.ctx.responseTimeoutMs, this);
     if (headText !== undefined) this.toAgent(Buffer.from(headText, "latin1"));
     const early = conn.takeEarly();
     if (early) this.data(early);
@@ -209,6 +227,11 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     if (this.finished) return;
     log.info("tunnel request failed", { tunnel: this.ctx.host, path: this.request.target.split("?")[0], err: new ResponseTimeout(timeoutMs).message });
     this.failPage(slowServicePage(this.ctx.host, Math.round(timeoutMs / 1000), Math.round(this.ctx.maxResponseTimeoutMs / 1000)));
+  }
+
+  /** The stream took what was queued on it: the visitor may send more. */
+  streamDrained(): void {
+    this.conn.resume();
   }
 
   // -- the visitor's bytes: the request body, then (after a 101) anything -------------------------
@@ -321,25 +344,27 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     }
     // whole: nothing the agent's connection does now (a reset, its close) can take it back
     this.complete = true;
-    queueMicrotask(() => this.done());
+    completing.push(this);
+    if (completing.length === 1) queueMicrotask(completeAll);
   }
 
   /** Response bytes read by the parser in this chunk, to go out in one write. */
   private pieces: Uint8Array[] = [];
 
-  readonly raw = (bytes: Uint8Array, part: "interim" | "head" | "body"): void => {
+  raw(bytes: Uint8Array, part: "interim" | "head" | "body"): void {
     if (part !== "head" || !this.rewrite || !this.response) return void this.pieces.push(bytes);
     // with header rules: the head is written anew with them, everything else as it came
     this.pieces.push(responseHeadBytes(this.response, this.tunnel.access!.rewriteResponse(this.response.headers)));
-  };
+  }
 
   /** The response went out whole: the connection carries the next request, if both sides allow. */
-  private done(): void {
+  done(): void {
     if (this.finished) return;
     this.finished = true;
     const keepAlive = this.request.keepAlive && (this.response?.keepAlive ?? false) && this.requestDone && !this.visitorEnded;
     const { carrier, stream } = this;
     carrier.user = undefined;
+    this.wait = undefined; // the stream's, armed again by the next request on it
     // the agent's FIN may still be on its way; a request body not all sent is not wanted any more
     if (!this.requestDone) stream.reset(WireError.CANCELLED);
     else if (this.request.upgrade !== undefined) stream.end(); // an upgrade the service did not take

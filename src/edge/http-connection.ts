@@ -18,6 +18,7 @@ import { HeadReader } from "../http/head-reader.ts";
 import { isRefusal, parseRequestHead, type HeadRefusal, type RequestHead } from "../http/request-head.ts";
 import { responseBytes } from "../http/response-bytes.ts";
 import { PendingWrites } from "../sockets/pending-writes.ts";
+import type { HostRoute } from "./host-route.ts";
 import type { RequestStream } from "./request-stream.ts";
 
 /** A request head (request line and fields) may be this large; more is refused with 431. */
@@ -86,6 +87,8 @@ export class HttpConnection {
   handedOver = false;
   /** The stream its last request went to an agent on, kept for the next (request-stream.ts). */
   parked: RequestStream | undefined;
+  /** Its last request's Host, as routing read it (visitor-requests.ts). */
+  hostRoute: HostRoute | undefined;
 
   constructor(
     readonly socket: Socket<SocketData>,

@@ -27,13 +27,13 @@ function sweep(): void {
     if (now >= w.deadline) {
       waiting.delete(w);
       // told before the reset, whose listener would otherwise give the reason as a closed tunnel
-      w.watch.timedOut(w.timeoutMs);
+      w.watch!.timedOut(w.timeoutMs);
       w.stream.reset();
     } else if (w.stream.peerEnded) {
       // the agent ended the stream without a REPLY (a REPLY with FIN is delivered before its FIN):
       // no answer will come, so the visitor need not wait out the deadline
       waiting.delete(w);
-      w.watch.failed("its agent ended the request without an answer");
+      w.watch!.failed("its agent ended the request without an answer");
       w.stream.reset();
     }
   }
@@ -51,29 +51,31 @@ export interface ReplyWatch {
 }
 
 /**
- * Waits for the response to a request on `stream` (its REPLY, or on a kept
- * stream its first bytes): the caller calls `answered` when it comes, or
- * `resetBy` when the stream is reset; `watch.timedOut` comes after
- * `timeoutMs`, `watch.failed` when the agent ends the stream without an
- * answer. No timer or promise per request: one sweep for all of them.
+ * The wait for the response to a request on `stream` (its REPLY, or on a
+ * kept stream its first bytes), one request at a time, armed again for
+ * each request a kept stream carries: the caller calls `answered` when it
+ * comes, or `resetBy` when the stream is reset; `watch.timedOut` comes
+ * after the timeout, `watch.failed` when the agent ends the stream without
+ * an answer. No timer or promise per request: one sweep for all of them.
  */
-export function awaitResponse(stream: Stream, timeoutMs: number, watch: ReplyWatch): ResponseWait {
-  const w = new ResponseWait(stream, performance.now() + timeoutMs, timeoutMs, watch);
-  waiting.add(w);
-  if (sweeper === undefined) {
-    sweeper = setInterval(sweep, SWEEP_MS);
-    sweeper.unref();
-  }
-  return w;
-}
-
 export class ResponseWait {
-  constructor(
-    readonly stream: Stream,
-    readonly deadline: number,
-    readonly timeoutMs: number,
-    readonly watch: ReplyWatch,
-  ) {}
+  deadline = 0;
+  timeoutMs = 0;
+  watch: ReplyWatch | undefined;
+
+  constructor(readonly stream: Stream) {}
+
+  arm(timeoutMs: number, watch: ReplyWatch): this {
+    this.deadline = performance.now() + timeoutMs;
+    this.timeoutMs = timeoutMs;
+    this.watch = watch;
+    waiting.add(this);
+    if (sweeper === undefined) {
+      sweeper = setInterval(sweep, SWEEP_MS);
+      sweeper.unref();
+    }
+    return this;
+  }
 
   /** The response began: true if it was still awaited (not timed out or failed). */
   answered(): boolean {
@@ -82,7 +84,7 @@ export class ResponseWait {
 
   /** The stream was reset while the response was awaited: the watch is told why. */
   resetBy(code: string): void {
-    if (waiting.delete(this)) this.watch.failed(describeReset(code));
+    if (waiting.delete(this)) this.watch!.failed(describeReset(code));
   }
 }
 

@@ -13,13 +13,16 @@
  * ends it: a FIN (it cannot carry another request after all), a reset, or
  * bytes nobody asked for, which break the protocol.
  */
+import type { ResponseParser } from "../http/response-reader.ts";
 import type { Stream } from "../protocol/mux.ts";
 import { WireError } from "../protocol/wire.ts";
 import type { AgentLink, Tunnel } from "./registry.ts";
+import { ResponseWait, type ReplyWatch } from "./replies.ts";
 
 /** The request being served on the stream: its exchange. */
 export interface StreamUser {
   replied(): void;
+  streamDrained(): void;
   fromAgent(chunk: Uint8Array): void;
   agentFin(): void;
   agentReset(code: string): void;
@@ -30,6 +33,8 @@ export class RequestStream {
   user: StreamUser | undefined;
   /** This side is done with it (FIN sent or reset): it carries nothing more. */
   private over = false;
+  /** The responses' reader: kept from one request to the next (forward.ts). */
+  parser: ResponseParser | undefined;
 
   constructor(
     readonly stream: Stream,
@@ -39,12 +44,20 @@ export class RequestStream {
     readonly keep: boolean,
   ) {
     stream.onReply = () => this.user?.replied();
+    stream.onDrain = () => this.user?.streamDrained();
     stream.onData = (chunk) => (this.user ? this.user.fromAgent(chunk) : this.stray(chunk));
     stream.onEnd = () => (this.user ? this.user.agentFin() : this.drop());
     stream.whenReset((code) => {
       this.over = true;
       this.user?.agentReset(code);
     });
+  }
+
+  private wait: ResponseWait | undefined;
+
+  /** Waits for the response of the request being served (replies.ts): one wait a stream, armed for each request. */
+  awaitResponse(timeoutMs: number, watch: ReplyWatch): ResponseWait {
+    return (this.wait ??= new ResponseWait(this.stream)).arm(timeoutMs, watch);
   }
 
   /** Whether `tunnel`'s next request may go on this stream. */

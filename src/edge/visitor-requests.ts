@@ -8,13 +8,13 @@
  */
 import type { TrustedProxies } from "../http/addresses.ts";
 import { isRefusal, parseRequestHead, type HeadRefusal, type RequestHead } from "../http/request-head.ts";
-import { parseHost } from "../http/request-target.ts";
 import { limitedLog } from "../log.ts";
 import { HTTP_REQUEST, type EdgeCounters } from "../metrics/edge-counters.ts";
 import { CONNECT_PATH, NODE_PATH } from "../protocol/wire.ts";
 import type { SocketBudget } from "../sockets/socket-budget.ts";
 import { EDGE_READS, forward, type ForwardContext } from "./forward.ts";
 import type { Loopback } from "./handoff.ts";
+import { hostRoute } from "./host-route.ts";
 import type { ConnectionServer, HttpConnection } from "./http-connection.ts";
 import { badRequestPage, landingPage, overloadedPage, page, unknownTunnelPage } from "./pages.ts";
 import type { Passed } from "./access/policy.ts";
@@ -60,20 +60,23 @@ export interface VisitorDeps {
 }
 
 /** A request head as the warning and the access rules read it. */
-function headView(head: RequestHead): HeadView {
-  return {
-    method: head.method,
-    get(name: string): string | null {
-      let found: string | null = null;
-      const names = head.names;
-      for (let i = 0; i < names.length; i++) {
-        if (names[i] !== name) continue;
-        const v = head.fields[i]![1];
-        found = found === null ? v : `${found}, ${v}`;
-      }
-      return found;
-    },
-  };
+class HeadFields implements HeadView {
+  readonly method: string;
+
+  constructor(private readonly head: RequestHead) {
+    this.method = head.method;
+  }
+
+  get(name: string): string | null {
+    let found: string | null = null;
+    const { names, fields } = this.head;
+    for (let i = 0; i < names.length; i++) {
+      if (names[i] !== name) continue;
+      const v = fields[i]![1];
+      found = found === null ? v : `${found}, ${v}`;
+    }
+    return found;
+  }
 }
 
 /** The request as a Request, for what reads one (the access rules' sign-in). Undefined when the platform refuses it. */
@@ -103,7 +106,7 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
 
   function request(conn: HttpConnection, head: RequestHead, text: string): void {
     const startedAt = performance.now();
-    const view = headView(head);
+    const view = new HeadFields(head);
     const client = deps.trustedProxies.clientAddress(conn.peer.address, view.get("x-forwarded-for"));
     conn.client = client;
     if (conn.counted === undefined) {
@@ -131,14 +134,15 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
 
   /** Routes a request: at once in the usual case; a promise when it must wait (a restart's held name, another node, sign-in). */
   function route(conn: HttpConnection, head: RequestHead, text: string, view: HeadView, client: string, startedAt: number): Promise<void> | undefined {
-    const parsed = parseHost(head.host);
-    if (!parsed) {
+    // the connection's last Host, read once: the next request sends the same one, as a rule
+    const known = conn.hostRoute;
+    const hostSaid = known !== undefined && known.raw === head.host ? known : hostRoute(head.host, deps.domain);
+    if (!hostSaid) {
       clientFault("bad request refused", { why: "host header", remote: client });
       return answer(conn, head, badRequestPage("The Host header does not name a valid host."), startedAt);
     }
-    const host = parsed.hostname;
-    const hostHeader = parsed.port === undefined ? host : `${host}:${parsed.port}`;
-    const name = host.endsWith(`.${deps.domain}`) ? host.slice(0, -deps.domain.length - 1) : undefined;
+    conn.hostRoute = hostSaid;
+    const { hostHeader, name } = hostSaid;
 
     if (name === undefined || name.includes(".")) {
       const question = head.target.indexOf("?");

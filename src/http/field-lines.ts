@@ -26,9 +26,10 @@ export function isToken(text: string, from: number, to: number): boolean {
 /** Why a header line cannot be read; the line is not quoted (it may hold anything). */
 export type FieldFault = "line" | "name" | "long-name" | "value" | "too-many";
 
+/** Told each field: an object with a method rather than a callback, so a parse makes no closure. */
 export interface FieldVisitor {
   /** A field, its name as sent and its value trimmed; `lower` is the name in lower case. */
-  (name: string, lower: string, value: string): void;
+  field(name: string, lower: string, value: string): void;
 }
 
 /**
@@ -62,11 +63,31 @@ export function readFields(text: string, start: number, maxFields: number, maxNa
     }
     if (only === undefined || only.has(colon - at)) {
       const name = text.slice(at, colon);
-      visit(name, name.toLowerCase(), text.slice(from, to));
+      visit.field(name, name.toLowerCase(), text.slice(from, to));
     }
     at = lineEnd + 2;
   }
   return undefined;
+}
+
+/**
+ * Whether the comma-separated `list` (Connection values joined by commas,
+ * lower-cased) holds `token`, its items trimmed: read in place, without a
+ * split, since every head with a Connection field asks.
+ */
+export function listHas(list: string, token: string): boolean {
+  let at = 0;
+  while (at <= list.length) {
+    let end = list.indexOf(",", at);
+    if (end < 0) end = list.length;
+    let from = at;
+    let to = end;
+    while (from < to && (list.charCodeAt(from) === 0x20 || list.charCodeAt(from) === 0x09)) from++;
+    while (to > from && (list.charCodeAt(to - 1) === 0x20 || list.charCodeAt(to - 1) === 0x09)) to--;
+    if (to - from === token.length && list.startsWith(token, from)) return true;
+    at = end + 1;
+  }
+  return false;
 }
 
 /**

@@ -12,10 +12,8 @@
  * status to answer, never a guess.
  */
 
-import { pushList, readFields } from "./field-lines.ts";
+import { listHas, pushList, readFields } from "./field-lines.ts";
 
-/** A head without Connection: no tokens (and no split to find that out). */
-const NO_TOKENS: readonly string[] = [];
 
 export type RequestFraming = "none" | "length" | "chunked";
 
@@ -70,6 +68,63 @@ function withOwnNames(lengths: ReadonlySet<number>): ReadonlySet<number> {
 }
 
 /**
+ * What the fields of the head being parsed said: one object, reset for each
+ * head (parsing never overlaps), and its method the readFields visitor, so
+ * a parse makes no closure.
+ */
+class RequestFields {
+  kept: [string, string][] = [];
+  names: string[] = [];
+  hosts = 0;
+  host: string | undefined;
+  lengths: string[] | undefined;
+  codings: string[] | undefined;
+  connection = "";
+  upgradeField: string | undefined;
+  expect: string | undefined;
+
+  start(): this {
+    this.kept = [];
+    this.names = [];
+    this.hosts = 0;
+    this.host = undefined;
+    this.lengths = undefined;
+    this.codings = undefined;
+    this.connection = "";
+    this.upgradeField = undefined;
+    this.expect = undefined;
+    return this;
+  }
+
+  field(name: string, lower: string, value: string): void {
+    this.kept.push([name, value]);
+    this.names.push(lower);
+    switch (lower) {
+      case "host":
+        this.hosts++;
+        this.host = value;
+        break;
+      case "content-length":
+        pushList((this.lengths ??= []), value);
+        break;
+      case "transfer-encoding":
+        pushList((this.codings ??= []), value.toLowerCase());
+        break;
+      case "connection":
+        this.connection += `,${value.toLowerCase()}`;
+        break;
+      case "upgrade":
+        this.upgradeField = value.toLowerCase();
+        break;
+      case "expect":
+        this.expect = this.expect === undefined ? value.toLowerCase() : `${this.expect},${value.toLowerCase()}`;
+        break;
+    }
+  }
+}
+const requestFields = new RequestFields();
+
+/**
  * Parses a request head: the request line and header lines, separated by
  * CRLF, without the blank line that ends it. `fields` false: every line is
  * checked, but only the fields the parser reads are kept in `fields` (for a
@@ -101,40 +156,9 @@ export function parseRequestHead(text: string, fields: boolean | ReadonlySet<num
     }
   }
 
-  const kept: [string, string][] = [];
-  const names: string[] = [];
-  let hosts = 0;
-  let host: string | undefined;
-  let lengths: string[] | undefined;
-  let codings: string[] | undefined;
-  let connection = "";
-  let upgradeField: string | undefined;
-  let expect: string | undefined;
-  const fault = readFields(text, firstEnd < 0 ? text.length : firstEnd + 2, MAX_REQUEST_FIELDS, MAX_NAME_LENGTH, (name, lower, value) => {
-    kept.push([name, value]);
-    names.push(lower);
-    switch (lower) {
-      case "host":
-        hosts++;
-        host = value;
-        break;
-      case "content-length":
-        pushList((lengths ??= []), value);
-        break;
-      case "transfer-encoding":
-        pushList((codings ??= []), value.toLowerCase());
-        break;
-      case "connection":
-        connection += `,${value.toLowerCase()}`;
-        break;
-      case "upgrade":
-        upgradeField = value.toLowerCase();
-        break;
-      case "expect":
-        expect = expect === undefined ? value.toLowerCase() : `${expect},${value.toLowerCase()}`;
-        break;
-    }
-  }, fields === true ? undefined : fields === false ? OWN_NAMES : withOwnNames(fields));
+  const seen = requestFields.start();
+  const fault = readFields(text, firstEnd < 0 ? text.length : firstEnd + 2, MAX_REQUEST_FIELDS, MAX_NAME_LENGTH, seen, fields === true ? undefined : fields === false ? OWN_NAMES : withOwnNames(fields));
+  const { kept, names, hosts, host, lengths, codings, connection, upgradeField, expect } = seen;
   if (fault === "too-many") return refuse(431, `More than ${MAX_REQUEST_FIELDS} header fields.`);
   if (fault === "line") return refuse(400, "A header line is malformed.");
   if (fault === "name" || fault === "long-name") return refuse(400, "A header name is malformed.");
@@ -161,15 +185,14 @@ export function parseRequestHead(text: string, fields: boolean | ReadonlySet<num
     if (length > 0) framing = "length";
   }
 
-  const tokens = connection === "" ? NO_TOKENS : connection.split(",").map((t) => t.trim());
-  const keepAlive = minor === 1 ? !tokens.includes("close") : tokens.includes("keep-alive");
+  const keepAlive = minor === 1 ? !listHas(connection, "close") : listHas(connection, "keep-alive");
   let expectContinue = false;
   if (expect !== undefined) {
     // 100-continue is the only expectation there is (RFC 9110 §10.1.1)
     if (expect.split(",").some((e) => e.trim() !== "100-continue")) return refuse(417, "Only Expect: 100-continue is understood.");
     expectContinue = minor === 1;
   }
-  const upgrade = upgradeField !== undefined && tokens.includes("upgrade") ? upgradeField : undefined;
+  const upgrade = upgradeField !== undefined && listHas(connection, "upgrade") ? upgradeField : undefined;
   return { method, target, minor, fields: kept, names, host: authority ?? host, framing, length, keepAlive, expectContinue, upgrade };
 }
 

@@ -8,10 +8,8 @@
 import type { HeaderList } from "../protocol/messages.ts";
 import { HOP_BY_HOP } from "./header-list.ts";
 
-import { pushList, readFields } from "./field-lines.ts";
+import { listHas, pushList, readFields } from "./field-lines.ts";
 
-/** A head without Connection: no tokens (and no split to find that out). */
-const NO_TOKENS: readonly string[] = [];
 /** How the body after the head is delimited (RFC 9112 §6.3). */
 export type BodyFraming = "none" | "length" | "chunked" | "close";
 
@@ -52,6 +50,30 @@ function fieldLineStart(text: string, firstEnd: number, n: number): number {
 /** The lengths of the names a response's framing depends on: connection, content-length, transfer-encoding. */
 const FRAMING_NAMES: ReadonlySet<number> = new Set([10, 14, 17]);
 
+/** What the fields of the response head being parsed said (as request-head.ts's RequestFields). */
+class ResponseFields {
+  headers: HeaderList = [];
+  lengths: string[] | undefined;
+  codings: string[] | undefined;
+  connection = "";
+
+  start(): this {
+    this.headers = [];
+    this.lengths = undefined;
+    this.codings = undefined;
+    this.connection = "";
+    return this;
+  }
+
+  field(name: string, lower: string, value: string): void {
+    this.headers.push([name, value]);
+    if (lower === "content-length") pushList((this.lengths ??= []), value);
+    else if (lower === "transfer-encoding") pushList((this.codings ??= []), value.toLowerCase(), true);
+    else if (lower === "connection") this.connection += `,${value.toLowerCase()}`;
+  }
+}
+const responseFields = new ResponseFields();
+
 /**
  * `fields` false: only what frames the body is read (`headers` holds just
  * those fields), for a reader that passes the head on without showing it.
@@ -63,17 +85,10 @@ export function parseHead(text: string, requestMethod: string, fields = true): P
   if (!status) return `malformed status line ${JSON.stringify(first.slice(0, 60))}`;
   const http10 = status[1] === "0";
   const code = Number(status[2]);
-  const headers: HeaderList = [];
-  let lengths: string[] | undefined;
-  let codings: string[] | undefined;
-  let connection = "";
+  const seen = responseFields.start();
+  const fault = readFields(text, firstEnd < 0 ? text.length : firstEnd + 2, MAX_HEADER_FIELDS, MAX_NAME_LENGTH, seen, fields ? undefined : FRAMING_NAMES);
+  const { headers, lengths, codings, connection } = seen;
   let controlIn = "";
-  const fault = readFields(text, firstEnd < 0 ? text.length : firstEnd + 2, MAX_HEADER_FIELDS, MAX_NAME_LENGTH, (name, lower, value) => {
-    headers.push([name, value]);
-    if (lower === "content-length") pushList((lengths ??= []), value);
-    else if (lower === "transfer-encoding") pushList((codings ??= []), value.toLowerCase(), true);
-    else if (lower === "connection") connection += `,${value.toLowerCase()}`;
-  }, fields ? undefined : FRAMING_NAMES);
   // a fault is said once, about the line it is on: read again whole to find it
   if (fault && !fields) return parseHead(text, requestMethod, true);
   if (fault) {
@@ -88,8 +103,7 @@ export function parseHead(text: string, requestMethod: string, fields = true): P
     return `control characters in header ${controlIn}`;
   }
 
-  const tokens = connection === "" ? NO_TOKENS : connection.split(",").map((t) => t.trim());
-  let keepAlive = http10 ? tokens.includes("keep-alive") : !tokens.includes("close");
+  let keepAlive = http10 ? listHas(connection, "keep-alive") : !listHas(connection, "close");
   let framing: BodyFraming;
   let length = 0;
   if (requestMethod === "HEAD" || code < 200 || code === 204 || code === 304) {

@@ -44,20 +44,40 @@ export class ResponseParser {
   /** Where in the input that completed the response it ended: what follows is not part of it. */
   endedAt = -1;
 
+  /** The sink passes the response on as it came (ResponseSink.raw). */
+  private raw: boolean;
+
   /** `fields` false: heads are read for their framing only (parseHead), for a reader that does not show them. */
   constructor(
-    private readonly requestMethod: string,
-    private readonly sink: ResponseSink,
-    private readonly fields = true,
-  ) {}
+    private requestMethod: string,
+    private sink: ResponseSink,
+    private fields = true,
+  ) {
+    this.raw = sink.raw !== undefined;
+  }
+
+  /** Ready for the next response on the same connection: one parser a connection, not one a request. */
+  reset(requestMethod: string, sink: ResponseSink, fields = true): void {
+    this.requestMethod = requestMethod;
+    this.sink = sink;
+    this.fields = fields;
+    this.raw = sink.raw !== undefined;
+    this.phase = "head";
+    this.heads.reset();
+    this.remaining = 0;
+    this.chunked = undefined;
+    this.interim = 0;
+    this.started = false;
+    this.overflow = false;
+    this.endedAt = -1;
+  }
 
   get complete(): boolean {
     return this.phase === "done";
   }
 
-  private readonly deliverChunk = (piece: Uint8Array): void => {
-    if (this.phase === "chunked") this.sink.body(piece);
-  };
+  /** Made with the first chunked body: most responses have a length. */
+  private deliverChunk: ((piece: Uint8Array) => void) | undefined;
 
   /** Stops handing anything to the sink (its consumer has gone). */
   stop(): void {
@@ -67,7 +87,7 @@ export class ResponseParser {
   /** Feeds received bytes; returns why the response is malformed, if it is. */
   push(bytes: Uint8Array): string | undefined {
     if (bytes.byteLength > 0) this.started = true;
-    const raw = this.sink.raw;
+    const { raw, sink } = this;
     let at = 0;
     while (at < bytes.byteLength) {
       switch (this.phase) {
@@ -83,8 +103,8 @@ export class ResponseParser {
           const take = Math.min(this.remaining, bytes.byteLength - at);
           this.remaining -= take;
           const piece = at === 0 && take === bytes.byteLength ? bytes : bytes.subarray(at, at + take);
-          raw?.(piece, "body");
-          this.sink.body(piece);
+          if (raw) sink.raw!(piece, "body");
+          sink.body(piece);
           at += take;
           if (this.remaining === 0) {
             this.endedAt = at;
@@ -94,10 +114,10 @@ export class ResponseParser {
         }
         case "chunked": {
           const decoder = this.chunked!;
-          const error = decoder.feed(bytes, at, this.deliverChunk);
+          const error = decoder.feed(bytes, at, this.deliverChunk!);
           if (error) return this.fail(error);
           const end = decoder.done ? decoder.endedAt : bytes.byteLength;
-          raw?.(at === 0 && end === bytes.byteLength ? bytes : bytes.subarray(at, end), "body");
+          if (raw) sink.raw!(at === 0 && end === bytes.byteLength ? bytes : bytes.subarray(at, end), "body");
           if (!decoder.done) return undefined;
           at = end;
           this.endedAt = at;
@@ -106,8 +126,8 @@ export class ResponseParser {
         }
         case "close": {
           const piece = at === 0 ? bytes : bytes.subarray(at);
-          raw?.(piece, "body");
-          this.sink.body(piece);
+          if (raw) sink.raw!(piece, "body");
+          sink.body(piece);
           return undefined;
         }
         case "done":
@@ -144,19 +164,19 @@ export class ResponseParser {
 
   /** Returns the offset after the head, -1 if incomplete, or an error reason. */
   private readHead(bytes: Uint8Array, at: number): number | string {
-    const raw = this.sink.raw;
-    const read = this.heads.read(bytes, at, raw !== undefined);
+    const { raw, sink } = this;
+    const read = this.heads.read(bytes, at, raw);
     if (read === "incomplete") return -1;
     if (read === "too-large") return `response head larger than ${MAX_HEAD_BYTES / 1024} KiB`;
     if (read === "bare-lf") return "response head lines not ended by CRLF";
     const head = parseHead(read.text, this.requestMethod, this.fields);
     if (typeof head === "string") return head;
-    const headBytes = raw && (read.raw ?? bytes.subarray(at, read.next));
+    const headBytes = raw ? (read.raw ?? bytes.subarray(at, read.next)) : undefined;
     if (head.status < 200 && head.status !== 101) {
       if (++this.interim > MAX_INTERIM) return `more than ${MAX_INTERIM} interim responses`;
       // 100 Continue and friends: the real answer follows
-      this.sink.interim?.(head);
-      if (headBytes) raw!(headBytes, "interim");
+      sink.interim?.(head);
+      if (headBytes) sink.raw!(headBytes, "interim");
       return read.next;
     }
     this.begin(head, headBytes);
@@ -167,7 +187,12 @@ export class ResponseParser {
     // a bodiless answer reads as a body of length 0
     this.phase = head.framing === "none" ? "length" : head.framing;
     this.remaining = head.length;
-    if (head.framing === "chunked") this.chunked = new ChunkedDecoder();
+    if (head.framing === "chunked") {
+      this.chunked = new ChunkedDecoder();
+      this.deliverChunk ??= (piece) => {
+        if (this.phase === "chunked") this.sink.body(piece);
+      };
+    }
     this.sink.head(head);
     if (headBytes) this.sink.raw!(headBytes, "head");
     if (this.phase === "length" && this.remaining === 0) this.finish();

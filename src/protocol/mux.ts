@@ -220,11 +220,15 @@ export class Mux implements KeptAlive, StreamSession {
   receiveFrame(frame: Frame): void {
     if (this.closed) return;
     this.lastReceivedAt = Date.now();
+    // corked by hand, not through cork(): this runs for every DATA piece, and a closure each adds up
+    this.corked++;
     try {
-      this.cork(() => this.handleFrame(frame));
+      this.handleFrame(frame);
     } catch (err) {
       if (!(err instanceof ProtocolError)) throw err;
       this.fail(WireError.PROTOCOL_ERROR, err.message);
+    } finally {
+      if (--this.corked === 0 && !this.closed) this.flushBatch();
     }
   }
 
@@ -391,7 +395,12 @@ export class Mux implements KeptAlive, StreamSession {
 
   private handle(message: Uint8Array): void {
     // whatever the frames of one message make us say (PONG, WINDOW, RST...) leaves as one message
-    this.cork(() => decodeFrames(message, this.handleFrame));
+    this.corked++;
+    try {
+      decodeFrames(message, this.handleFrame);
+    } finally {
+      if (--this.corked === 0) this.flushBatch();
+    }
   }
 
   private readonly handleFrame = (frame: Frame): void => {

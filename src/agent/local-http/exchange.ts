@@ -52,8 +52,14 @@ export const CONTINUE_WAIT_MS = 1_000;
 /** "stale": a pooled connection the service had already closed; nothing of the request was lost, so it may go again. */
 export type Outcome = "done" | "stale";
 
-/** What the visitor's side of the stream has said, heard once across the attempts. */
+/** What the visitor's side of the stream has said, heard once across the attempts; and the stream's handlers, made once. */
 export interface VisitorSide {
+  /** The stream's onData while a request's body is read: it passes the bytes to the exchange under way. */
+  readonly body: (chunk: Uint8Array) => void;
+  /** The stream's onDrain while an exchange runs. */
+  readonly drained: () => void;
+  /** The exchange is over: "stale" asks for another attempt. */
+  settled(outcome: Outcome): void;
   /** The edge's FIN came: every byte of the request has been delivered (on a kept stream: no request follows). */
   ended: boolean;
   /** The stream was opened with `keep`: after the response it may carry the visitor connection's next request. */
@@ -76,7 +82,6 @@ export function resetReason(code: string): string {
 export class Exchange implements ConnectionUser, ResponseSink {
   private readonly parser: ResponseParser;
   private readonly requestBody: RequestBodyReader;
-  private settle: (outcome: Outcome) => void = () => {};
   private finished = false;
   /** A head (interim or final) has been read whole: from here on, bytes go on as they come. */
   private headSeen = false;
@@ -117,22 +122,33 @@ export class Exchange implements ConnectionUser, ResponseSink {
     this.requestBody = request.head.framing === "none" ? NO_BODY : new RequestBodyReader(request.head.framing, request.head.length);
   }
 
-  run(): Promise<Outcome> {
-    const { promise, resolve } = Promise.withResolvers<Outcome>();
-    this.settle = resolve;
+  /** Starts the exchange; the visitor side hears how it settled (VisitorSide.settled). */
+  run(): void {
     const { stream, conn } = this;
     conn.user = this;
     if (conn.closed) {
       // the service closed it while we waited for the connect to finish
       this.lost(undefined);
-      return promise;
+      return;
     }
-    stream.onDrain = () => conn.resume();
+    stream.onDrain = this.visitor.drained;
     conn.write(this.request.bytes);
-    if (this.request.head.expectContinue && !this.requestBody.done) this.gate = setTimeout(this.openBody, CONTINUE_WAIT_MS);
+    if (this.request.head.expectContinue && !this.requestBody.done) this.gate = setTimeout(() => this.openBody(), CONTINUE_WAIT_MS);
     else this.openBody();
     if (this.visitor.ended) this.visitorEnded();
-    return promise;
+  }
+
+  /** The stream took what was queued: the service's bytes may be read again. */
+  streamDrained(): void {
+    this.conn.resume();
+  }
+
+  private settledAlready = false;
+
+  private settle(outcome: Outcome): void {
+    if (this.settledAlready) return;
+    this.settledAlready = true;
+    this.visitor.settled(outcome);
   }
 
   /** The visitor has gone: the connection goes too, mid-request, so it is never reused. */
@@ -147,23 +163,26 @@ export class Exchange implements ConnectionUser, ResponseSink {
 
   // -- the request body, from the stream to the socket -----------------------------------------
 
-  private readonly openBody = (): void => {
+  private openBody(): void {
     clearTimeout(this.gate);
     this.gate = undefined;
     // a request whose FIN came with it (no body, most of them) has nothing more to deliver
     if (this.finished || (this.visitor.ended && this.requestBody.done)) return;
-    this.stream.onData = (chunk) => this.takeBody(chunk);
-  };
+    this.stream.onData = this.visitor.body;
+  }
 
-  private readonly tapBody = (piece: Uint8Array): void => this.tap!.requestChunk(piece);
+  /** The inspector's copy of the request body, made only when there is one to take it. */
+  private tapBody: ((piece: Uint8Array) => void) | undefined;
 
-  private takeBody(chunk: Uint8Array): void {
+  takeBody(chunk: Uint8Array): void {
     // the response is over, or the service refused the body: the rest of it has nowhere to go
     if (this.finished || this.bodyRefused) return this.stream.consumed(chunk.byteLength);
     this.bodyTaken = true;
     let pastAt = 0; // where in the chunk the bytes past the request's end begin
     if (!this.requestBody.done) {
-      const error = this.requestBody.feed(chunk, this.tap ? this.tapBody : undefined);
+      const tap = this.tap;
+      if (tap) this.tapBody ??= (piece) => tap.requestChunk(piece);
+      const error = this.requestBody.feed(chunk, this.tapBody);
       if (error) return this.fail(`the request body is malformed: ${error}`);
       pastAt = this.requestBody.done ? this.requestBody.endedAt : chunk.byteLength;
     }
@@ -313,7 +332,7 @@ export class Exchange implements ConnectionUser, ResponseSink {
       clearTimeout(this.gate);
       this.gate = undefined;
       this.bodyRefused = true;
-      this.stream.onData = (chunk) => this.takeBody(chunk);
+      this.stream.onData = this.visitor.body;
     }
     this.switching = head.status === 101;
     this.tap?.response(head.status, head.headers);

@@ -11,96 +11,144 @@
  * exchange leaves the stream open when it can carry another, and the next
  * request's head is read here from the stream's bytes, its body left in
  * the stream for the exchange that sends it.
+ *
+ * One request follows another by callbacks, not promises: this runs for
+ * every request, and a promise, its reactions and an async frame each add
+ * up (a new connection's connect is the one thing awaited).
  */
 import { HeadReader } from "../../http/head-reader.ts";
 import type { Stream } from "../../protocol/mux.ts";
 import { MAX_PAYLOAD, WireError } from "../../protocol/wire.ts";
 import type { ExchangeTap } from "../inspector/tap.ts";
 import { describeLocalError } from "../local-target.ts";
-import { Exchange, resetReason, type ExchangeReport, type VisitorSide } from "./exchange.ts";
+import { Exchange, resetReason, type ExchangeReport, type Outcome, type VisitorSide } from "./exchange.ts";
+import type { LocalConnection } from "./connection.ts";
 import type { ConnectionPool, LocalService } from "./pool.ts";
 import type { LocalRequest } from "./request.ts";
 
 const HEAD_END = "\r\n\r\n";
 
-export class StreamRequests {
+/** What the stream's owner (http.ts) does with each head, and hears at the end. */
+export interface StreamServer {
+  /** A request head (its blank line included) came: serve it with forward(), or say why not (false). */
+  request(text: string): boolean;
+  /** No more requests: the stream is over (or ends with the last response). */
+  over(): void;
+}
+
+export class StreamRequests implements VisitorSide {
   private current: Exchange | undefined;
   /** The stream's reset code, once it is reset. */
   private gone: string | undefined;
-  readonly visitor: VisitorSide;
+  ended = false;
+  replied = false;
   /** Between requests on a kept stream: the next head, gathered from DATA. */
   private heads: HeadReader | undefined;
-  private nextHeadFound: ((text: string | undefined) => void) | undefined;
+  private waitingForHead = false;
+  /** The request under way, for another attempt after a stale connection. */
+  private request: LocalRequest | undefined;
+  private report: ExchangeReport | undefined;
+  private tap: ExchangeTap | undefined;
+  private isOver = false;
+
+  readonly body = (chunk: Uint8Array): void => {
+    if (this.current) this.current.takeBody(chunk);
+    else this.stream.consumed(chunk.byteLength);
+  };
+
+  readonly drained = (): void => this.current?.streamDrained();
 
   constructor(
     private readonly stream: Stream,
     private readonly service: LocalService,
     private readonly pool: ConnectionPool,
-    keep: boolean,
+    readonly keep: boolean,
+    private readonly server: StreamServer,
   ) {
-    this.visitor = { ended: false, keep, replied: false };
     // the visitor left (or the edge gave up waiting): drop the local request too, so it holds no connection
     stream.whenReset((code) => {
       this.gone = code;
       this.current?.abandon(code);
-      this.headFound(undefined);
+      if (this.waitingForHead) this.finish();
     });
     stream.onEnd = () => {
-      this.visitor.ended = true;
+      this.ended = true;
       if (this.current) return this.current.visitorEnded();
       // waiting for the next request: the visitor's connection is over, and so is the stream
       // (before the first exchange, and between one and that wait, the FIN is for what follows)
-      if (!this.nextHeadFound) return;
+      if (!this.waitingForHead) return;
       stream.end();
-      this.headFound(undefined);
+      this.finish();
     };
   }
 
-  /**
-   * Carries `request` to the service and its response into the stream; resolves when the exchange is over,
-   * true if the stream carries another request. Never throws.
-   * `tap`: the inspector's copy, shown the bodies (without their framing) as they pass.
-   */
-  async forward(request: LocalRequest, report: ExchangeReport, tap?: ExchangeTap): Promise<boolean> {
-    const { stream, pool, service } = this;
-    let mayReuse = true;
-    for (;;) {
-      const conn = (mayReuse ? pool.take(service) : undefined) ?? (await pool.open(service));
-      if (this.gone !== undefined) {
-        if (!(conn instanceof Error)) pool.put(conn); // nothing was written on it
-        tap?.failed(resetReason(this.gone));
-        report.cancelled();
-        return false;
-      }
-      if (conn instanceof Error) {
-        const why = describeLocalError(conn);
-        stream.reset(`${WireError.UPSTREAM_FAILED} ${why}`);
-        tap?.failed(why);
-        report.failed(why);
-        return false;
-      }
-      const exchange = new Exchange(stream, conn, request, pool, report, this.visitor, tap);
-      this.current = exchange;
-      const outcome = await exchange.run();
-      this.current = undefined;
-      if (outcome === "done") return exchange.keptStream;
-      // once only: a new connection is never stale
-      mayReuse = false;
-    }
+  /** Serves the first request, whose head came in OPEN. */
+  begin(text: string): void {
+    if (!this.server.request(text)) this.finish();
   }
 
-  /** The next request's head on a kept stream (its blank line included), or undefined when the stream ends first. */
-  nextHead(): Promise<string | undefined> {
-    if (this.gone !== undefined) return Promise.resolve(undefined);
-    if (this.visitor.ended) {
-      this.stream.end(); // the edge's FIN came as the last response went: this side ends too
-      return Promise.resolve(undefined);
+  /**
+   * Carries `request` to the service and its response into the stream; the next head is read after
+   * it when the stream carries another. Never throws.
+   * `tap`: the inspector's copy, shown the bodies (without their framing) as they pass.
+   */
+  forward(request: LocalRequest, report: ExchangeReport, tap?: ExchangeTap): void {
+    this.request = request;
+    this.report = report;
+    this.tap = tap;
+    this.attempt(true);
+  }
+
+  private attempt(mayReuse: boolean): void {
+    const conn = mayReuse ? this.pool.take(this.service) : undefined;
+    if (conn) return this.exchangeOn(conn);
+    this.pool.open(this.service).then(
+      (opened) => this.exchangeOn(opened),
+      (err) => this.exchangeOn(err instanceof Error ? err : new Error(String(err))),
+    );
+  }
+
+  private exchangeOn(conn: LocalConnection | Error): void {
+    const { stream, request, report, tap } = this;
+    if (this.gone !== undefined) {
+      if (!(conn instanceof Error)) this.pool.put(conn); // nothing was written on it
+      tap?.failed(resetReason(this.gone));
+      report!.cancelled();
+      return this.finish();
     }
-    const { promise, resolve } = Promise.withResolvers<string | undefined>();
-    this.nextHeadFound = resolve;
+    if (conn instanceof Error) {
+      const why = describeLocalError(conn);
+      stream.reset(`${WireError.UPSTREAM_FAILED} ${why}`);
+      tap?.failed(why);
+      report!.failed(why);
+      return this.finish();
+    }
+    const exchange = new Exchange(stream, conn, request!, this.pool, report!, this, tap);
+    this.current = exchange;
+    exchange.run();
+  }
+
+  /** VisitorSide: the exchange under way is over. */
+  settled(outcome: Outcome): void {
+    const exchange = this.current;
+    this.current = undefined;
+    // once only: a new connection is never stale
+    if (outcome === "stale") return this.attempt(false);
+    this.request = this.report = this.tap = undefined;
+    if (!exchange?.keptStream) return this.finish();
+    this.nextHead();
+  }
+
+  /** Reads the next request's head on a kept stream (the stream's end or reset ends the wait). */
+  private nextHead(): void {
+    if (this.gone !== undefined) return this.finish();
+    if (this.ended) {
+      this.stream.end(); // the edge's FIN came as the last response went: this side ends too
+      return this.finish();
+    }
+    this.waitingForHead = true;
     this.heads ??= new HeadReader(MAX_PAYLOAD);
     this.stream.onData = this.headBytes;
-    return promise;
   }
 
   private readonly headBytes = (chunk: Uint8Array): void => {
@@ -112,18 +160,18 @@ export class StreamRequests {
       stream.reset(`${WireError.UPSTREAM_FAILED} the request head cannot be read (${read})`);
       return;
     }
+    this.waitingForHead = false;
     stream.onData = undefined;
     stream.consumed(read.next);
     // the body's first bytes, if they came with the head: they wait in the stream for the exchange
     if (read.next < chunk.byteLength) stream.unread(chunk.subarray(read.next));
-    this.headFound(`${read.text}${HEAD_END}`);
+    if (!this.server.request(`${read.text}${HEAD_END}`)) this.finish();
   };
 
-  private headFound(text: string | undefined): void {
-    const found = this.nextHeadFound;
-    if (!found) return;
-    this.nextHeadFound = undefined;
-    if (text === undefined) this.stream.onData = undefined;
-    found(text);
+  private finish(): void {
+    this.waitingForHead = false;
+    if (this.isOver) return;
+    this.isOver = true;
+    this.server.over();
   }
 }

@@ -118,4 +118,10 @@ export class ConnectionPool {
   }
 }
 
-const keyOf = (s: LocalService) => `${s.tls ? "https" : "http"}://${s.host}:${s.port}`;
+/** A service's key, made once per service object (every request asks). */
+const keys = new WeakMap<LocalService, string>();
+function keyOf(s: LocalService): string {
+  let key = keys.get(s);
+  if (key === undefined) keys.set(s, (key = `${s.tls ? "https" : "http"}://${s.host}:${s.port}`));
+  return key;
+}

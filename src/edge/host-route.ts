@@ -1,0 +1,25 @@
+/**
+ * What a request's Host says about where it goes on this edge: read once
+ * per visitor connection and Host value, not once per request (a browser's
+ * kept-alive connection sends the same Host every time).
+ */
+import { parseHost } from "../http/request-target.ts";
+
+export interface HostRoute {
+  /** The Host value as sent. */
+  raw: string | undefined;
+  /** Name and port, lower-cased (the X-Forwarded-Host and the pages say it). */
+  hostHeader: string;
+  /** The subdomain of the edge's domain it names (possibly with dots: no tunnel), or undefined: not under the domain. */
+  name: string | undefined;
+}
+
+/** The route of `raw` under `domain`, or undefined when it is no valid host[:port]. */
+export function hostRoute(raw: string | undefined, domain: string): HostRoute | undefined {
+  const parsed = parseHost(raw);
+  if (!parsed) return undefined;
+  const host = parsed.hostname;
+  const hostHeader = parsed.port === undefined ? host : `${host}:${parsed.port}`;
+  const name = host.endsWith(`.${domain}`) ? host.slice(0, -domain.length - 1) : undefined;
+  return { raw, hostHeader, name };
+}
