@@ -9,7 +9,9 @@
 import type { Stream } from "../protocol/mux.ts";
 import { WireError } from "../protocol/wire.ts";
 import type { ExchangeTap, TappedRequest } from "./inspector/tap.ts";
+import { isRefusal, parseRequestHead } from "../http/request-head.ts";
 import type { ParsedHead } from "../http/response-head.ts";
+import type { HeaderList } from "../protocol/messages.ts";
 import type { ExchangeReport } from "./local-http/exchange.ts";
 import { StreamRequests, type StreamServer } from "./local-http/forward.ts";
 import { ConnectionPool } from "./local-http/pool.ts";
@@ -60,6 +62,12 @@ export function serveHttpStream(stream: Stream, headText: string, target: LocalT
   return promise;
 }
 
+/** A request head's fields, read whole (the head parsed once already: it parses). */
+function requestFields(headText: string): HeaderList {
+  const head = parseRequestHead(headText.slice(0, -4), true);
+  return isRefusal(head) ? [] : head.fields;
+}
+
 /** Each request of a stream, from its head to its exchange: one object a stream. */
 class RequestServer implements StreamServer {
   requests!: StreamRequests;
@@ -88,8 +96,9 @@ class RequestServer implements StreamServer {
   private serve(headText: string): boolean {
     const { hooks } = this;
     const started = performance.now();
-    // the fields are kept only for an inspector to show (the head goes on as the edge sent it)
-    const request = prepareRequest(headText, this.host, hooks.tap !== undefined);
+    // the head is read for what the agent must know (it goes on as the edge sent it); an inspector
+    // reads its fields when someone looks
+    const request = prepareRequest(headText, this.host, false);
     if (typeof request === "string") {
       hooks.opened?.("http", "?", "?");
       this.stream.reset(`${WireError.UPSTREAM_FAILED} ${request}`);
@@ -99,7 +108,7 @@ class RequestServer implements StreamServer {
     const { method, target: path, upgrade } = request.head;
     const websocket = upgrade === "websocket";
     hooks.opened?.(websocket ? "ws" : "http", method, path);
-    const tap = hooks.tap?.({ method, path, headers: request.head.fields, websocket });
+    const tap = hooks.tap?.({ method, path, headers: () => requestFields(headText), websocket });
     this.requests.forward(request, new Report(hooks, method, path, upgrade, started), tap);
     return true;
   }

@@ -100,7 +100,7 @@ class HttpServed implements HttpHooks {
   }
 
   capture(request: Omit<TappedRequest, "remote">): ExchangeTap | undefined {
-    return this.inspector?.begin(this.tunnel, { ...request, remote: this.meta.remote });
+    return this.inspector?.begin(this.tunnel, { method: request.method, path: request.path, headers: request.headers, websocket: request.websocket, remote: this.meta.remote });
   }
 
   /** An exception: the stream ends, and the output hears of it once. */

@@ -26,6 +26,8 @@ export interface ParsedHead {
   length: number;
   /** The connection may carry another request once this response is read. */
   keepAlive: boolean;
+  /** The head as read (without its blank line): `headers` again, whole, for a reader that read it for its framing only. */
+  text?: string;
 }
 
 /** What the edge accepts in a REPLY: a head beyond these is refused here, with a clear reason, rather than there. */
@@ -124,7 +126,7 @@ export function parseHead(text: string, requestMethod: string, fields = true): P
     framing = "close";
     keepAlive = false;
   }
-  return { status: code, reason: status[3] ?? "", minor: http10 ? 0 : 1, headers, framing, length, keepAlive };
+  return { status: code, reason: status[3] ?? "", minor: http10 ? 0 : 1, headers, framing, length, keepAlive, text };
 }
 
 /**

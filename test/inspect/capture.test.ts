@@ -47,7 +47,7 @@ describe("h1 exchanges", () => {
     expect(res.status).toBe(201);
     const [c] = store.list();
     expect(c).toMatchObject({ kind: "http", state: "done", status: 201, remote: "127.0.0.1:50000" });
-    expect(c!.head).toEqual({ method: "POST", path: "/form?a=1", headers: [["Host", "web.example"], ["X-Mixed", "Case"], ["Transfer-Encoding", "chunked"]] });
+    expect({ method: c!.head.method, path: c!.head.path, headers: c!.head.headers }).toEqual({ method: "POST", path: "/form?a=1", headers: [["Host", "web.example"], ["X-Mixed", "Case"], ["Transfer-Encoding", "chunked"]] });
     expect(text(c!.requestBody.bytes())).toBe("abcde");
     expect(c!.responseHeaders).toEqual([["Content-Type", "text/plain"], ["Transfer-Encoding", "chunked"]]);
     expect(text(c!.responseBody.bytes())).toBe("hello there");

@@ -23,12 +23,22 @@ export interface CaptureOwner {
   grew(n: number): void;
 }
 
+/** Header fields, or how to read them: read once, when first asked. */
+export type LazyHeaders = HeaderList | (() => HeaderList);
+const read = (h: LazyHeaders): HeaderList => (typeof h === "function" ? h() : h);
+
 /** A request head as captured: as the visitor sent it, names' case kept. */
-export interface CapturedHead {
-  method: string;
-  /** The request target ("/a?b"). */
-  path: string;
-  headers: HeaderList;
+export class CapturedHead {
+  constructor(
+    readonly method: string,
+    /** The request target ("/a?b"). */
+    readonly path: string,
+    private fields: LazyHeaders,
+  ) {}
+
+  get headers(): HeaderList {
+    return typeof this.fields === "function" ? (this.fields = this.fields()) : this.fields;
+  }
 }
 
 export interface WsMessage {
@@ -90,7 +100,7 @@ export class Capture implements ExchangeTap {
   private request: BodyCapture | undefined;
   private reply: BodyCapture | undefined;
   status: number | undefined;
-  responseHeaders: HeaderList | undefined;
+  private replyHeaders: LazyHeaders | undefined;
   state: CaptureState = "pending";
   /** Why it failed, for state "failed". */
   error: string | undefined;
@@ -115,6 +125,12 @@ export class Capture implements ExchangeTap {
     readonly replayOf?: number,
   ) {
     this.ws = kind === "ws" ? new WsTraffic() : undefined;
+  }
+
+  get responseHeaders(): HeaderList | undefined {
+    const h = this.replyHeaders;
+    if (typeof h === "function") return (this.replyHeaders = read(h));
+    return h;
   }
 
   get requestBody(): BodyCapture {
@@ -148,10 +164,10 @@ export class Capture implements ExchangeTap {
     this.keep((this.request ??= new BodyCapture(MAX_BODY_BYTES)).add(chunk));
   }
 
-  response(status: number, headers: HeaderList): void {
+  response(status: number, headers: LazyHeaders): void {
     if (this.state !== "pending") return;
     this.status = status;
-    this.responseHeaders = headers;
+    this.replyHeaders = headers;
     this.owner.changed(this);
   }
 

@@ -12,8 +12,8 @@ export interface TappedRequest {
   method: string;
   /** The request target as sent ("/a?b"). */
   path: string;
-  /** Header fields in order, names as sent. */
-  headers: HeaderList;
+  /** Header fields in order, names as sent; or how to read them, when someone asks (most captures are never looked at). */
+  headers: HeaderList | (() => HeaderList);
   /** It asks for a WebSocket (Upgrade: websocket). */
   websocket: boolean;
   /** The visitor's address, "ip:port". */
@@ -24,8 +24,8 @@ export interface TappedRequest {
 export interface ExchangeTap {
   /** A piece of the visitor's request body (chunked framing taken off), on its way to the local service. */
   requestChunk(chunk: Uint8Array): void;
-  /** The local service's final response head: status and header fields as it sent them. */
-  response(status: number, headers: HeaderList): void;
+  /** The local service's final response head: status and header fields as it sent them (or how to read them, when asked). */
+  response(status: number, headers: HeaderList | (() => HeaderList)): void;
   /** A piece of the response body (chunked framing taken off), on its way to the visitor. */
   responseChunk(chunk: Uint8Array): void;
   /** The response is complete (after a 101: the switched connection closed). */

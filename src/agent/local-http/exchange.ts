@@ -20,8 +20,9 @@
  * for good: switched.ts pipes it both ways.
  */
 import { RequestBodyReader } from "../../http/request-body.ts";
-import type { ParsedHead } from "../../http/response-head.ts";
-import { ResponseParser, type ResponseSink } from "../../http/response-reader.ts";
+import { parseHead, type ParsedHead } from "../../http/response-head.ts";
+import type { HeaderList } from "../../protocol/messages.ts";
+import type { ResponseParser, ResponseSink } from "../../http/response-reader.ts";
 import type { Stream } from "../../protocol/mux.ts";
 import { WireError } from "../../protocol/wire.ts";
 import type { ExchangeTap } from "../inspector/tap.ts";
@@ -60,6 +61,10 @@ export interface VisitorSide {
   readonly drained: () => void;
   /** The exchange is over: "stale" asks for another attempt. */
   settled(outcome: Outcome): void;
+  /** A connection ready for another request: true if the stream keeps it for its next one (else it goes to the pool). */
+  hold(conn: LocalConnection): boolean;
+  /** The stream's response parser, ready for a response to `method` told to `sink`: one a stream, not one a request. */
+  parserFor(method: string, sink: ResponseSink): ResponseParser;
   /** The edge's FIN came: every byte of the request has been delivered (on a kept stream: no request follows). */
   ended: boolean;
   /** The stream was opened with `keep`: after the response it may carry the visitor connection's next request. */
@@ -77,6 +82,16 @@ export function resetReason(code: string): string {
   if (code.startsWith(WireError.UPSTREAM_FAILED)) return code.slice(WireError.UPSTREAM_FAILED.length).trim() || "the local service failed";
   if (code === WireError.CANCELLED) return "cancelled (the visitor left)";
   return code;
+}
+
+/** How to read a response head's fields, when the inspector is asked for them. */
+function fullHeaders(head: ParsedHead, method: string): () => HeaderList {
+  const text = head.text;
+  return () => {
+    if (text === undefined) return head.headers;
+    const full = parseHead(text, method, true);
+    return typeof full === "string" ? head.headers : full.headers;
+  };
 }
 
 export class Exchange implements ConnectionUser, ResponseSink {
@@ -117,8 +132,8 @@ export class Exchange implements ConnectionUser, ResponseSink {
     private readonly visitor: VisitorSide,
     private readonly tap: ExchangeTap | undefined,
   ) {
-    // the head's fields are read only for the inspector to show; otherwise it goes on as it came
-    this.parser = new ResponseParser(request.head.method, this, tap !== undefined);
+    // the head is read for its framing; the inspector reads its fields when someone looks
+    this.parser = visitor.parserFor(request.head.method, this);
     this.requestBody = request.head.framing === "none" ? NO_BODY : new RequestBodyReader(request.head.framing, request.head.length);
   }
 
@@ -335,7 +350,7 @@ export class Exchange implements ConnectionUser, ResponseSink {
       this.stream.onData = this.visitor.body;
     }
     this.switching = head.status === 101;
-    this.tap?.response(head.status, head.headers);
+    if (this.tap) this.tap.response(head.status, fullHeaders(head, this.request.head.method));
   }
 
   body(piece: Uint8Array): void {
@@ -363,7 +378,8 @@ export class Exchange implements ConnectionUser, ResponseSink {
       !conn.closed;
     if (reusable) {
       conn.served++;
-      this.pool.put(conn);
+      // a kept stream's next request goes on the same connection, as the visitor's goes on the same one to the edge
+      if (!this.keptStream || !this.visitor.hold(conn)) this.pool.put(conn);
     } else {
       conn.close();
     }

@@ -17,6 +17,7 @@
  * up (a new connection's connect is the one thing awaited).
  */
 import { HeadReader } from "../../http/head-reader.ts";
+import { ResponseParser, type ResponseSink } from "../../http/response-reader.ts";
 import type { Stream } from "../../protocol/mux.ts";
 import { MAX_PAYLOAD, WireError } from "../../protocol/wire.ts";
 import type { ExchangeTap } from "../inspector/tap.ts";
@@ -50,6 +51,8 @@ export class StreamRequests implements VisitorSide {
   private report: ExchangeReport | undefined;
   private tap: ExchangeTap | undefined;
   private isOver = false;
+  /** The connection the last request went on, kept for the next one on this stream (a kept stream between requests). */
+  private held: LocalConnection | undefined;
 
   readonly body = (chunk: Uint8Array): void => {
     if (this.current) this.current.takeBody(chunk);
@@ -100,7 +103,7 @@ export class StreamRequests implements VisitorSide {
   }
 
   private attempt(mayReuse: boolean): void {
-    const conn = mayReuse ? this.pool.take(this.service) : undefined;
+    const conn = mayReuse ? (this.takeHeld() ?? this.pool.take(this.service)) : undefined;
     if (conn) return this.exchangeOn(conn);
     this.pool.open(this.service).then(
       (opened) => this.exchangeOn(opened),
@@ -126,6 +129,31 @@ export class StreamRequests implements VisitorSide {
     const exchange = new Exchange(stream, conn, request!, this.pool, report!, this, tap);
     this.current = exchange;
     exchange.run();
+  }
+
+  private parser: ResponseParser | undefined;
+
+  /** VisitorSide: the stream's response parser, reset for the next response. */
+  parserFor(method: string, sink: ResponseSink): ResponseParser {
+    if (!this.parser) return (this.parser = new ResponseParser(method, sink, false));
+    this.parser.reset(method, sink, false);
+    return this.parser;
+  }
+
+  /** VisitorSide: the connection the exchange went on, for the stream's next request. */
+  hold(conn: LocalConnection): boolean {
+    if (this.isOver || this.held) return false;
+    conn.user = undefined;
+    conn.resume(); // while it waits, it must still hear the service close it
+    conn.idleSince = performance.now();
+    this.held = conn;
+    return true;
+  }
+
+  private takeHeld(): LocalConnection | undefined {
+    const conn = this.held;
+    this.held = undefined;
+    return conn && this.pool.fresh(conn) ? conn : undefined;
   }
 
   /** VisitorSide: the exchange under way is over. */
@@ -172,6 +200,9 @@ export class StreamRequests implements VisitorSide {
     this.waitingForHead = false;
     if (this.isOver) return;
     this.isOver = true;
+    // the stream is over: its connection serves other streams
+    const held = this.takeHeld();
+    if (held) this.pool.put(held);
     this.server.over();
   }
 }

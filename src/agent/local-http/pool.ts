@@ -59,6 +59,18 @@ export class ConnectionPool {
     return undefined;
   }
 
+  /**
+   * Whether a connection kept outside the pool since `conn.idleSince` may
+   * still be reused, by the pool's rule (closed, or idle too long, it is
+   * closed here).
+   */
+  fresh(conn: LocalConnection): boolean {
+    if (conn.closed) return false;
+    if (performance.now() - conn.idleSince < this.idleMs) return true;
+    conn.close();
+    return false;
+  }
+
   /** A new connection, or why there is none. */
   async open(service: LocalService): Promise<LocalConnection | Error> {
     const conn = await LocalConnection.open(service.host, service.port, keyOf(service), service.tls);
