@@ -63,9 +63,7 @@ export const EDGE_READS: ReadonlySet<number> = new Set([...EDGE_SET, "user-agent
  * take out or change, the edge's fields are simply added after it.
  */
 export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardContext, text: string): string {
-  let edgeSet = false;
-  for (const n of head.names) if (EDGE_SET.has(n)) edgeSet = true;
-  if (!edgeSet && !tunnel.access) return `${text}\r\n${forwardedFields(undefined, ctx)}`;
+  if (passesAsSent(head, tunnel)) return `${text}\r\n${forwardedFields(undefined, ctx)}`;
   // fields to take out or rewrite: every field, as sent (the head kept only some of them)
   const full = reread(text);
   let forwardedFor: string | undefined;
@@ -80,6 +78,31 @@ export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardC
   tunnel.access?.rewriteRequest(kept, ctx.passed);
   for (const [name, value] of kept) line += `${name}: ${value}\r\n`;
   return line + forwardedFields(forwardedFor, ctx);
+}
+
+/** Nothing in the head to take out or change: it goes on as it came, the edge's fields after it. */
+function passesAsSent(head: RequestHead, tunnel: Tunnel): boolean {
+  if (tunnel.access) return false;
+  for (const n of head.names) if (EDGE_SET.has(n)) return false;
+  return true;
+}
+
+/**
+ * The head as bytes for a kept stream's DATA: when it passes as sent and
+ * its bytes as they came are at hand (HttpConnection.headBytes), those and
+ * the edge's fields (encoded once per connection and Host), without making
+ * the head a string and encoding it again.
+ */
+function requestHeadBytes(conn: HttpConnection, head: RequestHead, tunnel: Tunnel, ctx: ForwardContext, text: string): Uint8Array {
+  const raw = conn.headBytes;
+  if (!raw || !passesAsSent(head, tunnel)) return Buffer.from(requestHeadText(head, tunnel, ctx, text), "latin1");
+  let suffix = conn.forwardedSuffix;
+  if (suffix?.host !== ctx.host) suffix = conn.forwardedSuffix = { host: ctx.host, bytes: Buffer.from(forwardedFields(undefined, ctx), "latin1") };
+  const kept = raw.byteLength - 2; // through the last field's CRLF, without the blank line
+  const out = Buffer.allocUnsafe(kept + suffix.bytes.byteLength);
+  out.set(kept === raw.byteLength ? raw : raw.subarray(0, kept), 0);
+  out.set(suffix.bytes, kept);
+  return out;
 }
 
 /** The edge's X-Forwarded-* fields and the blank line: `forwardedFor`, the visitor's own list, if any. */
@@ -100,14 +123,14 @@ function reread(text: string): RequestHead {
  * (request-stream.ts), else on a new one.
  */
 export function forward(conn: HttpConnection, head: RequestHead, text: string, tunnel: Tunnel, ctx: ForwardContext): void {
-  const headText = requestHeadText(head, tunnel, ctx, text);
   const parked = conn.parked;
   if (parked) {
     conn.parked = undefined;
     // an upgrade goes on a stream of its own: after its 101 the stream is the new protocol's
-    if (head.upgrade === undefined && parked.carries(tunnel)) return new Exchange(conn, head, tunnel, ctx, parked).start(headText);
+    if (head.upgrade === undefined && parked.carries(tunnel)) return new Exchange(conn, head, tunnel, ctx, parked).start(requestHeadBytes(conn, head, tunnel, ctx, text));
     parked.drop();
   }
+  const headText = requestHeadText(head, tunnel, ctx, text);
   const agent = tunnel.agent;
   const meta: OpenMeta = { tunnel: tunnel.id, kind: "h1", remote: `${ctx.remoteIp}:${ctx.remotePort}`, head: headText };
   // another node's tunnel: its access rules are applied there, on the visitor's address as judged here
@@ -196,15 +219,15 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     this.parser = parser ?? (carrier.parser = new ResponseParser(request.method, this, this.rewrite));
   }
 
-  /** `headText`: the request's head, to go as DATA on a kept stream; undefined: it went in the stream's OPEN. */
-  start(headText: string | undefined): void {
+  /** `headBytes`: the request's head, to go as DATA on a kept stream; undefined: it went in the stream's OPEN. */
+  start(headBytes: Uint8Array | undefined): void {
     const { conn, stream, tunnel } = this;
     this.carrier.user = this;
     conn.occupy(this);
-    if (headText === undefined) tunnel.countIn(stream.metaBytes);
+    if (headBytes === undefined) tunnel.countIn(stream.metaBytes);
     this.openBytes = stream.metaBytes;
     this.wait = this.carrier.awaitResponse(tunnel.responseTimeoutMs ?? this.ctx.responseTimeoutMs, this);
-    if (headText !== undefined) this.toAgent(Buffer.from(headText, "latin1"));
+    if (headBytes !== undefined) this.toAgent(headBytes);
     const early = conn.takeEarly();
     if (early) this.data(early);
   }

@@ -89,6 +89,14 @@ export class HttpConnection {
   parked: RequestStream | undefined;
   /** Its last request's Host, as routing read it (visitor-requests.ts). */
   hostRoute: HostRoute | undefined;
+  /**
+   * The head being routed as its bytes came (the blank line included), while
+   * the server decides on it synchronously; undefined after (the socket's
+   * buffer is not ours to keep) or when it came in pieces.
+   */
+  headBytes: Uint8Array | undefined;
+  /** The edge's X-Forwarded-* fields for this connection and Host, encoded once (forward.ts). */
+  forwardedSuffix: { host: string; bytes: Uint8Array } | undefined;
 
   constructor(
     readonly socket: Socket<SocketData>,
@@ -253,7 +261,7 @@ export class HttpConnection {
   }
 
   private readHeads(bytes: Uint8Array): void {
-    const read = this.heads.read(bytes, 0);
+    const read = this.heads.read(bytes, 0, true);
     if (read === "incomplete") {
       if (this.headSince === 0) this.headSince = performance.now();
       return;
@@ -265,7 +273,12 @@ export class HttpConnection {
     if (isRefusal(head)) return this.refuse(head);
     this.routing = true;
     if (read.next < bytes.byteLength) this.hold(bytes.subarray(read.next));
-    this.server.request(this, head, read.text);
+    this.headBytes = read.raw ?? (read.next === bytes.byteLength ? bytes : bytes.subarray(0, read.next));
+    try {
+      this.server.request(this, head, read.text);
+    } finally {
+      this.headBytes = undefined;
+    }
   }
 
   private refuse(refusal: HeadRefusal): void {

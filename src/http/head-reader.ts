@@ -39,14 +39,17 @@ export class HeadReader {
   /**
    * Reads a head from `bytes` at `at`. With `keepRaw`, a head that came in
    * pieces also comes back as its bytes (`raw`, the blank line included), for
-   * a caller that passes heads on as they arrived.
+   * a caller that passes heads on as they arrived. With `decode` false the
+   * head is not made a string at all (`text` is empty) and always comes
+   * back as its bytes, for a caller that reads them (response-head-bytes.ts).
    */
-  read(bytes: Uint8Array, at: number, keepRaw = false): HeadRead {
+  read(bytes: Uint8Array, at: number, keepRaw = false, decode = true): HeadRead {
     const view = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     if (this.partial === undefined) {
       const end = view.indexOf(HEAD_END, at);
       if (end >= 0 && end + 4 - at <= this.max) {
         if (bareLf(view, at, end)) return "bare-lf";
+        if (!decode) return { text: "", next: end + 4, raw: view.subarray(at, end + 4) };
         return { text: view.toString("latin1", at, end), next: end + 4 };
       }
       if (end < 0 && bareLf(view, at, view.byteLength)) return "bare-lf";
@@ -64,10 +67,10 @@ export class HeadReader {
       return take < view.byteLength - at || this.partialLength >= this.max ? "too-large" : "incomplete";
     }
     if (bareLf(buffered, 0, end)) return "bare-lf";
-    const text = buffered.toString("latin1", 0, end);
+    const text = decode ? buffered.toString("latin1", 0, end) : "";
     // the bytes after the head in this piece: those taken into the buffer beyond the end mark go back
     const next = at + take - (this.partialLength - (end + 4));
-    const raw = keepRaw ? buffered.slice(0, end + 4) : undefined;
+    const raw = keepRaw || !decode ? buffered.slice(0, end + 4) : undefined;
     this.reset();
     return raw ? { text, next, raw } : { text, next };
   }

@@ -28,6 +28,8 @@ export interface ParsedHead {
   keepAlive: boolean;
   /** The head as read (without its blank line): `headers` again, whole, for a reader that read it for its framing only. */
   text?: string;
+  /** Or its bytes (the blank line included), when it was read from them (ResponseParser): a view of the input, valid while it is. */
+  bytes?: Uint8Array;
 }
 
 /** What the edge accepts in a REPLY: a head beyond these is refused here, with a clear reason, rather than there. */

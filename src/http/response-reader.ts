@@ -7,6 +7,7 @@
 import { ChunkedDecoder } from "./chunked.ts";
 import { HeadReader } from "./head-reader.ts";
 import { parseHead, type ParsedHead } from "./response-head.ts";
+import { framingOf } from "./response-head-bytes.ts";
 
 export interface ResponseSink {
   /** An interim answer (100 Continue, 103 Early Hints): the final one follows. */
@@ -165,12 +166,19 @@ export class ResponseParser {
   /** Returns the offset after the head, -1 if incomplete, or an error reason. */
   private readHead(bytes: Uint8Array, at: number): number | string {
     const { raw, sink } = this;
-    const read = this.heads.read(bytes, at, raw);
+    // read for its framing only: from its bytes, without a string, when it is the common well-formed kind
+    const lean = !this.fields;
+    const read = this.heads.read(bytes, at, raw, !lean);
     if (read === "incomplete") return -1;
     if (read === "too-large") return `response head larger than ${MAX_HEAD_BYTES / 1024} KiB`;
     if (read === "bare-lf") return "response head lines not ended by CRLF";
-    const head = parseHead(read.text, this.requestMethod, this.fields);
+    let head: ParsedHead | string | undefined = lean ? framingOf(read.raw!, this.requestMethod) : undefined;
+    if (head === undefined) {
+      const text = lean ? Buffer.from(read.raw!.buffer, read.raw!.byteOffset, read.raw!.byteLength - 4).toString("latin1") : read.text;
+      head = parseHead(text, this.requestMethod, this.fields);
+    }
     if (typeof head === "string") return head;
+    if (lean) head.bytes = read.raw;
     const headBytes = raw ? (read.raw ?? bytes.subarray(at, read.next)) : undefined;
     if (head.status < 200 && head.status !== 101) {
       if (++this.interim > MAX_INTERIM) return `more than ${MAX_INTERIM} interim responses`;

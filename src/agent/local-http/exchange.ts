@@ -86,7 +86,8 @@ export function resetReason(code: string): string {
 
 /** How to read a response head's fields, when the inspector is asked for them. */
 function fullHeaders(head: ParsedHead, method: string): () => HeaderList {
-  const text = head.text;
+  // its text now (the bytes are the socket's, and someone may ask much later); its fields when asked
+  const text = head.text ?? (head.bytes ? Buffer.from(head.bytes.buffer, head.bytes.byteOffset, head.bytes.byteLength - 4).toString("latin1") : undefined);
   return () => {
     if (text === undefined) return head.headers;
     const full = parseHead(text, method, true);

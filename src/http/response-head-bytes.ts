@@ -1,0 +1,125 @@
+/**
+ * A response head read for its framing straight from its bytes, without a
+ * string: what the edge and the agent do with every response they pass on
+ * as it came (the status, whether the connection stays open, where the
+ * body ends). Only the common, well-formed head is read here: anything it
+ * does not fully understand (a fault, repeated or listed framing fields,
+ * another coding) is left to parseHead (response-head.ts), which reads it
+ * as text, decides exactly as always and says what is wrong. So this is a
+ * shortcut with the same answers, never a second set of rules.
+ */
+import type { ParsedHead } from "./response-head.ts";
+
+/** tchar (RFC 9110 §5.6.2), by byte. */
+const TCHAR = new Uint8Array(256);
+for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") TCHAR[c.charCodeAt(0)] = 1;
+
+const MAX_FIELDS = 1000;
+const MAX_NAME = 256;
+const CR = 0x0d;
+const SP = 0x20;
+const HTAB = 0x09;
+/** A lean head keeps no fields (parseHead's lean heads keep only the framing ones, which nobody reads). */
+const NO_FIELDS: [string, string][] = [];
+
+/** Whether b[from, from + lower.length) is `lower` (ASCII, lower-case) in any case. */
+function sameName(b: Uint8Array, from: number, lower: string): boolean {
+  for (let i = 0; i < lower.length; i++) {
+    const c = b[from + i]!;
+    const want = lower.charCodeAt(i);
+    if (c !== want && (c | 0x20) !== want) return false;
+  }
+  return true;
+}
+
+/**
+ * The head in `b` (its bytes, the blank line included), read for its
+ * framing; undefined when parseHead must read it instead.
+ */
+export function framingOf(b: Uint8Array, requestMethod: string): ParsedHead | undefined {
+  const end = b.length - 4; // the head without its blank line ends here
+  // "HTTP/1.x NNN" and an optional " reason"
+  if (end < 12 || b[0] !== 0x48 || b[1] !== 0x54 || b[2] !== 0x54 || b[3] !== 0x50 || b[4] !== 0x2f || b[5] !== 0x31 || b[6] !== 0x2e) return undefined;
+  const minor = b[7]! - 0x30;
+  if ((minor !== 0 && minor !== 1) || b[8] !== SP) return undefined;
+  const d1 = b[9]! - 0x30;
+  const d2 = b[10]! - 0x30;
+  const d3 = b[11]! - 0x30;
+  if (d1 < 1 || d1 > 9 || d2 < 0 || d2 > 9 || d3 < 0 || d3 > 9) return undefined;
+  const status = d1 * 100 + d2 * 10 + d3;
+  let at = 12;
+  if (b[at] === SP) {
+    for (at++; at < end && b[at] !== CR; at++) {
+      const c = b[at]!;
+      if ((c < SP && c !== HTAB) || c === 0x7f) return undefined;
+    }
+  }
+  if (b[at] !== CR || b[at + 1] !== 0x0a) return undefined;
+  at += 2;
+
+  let length = -1;
+  let chunked = false;
+  let connectionSeen = false;
+  let close = false;
+  let keepAliveToken = false;
+  let fields = 0;
+  while (at < end) {
+    if (++fields > MAX_FIELDS) return undefined;
+    // the name: a token, then the colon
+    let colon = at;
+    while (colon < end && b[colon] !== 0x3a) {
+      if (TCHAR[b[colon]!] === 0) return undefined;
+      colon++;
+    }
+    const nameLength = colon - at;
+    if (colon >= end || nameLength === 0 || nameLength > MAX_NAME) return undefined;
+    // the value: up to CR, without the whitespace around it, no controls but HTAB
+    let lineEnd = colon + 1;
+    while (lineEnd < end && b[lineEnd] !== CR) {
+      const c = b[lineEnd]!;
+      if ((c < SP && c !== HTAB) || c === 0x7f) return undefined;
+      lineEnd++;
+    }
+    if (lineEnd < end && b[lineEnd + 1] !== 0x0a) return undefined;
+    let from = colon + 1;
+    let to = lineEnd;
+    while (from < to && (b[from] === SP || b[from] === HTAB)) from++;
+    while (to > from && (b[to - 1] === SP || b[to - 1] === HTAB)) to--;
+    if (nameLength === 14 && sameName(b, at, "content-length")) {
+      if (length >= 0 || to === from || to - from > 15) return undefined;
+      let n = 0;
+      for (let i = from; i < to; i++) {
+        const d = b[i]! - 0x30;
+        if (d < 0 || d > 9) return undefined;
+        n = n * 10 + d;
+      }
+      length = n;
+    } else if (nameLength === 17 && sameName(b, at, "transfer-encoding")) {
+      if (chunked || to - from !== 7 || !sameName(b, from, "chunked")) return undefined;
+      chunked = true;
+    } else if (nameLength === 10 && sameName(b, at, "connection")) {
+      if (connectionSeen) return undefined;
+      connectionSeen = true;
+      for (let i = from; i < to; i++) if (b[i] === 0x2c) return undefined; // a list: parseHead reads it
+      if (to - from === 5 && sameName(b, from, "close")) close = true;
+      else if (to - from === 10 && sameName(b, from, "keep-alive")) keepAliveToken = true;
+    }
+    at = lineEnd + 2;
+  }
+
+  let keepAlive = minor === 0 ? keepAliveToken : !close;
+  let framing: ParsedHead["framing"];
+  if (requestMethod === "HEAD" || status < 200 || status === 204 || status === 304) {
+    framing = "none";
+    if (status === 101) keepAlive = false; // the connection now speaks another protocol
+  } else if (chunked) {
+    framing = "chunked";
+    if (length >= 0) keepAlive = false; // both: read by chunks, then close (RFC 9112 §6.3)
+  } else if (length >= 0) {
+    framing = "length";
+  } else {
+    framing = "close";
+    keepAlive = false;
+  }
+  return { status, reason: "", minor: minor as 0 | 1, headers: NO_FIELDS, framing, length: framing === "length" ? length : 0, keepAlive };
+}
