@@ -62,6 +62,11 @@ export function serveHttpStream(stream: Stream, headText: string, target: LocalT
   return promise;
 }
 
+/** How to read a request head's fields, when the inspector is asked for them. */
+function lazyFields(headText: string): () => HeaderList {
+  return () => requestFields(headText);
+}
+
 /** A request head's fields, read whole (the head parsed once already: it parses). */
 function requestFields(headText: string): HeaderList {
   const head = parseRequestHead(headText.slice(0, -4), true);
@@ -108,7 +113,7 @@ class RequestServer implements StreamServer {
     const { method, target: path, upgrade } = request.head;
     const websocket = upgrade === "websocket";
     hooks.opened?.(websocket ? "ws" : "http", method, path);
-    const tap = hooks.tap?.({ method, path, headers: () => requestFields(headText), websocket });
+    const tap = hooks.tap?.({ method, path, headers: lazyFields(headText), websocket });
     this.requests.forward(request, new Report(hooks, method, path, upgrade, started), tap);
     return true;
   }

@@ -121,10 +121,15 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
     }
     try {
       const waiting = route(conn, head, text, view, client, startedAt);
-      if (waiting) waiting.catch((err) => failed(conn, head, startedAt, err));
+      if (waiting) failsOn(waiting, conn, head, startedAt);
     } catch (err) {
       failed(conn, head, startedAt, err);
     }
+  }
+
+  /** A route that waited and then threw (a function of its own: a closure in request() would cost every request a scope). */
+  function failsOn(waiting: Promise<void>, conn: HttpConnection, head: RequestHead, startedAt: number): void {
+    waiting.catch((err) => failed(conn, head, startedAt, err));
   }
 
   function failed(conn: HttpConnection, head: RequestHead, startedAt: number, err: unknown): void {

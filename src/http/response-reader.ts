@@ -191,15 +191,20 @@ export class ResponseParser {
     return read.next;
   }
 
+  /** Where a chunked body's pieces go (made here, not in begin(): a closure there would cost every head a scope). */
+  private chunkSink(): (piece: Uint8Array) => void {
+    return (piece) => {
+      if (this.phase === "chunked") this.sink.body(piece);
+    };
+  }
+
   private begin(head: ParsedHead, headBytes: Uint8Array | undefined): void {
     // a bodiless answer reads as a body of length 0
     this.phase = head.framing === "none" ? "length" : head.framing;
     this.remaining = head.length;
     if (head.framing === "chunked") {
       this.chunked = new ChunkedDecoder();
-      this.deliverChunk ??= (piece) => {
-        if (this.phase === "chunked") this.sink.body(piece);
-      };
+      this.deliverChunk ??= this.chunkSink();
     }
     this.sink.head(head);
     if (headBytes) this.sink.raw!(headBytes, "head");

@@ -84,6 +84,11 @@ export function resetReason(code: string): string {
   return code;
 }
 
+/** Where the request body's pieces go for the inspector. */
+function tapsBody(tap: ExchangeTap): (piece: Uint8Array) => void {
+  return (piece) => tap.requestChunk(piece);
+}
+
 /** How to read a response head's fields, when the inspector is asked for them. */
 function fullHeaders(head: ParsedHead, method: string): () => HeaderList {
   // its text now (the bytes are the socket's, and someone may ask much later); its fields when asked
@@ -149,7 +154,7 @@ export class Exchange implements ConnectionUser, ResponseSink {
     }
     stream.onDrain = this.visitor.drained;
     conn.write(this.request.bytes);
-    if (this.request.head.expectContinue && !this.requestBody.done) this.gate = setTimeout(() => this.openBody(), CONTINUE_WAIT_MS);
+    if (this.request.head.expectContinue && !this.requestBody.done) this.holdBody();
     else this.openBody();
     if (this.visitor.ended) this.visitorEnded();
   }
@@ -179,6 +184,11 @@ export class Exchange implements ConnectionUser, ResponseSink {
 
   // -- the request body, from the stream to the socket -----------------------------------------
 
+  /** The body waits for the service's 100 Continue, at most CONTINUE_WAIT_MS. */
+  private holdBody(): void {
+    this.gate = setTimeout(() => this.openBody(), CONTINUE_WAIT_MS);
+  }
+
   private openBody(): void {
     clearTimeout(this.gate);
     this.gate = undefined;
@@ -196,8 +206,7 @@ export class Exchange implements ConnectionUser, ResponseSink {
     this.bodyTaken = true;
     let pastAt = 0; // where in the chunk the bytes past the request's end begin
     if (!this.requestBody.done) {
-      const tap = this.tap;
-      if (tap) this.tapBody ??= (piece) => tap.requestChunk(piece);
+      if (this.tap) this.tapBody ??= tapsBody(this.tap);
       const error = this.requestBody.feed(chunk, this.tapBody);
       if (error) return this.fail(`the request body is malformed: ${error}`);
       pastAt = this.requestBody.done ? this.requestBody.endedAt : chunk.byteLength;
@@ -287,9 +296,14 @@ export class Exchange implements ConnectionUser, ResponseSink {
 
   /** Bytes of the response into the stream; the stream's first ones with REPLY, in one message; `end`: its last. */
   private forward(piece: Uint8Array, end: boolean): void {
-    const stream = this.stream;
     if (this.visitor.replied) return this.write(piece, end);
     this.visitor.replied = true;
+    this.replyWith(piece, end);
+  }
+
+  /** REPLY and the first bytes, corked (a function of its own: a closure in forward() would cost every call a scope). */
+  private replyWith(piece: Uint8Array, end: boolean): void {
+    const stream = this.stream;
     stream.cork(() => {
       stream.reply(REPLY);
       this.write(piece, end);

@@ -105,6 +105,11 @@ export class StreamRequests implements VisitorSide {
   private attempt(mayReuse: boolean): void {
     const conn = mayReuse ? (this.takeHeld() ?? this.pool.take(this.service)) : undefined;
     if (conn) return this.exchangeOn(conn);
+    this.openThenExchange();
+  }
+
+  /** A new connection first (a function of its own: its closures would cost every attempt a scope). */
+  private openThenExchange(): void {
     this.pool.open(this.service).then(
       (opened) => this.exchangeOn(opened),
       (err) => this.exchangeOn(err instanceof Error ? err : new Error(String(err))),

@@ -11,10 +11,22 @@ import { print } from "./print.ts";
 
 type Fields = Record<string, unknown>;
 
+let isoMs = 0;
+let isoText = "";
+/** The time in ISO 8601, made once per millisecond (a busy tunnel logs many requests in one). */
+function isoNow(): string {
+  const ms = Date.now();
+  if (ms !== isoMs) {
+    isoMs = ms;
+    isoText = new Date(ms).toISOString();
+  }
+  return isoText;
+}
+
 /** `write`: where each line goes (tests catch them; the agent batches them onto stdout). */
 export function jsonOutput(threshold: LogLevel, write: (line: string) => void = print): AgentOutput {
   const on = (level: LogLevel) => shown(level, threshold);
-  const emit = (level: LogLevel, event: string, fields: Fields) => write(JSON.stringify({ time: new Date().toISOString(), level, event, ...fields }));
+  const emit = (level: LogLevel, event: string, fields: Fields) => write(JSON.stringify({ time: isoNow(), level, event, ...fields }));
   /** Whether a session is up: a lost one is a "disconnect" before its "reconnecting". */
   let connected = false;
   return {
