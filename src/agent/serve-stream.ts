@@ -86,7 +86,7 @@ class HttpServed implements HttpHooks {
 
   log(line: RequestLine): void {
     this.owed = line.kind === "ws" ? "websocket" : "nothing";
-    this.out.request({ tunnel: this.tunnel.name, ...line });
+    this.out.request({ tunnel: this.tunnel.name, method: line.method, path: line.path, status: line.status, ms: line.ms, kind: line.kind });
   }
 
   switchedClosed(path: string, ms: number): void {

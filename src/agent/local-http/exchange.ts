@@ -90,13 +90,17 @@ function tapsBody(tap: ExchangeTap): (piece: Uint8Array) => void {
 }
 
 /** How to read a response head's fields, when the inspector is asked for them. */
-function fullHeaders(head: ParsedHead, method: string): () => HeaderList {
+function fullHeaders(head: ParsedHead, method: string): HeaderList | (() => HeaderList) {
   // its text now (the bytes are the socket's, and someone may ask much later); its fields when asked
   const text = head.text ?? (head.bytes ? Buffer.from(head.bytes.buffer, head.bytes.byteOffset, head.bytes.byteLength - 4).toString("latin1") : undefined);
+  return text === undefined ? head.headers : fieldsWhenAsked(text, method);
+}
+
+/** A closure that holds the head's text and nothing else (not the head, whose bytes are a view of a socket's buffer). */
+function fieldsWhenAsked(text: string, method: string): () => HeaderList {
   return () => {
-    if (text === undefined) return head.headers;
     const full = parseHead(text, method, true);
-    return typeof full === "string" ? head.headers : full.headers;
+    return typeof full === "string" ? [] : full.headers;
   };
 }
 
