@@ -15,7 +15,7 @@ import type { HeaderList } from "../protocol/messages.ts";
 import type { ExchangeReport } from "./local-http/exchange.ts";
 import { StreamRequests, type StreamServer } from "./local-http/forward.ts";
 import { ConnectionPool } from "./local-http/pool.ts";
-import { prepareRequest } from "./local-http/request.ts";
+import { prepareHead, prepareRequest } from "./local-http/request.ts";
 import { localAuthority, type LocalTarget } from "./local-target.ts";
 
 export type { LocalTarget };
@@ -62,14 +62,14 @@ export function serveHttpStream(stream: Stream, headText: string, target: LocalT
   return promise;
 }
 
-/** How to read a request head's fields, when the inspector is asked for them. */
+/** How to read a request head's fields (`headText` without its blank line), when the inspector is asked for them. */
 function lazyFields(headText: string): () => HeaderList {
   return () => requestFields(headText);
 }
 
 /** A request head's fields, read whole (the head parsed once already: it parses). */
 function requestFields(headText: string): HeaderList {
-  const head = parseRequestHead(headText.slice(0, -4), true);
+  const head = parseRequestHead(headText, true);
   return isRefusal(head) ? [] : head.fields;
 }
 
@@ -89,21 +89,21 @@ class RequestServer implements StreamServer {
   }
 
   /** One request of the stream; false when it cannot be served (the stream is reset, with why). */
-  request(headText: string): boolean {
+  request(headText: string, received?: Uint8Array): boolean {
     try {
-      return this.serve(headText);
+      return this.serve(headText, received);
     } catch (err) {
       this.threw(err);
       return false;
     }
   }
 
-  private serve(headText: string): boolean {
+  private serve(headText: string, received: Uint8Array | undefined): boolean {
     const { hooks } = this;
     const started = performance.now();
     // the head is read for what the agent must know (it goes on as the edge sent it); an inspector
     // reads its fields when someone looks
-    const request = prepareRequest(headText, this.host, false);
+    const request = received ? prepareHead(headText, this.host, false, received) : prepareRequest(headText, this.host, false);
     if (typeof request === "string") {
       hooks.opened?.("http", "?", "?");
       this.stream.reset(`${WireError.UPSTREAM_FAILED} ${request}`);
@@ -113,7 +113,7 @@ class RequestServer implements StreamServer {
     const { method, target: path, upgrade } = request.head;
     const websocket = upgrade === "websocket";
     hooks.opened?.(websocket ? "ws" : "http", method, path);
-    const tap = hooks.tap?.({ method, path, headers: lazyFields(headText), websocket });
+    const tap = hooks.tap?.({ method, path, headers: lazyFields(received ? headText : headText.slice(0, -4)), websocket });
     this.requests.forward(request, new Report(hooks, method, path, upgrade, started), tap);
     return true;
   }

@@ -398,6 +398,16 @@ describe("a kept stream: a visitor connection's requests one after another (OPEN
     expect(old.got.text).toEndWith("/old");
   });
 
+  test("--host-header applies to every request of a kept stream, the later ones read from DATA too", async () => {
+    const svc = service((req, socket) => void socket.write(ok(req.path)));
+    const t = tunnel(svc.port, { target: { hostHeader: "inner.example" } });
+    const k = kept(t, requestHead("GET", "/one"));
+    await until(() => k.got.text.endsWith("/one"), "the first answer");
+    k.send(requestHead("GET", "/two", [["host", "visitor.example"], ["X-A", "b"]]));
+    await until(() => k.got.text.endsWith("/two"), "the second answer");
+    expect(svc.requests.map((r) => r.head)).toEqual([requestHead("GET", "/one", [["Host", "inner.example"]]), requestHead("GET", "/two", [["host", "inner.example"], ["X-A", "b"]])]);
+  });
+
   test("a later head the agent cannot read is a reset that says why", async () => {
     const svc = service((req, socket) => void socket.write(ok(req.path)));
     const t = tunnel(svc.port);

@@ -27,12 +27,13 @@ import type { LocalConnection } from "./connection.ts";
 import type { ConnectionPool, LocalService } from "./pool.ts";
 import type { LocalRequest } from "./request.ts";
 
-const HEAD_END = "\r\n\r\n";
-
 /** What the stream's owner (http.ts) does with each head, and hears at the end. */
 export interface StreamServer {
-  /** A request head (its blank line included) came: serve it with forward(), or say why not (false). */
-  request(text: string): boolean;
+  /**
+   * A request head came: serve it with forward(), or say why not (false).
+   * `text` is without its blank line when `received` (its bytes as they came) is given, with it when not (OPEN's).
+   */
+  request(text: string, received?: Uint8Array): boolean;
   /** No more requests: the stream is over (or ends with the last response). */
   over(): void;
 }
@@ -186,7 +187,7 @@ export class StreamRequests implements VisitorSide {
 
   private readonly headBytes = (chunk: Uint8Array): void => {
     const { stream } = this;
-    const read = this.heads!.read(chunk, 0);
+    const read = this.heads!.read(chunk, 0, true);
     if (read === "incomplete") return stream.consumed(chunk.byteLength); // held (a copy) by the reader
     if (typeof read === "string") {
       // the edge sends heads it has read and checked: one that cannot be read is its fault
@@ -198,7 +199,8 @@ export class StreamRequests implements VisitorSide {
     stream.consumed(read.next);
     // the body's first bytes, if they came with the head: they wait in the stream for the exchange
     if (read.next < chunk.byteLength) stream.unread(chunk.subarray(read.next));
-    if (!this.server.request(`${read.text}${HEAD_END}`)) this.finish();
+    const received = read.raw ?? (read.next === chunk.byteLength ? chunk : chunk.subarray(0, read.next));
+    if (!this.server.request(read.text, received)) this.finish();
   };
 
   private finish(): void {

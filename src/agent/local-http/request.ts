@@ -24,11 +24,21 @@ const HOST_LINE = /\r\nhost:[^\r]*/i;
  * the visitor's Host (--host-header); it was checked when it was given.
  * `fields` false: the head's fields are not kept (nobody shows them).
  */
-export function prepareRequest(text: string, host?: string, fields = true): LocalRequest | string {
+export function prepareRequest(text: string, host?: string, fields = true, received?: Uint8Array): LocalRequest | string {
   if (!text.endsWith(HEAD_END)) return "the request head does not end with a blank line";
-  const head = parseRequestHead(text.slice(0, -HEAD_END.length), fields);
+  return prepareHead(text.slice(0, -HEAD_END.length), host, fields, received);
+}
+
+/**
+ * prepareRequest for a head read from the stream's bytes: `head` without its
+ * blank line, `received` its bytes as they came (blank line included), sent
+ * as they are when nothing changes.
+ */
+export function prepareHead(headText: string, host: string | undefined, fields: boolean, received?: Uint8Array): LocalRequest | string {
+  const head = parseRequestHead(headText, fields);
   if (isRefusal(head)) return `the request head cannot be read: ${head.why}`;
-  if (host === undefined || host === head.host) return { head, bytes: Buffer.from(text, "latin1") };
+  if (host === undefined || host === head.host) return { head, bytes: received ?? Buffer.from(`${headText}${HEAD_END}`, "latin1") };
+  const text = `${headText}${HEAD_END}`;
   const line = HOST_LINE.exec(text);
   // the visitor's name for the field is kept ("Host", "host"); a request without one (HTTP/1.0) gets one last
   const edited = line
