@@ -8,10 +8,8 @@
  */
 import type { Stream } from "../protocol/mux.ts";
 import { WireError } from "../protocol/wire.ts";
-import type { ExchangeTap, TappedRequest } from "./inspector/tap.ts";
-import { isRefusal, parseRequestHead } from "../http/request-head.ts";
+import { HeadText, type ExchangeTap, type TappedRequest } from "./inspector/tap.ts";
 import type { ParsedHead } from "../http/response-head.ts";
-import type { HeaderList } from "../protocol/messages.ts";
 import type { ExchangeReport } from "./local-http/exchange.ts";
 import { StreamRequests, type StreamServer } from "./local-http/forward.ts";
 import { ConnectionPool } from "./local-http/pool.ts";
@@ -62,17 +60,6 @@ export function serveHttpStream(stream: Stream, headText: string, target: LocalT
   return promise;
 }
 
-/** How to read a request head's fields (`headText` without its blank line), when the inspector is asked for them. */
-function lazyFields(headText: string): () => HeaderList {
-  return () => requestFields(headText);
-}
-
-/** A request head's fields, read whole (the head parsed once already: it parses). */
-function requestFields(headText: string): HeaderList {
-  const head = parseRequestHead(headText, true);
-  return isRefusal(head) ? [] : head.fields;
-}
-
 /** Each request of a stream, from its head to its exchange: one object a stream. */
 class RequestServer implements StreamServer {
   requests!: StreamRequests;
@@ -113,7 +100,7 @@ class RequestServer implements StreamServer {
     const { method, target: path, upgrade } = request.head;
     const websocket = upgrade === "websocket";
     hooks.opened?.(websocket ? "ws" : "http", method, path);
-    const tap = hooks.tap?.({ method, path, headers: lazyFields(received ? headText : headText.slice(0, -4)), websocket });
+    const tap = hooks.tap?.({ method, path, headers: new HeadText(received ? headText : headText.slice(0, -4), "request"), websocket });
     this.requests.forward(request, new Report(hooks, method, path, upgrade, started), tap);
     return true;
   }

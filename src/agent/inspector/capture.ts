@@ -11,7 +11,9 @@ import type { HeaderList } from "../../protocol/messages.ts";
 import type { TunnelView } from "../output.ts";
 import { BodyCapture } from "./body.ts";
 import { MAX_BODY_BYTES, WS_MESSAGE_BYTES, WS_MESSAGES_KEPT } from "./limits.ts";
-import type { ExchangeTap } from "./tap.ts";
+import { isRefusal, parseRequestHead } from "../../http/request-head.ts";
+import { parseHead } from "../../http/response-head.ts";
+import { HeadText, type ExchangeTap } from "./tap.ts";
 
 export type CaptureState = "pending" | "done" | "failed";
 
@@ -23,9 +25,17 @@ export interface CaptureOwner {
   grew(n: number): void;
 }
 
-/** Header fields, or how to read them: read once, when first asked. */
-export type LazyHeaders = HeaderList | (() => HeaderList);
-const read = (h: LazyHeaders): HeaderList => (typeof h === "function" ? h() : h);
+/** Header fields, or the head's text to read them from: read once, when first asked. */
+export type LazyHeaders = HeaderList | HeadText;
+
+function read(h: HeadText): HeaderList {
+  if (h.of === "request") {
+    const head = parseRequestHead(h.text, true);
+    return isRefusal(head) ? [] : head.fields;
+  }
+  const head = parseHead(h.text, h.of, true);
+  return typeof head === "string" ? [] : head.headers;
+}
 
 /** A request head as captured: as the visitor sent it, names' case kept. */
 export class CapturedHead {
@@ -37,7 +47,7 @@ export class CapturedHead {
   ) {}
 
   get headers(): HeaderList {
-    return typeof this.fields === "function" ? (this.fields = this.fields()) : this.fields;
+    return this.fields instanceof HeadText ? (this.fields = read(this.fields)) : this.fields;
   }
 }
 
@@ -114,10 +124,14 @@ export class Capture implements ExchangeTap {
   /** Bytes of bodies and messages it holds: its share of the store's budget. */
   private kept = 0;
 
+  private requestHead: CapturedHead | undefined;
+
   constructor(
     readonly id: number,
     readonly tunnel: TunnelView,
-    readonly head: CapturedHead,
+    private readonly method: string,
+    private readonly path: string,
+    private readonly requestFields: LazyHeaders,
     readonly remote: string,
     readonly kind: "http" | "ws",
     private readonly owner: CaptureOwner,
@@ -129,8 +143,13 @@ export class Capture implements ExchangeTap {
 
   get responseHeaders(): HeaderList | undefined {
     const h = this.replyHeaders;
-    if (typeof h === "function") return (this.replyHeaders = read(h));
+    if (h instanceof HeadText) return (this.replyHeaders = read(h));
     return h;
+  }
+
+  /** The request's head, made when first asked. */
+  get head(): CapturedHead {
+    return (this.requestHead ??= new CapturedHead(this.method, this.path, this.requestFields));
   }
 
   get requestBody(): BodyCapture {

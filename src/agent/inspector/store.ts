@@ -6,7 +6,7 @@
  * (STREAM_BATCH_MS) and only while someone listens.
  */
 import type { TunnelView } from "../output.ts";
-import { Capture, CapturedHead, type CaptureOwner } from "./capture.ts";
+import { Capture, type CaptureOwner } from "./capture.ts";
 import { MAX_TOTAL_BODY_BYTES, STREAM_BATCH_MS } from "./limits.ts";
 import type { RequestTaps, TappedRequest } from "./tap.ts";
 
@@ -44,8 +44,7 @@ export class CaptureStore implements RequestTaps, CaptureOwner {
   begin(tunnel: TunnelView, request: TappedRequest, replayOf?: number): Capture | undefined {
     if (!tunnel.inspect) return undefined;
     if (this.count === this.keep) this.dropOldest();
-    const head = new CapturedHead(request.method, request.path, request.headers);
-    const capture = new Capture(this.nextId++, tunnel, head, request.remote, request.websocket ? "ws" : "http", this, replayOf);
+    const capture = new Capture(this.nextId++, tunnel, request.method, request.path, request.headers, request.remote, request.websocket ? "ws" : "http", this, replayOf);
     this.ring[(this.head + this.count) % this.keep] = capture;
     this.count++;
     this.changed(capture);

@@ -5,6 +5,19 @@
  * stream to wait.
  */
 import type { HeaderList } from "../../protocol/messages.ts";
+
+/**
+ * A head's fields to be read when someone asks (most captures are never
+ * looked at): its text, without the blank line, and for a response the
+ * method of the request it answers.
+ */
+export class HeadText {
+  constructor(
+    readonly text: string,
+    /** "request", or the method a response answers. */
+    readonly of: string,
+  ) {}
+}
 import type { TunnelView } from "../output.ts";
 
 /** A visitor's request as the inspector captures it: its head as the visitor sent it. */
@@ -12,8 +25,8 @@ export interface TappedRequest {
   method: string;
   /** The request target as sent ("/a?b"). */
   path: string;
-  /** Header fields in order, names as sent; or how to read them, when someone asks (most captures are never looked at). */
-  headers: HeaderList | (() => HeaderList);
+  /** Header fields in order, names as sent; or the head's text, read when someone asks. */
+  headers: HeaderList | HeadText;
   /** It asks for a WebSocket (Upgrade: websocket). */
   websocket: boolean;
   /** The visitor's address, "ip:port". */
@@ -25,7 +38,7 @@ export interface ExchangeTap {
   /** A piece of the visitor's request body (chunked framing taken off), on its way to the local service. */
   requestChunk(chunk: Uint8Array): void;
   /** The local service's final response head: status and header fields as it sent them (or how to read them, when asked). */
-  response(status: number, headers: HeaderList | (() => HeaderList)): void;
+  response(status: number, headers: HeaderList | HeadText): void;
   /** A piece of the response body (chunked framing taken off), on its way to the visitor. */
   responseChunk(chunk: Uint8Array): void;
   /** The response is complete (after a 101: the switched connection closed). */

@@ -20,12 +20,12 @@
  * for good: switched.ts pipes it both ways.
  */
 import { RequestBodyReader } from "../../http/request-body.ts";
-import { parseHead, type ParsedHead } from "../../http/response-head.ts";
+import type { ParsedHead } from "../../http/response-head.ts";
 import type { HeaderList } from "../../protocol/messages.ts";
 import type { ResponseParser, ResponseSink } from "../../http/response-reader.ts";
 import type { Stream } from "../../protocol/mux.ts";
 import { WireError } from "../../protocol/wire.ts";
-import type { ExchangeTap } from "../inspector/tap.ts";
+import { HeadText, type ExchangeTap } from "../inspector/tap.ts";
 import type { ConnectionUser, LocalConnection } from "./connection.ts";
 import type { ConnectionPool } from "./pool.ts";
 import type { LocalRequest } from "./request.ts";
@@ -90,18 +90,10 @@ function tapsBody(tap: ExchangeTap): (piece: Uint8Array) => void {
 }
 
 /** How to read a response head's fields, when the inspector is asked for them. */
-function fullHeaders(head: ParsedHead, method: string): HeaderList | (() => HeaderList) {
+function fullHeaders(head: ParsedHead, method: string): HeaderList | HeadText {
   // its text now (the bytes are the socket's, and someone may ask much later); its fields when asked
   const text = head.text ?? (head.bytes ? Buffer.from(head.bytes.buffer, head.bytes.byteOffset, head.bytes.byteLength - 4).toString("latin1") : undefined);
-  return text === undefined ? head.headers : fieldsWhenAsked(text, method);
-}
-
-/** A closure that holds the head's text and nothing else (not the head, whose bytes are a view of a socket's buffer). */
-function fieldsWhenAsked(text: string, method: string): () => HeaderList {
-  return () => {
-    const full = parseHead(text, method, true);
-    return typeof full === "string" ? [] : full.headers;
-  };
+  return text === undefined ? head.headers : new HeadText(text, method);
 }
 
 export class Exchange implements ConnectionUser, ResponseSink {
