@@ -77,6 +77,16 @@ const reply = (stream: number) => encodeFrame(FrameType.REPLY, stream, jsonPaylo
 const ok = (body: string, extra = "") => `HTTP/1.1 200 OK\r\nContent-Length: ${body.length}\r\n${extra}\r\n${body}`;
 const request = (host: string, path: string, extra = "") => `GET ${path} HTTP/1.1\r\nHost: ${host}\r\nX-Burrow-Skip-Warning: 1\r\n${extra}\r\n`;
 
+/** The visitor's first request on its connection, answered on the stream it opened (kept: no FIN); its stream id. */
+async function firstAnswered(agent: { peer: HostilePeer; host: string }, v: Awaited<ReturnType<typeof visitor>>): Promise<number> {
+  v.socket.write(request(agent.host, "/one"));
+  expect(await agent.peer.until(() => opens(agent.peer).length === 1, WAIT_MS)).toBe(true);
+  const s = opens(agent.peer)[0]!.stream;
+  agent.peer.send(Buffer.concat([reply(s), data(s, ok("first"))]));
+  expect(await v.until(() => v.text().endsWith("first"))).toBe(true);
+  return s;
+}
+
 test("three requests on one visitor connection go on one stream: the first head in OPEN (keep, no FIN), the next ones in DATA once each response has ended", async () => {
   using agent = await scriptedAgent(true);
   using v = await visitor();
@@ -113,11 +123,7 @@ test("three requests on one visitor connection go on one stream: the first head 
 test("a request body follows its head on the kept stream, with the visitor's framing", async () => {
   using agent = await scriptedAgent(true);
   using v = await visitor();
-  v.socket.write(request(agent.host, "/first"));
-  expect(await agent.peer.until(() => opens(agent.peer).length === 1, WAIT_MS)).toBe(true);
-  const s = opens(agent.peer)[0]!.stream;
-  agent.peer.send(Buffer.concat([reply(s), data(s, ok("a"))]));
-  expect(await v.until(() => v.text().endsWith("a"))).toBe(true);
+  const s = await firstAnswered(agent, v);
   v.socket.write(`POST /form HTTP/1.1\r\nHost: ${agent.host}\r\nX-Burrow-Skip-Warning: 1\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nbody\r\n0\r\n\r\n`);
   expect(await agent.peer.until(() => dataOn(agent.peer, s).endsWith("\r\n\r\n4\r\nbody\r\n0\r\n\r\n"), WAIT_MS)).toBe(true);
   agent.peer.send(data(s, ok("got it")));
@@ -146,11 +152,7 @@ test("an agent that FINs with a response's last byte (it cannot carry another): 
 test("a later request whose answer never starts gets the slow-service page when its response timeout passes, like the first", async () => {
   using agent = await scriptedAgent(true);
   using v = await visitor();
-  v.socket.write(request(agent.host, "/one"));
-  expect(await agent.peer.until(() => opens(agent.peer).length === 1, WAIT_MS)).toBe(true);
-  const s = opens(agent.peer)[0]!.stream;
-  agent.peer.send(Buffer.concat([reply(s), data(s, ok("first"))]));
-  expect(await v.until(() => v.text().endsWith("first"))).toBe(true);
+  const s = await firstAnswered(agent, v);
   const before = v.text().length;
   v.socket.write(request(agent.host, "/slow"));
   // this server's --response-timeout is 1 s: well within WAIT_MS
@@ -177,11 +179,7 @@ test("an agent whose HELLO does not say keep gets a stream per request, each wit
 test("bytes from the agent between requests break the protocol: the stream is reset, and the visitor's next request still gets an answer", async () => {
   using agent = await scriptedAgent(true);
   using v = await visitor();
-  v.socket.write(request(agent.host, "/one"));
-  expect(await agent.peer.until(() => opens(agent.peer).length === 1, WAIT_MS)).toBe(true);
-  const s = opens(agent.peer)[0]!.stream;
-  agent.peer.send(Buffer.concat([reply(s), data(s, ok("first"))]));
-  expect(await v.until(() => v.text().endsWith("first"))).toBe(true);
+  const s = await firstAnswered(agent, v);
   agent.peer.send(data(s, "HTTP/1.1 302 Found\r\nLocation: http://evil.example/\r\n\r\n"));
   expect(await agent.peer.until(() => framesOf(agent.peer, s, FrameType.RST).length === 1, WAIT_MS)).toBe(true);
   expect(v.text()).not.toContain("evil.example");
