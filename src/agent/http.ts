@@ -64,6 +64,8 @@ export function serveHttpStream(stream: Stream, headText: string, target: LocalT
 class RequestServer implements StreamServer {
   requests!: StreamRequests;
   private readonly host: string | undefined;
+  /** The request log's view of the request under way: one a stream, as its requests come one at a time. */
+  private readonly report: Report;
 
   constructor(
     private readonly stream: Stream,
@@ -73,6 +75,7 @@ class RequestServer implements StreamServer {
     private readonly threw: (err: unknown) => void,
   ) {
     this.host = target.hostHeader === "rewrite" ? localAuthority(target) : target.hostHeader;
+    this.report = new Report(hooks);
   }
 
   /** One request of the stream; false when it cannot be served (the stream is reset, with why). */
@@ -101,20 +104,31 @@ class RequestServer implements StreamServer {
     const websocket = upgrade === "websocket";
     hooks.opened?.(websocket ? "ws" : "http", method, path);
     const tap = hooks.tap?.({ method, path, headers: new HeadText(received ? headText : headText.slice(0, -4), "request"), websocket });
-    this.requests.forward(request, new Report(hooks, method, path, upgrade, started), tap);
+    this.requests.forward(request, this.report.begin(method, path, upgrade, started), tap);
     return true;
   }
 }
 
-/** What happened to one request, told to the request log: an object per request, not a closure per outcome. */
+/**
+ * What happened to a request, told to the request log: one object a
+ * stream, begun again for each of its requests (the one before is over by
+ * then), rather than a closure per outcome.
+ */
 class Report implements ExchangeReport {
-  constructor(
-    private readonly hooks: HttpHooks,
-    private readonly method: string,
-    private readonly path: string,
-    private readonly upgrade: string | undefined,
-    private readonly started: number,
-  ) {}
+  private method = "?";
+  private path = "?";
+  private upgrade: string | undefined;
+  private started = 0;
+
+  constructor(private readonly hooks: HttpHooks) {}
+
+  begin(method: string, path: string, upgrade: string | undefined, started: number): this {
+    this.method = method;
+    this.path = path;
+    this.upgrade = upgrade;
+    this.started = started;
+    return this;
+  }
 
   private ms(): number {
     return performance.now() - this.started;

@@ -100,7 +100,7 @@ function requestHeadBytes(conn: HttpConnection, head: RequestHead, tunnel: Tunne
   if (suffix?.host !== ctx.host) suffix = conn.forwardedSuffix = { host: ctx.host, bytes: Buffer.from(forwardedFields(undefined, ctx), "latin1") };
   const kept = raw.byteLength - 2; // through the last field's CRLF, without the blank line
   const out = Buffer.allocUnsafe(kept + suffix.bytes.byteLength);
-  out.set(kept === raw.byteLength ? raw : raw.subarray(0, kept), 0);
+  out.set(raw, 0); // its blank line too, written over by the edge's fields
   out.set(suffix.bytes, kept);
   return out;
 }
@@ -329,7 +329,7 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     const end = this.parser.complete ? this.parser.endedAt : chunk.byteLength;
     // one write for what this chunk completed (a head and the body after it, most often): the
     // chunk itself when the pieces are its bytes in order, as they are unless a head came in parts
-    if (pieces.length > 0) this.toVisitor(pieces.length === 1 ? pieces[0]! : contiguousIn(chunk, pieces, end) ? chunk.subarray(0, end) : Buffer.concat(pieces), end);
+    if (pieces.length > 0) this.toVisitor(pieces.length === 1 ? pieces[0]! : contiguousIn(chunk, pieces, end) ? (end === chunk.byteLength ? chunk : chunk.subarray(0, end)) : Buffer.concat(pieces), end);
     else this.stream.consumed(end); // held in the parser (part of a head), which bounds it
     if (end < chunk.byteLength) {
       const rest = chunk.subarray(end);

@@ -16,7 +16,11 @@ const BARE_LF_END = Buffer.from("\n\n");
 const MIXED_END = Buffer.from("\r\n\n");
 
 export type HeadRead =
-  /** The head's text (latin1, without the blank line) and where in the input the bytes after it start. */
+  /**
+   * The head's text (latin1, without the blank line) and where in the input
+   * the bytes after it start: one object per reader, filled anew by each
+   * read (take what you need from it before the next).
+   */
   | { text: string; next: number; raw?: Uint8Array }
   /** Not yet complete: everything from `at` was taken and is held. */
   | "incomplete"
@@ -29,7 +33,17 @@ export class HeadReader {
   private partial: Uint8Array | undefined;
   private partialLength = 0;
 
+  private readonly found: { text: string; next: number; raw: Uint8Array | undefined } = { text: "", next: 0, raw: undefined };
+
   constructor(private readonly max: number) {}
+
+  private give(text: string, next: number, raw: Uint8Array | undefined): HeadRead {
+    const found = this.found;
+    found.text = text;
+    found.next = next;
+    found.raw = raw;
+    return found;
+  }
 
   /** Bytes held of a head not yet complete. */
   get pending(): number {
@@ -49,8 +63,8 @@ export class HeadReader {
       const end = view.indexOf(HEAD_END, at);
       if (end >= 0 && end + 4 - at <= this.max) {
         if (bareLf(view, at, end)) return "bare-lf";
-        if (!decode) return { text: "", next: end + 4, raw: view.subarray(at, end + 4) };
-        return { text: view.toString("latin1", at, end), next: end + 4 };
+        if (!decode) return this.give("", end + 4, view.subarray(at, end + 4));
+        return this.give(view.toString("latin1", at, end), end + 4, undefined);
       }
       if (end < 0 && bareLf(view, at, view.byteLength)) return "bare-lf";
       if (view.byteLength - at >= this.max) return "too-large";
@@ -72,7 +86,7 @@ export class HeadReader {
     const next = at + take - (this.partialLength - (end + 4));
     const raw = keepRaw || !decode ? buffered.slice(0, end + 4) : undefined;
     this.reset();
-    return raw ? { text, next, raw } : { text, next };
+    return this.give(text, next, raw);
   }
 
   /** Forgets a pending head. */

@@ -82,10 +82,13 @@ class RequestFields {
   connection = "";
   upgradeField: string | undefined;
   expect: string | undefined;
+  /** The fields are handed to the caller (false: only what they say is read; `fields` false). */
+  private keeps = true;
 
-  start(): this {
-    this.kept = [];
-    this.names = [];
+  start(keeps: boolean): this {
+    this.keeps = keeps;
+    this.kept = keeps ? [] : NO_FIELDS;
+    this.names = keeps ? [] : NO_NAMES;
     this.hosts = 0;
     this.host = undefined;
     this.lengths = undefined;
@@ -97,8 +100,10 @@ class RequestFields {
   }
 
   field(name: string, lower: string, value: string): void {
-    this.kept.push([name, value]);
-    this.names.push(lower);
+    if (this.keeps) {
+      this.kept.push([name, value]);
+      this.names.push(lower);
+    }
     switch (lower) {
       case "host":
         this.hosts++;
@@ -123,13 +128,17 @@ class RequestFields {
   }
 }
 const requestFields = new RequestFields();
+/** The fields of a head read with `fields` false: none (shared, never written). */
+const NO_FIELDS: [string, string][] = [];
+const NO_NAMES: string[] = [];
 
 /**
  * Parses a request head: the request line and header lines, separated by
  * CRLF, without the blank line that ends it. `fields` false: every line is
- * checked, but only the fields the parser reads are kept in `fields` (for a
- * reader that passes the head on as it came without showing it); a set of
- * name lengths: those too (the caller reads fields of those names).
+ * checked and what the parser needs read, but `fields` and `names` stay
+ * empty (for a reader that passes the head on as it came without showing
+ * it); a set of name lengths: the fields of those names and the parser's
+ * own are kept (the caller reads them).
  */
 export function parseRequestHead(text: string, fields: boolean | ReadonlySet<number> = true): RequestHead | HeadRefusal {
   const firstEnd = text.indexOf("\r\n");
@@ -156,7 +165,7 @@ export function parseRequestHead(text: string, fields: boolean | ReadonlySet<num
     }
   }
 
-  const seen = requestFields.start();
+  const seen = requestFields.start(fields !== false);
   const fault = readFields(text, firstEnd < 0 ? text.length : firstEnd + 2, MAX_REQUEST_FIELDS, MAX_NAME_LENGTH, seen, fields === true ? undefined : fields === false ? OWN_NAMES : withOwnNames(fields));
   const { kept, names, hosts, host, lengths, codings, connection, upgradeField, expect } = seen;
   if (fault === "too-many") return refuse(431, `More than ${MAX_REQUEST_FIELDS} header fields.`);
