@@ -408,6 +408,18 @@ describe("a kept stream: a visitor connection's requests one after another (OPEN
     expect(svc.requests.map((r) => r.head)).toEqual([requestHead("GET", "/one", [["Host", "inner.example"]]), requestHead("GET", "/two", [["host", "inner.example"], ["X-A", "b"]])]);
   });
 
+  test("a kept stream's quiet spell past the pool's idle time lets go of its local connection; the next request opens another", async () => {
+    const svc = service((req, socket) => void socket.write(ok(req.path)));
+    const t = tunnel(svc.port, { pool: { idleMs: 200 } });
+    const k = kept(t, requestHead("GET", "/one"));
+    await until(() => k.got.text.endsWith("/one"), "the first answer");
+    // the sweep looks every second: the connection goes well within WAIT_MS
+    await svc.closedAtLeast(1, "the agent to close the held connection");
+    k.send(requestHead("GET", "/two"));
+    await until(() => k.got.text.endsWith("/two"), "the second answer");
+    expect(svc.requests.map((r) => `${r.conn} ${r.path}`)).toEqual(["1 /one", "2 /two"]);
+  });
+
   test("a later head the agent cannot read is a reset that says why", async () => {
     const svc = service((req, socket) => void socket.write(ok(req.path)));
     const t = tunnel(svc.port);
