@@ -82,7 +82,7 @@ export const SERVER_FLAGS = {
     arg: "S",
     default: "75",
     help: "seconds an idle keep-alive visitor connection stays open; requests in flight are never cut",
-    details: "5 to 255, in Bun's 4 s steps.",
+    details: "5 to 255; checked every second.",
   },
   "max-conns-per-ip": {
     type: "string",
