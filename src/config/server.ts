@@ -47,6 +47,12 @@ export interface ServerConfig {
   adminHost: string;
   /** Seconds an idle keep-alive visitor connection stays open; requests in flight are never cut. */
   idleTimeoutS: number;
+  /** --max-request-head: bytes a visitor's request head may take. */
+  maxRequestHeadBytes: number;
+  /** --max-request-fields: header fields a visitor's request may carry. */
+  maxRequestFields: number;
+  /** --tls-hello-timeout: how long a TLS visitor has to send its ClientHello. */
+  tlsHelloTimeoutMs: number;
   /** Concurrent visitor connections one client address may hold, per listener kind. */
   maxConnsPerIp: number;
   /** Concurrent agent connections one client address may hold. */
@@ -104,6 +110,16 @@ const port = (flag: string) =>
     v.regex(/^[0-9]{1,5}$/, `--${flag} must be a port number from 0 to 65535`),
     v.transform(Number),
     v.maxValue(65535, `--${flag} must be a port number from 0 to 65535`),
+  );
+
+/** A whole number from `min` to `max`. */
+const bounded = (flag: string, min: number, max: number) =>
+  v.pipe(
+    v.string(),
+    v.regex(/^[0-9]{1,8}$/, `--${flag} must be a whole number from ${min} to ${max}`),
+    v.transform(Number),
+    v.minValue(min, `--${flag} must be a whole number from ${min} to ${max}`),
+    v.maxValue(max, `--${flag} must be a whole number from ${min} to ${max}`),
   );
 
 const count = (flag: string) =>
@@ -167,6 +183,9 @@ const Schema = v.object({
     v.minValue(5, "--idle-timeout must be a whole number of seconds from 5 to 255"),
     v.maxValue(255, "--idle-timeout must be a whole number of seconds from 5 to 255"),
   ),
+  "max-request-head": bounded("max-request-head", 1024, 1_048_576),
+  "max-request-fields": bounded("max-request-fields", 16, 10_000),
+  "tls-hello-timeout": bounded("tls-hello-timeout", 1, 60),
   "max-conns-per-ip": count("max-conns-per-ip"),
   "max-conns": v.union([v.literal("auto"), count("max-conns")], "--max-conns must be a positive whole number, or auto"),
   "trusted-proxies": v.pipe(
@@ -292,6 +311,9 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     publicUrl: parsePublicUrl(o["public-url"], o.domain),
     adminHost: o["admin-host"],
     idleTimeoutS: o["idle-timeout"],
+    maxRequestHeadBytes: o["max-request-head"],
+    maxRequestFields: o["max-request-fields"],
+    tlsHelloTimeoutMs: o["tls-hello-timeout"] * 1000,
     auditDays: o["audit-days"],
     maxConnsPerIp: o["max-conns-per-ip"],
     maxConns: o["max-conns"] === "auto" ? undefined : o["max-conns"],

@@ -21,8 +21,18 @@ import { PendingWrites } from "../sockets/pending-writes.ts";
 import type { HostRoute } from "./host-route.ts";
 import type { RequestStream } from "./request-stream.ts";
 
-/** A request head (request line and fields) may be this large; more is refused with 431. */
+/** A request head (request line and fields) may be this large by default (--max-request-head); more is refused with 431. */
 export const MAX_REQUEST_HEAD_BYTES = 64 * 1024;
+
+/** What a connection allows its visitor's heads, and how long it waits. */
+export interface HeadLimits {
+  /** --idle-timeout: for a head to arrive whole from its first byte, and for the next request. */
+  idleTimeoutMs: number;
+  /** --max-request-head */
+  maxHeadBytes: number;
+  /** --max-request-fields */
+  maxFields: number;
+}
 /** Bytes of pipelined requests held while one is served; past this the socket is not read. */
 const MAX_EARLY_BYTES = 64 * 1024;
 const SWEEP_MS = 1_000;
@@ -63,7 +73,7 @@ function sweep(): void {
 }
 
 export class HttpConnection {
-  private readonly heads = new HeadReader(MAX_REQUEST_HEAD_BYTES);
+  private readonly heads: HeadReader;
   private readonly out: PendingWrites;
   private occupant: Occupant | undefined;
   /** Bytes read but not yet handled (a pipelined request, or what came while a head was routed). */
@@ -102,8 +112,9 @@ export class HttpConnection {
     readonly socket: Socket<SocketData>,
     readonly peer: { address: string; port: number },
     private readonly server: ConnectionServer,
-    private readonly idleTimeoutMs: number,
+    private readonly limits: HeadLimits,
   ) {
+    this.heads = new HeadReader(limits.maxHeadBytes);
     this.out = new PendingWrites(socket);
     this.idleSince = performance.now();
     open.add(this);
@@ -248,7 +259,7 @@ export class HttpConnection {
   expireIfIdle(now: number): void {
     if (this.closing || this.occupant || this.routing) return;
     const since = this.headSince || this.idleSince;
-    if (now - since >= this.idleTimeoutMs) this.terminate();
+    if (now - since >= this.limits.idleTimeoutMs) this.terminate();
   }
 
   // -- reading heads ------------------------------------------------------------------------------------
@@ -269,7 +280,7 @@ export class HttpConnection {
     if (read === "too-large") return this.refuse({ status: 431, why: "The request head is too large." });
     if (read === "bare-lf") return this.refuse({ status: 400, why: "Request lines must end in CRLF." });
     this.headSince = 0;
-    const head = parseRequestHead(read.text, this.server.fieldLengths ?? true);
+    const head = parseRequestHead(read.text, this.server.fieldLengths ?? true, this.limits.maxFields);
     if (isRefusal(head)) return this.refuse(head);
     this.routing = true;
     if (read.next < bytes.byteLength) this.hold(bytes.subarray(read.next));

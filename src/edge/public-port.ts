@@ -10,7 +10,8 @@
 import type { Socket } from "bun";
 import { TlsFront } from "../sockets/tls-front.ts";
 import type { TlsSource } from "../tls/tls-source.ts";
-import { HttpConnection, type ConnectionServer, type SocketData } from "./http-connection.ts";
+import { MAX_REQUEST_FIELDS } from "../http/request-head.ts";
+import { HttpConnection, MAX_REQUEST_HEAD_BYTES, type ConnectionServer, type HeadLimits, type SocketData } from "./http-connection.ts";
 
 /** How long, at a forced stop, a handed-over connection may take to pass on its last bytes. */
 const HANDED_OVER_GRACE_MS = 1_000;
@@ -22,6 +23,11 @@ export interface PublicPortOptions {
   tls?: TlsSource;
   server: ConnectionServer;
   idleTimeoutS: number;
+  /** A request head's bytes and header fields at most (--max-request-head, --max-request-fields). */
+  maxHeadBytes?: number;
+  maxFields?: number;
+  /** How long a TLS visitor has to send its ClientHello (--tls-hello-timeout). */
+  helloTimeoutMs?: number;
   /**
    * Asked as each connection opens, with how many are open already: false
    * closes it at once, before it holds a descriptor any longer (over
@@ -38,6 +44,7 @@ export class PublicPort {
 
   constructor(options: PublicPortOptions) {
     const { server, idleTimeoutS } = options;
+    const limits: HeadLimits = { idleTimeoutMs: idleTimeoutS * 1000, maxHeadBytes: options.maxHeadBytes ?? MAX_REQUEST_HEAD_BYTES, maxFields: options.maxFields ?? MAX_REQUEST_FIELDS };
     const connections = this.connections;
     const peerOf = (socket: Socket<SocketData>) => this.front.peerOf(socket);
     const gone = (socket: Socket<SocketData>) => {
@@ -50,6 +57,7 @@ export class PublicPort {
       hostname: options.hostname,
       port: options.port,
       tls: options.tls,
+      helloTimeoutMs: options.helloTimeoutMs,
       allowHalfOpen: true, // a visitor that half-closes after its request still gets the answer
       socket: {
         open(socket) {
@@ -58,7 +66,7 @@ export class PublicPort {
           if (typeof socket.remoteAddress !== "string") return void socket.terminate();
           if (options.admit && !options.admit(connections.size)) return void socket.terminate();
           socket.setNoDelay(true);
-          const conn = new HttpConnection(socket, peerOf(socket), server, idleTimeoutS * 1000);
+          const conn = new HttpConnection(socket, peerOf(socket), server, limits);
           socket.data = { conn };
           connections.add(conn);
         },

@@ -65,6 +65,11 @@ export interface EdgeOptions {
   agentPort?: number;
   /** Seconds an idle keep-alive visitor connection stays open (requests in flight are never cut). */
   idleTimeoutS: number;
+  /** Bytes and header fields a visitor's request head may hold (defaults: http-connection.ts). */
+  maxRequestHeadBytes?: number;
+  maxRequestFields?: number;
+  /** How long a TLS visitor has to send its ClientHello (default: sockets/tls-front.ts). */
+  tlsHelloTimeoutMs?: number;
   /** Concurrent connections one client address may hold on the public listeners. */
   maxConnsPerIp: number;
   /** Concurrent agent connections one client address may hold (WebSocket and direct port together). */
@@ -169,6 +174,9 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     port: opts.port,
     tls: opts.tls,
     idleTimeoutS: opts.idleTimeoutS,
+    maxHeadBytes: opts.maxRequestHeadBytes,
+    maxFields: opts.maxRequestFields,
+    helloTimeoutMs: opts.tlsHelloTimeoutMs,
     // every open connection holds a descriptor, requests or not: past the total, or short of descriptors, none is kept
     admit(open) {
       if (!pressed && open + tcpVisitors.total < maxConns) return true;

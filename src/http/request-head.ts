@@ -140,7 +140,7 @@ const NO_NAMES: string[] = [];
  * it); a set of name lengths: the fields of those names and the parser's
  * own are kept (the caller reads them).
  */
-export function parseRequestHead(text: string, fields: boolean | ReadonlySet<number> = true): RequestHead | HeadRefusal {
+export function parseRequestHead(text: string, fields: boolean | ReadonlySet<number> = true, maxFields = MAX_REQUEST_FIELDS): RequestHead | HeadRefusal {
   const firstEnd = text.indexOf("\r\n");
   const first = firstEnd < 0 ? text : text.slice(0, firstEnd);
   const line = REQUEST_LINE.exec(first);
@@ -166,9 +166,9 @@ export function parseRequestHead(text: string, fields: boolean | ReadonlySet<num
   }
 
   const seen = requestFields.start(fields !== false);
-  const fault = readFields(text, firstEnd < 0 ? text.length : firstEnd + 2, MAX_REQUEST_FIELDS, MAX_NAME_LENGTH, seen, fields === true ? undefined : fields === false ? OWN_NAMES : withOwnNames(fields));
+  const fault = readFields(text, firstEnd < 0 ? text.length : firstEnd + 2, maxFields, MAX_NAME_LENGTH, seen, fields === true ? undefined : fields === false ? OWN_NAMES : withOwnNames(fields));
   const { kept, names, hosts, host, lengths, codings, connection, upgradeField, expect } = seen;
-  if (fault === "too-many") return refuse(431, `More than ${MAX_REQUEST_FIELDS} header fields.`);
+  if (fault === "too-many") return refuse(431, `More than ${maxFields} header fields.`);
   if (fault === "line") return refuse(400, "A header line is malformed.");
   if (fault === "name" || fault === "long-name") return refuse(400, "A header name is malformed.");
   if (fault === "value") return refuse(400, "A header value holds control characters.");
