@@ -413,7 +413,7 @@ describe("a kept stream: a visitor connection's requests one after another (OPEN
     const t = tunnel(svc.port, { pool: { idleMs: 200 } });
     const k = kept(t, requestHead("GET", "/one"));
     await until(() => k.got.text.endsWith("/one"), "the first answer");
-    // the sweep looks every second: the connection goes well within WAIT_MS
+    // the pool's sweep (every idleMs / 4, at least 50 ms) closes it a few hundred ms on: well within WAIT_MS
     await svc.closedAtLeast(1, "the agent to close the held connection");
     k.send(requestHead("GET", "/two"));
     await until(() => k.got.text.endsWith("/two"), "the second answer");

@@ -38,24 +38,6 @@ export interface StreamServer {
   over(): void;
 }
 
-/**
- * Streams holding a local connection between requests. A visitor who keeps
- * its connection open but quiet must not keep one to the service for as
- * long: the held connection is closed once idle past the pool's limit, as
- * a pooled one is; one sweep for all of them, not a timer per request.
- */
-const holding = new Set<StreamRequests>();
-let holdSweeper: ReturnType<typeof setInterval> | undefined;
-const HOLD_SWEEP_MS = 1_000;
-
-function sweepHeld(): void {
-  for (const s of holding) s.expireHeld();
-  if (holding.size === 0 && holdSweeper !== undefined) {
-    clearInterval(holdSweeper);
-    holdSweeper = undefined;
-  }
-}
-
 export class StreamRequests implements VisitorSide {
   private current: Exchange | undefined;
   /** The stream's reset code, once it is reset. */
@@ -167,15 +149,8 @@ export class StreamRequests implements VisitorSide {
   /** VisitorSide: the connection the exchange went on, for the stream's next request. */
   hold(conn: LocalConnection): boolean {
     if (this.isOver || this.held) return false;
-    conn.user = undefined;
-    conn.resume(); // while it waits, it must still hear the service close it
-    conn.idleSince = performance.now();
+    this.pool.hold(conn);
     this.held = conn;
-    holding.add(this);
-    if (holdSweeper === undefined) {
-      holdSweeper = setInterval(sweepHeld, HOLD_SWEEP_MS);
-      holdSweeper.unref();
-    }
     return true;
   }
 
@@ -183,16 +158,7 @@ export class StreamRequests implements VisitorSide {
     const conn = this.held;
     if (!conn) return undefined;
     this.held = undefined;
-    holding.delete(this);
-    return this.pool.fresh(conn) ? conn : undefined;
-  }
-
-  /** Lets go of a held connection idle past the pool's limit (the sweep): the service need not keep it for a visitor who went quiet. */
-  expireHeld(): void {
-    if (this.held && !this.pool.fresh(this.held)) {
-      this.held = undefined;
-      holding.delete(this);
-    }
+    return this.pool.unhold(conn);
   }
 
   /** VisitorSide: the exchange under way is over. */

@@ -29,6 +29,8 @@ const IDLE_MS = 4_000;
 export class ConnectionPool {
   /** Idle connections per service ("http://host:port"), oldest first. */
   private readonly idle = new Map<string, LocalConnection[]>();
+  /** Idle connections kept aside for their streams (hold). */
+  private readonly held = new Set<LocalConnection>();
   private readonly maxIdle: number;
   private readonly idleMs: number;
   private sweeper: ReturnType<typeof setInterval> | undefined;
@@ -60,15 +62,27 @@ export class ConnectionPool {
   }
 
   /**
-   * Whether a connection kept outside the pool since `conn.idleSince` may
-   * still be reused, by the pool's rule (closed, or idle too long, it is
-   * closed here).
+   * Keeps an idle connection aside for one stream's next request (a kept
+   * stream between its requests: the visitor's next request goes on the
+   * same connection). It is the pool's all the same while it waits: closed
+   * once idle past the pool's limit, by the same sweep, so a visitor who
+   * keeps a quiet connection open does not keep one open to the service.
    */
-  fresh(conn: LocalConnection): boolean {
-    if (conn.closed) return false;
-    if (performance.now() - conn.idleSince < this.idleMs) return true;
+  hold(conn: LocalConnection): void {
+    conn.user = undefined;
+    conn.resume(); // while it waits, it must still hear the service close it
+    conn.idleSince = performance.now();
+    this.held.add(conn);
+    this.sweepSoon();
+  }
+
+  /** A held connection back for its stream's next request; undefined when the service closed it or it waited too long. */
+  unhold(conn: LocalConnection): LocalConnection | undefined {
+    this.held.delete(conn);
+    if (conn.closed) return undefined;
+    if (performance.now() - conn.idleSince < this.idleMs) return conn;
     conn.close();
-    return false;
+    return undefined;
   }
 
   /** A new connection, or why there is none. */
@@ -89,10 +103,13 @@ export class ConnectionPool {
     if (list.length >= this.maxIdle) list.shift()!.close();
     conn.idleSince = performance.now();
     list.push(conn);
-    if (this.sweeper === undefined) {
-      this.sweeper = setInterval(() => this.sweep(), Math.max(50, this.idleMs / 4));
-      this.sweeper.unref(); // idle connections are no reason to keep the agent running
-    }
+    this.sweepSoon();
+  }
+
+  private sweepSoon(): void {
+    if (this.sweeper !== undefined) return;
+    this.sweeper = setInterval(() => this.sweep(), Math.max(50, this.idleMs / 4));
+    this.sweeper.unref(); // idle connections are no reason to keep the agent running
   }
 
   /** Idle connections kept now (tests look at this). */
@@ -102,10 +119,12 @@ export class ConnectionPool {
     return n;
   }
 
-  /** Closes every idle connection and stops the sweeper. */
+  /** Closes every idle connection, held ones too, and stops the sweeper. */
   close(): void {
     for (const list of this.idle.values()) for (const conn of list) conn.close();
     this.idle.clear();
+    for (const conn of this.held) conn.close();
+    this.held.clear();
     this.stopSweeper();
   }
 
@@ -121,7 +140,12 @@ export class ConnectionPool {
       if (live.length > 0) this.idle.set(key, live);
       else this.idle.delete(key);
     }
-    if (this.idle.size === 0) this.stopSweeper();
+    for (const conn of this.held) {
+      if (!conn.closed && now - conn.idleSince < this.idleMs) continue;
+      conn.close();
+      this.held.delete(conn);
+    }
+    if (this.idle.size === 0 && this.held.size === 0) this.stopSweeper();
   }
 
   private stopSweeper(): void {
