@@ -1,7 +1,8 @@
 /**
- * Visitor requests waiting for their response to begin (REPLY, or on a kept stream its first bytes). Each needs a
- * deadline (--response-timeout) and, while it waits, to notice the visitor
- * leaving so the agent can drop the local request. A timer and an abort
+ * Visitor requests waiting for their response to begin (REPLY, or on a
+ * kept stream its first bytes). Each needs a deadline (--response-timeout)
+ * and, while it waits, to notice the visitor leaving so the agent can drop
+ * the local request. A timer and an abort
  * listener per request show up in profiles at thousands of requests a
  * second, and almost every request is answered within milliseconds; so one
  * sweep every SWEEP_MS looks at what is still waiting and enforces the

@@ -24,9 +24,9 @@ const HOST_LINE = /\r\nhost:[^\r]*/i;
  * the visitor's Host (--host-header); it was checked when it was given.
  * `fields` false: the head's fields are not kept (nobody shows them).
  */
-export function prepareRequest(text: string, host?: string, fields = true, received?: Uint8Array): LocalRequest | string {
+export function prepareRequest(text: string, host?: string, fields = true): LocalRequest | string {
   if (!text.endsWith(HEAD_END)) return "the request head does not end with a blank line";
-  return prepareHead(text.slice(0, -HEAD_END.length), host, fields, received);
+  return prepareHead(text.slice(0, -HEAD_END.length), host, fields);
 }
 
 /**
