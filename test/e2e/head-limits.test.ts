@@ -24,7 +24,7 @@ beforeAll(async () => {
   const key = join(certDir, "key.pem");
   const made = Bun.spawnSync(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"], { stdout: "pipe", stderr: "pipe" });
   if (made.exitCode !== 0) throw new Error(`openssl failed: ${made.stderr.toString()}`);
-  tls = await startServer({ args: ["--tls-cert", cert, "--tls-key", key, "--tls-hello-timeout", "1"] });
+  tls = await startServer({ args: ["--tls-cert", cert, "--tls-key", key, "--tls-hello-timeout", "12"] });
 });
 
 afterAll(async () => {
@@ -52,15 +52,15 @@ test("more fields than --max-request-fields get 431 naming the limit; as many ar
   expect(fits.status).not.toBe(431);
 });
 
-test("a TLS visitor that sends no ClientHello is closed after --tls-hello-timeout", async () => {
+test("a TLS visitor that sends no ClientHello is closed after --tls-hello-timeout, not the default 10 s", async () => {
   const started = performance.now();
   const closedAfter = await new Promise<number>((resolve, reject) => {
     const socket = connect(tls.edgePort, "127.0.0.1");
     socket.on("error", () => {});
     socket.on("close", () => resolve(performance.now() - started));
-    // liveness only: the default (10 s) would also close it; what is checked is that 1 s is taken
-    setTimeout(() => (socket.destroy(), reject(new Error("still open after 8 s"))), 8_000);
+    // liveness only, far above the 12 s it is given
+    setTimeout(() => (socket.destroy(), reject(new Error("still open after 120 s"))), 120_000);
   });
-  expect(closedAfter).toBeGreaterThanOrEqual(900);
-  expect(closedAfter).toBeLessThan(8_000);
-});
+  // still open when the default would have closed it: the flag's 12 s is what counts
+  expect(closedAfter).toBeGreaterThanOrEqual(11_500);
+}, 150_000);

@@ -11,8 +11,10 @@ import { FrameType, PROTOCOL_VERSION } from "../../src/protocol/wire.ts";
 import { signedIn } from "../harness/admin.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
 import { hostileWebSocket, type HostilePeer } from "../harness/fuzz.ts";
+import { withTunnel } from "../harness/tunnel.ts";
 
-const WAIT_MS = 5_000;
+/** Liveness, not speed: the longest wait here is for the 1 s response timeout, so ten times that and more. */
+const WAIT_MS = 15_000;
 let server: TestServer;
 let token: string;
 
@@ -35,9 +37,9 @@ async function scriptedAgent(keep: boolean): Promise<{ peer: HostilePeer; host: 
   return { peer, host: `${subdomain}.localhost:${server.edgePort}`, [Symbol.dispose]: () => peer.close() };
 }
 
-/** A visitor's one connection: write requests, read what has come so far. */
-async function visitor(): Promise<{ socket: Socket; text: () => string; closed: () => boolean; until(check: () => boolean): Promise<boolean> } & Disposable> {
-  const socket = connect(server.edgePort, "127.0.0.1");
+/** A visitor's one connection (to `port`, this file's server by default): write requests, read what has come so far. */
+async function visitor(port = server.edgePort): Promise<{ socket: Socket; text: () => string; closed: () => boolean; until(check: () => boolean): Promise<boolean> } & Disposable> {
+  const socket = connect(port, "127.0.0.1");
   await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject));
   let got = "";
   let ended = false;
@@ -189,4 +191,42 @@ test("bytes from the agent between requests break the protocol: the stream is re
   agent.peer.send(Buffer.concat([reply(second), data(second, ok("second"))]));
   expect(await v.until(() => v.text().endsWith("second"))).toBe(true);
   expect(v.text()).not.toContain("evil.example");
+});
+
+test("with a real agent, each visitor connection's requests reach the service on a connection of their own, as they would directly", async () => {
+  // the service answers every request with the number of the connection it came on
+  let accepted = 0;
+  const service = Bun.listen<{ n: number; buffer: string }>({
+    hostname: "127.0.0.1",
+    port: 0,
+    socket: {
+      open: (sock) => void (sock.data = { n: ++accepted, buffer: "" }),
+      data(sock, bytes) {
+        sock.data.buffer += bytes.toString("latin1");
+        for (let end = sock.data.buffer.indexOf("\r\n\r\n"); end >= 0; end = sock.data.buffer.indexOf("\r\n\r\n")) {
+          sock.data.buffer = sock.data.buffer.slice(end + 4);
+          sock.write(ok(`conn ${sock.data.n};`));
+        }
+      },
+    },
+  });
+  await using tunnel = await withTunnel({ username: "kept-real", upstream: service.port });
+  try {
+    const host = `${tunnel.agent.subdomain}.localhost:${tunnel.server.edgePort}`;
+    using a = await visitor(tunnel.server.edgePort);
+    using b = await visitor(tunnel.server.edgePort);
+    const ask = async (v: typeof a, n: number) => {
+      v.socket.write(request(host, "/"));
+      expect(await v.until(() => (v.text().match(/conn \d+;/g) ?? []).length === n)).toBe(true);
+    };
+    // A, then B while A's connection stays open, then A again: A's second request goes where its first did
+    await ask(a, 1);
+    await ask(b, 1);
+    await ask(a, 2);
+    await ask(b, 2);
+    expect(a.text().match(/conn \d+;/g)).toEqual(["conn 1;", "conn 1;"]);
+    expect(b.text().match(/conn \d+;/g)).toEqual(["conn 2;", "conn 2;"]);
+  } finally {
+    service.stop(true);
+  }
 });
