@@ -323,6 +323,7 @@ export class Agent {
       };
       const mux = new Mux({
         role: "agent",
+        batchWrites: true,
         maxDataPayload: link.maxDataPayload,
         send: (frames) => link.send(frames),
         onStream: (stream) => this.serve(stream),

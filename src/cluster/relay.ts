@@ -40,6 +40,7 @@ export class RelayIn {
   ) {
     this.mux = new Mux({
       role: "agent",
+      batchWrites: true,
       send,
       onStream: (down) => this.relay(down),
       onClose: (code) => {
@@ -233,7 +234,7 @@ export class RelayOut {
       };
       const mux = new Mux({
         role: "edge",
-        batchOpens: true,
+        batchWrites: true,
         send: (frames) => link.send(frames),
         onClose: (code) => {
           if (code !== WireError.KEEPALIVE_TIMEOUT) return link.close();

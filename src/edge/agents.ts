@@ -100,7 +100,7 @@ export class AgentConnection implements AgentLink {
   ) {
     this.mux = new Mux({
       role: "edge",
-      batchOpens: true,
+      batchWrites: true,
       ...(transport.kind === "direct" ? { maxDataPayload: DIRECT_DATA_PAYLOAD } : {}),
       send: (frames) => transport.send(frames),
       onControl: (type, payload) => this.control(type, payload),

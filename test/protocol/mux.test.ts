@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { encodeFrame, jsonPayload, textPayload, u32Payload } from "../../src/protocol/frames.ts";
 import { Mux, type SendResult, type Stream } from "../../src/protocol/mux.ts";
 import { collect, pipeInto, readableFrom } from "../../src/protocol/pipes.ts";
-import { DIRECT_DATA_PAYLOAD, FrameType, HEADER_LENGTH, MAX_PAYLOAD, WireError, type FrameTypeValue } from "../../src/protocol/wire.ts";
+import { BATCH_BYTES, DIRECT_DATA_PAYLOAD, FrameType, HEADER_LENGTH, MAX_PAYLOAD, WireError, type FrameTypeValue } from "../../src/protocol/wire.ts";
 import { agentHandlers, newStalled, readAll, runCoreScenario, writeAll } from "./core-scenario.ts";
 import { memoryPair } from "./memory-pair.ts";
 import { between, bytes, concat, prng, randomBytes, sha256, signal, text, within } from "./support.ts";
@@ -956,13 +956,13 @@ describe("FIN carried by other frames", () => {
   });
 });
 
-describe("OPEN frames batched per event-loop turn (batchOpens, the edge's setting)", () => {
+describe("frames batched per event-loop turn (batchWrites, the edge's and the agent's setting)", () => {
   /** A mux whose sent messages are recorded as the frame types each carried. */
-  function recorder(batchOpens: boolean) {
+  function recorder(batchWrites: boolean) {
     const messages: string[][] = [];
     const mux = new Mux({
       role: "edge",
-      batchOpens,
+      batchWrites,
       send(message) {
         const types: string[] = [];
         let at = 0;
@@ -976,6 +976,7 @@ describe("OPEN frames batched per event-loop turn (batchOpens, the edge's settin
     });
     return { mux, messages };
   }
+  const endOfTurn = () => new Promise((resolve) => setImmediate(resolve));
 
   test("three requests opened in one turn leave as one message at its end, in order", async () => {
     const { mux, messages } = recorder(true);
@@ -983,31 +984,51 @@ describe("OPEN frames batched per event-loop turn (batchOpens, the edge's settin
     const b = mux.open({ n: 2 }, true);
     const c = mux.open({ n: 3 }, true);
     expect(messages).toHaveLength(0); // nothing yet: the turn is not over
-    await new Promise((resolve) => setImmediate(resolve));
+    await endOfTurn();
     expect(messages).toEqual([[`${FrameType.OPEN}+fin`, `${FrameType.OPEN}+fin`, `${FrameType.OPEN}+fin`]]);
     expect([a.id, b.id, c.id]).toEqual([2, 4, 6]);
   });
 
-  test("a body written right after its OPEN goes out behind it, in the same message", () => {
+  test("the bytes several streams write in one turn leave with their OPENs in one message", async () => {
     const { mux, messages } = recorder(true);
     const s = mux.open({ n: 1 });
-    s.write(new Uint8Array([1, 2, 3])); // DATA is sent at once, taking the waiting OPEN with it
+    s.write(new Uint8Array([1, 2, 3]));
+    const t = mux.open({ n: 2 });
+    t.write(new Uint8Array([4]));
+    s.end();
+    expect(messages).toHaveLength(0);
+    await endOfTurn();
+    expect(messages).toEqual([[String(FrameType.OPEN), String(FrameType.DATA), String(FrameType.OPEN), String(FrameType.DATA), String(FrameType.FIN)]]);
+  });
+
+  test("a batch that reaches BATCH_BYTES leaves at once, without waiting for the turn's end", () => {
+    const { mux, messages } = recorder(true);
+    const s = mux.open({ n: 1 });
+    s.write(new Uint8Array(BATCH_BYTES));
     expect(messages).toEqual([[String(FrameType.OPEN), String(FrameType.DATA)]]);
   });
 
-  test("closing the mux sends a waiting OPEN first; the turn's end then sends nothing more", async () => {
+  test("a control frame leaves at once: a GOAWAY said just before the transport closes is not lost", () => {
+    const { mux, messages } = recorder(true);
+    mux.open({ n: 1 }, true);
+    mux.sendControl(FrameType.GOAWAY);
+    expect(messages).toEqual([[`${FrameType.OPEN}+fin`, String(FrameType.GOAWAY)]]);
+  });
+
+  test("closing the mux sends what waits first; the turn's end then sends nothing more", async () => {
     const { mux, messages } = recorder(true);
     mux.open({ n: 1 }, true);
     mux.close();
     expect(messages).toEqual([[`${FrameType.OPEN}+fin`]]);
-    await new Promise((resolve) => setImmediate(resolve));
+    await endOfTurn();
     expect(messages).toHaveLength(1);
   });
 
-  test("without it, each OPEN is its own message at once", () => {
+  test("without it, each frame is its own message at once", () => {
     const { mux, messages } = recorder(false);
     mux.open({ n: 1 }, true);
-    mux.open({ n: 2 }, true);
-    expect(messages).toEqual([[`${FrameType.OPEN}+fin`], [`${FrameType.OPEN}+fin`]]);
+    const s = mux.open({ n: 2 });
+    s.write(new Uint8Array([1]));
+    expect(messages).toEqual([[`${FrameType.OPEN}+fin`], [String(FrameType.OPEN)], [String(FrameType.DATA)]]);
   });
 });
