@@ -26,6 +26,7 @@ import { VERSION } from "../version.ts";
 import { ACCESS_UNSUPPORTED, unenforcedAccess } from "./access.ts";
 import { localAuthority, type LocalTarget } from "./local-target.ts";
 import { directLink, webSocketLink, type Link } from "../sockets/links.ts";
+import { askDirectPort } from "./direct-port.ts";
 import type { AgentOutput, TunnelView } from "./output.ts";
 import type { RequestTaps } from "./inspector/tap.ts";
 import { serveStream } from "./serve-stream.ts";
@@ -112,6 +113,8 @@ export class Agent {
   private directUnreachable = false;
   /** The direct port that admitted the last session: reconnects try it first. */
   private knownDirectPort?: number;
+  /** The edge was asked where its direct port is (once a run: an older edge has no answer). */
+  private askedDirectPort = false;
   private session?: string;
   private stopping = false;
   private wake?: () => void;
@@ -211,6 +214,13 @@ export class Agent {
       const again = await this.reconnectDirect(server, secure, this.knownDirectPort);
       if (again) return again;
     }
+    if (canGoDirect && !this.askedDirectPort) {
+      // a first connect: ask where the direct port is, and go there instead of a WebSocket and a MOVE
+      this.askedDirectPort = true;
+      const port = await askDirectPort(server, this.opts.insecure);
+      if (this.stopping) return { outcome: { kind: "stopped" }, wasReady: false };
+      if (port !== undefined) return this.goDirect(server, secure, port);
+    }
     const tls: Record<string, unknown> = { rejectUnauthorized: !this.opts.insecure };
     let options: Record<string, unknown> = { perMessageDeflate: false, tls };
     let url = server.toString();
@@ -241,10 +251,14 @@ export class Agent {
       // following it would be the same WebSocket, the same MOVE, again and again, with no backoff
       return { outcome: { kind: "refused", code: WireError.PROTOCOL_ERROR, message: "MOVE to an agent that did not ask to go direct" }, wasReady: false };
     }
-    const port = result.outcome.port;
+    return this.goDirect(server, secure, result.outcome.port);
+  }
+
+  /** A session on the direct port the edge named (MOVE, or its answer to askDirectPort); the WebSocket when that does not work out. */
+  private async goDirect(server: URL, secure: boolean, port: number): Promise<{ outcome: Outcome; wasReady: boolean }> {
     const link = await this.openDirect(server, secure, port);
     if (this.stopping) return { outcome: { kind: "stopped" }, wasReady: false };
-    // a firewall in the way, most often: the WebSocket, which did reach the server, carries the session
+    // a firewall in the way, most often: the WebSocket, which goes wherever HTTP goes, carries the session
     if (typeof link === "string") return this.stayOnWebSocket(port, link);
     const direct = await this.runSession(link, true, DIRECT_ANSWER_TIMEOUT_MS);
     const o = direct.outcome;

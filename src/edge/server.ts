@@ -197,6 +197,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       releaseAgent: (address) => agentSockets.release(address),
       counters,
       loopback: () => loopback as unknown as Loopback<unknown>,
+      directPort: () => direct?.port,
       ...(nodes ? { remote: async (name: string) => nodes.find(name) } : {}),
     }),
   });

@@ -10,6 +10,7 @@ import type { TrustedProxies } from "../http/addresses.ts";
 import { isRefusal, parseRequestHead, type HeadRefusal, type RequestHead } from "../http/request-head.ts";
 import { limitedLog } from "../log.ts";
 import { HTTP_REQUEST, type EdgeCounters } from "../metrics/edge-counters.ts";
+import type { DirectPortAnswer } from "../protocol/messages.ts";
 import { CONNECT_PATH, NODE_PATH } from "../protocol/wire.ts";
 import type { SocketBudget } from "../sockets/socket-budget.ts";
 import { EDGE_READS, forward, type ForwardContext } from "./forward.ts";
@@ -55,6 +56,8 @@ export interface VisitorDeps {
   counters: EdgeCounters;
   /** Where agents' and nodes' WebSockets are served. */
   loopback(): Loopback<unknown>;
+  /** The agents' direct port, when the edge has one (told to agents that ask: wire.ts CONNECT_PATH). */
+  directPort?(): number | undefined;
   /** Several nodes: a tunnel of another node, served through it (a page when it cannot be). */
   remote?(subdomain: string): Promise<Tunnel | Response | undefined>;
 }
@@ -77,6 +80,17 @@ class HeadFields implements HeadView {
     }
     return found;
   }
+}
+
+/** The answer to an agent's GET of CONNECT_PATH (wire.ts). */
+function directPortAnswer(port: number | undefined): Response {
+  const body: DirectPortAnswer = { direct_port: port ?? null };
+  return Response.json(body, { headers: { "Cache-Control": "no-store" } });
+}
+
+/** A request for the agents' or nodes' path that is not a WebSocket upgrade. */
+function upgradeRequired(): Response {
+  return new Response("expected a WebSocket upgrade\n", { status: 426, headers: { Upgrade: "websocket", "Content-Type": "text/plain; charset=utf-8" } });
 }
 
 /** The request as a Request, for what reads one (the access rules' sign-in). Undefined when the platform refuses it. */
@@ -152,7 +166,13 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
     if (name === undefined || name.includes(".")) {
       const question = head.target.indexOf("?");
       const path = question < 0 ? head.target : head.target.slice(0, question);
-      if (path === CONNECT_PATH || path === NODE_PATH) return handOver(conn, head, text, client, path === CONNECT_PATH);
+      if (path === CONNECT_PATH || path === NODE_PATH) {
+        if (head.upgrade === "websocket") return handOver(conn, head, text, client, path === CONNECT_PATH);
+        // not a WebSocket: answered here, and the connection stays the edge's (a hand-over is for good);
+        // a GET of the agents' path asks where the direct port is
+        if (path === CONNECT_PATH && head.method === "GET") return answer(conn, head, directPortAnswer(deps.directPort?.()), startedAt);
+        return answer(conn, head, upgradeRequired(), startedAt);
+      }
       return answer(conn, head, name === undefined ? landingPage(deps.domain) : unknownTunnelPage(hostHeader), startedAt);
     }
 

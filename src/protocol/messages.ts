@@ -107,6 +107,12 @@ export interface GrantedTunnel {
   access?: boolean;
 }
 
+/** The edge's answer to a GET of CONNECT_PATH (wire.ts): where its direct port is, if it has one. */
+export const DirectPortAnswer = v.object({
+  direct_port: v.nullable(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(65535))),
+});
+export type DirectPortAnswer = v.InferOutput<typeof DirectPortAnswer>;
+
 /** edge -> agent, the handshake's success. */
 export const Ready = v.object({
   session: v.string(),

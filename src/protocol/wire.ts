@@ -151,7 +151,15 @@ export const DRAIN_MAX_MS = 120_000;
 export const RECONNECT_BASE_MS = 500;
 export const RECONNECT_MAX_MS = 30_000;
 
-/** The path of the agents' WebSocket on the edge's bare domain. */
+/**
+ * The path of the agents' WebSocket on the edge's bare domain. A GET of it
+ * without an upgrade asks where the edge's direct port is: 200 with JSON
+ * DirectPortAnswer (messages.ts), `direct_port` null when it has none. An
+ * agent that may go direct asks once before its first WebSocket, and with a
+ * port goes straight there: one small request instead of a WebSocket, a
+ * HELLO and a MOVE. Any other answer (an older edge's 426) and the agent
+ * opens the WebSocket as before.
+ */
 export const CONNECT_PATH = "/_burrow/connect";
 /** The path of another node's relay link (the same frames, turned around), authenticated by an HMAC of the cluster secret. */
 export const NODE_PATH = "/_burrow/node";

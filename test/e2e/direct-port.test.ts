@@ -18,6 +18,7 @@ import { CONNECT_PATH, FrameType, HEADER_LENGTH, MAX_PAYLOAD, PROTOCOL_VERSION }
 import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { spawnAgent, startAgent, tunnelFetch } from "../harness/agent.ts";
 import { echoThrough, freeRange } from "../harness/ports.ts";
+import { rawHttp } from "../harness/raw-http.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
 import { startSocksProxy } from "../harness/socks-proxy.ts";
 import { within } from "../harness/wait.ts";
@@ -228,6 +229,26 @@ describe("a server with a direct port", () => {
     expect(await echoThrough(agent.port!, "over the direct port")).toBe("over the direct port");
   });
 
+  test("a GET of the connect path without an upgrade is told the direct port: JSON, not to be stored, no place taken", async () => {
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(`http://127.0.0.1:${server.edgePort}${CONNECT_PATH}`);
+      expect(res.status).toBe(200);
+      expect(res.headers.get("content-type")).toStartWith("application/json");
+      expect(res.headers.get("cache-control")).toBe("no-store");
+      expect(await res.json()).toEqual({ direct_port: server.agentPort });
+    }
+    // anything else on the path that is not a WebSocket is told one is expected; the connection stays the
+    // edge's, and its next request is routed as any other (here to a name no tunnel has)
+    const both = await rawHttp(
+      server.edgePort,
+      `DELETE ${CONNECT_PATH} HTTP/1.1\r\nHost: localhost\r\n\r\n` + `GET / HTTP/1.1\r\nHost: nobody-here.localhost\r\nConnection: close\r\n\r\n`,
+    );
+    expect(both.status).toBe(426);
+    expect(both.head).toMatch(/\r\nupgrade: websocket/i);
+    expect(both.body).toMatch(/HTTP\/1\.1 404 /);
+    expect(both.closed).toBe(true);
+  });
+
   test("a WebSocket HELLO that asks to go direct gets MOVE to the direct port, nothing admitted, and the WebSocket closes", async () => {
     const token = await tokenFor("move-only");
     const { frames, closed } = await agentWebSocketPeer(server.edgePort, [helloFrame({ token, direct: true })]);
@@ -424,6 +445,12 @@ describe("--agent-port off", () => {
     expect(agent.output.text()).not.toMatch(/reconnecting|out of reach/);
   });
 
+  test("the question of where the direct port is gets direct_port null", async () => {
+    const res = await fetch(`http://127.0.0.1:${server.edgePort}${CONNECT_PATH}`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ direct_port: null });
+  });
+
   test("a HELLO asking to go direct is admitted on the WebSocket: no MOVE without a direct port", async () => {
     const token = await api.createToken(await api.createUser("asks-direct"));
     const ws = new WebSocket(`ws://127.0.0.1:${server.edgePort}${CONNECT_PATH}`);
@@ -451,6 +478,8 @@ interface FakeEdge extends AsyncDisposable {
   url: string;
   /** Every HELLO the WebSocket endpoint received, parsed. */
   hellos: Record<string, unknown>[];
+  /** GETs of the connect path without an upgrade: agents asking where the direct port is. */
+  readonly asked: number;
   /** Closes every agent WebSocket (a lost connection, as the agent sees it). */
   drop(): void;
 }
@@ -463,15 +492,27 @@ const READY_PAYLOAD = {
 const readyFrame = () => encodeFrame(FrameType.READY, 0, jsonPayload(READY_PAYLOAD));
 const moveFrame = (port: unknown) => encodeFrame(FrameType.MOVE, 0, jsonPayload({ port }));
 
-/** A WebSocket edge whose answer to each HELLO is `answer(hello)`: MOVE (then close) or READY. */
-function fakeEdge(opts: { tls?: { cert: string; key: string }; host?: string; answer(hello: Record<string, unknown>): Uint8Array }): FakeEdge {
+/**
+ * A WebSocket edge whose answer to each HELLO is `answer(hello)`: MOVE (then
+ * close) or READY. `question`: its answer to an agent asking where the
+ * direct port is (a GET without an upgrade); without it, a 400, as an edge
+ * that does not know the question gives (an older one answers 426).
+ */
+function fakeEdge(opts: { tls?: { cert: string; key: string }; host?: string; answer(hello: Record<string, unknown>): Uint8Array; question?: () => Response }): FakeEdge {
   const hellos: Record<string, unknown>[] = [];
   const open = new Set<Bun.ServerWebSocket<undefined>>();
+  let asked = 0;
   const server: Server<undefined> = Bun.serve({
     hostname: "127.0.0.1",
     port: 0,
     ...(opts.tls ? { tls: { cert: Bun.file(opts.tls.cert), key: Bun.file(opts.tls.key) } } : {}),
-    fetch: (req, s) => (s.upgrade(req, { data: undefined }) ? undefined : new Response("no", { status: 400 })),
+    fetch(req, s) {
+      if (req.headers.get("upgrade") === null && new URL(req.url).pathname === CONNECT_PATH) {
+        asked++;
+        return opts.question?.() ?? new Response("no", { status: 400 });
+      }
+      return s.upgrade(req, { data: undefined }) ? undefined : new Response("no", { status: 400 });
+    },
     websocket: {
       open: (ws) => void open.add(ws),
       close: (ws) => void open.delete(ws),
@@ -492,6 +533,9 @@ function fakeEdge(opts: { tls?: { cert: string; key: string }; host?: string; an
   return {
     url: `${scheme}://${opts.host ?? "127.0.0.1"}:${server.port}`,
     hellos,
+    get asked() {
+      return asked;
+    },
     drop: () => {
       for (const ws of open) ws.close(1001, "going away");
     },
@@ -785,6 +829,61 @@ describe("reconnecting after a session on the direct port", () => {
       },
     });
   }
+
+  test("a first connect asks where the direct port is and goes straight there: no WebSocket, no MOVE", async () => {
+    await using direct = readyPort();
+    await using edge = fakeEdge({ answer: moveTo(direct.port), question: () => Response.json({ direct_port: direct.port }) });
+    await using agent = await startAgent({ kind: "http", target: upstream.port!, server: edge.url, token: "brw_fake" });
+    expect(edge.asked).toBe(1);
+    expect(direct.accepted).toBe(1);
+    expect(edge.hellos).toHaveLength(0);
+    expect(agent.output.text()).not.toMatch(/reconnecting|out of reach/);
+  });
+
+  test("an edge that does not know the question (an older one): the WebSocket and MOVE, as before, asked once", async () => {
+    await using direct = readyPort();
+    await using edge = fakeEdge({ answer: moveTo(direct.port) });
+    await using agent = await startAgent({ kind: "http", target: upstream.port!, server: edge.url, token: "brw_fake" });
+    expect(edge.asked).toBe(1);
+    expect(edge.hellos.map((h) => h.direct)).toEqual([true]);
+    expect(direct.accepted).toBe(1);
+    // a lost connection later goes back to the port it knows, without asking again
+    direct.cut();
+    await within(
+      (async () => {
+        while (direct.accepted < 2) await Bun.sleep(20);
+      })(),
+      10_000,
+      "a second connection to the direct port",
+    );
+    expect(edge.asked).toBe(1);
+  });
+
+  test("answers that are not a port (garbage, too long, a port out of range, a redirect) are no answer: the WebSocket, as before", async () => {
+    const answers: (() => Response)[] = [
+      () => new Response("not json", { headers: { "content-type": "application/json" } }),
+      () => Response.json({ direct_port: 70000 }),
+      () => Response.json({ direct_port: "7000" }),
+      () => Response.json({ direct_port: 7000, padding: "x".repeat(4096) }),
+      () => new Response(null, { status: 302, headers: { location: "http://127.0.0.1:9/" } }),
+    ];
+    for (const question of answers) {
+      await using edge = fakeEdge({ answer: () => readyFrame(), question });
+      await using agent = await startAgent({ kind: "http", target: upstream.port!, server: edge.url, token: "brw_fake" });
+      expect(edge.asked).toBe(1);
+      expect(edge.hellos).toHaveLength(1);
+      expect(agent.publicUrl).toBe("http://fake.localhost");
+    }
+  });
+
+  test("told a port where nothing listens: the agent says so and says HELLO on the WebSocket, with direct: false", async () => {
+    const port = deadPort();
+    await using edge = fakeEdge({ answer: () => readyFrame(), question: () => Response.json({ direct_port: port }) });
+    await using agent = await startAgent({ kind: "http", target: upstream.port!, server: edge.url, token: "brw_fake" });
+    await agent.output.waitFor(new RegExp(`direct port ${port} is out of reach`), 10_000);
+    expect(edge.hellos.map((h) => h.direct)).toEqual([false]);
+    expect(agent.output.text()).not.toContain("reconnecting");
+  });
 
   test("the agent goes straight back to the direct port: no WebSocket, no MOVE the second time", async () => {
     await using direct = readyPort();
