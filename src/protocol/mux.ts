@@ -38,6 +38,7 @@ import {
 } from "./wire.ts";
 
 import { keepAlive, stopKeepingAlive, type KeptAlive } from "./keepalive.ts";
+import { giveBackScratch, lendScratch } from "./scratch.ts";
 import { Stream, type StreamSession } from "./stream.ts";
 
 export { Stream };
@@ -86,8 +87,6 @@ export interface KeepaliveOptions {
   deadAfterMs?: number;
 }
 
-/** The first scratch buffer: room for the handshake and small exchanges. */
-const SCRATCH_START = 4 * 1024;
 
 /** Why open() made no stream: the mux closed, too many streams open at once, or no stream id left on this connection. */
 export class OpenRefused extends Error {
@@ -116,11 +115,13 @@ export class Mux implements KeptAlive, StreamSession {
   private peerHighest = 0;
   /**
    * Every outgoing message is written here, then handed to send(), which
-   * copies it (a WebSocket's send does): one buffer for the connection's
-   * life instead of a fresh one per frame, which keeps garbage and RSS down
-   * on bulk transfers. Inside cork(), frames accumulate in it back to back.
+   * copies it (a WebSocket's send does): a buffer lent for the batch
+   * (scratch.ts) instead of a fresh one per frame, which keeps garbage and
+   * RSS down on bulk transfers, and none held while the connection is idle.
+   * Inside cork(), and until the turn's end (batchWrites), frames accumulate
+   * in it back to back.
    */
-  private scratch = new Uint8Array(SCRATCH_START);
+  private scratch: Uint8Array | undefined;
   private batchBytes = 0;
   private corked = 0;
   /** Frames received while held (hold()), handled in order by release(). */
@@ -278,8 +279,11 @@ export class Mux implements KeptAlive, StreamSession {
   flushBatch(): void {
     if (this.batchBytes === 0 || this.closed) return;
     const size = this.batchBytes;
+    const scratch = this.scratch!;
     this.batchBytes = 0;
-    const result = this.opts.send(this.scratch.subarray(0, size));
+    this.scratch = undefined;
+    const result = this.opts.send(scratch.subarray(0, size));
+    giveBackScratch(scratch); // send() took its bytes (or a copy of them)
     if (result === "backpressure") this.blocked = true;
     else if (result === "closed") this.close(WireError.GOING_AWAY, "transport closed");
   }
@@ -314,27 +318,22 @@ export class Mux implements KeptAlive, StreamSession {
   sendFrame(type: FrameTypeValue, stream: number, payload?: Uint8Array, fin = false): void {
     if (this.closed) return;
     const size = HEADER_LENGTH + (payload?.byteLength ?? 0);
-    if (this.batchBytes + size > this.scratch.byteLength) {
+    if (this.scratch && this.batchBytes + size > this.scratch.byteLength) {
       if (this.scratch.byteLength < MAX_MESSAGE) this.growScratch(this.batchBytes + size);
       else this.flushBatch();
     }
-    this.batchBytes += writeFrame(this.scratch, this.batchBytes, type, stream, payload, fin);
+    this.scratch ??= lendScratch(size);
+    this.batchBytes += writeFrame(this.scratch!, this.batchBytes, type, stream, payload, fin);
     if (this.batchBytes >= BATCH_BYTES) this.flushBatch();
     else if (this.corked === 0) this.uncorked();
   }
 
-  /**
-   * The scratch buffer starts small and grows (doubling, up to MAX_MESSAGE)
-   * only for a connection that sends bigger batches: thousands of idle
-   * agents then hold a few KiB each, not a largest message each. (Memory an
-   * allocator hands out again must be zeroed for a new Uint8Array, which
-   * makes all of it resident.)
-   */
+  /** A batch outgrew its buffer: a bigger one (scratch.ts), the frames so far copied over. */
   private growScratch(needed: number): void {
-    let size = this.scratch.byteLength;
-    while (size < needed && size < MAX_MESSAGE) size *= 2;
-    const grown = new Uint8Array(Math.min(Math.max(size, needed), MAX_MESSAGE));
-    grown.set(this.scratch.subarray(0, this.batchBytes));
+    const old = this.scratch!;
+    const grown = lendScratch(needed);
+    grown.set(old.subarray(0, this.batchBytes));
+    giveBackScratch(old);
     this.scratch = grown;
   }
 
