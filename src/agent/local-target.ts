@@ -6,6 +6,8 @@ export interface LocalTarget {
   hostHeader?: string;
   /** https to the local service (for a target given as https://host:port). */
   tls?: boolean;
+  /** tcp: each connection to the local service starts with a PROXY protocol v2 header naming the visitor (--proxy-protocol). */
+  proxyProtocol?: boolean;
 }
 
 /** The target as a Host value names it: "127.0.0.1:3000", "[::1]:3000". */

@@ -11,6 +11,7 @@ import { WireError } from "../protocol/wire.ts";
 import { serveHttpStream, type HttpHooks, type RequestLine } from "./http.ts";
 import type { ExchangeTap, RequestTaps, TappedRequest } from "./inspector/tap.ts";
 import type { AgentOutput, TunnelView } from "./output.ts";
+import { parseEndpoint, proxyV2Header } from "../sockets/proxy-protocol.ts";
 import { serveTcpStream } from "./tcp.ts";
 
 /** `inspector`: where HTTP requests and WebSockets of tunnels with `inspect` on are captured, when it runs. */
@@ -43,7 +44,7 @@ export function serveStream(stream: Stream, meta: OpenMeta, tunnel: TunnelView, 
   try {
     out.streamOpened?.({ tunnel: name, kind: "tcp" });
     out.connection({ tunnel: name, remote: meta.remote, event: "open" });
-    serveTcpStream(stream, tunnel.target, (b, error) => {
+    serveTcpStream(stream, tunnel.target, proxyHeaderFor(meta, tunnel), (b, error) => {
       if (ended) return;
       ended = true;
       out.connection({ tunnel: name, remote: meta.remote, event: "close", bytesIn: b.in, bytesOut: b.out, ms: ms(), error });
@@ -51,6 +52,21 @@ export function serveStream(stream: Stream, meta: OpenMeta, tunnel: TunnelView, 
   } catch (err) {
     failed(err);
   }
+}
+
+/**
+ * The PROXY protocol header a tcp tunnel with --proxy-protocol sends first:
+ * the visitor's address from OPEN, and the one it reached (OPEN's `local`;
+ * from an older edge without it, the tunnel's public port on an unspecified
+ * address of the visitor's family).
+ */
+function proxyHeaderFor(meta: OpenMeta, tunnel: TunnelView): Uint8Array | undefined {
+  if (!tunnel.target.proxyProtocol) return undefined;
+  const source = parseEndpoint(meta.remote);
+  if (!source) return undefined;
+  const reached = meta.local === undefined ? undefined : parseEndpoint(meta.local);
+  const destination = reached ?? { address: source.address.includes(":") ? "::" : "0.0.0.0", port: tunnel.port ?? 0 };
+  return proxyV2Header(source, destination);
 }
 
 /**

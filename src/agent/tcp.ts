@@ -5,8 +5,16 @@ import { WireError } from "../protocol/wire.ts";
 import { SocketRelay } from "../sockets/socket-stream.ts";
 import { describeLocalError, type LocalTarget } from "./local-target.ts";
 
-/** `onClose`: when the connection is over, with its byte counts, and why the local service could not be reached if it could not. */
-export async function serveTcpStream(stream: Stream, target: LocalTarget, onClose: (bytes: { in: number; out: number }, error?: string) => void): Promise<void> {
+/**
+ * `proxyHeader`: written to the local service before any visitor byte (--proxy-protocol).
+ * `onClose`: when the connection is over, with its byte counts, and why the local service could not be reached if it could not.
+ */
+export async function serveTcpStream(
+  stream: Stream,
+  target: LocalTarget,
+  proxyHeader: Uint8Array | undefined,
+  onClose: (bytes: { in: number; out: number }, error?: string) => void,
+): Promise<void> {
   const counts = { in: 0, out: 0 };
   let relay: SocketRelay | undefined;
   // the visitor may send (and even half-close) before the local connection is up: hold that
@@ -23,6 +31,12 @@ export async function serveTcpStream(stream: Stream, target: LocalTarget, onClos
       socket: {
         open(socket: Socket<undefined>) {
           if (stream.isClosed) return void socket.terminate(); // the visitor left while we connected
+          // a new socket takes a header this small whole: it leaves before anything the relay writes
+          if (proxyHeader && socket.write(proxyHeader) !== proxyHeader.byteLength) {
+            socket.terminate();
+            stream.reset(`${WireError.UPSTREAM_FAILED} the PROXY protocol header could not be written`);
+            return;
+          }
           relay = new SocketRelay(socket, stream, { fromSocket: (n) => (counts.out += n), toSocket: (n) => (counts.in += n) });
           stream.reply({});
           for (const chunk of early.splice(0)) stream.onData!(chunk);

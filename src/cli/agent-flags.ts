@@ -99,6 +99,12 @@ export const TCP_FLAGS = {
     help: "ask for this public port",
     details: "From the server's `--tcp-ports` range.",
   },
+  "proxy-protocol": {
+    type: "boolean",
+    help: "start each connection to your service with a PROXY protocol v2 header naming the visitor",
+    details:
+      "For nginx (`listen ... proxy_protocol`), HAProxy (`accept-proxy`) and what sits behind them: they then see the visitor's address and port instead of the agent's. The service must expect the header on every connection.",
+  },
   ...IP_FLAGS,
 } as const satisfies FlagTable;
 
@@ -136,7 +142,7 @@ export const TCP_DOC: CommandDoc = {
   usage: ["burrow tcp PORT|HOST:PORT [flags]"],
   about: "Exposes a local TCP service (e.g. 5432) at <server domain>:<port>.",
   flags: TCP_FLAGS,
-  groups: [{ title: "Flags:", flags: ["remote-port", ...Object.keys(IP_FLAGS)] }, AGENT_GROUP],
+  groups: [{ title: "Flags:", flags: ["remote-port", "proxy-protocol", ...Object.keys(IP_FLAGS)] }, AGENT_GROUP],
 };
 
 export const START_DOC: CommandDoc = {

@@ -118,5 +118,6 @@ export async function tcpCommand(argv: string[]): Promise<number> {
   const raw = values["remote-port"] as string | undefined;
   const port = raw === undefined ? undefined : flagValue("--remote-port", () => parseRemotePort(raw));
   const access = tcpAccessFromFlags(values);
+  if (values["proxy-protocol"]) target.proxyProtocol = true;
   return runAgent([{ name: "tcp", request: { protocol: "tcp", port, ...(access ? { access } : {}) }, target }], values);
 }

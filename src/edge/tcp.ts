@@ -46,7 +46,12 @@ export function tcpHandlers(tunnel: () => Tunnel, budget?: SocketBudget, opened?
       }
       socket.data = { counted: address };
       const t = tunnel();
-      const stream = t.agent?.openStream({ tunnel: t.id, kind: "tcp", remote: `${socket.remoteAddress}:${socket.remotePort ?? 0}` });
+      const stream = t.agent?.openStream({
+        tunnel: t.id,
+        kind: "tcp",
+        remote: `${socket.remoteAddress}:${socket.remotePort ?? 0}`,
+        local: `${socket.localAddress}:${socket.localPort}`,
+      });
       if (!stream) {
         socket.end(); // no agent (reconnecting) or it cannot take another stream
         return;

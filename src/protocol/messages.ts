@@ -187,6 +187,8 @@ export const OpenMeta = v.object({
   kind: v.picklist(["h1", "tcp"]),
   /** The visitor's address, "ip:port". */
   remote: v.string(),
+  /** tcp: the address the visitor reached, "ip:port" (the server's side of its connection), for a PROXY protocol header. */
+  local: v.optional(v.pipe(v.string(), v.maxLength(64))),
   head: v.optional(v.pipe(v.string(), v.maxLength(MAX_PAYLOAD))),
   /** h1 only: the stream carries the visitor connection's requests in order (above). */
   keep: v.optional(v.boolean()),

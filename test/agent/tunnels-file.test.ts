@@ -60,6 +60,11 @@ tunnels:
     });
   });
 
+  test("proxy_protocol: true asks a tcp tunnel's connections to start with a PROXY header; false and absent do not", () => {
+    const file = parseTunnelsFile("tunnels:\n  a: {proto: tcp, addr: 443, proxy_protocol: true}\n  b: {proto: tcp, addr: 444, proxy_protocol: false}\n  c: {proto: tcp, addr: 445}\n", FILE);
+    expect(file.tunnels.map((t) => t.target.proxyProtocol)).toEqual([true, undefined, undefined]);
+  });
+
   test("server and token are optional; inspect defaults to on, skip_warning to off", () => {
     const file = parseTunnelsFile("tunnels:\n  a:\n    proto: http\n    addr: localhost:8080\n", FILE);
     expect(file.server).toBeUndefined();
@@ -94,6 +99,8 @@ describe("every mistake: one line naming the file, the line and the field", () =
     ["a URL for a tcp tunnel", "tunnels:\n  a:\n    proto: tcp\n    addr: http://localhost:22\n", `${FILE}:4: tunnels.a.addr: 'http://localhost:22' is not PORT or HOST:PORT`],
     ["an http field on a tcp tunnel", "tunnels:\n  a:\n    proto: tcp\n    addr: 22\n    subdomain: x\n", `${FILE}:5: tunnels.a.subdomain: is for http tunnels; this one is tcp`],
     ["a tcp field on an http tunnel", "tunnels:\n  a:\n    proto: http\n    addr: 80\n    remote_port: 8080\n", `${FILE}:5: tunnels.a.remote_port: is for tcp tunnels; this one is http`],
+    ["the PROXY protocol on an http tunnel", "tunnels:\n  a:\n    proto: http\n    addr: 80\n    proxy_protocol: true\n", `${FILE}:5: tunnels.a.proxy_protocol: is for tcp tunnels; this one is http`],
+    ["proxy_protocol that is not true or false", "tunnels:\n  a:\n    proto: tcp\n    addr: 80\n    proxy_protocol: v2\n", `${FILE}:5: tunnels.a.proxy_protocol: must be true or false`],
     ["a subdomain that is no DNS label", "tunnels:\n  a:\n    proto: http\n    addr: 80\n    subdomain: -bad-\n", `${FILE}:5: tunnels.a.subdomain: must be one DNS label`],
     ["a remote port of 0", "tunnels:\n  a:\n    proto: tcp\n    addr: 22\n    remote_port: 0\n", `${FILE}:5: tunnels.a.remote_port: must be a port number from 1 to 65535`],
     ["a response timeout too long", "tunnels:\n  a:\n    proto: http\n    addr: 80\n    response_timeout: 100000\n", `${FILE}:5: tunnels.a.response_timeout: must be a number of seconds from 0.1 to 86400`],

@@ -184,10 +184,10 @@ type Fail = (node: { range?: [number, number, number] | null } | null | undefine
 
 /** Who may reach the tunnel (docs/access.md); tcp tunnels take the IP lists only. */
 const ACCESS_KEYS = ["basic_auth", "allow_cidr", "deny_cidr", "request_header_add", "request_header_remove", "response_header_add", "oidc"];
-const TUNNEL_KEYS = ["proto", "addr", "subdomain", "remote_port", "host_header", "skip_warning", "inspect", "response_timeout", ...ACCESS_KEYS];
+const TUNNEL_KEYS = ["proto", "addr", "subdomain", "remote_port", "proxy_protocol", "host_header", "skip_warning", "inspect", "response_timeout", ...ACCESS_KEYS];
 const HTTP_ONLY = new Set(["subdomain", "host_header", "skip_warning", "inspect", "response_timeout", "basic_auth", "request_header_add", "request_header_remove", "response_header_add", "oidc"]);
 const OIDC_KEYS = ["issuer", "client_id", "client_secret", "allow_emails"];
-const TCP_ONLY = new Set(["remote_port"]);
+const TCP_ONLY = new Set(["remote_port", "proxy_protocol"]);
 
 function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTunnel {
   if (!isMap(node)) return fail(node, field, "must be a map such as '{ proto: http, addr: 3000 }'");
@@ -242,6 +242,7 @@ function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTu
   const ipRules = { allowCidrs: listed("allow_cidr", parseCidr), denyCidrs: listed("deny_cidr", parseCidr) };
   if (proto === "tcp") {
     const access = compactAccess(ipRules);
+    if (flag("proxy_protocol")) target.proxyProtocol = true;
     return { name, request: { protocol: "tcp", port: checked("remote_port", parseRemotePort), ...(access ? { access } : {}) }, target, inspect: false };
   }
   const subdomainEntry = given.get("subdomain");
