@@ -17,6 +17,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   server: async () => (await import("./cli/server.ts")).serverCommand,
   http: async () => (await import("./cli/agent.ts")).httpCommand,
   tcp: async () => (await import("./cli/agent.ts")).tcpCommand,
+  tls: async () => (await import("./cli/agent.ts")).tlsCommand,
   login: async () => (await import("./cli/login.ts")).loginCommand,
   start: async () => (await import("./cli/start.ts")).startCommand,
   config: async () => (await import("./cli/start.ts")).configCommand,

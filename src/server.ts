@@ -120,6 +120,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       basicAuthLimit: config.basicAuthLimit,
       publicUrl: config.publicUrl,
       agentPort: config.agentPort,
+      tlsPort: config.tlsPort,
       idleTimeoutS: config.idleTimeoutS,
       maxRequestHeadBytes: config.maxRequestHeadBytes,
       maxRequestFields: config.maxRequestFields,
@@ -159,6 +160,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     data: database.where,
     edge_port: edge.port,
     agent_port: edge.agentPort ?? "off",
+    tls_port: edge.tlsPort ?? "off",
     ...(edge.redirectPort !== undefined ? { http_port: edge.redirectPort, dns_port: certificates?.dnsPort ?? "off" } : {}),
   });
 

@@ -13,7 +13,7 @@ export interface TunnelView {
   name: string;
   /** The edge's id for it in this session (OPEN frames name it). */
   id: string;
-  protocol: "http" | "tcp";
+  protocol: "http" | "tcp" | "tls";
   subdomain?: string;
   port?: number;
   /** The public address, as a person would type it. */

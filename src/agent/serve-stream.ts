@@ -1,7 +1,8 @@
 /**
  * One stream the edge opened, served by the kind it is: an HTTP request
- * ("h1", a WebSocket being one that switches protocols) or a TCP
- * connection, each to its tunnel's local service. One visitor's failure (a
+ * ("h1", a WebSocket being one that switches protocols), or a TCP or TLS
+ * connection (its bytes, a TLS one undecrypted), each to its tunnel's local
+ * service. One visitor's failure (a
  * head the agent cannot read, a local socket error) ends that stream, never
  * the agent.
  */
@@ -25,7 +26,8 @@ export function serveStream(stream: Stream, meta: OpenMeta, tunnel: TunnelView, 
     }
     return;
   }
-  if (meta.kind !== "tcp") return stream.reset(WireError.PROTOCOL_ERROR);
+  // a tls stream is a tcp one to the agent: the visitor's TLS, hello first, goes to the service as it came
+  if (meta.kind !== "tcp" && meta.kind !== "tls") return stream.reset(WireError.PROTOCOL_ERROR);
   const name = tunnel.name;
   const started = performance.now();
   const ms = () => performance.now() - started;

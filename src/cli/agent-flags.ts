@@ -90,6 +90,16 @@ export const HTTP_FLAGS = {
   ...HTTP_ACCESS_FLAGS,
 } as const satisfies FlagTable;
 
+/** tcp and tls tunnels: the visitor's address for a service below HTTP. */
+const PROXY_PROTOCOL_FLAG = {
+  "proxy-protocol": {
+    type: "boolean",
+    help: "start each connection to your service with a PROXY protocol v2 header naming the visitor",
+    details:
+      "For nginx (`listen ... proxy_protocol`), HAProxy (`accept-proxy`) and what sits behind them: they then see the visitor's address and port instead of the agent's. The service must expect the header on every connection.",
+  },
+} as const satisfies FlagTable;
+
 export const TCP_FLAGS = {
   ...COMMON,
   "remote-port": {
@@ -99,12 +109,20 @@ export const TCP_FLAGS = {
     help: "ask for this public port",
     details: "From the server's `--tcp-ports` range.",
   },
-  "proxy-protocol": {
-    type: "boolean",
-    help: "start each connection to your service with a PROXY protocol v2 header naming the visitor",
-    details:
-      "For nginx (`listen ... proxy_protocol`), HAProxy (`accept-proxy`) and what sits behind them: they then see the visitor's address and port instead of the agent's. The service must expect the header on every connection.",
+  ...PROXY_PROTOCOL_FLAG,
+  ...IP_FLAGS,
+} as const satisfies FlagTable;
+
+export const TLS_FLAGS = {
+  ...COMMON,
+  subdomain: {
+    type: "string",
+    arg: "S",
+    defaultText: "a random one",
+    help: "ask for this name",
+    details: "From the same names as http tunnels'. A random name has 8 characters.",
   },
+  ...PROXY_PROTOCOL_FLAG,
   ...IP_FLAGS,
 } as const satisfies FlagTable;
 
@@ -143,6 +161,17 @@ export const TCP_DOC: CommandDoc = {
   about: "Exposes a local TCP service (e.g. 5432) at <server domain>:<port>.",
   flags: TCP_FLAGS,
   groups: [{ title: "Flags:", flags: ["remote-port", "proxy-protocol", ...Object.keys(IP_FLAGS)] }, AGENT_GROUP],
+};
+
+export const TLS_DOC: CommandDoc = {
+  name: "tls",
+  usage: ["burrow tls PORT|HOST:PORT [flags]"],
+  about: `Exposes a local TLS service (e.g. 8443, localhost:8443) at
+tls://<subdomain>.<server domain>:<port>: visitors' TLS connections for that
+name reach it undecrypted, and it presents its own certificate (HTTP/2, gRPC
+and client certificates work end to end). The server reads only the name.`,
+  flags: TLS_FLAGS,
+  groups: [{ title: "Flags:", flags: ["subdomain", "proxy-protocol", ...Object.keys(IP_FLAGS)] }, AGENT_GROUP],
 };
 
 export const START_DOC: CommandDoc = {

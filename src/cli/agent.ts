@@ -6,7 +6,7 @@ import * as v from "valibot";
 import { TunnelRequest } from "../protocol/messages.ts";
 import { MAX_PAYLOAD } from "../protocol/wire.ts";
 import { parseFlags } from "../config/flags.ts";
-import { HTTP_DOC, HTTP_FLAGS, TCP_DOC, TCP_FLAGS } from "./agent-flags.ts";
+import { HTTP_DOC, HTTP_FLAGS, TCP_DOC, TCP_FLAGS, TLS_DOC, TLS_FLAGS } from "./agent-flags.ts";
 import { helpText } from "./usage.ts";
 import { UsageError } from "../usage-error.ts";
 import { parseHostHeader, parseRemotePort, parseResponseTimeout, parseTarget } from "../agent/settings/tunnel-options.ts";
@@ -120,4 +120,15 @@ export async function tcpCommand(argv: string[]): Promise<number> {
   const access = tcpAccessFromFlags(values);
   if (values["proxy-protocol"]) target.proxyProtocol = true;
   return runAgent([{ name: "tcp", request: { protocol: "tcp", port, ...(access ? { access } : {}) }, target }], values);
+}
+
+export async function tlsCommand(argv: string[]): Promise<number> {
+  const { values, positionals } = parseFlags(argv, TLS_FLAGS);
+  if (values.help) return void process.stdout.write(helpText(TLS_DOC)), 0;
+  if (positionals.length > 1) throw new UsageError(`unexpected argument '${positionals[1]}'`);
+  const target = parseTarget(positionals[0], false);
+  if (values["proxy-protocol"]) target.proxyProtocol = true;
+  const access = tcpAccessFromFlags(values);
+  const subdomain = values.subdomain as string | undefined;
+  return runAgent([{ name: "tls", request: { protocol: "tls", subdomain, ...(access ? { access } : {}) }, target }], values);
 }

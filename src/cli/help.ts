@@ -15,6 +15,7 @@ export interface CommandLine {
 export const COMMANDS: readonly CommandLine[] = [
   { name: "http", synopsis: "http PORT|HOST:PORT", summary: "expose a local HTTP service at http://<name>.<domain>" },
   { name: "tcp", synopsis: "tcp PORT|HOST:PORT", summary: "expose a local TCP service at <domain>:<port>" },
+  { name: "tls", synopsis: "tls PORT|HOST:PORT", summary: "expose a local TLS service, passed through undecrypted, at tls://<name>.<domain>" },
   { name: "start", synopsis: "start NAME... | --all", summary: "start tunnels named in burrow.yml, over one connection" },
   { name: "config check", synopsis: "config check", summary: "check burrow.yml without connecting" },
   { name: "login", synopsis: "login --server URL --token T", summary: "save the server and token for http, tcp and start" },

@@ -20,6 +20,7 @@ export const SERVER_DOC: CommandDoc = {
         "http-port",
         "admin-port",
         "agent-port",
+        "tls-port",
         "host",
         "admin-host",
         "data-dir",

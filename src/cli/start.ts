@@ -53,9 +53,10 @@ export async function configCommand(argv: string[]): Promise<number> {
 function describe(t: TunnelsFile["tunnels"][number]): string {
   const local = `${t.target.tls ? "https://" : ""}${t.target.host.includes(":") ? `[${t.target.host}]` : t.target.host}:${t.target.port}`;
   const r = t.request;
-  if (r.protocol === "tcp") {
-    const rules = describeAccess(r.access);
-    return `tcp  ${r.port !== undefined ? `port ${r.port}` : "any port"} -> ${local}${rules.length ? `  (${rules.join(", ")})` : ""}`;
+  if (r.protocol === "tcp" || r.protocol === "tls") {
+    const rules = [...(t.target.proxyProtocol ? ["proxy_protocol"] : []), ...describeAccess(r.access)];
+    const where = r.protocol === "tcp" ? (r.port !== undefined ? `port ${r.port}` : "any port") : (r.subdomain ?? "(random name)");
+    return `${r.protocol}  ${where} -> ${local}${rules.length ? `  (${rules.join(", ")})` : ""}`;
   }
   const extras = [
     t.target.hostHeader !== undefined ? `host_header ${t.target.hostHeader}` : "",

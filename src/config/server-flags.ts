@@ -31,6 +31,15 @@ export const SERVER_FLAGS = {
     help: "agents' direct port, faster than their WebSocket; 0: any free port, off: none",
     details: "The same frames as the WebSocket, straight on TCP (TLS with `--tls-cert`); `off` keeps agents on the WebSocket.",
   },
+  "tls-port": {
+    type: "string",
+    env: true,
+    arg: "N",
+    default: "off",
+    help: "a port for tls tunnels only, passed through by name; 0: any free port, off: none",
+    details:
+      "Visitors' TLS connections go, undecrypted, to the tls tunnel their ClientHello names (`burrow tls`); any other name gets TLS's `unrecognized_name` alert. With TLS on the public port (`--tls-cert` or ACME) tls tunnels are reached there too, and this port is not needed.",
+  },
   host: {
     type: "string",
     env: true,

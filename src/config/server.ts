@@ -18,6 +18,8 @@ export interface ServerConfig {
   adminPort: number;
   /** Where agents connect directly (framed TCP, or TLS with --tls-cert); undefined: --agent-port off. */
   agentPort?: number;
+  /** A port for tls tunnels only (--tls-port); undefined: off. */
+  tlsPort?: number;
   host: string;
   dataDir: string;
   /** A PostgreSQL URL (--database, BURROW_DATABASE_URL); undefined: SQLite in the data dir. */
@@ -147,6 +149,7 @@ const Schema = v.object({
   "http-port": port("http-port"),
   "admin-port": port("admin-port"),
   "agent-port": v.union([v.literal("off"), port("agent-port")], "--agent-port must be a port number from 0 to 65535, or off"),
+  "tls-port": v.union([v.literal("off"), port("tls-port")], "--tls-port must be a port number from 0 to 65535, or off"),
   host: v.pipe(v.string(), v.minLength(1, "--host must not be empty")),
   "data-dir": v.pipe(v.string(), v.minLength(1, "--data-dir must not be empty")),
   "tcp-ports": v.pipe(
@@ -289,6 +292,7 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     httpPort: o["http-port"],
     adminPort: o["admin-port"],
     agentPort: o["agent-port"] === "off" ? undefined : o["agent-port"],
+    tlsPort: o["tls-port"] === "off" ? undefined : o["tls-port"],
     host: o.host,
     dataDir: o["data-dir"],
     databaseUrl: o.database || undefined,

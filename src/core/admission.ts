@@ -37,7 +37,11 @@ export interface LiveView {
 export interface AdmissionRequest {
   token: string;
   proxy: boolean;
-  tunnels: ({ protocol: "http"; subdomain?: string; skipWarning?: boolean; access?: HttpAccess } | { protocol: "tcp"; port?: number; access?: TcpAccess })[];
+  tunnels: (
+    | { protocol: "http"; subdomain?: string; skipWarning?: boolean; access?: HttpAccess }
+    | { protocol: "tcp"; port?: number; access?: TcpAccess }
+    | { protocol: "tls"; subdomain?: string; access?: TcpAccess }
+  )[];
   /** Session being resumed: its tunnels will be handed over, so they neither count nor conflict. */
   resume?: string;
   /**
@@ -51,7 +55,9 @@ export interface AdmissionRequest {
 
 export type PlannedTunnel =
   | { protocol: "http"; subdomain: string; skipWarning: boolean }
-  | { protocol: "tcp"; port?: number };
+  | { protocol: "tcp"; port?: number }
+  /** Its name is from the same names as http tunnels' (one name, one tunnel, whichever kind). */
+  | { protocol: "tls"; subdomain: string };
 
 export interface Admitted {
   user: UserRow;
@@ -111,7 +117,7 @@ export async function admit(core: Core, req: AdmissionRequest, live: LiveView): 
         "AUTH_REQUIRED",
         t.protocol === "http"
           ? `user '${user.username}' must protect every tunnel with basic auth or OIDC (--basic-auth or --oidc-issuer)`
-          : `user '${user.username}' must protect every tunnel with basic auth or OIDC, which a tcp tunnel cannot carry`,
+          : `user '${user.username}' must protect every tunnel with basic auth or OIDC, which a ${t.protocol} tunnel cannot carry`,
       );
     }
     if (t.protocol === "tcp") return { protocol: "tcp", port: t.port };
@@ -120,6 +126,7 @@ export async function admit(core: Core, req: AdmissionRequest, live: LiveView): 
         ? await randomFreeSubdomain(core, live, claimed)
         : await checkSubdomain(core, live, user, token, t.subdomain, resume, claimed);
     claimed.add(subdomain);
+    if (t.protocol === "tls") return { protocol: "tls", subdomain };
     return { protocol: "http", subdomain, skipWarning: Boolean(t.skipWarning) && user.skipWarning };
   };
   // one after another, in the order asked: each sees the names those before it claimed

@@ -94,6 +94,12 @@ export const TUNNEL_REFUSALS = {
     meaning: "The user may not open tunnels of this protocol (its `allowed_protocols`).",
     advice: "Ask an admin to allow it.",
   },
+  TLS_UNAVAILABLE: {
+    status: 503,
+    meaning:
+      "The server passes no TLS through by name: it has neither TLS on its public port (`--tls-cert` or ACME) nor a `--tls-port`, or it runs as one of several nodes, which do not carry tls tunnels yet.",
+    advice: "Use a tcp tunnel, or ask the server's admin for `--tls-port`.",
+  },
   PROXY_DENIED: {
     status: 403,
     meaning: "The agent came through a proxy (`--proxy`, `HTTPS_PROXY`) and the user's `can_use_proxy` is false.",

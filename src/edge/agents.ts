@@ -42,6 +42,8 @@ export interface EdgeContext {
   /** The public address of an http tunnel, e.g. http://name.example.com */
   httpUrl(subdomain: string): string;
   tcpAddress(port: number): string;
+  /** Where visitors reach a tls tunnel: tls://name.example.com:PORT, the port that passes its name through; undefined when none does. */
+  tlsAddress(subdomain: string): string | undefined;
   /** The port a WebSocket agent that can go direct is sent to (MOVE); undefined: stay. */
   directPort?(): number | undefined;
   /** Failed handshakes per client address; undefined: none are counted. */
@@ -378,11 +380,16 @@ export class AgentConnection implements AgentLink {
       const tunnels: Tunnel[] = [];
       admitted.tunnels.forEach((plan, i) => {
         if (plan instanceof AppError) return void refused.push({ index: i, error: plan });
-        const want = plan.protocol === "http" ? { subdomain: plan.subdomain } : { port: plan.port };
+        if (plan.protocol === "tls" && this.edge.tlsAddress(plan.subdomain) === undefined) {
+          const unavailable = new AppError("TLS_UNAVAILABLE", "this server passes no TLS through by name (no TLS on its public port, no --tls-port, or several nodes)");
+          if (!hello.partial) throw unavailable;
+          return void refused.push({ index: i, error: unavailable });
+        }
+        const want = plan.protocol === "tcp" ? { protocol: plan.protocol, port: plan.port } : { protocol: plan.protocol, subdomain: plan.subdomain };
         const back = registry.reclaimable(owner.tokenId, want, admitted.resume);
         const asked = hello.tunnels[i];
         const timeout = asked?.protocol === "http" ? this.responseTimeout(asked.responseTimeout) : undefined;
-        const access = tunnelAccess(asked, cidrs(admitted.user.allowCidrs), plan.protocol === "http" ? plan.subdomain : "tcp", providers, this.edge.basicAuthLimit);
+        const access = tunnelAccess(asked, cidrs(admitted.user.allowCidrs), plan.protocol === "tcp" ? "tcp" : plan.subdomain, providers, this.edge.basicAuthLimit);
         if (access instanceof AppError) {
           if (!hello.partial) throw access;
           return void refused.push({ index: i, error: access });
@@ -397,13 +404,15 @@ export class AgentConnection implements AgentLink {
         let t: Tunnel;
         try {
           // taken meanwhile by another session of this node, between the rules' answer and now
-          if (plan.protocol === "http" && registry.subdomainHolder(plan.subdomain)) {
+          if (plan.protocol !== "tcp" && registry.subdomainHolder(plan.subdomain)) {
             throw new AppError("SUBDOMAIN_TAKEN", `'${plan.subdomain}' is in use by another tunnel`);
           }
           t =
             plan.protocol === "http"
               ? registry.newTunnel("http", { subdomain: plan.subdomain }, owner, plan.skipWarning)
-              : ports.bind(plan.port, (port) => registry.newTunnel("tcp", { port }, owner, false));
+              : plan.protocol === "tls"
+                ? registry.newTunnel("tls", { subdomain: plan.subdomain }, owner, false)
+                : ports.bind(plan.port, (port) => registry.newTunnel("tcp", { port }, owner, false));
         } catch (err) {
           // a partial HELLO: a port that cannot be bound is this tunnel's refusal, not the session's
           if (!hello.partial || !(err instanceof AppError)) throw err;
@@ -430,8 +439,8 @@ export class AgentConnection implements AgentLink {
       const granted: GrantedTunnel[] = tunnels.map((t, n) => ({
         id: t.id,
         protocol: t.protocol,
-        ...(t.protocol === "http" ? { subdomain: t.subdomain } : { port: t.port }),
-        url: t.protocol === "http" ? this.edge.httpUrl(t.subdomain!) : this.edge.tcpAddress(t.port!),
+        ...(t.protocol === "tcp" ? { port: t.port } : { subdomain: t.subdomain }),
+        url: t.protocol === "http" ? this.edge.httpUrl(t.subdomain!) : t.protocol === "tls" ? this.edge.tlsAddress(t.subdomain!)! : this.edge.tcpAddress(t.port!),
         ...(hello.partial ? { index: indexes[n] } : {}),
         ...(t.access ? { access: true } : {}),
       }));

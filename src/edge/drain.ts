@@ -58,7 +58,8 @@ export async function drainEdge(d: Draining): Promise<void> {
   for (const t of d.registry.allTunnels()) t.stopAccepting?.();
   if (d.holdsFile) {
     const held = d.registry.allTunnels().filter((t) => t.subdomain !== undefined);
-    writeHolds(d.holdsFile, held.map((t) => ({ subdomain: t.subdomain!, userId: t.userId, username: t.username, tokenId: t.tokenId, skipWarning: t.skipWarning })));
+    const hold = (t: (typeof held)[number]) => ({ subdomain: t.subdomain!, protocol: t.protocol === "tls" ? ("tls" as const) : ("http" as const), userId: t.userId, username: t.username, tokenId: t.tokenId, skipWarning: t.skipWarning });
+    writeHolds(d.holdsFile, held.map(hold));
   }
   // agents that understand it connect again now, to the server that takes over, while this
   // one finishes what is in flight; the others are told SERVER_SHUTDOWN at the end

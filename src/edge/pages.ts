@@ -40,6 +40,16 @@ export function unknownTunnelPage(host: string): Response {
   );
 }
 
+/** A plain HTTP request for a tls tunnel's name: it is reached with TLS, end to end, at `address`. */
+export function tlsTunnelPage(host: string, address: string | undefined): Response {
+  return page(
+    421,
+    "A TLS tunnel",
+    `<div class="status">421</div><h1>This tunnel speaks TLS</h1>
+<p><code>${escapeHtml(host)}</code> passes TLS through to its own service${address ? `: connect with TLS at <code>${escapeHtml(address.replace(/^tls:\/\//, ""))}</code>` : ""}. This server does not answer it over plain HTTP.</p>`,
+  );
+}
+
 export function badRequestPage(why: string): Response {
   return page(400, "Bad request", `<div class="status">400</div><h1>Bad request</h1><p>${escapeHtml(why)}</p>`, { Connection: "close" });
 }

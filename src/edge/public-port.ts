@@ -8,7 +8,7 @@
  * which costs the server nothing.
  */
 import type { Socket } from "bun";
-import { TlsFront } from "../sockets/tls-front.ts";
+import { TlsFront, type TlsFrontOptions } from "../sockets/tls-front.ts";
 import type { TlsSource } from "../tls/tls-source.ts";
 import { MAX_REQUEST_FIELDS } from "../http/request-head.ts";
 import { HttpConnection, MAX_REQUEST_HEAD_BYTES, type ConnectionServer, type HeadLimits, type SocketData } from "./http-connection.ts";
@@ -28,6 +28,8 @@ export interface PublicPortOptions {
   maxFields?: number;
   /** How long a TLS visitor has to send its ClientHello (--tls-hello-timeout). */
   helloTimeoutMs?: number;
+  /** With TLS: a connection the hello's name routes elsewhere, undecrypted (a tls tunnel's). */
+  route?: TlsFrontOptions<SocketData>["route"];
   /**
    * Asked as each connection opens, with how many are open already: false
    * closes it at once, before it holds a descriptor any longer (over
@@ -58,6 +60,8 @@ export class PublicPort {
       port: options.port,
       tls: options.tls,
       helloTimeoutMs: options.helloTimeoutMs,
+      // only with TLS: a plain port has no hello to route by
+      route: options.tls ? options.route : undefined,
       allowHalfOpen: true, // a visitor that half-closes after its request still gets the answer
       socket: {
         open(socket) {

@@ -49,7 +49,7 @@ export class Tunnel {
   relayed = false;
 
   constructor(
-    readonly protocol: "http" | "tcp",
+    readonly protocol: "http" | "tcp" | "tls",
     readonly address: { subdomain?: string; port?: number },
     readonly userId: number,
     readonly username: string,
@@ -95,12 +95,12 @@ export class Registry implements LiveTunnels, LiveView {
   private readonly byPort = new Map<number, Tunnel>();
   private readonly sessions = new Map<string, SessionEntry>();
 
-  /** Called with each HTTP tunnel's name as it goes live (the edge asks for its certificate). */
+  /** Called with each http tunnel's name as it goes live (the edge asks for its certificate; never for a tls tunnel's). */
   onLive?: (subdomain: string) => void;
 
   constructor(private readonly meter: TrafficMeter) {}
 
-  newTunnel(protocol: "http" | "tcp", address: { subdomain?: string; port?: number }, owner: { userId: number; username: string; tokenId: number }, skipWarning: boolean): Tunnel {
+  newTunnel(protocol: "http" | "tcp" | "tls", address: { subdomain?: string; port?: number }, owner: { userId: number; username: string; tokenId: number }, skipWarning: boolean): Tunnel {
     return new Tunnel(protocol, address, owner.userId, owner.username, owner.tokenId, skipWarning, this.meter);
   }
 
@@ -114,15 +114,17 @@ export class Registry implements LiveTunnels, LiveView {
       if (t.subdomain !== undefined) this.bySubdomain.set(t.subdomain, t);
       if (t.port !== undefined) this.byPort.set(t.port, t);
       if (t.subdomain !== undefined) this.arrived(t.subdomain, t);
-      if (t.subdomain !== undefined) this.onLive?.(t.subdomain);
+      // a tls tunnel's certificate is its local service's own: the edge never asks for one
+      if (t.subdomain !== undefined && t.protocol === "http") this.onLive?.(t.subdomain);
     }
     this.sessions.set(link.sessionId, { link, tunnels });
   }
 
   /** A dropped tunnel of this token, held in grace, to hand back. */
-  reclaimable(tokenId: number, want: { subdomain?: string; port?: number }, resume?: string): Tunnel | undefined {
+  reclaimable(tokenId: number, want: { protocol: Tunnel["protocol"]; subdomain?: string; port?: number }, resume?: string): Tunnel | undefined {
     const t = want.subdomain !== undefined ? this.bySubdomain.get(want.subdomain) : want.port !== undefined ? this.byPort.get(want.port) : undefined;
-    if (!t || t.tokenId !== tokenId) return undefined;
+    // a name held in grace by the token's tunnel of another kind is not this one's to take over
+    if (!t || t.tokenId !== tokenId || t.protocol !== want.protocol) return undefined;
     if (t.agent === null || t.agent.sessionId === resume) return t;
     return undefined;
   }
@@ -229,8 +231,8 @@ export class Registry implements LiveTunnels, LiveView {
   }
 
   /** Tunnels with a connected agent, by protocol (the metrics' tunnels_active). */
-  liveCounts(): { http: number; tcp: number } {
-    const counts = { http: 0, tcp: 0 };
+  liveCounts(): { http: number; tcp: number; tls: number } {
+    const counts = { http: 0, tcp: 0, tls: 0 };
     for (const { link, tunnels } of this.sessions.values()) {
       for (const t of tunnels) if (t.agent === link) counts[t.protocol]++;
     }

@@ -1,6 +1,6 @@
 /**
  * Names kept across a restart. A stopping server writes down which http
- * tunnel names were live and for which token; the server that starts next
+ * and tls tunnel names were live, of which kind, and for which token; the server that starts next
  * on the same data dir holds each name for that token for the grace period,
  * as if its agent had just dropped. So while agents are on their way back
  * (a fraction of a second after DRAIN), no other token can take their names,
@@ -19,6 +19,8 @@ const Holds = v.object({
   tunnels: v.array(
     v.object({
       subdomain: v.pipe(v.string(), v.maxLength(63)),
+      /** Absent in a file an older server wrote: an http tunnel's. */
+      protocol: v.optional(v.picklist(["http", "tls"]), "http"),
       userId: v.number(),
       username: v.string(),
       tokenId: v.number(),

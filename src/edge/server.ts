@@ -27,6 +27,8 @@ import { Loopback } from "./handoff.ts";
 import { PublicPort } from "./public-port.ts";
 import type { PublicListener } from "./public-listener.ts";
 import { listenRedirect } from "./redirect.ts";
+import { tlsTunnelRoutes } from "./tls-tunnels.ts";
+import { TlsFront } from "../sockets/tls-front.ts";
 import type { TlsSource } from "../tls/tls-source.ts";
 import { takeHolds } from "./restart-holds.ts";
 import { SocketBudget } from "../sockets/socket-budget.ts";
@@ -63,6 +65,8 @@ export interface EdgeOptions {
   publicUrl?: { scheme: "http" | "https"; port: number };
   /** The direct port for agents (0: any free one); undefined: agents stay on the WebSocket. */
   agentPort?: number;
+  /** A port for tls tunnels only, passed through by name (0: any free one); undefined: none. */
+  tlsPort?: number;
   /** Seconds an idle keep-alive visitor connection stays open (requests in flight are never cut). */
   idleTimeoutS: number;
   /** Bytes and header fields a visitor's request head may hold (defaults: http-connection.ts). */
@@ -98,6 +102,8 @@ export interface RunningEdge {
   port: number;
   /** The direct port agents are moved to, when there is one. */
   agentPort?: number;
+  /** The port for tls tunnels only, when there is one. */
+  tlsPort?: number;
   /** With ACME, the plain HTTP port (validations and redirects). */
   redirectPort?: number;
   /** Where visitors and agents reach it, e.g. https://tunnels.example.com */
@@ -152,6 +158,9 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   let publicPort = opts.publicUrl?.port ?? opts.port;
   const portSuffix = () => (publicPort === (secure ? 443 : 80) ? "" : `:${publicPort}`);
   let direct: DirectListener | undefined;
+  // tls tunnels' visitors: by name on the public port when it has TLS, and on --tls-port
+  const tlsTunnels = tlsTunnelRoutes(registry, domain, tcpVisitors, () => counters.tcpConnections++);
+  let tlsOnly: TlsFront<undefined> | undefined;
   const edge: EdgeContext = {
     core,
     registry,
@@ -160,6 +169,12 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     ports,
     httpUrl: (sub) => `${scheme}://${sub}.${domain}${portSuffix()}`,
     tcpAddress: (port) => `${domain}:${port}`,
+    // several nodes do not relay tls streams to each other yet: the tunnel would be out of reach from the others
+    tlsAddress: (sub) => {
+      if (nodes) return undefined;
+      if (opts.tls) return `tls://${sub}.${domain}${publicPort === 443 ? "" : `:${publicPort}`}`;
+      return tlsOnly ? `tls://${sub}.${domain}:${tlsOnly.port}` : undefined;
+    },
     directPort: () => direct?.port,
     maxResponseTimeoutMs: opts.maxResponseTimeoutMs,
     oidcHttpIssuers: opts.oidcHttpIssuers ?? false,
@@ -177,6 +192,8 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     maxHeadBytes: opts.maxRequestHeadBytes,
     maxFields: opts.maxRequestFields,
     helloTimeoutMs: opts.tlsHelloTimeoutMs,
+    // a tls tunnel's name passes through undecrypted; every other name is the edge's to decrypt
+    route: (hello) => tlsTunnels.route(hello) ?? "terminate",
     // every open connection holds a descriptor, requests or not: past the total, or short of descriptors, none is kept
     admit(open) {
       if (!pressed && open + tcpVisitors.total < maxConns) return true;
@@ -198,6 +215,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       counters,
       loopback: () => loopback as unknown as Loopback<unknown>,
       directPort: () => direct?.port,
+      tlsAddress: (sub: string) => edge.tlsAddress(sub),
       ...(nodes ? { remote: async (name: string) => nodes.find(name) } : {}),
     }),
   });
@@ -256,16 +274,36 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     }
   }
 
+  if (opts.tlsPort !== undefined) {
+    try {
+      tlsOnly = new TlsFront<undefined>({
+        hostname: opts.host,
+        port: opts.tlsPort,
+        helloTimeoutMs: opts.tlsHelloTimeoutMs,
+        // no certificates: a name that is no tls tunnel's gets unrecognized_name
+        route: (hello) => tlsTunnels.route(hello) ?? "unrecognized",
+        socket: { open: (socket) => void socket.terminate() },
+      });
+    } catch (err) {
+      void listener.stop(true);
+      void loopback.stop(true);
+      direct?.stop(true);
+      const code = (err as { code?: string }).code;
+      throw Object.assign(new Error(`--tls-port ${opts.tlsPort}: ${(err as Error).message}`), { code });
+    }
+  }
+
   const stopChores = startChores(core, registry, meter);
 
   const publicUrl = `${scheme}://${domain}${portSuffix()}`;
-  log.info("edge listening", { url: publicUrl, port: listener.port, agent_port: direct?.port ?? "off" });
+  log.info("edge listening", { url: publicUrl, port: listener.port, agent_port: direct?.port ?? "off", tls_port: tlsOnly?.port ?? "off" });
   logDescriptorBudget(fdLimit, maxConns, opts.maxConnsPerIp);
   const watch = watchDescriptors(fdLimit, { listener, redirect }, (now) => (pressed = now));
 
   return {
     port: listener.port,
     agentPort: direct?.port,
+    tlsPort: tlsOnly?.port,
     redirectPort: redirect?.port,
     publicUrl,
     registry,
@@ -288,7 +326,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
           // the loopback server first: its agents' last words pass through the public port as it closes
           stop: async (force) => {
             await loopback.stop(force);
-            await listener.stop(force);
+            await Promise.all([listener.stop(force), tlsOnly?.stop(force)]);
           },
         },
         redirect,
@@ -364,7 +402,7 @@ function holdNamesOfTheServerBefore(opts: EdgeOptions, registry: Registry): { na
   const claims: Promise<void>[] = [];
   if (!opts.holdsFile) return { names, claimed: Promise.resolve() };
   for (const h of takeHolds(opts.holdsFile)) {
-    const tunnel = registry.newTunnel("http", { subdomain: h.subdomain }, h, h.skipWarning);
+    const tunnel = registry.newTunnel(h.protocol, { subdomain: h.subdomain }, h, h.skipWarning);
     registry.hold(tunnel);
     if (opts.nodes) claims.push(opts.nodes.holdAtStart(tunnel));
     names.add(h.subdomain);

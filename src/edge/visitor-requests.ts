@@ -17,7 +17,7 @@ import { EDGE_READS, forward, type ForwardContext } from "./forward.ts";
 import type { Loopback } from "./handoff.ts";
 import { hostRoute } from "./host-route.ts";
 import type { ConnectionServer, HttpConnection } from "./http-connection.ts";
-import { badRequestPage, landingPage, overloadedPage, page, unknownTunnelPage } from "./pages.ts";
+import { badRequestPage, landingPage, overloadedPage, page, tlsTunnelPage, unknownTunnelPage } from "./pages.ts";
 import type { Passed } from "./access/policy.ts";
 import type { Registry, Tunnel } from "./registry.ts";
 import { continueResponse, CONTINUE_PATH, interstitial, type HeadView } from "./warning.ts";
@@ -58,6 +58,8 @@ export interface VisitorDeps {
   loopback(): Loopback<unknown>;
   /** The agents' direct port, when the edge has one (told to agents that ask: wire.ts CONNECT_PATH). */
   directPort?(): number | undefined;
+  /** Where a tls tunnel is reached, for the page a plain HTTP request to its name gets. */
+  tlsAddress?(subdomain: string): string | undefined;
   /** Several nodes: a tunnel of another node, served through it (a page when it cannot be). */
   remote?(subdomain: string): Promise<Tunnel | Response | undefined>;
 }
@@ -183,6 +185,8 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
     const waitForAgent = tunnel !== undefined && !tunnel.agent && startupLeft > 0 && deps.heldAtStart.has(name);
     if (waitForAgent || (!tunnel && deps.remote)) return found(conn, head, text, view, client, startedAt, hostHeader, name, waitForAgent ? startupLeft : 0);
     if (!tunnel) return answer(conn, head, unknownTunnelPage(hostHeader), startedAt);
+    // a tls tunnel's name reached over plain HTTP (or decrypted here: no passthrough on this port)
+    if (tunnel.protocol === "tls") return answer(conn, head, tlsTunnelPage(hostHeader, deps.tlsAddress?.(name)), startedAt);
     return admit(conn, head, text, view, client, startedAt, hostHeader, tunnel);
   }
 
@@ -196,6 +200,7 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
       tunnel = elsewhere;
     }
     if (!tunnel) return answer(conn, head, unknownTunnelPage(hostHeader), startedAt);
+    if (tunnel.protocol === "tls") return answer(conn, head, tlsTunnelPage(hostHeader, deps.tlsAddress?.(name)), startedAt);
     return admit(conn, head, text, view, client, startedAt, hostHeader, tunnel);
   }
 

@@ -20,7 +20,7 @@ export const PREFIX = "burrow_";
 /** What is live now, read at each scrape; undefined until the edge is up. */
 export interface LiveNumbers {
   agents: { websocket: number; direct: number };
-  tunnels: { http: number; tcp: number };
+  tunnels: { http: number; tcp: number; tls: number };
   /** Open visitor connections on the public HTTP port and on TCP tunnels' ports. */
   visitorConnections: { http: number; tcp: number };
   /** Bytes through tunnels since start: in is toward the local services, out back to visitors. */
@@ -88,11 +88,12 @@ export function createMetrics(sources: MetricsSources): ServerMetrics {
       [{ transport: "direct" }, live?.agents.direct ?? 0],
     ];
   });
-  readGauge("tunnels_active", "Tunnels with a connected agent now, by protocol (http, tcp).", ["protocol"], () => {
+  readGauge("tunnels_active", "Tunnels with a connected agent now, by protocol (http, tcp, tls).", ["protocol"], () => {
     const live = sources.live();
     return [
       [{ protocol: "http" }, live?.tunnels.http ?? 0],
       [{ protocol: "tcp" }, live?.tunnels.tcp ?? 0],
+      [{ protocol: "tls" }, live?.tunnels.tls ?? 0],
     ];
   });
   readGauge("visitor_connections_open", "Visitor connections open now, by listener: the public HTTP port, or TCP tunnels' ports.", ["listener"], () => {

@@ -67,6 +67,12 @@ export const TunnelRequest = v.variant("protocol", [
     port: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(65535))),
     access: v.optional(TcpAccess),
   }),
+  /** Visitors' TLS connections for `subdomain`, passed through by the ClientHello's name, undecrypted; IP rules only, as tcp. */
+  v.object({
+    protocol: v.literal("tls"),
+    subdomain: v.optional(v.pipe(v.string(), v.maxLength(253))),
+    access: v.optional(TcpAccess),
+  }),
 ]);
 export type TunnelRequest = v.InferOutput<typeof TunnelRequest>;
 
@@ -97,7 +103,7 @@ export type Hello = v.InferOutput<typeof Hello>;
 
 export interface GrantedTunnel {
   id: string;
-  protocol: "http" | "tcp";
+  protocol: "http" | "tcp" | "tls";
   subdomain?: string;
   port?: number;
   /** The public address, as a person would type it. */
@@ -120,7 +126,7 @@ export const Ready = v.object({
   tunnels: v.array(
     v.object({
       id: v.string(),
-      protocol: v.picklist(["http", "tcp"]),
+      protocol: v.picklist(["http", "tcp", "tls"]),
       subdomain: v.optional(v.string()),
       port: v.optional(v.number()),
       url: v.string(),
@@ -184,10 +190,11 @@ export type Refusal = v.InferOutput<typeof Refusal>;
  */
 export const OpenMeta = v.object({
   tunnel: v.string(),
-  kind: v.picklist(["h1", "tcp"]),
+  /** "tls": a visitor's TLS connection, passed through undecrypted: its bytes, the ClientHello first. */
+  kind: v.picklist(["h1", "tcp", "tls"]),
   /** The visitor's address, "ip:port". */
   remote: v.string(),
-  /** tcp: the address the visitor reached, "ip:port" (the server's side of its connection), for a PROXY protocol header. */
+  /** tcp and tls: the address the visitor reached, "ip:port" (the server's side of its connection), for a PROXY protocol header. */
   local: v.optional(v.pipe(v.string(), v.maxLength(64))),
   head: v.optional(v.pipe(v.string(), v.maxLength(MAX_PAYLOAD))),
   /** h1 only: the stream carries the visitor connection's requests in order (above). */
@@ -215,7 +222,7 @@ export type RelayedMeta = OpenMeta & {
 // OPEN and REPLY metadata arrive once per visitor request: checked by hand, as the schemas
 // above describe, because a generic schema walk costs more than the rest of the request.
 
-const OPEN_KINDS = new Set(["h1", "tcp"]);
+const OPEN_KINDS = new Set(["h1", "tcp", "tls"]);
 
 /** OpenMeta, or undefined when `raw` does not fit it. */
 export function readOpenMeta(raw: unknown): OpenMeta | undefined {
@@ -225,6 +232,7 @@ export function readOpenMeta(raw: unknown): OpenMeta | undefined {
   if (m.head !== undefined && (typeof m.head !== "string" || m.head.length > MAX_PAYLOAD)) return undefined;
   if (m.kind === "h1" && m.head === undefined) return undefined;
   if (m.keep !== undefined && typeof m.keep !== "boolean") return undefined;
+  if (m.local !== undefined && (typeof m.local !== "string" || m.local.length > 64)) return undefined;
   return m as OpenMeta;
 }
 

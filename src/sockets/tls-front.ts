@@ -36,7 +36,12 @@ export interface TlsFrontOptions<D> {
   allowHalfOpen?: boolean;
   /** Default HELLO_TIMEOUT_MS. */
   helloTimeoutMs?: number;
-  /** Whether to decrypt a TLS connection here (the default) or give it on undecrypted, by its hello. */
+  /**
+   * Whether to decrypt a TLS connection here (the default), refuse it, or
+   * give it on undecrypted, by its hello. With `route` and no `tls` the front
+   * only passes through: every connection is read as TLS, and what is not
+   * handed on is refused ("terminate" as "unrecognized").
+   */
   route?: (hello: ClientHello) => Route;
 }
 
@@ -57,8 +62,9 @@ export class TlsFront<D> {
   private allClosed: (() => void) | undefined;
 
   constructor(private readonly options: TlsFrontOptions<D>) {
-    if (options.tls) {
-      const terminators = new TlsTerminators<D>(options.tls, options.socket, this.tracker(), options.allowHalfOpen ?? false);
+    if (options.tls || options.route) {
+      const tls = options.tls;
+      const terminators = tls ? new TlsTerminators<D>(tls, options.socket, this.tracker(), options.allowHalfOpen ?? false) : undefined;
       this.terminators = terminators;
       this.publicHandler = frontHandler({
         terminators,
@@ -67,7 +73,7 @@ export class TlsFront<D> {
         route: options.route,
         fault: (why, socket) => helloFault("TLS connection closed before its handshake", { reason: why, address: socket.remoteAddress }),
       });
-      this.unsubscribe = options.tls.onChange(() => terminators.refresh());
+      this.unsubscribe = tls?.onChange(() => terminators!.refresh());
     } else {
       this.publicHandler = this.tracked(options.socket);
     }
@@ -132,7 +138,7 @@ export class TlsFront<D> {
       // a second server on this port must fail, not share the visitors
       exclusive: true,
       // the front passes each side's FIN on; without TLS the handler chooses
-      allowHalfOpen: this.terminators ? true : (this.options.allowHalfOpen ?? false),
+      allowHalfOpen: this.terminators || this.options.route ? true : (this.options.allowHalfOpen ?? false),
       socket: this.publicHandler,
     });
   }

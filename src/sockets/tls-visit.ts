@@ -3,7 +3,8 @@
  * byte to its close: the ClientHello is read, bounded in bytes
  * (MAX_HELLO_BYTES) and in time; then the connection is either piped,
  * hello first, into the internal TLS listener for its server name, or
- * handed undecrypted to a passthrough that `route` chose.
+ * handed undecrypted to a passthrough that `route` chose, or refused with
+ * TLS's unrecognized_name alert when nothing here answers to its name.
  */
 import type { Socket, SocketHandler } from "bun";
 import { HelloError, MAX_HELLO_BYTES, parseClientHello, type ClientHello } from "../tls/client-hello.ts";
@@ -26,10 +27,17 @@ export interface Passthrough {
   close?(socket: Socket<unknown>, error?: Error): void;
 }
 
-export type Route = "terminate" | Passthrough;
+/**
+ * What becomes of a connection, by its hello: decrypted here ("terminate",
+ * with the certificate for its name), refused with TLS's unrecognized_name
+ * alert ("unrecognized": no name, or one nothing answers to here), or
+ * handed on undecrypted.
+ */
+export type Route = "terminate" | "unrecognized" | Passthrough;
 
 export interface VisitContext {
-  terminators: TlsTerminators<any>;
+  /** Where "terminate" pipes; none on a front that only passes through (then it is "unrecognized"). */
+  terminators?: TlsTerminators<any>;
   sockets: SocketSet;
   helloTimeoutMs: number;
   route?: (hello: ClientHello) => Route;
@@ -49,6 +57,14 @@ const UPSTREAM: SocketHandler<Visit> = {
   close: (socket, error) => socket.data.upstreamClosed(socket, error),
   connectError: (socket, error) => socket.data.upstreamClosed(socket, error),
 };
+
+/**
+ * A TLS alert record (RFC 8446 6): content type alert (21), the record
+ * version every TLS version writes here (3,3), length 2, level fatal (2),
+ * description unrecognized_name (112). A client shows it as such
+ * ("tlsv1 unrecognized name"), rather than a bare reset.
+ */
+const UNRECOGNIZED_NAME_ALERT = Uint8Array.from([21, 3, 3, 0, 2, 2, 112]);
 
 export class Visit {
   private state: "hello" | "connecting" | "piped" | "routed" | "closed" = "hello";
@@ -124,7 +140,7 @@ export class Visit {
     if (this.state !== "connecting") return upstream.terminate();
     // before the hello goes: the TLS socket opens after its handshake, and asks then who it carries
     this.expected = [upstream.remotePort, upstream.localPort];
-    this.context.terminators.expect(...this.expected, this.peer);
+    this.context.terminators!.expect(...this.expected, this.peer);
     upstream.setNoDelay(true);
     this.state = "piped";
     this.pipe = new SocketPipe(this.socket, upstream);
@@ -135,7 +151,7 @@ export class Visit {
 
   upstreamClosed(upstream: Socket<Visit>, error?: Error): void {
     this.context.sockets.delete(upstream);
-    if (this.expected) this.context.terminators.forget(...this.expected);
+    if (this.expected) this.context.terminators!.forget(...this.expected);
     this.expected = undefined;
     if (this.pipe) this.pipe.closed("b", error);
     else if (this.state === "connecting") this.socket.terminate();
@@ -149,13 +165,14 @@ export class Visit {
     if (hello instanceof HelloError) return this.refuse(`${hello.code}: ${hello.message}`);
     clearTimeout(this.timer);
     const route = this.context.route?.(hello) ?? "terminate";
+    if (route === "unrecognized" || (route === "terminate" && !this.context.terminators)) return this.unrecognized(hello.serverName);
     if (route !== "terminate") {
       this.state = "routed";
       this.passthrough = route;
       this.buffer = new Uint8Array(0);
       return route.open(this.socket as Socket<unknown>, bytes);
     }
-    const port = this.context.terminators.portFor(hello.serverName);
+    const port = this.context.terminators!.portFor(hello.serverName);
     if (port === undefined) return this.refuse("no TLS listener for its certificate");
     this.state = "connecting";
     // what comes meanwhile waits in the kernel, not here
@@ -183,6 +200,13 @@ export class Visit {
     this.buffer.set(chunk, this.length);
     this.length += chunk.length;
     return true;
+  }
+
+  /** A name nothing here answers to (or none): TLS's fatal unrecognized_name alert, then the connection ends. */
+  private unrecognized(name: string | undefined): void {
+    this.state = "closed";
+    this.context.fault(name === undefined ? "no server name" : `no tls tunnel named ${name.slice(0, 253)}`, this.socket);
+    this.socket.end(UNRECOGNIZED_NAME_ALERT);
   }
 
   /** Closes a connection that will not become a TLS session here. */

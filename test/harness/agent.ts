@@ -23,7 +23,7 @@ export interface TestAgent extends AsyncDisposable {
 }
 
 export interface AgentStart {
-  kind: "http" | "tcp";
+  kind: "http" | "tcp" | "tls";
   /** PORT or HOST:PORT of the local service. */
   target: string | number;
   server: string;
@@ -70,8 +70,8 @@ export async function startAgent(opts: AgentStart): Promise<TestAgent> {
   try {
     const line = await output.waitFor(opts.waitFor ?? /Forwarding\s+(\S+)/, 15_000);
     const publicUrl = /Forwarding\s+(\S+)/.exec(line)?.[1] ?? "";
-    const sub = /^https?:\/\/([^.]+)\./.exec(publicUrl)?.[1];
-    const port = opts.kind === "tcp" ? Number(/:(\d+)$/.exec(publicUrl)?.[1]) : undefined;
+    const sub = /^(?:https?|tls):\/\/([^.]+)\./.exec(publicUrl)?.[1];
+    const port = opts.kind !== "http" ? Number(/:(\d+)$/.exec(publicUrl)?.[1] ?? (opts.kind === "tls" ? 443 : NaN)) : undefined;
     return { publicUrl, subdomain: sub, port, proc, output, stop, [Symbol.asyncDispose]: async () => void (await stop()) };
   } catch (err) {
     await stop("SIGKILL");

@@ -36,6 +36,8 @@ export interface TestServer extends AsyncDisposable {
   edgeUrl: string;
   /** The direct port agents are moved to; undefined with --agent-port off. */
   agentPort?: number;
+  /** The port for tls tunnels only; undefined with --tls-port off (the default). */
+  tlsPort?: number;
   dataDir: string;
   proc: Subprocess<"ignore", "pipe", "pipe">;
   output: LineReader;
@@ -116,7 +118,8 @@ export async function startServer(opts: StartOptions = {}): Promise<TestServer> 
     const edgeUrl = `http://127.0.0.1:${edgePort}`;
     const agentPortText = /^\d+$/.test(String(fields.agent_port)) ? String(fields.agent_port) : undefined;
     const agentPort = agentPortText === undefined ? undefined : Number(agentPortText);
-    return { adminUrl, edgePort, edgeUrl, agentPort, dataDir, proc, output, stop, [Symbol.asyncDispose]: async () => void (await stop()) };
+    const tlsPort = /^\d+$/.test(String(fields.tls_port)) ? Number(fields.tls_port) : undefined;
+    return { adminUrl, edgePort, edgeUrl, agentPort, tlsPort, dataDir, proc, output, stop, [Symbol.asyncDispose]: async () => void (await stop()) };
   } catch (err) {
     await stop("SIGKILL");
     throw new Error(`server did not start: ${(err as Error).message}\n${output.text()}`);

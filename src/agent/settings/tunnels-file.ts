@@ -163,7 +163,7 @@ export function parseTunnelsFile(text: string, path: string): TunnelsFile {
     if (out.tunnels.some((t) => t.name === name)) fail(keyNode, field, `the tunnel name '${name}' is used twice`);
     const tunnel = readTunnel(name, value, field, fail);
     const req = tunnel.request;
-    if (req.protocol === "http" && req.subdomain !== undefined) {
+    if (req.protocol !== "tcp" && req.subdomain !== undefined) {
       const other = subdomains.get(req.subdomain);
       if (other) fail(fieldNode(value, "subdomain"), `${field}.subdomain`, `'${req.subdomain}' is also the subdomain of tunnel '${other}'`);
       subdomains.set(req.subdomain, name);
@@ -185,9 +185,23 @@ type Fail = (node: { range?: [number, number, number] | null } | null | undefine
 /** Who may reach the tunnel (docs/access.md); tcp tunnels take the IP lists only. */
 const ACCESS_KEYS = ["basic_auth", "allow_cidr", "deny_cidr", "request_header_add", "request_header_remove", "response_header_add", "oidc"];
 const TUNNEL_KEYS = ["proto", "addr", "subdomain", "remote_port", "proxy_protocol", "host_header", "skip_warning", "inspect", "response_timeout", ...ACCESS_KEYS];
-const HTTP_ONLY = new Set(["subdomain", "host_header", "skip_warning", "inspect", "response_timeout", "basic_auth", "request_header_add", "request_header_remove", "response_header_add", "oidc"]);
 const OIDC_KEYS = ["issuer", "client_id", "client_secret", "allow_emails"];
-const TCP_ONLY = new Set(["remote_port", "proxy_protocol"]);
+
+/** The keys only some kinds of tunnel take, and which; the others (proto, addr, allow_cidr, deny_cidr) every kind takes. */
+const TAKEN_BY: Record<string, readonly ("http" | "tcp" | "tls")[]> = {
+  subdomain: ["http", "tls"],
+  host_header: ["http"],
+  skip_warning: ["http"],
+  inspect: ["http"],
+  response_timeout: ["http"],
+  basic_auth: ["http"],
+  request_header_add: ["http"],
+  request_header_remove: ["http"],
+  response_header_add: ["http"],
+  oidc: ["http"],
+  remote_port: ["tcp"],
+  proxy_protocol: ["tcp", "tls"],
+};
 
 function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTunnel {
   if (!isMap(node)) return fail(node, field, "must be a map such as '{ proto: http, addr: 3000 }'");
@@ -197,12 +211,12 @@ function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTu
     given.set(key, { keyNode, value });
   }
   const protoNode = given.get("proto");
-  if (!protoNode) return fail(node, `${field}.proto`, "missing: http or tcp");
+  if (!protoNode) return fail(node, `${field}.proto`, "missing: http, tcp or tls");
   const proto = text_(protoNode.value, `${field}.proto`, fail);
-  if (proto !== "http" && proto !== "tcp") return fail(protoNode.value, `${field}.proto`, `must be http or tcp (got '${proto}')`);
+  if (proto !== "http" && proto !== "tcp" && proto !== "tls") return fail(protoNode.value, `${field}.proto`, `must be http, tcp or tls (got '${proto}')`);
   for (const [key, { keyNode }] of given) {
-    if (proto === "tcp" && HTTP_ONLY.has(key)) fail(keyNode, `${field}.${key}`, "is for http tunnels; this one is tcp");
-    if (proto === "http" && TCP_ONLY.has(key)) fail(keyNode, `${field}.${key}`, "is for tcp tunnels; this one is http");
+    const kinds = TAKEN_BY[key];
+    if (kinds && !kinds.includes(proto)) fail(keyNode, `${field}.${key}`, `is for ${kinds.join(" and ")} tunnels; this one is ${proto}`);
   }
   const addrNode = given.get("addr");
   if (!addrNode) return fail(node, `${field}.addr`, "missing: the local port, HOST:PORT or URL, such as 3000");
@@ -240,18 +254,20 @@ function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTu
     });
   };
   const ipRules = { allowCidrs: listed("allow_cidr", parseCidr), denyCidrs: listed("deny_cidr", parseCidr) };
-  if (proto === "tcp") {
+  function readSubdomain(): string | undefined {
+    const entry = given.get("subdomain");
+    if (!entry) return undefined;
+    const parsed = v.safeParse(subdomainRule, scalarText(entry.value, `${field}.subdomain`, fail));
+    if (!parsed.success) return fail(entry.value, `${field}.subdomain`, parsed.issues[0]?.message ?? "not a valid subdomain");
+    return parsed.output;
+  }
+  if (proto === "tcp" || proto === "tls") {
     const access = compactAccess(ipRules);
     if (flag("proxy_protocol")) target.proxyProtocol = true;
+    if (proto === "tls") return { name, request: { protocol: "tls", subdomain: readSubdomain(), ...(access ? { access } : {}) }, target, inspect: false };
     return { name, request: { protocol: "tcp", port: checked("remote_port", parseRemotePort), ...(access ? { access } : {}) }, target, inspect: false };
   }
-  const subdomainEntry = given.get("subdomain");
-  let subdomain: string | undefined;
-  if (subdomainEntry) {
-    const parsed = v.safeParse(subdomainRule, scalarText(subdomainEntry.value, `${field}.subdomain`, fail));
-    if (!parsed.success) fail(subdomainEntry.value, `${field}.subdomain`, parsed.issues[0]?.message ?? "not a valid subdomain");
-    else subdomain = parsed.output;
-  }
+  const subdomain = readSubdomain();
   target.hostHeader = checked("host_header", parseHostHeader);
   const request: TunnelRequest = { protocol: "http", subdomain, skipWarning: flag("skip_warning") ?? false };
   const timeout = checked("response_timeout", parseResponseTimeout);

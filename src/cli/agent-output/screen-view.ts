@@ -32,7 +32,7 @@ export interface ScreenState {
   status: SessionStatus;
   latencyMs?: number;
   inspector?: string;
-  tunnels: { name: string; url: string; local: string; protocol: "http" | "tcp" }[];
+  tunnels: { name: string; url: string; local: string; protocol: "http" | "tcp" | "tls" }[];
   refusedTunnels: { name: string; code: string; message: string }[];
   notice?: string;
   counters: TrafficCounters;
@@ -82,8 +82,10 @@ export function renderScreen(s: ScreenState, size: Size, p: Paint, now: number):
   rows.push("");
 
   const http = s.tunnels.some((t) => t.protocol === "http");
-  const tcp = s.tunnels.some((t) => t.protocol === "tcp");
-  const heading = http && tcp ? "Requests and Connections" : tcp ? "TCP Connections" : "HTTP Requests";
+  // a tls tunnel's visitors are connections, as a tcp tunnel's are
+  const tcp = s.tunnels.some((t) => t.protocol !== "http");
+  const onlyTls = tcp && s.tunnels.every((t) => t.protocol === "tls");
+  const heading = http && tcp ? "Requests and Connections" : onlyTls ? "TLS Connections" : tcp ? "TCP Connections" : "HTTP Requests";
   rows.push(p.bold(heading));
   rows.push("-".repeat(heading.length));
   const room = size.rows - rows.length;

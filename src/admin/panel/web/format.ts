@@ -125,7 +125,7 @@ export function lastDays(days: number, now = new Date()): string[] {
   return Array.from({ length: days }, (_, i) => utcDay(new Date(today - (days - 1 - i) * 86_400_000)));
 }
 
-/** "http://alice.localhost:8080" for an http tunnel, "localhost:20417" for tcp. */
+/** "http://alice.localhost:8080" for an http tunnel, "localhost:20417" for tcp, "tls://alice.localhost" for tls (the port it passes through on is the server's to say). */
 export function publicAddress(server: ServerInfo | undefined, t: { protocol: string; subdomain?: string; port?: number }): { text: string; href?: string } {
   if (t.protocol === "http" && t.subdomain) {
     if (!server?.edge_url) return { text: t.subdomain };
@@ -133,5 +133,6 @@ export function publicAddress(server: ServerInfo | undefined, t: { protocol: str
     const href = `${edge.protocol}//${t.subdomain}.${edge.host}`;
     return { text: href.replace(/^https?:\/\//, ""), href };
   }
+  if (t.protocol === "tls" && t.subdomain) return { text: server?.domain ? `tls://${t.subdomain}.${server.domain}` : t.subdomain };
   return { text: `${server?.tcp_host || "port"}:${t.port}` };
 }

@@ -52,7 +52,7 @@ export interface Detail extends Summary {
 
 export interface Tunnel {
   name: string;
-  protocol: "http" | "tcp";
+  protocol: "http" | "tcp" | "tls";
   public_url: string;
   local: string;
   host_header: string | null;

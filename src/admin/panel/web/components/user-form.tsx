@@ -252,7 +252,7 @@ export function UserForm(props: { user?: User; onSaved(user: User): void; onCanc
         <div class="protocols" role="group" aria-label="Allowed protocols">
           <span class="group-label">Allowed protocols</span>
           {PROTOCOLS.map((p, i) => (
-            <Checkbox key={p} invalid={i === 0 && Boolean(errors.allowed_protocols)} name={`protocol_${p}`} label={p === "http" ? "HTTP tunnels" : "TCP tunnels"} checked={draft.protocols[p] ?? false} onChange={(v) => set("protocols", { ...draft.protocols, [p]: v })} />
+            <Checkbox key={p} invalid={i === 0 && Boolean(errors.allowed_protocols)} name={`protocol_${p}`} label={p === "http" ? "HTTP tunnels" : p === "tcp" ? "TCP tunnels" : "TLS tunnels (passed through)"} checked={draft.protocols[p] ?? false} onChange={(v) => set("protocols", { ...draft.protocols, [p]: v })} />
           ))}
           {errors.allowed_protocols && (
             <p class="field-error" id="protocols-error">
