@@ -9,36 +9,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import { HelloError, MAX_HELLO_BYTES, parseClientHello, type HelloAnswer, type HelloErrorCode } from "../../src/tls/client-hello.ts";
+import { captureHello } from "../harness/client-hello.ts";
 import { fuzzParams } from "../harness/fuzz.ts";
 
 const ALPN_H2_HTTP1 = new Uint8Array([2, ...Buffer.from("h2"), 8, ...Buffer.from("http/1.1")]);
-
-/** Listens on a plain socket and resolves with the first TLS record a client sends (its hello, in one record). */
-async function captureHello(connect: (port: number) => void | Promise<void>): Promise<Uint8Array> {
-  const got = Promise.withResolvers<Uint8Array>();
-  let bytes = new Uint8Array(0);
-  const listener = Bun.listen({
-    hostname: "127.0.0.1",
-    port: 0,
-    socket: {
-      data(socket, chunk) {
-        bytes = Buffer.concat([bytes, chunk]);
-        if (bytes.length >= 5 && bytes.length >= 5 + ((bytes[3]! << 8) | bytes[4]!)) {
-          got.resolve(bytes);
-          socket.terminate();
-        }
-      },
-    },
-  });
-  const timer = setTimeout(() => got.reject(new Error("no hello within 5 s")), 5_000);
-  try {
-    await connect(listener.port);
-    return await got.promise;
-  } finally {
-    clearTimeout(timer);
-    listener.stop(true);
-  }
-}
 
 /** The hello message (handshake header and body) of a one-record hello, cut into records of `size` bytes each. */
 function recut(hello: Uint8Array, size: number): Uint8Array {

@@ -18,6 +18,7 @@ import { PendingWrites } from "../../src/sockets/pending-writes.ts";
 import { SocketPipe } from "../../src/sockets/socket-pipe.ts";
 import { TlsFront, type Passthrough, type Peer, type TlsFrontOptions } from "../../src/sockets/tls-front.ts";
 import { parseClientHello } from "../../src/tls/client-hello.ts";
+import { captureHello } from "../harness/client-hello.ts";
 import { chooseEntry } from "../../src/tls/sni.ts";
 import type { TlsEntry, TlsSource } from "../../src/tls/tls-source.ts";
 import { refuses } from "../harness/ports.ts";
@@ -492,5 +493,113 @@ describe("route", () => {
     expect(terminated.subject).toBe("CN=a-one");
     await echoes(terminated, "decrypted here");
     expect(served).toHaveLength(1);
+  });
+});
+
+describe("passing through only: a route and no certificates (the server's --tls-port)", () => {
+  /** A front that takes `name` undecrypted (its hello and what follows are echoed back as they came) and refuses every other. */
+  function passFront(name: string, helloTimeoutMs?: number) {
+    const firsts: Uint8Array[] = [];
+    const front = new TlsFront<undefined>({
+      hostname: "127.0.0.1",
+      port: 0,
+      helloTimeoutMs,
+      route: (hello) =>
+        hello.serverName !== name
+          ? "unrecognized"
+          : {
+              open(socket, first) {
+                firsts.push(first.slice());
+                socket.write(first);
+              },
+              data: (socket, chunk) => void socket.write(chunk),
+              end: (socket) => void socket.end(),
+            },
+      socket: { open: (s) => void s.terminate() },
+    });
+    fronts.push(front);
+    return { front, firsts };
+  }
+
+  /** A plain client that collects what comes back, until the front closes it. */
+  async function collecting(port: number) {
+    const chunks: Uint8Array[] = [];
+    const closed = Promise.withResolvers<void>();
+    const socket = await Bun.connect({ hostname: "127.0.0.1", port, socket: { data: (_s, d) => void chunks.push(d), close: () => closed.resolve(), error() {} } });
+    closers.push(() => socket.terminate());
+    return { socket, received: () => Buffer.concat(chunks), closed: within(closed.promise, 5_000, "the front closes the connection") };
+  }
+
+  /** A real hello for `serverName` (Bun's TLS client, captured on a plain socket). */
+  const helloFor = (serverName: string) =>
+    captureHello(async (port) => {
+      await Bun.connect({ hostname: "127.0.0.1", port, tls: { serverName, rejectUnauthorized: false }, socket: { data() {}, error() {} } }).catch(() => {});
+    });
+
+  test("the name it takes is handed on undecrypted, its hello first, and bytes go both ways", async () => {
+    const { front, firsts } = passFront("svc.test");
+    const hello = await helloFor("svc.test");
+    const client = await collecting(front.port);
+    client.socket.write(hello);
+    await within((async () => { while (client.received().length < hello.length) await Bun.sleep(5); })(), 5_000, "the hello echoed");
+    expect(firsts).toHaveLength(1);
+    expect(Buffer.from(firsts[0]!).equals(Buffer.from(hello))).toBe(true);
+    client.socket.write("after the hello");
+    await within((async () => { while (client.received().length < hello.length + 15) await Bun.sleep(5); })(), 5_000, "bytes after the hello echoed");
+    expect(client.received().subarray(hello.length).toString()).toBe("after the hello");
+  });
+
+  test("any other name, and no name, get the fatal unrecognized_name alert, then the connection ends", async () => {
+    const { front, firsts } = passFront("svc.test");
+    for (const hello of [await helloFor("other.test"), await captureHello(async (port) => void (await Bun.connect({ hostname: "127.0.0.1", port, tls: { rejectUnauthorized: false }, socket: { data() {}, error() {} } }).catch(() => {})))]) {
+      const client = await collecting(front.port);
+      client.socket.write(hello);
+      await client.closed;
+      expect([...client.received()]).toEqual([21, 3, 3, 0, 2, 2, 112]);
+    }
+    expect(firsts).toHaveLength(0);
+    // openssl says so in its own words
+    const proc = Bun.spawn(["openssl", "s_client", "-connect", `127.0.0.1:${front.port}`, "-servername", "other.test"], { stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+    closers.push(() => proc.kill());
+    const said = await within(Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text()]), 10_000, "openssl s_client");
+    expect(said.join("")).toMatch(/unrecognized name/i);
+  });
+
+  test("what is not TLS, a hello over 16 KiB, and a silent peer are closed with nothing said", async () => {
+    const { front, firsts } = passFront("svc.test", 300);
+    const plain = await collecting(front.port);
+    plain.socket.write("GET / HTTP/1.1\r\nHost: svc.test\r\n\r\n");
+    const huge = await collecting(front.port);
+    huge.socket.write(new Uint8Array([22, 3, 1, 0x40, 0x00, 1, 0x00, 0x40, 0x00]));
+    const silent = await collecting(front.port);
+    await Promise.all([plain.closed, huge.closed, silent.closed]);
+    for (const c of [plain, huge, silent]) expect(c.received().length).toBe(0);
+    expect(firsts).toHaveLength(0);
+  });
+
+  test("fuzz: 300 hellos cut short, corrupted or random, each closed or refused, never passed on; the front serves after", async () => {
+    const { front, firsts } = passFront("svc.test", 1_000);
+    const hello = await helloFor("svc.test");
+    let seed = 12345;
+    const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) >>> 0) % n);
+    for (let i = 0; i < 300; i++) {
+      const bytes = Buffer.from(hello);
+      const kind = i % 3;
+      let sent: Uint8Array;
+      if (kind === 0) sent = bytes.subarray(0, rand(bytes.length));
+      else if (kind === 1) {
+        for (let k = 0; k < 1 + rand(6); k++) bytes[5 + rand(bytes.length - 5)] = rand(256); // the record's header kept: the hello itself broken
+        sent = bytes;
+      } else sent = Uint8Array.from({ length: 1 + rand(600) }, () => rand(256));
+      const client = await collecting(front.port);
+      client.socket.write(sent);
+      client.socket.end();
+      await client.closed;
+    }
+    // a corrupted byte inside the name's text may still parse (another name, refused); none reached the route's passthrough but intact ones
+    for (const f of firsts) expect(parseClientHello(f)).toMatchObject({ serverName: "svc.test" });
+    const after = await collecting(front.port);
+    after.socket.write(hello);
+    await within((async () => { while (after.received().length < hello.length) await Bun.sleep(5); })(), 5_000, "a good hello after the fuzz");
   });
 });
