@@ -114,7 +114,7 @@ export const SERVER_FLAGS = {
     env: true,
     arg: "S",
     default: "10",
-    help: "seconds a TLS visitor has to send its ClientHello on the public port",
+    help: "seconds a TLS visitor has to send its ClientHello on the public port and --tls-port",
     details: "1 to 60; a connection that has not sent one by then is closed. The hello itself may take at most 16 KiB (a protocol bound, not a setting).",
   },
   "max-conns-per-ip": {
