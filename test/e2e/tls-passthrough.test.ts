@@ -3,7 +3,7 @@
  * certificate of its own behind the tunnel, reached with curl and openssl
  * through the server's --tls-port and through its public HTTPS port. The
  * visitor verifies the local service's certificate (not the server's), HTTP/2
- * works end to end, and the server never decrypts: names it does not know
+ * and a gRPC call work end to end, and the server never decrypts: names it does not know
  * get TLS's unrecognized_name alert, bytes that are no ClientHello are
  * closed, a hello split in many pieces still routes. Who may open one
  * (`allowed_protocols` gains `tls`, PROTOCOL_DENIED) and a server that
@@ -17,6 +17,7 @@ import { join } from "node:path";
 import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { refusal, startAgent, tunnelFetch } from "../harness/agent.ts";
 import { selfSignedCertificate } from "../harness/certs.ts";
+import { grpcSay, startGrpcEcho } from "../harness/grpc.ts";
 import { startNginx, type TestNginx } from "../harness/nginx.ts";
 import { freeRange } from "../harness/ports.ts";
 import { rawHttp } from "../harness/raw-http.ts";
@@ -54,7 +55,7 @@ const fileFingerprint = async (file: string) => (await run(["openssl", "x509", "
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "burrow-tls-passthrough-"));
-  const cert = await selfSignedCertificate({ names: ["svc.localhost", "other.localhost", "proxied.localhost", "split.localhost"], ca: true, commonName: "the local service" });
+  const cert = await selfSignedCertificate({ names: ["svc.localhost", "other.localhost", "proxied.localhost", "split.localhost", "grpc.localhost"], ca: true, commonName: "the local service" });
   serviceCa = join(dir, "service.pem");
   writeFileSync(serviceCa, cert.certPem);
   writeFileSync(join(dir, "service-key.pem"), cert.keyPem);
@@ -155,6 +156,15 @@ describe("on --tls-port", () => {
     const local = freeRange(1).first;
     const r = await curl("proxied.localhost", server.tlsPort!, serviceCa, ["--local-port", String(local)]);
     expect(r.out).toBe(`visitor=127.0.0.1:${local}\n`);
+  });
+
+  test("a gRPC call (Debian's python3-grpcio, over its own TLS) works end to end", async () => {
+    const port = freeRange(1).first;
+    await using _service = await startGrpcEcho(port, serviceCa, join(dir, "service-key.pem"));
+    await using _agent = await startAgent({ kind: "tls", target: port, server: server.edgeUrl, token, args: ["--subdomain", "grpc"] });
+    expect(await grpcSay(server.tlsPort!, serviceCa, "grpc.localhost", "through burrow")).toBe("echo: through burrow");
+    // and straight to it, the same: the tunnel changes nothing
+    expect(await grpcSay(port, serviceCa, "grpc.localhost", "direct")).toBe("echo: direct");
   });
 
   test("a plain HTTP request for the tls tunnel's name gets a 421 page saying where it is", async () => {
