@@ -21,7 +21,7 @@
  *   BENCH_ISOLATION_ROUNDS=4  rounds of (alone, next to a stalled stream), order alternating
  *   BENCH_ISOLATION_SECONDS=5 length of each isolation run
  *   BENCH_AGENTS=10000        idle agents for the memory test (also measured at 1,000)
- *   BENCH_ONLY=http,tcp,...   run only some sections: http, tcp, iperf, isolation, inspector, peers, stream, idle, cluster
+ *   BENCH_ONLY=http,tcp,...   run only some sections: http, tcp, iperf, isolation, inspector, peers, stream, idle, cluster, tls
  *   BENCH_BURROW=path         use this executable instead of dist/burrow
  *   BENCH_REBUILD=1           rebuild dist/burrow first
  *   BENCH_OUT=name            write bench/results/<name>.md/.json (default latest; partial with BENCH_ONLY)
@@ -50,6 +50,7 @@ import {
 } from "./lib/services.ts";
 import { ensureBinary, ensurePackages, newerSources, tcpTools, tool } from "./lib/setup.ts";
 import { inspectorOverhead, inspectorRows, inspectorTarget, type InspectorOverhead } from "./inspector.ts";
+import { tlsPassthrough, tlsRows, type TlsPassthrough } from "./tls.ts";
 import { clusterRelay, clusterRows, type ClusterRelay } from "./cluster.ts";
 import { idleAgents, streamMemory, type IdleAgents, type StreamMemory } from "./memory.ts";
 import { sideBySide, sideBySideTable, sideBySideTargets, type SideBySide } from "./peers.ts";
@@ -115,6 +116,8 @@ interface Results {
   cluster?: ClusterRelay;
   /** Every path side by side with bore, rathole and the rest (bench/peers.ts). */
   peers?: SideBySide;
+  /** TLS passed through by name against the same TLS through a tcp tunnel (bench/tls.ts). */
+  tls?: TlsPassthrough;
   errors: string[];
   loadavg: { start: number[]; end?: number[] };
 }
@@ -239,6 +242,7 @@ try {
   if (wants("stream")) await streamMemory(memory, { nginxPort: nginx.port, sinkPort, sink, source: SOURCE }, (x) => (results.stream = x));
   if (wants("idle")) await idleAgents(memory, { nginxPort: nginx.port, agents: cfg.agents }, (x) => (results.idle = x));
   if (wants("cluster")) results.cluster = await clusterRelay(procs, bin, dir, nginx.port, cfg, say);
+  if (wants("tls")) results.tls = await tlsPassthrough({ procs, bin, dir, rounds: cfg.rounds, say });
 } catch (err) {
   failed = true;
   results.errors.push((err as Error).stack ?? String(err));
@@ -440,6 +444,7 @@ function rows(): Row[] {
   }
   if (results.inspector) out.push(...inspectorRows(results.inspector));
   if (results.cluster) out.push(...clusterRows(results.cluster));
+  if (results.tls) out.push(...tlsRows(results.tls));
   if (Object.keys(results.http10m).length) {
     out.push({ scenario: "10 MiB downloads (wrk -t1 -c4)", unit: "MiB/s", runs: of(results.http10m, (r) => r.mibPerSec), higherIsBetter: true });
   }

@@ -81,7 +81,7 @@ export async function startNginxProxy(procs: Processes, dir: string, upstreamPor
  * own pid, log and temp dirs, no access log, long keep-alive) and `http`
  * lines of its own; resolves once it listens on `port`.
  */
-async function runNginx(procs: Processes, name: string, prefix: string, port: number, http: string): Promise<Child> {
+export async function runNginx(procs: Processes, name: string, prefix: string, port: number, http: string): Promise<Child> {
   const t = join(prefix, "tmp");
   mkdirSync(t, { recursive: true });
   const conf = join(prefix, "nginx.conf");
@@ -292,7 +292,7 @@ export async function startBurrowAgent(
   name: string,
   server: BurrowServer,
   token: string,
-  kind: "http" | "tcp",
+  kind: "http" | "tcp" | "tls",
   targetPort: number,
   extra: string[] = [],
 ): Promise<BurrowAgent> {
