@@ -26,6 +26,7 @@ import {
   FrameType,
   HEADER_LENGTH,
   MAX_HELD_BYTES,
+  MAX_DATAGRAM,
   MAX_MESSAGE,
   INITIAL_WINDOW,
   KEEPALIVE_INTERVAL_MS,
@@ -288,6 +289,17 @@ export class Mux implements KeptAlive, StreamSession {
     else if (result === "closed") this.close(WireError.GOING_AWAY, "transport closed");
   }
 
+  /**
+   * @internal One datagram on stream `id`, in this turn's batch; false when it
+   * must be dropped: over MAX_DATAGRAM, or the transport congested (the
+   * streams' bytes must not wait behind datagrams, which may be lost).
+   */
+  sendDatagram(id: number, datagram: Uint8Array): boolean {
+    if (this.closed || this.blocked || datagram.byteLength > MAX_DATAGRAM) return false;
+    this.sendFrame(FrameType.DATAGRAM, id, datagram);
+    return true;
+  }
+
   /** Sends ERROR {code, message, ...extra} and closes. */
   fail(code: string, message: string, extra?: Record<string, unknown>): void {
     if (this.closed) return;
@@ -457,6 +469,9 @@ export class Mux implements KeptAlive, StreamSession {
         s.receivedData(payload);
         if (fin) s.receivedFin();
         return;
+      case FrameType.DATAGRAM:
+        if (payload.byteLength > MAX_DATAGRAM) throw new ProtocolError(`a datagram of ${payload.byteLength} bytes exceeds ${MAX_DATAGRAM}`);
+        return s.receivedDatagram(payload);
       case FrameType.WINDOW:
         return s.receivedWindow(readU32(payload, "WINDOW"));
       case FrameType.FIN:

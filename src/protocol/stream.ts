@@ -18,6 +18,8 @@ export interface StreamSession {
   readonly windowUpdateThreshold: number;
   cork<T>(fn: () => T): T;
   sendFrame(type: FrameTypeValue, stream: number, payload?: Uint8Array, fin?: boolean): void;
+  /** One datagram on stream `id`, or false when it is dropped (congested, too large). */
+  sendDatagram(id: number, datagram: Uint8Array): boolean;
   /** Sends as much of the stream's pending bytes as credit and transport allow. */
   flush(s: Stream): void;
   /** The stream is done: the session forgets it. */
@@ -57,6 +59,17 @@ export class Stream {
   onReset?: (code: string) => void;
   /** Everything written so far has been sent: write more. */
   onDrain?: () => void;
+  /**
+   * Incoming datagrams (DATAGRAM frames), each whole as it was sent, outside
+   * the bytes and their credit; a view valid only during the call. Nothing
+   * is kept for a handler set later: a datagram nobody takes is dropped, as
+   * UDP would drop it.
+   */
+  onDatagram?: (datagram: Uint8Array) => void;
+  datagramsSent = 0;
+  datagramsReceived = 0;
+  /** Datagrams sendDatagram() dropped (congestion, too large, this side ended). */
+  datagramsDropped = 0;
 
   /** @internal */ pending: Uint8Array[] = [];
   /** @internal */ pendingBytes = 0;
@@ -185,6 +198,20 @@ export class Stream {
     for (const l of this.resetListeners) l(code);
   }
 
+  /**
+   * Sends one datagram whole, or drops it and says so (false): over
+   * MAX_DATAGRAM, this side already ended, or the connection congested.
+   * Never queued, never held for credit.
+   */
+  sendDatagram(datagram: Uint8Array): boolean {
+    if (this.done || this.localEnded || this.endQueued || !this.mux.sendDatagram(this.id, datagram)) {
+      this.datagramsDropped++;
+      return false;
+    }
+    this.datagramsSent++;
+    return true;
+  }
+
   /** Returns credit for bytes the consumer has taken. */
   consumed(n: number): void {
     if (this.done || this.remoteEnded || n <= 0) return;
@@ -237,6 +264,13 @@ export class Stream {
     this.bytesReceived += chunk.byteLength;
     if (this.dataHandler) this.dataHandler(chunk);
     else this.early.push(chunk);
+  }
+
+  /** @internal */
+  receivedDatagram(datagram: Uint8Array): void {
+    if (this.remoteEnded) throw new ProtocolError(`DATAGRAM on stream ${this.id} after FIN`);
+    this.datagramsReceived++;
+    this.onDatagram?.(datagram);
   }
 
   /** @internal */

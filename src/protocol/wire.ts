@@ -17,7 +17,8 @@
  * response one REPLY and one DATA, with no separate FIN frames.
  * Stream 0 is the control stream: HELLO, READY, ERROR, PING, PONG, GOAWAY, MOVE.
  * Other streams are opened by the edge (even ids) for each visitor
- * connection or request, and carry OPEN, REPLY, DATA, WINDOW, FIN, RST.
+ * connection or request, and carry OPEN, REPLY, DATA, WINDOW, FIN, RST and
+ * DATAGRAM.
  * A sender has at most the credit the receiver granted in flight per stream;
  * overrunning it is a protocol error that ends the whole connection.
  */
@@ -69,6 +70,15 @@ export const FrameType = {
   FIN: 0x14,
   /** either way: abort the stream; payload is a UTF-8 reset code. */
   RST: 0x15,
+  /**
+   * either way: one datagram, whole (at most MAX_DATAGRAM bytes), outside
+   * the stream's bytes and credit. A sender never splits or merges them and
+   * never queues one: when its connection is congested it drops it, as the
+   * network would, so that no stream's bytes wait behind datagrams. A
+   * receiver with no taker for it drops it too. For traffic that may lose
+   * (UDP), never for what must not.
+   */
+  DATAGRAM: 0x16,
 } as const;
 
 export type FrameTypeName = keyof typeof FrameType;
@@ -111,6 +121,8 @@ export const MAX_PAYLOAD = 256 * 1024;
  * per GiB through a tcp tunnel, server and agent together.
  */
 export const DIRECT_DATA_PAYLOAD = MAX_PAYLOAD;
+/** Largest DATAGRAM payload: the most a UDP datagram over IPv4 carries (65,535 less the IP and UDP headers). */
+export const MAX_DATAGRAM = 65_507;
 /** Largest message a peer may send: a batch just under BATCH_BYTES plus one largest frame. */
 export const MAX_MESSAGE = BATCH_BYTES + HEADER_LENGTH + MAX_PAYLOAD;
 /** Credit each side grants a new stream before any WINDOW. */

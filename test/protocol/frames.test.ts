@@ -55,6 +55,7 @@ const roundTrips: { type: FrameTypeValue; stream: number; payload: Uint8Array }[
   { type: FrameType.WINDOW, stream: 0x01020304, payload: u32Payload(0xdeadbeef) },
   { type: FrameType.FIN, stream: 3, payload: new Uint8Array(0) },
   { type: FrameType.RST, stream: 4, payload: textPayload("CANCELLED") },
+  { type: FrameType.DATAGRAM, stream: 6, payload: new Uint8Array(1472).fill(0x5a) },
 ];
 
 describe("frame round trips", () => {
@@ -168,7 +169,7 @@ describe("decodeFrame refusals", () => {
 
   test("stream frames on stream 0 are refused", () => {
     const streamFrames = Object.values(FrameType).filter((t) => !CONTROL_FRAMES.has(t));
-    expect(streamFrames.length).toBe(6);
+    expect(streamFrames.length).toBe(7);
     for (const type of streamFrames) rejects(raw(type, 0), new RegExp(`${FRAME_NAMES[type]} frame on stream 0`));
   });
 
