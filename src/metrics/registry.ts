@@ -96,7 +96,7 @@ export function createMetrics(sources: MetricsSources): ServerMetrics {
       [{ protocol: "tls" }, live?.tunnels.tls ?? 0],
     ];
   });
-  readGauge("visitor_connections_open", "Visitor connections open now, by listener: the public HTTP port, or TCP tunnels' ports.", ["listener"], () => {
+  readGauge("visitor_connections_open", "Visitor connections open now, by listener: the public HTTP port, or TCP tunnels' ports (with TLS tunnels' connections).", ["listener"], () => {
     const live = sources.live();
     return [
       [{ listener: "http" }, live?.visitorConnections.http ?? 0],
@@ -125,7 +125,7 @@ export function createMetrics(sources: MetricsSources): ServerMetrics {
       [{ direction: "out" }, bytes?.out ?? 0],
     ];
   });
-  readCounter("tcp_connections_opened_total", "Connections to TCP tunnels' ports that were relayed to an agent.", [], () => [[{}, edge.tcpConnections]]);
+  readCounter("tcp_connections_opened_total", "Connections to TCP tunnels' ports, and TLS tunnels' connections, that were relayed to an agent.", [], () => [[{}, edge.tcpConnections]]);
   readCounter("streams_reset_total", "Streams ended by a reset, by who ended them (edge, agent, session: the connection closed under them) and code.", ["by", "code"], () =>
     [...edge.resets].map(([key, n]) => {
       const [by, code] = key.split(" ") as [string, string];
