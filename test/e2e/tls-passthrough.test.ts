@@ -179,6 +179,29 @@ describe("on --tls-port", () => {
     expect(await refusal({ kind: "http", target: 9, server: server.edgeUrl, token, args: ["--subdomain", "svc"] })).toContain("SUBDOMAIN_TAKEN");
   });
 
+  test("IP rules are the tunnel's: a denied visitor is closed before anything reaches the agent; an allowed one passes", async () => {
+    await using denied = await startAgent({ kind: "tls", target: tlsPort, server: server.edgeUrl, token, args: ["--subdomain", "svc", "--deny-cidr", "127.0.0.0/8", "--log", "text"] });
+    const r = await curl("svc.localhost", server.tlsPort!, serviceCa, ["--http1.1"]);
+    expect(r.out).toBe("");
+    expect(r.err).not.toBe("");
+    await Bun.sleep(200);
+    expect(denied.output.text()).not.toContain("connection from");
+    await denied.stop();
+    await using allowed = await startAgent({ kind: "tls", target: tlsPort, server: server.edgeUrl, token, args: ["--subdomain", "svc", "--allow-cidr", "127.0.0.1/32", "--log", "text"] });
+    expect((await curl("svc.localhost", server.tlsPort!, serviceCa, ["--http1.1"])).out).toBe("nginx over tls: svc.localhost HTTP/1.1\n");
+    await allowed.output.waitFor(/connection from 127\.0\.0\.1:\d+/, 5_000);
+  });
+
+  test("its traffic is counted both ways, the ClientHello included", async () => {
+    await using _agent = await startAgent({ kind: "tls", target: tlsPort, server: server.edgeUrl, token, args: ["--subdomain", "svc"] });
+    expect((await curl("svc.localhost", server.tlsPort!, serviceCa, ["--http1.1"])).out).toStartWith("nginx over tls");
+    const res = await api.call("GET", "/api/tunnels/active");
+    const row = (res.body as { protocol: string; subdomain?: string; bytes_in: number; bytes_out: number }[]).find((t) => t.protocol === "tls" && t.subdomain === "svc");
+    // a hello and a request one way, a certificate and an answer the other: a few hundred bytes at least each way
+    expect(row?.bytes_in).toBeGreaterThan(300);
+    expect(row?.bytes_out).toBeGreaterThan(300);
+  });
+
   test("the active tunnels list it as tls, with its name", async () => {
     await using _agent = await startAgent({ kind: "tls", target: tlsPort, server: server.edgeUrl, token, args: ["--subdomain", "svc"] });
     const res = await api.call("GET", "/api/tunnels/active");
