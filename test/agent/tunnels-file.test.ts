@@ -60,6 +60,16 @@ tunnels:
     });
   });
 
+  test("proto: tls takes a subdomain, proxy_protocol and IP rules, and no http or tcp key", () => {
+    const file = parseTunnelsFile("tunnels:\n  vault:\n    proto: tls\n    addr: 8443\n    subdomain: Vault\n    proxy_protocol: true\n    deny_cidr: 10.0.0.0/8\n", FILE);
+    expect(file.tunnels).toEqual([
+      { name: "vault", request: { protocol: "tls", subdomain: "vault", access: { denyCidrs: ["10.0.0.0/8"] } }, target: { host: "localhost", port: 8443, tls: false, proxyProtocol: true }, inspect: false },
+    ]);
+    expect(parseError("tunnels:\n  a:\n    proto: tls\n    addr: 8443\n    remote_port: 9000\n")).toBe(`${FILE}:5: tunnels.a.remote_port: is for tcp tunnels; this one is tls`);
+    expect(parseError("tunnels:\n  a:\n    proto: tls\n    addr: 8443\n    host_header: rewrite\n")).toBe(`${FILE}:5: tunnels.a.host_header: is for http tunnels; this one is tls`);
+    expect(parseError("tunnels:\n  a: {proto: tls, addr: 8443, subdomain: x}\n  b: {proto: http, addr: 80, subdomain: x}\n")).toBe(`${FILE}:3: tunnels.b.subdomain: 'x' is also the subdomain of tunnel 'a'`);
+  });
+
   test("proxy_protocol: true asks a tcp tunnel's connections to start with a PROXY header; false and absent do not", () => {
     const file = parseTunnelsFile("tunnels:\n  a: {proto: tcp, addr: 443, proxy_protocol: true}\n  b: {proto: tcp, addr: 444, proxy_protocol: false}\n  c: {proto: tcp, addr: 445}\n", FILE);
     expect(file.tunnels.map((t) => t.target.proxyProtocol)).toEqual([true, undefined, undefined]);

@@ -131,3 +131,29 @@ test("names live at a clean stop are held for their tokens by the next server on
     rmSync(first.dataDir, { recursive: true, force: true });
   }
 }, 30_000);
+
+test("a tls tunnel's name is held as a tls tunnel's: its token takes it back, and plain HTTP to it gets the 421 page", async () => {
+  const first = await startServer({ keepDataDir: true, args: ["--tls-port", "0"] });
+  let second: Awaited<ReturnType<typeof startServer>> | undefined;
+  try {
+    const api = await signedIn(first);
+    const owner = await api.createToken(await api.createUser("sealer", { allowed_protocols: "http,tls" }));
+    const hello = encodeFrame(FrameType.HELLO, 0, jsonPayload({ version: PROTOCOL_VERSION, token: owner, tunnels: [{ protocol: "tls", subdomain: "sealed" }], drain: true }));
+    const gone = agentWebSocketPeer(first.edgePort, [hello], 10_000);
+    await first.output.waitFor(/agent connected .*user=sealer/, 5_000);
+    expect(await within(first.stop(), 10_000, "the first server to stop")).toBe(0);
+    await gone;
+    second = await startServer({ dataDir: first.dataDir, args: ["--tls-port", "0"] });
+    await second.output.waitFor(/holding names for the agents of the server before names=1/, 5_000);
+    // held as what it was: plain HTTP to it is told it is a tls tunnel, not that its agent is away
+    expect((await tunnelFetch(second.edgePort, "sealed", "/")).status).toBe(421);
+    const back = await agentWebSocketPeer(second.edgePort, [hello], 1_500);
+    expect(back.frames.map((f) => FRAME_NAMES[f.type])).toEqual(["READY"]);
+    const ready = JSON.parse(new TextDecoder().decode(back.frames[0]!.payload));
+    expect(ready.tunnels).toEqual([expect.objectContaining({ protocol: "tls", subdomain: "sealed" })]);
+  } finally {
+    await first.stop();
+    await second?.stop();
+    rmSync(first.dataDir, { recursive: true, force: true });
+  }
+}, 30_000);

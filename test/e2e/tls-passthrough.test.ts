@@ -21,6 +21,7 @@ import { grpcSay, startGrpcEcho } from "../harness/grpc.ts";
 import { startNginx, type TestNginx } from "../harness/nginx.ts";
 import { freeRange } from "../harness/ports.ts";
 import { rawHttp } from "../harness/raw-http.ts";
+import { sample, scrape } from "../harness/metrics.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
 
 let dir: string;
@@ -206,6 +207,18 @@ describe("on --tls-port", () => {
     await using _agent = await startAgent({ kind: "tls", target: tlsPort, server: server.edgeUrl, token, args: ["--subdomain", "svc"] });
     const res = await api.call("GET", "/api/tunnels/active");
     expect(res.body.tunnels ?? res.body).toContainEqual(expect.objectContaining({ protocol: "tls", subdomain: "svc", username: "tls-user" }));
+    // and the metrics count it under its own protocol
+    const metrics = await scrape(server.adminUrl, { Cookie: api.cookie! });
+    expect(sample(metrics, 'burrow_tunnels_active{protocol="tls"}')).toBe(1);
+  });
+
+  test("--tls-hello-timeout holds on --tls-port too: a peer that never sends its ClientHello is closed", async () => {
+    await using quick = await startServer({ args: ["--tls-port", "0", "--tls-hello-timeout", "1"] });
+    const opened = performance.now();
+    const reply = await rawHttp(quick.tlsPort!, new Uint8Array(0), 15_000);
+    expect(reply.closed).toBe(true);
+    // closed by the timeout, not at once (the liveness bound above is fifteen times the flag)
+    expect(performance.now() - opened).toBeGreaterThan(900);
   });
 });
 
@@ -217,6 +230,13 @@ describe("who may open one", () => {
     const bad = await api.call("POST", "/api/users", { username: "tls-bad", password: "password-123", allowed_protocols: "tls,quic" });
     expect(bad.status).toBe(400);
     expect(JSON.stringify(bad.body)).toContain("http, tcp, tls");
+  });
+
+  test("a user whose require_auth is on cannot open one: AUTH_REQUIRED, as for a tcp tunnel", async () => {
+    const id = await api.createUser("tls-strict", { allowed_protocols: "tls" });
+    expect((await api.call("PUT", `/api/users/${id}`, { require_auth: true })).status).toBe(200);
+    const strict = await api.createToken(id);
+    expect(await refusal({ kind: "tls", target: tlsPort, server: server.edgeUrl, token: strict })).toMatch(/AUTH_REQUIRED.*a tls tunnel cannot carry/);
   });
 
   test("a user without tls in allowed_protocols (the default) is refused with PROTOCOL_DENIED", async () => {

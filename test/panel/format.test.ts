@@ -112,6 +112,10 @@ describe("forms", () => {
 describe("public addresses", () => {
   const server = { domain: "tunnels.example.com", edge_url: "https://tunnels.example.com", tcp_host: "tunnels.example.com" };
 
+  test("a tls tunnel is its name under tls://, no link (the port it is reached on is the server's to say)", () => {
+    expect(publicAddress(server, { protocol: "tls", subdomain: "vault" })).toEqual({ text: "tls://vault.tunnels.example.com" });
+  });
+
   test("an http tunnel is a link on the edge's scheme and port", () => {
     expect(publicAddress(server, { protocol: "http", subdomain: "demo" })).toEqual({
       text: "demo.tunnels.example.com",
