@@ -60,15 +60,20 @@ export const COMMON = {
   ...INSPECT_FLAGS,
 } as const satisfies FlagTable;
 
-export const HTTP_FLAGS = {
-  ...COMMON,
+/** http and tls tunnels: one set of names for both. */
+const SUBDOMAIN_FLAG = {
   subdomain: {
     type: "string",
     arg: "S",
     defaultText: "a random one",
     help: "ask for this name",
-    details: "A random name has 8 characters.",
+    details: "A random name has 8 characters. http and tls tunnels take their names from the same ones.",
   },
+} as const satisfies FlagTable;
+
+export const HTTP_FLAGS = {
+  ...COMMON,
+  ...SUBDOMAIN_FLAG,
   "skip-warning": {
     type: "boolean",
     help: "no browser warning page (if your account allows it)",
@@ -115,13 +120,7 @@ export const TCP_FLAGS = {
 
 export const TLS_FLAGS = {
   ...COMMON,
-  subdomain: {
-    type: "string",
-    arg: "S",
-    defaultText: "a random one",
-    help: "ask for this name",
-    details: "From the same names as http tunnels'. A random name has 8 characters.",
-  },
+  ...SUBDOMAIN_FLAG,
   ...PROXY_PROTOCOL_FLAG,
   ...IP_FLAGS,
 } as const satisfies FlagTable;

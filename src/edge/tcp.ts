@@ -18,6 +18,44 @@ interface VisitorSocket {
 const overLimit = limitedLog(10);
 const refusedByRules = limitedLog(10);
 
+/**
+ * A raw visitor connection (a tcp tunnel's, or a tls tunnel's after its
+ * hello) taken to the tunnel's agent: the tunnel's IP rules and the budget
+ * first (a refused connection is closed before it costs a stream), then a
+ * stream of `kind` relayed with backpressure both ways. `counted`: the
+ * address holding a place in the budget until the socket closes; `relay`:
+ * none when the connection was closed (no agent, or no stream to be had).
+ */
+export function takeToAgent(socket: Socket<any>, t: Tunnel, budget: SocketBudget | undefined, kind: "tcp" | "tls"): { counted?: string; relay?: SocketRelay } {
+  // a visitor that reset before open ran has no address any more, so no rule could admit it
+  if (typeof socket.remoteAddress !== "string") {
+    socket.terminate();
+    return {};
+  }
+  const address = canonicalAddress(socket.remoteAddress);
+  if (t.access?.refusesAddress(address)) {
+    refusedByRules(`${kind} visitor refused by the tunnel's IP rules`, { client: address, ...(kind === "tcp" ? { port: socket.localPort } : { tunnel: t.subdomain }) });
+    socket.terminate();
+    return {};
+  }
+  if (budget && !budget.admit(address)) {
+    overLimit(`${kind} visitor connection refused`, { client: address });
+    socket.terminate();
+    return {};
+  }
+  const stream = t.agent?.openStream({
+    tunnel: t.id,
+    kind,
+    remote: `${socket.remoteAddress}:${socket.remotePort ?? 0}`,
+    local: `${socket.localAddress}:${socket.localPort}`,
+  });
+  if (!stream) {
+    socket.end(); // no agent (reconnecting) or it cannot take another stream
+    return { counted: address };
+  }
+  return { counted: address, relay: new SocketRelay(socket, stream, { fromSocket: (n) => t.countIn(n), toSocket: (n) => t.countOut(n) }) };
+}
+
 /** `opened`: a connection became a stream to the agent (the metrics count it). */
 export function tcpHandlers(tunnel: () => Tunnel, budget?: SocketBudget, opened?: () => void): SocketHandler<VisitorSocket> {
   const release = (socket: Socket<VisitorSocket>) => {
@@ -27,37 +65,9 @@ export function tcpHandlers(tunnel: () => Tunnel, budget?: SocketBudget, opened?
   };
   return {
     open(socket: Socket<VisitorSocket>) {
-      // a visitor that reset before open ran has no address any more, so no rule could admit it
-      if (typeof socket.remoteAddress !== "string") {
-        socket.terminate();
-        return;
-      }
-      const address = canonicalAddress(socket.remoteAddress);
-      // IP rules close the connection at accept, before it takes a place in the budget or a stream
-      if (tunnel().access?.refusesAddress(address)) {
-        refusedByRules("tcp visitor refused by the tunnel's IP rules", { client: address, port: socket.localPort });
-        socket.terminate();
-        return;
-      }
-      if (budget && !budget.admit(address)) {
-        overLimit("tcp visitor connection refused", { client: address });
-        socket.terminate();
-        return;
-      }
-      socket.data = { counted: address };
-      const t = tunnel();
-      const stream = t.agent?.openStream({
-        tunnel: t.id,
-        kind: "tcp",
-        remote: `${socket.remoteAddress}:${socket.remotePort ?? 0}`,
-        local: `${socket.localAddress}:${socket.localPort}`,
-      });
-      if (!stream) {
-        socket.end(); // no agent (reconnecting) or it cannot take another stream
-        return;
-      }
-      socket.data.relay = new SocketRelay(socket, stream, { fromSocket: (n) => t.countIn(n), toSocket: (n) => t.countOut(n) });
-      opened?.();
+      const { counted, relay } = takeToAgent(socket, tunnel(), budget, "tcp");
+      socket.data = { counted, relay };
+      if (relay) opened?.();
     },
     data: (socket, data) => socket.data?.relay?.socketData(data),
     drain: (socket) => socket.data?.relay?.socketDrain(),

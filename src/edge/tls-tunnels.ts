@@ -12,16 +12,12 @@
  * for raw connections.
  */
 import type { Socket } from "bun";
-import { canonicalAddress } from "../http/addresses.ts";
-import { limitedLog } from "../log.ts";
 import type { SocketBudget } from "../sockets/socket-budget.ts";
-import { SocketRelay } from "../sockets/socket-stream.ts";
+import type { SocketRelay } from "../sockets/socket-stream.ts";
 import type { Passthrough } from "../sockets/tls-front.ts";
 import type { ClientHello } from "../tls/client-hello.ts";
 import type { Registry, Tunnel } from "./registry.ts";
-
-const overLimit = limitedLog(10);
-const refusedByRules = limitedLog(10);
+import { takeToAgent } from "./tcp.ts";
 
 export interface TlsTunnelRoutes {
   /** The passthrough for the tls tunnel the hello names, or undefined when it names none. */
@@ -57,29 +53,12 @@ class TlsVisitor implements Passthrough {
   ) {}
 
   open(socket: Socket<unknown>, firstBytes: Uint8Array): void {
-    const t = this.tunnel;
-    if (typeof socket.remoteAddress !== "string") return void socket.terminate();
-    const address = canonicalAddress(socket.remoteAddress);
-    if (t.access?.refusesAddress(address)) {
-      refusedByRules("tls visitor refused by the tunnel's IP rules", { client: address, tunnel: t.subdomain });
-      return void socket.terminate();
-    }
-    if (!this.budget.admit(address)) {
-      overLimit("tls visitor connection refused", { client: address });
-      return void socket.terminate();
-    }
-    this.counted = address;
-    const stream = t.agent?.openStream({
-      tunnel: t.id,
-      kind: "tls",
-      remote: `${socket.remoteAddress}:${socket.remotePort ?? 0}`,
-      local: `${socket.localAddress}:${socket.localPort}`,
-    });
-    // no agent (reconnecting) or it cannot take another stream
-    if (!stream) return void socket.end();
+    const { counted, relay } = takeToAgent(socket, this.tunnel, this.budget, "tls");
+    this.counted = counted;
+    this.relay = relay;
+    if (!relay) return;
     socket.setNoDelay(true);
-    this.relay = new SocketRelay(socket, stream, { fromSocket: (n) => t.countIn(n), toSocket: (n) => t.countOut(n) });
-    this.relay.socketData(firstBytes);
+    relay.socketData(firstBytes); // the hello, and whatever came with it
     this.opened?.();
   }
 

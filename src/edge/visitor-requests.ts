@@ -185,8 +185,6 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
     const waitForAgent = tunnel !== undefined && !tunnel.agent && startupLeft > 0 && deps.heldAtStart.has(name);
     if (waitForAgent || (!tunnel && deps.remote)) return found(conn, head, text, view, client, startedAt, hostHeader, name, waitForAgent ? startupLeft : 0);
     if (!tunnel) return answer(conn, head, unknownTunnelPage(hostHeader), startedAt);
-    // a tls tunnel's name reached over plain HTTP (or decrypted here: no passthrough on this port)
-    if (tunnel.protocol === "tls") return answer(conn, head, tlsTunnelPage(hostHeader, deps.tlsAddress?.(name)), startedAt);
     return admit(conn, head, text, view, client, startedAt, hostHeader, tunnel);
   }
 
@@ -200,12 +198,13 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
       tunnel = elsewhere;
     }
     if (!tunnel) return answer(conn, head, unknownTunnelPage(hostHeader), startedAt);
-    if (tunnel.protocol === "tls") return answer(conn, head, tlsTunnelPage(hostHeader, deps.tlsAddress?.(name)), startedAt);
     return admit(conn, head, text, view, client, startedAt, hostHeader, tunnel);
   }
 
   /** Who may reach the tunnel comes first (IP rules, then sign-in: access/policy.ts); the warning only after. */
   function admit(conn: HttpConnection, head: RequestHead, text: string, view: HeadView, client: string, startedAt: number, hostHeader: string, tunnel: Tunnel): Promise<void> | undefined {
+    // a tls tunnel's name reached over plain HTTP (or decrypted here: no passthrough on this port)
+    if (tunnel.protocol === "tls") return answer(conn, head, tlsTunnelPage(hostHeader, deps.tlsAddress?.(tunnel.subdomain!)), startedAt);
     if (!tunnel.access) return pass(conn, head, text, view, client, startedAt, hostHeader, tunnel, undefined);
     const origin = `${deps.secure ? "https" : "http"}://${hostHeader}`;
     // the rules read every field (a credential, a session cookie): the head read again whole
