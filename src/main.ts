@@ -18,6 +18,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   http: async () => (await import("./cli/agent.ts")).httpCommand,
   tcp: async () => (await import("./cli/agent.ts")).tcpCommand,
   tls: async () => (await import("./cli/agent.ts")).tlsCommand,
+  udp: async () => (await import("./cli/agent.ts")).udpCommand,
   login: async () => (await import("./cli/login.ts")).loginCommand,
   start: async () => (await import("./cli/start.ts")).startCommand,
   config: async () => (await import("./cli/start.ts")).configCommand,

@@ -111,6 +111,10 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       // with ACME the edge is HTTPS on --https-port, and --http-port answers validations and redirects
       port: config.acme ? config.acme.httpsPort : config.httpPort,
       tcpPorts: config.tcpPorts,
+      udpPorts: config.udpPorts,
+      udpIdleMs: config.udpIdleMs,
+      udpFlows: config.udpFlows,
+      udpRate: config.udpRate,
       tls: certificates ?? (config.tls ? fileTls(config.tls.cert, config.tls.key) : undefined),
       redirect: certificates && { port: config.httpPort, challenge: (path) => certificates!.answerChallenge(path) },
       wantCertificate: certificates && ((host) => certificates!.want(host)),

@@ -8,7 +8,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { FlagSpec } from "../../src/config/flags.ts";
-import { CONFIG_DOC, HTTP_DOC, START_DOC, TCP_DOC, TLS_DOC } from "../../src/cli/agent-flags.ts";
+import { CONFIG_DOC, HTTP_DOC, START_DOC, TCP_DOC, TLS_DOC, UDP_DOC } from "../../src/cli/agent-flags.ts";
 import { COMMANDS } from "../../src/cli/help.ts";
 import { LOGIN_DOC } from "../../src/cli/login.ts";
 import { BACKUP_DOC } from "../../src/cli/server-backup.ts";
@@ -32,6 +32,7 @@ export const SECTIONS: readonly Section[] = [
   { doc: HTTP_DOC },
   { doc: TCP_DOC },
   { doc: TLS_DOC },
+  { doc: UDP_DOC },
   { heading: "Connecting: what burrow http, tcp and start share", prose: "agent-connection" },
   { heading: "The agent's screen and logs", prose: "agent-screen" },
   { doc: START_DOC },

@@ -68,7 +68,7 @@ export const DashboardJson = v.strictObject({
 export const ActiveTunnelJson = v.strictObject({
   subdomain: v.optional(v.string()),
   port: v.optional(v.pipe(v.number(), v.integer())),
-  protocol: v.picklist(["http", "tcp", "tls"]),
+  protocol: v.picklist(["http", "tcp", "tls", "udp"]),
   user_id: id,
   username: v.string(),
   token_id: id,

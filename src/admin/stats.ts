@@ -12,7 +12,7 @@ const TOP_USERS = 10;
 const TOP_USERS_DAYS = 30;
 
 const activeTunnelJson = (t: ActiveTunnel) => ({
-  ...(t.protocol === "tcp" ? { port: t.port } : { subdomain: t.subdomain }),
+  ...(t.protocol === "tcp" || t.protocol === "udp" ? { port: t.port } : { subdomain: t.subdomain }),
   protocol: t.protocol,
   user_id: t.userId,
   username: t.username,

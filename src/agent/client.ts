@@ -456,7 +456,8 @@ export class Agent {
         return;
       }
       if (g.protocol === "http" && t.request.protocol === "http") t.request = { ...t.request, subdomain: g.subdomain };
-      if (g.protocol === "tcp" && t.request.protocol === "tcp") t.request = { protocol: "tcp", port: g.port };
+      if (g.protocol === "tcp" && t.request.protocol === "tcp") t.request = { ...t.request, port: g.port };
+      if (g.protocol === "udp" && t.request.protocol === "udp") t.request = { ...t.request, port: g.port };
       if (g.protocol === "tls" && t.request.protocol === "tls") t.request = { ...t.request, subdomain: g.subdomain };
       kept.push(t);
       this.live.set(g.id, {

@@ -13,7 +13,7 @@ export interface TunnelView {
   name: string;
   /** The edge's id for it in this session (OPEN frames name it). */
   id: string;
-  protocol: "http" | "tcp" | "tls";
+  protocol: "http" | "tcp" | "tls" | "udp";
   subdomain?: string;
   port?: number;
   /** The public address, as a person would type it. */
@@ -43,10 +43,10 @@ export interface RequestEvent {
   kind?: "http" | "ws";
 }
 
-/** A visitor's stream arrived on a tunnel: an HTTP request, a WebSocket or a TCP connection. */
+/** A visitor's stream arrived on a tunnel: an HTTP request, a WebSocket, a TCP connection or a UDP flow. */
 export interface StreamOpenedEvent {
   tunnel: string;
-  kind: "http" | "ws" | "tcp";
+  kind: "http" | "ws" | "tcp" | "udp";
 }
 
 /** A WebSocket through a tunnel ended: its visitor or the local service closed it, or its handshake failed. */
@@ -71,6 +71,25 @@ export interface ConnectionEvent {
   error?: string;
 }
 
+/** A udp tunnel's flow (one visitor address and port) began or ended. Never its payloads. */
+export interface FlowEvent {
+  tunnel: string;
+  /** The visitor, "ip:port". */
+  remote: string;
+  event: "open" | "close";
+  /** On close: datagrams and bytes each way (in: toward the local service). */
+  datagramsIn?: number;
+  datagramsOut?: number;
+  bytesIn?: number;
+  bytesOut?: number;
+  /** On close: datagrams dropped (the link congested, or too many before the local socket was made). */
+  dropped?: number;
+  /** On close: how long the flow lived. */
+  ms?: number;
+  /** On close: what the local service answered with an error (nothing listening), when it did. */
+  error?: string;
+}
+
 export interface AgentOutput {
   /** A session began (first connect or a reconnect): these tunnels are live. */
   ready(r: ReadyView): void;
@@ -78,6 +97,8 @@ export interface AgentOutput {
   request(e: RequestEvent): void;
   /** A TCP connection through a tunnel opened or closed. */
   connection(e: ConnectionEvent): void;
+  /** A UDP flow through a tunnel opened or closed. */
+  flow?(e: FlowEvent): void;
   /** The connection to the server is down; the next try comes in `inMs`. */
   reconnecting(why: string, inMs: number, attempt: number): void;
   /** Something worth a line that changes nothing for the tunnels. */

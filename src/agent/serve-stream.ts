@@ -14,6 +14,7 @@ import type { ExchangeTap, RequestTaps, TappedRequest } from "./inspector/tap.ts
 import type { AgentOutput, TunnelView } from "./output.ts";
 import { parseEndpoint, proxyV2Header } from "../sockets/proxy-protocol.ts";
 import { serveTcpStream } from "./tcp.ts";
+import { serveUdpFlow } from "./udp.ts";
 
 /** `inspector`: where HTTP requests and WebSockets of tunnels with `inspect` on are captured, when it runs. */
 export function serveStream(stream: Stream, meta: OpenMeta, tunnel: TunnelView, out: AgentOutput, inspector?: RequestTaps): void {
@@ -26,6 +27,7 @@ export function serveStream(stream: Stream, meta: OpenMeta, tunnel: TunnelView, 
     }
     return;
   }
+  if (meta.kind === "udp") return serveFlow(stream, meta, tunnel, out);
   // a tls stream is a tcp one to the agent: the visitor's TLS, hello first, goes to the service as it came
   if (meta.kind !== "tcp" && meta.kind !== "tls") return stream.reset(WireError.PROTOCOL_ERROR);
   const name = tunnel.name;
@@ -54,6 +56,16 @@ export function serveStream(stream: Stream, meta: OpenMeta, tunnel: TunnelView, 
   } catch (err) {
     failed(err);
   }
+}
+
+/** A udp flow: its datagrams both ways, the output told when it opens and when it ends. */
+function serveFlow(stream: Stream, meta: OpenMeta, tunnel: TunnelView, out: AgentOutput): void {
+  const started = performance.now();
+  out.streamOpened?.({ tunnel: tunnel.name, kind: "udp" });
+  out.flow?.({ tunnel: tunnel.name, remote: meta.remote, event: "open" });
+  serveUdpFlow(stream, tunnel.target, (counts, error) => {
+    out.flow?.({ tunnel: tunnel.name, remote: meta.remote, event: "close", ...counts, ms: performance.now() - started, ...(error ? { error } : {}) });
+  });
 }
 
 /**

@@ -125,6 +125,24 @@ export const TLS_FLAGS = {
   ...IP_FLAGS,
 } as const satisfies FlagTable;
 
+export const UDP_FLAGS = {
+  ...COMMON,
+  "remote-port": {
+    type: "string",
+    arg: "N",
+    defaultText: "any free one",
+    help: "ask for this public UDP port",
+    details: "From the server's `--udp-ports` range, a port space apart from TCP's.",
+  },
+  "local-host": {
+    type: "string",
+    arg: "H",
+    defaultText: "localhost",
+    help: "the local service's host (the same as giving HOST:PORT)",
+  },
+  ...IP_FLAGS,
+} as const satisfies FlagTable;
+
 /** burrow start's and burrow config check's file. */
 export const CONFIG_FLAGS = {
   config: {
@@ -173,6 +191,17 @@ and client certificates work end to end). The server reads only the name.`,
   groups: [{ title: "Flags:", flags: ["subdomain", "proxy-protocol", ...Object.keys(IP_FLAGS)] }, AGENT_GROUP],
 };
 
+export const UDP_DOC: CommandDoc = {
+  name: "udp",
+  usage: ["burrow udp PORT|HOST:PORT [flags]"],
+  about: `Exposes a local UDP service (e.g. 53, 51820) at udp://<server domain>:<port>.
+Each visitor address and port is a flow with a UDP socket of its own here, so
+the service's replies go back to the visitor that asked. Datagrams travel
+whole; like UDP itself, some may be lost, never reordered by burrow.`,
+  flags: UDP_FLAGS,
+  groups: [{ title: "Flags:", flags: ["remote-port", "local-host", ...Object.keys(IP_FLAGS)] }, AGENT_GROUP],
+};
+
 export const START_DOC: CommandDoc = {
   name: "start",
   usage: ["burrow start NAME... [flags]", "burrow start --all [flags]"],
@@ -185,6 +214,7 @@ burrow.yml in burrow's config directory (~/.config/burrow on Linux).
   tunnels:
     web: { proto: http, addr: 3000, subdomain: myapp }
     db:  { proto: tcp, addr: 5432, remote_port: 40000 }
+    dns: { proto: udp, addr: 53 }
 
 Who may reach a tunnel: basic_auth, allow_cidr, deny_cidr, request_header_add,
 request_header_remove, response_header_add (lists, as the flags of burrow http)

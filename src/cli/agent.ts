@@ -6,7 +6,7 @@ import * as v from "valibot";
 import { TunnelRequest } from "../protocol/messages.ts";
 import { MAX_PAYLOAD } from "../protocol/wire.ts";
 import { parseFlags } from "../config/flags.ts";
-import { HTTP_DOC, HTTP_FLAGS, TCP_DOC, TCP_FLAGS, TLS_DOC, TLS_FLAGS } from "./agent-flags.ts";
+import { HTTP_DOC, HTTP_FLAGS, TCP_DOC, TCP_FLAGS, TLS_DOC, TLS_FLAGS, UDP_DOC, UDP_FLAGS } from "./agent-flags.ts";
 import { helpText } from "./usage.ts";
 import { UsageError } from "../usage-error.ts";
 import { parseHostHeader, parseRemotePort, parseResponseTimeout, parseTarget } from "../agent/settings/tunnel-options.ts";
@@ -131,4 +131,17 @@ export async function tlsCommand(argv: string[]): Promise<number> {
   const access = tcpAccessFromFlags(values);
   const subdomain = values.subdomain as string | undefined;
   return runAgent([{ name: "tls", request: { protocol: "tls", subdomain, ...(access ? { access } : {}) }, target }], values);
+}
+
+export async function udpCommand(argv: string[]): Promise<number> {
+  const { values, positionals } = parseFlags(argv, UDP_FLAGS);
+  if (values.help) return void process.stdout.write(helpText(UDP_DOC)), 0;
+  if (positionals.length > 1) throw new UsageError(`unexpected argument '${positionals[1]}'`);
+  const localHost = values["local-host"] as string | undefined;
+  if (localHost !== undefined && positionals[0]?.includes(":")) throw new UsageError("give the local host either as HOST:PORT or as --local-host, not both");
+  const target = parseTarget(localHost === undefined || positionals[0] === undefined ? positionals[0] : `${localHost.includes(":") ? `[${localHost}]` : localHost}:${positionals[0]}`, false);
+  const raw = values["remote-port"] as string | undefined;
+  const port = raw === undefined ? undefined : flagValue("--remote-port", () => parseRemotePort(raw));
+  const access = tcpAccessFromFlags(values);
+  return runAgent([{ name: "udp", request: { protocol: "udp", port, ...(access ? { access } : {}) }, target }], values);
 }

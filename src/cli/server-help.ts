@@ -50,6 +50,10 @@ export const SERVER_DOC: CommandDoc = {
       ],
     },
     {
+      title: "UDP tunnels:",
+      flags: ["udp-ports", "udp-idle", "udp-flows", "udp-rate"],
+    },
+    {
       title: "Several nodes on one PostgreSQL database (with --database):",
       flags: ["node-id", "node-url", "cluster-secret", "node-expiry", "relay-lookups", "db-pool"],
     },

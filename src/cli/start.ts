@@ -53,9 +53,9 @@ export async function configCommand(argv: string[]): Promise<number> {
 function describe(t: TunnelsFile["tunnels"][number]): string {
   const local = `${t.target.tls ? "https://" : ""}${t.target.host.includes(":") ? `[${t.target.host}]` : t.target.host}:${t.target.port}`;
   const r = t.request;
-  if (r.protocol === "tcp" || r.protocol === "tls") {
+  if (r.protocol === "tcp" || r.protocol === "tls" || r.protocol === "udp") {
     const rules = [...(t.target.proxyProtocol ? ["proxy_protocol"] : []), ...describeAccess(r.access)];
-    const where = r.protocol === "tcp" ? (r.port !== undefined ? `port ${r.port}` : "any port") : (r.subdomain ?? "(random name)");
+    const where = r.protocol !== "tls" ? (r.port !== undefined ? `port ${r.port}` : "any port") : (r.subdomain ?? "(random name)");
     return `${r.protocol}  ${where} -> ${local}${rules.length ? `  (${rules.join(", ")})` : ""}`;
   }
   const extras = [

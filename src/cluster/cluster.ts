@@ -276,13 +276,13 @@ export class Cluster implements LiveView, LiveTunnels {
   }
 
   /** A TCP tunnel's row (its port is this node's own: nothing to contend for). */
-  async registerPort(t: Pick<Tunnel, "port" | "userId" | "username" | "tokenId">, sessionId: string | null): Promise<boolean> {
+  async registerPort(t: Pick<Tunnel, "protocol" | "subdomain" | "port" | "userId" | "username" | "tokenId">, sessionId: string | null): Promise<boolean> {
     await this.sql.unsafe(
       `INSERT INTO live_tunnels (name, protocol, port, node_id, session_id, user_id, username, token_id, connected_at)
-       VALUES ($1, 'tcp', $2, $3, $4, $5, $6, $7, $8)
+       VALUES ($1, $9, $2, $3, $4, $5, $6, $7, $8)
        ON CONFLICT (name) DO UPDATE SET session_id = excluded.session_id, user_id = excluded.user_id, username = excluded.username,
          token_id = excluded.token_id, connected_at = excluded.connected_at, bytes_in = 0, bytes_out = 0`,
-      [`tcp:${this.nodeId}:${t.port}`, t.port, this.nodeId, sessionId, t.userId, t.username, t.tokenId, new Date().toISOString()],
+      [nameOf(t, this.nodeId), t.port, this.nodeId, sessionId, t.userId, t.username, t.tokenId, new Date().toISOString(), t.protocol === "udp" ? "udp" : "tcp"],
     );
     return true;
   }
@@ -460,6 +460,7 @@ export class Cluster implements LiveView, LiveTunnels {
   }
 }
 
-function nameOf(t: Pick<Tunnel, "subdomain" | "port">, nodeId: string): string {
-  return t.subdomain !== undefined ? httpName(t.subdomain) : `tcp:${nodeId}:${t.port}`;
+/** A tunnel's row: its name (one over the cluster), or its port on this node ("tcp:" and "udp:" apart, two port spaces). */
+function nameOf(t: Pick<Tunnel, "protocol" | "subdomain" | "port">, nodeId: string): string {
+  return t.subdomain !== undefined ? httpName(t.subdomain) : `${t.protocol === "udp" ? "udp" : "tcp"}:${nodeId}:${t.port}`;
 }

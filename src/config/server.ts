@@ -37,6 +37,14 @@ export interface ServerConfig {
   /** --db-pool: connections to PostgreSQL at most. */
   databasePool: number;
   tcpPorts: { first: number; last: number };
+  /** --udp-ports; undefined: off, no udp tunnels. */
+  udpPorts?: { first: number; last: number };
+  /** --udp-idle, in ms. */
+  udpIdleMs: number;
+  /** --udp-flows. */
+  udpFlows: number;
+  /** --udp-rate: datagrams a second per source (0: no cap). */
+  udpRate: number;
   systemSubdomains: string[];
   tls?: { cert: string; key: string };
   /** How long the edge waits for a local service's response head. */
@@ -142,6 +150,18 @@ const within = (flag: string, min: number, max: number, what: string) =>
     v.maxValue(max, `--${flag} must be ${what} from ${min} to ${max}`),
   );
 
+/** A range of ports, "A-B". */
+const portRange = (flag: string) =>
+  v.pipe(
+    v.string(),
+    v.regex(/^[0-9]{1,5}-[0-9]{1,5}$/, `--${flag} must be a range such as 20000-29999`),
+    v.transform((s) => {
+      const [first, last] = s.split("-").map(Number) as [number, number];
+      return { first, last };
+    }),
+    v.check((r) => r.first >= 1 && r.first <= r.last && r.last <= 65535, `--${flag} must be a range A-B with 1 <= A <= B <= 65535`),
+  );
+
 const DOMAIN = /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;
 
 const Schema = v.object({
@@ -152,18 +172,11 @@ const Schema = v.object({
   "tls-port": v.union([v.literal("off"), port("tls-port")], "--tls-port must be a port number from 0 to 65535, or off"),
   host: v.pipe(v.string(), v.minLength(1, "--host must not be empty")),
   "data-dir": v.pipe(v.string(), v.minLength(1, "--data-dir must not be empty")),
-  "tcp-ports": v.pipe(
-    v.string(),
-    v.regex(/^[0-9]{1,5}-[0-9]{1,5}$/, "--tcp-ports must be a range such as 20000-29999"),
-    v.transform((s) => {
-      const [first, last] = s.split("-").map(Number) as [number, number];
-      return { first, last };
-    }),
-    v.check(
-      (r) => r.first >= 1 && r.first <= r.last && r.last <= 65535,
-      "--tcp-ports must be a range A-B with 1 <= A <= B <= 65535",
-    ),
-  ),
+  "tcp-ports": portRange("tcp-ports"),
+  "udp-ports": v.union([v.literal("off"), portRange("udp-ports")], "--udp-ports must be a range A-B with 1 <= A <= B <= 65535, or off"),
+  "udp-idle": within("udp-idle", 1, 86_400, "a whole number of seconds"),
+  "udp-flows": within("udp-flows", 1, 1_000_000, "a whole number"),
+  "udp-rate": within("udp-rate", 0, 10_000_000, "a whole number of datagrams a second (0: no cap)"),
   "system-subdomains": v.pipe(
     v.string(),
     v.transform((s) => s.split(",").map((x) => x.trim().toLowerCase()).filter((x) => x !== "")),
@@ -307,6 +320,10 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
       : undefined,
     databasePool: o["db-pool"],
     tcpPorts: o["tcp-ports"],
+    udpPorts: o["udp-ports"] === "off" ? undefined : o["udp-ports"],
+    udpIdleMs: o["udp-idle"] * 1000,
+    udpFlows: o["udp-flows"],
+    udpRate: o["udp-rate"],
     systemSubdomains: o["system-subdomains"],
     tls: o["tls-cert"] ? { cert: o["tls-cert"], key: o["tls-key"] } : undefined,
     responseTimeoutMs: o["response-timeout"] * 1000,

@@ -41,6 +41,7 @@ export interface AdmissionRequest {
     | { protocol: "http"; subdomain?: string; skipWarning?: boolean; access?: HttpAccess }
     | { protocol: "tcp"; port?: number; access?: TcpAccess }
     | { protocol: "tls"; subdomain?: string; access?: TcpAccess }
+    | { protocol: "udp"; port?: number; access?: TcpAccess }
   )[];
   /** Session being resumed: its tunnels will be handed over, so they neither count nor conflict. */
   resume?: string;
@@ -57,7 +58,9 @@ export type PlannedTunnel =
   | { protocol: "http"; subdomain: string; skipWarning: boolean }
   | { protocol: "tcp"; port?: number }
   /** Its name is from the same names as http tunnels' (one name, one tunnel, whichever kind). */
-  | { protocol: "tls"; subdomain: string };
+  | { protocol: "tls"; subdomain: string }
+  /** Its port is from the UDP port space, apart from tcp's: tcp 20000 and udp 20000 are two tunnels. */
+  | { protocol: "udp"; port?: number };
 
 export interface Admitted {
   user: UserRow;
@@ -120,7 +123,7 @@ export async function admit(core: Core, req: AdmissionRequest, live: LiveView): 
           : `user '${user.username}' must protect every tunnel with basic auth or OIDC, which a ${t.protocol} tunnel cannot carry`,
       );
     }
-    if (t.protocol === "tcp") return { protocol: "tcp", port: t.port };
+    if (t.protocol === "tcp" || t.protocol === "udp") return { protocol: t.protocol, port: t.port };
     const subdomain =
       t.subdomain === undefined
         ? await randomFreeSubdomain(core, live, claimed)

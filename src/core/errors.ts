@@ -135,9 +135,14 @@ export const TUNNEL_REFUSALS = {
     meaning: "Another live tunnel has the subdomain; a dropped agent's name stays its token's for 60 s.",
     advice: "Ask for another name, or stop the tunnel that has it.",
   },
+  UDP_UNAVAILABLE: {
+    status: 503,
+    meaning: "The server takes no udp tunnels: it was started with `--udp-ports off`.",
+    advice: "Ask the server's admin for a `--udp-ports` range.",
+  },
   PORT_UNAVAILABLE: {
     status: 409,
-    meaning: "The TCP port asked for is outside the server's `--tcp-ports` or in use, no port of the range is free, or the server cannot listen at all (out of open files, not permitted: the message says which).",
+    meaning: "The TCP or UDP port asked for is outside the server's `--tcp-ports` or `--udp-ports` or in use, no port of the range is free, or the server cannot listen at all (out of open files, not permitted: the message says which).",
     advice: "Ask for another port, or for none (`--remote-port`); when the server cannot listen, its log has the port and the error.",
   },
 } as const;

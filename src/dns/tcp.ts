@@ -18,7 +18,7 @@ import type { TxtRecords } from "./challenge-records.ts";
 import { answerQuery, type Zone } from "./answer.ts";
 import { clientKey } from "../http/addresses.ts";
 import { PendingWrites } from "../sockets/pending-writes.ts";
-import type { AnswerRate } from "./rate.ts";
+import type { SourceRate } from "../sockets/source-rate.ts";
 import { HEADER_LENGTH, MAX_QUERY_BYTES, TCP_LENGTH_PREFIX } from "./wire.ts";
 
 export interface DnsCounters {
@@ -35,7 +35,7 @@ export interface DnsCounters {
 export interface ResponderContext {
   zone: Zone;
   records: TxtRecords;
-  rate: AnswerRate;
+  rate: SourceRate;
   counters: DnsCounters;
   /** A client's fault, for the rate-limited log. */
   fault: (msg: string, fields: Record<string, unknown>) => void;

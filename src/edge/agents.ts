@@ -27,6 +27,8 @@ import { openStream } from "./open-stream.ts";
 import type { OtherNodes } from "./other-nodes.ts";
 import type { PortAllocator } from "./ports.ts";
 import type { AgentLink, Registry, Tunnel } from "./registry.ts";
+import type { UdpTunnelPort } from "./udp-flows.ts";
+import type { UdpPortAllocator } from "./udp-ports.ts";
 
 /** What an unauthenticated peer of the agents' endpoints can make the edge say: a few lines a minute. */
 export const strangerFault = limitedLog(30);
@@ -39,9 +41,13 @@ export interface EdgeContext {
   /** Several nodes: names are claimed over all of them before they go live here. */
   nodes?: OtherNodes;
   ports: PortAllocator;
+  /** The UDP port range; undefined: --udp-ports off. */
+  udpPorts?: UdpPortAllocator;
   /** The public address of an http tunnel, e.g. http://name.example.com */
   httpUrl(subdomain: string): string;
   tcpAddress(port: number): string;
+  /** Where visitors reach a udp tunnel: udp://example.com:PORT */
+  udpAddress(port: number): string;
   /** Where visitors reach a tls tunnel: tls://name.example.com:PORT, the port that passes its name through; undefined when none does. */
   tlsAddress(subdomain: string): string | undefined;
   /** The port a WebSocket agent that can go direct is sent to (MOVE); undefined: stay. */
@@ -310,15 +316,22 @@ export class AgentConnection implements AgentLink {
         if (err instanceof AppError) return this.refused(err, hello.token);
         throw err;
       }
+      // a udp port is bound before the tunnels open (binding one is asynchronous), and closed if none adopts it
+      const udp = admitted && !this.mux.closed ? await this.bindUdpPorts(admitted) : new Map<number, UdpTunnelPort | AppError>();
       // the agent may have gone while the rules were asked
-      const announce = !this.mux.closed && admitted ? this.open(hello, admitted, providers) : undefined;
+      let announce: (() => void) | undefined;
+      try {
+        announce = !this.mux.closed && admitted ? this.open(hello, admitted, providers, udp) : undefined;
+      } finally {
+        for (const bound of udp.values()) if (!(bound instanceof AppError)) bound.closeUnadopted();
+      }
       const cluster = this.edge.nodes;
       if (cluster) {
         // a claim no tunnel took (a refusal after it, the agent gone) is given back
         for (const name of claimed) void cluster.release(name);
-        // tcp tunnels are in the shared list before the agent hears READY, as http ones are (claimed)
-        const ports = this.ready ? this.edge.registry.sessionTunnels(this.sessionId).filter((t) => t.protocol === "tcp") : [];
-        await Promise.all(ports.map((t) => cluster.registerPort(t, this.sessionId).catch((err) => log.warn("cluster tcp row not written", { err: String(err) }))));
+        // tcp and udp tunnels are in the shared list before the agent hears READY, as http ones are (claimed)
+        const ports = this.ready ? this.edge.registry.sessionTunnels(this.sessionId).filter((t) => t.port !== undefined) : [];
+        await Promise.all(ports.map((t) => cluster.registerPort(t, this.sessionId).catch((err) => log.warn("cluster port row not written", { err: String(err) }))));
       }
       announce?.();
     } catch (err) {
@@ -360,6 +373,31 @@ export class AgentConnection implements AgentLink {
     return claimed;
   }
 
+  /**
+   * The UDP ports of the admitted udp tunnels, by their index: bound, or why
+   * not. A port held in grace for this token is not bound again (its tunnel
+   * is taken back as it is).
+   */
+  private async bindUdpPorts(admitted: Admitted): Promise<Map<number, UdpTunnelPort | AppError>> {
+    const bound = new Map<number, UdpTunnelPort | AppError>();
+    for (const [i, plan] of admitted.tunnels.entries()) {
+      if (plan instanceof AppError || plan.protocol !== "udp") continue;
+      if (this.edge.registry.reclaimable(admitted.token.id, plan, admitted.resume)) continue;
+      const ports = this.edge.udpPorts;
+      if (!ports) {
+        bound.set(i, new AppError("UDP_UNAVAILABLE", "this server takes no udp tunnels (--udp-ports off)"));
+        continue;
+      }
+      try {
+        bound.set(i, await ports.bind(plan.port));
+      } catch (err) {
+        if (!(err instanceof AppError)) throw err;
+        bound.set(i, err);
+      }
+    }
+    return bound;
+  }
+
   private refused(err: AppError, token: string): void {
     this.edge.handshakes?.failed(this.transport.address, err.code);
     log.info("agent refused", { code: err.code, reason: err.message, remote: this.transport.remote, address: this.transport.address });
@@ -367,8 +405,30 @@ export class AgentConnection implements AgentLink {
     this.refuse(err.code, err.message);
   }
 
+  /** A udp tunnel on the port bound for it (bindUdpPorts), or that port's refusal. */
+  private adoptUdpPort(bound: UdpTunnelPort | AppError | undefined, owner: { userId: number; username: string; tokenId: number }): Tunnel {
+    if (bound instanceof AppError) throw bound;
+    // its port was held in grace when bound, and has been let go since: the agent asks again
+    if (!bound) throw new AppError("PORT_UNAVAILABLE", "the UDP port was let go during the handshake; try again");
+    return bound.adopt(this.edge.registry.newTunnel("udp", { port: bound.port }, owner, false));
+  }
+
+  /** Where visitors reach a tunnel, as READY names it. */
+  private publicAddress(t: Tunnel): string {
+    switch (t.protocol) {
+      case "http":
+        return this.edge.httpUrl(t.subdomain!);
+      case "tls":
+        return this.edge.tlsAddress(t.subdomain!)!;
+      case "udp":
+        return this.edge.udpAddress(t.port!);
+      case "tcp":
+        return this.edge.tcpAddress(t.port!);
+    }
+  }
+
   /** Opens the granted tunnels; returns what sends READY, or undefined when the HELLO was refused. */
-  private open(hello: Hello, admitted: Admitted, providers: Providers | undefined): (() => void) | undefined {
+  private open(hello: Hello, admitted: Admitted, providers: Providers | undefined, udp: Map<number, UdpTunnelPort | AppError>): (() => void) | undefined {
     const { registry, ports, core } = this.edge;
     const created: Tunnel[] = [];
     try {
@@ -385,11 +445,12 @@ export class AgentConnection implements AgentLink {
           if (!hello.partial) throw unavailable;
           return void refused.push({ index: i, error: unavailable });
         }
-        const want = plan.protocol === "tcp" ? { protocol: plan.protocol, port: plan.port } : { protocol: plan.protocol, subdomain: plan.subdomain };
+        const byPort = plan.protocol === "tcp" || plan.protocol === "udp";
+        const want = byPort ? { protocol: plan.protocol, port: plan.port } : { protocol: plan.protocol, subdomain: plan.subdomain };
         const back = registry.reclaimable(owner.tokenId, want, admitted.resume);
         const asked = hello.tunnels[i];
         const timeout = asked?.protocol === "http" ? this.responseTimeout(asked.responseTimeout) : undefined;
-        const access = tunnelAccess(asked, cidrs(admitted.user.allowCidrs), plan.protocol === "tcp" ? "tcp" : plan.subdomain, providers, this.edge.basicAuthLimit);
+        const access = tunnelAccess(asked, cidrs(admitted.user.allowCidrs), byPort ? plan.protocol : plan.subdomain, providers, this.edge.basicAuthLimit);
         if (access instanceof AppError) {
           if (!hello.partial) throw access;
           return void refused.push({ index: i, error: access });
@@ -404,7 +465,7 @@ export class AgentConnection implements AgentLink {
         let t: Tunnel;
         try {
           // taken meanwhile by another session of this node, between the rules' answer and now
-          if (plan.protocol !== "tcp" && registry.subdomainHolder(plan.subdomain)) {
+          if ((plan.protocol === "http" || plan.protocol === "tls") && registry.subdomainHolder(plan.subdomain)) {
             throw new AppError("SUBDOMAIN_TAKEN", `'${plan.subdomain}' is in use by another tunnel`);
           }
           t =
@@ -412,7 +473,9 @@ export class AgentConnection implements AgentLink {
               ? registry.newTunnel("http", { subdomain: plan.subdomain }, owner, plan.skipWarning)
               : plan.protocol === "tls"
                 ? registry.newTunnel("tls", { subdomain: plan.subdomain }, owner, false)
-                : ports.bind(plan.port, (port) => registry.newTunnel("tcp", { port }, owner, false));
+                : plan.protocol === "udp"
+                  ? this.adoptUdpPort(udp.get(i), owner)
+                  : ports.bind(plan.port, (port) => registry.newTunnel("tcp", { port }, owner, false));
         } catch (err) {
           // a partial HELLO: a port that cannot be bound is this tunnel's refusal, not the session's
           if (!hello.partial || !(err instanceof AppError)) throw err;
@@ -439,8 +502,8 @@ export class AgentConnection implements AgentLink {
       const granted: GrantedTunnel[] = tunnels.map((t, n) => ({
         id: t.id,
         protocol: t.protocol,
-        ...(t.protocol === "tcp" ? { port: t.port } : { subdomain: t.subdomain }),
-        url: t.protocol === "http" ? this.edge.httpUrl(t.subdomain!) : t.protocol === "tls" ? this.edge.tlsAddress(t.subdomain!)! : this.edge.tcpAddress(t.port!),
+        ...(t.port !== undefined ? { port: t.port } : { subdomain: t.subdomain }),
+        url: this.publicAddress(t),
         ...(hello.partial ? { index: indexes[n] } : {}),
         ...(t.access ? { access: true } : {}),
       }));

@@ -41,7 +41,7 @@ export interface OtherNodes {
   /** Gives back a claimed name that no tunnel of this node took after all. */
   release(subdomain: string): Promise<void>;
   /** A TCP tunnel of this node, listed for the others. */
-  registerPort(t: Pick<Tunnel, "port" | "userId" | "username" | "tokenId">, sessionId: string | null): Promise<boolean>;
+  registerPort(t: Pick<Tunnel, "protocol" | "subdomain" | "port" | "userId" | "username" | "tokenId">, sessionId: string | null): Promise<boolean>;
   /**
    * A name that is not live here: another node's tunnel as a stand-in the
    * edge opens streams on as it would on an agent's connection, a page that

@@ -1,51 +1,19 @@
 /**
  * The TCP port range: binds a listener for a tcp tunnel on the port asked
- * for, or on any free one. A failed bind leaves nothing behind; a removed
- * tunnel closes its listener.
- *
- * Only EADDRINUSE means "taken, try another port". Any other listen error
- * (out of descriptors, not permitted, an address not of this machine) is a
- * failure of the server, not of the port: it is logged with its code and
- * the agent is told that cause (still PORT_UNAVAILABLE, the code tunnels
- * are refused ports with), not that every port is taken.
+ * for, or on any free one (port-search.ts: the order, what a failure
+ * means). A failed bind leaves nothing behind; a removed tunnel closes its
+ * listener.
  */
 import type { TCPSocketListener, TCPSocketListenOptions } from "bun";
 import { AppError } from "../core/errors.ts";
 import { quietWarnings } from "../log.ts";
 import type { Registry, Tunnel } from "./registry.ts";
 import type { SocketBudget } from "../sockets/socket-budget.ts";
+import { bindError, EVERY_PORT, ListenFailed, searchOrder } from "./port-search.ts";
 import { tcpHandlers } from "./tcp.ts";
-
-/** Random picks before scanning the range in order. */
-const RANDOM_TRIES = 32;
 
 /** Bun.listen for TCP; tests give one that fails as they choose. */
 export type Listen = <Data>(options: TCPSocketListenOptions<Data>) => TCPSocketListener<Data>;
-
-/** Listen errors that every port would meet alike (the process or the system is out of descriptors): no other port is tried. */
-const EVERY_PORT = new Set(["EMFILE", "ENFILE"]);
-
-/** What the agent is told, beside the code. */
-const CAUSES: Record<string, string> = {
-  EMFILE: "the server has too many open files",
-  ENFILE: "the server's system has too many open files",
-  EACCES: "the server is not permitted to listen on it",
-  EADDRNOTAVAIL: "the server's --host is not an address of its machine",
-};
-
-/** A listen error that is not EADDRINUSE. */
-class ListenFailed {
-  constructor(
-    readonly port: number,
-    readonly code: string,
-    readonly err: string,
-  ) {}
-
-  refusal(): AppError {
-    const cause = CAUSES[this.code] ?? "listening failed";
-    return new AppError("PORT_UNAVAILABLE", `port ${this.port} could not be listened on: ${cause} (${this.code})`);
-  }
-}
 
 export class PortAllocator {
   /** A search that meets the failure on every port it tries says so once every 10 s per code, not once per port. */
@@ -85,12 +53,7 @@ export class PortAllocator {
       failed ??= t;
       return undefined;
     };
-    const size = last - first + 1;
-    for (let i = 0; i < Math.min(RANDOM_TRIES, size); i++) {
-      const t = attempt(first + Math.floor(Math.random() * size));
-      if (t) return t;
-    }
-    for (let port = first; port <= last; port++) {
+    for (const port of searchOrder(this.range)) {
       const t = attempt(port);
       if (t) return t;
     }
@@ -110,9 +73,8 @@ export class PortAllocator {
         socket: tcpHandlers(() => tunnel!, this.budget, this.opened),
       });
     } catch (err) {
-      const code = (err as { code?: unknown }).code;
-      if (code === "EADDRINUSE") return "taken"; // something else on this machine has it
-      const failed = new ListenFailed(port, typeof code === "string" ? code : "UNKNOWN", String(err));
+      const failed = bindError(port, err);
+      if (failed === "taken") return failed;
       this.failure(failed.code, "tcp tunnel port could not be listened on", { port, host: this.host, code: failed.code, err: failed.err });
       return failed;
     }

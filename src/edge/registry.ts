@@ -30,6 +30,9 @@ export interface AgentLink {
   refuse(code: string, message: string): void;
 }
 
+/** The kinds of tunnel: http and tls by name, tcp and udp by port (two port spaces: tcp 20000 and udp 20000 are two tunnels). */
+export type TunnelProtocol = "http" | "tcp" | "tls" | "udp";
+
 export class Tunnel {
   /** What its agent asked to wait for a response head (capped by the edge); undefined: the server's --response-timeout. */
   responseTimeoutMs?: number;
@@ -40,7 +43,7 @@ export class Tunnel {
   connectedAt = new Date();
   bytesIn = 0;
   bytesOut = 0;
-  /** Set by the owner of extra resources (a TCP listener) to free them. */
+  /** Set by the owner of extra resources (a TCP listener, a UDP socket) to free them. */
   onRemoved?: () => void;
   /** A tcp tunnel's listener lets go of its port, its connections go on (a draining server). */
   stopAccepting?: () => void;
@@ -49,7 +52,7 @@ export class Tunnel {
   relayed = false;
 
   constructor(
-    readonly protocol: "http" | "tcp" | "tls",
+    readonly protocol: TunnelProtocol,
     readonly address: { subdomain?: string; port?: number },
     readonly userId: number,
     readonly username: string,
@@ -93,6 +96,7 @@ export class Registry implements LiveTunnels, LiveView {
   hooks?: RegistryHooks;
   private readonly bySubdomain = new Map<string, Tunnel>();
   private readonly byPort = new Map<number, Tunnel>();
+  private readonly byUdpPort = new Map<number, Tunnel>();
   private readonly sessions = new Map<string, SessionEntry>();
 
   /** Called with each http tunnel's name as it goes live (the edge asks for its certificate; never for a tls tunnel's). */
@@ -100,7 +104,7 @@ export class Registry implements LiveTunnels, LiveView {
 
   constructor(private readonly meter: TrafficMeter) {}
 
-  newTunnel(protocol: "http" | "tcp" | "tls", address: { subdomain?: string; port?: number }, owner: { userId: number; username: string; tokenId: number }, skipWarning: boolean): Tunnel {
+  newTunnel(protocol: TunnelProtocol, address: { subdomain?: string; port?: number }, owner: { userId: number; username: string; tokenId: number }, skipWarning: boolean): Tunnel {
     return new Tunnel(protocol, address, owner.userId, owner.username, owner.tokenId, skipWarning, this.meter);
   }
 
@@ -112,7 +116,7 @@ export class Registry implements LiveTunnels, LiveView {
       t.agent = link;
       t.connectedAt = new Date();
       if (t.subdomain !== undefined) this.bySubdomain.set(t.subdomain, t);
-      if (t.port !== undefined) this.byPort.set(t.port, t);
+      if (t.port !== undefined) this.portsOf(t.protocol).set(t.port, t);
       if (t.subdomain !== undefined) this.arrived(t.subdomain, t);
       // a tls tunnel's certificate is its local service's own: the edge never asks for one
       if (t.subdomain !== undefined && t.protocol === "http") this.onLive?.(t.subdomain);
@@ -122,7 +126,7 @@ export class Registry implements LiveTunnels, LiveView {
 
   /** A dropped tunnel of this token, held in grace, to hand back. */
   reclaimable(tokenId: number, want: { protocol: Tunnel["protocol"]; subdomain?: string; port?: number }, resume?: string): Tunnel | undefined {
-    const t = want.subdomain !== undefined ? this.bySubdomain.get(want.subdomain) : want.port !== undefined ? this.byPort.get(want.port) : undefined;
+    const t = want.subdomain !== undefined ? this.bySubdomain.get(want.subdomain) : want.port !== undefined ? this.portsOf(want.protocol).get(want.port) : undefined;
     // a name held in grace by the token's tunnel of another kind is not this one's to take over
     if (!t || t.tokenId !== tokenId || t.protocol !== want.protocol) return undefined;
     if (t.agent === null || t.agent.sessionId === resume) return t;
@@ -174,7 +178,8 @@ export class Registry implements LiveTunnels, LiveView {
   remove(t: Tunnel): void {
     clearTimeout(t.graceTimer);
     if (t.subdomain !== undefined && this.bySubdomain.get(t.subdomain) === t) this.bySubdomain.delete(t.subdomain);
-    if (t.port !== undefined && this.byPort.get(t.port) === t) this.byPort.delete(t.port);
+    const ports = this.portsOf(t.protocol);
+    if (t.port !== undefined && ports.get(t.port) === t) ports.delete(t.port);
     t.agent = null;
     t.onRemoved?.();
     this.hooks?.removed(t);
@@ -221,18 +226,28 @@ export class Registry implements LiveTunnels, LiveView {
     for (const w of waiters) w(t);
   }
 
+  /** The tunnel on a TCP port. */
   portHolder(port: number): Tunnel | undefined {
     return this.byPort.get(port);
   }
 
+  /** The tunnel on a UDP port. */
+  udpPortHolder(port: number): Tunnel | undefined {
+    return this.byUdpPort.get(port);
+  }
+
+  private portsOf(protocol: TunnelProtocol): Map<number, Tunnel> {
+    return protocol === "udp" ? this.byUdpPort : this.byPort;
+  }
+
   /** Every tunnel, live or in grace (for shutdown). */
   allTunnels(): Tunnel[] {
-    return [...new Set([...this.bySubdomain.values(), ...this.byPort.values()])];
+    return [...new Set([...this.bySubdomain.values(), ...this.byPort.values(), ...this.byUdpPort.values()])];
   }
 
   /** Tunnels with a connected agent, by protocol (the metrics' tunnels_active). */
-  liveCounts(): { http: number; tcp: number; tls: number } {
-    const counts = { http: 0, tcp: 0, tls: 0 };
+  liveCounts(): Record<TunnelProtocol, number> {
+    const counts = { http: 0, tcp: 0, tls: 0, udp: 0 };
     for (const { link, tunnels } of this.sessions.values()) {
       for (const t of tunnels) if (t.agent === link) counts[t.protocol]++;
     }

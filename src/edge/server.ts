@@ -34,6 +34,8 @@ import { takeHolds } from "./restart-holds.ts";
 import { SocketBudget } from "../sockets/socket-budget.ts";
 import { byKind, nodeSockets, sendResult, type SocketData } from "./socket-kinds.ts";
 import { PortAllocator } from "./ports.ts";
+import { SourceRate } from "../sockets/source-rate.ts";
+import { UdpPortAllocator } from "./udp-ports.ts";
 import { enforceQuotas } from "./quota.ts";
 import { Registry } from "./registry.ts";
 import { overLimit, visitorServer } from "./visitor-requests.ts";
@@ -45,6 +47,14 @@ export interface EdgeOptions {
   host: string;
   port: number;
   tcpPorts: { first: number; last: number };
+  /** The UDP port range (a port space apart from TCP's); undefined: no udp tunnels. */
+  udpPorts?: { first: number; last: number };
+  /** A udp flow with no datagram either way for this long ends (--udp-idle). */
+  udpIdleMs?: number;
+  /** Flows one udp tunnel holds at most (--udp-flows). */
+  udpFlows?: number;
+  /** Datagrams a second one source may send to udp tunnels, bursts of twice that (--udp-rate); 0: no cap. */
+  udpRate?: number;
   /** The public port's certificates (files, or ACME's); none: plain HTTP. */
   tls?: TlsSource;
   /**
@@ -93,6 +103,11 @@ export interface EdgeOptions {
   /** Several nodes on one PostgreSQL database: what the edge needs of the others (cluster/edge-nodes.ts); none on one node. */
   nodes?: OtherNodes;
 }
+
+/** What a udp tunnel's flows are held to when the options do not say (the server's flags' defaults). */
+export const UDP_DEFAULTS = { idleMs: 60_000, flows: 1024, rate: 1000 };
+/** Sources the per-source datagram rate remembers at most; past it the one idle longest is forgotten. */
+const UDP_RATE_SOURCES = 100_000;
 
 /** Bun queues at most this much per WebSocket before send() reports backpressure. */
 const BACKPRESSURE_LIMIT = 4 * 1024 * 1024;
@@ -146,6 +161,16 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   const visitors = new SocketBudget({ perAddress: opts.maxConnsPerIp, total: maxConns }, () => tcpVisitors.total, () => pressed);
   const agentSockets = new SocketBudget({ perAddress: opts.maxAgentsPerIp, total: Number.MAX_SAFE_INTEGER }, undefined, () => pressed);
   const ports = new PortAllocator(opts.tcpPorts, opts.host, registry, tcpVisitors, () => counters.tcpConnections++);
+  const udpRate = opts.udpRate ?? UDP_DEFAULTS.rate;
+  const udpPorts =
+    opts.udpPorts &&
+    new UdpPortAllocator(opts.udpPorts, opts.host, registry, {
+      idleMs: opts.udpIdleMs ?? UDP_DEFAULTS.idleMs,
+      maxFlows: opts.udpFlows ?? UDP_DEFAULTS.flows,
+      // one bucket per source over every udp tunnel; the sources remembered are bounded as the DNS responder's are
+      rate: udpRate > 0 ? new SourceRate({ perClientPerSecond: udpRate, perClientBurst: 2 * udpRate, maxClients: UDP_RATE_SOURCES }) : undefined,
+      counters: counters.udp,
+    });
   const admitAgent = (port: "public" | "direct") => (address: string) => {
     const ok = agentSockets.admit(address);
     if (!ok) overLimit("agent connection refused", { client: address, port });
@@ -167,8 +192,10 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     live: nodes?.live ?? registry,
     nodes,
     ports,
+    udpPorts,
     httpUrl: (sub) => `${scheme}://${sub}.${domain}${portSuffix()}`,
     tcpAddress: (port) => `${domain}:${port}`,
+    udpAddress: (port) => `udp://${domain}:${port}`,
     // several nodes do not relay tls streams to each other yet: the tunnel would be out of reach from the others
     tlsAddress: (sub) => {
       if (nodes) return undefined;

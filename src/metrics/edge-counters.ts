@@ -7,6 +7,7 @@
 import { ERROR_STATUS } from "../core/errors.ts";
 import { WireError } from "../protocol/wire.ts";
 import { Buckets } from "./buckets.ts";
+import { UdpCounters } from "./udp-counters.ts";
 
 /** A visitor request's kind: the `protocol` label of the requests counter. */
 export const REQUEST_KINDS = ["http", "websocket"] as const;
@@ -42,6 +43,8 @@ export class EdgeCounters {
   readonly requestDuration = new Buckets(REQUEST_DURATION_BOUNDS);
   /** Connections to TCP tunnels' ports that became a stream to an agent. */
   tcpConnections = 0;
+  /** udp tunnels' datagrams and flows. */
+  readonly udp = new UdpCounters();
   /** Agent handshakes by result: READY, MOVE (sent to the direct port) or the refusal's code. */
   readonly handshakes = new Map<string, number>();
   /** Streams ended by a reset, by "by code". */

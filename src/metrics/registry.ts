@@ -13,6 +13,7 @@ import { Counter, Gauge, Registry, type Metric } from "prom-client";
 import { VERSION } from "../version.ts";
 import type { Buckets } from "./buckets.ts";
 import { REQUEST_KINDS, STATUS_CLASSES, type EdgeCounters } from "./edge-counters.ts";
+import { UDP_DROPS } from "./udp-counters.ts";
 import { processMetrics } from "./process.ts";
 
 export const PREFIX = "burrow_";
@@ -20,7 +21,7 @@ export const PREFIX = "burrow_";
 /** What is live now, read at each scrape; undefined until the edge is up. */
 export interface LiveNumbers {
   agents: { websocket: number; direct: number };
-  tunnels: { http: number; tcp: number; tls: number };
+  tunnels: { http: number; tcp: number; tls: number; udp: number };
   /** Open visitor connections on the public HTTP port and on TCP tunnels' ports. */
   visitorConnections: { http: number; tcp: number };
   /** Bytes through tunnels since start: in is toward the local services, out back to visitors. */
@@ -88,12 +89,13 @@ export function createMetrics(sources: MetricsSources): ServerMetrics {
       [{ transport: "direct" }, live?.agents.direct ?? 0],
     ];
   });
-  readGauge("tunnels_active", "Tunnels with a connected agent now, by protocol (http, tcp, tls).", ["protocol"], () => {
+  readGauge("tunnels_active", "Tunnels with a connected agent now, by protocol (http, tcp, tls, udp).", ["protocol"], () => {
     const live = sources.live();
     return [
       [{ protocol: "http" }, live?.tunnels.http ?? 0],
       [{ protocol: "tcp" }, live?.tunnels.tcp ?? 0],
       [{ protocol: "tls" }, live?.tunnels.tls ?? 0],
+      [{ protocol: "udp" }, live?.tunnels.udp ?? 0],
     ];
   });
   readGauge("visitor_connections_open", "Visitor connections open now, by listener: the public HTTP port, or TCP tunnels' ports (with TLS tunnels' connections).", ["listener"], () => {
@@ -126,6 +128,18 @@ export function createMetrics(sources: MetricsSources): ServerMetrics {
     ];
   });
   readCounter("tcp_connections_opened_total", "Connections to TCP tunnels' ports, and TLS tunnels' connections, that were relayed to an agent.", [], () => [[{}, edge.tcpConnections]]);
+  readCounter("udp_datagrams_total", "Datagrams through udp tunnels: in is from visitors toward local services, out is the services' replies back.", ["direction"], () => [
+    [{ direction: "in" }, edge.udp.datagramsIn],
+    [{ direction: "out" }, edge.udp.datagramsOut],
+  ]);
+  readCounter(
+    "udp_datagrams_dropped_total",
+    "Datagrams udp tunnels dropped, by why: rules (the tunnel's IP rules), rate (over --udp-rate for its source), no_agent (none connected to take it), congested (the agent's link), unsent (the reply could not be sent).",
+    ["reason"],
+    () => UDP_DROPS.map((reason, i) => [{ reason }, edge.udp.dropped[i]!]),
+  );
+  readGauge("udp_flows_open", "udp tunnels' flows open now (one per visitor address and port).", [], () => [[{}, edge.udp.flowsOpen]]);
+  readCounter("udp_flows_opened_total", "udp tunnels' flows opened since start.", [], () => [[{}, edge.udp.flowsOpened]]);
   readCounter("streams_reset_total", "Streams ended by a reset, by who ended them (edge, agent, session: the connection closed under them) and code.", ["by", "code"], () =>
     [...edge.resets].map(([key, n]) => {
       const [by, code] = key.split(" ") as [string, string];

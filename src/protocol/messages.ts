@@ -73,6 +73,12 @@ export const TunnelRequest = v.variant("protocol", [
     subdomain: v.optional(v.pipe(v.string(), v.maxLength(253))),
     access: v.optional(TcpAccess),
   }),
+  /** A public UDP port (its own port space, not tcp's): each visitor address's datagrams a flow to the local service; IP rules only. */
+  v.object({
+    protocol: v.literal("udp"),
+    port: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(65535))),
+    access: v.optional(TcpAccess),
+  }),
 ]);
 export type TunnelRequest = v.InferOutput<typeof TunnelRequest>;
 
@@ -103,7 +109,7 @@ export type Hello = v.InferOutput<typeof Hello>;
 
 export interface GrantedTunnel {
   id: string;
-  protocol: "http" | "tcp" | "tls";
+  protocol: "http" | "tcp" | "tls" | "udp";
   subdomain?: string;
   port?: number;
   /** The public address, as a person would type it. */
@@ -126,7 +132,7 @@ export const Ready = v.object({
   tunnels: v.array(
     v.object({
       id: v.string(),
-      protocol: v.picklist(["http", "tcp", "tls"]),
+      protocol: v.picklist(["http", "tcp", "tls", "udp"]),
       subdomain: v.optional(v.string()),
       port: v.optional(v.number()),
       url: v.string(),
@@ -187,11 +193,18 @@ export type Refusal = v.InferOutput<typeof Refusal>;
  * when it has no more requests for this agent on it.
  *
  * kind "tcp", one visitor connection: no head; bytes both ways.
+ *
+ * kind "udp", one flow: the datagrams of one visitor address and port
+ * (`remote`), each a DATAGRAM frame whole, both ways; never DATA, no
+ * REPLY. The agent sends each of the service's replies back on the flow it
+ * came for. The edge ends the flow (FIN) when it has been idle long enough
+ * or it makes room for a newer one; the agent resets it when it cannot
+ * reach the service.
  */
 export const OpenMeta = v.object({
   tunnel: v.string(),
   /** "tls": a visitor's TLS connection, passed through undecrypted: its bytes, the ClientHello first. */
-  kind: v.picklist(["h1", "tcp", "tls"]),
+  kind: v.picklist(["h1", "tcp", "tls", "udp"]),
   /** The visitor's address, "ip:port". */
   remote: v.string(),
   /** tcp and tls: the address the visitor reached, "ip:port" (the server's side of its connection), for a PROXY protocol header. */
@@ -222,7 +235,7 @@ export type RelayedMeta = OpenMeta & {
 // OPEN and REPLY metadata arrive once per visitor request: checked by hand, as the schemas
 // above describe, because a generic schema walk costs more than the rest of the request.
 
-const OPEN_KINDS = new Set(["h1", "tcp", "tls"]);
+const OPEN_KINDS = new Set(["h1", "tcp", "tls", "udp"]);
 
 /** OpenMeta, or undefined when `raw` does not fit it. */
 export function readOpenMeta(raw: unknown): OpenMeta | undefined {

@@ -203,6 +203,12 @@ export const WIRE_ERRORS = {
   },
   /** The visitor went away. */
   CANCELLED: { stream: true, meaning: "A stream's reset: the visitor went away.", advice: "Nothing to do." },
+  /** A udp tunnel's flow is over. */
+  FLOW_ENDED: {
+    stream: true,
+    meaning: "A stream's reset: the edge ended a udp tunnel's flow, idle for `--udp-idle` seconds, or the oldest idle one making room for a new one past `--udp-flows`.",
+    advice: "Nothing to do: the visitor's next datagram starts a new flow.",
+  },
   /** The session is closing. */
   GOING_AWAY: {
     meaning: "The session is closing: the agent leaves, or moved to the direct port.",

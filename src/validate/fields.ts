@@ -10,7 +10,7 @@ export const ROLES = ["user", "admin"] as const;
 export type Role = (typeof ROLES)[number];
 
 /** What a user's allowed_protocols may name: the tunnel kinds. The default stays "http,tcp" (db schema). */
-export const PROTOCOLS = ["http", "tcp", "tls"] as const;
+export const PROTOCOLS = ["http", "tcp", "tls", "udp"] as const;
 export type Protocol = (typeof PROTOCOLS)[number];
 
 export const TRAFFIC_PERIODS = ["daily", "monthly", "quarterly"] as const;
@@ -55,12 +55,12 @@ export const flag = v.boolean("must be true or false");
  * order so that equal sets compare equal as strings.
  */
 export const allowedProtocols = v.pipe(
-  v.string("must be a comma-separated list of http, tcp, tls"),
+  v.string("must be a comma-separated list of http, tcp, tls, udp"),
   v.transform((s) => s.split(",").map((p) => p.trim().toLowerCase()).filter((p) => p !== "")),
-  v.check((list) => list.length > 0, "must name at least one of http, tcp, tls"),
+  v.check((list) => list.length > 0, "must name at least one of http, tcp, tls, udp"),
   v.check(
     (list) => list.every((p) => (PROTOCOLS as readonly string[]).includes(p)),
-    "must be a comma-separated list of http, tcp, tls",
+    "must be a comma-separated list of http, tcp, tls, udp",
   ),
   v.transform((list) => PROTOCOLS.filter((p) => list.includes(p)).join(",")),
 );

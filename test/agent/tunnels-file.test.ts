@@ -65,9 +65,15 @@ tunnels:
     expect(file.tunnels).toEqual([
       { name: "vault", request: { protocol: "tls", subdomain: "vault", access: { denyCidrs: ["10.0.0.0/8"] } }, target: { host: "localhost", port: 8443, tls: false, proxyProtocol: true }, inspect: false },
     ]);
-    expect(parseError("tunnels:\n  a:\n    proto: tls\n    addr: 8443\n    remote_port: 9000\n")).toBe(`${FILE}:5: tunnels.a.remote_port: is for tcp tunnels; this one is tls`);
+    expect(parseError("tunnels:\n  a:\n    proto: tls\n    addr: 8443\n    remote_port: 9000\n")).toBe(`${FILE}:5: tunnels.a.remote_port: is for tcp and udp tunnels; this one is tls`);
     expect(parseError("tunnels:\n  a:\n    proto: tls\n    addr: 8443\n    host_header: rewrite\n")).toBe(`${FILE}:5: tunnels.a.host_header: is for http tunnels; this one is tls`);
     expect(parseError("tunnels:\n  a: {proto: tls, addr: 8443, subdomain: x}\n  b: {proto: http, addr: 80, subdomain: x}\n")).toBe(`${FILE}:3: tunnels.b.subdomain: 'x' is also the subdomain of tunnel 'a'`);
+  });
+
+  test("proto: udp takes a remote_port and IP rules, in a port space apart from tcp's", () => {
+    const file = parseTunnelsFile("tunnels:\n  dns:\n    proto: udp\n    addr: 127.0.0.1:53\n    remote_port: 2053\n    allow_cidr: 10.0.0.0/8\n  web: {proto: tcp, addr: 80, remote_port: 2053}\n", FILE);
+    expect(file.tunnels[0]).toEqual({ name: "dns", request: { protocol: "udp", port: 2053, access: { allowCidrs: ["10.0.0.0/8"] } }, target: { host: "127.0.0.1", port: 53, tls: false }, inspect: false });
+    expect(file.tunnels[1]!.request).toEqual({ protocol: "tcp", port: 2053 });
   });
 
   test("proxy_protocol: true asks a tcp tunnel's connections to start with a PROXY header; false and absent do not", () => {
@@ -97,18 +103,25 @@ describe("every mistake: one line naming the file, the line and the field", () =
     [
       "two tunnels on the same remote port",
       "tunnels:\n  a: {proto: tcp, addr: 22, remote_port: 2222}\n  b: {proto: tcp, addr: 23, remote_port: 2222}\n",
-      `${FILE}:3: tunnels.b.remote_port: 2222 is also the remote_port of tunnel 'a'`,
+      `${FILE}:3: tunnels.b.remote_port: 2222 is also the remote_port of tcp tunnel 'a'`,
+    ],
+    [
+      "two udp tunnels on the same remote port",
+      "tunnels:\n  a: {proto: udp, addr: 53, remote_port: 2053}\n  b: {proto: udp, addr: 54, remote_port: 2053}\n",
+      `${FILE}:3: tunnels.b.remote_port: 2053 is also the remote_port of udp tunnel 'a'`,
     ],
     ["a wrong type: a number where true/false goes", "tunnels:\n  a:\n    proto: http\n    addr: 80\n    inspect: 1\n", `${FILE}:5: tunnels.a.inspect: must be true or false`],
     ["a wrong type: a list where a port goes", "tunnels:\n  a:\n    proto: http\n    addr: [3000]\n", `${FILE}:4: tunnels.a.addr: must be a single value`],
     ["a wrong type: token as a number", "token: 12345\ntunnels:\n  a: {proto: http, addr: 1}\n", `${FILE}:1: token: must be a string`],
-    ["an unknown proto", "tunnels:\n  a:\n    proto: udp\n    addr: 53\n", `${FILE}:3: tunnels.a.proto: must be http, tcp or tls (got 'udp')`],
+    ["an unknown proto", "tunnels:\n  a:\n    proto: quic\n    addr: 53\n", `${FILE}:3: tunnels.a.proto: must be http, tcp, tls or udp (got 'quic')`],
+    ["a subdomain on a udp tunnel", "tunnels:\n  a:\n    proto: udp\n    addr: 53\n    subdomain: dns\n", `${FILE}:5: tunnels.a.subdomain: is for http and tls tunnels; this one is udp`],
+    ["the PROXY protocol on a udp tunnel", "tunnels:\n  a:\n    proto: udp\n    addr: 53\n    proxy_protocol: true\n", `${FILE}:5: tunnels.a.proxy_protocol: is for tcp and tls tunnels; this one is udp`],
     ["no proto", "tunnels:\n  a:\n    addr: 53\n", `${FILE}:3: tunnels.a.proto: missing`],
     ["no addr", "tunnels:\n  a:\n    proto: http\n", `${FILE}:3: tunnels.a.addr: missing`],
     ["a port out of range", "tunnels:\n  a:\n    proto: tcp\n    addr: 99999\n", `${FILE}:4: tunnels.a.addr: '99999' is not PORT or HOST:PORT`],
     ["a URL for a tcp tunnel", "tunnels:\n  a:\n    proto: tcp\n    addr: http://localhost:22\n", `${FILE}:4: tunnels.a.addr: 'http://localhost:22' is not PORT or HOST:PORT`],
     ["an http field on a tcp tunnel", "tunnels:\n  a:\n    proto: tcp\n    addr: 22\n    subdomain: x\n", `${FILE}:5: tunnels.a.subdomain: is for http and tls tunnels; this one is tcp`],
-    ["a tcp field on an http tunnel", "tunnels:\n  a:\n    proto: http\n    addr: 80\n    remote_port: 8080\n", `${FILE}:5: tunnels.a.remote_port: is for tcp tunnels; this one is http`],
+    ["a tcp field on an http tunnel", "tunnels:\n  a:\n    proto: http\n    addr: 80\n    remote_port: 8080\n", `${FILE}:5: tunnels.a.remote_port: is for tcp and udp tunnels; this one is http`],
     ["the PROXY protocol on an http tunnel", "tunnels:\n  a:\n    proto: http\n    addr: 80\n    proxy_protocol: true\n", `${FILE}:5: tunnels.a.proxy_protocol: is for tcp and tls tunnels; this one is http`],
     ["proxy_protocol that is not true or false", "tunnels:\n  a:\n    proto: tcp\n    addr: 80\n    proxy_protocol: v2\n", `${FILE}:5: tunnels.a.proxy_protocol: must be true or false`],
     ["a subdomain that is no DNS label", "tunnels:\n  a:\n    proto: http\n    addr: 80\n    subdomain: -bad-\n", `${FILE}:5: tunnels.a.subdomain: must be one DNS label`],

@@ -8,7 +8,7 @@
 import { describe, expect, test } from "bun:test";
 import { CHALLENGE_TTL_MS, ChallengeRecords, MAX_CHALLENGE_NAMES } from "../../src/dns/challenge-records.ts";
 import { clientKey } from "../../src/http/addresses.ts";
-import { AnswerRate, type RateLimits } from "../../src/dns/rate.ts";
+import { SourceRate, type SourceRateLimits } from "../../src/sockets/source-rate.ts";
 import { MAX_TXT_VALUE_BYTES, MAX_TXT_VALUES } from "../../src/dns/wire.ts";
 
 const NAME = "_acme-challenge.tunnels.example.com";
@@ -103,12 +103,12 @@ describe("ChallengeRecords", () => {
   });
 });
 
-describe("AnswerRate", () => {
-  const LIMITS: RateLimits = { perClientPerSecond: 10, perClientBurst: 20, totalPerSecond: 100, totalBurst: 50, maxClients: 3 };
+describe("SourceRate", () => {
+  const LIMITS: SourceRateLimits = { perClientPerSecond: 10, perClientBurst: 20, totalPerSecond: 100, totalBurst: 50, maxClients: 3 };
 
   test("a client gets its burst at once, then its rate", () => {
     const clock = fakeClock();
-    const rate = new AnswerRate(LIMITS, clock.now);
+    const rate = new SourceRate(LIMITS, clock.now);
     let granted = 0;
     for (let i = 0; i < 100; i++) if (rate.take("192.0.2.1")) granted++;
     expect(granted).toBe(20);
@@ -122,14 +122,14 @@ describe("AnswerRate", () => {
 
   test("the total caps every client together", () => {
     const clock = fakeClock();
-    const rate = new AnswerRate({ ...LIMITS, maxClients: 1000 }, clock.now);
+    const rate = new SourceRate({ ...LIMITS, maxClients: 1000 }, clock.now);
     let granted = 0;
     for (let c = 0; c < 100; c++) for (let i = 0; i < 5; i++) if (rate.take(`198.51.100.${c}`)) granted++;
     expect(granted).toBe(50);
   });
 
   test("memory is bounded: past maxClients the least recently seen client is forgotten", () => {
-    const rate = new AnswerRate(LIMITS, fakeClock().now);
+    const rate = new SourceRate(LIMITS, fakeClock().now);
     for (let c = 0; c < 10; c++) rate.take(`203.0.113.${c}`);
     expect(rate.size).toBe(3);
   });
@@ -140,7 +140,7 @@ describe("AnswerRate", () => {
     expect(clientKey("::ffff:192.0.2.7")).toBe("192.0.2.7");
     expect(clientKey("192.0.2.7")).toBe("192.0.2.7");
     const clock = fakeClock();
-    const rate = new AnswerRate(LIMITS, clock.now);
+    const rate = new SourceRate(LIMITS, clock.now);
     let granted = 0;
     for (let i = 0; i < 40; i++) if (rate.take(`2001:db8:1:2::${i.toString(16)}`)) granted++;
     expect(granted).toBe(20);

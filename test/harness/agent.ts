@@ -23,7 +23,7 @@ export interface TestAgent extends AsyncDisposable {
 }
 
 export interface AgentStart {
-  kind: "http" | "tcp" | "tls";
+  kind: "http" | "tcp" | "tls" | "udp";
   /** PORT or HOST:PORT of the local service. */
   target: string | number;
   server: string;

@@ -156,22 +156,24 @@ export function parseTunnelsFile(text: string, path: string): TunnelsFile {
   if (!isMap(tunnelsNode)) return fail(tunnelsNode, "tunnels", "must be a map of named tunnels, such as 'web: { proto: http, addr: 3000 }'");
 
   const subdomains = new Map<string, string>();
-  const ports = new Map<number, string>();
+  /** By "tcp PORT" or "udp PORT": the two port spaces are apart. */
+  const ports = new Map<string, string>();
   for (const { key: name, keyNode, value } of entries(tunnelsNode, "tunnels", fail)) {
     const field = `tunnels.${name}`;
     if (!TUNNEL_NAME.test(name)) fail(keyNode, field, "a tunnel name is 1-64 letters, digits and _ . - (starting with a letter or digit)");
     if (out.tunnels.some((t) => t.name === name)) fail(keyNode, field, `the tunnel name '${name}' is used twice`);
     const tunnel = readTunnel(name, value, field, fail);
     const req = tunnel.request;
-    if (req.protocol !== "tcp" && req.subdomain !== undefined) {
+    if ((req.protocol === "http" || req.protocol === "tls") && req.subdomain !== undefined) {
       const other = subdomains.get(req.subdomain);
       if (other) fail(fieldNode(value, "subdomain"), `${field}.subdomain`, `'${req.subdomain}' is also the subdomain of tunnel '${other}'`);
       subdomains.set(req.subdomain, name);
     }
-    if (req.protocol === "tcp" && req.port !== undefined) {
-      const other = ports.get(req.port);
-      if (other) fail(fieldNode(value, "remote_port"), `${field}.remote_port`, `${req.port} is also the remote_port of tunnel '${other}'`);
-      ports.set(req.port, name);
+    if ((req.protocol === "tcp" || req.protocol === "udp") && req.port !== undefined) {
+      const key = `${req.protocol} ${req.port}`;
+      const other = ports.get(key);
+      if (other) fail(fieldNode(value, "remote_port"), `${field}.remote_port`, `${req.port} is also the remote_port of ${req.protocol} tunnel '${other}'`);
+      ports.set(key, name);
     }
     out.tunnels.push(tunnel);
   }
@@ -188,7 +190,7 @@ const TUNNEL_KEYS = ["proto", "addr", "subdomain", "remote_port", "proxy_protoco
 const OIDC_KEYS = ["issuer", "client_id", "client_secret", "allow_emails"];
 
 /** The keys only some kinds of tunnel take, and which; the others (proto, addr, allow_cidr, deny_cidr) every kind takes. */
-const TAKEN_BY: Record<string, readonly ("http" | "tcp" | "tls")[]> = {
+const TAKEN_BY: Record<string, readonly ("http" | "tcp" | "tls" | "udp")[]> = {
   subdomain: ["http", "tls"],
   host_header: ["http"],
   skip_warning: ["http"],
@@ -199,7 +201,7 @@ const TAKEN_BY: Record<string, readonly ("http" | "tcp" | "tls")[]> = {
   request_header_remove: ["http"],
   response_header_add: ["http"],
   oidc: ["http"],
-  remote_port: ["tcp"],
+  remote_port: ["tcp", "udp"],
   proxy_protocol: ["tcp", "tls"],
 };
 
@@ -211,9 +213,9 @@ function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTu
     given.set(key, { keyNode, value });
   }
   const protoNode = given.get("proto");
-  if (!protoNode) return fail(node, `${field}.proto`, "missing: http, tcp or tls");
+  if (!protoNode) return fail(node, `${field}.proto`, "missing: http, tcp, tls or udp");
   const proto = text_(protoNode.value, `${field}.proto`, fail);
-  if (proto !== "http" && proto !== "tcp" && proto !== "tls") return fail(protoNode.value, `${field}.proto`, `must be http, tcp or tls (got '${proto}')`);
+  if (proto !== "http" && proto !== "tcp" && proto !== "tls" && proto !== "udp") return fail(protoNode.value, `${field}.proto`, `must be http, tcp, tls or udp (got '${proto}')`);
   for (const [key, { keyNode }] of given) {
     const kinds = TAKEN_BY[key];
     if (kinds && !kinds.includes(proto)) fail(keyNode, `${field}.${key}`, `is for ${kinds.join(" and ")} tunnels; this one is ${proto}`);
@@ -260,6 +262,10 @@ function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTu
     const parsed = v.safeParse(subdomainRule, scalarText(entry.value, `${field}.subdomain`, fail));
     if (!parsed.success) return fail(entry.value, `${field}.subdomain`, parsed.issues[0]?.message ?? "not a valid subdomain");
     return parsed.output;
+  }
+  if (proto === "udp") {
+    const access = compactAccess(ipRules);
+    return { name, request: { protocol: "udp", port: checked("remote_port", parseRemotePort), ...(access ? { access } : {}) }, target, inspect: false };
   }
   if (proto === "tcp" || proto === "tls") {
     const access = compactAccess(ipRules);

@@ -51,6 +51,21 @@ export function jsonOutput(threshold: LogLevel, write: (line: string) => void = 
         error: e.error,
       });
     },
+    flow(e) {
+      if (!on("info")) return;
+      if (e.event === "open") return emit("info", "udp_flow_open", { tunnel: e.tunnel, remote: e.remote });
+      emit("info", "udp_flow_close", {
+        tunnel: e.tunnel,
+        remote: e.remote,
+        datagrams_in: e.datagramsIn ?? 0,
+        datagrams_out: e.datagramsOut ?? 0,
+        bytes_in: e.bytesIn ?? 0,
+        bytes_out: e.bytesOut ?? 0,
+        dropped: e.dropped ?? 0,
+        duration_ms: e.ms === undefined ? undefined : round(e.ms),
+        error: e.error,
+      });
+    },
     webSocketClosed(e) {
       if (on("info")) emit("info", "websocket_close", { tunnel: e.tunnel, path: e.path, duration_ms: round(e.ms), opened: e.opened });
     },

@@ -43,6 +43,12 @@ export function lineOutput(threshold: LogLevel = DEFAULT_LOG_LEVEL): AgentOutput
       else if (l.error) print(`${timestamp()}  ${who(l.tunnel)}closed ${l.remote}  ${out.red(l.error)}`);
       else print(`${timestamp()}  ${who(l.tunnel)}closed ${l.remote}  in ${l.bytesIn ?? 0} B, out ${l.bytesOut ?? 0} B`);
     },
+    flow(l) {
+      if (!on("info")) return;
+      if (l.event === "open") return print(`${timestamp()}  ${who(l.tunnel)}udp flow from ${l.remote}`);
+      const counts = `in ${l.datagramsIn ?? 0} (${l.bytesIn ?? 0} B), out ${l.datagramsOut ?? 0} (${l.bytesOut ?? 0} B)${l.dropped ? `, ${l.dropped} dropped` : ""}`;
+      print(`${timestamp()}  ${who(l.tunnel)}udp flow ${l.remote} ended after ${seconds(l.ms ?? 0)}  ${counts}${l.error ? `  ${out.red(l.error)}` : ""}`);
+    },
     webSocketClosed(l) {
       if (!on("info")) return;
       // a handshake the local service refused had no request line: this is its line

@@ -23,7 +23,22 @@ export type SessionStatus =
 export type Activity =
   | { kind: "request"; time: string; tunnel: string; method: string; path: string; status: number | string; ms: number }
   | { kind: "websocket-closed"; time: string; tunnel: string; path: string; ms: number }
-  | { kind: "tcp"; time: string; tunnel: string; remote: string; open: boolean; bytesIn?: number; bytesOut?: number; ms?: number; error?: string };
+  | { kind: "tcp"; time: string; tunnel: string; remote: string; open: boolean; bytesIn?: number; bytesOut?: number; ms?: number; error?: string }
+  /** A udp flow: its datagrams and bytes each way, never payloads. */
+  | {
+      kind: "udp";
+      time: string;
+      tunnel: string;
+      remote: string;
+      open: boolean;
+      datagramsIn?: number;
+      datagramsOut?: number;
+      bytesIn?: number;
+      bytesOut?: number;
+      dropped?: number;
+      ms?: number;
+      error?: string;
+    };
 
 export interface ScreenState {
   version: string;
@@ -32,7 +47,7 @@ export interface ScreenState {
   status: SessionStatus;
   latencyMs?: number;
   inspector?: string;
-  tunnels: { name: string; url: string; local: string; protocol: "http" | "tcp" | "tls" }[];
+  tunnels: { name: string; url: string; local: string; protocol: "http" | "tcp" | "tls" | "udp" }[];
   refusedTunnels: { name: string; code: string; message: string }[];
   notice?: string;
   counters: TrafficCounters;
@@ -82,10 +97,10 @@ export function renderScreen(s: ScreenState, size: Size, p: Paint, now: number):
   rows.push("");
 
   const http = s.tunnels.some((t) => t.protocol === "http");
-  // a tls tunnel's visitors are connections, as a tcp tunnel's are
+  // a tls tunnel's visitors are connections, as a tcp tunnel's are; a udp tunnel's are flows
   const tcp = s.tunnels.some((t) => t.protocol !== "http");
-  const onlyTls = tcp && s.tunnels.every((t) => t.protocol === "tls");
-  const heading = http && tcp ? "Requests and Connections" : onlyTls ? "TLS Connections" : tcp ? "TCP Connections" : "HTTP Requests";
+  const only = (protocol: string) => s.tunnels.every((t) => t.protocol === protocol);
+  const heading = http && tcp ? "Requests and Connections" : only("tls") ? "TLS Connections" : only("udp") ? "UDP Flows" : tcp ? (s.tunnels.some((t) => t.protocol === "udp") ? "Connections and Flows" : "TCP Connections") : "HTTP Requests";
   rows.push(p.bold(heading));
   rows.push("-".repeat(heading.length));
   const room = size.rows - rows.length;
@@ -122,6 +137,11 @@ function activity(a: Activity, nameWidth: number, width: number, p: Paint): stri
         ? p.red(printable(a.error))
         : `closed  in ${a.bytesIn ?? 0} B, out ${a.bytesOut ?? 0} B${a.ms === undefined ? "" : `  ${seconds(a.ms)}`}`;
     return `${head}${"TCP".padEnd(8)}${a.remote}  ${what}`;
+  }
+  if (a.kind === "udp") {
+    const counts = `in ${a.datagramsIn ?? 0} (${a.bytesIn ?? 0} B), out ${a.datagramsOut ?? 0} (${a.bytesOut ?? 0} B)${a.dropped ? `, ${a.dropped} dropped` : ""}`;
+    const what = a.open ? "new flow" : `ended  ${counts}${a.ms === undefined ? "" : `  ${seconds(a.ms)}`}${a.error ? `  ${p.red(printable(a.error))}` : ""}`;
+    return `${head}${"UDP".padEnd(8)}${a.remote}  ${what}`;
   }
   const method = a.kind === "request" ? a.method : "WS";
   const tail = a.kind === "request" ? `${p.status(a.status)}  ${Math.round(a.ms)} ms` : `closed after ${seconds(a.ms)}`;

@@ -166,6 +166,11 @@ export function screenOutput(term: ScreenTerminal = { stdout: process.stdout, st
       if (e.event === "close") state.counters.finished(e.ms ?? 0);
       add({ kind: "tcp", time: timestamp(), tunnel: e.tunnel, remote: e.remote, open: e.event === "open", bytesIn: e.bytesIn, bytesOut: e.bytesOut, ms: e.ms, error: e.error });
     },
+    flow(e) {
+      if (e.event === "close") state.counters.finished(e.ms ?? 0);
+      const { datagramsIn, datagramsOut, bytesIn, bytesOut, dropped, ms, error } = e;
+      add({ kind: "udp", time: timestamp(), tunnel: e.tunnel, remote: e.remote, open: e.event === "open", datagramsIn, datagramsOut, bytesIn, bytesOut, dropped, ms, error });
+    },
     reconnecting(why, inMs, attempt) {
       state.status = { kind: "reconnecting", why, at: Date.now() + inMs, attempt };
       state.latencyMs = undefined; // a round trip to a server that is gone would be stale

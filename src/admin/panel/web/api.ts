@@ -62,7 +62,7 @@ export interface Domain {
 export interface ActiveTunnel {
   subdomain?: string;
   port?: number;
-  protocol: "http" | "tcp" | "tls";
+  protocol: "http" | "tcp" | "tls" | "udp";
   user_id: number;
   username: string;
   token_id: number;

@@ -125,7 +125,7 @@ export function lastDays(days: number, now = new Date()): string[] {
   return Array.from({ length: days }, (_, i) => utcDay(new Date(today - (days - 1 - i) * 86_400_000)));
 }
 
-/** "http://alice.localhost:8080" for an http tunnel, "localhost:20417" for tcp, "tls://alice.localhost" for tls (the port it passes through on is the server's to say). */
+/** "http://alice.localhost:8080" for an http tunnel, "localhost:20417" for tcp, "udp://localhost:20417" for udp, "tls://alice.localhost" for tls (the port it passes through on is the server's to say). */
 export function publicAddress(server: ServerInfo | undefined, t: { protocol: string; subdomain?: string; port?: number }): { text: string; href?: string } {
   if (t.protocol === "http" && t.subdomain) {
     if (!server?.edge_url) return { text: t.subdomain };
@@ -134,5 +134,6 @@ export function publicAddress(server: ServerInfo | undefined, t: { protocol: str
     return { text: href.replace(/^https?:\/\//, ""), href };
   }
   if (t.protocol === "tls" && t.subdomain) return { text: server?.domain ? `tls://${t.subdomain}.${server.domain}` : t.subdomain };
+  if (t.protocol === "udp") return { text: server?.tcp_host ? `udp://${server.tcp_host}:${t.port}` : `udp port ${t.port}` };
   return { text: `${server?.tcp_host || "port"}:${t.port}` };
 }

@@ -52,7 +52,7 @@ export interface Detail extends Summary {
 
 export interface Tunnel {
   name: string;
-  protocol: "http" | "tcp" | "tls";
+  protocol: "http" | "tcp" | "tls" | "udp";
   public_url: string;
   local: string;
   host_header: string | null;

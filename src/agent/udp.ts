@@ -1,0 +1,99 @@
+/**
+ * The agent's side of a udp flow: a UDP socket of its own, connected to the
+ * local service, so the service's replies come back to this socket alone
+ * and go back on this flow to its visitor. Datagrams travel whole both ways
+ * (one DATAGRAM frame each); none is queued: the few that arrive while the
+ * socket is being made wait in a small bounded list, and past it (or when
+ * the link is congested) they are dropped and counted, as the network
+ * would drop them.
+ *
+ * The edge ends the flow (FLOW_ENDED) when it is idle; the socket closes
+ * with it. An ICMP error from the service (nothing listening) does not end
+ * the flow, which is UDP's way: it is kept to say on close.
+ */
+import type { udp } from "bun";
+import type { Stream } from "../protocol/mux.ts";
+import { WireError } from "../protocol/wire.ts";
+import { describeLocalError, type LocalTarget } from "./local-target.ts";
+
+/** Datagrams held while the flow's socket is being made; past this they are dropped. */
+const EARLY_DATAGRAMS = 64;
+
+/** What a flow carried, for the output when it ends. */
+export interface FlowCounts {
+  datagramsIn: number;
+  datagramsOut: number;
+  bytesIn: number;
+  bytesOut: number;
+  /** Datagrams dropped either way: the link congested, or too many before the socket was made. */
+  dropped: number;
+}
+
+export function serveUdpFlow(stream: Stream, target: LocalTarget, onClose: (counts: FlowCounts, error?: string) => void): void {
+  const counts: FlowCounts = { datagramsIn: 0, datagramsOut: 0, bytesIn: 0, bytesOut: 0, dropped: 0 };
+  let socket: udp.ConnectedSocket<"buffer"> | undefined;
+  let early: Uint8Array[] | undefined = [];
+  let lastError: string | undefined;
+  let over = false;
+  const finish = () => {
+    if (over) return;
+    over = true;
+    early = undefined;
+    socket?.close();
+    onClose(counts, lastError);
+  };
+  const toService = (datagram: Uint8Array) => {
+    if (!socket!.send(datagram)) return void counts.dropped++;
+    counts.datagramsIn++;
+    counts.bytesIn += datagram.byteLength;
+  };
+  stream.onDatagram = (datagram) => {
+    if (socket) return toService(datagram);
+    // a view valid only during the call: the few kept until the socket is made are copies
+    if (early && early.length < EARLY_DATAGRAMS) early.push(datagram.slice());
+    else counts.dropped++;
+  };
+  stream.onEnd = () => {
+    stream.end();
+    finish();
+  };
+  stream.whenReset(finish);
+  connectTo(target, {
+    data: (_s, datagram) => {
+      if (!stream.sendDatagram(datagram)) return void counts.dropped++;
+      counts.datagramsOut++;
+      counts.bytesOut += datagram.byteLength;
+    },
+    error: (_s, err) => {
+      lastError = describeLocalError(err);
+    },
+  }).then(
+    (made) => {
+      if (over) return made.close();
+      socket = made;
+      for (const datagram of early!.splice(0)) toService(datagram);
+      early = undefined;
+    },
+    (err) => {
+      lastError = describeLocalError(err);
+      stream.reset(`${WireError.UPSTREAM_FAILED} ${lastError}`);
+      finish();
+    },
+  );
+}
+
+/**
+ * A UDP socket connected to the local service: bound on any port of the
+ * family the service's address is of (an IPv6 service needs an IPv6
+ * socket; a name is tried as IPv4 first, as Bun resolves it, then IPv6).
+ */
+async function connectTo(target: LocalTarget, socket: udp.ConnectedSocketHandler<"buffer">): Promise<udp.ConnectedSocket<"buffer">> {
+  const connect = { hostname: target.host, port: target.port };
+  if (target.host.includes(":")) return Bun.udpSocket({ hostname: "::", port: 0, binaryType: "buffer", connect, socket });
+  try {
+    return await Bun.udpSocket({ port: 0, binaryType: "buffer", connect, socket });
+  } catch (err) {
+    if ((err as { code?: string }).code !== "EAFNOSUPPORT") throw err;
+    return Bun.udpSocket({ hostname: "::", port: 0, binaryType: "buffer", connect, socket });
+  }
+}
