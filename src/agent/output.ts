@@ -6,6 +6,7 @@
  * `burrow http` / `burrow tcp`).
  */
 import type { LocalTarget } from "./local-target.ts";
+import type { FlowCounts } from "./udp.ts";
 
 /** One tunnel as granted: where the public reaches it, and where it leads. */
 export interface TunnelView {
@@ -88,6 +89,8 @@ export interface FlowEvent {
   ms?: number;
   /** On close: what the local service answered with an error (nothing listening), when it did. */
   error?: string;
+  /** On open: the flow's counts as they grow, for a reader that shows open flows (the inspector); no output prints it. */
+  live?: Readonly<FlowCounts>;
 }
 
 export interface AgentOutput {

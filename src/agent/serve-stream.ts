@@ -62,10 +62,10 @@ export function serveStream(stream: Stream, meta: OpenMeta, tunnel: TunnelView, 
 function serveFlow(stream: Stream, meta: OpenMeta, tunnel: TunnelView, out: AgentOutput): void {
   const started = performance.now();
   out.streamOpened?.({ tunnel: tunnel.name, kind: "udp" });
-  out.flow?.({ tunnel: tunnel.name, remote: meta.remote, event: "open" });
-  serveUdpFlow(stream, tunnel.target, (counts, error) => {
-    out.flow?.({ tunnel: tunnel.name, remote: meta.remote, event: "close", ...counts, ms: performance.now() - started, ...(error ? { error } : {}) });
+  const counts = serveUdpFlow(stream, tunnel.target, (ended, error) => {
+    out.flow?.({ tunnel: tunnel.name, remote: meta.remote, event: "close", ...ended, ms: performance.now() - started, ...(error ? { error } : {}) });
   });
+  out.flow?.({ tunnel: tunnel.name, remote: meta.remote, event: "open", live: counts });
 }
 
 /**

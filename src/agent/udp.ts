@@ -29,7 +29,8 @@ export interface FlowCounts {
   dropped: number;
 }
 
-export function serveUdpFlow(stream: Stream, target: LocalTarget, onClose: (counts: FlowCounts, error?: string) => void): void {
+/** Returns the flow's counts, which grow as it carries datagrams. */
+export function serveUdpFlow(stream: Stream, target: LocalTarget, onClose: (counts: FlowCounts, error?: string) => void): Readonly<FlowCounts> {
   const counts: FlowCounts = { datagramsIn: 0, datagramsOut: 0, bytesIn: 0, bytesOut: 0, dropped: 0 };
   let socket: udp.ConnectedSocket<"buffer"> | undefined;
   let early: Uint8Array[] | undefined = [];
@@ -80,6 +81,7 @@ export function serveUdpFlow(stream: Stream, target: LocalTarget, onClose: (coun
       finish();
     },
   );
+  return counts;
 }
 
 /**

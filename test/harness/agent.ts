@@ -69,7 +69,8 @@ export async function startAgent(opts: AgentStart): Promise<TestAgent> {
   };
   try {
     const line = await output.waitFor(opts.waitFor ?? /Forwarding\s+(\S+)/, 15_000);
-    const publicUrl = /Forwarding\s+(\S+)/.exec(line)?.[1] ?? "";
+    // a lines agent says "Forwarding URL", a --log json one its connect event
+    const publicUrl = /Forwarding\s+(\S+)/.exec(line)?.[1] ?? (line.startsWith("{") ? String(JSON.parse(line).tunnels?.[0]?.url ?? "") : "");
     const sub = /^(?:https?|tls):\/\/([^.]+)\./.exec(publicUrl)?.[1];
     const port = opts.kind !== "http" ? Number(/:(\d+)$/.exec(publicUrl)?.[1] ?? (opts.kind === "tls" ? 443 : NaN)) : undefined;
     return { publicUrl, subdomain: sub, port, proc, output, stop, [Symbol.asyncDispose]: async () => void (await stop()) };

@@ -31,19 +31,20 @@ export interface UdpClient {
   port: number;
   /** Datagrams that came back, in order. */
   got: Buffer[];
+  /** False when it was not sent: the socket's buffer full, or an ICMP error came back (nothing listens there). */
   send(data: Uint8Array | string): boolean;
   /** Resolves once `n` datagrams in all have come back, or rejects after `ms`. */
   waitFor(n: number, ms?: number): Promise<Buffer[]>;
   close(): void;
 }
 
-/** A client socket connected to 127.0.0.1:`port` (or `host`), bound on `localPort` (0: any). */
-export async function udpClient(port: number, opts: { host?: string; localPort?: number } = {}): Promise<UdpClient> {
+/** A client socket connected to 127.0.0.1:`port` (or `host`), from `from` (e.g. 127.0.0.2: another source to the server) on `localPort` (0: any). */
+export async function udpClient(port: number, opts: { host?: string; from?: string; localPort?: number } = {}): Promise<UdpClient> {
   const got: Buffer[] = [];
   let waiter: (() => void) | undefined;
   const host = opts.host ?? "127.0.0.1";
   const socket: udp.ConnectedSocket<"buffer"> = await Bun.udpSocket({
-    hostname: host.includes(":") ? "::" : "127.0.0.1",
+    hostname: opts.from ?? (host.includes(":") ? "::" : "127.0.0.1"),
     port: opts.localPort ?? 0,
     connect: { hostname: host, port },
     socket: {
@@ -57,7 +58,13 @@ export async function udpClient(port: number, opts: { host?: string; localPort?:
   return {
     port: socket.port,
     got,
-    send: (data) => socket.send(data),
+    send(data) {
+      try {
+        return socket.send(data);
+      } catch {
+        return false; // ECONNREFUSED: the port said nothing listens there
+      }
+    },
     async waitFor(n, ms = 5_000) {
       const deadline = Date.now() + ms;
       while (got.length < n) {

@@ -6,6 +6,7 @@
  * with a bare 500 and logged without the request's contents.
  *
  *   GET    /api/tunnels                 the tunnels of this agent
+ *   GET    /api/flows?tunnel=           udp tunnels' flows, open then ended (flows.ts)
  *   GET    /api/requests?tunnel=&limit= captures, newest first, no bodies
  *   DELETE /api/requests                forget them all
  *   GET    /api/requests/stream         server-sent events (live.ts)
@@ -18,6 +19,7 @@ import { log } from "../../log.ts";
 import type { ListenAddress } from "./address.ts";
 import { badRequest, InspectorError } from "./errors.ts";
 import { refusal, SECURITY_HEADERS } from "./guard.ts";
+import type { FlowList } from "./flows.ts";
 import { detailJson, summaryJson, tunnelJson } from "./json.ts";
 import { MAX_BODY_BYTES } from "./limits.ts";
 import type { LiveStreams } from "./live.ts";
@@ -28,6 +30,7 @@ import type { InspectorPage } from "./ui.ts";
 export interface InspectorAppDeps {
   store: CaptureStore;
   live: LiveStreams;
+  flows: FlowList;
   page: InspectorPage;
   /** Where the inspector listens (its real port): the Host check's reference. */
   bound: () => ListenAddress;
@@ -66,6 +69,10 @@ export function createInspectorApp(deps: InspectorAppDeps) {
     if (path === "/api/tunnels") {
       only(method, ["GET"], path);
       return json({ tunnels: store.tunnels.map(tunnelJson) });
+    }
+    if (path === "/api/flows") {
+      only(method, ["GET"], path);
+      return json({ flows: deps.flows.list(query.get("tunnel") || undefined) });
     }
     if (path === "/api/requests") {
       only(method, ["GET", "DELETE"], path);

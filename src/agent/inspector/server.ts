@@ -11,6 +11,7 @@ import { DEFAULT_PORTS, MAX_BODY_BYTES } from "./limits.ts";
 import { LiveStreams } from "./live.ts";
 import { CaptureStore } from "./store.ts";
 import { InspectorPage } from "./ui.ts";
+import { FlowList } from "./flows.ts";
 
 export interface InspectorOptions {
   /** --inspect-addr: listen exactly there or fail. Without it, the first free of `ports` on 127.0.0.1. */
@@ -37,6 +38,7 @@ export class Inspector {
     private readonly server: Server<unknown>,
     private readonly live: LiveStreams,
     readonly address: ListenAddress,
+    private readonly flows: FlowList,
   ) {}
 
   /** Where a browser opens it. */
@@ -46,7 +48,8 @@ export class Inspector {
 
   /**
    * The agent's output with the inspector listening in: each session's
-   * tunnels (its ready event) become GET /api/tunnels and what a replay uses.
+   * tunnels (its ready event) become GET /api/tunnels and what a replay
+   * uses; udp flows' events become GET /api/flows.
    */
   watch(out: AgentOutput): AgentOutput {
     const store = this.store;
@@ -54,10 +57,15 @@ export class Inspector {
       store.tunnels = r.tunnels;
       out.ready(r);
     };
+    const flow: AgentOutput["flow"] = (e) => {
+      this.flows.heard(e);
+      out.flow?.(e);
+    };
     const bound = new Map<PropertyKey, unknown>();
     return new Proxy(out, {
       get(target, prop) {
         if (prop === "ready") return ready;
+        if (prop === "flow") return flow;
         if (bound.has(prop)) return bound.get(prop);
         const value = Reflect.get(target, prop, target);
         if (typeof value !== "function") return value;
@@ -80,7 +88,8 @@ export function startInspector(opts: InspectorOptions): InspectorStart {
   const page = new InspectorPage();
   let server: Server<unknown> | undefined;
   let address: ListenAddress | undefined;
-  const app = createInspectorApp({ store, live, page, bound: () => address! });
+  const flows = new FlowList();
+  const app = createInspectorApp({ store, live, page, flows, bound: () => address! });
   const listen = (at: ListenAddress) => {
     server = Bun.serve({
       hostname: at.host,
@@ -105,7 +114,7 @@ export function startInspector(opts: InspectorOptions): InspectorStart {
       return { kind: "busy", tried: `${DEFAULT_PORTS.host}:${ports.first}-${ports.last}` };
     }
   }
-  return { kind: "listening", inspector: new Inspector(store, server!, live, address!) };
+  return { kind: "listening", inspector: new Inspector(store, server!, live, address!, flows) };
 }
 
 function describeListenError(err: unknown): string {

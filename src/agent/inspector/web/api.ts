@@ -59,6 +59,21 @@ export interface Tunnel {
   inspect: boolean;
 }
 
+/** A udp tunnel's flow: one visitor address and port (GET /api/flows). */
+export interface Flow {
+  tunnel: string;
+  remote: string;
+  state: "open" | "ended";
+  started_at: string;
+  age_ms: number;
+  datagrams_in: number;
+  datagrams_out: number;
+  bytes_in: number;
+  bytes_out: number;
+  dropped: number;
+  error: string | null;
+}
+
 export interface ReplayEdits {
   method?: string;
   path?: string;
@@ -87,6 +102,7 @@ async function call<T>(method: string, path: string, body?: unknown): Promise<T>
 
 export const api = {
   tunnels: () => call<{ tunnels: Tunnel[] }>("GET", "/api/tunnels").then((r) => r.tunnels),
+  flows: () => call<{ flows: Flow[] }>("GET", "/api/flows").then((r) => r.flows),
   list: () => call<{ requests: Summary[] }>("GET", "/api/requests").then((r) => r.requests),
   detail: (id: number) => call<Detail>("GET", `/api/requests/${id}`),
   replay: (id: number, edits?: ReplayEdits) => call<Summary>("POST", `/api/requests/${id}/replay`, edits ?? {}),

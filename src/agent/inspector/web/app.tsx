@@ -6,6 +6,7 @@
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { api, ApiError, type Summary, type Tunnel } from "./api.ts";
 import { DetailView } from "./detail.tsx";
+import { FlowsView } from "./flows.tsx";
 import { bytes, clock, duration, statusClass, type StatusClass } from "./format.ts";
 import "./styles.css";
 
@@ -106,6 +107,7 @@ export function App() {
         <span class={live ? "live on" : "live"}>{live ? "live" : "reconnecting…"}</span>
       </header>
       {error && <p class="error" role="alert">{error}</p>}
+      {tunnels.some((t) => t.protocol === "udp") && <FlowsView />}
       <div class="panes">
         <section class="list">
           <div class="filters">
