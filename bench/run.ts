@@ -21,7 +21,7 @@
  *   BENCH_ISOLATION_ROUNDS=4  rounds of (alone, next to a stalled stream), order alternating
  *   BENCH_ISOLATION_SECONDS=5 length of each isolation run
  *   BENCH_AGENTS=10000        idle agents for the memory test (also measured at 1,000)
- *   BENCH_ONLY=http,tcp,...   run only some sections: http, tcp, iperf, isolation, inspector, peers, stream, idle, cluster, tls
+ *   BENCH_ONLY=http,tcp,...   run only some sections: http, tcp, iperf, isolation, inspector, peers, stream, idle, cluster, tls, udp
  *   BENCH_BURROW=path         use this executable instead of dist/burrow
  *   BENCH_REBUILD=1           rebuild dist/burrow first
  *   BENCH_OUT=name            write bench/results/<name>.md/.json (default latest; partial with BENCH_ONLY)
@@ -51,6 +51,7 @@ import {
 import { ensureBinary, ensurePackages, newerSources, tcpTools, tool } from "./lib/setup.ts";
 import { inspectorOverhead, inspectorRows, inspectorTarget, type InspectorOverhead } from "./inspector.ts";
 import { tlsPassthrough, tlsRows, type TlsPassthrough } from "./tls.ts";
+import { udpRows, udpTunnels, type UdpResults } from "./udp.ts";
 import { clusterRelay, clusterRows, type ClusterRelay } from "./cluster.ts";
 import { idleAgents, streamMemory, type IdleAgents, type StreamMemory } from "./memory.ts";
 import { sideBySide, sideBySideTable, sideBySideTargets, type SideBySide } from "./peers.ts";
@@ -118,6 +119,7 @@ interface Results {
   peers?: SideBySide;
   /** TLS passed through by name against the same TLS through a tcp tunnel (bench/tls.ts). */
   tls?: TlsPassthrough;
+  udp?: UdpResults;
   errors: string[];
   loadavg: { start: number[]; end?: number[] };
 }
@@ -243,6 +245,7 @@ try {
   if (wants("idle")) await idleAgents(memory, { nginxPort: nginx.port, agents: cfg.agents }, (x) => (results.idle = x));
   if (wants("cluster")) results.cluster = await clusterRelay(procs, bin, dir, nginx.port, cfg, say);
   if (wants("tls")) results.tls = await tlsPassthrough({ procs, bin, dir, rounds: cfg.rounds, say });
+  if (wants("udp")) results.udp = await udpTunnels({ procs, bin, dir, root: ROOT, rounds: cfg.rounds, seconds: Math.min(cfg.seconds, 5), say });
 } catch (err) {
   failed = true;
   results.errors.push((err as Error).stack ?? String(err));
@@ -445,6 +448,7 @@ function rows(): Row[] {
   if (results.inspector) out.push(...inspectorRows(results.inspector));
   if (results.cluster) out.push(...clusterRows(results.cluster));
   if (results.tls) out.push(...tlsRows(results.tls));
+  if (results.udp) out.push(...udpRows(results.udp));
   if (Object.keys(results.http10m).length) {
     out.push({ scenario: "10 MiB downloads (wrk -t1 -c4)", unit: "MiB/s", runs: of(results.http10m, (r) => r.mibPerSec), higherIsBetter: true });
   }

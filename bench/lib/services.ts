@@ -292,7 +292,7 @@ export async function startBurrowAgent(
   name: string,
   server: BurrowServer,
   token: string,
-  kind: "http" | "tcp" | "tls",
+  kind: "http" | "tcp" | "tls" | "udp",
   targetPort: number,
   extra: string[] = [],
 ): Promise<BurrowAgent> {

@@ -46,7 +46,7 @@ import { limitedLog } from "../log.ts";
 import type { TxtRecords } from "./challenge-records.ts";
 import { answerQuery, type Zone } from "./answer.ts";
 import { inZone, isHostName, normalizeName } from "./names.ts";
-import { SourceRate } from "../sockets/source-rate.ts";
+import { SourceRate } from "../core/source-rate.ts";
 import { tcpHandlers, type Connection, type DnsCounters, type ResponderContext } from "./tcp.ts";
 import { BIND_TRIES, DEFAULT_DNS_LIMITS, FAULT_LOG_PER_MINUTE, MAX_QUERY_BYTES, type DnsLimits } from "./wire.ts";
 

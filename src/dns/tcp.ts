@@ -18,7 +18,7 @@ import type { TxtRecords } from "./challenge-records.ts";
 import { answerQuery, type Zone } from "./answer.ts";
 import { clientKey } from "../http/addresses.ts";
 import { PendingWrites } from "../sockets/pending-writes.ts";
-import type { SourceRate } from "../sockets/source-rate.ts";
+import type { SourceRate } from "../core/source-rate.ts";
 import { HEADER_LENGTH, MAX_QUERY_BYTES, TCP_LENGTH_PREFIX } from "./wire.ts";
 
 export interface DnsCounters {

@@ -45,7 +45,7 @@ export class Tunnel {
   bytesOut = 0;
   /** Set by the owner of extra resources (a TCP listener, a UDP socket) to free them. */
   onRemoved?: () => void;
-  /** A tcp tunnel's listener lets go of its port, its connections go on (a draining server). */
+  /** A tcp tunnel's listener lets go of its port, its connections go on; a udp tunnel's socket closes (a draining server: its successor binds them). */
   stopAccepting?: () => void;
   graceTimer?: ReturnType<typeof setTimeout>;
   /** Another node's tunnel, reached through a relay link (cluster/relay.ts). */

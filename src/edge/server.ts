@@ -34,7 +34,7 @@ import { takeHolds } from "./restart-holds.ts";
 import { SocketBudget } from "../sockets/socket-budget.ts";
 import { byKind, nodeSockets, sendResult, type SocketData } from "./socket-kinds.ts";
 import { PortAllocator } from "./ports.ts";
-import { SourceRate } from "../sockets/source-rate.ts";
+import { SourceRate } from "../core/source-rate.ts";
 import { UdpPortAllocator } from "./udp-ports.ts";
 import { enforceQuotas } from "./quota.ts";
 import { Registry } from "./registry.ts";

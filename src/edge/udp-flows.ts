@@ -23,7 +23,7 @@ import { limitedLog } from "../log.ts";
 import type { UdpCounters, UdpDrop } from "../metrics/udp-counters.ts";
 import type { Stream } from "../protocol/mux.ts";
 import { WireError } from "../protocol/wire.ts";
-import type { SourceRate } from "../sockets/source-rate.ts";
+import type { SourceRate } from "../core/source-rate.ts";
 import type { Tunnel } from "./registry.ts";
 
 export interface UdpFlowRules {

@@ -129,8 +129,8 @@ const FIELD_CASES: [string, string, unknown][] = [
   ...NOT_STRINGS.map(([l, v]): [string, string, unknown] => ["allowed_protocols", l, v]),
   ["allowed_protocols", "an empty string", ""],
   ["allowed_protocols", "an array of http", ["http", "tcp"]],
-  ["allowed_protocols", "udp", "udp"],
-  ["allowed_protocols", "http and udp", "http,udp"],
+  ["allowed_protocols", "quic", "quic"],
+  ["allowed_protocols", "http and quic", "http,quic"],
   ["allowed_protocols", "SQL", "http'; DROP TABLE users;--"],
 ];
 

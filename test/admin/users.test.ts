@@ -150,7 +150,7 @@ describe("creating a user", () => {
     expect((await api.get(`/api/users/${res.body.id}`)).body.user.allowed_protocols).toBe(stored);
   });
 
-  test.each(["", " ", ",", " , ", "udp", "http,udp", "http;tcp", "https", "http tcp"])(
+  test.each(["", " ", ",", " , ", "quic", "http,quic", "http;tcp", "https", "http tcp"])(
     "rejects allowed_protocols %p with 400",
     async (given) => {
       expectError(await create({ allowed_protocols: given }), 400, "allowed_protocols");

@@ -9,6 +9,7 @@
 import { SQL } from "bun";
 import { rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { startUdpEcho, udpClient } from "../harness/udp.ts";
 import { NODE_EXPIRY_MS } from "../../src/cluster/cluster.ts";
 import { encodeFrame, jsonPayload } from "../../src/protocol/frames.ts";
 import { FrameType, PROTOCOL_VERSION } from "../../src/protocol/wire.ts";
@@ -144,6 +145,29 @@ describe("limits and the live list count every node", () => {
     for (const list of lists) expect(list).toEqual(lists[0]!);
     expect(lists[0]).toEqual(expect.arrayContaining(["on-n1", "on-n2"]));
     expect(lists[0]!.some((n) => n.startsWith(":"))).toBe(true);
+  });
+
+  test("a udp tunnel is carried by the node that holds its port and listed by every node as udp, apart from a tcp tunnel on the same number", async () => {
+    const u = await userWithToken("udp-on-n2", { allowed_protocols: "tcp,udp" });
+    const echo = await startUdpEcho();
+    await using tcp = await startAgent({ kind: "tcp", target: upstream.port!, server: nodes[1]!.edgeUrl, token: u.token });
+    await using udp = await startAgent({ kind: "udp", target: echo.port, server: nodes[1]!.edgeUrl, token: u.token, args: ["--remote-port", String(tcp.port)] });
+    const client = await udpClient(udp.port!);
+    try {
+      expect(udp.port).toBe(tcp.port!);
+      client.send("via n2");
+      expect((await client.waitFor(1))[0]!.toString()).toBe("via n2");
+      for (const node of nodes) {
+        const onNode = new AdminClient(node.adminUrl);
+        onNode.cookie = api.cookie;
+        const list = (await onNode.get("/api/tunnels/active")).body as { protocol: string; port?: number; username: string }[];
+        const mine = list.filter((t) => t.username === "udp-on-n2").map((t) => `${t.protocol}:${t.port}`).sort();
+        expect(mine).toEqual([`tcp:${tcp.port}`, `udp:${tcp.port}`]);
+      }
+    } finally {
+      client.close();
+      echo.close();
+    }
   });
 });
 

@@ -8,7 +8,7 @@
 import { describe, expect, test } from "bun:test";
 import { CHALLENGE_TTL_MS, ChallengeRecords, MAX_CHALLENGE_NAMES } from "../../src/dns/challenge-records.ts";
 import { clientKey } from "../../src/http/addresses.ts";
-import { SourceRate, type SourceRateLimits } from "../../src/sockets/source-rate.ts";
+import { SourceRate, type SourceRateLimits } from "../../src/core/source-rate.ts";
 import { MAX_TXT_VALUE_BYTES, MAX_TXT_VALUES } from "../../src/dns/wire.ts";
 
 const NAME = "_acme-challenge.tunnels.example.com";

@@ -12,6 +12,7 @@ import { signedIn } from "../harness/admin.ts";
 import { agentWebSocketPeer, refusalIn } from "../harness/agent-peer.ts";
 import { startAgent, tunnelFetch } from "../harness/agent.ts";
 import { startServer } from "../harness/server.ts";
+import { startUdpEcho, udpClient } from "../harness/udp.ts";
 import { within } from "../harness/wait.ts";
 
 /** Resolved when a request reaches the local service. */
@@ -157,3 +158,45 @@ test("a tls tunnel's name is held as a tls tunnel's: its token takes it back, an
     rmSync(first.dataDir, { recursive: true, force: true });
   }
 }, 30_000);
+
+test("a udp tunnel keeps its port across a restart: the old server lets go of it as it drains, the agent takes it again on the new one", async () => {
+  const first = await startServer({ keepDataDir: true });
+  const adminPort = new URL(first.adminUrl).port;
+  const api = await signedIn(first);
+  const token = await api.createToken(await api.createUser("udp-restarter", { allowed_protocols: "udp" }));
+  const echo = await startUdpEcho();
+  const agent = await startAgent({ kind: "udp", target: echo.port, server: first.edgeUrl, token });
+  let second: Awaited<ReturnType<typeof startServer>> | undefined;
+  const client = await udpClient(agent.port!);
+  try {
+    client.send("before");
+    await client.waitFor(1);
+    first.proc.kill("SIGTERM");
+    await agent.output.waitFor(/the server is restarting/, 5_000);
+    second = await startServer({
+      dataDir: first.dataDir,
+      args: ["--http-port", String(first.edgePort), "--agent-port", String(first.agentPort), "--admin-port", adminPort],
+    });
+    await within(
+      (async () => {
+        while (!/Forwarding[^\n]*\n[\s\S]*Forwarding/.test(agent.output.text())) await Bun.sleep(20);
+      })(),
+      15_000,
+      "the agent's second Forwarding line",
+    );
+    expect(agent.output.text().match(/Forwarding\s+(\S+)/g)?.map((l) => l.split(/\s+/)[1])).toEqual([`udp://localhost:${agent.port}`, `udp://localhost:${agent.port}`]);
+    // the same visitor socket, the same port: answered through the new server
+    for (let i = 0; i < 5 && client.got.length < 2; i++) {
+      client.send("after");
+      await client.waitFor(2, 1_000).catch(() => {});
+    }
+    expect(client.got.map(String)).toEqual(["before", "after"]);
+  } finally {
+    client.close();
+    echo.close();
+    await agent.stop();
+    await first.stop();
+    await second?.stop();
+    rmSync(first.dataDir, { recursive: true, force: true });
+  }
+}, 40_000);

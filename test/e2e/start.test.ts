@@ -238,7 +238,7 @@ describe("settings and mistakes", () => {
     writeFileSync(join(cwd, "other.yml"), "tunnels:\n  x: { proto: ftp, addr: 21 }\n");
     const bad = burrow(["config", "check", "--config", "other.yml"], cwd);
     expect(await bad.proc.exited).toBe(2);
-    expect(bad.output.text()).toContain(`${join(cwd, "other.yml")}:2: tunnels.x.proto: must be http, tcp or tls (got 'ftp')`);
+    expect(bad.output.text()).toContain(`${join(cwd, "other.yml")}:2: tunnels.x.proto: must be http, tcp, tls or udp (got 'ftp')`);
   });
 
   test("no file anywhere: start says where it looked", async () => {

@@ -136,18 +136,27 @@ describe("a udp tunnel carries datagrams", () => {
     const dnsmasq = debianProgram("dnsmasq", ["/usr/sbin/dnsmasq"], "dnsmasq-base");
     const dig = debianProgram("dig", ["/usr/bin/dig"], "bind9-dnsutils");
     if (!dnsmasq || !dig) return void console.error("udp tests: dnsmasq or dig missing and not installable here: the DNS case is skipped");
-    const free = await Bun.udpSocket({ hostname: "127.0.0.1", port: 0 });
-    const port = free.port;
-    free.close();
-    const proc = Bun.spawn(
-      [dnsmasq, "--no-daemon", "--conf-file=/dev/null", "--pid-file=", "--no-resolv", "--no-hosts", "--bind-interfaces", "--listen-address=127.0.0.1", `--port=${port}`,
-        "--address=/svc.example.test/192.0.2.7", "--txt-record=svc.example.test,through burrow"],
-      { stdin: "ignore", stdout: "ignore", stderr: "pipe" },
-    );
+    const ask = (p: number, type: string) => run([dig, "+short", "+tries=3", "+time=2", "-p", String(p), "@127.0.0.1", "svc.example.test", type]);
+    // dnsmasq listens on TCP as well as UDP: a port whose TCP side is taken makes it exit, and another is tried
+    let proc: ReturnType<typeof Bun.spawn> | undefined;
+    let port = 0;
+    for (let attempt = 1; !proc; attempt++) {
+      const free = await Bun.udpSocket({ hostname: "127.0.0.1", port: 0 });
+      port = free.port;
+      free.close();
+      const tried = Bun.spawn(
+        [dnsmasq, "--no-daemon", "--conf-file=/dev/null", "--pid-file=", "--no-resolv", "--no-hosts", "--bind-interfaces", "--listen-address=127.0.0.1", `--port=${port}`,
+          "--address=/svc.example.test/192.0.2.7", "--txt-record=svc.example.test,through burrow"],
+        { stdin: "ignore", stdout: "ignore", stderr: "pipe" },
+      );
+      let exited = false;
+      void tried.exited.then(() => (exited = true));
+      await waitUntil(async () => exited || (await ask(port, "A")).out.trim() === "192.0.2.7", 10_000, "dnsmasq answering");
+      if (!exited) proc = tried;
+      else if (attempt >= 3) throw new Error(`dnsmasq did not start: ${await new Response(tried.stderr as ReadableStream).text()}`);
+    }
     const dns = await startAgent({ kind: "udp", target: port, server: server.edgeUrl, token });
     try {
-      const ask = (p: number, type: string) => run([dig, "+short", "+tries=3", "+time=2", "-p", String(p), "@127.0.0.1", "svc.example.test", type]);
-      await waitUntil(async () => (await ask(port, "A")).out.trim() === "192.0.2.7", 10_000, "dnsmasq answering");
       for (const type of ["A", "TXT"]) {
         const straight = await ask(port, type);
         const tunnelled = await ask(dns.port!, type);
@@ -426,7 +435,7 @@ describe("the agent's inspector lists flows, never payloads", () => {
       await waitUntil(async () => (await flows())[0]?.state === "ended", 10_000, "the flow's idle end");
       const [ended] = await flows();
       expect(ended.age_ms).toBeGreaterThanOrEqual(900);
-      expect((await fetch(`${inspector}/api/flows?tunnel=other`).then((r) => r.json())).flows).toEqual([]);
+      expect(((await fetch(`${inspector}/api/flows?tunnel=other`).then((r) => r.json())) as { flows: unknown[] }).flows).toEqual([]);
       expect((await fetch(`${inspector}/api/flows`, { method: "DELETE" })).status).toBe(405);
       // the page: a UDP flows table above the requests, one row per flow, no payload anywhere
       await using browser = await openBrowser();
