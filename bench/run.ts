@@ -245,7 +245,7 @@ try {
   if (wants("idle")) await idleAgents(memory, { nginxPort: nginx.port, agents: cfg.agents }, (x) => (results.idle = x));
   if (wants("cluster")) results.cluster = await clusterRelay(procs, bin, dir, nginx.port, cfg, say);
   if (wants("tls")) results.tls = await tlsPassthrough({ procs, bin, dir, rounds: cfg.rounds, say });
-  if (wants("udp")) results.udp = await udpTunnels({ procs, bin, dir, root: ROOT, rounds: cfg.rounds, seconds: Math.min(cfg.seconds, 5), say });
+  if (wants("udp")) results.udp = await udpTunnels({ procs, bin, dir, root: ROOT, nginxPort: nginx.port, rounds: cfg.rounds, seconds: Math.min(cfg.seconds, 5), say });
 } catch (err) {
   failed = true;
   results.errors.push((err as Error).stack ?? String(err));

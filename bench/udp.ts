@@ -6,17 +6,20 @@
  * same port number, so each tunnel carries both: burrow a tcp and a udp
  * tunnel on one port (two port spaces), rathole a tcp and a udp service.
  *
- * Rows: loss and jitter at 100 and 500 Mbit/s of 1,400-byte datagrams, and
- * the datagrams a second delivered when 64-byte ones are sent as fast as the
- * client can. burrow runs with --udp-rate 0: the default cap (1,000 a
+ * Rows: loss and jitter at 100 and 500 Mbit/s of 1,400-byte datagrams, the
+ * datagrams a second delivered when 64-byte ones are sent as fast as the
+ * client can, and another user's http tunnel (wrk, one connection, nginx's
+ * 1 KiB file) while a udp tunnel is flooded, against the same without the
+ * flood: what a flood costs a neighbour through the one server. burrow runs with --udp-rate 0: the default cap (1,000 a
  * second per source) is for strangers on the internet, not a benchmark.
  */
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { findPeers } from "./lib/peers.ts";
 import { cpuMs, freePortRange, isListening, until, type Child, type Processes } from "./lib/proc.ts";
+import { wrk } from "./lib/measure.ts";
 import { fmt, fmtRatio, median, ratio, type Row } from "./lib/report.ts";
-import { createToken, startBurrowAgent, startBurrowServer } from "./lib/services.ts";
+import { createToken, FILES, startBurrowAgent, startBurrowServer, tunnelHost } from "./lib/services.ts";
 
 type UdpPath = "direct" | "burrow" | "rathole";
 const PATHS: UdpPath[] = ["direct", "burrow", "rathole"];
@@ -46,6 +49,8 @@ export interface UdpBench {
   dir: string;
   /** The repository, beside which the peers' binaries may be (lib/peers.ts). */
   root: string;
+  /** nginx serving the bench's files: the neighbour's http tunnel leads there. */
+  nginxPort: number;
   rounds: number;
   seconds: number;
   say(line: string): void;
@@ -56,6 +61,8 @@ export interface UdpResults {
   runs: Record<string, Partial<Record<UdpPath, Measured[]>>>;
   /** burrow's server + agents CPU ms per second of the 500M load. */
   cpuPerS: number[];
+  /** Another user's http tunnel, c=1: p50 latency (ms) alone and while a udp tunnel takes 64-byte datagrams as fast as iperf3 sends. */
+  neighbour: { alone: number[]; flooded: number[]; floodedPerS: number[] };
   rathole: boolean;
 }
 
@@ -112,7 +119,11 @@ export async function udpTunnels(b: UdpBench): Promise<UdpResults> {
   b.say(`udp         iperf3 :${target}, burrow :${tcp.port}${rathole ? `, rathole :${rathole.port}` : " (no rathole binary: its rows are left out)"}`);
 
   const ports: Partial<Record<UdpPath, number>> = { direct: target, burrow: tcp.port!, ...(rathole ? { rathole: rathole.port } : {}) };
-  const result: UdpResults = { runs: Object.fromEntries(LOADS.map((l) => [l.name, {}])), cpuPerS: [], rathole: Boolean(rathole) };
+  const result: UdpResults = { runs: Object.fromEntries(LOADS.map((l) => [l.name, {}])), cpuPerS: [], rathole: Boolean(rathole), neighbour: { alone: [], flooded: [], floodedPerS: [] } };
+  // the neighbour: another user, an http tunnel on the same server
+  const other = await createToken(server, "bench-udp-neighbour");
+  const web = await startBurrowAgent(procs, b.bin, dir, "burrow-udp-neighbour", server, other, "http", b.nginxPort);
+  const page = { url: `${server.edgeUrl}/${FILES.small}`, host: tunnelHost(server, web.subdomain!), connections: 1, seconds: b.seconds };
   const burrowCpu = () => cpuMs(server.child.pid) + cpuMs(tcp.child.pid) + cpuMs(udp.child.pid);
   await iperf(procs, ports.burrow!, LOADS[0]!, 1); // warm-up
   for (let round = 1; round <= b.rounds; round++) {
@@ -127,6 +138,18 @@ export async function udpTunnels(b: UdpBench): Promise<UdpResults> {
       }
     }
   }
+  for (let round = 1; round <= b.rounds; round++) {
+    const alone = await wrk(procs, page);
+    const flood = iperf(procs, ports.burrow!, LOADS[2]!, b.seconds + 2);
+    await Bun.sleep(1000); // the flood under way before the neighbour's requests start
+    const flooded = await wrk(procs, page);
+    const m = await flood;
+    result.neighbour.alone.push(alone.p50Ms);
+    result.neighbour.flooded.push(flooded.p50Ms);
+    result.neighbour.floodedPerS.push(m.deliveredPerS);
+    b.say(`udp         round ${round} neighbour http p50 ${fmt(alone.p50Ms)} ms alone, ${fmt(flooded.p50Ms)} ms beside ${fmt(m.deliveredPerS)} datagrams/s`);
+  }
+  await procs.stop(web.child);
   for (const c of rathole?.children ?? []) await procs.stop(c);
   await procs.stop(udp.child);
   await procs.stop(tcp.child);
@@ -172,6 +195,15 @@ export function udpRows(r: UdpResults): Row[] {
       ratioText: { direct: "", ssh: "" },
     });
   }
+  const n = r.neighbour;
+  rows.push({
+    scenario: "Another user's http tunnel (wrk c=1, 1 KiB) while a udp tunnel is flooded with 64-byte datagrams: p50 latency",
+    unit: "ms",
+    runs: {},
+    higherIsBetter: false,
+    burrowText: `alone ${n.alone.map((x) => fmt(x)).join(" · ")} → **${fmt(median(n.alone))}**; flooded ${n.flooded.map((x) => fmt(x)).join(" · ")} → **${fmt(median(n.flooded))}** (the flood delivering ${fmt(median(n.floodedPerS))} datagrams/s)`,
+    ratioText: { direct: "", ssh: "" },
+  });
   rows.push({
     scenario: "UDP at 500 Mbit/s: burrow's server + agents CPU per second",
     unit: "ms",

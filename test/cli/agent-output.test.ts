@@ -419,6 +419,16 @@ describe("the screen's drawing", () => {
     expect(text).toContain("Requests and Connections");
     expect(text).toMatch(/12:00:01\s+db\s+TCP\s+203\.0\.113\.9:4000\s+closed\s+in 5 B, out 7 B\s+2\.5 s/);
   });
+
+  test("a udp tunnel's flows: UDP Flows, each with its datagrams and bytes each way, what was dropped, its age and the service's error", () => {
+    const s = state(0, { tunnels: [{ name: "udp", url: "udp://example.com:20002", local: "localhost:53", protocol: "udp" }] });
+    s.recent.add({ kind: "udp", time: "12:00:01", tunnel: "udp", remote: "203.0.113.9:5353", open: true });
+    s.recent.add({ kind: "udp", time: "12:00:02", tunnel: "udp", remote: "203.0.113.9:5353", open: false, datagramsIn: 3, datagramsOut: 2, bytesIn: 90, bytesOut: 240, dropped: 1, ms: 61_000, error: "connection refused" });
+    const text = renderScreen(s, { columns: 160, rows: 40 }, plain, 0).join("\n");
+    expect(text).toContain("UDP Flows");
+    expect(text).toMatch(/12:00:01\s+UDP\s+203\.0\.113\.9:5353\s+new flow/);
+    expect(text).toMatch(/12:00:02\s+UDP\s+203\.0\.113\.9:5353\s+ended\s+in 3 \(90 B\), out 2 \(240 B\), 1 dropped\s+1 min 01 s\s+connection refused/);
+  });
 });
 
 describe("fit", () => {

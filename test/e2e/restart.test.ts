@@ -10,7 +10,7 @@ import { encodeFrame, jsonPayload, type Frame } from "../../src/protocol/frames.
 import { FRAME_NAMES, FrameType, PROTOCOL_VERSION } from "../../src/protocol/wire.ts";
 import { signedIn } from "../harness/admin.ts";
 import { agentWebSocketPeer, refusalIn } from "../harness/agent-peer.ts";
-import { startAgent, tunnelFetch } from "../harness/agent.ts";
+import { startAgent, tunnelFetch, type TestAgent } from "../harness/agent.ts";
 import { startServer } from "../harness/server.ts";
 import { startUdpEcho, udpClient } from "../harness/udp.ts";
 import { within } from "../harness/wait.ts";
@@ -27,6 +27,17 @@ const upstream = Bun.serve({
     return new Response(`slept ${ms}`);
   },
 });
+
+/** Liveness, not speed (bench/restart.ts measures how soon: tens of ms): the agent says Forwarding again, on the new server. */
+async function secondForwarding(agent: TestAgent): Promise<void> {
+  await within(
+    (async () => {
+      while (!/Forwarding[^\n]*\n[\s\S]*Forwarding/.test(agent.output.text())) await Bun.sleep(20);
+    })(),
+    15_000,
+    "the agent's second Forwarding line",
+  );
+}
 
 test("the agent moves to the new server by itself, without a backoff, and the request in flight on the old one completes", async () => {
   const first = await startServer({ keepDataDir: true });
@@ -47,14 +58,7 @@ test("the agent moves to the new server by itself, without a backoff, and the re
       dataDir: first.dataDir,
       args: ["--http-port", String(first.edgePort), "--agent-port", String(first.agentPort), "--admin-port", adminPort],
     });
-    // liveness, not speed (bench/restart.ts measures how soon: tens of ms); no backoff is checked below
-    await within(
-      (async () => {
-        while (!/Forwarding[^\n]*\n[\s\S]*Forwarding/.test(agent.output.text())) await Bun.sleep(20);
-      })(),
-      15_000,
-      "the agent's second Forwarding line",
-    );
+    await secondForwarding(agent); // no backoff is checked below
     const res = await within(inFlight, 5_000, "the request in flight on the old server");
     expect(await res.text()).toBe("slept 1500");
     expect(await within(first.stop(), 10_000, "the old server to exit")).toBe(0);
@@ -177,13 +181,7 @@ test("a udp tunnel keeps its port across a restart: the old server lets go of it
       dataDir: first.dataDir,
       args: ["--http-port", String(first.edgePort), "--agent-port", String(first.agentPort), "--admin-port", adminPort],
     });
-    await within(
-      (async () => {
-        while (!/Forwarding[^\n]*\n[\s\S]*Forwarding/.test(agent.output.text())) await Bun.sleep(20);
-      })(),
-      15_000,
-      "the agent's second Forwarding line",
-    );
+    await secondForwarding(agent);
     expect(agent.output.text().match(/Forwarding\s+(\S+)/g)?.map((l) => l.split(/\s+/)[1])).toEqual([`udp://localhost:${agent.port}`, `udp://localhost:${agent.port}`]);
     // the same visitor socket, the same port: answered through the new server
     for (let i = 0; i < 5 && client.got.length < 2; i++) {

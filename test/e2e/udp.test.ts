@@ -19,7 +19,8 @@ import { aptInstall } from "../harness/debian-packages.ts";
 import { openBrowser } from "../panel/browser.ts";
 import { sample, scrape } from "../harness/metrics.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
-import { startUdpEcho, udpClient, type UdpEcho } from "../harness/udp.ts";
+import { LineReader } from "../harness/lines.ts";
+import { freeTcpAndUdpPort, startUdpEcho, udpClient, type UdpEcho } from "../harness/udp.ts";
 import { waitUntil } from "../harness/wait.ts";
 
 let server: TestServer;
@@ -141,9 +142,7 @@ describe("a udp tunnel carries datagrams", () => {
     let proc: ReturnType<typeof Bun.spawn> | undefined;
     let port = 0;
     for (let attempt = 1; !proc; attempt++) {
-      const free = await Bun.udpSocket({ hostname: "127.0.0.1", port: 0 });
-      port = free.port;
-      free.close();
+      port = await freeTcpAndUdpPort();
       const tried = Bun.spawn(
         [dnsmasq, "--no-daemon", "--conf-file=/dev/null", "--pid-file=", "--no-resolv", "--no-hosts", "--bind-interfaces", "--listen-address=127.0.0.1", `--port=${port}`,
           "--address=/svc.example.test/192.0.2.7", "--txt-record=svc.example.test,through burrow"],
@@ -179,17 +178,27 @@ describe("a udp tunnel carries datagrams", () => {
     await using open = await startServer({ args: ["--udp-rate", "0"] });
     const admin = await signedIn(open);
     const both = await admin.createToken(await admin.createUser("iperf", { allowed_protocols: "tcp,udp" }));
-    const free = await Bun.udpSocket({ hostname: "127.0.0.1", port: 0 });
-    const iperfPort = free.port;
-    free.close();
-    const iperfd = Bun.spawn([iperf, "-s", "-1", "-B", "127.0.0.1", "-p", String(iperfPort)], { stdin: "ignore", stdout: "ignore", stderr: "ignore" });
+    // its server listening before anyone connects: a client through the tunnel must reach iperf3 and nothing else
+    let iperfPort = 0;
+    let iperfd: ReturnType<typeof Bun.spawn> | undefined;
+    for (let attempt = 1; !iperfd; attempt++) {
+      iperfPort = await freeTcpAndUdpPort();
+      const tried = Bun.spawn([iperf, "-s", "-1", "--forceflush", "-B", "127.0.0.1", "-p", String(iperfPort)], { stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+      const said = await Promise.race([new LineReader(tried).waitFor(/Server listening on/, 10_000).then(() => "listening", () => "not"), tried.exited.then(() => "exited")]);
+      if (said === "listening") iperfd = tried;
+      else {
+        tried.kill();
+        if (attempt >= 3) throw new Error("iperf3 -s did not start");
+      }
+    }
     const tcp = await startAgent({ kind: "tcp", target: iperfPort, server: open.edgeUrl, token: both });
     const udp = await startAgent({ kind: "udp", target: iperfPort, server: open.edgeUrl, token: both, args: ["--remote-port", String(tcp.port)] });
     try {
       expect(udp.port).toBe(tcp.port!);
       const result = await run([iperf, "-c", "127.0.0.1", "-p", String(tcp.port), "-u", "-b", "20M", "-l", "1400", "-t", "2", "-J"], 30_000);
       expect(result.code).toBe(0);
-      const sum = JSON.parse(result.out).end.sum;
+      const sum = JSON.parse(result.out).end?.sum;
+      if (!sum) throw new Error(`iperf3 gave no summary:\n${result.out.slice(-2000)}\n${result.err}`);
       expect(sum.packets).toBeGreaterThan(1000);
       // on a loaded machine some may be lost; most must arrive
       expect(sum.lost_percent).toBeLessThan(50);

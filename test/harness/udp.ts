@@ -80,3 +80,25 @@ export async function udpClient(port: number, opts: { host?: string; from?: stri
     close: () => socket.close(),
   };
 }
+
+/**
+ * A port free for both TCP and UDP on 127.0.0.1 right now, for a service
+ * that listens on both with one number (dnsmasq, iperf3): a port free for
+ * UDP alone may be another test's TCP port.
+ */
+export async function freeTcpAndUdpPort(): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const tcp = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+    const port = tcp.port;
+    try {
+      const udp = await Bun.udpSocket({ hostname: "127.0.0.1", port });
+      udp.close();
+      return port;
+    } catch {
+      // taken for UDP: another
+    } finally {
+      tcp.stop(true);
+    }
+  }
+  throw new Error("no port free for both TCP and UDP");
+}

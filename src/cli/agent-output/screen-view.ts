@@ -4,6 +4,7 @@
  * without a terminal. Every line it returns fits the width (cut, never
  * wrapped) and there are never more lines than rows.
  */
+import type { FlowEvent } from "../../agent/output.ts";
 import type { Paint } from "../colours.ts";
 import type { TrafficCounters } from "./counters.ts";
 import { printable } from "./print.ts";
@@ -25,20 +26,7 @@ export type Activity =
   | { kind: "websocket-closed"; time: string; tunnel: string; path: string; ms: number }
   | { kind: "tcp"; time: string; tunnel: string; remote: string; open: boolean; bytesIn?: number; bytesOut?: number; ms?: number; error?: string }
   /** A udp flow: its datagrams and bytes each way, never payloads. */
-  | {
-      kind: "udp";
-      time: string;
-      tunnel: string;
-      remote: string;
-      open: boolean;
-      datagramsIn?: number;
-      datagramsOut?: number;
-      bytesIn?: number;
-      bytesOut?: number;
-      dropped?: number;
-      ms?: number;
-      error?: string;
-    };
+  | ({ kind: "udp"; time: string; open: boolean } & Omit<FlowEvent, "event" | "live">);
 
 export interface ScreenState {
   version: string;
@@ -99,7 +87,7 @@ export function renderScreen(s: ScreenState, size: Size, p: Paint, now: number):
   const http = s.tunnels.some((t) => t.protocol === "http");
   // a tls tunnel's visitors are connections, as a tcp tunnel's are; a udp tunnel's are flows
   const tcp = s.tunnels.some((t) => t.protocol !== "http");
-  const only = (protocol: string) => s.tunnels.every((t) => t.protocol === protocol);
+  const only = (protocol: string) => tcp && s.tunnels.every((t) => t.protocol === protocol);
   const heading = http && tcp ? "Requests and Connections" : only("tls") ? "TLS Connections" : only("udp") ? "UDP Flows" : tcp ? (s.tunnels.some((t) => t.protocol === "udp") ? "Connections and Flows" : "TCP Connections") : "HTTP Requests";
   rows.push(p.bold(heading));
   rows.push("-".repeat(heading.length));

@@ -168,8 +168,8 @@ export function screenOutput(term: ScreenTerminal = { stdout: process.stdout, st
     },
     flow(e) {
       if (e.event === "close") state.counters.finished(e.ms ?? 0);
-      const { datagramsIn, datagramsOut, bytesIn, bytesOut, dropped, ms, error } = e;
-      add({ kind: "udp", time: timestamp(), tunnel: e.tunnel, remote: e.remote, open: e.event === "open", datagramsIn, datagramsOut, bytesIn, bytesOut, dropped, ms, error });
+      const { event, live: _live, ...flow } = e;
+      add({ kind: "udp", time: timestamp(), open: event === "open", ...flow });
     },
     reconnecting(why, inMs, attempt) {
       state.status = { kind: "reconnecting", why, at: Date.now() + inMs, attempt };
