@@ -13,6 +13,7 @@ import { compiledBurrow } from "../harness/compiled.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
 import { echoThrough, freeRange } from "../harness/ports.ts";
 import { LineReader } from "../harness/lines.ts";
+import { startUdpEcho, udpClient } from "../harness/udp.ts";
 
 let workDir: string;
 let binary: string;
@@ -128,3 +129,23 @@ test("the compiled agent checks a burrow.yml and starts its tunnels over one con
     if (proc.exitCode === null) proc.kill("SIGKILL");
   }
 }, 30_000);
+
+test("the compiled agent opens a udp tunnel on the compiled server: a datagram and its reply, whole", async () => {
+  const id = await (await signedIn(server)).createUser("binary-udp-user", { allowed_protocols: "udp" });
+  const udpToken = await (await signedIn(server)).createToken(id);
+  const udpEcho = await startUdpEcho((d) => Buffer.concat([Buffer.from("binary echoes "), d]));
+  await using agent = await startAgent({ executable: binary, kind: "udp", target: udpEcho.port, server: server.edgeUrl, token: udpToken });
+  const client = await udpClient(agent.port!);
+  try {
+    expect(agent.publicUrl).toMatch(/^udp:\/\/localhost:\d+$/);
+    for (let i = 0; i < 5 && client.got.length === 0; i++) {
+      client.send("a datagram");
+      await client.waitFor(1, 1_000).catch(() => {});
+    }
+    expect(client.got[0]?.toString()).toBe("binary echoes a datagram");
+    await agent.output.waitFor(/udp flow from 127\.0\.0\.1:\d+/, 2_000);
+  } finally {
+    client.close();
+    udpEcho.close();
+  }
+});
