@@ -15,8 +15,8 @@ export const localAuthority = (t: LocalTarget) => `${t.host.includes(":") ? `[${
 
 /** Why the local service could not be reached, in a few words for the 502 page and the log. */
 export function describeLocalError(err: unknown): string {
-  const code = (err as { code?: string }).code;
+  const code = (err as { code?: string } | undefined)?.code;
   if (code === "ConnectionRefused" || code === "ECONNREFUSED") return "connection refused";
   if (code === "ETIMEDOUT" || code === "TimeoutError") return "timed out";
-  return (err as Error).message?.split("\n")[0]?.slice(0, 120) || "request failed";
+  return (err as Error | undefined)?.message?.split("\n")[0]?.slice(0, 120) || "request failed";
 }

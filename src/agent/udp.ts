@@ -65,8 +65,9 @@ export function serveUdpFlow(stream: Stream, target: LocalTarget, onClose: (coun
       counts.datagramsOut++;
       counts.bytesOut += datagram.byteLength;
     },
+    // an ICMP error from the service's side (nothing listening): Bun may call this without an error, and it must never throw
     error: (_s, err) => {
-      lastError = describeLocalError(err);
+      lastError = err ? describeLocalError(err) : "an ICMP error came back (nothing listening there?)";
     },
   }).then(
     (made) => {

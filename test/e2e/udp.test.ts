@@ -290,6 +290,32 @@ describe("a udp tunnel's limits and rules", () => {
     }
   });
 
+  test("a service with nothing listening: the agent lives on through its ICMP errors, and the flow's end names the error", async () => {
+    await using idle = await startServer({ args: ["--udp-idle", "1"] });
+    const admin = await signedIn(idle);
+    const t = await admin.createToken(await admin.createUser("nobody-home", { allowed_protocols: "udp" }));
+    const gone = await startUdpEcho();
+    gone.close(); // a port nothing listens on now
+    await using a = await startAgent({ kind: "udp", target: gone.port, server: idle.edgeUrl, token: t, args: ["--log", "json"], waitFor: /"event":"connect"/ });
+    const client = await udpClient(a.port!);
+    try {
+      for (let i = 0; i < 20; i++) {
+        client.send(`into the void ${i}`);
+        await Bun.sleep(5);
+      }
+      const closed = JSON.parse(await a.output.waitFor(/"event":"udp_flow_close"/, 10_000));
+      expect(closed.datagrams_in).toBeGreaterThan(0);
+      expect(closed.datagrams_out).toBe(0);
+      expect(closed.error).toBeString();
+      expect(a.proc.exitCode).toBeNull();
+      // and it still serves: the next flow is opened as any other
+      client.send("still there?");
+      await waitUntil(() => a.output.lines.filter((l) => l.includes('"event":"udp_flow_open"')).length === 2, 5_000, "a second flow");
+    } finally {
+      client.close();
+    }
+  });
+
   test("--udp-flows: past the cap the oldest idle flow ends to make room; the others carry on", async () => {
     await using few = await startServer({ args: ["--udp-flows", "2"] });
     const admin = await signedIn(few);
