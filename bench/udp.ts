@@ -66,7 +66,22 @@ export interface UdpResults {
   rathole: boolean;
 }
 
+/**
+ * One iperf3 run; one failed handshake is tried again after a pause: iperf3
+ * takes the first datagram its new test socket gets for its client's, and a
+ * straggler of the run before (a flood's datagrams still on their way through
+ * a tunnel) can be that datagram.
+ */
 async function iperf(procs: Processes, port: number, load: Load, seconds: number): Promise<Measured> {
+  try {
+    return await iperfOnce(procs, port, load, seconds);
+  } catch {
+    await Bun.sleep(3000);
+    return iperfOnce(procs, port, load, seconds);
+  }
+}
+
+async function iperfOnce(procs: Processes, port: number, load: Load, seconds: number): Promise<Measured> {
   const r = await procs.run(["iperf3", "-c", "127.0.0.1", "-p", String(port), "-u", "-b", load.bitrate, "-l", String(load.length), "-t", String(seconds), "-J"], {
     timeoutMs: (seconds + 30) * 1000,
   });

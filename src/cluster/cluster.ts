@@ -169,7 +169,7 @@ export class Cluster implements LiveView, LiveTunnels {
     log.warn("this node was taken for dead: claiming its tunnels again", { node: this.nodeId });
     for (const t of this.registry.allTunnels()) {
       const session = t.agent?.sessionId ?? null;
-      const serving = { skipWarning: t.skipWarning, responseTimeoutMs: t.responseTimeoutMs };
+      const serving = { skipWarning: t.skipWarning, responseTimeoutMs: t.responseTimeoutMs, protocol: t.protocol === "tls" ? ("tls" as const) : ("http" as const) };
       const ok = t.subdomain !== undefined ? await this.claimName(t.subdomain, t, session, undefined, serving) : await this.registerPort(t, session);
       if (!ok) {
         // another node has the name now: the agent hears it, as at a handshake
@@ -250,12 +250,12 @@ export class Cluster implements LiveView, LiveTunnels {
   ): Promise<boolean> {
     const rows = await this.sql.unsafe(
       `INSERT INTO live_tunnels AS t (name, protocol, subdomain, node_id, session_id, user_id, username, token_id, connected_at, skip_warning, response_timeout_ms)
-       VALUES ($1, 'http', $2, $3, $4, $5, $6, $7, $8, $11, $12)
-       ON CONFLICT (name) DO UPDATE SET node_id = excluded.node_id, session_id = excluded.session_id, user_id = excluded.user_id,
+       VALUES ($1, $13, $2, $3, $4, $5, $6, $7, $8, $11, $12)
+       ON CONFLICT (name) DO UPDATE SET node_id = excluded.node_id, protocol = excluded.protocol, session_id = excluded.session_id, user_id = excluded.user_id,
          username = excluded.username, token_id = excluded.token_id, connected_at = excluded.connected_at,
          bytes_in = 0, bytes_out = 0, skip_warning = excluded.skip_warning, response_timeout_ms = excluded.response_timeout_ms
        WHERE NOT EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.id = t.node_id AND n.heartbeat_ms > ${NOW_MS} - $9)
-          OR (t.token_id = excluded.token_id AND (t.session_id IS NULL OR t.session_id = $10))
+          OR (t.token_id = excluded.token_id AND t.protocol = excluded.protocol AND (t.session_id IS NULL OR t.session_id = $10))
        RETURNING name`,
       [
         httpName(subdomain),
@@ -270,6 +270,7 @@ export class Cluster implements LiveView, LiveTunnels {
         resume ?? null,
         serving.skipWarning,
         serving.responseTimeoutMs ?? null,
+        serving.protocol ?? "http",
       ],
     );
     return rows.length > 0;
@@ -294,7 +295,7 @@ export class Cluster implements LiveView, LiveTunnels {
    */
   holdAtStart(t: Tunnel): Promise<void> {
     if (t.subdomain === undefined) return Promise.resolve();
-    return this.claimName(t.subdomain, t, null, undefined, { skipWarning: t.skipWarning }).then(
+    return this.claimName(t.subdomain, t, null, undefined, { skipWarning: t.skipWarning, protocol: t.protocol === "tls" ? "tls" : "http" }).then(
       (ok) => {
         if (!ok && !t.agent) this.registry.remove(t);
       },
@@ -311,7 +312,7 @@ export class Cluster implements LiveView, LiveTunnels {
   /** The live tunnel of another node named `subdomain`, or undefined. */
   async remote(subdomain: string): Promise<RemoteTunnel | undefined> {
     const rows = await this.sql.unsafe(
-      `SELECT t.node_id, n.url, t.user_id, t.username, t.token_id, t.skip_warning, t.response_timeout_ms FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
+      `SELECT t.node_id, n.url, t.protocol, t.user_id, t.username, t.token_id, t.skip_warning, t.response_timeout_ms FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
        WHERE t.name = $1 AND t.node_id <> $2 AND t.session_id IS NOT NULL AND n.heartbeat_ms > ${NOW_MS} - $3`,
       [httpName(subdomain), this.nodeId, this.expiryMs],
     );
@@ -326,6 +327,7 @@ export class Cluster implements LiveView, LiveTunnels {
         tokenId: r.token_id,
         skipWarning: r.skip_warning,
         responseTimeoutMs: r.response_timeout_ms ?? undefined,
+        protocol: r.protocol === "tls" ? "tls" : "http",
       }
     );
   }

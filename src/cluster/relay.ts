@@ -11,6 +11,7 @@
  */
 import { webSocketLink, type Link } from "../sockets/links.ts";
 import { log } from "../log.ts";
+import { canonicalAddress } from "../http/addresses.ts";
 import { isRefusal, parseRequestHead } from "../http/request-head.ts";
 import { responseBytes } from "../http/response-bytes.ts";
 import { responseHeadBytes, type ParsedHead } from "../http/response-head.ts";
@@ -54,6 +55,7 @@ export class RelayIn {
 
   private relay(down: Stream): void {
     const meta = readOpenMeta(down.meta) as RelayedMeta | undefined;
+    if (meta?.kind === "tls") return this.relayTls(down, meta);
     // `tunnel` names the subdomain between nodes (a tunnel's id is its own node's)
     const t = meta && meta.kind !== "tcp" && meta.head ? this.registry.tunnelBySubdomain(meta.tunnel) : undefined;
     if (!t || !meta) return refuseRelayed(down);
@@ -65,6 +67,19 @@ export class RelayIn {
       log.error("relayed request failed", { node: this.fromNode, err: String(err) });
       refuseRelayed(down);
     });
+  }
+
+  /**
+   * A visitor's TLS connection for a tls tunnel of this node, undecrypted,
+   * hello first: the tunnel's IP rules judge the address the visitor's node
+   * saw, then it is one stream to the agent, as on one node.
+   */
+  private relayTls(down: Stream, meta: RelayedMeta): void {
+    const t = this.registry.tunnelBySubdomain(meta.tunnel);
+    if (!t || t.protocol !== "tls") return refuseRelayed(down);
+    const client = canonicalAddress(meta.client ?? meta.remote.slice(0, meta.remote.lastIndexOf(":")));
+    if (t.access?.refusesAddress(client)) return refuseRelayed(down);
+    this.forward(down, t, meta);
   }
 
   /**

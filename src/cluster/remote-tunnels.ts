@@ -66,7 +66,7 @@ export class RemoteTunnels {
     if (!this.relay || !found.nodeUrl) return badGatewayPage(host, "Its agent is on another node, which this node cannot reach (no --node-url or --cluster-secret).");
     const link = await this.relay.link(found.nodeId, found.nodeUrl);
     if (!link) return badGatewayPage(host, "Its agent is on another node, which does not answer now.");
-    const tunnel = this.registry.newTunnel("http", { subdomain: name }, found, found.skipWarning);
+    const tunnel = this.registry.newTunnel(found.protocol ?? "http", { subdomain: name }, found, found.skipWarning);
     tunnel.responseTimeoutMs = found.responseTimeoutMs;
     tunnel.relayed = true;
     tunnel.agent = this.relay.agentFor(link, found);

@@ -97,7 +97,7 @@ export const TUNNEL_REFUSALS = {
   TLS_UNAVAILABLE: {
     status: 503,
     meaning:
-      "The server passes no TLS through by name: it has neither TLS on its public port (`--tls-cert` or ACME) nor a `--tls-port`, or it runs as one of several nodes, which do not carry tls tunnels yet.",
+      "The server passes no TLS through by name: it has neither TLS on its public port (`--tls-cert` or ACME) nor a `--tls-port`.",
     advice: "Use a tcp tunnel, or ask the server's admin for `--tls-port`.",
   },
   PROXY_DENIED: {

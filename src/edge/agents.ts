@@ -350,12 +350,13 @@ export class AgentConnection implements AgentLink {
     const claimed: string[] = [];
     const owner = { userId: admitted.user.id, username: admitted.user.username, tokenId: admitted.token.id };
     for (const [i, plan] of admitted.tunnels.entries()) {
-      if (plan instanceof AppError || plan.protocol !== "http") continue;
+      if (plan instanceof AppError || (plan.protocol !== "http" && plan.protocol !== "tls")) continue;
       const asked = hello.tunnels[i];
       // what another node relaying to it needs; its access rules are applied here, where they live (cluster/relay.ts)
       const serving = {
-        skipWarning: plan.skipWarning,
+        skipWarning: plan.protocol === "http" && plan.skipWarning,
         responseTimeoutMs: asked?.protocol === "http" ? this.responseTimeout(asked.responseTimeout) : undefined,
+        protocol: plan.protocol,
       };
       if (await cluster.claim(plan.subdomain, owner, this.sessionId, admitted.resume, serving)) {
         claimed.push(plan.subdomain);
@@ -441,7 +442,7 @@ export class AgentConnection implements AgentLink {
       admitted.tunnels.forEach((plan, i) => {
         if (plan instanceof AppError) return void refused.push({ index: i, error: plan });
         if (plan.protocol === "tls" && this.edge.tlsAddress(plan.subdomain) === undefined) {
-          const unavailable = new AppError("TLS_UNAVAILABLE", "this server passes no TLS through by name (no TLS on its public port, no --tls-port, or several nodes)");
+          const unavailable = new AppError("TLS_UNAVAILABLE", "this server passes no TLS through by name (no TLS on its public port, no --tls-port)");
           if (!hello.partial) throw unavailable;
           return void refused.push({ index: i, error: unavailable });
         }

@@ -21,6 +21,8 @@ export interface NameOwner {
 export interface Serving {
   skipWarning: boolean;
   responseTimeoutMs?: number;
+  /** The kind of tunnel the name is (default http): a tls one is relayed as a connection, undecrypted. */
+  protocol?: "http" | "tls";
 }
 
 export interface OtherNodes {

@@ -184,7 +184,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   const portSuffix = () => (publicPort === (secure ? 443 : 80) ? "" : `:${publicPort}`);
   let direct: DirectListener | undefined;
   // tls tunnels' visitors: by name on the public port when it has TLS, and on --tls-port
-  const tlsTunnels = tlsTunnelRoutes(registry, domain, tcpVisitors, () => counters.tcpConnections++);
+  const tlsTunnels = tlsTunnelRoutes(registry, domain, tcpVisitors, () => counters.tcpConnections++, nodes && ((name) => nodes.find(name)));
   let tlsOnly: TlsFront<undefined> | undefined;
   const edge: EdgeContext = {
     core,
@@ -196,9 +196,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     httpUrl: (sub) => `${scheme}://${sub}.${domain}${portSuffix()}`,
     tcpAddress: (port) => `${domain}:${port}`,
     udpAddress: (port) => `udp://${domain}:${port}`,
-    // several nodes do not relay tls streams to each other yet: the tunnel would be out of reach from the others
     tlsAddress: (sub) => {
-      if (nodes) return undefined;
       if (opts.tls) return `tls://${sub}.${domain}${publicPort === 443 ? "" : `:${publicPort}`}`;
       return tlsOnly ? `tls://${sub}.${domain}:${tlsOnly.port}` : undefined;
     },
@@ -220,7 +218,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     maxFields: opts.maxRequestFields,
     helloTimeoutMs: opts.tlsHelloTimeoutMs,
     // a tls tunnel's name passes through undecrypted; every other name is the edge's to decrypt
-    route: (hello) => tlsTunnels.route(hello) ?? "terminate",
+    route: (hello) => tlsTunnels.route(hello, "terminate" as const),
     // every open connection holds a descriptor, requests or not: past the total, or short of descriptors, none is kept
     admit(open) {
       if (!pressed && open + tcpVisitors.total < maxConns) return true;
@@ -308,7 +306,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
         port: opts.tlsPort,
         helloTimeoutMs: opts.tlsHelloTimeoutMs,
         // no certificates: a name that is no tls tunnel's gets unrecognized_name
-        route: (hello) => tlsTunnels.route(hello) ?? "unrecognized",
+        route: (hello) => tlsTunnels.route(hello, "unrecognized" as const),
         socket: { open: (socket) => void socket.terminate() },
       });
     } catch (err) {

@@ -10,32 +10,46 @@
  * Like a tcp tunnel's connection it has the tunnel's IP rules, checked
  * before anything reaches the agent, and a place in the visitors' budget
  * for raw connections.
+ *
+ * With several nodes, a name no tunnel of this node has is looked up among
+ * the others' (OtherNodes.find, cached): another node's tls tunnel is
+ * reached through the relay link to that node, which applies its IP rules
+ * (cluster/relay.ts), undecrypted all the way.
  */
 import type { Socket } from "bun";
 import type { SocketBudget } from "../sockets/socket-budget.ts";
 import type { SocketRelay } from "../sockets/socket-stream.ts";
 import type { Passthrough } from "../sockets/tls-front.ts";
 import type { ClientHello } from "../tls/client-hello.ts";
-import type { Registry, Tunnel } from "./registry.ts";
+import { Tunnel, type Registry } from "./registry.ts";
 import { takeToAgent } from "./tcp.ts";
 
 export interface TlsTunnelRoutes {
-  /** The passthrough for the tls tunnel the hello names, or undefined when it names none. */
-  route(hello: ClientHello): Passthrough | undefined;
+  /**
+   * The passthrough for the tls tunnel the hello names, or `otherwise` when
+   * it names none; later when another node must be asked.
+   */
+  route<T>(hello: ClientHello, otherwise: T): Passthrough | T | Promise<Passthrough | T>;
 }
 
-/** `opened`: a connection became a stream to the agent (counted with the tcp ones). */
-export function tlsTunnelRoutes(registry: Registry, domain: string, budget: SocketBudget, opened?: () => void): TlsTunnelRoutes {
+/** Another node's tunnel by name (OtherNodes.find): a tunnel reached through a relay link, a page, or none. */
+type FindElsewhere = (name: string) => Promise<Tunnel | Response | undefined> | Tunnel | Response | undefined;
+
+/** `opened`: a connection became a stream to the agent (counted with the tcp ones). `elsewhere`: with several nodes. */
+export function tlsTunnelRoutes(registry: Registry, domain: string, budget: SocketBudget, opened?: () => void, elsewhere?: FindElsewhere): TlsTunnelRoutes {
   const suffix = `.${domain}`;
   return {
-    route(hello) {
+    route(hello, otherwise) {
       const name = hello.serverName;
-      if (name === undefined || !name.endsWith(suffix)) return undefined;
+      if (name === undefined || !name.endsWith(suffix)) return otherwise;
       const label = name.slice(0, -suffix.length);
-      if (label.includes(".")) return undefined;
-      const tunnel = registry.tunnelBySubdomain(label);
-      if (!tunnel || tunnel.protocol !== "tls" || !tunnel.agent) return undefined;
-      return new TlsVisitor(tunnel, budget, opened);
+      if (label.includes(".")) return otherwise;
+      const visitor = (t: Tunnel | Response | undefined) => (t instanceof Tunnel && t.protocol === "tls" && t.agent ? new TlsVisitor(t, budget, opened) : otherwise);
+      const local = registry.tunnelBySubdomain(label);
+      // a name of this node's is this node's to serve, whatever its kind; only an unknown one is asked of the others
+      if (local || !elsewhere) return visitor(local);
+      const found = elsewhere(label);
+      return found instanceof Promise ? found.then(visitor) : visitor(found);
     },
   };
 }

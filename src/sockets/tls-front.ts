@@ -42,7 +42,7 @@ export interface TlsFrontOptions<D> {
    * only passes through: every connection is read as TLS, and what is not
    * handed on is refused ("terminate" as "unrecognized").
    */
-  route?: (hello: ClientHello) => Route;
+  route?: (hello: ClientHello) => Route | Promise<Route>;
 }
 
 /** Hello faults come from anyone on the internet: a flood of them costs at most 30 lines a minute. */

@@ -40,7 +40,8 @@ export interface VisitContext {
   terminators?: TlsTerminators<any>;
   sockets: SocketSet;
   helloTimeoutMs: number;
-  route?: (hello: ClientHello) => Route;
+  /** May answer later (a name looked up elsewhere): the connection waits, paused, meanwhile. */
+  route?: (hello: ClientHello) => Route | Promise<Route>;
   /** A connection refused before its handshake, and why. */
   fault(why: string, socket: Socket<Visit>): void;
 }
@@ -67,7 +68,8 @@ const UPSTREAM: SocketHandler<Visit> = {
 const UNRECOGNIZED_NAME_ALERT = Uint8Array.from([21, 3, 3, 0, 2, 2, 112]);
 
 export class Visit {
-  private state: "hello" | "connecting" | "piped" | "routed" | "closed" = "hello";
+  /** "routing": the hello is read and its route is being looked up. */
+  private state: "hello" | "routing" | "connecting" | "piped" | "routed" | "closed" = "hello";
   /** What the visitor sent before it was piped or routed (the hello, and anything after it). */
   private buffer: Uint8Array = new Uint8Array(0);
   private length = 0;
@@ -103,6 +105,7 @@ export class Visit {
         return this.pipe!.data("a", chunk);
       case "routed":
         return this.passthrough!.data?.(this.socket as Socket<unknown>, chunk);
+      case "routing":
       case "connecting":
         // paused, but a read may have been under way
         return this.keep(chunk) ? undefined : this.refuse("sent too much before its handshake");
@@ -163,14 +166,32 @@ export class Visit {
     const hello = parseClientHello(bytes);
     if (hello === "incomplete") return;
     if (hello instanceof HelloError) return this.refuse(`${hello.code}: ${hello.message}`);
-    clearTimeout(this.timer);
     const route = this.context.route?.(hello) ?? "terminate";
+    if (!(route instanceof Promise)) return this.follow(hello, route);
+    // what comes meanwhile waits in the kernel; a lookup that fails is a name nothing answers to,
+    // and one that takes longer than the hello's time is the hello's timeout
+    this.state = "routing";
+    this.socket.pause();
+    route.then(
+      (r) => this.follow(hello, r),
+      () => this.follow(hello, "unrecognized"),
+    );
+  }
+
+  /** Where the hello's route sends the connection. */
+  private follow(hello: ClientHello, route: Route): void {
+    if (this.state === "closed") return; // the visitor left (or timed out) while its route was looked up
+    clearTimeout(this.timer);
+    if (this.state === "routing") this.socket.resume();
+    const bytes = this.buffer.subarray(0, this.length);
     if (route === "unrecognized" || (route === "terminate" && !this.context.terminators)) return this.unrecognized(hello.serverName);
     if (route !== "terminate") {
       this.state = "routed";
       this.passthrough = route;
       this.buffer = new Uint8Array(0);
-      return route.open(this.socket as Socket<unknown>, bytes);
+      route.open(this.socket as Socket<unknown>, bytes);
+      if (this.ended) route.end?.(this.socket as Socket<unknown>);
+      return;
     }
     const port = this.context.terminators!.portFor(hello.serverName);
     if (port === undefined) return this.refuse("no TLS listener for its certificate");
@@ -211,7 +232,7 @@ export class Visit {
 
   /** Closes a connection that will not become a TLS session here. */
   private refuse(why: string): void {
-    if (this.state !== "hello" && this.state !== "connecting") return;
+    if (this.state !== "hello" && this.state !== "routing" && this.state !== "connecting") return;
     clearTimeout(this.timer);
     this.context.fault(why, this.socket);
     this.socket.terminate();

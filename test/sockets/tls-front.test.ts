@@ -16,7 +16,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PendingWrites } from "../../src/sockets/pending-writes.ts";
 import { SocketPipe } from "../../src/sockets/socket-pipe.ts";
-import { TlsFront, type Passthrough, type Peer, type TlsFrontOptions } from "../../src/sockets/tls-front.ts";
+import { TlsFront, type Passthrough, type Peer, type Route, type TlsFrontOptions } from "../../src/sockets/tls-front.ts";
 import { parseClientHello } from "../../src/tls/client-hello.ts";
 import { captureHello } from "../harness/client-hello.ts";
 import { chooseEntry } from "../../src/tls/sni.ts";
@@ -497,24 +497,29 @@ describe("route", () => {
 });
 
 describe("passing through only: a route and no certificates (the server's --tls-port)", () => {
-  /** A front that takes `name` undecrypted (its hello and what follows are echoed back as they came) and refuses every other. */
-  function passFront(name: string, helloTimeoutMs?: number) {
+  /**
+   * A front that takes `name` undecrypted (its hello and what follows are
+   * echoed back as they came) and refuses every other; `later`: its answer
+   * comes from a promise (a name looked up on another node), which it settles.
+   */
+  function passFront(name: string, helloTimeoutMs?: number, later?: (answer: Route) => Promise<Route>) {
     const firsts: Uint8Array[] = [];
+    const echo: Route = {
+      open(socket, first) {
+        firsts.push(first.slice());
+        socket.write(first);
+      },
+      data: (socket, chunk) => void socket.write(chunk),
+      end: (socket) => void socket.end(),
+    };
     const front = new TlsFront<undefined>({
       hostname: "127.0.0.1",
       port: 0,
       helloTimeoutMs,
-      route: (hello) =>
-        hello.serverName !== name
-          ? "unrecognized"
-          : {
-              open(socket, first) {
-                firsts.push(first.slice());
-                socket.write(first);
-              },
-              data: (socket, chunk) => void socket.write(chunk),
-              end: (socket) => void socket.end(),
-            },
+      route: (hello) => {
+        const answer = hello.serverName !== name ? "unrecognized" : echo;
+        return later ? later(answer) : answer;
+      },
       socket: { open: (s) => void s.terminate() },
     });
     fronts.push(front);
@@ -563,6 +568,38 @@ describe("passing through only: a route and no certificates (the server's --tls-
     closers.push(() => proc.kill());
     const said = await within(Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text()]), 10_000, "openssl s_client");
     expect(said.join("")).toMatch(/unrecognized name/i);
+  });
+
+  test("a route answered later (another node asked): the connection waits, paused, and what the visitor sent meanwhile follows its hello", async () => {
+    const { front, firsts } = passFront("svc.test", undefined, (answer) => Bun.sleep(100).then(() => answer));
+    const hello = await helloFor("svc.test");
+    const client = await collecting(front.port);
+    client.socket.write(hello);
+    await Bun.sleep(20);
+    client.socket.write("sent while it was asked");
+    const want = hello.length + "sent while it was asked".length;
+    await within((async () => { while (client.received().length < want) await Bun.sleep(5); })(), 5_000, "the hello and what followed, echoed");
+    expect(client.received().subarray(hello.length).toString()).toBe("sent while it was asked");
+    expect(firsts).toHaveLength(1);
+    // a name the later answer does not take: the alert, as at once
+    const other = await collecting(front.port);
+    other.socket.write(await helloFor("other.test"));
+    await other.closed;
+    expect([...other.received()]).toEqual([21, 3, 3, 0, 2, 2, 112]);
+  });
+
+  test("a route whose lookup fails is unrecognized_name; one that never answers is closed at the hello's timeout", async () => {
+    const failing = passFront("svc.test", undefined, () => Promise.reject(new Error("the database is away")));
+    const refused = await collecting(failing.front.port);
+    refused.socket.write(await helloFor("svc.test"));
+    await refused.closed;
+    expect([...refused.received()]).toEqual([21, 3, 3, 0, 2, 2, 112]);
+    const hanging = passFront("svc.test", 300, () => new Promise<Route>(() => {}));
+    const waiting = await collecting(hanging.front.port);
+    waiting.socket.write(await helloFor("svc.test"));
+    await waiting.closed;
+    expect(waiting.received().length).toBe(0);
+    expect(hanging.firsts).toHaveLength(0);
   });
 
   test("what is not TLS, a hello over 16 KiB, and a silent peer are closed with nothing said", async () => {
