@@ -61,6 +61,11 @@ export function firewallSection(config: ServerConfig): string[] {
     if (config.acme?.dnsPort !== undefined) {
       lines.push(`  and ${config.acme.dnsPort} over UDP and TCP: burrow's answers to the CA's DNS-01 checks (e.g. ufw allow ${config.acme.dnsPort})`);
     }
+    if (config.udpPorts) {
+      const { first: u1, last: u2 } = config.udpPorts;
+      const range = u1 === u2 ? String(u1) : `${u1}-${u2}`;
+      lines.push(`  and ${range} over UDP: udp tunnels (e.g. ufw allow ${range.replace("-", ":")}/udp)`);
+    }
     if (directPortAllowed(config) && config.agentPort === 0) {
       lines.push("  The agents' direct port changes at every start (--agent-port 0): give it a number to open it.");
     }

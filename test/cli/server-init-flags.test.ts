@@ -120,6 +120,12 @@ describe("ports to open", () => {
     expect(text).toContain("Keep 4041 closed");
   });
 
+  test("the UDP range over UDP, as its own line; none with --udp-ports off", () => {
+    expect(firewall([])).toContain("and 20000-29999 over UDP: udp tunnels (e.g. ufw allow 20000:29999/udp)");
+    expect(firewall(["--udp-ports", "30000-30099"])).toContain("ufw allow 30000:30099/udp");
+    expect(firewall(["--udp-ports", "off"])).not.toContain("/udp");
+  });
+
   test("no direct port when it is off, or behind an https proxy without a certificate of its own", () => {
     expect(firewall(["--agent-port", "off"])).not.toContain("4042");
     expect(firewall(["--public-url", "https://t.example.com"])).not.toContain("4042");

@@ -116,6 +116,12 @@ describe("public addresses", () => {
     expect(publicAddress(server, { protocol: "tls", subdomain: "vault" })).toEqual({ text: "tls://vault.tunnels.example.com" });
   });
 
+  test("a udp tunnel is its port under udp://, apart from a tcp tunnel on the same number", () => {
+    expect(publicAddress(server, { protocol: "udp", port: 20053 })).toEqual({ text: "udp://tunnels.example.com:20053" });
+    expect(publicAddress(server, { protocol: "tcp", port: 20053 })).toEqual({ text: "tunnels.example.com:20053" });
+    expect(publicAddress({ ...server, tcp_host: "" }, { protocol: "udp", port: 20053 })).toEqual({ text: "udp port 20053" });
+  });
+
   test("an http tunnel is a link on the edge's scheme and port", () => {
     expect(publicAddress(server, { protocol: "http", subdomain: "demo" })).toEqual({
       text: "demo.tunnels.example.com",
