@@ -73,13 +73,18 @@ export interface UdpResults {
  * a tunnel) can be that datagram.
  */
 async function iperf(procs: Processes, port: number, load: Load, seconds: number): Promise<Measured> {
-  try {
-    return await iperfOnce(procs, port, load, seconds);
-  } catch {
-    await Bun.sleep(3000);
-    return iperfOnce(procs, port, load, seconds);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await iperfOnce(procs, port, load, seconds);
+    } catch (err) {
+      if (attempt >= 3) throw err;
+      await Bun.sleep(FLOOD_COOLDOWN_MS);
+    }
   }
 }
+
+/** After a flood, the time its last datagrams may take through a tunnel's queues. */
+const FLOOD_COOLDOWN_MS = 8_000;
 
 async function iperfOnce(procs: Processes, port: number, load: Load, seconds: number): Promise<Measured> {
   const r = await procs.run(["iperf3", "-c", "127.0.0.1", "-p", String(port), "-u", "-b", load.bitrate, "-l", String(load.length), "-t", String(seconds), "-J"], {
@@ -141,15 +146,17 @@ export async function udpTunnels(b: UdpBench): Promise<UdpResults> {
   const page = { url: `${server.edgeUrl}/${FILES.small}`, host: tunnelHost(server, web.subdomain!), connections: 1, seconds: b.seconds };
   const burrowCpu = () => cpuMs(server.child.pid) + cpuMs(tcp.child.pid) + cpuMs(udp.child.pid);
   await iperf(procs, ports.burrow!, LOADS[0]!, 1); // warm-up
-  for (let round = 1; round <= b.rounds; round++) {
-    const order = (round % 2 === 1 ? PATHS : [...PATHS].reverse()).filter((p) => ports[p] !== undefined);
-    for (const load of LOADS) {
+  // load by load, the floods last: what a flood leaves on its way through a tunnel must not meet a fixed-rate run
+  for (const load of LOADS) {
+    for (let round = 1; round <= b.rounds; round++) {
+      const order = (round % 2 === 1 ? PATHS : [...PATHS].reverse()).filter((p) => ports[p] !== undefined);
       for (const path of order) {
         const before = burrowCpu();
         const m = await iperf(procs, ports[path]!, load, b.seconds);
         (result.runs[load.name]![path] ??= []).push(m);
         if (path === "burrow" && load.name === "500M") result.cpuPerS.push((burrowCpu() - before) / b.seconds);
         b.say(`udp         round ${round} ${load.name.padEnd(6)} ${path.padEnd(8)} loss ${fmt(m.lossPct)} %  jitter ${fmt(m.jitterMs)} ms  ${fmt(m.deliveredPerS)} datagrams/s`);
+        if (load.bitrate === "0") await Bun.sleep(FLOOD_COOLDOWN_MS);
       }
     }
   }
@@ -159,6 +166,7 @@ export async function udpTunnels(b: UdpBench): Promise<UdpResults> {
     await Bun.sleep(1000); // the flood under way before the neighbour's requests start
     const flooded = await wrk(procs, page);
     const m = await flood;
+    await Bun.sleep(FLOOD_COOLDOWN_MS);
     result.neighbour.alone.push(alone.p50Ms);
     result.neighbour.flooded.push(flooded.p50Ms);
     result.neighbour.floodedPerS.push(m.deliveredPerS);

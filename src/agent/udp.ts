@@ -44,7 +44,15 @@ export function serveUdpFlow(stream: Stream, target: LocalTarget, onClose: (coun
     onClose(counts, lastError);
   };
   const toService = (datagram: Uint8Array) => {
-    if (!socket!.send(datagram)) return void counts.dropped++;
+    let sent: boolean;
+    try {
+      sent = socket!.send(datagram);
+    } catch (err) {
+      // a connected socket that had an ICMP error back throws it on the next send (ECONNREFUSED): the datagram is lost, the flow goes on
+      lastError = describeLocalError(err);
+      sent = false;
+    }
+    if (!sent) return void counts.dropped++;
     counts.datagramsIn++;
     counts.bytesIn += datagram.byteLength;
   };

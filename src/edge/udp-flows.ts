@@ -133,7 +133,13 @@ export class UdpTunnelPort {
   /** The service's reply on a flow, sent to its visitor from this port. */
   private reply(flow: Flow, datagram: Uint8Array): void {
     if (this.closed) return;
-    if (!this.socket.send(datagram, flow.port, flow.address)) return this.drop("unsent");
+    let sent: boolean;
+    try {
+      sent = this.socket.send(datagram, flow.port, flow.address);
+    } catch {
+      sent = false; // an ICMP error for an earlier datagram, thrown on this send: this one is lost as UDP loses
+    }
+    if (!sent) return this.drop("unsent");
     this.touch(flow);
     this.rules.counters.datagramsOut++;
     this.tunnel?.countOut(datagram.byteLength);

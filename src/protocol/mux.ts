@@ -39,6 +39,7 @@ import {
 } from "./wire.ts";
 
 import { keepAlive, stopKeepingAlive, type KeptAlive } from "./keepalive.ts";
+import { log } from "../log.ts";
 import { giveBackScratch, lendScratch } from "./scratch.ts";
 import { Stream, type StreamSession } from "./stream.ts";
 
@@ -208,9 +209,20 @@ export class Mux implements KeptAlive, StreamSession {
     try {
       this.handle(message);
     } catch (err) {
-      if (!(err instanceof ProtocolError)) throw err;
-      this.fail(WireError.PROTOCOL_ERROR, err.message);
+      this.failed(err);
     }
+  }
+
+  /**
+   * What a receive threw: a bad frame is the peer's PROTOCOL_ERROR; anything
+   * else is a handler's bug, and the connection ends too (GOING_AWAY: the
+   * agent connects again), because the frames after it in the message would
+   * be lost, and with a byte stream its framing with them.
+   */
+  private failed(err: unknown): void {
+    if (err instanceof ProtocolError) return this.fail(WireError.PROTOCOL_ERROR, err.message);
+    log.error("a received frame's handler failed: closing the connection", { err: String((err as Error)?.message ?? err).slice(0, 200) });
+    this.fail(WireError.GOING_AWAY, "an internal error on this side");
   }
 
   /**
@@ -225,8 +237,7 @@ export class Mux implements KeptAlive, StreamSession {
     try {
       this.handleFrame(frame);
     } catch (err) {
-      if (!(err instanceof ProtocolError)) throw err;
-      this.fail(WireError.PROTOCOL_ERROR, err.message);
+      this.failed(err);
     } finally {
       if (--this.corked === 0 && !this.closed) this.uncorked();
     }

@@ -299,15 +299,21 @@ describe("a udp tunnel's limits and rules", () => {
     await using a = await startAgent({ kind: "udp", target: gone.port, server: idle.edgeUrl, token: t, args: ["--log", "json"], waitFor: /"event":"connect"/ });
     const client = await udpClient(a.port!);
     try {
-      for (let i = 0; i < 20; i++) {
+      // a few first (the ICMP error comes back), then a burst: many frames in each read of the agent's link,
+      // each datagram's send now failing, none of which may cost the link its framing
+      for (let i = 0; i < 5; i++) {
         client.send(`into the void ${i}`);
         await Bun.sleep(5);
       }
+      for (let i = 0; i < 500; i++) client.send(`into the void, quickly ${i}`);
       const closed = JSON.parse(await a.output.waitFor(/"event":"udp_flow_close"/, 10_000));
       expect(closed.datagrams_in).toBeGreaterThan(0);
       expect(closed.datagrams_out).toBe(0);
       expect(closed.error).toBeString();
       expect(a.proc.exitCode).toBeNull();
+      // one session all along: no refusal, no reconnect
+      expect(a.output.lines.filter((l) => l.includes('"event":"connect"'))).toHaveLength(1);
+      expect(a.output.text()).not.toContain("refusal");
       // and it still serves: the next flow is opened as any other
       client.send("still there?");
       await waitUntil(() => a.output.lines.filter((l) => l.includes('"event":"udp_flow_open"')).length === 2, 5_000, "a second flow");

@@ -171,3 +171,29 @@ describe("what a peer may not send", () => {
     expect(decodeFrame(m)).toMatchObject({ type: FrameType.DATAGRAM, stream: 6, fin: false });
   });
 });
+
+describe("a handler that throws", () => {
+  for (const cutReads of [undefined, { seed: 3, max: 200 }]) {
+    test(`ends the connection (GOING_AWAY) instead of throwing out of receive and losing the frames after it, ${cutReads ? "over a byte stream" : "over messages"}`, async () => {
+      const closed: string[] = [];
+      const pair = memoryPair({
+        ...(cutReads ? { cutReads } : {}),
+        agent: {
+          onStream: (s) => {
+            let n = 0;
+            s.onDatagram = () => {
+              if (++n === 3) throw new Error("ECONNREFUSED: connection refused, send");
+            };
+          },
+          onClose: (code) => closed.push(code),
+        },
+      });
+      const stream = pair.edge.open({ tunnel: "t", kind: "udp", remote: "1.2.3.4:5" });
+      await pair.settle();
+      for (let n = 0; n < 10; n++) stream.sendDatagram(datagram(n, 100));
+      await pair.settle();
+      expect(closed).toEqual([WireError.GOING_AWAY]);
+      expect(pair.agent.closed).toBe(true);
+    });
+  }
+});
