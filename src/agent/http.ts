@@ -15,12 +15,15 @@ import { StreamRequests, type StreamServer } from "./local-http/forward.ts";
 import { ConnectionPool } from "./local-http/pool.ts";
 import { prepareHead, prepareRequest } from "./local-http/request.ts";
 import { localAuthority, type LocalTarget } from "./local-target.ts";
+import { routeFor } from "./routes.ts";
 
 export type { LocalTarget };
 
 export interface RequestLine {
   method: string;
   path: string;
+  /** The path route that served it (--route), when one did. */
+  route?: string;
   /** The final status, "101 websocket" for a switch, "502 (why)" for a failure, or "cancelled". */
   status: number | string;
   ms: number;
@@ -69,12 +72,12 @@ class RequestServer implements StreamServer {
 
   constructor(
     private readonly stream: Stream,
-    target: LocalTarget,
+    private readonly target: LocalTarget,
     private readonly hooks: HttpHooks,
     readonly over: () => void,
     private readonly threw: (err: unknown) => void,
   ) {
-    this.host = target.hostHeader === "rewrite" ? localAuthority(target) : target.hostHeader;
+    this.host = hostFor(target, target);
     this.report = new Report(hooks);
   }
 
@@ -91,9 +94,12 @@ class RequestServer implements StreamServer {
   private serve(headText: string, received: Uint8Array | undefined): boolean {
     const { hooks } = this;
     const started = performance.now();
+    // a path route picks the service (and so the Host a rewrite gives) by the request line's target
+    const route = this.target.routes ? routeFor(this.target.routes, requestTargetOf(headText)) : undefined;
+    const host = route ? hostFor(this.target, route.target) : this.host;
     // the head is read for what the agent must know (it goes on as the edge sent it); an inspector
     // reads its fields when someone looks
-    const request = received ? prepareHead(headText, this.host, false, received) : prepareRequest(headText, this.host, false);
+    const request = received ? prepareHead(headText, host, false, received) : prepareRequest(headText, host, false);
     if (typeof request === "string") {
       hooks.opened?.("http", "?", "?");
       this.stream.reset(`${WireError.UPSTREAM_FAILED} ${request}`);
@@ -103,10 +109,22 @@ class RequestServer implements StreamServer {
     const { method, target: path, upgrade } = request.head;
     const websocket = upgrade === "websocket";
     hooks.opened?.(websocket ? "ws" : "http", method, path);
-    const tap = hooks.tap?.({ method, path, headers: new HeadText(received ? headText : headText.slice(0, -4), "request"), websocket });
-    this.requests.forward(request, this.report.begin(method, path, upgrade, started), tap);
+    const tap = hooks.tap?.({ method, path, headers: new HeadText(received ? headText : headText.slice(0, -4), "request"), websocket, route: route?.prefix });
+    this.requests.forward(request, this.report.begin(method, path, upgrade, started, route?.prefix), tap, route?.target);
     return true;
   }
+}
+
+/** The Host a request to `service` gets: the tunnel's rule (--host-header), a rewrite naming the service it goes to. */
+function hostFor(tunnel: LocalTarget, service: LocalTarget): string | undefined {
+  return tunnel.hostHeader === "rewrite" ? localAuthority(service) : tunnel.hostHeader;
+}
+
+/** The request line's target ("/api/x?y"), read without parsing the head. */
+function requestTargetOf(headText: string): string {
+  const first = headText.indexOf(" ");
+  const second = headText.indexOf(" ", first + 1);
+  return first < 0 || second < 0 ? "" : headText.slice(first + 1, second);
 }
 
 /**
@@ -119,15 +137,24 @@ class Report implements ExchangeReport {
   private path = "?";
   private upgrade: string | undefined;
   private started = 0;
+  private route: string | undefined;
 
   constructor(private readonly hooks: HttpHooks) {}
 
-  begin(method: string, path: string, upgrade: string | undefined, started: number): this {
+  begin(method: string, path: string, upgrade: string | undefined, started: number, route: string | undefined): this {
     this.method = method;
     this.path = path;
     this.upgrade = upgrade;
     this.started = started;
+    this.route = route;
     return this;
+  }
+
+  private line(status: RequestLine["status"], kind?: RequestLine["kind"]): RequestLine {
+    const line: RequestLine = { method: this.method, path: this.path, status, ms: this.ms() };
+    if (kind) line.kind = kind;
+    if (this.route !== undefined) line.route = this.route;
+    return line;
   }
 
   private ms(): number {
@@ -135,19 +162,19 @@ class Report implements ExchangeReport {
   }
 
   responded(head: ParsedHead): void {
-    const { method, path, upgrade } = this;
-    if (head.status !== 101) return this.hooks.log({ method, path, status: head.status, ms: this.ms() });
-    this.hooks.log({ method, path, status: upgrade === "websocket" ? "101 websocket" : `101 ${upgrade}`, ms: this.ms(), kind: "ws" });
+    const { upgrade } = this;
+    if (head.status !== 101) return this.hooks.log(this.line(head.status));
+    this.hooks.log(this.line(upgrade === "websocket" ? "101 websocket" : `101 ${upgrade}`, "ws"));
   }
 
   failed(why: string): void {
     // a WebSocket the service never switched to ends as one whose handshake failed (output.ts)
     if (this.upgrade === "websocket" && this.hooks.handshakeFailed) return this.hooks.handshakeFailed(this.path, this.ms());
-    this.hooks.log({ method: this.method, path: this.path, status: `502 (${why})`, ms: this.ms() });
+    this.hooks.log(this.line(`502 (${why})`));
   }
 
   cancelled(): void {
-    this.hooks.log({ method: this.method, path: this.path, status: "cancelled", ms: this.ms() });
+    this.hooks.log(this.line("cancelled"));
   }
 
   switchedClosed(): void {

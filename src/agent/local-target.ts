@@ -8,6 +8,8 @@ export interface LocalTarget {
   tls?: boolean;
   /** tcp: each connection to the local service starts with a PROXY protocol v2 header naming the visitor (--proxy-protocol). */
   proxyProtocol?: boolean;
+  /** http: other local services by path prefix, longest first (--route, agent/routes.ts); the rest comes here. */
+  routes?: { prefix: string; target: LocalTarget }[];
 }
 
 /** The target as a Host value names it: "127.0.0.1:3000", "[::1]:3000". */

@@ -42,6 +42,8 @@ export interface RequestEvent {
   ms: number;
   /** "ws" for a WebSocket's upgrade: the WebSocket stays open until webSocketClosed. */
   kind?: "http" | "ws";
+  /** The path route that served it (--route), when one did. */
+  route?: string;
 }
 
 /** A visitor's stream arrived on a tunnel: an HTTP request, a WebSocket, a TCP connection or a UDP flow. */

@@ -116,7 +116,7 @@ class HttpServed implements HttpHooks {
 
   log(line: RequestLine): void {
     this.owed = line.kind === "ws" ? "websocket" : "nothing";
-    this.out.request({ tunnel: this.tunnel.name, method: line.method, path: line.path, status: line.status, ms: line.ms, kind: line.kind });
+    this.out.request({ tunnel: this.tunnel.name, method: line.method, path: line.path, status: line.status, ms: line.ms, kind: line.kind, route: line.route });
   }
 
   switchedClosed(path: string, ms: number): void {
@@ -130,7 +130,7 @@ class HttpServed implements HttpHooks {
   }
 
   capture(request: Omit<TappedRequest, "remote">): ExchangeTap | undefined {
-    return this.inspector?.begin(this.tunnel, { method: request.method, path: request.path, headers: request.headers, websocket: request.websocket, remote: this.meta.remote });
+    return this.inspector?.begin(this.tunnel, { method: request.method, path: request.path, headers: request.headers, websocket: request.websocket, remote: this.meta.remote, route: request.route });
   }
 
   /** An exception: the stream ends, and the output hears of it once. */

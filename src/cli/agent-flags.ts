@@ -85,6 +85,14 @@ export const HTTP_FLAGS = {
     defaultText: "the visitor's Host",
     help: "'rewrite' sends the local address as Host; any other value is sent as is",
   },
+  route: {
+    type: "string",
+    arg: "PATH=ADDR",
+    multiple: true,
+    help: "send requests under PATH to another local service (PORT, HOST:PORT or URL), e.g. /api=8080",
+    details:
+      "Repeat it for more. The longest matching path wins, whole segments only (/api takes /api and /api/v1, not /apis); the path goes on unchanged, WebSocket upgrades included; the rest goes to the tunnel's own address. At most 64.",
+  },
   "response-timeout": {
     type: "string",
     arg: "S",
@@ -166,7 +174,7 @@ export const HTTP_DOC: CommandDoc = {
 at http://<subdomain>.<server domain>. Lost connections are retried for ever.`,
   flags: HTTP_FLAGS,
   groups: [
-    { title: "Flags:", flags: ["subdomain", "skip-warning", "host-header", "response-timeout"] },
+    { title: "Flags:", flags: ["subdomain", "skip-warning", "host-header", "route", "response-timeout"] },
     { title: "Who may reach it (enforced by the server):", flags: Object.keys(HTTP_ACCESS_FLAGS) },
     AGENT_GROUP,
   ],

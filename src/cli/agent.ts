@@ -9,7 +9,8 @@ import { parseFlags } from "../config/flags.ts";
 import { HTTP_DOC, HTTP_FLAGS, TCP_DOC, TCP_FLAGS, TLS_DOC, TLS_FLAGS, UDP_DOC, UDP_FLAGS } from "./agent-flags.ts";
 import { helpText } from "./usage.ts";
 import { UsageError } from "../usage-error.ts";
-import { parseHostHeader, parseRemotePort, parseResponseTimeout, parseTarget } from "../agent/settings/tunnel-options.ts";
+import { parseHostHeader, parseRemotePort, parseResponseTimeout, parseRoute, parseTarget } from "../agent/settings/tunnel-options.ts";
+import { checkRoutes } from "../agent/routes.ts";
 
 /** A tunnel option's check, its message led by the flag's name. */
 function flagValue<T>(flag: string, check: () => T): T {
@@ -101,6 +102,8 @@ export async function httpCommand(argv: string[]): Promise<number> {
   const target = parseTarget(positionals[0], true);
   const hostHeader = values["host-header"] as string | undefined;
   if (hostHeader !== undefined) target.hostHeader = flagValue("--host-header", () => parseHostHeader(hostHeader));
+  const routes = ((values.route as string[] | undefined) ?? []).map((raw) => flagValue("--route", () => parseRoute(raw)));
+  if (routes.length > 0) target.routes = flagValue("--route", () => checkRoutes(routes));
   const subdomain = values.subdomain as string | undefined;
   const tunnel: TunnelRequest = { protocol: "http", subdomain, skipWarning: Boolean(values["skip-warning"]) };
   const timeout = values["response-timeout"] as string | undefined;

@@ -2,6 +2,7 @@
  * `burrow start [NAME...] | --all`: the tunnels of burrow.yml, over one
  * connection. `burrow config check`: the same file checked, nothing more.
  */
+import { localAuthority } from "../agent/local-target.ts";
 import type { AgentTunnel } from "../agent/client.ts";
 import { parseFlags } from "../config/flags.ts";
 import { configFileCandidates, findConfigFile, readTunnelsFile, type TunnelsFile } from "../agent/settings/tunnels-file.ts";
@@ -60,6 +61,7 @@ function describe(t: TunnelsFile["tunnels"][number]): string {
   }
   const extras = [
     t.target.hostHeader !== undefined ? `host_header ${t.target.hostHeader}` : "",
+    ...(t.target.routes ?? []).map((r) => `${r.prefix} -> ${r.target.tls ? "https://" : ""}${localAuthority(r.target)}`),
     r.skipWarning ? "skip_warning" : "",
     r.responseTimeout !== undefined ? `response_timeout ${r.responseTimeout} s` : "",
     t.inspect ? "" : "not inspected",

@@ -137,6 +137,8 @@ export class Capture implements ExchangeTap {
     private readonly owner: CaptureOwner,
     /** The capture this one replays. */
     readonly replayOf?: number,
+    /** The path route that served it. */
+    readonly route?: string,
   ) {
     this.ws = kind === "ws" ? new WsTraffic() : undefined;
   }

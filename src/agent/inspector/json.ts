@@ -39,6 +39,7 @@ export function summaryJson(c: Capture) {
     request_size: c.requestBody.size,
     response_size: c.responseBody.size,
     replay_of: c.replayOf ?? null,
+    route: c.route ?? null,
     websocket: c.ws ? { messages_from_visitor: c.ws.fromVisitor, messages_from_service: c.ws.fromService } : undefined,
   };
 }

@@ -31,6 +31,8 @@ export interface TappedRequest {
   websocket: boolean;
   /** The visitor's address, "ip:port". */
   remote: string;
+  /** The path route that serves it (--route), when one does. */
+  route?: string;
 }
 
 /** One request (or WebSocket) as it passes through the agent. */

@@ -62,13 +62,17 @@ export class StreamRequests implements VisitorSide {
 
   readonly drained = (): void => this.current?.streamDrained();
 
+  /** Where the request under way goes: the tunnel's service, or a path route's (forward()). */
+  private service: LocalService;
+
   constructor(
     private readonly stream: Stream,
-    private readonly service: LocalService,
+    private readonly tunnelService: LocalService,
     private readonly pool: ConnectionPool,
     readonly keep: boolean,
     private readonly server: StreamServer,
   ) {
+    this.service = tunnelService;
     // the visitor left (or the edge gave up waiting): drop the local request too, so it holds no connection
     stream.whenReset((code) => {
       this.gone = code;
@@ -96,15 +100,16 @@ export class StreamRequests implements VisitorSide {
    * it when the stream carries another. Never throws.
    * `tap`: the inspector's copy, shown the bodies (without their framing) as they pass.
    */
-  forward(request: LocalRequest, report: ExchangeReport, tap?: ExchangeTap): void {
+  forward(request: LocalRequest, report: ExchangeReport, tap?: ExchangeTap, service: LocalService = this.tunnelService): void {
     this.request = request;
     this.report = report;
     this.tap = tap;
+    this.service = service;
     this.attempt(true);
   }
 
   private attempt(mayReuse: boolean): void {
-    const conn = mayReuse ? (this.takeHeld() ?? this.pool.take(this.service)) : undefined;
+    const conn = mayReuse ? (this.takeHeld(this.service) ?? this.pool.take(this.service)) : undefined;
     if (conn) return this.exchangeOn(conn);
     this.openThenExchange();
   }
@@ -154,11 +159,15 @@ export class StreamRequests implements VisitorSide {
     return true;
   }
 
-  private takeHeld(): LocalConnection | undefined {
+  /** The connection the stream's last request went on; `service`: only if it is to that service (a path route may send the next request elsewhere). */
+  private takeHeld(service?: LocalService): LocalConnection | undefined {
     const conn = this.held;
     if (!conn) return undefined;
     this.held = undefined;
-    return this.pool.unhold(conn);
+    const back = this.pool.unhold(conn);
+    if (!back || service === undefined || this.pool.serves(back, service)) return back;
+    this.pool.put(back); // another service's: it waits in the pool for its own
+    return undefined;
   }
 
   /** VisitorSide: the exchange under way is over. */

@@ -92,6 +92,11 @@ export class ConnectionPool {
     return conn;
   }
 
+  /** Whether `conn` is a connection to `service`. */
+  serves(conn: LocalConnection, service: LocalService): boolean {
+    return conn.key === keyOf(service);
+  }
+
   /** Takes back a connection whose request is complete, to wait for the next one. */
   put(conn: LocalConnection): void {
     if (conn.closed) return;

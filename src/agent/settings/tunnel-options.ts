@@ -8,6 +8,7 @@ import type { LocalTarget } from "../http.ts";
 import { basicAuthProblem, cidrProblem, emailRuleProblem, headerProblem, issuerProblem } from "../../validate/access.ts";
 import type { HttpAccess, TcpAccess } from "../../protocol/messages.ts";
 import { UsageError } from "../../usage-error.ts";
+import { parsePrefix, type PathRoute } from "../routes.ts";
 
 /** "3000", "localhost:3000", "[::1]:3000", "http://host:3000" -> where the local service is. */
 export function parseTarget(raw: string | undefined, allowScheme: boolean): LocalTarget {
@@ -39,6 +40,13 @@ export function parseRemotePort(raw: string): number {
   const port = Number(raw);
   if (!/^[0-9]{1,5}$/.test(raw) || port < 1 || port > 65535) throw new UsageError(`must be a port number from 1 to 65535 (got '${raw}')`);
   return port;
+}
+
+/** "/api=8080", "/ws=127.0.0.1:9000", "/old=https://localhost:8443": a path route (agent/routes.ts). */
+export function parseRoute(raw: string): PathRoute {
+  const eq = raw.indexOf("=");
+  if (eq < 0) throw new UsageError(`must be PATH=PORT, PATH=HOST:PORT or PATH=URL, such as /api=8080 (got '${raw.replace(/[^\x20-\x7e]/g, "?").slice(0, 80)}')`);
+  return { prefix: parsePrefix(raw.slice(0, eq)), target: parseTarget(raw.slice(eq + 1), true) };
 }
 
 /** 'rewrite' or a host name; never empty. */

@@ -43,6 +43,7 @@ import {
   tooManyEntries,
 } from "./tunnel-options.ts";
 import { UsageError } from "../../usage-error.ts";
+import { checkRoutes, parsePrefix, type PathRoute } from "../routes.ts";
 
 export const CONFIG_FILE_NAME = "burrow.yml";
 /** One HELLO carries at most this many tunnels (protocol/messages.ts). */
@@ -186,13 +187,14 @@ type Fail = (node: { range?: [number, number, number] | null } | null | undefine
 
 /** Who may reach the tunnel (docs/access.md); tcp tunnels take the IP lists only. */
 const ACCESS_KEYS = ["basic_auth", "allow_cidr", "deny_cidr", "request_header_add", "request_header_remove", "response_header_add", "oidc"];
-const TUNNEL_KEYS = ["proto", "addr", "subdomain", "remote_port", "proxy_protocol", "host_header", "skip_warning", "inspect", "response_timeout", ...ACCESS_KEYS];
+const TUNNEL_KEYS = ["proto", "addr", "subdomain", "remote_port", "proxy_protocol", "host_header", "routes", "skip_warning", "inspect", "response_timeout", ...ACCESS_KEYS];
 const OIDC_KEYS = ["issuer", "client_id", "client_secret", "allow_emails"];
 
 /** The keys only some kinds of tunnel take, and which; the others (proto, addr, allow_cidr, deny_cidr) every kind takes. */
 const TAKEN_BY: Record<string, readonly ("http" | "tcp" | "tls" | "udp")[]> = {
   subdomain: ["http", "tls"],
   host_header: ["http"],
+  routes: ["http"],
   skip_warning: ["http"],
   inspect: ["http"],
   response_timeout: ["http"],
@@ -275,6 +277,8 @@ function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTu
   }
   const subdomain = readSubdomain();
   target.hostHeader = checked("host_header", parseHostHeader);
+  const routes = readRoutes(given.get("routes"), `${field}.routes`, fail);
+  if (routes) target.routes = routes;
   const request: TunnelRequest = { protocol: "http", subdomain, skipWarning: flag("skip_warning") ?? false };
   const timeout = checked("response_timeout", parseResponseTimeout);
   if (timeout !== undefined) request.responseTimeout = timeout;
@@ -294,6 +298,28 @@ function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTu
 }
 
 type Listed = <T>(key: string, read: (raw: string) => T, from: Map<string, { value: Node }>, prefix: string) => T[];
+
+/** routes: { /api: 8080, /ws: "127.0.0.1:9000" }: path prefixes to other local services (agent/routes.ts). */
+function readRoutes(entry: { keyNode: Node; value: Node } | undefined, field: string, fail: Fail): PathRoute[] | undefined {
+  if (!entry) return undefined;
+  if (!isMap(entry.value)) return fail(entry.value, field, "must be a map of paths to addresses, such as { /api: 8080 }");
+  const routes: PathRoute[] = [];
+  for (const { key, keyNode, value } of entries(entry.value, field, fail)) {
+    const where = `${field}.${key}`;
+    try {
+      routes.push({ prefix: parsePrefix(key), target: parseTarget(scalarText(value, where, fail), true) });
+    } catch (err) {
+      if (err instanceof UsageError && !(err instanceof ConfigFileError)) return fail(/^\//.test(key) ? value : keyNode, where, err.message);
+      throw err;
+    }
+  }
+  try {
+    return checkRoutes(routes);
+  } catch (err) {
+    if (err instanceof UsageError && !(err instanceof ConfigFileError)) return fail(entry.value, field, err.message);
+    throw err;
+  }
+}
 
 /** oidc: { issuer, client_id, client_secret, allow_emails: [...] } */
 function readOidc(entry: { keyNode: Node; value: Node } | undefined, field: string, fail: Fail, listed: Listed): HttpAccess["oidc"] {

@@ -122,6 +122,7 @@ export function requestFields(e: RequestEvent): Fields {
     status,
     duration_ms: round(e.ms),
     websocket: e.kind === "ws" || undefined,
+    route: e.route,
     error,
   };
 }

@@ -35,7 +35,7 @@ export function lineOutput(threshold: LogLevel = DEFAULT_LOG_LEVEL): AgentOutput
     },
     request(l) {
       if (!on("info")) return;
-      print(`${out.dim(timestamp())}  ${who(l.tunnel)}${l.method.padEnd(7)} ${printable(l.path)}  ${out.status(l.status)}  ${Math.round(l.ms)} ms`);
+      print(`${out.dim(timestamp())}  ${who(l.tunnel)}${l.method.padEnd(7)} ${printable(l.path)}  ${out.status(l.status)}  ${Math.round(l.ms)} ms${l.route !== undefined ? out.dim(`  via ${printable(l.route)}`) : ""}`);
     },
     connection(l) {
       if (!on("info")) return;

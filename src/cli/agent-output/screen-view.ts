@@ -22,7 +22,7 @@ export type SessionStatus =
 
 /** One line of the screen's list of what came through. */
 export type Activity =
-  | { kind: "request"; time: string; tunnel: string; method: string; path: string; status: number | string; ms: number }
+  | { kind: "request"; time: string; tunnel: string; method: string; path: string; status: number | string; ms: number; route?: string }
   | { kind: "websocket-closed"; time: string; tunnel: string; path: string; ms: number }
   | { kind: "tcp"; time: string; tunnel: string; remote: string; open: boolean; bytesIn?: number; bytesOut?: number; ms?: number; error?: string }
   /** A udp flow: its datagrams and bytes each way, never payloads. */
@@ -132,7 +132,8 @@ function activity(a: Activity, nameWidth: number, width: number, p: Paint): stri
     return `${head}${"UDP".padEnd(8)}${a.remote}  ${what}`;
   }
   const method = a.kind === "request" ? a.method : "WS";
-  const tail = a.kind === "request" ? `${p.status(a.status)}  ${Math.round(a.ms)} ms` : `closed after ${seconds(a.ms)}`;
+  const via = a.kind === "request" && a.route !== undefined ? p.dim(`  via ${printable(a.route)}`) : "";
+  const tail = a.kind === "request" ? `${p.status(a.status)}  ${Math.round(a.ms)} ms${via}` : `closed after ${seconds(a.ms)}`;
   // the path takes what room the line has, so that the status stays in sight on a narrow terminal
   const used = 10 + nameWidth + 8;
   const pathWidth = Math.max(8, Math.min(60, width - used - 26));

@@ -155,7 +155,7 @@ export function screenOutput(term: ScreenTerminal = { stdout: process.stdout, st
     },
     request(e) {
       if (e.kind !== "ws") state.counters.finished(e.ms); // a WebSocket is open until it closes
-      add({ kind: "request", time: timestamp(), tunnel: e.tunnel, method: e.method, path: e.path, status: e.status, ms: e.ms });
+      add({ kind: "request", time: timestamp(), tunnel: e.tunnel, method: e.method, path: e.path, status: e.status, ms: e.ms, route: e.route });
     },
     webSocketClosed(e) {
       state.counters.finished(e.ms);

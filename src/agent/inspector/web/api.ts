@@ -21,6 +21,8 @@ export interface Summary {
   request_size: number;
   response_size: number;
   replay_of: number | null;
+  /** The path route that served it (--route); null: the tunnel's own address. */
+  route: string | null;
   websocket?: { messages_from_visitor: number; messages_from_service: number };
 }
 

@@ -169,6 +169,7 @@ export function App() {
                     {r.replay_of !== null && <span class="badge">replay</span>}
                     {r.kind === "websocket" && <span class="badge">ws</span>}
                     {r.path}
+                    {r.route !== null && <span class="badge route" title={`served by the route ${r.route}`}>via {r.route}</span>}
                   </td>
                   <td>
                     <span class={`status s${statusClass(r)}`}>{r.status ?? (r.state === "failed" ? "failed" : "…")}</span>
