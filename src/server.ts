@@ -12,6 +12,7 @@ import { configureAcmeHttp, readCaRoot } from "./acme/http-client.ts";
 import { filesReport } from "./acme/report.ts";
 import { BootstrapError, ensureAdmin } from "./core/bootstrap.ts";
 import { createCore } from "./core/index.ts";
+import { txtLookup } from "./dns/resolver-address.ts";
 import type { AcmeConfig, ServerConfig } from "./config/server.ts";
 import { openServerDatabase } from "./db/server-database.ts";
 import { Cluster } from "./cluster/cluster.ts";
@@ -39,7 +40,7 @@ export interface RunningServer {
 
 export async function startServer(config: ServerConfig, env: Record<string, string | undefined>): Promise<RunningServer> {
   const database = await openServerDatabase(config);
-  const core = createCore({ store: database.store, systemSubdomains: config.systemSubdomains });
+  const core = createCore({ store: database.store, systemSubdomains: config.systemSubdomains, domain: config.domain, lookupTxt: txtLookup(config.dnsResolver) });
   await ensureAdmin(core, env);
   // several nodes on one PostgreSQL database: this one joins before its edge takes an agent
   const cluster = database.postgres && config.node ? new Cluster({ client: database.postgres, nodeId: config.node.id, nodeUrl: config.node.url, expiryMs: config.node.expiryMs, poolSize: config.databasePool }, core) : undefined;

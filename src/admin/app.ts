@@ -25,6 +25,7 @@ import { auditRoutes, recordAudit, type AuditContext } from "./audit.ts";
 import type { Handler, Method, PublicContext, Route } from "./context.ts";
 import { checkCrossSite } from "./csrf.ts";
 import { domainRoutes } from "./domains.ts";
+import { hostnameRoutes } from "./hostnames.ts";
 import { keyRoutes } from "./keys.ts";
 import { openApiRoutes } from "./openapi.ts";
 import { ClientGone, errorResponse, json } from "./http.ts";
@@ -34,7 +35,7 @@ import { statsRoutes } from "./stats.ts";
 import { tokenRoutes } from "./tokens.ts";
 import { userRoutes } from "./users.ts";
 
-export const ROUTES: Route[] = [...authRoutes, ...userRoutes, ...tokenRoutes, ...domainRoutes, ...statsRoutes, ...auditRoutes, ...keyRoutes];
+export const ROUTES: Route[] = [...authRoutes, ...userRoutes, ...tokenRoutes, ...domainRoutes, ...hostnameRoutes, ...statsRoutes, ...auditRoutes, ...keyRoutes];
 
 type BunHandler = (req: BunRequest<string>, server: Server<unknown>) => Promise<Response>;
 

@@ -1,4 +1,6 @@
 /** How core's records look in the admin API (snake_case, as the spec names them). */
+import type { CustomHostname } from "../core/hostnames.ts";
+import { challengeName } from "../validate/hostname.ts";
 import type { DayTraffic, UserTraffic } from "../core/traffic.ts";
 import type { ReservedSubdomain } from "../core/domains.ts";
 import type { TokenRow, UserRow } from "../db/schema.ts";
@@ -39,6 +41,17 @@ export const domainJson = (d: ReservedSubdomain) => ({
   user_id: d.userId,
   username: d.username,
   created_at: d.createdAt,
+});
+
+export const hostnameJson = (h: CustomHostname) => ({
+  id: h.id,
+  hostname: h.hostname,
+  user_id: h.userId,
+  username: h.username,
+  verified: h.verified,
+  verification: { type: "TXT" as const, name: challengeName(h.hostname), value: h.token },
+  created_at: h.createdAt,
+  verified_at: h.verifiedAt,
 });
 
 export const dayTrafficJson = (d: DayTraffic) => ({

@@ -54,6 +54,18 @@ export const NewTokenJson = v.strictObject({ token: v.string(), token_id: id, me
 
 export const DomainJson = v.strictObject({ id, subdomain: v.string(), user_id: id, username: v.string(), created_at: timestamp });
 
+export const HostnameJson = v.strictObject({
+  id,
+  hostname: v.string(),
+  user_id: id,
+  username: v.string(),
+  verified: v.boolean(),
+  /** What proves it: this TXT record at this name. */
+  verification: v.strictObject({ type: v.literal("TXT"), name: v.string(), value: v.string() }),
+  created_at: timestamp,
+  verified_at: v.nullable(timestamp),
+});
+
 export const DayTrafficJson = v.strictObject({ user_id: id, date: v.pipe(v.string(), v.isoDate()), bytes_in: count, bytes_out: count, total: count });
 
 export const UserTrafficJson = v.strictObject({ user_id: id, username: v.string(), bytes_in: count, bytes_out: count, total: count });

@@ -66,6 +66,36 @@ export const ReserveBody = v.object({
   ),
 });
 
+/** The user a hostname or reservation is for. */
+const userId = required(
+  v.pipe(
+    v.number("must be an integer"),
+    v.integer("must be an integer"),
+    v.minValue(1, "must be a positive integer"),
+    v.maxValue(Number.MAX_SAFE_INTEGER, "is too large"),
+  ),
+);
+
+/** A hostname is checked by core (validate/hostname.ts): here only that it is a string of a sane length. */
+export const CreateHostnameBody = v.object({
+  hostname: required(v.pipe(v.string("must be a string"), v.maxLength(300, "must be at most 253 characters"))),
+  user_id: userId,
+  verified: v.optional(f.flag),
+});
+
+/** ?user_id=N */
+export const HostnamesQuery = v.object({
+  user_id: v.optional(
+    v.pipe(
+      v.string(),
+      v.regex(/^[1-9][0-9]{0,15}$/, "must be a positive integer"),
+      v.transform(Number),
+      v.integer("must be a positive integer"),
+      v.maxValue(Number.MAX_SAFE_INTEGER, "must be a positive integer"),
+    ),
+  ),
+});
+
 export const CreateKeyBody = v.object({
   name: required(
     v.pipe(

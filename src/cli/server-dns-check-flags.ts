@@ -2,7 +2,7 @@
  * `burrow server dns-check` flags. --domain goes through the server's own
  * check, so that a domain this passes is one the server takes.
  */
-import { isIP } from "node:net";
+import { parseHostPort } from "../dns/resolver-address.ts";
 import { parseFlags, type FlagTable } from "../config/flags.ts";
 import { parsePublicIps, type PublicAddresses } from "../dns/public-address.ts";
 import { parseServerConfig } from "../config/server.ts";
@@ -88,14 +88,4 @@ export function parseDnsCheck(argv: string[]): ParsedDnsCheck {
       timeoutMs: Math.round(timeout * 1000),
     },
   };
-}
-
-/** `1.2.3.4`, `1.2.3.4:5353`, `::1` or `[::1]:5353`; port 53 when none is given. */
-export function parseHostPort(text: string, flag: string): { host: string; port: number } {
-  const bad = () => new UsageError(`${flag} must be an IP address with an optional port, e.g. 127.0.0.1:5353 or [::1]:5353 (got '${text}')`);
-  const m = /^\[([^\]]+)\](?::([0-9]{1,5}))?$/.exec(text) ?? /^([^:]+)(?::([0-9]{1,5}))?$/.exec(text) ?? (isIP(text) === 6 ? [text, text, undefined] : null);
-  if (!m || isIP(m[1]!) === 0) throw bad();
-  const port = m[2] === undefined ? 53 : Number(m[2]);
-  if (port < 1 || port > 65535) throw bad();
-  return { host: m[1]!, port };
 }

@@ -17,7 +17,8 @@ import { Resolver } from "node:dns/promises";
 import { networkInterfaces } from "node:os";
 import { challengeZone, checkDns, exitCodeOf, renderCheckLine, type AddressLookup, type Lookup, type ResponderProbe } from "../dns/check.ts";
 import { probeDns, type ProbeQuestion } from "../dns/probe.ts";
-import { DNS_CHECK_DOC, parseDnsCheck, parseHostPort } from "./server-dns-check-flags.ts";
+import { DNS_CHECK_DOC, parseDnsCheck } from "./server-dns-check-flags.ts";
+import { hostPort, parseHostPort } from "../dns/resolver-address.ts";
 import { guessPublicAddresses } from "../dns/public-address.ts";
 import { helpText } from "./usage.ts";
 
@@ -97,6 +98,4 @@ function systemResolver(servers: string[]): { host: string; port: number } | und
   return undefined;
 }
 
-function hostPort(host: string, port: number): string {
-  return host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
-}
+

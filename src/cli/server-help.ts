@@ -46,6 +46,7 @@ export const SERVER_DOC: CommandDoc = {
         "metrics-token",
         "oidc-http-issuers",
         "basic-auth-limit",
+        "dns-resolver",
         "database",
       ],
     },

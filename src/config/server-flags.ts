@@ -50,6 +50,15 @@ export const SERVER_FLAGS = {
   },
   "data-dir": { type: "string", env: true, arg: "DIR", default: "./data", help: "where burrow.db lives" },
   "tcp-ports": { type: "string", env: true, arg: "A-B", default: "20000-29999", help: "ports TCP tunnels may take" },
+  "dns-resolver": {
+    type: "string",
+    env: true,
+    arg: "HOST[:PORT]",
+    default: "",
+    defaultText: "the system's, e.g. from /etc/resolv.conf",
+    help: "the resolver custom hostnames' TXT records are looked up with",
+    details: "`127.0.0.1:5353`, `[::1]:5353`; port 53 when left out. For a split-horizon setup, or a test's own DNS.",
+  },
   "udp-ports": {
     type: "string",
     env: true,

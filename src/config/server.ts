@@ -7,6 +7,7 @@ import { SERVER_DEFAULTS, SERVER_FLAGS } from "./server-flags.ts";
 import { UsageError } from "../usage-error.ts";
 import { SUBDOMAIN_PATTERN } from "../validate/fields.ts";
 import { isCidrOrAddress } from "../http/addresses.ts";
+import { parseHostPort } from "../dns/resolver-address.ts";
 import { LOG_FORMATS, type LogFormat } from "../log.ts";
 
 /** Flags whose value is a secret: a mistake in one is reported without echoing it. */
@@ -37,6 +38,8 @@ export interface ServerConfig {
   /** --db-pool: connections to PostgreSQL at most. */
   databasePool: number;
   tcpPorts: { first: number; last: number };
+  /** --dns-resolver; undefined: the system's resolvers. */
+  dnsResolver?: { host: string; port: number };
   /** --udp-ports; undefined: off, no udp tunnels. */
   udpPorts?: { first: number; last: number };
   /** --udp-idle, in ms. */
@@ -173,6 +176,7 @@ const Schema = v.object({
   host: v.pipe(v.string(), v.minLength(1, "--host must not be empty")),
   "data-dir": v.pipe(v.string(), v.minLength(1, "--data-dir must not be empty")),
   "tcp-ports": portRange("tcp-ports"),
+  "dns-resolver": v.string(),
   "udp-ports": v.union([v.literal("off"), portRange("udp-ports")], "--udp-ports must be a range A-B with 1 <= A <= B <= 65535, or off"),
   "udp-idle": within("udp-idle", 1, 86_400, "a whole number of seconds"),
   "udp-flows": within("udp-flows", 1, 1_000_000, "a whole number"),
@@ -321,6 +325,7 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     databasePool: o["db-pool"],
     tcpPorts: o["tcp-ports"],
     udpPorts: o["udp-ports"] === "off" ? undefined : o["udp-ports"],
+    dnsResolver: o["dns-resolver"] === "" ? undefined : parseHostPort(o["dns-resolver"], "--dns-resolver"),
     udpIdleMs: o["udp-idle"] * 1000,
     udpFlows: o["udp-flows"],
     udpRate: o["udp-rate"],

@@ -25,7 +25,7 @@ export const REQUEST_ERRORS = {
   },
   NOT_FOUND: {
     status: 404,
-    meaning: "No such user, token, reserved subdomain or key, or no such `/api` path.",
+    meaning: "No such user, token, reserved subdomain, hostname or key, or no such `/api` path.",
     advice: "Check the id (the lists give them) or the path.",
   },
   METHOD_NOT_ALLOWED: {
@@ -34,6 +34,16 @@ export const REQUEST_ERRORS = {
     advice: "Use a method from `Allow`.",
   },
   USERNAME_TAKEN: { status: 409, meaning: "Another user has this username (case-insensitive).", advice: "Choose another username." },
+  HOSTNAME_TAKEN: {
+    status: 409,
+    meaning: "The hostname is registered already, by this user or another.",
+    advice: "Delete it first (`DELETE /api/hostnames/:id`), or register another.",
+  },
+  HOSTNAME_NOT_VERIFIED: {
+    status: 409,
+    meaning: "The hostname's TXT record (`_burrow-challenge.<hostname>`) was not found with the value asked for; the message says what the lookup found.",
+    advice: "Publish the record the hostname's `verification` names, wait for DNS to carry it, and verify again.",
+  },
   SUBDOMAIN_ALREADY_RESERVED: {
     status: 409,
     meaning: "The subdomain is reserved already.",

@@ -4,6 +4,7 @@ import { createAdminKeys } from "./admin-keys.ts";
 import { createAudit } from "./audit.ts";
 import { systemClock, type Clock } from "./clock.ts";
 import { createDomains } from "./domains.ts";
+import { createHostnames, type TxtLookup } from "./hostnames.ts";
 import { noLiveTunnels, type LiveTunnels } from "./live.ts";
 import { createSessions } from "./sessions.ts";
 import { LoginThrottle } from "./login-throttle.ts";
@@ -16,11 +17,17 @@ export interface CoreOptions {
   clock?: Clock;
   /** Names nobody may reserve or open a tunnel on. */
   systemSubdomains: readonly string[];
+  /** The server's own domain: custom hostnames may not be under it. */
+  domain?: string;
+  /** How a custom hostname's TXT record is looked up (the server's resolver); none: verifying says it cannot look. */
+  lookupTxt?: TxtLookup;
 }
 
 export type Core = ReturnType<typeof createCore>;
 
-export function createCore({ store, clock = systemClock, systemSubdomains }: CoreOptions) {
+const noLookup: TxtLookup = () => Promise.reject(new Error("this server looks up no DNS"));
+
+export function createCore({ store, clock = systemClock, systemSubdomains, domain = "", lookupTxt = noLookup }: CoreOptions) {
   // filled in once the edge's registry exists; admin actions reach live tunnels through it
   let attached: LiveTunnels = noLiveTunnels;
   const live: LiveTunnels = {
@@ -36,6 +43,7 @@ export function createCore({ store, clock = systemClock, systemSubdomains }: Cor
     users: createUsers(store, clock, live),
     tokens: createTokens(store, clock, live),
     domains: createDomains(store, clock, systemSubdomains),
+    hostnames: createHostnames(store, clock, domain, lookupTxt),
     sessions: createSessions(store, clock),
     adminKeys: createAdminKeys(store, clock),
     audit: createAudit(store, clock),

@@ -4,10 +4,12 @@ import m0 from "../../drizzle/postgres/0000_init.sql" with { type: "text" };
 import m1 from "../../drizzle/postgres/0001_cluster_registry.sql" with { type: "text" };
 import m2 from "../../drizzle/postgres/0002_relay_settings.sql" with { type: "text" };
 import m3 from "../../drizzle/postgres/0003_drop_relayable.sql" with { type: "text" };
+import m4 from "../../drizzle/postgres/0004_custom_hostnames.sql" with { type: "text" };
 
 export const migrations: EmbeddedMigration[] = [
   { tag: "0000_init", when: 1795456652579, breakpoints: true, sql: m0 },
   { tag: "0001_cluster_registry", when: 1795457301899, breakpoints: true, sql: m1 },
   { tag: "0002_relay_settings", when: 1795457497146, breakpoints: true, sql: m2 },
   { tag: "0003_drop_relayable", when: 1795462996561, breakpoints: true, sql: m3 },
+  { tag: "0004_custom_hostnames", when: 1795797483701, breakpoints: true, sql: m4 },
 ];

@@ -149,9 +149,27 @@ export const auditLog = pgTable(
   ],
 );
 
+/** Users' own hostnames (schema.ts says what they are). */
+export const customHostnames = pgTable(
+  "custom_hostnames",
+  {
+    id: integer("id").primaryKey().generatedByDefaultAsIdentity(),
+    hostname: text("hostname").notNull(),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    verified: boolean("verified").notNull().default(false),
+    token: text("token").notNull(),
+    createdAt: text("created_at").notNull(),
+    verifiedAt: text("verified_at"),
+  },
+  (t) => [uniqueIndex("custom_hostnames_hostname").on(t.hostname), index("custom_hostnames_user").on(t.userId)],
+);
+
 export type UserRow = typeof users.$inferSelect;
 export type TokenRow = typeof tokens.$inferSelect;
 export type ReservedSubdomainRow = typeof reservedSubdomains.$inferSelect;
+export type CustomHostnameRow = typeof customHostnames.$inferSelect;
 export type AdminKeyRow = typeof adminKeys.$inferSelect;
 export type AuditRow = typeof auditLog.$inferSelect;
 

@@ -210,8 +210,30 @@ export const liveTunnels = sqliteTable(
   (t) => [index("live_tunnels_user").on(t.userId), index("live_tunnels_node").on(t.nodeId), index("live_tunnels_session").on(t.sessionId)],
 );
 
+/**
+ * Hostnames of users' own (demo.acme.com, or a wildcard *.dev.acme.com):
+ * their tunnels may be reached by them once verified, by an admin's word or
+ * by the TXT record `_burrow-challenge.<hostname>` holding `token`.
+ */
+export const customHostnames = sqliteTable(
+  "custom_hostnames",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    hostname: text("hostname").notNull(),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    verified: integer("verified", { mode: "boolean" }).notNull().default(false),
+    token: text("token").notNull(),
+    createdAt: text("created_at").notNull(),
+    verifiedAt: text("verified_at"),
+  },
+  (t) => [uniqueIndex("custom_hostnames_hostname").on(t.hostname), index("custom_hostnames_user").on(t.userId)],
+);
+
 export type UserRow = typeof users.$inferSelect;
 export type TokenRow = typeof tokens.$inferSelect;
 export type ReservedSubdomainRow = typeof reservedSubdomains.$inferSelect;
+export type CustomHostnameRow = typeof customHostnames.$inferSelect;
 export type AdminKeyRow = typeof adminKeys.$inferSelect;
 export type AuditRow = typeof auditLog.$inferSelect;

@@ -7,7 +7,8 @@
 import { describe, expect, test } from "bun:test";
 import { checkDns, exitCodeOf, isBurrowSoa, renderCheckLine, type AddressLookup, type CheckLine, type DnsFacts, type Lookup } from "../../src/dns/check.ts";
 import type { ProbeAnswer } from "../../src/dns/probe.ts";
-import { parseDnsCheck, parseHostPort } from "../../src/cli/server-dns-check-flags.ts";
+import { parseDnsCheck } from "../../src/cli/server-dns-check-flags.ts";
+import { parseHostPort } from "../../src/dns/resolver-address.ts";
 import { UsageError } from "../../src/usage-error.ts";
 
 const D = "tunnels.example.com";

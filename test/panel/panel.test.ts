@@ -203,6 +203,38 @@ describe("tokens and subdomains", () => {
   });
 });
 
+describe("own hostnames", () => {
+  test("adds one with its TXT record shown and copied, vouches for another, refuses a bad one with the server's words, deletes with confirmation", async () => {
+    const card = page.getByRole("region", { name: "Own hostnames" });
+    await card.getByLabel("Hostname").fill("Demo.Alice.test");
+    await card.getByRole("button", { name: "Add" }).click();
+    const added = page.locator("li[data-hostname='demo.alice.test']");
+    await added.getByText("not verified").waitFor();
+    const record = (await api.get(`/api/hostnames?user_id=${aliceId}`)).body[0];
+    expect(await added.textContent()).toContain(`_burrow-challenge.demo.alice.test = ${record.verification.value}`);
+    await added.getByRole("button", { name: "Copy the TXT value of demo.alice.test" }).click();
+    await added.getByText("Copied to the clipboard").waitFor();
+    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(record.verification.value);
+    // no record published: verifying says what was found, and nothing changes
+    await added.getByRole("button", { name: "Verify demo.alice.test" }).click();
+    await alert().getByText(/_burrow-challenge\.demo\.alice\.test/).waitFor();
+
+    await card.getByLabel("Hostname").fill("vouched.alice.test");
+    await card.getByLabel(/Verified/).check();
+    await card.getByRole("button", { name: "Add" }).click();
+    await page.locator("li[data-hostname='vouched.alice.test']").getByText("verified", { exact: true }).waitFor();
+
+    await card.getByLabel("Hostname").fill("x.localhost");
+    await card.getByRole("button", { name: "Add" }).click();
+    await card.getByText(/own domain/).waitFor();
+
+    await added.getByRole("button", { name: "Delete demo.alice.test" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Delete" }).click();
+    await added.waitFor({ state: "detached" });
+    expect(((await api.get(`/api/hostnames?user_id=${aliceId}`)).body as { hostname: string }[]).map((h) => h.hostname)).toEqual(["vouched.alice.test"]);
+  });
+});
+
 describe("live tunnels", () => {
   test("a real agent's tunnel appears with its link, user and device, and its bytes grow without a reload", async () => {
     agent = await startAgent({ kind: "http", target: `127.0.0.1:${upstream.port}`, server: server.edgeUrl, token, args: ["--subdomain", "alice-demo"] });

@@ -59,6 +59,18 @@ export interface Domain {
   created_at: string;
 }
 
+/** A user's own hostname and how it is proved (GET /api/hostnames). */
+export interface Hostname {
+  id: number;
+  hostname: string;
+  user_id: number;
+  username: string;
+  verified: boolean;
+  verification: { type: "TXT"; name: string; value: string };
+  created_at: string;
+  verified_at: string | null;
+}
+
 export interface ActiveTunnel {
   subdomain?: string;
   port?: number;
@@ -246,6 +258,11 @@ export const api = {
   domains: () => call<Domain[]>("GET", "/api/domains"),
   reserve: (subdomain: string, userId: number) => call<Domain>("POST", "/api/domains", { subdomain, user_id: userId }),
   release: (domainId: number) => call<{ status: string }>("DELETE", `/api/domains/${id(domainId)}`),
+
+  hostnames: (userId: number) => call<Hostname[]>("GET", `/api/hostnames?user_id=${id(userId)}`),
+  addHostname: (hostname: string, userId: number, verified: boolean) => call<Hostname>("POST", "/api/hostnames", { hostname, user_id: userId, verified }),
+  verifyHostname: (hostnameId: number) => call<Hostname>("POST", `/api/hostnames/${id(hostnameId)}/verify`),
+  deleteHostname: (hostnameId: number) => call<{ status: string }>("DELETE", `/api/hostnames/${id(hostnameId)}`),
 
   dashboard: () => call<Dashboard>("GET", "/api/dashboard"),
   activeTunnels: () => call<ActiveTunnel[]>("GET", "/api/tunnels/active"),

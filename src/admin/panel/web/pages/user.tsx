@@ -7,6 +7,7 @@ import { api, messageOf, type DayTraffic, type User, type UserDetails } from "..
 import { TrafficChart } from "../components/chart.tsx";
 import { Confirm } from "../components/dialog.tsx";
 import { DomainList, ReserveForm } from "../components/domains.tsx";
+import { HostnameForm, HostnameList } from "../components/hostnames.tsx";
 import { TokenLoadError, TokensPanel } from "../components/tokens.tsx";
 import { TunnelTable } from "../components/tunnels.tsx";
 import { UserForm } from "../components/user-form.tsx";
@@ -25,6 +26,7 @@ export function UserPage(props: { id: number }) {
   const details = useApi(() => api.user(props.id), [props.id], DETAILS_REFRESH_MS);
   const tokens = useApi(() => api.tokens(props.id), [props.id]);
   const domains = useApi(api.domains, [props.id]);
+  const hostnames = useApi(() => api.hostnames(props.id), [props.id]);
   const days = useApi(() => api.userDays(props.id, 30), [props.id], CHART_REFRESH_MS);
   const live = useApi(api.activeTunnels, [props.id], LIVE_REFRESH_MS);
   const [deleting, setDeleting] = useState(false);
@@ -123,6 +125,11 @@ export function UserPage(props: { id: number }) {
           <ReserveForm userId={u.id} onReserved={() => domains.reload()} />
           {domains.error && !domains.data && <ErrorBox title="Could not load reserved subdomains" message={domains.error} retry={domains.reload} />}
           {theirDomains && <DomainList domains={theirDomains} onReleased={() => domains.reload()} empty={`No subdomain is reserved for ${u.username}.`} />}
+        </Card>
+        <Card title="Own hostnames" id="user-hostnames">
+          <HostnameForm userId={u.id} onAdded={() => hostnames.reload()} />
+          {hostnames.error && !hostnames.data && <ErrorBox title="Could not load hostnames" message={hostnames.error} retry={hostnames.reload} />}
+          {hostnames.data && <HostnameList hostnames={hostnames.data} onChanged={() => hostnames.reload()} empty={`${u.username} has no hostname of their own.`} />}
         </Card>
       </div>
 
