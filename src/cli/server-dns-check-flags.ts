@@ -7,6 +7,7 @@ import { parseFlags, type FlagTable } from "../config/flags.ts";
 import { parsePublicIps, type PublicAddresses } from "../dns/public-address.ts";
 import { parseServerConfig } from "../config/server.ts";
 import { UsageError } from "../usage-error.ts";
+import { normalizeHostname } from "../validate/hostname.ts";
 import type { CommandDoc } from "./usage.ts";
 
 /** The longest wait per query that --timeout takes, in seconds. */
@@ -29,6 +30,13 @@ const DNS_CHECK_FLAGS = {
     help: "the resolver to look names up with",
     details: "`127.0.0.1:5353`, `[::1]:5353`; port 53 when left out.",
   },
+  hostname: {
+    type: "string",
+    arg: "H",
+    multiple: true,
+    help: "also check that a custom hostname points here (repeat for more)",
+    details: "A user's own name, such as demo.acme.com; for a wildcard, *.dev.acme.com, a random name under it is looked up.",
+  },
   "dns-port": { type: "string", arg: "N", default: "53", help: "where burrow's DNS listens (--dns-port of the server)" },
   timeout: { type: "string", arg: "S", default: "5", help: "seconds to wait for each answer", details: `Above 0, at most ${MAX_TIMEOUT_S}.` },
 } as const satisfies FlagTable;
@@ -41,7 +49,8 @@ says what is wrong: D and a random name under *.D resolve to this server;
 _acme-challenge.D is delegated (NS) to a name that resolves to this server;
 burrow's DNS answers there for that zone, over UDP and TCP; and a TXT lookup
 of _acme-challenge.D through the resolver gets NOERROR, as the CA's will.
-Each check prints one line: ok, FAIL (with what to do) or warn.
+With --hostname H, H resolves to this server too. Each check prints one
+line: ok, FAIL (with what to do) or warn.
 Exit code 0 when nothing failed (warnings included), 1 otherwise.`,
   flags: DNS_CHECK_FLAGS,
 };
@@ -54,6 +63,8 @@ export interface DnsCheckOptions {
   resolver?: { host: string; port: number };
   dnsPort: number;
   timeoutMs: number;
+  /** --hostname: custom hostnames to check too, in their kept form. */
+  hostnames: string[];
 }
 
 export type ParsedDnsCheck = { help: true } | { help: false; options: DnsCheckOptions };
@@ -86,6 +97,11 @@ export function parseDnsCheck(argv: string[]): ParsedDnsCheck {
       resolver: typeof values.resolver === "string" ? parseHostPort(values.resolver, "--resolver") : undefined,
       dnsPort,
       timeoutMs: Math.round(timeout * 1000),
+      hostnames: ((values.hostname as string[] | undefined) ?? []).map((raw) => {
+        const checked = normalizeHostname(raw);
+        if ("problem" in checked) throw new UsageError(`--hostname ${checked.problem} (got '${raw.replace(/[^\x20-\x7e]/g, "?").slice(0, 80)}')`);
+        return checked.hostname;
+      }),
     },
   };
 }

@@ -66,7 +66,14 @@ export async function serverDnsCheckCommand(argv: string[]): Promise<number> {
       : Promise.resolve({ kind: "silent" as const, error: "no resolver address known to ask directly" }),
   ]);
 
-  const lines = checkDns({ domain: o.domain, server, serverSource: source, dnsPort: o.dnsPort, apex, wildcard: { name: wildcardName, lookup: wildcard }, ns, nsTargets, probedFrom, probes, txt });
+  // a wildcard hostname is looked up at a random name under it, as *.D is
+  const hostnames = await Promise.all(
+    o.hostnames.map(async (record) => {
+      const name = record.startsWith("*.") ? `burrow-check-${randomBytes(5).toString("hex")}${record.slice(1)}` : record;
+      return { record, name, lookup: await addresses(resolver, name) };
+    }),
+  );
+  const lines = checkDns({ domain: o.domain, server, serverSource: source, dnsPort: o.dnsPort, apex, wildcard: { name: wildcardName, lookup: wildcard }, ns, nsTargets, probedFrom, probes, txt, hostnames });
   process.stdout.write(lines.map(renderCheckLine).join("\n") + "\n");
   return exitCodeOf(lines);
 }

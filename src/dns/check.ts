@@ -56,6 +56,8 @@ export interface DnsFacts {
   probes: ResponderProbe[];
   /** TXT `_acme-challenge.D` through the resolver, asked for recursion. */
   txt: ProbeAnswer;
+  /** Custom hostnames (--hostname): the record, the name looked up (a random one under a wildcard) and its lookup. */
+  hostnames?: { record: string; name: string; lookup: AddressLookup }[];
 }
 
 export type CheckStatus = "ok" | "FAIL" | "warn";
@@ -71,7 +73,8 @@ export interface CheckLine {
 export const challengeZone = (domain: string) => `_acme-challenge.${domain}`;
 
 export function checkDns(f: DnsFacts): CheckLine[] {
-  return [domainCheck(f), wildcardCheck(f), delegationCheck(f), responderCheck(f), resolutionCheck(f)];
+  const hostnames = (f.hostnames ?? []).map((h) => addressLine("hostname", h.name, h.record, h.lookup, f));
+  return [domainCheck(f), wildcardCheck(f), delegationCheck(f), responderCheck(f), resolutionCheck(f), ...hostnames];
 }
 
 /** 1 when a check failed, 0 otherwise (warnings included). */

@@ -115,6 +115,27 @@ describe.skipIf(!DNSMASQ)("burrow server dns-check against dnsmasq and burrow's 
   );
 
   test(
+    "--hostname: a custom hostname pointing here is ok, one pointing elsewhere fails with the record to make, a wildcard is asked at a random name under it",
+    async () => {
+      const resolver = await dnsmasq([
+        ...records.wildcard,
+        ...records.delegation(responder.udpPort),
+        "--local=/acme.test/",
+        "--address=/demo.acme.test/127.0.0.1",
+        "--address=/elsewhere.acme.test/192.0.2.9",
+        "--address=/dev.acme.test/127.0.0.1",
+      ]);
+      const out = await dnsCheck(resolver, responder.udpPort, ["--hostname", "Demo.Acme.test", "--hostname", "elsewhere.acme.test", "--hostname", "*.dev.acme.test"]);
+      const lines = out.stdout.split("\n").filter((l) => / hostname /.test(l));
+      expect(lines[0]).toBe("ok    hostname    demo.acme.test -> 127.0.0.1 (this server)");
+      expect(lines[1]).toBe("FAIL  hostname    elsewhere.acme.test -> 192.0.2.9, not this server (127.0.0.1); point elsewhere.acme.test at it: `elsewhere.acme.test A 127.0.0.1`");
+      expect(lines[2]).toMatch(/^ok +hostname +burrow-check-[0-9a-f]{10}\.dev\.acme\.test -> 127\.0\.0\.1 \(this server\)$/);
+      expect(out.code).toBe(1);
+    },
+    SLOW,
+  );
+
+  test(
     "no wildcard record: the random name fails with the record to create, exit code 1",
     async () => {
       const resolver = await dnsmasq([...records.apexOnly, ...records.delegation(responder.udpPort)]);

@@ -203,13 +203,14 @@ describe("parseDnsCheck", () => {
   test("defaults, and every flag", () => {
     expect(parseDnsCheck(["--domain", "Tunnels.Example.com"])).toEqual({
       help: false,
-      options: { domain: D, publicIps: undefined, resolver: undefined, dnsPort: 53, timeoutMs: 5000 },
+      options: { domain: D, publicIps: undefined, resolver: undefined, dnsPort: 53, timeoutMs: 5000, hostnames: [] },
     });
-    const given = parseDnsCheck(["--domain", D, "--public-ip", `${IP},${IP6}`, "--resolver", "[::1]:5353", "--dns-port", "5300", "--timeout", "0.5"]);
+    const given = parseDnsCheck(["--domain", D, "--public-ip", `${IP},${IP6}`, "--resolver", "[::1]:5353", "--dns-port", "5300", "--timeout", "0.5", "--hostname", "Demo.Acme.com", "--hostname", "*.dev.acme.com"]);
     expect(given).toEqual({
       help: false,
-      options: { domain: D, publicIps: { v4: [IP], v6: [IP6] }, resolver: { host: "::1", port: 5353 }, dnsPort: 5300, timeoutMs: 500 },
+      options: { domain: D, publicIps: { v4: [IP], v6: [IP6] }, resolver: { host: "::1", port: 5353 }, dnsPort: 5300, timeoutMs: 500, hostnames: ["demo.acme.com", "*.dev.acme.com"] },
     });
+    expect(() => parseDnsCheck(["--domain", D, "--hostname", "not a name"])).toThrow("--hostname must be a DNS name");
   });
 
   test("resolver addresses, with and without a port", () => {
