@@ -79,6 +79,8 @@ export const DashboardJson = v.strictObject({
 
 export const ActiveTunnelJson = v.strictObject({
   subdomain: v.optional(v.string()),
+  /** Its custom hostname, when it has one (http and tls tunnels). */
+  hostname: v.optional(v.string()),
   port: v.optional(v.pipe(v.number(), v.integer())),
   protocol: v.picklist(["http", "tcp", "tls", "udp"]),
   user_id: id,

@@ -13,6 +13,7 @@ const TOP_USERS_DAYS = 30;
 
 const activeTunnelJson = (t: ActiveTunnel) => ({
   ...(t.protocol === "tcp" || t.protocol === "udp" ? { port: t.port } : { subdomain: t.subdomain }),
+  ...(t.hostname !== undefined ? { hostname: t.hostname } : {}),
   protocol: t.protocol,
   user_id: t.userId,
   username: t.username,

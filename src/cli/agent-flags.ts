@@ -69,6 +69,12 @@ const SUBDOMAIN_FLAG = {
     help: "ask for this name",
     details: "A random name has 8 characters. http and tls tunnels take their names from the same ones.",
   },
+  hostname: {
+    type: "string",
+    arg: "H",
+    help: "be reached by this custom hostname too, such as demo.acme.com",
+    details: "A verified hostname of your user's (the server's admin registers it: /api/hostnames), or one name under a verified wildcard. The tunnel keeps its subdomain as well.",
+  },
 } as const satisfies FlagTable;
 
 export const HTTP_FLAGS = {
@@ -174,7 +180,7 @@ export const HTTP_DOC: CommandDoc = {
 at http://<subdomain>.<server domain>. Lost connections are retried for ever.`,
   flags: HTTP_FLAGS,
   groups: [
-    { title: "Flags:", flags: ["subdomain", "skip-warning", "host-header", "route", "response-timeout"] },
+    { title: "Flags:", flags: ["subdomain", "hostname", "skip-warning", "host-header", "route", "response-timeout"] },
     { title: "Who may reach it (enforced by the server):", flags: Object.keys(HTTP_ACCESS_FLAGS) },
     AGENT_GROUP,
   ],
@@ -196,7 +202,7 @@ tls://<subdomain>.<server domain>:<port>: visitors' TLS connections for that
 name reach it undecrypted, and it presents its own certificate (HTTP/2, gRPC
 and client certificates work end to end). The server reads only the name.`,
   flags: TLS_FLAGS,
-  groups: [{ title: "Flags:", flags: ["subdomain", "proxy-protocol", ...Object.keys(IP_FLAGS)] }, AGENT_GROUP],
+  groups: [{ title: "Flags:", flags: ["subdomain", "hostname", "proxy-protocol", ...Object.keys(IP_FLAGS)] }, AGENT_GROUP],
 };
 
 export const UDP_DOC: CommandDoc = {

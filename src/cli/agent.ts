@@ -9,10 +9,16 @@ import { parseFlags } from "../config/flags.ts";
 import { HTTP_DOC, HTTP_FLAGS, TCP_DOC, TCP_FLAGS, TLS_DOC, TLS_FLAGS, UDP_DOC, UDP_FLAGS } from "./agent-flags.ts";
 import { helpText } from "./usage.ts";
 import { UsageError } from "../usage-error.ts";
-import { parseHostHeader, parseRemotePort, parseResponseTimeout, parseRoute, parseTarget } from "../agent/settings/tunnel-options.ts";
+import { parseHostHeader, parseRemotePort, parseResponseTimeout, parseRoute, parseTarget, parseTunnelHostname } from "../agent/settings/tunnel-options.ts";
 import { checkRoutes } from "../agent/routes.ts";
 
 /** A tunnel option's check, its message led by the flag's name. */
+/** --hostname, checked as the server checks it (one name, no wildcard). */
+function hostnameFlag(values: Record<string, unknown>): string | undefined {
+  const raw = values.hostname as string | undefined;
+  return raw === undefined ? undefined : flagValue("--hostname", () => parseTunnelHostname(raw));
+}
+
 function flagValue<T>(flag: string, check: () => T): T {
   try {
     return check();
@@ -105,7 +111,8 @@ export async function httpCommand(argv: string[]): Promise<number> {
   const routes = ((values.route as string[] | undefined) ?? []).map((raw) => flagValue("--route", () => parseRoute(raw)));
   if (routes.length > 0) target.routes = flagValue("--route", () => checkRoutes(routes));
   const subdomain = values.subdomain as string | undefined;
-  const tunnel: TunnelRequest = { protocol: "http", subdomain, skipWarning: Boolean(values["skip-warning"]) };
+  const hostname = hostnameFlag(values);
+  const tunnel: TunnelRequest = { protocol: "http", subdomain, ...(hostname ? { hostname } : {}), skipWarning: Boolean(values["skip-warning"]) };
   const timeout = values["response-timeout"] as string | undefined;
   if (timeout !== undefined) tunnel.responseTimeout = flagValue("--response-timeout", () => parseResponseTimeout(timeout));
   const access = httpAccessFromFlags(values);
@@ -133,7 +140,8 @@ export async function tlsCommand(argv: string[]): Promise<number> {
   if (values["proxy-protocol"]) target.proxyProtocol = true;
   const access = tcpAccessFromFlags(values);
   const subdomain = values.subdomain as string | undefined;
-  return runAgent([{ name: "tls", request: { protocol: "tls", subdomain, ...(access ? { access } : {}) }, target }], values);
+  const hostname = hostnameFlag(values);
+  return runAgent([{ name: "tls", request: { protocol: "tls", subdomain, ...(hostname ? { hostname } : {}), ...(access ? { access } : {}) }, target }], values);
 }
 
 export async function udpCommand(argv: string[]): Promise<number> {

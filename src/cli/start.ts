@@ -56,7 +56,7 @@ function describe(t: TunnelsFile["tunnels"][number]): string {
   const r = t.request;
   if (r.protocol === "tcp" || r.protocol === "tls" || r.protocol === "udp") {
     const rules = [...(t.target.proxyProtocol ? ["proxy_protocol"] : []), ...describeAccess(r.access)];
-    const where = r.protocol !== "tls" ? (r.port !== undefined ? `port ${r.port}` : "any port") : (r.subdomain ?? "(random name)");
+    const where = r.protocol !== "tls" ? (r.port !== undefined ? `port ${r.port}` : "any port") : `${r.subdomain ?? "(random name)"}${r.hostname ? ` and ${r.hostname}` : ""}`;
     return `${r.protocol}  ${where} -> ${local}${rules.length ? `  (${rules.join(", ")})` : ""}`;
   }
   const extras = [
@@ -67,5 +67,5 @@ function describe(t: TunnelsFile["tunnels"][number]): string {
     t.inspect ? "" : "not inspected",
     ...describeAccess(r.access),
   ].filter(Boolean);
-  return `http ${r.subdomain ?? "(random name)"} -> ${local}${extras.length ? `  (${extras.join(", ")})` : ""}`;
+  return `http ${r.subdomain ?? "(random name)"}${r.hostname ? ` and ${r.hostname}` : ""} -> ${local}${extras.length ? `  (${extras.join(", ")})` : ""}`;
 }

@@ -76,7 +76,10 @@ export interface RemoteTunnel extends Serving {
   tokenId: number;
 }
 
+/** A name's row: a subdomain's, or a custom hostname's (it has dots), which a tunnel with both claims beside its subdomain's. */
 const httpName = (subdomain: string) => `http:${subdomain}`;
+/** Rows that are tunnels, not a tunnel's second name: a hostname's row is its tunnel's subdomain's twin, listed and counted once. */
+const ONE_ROW_A_TUNNEL = "(t.subdomain IS NULL OR position('.' in t.subdomain) = 0)";
 
 export class Cluster implements LiveView, LiveTunnels {
   private readonly sql: SQL;
@@ -111,8 +114,8 @@ export class Cluster implements LiveView, LiveTunnels {
   attach(registry: Registry): void {
     this.registry = registry;
     registry.hooks = {
-      detached: (t) => void this.quietly("grace", this.sql`UPDATE live_tunnels SET session_id = NULL WHERE name = ${nameOf(t, this.nodeId)} AND node_id = ${this.nodeId}`),
-      removed: (t) => void this.quietly("release", this.sql`DELETE FROM live_tunnels WHERE name = ${nameOf(t, this.nodeId)} AND node_id = ${this.nodeId}`),
+      detached: (t) => void this.quietly("grace", this.sql`UPDATE live_tunnels SET session_id = NULL WHERE name IN ${this.sql(namesOf(t, this.nodeId))} AND node_id = ${this.nodeId}`),
+      removed: (t) => void this.quietly("release", this.sql`DELETE FROM live_tunnels WHERE name IN ${this.sql(namesOf(t, this.nodeId))} AND node_id = ${this.nodeId}`),
     };
   }
 
@@ -170,7 +173,10 @@ export class Cluster implements LiveView, LiveTunnels {
     for (const t of this.registry.allTunnels()) {
       const session = t.agent?.sessionId ?? null;
       const serving = { skipWarning: t.skipWarning, responseTimeoutMs: t.responseTimeoutMs, protocol: t.protocol === "tls" ? ("tls" as const) : ("http" as const) };
-      const ok = t.subdomain !== undefined ? await this.claimName(t.subdomain, t, session, undefined, serving) : await this.registerPort(t, session);
+      const ok =
+        t.subdomain !== undefined
+          ? (await this.claimName(t.subdomain, t, session, undefined, serving)) && (t.hostname === undefined || (await this.claimName(t.hostname, t, session, undefined, serving)))
+          : await this.registerPort(t, session);
       if (!ok) {
         // another node has the name now: the agent hears it, as at a handshake
         if (t.agent) this.registry.closeSession(t.agent.sessionId, "SUBDOMAIN_TAKEN", `'${t.subdomain}' was taken by another node meanwhile`);
@@ -384,7 +390,7 @@ export class Cluster implements LiveView, LiveTunnels {
   async list(): Promise<ActiveTunnel[]> {
     const rows = await this.sql.unsafe(
       `SELECT t.* FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
-       WHERE t.node_id <> $1 AND t.session_id IS NOT NULL AND n.heartbeat_ms > ${NOW_MS} - $2`,
+       WHERE t.node_id <> $1 AND t.session_id IS NOT NULL AND n.heartbeat_ms > ${NOW_MS} - $2 AND ${ONE_ROW_A_TUNNEL}`,
       [this.nodeId, this.expiryMs],
     );
     const others: ActiveTunnel[] = rows.map((r: Record<string, any>) => ({
@@ -431,7 +437,7 @@ export class Cluster implements LiveView, LiveTunnels {
   async liveTunnelCount(userId: number, except?: string): Promise<number> {
     const rows = await this.sql.unsafe(
       `SELECT count(*)::int AS n FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
-       WHERE t.user_id = $1 AND t.session_id IS NOT NULL AND t.session_id IS DISTINCT FROM $2 AND n.heartbeat_ms > ${NOW_MS} - $3`,
+       WHERE t.user_id = $1 AND t.session_id IS NOT NULL AND t.session_id IS DISTINCT FROM $2 AND n.heartbeat_ms > ${NOW_MS} - $3 AND ${ONE_ROW_A_TUNNEL}`,
       [userId, except ?? null, this.expiryMs],
     );
     return rows[0]?.n ?? 0;
@@ -460,6 +466,11 @@ export class Cluster implements LiveView, LiveTunnels {
     const rows = await this.sql`SELECT token_id FROM live_tunnels WHERE session_id = ${sessionId} LIMIT 1`;
     return rows[0]?.token_id;
   }
+}
+
+/** A tunnel's rows: its name's, and its custom hostname's beside it when it has one. */
+function namesOf(t: Pick<Tunnel, "protocol" | "subdomain" | "hostname" | "port">, nodeId: string): string[] {
+  return t.hostname === undefined ? [nameOf(t, nodeId)] : [nameOf(t, nodeId), httpName(t.hostname)];
 }
 
 /** A tunnel's row: its name (one over the cluster), or its port on this node ("tcp:" and "udp:" apart, two port spaces). */

@@ -59,10 +59,10 @@ export class RemoteTunnels {
     } catch (err) {
       // the database is out of reach: this node's own tunnels go on; others' cannot be found now
       this.failures("lookup", "cluster lookup failed", { err: String(err) });
-      return badGatewayPage(`${name}.${this.domain}`, "This node cannot look up the cluster's tunnels now.");
+      return badGatewayPage(name.includes(".") ? name : `${name}.${this.domain}`, "This node cannot look up the cluster's tunnels now.");
     }
     if (!found) return void this.remember(name);
-    const host = `${name}.${this.domain}`;
+    const host = name.includes(".") ? name : `${name}.${this.domain}`; // a custom hostname is as it is
     if (!this.relay || !found.nodeUrl) return badGatewayPage(host, "Its agent is on another node, which this node cannot reach (no --node-url or --cluster-secret).");
     const link = await this.relay.link(found.nodeId, found.nodeUrl);
     if (!link) return badGatewayPage(host, "Its agent is on another node, which does not answer now.");

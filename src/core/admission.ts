@@ -4,6 +4,7 @@
  * of what is live; binding ports is the edge's job (PORT_UNAVAILABLE).
  */
 import * as v from "valibot";
+import { normalizeHostname } from "../validate/hostname.ts";
 import type { TokenRow, UserRow } from "../db/schema.ts";
 import type { HttpAccess, TcpAccess } from "../protocol/messages.ts";
 import { hasAuthentication } from "../validate/access.ts";
@@ -38,9 +39,9 @@ export interface AdmissionRequest {
   token: string;
   proxy: boolean;
   tunnels: (
-    | { protocol: "http"; subdomain?: string; skipWarning?: boolean; access?: HttpAccess }
+    | { protocol: "http"; subdomain?: string; hostname?: string; skipWarning?: boolean; access?: HttpAccess }
     | { protocol: "tcp"; port?: number; access?: TcpAccess }
-    | { protocol: "tls"; subdomain?: string; access?: TcpAccess }
+    | { protocol: "tls"; subdomain?: string; hostname?: string; access?: TcpAccess }
     | { protocol: "udp"; port?: number; access?: TcpAccess }
   )[];
   /** Session being resumed: its tunnels will be handed over, so they neither count nor conflict. */
@@ -55,10 +56,11 @@ export interface AdmissionRequest {
 }
 
 export type PlannedTunnel =
-  | { protocol: "http"; subdomain: string; skipWarning: boolean }
+  /** `hostname`: a verified custom hostname it is reached by too. */
+  | { protocol: "http"; subdomain: string; hostname?: string; skipWarning: boolean }
   | { protocol: "tcp"; port?: number }
   /** Its name is from the same names as http tunnels' (one name, one tunnel, whichever kind). */
-  | { protocol: "tls"; subdomain: string }
+  | { protocol: "tls"; subdomain: string; hostname?: string }
   /** Its port is from the UDP port space, apart from tcp's: tcp 20000 and udp 20000 are two tunnels. */
   | { protocol: "udp"; port?: number };
 
@@ -129,8 +131,11 @@ export async function admit(core: Core, req: AdmissionRequest, live: LiveView): 
         ? await randomFreeSubdomain(core, live, claimed)
         : await checkSubdomain(core, live, user, token, t.subdomain, resume, claimed);
     claimed.add(subdomain);
-    if (t.protocol === "tls") return { protocol: "tls", subdomain };
-    return { protocol: "http", subdomain, skipWarning: Boolean(t.skipWarning) && user.skipWarning };
+    const hostname = t.hostname === undefined ? undefined : await checkHostname(core, live, user, token, t.hostname, resume, claimed);
+    if (hostname !== undefined) claimed.add(hostname);
+    const names = hostname === undefined ? { subdomain } : { subdomain, hostname };
+    if (t.protocol === "tls") return { protocol: "tls", ...names };
+    return { protocol: "http", ...names, skipWarning: Boolean(t.skipWarning) && user.skipWarning };
   };
   // one after another, in the order asked: each sees the names those before it claimed
   const planned: (PlannedTunnel | AppError)[] = [];
@@ -177,6 +182,37 @@ async function checkSubdomain(
   // the token's own tunnel comes back to it: dropped (in grace) or from the session it resumes
   const reclaimable = holder && holder.tokenId === token.id && (holder.sessionId === null || holder.sessionId === resume);
   if ((holder && !reclaimable) || claimed.has(name)) throw new AppError("SUBDOMAIN_TAKEN", `'${name}' is in use by another tunnel`);
+  return name;
+}
+
+/**
+ * A custom hostname a tunnel asks for: one name (no wildcard), a verified
+ * hostname of the user's or under a verified wildcard of theirs
+ * (HOSTNAME_NOT_ALLOWED), and no other tunnel's (HOSTNAME_IN_USE; its own
+ * token's dropped or resumed tunnel gives it back, as with subdomains).
+ * Hostnames and subdomains share the live names: a hostname has dots, a
+ * subdomain never.
+ */
+async function checkHostname(
+  core: Core,
+  live: LiveView,
+  user: UserRow,
+  token: TokenRow,
+  asked: string,
+  resume: string | undefined,
+  claimed: Set<string>,
+): Promise<string> {
+  const checked = normalizeHostname(asked);
+  if ("problem" in checked || checked.hostname.startsWith("*.")) {
+    throw new AppError("HOSTNAME_NOT_ALLOWED", `'${asked.slice(0, 253)}' is not a hostname a tunnel can have (one DNS name, no wildcard)`);
+  }
+  const name = checked.hostname;
+  if (!(await core.hostnames.verifiedFor(user.id, name))) {
+    throw new AppError("HOSTNAME_NOT_ALLOWED", `'${name}' is not a verified hostname of user '${user.username}'`);
+  }
+  const holder = await live.subdomainHolder(name);
+  const reclaimable = holder && holder.tokenId === token.id && (holder.sessionId === null || holder.sessionId === resume);
+  if ((holder && !reclaimable) || claimed.has(name)) throw new AppError("HOSTNAME_IN_USE", `'${name}' is in use by another tunnel`);
   return name;
 }
 

@@ -140,6 +140,16 @@ export const TUNNEL_REFUSALS = {
     meaning: "The subdomain is reserved for another user, or is a system name (`--system-subdomains`).",
     advice: "Ask for another name, or have an admin reserve this one for you.",
   },
+  HOSTNAME_NOT_ALLOWED: {
+    status: 403,
+    meaning: "The tunnel asked for a hostname that is not a verified custom hostname of its user's (`/api/hostnames`); a wildcard covers one label under it.",
+    advice: "Ask the server's admin to register the hostname for you, and verify it (`POST /api/hostnames/:id/verify`).",
+  },
+  HOSTNAME_IN_USE: {
+    status: 409,
+    meaning: "Another tunnel has this hostname now (one hostname, one tunnel).",
+    advice: "Stop the other tunnel, or use another hostname.",
+  },
   SUBDOMAIN_TAKEN: {
     status: 409,
     meaning: "Another live tunnel has the subdomain; a dropped agent's name stays its token's for 60 s.",

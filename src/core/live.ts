@@ -9,8 +9,10 @@ import type { Protocol } from "../validate/fields.ts";
 
 export interface ActiveTunnel {
   protocol: Protocol;
-  /** For http tunnels. */
+  /** For http and tls tunnels. */
   subdomain?: string;
+  /** Its custom hostname, when it has one. */
+  hostname?: string;
   /** For tcp tunnels. */
   port?: number;
   userId: number;

@@ -43,13 +43,13 @@ export interface EdgeContext {
   ports: PortAllocator;
   /** The UDP port range; undefined: --udp-ports off. */
   udpPorts?: UdpPortAllocator;
-  /** The public address of an http tunnel, e.g. http://name.example.com */
-  httpUrl(subdomain: string): string;
+  /** The public address of an http tunnel by its subdomain (http://name.example.com) or custom hostname (a name with dots: http://demo.acme.com). */
+  httpUrl(name: string): string;
   tcpAddress(port: number): string;
   /** Where visitors reach a udp tunnel: udp://example.com:PORT */
   udpAddress(port: number): string;
-  /** Where visitors reach a tls tunnel: tls://name.example.com:PORT, the port that passes its name through; undefined when none does. */
-  tlsAddress(subdomain: string): string | undefined;
+  /** Where visitors reach a tls tunnel (by subdomain or custom hostname): tls://name.example.com:PORT, the port that passes its name through; undefined when none does. */
+  tlsAddress(name: string): string | undefined;
   /** The port a WebSocket agent that can go direct is sent to (MOVE); undefined: stay. */
   directPort?(): number | undefined;
   /** Failed handshakes per client address; undefined: none are counted. */
@@ -358,11 +358,19 @@ export class AgentConnection implements AgentLink {
         responseTimeoutMs: asked?.protocol === "http" ? this.responseTimeout(asked.responseTimeout) : undefined,
         protocol: plan.protocol,
       };
-      if (await cluster.claim(plan.subdomain, owner, this.sessionId, admitted.resume, serving)) {
-        claimed.push(plan.subdomain);
+      const names = plan.hostname === undefined ? [plan.subdomain] : [plan.subdomain, plan.hostname];
+      const won: string[] = [];
+      for (const name of names) {
+        if (!(await cluster.claim(name, owner, this.sessionId, admitted.resume, serving))) break;
+        won.push(name);
+      }
+      if (won.length === names.length) {
+        claimed.push(...won);
         continue;
       }
-      const taken = new AppError("SUBDOMAIN_TAKEN", `'${plan.subdomain}' is in use by another tunnel`);
+      for (const name of won) await cluster.release(name);
+      const lost = names[won.length]!;
+      const taken = lost === plan.hostname ? new AppError("HOSTNAME_IN_USE", `'${lost}' is in use by another tunnel`) : new AppError("SUBDOMAIN_TAKEN", `'${lost}' is in use by another tunnel`);
       if (!hello.partial) {
         for (const name of claimed) await cluster.release(name);
         throw taken;
@@ -417,10 +425,11 @@ export class AgentConnection implements AgentLink {
   /** Where visitors reach a tunnel, as READY names it. */
   private publicAddress(t: Tunnel): string {
     switch (t.protocol) {
+      // a custom hostname is what its owner asked to be reached by: the address said is its
       case "http":
-        return this.edge.httpUrl(t.subdomain!);
+        return this.edge.httpUrl(t.hostname ?? t.subdomain!);
       case "tls":
-        return this.edge.tlsAddress(t.subdomain!)!;
+        return this.edge.tlsAddress(t.hostname ?? t.subdomain!)!;
       case "udp":
         return this.edge.udpAddress(t.port!);
       case "tcp":
@@ -447,7 +456,7 @@ export class AgentConnection implements AgentLink {
           return void refused.push({ index: i, error: unavailable });
         }
         const byPort = plan.protocol === "tcp" || plan.protocol === "udp";
-        const want = byPort ? { protocol: plan.protocol, port: plan.port } : { protocol: plan.protocol, subdomain: plan.subdomain };
+        const want = byPort ? { protocol: plan.protocol, port: plan.port } : { protocol: plan.protocol, subdomain: plan.subdomain, hostname: plan.hostname };
         const back = registry.reclaimable(owner.tokenId, want, admitted.resume);
         const asked = hello.tunnels[i];
         const timeout = asked?.protocol === "http" ? this.responseTimeout(asked.responseTimeout) : undefined;
@@ -469,11 +478,19 @@ export class AgentConnection implements AgentLink {
           if ((plan.protocol === "http" || plan.protocol === "tls") && registry.subdomainHolder(plan.subdomain)) {
             throw new AppError("SUBDOMAIN_TAKEN", `'${plan.subdomain}' is in use by another tunnel`);
           }
+          if ((plan.protocol === "http" || plan.protocol === "tls") && plan.hostname !== undefined) {
+            const held = registry.tunnelBySubdomain(plan.hostname);
+            // this token's tunnel, dropped (or in the session this one resumes), gives its hostname to the new one
+            const own = held && held.tokenId === owner.tokenId && (held.agent === null || held.agent.sessionId === admitted.resume);
+            if (held && !own) throw new AppError("HOSTNAME_IN_USE", `'${plan.hostname}' is in use by another tunnel`);
+            if (held) registry.remove(held);
+          }
+          const names = plan.protocol === "http" || plan.protocol === "tls" ? { subdomain: plan.subdomain, ...(plan.hostname !== undefined ? { hostname: plan.hostname } : {}) } : {};
           t =
             plan.protocol === "http"
-              ? registry.newTunnel("http", { subdomain: plan.subdomain }, owner, plan.skipWarning)
+              ? registry.newTunnel("http", names, owner, plan.skipWarning)
               : plan.protocol === "tls"
-                ? registry.newTunnel("tls", { subdomain: plan.subdomain }, owner, false)
+                ? registry.newTunnel("tls", names, owner, false)
                 : plan.protocol === "udp"
                   ? this.adoptUdpPort(udp.get(i), owner)
                   : ports.bind(plan.port, (port) => registry.newTunnel("tcp", { port }, owner, false));
@@ -504,6 +521,7 @@ export class AgentConnection implements AgentLink {
         id: t.id,
         protocol: t.protocol,
         ...(t.port !== undefined ? { port: t.port } : { subdomain: t.subdomain }),
+        ...(t.hostname !== undefined ? { hostname: t.hostname } : {}),
         url: this.publicAddress(t),
         ...(hello.partial ? { index: indexes[n] } : {}),
         ...(t.access ? { access: true } : {}),

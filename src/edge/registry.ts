@@ -53,7 +53,7 @@ export class Tunnel {
 
   constructor(
     readonly protocol: TunnelProtocol,
-    readonly address: { subdomain?: string; port?: number },
+    readonly address: { subdomain?: string; hostname?: string; port?: number },
     readonly userId: number,
     readonly username: string,
     readonly tokenId: number,
@@ -63,6 +63,10 @@ export class Tunnel {
 
   get subdomain() {
     return this.address.subdomain;
+  }
+  /** A custom hostname it is reached by too (demo.acme.com), when it has one. */
+  get hostname() {
+    return this.address.hostname;
   }
   get port() {
     return this.address.port;
@@ -94,6 +98,11 @@ export interface RegistryHooks {
 
 export class Registry implements LiveTunnels, LiveView {
   hooks?: RegistryHooks;
+  /**
+   * Tunnels by name: their subdomains and their custom hostnames, in one map
+   * (a hostname has dots, a subdomain never), so that every lookup by name
+   * (visitors, admission, other nodes' relays) finds either.
+   */
   private readonly bySubdomain = new Map<string, Tunnel>();
   private readonly byPort = new Map<number, Tunnel>();
   private readonly byUdpPort = new Map<number, Tunnel>();
@@ -104,7 +113,7 @@ export class Registry implements LiveTunnels, LiveView {
 
   constructor(private readonly meter: TrafficMeter) {}
 
-  newTunnel(protocol: TunnelProtocol, address: { subdomain?: string; port?: number }, owner: { userId: number; username: string; tokenId: number }, skipWarning: boolean): Tunnel {
+  newTunnel(protocol: TunnelProtocol, address: { subdomain?: string; hostname?: string; port?: number }, owner: { userId: number; username: string; tokenId: number }, skipWarning: boolean): Tunnel {
     return new Tunnel(protocol, address, owner.userId, owner.username, owner.tokenId, skipWarning, this.meter);
   }
 
@@ -116,6 +125,7 @@ export class Registry implements LiveTunnels, LiveView {
       t.agent = link;
       t.connectedAt = new Date();
       if (t.subdomain !== undefined) this.bySubdomain.set(t.subdomain, t);
+      if (t.hostname !== undefined) this.bySubdomain.set(t.hostname, t);
       if (t.port !== undefined) this.portsOf(t.protocol).set(t.port, t);
       if (t.subdomain !== undefined) this.arrived(t.subdomain, t);
       // a tls tunnel's certificate is its local service's own: the edge never asks for one
@@ -125,10 +135,10 @@ export class Registry implements LiveTunnels, LiveView {
   }
 
   /** A dropped tunnel of this token, held in grace, to hand back. */
-  reclaimable(tokenId: number, want: { protocol: Tunnel["protocol"]; subdomain?: string; port?: number }, resume?: string): Tunnel | undefined {
+  reclaimable(tokenId: number, want: { protocol: Tunnel["protocol"]; subdomain?: string; hostname?: string; port?: number }, resume?: string): Tunnel | undefined {
     const t = want.subdomain !== undefined ? this.bySubdomain.get(want.subdomain) : want.port !== undefined ? this.portsOf(want.protocol).get(want.port) : undefined;
-    // a name held in grace by the token's tunnel of another kind is not this one's to take over
-    if (!t || t.tokenId !== tokenId || t.protocol !== want.protocol) return undefined;
+    // a name held in grace by the token's tunnel of another kind is not this one's to take over; nor one with another hostname
+    if (!t || t.tokenId !== tokenId || t.protocol !== want.protocol || t.hostname !== want.hostname) return undefined;
     if (t.agent === null || t.agent.sessionId === resume) return t;
     return undefined;
   }
@@ -178,6 +188,7 @@ export class Registry implements LiveTunnels, LiveView {
   remove(t: Tunnel): void {
     clearTimeout(t.graceTimer);
     if (t.subdomain !== undefined && this.bySubdomain.get(t.subdomain) === t) this.bySubdomain.delete(t.subdomain);
+    if (t.hostname !== undefined && this.bySubdomain.get(t.hostname) === t) this.bySubdomain.delete(t.hostname);
     const ports = this.portsOf(t.protocol);
     if (t.port !== undefined && ports.get(t.port) === t) ports.delete(t.port);
     t.agent = null;
@@ -240,6 +251,12 @@ export class Registry implements LiveTunnels, LiveView {
     return protocol === "udp" ? this.byUdpPort : this.byPort;
   }
 
+  /** The tunnel named `hostname` (a custom hostname), if any. */
+  tunnelByHostname(hostname: string): Tunnel | undefined {
+    const t = this.bySubdomain.get(hostname);
+    return t?.hostname === hostname ? t : undefined;
+  }
+
   /** Every tunnel, live or in grace (for shutdown). */
   allTunnels(): Tunnel[] {
     return [...new Set([...this.bySubdomain.values(), ...this.byPort.values(), ...this.byUdpPort.values()])];
@@ -268,6 +285,7 @@ export class Registry implements LiveTunnels, LiveView {
         out.push({
           protocol: t.protocol,
           subdomain: t.subdomain,
+          ...(t.hostname !== undefined ? { hostname: t.hostname } : {}),
           port: t.port,
           userId: t.userId,
           username: t.username,

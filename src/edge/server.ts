@@ -104,6 +104,9 @@ export interface EdgeOptions {
   nodes?: OtherNodes;
 }
 
+/** A tunnel's name as visitors write it: a subdomain under the domain, a custom hostname (it has dots) as it is. */
+const fullName = (name: string, domain: string) => (name.includes(".") ? name : `${name}.${domain}`);
+
 /** What a udp tunnel's flows are held to when the options do not say (the server's flags' defaults). */
 export const UDP_DEFAULTS = { idleMs: 60_000, flows: 1024, rate: 1000 };
 /** Sources the per-source datagram rate remembers at most; past it the one idle longest is forgotten. */
@@ -193,12 +196,13 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     nodes,
     ports,
     udpPorts,
-    httpUrl: (sub) => `${scheme}://${sub}.${domain}${portSuffix()}`,
+    // a name with dots is a custom hostname, reached as it is; a subdomain is under the domain
+    httpUrl: (name) => `${scheme}://${fullName(name, domain)}${portSuffix()}`,
     tcpAddress: (port) => `${domain}:${port}`,
     udpAddress: (port) => `udp://${domain}:${port}`,
     tlsAddress: (sub) => {
-      if (opts.tls) return `tls://${sub}.${domain}${publicPort === 443 ? "" : `:${publicPort}`}`;
-      return tlsOnly ? `tls://${sub}.${domain}:${tlsOnly.port}` : undefined;
+      if (opts.tls) return `tls://${fullName(sub, domain)}${publicPort === 443 ? "" : `:${publicPort}`}`;
+      return tlsOnly ? `tls://${fullName(sub, domain)}:${tlsOnly.port}` : undefined;
     },
     directPort: () => direct?.port,
     maxResponseTimeoutMs: opts.maxResponseTimeoutMs,

@@ -41,9 +41,10 @@ export function tlsTunnelRoutes(registry: Registry, domain: string, budget: Sock
   return {
     route(hello, otherwise) {
       const name = hello.serverName;
-      if (name === undefined || !name.endsWith(suffix)) return otherwise;
-      const label = name.slice(0, -suffix.length);
-      if (label.includes(".")) return otherwise;
+      if (name === undefined) return otherwise;
+      // a subdomain under the domain, or a custom hostname as it is (it has dots; a subdomain never)
+      const label = name.endsWith(suffix) ? name.slice(0, -suffix.length) : name.includes(".") ? name : undefined;
+      if (label === undefined || (name.endsWith(suffix) && label.includes("."))) return otherwise;
       const visitor = (t: Tunnel | Response | undefined) => (t instanceof Tunnel && t.protocol === "tls" && t.agent ? new TlsVisitor(t, budget, opened) : otherwise);
       const local = registry.tunnelBySubdomain(label);
       // a name of this node's is this node's to serve, whatever its kind; only an unknown one is asked of the others

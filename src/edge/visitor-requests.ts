@@ -163,9 +163,11 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
       return answer(conn, head, badRequestPage("The Host header does not name a valid host."), startedAt);
     }
     conn.hostRoute = hostSaid;
-    const { hostHeader, name } = hostSaid;
+    const { hostHeader, custom } = hostSaid;
+    // a custom hostname is a tunnel's name as it is (it has dots; a subdomain never)
+    const name = custom !== undefined && !isAgentsPath(head.target) ? custom : hostSaid.name;
 
-    if (name === undefined || name.includes(".")) {
+    if (name === undefined || (custom === undefined && name.includes("."))) {
       const question = head.target.indexOf("?");
       const path = question < 0 ? head.target : head.target.slice(0, question);
       if (path === CONNECT_PATH || path === NODE_PATH) {
@@ -188,6 +190,13 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
     return admit(conn, head, text, view, client, startedAt, hostHeader, tunnel);
   }
 
+  /** The agents' and nodes' paths: answered by the edge on any host that is no tunnel's subdomain. */
+  function isAgentsPath(target: string): boolean {
+    const question = target.indexOf("?");
+    const path = question < 0 ? target : target.slice(0, question);
+    return path === CONNECT_PATH || path === NODE_PATH;
+  }
+
   /** The tunnel, once the wait for it is over: a held name's agent coming back, or another node's answer. */
   async function found(conn: HttpConnection, head: RequestHead, text: string, view: HeadView, client: string, startedAt: number, hostHeader: string, name: string, startupLeft: number): Promise<void> {
     let tunnel = startupLeft > 0 ? await deps.registry.whenSubdomain(name, Math.min(startupLeft, MAX_VISITOR_WAIT_MS)) : undefined;
@@ -204,7 +213,7 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
   /** Who may reach the tunnel comes first (IP rules, then sign-in: access/policy.ts); the warning only after. */
   function admit(conn: HttpConnection, head: RequestHead, text: string, view: HeadView, client: string, startedAt: number, hostHeader: string, tunnel: Tunnel): Promise<void> | undefined {
     // a tls tunnel's name reached over plain HTTP (or decrypted here: no passthrough on this port)
-    if (tunnel.protocol === "tls") return answer(conn, head, tlsTunnelPage(hostHeader, deps.tlsAddress?.(tunnel.subdomain!)), startedAt);
+    if (tunnel.protocol === "tls") return answer(conn, head, tlsTunnelPage(hostHeader, deps.tlsAddress?.(tunnel.hostname ?? tunnel.subdomain!)), startedAt);
     if (!tunnel.access) return pass(conn, head, text, view, client, startedAt, hostHeader, tunnel, undefined);
     const origin = `${deps.secure ? "https" : "http"}://${hostHeader}`;
     // the rules read every field (a credential, a session cookie): the head read again whole

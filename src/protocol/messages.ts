@@ -57,6 +57,8 @@ export const TunnelRequest = v.variant("protocol", [
   v.object({
     protocol: v.literal("http"),
     subdomain: v.optional(v.pipe(v.string(), v.maxLength(253))),
+    /** A custom hostname of the user's, verified (demo.acme.com): the tunnel is reached by it as well as by its subdomain. */
+    hostname: v.optional(v.pipe(v.string(), v.maxLength(253))),
     skipWarning: v.optional(v.boolean()),
     /** Seconds the edge waits for the local service's answer, asked by the agent (the edge caps it). */
     responseTimeout: v.optional(v.pipe(v.number(), v.minValue(0.1), v.maxValue(86_400))),
@@ -71,6 +73,7 @@ export const TunnelRequest = v.variant("protocol", [
   v.object({
     protocol: v.literal("tls"),
     subdomain: v.optional(v.pipe(v.string(), v.maxLength(253))),
+    hostname: v.optional(v.pipe(v.string(), v.maxLength(253))),
     access: v.optional(TcpAccess),
   }),
   /** A public UDP port (its own port space, not tcp's): each visitor address's datagrams a flow to the local service; IP rules only. */
@@ -111,6 +114,8 @@ export interface GrantedTunnel {
   id: string;
   protocol: "http" | "tcp" | "tls" | "udp";
   subdomain?: string;
+  /** Its custom hostname, when it has one. */
+  hostname?: string;
   port?: number;
   /** The public address, as a person would type it. */
   url: string;
@@ -134,6 +139,7 @@ export const Ready = v.object({
       id: v.string(),
       protocol: v.picklist(["http", "tcp", "tls", "udp"]),
       subdomain: v.optional(v.string()),
+      hostname: v.optional(v.string()),
       port: v.optional(v.number()),
       url: v.string(),
       /** Which of HELLO's tunnels this is (a partial HELLO); without it, READY lists them in HELLO's order. */

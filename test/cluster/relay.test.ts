@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { NODE_PATH, nodeAuthorization } from "../../src/cluster/node-auth.ts";
 import { signedIn } from "../harness/admin.ts";
-import { startAgent, tunnelFetch, type TestAgent } from "../harness/agent.ts";
+import { refusal, startAgent, tunnelFetch, type TestAgent } from "../harness/agent.ts";
 import { freeRange } from "../harness/ports.ts";
 import { startPostgres, type TestPostgres } from "../harness/postgres.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
@@ -94,6 +94,28 @@ describe("a visitor on any node", () => {
     });
     ws.close();
     expect(got).toBe("echo:ping");
+  });
+
+  test("a custom hostname's tunnel on one node is reached through the others, and is one tunnel over the cluster", async () => {
+    const api = await signedIn(nodes[0]!);
+    const owner = await api.createUser("hostname-owner", { skip_warning: true });
+    expect((await api.post("/api/hostnames", { hostname: "demo.cluster.test", user_id: owner, verified: true })).status).toBe(201);
+    const ownerToken = await api.createToken(owner);
+    await using _agent = await startAgent({ kind: "http", target: upstream.port!, server: nodes[1]!.edgeUrl, token: ownerToken, args: ["--hostname", "demo.cluster.test", "--skip-warning"] });
+    for (const node of nodes) {
+      const res = await fetch(`http://127.0.0.1:${node.edgePort}/via-hostname`, { headers: { host: `demo.cluster.test:${node.edgePort}` } });
+      expect(res.status).toBe(200);
+      expect(await res.text()).toBe("hello from /via-hostname");
+    }
+    // another agent of the same user on another node: the hostname is taken cluster-wide
+    const second = await refusal({ kind: "http", target: upstream.port!, server: nodes[2]!.edgeUrl, token: await api.createToken(owner, "second"), args: ["--hostname", "demo.cluster.test"] });
+    expect(second).toMatch(/HOSTNAME_IN_USE/);
+    // listed once by every node (by its subdomain's row; the hostname's row is its twin)
+    for (const node of nodes) {
+      const client = await signedIn(node);
+      const mine = ((await client.get("/api/tunnels/active")).body as { username: string }[]).filter((t) => t.username === "hostname-owner");
+      expect(mine).toHaveLength(1);
+    }
   });
 
   test("1,000 requests spread over the three nodes, to tunnels on all three: every one answered", async () => {

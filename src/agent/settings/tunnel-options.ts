@@ -9,6 +9,7 @@ import { basicAuthProblem, cidrProblem, emailRuleProblem, headerProblem, issuerP
 import type { HttpAccess, TcpAccess } from "../../protocol/messages.ts";
 import { UsageError } from "../../usage-error.ts";
 import { parsePrefix, type PathRoute } from "../routes.ts";
+import { normalizeHostname } from "../../validate/hostname.ts";
 
 /** "3000", "localhost:3000", "[::1]:3000", "http://host:3000" -> where the local service is. */
 export function parseTarget(raw: string | undefined, allowScheme: boolean): LocalTarget {
@@ -47,6 +48,14 @@ export function parseRoute(raw: string): PathRoute {
   const eq = raw.indexOf("=");
   if (eq < 0) throw new UsageError(`must be PATH=PORT, PATH=HOST:PORT or PATH=URL, such as /api=8080 (got '${raw.replace(/[^\x20-\x7e]/g, "?").slice(0, 80)}')`);
   return { prefix: parsePrefix(raw.slice(0, eq)), target: parseTarget(raw.slice(eq + 1), true) };
+}
+
+/** A tunnel's custom hostname (demo.acme.com): one DNS name, kept form (validate/hostname.ts); a wildcard is the registration's, not a tunnel's. */
+export function parseTunnelHostname(raw: string): string {
+  const checked = normalizeHostname(raw);
+  if ("problem" in checked) throw new UsageError(checked.problem);
+  if (checked.hostname.startsWith("*.")) throw new UsageError(`must be one name, such as ${checked.hostname.slice(2)} or a name under it, not a wildcard`);
+  return checked.hostname;
 }
 
 /** 'rewrite' or a host name; never empty. */

@@ -40,6 +40,7 @@ import {
   parseRemotePort,
   parseResponseTimeout,
   parseTarget,
+  parseTunnelHostname,
   tooManyEntries,
 } from "./tunnel-options.ts";
 import { UsageError } from "../../usage-error.ts";
@@ -187,12 +188,13 @@ type Fail = (node: { range?: [number, number, number] | null } | null | undefine
 
 /** Who may reach the tunnel (docs/access.md); tcp tunnels take the IP lists only. */
 const ACCESS_KEYS = ["basic_auth", "allow_cidr", "deny_cidr", "request_header_add", "request_header_remove", "response_header_add", "oidc"];
-const TUNNEL_KEYS = ["proto", "addr", "subdomain", "remote_port", "proxy_protocol", "host_header", "routes", "skip_warning", "inspect", "response_timeout", ...ACCESS_KEYS];
+const TUNNEL_KEYS = ["proto", "addr", "subdomain", "hostname", "remote_port", "proxy_protocol", "host_header", "routes", "skip_warning", "inspect", "response_timeout", ...ACCESS_KEYS];
 const OIDC_KEYS = ["issuer", "client_id", "client_secret", "allow_emails"];
 
 /** The keys only some kinds of tunnel take, and which; the others (proto, addr, allow_cidr, deny_cidr) every kind takes. */
 const TAKEN_BY: Record<string, readonly ("http" | "tcp" | "tls" | "udp")[]> = {
   subdomain: ["http", "tls"],
+  hostname: ["http", "tls"],
   host_header: ["http"],
   routes: ["http"],
   skip_warning: ["http"],
@@ -272,14 +274,18 @@ function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTu
   if (proto === "tcp" || proto === "tls") {
     const access = compactAccess(ipRules);
     if (flag("proxy_protocol")) target.proxyProtocol = true;
-    if (proto === "tls") return { name, request: { protocol: "tls", subdomain: readSubdomain(), ...(access ? { access } : {}) }, target, inspect: false };
+    if (proto === "tls") {
+      const hostname = checked("hostname", parseTunnelHostname);
+      return { name, request: { protocol: "tls", subdomain: readSubdomain(), ...(hostname ? { hostname } : {}), ...(access ? { access } : {}) }, target, inspect: false };
+    }
     return { name, request: { protocol: "tcp", port: checked("remote_port", parseRemotePort), ...(access ? { access } : {}) }, target, inspect: false };
   }
   const subdomain = readSubdomain();
   target.hostHeader = checked("host_header", parseHostHeader);
   const routes = readRoutes(given.get("routes"), `${field}.routes`, fail);
   if (routes) target.routes = routes;
-  const request: TunnelRequest = { protocol: "http", subdomain, skipWarning: flag("skip_warning") ?? false };
+  const hostname = checked("hostname", parseTunnelHostname);
+  const request: TunnelRequest = { protocol: "http", subdomain, ...(hostname ? { hostname } : {}), skipWarning: flag("skip_warning") ?? false };
   const timeout = checked("response_timeout", parseResponseTimeout);
   if (timeout !== undefined) request.responseTimeout = timeout;
   const basicAuth = listed("basic_auth", parseBasicAuth);
