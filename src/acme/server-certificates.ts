@@ -172,7 +172,9 @@ export class AcmeCertificates implements TlsSource {
   want(host: string): void {
     const name = host.toLowerCase();
     if (this.covered(name) || this.schedule.nextAttempt(name) !== null || this.store.statusOf(name)) return;
-    if (this.settings.dns && !this.wildcardFailing()) return;
+    // the wildcard covers the domain's names; a custom hostname (not under it) needs its own certificate all the same
+    const underDomain = name === this.settings.domain || name.endsWith(`.${this.settings.domain}`);
+    if (this.settings.dns && !this.wildcardFailing() && underDomain) return;
     if (name !== this.settings.domain) this.want(this.settings.domain);
     const now = this.clock.now().getTime();
     while (this.onDemandIssued.length > 0 && this.onDemandIssued[0]! <= now - WEEK_MS) this.onDemandIssued.shift();

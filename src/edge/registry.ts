@@ -109,7 +109,7 @@ export class Registry implements LiveTunnels, LiveView {
   private readonly sessions = new Map<string, SessionEntry>();
 
   /** Called with each http tunnel's name as it goes live (the edge asks for its certificate; never for a tls tunnel's). */
-  onLive?: (subdomain: string) => void;
+  onLive?: (name: string) => void;
 
   constructor(private readonly meter: TrafficMeter) {}
 
@@ -130,6 +130,8 @@ export class Registry implements LiveTunnels, LiveView {
       if (t.subdomain !== undefined) this.arrived(t.subdomain, t);
       // a tls tunnel's certificate is its local service's own: the edge never asks for one
       if (t.subdomain !== undefined && t.protocol === "http") this.onLive?.(t.subdomain);
+      // a custom hostname's certificate too: the name is verified, or the tunnel would not have it
+      if (t.hostname !== undefined && t.protocol === "http") this.onLive?.(t.hostname);
     }
     this.sessions.set(link.sessionId, { link, tunnels });
   }

@@ -440,12 +440,12 @@ function holdNamesOfTheServerBefore(opts: EdgeOptions, registry: Registry): { na
   return { names, claimed: Promise.all(claims).then(() => {}) };
 }
 
-/** With ACME: a name that is reserved or has a live tunnel gets its own certificate. Returns how to stop. */
+/** With ACME: a name that is reserved or has a live tunnel (a custom hostname included) gets its own certificate. Returns how to stop. */
 function wantCertificates(opts: EdgeOptions, registry: Registry): (() => void) | undefined {
   const want = opts.wantCertificate;
   if (!want) return undefined;
   const { core, domain } = opts;
-  registry.onLive = (sub) => want(`${sub}.${domain}`);
+  registry.onLive = (name) => want(fullName(name, domain));
   // names reserved before this start, then each as it is reserved
   void core.domains.list().then((reserved) => {
     for (const r of reserved) want(`${r.subdomain}.${domain}`);

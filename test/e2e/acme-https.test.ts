@@ -140,6 +140,24 @@ describe.skipIf(Boolean(skip))("without a DNS record: certificates per name by H
     expect(agent.output.text()).toContain(`https://live.${DOMAIN}`);
   }, 60_000);
 
+  test("a tunnel's verified custom hostname gets a certificate of its own when the tunnel goes live, and is served over HTTPS", async () => {
+    const api = await signedIn(server);
+    const owner = await api.createUser("hostname-acme");
+    expect((await api.post("/api/hostnames", { hostname: "demo.custom.test", user_id: owner, verified: true })).status).toBe(201);
+    const token = await api.createToken(owner);
+    await using agent = await startAgent({ kind: "http", target: upstream.port!, server: `https://127.0.0.1:${server.edgePort}`, token, args: ["--hostname", "demo.custom.test", "--insecure"] });
+    await server.output.waitFor(/certificate installed cert=demo\.custom\.test /, 30_000);
+    const got = await verifiedHandshake(server.edgePort, "demo.custom.test", roots);
+    expect(got.ok && got.names).toBe("DNS:demo.custom.test");
+    if (got.ok) {
+      expect(await requestOn(got.socket, "demo.custom.test", "/custom")).toBe("HTTP/1.1 200 OK");
+      got.socket.destroy();
+    }
+    const certs = await api.get("/api/certificates");
+    expect(JSON.stringify(certs.body)).toContain("demo.custom.test");
+    expect(agent.publicUrl).toContain("https://demo.custom.test");
+  }, 60_000);
+
   test("a name gets its certificate as soon as it is reserved, with no tunnel yet", async () => {
     const api = await signedIn(server);
     const owner = await api.createUser("reserving-user");
