@@ -72,8 +72,8 @@ const SUBDOMAIN_FLAG = {
   hostname: {
     type: "string",
     arg: "H",
-    help: "be reached by this custom hostname too, such as demo.acme.com",
-    details: "A verified hostname of your user's (the server's admin registers it: /api/hostnames), or one name under a verified wildcard. The tunnel keeps its subdomain as well.",
+    help: "be reached by this custom hostname, such as demo.acme.com",
+    details: "A verified hostname of your user's (the server's admin registers it: /api/hostnames), or one name under a verified wildcard. Alone, the tunnel has no subdomain; with --subdomain, both names.",
   },
 } as const satisfies FlagTable;
 

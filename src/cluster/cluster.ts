@@ -78,8 +78,8 @@ export interface RemoteTunnel extends Serving {
 
 /** A name's row: a subdomain's, or a custom hostname's (it has dots), which a tunnel with both claims beside its subdomain's. */
 const httpName = (subdomain: string) => `http:${subdomain}`;
-/** Rows that are tunnels, not a tunnel's second name: a hostname's row is its tunnel's subdomain's twin, listed and counted once. */
-const ONE_ROW_A_TUNNEL = "(t.subdomain IS NULL OR position('.' in t.subdomain) = 0)";
+/** Rows that are tunnels, not a tunnel's second name: a twin row (a hostname beside a subdomain) has no subdomain column. */
+const ONE_ROW_A_TUNNEL = "NOT (t.name LIKE 'http:%' AND t.subdomain IS NULL)";
 
 export class Cluster implements LiveView, LiveTunnels {
   private readonly sql: SQL;
@@ -175,8 +175,10 @@ export class Cluster implements LiveView, LiveTunnels {
       const serving = { skipWarning: t.skipWarning, responseTimeoutMs: t.responseTimeoutMs, protocol: t.protocol === "tls" ? ("tls" as const) : ("http" as const) };
       const ok =
         t.subdomain !== undefined
-          ? (await this.claimName(t.subdomain, t, session, undefined, serving)) && (t.hostname === undefined || (await this.claimName(t.hostname, t, session, undefined, serving)))
-          : await this.registerPort(t, session);
+          ? (await this.claimName(t.subdomain, t, session, undefined, serving)) && (t.hostname === undefined || (await this.claimName(t.hostname, t, session, undefined, { ...serving, twin: true })))
+          : t.hostname !== undefined
+            ? await this.claimName(t.hostname, t, session, undefined, serving)
+            : await this.registerPort(t, session);
       if (!ok) {
         // another node has the name now: the agent hears it, as at a handshake
         if (t.agent) this.registry.closeSession(t.agent.sessionId, "SUBDOMAIN_TAKEN", `'${t.subdomain}' was taken by another node meanwhile`);
@@ -265,7 +267,8 @@ export class Cluster implements LiveView, LiveTunnels {
        RETURNING name`,
       [
         httpName(subdomain),
-        subdomain,
+        // a twin row (a tunnel's hostname beside its subdomain) names no tunnel of its own: no subdomain column
+        serving.twin ? null : subdomain,
         this.nodeId,
         sessionId,
         owner.userId,
@@ -283,7 +286,7 @@ export class Cluster implements LiveView, LiveTunnels {
   }
 
   /** A TCP tunnel's row (its port is this node's own: nothing to contend for). */
-  async registerPort(t: Pick<Tunnel, "protocol" | "subdomain" | "port" | "userId" | "username" | "tokenId">, sessionId: string | null): Promise<boolean> {
+  async registerPort(t: Pick<Tunnel, "protocol" | "subdomain" | "hostname" | "port" | "userId" | "username" | "tokenId">, sessionId: string | null): Promise<boolean> {
     await this.sql.unsafe(
       `INSERT INTO live_tunnels (name, protocol, port, node_id, session_id, user_id, username, token_id, connected_at)
        VALUES ($1, $9, $2, $3, $4, $5, $6, $7, $8)
@@ -395,7 +398,8 @@ export class Cluster implements LiveView, LiveTunnels {
     );
     const others: ActiveTunnel[] = rows.map((r: Record<string, any>) => ({
       protocol: r.protocol,
-      subdomain: r.subdomain ?? undefined,
+      // a tunnel known by its hostname alone has it in the subdomain column (it has dots; a subdomain never)
+      ...(typeof r.subdomain === "string" && r.subdomain.includes(".") ? { hostname: r.subdomain } : { subdomain: r.subdomain ?? undefined }),
       port: r.port ?? undefined,
       userId: r.user_id,
       username: r.username,
@@ -470,10 +474,11 @@ export class Cluster implements LiveView, LiveTunnels {
 
 /** A tunnel's rows: its name's, and its custom hostname's beside it when it has one. */
 function namesOf(t: Pick<Tunnel, "protocol" | "subdomain" | "hostname" | "port">, nodeId: string): string[] {
-  return t.hostname === undefined ? [nameOf(t, nodeId)] : [nameOf(t, nodeId), httpName(t.hostname)];
+  return t.hostname === undefined || t.subdomain === undefined ? [nameOf(t, nodeId)] : [nameOf(t, nodeId), httpName(t.hostname)];
 }
 
 /** A tunnel's row: its name (one over the cluster), or its port on this node ("tcp:" and "udp:" apart, two port spaces). */
-function nameOf(t: Pick<Tunnel, "protocol" | "subdomain" | "port">, nodeId: string): string {
-  return t.subdomain !== undefined ? httpName(t.subdomain) : `${t.protocol === "udp" ? "udp" : "tcp"}:${nodeId}:${t.port}`;
+function nameOf(t: Pick<Tunnel, "protocol" | "subdomain" | "hostname" | "port">, nodeId: string): string {
+  const name = t.subdomain ?? t.hostname;
+  return name !== undefined ? httpName(name) : `${t.protocol === "udp" ? "udp" : "tcp"}:${nodeId}:${t.port}`;
 }

@@ -56,11 +56,15 @@ export interface AdmissionRequest {
 }
 
 export type PlannedTunnel =
-  /** `hostname`: a verified custom hostname it is reached by too. */
-  | { protocol: "http"; subdomain: string; hostname?: string; skipWarning: boolean }
+  /**
+   * `hostname`: a verified custom hostname it is reached by. A tunnel has a
+   * subdomain, a hostname or both: one asked for a hostname and no subdomain
+   * has no subdomain.
+   */
+  | { protocol: "http"; subdomain?: string; hostname?: string; skipWarning: boolean }
   | { protocol: "tcp"; port?: number }
   /** Its name is from the same names as http tunnels' (one name, one tunnel, whichever kind). */
-  | { protocol: "tls"; subdomain: string; hostname?: string }
+  | { protocol: "tls"; subdomain?: string; hostname?: string }
   /** Its port is from the UDP port space, apart from tcp's: tcp 20000 and udp 20000 are two tunnels. */
   | { protocol: "udp"; port?: number };
 
@@ -126,14 +130,17 @@ export async function admit(core: Core, req: AdmissionRequest, live: LiveView): 
       );
     }
     if (t.protocol === "tcp" || t.protocol === "udp") return { protocol: t.protocol, port: t.port };
-    const subdomain =
-      t.subdomain === undefined
-        ? await randomFreeSubdomain(core, live, claimed)
-        : await checkSubdomain(core, live, user, token, t.subdomain, resume, claimed);
-    claimed.add(subdomain);
     const hostname = t.hostname === undefined ? undefined : await checkHostname(core, live, user, token, t.hostname, resume, claimed);
     if (hostname !== undefined) claimed.add(hostname);
-    const names = hostname === undefined ? { subdomain } : { subdomain, hostname };
+    // a hostname asked for alone is the tunnel's only name; otherwise a subdomain, asked for or random
+    const subdomain =
+      t.subdomain !== undefined
+        ? await checkSubdomain(core, live, user, token, t.subdomain, resume, claimed)
+        : hostname === undefined
+          ? await randomFreeSubdomain(core, live, claimed)
+          : undefined;
+    if (subdomain !== undefined) claimed.add(subdomain);
+    const names = { ...(subdomain !== undefined ? { subdomain } : {}), ...(hostname !== undefined ? { hostname } : {}) };
     if (t.protocol === "tls") return { protocol: "tls", ...names };
     return { protocol: "http", ...names, skipWarning: Boolean(t.skipWarning) && user.skipWarning };
   };

@@ -358,10 +358,11 @@ export class AgentConnection implements AgentLink {
         responseTimeoutMs: asked?.protocol === "http" ? this.responseTimeout(asked.responseTimeout) : undefined,
         protocol: plan.protocol,
       };
-      const names = plan.hostname === undefined ? [plan.subdomain] : [plan.subdomain, plan.hostname];
+      // the first name's row is the tunnel's; a hostname beside a subdomain is its twin (cluster.ts)
+      const names = [plan.subdomain, plan.hostname].filter((n): n is string => n !== undefined);
       const won: string[] = [];
       for (const name of names) {
-        if (!(await cluster.claim(name, owner, this.sessionId, admitted.resume, serving))) break;
+        if (!(await cluster.claim(name, owner, this.sessionId, admitted.resume, { ...serving, twin: name !== names[0] }))) break;
         won.push(name);
       }
       if (won.length === names.length) {
@@ -450,7 +451,7 @@ export class AgentConnection implements AgentLink {
       const tunnels: Tunnel[] = [];
       admitted.tunnels.forEach((plan, i) => {
         if (plan instanceof AppError) return void refused.push({ index: i, error: plan });
-        if (plan.protocol === "tls" && this.edge.tlsAddress(plan.subdomain) === undefined) {
+        if (plan.protocol === "tls" && this.edge.tlsAddress((plan.hostname ?? plan.subdomain)!) === undefined) {
           const unavailable = new AppError("TLS_UNAVAILABLE", "this server passes no TLS through by name (no TLS on its public port, no --tls-port)");
           if (!hello.partial) throw unavailable;
           return void refused.push({ index: i, error: unavailable });
@@ -460,7 +461,7 @@ export class AgentConnection implements AgentLink {
         const back = registry.reclaimable(owner.tokenId, want, admitted.resume);
         const asked = hello.tunnels[i];
         const timeout = asked?.protocol === "http" ? this.responseTimeout(asked.responseTimeout) : undefined;
-        const access = tunnelAccess(asked, cidrs(admitted.user.allowCidrs), byPort ? plan.protocol : plan.subdomain, providers, this.edge.basicAuthLimit);
+        const access = tunnelAccess(asked, cidrs(admitted.user.allowCidrs), byPort ? plan.protocol : (plan.subdomain ?? plan.hostname)!, providers, this.edge.basicAuthLimit);
         if (access instanceof AppError) {
           if (!hello.partial) throw access;
           return void refused.push({ index: i, error: access });
@@ -475,7 +476,7 @@ export class AgentConnection implements AgentLink {
         let t: Tunnel;
         try {
           // taken meanwhile by another session of this node, between the rules' answer and now
-          if ((plan.protocol === "http" || plan.protocol === "tls") && registry.subdomainHolder(plan.subdomain)) {
+          if ((plan.protocol === "http" || plan.protocol === "tls") && plan.subdomain !== undefined && registry.subdomainHolder(plan.subdomain)) {
             throw new AppError("SUBDOMAIN_TAKEN", `'${plan.subdomain}' is in use by another tunnel`);
           }
           if ((plan.protocol === "http" || plan.protocol === "tls") && plan.hostname !== undefined) {
@@ -485,7 +486,10 @@ export class AgentConnection implements AgentLink {
             if (held && !own) throw new AppError("HOSTNAME_IN_USE", `'${plan.hostname}' is in use by another tunnel`);
             if (held) registry.remove(held);
           }
-          const names = plan.protocol === "http" || plan.protocol === "tls" ? { subdomain: plan.subdomain, ...(plan.hostname !== undefined ? { hostname: plan.hostname } : {}) } : {};
+          const names =
+            plan.protocol === "http" || plan.protocol === "tls"
+              ? { ...(plan.subdomain !== undefined ? { subdomain: plan.subdomain } : {}), ...(plan.hostname !== undefined ? { hostname: plan.hostname } : {}) }
+              : {};
           t =
             plan.protocol === "http"
               ? registry.newTunnel("http", names, owner, plan.skipWarning)

@@ -23,6 +23,8 @@ export interface Serving {
   responseTimeoutMs?: number;
   /** The kind of tunnel the name is (default http): a tls one is relayed as a connection, undecrypted. */
   protocol?: "http" | "tls";
+  /** The name is a tunnel's second (its hostname beside its subdomain): claimed for the name, not listed or counted as a tunnel. */
+  twin?: boolean;
 }
 
 export interface OtherNodes {
@@ -43,7 +45,7 @@ export interface OtherNodes {
   /** Gives back a claimed name that no tunnel of this node took after all. */
   release(subdomain: string): Promise<void>;
   /** A TCP tunnel of this node, listed for the others. */
-  registerPort(t: Pick<Tunnel, "protocol" | "subdomain" | "port" | "userId" | "username" | "tokenId">, sessionId: string | null): Promise<boolean>;
+  registerPort(t: Pick<Tunnel, "protocol" | "subdomain" | "hostname" | "port" | "userId" | "username" | "tokenId">, sessionId: string | null): Promise<boolean>;
   /**
    * A name that is not live here: another node's tunnel as a stand-in the
    * edge opens streams on as it would on an agent's connection, a page that

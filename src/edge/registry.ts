@@ -138,9 +138,10 @@ export class Registry implements LiveTunnels, LiveView {
 
   /** A dropped tunnel of this token, held in grace, to hand back. */
   reclaimable(tokenId: number, want: { protocol: Tunnel["protocol"]; subdomain?: string; hostname?: string; port?: number }, resume?: string): Tunnel | undefined {
-    const t = want.subdomain !== undefined ? this.bySubdomain.get(want.subdomain) : want.port !== undefined ? this.portsOf(want.protocol).get(want.port) : undefined;
+    const name = want.subdomain ?? want.hostname;
+    const t = name !== undefined ? this.bySubdomain.get(name) : want.port !== undefined ? this.portsOf(want.protocol).get(want.port) : undefined;
     // a name held in grace by the token's tunnel of another kind is not this one's to take over; nor one with another hostname
-    if (!t || t.tokenId !== tokenId || t.protocol !== want.protocol || t.hostname !== want.hostname) return undefined;
+    if (!t || t.tokenId !== tokenId || t.protocol !== want.protocol || t.hostname !== want.hostname || t.subdomain !== want.subdomain) return undefined;
     if (t.agent === null || t.agent.sessionId === resume) return t;
     return undefined;
   }

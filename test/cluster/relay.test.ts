@@ -110,11 +110,21 @@ describe("a visitor on any node", () => {
     // another agent of the same user on another node: the hostname is taken cluster-wide
     const second = await refusal({ kind: "http", target: upstream.port!, server: nodes[2]!.edgeUrl, token: await api.createToken(owner, "second"), args: ["--hostname", "demo.cluster.test"] });
     expect(second).toMatch(/HOSTNAME_IN_USE/);
-    // listed once by every node (by its subdomain's row; the hostname's row is its twin)
+    // listed once by every node, by its hostname
+    for (const node of nodes) {
+      const client = await signedIn(node);
+      const mine = ((await client.get("/api/tunnels/active")).body as { username: string; hostname?: string }[]).filter((t) => t.username === "hostname-owner");
+      expect(mine.map((t) => t.hostname)).toEqual(["demo.cluster.test"]);
+    }
+    // with a subdomain too: reached by both through any node, and still one tunnel (the hostname's row is the subdomain's twin)
+    expect((await api.post("/api/hostnames", { hostname: "both.cluster.test", user_id: owner, verified: true })).status).toBe(201);
+    await using _both = await startAgent({ kind: "http", target: upstream.port!, server: nodes[2]!.edgeUrl, token: ownerToken, args: ["--hostname", "both.cluster.test", "--subdomain", "both-sub", "--skip-warning"] });
+    expect(await (await fetch(`http://127.0.0.1:${nodes[0]!.edgePort}/b`, { headers: { host: `both.cluster.test:${nodes[0]!.edgePort}` } })).text()).toBe("hello from /b");
+    expect(await (await tunnelFetch(nodes[1]!.edgePort, "both-sub", "/s")).text()).toBe("hello from /s");
     for (const node of nodes) {
       const client = await signedIn(node);
       const mine = ((await client.get("/api/tunnels/active")).body as { username: string }[]).filter((t) => t.username === "hostname-owner");
-      expect(mine).toHaveLength(1);
+      expect(mine).toHaveLength(2);
     }
   });
 

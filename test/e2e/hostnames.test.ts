@@ -58,17 +58,32 @@ afterAll(async () => {
 });
 
 describe("an http tunnel with a custom hostname", () => {
-  test("is reached by its hostname (the address it prints) and by its subdomain; the active list has both", async () => {
-    await using agent = await startAgent({ kind: "http", target: web.port!, server: server.edgeUrl, token, args: ["--hostname", "Demo.Acme.test", "--skip-warning"] });
+  test("is reached by its hostname (the address it prints) and by the subdomain it asks; the active list has both", async () => {
+    await using agent = await startAgent({ kind: "http", target: web.port!, server: server.edgeUrl, token, args: ["--hostname", "Demo.Acme.test", "--subdomain", "demo-sub", "--skip-warning"] });
     expect(agent.publicUrl).toBe(`http://demo.acme.test:${server.edgePort}`);
     const byHost = await visit("demo.acme.test", "/hello");
     expect(byHost.status).toBe(200);
     expect(await byHost.text()).toBe(`web for demo.acme.test:${server.edgePort} /hello`);
     const row = ((await api.get("/api/tunnels/active")).body as { hostname?: string; subdomain?: string }[]).find((t) => t.hostname === "demo.acme.test");
-    expect(row?.subdomain).toMatch(/^[a-z0-9]{8}$/);
+    expect(row?.subdomain).toBe("demo-sub");
     const bySubdomain = await visit(`${row!.subdomain}.localhost`, "/x");
     expect(await bySubdomain.text()).toBe(`web for ${row!.subdomain}.localhost:${server.edgePort} /x`);
     await agent.output.waitFor(/GET\s+\/hello\s+200/, 5_000);
+  });
+
+  test("asked with --subdomain too, it is reached by both; asked alone, by the hostname only (no subdomain)", async () => {
+    {
+      await using both = await startAgent({ kind: "http", target: web.port!, server: server.edgeUrl, token, args: ["--hostname", "demo.acme.test", "--subdomain", "demo-both", "--skip-warning"] });
+      expect(both.publicUrl).toBe(`http://demo.acme.test:${server.edgePort}`);
+      expect((await visit("demo-both.localhost")).status).toBe(200);
+      expect((await visit("demo.acme.test")).status).toBe(200);
+    }
+    await using alone = await startAgent({ kind: "http", target: web.port!, server: server.edgeUrl, token, args: ["--hostname", "demo.acme.test", "--skip-warning"] });
+    expect((await visit("demo.acme.test")).status).toBe(200);
+    const rows = ((await api.get("/api/tunnels/active")).body as { hostname?: string; subdomain?: string }[]).filter((t) => t.hostname === "demo.acme.test");
+    expect(rows).toHaveLength(1);
+    expect(rows[0]!.subdomain).toBeUndefined();
+    expect(alone.publicUrl).toBe(`http://demo.acme.test:${server.edgePort}`);
   });
 
   test("one name under a verified wildcard is allowed; two labels under it are not", async () => {

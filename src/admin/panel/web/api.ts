@@ -73,6 +73,7 @@ export interface Hostname {
 
 export interface ActiveTunnel {
   subdomain?: string;
+  hostname?: string;
   port?: number;
   protocol: "http" | "tcp" | "tls" | "udp";
   user_id: number;

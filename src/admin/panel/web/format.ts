@@ -126,7 +126,15 @@ export function lastDays(days: number, now = new Date()): string[] {
 }
 
 /** "http://alice.localhost:8080" for an http tunnel, "localhost:20417" for tcp, "udp://localhost:20417" for udp, "tls://alice.localhost" for tls (the port it passes through on is the server's to say). */
-export function publicAddress(server: ServerInfo | undefined, t: { protocol: string; subdomain?: string; port?: number }): { text: string; href?: string } {
+export function publicAddress(server: ServerInfo | undefined, t: { protocol: string; subdomain?: string; hostname?: string; port?: number }): { text: string; href?: string } {
+  // a custom hostname is what its owner made the tunnel for: shown first, a link on the edge's scheme for http
+  if (t.hostname && t.protocol === "http") {
+    if (!server?.edge_url) return { text: t.hostname };
+    const edge = new URL(server.edge_url);
+    const href = `${edge.protocol}//${t.hostname}${edge.port ? `:${edge.port}` : ""}`;
+    return { text: href.replace(/^https?:\/\//, ""), href };
+  }
+  if (t.hostname && t.protocol === "tls") return { text: `tls://${t.hostname}` };
   if (t.protocol === "http" && t.subdomain) {
     if (!server?.edge_url) return { text: t.subdomain };
     const edge = new URL(server.edge_url);

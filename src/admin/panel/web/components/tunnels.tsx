@@ -15,7 +15,7 @@ const deviceNames = new Map<number, string>();
 /** Token ids already looked up without success: asked once, not on every poll. */
 const unknownTokens = new Set<number>();
 
-export const tunnelKey = (t: ActiveTunnel) => `${t.protocol}:${t.subdomain ?? t.port}:${t.token_id}`;
+export const tunnelKey = (t: ActiveTunnel) => `${t.protocol}:${t.subdomain ?? t.hostname ?? t.port}:${t.token_id}`;
 
 /** token_id -> device_name for these tunnels, fetching the owners' token lists it lacks. */
 export function useDeviceNames(tunnels: ActiveTunnel[]): { names: Map<number, string>; error?: string } {
@@ -112,7 +112,7 @@ export function TunnelTable(props: { tunnels: ActiveTunnel[]; showUser?: boolean
               const address = publicAddress(server, t);
               const rate = rates.get(tunnelKey(t));
               return (
-                <tr key={tunnelKey(t)} data-tunnel={t.subdomain ?? String(t.port)}>
+                <tr key={tunnelKey(t)} data-tunnel={t.subdomain ?? t.hostname ?? String(t.port)}>
                   <td data-label="Address" class="address">
                     <span class={`proto ${t.protocol}`}>{t.protocol}</span>{" "}
                     {address.href ? (
