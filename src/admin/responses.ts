@@ -81,6 +81,10 @@ export const ActiveTunnelJson = v.strictObject({
   subdomain: v.optional(v.string()),
   /** Its custom hostname, when it has one (http and tls tunnels). */
   hostname: v.optional(v.string()),
+  /** A member of a pool (several agents behind one name or port)... */
+  pool: v.optional(v.literal(true)),
+  /** ...and whether it takes new requests now. */
+  in_rotation: v.optional(v.boolean()),
   port: v.optional(v.pipe(v.number(), v.integer())),
   protocol: v.picklist(["http", "tcp", "tls", "udp"]),
   user_id: id,

@@ -14,6 +14,7 @@ const TOP_USERS_DAYS = 30;
 const activeTunnelJson = (t: ActiveTunnel) => ({
   ...(t.protocol === "tcp" || t.protocol === "udp" ? { port: t.port } : { subdomain: t.subdomain }),
   ...(t.hostname !== undefined ? { hostname: t.hostname } : {}),
+  ...(t.pool ? { pool: true, in_rotation: t.pool.inRotation } : {}),
   protocol: t.protocol,
   user_id: t.userId,
   username: t.username,

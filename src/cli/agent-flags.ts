@@ -77,9 +77,26 @@ const SUBDOMAIN_FLAG = {
   },
 } as const satisfies FlagTable;
 
+/** http and tcp tunnels: several agents of one user behind one name or port. */
+const POOL_FLAGS = {
+  pool: {
+    type: "boolean",
+    help: "share the name (or port) with your other agents that ask for it with --pool",
+    details: "Requests (http) or connections (tcp) are spread over the pool's members; the name stays while any member is there. Another user's agent is still refused it. One server only, not several nodes.",
+  },
+  "pool-balance": {
+    type: "string",
+    arg: "HOW",
+    default: "round-robin",
+    help: "how the pool spreads them: round-robin, or least-requests (the member with the fewest in flight)",
+    details: "The first member's choice holds for the pool.",
+  },
+} as const satisfies FlagTable;
+
 export const HTTP_FLAGS = {
   ...COMMON,
   ...SUBDOMAIN_FLAG,
+  ...POOL_FLAGS,
   "skip-warning": {
     type: "boolean",
     help: "no browser warning page (if your account allows it)",
@@ -129,6 +146,7 @@ export const TCP_FLAGS = {
     details: "From the server's `--tcp-ports` range.",
   },
   ...PROXY_PROTOCOL_FLAG,
+  ...POOL_FLAGS,
   ...IP_FLAGS,
 } as const satisfies FlagTable;
 
@@ -181,6 +199,7 @@ at http://<subdomain>.<server domain>. Lost connections are retried for ever.`,
   flags: HTTP_FLAGS,
   groups: [
     { title: "Flags:", flags: ["subdomain", "hostname", "skip-warning", "host-header", "route", "response-timeout"] },
+    { title: "Several agents behind one name:", flags: Object.keys(POOL_FLAGS) },
     { title: "Who may reach it (enforced by the server):", flags: Object.keys(HTTP_ACCESS_FLAGS) },
     AGENT_GROUP,
   ],
@@ -191,7 +210,7 @@ export const TCP_DOC: CommandDoc = {
   usage: ["burrow tcp PORT|HOST:PORT [flags]"],
   about: "Exposes a local TCP service (e.g. 5432) at <server domain>:<port>.",
   flags: TCP_FLAGS,
-  groups: [{ title: "Flags:", flags: ["remote-port", "proxy-protocol", ...Object.keys(IP_FLAGS)] }, AGENT_GROUP],
+  groups: [{ title: "Flags:", flags: ["remote-port", "proxy-protocol", ...Object.keys(POOL_FLAGS), ...Object.keys(IP_FLAGS)] }, AGENT_GROUP],
 };
 
 export const TLS_DOC: CommandDoc = {

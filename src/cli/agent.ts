@@ -13,6 +13,17 @@ import { parseHostHeader, parseRemotePort, parseResponseTimeout, parseRoute, par
 import { checkRoutes } from "../agent/routes.ts";
 
 /** A tunnel option's check, its message led by the flag's name. */
+/** --pool and --pool-balance, as the request says them. */
+function poolFlags(values: Record<string, unknown>): { pool?: true; balance?: "round-robin" | "least-requests" } {
+  const balance = (values["pool-balance"] as string | undefined) ?? "round-robin";
+  if (balance !== "round-robin" && balance !== "least-requests") throw new UsageError(`--pool-balance must be round-robin or least-requests (got '${balance.slice(0, 40)}')`);
+  if (!values.pool) {
+    if (values["pool-balance"] !== undefined && balance !== "round-robin") throw new UsageError("--pool-balance goes with --pool");
+    return {};
+  }
+  return { pool: true, balance };
+}
+
 /** --hostname, checked as the server checks it (one name, no wildcard). */
 function hostnameFlag(values: Record<string, unknown>): string | undefined {
   const raw = values.hostname as string | undefined;
@@ -112,7 +123,7 @@ export async function httpCommand(argv: string[]): Promise<number> {
   if (routes.length > 0) target.routes = flagValue("--route", () => checkRoutes(routes));
   const subdomain = values.subdomain as string | undefined;
   const hostname = hostnameFlag(values);
-  const tunnel: TunnelRequest = { protocol: "http", subdomain, ...(hostname ? { hostname } : {}), skipWarning: Boolean(values["skip-warning"]) };
+  const tunnel: TunnelRequest = { protocol: "http", subdomain, ...(hostname ? { hostname } : {}), ...poolFlags(values), skipWarning: Boolean(values["skip-warning"]) };
   const timeout = values["response-timeout"] as string | undefined;
   if (timeout !== undefined) tunnel.responseTimeout = flagValue("--response-timeout", () => parseResponseTimeout(timeout));
   const access = httpAccessFromFlags(values);
@@ -129,7 +140,9 @@ export async function tcpCommand(argv: string[]): Promise<number> {
   const port = raw === undefined ? undefined : flagValue("--remote-port", () => parseRemotePort(raw));
   const access = tcpAccessFromFlags(values);
   if (values["proxy-protocol"]) target.proxyProtocol = true;
-  return runAgent([{ name: "tcp", request: { protocol: "tcp", port, ...(access ? { access } : {}) }, target }], values);
+  const pooled = poolFlags(values);
+  if (pooled.pool && port === undefined) throw new UsageError("--pool on a tcp tunnel needs --remote-port: the port is the pool's name");
+  return runAgent([{ name: "tcp", request: { protocol: "tcp", port, ...pooled, ...(access ? { access } : {}) }, target }], values);
 }
 
 export async function tlsCommand(argv: string[]): Promise<number> {

@@ -5,6 +5,9 @@
  */
 import * as v from "valibot";
 import { normalizeHostname } from "../validate/hostname.ts";
+
+/** How a pool spreads its requests (edge/pool.ts). */
+export type PoolBalance = "round-robin" | "least-requests";
 import type { TokenRow, UserRow } from "../db/schema.ts";
 import type { HttpAccess, TcpAccess } from "../protocol/messages.ts";
 import { hasAuthentication } from "../validate/access.ts";
@@ -30,7 +33,7 @@ export interface LiveView {
    * Who holds a subdomain: a live tunnel, or a dropped one kept for its
    * token during the grace period. `sessionId` is null while in grace.
    */
-  subdomainHolder(subdomain: string): Answer<{ tokenId: number; sessionId: string | null } | undefined>;
+  subdomainHolder(subdomain: string): Answer<{ tokenId: number; sessionId: string | null; pool?: { userId: number } } | undefined>;
   /** The token of a live session, or undefined when there is no such session. */
   sessionTokenId(sessionId: string): Answer<number | undefined>;
 }
@@ -39,8 +42,8 @@ export interface AdmissionRequest {
   token: string;
   proxy: boolean;
   tunnels: (
-    | { protocol: "http"; subdomain?: string; hostname?: string; skipWarning?: boolean; access?: HttpAccess }
-    | { protocol: "tcp"; port?: number; access?: TcpAccess }
+    | { protocol: "http"; subdomain?: string; hostname?: string; skipWarning?: boolean; access?: HttpAccess; pool?: boolean; balance?: PoolBalance }
+    | { protocol: "tcp"; port?: number; access?: TcpAccess; pool?: boolean; balance?: PoolBalance }
     | { protocol: "tls"; subdomain?: string; hostname?: string; access?: TcpAccess }
     | { protocol: "udp"; port?: number; access?: TcpAccess }
   )[];
@@ -61,8 +64,9 @@ export type PlannedTunnel =
    * subdomain, a hostname or both: one asked for a hostname and no subdomain
    * has no subdomain.
    */
-  | { protocol: "http"; subdomain?: string; hostname?: string; skipWarning: boolean }
-  | { protocol: "tcp"; port?: number }
+  | { protocol: "http"; subdomain?: string; hostname?: string; skipWarning: boolean; pool?: PoolBalance }
+  /** `pool`: share the port with the user's other pooled tunnels on it (edge/pool.ts), spread as it says. */
+  | { protocol: "tcp"; port?: number; pool?: PoolBalance }
   /** Its name is from the same names as http tunnels' (one name, one tunnel, whichever kind). */
   | { protocol: "tls"; subdomain?: string; hostname?: string }
   /** Its port is from the UDP port space, apart from tcp's: tcp 20000 and udp 20000 are two tunnels. */
@@ -129,20 +133,22 @@ export async function admit(core: Core, req: AdmissionRequest, live: LiveView): 
           : `user '${user.username}' must protect every tunnel with basic auth or OIDC, which a ${t.protocol} tunnel cannot carry`,
       );
     }
-    if (t.protocol === "tcp" || t.protocol === "udp") return { protocol: t.protocol, port: t.port };
-    const hostname = t.hostname === undefined ? undefined : await checkHostname(core, live, user, token, t.hostname, resume, claimed);
+    if (t.protocol === "tcp") return { protocol: "tcp", port: t.port, ...(t.pool ? { pool: t.balance ?? "round-robin" } : {}) };
+    if (t.protocol === "udp") return { protocol: "udp", port: t.port };
+    const pooled = t.protocol === "http" && t.pool === true;
+    const hostname = t.hostname === undefined ? undefined : await checkHostname(core, live, user, token, t.hostname, resume, claimed, pooled);
     if (hostname !== undefined) claimed.add(hostname);
     // a hostname asked for alone is the tunnel's only name; otherwise a subdomain, asked for or random
     const subdomain =
       t.subdomain !== undefined
-        ? await checkSubdomain(core, live, user, token, t.subdomain, resume, claimed)
+        ? await checkSubdomain(core, live, user, token, t.subdomain, resume, claimed, pooled)
         : hostname === undefined
           ? await randomFreeSubdomain(core, live, claimed)
           : undefined;
     if (subdomain !== undefined) claimed.add(subdomain);
     const names = { ...(subdomain !== undefined ? { subdomain } : {}), ...(hostname !== undefined ? { hostname } : {}) };
     if (t.protocol === "tls") return { protocol: "tls", ...names };
-    return { protocol: "http", ...names, skipWarning: Boolean(t.skipWarning) && user.skipWarning };
+    return { protocol: "http", ...names, skipWarning: Boolean(t.skipWarning) && user.skipWarning, ...(pooled ? { pool: t.balance ?? "round-robin" } : {}) };
   };
   // one after another, in the order asked: each sees the names those before it claimed
   const planned: (PlannedTunnel | AppError)[] = [];
@@ -178,6 +184,7 @@ async function checkSubdomain(
   asked: string,
   resume: string | undefined,
   claimed: Set<string>,
+  pooled = false,
 ): Promise<string> {
   const parsed = v.safeParse(subdomainRule, asked);
   if (!parsed.success) throw new AppError("SUBDOMAIN_INVALID", `'${asked}' is not a valid subdomain: ${parsed.issues[0]?.message}`);
@@ -186,10 +193,18 @@ async function checkSubdomain(
   const owner = await core.domains.ownerOf(name);
   if (owner !== undefined && owner !== user.id) throw new AppError("SUBDOMAIN_RESERVED", `'${name}' is reserved for another user`);
   const holder = await live.subdomainHolder(name);
-  // the token's own tunnel comes back to it: dropped (in grace) or from the session it resumes
-  const reclaimable = holder && holder.tokenId === token.id && (holder.sessionId === null || holder.sessionId === resume);
-  if ((holder && !reclaimable) || claimed.has(name)) throw new AppError("SUBDOMAIN_TAKEN", `'${name}' is in use by another tunnel`);
+  if ((holder && !mayTake(holder, token, user, resume, pooled)) || claimed.has(name)) throw new AppError("SUBDOMAIN_TAKEN", `'${name}' is in use by another tunnel`);
   return name;
+}
+
+/**
+ * Whether a name someone holds may be taken: the token's own tunnel comes
+ * back to it (dropped, in grace, or from the session it resumes), and a
+ * pool of the same user takes another member when this one asks to pool.
+ */
+function mayTake(holder: { tokenId: number; sessionId: string | null; pool?: { userId: number } }, token: TokenRow, user: UserRow, resume: string | undefined, pooled: boolean): boolean {
+  if (holder.tokenId === token.id && (holder.sessionId === null || holder.sessionId === resume)) return true;
+  return pooled && holder.pool !== undefined && holder.pool.userId === user.id;
 }
 
 /**
@@ -208,6 +223,7 @@ async function checkHostname(
   asked: string,
   resume: string | undefined,
   claimed: Set<string>,
+  pooled = false,
 ): Promise<string> {
   const checked = normalizeHostname(asked);
   if ("problem" in checked || checked.hostname.startsWith("*.")) {
@@ -218,8 +234,7 @@ async function checkHostname(
     throw new AppError("HOSTNAME_NOT_ALLOWED", `'${name}' is not a verified hostname of user '${user.username}'`);
   }
   const holder = await live.subdomainHolder(name);
-  const reclaimable = holder && holder.tokenId === token.id && (holder.sessionId === null || holder.sessionId === resume);
-  if ((holder && !reclaimable) || claimed.has(name)) throw new AppError("HOSTNAME_IN_USE", `'${name}' is in use by another tunnel`);
+  if ((holder && !mayTake(holder, token, user, resume, pooled)) || claimed.has(name)) throw new AppError("HOSTNAME_IN_USE", `'${name}' is in use by another tunnel`);
   return name;
 }
 

@@ -13,6 +13,8 @@ export interface ActiveTunnel {
   subdomain?: string;
   /** Its custom hostname, when it has one. */
   hostname?: string;
+  /** A pool member: whether it takes new requests now. */
+  pool?: { inRotation: boolean };
   /** For tcp tunnels. */
   port?: number;
   userId: number;

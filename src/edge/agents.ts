@@ -10,7 +10,7 @@
  * (or, if that port is out of its reach, here once more without asking).
  */
 import * as v from "valibot";
-import { admit, type Admitted, type LiveView } from "../core/admission.ts";
+import { admit, type Admitted, type LiveView, type PlannedTunnel } from "../core/admission.ts";
 import { AppError } from "../core/errors.ts";
 import { cidrs } from "../validate/fields.ts";
 import type { Core } from "../core/index.ts";
@@ -28,6 +28,7 @@ import type { OtherNodes } from "./other-nodes.ts";
 import type { PortAllocator } from "./ports.ts";
 import type { AgentLink, Registry, Tunnel } from "./registry.ts";
 import type { UdpTunnelPort } from "./udp-flows.ts";
+import { TunnelPool } from "./pool.ts";
 import type { UdpPortAllocator } from "./udp-ports.ts";
 
 /** What an unauthenticated peer of the agents' endpoints can make the edge say: a few lines a minute. */
@@ -415,6 +416,59 @@ export class AgentConnection implements AgentLink {
     this.refuse(err.code, err.message);
   }
 
+  /**
+   * A new http or tls tunnel on its names, checked again against what this
+   * node holds now (taken meanwhile by another session, between the rules'
+   * answer and now). A pooled http tunnel joins the pool on its name, or
+   * starts one; the token's own dropped tunnel gives its hostname to the new
+   * one.
+   */
+  private namedTunnel(
+    plan: Extract<PlannedTunnel, { protocol: "http" | "tls" }>,
+    owner: { userId: number; username: string; tokenId: number },
+    resume: string | undefined,
+  ): Tunnel {
+    const { registry } = this.edge;
+    const names = { ...(plan.subdomain !== undefined ? { subdomain: plan.subdomain } : {}), ...(plan.hostname !== undefined ? { hostname: plan.hostname } : {}) };
+    const pooled = plan.protocol === "http" ? plan.pool : undefined;
+    const held = registry.tunnelBySubdomain((plan.subdomain ?? plan.hostname)!);
+    if (held?.pool && pooled && held.pool.userId === owner.userId && held.hostname === plan.hostname && held.subdomain === plan.subdomain) {
+      const member = registry.newTunnel("http", names, owner, plan.protocol === "http" && plan.skipWarning);
+      held.pool.add(member);
+      return member;
+    }
+    if (plan.subdomain !== undefined && registry.subdomainHolder(plan.subdomain)) {
+      throw new AppError("SUBDOMAIN_TAKEN", `'${plan.subdomain}' is in use by another tunnel`);
+    }
+    if (plan.hostname !== undefined) {
+      const holder = registry.tunnelBySubdomain(plan.hostname);
+      // this token's tunnel, dropped (or in the session this one resumes), gives its hostname to the new one
+      const own = holder && !holder.pool && holder.tokenId === owner.tokenId && (holder.agent === null || holder.agent.sessionId === resume);
+      if (holder && !own) throw new AppError("HOSTNAME_IN_USE", `'${plan.hostname}' is in use by another tunnel`);
+      if (holder) registry.remove(holder);
+    }
+    const t = plan.protocol === "http" ? registry.newTunnel("http", names, owner, plan.skipWarning) : registry.newTunnel("tls", names, owner, false);
+    if (pooled) new TunnelPool(pooled, owner.userId).add(t);
+    return t;
+  }
+
+  /** A tcp tunnel on its port: a pooled one joins the user's pool on the port asked, or starts one. */
+  private portTunnel(plan: Extract<PlannedTunnel, { protocol: "tcp" }>, owner: { userId: number; username: string; tokenId: number }): Tunnel {
+    const { registry, ports } = this.edge;
+    const held = plan.port !== undefined ? registry.portHolder(plan.port) : undefined;
+    if (held?.pool && plan.pool && held.pool.userId === owner.userId) {
+      const member = registry.newTunnel("tcp", { port: plan.port }, owner, false);
+      held.pool.add(member);
+      member.stopAccepting = held.stopAccepting;
+      return member;
+    }
+    return ports.bind(plan.port, (port) => {
+      const t = registry.newTunnel("tcp", { port }, owner, false);
+      if (plan.pool) new TunnelPool(plan.pool, owner.userId).add(t);
+      return t;
+    });
+  }
+
   /** A udp tunnel on the port bound for it (bindUdpPorts), or that port's refusal. */
   private adoptUdpPort(bound: UdpTunnelPort | AppError | undefined, owner: { userId: number; username: string; tokenId: number }): Tunnel {
     if (bound instanceof AppError) throw bound;
@@ -475,29 +529,15 @@ export class AgentConnection implements AgentLink {
         }
         let t: Tunnel;
         try {
-          // taken meanwhile by another session of this node, between the rules' answer and now
-          if ((plan.protocol === "http" || plan.protocol === "tls") && plan.subdomain !== undefined && registry.subdomainHolder(plan.subdomain)) {
-            throw new AppError("SUBDOMAIN_TAKEN", `'${plan.subdomain}' is in use by another tunnel`);
+          if ("pool" in plan && plan.pool && this.edge.nodes) {
+            throw new AppError("POOL_UNAVAILABLE", "pools are not carried over several nodes yet: this server is one of several");
           }
-          if ((plan.protocol === "http" || plan.protocol === "tls") && plan.hostname !== undefined) {
-            const held = registry.tunnelBySubdomain(plan.hostname);
-            // this token's tunnel, dropped (or in the session this one resumes), gives its hostname to the new one
-            const own = held && held.tokenId === owner.tokenId && (held.agent === null || held.agent.sessionId === admitted.resume);
-            if (held && !own) throw new AppError("HOSTNAME_IN_USE", `'${plan.hostname}' is in use by another tunnel`);
-            if (held) registry.remove(held);
-          }
-          const names =
-            plan.protocol === "http" || plan.protocol === "tls"
-              ? { ...(plan.subdomain !== undefined ? { subdomain: plan.subdomain } : {}), ...(plan.hostname !== undefined ? { hostname: plan.hostname } : {}) }
-              : {};
           t =
-            plan.protocol === "http"
-              ? registry.newTunnel("http", names, owner, plan.skipWarning)
-              : plan.protocol === "tls"
-                ? registry.newTunnel("tls", names, owner, false)
-                : plan.protocol === "udp"
-                  ? this.adoptUdpPort(udp.get(i), owner)
-                  : ports.bind(plan.port, (port) => registry.newTunnel("tcp", { port }, owner, false));
+            plan.protocol === "http" || plan.protocol === "tls"
+              ? this.namedTunnel(plan, owner, admitted.resume)
+              : plan.protocol === "udp"
+                ? this.adoptUdpPort(udp.get(i), owner)
+                : this.portTunnel(plan, owner);
         } catch (err) {
           // a partial HELLO: a port that cannot be bound is this tunnel's refusal, not the session's
           if (!hello.partial || !(err instanceof AppError)) throw err;

@@ -210,6 +210,8 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     private readonly ctx: ForwardContext,
     private readonly carrier: RequestStream,
   ) {
+    // a pool member's requests in flight, for least-requests (edge/pool.ts)
+    if (tunnel.pool) tunnel.inFlight++;
     this.stream = carrier.stream;
     this.remaining = request.framing === "length" ? request.length : 0;
     this.chunks = request.framing === "chunked" ? new ChunkedDecoder() : undefined;
@@ -299,9 +301,15 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     if (!this.requestDone) return this.brokenRequest("the visitor closed its side mid-request");
   }
 
+  /** The exchange is over, whichever way: once. */
+  private finish(): void {
+    this.finished = true;
+    if (this.tunnel.pool) this.tunnel.inFlight--;
+  }
+
   closed(): void {
     if (this.finished) return;
-    this.finished = true;
+    this.finish();
     this.stream.reset(WireError.CANCELLED);
   }
 
@@ -386,7 +394,7 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
   /** The response went out whole: the connection carries the next request, if both sides allow. */
   done(): void {
     if (this.finished) return;
-    this.finished = true;
+    this.finish();
     const keepAlive = this.request.keepAlive && (this.response?.keepAlive ?? false) && this.requestDone && !this.visitorEnded;
     const { carrier, stream } = this;
     carrier.user = undefined;
@@ -430,7 +438,7 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
   }
 
   private finishPipe(): void {
-    this.finished = true;
+    this.finish();
     this.conn.close();
   }
 
@@ -447,14 +455,14 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     if (this.finished) return;
     if (!this.wrote) return this.failPage(badGatewayPage(this.ctx.host, why));
     log.info("tunnel response broken off", { tunnel: this.ctx.host, err: why });
-    this.finished = true;
+    this.finish();
     this.stream.reset(WireError.CANCELLED);
     this.conn.terminate();
   }
 
   private failPage(page: Response): void {
     if (this.finished) return;
-    this.finished = true;
+    this.finish();
     this.stream.reset(WireError.CANCELLED);
     this.ctx.counters.request(HTTP_REQUEST, page.status, this.ctx.startedAt);
     // the rest of a request body the service never got cannot be told from a next request: close after the page
@@ -465,7 +473,7 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
   private brokenRequest(why: string): void {
     if (this.finished) return;
     log.info("visitor request broken off", { tunnel: this.ctx.host, err: why });
-    this.finished = true;
+    this.finish();
     this.stream.reset(WireError.CANCELLED);
     if (this.wrote) return this.conn.terminate();
     this.ctx.counters.request(HTTP_REQUEST, 400, this.ctx.startedAt);

@@ -70,7 +70,8 @@ export class PortAllocator {
         port,
         exclusive: true,
         allowHalfOpen: true,
-        socket: tcpHandlers(() => tunnel!, this.budget, this.opened),
+        // a pooled port's connections go to a member in rotation (edge/pool.ts)
+        socket: tcpHandlers(() => tunnel!.pool?.pick() ?? tunnel!, this.budget, this.opened),
       });
     } catch (err) {
       const failed = bindError(port, err);
@@ -79,7 +80,9 @@ export class PortAllocator {
       return failed;
     }
     tunnel = make(port);
-    tunnel.onRemoved = () => listener.stop(true);
+    // a pool's listener is the pool's: it stops with the last member
+    if (tunnel.pool) tunnel.pool.onEmpty = () => listener.stop(true);
+    else tunnel.onRemoved = () => listener.stop(true);
     tunnel.stopAccepting = () => listener.stop(false);
     return tunnel;
   }

@@ -16,6 +16,7 @@ import type { TrafficMeter } from "./meter.ts";
 import { cidrs } from "../validate/fields.ts";
 import type { UserRow } from "../db/schema.ts";
 import { AccessPolicy } from "./access/policy.ts";
+import type { TunnelPool } from "./pool.ts";
 
 /** What the registry needs of a connected agent. */
 export interface AgentLink {
@@ -50,6 +51,12 @@ export class Tunnel {
   graceTimer?: ReturnType<typeof setTimeout>;
   /** Another node's tunnel, reached through a relay link (cluster/relay.ts). */
   relayed = false;
+  /** The pool it is a member of (edge/pool.ts), when it shares its name or port with others. */
+  pool?: TunnelPool;
+  /** A pool member takes new requests (its agent says so: health, a rolling restart). */
+  inRotation = true;
+  /** A pool member's requests (or connections) in flight, for least-requests. */
+  inFlight = 0;
 
   constructor(
     readonly protocol: TunnelProtocol,
@@ -139,7 +146,9 @@ export class Registry implements LiveTunnels, LiveView {
   /** A dropped tunnel of this token, held in grace, to hand back. */
   reclaimable(tokenId: number, want: { protocol: Tunnel["protocol"]; subdomain?: string; hostname?: string; port?: number }, resume?: string): Tunnel | undefined {
     const name = want.subdomain ?? want.hostname;
-    const t = name !== undefined ? this.bySubdomain.get(name) : want.port !== undefined ? this.portsOf(want.protocol).get(want.port) : undefined;
+    const held = name !== undefined ? this.bySubdomain.get(name) : want.port !== undefined ? this.portsOf(want.protocol).get(want.port) : undefined;
+    // in a pool, the token's own member (dropped, or of the session resumed) is the one to take back
+    const t = held?.pool ? held.pool.members.find((m) => m.tokenId === tokenId && (m.agent === null || m.agent.sessionId === resume)) : held;
     // a name held in grace by the token's tunnel of another kind is not this one's to take over; nor one with another hostname
     if (!t || t.tokenId !== tokenId || t.protocol !== want.protocol || t.hostname !== want.hostname || t.subdomain !== want.subdomain) return undefined;
     if (t.agent === null || t.agent.sessionId === resume) return t;
@@ -190,10 +199,15 @@ export class Registry implements LiveTunnels, LiveView {
 
   remove(t: Tunnel): void {
     clearTimeout(t.graceTimer);
-    if (t.subdomain !== undefined && this.bySubdomain.get(t.subdomain) === t) this.bySubdomain.delete(t.subdomain);
-    if (t.hostname !== undefined && this.bySubdomain.get(t.hostname) === t) this.bySubdomain.delete(t.hostname);
+    // a pool's name (or port) stays while another member is there: it is mapped to that member now
+    const last = t.pool ? t.pool.remove(t) : true;
+    const heir = last ? undefined : t.pool!.members[0];
     const ports = this.portsOf(t.protocol);
-    if (t.port !== undefined && ports.get(t.port) === t) ports.delete(t.port);
+    for (const [map, key] of [[this.bySubdomain, t.subdomain], [this.bySubdomain, t.hostname], [ports, t.port]] as const) {
+      if (key === undefined || (map as Map<string | number, Tunnel>).get(key) !== t) continue;
+      if (heir) (map as Map<string | number, Tunnel>).set(key, heir);
+      else (map as Map<string | number, Tunnel>).delete(key);
+    }
     t.agent = null;
     t.onRemoved?.();
     this.hooks?.removed(t);
@@ -289,6 +303,7 @@ export class Registry implements LiveTunnels, LiveView {
           protocol: t.protocol,
           subdomain: t.subdomain,
           ...(t.hostname !== undefined ? { hostname: t.hostname } : {}),
+          ...(t.pool ? { pool: { inRotation: t.inRotation } } : {}),
           port: t.port,
           userId: t.userId,
           username: t.username,
@@ -345,8 +360,8 @@ export class Registry implements LiveTunnels, LiveView {
     return this.meter.unflushed(userId);
   }
 
-  subdomainHolder(subdomain: string): { tokenId: number; sessionId: string | null } | undefined {
+  subdomainHolder(subdomain: string): { tokenId: number; sessionId: string | null; pool?: { userId: number } } | undefined {
     const t = this.bySubdomain.get(subdomain);
-    return t && { tokenId: t.tokenId, sessionId: t.agent?.sessionId ?? null };
+    return t && { tokenId: t.tokenId, sessionId: t.agent?.sessionId ?? null, ...(t.pool ? { pool: { userId: t.pool.userId } } : {}) };
   }
 }

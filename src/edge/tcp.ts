@@ -11,6 +11,8 @@ import type { SocketBudget } from "../sockets/socket-budget.ts";
 
 interface VisitorSocket {
   relay?: SocketRelay;
+  /** A pool member carrying it: its connections in flight go down when it closes. */
+  member?: Tunnel;
   /** The address that holds a place in the budget, until the socket closes. */
   counted?: string;
 }
@@ -65,15 +67,24 @@ export function tcpHandlers(tunnel: () => Tunnel, budget?: SocketBudget, opened?
   };
   return {
     open(socket: Socket<VisitorSocket>) {
-      const { counted, relay } = takeToAgent(socket, tunnel(), budget, "tcp");
+      const t = tunnel();
+      const { counted, relay } = takeToAgent(socket, t, budget, "tcp");
       socket.data = { counted, relay };
       if (relay) opened?.();
+      if (relay && t.pool) {
+        t.inFlight++;
+        socket.data.member = t;
+      }
     },
     data: (socket, data) => socket.data?.relay?.socketData(data),
     drain: (socket) => socket.data?.relay?.socketDrain(),
     end: (socket) => socket.data?.relay?.socketEnd(),
     close: (socket, error) => {
       release(socket);
+      if (socket.data?.member) {
+        socket.data.member.inFlight--;
+        socket.data.member = undefined;
+      }
       socket.data?.relay?.socketClosed(error);
     },
     error: (socket, error) => socket.data?.relay?.socketClosed(error ?? new Error("socket error")),

@@ -17,7 +17,7 @@ import { EDGE_READS, forward, type ForwardContext } from "./forward.ts";
 import type { Loopback } from "./handoff.ts";
 import { hostRoute } from "./host-route.ts";
 import type { ConnectionServer, HttpConnection } from "./http-connection.ts";
-import { badRequestPage, landingPage, overloadedPage, page, tlsTunnelPage, unknownTunnelPage } from "./pages.ts";
+import { badGatewayPage, badRequestPage, landingPage, overloadedPage, page, tlsTunnelPage, unknownTunnelPage } from "./pages.ts";
 import type { Passed } from "./access/policy.ts";
 import type { Registry, Tunnel } from "./registry.ts";
 import { continueResponse, CONTINUE_PATH, interstitial, type HeadView } from "./warning.ts";
@@ -211,7 +211,10 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
   }
 
   /** Who may reach the tunnel comes first (IP rules, then sign-in: access/policy.ts); the warning only after. */
-  function admit(conn: HttpConnection, head: RequestHead, text: string, view: HeadView, client: string, startedAt: number, hostHeader: string, tunnel: Tunnel): Promise<void> | undefined {
+  function admit(conn: HttpConnection, head: RequestHead, text: string, view: HeadView, client: string, startedAt: number, hostHeader: string, named: Tunnel): Promise<void> | undefined {
+    // a pool's name: the request goes to a member in rotation (edge/pool.ts), with that member's rules
+    const tunnel = named.pool ? named.pool.pick() : named;
+    if (!tunnel) return answer(conn, head, badGatewayPage(hostHeader, "none of its agents is taking requests now"), startedAt);
     // a tls tunnel's name reached over plain HTTP (or decrypted here: no passthrough on this port)
     if (tunnel.protocol === "tls") return answer(conn, head, tlsTunnelPage(hostHeader, deps.tlsAddress?.(tunnel.hostname ?? tunnel.subdomain!)), startedAt);
     if (!tunnel.access) return pass(conn, head, text, view, client, startedAt, hostHeader, tunnel, undefined);

@@ -63,11 +63,18 @@ export const TunnelRequest = v.variant("protocol", [
     /** Seconds the edge waits for the local service's answer, asked by the agent (the edge caps it). */
     responseTimeout: v.optional(v.pipe(v.number(), v.minValue(0.1), v.maxValue(86_400))),
     access: v.optional(HttpAccess),
+    /** Share the name with the user's other agents that ask for it with `pool` (edge/pool.ts). */
+    pool: v.optional(v.boolean()),
+    /** How the pool spreads requests; the first member's choice holds for the pool. */
+    balance: v.optional(v.picklist(["round-robin", "least-requests"])),
   }),
   v.object({
     protocol: v.literal("tcp"),
     port: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(65535))),
     access: v.optional(TcpAccess),
+    /** Share the port with the user's other agents that ask for it with `pool`: connections are spread. */
+    pool: v.optional(v.boolean()),
+    balance: v.optional(v.picklist(["round-robin", "least-requests"])),
   }),
   /** Visitors' TLS connections for `subdomain`, passed through by the ClientHello's name, undecrypted; IP rules only, as tcp. */
   v.object({

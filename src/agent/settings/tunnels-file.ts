@@ -188,13 +188,15 @@ type Fail = (node: { range?: [number, number, number] | null } | null | undefine
 
 /** Who may reach the tunnel (docs/access.md); tcp tunnels take the IP lists only. */
 const ACCESS_KEYS = ["basic_auth", "allow_cidr", "deny_cidr", "request_header_add", "request_header_remove", "response_header_add", "oidc"];
-const TUNNEL_KEYS = ["proto", "addr", "subdomain", "hostname", "remote_port", "proxy_protocol", "host_header", "routes", "skip_warning", "inspect", "response_timeout", ...ACCESS_KEYS];
+const TUNNEL_KEYS = ["proto", "addr", "subdomain", "hostname", "pool", "pool_balance", "remote_port", "proxy_protocol", "host_header", "routes", "skip_warning", "inspect", "response_timeout", ...ACCESS_KEYS];
 const OIDC_KEYS = ["issuer", "client_id", "client_secret", "allow_emails"];
 
 /** The keys only some kinds of tunnel take, and which; the others (proto, addr, allow_cidr, deny_cidr) every kind takes. */
 const TAKEN_BY: Record<string, readonly ("http" | "tcp" | "tls" | "udp")[]> = {
   subdomain: ["http", "tls"],
   hostname: ["http", "tls"],
+  pool: ["http", "tcp"],
+  pool_balance: ["http", "tcp"],
   host_header: ["http"],
   routes: ["http"],
   skip_warning: ["http"],
@@ -260,6 +262,18 @@ function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTu
     });
   };
   const ipRules = { allowCidrs: listed("allow_cidr", parseCidr), denyCidrs: listed("deny_cidr", parseCidr) };
+  /** pool: true, and pool_balance: round-robin | least-requests (with pool only). */
+  function readPool(): { pool?: true; balance?: "round-robin" | "least-requests" } {
+    const balance = checked("pool_balance", (raw) => {
+      if (raw !== "round-robin" && raw !== "least-requests") throw new UsageError(`must be round-robin or least-requests (got '${raw.slice(0, 40)}')`);
+      return raw;
+    });
+    if (!flag("pool")) {
+      if (balance !== undefined) fail(given.get("pool_balance")!.keyNode, `${field}.pool_balance`, "goes with pool: true");
+      return {};
+    }
+    return { pool: true, balance: balance ?? "round-robin" };
+  }
   function readSubdomain(): string | undefined {
     const entry = given.get("subdomain");
     if (!entry) return undefined;
@@ -278,14 +292,17 @@ function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTu
       const hostname = checked("hostname", parseTunnelHostname);
       return { name, request: { protocol: "tls", subdomain: readSubdomain(), ...(hostname ? { hostname } : {}), ...(access ? { access } : {}) }, target, inspect: false };
     }
-    return { name, request: { protocol: "tcp", port: checked("remote_port", parseRemotePort), ...(access ? { access } : {}) }, target, inspect: false };
+    const port = checked("remote_port", parseRemotePort);
+    const pooled = readPool();
+    if (pooled.pool && port === undefined) fail(given.get("pool")!.keyNode, `${field}.pool`, "a tcp pool needs remote_port: the port is the pool's name");
+    return { name, request: { protocol: "tcp", port, ...pooled, ...(access ? { access } : {}) }, target, inspect: false };
   }
   const subdomain = readSubdomain();
   target.hostHeader = checked("host_header", parseHostHeader);
   const routes = readRoutes(given.get("routes"), `${field}.routes`, fail);
   if (routes) target.routes = routes;
   const hostname = checked("hostname", parseTunnelHostname);
-  const request: TunnelRequest = { protocol: "http", subdomain, ...(hostname ? { hostname } : {}), skipWarning: flag("skip_warning") ?? false };
+  const request: TunnelRequest = { protocol: "http", subdomain, ...(hostname ? { hostname } : {}), ...readPool(), skipWarning: flag("skip_warning") ?? false };
   const timeout = checked("response_timeout", parseResponseTimeout);
   if (timeout !== undefined) request.responseTimeout = timeout;
   const basicAuth = listed("basic_auth", parseBasicAuth);

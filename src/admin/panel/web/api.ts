@@ -74,6 +74,9 @@ export interface Hostname {
 export interface ActiveTunnel {
   subdomain?: string;
   hostname?: string;
+  /** A pool member, and whether it takes new requests. */
+  pool?: true;
+  in_rotation?: boolean;
   port?: number;
   protocol: "http" | "tcp" | "tls" | "udp";
   user_id: number;

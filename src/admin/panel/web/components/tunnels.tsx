@@ -15,7 +15,7 @@ const deviceNames = new Map<number, string>();
 /** Token ids already looked up without success: asked once, not on every poll. */
 const unknownTokens = new Set<number>();
 
-export const tunnelKey = (t: ActiveTunnel) => `${t.protocol}:${t.subdomain ?? t.hostname ?? t.port}:${t.token_id}`;
+export const tunnelKey = (t: ActiveTunnel) => `${t.protocol}:${t.subdomain ?? t.hostname ?? t.port}:${t.token_id}:${t.connected_at}`;
 
 /** token_id -> device_name for these tunnels, fetching the owners' token lists it lacks. */
 export function useDeviceNames(tunnels: ActiveTunnel[]): { names: Map<number, string>; error?: string } {
@@ -121,6 +121,11 @@ export function TunnelTable(props: { tunnels: ActiveTunnel[]; showUser?: boolean
                       </a>
                     ) : (
                       <code>{address.text}</code>
+                    )}
+                    {t.pool && (
+                      <span class="muted small block" data-pool={t.in_rotation ? "in" : "out"}>
+                        pool member{t.in_rotation ? "" : ", out of rotation"}
+                      </span>
                     )}
                   </td>
                   {props.showUser && (
