@@ -30,6 +30,8 @@ import { askDirectPort } from "./direct-port.ts";
 import type { AgentOutput, TunnelView } from "./output.ts";
 import type { RequestTaps } from "./inspector/tap.ts";
 import { serveStream } from "./serve-stream.ts";
+import type { HealthSettings } from "./health.ts";
+import { DEFAULT_DRAIN_MS, PoolMembership } from "./rotation.ts";
 import { openSocksBridge, type SocksBridge } from "./socks.ts";
 
 export type { AgentOutput } from "./output.ts";
@@ -82,6 +84,8 @@ export interface AgentTunnel {
   target: LocalTarget;
   /** Its HTTP requests go to the inspector (when there is one). */
   inspect?: boolean;
+  /** A pool member's health check (--health-check): out of the pool's rotation while it fails. */
+  health?: HealthSettings;
 }
 
 export interface AgentOptions {
@@ -90,6 +94,8 @@ export interface AgentOptions {
   /** At least one, at most 16 (HELLO's limit); all asked for in one HELLO, over one connection. */
   tunnels: AgentTunnel[];
   proxy?: string;
+  /** How long a stopping pool member waits for what is in flight before it disconnects (--drain-timeout). */
+  drainTimeoutMs?: number;
   insecure?: boolean;
   out: AgentOutput;
   /** The request inspector's capture, when it runs. */
@@ -129,9 +135,17 @@ export class Agent {
   /** The granted tunnels of the current session, by the edge's id (OPEN names it). */
   private live = new Map<string, TunnelView>();
 
+  /** Pool memberships: health checks, ROTATION, and the leaving of a rolling restart (rotation.ts). */
+  private readonly pools: PoolMembership;
+  /** The output streams are served with: in-flight streams counted for a pool member's leaving. */
+  private readonly served: AgentOutput;
+
   constructor(private readonly opts: AgentOptions) {
     if (opts.tunnels.length === 0) throw new Error("an agent needs at least one tunnel");
     this.tunnels = opts.tunnels.map((t) => ({ ...t, request: { ...t.request } }));
+    const health = new Map(opts.tunnels.filter((t) => t.health).map((t) => [t.name, t.health!]));
+    this.pools = new PoolMembership(opts.out, health, new Map(opts.tunnels.map((t) => [t.name, t.target])));
+    this.served = this.pools.counting(opts.out);
   }
 
   /** Runs until a fatal refusal (exit code 1) or stop() (exit code 0). */
@@ -192,9 +206,26 @@ export class Agent {
     });
   }
 
-  /** Leaves on purpose: the server frees the tunnel's name or port at once. */
+  /**
+   * Leaves on purpose: the server frees the tunnel's name or port at once.
+   * A pool member leaves the rotation first and finishes what is in flight
+   * (up to the drain timeout), so its pool loses no request.
+   */
   stop(): void {
+    if (this.stopping) return;
+    if (this.pools.pooled && this.mux && !this.mux.closed && !this.leaving) {
+      this.leaving = true;
+      void this.pools.leave(this.opts.drainTimeoutMs ?? DEFAULT_DRAIN_MS).then(() => this.stopNow());
+      return;
+    }
+    this.stopNow();
+  }
+
+  private leaving = false;
+
+  private stopNow(): void {
     this.stopping = true;
+    this.pools.stop();
     this.wake?.();
     for (const link of this.draining) link.close();
     if (this.mux && !this.mux.closed && this.link?.isOpen) {
@@ -421,6 +452,7 @@ export class Agent {
       this.session = ready.session;
       this.takeGrants(ready);
       markReady();
+      this.pools.ready(this.live.values(), (r) => this.mux?.sendControl(FrameType.ROTATION, r));
       this.opts.out.ready({ username: ready.username, session: ready.session, server: this.opts.server, tunnels: [...this.live.values()] });
       // a first round trip now, so the latency is known at once rather than a keepalive later
       this.mux?.ping();
@@ -470,6 +502,7 @@ export class Agent {
         local: `${t.target.tls ? "https://" : ""}${localAuthority(t.target)}`,
         target: t.target,
         inspect: t.inspect ?? true,
+        ...(g.pool ? { pool: true } : {}),
       });
     });
     this.tunnels = kept;
@@ -481,7 +514,7 @@ export class Agent {
     // an edge that predates tunnel ids in OPEN, or a one-tunnel session: the only tunnel
     const tunnel = this.live.get(meta.tunnel) ?? (this.live.size === 1 ? this.live.values().next().value : undefined);
     if (!tunnel) return stream.reset(WireError.PROTOCOL_ERROR);
-    serveStream(stream, meta, tunnel, this.opts.out, this.opts.inspector);
+    serveStream(stream, meta, tunnel, this.served, this.opts.inspector);
   }
 }
 

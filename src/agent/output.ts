@@ -24,6 +24,8 @@ export interface TunnelView {
   target: LocalTarget;
   /** Whether its HTTP requests go to the inspector. */
   inspect: boolean;
+  /** A pool member (several agents behind its name or port). */
+  pool?: boolean;
 }
 
 export interface ReadyView {

@@ -91,6 +91,19 @@ const POOL_FLAGS = {
     help: "how the pool spreads them: round-robin, or least-requests (the member with the fewest in flight)",
     details: "The first member's choice holds for the pool.",
   },
+  "health-check": {
+    type: "string",
+    arg: "PATH|tcp",
+    help: "a pool member's health check: GET PATH of your service (2xx or 3xx is healthy), or tcp: a connect",
+    details: "Every --health-interval; 2 failures in a row take the member out of the pool's rotation, 2 successes put it back.",
+  },
+  "health-interval": { type: "string", arg: "S", default: "5", help: "seconds between health checks (1 to 3600)" },
+  "drain-timeout": {
+    type: "string",
+    arg: "S",
+    default: "15",
+    help: "on Ctrl-C or SIGTERM, how long a pool member waits for what is in flight after leaving the rotation (0 to 3600)",
+  },
 } as const satisfies FlagTable;
 
 export const HTTP_FLAGS = {

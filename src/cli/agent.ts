@@ -11,8 +11,30 @@ import { helpText } from "./usage.ts";
 import { UsageError } from "../usage-error.ts";
 import { parseHostHeader, parseRemotePort, parseResponseTimeout, parseRoute, parseTarget, parseTunnelHostname } from "../agent/settings/tunnel-options.ts";
 import { checkRoutes } from "../agent/routes.ts";
+import type { HealthSettings } from "../agent/health.ts";
 
 /** A tunnel option's check, its message led by the flag's name. */
+/** --drain-timeout in ms (a pool member's leaving), or undefined where the command has no such flag. */
+function drainTimeout(values: Record<string, unknown>): number | undefined {
+  const text = values["drain-timeout"] as string | undefined;
+  if (text === undefined) return undefined;
+  const s = /^[0-9]{1,4}$/.test(text) ? Number(text) : NaN;
+  if (!(s >= 0 && s <= 3600)) throw new UsageError(`--drain-timeout must be a whole number of seconds from 0 to 3600 (got '${text.slice(0, 40)}')`);
+  return s * 1000;
+}
+
+/** --health-check and --health-interval: a pool member's health check, or none. */
+function healthFlags(values: Record<string, unknown>): { health?: HealthSettings } {
+  const check = values["health-check"] as string | undefined;
+  const intervalText = (values["health-interval"] as string | undefined) ?? "5";
+  const interval = /^[0-9]{1,4}$/.test(intervalText) ? Number(intervalText) : NaN;
+  if (!(interval >= 1 && interval <= 3600)) throw new UsageError(`--health-interval must be a whole number of seconds from 1 to 3600 (got '${intervalText.slice(0, 40)}')`);
+  if (check === undefined) return {};
+  if (!values.pool) throw new UsageError("--health-check goes with --pool: it takes a pool member out of rotation");
+  if (check !== "tcp" && !/^\/[\x21-\x7e]*$/.test(check)) throw new UsageError(`--health-check must be a path such as /healthz, or tcp (got '${check.replace(/[^\x20-\x7e]/g, "?").slice(0, 60)}')`);
+  return { health: { check, intervalMs: interval * 1000 } };
+}
+
 /** --pool and --pool-balance, as the request says them. */
 function poolFlags(values: Record<string, unknown>): { pool?: true; balance?: "round-robin" | "least-requests" } {
   const balance = (values["pool-balance"] as string | undefined) ?? "round-robin";
@@ -56,6 +78,7 @@ export interface AgentSettings {
  * burrow http, tcp and start.
  */
 export async function runAgent(tunnels: AgentTunnel[], values: Record<string, unknown>, settings: AgentSettings = {}): Promise<number> {
+  const drainTimeoutMs = drainTimeout(values);
   const logChoice = chooseOutput({ log: values.log as string | undefined, logLevel: values["log-level"] as string | undefined }, process.stdout);
   // server and token: flags, then the environment, then the config file, then burrow login's file
   const { server, token } = resolveCredentials(
@@ -73,7 +96,7 @@ export async function runAgent(tunnels: AgentTunnel[], values: Record<string, un
   const stop = () => agent.stop();
   let agent: Agent;
   try {
-    agent = new Agent({ server, token, proxy, insecure, tunnels, out, inspector: inspector?.store });
+    agent = new Agent({ server, token, proxy, insecure, tunnels, out, inspector: inspector?.store, drainTimeoutMs });
     process.once("SIGINT", stop);
     process.once("SIGTERM", stop);
     return await agent.run();
@@ -128,7 +151,7 @@ export async function httpCommand(argv: string[]): Promise<number> {
   if (timeout !== undefined) tunnel.responseTimeout = flagValue("--response-timeout", () => parseResponseTimeout(timeout));
   const access = httpAccessFromFlags(values);
   if (access) tunnel.access = access;
-  return runAgent([{ name: "http", request: tunnel, target }], values);
+  return runAgent([{ name: "http", request: tunnel, target, ...healthFlags(values) }], values);
 }
 
 export async function tcpCommand(argv: string[]): Promise<number> {
@@ -142,7 +165,7 @@ export async function tcpCommand(argv: string[]): Promise<number> {
   if (values["proxy-protocol"]) target.proxyProtocol = true;
   const pooled = poolFlags(values);
   if (pooled.pool && port === undefined) throw new UsageError("--pool on a tcp tunnel needs --remote-port: the port is the pool's name");
-  return runAgent([{ name: "tcp", request: { protocol: "tcp", port, ...pooled, ...(access ? { access } : {}) }, target }], values);
+  return runAgent([{ name: "tcp", request: { protocol: "tcp", port, ...pooled, ...(access ? { access } : {}) }, target, ...healthFlags(values) }], values);
 }
 
 export async function tlsCommand(argv: string[]): Promise<number> {

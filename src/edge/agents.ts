@@ -18,7 +18,7 @@ import { databaseUnavailable, logFailedWrite, reportUnavailable, UNAVAILABLE_MES
 import { limitedLog, log } from "../log.ts";
 import type { EdgeCounters } from "../metrics/edge-counters.ts";
 import { parseJsonPayload, ProtocolError } from "../protocol/frames.ts";
-import { Hello, type GrantedTunnel, type OpenMeta } from "../protocol/messages.ts";
+import { Hello, Rotation, type GrantedTunnel, type OpenMeta } from "../protocol/messages.ts";
 import { Mux, type SendResult, type Stream } from "../protocol/mux.ts";
 import { DIRECT_DATA_PAYLOAD, FrameType, HANDSHAKE_TIMEOUT_MS, PROTOCOL_VERSION, WireError, type FrameTypeValue } from "../protocol/wire.ts";
 import { discoverProviders, helloIssue, needsDiscovery, tunnelAccess, type Providers } from "./access/handshake.ts";
@@ -33,6 +33,8 @@ import type { UdpPortAllocator } from "./udp-ports.ts";
 
 /** What an unauthenticated peer of the agents' endpoints can make the edge say: a few lines a minute. */
 export const strangerFault = limitedLog(30);
+/** Pool members going out of and back into rotation: an agent that flaps cannot flood the log. */
+const rotationLog = limitedLog(60);
 
 export interface EdgeContext {
   core: Core;
@@ -237,6 +239,17 @@ export class AgentConnection implements AgentLink {
       case FrameType.ERROR:
         this.mux.close(WireError.GOING_AWAY, "agent reported an error");
         return;
+      case FrameType.ROTATION: {
+        if (!this.ready) throw new ProtocolError("ROTATION before READY");
+        const parsed = v.safeParse(Rotation, parseJsonPayload(payload, "ROTATION"));
+        if (!parsed.success) throw new ProtocolError("bad ROTATION");
+        // only a pool member of this session's: anything else changes nothing
+        const t = this.edge.registry.sessionTunnels(this.sessionId).find((x) => x.id === parsed.output.tunnel);
+        if (!t?.pool || t.inRotation === parsed.output.in) return;
+        t.inRotation = parsed.output.in;
+        rotationLog(parsed.output.in ? "pool member back in rotation" : "pool member out of rotation", { session: this.sessionId, tunnel: t.subdomain ?? t.hostname ?? t.port });
+        return;
+      }
       default:
         throw new ProtocolError(`unexpected ${type} from an agent`);
     }
@@ -448,7 +461,7 @@ export class AgentConnection implements AgentLink {
       if (holder) registry.remove(holder);
     }
     const t = plan.protocol === "http" ? registry.newTunnel("http", names, owner, plan.skipWarning) : registry.newTunnel("tls", names, owner, false);
-    if (pooled) new TunnelPool(pooled, owner.userId).add(t);
+    if (pooled) new TunnelPool<Tunnel>(pooled, owner.userId).add(t);
     return t;
   }
 
@@ -464,7 +477,7 @@ export class AgentConnection implements AgentLink {
     }
     return ports.bind(plan.port, (port) => {
       const t = registry.newTunnel("tcp", { port }, owner, false);
-      if (plan.pool) new TunnelPool(plan.pool, owner.userId).add(t);
+      if (plan.pool) new TunnelPool<Tunnel>(plan.pool, owner.userId).add(t);
       return t;
     });
   }
@@ -569,6 +582,7 @@ export class AgentConnection implements AgentLink {
         url: this.publicAddress(t),
         ...(hello.partial ? { index: indexes[n] } : {}),
         ...(t.access ? { access: true } : {}),
+        ...(t.pool ? { pool: true } : {}),
       }));
       return () => {
         this.mux.sendControl(FrameType.READY, {

@@ -11,9 +11,16 @@
  * the fewest requests (or connections) in flight, in turn among equals.
  */
 import type { PoolBalance } from "../core/admission.ts";
-import type { Tunnel } from "./registry.ts";
 
-export class TunnelPool {
+/** What the pool reads and sets of a member (registry.ts's Tunnel): kept structural so the two files do not import each other. */
+export interface PoolMember {
+  agent: unknown;
+  inRotation: boolean;
+  inFlight: number;
+  pool?: TunnelPool<any>;
+}
+
+export class TunnelPool<Tunnel extends PoolMember = PoolMember> {
   readonly members: Tunnel[] = [];
   private turn = 0;
   /** Set by whoever holds a resource for the whole pool (a tcp pool's listener): called when the last member goes. */

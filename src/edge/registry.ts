@@ -52,7 +52,7 @@ export class Tunnel {
   /** Another node's tunnel, reached through a relay link (cluster/relay.ts). */
   relayed = false;
   /** The pool it is a member of (edge/pool.ts), when it shares its name or port with others. */
-  pool?: TunnelPool;
+  pool?: TunnelPool<Tunnel>;
   /** A pool member takes new requests (its agent says so: health, a rolling restart). */
   inRotation = true;
   /** A pool member's requests (or connections) in flight, for least-requests. */
@@ -131,6 +131,8 @@ export class Registry implements LiveTunnels, LiveView {
       t.graceTimer = undefined;
       t.agent = link;
       t.connectedAt = new Date();
+      // a pool member comes (back) in rotation; its agent says ROTATION if it should not be
+      t.inRotation = true;
       if (t.subdomain !== undefined) this.bySubdomain.set(t.subdomain, t);
       if (t.hostname !== undefined) this.bySubdomain.set(t.hostname, t);
       if (t.port !== undefined) this.portsOf(t.protocol).set(t.port, t);

@@ -129,7 +129,13 @@ export interface GrantedTunnel {
   index?: number;
   /** The edge enforces the tunnel's `access` rules (sent only when it had some). */
   access?: boolean;
+  /** A pool member (edge/pool.ts). */
+  pool?: boolean;
 }
+
+/** agent -> edge: a pool member's tunnel (READY's id) leaves the rotation (`in`: false) or comes back. */
+export const Rotation = v.object({ tunnel: v.pipe(v.string(), v.maxLength(64)), in: v.boolean() });
+export type Rotation = v.InferOutput<typeof Rotation>;
 
 /** The edge's answer to a GET of CONNECT_PATH (wire.ts): where its direct port is, if it has one. */
 export const DirectPortAnswer = v.object({
@@ -153,6 +159,8 @@ export const Ready = v.object({
       index: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0))),
       /** The edge took the tunnel's `access` rules; an agent that asked for some serves no tunnel without it. */
       access: v.optional(v.boolean()),
+      /** A pool member: the agent may take it out of rotation and back (ROTATION). */
+      pool: v.optional(v.boolean()),
     }),
   ),
   /** Tunnels of a partial HELLO that were not granted, each with why. */

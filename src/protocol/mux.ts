@@ -458,6 +458,7 @@ export class Mux implements KeptAlive, StreamSession {
       case FrameType.GOAWAY:
       case FrameType.MOVE:
       case FrameType.DRAIN:
+      case FrameType.ROTATION:
         this.opts.onControl?.(type, payload);
         return;
       case FrameType.OPEN:

@@ -58,6 +58,13 @@ export const FrameType = {
    * to an agent whose HELLO said it understands (\`drain\`).
    */
   DRAIN: 0x08,
+  /**
+   * agent -> edge, stream 0: JSON {tunnel, in} (messages.ts Rotation). A
+   * pool member's tunnel leaves the pool's rotation (its health check
+   * failed, or its agent is stopping and finishes what is in flight) or
+   * comes back. Sent only for tunnels READY said are pool members.
+   */
+  ROTATION: 0x09,
   /** opener -> acceptor: a new stream; JSON metadata (tunnel, kind, request head: messages.ts OpenMeta). */
   OPEN: 0x10,
   /** acceptor -> opener: the stream is accepted, its answer begins; JSON metadata (`{}` for h1 and tcp). */
@@ -98,6 +105,7 @@ export const CONTROL_FRAMES: ReadonlySet<number> = new Set([
   FrameType.GOAWAY,
   FrameType.MOVE,
   FrameType.DRAIN,
+  FrameType.ROTATION,
 ]);
 
 /** Set in the type byte of OPEN, REPLY or DATA: the sender half-closes with this frame. */

@@ -100,6 +100,83 @@ describe("an http pool", () => {
   });
 });
 
+describe("health and rolling restarts", () => {
+  test("a failing health check takes a member out of rotation (the list says so) and back in after it recovers", async () => {
+    let sick = false;
+    const ailing = Bun.serve({
+      hostname: "127.0.0.1",
+      port: 0,
+      fetch: (req) => (new URL(req.url).pathname === "/healthz" ? new Response(sick ? "no" : "ok", { status: sick ? 503 : 200 }) : new Response("ailing")),
+    });
+    try {
+      await using _well = await startAgent({ kind: "http", target: a.port!, server: server.edgeUrl, token, args: ["--subdomain", "health", "--pool", "--skip-warning"] });
+      await using ill = await startAgent({ kind: "http", target: ailing.port!, server: server.edgeUrl, token: secondToken, args: ["--subdomain", "health", "--pool", "--health-check", "/healthz", "--health-interval", "1", "--skip-warning"] });
+      expect(await spread("health", 10)).toEqual({ a: 5, ailing: 5 });
+      sick = true;
+      // two failed checks a second apart: out within a few seconds (15 s is the promise)
+      await ill.output.waitFor(/out of the pool's rotation \(the health check answered 503\)/, 15_000);
+      const deadline = Date.now() + 5_000;
+      let answers = await spread("health", 10);
+      while (answers.ailing && Date.now() < deadline) answers = await spread("health", 10);
+      expect(answers).toEqual({ a: 10 });
+      const rows = ((await api.get("/api/tunnels/active")).body as { subdomain?: string; in_rotation?: boolean }[]).filter((t) => t.subdomain === "health");
+      expect(rows.map((r) => r.in_rotation).sort()).toEqual([false, true]);
+      sick = false;
+      await ill.output.waitFor(/back in the pool's rotation/, 15_000);
+      const back = Date.now() + 5_000;
+      answers = await spread("health", 10);
+      while (!answers.ailing && Date.now() < back) answers = await spread("health", 10);
+      expect(answers).toEqual({ a: 5, ailing: 5 });
+    } finally {
+      ailing.stop(true);
+    }
+  }, 60_000);
+
+  test("a rolling restart of both members under continuous load: not one request fails", async () => {
+    const start = (target: number, t: string) => startAgent({ kind: "http", target, server: server.edgeUrl, token: t, args: ["--subdomain", "rolling", "--pool", "--skip-warning"] });
+    let one = await start(a.port!, token);
+    let two = await start(b.port!, secondToken);
+    let sent = 0;
+    let failed = 0;
+    const failures: string[] = [];
+    let restarting = true;
+    // four clients asking in a loop: 2,000 requests at least, and as many as the restarts take (20,000 at most)
+    const load = Promise.all(
+      Array.from({ length: 4 }, async () => {
+        while ((restarting || sent < 2000) && sent < 20_000) {
+          sent++;
+          try {
+            const res = await tunnelFetch(server.edgePort, "rolling", "/");
+            const text = await res.text();
+            if (res.status !== 200 || (text !== "a" && text !== "b")) {
+              failed++;
+              failures.push(`${res.status} ${text.slice(0, 80)}`);
+            }
+          } catch (err) {
+            failed++;
+            failures.push(String(err));
+          }
+        }
+      }),
+    );
+    await Bun.sleep(300);
+    // one member after the other: stopped (it leaves the rotation, finishes, disconnects), then started again
+    expect(await one.stop()).toBe(0);
+    one = await start(a.port!, token);
+    await Bun.sleep(300);
+    expect(await two.stop()).toBe(0);
+    two = await start(b.port!, secondToken);
+    await Bun.sleep(300);
+    restarting = false;
+    await load;
+    await one.stop();
+    await two.stop();
+    expect(failures).toEqual([]);
+    expect(failed).toBe(0);
+    expect(sent).toBeGreaterThanOrEqual(2000);
+  }, 60_000);
+});
+
 describe("a tcp pool", () => {
   test("connections to the port are spread over its members; --pool needs --remote-port", async () => {
     const echo = (name: string) => Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { open: (s) => void s.end(name), data() {} } });

@@ -58,6 +58,8 @@ export interface FileTunnel {
   request: TunnelRequest;
   target: LocalTarget;
   inspect: boolean;
+  /** A pool member's health check (health_check, health_interval). */
+  health?: { check: string; intervalMs: number };
 }
 
 export interface TunnelsFile {
@@ -188,7 +190,7 @@ type Fail = (node: { range?: [number, number, number] | null } | null | undefine
 
 /** Who may reach the tunnel (docs/access.md); tcp tunnels take the IP lists only. */
 const ACCESS_KEYS = ["basic_auth", "allow_cidr", "deny_cidr", "request_header_add", "request_header_remove", "response_header_add", "oidc"];
-const TUNNEL_KEYS = ["proto", "addr", "subdomain", "hostname", "pool", "pool_balance", "remote_port", "proxy_protocol", "host_header", "routes", "skip_warning", "inspect", "response_timeout", ...ACCESS_KEYS];
+const TUNNEL_KEYS = ["proto", "addr", "subdomain", "hostname", "pool", "pool_balance", "health_check", "health_interval", "remote_port", "proxy_protocol", "host_header", "routes", "skip_warning", "inspect", "response_timeout", ...ACCESS_KEYS];
 const OIDC_KEYS = ["issuer", "client_id", "client_secret", "allow_emails"];
 
 /** The keys only some kinds of tunnel take, and which; the others (proto, addr, allow_cidr, deny_cidr) every kind takes. */
@@ -197,6 +199,8 @@ const TAKEN_BY: Record<string, readonly ("http" | "tcp" | "tls" | "udp")[]> = {
   hostname: ["http", "tls"],
   pool: ["http", "tcp"],
   pool_balance: ["http", "tcp"],
+  health_check: ["http", "tcp"],
+  health_interval: ["http", "tcp"],
   host_header: ["http"],
   routes: ["http"],
   skip_warning: ["http"],
@@ -262,6 +266,21 @@ function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTu
     });
   };
   const ipRules = { allowCidrs: listed("allow_cidr", parseCidr), denyCidrs: listed("deny_cidr", parseCidr) };
+  /** health_check: /path or tcp, health_interval: seconds; a pool member's only. */
+  function readHealth(pooled: boolean): { health?: { check: string; intervalMs: number } } {
+    const check = checked("health_check", (raw) => {
+      if (raw !== "tcp" && !/^\/[\x21-\x7e]*$/.test(raw)) throw new UsageError("must be a path such as /healthz, or tcp");
+      return raw;
+    });
+    const interval = checked("health_interval", (raw) => {
+      const n = /^[0-9]{1,4}$/.test(raw) ? Number(raw) : NaN;
+      if (!(n >= 1 && n <= 3600)) throw new UsageError(`must be a whole number of seconds from 1 to 3600 (got '${raw.slice(0, 40)}')`);
+      return n;
+    });
+    if (check === undefined) return {};
+    if (!pooled) fail(given.get("health_check")!.keyNode, `${field}.health_check`, "goes with pool: true: it takes a pool member out of rotation");
+    return { health: { check, intervalMs: (interval ?? 5) * 1000 } };
+  }
   /** pool: true, and pool_balance: round-robin | least-requests (with pool only). */
   function readPool(): { pool?: true; balance?: "round-robin" | "least-requests" } {
     const balance = checked("pool_balance", (raw) => {
@@ -295,7 +314,7 @@ function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTu
     const port = checked("remote_port", parseRemotePort);
     const pooled = readPool();
     if (pooled.pool && port === undefined) fail(given.get("pool")!.keyNode, `${field}.pool`, "a tcp pool needs remote_port: the port is the pool's name");
-    return { name, request: { protocol: "tcp", port, ...pooled, ...(access ? { access } : {}) }, target, inspect: false };
+    return { name, request: { protocol: "tcp", port, ...pooled, ...(access ? { access } : {}) }, target, inspect: false, ...readHealth(pooled.pool === true) };
   }
   const subdomain = readSubdomain();
   target.hostHeader = checked("host_header", parseHostHeader);
@@ -317,7 +336,7 @@ function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTu
     oidc,
   });
   if (access) request.access = access;
-  return { name, request, target, inspect: flag("inspect") ?? true };
+  return { name, request, target, inspect: flag("inspect") ?? true, ...readHealth(request.pool === true) };
 }
 
 type Listed = <T>(key: string, read: (raw: string) => T, from: Map<string, { value: Node }>, prefix: string) => T[];

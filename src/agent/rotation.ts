@@ -1,0 +1,116 @@
+/**
+ * The agent's side of its pool memberships (edge/pool.ts): which of its
+ * tunnels READY said are pool members, their health checks (health.ts),
+ * and a rolling restart's leaving: on stop, every member leaves the
+ * rotation first (ROTATION), what is in flight finishes (up to the drain
+ * timeout), and only then does the agent disconnect. So a member stopped
+ * with Ctrl-C or SIGTERM loses no request: the pool's other members take
+ * the new ones meanwhile.
+ */
+import type { Rotation } from "../protocol/messages.ts";
+import { HealthCheck, type HealthSettings } from "./health.ts";
+import type { AgentOutput, TunnelView } from "./output.ts";
+
+/** How long a stopping member waits for what is in flight, unless told otherwise (--drain-timeout). */
+export const DEFAULT_DRAIN_MS = 15_000;
+
+export class PoolMembership {
+  /** Streams in flight: requests not answered, WebSockets and connections not closed. */
+  private busy = 0;
+  private readonly checks = new Map<string, HealthCheck>();
+  /** Pool members of the current session: the edge's id -> the tunnel's name. */
+  private members = new Map<string, string>();
+  private send?: (r: Rotation) => void;
+  private leaving = false;
+
+  constructor(
+    private readonly out: AgentOutput,
+    /** Health settings by tunnel name (--health-check). */
+    private readonly health: ReadonlyMap<string, HealthSettings>,
+    private readonly targets: ReadonlyMap<string, TunnelView["target"]>,
+  ) {}
+
+  /** Whether any tunnel of the session is a pool member. */
+  get pooled(): boolean {
+    return this.members.size > 0;
+  }
+
+  /** A session began: its pool members, and what their rotation is to be now. */
+  ready(live: Iterable<TunnelView>, send: (r: Rotation) => void): void {
+    this.send = send;
+    this.members = new Map([...live].filter((t) => t.pool).map((t) => [t.id, t.name]));
+    for (const [id, name] of this.members) {
+      const settings = this.health.get(name);
+      if (settings && !this.checks.has(name)) {
+        const check = new HealthCheck(this.targets.get(name)!, settings, (healthy, why) => this.changed(name, healthy, why));
+        this.checks.set(name, check);
+        check.start();
+      }
+      // the edge puts every member of a new session in rotation: one that should not be says so
+      if (this.leaving || this.checks.get(name)?.isHealthy === false) send({ tunnel: id, in: false });
+    }
+  }
+
+  private changed(name: string, healthy: boolean, why: string): void {
+    this.out.notice?.(`${name}: ${healthy ? "back in the pool's rotation" : "out of the pool's rotation"} (${why})`);
+    if (this.leaving) return;
+    for (const [id, n] of this.members) if (n === name) this.send?.({ tunnel: id, in: healthy });
+  }
+
+  /** The agent's output with the streams in flight counted (serve-stream.ts tells it of each). */
+  counting(out: AgentOutput): AgentOutput {
+    const self = this;
+    const done = () => {
+      if (self.busy > 0) self.busy--;
+    };
+    const counted: Partial<AgentOutput> = {
+      request(e) {
+        if (e.kind !== "ws") done();
+        out.request(e);
+      },
+      connection(e) {
+        if (e.event === "close") done();
+        out.connection(e);
+      },
+      flow(e) {
+        if (e.event === "close") done();
+        out.flow?.(e);
+      },
+      webSocketClosed(e) {
+        done();
+        out.webSocketClosed?.(e);
+      },
+      streamOpened(e) {
+        self.busy++;
+        out.streamOpened?.(e);
+      },
+    };
+    // the output may be a class or a proxy (the inspector's): everything else goes to it as it is
+    return new Proxy(out, {
+      get(target, prop) {
+        if (prop in counted) return counted[prop as keyof AgentOutput];
+        const value = Reflect.get(target, prop, target);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+  }
+
+  /**
+   * Leaves every pool's rotation and waits until nothing is in flight, or
+   * `timeoutMs`; resolves at once for an agent in no pool.
+   */
+  async leave(timeoutMs: number): Promise<void> {
+    if (!this.pooled || this.leaving) return;
+    this.leaving = true;
+    for (const id of this.members.keys()) this.send?.({ tunnel: id, in: false });
+    this.out.notice?.("leaving the pool: finishing what is in flight");
+    const deadline = Date.now() + timeoutMs;
+    // a moment first: a request the edge sent before it heard may be on its way
+    await Bun.sleep(200);
+    while (this.busy > 0 && Date.now() < deadline) await Bun.sleep(50);
+  }
+
+  stop(): void {
+    for (const check of this.checks.values()) check.stop();
+  }
+}
