@@ -10,6 +10,7 @@ import type { PublicInfo } from "./admin/public-info.ts";
 import { AcmeCertificates } from "./acme/server-certificates.ts";
 import { configureAcmeHttp, readCaRoot } from "./acme/http-client.ts";
 import { filesReport } from "./acme/report.ts";
+import type { AcmeSharing } from "./acme/shared.ts";
 import { BootstrapError, ensureAdmin } from "./core/bootstrap.ts";
 import { createCore } from "./core/index.ts";
 import { txtLookup } from "./dns/resolver-address.ts";
@@ -104,7 +105,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   if (config.acmeIgnored) log.info("certificate files given (--tls-cert): --acme-email is not used");
   let edge: ReturnType<typeof startEdge>;
   try {
-    certificates = config.acme && (await startAcme(config, config.acme));
+    certificates = config.acme && (await startAcme(config, config.acme, cluster?.acme));
     edge = startEdge({
       core,
       domain: config.domain,
@@ -191,7 +192,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
 }
 
 /** ACME's client settings, then the certificates it holds and the DNS responder for the wildcard. */
-async function startAcme(config: ServerConfig, acme: AcmeConfig): Promise<AcmeCertificates> {
+async function startAcme(config: ServerConfig, acme: AcmeConfig, sharing: AcmeSharing | undefined): Promise<AcmeCertificates> {
   if (acme.caRootFile) {
     const root = readCaRoot(acme.caRootFile);
     if (!root.ok) throw new BootstrapError(`--acme-ca-root: ${root.error.message}`);
@@ -208,6 +209,7 @@ async function startAcme(config: ServerConfig, acme: AcmeConfig): Promise<AcmeCe
         : { host: config.host, port: acme.dnsPort, perClientPerSecond: acme.dnsRate.perClient, totalPerSecond: acme.dnsRate.total },
     onDemandPerWeek: acme.namesPerWeek,
     retryMinMs: acme.retryMinMs,
+    sharing,
   });
 }
 

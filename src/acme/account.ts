@@ -11,6 +11,7 @@
  * knows returns the existing account, and its contact is updated, so a
  * changed email or a lost cache only costs that one request.
  */
+import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import * as acme from "acme-client";
@@ -42,6 +43,8 @@ export interface AccountOptions {
   /** The contact the CA writes to about expiring certificates and policy changes. */
   email?: string;
   poll?: Partial<{ minMs: number; maxMs: number; attempts: number }>;
+  /** Several nodes: the cluster's key (acme/shared.ts), given a way to make one; by default the data dir's. */
+  sharedKey?: (make: () => Promise<string>) => Promise<string>;
 }
 
 export interface AcmeAccount {
@@ -53,6 +56,8 @@ export interface AcmeAccount {
 interface CachedAccount {
   url: string;
   email: string | null;
+  /** The key's SHA-256 (hex): a URL cached for another key (a node that joined a cluster) is not this one's. */
+  key?: string;
 }
 
 type AccountCache = Record<string, CachedAccount>;
@@ -66,14 +71,17 @@ export async function openAccount(opts: AccountOptions, clock: Clock = systemClo
   let cache: AccountCache;
   try {
     ensurePrivateDir(dir);
-    accountKey = await loadOrCreateKey(join(dir, ACCOUNT_KEY_FILE));
+    accountKey = opts.sharedKey ? await opts.sharedKey(newKey) : await loadOrCreateKey(join(dir, ACCOUNT_KEY_FILE));
     cache = readCache(join(dir, ACCOUNT_CACHE_FILE));
   } catch (err) {
     return { ok: false, error: failureOf(err, "STORAGE_FAILED", clock.now()) };
   }
   const email = opts.email ?? null;
   const poll = { ...POLL_DEFAULTS, ...opts.poll };
-  const cached = cache[opts.directoryUrl];
+  const keyHash = createHash("sha256").update(accountKey).digest("hex");
+  const entry = cache[opts.directoryUrl];
+  // an entry from before keys were recorded is this data dir's own key's
+  const cached = entry && (entry.key ?? (opts.sharedKey ? undefined : keyHash)) === keyHash ? entry : undefined;
   const client = new acme.Client({
     directoryUrl: opts.directoryUrl,
     accountKey,
@@ -92,7 +100,7 @@ export async function openAccount(opts: AccountOptions, clock: Clock = systemClo
     return { ok: false, error: failureOf(err, "ACCOUNT_REFUSED", clock.now()) };
   }
   try {
-    writePrivateFile(join(dir, ACCOUNT_CACHE_FILE), JSON.stringify({ ...cache, [opts.directoryUrl]: { url, email } }, null, 2) + "\n");
+    writePrivateFile(join(dir, ACCOUNT_CACHE_FILE), JSON.stringify({ ...cache, [opts.directoryUrl]: { url, email, key: keyHash } }, null, 2) + "\n");
   } catch {
     // the account works; only the next start pays one more request
   }
@@ -106,10 +114,12 @@ async function loadOrCreateKey(path: string): Promise<string> {
     acme.crypto.getPublicKey(pem);
     return pem;
   }
-  const pem = (await acme.crypto.createPrivateEcdsaKey("P-256")).toString();
+  const pem = await newKey();
   writePrivateFile(path, pem);
   return pem;
 }
+
+const newKey = async () => (await acme.crypto.createPrivateEcdsaKey("P-256")).toString();
 
 /** The cache, or an empty one when it is missing or unreadable (it is only a cache). */
 function readCache(path: string): AccountCache {
@@ -120,7 +130,9 @@ function readCache(path: string): AccountCache {
     const cache: AccountCache = {};
     for (const [dir, v] of Object.entries(parsed as Record<string, unknown>)) {
       const entry = v as Partial<CachedAccount> | null;
-      if (entry && typeof entry.url === "string") cache[dir] = { url: entry.url, email: typeof entry.email === "string" ? entry.email : null };
+      if (entry && typeof entry.url === "string") {
+        cache[dir] = { url: entry.url, email: typeof entry.email === "string" ? entry.email : null, ...(typeof entry.key === "string" ? { key: entry.key } : {}) };
+      }
     }
     return cache;
   } catch {

@@ -71,6 +71,11 @@ export const ACME_ERRORS = {
     meaning: "Reading or writing the data dir failed.",
     advice: "Check that the server may write its data dir, and that the disk has room.",
   },
+  ORDERED_ELSEWHERE: {
+    message: "another node is ordering this certificate",
+    meaning: "Several nodes: another node holds the order for these names now; the certificate it gets is served here too.",
+    advice: "Nothing to do: the attempt is retried, and the other node's certificate replaces this line when it is stored.",
+  },
   TIMEOUT: {
     message: "getting the certificate took too long",
     meaning: "The whole attempt took longer than its deadline (5 minutes from order to chain).",

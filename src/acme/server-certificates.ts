@@ -23,16 +23,17 @@ import type { TlsEntry, TlsSource } from "../tls/tls-source.ts";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { acmeDir, type AccountOptions } from "./account.ts";
-import { validAt } from "../tls/certificate-info.ts";
+import { readCertificate, renewalTime, validAt } from "../tls/certificate-info.ts";
 import { CertificateStore } from "./certificate-store.ts";
-import { ChallengeRecords } from "../dns/challenge-records.ts";
-import { dns01Solver, DNS01_LABEL } from "./dns01.ts";
+import { ChallengeRecords, CHALLENGE_TTL_MS } from "../dns/challenge-records.ts";
+import { dns01RecordName, dns01Solver, DNS01_LABEL } from "./dns01.ts";
 import { startDnsResponder, type DnsResponder } from "../dns/responder.ts";
 import type { DnsLimits } from "../dns/wire.ts";
-import { failureOf } from "./errors.ts";
+import { AcmeStepError, failureOf, type AcmeResult } from "./errors.ts";
 import { fallbackCertificate } from "../tls/fallback-certificate.ts";
-import { answerHttpChallenge, http01Solver, HttpChallengeTokens } from "./http01.ts";
-import { accountIssuer } from "./issuer.ts";
+import { answerHttpChallenge, HTTP01_TOKEN_TTL_MS, http01Solver, HttpChallengeTokens } from "./http01.ts";
+import { accountIssuer, ISSUE_TIMEOUT_MS, type IssuedCertificate } from "./issuer.ts";
+import { sharedSolver, type AcmeSharing, type SharedChallenge } from "./shared.ts";
 import { ensurePrivateDir, writePrivateFile } from "../tls/private-files.ts";
 import { RenewalSchedule } from "./renewal.ts";
 import type { CertificateReport } from "./report.ts";
@@ -73,7 +74,12 @@ export interface AcmeSettings {
   /** renewal.ts's first retry wait and least time between two issuances of one certificate */
   retryMinMs?: number;
   clock?: Clock;
+  /** Several nodes: the account, certificates, answers and orders shared with the others (acme/shared.ts). */
+  sharing?: AcmeSharing;
 }
+
+/** A node's lease on an order: the whole issuance's deadline and a minute more, then another node may order. */
+export const ORDER_LEASE_MS = ISSUE_TIMEOUT_MS + 60_000;
 
 export class AcmeCertificates implements TlsSource {
   readonly store: CertificateStore;
@@ -88,6 +94,8 @@ export class AcmeCertificates implements TlsSource {
   private dns?: DnsResponder;
   private fallback!: { cert: string; key: string };
   private readonly wildcardId: string;
+  /** Names whose on-demand count the database is asked about now. */
+  private readonly counting = new Set<string>();
 
   private constructor(private readonly settings: AcmeSettings) {
     this.clock = settings.clock ?? systemClock;
@@ -96,15 +104,27 @@ export class AcmeCertificates implements TlsSource {
     this.wildcardId = `*.${settings.domain}`;
     this.onDemandFile = join(acmeDir(settings.dataDir), ON_DEMAND_FILE);
     this.onDemandIssued.push(...readOnDemand(this.onDemandFile));
-    const account: AccountOptions = { dataDir: settings.dataDir, directoryUrl: settings.directoryUrl, email: settings.email };
+    const sharing = settings.sharing;
+    const account: AccountOptions = {
+      dataDir: settings.dataDir,
+      directoryUrl: settings.directoryUrl,
+      email: settings.email,
+      ...(sharing ? { sharedKey: (make: () => Promise<string>) => sharing.accountKey(make) } : {}),
+    };
     // the wildcard's two names share one TXT name; single names prove themselves over HTTP
-    const byDns = accountIssuer(account, [dns01Solver(this.records)], this.clock);
-    const byHttp = accountIssuer(account, [http01Solver(this.tokens)], this.clock);
+    let dnsSolver = dns01Solver(this.records);
+    let httpSolver = http01Solver(this.tokens);
+    if (sharing) {
+      dnsSolver = sharedSolver(dnsSolver, sharing, (identifier, _token, digest) => ({ type: "dns-01", name: dns01RecordName(identifier), value: digest }), CHALLENGE_TTL_MS);
+      httpSolver = sharedSolver(httpSolver, sharing, (_identifier, token, keyAuthorization) => ({ type: "http-01", name: token ?? "", value: keyAuthorization }), HTTP01_TOKEN_TTL_MS);
+    }
+    const byDns = accountIssuer(account, [dnsSolver], this.clock);
+    const byHttp = accountIssuer(account, [httpSolver], this.clock);
     this.schedule = new RenewalSchedule({
       store: this.store,
       clock: this.clock,
       retryMinMs: settings.retryMinMs,
-      issue: (names) => (names.some((n) => n.startsWith("*.")) ? byDns(names) : byHttp(names)),
+      issue: (names) => this.orderOnce(names, names.some((n) => n.startsWith("*.")) ? byDns : byHttp),
     });
     this.store.onChange((cert) => {
       log.info("certificate installed", { cert: cert.id, names: cert.names.join(","), not_after: cert.notAfter.toISOString() });
@@ -116,6 +136,7 @@ export class AcmeCertificates implements TlsSource {
     const self = new AcmeCertificates(settings);
     self.fallback = await fallbackCertificate(settings.domain);
     for (const failure of self.store.loadAll()) log.warn("certificate on disk not usable", { code: failure.code, err: failure.message });
+    if (settings.sharing) await self.joinNodes(settings.sharing);
     if (settings.dns) {
       self.dns = await startDnsResponder({
         host: settings.dns.host,
@@ -176,14 +197,15 @@ export class AcmeCertificates implements TlsSource {
     const underDomain = name === this.settings.domain || name.endsWith(`.${this.settings.domain}`);
     if (this.settings.dns && !this.wildcardFailing() && underDomain) return;
     if (name !== this.settings.domain) this.want(this.settings.domain);
+    const limit = this.settings.onDemandPerWeek ?? ON_DEMAND_PER_WEEK;
+    if (this.settings.sharing) {
+      this.wantCounted(this.settings.sharing, name, limit);
+      return;
+    }
     const now = this.clock.now().getTime();
     while (this.onDemandIssued.length > 0 && this.onDemandIssued[0]! <= now - WEEK_MS) this.onDemandIssued.shift();
-    const limit = this.settings.onDemandPerWeek ?? ON_DEMAND_PER_WEEK;
     if (this.onDemandIssued.length >= limit) {
-      this.store.setStatus(name, {
-        names: [name],
-        lastError: failureOf(new Error(`${limit} names had certificates made on demand this week (--acme-names-per-week); use the wildcard (--dns-port)`), "RATE_LIMITED", this.clock.now()),
-      });
+      this.overLimit(name, limit);
       return;
     }
     this.onDemandIssued.push(now);
@@ -195,6 +217,153 @@ export class AcmeCertificates implements TlsSource {
     }
     log.info("certificate wanted", { name });
     this.schedule.manage([name]);
+  }
+
+  /** Several nodes: the week's count is the cluster's, kept in the database. */
+  private wantCounted(sharing: AcmeSharing, name: string, limit: number): void {
+    if (this.counting.has(name)) return;
+    this.counting.add(name);
+    sharing
+      .countOnDemand(name, limit)
+      .then(
+        (counted) => {
+          if (!counted) return this.overLimit(name, limit);
+          log.info("certificate wanted", { name });
+          this.schedule.manage([name]);
+        },
+        // not counted, not ordered: the name is wanted again when next seen
+        (err) => log.warn("certificate on demand not counted", { name, err: String(err) }),
+      )
+      .finally(() => this.counting.delete(name));
+  }
+
+  private overLimit(name: string, limit: number): void {
+    this.store.setStatus(name, {
+      names: [name],
+      lastError: failureOf(new Error(`${limit} names had certificates made on demand this week (--acme-names-per-week); use the wildcard (--dns-port)`), "RATE_LIMITED", this.clock.now()),
+    });
+  }
+
+  /**
+   * Orders `names` with `order`, unless another node can: with several
+   * nodes, a certificate stored by another and still short of renewal is
+   * taken as it is, and one that another node is ordering now is left to it
+   * (ORDERED_ELSEWHERE, retried; its certificate comes with its message).
+   */
+  private async orderOnce(names: string[], order: (names: string[]) => Promise<AcmeResult<IssuedCertificate>>): Promise<AcmeResult<IssuedCertificate>> {
+    const sharing = this.settings.sharing;
+    const id = names[0]!;
+    if (!sharing) {
+      log.info("acme order", { cert: id, names: names.join(",") });
+      return order(names);
+    }
+    try {
+      const stored = await this.sharedFresh(sharing, names);
+      if (stored) return { ok: true, value: stored };
+      if (!(await sharing.lease(id, ORDER_LEASE_MS))) {
+        return { ok: false, error: failureOf(new AcmeStepError("ORDERED_ELSEWHERE", `another node is ordering ${id}`), "ORDERED_ELSEWHERE", this.clock.now()) };
+      }
+    } catch (err) {
+      return { ok: false, error: failureOf(err, "STORAGE_FAILED", this.clock.now()) };
+    }
+    try {
+      // a node that finished just before the lease was taken
+      const stored = await this.sharedFresh(sharing, names).catch(() => undefined);
+      if (stored) return { ok: true, value: stored };
+      log.info("acme order", { cert: id, names: names.join(",") });
+      const result = await order(names);
+      if (result.ok) {
+        try {
+          const info = readCertificate(result.value.certPem, result.value.keyPem);
+          await sharing.putCertificate({ id, certPem: result.value.certPem, keyPem: result.value.keyPem, notAfter: info.notAfter });
+        } catch (err) {
+          // served here all the same; the other nodes order theirs when the lease ends
+          log.warn("certificate not shared with the other nodes", { cert: id, err: String(err) });
+        }
+      }
+      return result;
+    } finally {
+      await sharing.release(id).catch(() => {});
+    }
+  }
+
+  /** The database's certificate for these names when it covers them all and is not due for renewal yet. */
+  private async sharedFresh(sharing: AcmeSharing, names: string[]): Promise<IssuedCertificate | undefined> {
+    const stored = await sharing.certificate(names[0]!);
+    if (!stored) return undefined;
+    try {
+      const info = readCertificate(stored.certPem, stored.keyPem);
+      if (!names.every((n) => info.names.includes(n)) || renewalTime(info) <= this.clock.now()) return undefined;
+      return { names: info.names, certPem: stored.certPem, keyPem: stored.keyPem };
+    } catch {
+      return undefined; // a damaged row: ordered anew, and replaced
+    }
+  }
+
+  /**
+   * Several nodes: takes the certificates and the answers in flight that
+   * are in the database, shares this node's certificates the database lacks
+   * (or holds older ones of), and from now on hears of the others'.
+   */
+  private async joinNodes(sharing: AcmeSharing): Promise<void> {
+    sharing.listen({
+      certificate: (id) => void this.takeShared(sharing, id),
+      challenge: (challenge, added) => this.serveShared(challenge, added),
+    });
+    try {
+      const stored = await sharing.certificates();
+      for (const row of stored) this.takeRow(row.id, row.certPem, row.keyPem);
+      for (const cert of this.store.all()) {
+        const row = stored.find((r) => r.id === cert.id);
+        const rowEnds = row ? readCertificate(row.certPem).notAfter.getTime() : 0;
+        if (cert.notAfter.getTime() > rowEnds) await sharing.putCertificate({ id: cert.id, certPem: cert.certPem, keyPem: cert.keyPem, notAfter: cert.notAfter });
+      }
+      for (const challenge of await sharing.challenges()) this.serveShared(challenge, true);
+    } catch (err) {
+      // this node serves what it has; its orders share what they get once the database answers
+      log.warn("acme state of the other nodes not read", { err: String(err) });
+    }
+  }
+
+  private async takeShared(sharing: AcmeSharing, id: string): Promise<void> {
+    try {
+      const row = await sharing.certificate(id);
+      if (row) this.takeRow(row.id, row.certPem, row.keyPem);
+    } catch (err) {
+      log.warn("certificate of another node not read", { cert: id, err: String(err) });
+    }
+  }
+
+  /** Serves a certificate from the database unless this node's own ends later. */
+  private takeRow(id: string, certPem: string, keyPem: string): void {
+    const held = this.store.get(id);
+    let notAfter: Date;
+    try {
+      notAfter = readCertificate(certPem, keyPem).notAfter;
+    } catch (err) {
+      log.warn("certificate in the database not usable", { cert: id, err: String(err) });
+      return;
+    }
+    if (held && held.notAfter >= notAfter) return;
+    const saved = this.store.save(id, certPem, keyPem);
+    if (!saved.ok) return log.warn("certificate of another node not stored", { cert: id, code: saved.error.code, err: saved.error.message });
+    // what this node last failed at (waiting for the order elsewhere, say) is answered now
+    const status = this.store.statusOf(id);
+    if (status?.lastError && status.names.every((n) => saved.value.names.includes(n))) this.store.setStatus(id, { lastError: null, nextRenewal: renewalTime(saved.value) });
+  }
+
+  private serveShared(challenge: SharedChallenge, added: boolean): void {
+    try {
+      if (challenge.type === "http-01") {
+        if (added) this.tokens.add(challenge.name, challenge.value);
+        else this.tokens.remove(challenge.name);
+      } else if (added) {
+        const refusal = this.records.add(challenge.name, challenge.value);
+        if (refusal) log.warn("dns-01 answer of another node not served", { name: challenge.name, code: refusal.code, err: refusal.message });
+      } else this.records.remove(challenge.name, challenge.value);
+    } catch (err) {
+      log.warn("http-01 answer of another node not served", { err: String(err) });
+    }
   }
 
   report(): CertificateReport {

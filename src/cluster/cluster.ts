@@ -26,6 +26,8 @@ import { log, quietWarnings } from "../log.ts";
 import { WireError } from "../protocol/wire.ts";
 import type { Serving } from "../edge/other-nodes.ts";
 import type { Registry, Tunnel } from "../edge/registry.ts";
+import { ClusterAcme } from "./acme-sharing.ts";
+import { NOW_MS } from "./db-clock.ts";
 import { readMessage, SHOWN_PAYLOAD, type Said } from "./messages.ts";
 
 /** How often a node says it is alive. */
@@ -51,8 +53,6 @@ export function lockedHandshakes(poolSize: number): number {
   return Math.max(1, Math.min(4, Math.floor(poolSize / 2)));
 }
 
-/** The database's clock in ms: one clock for every node, whatever theirs say. */
-const NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
 export interface ClusterOptions {
   client: SQL;
@@ -108,7 +108,11 @@ export class Cluster implements LiveView, LiveTunnels {
     this.nodeUrl = options.nodeUrl ?? null;
     this.expiryMs = options.expiryMs ?? NODE_EXPIRY_MS;
     this.maxLockedHandshakes = lockedHandshakes(options.poolSize ?? DEFAULT_POOL_SIZE);
+    this.acme = new ClusterAcme(this.sql, this.nodeId, (message) => this.notify(message));
   }
+
+  /** ACME's account, certificates, answers and orders, shared with the other nodes (acme/shared.ts). */
+  readonly acme: ClusterAcme;
 
   /** The edge's registry: this node's tunnels, mirrored into live_tunnels from now on. */
   attach(registry: Registry): void {
@@ -354,6 +358,8 @@ export class Cluster implements LiveView, LiveTunnels {
       this.failures("message", "cluster message not understood, ignored", { why: m.problem, bytes: payload.length, payload: payload.slice(0, SHOWN_PAYLOAD) });
       return;
     }
+    // a challenge answer's own message coming back tells its node the others have it too
+    if (m.kind === "acme-certificate" || m.kind === "acme-challenge") return this.acme.received(m, m.from === this.nodeId);
     if (m.from === this.nodeId) return;
     switch (m.kind) {
       case "login-failed":

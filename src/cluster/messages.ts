@@ -25,6 +25,17 @@ const Message = v.variant("kind", [
   /** Admin logins, for the login throttle to count cluster-wide. */
   v.object({ kind: v.literal("login-failed"), address: v.string(), username: v.string(), from }),
   v.object({ kind: v.literal("login-ok"), username: v.string(), from }),
+  /** ACME (acme/shared.ts): a certificate stored in the database, to be served here too. */
+  v.object({ kind: v.literal("acme-certificate"), id: v.pipe(v.string(), v.maxLength(253)), from }),
+  /** ACME: a challenge answer to serve here too (added), or no longer. */
+  v.object({
+    kind: v.literal("acme-challenge"),
+    type: v.picklist(["http-01", "dns-01"]),
+    name: v.pipe(v.string(), v.maxLength(300)),
+    value: v.pipe(v.string(), v.maxLength(1000)),
+    added: v.boolean(),
+    from,
+  }),
 ]);
 
 export type Message = v.InferOutput<typeof Message>;

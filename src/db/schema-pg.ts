@@ -166,6 +166,49 @@ export const customHostnames = pgTable(
   (t) => [uniqueIndex("custom_hostnames_hostname").on(t.hostname), index("custom_hostnames_user").on(t.userId)],
 );
 
+/** See schema.ts. */
+export const acmeAccount = pgTable("acme_account", {
+  id: text("id").primaryKey(),
+  keyPem: text("key_pem").notNull(),
+  createdAt: text("created_at").notNull(),
+});
+
+/** See schema.ts. */
+export const acmeCertificates = pgTable("acme_certificates", {
+  id: text("id").primaryKey(),
+  certPem: text("cert_pem").notNull(),
+  keyPem: text("key_pem").notNull(),
+  notAfter: text("not_after").notNull(),
+  storedBy: text("stored_by").notNull(),
+  storedAt: text("stored_at").notNull(),
+});
+
+/** See schema.ts. */
+export const acmeChallenges = pgTable(
+  "acme_challenges",
+  {
+    id: text("id").primaryKey(),
+    type: text("type").notNull(),
+    name: text("name").notNull(),
+    value: text("value").notNull(),
+    expiresMs: bigint("expires_ms", { mode: "number" }).notNull(),
+  },
+  (t) => [index("acme_challenges_name").on(t.name)],
+);
+
+/** See schema.ts. */
+export const acmeOrders = pgTable("acme_orders", {
+  id: text("id").primaryKey(),
+  nodeId: text("node_id").notNull(),
+  untilMs: bigint("until_ms", { mode: "number" }).notNull(),
+});
+
+/** See schema.ts. */
+export const acmeOnDemand = pgTable("acme_on_demand", {
+  name: text("name").primaryKey(),
+  atMs: bigint("at_ms", { mode: "number" }).notNull(),
+});
+
 export type UserRow = typeof users.$inferSelect;
 export type TokenRow = typeof tokens.$inferSelect;
 export type ReservedSubdomainRow = typeof reservedSubdomains.$inferSelect;

@@ -231,6 +231,58 @@ export const customHostnames = sqliteTable(
   (t) => [uniqueIndex("custom_hostnames_hostname").on(t.hostname), index("custom_hostnames_user").on(t.userId)],
 );
 
+/**
+ * ACME shared by several nodes (PostgreSQL; these stay empty on SQLite,
+ * where one node keeps its ACME state in its data dir): one account key for
+ * the cluster, the certificates every node serves, the challenge answers any
+ * node gives, who is ordering what now (so a certificate is ordered once),
+ * and the names that had a certificate made on demand this week. Private
+ * keys are here as they are in the data dir: the database is as secret.
+ */
+export const acmeAccount = sqliteTable("acme_account", {
+  /** Always "cluster": one account key for the cluster. */
+  id: text("id").primaryKey(),
+  keyPem: text("key_pem").notNull(),
+  createdAt: text("created_at").notNull(),
+});
+
+export const acmeCertificates = sqliteTable("acme_certificates", {
+  /** The certificate's first name, as certificate-store.ts names it. */
+  id: text("id").primaryKey(),
+  certPem: text("cert_pem").notNull(),
+  keyPem: text("key_pem").notNull(),
+  notAfter: text("not_after").notNull(),
+  storedBy: text("stored_by").notNull(),
+  storedAt: text("stored_at").notNull(),
+});
+
+export const acmeChallenges = sqliteTable(
+  "acme_challenges",
+  {
+    /** "<type> <name> <value>": one row per answer. */
+    id: text("id").primaryKey(),
+    /** http-01 (name: the token) or dns-01 (name: the TXT record's). */
+    type: text("type").notNull(),
+    name: text("name").notNull(),
+    value: text("value").notNull(),
+    /** The database's clock, ms since 1970: an answer no one withdrew stops being served. */
+    expiresMs: integer("expires_ms").notNull(),
+  },
+  (t) => [index("acme_challenges_name").on(t.name)],
+);
+
+export const acmeOrders = sqliteTable("acme_orders", {
+  /** The certificate's id: while its lease lasts, only that node orders it. */
+  id: text("id").primaryKey(),
+  nodeId: text("node_id").notNull(),
+  untilMs: integer("until_ms").notNull(),
+});
+
+export const acmeOnDemand = sqliteTable("acme_on_demand", {
+  name: text("name").primaryKey(),
+  atMs: integer("at_ms").notNull(),
+});
+
 export type UserRow = typeof users.$inferSelect;
 export type TokenRow = typeof tokens.$inferSelect;
 export type ReservedSubdomainRow = typeof reservedSubdomains.$inferSelect;
