@@ -149,3 +149,32 @@ test("the compiled agent opens a udp tunnel on the compiled server: a datagram a
     udpEcho.close();
   }
 });
+
+test("compiled agents share a custom hostname as a pool, each with a path route: requests spread, /api goes to its service", async () => {
+  const api = await signedIn(server);
+  const id = await api.createUser("binary-pool-user");
+  expect((await api.post("/api/hostnames", { hostname: "demo.compiled.test", user_id: id, verified: true })).status).toBe(201);
+  const poolToken = await api.createToken(id);
+  const members = [0, 1].map((n) => Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response(`member ${n}`) }));
+  const apiService = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => new Response(`api saw ${new URL(req.url).pathname}`) });
+  try {
+    const args = ["--hostname", "demo.compiled.test", "--pool", "--route", `/api=${apiService.port}`, "--health-check", "tcp"];
+    await using a = await startAgent({ executable: binary, kind: "http", target: members[0]!.port!, server: server.edgeUrl, token: poolToken, args });
+    await using b = await startAgent({ executable: binary, kind: "http", target: members[1]!.port!, server: server.edgeUrl, token: poolToken, args });
+    expect(a.publicUrl).toBe(`http://demo.compiled.test:${server.edgePort}`);
+    expect(b.publicUrl).toBe(a.publicUrl);
+    const seen = new Map<string, number>();
+    for (let i = 0; i < 20; i++) {
+      const res = await fetch(`http://127.0.0.1:${server.edgePort}/`, { headers: { host: "demo.compiled.test" } });
+      const body = await res.text();
+      seen.set(body, (seen.get(body) ?? 0) + 1);
+    }
+    expect(seen.get("member 0")).toBe(10);
+    expect(seen.get("member 1")).toBe(10);
+    const routed = await fetch(`http://127.0.0.1:${server.edgePort}/api/v1`, { headers: { host: "demo.compiled.test" } });
+    expect(await routed.text()).toBe("api saw /api/v1");
+  } finally {
+    for (const m of members) m.stop(true);
+    apiService.stop(true);
+  }
+}, 30_000);
