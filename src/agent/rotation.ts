@@ -13,10 +13,19 @@ import type { AgentOutput, TunnelView } from "./output.ts";
 
 /** How long a stopping member waits for what is in flight, unless told otherwise (--drain-timeout). */
 export const DEFAULT_DRAIN_MS = 15_000;
+/**
+ * A stopping member leaves once nothing is in flight and nothing new has
+ * come for this long: requests sent before the edge heard it leave are on
+ * their way, and with several nodes another node hears of it a moment
+ * later (cluster/remote-tunnels.ts), longer on a loaded machine.
+ */
+const QUIET_MS = 500;
 
 export class PoolMembership {
   /** Streams in flight: requests not answered, WebSockets and connections not closed. */
   private busy = 0;
+  /** When the last stream came (a leaving member waits for them to stop coming). */
+  private lastOpened = 0;
   private readonly checks = new Map<string, HealthCheck>();
   /** Pool members of the current session: the edge's id -> the tunnel's name. */
   private members = new Map<string, string>();
@@ -82,6 +91,7 @@ export class PoolMembership {
       },
       streamOpened(e) {
         self.busy++;
+        self.lastOpened = Date.now();
         out.streamOpened?.(e);
       },
     };
@@ -106,8 +116,8 @@ export class PoolMembership {
     this.out.notice?.("leaving the pool: finishing what is in flight");
     const deadline = Date.now() + timeoutMs;
     // a moment first: a request the edge sent before it heard may be on its way
-    await Bun.sleep(200);
-    while (this.busy > 0 && Date.now() < deadline) await Bun.sleep(50);
+    await Bun.sleep(QUIET_MS);
+    while ((this.busy > 0 || Date.now() - this.lastOpened < QUIET_MS) && Date.now() < deadline) await Bun.sleep(50);
   }
 
   stop(): void {

@@ -8,6 +8,13 @@
  *   agents asking two nodes for one name get exactly one winner (the other
  *   SUBDOMAIN_TAKEN); the same token takes its name back from a tunnel in
  *   grace, from the session it resumes, or from a dead node;
+ * - a pool (edge/pool.ts) holds its name by a row of its own, with no
+ *   subdomain (no tunnel), and each member has a row "member:<tunnel id>"
+ *   on its node: the user's agents on any node join it, another's cannot
+ *   take the name while a member is live anywhere, and the last member's
+ *   leaving frees it. A visitor's node spreads a pool's requests over its
+ *   own members and the others' (relayed), so the pool is one over the
+ *   cluster; a tcp pool's port is its node's, as any tcp tunnel's;
  * - a node whose heartbeat is older than --node-expiry (NODE_EXPIRY_MS) is dead: its rows
  *   count for nothing, and are deleted by the next sweep of any node;
  * - the rules that count (max_tunnels, max_devices) count rows of live
@@ -19,6 +26,7 @@ import type { SQL } from "bun";
 import type { LiveView } from "../core/admission.ts";
 import { AppError, type ErrorCode } from "../core/errors.ts";
 import type { Core } from "../core/index.ts";
+import type { PoolBalance } from "../core/admission.ts";
 import type { ActiveTunnel, LiveTunnels } from "../core/live.ts";
 import type { UserRow } from "../db/schema.ts";
 import { DEFAULT_POOL_SIZE } from "../db/open-postgres.ts";
@@ -76,10 +84,30 @@ export interface RemoteTunnel extends Serving {
   tokenId: number;
 }
 
+/** What the cluster holds under a name: another node's tunnel, or a pool and its members on other nodes in rotation (`row`: each member's). */
+export type RemoteName = { tunnel: RemoteTunnel } | { pool: { balance: PoolBalance; userId: number; members: (RemoteTunnel & { row: string })[] } };
+
 /** A name's row: a subdomain's, or a custom hostname's (it has dots), which a tunnel with both claims beside its subdomain's. */
 const httpName = (subdomain: string) => `http:${subdomain}`;
-/** Rows that are tunnels, not a tunnel's second name: a twin row (a hostname beside a subdomain) has no subdomain column. */
+/** Rows that are tunnels, not a tunnel's second name: a twin row (a hostname beside a subdomain) has no subdomain column, nor has a pool's name's. */
 const ONE_ROW_A_TUNNEL = "NOT (t.name LIKE 'http:%' AND t.subdomain IS NULL)";
+/** A pool member's row: by its tunnel's id, one over the cluster (the agent's own id for it). */
+const memberRow = (tunnelId: string) => `member:${tunnelId}`;
+/**
+ * The live members, on any node, of the pool named by the SQL parameter
+ * `name` (its first name, or its hostname beside a subdomain); `expiry` the
+ * parameter of the node expiry. `also`: a further condition on m.
+ */
+const membersOf = (name: string, expiry: string, also = "TRUE") =>
+  `SELECT 1 FROM live_tunnels m JOIN cluster_nodes mn ON mn.id = m.node_id
+   WHERE m.pool IS NOT NULL AND starts_with(m.name, 'member:') AND (m.subdomain = ${name} OR m.hostname = ${name})
+     AND mn.heartbeat_ms > ${NOW_MS} - ${expiry} AND ${also}`;
+/** pg_advisory_xact_lock's first key for a pool's name, taken to join the pool or free its name: "pool" in ASCII. */
+const POOL_NAME_LOCKS = 0x706f6f6c;
+/** A join that lost a name: the transaction is rolled back, and the name said. */
+class NameLost {
+  constructor(readonly name: string) {}
+}
 
 export class Cluster implements LiveView, LiveTunnels {
   private readonly sql: SQL;
@@ -118,8 +146,11 @@ export class Cluster implements LiveView, LiveTunnels {
   attach(registry: Registry): void {
     this.registry = registry;
     registry.hooks = {
-      detached: (t) => void this.quietly("grace", this.sql`UPDATE live_tunnels SET session_id = NULL WHERE name IN ${this.sql(namesOf(t, this.nodeId))} AND node_id = ${this.nodeId}`),
-      removed: (t) => void this.quietly("release", this.sql`DELETE FROM live_tunnels WHERE name IN ${this.sql(namesOf(t, this.nodeId))} AND node_id = ${this.nodeId}`),
+      // only the session's own: a newer session of the agent (it resumed) may have written its id already
+      detached: (t, sessionId) =>
+        void this.quietly("grace", this.sql`UPDATE live_tunnels SET session_id = NULL WHERE name IN ${this.sql(rowsOf(t, this.nodeId))} AND node_id = ${this.nodeId} AND session_id = ${sessionId}`),
+      removed: (t) => void (t.pool ? this.leavePool(t) : this.quietly("release", this.sql`DELETE FROM live_tunnels WHERE name IN ${this.sql(rowsOf(t, this.nodeId))} AND node_id = ${this.nodeId}`)),
+      rotated: (t) => void this.rotated(t),
     };
   }
 
@@ -178,29 +209,54 @@ export class Cluster implements LiveView, LiveTunnels {
       const session = t.agent?.sessionId ?? null;
       const serving = { skipWarning: t.skipWarning, responseTimeoutMs: t.responseTimeoutMs, protocol: t.protocol === "tls" ? ("tls" as const) : ("http" as const) };
       const ok =
-        t.subdomain !== undefined
-          ? (await this.claimName(t.subdomain, t, session, undefined, serving)) && (t.hostname === undefined || (await this.claimName(t.hostname, t, session, undefined, { ...serving, twin: true })))
-          : t.hostname !== undefined
-            ? await this.claimName(t.hostname, t, session, undefined, serving)
-            : await this.registerPort(t, session);
+        t.pool && t.port === undefined
+          ? (await this.joinPool(namesOfTunnel(t), t.id, t, session, { ...serving, pool: t.pool.balance })) === undefined
+          : t.port !== undefined
+            ? await this.registerRow(t, session)
+            : t.subdomain !== undefined
+              ? (await this.claimName(t.subdomain, t, session, undefined, { ...serving, hostname: t.hostname })) &&
+                (t.hostname === undefined || (await this.claimName(t.hostname, t, session, undefined, { ...serving, twin: true })))
+              : await this.claimName(t.hostname!, t, session, undefined, serving);
       if (!ok) {
         // another node has the name now: the agent hears it, as at a handshake
-        if (t.agent) this.registry.closeSession(t.agent.sessionId, "SUBDOMAIN_TAKEN", `'${t.subdomain}' was taken by another node meanwhile`);
+        if (t.agent) this.registry.closeSession(t.agent.sessionId, "SUBDOMAIN_TAKEN", `'${t.subdomain ?? t.hostname}' was taken by another node meanwhile`);
         else this.registry.remove(t);
       }
     }
   }
 
-  /** Writes the live tunnels' byte counts (for the other nodes' lists) and deletes dead nodes. */
+  /**
+   * Writes the live tunnels' byte counts, sessions and rotation (for the
+   * other nodes' lists and relays: a write missed or overtaken is made good
+   * here), holds this node's pools' names again (their row goes with a dead
+   * node, while members elsewhere live on), and deletes dead nodes.
+   */
   private async sync(): Promise<void> {
     if (this.stopped || !this.registry) return;
-    const counts = this.registry.allTunnels().map((t) => ({ name: nameOf(t, this.nodeId), i: t.bytesIn, o: t.bytesOut }));
-    if (counts.length > 0) {
+    const tunnels = this.registry.allTunnels();
+    const rows = tunnels.flatMap((t) => rowsOf(t, this.nodeId).map((name) => ({ name, i: t.bytesIn, o: t.bytesOut, s: t.agent?.sessionId ?? null, r: t.inRotation })));
+    if (rows.length > 0) {
       await this.quietly(
         "byte counts",
-        this.sql`UPDATE live_tunnels AS t SET bytes_in = v.i, bytes_out = v.o
-                 FROM jsonb_to_recordset(${JSON.stringify(counts)}::jsonb) AS v(name text, i bigint, o bigint)
+        this.sql`UPDATE live_tunnels AS t SET bytes_in = v.i, bytes_out = v.o, session_id = v.s, in_rotation = v.r
+                 FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS v(name text, i bigint, o bigint, s text, r boolean)
                  WHERE t.name = v.name AND t.node_id = ${this.nodeId}`,
+      );
+    }
+    const pools = new Map<string, { name: string; u: number; un: string; k: number; b: PoolBalance }>();
+    for (const t of tunnels) {
+      if (!t.pool || t.port !== undefined) continue;
+      for (const name of namesOfTunnel(t)) pools.set(name, { name: httpName(name), u: t.userId, un: t.username, k: t.tokenId, b: t.pool.balance });
+    }
+    if (pools.size > 0) {
+      await this.quietly(
+        "pool names",
+        this.sql.unsafe(
+          `INSERT INTO live_tunnels (name, protocol, node_id, user_id, username, token_id, connected_at, pool)
+           SELECT v.name, 'http', $1, v.u, v.un, v.k, $2, v.b FROM jsonb_to_recordset($3::jsonb) AS v(name text, u int, un text, k int, b text)
+           ON CONFLICT (name) DO NOTHING`,
+          [this.nodeId, new Date().toISOString(), JSON.stringify([...pools.values()])],
+        ),
       );
     }
     // a dead node's tunnels go with it (the foreign key cascades)
@@ -260,13 +316,17 @@ export class Cluster implements LiveView, LiveTunnels {
     resume: string | undefined,
     serving: Serving,
   ): Promise<boolean> {
+    // not while a pool's member is live anywhere (its name's own row may have gone with a dead node);
+    // a pool's name whose members are all gone is free (its row is left over)
     const rows = await this.sql.unsafe(
-      `INSERT INTO live_tunnels AS t (name, protocol, subdomain, node_id, session_id, user_id, username, token_id, connected_at, skip_warning, response_timeout_ms)
-       VALUES ($1, $13, $2, $3, $4, $5, $6, $7, $8, $11, $12)
-       ON CONFLICT (name) DO UPDATE SET node_id = excluded.node_id, protocol = excluded.protocol, session_id = excluded.session_id, user_id = excluded.user_id,
-         username = excluded.username, token_id = excluded.token_id, connected_at = excluded.connected_at,
-         bytes_in = 0, bytes_out = 0, skip_warning = excluded.skip_warning, response_timeout_ms = excluded.response_timeout_ms
-       WHERE NOT EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.id = t.node_id AND n.heartbeat_ms > ${NOW_MS} - $9)
+      `INSERT INTO live_tunnels AS t (name, protocol, subdomain, hostname, node_id, session_id, user_id, username, token_id, connected_at, skip_warning, response_timeout_ms)
+       SELECT $1, $13, $2, $14, $3, $4, $5::int, $6, $7::int, $8, $11::boolean, $12::int
+       WHERE NOT EXISTS (${membersOf("$15", "$9::bigint")})
+       ON CONFLICT (name) DO UPDATE SET node_id = excluded.node_id, protocol = excluded.protocol, subdomain = excluded.subdomain, hostname = excluded.hostname,
+         session_id = excluded.session_id, user_id = excluded.user_id, username = excluded.username, token_id = excluded.token_id, connected_at = excluded.connected_at,
+         bytes_in = 0, bytes_out = 0, skip_warning = excluded.skip_warning, response_timeout_ms = excluded.response_timeout_ms, pool = NULL, in_rotation = TRUE
+       WHERE NOT EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.id = t.node_id AND n.heartbeat_ms > ${NOW_MS} - $9::bigint)
+          OR t.pool IS NOT NULL
           OR (t.token_id = excluded.token_id AND t.protocol = excluded.protocol AND (t.session_id IS NULL OR t.session_id = $10))
        RETURNING name`,
       [
@@ -284,19 +344,115 @@ export class Cluster implements LiveView, LiveTunnels {
         serving.skipWarning,
         serving.responseTimeoutMs ?? null,
         serving.protocol ?? "http",
+        serving.twin ? null : (serving.hostname ?? null),
+        subdomain,
       ],
     );
     return rows.length > 0;
   }
 
-  /** A TCP tunnel's row (its port is this node's own: nothing to contend for). */
-  async registerPort(t: Pick<Tunnel, "protocol" | "subdomain" | "hostname" | "port" | "userId" | "username" | "tokenId">, sessionId: string | null): Promise<boolean> {
+  /**
+   * Joins (or starts) the user's pool on `names` (a subdomain, a hostname, or
+   * both) with the member `memberId` of this node's session: every name is
+   * held for the pool, and the member's row is written, in one transaction
+   * under the names' locks, so that the last member's leaving elsewhere
+   * cannot free a name between the two. A name held by another user's
+   * tunnel or pool, or by a tunnel that is no pool, is lost: its name is
+   * returned, and nothing is written.
+   */
+  async joinPool(names: string[], memberId: string, owner: { userId: number; username: string; tokenId: number }, sessionId: string | null, serving: Serving & { pool: PoolBalance }): Promise<string | undefined> {
+    const now = new Date().toISOString();
+    try {
+      await this.sql.begin(async (tx) => {
+        for (const name of [...names].sort()) await tx`SELECT pg_advisory_xact_lock(${POOL_NAME_LOCKS}::int, hashtext(${name}))`;
+        for (const name of names) {
+          const rows = await tx.unsafe(
+            `INSERT INTO live_tunnels AS t (name, protocol, node_id, user_id, username, token_id, connected_at, pool)
+             SELECT $1, 'http', $2, $3::int, $4, $5::int, $6, $7
+             WHERE NOT EXISTS (${membersOf("$8", "$9::bigint", "m.user_id <> $3::int")})
+             ON CONFLICT (name) DO UPDATE SET node_id = excluded.node_id, protocol = 'http', subdomain = NULL, hostname = NULL, session_id = NULL,
+               user_id = excluded.user_id, username = excluded.username, token_id = excluded.token_id, connected_at = excluded.connected_at, pool = excluded.pool
+             WHERE NOT EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.id = t.node_id AND n.heartbeat_ms > ${NOW_MS} - $9::bigint)
+                OR (t.pool IS NOT NULL AND (t.user_id = excluded.user_id OR NOT EXISTS (${membersOf("$8", "$9::bigint")})))
+             RETURNING name`,
+            [httpName(name), this.nodeId, owner.userId, owner.username, owner.tokenId, now, serving.pool, name, this.expiryMs],
+          );
+          if (rows.length === 0) throw new NameLost(name);
+        }
+        await tx.unsafe(
+          `INSERT INTO live_tunnels (name, protocol, subdomain, hostname, node_id, session_id, user_id, username, token_id, connected_at, skip_warning, response_timeout_ms, pool, in_rotation)
+           VALUES ($1, 'http', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, FALSE)
+           ON CONFLICT (name) DO UPDATE SET session_id = excluded.session_id, node_id = excluded.node_id, connected_at = excluded.connected_at`,
+          [memberRow(memberId), names[0], names[1] ?? null, this.nodeId, sessionId, owner.userId, owner.username, owner.tokenId, now, serving.skipWarning, serving.responseTimeoutMs ?? null, serving.pool],
+        );
+      });
+    } catch (err) {
+      if (err instanceof NameLost) return err.name;
+      throw err;
+    }
+    // not in rotation yet, so not yet told of: the other nodes learn of it once its agent has heard READY (rotated)
+    return undefined;
+  }
+
+  /** A pool member leaves: its row goes, and each of the pool's names whose members are all gone now is free. */
+  private async leavePool(t: Tunnel): Promise<void> {
+    await this.quietly("release", this.sql`DELETE FROM live_tunnels WHERE name = ${memberRow(t.id)} AND node_id = ${this.nodeId}`);
+    if (t.port !== undefined) return;
+    const names = namesOfTunnel(t);
+    await this.quietly(
+      "pool release",
+      this.sql.begin(async (tx) => {
+        for (const name of [...names].sort()) await tx`SELECT pg_advisory_xact_lock(${POOL_NAME_LOCKS}::int, hashtext(${name}))`;
+        for (const name of names) {
+          await tx.unsafe(`DELETE FROM live_tunnels WHERE name = $1 AND pool IS NOT NULL AND NOT EXISTS (${membersOf("$2", "$3::bigint")})`, [httpName(name), name, this.expiryMs]);
+        }
+      }),
+    );
+    for (const name of names) await this.notify({ kind: "pool", name });
+  }
+
+  /** A member claimed at a handshake that no tunnel of this node took after all (a refusal after it, the agent gone). */
+  async dropMember(memberId: string): Promise<void> {
+    const t = this.registry.allTunnels().find((x) => x.id === memberId);
+    if (t) return;
+    const rows = await this.sql`DELETE FROM live_tunnels WHERE name = ${memberRow(memberId)} AND node_id = ${this.nodeId} RETURNING subdomain, hostname`;
+    const names = rows.flatMap((r: { subdomain: string | null; hostname: string | null }) => [r.subdomain, r.hostname]).filter((n: string | null): n is string => n !== null);
+    for (const name of names) {
+      await this.quietly("pool release", this.sql.unsafe(`DELETE FROM live_tunnels WHERE name = $1 AND pool IS NOT NULL AND NOT EXISTS (${membersOf("$2", "$3::bigint")})`, [httpName(name), name, this.expiryMs]));
+    }
+  }
+
+  /** A pool member in or out of rotation: written now, and the other nodes ask again whom to send to. */
+  private async rotated(t: Tunnel): Promise<void> {
+    if (!t.pool) return;
+    await this.quietly("rotation", this.sql`UPDATE live_tunnels SET in_rotation = ${t.inRotation} WHERE name = ${memberRow(t.id)} AND node_id = ${this.nodeId}`);
+    if (t.port === undefined) for (const name of namesOfTunnel(t)) await this.notify({ kind: "pool", name });
+  }
+
+  /** A tcp or udp tunnel's row (its port is this node's own: nothing to contend for), or a pool member's. */
+  async registerRow(t: Pick<Tunnel, "id" | "protocol" | "subdomain" | "hostname" | "port" | "userId" | "username" | "tokenId" | "pool" | "inRotation" | "skipWarning" | "responseTimeoutMs">, sessionId: string | null): Promise<boolean> {
     await this.sql.unsafe(
-      `INSERT INTO live_tunnels (name, protocol, port, node_id, session_id, user_id, username, token_id, connected_at)
-       VALUES ($1, $9, $2, $3, $4, $5, $6, $7, $8)
+      `INSERT INTO live_tunnels (name, protocol, port, subdomain, hostname, node_id, session_id, user_id, username, token_id, connected_at, pool, in_rotation, skip_warning, response_timeout_ms)
+       VALUES ($1, $9, $2, $10, $11, $3, $4, $5, $6, $7, $8, $12, $13, $14, $15)
        ON CONFLICT (name) DO UPDATE SET session_id = excluded.session_id, user_id = excluded.user_id, username = excluded.username,
-         token_id = excluded.token_id, connected_at = excluded.connected_at, bytes_in = 0, bytes_out = 0`,
-      [nameOf(t, this.nodeId), t.port, this.nodeId, sessionId, t.userId, t.username, t.tokenId, new Date().toISOString(), t.protocol === "udp" ? "udp" : "tcp"],
+         token_id = excluded.token_id, connected_at = excluded.connected_at, bytes_in = 0, bytes_out = 0, in_rotation = excluded.in_rotation`,
+      [
+        rowsOf(t, this.nodeId)[0],
+        t.port ?? null,
+        this.nodeId,
+        sessionId,
+        t.userId,
+        t.username,
+        t.tokenId,
+        new Date().toISOString(),
+        t.protocol,
+        t.port === undefined ? (t.subdomain ?? t.hostname ?? null) : null,
+        t.port === undefined && t.subdomain !== undefined ? (t.hostname ?? null) : null,
+        t.pool?.balance ?? null,
+        t.inRotation,
+        t.skipWarning,
+        t.responseTimeoutMs ?? null,
+      ],
     );
     return true;
   }
@@ -307,7 +463,7 @@ export class Cluster implements LiveView, LiveTunnels {
    * dropped; let go when another node has it.
    */
   holdAtStart(t: Tunnel): Promise<void> {
-    if (t.subdomain === undefined) return Promise.resolve();
+    if (t.subdomain === undefined || t.pool) return Promise.resolve();
     return this.claimName(t.subdomain, t, null, undefined, { skipWarning: t.skipWarning, protocol: t.protocol === "tls" ? "tls" : "http" }).then(
       (ok) => {
         if (!ok && !t.agent) this.registry.remove(t);
@@ -322,28 +478,39 @@ export class Cluster implements LiveView, LiveTunnels {
     await this.quietly("release", this.sql`DELETE FROM live_tunnels WHERE name = ${httpName(subdomain)} AND node_id = ${this.nodeId}`);
   }
 
-  /** The live tunnel of another node named `subdomain`, or undefined. */
-  async remote(subdomain: string): Promise<RemoteTunnel | undefined> {
+  /**
+   * What other nodes hold under `name`: a live tunnel of another node, or a
+   * pool (its name's row on any node, or members) with its members of other
+   * nodes that are in rotation; undefined when neither.
+   */
+  async remote(name: string): Promise<RemoteName | undefined> {
     const rows = await this.sql.unsafe(
-      `SELECT t.node_id, n.url, t.protocol, t.user_id, t.username, t.token_id, t.skip_warning, t.response_timeout_ms FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
-       WHERE t.name = $1 AND t.node_id <> $2 AND t.session_id IS NOT NULL AND n.heartbeat_ms > ${NOW_MS} - $3`,
-      [httpName(subdomain), this.nodeId, this.expiryMs],
+      `SELECT t.name, t.node_id, n.url, t.protocol, t.user_id, t.username, t.token_id, t.skip_warning, t.response_timeout_ms, t.pool, t.in_rotation, t.session_id
+       FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
+       WHERE n.heartbeat_ms > ${NOW_MS} - $3::bigint
+         AND ((t.name = $1 AND (t.pool IS NOT NULL OR (t.node_id <> $2 AND t.session_id IS NOT NULL)))
+           OR (t.pool IS NOT NULL AND starts_with(t.name, 'member:') AND (t.subdomain = $4 OR t.hostname = $4)))`,
+      [httpName(name), this.nodeId, this.expiryMs, name],
     );
-    const r = rows[0];
-    return (
-      r && {
-        nodeId: r.node_id,
-        nodeUrl: r.url,
-        subdomain,
-        userId: r.user_id,
-        username: r.username,
-        tokenId: r.token_id,
-        skipWarning: r.skip_warning,
-        responseTimeoutMs: r.response_timeout_ms ?? undefined,
-        protocol: r.protocol === "tls" ? "tls" : "http",
-      }
-    );
+    const standIn = (r: Record<string, any>): RemoteTunnel => ({
+      nodeId: r.node_id,
+      nodeUrl: r.url,
+      subdomain: name,
+      userId: r.user_id,
+      username: r.username,
+      tokenId: r.token_id,
+      skipWarning: r.skip_warning,
+      responseTimeoutMs: r.response_timeout_ms ?? undefined,
+      protocol: r.protocol === "tls" ? "tls" : "http",
+    });
+    const pooled = rows.filter((r: Record<string, any>) => r.pool !== null);
+    if (pooled.length === 0) return rows[0] && { tunnel: standIn(rows[0]) };
+    const members = pooled.filter((r: Record<string, any>) => r.name !== httpName(name) && r.node_id !== this.nodeId && r.session_id !== null && r.in_rotation);
+    return { pool: { balance: pooled[0].pool, userId: pooled[0].user_id, members: members.map((r: Record<string, any>) => ({ ...standIn(r), row: r.name })) } };
   }
+
+  /** Told when another node says a pool's members changed (edge-nodes.ts forgets what it knew of them). */
+  onPoolChanged?: (name: string) => void;
 
   // -- messages between nodes --------------------------------------------------------------------
 
@@ -383,14 +550,18 @@ export class Cluster implements LiveView, LiveTunnels {
         );
         return;
       case "taken": {
-        // the name went to another node: a tunnel of it kept here (in grace, or a session the agent left) goes
+        // the name went to another node: a tunnel of it kept here (in grace, or a session the agent left) goes;
+        // a pool's members only lose it when the cluster took them for gone
         const subdomain = m.name.startsWith("http:") ? m.name.slice(5) : undefined;
-        const t = subdomain === undefined ? undefined : this.registry.tunnelBySubdomain(subdomain);
-        if (!t) return;
-        if (t.agent) this.registry.closeSession(t.agent.sessionId, WireError.SESSION_REPLACED, "the agent connected to another node");
-        else this.registry.remove(t);
+        const held = subdomain === undefined ? undefined : this.registry.tunnelBySubdomain(subdomain);
+        for (const t of held?.pool ? [...held.pool.members] : held ? [held] : []) {
+          if (t.agent) this.registry.closeSession(t.agent.sessionId, WireError.SESSION_REPLACED, "the agent connected to another node");
+          else this.registry.remove(t);
+        }
         return;
       }
+      case "pool":
+        return this.onPoolChanged?.(m.name);
     }
   }
 
@@ -406,6 +577,8 @@ export class Cluster implements LiveView, LiveTunnels {
       protocol: r.protocol,
       // a tunnel known by its hostname alone has it in the subdomain column (it has dots; a subdomain never)
       ...(typeof r.subdomain === "string" && r.subdomain.includes(".") ? { hostname: r.subdomain } : { subdomain: r.subdomain ?? undefined }),
+      ...(r.hostname !== null ? { hostname: r.hostname } : {}),
+      ...(r.pool !== null ? { pool: { inRotation: r.in_rotation } } : {}),
       port: r.port ?? undefined,
       userId: r.user_id,
       username: r.username,
@@ -458,15 +631,19 @@ export class Cluster implements LiveView, LiveTunnels {
     return this.registry.unflushedBytes(userId);
   }
 
-  async subdomainHolder(subdomain: string): Promise<{ tokenId: number; sessionId: string | null } | undefined> {
+  async subdomainHolder(subdomain: string): Promise<{ tokenId: number; sessionId: string | null; pool?: { userId: number } } | undefined> {
     const here = this.registry.subdomainHolder(subdomain);
     if (here) return here;
+    // a pool's name is held while a member is live, on any node (this one's are in its registry)
     const rows = await this.sql.unsafe(
-      `SELECT t.token_id, t.session_id FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
-       WHERE t.name = $1 AND t.node_id <> $2 AND n.heartbeat_ms > ${NOW_MS} - $3`,
-      [httpName(subdomain), this.nodeId, this.expiryMs],
+      `SELECT t.token_id, t.session_id, t.pool, t.user_id FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
+       WHERE t.name = $1 AND n.heartbeat_ms > ${NOW_MS} - $3::bigint
+         AND CASE WHEN t.pool IS NULL THEN t.node_id <> $2 ELSE EXISTS (${membersOf("$4", "$3::bigint")}) END`,
+      [httpName(subdomain), this.nodeId, this.expiryMs, subdomain],
     );
     const r = rows[0];
+    // a pool's name is in no grace, whichever token last joined it: only a pool of its user may take it
+    if (r?.pool) return { tokenId: r.token_id, sessionId: "pool", pool: { userId: r.user_id } };
     return r && { tokenId: r.token_id, sessionId: r.session_id };
   }
 
@@ -478,8 +655,9 @@ export class Cluster implements LiveView, LiveTunnels {
   }
 }
 
-/** A tunnel's rows: its name's, and its custom hostname's beside it when it has one. */
-function namesOf(t: Pick<Tunnel, "protocol" | "subdomain" | "hostname" | "port">, nodeId: string): string[] {
+/** A tunnel's rows: a pool member's own; else its name's, and its custom hostname's beside it when it has one. */
+function rowsOf(t: Pick<Tunnel, "id" | "protocol" | "subdomain" | "hostname" | "port" | "pool">, nodeId: string): string[] {
+  if (t.pool) return [memberRow(t.id)];
   return t.hostname === undefined || t.subdomain === undefined ? [nameOf(t, nodeId)] : [nameOf(t, nodeId), httpName(t.hostname)];
 }
 
@@ -487,4 +665,9 @@ function namesOf(t: Pick<Tunnel, "protocol" | "subdomain" | "hostname" | "port">
 function nameOf(t: Pick<Tunnel, "protocol" | "subdomain" | "hostname" | "port">, nodeId: string): string {
   const name = t.subdomain ?? t.hostname;
   return name !== undefined ? httpName(name) : `${t.protocol === "udp" ? "udp" : "tcp"}:${nodeId}:${t.port}`;
+}
+
+/** An http tunnel's names, its first (the subdomain, or a hostname alone) first. */
+function namesOfTunnel(t: Pick<Tunnel, "subdomain" | "hostname">): string[] {
+  return [t.subdomain, t.hostname].filter((n): n is string => n !== undefined);
 }

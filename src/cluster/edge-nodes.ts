@@ -41,13 +41,17 @@ export function edgeNodes(cluster: Cluster, opts: EdgeNodesOptions): OtherNodes 
       cluster.attach(r);
       // without a secret a name on another node is still found, to say why it cannot be reached
       remote = new RemoteTunnels(cluster, out, r, domain, opts.relayLookups);
+      cluster.onPoolChanged = (name) => remote?.forget(name);
     },
     holdAtStart: (t) => cluster.holdAtStart(t),
     oneUserAtATime: (userId, fn) => cluster.oneUserAtATime(userId, fn),
     claim: (subdomain, owner, sessionId, resume, serving) => cluster.claim(subdomain, owner, sessionId, resume, serving),
     release: (subdomain) => cluster.release(subdomain),
-    registerPort: (t, sessionId) => cluster.registerPort(t, sessionId),
+    joinPool: (names, memberId, owner, sessionId, serving) => cluster.joinPool(names, memberId, owner, sessionId, serving),
+    dropMember: (memberId) => cluster.dropMember(memberId),
+    registerRow: (t, sessionId) => cluster.registerRow(t, sessionId),
     find: (name) => remote?.find(name),
+    poolOthers: (name) => remote?.poolOthers(name) ?? [],
     links,
     close: () => out?.close(),
   };

@@ -57,7 +57,7 @@ export class RelayIn {
     const meta = readOpenMeta(down.meta) as RelayedMeta | undefined;
     if (meta?.kind === "tls") return this.relayTls(down, meta);
     // `tunnel` names the subdomain between nodes (a tunnel's id is its own node's)
-    const t = meta && meta.kind !== "tcp" && meta.head ? this.registry.tunnelBySubdomain(meta.tunnel) : undefined;
+    const t = meta && meta.kind !== "tcp" && meta.head ? localMember(this.registry.tunnelBySubdomain(meta.tunnel)) : undefined;
     if (!t || !meta) return refuseRelayed(down);
     if (!t.access) {
       if (meta.warn && !t.skipWarning) return void answer(down, warningFor(visitedHost(meta), t.username, visitedTarget(meta)), false).catch(() => refuseRelayed(down));
@@ -121,6 +121,19 @@ export class RelayIn {
     if (rewriteFor === undefined) return joinStreams(down, up);
     joinStreams(down, up, rewrittenResponse(rewriteFor, t.access!));
   }
+}
+
+/**
+ * The tunnel a relayed request for a name goes to here: the name's own, or
+ * one of this node's members of its pool, in turn. A request sent before
+ * the other node learned that this node's members left the rotation (a
+ * rolling restart) still goes to one whose agent is connected: it serves
+ * what comes until it leaves (and has heard READY: a member joining is not
+ * sent anything before).
+ */
+function localMember(t: Tunnel | undefined): Tunnel | undefined {
+  if (!t?.pool) return t;
+  return t.pool.pick() ?? t.pool.members.find((m) => m.agent && m.announced);
 }
 
 /** A head's fields as the warning reads them: a name's values joined, null when absent. */

@@ -140,11 +140,6 @@ export const TUNNEL_REFUSALS = {
     meaning: "The subdomain is reserved for another user, or is a system name (`--system-subdomains`).",
     advice: "Ask for another name, or have an admin reserve this one for you.",
   },
-  POOL_UNAVAILABLE: {
-    status: 503,
-    meaning: "The tunnel asked to pool (`--pool`), and this server is one of several nodes, which do not carry pools yet.",
-    advice: "Run the pool's agents against a single-node server, or without --pool.",
-  },
   HOSTNAME_NOT_ALLOWED: {
     status: 403,
     meaning: "The tunnel asked for a hostname that is not a verified custom hostname of its user's (`/api/hostnames`); a wildcard covers one label under it.",

@@ -249,6 +249,9 @@ export const liveTunnels = pgTable(
     // boolean, not 0/1 integer: PostgreSQL has the type
     skipWarning: boolean("skip_warning").notNull().default(false),
     responseTimeoutMs: integer("response_timeout_ms"),
+    hostname: text("hostname"),
+    pool: text("pool", { enum: ["round-robin", "least-requests"] }),
+    inRotation: boolean("in_rotation").notNull().default(true),
   },
   (t) => [index("live_tunnels_user").on(t.userId), index("live_tunnels_node").on(t.nodeId), index("live_tunnels_session").on(t.sessionId)],
 );

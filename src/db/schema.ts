@@ -206,6 +206,16 @@ export const liveTunnels = sqliteTable(
     skipWarning: integer("skip_warning", { mode: "boolean" }).notNull().default(false),
     /** and the response timeout its agent asked for (null: the server's --response-timeout). */
     responseTimeoutMs: integer("response_timeout_ms"),
+    /** A tunnel with a subdomain and a custom hostname: the hostname, for the other nodes' lists and pools. */
+    hostname: text("hostname"),
+    /**
+     * A pool's rows (cluster.ts): how it spreads its requests. A member's row
+     * is named "member:<tunnel id>"; a pool's name is held by a row of its own
+     * ("http:<name>", no subdomain), which no tunnel is.
+     */
+    pool: text("pool", { enum: ["round-robin", "least-requests"] }),
+    /** A pool member takes new requests (its health check, a rolling restart). */
+    inRotation: integer("in_rotation", { mode: "boolean" }).notNull().default(true),
   },
   (t) => [index("live_tunnels_user").on(t.userId), index("live_tunnels_node").on(t.nodeId), index("live_tunnels_session").on(t.sessionId)],
 );

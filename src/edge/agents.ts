@@ -33,6 +33,12 @@ import type { UdpPortAllocator } from "./udp-ports.ts";
 
 /** What an unauthenticated peer of the agents' endpoints can make the edge say: a few lines a minute. */
 export const strangerFault = limitedLog(30);
+/** What a handshake claimed over the cluster: names, and pool members' ids by the HELLO's index. */
+interface Claimed {
+  names: string[];
+  members: Map<number, string>;
+}
+
 /** Pool members going out of and back into rotation: an agent that flaps cannot flood the log. */
 const rotationLog = limitedLog(60);
 
@@ -246,7 +252,7 @@ export class AgentConnection implements AgentLink {
         // only a pool member of this session's: anything else changes nothing
         const t = this.edge.registry.sessionTunnels(this.sessionId).find((x) => x.id === parsed.output.tunnel);
         if (!t?.pool || t.inRotation === parsed.output.in) return;
-        t.inRotation = parsed.output.in;
+        this.edge.registry.setRotation(t, parsed.output.in);
         rotationLog(parsed.output.in ? "pool member back in rotation" : "pool member out of rotation", { session: this.sessionId, tunnel: t.subdomain ?? t.hostname ?? t.port });
         return;
       }
@@ -315,7 +321,7 @@ export class AgentConnection implements AgentLink {
   private async admitThenOpen(hello: Hello, providers: Providers | undefined): Promise<void> {
     try {
       let admitted: Admitted | undefined;
-      let claimed: string[] = [];
+      let claimed: Claimed = { names: [], members: new Map() };
       try {
         const cluster = this.edge.nodes;
         const rules = async () => {
@@ -335,17 +341,18 @@ export class AgentConnection implements AgentLink {
       // the agent may have gone while the rules were asked
       let announce: (() => void) | undefined;
       try {
-        announce = !this.mux.closed && admitted ? this.open(hello, admitted, providers, udp) : undefined;
+        announce = !this.mux.closed && admitted ? this.open(hello, admitted, providers, udp, claimed.members) : undefined;
       } finally {
         for (const bound of udp.values()) if (!(bound instanceof AppError)) bound.closeUnadopted();
       }
       const cluster = this.edge.nodes;
       if (cluster) {
         // a claim no tunnel took (a refusal after it, the agent gone) is given back
-        for (const name of claimed) void cluster.release(name);
-        // tcp and udp tunnels are in the shared list before the agent hears READY, as http ones are (claimed)
-        const ports = this.ready ? this.edge.registry.sessionTunnels(this.sessionId).filter((t) => t.port !== undefined) : [];
-        await Promise.all(ports.map((t) => cluster.registerPort(t, this.sessionId).catch((err) => log.warn("cluster port row not written", { err: String(err) }))));
+        for (const name of claimed.names) void cluster.release(name);
+        for (const id of claimed.members.values()) void cluster.dropMember(id).catch((err) => log.warn("cluster pool member not given back", { err: String(err) }));
+        // tcp and udp tunnels and pool members (new, or taken back from grace) are in the shared list before the agent hears READY, as http ones are (claimed)
+        const rows = this.ready ? this.edge.registry.sessionTunnels(this.sessionId).filter((t) => t.port !== undefined || t.pool) : [];
+        await Promise.all(rows.map((t) => cluster.registerRow(t, this.sessionId).catch((err) => log.warn("cluster tunnel row not written", { err: String(err) }))));
       }
       announce?.();
     } catch (err) {
@@ -358,10 +365,16 @@ export class AgentConnection implements AgentLink {
   /**
    * Claims the HELLO's names cluster-wide, in its order: a name another node
    * holds is SUBDOMAIN_TAKEN, for that tunnel (partial) or the whole HELLO.
-   * Returns the names claimed.
+   * A pooled http tunnel joins its pool over every node, as a member whose
+   * id is chosen here. Returns the names claimed and the members joined.
    */
-  private async claim(cluster: OtherNodes, hello: Hello, admitted: Admitted): Promise<string[]> {
+  private async claim(cluster: OtherNodes, hello: Hello, admitted: Admitted): Promise<Claimed> {
     const claimed: string[] = [];
+    const members = new Map<number, string>();
+    const giveBack = async () => {
+      for (const name of claimed) await cluster.release(name);
+      for (const id of members.values()) await cluster.dropMember(id);
+    };
     const owner = { userId: admitted.user.id, username: admitted.user.username, tokenId: admitted.token.id };
     for (const [i, plan] of admitted.tunnels.entries()) {
       if (plan instanceof AppError || (plan.protocol !== "http" && plan.protocol !== "tls")) continue;
@@ -374,9 +387,25 @@ export class AgentConnection implements AgentLink {
       };
       // the first name's row is the tunnel's; a hostname beside a subdomain is its twin (cluster.ts)
       const names = [plan.subdomain, plan.hostname].filter((n): n is string => n !== undefined);
+      if (plan.protocol === "http" && plan.pool) {
+        const id = crypto.randomUUID();
+        const lost = await cluster.joinPool(names, id, owner, this.sessionId, { ...serving, pool: plan.pool });
+        if (lost === undefined) {
+          members.set(i, id);
+          continue;
+        }
+        const taken = lost === plan.hostname ? new AppError("HOSTNAME_IN_USE", `'${lost}' is in use by another tunnel`) : new AppError("SUBDOMAIN_TAKEN", `'${lost}' is in use by another tunnel`);
+        if (!hello.partial) {
+          await giveBack();
+          throw taken;
+        }
+        admitted.tunnels[i] = taken;
+        continue;
+      }
       const won: string[] = [];
       for (const name of names) {
-        if (!(await cluster.claim(name, owner, this.sessionId, admitted.resume, { ...serving, twin: name !== names[0] }))) break;
+        const twin = name !== names[0];
+        if (!(await cluster.claim(name, owner, this.sessionId, admitted.resume, { ...serving, twin, ...(!twin && names[1] !== undefined ? { hostname: names[1] } : {}) }))) break;
         won.push(name);
       }
       if (won.length === names.length) {
@@ -387,14 +416,14 @@ export class AgentConnection implements AgentLink {
       const lost = names[won.length]!;
       const taken = lost === plan.hostname ? new AppError("HOSTNAME_IN_USE", `'${lost}' is in use by another tunnel`) : new AppError("SUBDOMAIN_TAKEN", `'${lost}' is in use by another tunnel`);
       if (!hello.partial) {
-        for (const name of claimed) await cluster.release(name);
+        await giveBack();
         throw taken;
       }
       admitted.tunnels[i] = taken;
     }
     const first = admitted.tunnels[0];
     if (admitted.tunnels.every((p) => p instanceof AppError) && first instanceof AppError) throw first;
-    return claimed;
+    return { names: claimed, members };
   }
 
   /**
@@ -440,13 +469,14 @@ export class AgentConnection implements AgentLink {
     plan: Extract<PlannedTunnel, { protocol: "http" | "tls" }>,
     owner: { userId: number; username: string; tokenId: number },
     resume: string | undefined,
+    memberId: string | undefined,
   ): Tunnel {
     const { registry } = this.edge;
     const names = { ...(plan.subdomain !== undefined ? { subdomain: plan.subdomain } : {}), ...(plan.hostname !== undefined ? { hostname: plan.hostname } : {}) };
     const pooled = plan.protocol === "http" ? plan.pool : undefined;
     const held = registry.tunnelBySubdomain((plan.subdomain ?? plan.hostname)!);
     if (held?.pool && pooled && held.pool.userId === owner.userId && held.hostname === plan.hostname && held.subdomain === plan.subdomain) {
-      const member = registry.newTunnel("http", names, owner, plan.protocol === "http" && plan.skipWarning);
+      const member = registry.newTunnel("http", names, owner, plan.protocol === "http" && plan.skipWarning, memberId);
       held.pool.add(member);
       return member;
     }
@@ -460,7 +490,7 @@ export class AgentConnection implements AgentLink {
       if (holder && !own) throw new AppError("HOSTNAME_IN_USE", `'${plan.hostname}' is in use by another tunnel`);
       if (holder) registry.remove(holder);
     }
-    const t = plan.protocol === "http" ? registry.newTunnel("http", names, owner, plan.skipWarning) : registry.newTunnel("tls", names, owner, false);
+    const t = plan.protocol === "http" ? registry.newTunnel("http", names, owner, plan.skipWarning, pooled ? memberId : undefined) : registry.newTunnel("tls", names, owner, false);
     if (pooled) new TunnelPool<Tunnel>(pooled, owner.userId).add(t);
     return t;
   }
@@ -506,7 +536,8 @@ export class AgentConnection implements AgentLink {
   }
 
   /** Opens the granted tunnels; returns what sends READY, or undefined when the HELLO was refused. */
-  private open(hello: Hello, admitted: Admitted, providers: Providers | undefined, udp: Map<number, UdpTunnelPort | AppError>): (() => void) | undefined {
+  /** `memberIds`: the ids of the pool members joined over the cluster (claim), by the HELLO's index. */
+  private open(hello: Hello, admitted: Admitted, providers: Providers | undefined, udp: Map<number, UdpTunnelPort | AppError>, memberIds: Map<number, string>): (() => void) | undefined {
     const { registry, ports, core } = this.edge;
     const created: Tunnel[] = [];
     try {
@@ -542,12 +573,9 @@ export class AgentConnection implements AgentLink {
         }
         let t: Tunnel;
         try {
-          if ("pool" in plan && plan.pool && this.edge.nodes) {
-            throw new AppError("POOL_UNAVAILABLE", "pools are not carried over several nodes yet: this server is one of several");
-          }
           t =
             plan.protocol === "http" || plan.protocol === "tls"
-              ? this.namedTunnel(plan, owner, admitted.resume)
+              ? this.namedTunnel(plan, owner, admitted.resume, memberIds.get(i))
               : plan.protocol === "udp"
                 ? this.adoptUdpPort(udp.get(i), owner)
                 : this.portTunnel(plan, owner);
@@ -591,6 +619,7 @@ export class AgentConnection implements AgentLink {
           tunnels: granted,
           ...(hello.partial ? { refused: refused.map((r) => ({ index: r.index, code: r.error.code, message: r.error.message })) } : {}),
         });
+        registry.announced(tunnels);
         for (const r of refused) log.info("tunnel refused", { session: this.sessionId, user: owner.username, code: r.error.code, reason: r.error.message });
         log.info("agent connected", {
           session: this.sessionId,

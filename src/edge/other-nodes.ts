@@ -5,7 +5,7 @@
  * single node passes nothing. So the edge never imports cluster/, and the
  * arrow runs one way: cluster -> edge.
  */
-import type { LiveView } from "../core/admission.ts";
+import type { LiveView, PoolBalance } from "../core/admission.ts";
 import type { LiveTunnels } from "../core/live.ts";
 import type { SendResult } from "../protocol/mux.ts";
 import type { Registry, Tunnel } from "./registry.ts";
@@ -25,6 +25,8 @@ export interface Serving {
   protocol?: "http" | "tls";
   /** The name is a tunnel's second (its hostname beside its subdomain): claimed for the name, not listed or counted as a tunnel. */
   twin?: boolean;
+  /** The tunnel's hostname beside the subdomain claimed (for the other nodes' lists). */
+  hostname?: string;
 }
 
 export interface OtherNodes {
@@ -44,8 +46,22 @@ export interface OtherNodes {
   claim(subdomain: string, owner: NameOwner, sessionId: string, resume: string | undefined, serving: Serving): Promise<boolean>;
   /** Gives back a claimed name that no tunnel of this node took after all. */
   release(subdomain: string): Promise<void>;
-  /** A TCP tunnel of this node, listed for the others. */
-  registerPort(t: Pick<Tunnel, "protocol" | "subdomain" | "hostname" | "port" | "userId" | "username" | "tokenId">, sessionId: string | null): Promise<boolean>;
+  /**
+   * Joins the user's pool on `names` over every node (or starts it) with the
+   * member `memberId` (the id its tunnel will have): undefined when it is in,
+   * else the name another user's tunnel (or one that is no pool) holds.
+   */
+  joinPool(names: string[], memberId: string, owner: NameOwner, sessionId: string, serving: Serving & { pool: PoolBalance }): Promise<string | undefined>;
+  /** Gives back a pool member joined at a handshake that no tunnel of this node took after all. */
+  dropMember(memberId: string): Promise<void>;
+  /** A tcp or udp tunnel of this node, or a pool member, listed for the others. */
+  registerRow(t: Tunnel, sessionId: string | null): Promise<boolean>;
+  /**
+   * The members on other nodes, in rotation, of a pool this node has members
+   * of too: stand-ins (as find's) for the pool to take in turn with its own.
+   * Answered at once from what was last learned (within a second or so).
+   */
+  poolOthers(name: string): readonly Tunnel[];
   /**
    * A name that is not live here: another node's tunnel as a stand-in the
    * edge opens streams on as it would on an agent's connection, a page that

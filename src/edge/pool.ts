@@ -45,20 +45,31 @@ export class TunnelPool<Tunnel extends PoolMember = PoolMember> {
     return true;
   }
 
-  /** The member the next request or connection goes to; undefined when none is in rotation. */
-  pick(): Tunnel | undefined {
-    const n = this.members.length;
+  /**
+   * The member the next request or connection goes to; undefined when none
+   * is in rotation. `others`: members of the pool on other nodes, reached
+   * through a relay (stand-ins, cluster/remote-tunnels.ts), taken in turn
+   * with this node's own.
+   */
+  pick(others?: readonly Tunnel[]): Tunnel | undefined {
+    const local = this.members.length;
+    const n = local + (others?.length ?? 0);
     let best: Tunnel | undefined;
+    let bestAt = 0;
     for (let k = 0; k < n; k++) {
-      const t = this.members[(this.turn + k) % n]!;
+      const at = (this.turn + k) % n;
+      const t = at < local ? this.members[at]! : others![at - local]!;
       if (!t.agent || !t.inRotation) continue;
       if (this.balance === "round-robin") {
-        this.turn = (this.turn + k + 1) % n;
+        this.turn = (at + 1) % n;
         return t;
       }
-      if (!best || t.inFlight < best.inFlight) best = t;
+      if (!best || t.inFlight < best.inFlight) {
+        best = t;
+        bestAt = at;
+      }
     }
-    if (best) this.turn = (this.members.indexOf(best) + 1) % n;
+    if (best) this.turn = (bestAt + 1) % n;
     return best;
   }
 

@@ -39,7 +39,6 @@ export class Tunnel {
   responseTimeoutMs?: number;
   /** Who may reach it (IP rules, authentication, header rules); undefined: anyone, as sent. */
   access?: AccessPolicy;
-  readonly id = crypto.randomUUID();
   agent: AgentLink | null = null;
   connectedAt = new Date();
   bytesIn = 0;
@@ -53,8 +52,10 @@ export class Tunnel {
   relayed = false;
   /** The pool it is a member of (edge/pool.ts), when it shares its name or port with others. */
   pool?: TunnelPool<Tunnel>;
-  /** A pool member takes new requests (its agent says so: health, a rolling restart). */
+  /** A pool member takes new requests (its agent has heard READY, and says nothing else: health, a rolling restart). */
   inRotation = true;
+  /** Its agent has heard READY: streams may be opened to it (a pool member's, by another node too). */
+  announced = false;
   /** A pool member's requests (or connections) in flight, for least-requests. */
   inFlight = 0;
 
@@ -66,6 +67,8 @@ export class Tunnel {
     readonly tokenId: number,
     public skipWarning: boolean,
     private readonly meter: TrafficMeter,
+    /** What the agent and the cluster know it by (a pool member's is chosen when its name is claimed). */
+    readonly id: string = crypto.randomUUID(),
   ) {}
 
   get subdomain() {
@@ -97,10 +100,12 @@ interface SessionEntry {
   tunnels: Tunnel[];
 }
 
-/** Told of every tunnel that waits in grace or goes (the cluster mirrors them into the database). */
+/** Told of every tunnel that waits in grace or goes, and of pool members in and out of rotation (the cluster mirrors them into the database). */
 export interface RegistryHooks {
-  detached(t: Tunnel): void;
+  /** `sessionId`: the session it was live in. */
+  detached(t: Tunnel, sessionId: string): void;
   removed(t: Tunnel): void;
+  rotated(t: Tunnel): void;
 }
 
 export class Registry implements LiveTunnels, LiveView {
@@ -120,8 +125,28 @@ export class Registry implements LiveTunnels, LiveView {
 
   constructor(private readonly meter: TrafficMeter) {}
 
-  newTunnel(protocol: TunnelProtocol, address: { subdomain?: string; hostname?: string; port?: number }, owner: { userId: number; username: string; tokenId: number }, skipWarning: boolean): Tunnel {
-    return new Tunnel(protocol, address, owner.userId, owner.username, owner.tokenId, skipWarning, this.meter);
+  newTunnel(
+    protocol: TunnelProtocol,
+    address: { subdomain?: string; hostname?: string; port?: number },
+    owner: { userId: number; username: string; tokenId: number },
+    skipWarning: boolean,
+    id?: string,
+  ): Tunnel {
+    return new Tunnel(protocol, address, owner.userId, owner.username, owner.tokenId, skipWarning, this.meter, id);
+  }
+
+  /** A session's agent has heard READY: its pool members come in rotation. */
+  announced(tunnels: Tunnel[]): void {
+    for (const t of tunnels) {
+      t.announced = true;
+      if (t.pool && t.agent) this.setRotation(t, true);
+    }
+  }
+
+  /** A pool member goes out of rotation or back in (its agent said ROTATION, or heard READY). */
+  setRotation(t: Tunnel, inRotation: boolean): void {
+    t.inRotation = inRotation;
+    this.hooks?.rotated(t);
   }
 
   /** Puts a session's tunnels live (new ones or reclaimed from grace). */
@@ -131,8 +156,9 @@ export class Registry implements LiveTunnels, LiveView {
       t.graceTimer = undefined;
       t.agent = link;
       t.connectedAt = new Date();
-      // a pool member comes (back) in rotation; its agent says ROTATION if it should not be
-      t.inRotation = true;
+      // a pool member comes (back) in rotation once its agent has heard READY (announced); then it says ROTATION if it should not be
+      t.inRotation = !t.pool;
+      t.announced = false;
       if (t.subdomain !== undefined) this.bySubdomain.set(t.subdomain, t);
       if (t.hostname !== undefined) this.bySubdomain.set(t.hostname, t);
       if (t.port !== undefined) this.portsOf(t.protocol).set(t.port, t);
@@ -170,7 +196,7 @@ export class Registry implements LiveTunnels, LiveView {
       t.agent = null;
       if (grace) {
         t.graceTimer = setTimeout(() => t.agent === null && this.remove(t), RECLAIM_GRACE_MS);
-        this.hooks?.detached(t);
+        this.hooks?.detached(t, sessionId);
       } else this.remove(t);
     }
   }
@@ -276,9 +302,13 @@ export class Registry implements LiveTunnels, LiveView {
     return t?.hostname === hostname ? t : undefined;
   }
 
-  /** Every tunnel, live or in grace (for shutdown). */
+  /** Every tunnel, live or in grace (for shutdown), every member of a pool included. */
   allTunnels(): Tunnel[] {
-    return [...new Set([...this.bySubdomain.values(), ...this.byPort.values(), ...this.byUdpPort.values()])];
+    const all = new Set<Tunnel>();
+    for (const map of [this.bySubdomain, this.byPort, this.byUdpPort] as Map<unknown, Tunnel>[]) {
+      for (const t of map.values()) for (const m of t.pool ? t.pool.members : [t]) all.add(m);
+    }
+    return [...all];
   }
 
   /** Tunnels with a connected agent, by protocol (the metrics' tunnels_active). */

@@ -245,7 +245,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       loopback: () => loopback as unknown as Loopback<unknown>,
       directPort: () => direct?.port,
       tlsAddress: (sub: string) => edge.tlsAddress(sub),
-      ...(nodes ? { remote: async (name: string) => nodes.find(name) } : {}),
+      ...(nodes ? { remote: async (name: string) => nodes.find(name), poolOthers: (name: string) => nodes.poolOthers(name) } : {}),
     }),
   });
   // agents' and nodes' WebSockets: handed over by the public port to a loopback Bun.serve (handoff.ts)

@@ -62,6 +62,8 @@ export interface VisitorDeps {
   tlsAddress?(subdomain: string): string | undefined;
   /** Several nodes: a tunnel of another node, served through it (a page when it cannot be). */
   remote?(subdomain: string): Promise<Tunnel | Response | undefined>;
+  /** Several nodes: a pool's members on the other nodes, taken in turn with this node's own. */
+  poolOthers?(name: string): readonly Tunnel[];
 }
 
 /** A request head as the warning and the access rules read it. */
@@ -212,8 +214,9 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
 
   /** Who may reach the tunnel comes first (IP rules, then sign-in: access/policy.ts); the warning only after. */
   function admit(conn: HttpConnection, head: RequestHead, text: string, view: HeadView, client: string, startedAt: number, hostHeader: string, named: Tunnel): Promise<void> | undefined {
-    // a pool's name: the request goes to a member in rotation (edge/pool.ts), with that member's rules
-    const tunnel = named.pool ? named.pool.pick() : named;
+    // a pool's name: the request goes to a member in rotation (edge/pool.ts), with that member's rules;
+    // several nodes: to one of this node's or of the others' (relayed), in turn
+    const tunnel = named.pool ? named.pool.pick(named.relayed ? undefined : deps.poolOthers?.((named.subdomain ?? named.hostname)!)) : named;
     if (!tunnel) return answer(conn, head, badGatewayPage(hostHeader, "none of its agents is taking requests now"), startedAt);
     // a tls tunnel's name reached over plain HTTP (or decrypted here: no passthrough on this port)
     if (tunnel.protocol === "tls") return answer(conn, head, tlsTunnelPage(hostHeader, deps.tlsAddress?.(tunnel.hostname ?? tunnel.subdomain!)), startedAt);
