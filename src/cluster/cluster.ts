@@ -463,8 +463,16 @@ export class Cluster implements LiveView, LiveTunnels {
    * dropped; let go when another node has it.
    */
   holdAtStart(t: Tunnel): Promise<void> {
-    if (t.subdomain === undefined || t.pool) return Promise.resolve();
-    return this.claimName(t.subdomain, t, null, undefined, { skipWarning: t.skipWarning, protocol: t.protocol === "tls" ? "tls" : "http" }).then(
+    // a pool's members join it again at their handshakes; until then the name is held here only
+    if (t.pool || (t.subdomain === undefined && t.hostname === undefined)) return Promise.resolve();
+    const serving = { skipWarning: t.skipWarning, protocol: t.protocol === "tls" ? ("tls" as const) : ("http" as const) };
+    const claimed =
+      t.subdomain !== undefined
+        ? this.claimName(t.subdomain, t, null, undefined, { ...serving, hostname: t.hostname }).then(
+            async (ok) => ok && (t.hostname === undefined || (await this.claimName(t.hostname, t, null, undefined, { ...serving, twin: true }))),
+          )
+        : this.claimName(t.hostname!, t, null, undefined, serving);
+    return claimed.then(
       (ok) => {
         if (!ok && !t.agent) this.registry.remove(t);
       },

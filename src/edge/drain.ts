@@ -57,8 +57,18 @@ export async function drainEdge(d: Draining): Promise<void> {
   d.direct?.stop(false);
   for (const t of d.registry.allTunnels()) t.stopAccepting?.();
   if (d.holdsFile) {
-    const held = d.registry.allTunnels().filter((t) => t.subdomain !== undefined);
-    const hold = (t: (typeof held)[number]) => ({ subdomain: t.subdomain!, protocol: t.protocol === "tls" ? ("tls" as const) : ("http" as const), userId: t.userId, username: t.username, tokenId: t.tokenId, skipWarning: t.skipWarning });
+    // by name: subdomains, custom hostnames, every member of a pool
+    const held = d.registry.allTunnels().filter((t) => t.port === undefined && (t.subdomain !== undefined || t.hostname !== undefined));
+    const hold = (t: (typeof held)[number]) => ({
+      ...(t.subdomain !== undefined ? { subdomain: t.subdomain } : {}),
+      ...(t.hostname !== undefined ? { hostname: t.hostname } : {}),
+      protocol: t.protocol === "tls" ? ("tls" as const) : ("http" as const),
+      ...(t.pool ? { pool: t.pool.balance } : {}),
+      userId: t.userId,
+      username: t.username,
+      tokenId: t.tokenId,
+      skipWarning: t.skipWarning,
+    });
     writeHolds(d.holdsFile, held.map(hold));
   }
   // agents that understand it connect again now, to the server that takes over, while this

@@ -201,11 +201,21 @@ export class Registry implements LiveTunnels, LiveView {
     }
   }
 
-  /** Holds a name for a token as if its agent had just dropped (the grace period starts now). */
-  hold(t: Tunnel): void {
-    if (t.subdomain === undefined || this.bySubdomain.has(t.subdomain)) return;
-    this.bySubdomain.set(t.subdomain, t);
+  /**
+   * Holds a tunnel's names for its token as if its agent had just dropped
+   * (the grace period starts now); false when another tunnel has them (a
+   * member of the same pool is held beside it).
+   */
+  hold(t: Tunnel): boolean {
+    const names = [t.subdomain, t.hostname].filter((n): n is string => n !== undefined);
+    const there = names[0] === undefined ? t : this.bySubdomain.get(names[0]);
+    if (there && !(t.pool && there.pool === t.pool)) {
+      t.pool?.remove(t);
+      return false;
+    }
+    if (!there) for (const name of names) this.bySubdomain.set(name, t);
     t.graceTimer = setTimeout(() => t.agent === null && this.remove(t), RECLAIM_GRACE_MS);
+    return true;
   }
 
   /** The tunnels a live session holds. */

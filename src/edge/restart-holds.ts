@@ -1,6 +1,7 @@
 /**
  * Names kept across a restart. A stopping server writes down which http
- * and tls tunnel names were live, of which kind, and for which token; the server that starts next
+ * and tls tunnel names were live (subdomains and custom hostnames), of
+ * which kind, for which token, and which pool each was a member of; the server that starts next
  * on the same data dir holds each name for that token for the grace period,
  * as if its agent had just dropped. So while agents are on their way back
  * (a fraction of a second after DRAIN), no other token can take their names,
@@ -18,9 +19,13 @@ const Holds = v.object({
   writtenAt: v.number(),
   tunnels: v.array(
     v.object({
-      subdomain: v.pipe(v.string(), v.maxLength(63)),
+      /** At least one of the two: a tunnel may have a hostname and no subdomain. */
+      subdomain: v.optional(v.pipe(v.string(), v.maxLength(63))),
+      hostname: v.optional(v.pipe(v.string(), v.maxLength(253))),
       /** Absent in a file an older server wrote: an http tunnel's. */
       protocol: v.optional(v.picklist(["http", "tls"]), "http"),
+      /** A pool member's: how its pool spreads requests. */
+      pool: v.optional(v.picklist(["round-robin", "least-requests"])),
       userId: v.number(),
       username: v.string(),
       tokenId: v.number(),
@@ -52,5 +57,5 @@ export function takeHolds(path: string, now = Date.now()): Hold[] {
   }
   rmSync(path, { force: true });
   if (!parsed?.success || now - parsed.output.writtenAt > MAX_AGE_MS || parsed.output.writtenAt > now + 5_000) return [];
-  return parsed.output.tunnels;
+  return parsed.output.tunnels.filter((t) => t.subdomain !== undefined || t.hostname !== undefined);
 }

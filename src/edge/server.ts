@@ -37,7 +37,8 @@ import { PortAllocator } from "./ports.ts";
 import { SourceRate } from "../core/source-rate.ts";
 import { UdpPortAllocator } from "./udp-ports.ts";
 import { enforceQuotas } from "./quota.ts";
-import { Registry } from "./registry.ts";
+import { TunnelPool } from "./pool.ts";
+import { Registry, type Tunnel } from "./registry.ts";
 import { overLimit, visitorServer } from "./visitor-requests.ts";
 import { landingPage } from "./pages.ts";
 
@@ -430,11 +431,20 @@ function holdNamesOfTheServerBefore(opts: EdgeOptions, registry: Registry): { na
   const names = new Set<string>();
   const claims: Promise<void>[] = [];
   if (!opts.holdsFile) return { names, claimed: Promise.resolve() };
+  // a pool's members are held in one pool, each for its token
+  const pools = new Map<string, TunnelPool<Tunnel>>();
   for (const h of takeHolds(opts.holdsFile)) {
-    const tunnel = registry.newTunnel(h.protocol, { subdomain: h.subdomain }, h, h.skipWarning);
-    registry.hold(tunnel);
+    const address = { ...(h.subdomain !== undefined ? { subdomain: h.subdomain } : {}), ...(h.hostname !== undefined ? { hostname: h.hostname } : {}) };
+    const tunnel = registry.newTunnel(h.protocol, address, h, h.skipWarning);
+    const name = (h.subdomain ?? h.hostname)!;
+    if (h.pool && h.protocol === "http") {
+      const pool = pools.get(name) ?? new TunnelPool<Tunnel>(h.pool, h.userId);
+      pools.set(name, pool);
+      pool.add(tunnel);
+    }
+    if (!registry.hold(tunnel)) continue;
     if (opts.nodes) claims.push(opts.nodes.holdAtStart(tunnel));
-    names.add(h.subdomain);
+    for (const n of [h.subdomain, h.hostname]) if (n !== undefined) names.add(n);
   }
   if (names.size > 0) log.info("holding names for the agents of the server before", { names: names.size });
   return { names, claimed: Promise.all(claims).then(() => {}) };

@@ -137,6 +137,45 @@ test("names live at a clean stop are held for their tokens by the next server on
   }
 }, 30_000);
 
+test("a custom hostname alone, and a pool's members, are held too: each token takes its tunnel back, the pool as a pool", async () => {
+  const first = await startServer({ keepDataDir: true });
+  let second: Awaited<ReturnType<typeof startServer>> | undefined;
+  try {
+    const api = await signedIn(first);
+    const user = await api.createUser("team-held");
+    expect((await api.post("/api/hostnames", { hostname: "held.example.test", user_id: user, verified: true })).status).toBe(201);
+    const [one, two] = [await api.createToken(user, "one"), await api.createToken(user, "two")];
+    const other = await api.createToken(await api.createUser("grabber-2"));
+    const hello = (token: string, tunnels: unknown[]) => encodeFrame(FrameType.HELLO, 0, jsonPayload({ version: PROTOCOL_VERSION, token, tunnels, drain: true }));
+    const byHostname = [{ protocol: "http", hostname: "held.example.test" }];
+    const pooled = [{ protocol: "http", subdomain: "heldpool", pool: true }];
+    const gone = [agentWebSocketPeer(first.edgePort, [hello(one, byHostname)], 10_000), agentWebSocketPeer(first.edgePort, [hello(one, pooled)], 10_000), agentWebSocketPeer(first.edgePort, [hello(two, pooled)], 10_000)];
+    await first.output.waitFor(/agent connected .*token=1 .*held\.example\.test/, 5_000);
+    await first.output.waitFor(/agent connected .*token=1 .*heldpool/, 5_000);
+    await first.output.waitFor(/agent connected .*token=2 .*heldpool/, 5_000);
+    expect(await within(first.stop(), 10_000, "the first server to stop")).toBe(0);
+    await Promise.all(gone);
+    second = await startServer({ dataDir: first.dataDir });
+    await second.output.waitFor(/holding names for the agents of the server before names=2/, 5_000);
+    // another user gets neither name meanwhile
+    expect(refusalIn((await agentWebSocketPeer(second.edgePort, [hello(other, pooled)], 3_000)).frames)?.code).toBe("SUBDOMAIN_TAKEN");
+    // the hostname's token takes it back, as a tunnel with that name only
+    const hostnameBack = await agentWebSocketPeer(second.edgePort, [hello(one, byHostname)], 1_500);
+    expect(hostnameBack.frames.map((f) => FRAME_NAMES[f.type])).toEqual(["READY"]);
+    expect(JSON.parse(new TextDecoder().decode(hostnameBack.frames[0]!.payload)).tunnels).toEqual([expect.objectContaining({ hostname: "held.example.test" })]);
+    // both members of the pool come back, each with its own token, as members
+    for (const token of [one, two]) {
+      const back = await agentWebSocketPeer(second.edgePort, [hello(token, pooled)], 1_500);
+      expect(back.frames.map((f) => FRAME_NAMES[f.type])).toEqual(["READY"]);
+      expect(JSON.parse(new TextDecoder().decode(back.frames[0]!.payload)).tunnels).toEqual([expect.objectContaining({ subdomain: "heldpool", pool: true })]);
+    }
+  } finally {
+    await first.stop();
+    await second?.stop();
+    rmSync(first.dataDir, { recursive: true, force: true });
+  }
+}, 30_000);
+
 test("a tls tunnel's name is held as a tls tunnel's: its token takes it back, and plain HTTP to it gets the 421 page", async () => {
   const first = await startServer({ keepDataDir: true, args: ["--tls-port", "0"] });
   let second: Awaited<ReturnType<typeof startServer>> | undefined;
