@@ -4,35 +4,38 @@
  * database's clock, as live_tunnels do: nodes whose clocks differ still
  * agree on when a lease or an answer ends.
  *
- * A published answer is on every node before the CA is asked to look: the
- * publishing node waits for its own NOTIFY to come back on its listening
- * connection (PostgreSQL delivers a notification to every listener at
- * commit, so the others have theirs by then), at most ECHO_WAIT_MS.
+ * A published answer is on every node before the CA is asked to look: each
+ * live node that takes it says so (acme-seen), and the publishing node
+ * waits for all of them, at most SEEN_WAIT_MS. PostgreSQL delivers a
+ * notification to every listener at commit, but a busy node may read it a
+ * moment later, after the CA asked it.
  */
 import type { SQL } from "bun";
 import type { AcmeSharing, SharedCertificate, SharedChallenge, SharingHandlers } from "../acme/shared.ts";
 import { NOW_MS } from "./db-clock.ts";
 import type { Said } from "./messages.ts";
 
-/** How long a publishing node waits for its NOTIFY to come back before it goes on anyway. */
-export const ECHO_WAIT_MS = 2_000;
+/** How long a publishing node waits for the other nodes to say they serve an answer before it goes on anyway. */
+export const SEEN_WAIT_MS = 5_000;
 const WEEK_MS = 7 * 24 * 60 * 60 * 1000;
 /** pg_advisory_xact_lock's key for counting on-demand names: "acme" in ASCII. */
 const ON_DEMAND_LOCK = 0x61636d65;
 
-type AcmeMessage = Extract<Said, { kind: "acme-certificate" | "acme-challenge" }>;
+type AcmeMessage = Extract<Said, { kind: "acme-certificate" | "acme-challenge" | "acme-seen" }>;
 
 const challengeId = (c: SharedChallenge) => `${c.type} ${c.name} ${c.value}`;
 
 export class ClusterAcme implements AcmeSharing {
   private handlers?: SharingHandlers;
-  /** Answers published by this node, waiting for their NOTIFY to come back. */
-  private readonly echoes = new Map<string, () => void>();
+  /** Answers published by this node, waiting for the live nodes that have not yet said they serve them. */
+  private readonly unseen = new Map<string, { nodes: Set<string>; done: () => void }>();
 
   constructor(
     private readonly sql: SQL,
     private readonly nodeId: string,
     private readonly notify: (message: AcmeMessage) => Promise<void>,
+    /** --node-expiry (cluster.ts): the nodes whose heartbeat is younger are waited for. */
+    private readonly expiryMs = 5_000,
   ) {}
 
   async accountKey(make: () => Promise<string>): Promise<string> {
@@ -79,17 +82,19 @@ export class ClusterAcme implements AcmeSharing {
       [challengeId(challenge), challenge.type, challenge.name, challenge.value, ttlMs],
     );
     const id = challengeId(challenge);
+    const live: { id: string }[] = await this.sql.unsafe(`SELECT id FROM cluster_nodes WHERE id <> $1 AND heartbeat_ms > ${NOW_MS} - $2`, [this.nodeId, this.expiryMs]);
+    if (live.length === 0) return void (await this.notify({ kind: "acme-challenge", ...challenge, added: true }));
     let timer: ReturnType<typeof setTimeout> | undefined;
-    const echoed = new Promise<void>((resolve) => {
-      this.echoes.set(id, resolve);
-      timer = setTimeout(resolve, ECHO_WAIT_MS);
+    const seen = new Promise<void>((resolve) => {
+      this.unseen.set(id, { nodes: new Set(live.map((n) => n.id)), done: resolve });
+      timer = setTimeout(resolve, SEEN_WAIT_MS);
     });
     try {
       await this.notify({ kind: "acme-challenge", ...challenge, added: true });
-      await echoed;
+      await seen;
     } finally {
       clearTimeout(timer);
-      this.echoes.delete(id);
+      this.unseen.delete(id);
     }
   }
 
@@ -138,12 +143,22 @@ export class ClusterAcme implements AcmeSharing {
   }
 
   /** A message of the kinds above, from another node or (`own`) come back from this one. */
-  received(message: AcmeMessage, own: boolean): void {
+  received(message: AcmeMessage & { from: string }, own: boolean): void {
+    if (own) return;
+    if (message.kind === "acme-seen") {
+      if (message.to !== this.nodeId) return;
+      const waiting = this.unseen.get(message.id);
+      waiting?.nodes.delete(message.from);
+      if (waiting?.nodes.size === 0) waiting.done();
+      return;
+    }
     if (message.kind === "acme-challenge") {
       const challenge: SharedChallenge = { type: message.type, name: message.name, value: message.value };
-      if (own) return this.echoes.get(challengeId(challenge))?.();
-      return this.handlers?.challenge(challenge, message.added);
+      this.handlers?.challenge(challenge, message.added);
+      // served here now: the publisher asks the CA to look once every node has said so
+      if (message.added && this.handlers) void this.notify({ kind: "acme-seen", id: challengeId(challenge), to: message.from });
+      return;
     }
-    if (!own) this.handlers?.certificate(message.id);
+    this.handlers?.certificate(message.id);
   }
 }

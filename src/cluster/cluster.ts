@@ -136,7 +136,7 @@ export class Cluster implements LiveView, LiveTunnels {
     this.nodeUrl = options.nodeUrl ?? null;
     this.expiryMs = options.expiryMs ?? NODE_EXPIRY_MS;
     this.maxLockedHandshakes = lockedHandshakes(options.poolSize ?? DEFAULT_POOL_SIZE);
-    this.acme = new ClusterAcme(this.sql, this.nodeId, (message) => this.notify(message));
+    this.acme = new ClusterAcme(this.sql, this.nodeId, (message) => this.notify(message), this.expiryMs);
   }
 
   /** ACME's account, certificates, answers and orders, shared with the other nodes (acme/shared.ts). */
@@ -533,8 +533,8 @@ export class Cluster implements LiveView, LiveTunnels {
       this.failures("message", "cluster message not understood, ignored", { why: m.problem, bytes: payload.length, payload: payload.slice(0, SHOWN_PAYLOAD) });
       return;
     }
-    // a challenge answer's own message coming back tells its node the others have it too
-    if (m.kind === "acme-certificate" || m.kind === "acme-challenge") return this.acme.received(m, m.from === this.nodeId);
+    // a challenge answer is acknowledged by every node that serves it (acme-sharing.ts)
+    if (m.kind === "acme-certificate" || m.kind === "acme-challenge" || m.kind === "acme-seen") return this.acme.received(m, m.from === this.nodeId);
     if (m.from === this.nodeId) return;
     switch (m.kind) {
       case "login-failed":

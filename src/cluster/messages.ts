@@ -38,6 +38,8 @@ const Message = v.variant("kind", [
     added: v.boolean(),
     from,
   }),
+  /** ACME: the sender serves the answer `id` published by node `to` (which waits for every live node's before the CA looks). */
+  v.object({ kind: v.literal("acme-seen"), id: v.pipe(v.string(), v.maxLength(1400)), to: v.pipe(v.string(), v.maxLength(200)), from }),
 ]);
 
 export type Message = v.InferOutput<typeof Message>;

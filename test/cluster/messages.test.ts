@@ -14,6 +14,10 @@ test("the messages nodes send are read as sent", () => {
     { kind: "taken", name: "http:demo", sessionId: "s-1", from: "n2" },
     { kind: "login-failed", address: "203.0.113.7", username: "admin", from: "n3" },
     { kind: "login-ok", username: "admin", from: "n3" },
+    { kind: "acme-certificate", id: "burrow.test", from: "n1" },
+    { kind: "acme-challenge", type: "dns-01", name: "_acme-challenge.burrow.test", value: "v", added: true, from: "n1" },
+    { kind: "acme-seen", id: "dns-01 _acme-challenge.burrow.test v", to: "n1", from: "n2" },
+    { kind: "pool", name: "api", from: "n2" },
   ];
   for (const m of sent) expect(readMessage(JSON.stringify(m))).toEqual(m);
 });
