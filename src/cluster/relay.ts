@@ -118,8 +118,9 @@ export class RelayIn {
     const { client: _, warn: __, ...forAgent } = meta;
     const up = t.agent?.openStream({ ...forAgent, tunnel: t.id });
     if (!up) return refuseRelayed(down);
-    if (rewriteFor === undefined) return joinStreams(down, up);
-    joinStreams(down, up, rewrittenResponse(rewriteFor, t.access!));
+    joinStreams(down, up, rewriteFor === undefined ? undefined : rewrittenResponse(rewriteFor, t.access!));
+    // a pool member's requests in flight count those other nodes relay too (least-requests)
+    if (t.pool) countInFlight(t, up);
   }
 }
 
@@ -134,6 +135,23 @@ export class RelayIn {
 function localMember(t: Tunnel | undefined): Tunnel | undefined {
   if (!t?.pool) return t;
   return t.pool.pick() ?? t.pool.members.find((m) => m.agent && m.announced);
+}
+
+/** `t` has one more request (or connection) in flight until the agent's side of `up` ends or is reset. */
+function countInFlight(t: Tunnel, up: Stream): void {
+  t.inFlight++;
+  let counted = true;
+  const done = () => {
+    if (!counted) return;
+    counted = false;
+    t.inFlight--;
+  };
+  up.whenReset(done);
+  const ended = up.onEnd;
+  up.onEnd = () => {
+    done();
+    ended?.();
+  };
 }
 
 /** A head's fields as the warning reads them: a name's values joined, null when absent. */

@@ -216,6 +216,26 @@ describe("an http pool over several nodes", () => {
     expect(sent).toBeGreaterThanOrEqual(2000);
   }, 90_000);
 
+  test("least-requests counts the requests other nodes relay: a member busy with them gets none of its own node's new ones", async () => {
+    const slow = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: async () => (await Bun.sleep(1_500), new Response("slow")) });
+    try {
+      const args = pooled("least", ["--pool-balance", "least-requests"]);
+      await using _fast = await startAgent({ kind: "http", target: a.port!, server: nodes[1]!.edgeUrl, token, args });
+      await using _slow = await startAgent({ kind: "http", target: slow.port!, server: nodes[1]!.edgeUrl, token: secondToken, args });
+      // four requests through p1, relayed to p2: the two the slow member takes stay in flight there
+      expect((await tunnelFetch(nodes[0]!.edgePort, "least", "/")).status).toBe(200);
+      const held = Promise.all(Array.from({ length: 4 }, async () => (await tunnelFetch(nodes[0]!.edgePort, "least", "/")).text()));
+      await Bun.sleep(300);
+      // meanwhile p2's own visitors all go to the member with none in flight
+      const meanwhile: string[] = [];
+      for (let i = 0; i < 6; i++) meanwhile.push(await (await tunnelFetch(nodes[1]!.edgePort, "least", "/")).text());
+      expect(meanwhile).toEqual(Array(6).fill("a"));
+      expect((await held).filter((x) => x === "slow").length).toBeGreaterThan(0);
+    } finally {
+      slow.stop(true);
+    }
+  }, 60_000);
+
   test("a custom hostname pools over the nodes too", async () => {
     const owner = await api.createUser("hostname-team", { skip_warning: true });
     expect((await api.post("/api/hostnames", { hostname: "pool.cluster.test", user_id: owner, verified: true })).status).toBe(201);
