@@ -251,17 +251,26 @@ describe("a node that restarts", () => {
     let successor: TestServer | undefined;
     try {
       const admin = await signedIn(r1);
-      const owner = await admin.createToken(await admin.createUser("comes-back"));
+      const ownerId = await admin.createUser("comes-back");
+      const owner = await admin.createToken(ownerId);
+      const ownersOther = await admin.createToken(ownerId, "other device");
       const rival = await admin.createToken(await admin.createUser("rival"));
+      expect((await admin.post("/api/hostnames", { hostname: "held.cluster.test", user_id: ownerId, verified: true })).status).toBe(201);
       await using agent = await startAgent({ kind: "http", target: upstream.port!, server: r1.edgeUrl, token: owner, args: ["--subdomain", "mine"] });
-      // the agent cannot come back on its own yet: the hold is what keeps the name
+      // a tunnel known by its hostname alone is held as well
+      await using byHostname = await startAgent({ kind: "http", target: upstream.port!, server: r1.edgeUrl, token: owner, args: ["--hostname", "held.cluster.test"] });
+      // the agents cannot come back on their own yet: the hold is what keeps the names
       agent.proc.kill("SIGSTOP");
+      byHostname.proc.kill("SIGSTOP");
       try {
         expect(await r1.stop("SIGTERM")).toBe(0);
         successor = await startServer({ dataDir: r1.dataDir, args: ["--database", url, "--node-id", "r1", "--cluster-secret", SECRET, ...own] });
         expect((await sayHello({ port: r2.edgePort, via: "websocket", payload: helloFor(rival, "mine") })).refusal?.code).toBe("SUBDOMAIN_TAKEN");
+        const hostnameHello = jsonPayload({ version: PROTOCOL_VERSION, token: ownersOther, tunnels: [{ protocol: "http", hostname: "held.cluster.test" }], agent: "cluster-test" });
+        expect((await sayHello({ port: r2.edgePort, via: "websocket", payload: hostnameHello })).refusal?.code).toBe("HOSTNAME_IN_USE");
       } finally {
         agent.proc.kill("SIGCONT");
+        byHostname.proc.kill("SIGCONT");
       }
       // back on the successor, with its name
       let status = 0;
