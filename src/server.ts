@@ -120,6 +120,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       tls: certificates ?? (config.tls ? fileTls(config.tls.cert, config.tls.key) : undefined),
       redirect: certificates && { port: config.httpPort, challenge: (path) => certificates!.answerChallenge(path) },
       wantCertificate: certificates && ((host) => certificates!.want(host)),
+      tlsAlpnChallenge: certificates && config.acme?.challenge === "tls-alpn-01" ? (hello) => certificates!.answerTlsAlpn(hello) : undefined,
       responseTimeoutMs: config.responseTimeoutMs,
       maxResponseTimeoutMs: config.maxResponseTimeoutMs,
       oidcHttpIssuers: config.oidcHttpIssuers,
@@ -209,6 +210,7 @@ async function startAcme(config: ServerConfig, acme: AcmeConfig, sharing: AcmeSh
         : { host: config.host, port: acme.dnsPort, perClientPerSecond: acme.dnsRate.perClient, totalPerSecond: acme.dnsRate.total },
     onDemandPerWeek: acme.namesPerWeek,
     retryMinMs: acme.retryMinMs,
+    challenge: acme.challenge,
     sharing,
   });
 }

@@ -32,6 +32,9 @@ import type { DnsLimits } from "../dns/wire.ts";
 import { AcmeStepError, failureOf, type AcmeResult } from "./errors.ts";
 import { fallbackCertificate } from "../tls/fallback-certificate.ts";
 import { answerHttpChallenge, HTTP01_TOKEN_TTL_MS, http01Solver, HttpChallengeTokens } from "./http01.ts";
+import { TLS_ALPN_TTL_MS, tlsAlpn01Solver, TlsAlpnAnswers } from "./tls-alpn01.ts";
+import type { Passthrough } from "../sockets/tls-visit.ts";
+import type { ClientHello } from "../tls/client-hello.ts";
 import { accountIssuer, ISSUE_TIMEOUT_MS, type IssuedCertificate } from "./issuer.ts";
 import { sharedSolver, type AcmeSharing, type SharedChallenge } from "./shared.ts";
 import { ensurePrivateDir, writePrivateFile } from "../tls/private-files.ts";
@@ -76,6 +79,8 @@ export interface AcmeSettings {
   clock?: Clock;
   /** Several nodes: the account, certificates, answers and orders shared with the others (acme/shared.ts). */
   sharing?: AcmeSharing;
+  /** How single names prove themselves (--acme-challenge): HTTP-01 on port 80 (the default), or TLS-ALPN-01 on the HTTPS port. */
+  challenge?: "http-01" | "tls-alpn-01";
 }
 
 /** A node's lease on an order: the whole issuance's deadline and a minute more, then another node may order. */
@@ -94,6 +99,8 @@ export class AcmeCertificates implements TlsSource {
   private dns?: DnsResponder;
   private fallback!: { cert: string; key: string };
   private readonly wildcardId: string;
+  /** TLS-ALPN-01 answers in flight (--acme-challenge tls-alpn-01), served on the HTTPS port. */
+  private readonly alpn = new TlsAlpnAnswers();
   /** Names whose on-demand count the database is asked about now. */
   private readonly counting = new Set<string>();
 
@@ -111,12 +118,15 @@ export class AcmeCertificates implements TlsSource {
       email: settings.email,
       ...(sharing ? { sharedKey: (make: () => Promise<string>) => sharing.accountKey(make) } : {}),
     };
-    // the wildcard's two names share one TXT name; single names prove themselves over HTTP
+    // the wildcard's two names share one TXT name; single names prove themselves over HTTP (port 80), or TLS-ALPN-01 on the HTTPS port
     let dnsSolver = dns01Solver(this.records);
-    let httpSolver = http01Solver(this.tokens);
+    let httpSolver = settings.challenge === "tls-alpn-01" ? tlsAlpn01Solver(this.alpn) : http01Solver(this.tokens);
     if (sharing) {
       dnsSolver = sharedSolver(dnsSolver, sharing, (identifier, _token, digest) => ({ type: "dns-01", name: dns01RecordName(identifier), value: digest }), CHALLENGE_TTL_MS);
-      httpSolver = sharedSolver(httpSolver, sharing, (_identifier, token, keyAuthorization) => ({ type: "http-01", name: token ?? "", value: keyAuthorization }), HTTP01_TOKEN_TTL_MS);
+      httpSolver =
+        settings.challenge === "tls-alpn-01"
+          ? sharedSolver(httpSolver, sharing, (identifier, _token, keyAuthorization) => ({ type: "tls-alpn-01", name: identifier, value: keyAuthorization }), TLS_ALPN_TTL_MS)
+          : sharedSolver(httpSolver, sharing, (_identifier, token, keyAuthorization) => ({ type: "http-01", name: token ?? "", value: keyAuthorization }), HTTP01_TOKEN_TTL_MS);
     }
     const byDns = accountIssuer(account, [dnsSolver], this.clock);
     const byHttp = accountIssuer(account, [httpSolver], this.clock);
@@ -178,6 +188,11 @@ export class AcmeCertificates implements TlsSource {
   onChange(listener: () => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
+  }
+
+  /** The HTTPS port's way to a TLS-ALPN-01 answer for a ClientHello that asks for one in flight (tls-alpn01.ts); undefined for any other. */
+  answerTlsAlpn(hello: ClientHello): Passthrough | undefined {
+    return this.alpn.route(hello);
   }
 
   /** The plain HTTP port's answer to an HTTP-01 validation, if `path` is one in flight. */
@@ -318,7 +333,7 @@ export class AcmeCertificates implements TlsSource {
         const rowEnds = row ? readCertificate(row.certPem).notAfter.getTime() : 0;
         if (cert.notAfter.getTime() > rowEnds) await sharing.putCertificate({ id: cert.id, certPem: cert.certPem, keyPem: cert.keyPem, notAfter: cert.notAfter });
       }
-      for (const challenge of await sharing.challenges()) this.serveShared(challenge, true);
+      for (const challenge of await sharing.challenges()) await this.serveShared(challenge, true);
     } catch (err) {
       // this node serves what it has; its orders share what they get once the database answers
       log.warn("acme state of the other nodes not read", { err: String(err) });
@@ -352,9 +367,12 @@ export class AcmeCertificates implements TlsSource {
     if (status?.lastError && status.names.every((n) => saved.value.names.includes(n))) this.store.setStatus(id, { lastError: null, nextRenewal: renewalTime(saved.value) });
   }
 
-  private serveShared(challenge: SharedChallenge, added: boolean): void {
+  private async serveShared(challenge: SharedChallenge, added: boolean): Promise<void> {
     try {
-      if (challenge.type === "http-01") {
+      if (challenge.type === "tls-alpn-01") {
+        if (added) await this.alpn.add(challenge.name, challenge.value);
+        else this.alpn.remove(challenge.name);
+      } else if (challenge.type === "http-01") {
         if (added) this.tokens.add(challenge.name, challenge.value);
         else this.tokens.remove(challenge.name);
       } else if (added) {
@@ -362,7 +380,7 @@ export class AcmeCertificates implements TlsSource {
         if (refusal) log.warn("dns-01 answer of another node not served", { name: challenge.name, code: refusal.code, err: refusal.message });
       } else this.records.remove(challenge.name, challenge.value);
     } catch (err) {
-      log.warn("http-01 answer of another node not served", { err: String(err) });
+      log.warn("challenge answer of another node not served", { type: challenge.type, err: String(err) });
     }
   }
 
@@ -372,6 +390,7 @@ export class AcmeCertificates implements TlsSource {
 
   stop(): void {
     this.schedule.stop();
+    this.alpn.clear();
     this.dns?.stop();
     this.listeners.clear();
   }

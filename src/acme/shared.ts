@@ -18,8 +18,8 @@ import type { ChallengeSolver } from "./solver.ts";
 
 /** An answer any node gives: HTTP-01's key authorization for a token, or a DNS-01 TXT value of a name. */
 export interface SharedChallenge {
-  type: "http-01" | "dns-01";
-  /** The token (http-01), or the TXT record's name (dns-01). */
+  type: "http-01" | "dns-01" | "tls-alpn-01";
+  /** The token (http-01), the TXT record's name (dns-01), or the name proven (tls-alpn-01). */
   name: string;
   value: string;
 }
@@ -54,8 +54,8 @@ export interface AcmeSharing {
 export interface SharingHandlers {
   /** Another node stored certificate `id`. */
   certificate(id: string): void;
-  /** Another node published (added) or withdrew an answer. */
-  challenge(challenge: SharedChallenge, added: boolean): void;
+  /** Another node published (added) or withdrew an answer; settles once it is served here. */
+  challenge(challenge: SharedChallenge, added: boolean): void | Promise<void>;
 }
 
 /** `solver`, with each answer also published on every node before the CA is asked to look, and withdrawn after. */

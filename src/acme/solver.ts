@@ -1,10 +1,10 @@
 /**
  * How a challenge is answered. The issuer (issuer.ts) takes solvers in the
  * order it prefers them and, for each name, uses the first whose type the
- * CA offers: a wildcard name is offered DNS-01 only, any other name HTTP-01
- * and DNS-01 (and TLS-ALPN-01, which burrow does not answer: Bun.serve does
- * not negotiate the `acme-tls/1` ALPN protocol, so the public HTTPS port
- * cannot present a challenge certificate; a raw Bun.listen TLS socket can).
+ * CA offers: a wildcard name is offered DNS-01 only, any other name HTTP-01,
+ * DNS-01 and TLS-ALPN-01. burrow answers single names by HTTP-01 or, with
+ * --acme-challenge tls-alpn-01, by TLS-ALPN-01 on the HTTPS port
+ * (tls-alpn01.ts); the wildcard by DNS-01.
  *
  * `prepare` publishes the answer and returns once it is served; `cleanup`
  * withdraws it, after the CA has settled the challenge either way.

@@ -68,6 +68,7 @@ export const SERVER_DOC: CommandDoc = {
         "acme-ca-root",
         "acme-names-per-week",
         "acme-retry-min",
+        "acme-challenge",
         "dns-rate",
         "dns-total-rate",
       ],

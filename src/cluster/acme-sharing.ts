@@ -154,9 +154,12 @@ export class ClusterAcme implements AcmeSharing {
     }
     if (message.kind === "acme-challenge") {
       const challenge: SharedChallenge = { type: message.type, name: message.name, value: message.value };
-      this.handlers?.challenge(challenge, message.added);
+      const handlers = this.handlers;
+      if (!handlers) return;
       // served here now: the publisher asks the CA to look once every node has said so
-      if (message.added && this.handlers) void this.notify({ kind: "acme-seen", id: challengeId(challenge), to: message.from });
+      void Promise.resolve(handlers.challenge(challenge, message.added)).then(() => {
+        if (message.added) return this.notify({ kind: "acme-seen", id: challengeId(challenge), to: message.from });
+      });
       return;
     }
     this.handlers?.certificate(message.id);

@@ -32,7 +32,7 @@ const Message = v.variant("kind", [
   /** ACME: a challenge answer to serve here too (added), or no longer. */
   v.object({
     kind: v.literal("acme-challenge"),
-    type: v.picklist(["http-01", "dns-01"]),
+    type: v.picklist(["http-01", "dns-01", "tls-alpn-01"]),
     name: v.pipe(v.string(), v.maxLength(300)),
     value: v.pipe(v.string(), v.maxLength(1000)),
     added: v.boolean(),

@@ -249,6 +249,14 @@ export const SERVER_FLAGS = {
     help: "certificates made on demand for single names a week, at most",
     details: "In 7 days, kept across restarts; past it a name waits (its `last_error` says why).",
   },
+  "acme-challenge": {
+    type: "string",
+    env: true,
+    arg: "C",
+    default: "http-01",
+    help: "http-01 (on --http-port, port 80), or tls-alpn-01 (on --https-port, port 443): how single names prove themselves",
+    details: "tls-alpn-01 is for a server whose port 80 is closed. The wildcard always uses DNS-01.",
+  },
   "acme-retry-min": {
     type: "string",
     env: true,

@@ -115,6 +115,8 @@ export interface AcmeConfig {
   retryMinMs: number;
   /** DNS answers a second to one client, and to all (bursts of twice that): no amplification worth having. */
   dnsRate: { perClient: number; total: number };
+  /** How single names prove themselves: HTTP-01 on the plain HTTP port, or TLS-ALPN-01 on the HTTPS port. */
+  challenge: "http-01" | "tls-alpn-01";
 }
 
 const port = (flag: string) =>
@@ -229,6 +231,7 @@ const Schema = v.object({
   "dns-port": v.union([v.literal("off"), port("dns-port")], "--dns-port must be a port number from 0 to 65535, or off"),
   "acme-names-per-week": count("acme-names-per-week"),
   "acme-retry-min": count("acme-retry-min"),
+  "acme-challenge": v.picklist(["http-01", "tls-alpn-01"], "--acme-challenge must be http-01 or tls-alpn-01"),
   "dns-rate": count("dns-rate"),
   "dns-total-rate": count("dns-total-rate"),
   "max-response-timeout": count("max-response-timeout"),
@@ -362,6 +365,7 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
             dnsPort: o["dns-port"] === "off" ? undefined : o["dns-port"],
             namesPerWeek: o["acme-names-per-week"],
             retryMinMs: o["acme-retry-min"] * 1000,
+            challenge: o["acme-challenge"],
             dnsRate: { perClient: o["dns-rate"], total: o["dns-total-rate"] },
           }
         : undefined,

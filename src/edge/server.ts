@@ -37,6 +37,8 @@ import { PortAllocator } from "./ports.ts";
 import { SourceRate } from "../core/source-rate.ts";
 import { UdpPortAllocator } from "./udp-ports.ts";
 import { enforceQuotas } from "./quota.ts";
+import type { Passthrough } from "../sockets/tls-visit.ts";
+import type { ClientHello } from "../tls/client-hello.ts";
 import { TunnelPool } from "./pool.ts";
 import { Registry, type Tunnel } from "./registry.ts";
 import { overLimit, visitorServer } from "./visitor-requests.ts";
@@ -65,6 +67,8 @@ export interface EdgeOptions {
   redirect?: { port: number; challenge(path: string): Response | undefined };
   /** With ACME: a name that is reserved or has a live tunnel (`<name>.<domain>`) may get its own certificate. */
   wantCertificate?(host: string): void;
+  /** With ACME by TLS-ALPN-01: the way to a challenge answer for a hello that asks for one (acme/tls-alpn01.ts), before anything else. */
+  tlsAlpnChallenge?(hello: ClientHello): Passthrough | undefined;
   responseTimeoutMs: number;
   /** The longest response timeout an agent may ask for its tunnel. */
   maxResponseTimeoutMs: number;
@@ -222,8 +226,9 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     maxHeadBytes: opts.maxRequestHeadBytes,
     maxFields: opts.maxRequestFields,
     helloTimeoutMs: opts.tlsHelloTimeoutMs,
-    // a tls tunnel's name passes through undecrypted; every other name is the edge's to decrypt
-    route: (hello) => tlsTunnels.route(hello, "terminate" as const),
+    // the CA validating TLS-ALPN-01 gets the challenge certificate; a tls tunnel's name passes through
+    // undecrypted; every other name is the edge's to decrypt
+    route: (hello) => opts.tlsAlpnChallenge?.(hello) ?? tlsTunnels.route(hello, "terminate" as const),
     // every open connection holds a descriptor, requests or not: past the total, or short of descriptors, none is kept
     admit(open) {
       if (!pressed && open + tcpVisitors.total < maxConns) return true;

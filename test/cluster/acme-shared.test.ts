@@ -212,3 +212,49 @@ describe.skipIf(Boolean(skip))("the wildcard by DNS-01 over two nodes", () => {
     expect(counted[0]! + counted[1]!).toBe(1);
   }, 60_000);
 });
+
+describe.skipIf(Boolean(skip))("TLS-ALPN-01 over two nodes", () => {
+  let pebble: Pebble;
+  let pg: TestPostgres;
+  let nodes: TestServer[] = [];
+  let roots: string;
+  let work: string;
+  let agent: TestAgent | undefined;
+  const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("alpn upstream") });
+
+  beforeAll(async () => {
+    work = mkdtempSync(join(tmpdir(), "burrow-acme-shared-alpn-"));
+    const ports = freeRange(5);
+    // Pebble looks for every TLS-ALPN-01 answer on node b's HTTPS port, and for HTTP-01 where nothing listens
+    pebble = await startPebble({ httpPort: ports.first + 4, tlsPort: ports.first + 1 });
+    const caFile = join(work, "pebble-ca.pem");
+    writeFileSync(caFile, pebble.serverCa);
+    roots = pebble.rootPem + pebble.intermediatePem;
+    pg = await startPostgres();
+    const url = await pg.newDatabase();
+    const acme = ["--domain", DOMAIN, "--acme-email", "ops@burrow.test", "--acme-directory", pebble.directoryUrl, "--acme-ca-root", caFile, "--acme-challenge", "tls-alpn-01", "--dns-port", "off", "--acme-retry-min", "2"];
+    nodes = await Promise.all(
+      ["a", "b"].map((id, i) =>
+        startServer({ args: [...acme, "--https-port", String(ports.first + i), "--http-port", String(ports.first + 2 + i), "--database", url, "--node-id", id, "--cluster-secret", SECRET] }),
+      ),
+    );
+  }, 90_000);
+  afterAll(async () => {
+    await agent?.stop();
+    await Promise.all(nodes.map((n) => n.stop()));
+    await pebble?.[Symbol.asyncDispose]();
+    await pg?.stop();
+    upstream.stop(true);
+    if (work) rmSync(work, { recursive: true, force: true });
+  });
+
+  test("a hostname live on node a: a orders its certificate, b presents the challenge certificate to the CA, and both present the certificate", async () => {
+    const api = await signedIn(nodes[0]!);
+    const owner = await api.createUser("shared-alpn");
+    expect((await api.post("/api/hostnames", { hostname: "alpn.shared.test", user_id: owner, verified: true })).status).toBe(201);
+    agent = await startAgent({ kind: "http", target: upstream.port!, server: `https://127.0.0.1:${nodes[0]!.edgePort}`, token: await api.createToken(owner), args: ["--hostname", "alpn.shared.test", "--insecure"] });
+    const serials = await sameOnBoth(nodes, "alpn.shared.test", roots);
+    expect(serials[0]).toBe(serials[1]!);
+    expect(orders(nodes, "alpn.shared.test")).toEqual([1, 0]);
+  }, 90_000);
+});

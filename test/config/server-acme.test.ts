@@ -32,7 +32,12 @@ test("--acme-email alone: Let's Encrypt, HTTPS on 443, DNS on 53, 20 names a wee
     namesPerWeek: 20,
     retryMinMs: 60_000,
     dnsRate: { perClient: 10, total: 500 },
+    challenge: "http-01",
   });
+});
+
+test("--acme-challenge tls-alpn-01: single names prove themselves on the HTTPS port", () => {
+  expect(parse("--acme-email", "a@b.co", "--acme-challenge", "tls-alpn-01")!.acme!.challenge).toBe("tls-alpn-01");
 });
 
 test("--dns-port off: no wildcard; the rest as given", () => {
@@ -58,6 +63,7 @@ test.each([
   [["--acme-email", "a@b.co", "--acme-directory", "ftp://x"], /--acme-directory must be an http\(s\) URL/],
   [["--acme-names-per-week", "0"], /--acme-names-per-week must be a positive whole number/],
   [["--dns-rate", "0"], /--dns-rate must be a positive whole number/],
+  [["--acme-email", "a@b.co", "--acme-challenge", "dns-01"], /--acme-challenge must be http-01 or tls-alpn-01/],
 ])("%p is a usage error", (argv, message) => {
   expect(() => parse(...argv)).toThrow(message);
 });
