@@ -422,11 +422,23 @@ export class Cluster implements LiveView, LiveTunnels {
     }
   }
 
+  /** Each member's rotation writes, one after the other: in then out at once (READY, then an unhealthy agent's ROTATION) must end out. */
+  private readonly rotations = new Map<string, Promise<void>>();
+
   /** A pool member in or out of rotation: written now, and the other nodes ask again whom to send to. */
-  private async rotated(t: Tunnel): Promise<void> {
-    if (!t.pool) return;
-    await this.quietly("rotation", this.sql`UPDATE live_tunnels SET in_rotation = ${t.inRotation} WHERE name = ${memberRow(t.id)} AND node_id = ${this.nodeId}`);
-    if (t.port === undefined) for (const name of namesOfTunnel(t)) await this.notify({ kind: "pool", name });
+  private rotated(t: Tunnel): Promise<void> {
+    if (!t.pool) return Promise.resolve();
+    const write = async () => {
+      // what it is when this write's turn comes: a later change meanwhile is written by its own turn, to the same end
+      await this.quietly("rotation", this.sql`UPDATE live_tunnels SET in_rotation = ${t.inRotation} WHERE name = ${memberRow(t.id)} AND node_id = ${this.nodeId}`);
+      if (t.port === undefined) for (const name of namesOfTunnel(t)) await this.notify({ kind: "pool", name });
+    };
+    const next = (this.rotations.get(t.id) ?? Promise.resolve()).then(write);
+    this.rotations.set(t.id, next);
+    void next.then(() => {
+      if (this.rotations.get(t.id) === next) this.rotations.delete(t.id);
+    });
+    return next;
   }
 
   /** A tcp or udp tunnel's row (its port is this node's own: nothing to contend for), or a pool member's. */
