@@ -104,6 +104,11 @@ const membersOf = (name: string, expiry: string, also = "TRUE") =>
      AND mn.heartbeat_ms > ${NOW_MS} - ${expiry} AND ${also}`;
 /** pg_advisory_xact_lock's first key for a pool's name, taken to join the pool or free its name: "pool" in ASCII. */
 const POOL_NAME_LOCKS = 0x706f6f6c;
+/** Takes a pool's names' locks for the transaction, in one order everywhere (no two nodes wait on each other). */
+async function lockPoolNames(tx: SQL, names: string[]): Promise<void> {
+  for (const name of [...names].sort()) await tx`SELECT pg_advisory_xact_lock(${POOL_NAME_LOCKS}::int, hashtext(${name}))`;
+}
+
 /** A join that lost a name: the transaction is rolled back, and the name said. */
 class NameLost {
   constructor(readonly name: string) {}
@@ -364,7 +369,7 @@ export class Cluster implements LiveView, LiveTunnels {
     const now = new Date().toISOString();
     try {
       await this.sql.begin(async (tx) => {
-        for (const name of [...names].sort()) await tx`SELECT pg_advisory_xact_lock(${POOL_NAME_LOCKS}::int, hashtext(${name}))`;
+        await lockPoolNames(tx, names);
         for (const name of names) {
           const rows = await tx.unsafe(
             `INSERT INTO live_tunnels AS t (name, protocol, node_id, user_id, username, token_id, connected_at, pool)
@@ -399,15 +404,7 @@ export class Cluster implements LiveView, LiveTunnels {
     await this.quietly("release", this.sql`DELETE FROM live_tunnels WHERE name = ${memberRow(t.id)} AND node_id = ${this.nodeId}`);
     if (t.port !== undefined) return;
     const names = namesOfTunnel(t);
-    await this.quietly(
-      "pool release",
-      this.sql.begin(async (tx) => {
-        for (const name of [...names].sort()) await tx`SELECT pg_advisory_xact_lock(${POOL_NAME_LOCKS}::int, hashtext(${name}))`;
-        for (const name of names) {
-          await tx.unsafe(`DELETE FROM live_tunnels WHERE name = $1 AND pool IS NOT NULL AND NOT EXISTS (${membersOf("$2", "$3::bigint")})`, [httpName(name), name, this.expiryMs]);
-        }
-      }),
-    );
+    await this.freeNamesWithoutMembers(names);
     for (const name of names) await this.notify({ kind: "pool", name });
   }
 
@@ -417,9 +414,20 @@ export class Cluster implements LiveView, LiveTunnels {
     if (t) return;
     const rows = await this.sql`DELETE FROM live_tunnels WHERE name = ${memberRow(memberId)} AND node_id = ${this.nodeId} RETURNING subdomain, hostname`;
     const names = rows.flatMap((r: { subdomain: string | null; hostname: string | null }) => [r.subdomain, r.hostname]).filter((n: string | null): n is string => n !== null);
-    for (const name of names) {
-      await this.quietly("pool release", this.sql.unsafe(`DELETE FROM live_tunnels WHERE name = $1 AND pool IS NOT NULL AND NOT EXISTS (${membersOf("$2", "$3::bigint")})`, [httpName(name), name, this.expiryMs]));
-    }
+    if (names.length > 0) await this.freeNamesWithoutMembers(names);
+  }
+
+  /** Each of a pool's `names` whose members are all gone is free: under the names' locks, as a join takes them, so no join in progress loses its name. */
+  private freeNamesWithoutMembers(names: string[]): Promise<void> {
+    return this.quietly(
+      "pool release",
+      this.sql.begin(async (tx) => {
+        await lockPoolNames(tx, names);
+        for (const name of names) {
+          await tx.unsafe(`DELETE FROM live_tunnels WHERE name = $1 AND pool IS NOT NULL AND NOT EXISTS (${membersOf("$2", "$3::bigint")})`, [httpName(name), name, this.expiryMs]);
+        }
+      }),
+    );
   }
 
   /** Each member's rotation writes, one after the other: in then out at once (READY, then an unhealthy agent's ROTATION) must end out. */

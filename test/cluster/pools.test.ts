@@ -217,7 +217,7 @@ describe("an http pool over several nodes", () => {
   }, 90_000);
 
   test("least-requests counts the requests other nodes relay: a member busy with them gets none of its own node's new ones", async () => {
-    const slow = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: async () => (await Bun.sleep(1_500), new Response("slow")) });
+    const slow = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: async () => (await Bun.sleep(5_000), new Response("slow")) });
     try {
       const args = pooled("least", ["--pool-balance", "least-requests"]);
       await using _fast = await startAgent({ kind: "http", target: a.port!, server: nodes[1]!.edgeUrl, token, args });
