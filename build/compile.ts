@@ -11,7 +11,7 @@ import { mkdirSync, mkdtempSync, renameSync, rmSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import type { BunPlugin } from "bun";
 import { bindingFile } from "./bindings.ts";
-import { bundleInspectorPage, inspectorPagePlugin } from "./inspector-page.ts";
+import { bundlePages, pagesPlugin } from "./page-bundles.ts";
 import { ROOT } from "./paths.ts";
 import { hostTarget, RELEASE_TARGETS, type ReleaseTarget } from "./targets.ts";
 
@@ -87,7 +87,7 @@ export async function compile(options: CompileOptions): Promise<void> {
 }
 
 async function compileInto(outfile: string, target: ReleaseTarget, info: BuildInfo, bytecode: boolean, minify: boolean): Promise<void> {
-  const inspectorPage = await bundleInspectorPage(minify);
+  const pages = await bundlePages(minify);
   const result = await Bun.build({
     entrypoints: [join(ROOT, "src", "main.ts")],
     compile: { target: target.bunTarget, outfile },
@@ -99,7 +99,7 @@ async function compileInto(outfile: string, target: ReleaseTarget, info: BuildIn
       BURROW_BUILT_AT: JSON.stringify(info.builtAt),
       BURROW_TARGET: JSON.stringify(target.name),
     },
-    plugins: [argon2BindingPlugin(await bindingFile(target.bindingPackage)), inspectorPagePlugin(inspectorPage)],
+    plugins: [argon2BindingPlugin(await bindingFile(target.bindingPackage)), pagesPlugin(pages)],
   });
   if (!result.success) {
     for (const message of result.logs) console.error(message);

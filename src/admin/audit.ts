@@ -11,8 +11,8 @@ import { DEFAULT_AUDIT_LIMIT, type AuditAction, type AuditOutcome } from "../cor
 import type { Core } from "../core/index.ts";
 import type { AuditRow } from "../db/schema.ts";
 import type { Authenticated, PublicContext, Route } from "./context.ts";
-import { json, parseQuery } from "./http.ts";
-import { AuditEntryJson, EntryList } from "./responses.ts";
+import { json, parseQuery } from "../api/http.ts";
+import { AuditEntryJson, EntryList } from "../api/responses.ts";
 import { AuditQuery } from "./schemas.ts";
 
 /** The longest tried username kept from a failed login. */

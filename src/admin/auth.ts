@@ -2,9 +2,9 @@
 import { checkLogin } from "../core/login.ts";
 import { SESSION_MAX_AGE_MS } from "../core/sessions.ts";
 import type { Route } from "./context.ts";
-import { json, parseBody } from "./http.ts";
-import { meJson } from "./json.ts";
-import { LoginJson, MeJson, StatusBody } from "./responses.ts";
+import { json, parseBody } from "../api/http.ts";
+import { meJson } from "../api/json.ts";
+import { LoginJson, MeJson, StatusBody } from "../api/responses.ts";
 import { LoginBody } from "./schemas.ts";
 
 export const SESSION_COOKIE = "tunnel_admin_session";

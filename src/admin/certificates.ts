@@ -7,8 +7,8 @@
  */
 import type { CertificateReport, CertificateReporter } from "../acme/report.ts";
 import type { Route } from "./context.ts";
-import { json } from "./http.ts";
-import { CertificateReportJson } from "./responses.ts";
+import { json } from "../api/http.ts";
+import { CertificateReportJson } from "../api/responses.ts";
 
 type Certificate = CertificateReport["certificates"][number];
 type Failure = NonNullable<Certificate["last_error"]>;

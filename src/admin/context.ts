@@ -3,7 +3,7 @@ import type { BunRequest } from "bun";
 import type { AuditAction, AuditActor } from "../core/audit.ts";
 import type { Core } from "../core/index.ts";
 import type { UserRow } from "../db/schema.ts";
-import type { OperationDoc } from "./operation-doc.ts";
+import type { OperationDoc } from "../api/operation-doc.ts";
 
 /** What a public route's handler receives (login, health, metrics, the OpenAPI document): no admin is known. */
 export interface PublicContext {

@@ -1,8 +1,8 @@
 /** /api/domains and /api/domains/:id: reserved subdomains. */
 import type { Route } from "./context.ts";
-import { json, parseBody, parseId } from "./http.ts";
-import { domainJson } from "./json.ts";
-import { DomainJson, EntryList, StatusBody } from "./responses.ts";
+import { json, parseBody, parseId } from "../api/http.ts";
+import { domainJson } from "../api/json.ts";
+import { DomainJson, EntryList, StatusBody } from "../api/responses.ts";
 import { ReserveBody } from "./schemas.ts";
 
 export const domainRoutes: Route[] = [

@@ -14,8 +14,8 @@
  */
 import { log } from "../log.ts";
 import type { Route } from "./context.ts";
-import { json } from "./http.ts";
-import { ReadyJson } from "./responses.ts";
+import { json } from "../api/http.ts";
+import { ReadyJson } from "../api/responses.ts";
 
 export const CHECK_EVERY_MS = 1_000;
 

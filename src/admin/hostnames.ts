@@ -1,8 +1,8 @@
 /** /api/hostnames: users' own hostnames, and their verification by a TXT record. */
 import type { Route } from "./context.ts";
-import { json, parseBody, parseId, parseQuery } from "./http.ts";
-import { hostnameJson } from "./json.ts";
-import { EntryList, HostnameJson, StatusBody } from "./responses.ts";
+import { json, parseBody, parseId, parseQuery } from "../api/http.ts";
+import { hostnameJson } from "../api/json.ts";
+import { EntryList, HostnameJson, StatusBody } from "../api/responses.ts";
 import { CreateHostnameBody, HostnamesQuery } from "./schemas.ts";
 
 export const hostnameRoutes: Route[] = [

@@ -8,8 +8,8 @@ import type { AdminKey } from "../core/admin-keys.ts";
 import type { Clock } from "../core/clock.ts";
 import { AppError } from "../core/errors.ts";
 import type { Route } from "./context.ts";
-import { json, parseBody, parseId } from "./http.ts";
-import { AdminKeyJson, EntryList, NewAdminKeyJson, StatusBody } from "./responses.ts";
+import { json, parseBody, parseId } from "../api/http.ts";
+import { AdminKeyJson, EntryList, NewAdminKeyJson, StatusBody } from "../api/responses.ts";
 import { CreateKeyBody } from "./schemas.ts";
 
 export function keyStatus(k: AdminKey, clock: Clock): "active" | "expired" | "revoked" {

@@ -10,8 +10,8 @@ import { toJsonSchema } from "@valibot/to-json-schema";
 import * as v from "valibot";
 import { VERSION } from "../version.ts";
 import type { Method, Route } from "./context.ts";
-import type { OperationDoc } from "./operation-doc.ts";
-import { ErrorBody } from "./responses.ts";
+import type { OperationDoc } from "../api/operation-doc.ts";
+import { ErrorBody } from "../api/responses.ts";
 
 type JsonSchema = Record<string, unknown>;
 

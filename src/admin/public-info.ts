@@ -4,8 +4,8 @@
  * behind the session like everything else.
  */
 import type { Route } from "./context.ts";
-import { json } from "./http.ts";
-import { ServerInfoJson } from "./responses.ts";
+import { json } from "../api/http.ts";
+import { ServerInfoJson } from "../api/responses.ts";
 
 export interface PublicInfo {
   /** The tunnel domain: tunnels are <name>.<domain>. */

@@ -1,28 +1,14 @@
 /** /api/dashboard, /api/tunnels/active and /api/analytics/traffic. */
 import * as v from "valibot";
-import { utcDateTime } from "../core/clock.ts";
-import type { ActiveTunnel } from "../core/live.ts";
 import type { Route } from "./context.ts";
-import { json, parseQuery } from "./http.ts";
-import { dayTrafficJson, userTrafficJson } from "./json.ts";
-import { ActiveTunnelJson, DashboardJson, DayTrafficJson, EntryList, UserTrafficJson } from "./responses.ts";
+import { json, parseQuery } from "../api/http.ts";
+import { activeTunnelJson, dayTrafficJson, userTrafficJson } from "../api/json.ts";
+import { ActiveTunnelJson, DashboardJson, DayTrafficJson, EntryList, UserTrafficJson } from "../api/responses.ts";
 import { TrafficQuery } from "./schemas.ts";
 
 const TOP_USERS = 10;
 const TOP_USERS_DAYS = 30;
 
-const activeTunnelJson = (t: ActiveTunnel) => ({
-  ...(t.protocol === "tcp" || t.protocol === "udp" ? { port: t.port } : { subdomain: t.subdomain }),
-  ...(t.hostname !== undefined ? { hostname: t.hostname } : {}),
-  ...(t.pool ? { pool: true, in_rotation: t.pool.inRotation } : {}),
-  protocol: t.protocol,
-  user_id: t.userId,
-  username: t.username,
-  token_id: t.tokenId,
-  connected_at: utcDateTime(t.connectedAt),
-  bytes_in: t.bytesIn,
-  bytes_out: t.bytesOut,
-});
 
 const DEFAULT_DAYS = 30;
 

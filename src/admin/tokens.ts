@@ -1,8 +1,8 @@
 /** /api/users/:id/tokens and /api/tokens/:id. */
 import type { Route } from "./context.ts";
-import { json, parseBody, parseId } from "./http.ts";
-import { tokenJson } from "./json.ts";
-import { EntryList, NewTokenJson, StatusBody, TokenJson } from "./responses.ts";
+import { json, parseBody, parseId } from "../api/http.ts";
+import { tokenJson } from "../api/json.ts";
+import { EntryList, NewTokenJson, StatusBody, TokenJson } from "../api/responses.ts";
 import { CreateTokenBody } from "./schemas.ts";
 
 export const tokenRoutes: Route[] = [

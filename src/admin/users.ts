@@ -1,8 +1,8 @@
 /** /api/users and /api/users/:id. */
 import type { Route } from "./context.ts";
-import { json, parseBody, parseId } from "./http.ts";
-import { userJson } from "./json.ts";
-import { EntryList, StatusBody, UserDetailsJson, UserJson } from "./responses.ts";
+import { json, parseBody, parseId } from "../api/http.ts";
+import { userJson } from "../api/json.ts";
+import { EntryList, StatusBody, UserDetailsJson, UserJson } from "../api/responses.ts";
 import { CreateUserBody, definedOnly, UpdateUserBody, userSettings } from "./schemas.ts";
 
 type UserFields = ReturnType<typeof userJson>;

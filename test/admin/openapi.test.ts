@@ -13,7 +13,7 @@ import * as v from "valibot";
 import { openApiPath } from "../../src/admin/openapi.ts";
 import { PANEL_PATHS } from "../../src/admin/panel/serve.ts";
 import { withFullAdminApp } from "../../build/reference/api.ts";
-import * as R from "../../src/admin/responses.ts";
+import * as R from "../../src/api/responses.ts";
 import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
 

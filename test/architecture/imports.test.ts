@@ -30,11 +30,13 @@ const LAYERS: Record<string, number> = {
   core: 3, // the rules: users, tokens, admission, limits, audit
   dns: 4, // the DNS responder and the dns-check verdicts
   metrics: 4, // counters and the Prometheus registry
+  api: 4, // what the admin API and the portal share: JSON bodies and answers, views, cross-site refusal
   acme: 5, // certificates from an ACME CA
   agent: 5, // the agent: connects, serves streams to the local service
   edge: 6, // the public face: ingress, agents' endpoint, tunnels
   cluster: 7, // several nodes: the shared registry, the relay between nodes
   admin: 7, // the admin API and panel
+  portal: 7, // users' own sign-in page and API on the apex, device login, invitations
   config: 7, // the server's settings
   // server.ts (8) builds the server from its parts
   cli: 9, // commands, flags, output

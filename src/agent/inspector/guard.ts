@@ -14,18 +14,7 @@ import { parseHost } from "../../http/request-target.ts";
 import { isLoopback, type ListenAddress } from "./address.ts";
 import { InspectorError } from "./errors.ts";
 
-/** The admin panel's policy (src/admin/panel/index.html), plus frame-ancestors, which only a header can carry. */
-export const CONTENT_SECURITY_POLICY =
-  "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
-
-export const SECURITY_HEADERS: Record<string, string> = {
-  "Content-Security-Policy": CONTENT_SECURITY_POLICY,
-  "X-Frame-Options": "DENY",
-  "X-Content-Type-Options": "nosniff",
-  "Referrer-Policy": "no-referrer",
-  "Cross-Origin-Resource-Policy": "same-origin",
-  "Cache-Control": "no-store",
-};
+export { CONTENT_SECURITY_POLICY, SECURITY_HEADERS } from "../../http/security-headers.ts";
 
 const WRITES = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 const ACCEPTED_FETCH_SITES = new Set(["same-origin", "none"]);

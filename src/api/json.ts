@@ -5,6 +5,8 @@ import type { DayTraffic, UserTraffic } from "../core/traffic.ts";
 import type { ReservedSubdomain } from "../core/domains.ts";
 import type { TokenRow, UserRow } from "../db/schema.ts";
 import { cidrs } from "../validate/fields.ts";
+import { utcDateTime } from "../core/clock.ts";
+import type { ActiveTunnel } from "../core/live.ts";
 
 export const userJson = (u: UserRow) => ({
   id: u.id,
@@ -68,4 +70,18 @@ export const userTrafficJson = (u: UserTraffic) => ({
   bytes_in: u.bytesIn,
   bytes_out: u.bytesOut,
   total: u.total,
+});
+
+/** A live tunnel: its port (tcp, udp) or subdomain, its hostname and place in a pool when it has them. */
+export const activeTunnelJson = (t: ActiveTunnel) => ({
+  ...(t.protocol === "tcp" || t.protocol === "udp" ? { port: t.port } : { subdomain: t.subdomain }),
+  ...(t.hostname !== undefined ? { hostname: t.hostname } : {}),
+  ...(t.pool ? { pool: true, in_rotation: t.pool.inRotation } : {}),
+  protocol: t.protocol,
+  user_id: t.userId,
+  username: t.username,
+  token_id: t.tokenId,
+  connected_at: utcDateTime(t.connectedAt),
+  bytes_in: t.bytesIn,
+  bytes_out: t.bytesOut,
 });
