@@ -18,6 +18,7 @@ import type { AcmeConfig, ServerConfig } from "./config/server.ts";
 import { openServerDatabase } from "./db/server-database.ts";
 import { Cluster } from "./cluster/cluster.ts";
 import { edgeNodes } from "./cluster/edge-nodes.ts";
+import { createPortalApp } from "./portal/app.ts";
 import { startEdge, type RunningEdge } from "./edge/server.ts";
 import { fileTls } from "./tls/tls-source.ts";
 import { TrustedProxies } from "./http/addresses.ts";
@@ -41,13 +42,17 @@ export interface RunningServer {
 
 export async function startServer(config: ServerConfig, env: Record<string, string | undefined>): Promise<RunningServer> {
   const database = await openServerDatabase(config);
-  const core = createCore({ store: database.store, systemSubdomains: config.systemSubdomains, domain: config.domain, lookupTxt: txtLookup(config.dnsResolver) });
+  const core = createCore({ store: database.store, systemSubdomains: config.systemSubdomains, domain: config.domain, lookupTxt: txtLookup(config.dnsResolver), deviceCodeTtlMs: config.deviceCodeTtlMs });
   await ensureAdmin(core, env);
   // several nodes on one PostgreSQL database: this one joins before its edge takes an agent
   const cluster = database.postgres && config.node ? new Cluster({ client: database.postgres, nodeId: config.node.id, nodeUrl: config.node.url, expiryMs: config.node.expiryMs, poolSize: config.databasePool }, core) : undefined;
   await cluster?.start();
   if (config.node?.secret) shareSessions(config.node.secret);
-  const sweepSessions = () => core.sessions.sweep().catch((err) => logFailedWrite("expired sessions not swept", {}, err));
+  const sweepSessions = () =>
+    Promise.all([
+      core.sessions.sweep().catch((err) => logFailedWrite("expired sessions not swept", {}, err)),
+      core.deviceLogin.sweep().catch((err) => logFailedWrite("expired device codes not swept", {}, err)),
+    ]);
   await sweepSessions();
   const sweeper = setInterval(sweepSessions, SESSION_SWEEP_MS);
   sweeper.unref();
@@ -141,6 +146,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       holdsFile: join(config.dataDir, "restart-holds.json"),
       counters,
       nodes: cluster && edgeNodes(cluster, { secret: config.node?.secret, relayLookups: config.node?.relayLookups }),
+      apex: config.portal ? (facts) => createPortalApp(core, { domain: config.domain, ...facts }) : undefined,
     });
   } catch (err) {
     // a port already taken: let go of what did start, so the process exits with the error

@@ -51,6 +51,10 @@ export const SERVER_DOC: CommandDoc = {
       ],
     },
     {
+      title: "The portal, users' own pages on the domain:",
+      flags: ["portal", "device-code-ttl"],
+    },
+    {
       title: "UDP tunnels:",
       flags: ["udp-ports", "udp-idle", "udp-flows", "udp-rate"],
     },

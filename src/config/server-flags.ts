@@ -313,6 +313,22 @@ export const SERVER_FLAGS = {
     help: "off, or loopback: tunnels may use a plain-http OIDC issuer on loopback",
     details: "A provider beside the server. Off, every issuer must be https, so no token holder can have the server fetch from its loopback services.",
   },
+  portal: {
+    type: "string",
+    env: true,
+    arg: "M",
+    default: "on",
+    help: "on, or off: users sign in on the domain itself (https://D/) to see their tunnels and traffic, add devices, approve `burrow login`",
+    details: "Off, the domain itself shows a plain page, `burrow login` needs `--token`, and invitations cannot be used. The portal never gives admin power: admins use the admin port.",
+  },
+  "device-code-ttl": {
+    type: "string",
+    env: true,
+    arg: "S",
+    default: "600",
+    help: "seconds a `burrow login` code waits for its user to approve it on the portal (10 to 3600)",
+    details: "The code is used once; a device that asks too late is told `expired_token` and runs `burrow login` again.",
+  },
   "basic-auth-limit": {
     type: "string",
     env: true,

@@ -81,6 +81,10 @@ export interface ServerConfig {
    * issuer's discovery, and loopback services are not the agents' to reach.
    */
   oidcHttpIssuers: boolean;
+  /** Users' sign-in page and API on the domain itself (--portal). */
+  portal: boolean;
+  /** How long a device login's code waits for approval (--device-code-ttl). */
+  deviceCodeTtlMs: number;
   /** Wrong basic-auth passwords one address may try on a tunnel before it is locked for a minute, doubling to 15. */
   basicAuthLimit: number;
   /** Failed agent handshakes a client address may make a minute before RATE_LIMITED. */
@@ -237,6 +241,8 @@ const Schema = v.object({
   "max-response-timeout": count("max-response-timeout"),
   "log-format": v.picklist(LOG_FORMATS, `--log-format must be ${LOG_FORMATS.join(" or ")}`),
   "oidc-http-issuers": v.picklist(["off", "loopback"], "--oidc-http-issuers must be off or loopback"),
+  portal: v.picklist(["on", "off"], "--portal must be on or off"),
+  "device-code-ttl": within("device-code-ttl", 10, 3600, "a number of seconds"),
   // a scraper's secret: long enough not to be guessed, and plain enough to sit in a header and a config file
   database: v.pipe(
     v.string(),
@@ -349,6 +355,8 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     maxAgentsPerIp: o["max-agents-per-ip"],
     trustedProxies: o["trusted-proxies"],
     oidcHttpIssuers: o["oidc-http-issuers"] === "loopback",
+    portal: o.portal === "on",
+    deviceCodeTtlMs: o["device-code-ttl"] * 1000,
     basicAuthLimit: o["basic-auth-limit"],
     handshakeLimit: o["handshake-limit"],
     drainTimeoutMs: o["drain-timeout"] * 1000,

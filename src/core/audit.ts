@@ -41,6 +41,16 @@ export const AUDIT_ACTIONS = [
   "key.revoke",
   "database.backup",
   "agent.refused",
+  // the portal: a user acting on their own things (the actor is the user)
+  "portal.login",
+  "portal.logout",
+  "portal.password",
+  "device.approve",
+  "device.deny",
+  "device.login",
+  "invitation.create",
+  "invitation.delete",
+  "invitation.accept",
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 

@@ -60,6 +60,21 @@ export const REQUEST_ERRORS = {
     meaning: "`POST /api/backup` on a server whose data is in PostgreSQL.",
     advice: "Back the database up with `pg_dump`.",
   },
+  TOO_MANY_DEVICES: {
+    status: 409,
+    meaning: "On the portal: the user has `max_devices` device tokens already, so no other may be added (by the portal or by approving a `burrow login`).",
+    advice: "Revoke a device you no longer use on the portal's Devices page, or ask an admin to raise `max_devices`.",
+  },
+  INVITATION_INVALID: {
+    status: 410,
+    meaning: "The invitation link is unknown, used already, expired or withdrawn.",
+    advice: "Ask an admin for a new invitation.",
+  },
+  PORTAL_MISDIRECTED: {
+    status: 421,
+    meaning: "A portal request whose Host is not the server's domain (a connection to the apex reused for another name).",
+    advice: "Send portal requests to the server's domain itself, e.g. `https://tunnels.example.com/_burrow/api/me`.",
+  },
   PAYLOAD_TOO_LARGE: { status: 413, meaning: "The request body is over 1 MiB.", advice: "Send a smaller body." },
   TOO_MANY_REQUESTS: {
     status: 429,

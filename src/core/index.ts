@@ -9,6 +9,7 @@ import { noLiveTunnels, type LiveTunnels } from "./live.ts";
 import { createSessions } from "./sessions.ts";
 import { LoginThrottle } from "./login-throttle.ts";
 import { createTokens } from "./tokens.ts";
+import { createDeviceLogin } from "./device-login.ts";
 import { createTraffic } from "./traffic.ts";
 import { createUsers } from "./users.ts";
 
@@ -21,13 +22,15 @@ export interface CoreOptions {
   domain?: string;
   /** How a custom hostname's TXT record is looked up (the server's resolver); none: verifying says it cannot look. */
   lookupTxt?: TxtLookup;
+  /** How long a device login's code waits for approval (default 10 minutes). */
+  deviceCodeTtlMs?: number;
 }
 
 export type Core = ReturnType<typeof createCore>;
 
 const noLookup: TxtLookup = () => Promise.reject(new Error("this server looks up no DNS"));
 
-export function createCore({ store, clock = systemClock, systemSubdomains, domain = "", lookupTxt = noLookup }: CoreOptions) {
+export function createCore({ store, clock = systemClock, systemSubdomains, domain = "", lookupTxt = noLookup, deviceCodeTtlMs }: CoreOptions) {
   // filled in once the edge's registry exists; admin actions reach live tunnels through it
   let attached: LiveTunnels = noLiveTunnels;
   const live: LiveTunnels = {
@@ -37,11 +40,13 @@ export function createCore({ store, clock = systemClock, systemSubdomains, domai
     userAccessChanged: (user) => attached.userAccessChanged?.(user),
   };
   const clockNow = () => clock.now().getTime();
+  const tokens = createTokens(store, clock, live);
   return {
     store,
     clock,
     users: createUsers(store, clock, live),
-    tokens: createTokens(store, clock, live),
+    tokens,
+    deviceLogin: createDeviceLogin(store, clock, tokens, deviceCodeTtlMs),
     domains: createDomains(store, clock, systemSubdomains),
     hostnames: createHostnames(store, clock, domain, lookupTxt),
     sessions: createSessions(store, clock),

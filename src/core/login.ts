@@ -1,11 +1,16 @@
-/** Signing in to the admin API: throttled, and as slow for unknown users as for known ones. */
+/**
+ * Signing in with a password, to the admin API (checkLogin: admins only) or
+ * the portal (checkPassword: any enabled user): one throttle for both, and
+ * as slow for unknown users, and for users without a password (made by
+ * company sign-in), as for known ones.
+ */
 import type { UserRow } from "../db/schema.ts";
 import { AppError } from "./errors.ts";
 import { burnVerifyTime, verifyPassword } from "./passwords.ts";
 import type { LoginThrottle } from "./login-throttle.ts";
 import type { Users } from "./users.ts";
 
-export async function checkLogin(
+export async function checkPassword(
   users: Users,
   throttle: LoginThrottle,
   address: string,
@@ -14,13 +19,18 @@ export async function checkLogin(
 ): Promise<UserRow> {
   throttle.check(address, username);
   const user = await users.byName(username);
-  const ok = user ? await verifyPassword(user.passwordHash, password) : (await burnVerifyTime(password), false);
+  const ok = user && user.passwordHash !== "" ? await verifyPassword(user.passwordHash, password) : (await burnVerifyTime(password), false);
   if (!user || !ok) {
     throttle.fail(address, username);
     throw new AppError("UNAUTHORIZED", "invalid username or password");
   }
   throttle.succeed(username);
   if (!user.enabled) throw new AppError("UNAUTHORIZED", "the account is disabled");
+  return user;
+}
+
+export async function checkLogin(users: Users, throttle: LoginThrottle, address: string, username: string, password: string): Promise<UserRow> {
+  const user = await checkPassword(users, throttle, address, username, password);
   if (user.role !== "admin") throw new AppError("FORBIDDEN", "administrator role required");
   return user;
 }

@@ -3,7 +3,7 @@
  * bits); only its SHA-256 is kept, found by its first characters (lookup) and
  * compared in constant time. Revoking keeps the row, disabled.
  */
-import { asc, eq } from "drizzle-orm";
+import { and, asc, count, eq } from "drizzle-orm";
 import type { TokenRow, UserRow } from "../db/schema.ts";
 import type { Store } from "../db/store.ts";
 import { isoTimestamp, type Clock } from "./clock.ts";
@@ -33,27 +33,56 @@ export function createTokens(store: Store, clock: Clock, live: LiveTunnels) {
     );
   }
 
+  /** Makes a token; the returned secret exists nowhere else and cannot be recovered. */
+  async function generate(userId: number, deviceName: string): Promise<{ secret: string; row: TokenRow }> {
+    const { secret, lookup, secretHash } = newPrefixedSecret(TOKEN_PREFIX);
+    const row = await store.get(
+      store.db
+      .insert(tokens)
+      .values({
+        userId,
+        deviceName,
+        lookup,
+        secretHash,
+        createdAt: isoTimestamp(clock.now()),
+      })
+      .returning(),
+    );
+    return { secret, row: row! };
+  }
+
   return {
     get,
     listForUser: (userId: number) =>
       store.all(store.db.select().from(tokens).where(eq(tokens.userId, userId)).orderBy(asc(tokens.id))),
 
-    /** Makes a token; the returned secret exists nowhere else and cannot be recovered. */
-    async generate(userId: number, deviceName: string): Promise<{ secret: string; row: TokenRow }> {
-      const { secret, lookup, secretHash } = newPrefixedSecret(TOKEN_PREFIX);
-      const row = await store.get(
-        store.db
-        .insert(tokens)
-        .values({
-          userId,
-          deviceName,
-          lookup,
-          secretHash,
-          createdAt: isoTimestamp(clock.now()),
-        })
-        .returning(),
-      );
-      return { secret, row: row! };
+    generate,
+
+    /**
+     * A token the user makes for themselves (the portal, `burrow login`):
+     * refused with TOO_MANY_DEVICES when they hold `max_devices` enabled
+     * tokens already. Admins' tokens (the admin API) are not held to it.
+     */
+    async generateWithinLimit(user: UserRow, deviceName: string): Promise<{ secret: string; row: TokenRow }> {
+      return store.transaction(async () => {
+        await store.lock(`tokens.user.${user.id}`); // two at once cannot both pass the count
+        if (user.maxDevices > 0) {
+          const held = (await store.get(store.db.select({ n: count() }).from(tokens).where(and(eq(tokens.userId, user.id), eq(tokens.enabled, true)))))?.n ?? 0;
+          if (held >= user.maxDevices) {
+            throw new AppError("TOO_MANY_DEVICES", `you have ${held} of your ${user.maxDevices} devices already: revoke one you no longer use first`);
+          }
+        }
+        return generate(user.id, deviceName);
+      });
+    },
+
+    /** Revokes a token of this user's only: another's is as unknown as one that does not exist (404). */
+    async revokeOwn(userId: number, id: number): Promise<TokenRow> {
+      const row = await store.get(store.db.select().from(tokens).where(and(eq(tokens.id, id), eq(tokens.userId, userId))));
+      if (!row) throw notFound("token");
+      await store.run(store.db.update(tokens).set({ enabled: false }).where(eq(tokens.id, id)));
+      live.closeToken(id, "TOKEN_DISABLED", "the token was revoked");
+      return row;
     },
 
     /** Idempotent: revoking a revoked token answers the same. */

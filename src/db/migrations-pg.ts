@@ -7,6 +7,7 @@ import m3 from "../../drizzle/postgres/0003_drop_relayable.sql" with { type: "te
 import m4 from "../../drizzle/postgres/0004_custom_hostnames.sql" with { type: "text" };
 import m5 from "../../drizzle/postgres/0005_acme_shared.sql" with { type: "text" };
 import m6 from "../../drizzle/postgres/0006_pool_rows.sql" with { type: "text" };
+import m7 from "../../drizzle/postgres/0007_portal.sql" with { type: "text" };
 
 export const migrations: EmbeddedMigration[] = [
   { tag: "0000_init", when: 1795456652579, breakpoints: true, sql: m0 },
@@ -16,4 +17,5 @@ export const migrations: EmbeddedMigration[] = [
   { tag: "0004_custom_hostnames", when: 1795797483701, breakpoints: true, sql: m4 },
   { tag: "0005_acme_shared", when: 1795799088762, breakpoints: true, sql: m5 },
   { tag: "0006_pool_rows", when: 1795920354198, breakpoints: true, sql: m6 },
+  { tag: "0007_portal", when: 1795928082379, breakpoints: true, sql: m7 },
 ];

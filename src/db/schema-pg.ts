@@ -35,10 +35,11 @@ export const users = pgTable(
     // boolean, not 0/1 integer: PostgreSQL has the type
     requireAuth: boolean("require_auth").notNull().default(false),
     allowCidrs: text("allow_cidrs").notNull().default(""),
+    oidcSubject: text("oidc_subject"),
     createdAt: text("created_at").notNull(),
     updatedAt: text("updated_at").notNull(),
   },
-  (t) => [uniqueIndex("users_username_nocase").on(sql`lower(${t.username})`)],
+  (t) => [uniqueIndex("users_username_nocase").on(sql`lower(${t.username})`), uniqueIndex("users_oidc_subject").on(t.oidcSubject)],
 );
 
 export const tokens = pgTable(
@@ -83,6 +84,7 @@ export const sessions = pgTable(
       .references(() => users.id, { onDelete: "cascade" }),
     createdAt: text("created_at").notNull(),
     lastSeenAt: text("last_seen_at").notNull(),
+    kind: text("kind", { enum: ["admin", "portal"] }).notNull().default("admin"),
   },
   (t) => [index("sessions_user").on(t.userId)],
 );
@@ -254,4 +256,40 @@ export const liveTunnels = pgTable(
     inRotation: boolean("in_rotation").notNull().default(true),
   },
   (t) => [index("live_tunnels_user").on(t.userId), index("live_tunnels_node").on(t.nodeId), index("live_tunnels_session").on(t.sessionId)],
+);
+
+export const deviceCodes = pgTable(
+  "device_codes",
+  {
+    id: integer("id").primaryKey().generatedByDefaultAsIdentity(),
+    deviceCodeHash: text("device_code_hash").notNull(),
+    userCode: text("user_code").notNull(),
+    deviceName: text("device_name").notNull(),
+    address: text("address").notNull(),
+    status: text("status", { enum: ["pending", "approved", "denied"] }).notNull().default("pending"),
+    userId: integer("user_id").references(() => users.id, { onDelete: "cascade" }),
+    intervalS: integer("interval_s").notNull(),
+    lastPollAt: text("last_poll_at"),
+    createdAt: text("created_at").notNull(),
+    expiresAt: text("expires_at").notNull(),
+  },
+  (t) => [uniqueIndex("device_codes_device_code").on(t.deviceCodeHash), uniqueIndex("device_codes_user_code").on(t.userCode)],
+);
+
+export const invitations = pgTable(
+  "invitations",
+  {
+    id: integer("id").primaryKey().generatedByDefaultAsIdentity(),
+    lookup: text("lookup").notNull(),
+    secretHash: text("secret_hash").notNull(),
+    settings: text("settings").notNull(),
+    note: text("note").notNull().default(""),
+    createdBy: integer("created_by").references(() => users.id, { onDelete: "set null" }),
+    createdAt: text("created_at").notNull(),
+    expiresAt: text("expires_at").notNull(),
+    usedAt: text("used_at"),
+    usedBy: integer("used_by").references(() => users.id, { onDelete: "set null" }),
+    usedUsername: text("used_username"),
+  },
+  (t) => [uniqueIndex("invitations_lookup").on(t.lookup)],
 );

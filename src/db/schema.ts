@@ -27,12 +27,15 @@ export const users = sqliteTable(
     requireAuth: integer("require_auth", { mode: "boolean" }).notNull().default(false),
     /** Comma-separated CIDRs every visitor of the user's tunnels must come from, besides each tunnel's own rules; "" = anywhere. */
     allowCidrs: text("allow_cidrs").notNull().default(""),
+    /** "<issuer> <subject>" of the company sign-in that made the user (they then have no password); null otherwise. */
+    oidcSubject: text("oidc_subject"),
     createdAt: text("created_at").notNull(),
     updatedAt: text("updated_at").notNull(),
   },
   (t) => [
     // usernames are unique regardless of case: "Alice" and "alice" are one person
     uniqueIndex("users_username_nocase").on(sql`lower(${t.username})`),
+    uniqueIndex("users_oidc_subject").on(t.oidcSubject),
   ],
 );
 
@@ -78,6 +81,8 @@ export const sessions = sqliteTable(
       .references(() => users.id, { onDelete: "cascade" }),
     createdAt: text("created_at").notNull(),
     lastSeenAt: text("last_seen_at").notNull(),
+    /** "admin" (the admin API and panel) or "portal" (a user's own pages on the apex): one never stands for the other. */
+    kind: text("kind", { enum: ["admin", "portal"] }).notNull().default("admin"),
   },
   (t) => [index("sessions_user").on(t.userId)],
 );
@@ -293,9 +298,64 @@ export const acmeOnDemand = sqliteTable("acme_on_demand", {
   atMs: integer("at_ms").notNull(),
 });
 
+/**
+ * Device logins in progress (RFC 8628): a `burrow login` asked for codes and
+ * polls with the device code while its user approves the user code on the
+ * portal. Only the device code's SHA-256 is kept; a row goes once its token
+ * is taken, or when it expires.
+ */
+export const deviceCodes = sqliteTable(
+  "device_codes",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    deviceCodeHash: text("device_code_hash").notNull(),
+    /** 8 characters of the code's alphabet, without the dash it is shown with. */
+    userCode: text("user_code").notNull(),
+    deviceName: text("device_name").notNull(),
+    /** Where the device asked from, shown to the user who approves. */
+    address: text("address").notNull(),
+    status: text("status", { enum: ["pending", "approved", "denied"] }).notNull().default("pending"),
+    /** Who approved or denied it. */
+    userId: integer("user_id").references(() => users.id, { onDelete: "cascade" }),
+    /** Seconds the device must wait between polls; grows by 5 at each slow_down. */
+    intervalS: integer("interval_s").notNull(),
+    lastPollAt: text("last_poll_at"),
+    createdAt: text("created_at").notNull(),
+    expiresAt: text("expires_at").notNull(),
+  },
+  (t) => [uniqueIndex("device_codes_device_code").on(t.deviceCodeHash), uniqueIndex("device_codes_user_code").on(t.userCode)],
+);
+
+/**
+ * Invitations: a link an admin hands out; whoever opens it chooses a
+ * username and becomes a user with the settings it carries. Only the
+ * secret's SHA-256 is kept, found by its first characters as tokens are.
+ */
+export const invitations = sqliteTable(
+  "invitations",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    lookup: text("lookup").notNull(),
+    secretHash: text("secret_hash").notNull(),
+    /** The new user's settings as the admin gave them (JSON, the admin API's field names). */
+    settings: text("settings").notNull(),
+    note: text("note").notNull().default(""),
+    createdBy: integer("created_by").references(() => users.id, { onDelete: "set null" }),
+    createdAt: text("created_at").notNull(),
+    expiresAt: text("expires_at").notNull(),
+    usedAt: text("used_at"),
+    usedBy: integer("used_by").references(() => users.id, { onDelete: "set null" }),
+    /** The username it made, kept when that user is deleted. */
+    usedUsername: text("used_username"),
+  },
+  (t) => [uniqueIndex("invitations_lookup").on(t.lookup)],
+);
+
 export type UserRow = typeof users.$inferSelect;
 export type TokenRow = typeof tokens.$inferSelect;
 export type ReservedSubdomainRow = typeof reservedSubdomains.$inferSelect;
 export type CustomHostnameRow = typeof customHostnames.$inferSelect;
 export type AdminKeyRow = typeof adminKeys.$inferSelect;
 export type AuditRow = typeof auditLog.$inferSelect;
+export type DeviceCodeRow = typeof deviceCodes.$inferSelect;
+export type InvitationRow = typeof invitations.$inferSelect;

@@ -21,13 +21,20 @@ export interface HandedOver {
   peer: string;
   /** Who it is (a trusted proxy's client, or the peer's address). */
   client: string;
-  /** An agent's connection (CONNECT_PATH), holding a place under --max-agents-per-ip; else another node's. */
+  /** An agent's connection (CONNECT_PATH), holding a place under --max-agents-per-ip; else another node's (or the apex's). */
   agent: boolean;
+  /** The peer is a trusted proxy, which may send requests for any name on one connection. */
+  proxied?: boolean;
 }
 
 export interface LoopbackOptions<T> {
   fetch(req: Request, server: Server<T>, visit: HandedOver): Response | undefined | Promise<Response | undefined>;
-  websocket: WebSocketHandler<T>;
+  /** None for a server of plain requests (the portal's). */
+  websocket?: WebSocketHandler<T>;
+  /** Seconds an idle connection stays; default none (the agents' and nodes' WebSockets, whose peers the mux's keepalive watches). */
+  idleTimeoutS?: number;
+  /** Bytes a request's body may have (Bun's default otherwise). */
+  maxRequestBodySize?: number;
   /** A hand-over that could not reach the loopback server (it is stopping). */
   lost?(visit: HandedOver): void;
 }
@@ -46,7 +53,8 @@ export class Loopback<T> {
       hostname: "127.0.0.1",
       port: 0,
       // the agents' and nodes' WebSockets have none: a dead peer is found by the mux's keepalive
-      idleTimeout: 0,
+      idleTimeout: opts.idleTimeoutS ?? 0,
+      ...(opts.maxRequestBodySize !== undefined ? { maxRequestBodySize: opts.maxRequestBodySize } : {}),
       fetch(req, server) {
         const port = server.requestIP(req)?.port;
         const visit = port === undefined ? undefined : visits.get(port);
@@ -57,7 +65,7 @@ export class Loopback<T> {
         log.error("edge request failed", { err: String(err) });
         return new Response("internal error\n", { status: 500 });
       },
-      websocket: opts.websocket,
+      ...(opts.websocket ? { websocket: opts.websocket } : {}),
     } as Parameters<typeof Bun.serve<T>>[0]);
   }
 

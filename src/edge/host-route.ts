@@ -15,6 +15,8 @@ export interface HostRoute {
   name: string | undefined;
   /** Not under the domain, nor the domain itself, nor an address: a name that may be a tunnel's custom hostname. */
   custom: string | undefined;
+  /** The domain itself (any port): the portal's, when it is on. */
+  apex: boolean;
 }
 
 /** The route of `raw` under `domain`, or undefined when it is no valid host[:port]. */
@@ -25,5 +27,5 @@ export function hostRoute(raw: string | undefined, domain: string): HostRoute | 
   const hostHeader = parsed.port === undefined ? host : `${host}:${parsed.port}`;
   const name = host.endsWith(`.${domain}`) ? host.slice(0, -domain.length - 1) : undefined;
   const custom = name === undefined && host !== domain && host.includes(".") && !isIP(host.replace(/^\[|\]$/g, "")) ? host : undefined;
-  return { raw, hostHeader, name, custom };
+  return { raw, hostHeader, name, custom, apex: host === domain };
 }

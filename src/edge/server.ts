@@ -43,6 +43,7 @@ import { TunnelPool } from "./pool.ts";
 import { Registry, type Tunnel } from "./registry.ts";
 import { overLimit, visitorServer } from "./visitor-requests.ts";
 import { landingPage } from "./pages.ts";
+import type { ActiveTunnel } from "../core/live.ts";
 
 export interface EdgeOptions {
   core: Core;
@@ -107,7 +108,30 @@ export interface EdgeOptions {
   counters?: EdgeCounters;
   /** Several nodes on one PostgreSQL database: what the edge needs of the others (cluster/edge-nodes.ts); none on one node. */
   nodes?: OtherNodes;
+  /**
+   * What answers on the domain itself (the portal), made with the edge's
+   * facts; none: the apex shows the landing page. Its connections are
+   * handed over to a loopback server of their own, as agents' are.
+   */
+  apex?(facts: ApexFacts): ApexApp;
 }
+
+/** What the apex's app needs of the edge. */
+export interface ApexFacts {
+  /** Visitors use https (the edge's TLS, or a proxy's). */
+  secure: boolean;
+  /** The domain's own address as visitors write it, e.g. https://tunnels.example.com */
+  origin(): string;
+  /** Where a live tunnel is reached, as READY told its agent. */
+  addressOf(t: ActiveTunnel): string;
+}
+
+export interface ApexApp {
+  fetch(req: Request, visit: { client: string; proxied: boolean }): Promise<Response>;
+}
+
+/** The largest request body the apex's app reads (its JSON bodies are 1 MiB at most, and it says so itself). */
+const APEX_MAX_BODY = 2 * 1024 * 1024;
 
 /** A tunnel's name as visitors write it: a subdomain under the domain, a custom hostname (it has dots) as it is. */
 const fullName = (name: string, domain: string) => (name.includes(".") ? name : `${name}.${domain}`);
@@ -249,6 +273,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       releaseAgent: (address) => agentSockets.release(address),
       counters,
       loopback: () => loopback as unknown as Loopback<unknown>,
+      apex: () => apexLoopback,
       directPort: () => direct?.port,
       tlsAddress: (sub: string) => edge.tlsAddress(sub),
       ...(nodes ? { remote: async (name: string) => nodes.find(name), poolOthers: (name: string) => nodes.poolOthers(name) } : {}),
@@ -288,6 +313,25 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       }),
     },
   });
+  const apexApp = opts.apex?.({
+    secure,
+    origin: () => `${scheme}://${domain}${portSuffix()}`,
+    addressOf: (t) => {
+      const name = t.hostname ?? t.subdomain ?? "";
+      if (t.protocol === "tcp") return edge.tcpAddress(t.port ?? 0);
+      if (t.protocol === "udp") return edge.udpAddress(t.port ?? 0);
+      if (t.protocol === "tls") return edge.tlsAddress(name) ?? "";
+      return edge.httpUrl(name);
+    },
+  });
+  // the apex's connections (the portal's): plain requests, idle ones closed as the public port's are
+  const apexLoopback =
+    apexApp &&
+    new Loopback<undefined>({
+      fetch: (req, _server, visit) => apexApp.fetch(req, { client: visit.client, proxied: visit.proxied === true }),
+      idleTimeoutS: opts.idleTimeoutS,
+      maxRequestBodySize: APEX_MAX_BODY,
+    });
   if (!opts.publicUrl) publicPort = listener.port;
   const redirect = opts.redirect && listenRedirect({ host: opts.host, port: opts.redirect.port, httpsPort: () => publicPort, challenge: opts.redirect.challenge, idleTimeoutS: opts.idleTimeoutS });
   const stopWantingCertificates = wantCertificates(opts, registry);
@@ -304,6 +348,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     } catch (err) {
       void listener.stop(true);
       void loopback.stop(true);
+      void apexLoopback?.stop(true);
       const code = (err as { code?: string }).code;
       throw Object.assign(new Error(`--agent-port ${opts.agentPort}: ${(err as Error).message}`), { code });
     }
@@ -322,6 +367,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     } catch (err) {
       void listener.stop(true);
       void loopback.stop(true);
+      void apexLoopback?.stop(true);
       direct?.stop(true);
       const code = (err as { code?: string }).code;
       throw Object.assign(new Error(`--tls-port ${opts.tlsPort}: ${(err as Error).message}`), { code });
@@ -360,7 +406,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
           },
           // the loopback server first: its agents' last words pass through the public port as it closes
           stop: async (force) => {
-            await loopback.stop(force);
+            await Promise.all([loopback.stop(force), apexLoopback?.stop(force)]);
             await Promise.all([listener.stop(force), tlsOnly?.stop(force)]);
           },
         },

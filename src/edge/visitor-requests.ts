@@ -56,6 +56,8 @@ export interface VisitorDeps {
   counters: EdgeCounters;
   /** Where agents' and nodes' WebSockets are served. */
   loopback(): Loopback<unknown>;
+  /** Where requests for the domain itself are served (the portal); undefined: the landing page answers them. */
+  apex?(): Loopback<undefined> | undefined;
   /** The agents' direct port, when the edge has one (told to agents that ask: wire.ts CONNECT_PATH). */
   directPort?(): number | undefined;
   /** Where a tls tunnel is reached, for the page a plain HTTP request to its name gets. */
@@ -179,6 +181,10 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
         if (path === CONNECT_PATH && head.method === "GET") return answer(conn, head, directPortAnswer(deps.directPort?.()), startedAt);
         return answer(conn, head, upgradeRequired(), startedAt);
       }
+      if (hostSaid.apex) {
+        const apex = deps.apex?.();
+        if (apex) return handOverToApex(conn, text, client, apex);
+      }
       return answer(conn, head, name === undefined ? landingPage(deps.domain) : unknownTunnelPage(hostHeader), startedAt);
     }
 
@@ -271,6 +277,20 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
     deps.loopback().handOver(conn, `${text}\r\n\r\n`, visit, () => {
       if (agent) deps.releaseAgent(client);
     });
+    return undefined;
+  }
+
+  /**
+   * A request for the domain itself, with the portal on: the connection goes
+   * to the portal's loopback server for good, keeping its place in the
+   * visitors' budget until it closes (closed() gives it back). A browser
+   * sends only the apex's requests on it; a proxy in front pools its
+   * connections over every name, so through one the portal closes each
+   * connection after its answer (`proxied`).
+   */
+  function handOverToApex(conn: HttpConnection, text: string, client: string, apex: Loopback<undefined>): undefined {
+    const visit = { peer: `${conn.peer.address}:${conn.peer.port}`, client, agent: false, proxied: deps.trustedProxies.trusts(conn.peer.address) };
+    apex.handOver(conn, `${text}\r\n\r\n`, visit, () => {});
     return undefined;
   }
 

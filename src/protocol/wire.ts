@@ -181,6 +181,17 @@ export const RECONNECT_MAX_MS = 30_000;
  * opens the WebSocket as before.
  */
 export const CONNECT_PATH = "/_burrow/connect";
+/**
+ * Logging a device in through the browser (RFC 8628), on the bare domain
+ * with the portal on: `burrow login` POSTs {device_name} to the first and
+ * gets {device_code, user_code, verification_uri, verification_uri_complete,
+ * expires_in, interval}; it then POSTs {device_code} to the second every
+ * `interval` seconds until 200 {token, token_id, username}, or a 400 whose
+ * `error` is not authorization_pending or slow_down (which adds 5 s). A 404
+ * on the first: the server has no portal (off, or older).
+ */
+export const DEVICE_CODE_PATH = "/_burrow/device/code";
+export const DEVICE_TOKEN_PATH = "/_burrow/device/token";
 /** The path of another node's relay link (the same frames, turned around), authenticated by an HMAC of the cluster secret. */
 export const NODE_PATH = "/_burrow/node";
 

@@ -184,7 +184,7 @@ describe("mistakes on the command line exit 2 with one line", () => {
     ["no server or token anywhere", ["http", "3000"], /server/],
     ["a server but no token", ["http", "3000", "--server", "http://127.0.0.1:9"], /token/],
     ["a server that is not a URL", ["http", "3000", "--server", "ftp://x", "--token", WRONG_TOKEN], /--server/],
-    ["burrow login without --token", ["login", "--server", "http://127.0.0.1:9"], /--token/],
+    ["burrow login with a flag it does not take", ["login", "--server", "http://127.0.0.1:9", "--device", "x"], /--device/],
     ["burrow login without --server", ["login", "--token", WRONG_TOKEN], /--server/],
     ["burrow login with something that is not a token", ["login", "--server", "http://127.0.0.1:9", "--token", "hunter2"], /brw_/],
     ["a proxy of an unknown kind", ["http", "3000", "--server", "http://127.0.0.1:9", "--token", WRONG_TOKEN, "--proxy", "ftp://127.0.0.1:21"], /--proxy/],
@@ -203,7 +203,7 @@ describe("mistakes on the command line exit 2 with one line", () => {
     });
   }
 
-  test("burrow login without --token writes no config file", async () => {
+  test("burrow login without --token, at an address that is not the server's domain (no portal there), writes no config file", async () => {
     const home = newHome();
     await run(["login", "--server", server.edgeUrl], cleanEnv(home));
     expect(() => statSync(join(home, "burrow", "config.json"))).toThrow();
