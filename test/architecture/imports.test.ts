@@ -27,6 +27,7 @@ const LAYERS: Record<string, number> = {
   http: 1, // addresses, request targets, header lists
   sockets: 1, // Bun sockets and links carrying frames or a stream's bytes
   validate: 2, // what a value must look like, shared by server, agent and panel
+  ui: 2, // browser building blocks the admin panel and the portal share: components, styles, formats
   core: 3, // the rules: users, tokens, admission, limits, audit
   dns: 4, // the DNS responder and the dns-check verdicts
   metrics: 4, // counters and the Prometheus registry

@@ -14,7 +14,7 @@ import {
   splitBytes,
   unitBytes,
   utcDateTime,
-} from "../../src/admin/panel/web/format.ts";
+} from "../../src/ui/format.ts";
 
 import { check, fieldOfServerError, parseLimit, rules } from "../../src/admin/panel/web/validate.ts";
 

@@ -28,7 +28,8 @@ export interface User extends Me {
   updated_at?: string;
 }
 
-export type TrafficPeriod = "daily" | "monthly" | "quarterly";
+export type { TrafficPeriod } from "../../../ui/format.ts";
+import type { TrafficPeriod } from "../../../ui/format.ts";
 
 export interface UserDetails {
   user: User;
@@ -110,11 +111,8 @@ export interface Dashboard {
   top_users: UserTraffic[];
 }
 
-export interface ServerInfo {
-  domain: string;
-  edge_url: string;
-  tcp_host: string;
-}
+export type { ServerInfo } from "../../../ui/format.ts";
+import type { ServerInfo } from "../../../ui/format.ts";
 
 /** How the public port gets its certificates (docs/admin-api.md, GET /api/certificates). */
 export type CertificateMode = "acme" | "files" | "off";
@@ -285,5 +283,4 @@ export const api = {
   revokeKey: (keyId: number) => call<{ status: string }>("DELETE", `/api/keys/${id(keyId)}`),
 };
 
-/** The message to show for anything thrown by a call (or by a bug). */
-export const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
+export { messageOf } from "../../../ui/errors.ts";

@@ -5,9 +5,9 @@
  */
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, messageOf, whenSessionLost, type Me, type ServerInfo } from "./api.ts";
-import { Logo } from "./components/logo.tsx";
-import { Link } from "./components/ui.tsx";
-import { clearNotices, dismiss, notify, useNotices } from "./notices.ts";
+import { Logo } from "../../../ui/components/logo.tsx";
+import { Link } from "../../../ui/components/ui.tsx";
+import { clearNotices, dismiss, notify, useNotices } from "../../../ui/notices.ts";
 import { AuditPage } from "./pages/audit.tsx";
 import { CertificatesPage } from "./pages/certificates.tsx";
 import { DashboardPage } from "./pages/dashboard.tsx";

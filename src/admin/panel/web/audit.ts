@@ -21,6 +21,15 @@ export const ACTION_WORDS: Record<string, string> = {
   "key.create": "API key made",
   "key.revoke": "API key revoked",
   "database.backup": "Backup downloaded",
+  "portal.login": "Portal sign-in",
+  "portal.logout": "Portal sign-out",
+  "portal.password": "Password changed on the portal",
+  "device.approve": "Device login approved",
+  "device.deny": "Device login denied",
+  "device.login": "Device logged in",
+  "invitation.create": "Invitation made",
+  "invitation.delete": "Invitation withdrawn",
+  "invitation.accept": "Invitation used",
   "agent.refused": "Agent refused",
 };
 

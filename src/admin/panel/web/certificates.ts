@@ -3,7 +3,7 @@
  * how certificates are had, and how close each one is to expiring.
  */
 import type { CertificateReport } from "./api.ts";
-import { parseUtc } from "./format.ts";
+import { parseUtc } from "../../../ui/format.ts";
 
 /** Under this many days before expiry a certificate shows in the warning colour. */
 export const EXPIRY_WARNING_DAYS = 14;

@@ -4,7 +4,7 @@
  * window, then each one's days, and add them up (a few users at a time).
  */
 import { api, ApiError, type DayTraffic } from "./api.ts";
-import { lastDays } from "./format.ts";
+import { lastDays } from "../../../ui/format.ts";
 
 const PARALLEL = 6;
 

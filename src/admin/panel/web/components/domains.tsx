@@ -1,12 +1,12 @@
 /** Reserved subdomains: reserve one for a user, list them, release with confirmation. */
 import { useRef, useState } from "preact/hooks";
 import { api, messageOf, type Domain, type User } from "../api.ts";
-import { utcDateTime } from "../format.ts";
-import { notify } from "../notices.ts";
+import { utcDateTime } from "../../../../ui/format.ts";
+import { notify } from "../../../../ui/notices.ts";
 import { useSession } from "../session.ts";
 import { check, rules } from "../validate.ts";
-import { Confirm } from "./dialog.tsx";
-import { Empty, Field, Link } from "./ui.tsx";
+import { Confirm } from "../../../../ui/components/dialog.tsx";
+import { Empty, Field, Link } from "../../../../ui/components/ui.tsx";
 
 /** Reserve form; with `userId` it reserves for that user, else it offers a user picker. */
 export function ReserveForm(props: { userId?: number; users?: User[]; onReserved(d: Domain): void }) {

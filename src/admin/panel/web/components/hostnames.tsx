@@ -5,11 +5,11 @@
  */
 import { useRef, useState } from "preact/hooks";
 import { api, messageOf, type Hostname } from "../api.ts";
-import { utcDateTime } from "../format.ts";
-import { notify } from "../notices.ts";
-import { CopyButton } from "./copy.tsx";
-import { Confirm } from "./dialog.tsx";
-import { Badge, Empty, Field } from "./ui.tsx";
+import { utcDateTime } from "../../../../ui/format.ts";
+import { notify } from "../../../../ui/notices.ts";
+import { CopyButton } from "../../../../ui/components/copy.tsx";
+import { Confirm } from "../../../../ui/components/dialog.tsx";
+import { Badge, Empty, Field } from "../../../../ui/components/ui.tsx";
 
 export function HostnameForm(props: { userId: number; onAdded(h: Hostname): void }) {
   const [name, setName] = useState("");

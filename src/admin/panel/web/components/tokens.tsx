@@ -4,13 +4,13 @@
  */
 import { useRef, useState } from "preact/hooks";
 import { api, messageOf, type NewToken, type Token } from "../api.ts";
-import { ago, utcDateTime } from "../format.ts";
-import { notify } from "../notices.ts";
+import { ago, utcDateTime } from "../../../../ui/format.ts";
+import { notify } from "../../../../ui/notices.ts";
 import { useSession } from "../session.ts";
 import { check, rules } from "../validate.ts";
-import { CopyButton } from "./copy.tsx";
-import { Confirm, Modal } from "./dialog.tsx";
-import { Badge, Empty, ErrorBox, Field } from "./ui.tsx";
+import { CopyButton } from "../../../../ui/components/copy.tsx";
+import { Confirm, Modal } from "../../../../ui/components/dialog.tsx";
+import { Badge, Empty, ErrorBox, Field } from "../../../../ui/components/ui.tsx";
 
 export function TokensPanel(props: { userId: number; username: string; tokens: Token[]; onChanged(): void }) {
   const [device, setDevice] = useState("");

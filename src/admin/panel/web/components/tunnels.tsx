@@ -6,10 +6,10 @@
  */
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, messageOf, type ActiveTunnel } from "../api.ts";
-import { duration, formatBytes, publicAddress, utcDateTime } from "../format.ts";
-import { useNow } from "../hooks.ts";
+import { duration, formatBytes, publicAddress, utcDateTime } from "../../../../ui/format.ts";
+import { useNow } from "../../../../ui/hooks.ts";
 import { useSession } from "../session.ts";
-import { Empty, Link } from "./ui.tsx";
+import { Empty, Link } from "../../../../ui/components/ui.tsx";
 
 const deviceNames = new Map<number, string>();
 /** Token ids already looked up without success: asked once, not on every poll. */

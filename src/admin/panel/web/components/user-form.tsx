@@ -5,9 +5,9 @@
  */
 import { useRef, useState } from "preact/hooks";
 import { api, messageOf, type TrafficPeriod, type User } from "../api.ts";
-import { formatBytes, PERIOD_WORDS, splitBytes, unitBytes, UNITS, type Unit } from "../format.ts";
+import { formatBytes, PERIOD_WORDS, splitBytes, unitBytes, UNITS, type Unit } from "../../../../ui/format.ts";
 import { check, fieldOfServerError, parseLimit, PROTOCOLS, rules, TRAFFIC_PERIODS, type Errors } from "../validate.ts";
-import { Checkbox, ErrorBox, Field } from "./ui.tsx";
+import { Checkbox, ErrorBox, Field } from "../../../../ui/components/ui.tsx";
 
 const PICKER_UNITS: Unit[] = ["KB", "MB", "GB", "TB"];
 const FIELDS = [

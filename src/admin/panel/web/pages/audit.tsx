@@ -6,9 +6,9 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, messageOf, type AuditEntry } from "../api.ts";
 import { ACTION_WORDS, actionWords, actorWords, detailsLine } from "../audit.ts";
-import { Badge, Card, Empty, ErrorBox, Loading } from "../components/ui.tsx";
-import { utcDateTime } from "../format.ts";
-import { useApi, useTitle } from "../hooks.ts";
+import { Badge, Card, Empty, ErrorBox, Loading } from "../../../../ui/components/ui.tsx";
+import { utcDateTime } from "../../../../ui/format.ts";
+import { useApi, useTitle } from "../../../../ui/hooks.ts";
 
 const PAGE_SIZE = 100;
 

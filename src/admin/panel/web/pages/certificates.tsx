@@ -5,9 +5,9 @@
  */
 import { api, type Certificate, type CertificateMode } from "../api.ts";
 import { expiry, isWildcard, modeSentence, until } from "../certificates.ts";
-import { Badge, Card, Empty, ErrorBox, Loading, StaleWarning } from "../components/ui.tsx";
-import { ago, utcDateTime } from "../format.ts";
-import { useApi, useNow, useTitle } from "../hooks.ts";
+import { Badge, Card, Empty, ErrorBox, Loading, StaleWarning } from "../../../../ui/components/ui.tsx";
+import { ago, utcDateTime } from "../../../../ui/format.ts";
+import { useApi, useNow, useTitle } from "../../../../ui/hooks.ts";
 
 const REFRESH_MS = 30_000;
 

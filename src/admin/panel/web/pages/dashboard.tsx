@@ -1,10 +1,10 @@
 /** The dashboard: counts, today's traffic, 30 days as a chart, the top users and what is live. */
 import { api } from "../api.ts";
-import { TrafficChart } from "../components/chart.tsx";
+import { TrafficChart } from "../../../../ui/components/chart.tsx";
 import { TunnelTable } from "../components/tunnels.tsx";
-import { Card, ErrorBox, Link, Loading, StaleWarning, Stat } from "../components/ui.tsx";
-import { formatBytes } from "../format.ts";
-import { useApi, useTitle } from "../hooks.ts";
+import { Card, ErrorBox, Link, Loading, StaleWarning, Stat } from "../../../../ui/components/ui.tsx";
+import { formatBytes } from "../../../../ui/format.ts";
+import { useApi, useTitle } from "../../../../ui/hooks.ts";
 import { systemDays } from "../traffic.ts";
 
 const STATS_REFRESH_MS = 5000;

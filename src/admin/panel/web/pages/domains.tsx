@@ -2,8 +2,8 @@
 import { useState } from "preact/hooks";
 import { api } from "../api.ts";
 import { DomainList, ReserveForm } from "../components/domains.tsx";
-import { Card, ErrorBox, Loading, StaleWarning } from "../components/ui.tsx";
-import { useApi, useTitle } from "../hooks.ts";
+import { Card, ErrorBox, Loading, StaleWarning } from "../../../../ui/components/ui.tsx";
+import { useApi, useTitle } from "../../../../ui/hooks.ts";
 
 export function DomainsPage() {
   useTitle("Subdomains");

@@ -4,12 +4,12 @@
  */
 import { useRef, useState } from "preact/hooks";
 import { api, messageOf, type AdminKey, type NewAdminKey } from "../api.ts";
-import { CopyButton } from "../components/copy.tsx";
-import { Confirm, Modal } from "../components/dialog.tsx";
-import { Badge, Card, Empty, ErrorBox, Field, Loading, StaleWarning } from "../components/ui.tsx";
-import { ago, utcDateTime } from "../format.ts";
-import { useApi, useTitle } from "../hooks.ts";
-import { notify } from "../notices.ts";
+import { CopyButton } from "../../../../ui/components/copy.tsx";
+import { Confirm, Modal } from "../../../../ui/components/dialog.tsx";
+import { Badge, Card, Empty, ErrorBox, Field, Loading, StaleWarning } from "../../../../ui/components/ui.tsx";
+import { ago, utcDateTime } from "../../../../ui/format.ts";
+import { useApi, useTitle } from "../../../../ui/hooks.ts";
+import { notify } from "../../../../ui/notices.ts";
 
 const EXPIRY_CHOICES = [
   { value: "", label: "Never" },

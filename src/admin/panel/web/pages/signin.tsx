@@ -1,9 +1,9 @@
 /** Sign-in: the server's refusal in words (wrong password, not an admin, too many attempts). */
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, messageOf, type Me } from "../api.ts";
-import { Logo } from "../components/logo.tsx";
-import { Field } from "../components/ui.tsx";
-import { useTitle } from "../hooks.ts";
+import { Logo } from "../../../../ui/components/logo.tsx";
+import { Field } from "../../../../ui/components/ui.tsx";
+import { useTitle } from "../../../../ui/hooks.ts";
 
 const TITLES: Record<number, string> = {
   401: "Cannot sign in",

@@ -1,9 +1,9 @@
 /** Every live tunnel, refreshed every few seconds in place. */
 import { api } from "../api.ts";
 import { TunnelTable } from "../components/tunnels.tsx";
-import { Card, ErrorBox, Loading, StaleWarning } from "../components/ui.tsx";
-import { formatBytes } from "../format.ts";
-import { useApi, useTitle } from "../hooks.ts";
+import { Card, ErrorBox, Loading, StaleWarning } from "../../../../ui/components/ui.tsx";
+import { formatBytes } from "../../../../ui/format.ts";
+import { useApi, useTitle } from "../../../../ui/hooks.ts";
 
 export const LIVE_REFRESH_MS = 3000;
 

@@ -4,17 +4,17 @@
  */
 import { useState } from "preact/hooks";
 import { api, messageOf, type DayTraffic, type User, type UserDetails } from "../api.ts";
-import { TrafficChart } from "../components/chart.tsx";
-import { Confirm } from "../components/dialog.tsx";
+import { TrafficChart } from "../../../../ui/components/chart.tsx";
+import { Confirm } from "../../../../ui/components/dialog.tsx";
 import { DomainList, ReserveForm } from "../components/domains.tsx";
 import { HostnameForm, HostnameList } from "../components/hostnames.tsx";
 import { TokenLoadError, TokensPanel } from "../components/tokens.tsx";
 import { TunnelTable } from "../components/tunnels.tsx";
 import { UserForm } from "../components/user-form.tsx";
-import { Badge, Card, ErrorBox, Field, Link, Loading, Progress, StaleWarning } from "../components/ui.tsx";
-import { formatBytes, formatLimit, longDay, PERIOD_WORDS, periodEnd, periodStart, shortDay } from "../format.ts";
-import { useApi, useTitle } from "../hooks.ts";
-import { notify } from "../notices.ts";
+import { Badge, Card, ErrorBox, Field, Link, Loading, Progress, StaleWarning } from "../../../../ui/components/ui.tsx";
+import { formatBytes, formatLimit, longDay, PERIOD_WORDS, periodEnd, periodStart, shortDay } from "../../../../ui/format.ts";
+import { useApi, useTitle } from "../../../../ui/hooks.ts";
+import { notify } from "../../../../ui/notices.ts";
 import { navigate } from "../router.ts";
 import { check, rules } from "../validate.ts";
 import { LIVE_REFRESH_MS } from "./tunnels.tsx";

@@ -1,12 +1,12 @@
 /** All users: search and filter, each user's limits at a glance, and "New user". */
 import { useState } from "preact/hooks";
 import { api, type User } from "../api.ts";
-import { Modal } from "../components/dialog.tsx";
+import { Modal } from "../../../../ui/components/dialog.tsx";
 import { UserForm } from "../components/user-form.tsx";
-import { Badge, Card, ErrorBox, Link, Loading, StaleWarning } from "../components/ui.tsx";
-import { formatBytes, formatLimit, formatQuota, longDay } from "../format.ts";
-import { useApi, useTitle } from "../hooks.ts";
-import { notify } from "../notices.ts";
+import { Badge, Card, ErrorBox, Link, Loading, StaleWarning } from "../../../../ui/components/ui.tsx";
+import { formatBytes, formatLimit, formatQuota, longDay } from "../../../../ui/format.ts";
+import { useApi, useTitle } from "../../../../ui/hooks.ts";
+import { notify } from "../../../../ui/notices.ts";
 import { navigate } from "../router.ts";
 
 export function UsersPage() {

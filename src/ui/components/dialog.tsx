@@ -4,7 +4,7 @@
  */
 import type { ComponentChildren } from "preact";
 import { useEffect, useId, useRef, useState } from "preact/hooks";
-import { messageOf } from "../api.ts";
+import { messageOf } from "../errors.ts";
 import { ErrorBox } from "./ui.tsx";
 
 export function Modal(props: { title: string; onClose(): void; children: ComponentChildren; wide?: boolean }) {

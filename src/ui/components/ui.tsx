@@ -1,7 +1,7 @@
 /** Small building blocks shared by the pages. */
 import type { AnchorHTMLAttributes, ComponentChildren } from "preact";
 import { useId } from "preact/hooks";
-import { followLink } from "../router.ts";
+import { followLink } from "../navigation.ts";
 
 export function Link(props: AnchorHTMLAttributes<HTMLAnchorElement> & { href: string }) {
   return <a {...props} onClick={followLink} />;

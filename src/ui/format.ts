@@ -3,7 +3,15 @@
  * as docs/operations.md's 10 GB = 10737418240 example does); every date and time is
  * UTC, the server's calendar for traffic days and quota periods, and says so.
  */
-import type { ServerInfo, TrafficPeriod } from "./api.ts";
+/** A quota's period, as the server names it. */
+export type TrafficPeriod = "daily" | "monthly" | "quarterly";
+
+/** Where the public side is, as GET /api/server says it (the portal knows it from its own address). */
+export interface ServerInfo {
+  domain: string;
+  edge_url: string;
+  tcp_host: string;
+}
 
 export const UNITS = ["B", "KB", "MB", "GB", "TB", "PB"] as const;
 export type Unit = (typeof UNITS)[number];

@@ -1,6 +1,6 @@
 /** Loading from the API, polling it, and a clock for "5 min ago". */
 import { useEffect, useRef, useState } from "preact/hooks";
-import { messageOf } from "./api.ts";
+import { messageOf } from "./errors.ts";
 
 export interface Loaded<T> {
   data?: T;

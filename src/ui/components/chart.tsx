@@ -6,8 +6,15 @@
 import "uplot/dist/uPlot.min.css";
 import uPlot from "uplot";
 import { useEffect, useRef, useState } from "preact/hooks";
-import type { DayTraffic } from "../api.ts";
 import { formatBytes, longDay, shortDay } from "../format.ts";
+
+/** One UTC day's bytes, as both APIs answer them. */
+export interface DayTraffic {
+  date: string;
+  bytes_in: number;
+  bytes_out: number;
+  total: number;
+}
 
 const IN_COLOR = "#f2a541";
 const OUT_COLOR = "#1f7a74";

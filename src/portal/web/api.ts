@@ -1,0 +1,139 @@
+/**
+ * The portal's API as its page sees it: the same endpoints, cookie and
+ * errors a script uses (docs/portal.md). Every failure becomes an ApiError
+ * whose message is a sentence a person can read.
+ */
+import type { DayTraffic } from "../../ui/components/chart.tsx";
+import type { TrafficPeriod } from "../../ui/format.ts";
+
+export { messageOf } from "../../ui/errors.ts";
+export type { DayTraffic };
+
+export interface Me {
+  user: {
+    id: number;
+    username: string;
+    role: string;
+    max_tunnels: number;
+    allowed_protocols: string;
+    traffic_limit: number;
+    traffic_period: TrafficPeriod;
+    max_devices: number;
+    has_password: boolean;
+    created_at: string;
+  };
+  traffic_used: number;
+  devices: number;
+}
+
+export interface Token {
+  id: number;
+  device_name: string;
+  enabled: boolean;
+  created_at: string;
+  last_used: string | null;
+}
+
+export interface NewDevice {
+  token: string;
+  token_id: number;
+  device_name: string;
+  command: string;
+  message: string;
+}
+
+export interface MyTunnel {
+  protocol: string;
+  subdomain?: string;
+  hostname?: string;
+  port?: number;
+  pool?: boolean;
+  in_rotation?: boolean;
+  url: string;
+  device_name: string | null;
+  connected_at: string;
+  bytes_in: number;
+  bytes_out: number;
+}
+
+export interface Domain {
+  id: number;
+  subdomain: string;
+  created_at: string;
+}
+
+export interface Hostname {
+  id: number;
+  hostname: string;
+  verified: boolean;
+  verification: { type: "TXT"; name: string; value: string };
+}
+
+export interface PendingDevice {
+  user_code: string;
+  device_name: string;
+  address: string;
+  created_at: string;
+  expires_at: string;
+}
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly retryAfter?: number,
+  ) {
+    super(message);
+    this.name = "ApiError";
+  }
+}
+
+/** Called when a request other than login answers 401: the session is gone. */
+let onSessionLost: (message: string) => void = () => {};
+export function whenSessionLost(handler: (message: string) => void) {
+  onSessionLost = handler;
+}
+
+async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
+  let res: Response;
+  try {
+    res = await fetch(path, {
+      method,
+      credentials: "same-origin",
+      headers: body === undefined ? { Accept: "application/json" } : { Accept: "application/json", "Content-Type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch {
+    throw new ApiError(0, "the server cannot be reached; check your connection");
+  }
+  let data: any;
+  try {
+    data = await res.json();
+  } catch {
+    data = undefined;
+  }
+  if (res.ok) return data as T;
+  const message = typeof data?.error === "string" ? data.error : `the server answered ${res.status}`;
+  const retry = Number(res.headers.get("retry-after"));
+  if (res.status === 401 && path !== "/_burrow/api/login") onSessionLost(message);
+  throw new ApiError(res.status, message, Number.isFinite(retry) && retry > 0 ? retry : undefined);
+}
+
+const enc = encodeURIComponent;
+
+export const api = {
+  login: (username: string, password: string) => call<{ user: { id: number; username: string } }>("POST", "/_burrow/api/login", { username, password }),
+  logout: () => call<{ status: string }>("POST", "/_burrow/api/logout"),
+  me: () => call<Me>("GET", "/_burrow/api/me"),
+  tokens: () => call<Token[]>("GET", "/_burrow/api/me/tokens"),
+  addDevice: (device_name: string) => call<NewDevice>("POST", "/_burrow/api/me/tokens", { device_name }),
+  revoke: (id: number) => call<{ status: string }>("DELETE", `/_burrow/api/me/tokens/${id}`),
+  tunnels: () => call<MyTunnel[]>("GET", "/_burrow/api/me/tunnels"),
+  traffic: (days: number) => call<DayTraffic[]>("GET", `/_burrow/api/me/traffic?days=${days}`),
+  domains: () => call<Domain[]>("GET", "/_burrow/api/me/domains"),
+  hostnames: () => call<Hostname[]>("GET", "/_burrow/api/me/hostnames"),
+  changePassword: (current_password: string, new_password: string) => call<{ status: string }>("PUT", "/_burrow/api/me/password", { current_password, new_password }),
+  pendingDevice: (code: string) => call<PendingDevice>("GET", `/_burrow/api/device?user_code=${enc(code)}`),
+  approve: (user_code: string) => call<PendingDevice>("POST", "/_burrow/api/device/approve", { user_code }),
+  deny: (user_code: string) => call<PendingDevice>("POST", "/_burrow/api/device/deny", { user_code }),
+};

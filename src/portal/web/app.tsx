@@ -1,0 +1,167 @@
+/**
+ * The shell: checks the session, shows sign-in or the signed-in layout
+ * (header with the user, navigation, notices) and the page for the address
+ * bar's path. The device page keeps its code through a sign-in.
+ */
+import { useEffect, useRef, useState } from "preact/hooks";
+import { Logo } from "../../ui/components/logo.tsx";
+import { Link } from "../../ui/components/ui.tsx";
+import { clearNotices, dismiss, notify, useNotices } from "../../ui/notices.ts";
+import { api, ApiError, messageOf, whenSessionLost, type Me } from "./api.ts";
+import { AccountPage } from "./pages/account.tsx";
+import { DevicePage } from "./pages/device.tsx";
+import { DevicesPage } from "./pages/devices.tsx";
+import { OverviewPage } from "./pages/overview.tsx";
+import { SignInPage } from "./pages/signin.tsx";
+import { matchPath, usePath, type Page } from "./router.ts";
+import { MeContext } from "./session.ts";
+
+type State = { phase: "checking" } | { phase: "unreachable"; error: string } | { phase: "signed-out"; message?: string } | { phase: "signed-in"; me: Me };
+
+export function App() {
+  const [state, setState] = useState<State>({ phase: "checking" });
+  const path = usePath();
+
+  const check = async (message?: string) => {
+    try {
+      setState({ phase: "signed-in", me: await api.me() });
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 401) setState({ phase: "signed-out", message });
+      else setState({ phase: "unreachable", error: messageOf(err) });
+    }
+  };
+
+  useEffect(() => {
+    whenSessionLost((why) => setState((s) => (s.phase === "signed-in" ? { phase: "signed-out", message: `Your session has ended (${why}). Sign in again to continue.` } : s)));
+    void check();
+  }, []);
+
+  const signOut = async () => {
+    try {
+      await api.logout();
+      clearNotices();
+      setState({ phase: "signed-out", message: "You are signed out." });
+    } catch (err) {
+      notify("error", `Could not sign out: ${messageOf(err)}`);
+    }
+  };
+
+  if (state.phase === "checking") return <p class="boot">Loading…</p>;
+  if (state.phase === "unreachable") {
+    return (
+      <div class="boot" role="alert">
+        <p>This page cannot talk to the burrow server: {state.error}</p>
+        <button type="button" class="btn" onClick={() => check()}>
+          Try again
+        </button>
+      </div>
+    );
+  }
+  if (state.phase === "signed-out") {
+    const forDevice = matchPath(path).name === "device";
+    return <SignInPage message={state.message ?? (forDevice ? "Sign in to approve the device that is logging in." : undefined)} onSignedIn={() => check()} />;
+  }
+  const reloadMe = () => api.me().then((me) => setState({ phase: "signed-in", me }), () => {});
+  return (
+    <MeContext.Provider value={{ me: state.me, reload: reloadMe }}>
+      <Shell me={state.me} onSignOut={signOut} />
+    </MeContext.Provider>
+  );
+}
+
+const NAV: { href: string; label: string; pages: Page["name"][] }[] = [
+  { href: "/", label: "Overview", pages: ["overview"] },
+  { href: "/devices", label: "Devices", pages: ["devices", "device"] },
+  { href: "/account", label: "Account", pages: ["account"] },
+];
+
+function Shell(props: { me: Me; onSignOut(): void }) {
+  const path = usePath();
+  const page = matchPath(path);
+  const first = useRef(true);
+
+  // after moving to another page, focus its heading: keyboard and screen reader users start there
+  useEffect(() => {
+    if (first.current) {
+      first.current = false;
+      return;
+    }
+    window.scrollTo(0, 0);
+    document.querySelector<HTMLElement>("main h1")?.focus();
+  }, [path]);
+
+  return (
+    <div class="shell">
+      <a class="skip" href="#main">
+        Skip to content
+      </a>
+      <header class="topbar">
+        <Link href="/" class="brand" aria-label="burrow, overview">
+          <Logo /> <span>burrow</span>
+        </Link>
+        <nav class="nav" aria-label="Main">
+          {NAV.map((item) => (
+            <Link key={item.href} href={item.href} aria-current={item.pages.includes(page.name) ? "page" : undefined}>
+              {item.label}
+            </Link>
+          ))}
+        </nav>
+        <div class="who">
+          <span class="who-name" data-testid="current-user" title="Signed in as">
+            <span class="avatar" aria-hidden="true">
+              {props.me.user.username.slice(0, 1).toUpperCase()}
+            </span>
+            <span class="sr-only">Signed in as </span>
+            {props.me.user.username}
+          </span>
+          <button type="button" class="btn ghost small" onClick={props.onSignOut}>
+            Sign out
+          </button>
+        </div>
+      </header>
+      <Notices />
+      <main id="main" tabIndex={-1}>
+        <PageView page={page} />
+      </main>
+      <footer class="foot">burrow · all dates and times are UTC · 1 KB = 1024 bytes</footer>
+    </div>
+  );
+}
+
+function PageView({ page }: { page: Page }) {
+  switch (page.name) {
+    case "overview":
+      return <OverviewPage />;
+    case "devices":
+      return <DevicesPage />;
+    case "account":
+      return <AccountPage />;
+    case "device":
+      return <DevicePage />;
+    case "missing":
+      return (
+        <>
+          <h1 tabIndex={-1}>Page not found</h1>
+          <p>
+            There is no page at <code>{location.pathname}</code>. <Link href="/">Go to the overview</Link>.
+          </p>
+        </>
+      );
+  }
+}
+
+function Notices() {
+  const notices = useNotices();
+  return (
+    <div class="notices" aria-live="polite">
+      {notices.map((n) => (
+        <div key={n.id} class={`notice ${n.kind}`} role={n.kind === "error" ? "alert" : "status"}>
+          <span>{n.text}</span>
+          <button type="button" class="icon-btn" aria-label="Dismiss" onClick={() => dismiss(n.id)}>
+            ×
+          </button>
+        </div>
+      ))}
+    </div>
+  );
+}
