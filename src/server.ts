@@ -86,6 +86,8 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   const fileReport = config.tls && filesReport(config.tls.cert);
   const admin = createAdminApp(core, {
     publicInfo: () => publicSide,
+    // the edge's own address is the portal's (the server's domain itself)
+    portalOrigin: () => (config.portal ? publicSide?.edge_url : undefined),
     backup: database.backup,
     certificates: () => certificates?.report() ?? fileReport ?? { mode: "off", certificates: [] },
     operations: [...metricsRoutes(metrics, config.metricsToken), ...healthRoutes(readiness)],

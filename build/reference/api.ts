@@ -34,6 +34,7 @@ export async function withFullAdminApp<T>(use: (app: ReturnType<typeof createAdm
       publicInfo: () => undefined,
       backup: { dataDir: dir, sqlite: database.sqlite },
       certificates: () => ({ mode: "off", certificates: [] }),
+      portalOrigin: () => "https://tunnels.example.com",
       // as src/server.ts gives them
       operations: [...metricsRoutes({ render: async () => "", contentType: "text/plain" }, undefined), ...healthRoutes(new Readiness({}))],
     });

@@ -27,6 +27,7 @@ import { checkCrossSite } from "../api/csrf.ts";
 import { domainRoutes } from "./domains.ts";
 import { hostnameRoutes } from "./hostnames.ts";
 import { keyRoutes } from "./keys.ts";
+import { invitationRoutes } from "./invitations.ts";
 import { openApiRoutes } from "./openapi.ts";
 import { ClientGone, errorResponse, json } from "../api/http.ts";
 import { panelRoutes } from "./panel/serve.ts";
@@ -55,6 +56,8 @@ export interface AdminAppOptions {
   certificates?: CertificateReporter;
   /** Routes beside the API, wrapped the same way: the operations endpoints (/metrics, /healthz, /readyz). */
   operations?: Route[];
+  /** Where invitations are opened: the portal's address, or undefined when the portal is off (POST /api/invitations answers 409). */
+  portalOrigin?: () => string | undefined;
   /** Told of every answer: the route's pattern ("unmatched" for none), method and status (the metrics' admin requests). */
   answered?: (route: string, method: string, status: number) => void;
 }
@@ -65,6 +68,7 @@ export function createAdminApp(core: Core, options: AdminAppOptions = {}): Admin
     ...publicInfoRoutes(options.publicInfo ?? (() => undefined)),
     ...backupRoutes(options.backup),
     ...certificateRoutes(options.certificates ?? NO_TLS),
+    ...invitationRoutes(options.portalOrigin ?? (() => undefined)),
     // the whole table, operations included: read when the document is first asked for
     ...openApiRoutes(() => [...apiRoutes, ...operations].map((r: Route) => ({ path: r.path, methods: Object.keys(r.methods), public: r.public, docs: r.docs }))),
   ];

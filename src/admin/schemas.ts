@@ -1,6 +1,7 @@
 /** Request bodies and queries of the admin API, built from core's field rules. */
 import * as v from "valibot";
 import { MAX_KEY_DAYS } from "../core/admin-keys.ts";
+import { MAX_INVITATION_HOURS } from "../core/invitations.ts";
 import { AUDIT_ACTIONS, MAX_AUDIT_LIMIT } from "../core/audit.ts";
 import * as f from "../validate/fields.ts";
 
@@ -113,6 +114,27 @@ export const CreateKeyBody = v.object({
       v.maxValue(MAX_KEY_DAYS, `must be an integer from 1 to ${MAX_KEY_DAYS}`),
     ),
   ),
+});
+
+/** What a new user gets from an invitation: the fields the issue of invitations names, each optional (the user defaults otherwise). */
+export const CreateInvitationBody = v.object({
+  role: v.optional(f.role),
+  max_tunnels: v.optional(f.limit),
+  allowed_protocols: v.optional(f.allowedProtocols),
+  traffic_limit: v.optional(f.limit),
+  traffic_period: v.optional(f.trafficPeriod),
+  max_devices: v.optional(f.limit),
+  skip_warning: v.optional(f.flag),
+  can_use_proxy: v.optional(f.flag),
+  expires_in_hours: v.optional(
+    v.pipe(
+      v.number(`must be an integer from 1 to ${MAX_INVITATION_HOURS}`),
+      v.integer(`must be an integer from 1 to ${MAX_INVITATION_HOURS}`),
+      v.minValue(1, `must be an integer from 1 to ${MAX_INVITATION_HOURS}`),
+      v.maxValue(MAX_INVITATION_HOURS, `must be an integer from 1 to ${MAX_INVITATION_HOURS}`),
+    ),
+  ),
+  note: v.optional(v.pipe(v.string("must be a string"), v.trim(), v.maxLength(200, "must be at most 200 characters"))),
 });
 
 /** A whole number in a query string, from `min` to `max`. */

@@ -7,6 +7,7 @@ import type { TokenRow, UserRow } from "../db/schema.ts";
 import { cidrs } from "../validate/fields.ts";
 import { utcDateTime } from "../core/clock.ts";
 import type { ActiveTunnel } from "../core/live.ts";
+import type { Invitation } from "../core/invitations.ts";
 
 export const userJson = (u: UserRow) => ({
   id: u.id,
@@ -84,4 +85,25 @@ export const activeTunnelJson = (t: ActiveTunnel) => ({
   connected_at: utcDateTime(t.connectedAt),
   bytes_in: t.bytesIn,
   bytes_out: t.bytesOut,
+});
+
+/** An invitation: what its user gets, and how it stands (never its secret). */
+export const invitationJson = (i: Invitation) => ({
+  id: i.id,
+  note: i.note,
+  role: i.settings.role,
+  max_tunnels: i.settings.maxTunnels,
+  allowed_protocols: i.settings.allowedProtocols,
+  traffic_limit: i.settings.trafficLimit,
+  traffic_period: i.settings.trafficPeriod,
+  max_devices: i.settings.maxDevices,
+  skip_warning: i.settings.skipWarning,
+  can_use_proxy: i.settings.canUseProxy,
+  status: i.status,
+  created_by: i.createdBy,
+  created_at: i.createdAt,
+  expires_at: i.expiresAt,
+  used_at: i.usedAt,
+  used_by: i.usedBy,
+  used_username: i.usedUsername,
 });

@@ -163,3 +163,25 @@ export const NewAdminKeyJson = v.strictObject({
   expires_at: v.nullable(timestamp),
   message: v.string(),
 });
+
+export const InvitationJson = v.strictObject({
+  id,
+  note: v.string(),
+  role: v.picklist(["user", "admin"]),
+  max_tunnels: count,
+  allowed_protocols: v.string(),
+  traffic_limit: count,
+  traffic_period: v.picklist(["daily", "monthly", "quarterly"]),
+  max_devices: count,
+  skip_warning: v.boolean(),
+  can_use_proxy: v.boolean(),
+  status: v.picklist(["pending", "used", "expired"]),
+  created_by: v.nullable(id),
+  created_at: timestamp,
+  expires_at: timestamp,
+  used_at: v.nullable(timestamp),
+  used_by: v.nullable(id),
+  used_username: v.nullable(v.string()),
+});
+
+export const NewInvitationJson = v.strictObject({ ...InvitationJson.entries, url: v.string(), message: v.string() });

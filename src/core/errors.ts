@@ -65,6 +65,11 @@ export const REQUEST_ERRORS = {
     meaning: "On the portal: the user has `max_devices` device tokens already, so no other may be added (by the portal or by approving a `burrow login`).",
     advice: "Revoke a device you no longer use on the portal's Devices page, or ask an admin to raise `max_devices`.",
   },
+  PORTAL_OFF: {
+    status: 409,
+    meaning: "`POST /api/invitations` on a server whose portal is off (`--portal off`): an invitation is opened on the portal.",
+    advice: "Run the server with the portal on (the default), or make the user with `POST /api/users`.",
+  },
   INVITATION_INVALID: {
     status: 410,
     meaning: "The invitation link is unknown, used already, expired or withdrawn.",

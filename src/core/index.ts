@@ -10,6 +10,7 @@ import { createSessions } from "./sessions.ts";
 import { LoginThrottle } from "./login-throttle.ts";
 import { createTokens } from "./tokens.ts";
 import { createDeviceLogin } from "./device-login.ts";
+import { createInvitations } from "./invitations.ts";
 import { createTraffic } from "./traffic.ts";
 import { createUsers } from "./users.ts";
 
@@ -41,10 +42,12 @@ export function createCore({ store, clock = systemClock, systemSubdomains, domai
   };
   const clockNow = () => clock.now().getTime();
   const tokens = createTokens(store, clock, live);
+  const users = createUsers(store, clock, live);
   return {
     store,
     clock,
-    users: createUsers(store, clock, live),
+    users,
+    invitations: createInvitations(store, clock, users),
     tokens,
     deviceLogin: createDeviceLogin(store, clock, tokens, deviceCodeTtlMs),
     domains: createDomains(store, clock, systemSubdomains),

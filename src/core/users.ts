@@ -25,7 +25,10 @@ export interface UserSettings {
 
 export interface NewUser extends UserSettings {
   username: string;
-  password: string;
+  /** None for a user of the company's sign-in (oidcSubject): no password signs them in. */
+  password?: string;
+  /** "<issuer> <subject>" of the company sign-in that makes the user. */
+  oidcSubject?: string;
 }
 
 export interface UserChanges extends UserSettings {
@@ -84,11 +87,13 @@ export function createUsers(store: Store, clock: Clock, live: LiveTunnels) {
     get,
     byName,
     list: () => store.all(store.db.select().from(users).orderBy(asc(users.id))),
+    /** The user the company's sign-in made for "<issuer> <subject>", if any. */
+    byOidcSubject: (subject: string) => store.get(store.db.select().from(users).where(eq(users.oidcSubject, subject))),
     count: () => countWhere(),
     countEnabledAdmins: () => countWhere(and(eq(users.role, "admin"), eq(users.enabled, true))),
 
     async create(input: NewUser): Promise<UserRow> {
-      const passwordHash = await hashPassword(input.password);
+      const passwordHash = input.password === undefined ? "" : await hashPassword(input.password);
       const now = isoTimestamp(clock.now());
       return store.transaction(async () => {
         await assertNameFree(input.username);

@@ -27,22 +27,19 @@ import { authRoutes } from "./auth.ts";
 import type { PortalContext, PortalMethod, PortalRoute, SignedIn } from "./context.ts";
 import { clearTossed, readSessionCookie } from "./cookie.ts";
 import { deviceRoutes } from "./device-login.ts";
+import { invitationRoutes } from "./invitations.ts";
 import { meRoutes, type AddressOf } from "./me.ts";
 import { pageFile } from "./page.ts";
 import { SECURITY_HEADERS } from "../http/security-headers.ts";
 
 /** The portal's API, every route (the reference and the tests read it). */
-export const portalRoutes = (addressOf: AddressOf): PortalRoute[] => [...authRoutes, ...meRoutes(addressOf), ...deviceRoutes];
+export const portalRoutes = (addressOf: AddressOf): PortalRoute[] => [...authRoutes, ...meRoutes(addressOf), ...deviceRoutes, ...invitationRoutes];
 
 /** What the edge knows of a request it handed over. */
 export interface PortalVisit {
   /** Who it is (a trusted proxy's client, or the peer's address). */
   client: string;
-  /**
-   * Through a trusted proxy, which pools its connections over every name:
-   * each is closed after its answer, since the edge handed it to the portal
-   * for good and the proxy's next request on it may be a tunnel's.
-   */
+  /** Through a trusted proxy, which pools its connections over every name. */
   proxied: boolean;
 }
 
@@ -60,6 +57,16 @@ export interface PortalOptions {
   /** Where a live tunnel is reached (the edge's addresses). */
   addressOf: AddressOf;
 }
+
+/**
+ * Whether the connection may carry another request after this answer. The
+ * edge hands an apex connection to the portal for good, so its next request
+ * must be the apex's too. A browser keeps a connection for one host only
+ * (and says it is a browser: Sec-Fetch-Mode); a proxy in front pools its
+ * connections over every name, and a script may reuse one by address with
+ * another Host: for them each answer closes its connection.
+ */
+const keepAlive = (req: Request, visit: PortalVisit) => !visit.proxied && req.headers.has("sec-fetch-mode");
 
 interface Compiled {
   route: PortalRoute;
@@ -136,7 +143,7 @@ export function createPortalApp(core: Core, options: PortalOptions): PortalApp {
   return {
     async fetch(req, visit) {
       const res = await answer(req, visit);
-      if (visit.proxied) res.headers.set("Connection", "close");
+      if (!keepAlive(req, visit)) res.headers.set("Connection", "close");
       return res;
     },
   };

@@ -59,7 +59,8 @@ test("valid but unusual hosts are not refused: a trailing dot, upper case, an IP
     [`STEADY.LOCALHOST:${tunnel.server.edgePort}`, 200],
     [`steady.localhost.:${tunnel.server.edgePort}`, 200],
     ["[::1]:80", 404],
-    [`localhost:${tunnel.server.edgePort}`, 404],
+    // the domain itself: the portal's page
+    [`localhost:${tunnel.server.edgePort}`, 200],
   ] as const) {
     const reply = await rawHttp(tunnel.server.edgePort, request(host));
     expect(`${host} ${reply.status}`).toBe(`${host} ${status}`);

@@ -164,16 +164,19 @@ test("a visitor who leaves before the answer makes the agent drop its request to
   await within(closed, WAIT_MS, "the agent to close its connection to the local service");
 });
 
-test("the bare domain shows the landing page and reaches no tunnel", async () => {
+test("an address shows the landing page, the bare domain the portal (docs/portal.md); neither reaches a tunnel", async () => {
   const before = hits;
-  for (const host of [`localhost:${rig.server.edgePort}`, `127.0.0.1:${rig.server.edgePort}`]) {
-    const res = await fetch(`http://127.0.0.1:${rig.server.edgePort}/`, { headers: { host } });
-    const html = await res.text();
-    expectSelfContainedPage(res, html);
-    expect(html).toContain("burrow tunnel server");
-    expect(html).toContain("localhost");
-    expect(html).not.toContain("from the local service");
-  }
+  const landing = await fetch(`http://127.0.0.1:${rig.server.edgePort}/`, { headers: { host: `127.0.0.1:${rig.server.edgePort}` } });
+  const html = await landing.text();
+  expectSelfContainedPage(landing, html);
+  expect(html).toContain("burrow tunnel server");
+  expect(html).toContain("localhost");
+  expect(html).not.toContain("from the local service");
+  const portal = await fetch(`http://localhost:${rig.server.edgePort}/`);
+  expect(portal.status).toBe(200);
+  const page = await portal.text();
+  expect(page).toContain('<div id="app">');
+  expect(page).not.toContain("from the local service");
   expect(hits).toBe(before);
   // the tunnel itself still answers
   const res = await tunnelFetch(rig.server.edgePort, "served", "/");

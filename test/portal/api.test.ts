@@ -250,8 +250,17 @@ describe("never the admin's power, never another place's", () => {
     expect(cleared.some((c) => c.includes("Domain=localhost"))).toBe(true);
   });
 
-  test("a connection to the apex that asks for another name is 421 and closed", async () => {
+  test("a script's request (no Sec-Fetch-Mode) closes its connection after the answer: its next may be for another name", async () => {
     const both = `GET /_burrow/api/me HTTP/1.1\r\nHost: localhost:${server.edgePort}\r\n\r\nGET /secret HTTP/1.1\r\nHost: demo.localhost:${server.edgePort}\r\n\r\n`;
+    const reply = await rawHttp(server.edgePort, both);
+    expect(reply.status).toBe(401);
+    expect(reply.head.toLowerCase()).toContain("connection: close");
+    expect(reply.body).not.toContain("HTTP/1.1");
+    expect(reply.closed).toBe(true);
+  });
+
+  test("a browser's connection to the apex that asks for another name is 421 and closed", async () => {
+    const both = `GET /_burrow/api/me HTTP/1.1\r\nHost: localhost:${server.edgePort}\r\nSec-Fetch-Mode: cors\r\n\r\nGET /secret HTTP/1.1\r\nHost: demo.localhost:${server.edgePort}\r\n\r\n`;
     const reply = await rawHttp(server.edgePort, both);
     expect(reply.status).toBe(401);
     expect(reply.body).toContain("HTTP/1.1 421");
@@ -261,7 +270,7 @@ describe("never the admin's power, never another place's", () => {
 
   test("through a trusted proxy (which pools connections over every name) each portal answer closes its connection", async () => {
     await using proxied = await startServer({ args: ["--trusted-proxies", "127.0.0.1/32"] });
-    const both = `GET /_burrow/api/me HTTP/1.1\r\nHost: localhost:${proxied.edgePort}\r\nX-Forwarded-For: 203.0.113.7\r\n\r\nGET /next HTTP/1.1\r\nHost: demo.localhost:${proxied.edgePort}\r\n\r\n`;
+    const both = `GET /_burrow/api/me HTTP/1.1\r\nHost: localhost:${proxied.edgePort}\r\nX-Forwarded-For: 203.0.113.7\r\nSec-Fetch-Mode: cors\r\n\r\nGET /next HTTP/1.1\r\nHost: demo.localhost:${proxied.edgePort}\r\n\r\n`;
     const reply = await rawHttp(proxied.edgePort, both);
     expect(reply.status).toBe(401);
     expect(reply.head.toLowerCase()).toContain("connection: close");

@@ -51,9 +51,10 @@ function login(args: string[], env: Record<string, string> = {}) {
   return { proc, output, home, exited, [Symbol.dispose]: () => proc.kill("SIGKILL") };
 }
 
-/** The user code the command printed. */
+/** The user code the command printed (once it has printed all it shows: the address with the code comes last). */
 async function printedCode(output: LineReader): Promise<string> {
   const line = await output.waitFor(/enter the code\s+([A-Z]{4}-[A-Z]{4})/, 15_000);
+  await output.waitFor(/\(or open /, 15_000);
   return /([A-Z]{4}-[A-Z]{4})/.exec(line)![1]!;
 }
 

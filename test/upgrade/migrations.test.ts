@@ -86,9 +86,9 @@ test("upgrading the 0.1.0 fixture backs it up to burrow.db.bak-0.1.0 first and l
   // the database: upgraded, every old row still there, the new version recorded
   const upgraded = dumpTables(db);
   expect(upgraded.widgets).toEqual([]);
-  // columns added since 0.1.0 hold their defaults: require_auth off, allow_cidrs empty
-  const added = upgraded.users!.map(({ nickname, require_auth, allow_cidrs, ...rest }) => {
-    expect([nickname, require_auth, allow_cidrs]).toEqual([null, 0, ""]);
+  // columns added since 0.1.0 hold their defaults: require_auth off, allow_cidrs empty, no company sign-in
+  const added = upgraded.users!.map(({ nickname, require_auth, allow_cidrs, oidc_subject, ...rest }) => {
+    expect([nickname, require_auth, allow_cidrs, oidc_subject]).toEqual([null, 0, "", null]);
     return rest;
   });
   expect(added).toEqual(original.users!);

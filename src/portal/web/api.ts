@@ -77,6 +77,16 @@ export interface PendingDevice {
   expires_at: string;
 }
 
+export interface Offer {
+  note: string;
+  max_tunnels: number;
+  allowed_protocols: string;
+  traffic_limit: number;
+  traffic_period: TrafficPeriod;
+  max_devices: number;
+  expires_at: string;
+}
+
 export class ApiError extends Error {
   constructor(
     readonly status: number,
@@ -115,7 +125,7 @@ async function call<T>(method: string, path: string, body?: unknown): Promise<T>
   if (res.ok) return data as T;
   const message = typeof data?.error === "string" ? data.error : `the server answered ${res.status}`;
   const retry = Number(res.headers.get("retry-after"));
-  if (res.status === 401 && path !== "/_burrow/api/login") onSessionLost(message);
+  if (res.status === 401 && path !== "/_burrow/api/login" && !path.startsWith("/_burrow/api/invitation")) onSessionLost(message);
   throw new ApiError(res.status, message, Number.isFinite(retry) && retry > 0 ? retry : undefined);
 }
 
@@ -135,5 +145,7 @@ export const api = {
   changePassword: (current_password: string, new_password: string) => call<{ status: string }>("PUT", "/_burrow/api/me/password", { current_password, new_password }),
   pendingDevice: (code: string) => call<PendingDevice>("GET", `/_burrow/api/device?user_code=${enc(code)}`),
   approve: (user_code: string) => call<PendingDevice>("POST", "/_burrow/api/device/approve", { user_code }),
+  offer: (invitation: string) => call<Offer>("POST", "/_burrow/api/invitation", { invitation }),
+  accept: (invitation: string, username: string, password: string) => call<{ user: { id: number; username: string } }>("POST", "/_burrow/api/invitation/accept", { invitation, username, password }),
   deny: (user_code: string) => call<PendingDevice>("POST", "/_burrow/api/device/deny", { user_code }),
 };

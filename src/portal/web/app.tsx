@@ -12,8 +12,9 @@ import { AccountPage } from "./pages/account.tsx";
 import { DevicePage } from "./pages/device.tsx";
 import { DevicesPage } from "./pages/devices.tsx";
 import { OverviewPage } from "./pages/overview.tsx";
+import { InvitePage } from "./pages/invite.tsx";
 import { SignInPage } from "./pages/signin.tsx";
-import { matchPath, usePath, type Page } from "./router.ts";
+import { matchPath, navigate, usePath, type Page } from "./router.ts";
 import { MeContext } from "./session.ts";
 
 type State = { phase: "checking" } | { phase: "unreachable"; error: string } | { phase: "signed-out"; message?: string } | { phase: "signed-in"; me: Me };
@@ -56,6 +57,10 @@ export function App() {
         </button>
       </div>
     );
+  }
+  // an invitation is opened by someone who has no account yet: its page stands alone
+  if (matchPath(path).name === "invite") {
+    return <InvitePage signedInAs={state.phase === "signed-in" ? state.me.user.username : undefined} onSignOut={signOut} onJoined={() => check().then(() => navigate("/devices"))} />;
   }
   if (state.phase === "signed-out") {
     const forDevice = matchPath(path).name === "device";
@@ -138,6 +143,8 @@ function PageView({ page }: { page: Page }) {
       return <AccountPage />;
     case "device":
       return <DevicePage />;
+    case "invite":
+      return null; // shown by App, signed in or not
     case "missing":
       return (
         <>

@@ -189,6 +189,35 @@ export interface NewAdminKey {
 }
 
 /** A failed call: the server's own words when it gave some, else what went wrong on the way. */
+/** What a user made by an invitation gets. */
+export interface InvitationSettings {
+  role?: "user" | "admin";
+  max_tunnels?: number;
+  allowed_protocols?: string;
+  traffic_limit?: number;
+  traffic_period?: TrafficPeriod;
+  max_devices?: number;
+  skip_warning?: boolean;
+  can_use_proxy?: boolean;
+}
+
+export interface Invitation extends Required<InvitationSettings> {
+  id: number;
+  note: string;
+  status: "pending" | "used" | "expired";
+  created_by: number | null;
+  created_at: string;
+  expires_at: string;
+  used_at: string | null;
+  used_by: number | null;
+  used_username: string | null;
+}
+
+export interface NewInvitation extends Invitation {
+  url: string;
+  message: string;
+}
+
 export class ApiError extends Error {
   constructor(
     readonly status: number,
@@ -277,6 +306,9 @@ export const api = {
     return call<AuditEntry[]>("GET", `/api/audit?${query}`);
   },
 
+  invitations: () => call<Invitation[]>("GET", "/api/invitations"),
+  createInvitation: (body: InvitationSettings & { expires_in_hours?: number; note?: string }) => call<NewInvitation>("POST", "/api/invitations", body),
+  deleteInvitation: (invitationId: number) => call<{ status: string }>("DELETE", `/api/invitations/${id(invitationId)}`),
   keys: () => call<AdminKey[]>("GET", "/api/keys"),
   createKey: (name: string, expiresInDays?: number) =>
     call<NewAdminKey>("POST", "/api/keys", expiresInDays === undefined ? { name } : { name, expires_in_days: expiresInDays }),

@@ -13,6 +13,7 @@ import { CertificatesPage } from "./pages/certificates.tsx";
 import { DashboardPage } from "./pages/dashboard.tsx";
 import { DomainsPage } from "./pages/domains.tsx";
 import { KeysPage } from "./pages/keys.tsx";
+import { InvitationsPage } from "./pages/invitations.tsx";
 import { SignInPage } from "./pages/signin.tsx";
 import { TunnelsPage } from "./pages/tunnels.tsx";
 import { UserPage } from "./pages/user.tsx";
@@ -86,6 +87,7 @@ export function App() {
 const NAV: { href: string; label: string; pages: Page["name"][] }[] = [
   { href: "/", label: "Dashboard", pages: ["dashboard"] },
   { href: "/users", label: "Users", pages: ["users", "user"] },
+  { href: "/invitations", label: "Invitations", pages: ["invitations"] },
   { href: "/tunnels", label: "Tunnels", pages: ["tunnels"] },
   { href: "/domains", label: "Subdomains", pages: ["domains"] },
   { href: "/certificates", label: "HTTPS", pages: ["certificates"] },
@@ -165,6 +167,8 @@ function PageView({ page }: { page: Page }) {
       return <AuditPage />;
     case "keys":
       return <KeysPage />;
+    case "invitations":
+      return <InvitationsPage />;
     case "missing":
       return (
         <>

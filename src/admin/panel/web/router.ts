@@ -13,6 +13,7 @@ export type Page =
   | { name: "certificates" }
   | { name: "audit" }
   | { name: "keys" }
+  | { name: "invitations" }
   | { name: "missing" };
 
 export function matchPath(path: string): Page {
@@ -24,6 +25,7 @@ export function matchPath(path: string): Page {
   if (p === "/certificates") return { name: "certificates" };
   if (p === "/audit") return { name: "audit" };
   if (p === "/keys") return { name: "keys" };
+  if (p === "/invitations") return { name: "invitations" };
   const user = /^\/users\/([1-9][0-9]{0,15})$/.exec(p);
   if (user) return { name: "user", id: Number(user[1]) };
   return { name: "missing" };
