@@ -148,7 +148,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       holdsFile: join(config.dataDir, "restart-holds.json"),
       counters,
       nodes: cluster && edgeNodes(cluster, { secret: config.node?.secret, relayLookups: config.node?.relayLookups }),
-      apex: config.portal ? (facts) => createPortalApp(core, { domain: config.domain, ...facts }) : undefined,
+      apex: config.portal ? (facts) => createPortalApp(core, { domain: config.domain, oidc: config.portalOidc, ...facts }) : undefined,
     });
   } catch (err) {
     // a port already taken: let go of what did start, so the process exits with the error

@@ -158,8 +158,8 @@ const CREDENTIAL_WORDS: Record<string, string> = {
   metricsToken: "the server's `--metrics-token` as a bearer token",
 };
 
-function who(op: Operation, schemes: Record<string, Schema>): string {
-  if (!op.security) return "an admin: the session cookie, or an admin API key";
+function who(op: Operation, schemes: Record<string, Schema>, signedIn: string): string {
+  if (!op.security) return signedIn;
   if (op.security.length === 0) return "anyone: no session needed";
   return (op.security as Record<string, unknown>[])
     .flatMap((s) => Object.keys(s))
@@ -167,7 +167,8 @@ function who(op: Operation, schemes: Record<string, Schema>): string {
     .join(", or ");
 }
 
-function operationSection(method: string, path: string, op: Operation, schemes: Record<string, Schema>): string {
+/** One route's method: who may call it, its parameters, body and answers. `signedIn`: who a route without its own security needs. */
+export function operationSection(method: string, path: string, op: Operation, schemes: Record<string, Schema>, signedIn = "an admin: the session cookie, or an admin API key"): string {
   const params = (op.parameters ?? []) as Schema[];
   const body = op.requestBody?.content?.["application/json"]?.schema as Schema | undefined;
   const answers = Object.entries(op.responses as Record<string, Schema>);
@@ -179,7 +180,7 @@ function operationSection(method: string, path: string, op: Operation, schemes: 
     `### \`${method.toUpperCase()} ${path}\``,
     words(op.summary),
     words(op.description),
-    `Who may call it: ${who(op, schemes)}.`,
+    `Who may call it: ${who(op, schemes, signedIn)}.`,
     params.length > 0
       ? page(["Parameters:", table(["name", "in", "type", "required"], params.map((p) => [code(p.name), p.in, typeWords(p.schema), p.required ? "required" : ""]))])
       : undefined,

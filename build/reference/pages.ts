@@ -2,9 +2,11 @@
 import { apiReference } from "./api.ts";
 import { cliReference } from "./cli.ts";
 import { codesReference } from "./codes.ts";
+import { portalApiReference } from "./portal-api.ts";
 
 export const REFERENCE_PAGES: Readonly<Record<string, () => string | Promise<string>>> = {
   "docs/reference/cli.md": cliReference,
   "docs/reference/api.md": apiReference,
   "docs/reference/codes.md": codesReference,
+  "docs/reference/portal-api.md": portalApiReference,
 };

@@ -19,7 +19,7 @@ export const COMMANDS: readonly CommandLine[] = [
   { name: "udp", synopsis: "udp PORT|HOST:PORT", summary: "expose a local UDP service at udp://<domain>:<port>" },
   { name: "start", synopsis: "start NAME... | --all", summary: "start tunnels named in burrow.yml, over one connection" },
   { name: "config check", synopsis: "config check", summary: "check burrow.yml without connecting" },
-  { name: "login", synopsis: "login --server URL --token T", summary: "save the server and token for http, tcp, tls, udp and start" },
+  { name: "login", synopsis: "login --server URL [--token T]", summary: "log this machine in (through the browser, or with a token) for http, tcp, tls, udp and start" },
   { name: "server", synopsis: "server [flags]", summary: "run the tunnel server (edge + admin API)" },
   { name: "server init", synopsis: "server init --domain D [flags]", summary: "write a systemd unit for the server, print DNS records and ports" },
   { name: "server backup", synopsis: "server backup FILE", summary: "write a consistent copy of the server's database to FILE" },

@@ -52,7 +52,20 @@ export const SERVER_DOC: CommandDoc = {
     },
     {
       title: "The portal, users' own pages on the domain:",
-      flags: ["portal", "device-code-ttl"],
+      flags: [
+        "portal",
+        "device-code-ttl",
+        "portal-oidc-issuer",
+        "portal-oidc-client-id",
+        "portal-oidc-allow-domains",
+        "portal-oidc-allow-groups",
+        "portal-oidc-invite-only",
+        "portal-default-max-tunnels",
+        "portal-default-max-devices",
+        "portal-default-traffic-limit",
+        "portal-default-traffic-period",
+        "portal-default-protocols",
+      ],
     },
     {
       title: "UDP tunnels:",
@@ -82,5 +95,6 @@ export const SERVER_DOC: CommandDoc = {
   BURROW_<FLAG>           any flag above, e.g. BURROW_ADMIN_PORT=4041
   BURROW_ADMIN_USERNAME   first admin's name when the database has no admin (default admin)
   BURROW_ADMIN_PASSWORD   first admin's password; when unset one is generated and printed once
-  BURROW_METRICS_TOKEN    the --metrics-token, kept out of the process list`,
+  BURROW_METRICS_TOKEN    the --metrics-token, kept out of the process list
+  BURROW_PORTAL_OIDC_CLIENT_SECRET   the portal's client secret at --portal-oidc-issuer`,
 };

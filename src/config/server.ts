@@ -5,7 +5,9 @@ import * as v from "valibot";
 import { parseFlags } from "./flags.ts";
 import { SERVER_DEFAULTS, SERVER_FLAGS } from "./server-flags.ts";
 import { UsageError } from "../usage-error.ts";
+import * as f from "../validate/fields.ts";
 import { SUBDOMAIN_PATTERN } from "../validate/fields.ts";
+import { issuerProblem } from "../validate/access.ts";
 import { isCidrOrAddress } from "../http/addresses.ts";
 import { parseHostPort } from "../dns/resolver-address.ts";
 import { LOG_FORMATS, type LogFormat } from "../log.ts";
@@ -85,6 +87,8 @@ export interface ServerConfig {
   portal: boolean;
   /** How long a device login's code waits for approval (--device-code-ttl). */
   deviceCodeTtlMs: number;
+  /** The portal's company sign-in (--portal-oidc-*), when an issuer is given. */
+  portalOidc?: PortalOidcConfig;
   /** Wrong basic-auth passwords one address may try on a tunnel before it is locked for a minute, doubling to 15. */
   basicAuthLimit: number;
   /** Failed agent handshakes a client address may make a minute before RATE_LIMITED. */
@@ -147,6 +151,15 @@ const count = (flag: string) =>
     v.regex(/^[0-9]{1,7}$/, `--${flag} must be a positive whole number`),
     v.transform(Number),
     v.minValue(1, `--${flag} must be a positive whole number`),
+  );
+
+/** A user's limit: a whole number, 0 for none. */
+const limit = (flag: string) =>
+  v.pipe(
+    v.string(),
+    v.regex(/^[0-9]{1,16}$/, `--${flag} must be a whole number (0: no limit)`),
+    v.transform(Number),
+    v.maxValue(Number.MAX_SAFE_INTEGER, `--${flag} is too large`),
   );
 
 /** A whole number from `min` to `max`, said as the flag's own words. */
@@ -242,6 +255,27 @@ const Schema = v.object({
   "log-format": v.picklist(LOG_FORMATS, `--log-format must be ${LOG_FORMATS.join(" or ")}`),
   "oidc-http-issuers": v.picklist(["off", "loopback"], "--oidc-http-issuers must be off or loopback"),
   portal: v.picklist(["on", "off"], "--portal must be on or off"),
+  "portal-oidc-issuer": v.pipe(v.string(), v.check((s) => s === "" || issuerProblem(s) === undefined, "--portal-oidc-issuer must be an https URL (plain http only on loopback) without user, password, query or fragment")),
+  "portal-oidc-client-id": v.pipe(v.string(), v.maxLength(512, "--portal-oidc-client-id is too long")),
+  "portal-oidc-allow-domains": v.pipe(
+    v.string(),
+    v.transform((s) => s.split(",").map((x) => x.trim().toLowerCase().replace(/^@/, "")).filter((x) => x !== "")),
+    v.check((list) => list.every((d) => /^[a-z0-9-]+(\.[a-z0-9-]+)+$/.test(d)), "--portal-oidc-allow-domains must be a comma-separated list of domains, e.g. example.com,example.org"),
+  ),
+  "portal-oidc-allow-groups": v.pipe(
+    v.string(),
+    v.transform((s) => s.split(",").map((x) => x.trim()).filter((x) => x !== "")),
+    v.check((list) => list.every((g) => g.length <= 256), "--portal-oidc-allow-groups: a group name is at most 256 characters"),
+  ),
+  "portal-oidc-invite-only": v.picklist(["on", "off"], "--portal-oidc-invite-only must be on or off"),
+  "portal-default-max-tunnels": limit("portal-default-max-tunnels"),
+  "portal-default-max-devices": limit("portal-default-max-devices"),
+  "portal-default-traffic-limit": limit("portal-default-traffic-limit"),
+  "portal-default-traffic-period": v.picklist(["daily", "monthly", "quarterly"], "--portal-default-traffic-period must be daily, monthly or quarterly"),
+  "portal-default-protocols": v.pipe(
+    v.string(),
+    v.check((s) => v.safeParse(f.allowedProtocols, s).success, "--portal-default-protocols must be a comma-separated list of http, tcp, udp, tls"),
+  ),
   "device-code-ttl": within("device-code-ttl", 10, 3600, "a number of seconds"),
   // a scraper's secret: long enough not to be guessed, and plain enough to sit in a header and a config file
   database: v.pipe(
@@ -288,6 +322,48 @@ function parsePublicUrl(raw: string, domain: string): ServerConfig["publicUrl"] 
 function defaultNodeId(): string {
   const host = hostname().toLowerCase().replace(/[^a-z0-9._-]/g, "-").replace(/^[^a-z0-9]+/, "");
   return host.slice(0, 63) || "node";
+}
+
+export interface PortalOidcConfig {
+  issuer: string;
+  clientId: string;
+  clientSecret: string;
+  allowDomains: string[];
+  allowGroups: string[];
+  inviteOnly: boolean;
+  /** A user made by their first company sign-in gets these. */
+  defaults: { maxTunnels: number; maxDevices: number; trafficLimit: number; trafficPeriod: "daily" | "monthly" | "quarterly"; allowedProtocols: string };
+}
+
+/** The portal's company sign-in from its flags and BURROW_PORTAL_OIDC_CLIENT_SECRET (never a flag: it would show in ps). */
+function portalOidc(o: Record<string, any>, env: Record<string, string | undefined>): PortalOidcConfig | undefined {
+  const issuer = o["portal-oidc-issuer"] as string;
+  if (issuer === "") {
+    if (o["portal-oidc-client-id"]) throw new UsageError("--portal-oidc-client-id goes with --portal-oidc-issuer");
+    return undefined;
+  }
+  if (o.portal !== "on") throw new UsageError("--portal-oidc-issuer needs the portal (--portal on)");
+  if (!o["portal-oidc-client-id"]) throw new UsageError("--portal-oidc-issuer needs --portal-oidc-client-id");
+  const clientSecret = env.BURROW_PORTAL_OIDC_CLIENT_SECRET ?? "";
+  if (clientSecret === "") throw new UsageError("--portal-oidc-issuer needs the client secret in the environment: BURROW_PORTAL_OIDC_CLIENT_SECRET");
+  if (new URL(issuer).protocol === "http:" && o["oidc-http-issuers"] !== "loopback") {
+    throw new UsageError("--portal-oidc-issuer: a plain-http issuer needs --oidc-http-issuers loopback");
+  }
+  return {
+    issuer: issuer.replace(/\/+$/, ""),
+    clientId: o["portal-oidc-client-id"],
+    clientSecret,
+    allowDomains: o["portal-oidc-allow-domains"],
+    allowGroups: o["portal-oidc-allow-groups"],
+    inviteOnly: o["portal-oidc-invite-only"] === "on",
+    defaults: {
+      maxTunnels: o["portal-default-max-tunnels"],
+      maxDevices: o["portal-default-max-devices"],
+      trafficLimit: o["portal-default-traffic-limit"],
+      trafficPeriod: o["portal-default-traffic-period"],
+      allowedProtocols: o["portal-default-protocols"],
+    },
+  };
 }
 
 /** Reads `burrow server` flags; throws UsageError with a one-line message. */
@@ -357,6 +433,7 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     oidcHttpIssuers: o["oidc-http-issuers"] === "loopback",
     portal: o.portal === "on",
     deviceCodeTtlMs: o["device-code-ttl"] * 1000,
+    portalOidc: portalOidc(o, env),
     basicAuthLimit: o["basic-auth-limit"],
     handshakeLimit: o["handshake-limit"],
     drainTimeoutMs: o["drain-timeout"] * 1000,

@@ -1,6 +1,5 @@
 /** The edge's own pages: small, self-contained HTML (no external assets). */
-const escapeHtml = (s: string) =>
-  s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
+import { escapeHtml } from "../http/html.ts";
 
 const STYLE = `
   :root { color-scheme: light dark; --fg:#1d2330; --muted:#5b6475; --bg:#f6f7f9; --card:#fff; --accent:#2f6fed; }

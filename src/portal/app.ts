@@ -29,11 +29,18 @@ import { clearTossed, readSessionCookie } from "./cookie.ts";
 import { deviceRoutes } from "./device-login.ts";
 import { invitationRoutes } from "./invitations.ts";
 import { meRoutes, type AddressOf } from "./me.ts";
+import { portalOidcRoutes, type PortalOidcSettings } from "./oidc.ts";
 import { pageFile } from "./page.ts";
 import { SECURITY_HEADERS } from "../http/security-headers.ts";
 
 /** The portal's API, every route (the reference and the tests read it). */
-export const portalRoutes = (addressOf: AddressOf): PortalRoute[] => [...authRoutes, ...meRoutes(addressOf), ...deviceRoutes, ...invitationRoutes];
+export const portalRoutes = (addressOf: AddressOf, oidc?: PortalOidcSettings, host: () => string = () => ""): PortalRoute[] => [
+  ...authRoutes,
+  ...meRoutes(addressOf),
+  ...deviceRoutes,
+  ...invitationRoutes,
+  ...portalOidcRoutes(oidc, host),
+];
 
 /** What the edge knows of a request it handed over. */
 export interface PortalVisit {
@@ -56,6 +63,8 @@ export interface PortalOptions {
   origin(): string;
   /** Where a live tunnel is reached (the edge's addresses). */
   addressOf: AddressOf;
+  /** Company sign-in (--portal-oidc-*); none: passwords only. */
+  oidc?: PortalOidcSettings;
 }
 
 /**
@@ -90,7 +99,9 @@ const withHeaders = (res: Response): Response => {
 };
 
 export function createPortalApp(core: Core, options: PortalOptions): PortalApp {
-  const table = portalRoutes(options.addressOf).map(compile);
+  // the host visitors write (domain and port), as in the portal's address: the provider sends them back there
+  const host = () => new URL(options.origin()).host;
+  const table = portalRoutes(options.addressOf, options.oidc, host).map(compile);
   const { domain, secure } = options;
 
   async function call(req: Request, path: string, ctx: PortalContext): Promise<Response> {
@@ -121,7 +132,7 @@ export function createPortalApp(core: Core, options: PortalOptions): PortalApp {
           ctx.audit.actor = { userId: user.id, username: user.username };
           response = await (handler as (req: Request, ctx: SignedIn) => Promise<Response>)(req, signedIn);
         }
-        if (action) await recordPortalAudit(core, action, ctx, "ok");
+        if (action) await recordPortalAudit(core, action, ctx, ctx.audit.refused ? "refused" : "ok", ctx.audit.refused);
         return response;
       } catch (err) {
         if (action) await recordPortalAudit(core, action, ctx, "failed", err instanceof AppError ? err.code : databaseUnavailable(err) ? "DATABASE_UNAVAILABLE" : "INTERNAL");

@@ -27,7 +27,7 @@ export const authRoutes: PortalRoute[] = [
     audit: { POST: "portal.login" },
     docs: {
       POST: {
-        summary: "Sign in with a username and password: sets the session cookie (`__Host-burrow_session` over HTTPS, `burrow_session` over plain HTTP)",
+        summary: "Sign in with a username and password: sets the session cookie (`__Host-burrow_portal` over HTTPS, `burrow_portal` over plain HTTP)",
         body: LoginBody,
         responses: {
           200: { description: "Signed in; the cookie is set", schema: SignedInJson },

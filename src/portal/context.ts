@@ -11,6 +11,8 @@ export interface PortalAuditNote {
   details?: Record<string, unknown>;
   /** Who acted, before a session says it: login's user, or the username a failed login tried. */
   actor?: { userId?: number; username?: string };
+  /** The handler answered with a refusal of its own (a page, not an error): the entry is "refused" with this code. */
+  refused?: "FORBIDDEN";
 }
 
 export interface PortalContext {

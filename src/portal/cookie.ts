@@ -12,8 +12,8 @@
  */
 import { SESSION_MAX_AGE_MS } from "../core/sessions.ts";
 
-export const SECURE_COOKIE = "__Host-burrow_session";
-export const PLAIN_COOKIE = "burrow_session";
+export const SECURE_COOKIE = "__Host-burrow_portal";
+export const PLAIN_COOKIE = "burrow_portal";
 
 export const cookieName = (secure: boolean) => (secure ? SECURE_COOKIE : PLAIN_COOKIE);
 

@@ -44,7 +44,8 @@ async function open(n: number, from: string, request: boolean) {
     const s = connect({ port: server.edgePort, host: "127.0.0.1", localAddress: from });
     s.on("error", () => {});
     s.on("data", (d) => (d.toString("latin1").startsWith("HTTP/1.1 503") ? counts.refused++ : counts.answered++));
-    if (request) s.on("connect", () => s.write(`GET / HTTP/1.1\r\nHost: localhost:${server.edgePort}\r\n\r\n`));
+    // an address as Host: the edge's own landing page, kept alive (the domain itself is the portal's, which closes a script's connection)
+    if (request) s.on("connect", () => s.write(`GET / HTTP/1.1\r\nHost: 127.0.0.1:${server.edgePort}\r\n\r\n`));
     mine.push(s);
     flood.push(s);
     if (i % 50 === 49) await Bun.sleep(5); // a breath every 50: 1,000 still open within ~0.1 s

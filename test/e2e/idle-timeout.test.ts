@@ -81,8 +81,9 @@ function visitor() {
   };
 }
 
-test.concurrent("an idle keep-alive connection is closed after --idle-timeout, on a tunnel and on the bare domain", async () => {
-  const hosts = [`idle.localhost:${tunnel.server.edgePort}`, `localhost:${tunnel.server.edgePort}`];
+test.concurrent("an idle keep-alive connection is closed after --idle-timeout: on a tunnel, on an address (the landing page), and a browser's on the portal", async () => {
+  // the portal keeps a connection alive for a browser only (Sec-Fetch-Mode): it was handed the connection for good
+  const hosts = [`idle.localhost:${tunnel.server.edgePort}`, `127.0.0.1:${tunnel.server.edgePort}`, `localhost:${tunnel.server.edgePort}\r\nSec-Fetch-Mode: navigate`];
   await Promise.all(hosts.map(async (host) => {
     const v = visitor();
     v.socket.write(`GET / HTTP/1.1\r\nHost: ${host}\r\n\r\n`);

@@ -20,7 +20,7 @@ export interface TestProvider extends AsyncDisposable {
   tokenRequests: number;
 }
 
-export async function startOidcProvider(opts: { redirectUris: string[]; emails: Record<string, string> }): Promise<TestProvider> {
+export async function startOidcProvider(opts: { redirectUris: string[]; emails: Record<string, string>; groups?: Record<string, string[]> }): Promise<TestProvider> {
   const http: Server = createServer();
   await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
   const issuer = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
@@ -36,9 +36,9 @@ export async function startOidcProvider(opts: { redirectUris: string[]; emails: 
         token_endpoint_auth_method: "client_secret_basic",
       },
     ],
-    claims: { openid: ["sub"], email: ["email", "email_verified"] },
+    claims: { openid: ["sub"], email: ["email", "email_verified"], groups: ["groups"] },
     async findAccount(_ctx: unknown, id: string) {
-      return { accountId: id, claims: async () => ({ sub: id, email: opts.emails[id] ?? `${id}@unknown.invalid`, email_verified: true }) };
+      return { accountId: id, claims: async () => ({ sub: id, email: opts.emails[id] ?? `${id}@unknown.invalid`, email_verified: true, groups: opts.groups?.[id] ?? [] }) };
     },
     pkce: { required: () => true },
     cookies: { keys: ["burrow-test-cookie-key"] },

@@ -44,7 +44,7 @@ describe("signing in", () => {
     expect(ok.status).toBe(200);
     expect(ok.body).toEqual({ user: { id: aliceId, username: "alice" } });
     const cookie = ok.headers.get("set-cookie")!;
-    expect(cookie).toMatch(/^burrow_session=[A-Za-z0-9_-]{40,}; /);
+    expect(cookie).toMatch(/^burrow_portal=[A-Za-z0-9_-]{40,}; /);
     expect(cookie).toContain("Path=/");
     expect(cookie).toContain("HttpOnly");
     expect(cookie).toContain("SameSite=Lax");
@@ -198,7 +198,7 @@ describe("never the admin's power, never another place's", () => {
   test("an admin session's key is no session on the portal", async () => {
     const key = admin.cookie!.split("=")[1];
     const portal = new PortalClient(server.edgePort);
-    portal.cookie = `burrow_session=${key}`;
+    portal.cookie = `burrow_portal=${key}`;
     expect((await portal.get("/_burrow/api/me")).status).toBe(401);
   });
 
@@ -246,7 +246,7 @@ describe("never the admin's power, never another place's", () => {
     expect(res.status).toBe(401);
     const cleared = res.headers.getSetCookie();
     expect(cleared).toHaveLength(2);
-    expect(cleared.every((c) => c.startsWith("burrow_session=;") && c.includes("Max-Age=0"))).toBe(true);
+    expect(cleared.every((c) => c.startsWith("burrow_portal=;") && c.includes("Max-Age=0"))).toBe(true);
     expect(cleared.some((c) => c.includes("Domain=localhost"))).toBe(true);
   });
 

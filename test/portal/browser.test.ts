@@ -177,7 +177,7 @@ describe("a tunnel's page against the portal", () => {
       fetch: (req) => {
         if (new URL(req.url).pathname === "/go.js") {
           return new Response(
-            `document.cookie = "burrow_session=${attackerKey}; domain=localhost; path=/";
+            `document.cookie = "burrow_portal=${attackerKey}; domain=localhost; path=/";
              fetch("${portal()}/_burrow/api/me/tokens", { method: "POST", credentials: "include", mode: "no-cors", headers: { "content-type": "text/plain" }, body: JSON.stringify({ device_name: "planted-by-bob" }) })
                .then(() => (document.title = "posted"), () => (document.title = "posted"));`,
             { headers: { "content-type": "text/javascript" } },

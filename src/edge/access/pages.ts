@@ -1,7 +1,7 @@
 /** The pages a visitor stopped by a tunnel's access rules sees. */
 import { page } from "../pages.ts";
 
-const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
+import { escapeHtml } from "../../http/html.ts";
 
 /** IP rules: the visitor's address is not allowed (or is denied). */
 export function addressRefusedPage(host: string, address: string): Response {

@@ -145,6 +145,9 @@ export const api = {
   changePassword: (current_password: string, new_password: string) => call<{ status: string }>("PUT", "/_burrow/api/me/password", { current_password, new_password }),
   pendingDevice: (code: string) => call<PendingDevice>("GET", `/_burrow/api/device?user_code=${enc(code)}`),
   approve: (user_code: string) => call<PendingDevice>("POST", "/_burrow/api/device/approve", { user_code }),
+  signInOptions: () => call<{ password: true; company: boolean; invite_only: boolean }>("GET", "/_burrow/api/sign-in-options"),
+  /** Starts a company sign-in; the browser then goes to the returned address. */
+  companySignIn: (body: { to?: string; invitation?: string }) => call<{ url: string }>("POST", "/_burrow/api/oidc/start", body),
   offer: (invitation: string) => call<Offer>("POST", "/_burrow/api/invitation", { invitation }),
   accept: (invitation: string, username: string, password: string) => call<{ user: { id: number; username: string } }>("POST", "/_burrow/api/invitation/accept", { invitation, username, password }),
   deny: (user_code: string) => call<PendingDevice>("POST", "/_burrow/api/device/deny", { user_code }),

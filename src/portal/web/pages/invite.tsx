@@ -25,6 +25,25 @@ export function InvitePage(props: { signedInAs?: string; onSignOut(): void; onJo
   const [failure, setFailure] = useState<string>();
   const [busy, setBusy] = useState(false);
 
+  const [company, setCompany] = useState(false);
+
+  useEffect(() => {
+    api.signInOptions().then((o) => setCompany(o.company), () => setCompany(false));
+  }, []);
+
+  const joinWithCompany = async () => {
+    setBusy(true);
+    setFailure(undefined);
+    try {
+      const { url } = await api.companySignIn({ invitation: secret, to: "/devices" });
+      history.replaceState(null, "", "/invite"); // the link now travels in the sign-in's own cookie
+      location.assign(url);
+    } catch (err) {
+      setFailure(messageOf(err));
+      setBusy(false);
+    }
+  };
+
   useEffect(() => {
     if (!secret) {
       setProblem("This address has no invitation in it: open the whole link you were sent.");
@@ -107,6 +126,11 @@ export function InvitePage(props: { signedInAs?: string; onSignOut(): void; onJo
             <button type="submit" class="btn primary wide" disabled={busy}>
               {busy ? "Joining…" : "Join"}
             </button>
+            {company && (
+              <button type="button" class="btn wide" disabled={busy} onClick={joinWithCompany}>
+                Join with your company account
+              </button>
+            )}
           </>
         )}
       </form>

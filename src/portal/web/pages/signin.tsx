@@ -16,6 +16,23 @@ export function SignInPage(props: { message?: string; onSignedIn(): void }) {
   const [busy, setBusy] = useState(false);
   const [now, setNow] = useState(Date.now());
   const form = useRef<HTMLFormElement>(null);
+  const [company, setCompany] = useState(false);
+
+  useEffect(() => {
+    api.signInOptions().then((o) => setCompany(o.company), () => setCompany(false));
+  }, []);
+
+  const companySignIn = async () => {
+    setBusy(true);
+    setFailure(undefined);
+    try {
+      const { url } = await api.companySignIn({ to: location.pathname + location.search });
+      location.assign(url);
+    } catch (err) {
+      setFailure({ title: "Company sign-in failed", text: messageOf(err) });
+      setBusy(false);
+    }
+  };
 
   // a throttled sign-in counts down to when it may be tried again
   useEffect(() => {
@@ -89,6 +106,11 @@ export function SignInPage(props: { message?: string; onSignedIn(): void }) {
         <button type="submit" class="btn primary wide" disabled={busy}>
           {busy ? "Signing in…" : "Sign in"}
         </button>
+        {company && (
+          <button type="button" class="btn wide" disabled={busy} onClick={companySignIn}>
+            Sign in with your company account
+          </button>
+        )}
         <p class="hint center">See your tunnels and traffic, add devices, and approve `burrow login`.</p>
       </form>
     </div>
