@@ -166,6 +166,33 @@ describe("a user on their portal", () => {
   }, 60_000);
 });
 
+describe("an invitation in the browser", () => {
+  test("made with the admin API, opened: what it offers, a username and password, signed in; opened again: it cannot be used", async () => {
+    const made = (await admin.post("/api/invitations", { max_tunnels: 2, traffic_limit: 1024 ** 3, note: "welcome, Robin" })).body;
+    const { page } = browser;
+    await browser.context.clearCookies();
+    await page.goto(made.url);
+    await page.getByText("“welcome, Robin”").waitFor();
+    const offer = await page.getByTestId("offer").textContent();
+    expect(offer).toContain("Tunnels at once2");
+    expect(offer).toContain("1 GB");
+    await page.getByLabel("Choose a username").fill("robin");
+    await page.getByLabel("Choose a password").fill("robins-password");
+    await page.getByLabel("The password again").fill("something else");
+    await page.getByRole("button", { name: "Join" }).click();
+    await page.getByText("The two do not match").waitFor();
+    await page.getByLabel("The password again").fill("robins-password");
+    await page.getByRole("button", { name: "Join" }).click();
+    await page.getByRole("heading", { name: "Devices", exact: true }).waitFor();
+    expect(await page.getByTestId("current-user").textContent()).toContain("robin");
+    await signOut();
+    await page.goto(made.url);
+    await page.getByText("This invitation cannot be used").waitFor();
+    expect(await page.content()).toContain("not valid");
+    expect(browser.pageErrors).toEqual([]);
+  }, 60_000);
+});
+
 describe("a tunnel's page against the portal", () => {
   test("planting a session cookie for the parent domain and posting from the page change nothing: the victim is never signed in as the attacker", async () => {
     const attacker = await portalAs(server.edgePort, "bob");

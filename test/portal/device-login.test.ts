@@ -1,6 +1,6 @@
 /**
- * `burrow login` through the browser (RFC 8628), with the real agent
- * command and the real server: the code printed, looked up and approved on
+ * `burrow login` through the browser (RFC 8628), with the compiled
+ * executable as the agent and the real server: the code printed, looked up and approved on
  * the portal, the token saved and a tunnel opened with it; denied, expired,
  * wrong codes throttled, the device limit, polls too fast, a code used
  * twice, and a server without the portal.
@@ -12,14 +12,18 @@ import { join } from "node:path";
 import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { LineReader } from "../harness/lines.ts";
 import { PortalClient, portalAs } from "../harness/portal.ts";
-import { burrowCommand, startServer, type TestServer } from "../harness/server.ts";
+import { compiledBurrow } from "../harness/compiled.ts";
+import { startServer, type TestServer } from "../harness/server.ts";
 
 let server: TestServer;
 let admin: AdminClient;
 let aliceId: number;
+/** The compiled executable, as users run it: `burrow login` and `burrow http` are its. */
+let burrow: string;
 const homes: string[] = [];
 
 beforeAll(async () => {
+  burrow = await compiledBurrow();
   server = await startServer({ args: ["--device-code-ttl", "12"] });
   admin = await signedIn(server);
   aliceId = await admin.createUser("alice");
@@ -34,7 +38,7 @@ afterAll(async () => {
 function login(args: string[], env: Record<string, string> = {}) {
   const home = mkdtempSync(join(tmpdir(), "burrow-login-home-"));
   homes.push(home);
-  const proc = Bun.spawn([...burrowCommand(process.env.BURROW_TEST_EXECUTABLE), "login", ...args], {
+  const proc = Bun.spawn([burrow, "login", ...args], {
     env: { ...process.env, XDG_CONFIG_HOME: home, DISPLAY: "", WAYLAND_DISPLAY: "", ...env },
     stdin: "ignore",
     stdout: "pipe",
@@ -82,7 +86,7 @@ describe("burrow login through the browser", () => {
 
     // the saved login is what `burrow http` uses: no --server, no --token
     const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("hello from the device") });
-    const agent = Bun.spawn([...burrowCommand(process.env.BURROW_TEST_EXECUTABLE), "http", String(upstream.port), "--subdomain", "ci-box-app"], {
+    const agent = Bun.spawn([burrow, "http", String(upstream.port), "--subdomain", "ci-box-app"], {
       env: { ...process.env, XDG_CONFIG_HOME: cli.home },
       stdin: "ignore",
       stdout: "pipe",
