@@ -8,15 +8,13 @@
  * written row by row (core/audit.ts repeated()).
  */
 import { DEFAULT_AUDIT_LIMIT, type AuditAction, type AuditOutcome } from "../core/audit.ts";
+import { countAnonymousFailure } from "../api/audit-failure.ts";
 import type { Core } from "../core/index.ts";
 import type { AuditRow } from "../db/schema.ts";
 import type { Authenticated, PublicContext, Route } from "./context.ts";
 import { json, parseQuery } from "../api/http.ts";
 import { AuditEntryJson, EntryList } from "../api/responses.ts";
 import { AuditQuery } from "./schemas.ts";
-
-/** The longest tried username kept from a failed login. */
-const MAX_TRIED_NAME = 64;
 
 /** A request as its audit entry sees it: the admin behind it once known (never, on a public route or before authentication). */
 export type AuditContext = PublicContext & Partial<Authenticated>;
@@ -29,15 +27,7 @@ export async function recordAudit(core: Core, action: AuditAction, ctx: AuditCon
     return core.audit.record({ action, address: ctx.address, outcome, code, ...who, target, details });
   }
   if (outcome === "ok") return core.audit.record({ action, address: ctx.address, outcome, ...actor, target, details });
-  const tried = actor?.username?.slice(0, MAX_TRIED_NAME);
-  core.audit.repeated({
-    action,
-    address: ctx.address,
-    outcome,
-    code: code ?? "INTERNAL",
-    key: tried?.toLowerCase(),
-    identify: async () => (tried === undefined ? undefined : { username: tried, userId: (await core.users.byName(tried))?.id }),
-  });
+  countAnonymousFailure(core, action, ctx.address, code, actor?.username, outcome);
 }
 
 export const auditEntryJson = (e: AuditRow) => ({

@@ -5,29 +5,22 @@
  * tried username and minute instead of written row by row, as the admin
  * API's are (core/audit.ts repeated()).
  */
+import { countAnonymousFailure } from "../api/audit-failure.ts";
 import type { AuditAction, AuditOutcome } from "../core/audit.ts";
 import type { Core } from "../core/index.ts";
 import type { PortalContext } from "./context.ts";
-
-/** The longest tried username kept from a failed login. */
-const MAX_TRIED_NAME = 64;
 
 /** Never rejects: core.audit counts and logs a write that failed. */
 export async function recordPortalAudit(core: Core, action: AuditAction, ctx: PortalContext, outcome: AuditOutcome, code?: string): Promise<void> {
   const { target, details, actor } = ctx.audit;
   const known = actor?.userId !== undefined;
   // a portal entry is always someone's: signing out with no session is no one's act, and anyone's to repeat
-  if (outcome === "ok" && !known) return;
+  if (outcome === "ok") {
+    if (!known) return;
+    return core.audit.record({ action, address: ctx.address, outcome, code, ...actor, target, details: { via: "portal", ...details } });
+  }
   if (known) {
     return core.audit.record({ action, address: ctx.address, outcome, code, ...actor, target, details: { via: "portal", ...details } });
   }
-  const tried = actor?.username?.slice(0, MAX_TRIED_NAME);
-  core.audit.repeated({
-    action,
-    address: ctx.address,
-    outcome,
-    code: code ?? "INTERNAL",
-    key: tried?.toLowerCase(),
-    identify: async () => (tried === undefined ? undefined : { username: tried, userId: (await core.users.byName(tried))?.id }),
-  });
+  countAnonymousFailure(core, action, ctx.address, code, actor?.username, outcome);
 }

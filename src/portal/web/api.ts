@@ -5,8 +5,9 @@
  */
 import type { DayTraffic } from "../../ui/components/chart.tsx";
 import type { TrafficPeriod } from "../../ui/format.ts";
-
 export { messageOf } from "../../ui/errors.ts";
+import { ApiError, jsonClient } from "../../ui/json-client.ts";
+
 export type { DayTraffic };
 
 export interface Me {
@@ -87,47 +88,11 @@ export interface Offer {
   expires_at: string;
 }
 
-export class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly retryAfter?: number,
-  ) {
-    super(message);
-    this.name = "ApiError";
-  }
-}
-
-/** Called when a request other than login answers 401: the session is gone. */
-let onSessionLost: (message: string) => void = () => {};
-export function whenSessionLost(handler: (message: string) => void) {
-  onSessionLost = handler;
-}
-
-async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
-  let res: Response;
-  try {
-    res = await fetch(path, {
-      method,
-      credentials: "same-origin",
-      headers: body === undefined ? { Accept: "application/json" } : { Accept: "application/json", "Content-Type": "application/json" },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-  } catch {
-    throw new ApiError(0, "the server cannot be reached; check your connection");
-  }
-  let data: any;
-  try {
-    data = await res.json();
-  } catch {
-    data = undefined;
-  }
-  if (res.ok) return data as T;
-  const message = typeof data?.error === "string" ? data.error : `the server answered ${res.status}`;
-  const retry = Number(res.headers.get("retry-after"));
-  if (res.status === 401 && path !== "/_burrow/api/login" && !path.startsWith("/_burrow/api/invitation")) onSessionLost(message);
-  throw new ApiError(res.status, message, Number.isFinite(retry) && retry > 0 ? retry : undefined);
-}
+// an invitation's and a sign-in's 401 are wrong credentials, not a session that ended
+const client = jsonClient((path) => path === "/_burrow/api/login" || path.startsWith("/_burrow/api/invitation"));
+const call = client.call;
+export const whenSessionLost = client.whenSessionLost;
+export { ApiError };
 
 const enc = encodeURIComponent;
 

@@ -3,10 +3,10 @@
  * (header with the user, navigation, notices) and the page for the address
  * bar's path. The device page keeps its code through a sign-in.
  */
-import { useEffect, useRef, useState } from "preact/hooks";
-import { Logo } from "../../ui/components/logo.tsx";
+import { useEffect, useState } from "preact/hooks";
 import { Link } from "../../ui/components/ui.tsx";
-import { clearNotices, dismiss, notify, useNotices } from "../../ui/notices.ts";
+import { clearNotices, notify } from "../../ui/notices.ts";
+import { Shell } from "../../ui/components/shell.tsx";
 import { api, ApiError, messageOf, whenSessionLost, type Me } from "./api.ts";
 import { AccountPage } from "./pages/account.tsx";
 import { DevicePage } from "./pages/device.tsx";
@@ -69,7 +69,7 @@ export function App() {
   const reloadMe = () => api.me().then((me) => setState({ phase: "signed-in", me }), () => {});
   return (
     <MeContext.Provider value={{ me: state.me, reload: reloadMe }}>
-      <Shell me={state.me} onSignOut={signOut} />
+      <PortalShell me={state.me} onSignOut={signOut} />
     </MeContext.Provider>
   );
 }
@@ -80,56 +80,18 @@ const NAV: { href: string; label: string; pages: Page["name"][] }[] = [
   { href: "/account", label: "Account", pages: ["account"] },
 ];
 
-function Shell(props: { me: Me; onSignOut(): void }) {
-  const path = usePath();
-  const page = matchPath(path);
-  const first = useRef(true);
-
-  // after moving to another page, focus its heading: keyboard and screen reader users start there
-  useEffect(() => {
-    if (first.current) {
-      first.current = false;
-      return;
-    }
-    window.scrollTo(0, 0);
-    document.querySelector<HTMLElement>("main h1")?.focus();
-  }, [path]);
-
+function PortalShell(props: { me: Me; onSignOut(): void }) {
+  const page = matchPath(usePath());
   return (
-    <div class="shell">
-      <a class="skip" href="#main">
-        Skip to content
-      </a>
-      <header class="topbar">
-        <Link href="/" class="brand" aria-label="burrow, overview">
-          <Logo /> <span>burrow</span>
-        </Link>
-        <nav class="nav" aria-label="Main">
-          {NAV.map((item) => (
-            <Link key={item.href} href={item.href} aria-current={item.pages.includes(page.name) ? "page" : undefined}>
-              {item.label}
-            </Link>
-          ))}
-        </nav>
-        <div class="who">
-          <span class="who-name" data-testid="current-user" title="Signed in as">
-            <span class="avatar" aria-hidden="true">
-              {props.me.user.username.slice(0, 1).toUpperCase()}
-            </span>
-            <span class="sr-only">Signed in as </span>
-            {props.me.user.username}
-          </span>
-          <button type="button" class="btn ghost small" onClick={props.onSignOut}>
-            Sign out
-          </button>
-        </div>
-      </header>
-      <Notices />
-      <main id="main" tabIndex={-1}>
-        <PageView page={page} />
-      </main>
-      <footer class="foot">burrow · all dates and times are UTC · 1 KB = 1024 bytes</footer>
-    </div>
+    <Shell
+      brand={{ label: "burrow, overview" }}
+      nav={NAV.map((item) => ({ href: item.href, label: item.label, current: item.pages.includes(page.name) }))}
+      username={props.me.user.username}
+      onSignOut={props.onSignOut}
+      footer="burrow · all dates and times are UTC · 1 KB = 1024 bytes"
+    >
+      <PageView page={page} />
+    </Shell>
   );
 }
 
@@ -155,20 +117,4 @@ function PageView({ page }: { page: Page }) {
         </>
       );
   }
-}
-
-function Notices() {
-  const notices = useNotices();
-  return (
-    <div class="notices" aria-live="polite">
-      {notices.map((n) => (
-        <div key={n.id} class={`notice ${n.kind}`} role={n.kind === "error" ? "alert" : "status"}>
-          <span>{n.text}</span>
-          <button type="button" class="icon-btn" aria-label="Dismiss" onClick={() => dismiss(n.id)}>
-            ×
-          </button>
-        </div>
-      ))}
-    </div>
-  );
 }

@@ -4,6 +4,12 @@
  * ApiError whose message is a sentence a person can read; nothing is
  * swallowed here.
  */
+export type { TrafficPeriod } from "../../../ui/format.ts";
+import type { TrafficPeriod } from "../../../ui/format.ts";
+export type { ServerInfo } from "../../../ui/format.ts";
+import type { ServerInfo } from "../../../ui/format.ts";
+export { messageOf } from "../../../ui/errors.ts";
+import { ApiError, jsonClient } from "../../../ui/json-client.ts";
 
 export interface Me {
   id: number;
@@ -27,9 +33,6 @@ export interface User extends Me {
   created_at?: string;
   updated_at?: string;
 }
-
-export type { TrafficPeriod } from "../../../ui/format.ts";
-import type { TrafficPeriod } from "../../../ui/format.ts";
 
 export interface UserDetails {
   user: User;
@@ -110,9 +113,6 @@ export interface Dashboard {
   traffic_today: number;
   top_users: UserTraffic[];
 }
-
-export type { ServerInfo } from "../../../ui/format.ts";
-import type { ServerInfo } from "../../../ui/format.ts";
 
 /** How the public port gets its certificates (docs/admin-api.md, GET /api/certificates). */
 export type CertificateMode = "acme" | "files" | "off";
@@ -218,53 +218,10 @@ export interface NewInvitation extends Invitation {
   message: string;
 }
 
-export class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly retryAfter?: number,
-  ) {
-    super(message);
-    this.name = "ApiError";
-  }
-}
-
-/** Called when a request other than login answers 401: the session is gone. */
-let onSessionLost: (message: string) => void = () => {};
-export function whenSessionLost(handler: (message: string) => void) {
-  onSessionLost = handler;
-}
-
-async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
-  let res: Response;
-  try {
-    res = await fetch(path, {
-      method,
-      credentials: "same-origin",
-      headers: body === undefined ? { Accept: "application/json" } : { Accept: "application/json", "Content-Type": "application/json" },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-  } catch (err) {
-    throw new ApiError(0, `Cannot reach the burrow server (${(err as Error).message}). Is it running?`);
-  }
-  const text = await res.text();
-  let parsed: unknown;
-  try {
-    parsed = text === "" ? undefined : JSON.parse(text);
-  } catch {
-    parsed = undefined;
-  }
-  if (!res.ok) {
-    const said = (parsed as { error?: unknown } | undefined)?.error;
-    const message = typeof said === "string" && said !== "" ? said : `the server answered ${res.status} ${res.statusText}`.trim();
-    const retry = Number(res.headers.get("retry-after"));
-    const error = new ApiError(res.status, message, Number.isFinite(retry) && retry > 0 ? retry : undefined);
-    if (res.status === 401 && path !== "/api/auth/login") onSessionLost(message);
-    throw error;
-  }
-  if (parsed === undefined) throw new ApiError(res.status, `the server answered ${res.status} without a JSON body`);
-  return parsed as T;
-}
+const client = jsonClient((path) => path === "/api/auth/login");
+const call = client.call;
+export const whenSessionLost = client.whenSessionLost;
+export { ApiError };
 
 const id = (n: number) => encodeURIComponent(String(n));
 
@@ -315,4 +272,3 @@ export const api = {
   revokeKey: (keyId: number) => call<{ status: string }>("DELETE", `/api/keys/${id(keyId)}`),
 };
 
-export { messageOf } from "../../../ui/errors.ts";

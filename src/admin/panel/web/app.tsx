@@ -3,11 +3,11 @@
  * (header with the current user, navigation, notices) and the page for the
  * address bar's path.
  */
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { api, ApiError, messageOf, whenSessionLost, type Me, type ServerInfo } from "./api.ts";
-import { Logo } from "../../../ui/components/logo.tsx";
 import { Link } from "../../../ui/components/ui.tsx";
-import { clearNotices, dismiss, notify, useNotices } from "../../../ui/notices.ts";
+import { clearNotices, notify } from "../../../ui/notices.ts";
+import { Shell } from "../../../ui/components/shell.tsx";
 import { AuditPage } from "./pages/audit.tsx";
 import { CertificatesPage } from "./pages/certificates.tsx";
 import { DashboardPage } from "./pages/dashboard.tsx";
@@ -79,7 +79,7 @@ export function App() {
   if (state.phase === "signed-out") return <SignInPage message={state.message} onSignedIn={enter} />;
   return (
     <SessionContext.Provider value={{ me: state.me, server: state.server }}>
-      <Shell me={state.me} onSignOut={signOut} />
+      <PanelShell me={state.me} onSignOut={signOut} />
     </SessionContext.Provider>
   );
 }
@@ -95,57 +95,18 @@ const NAV: { href: string; label: string; pages: Page["name"][] }[] = [
   { href: "/keys", label: "API keys", pages: ["keys"] },
 ];
 
-function Shell(props: { me: Me; onSignOut(): void }) {
-  const path = usePath();
-  const page = matchPath(path);
-  const first = useRef(true);
-
-  // after moving to another page, focus its heading: keyboard and screen reader users start there
-  useEffect(() => {
-    if (first.current) {
-      first.current = false;
-      return;
-    }
-    window.scrollTo(0, 0);
-    document.querySelector<HTMLElement>("main h1")?.focus();
-  }, [path]);
-
+function PanelShell(props: { me: Me; onSignOut(): void }) {
+  const page = matchPath(usePath());
   return (
-    <div class="shell">
-      <a class="skip" href="#main">
-        Skip to content
-      </a>
-      <header class="topbar">
-        <Link href="/" class="brand" aria-label="burrow admin, dashboard">
-          <Logo /> <span>burrow</span>
-          <span class="brand-sub">admin</span>
-        </Link>
-        <nav class="nav" aria-label="Main">
-          {NAV.map((item) => (
-            <Link key={item.href} href={item.href} aria-current={item.pages.includes(page.name) ? "page" : undefined}>
-              {item.label}
-            </Link>
-          ))}
-        </nav>
-        <div class="who">
-          <span class="who-name" data-testid="current-user" title="Signed in as">
-            <span class="avatar" aria-hidden="true">
-              {props.me.username.slice(0, 1).toUpperCase()}
-            </span>
-            <span class="sr-only">Signed in as </span>
-            {props.me.username}
-          </span>
-          <button type="button" class="btn ghost small" onClick={props.onSignOut}>
-            Sign out
-          </button>
-        </div>
-      </header>
-      <Notices />
-      <main id="main" tabIndex={-1}>
-        <PageView page={page} />
-      </main>
-      <footer class="foot">burrow admin · all dates and times are UTC · 1 KB = 1024 bytes</footer>
-    </div>
+    <Shell
+      brand={{ label: "burrow admin, dashboard", sub: "admin" }}
+      nav={NAV.map((item) => ({ href: item.href, label: item.label, current: item.pages.includes(page.name) }))}
+      username={props.me.username}
+      onSignOut={props.onSignOut}
+      footer="burrow admin · all dates and times are UTC · 1 KB = 1024 bytes"
+    >
+      <PageView page={page} />
+    </Shell>
   );
 }
 
@@ -179,20 +140,4 @@ function PageView({ page }: { page: Page }) {
         </>
       );
   }
-}
-
-function Notices() {
-  const notices = useNotices();
-  return (
-    <div class="notices" aria-live="polite">
-      {notices.map((n) => (
-        <div key={n.id} class={`notice ${n.kind}`} role={n.kind === "error" ? "alert" : "status"}>
-          <span>{n.text}</span>
-          <button type="button" class="icon-btn" aria-label="Dismiss" onClick={() => dismiss(n.id)}>
-            ×
-          </button>
-        </div>
-      ))}
-    </div>
-  );
 }
