@@ -89,7 +89,7 @@ describe("a user on their portal", () => {
     const { page } = browser;
     await signIn("alice");
     await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Devices" }).click();
-    await page.getByRole("heading", { name: "Devices", exact: true }).waitFor();
+    await page.getByRole("heading", { level: 1, name: "Devices", exact: true }).waitFor();
     expect(await page.getByRole("textbox", { name: "The login command", exact: true }).inputValue()).toBe(`burrow login --server ${portal()}`);
     await page.getByLabel("Device name").fill("build-box");
     await page.getByRole("button", { name: "Make a token" }).click();
@@ -183,7 +183,7 @@ describe("an invitation in the browser", () => {
     await page.getByText("The two do not match").waitFor();
     await page.getByLabel("The password again").fill("robins-password");
     await page.getByRole("button", { name: "Join" }).click();
-    await page.getByRole("heading", { name: "Devices", exact: true }).waitFor();
+    await page.getByRole("heading", { level: 1, name: "Devices", exact: true }).waitFor();
     expect(await page.getByTestId("current-user").textContent()).toContain("robin");
     await signOut();
     await page.goto(made.url);

@@ -51,7 +51,7 @@ test("invitation link → account → burrow login approved on the portal → bu
   const admin = adminBrowser.page;
   await signIn(admin, server.adminUrl);
   await admin.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Invitations" }).click();
-  await admin.getByRole("heading", { name: "Invitations", exact: true }).waitFor();
+  await admin.getByRole("heading", { level: 1, name: "Invitations", exact: true }).waitFor();
   await admin.getByLabel("Note").fill("for Sam");
   await admin.getByLabel("Devices").fill("2");
   await admin.getByRole("button", { name: "Make invitation" }).click();
@@ -70,7 +70,7 @@ test("invitation link → account → burrow login approved on the portal → bu
   await page.getByLabel("Choose a password").fill("sams-password");
   await page.getByLabel("The password again").fill("sams-password");
   await page.getByRole("button", { name: "Join" }).click();
-  await page.getByRole("heading", { name: "Devices", exact: true }).waitFor();
+  await page.getByRole("heading", { level: 1, name: "Devices", exact: true }).waitFor();
   expect(await page.getByTestId("current-user").textContent()).toContain("sam");
   expect(new URL(page.url()).hash).toBe("");
 
