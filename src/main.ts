@@ -20,6 +20,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   tls: async () => (await import("./cli/agent.ts")).tlsCommand,
   udp: async () => (await import("./cli/agent.ts")).udpCommand,
   login: async () => (await import("./cli/login.ts")).loginCommand,
+  connect: async () => (await import("./cli/connect.ts")).connectCommand,
   start: async () => (await import("./cli/start.ts")).startCommand,
   config: async () => (await import("./cli/start.ts")).configCommand,
 };

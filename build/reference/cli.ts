@@ -11,6 +11,7 @@ import type { FlagSpec } from "../../src/config/flags.ts";
 import { CONFIG_DOC, HTTP_DOC, START_DOC, TCP_DOC, TLS_DOC, UDP_DOC } from "../../src/cli/agent-flags.ts";
 import { COMMANDS } from "../../src/cli/help.ts";
 import { LOGIN_DOC } from "../../src/cli/login.ts";
+import { CONNECT_DOC } from "../../src/cli/connect.ts";
 import { BACKUP_DOC } from "../../src/cli/server-backup.ts";
 import { DNS_CHECK_DOC } from "../../src/cli/server-dns-check-flags.ts";
 import { SERVER_DOC } from "../../src/cli/server-help.ts";
@@ -38,6 +39,7 @@ export const SECTIONS: readonly Section[] = [
   { doc: START_DOC },
   { doc: CONFIG_DOC },
   { doc: LOGIN_DOC },
+  { doc: CONNECT_DOC },
   { heading: "`burrow version`", prose: "version" },
 ];
 

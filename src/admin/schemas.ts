@@ -23,6 +23,7 @@ const settings = {
   max_devices: v.optional(f.limit),
   skip_warning: v.optional(f.flag),
   can_use_proxy: v.optional(f.flag),
+  can_share: v.optional(f.flag),
   require_auth: v.optional(f.flag),
   allow_cidrs: v.optional(f.cidrList),
 };
@@ -186,6 +187,7 @@ export function userSettings(b: v.InferOutput<typeof UpdateUserBody>) {
     maxDevices: b.max_devices,
     skipWarning: b.skip_warning,
     canUseProxy: b.can_use_proxy,
+    canShare: b.can_share,
     requireAuth: b.require_auth,
     allowCidrs: b.allow_cidrs,
   };

@@ -56,6 +56,11 @@ export const FATAL_CODES = new Set([
   "OIDC_INVALID",
   "AUTH_REQUIRED",
   ACCESS_UNSUPPORTED,
+  // private tunnels: their owner's declaration, or a connector not shared with
+  "PRIVATE_NAME_INVALID",
+  "SHARE_UNKNOWN_USER",
+  "SHARE_DENIED",
+  "NOT_SHARED",
 ]);
 
 /**
@@ -67,7 +72,7 @@ export const FATAL_CODES = new Set([
  * agent down because of someone else on its address or an outage.
  */
 const THROTTLED = "RATE_LIMITED";
-export const WAIT_AND_RETRY = new Set([THROTTLED, "DATABASE_UNAVAILABLE"]);
+export const WAIT_AND_RETRY = new Set([THROTTLED, "DATABASE_UNAVAILABLE", "TUNNEL_OFFLINE"]);
 /** The longest wait a server's retry_after can impose; past it the agent tries anyway. */
 const MAX_RETRY_AFTER_S = 3600;
 
@@ -91,8 +96,14 @@ export interface AgentTunnel {
 export interface AgentOptions {
   server: string;
   token: string;
-  /** At least one, at most 16 (HELLO's limit); all asked for in one HELLO, over one connection. */
+  /** At least one, at most 16 (HELLO's limit); all asked for in one HELLO, over one connection. None for a connector. */
   tunnels: AgentTunnel[];
+  /**
+   * `burrow connect owner/name`: this agent reaches a private tunnel instead
+   * of opening tunnels; `ready` is told what it reaches at each READY, and
+   * openConnectStream() carries a local connection there.
+   */
+  connect?: { target: string; ready(c: NonNullable<Ready["connect"]>): void };
   proxy?: string;
   /** How long a stopping pool member waits for what is in flight before it disconnects (--drain-timeout). */
   drainTimeoutMs?: number;
@@ -141,7 +152,7 @@ export class Agent {
   private readonly served: AgentOutput;
 
   constructor(private readonly opts: AgentOptions) {
-    if (opts.tunnels.length === 0) throw new Error("an agent needs at least one tunnel");
+    if (opts.tunnels.length === 0 && !opts.connect) throw new Error("an agent needs at least one tunnel, or a private tunnel to connect to");
     this.tunnels = opts.tunnels.map((t) => ({ ...t, request: { ...t.request } }));
     const health = new Map(opts.tunnels.filter((t) => t.health).map((t) => [t.name, t.health!]));
     this.pools = new PoolMembership(opts.out, health, new Map(opts.tunnels.map((t) => [t.name, t.target])));
@@ -420,6 +431,7 @@ export class Agent {
           version: PROTOCOL_VERSION,
           token: this.opts.token,
           tunnels: this.tunnels.map((t) => t.request),
+          ...(this.opts.connect ? { connect: { target: this.opts.connect.target } } : {}),
           // several tunnels: the edge grants those it can and names the refused ones in READY
           partial: this.tunnels.length > 1 || undefined,
           proxy: Boolean(this.opts.proxy),
@@ -452,6 +464,10 @@ export class Agent {
       this.session = ready.session;
       this.takeGrants(ready);
       markReady();
+      if (this.opts.connect) {
+        if (!ready.connect) return finish({ kind: "refused", code: WireError.PROTOCOL_ERROR, message: "the server answered a connector's HELLO without what it reaches (is it older than burrow connect?)", ours: true });
+        this.opts.connect.ready(ready.connect);
+      }
       this.pools.ready(this.live.values(), (r) => this.mux?.sendControl(FrameType.ROTATION, r));
       this.opts.out.ready({ username: ready.username, session: ready.session, server: this.opts.server, tunnels: [...this.live.values()] });
       // a first round trip now, so the latency is known at once rather than a keepalive later
@@ -506,6 +522,16 @@ export class Agent {
       });
     });
     this.tunnels = kept;
+  }
+
+  /** A connector's local connection: a stream to the private tunnel it reaches; undefined while not connected. */
+  openConnectStream(remote: string): Stream | undefined {
+    if (!this.mux || this.mux.closed || !this.session) return undefined;
+    try {
+      return this.mux.open({ tunnel: "connect", kind: "tcp", remote });
+    } catch {
+      return undefined; // too many streams, or the connection closing: this local connection is closed
+    }
   }
 
   private serve(stream: Stream): void {

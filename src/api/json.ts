@@ -21,6 +21,7 @@ export const userJson = (u: UserRow) => ({
   max_devices: u.maxDevices,
   skip_warning: u.skipWarning,
   can_use_proxy: u.canUseProxy,
+  can_share: u.canShare,
   require_auth: u.requireAuth,
   allow_cidrs: cidrs(u.allowCidrs),
   created_at: u.createdAt,
@@ -75,7 +76,7 @@ export const userTrafficJson = (u: UserTraffic) => ({
 
 /** A live tunnel: its port (tcp, udp) or subdomain, its hostname and place in a pool when it has them. */
 export const activeTunnelJson = (t: ActiveTunnel) => ({
-  ...(t.protocol === "tcp" || t.protocol === "udp" ? { port: t.port } : { subdomain: t.subdomain }),
+  ...(t.private ? { private: t.private } : t.protocol === "tcp" || t.protocol === "udp" ? { port: t.port } : { subdomain: t.subdomain }),
   ...(t.hostname !== undefined ? { hostname: t.hostname } : {}),
   ...(t.pool ? { pool: true, in_rotation: t.pool.inRotation } : {}),
   protocol: t.protocol,

@@ -33,6 +33,7 @@ export const UserJson = v.strictObject({
   max_devices: count,
   skip_warning: v.boolean(),
   can_use_proxy: v.boolean(),
+  can_share: v.boolean(),
   require_auth: v.boolean(),
   allow_cidrs: v.array(v.string()),
   created_at: timestamp,
@@ -86,6 +87,8 @@ export const ActiveTunnelJson = v.strictObject({
   /** ...and whether it takes new requests now. */
   in_rotation: v.optional(v.boolean()),
   port: v.optional(v.pipe(v.number(), v.integer())),
+  /** A private tunnel: no public port or name; reached with `burrow connect <target>` by its owner and `shares`, `connected` of them now. */
+  private: v.optional(v.strictObject({ target: v.string(), shares: v.array(v.string()), connected: count })),
   protocol: v.picklist(["http", "tcp", "tls", "udp"]),
   user_id: id,
   username: v.string(),

@@ -149,8 +149,28 @@ const PROXY_PROTOCOL_FLAG = {
   },
 } as const satisfies FlagTable;
 
+/** A private tunnel: no public port, reached with `burrow connect owner/name` (docs/private.md). */
+export const PRIVATE_FLAGS = {
+  private: {
+    type: "boolean",
+    help: "open no public port: reached only with `burrow connect you/NAME`, by you and those you --share with",
+  },
+  name: {
+    type: "string",
+    arg: "NAME",
+    help: "the private tunnel's name (with --private): 1-63 characters from a-z, 0-9 and -",
+  },
+  share: {
+    type: "string",
+    arg: "USERS",
+    help: "with --private: the usernames that may connect, comma-separated (bob,carol)",
+    details: "An unknown username refuses the tunnel, naming it. Starting again with another list unshares at once: a connector left out is closed.",
+  },
+} as const satisfies FlagTable;
+
 export const TCP_FLAGS = {
   ...COMMON,
+  ...PRIVATE_FLAGS,
   "remote-port": {
     type: "string",
     arg: "N",
@@ -223,7 +243,11 @@ export const TCP_DOC: CommandDoc = {
   usage: ["burrow tcp PORT|HOST:PORT [flags]"],
   about: "Exposes a local TCP service (e.g. 5432) at <server domain>:<port>.",
   flags: TCP_FLAGS,
-  groups: [{ title: "Flags:", flags: ["remote-port", "proxy-protocol", ...Object.keys(POOL_FLAGS), ...Object.keys(IP_FLAGS)] }, AGENT_GROUP],
+  groups: [
+    { title: "Flags:", flags: ["remote-port", "proxy-protocol", ...Object.keys(POOL_FLAGS), ...Object.keys(IP_FLAGS)] },
+    { title: "Private, for named users only:", flags: Object.keys(PRIVATE_FLAGS) },
+    AGENT_GROUP,
+  ],
 };
 
 export const TLS_DOC: CommandDoc = {

@@ -3,7 +3,8 @@ import { Agent, type AgentTunnel } from "../agent/client.ts";
 import type { LocalTarget } from "../agent/http.ts";
 import { resolveCredentials, resolveProxy } from "../agent/settings/server-and-token.ts";
 import * as v from "valibot";
-import { TunnelRequest } from "../protocol/messages.ts";
+import { TunnelRequest, type PrivateRequest } from "../protocol/messages.ts";
+import { PRIVATE_NAME_PATTERN } from "../validate/fields.ts";
 import { MAX_PAYLOAD } from "../protocol/wire.ts";
 import { parseFlags } from "../config/flags.ts";
 import { HTTP_DOC, HTTP_FLAGS, TCP_DOC, TCP_FLAGS, TLS_DOC, TLS_FLAGS, UDP_DOC, UDP_FLAGS } from "./agent-flags.ts";
@@ -154,6 +155,22 @@ export async function httpCommand(argv: string[]): Promise<number> {
   return runAgent([{ name: "http", request: tunnel, target, ...healthFlags(values) }], values);
 }
 
+/** --private, --name, --share as a private tunnel's request; undefined without --private. */
+function privateFlags(values: Record<string, unknown>, localPort: number | undefined): PrivateRequest | undefined {
+  const name = values.name as string | undefined;
+  const share = values.share as string | undefined;
+  if (!values.private) {
+    if (name !== undefined || share !== undefined) throw new UsageError(`--${name !== undefined ? "name" : "share"} goes with --private`);
+    return undefined;
+  }
+  if (name === undefined) throw new UsageError("--private needs --name NAME: connectors reach it as you/NAME");
+  const lower = name.trim().toLowerCase();
+  if (!PRIVATE_NAME_PATTERN.test(lower)) throw new UsageError(`--name: '${name}' must be 1-63 characters from a-z, 0-9 and -`);
+  const users = (share ?? "").split(",").map((u) => u.trim()).filter((u) => u !== "");
+  if (users.length > 64) throw new UsageError("--share: 64 usernames at most");
+  return { name: lower, ...(users.length > 0 ? { share: users } : {}), ...(localPort !== undefined ? { localPort } : {}) };
+}
+
 export async function tcpCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseFlags(argv, TCP_FLAGS);
   if (values.help) return void process.stdout.write(helpText(TCP_DOC)), 0;
@@ -164,7 +181,10 @@ export async function tcpCommand(argv: string[]): Promise<number> {
   const access = tcpAccessFromFlags(values);
   if (values["proxy-protocol"]) target.proxyProtocol = true;
   const pooled = poolFlags(values);
+  const priv = privateFlags(values, target.port);
+  if (priv && (port !== undefined || pooled.pool)) throw new UsageError("--private has no public port: --remote-port and --pool do not go with it");
   if (pooled.pool && port === undefined) throw new UsageError("--pool on a tcp tunnel needs --remote-port: the port is the pool's name");
+  if (priv) return runAgent([{ name: "tcp", request: { protocol: "tcp", private: priv, ...(access ? { access } : {}) }, target }], values);
   return runAgent([{ name: "tcp", request: { protocol: "tcp", port, ...pooled, ...(access ? { access } : {}) }, target, ...healthFlags(values) }], values);
 }
 

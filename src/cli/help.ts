@@ -17,6 +17,7 @@ export const COMMANDS: readonly CommandLine[] = [
   { name: "tcp", synopsis: "tcp PORT|HOST:PORT", summary: "expose a local TCP service at <domain>:<port>" },
   { name: "tls", synopsis: "tls PORT|HOST:PORT", summary: "expose a local TLS service, passed through undecrypted, at tls://<name>.<domain>" },
   { name: "udp", synopsis: "udp PORT|HOST:PORT", summary: "expose a local UDP service at udp://<domain>:<port>" },
+  { name: "connect", synopsis: "connect OWNER/NAME", summary: "reach a private tunnel shared with you, through a local port" },
   { name: "start", synopsis: "start NAME... | --all", summary: "start tunnels named in burrow.yml, over one connection" },
   { name: "config check", synopsis: "config check", summary: "check burrow.yml without connecting" },
   { name: "login", synopsis: "login --server URL [--token T]", summary: "log this machine in (through the browser, or with a token) for http, tcp, tls, udp and start" },

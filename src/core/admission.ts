@@ -9,7 +9,8 @@ import { normalizeHostname } from "../validate/hostname.ts";
 /** How a pool spreads its requests (edge/pool.ts). */
 export type PoolBalance = "round-robin" | "least-requests";
 import type { TokenRow, UserRow } from "../db/schema.ts";
-import type { HttpAccess, TcpAccess } from "../protocol/messages.ts";
+import type { HttpAccess, PrivateRequest, TcpAccess } from "../protocol/messages.ts";
+import type { PrivateName } from "./private-shares.ts";
 import { hasAuthentication } from "../validate/access.ts";
 import { checkAccess } from "./access.ts";
 import { AppError } from "./errors.ts";
@@ -36,6 +37,8 @@ export interface LiveView {
   subdomainHolder(subdomain: string): Answer<{ tokenId: number; sessionId: string | null; pool?: { userId: number } } | undefined>;
   /** The token of a live session, or undefined when there is no such session. */
   sessionTokenId(sessionId: string): Answer<number | undefined>;
+  /** Who holds the user's private tunnel `name` (live, or in grace: sessionId null); none on a view that has no private tunnels. */
+  privateHolder?(ownerId: number, name: string): Answer<{ tokenId: number; sessionId: string | null } | undefined>;
 }
 
 export interface AdmissionRequest {
@@ -43,7 +46,7 @@ export interface AdmissionRequest {
   proxy: boolean;
   tunnels: (
     | { protocol: "http"; subdomain?: string; hostname?: string; skipWarning?: boolean; access?: HttpAccess; pool?: boolean; balance?: PoolBalance }
-    | { protocol: "tcp"; port?: number; access?: TcpAccess; pool?: boolean; balance?: PoolBalance }
+    | { protocol: "tcp"; port?: number; access?: TcpAccess; pool?: boolean; balance?: PoolBalance; private?: PrivateRequest }
     | { protocol: "tls"; subdomain?: string; hostname?: string; access?: TcpAccess }
     | { protocol: "udp"; port?: number; access?: TcpAccess }
   )[];
@@ -66,7 +69,7 @@ export type PlannedTunnel =
    */
   | { protocol: "http"; subdomain?: string; hostname?: string; skipWarning: boolean; pool?: PoolBalance }
   /** `pool`: share the port with the user's other pooled tunnels on it (edge/pool.ts), spread as it says. */
-  | { protocol: "tcp"; port?: number; pool?: PoolBalance }
+  | { protocol: "tcp"; port?: number; pool?: PoolBalance; private?: PrivateName }
   /** Its name is from the same names as http tunnels' (one name, one tunnel, whichever kind). */
   | { protocol: "tls"; subdomain?: string; hostname?: string }
   /** Its port is from the UDP port space, apart from tcp's: tcp 20000 and udp 20000 are two tunnels. */
@@ -133,6 +136,7 @@ export async function admit(core: Core, req: AdmissionRequest, live: LiveView): 
           : `user '${user.username}' must protect every tunnel with basic auth or OIDC, which a ${t.protocol} tunnel cannot carry`,
       );
     }
+    if (t.protocol === "tcp" && t.private) return { protocol: "tcp", private: await planPrivate(core, live, user, token, t.private, "tcp", resume, t.pool === true || t.port !== undefined) };
     if (t.protocol === "tcp") return { protocol: "tcp", port: t.port, ...(t.pool ? { pool: t.balance ?? "round-robin" } : {}) };
     if (t.protocol === "udp") return { protocol: "udp", port: t.port };
     const pooled = t.protocol === "http" && t.pool === true;
@@ -174,6 +178,30 @@ export async function admit(core: Core, req: AdmissionRequest, live: LiveView): 
   const first = planned[0];
   if (planned.every((p) => p instanceof AppError) && first) throw first;
   return { user, token, tunnels: planned, resume };
+}
+
+/**
+ * A private tunnel: its name and shares declared (core/private-shares.ts:
+ * PRIVATE_NAME_INVALID, SHARE_DENIED, SHARE_UNKNOWN_USER), and the name the
+ * user's only live one (PRIVATE_NAME_TAKEN; the token's own dropped or
+ * resumed tunnel gives it back). It has no public port, so no pool and no
+ * --remote-port.
+ */
+async function planPrivate(
+  core: Core,
+  live: LiveView,
+  user: UserRow,
+  token: TokenRow,
+  asked: PrivateRequest,
+  protocol: "tcp",
+  resume: string | undefined,
+  publicOptions: boolean,
+): Promise<PrivateName> {
+  if (publicOptions) throw new AppError("PRIVATE_NAME_INVALID", "a private tunnel has no public port: --remote-port and --pool do not go with --private");
+  const name = asked.name.trim().toLowerCase();
+  const holder = await live.privateHolder?.(user.id, name);
+  if (holder && !mayTake({ ...holder }, token, user, resume, false)) throw new AppError("PRIVATE_NAME_TAKEN", `you have a private tunnel named '${name}' already`);
+  return core.privateShares.declare(user, name, protocol, asked.share ?? [], asked.localPort);
 }
 
 async function checkSubdomain(
@@ -249,4 +277,22 @@ async function randomFreeSubdomain(core: Core, live: LiveView, claimed: Set<stri
     if ((await core.domains.ownerOf(name)) !== undefined || (await live.subdomainHolder(name))) continue;
     return name;
   }
+}
+
+/**
+ * A connector's handshake (`burrow connect owner/name`): its token and user
+ * as any agent's (AUTH_FAILED, TOKEN_DISABLED, USER_DISABLED, PROXY_DENIED),
+ * then the private tunnel shared with it (NOT_SHARED, the same for every way
+ * it is not) and the protocol it may use (PROTOCOL_DENIED). Whether the
+ * owner's agent is there now is the edge's to say (TUNNEL_OFFLINE).
+ */
+export async function admitConnector(core: Core, req: { token: string; proxy: boolean; target: string }): Promise<{ user: UserRow; token: TokenRow; owner: UserRow; declared: PrivateName }> {
+  const { token, user } = await core.tokens.authenticate(req.token);
+  if (!user.enabled) throw new AppError("USER_DISABLED", `user '${user.username}' is disabled`);
+  if (req.proxy && !user.canUseProxy) throw new AppError("PROXY_DENIED", `user '${user.username}' may not connect through a proxy`);
+  const { owner, declared } = await core.privateShares.reach(user, req.target);
+  if (!protocolList(user.allowedProtocols).includes(declared.protocol as Protocol)) {
+    throw new AppError("PROTOCOL_DENIED", `user '${user.username}' may not use ${declared.protocol} tunnels`);
+  }
+  return { user, token, owner, declared };
 }

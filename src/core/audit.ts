@@ -51,6 +51,8 @@ export const AUDIT_ACTIONS = [
   "invitation.create",
   "invitation.delete",
   "invitation.accept",
+  // `burrow connect`: a user reached a private tunnel shared with them
+  "private.connect",
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 

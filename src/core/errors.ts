@@ -170,6 +170,36 @@ export const TUNNEL_REFUSALS = {
     meaning: "Another tunnel has this hostname now (one hostname, one tunnel).",
     advice: "Stop the other tunnel, or use another hostname.",
   },
+  PRIVATE_NAME_INVALID: {
+    status: 400,
+    meaning: "A private tunnel's `--name` is not 1-63 characters from a-z, 0-9 and -, or `--share` names no one, or too many (64 at most).",
+    advice: "Give `--name` a short name such as `db`, and `--share` usernames separated by commas.",
+  },
+  SHARE_UNKNOWN_USER: {
+    status: 400,
+    meaning: "`--share` names a username no user has; the message lists them.",
+    advice: "Check the spelling with the people you share with, or leave them out.",
+  },
+  SHARE_DENIED: {
+    status: 403,
+    meaning: "The user's `can_share` is false: they may open private tunnels for themselves, not share them.",
+    advice: "Leave `--share` out, or ask an admin to allow sharing.",
+  },
+  PRIVATE_NAME_TAKEN: {
+    status: 409,
+    meaning: "The user has a live private tunnel of this name already, from another agent.",
+    advice: "Stop the other one, or choose another `--name`.",
+  },
+  NOT_SHARED: {
+    status: 403,
+    meaning: "`burrow connect owner/name`: no such private tunnel is shared with you. It says the same whether the owner or the name exists or not.",
+    advice: "Check the name with its owner, and ask them to add you with `--share`.",
+  },
+  TUNNEL_OFFLINE: {
+    status: 503,
+    meaning: "`burrow connect`: the private tunnel is shared with you, but its owner's agent is not connected now.",
+    advice: "Wait: `burrow connect` waits and connects when it comes back.",
+  },
   SUBDOMAIN_TAKEN: {
     status: 409,
     meaning: "Another live tunnel has the subdomain; a dropped agent's name stays its token's for 60 s.",

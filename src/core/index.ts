@@ -11,6 +11,7 @@ import { LoginThrottle } from "./login-throttle.ts";
 import { createTokens } from "./tokens.ts";
 import { createDeviceLogin } from "./device-login.ts";
 import { createInvitations } from "./invitations.ts";
+import { createPrivateShares } from "./private-shares.ts";
 import { createTraffic } from "./traffic.ts";
 import { createUsers } from "./users.ts";
 
@@ -48,6 +49,7 @@ export function createCore({ store, clock = systemClock, systemSubdomains, domai
     clock,
     users,
     invitations: createInvitations(store, clock, users),
+    privateShares: createPrivateShares(store, clock, users),
     tokens,
     deviceLogin: createDeviceLogin(store, clock, tokens, deviceCodeTtlMs),
     domains: createDomains(store, clock, systemSubdomains),

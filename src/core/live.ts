@@ -15,6 +15,8 @@ export interface ActiveTunnel {
   hostname?: string;
   /** A pool member: whether it takes new requests now. */
   pool?: { inRotation: boolean };
+  /** A private tunnel: reached as `target` (owner/name) by its owner and the users of `shares`; `connected`: connectors now. */
+  private?: { target: string; shares: string[]; connected: number };
   /** For tcp tunnels. */
   port?: number;
   userId: number;

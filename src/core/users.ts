@@ -18,6 +18,8 @@ export interface UserSettings {
   maxDevices?: number;
   skipWarning?: boolean;
   canUseProxy?: boolean;
+  /** May share private tunnels (`--share`). */
+  canShare?: boolean;
   requireAuth?: boolean;
   /** Comma-separated, as fields.ts's cidrList gives it. */
   allowCidrs?: string;

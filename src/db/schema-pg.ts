@@ -36,6 +36,8 @@ export const users = pgTable(
     requireAuth: boolean("require_auth").notNull().default(false),
     allowCidrs: text("allow_cidrs").notNull().default(""),
     oidcSubject: text("oidc_subject"),
+    // boolean, not 0/1 integer: PostgreSQL has the type
+    canShare: boolean("can_share").notNull().default(true),
     createdAt: text("created_at").notNull(),
     updatedAt: text("updated_at").notNull(),
   },
@@ -292,4 +294,19 @@ export const invitations = pgTable(
     usedUsername: text("used_username"),
   },
   (t) => [uniqueIndex("invitations_lookup").on(t.lookup)],
+);
+
+export const privateNames = pgTable(
+  "private_names",
+  {
+    ownerId: integer("owner_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    protocol: text("protocol", { enum: ["http", "tcp", "udp"] }).notNull(),
+    shares: text("shares").notNull().default("[]"),
+    localPort: integer("local_port"),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.ownerId, t.name] })],
 );

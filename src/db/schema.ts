@@ -29,6 +29,8 @@ export const users = sqliteTable(
     allowCidrs: text("allow_cidrs").notNull().default(""),
     /** "<issuer> <subject>" of the company sign-in that made the user (they then have no password); null otherwise. */
     oidcSubject: text("oidc_subject"),
+    /** The user may share private tunnels with other users (`--share`). */
+    canShare: integer("can_share", { mode: "boolean" }).notNull().default(true),
     createdAt: text("created_at").notNull(),
     updatedAt: text("updated_at").notNull(),
   },
@@ -351,6 +353,28 @@ export const invitations = sqliteTable(
   (t) => [uniqueIndex("invitations_lookup").on(t.lookup)],
 );
 
+/**
+ * Private tunnels' names and who they are shared with, as their owner's
+ * agent last said: kept while the agent is away, so that a connector is told
+ * TUNNEL_OFFLINE (shared, not live now) rather than NOT_SHARED.
+ */
+export const privateNames = sqliteTable(
+  "private_names",
+  {
+    ownerId: integer("owner_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    protocol: text("protocol", { enum: ["http", "tcp", "udp"] }).notNull(),
+    /** JSON array of the user ids it is shared with. */
+    shares: text("shares").notNull().default("[]"),
+    /** The owner's local port, offered to connectors as theirs when free. */
+    localPort: integer("local_port"),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.ownerId, t.name] })],
+);
+
 export type UserRow = typeof users.$inferSelect;
 export type TokenRow = typeof tokens.$inferSelect;
 export type ReservedSubdomainRow = typeof reservedSubdomains.$inferSelect;
@@ -359,3 +383,4 @@ export type AdminKeyRow = typeof adminKeys.$inferSelect;
 export type AuditRow = typeof auditLog.$inferSelect;
 export type DeviceCodeRow = typeof deviceCodes.$inferSelect;
 export type InvitationRow = typeof invitations.$inferSelect;
+export type PrivateNameRow = typeof privateNames.$inferSelect;

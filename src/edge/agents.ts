@@ -10,15 +10,17 @@
  * (or, if that port is out of its reach, here once more without asking).
  */
 import * as v from "valibot";
-import { admit, type Admitted, type LiveView, type PlannedTunnel } from "../core/admission.ts";
+import { admit, admitConnector, type Admitted, type LiveView, type PlannedTunnel } from "../core/admission.ts";
 import { AppError } from "../core/errors.ts";
+import type { PrivateName } from "../core/private-shares.ts";
 import { cidrs } from "../validate/fields.ts";
 import type { Core } from "../core/index.ts";
 import { databaseUnavailable, logFailedWrite, reportUnavailable, UNAVAILABLE_MESSAGE, UNAVAILABLE_RETRY_S } from "../db/unavailable.ts";
 import { limitedLog, log } from "../log.ts";
 import type { EdgeCounters } from "../metrics/edge-counters.ts";
 import { parseJsonPayload, ProtocolError } from "../protocol/frames.ts";
-import { Hello, Rotation, type GrantedTunnel, type OpenMeta } from "../protocol/messages.ts";
+import { Hello, readOpenMeta, Rotation, type GrantedTunnel, type OpenMeta } from "../protocol/messages.ts";
+import { joinStreams } from "../protocol/stream-join.ts";
 import { Mux, type SendResult, type Stream } from "../protocol/mux.ts";
 import { DIRECT_DATA_PAYLOAD, FrameType, HANDSHAKE_TIMEOUT_MS, PROTOCOL_VERSION, WireError, type FrameTypeValue } from "../protocol/wire.ts";
 import { discoverProviders, helloIssue, needsDiscovery, tunnelAccess, type Providers } from "./access/handshake.ts";
@@ -33,6 +35,26 @@ import type { UdpPortAllocator } from "./udp-ports.ts";
 
 /** What an unauthenticated peer of the agents' endpoints can make the edge say: a few lines a minute. */
 export const strangerFault = limitedLog(30);
+
+/**
+ * A private tunnel takes its owner's declaration (core/private-shares.ts):
+ * who it is shared with now. A connector no longer shared with is closed at
+ * once (NOT_SHARED), not at its next connection.
+ */
+function sharePrivate(t: Tunnel, declared: PrivateName): Tunnel {
+  t.shares = new Set(declared.shares);
+  t.shareNames = declared.shareNames ?? [];
+  for (const c of [...t.connectors]) {
+    if (c.userId !== t.userId && !t.shares.has(c.userId)) {
+      t.connectors.delete(c);
+      c.close("NOT_SHARED");
+    }
+  }
+  return t;
+}
+
+/** A connector told TUNNEL_OFFLINE asks again after this (its retry_after). */
+const CONNECTOR_RETRY_S = 2;
 /** What a handshake claimed over the cluster: names, and pool members' ids by the HELLO's index. */
 interface Claimed {
   names: string[];
@@ -108,6 +130,10 @@ export class AgentConnection implements AgentLink {
   private handshakeTimer: ReturnType<typeof setTimeout>;
   /** A HELLO came, so the connection's end before READY is a handshake's result. */
   private helloSeen = false;
+  /** A connector's session (`burrow connect owner/name`): the private tunnel its streams go to. */
+  private connector?: { ownerId: number; name: string; target: string };
+  /** Takes a connector's session off its private tunnel's list, when it ends. */
+  private connectorLeft?: () => void;
   /** Its handshake's result is counted (READY, MOVE or the refusal). */
   private handshakeCounted = false;
 
@@ -121,6 +147,8 @@ export class AgentConnection implements AgentLink {
       ...(transport.kind === "direct" ? { maxDataPayload: DIRECT_DATA_PAYLOAD } : {}),
       send: (frames) => transport.send(frames),
       onControl: (type, payload) => this.control(type, payload),
+      // only a connector opens streams toward the edge; any other agent that does breaks the protocol
+      onStream: (stream) => this.peerStream(stream),
       onStreamReset: (code, by) => edge.counters?.reset(by === "local" ? "edge" : by === "peer" ? "agent" : "session", code),
       onClose: (code, message) => {
         if (code === WireError.KEEPALIVE_TIMEOUT) log.info("agent silent too long, closing", { session: this.sessionId });
@@ -200,6 +228,7 @@ export class AgentConnection implements AgentLink {
 
   /** The WebSocket closed (either side): the session ends, its tunnels wait in grace. */
   closed(): void {
+    this.connectorLeft?.();
     clearTimeout(this.handshakeTimer);
     this.mux.close();
     if (this.ready) this.edge.registry.detach(this.sessionId, true);
@@ -313,8 +342,73 @@ export class AgentConnection implements AgentLink {
       this.mux.close(WireError.GOING_AWAY, "moved to the direct port");
       return;
     }
+    if (hello.connect) return void this.connectThenReady(hello, hello.connect.target);
     if (providers === undefined && needsDiscovery(hello.tunnels)) return void this.discoverThenHello(raw, hello.tunnels);
     void this.admitThenOpen(hello, providers);
+  }
+
+  /**
+   * A connector's handshake: the rules (core/admission.ts admitConnector),
+   * then the owner's agent there now (TUNNEL_OFFLINE, which the connector
+   * waits out), then READY with what it reaches. Its session holds no
+   * tunnel; the private tunnel knows it, to close it when the owner
+   * unshares, leaves or is revoked.
+   */
+  private async connectThenReady(hello: Hello, target: string): Promise<void> {
+    try {
+      let admitted: Awaited<ReturnType<typeof admitConnector>>;
+      try {
+        admitted = await admitConnector(this.edge.core, { token: hello.token, proxy: hello.proxy, target });
+      } catch (err) {
+        if (err instanceof AppError) return this.refused(err, hello.token);
+        throw err;
+      }
+      const { user, token, owner, declared } = admitted;
+      const label = `${owner.username}/${declared.name}`;
+      const t = this.edge.registry.privateTunnel(owner.id, declared.name);
+      if (!t?.agent) return this.refused(new AppError("TUNNEL_OFFLINE", `${label} is shared with you, but its owner's agent is not connected now`), hello.token, CONNECTOR_RETRY_S);
+      if (this.mux.closed) return;
+      this.userId = user.id;
+      this.tokenId = token.id;
+      this.connector = { ownerId: owner.id, name: declared.name, target: label };
+      this.ready = true;
+      this.countHandshake("READY");
+      this.drains = hello.drain;
+      this.edge.registry.attach(this, []);
+      const entry = { userId: user.id, tokenId: token.id, close: (code: string) => this.refuse(code, code === "NOT_SHARED" ? `${label} is no longer shared with you` : `${label} is not there now`) };
+      t.connectors.add(entry);
+      this.connectorLeft = () => t.connectors.delete(entry);
+      this.edge.core.tokens.touch(token.id).catch((err) => logFailedWrite("token last use not written", { token: token.id }, err));
+      void this.edge.core.audit.record({ action: "private.connect", address: this.transport.address, outcome: "ok", userId: user.id, username: user.username, tokenId: token.id, target: `private:${label}` });
+      this.mux.sendControl(FrameType.READY, {
+        session: this.sessionId,
+        username: user.username,
+        tunnels: [],
+        connect: { target: label, protocol: declared.protocol, ...(declared.localPort !== null ? { localPort: declared.localPort } : {}) },
+      });
+      log.info("connector connected", { session: this.sessionId, user: user.username, to: label, remote: this.transport.remote });
+    } catch (err) {
+      this.failedHandshake(err);
+    } finally {
+      this.mux.release();
+    }
+  }
+
+  /**
+   * A stream the agent opened: a connector's local connection, joined to a
+   * stream to the private tunnel's agent. Whether it may is asked again for
+   * each: the tunnel there now, and still shared with this user.
+   */
+  private peerStream(stream: Stream): void {
+    const c = this.connector;
+    const meta = readOpenMeta(stream.meta);
+    if (!c || !meta || meta.kind !== "tcp") return stream.reset(WireError.PROTOCOL_ERROR);
+    const t = this.edge.registry.privateTunnel(c.ownerId, c.name);
+    if (!t?.agent) return stream.reset("TUNNEL_OFFLINE");
+    if (t.userId !== this.userId && !t.shares?.has(this.userId)) return stream.reset("NOT_SHARED");
+    const up = t.agent.openStream({ tunnel: t.id, kind: "tcp", remote: this.transport.remote, local: meta.remote });
+    if (!up) return stream.reset(WireError.UPSTREAM_FAILED);
+    joinStreams(stream, up, { countUp: (n) => t.countIn(n), countDown: (n) => t.countOut(n) });
   }
 
   /** The rules (core/admission.ts) answer, then the tunnels open and READY goes out, or the refusal. */
@@ -451,11 +545,11 @@ export class AgentConnection implements AgentLink {
     return bound;
   }
 
-  private refused(err: AppError, token: string): void {
+  private refused(err: AppError, token: string, retryAfterS?: number): void {
     this.edge.handshakes?.failed(this.transport.address, err.code);
     log.info("agent refused", { code: err.code, reason: err.message, remote: this.transport.remote, address: this.transport.address });
     this.audit(err.code, token);
-    this.refuse(err.code, err.message);
+    this.refuse(err.code, err.message, retryAfterS);
   }
 
   /**
@@ -531,7 +625,7 @@ export class AgentConnection implements AgentLink {
       case "udp":
         return this.edge.udpAddress(t.port!);
       case "tcp":
-        return this.edge.tcpAddress(t.port!);
+        return t.privateName !== undefined ? `${t.username}/${t.privateName}` : this.edge.tcpAddress(t.port!);
     }
   }
 
@@ -554,18 +648,25 @@ export class AgentConnection implements AgentLink {
           if (!hello.partial) throw unavailable;
           return void refused.push({ index: i, error: unavailable });
         }
-        const byPort = plan.protocol === "tcp" || plan.protocol === "udp";
-        const want = byPort ? { protocol: plan.protocol, port: plan.port } : { protocol: plan.protocol, subdomain: plan.subdomain, hostname: plan.hostname };
+        const priv = plan.protocol === "tcp" ? plan.private : undefined;
+        const byPort = (plan.protocol === "tcp" || plan.protocol === "udp") && !priv;
+        const want = priv
+          ? { protocol: plan.protocol, private: { userId: owner.userId, name: priv.name } }
+          : plan.protocol === "tcp" || plan.protocol === "udp"
+            ? { protocol: plan.protocol, port: plan.port }
+            : { protocol: plan.protocol, subdomain: plan.subdomain, hostname: plan.hostname };
         const back = registry.reclaimable(owner.tokenId, want, admitted.resume);
         const asked = hello.tunnels[i];
         const timeout = asked?.protocol === "http" ? this.responseTimeout(asked.responseTimeout) : undefined;
-        const access = tunnelAccess(asked, cidrs(admitted.user.allowCidrs), byPort ? plan.protocol : (plan.subdomain ?? plan.hostname)!, providers, this.edge.basicAuthLimit);
+        const label = priv ? `${owner.username}/${priv.name}` : byPort ? plan.protocol : (plan.protocol === "tcp" || plan.protocol === "udp" ? plan.protocol : (plan.subdomain ?? plan.hostname)!);
+        const access = tunnelAccess(asked, cidrs(admitted.user.allowCidrs), label, providers, this.edge.basicAuthLimit);
         if (access instanceof AppError) {
           if (!hello.partial) throw access;
           return void refused.push({ index: i, error: access });
         }
         if (back) {
           back.access = access;
+          if (priv) sharePrivate(back, priv);
           if (plan.protocol === "http") back.skipWarning = plan.skipWarning;
           back.responseTimeoutMs = timeout;
           indexes.push(i);
@@ -578,7 +679,9 @@ export class AgentConnection implements AgentLink {
               ? this.namedTunnel(plan, owner, admitted.resume, memberIds.get(i))
               : plan.protocol === "udp"
                 ? this.adoptUdpPort(udp.get(i), owner)
-                : this.portTunnel(plan, owner);
+                : priv
+                  ? sharePrivate(registry.newTunnel("tcp", { private: priv.name }, owner, false), priv)
+                  : this.portTunnel(plan, owner);
         } catch (err) {
           // a partial HELLO: a port that cannot be bound is this tunnel's refusal, not the session's
           if (!hello.partial || !(err instanceof AppError)) throw err;
@@ -611,6 +714,7 @@ export class AgentConnection implements AgentLink {
         ...(hello.partial ? { index: indexes[n] } : {}),
         ...(t.access ? { access: true } : {}),
         ...(t.pool ? { pool: true } : {}),
+        ...(t.privateName !== undefined ? { private: { target: `${t.username}/${t.privateName}`, shares: t.shareNames ?? [] } } : {}),
       }));
       return () => {
         this.mux.sendControl(FrameType.READY, {

@@ -34,6 +34,8 @@ export interface AgentLink {
 /** The kinds of tunnel: http and tls by name, tcp and udp by port (two port spaces: tcp 20000 and udp 20000 are two tunnels). */
 export type TunnelProtocol = "http" | "tcp" | "tls" | "udp";
 
+const privateKey = (ownerId: number, name: string) => `${ownerId}/${name}`;
+
 export class Tunnel {
   /** What its agent asked to wait for a response head (capped by the edge); undefined: the server's --response-timeout. */
   responseTimeoutMs?: number;
@@ -58,10 +60,20 @@ export class Tunnel {
   announced = false;
   /** A pool member's requests (or connections) in flight, for least-requests. */
   inFlight = 0;
+  /**
+   * A private tunnel (no public port or name): the user ids it is shared
+   * with (its owner always reaches it), and the connectors' streams joined
+   * to it now, each closed when its connector may no longer reach it.
+   */
+  shares?: Set<number>;
+  /** The usernames of `shares`, for READY and the lists. */
+  shareNames?: string[];
+  readonly connectors = new Set<{ userId: number; tokenId: number; close(code: string): void }>();
 
   constructor(
     readonly protocol: TunnelProtocol,
-    readonly address: { subdomain?: string; hostname?: string; port?: number },
+    /** `private`: a private tunnel's name (its owner's, e.g. "db"; reached as owner/name). */
+    readonly address: { subdomain?: string; hostname?: string; port?: number; private?: string },
     readonly userId: number,
     readonly username: string,
     readonly tokenId: number,
@@ -80,6 +92,10 @@ export class Tunnel {
   }
   get port() {
     return this.address.port;
+  }
+  /** A private tunnel's name, without its owner. */
+  get privateName() {
+    return this.address.private;
   }
 
   /** Bytes from the public side toward the local service. */
@@ -118,6 +134,8 @@ export class Registry implements LiveTunnels, LiveView {
   private readonly bySubdomain = new Map<string, Tunnel>();
   private readonly byPort = new Map<number, Tunnel>();
   private readonly byUdpPort = new Map<number, Tunnel>();
+  /** Private tunnels by "<owner id>/<name>". */
+  private readonly byPrivate = new Map<string, Tunnel>();
   private readonly sessions = new Map<string, SessionEntry>();
 
   /** Called with each http tunnel's name as it goes live (the edge asks for its certificate; never for a tls tunnel's). */
@@ -127,7 +145,7 @@ export class Registry implements LiveTunnels, LiveView {
 
   newTunnel(
     protocol: TunnelProtocol,
-    address: { subdomain?: string; hostname?: string; port?: number },
+    address: { subdomain?: string; hostname?: string; port?: number; private?: string },
     owner: { userId: number; username: string; tokenId: number },
     skipWarning: boolean,
     id?: string,
@@ -162,6 +180,7 @@ export class Registry implements LiveTunnels, LiveView {
       if (t.subdomain !== undefined) this.bySubdomain.set(t.subdomain, t);
       if (t.hostname !== undefined) this.bySubdomain.set(t.hostname, t);
       if (t.port !== undefined) this.portsOf(t.protocol).set(t.port, t);
+      if (t.privateName !== undefined) this.byPrivate.set(privateKey(t.userId, t.privateName), t);
       if (t.subdomain !== undefined) this.arrived(t.subdomain, t);
       // a tls tunnel's certificate is its local service's own: the edge never asks for one
       if (t.subdomain !== undefined && t.protocol === "http") this.onLive?.(t.subdomain);
@@ -172,9 +191,16 @@ export class Registry implements LiveTunnels, LiveView {
   }
 
   /** A dropped tunnel of this token, held in grace, to hand back. */
-  reclaimable(tokenId: number, want: { protocol: Tunnel["protocol"]; subdomain?: string; hostname?: string; port?: number }, resume?: string): Tunnel | undefined {
+  reclaimable(tokenId: number, want: { protocol: Tunnel["protocol"]; subdomain?: string; hostname?: string; port?: number; private?: { userId: number; name: string } }, resume?: string): Tunnel | undefined {
     const name = want.subdomain ?? want.hostname;
-    const held = name !== undefined ? this.bySubdomain.get(name) : want.port !== undefined ? this.portsOf(want.protocol).get(want.port) : undefined;
+    const held =
+      want.private !== undefined
+        ? this.byPrivate.get(privateKey(want.private.userId, want.private.name))
+        : name !== undefined
+          ? this.bySubdomain.get(name)
+          : want.port !== undefined
+            ? this.portsOf(want.protocol).get(want.port)
+            : undefined;
     // in a pool, the token's own member (dropped, or of the session resumed) is the one to take back
     const t = held?.pool ? held.pool.members.find((m) => m.tokenId === tokenId && (m.agent === null || m.agent.sessionId === resume)) : held;
     // a name held in grace by the token's tunnel of another kind is not this one's to take over; nor one with another hostname
@@ -241,6 +267,8 @@ export class Registry implements LiveTunnels, LiveView {
     const last = t.pool ? t.pool.remove(t) : true;
     const heir = last ? undefined : t.pool!.members[0];
     const ports = this.portsOf(t.protocol);
+    if (t.privateName !== undefined && this.byPrivate.get(privateKey(t.userId, t.privateName)) === t) this.byPrivate.delete(privateKey(t.userId, t.privateName));
+    for (const c of t.connectors) c.close("TUNNEL_OFFLINE");
     for (const [map, key] of [[this.bySubdomain, t.subdomain], [this.bySubdomain, t.hostname], [ports, t.port]] as const) {
       if (key === undefined || (map as Map<string | number, Tunnel>).get(key) !== t) continue;
       if (heir) (map as Map<string | number, Tunnel>).set(key, heir);
@@ -249,6 +277,16 @@ export class Registry implements LiveTunnels, LiveView {
     t.agent = null;
     t.onRemoved?.();
     this.hooks?.removed(t);
+  }
+
+  /** The user's live private tunnel `name` (or in grace: its agent is null then). */
+  privateTunnel(ownerId: number, name: string): Tunnel | undefined {
+    return this.byPrivate.get(privateKey(ownerId, name));
+  }
+
+  privateHolder(ownerId: number, name: string): { tokenId: number; sessionId: string | null } | undefined {
+    const t = this.byPrivate.get(privateKey(ownerId, name));
+    return t && { tokenId: t.tokenId, sessionId: t.agent?.sessionId ?? null };
   }
 
   tunnelBySubdomain(subdomain: string): Tunnel | undefined {
@@ -346,6 +384,7 @@ export class Registry implements LiveTunnels, LiveView {
           subdomain: t.subdomain,
           ...(t.hostname !== undefined ? { hostname: t.hostname } : {}),
           ...(t.pool ? { pool: { inRotation: t.inRotation } } : {}),
+          ...(t.privateName !== undefined ? { private: { target: `${t.username}/${t.privateName}`, shares: t.shareNames ?? [], connected: t.connectors.size } } : {}),
           port: t.port,
           userId: t.userId,
           username: t.username,

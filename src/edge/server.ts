@@ -317,6 +317,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     secure,
     origin: () => `${scheme}://${domain}${portSuffix()}`,
     addressOf: (t) => {
+      if (t.private) return t.private.target;
       const name = t.hostname ?? t.subdomain ?? "";
       if (t.protocol === "tcp") return edge.tcpAddress(t.port ?? 0);
       if (t.protocol === "udp") return edge.udpAddress(t.port ?? 0);

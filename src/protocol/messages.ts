@@ -53,6 +53,19 @@ export type HttpAccess = v.InferOutput<typeof HttpAccess>;
 export const TcpAccess = v.object({ allowCidrs: CidrTexts, denyCidrs: CidrTexts });
 export type TcpAccess = v.InferOutput<typeof TcpAccess>;
 
+/**
+ * A private tunnel (`--private --name db --share bob,carol`): no public port
+ * or name; reached only through `burrow connect owner/name` by its owner and
+ * the users it is shared with. `localPort`: the owner's service port, which a
+ * connector's local port takes when it is free there.
+ */
+export const PrivateRequest = v.object({
+  name: v.pipe(v.string(), v.maxLength(63)),
+  share: v.optional(v.pipe(v.array(v.pipe(v.string(), v.maxLength(64))), v.maxLength(64))),
+  localPort: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(65535))),
+});
+export type PrivateRequest = v.InferOutput<typeof PrivateRequest>;
+
 export const TunnelRequest = v.variant("protocol", [
   v.object({
     protocol: v.literal("http"),
@@ -72,6 +85,8 @@ export const TunnelRequest = v.variant("protocol", [
     protocol: v.literal("tcp"),
     port: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(65535))),
     access: v.optional(TcpAccess),
+    /** No public port: reached through `burrow connect` (PrivateRequest). */
+    private: v.optional(PrivateRequest),
     /** Share the port with the user's other agents that ask for it with `pool`: connections are spread. */
     pool: v.optional(v.boolean()),
     balance: v.optional(v.picklist(["round-robin", "least-requests"])),
@@ -93,10 +108,19 @@ export const TunnelRequest = v.variant("protocol", [
 export type TunnelRequest = v.InferOutput<typeof TunnelRequest>;
 
 /** agent -> edge, first frame. */
-export const Hello = v.object({
+export const Hello = v.pipe(
+  v.object({
   version: v.number(),
   token: v.pipe(v.string(), v.maxLength(512)),
-  tunnels: v.pipe(v.array(TunnelRequest), v.minLength(1), v.maxLength(16)),
+  /** At least one, unless the HELLO is a connector's (`connect`), which opens none. */
+  tunnels: v.pipe(v.array(TunnelRequest), v.maxLength(16)),
+  /**
+   * `burrow connect owner/name`: this connection reaches a private tunnel
+   * instead of opening tunnels. After READY the agent opens a stream per
+   * local connection (OPEN `{tunnel: "connect", kind, remote}`), which the
+   * edge joins to a stream to the owner's agent.
+   */
+  connect: v.optional(v.object({ target: v.pipe(v.string(), v.maxLength(200)) })),
   /** The agent reaches the edge through a proxy. */
   proxy: v.optional(v.boolean(), false),
   /** Session id from a previous READY: the edge evicts that session (if still live) and hands its tunnels back. */
@@ -114,7 +138,9 @@ export const Hello = v.object({
    * HELLO. Checks of the token, the user or the connection refuse it either way.
    */
   partial: v.optional(v.boolean(), false),
-});
+  }),
+  v.check((h) => h.connect !== undefined || h.tunnels.length >= 1, "tunnels: at least one, unless connect"),
+);
 export type Hello = v.InferOutput<typeof Hello>;
 
 export interface GrantedTunnel {
@@ -131,6 +157,7 @@ export interface GrantedTunnel {
   access?: boolean;
   /** A pool member (edge/pool.ts). */
   pool?: boolean;
+  private?: { target: string; shares: string[] };
 }
 
 /** agent -> edge: a pool member's tunnel (READY's id) leaves the rotation (`in`: false) or comes back. */
@@ -161,8 +188,12 @@ export const Ready = v.object({
       access: v.optional(v.boolean()),
       /** A pool member: the agent may take it out of rotation and back (ROTATION). */
       pool: v.optional(v.boolean()),
+      /** A private tunnel: reached as `target` (owner/name) by its owner and these users. */
+      private: v.optional(v.object({ target: v.string(), shares: v.array(v.string()) })),
     }),
   ),
+  /** A connector's HELLO: what it reaches, and the owner's service port to offer locally. */
+  connect: v.optional(v.object({ target: v.string(), protocol: v.picklist(["http", "tcp", "udp"]), localPort: v.optional(v.number()) })),
   /** Tunnels of a partial HELLO that were not granted, each with why. */
   refused: v.optional(
     v.array(v.object({ index: v.pipe(v.number(), v.integer(), v.minValue(0)), code: v.string(), message: v.string() })),

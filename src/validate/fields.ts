@@ -18,6 +18,8 @@ export type TrafficPeriod = (typeof TRAFFIC_PERIODS)[number];
 
 export const USERNAME_PATTERN = /^[A-Za-z0-9_.\-@]{1,64}$/;
 export const SUBDOMAIN_PATTERN = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
+/** A private tunnel's name (reached as owner/name): the same shape as a subdomain, unique per owner. */
+export const PRIVATE_NAME_PATTERN = SUBDOMAIN_PATTERN;
 
 export const username = v.pipe(
   v.string("must be a string"),

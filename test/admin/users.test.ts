@@ -13,6 +13,7 @@ const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
 const USER_KEYS = [
   "allow_cidrs",
   "allowed_protocols",
+  "can_share",
   "can_use_proxy",
   "created_at",
   "enabled",

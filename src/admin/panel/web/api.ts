@@ -26,6 +26,8 @@ export interface User extends Me {
   max_devices: number;
   skip_warning: boolean;
   can_use_proxy: boolean;
+  /** May share private tunnels. */
+  can_share?: boolean;
   /** Every tunnel must carry basic auth or OIDC (AUTH_REQUIRED otherwise). */
   require_auth?: boolean;
   /** Visitors of every tunnel must come from one of these; [] = anywhere. */

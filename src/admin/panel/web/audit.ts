@@ -30,6 +30,7 @@ export const ACTION_WORDS: Record<string, string> = {
   "invitation.create": "Invitation made",
   "invitation.delete": "Invitation withdrawn",
   "invitation.accept": "Invitation used",
+  "private.connect": "Connected to a private tunnel",
   "agent.refused": "Agent refused",
 };
 

@@ -22,6 +22,7 @@ const FIELDS = [
   "max_devices",
   "skip_warning",
   "can_use_proxy",
+  "can_share",
   "require_auth",
   "allow_cidrs",
 ] as const;
@@ -44,6 +45,7 @@ interface Draft {
   trafficPeriod: TrafficPeriod;
   skipWarning: boolean;
   canUseProxy: boolean;
+  canShare: boolean;
   requireAuth: boolean;
   /** As typed: CIDRs one per line, or separated by commas or spaces. */
   allowCidrs: string;
@@ -68,6 +70,7 @@ function draftOf(u?: User): Draft {
     trafficPeriod: u?.traffic_period ?? "monthly",
     skipWarning: u?.skip_warning ?? false,
     canUseProxy: u?.can_use_proxy ?? true,
+    canShare: u?.can_share ?? true,
     requireAuth: u?.require_auth ?? false,
     allowCidrs: (u?.allow_cidrs ?? []).join("\n"),
   };
@@ -109,6 +112,7 @@ function bodyOf(d: Draft, creating: boolean): { body: Record<string, unknown>; e
   body.traffic_period = d.trafficPeriod;
   body.skip_warning = d.skipWarning;
   body.can_use_proxy = d.canUseProxy;
+  body.can_share = d.canShare;
   body.require_auth = d.requireAuth;
   const cidrs = cidrsOf(d.allowCidrs);
   const cidrProblem = check(rules.cidrs, cidrs);
@@ -261,6 +265,7 @@ export function UserForm(props: { user?: User; onSaved(user: User): void; onCanc
           )}
         </div>
         <Checkbox label="May connect through a proxy" hint="HTTP or SOCKS proxy between the agent and this server (can_use_proxy)" checked={draft.canUseProxy} onChange={(v) => set("canUseProxy", v)} name="can_use_proxy" />
+        <Checkbox label="May share private tunnels" hint="With other users, by username: burrow tcp --private --share bob (can_share)" checked={draft.canShare} onChange={(v) => set("canShare", v)} name="can_share" />
         <Checkbox label="May skip the browser warning page" hint="Honoured when the agent asks with --skip-warning (skip_warning)" checked={draft.skipWarning} onChange={(v) => set("skipWarning", v)} name="skip_warning" />
       </fieldset>
 

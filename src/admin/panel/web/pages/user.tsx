@@ -77,6 +77,8 @@ export function UserPage(props: { id: number }) {
             <dd>{u.allowed_protocols.split(",").join(", ").toUpperCase()}</dd>
             <dt>Through a proxy</dt>
             <dd>{u.can_use_proxy ? "allowed" : "not allowed"}</dd>
+            <dt>Sharing private tunnels</dt>
+            <dd>{u.can_share === false ? "not allowed" : "allowed"}</dd>
             <dt>Skip warning page</dt>
             <dd>{u.skip_warning ? "allowed" : "not allowed"}</dd>
             <dt>Sign-in on tunnels</dt>

@@ -1,0 +1,65 @@
+/**
+ * `burrow connect owner/name`, the connector's local side: a TCP port on
+ * this machine (the owner's service port when it is free here, else any),
+ * each connection to it carried as one stream through the server to the
+ * private tunnel's agent and on to its service. The agent (client.ts, with
+ * `connect`) holds the connection to the server, reconnecting as any agent
+ * does; a local connection while it is away is closed at once.
+ */
+import type { Socket, TCPSocketListener } from "bun";
+import { SocketRelay } from "../sockets/socket-stream.ts";
+import type { Stream } from "../protocol/mux.ts";
+
+export interface ConnectorPort {
+  host: string;
+  port: number;
+  stop(): void;
+}
+
+interface LocalSocket {
+  relay?: SocketRelay;
+}
+
+export interface ConnectorEvents {
+  /** A local connection was carried (or could not be: `refused`). */
+  connection(e: { remote: string; opened: boolean; closed?: boolean; bytesIn?: number; bytesOut?: number }): void;
+}
+
+/**
+ * Listens on `host`:`port` (0: any), or on `preferred` when free and no port
+ * was asked for; `open` gives each local connection its stream.
+ */
+export function listenForConnector(opts: { host: string; port?: number; preferred?: number; open(remote: string): Stream | undefined; events?: ConnectorEvents }): ConnectorPort {
+  const handlers = {
+    open(socket: Socket<LocalSocket>) {
+      const remote = `${socket.remoteAddress}:${socket.remotePort ?? 0}`;
+      const stream = opts.open(remote);
+      if (!stream) {
+        opts.events?.connection({ remote, opened: false });
+        socket.end();
+        return;
+      }
+      let bytesIn = 0;
+      let bytesOut = 0;
+      socket.data = { relay: new SocketRelay(socket, stream, { fromSocket: (n) => (bytesIn += n), toSocket: (n) => (bytesOut += n) }) };
+      stream.whenReset(() => opts.events?.connection({ remote, opened: true, closed: true, bytesIn, bytesOut }));
+      opts.events?.connection({ remote, opened: true });
+    },
+    data: (socket: Socket<LocalSocket>, data: Uint8Array) => socket.data?.relay?.socketData(data),
+    drain: (socket: Socket<LocalSocket>) => socket.data?.relay?.socketDrain(),
+    end: (socket: Socket<LocalSocket>) => socket.data?.relay?.socketEnd(),
+    close: (socket: Socket<LocalSocket>, error?: Error) => socket.data?.relay?.socketClosed(error),
+    error: (socket: Socket<LocalSocket>, error: Error) => socket.data?.relay?.socketClosed(error),
+  };
+  const listen = (port: number): TCPSocketListener<LocalSocket> => Bun.listen<LocalSocket>({ hostname: opts.host, port, socket: handlers });
+  let listener: TCPSocketListener<LocalSocket>;
+  if (opts.port !== undefined) listener = listen(opts.port);
+  else {
+    try {
+      listener = listen(opts.preferred ?? 0);
+    } catch {
+      listener = listen(0); // the owner's port is taken here: any free one, printed
+    }
+  }
+  return { host: opts.host, port: listener.port, stop: () => listener.stop(true) };
+}

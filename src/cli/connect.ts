@@ -1,0 +1,113 @@
+/**
+ * `burrow connect owner/name`: reaches a private tunnel shared with you
+ * (`burrow tcp 5432 --private --name db --share you` on its owner's side)
+ * through a local port on this machine. Waits while the owner's agent is
+ * away, and reconnects as any agent does.
+ */
+import { Agent } from "../agent/client.ts";
+import { listenForConnector, type ConnectorPort } from "../agent/connector.ts";
+import type { AgentOutput } from "../agent/output.ts";
+import { resolveCredentials, resolveProxy } from "../agent/settings/server-and-token.ts";
+import { parseFlags, type FlagTable } from "../config/flags.ts";
+import { UsageError } from "../usage-error.ts";
+import { PRIVATE_NAME_PATTERN } from "../validate/fields.ts";
+import { COMMON } from "./agent-flags.ts";
+import { helpText, type CommandDoc } from "./usage.ts";
+
+const { server, token, proxy, insecure } = COMMON;
+
+export const CONNECT_FLAGS = {
+  server,
+  token,
+  proxy,
+  insecure,
+  port: {
+    type: "string",
+    arg: "N",
+    defaultText: "the owner's port when it is free here, else any",
+    help: "the local port to listen on",
+  },
+  bind: {
+    type: "string",
+    arg: "ADDR",
+    default: "127.0.0.1",
+    help: "the local address to listen on (another than loopback lets other machines in)",
+  },
+} as const satisfies FlagTable;
+
+export const CONNECT_DOC: CommandDoc = {
+  name: "connect",
+  usage: ["burrow connect OWNER/NAME [--port N] [--bind ADDR]"],
+  about: `Reaches a private tunnel shared with you (its owner ran burrow tcp ... --private
+--name NAME --share you) through a local port: connect your client (psql, ssh)
+to the address printed. Waits while the owner's agent is away.`,
+  flags: CONNECT_FLAGS,
+};
+
+export async function connectCommand(argv: string[]): Promise<number> {
+  const { values, positionals } = parseFlags(argv, CONNECT_FLAGS);
+  if (values.help) {
+    process.stdout.write(helpText(CONNECT_DOC));
+    return 0;
+  }
+  if (positionals.length !== 1) throw new UsageError(positionals.length === 0 ? "burrow connect needs OWNER/NAME, e.g. alice/db" : `unexpected argument '${positionals[1]}'`);
+  const target = positionals[0]!;
+  const [owner, name, extra] = target.split("/");
+  if (!owner || !name || extra !== undefined || !PRIVATE_NAME_PATTERN.test(name.toLowerCase())) throw new UsageError(`'${target}' is not OWNER/NAME, e.g. alice/db`);
+  const rawPort = values.port as string | undefined;
+  if (rawPort !== undefined && !/^[0-9]{1,5}$/.test(rawPort)) throw new UsageError("--port must be a port number, 0 to 65535");
+  const port = rawPort === undefined ? undefined : Number(rawPort);
+  if (port !== undefined && port > 65535) throw new UsageError("--port must be a port number, 0 to 65535");
+  const bind = (values.bind as string | undefined) ?? "127.0.0.1";
+  const creds = resolveCredentials({ server: values.server as string | undefined, token: values.token as string | undefined }, process.env, {});
+  let local: ConnectorPort | undefined;
+  const say = (line: string) => console.log(line);
+  const out: AgentOutput = {
+    ready() {},
+    request() {},
+    connection() {},
+    reconnecting: (why, inMs) => (why === "TUNNEL_OFFLINE" ? undefined : say(`connection to the server lost (${why}); trying again in ${Math.round(inMs / 1000)} s`)),
+    refused: (code, message) => (code === "TUNNEL_OFFLINE" ? say(`${target} is offline: waiting for it to come back`) : console.error(`burrow: refused: ${code}: ${message}`)),
+    notice: (message) => say(message),
+  };
+  const agent: Agent = new Agent({
+    server: creds.server,
+    token: creds.token,
+    proxy: resolveProxy(values.proxy as string | undefined),
+    insecure: Boolean(values.insecure),
+    tunnels: [],
+    out,
+    connect: {
+      target,
+      ready(c) {
+        if (!local) {
+          try {
+            local = listenForConnector({
+              host: bind,
+              port,
+              preferred: c.localPort,
+              open: (remote) => agent.openConnectStream(remote),
+              events: { connection: (e) => (e.opened ? undefined : say(`a connection from ${e.remote} was closed: not connected to ${target} now`)) },
+            });
+          } catch (err) {
+            console.error(`burrow: cannot listen on ${bind}:${port ?? c.localPort ?? 0}: ${(err as Error).message}`);
+            agent.stop();
+            return;
+          }
+        }
+        const where = bind.includes(":") ? `[${bind}]:${local.port}` : `${bind}:${local.port}`;
+        say(`Connected to ${c.target} (${c.protocol}): connect to ${where}`);
+      },
+    },
+  });
+  const stop = () => agent.stop();
+  process.once("SIGINT", stop);
+  process.once("SIGTERM", stop);
+  try {
+    return await agent.run();
+  } finally {
+    process.off("SIGINT", stop);
+    process.off("SIGTERM", stop);
+    local?.stop();
+  }
+}
