@@ -519,6 +519,7 @@ export class Agent {
         target: t.target,
         inspect: t.inspect ?? true,
         ...(g.pool ? { pool: true } : {}),
+        ...(g.private ? { private: g.private } : {}),
       });
     });
     this.tunnels = kept;

@@ -26,6 +26,8 @@ export interface TunnelView {
   inspect: boolean;
   /** A pool member (several agents behind its name or port). */
   pool?: boolean;
+  /** A private tunnel: reached with `burrow connect <target>` by its owner and these users. */
+  private?: { target: string; shares: string[] };
 }
 
 export interface ReadyView {

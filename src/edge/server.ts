@@ -273,7 +273,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       releaseAgent: (address) => agentSockets.release(address),
       counters,
       loopback: () => loopback as unknown as Loopback<unknown>,
-      apex: () => apexLoopback,
+      apex: () => apexServer(),
       directPort: () => direct?.port,
       tlsAddress: (sub: string) => edge.tlsAddress(sub),
       ...(nodes ? { remote: async (name: string) => nodes.find(name), poolOthers: (name: string) => nodes.poolOthers(name) } : {}),
@@ -325,14 +325,19 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       return edge.httpUrl(name);
     },
   });
-  // the apex's connections (the portal's): plain requests, idle ones closed as the public port's are
-  const apexLoopback =
-    apexApp &&
-    new Loopback<undefined>({
+  // the apex's connections (the portal's): plain requests, idle ones closed as the public port's are;
+  // its loopback server listens from the first such request on, not before (a descriptor less while unused)
+  let apexLoopback: Loopback<undefined> | undefined;
+  let stopped = false;
+  const apexServer = () => {
+    if (!apexApp || stopped) return undefined;
+    apexLoopback ??= new Loopback<undefined>({
       fetch: (req, _server, visit) => apexApp.fetch(req, { client: visit.client, proxied: visit.proxied === true }),
       idleTimeoutS: opts.idleTimeoutS,
       maxRequestBodySize: APEX_MAX_BODY,
     });
+    return apexLoopback;
+  };
   if (!opts.publicUrl) publicPort = listener.port;
   const redirect = opts.redirect && listenRedirect({ host: opts.host, port: opts.redirect.port, httpsPort: () => publicPort, challenge: opts.redirect.challenge, idleTimeoutS: opts.idleTimeoutS });
   const stopWantingCertificates = wantCertificates(opts, registry);
@@ -407,6 +412,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
           },
           // the loopback server first: its agents' last words pass through the public port as it closes
           stop: async (force) => {
+            stopped = true;
             await Promise.all([loopback.stop(force), apexLoopback?.stop(force)]);
             await Promise.all([listener.stop(force), tlsOnly?.stop(force)]);
           },

@@ -38,12 +38,18 @@ afterAll(async () => {
 
 /** Opens `n` connections from the loopback address `from` (not the one the checks below use); counts what comes back. */
 async function open(n: number, from: string, request: boolean) {
-  const counts = { answered: 0, refused: 0 };
+  const counts = { answered: 0, refused: 0, closedUnanswered: 0 };
   const mine: Socket[] = [];
   for (let i = 0; i < n; i++) {
     const s = connect({ port: server.edgePort, host: "127.0.0.1", localAddress: from });
     s.on("error", () => {});
-    s.on("data", (d) => (d.toString("latin1").startsWith("HTTP/1.1 503") ? counts.refused++ : counts.answered++));
+    let heard = false;
+    s.on("data", (d) => {
+      heard = true;
+      if (d.toString("latin1").startsWith("HTTP/1.1 503")) counts.refused++;
+      else counts.answered++;
+    });
+    s.on("close", () => void (heard ? undefined : counts.closedUnanswered++));
     // an address as Host: the edge's own landing page, kept alive (the domain itself is the portal's, which closes a script's connection)
     if (request) s.on("connect", () => s.write(`GET / HTTP/1.1\r\nHost: 127.0.0.1:${server.edgePort}\r\n\r\n`));
     mine.push(s);
@@ -81,9 +87,12 @@ test("1,000 connections from one address that send a request and sit idle: cappe
   const f = await open(1_000, "127.0.0.2", true);
   const deadline = Date.now() + 10_000;
   while (f.open() > 300 && Date.now() < deadline) await Bun.sleep(50);
-  // the per-address cap (256 by default) holds; refused connections were closed by the server
+  // the per-address cap (256 by default) holds; refused connections were closed by the server: with a 503 past
+  // the per-address cap, or at accept past --max-conns while the 503s of the others are still open (how many of
+  // each depends on how fast the machine closes them)
   expect(f.open()).toBeLessThanOrEqual(300);
-  expect(f.counts.refused).toBeGreaterThan(600);
+  expect(f.counts.refused).toBeGreaterThan(0);
+  expect(f.counts.refused + f.counts.closedUnanswered).toBeGreaterThan(600);
   await stillServing("during an idle flood from another address");
   expect(await cpuShare(1_000)).toBeLessThan(0.5);
   expect(server.output.text()).toContain("visitor connection refused");

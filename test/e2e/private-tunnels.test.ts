@@ -78,6 +78,7 @@ describe("a private tcp tunnel", () => {
   test("opens no public port; a user it is shared with reaches the service through burrow connect", async () => {
     await using agent = await owner(["bob"]);
     expect(agent.publicUrl).toBe("alice/db");
+    await agent.output.waitFor(/no public port; reach it with  burrow connect alice\/db .*shared with bob/, 5_000);
     const bob = connector("bob", "alice/db");
     const port = await bob.port();
     expect(await echoThrough(port, "hello through a private tunnel")).toBe("hello through a private tunnel");

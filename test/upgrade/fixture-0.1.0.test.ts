@@ -89,6 +89,7 @@ describe(`the ${FIXTURE} fixture opened by burrow ${VERSION}`, () => {
         skip_warning: bool(u.skip_warning),
         can_use_proxy: bool(u.can_use_proxy),
         // added after 0.1.0, with the defaults that keep its behaviour
+        can_share: true,
         require_auth: false,
         allow_cidrs: [],
         created_at: u.created_at,

@@ -87,8 +87,8 @@ test("upgrading the 0.1.0 fixture backs it up to burrow.db.bak-0.1.0 first and l
   const upgraded = dumpTables(db);
   expect(upgraded.widgets).toEqual([]);
   // columns added since 0.1.0 hold their defaults: require_auth off, allow_cidrs empty, no company sign-in
-  const added = upgraded.users!.map(({ nickname, require_auth, allow_cidrs, oidc_subject, ...rest }) => {
-    expect([nickname, require_auth, allow_cidrs, oidc_subject]).toEqual([null, 0, "", null]);
+  const added = upgraded.users!.map(({ nickname, require_auth, allow_cidrs, oidc_subject, can_share, ...rest }) => {
+    expect([nickname, require_auth, allow_cidrs, oidc_subject, can_share]).toEqual([null, 0, "", null, 1]);
     return rest;
   });
   expect(added).toEqual(original.users!);

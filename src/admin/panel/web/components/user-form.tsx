@@ -265,7 +265,7 @@ export function UserForm(props: { user?: User; onSaved(user: User): void; onCanc
           )}
         </div>
         <Checkbox label="May connect through a proxy" hint="HTTP or SOCKS proxy between the agent and this server (can_use_proxy)" checked={draft.canUseProxy} onChange={(v) => set("canUseProxy", v)} name="can_use_proxy" />
-        <Checkbox label="May share private tunnels" hint="With other users, by username: burrow tcp --private --share bob (can_share)" checked={draft.canShare} onChange={(v) => set("canShare", v)} name="can_share" />
+        <Checkbox label="May share private tunnels" hint="Private tunnels others reach with burrow connect: --private --share (can_share)" checked={draft.canShare} onChange={(v) => set("canShare", v)} name="can_share" />
         <Checkbox label="May skip the browser warning page" hint="Honoured when the agent asks with --skip-warning (skip_warning)" checked={draft.skipWarning} onChange={(v) => set("skipWarning", v)} name="skip_warning" />
       </fieldset>
 
