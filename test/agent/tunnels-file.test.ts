@@ -76,6 +76,17 @@ tunnels:
     expect(file.tunnels[1]!.request).toEqual({ protocol: "tcp", port: 2053 });
   });
 
+  test("private: true with name and share makes a private tcp tunnel; the mistakes are named by their line", () => {
+    const file = parseTunnelsFile("tunnels:\n  db:\n    proto: tcp\n    addr: 5432\n    private: true\n    name: DB\n    share: [bob, carol]\n  ssh: {proto: tcp, addr: 22, private: true, name: ssh, share: 'dave, erin'}\n", FILE);
+    expect(file.tunnels[0]!.request).toEqual({ protocol: "tcp", private: { name: "db", share: ["bob", "carol"], localPort: 5432 } });
+    expect(file.tunnels[1]!.request).toEqual({ protocol: "tcp", private: { name: "ssh", share: ["dave", "erin"], localPort: 22 } });
+    expect(() => parseTunnelsFile("tunnels:\n  db: {proto: tcp, addr: 5432, private: true}\n", FILE)).toThrow("tunnels.db.name: missing");
+    expect(() => parseTunnelsFile("tunnels:\n  db: {proto: tcp, addr: 5432, name: db}\n", FILE)).toThrow("tunnels.db.name: goes with private: true");
+    expect(() => parseTunnelsFile("tunnels:\n  db: {proto: tcp, addr: 5432, private: true, name: 'no spaces'}\n", FILE)).toThrow("tunnels.db.name: must be 1-63 characters");
+    expect(() => parseTunnelsFile("tunnels:\n  db: {proto: tcp, addr: 5432, private: true, name: db, remote_port: 20000}\n", FILE)).toThrow("no public port");
+    expect(() => parseTunnelsFile("tunnels:\n  web: {proto: http, addr: 80, private: true, name: web}\n", FILE)).toThrow("is for tcp tunnels");
+  });
+
   test("proxy_protocol: true asks a tcp tunnel's connections to start with a PROXY header; false and absent do not", () => {
     const file = parseTunnelsFile("tunnels:\n  a: {proto: tcp, addr: 443, proxy_protocol: true}\n  b: {proto: tcp, addr: 444, proxy_protocol: false}\n  c: {proto: tcp, addr: 445}\n", FILE);
     expect(file.tunnels.map((t) => t.target.proxyProtocol)).toEqual([true, undefined, undefined]);

@@ -22,8 +22,8 @@ import { join, resolve } from "node:path";
 import * as v from "valibot";
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Pair, type ParsedNode } from "yaml";
 import type { LocalTarget } from "../http.ts";
-import { subdomain as subdomainRule } from "../../validate/fields.ts";
-import type { HttpAccess, TunnelRequest } from "../../protocol/messages.ts";
+import { PRIVATE_NAME_PATTERN, subdomain as subdomainRule } from "../../validate/fields.ts";
+import type { HttpAccess, PrivateRequest, TunnelRequest } from "../../protocol/messages.ts";
 import { parseProxyUrl, parseServerUrl } from "./server-and-token.ts";
 import { configDir } from "./paths.ts";
 import {
@@ -190,7 +190,7 @@ type Fail = (node: { range?: [number, number, number] | null } | null | undefine
 
 /** Who may reach the tunnel (docs/access.md); tcp tunnels take the IP lists only. */
 const ACCESS_KEYS = ["basic_auth", "allow_cidr", "deny_cidr", "request_header_add", "request_header_remove", "response_header_add", "oidc"];
-const TUNNEL_KEYS = ["proto", "addr", "subdomain", "hostname", "pool", "pool_balance", "health_check", "health_interval", "remote_port", "proxy_protocol", "host_header", "routes", "skip_warning", "inspect", "response_timeout", ...ACCESS_KEYS];
+const TUNNEL_KEYS = ["proto", "addr", "subdomain", "hostname", "pool", "pool_balance", "health_check", "health_interval", "remote_port", "proxy_protocol", "host_header", "routes", "skip_warning", "inspect", "response_timeout", "private", "name", "share", ...ACCESS_KEYS];
 const OIDC_KEYS = ["issuer", "client_id", "client_secret", "allow_emails"];
 
 /** The keys only some kinds of tunnel take, and which; the others (proto, addr, allow_cidr, deny_cidr) every kind takes. */
@@ -213,6 +213,10 @@ const TAKEN_BY: Record<string, readonly ("http" | "tcp" | "tls" | "udp")[]> = {
   oidc: ["http"],
   remote_port: ["tcp", "udp"],
   proxy_protocol: ["tcp", "tls"],
+  // private tunnels: tcp for now (docs/private.md)
+  private: ["tcp"],
+  name: ["tcp"],
+  share: ["tcp"],
 };
 
 function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTunnel {
@@ -293,6 +297,23 @@ function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTu
     }
     return { pool: true, balance: balance ?? "round-robin" };
   }
+  /** private: true, name: db, share: [bob, carol] (or "bob,carol"): a private tunnel's request; undefined without private. */
+  function readPrivate(publicOptions: boolean): PrivateRequest | undefined {
+    if (!flag("private")) {
+      for (const key of ["name", "share"]) if (given.has(key)) fail(given.get(key)!.keyNode, `${field}.${key}`, "goes with private: true");
+      return undefined;
+    }
+    if (publicOptions) fail(given.get("private")!.keyNode, `${field}.private`, "a private tunnel has no public port: remote_port and pool do not go with it");
+    const privateName = checked("name", (raw) => {
+      const lower = raw.trim().toLowerCase();
+      if (!PRIVATE_NAME_PATTERN.test(lower)) throw new UsageError("must be 1-63 characters from a-z, 0-9 and -");
+      return lower;
+    });
+    if (privateName === undefined) return fail(given.get("private")!.keyNode, `${field}.name`, "missing: a private tunnel's name, reached as you/NAME");
+    const share = listed("share", (raw) => raw.split(",").map((u) => u.trim()).filter((u) => u !== "")).flat();
+    if (share.length > 64) fail(given.get("share")!.keyNode, `${field}.share`, "64 usernames at most");
+    return { name: privateName, ...(share.length > 0 ? { share } : {}), ...(target.port !== undefined ? { localPort: target.port } : {}) };
+  }
   function readSubdomain(): string | undefined {
     const entry = given.get("subdomain");
     if (!entry) return undefined;
@@ -313,6 +334,8 @@ function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTu
     }
     const port = checked("remote_port", parseRemotePort);
     const pooled = readPool();
+    const priv = readPrivate(port !== undefined || pooled.pool === true);
+    if (priv) return { name, request: { protocol: "tcp", private: priv, ...(access ? { access } : {}) }, target, inspect: false };
     if (pooled.pool && port === undefined) fail(given.get("pool")!.keyNode, `${field}.pool`, "a tcp pool needs remote_port: the port is the pool's name");
     return { name, request: { protocol: "tcp", port, ...pooled, ...(access ? { access } : {}) }, target, inspect: false, ...readHealth(pooled.pool === true) };
   }
