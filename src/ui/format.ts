@@ -134,7 +134,9 @@ export function lastDays(days: number, now = new Date()): string[] {
 }
 
 /** "http://alice.localhost:8080" for an http tunnel, "localhost:20417" for tcp, "udp://localhost:20417" for udp, "tls://alice.localhost" for tls (the port it passes through on is the server's to say). */
-export function publicAddress(server: ServerInfo | undefined, t: { protocol: string; subdomain?: string; hostname?: string; port?: number }): { text: string; href?: string } {
+export function publicAddress(server: ServerInfo | undefined, t: { protocol: string; subdomain?: string; hostname?: string; port?: number; private?: { target: string } }): { text: string; href?: string } {
+  // a private tunnel has no public address: its owner and those it is shared with connect to it by name
+  if (t.private) return { text: `private: ${t.private.target}` };
   // a custom hostname is what its owner made the tunnel for: shown first, a link on the edge's scheme for http
   if (t.hostname && t.protocol === "http") {
     if (!server?.edge_url) return { text: t.hostname };

@@ -84,6 +84,8 @@ export interface ActiveTunnel {
   pool?: true;
   in_rotation?: boolean;
   port?: number;
+  /** A private tunnel: reached with burrow connect <target> by its owner and `shares`; `connected` of them now. */
+  private?: { target: string; shares: string[]; connected: number };
   protocol: "http" | "tcp" | "tls" | "udp";
   user_id: number;
   username: string;

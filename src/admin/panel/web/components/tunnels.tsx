@@ -15,7 +15,7 @@ const deviceNames = new Map<number, string>();
 /** Token ids already looked up without success: asked once, not on every poll. */
 const unknownTokens = new Set<number>();
 
-export const tunnelKey = (t: ActiveTunnel) => `${t.protocol}:${t.subdomain ?? t.hostname ?? t.port}:${t.token_id}:${t.connected_at}`;
+export const tunnelKey = (t: ActiveTunnel) => `${t.protocol}:${t.private?.target ?? t.subdomain ?? t.hostname ?? t.port}:${t.token_id}:${t.connected_at}`;
 
 /** token_id -> device_name for these tunnels, fetching the owners' token lists it lacks. */
 export function useDeviceNames(tunnels: ActiveTunnel[]): { names: Map<number, string>; error?: string } {
@@ -112,7 +112,7 @@ export function TunnelTable(props: { tunnels: ActiveTunnel[]; showUser?: boolean
               const address = publicAddress(server, t);
               const rate = rates.get(tunnelKey(t));
               return (
-                <tr key={tunnelKey(t)} data-tunnel={t.subdomain ?? t.hostname ?? String(t.port)}>
+                <tr key={tunnelKey(t)} data-tunnel={t.private?.target ?? t.subdomain ?? t.hostname ?? String(t.port)}>
                   <td data-label="Address" class="address">
                     <span class={`proto ${t.protocol}`}>{t.protocol}</span>{" "}
                     {address.href ? (
@@ -121,6 +121,11 @@ export function TunnelTable(props: { tunnels: ActiveTunnel[]; showUser?: boolean
                       </a>
                     ) : (
                       <code>{address.text}</code>
+                    )}
+                    {t.private && (
+                      <span class="muted small block" data-private={t.private.target}>
+                        {t.private.shares.length > 0 ? `shared with ${t.private.shares.join(", ")}` : "not shared"} · {t.private.connected} connected
+                      </span>
                     )}
                     {t.pool && (
                       <span class="muted small block" data-pool={t.in_rotation ? "in" : "out"}>
