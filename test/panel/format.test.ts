@@ -119,6 +119,8 @@ describe("public addresses", () => {
   test("a udp tunnel is its port under udp://, apart from a tcp tunnel on the same number", () => {
     expect(publicAddress(server, { protocol: "udp", port: 20053 })).toEqual({ text: "udp://tunnels.example.com:20053" });
     expect(publicAddress(server, { protocol: "tcp", port: 20053 })).toEqual({ text: "tunnels.example.com:20053" });
+    // a private tunnel has no public address: its name, with no link
+    expect(publicAddress(server, { protocol: "tcp", private: { target: "alice/db" } })).toEqual({ text: "private: alice/db" });
     expect(publicAddress({ ...server, tcp_host: "" }, { protocol: "udp", port: 20053 })).toEqual({ text: "udp port 20053" });
   });
 
