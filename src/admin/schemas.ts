@@ -5,13 +5,7 @@ import { MAX_INVITATION_HOURS } from "../core/invitations.ts";
 import { AUDIT_ACTIONS, MAX_AUDIT_LIMIT } from "../core/audit.ts";
 import * as f from "../validate/fields.ts";
 
-/** A field that must be present, then must pass `schema`. */
-const required = <S extends v.GenericSchema>(schema: S) =>
-  v.pipe(
-    v.unknown(),
-    v.check((x) => x !== undefined, "is required"),
-    schema,
-  );
+const { required } = f;
 
 const settings = {
   role: v.optional(f.role),

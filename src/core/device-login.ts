@@ -17,7 +17,7 @@
  * A code is valid 10 minutes (--device-code-ttl). `max_devices` is checked at approval and
  * again when the token is made.
  */
-import { and, count, eq, lt, or } from "drizzle-orm";
+import { and, count, eq, lt } from "drizzle-orm";
 import type { DeviceCodeRow, TokenRow, UserRow } from "../db/schema.ts";
 import type { Store } from "../db/store.ts";
 import { isoTimestamp, type Clock } from "./clock.ts";
@@ -93,6 +93,12 @@ export function createDeviceLogin(store: Store, clock: Clock, tokens: Tokens, tt
   const starts = new Throttle({ ...rules, allowance: CODES_PER_ADDRESS }, now);
 
   const expired = (row: DeviceCodeRow) => Date.parse(row.expiresAt) <= now();
+  const pendingView = (row: DeviceCodeRow): PendingDevice => ({ userCode: row.userCode, deviceName: row.deviceName, address: row.address, createdAt: row.createdAt, expiresAt: row.expiresAt });
+
+  /** Deletes codes past their life, so the table does not grow for ever. */
+  async function sweep(): Promise<void> {
+    await store.run(store.db.delete(deviceCodes).where(lt(deviceCodes.expiresAt, isoTimestamp(clock.now()))));
+  }
 
   function checkThrottle(userId: number, address: string): void {
     const until = Math.max(wrongByUser.check(String(userId)), wrongByAddress.check(address));
@@ -147,7 +153,7 @@ export function createDeviceLogin(store: Store, clock: Clock, tokens: Tokens, tt
       starts.fail(address);
       const waiting = async () => (await store.get(store.db.select({ n: count() }).from(deviceCodes)))?.n ?? 0;
       // expired rows count until swept: sweep them before saying the table is full
-      if ((await waiting()) >= MAX_PENDING_CODES) await this.sweep();
+      if ((await waiting()) >= MAX_PENDING_CODES) await sweep();
       if ((await waiting()) >= MAX_PENDING_CODES) {
         throw new AppError("TOO_MANY_REQUESTS", "too many device logins are waiting: try again in a minute", { "Retry-After": "60" });
       }
@@ -177,21 +183,20 @@ export function createDeviceLogin(store: Store, clock: Clock, tokens: Tokens, tt
 
     /** The device waiting with this user code, for its user to see before deciding. */
     async find(userCode: unknown, user: UserRow, address: string): Promise<PendingDevice> {
-      const row = await pendingByUserCode(userCode, user, address);
-      return { userCode: row.userCode, deviceName: row.deviceName, address: row.address, createdAt: row.createdAt, expiresAt: row.expiresAt };
+      return pendingView(await pendingByUserCode(userCode, user, address));
     },
 
     async approve(userCode: unknown, user: UserRow, address: string): Promise<PendingDevice> {
       const row = await pendingByUserCode(userCode, user, address);
       await assertRoomForDevice(user);
       await decide(row, user, "approved");
-      return { userCode: row.userCode, deviceName: row.deviceName, address: row.address, createdAt: row.createdAt, expiresAt: row.expiresAt };
+      return pendingView(row);
     },
 
     async deny(userCode: unknown, user: UserRow, address: string): Promise<PendingDevice> {
       const row = await pendingByUserCode(userCode, user, address);
       await decide(row, user, "denied");
-      return { userCode: row.userCode, deviceName: row.deviceName, address: row.address, createdAt: row.createdAt, expiresAt: row.expiresAt };
+      return pendingView(row);
     },
 
     /** A device's poll (RFC 8628 §3.4): its token once approved, else why not yet or not at all. */
@@ -235,9 +240,6 @@ export function createDeviceLogin(store: Store, clock: Clock, tokens: Tokens, tt
       });
     },
 
-    /** Deletes codes past their life, so the table does not grow for ever. */
-    async sweep(): Promise<void> {
-      await store.run(store.db.delete(deviceCodes).where(or(lt(deviceCodes.expiresAt, isoTimestamp(clock.now())))));
-    },
+    sweep,
   };
 }

@@ -14,7 +14,6 @@ import type { Store } from "../db/store.ts";
 import { isoTimestamp, type Clock } from "./clock.ts";
 import { AppError } from "./errors.ts";
 import type { Users } from "./users.ts";
-
 import { PRIVATE_NAME_PATTERN } from "../validate/fields.ts";
 
 export { PRIVATE_NAME_PATTERN };

@@ -658,7 +658,8 @@ export class AgentConnection implements AgentLink {
         const back = registry.reclaimable(owner.tokenId, want, admitted.resume);
         const asked = hello.tunnels[i];
         const timeout = asked?.protocol === "http" ? this.responseTimeout(asked.responseTimeout) : undefined;
-        const label = priv ? `${owner.username}/${priv.name}` : byPort ? plan.protocol : (plan.protocol === "tcp" || plan.protocol === "udp" ? plan.protocol : (plan.subdomain ?? plan.hostname)!);
+        // what the access rules' log lines name the tunnel by
+        const label = priv ? `${owner.username}/${priv.name}` : plan.protocol === "tcp" || plan.protocol === "udp" ? plan.protocol : (plan.subdomain ?? plan.hostname)!;
         const access = tunnelAccess(asked, cidrs(admitted.user.allowCidrs), label, providers, this.edge.basicAuthLimit);
         if (access instanceof AppError) {
           if (!hello.partial) throw access;

@@ -131,51 +131,36 @@ export const deviceRoutes: PortalRoute[] = [
       },
     },
   },
-  {
-    path: "/_burrow/api/device/approve",
-    methods: {
-      async POST(req, { core, user, address, audit }) {
-        const body = await parseBody(req, UserCodeBody);
-        const device = await core.deviceLogin.approve(body.user_code, user, address);
-        audit.details = { device_name: device.deviceName, from: device.address };
-        return json(pendingJson(device));
-      },
-    },
-    audit: { POST: "device.approve" },
-    docs: {
-      POST: {
-        summary: "Approve the device waiting with this code: its next poll gets a token of the signed-in user's",
-        body: UserCodeBody,
-        responses: {
-          200: { description: "Approved", schema: PendingDeviceJson },
-          404: { description: "No device waits with this code", schema: ErrorBody },
-          409: { description: "TOO_MANY_DEVICES: the user holds `max_devices` tokens already", schema: ErrorBody },
-          429: { description: "Too many wrong codes (Retry-After)", schema: ErrorBody },
-        },
-      },
-    },
-  },
-  {
-    path: "/_burrow/api/device/deny",
-    methods: {
-      async POST(req, { core, user, address, audit }) {
-        const body = await parseBody(req, UserCodeBody);
-        const device = await core.deviceLogin.deny(body.user_code, user, address);
-        audit.details = { device_name: device.deviceName, from: device.address };
-        return json(pendingJson(device));
-      },
-    },
-    audit: { POST: "device.deny" },
-    docs: {
-      POST: {
-        summary: "Deny the device waiting with this code: its next poll gets `access_denied`",
-        body: UserCodeBody,
-        responses: {
-          200: { description: "Denied", schema: PendingDeviceJson },
-          404: { description: "No device waits with this code", schema: ErrorBody },
-          429: { description: "Too many wrong codes (Retry-After)", schema: ErrorBody },
-        },
-      },
-    },
-  },
+  decisionRoute("approve", "device.approve", "Approve the device waiting with this code: its next poll gets a token of the signed-in user's", {
+    409: { description: "TOO_MANY_DEVICES: the user holds `max_devices` tokens already", schema: ErrorBody },
+  }),
+  decisionRoute("deny", "device.deny", "Deny the device waiting with this code: its next poll gets `access_denied`"),
 ];
+
+/** POST /_burrow/api/device/approve and /deny: the signed-in user decides on a code, audited with the device's name and address. */
+function decisionRoute(decision: "approve" | "deny", action: "device.approve" | "device.deny", summary: string, more: Record<number, { description: string; schema: typeof ErrorBody }> = {}): PortalRoute {
+  return {
+    path: `/_burrow/api/device/${decision}`,
+    methods: {
+      async POST(req, { core, user, address, audit }) {
+        const body = await parseBody(req, UserCodeBody);
+        const device = await core.deviceLogin[decision](body.user_code, user, address);
+        audit.details = { device_name: device.deviceName, from: device.address };
+        return json(pendingJson(device));
+      },
+    },
+    audit: { POST: action },
+    docs: {
+      POST: {
+        summary,
+        body: UserCodeBody,
+        responses: {
+          200: { description: decision === "approve" ? "Approved" : "Denied", schema: PendingDeviceJson },
+          404: { description: "No device waits with this code", schema: ErrorBody },
+          ...more,
+          429: { description: "Too many wrong codes (Retry-After)", schema: ErrorBody },
+        },
+      },
+    },
+  };
+}

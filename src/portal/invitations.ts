@@ -10,16 +10,11 @@ import { json, parseBody } from "../api/http.ts";
 import { ErrorBody } from "../api/responses.ts";
 import type { Invitation } from "../core/invitations.ts";
 import * as f from "../validate/fields.ts";
+
+const { required } = f;
 import type { PortalRoute } from "./context.ts";
 import { sessionCookie } from "./cookie.ts";
 import { SignedInJson } from "./auth.ts";
-
-const required = <S extends v.GenericSchema>(schema: S) =>
-  v.pipe(
-    v.unknown(),
-    v.check((x) => x !== undefined, "is required"),
-    schema,
-  );
 
 const link = required(v.pipe(v.string("must be a string"), v.maxLength(200, "must be at most 200 characters")));
 

@@ -2,12 +2,7 @@
 import * as v from "valibot";
 import * as f from "../validate/fields.ts";
 
-const required = <S extends v.GenericSchema>(schema: S) =>
-  v.pipe(
-    v.unknown(),
-    v.check((x) => x !== undefined, "is required"),
-    schema,
-  );
+const { required } = f;
 
 export const deviceName = v.pipe(v.string("must be a string"), v.trim(), v.minLength(1, "must not be empty"), v.maxLength(100, "must be at most 100 characters"));
 

@@ -110,34 +110,34 @@ export type TunnelRequest = v.InferOutput<typeof TunnelRequest>;
 /** agent -> edge, first frame. */
 export const Hello = v.pipe(
   v.object({
-  version: v.number(),
-  token: v.pipe(v.string(), v.maxLength(512)),
-  /** At least one, unless the HELLO is a connector's (`connect`), which opens none. */
-  tunnels: v.pipe(v.array(TunnelRequest), v.maxLength(16)),
-  /**
-   * `burrow connect owner/name`: this connection reaches a private tunnel
-   * instead of opening tunnels. After READY the agent opens a stream per
-   * local connection (OPEN `{tunnel: "connect", kind, remote}`), which the
-   * edge joins to a stream to the owner's agent.
-   */
-  connect: v.optional(v.object({ target: v.pipe(v.string(), v.maxLength(200)) })),
-  /** The agent reaches the edge through a proxy. */
-  proxy: v.optional(v.boolean(), false),
-  /** Session id from a previous READY: the edge evicts that session (if still live) and hands its tunnels back. */
-  resume: v.optional(v.pipe(v.string(), v.maxLength(64))),
-  agent: v.optional(v.pipe(v.string(), v.maxLength(100))),
-  /** The agent can leave a WebSocket for the edge's direct port when sent MOVE. */
-  direct: v.optional(v.boolean(), false),
-  /** The agent understands DRAIN (reconnect now, keep this connection for its streams). */
-  drain: v.optional(v.boolean(), false),
-  /** The agent serves an h1 stream whose OPEN says `keep`: a visitor connection's requests, one after another (OpenMeta). */
-  keep: v.optional(v.boolean(), false),
-  /**
-   * Several tunnels, each on its own: the edge grants those it can and names
-   * the others in READY's `refused`. Without it one refused tunnel refuses the
-   * HELLO. Checks of the token, the user or the connection refuse it either way.
-   */
-  partial: v.optional(v.boolean(), false),
+    version: v.number(),
+    token: v.pipe(v.string(), v.maxLength(512)),
+    /** At least one, unless the HELLO is a connector's (`connect`), which opens none. */
+    tunnels: v.pipe(v.array(TunnelRequest), v.maxLength(16)),
+    /**
+     * `burrow connect owner/name`: this connection reaches a private tunnel
+     * instead of opening tunnels. After READY the agent opens a stream per
+     * local connection (OPEN `{tunnel: "connect", kind, remote}`), which the
+     * edge joins to a stream to the owner's agent.
+     */
+    connect: v.optional(v.object({ target: v.pipe(v.string(), v.maxLength(200)) })),
+    /** The agent reaches the edge through a proxy. */
+    proxy: v.optional(v.boolean(), false),
+    /** Session id from a previous READY: the edge evicts that session (if still live) and hands its tunnels back. */
+    resume: v.optional(v.pipe(v.string(), v.maxLength(64))),
+    agent: v.optional(v.pipe(v.string(), v.maxLength(100))),
+    /** The agent can leave a WebSocket for the edge's direct port when sent MOVE. */
+    direct: v.optional(v.boolean(), false),
+    /** The agent understands DRAIN (reconnect now, keep this connection for its streams). */
+    drain: v.optional(v.boolean(), false),
+    /** The agent serves an h1 stream whose OPEN says `keep`: a visitor connection's requests, one after another (OpenMeta). */
+    keep: v.optional(v.boolean(), false),
+    /**
+     * Several tunnels, each on its own: the edge grants those it can and names
+     * the others in READY's `refused`. Without it one refused tunnel refuses the
+     * HELLO. Checks of the token, the user or the connection refuse it either way.
+     */
+    partial: v.optional(v.boolean(), false),
   }),
   v.check((h) => h.connect !== undefined || h.tunnels.length >= 1, "tunnels: at least one, unless connect"),
 );

@@ -6,6 +6,14 @@
 import * as v from "valibot";
 import { cidrProblem } from "./access.ts";
 
+/** A field that must be present, then must pass `schema` (a body's fields: "x is required" rather than a type's words). */
+export const required = <S extends v.GenericSchema>(schema: S) =>
+  v.pipe(
+    v.unknown(),
+    v.check((x) => x !== undefined, "is required"),
+    schema,
+  );
+
 export const ROLES = ["user", "admin"] as const;
 export type Role = (typeof ROLES)[number];
 
