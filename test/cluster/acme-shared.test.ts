@@ -66,6 +66,21 @@ async function sameOnBoth(nodes: TestServer[], name: string, roots: string): Pro
 /** How many times the nodes' logs say they ordered `cert` from the CA. */
 const orders = (nodes: TestServer[], cert: string) => nodes.map((n) => n.output.text().split("\n").filter((l) => l.includes("acme order") && l.includes(`cert=${cert} `)).length);
 
+/**
+ * The orders of `cert` that gave a certificate, over both nodes: each order,
+ * less those the CA failed (on a loaded machine, a node's listener can be
+ * late for the CA's first look, and that order is retried, as it must be).
+ * A wait for the other node's order (ORDERED_ELSEWHERE) is no order.
+ */
+function issued(nodes: TestServer[], cert: string): number {
+  const lines = nodes.flatMap((n) => n.output.text().split("\n")).filter((l) => l.includes(`cert=${cert} `));
+  const failed = lines.filter((l) => l.includes("acme certificate not obtained") && !l.includes("ORDERED_ELSEWHERE")).length;
+  return lines.filter((l) => l.includes("acme order")).length - failed;
+}
+
+/** What each node said of its certificates (orders, failures, waits): when a count is wrong, this says why. */
+const said = (nodes: TestServer[]) => nodes.flatMap((n, i) => n.output.text().split("\n").filter((l) => /acme|certificate/i.test(l)).map((l) => `node ${i}: ${l}`));
+
 describe.skipIf(Boolean(skip))("ACME shared by two nodes", () => {
   let pebble: Pebble;
   let pg: TestPostgres;
@@ -109,10 +124,7 @@ describe.skipIf(Boolean(skip))("ACME shared by two nodes", () => {
   test("the domain's certificate, wanted by both nodes at start, is ordered once and presented by both", async () => {
     const serials = await sameOnBoth(nodes, DOMAIN, roots);
     expect(serials[0]).toBe(serials[1]!);
-    const counted = orders(nodes, DOMAIN);
-    // when it fails, what each node said of its certificates (orders, failures, waits) says why
-    const said = nodes.map((n, i) => n.output.text().split("\n").filter((l) => /acme|certificate/i.test(l)).map((l) => `node ${i}: ${l}`)).flat();
-    expect({ orders: counted[0]! + counted[1]!, said }).toEqual({ orders: 1, said });
+    expect({ issued: issued(nodes, DOMAIN), said: said(nodes) }).toEqual({ issued: 1, said: said(nodes) });
   }, 60_000);
 
   test("the database holds one account key and the certificate, and no answer once the order is done", async () => {
@@ -210,8 +222,7 @@ describe.skipIf(Boolean(skip))("the wildcard by DNS-01 over two nodes", () => {
   test("one order, answered by b's DNS responder whichever node made it, and the same wildcard on both", async () => {
     const serials = await sameOnBoth(nodes, `any.${DOMAIN}`, roots);
     expect(serials[0]).toBe(serials[1]!);
-    const counted = orders(nodes, `*.${DOMAIN}`);
-    expect(counted[0]! + counted[1]!).toBe(1);
+    expect({ issued: issued(nodes, `*.${DOMAIN}`), said: said(nodes) }).toEqual({ issued: 1, said: said(nodes) });
   }, 60_000);
 });
 
