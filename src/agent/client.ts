@@ -526,10 +526,10 @@ export class Agent {
   }
 
   /** A connector's local connection: a stream to the private tunnel it reaches; undefined while not connected. */
-  openConnectStream(remote: string): Stream | undefined {
+  openConnectStream(remote: string, kind: "tcp" | "udp" = "tcp"): Stream | undefined {
     if (!this.mux || this.mux.closed || !this.session) return undefined;
     try {
-      return this.mux.open({ tunnel: "connect", kind: "tcp", remote });
+      return this.mux.open({ tunnel: "connect", kind, remote });
     } catch {
       return undefined; // too many streams, or the connection closing: this local connection is closed
     }

@@ -13,7 +13,7 @@ import type { ParsedHead } from "../http/response-head.ts";
 import type { ExchangeReport } from "./local-http/exchange.ts";
 import { StreamRequests, type StreamServer } from "./local-http/forward.ts";
 import { ConnectionPool } from "./local-http/pool.ts";
-import { prepareHead, prepareRequest } from "./local-http/request.ts";
+import { prepareConnectorHead, prepareHead, prepareRequest } from "./local-http/request.ts";
 import { localAuthority, type LocalTarget } from "./local-target.ts";
 import { routeFor } from "./routes.ts";
 
@@ -63,6 +63,20 @@ export function serveHttpStream(stream: Stream, headText: string, target: LocalT
   return promise;
 }
 
+/**
+ * Serves a private http tunnel's connection (`burrow connect`): the
+ * connector's requests, heads and all, in the stream's bytes, each given
+ * X-Burrow-User: `user` (the edge's word for who the connector is).
+ */
+export function serveConnectorStream(stream: Stream, user: string, target: LocalTarget, hooks: HttpHooks): Promise<void> {
+  const { promise, resolve, reject } = Promise.withResolvers<void>();
+  const server = new RequestServer(stream, target, hooks, resolve, reject, user);
+  const requests = new StreamRequests(stream, target, hooks.pool ?? (sharedPool ??= new ConnectionPool()), true, server);
+  server.requests = requests;
+  requests.beginFromBytes();
+  return promise;
+}
+
 /** Each request of a stream, from its head to its exchange: one object a stream. */
 class RequestServer implements StreamServer {
   requests!: StreamRequests;
@@ -76,6 +90,8 @@ class RequestServer implements StreamServer {
     private readonly hooks: HttpHooks,
     readonly over: () => void,
     private readonly threw: (err: unknown) => void,
+    /** A private tunnel's connector, vouched for by the edge: X-Burrow-User on each request. */
+    private readonly user?: string,
   ) {
     this.host = hostFor(target, target);
     this.report = new Report(hooks);
@@ -99,11 +115,10 @@ class RequestServer implements StreamServer {
     const host = route ? hostFor(this.target, route.target) : this.host;
     // the head is read for what the agent must know (it goes on as the edge sent it); an inspector
     // reads its fields when someone looks
-    const request = received ? prepareHead(headText, host, false, received) : prepareRequest(headText, host, false);
+    const request =
+      this.user !== undefined ? prepareConnectorHead(headText, host, this.user) : received ? prepareHead(headText, host, false, received) : prepareRequest(headText, host, false);
     if (typeof request === "string") {
-      hooks.opened?.("http", "?", "?");
-      this.stream.reset(`${WireError.UPSTREAM_FAILED} ${request}`);
-      hooks.log({ method: "?", path: "?", status: `502 (${request})`, ms: performance.now() - started });
+      this.unreadable(request, started);
       return false;
     }
     const { method, target: path, upgrade } = request.head;
@@ -112,6 +127,26 @@ class RequestServer implements StreamServer {
     const tap = hooks.tap?.({ method, path, headers: new HeadText(received ? headText : headText.slice(0, -4), "request"), websocket, route: route?.prefix });
     this.requests.forward(request, this.report.begin(method, path, upgrade, started, route?.prefix), tap, route?.target);
     return true;
+  }
+
+  /**
+   * A head that cannot be read. The edge sends heads it has read and
+   * checked, so one of its that cannot be is its fault: the stream is reset.
+   * A private tunnel's connector sends its own, unread by the edge: it is
+   * told 400, as a server tells a client, and the connection ends.
+   */
+  unreadable(why: string, started = performance.now()): void {
+    this.hooks.opened?.("http", "?", "?");
+    if (this.user === undefined) {
+      this.stream.reset(`${WireError.UPSTREAM_FAILED} the request head cannot be read (${why})`);
+      this.hooks.log({ method: "?", path: "?", status: `502 (${why})`, ms: performance.now() - started });
+      return;
+    }
+    const body = `burrow: the request cannot be read: ${why}\n`;
+    this.stream.reply({});
+    this.stream.write(Buffer.from(`HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`));
+    this.stream.end();
+    this.hooks.log({ method: "?", path: "?", status: 400, ms: performance.now() - started });
   }
 }
 

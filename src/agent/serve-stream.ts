@@ -9,7 +9,7 @@
 import type { OpenMeta } from "../protocol/messages.ts";
 import type { Stream } from "../protocol/mux.ts";
 import { WireError } from "../protocol/wire.ts";
-import { serveHttpStream, type HttpHooks, type RequestLine } from "./http.ts";
+import { serveConnectorStream, serveHttpStream, type HttpHooks, type RequestLine } from "./http.ts";
 import type { ExchangeTap, RequestTaps, TappedRequest } from "./inspector/tap.ts";
 import type { AgentOutput, TunnelView } from "./output.ts";
 import { parseEndpoint, proxyV2Header } from "../sockets/proxy-protocol.ts";
@@ -18,10 +18,13 @@ import { serveUdpFlow } from "./udp.ts";
 
 /** `inspector`: where HTTP requests and WebSockets of tunnels with `inspect` on are captured, when it runs. */
 export function serveStream(stream: Stream, meta: OpenMeta, tunnel: TunnelView, out: AgentOutput, inspector?: RequestTaps): void {
-  if (meta.kind === "h1" && meta.head !== undefined) {
+  if (meta.kind === "h1" && (meta.head !== undefined || meta.user !== undefined)) {
     const served = new HttpServed(stream, meta, tunnel, out, inspector);
     try {
-      serveHttpStream(stream, meta.head, tunnel.target, served, meta.keep === true).catch((err) => served.failed(err));
+      // a private tunnel's connection (`user`, no head) brings its heads in its bytes
+      (meta.head === undefined ? serveConnectorStream(stream, meta.user!, tunnel.target, served) : serveHttpStream(stream, meta.head, tunnel.target, served, meta.keep === true)).catch((err) =>
+        served.failed(err),
+      );
     } catch (err) {
       served.failed(err);
     }

@@ -106,10 +106,30 @@ const POOL_FLAGS = {
   },
 } as const satisfies FlagTable;
 
+/** A private tunnel: no public port or name, reached with `burrow connect owner/name` (docs/private.md). */
+export const PRIVATE_FLAGS = {
+  private: {
+    type: "boolean",
+    help: "nothing public: reached only with `burrow connect you/NAME`, by you and those you --share with",
+  },
+  name: {
+    type: "string",
+    arg: "NAME",
+    help: "the private tunnel's name (with --private): 1-63 characters from a-z, 0-9 and -",
+  },
+  share: {
+    type: "string",
+    arg: "USERS",
+    help: "with --private: the usernames that may connect, comma-separated (bob,carol)",
+    details: "An unknown username refuses the tunnel, naming it. Starting again with another list unshares at once: a connector left out is closed.",
+  },
+} as const satisfies FlagTable;
+
 export const HTTP_FLAGS = {
   ...COMMON,
   ...SUBDOMAIN_FLAG,
   ...POOL_FLAGS,
+  ...PRIVATE_FLAGS,
   "skip-warning": {
     type: "boolean",
     help: "no browser warning page (if your account allows it)",
@@ -146,25 +166,6 @@ const PROXY_PROTOCOL_FLAG = {
     help: "start each connection to your service with a PROXY protocol v2 header naming the visitor",
     details:
       "For nginx (`listen ... proxy_protocol`), HAProxy (`accept-proxy`) and what sits behind them: they then see the visitor's address and port instead of the agent's. The service must expect the header on every connection.",
-  },
-} as const satisfies FlagTable;
-
-/** A private tunnel: no public port, reached with `burrow connect owner/name` (docs/private.md). */
-export const PRIVATE_FLAGS = {
-  private: {
-    type: "boolean",
-    help: "open no public port: reached only with `burrow connect you/NAME`, by you and those you --share with",
-  },
-  name: {
-    type: "string",
-    arg: "NAME",
-    help: "the private tunnel's name (with --private): 1-63 characters from a-z, 0-9 and -",
-  },
-  share: {
-    type: "string",
-    arg: "USERS",
-    help: "with --private: the usernames that may connect, comma-separated (bob,carol)",
-    details: "An unknown username refuses the tunnel, naming it. Starting again with another list unshares at once: a connector left out is closed.",
   },
 } as const satisfies FlagTable;
 
@@ -206,6 +207,7 @@ export const UDP_FLAGS = {
     help: "the local service's host (the same as giving HOST:PORT)",
   },
   ...IP_FLAGS,
+  ...PRIVATE_FLAGS,
 } as const satisfies FlagTable;
 
 /** burrow start's and burrow config check's file. */
@@ -234,6 +236,7 @@ at http://<subdomain>.<server domain>. Lost connections are retried for ever.`,
     { title: "Flags:", flags: ["subdomain", "hostname", "skip-warning", "host-header", "route", "response-timeout"] },
     { title: "Several agents behind one name:", flags: Object.keys(POOL_FLAGS) },
     { title: "Who may reach it (enforced by the server):", flags: Object.keys(HTTP_ACCESS_FLAGS) },
+    { title: "Private, for named users only (each request says who in X-Burrow-User):", flags: Object.keys(PRIVATE_FLAGS) },
     AGENT_GROUP,
   ],
 };
@@ -269,7 +272,7 @@ Each visitor address and port is a flow with a UDP socket of its own here, so
 the service's replies go back to the visitor that asked. Datagrams travel
 whole; like UDP itself, some may be lost, never reordered by burrow.`,
   flags: UDP_FLAGS,
-  groups: [{ title: "Flags:", flags: ["remote-port", "local-host", ...Object.keys(IP_FLAGS)] }, AGENT_GROUP],
+  groups: [{ title: "Flags:", flags: ["remote-port", "local-host", ...Object.keys(IP_FLAGS)] }, { title: "Private, for named users only:", flags: Object.keys(PRIVATE_FLAGS) }, AGENT_GROUP],
 };
 
 export const START_DOC: CommandDoc = {

@@ -147,7 +147,16 @@ export async function httpCommand(argv: string[]): Promise<number> {
   if (routes.length > 0) target.routes = flagValue("--route", () => checkRoutes(routes));
   const subdomain = values.subdomain as string | undefined;
   const hostname = hostnameFlag(values);
-  const tunnel: TunnelRequest = { protocol: "http", subdomain, ...(hostname ? { hostname } : {}), ...poolFlags(values), skipWarning: Boolean(values["skip-warning"]) };
+  const priv = privateFlags(values, target.port);
+  if (priv) {
+    const publicFlag = ["subdomain", "hostname", "pool", "skip-warning", "response-timeout"].find((f) => values[f] !== undefined && values[f] !== false);
+    if (publicFlag) throw new UsageError(`--private has no public name: --${publicFlag} does not go with it`);
+    // the server never reads a private tunnel's requests: who may reach it is who it is shared with
+    if (httpAccessFromFlags(values)) throw new UsageError("--private: access rules (--basic-auth, --oidc-*, --allow-cidr, ...) do not go with it; --share says who may connect");
+  }
+  const tunnel: TunnelRequest = priv
+    ? { protocol: "http", private: priv }
+    : { protocol: "http", subdomain, ...(hostname ? { hostname } : {}), ...poolFlags(values), skipWarning: Boolean(values["skip-warning"]) };
   const timeout = values["response-timeout"] as string | undefined;
   if (timeout !== undefined) tunnel.responseTimeout = flagValue("--response-timeout", () => parseResponseTimeout(timeout));
   const access = httpAccessFromFlags(values);
@@ -210,5 +219,7 @@ export async function udpCommand(argv: string[]): Promise<number> {
   const raw = values["remote-port"] as string | undefined;
   const port = raw === undefined ? undefined : flagValue("--remote-port", () => parseRemotePort(raw));
   const access = tcpAccessFromFlags(values);
-  return runAgent([{ name: "udp", request: { protocol: "udp", port, ...(access ? { access } : {}) }, target }], values);
+  const priv = privateFlags(values, target.port);
+  if (priv && port !== undefined) throw new UsageError("--private has no public port: --remote-port does not go with it");
+  return runAgent([{ name: "udp", request: { protocol: "udp", ...(priv ? { private: priv } : { port }), ...(access ? { access } : {}) }, target }], values);
 }

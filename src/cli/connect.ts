@@ -6,6 +6,7 @@
  */
 import { Agent } from "../agent/client.ts";
 import { listenForConnector, type ConnectorPort } from "../agent/connector.ts";
+import { listenForUdpConnector } from "../agent/connector-udp.ts";
 import type { AgentOutput } from "../agent/output.ts";
 import { resolveCredentials, resolveProxy } from "../agent/settings/server-and-token.ts";
 import { parseFlags, type FlagTable } from "../config/flags.ts";
@@ -38,9 +39,11 @@ export const CONNECT_FLAGS = {
 export const CONNECT_DOC: CommandDoc = {
   name: "connect",
   usage: ["burrow connect OWNER/NAME [--port N] [--bind ADDR]"],
-  about: `Reaches a private tunnel shared with you (its owner ran burrow tcp ... --private
---name NAME --share you) through a local port: connect your client (psql, ssh)
-to the address printed. Waits while the owner's agent is away.`,
+  about: `Reaches a private tunnel shared with you (its owner ran burrow tcp|http|udp ...
+--private --name NAME --share you) through a local port: connect your client
+(psql, ssh, a browser) to the address printed. An http tunnel's service sees
+your username in X-Burrow-User; a udp tunnel's port here is a UDP port.
+Waits while the owner's agent is away.`,
   flags: CONNECT_FLAGS,
 };
 
@@ -61,6 +64,7 @@ export async function connectCommand(argv: string[]): Promise<number> {
   const bind = (values.bind as string | undefined) ?? "127.0.0.1";
   const creds = resolveCredentials({ server: values.server as string | undefined, token: values.token as string | undefined }, process.env, {});
   let local: ConnectorPort | undefined;
+  let opening = false;
   const say = (line: string) => console.log(line);
   const out: AgentOutput = {
     ready() {},
@@ -80,23 +84,33 @@ export async function connectCommand(argv: string[]): Promise<number> {
     connect: {
       target,
       ready(c) {
-        if (!local) {
-          try {
-            local = listenForConnector({
-              host: bind,
-              port,
-              preferred: c.localPort,
-              open: (remote) => agent.openConnectStream(remote),
-              events: { connection: (e) => (e.opened ? undefined : say(`a connection from ${e.remote} was closed: not connected to ${target} now`)) },
-            });
-          } catch (err) {
-            console.error(`burrow: cannot listen on ${bind}:${port ?? c.localPort ?? 0}: ${(err as Error).message}`);
-            agent.stop();
-            return;
-          }
+        const connected = (l: ConnectorPort) => {
+          const where = bind.includes(":") ? `[${bind}]:${l.port}` : `${bind}:${l.port}`;
+          say(`Connected to ${c.target} (${c.protocol}): ${c.protocol === "http" ? `open http://${where}` : c.protocol === "udp" ? `send to udp://${where}` : `connect to ${where}`}`);
+        };
+        if (local) return connected(local);
+        if (opening) return;
+        opening = true;
+        const cannot = (err: unknown) => {
+          console.error(`burrow: cannot listen on ${bind}:${port ?? c.localPort ?? 0}: ${(err as Error).message}`);
+          agent.stop();
+        };
+        if (c.protocol === "udp") {
+          listenForUdpConnector({ host: bind, port, preferred: c.localPort, open: (remote) => agent.openConnectStream(remote, "udp") }).then((l) => connected((local = l)), cannot);
+          return;
         }
-        const where = bind.includes(":") ? `[${bind}]:${local.port}` : `${bind}:${local.port}`;
-        say(`Connected to ${c.target} (${c.protocol}): connect to ${where}`);
+        try {
+          local = listenForConnector({
+            host: bind,
+            port,
+            preferred: c.localPort,
+            open: (remote) => agent.openConnectStream(remote),
+            events: { connection: (e) => (e.opened ? undefined : say(`a connection from ${e.remote} was closed: not connected to ${target} now`)) },
+          });
+        } catch (err) {
+          return cannot(err);
+        }
+        connected(local);
       },
     },
   });

@@ -45,10 +45,10 @@ export interface AdmissionRequest {
   token: string;
   proxy: boolean;
   tunnels: (
-    | { protocol: "http"; subdomain?: string; hostname?: string; skipWarning?: boolean; access?: HttpAccess; pool?: boolean; balance?: PoolBalance }
+    | { protocol: "http"; subdomain?: string; hostname?: string; skipWarning?: boolean; access?: HttpAccess; pool?: boolean; balance?: PoolBalance; private?: PrivateRequest }
     | { protocol: "tcp"; port?: number; access?: TcpAccess; pool?: boolean; balance?: PoolBalance; private?: PrivateRequest }
     | { protocol: "tls"; subdomain?: string; hostname?: string; access?: TcpAccess }
-    | { protocol: "udp"; port?: number; access?: TcpAccess }
+    | { protocol: "udp"; port?: number; access?: TcpAccess; private?: PrivateRequest }
   )[];
   /** Session being resumed: its tunnels will be handed over, so they neither count nor conflict. */
   resume?: string;
@@ -67,13 +67,13 @@ export type PlannedTunnel =
    * subdomain, a hostname or both: one asked for a hostname and no subdomain
    * has no subdomain.
    */
-  | { protocol: "http"; subdomain?: string; hostname?: string; skipWarning: boolean; pool?: PoolBalance }
+  | { protocol: "http"; subdomain?: string; hostname?: string; skipWarning: boolean; pool?: PoolBalance; private?: PrivateName }
   /** `pool`: share the port with the user's other pooled tunnels on it (edge/pool.ts), spread as it says. */
   | { protocol: "tcp"; port?: number; pool?: PoolBalance; private?: PrivateName }
   /** Its name is from the same names as http tunnels' (one name, one tunnel, whichever kind). */
   | { protocol: "tls"; subdomain?: string; hostname?: string }
   /** Its port is from the UDP port space, apart from tcp's: tcp 20000 and udp 20000 are two tunnels. */
-  | { protocol: "udp"; port?: number };
+  | { protocol: "udp"; port?: number; private?: PrivateName };
 
 export interface Admitted {
   user: UserRow;
@@ -128,7 +128,9 @@ export async function admit(core: Core, req: AdmissionRequest, live: LiveView): 
   const plan = async (t: AdmissionRequest["tunnels"][number]): Promise<PlannedTunnel> => {
     const badAccess = checkAccess(t.access); // CIDR_INVALID, BASIC_AUTH_INVALID, HEADER_RULE_INVALID, OIDC_INVALID
     if (badAccess) throw badAccess;
-    if (user.requireAuth && !(t.protocol === "http" && hasAuthentication(t.access))) {
+    // a private tunnel is reached only by signed-in users it is shared with: that is its authentication
+    const priv = t.protocol === "tls" ? undefined : t.private;
+    if (user.requireAuth && !priv && !(t.protocol === "http" && hasAuthentication(t.access))) {
       throw new AppError(
         "AUTH_REQUIRED",
         t.protocol === "http"
@@ -136,7 +138,11 @@ export async function admit(core: Core, req: AdmissionRequest, live: LiveView): 
           : `user '${user.username}' must protect every tunnel with basic auth or OIDC, which a ${t.protocol} tunnel cannot carry`,
       );
     }
-    if (t.protocol === "tcp" && t.private) return { protocol: "tcp", private: await planPrivate(core, live, user, token, t.private, "tcp", resume, t.pool === true || t.port !== undefined) };
+    if (priv && t.protocol !== "tls") {
+      const publicOptions = t.protocol === "http" ? t.subdomain !== undefined || t.hostname !== undefined || t.pool === true || t.access !== undefined : t.port !== undefined || (t.protocol === "tcp" && t.pool === true);
+      const declared = await planPrivate(core, live, user, token, priv, t.protocol, resume, publicOptions);
+      return t.protocol === "http" ? { protocol: "http", skipWarning: false, private: declared } : { protocol: t.protocol, private: declared };
+    }
     if (t.protocol === "tcp") return { protocol: "tcp", port: t.port, ...(t.pool ? { pool: t.balance ?? "round-robin" } : {}) };
     if (t.protocol === "udp") return { protocol: "udp", port: t.port };
     const pooled = t.protocol === "http" && t.pool === true;
@@ -184,8 +190,10 @@ export async function admit(core: Core, req: AdmissionRequest, live: LiveView): 
  * A private tunnel: its name and shares declared (core/private-shares.ts:
  * PRIVATE_NAME_INVALID, SHARE_DENIED, SHARE_UNKNOWN_USER), and the name the
  * user's only live one (PRIVATE_NAME_TAKEN; the token's own dropped or
- * resumed tunnel gives it back). It has no public port, so no pool and no
- * --remote-port.
+ * resumed tunnel gives it back). It has no public port or name, so no pool,
+ * no --remote-port, and for http no --subdomain, --hostname or access rules
+ * (the edge never reads its requests: its users are the ones it is shared
+ * with).
  */
 async function planPrivate(
   core: Core,
@@ -193,11 +201,14 @@ async function planPrivate(
   user: UserRow,
   token: TokenRow,
   asked: PrivateRequest,
-  protocol: "tcp",
+  protocol: PrivateName["protocol"],
   resume: string | undefined,
   publicOptions: boolean,
 ): Promise<PrivateName> {
-  if (publicOptions) throw new AppError("PRIVATE_NAME_INVALID", "a private tunnel has no public port: --remote-port and --pool do not go with --private");
+  if (publicOptions) {
+    const which = protocol === "http" ? "--subdomain, --hostname, --pool and access rules" : "--remote-port and --pool";
+    throw new AppError("PRIVATE_NAME_INVALID", `a private tunnel has no public ${protocol === "http" ? "name" : "port"}: ${which} do not go with --private`);
+  }
   const name = asked.name.trim().toLowerCase();
   const holder = await live.privateHolder?.(user.id, name);
   if (holder && !mayTake({ ...holder }, token, user, resume, false)) throw new AppError("PRIVATE_NAME_TAKEN", `you have a private tunnel named '${name}' already`);

@@ -131,7 +131,7 @@ export class AgentConnection implements AgentLink {
   /** A HELLO came, so the connection's end before READY is a handshake's result. */
   private helloSeen = false;
   /** A connector's session (`burrow connect owner/name`): the private tunnel its streams go to. */
-  private connector?: { ownerId: number; name: string; target: string };
+  private connector?: { ownerId: number; name: string; target: string; username: string };
   /** Takes a connector's session off its private tunnel's list, when it ends. */
   private connectorLeft?: () => void;
   /** Its handshake's result is counted (READY, MOVE or the refusal). */
@@ -370,7 +370,7 @@ export class AgentConnection implements AgentLink {
       if (this.mux.closed) return;
       this.userId = user.id;
       this.tokenId = token.id;
-      this.connector = { ownerId: owner.id, name: declared.name, target: label };
+      this.connector = { ownerId: owner.id, name: declared.name, target: label, username: user.username };
       this.ready = true;
       this.countHandshake("READY");
       this.drains = hello.drain;
@@ -402,11 +402,17 @@ export class AgentConnection implements AgentLink {
   private peerStream(stream: Stream): void {
     const c = this.connector;
     const meta = readOpenMeta(stream.meta);
-    if (!c || !meta || meta.kind !== "tcp") return stream.reset(WireError.PROTOCOL_ERROR);
+    if (!c || !meta || (meta.kind !== "tcp" && meta.kind !== "udp")) return stream.reset(WireError.PROTOCOL_ERROR);
     const t = this.edge.registry.privateTunnel(c.ownerId, c.name);
     if (!t?.agent) return stream.reset("TUNNEL_OFFLINE");
     if (t.userId !== this.userId && !t.shares?.has(this.userId)) return stream.reset("NOT_SHARED");
-    const up = t.agent.openStream({ tunnel: t.id, kind: "tcp", remote: this.transport.remote, local: meta.remote });
+    // a udp tunnel's flows are the connector's udp streams; an http or tcp one's connections its tcp ones
+    if ((t.protocol === "udp") !== (meta.kind === "udp")) return stream.reset(WireError.PROTOCOL_ERROR);
+    const up = t.agent.openStream(
+      t.protocol === "http"
+        ? { tunnel: t.id, kind: "h1", remote: this.transport.remote, keep: true, user: c.username }
+        : { tunnel: t.id, kind: meta.kind, remote: this.transport.remote, local: meta.remote },
+    );
     if (!up) return stream.reset(WireError.UPSTREAM_FAILED);
     joinStreams(stream, up, { countUp: (n) => t.countIn(n), countDown: (n) => t.countOut(n) });
   }
@@ -528,8 +534,8 @@ export class AgentConnection implements AgentLink {
   private async bindUdpPorts(admitted: Admitted): Promise<Map<number, UdpTunnelPort | AppError>> {
     const bound = new Map<number, UdpTunnelPort | AppError>();
     for (const [i, plan] of admitted.tunnels.entries()) {
-      if (plan instanceof AppError || plan.protocol !== "udp") continue;
-      if (this.edge.registry.reclaimable(admitted.token.id, plan, admitted.resume)) continue;
+      if (plan instanceof AppError || plan.protocol !== "udp" || plan.private) continue;
+      if (this.edge.registry.reclaimable(admitted.token.id, { protocol: "udp", port: plan.port }, admitted.resume)) continue;
       const ports = this.edge.udpPorts;
       if (!ports) {
         bound.set(i, new AppError("UDP_UNAVAILABLE", "this server takes no udp tunnels (--udp-ports off)"));
@@ -616,6 +622,7 @@ export class AgentConnection implements AgentLink {
 
   /** Where visitors reach a tunnel, as READY names it. */
   private publicAddress(t: Tunnel): string {
+    if (t.privateName !== undefined) return `${t.username}/${t.privateName}`;
     switch (t.protocol) {
       // a custom hostname is what its owner asked to be reached by: the address said is its
       case "http":
@@ -625,7 +632,7 @@ export class AgentConnection implements AgentLink {
       case "udp":
         return this.edge.udpAddress(t.port!);
       case "tcp":
-        return t.privateName !== undefined ? `${t.username}/${t.privateName}` : this.edge.tcpAddress(t.port!);
+        return this.edge.tcpAddress(t.port!);
     }
   }
 
@@ -648,7 +655,7 @@ export class AgentConnection implements AgentLink {
           if (!hello.partial) throw unavailable;
           return void refused.push({ index: i, error: unavailable });
         }
-        const priv = plan.protocol === "tcp" ? plan.private : undefined;
+        const priv = plan.protocol === "tls" ? undefined : plan.private;
         const byPort = (plan.protocol === "tcp" || plan.protocol === "udp") && !priv;
         const want = priv
           ? { protocol: plan.protocol, private: { userId: owner.userId, name: priv.name } }
@@ -675,14 +682,13 @@ export class AgentConnection implements AgentLink {
         }
         let t: Tunnel;
         try {
-          t =
-            plan.protocol === "http" || plan.protocol === "tls"
+          t = priv
+            ? sharePrivate(registry.newTunnel(plan.protocol, { private: priv.name }, owner, false), priv)
+            : plan.protocol === "http" || plan.protocol === "tls"
               ? this.namedTunnel(plan, owner, admitted.resume, memberIds.get(i))
               : plan.protocol === "udp"
                 ? this.adoptUdpPort(udp.get(i), owner)
-                : priv
-                  ? sharePrivate(registry.newTunnel("tcp", { private: priv.name }, owner, false), priv)
-                  : this.portTunnel(plan, owner);
+                : this.portTunnel(plan, owner);
         } catch (err) {
           // a partial HELLO: a port that cannot be bound is this tunnel's refusal, not the session's
           if (!hello.partial || !(err instanceof AppError)) throw err;

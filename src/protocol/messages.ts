@@ -80,6 +80,8 @@ export const TunnelRequest = v.variant("protocol", [
     pool: v.optional(v.boolean()),
     /** How the pool spreads requests; the first member's choice holds for the pool. */
     balance: v.optional(v.picklist(["round-robin", "least-requests"])),
+    /** No public name: reached through `burrow connect` (PrivateRequest), each request with the connector's X-Burrow-User. */
+    private: v.optional(PrivateRequest),
   }),
   v.object({
     protocol: v.literal("tcp"),
@@ -103,6 +105,8 @@ export const TunnelRequest = v.variant("protocol", [
     protocol: v.literal("udp"),
     port: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(65535))),
     access: v.optional(TcpAccess),
+    /** No public port: reached through `burrow connect` (PrivateRequest). */
+    private: v.optional(PrivateRequest),
   }),
 ]);
 export type TunnelRequest = v.InferOutput<typeof TunnelRequest>;
@@ -117,8 +121,9 @@ export const Hello = v.pipe(
     /**
      * `burrow connect owner/name`: this connection reaches a private tunnel
      * instead of opening tunnels. After READY the agent opens a stream per
-     * local connection (OPEN `{tunnel: "connect", kind, remote}`), which the
-     * edge joins to a stream to the owner's agent.
+     * local connection (OPEN `{tunnel: "connect", kind: "tcp", remote}`; for
+     * a udp tunnel one per local flow, kind "udp", its datagrams DATAGRAM
+     * frames), which the edge joins to a stream to the owner's agent.
      */
     connect: v.optional(v.object({ target: v.pipe(v.string(), v.maxLength(200)) })),
     /** The agent reaches the edge through a proxy. */
@@ -246,6 +251,13 @@ export type Refusal = v.InferOutput<typeof Refusal>;
  *
  * kind "tcp", one visitor connection: no head; bytes both ways.
  *
+ * A private http tunnel's connection (`burrow connect`): kind "h1" with
+ * `keep` and `user`, and no head. The connector's requests come one after
+ * another in DATA from the first byte, as on a kept stream after its first
+ * request, unread by the edge: the agent reads each head itself and gives
+ * it `X-Burrow-User: <user>` (the connector's username, which only the
+ * edge can vouch for), dropping any X-Burrow-User the connector sent.
+ *
  * kind "udp", one flow: the datagrams of one visitor address and port
  * (`remote`), each a DATAGRAM frame whole, both ways; never DATA, no
  * REPLY. The agent sends each of the service's replies back on the flow it
@@ -264,6 +276,8 @@ export const OpenMeta = v.object({
   head: v.optional(v.pipe(v.string(), v.maxLength(MAX_PAYLOAD))),
   /** h1 only: the stream carries the visitor connection's requests in order (above). */
   keep: v.optional(v.boolean()),
+  /** h1 on a private tunnel: the connector's username, for X-Burrow-User (above); no head then. */
+  user: v.optional(v.pipe(v.string(), v.maxLength(64))),
 });
 export type OpenMeta = v.InferOutput<typeof OpenMeta>;
 
@@ -295,7 +309,9 @@ export function readOpenMeta(raw: unknown): OpenMeta | undefined {
   const m = raw as Record<string, unknown>;
   if (typeof m.tunnel !== "string" || typeof m.remote !== "string" || !OPEN_KINDS.has(m.kind as string)) return undefined;
   if (m.head !== undefined && (typeof m.head !== "string" || m.head.length > MAX_PAYLOAD)) return undefined;
-  if (m.kind === "h1" && m.head === undefined) return undefined;
+  if (m.user !== undefined && (typeof m.user !== "string" || m.user.length === 0 || m.user.length > 64)) return undefined;
+  // an h1 stream has its first head in OPEN, unless it is a private tunnel's connection (`user`)
+  if (m.kind === "h1" && m.head === undefined && m.user === undefined) return undefined;
   if (m.keep !== undefined && typeof m.keep !== "boolean") return undefined;
   if (m.local !== undefined && (typeof m.local !== "string" || m.local.length > 64)) return undefined;
   return m as OpenMeta;

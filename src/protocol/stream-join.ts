@@ -3,7 +3,8 @@
  * the agent (several nodes), or a connector's stream and the one opened to a
  * private tunnel's agent (`burrow connect`). Bytes go each way as they come,
  * and credit goes back to the sender only when the other side has sent them
- * on, so a slow end holds up its own stream only.
+ * on, so a slow end holds up its own stream only. Datagrams (a udp flow)
+ * go on as they come, or are dropped.
  */
 import type { Stream } from "./mux.ts";
 
@@ -20,6 +21,9 @@ export function joinStreams(down: Stream, up: Stream, options: JoinOptions = {})
   up.onReply = (meta) => down.reply(meta);
   forward(down, up, undefined, options.countUp);
   forward(up, down, options.change, options.countDown);
+  // a udp flow's datagrams, each whole, never held: one the other side cannot take is dropped, as UDP drops it
+  carryDatagrams(down, up, options.countUp);
+  carryDatagrams(up, down, options.countDown);
   down.whenReset((code) => up.reset(code));
   up.whenReset((code) => down.reset(code));
 }
@@ -40,4 +44,10 @@ function forward(from: Stream, to: Stream, change?: JoinOptions["change"], count
     owed = 0;
   };
   from.onEnd = () => to.end();
+}
+
+function carryDatagrams(from: Stream, to: Stream, count?: (n: number) => void): void {
+  from.onDatagram = (datagram) => {
+    if (to.sendDatagram(datagram)) count?.(datagram.byteLength);
+  };
 }

@@ -83,8 +83,16 @@ tunnels:
     expect(() => parseTunnelsFile("tunnels:\n  db: {proto: tcp, addr: 5432, private: true}\n", FILE)).toThrow("tunnels.db.name: missing");
     expect(() => parseTunnelsFile("tunnels:\n  db: {proto: tcp, addr: 5432, name: db}\n", FILE)).toThrow("tunnels.db.name: goes with private: true");
     expect(() => parseTunnelsFile("tunnels:\n  db: {proto: tcp, addr: 5432, private: true, name: 'no spaces'}\n", FILE)).toThrow("tunnels.db.name: must be 1-63 characters");
-    expect(() => parseTunnelsFile("tunnels:\n  db: {proto: tcp, addr: 5432, private: true, name: db, remote_port: 20000}\n", FILE)).toThrow("no public port");
-    expect(() => parseTunnelsFile("tunnels:\n  web: {proto: http, addr: 80, private: true, name: web}\n", FILE)).toThrow("is for tcp tunnels");
+    expect(() => parseTunnelsFile("tunnels:\n  db: {proto: tcp, addr: 5432, private: true, name: db, remote_port: 20000}\n", FILE)).toThrow("a private tunnel is not public: remote_port and pool do not go with it");
+    expect(() => parseTunnelsFile("tunnels:\n  site: {proto: tls, addr: 443, private: true, name: site}\n", FILE)).toThrow("tunnels.site.private");
+  });
+
+  test("private http and udp tunnels: the http one keeps its local options and no public one", () => {
+    const file = parseTunnelsFile("tunnels:\n  app: {proto: http, addr: 3000, private: true, name: app, share: [bob], host_header: rewrite}\n  dns: {proto: udp, addr: 53, private: true, name: dns}\n", FILE);
+    expect(file.tunnels[0]).toMatchObject({ request: { protocol: "http", private: { name: "app", share: ["bob"], localPort: 3000 } }, target: { port: 3000, hostHeader: "rewrite" }, inspect: true });
+    expect(file.tunnels[1]!.request).toEqual({ protocol: "udp", private: { name: "dns", localPort: 53 } });
+    expect(() => parseTunnelsFile("tunnels:\n  app: {proto: http, addr: 3000, private: true, name: app, subdomain: app, basic_auth: 'u:secretsecret'}\n", FILE)).toThrow("a private tunnel is not public: subdomain, basic_auth do not go with it");
+    expect(() => parseTunnelsFile("tunnels:\n  dns: {proto: udp, addr: 53, private: true, name: dns, remote_port: 2053}\n", FILE)).toThrow("a private tunnel is not public: remote_port does not go with it");
   });
 
   test("proxy_protocol: true asks a tcp tunnel's connections to start with a PROXY header; false and absent do not", () => {

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { connect as tcpConnect } from "node:net";
 import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { startAgent, type TestAgent } from "../harness/agent.ts";
+import { startConnector } from "../harness/connector.ts";
 import { LineReader } from "../harness/lines.ts";
 import { burrowCommand, startServer, type TestServer } from "../harness/server.ts";
 import { waitUntil } from "../harness/wait.ts";
@@ -37,19 +38,10 @@ afterAll(async () => {
 });
 
 /** `burrow connect` as `who`, listening on any free port. */
-function connector(who: string, target: string, args: string[] = ["--port", "0"]) {
-  const proc = Bun.spawn([...burrowCommand(), "connect", target, "--server", server.edgeUrl, "--token", tokens[who]!, ...args], { stdin: "ignore", stdout: "pipe", stderr: "pipe", env: { ...process.env, XDG_CONFIG_HOME: "/nonexistent" } });
-  children.push(proc);
-  const output = new LineReader(proc);
-  return {
-    proc,
-    output,
-    /** The local port it printed once connected. */
-    async port(): Promise<number> {
-      const line = await output.waitFor(/Connected to .*: connect to 127\.0\.0\.1:(\d+)/, 15_000);
-      return Number(/:(\d+)$/.exec(line)![1]);
-    },
-  };
+function connector(who: string, target: string, args?: string[]) {
+  const c = startConnector({ server: server.edgeUrl, token: tokens[who]!, target, ...(args ? { args } : {}) });
+  children.push(c.proc);
+  return c;
 }
 
 /** Sends `text` to 127.0.0.1:`port` and reads the echo back. */
@@ -78,7 +70,7 @@ describe("a private tcp tunnel", () => {
   test("opens no public port; a user it is shared with reaches the service through burrow connect", async () => {
     await using agent = await owner(["bob"]);
     expect(agent.publicUrl).toBe("alice/db");
-    await agent.output.waitFor(/no public port; reach it with  burrow connect alice\/db .*shared with bob/, 5_000);
+    await agent.output.waitFor(/not public; reach it with  burrow connect alice\/db .*shared with bob/, 5_000);
     const bob = connector("bob", "alice/db");
     const port = await bob.port();
     expect(await echoThrough(port, "hello through a private tunnel")).toBe("hello through a private tunnel");

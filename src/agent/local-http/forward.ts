@@ -36,6 +36,8 @@ export interface StreamServer {
   request(text: string, received?: Uint8Array): boolean;
   /** No more requests: the stream is over (or ends with the last response). */
   over(): void;
+  /** A head in the stream's bytes that cannot be read: answered (a private tunnel's connector is told 400), or the stream reset. */
+  unreadable(why: string): void;
 }
 
 export class StreamRequests implements VisitorSide {
@@ -93,6 +95,11 @@ export class StreamRequests implements VisitorSide {
   /** Serves the first request, whose head came in OPEN. */
   begin(text: string): void {
     if (!this.server.request(text)) this.finish();
+  }
+
+  /** Serves a stream whose first head comes in its bytes too (a private tunnel's connection). */
+  beginFromBytes(): void {
+    this.nextHead();
   }
 
   /**
@@ -198,9 +205,11 @@ export class StreamRequests implements VisitorSide {
     const read = this.heads!.read(chunk, 0, true);
     if (read === "incomplete") return stream.consumed(chunk.byteLength); // held (a copy) by the reader
     if (typeof read === "string") {
-      // the edge sends heads it has read and checked: one that cannot be read is its fault
-      stream.reset(`${WireError.UPSTREAM_FAILED} the request head cannot be read (${read})`);
-      return;
+      this.waitingForHead = false;
+      stream.onData = undefined;
+      stream.consumed(chunk.byteLength);
+      this.server.unreadable(read);
+      return this.finish();
     }
     this.waitingForHead = false;
     stream.onData = undefined;

@@ -4,7 +4,9 @@
  * body is framed, whether the connection may carry another request, an
  * upgrade), and changed in one place at most: the Host the tunnel asks for.
  * Header names keep their case and order, the version stays what the
- * visitor spoke, and nothing is added.
+ * visitor spoke, and nothing is added, but on a private tunnel's connection
+ * (`burrow connect`): there X-Burrow-User says who the connector is, as the
+ * edge vouched, and any the connector sent is dropped.
  */
 import { isRefusal, parseRequestHead, type RequestHead } from "../../http/request-head.ts";
 
@@ -17,6 +19,10 @@ export interface LocalRequest {
 const HEAD_END = "\r\n\r\n";
 /** The Host line (one at most: the parser refuses two); header values never hold CR. */
 const HOST_LINE = /\r\nhost:[^\r]*/i;
+/** Every X-Burrow-User line a connector sent (any case, any number of them). */
+const USER_LINES = /\r\nx-burrow-user:[^\r]*/gi;
+/** The header a private http tunnel's service reads the connector's username from. */
+export const USER_HEADER = "X-Burrow-User";
 
 /**
  * The request, or why it cannot be sent (a head the agent cannot read is
@@ -27,6 +33,15 @@ const HOST_LINE = /\r\nhost:[^\r]*/i;
 export function prepareRequest(text: string, host?: string, fields = true): LocalRequest | string {
   if (!text.endsWith(HEAD_END)) return "the request head does not end with a blank line";
   return prepareHead(text.slice(0, -HEAD_END.length), host, fields);
+}
+
+/**
+ * prepareHead on a private tunnel's connection: the head with X-Burrow-User
+ * set to `user` last, every one the connector sent dropped first.
+ */
+export function prepareConnectorHead(headText: string, host: string | undefined, user: string): LocalRequest | string {
+  const vouched = `${headText.replace(USER_LINES, "")}\r\n${USER_HEADER}: ${user}`;
+  return prepareHead(vouched, host, false);
 }
 
 /**

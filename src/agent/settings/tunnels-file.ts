@@ -213,10 +213,10 @@ const TAKEN_BY: Record<string, readonly ("http" | "tcp" | "tls" | "udp")[]> = {
   oidc: ["http"],
   remote_port: ["tcp", "udp"],
   proxy_protocol: ["tcp", "tls"],
-  // private tunnels: tcp for now (docs/private.md)
-  private: ["tcp"],
-  name: ["tcp"],
-  share: ["tcp"],
+  // private tunnels (docs/private.md); tls passes a public name through, so it has none
+  private: ["http", "tcp", "udp"],
+  name: ["http", "tcp", "udp"],
+  share: ["http", "tcp", "udp"],
 };
 
 function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTunnel {
@@ -298,12 +298,12 @@ function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTu
     return { pool: true, balance: balance ?? "round-robin" };
   }
   /** private: true, name: db, share: [bob, carol] (or "bob,carol"): a private tunnel's request; undefined without private. */
-  function readPrivate(publicOptions: boolean): PrivateRequest | undefined {
+  function readPrivate(publicOptions: string | undefined): PrivateRequest | undefined {
     if (!flag("private")) {
       for (const key of ["name", "share"]) if (given.has(key)) fail(given.get(key)!.keyNode, `${field}.${key}`, "goes with private: true");
       return undefined;
     }
-    if (publicOptions) fail(given.get("private")!.keyNode, `${field}.private`, "a private tunnel has no public port: remote_port and pool do not go with it");
+    if (publicOptions) fail(given.get("private")!.keyNode, `${field}.private`, `a private tunnel is not public: ${publicOptions} ${/,| and /.test(publicOptions) ? "do" : "does"} not go with it`);
     const privateName = checked("name", (raw) => {
       const lower = raw.trim().toLowerCase();
       if (!PRIVATE_NAME_PATTERN.test(lower)) throw new UsageError("must be 1-63 characters from a-z, 0-9 and -");
@@ -323,7 +323,9 @@ function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTu
   }
   if (proto === "udp") {
     const access = compactAccess(ipRules);
-    return { name, request: { protocol: "udp", port: checked("remote_port", parseRemotePort), ...(access ? { access } : {}) }, target, inspect: false };
+    const port = checked("remote_port", parseRemotePort);
+    const priv = readPrivate(port !== undefined ? "remote_port" : undefined);
+    return { name, request: { protocol: "udp", ...(priv ? { private: priv } : { port }), ...(access ? { access } : {}) }, target, inspect: false };
   }
   if (proto === "tcp" || proto === "tls") {
     const access = compactAccess(ipRules);
@@ -334,10 +336,18 @@ function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTu
     }
     const port = checked("remote_port", parseRemotePort);
     const pooled = readPool();
-    const priv = readPrivate(port !== undefined || pooled.pool === true);
+    const priv = readPrivate(port !== undefined || pooled.pool === true ? "remote_port and pool" : undefined);
     if (priv) return { name, request: { protocol: "tcp", private: priv, ...(access ? { access } : {}) }, target, inspect: false };
     if (pooled.pool && port === undefined) fail(given.get("pool")!.keyNode, `${field}.pool`, "a tcp pool needs remote_port: the port is the pool's name");
     return { name, request: { protocol: "tcp", port, ...pooled, ...(access ? { access } : {}) }, target, inspect: false, ...readHealth(pooled.pool === true) };
+  }
+  const publicKeys = ["subdomain", "hostname", "pool", "skip_warning", "response_timeout", "basic_auth", "oidc", "request_header_add", "request_header_remove", "response_header_add", "allow_cidr", "deny_cidr"].filter((k) => given.has(k));
+  const priv = readPrivate(publicKeys.length > 0 ? publicKeys.join(", ") : undefined);
+  if (priv) {
+    target.hostHeader = checked("host_header", parseHostHeader);
+    const routes = readRoutes(given.get("routes"), `${field}.routes`, fail);
+    if (routes) target.routes = routes;
+    return { name, request: { protocol: "http", private: priv }, target, inspect: flag("inspect") ?? true };
   }
   const subdomain = readSubdomain();
   target.hostHeader = checked("host_header", parseHostHeader);

@@ -34,7 +34,7 @@ export function lineOutput(threshold: LogLevel = DEFAULT_LOG_LEVEL): AgentOutput
         print(`${out.green("Forwarding")}  ${who(t.name)}${out.bold(t.url)} -> ${t.local}   ${out.dim(`(user ${r.username})`)}`);
         if (t.private) {
           const shared = t.private.shares.length > 0 ? `shared with ${t.private.shares.join(", ")}` : "shared with no one: only you";
-          print(`${out.dim("Private")}     ${who(t.name)}no public port; reach it with  burrow connect ${t.private.target}   ${out.dim(`(${shared})`)}`);
+          print(`${out.dim("Private")}     ${who(t.name)}not public; reach it with  burrow connect ${t.private.target}   ${out.dim(`(${shared})`)}`);
         }
       }
       print(out.dim("Press Ctrl-C to stop."));
