@@ -23,6 +23,7 @@
  *   carried out at once on its node and sent to the others with NOTIFY.
  */
 import type { SQL } from "bun";
+import { privateRowName } from "../edge/private-streams.ts";
 import type { LiveView } from "../core/admission.ts";
 import { AppError, type ErrorCode } from "../core/errors.ts";
 import type { Core } from "../core/index.ts";
@@ -154,7 +155,13 @@ export class Cluster implements LiveView, LiveTunnels {
       // only the session's own: a newer session of the agent (it resumed) may have written its id already
       detached: (t, sessionId) =>
         void this.quietly("grace", this.sql`UPDATE live_tunnels SET session_id = NULL WHERE name IN ${this.sql(rowsOf(t, this.nodeId))} AND node_id = ${this.nodeId} AND session_id = ${sessionId}`),
-      removed: (t) => void (t.pool ? this.leavePool(t) : this.quietly("release", this.sql`DELETE FROM live_tunnels WHERE name IN ${this.sql(rowsOf(t, this.nodeId))} AND node_id = ${this.nodeId}`)),
+      removed: (t) => {
+        if (t.pool) return void this.leavePool(t);
+        void this.quietly("release", this.sql`DELETE FROM live_tunnels WHERE name IN ${this.sql(rowsOf(t, this.nodeId))} AND node_id = ${this.nodeId}`).then(() => {
+          // its connectors on other nodes are told it is gone (they wait for it, as connectors here do)
+          if (t.privateName !== undefined) return this.notify({ kind: "private", ownerId: t.userId, name: t.privateName });
+        });
+      },
       rotated: (t) => void this.rotated(t),
     };
   }
@@ -450,7 +457,10 @@ export class Cluster implements LiveView, LiveTunnels {
   }
 
   /** A tcp or udp tunnel's row (its port is this node's own: nothing to contend for), or a pool member's. */
-  async registerRow(t: Pick<Tunnel, "id" | "protocol" | "subdomain" | "hostname" | "port" | "userId" | "username" | "tokenId" | "pool" | "inRotation" | "skipWarning" | "responseTimeoutMs">, sessionId: string | null): Promise<boolean> {
+  async registerRow(
+    t: Pick<Tunnel, "id" | "protocol" | "subdomain" | "hostname" | "port" | "userId" | "username" | "tokenId" | "pool" | "inRotation" | "skipWarning" | "responseTimeoutMs" | "privateName">,
+    sessionId: string | null,
+  ): Promise<boolean> {
     await this.sql.unsafe(
       `INSERT INTO live_tunnels (name, protocol, port, subdomain, hostname, node_id, session_id, user_id, username, token_id, connected_at, pool, in_rotation, skip_warning, response_timeout_ms)
        VALUES ($1, $9, $2, $10, $11, $3, $4, $5, $6, $7, $8, $12, $13, $14, $15)
@@ -474,7 +484,20 @@ export class Cluster implements LiveView, LiveTunnels {
         t.responseTimeoutMs ?? null,
       ],
     );
+    // its connectors on other nodes: still shared with? (its owner may have changed the list)
+    if (t.privateName !== undefined) await this.notify({ kind: "private", ownerId: t.userId, name: t.privateName });
     return true;
+  }
+
+  /** Another node's live private tunnel `owner/name`, to reach through a relay link; undefined when none has it. */
+  async privateElsewhere(ownerId: number, name: string): Promise<Omit<RemoteTunnel, keyof Serving> & { protocol: "http" | "tcp" | "udp" } | undefined> {
+    const rows = await this.sql.unsafe(
+      `SELECT t.node_id, n.url, t.protocol, t.user_id, t.username, t.token_id FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
+       WHERE t.name = $1 AND t.node_id <> $2 AND t.session_id IS NOT NULL AND n.heartbeat_ms > ${NOW_MS} - $3::bigint`,
+      [privateRowName(ownerId, name), this.nodeId, this.expiryMs],
+    );
+    const r = rows[0];
+    return r && { nodeId: r.node_id, nodeUrl: r.url, subdomain: privateRowName(ownerId, name), userId: r.user_id, username: r.username, tokenId: r.token_id, protocol: r.protocol };
   }
 
   /**
@@ -590,6 +613,8 @@ export class Cluster implements LiveView, LiveTunnels {
       }
       case "pool":
         return this.onPoolChanged?.(m.name);
+      case "private":
+        return this.registry.privateChanged(m.ownerId, m.name);
     }
   }
 
@@ -597,11 +622,22 @@ export class Cluster implements LiveView, LiveTunnels {
 
   async list(): Promise<ActiveTunnel[]> {
     const rows = await this.sql.unsafe(
-      `SELECT t.* FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
+      `SELECT t.*, p.name AS private_name, p.shares AS private_shares FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
+       LEFT JOIN private_names p ON t.name = 'private:' || p.owner_id || '/' || p.name
        WHERE t.node_id <> $1 AND t.session_id IS NOT NULL AND n.heartbeat_ms > ${NOW_MS} - $2 AND ${ONE_ROW_A_TUNNEL}`,
       [this.nodeId, this.expiryMs],
     );
-    const others: ActiveTunnel[] = rows.map((r: Record<string, any>) => ({
+    // a private tunnel's shares by username; its connectors are counted where they connect (this node's here)
+    const privateOf = async (r: Record<string, any>): Promise<ActiveTunnel["private"]> =>
+      r.private_name === null
+        ? undefined
+        : {
+            target: `${r.username}/${r.private_name}`,
+            shares: await this.core.privateShares.usernames(JSON.parse(r.private_shares) as number[]),
+            connected: this.registry.connectedElsewhereCount(r.user_id, r.private_name),
+          };
+    const privates = await Promise.all(rows.map(privateOf));
+    const others: ActiveTunnel[] = rows.map((r: Record<string, any>, i: number) => ({
       protocol: r.protocol,
       // a tunnel known by its hostname alone has it in the subdomain column (it has dots; a subdomain never)
       ...(typeof r.subdomain === "string" && r.subdomain.includes(".") ? { hostname: r.subdomain } : { subdomain: r.subdomain ?? undefined }),
@@ -614,6 +650,7 @@ export class Cluster implements LiveView, LiveTunnels {
       connectedAt: new Date(r.connected_at),
       bytesIn: Number(r.bytes_in),
       bytesOut: Number(r.bytes_out),
+      ...(privates[i] ? { private: privates[i] } : {}),
     }));
     return [...this.registry.list(), ...others];
   }
@@ -675,6 +712,18 @@ export class Cluster implements LiveView, LiveTunnels {
     return r && { tokenId: r.token_id, sessionId: r.session_id };
   }
 
+  async privateHolder(ownerId: number, name: string): Promise<{ tokenId: number; sessionId: string | null } | undefined> {
+    const here = this.registry.privateHolder(ownerId, name);
+    if (here) return here;
+    const rows = await this.sql.unsafe(
+      `SELECT t.token_id, t.session_id FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
+       WHERE t.name = $1 AND t.node_id <> $2 AND n.heartbeat_ms > ${NOW_MS} - $3::bigint`,
+      [privateRowName(ownerId, name), this.nodeId, this.expiryMs],
+    );
+    const r = rows[0];
+    return r && { tokenId: r.token_id, sessionId: r.session_id };
+  }
+
   async sessionTokenId(sessionId: string): Promise<number | undefined> {
     const here = this.registry.sessionTokenId(sessionId);
     if (here !== undefined) return here;
@@ -684,13 +733,18 @@ export class Cluster implements LiveView, LiveTunnels {
 }
 
 /** A tunnel's rows: a pool member's own; else its name's, and its custom hostname's beside it when it has one. */
-function rowsOf(t: Pick<Tunnel, "id" | "protocol" | "subdomain" | "hostname" | "port" | "pool">, nodeId: string): string[] {
+function rowsOf(t: Pick<Tunnel, "id" | "protocol" | "subdomain" | "hostname" | "port" | "pool" | "userId" | "privateName">, nodeId: string): string[] {
   if (t.pool) return [memberRow(t.id)];
   return t.hostname === undefined || t.subdomain === undefined ? [nameOf(t, nodeId)] : [nameOf(t, nodeId), httpName(t.hostname)];
 }
 
-/** A tunnel's row: its name (one over the cluster), or its port on this node ("tcp:" and "udp:" apart, two port spaces). */
-function nameOf(t: Pick<Tunnel, "protocol" | "subdomain" | "hostname" | "port">, nodeId: string): string {
+/**
+ * A tunnel's row: its name (one over the cluster), its port on this node
+ * ("tcp:" and "udp:" apart, two port spaces), or a private tunnel's owner
+ * and name (one over the cluster too).
+ */
+function nameOf(t: Pick<Tunnel, "protocol" | "subdomain" | "hostname" | "port" | "userId" | "privateName">, nodeId: string): string {
+  if (t.privateName !== undefined) return privateRowName(t.userId, t.privateName);
   const name = t.subdomain ?? t.hostname;
   return name !== undefined ? httpName(name) : `${t.protocol === "udp" ? "udp" : "tcp"}:${nodeId}:${t.port}`;
 }

@@ -51,6 +51,16 @@ export function edgeNodes(cluster: Cluster, opts: EdgeNodesOptions): OtherNodes 
     dropMember: (memberId) => cluster.dropMember(memberId),
     registerRow: (t, sessionId) => cluster.registerRow(t, sessionId),
     find: (name) => remote?.find(name),
+    async privateElsewhere(ownerId, name) {
+      const found = await cluster.privateElsewhere(ownerId, name);
+      if (!found?.nodeUrl || !out || !registry) return undefined;
+      const link = await out.link(found.nodeId, found.nodeUrl);
+      if (!link) return undefined;
+      const standIn = registry.newTunnel(found.protocol, { private: name }, found, false);
+      standIn.relayed = true;
+      standIn.agent = out.agentFor(link, found);
+      return standIn;
+    },
     poolOthers: (name) => remote?.poolOthers(name) ?? [],
     links,
     close: () => out?.close(),

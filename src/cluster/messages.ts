@@ -24,6 +24,8 @@ const Message = v.variant("kind", [
   v.object({ kind: v.literal("taken"), name: v.string(), sessionId: v.string(), from }),
   /** A pool's members changed (one joined, left, or went in or out of rotation): what other nodes know of it is asked again. */
   v.object({ kind: v.literal("pool"), name: v.pipe(v.string(), v.maxLength(300)), from }),
+  /** A private tunnel came, went, or was shared anew: its connectors on other nodes ask again whether they may reach it. */
+  v.object({ kind: v.literal("private"), ownerId: id, name: v.pipe(v.string(), v.maxLength(63)), from }),
   /** Admin logins, for the login throttle to count cluster-wide. */
   v.object({ kind: v.literal("login-failed"), address: v.string(), username: v.string(), from }),
   v.object({ kind: v.literal("login-ok"), username: v.string(), from }),

@@ -25,6 +25,7 @@ import { nodeAuthorization, NODE_PATH } from "./node-auth.ts";
 import { warningFor } from "../edge/warning.ts";
 import { openStream } from "../edge/open-stream.ts";
 import { joinStreams, refuseRelayed } from "./stream-pipe.ts";
+import { openToPrivate, readPrivateRowName } from "../edge/private-streams.ts";
 
 /** How long a node waits for another to answer its link. */
 const CONNECT_TIMEOUT_MS = 5_000;
@@ -56,6 +57,8 @@ export class RelayIn {
   private relay(down: Stream): void {
     const meta = readOpenMeta(down.meta) as RelayedMeta | undefined;
     if (meta?.kind === "tls") return this.relayTls(down, meta);
+    const priv = meta && readPrivateRowName(meta.tunnel);
+    if (priv) return this.relayPrivate(down, meta!, priv);
     // `tunnel` names the subdomain between nodes (a tunnel's id is its own node's)
     const t = meta && meta.kind !== "tcp" && meta.head ? localMember(this.registry.tunnelBySubdomain(meta.tunnel)) : undefined;
     if (!t || !meta) return refuseRelayed(down);
@@ -80,6 +83,18 @@ export class RelayIn {
     const client = canonicalAddress(meta.client ?? meta.remote.slice(0, meta.remote.lastIndexOf(":")));
     if (t.access?.refusesAddress(client)) return refuseRelayed(down);
     this.forward(down, t, meta);
+  }
+
+  /**
+   * A connector on the other node to a private tunnel of this one: its
+   * rules asked here, where the tunnel and its shares are (edge/private-streams.ts).
+   */
+  private relayPrivate(down: Stream, meta: RelayedMeta, priv: { ownerId: number; name: string }): void {
+    const c = meta.connector;
+    if (typeof c !== "object" || c === null || !Number.isInteger(c.id) || typeof c.username !== "string" || c.username.length > 64) return refuseRelayed(down);
+    const up = openToPrivate(this.registry.privateTunnel(priv.ownerId, priv.name), { userId: c.id, username: c.username }, meta.kind, meta.remote, meta.local);
+    if (typeof up === "string") return down.reset(up);
+    joinStreams(down, up);
   }
 
   /**

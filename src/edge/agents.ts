@@ -19,8 +19,9 @@ import { databaseUnavailable, logFailedWrite, reportUnavailable, UNAVAILABLE_MES
 import { limitedLog, log } from "../log.ts";
 import type { EdgeCounters } from "../metrics/edge-counters.ts";
 import { parseJsonPayload, ProtocolError } from "../protocol/frames.ts";
-import { Hello, readOpenMeta, Rotation, type GrantedTunnel, type OpenMeta } from "../protocol/messages.ts";
+import { Hello, readOpenMeta, Rotation, type GrantedTunnel, type OpenMeta, type RelayedMeta } from "../protocol/messages.ts";
 import { joinStreams } from "../protocol/stream-join.ts";
+import { openToPrivate } from "./private-streams.ts";
 import { Mux, type SendResult, type Stream } from "../protocol/mux.ts";
 import { DIRECT_DATA_PAYLOAD, FrameType, HANDSHAKE_TIMEOUT_MS, PROTOCOL_VERSION, WireError, type FrameTypeValue } from "../protocol/wire.ts";
 import { discoverProviders, helloIssue, needsDiscovery, tunnelAccess, type Providers } from "./access/handshake.ts";
@@ -28,7 +29,7 @@ import type { HandshakeGuard } from "./handshake-guard.ts";
 import { openStream } from "./open-stream.ts";
 import type { OtherNodes } from "./other-nodes.ts";
 import type { PortAllocator } from "./ports.ts";
-import type { AgentLink, Registry, Tunnel } from "./registry.ts";
+import type { AgentLink, PrivateConnection, Registry, Tunnel } from "./registry.ts";
 import type { UdpTunnelPort } from "./udp-flows.ts";
 import { TunnelPool } from "./pool.ts";
 import type { UdpPortAllocator } from "./udp-ports.ts";
@@ -349,9 +350,10 @@ export class AgentConnection implements AgentLink {
 
   /**
    * A connector's handshake: the rules (core/admission.ts admitConnector),
-   * then the owner's agent there now (TUNNEL_OFFLINE, which the connector
-   * waits out), then READY with what it reaches. Its session holds no
-   * tunnel; the private tunnel knows it, to close it when the owner
+   * then the owner's agent there now, on this node or another
+   * (TUNNEL_OFFLINE, which the connector waits out), then READY with what
+   * it reaches. Its session holds no tunnel; the private tunnel knows it
+   * (or, on another node, the registry does), to close it when the owner
    * unshares, leaves or is revoked.
    */
   private async connectThenReady(hello: Hello, target: string): Promise<void> {
@@ -365,8 +367,9 @@ export class AgentConnection implements AgentLink {
       }
       const { user, token, owner, declared } = admitted;
       const label = `${owner.username}/${declared.name}`;
-      const t = this.edge.registry.privateTunnel(owner.id, declared.name);
-      if (!t?.agent) return this.refused(new AppError("TUNNEL_OFFLINE", `${label} is shared with you, but its owner's agent is not connected now`), hello.token, CONNECTOR_RETRY_S);
+      const here = this.edge.registry.privateTunnel(owner.id, declared.name);
+      const elsewhere = here?.agent ? undefined : await this.edge.nodes?.privateElsewhere(owner.id, declared.name).catch(() => undefined);
+      if (!here?.agent && !elsewhere) return this.refused(new AppError("TUNNEL_OFFLINE", `${label} is shared with you, but its owner's agent is not connected now`), hello.token, CONNECTOR_RETRY_S);
       if (this.mux.closed) return;
       this.userId = user.id;
       this.tokenId = token.id;
@@ -375,9 +378,16 @@ export class AgentConnection implements AgentLink {
       this.countHandshake("READY");
       this.drains = hello.drain;
       this.edge.registry.attach(this, []);
-      const entry = { userId: user.id, tokenId: token.id, close: (code: string) => this.refuse(code, code === "NOT_SHARED" ? `${label} is no longer shared with you` : `${label} is not there now`) };
-      t.connectors.add(entry);
-      this.connectorLeft = () => t.connectors.delete(entry);
+      const entry: PrivateConnection = {
+        userId: user.id,
+        tokenId: token.id,
+        close: (code: string) => this.refuse(code, code === "NOT_SHARED" ? `${label} is no longer shared with you` : `${label} is not there now`),
+        recheck: () => void this.recheckConnector(user, label),
+      };
+      if (here?.agent) {
+        here.connectors.add(entry);
+        this.connectorLeft = () => here.connectors.delete(entry);
+      } else this.connectorLeft = this.edge.registry.connectedElsewhere(owner.id, declared.name, entry);
       this.edge.core.tokens.touch(token.id).catch((err) => logFailedWrite("token last use not written", { token: token.id }, err));
       void this.edge.core.audit.record({ action: "private.connect", address: this.transport.address, outcome: "ok", userId: user.id, username: user.username, tokenId: token.id, target: `private:${label}` });
       this.mux.sendControl(FrameType.READY, {
@@ -386,7 +396,7 @@ export class AgentConnection implements AgentLink {
         tunnels: [],
         connect: { target: label, protocol: declared.protocol, ...(declared.localPort !== null ? { localPort: declared.localPort } : {}) },
       });
-      log.info("connector connected", { session: this.sessionId, user: user.username, to: label, remote: this.transport.remote });
+      log.info("connector connected", { session: this.sessionId, user: user.username, to: label, remote: this.transport.remote, ...(elsewhere ? { via: "another node" } : {}) });
     } catch (err) {
       this.failedHandshake(err);
     } finally {
@@ -395,25 +405,53 @@ export class AgentConnection implements AgentLink {
   }
 
   /**
+   * The private tunnel this connector reaches is on another node and
+   * changed there (it came, went, or was shared anew): still shared with
+   * it (else NOT_SHARED), and live somewhere (else TUNNEL_OFFLINE, which
+   * the connector waits out as on one node).
+   */
+  private async recheckConnector(user: { id: number; username: string }, label: string): Promise<void> {
+    const c = this.connector;
+    if (!c || this.mux.closed) return;
+    try {
+      const connector = await this.edge.core.users.get(user.id);
+      await this.edge.core.privateShares.reach(connector, label);
+    } catch (err) {
+      if (err instanceof AppError) return this.refuse(err.code === "NOT_FOUND" ? "NOT_SHARED" : err.code, `${label} is no longer shared with you`);
+      return log.warn("private tunnel not checked again", { to: label, err: String(err) });
+    }
+    if (this.edge.registry.privateTunnel(c.ownerId, c.name)?.agent) return;
+    const elsewhere = await this.edge.nodes?.privateElsewhere(c.ownerId, c.name).catch(() => undefined);
+    if (!elsewhere) this.refuse("TUNNEL_OFFLINE", `${label} is not there now`);
+  }
+
+  /**
    * A stream the agent opened: a connector's local connection, joined to a
-   * stream to the private tunnel's agent. Whether it may is asked again for
-   * each: the tunnel there now, and still shared with this user.
+   * stream to the private tunnel's agent, on this node or through a relay
+   * link to the node it is on. Whether it may is asked again for each
+   * (edge/private-streams.ts), there.
    */
   private peerStream(stream: Stream): void {
     const c = this.connector;
     const meta = readOpenMeta(stream.meta);
-    if (!c || !meta || (meta.kind !== "tcp" && meta.kind !== "udp")) return stream.reset(WireError.PROTOCOL_ERROR);
-    const t = this.edge.registry.privateTunnel(c.ownerId, c.name);
-    if (!t?.agent) return stream.reset("TUNNEL_OFFLINE");
-    if (t.userId !== this.userId && !t.shares?.has(this.userId)) return stream.reset("NOT_SHARED");
-    // a udp tunnel's flows are the connector's udp streams; an http or tcp one's connections its tcp ones
-    if ((t.protocol === "udp") !== (meta.kind === "udp")) return stream.reset(WireError.PROTOCOL_ERROR);
-    const up = t.agent.openStream(
-      t.protocol === "http"
-        ? { tunnel: t.id, kind: "h1", remote: this.transport.remote, keep: true, user: c.username }
-        : { tunnel: t.id, kind: meta.kind, remote: this.transport.remote, local: meta.remote },
+    if (!c || !meta) return stream.reset(WireError.PROTOCOL_ERROR);
+    const here = this.edge.registry.privateTunnel(c.ownerId, c.name);
+    const who = { userId: this.userId, username: c.username };
+    if (here?.agent || !this.edge.nodes) return this.joinPrivate(stream, here, openToPrivate(here, who, meta.kind, this.transport.remote, meta.remote));
+    void this.edge.nodes.privateElsewhere(c.ownerId, c.name).then(
+      (there) => {
+        if (stream.isClosed) return;
+        // the owner's node asks the rules again; OPEN says who connects
+        const relayed: RelayedMeta = { tunnel: "", kind: meta.kind, remote: this.transport.remote, local: meta.remote, connector: { id: this.userId, username: c.username } };
+        this.joinPrivate(stream, there, there?.agent?.openStream(relayed) ?? "TUNNEL_OFFLINE");
+      },
+      () => stream.reset(WireError.UPSTREAM_FAILED),
     );
-    if (!up) return stream.reset(WireError.UPSTREAM_FAILED);
+  }
+
+  /** A connector's stream joined to `up`, its traffic counted to the owner's tunnel `t`; or reset with why not. */
+  private joinPrivate(stream: Stream, t: Tunnel | undefined, up: Stream | string): void {
+    if (typeof up === "string" || !t) return stream.reset(typeof up === "string" ? up : "TUNNEL_OFFLINE");
     joinStreams(stream, up, { countUp: (n) => t.countIn(n), countDown: (n) => t.countOut(n) });
   }
 
@@ -450,8 +488,8 @@ export class AgentConnection implements AgentLink {
         // a claim no tunnel took (a refusal after it, the agent gone) is given back
         for (const name of claimed.names) void cluster.release(name);
         for (const id of claimed.members.values()) void cluster.dropMember(id).catch((err) => log.warn("cluster pool member not given back", { err: String(err) }));
-        // tcp and udp tunnels and pool members (new, or taken back from grace) are in the shared list before the agent hears READY, as http ones are (claimed)
-        const rows = this.ready ? this.edge.registry.sessionTunnels(this.sessionId).filter((t) => t.port !== undefined || t.pool) : [];
+        // tcp, udp and private tunnels and pool members (new, or taken back from grace) are in the shared list before the agent hears READY, as http ones are (claimed)
+        const rows = this.ready ? this.edge.registry.sessionTunnels(this.sessionId).filter((t) => t.port !== undefined || t.pool || t.privateName !== undefined) : [];
         await Promise.all(rows.map((t) => cluster.registerRow(t, this.sessionId).catch((err) => log.warn("cluster tunnel row not written", { err: String(err) }))));
       }
       announce?.();

@@ -68,6 +68,13 @@ export interface OtherNodes {
    * says why it cannot be reached now, or undefined when no node has it.
    */
   find(name: string): Promise<Tunnel | Response | undefined> | Tunnel | Response | undefined;
+  /**
+   * A private tunnel live on another node: a stand-in whose streams go
+   * through a relay link to that node, which asks the rules again and opens
+   * them on the owner's agent (OPEN carries the connector). Undefined when
+   * no node has it live, or it cannot be reached now.
+   */
+  privateElsewhere(ownerId: number, name: string): Promise<Tunnel | undefined>;
   /** Links in from nodes that relay visitors to this one; undefined when the nodes do not relay (no --cluster-secret). */
   readonly links?: NodeLinks;
   /** Ends the links out to other nodes. */

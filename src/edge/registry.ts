@@ -34,6 +34,15 @@ export interface AgentLink {
 /** The kinds of tunnel: http and tls by name, tcp and udp by port (two port spaces: tcp 20000 and udp 20000 are two tunnels). */
 export type TunnelProtocol = "http" | "tcp" | "tls" | "udp";
 
+/** A connector's session (`burrow connect`) to a private tunnel, as the tunnel and the registry hold it. */
+export interface PrivateConnection {
+  userId: number;
+  tokenId: number;
+  close(code: string): void;
+  /** Whether it may still reach the tunnel, asked again (the tunnel is on another node and changed). */
+  recheck?(): void;
+}
+
 const privateKey = (ownerId: number, name: string) => `${ownerId}/${name}`;
 
 export class Tunnel {
@@ -68,7 +77,7 @@ export class Tunnel {
   shares?: Set<number>;
   /** The usernames of `shares`, for READY and the lists. */
   shareNames?: string[];
-  readonly connectors = new Set<{ userId: number; tokenId: number; close(code: string): void }>();
+  readonly connectors = new Set<PrivateConnection>();
 
   constructor(
     readonly protocol: TunnelProtocol,
@@ -136,6 +145,8 @@ export class Registry implements LiveTunnels, LiveView {
   private readonly byUdpPort = new Map<number, Tunnel>();
   /** Private tunnels by "<owner id>/<name>". */
   private readonly byPrivate = new Map<string, Tunnel>();
+  /** Connectors here to private tunnels on other nodes, by "<owner id>/<name>" (several nodes). */
+  private readonly connectorsElsewhere = new Map<string, Set<PrivateConnection>>();
   private readonly sessions = new Map<string, SessionEntry>();
 
   /** Called with each http tunnel's name as it goes live (the edge asks for its certificate; never for a tls tunnel's). */
@@ -282,6 +293,28 @@ export class Registry implements LiveTunnels, LiveView {
   /** The user's live private tunnel `name` (or in grace: its agent is null then). */
   privateTunnel(ownerId: number, name: string): Tunnel | undefined {
     return this.byPrivate.get(privateKey(ownerId, name));
+  }
+
+  /** A connector here reaches `owner/name` on another node: told when that tunnel changes (privateChanged); returns its leaving. */
+  connectedElsewhere(ownerId: number, name: string, c: PrivateConnection): () => void {
+    const key = privateKey(ownerId, name);
+    let set = this.connectorsElsewhere.get(key);
+    if (!set) this.connectorsElsewhere.set(key, (set = new Set()));
+    set.add(c);
+    return () => {
+      set.delete(c);
+      if (set.size === 0 && this.connectorsElsewhere.get(key) === set) this.connectorsElsewhere.delete(key);
+    };
+  }
+
+  /** Connectors here to `owner/name` on another node. */
+  connectedElsewhereCount(ownerId: number, name: string): number {
+    return this.connectorsElsewhere.get(privateKey(ownerId, name))?.size ?? 0;
+  }
+
+  /** Another node said `owner/name` came, went or was shared anew: its connectors here ask again. */
+  privateChanged(ownerId: number, name: string): void {
+    for (const c of [...(this.connectorsElsewhere.get(privateKey(ownerId, name)) ?? [])]) c.recheck?.();
   }
 
   privateHolder(ownerId: number, name: string): { tokenId: number; sessionId: string | null } | undefined {

@@ -295,6 +295,12 @@ export type RelayedMeta = OpenMeta & {
    * rules (sign-in first, the warning after, as on one node).
    */
   warn?: boolean;
+  /**
+   * A connector's connection to a private tunnel (`tunnel` its cluster row,
+   * "private:<owner id>/<name>"): who connects, as the connector's node
+   * admitted them; the agent's node asks its own rules again.
+   */
+  connector?: { id: number; username: string };
 };
 
 // -- per-request fast paths ---------------------------------------------------------------------
