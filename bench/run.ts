@@ -21,7 +21,7 @@
  *   BENCH_ISOLATION_ROUNDS=4  rounds of (alone, next to a stalled stream), order alternating
  *   BENCH_ISOLATION_SECONDS=5 length of each isolation run
  *   BENCH_AGENTS=10000        idle agents for the memory test (also measured at 1,000)
- *   BENCH_ONLY=http,tcp,...   run only some sections: http, tcp, iperf, isolation, inspector, peers, stream, idle, cluster, tls, udp, pool
+ *   BENCH_ONLY=http,tcp,...   run only some sections: http, tcp, iperf, isolation, inspector, peers, stream, idle, cluster, tls, udp, pool, private
  *   BENCH_BURROW=path         use this executable instead of dist/burrow
  *   BENCH_REBUILD=1           rebuild dist/burrow first
  *   BENCH_OUT=name            write bench/results/<name>.md/.json (default latest; partial with BENCH_ONLY)
@@ -51,6 +51,7 @@ import {
 import { ensureBinary, ensurePackages, newerSources, tcpTools, tool } from "./lib/setup.ts";
 import { inspectorOverhead, inspectorRows, inspectorTarget, type InspectorOverhead } from "./inspector.ts";
 import { tlsPassthrough, tlsRows, type TlsPassthrough } from "./tls.ts";
+import { privateRows, privateTunnels, type PrivateBench } from "./private.ts";
 import { udpRows, udpTunnels, type UdpResults } from "./udp.ts";
 import { clusterRelay, clusterRows, type ClusterRelay } from "./cluster.ts";
 import { poolBench, poolRows, type PoolResults } from "./pool.ts";
@@ -120,6 +121,8 @@ interface Results {
   peers?: SideBySide;
   /** TLS passed through by name against the same TLS through a tcp tunnel (bench/tls.ts). */
   tls?: TlsPassthrough;
+  /** burrow connect to a private tunnel against a public tcp tunnel (bench/private.ts). */
+  private?: PrivateBench;
   udp?: UdpResults;
   /** One name served by a pool of two agents against one agent, and a rolling restart under load (bench/pool.ts). */
   pool?: PoolResults;
@@ -248,6 +251,9 @@ try {
   if (wants("idle")) await idleAgents(memory, { nginxPort: nginx.port, agents: cfg.agents }, (x) => (results.idle = x));
   if (wants("cluster")) results.cluster = await clusterRelay(procs, bin, dir, nginx.port, cfg, say);
   if (wants("tls")) results.tls = await tlsPassthrough({ procs, bin, dir, rounds: cfg.rounds, say });
+  if (wants("private")) {
+    results.private = await privateTunnels({ procs, bin, dir, nginxPort: nginx.port, sink, sinkPort, source: SOURCE, rounds: cfg.rounds, seconds: cfg.seconds, tcpBytes: cfg.tcpBytes, say });
+  }
   if (wants("pool")) results.pool = await poolBench(procs, bin, dir, nginx.port, cfg, say);
   if (wants("udp")) results.udp = await udpTunnels({ procs, bin, dir, root: ROOT, nginxPort: nginx.port, rounds: cfg.rounds, seconds: Math.min(cfg.seconds, 5), say });
 } catch (err) {
@@ -452,6 +458,7 @@ function rows(): Row[] {
   if (results.inspector) out.push(...inspectorRows(results.inspector));
   if (results.cluster) out.push(...clusterRows(results.cluster));
   if (results.tls) out.push(...tlsRows(results.tls));
+  if (results.private) out.push(...privateRows(results.private));
   if (results.udp) out.push(...udpRows(results.udp));
   if (results.pool) out.push(...poolRows(results.pool));
   if (Object.keys(results.http10m).length) {

@@ -100,6 +100,23 @@ export function createPrivateShares(store: Store, clock: Clock, users: Users) {
       return { owner, declared: { ownerId: owner.id, name: row.name, protocol: row.protocol, shares, localPort: row.localPort } };
     },
 
+    /**
+     * The private tunnels shared with `userId` by others (their owners
+     * enabled), by owner and name: what that user may `burrow connect` to.
+     */
+    async sharedWith(userId: number): Promise<{ target: string; protocol: PrivateProtocol }[]> {
+      // the shares are a JSON list of ids, "[3,12]": matched as ",3," in ",3,12,"
+      const listed = sql`(',' || replace(replace(${privateNames.shares}, '[', ''), ']', '') || ',')`;
+      const rows = await store.all(
+        store.db
+          .select({ owner: usersTable.username, name: privateNames.name, protocol: privateNames.protocol })
+          .from(privateNames)
+          .innerJoin(usersTable, eq(usersTable.id, privateNames.ownerId))
+          .where(and(sql`${listed} LIKE ${`%,${userId},%`}`, eq(usersTable.enabled, true))),
+      );
+      return rows.map((r) => ({ target: `${r.owner}/${r.name}`, protocol: r.protocol })).sort((a, b) => a.target.localeCompare(b.target));
+    },
+
     /** The usernames a declaration shares with, for lists and screens. */
     async usernames(ids: number[]): Promise<string[]> {
       if (ids.length === 0) return [];

@@ -25,6 +25,14 @@ export const NewDeviceJson = v.strictObject({ token: v.string(), token_id: v.num
 
 export const MyTunnelJson = v.strictObject({ ...ActiveTunnelJson.entries, url: v.string(), device_name: v.nullable(v.string()) });
 
+export const SharedTunnelJson = v.strictObject({
+  target: v.string(),
+  protocol: v.picklist(["http", "tcp", "udp"]),
+  /** Its owner's agent is connected now (else `burrow connect` waits for it). */
+  online: v.boolean(),
+  command: v.string(),
+});
+
 /** Where a live tunnel is reached, as the edge says it (given by the server once the edge listens). */
 export type AddressOf = (t: ActiveTunnel) => string;
 
@@ -109,6 +117,22 @@ export function meRoutes(addressOf: AddressOf): PortalRoute[] {
         },
       },
       docs: { GET: { summary: "The user's live tunnels, oldest first, with their public address and device", responses: { 200: { description: "The tunnels", schema: EntryList(MyTunnelJson) } } } },
+    },
+    {
+      path: "/_burrow/api/me/shared",
+      methods: {
+        async GET(_req, { core, user }) {
+          const shared = await core.privateShares.sharedWith(user.id);
+          const online = new Set((await core.live.list()).flatMap((t) => (t.private ? [t.private.target] : [])));
+          return json(shared.map((s) => ({ ...s, online: online.has(s.target), command: `burrow connect ${s.target}` })));
+        },
+      },
+      docs: {
+        GET: {
+          summary: "The private tunnels others share with the user (what `burrow connect` reaches), by owner and name, and whether each is online now",
+          responses: { 200: { description: "The shared tunnels", schema: EntryList(SharedTunnelJson) } },
+        },
+      },
     },
     {
       path: "/_burrow/api/me/traffic",

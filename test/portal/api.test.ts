@@ -143,6 +143,24 @@ describe("a user's own things", () => {
     expect(audit.body.find((e: any) => e.target === `token:${made.body.token_id}`)).toMatchObject({ username: "alice", outcome: "ok", details: { via: "portal", device_name: "workstation" } });
   });
 
+  test("private tunnels: the owner's list shows one with its shares; what is shared with a user, online or not, with the command that reaches it", async () => {
+    const alice = await portalAs(server.edgePort, "alice");
+    const bob = await portalAs(server.edgePort, "bob");
+    expect((await bob.get("/_burrow/api/me/shared")).body).toEqual([]);
+    const aliceToken = await admin.createToken(aliceId, "alice-private");
+    const agent = await startAgent({ kind: "tcp", target: upstream.port!, server: server.edgeUrl, token: aliceToken, args: ["--private", "--name", "db", "--share", "bob"] });
+    try {
+      const mine = (await alice.get("/_burrow/api/me/tunnels")).body;
+      expect(mine.find((t: any) => t.private)).toMatchObject({ protocol: "tcp", url: "alice/db", private: { target: "alice/db", shares: ["bob"], connected: 0 }, device_name: "alice-private" });
+      expect((await bob.get("/_burrow/api/me/shared")).body).toEqual([{ target: "alice/db", protocol: "tcp", online: true, command: "burrow connect alice/db" }]);
+      // alice's own is not "shared with" her; nobody else's list has it
+      expect((await alice.get("/_burrow/api/me/shared")).body).toEqual([]);
+    } finally {
+      await agent.stop();
+    }
+    await waitUntil(async () => (await bob.get("/_burrow/api/me/shared")).body[0]?.online === false, 5_000, "alice/db offline in bob's list");
+  });
+
   test("traffic: one record a day for the days asked (30 by default); a bad days is 400", async () => {
     const portal = await portalAs(server.edgePort, "alice");
     const days = await portal.get("/_burrow/api/me/traffic?days=7");

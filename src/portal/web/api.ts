@@ -52,9 +52,19 @@ export interface MyTunnel {
   in_rotation?: boolean;
   url: string;
   device_name: string | null;
+  /** A private tunnel: reached with `burrow connect target` by its owner and `shares`; `connected`: connectors now. */
+  private?: { target: string; shares: string[]; connected: number };
   connected_at: string;
   bytes_in: number;
   bytes_out: number;
+}
+
+/** A private tunnel another user shares with this one. */
+export interface SharedTunnel {
+  target: string;
+  protocol: "http" | "tcp" | "udp";
+  online: boolean;
+  command: string;
 }
 
 export interface Domain {
@@ -104,6 +114,7 @@ export const api = {
   addDevice: (device_name: string) => call<NewDevice>("POST", "/_burrow/api/me/tokens", { device_name }),
   revoke: (id: number) => call<{ status: string }>("DELETE", `/_burrow/api/me/tokens/${id}`),
   tunnels: () => call<MyTunnel[]>("GET", "/_burrow/api/me/tunnels"),
+  shared: () => call<SharedTunnel[]>("GET", "/_burrow/api/me/shared"),
   traffic: (days: number) => call<DayTraffic[]>("GET", `/_burrow/api/me/traffic?days=${days}`),
   domains: () => call<Domain[]>("GET", "/_burrow/api/me/domains"),
   hostnames: () => call<Hostname[]>("GET", "/_burrow/api/me/hostnames"),

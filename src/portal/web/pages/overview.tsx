@@ -3,7 +3,7 @@ import { TrafficChart } from "../../../ui/components/chart.tsx";
 import { Badge, Card, Empty, ErrorBox, Loading, Progress, StaleWarning, Stat } from "../../../ui/components/ui.tsx";
 import { duration, formatBytes, formatQuota, PERIOD_WORDS, utcDateTime } from "../../../ui/format.ts";
 import { useApi, useNow, useTitle } from "../../../ui/hooks.ts";
-import { api, type MyTunnel } from "../api.ts";
+import { api, type MyTunnel, type SharedTunnel } from "../api.ts";
 import { useMe } from "../session.ts";
 
 const LIVE_REFRESH_MS = 5000;
@@ -16,6 +16,7 @@ export function OverviewPage() {
   const days = useApi(() => api.traffic(30), [], CHART_REFRESH_MS);
   const domains = useApi(api.domains, []);
   const hostnames = useApi(api.hostnames, []);
+  const shared = useApi(api.shared, [], LIVE_REFRESH_MS);
   const u = me.user;
   const period = PERIOD_WORDS[u.traffic_period];
 
@@ -44,6 +45,11 @@ export function OverviewPage() {
         <StaleWarning error={live.data ? live.error : undefined} what="your tunnels" />
         {live.data ? <Tunnels tunnels={live.data} /> : !live.error && <Loading what="your tunnels" />}
       </Card>
+      {shared.data && shared.data.length > 0 && (
+        <Card title="Shared with you" id="shared">
+          <SharedTunnels tunnels={shared.data} />
+        </Card>
+      )}
       <Card title="Traffic, last 30 days" id="chart">
         {days.error && !days.data && <ErrorBox title="Could not load traffic" message={days.error} retry={days.reload} />}
         {days.data ? <TrafficChart days={days.data} caption="Your tunnels, per UTC day" /> : !days.error && <Loading what="traffic" />}
@@ -109,7 +115,9 @@ function Tunnels(props: { tunnels: MyTunnel[] }) {
         {props.tunnels.map((t) => (
           <tr key={`${t.url}:${t.connected_at}`}>
             <td data-label="Address">
-              {t.protocol === "http" ? (
+              {t.private ? (
+                <span class="mono">{t.private.target}</span>
+              ) : t.protocol === "http" ? (
                 <a href={t.url} target="_blank" rel="noopener noreferrer">
                   {t.url.replace(/^https?:\/\//, "")}
                 </a>
@@ -118,6 +126,16 @@ function Tunnels(props: { tunnels: MyTunnel[] }) {
               )}{" "}
               <Badge tone="info">{t.protocol}</Badge>
               {t.pool && <Badge tone={t.in_rotation ? "ok" : "warn"}>{t.in_rotation ? "pool" : "pool, out of rotation"}</Badge>}
+              {t.private && (
+                <>
+                  {" "}
+                  <Badge tone="warn">private</Badge>
+                  <div class="muted small">
+                    {t.private.shares.length > 0 ? `shared with ${t.private.shares.join(", ")}` : "shared with no one: only you"}
+                    {t.private.connected > 0 ? `; ${t.private.connected} connected` : ""}
+                  </div>
+                </>
+              )}
             </td>
             <td data-label="Device">{t.device_name ?? "—"}</td>
             <td data-label="Up for" title={`since ${utcDateTime(t.connected_at)}`}>
@@ -128,6 +146,34 @@ function Tunnels(props: { tunnels: MyTunnel[] }) {
             </td>
             <td data-label="Out" class="num">
               {formatBytes(t.bytes_out)}
+            </td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+/** Private tunnels others share with the user: how to reach each, and whether it is there now. */
+function SharedTunnels(props: { tunnels: SharedTunnel[] }) {
+  return (
+    <table class="cards-on-phone" data-testid="shared-tunnels">
+      <thead>
+        <tr>
+          <th scope="col">Tunnel</th>
+          <th scope="col">Now</th>
+          <th scope="col">Reach it with</th>
+        </tr>
+      </thead>
+      <tbody>
+        {props.tunnels.map((t) => (
+          <tr key={t.target}>
+            <td data-label="Tunnel">
+              <span class="mono">{t.target}</span> <Badge tone="info">{t.protocol}</Badge>
+            </td>
+            <td data-label="Now">{t.online ? <Badge tone="ok">online</Badge> : <Badge tone="warn">offline</Badge>}</td>
+            <td data-label="Reach it with">
+              <code>{t.command}</code>
             </td>
           </tr>
         ))}
