@@ -7,10 +7,9 @@
  * (NOT_SHARED). The name is one owner's over the cluster.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { connect as tcpConnect } from "node:net";
 import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { refusal, startAgent } from "../harness/agent.ts";
-import { startConnector, type TestConnector } from "../harness/connector.ts";
+import { echoThrough, startConnector, type TestConnector } from "../harness/connector.ts";
 import { freeRange } from "../harness/ports.ts";
 import { startPostgres, type TestPostgres } from "../harness/postgres.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
@@ -50,20 +49,6 @@ function connector(who: string, target: string, node: TestServer): TestConnector
   const c = startConnector({ server: node.edgeUrl, token: tokens[who]!, target });
   connectors.push(c);
   return c;
-}
-
-function echoThrough(port: number, text: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const s = tcpConnect(port, "127.0.0.1", () => s.write(text));
-    let got = "";
-    s.on("data", (d) => {
-      got += d.toString();
-      if (got.length >= text.length) (s.destroy(), resolve(got));
-    });
-    s.on("error", reject);
-    s.on("close", () => resolve(got));
-    setTimeout(() => (s.destroy(), resolve(got)), 5_000);
-  });
 }
 
 describe("a private tunnel on one node, its connector on another", () => {

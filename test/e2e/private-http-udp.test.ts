@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { connect as tcpConnect } from "node:net";
 import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { startAgent } from "../harness/agent.ts";
-import { startConnector, type TestConnector } from "../harness/connector.ts";
+import { heldRequest, startConnector, type TestConnector } from "../harness/connector.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
 
 let server: TestServer;
@@ -119,12 +119,7 @@ describe("a private http tunnel", () => {
     const carolToken = await admin.createToken(userIds.carol!, "carol-revoked");
     const carol = connector(carolToken, "alice/app3");
     const port = await carol.port();
-    // a connection held open: a request whose body has not all come
-    const { promise: closed, resolve } = Promise.withResolvers<number>();
-    const held = tcpConnect(port, "127.0.0.1", () => held.write("POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\npart"));
-    held.on("close", () => resolve(performance.now()));
-    held.on("error", () => {});
-    await Bun.sleep(300);
+    const { closed } = await heldRequest(port);
     const tokenId = (await admin.get(`/api/users/${userIds.carol}/tokens`)).body.find((t: any) => t.device_name === "carol-revoked").id;
     expect((await admin.delete(`/api/tokens/${tokenId}`)).status).toBe(200);
     const revokedAt = performance.now();
@@ -132,6 +127,35 @@ describe("a private http tunnel", () => {
     // a liveness bound: the close is the revocation's own event, milliseconds on any machine
     expect(closedAt - revokedAt).toBeLessThan(1_000);
     expect(await carol.proc.exited).toBe(1);
+  }, 60_000);
+});
+
+describe("disabling either user", () => {
+  test("closes the live connections at once: the connector's user disabled, it exits; the owner's, its connectors wait", async () => {
+    const daveId = await admin.createUser("dave", { allowed_protocols: "http,tcp,udp" });
+    const ownerId = await admin.createUser("erin", { allowed_protocols: "http,tcp,udp" });
+    const erinToken = await admin.createToken(ownerId, "erin-laptop");
+    const owner = await startAgent({ kind: "http", target: service.port!, server: server.edgeUrl, token: erinToken, args: ["--private", "--name", "wiki", "--share", "dave,bob"] });
+    try {
+      const held = async (token: string) => {
+        const c = connector(token, "erin/wiki");
+        return { c, ...(await heldRequest(await c.port())) };
+      };
+      const dave = await held(await admin.createToken(daveId, "dave-laptop"));
+      expect((await admin.put(`/api/users/${daveId}`, { enabled: false })).status).toBe(200);
+      let at = performance.now();
+      expect((await Promise.race([dave.closed, Bun.sleep(5_000).then(() => Infinity)])) - at).toBeLessThan(1_000);
+      expect(await dave.c.proc.exited).toBe(1);
+      expect(dave.c.output.text()).toContain("USER_DISABLED");
+
+      const bob = await held(tokens.bob!);
+      expect((await admin.put(`/api/users/${ownerId}`, { enabled: false })).status).toBe(200);
+      at = performance.now();
+      expect((await Promise.race([bob.closed, Bun.sleep(5_000).then(() => Infinity)])) - at).toBeLessThan(1_000);
+      await bob.c.output.waitFor(/erin\/wiki is offline|NOT_SHARED/, 5_000);
+    } finally {
+      await owner.stop();
+    }
   }, 60_000);
 });
 

@@ -7,10 +7,9 @@
  * list shows the shares and who is connected.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { connect as tcpConnect } from "node:net";
 import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { startAgent, type TestAgent } from "../harness/agent.ts";
-import { startConnector } from "../harness/connector.ts";
+import { echoThrough, startConnector } from "../harness/connector.ts";
 import { LineReader } from "../harness/lines.ts";
 import { burrowCommand, startServer, type TestServer } from "../harness/server.ts";
 import { waitUntil } from "../harness/wait.ts";
@@ -42,24 +41,6 @@ function connector(who: string, target: string, args?: string[]) {
   const c = startConnector({ server: server.edgeUrl, token: tokens[who]!, target, ...(args ? { args } : {}) });
   children.push(c.proc);
   return c;
-}
-
-/** Sends `text` to 127.0.0.1:`port` and reads the echo back. */
-function echoThrough(port: number, text: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const s = tcpConnect(port, "127.0.0.1", () => s.write(text));
-    let got = "";
-    s.on("data", (d) => {
-      got += d.toString();
-      if (got.length >= text.length) {
-        s.destroy();
-        resolve(got);
-      }
-    });
-    s.on("error", reject);
-    s.on("close", () => resolve(got));
-    setTimeout(() => (s.destroy(), resolve(got)), 5_000);
-  });
 }
 
 function owner(share: string[]): Promise<TestAgent> {
