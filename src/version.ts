@@ -14,7 +14,8 @@ export const VERSION: string = pkg.version;
 export const BUILD = {
   commit: typeof BURROW_COMMIT === "string" ? BURROW_COMMIT : "not recorded (not built by npm run build)",
   builtAt: typeof BURROW_BUILT_AT === "string" ? BURROW_BUILT_AT : "not recorded (not built by npm run build)",
-  target: typeof BURROW_TARGET === "string" ? BURROW_TARGET : `bun ${Bun.version} on ${process.platform}-${process.arch}`,
+  // the npm package (burrow-agent) runs this on Node.js too, where there is no Bun
+  target: typeof BURROW_TARGET === "string" ? BURROW_TARGET : `${typeof Bun === "undefined" ? `node ${process.version}` : `bun ${Bun.version}`} on ${process.platform}-${process.arch}`,
 };
 
 /** What `burrow version` prints: the version on the first line, then how it was built. */

@@ -26,6 +26,7 @@ import { VERSION } from "../version.ts";
 import { ACCESS_UNSUPPORTED, unenforcedAccess } from "./access.ts";
 import { localAuthority, type LocalTarget } from "./local-target.ts";
 import { directLink, webSocketLink, type Link } from "../sockets/links.ts";
+import type { WebSocketOptions } from "../runtime/types.ts";
 import { askDirectPort } from "./direct-port.ts";
 import type { AgentOutput, TunnelView } from "./output.ts";
 import type { RequestTaps } from "./inspector/tap.ts";
@@ -263,8 +264,8 @@ export class Agent {
       if (this.stopping) return { outcome: { kind: "stopped" }, wasReady: false };
       if (port !== undefined) return this.goDirect(server, secure, port);
     }
-    const tls: Record<string, unknown> = { rejectUnauthorized: !this.opts.insecure };
-    let options: Record<string, unknown> = { perMessageDeflate: false, tls };
+    const tls: NonNullable<WebSocketOptions["tls"]> = { rejectUnauthorized: !this.opts.insecure };
+    let options: WebSocketOptions & { perMessageDeflate?: boolean } = { perMessageDeflate: false, tls };
     let url = server.toString();
     let bridge: SocksBridge | undefined;
     if (this.opts.proxy?.startsWith("socks5")) {
@@ -282,7 +283,7 @@ export class Agent {
     }
     let result: { outcome: Outcome; wasReady: boolean };
     try {
-      result = await this.runSession(webSocketLink(url, options as Bun.WebSocketOptions), canGoDirect);
+      result = await this.runSession(webSocketLink(url, options), canGoDirect);
     } catch (err) {
       return { outcome: { kind: "lost", why: (err as Error).message }, wasReady: false };
     } finally {

@@ -4,6 +4,7 @@
  * connect ("tcp"). Two failures in a row take the member out of the pool's
  * rotation, two successes put it back: one bad answer moves nothing.
  */
+import { runtime } from "../runtime/current.ts";
 import type { LocalTarget } from "./local-target.ts";
 import { localAuthority } from "./local-target.ts";
 
@@ -69,8 +70,8 @@ export class HealthCheck {
     if (this.settings.check === "tcp") {
       try {
         const socket = await Promise.race([
-          Bun.connect({ hostname: this.target.host, port: this.target.port, socket: { data() {}, error() {} } }),
-          Bun.sleep(timeoutMs).then(() => {
+          runtime.connect({ hostname: this.target.host, port: this.target.port, socket: { data() {}, error() {} } }),
+          runtime.sleep(timeoutMs).then(() => {
             throw new Error("no connection in time");
           }),
         ]);

@@ -7,6 +7,7 @@
  * with Ctrl-C or SIGTERM loses no request: the pool's other members take
  * the new ones meanwhile.
  */
+import { runtime } from "../runtime/current.ts";
 import type { Rotation } from "../protocol/messages.ts";
 import { HealthCheck, type HealthSettings } from "./health.ts";
 import type { AgentOutput, TunnelView } from "./output.ts";
@@ -116,8 +117,8 @@ export class PoolMembership {
     this.out.notice?.("leaving the pool: finishing what is in flight");
     const deadline = Date.now() + timeoutMs;
     // a moment first: a request the edge sent before it heard may be on its way
-    await Bun.sleep(QUIET_MS);
-    while ((this.busy > 0 || Date.now() - this.lastOpened < QUIET_MS) && Date.now() < deadline) await Bun.sleep(50);
+    await runtime.sleep(QUIET_MS);
+    while ((this.busy > 0 || Date.now() - this.lastOpened < QUIET_MS) && Date.now() < deadline) await runtime.sleep(50);
   }
 
   stop(): void {

@@ -1,5 +1,6 @@
 /** The agent's side of a tcp stream: a connection to the local service, relayed both ways. */
-import type { Socket } from "bun";
+import { runtime } from "../runtime/current.ts";
+import type { RuntimeSocket } from "../runtime/types.ts";
 import type { Stream } from "../protocol/mux.ts";
 import { WireError } from "../protocol/wire.ts";
 import { SocketRelay } from "../sockets/socket-stream.ts";
@@ -24,12 +25,12 @@ export async function serveTcpStream(
   stream.onData = (chunk) => early.push(chunk);
   stream.onEnd = () => (earlyEnd = true);
   try {
-    await Bun.connect<undefined>({
+    await runtime.connect<undefined>({
       hostname: target.host,
       port: target.port,
       allowHalfOpen: true,
       socket: {
-        open(socket: Socket<undefined>) {
+        open(socket: RuntimeSocket<undefined>) {
           if (stream.isClosed) return void socket.terminate(); // the visitor left while we connected
           // a new socket takes a header this small whole: it leaves before anything the relay writes
           if (proxyHeader && socket.write(proxyHeader) !== proxyHeader.byteLength) {

@@ -11,7 +11,8 @@
  * with it. An ICMP error from the service (nothing listening) does not end
  * the flow, which is UDP's way: it is kept to say on close.
  */
-import type { udp } from "bun";
+import { runtime } from "../runtime/current.ts";
+import type { ConnectedUdp, UdpHandlers } from "../runtime/types.ts";
 import type { Stream } from "../protocol/mux.ts";
 import { WireError } from "../protocol/wire.ts";
 import { describeLocalError, type LocalTarget } from "./local-target.ts";
@@ -32,7 +33,7 @@ export interface FlowCounts {
 /** Returns the flow's counts, which grow as it carries datagrams. */
 export function serveUdpFlow(stream: Stream, target: LocalTarget, onClose: (counts: FlowCounts, error?: string) => void): Readonly<FlowCounts> {
   const counts: FlowCounts = { datagramsIn: 0, datagramsOut: 0, bytesIn: 0, bytesOut: 0, dropped: 0 };
-  let socket: udp.ConnectedSocket<"buffer"> | undefined;
+  let socket: ConnectedUdp | undefined;
   let early: Uint8Array[] | undefined = [];
   let lastError: string | undefined;
   let over = false;
@@ -68,13 +69,13 @@ export function serveUdpFlow(stream: Stream, target: LocalTarget, onClose: (coun
   };
   stream.whenReset(finish);
   connectTo(target, {
-    data: (_s, datagram) => {
+    data: (datagram) => {
       if (!stream.sendDatagram(datagram)) return void counts.dropped++;
       counts.datagramsOut++;
       counts.bytesOut += datagram.byteLength;
     },
-    // an ICMP error from the service's side (nothing listening): Bun may call this without an error, and it must never throw
-    error: (_s, err) => {
+    // an ICMP error from the service's side (nothing listening): it must never throw
+    error: (err) => {
       lastError = err ? describeLocalError(err) : "an ICMP error came back (nothing listening there?)";
     },
   }).then(
@@ -98,13 +99,12 @@ export function serveUdpFlow(stream: Stream, target: LocalTarget, onClose: (coun
  * family the service's address is of (an IPv6 service needs an IPv6
  * socket; a name is tried as IPv4 first, as Bun resolves it, then IPv6).
  */
-async function connectTo(target: LocalTarget, socket: udp.ConnectedSocketHandler<"buffer">): Promise<udp.ConnectedSocket<"buffer">> {
-  const connect = { hostname: target.host, port: target.port };
-  if (target.host.includes(":")) return Bun.udpSocket({ hostname: "::", port: 0, binaryType: "buffer", connect, socket });
+async function connectTo(target: LocalTarget, handlers: UdpHandlers): Promise<ConnectedUdp> {
+  if (target.host.includes(":")) return runtime.connectUdp(target.host, target.port, true, handlers);
   try {
-    return await Bun.udpSocket({ port: 0, binaryType: "buffer", connect, socket });
+    return await runtime.connectUdp(target.host, target.port, false, handlers);
   } catch (err) {
     if ((err as { code?: string }).code !== "EAFNOSUPPORT") throw err;
-    return Bun.udpSocket({ hostname: "::", port: 0, binaryType: "buffer", connect, socket });
+    return runtime.connectUdp(target.host, target.port, true, handlers);
   }
 }

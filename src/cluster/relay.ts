@@ -281,7 +281,7 @@ export class RelayOut {
     return new Promise((resolve) => {
       let link: Link;
       try {
-        link = webSocketLink(wsUrl, { headers: { Authorization: nodeAuthorization(this.secret, this.nodeId) } } as Bun.WebSocketOptions);
+        link = webSocketLink(wsUrl, { headers: { Authorization: nodeAuthorization(this.secret, this.nodeId) } });
       } catch (err) {
         log.warn("relay link not made", { node: nodeId, err: String(err) });
         return resolve(undefined);

@@ -4,7 +4,8 @@
  * (frames straight on TCP or TLS, taken when the edge offers it with MOVE).
  * A session sees only a Link: frames out, runs of whole frames in.
  */
-import type { Socket } from "bun";
+import { runtime } from "../runtime/current.ts";
+import type { RuntimeSocket, WebSocketOptions } from "../runtime/types.ts";
 import { FrameReader } from "../protocol/frame-reader.ts";
 import { ProtocolError, type Frame } from "../protocol/frames.ts";
 import type { SendResult } from "../protocol/mux.ts";
@@ -41,14 +42,16 @@ export interface Link {
 /** Bytes queued in the WebSocket before writers pause. */
 const SEND_BUFFER_LIMIT = 4 * 1024 * 1024;
 const DRAIN_POLL_MS = 1;
+/** WebSocket.OPEN, the same in every implementation. */
+const OPEN = 1;
 
-export function webSocketLink(url: string, options: Bun.WebSocketOptions): Link {
-  const ws = new WebSocket(url, options);
+export function webSocketLink(url: string, options: WebSocketOptions): Link {
+  const ws = runtime.webSocket(url, options);
   ws.binaryType = "nodebuffer"; // a Buffer view of the message, no extra ArrayBuffer copy
   // Bun's client WebSocket has no drain event: past the limit, writers pause and we poll
   let polling = false;
   const pollDrain = () => {
-    if (ws.bufferedAmount < SEND_BUFFER_LIMIT / 2 || ws.readyState !== WebSocket.OPEN) {
+    if (ws.bufferedAmount < SEND_BUFFER_LIMIT / 2 || ws.readyState !== OPEN) {
       polling = false;
       link.onDrain?.();
     } else setTimeout(pollDrain, DRAIN_POLL_MS);
@@ -58,11 +61,11 @@ export function webSocketLink(url: string, options: Bun.WebSocketOptions): Link 
   let failure: string | undefined;
   const link: Link = {
     get isOpen() {
-      return ws.readyState === WebSocket.OPEN;
+      return ws.readyState === OPEN;
     },
     send(frames) {
-      if (ws.readyState !== WebSocket.OPEN) return "closed";
-      ws.send(frames as Uint8Array<ArrayBuffer>);
+      if (ws.readyState !== OPEN) return "closed";
+      ws.send(frames);
       if (ws.bufferedAmount <= SEND_BUFFER_LIMIT) return "sent";
       if (!polling) {
         polling = true;
@@ -80,7 +83,7 @@ export function webSocketLink(url: string, options: Bun.WebSocketOptions): Link 
   ws.onmessage = (ev) => {
     if (typeof ev.data !== "string") link.onMessage?.(ev.data as Uint8Array);
   };
-  ws.onerror = (ev) => void (failure = describeSocketError(ev));
+  ws.onerror = (ev) => void (failure = describeSocketError(ev as Event));
   ws.onclose = (ev) =>
     link.onClose?.(
       ev.reason
@@ -103,7 +106,7 @@ export interface DirectTarget {
 /** Connects to the edge's direct port; rejects with why when it cannot within the time given. */
 export function directLink(target: DirectTarget): Promise<Link> {
   return new Promise((resolve, reject) => {
-    let socket: Socket<undefined> | undefined;
+    let socket: RuntimeSocket<undefined> | undefined;
     let settled = false;
     let link: Link | undefined;
     const fail = (why: string) => {
@@ -120,13 +123,13 @@ export function directLink(target: DirectTarget): Promise<Link> {
       (frames) => link?.onMessage?.(frames),
       (piece) => link?.onFrame?.(piece),
     );
-    const up = (s: Socket<undefined>) => {
+    const up = (s: RuntimeSocket<undefined>) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
       socket = s;
       s.setNoDelay(true);
-      sender = new SocketSender(s as Socket<unknown>);
+      sender = new SocketSender(s as RuntimeSocket);
       link = {
         get isOpen() {
           return !closed;
@@ -138,7 +141,7 @@ export function directLink(target: DirectTarget): Promise<Link> {
       };
       resolve(link);
     };
-    Bun.connect<undefined>({
+    runtime.connect<undefined>({
       hostname: target.host,
       port: target.port,
       ...(target.tls ? { tls: target.tls } : {}),
@@ -166,7 +169,7 @@ export function directLink(target: DirectTarget): Promise<Link> {
           link?.onClose?.("lost the connection to the server");
         },
         error: (_s, err) => fail(err.message),
-        connectError: (_s, err) => fail((err as Error).message),
+        connectError: (_s, err) => fail(err.message),
       },
     }).then(
       // given up on before it opened (the time limit): it must not linger, half made, keeping the process alive

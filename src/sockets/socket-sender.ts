@@ -5,7 +5,7 @@
  * scratch buffer, so whatever the socket did not take is copied here and
  * the mux is told "backpressure" until the socket drains.
  */
-import type { Socket } from "bun";
+import type { RuntimeSocket } from "../runtime/types.ts";
 import { PendingWrites } from "./pending-writes.ts";
 import type { SendResult } from "../protocol/mux.ts";
 
@@ -25,7 +25,7 @@ export class SocketSender {
   private closed = false;
 
   constructor(
-    private readonly socket: Socket<unknown>,
+    private readonly socket: RuntimeSocket,
     private readonly endGraceMs = END_GRACE_MS,
   ) {
     this.pending = new PendingWrites(socket);

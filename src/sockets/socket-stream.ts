@@ -4,7 +4,7 @@
  * that cannot take more holds the rest and returns credit only as it drains.
  * Used by the edge (public TCP ports) and the agent (local TCP services).
  */
-import type { Socket } from "bun";
+import type { RuntimeSocket } from "../runtime/types.ts";
 import type { Stream } from "../protocol/mux.ts";
 import { WireError } from "../protocol/wire.ts";
 import { PendingWrites } from "./pending-writes.ts";
@@ -26,7 +26,7 @@ export class SocketRelay {
   private closed = false;
 
   constructor(
-    private readonly socket: Socket<any>,
+    private readonly socket: RuntimeSocket<any>,
     private readonly stream: Stream,
     private readonly counters: RelayCounters = {},
   ) {

@@ -10,7 +10,8 @@
  * not the end of what the visitor may still send). For HTTP, the service's
  * FIN ends the connection as before.
  */
-import type { Socket, SocketHandler } from "bun";
+import { runtime } from "../../runtime/current.ts";
+import type { RuntimeSocket, SocketHandlers } from "../../runtime/types.ts";
 import { isIP } from "node:net";
 import { PendingWrites } from "../../sockets/pending-writes.ts";
 
@@ -28,7 +29,7 @@ export interface ConnectionUser {
 }
 
 /** One handler object for every connection: the events find their connection in socket.data. */
-const handlers: SocketHandler<LocalConnection> = {
+const handlers: SocketHandlers<LocalConnection> = {
   open: (socket) => void socket.setNoDelay(true), // a request head and its body are separate writes: no Nagle delay between them
   data: (socket, bytes) => socket.data.onData(bytes),
   drain: (socket) => socket.data.onDrain(),
@@ -52,7 +53,7 @@ export class LocalConnection {
   /** Our side is half-closed (shutdown()): Bun then reports the service's FIN as a close without an end. */
   halfClosed = false;
   private pending!: PendingWrites;
-  private socket!: Socket<LocalConnection>;
+  private socket!: RuntimeSocket<LocalConnection>;
 
   private constructor(readonly key: string) {}
 
@@ -64,7 +65,7 @@ export class LocalConnection {
   static async open(hostname: string, port: number, key: string, tls = false): Promise<LocalConnection | Error> {
     const conn = new LocalConnection(key);
     try {
-      conn.socket = await Bun.connect({
+      conn.socket = await runtime.connect({
         hostname,
         port,
         data: conn,

@@ -1,0 +1,18 @@
+/** The agent's runtime on Bun: Bun's own sockets, WebSocket and UDP (runtime/types.ts). */
+import type { AgentRuntime, ConnectOptions, RuntimeSocket } from "./types.ts";
+
+export const bunRuntime: AgentRuntime = {
+  name: "bun",
+  connect: <T>(options: ConnectOptions<T>) => Bun.connect<T>(options as unknown as Parameters<typeof Bun.connect<T>>[0]) as unknown as Promise<RuntimeSocket<T>>,
+  webSocket: (url, options) => new WebSocket(url, options as Bun.WebSocketOptions) as unknown as ReturnType<AgentRuntime["webSocket"]>,
+  async connectUdp(host, port, ipv6, handlers) {
+    const socket = {
+      data: (_s: unknown, datagram: Uint8Array) => handlers.data(datagram),
+      // Bun may call this without an error; it must never throw
+      error: (_s: unknown, err?: Error) => handlers.error(err ?? undefined),
+    };
+    const connect = { hostname: host, port };
+    return ipv6 ? Bun.udpSocket({ hostname: "::", port: 0, binaryType: "buffer", connect, socket }) : Bun.udpSocket({ port: 0, binaryType: "buffer", connect, socket });
+  },
+  sleep: (ms) => Bun.sleep(ms),
+};

@@ -1,0 +1,178 @@
+/**
+ * The agent's runtime on Node.js (the npm package `burrow-agent`): node:net
+ * and node:tls sockets shaped as Bun's, node:dgram for UDP, and the `ws`
+ * package for the WebSocket (Node's own has no headers or TLS options).
+ *
+ * A Bun socket's write is unbuffered: it takes what the kernel takes and
+ * says how much. A Node socket buffers everything it is given. So that a
+ * slow peer still pushes back on the stream feeding it, write() here takes
+ * a whole chunk while the socket is under its high-water mark and nothing
+ * (0) once it is over it, until 'drain', when the drain handler is called,
+ * as Bun calls it. Node keeps a reference to what it buffers, and callers
+ * reuse their buffers (the mux's scratch), so each chunk is copied.
+ */
+import { createSocket, type Socket as UdpSocket } from "node:dgram";
+import { connect as netConnect, type Socket as NetSocket } from "node:net";
+import { connect as tlsConnect, type ConnectionOptions, type TLSSocket } from "node:tls";
+import WebSocket from "ws";
+import type { AgentRuntime, ConnectOptions, ConnectedUdp, RuntimeSocket, RuntimeWebSocket, SocketHandlers, UdpHandlers, WebSocketOptions } from "./types.ts";
+
+class NodeSocket<T> implements RuntimeSocket<T> {
+  /** Over the high-water mark: writes take nothing until 'drain'. */
+  private full = false;
+
+  constructor(
+    readonly raw: NetSocket | TLSSocket,
+    public data: T,
+  ) {}
+
+  get remoteAddress(): string {
+    return this.raw.remoteAddress ?? "";
+  }
+
+  write(bytes: Uint8Array | string): number {
+    const raw = this.raw;
+    if (raw.destroyed || !raw.writable) return -1;
+    if (this.full) return 0;
+    const chunk = typeof bytes === "string" ? Buffer.from(bytes, "latin1") : Buffer.from(bytes);
+    if (!raw.write(chunk)) this.full = true;
+    return typeof bytes === "string" ? chunk.byteLength : bytes.byteLength;
+  }
+
+  drained(): boolean {
+    const was = this.full;
+    this.full = false;
+    return was;
+  }
+
+  end(): void {
+    this.raw.end();
+  }
+
+  shutdown(): void {
+    this.raw.end();
+  }
+
+  terminate(): void {
+    this.raw.destroy();
+  }
+
+  pause(): void {
+    this.raw.pause();
+  }
+
+  resume(): void {
+    this.raw.resume();
+  }
+
+  setNoDelay(noDelay = true): boolean {
+    this.raw.setNoDelay(noDelay);
+    return true;
+  }
+
+  ref(): void {
+    this.raw.ref();
+  }
+
+  unref(): void {
+    this.raw.unref();
+  }
+}
+
+function connect<T>(options: ConnectOptions<T>): Promise<RuntimeSocket<T>> {
+  return new Promise((resolve, reject) => {
+    const h: SocketHandlers<T> = options.socket;
+    const allowHalfOpen = options.allowHalfOpen ?? false;
+    const tls = options.tls;
+    const raw = tls
+      ? tlsConnect({
+          host: options.hostname,
+          port: options.port,
+          rejectUnauthorized: false, // judged below, as Bun's handshake handler judges it
+          ...(tls.serverName ? { servername: tls.serverName } : {}),
+          allowHalfOpen,
+        } as ConnectionOptions)
+      : netConnect({ host: options.hostname, port: options.port, allowHalfOpen });
+    const socket = new NodeSocket<T>(raw, options.data as T);
+    let connected = false;
+    let lastError: Error | undefined;
+    const opened = () => {
+      connected = true;
+      h.open?.(socket);
+      if (tls) {
+        const verified = (raw as TLSSocket).authorized;
+        const why = verified ? null : new Error(String((raw as TLSSocket).authorizationError ?? "the certificate did not verify"));
+        if (!verified && tls.rejectUnauthorized && !h.handshake) {
+          raw.destroy(why!);
+          return;
+        }
+        h.handshake?.(socket, true, verified ? null : why);
+      }
+      resolve(socket);
+    };
+    raw.once(tls ? "secureConnect" : "connect", opened);
+    raw.on("data", (chunk: Buffer) => h.data?.(socket, chunk));
+    raw.on("drain", () => {
+      if (socket.drained()) h.drain?.(socket);
+    });
+    raw.on("end", () => h.end?.(socket));
+    raw.on("error", (err) => {
+      lastError = err;
+      if (!connected) {
+        h.connectError?.(socket, err);
+        reject(err);
+        return;
+      }
+      h.error?.(socket, err);
+    });
+    raw.on("close", () => {
+      if (connected) h.close?.(socket, lastError);
+    });
+  });
+}
+
+/** ws's client with the options the agent gives Bun's: headers, and TLS (the name it verifies, whether it verifies at all). */
+function webSocket(url: string, options: WebSocketOptions): RuntimeWebSocket {
+  if (options.proxy) throw new Error("an HTTP proxy for the connection to the server is supported by the burrow executable, not by the package on Node.js");
+  const ws = new WebSocket(url, {
+    headers: options.headers,
+    rejectUnauthorized: options.tls?.rejectUnauthorized ?? true,
+    ...(options.tls?.serverName ? { servername: options.tls.serverName } : {}),
+    perMessageDeflate: false,
+  });
+  return ws as unknown as RuntimeWebSocket;
+}
+
+async function connectUdp(host: string, port: number, ipv6: boolean, handlers: UdpHandlers): Promise<ConnectedUdp> {
+  const socket: UdpSocket = createSocket(ipv6 ? "udp6" : "udp4");
+  socket.on("message", (datagram) => handlers.data(datagram));
+  socket.on("error", (err) => handlers.error(err));
+  await new Promise<void>((resolve, reject) => {
+    socket.once("error", reject);
+    socket.connect(port, host, () => {
+      socket.off("error", reject);
+      resolve();
+    });
+  });
+  let closed = false;
+  return {
+    send(datagram) {
+      if (closed) return false;
+      socket.send(datagram);
+      return true;
+    },
+    close() {
+      if (closed) return;
+      closed = true;
+      socket.close();
+    },
+  };
+}
+
+export const nodeRuntime: AgentRuntime = {
+  name: "node",
+  connect,
+  webSocket,
+  connectUdp,
+  sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+};
