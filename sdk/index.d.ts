@@ -1,0 +1,87 @@
+/**
+ * burrow-agent: open a burrow tunnel from a Node.js (20+) or Bun program.
+ * These declarations are the package's API; test/sdk/declarations.test.ts
+ * checks that the implementation (sdk/src/index.ts) matches them.
+ */
+import { EventEmitter } from "node:events";
+
+export type Protocol = "http" | "tcp" | "tls" | "udp";
+
+export interface ForwardOptions {
+  /** The burrow server, e.g. "https://tunnels.example.com"; else BURROW_SERVER, else what `burrow login` saved. */
+  server?: string;
+  /** A device token; else BURROW_TOKEN, else what `burrow login` saved. */
+  token?: string;
+  /** "http" (the default), "tcp", "tls" or "udp". */
+  protocol?: Protocol;
+  /** The local port (on localhost). */
+  port?: number;
+  /** The local service as HOST:PORT, or for http a URL (https://localhost:8443 for a TLS service). */
+  addr?: string;
+  /** http and tls: the name asked for (`<subdomain>.<domain>`). */
+  subdomain?: string;
+  /** http and tls: a verified custom hostname of the user's. */
+  hostname?: string;
+  /** tcp and udp: the public port asked for. */
+  remotePort?: number;
+  /** http: the Host the local service is sent ("rewrite" for its own address, or a name). */
+  hostHeader?: string;
+  /** http: seconds the server waits for the local service's answer. */
+  responseTimeout?: number;
+  /** http: visitors sign in with one of these "user:password" pairs. */
+  basicAuth?: string[];
+  /** Visitors only from these CIDRs (e.g. "10.0.0.0/8"). */
+  allowCidr?: string[];
+  /** Visitors never from these CIDRs. */
+  denyCidr?: string[];
+  /** Accept a server certificate that does not verify (a test server). */
+  insecure?: boolean;
+  /** Closes the tunnel when aborted. */
+  signal?: AbortSignal;
+}
+
+/** A refusal from the server, with its stable code, e.g. SUBDOMAIN_TAKEN, AUTH_FAILED; UNREACHABLE when no server answered. */
+export declare class BurrowError extends Error {
+  readonly name: "BurrowError";
+  readonly code: string;
+  constructor(code: string, message: string);
+}
+
+/** What the screen shows of each request through an http tunnel. */
+export interface RequestInfo {
+  method: string;
+  path: string;
+  /** The status, "101 websocket" for a switch, or "502 (why)" when the local service failed. */
+  status: number | string;
+  /** Milliseconds from the request's arrival to its answer. */
+  duration: number;
+}
+
+export interface TunnelEvents {
+  request: [RequestInfo];
+  /** The connection to the server is down; the next try in `inMs`. */
+  reconnecting: [{ why: string; inMs: number; attempt: number }];
+  /** Live again after a reconnect. */
+  online: [];
+  /** Over: closed by close() or the signal (no code), or refused for good (its code). */
+  closed: [{ code?: string; message?: string }];
+}
+
+export declare class Tunnel extends EventEmitter<TunnelEvents> {
+  /** Made by forward(). */
+  private constructor();
+  /** Where visitors reach it: "https://demo.tunnels.example.com", or "tunnels.example.com:20001" for tcp. */
+  url: string;
+  /** For tcp and udp: the public port. */
+  port?: number;
+  readonly protocol: Protocol;
+  /** Closes the tunnel and the connection to the server; the name is free again at once. */
+  close(): Promise<void>;
+}
+
+/**
+ * Opens a tunnel to a local service; resolves once it is live (rejects with
+ * a BurrowError carrying the refusal's code). Afterwards it reconnects as
+ * the `burrow` command does, and says so with "reconnecting" and "online".
+ */
+export declare function forward(options: ForwardOptions): Promise<Tunnel>;

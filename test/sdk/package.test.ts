@@ -1,0 +1,109 @@
+/**
+ * The npm package burrow-agent as its users get it: built and packed
+ * (`npm run sdk:pack`), installed with `npm install ./burrow-agent-*.tgz`
+ * into a temp project, not imported from src/, and run by a script under
+ * Node.js and under Bun against the real server: an http tunnel (a request
+ * through its public address, the "request" event, the name free again at
+ * once after close()), a tcp tunnel, refusals with their codes, and an
+ * AbortSignal that closes the tunnel.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { buildSdk } from "../../build/sdk.ts";
+import { signedIn } from "../harness/admin.ts";
+import { startServer, type TestServer } from "../harness/server.ts";
+
+let server: TestServer;
+let token: string;
+let project: string;
+let tarball: string;
+const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => new Response(`upstream saw ${new URL(req.url).pathname}${new URL(req.url).search}`) });
+const echo = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data: (s, d) => void s.write(d) } });
+const node = Bun.which("node");
+
+beforeAll(async () => {
+  tarball = (await buildSdk()).tarball;
+  project = mkdtempSync(join(tmpdir(), "burrow-sdk-"));
+  writeFileSync(join(project, "package.json"), JSON.stringify({ name: "sdk-user", private: true, type: "module" }));
+  const installed = Bun.spawnSync(["npm", "install", "--no-audit", "--no-fund", "--silent", tarball], { cwd: project, stdout: "pipe", stderr: "pipe" });
+  if (installed.exitCode !== 0) throw new Error(`npm install of the package failed: ${installed.stderr.toString()}`);
+  copyFileSync(join(import.meta.dir, "scenario.mjs"), join(project, "scenario.mjs"));
+  server = await startServer();
+  const admin = await signedIn(server);
+  token = await admin.createToken(await admin.createUser("sdk-user", { allowed_protocols: "http,tcp" }), "sdk");
+}, 120_000);
+
+afterAll(async () => {
+  upstream.stop(true);
+  echo.stop(true);
+  await server?.stop();
+  if (project) rmSync(project, { recursive: true, force: true });
+});
+
+/** Runs scenario.mjs under `runtime` in the temp project; its JSON line. */
+async function scenario(runtime: "node" | "bun", name: string): Promise<Record<string, any>> {
+  const exe = runtime === "node" ? node! : process.execPath;
+  const env = {
+    ...process.env,
+    XDG_CONFIG_HOME: join(project, "no-config"),
+    NAME: runtime,
+    SCENARIO: JSON.stringify({ server: server.edgeUrl, token, edgePort: server.edgePort, httpPort: upstream.port, echoPort: echo.port, scenario: name }),
+  };
+  const proc = Bun.spawn([exe, "scenario.mjs"], { cwd: project, env, stdout: "pipe", stderr: "pipe" });
+  const timer = setTimeout(() => proc.kill("SIGKILL"), 30_000);
+  const [out, err] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
+  await proc.exited;
+  clearTimeout(timer);
+  const line = out.trim().split("\n").pop() ?? "";
+  try {
+    return JSON.parse(line);
+  } catch {
+    throw new Error(`no result from ${runtime}: ${out}\n${err}`);
+  }
+}
+
+test("the package is one ES module with its declarations and no dependencies", () => {
+  const manifest = JSON.parse(readFileSync(join(project, "node_modules", "burrow-agent", "package.json"), "utf8"));
+  expect(manifest).toMatchObject({ name: "burrow-agent", type: "module", engines: { node: ">=20" }, exports: { ".": { types: "./index.d.ts", default: "./index.js" } } });
+  expect(manifest.dependencies).toBeUndefined();
+  const code = readFileSync(join(project, "node_modules", "burrow-agent", "index.js"), "utf8");
+  // nothing of the server: no argon2, no SQLite, no drizzle
+  const found = ["@node-rs/argon2", "bun:sqlite", "drizzle-orm", "acme-client"].filter((name) => code.includes(name));
+  expect(found).toEqual([]);
+});
+
+for (const runtime of ["node", "bun"] as const) {
+  describe.skipIf(runtime === "node" && !node)(`on ${runtime === "node" ? "Node.js" : "Bun"}`, () => {
+    test("an http tunnel: a request through its public address, the request event, and its name free again at once after close()", async () => {
+      const r = await scenario(runtime, "http");
+      expect(r.error).toBeUndefined();
+      expect(r.url).toBe(`http://sdk-${runtime}.localhost:${server.edgePort}`);
+      expect(r.answer).toEqual({ status: 200, body: "upstream saw /hello?from=sdk" });
+      expect(r.requests).toEqual([{ method: "GET", path: "/hello?from=sdk", status: 200, timed: true }]);
+      expect(r.again).toBe(true);
+    }, 60_000);
+
+    test("a tcp tunnel carries bytes both ways", async () => {
+      const r = await scenario(runtime, "tcp");
+      expect(r.error).toBeUndefined();
+      expect(r.port).toBeGreaterThan(0);
+      expect(r.echo).toBe("bytes through a tcp tunnel");
+    }, 60_000);
+
+    test("refusals reject with a BurrowError and the server's code", async () => {
+      const r = await scenario(runtime, "refused");
+      expect(r.error).toBeUndefined();
+      expect(r.refused).toMatchObject({ isBurrowError: true, code: "SUBDOMAIN_TAKEN" });
+      expect(r.badToken).toBe("AUTH_FAILED");
+    }, 60_000);
+
+    test("an AbortSignal closes the tunnel", async () => {
+      const r = await scenario(runtime, "abort");
+      expect(r.error).toBeUndefined();
+      expect(r.closed).toEqual({});
+      expect(r.after).toBe(404);
+    }, 60_000);
+  });
+}

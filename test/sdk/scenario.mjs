@@ -1,0 +1,82 @@
+// Run by test/sdk/package.test.ts with `node` and with `bun`, inside a temp
+// project where the packed burrow-agent is installed: each scenario prints
+// one JSON line of what it saw.
+import { request } from "node:http";
+import { connect } from "node:net";
+import { BurrowError, forward } from "burrow-agent";
+
+const { server, token, edgePort, httpPort, echoPort, scenario } = JSON.parse(process.env.SCENARIO);
+
+/** GET `path` from the edge for the tunnel's public URL's host. */
+function visit(url, path) {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: "127.0.0.1", port: edgePort, path, headers: { host: new URL(url).host } }, (res) => {
+      let body = "";
+      res.on("data", (d) => (body += d));
+      res.on("end", () => resolve({ status: res.statusCode, body }));
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+function echo(port, text) {
+  return new Promise((resolve, reject) => {
+    const s = connect(port, "127.0.0.1", () => s.write(text));
+    let got = "";
+    s.on("data", (d) => {
+      got += d;
+      if (got.length >= text.length) (s.destroy(), resolve(got));
+    });
+    s.on("error", reject);
+  });
+}
+
+const runtime = typeof Bun === "undefined" ? `node ${process.version}` : "bun";
+const out = { runtime };
+try {
+  if (scenario === "http") {
+    const tunnel = await forward({ port: httpPort, subdomain: `sdk-${process.env.NAME}`, server, token });
+    const seen = [];
+    tunnel.on("request", (r) => seen.push(r));
+    out.url = tunnel.url;
+    out.answer = await visit(tunnel.url, "/hello?from=sdk");
+    await new Promise((r) => setTimeout(r, 100));
+    out.requests = seen.map((r) => ({ method: r.method, path: r.path, status: r.status, timed: typeof r.duration === "number" }));
+    await tunnel.close();
+    // the name is free again at once: the same subdomain opens again straight away
+    const again = await forward({ port: httpPort, subdomain: `sdk-${process.env.NAME}`, server, token });
+    out.again = again.url === tunnel.url;
+    await again.close();
+  } else if (scenario === "tcp") {
+    const tunnel = await forward({ protocol: "tcp", port: echoPort, server, token });
+    out.port = tunnel.port;
+    out.echo = await echo(tunnel.port, "bytes through a tcp tunnel");
+    await tunnel.close();
+  } else if (scenario === "refused") {
+    const held = await forward({ port: httpPort, subdomain: `held-${process.env.NAME}`, server, token });
+    try {
+      await forward({ port: httpPort, subdomain: `held-${process.env.NAME}`, server, token });
+      out.refused = false;
+    } catch (err) {
+      out.refused = { isBurrowError: err instanceof BurrowError, code: err.code, message: err.message };
+    }
+    await held.close();
+    try {
+      await forward({ port: httpPort, server, token: "not-a-token" });
+    } catch (err) {
+      out.badToken = err.code;
+    }
+  } else if (scenario === "abort") {
+    const controller = new AbortController();
+    const tunnel = await forward({ port: httpPort, subdomain: `abort-${process.env.NAME}`, server, token, signal: controller.signal });
+    const closed = new Promise((resolve) => tunnel.on("closed", resolve));
+    controller.abort();
+    out.closed = await closed;
+    out.after = (await visit(tunnel.url, "/")).status;
+  }
+} catch (err) {
+  out.error = `${err?.name}: ${err?.message} ${err?.code ?? ""}`;
+}
+console.log(JSON.stringify(out));
+process.exit(0);
