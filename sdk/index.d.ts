@@ -28,6 +28,8 @@ export interface ForwardOptions {
   hostHeader?: string;
   /** http: seconds the server waits for the local service's answer. */
   responseTimeout?: number;
+  /** http: no browser warning page before the first visit (if the user's `skip_warning` allows it). */
+  skipWarning?: boolean;
   /** http: visitors sign in with one of these "user:password" pairs. */
   basicAuth?: string[];
   /** Visitors only from these CIDRs (e.g. "10.0.0.0/8"). */
@@ -38,6 +40,12 @@ export interface ForwardOptions {
   insecure?: boolean;
   /** Closes the tunnel when aborted. */
   signal?: AbortSignal;
+  /**
+   * http: serve the requests with this function instead of a local port
+   * (`forward({ handler: app.fetch })` for a Hono, Elysia or any fetch-style
+   * app). Its Response's body is streamed; WebSocket upgrades are answered 501.
+   */
+  handler?: (request: Request) => Response | Promise<Response>;
 }
 
 /** A refusal from the server, with its stable code, e.g. SUBDOMAIN_TAKEN, AUTH_FAILED; UNREACHABLE when no server answered. */

@@ -43,6 +43,8 @@ export interface ForwardOptions {
   hostHeader?: string;
   /** http: seconds the server waits for the local service's answer. */
   responseTimeout?: number;
+  /** http: no browser warning page before the first visit (if the user's `skip_warning` allows it). */
+  skipWarning?: boolean;
   /** http: visitors sign in with one of these "user:password" pairs. */
   basicAuth?: string[];
   /** Visitors only from these CIDRs (e.g. "10.0.0.0/8"). */
@@ -53,6 +55,12 @@ export interface ForwardOptions {
   insecure?: boolean;
   /** Closes the tunnel when aborted. */
   signal?: AbortSignal;
+  /**
+   * http: serve the requests with this function instead of a local port
+   * (`forward({ handler: app.fetch })` for a Hono, Elysia or any fetch-style
+   * app). Its Response's body is streamed; WebSocket upgrades are answered 501.
+   */
+  handler?: (request: Request) => Response | Promise<Response>;
 }
 
 /** A refusal from the server, with its stable code (docs/reference/codes.md), e.g. SUBDOMAIN_TAKEN. */
@@ -132,6 +140,7 @@ function tunnelRequest(o: ForwardOptions, protocol: Protocol): TunnelRequest {
         ...(o.subdomain !== undefined ? { subdomain: o.subdomain } : {}),
         ...(o.hostname !== undefined ? { hostname: o.hostname } : {}),
         ...(o.responseTimeout !== undefined ? { responseTimeout: parseResponseTimeout(String(o.responseTimeout)) } : {}),
+        ...(o.skipWarning ? { skipWarning: true } : {}),
         ...(hasAccess ? { access } : {}),
       } as TunnelRequest;
     case "tls":
@@ -157,8 +166,16 @@ export function forward(options: ForwardOptions): Promise<Tunnel> {
   let creds: { server: string; token: string };
   try {
     const where = options.addr ?? (options.port !== undefined ? String(options.port) : undefined);
-    if (where === undefined) throw new TypeError("forward() needs port or addr");
-    target = parseTarget(where, protocol === "http");
+    if (options.handler !== undefined) {
+      if (typeof options.handler !== "function") throw new TypeError("handler must be a function (request: Request) => Response");
+      if (protocol !== "http") throw new TypeError(`a handler serves http tunnels, not ${protocol}`);
+      if (where !== undefined) throw new TypeError("give a handler or a port (or addr), not both");
+      // no local port: the agent hands each request to the function (src/agent/handler-stream.ts)
+      target = { host: "localhost", port: 0, handler: options.handler };
+    } else {
+      if (where === undefined) throw new TypeError("forward() needs port, addr or handler");
+      target = parseTarget(where, protocol === "http");
+    }
     if (options.hostHeader !== undefined) target.hostHeader = parseHostHeader(options.hostHeader);
     request = tunnelRequest(options, protocol);
     creds = resolveCredentials({ server: options.server, token: options.token });

@@ -10,6 +10,8 @@ export interface LocalTarget {
   proxyProtocol?: boolean;
   /** http: other local services by path prefix, longest first (--route, agent/routes.ts); the rest comes here. */
   routes?: { prefix: string; target: LocalTarget }[];
+  /** http: a function in this process serves the requests instead (burrow-agent's `handler`; agent/handler-stream.ts): no local port. */
+  handler?: (request: Request) => Response | Promise<Response>;
 }
 
 /** The target as a Host value names it: "127.0.0.1:3000", "[::1]:3000". */

@@ -14,12 +14,14 @@ import type { ExchangeTap, RequestTaps, TappedRequest } from "./inspector/tap.ts
 import type { AgentOutput, TunnelView } from "./output.ts";
 import { parseEndpoint, proxyV2Header } from "../sockets/proxy-protocol.ts";
 import { serveTcpStream } from "./tcp.ts";
+import { serveHandlerStream } from "./handler-stream.ts";
 import { serveUdpFlow } from "./udp.ts";
 
 /** `inspector`: where HTTP requests and WebSockets of tunnels with `inspect` on are captured, when it runs. */
 export function serveStream(stream: Stream, meta: OpenMeta, tunnel: TunnelView, out: AgentOutput, inspector?: RequestTaps): void {
   if (meta.kind === "h1" && (meta.head !== undefined || meta.user !== undefined)) {
     const served = new HttpServed(stream, meta, tunnel, out, inspector);
+    if (tunnel.target.handler && meta.head !== undefined) return serveHandlerStream(stream, meta.head, tunnel.target.handler, served);
     try {
       // a private tunnel's connection (`user`, no head) brings its heads in its bytes
       (meta.head === undefined ? serveConnectorStream(stream, meta.user!, tunnel.target, served) : serveHttpStream(stream, meta.head, tunnel.target, served, meta.keep === true)).catch((err) =>

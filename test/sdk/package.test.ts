@@ -85,6 +85,15 @@ for (const runtime of ["node", "bun"] as const) {
       expect(r.again).toBe(true);
     }, 60_000);
 
+    test("a handler tunnel: a function serves the requests, with no local port; a streamed body arrives whole; a handler that throws is a 500", async () => {
+      const r = await scenario(runtime, "handler");
+      expect(r.error).toBeUndefined();
+      expect(r.post.status).toBe(201);
+      expect(JSON.parse(r.post.body)).toEqual({ method: "POST", path: "/h?x=1", body: "ping", header: null });
+      expect(r.stream).toEqual({ status: 200, body: "one two three" });
+      expect(r.thrown).toBe(500);
+    }, 60_000);
+
     test("a tcp tunnel carries bytes both ways", async () => {
       const r = await scenario(runtime, "tcp");
       expect(r.error).toBeUndefined();

@@ -8,15 +8,15 @@ import { BurrowError, forward } from "burrow-agent";
 const { server, token, edgePort, httpPort, echoPort, scenario } = JSON.parse(process.env.SCENARIO);
 
 /** GET `path` from the edge for the tunnel's public URL's host. */
-function visit(url, path) {
+function visit(url, path, method = "GET", body) {
   return new Promise((resolve, reject) => {
-    const req = request({ host: "127.0.0.1", port: edgePort, path, headers: { host: new URL(url).host } }, (res) => {
+    const req = request({ host: "127.0.0.1", port: edgePort, path, method, headers: { host: new URL(url).host } }, (res) => {
       let body = "";
       res.on("data", (d) => (body += d));
       res.on("end", () => resolve({ status: res.statusCode, body }));
     });
     req.on("error", reject);
-    req.end();
+    req.end(body);
   });
 }
 
@@ -48,6 +48,26 @@ try {
     const again = await forward({ port: httpPort, subdomain: `sdk-${process.env.NAME}`, server, token });
     out.again = again.url === tunnel.url;
     await again.close();
+  } else if (scenario === "handler") {
+    const tunnel = await forward({
+      server,
+      token,
+      subdomain: `handler-${process.env.NAME}`,
+      async handler(req) {
+        const url = new URL(req.url);
+        if (url.pathname === "/stream") {
+          // a body that comes in pieces, with no length: sent chunked
+          const parts = ["one ", "two ", "three"];
+          return new Response(new ReadableStream({ async pull(c) { const p = parts.shift(); if (p === undefined) c.close(); else { await new Promise((r) => setTimeout(r, 20)); c.enqueue(new TextEncoder().encode(p)); } } }));
+        }
+        if (url.pathname === "/throw") throw new Error("a bug in the handler");
+        return Response.json({ method: req.method, path: url.pathname + url.search, body: await req.text(), header: req.headers.get("x-test") }, { status: 201 });
+      },
+    });
+    out.post = await visit(tunnel.url, "/h?x=1", "POST", "ping");
+    out.stream = await visit(tunnel.url, "/stream");
+    out.thrown = (await visit(tunnel.url, "/throw")).status;
+    await tunnel.close();
   } else if (scenario === "tcp") {
     const tunnel = await forward({ protocol: "tcp", port: echoPort, server, token });
     out.port = tunnel.port;
