@@ -87,9 +87,36 @@ export declare class Tunnel extends EventEmitter<TunnelEvents> {
   close(): Promise<void>;
 }
 
+export interface ConnectOptions {
+  /** The burrow server; else BURROW_SERVER, else what `burrow login` saved. */
+  server?: string;
+  /** A device token; else BURROW_TOKEN, else what `burrow login` saved. */
+  token?: string;
+  /** Accept a server certificate that does not verify (a test server). */
+  insecure?: boolean;
+}
+
 /**
- * Opens a tunnel to a local service; resolves once it is live (rejects with
- * a BurrowError carrying the refusal's code). Afterwards it reconnects as
- * the `burrow` command does, and says so with "reconnecting" and "online".
+ * One connection to the server carrying several tunnels. Tunnels asked for
+ * in the same turn go in one handshake; one opened or closed later makes
+ * the connection start again with the new list (names and ports kept, a
+ * closed one's freed at once): requests in flight on the others are cut.
+ */
+export declare class Session {
+  private constructor();
+  /** Opens a tunnel on this session's connection: as forward(), its `server`, `token` and `insecure` the session's. */
+  forward(options: ForwardOptions): Promise<Tunnel>;
+  /** Closes every tunnel of the session and its connection. */
+  close(): Promise<void>;
+}
+
+/** One connection to the server for several tunnels; throws a TypeError when there is no server or token to use. */
+export declare function connect(options?: ConnectOptions): Session;
+
+/**
+ * Opens a tunnel to a local service (or a handler) on a connection of its
+ * own; resolves once it is live (rejects with a BurrowError carrying the
+ * refusal's code). Afterwards it reconnects as the `burrow` command does,
+ * and says so with "reconnecting" and "online".
  */
 export declare function forward(options: ForwardOptions): Promise<Tunnel>;

@@ -100,28 +100,19 @@ export class Tunnel extends EventEmitter<TunnelEvents> {
   /** For tcp and udp: the public port. */
   port?: number;
   readonly protocol: Protocol;
-  private stopping = false;
 
   /** @internal */
   constructor(
     protocol: Protocol,
-    private readonly agent: Agent,
-    private readonly done: Promise<number>,
+    private readonly closer: () => Promise<void>,
   ) {
     super();
     this.protocol = protocol;
   }
 
-  /** Closes the tunnel and the connection to the server; the name is free again at once. */
-  async close(): Promise<void> {
-    this.stopping = true;
-    this.agent.stop();
-    await this.done;
-  }
-
-  /** @internal */
-  get closing(): boolean {
-    return this.stopping;
+  /** Closes the tunnel (and its connection to the server when it was the last one on it); the name is free again at once. */
+  close(): Promise<void> {
+    return this.closer();
   }
 }
 
@@ -152,83 +143,223 @@ function tunnelRequest(o: ForwardOptions, protocol: Protocol): TunnelRequest {
   }
 }
 
+export interface ConnectOptions {
+  /** The burrow server; else BURROW_SERVER, else what `burrow login` saved. */
+  server?: string;
+  /** A device token; else BURROW_TOKEN, else what `burrow login` saved. */
+  token?: string;
+  /** Accept a server certificate that does not verify (a test server). */
+  insecure?: boolean;
+}
+
+/** What forward() needs of a tunnel, checked before anything connects. */
+function agentTunnel(options: ForwardOptions, name: string): { protocol: Protocol; tunnel: AgentTunnel } {
+  const protocol: Protocol = options.protocol ?? "http";
+  if (!["http", "tcp", "tls", "udp"].includes(protocol)) throw new TypeError(`protocol must be http, tcp, tls or udp, not ${String(protocol)}`);
+  const where = options.addr ?? (options.port !== undefined ? String(options.port) : undefined);
+  let target: AgentTunnel["target"];
+  if (options.handler !== undefined) {
+    if (typeof options.handler !== "function") throw new TypeError("handler must be a function (request: Request) => Response");
+    if (protocol !== "http") throw new TypeError(`a handler serves http tunnels, not ${protocol}`);
+    if (where !== undefined) throw new TypeError("give a handler or a port (or addr), not both");
+    // no local port: the agent hands each request to the function (src/agent/handler-stream.ts)
+    target = { host: "localhost", port: 0, handler: options.handler };
+  } else {
+    if (where === undefined) throw new TypeError("forward() needs port, addr or handler");
+    target = parseTarget(where, protocol === "http");
+  }
+  if (options.hostHeader !== undefined) target.hostHeader = parseHostHeader(options.hostHeader);
+  return { protocol, tunnel: { name, request: tunnelRequest(options, protocol), target, inspect: false } };
+}
+
+interface Entry {
+  tunnel: Tunnel;
+  asked: AgentTunnel;
+  live: boolean;
+  resolve(t: Tunnel): void;
+  reject(err: unknown): void;
+  /** Takes it off its AbortSignal. */
+  unhook(): void;
+}
+
 /**
- * Opens a tunnel to a local service; resolves once it is live (rejects with
- * a BurrowError carrying the refusal's code). Afterwards it reconnects as
- * the `burrow` command does, and says so with "reconnecting" and "online".
+ * One connection to the server carrying several tunnels (a HELLO asks for
+ * all of them). Tunnels asked for in the same turn go in one HELLO; one
+ * asked for or closed later makes the connection start again with the new
+ * list (the names and ports granted are asked for again, and the server
+ * frees a closed one's at once): requests in flight on the others at that
+ * moment are cut. Made by connect(); forward() makes one of its own.
+ */
+export class Session {
+  private agent: Agent | undefined;
+  private done: Promise<number> | undefined;
+  private readonly entries = new Map<string, Entry>();
+  private next = 1;
+  private scheduled = false;
+  /** The connection was lost (or the server restarting): the next READY is "online" for the live tunnels. */
+  private down = false;
+  private refusal: BurrowError | undefined;
+  private closing = false;
+
+  /** @internal */
+  constructor(private readonly creds: { server: string; token: string; insecure: boolean }) {}
+
+  /** Opens a tunnel on this session's connection: as forward(), without `server`, `token` and `insecure`. */
+  forward(options: ForwardOptions): Promise<Tunnel> {
+    if (this.closing) return Promise.reject(new BurrowError("CLOSED", "the session is closed"));
+    if (options.signal?.aborted) return Promise.reject(options.signal.reason ?? new Error("aborted"));
+    const name = `t${this.next++}`;
+    let made: { protocol: Protocol; tunnel: AgentTunnel };
+    try {
+      made = agentTunnel(options, name);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return new Promise<Tunnel>((resolve, reject) => {
+      const tunnel = new Tunnel(made.protocol, () => this.closeTunnel(name));
+      const onAbort = () => void tunnel.close();
+      options.signal?.addEventListener("abort", onAbort, { once: true });
+      this.entries.set(name, { tunnel, asked: made.tunnel, live: false, resolve, reject, unhook: () => options.signal?.removeEventListener("abort", onAbort) });
+      this.schedule();
+    });
+  }
+
+  /** Closes every tunnel of the session and its connection. */
+  async close(): Promise<void> {
+    this.closing = true;
+    for (const [name] of this.entries) this.end(name, {});
+    this.agent?.stop();
+    await this.done;
+  }
+
+  /** Told at the next READY, or when the connection ends: a retune is through. */
+  private afterReady: (() => void)[] = [];
+
+  private async closeTunnel(name: string): Promise<void> {
+    if (!this.entries.has(name)) return;
+    if (this.entries.size === 1) {
+      // the last one: the connection goes (GOAWAY, so the server frees the name at once), then it is "closed"
+      const agent = this.agent;
+      if (!agent) return this.end(name, {});
+      agent.stop();
+      await this.done;
+      return;
+    }
+    this.end(name, {});
+    // the others go on over a new connection; the name is free once the server has taken its GOAWAY
+    const through = new Promise<void>((resolve) => this.afterReady.push(resolve));
+    this.schedule();
+    await through;
+  }
+
+  /** A tunnel is over: rejected if it never was live, else told "closed". */
+  private end(name: string, why: { code?: string; message?: string }, refusal?: BurrowError): void {
+    const e = this.entries.get(name);
+    if (!e) return;
+    this.entries.delete(name);
+    e.unhook();
+    if (!e.live) e.reject(refusal ?? new BurrowError(why.code ?? "CLOSED", why.message ?? "closed before it was live"));
+    else e.tunnel.emit("closed", why);
+  }
+
+  /** The tunnels asked for changed: once this turn is over, the connection asks for the new list. */
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    queueMicrotask(() => {
+      this.scheduled = false;
+      const asked = [...this.entries.values()].map((e) => e.asked);
+      if (asked.length === 0) return;
+      if (this.agent) return this.agent.retune(asked);
+      this.start(asked);
+    });
+  }
+
+  private start(asked: AgentTunnel[]): void {
+    this.refusal = undefined;
+    this.down = false;
+    const agent = new Agent({ server: this.creds.server, token: this.creds.token, insecure: this.creds.insecure, tunnels: asked, out: this.output() });
+    this.agent = agent;
+    this.done = agent.run().then(
+      (code) => {
+        if (this.agent === agent) this.agent = undefined;
+        for (const wake of this.afterReady.splice(0)) wake();
+        const why = code === 0 || !this.refusal ? {} : { code: this.refusal.code, message: this.refusal.message };
+        for (const [name] of [...this.entries]) this.end(name, why, this.refusal ?? new BurrowError("CLOSED", "the connection closed before the tunnel was live"));
+        return code;
+      },
+      (err) => {
+        if (this.agent === agent) this.agent = undefined;
+        for (const [name] of [...this.entries]) this.end(name, { code: "FAILED", message: String(err) }, new BurrowError("FAILED", String(err)));
+        return 1;
+      },
+    );
+  }
+
+  private output(): AgentOutput {
+    const live = () => [...this.entries.values()].filter((e) => e.live);
+    const reconnecting = (e: { why: string; inMs: number; attempt: number }) => {
+      this.down = true;
+      for (const t of live()) t.tunnel.emit("reconnecting", e);
+    };
+    return {
+      ready: (r: ReadyView) => {
+        for (const wake of this.afterReady.splice(0)) wake();
+        const wasDown = this.down;
+        this.down = false;
+        for (const view of r.tunnels) {
+          const e = this.entries.get(view.name);
+          if (!e) continue;
+          e.tunnel.url = view.url;
+          if (view.port !== undefined) e.tunnel.port = view.port;
+          if (!e.live) {
+            e.live = true;
+            e.resolve(e.tunnel);
+          } else if (wasDown) e.tunnel.emit("online");
+        }
+      },
+      request: (e: RequestEvent) => this.entries.get(e.tunnel)?.tunnel.emit("request", { method: e.method, path: e.path, status: e.status, duration: e.ms }),
+      connection() {},
+      reconnecting: (why, inMs, attempt) => {
+        // a server that cannot be reached when nothing was ever live here: the callers hear of it, and it stops
+        if (live().length === 0) {
+          this.refusal = new BurrowError("UNREACHABLE", why);
+          this.agent?.stop();
+          return;
+        }
+        reconnecting({ why, inMs, attempt });
+      },
+      // a server that restarts says so (DRAIN): the agent connects again at once, quickly, without backoff
+      restarting: () => reconnecting({ why: "the server is restarting", inMs: 0, attempt: 0 }),
+      refused: (code, message) => void (this.refusal = new BurrowError(code, message)),
+      tunnelRefused: (name, code, message) => this.end(name, { code, message }, new BurrowError(code, message)),
+    };
+  }
+}
+
+/**
+ * One connection to the server for several tunnels: `session.forward()`
+ * opens each (as forward() does), `session.close()` closes them all.
+ */
+export function connect(options: ConnectOptions = {}): Session {
+  const creds = resolveCredentials({ server: options.server, token: options.token });
+  return new Session({ ...creds, insecure: Boolean(options.insecure) });
+}
+
+/**
+ * Opens a tunnel to a local service (or a handler) on a connection of its
+ * own; resolves once it is live (rejects with a BurrowError carrying the
+ * refusal's code). Afterwards it reconnects as the `burrow` command does,
+ * and says so with "reconnecting" and "online".
  */
 export function forward(options: ForwardOptions): Promise<Tunnel> {
-  const protocol: Protocol = options.protocol ?? "http";
-  if (!["http", "tcp", "tls", "udp"].includes(protocol)) return Promise.reject(new TypeError(`protocol must be http, tcp, tls or udp, not ${String(protocol)}`));
-  if (options.signal?.aborted) return Promise.reject(options.signal.reason ?? new Error("aborted"));
-  let target: AgentTunnel["target"];
-  let request: TunnelRequest;
-  let creds: { server: string; token: string };
+  let session: Session;
   try {
-    const where = options.addr ?? (options.port !== undefined ? String(options.port) : undefined);
-    if (options.handler !== undefined) {
-      if (typeof options.handler !== "function") throw new TypeError("handler must be a function (request: Request) => Response");
-      if (protocol !== "http") throw new TypeError(`a handler serves http tunnels, not ${protocol}`);
-      if (where !== undefined) throw new TypeError("give a handler or a port (or addr), not both");
-      // no local port: the agent hands each request to the function (src/agent/handler-stream.ts)
-      target = { host: "localhost", port: 0, handler: options.handler };
-    } else {
-      if (where === undefined) throw new TypeError("forward() needs port, addr or handler");
-      target = parseTarget(where, protocol === "http");
-    }
-    if (options.hostHeader !== undefined) target.hostHeader = parseHostHeader(options.hostHeader);
-    request = tunnelRequest(options, protocol);
-    creds = resolveCredentials({ server: options.server, token: options.token });
+    // the tunnel's settings first: a mistake there is the caller's, before credentials are looked for
+    agentTunnel(options, "check");
+    session = connect(options);
   } catch (err) {
     return Promise.reject(err);
   }
-  return new Promise((resolve, reject) => {
-    let tunnel: Tunnel | undefined;
-    let live = false;
-    let refusal: BurrowError | undefined;
-    const out: AgentOutput = {
-      ready(r: ReadyView) {
-        const t = r.tunnels[0];
-        if (!tunnel || !t) return;
-        tunnel.url = t.url;
-        if (t.port !== undefined) tunnel.port = t.port;
-        if (!live) {
-          live = true;
-          resolve(tunnel);
-        } else tunnel.emit("online");
-      },
-      request(e: RequestEvent) {
-        tunnel?.emit("request", { method: e.method, path: e.path, status: e.status, duration: e.ms });
-      },
-      connection() {},
-      reconnecting(why, inMs, attempt) {
-        // before it was ever live, a server that cannot be reached is the caller's to hear of
-        if (!live && attempt >= 1) {
-          refusal = new BurrowError("UNREACHABLE", why);
-          agent.stop();
-          return;
-        }
-        tunnel?.emit("reconnecting", { why, inMs, attempt });
-      },
-      refused(code, message) {
-        refusal = new BurrowError(code, message);
-      },
-      tunnelRefused(_name, code, message) {
-        refusal = new BurrowError(code, message);
-      },
-    };
-    const agent = new Agent({ server: creds.server, token: creds.token, insecure: Boolean(options.insecure), tunnels: [{ name: protocol, request, target, inspect: false }], out });
-    const done = agent.run();
-    tunnel = new Tunnel(protocol, agent, done);
-    const onAbort = () => void tunnel!.close();
-    options.signal?.addEventListener("abort", onAbort, { once: true });
-    done.then(
-      () => {
-        options.signal?.removeEventListener("abort", onAbort);
-        if (!live) return reject(refusal ?? new BurrowError("CLOSED", "the tunnel closed before it was live"));
-        tunnel!.emit("closed", tunnel!.closing || !refusal ? {} : { code: refusal.code, message: refusal.message });
-      },
-      (err) => (live ? tunnel!.emit("closed", { code: "FAILED", message: String(err) }) : reject(err)),
-    );
-  });
+  return session.forward(options);
 }

@@ -77,6 +77,8 @@ export const WAIT_AND_RETRY = new Set([THROTTLED, "DATABASE_UNAVAILABLE", "TUNNE
 /** The longest wait a server's retry_after can impose; past it the agent tries anyway. */
 const MAX_RETRY_AFTER_S = 3600;
 
+/** How long a retune waits for the old connection's close before it connects again regardless. */
+const RETUNE_CLOSE_MS = 2_000;
 /** How long the agent tries the edge's direct port before it stays on the WebSocket. */
 const DIRECT_CONNECT_TIMEOUT_MS = 3_000;
 /** How long the agent waits for READY (or a refusal) on the direct port before it stays on the WebSocket. */
@@ -122,7 +124,9 @@ type Outcome =
   /** The edge sent MOVE: say HELLO again on its direct port. */
   | { kind: "moved"; port: number }
   /** The edge sent DRAIN: connect again now; the old connection finishes its streams meanwhile. */
-  | { kind: "draining" };
+  | { kind: "draining" }
+  /** retune(): the tunnels asked for changed; connect again now and ask for them. */
+  | { kind: "retuned" };
 
 export class Agent {
   private link?: Link;
@@ -174,6 +178,7 @@ export class Agent {
         if (outcome.kind !== "draining") restartingSince = undefined;
       }
       if (outcome.kind === "stopped" || this.stopping) return 0;
+      if (outcome.kind === "retuned") continue;
       if (outcome.kind === "draining") {
         // straight away: the server that takes over may already listen
         restartingSince = Date.now();
@@ -205,6 +210,25 @@ export class Agent {
       await this.pause(delay);
       if (this.stopping) return 0;
     }
+  }
+
+  /** Ends the session under way on purpose (retune); unset between sessions. */
+  private endSession?: () => void;
+
+  /**
+   * Asks for these tunnels instead (burrow-agent's sessions, which add and
+   * close tunnels as a program asks): the connection is closed as stop()
+   * closes it, so the server frees at once the names no longer asked for,
+   * and a new one asks for the rest (their names and ports as granted) and
+   * the new ones. A wait between tries ends at once.
+   */
+  retune(tunnels: AgentTunnel[]): void {
+    if (this.stopping) return;
+    this.tunnels = tunnels.map((t) => ({ ...t, request: { ...t.request } }));
+    // not a resume: the old session's names are freed by its GOAWAY, not handed over in grace
+    this.session = undefined;
+    if (this.endSession) this.endSession();
+    else this.wake?.();
   }
 
   /** Waits `ms`, or less if stop() comes first. */
@@ -365,6 +389,8 @@ export class Agent {
       let settled = false;
       /** DRAIN came: the run goes on with a new connection, this one only finishes its streams. */
       let detached = false;
+      /** retune() ended it: the run goes on with a new connection at once. */
+      let retuning = false;
       const finish = (o: Outcome) => {
         if (detached) {
           this.draining.delete(link);
@@ -373,10 +399,11 @@ export class Agent {
         }
         if (settled) return;
         settled = true;
+        this.endSession = undefined;
         clearTimeout(connectTimer);
         clearTimeout(answerTimer);
         mux.close();
-        resolve({ outcome: this.stopping ? { kind: "stopped" } : o, wasReady });
+        resolve({ outcome: this.stopping ? { kind: "stopped" } : retuning ? { kind: "retuned" } : o, wasReady });
       };
       const mux = new Mux({
         role: "agent",
@@ -400,7 +427,17 @@ export class Agent {
         onPong: (ms) => this.opts.out.latency?.(ms),
       });
       this.mux = mux;
+      this.endSession = () => {
+        this.endSession = undefined;
+        retuning = true;
+        if (!link.isOpen) return finish({ kind: "retuned" });
+        // as stop() leaves: GOAWAY, then the close, whose end finishes the session
+        mux.sendControl(FrameType.GOAWAY);
+        link.close();
+        setTimeout(() => finish({ kind: "retuned" }), RETUNE_CLOSE_MS).unref?.();
+      };
       const detach = () => {
+        this.endSession = undefined;
         settled = true;
         detached = true;
         clearTimeout(answerTimer);

@@ -23,6 +23,7 @@ const LAYERS: Record<string, number> = {
   os: 0, // what the machine gives the process: file descriptors, the kernel's socket table
   db: 0, // tables, migrations, SQLite and PostgreSQL
   tls: 0, // certificates and which one a server name gets
+  runtime: 0, // what the agent needs of Bun or Node.js: sockets, the WebSocket client, UDP, a timer
   // plumbing over the protocol
   http: 1, // addresses, request targets, header lists
   sockets: 1, // Bun sockets and links carrying frames or a stream's bytes
@@ -48,7 +49,7 @@ const SHARED_FILES = new Set(["log.ts", "log-redact.ts", "version.ts", "durable.
 /** The top-level files that are not shared: the wiring and the entry point. */
 const TOP_FILES: Record<string, number> = { "server.ts": 8, "main.ts": 10 };
 /** What the agent may import besides its own folder: nothing that carries the server. */
-const AGENT_MAY_IMPORT = new Set(["protocol", "sockets", "http", "validate"]);
+const AGENT_MAY_IMPORT = new Set(["protocol", "sockets", "http", "validate", "runtime"]);
 
 interface Arrow {
   from: string;

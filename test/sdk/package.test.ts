@@ -94,6 +94,20 @@ for (const runtime of ["node", "bun"] as const) {
       expect(r.thrown).toBe(500);
     }, 60_000);
 
+    test("a session: several tunnels over one connection, one added later, a refused one alone rejected, one closed freeing its name at once", async () => {
+      const before = server.output.lines.filter((l) => l.includes("agent connected")).length;
+      const r = await scenario(runtime, "session");
+      expect(r.error).toBeUndefined();
+      expect(r.first).toEqual(["upstream saw /a", "from b", "t"]);
+      expect(r.second).toEqual(["upstream saw /a", "from d", "t2"]);
+      expect(r.duplicate).toBe("SUBDOMAIN_TAKEN");
+      expect(r.third).toEqual(["upstream saw /a", "b elsewhere"]);
+      expect(r.after).toBe(404);
+      // the first three came in one handshake: one "agent connected" line names all three
+      const connected = server.output.lines.filter((l) => l.includes("agent connected")).slice(before);
+      expect(connected.some((l) => l.includes(`sa-${runtime}.`) && l.includes(`sb-${runtime}.`) && /tunnels=\S*:\d+/.test(l))).toBe(true);
+    }, 60_000);
+
     test("a tcp tunnel carries bytes both ways", async () => {
       const r = await scenario(runtime, "tcp");
       expect(r.error).toBeUndefined();

@@ -3,7 +3,7 @@
 // one JSON line of what it saw.
 import { request } from "node:http";
 import { connect } from "node:net";
-import { BurrowError, forward } from "burrow-agent";
+import { BurrowError, connect as openSession, forward } from "burrow-agent";
 
 const { server, token, edgePort, httpPort, echoPort, scenario } = JSON.parse(process.env.SCENARIO);
 
@@ -68,6 +68,32 @@ try {
     out.stream = await visit(tunnel.url, "/stream");
     out.thrown = (await visit(tunnel.url, "/throw")).status;
     await tunnel.close();
+  } else if (scenario === "session") {
+    // three tunnels asked for in one turn: one handshake, one connection
+    const session = openSession({ server, token });
+    const [a, b, t] = await Promise.all([
+      session.forward({ port: httpPort, subdomain: `sa-${process.env.NAME}` }),
+      session.forward({ handler: () => new Response("from b"), subdomain: `sb-${process.env.NAME}` }),
+      session.forward({ protocol: "tcp", port: echoPort }),
+    ]);
+    out.first = [(await visit(a.url, "/a")).body, (await visit(b.url, "/b")).body, await echo(t.port, "t")];
+    // one more, later: the session starts again with four, the others keep their names
+    const d = await session.forward({ handler: () => new Response("from d"), subdomain: `sd-${process.env.NAME}` });
+    out.second = [(await visit(a.url, "/a")).body, (await visit(d.url, "/d")).body, await echo(t.port, "t2")];
+    // one refused among them: only it rejects
+    try {
+      await session.forward({ port: httpPort, subdomain: `sa-${process.env.NAME}` });
+      out.duplicate = "granted";
+    } catch (err) {
+      out.duplicate = err.code;
+    }
+    // closing one frees its name at once, the others go on
+    await b.close();
+    const taken = await forward({ handler: () => new Response("b elsewhere"), subdomain: `sb-${process.env.NAME}`, server, token });
+    out.third = [(await visit(a.url, "/a")).body, (await visit(taken.url, "/")).body];
+    await taken.close();
+    await session.close();
+    out.after = (await visit(a.url, "/")).status;
   } else if (scenario === "tcp") {
     const tunnel = await forward({ protocol: "tcp", port: echoPort, server, token });
     out.port = tunnel.port;
