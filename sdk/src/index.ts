@@ -16,52 +16,13 @@ import { parseHostHeader, parseRemotePort, parseResponseTimeout, parseTarget } f
 import type { TunnelRequest } from "../../src/protocol/messages.ts";
 import { useRuntime } from "../../src/runtime/current.ts";
 import { nodeRuntime } from "../../src/runtime/node.ts";
+// the package's types are its declarations (index.d.ts, what users' editors see); the code implements them
+import type { ConnectOptions, ForwardOptions, Protocol, RequestInfo, TunnelEvents } from "../index.d.ts";
+
+export type { ConnectOptions, ForwardOptions, Protocol, RequestInfo, TunnelEvents };
 
 // on Node.js, the agent's sockets, WebSocket and UDP are Node's (Bun's are the default)
 if (typeof (globalThis as { Bun?: unknown }).Bun === "undefined") useRuntime(nodeRuntime);
-
-export type Protocol = "http" | "tcp" | "tls" | "udp";
-
-export interface ForwardOptions {
-  /** The burrow server, e.g. "https://tunnels.example.com"; else BURROW_SERVER, else what `burrow login` saved. */
-  server?: string;
-  /** A device token; else BURROW_TOKEN, else what `burrow login` saved. */
-  token?: string;
-  /** "http" (the default), "tcp", "tls" or "udp". */
-  protocol?: Protocol;
-  /** The local port (on localhost). */
-  port?: number;
-  /** The local service as HOST:PORT, or for http a URL (https://localhost:8443 for a TLS service). */
-  addr?: string;
-  /** http and tls: the name asked for (`<subdomain>.<domain>`). */
-  subdomain?: string;
-  /** http and tls: a verified custom hostname of the user's. */
-  hostname?: string;
-  /** tcp and udp: the public port asked for. */
-  remotePort?: number;
-  /** http: the Host the local service is sent ("rewrite" for its own address, or a name). */
-  hostHeader?: string;
-  /** http: seconds the server waits for the local service's answer. */
-  responseTimeout?: number;
-  /** http: no browser warning page before the first visit (if the user's `skip_warning` allows it). */
-  skipWarning?: boolean;
-  /** http: visitors sign in with one of these "user:password" pairs. */
-  basicAuth?: string[];
-  /** Visitors only from these CIDRs (e.g. "10.0.0.0/8"). */
-  allowCidr?: string[];
-  /** Visitors never from these CIDRs. */
-  denyCidr?: string[];
-  /** Accept a server certificate that does not verify (a test server). */
-  insecure?: boolean;
-  /** Closes the tunnel when aborted. */
-  signal?: AbortSignal;
-  /**
-   * http: serve the requests with this function instead of a local port
-   * (`forward({ handler: app.fetch })` for a Hono, Elysia or any fetch-style
-   * app). Its Response's body is streamed; WebSocket upgrades are answered 501.
-   */
-  handler?: (request: Request) => Response | Promise<Response>;
-}
 
 /** A refusal from the server, with its stable code (docs/reference/codes.md), e.g. SUBDOMAIN_TAKEN. */
 export class BurrowError extends Error {
@@ -72,26 +33,6 @@ export class BurrowError extends Error {
   ) {
     super(message);
   }
-}
-
-/** What the screen shows of each request through an http tunnel. */
-export interface RequestInfo {
-  method: string;
-  path: string;
-  /** The status, "101 websocket" for a switch, or "502 (why)" when the local service failed. */
-  status: number | string;
-  /** Milliseconds from the request's arrival to its answer. */
-  duration: number;
-}
-
-export interface TunnelEvents {
-  request: [RequestInfo];
-  /** The connection to the server is down; the next try in `inMs`. */
-  reconnecting: [{ why: string; inMs: number; attempt: number }];
-  /** Live again after a reconnect. */
-  online: [];
-  /** Over: closed by close() or the signal (no code), or refused for good (its code). */
-  closed: [{ code?: string; message?: string }];
 }
 
 export class Tunnel extends EventEmitter<TunnelEvents> {
@@ -141,15 +82,6 @@ function tunnelRequest(o: ForwardOptions, protocol: Protocol): TunnelRequest {
       if (o.basicAuth?.length) throw new TypeError(`basicAuth is for http tunnels, not ${protocol}`);
       return { protocol, ...(remotePort !== undefined ? { port: remotePort } : {}), ...(hasAccess ? { access } : {}) } as TunnelRequest;
   }
-}
-
-export interface ConnectOptions {
-  /** The burrow server; else BURROW_SERVER, else what `burrow login` saved. */
-  server?: string;
-  /** A device token; else BURROW_TOKEN, else what `burrow login` saved. */
-  token?: string;
-  /** Accept a server certificate that does not verify (a test server). */
-  insecure?: boolean;
 }
 
 /** What forward() needs of a tunnel, checked before anything connects. */

@@ -1,9 +1,11 @@
 /**
  * sdk/index.d.ts is burrow-agent's API as its users' editors see it; the
- * implementation (sdk/src/index.ts) must be exactly that: every export of
- * the declarations there with an assignable type, and the option and event
- * types the same both ways. Checked by the TypeScript compiler on a file
- * made for it, so a change to one without the other fails here.
+ * implementation (sdk/src/index.ts) takes its option and event types from
+ * it and must implement the rest exactly: every function and class the
+ * declarations export, with an assignable type, and the types the same
+ * both ways. Checked by the TypeScript compiler on a file made for it (the
+ * declarations copied, as the package ships them), so a change to one
+ * without the other fails here.
  */
 import { expect, test } from "bun:test";
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
