@@ -17,6 +17,12 @@ import { rawHttp } from "../harness/raw-http.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
 
 const ROOT = join(import.meta.dir, "..", "..");
+
+/** The environment without what marks a test runner's worker. */
+function withoutTestRunner(env: Record<string, string | undefined>): Record<string, string | undefined> {
+  const { JEST_WORKER_ID: _jest, BUN_TEST_WORKER_ID: _bun, ...rest } = env;
+  return rest;
+}
 let server: TestServer;
 let project: string;
 let env: Record<string, string | undefined>;
@@ -65,7 +71,8 @@ test.skipIf(!node)("a Playwright Test run: global setup opens the tunnel with fo
   expect(chromium).toBeDefined();
   const proc = Bun.spawn([node!, join("node_modules", "@playwright", "test", "cli.js"), "test", "-c", join("playwright", "playwright.config.mjs")], {
     cwd: project,
-    env: { ...env, CHROMIUM: chromium, PLAYWRIGHT_BROWSERS_PATH: join(project, "no-browsers"), CI: "1" },
+    // bun test's workers set JEST_WORKER_ID, and Playwright Test refuses to run inside what it takes for Jest
+    env: { ...withoutTestRunner(env), CHROMIUM: chromium, PLAYWRIGHT_BROWSERS_PATH: join(project, "no-browsers"), CI: "1" },
     stdout: "pipe",
     stderr: "pipe",
   });
