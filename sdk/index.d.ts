@@ -36,6 +36,14 @@ export interface ForwardOptions {
   allowCidr?: string[];
   /** Visitors never from these CIDRs. */
   denyCidr?: string[];
+  /** http: visitors sign in with this OpenID Connect provider; the service gets their email in X-Burrow-User-Email. */
+  oidc?: { issuer: string; clientId: string; clientSecret: string; allowEmails?: string[] };
+  /** http: "Name: value" set on each request to the local service. */
+  requestHeaderAdd?: string[];
+  /** http: header names removed from each request. */
+  requestHeaderRemove?: string[];
+  /** http: "Name: value" set on each response to visitors. */
+  responseHeaderAdd?: string[];
   /** Accept a server certificate that does not verify (a test server). */
   insecure?: boolean;
   /** Closes the tunnel when aborted. */

@@ -12,8 +12,23 @@ import { EventEmitter } from "node:events";
 import { Agent, type AgentTunnel } from "../../src/agent/client.ts";
 import type { AgentOutput, ReadyView, RequestEvent } from "../../src/agent/output.ts";
 import { resolveCredentials } from "../../src/agent/settings/server-and-token.ts";
-import { parseHostHeader, parseRemotePort, parseResponseTimeout, parseTarget } from "../../src/agent/settings/tunnel-options.ts";
-import type { TunnelRequest } from "../../src/protocol/messages.ts";
+import {
+  ACCESS_LIST_MAX,
+  compactAccess,
+  oidcSettings,
+  parseBasicAuth,
+  parseCidr,
+  parseEmailRule,
+  parseHeaderLine,
+  parseHeaderName,
+  parseHostHeader,
+  parseIssuer,
+  parseRemotePort,
+  parseResponseTimeout,
+  parseTarget,
+  tooManyEntries,
+} from "../../src/agent/settings/tunnel-options.ts";
+import type { HttpAccess, TcpAccess, TunnelRequest } from "../../src/protocol/messages.ts";
 import { useRuntime } from "../../src/runtime/current.ts";
 import { nodeRuntime } from "../../src/runtime/node.ts";
 // the package's types are its declarations (index.d.ts, what users' editors see); the code implements them
@@ -57,30 +72,81 @@ export class Tunnel extends EventEmitter<TunnelEvents> {
   }
 }
 
+/** `read()`'s value, or a TypeError naming the option with what was wrong (the CLI's words for its flag). */
+function checked<T>(option: string, read: () => T): T {
+  try {
+    return read();
+  } catch (err) {
+    throw new TypeError(`${option}: ${(err as Error).message}`);
+  }
+}
+
+/** Each value of a list option, checked as the CLI checks its flag; a mistake is a TypeError naming the option. */
+function each<T>(o: ForwardOptions, option: keyof ForwardOptions, key: string, parse: (raw: string) => T): T[] {
+  const given = o[option];
+  if (given === undefined) return [];
+  if (!Array.isArray(given) || given.some((x) => typeof x !== "string")) throw new TypeError(`${option} must be a list of strings`);
+  const max = ACCESS_LIST_MAX[key];
+  if (max !== undefined && given.length > max) throw new TypeError(`${option}: ${tooManyEntries(max, given.length)}`);
+  return given.map((raw: string) => {
+    try {
+      return parse(raw);
+    } catch (err) {
+      throw new TypeError(`${option}: ${(err as Error).message}`);
+    }
+  });
+}
+
+/** Who may reach the tunnel, as the CLI's access flags say it (cli/access-flags.ts), from the options. */
+function accessOf(o: ForwardOptions, protocol: Protocol): HttpAccess | TcpAccess | undefined {
+  const ip = { allowCidrs: each(o, "allowCidr", "allow_cidr", parseCidr), denyCidrs: each(o, "denyCidr", "deny_cidr", parseCidr) };
+  if (protocol !== "http") {
+    const httpOnly = (["basicAuth", "requestHeaderAdd", "requestHeaderRemove", "responseHeaderAdd", "oidc"] as const).find((k) => o[k] !== undefined);
+    if (httpOnly) throw new TypeError(`${httpOnly} is for http tunnels, not ${protocol}`);
+    return compactAccess(ip);
+  }
+  let oidc: HttpAccess["oidc"];
+  try {
+    oidc =
+      o.oidc === undefined
+        ? undefined
+        : oidcSettings(
+            { issuer: o.oidc.issuer === undefined ? undefined : parseIssuer(o.oidc.issuer), clientId: o.oidc.clientId, clientSecret: o.oidc.clientSecret, allowEmails: (o.oidc.allowEmails ?? []).map(parseEmailRule) },
+            { issuer: "oidc.issuer", clientId: "oidc.clientId", clientSecret: "oidc.clientSecret", allowEmails: "oidc.allowEmails" },
+          );
+  } catch (err) {
+    throw new TypeError(`oidc: ${(err as Error).message}`);
+  }
+  const basicAuth = each(o, "basicAuth", "basic_auth", parseBasicAuth);
+  if (oidc && basicAuth.length > 0) throw new TypeError("basicAuth and oidc: a tunnel takes one or the other");
+  return compactAccess<HttpAccess>({
+    basicAuth,
+    ...ip,
+    requestHeaderAdd: each(o, "requestHeaderAdd", "request_header_add", parseHeaderLine),
+    requestHeaderRemove: each(o, "requestHeaderRemove", "request_header_remove", parseHeaderName),
+    responseHeaderAdd: each(o, "responseHeaderAdd", "response_header_add", parseHeaderLine),
+    oidc,
+  });
+}
+
 function tunnelRequest(o: ForwardOptions, protocol: Protocol): TunnelRequest {
-  const access = {
-    ...(o.basicAuth?.length ? { basicAuth: o.basicAuth } : {}),
-    ...(o.allowCidr?.length ? { allowCidrs: o.allowCidr } : {}),
-    ...(o.denyCidr?.length ? { denyCidrs: o.denyCidr } : {}),
-  };
-  const hasAccess = Object.keys(access).length > 0;
-  const remotePort = o.remotePort === undefined ? undefined : parseRemotePort(String(o.remotePort));
+  const access = accessOf(o, protocol);
+  const names = { ...(o.subdomain !== undefined ? { subdomain: o.subdomain } : {}), ...(o.hostname !== undefined ? { hostname: o.hostname } : {}) };
+  const remotePort = o.remotePort === undefined ? undefined : checked("remotePort", () => parseRemotePort(String(o.remotePort)));
   switch (protocol) {
     case "http":
       return {
         protocol,
-        ...(o.subdomain !== undefined ? { subdomain: o.subdomain } : {}),
-        ...(o.hostname !== undefined ? { hostname: o.hostname } : {}),
-        ...(o.responseTimeout !== undefined ? { responseTimeout: parseResponseTimeout(String(o.responseTimeout)) } : {}),
+        ...names,
+        ...(o.responseTimeout !== undefined ? { responseTimeout: checked("responseTimeout", () => parseResponseTimeout(String(o.responseTimeout))) } : {}),
         ...(o.skipWarning ? { skipWarning: true } : {}),
-        ...(hasAccess ? { access } : {}),
+        ...(access ? { access } : {}),
       } as TunnelRequest;
     case "tls":
-      return { protocol, ...(o.subdomain !== undefined ? { subdomain: o.subdomain } : {}), ...(o.hostname !== undefined ? { hostname: o.hostname } : {}), ...(hasAccess ? { access } : {}) } as TunnelRequest;
+      return { protocol, ...names, ...(access ? { access } : {}) } as TunnelRequest;
     case "tcp":
     case "udp":
-      if (o.basicAuth?.length) throw new TypeError(`basicAuth is for http tunnels, not ${protocol}`);
-      return { protocol, ...(remotePort !== undefined ? { port: remotePort } : {}), ...(hasAccess ? { access } : {}) } as TunnelRequest;
+      return { protocol, ...(remotePort !== undefined ? { port: remotePort } : {}), ...(access ? { access } : {}) } as TunnelRequest;
   }
 }
 
@@ -98,9 +164,9 @@ function agentTunnel(options: ForwardOptions, name: string): { protocol: Protoco
     target = { host: "localhost", port: 0, handler: options.handler };
   } else {
     if (where === undefined) throw new TypeError("forward() needs port, addr or handler");
-    target = parseTarget(where, protocol === "http");
+    target = checked(options.addr !== undefined ? "addr" : "port", () => parseTarget(where, protocol === "http"));
   }
-  if (options.hostHeader !== undefined) target.hostHeader = parseHostHeader(options.hostHeader);
+  if (options.hostHeader !== undefined) target.hostHeader = checked("hostHeader", () => parseHostHeader(options.hostHeader!));
   return { protocol, tunnel: { name, request: tunnelRequest(options, protocol), target, inspect: false } };
 }
 

@@ -120,6 +120,14 @@ for (const runtime of ["node", "bun"] as const) {
       expect(r.error).toBeUndefined();
       expect(r.refused).toMatchObject({ isBurrowError: true, code: "SUBDOMAIN_TAKEN" });
       expect(r.badToken).toBe("AUTH_FAILED");
+      expect(r.bad).toEqual(["TypeError: basicAuth", "TypeError: port", "TypeError: basicAuth is for http tunnels, not tcp", "TypeError: allowCidr"]);
+    }, 60_000);
+
+    test("access options as the CLI's flags: basic auth asked of visitors, a header set on requests", async () => {
+      const r = await scenario(runtime, "access");
+      expect(r.error).toBeUndefined();
+      expect(r.without).toBe(401);
+      expect(r.with).toEqual({ status: 200, body: "upstream saw /private" });
     }, 60_000);
 
     test("an AbortSignal closes the tunnel", async () => {

@@ -8,9 +8,9 @@ import { BurrowError, connect as openSession, forward } from "burrow-agent";
 const { server, token, edgePort, httpPort, echoPort, scenario } = JSON.parse(process.env.SCENARIO);
 
 /** GET `path` from the edge for the tunnel's public URL's host. */
-function visit(url, path, method = "GET", body) {
+function visit(url, path, method = "GET", body, headers = {}) {
   return new Promise((resolve, reject) => {
-    const req = request({ host: "127.0.0.1", port: edgePort, path, method, headers: { host: new URL(url).host } }, (res) => {
+    const req = request({ host: "127.0.0.1", port: edgePort, path, method, headers: { host: new URL(url).host, ...headers } }, (res) => {
       let body = "";
       res.on("data", (d) => (body += d));
       res.on("end", () => resolve({ status: res.statusCode, body }));
@@ -113,6 +113,21 @@ try {
     } catch (err) {
       out.badToken = err.code;
     }
+    // a mistake in an option is the caller's: a TypeError naming it, before anything connects
+    for (const bad of [{ basicAuth: ["no-colon"] }, { port: 70000 }, { protocol: "tcp", basicAuth: ["u:secretsecret"] }, { allowCidr: ["not-a-cidr"] }]) {
+      try {
+        await forward({ port: httpPort, server, token, ...bad });
+        (out.bad ??= []).push("opened");
+      } catch (err) {
+        (out.bad ??= []).push(`${err.name}: ${err.message.split(":")[0]}`);
+      }
+    }
+  } else if (scenario === "access") {
+    // the CLI's access rules, as options: basic auth and a header set on requests
+    const tunnel = await forward({ port: httpPort, server, token, basicAuth: ["ann:correct-horse"], requestHeaderAdd: ["X-From: sdk"] });
+    out.without = (await visit(tunnel.url, "/private")).status;
+    out.with = await visit(tunnel.url, "/private", "GET", undefined, { authorization: `Basic ${Buffer.from("ann:correct-horse").toString("base64")}` });
+    await tunnel.close();
   } else if (scenario === "abort") {
     const controller = new AbortController();
     const tunnel = await forward({ port: httpPort, subdomain: `abort-${process.env.NAME}`, server, token, signal: controller.signal });
