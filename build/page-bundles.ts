@@ -55,7 +55,7 @@ export function pagesPlugin(bundles: Map<string, BundledFile[]>): BunPlugin {
     [
       `const FILES = ${JSON.stringify(files)};`,
       "export async function loadPageFiles() {",
-      "  return new Map(FILES.map((f) => [f.path, { body: Uint8Array.fromBase64(f.base64), type: f.type }]));",
+      "  return new Map(FILES.map((f) => [f.path, { body: new Uint8Array(Buffer.from(f.base64, \"base64\")), type: f.type }]));",
       "}",
     ].join("\n");
   return {

@@ -9,6 +9,7 @@
 import { copyFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import pkg from "../package.json" with { type: "json" };
+import { bundlePages, pagesPlugin } from "./page-bundles.ts";
 
 const ROOT = join(import.meta.dir, "..");
 const OUT = join(ROOT, "dist", "sdk");
@@ -17,6 +18,8 @@ const PACKAGE = join(OUT, "package");
 export async function buildSdk(): Promise<{ tarball: string; dir: string }> {
   rmSync(PACKAGE, { recursive: true, force: true });
   mkdirSync(PACKAGE, { recursive: true });
+  // the request inspector's page, bundled here as the executable's is (its HTML import needs Bun)
+  const pages = await bundlePages(true);
   const built = await Bun.build({
     entrypoints: [join(ROOT, "sdk", "src", "index.ts")],
     target: "node",
@@ -25,6 +28,7 @@ export async function buildSdk(): Promise<{ tarball: string; dir: string }> {
     external: ["bufferutil", "utf-8-validate"],
     define: { BURROW_TARGET: JSON.stringify(`burrow-agent ${pkg.version} (npm)`) },
     plugins: [
+      pagesPlugin(pages),
       {
         // src/version.ts reads the version from package.json: only that goes in, not the server's dependency list
         name: "version-only",

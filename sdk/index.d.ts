@@ -54,6 +54,13 @@ export interface ForwardOptions {
    * app). Its Response's body is streamed; WebSocket upgrades are answered 501.
    */
   handler?: (request: Request) => Response | Promise<Response>;
+  /**
+   * The request inspector (the `burrow` command's :4040), off by default
+   * here: true listens on 127.0.0.1 on any free port (the tunnel's
+   * `inspector` says where), or say where and how many requests it keeps.
+   * It is the connection's: for a session, give it to connect().
+   */
+  inspect?: boolean | { host?: string; port?: number; keep?: number };
 }
 
 /** A refusal from the server, with its stable code, e.g. SUBDOMAIN_TAKEN, AUTH_FAILED; UNREACHABLE when no server answered. */
@@ -90,6 +97,8 @@ export declare class Tunnel extends EventEmitter<TunnelEvents> {
   url: string;
   /** For tcp and udp: the public port. */
   port?: number;
+  /** The request inspector's address, when its session has one (`inspect`). */
+  inspector?: string;
   readonly protocol: Protocol;
   /** Closes the tunnel and the connection to the server; the name is free again at once. */
   close(): Promise<void>;
@@ -102,6 +111,8 @@ export interface ConnectOptions {
   token?: string;
   /** Accept a server certificate that does not verify (a test server). */
   insecure?: boolean;
+  /** The request inspector for every tunnel of the session (as forward()'s `inspect`). */
+  inspect?: ForwardOptions["inspect"];
 }
 
 /**

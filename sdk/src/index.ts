@@ -31,6 +31,8 @@ import {
 import type { HttpAccess, TcpAccess, TunnelRequest } from "../../src/protocol/messages.ts";
 import { useRuntime } from "../../src/runtime/current.ts";
 import { nodeRuntime } from "../../src/runtime/node.ts";
+import { DEFAULT_KEEP, MAX_KEEP } from "../../src/agent/inspector/limits.ts";
+import { serveInspector, type Inspector } from "../../src/agent/inspector/server.ts";
 // the package's types are its declarations (index.d.ts, what users' editors see); the code implements them
 import type { ConnectOptions, ForwardOptions, Protocol, RequestInfo, TunnelEvents } from "../index.d.ts";
 
@@ -55,6 +57,8 @@ export class Tunnel extends EventEmitter<TunnelEvents> {
   url = "";
   /** For tcp and udp: the public port. */
   port?: number;
+  /** The request inspector's address, when its session has one (`inspect`). */
+  inspector?: string;
   readonly protocol: Protocol;
 
   /** @internal */
@@ -199,12 +203,27 @@ export class Session {
   private refusal: BurrowError | undefined;
   private closing = false;
 
+  /** The session's request inspector, when it has one: started with the session, for all its tunnels. */
+  private readonly inspector: Promise<Inspector | undefined>;
+
   /** @internal */
-  constructor(private readonly creds: { server: string; token: string; insecure: boolean }) {}
+  constructor(
+    private readonly creds: { server: string; token: string; insecure: boolean },
+    inspect?: InspectSetting,
+  ) {
+    const at = inspect === undefined || inspect === false ? undefined : inspectAt(inspect);
+    this.inspector = at ? serveInspector(at) : Promise.resolve(undefined);
+    // a failure is each tunnel's to hear of (start()); never unhandled
+    this.inspector.catch(() => {});
+  }
+
+  /** @internal forward()'s own session: it ends with its one tunnel, inspector and all. */
+  ownsConnection = false;
 
   /** Opens a tunnel on this session's connection: as forward(), without `server`, `token` and `insecure`. */
   forward(options: ForwardOptions): Promise<Tunnel> {
     if (this.closing) return Promise.reject(new BurrowError("CLOSED", "the session is closed"));
+    if (options.inspect !== undefined && !this.ownsConnection) return Promise.reject(new TypeError("inspect is the session's: connect({ inspect: true })"));
     if (options.signal?.aborted) return Promise.reject(options.signal.reason ?? new Error("aborted"));
     const name = `t${this.next++}`;
     let made: { protocol: Protocol; tunnel: AgentTunnel };
@@ -222,12 +241,13 @@ export class Session {
     });
   }
 
-  /** Closes every tunnel of the session and its connection. */
+  /** Closes every tunnel of the session and its connection, and its inspector. */
   async close(): Promise<void> {
     this.closing = true;
     for (const [name] of this.entries) this.end(name, {});
     this.agent?.stop();
     await this.done;
+    (await this.inspector.catch(() => undefined))?.stop();
   }
 
   /** Told at the next READY, or when the connection ends: a retune is through. */
@@ -235,8 +255,13 @@ export class Session {
 
   private async closeTunnel(name: string): Promise<void> {
     if (!this.entries.has(name)) return;
+    if (this.entries.size === 1 && this.ownsConnection) {
+      // the last one of forward()'s own session: the connection goes (GOAWAY, so the server frees the name at once), then it is "closed"
+      await this.close();
+      return;
+    }
     if (this.entries.size === 1) {
-      // the last one: the connection goes (GOAWAY, so the server frees the name at once), then it is "closed"
+      // the last one of a session: its connection goes too until the next forward()
       const agent = this.agent;
       if (!agent) return this.end(name, {});
       agent.stop();
@@ -251,7 +276,7 @@ export class Session {
   }
 
   /** A tunnel is over: rejected if it never was live, else told "closed". */
-  private end(name: string, why: { code?: string; message?: string }, refusal?: BurrowError): void {
+  private end(name: string, why: { code?: string; message?: string }, refusal?: Error): void {
     const e = this.entries.get(name);
     if (!e) return;
     this.entries.delete(name);
@@ -266,17 +291,45 @@ export class Session {
     this.scheduled = true;
     queueMicrotask(() => {
       this.scheduled = false;
-      const asked = [...this.entries.values()].map((e) => e.asked);
-      if (asked.length === 0) return;
-      if (this.agent) return this.agent.retune(asked);
-      this.start(asked);
+      void this.apply();
     });
   }
 
-  private start(asked: AgentTunnel[]): void {
+  /** A start under way (the inspector first, when there is one): what asks meanwhile waits for it. */
+  private starting: Promise<void> | undefined;
+
+  private async apply(): Promise<void> {
+    if (this.starting) await this.starting;
+    const asked = [...this.entries.values()].map((e) => e.asked);
+    if (asked.length === 0) return;
+    if (this.agent) return this.agent.retune(asked);
+    this.starting = this.start(asked);
+    await this.starting;
+    this.starting = undefined;
+  }
+
+  private async start(asked: AgentTunnel[]): Promise<void> {
     this.refusal = undefined;
     this.down = false;
-    const agent = new Agent({ server: this.creds.server, token: this.creds.token, insecure: this.creds.insecure, tunnels: asked, out: this.output() });
+    let inspector: Inspector | undefined;
+    try {
+      inspector = await this.inspector;
+    } catch (err) {
+      for (const [name] of [...this.entries]) this.end(name, {}, err instanceof Error ? new TypeError(err.message) : new TypeError(String(err)));
+      return;
+    }
+    if (this.entries.size === 0) return;
+    if (inspector) for (const e of this.entries.values()) e.tunnel.inspector = inspector.url;
+    const out = this.output();
+    const tunnels = [...this.entries.values()].map((e) => ({ ...e.asked, inspect: Boolean(inspector) }));
+    const agent = new Agent({
+      server: this.creds.server,
+      token: this.creds.token,
+      insecure: this.creds.insecure,
+      tunnels,
+      out: inspector ? inspector.watch(out) : out,
+      ...(inspector ? { inspector: inspector.store } : {}),
+    });
     this.agent = agent;
     this.done = agent.run().then(
       (code) => {
@@ -341,7 +394,22 @@ export class Session {
  */
 export function connect(options: ConnectOptions = {}): Session {
   const creds = resolveCredentials({ server: options.server, token: options.token });
-  return new Session({ ...creds, insecure: Boolean(options.insecure) });
+  if (options.inspect !== undefined) inspectAt(options.inspect);
+  return new Session({ ...creds, insecure: Boolean(options.insecure) }, options.inspect);
+}
+
+type InspectSetting = NonNullable<ForwardOptions["inspect"]>;
+
+/** Where the inspector listens and what it keeps: 127.0.0.1 on any free port unless given, 1000 requests. */
+function inspectAt(inspect: InspectSetting): { host: string; port: number; keep: number } | undefined {
+  if (inspect === false) return undefined;
+  if (inspect === true) return { host: "127.0.0.1", port: 0, keep: DEFAULT_KEEP };
+  if (typeof inspect !== "object" || inspect === null) throw new TypeError("inspect must be true, false or { host?, port?, keep? }");
+  const port = inspect.port ?? 0;
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new TypeError(`inspect.port must be a port number from 0 to 65535 (got ${String(inspect.port)})`);
+  const keep = inspect.keep ?? DEFAULT_KEEP;
+  if (!Number.isInteger(keep) || keep < 1 || keep > MAX_KEEP) throw new TypeError(`inspect.keep must be a number of requests from 1 to ${MAX_KEEP}`);
+  return { host: inspect.host ?? "127.0.0.1", port, keep };
 }
 
 /**
@@ -359,5 +427,6 @@ export function forward(options: ForwardOptions): Promise<Tunnel> {
   } catch (err) {
     return Promise.reject(err);
   }
+  session.ownsConnection = true;
   return session.forward(options);
 }

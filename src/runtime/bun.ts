@@ -15,4 +15,8 @@ export const bunRuntime: AgentRuntime = {
     return ipv6 ? Bun.udpSocket({ hostname: "::", port: 0, binaryType: "buffer", connect, socket }) : Bun.udpSocket({ port: 0, binaryType: "buffer", connect, socket });
   },
   sleep: (ms) => Bun.sleep(ms),
+  async serve(options) {
+    const server = Bun.serve({ hostname: options.hostname, port: options.port, reusePort: false, development: false, fetch: options.fetch });
+    return { port: server.port!, stop: () => void server.stop(true) };
+  },
 };

@@ -14,8 +14,10 @@
 import { createSocket, type Socket as UdpSocket } from "node:dgram";
 import { connect as netConnect, type Socket as NetSocket } from "node:net";
 import { connect as tlsConnect, type ConnectionOptions, type TLSSocket } from "node:tls";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { Readable } from "node:stream";
 import WebSocket from "ws";
-import type { AgentRuntime, ConnectOptions, ConnectedUdp, RuntimeSocket, RuntimeWebSocket, SocketHandlers, UdpHandlers, WebSocketOptions } from "./types.ts";
+import type { AgentRuntime, ConnectOptions, ConnectedUdp, RuntimeSocket, RuntimeWebSocket, Served, ServeOptions, SocketHandlers, UdpHandlers, WebSocketOptions } from "./types.ts";
 
 class NodeSocket<T> implements RuntimeSocket<T> {
   /** Over the high-water mark: writes take nothing until 'drain'. */
@@ -169,10 +171,66 @@ async function connectUdp(host: string, port: number, ipv6: boolean, handlers: U
   };
 }
 
+/** The fetch-style app on node:http: each request made a Request, each Response streamed back (an event stream stays open). */
+async function serve(options: ServeOptions): Promise<Served> {
+  const timeouts = { timeout() {} }; // node:http puts no idle limit on a response being written
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    const headers = new Headers();
+    for (let i = 0; i < req.rawHeaders.length; i += 2) headers.append(req.rawHeaders[i]!, req.rawHeaders[i + 1]!);
+    const method = req.method ?? "GET";
+    const body = method === "GET" || method === "HEAD" ? undefined : (Readable.toWeb(req) as unknown as ReadableStream<Uint8Array>);
+    const url = `http://${req.headers.host ?? `${options.hostname}:${port}`}${req.url ?? "/"}`;
+    let response: Response;
+    try {
+      response = await options.fetch(new Request(url, { method, headers, ...(body ? { body, duplex: "half" } : {}) } as RequestInit), timeouts);
+    } catch {
+      res.writeHead(500).end();
+      return;
+    }
+    const out: [string, string][] = [];
+    response.headers.forEach((value, name) => {
+      if (name !== "set-cookie") out.push([name, value]);
+    });
+    for (const cookie of response.headers.getSetCookie()) out.push(["set-cookie", cookie]);
+    res.writeHead(response.status, out.flat());
+    if (!response.body || method === "HEAD") return void res.end();
+    const reader = response.body.getReader();
+    res.on("close", () => void reader.cancel().catch(() => {}));
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        if (!res.write(value)) await new Promise<void>((resolve) => res.once("drain", resolve));
+      }
+      res.end();
+    } catch {
+      res.destroy();
+    }
+  };
+  const server = createServer((req, res) => void handle(req, res));
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port, options.hostname, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const address = server.address();
+  const port = typeof address === "object" && address ? address.port : options.port;
+  return {
+    port,
+    stop() {
+      server.closeAllConnections();
+      server.close();
+    },
+  };
+}
+
 export const nodeRuntime: AgentRuntime = {
   name: "node",
   connect,
   webSocket,
   connectUdp,
   sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+  serve,
 };

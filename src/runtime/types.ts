@@ -84,6 +84,25 @@ export interface UdpHandlers {
   error(error?: Error): void;
 }
 
+/** What a served app may ask of its server: the time a request may stay idle (0: none, for a stream that is quiet on purpose). */
+export interface RequestTimeouts {
+  timeout(request: Request, seconds: number): void;
+}
+
+/** A fetch-style app on a loopback HTTP port (the request inspector's). */
+export interface ServeOptions {
+  hostname: string;
+  /** 0: any free port. */
+  port: number;
+  fetch(request: Request, server: RequestTimeouts): Response | Promise<Response>;
+}
+
+export interface Served {
+  readonly port: number;
+  /** Stops listening and closes the connections it has. */
+  stop(): void;
+}
+
 export interface AgentRuntime {
   readonly name: "bun" | "node";
   connect<T>(options: ConnectOptions<T>): Promise<RuntimeSocket<T>>;
@@ -91,4 +110,5 @@ export interface AgentRuntime {
   /** A UDP socket connected to `host`:`port`, bound on any port of the family `ipv6` says. */
   connectUdp(host: string, port: number, ipv6: boolean, handlers: UdpHandlers): Promise<ConnectedUdp>;
   sleep(ms: number): Promise<void>;
+  serve(options: ServeOptions): Promise<Served>;
 }

@@ -130,6 +130,16 @@ for (const runtime of ["node", "bun"] as const) {
       expect(r.with).toEqual({ status: 200, body: "upstream saw /private" });
     }, 60_000);
 
+    test("inspect: off by default; on, the inspector listens on a free loopback port, captures the requests and serves its page, and closes with the tunnel", async () => {
+      const r = await scenario(runtime, "inspect");
+      expect(r.error).toBeUndefined();
+      expect(r.plain).toBeNull();
+      expect(r.inspector).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      expect(r.captured).toEqual(["GET /seen-by-the-inspector?x=1 200"]);
+      expect(r.page).toStartWith("text/html");
+      expect(r.after).toBe("closed");
+    }, 60_000);
+
     test("an AbortSignal closes the tunnel", async () => {
       const r = await scenario(runtime, "abort");
       expect(r.error).toBeUndefined();

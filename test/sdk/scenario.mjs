@@ -128,6 +128,20 @@ try {
     out.without = (await visit(tunnel.url, "/private")).status;
     out.with = await visit(tunnel.url, "/private", "GET", undefined, { authorization: `Basic ${Buffer.from("ann:correct-horse").toString("base64")}` });
     await tunnel.close();
+  } else if (scenario === "inspect") {
+    // the inspector, off unless asked: on, it listens on a free loopback port and captures the tunnel's requests
+    const plain = await forward({ port: httpPort, server, token });
+    out.plain = plain.inspector ?? null;
+    await plain.close();
+    const tunnel = await forward({ port: httpPort, server, token, inspect: true });
+    out.inspector = tunnel.inspector;
+    await visit(tunnel.url, "/seen-by-the-inspector?x=1");
+    await new Promise((r) => setTimeout(r, 200));
+    const list = await (await fetch(`${tunnel.inspector}/api/requests`)).json();
+    out.captured = (list.requests ?? list).map((r) => `${r.method} ${r.path} ${r.status ?? r.response?.status}`);
+    out.page = (await fetch(`${tunnel.inspector}/`)).headers.get("content-type");
+    await tunnel.close();
+    out.after = await fetch(`${tunnel.inspector}/api/requests`).then(() => "still up", () => "closed");
   } else if (scenario === "abort") {
     const controller = new AbortController();
     const tunnel = await forward({ port: httpPort, subdomain: `abort-${process.env.NAME}`, server, token, signal: controller.signal });

@@ -13,7 +13,7 @@
  *   GET    /api/requests/:id            one capture, bodies base64
  *   POST   /api/requests/:id/replay     send it again, maybe edited (replay.ts)
  */
-import type { Server } from "bun";
+import type { RequestTimeouts } from "../../runtime/types.ts";
 import * as v from "valibot";
 import { log } from "../../log.ts";
 import type { ListenAddress } from "./address.ts";
@@ -64,7 +64,7 @@ export function createInspectorApp(deps: InspectorAppDeps) {
   const json = (body: unknown, status = 200, headers: Record<string, string> = {}) => Response.json(body, { status, headers: { ...SECURITY_HEADERS, ...headers } });
   const failure = (err: InspectorError) => json({ error: err.message, code: err.code }, err.status, err.headers);
 
-  async function route(req: Request, server: Server<unknown>, path: string, query: URLSearchParams): Promise<Response> {
+  async function route(req: Request, server: RequestTimeouts, path: string, query: URLSearchParams): Promise<Response> {
     const method = req.method;
     if (path === "/api/tunnels") {
       only(method, ["GET"], path);
@@ -110,7 +110,7 @@ export function createInspectorApp(deps: InspectorAppDeps) {
   }
 
   return {
-    async fetch(req: Request, server: Server<unknown>): Promise<Response> {
+    async fetch(req: Request, server: RequestTimeouts): Promise<Response> {
       try {
         const refused = refusal(req, deps.bound());
         if (refused) throw refused;

@@ -10,7 +10,7 @@
  * bounded queue; one that falls STREAM_CLIENT_MAX_BYTES behind is dropped
  * (it can reconnect and list again), never buffered without end.
  */
-import type { Server } from "bun";
+import type { RequestTimeouts } from "../../runtime/types.ts";
 import { InspectorError } from "./errors.ts";
 import { summaryJson } from "./json.ts";
 import { MAX_STREAM_CLIENTS, STREAM_CLIENT_MAX_BYTES, STREAM_KEEPALIVE_MS } from "./limits.ts";
@@ -27,7 +27,7 @@ export class LiveStreams {
     return this.clients.size;
   }
 
-  open(req: Request, server: Server<unknown>, headers: Record<string, string>): Response {
+  open(req: Request, server: RequestTimeouts, headers: Record<string, string>): Response {
     if (this.clients.size >= MAX_STREAM_CLIENTS) throw new InspectorError("TOO_MANY_STREAMS", `at most ${MAX_STREAM_CLIENTS} live streams at once`);
     server.timeout(req, 0); // a quiet stream is not an idle connection
     const client = new LiveClient(() => this.clients.delete(client));

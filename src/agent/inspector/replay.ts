@@ -102,8 +102,8 @@ export async function replay(store: CaptureStore, original: Capture, tunnel: Tun
 const FRAMING_SLACK = 256 * 1024;
 
 function drive(stream: Stream, onFull: () => void): { answered: Promise<void>; over: Promise<void> } {
-  const answered = Promise.withResolvers<void>();
-  const over = Promise.withResolvers<void>();
+  const answered = settles();
+  const over = settles();
   let received = 0;
   const headTimer = setTimeout(() => stream.reset(), REPLAY_HEAD_TIMEOUT_MS);
   let graceTimer: ReturnType<typeof setTimeout> | undefined;
@@ -153,4 +153,11 @@ function memoryPair(onStream: (stream: Stream) => void): { edge: Mux; close: () 
       agent.close();
     },
   };
+}
+
+/** Promise.withResolvers, which Node.js has from 22 only (the npm package runs on 20). */
+function settles(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((yes) => (resolve = yes));
+  return { promise, resolve };
 }

@@ -3,7 +3,7 @@
  * agent's tunnels report to, and a small HTTP server for its page and
  * JSON API. startInspector() is all the CLI needs.
  */
-import type { Server } from "bun";
+import { runtime } from "../../runtime/current.ts";
 import type { AgentOutput } from "../output.ts";
 import { listenOnFirstFree, portRange, showAddress, type ListenAddress } from "./address.ts";
 import { createInspectorApp } from "./api.ts";
@@ -35,7 +35,7 @@ export class InspectorListenError extends Error {}
 export class Inspector {
   constructor(
     readonly store: CaptureStore,
-    private readonly server: Server<unknown>,
+    private readonly server: { stop(closeActive?: boolean): unknown },
     private readonly live: LiveStreams,
     readonly address: ListenAddress,
     private readonly flows: FlowList,
@@ -86,7 +86,7 @@ export function startInspector(opts: InspectorOptions): InspectorStart {
   const store = new CaptureStore(opts.keep, opts.memoryBytes);
   const live = new LiveStreams(store);
   const page = new InspectorPage();
-  let server: Server<unknown> | undefined;
+  let server: ReturnType<typeof Bun.serve> | undefined;
   let address: ListenAddress | undefined;
   const flows = new FlowList();
   const app = createInspectorApp({ store, live, page, flows, bound: () => address! });
@@ -115,6 +115,27 @@ export function startInspector(opts: InspectorOptions): InspectorStart {
     }
   }
   return { kind: "listening", inspector: new Inspector(store, server!, live, address!, flows) };
+}
+
+/**
+ * The inspector on the runtime's HTTP server (Bun's or Node.js's), for the
+ * npm package: on `host`:`port` (0: any free port), or an
+ * InspectorListenError saying why not.
+ */
+export async function serveInspector(opts: { host: string; port: number; keep: number; memoryBytes?: number }): Promise<Inspector> {
+  const store = new CaptureStore(opts.keep, opts.memoryBytes);
+  const live = new LiveStreams(store);
+  const flows = new FlowList();
+  let address: ListenAddress | undefined;
+  const app = createInspectorApp({ store, live, page: new InspectorPage(), flows, bound: () => address! });
+  let served: Awaited<ReturnType<typeof runtime.serve>>;
+  try {
+    served = await runtime.serve({ hostname: opts.host, port: opts.port, fetch: app.fetch });
+  } catch (err) {
+    throw new InspectorListenError(`cannot listen on ${showAddress({ host: opts.host, port: opts.port })} for the inspector: ${describeListenError(err)}`);
+  }
+  address = { host: opts.host, port: served.port };
+  return new Inspector(store, served, live, address, flows);
 }
 
 function describeListenError(err: unknown): string {
