@@ -24,6 +24,7 @@ const LAYERS: Record<string, number> = {
   db: 0, // tables, migrations, SQLite and PostgreSQL
   tls: 0, // certificates and which one a server name gets
   runtime: 0, // what the agent needs of Bun or Node.js: sockets, the WebSocket client, UDP, a timer
+  signing: 0, // minisign signatures: made for a release, checked by what downloads one
   // plumbing over the protocol
   http: 1, // addresses, request targets, header lists
   sockets: 1, // Bun sockets and links carrying frames or a stream's bytes
