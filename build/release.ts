@@ -6,6 +6,12 @@
  *   burrow-<version>-<os>-<arch>[-musl].tar.gz  (.zip for Windows) holding it as burrow[.exe]
  *   install.sh                                  the installer, which reads SHA256SUMS
  *   SHA256SUMS                                  sha256sum's format, for sha256sum -c
+ *   SHA256SUMS.minisig                          its signature, for minisign -V (when signed)
+ *
+ * Signed with the minisign secret key (without a password, `minisign -G -W`)
+ * in the file BURROW_SIGNING_KEY_FILE, or given whole in BURROW_SIGNING_KEY;
+ * BURROW_SIGNING_PUBLIC_KEY_FILE, when given, must be its public key. Without
+ * a key the release is made unsigned, and says so loudly.
  *
  *   bun build/release.ts [--only linux-x64,linux-arm64] [--no-bytecode] [--outdir DIR]
  */
@@ -16,6 +22,19 @@ import { tarGz, zip } from "./archives.ts";
 import { buildInfo, compile } from "./compile.ts";
 import { ROOT } from "./paths.ts";
 import { RELEASE_TARGETS, releaseFileName } from "./targets.ts";
+import { parsePublicKey, parseSecretKey, publicKeyFile, signFile, type SecretKey } from "../src/signing/minisign.ts";
+
+/** The release's signing key from the environment, checked before anything is built; undefined: unsigned. */
+function signingKey(env: Record<string, string | undefined>): SecretKey | undefined {
+  const text = env.BURROW_SIGNING_KEY_FILE ? readFileSync(env.BURROW_SIGNING_KEY_FILE, "utf8") : env.BURROW_SIGNING_KEY;
+  if (!text) return undefined;
+  const key = parseSecretKey(text);
+  if (env.BURROW_SIGNING_PUBLIC_KEY_FILE) {
+    const pub = parsePublicKey(readFileSync(env.BURROW_SIGNING_PUBLIC_KEY_FILE, "utf8"));
+    if (publicKeyFile(pub) !== publicKeyFile(key)) throw new Error(`BURROW_SIGNING_PUBLIC_KEY_FILE holds key ${pub.id}, not the public half of the signing key`);
+  }
+  return key;
+}
 
 const { values } = parseArgs({ options: { only: { type: "string" }, "no-bytecode": { type: "boolean" }, outdir: { type: "string" } } });
 const only = values.only?.split(",").map((s) => s.trim());
@@ -30,6 +49,14 @@ const version = (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as
 const outdir = values.outdir ?? join(ROOT, "dist", "release");
 rmSync(outdir, { recursive: true, force: true });
 mkdirSync(outdir, { recursive: true });
+
+let key: SecretKey | undefined;
+try {
+  key = signingKey(process.env);
+} catch (err) {
+  console.error(`release: the signing key cannot be used: ${(err as Error).message}`);
+  process.exit(65);
+}
 
 const info = buildInfo();
 const mtime = new Date(info.builtAt);
@@ -65,11 +92,22 @@ sizes.sort((a, b) => targets.findIndex((t) => t.name === a.target) - targets.fin
 copyFileSync(join(ROOT, "install.sh"), join(outdir, "install.sh"));
 sums.push(["install.sh", sha256(readFileSync(join(outdir, "install.sh")))]);
 sums.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-writeFileSync(join(outdir, "SHA256SUMS"), sums.map(([name, hash]) => `${hash}  ${name}\n`).join(""));
+const sumsText = sums.map(([name, hash]) => `${hash}  ${name}\n`).join("");
+writeFileSync(join(outdir, "SHA256SUMS"), sumsText);
+if (key) {
+  writeFileSync(join(outdir, "SHA256SUMS.minisig"), signFile(key, Buffer.from(sumsText), `burrow ${version} ${info.commit} SHA256SUMS`));
+  writeFileSync(join(outdir, "burrow.pub"), publicKeyFile(key));
+}
 
 console.log(`\n| target | executable | compressed |\n|---|---:|---:|`);
 for (const s of sizes) console.log(`| ${s.target} | ${mib(s.file)} | ${mib(s.archive)} |`);
 console.log(`\n${sums.length} files and SHA256SUMS in ${outdir} (${info.commit})`);
+if (key) console.log(`signed: SHA256SUMS.minisig, key ${parsePublicKey(publicKeyFile(key)).id} (burrow.pub); check with: minisign -V -p burrow.pub -m SHA256SUMS`);
+else {
+  console.error("");
+  console.error("!!! UNSIGNED RELEASE: no BURROW_SIGNING_KEY_FILE or BURROW_SIGNING_KEY, so there is no SHA256SUMS.minisig.");
+  console.error("!!! A checksum catches a broken download, not a tampered one: sign releases you publish (docs/install.md).");
+}
 
 function mib(n: number): string {
   return `${(n / 1024 / 1024).toFixed(1)} MiB`;
