@@ -1,7 +1,9 @@
 #!/bin/sh
 # Installs burrow: picks the release build for this machine, downloads it,
-# checks its SHA-256 against the release's SHA256SUMS and puts it on disk as
-# `burrow`. Never uses sudo. POSIX sh (dash, busybox ash, bash, zsh as sh).
+# checks the signature of the release's SHA256SUMS (SHA256SUMS.minisig, with
+# the key written into this script when the release was signed), checks the
+# download's SHA-256 against SHA256SUMS, and puts it on disk as `burrow`.
+# Never uses sudo. POSIX sh (dash, busybox ash, bash, zsh as sh).
 #
 #   curl -fsSL https://github.com/burrow-tunnel/burrow/releases/latest/download/install.sh | sh
 #
@@ -15,8 +17,15 @@
 #   BURROW_TARGET         the build, instead of detecting it: linux-x64,
 #                         linux-arm64, linux-x64-musl, linux-arm64-musl,
 #                         darwin-x64 or darwin-arm64
+#   BURROW_INSTALL_INSECURE=1 install even when SHA256SUMS's signature is
+#                         missing or does not verify (loudly; never do this
+#                         for a release you did not make yourself)
 
 set -u
+
+# The release's minisign public key, written in by `npm run release` when it
+# signs (build/release.ts); empty in a script that comes from the source.
+BURROW_PUBLIC_KEY=""
 
 RELEASES_URL="https://github.com/burrow-tunnel/burrow/releases"
 DEFAULT_BASE="$RELEASES_URL/latest/download"
@@ -134,6 +143,76 @@ sha256_of() {
 	shasum) digest=$(shasum -a 256 <"$1") || return 1 ;;
 	esac
 	printf '%s\n' "${digest%% *}" | tr 'A-F' 'a-f'
+}
+
+# --- the signature of SHA256SUMS ------------------------------------------------
+
+# b64d: base64 from stdin, decoded (GNU, busybox and macOS spell it differently)
+b64d() { base64 -d 2>/dev/null || base64 -D; }
+
+# verify_with_openssl SUMS SIG: minisign's check made with openssl (3.0 or later):
+# the key id, Ed25519 over BLAKE2b-512 of SUMS, and over the signature and its trusted comment
+verify_with_openssl() {
+	w="$tmp/sig"
+	mkdir -p "$w" || return 1
+	printf '%s\n' "$BURROW_PUBLIC_KEY" | b64d >"$w/key" || return 1
+	# the key as DER (SubjectPublicKeyInfo for Ed25519: a fixed 12-byte prefix, then the 32-byte key)
+	{ printf '\060\052\060\005\006\003\053\145\160\003\041\000' && tail -c 32 "$w/key"; } >"$w/key.der" || return 1
+	sed -n 2p "$2" | b64d >"$w/sig" || return 1
+	[ "$(head -c 2 "$w/sig")" = "ED" ] || return 1
+	[ "$(tail -c +3 "$w/sig" | head -c 8 | od -An -tx1)" = "$(tail -c +3 "$w/key" | head -c 8 | od -An -tx1)" ] || return 1
+	tail -c 64 "$w/sig" >"$w/sig64" || return 1
+	openssl dgst -blake2b512 -binary "$1" >"$w/digest" 2>/dev/null || return 1
+	openssl pkeyutl -verify -pubin -keyform DER -inkey "$w/key.der" -rawin -in "$w/digest" -sigfile "$w/sig64" >/dev/null 2>&1 || return 1
+	trusted=$(sed -n 3p "$2")
+	case "$trusted" in
+	"trusted comment: "*) trusted=${trusted#trusted comment: } ;;
+	*) return 1 ;;
+	esac
+	{ cat "$w/sig64" && printf '%s' "$trusted"; } >"$w/global.msg" || return 1
+	sed -n 4p "$2" | b64d >"$w/global.sig" || return 1
+	openssl pkeyutl -verify -pubin -keyform DER -inkey "$w/key.der" -rawin -in "$w/global.msg" -sigfile "$w/global.sig" >/dev/null 2>&1
+}
+
+# can_verify_with_openssl: openssl 3 with Ed25519 over raw messages, BLAKE2b, base64
+can_verify_with_openssl() {
+	has openssl && has base64 && has od && openssl pkeyutl -help 2>&1 | grep -q rawin && openssl dgst -blake2b512 </dev/null >/dev/null 2>&1
+}
+
+# check_signature: SHA256SUMS verified against the key written into this script, or refused
+check_signature() {
+	if [ -z "$BURROW_PUBLIC_KEY" ]; then
+		say "this install.sh carries no release key (it comes from the source, not a signed release): the download is checked against SHA256SUMS only"
+		return 0
+	fi
+	if ! download "$base/SHA256SUMS.minisig" "$tmp/SHA256SUMS.minisig"; then
+		insecure_or_die "the release at $base/ has no SHA256SUMS.minisig: it is not signed"
+		return 0
+	fi
+	if has minisign; then
+		if minisign -V -q -P "$BURROW_PUBLIC_KEY" -m "$tmp/SHA256SUMS" -x "$tmp/SHA256SUMS.minisig" >/dev/null 2>&1; then
+			say "signature ok: SHA256SUMS is signed by the release key (minisign)"
+			return 0
+		fi
+	elif can_verify_with_openssl; then
+		if verify_with_openssl "$tmp/SHA256SUMS" "$tmp/SHA256SUMS.minisig"; then
+			say "signature ok: SHA256SUMS is signed by the release key (openssl)"
+			return 0
+		fi
+	else
+		insecure_or_die "cannot check SHA256SUMS's signature here: install minisign, or openssl 3"
+		return 0
+	fi
+	insecure_or_die "SHA256SUMS's signature does not verify with the release key: the files at $base/ are not the release's"
+}
+
+insecure_or_die() {
+	if [ "${BURROW_INSTALL_INSECURE:-}" = "1" ]; then
+		warn "$1"
+		warn "BURROW_INSTALL_INSECURE=1: installing anyway, UNVERIFIED"
+		return 0
+	fi
+	die "$1; nothing installed (BURROW_INSTALL_INSECURE=1 installs anyway, unverified)"
 }
 
 # --- SHA256SUMS --------------------------------------------------------------
@@ -294,6 +373,7 @@ main() {
 
 	download "$base/SHA256SUMS" "$tmp/SHA256SUMS" ||
 		die "cannot download $base/SHA256SUMS, which is needed to verify the download; nothing installed"
+	check_signature
 	find_build "$tmp/SHA256SUMS"
 
 	say "downloading $name ($target) from $base/"

@@ -15,7 +15,7 @@
  *
  *   bun build/release.ts [--only linux-x64,linux-arm64] [--no-bytecode] [--outdir DIR]
  */
-import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { tarGz, zip } from "./archives.ts";
@@ -23,6 +23,7 @@ import { buildInfo, compile } from "./compile.ts";
 import { ROOT } from "./paths.ts";
 import { RELEASE_TARGETS, releaseFileName } from "./targets.ts";
 import { parsePublicKey, parseSecretKey, publicKeyFile, signFile, type SecretKey } from "../src/signing/minisign.ts";
+import { withReleaseKey } from "./install-key.ts";
 
 /** The release's signing key from the environment, checked before anything is built; undefined: unsigned. */
 function signingKey(env: Record<string, string | undefined>): SecretKey | undefined {
@@ -89,7 +90,9 @@ await Promise.all(
 );
 sizes.sort((a, b) => targets.findIndex((t) => t.name === a.target) - targets.findIndex((t) => t.name === b.target));
 
-copyFileSync(join(ROOT, "install.sh"), join(outdir, "install.sh"));
+// a signed release's installer carries its key, to check SHA256SUMS.minisig before it installs
+const installer = readFileSync(join(ROOT, "install.sh"), "utf8");
+writeFileSync(join(outdir, "install.sh"), key ? withReleaseKey(installer, publicKeyFile(key).split("\n")[1]!) : installer, { mode: 0o755 });
 sums.push(["install.sh", sha256(readFileSync(join(outdir, "install.sh")))]);
 sums.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
 const sumsText = sums.map(([name, hash]) => `${hash}  ${name}\n`).join("");

@@ -28,6 +28,9 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import pkg from "../../package.json";
 import { deferred, within } from "../harness/wait.ts";
+import { generateKeyPairSync, randomBytes } from "node:crypto";
+import { withReleaseKey } from "../../build/install-key.ts";
+import { publicKeyFile, signFile, type SecretKey } from "../../src/signing/minisign.ts";
 
 const SCRIPT = resolve(import.meta.dir, "../../install.sh");
 const VERSION = pkg.version;
@@ -526,6 +529,87 @@ function systemDirWritableForUs(): boolean {
   } catch {
     return false;
   }
+}
+
+// --- a signed release: the key written into install.sh, SHA256SUMS.minisig beside SHA256SUMS ----------
+
+/** A minisign key pair made here (Ed25519 from node:crypto), the release's key for these tests. */
+function releaseKey(): SecretKey {
+  const { privateKey, publicKey } = generateKeyPairSync("ed25519");
+  const seed = privateKey.export({ format: "der", type: "pkcs8" }).subarray(-32);
+  const pk = publicKey.export({ format: "der", type: "spki" }).subarray(-32);
+  return { keyId: new Uint8Array(randomBytes(8)), seed: new Uint8Array(seed), publicKey: new Uint8Array(pk) };
+}
+const KEY = releaseKey();
+const SIGNED_DIR = mkdtempSync(join(tmpdir(), "burrow-signed-installer-"));
+const SIGNED_SCRIPT = join(SIGNED_DIR, "install.sh");
+writeFileSync(SIGNED_SCRIPT, withReleaseKey(readFileSync(SCRIPT, "utf8"), publicKeyFile(KEY).split("\n")[1]!));
+afterAll(() => rmSync(SIGNED_DIR, { recursive: true, force: true }));
+const signedRelease = (sums = RELEASE.get("SHA256SUMS") as string) => {
+  files.set("SHA256SUMS", sums);
+  files.set("SHA256SUMS.minisig", signFile(KEY, Buffer.from(RELEASE.get("SHA256SUMS") as string), `burrow ${VERSION} SHA256SUMS`));
+};
+const opensslCanVerify = Bun.spawnSync(["sh", "-c", "openssl pkeyutl -help 2>&1 | grep -q rawin && openssl dgst -blake2b512 </dev/null >/dev/null 2>&1"]).exitCode === 0;
+const minisignHere = Bun.which("minisign");
+
+for (const shell of shells) {
+  const install = (c: Case, extra: Record<string, string | undefined> = {}) => finish(start([...shell, SIGNED_SCRIPT], envFor(c, { BURROW_TARGET: "linux-x64", ...extra }), c.root));
+  /** Checkers in turn: minisign when it is here, then openssl alone (a PATH without minisign). */
+  const checkers: [string, (c: Case) => Record<string, string>][] = [
+    ...(minisignHere ? ([["minisign", () => ({})]] as [string, (c: Case) => Record<string, string>][]) : []),
+    ...(opensslCanVerify ? ([["openssl", (c: Case) => ({ PATH: pathWithout(c, ["minisign"]) })]] as [string, (c: Case) => Record<string, string>][]) : []),
+  ];
+
+  describe(`a signed release, install.sh under ${shell.join(" ")}`, () => {
+    for (const [checker, env] of checkers) {
+      test(`${checker}: the signature verifies, then the checksum, then it installs`, async () => {
+        using c = newCase();
+        signedRelease();
+        const r = await install(c, env(c));
+        expect(r.code).toBe(0);
+        expect(r.stderr).not.toMatch(/error|signature|UNVERIFIED/);
+        expect(r.stdout).toContain(`signature ok: SHA256SUMS is signed by the release key (${checker})`);
+        expect(requests).toEqual(["SHA256SUMS", "SHA256SUMS.minisig", binaryName("linux-x64")]);
+        expect(readFileSync(installed(c), "utf8")).toBe(fakeBinary("linux-x64"));
+        expect(leftovers(c)).toEqual([]);
+      }, TEST_LIMIT_MS);
+
+      test(`${checker}: one byte of SHA256SUMS changed (a binary swapped with its line): refused, nothing installed`, async () => {
+        using c = newCase();
+        const evil = fakeBinary("linux-x64") + "# evil\n";
+        files.set(binaryName("linux-x64"), evil);
+        const sums = (RELEASE.get("SHA256SUMS") as string).replace(sha256(fakeBinary("linux-x64")), sha256(evil));
+        signedRelease(sums);
+        const r = await install(c, env(c));
+        expect(r.code).not.toBe(0);
+        expect(r.stderr).toContain("SHA256SUMS's signature does not verify with the release key");
+        expect(requests).not.toContain(binaryName("linux-x64"));
+        expect(existsSync(c.installDir)).toBe(false);
+        expect(leftovers(c)).toEqual([]);
+      }, TEST_LIMIT_MS);
+    }
+
+    test("no SHA256SUMS.minisig: refused as unsigned; BURROW_INSTALL_INSECURE=1 installs, saying UNVERIFIED", async () => {
+      using c = newCase();
+      const r = await install(c);
+      expect(r.code).not.toBe(0);
+      expect(r.stderr).toContain("has no SHA256SUMS.minisig: it is not signed; nothing installed");
+      expect(existsSync(c.installDir)).toBe(false);
+      const anyway = await install(c, { BURROW_INSTALL_INSECURE: "1" });
+      expect(anyway.code).toBe(0);
+      expect(anyway.stderr).toContain("BURROW_INSTALL_INSECURE=1: installing anyway, UNVERIFIED");
+      expect(readFileSync(installed(c), "utf8")).toBe(fakeBinary("linux-x64"));
+    }, TEST_LIMIT_MS);
+
+    test("neither minisign nor openssl to check with: refused, saying what to install", async () => {
+      using c = newCase();
+      signedRelease();
+      const r = await install(c, { PATH: pathWithout(c, ["minisign", "openssl"]) });
+      expect(r.code).not.toBe(0);
+      expect(r.stderr).toContain("cannot check SHA256SUMS's signature here: install minisign, or openssl 3");
+      expect(existsSync(c.installDir)).toBe(false);
+    }, TEST_LIMIT_MS);
+  });
 }
 
 describe("install dir", () => {

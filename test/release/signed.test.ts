@@ -46,6 +46,8 @@ describe.skipIf(!minisign)("a signed release", () => {
     expect(made.out).toContain("signed: SHA256SUMS.minisig");
     expect(made.out).not.toContain("UNSIGNED");
     expect(readFileSync(join(outdir, "burrow.pub"), "utf8")).toBe(readFileSync(join(keys, "burrow.pub"), "utf8"));
+    // the released installer carries the key it checks SHA256SUMS.minisig with
+    expect(readFileSync(join(outdir, "install.sh"), "utf8")).toContain(`BURROW_PUBLIC_KEY="${readFileSync(join(keys, "burrow.pub"), "utf8").split("\n")[1]}"`);
     const verify = () => Bun.spawnSync([minisign!, "-V", "-p", join(keys, "burrow.pub"), "-m", "SHA256SUMS"], { cwd: outdir, stdout: "pipe", stderr: "pipe" });
     const good = verify();
     expect(good.exitCode).toBe(0);
