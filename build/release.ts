@@ -7,6 +7,7 @@
  *   install.sh                                  the installer, which reads SHA256SUMS
  *   SHA256SUMS                                  sha256sum's format, for sha256sum -c
  *   SHA256SUMS.minisig                          its signature, for minisign -V (when signed)
+ *   burrow_<version>_<amd64|arm64>.deb          Debian packages of the glibc linux builds (build/deb.ts)
  *
  * Signed with the minisign secret key (without a password, `minisign -G -W`)
  * in the file BURROW_SIGNING_KEY_FILE, or given whole in BURROW_SIGNING_KEY;
@@ -15,7 +16,7 @@
  *
  *   bun build/release.ts [--only linux-x64,linux-arm64] [--no-bytecode] [--outdir DIR]
  */
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { tarGz, zip } from "./archives.ts";
@@ -24,6 +25,7 @@ import { ROOT } from "./paths.ts";
 import { RELEASE_TARGETS, releaseFileName } from "./targets.ts";
 import { parsePublicKey, parseSecretKey, publicKeyFile, signFile, type SecretKey } from "../src/signing/minisign.ts";
 import { withReleaseKey } from "./install-key.ts";
+import { buildDeb } from "./deb.ts";
 
 /** The release's signing key from the environment, checked before anything is built; undefined: unsigned. */
 function signingKey(env: Record<string, string | undefined>): SecretKey | undefined {
@@ -82,6 +84,10 @@ async function buildTarget(target: (typeof targets)[number]): Promise<void> {
   console.log(`${file}  ${mib(bytes.length)}  ${archiveName}  ${mib(archive.length)}  (${Math.round(performance.now() - started)} ms)`);
 }
 
+/** Debian packages of the glibc linux builds, when dpkg-deb is here (build/deb.ts). */
+const DEB_ARCH: Record<string, "amd64" | "arm64"> = { "linux-x64": "amd64", "linux-arm64": "arm64" };
+const canDeb = Bun.which("dpkg-deb") !== null;
+
 const queue = [...targets];
 await Promise.all(
   Array.from({ length: JOBS }, async () => {
@@ -89,6 +95,19 @@ await Promise.all(
   }),
 );
 sizes.sort((a, b) => targets.findIndex((t) => t.name === a.target) - targets.findIndex((t) => t.name === b.target));
+
+for (const target of targets) {
+  const arch = DEB_ARCH[target.name];
+  if (!arch) continue;
+  if (!canDeb) {
+    console.error(`no dpkg-deb here: no .deb for ${target.name} (Debian's dpkg package has it)`);
+    continue;
+  }
+  const deb = buildDeb({ executable: join(outdir, releaseFileName(version, target)), version, arch, outdir, epoch: Math.floor(mtime.getTime() / 1000) });
+  const name = deb.slice(outdir.length + 1);
+  sums.push([name, sha256(readFileSync(deb))]);
+  console.log(`${name}  ${mib(statSync(deb).size)}`);
+}
 
 // a signed release's installer carries its key, to check SHA256SUMS.minisig before it installs
 const installer = readFileSync(join(ROOT, "install.sh"), "utf8");
