@@ -33,7 +33,7 @@ export interface DebOptions {
 
 const ENV_FILE = "/etc/burrow/burrow.env";
 
-const ENV_TEMPLATE = [
+export const ENV_TEMPLATE = [
   "# Settings of burrow.service (EnvironmentFile=): any server flag as BURROW_<FLAG>=value.",
   "# Set the domain, then: systemctl enable --now burrow",
   "#BURROW_DOMAIN=tunnels.example.com",

@@ -8,6 +8,7 @@
  *   SHA256SUMS                                  sha256sum's format, for sha256sum -c
  *   SHA256SUMS.minisig                          its signature, for minisign -V (when signed)
  *   burrow_<version>_<amd64|arm64>.deb          Debian packages of the glibc linux builds (build/deb.ts)
+ *   burrow-<version>-1.<x86_64|aarch64>.rpm     RPM packages of the same (build/rpm.ts)
  *
  * Signed with the minisign secret key (without a password, `minisign -G -W`)
  * in the file BURROW_SIGNING_KEY_FILE, or given whole in BURROW_SIGNING_KEY;
@@ -26,6 +27,7 @@ import { RELEASE_TARGETS, releaseFileName } from "./targets.ts";
 import { parsePublicKey, parseSecretKey, publicKeyFile, signFile, type SecretKey } from "../src/signing/minisign.ts";
 import { withReleaseKey } from "./install-key.ts";
 import { buildDeb } from "./deb.ts";
+import { buildRpm } from "./rpm.ts";
 
 /** The release's signing key from the environment, checked before anything is built; undefined: unsigned. */
 function signingKey(env: Record<string, string | undefined>): SecretKey | undefined {
@@ -84,9 +86,11 @@ async function buildTarget(target: (typeof targets)[number]): Promise<void> {
   console.log(`${file}  ${mib(bytes.length)}  ${archiveName}  ${mib(archive.length)}  (${Math.round(performance.now() - started)} ms)`);
 }
 
-/** Debian packages of the glibc linux builds, when dpkg-deb is here (build/deb.ts). */
+/** Debian and RPM packages of the glibc linux builds, when dpkg-deb and rpmbuild are here (build/deb.ts, build/rpm.ts). */
 const DEB_ARCH: Record<string, "amd64" | "arm64"> = { "linux-x64": "amd64", "linux-arm64": "arm64" };
+const RPM_ARCH: Record<string, "x86_64" | "aarch64"> = { "linux-x64": "x86_64", "linux-arm64": "aarch64" };
 const canDeb = Bun.which("dpkg-deb") !== null;
+const canRpm = Bun.which("rpmbuild") !== null;
 
 const queue = [...targets];
 await Promise.all(
@@ -103,10 +107,16 @@ for (const target of targets) {
     console.error(`no dpkg-deb here: no .deb for ${target.name} (Debian's dpkg package has it)`);
     continue;
   }
-  const deb = buildDeb({ executable: join(outdir, releaseFileName(version, target)), version, arch, outdir, epoch: Math.floor(mtime.getTime() / 1000) });
-  const name = deb.slice(outdir.length + 1);
-  sums.push([name, sha256(readFileSync(deb))]);
-  console.log(`${name}  ${mib(statSync(deb).size)}`);
+  const executable = join(outdir, releaseFileName(version, target));
+  const epoch = Math.floor(mtime.getTime() / 1000);
+  const packages = [buildDeb({ executable, version, arch, outdir, epoch })];
+  if (canRpm) packages.push(buildRpm({ executable, version, arch: RPM_ARCH[target.name]!, outdir, epoch }));
+  else console.error(`no rpmbuild here: no .rpm for ${target.name} (Debian's rpm package has it)`);
+  for (const file of packages) {
+    const name = file.slice(outdir.length + 1);
+    sums.push([name, sha256(readFileSync(file))]);
+    console.log(`${name}  ${mib(statSync(file).size)}`);
+  }
 }
 
 // a signed release's installer carries its key, to check SHA256SUMS.minisig before it installs

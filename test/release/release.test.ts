@@ -76,6 +76,7 @@ afterAll(() => {
 test("every platform's executable and archive is written, and SHA256SUMS holds the hash of each file", () => {
   const listed = sums(outdir);
   const debs = Bun.which("dpkg-deb") ? [`burrow_${version}_amd64.deb`, `burrow_${version}_arm64.deb`] : [];
+  if (debs.length && Bun.which("rpmbuild")) debs.push(`burrow-${version}-1.x86_64.rpm`, `burrow-${version}-1.aarch64.rpm`);
   const expected = [...RELEASE_TARGETS.flatMap((t) => [releaseFileName(version, t), `burrow-${version}-${t.name}${t.exe ? ".zip" : ".tar.gz"}`]), ...debs];
   expect([...listed.keys()].sort()).toEqual([...expected, "install.sh"].sort());
   expect(readdirSync(outdir).sort()).toEqual([...expected, "install.sh", "SHA256SUMS"].sort());
@@ -134,8 +135,8 @@ test("building the same checkout again gives the same bytes", () => {
   release(again, ["linux-arm64"]);
   const first = sums(outdir);
   const second = sums(again);
-  // the executable, its archive, install.sh, and its .deb where dpkg-deb is
-  expect(second.size).toBe(Bun.which("dpkg-deb") ? 4 : 3);
+  // the executable, its archive, install.sh, and its .deb and .rpm where dpkg-deb and rpmbuild are
+  expect(second.size).toBe(3 + (Bun.which("dpkg-deb") ? 1 + (Bun.which("rpmbuild") ? 1 : 0) : 0));
   for (const [name, hash] of second) expect(`${name} ${hash}`).toBe(`${name} ${first.get(name)}`);
 }, 300_000);
 
