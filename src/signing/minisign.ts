@@ -18,7 +18,7 @@
 import { createHash, createPrivateKey, createPublicKey, sign, verify } from "node:crypto";
 
 export interface PublicKey {
-  /** The key id, as minisign prints it (16 hex digits). */
+  /** The key id, as minisign prints it (up to 16 hex digits). */
   id: string;
   keyId: Uint8Array;
   key: Uint8Array;
@@ -37,8 +37,8 @@ export class SignatureError extends Error {}
 const PKCS8_ED25519 = Buffer.from("302e020100300506032b657004220420", "hex");
 const SPKI_ED25519 = Buffer.from("302a300506032b6570032100", "hex");
 
-/** minisign prints a key id as the 8 bytes read little-endian, in upper-case hex. */
-const keyIdText = (keyId: Uint8Array) => Buffer.from(keyId).reverse().toString("hex").toUpperCase();
+/** minisign prints a key id as the 8 bytes read little-endian, in upper-case hex without leading zeros (printf's %" PRIX64). */
+const keyIdText = (keyId: Uint8Array) => Buffer.from(keyId).reverse().toString("hex").toUpperCase().replace(/^0+(?=.)/, "");
 
 /** The base64 line after the "untrusted comment:" line of a key or signature file. */
 function payload(text: string, what: string): { comment: string; bytes: Buffer; rest: string[] } {

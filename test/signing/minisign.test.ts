@@ -89,3 +89,11 @@ describe.skipIf(!minisign)("minisign's format, both ways", () => {
     expect(() => parseSecretKey("")).toThrow("empty");
   });
 });
+
+test("a key id with leading zero bytes is written as minisign writes it: %PRIX64, no leading zeros", () => {
+  // the id's highest digit (its last byte, read little-endian) is 06: written as 6, as minisign -G writes it
+  const key = { keyId: new Uint8Array([0x60, 0xfb, 0x5f, 0xfa, 0x3a, 0x19, 0xf2, 0x06]), seed: new Uint8Array(32), publicKey: new Uint8Array(32) };
+  expect(publicKeyFile(key).split("\n")[0]).toBe("untrusted comment: minisign public key 6F2193AFA5FFB60");
+  const zero = { ...key, keyId: new Uint8Array([0x60, 0xfb, 0x5f, 0xfa, 0x3a, 0x19, 0x00, 0x00]) };
+  expect(publicKeyFile(zero).split("\n")[0]).toBe("untrusted comment: minisign public key 193AFA5FFB60");
+});
