@@ -6,7 +6,7 @@
  */
 import { Agent } from "../agent/client.ts";
 import { listenForConnector, type ConnectorPort } from "../agent/connector.ts";
-import { listenForUdpConnector } from "../agent/connector-udp.ts";
+import { CONNECTOR_FLOW_IDLE_MS, CONNECTOR_MAX_FLOWS, listenForUdpConnector } from "../agent/connector-udp.ts";
 import type { AgentOutput } from "../agent/output.ts";
 import { resolveCredentials, resolveProxy } from "../agent/settings/server-and-token.ts";
 import { parseFlags, type FlagTable } from "../config/flags.ts";
@@ -34,7 +34,26 @@ export const CONNECT_FLAGS = {
     default: "127.0.0.1",
     help: "the local address to listen on (another than loopback lets other machines in)",
   },
+  "udp-idle": {
+    type: "string",
+    arg: "S",
+    default: String(CONNECTOR_FLOW_IDLE_MS / 1000),
+    help: "a udp tunnel: a local sender's flow with no datagram either way for this long ends (1-86400 s)",
+  },
+  "udp-flows": {
+    type: "string",
+    arg: "N",
+    default: String(CONNECTOR_MAX_FLOWS),
+    help: "a udp tunnel: flows at once; past it the least recently active ends (1-65536)",
+  },
 } as const satisfies FlagTable;
+
+/** A whole number from `min` to `max` given to `flag`, or a UsageError. */
+function whole(flag: string, raw: string, min: number, max: number): number {
+  const n = /^[0-9]{1,6}$/.test(raw) ? Number(raw) : NaN;
+  if (!(n >= min && n <= max)) throw new UsageError(`--${flag} must be a whole number from ${min} to ${max} (got '${raw}')`);
+  return n;
+}
 
 export const CONNECT_DOC: CommandDoc = {
   name: "connect",
@@ -62,6 +81,8 @@ export async function connectCommand(argv: string[]): Promise<number> {
   const port = rawPort === undefined ? undefined : Number(rawPort);
   if (port !== undefined && port > 65535) throw new UsageError("--port must be a port number, 0 to 65535");
   const bind = (values.bind as string | undefined) ?? "127.0.0.1";
+  const idleMs = whole("udp-idle", (values["udp-idle"] as string | undefined) ?? String(CONNECTOR_FLOW_IDLE_MS / 1000), 1, 86_400) * 1000;
+  const maxFlows = whole("udp-flows", (values["udp-flows"] as string | undefined) ?? String(CONNECTOR_MAX_FLOWS), 1, 65_536);
   const creds = resolveCredentials({ server: values.server as string | undefined, token: values.token as string | undefined }, process.env, {});
   let local: ConnectorPort | undefined;
   let opening = false;
@@ -96,7 +117,10 @@ export async function connectCommand(argv: string[]): Promise<number> {
           agent.stop();
         };
         if (c.protocol === "udp") {
-          listenForUdpConnector({ host: bind, port, preferred: c.localPort, open: (remote) => agent.openConnectStream(remote, "udp") }).then((l) => connected((local = l)), cannot);
+          listenForUdpConnector({ host: bind, port, preferred: c.localPort, idleMs, maxFlows, open: (remote) => agent.openConnectStream(remote, "udp") }).then(
+            (l) => connected((local = l)),
+            cannot,
+          );
           return;
         }
         try {

@@ -13,6 +13,7 @@ import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { startAgent } from "../harness/agent.ts";
 import { heldRequest, startConnector, type TestConnector } from "../harness/connector.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
+import { waitUntil } from "../harness/wait.ts";
 
 let server: TestServer;
 let admin: AdminClient;
@@ -187,5 +188,29 @@ describe("a private udp tunnel", () => {
     }
     const active = (await admin.get("/api/tunnels/active")).body;
     expect(active.find((t: any) => t.private?.target === "alice/dns")).toMatchObject({ protocol: "udp", private: { shares: ["bob"], connected: 1 } });
+
+    // --udp-flows 1: a second sender's flow ends the first; --udp-idle 1: a quiet flow ends, as the owner's agent sees them end
+    const capped = startConnector({ server: server.edgeUrl, token: tokens.bob!, target: "alice/dns", args: ["--port", "0", "--udp-flows", "1", "--udp-idle", "1"] });
+    connectors.push(capped);
+    const cappedPort = await capped.port();
+    const ended = () => owner.output.lines.filter((l) => /udp flow \S+ ended after/.test(l)).length;
+    const before = ended();
+    const [a, b] = await Promise.all([0, 1].map(() => Bun.udpSocket({ hostname: "127.0.0.1", port: 0, socket: { data() {} } })));
+    try {
+      a!.send("from a", cappedPort, "127.0.0.1");
+      await waitUntil(() => owner.output.lines.some((l) => l.includes(`udp flow from`)), 5_000, "a's flow open");
+      await Bun.sleep(100);
+      b!.send("from b", cappedPort, "127.0.0.1");
+      // a's flow made room for b's; then b's, quiet, ends after a second
+      await waitUntil(() => ended() >= before + 2, 10_000, "both flows ended");
+    } finally {
+      a!.close();
+      b!.close();
+    }
+    const bad = startConnector({ server: server.edgeUrl, token: tokens.bob!, target: "alice/dns", args: ["--udp-idle", "0"] });
+    connectors.push(bad);
+    expect(await bad.proc.exited).toBe(2);
+    await bad.output.closed();
+    expect(bad.output.text()).toContain("--udp-idle must be a whole number from 1 to 86400 (got '0')");
   }, 60_000);
 });
