@@ -92,6 +92,7 @@ for (const runtime of ["node", "bun"] as const) {
       expect(JSON.parse(r.post.body)).toEqual({ method: "POST", path: "/h?x=1", body: "ping", header: null });
       expect(r.stream).toEqual({ status: 200, body: "one two three" });
       expect(r.thrown).toBe(500);
+      expect(r.upgrade).toBe(501);
     }, 60_000);
 
     test("a session: several tunnels over one connection, one added later, a refused one alone rejected, one closed freeing its name at once", async () => {

@@ -67,6 +67,7 @@ try {
     out.post = await visit(tunnel.url, "/h?x=1", "POST", "ping");
     out.stream = await visit(tunnel.url, "/stream");
     out.thrown = (await visit(tunnel.url, "/throw")).status;
+    out.upgrade = (await visit(tunnel.url, "/ws", "GET", undefined, { connection: "Upgrade", upgrade: "websocket", "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==", "sec-websocket-version": "13" })).status;
     await tunnel.close();
   } else if (scenario === "session") {
     // three tunnels asked for in one turn: one handshake, one connection
