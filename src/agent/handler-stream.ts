@@ -13,9 +13,9 @@
  * answered 501). A handler that throws is answered 500, and the request
  * log says why.
  */
-import { STATUS_CODES } from "node:http";
 import { RequestBodyReader } from "../http/request-body.ts";
 import { isRefusal, parseRequestHead } from "../http/request-head.ts";
+import { bodilessStatus, responseHead } from "../http/response-bytes.ts";
 import type { Stream } from "../protocol/mux.ts";
 import { WireError } from "../protocol/wire.ts";
 import type { HttpHooks } from "./http.ts";
@@ -24,7 +24,6 @@ export type FetchHandler = (request: Request) => Response | Promise<Response>;
 
 /** Request body bytes held for a handler that has not read them yet; past this, the tunnel's credit waits for it. */
 const BODY_BUFFER = 1024 * 1024;
-const NO_BODY = new Set([204, 304]);
 
 export function serveHandlerStream(stream: Stream, headText: string, handler: FetchHandler, hooks: HttpHooks): void {
   const started = performance.now();
@@ -117,28 +116,17 @@ function bodyOf(stream: Stream, reader: RequestBodyReader): ReadableStream<Uint8
 
 /** Writes `res` as HTTP/1.1 into the stream, its body as it comes (waiting for the tunnel's credit), then ends the stream. */
 async function respond(stream: Stream, res: Response, method: string): Promise<void> {
-  const status = res.status;
-  const bodiless = status < 200 || NO_BODY.has(status) || method === "HEAD";
+  const bodiless = bodilessStatus(res.status) || method === "HEAD";
   const reader = bodiless ? undefined : res.body?.getReader();
   // a body that is all there at once (Response.json, a string) goes with its length; one still coming, chunked
   const ready = reader ? await readyPart(reader) : { parts: [], done: true };
   const given = res.headers.get("content-length");
-  const length = given ?? (ready.done && !bodiless ? String(ready.parts.reduce((n, p) => n + p.byteLength, 0)) : null);
-  const chunked = !bodiless && length === null;
-  let text = `HTTP/1.1 ${status} ${res.statusText || STATUS_CODES[status] || ""}\r\n`;
-  for (const [name, value] of res.headers) {
-    if (name === "connection" || name === "transfer-encoding" || name === "keep-alive" || name === "set-cookie" || name === "content-length") continue;
-    text += `${name}: ${value}\r\n`;
-  }
-  if (length !== null && !bodiless) text += `content-length: ${length}\r\n`;
-  for (const cookie of res.headers.getSetCookie()) text += `set-cookie: ${cookie}\r\n`;
-  if (!res.headers.has("date")) text += `date: ${new Date().toUTCString()}\r\n`;
-  if (chunked) text += "transfer-encoding: chunked\r\n";
-  text += "connection: close\r\n\r\n";
+  const length = bodiless ? undefined : given !== null ? given : ready.done ? ready.parts.reduce((n, p) => n + p.byteLength, 0) : undefined;
+  const chunked = !bodiless && length === undefined;
   if (stream.isClosed) return void reader?.cancel().catch(() => {});
   const write = credited(stream);
   stream.reply({});
-  await write(Buffer.from(text, "latin1"));
+  await write(responseHead(res, { ...(length !== undefined ? { length } : {}), chunked, close: true }));
   if (reader) {
     const send = (value: Uint8Array) => write(chunked ? Buffer.concat([Buffer.from(`${value.byteLength.toString(16)}\r\n`, "latin1"), value, CRLF]) : value);
     try {

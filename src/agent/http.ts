@@ -8,6 +8,7 @@
  */
 import type { Stream } from "../protocol/mux.ts";
 import { WireError } from "../protocol/wire.ts";
+import { settles } from "../runtime/settles.ts";
 import { HeadText, type ExchangeTap, type TappedRequest } from "./inspector/tap.ts";
 import type { ParsedHead } from "../http/response-head.ts";
 import type { ExchangeReport } from "./local-http/exchange.ts";
@@ -55,7 +56,7 @@ let sharedPool: ConnectionPool | undefined;
  * visitor connection's requests it carried is.
  */
 export function serveHttpStream(stream: Stream, headText: string, target: LocalTarget, hooks: HttpHooks, keep = false): Promise<void> {
-  const { promise, resolve, reject } = settles();
+  const { promise, resolve, reject } = settles<void>();
   const server = new RequestServer(stream, target, hooks, resolve, reject);
   const requests = new StreamRequests(stream, target, hooks.pool ?? (sharedPool ??= new ConnectionPool()), keep, server);
   server.requests = requests;
@@ -69,23 +70,12 @@ export function serveHttpStream(stream: Stream, headText: string, target: LocalT
  * X-Burrow-User: `user` (the edge's word for who the connector is).
  */
 export function serveConnectorStream(stream: Stream, user: string, target: LocalTarget, hooks: HttpHooks): Promise<void> {
-  const { promise, resolve, reject } = settles();
+  const { promise, resolve, reject } = settles<void>();
   const server = new RequestServer(stream, target, hooks, resolve, reject, user);
   const requests = new StreamRequests(stream, target, hooks.pool ?? (sharedPool ??= new ConnectionPool()), true, server);
   server.requests = requests;
   requests.beginFromBytes();
   return promise;
-}
-
-/** Promise.withResolvers, which Node.js has from 22 only (the npm package runs on 20). */
-function settles(): { promise: Promise<void>; resolve: () => void; reject: (err: unknown) => void } {
-  let resolve!: () => void;
-  let reject!: (err: unknown) => void;
-  const promise = new Promise<void>((yes, no) => {
-    resolve = yes;
-    reject = no;
-  });
-  return { promise, resolve, reject };
 }
 
 /** Each request of a stream, from its head to its exchange: one object a stream. */

@@ -6,6 +6,7 @@
  * HTTP client all apply as they do to a visitor, and the replay is
  * captured like one, as a new capture that names its original.
  */
+import { settles } from "../../runtime/settles.ts";
 import { isRefusal, parseRequestHead } from "../../http/request-head.ts";
 import type { HeaderList, OpenMeta } from "../../protocol/messages.ts";
 import { Mux, type Stream } from "../../protocol/mux.ts";
@@ -102,8 +103,8 @@ export async function replay(store: CaptureStore, original: Capture, tunnel: Tun
 const FRAMING_SLACK = 256 * 1024;
 
 function drive(stream: Stream, onFull: () => void): { answered: Promise<void>; over: Promise<void> } {
-  const answered = settles();
-  const over = settles();
+  const answered = settles<void>();
+  const over = settles<void>();
   let received = 0;
   const headTimer = setTimeout(() => stream.reset(), REPLAY_HEAD_TIMEOUT_MS);
   let graceTimer: ReturnType<typeof setTimeout> | undefined;
@@ -155,9 +156,3 @@ function memoryPair(onStream: (stream: Stream) => void): { edge: Mux; close: () 
   };
 }
 
-/** Promise.withResolvers, which Node.js has from 22 only (the npm package runs on 20). */
-function settles(): { promise: Promise<void>; resolve: () => void } {
-  let resolve!: () => void;
-  const promise = new Promise<void>((yes) => (resolve = yes));
-  return { promise, resolve };
-}
