@@ -155,7 +155,7 @@ function tunnelRequest(o: ForwardOptions, protocol: Protocol): TunnelRequest {
 }
 
 /** What forward() needs of a tunnel, checked before anything connects. */
-function agentTunnel(options: ForwardOptions, name: string): { protocol: Protocol; tunnel: AgentTunnel } {
+function agentTunnel(options: ForwardOptions): { protocol: Protocol; tunnel: Omit<AgentTunnel, "name"> } {
   const protocol: Protocol = options.protocol ?? "http";
   if (!["http", "tcp", "tls", "udp"].includes(protocol)) throw new TypeError(`protocol must be http, tcp, tls or udp, not ${String(protocol)}`);
   const where = options.addr ?? (options.port !== undefined ? String(options.port) : undefined);
@@ -171,7 +171,7 @@ function agentTunnel(options: ForwardOptions, name: string): { protocol: Protoco
     target = checked(options.addr !== undefined ? "addr" : "port", () => parseTarget(where, protocol === "http"));
   }
   if (options.hostHeader !== undefined) target.hostHeader = checked("hostHeader", () => parseHostHeader(options.hostHeader!));
-  return { protocol, tunnel: { name, request: tunnelRequest(options, protocol), target, inspect: false } };
+  return { protocol, tunnel: { request: tunnelRequest(options, protocol), target, inspect: false } };
 }
 
 interface Entry {
@@ -210,6 +210,8 @@ export class Session {
   constructor(
     private readonly creds: { server: string; token: string; insecure: boolean },
     inspect?: InspectSetting,
+    /** forward()'s own session: it ends with its one tunnel, inspector and all. */
+    private readonly owned = false,
   ) {
     const at = inspect === undefined || inspect === false ? undefined : inspectAt(inspect);
     this.inspector = at ? serveInspector(at) : Promise.resolve(undefined);
@@ -217,21 +219,22 @@ export class Session {
     this.inspector.catch(() => {});
   }
 
-  /** @internal forward()'s own session: it ends with its one tunnel, inspector and all. */
-  ownsConnection = false;
-
   /** Opens a tunnel on this session's connection: as forward(), without `server`, `token` and `insecure`. */
   forward(options: ForwardOptions): Promise<Tunnel> {
-    if (this.closing) return Promise.reject(new BurrowError("CLOSED", "the session is closed"));
-    if (options.inspect !== undefined && !this.ownsConnection) return Promise.reject(new TypeError("inspect is the session's: connect({ inspect: true })"));
-    if (options.signal?.aborted) return Promise.reject(options.signal.reason ?? new Error("aborted"));
-    const name = `t${this.next++}`;
-    let made: { protocol: Protocol; tunnel: AgentTunnel };
+    if (options.inspect !== undefined) return Promise.reject(new TypeError("inspect is the session's: connect({ inspect: true })"));
     try {
-      made = agentTunnel(options, name);
+      return this.open(options, agentTunnel(options));
     } catch (err) {
       return Promise.reject(err);
     }
+  }
+
+  /** @internal A tunnel whose options were checked (agentTunnel), asked for on this session's connection. */
+  open(options: ForwardOptions, checked: ReturnType<typeof agentTunnel>): Promise<Tunnel> {
+    if (this.closing) return Promise.reject(new BurrowError("CLOSED", "the session is closed"));
+    if (options.signal?.aborted) return Promise.reject(options.signal.reason ?? new Error("aborted"));
+    const name = `t${this.next++}`;
+    const made = { protocol: checked.protocol, tunnel: { ...checked.tunnel, name } };
     return new Promise<Tunnel>((resolve, reject) => {
       const tunnel = new Tunnel(made.protocol, () => this.closeTunnel(name));
       const onAbort = () => void tunnel.close();
@@ -244,10 +247,18 @@ export class Session {
   /** Closes every tunnel of the session and its connection, and its inspector. */
   async close(): Promise<void> {
     this.closing = true;
-    for (const [name] of this.entries) this.end(name, {});
+    await this.disconnect();
+    (await this.inspector.catch(() => undefined))?.stop();
+  }
+
+  /**
+   * Ends the connection as stop() does (GOAWAY: the server frees the names
+   * at once), then every tunnel left is "closed": after the names are free.
+   */
+  private async disconnect(): Promise<void> {
     this.agent?.stop();
     await this.done;
-    (await this.inspector.catch(() => undefined))?.stop();
+    for (const [name] of [...this.entries]) this.end(name, {});
   }
 
   /** Told at the next READY, or when the connection ends: a retune is through. */
@@ -255,19 +266,8 @@ export class Session {
 
   private async closeTunnel(name: string): Promise<void> {
     if (!this.entries.has(name)) return;
-    if (this.entries.size === 1 && this.ownsConnection) {
-      // the last one of forward()'s own session: the connection goes (GOAWAY, so the server frees the name at once), then it is "closed"
-      await this.close();
-      return;
-    }
-    if (this.entries.size === 1) {
-      // the last one of a session: its connection goes too until the next forward()
-      const agent = this.agent;
-      if (!agent) return this.end(name, {});
-      agent.stop();
-      await this.done;
-      return;
-    }
+    // the last one: the connection goes too (until the next forward(), for connect()'s sessions)
+    if (this.entries.size === 1) return this.owned ? this.close() : this.disconnect();
     this.end(name, {});
     // the others go on over a new connection; the name is free once the server has taken its GOAWAY
     const through = new Promise<void>((resolve) => this.afterReady.push(resolve));
@@ -419,14 +419,13 @@ function inspectAt(inspect: InspectSetting): { host: string; port: number; keep:
  * and says so with "reconnecting" and "online".
  */
 export function forward(options: ForwardOptions): Promise<Tunnel> {
-  let session: Session;
   try {
     // the tunnel's settings first: a mistake there is the caller's, before credentials are looked for
-    agentTunnel(options, "check");
-    session = connect(options);
+    const checked = agentTunnel(options);
+    const creds = resolveCredentials({ server: options.server, token: options.token });
+    if (options.inspect !== undefined) inspectAt(options.inspect);
+    return new Session({ ...creds, insecure: Boolean(options.insecure) }, options.inspect, true).open(options, checked);
   } catch (err) {
     return Promise.reject(err);
   }
-  session.ownsConnection = true;
-  return session.forward(options);
 }
