@@ -132,7 +132,13 @@ export class AgentConnection implements AgentLink {
   /** A HELLO came, so the connection's end before READY is a handshake's result. */
   private helloSeen = false;
   /** A connector's session (`burrow connect owner/name`): the private tunnel its streams go to. */
-  private connector?: { ownerId: number; name: string; target: string; username: string };
+  /**
+   * A connector's session: the private tunnel it reaches, and, when that is
+   * on another node, the stand-in found there, kept for the session's next
+   * connections (looked up again when it no longer opens streams, or when
+   * that node says the tunnel changed).
+   */
+  private connector?: { ownerId: number; name: string; target: string; username: string; elsewhere?: Tunnel };
   /** Takes a connector's session off its private tunnel's list, when it ends. */
   private connectorLeft?: () => void;
   /** Its handshake's result is counted (READY, MOVE or the refusal). */
@@ -373,7 +379,7 @@ export class AgentConnection implements AgentLink {
       if (this.mux.closed) return;
       this.userId = user.id;
       this.tokenId = token.id;
-      this.connector = { ownerId: owner.id, name: declared.name, target: label, username: user.username };
+      this.connector = { ownerId: owner.id, name: declared.name, target: label, username: user.username, ...(elsewhere ? { elsewhere } : {}) };
       this.ready = true;
       this.countHandshake("READY");
       this.drains = hello.drain;
@@ -422,6 +428,7 @@ export class AgentConnection implements AgentLink {
     }
     if (this.edge.registry.privateTunnel(c.ownerId, c.name)?.agent) return;
     const elsewhere = await this.edge.nodes?.privateElsewhere(c.ownerId, c.name).catch(() => undefined);
+    c.elsewhere = elsewhere;
     if (!elsewhere) this.refuse("TUNNEL_OFFLINE", `${label} is not there now`);
   }
 
@@ -438,11 +445,17 @@ export class AgentConnection implements AgentLink {
     const here = this.edge.registry.privateTunnel(c.ownerId, c.name);
     const who = { userId: this.userId, username: c.username };
     if (here?.agent || !this.edge.nodes) return this.joinPrivate(stream, here, openToPrivate(here, who, meta.kind, this.transport.remote, meta.remote));
+    // the owner's node asks the rules again; OPEN says who connects
+    const relayed: RelayedMeta = { tunnel: "", kind: meta.kind, remote: this.transport.remote, local: meta.remote, connector: { id: this.userId, username: c.username } };
+    const known = c.elsewhere;
+    const up = known?.agent?.openStream(relayed);
+    if (known && up) return this.joinPrivate(stream, known, up);
+    // not known, or its relay link is gone: the database says where the tunnel is now
+    c.elsewhere = undefined;
     void this.edge.nodes.privateElsewhere(c.ownerId, c.name).then(
       (there) => {
+        if (there) c.elsewhere = there;
         if (stream.isClosed) return;
-        // the owner's node asks the rules again; OPEN says who connects
-        const relayed: RelayedMeta = { tunnel: "", kind: meta.kind, remote: this.transport.remote, local: meta.remote, connector: { id: this.userId, username: c.username } };
         this.joinPrivate(stream, there, there?.agent?.openStream(relayed) ?? "TUNNEL_OFFLINE");
       },
       () => stream.reset(WireError.UPSTREAM_FAILED),
