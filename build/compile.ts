@@ -4,6 +4,10 @@
  * platform it is for. The build date is the commit's, not the clock's, so the
  * same checkout gives the same bytes.
  *
+ * The release's public key (build/signing-key.ts: BURROW_SIGNING_PUBLIC_KEY_FILE,
+ * or the signing key's public half) is built in too, for burrow update to
+ * check releases with; without one the executable cannot update itself.
+ *
  *   bun build/compile.ts [--target linux-arm64] [--outfile dist/burrow] [--no-bytecode]
  */
 import { parseArgs } from "node:util";
@@ -13,6 +17,7 @@ import type { BunPlugin } from "bun";
 import { bindingFile } from "./bindings.ts";
 import { bundlePages, pagesPlugin } from "./page-bundles.ts";
 import { ROOT } from "./paths.ts";
+import { releaseKeyLine } from "./signing-key.ts";
 import { hostTarget, RELEASE_TARGETS, type ReleaseTarget } from "./targets.ts";
 
 function git(...args: string[]): string | undefined {
@@ -71,6 +76,8 @@ export interface CompileOptions {
   bytecode?: boolean;
   /** on unless turned off (bench/startup.ts measures both) */
   minify?: boolean;
+  /** The base64 line of the release's minisign public key; "" for none; default: from the environment (build/signing-key.ts). */
+  releaseKey?: string;
 }
 
 export async function compile(options: CompileOptions): Promise<void> {
@@ -79,14 +86,15 @@ export async function compile(options: CompileOptions): Promise<void> {
   // inside); a scratch folder beside the output keeps them out of dist/
   const scratch = mkdtempSync(join(dirname(options.outfile), ".build-"));
   try {
-    await compileInto(join(scratch, basename(options.outfile)), options.target, info, options.bytecode ?? true, options.minify ?? true);
+    const key = options.releaseKey ?? releaseKeyLine(process.env);
+    await compileInto(join(scratch, basename(options.outfile)), options.target, info, options.bytecode ?? true, options.minify ?? true, key);
     renameSync(join(scratch, basename(options.outfile)), options.outfile);
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }
 }
 
-async function compileInto(outfile: string, target: ReleaseTarget, info: BuildInfo, bytecode: boolean, minify: boolean): Promise<void> {
+async function compileInto(outfile: string, target: ReleaseTarget, info: BuildInfo, bytecode: boolean, minify: boolean, releaseKey: string): Promise<void> {
   const pages = await bundlePages(minify);
   const result = await Bun.build({
     entrypoints: [join(ROOT, "src", "main.ts")],
@@ -98,6 +106,7 @@ async function compileInto(outfile: string, target: ReleaseTarget, info: BuildIn
       BURROW_COMMIT: JSON.stringify(info.commit),
       BURROW_BUILT_AT: JSON.stringify(info.builtAt),
       BURROW_TARGET: JSON.stringify(target.name),
+      BURROW_RELEASE_KEY: JSON.stringify(releaseKey),
     },
     plugins: [argon2BindingPlugin(await bindingFile(target.bindingPackage)), pagesPlugin(pages)],
   });
@@ -118,6 +127,13 @@ if (import.meta.main) {
   }
   const outfile = values.outfile ?? join(ROOT, "dist", target.exe ? "burrow.exe" : "burrow");
   mkdirSync(dirname(outfile), { recursive: true });
-  await compile({ target, outfile, bytecode: !values["no-bytecode"] });
-  console.log(`built ${outfile} (${target.name})`);
+  let releaseKey: string;
+  try {
+    releaseKey = releaseKeyLine(process.env);
+  } catch (err) {
+    console.error(`the release key cannot be used: ${(err as Error).message}`);
+    process.exit(65);
+  }
+  await compile({ target, outfile, bytecode: !values["no-bytecode"], releaseKey });
+  console.log(`built ${outfile} (${target.name}; ${releaseKey ? "release key built in" : "no release key: it cannot update itself"})`);
 }

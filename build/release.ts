@@ -15,7 +15,7 @@
  * BURROW_SIGNING_PUBLIC_KEY_FILE, when given, must be its public key. Without
  * a key the release is made unsigned, and says so loudly.
  *
- *   bun build/release.ts [--only linux-x64,linux-arm64] [--no-bytecode] [--outdir DIR]
+ *   bun build/release.ts [--only linux-x64,linux-arm64] [--no-bytecode] [--no-packages] [--outdir DIR]
  */
 import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -24,24 +24,13 @@ import { tarGz, zip } from "./archives.ts";
 import { buildInfo, compile } from "./compile.ts";
 import { ROOT } from "./paths.ts";
 import { RELEASE_TARGETS, releaseFileName } from "./targets.ts";
-import { parsePublicKey, parseSecretKey, publicKeyFile, signFile, type SecretKey } from "../src/signing/minisign.ts";
+import { parsePublicKey, publicKeyFile, signFile, type SecretKey } from "../src/signing/minisign.ts";
+import { signingKey } from "./signing-key.ts";
 import { withReleaseKey } from "./install-key.ts";
 import { buildDeb } from "./deb.ts";
 import { buildRpm } from "./rpm.ts";
 
-/** The release's signing key from the environment, checked before anything is built; undefined: unsigned. */
-function signingKey(env: Record<string, string | undefined>): SecretKey | undefined {
-  const text = env.BURROW_SIGNING_KEY_FILE ? readFileSync(env.BURROW_SIGNING_KEY_FILE, "utf8") : env.BURROW_SIGNING_KEY;
-  if (!text) return undefined;
-  const key = parseSecretKey(text);
-  if (env.BURROW_SIGNING_PUBLIC_KEY_FILE) {
-    const pub = parsePublicKey(readFileSync(env.BURROW_SIGNING_PUBLIC_KEY_FILE, "utf8"));
-    if (publicKeyFile(pub) !== publicKeyFile(key)) throw new Error(`BURROW_SIGNING_PUBLIC_KEY_FILE holds key ${pub.id}, not the public half of the signing key`);
-  }
-  return key;
-}
-
-const { values } = parseArgs({ options: { only: { type: "string" }, "no-bytecode": { type: "boolean" }, outdir: { type: "string" } } });
+const { values } = parseArgs({ options: { only: { type: "string" }, "no-bytecode": { type: "boolean" }, "no-packages": { type: "boolean" }, outdir: { type: "string" } } });
 const only = values.only?.split(",").map((s) => s.trim());
 const unknown = only?.filter((name) => !RELEASE_TARGETS.some((t) => t.name === name)) ?? [];
 if (unknown.length > 0) {
@@ -75,7 +64,7 @@ const JOBS = 2;
 async function buildTarget(target: (typeof targets)[number]): Promise<void> {
   const file = releaseFileName(version, target);
   const started = performance.now();
-  await compile({ target, outfile: join(outdir, file), info, bytecode: !values["no-bytecode"] });
+  await compile({ target, outfile: join(outdir, file), info, bytecode: !values["no-bytecode"], releaseKey: key ? publicKeyFile(key).split("\n")[1]! : "" });
   const bytes = new Uint8Array(readFileSync(join(outdir, file)));
   const inner = target.exe ? "burrow.exe" : "burrow";
   const archiveName = `burrow-${version}-${target.name}${target.exe ? ".zip" : ".tar.gz"}`;
@@ -102,7 +91,7 @@ sizes.sort((a, b) => targets.findIndex((t) => t.name === a.target) - targets.fin
 
 for (const target of targets) {
   const arch = DEB_ARCH[target.name];
-  if (!arch) continue;
+  if (!arch || values["no-packages"]) continue;
   if (!canDeb) {
     console.error(`no dpkg-deb here: no .deb for ${target.name} (Debian's dpkg package has it)`);
     continue;
