@@ -23,6 +23,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   connect: async () => (await import("./cli/connect.ts")).connectCommand,
   start: async () => (await import("./cli/start.ts")).startCommand,
   config: async () => (await import("./cli/start.ts")).configCommand,
+  update: async () => (await import("./cli/update.ts")).updateCommand,
 };
 
 async function main(argv: string[]): Promise<number> {
@@ -32,7 +33,9 @@ async function main(argv: string[]): Promise<number> {
     return first === undefined ? EXIT_USAGE : 0;
   }
   if (first === "--version" || first === "-v" || first === "version") {
-    process.stdout.write(versionText());
+    // the release key's line comes from update/, which only this command needs
+    const { releaseKeyText } = await import("./update/release-key.ts");
+    process.stdout.write(`${versionText()}key     ${releaseKeyText()}\n`);
     return 0;
   }
   const load = COMMANDS[first];

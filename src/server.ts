@@ -28,6 +28,8 @@ import { healthRoutes, Readiness } from "./admin/health.ts";
 import { metricsRoutes } from "./admin/metrics.ts";
 import { EdgeCounters } from "./metrics/edge-counters.ts";
 import { createMetrics } from "./metrics/registry.ts";
+import { startUpdateChecks } from "./update/check.ts";
+import { BUILD, VERSION } from "./version.ts";
 
 const SESSION_SWEEP_MS = 60 * 60 * 1000;
 const AUDIT_PRUNE_MS = 24 * 60 * 60 * 1000;
@@ -179,6 +181,8 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     ...(edge.redirectPort !== undefined ? { http_port: edge.redirectPort, dns_port: certificates?.dnsPort ?? "off" } : {}),
   });
 
+  const updateChecks = config.updateCheck && startUpdateChecks({ ...config.updateCheck, version: VERSION, target: BUILD.target });
+
   let stopped: Promise<void> | undefined;
   return {
     adminUrl,
@@ -187,6 +191,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       stopped ??= (async () => {
         clearInterval(sweeper);
         clearInterval(auditPruner);
+        updateChecks?.stop();
         await Promise.all([adminServer.stop(false), edge.stop()]); // admin: in-flight requests finish
         metrics.stop();
         certificates?.stop();

@@ -18,6 +18,9 @@ export const BUILD = {
   target: typeof BURROW_TARGET === "string" ? BURROW_TARGET : `${typeof Bun === "undefined" ? `node ${process.version}` : `bun ${Bun.version}`} on ${process.platform}-${process.arch}`,
 };
 
+/** Whether this runs as a compiled executable (`bun build --compile`), not as `bun src/main.ts`. */
+export const isCompiled = () => typeof Bun !== "undefined" && (Bun.main.startsWith("/$bunfs/") || /^[A-Za-z]:[\\/]~BUN[\\/]/.test(Bun.main));
+
 /** What `burrow version` prints: the version on the first line, then how it was built. */
 export function versionText(): string {
   return `burrow ${VERSION}\ncommit  ${BUILD.commit}\nbuilt   ${BUILD.builtAt}\ntarget  ${BUILD.target}\n`;

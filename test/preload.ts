@@ -10,6 +10,9 @@ import { pebbleSkipReason } from "./harness/pebble.ts";
 import { arm64Runner } from "./harness/qemu.ts";
 import { useScratchTmpdir } from "./harness/scratch.ts";
 
+// no server a test starts looks for releases on the internet (a test that wants the look says --update-check on)
+process.env.BURROW_UPDATE_CHECK ??= "off";
+
 const removeScratch = useScratchTmpdir();
 afterAll(removeScratch);
 

@@ -12,6 +12,7 @@ import { CONFIG_DOC, HTTP_DOC, START_DOC, TCP_DOC, TLS_DOC, UDP_DOC } from "../.
 import { COMMANDS } from "../../src/cli/help.ts";
 import { LOGIN_DOC } from "../../src/cli/login.ts";
 import { CONNECT_DOC } from "../../src/cli/connect.ts";
+import { UPDATE_DOC } from "../../src/cli/update.ts";
 import { BACKUP_DOC } from "../../src/cli/server-backup.ts";
 import { DNS_CHECK_DOC } from "../../src/cli/server-dns-check-flags.ts";
 import { SERVER_DOC } from "../../src/cli/server-help.ts";
@@ -40,6 +41,7 @@ export const SECTIONS: readonly Section[] = [
   { doc: CONFIG_DOC },
   { doc: LOGIN_DOC },
   { doc: CONNECT_DOC },
+  { doc: UPDATE_DOC },
   { heading: "`burrow version`", prose: "version" },
 ];
 

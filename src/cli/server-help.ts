@@ -76,6 +76,10 @@ export const SERVER_DOC: CommandDoc = {
       flags: ["node-id", "node-url", "cluster-secret", "node-expiry", "relay-lookups", "db-pool"],
     },
     {
+      title: "Updates:",
+      flags: ["update-check", "update-from", "update-check-interval"],
+    },
+    {
       title: "HTTPS from an ACME CA (Let's Encrypt unless told otherwise):",
       flags: [
         "acme-email",

@@ -15,12 +15,12 @@ import { directPortAllowed } from "../edge/direct.ts";
 import { randomBase62 } from "../core/secrets.ts";
 import { helpText } from "./usage.ts";
 import { dnsSection, firewallSection, nextSteps, passwordSection, shellWord, type AddressSource } from "./server-init-report.ts";
+import { isCompiled } from "../version.ts";
 
 /** As long as the password the server generates itself when none is given. */
 const PASSWORD_LENGTH = 24;
 
 /** A compiled burrow runs its code from Bun's embedded file system; from source, Bun runs a .ts file. */
-const isCompiled = () => Bun.main.startsWith("/$bunfs/") || /^[A-Za-z]:[\\/]~BUN[\\/]/.test(Bun.main);
 
 export async function serverInitCommand(argv: string[]): Promise<number> {
   const parsed = parseServerInit(argv);

@@ -458,6 +458,29 @@ export const SERVER_FLAGS = {
     help: "other nodes' names looked up at once; past it a visitor gets 503",
     details: "Each name is looked up at most once a second, found or not.",
   },
+  "update-check": {
+    type: "string",
+    env: true,
+    arg: "M",
+    default: "on",
+    help: "on, or off: look for a newer signed release once a day and log a line when there is one (nothing installed)",
+    details: "Two GETs of the release's `SHA256SUMS` and its signature, with nothing else sent: no id, no version, no counts. The first look is a minute after the start. A build without the release key (run from source) never looks. `burrow update` does the updating, when you run it.",
+  },
+  "update-from": {
+    type: "string",
+    env: true,
+    arg: "URL",
+    default: "",
+    defaultText: "the project's latest release",
+    help: "where --update-check looks: the URL of a folder holding a release's SHA256SUMS (a mirror), or a directory here",
+  },
+  "update-check-interval": {
+    type: "string",
+    env: true,
+    arg: "S",
+    default: "86400",
+    help: "seconds between two looks of --update-check, 1 to 2592000",
+  },
 } as const satisfies Record<string, ServerFlag>;
 
 export type ServerFlagName = keyof typeof SERVER_FLAGS;

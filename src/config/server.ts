@@ -11,6 +11,8 @@ import { issuerProblem } from "../validate/access.ts";
 import { isCidrOrAddress } from "../http/addresses.ts";
 import { parseHostPort } from "../dns/resolver-address.ts";
 import { LOG_FORMATS, type LogFormat } from "../log.ts";
+import { UpdateError } from "../update/errors.ts";
+import { releaseSource } from "../update/source.ts";
 
 /** Flags whose value is a secret: a mistake in one is reported without echoing it. */
 const SECRET_FLAGS: ReadonlySet<string> = new Set(["metrics-token", "database", "cluster-secret"]);
@@ -87,6 +89,8 @@ export interface ServerConfig {
   portal: boolean;
   /** How long a device login's code waits for approval (--device-code-ttl). */
   deviceCodeTtlMs: number;
+  /** --update-check: where to look for a newer release, and how often; undefined: off. */
+  updateCheck?: { from?: string; intervalMs: number };
   /** The portal's company sign-in (--portal-oidc-*), when an issuer is given. */
   portalOidc?: PortalOidcConfig;
   /** Wrong basic-auth passwords one address may try on a tunnel before it is locked for a minute, doubling to 15. */
@@ -277,6 +281,9 @@ const Schema = v.object({
     v.check((s) => v.safeParse(f.allowedProtocols, s).success, "--portal-default-protocols must be a comma-separated list of http, tcp, udp, tls"),
   ),
   "device-code-ttl": within("device-code-ttl", 10, 3600, "a number of seconds"),
+  "update-check": v.picklist(["on", "off"], "--update-check must be on or off"),
+  "update-from": v.pipe(v.string(), v.maxLength(2048, "--update-from is too long")),
+  "update-check-interval": within("update-check-interval", 1, 2592000, "a number of seconds"),
   // a scraper's secret: long enough not to be guessed, and plain enough to sit in a header and a config file
   database: v.pipe(
     v.string(),
@@ -336,6 +343,18 @@ export interface PortalOidcConfig {
 }
 
 /** The portal's company sign-in from its flags and BURROW_PORTAL_OIDC_CLIENT_SECRET (never a flag: it would show in ps). */
+/** --update-from, checked as burrow update checks --from: a URL or a directory; "" is the project's latest release. */
+function updateFrom(from: string): string | undefined {
+  if (from === "") return undefined;
+  try {
+    releaseSource(from);
+  } catch (err) {
+    if (err instanceof UpdateError) throw new UsageError(err.message.replace("--from", "--update-from"));
+    throw err;
+  }
+  return from;
+}
+
 function portalOidc(o: Record<string, any>, env: Record<string, string | undefined>): PortalOidcConfig | undefined {
   const issuer = o["portal-oidc-issuer"] as string;
   if (issuer === "") {
@@ -433,6 +452,7 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     oidcHttpIssuers: o["oidc-http-issuers"] === "loopback",
     portal: o.portal === "on",
     deviceCodeTtlMs: o["device-code-ttl"] * 1000,
+    updateCheck: ((from) => (o["update-check"] === "on" ? { from, intervalMs: o["update-check-interval"] * 1000 } : undefined))(updateFrom(o["update-from"])),
     portalOidc: portalOidc(o, env),
     basicAuthLimit: o["basic-auth-limit"],
     handshakeLimit: o["handshake-limit"],

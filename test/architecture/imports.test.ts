@@ -28,6 +28,7 @@ const LAYERS: Record<string, number> = {
   // plumbing over the protocol
   http: 1, // addresses, request targets, header lists
   sockets: 1, // Bun sockets and links carrying frames or a stream's bytes
+  update: 1, // releases: the signed list, the download, the replacement; burrow update and the server's daily look
   validate: 2, // what a value must look like, shared by server, agent and panel
   ui: 2, // browser building blocks the admin panel and the portal share: components, styles, formats
   core: 3, // the rules: users, tokens, admission, limits, audit

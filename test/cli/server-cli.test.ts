@@ -155,15 +155,16 @@ describe("help and version", () => {
     expect(existsSync(dataDir)).toBe(false);
   }, SLOW);
 
-  test("--version prints burrow and the package's version, then commit, build date and target, and exits 0", async () => {
+  test("--version prints burrow and the package's version, then commit, build date, target and release key, and exits 0", async () => {
     const out = await run(["--version"]);
     expect(out.code).toBe(0);
     expect(out.stdout).toMatch(/^burrow \d+\.\d+\.\d+\n/);
     const lines = out.stdout.trim().split("\n");
     expect(lines[0]).toBe(`burrow ${pkg.version}`);
     // run from source: no commit or date of a build, and it says so
-    expect(lines.slice(1).map((l) => l.split(/\s+/)[0])).toEqual(["commit", "built", "target"]);
+    expect(lines.slice(1).map((l) => l.split(/\s+/)[0])).toEqual(["commit", "built", "target", "key"]);
     expect(lines[1]).toContain("not recorded");
+    expect(lines[4]).toContain("none (an unsigned build");
     expect(out.stderr).toBe("");
   }, SLOW);
 });

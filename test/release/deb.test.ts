@@ -13,6 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buildDeb, packageUnit } from "../../build/deb.ts";
 import { compiledBurrow } from "../harness/compiled.ts";
+import { packagedBy, servicesRunning } from "../../src/update/installed.ts";
 import pkg from "../../package.json";
 
 const dpkg = Bun.which("dpkg-deb") && Bun.which("dpkg");
@@ -67,6 +68,11 @@ describe.skipIf(!dpkg || process.platform !== "linux")("the .deb", () => {
     expect(unit).toContain("EnvironmentFile=/etc/burrow/burrow.env");
     expect(unit).toContain("DynamicUser=yes");
     expect(run(["dpkg-query", `--admindir=${join(root, "var/lib/dpkg")}`, "-W", "-f=${Conffiles}", "burrow"]).out).toContain("/etc/burrow/burrow.env");
+    // what burrow update reads: the package owns the executable (so apt must upgrade it), and its unit runs it
+    expect(packagedBy("/usr/bin/burrow", join(root, "var/lib/dpkg/info"))).toBe("dpkg");
+    expect(packagedBy("/usr/local/bin/burrow", join(root, "var/lib/dpkg/info"))).toBeUndefined();
+    expect(servicesRunning(["/usr/bin/burrow"], [join(root, "etc/systemd/system"), join(root, "lib/systemd/system")])).toEqual(["burrow"]);
+    expect(servicesRunning(["/usr/local/bin/burrow"], [join(root, "lib/systemd/system")])).toEqual([]);
     if (analyze) {
       // systemd-analyze checks that ExecStart's file can run: the one installed in this root
       const dir = join(work, "verify");
@@ -80,6 +86,7 @@ describe.skipIf(!dpkg || process.platform !== "linux")("the .deb", () => {
   test("removed: its files go, the settings stay; purged: the settings go too", () => {
     expect(dpkgIn("--remove", "burrow").code).toBe(0);
     expect(existsSync(join(root, "usr/bin/burrow"))).toBe(false);
+    expect(packagedBy("/usr/bin/burrow", join(root, "var/lib/dpkg/info"))).toBeUndefined();
     expect(existsSync(join(root, "lib/systemd/system/burrow.service"))).toBe(false);
     expect(existsSync(join(root, "etc/burrow/burrow.env"))).toBe(true);
     const purged = dpkgIn("--purge", "burrow");

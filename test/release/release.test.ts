@@ -148,7 +148,7 @@ describe("linux-arm64 under qemu-user", () => {
   test.skipIf(!runner)("--version names the arm64 build", () => {
     const run = Bun.spawnSync([...runner!, arm64(), "--version"], { stdout: "pipe", stderr: "pipe", timeout: 60_000 });
     expect(run.stderr.toString()).toBe("");
-    expect(run.stdout.toString()).toMatch(new RegExp(`^burrow ${version.replaceAll(".", "\\.")}\\n[^]*\\ntarget  linux-arm64\\n$`));
+    expect(run.stdout.toString()).toMatch(new RegExp(`^burrow ${version.replaceAll(".", "\\.")}\\n[^]*\\ntarget  linux-arm64\\nkey     none \\(an unsigned build[^\\n]*\\n$`));
   }, 90_000);
 
   test.skipIf(!runner)("a server creates its database, answers the admin API and signs the admin in (argon2 through the arm64 binding)", async () => {

@@ -1,0 +1,122 @@
+/**
+ * Putting a new executable in the place of the running one without a moment
+ * when there is none, and keeping the one it replaces for a rollback:
+ *
+ *   1. the download is written beside the executable (same folder, so the
+ *      same file system) under a hidden name, and flushed to disk;
+ *   2. the current executable gets a second name, <exe>.old (a hard link:
+ *      the running program's file stays where it is);
+ *   3. the new file is renamed over the executable: one atomic step, after
+ *      which a new start runs the new version and the running one goes on;
+ *   4. the folder is flushed, so the renames survive a power cut.
+ *
+ * On Windows a running executable cannot be replaced but may be renamed:
+ * it is moved to <exe>.old first, then the new file takes its name.
+ */
+import { chmodSync, closeSync, existsSync, fsyncSync, linkSync, openSync, renameSync, rmSync, statSync, copyFileSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
+import { syncDirectory } from "../durable.ts";
+import { UpdateError } from "./errors.ts";
+
+const WINDOWS = process.platform === "win32";
+
+/** Where the replaced executable is kept: burrow.old (burrow.old.exe on Windows). */
+export function previousPath(exe: string): string {
+  return exe.toLowerCase().endsWith(".exe") ? `${exe.slice(0, -4)}.old.exe` : `${exe}.old`;
+}
+
+export interface Staged {
+  path: string;
+  /** Open for the download; undefined once closed (a number closed twice could be another file's by then). */
+  fd: number | undefined;
+}
+
+/** A new hidden file beside `exe` for the download; NOT_WRITABLE when the folder is not ours to write. */
+export function stageBeside(exe: string): Staged {
+  const path = join(dirname(exe), `.${basename(exe)}.update-${process.pid}`);
+  try {
+    rmSync(path, { force: true }); // a leftover of an update that was killed
+    return { path, fd: openSync(path, "wx", 0o700) };
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "EACCES" || code === "EPERM" || code === "EROFS") {
+      throw new UpdateError(
+        "NOT_WRITABLE",
+        `cannot write beside ${exe} (${code === "EROFS" ? "a read-only file system" : "permission denied"}): run burrow update as the user who may change that folder, e.g. sudo burrow update`,
+      );
+    }
+    throw err;
+  }
+}
+
+/** Flushes and closes the staged file and gives it the executable's mode. */
+export function finishStaged(staged: Staged, exe: string): void {
+  const fd = staged.fd!;
+  staged.fd = undefined;
+  fsyncSync(fd);
+  closeSync(fd);
+  chmodSync(staged.path, statSync(exe).mode & 0o7777);
+}
+
+export function discardStaged(staged: Staged): void {
+  if (staged.fd !== undefined) closeSync(staged.fd);
+  staged.fd = undefined;
+  rmSync(staged.path, { force: true });
+}
+
+/** Steps 2 to 4 above; returns where the previous executable is kept. */
+export function replaceExecutable(staged: Staged, exe: string): string {
+  const previous = previousPath(exe);
+  if (WINDOWS) {
+    rmSync(previous, { force: true });
+    renameSync(exe, previous);
+    renameSync(staged.path, exe);
+  } else {
+    keepAs(exe, previous);
+    renameSync(staged.path, exe);
+  }
+  syncDirectory(dirname(exe));
+  return previous;
+}
+
+/** `exe` also under the name `previous`, replacing what was there, atomically. */
+function keepAs(exe: string, previous: string): void {
+  const temp = `${previous}.${process.pid}`;
+  rmSync(temp, { force: true });
+  try {
+    linkSync(exe, temp);
+  } catch {
+    copyFileSync(exe, temp); // a file system without hard links
+  }
+  renameSync(temp, previous);
+}
+
+/**
+ * --rollback: the kept executable back in place, and the one it replaces
+ * kept in its stead (so a second rollback undoes the first).
+ */
+export function swapWithPrevious(exe: string): void {
+  const previous = previousPath(exe);
+  if (!existsSync(previous)) throw new UpdateError("NO_PREVIOUS", `there is no ${basename(previous)} beside ${exe}: nothing to roll back to (burrow update keeps one when it replaces the executable)`);
+  const temp = join(dirname(exe), `.${basename(exe)}.rollback-${process.pid}`);
+  try {
+    rmSync(temp, { force: true });
+    if (WINDOWS) {
+      renameSync(exe, temp);
+      renameSync(previous, exe);
+      renameSync(temp, previous);
+    } else {
+      keepAs(exe, temp);
+      renameSync(previous, exe);
+      renameSync(temp, previous);
+    }
+  } catch (err) {
+    rmSync(temp, { force: true });
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "EACCES" || code === "EPERM" || code === "EROFS") {
+      throw new UpdateError("NOT_WRITABLE", `cannot change ${exe} (permission denied): run it as the user who may change that folder, e.g. sudo burrow update --rollback`);
+    }
+    throw err;
+  }
+  syncDirectory(dirname(exe));
+}
