@@ -134,6 +134,36 @@ describe.skipIf(!minisign || process.platform !== "linux")("burrow update", () =
     expect(readFileSync(join(newRelease, "burrow.pub"), "utf8")).toContain(said.out.match(/key +([0-9A-F]+)/)![1]!);
   });
 
+  test("the release's own install.sh installs from it as a local mirror, and refuses it after one byte of the executable or of SHA256SUMS changes", () => {
+    const installer = (base: string) => {
+      const into = mkdtempSync(join(work, "installed-"));
+      const got = run(["sh", join(newRelease, "install.sh")], { env: { BURROW_DOWNLOAD_BASE: `file://${base}`, BURROW_INSTALL_DIR: into, BURROW_VERSION: "", BURROW_TARGET: "", BURROW_INSTALL_INSECURE: "" } });
+      return { ...got, into };
+    };
+    const good = installer(newRelease);
+    expect(good.out).toContain("signature ok");
+    expect(good.code).toBe(0);
+    expect(sha256(join(good.into, "burrow"))).toBe(sha256(join(newRelease, exeName())));
+
+    const changedExe = join(work, "mirror-changed-exe");
+    cpSync(newRelease, changedExe, { recursive: true });
+    flipByte(join(changedExe, exeName()));
+    const refusedExe = installer(changedExe);
+    expect(refusedExe.code).not.toBe(0);
+    expect(refusedExe.err).toContain("checksum mismatch");
+    expect(readdirSync(refusedExe.into)).toEqual([]);
+
+    const changedSums = join(work, "mirror-changed-sums");
+    cpSync(newRelease, changedSums, { recursive: true });
+    const sums = readFileSync(join(changedSums, "SHA256SUMS"));
+    sums[0] = sums[0] === 0x61 ? 0x62 : 0x61; // the first hash's first digit
+    writeFileSync(join(changedSums, "SHA256SUMS"), sums);
+    const refusedSums = installer(changedSums);
+    expect(refusedSums.code).not.toBe(0);
+    expect(refusedSums.err).toContain("signature does not verify");
+    expect(readdirSync(refusedSums.into)).toEqual([]);
+  });
+
   test("--check: exit 100 when the release is newer, 0 once it is installed", async () => {
     const { exe } = installed();
     const check = await burrow(exe, "update", "--check", "--from", newRelease);
