@@ -19,6 +19,7 @@ export type UpdateErrorCode =
   | "CHECKSUM_MISMATCH" // the download is not the file SHA256SUMS lists
   | "DOES_NOT_RUN" // the new executable does not run here, or says another version or platform
   | "NOT_WRITABLE" // no permission to write beside the executable
+  | "NO_SPACE" // the disk beside the executable is full
   | "NO_PREVIOUS"; // --rollback with no burrow.old beside the executable
 
 export class UpdateError extends Error {

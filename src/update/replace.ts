@@ -13,7 +13,7 @@
  * On Windows a running executable cannot be replaced but may be renamed:
  * it is moved to <exe>.old first, then the new file takes its name.
  */
-import { chmodSync, closeSync, existsSync, fsyncSync, linkSync, openSync, renameSync, rmSync, statSync, copyFileSync } from "node:fs";
+import { chmodSync, closeSync, copyFileSync, existsSync, fsyncSync, linkSync, openSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { syncDirectory } from "../durable.ts";
 import { UpdateError } from "./errors.ts";
@@ -35,7 +35,7 @@ export interface Staged {
 export function stageBeside(exe: string): Staged {
   const path = join(dirname(exe), `.${basename(exe)}.update-${process.pid}`);
   try {
-    rmSync(path, { force: true }); // a leftover of an update that was killed
+    sweepAbandoned(exe);
     return { path, fd: openSync(path, "wx", 0o700) };
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
@@ -47,6 +47,40 @@ export function stageBeside(exe: string): Staged {
     }
     throw err;
   }
+}
+
+/** The downloads of updates that were killed (their process is gone): a file of ~100 MiB each, not to pile up. */
+function sweepAbandoned(exe: string): void {
+  const prefix = `.${basename(exe)}.update-`;
+  let names: string[];
+  try {
+    names = readdirSync(dirname(exe));
+  } catch {
+    return; // unreadable folder: opening the file below says why
+  }
+  for (const name of names) {
+    if (!name.startsWith(prefix)) continue;
+    const pid = Number(name.slice(prefix.length));
+    if (!Number.isSafeInteger(pid) || pid <= 0 || (pid !== process.pid && alive(pid))) continue;
+    rmSync(join(dirname(exe), name), { force: true });
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM"; // someone else's process
+  }
+}
+
+/** The file system's refusals while writing, in words; other errors are passed on. */
+export function writeRefusal(err: unknown, exe: string): UpdateError | undefined {
+  const code = (err as NodeJS.ErrnoException)?.code;
+  if (code === "ENOSPC" || code === "EDQUOT") return new UpdateError("NO_SPACE", `no space left beside ${exe} for the new executable (${code === "EDQUOT" ? "over the disk quota" : "the disk is full"}): free some and run it again`);
+  if (code === "EROFS") return new UpdateError("NOT_WRITABLE", `${dirname(exe)} is on a read-only file system`);
+  return undefined;
 }
 
 /** Flushes and closes the staged file and gives it the executable's mode. */

@@ -14,7 +14,7 @@ import type { PublicKey } from "../signing/minisign.ts";
 import { UpdateError } from "./errors.ts";
 import { probeExecutable } from "./probe.ts";
 import { buildFor, MAX_EXECUTABLE_BYTES, readSignedRelease, type ReleaseBuild } from "./release.ts";
-import { discardStaged, finishStaged, replaceExecutable, stageBeside } from "./replace.ts";
+import { discardStaged, finishStaged, replaceExecutable, stageBeside, writeRefusal } from "./replace.ts";
 import type { ReleaseSource } from "./source.ts";
 import { compareVersions } from "./versions.ts";
 
@@ -63,6 +63,8 @@ export async function update(source: ReleaseSource, running: Running, version?: 
     }
     const previous = replaceExecutable(staged, running.exe);
     return { kind: "replaced", from: running.version, to: build.version, previous };
+  } catch (err) {
+    throw writeRefusal(err, running.exe) ?? err;
   } finally {
     discardStaged(staged); // gone already when it was renamed into place
   }

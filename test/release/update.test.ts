@@ -313,6 +313,31 @@ describe.skipIf(!minisign || process.platform !== "linux")("burrow update", () =
     expect(readdirSync(dir)).toEqual(["burrow"]);
   });
 
+  test("a download an earlier update left when it was killed is swept away; a live one's is not", async () => {
+    const { dir, exe } = installed();
+    const gone = Bun.spawnSync(["true"]).pid; // a process that has exited
+    writeFileSync(join(dir, `.burrow.update-${gone}`), "half a download");
+    writeFileSync(join(dir, `.burrow.update-${process.pid}`), "this test's own: alive");
+    const got = await burrow(exe, "update", "--from", newRelease);
+    expect(got.code).toBe(0);
+    expect(readdirSync(dir).sort()).toEqual([`.burrow.update-${process.pid}`, "burrow", "burrow.old"]);
+  });
+
+  /** Root, or a user namespace of our own, may mount a small tmpfs: a disk that fills up. */
+  const mountPrefix = process.getuid?.() === 0 ? ["unshare", "-m"] : ["unshare", "-Urm"];
+  const canMount = process.platform === "linux" && Bun.which("unshare") !== null && Bun.spawnSync([...mountPrefix, "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /mnt"], { stderr: "ignore" }).exitCode === 0;
+  if (!canMount) console.error("burrow update tests: no tmpfs can be mounted here (unshare -m); the full-disk case is skipped");
+
+  test.skipIf(!canMount)("a disk that fills up during the download: refused, the executable as it was, nothing left beside it", () => {
+    // a 160 MiB tmpfs holds the executable (~110 MiB) but not a second one
+    const script = `set -e; d=$(mktemp -d); mount -t tmpfs -o size=160m tmpfs "$d"; cp "$1" "$d/burrow"; before=$(sha256sum "$d/burrow"); set +e
+"$d/burrow" update --from "$2" 2>&1; echo "exit=$?"; ls -A "$d"; [ "$(sha256sum "$d/burrow")" = "$before" ] && echo unchanged`;
+    const got = run([...mountPrefix, "sh", "-c", script, "sh", oldBuild, newRelease], { env: { BURROW_UPDATE_CHECK: "off" } });
+    expect(got.out).toContain("[NO_SPACE]");
+    expect(got.out).toContain("the disk is full");
+    expect(got.out).toMatch(/exit=1\nburrow\nunchanged\n$/);
+  }, 60_000);
+
   describe("over HTTP", () => {
     /**
      * Serves a release directory; with `cutAt`, the executable's answer ends
