@@ -338,7 +338,7 @@ export class AgentConnection implements AgentLink {
       this.audit(WireError.VERSION_MISMATCH, hello.token);
       return this.refuse(
         WireError.VERSION_MISMATCH,
-        `this server speaks protocol version ${PROTOCOL_VERSION}, the agent ${hello.version}: please update burrow on the ${hello.version < PROTOCOL_VERSION ? "client" : "server"}`,
+        `this server speaks protocol version ${PROTOCOL_VERSION}, the agent ${hello.version}: please update burrow on the ${hello.version < PROTOCOL_VERSION ? "client" : "server"} (burrow update)`,
       );
     }
     const directPort = this.edge.directPort?.();

@@ -91,7 +91,7 @@ test("a HELLO from another protocol version is refused with advice to update", a
   const { frames } = await hostile([hello({ version: PROTOCOL_VERSION + 1 })]);
   const r = refusalIn(frames)!;
   expect(r.code).toBe("VERSION_MISMATCH");
-  expect(r.message).toMatch(/update burrow/);
+  expect(r.message).toMatch(/update burrow on the server \(burrow update\)/);
 });
 
 test("stream frames before the handshake, or a second HELLO, are refused", async () => {
