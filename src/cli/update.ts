@@ -9,7 +9,7 @@ import { UpdateError } from "../update/errors.ts";
 import { packagedBy, servicesRunning } from "../update/installed.ts";
 import { probeExecutable } from "../update/probe.ts";
 import { releaseKey } from "../update/release-key.ts";
-import { previousPath, swapWithPrevious } from "../update/replace.ts";
+import { previousPath, swapWithPrevious, whileLocked } from "../update/replace.ts";
 import { RELEASES_URL, releaseSource, STALL_TIMEOUT_MS } from "../update/source.ts";
 import { findBuild, update, type Running } from "../update/update.ts";
 import { isVersion } from "../update/versions.ts";
@@ -92,7 +92,7 @@ function running(needKey: boolean): Running {
 
 async function check(from: string | undefined, version: string | undefined, stallMs: number): Promise<number> {
   const me = running(true);
-  const source = releaseSource(from, version, stallMs);
+  const source = releaseSource(from, { version, stallMs });
   const { build, order } = await findBuild(source, me, version);
   if (order > 0) {
     console.log(`burrow ${build.version} is out (this is ${me.version}): burrow update${from !== undefined ? ` --from ${from}` : ""} installs it`);
@@ -109,7 +109,7 @@ async function install(from: string | undefined, version: string | undefined, st
     const how = owner === "dpkg" ? "sudo apt install ./burrow_<version>_<arch>.deb" : "sudo dnf install ./burrow-<version>-1.<arch>.rpm";
     throw new UpdateError("NOT_WRITABLE", `${me.exe} belongs to the burrow ${owner === "dpkg" ? "Debian" : "RPM"} package: upgrade it with the package manager (${how}), or its record of the file would be wrong`);
   }
-  const source = releaseSource(from, version, stallMs);
+  const source = releaseSource(from, { version, stallMs });
   console.log(`Looking at ${source.where} ...`);
   const outcome = await update(source, me, version);
   if (outcome.kind === "same") {
@@ -132,7 +132,7 @@ async function rollback(): Promise<number> {
     if (err instanceof UpdateError && (await Bun.file(previous).exists())) throw new UpdateError("DOES_NOT_RUN", `${previous} does not run here, so it is not put back: ${err.message}`);
     back = "?";
   }
-  swapWithPrevious(me.exe);
+  await whileLocked(me.exe, async () => swapWithPrevious(me.exe));
   console.log(`burrow ${me.version} → ${back}  (${me.exe}, rolled back; ${me.version} is kept as ${previous}: burrow update --rollback again undoes this)`);
   restartAdvice(me.exe);
   return 0;

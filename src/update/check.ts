@@ -23,30 +23,36 @@ export interface UpdateCheckOptions {
 
 /** The first look, this long after the start (or one interval, when shorter): a restart loop does not become a stream of requests. */
 const FIRST_AFTER_MS = 60_000;
+/** One look ends by then, however slowly a mirror trickles its bytes. */
+const LOOK_DEADLINE_MS = 120_000;
+/** setTimeout's longest wait (2^31-1 ms, about 24.8 days); longer intervals are waited in turns. */
+const LONGEST_TIMER_MS = 2 ** 31 - 1;
 
 export function startUpdateChecks(options: UpdateCheckOptions): { stop(): void } {
   const key = releaseKey();
   if (!key) return { stop() {} };
   let timer: ReturnType<typeof setTimeout> | undefined;
-  let stopped = false;
+  const stopping = new AbortController();
   const look = async () => {
+    const signal = AbortSignal.any([stopping.signal, AbortSignal.timeout(LOOK_DEADLINE_MS)]);
     try {
-      const source = releaseSource(options.from);
+      const source = releaseSource(options.from, { signal });
       const { build, order } = await findBuild(source, { version: options.version, target: options.target, key });
       if (order > 0) log.info("a newer burrow release exists", { version: build.version, running: options.version, from: source.where, update: "burrow update" });
     } catch (err) {
-      log.warn("update check failed", { code: err instanceof UpdateError ? err.code : "ERROR", err: (err as Error).message });
+      if (!stopping.signal.aborted) log.warn("update check failed", { code: err instanceof UpdateError ? err.code : "ERROR", err: (err as Error).message });
     }
-    if (!stopped) schedule(options.intervalMs);
+    if (!stopping.signal.aborted) wait(options.intervalMs);
   };
-  const schedule = (ms: number) => {
-    timer = setTimeout(() => void look(), ms);
+  const wait = (ms: number) => {
+    const now = Math.min(ms, LONGEST_TIMER_MS);
+    timer = setTimeout(() => (ms > now ? wait(ms - now) : void look()), now);
     timer.unref?.(); // never what keeps a stopping server alive
   };
-  schedule(Math.min(FIRST_AFTER_MS, options.intervalMs));
+  wait(Math.min(FIRST_AFTER_MS, options.intervalMs));
   return {
     stop() {
-      stopped = true;
+      stopping.abort();
       clearTimeout(timer);
     },
   };

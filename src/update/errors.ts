@@ -20,7 +20,8 @@ export type UpdateErrorCode =
   | "DOES_NOT_RUN" // the new executable does not run here, or says another version or platform
   | "NOT_WRITABLE" // no permission to write beside the executable
   | "NO_SPACE" // the disk beside the executable is full
-  | "NO_PREVIOUS"; // --rollback with no burrow.old beside the executable
+  | "NO_PREVIOUS" // --rollback with no burrow.old beside the executable
+  | "IN_PROGRESS"; // another update or rollback is at work on the same executable
 
 export class UpdateError extends Error {
   override name = "UpdateError";

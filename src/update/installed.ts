@@ -4,14 +4,24 @@
  * update), and a package manager that owns it (which must do the upgrade,
  * or its records of the file would be wrong).
  */
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { join } from "node:path";
 
 export const UNIT_DIRS = ["/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system", "/lib/systemd/system", "/usr/lib/systemd/system"];
 
-/** The systemd services whose ExecStart runs `exe` (any of its names). */
+/** The systemd services whose ExecStart runs `exe` (any of its names, or a link to it). */
 export function servicesRunning(names: readonly string[], dirs: readonly string[] = UNIT_DIRS): string[] {
   const found = new Set<string>();
+  const runs = (word: string) => {
+    const path = word.replace(/^[-@:+!]+/, "");
+    if (!path.startsWith("/")) return false;
+    if (names.includes(path)) return true;
+    try {
+      return names.includes(realpathSync(path)); // /usr/local/bin/burrow -> /opt/burrow/burrow
+    } catch {
+      return false;
+    }
+  };
   for (const dir of dirs) {
     let files: string[];
     try {
@@ -24,8 +34,9 @@ export function servicesRunning(names: readonly string[], dirs: readonly string[
         const path = join(dir, file);
         if (statSync(path).size > 64 << 10) continue;
         const text = readFileSync(path, "utf8");
-        const runs = text.split("\n").some((l) => /^\s*ExecStart\s*=/.test(l) && names.some((n) => l.split(/[\s=]/).some((word) => word.replace(/^[-@:+!]+/, "") === n)));
-        if (runs) found.add(file.slice(0, -".service".length));
+        const execStart = text.split("\n").filter((l) => /^\s*ExecStart\s*=/.test(l));
+        // the command is ExecStart's first word
+        if (execStart.some((l) => runs(l.replace(/^\s*ExecStart\s*=\s*/, "").split(/\s/)[0] ?? ""))) found.add(file.slice(0, -".service".length));
       } catch {
         // unreadable: not ours to judge
       }

@@ -55,15 +55,16 @@ const EXECUTABLE = /^burrow-(.+)-((?:linux|darwin|windows)-(?:x64|arm64)(?:-musl
 
 function parseSums(text: string, where: string): Map<string, ReleaseBuild[]> {
   const builds = new Map<string, ReleaseBuild[]>();
-  for (const [i, line] of text.split("\n").entries()) {
+  for (const [i, raw] of text.split("\n").entries()) {
+    const line = raw.replace(/\r$/, ""); // a list written on Windows
     if (line.trim() === "") continue;
     // sha256sum's format: the hash, a space, a space or "*" (binary mode), the name
-    const m = /^([0-9a-f]{64}) [ *](\S.*)$/.exec(line);
+    const m = /^([0-9a-f]{64}) [ *](\S.*)$/i.exec(line);
     if (!m) throw new UpdateError("BAD_LIST", `SHA256SUMS at ${where}, line ${i + 1}, is not "<sha256>  <file>"`);
     const exe = EXECUTABLE.exec(m[2]!);
     if (!exe || !isVersion(exe[1]!) || (exe[3] !== undefined) !== exe[2]!.startsWith("windows")) continue;
     const list = builds.get(exe[2]!) ?? [];
-    list.push({ version: exe[1]!, name: m[2]!, sha256: m[1]! });
+    list.push({ version: exe[1]!, name: m[2]!, sha256: m[1]!.toLowerCase() });
     builds.set(exe[2]!, list);
   }
   return builds;

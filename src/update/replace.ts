@@ -11,9 +11,13 @@
  *   4. the folder is flushed, so the renames survive a power cut.
  *
  * On Windows a running executable cannot be replaced but may be renamed:
- * it is moved to <exe>.old first, then the new file takes its name.
+ * it is moved to <exe>.old first, then the new file takes its name (and it
+ * is moved back if that fails).
+ *
+ * One update or rollback at a time: a lock file beside the executable
+ * holds the pid of the one at work.
  */
-import { chmodSync, closeSync, copyFileSync, existsSync, fsyncSync, linkSync, openSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
+import { chmodSync, chownSync, closeSync, copyFileSync, existsSync, fsyncSync, linkSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { syncDirectory } from "../durable.ts";
 import { UpdateError } from "./errors.ts";
@@ -23,6 +27,49 @@ const WINDOWS = process.platform === "win32";
 /** Where the replaced executable is kept: burrow.old (burrow.old.exe on Windows). */
 export function previousPath(exe: string): string {
   return exe.toLowerCase().endsWith(".exe") ? `${exe.slice(0, -4)}.old.exe` : `${exe}.old`;
+}
+
+const refusedWrite = (code: string | undefined) => code === "EACCES" || code === "EPERM" || code === "EROFS";
+
+/** The file system's refusals while writing, in words; undefined for other errors. */
+export function writeRefusal(err: unknown, exe: string): UpdateError | undefined {
+  const code = (err as NodeJS.ErrnoException)?.code;
+  if (code === "ENOSPC" || code === "EDQUOT") return new UpdateError("NO_SPACE", `no space left beside ${exe} for the new executable (${code === "EDQUOT" ? "over the disk quota" : "the disk is full"}): free some and run it again`);
+  if (refusedWrite(code)) {
+    return new UpdateError("NOT_WRITABLE", `cannot write beside ${exe} (${code === "EROFS" ? "a read-only file system" : "permission denied"}): run it as the user who may change that folder, e.g. with sudo`);
+  }
+  return undefined;
+}
+
+/**
+ * Holds the lock beside `exe` while `work` runs. A lock whose process is
+ * gone (an update that was killed) is taken over.
+ */
+export async function whileLocked<T>(exe: string, work: () => Promise<T>): Promise<T> {
+  const lock = join(dirname(exe), `.${basename(exe)}.update-lock`);
+  let fd: number | undefined;
+  for (let attempt = 0; fd === undefined; attempt++) {
+    try {
+      fd = openSync(lock, "wx", 0o600);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== "EEXIST" || attempt > 0) {
+        if (code === "EEXIST") throw new UpdateError("IN_PROGRESS", `another burrow update is at work on ${exe} (its lock ${lock} came back while this one took it over)`);
+        throw writeRefusal(err, exe) ?? err;
+      }
+      const holder = Number(readFileSync(lock, "utf8").trim());
+      if (Number.isSafeInteger(holder) && holder > 0 && alive(holder)) throw new UpdateError("IN_PROGRESS", `another burrow update (pid ${holder}) is at work on ${exe}: let it finish`);
+      rmSync(lock, { force: true });
+    }
+  }
+  try {
+    writeSync(fd, `${process.pid}\n`);
+    closeSync(fd);
+    sweepAbandoned(exe);
+    return await work();
+  } finally {
+    rmSync(lock, { force: true });
+  }
 }
 
 export interface Staged {
@@ -35,17 +82,9 @@ export interface Staged {
 export function stageBeside(exe: string): Staged {
   const path = join(dirname(exe), `.${basename(exe)}.update-${process.pid}`);
   try {
-    sweepAbandoned(exe);
     return { path, fd: openSync(path, "wx", 0o700) };
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === "EACCES" || code === "EPERM" || code === "EROFS") {
-      throw new UpdateError(
-        "NOT_WRITABLE",
-        `cannot write beside ${exe} (${code === "EROFS" ? "a read-only file system" : "permission denied"}): run burrow update as the user who may change that folder, e.g. sudo burrow update`,
-      );
-    }
-    throw err;
+    throw writeRefusal(err, exe) ?? err;
   }
 }
 
@@ -56,7 +95,7 @@ function sweepAbandoned(exe: string): void {
   try {
     names = readdirSync(dirname(exe));
   } catch {
-    return; // unreadable folder: opening the file below says why
+    return; // unreadable folder: writing there says why
   }
   for (const name of names) {
     if (!name.startsWith(prefix)) continue;
@@ -75,21 +114,22 @@ function alive(pid: number): boolean {
   }
 }
 
-/** The file system's refusals while writing, in words; other errors are passed on. */
-export function writeRefusal(err: unknown, exe: string): UpdateError | undefined {
-  const code = (err as NodeJS.ErrnoException)?.code;
-  if (code === "ENOSPC" || code === "EDQUOT") return new UpdateError("NO_SPACE", `no space left beside ${exe} for the new executable (${code === "EDQUOT" ? "over the disk quota" : "the disk is full"}): free some and run it again`);
-  if (code === "EROFS") return new UpdateError("NOT_WRITABLE", `${dirname(exe)} is on a read-only file system`);
-  return undefined;
-}
-
-/** Flushes and closes the staged file and gives it the executable's mode. */
+/**
+ * Flushes and closes the staged file and gives it what the executable had:
+ * its mode, and (when we may: as root) its owner and group, so that a
+ * service's user may still run it.
+ */
 export function finishStaged(staged: Staged, exe: string): void {
   const fd = staged.fd!;
   staged.fd = undefined;
-  fsyncSync(fd);
-  closeSync(fd);
-  chmodSync(staged.path, statSync(exe).mode & 0o7777);
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  const was = statSync(exe);
+  chmodSync(staged.path, was.mode & 0o7777);
+  if (!WINDOWS && process.getuid?.() === 0) chownSync(staged.path, was.uid, was.gid);
 }
 
 export function discardStaged(staged: Staged): void {
@@ -104,7 +144,12 @@ export function replaceExecutable(staged: Staged, exe: string): string {
   if (WINDOWS) {
     rmSync(previous, { force: true });
     renameSync(exe, previous);
-    renameSync(staged.path, exe);
+    try {
+      renameSync(staged.path, exe);
+    } catch (err) {
+      renameSync(previous, exe); // never left without one
+      throw err;
+    }
   } else {
     keepAs(exe, previous);
     renameSync(staged.path, exe);
@@ -127,30 +172,31 @@ function keepAs(exe: string, previous: string): void {
 
 /**
  * --rollback: the kept executable back in place, and the one it replaces
- * kept in its stead (so a second rollback undoes the first).
+ * kept in its stead (so a second rollback undoes the first). Each step
+ * leaves an executable at `exe`; a failure undoes what was done.
  */
 export function swapWithPrevious(exe: string): void {
   const previous = previousPath(exe);
   if (!existsSync(previous)) throw new UpdateError("NO_PREVIOUS", `there is no ${basename(previous)} beside ${exe}: nothing to roll back to (burrow update keeps one when it replaces the executable)`);
-  const temp = join(dirname(exe), `.${basename(exe)}.rollback-${process.pid}`);
+  // the current one, under a second name first (a hard link; on Windows, moved)
+  const current = join(dirname(exe), `.${basename(exe)}.rollback-${process.pid}`);
   try {
-    rmSync(temp, { force: true });
-    if (WINDOWS) {
-      renameSync(exe, temp);
-      renameSync(previous, exe);
-      renameSync(temp, previous);
-    } else {
-      keepAs(exe, temp);
-      renameSync(previous, exe);
-      renameSync(temp, previous);
-    }
+    rmSync(current, { force: true });
+    if (WINDOWS) renameSync(exe, current);
+    else keepAs(exe, current);
   } catch (err) {
-    rmSync(temp, { force: true });
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === "EACCES" || code === "EPERM" || code === "EROFS") {
-      throw new UpdateError("NOT_WRITABLE", `cannot change ${exe} (permission denied): run it as the user who may change that folder, e.g. sudo burrow update --rollback`);
-    }
-    throw err;
+    rmSync(current, { force: true });
+    throw writeRefusal(err, exe) ?? err;
   }
+  try {
+    renameSync(previous, exe);
+  } catch (err) {
+    // nothing changed at exe (on Windows: move it back)
+    if (WINDOWS) renameSync(current, exe);
+    else rmSync(current, { force: true });
+    throw writeRefusal(err, exe) ?? err;
+  }
+  // the old one is in place; the one taken out keeps its second name if this last step fails
+  renameSync(current, previous);
   syncDirectory(dirname(exe));
 }

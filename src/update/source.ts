@@ -5,7 +5,7 @@
  * wrote). Every read is capped in size and in time: a source is a stranger
  * until the signature says otherwise.
  */
-import { closeSync, openSync, readSync, statSync, writeSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readSync, statSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { UpdateError } from "./errors.ts";
 
@@ -24,62 +24,100 @@ export interface ReleaseSource {
   download(name: string, fd: number, maxBytes: number): Promise<{ bytes: number; sha256: string }>;
 }
 
+export interface SourceOptions {
+  /** Which release on GitHub, when there is no --from: undefined for the latest. */
+  version?: string;
+  stallMs?: number;
+  /** Ends every read at once (a server that stops). */
+  signal?: AbortSignal;
+}
+
+/** `text` with the password of anything like a URL in it masked: what --from said is printed in errors. */
+export const withoutPassword = (text: string) => text.replace(/(\/\/[^/@\s:]*):[^/@\s]*@/g, "$1:***@");
+
 /**
  * The source `--from` names: an http(s) URL or a directory (file:// too);
  * without it, the GitHub release of `version`, or the latest.
  */
-export function releaseSource(from: string | undefined, version?: string, stallMs = STALL_TIMEOUT_MS): ReleaseSource {
-  if (from === undefined || from === "") return urlSource(version ? `${RELEASES_URL}/download/v${version}` : `${RELEASES_URL}/latest/download`, stallMs);
+export function releaseSource(from: string | undefined, options: SourceOptions = {}): ReleaseSource {
+  const stallMs = options.stallMs ?? STALL_TIMEOUT_MS;
+  if (from === undefined || from === "") {
+    return urlSource(options.version ? `${RELEASES_URL}/download/v${options.version}` : `${RELEASES_URL}/latest/download`, stallMs, options.signal);
+  }
+  const said = withoutPassword(from);
   if (/^https?:\/\//i.test(from)) {
     let url: URL;
     try {
       url = new URL(from);
     } catch {
-      throw new UpdateError("BAD_SOURCE", `--from ${from} is not a URL`);
+      throw new UpdateError("BAD_SOURCE", `--from ${said} is not a URL`);
     }
     // it is printed in messages and logs: a secret in it would be too
     if (url.username || url.password) throw new UpdateError("BAD_SOURCE", "--from: a URL with a user or password in it is not taken (it would be printed)");
     if (url.search || url.hash) throw new UpdateError("BAD_SOURCE", "--from: the URL of the folder that holds SHA256SUMS, without a query or fragment");
-    return urlSource(url.href.replace(/\/+$/, ""), stallMs);
+    return urlSource(url.href.replace(/\/+$/, ""), stallMs, options.signal);
   }
-  const dir = from.startsWith("file://") ? decodeURIComponent(new URL(from).pathname) : from;
+  let dir = from;
+  if (/^file:/i.test(from)) {
+    try {
+      dir = decodeURIComponent(new URL(from).pathname);
+    } catch {
+      throw new UpdateError("BAD_SOURCE", `--from ${said} is not a file:// URL`);
+    }
+  }
   let isDir = false;
   try {
     isDir = statSync(dir).isDirectory();
   } catch {
     // said below
   }
-  if (!isDir) throw new UpdateError("BAD_SOURCE", `--from ${from} is neither an http(s) URL nor a directory here`);
+  if (!isDir) throw new UpdateError("BAD_SOURCE", `--from ${said} is neither an http(s) URL nor a directory here`);
   return dirSource(dir);
 }
 
-function urlSource(base: string, stallMs: number): ReleaseSource {
-  async function open(name: string): Promise<{ body: ReadableStream<Uint8Array>; length?: number; stop: () => void; stalled: () => boolean }> {
+/** An error of our own writing (the disk, not the download): passed on as it is, for update.ts to say. */
+class WriteFailed extends Error {
+  constructor(readonly error: unknown) {
+    super("write failed");
+  }
+}
+
+/** Why a read ended when `signal` ended it: a deadline, or a stop. */
+const ended = (signal: AbortSignal) => ((signal.reason as Error | undefined)?.name === "TimeoutError" ? "it took too long" : "stopped");
+
+function urlSource(base: string, stallMs: number, signal?: AbortSignal): ReleaseSource {
+  async function open(name: string) {
     const abort = new AbortController();
     let stalled = false;
     const onStall = () => {
       stalled = true;
       abort.abort();
     };
+    const onStop = () => abort.abort();
+    signal?.addEventListener("abort", onStop, { once: true });
     let stall = setTimeout(onStall, stallMs);
+    const stop = () => {
+      clearTimeout(stall);
+      signal?.removeEventListener("abort", onStop);
+      abort.abort();
+    };
     const url = `${base}/${name}`;
     let res: Response;
     try {
-      // redirects followed (GitHub sends its downloads to a storage host); nothing but the path is sent
-      res = await fetch(url, { signal: abort.signal, redirect: "follow", headers: { "user-agent": "burrow-update", accept: "*/*" } });
+      // redirects followed (GitHub sends its downloads to a storage host); nothing but the path is sent.
+      // identity: a compressed answer's length is not the bytes read, and the checksum is of the file itself
+      res = await fetch(url, { signal: abort.signal, redirect: "follow", headers: { "user-agent": "burrow-update", accept: "*/*", "accept-encoding": "identity" } });
     } catch (err) {
-      clearTimeout(stall);
-      throw new UpdateError("UNREACHABLE", `cannot reach ${url}: ${abort.signal.aborted ? `no answer in ${stallMs / 1000} s` : fetchError(err)}`);
+      stop();
+      throw new UpdateError("UNREACHABLE", `cannot reach ${url}: ${stalled ? `no answer in ${stallMs / 1000} s` : signal?.aborted ? ended(signal) : fetchError(err)}`);
     }
-    if (res.status === 404) {
-      clearTimeout(stall);
-      throw new UpdateError("NOT_FOUND", `${url} is not there (404)`);
-    }
-    if (!res.ok || !res.body) {
-      clearTimeout(stall);
+    if (res.status === 404 || !res.ok || !res.body) {
+      stop();
+      if (res.status === 404) throw new UpdateError("NOT_FOUND", `${url} is not there (404)`);
       throw new UpdateError("UNREACHABLE", `${url} answered ${res.status} ${res.statusText}`.trim());
     }
-    const declared = Number(res.headers.get("content-length") ?? NaN);
+    // a length is believed only for bytes as they are sent
+    const declared = res.headers.get("content-encoding") ? NaN : Number(res.headers.get("content-length") ?? NaN);
     // each chunk restarts the stall timer: a slow download goes on, a stalled one ends
     const body = res.body.pipeThrough(
       new TransformStream<Uint8Array, Uint8Array>({
@@ -90,7 +128,7 @@ function urlSource(base: string, stallMs: number): ReleaseSource {
         },
       }),
     );
-    return { body, length: Number.isSafeInteger(declared) ? declared : undefined, stop: () => (clearTimeout(stall), abort.abort()), stalled: () => stalled };
+    return { body, length: Number.isSafeInteger(declared) ? declared : undefined, stop, stalled: () => stalled };
   }
 
   async function pump(name: string, maxBytes: number, each: (chunk: Uint8Array) => void): Promise<number> {
@@ -104,11 +142,17 @@ function urlSource(base: string, stallMs: number): ReleaseSource {
       for await (const chunk of body) {
         got += chunk.length;
         if (got > maxBytes) throw new UpdateError("TOO_LARGE", `${base}/${name} is more than the ${maxBytes} bytes a release's ${name} may be`);
-        each(chunk);
+        try {
+          each(chunk);
+        } catch (err) {
+          throw new WriteFailed(err);
+        }
       }
     } catch (err) {
       if (err instanceof UpdateError) throw err;
-      throw new UpdateError("CUT_SHORT", `the download of ${base}/${name} stopped after ${got}${length !== undefined ? ` of ${length}` : ""} bytes: ${stalled() ? `nothing came for ${stallMs / 1000} s` : fetchError(err) || "the connection ended"}`);
+      if (err instanceof WriteFailed) throw err.error;
+      const why = stalled() ? `nothing came for ${stallMs / 1000} s` : signal?.aborted ? ended(signal) : fetchError(err) || "the connection ended";
+      throw new UpdateError("CUT_SHORT", `the download of ${base}/${name} stopped after ${got}${length !== undefined ? ` of ${length}` : ""} bytes: ${why}`);
     } finally {
       stop();
     }
@@ -144,7 +188,7 @@ function dirSource(dir: string): ReleaseSource {
       const code = (err as NodeJS.ErrnoException).code;
       throw new UpdateError(code === "ENOENT" ? "NOT_FOUND" : "UNREACHABLE", code === "ENOENT" ? `${path} is not there` : `cannot read ${path}: ${(err as Error).message}`);
     }
-    const size = statSync(path).size;
+    const size = fstatSync(fd).size;
     if (size > maxBytes) {
       closeSync(fd);
       throw new UpdateError("TOO_LARGE", `${path} is ${size} bytes, more than the ${maxBytes} a release's ${name} may be`);

@@ -14,7 +14,7 @@ import type { PublicKey } from "../signing/minisign.ts";
 import { UpdateError } from "./errors.ts";
 import { probeExecutable } from "./probe.ts";
 import { buildFor, MAX_EXECUTABLE_BYTES, readSignedRelease, type ReleaseBuild } from "./release.ts";
-import { discardStaged, finishStaged, replaceExecutable, stageBeside, writeRefusal } from "./replace.ts";
+import { discardStaged, finishStaged, replaceExecutable, stageBeside, whileLocked, writeRefusal } from "./replace.ts";
 import type { ReleaseSource } from "./source.ts";
 import { compareVersions } from "./versions.ts";
 
@@ -43,8 +43,12 @@ export async function findBuild(source: ReleaseSource, running: Pick<Running, "v
 export type Outcome = { kind: "same"; version: string } | { kind: "replaced"; from: string; to: string; previous: string };
 
 /** Every step; `version` is --version (which allows going back to an older release). */
-export async function update(source: ReleaseSource, running: Running, version?: string): Promise<Outcome> {
-  // first, whether we may write there at all: a refusal now costs no download
+export function update(source: ReleaseSource, running: Running, version?: string): Promise<Outcome> {
+  // the lock is the first write beside the executable: a folder we may not write to is refused before any download
+  return whileLocked(running.exe, () => steps(source, running, version));
+}
+
+async function steps(source: ReleaseSource, running: Running, version?: string): Promise<Outcome> {
   const staged = stageBeside(running.exe);
   try {
     const { build, order } = await findBuild(source, running, version);
