@@ -27,7 +27,7 @@ export const COMMANDS: readonly CommandLine[] = [
   { name: "server dns-check", synopsis: "server dns-check --domain D", summary: "check the server's DNS records and its DNS-01 responder" },
   { name: "update", synopsis: "update [--version V] [--check]", summary: "replace this executable with a newer signed release (--rollback undoes it)" },
   { synopsis: "--help", summary: "this text; burrow <command> --help for a command's flags" },
-  { name: "version", synopsis: "version", summary: "print the version, commit, build date and target (also --version)" },
+  { name: "version", synopsis: "version", summary: "print the version, commit, build date, target and release key (also --version)" },
 ];
 
 /** The column the summaries start at; a longer synopsis puts its summary on the next line. */
