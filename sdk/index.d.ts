@@ -46,6 +46,13 @@ export interface ForwardOptions {
   responseHeaderAdd?: string[];
   /** Accept a server certificate that does not verify (a test server). */
   insecure?: boolean;
+  /**
+   * Reach the server through this proxy: http://, https:// or socks5://
+   * (user:password@ in it when the proxy asks). The user's `can_use_proxy`
+   * decides whether the server takes a tunnel that comes so. The package reads
+   * no HTTPS_PROXY of its own: pass `proxy: process.env.HTTPS_PROXY` for that.
+   */
+  proxy?: string;
   /** Closes the tunnel when aborted. */
   signal?: AbortSignal;
   /**
@@ -111,6 +118,8 @@ export interface ConnectOptions {
   token?: string;
   /** Accept a server certificate that does not verify (a test server). */
   insecure?: boolean;
+  /** Reach the server through this proxy (as forward()'s `proxy`). */
+  proxy?: string;
   /** The request inspector for every tunnel of the session (as forward()'s `inspect`). */
   inspect?: ForwardOptions["inspect"];
 }
@@ -123,7 +132,7 @@ export interface ConnectOptions {
  */
 export declare class Session {
   private constructor();
-  /** Opens a tunnel on this session's connection: as forward(), its `server`, `token` and `insecure` the session's. */
+  /** Opens a tunnel on this session's connection: as forward(), its `server`, `token`, `insecure` and `proxy` the session's. */
   forward(options: ForwardOptions): Promise<Tunnel>;
   /** Closes every tunnel of the session and its connection. */
   close(): Promise<void>;

@@ -59,6 +59,16 @@ const SHAPES: [RegExp, string][] = [
   [/(tunnel_admin_session=)[^;\s",]+/g, `$1${REDACTED}`],
 ];
 
+/**
+ * A URL as it may be shown in a message: its password, if it has one
+ * (`http://user:secret@proxy:3128`), replaced by `***`. Works on text that
+ * does not parse as a URL too, since that is when it is shown.
+ */
+export function hidePassword(raw: string): string {
+  // up to the last @ before the path: a password may hold an @ that was not escaped
+  return raw.replace(/^([^/?#]*\/\/[^/?#@:]*):[^/?#]*@/, "$1:***@");
+}
+
 /** Text with every secret-shaped part cut out. */
 export function redactText(text: string): string {
   let out = text;

@@ -11,7 +11,7 @@
 import { EventEmitter } from "node:events";
 import { Agent, type AgentTunnel } from "../../src/agent/client.ts";
 import type { AgentOutput, ReadyView, RequestEvent } from "../../src/agent/output.ts";
-import { resolveCredentials } from "../../src/agent/settings/server-and-token.ts";
+import { parseProxyUrl, resolveCredentials } from "../../src/agent/settings/server-and-token.ts";
 import {
   ACCESS_LIST_MAX,
   compactAccess,
@@ -208,7 +208,7 @@ export class Session {
 
   /** @internal */
   constructor(
-    private readonly creds: { server: string; token: string; insecure: boolean },
+    private readonly creds: Credentials,
     inspect?: InspectSetting,
     /** forward()'s own session: it ends with its one tunnel, inspector and all. */
     private readonly owned = false,
@@ -219,9 +219,10 @@ export class Session {
     this.inspector.catch(() => {});
   }
 
-  /** Opens a tunnel on this session's connection: as forward(), without `server`, `token` and `insecure`. */
+  /** Opens a tunnel on this session's connection: as forward(), without `server`, `token`, `insecure` and `proxy`. */
   forward(options: ForwardOptions): Promise<Tunnel> {
     if (options.inspect !== undefined) return Promise.reject(new TypeError("inspect is the session's: connect({ inspect: true })"));
+    if (options.proxy !== undefined) return Promise.reject(new TypeError("proxy is the session's: connect({ proxy })"));
     try {
       return this.open(options, agentTunnel(options));
     } catch (err) {
@@ -326,6 +327,7 @@ export class Session {
       server: this.creds.server,
       token: this.creds.token,
       insecure: this.creds.insecure,
+      ...(this.creds.proxy ? { proxy: this.creds.proxy } : {}),
       tunnels,
       out: inspector ? inspector.watch(out) : out,
       ...(inspector ? { inspector: inspector.store } : {}),
@@ -393,9 +395,27 @@ export class Session {
  * opens each (as forward() does), `session.close()` closes them all.
  */
 export function connect(options: ConnectOptions = {}): Session {
-  const creds = resolveCredentials({ server: options.server, token: options.token });
+  const creds = credentials(options);
   if (options.inspect !== undefined) inspectAt(options.inspect);
-  return new Session({ ...creds, insecure: Boolean(options.insecure) }, options.inspect);
+  return new Session(creds, options.inspect);
+}
+
+/** What a session's connection needs: where, as whom, and how (a certificate check, a proxy). */
+interface Credentials {
+  server: string;
+  token: string;
+  insecure: boolean;
+  proxy?: string;
+}
+
+function credentials(options: ConnectOptions): Credentials {
+  const proxy = options.proxy;
+  if (proxy !== undefined && typeof proxy !== "string") throw new TypeError("proxy must be a URL string such as http://proxy:3128 or socks5://proxy:1080");
+  return {
+    ...resolveCredentials({ server: options.server, token: options.token }),
+    insecure: Boolean(options.insecure),
+    ...(proxy ? { proxy: checked("proxy", () => parseProxyUrl(proxy)) } : {}),
+  };
 }
 
 type InspectSetting = NonNullable<ForwardOptions["inspect"]>;
@@ -422,9 +442,9 @@ export function forward(options: ForwardOptions): Promise<Tunnel> {
   try {
     // the tunnel's settings first: a mistake there is the caller's, before credentials are looked for
     const checked = agentTunnel(options);
-    const creds = resolveCredentials({ server: options.server, token: options.token });
+    const creds = credentials(options);
     if (options.inspect !== undefined) inspectAt(options.inspect);
-    return new Session({ ...creds, insecure: Boolean(options.insecure) }, options.inspect, true).open(options, checked);
+    return new Session(creds, options.inspect, true).open(options, checked);
   } catch (err) {
     return Promise.reject(err);
   }

@@ -17,6 +17,7 @@ import { connect as tlsConnect, type ConnectionOptions, type TLSSocket } from "n
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { Readable } from "node:stream";
 import WebSocket from "ws";
+import { HttpsProxyAgent } from "https-proxy-agent";
 import type { AgentRuntime, ConnectOptions, ConnectedUdp, RuntimeSocket, RuntimeWebSocket, Served, ServeOptions, SocketHandlers, UdpHandlers, WebSocketOptions } from "./types.ts";
 
 class NodeSocket<T> implements RuntimeSocket<T> {
@@ -133,13 +134,17 @@ function connect<T>(options: ConnectOptions<T>): Promise<RuntimeSocket<T>> {
   });
 }
 
-/** ws's client with the options the agent gives Bun's: headers, and TLS (the name it verifies, whether it verifies at all). */
+/**
+ * ws's client with the options the agent gives Bun's: headers, TLS (the name
+ * it verifies, whether it verifies at all), and an HTTP proxy, reached with
+ * CONNECT (https-proxy-agent), as Bun's WebSocket does with its `proxy`.
+ */
 function webSocket(url: string, options: WebSocketOptions): RuntimeWebSocket {
-  if (options.proxy) throw new Error("an HTTP proxy for the connection to the server is supported by the burrow executable, not by the package on Node.js");
   const ws = new WebSocket(url, {
     headers: options.headers,
     rejectUnauthorized: options.tls?.rejectUnauthorized ?? true,
     ...(options.tls?.serverName ? { servername: options.tls.serverName } : {}),
+    ...(options.proxy ? { agent: new HttpsProxyAgent(options.proxy) } : {}),
     perMessageDeflate: false,
   });
   return ws as unknown as RuntimeWebSocket;

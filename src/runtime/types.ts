@@ -67,7 +67,7 @@ export interface RuntimeWebSocket {
 export interface WebSocketOptions {
   headers?: Record<string, string>;
   tls?: { rejectUnauthorized?: boolean; serverName?: string };
-  /** An HTTP proxy's URL (Bun only; the package refuses it on Node.js). */
+  /** An HTTP proxy's URL: Bun's WebSocket goes through it, and on Node.js https-proxy-agent. */
   proxy?: string;
 }
 

@@ -7,6 +7,7 @@
  */
 import { closeSync, fstatSync, openSync, readSync, statSync, writeSync } from "node:fs";
 import { join } from "node:path";
+import { hidePassword } from "../log-redact.ts";
 import { UpdateError } from "./errors.ts";
 
 /** The project's releases; install.sh has the same address. */
@@ -32,9 +33,6 @@ export interface SourceOptions {
   signal?: AbortSignal;
 }
 
-/** `text` with the password of anything like a URL in it masked: what --from said is printed in errors. */
-export const withoutPassword = (text: string) => text.replace(/(\/\/[^/@\s:]*):[^/@\s]*@/g, "$1:***@");
-
 /**
  * The source `--from` names: an http(s) URL or a directory (file:// too);
  * without it, the GitHub release of `version`, or the latest.
@@ -44,7 +42,7 @@ export function releaseSource(from: string | undefined, options: SourceOptions =
   if (from === undefined || from === "") {
     return urlSource(options.version ? `${RELEASES_URL}/download/v${options.version}` : `${RELEASES_URL}/latest/download`, stallMs, options.signal);
   }
-  const said = withoutPassword(from);
+  const said = hidePassword(from); // what --from said is printed in errors
   if (/^https?:\/\//i.test(from)) {
     let url: URL;
     try {

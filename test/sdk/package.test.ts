@@ -14,9 +14,13 @@ import { join } from "node:path";
 import { buildSdk } from "../../build/sdk.ts";
 import { signedIn } from "../harness/admin.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
+import { startTinyproxy, tinyproxyAvailable, type TestHttpProxy } from "../harness/tinyproxy.ts";
 
 let server: TestServer;
 let token: string;
+/** A user's token whose can_use_proxy is false. */
+let noProxyToken: string;
+let proxy: TestHttpProxy | undefined;
 let project: string;
 let tarball: string;
 const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => new Response(`upstream saw ${new URL(req.url).pathname}${new URL(req.url).search}`) });
@@ -32,12 +36,15 @@ beforeAll(async () => {
   copyFileSync(join(import.meta.dir, "scenario.mjs"), join(project, "scenario.mjs"));
   server = await startServer();
   const admin = await signedIn(server);
-  token = await admin.createToken(await admin.createUser("sdk-user", { allowed_protocols: "http,tcp" }), "sdk");
+  token = await admin.createToken(await admin.createUser("sdk-user", { allowed_protocols: "http,tcp", can_use_proxy: true }), "sdk");
+  noProxyToken = await admin.createToken(await admin.createUser("sdk-no-proxy", { can_use_proxy: false }), "sdk");
+  if (tinyproxyAvailable()) proxy = await startTinyproxy();
 }, 120_000);
 
 afterAll(async () => {
   upstream.stop(true);
   echo.stop(true);
+  await proxy?.stop();
   await server?.stop();
   if (project) rmSync(project, { recursive: true, force: true });
 });
@@ -49,7 +56,7 @@ async function scenario(runtime: "node" | "bun", name: string): Promise<Record<s
     ...process.env,
     XDG_CONFIG_HOME: join(project, "no-config"),
     NAME: runtime,
-    SCENARIO: JSON.stringify({ server: server.edgeUrl, token, edgePort: server.edgePort, httpPort: upstream.port, echoPort: echo.port, scenario: name }),
+    SCENARIO: JSON.stringify({ server: server.edgeUrl, token, noProxyToken, proxy: proxy?.url, edgePort: server.edgePort, httpPort: upstream.port, echoPort: echo.port, scenario: name }),
   };
   const proc = Bun.spawn([exe, "scenario.mjs"], { cwd: project, env, stdout: "pipe", stderr: "pipe" });
   const timer = setTimeout(() => proc.kill("SIGKILL"), 30_000);
@@ -140,6 +147,20 @@ for (const runtime of ["node", "bun"] as const) {
       expect(r.page).toStartWith("text/html");
       expect(r.after).toBe("closed");
     }, 60_000);
+
+    test.skipIf(!tinyproxyAvailable())("proxy: the connection to the server through an HTTP proxy (Debian's tinyproxy, CONNECT), for a tunnel and a session; can_use_proxy false is PROXY_DENIED; a bad proxy is a TypeError", async () => {
+      const from = proxy!.log.lines.length;
+      const r = await scenario(runtime, "proxy");
+      expect(r.error).toBeUndefined();
+      expect(r.answer).toEqual({ status: 200, body: "upstream saw /through-the-proxy" });
+      expect(r.session).toBe("upstream saw /session-through-the-proxy");
+      expect(r.sessionProxy).toBe("TypeError: proxy is the session's: connect({ proxy })");
+      expect(r.denied).toBe("PROXY_DENIED");
+      expect(r.bad).toEqual(["TypeError: proxy", "TypeError: proxy", "TypeError: proxy must be a URL string such as http"]);
+      // the proxy carried them: its log names a CONNECT to the server's port for each connection
+      const connects = proxy!.log.lines.slice(from).filter((l) => l.includes("CONNECT") && l.includes(`:${server.edgePort}`));
+      expect(connects.length).toBeGreaterThanOrEqual(3);
+    });
 
     test("an AbortSignal closes the tunnel", async () => {
       const r = await scenario(runtime, "abort");

@@ -5,7 +5,7 @@ import { request } from "node:http";
 import { connect } from "node:net";
 import { BurrowError, connect as openSession, forward } from "burrow-agent";
 
-const { server, token, edgePort, httpPort, echoPort, scenario } = JSON.parse(process.env.SCENARIO);
+const { server, token, edgePort, httpPort, echoPort, scenario, proxy, noProxyToken } = JSON.parse(process.env.SCENARIO);
 
 /** GET `path` from the edge for the tunnel's public URL's host. */
 function visit(url, path, method = "GET", body, headers = {}) {
@@ -143,6 +143,36 @@ try {
     out.page = (await fetch(`${tunnel.inspector}/`)).headers.get("content-type");
     await tunnel.close();
     out.after = await fetch(`${tunnel.inspector}/api/requests`).then(() => "still up", () => "closed");
+  } else if (scenario === "proxy") {
+    // the connection to the server through an HTTP proxy (CONNECT): a tunnel, and a session's tunnel
+    const tunnel = await forward({ port: httpPort, subdomain: `proxied-${process.env.NAME}`, server, token, proxy });
+    out.answer = await visit(tunnel.url, "/through-the-proxy");
+    await tunnel.close();
+    const session = openSession({ server, token, proxy });
+    const inSession = await session.forward({ port: httpPort });
+    out.session = (await visit(inSession.url, "/session-through-the-proxy")).body;
+    try {
+      await session.forward({ port: httpPort, proxy });
+      out.sessionProxy = "opened";
+    } catch (err) {
+      out.sessionProxy = `${err.name}: ${err.message}`;
+    }
+    await session.close();
+    // a user who may not use a proxy: refused by the server, reached through it
+    try {
+      await forward({ port: httpPort, server, token: noProxyToken, proxy });
+      out.denied = "opened";
+    } catch (err) {
+      out.denied = err.code;
+    }
+    for (const bad of ["ftp://proxy:21", "not a url", 3128]) {
+      try {
+        await forward({ port: httpPort, server, token, proxy: bad });
+        (out.bad ??= []).push("opened");
+      } catch (err) {
+        (out.bad ??= []).push(`${err.name}: ${err.message.split(":")[0]}`);
+      }
+    }
   } else if (scenario === "abort") {
     const controller = new AbortController();
     const tunnel = await forward({ port: httpPort, subdomain: `abort-${process.env.NAME}`, server, token, signal: controller.signal });

@@ -8,6 +8,7 @@ import { dirname } from "node:path";
 import * as v from "valibot";
 import { configFile } from "./paths.ts";
 import { UsageError } from "../../usage-error.ts";
+import { hidePassword } from "../../log-redact.ts";
 
 const SavedConfig = v.object({ server: v.optional(v.string()), token: v.optional(v.string()) });
 export type SavedConfig = v.InferOutput<typeof SavedConfig>;
@@ -32,16 +33,6 @@ export function saveConfig(config: SavedConfig, env: Record<string, string | und
   writeFileSync(path, JSON.stringify(config, null, 2) + "\n", { mode: 0o600 });
   chmodSync(path, 0o600); // writeFileSync keeps an existing file's mode
   return path;
-}
-
-/**
- * A URL as it may be shown in a message: its password, if it has one
- * (`http://user:secret@proxy:3128`), replaced by `***`. Works on text that
- * does not parse as a URL too, since that is when it is shown.
- */
-export function hidePassword(raw: string): string {
-  // up to the last @ before the path: a password may hold an @ that was not escaped
-  return raw.replace(/^([^/?#]*\/\/[^/?#@:]*):[^/?#]*@/, "$1:***@");
 }
 
 /** A server URL as given: "tunnels.example.com" means http://tunnels.example.com. */

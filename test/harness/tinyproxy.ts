@@ -1,0 +1,70 @@
+/**
+ * An HTTP proxy from Debian's `tinyproxy` package, run by a test as a
+ * process of its own on a free loopback port (no daemon, its log on stdout):
+ * a real proxy that takes CONNECT, as users' corporate proxies do. Its log
+ * says which addresses it connected to.
+ */
+import type { Subprocess } from "bun";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { aptInstall } from "./debian-packages.ts";
+import { LineReader } from "./lines.ts";
+import { within } from "./wait.ts";
+
+const TINYPROXY = "/usr/bin/tinyproxy";
+
+export interface TestHttpProxy extends AsyncDisposable {
+  url: string;
+  log: LineReader;
+  stop(): Promise<void>;
+}
+
+/** tinyproxy, installed first with apt-get where it is missing (as .ci/run does). */
+export function tinyproxyAvailable(): boolean {
+  return existsSync(TINYPROXY) || (aptInstall(["tinyproxy"], "the HTTP proxy tests") && existsSync(TINYPROXY));
+}
+
+/** A port free on 127.0.0.1 right now (tinyproxy takes no port 0). */
+function freePort(): number {
+  const probe = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  const port = probe.port;
+  probe.stop(true);
+  return port;
+}
+
+export async function startTinyproxy(): Promise<TestHttpProxy> {
+  if (!tinyproxyAvailable()) throw new Error("tinyproxy is not installed: install Debian's tinyproxy package (.ci/run installs it)");
+  const dir = mkdtempSync(join(tmpdir(), "burrow-tinyproxy-"));
+  const port = freePort();
+  // no ConnectPort line: CONNECT to any port (the edge's is a free one, not 443)
+  writeFileSync(join(dir, "tinyproxy.conf"), [`Port ${port}`, "Listen 127.0.0.1", "Allow 127.0.0.1", "Timeout 600", "MaxClients 200", "LogLevel Connect", ""].join("\n"));
+  const proc: Subprocess<"ignore", "pipe", "pipe"> = Bun.spawn([TINYPROXY, "-d", "-c", join(dir, "tinyproxy.conf")], { stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const log = new LineReader(proc);
+  const stop = async () => {
+    proc.kill();
+    await proc.exited;
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await within(
+      (async () => {
+        for (;;) {
+          if (proc.exitCode !== null) throw new Error(`tinyproxy exited: ${log.text().slice(-2000)}`);
+          const up = await Bun.connect({ hostname: "127.0.0.1", port, socket: { data() {} } }).then(
+            (s) => (s.end(), true),
+            () => false,
+          );
+          if (up) return;
+          await Bun.sleep(20);
+        }
+      })(),
+      10_000,
+      "tinyproxy listening",
+    );
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { url: `http://127.0.0.1:${port}`, log, stop, [Symbol.asyncDispose]: stop };
+}
