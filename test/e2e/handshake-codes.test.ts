@@ -7,11 +7,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
 import { rmSync } from "node:fs";
-import { createServer, connect, type Server as NetServer, type Socket } from "node:net";
 import { join } from "node:path";
 import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { spawnAgent, startAgent, tunnelFetch, type AgentStart } from "../harness/agent.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
+import { startTinyproxy, tinyproxyAvailable, type TestHttpProxy } from "../harness/tinyproxy.ts";
 import { echoThrough, freeRange } from "../harness/ports.ts";
 
 const EXIT_WAIT_MS = 10_000;
@@ -25,35 +25,16 @@ const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => new
 /** A local TCP service that greets first ("ready\n"), then echoes. */
 const echo = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { open: (s) => void s.write("ready\n"), data: (s, d) => void s.write(d) } });
 
-/** A tiny HTTP CONNECT proxy on loopback that remembers each CONNECT line it saw. */
-let proxy: NetServer;
-const connects: string[] = [];
-const proxyUrl = () => `http://127.0.0.1:${(proxy.address() as { port: number }).port}`;
+/** Debian's tinyproxy on loopback (test/harness/tinyproxy.ts): a real HTTP proxy, whose log names each CONNECT. */
+let proxy: TestHttpProxy | undefined;
+const hasProxy = tinyproxyAvailable();
+const proxyUrl = () => proxy!.url;
+const CONNECT_LINE = /: (CONNECT \S+ HTTP\/1\.[01])$/;
 
-function startProxy(): Promise<void> {
-  proxy = createServer((client: Socket) => {
-    let head = Buffer.alloc(0);
-    const onData = (chunk: Buffer) => {
-      head = Buffer.concat([head, chunk]);
-      const end = head.indexOf("\r\n\r\n");
-      if (end < 0) return;
-      client.off("data", onData);
-      const line = head.subarray(0, head.indexOf("\r\n")).toString();
-      connects.push(line);
-      const m = /^CONNECT (\[[^\]]+\]|[^:\s]+):(\d+) HTTP\/1\.[01]$/.exec(line);
-      if (!m) return void client.end("HTTP/1.1 400 Bad Request\r\n\r\n");
-      const target = connect(Number(m[2]), m[1]!.replace(/^\[|\]$/g, ""), () => {
-        client.write("HTTP/1.1 200 Connection Established\r\n\r\n");
-        const rest = head.subarray(end + 4);
-        if (rest.length > 0) target.write(rest);
-        client.pipe(target).pipe(client);
-      });
-      target.on("error", () => client.destroy());
-      client.on("error", () => target.destroy());
-    };
-    client.on("data", onData);
-  });
-  return new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+/** The CONNECT requests the proxy logged from its line `from` on, once the first has been logged. */
+async function connectsSince(from: number): Promise<string[]> {
+  await proxy!.log.waitFor(CONNECT_LINE, 10_000, from);
+  return proxy!.log.lines.slice(from).flatMap((l) => CONNECT_LINE.exec(l)?.[1] ?? []);
 }
 
 interface TestUser {
@@ -113,14 +94,14 @@ beforeAll(async () => {
   tcpRange = freeRange(8);
   server = await startServer({ args: ["--tcp-ports", `${tcpRange.first}-${tcpRange.last}`] });
   api = await signedIn(server);
-  await startProxy();
+  if (hasProxy) proxy = await startTinyproxy();
 });
 
 afterAll(async () => {
   await server?.stop();
   upstream.stop(true);
   echo.stop(true);
-  proxy?.close();
+  await proxy?.stop();
 });
 
 describe("each check refuses with its own code", () => {
@@ -163,22 +144,22 @@ describe("each check refuses with its own code", () => {
     await expectRefused({ token: u.token }, "PROTOCOL_DENIED");
   });
 
-  test("a user who may not use a proxy is refused with PROXY_DENIED when the agent comes through one", async () => {
+  test.skipIf(!hasProxy)("a user who may not use a proxy is refused with PROXY_DENIED when the agent comes through one", async () => {
     const u = await newUser({ can_use_proxy: false });
-    const before = connects.length;
+    const before = proxy!.log.lines.length;
     await expectRefused({ token: u.token, args: ["--proxy", proxyUrl()] }, "PROXY_DENIED");
     // the refusal came from the server, reached through the proxy
-    expect(connects.slice(before)).toEqual([`CONNECT 127.0.0.1:${server.edgePort} HTTP/1.1`]);
+    expect(await connectsSince(before)).toEqual([`CONNECT 127.0.0.1:${server.edgePort} HTTP/1.1`]);
     // without the proxy the same user connects
     await using direct = await startAgent(agentOpts({ token: u.token }));
     expect(direct.subdomain).toBeDefined();
   });
 
-  test("a user who may use a proxy connects through it, and the tunnel works", async () => {
+  test.skipIf(!hasProxy)("a user who may use a proxy connects through it, and the tunnel works", async () => {
     const u = await newUser({ can_use_proxy: true });
-    const before = connects.length;
+    const before = proxy!.log.lines.length;
     await using agent = await startAgent(agentOpts({ token: u.token, args: ["--proxy", proxyUrl()] }));
-    expect(connects.slice(before)).toEqual([`CONNECT 127.0.0.1:${server.edgePort} HTTP/1.1`]);
+    expect(await connectsSince(before)).toEqual([`CONNECT 127.0.0.1:${server.edgePort} HTTP/1.1`]);
     const res = await tunnelFetch(server.edgePort, agent.subdomain!, "/via-proxy");
     expect(await res.text()).toBe("upstream /via-proxy");
   });
@@ -335,12 +316,12 @@ describe("when two checks fail, the earlier one in the order decides", () => {
     await expectRefused({ kind: "tcp", token: u.token }, "USER_DISABLED");
   });
 
-  test("a denied protocol through a denied proxy gives PROTOCOL_DENIED", async () => {
+  test.skipIf(!hasProxy)("a denied protocol through a denied proxy gives PROTOCOL_DENIED", async () => {
     const u = await newUser({ allowed_protocols: "http", can_use_proxy: false });
     await expectRefused({ kind: "tcp", token: u.token, args: ["--proxy", proxyUrl()] }, "PROTOCOL_DENIED");
   });
 
-  test("a denied proxy for a device over the device limit gives PROXY_DENIED", async () => {
+  test.skipIf(!hasProxy)("a denied proxy for a device over the device limit gives PROXY_DENIED", async () => {
     const u = await newUser({ can_use_proxy: false, max_devices: 1 });
     const second = await newToken(u.id);
     await using first = await startAgent(agentOpts({ token: u.token }));
@@ -361,7 +342,7 @@ describe("when two checks fail, the earlier one in the order decides", () => {
     await expectRefused({ token: u.token, args: ["--subdomain", "bad_name!"] }, "TUNNEL_LIMIT");
   });
 
-  test("a denied proxy for a user over the traffic limit gives PROXY_DENIED", async () => {
+  test.skipIf(!hasProxy)("a denied proxy for a user over the traffic limit gives PROXY_DENIED", async () => {
     const u = await newUser({ can_use_proxy: false, traffic_limit: 1000, traffic_period: "daily" });
     addTraffic(u.id, 1000, 1000);
     await expectRefused({ token: u.token, args: ["--proxy", proxyUrl()] }, "PROXY_DENIED");
