@@ -20,7 +20,7 @@ import { spawnAgent, startAgent, tunnelFetch } from "../harness/agent.ts";
 import { echoThrough, freeRange } from "../harness/ports.ts";
 import { rawHttp } from "../harness/raw-http.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
-import { startSocksProxy } from "../harness/socks-proxy.ts";
+import { danteAvailable, startDante } from "../harness/dante.ts";
 import { within } from "../harness/wait.ts";
 import { agentWebSocketPeer, refusalIn } from "../harness/agent-peer.ts";
 
@@ -769,8 +769,8 @@ describe("an agent whose direct port is out of reach", () => {
     expect(agent.output.text()).not.toMatch(/out of reach|reconnecting/);
   });
 
-  test("an agent with --proxy never asks to go direct", async () => {
-    await using proxy = await startSocksProxy();
+  test.skipIf(!danteAvailable())("an agent with --proxy never asks to go direct", async () => {
+    await using proxy = await startDante();
     const port = deadPort();
     await using edge = fakeEdge({ answer: moveTo(port) });
     await using agent = await startAgent({ kind: "http", target: upstream.port!, server: edge.url, token: "brw_fake", args: ["--proxy", proxy.url] });

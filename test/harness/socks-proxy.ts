@@ -1,4 +1,9 @@
-/** A minimal SOCKS5 proxy (no auth, CONNECT only) on 127.0.0.1, counting what it carried. */
+/**
+ * A minimal SOCKS5 proxy (no auth, CONNECT only) on 127.0.0.1, counting what
+ * it carried, that resolves names of the test's own (`hosts`): for the one
+ * test whose server's name no resolver knows (test/e2e/acme-https.test.ts).
+ * Every other SOCKS test uses Debian's danted (test/harness/dante.ts).
+ */
 import { connect, createServer, type Server, type Socket } from "node:net";
 
 export interface TestSocksProxy extends AsyncDisposable {
