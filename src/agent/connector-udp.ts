@@ -7,8 +7,9 @@
  * ends when it has been idle for a while, and the oldest idle one makes
  * room past a cap; a datagram that cannot go on is dropped, never queued.
  */
-import type { udp } from "bun";
 import type { Stream } from "../protocol/mux.ts";
+import { runtime } from "../runtime/current.ts";
+import type { BoundUdp } from "../runtime/types.ts";
 
 /** A flow with no datagram either way for this long ends (as the server's --udp-idle default). */
 export const CONNECTOR_FLOW_IDLE_MS = 60_000;
@@ -45,7 +46,7 @@ export async function listenForUdpConnector(opts: {
   const maxFlows = opts.maxFlows ?? CONNECTOR_MAX_FLOWS;
   // by "address:port", least recently active first (re-inserted on activity)
   const flows = new Map<string, Flow>();
-  let socket: udp.Socket<"buffer">;
+  let socket: BoundUdp;
 
   const endFlow = (key: string, flow: Flow) => {
     if (flows.get(key) === flow) flows.delete(key);
@@ -76,16 +77,14 @@ export async function listenForUdpConnector(opts: {
     flows.set(key, flow);
     return flow;
   };
-  const handler: udp.SocketHandler<"buffer"> = {
-    data(_s, datagram, port, address) {
-      const key = address.includes(":") ? `[${address}]:${port}` : `${address}:${port}`;
-      const flow = flowFor(key, address, port);
-      if (!flow) return;
-      flow.lastSeen = Date.now();
-      flow.stream.sendDatagram(datagram);
-    },
+  const data = (datagram: Uint8Array, port: number, address: string) => {
+    const key = address.includes(":") ? `[${address}]:${port}` : `${address}:${port}`;
+    const flow = flowFor(key, address, port);
+    if (!flow) return;
+    flow.lastSeen = Date.now();
+    flow.stream.sendDatagram(datagram);
   };
-  const bind = (port: number) => Bun.udpSocket({ hostname: opts.host, port, binaryType: "buffer", socket: handler });
+  const bind = (port: number) => runtime.bindUdp(opts.host, port, data);
   if (opts.port !== undefined) socket = await bind(opts.port);
   else {
     try {

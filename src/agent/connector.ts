@@ -6,9 +6,10 @@
  * `connect`) holds the connection to the server, reconnecting as any agent
  * does; a local connection while it is away is closed at once.
  */
-import type { Socket, TCPSocketListener } from "bun";
 import { SocketRelay } from "../sockets/socket-stream.ts";
 import type { Stream } from "../protocol/mux.ts";
+import { runtime } from "../runtime/current.ts";
+import type { Listening, RuntimeSocket, SocketHandlers } from "../runtime/types.ts";
 
 export interface ConnectorPort {
   host: string;
@@ -29,9 +30,15 @@ export interface ConnectorEvents {
  * Listens on `host`:`port` (0: any), or on `preferred` when free and no port
  * was asked for; `open` gives each local connection its stream.
  */
-export function listenForConnector(opts: { host: string; port?: number; preferred?: number; open(remote: string): Stream | undefined; events?: ConnectorEvents }): ConnectorPort {
-  const handlers = {
-    open(socket: Socket<LocalSocket>) {
+export async function listenForConnector(opts: {
+  host: string;
+  port?: number;
+  preferred?: number;
+  open(remote: string): Stream | undefined;
+  events?: ConnectorEvents;
+}): Promise<ConnectorPort> {
+  const handlers: SocketHandlers<LocalSocket | undefined> = {
+    open(socket: RuntimeSocket<LocalSocket | undefined>) {
       const remote = `${socket.remoteAddress}:${socket.remotePort ?? 0}`;
       const stream = opts.open(remote);
       if (!stream) {
@@ -45,21 +52,21 @@ export function listenForConnector(opts: { host: string; port?: number; preferre
       stream.whenReset(() => opts.events?.connection({ remote, opened: true, closed: true, bytesIn, bytesOut }));
       opts.events?.connection({ remote, opened: true });
     },
-    data: (socket: Socket<LocalSocket>, data: Uint8Array) => socket.data?.relay?.socketData(data),
-    drain: (socket: Socket<LocalSocket>) => socket.data?.relay?.socketDrain(),
-    end: (socket: Socket<LocalSocket>) => socket.data?.relay?.socketEnd(),
-    close: (socket: Socket<LocalSocket>, error?: Error) => socket.data?.relay?.socketClosed(error),
-    error: (socket: Socket<LocalSocket>, error: Error) => socket.data?.relay?.socketClosed(error),
+    data: (socket, data) => socket.data?.relay?.socketData(data),
+    drain: (socket) => socket.data?.relay?.socketDrain(),
+    end: (socket) => socket.data?.relay?.socketEnd(),
+    close: (socket, error) => socket.data?.relay?.socketClosed(error),
+    error: (socket, error) => socket.data?.relay?.socketClosed(error),
   };
-  const listen = (port: number): TCPSocketListener<LocalSocket> => Bun.listen<LocalSocket>({ hostname: opts.host, port, socket: handlers });
-  let listener: TCPSocketListener<LocalSocket>;
-  if (opts.port !== undefined) listener = listen(opts.port);
+  const listen = (port: number): Promise<Listening> => runtime.listen({ hostname: opts.host, port, socket: handlers });
+  let listener: Listening;
+  if (opts.port !== undefined) listener = await listen(opts.port);
   else {
     try {
-      listener = listen(opts.preferred ?? 0);
+      listener = await listen(opts.preferred ?? 0);
     } catch {
-      listener = listen(0); // the owner's port is taken here: any free one, printed
+      listener = await listen(0); // the owner's port is taken here: any free one, printed
     }
   }
-  return { host: opts.host, port: listener.port, stop: () => listener.stop(true) };
+  return { host: opts.host, port: listener.port, stop: () => listener.stop() };
 }

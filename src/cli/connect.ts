@@ -86,6 +86,7 @@ export async function connectCommand(argv: string[]): Promise<number> {
   const creds = resolveCredentials({ server: values.server as string | undefined, token: values.token as string | undefined }, process.env, {});
   let local: ConnectorPort | undefined;
   let opening = false;
+  let finished = false;
   const say = (line: string) => console.log(line);
   const out: AgentOutput = {
     ready() {},
@@ -112,29 +113,23 @@ export async function connectCommand(argv: string[]): Promise<number> {
         if (local) return connected(local);
         if (opening) return;
         opening = true;
+        // a port that comes after the agent stopped is closed at once, not left listening
+        const listening = (l: ConnectorPort) => (finished ? l.stop() : connected((local = l)));
         const cannot = (err: unknown) => {
           console.error(`burrow: cannot listen on ${bind}:${port ?? c.localPort ?? 0}: ${(err as Error).message}`);
           agent.stop();
         };
         if (c.protocol === "udp") {
-          listenForUdpConnector({ host: bind, port, preferred: c.localPort, idleMs, maxFlows, open: (remote) => agent.openConnectStream(remote, "udp") }).then(
-            (l) => connected((local = l)),
-            cannot,
-          );
+          listenForUdpConnector({ host: bind, port, preferred: c.localPort, idleMs, maxFlows, open: (remote) => agent.openConnectStream(remote, "udp") }).then(listening, cannot);
           return;
         }
-        try {
-          local = listenForConnector({
-            host: bind,
-            port,
-            preferred: c.localPort,
-            open: (remote) => agent.openConnectStream(remote),
-            events: { connection: (e) => (e.opened ? undefined : say(`a connection from ${e.remote} was closed: not connected to ${target} now`)) },
-          });
-        } catch (err) {
-          return cannot(err);
-        }
-        connected(local);
+        listenForConnector({
+          host: bind,
+          port,
+          preferred: c.localPort,
+          open: (remote) => agent.openConnectStream(remote),
+          events: { connection: (e) => (e.opened ? undefined : say(`a connection from ${e.remote} was closed: not connected to ${target} now`)) },
+        }).then(listening, cannot);
       },
     },
   });
@@ -144,6 +139,7 @@ export async function connectCommand(argv: string[]): Promise<number> {
   try {
     return await agent.run();
   } finally {
+    finished = true;
     process.off("SIGINT", stop);
     process.off("SIGTERM", stop);
     local?.stop();

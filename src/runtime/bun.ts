@@ -1,5 +1,5 @@
 /** The agent's runtime on Bun: Bun's own sockets, WebSocket and UDP (runtime/types.ts). */
-import type { AgentRuntime, ConnectOptions, RuntimeSocket } from "./types.ts";
+import type { AgentRuntime, ConnectOptions, ListenOptions, RuntimeSocket } from "./types.ts";
 
 export const bunRuntime: AgentRuntime = {
   name: "bun",
@@ -18,5 +18,13 @@ export const bunRuntime: AgentRuntime = {
   async serve(options) {
     const server = Bun.serve({ hostname: options.hostname, port: options.port, reusePort: false, development: false, fetch: options.fetch });
     return { port: server.port!, stop: () => void server.stop(true) };
+  },
+  async listen<T>(options: ListenOptions<T>) {
+    const listener = Bun.listen<T>({ hostname: options.hostname, port: options.port, socket: options.socket as unknown as Bun.SocketHandler<T> });
+    return { port: listener.port, stop: () => listener.stop(true) };
+  },
+  async bindUdp(hostname, port, data) {
+    const socket = await Bun.udpSocket({ hostname, port, binaryType: "buffer", socket: { data: (_s, datagram, fromPort, fromAddress) => data(datagram, fromPort, fromAddress) } });
+    return { port: socket.port, send: (datagram, toPort, toAddress) => socket.send(datagram, toPort, toAddress), close: () => socket.close() };
   },
 };

@@ -12,13 +12,27 @@
  * reuse their buffers (the mux's scratch), so each chunk is copied.
  */
 import { createSocket, type Socket as UdpSocket } from "node:dgram";
-import { connect as netConnect, type Socket as NetSocket } from "node:net";
+import { connect as netConnect, createServer as createNetServer, type Socket as NetSocket } from "node:net";
 import { connect as tlsConnect, type ConnectionOptions, type TLSSocket } from "node:tls";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { Readable } from "node:stream";
 import WebSocket from "ws";
 import { HttpsProxyAgent } from "https-proxy-agent";
-import type { AgentRuntime, ConnectOptions, ConnectedUdp, RuntimeSocket, RuntimeWebSocket, Served, ServeOptions, SocketHandlers, UdpHandlers, WebSocketOptions } from "./types.ts";
+import type {
+  AgentRuntime,
+  BoundUdp,
+  ConnectOptions,
+  ConnectedUdp,
+  Listening,
+  ListenOptions,
+  RuntimeSocket,
+  RuntimeWebSocket,
+  Served,
+  ServeOptions,
+  SocketHandlers,
+  UdpHandlers,
+  WebSocketOptions,
+} from "./types.ts";
 
 class NodeSocket<T> implements RuntimeSocket<T> {
   /** Over the high-water mark: writes take nothing until 'drain'. */
@@ -31,6 +45,10 @@ class NodeSocket<T> implements RuntimeSocket<T> {
 
   get remoteAddress(): string {
     return this.raw.remoteAddress ?? "";
+  }
+
+  get remotePort(): number | undefined {
+    return this.raw.remotePort;
   }
 
   write(bytes: Uint8Array | string): number {
@@ -176,6 +194,78 @@ async function connectUdp(host: string, port: number, ipv6: boolean, handlers: U
   };
 }
 
+/**
+ * A TCP listener whose connections are shaped as Bun's (NodeSocket), their
+ * events given to the handlers as Bun.listen gives them. Half-open: a peer's
+ * FIN is `end`, and this side ends when its user says (as with Bun).
+ */
+async function listen<T>(options: ListenOptions<T>): Promise<Listening> {
+  const h = options.socket;
+  const accepted = new Set<NetSocket>();
+  const server = createNetServer({ allowHalfOpen: true }, (raw) => {
+    accepted.add(raw);
+    const socket = new NodeSocket<T>(raw, undefined as T);
+    let lastError: Error | undefined;
+    raw.on("data", (chunk: Buffer) => h.data?.(socket, chunk));
+    raw.on("drain", () => {
+      if (socket.drained()) h.drain?.(socket);
+    });
+    raw.on("end", () => h.end?.(socket));
+    raw.on("error", (err) => {
+      lastError = err;
+      h.error?.(socket, err);
+    });
+    raw.on("close", () => {
+      accepted.delete(raw);
+      h.close?.(socket, lastError);
+    });
+    h.open?.(socket);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port, options.hostname, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const address = server.address();
+  return {
+    port: typeof address === "object" && address ? address.port : options.port,
+    stop() {
+      server.close();
+      for (const raw of accepted) raw.destroy();
+    },
+  };
+}
+
+/** A UDP socket bound on `hostname`:`port`, for any sender. */
+async function bindUdp(hostname: string, port: number, data: (datagram: Uint8Array, port: number, address: string) => void): Promise<BoundUdp> {
+  const socket: UdpSocket = createSocket(hostname.includes(":") ? "udp6" : "udp4");
+  socket.on("message", (datagram, from) => data(datagram, from.port, from.address));
+  await new Promise<void>((resolve, reject) => {
+    socket.once("error", reject);
+    socket.bind(port, hostname, () => {
+      socket.off("error", reject);
+      resolve();
+    });
+  });
+  socket.on("error", () => {}); // an ICMP error for one sender is not the socket's end
+  let closed = false;
+  return {
+    port: socket.address().port,
+    send(datagram, toPort, toAddress) {
+      if (closed) return false;
+      socket.send(datagram, toPort, toAddress);
+      return true;
+    },
+    close() {
+      if (closed) return;
+      closed = true;
+      socket.close();
+    },
+  };
+}
+
 /** The fetch-style app on node:http: each request made a Request, each Response streamed back (an event stream stays open). */
 async function serve(options: ServeOptions): Promise<Served> {
   const timeouts = { timeout() {} }; // node:http puts no idle limit on a response being written
@@ -238,4 +328,6 @@ export const nodeRuntime: AgentRuntime = {
   connectUdp,
   sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
   serve,
+  listen,
+  bindUdp,
 };

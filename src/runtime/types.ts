@@ -12,6 +12,8 @@
 export interface RuntimeSocket<T = unknown> {
   data: T;
   readonly remoteAddress: string;
+  /** The peer's port (a listener's connections; undefined where the runtime does not say). */
+  readonly remotePort?: number;
   /** Bytes taken now (0 when none fit), or -1 when the socket is closed; what is not taken is the caller's to write on drain. */
   write(bytes: Uint8Array | string): number;
   /** Ends the connection once what was written has gone (FIN). */
@@ -84,6 +86,28 @@ export interface UdpHandlers {
   error(error?: Error): void;
 }
 
+/** A TCP port this machine listens on (`burrow connect`'s local side). */
+export interface ListenOptions<T> {
+  hostname: string;
+  /** 0: any free port. */
+  port: number;
+  /** Each accepted connection's handlers (open, data, drain, end, close, error), as Bun.listen calls them. */
+  socket: SocketHandlers<T>;
+}
+
+export interface Listening {
+  readonly port: number;
+  /** Stops listening and drops the connections it accepted. */
+  stop(): void;
+}
+
+/** A UDP socket bound to a port, talking to any sender (`burrow connect` to a udp tunnel). */
+export interface BoundUdp {
+  readonly port: number;
+  send(datagram: Uint8Array, port: number, address: string): boolean;
+  close(): void;
+}
+
 /** What a served app may ask of its server: the time a request may stay idle (0: none, for a stream that is quiet on purpose). */
 export interface RequestTimeouts {
   timeout(request: Request, seconds: number): void;
@@ -111,4 +135,8 @@ export interface AgentRuntime {
   connectUdp(host: string, port: number, ipv6: boolean, handlers: UdpHandlers): Promise<ConnectedUdp>;
   sleep(ms: number): Promise<void>;
   serve(options: ServeOptions): Promise<Served>;
+  /** Listens on `hostname`:`port`; rejects when the port is taken. */
+  listen<T>(options: ListenOptions<T>): Promise<Listening>;
+  /** A UDP socket bound on `hostname`:`port` (0: any); `data` gets each datagram with its sender. */
+  bindUdp(hostname: string, port: number, data: (datagram: Uint8Array, port: number, address: string) => void): Promise<BoundUdp>;
 }
