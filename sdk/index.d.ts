@@ -24,6 +24,17 @@ export interface ForwardOptions {
   hostname?: string;
   /** tcp and udp: the public port asked for. */
   remotePort?: number;
+  /**
+   * http, tcp and udp: nothing public; reached only with reach("you/NAME")
+   * (or `burrow connect you/NAME`) by you and the users in `share`. Needs
+   * `name`; public options (subdomain, hostname, remotePort, access rules)
+   * do not go with it.
+   */
+  private?: boolean;
+  /** With `private`: the tunnel's name, 1-63 characters from a-z, 0-9 and -. */
+  name?: string;
+  /** With `private`: the usernames that may reach it (64 at most). */
+  share?: string[];
   /** http: the Host the local service is sent ("rewrite" for its own address, or a name). */
   hostHeader?: string;
   /** http: seconds the server waits for the local service's answer. */
@@ -137,6 +148,61 @@ export declare class Session {
   /** Closes every tunnel of the session and its connection. */
   close(): Promise<void>;
 }
+
+export interface ReachOptions {
+  /** The burrow server; else BURROW_SERVER, else what `burrow login` saved. */
+  server?: string;
+  /** A device token; else BURROW_TOKEN, else what `burrow login` saved. */
+  token?: string;
+  /** Accept a server certificate that does not verify (a test server). */
+  insecure?: boolean;
+  /** Reach the server through this proxy (as forward()'s `proxy`). */
+  proxy?: string;
+  /** The local port to listen on (0: any free one); default: the owner's service port when it is free here, else any. */
+  port?: number;
+  /** The local address to listen on; default 127.0.0.1. */
+  host?: string;
+  /** udp: seconds a local sender's flow lasts with no datagram either way (default 60). */
+  udpIdle?: number;
+  /** udp: flows at once; past it the least recently active ends (default 256). */
+  udpFlows?: number;
+  /** Closes the local port and the connection when aborted. */
+  signal?: AbortSignal;
+}
+
+export interface ReachedEvents {
+  /** A local connection was carried, or closed at once (`opened` false) while the owner's agent was away. */
+  connection: [{ remote: string; opened: boolean }];
+  /** The connection to the server is down, or the owner's agent is away (`why` "TUNNEL_OFFLINE"); the next try in `inMs`. */
+  reconnecting: [{ why: string; inMs: number; attempt: number }];
+  /** Reached again after that. */
+  online: [];
+  /** Over: closed by close() or the signal (no code), or refused for good (its code, e.g. NOT_SHARED). */
+  closed: [{ code?: string; message?: string }];
+}
+
+/** A private tunnel reached through a local port: connect your client to `host`:`port` (an http one's address is `url`). */
+export declare class Reached extends EventEmitter<ReachedEvents> {
+  private constructor();
+  /** OWNER/NAME, as asked for. */
+  readonly target: string;
+  /** The private tunnel's kind: a TCP port here for http and tcp, a UDP port for udp. */
+  readonly protocol: "http" | "tcp" | "udp";
+  readonly host: string;
+  readonly port: number;
+  /** http: "http://127.0.0.1:<port>". */
+  readonly url?: string;
+  /** Closes the local port and the connection to the server. */
+  close(): Promise<void>;
+}
+
+/**
+ * Reaches a private tunnel shared with you ("alice/db"), as `burrow connect`
+ * does: resolves once the local port listens; rejects with a BurrowError
+ * (NOT_SHARED, for a tunnel that does not exist or is not shared with you).
+ * While the owner's agent is away it waits, saying so with "reconnecting".
+ */
+export declare function reach(target: string, options?: ReachOptions): Promise<Reached>;
 
 /** One connection to the server for several tunnels; throws a TypeError when there is no server or token to use. */
 export declare function connect(options?: ConnectOptions): Session;

@@ -11,7 +11,8 @@
 import { EventEmitter } from "node:events";
 import { Agent, type AgentTunnel } from "../../src/agent/client.ts";
 import type { AgentOutput, ReadyView, RequestEvent } from "../../src/agent/output.ts";
-import { parseProxyUrl, resolveCredentials } from "../../src/agent/settings/server-and-token.ts";
+import { BurrowError } from "./errors.ts";
+import { credentials, type Credentials } from "./credentials.ts";
 import {
   ACCESS_LIST_MAX,
   compactAccess,
@@ -28,29 +29,22 @@ import {
   parseTarget,
   tooManyEntries,
 } from "../../src/agent/settings/tunnel-options.ts";
-import type { HttpAccess, TcpAccess, TunnelRequest } from "../../src/protocol/messages.ts";
+import type { HttpAccess, PrivateRequest, TcpAccess, TunnelRequest } from "../../src/protocol/messages.ts";
+import { PRIVATE_NAME_PATTERN } from "../../src/validate/fields.ts";
 import { useRuntime } from "../../src/runtime/current.ts";
 import { nodeRuntime } from "../../src/runtime/node.ts";
 import { DEFAULT_KEEP, MAX_KEEP } from "../../src/agent/inspector/limits.ts";
 import { serveInspector, type Inspector } from "../../src/agent/inspector/server.ts";
 // the package's types are its declarations (index.d.ts, what users' editors see); the code implements them
-import type { ConnectOptions, ForwardOptions, Protocol, RequestInfo, TunnelEvents } from "../index.d.ts";
+import type { ConnectOptions, ForwardOptions, Protocol, ReachedEvents, ReachOptions, RequestInfo, TunnelEvents } from "../index.d.ts";
 
-export type { ConnectOptions, ForwardOptions, Protocol, RequestInfo, TunnelEvents };
+export type { ConnectOptions, ForwardOptions, Protocol, ReachedEvents, ReachOptions, RequestInfo, TunnelEvents };
 
 // on Node.js, the agent's sockets, WebSocket and UDP are Node's (Bun's are the default)
 if (typeof (globalThis as { Bun?: unknown }).Bun === "undefined") useRuntime(nodeRuntime);
 
-/** A refusal from the server, with its stable code (docs/reference/codes.md), e.g. SUBDOMAIN_TAKEN. */
-export class BurrowError extends Error {
-  override readonly name = "BurrowError";
-  constructor(
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
+export { BurrowError } from "./errors.ts";
+export { reach, Reached } from "./reach.ts";
 
 export class Tunnel extends EventEmitter<TunnelEvents> {
   /** Where visitors reach it: "https://demo.tunnels.example.com", or "tunnels.example.com:20001" for tcp. */
@@ -133,8 +127,32 @@ function accessOf(o: ForwardOptions, protocol: Protocol): HttpAccess | TcpAccess
   });
 }
 
-function tunnelRequest(o: ForwardOptions, protocol: Protocol): TunnelRequest {
+/** `private`, `name`, `share` as a private tunnel's request (the CLI's --private, --name, --share); undefined without `private`. */
+function privateOf(o: ForwardOptions, protocol: Protocol, localPort: number): PrivateRequest | undefined {
+  if (!o.private) {
+    if (o.name !== undefined || o.share !== undefined) throw new TypeError(`${o.name !== undefined ? "name" : "share"} goes with private: true`);
+    return undefined;
+  }
+  if (protocol === "tls") throw new TypeError("private: tls tunnels cannot be private (their name is public by nature)");
+  const publicOption = (["subdomain", "hostname", "remotePort"] as const).find((k) => o[k] !== undefined);
+  if (publicOption) throw new TypeError(`private: a private tunnel is not public; ${publicOption} does not go with it`);
+  if (typeof o.name !== "string") throw new TypeError("private needs name: connectors reach it as you/NAME");
+  const name = o.name.trim().toLowerCase();
+  if (!PRIVATE_NAME_PATTERN.test(name)) throw new TypeError(`name: '${o.name}' must be 1-63 characters from a-z, 0-9 and -`);
+  const share = o.share ?? [];
+  if (!Array.isArray(share) || share.some((u) => typeof u !== "string" || u.trim() === "" || u.length > 64)) throw new TypeError("share must be a list of usernames");
+  if (share.length > 64) throw new TypeError("share: 64 usernames at most");
+  return { name, ...(share.length > 0 ? { share: share.map((u) => u.trim()) } : {}), ...(localPort > 0 ? { localPort } : {}) };
+}
+
+function tunnelRequest(o: ForwardOptions, protocol: Protocol, localPort: number): TunnelRequest {
+  const priv = privateOf(o, protocol, localPort);
   const access = accessOf(o, protocol);
+  if (priv) {
+    // the server never reads a private http tunnel's requests: who may reach it is who it is shared with
+    if (protocol === "http" && access) throw new TypeError("private: access rules do not go with a private http tunnel; share says who may reach it");
+    return { protocol, private: priv, ...(access ? { access } : {}) } as TunnelRequest;
+  }
   const names = { ...(o.subdomain !== undefined ? { subdomain: o.subdomain } : {}), ...(o.hostname !== undefined ? { hostname: o.hostname } : {}) };
   const remotePort = o.remotePort === undefined ? undefined : checked("remotePort", () => parseRemotePort(String(o.remotePort)));
   switch (protocol) {
@@ -171,7 +189,7 @@ function agentTunnel(options: ForwardOptions): { protocol: Protocol; tunnel: Omi
     target = checked(options.addr !== undefined ? "addr" : "port", () => parseTarget(where, protocol === "http"));
   }
   if (options.hostHeader !== undefined) target.hostHeader = checked("hostHeader", () => parseHostHeader(options.hostHeader!));
-  return { protocol, tunnel: { request: tunnelRequest(options, protocol), target, inspect: false } };
+  return { protocol, tunnel: { request: tunnelRequest(options, protocol, target.port), target, inspect: false } };
 }
 
 interface Entry {
@@ -398,24 +416,6 @@ export function connect(options: ConnectOptions = {}): Session {
   const creds = credentials(options);
   if (options.inspect !== undefined) inspectAt(options.inspect);
   return new Session(creds, options.inspect);
-}
-
-/** What a session's connection needs: where, as whom, and how (a certificate check, a proxy). */
-interface Credentials {
-  server: string;
-  token: string;
-  insecure: boolean;
-  proxy?: string;
-}
-
-function credentials(options: ConnectOptions): Credentials {
-  const proxy = options.proxy;
-  if (proxy !== undefined && typeof proxy !== "string") throw new TypeError("proxy must be a URL string such as http://proxy:3128 or socks5://proxy:1080");
-  return {
-    ...resolveCredentials({ server: options.server, token: options.token }),
-    insecure: Boolean(options.insecure),
-    ...(proxy ? { proxy: checked("proxy", () => parseProxyUrl(proxy)) } : {}),
-  };
 }
 
 type InspectSetting = NonNullable<ForwardOptions["inspect"]>;

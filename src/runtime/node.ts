@@ -12,7 +12,7 @@
  * reuse their buffers (the mux's scratch), so each chunk is copied.
  */
 import { createSocket, type Socket as UdpSocket } from "node:dgram";
-import { connect as netConnect, createServer as createNetServer, type Socket as NetSocket } from "node:net";
+import { connect as netConnect, createServer as createNetServer, type Server as NetServer, type Socket as NetSocket } from "node:net";
 import { connect as tlsConnect, type ConnectionOptions, type TLSSocket } from "node:tls";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { Readable } from "node:stream";
@@ -100,6 +100,15 @@ class NodeSocket<T> implements RuntimeSocket<T> {
   }
 }
 
+/** A Node socket's bytes, drains and FIN given to Bun-shaped handlers (a drain only after a write that took nothing). */
+function passBytes<T>(raw: NetSocket | TLSSocket, socket: NodeSocket<T>, h: SocketHandlers<T>): void {
+  raw.on("data", (chunk: Buffer) => h.data?.(socket, chunk));
+  raw.on("drain", () => {
+    if (socket.drained()) h.drain?.(socket);
+  });
+  raw.on("end", () => h.end?.(socket));
+}
+
 function connect<T>(options: ConnectOptions<T>): Promise<RuntimeSocket<T>> {
   return new Promise((resolve, reject) => {
     const h: SocketHandlers<T> = options.socket;
@@ -132,11 +141,7 @@ function connect<T>(options: ConnectOptions<T>): Promise<RuntimeSocket<T>> {
       resolve(socket);
     };
     raw.once(tls ? "secureConnect" : "connect", opened);
-    raw.on("data", (chunk: Buffer) => h.data?.(socket, chunk));
-    raw.on("drain", () => {
-      if (socket.drained()) h.drain?.(socket);
-    });
-    raw.on("end", () => h.end?.(socket));
+    passBytes(raw, socket, h);
     raw.on("error", (err) => {
       lastError = err;
       if (!connected) {
@@ -194,6 +199,19 @@ async function connectUdp(host: string, port: number, ipv6: boolean, handlers: U
   };
 }
 
+/** Listens on `hostname`:`port` (0: any); the port it got, or the error (a port taken). */
+async function listening(server: NetServer, port: number, hostname: string): Promise<number> {
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, hostname, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const address = server.address();
+  return typeof address === "object" && address ? address.port : port;
+}
+
 /**
  * A TCP listener whose connections are shaped as Bun's (NodeSocket), their
  * events given to the handlers as Bun.listen gives them. Half-open: a peer's
@@ -206,11 +224,7 @@ async function listen<T>(options: ListenOptions<T>): Promise<Listening> {
     accepted.add(raw);
     const socket = new NodeSocket<T>(raw, undefined as T);
     let lastError: Error | undefined;
-    raw.on("data", (chunk: Buffer) => h.data?.(socket, chunk));
-    raw.on("drain", () => {
-      if (socket.drained()) h.drain?.(socket);
-    });
-    raw.on("end", () => h.end?.(socket));
+    passBytes(raw, socket, h);
     raw.on("error", (err) => {
       lastError = err;
       h.error?.(socket, err);
@@ -221,16 +235,9 @@ async function listen<T>(options: ListenOptions<T>): Promise<Listening> {
     });
     h.open?.(socket);
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(options.port, options.hostname, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-  const address = server.address();
+  const port = await listening(server, options.port, options.hostname);
   return {
-    port: typeof address === "object" && address ? address.port : options.port,
+    port,
     stop() {
       server.close();
       for (const raw of accepted) raw.destroy();
@@ -303,15 +310,7 @@ async function serve(options: ServeOptions): Promise<Served> {
     }
   };
   const server = createServer((req, res) => void handle(req, res));
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(options.port, options.hostname, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-  const address = server.address();
-  const port = typeof address === "object" && address ? address.port : options.port;
+  const port = await listening(server, options.port, options.hostname);
   return {
     port,
     stop() {

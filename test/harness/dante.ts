@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { aptInstall } from "./debian-packages.ts";
 import { LineReader } from "./lines.ts";
+import { freePort, untilListening } from "./ports.ts";
 import { within } from "./wait.ts";
 
 const DANTED = "/usr/sbin/danted";
@@ -25,13 +26,6 @@ export interface TestSocks extends AsyncDisposable {
 /** danted, installed first with apt-get where it is missing (as .ci/run does). */
 export function danteAvailable(): boolean {
   return existsSync(DANTED) || (aptInstall(["dante-server"], "the SOCKS proxy tests") && existsSync(DANTED));
-}
-
-function freePort(): number {
-  const probe = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = probe.port;
-  probe.stop(true);
-  return port;
 }
 
 /** "pass(1): tcp/connect [: <client> <proxy> -> <its own address> <target>", addresses as host.port */
@@ -75,17 +69,7 @@ export async function startDante(): Promise<TestSocks> {
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    await within(
-      (async () => {
-        for (;;) {
-          if (proc.exitCode !== null) throw new Error(`danted exited: ${log.text().slice(-2000)}`);
-          if (log.lines.some((l) => l.includes("running"))) return;
-          await Bun.sleep(20);
-        }
-      })(),
-      10_000,
-      "danted running",
-    );
+    await untilListening(port, () => (proc.exitCode !== null ? `danted exited: ${log.text().slice(-2000)}` : undefined), "danted listening");
   } catch (err) {
     await stop();
     throw err;

@@ -9,7 +9,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { aptInstall } from "./debian-packages.ts";
-import { within } from "./wait.ts";
+import { untilListening } from "./ports.ts";
 
 const NGINX = "/usr/sbin/nginx";
 
@@ -50,21 +50,7 @@ http {
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    await within(
-      (async () => {
-        for (;;) {
-          if (proc.exitCode !== null) throw new Error(`nginx exited: ${readFileSync(join(dir, "error.log"), "utf8").slice(-2000)}`);
-          const up = await Bun.connect({ hostname: "127.0.0.1", port, socket: { data() {} } }).then(
-            (s) => (s.end(), true),
-            () => false,
-          );
-          if (up) return;
-          await Bun.sleep(20);
-        }
-      })(),
-      10_000,
-      "nginx listening",
-    );
+    await untilListening(port, () => (proc.exitCode !== null ? `nginx exited: ${readFileSync(join(dir, "error.log"), "utf8").slice(-2000)}` : undefined), "nginx listening");
   } catch (err) {
     await stop();
     throw err;

@@ -57,3 +57,30 @@ export async function echoThrough(port: number, text: string): Promise<string> {
     sock.end();
   }
 }
+
+/** A port free on 127.0.0.1 right now, for a program that takes no port 0 (tinyproxy, danted). */
+export function freePort(): number {
+  const probe = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  const port = probe.port;
+  probe.stop(true);
+  return port;
+}
+
+/**
+ * Waits (at most `ms`) until 127.0.0.1:`port` takes connections; fails at
+ * once with `ended()`'s words when the program started to listen there ends.
+ */
+export async function untilListening(port: number, ended: () => string | undefined, what: string, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const why = ended();
+    if (why !== undefined) throw new Error(why);
+    const up = await Bun.connect({ hostname: "127.0.0.1", port, socket: { data() {} } }).then(
+      (s) => (s.end(), true),
+      () => false,
+    );
+    if (up) return;
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await Bun.sleep(20);
+  }
+}

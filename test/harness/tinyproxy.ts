@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { aptInstall } from "./debian-packages.ts";
 import { LineReader } from "./lines.ts";
-import { within } from "./wait.ts";
+import { freePort, untilListening } from "./ports.ts";
 
 const TINYPROXY = "/usr/bin/tinyproxy";
 
@@ -23,14 +23,6 @@ export interface TestHttpProxy extends AsyncDisposable {
 /** tinyproxy, installed first with apt-get where it is missing (as .ci/run does). */
 export function tinyproxyAvailable(): boolean {
   return existsSync(TINYPROXY) || (aptInstall(["tinyproxy"], "the HTTP proxy tests") && existsSync(TINYPROXY));
-}
-
-/** A port free on 127.0.0.1 right now (tinyproxy takes no port 0). */
-function freePort(): number {
-  const probe = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = probe.port;
-  probe.stop(true);
-  return port;
 }
 
 export async function startTinyproxy(): Promise<TestHttpProxy> {
@@ -47,21 +39,7 @@ export async function startTinyproxy(): Promise<TestHttpProxy> {
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    await within(
-      (async () => {
-        for (;;) {
-          if (proc.exitCode !== null) throw new Error(`tinyproxy exited: ${log.text().slice(-2000)}`);
-          const up = await Bun.connect({ hostname: "127.0.0.1", port, socket: { data() {} } }).then(
-            (s) => (s.end(), true),
-            () => false,
-          );
-          if (up) return;
-          await Bun.sleep(20);
-        }
-      })(),
-      10_000,
-      "tinyproxy listening",
-    );
+    await untilListening(port, () => (proc.exitCode !== null ? `tinyproxy exited: ${log.text().slice(-2000)}` : undefined), "tinyproxy listening");
   } catch (err) {
     await stop();
     throw err;

@@ -26,8 +26,11 @@ import * as Impl from ${JSON.stringify(join(ROOT, "sdk", "src", "index.ts"))};
 type Equal<X, Y> = (<T>() => T extends X ? 1 : 2) extends <T>() => T extends Y ? 1 : 2 ? true : false;
 // every declared export exists in the implementation, with a type that fits the declaration
 // (Tunnel's constructor is the package's own: users get tunnels from forward())
-export const exported: Omit<typeof Declared, "Tunnel" | "Session"> = Impl;
-export const classes: Function[] = [Impl.Tunnel, Impl.Session];
+export const exported: Omit<typeof Declared, "Tunnel" | "Session" | "Reached"> = Impl;
+export const classes: Function[] = [Impl.Tunnel, Impl.Session, Impl.Reached];
+export const reachOptions: Equal<Declared.ReachOptions, Impl.ReachOptions> = true;
+export const reachedEvents: Equal<Declared.ReachedEvents, Impl.ReachedEvents> = true;
+export const reached = (r: Impl.Reached): Declared.Reached => r;
 export const connectOptions: Equal<Declared.ConnectOptions, Impl.ConnectOptions> = true;
 export const session = (s: Impl.Session): Declared.Session => s;
 export const options: Equal<Declared.ForwardOptions, Impl.ForwardOptions> = true;

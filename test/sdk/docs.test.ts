@@ -31,7 +31,9 @@ test("every event, export and connect() option of the declarations is in the pag
   expect(events).toEqual(["request", "reconnecting", "online", "closed"]);
   for (const e of events) expect(page).toContain(`"${e}"`);
   const exported = [...declarations.matchAll(/^export declare (?:class|function) (\w+)/gm)].map((m) => m[1]!);
-  expect(exported.sort()).toEqual(["BurrowError", "Session", "Tunnel", "connect", "forward"]);
+  expect(exported.sort()).toEqual(["BurrowError", "Reached", "Session", "Tunnel", "connect", "forward", "reach"]);
   for (const name of exported) expect(page).toContain(name);
   for (const option of members("ConnectOptions")) expect(page).toContain(`\`${option}\``);
+  for (const option of members("ReachOptions")) expect(page).toContain(`\`${option}\``);
+  for (const e of members("ReachedEvents")) expect(page).toContain(`"${e}"`);
 });

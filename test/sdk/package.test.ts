@@ -20,11 +20,19 @@ let server: TestServer;
 let token: string;
 /** A user's token whose can_use_proxy is false. */
 let noProxyToken: string;
+/** The token of a user sdk-user shares private tunnels with. */
+let friendToken: string;
 let proxy: TestHttpProxy | undefined;
 let project: string;
 let tarball: string;
-const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => new Response(`upstream saw ${new URL(req.url).pathname}${new URL(req.url).search}`) });
+const upstream = Bun.serve({
+  hostname: "127.0.0.1",
+  port: 0,
+  // /who: who the owner's agent says is asking (a private http tunnel's X-Burrow-User)
+  fetch: (req) => new Response(new URL(req.url).pathname === "/who" ? `x-burrow-user: ${req.headers.get("x-burrow-user")}` : `upstream saw ${new URL(req.url).pathname}${new URL(req.url).search}`),
+});
 const echo = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data: (s, d) => void s.write(d) } });
+const udpEcho = await Bun.udpSocket({ hostname: "127.0.0.1", port: 0, socket: { data: (s, d, port, address) => void s.send(d, port, address) } });
 const node = Bun.which("node");
 
 beforeAll(async () => {
@@ -36,7 +44,8 @@ beforeAll(async () => {
   copyFileSync(join(import.meta.dir, "scenario.mjs"), join(project, "scenario.mjs"));
   server = await startServer();
   const admin = await signedIn(server);
-  token = await admin.createToken(await admin.createUser("sdk-user", { allowed_protocols: "http,tcp", can_use_proxy: true }), "sdk");
+  token = await admin.createToken(await admin.createUser("sdk-user", { allowed_protocols: "http,tcp,udp", can_use_proxy: true, can_share: true }), "sdk");
+  friendToken = await admin.createToken(await admin.createUser("sdk-friend", { allowed_protocols: "http,tcp,udp" }), "sdk");
   noProxyToken = await admin.createToken(await admin.createUser("sdk-no-proxy", { can_use_proxy: false }), "sdk");
   if (tinyproxyAvailable()) proxy = await startTinyproxy();
 }, 120_000);
@@ -44,6 +53,7 @@ beforeAll(async () => {
 afterAll(async () => {
   upstream.stop(true);
   echo.stop(true);
+  udpEcho.close();
   await proxy?.stop();
   await server?.stop();
   if (project) rmSync(project, { recursive: true, force: true });
@@ -56,7 +66,7 @@ async function scenario(runtime: "node" | "bun", name: string): Promise<Record<s
     ...process.env,
     XDG_CONFIG_HOME: join(project, "no-config"),
     NAME: runtime,
-    SCENARIO: JSON.stringify({ server: server.edgeUrl, token, noProxyToken, proxy: proxy?.url, edgePort: server.edgePort, httpPort: upstream.port, echoPort: echo.port, scenario: name }),
+    SCENARIO: JSON.stringify({ server: server.edgeUrl, token, noProxyToken, friendToken, owner: "sdk-user", proxy: proxy?.url, edgePort: server.edgePort, httpPort: upstream.port, echoPort: echo.port, udpEchoPort: udpEcho.port, scenario: name }),
   };
   const proc = Bun.spawn([exe, "scenario.mjs"], { cwd: project, env, stdout: "pipe", stderr: "pipe" });
   const timer = setTimeout(() => proc.kill("SIGKILL"), 30_000);
@@ -160,6 +170,19 @@ for (const runtime of ["node", "bun"] as const) {
       // the proxy carried them: its log names a CONNECT to the server's port for each connection
       const connects = proxy!.log.lines.slice(from).filter((l) => l.includes("CONNECT") && l.includes(`:${server.edgePort}`));
       expect(connects.length).toBeGreaterThanOrEqual(3);
+    });
+
+    test("private tunnels: forward({ private, name, share }) and reach(owner/name) through a local port, tcp, http (X-Burrow-User set by the owner's agent) and udp; NOT_SHARED for a stranger and for no such tunnel; bad options are TypeErrors", async () => {
+      const r = await scenario(runtime, "private");
+      expect(r.error).toBeUndefined();
+      expect(r.publicPort).toBeNull(); // nothing public
+      expect(r.db).toEqual({ protocol: "tcp", host: "127.0.0.1", echo: "bytes to a private tunnel" });
+      expect(r.web).toEqual({ protocol: "http", url: "http://127.0.0.1:PORT", body: "x-burrow-user: sdk-friend" });
+      expect(r.udp).toEqual({ protocol: "udp", echo: "a datagram to a private tunnel" });
+      expect(r.refused).toEqual({ stranger: "NOT_SHARED", "nobody's": "NOT_SHARED" });
+      expect(r.closedEvent).toEqual({});
+      expect(r.portAfterClose).toBe("closed");
+      expect(r.bad).toEqual(["TypeError: 'no-slash' is not OWNER/NAME, e.g. alice/db", "TypeError: private needs name", "TypeError: private", "TypeError: name goes with private"]);
     });
 
     test("an AbortSignal closes the tunnel", async () => {

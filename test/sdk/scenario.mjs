@@ -3,9 +3,10 @@
 // one JSON line of what it saw.
 import { request } from "node:http";
 import { connect } from "node:net";
-import { BurrowError, connect as openSession, forward } from "burrow-agent";
+import { createSocket } from "node:dgram";
+import { BurrowError, connect as openSession, forward, reach } from "burrow-agent";
 
-const { server, token, edgePort, httpPort, echoPort, scenario, proxy, noProxyToken } = JSON.parse(process.env.SCENARIO);
+const { server, token, edgePort, httpPort, echoPort, udpEchoPort, scenario, proxy, noProxyToken, friendToken, owner } = JSON.parse(process.env.SCENARIO);
 
 /** GET `path` from the edge for the tunnel's public URL's host. */
 function visit(url, path, method = "GET", body, headers = {}) {
@@ -30,6 +31,25 @@ function echo(port, text) {
     });
     s.on("error", reject);
   });
+}
+
+/** One datagram to 127.0.0.1:`port`, and the first one back (5 tries, 1 s each: UDP may drop one). */
+async function udpEcho(port, text) {
+  const socket = createSocket("udp4");
+  try {
+    for (let i = 0; i < 5; i++) {
+      const got = new Promise((resolve) => {
+        const t = setTimeout(() => resolve(undefined), 1000);
+        socket.once("message", (m) => (clearTimeout(t), resolve(m.toString())));
+      });
+      socket.send(text, port, "127.0.0.1");
+      const answer = await got;
+      if (answer !== undefined) return answer;
+    }
+    return "no answer";
+  } finally {
+    socket.close();
+  }
 }
 
 const runtime = typeof Bun === "undefined" ? `node ${process.version}` : "bun";
@@ -168,6 +188,45 @@ try {
     for (const bad of ["ftp://proxy:21", "not a url", 3128]) {
       try {
         await forward({ port: httpPort, server, token, proxy: bad });
+        (out.bad ??= []).push("opened");
+      } catch (err) {
+        (out.bad ??= []).push(`${err.name}: ${err.message.split(":")[0]}`);
+      }
+    }
+  } else if (scenario === "private") {
+    // a private tcp and http tunnel, shared with a friend who reaches them through local ports
+    const name = process.env.NAME;
+    const db = await forward({ protocol: "tcp", port: echoPort, private: true, name: `db-${name}`, share: ["sdk-friend"], server, token });
+    const web = await forward({ port: httpPort, private: true, name: `web-${name}`, share: ["sdk-friend"], server, token });
+    out.publicPort = db.port ?? null;
+    const toDb = await reach(`${owner}/db-${name}`, { server, token: friendToken, port: 0 });
+    out.db = { protocol: toDb.protocol, host: toDb.host, echo: await echo(toDb.port, "bytes to a private tunnel") };
+    const toWeb = await reach(`${owner}/web-${name}`, { server, token: friendToken, port: 0 });
+    out.web = { protocol: toWeb.protocol, url: toWeb.url?.replace(/:\d+$/, ":PORT"), body: await (await fetch(`${toWeb.url}/who`, { headers: { "x-burrow-user": "admin" } })).text() };
+    const dns = await forward({ protocol: "udp", port: udpEchoPort, private: true, name: `udp-${name}`, share: ["sdk-friend"], server, token });
+    const toDns = await reach(`${owner}/udp-${name}`, { server, token: friendToken, port: 0 });
+    out.udp = { protocol: toDns.protocol, echo: await udpEcho(toDns.port, "a datagram to a private tunnel") };
+    await toDns.close();
+    await dns.close();
+    // someone it is not shared with: the same answer as for a tunnel that does not exist
+    for (const [who, target] of [["stranger", `${owner}/db-${name}`], ["nobody's", `${owner}/no-such-${name}`]]) {
+      try {
+        await reach(target, { server, token: noProxyToken, port: 0 });
+        (out.refused ??= {})[who] = "reached";
+      } catch (err) {
+        (out.refused ??= {})[who] = err.code;
+      }
+    }
+    const closed = new Promise((resolve) => toDb.on("closed", resolve));
+    await toDb.close();
+    out.closedEvent = await closed;
+    out.portAfterClose = await echo(toDb.port, "x").then(() => "open", () => "closed");
+    await toWeb.close();
+    await db.close();
+    await web.close();
+    for (const bad of [() => reach("no-slash", { server, token }), () => forward({ port: httpPort, private: true, server, token }), () => forward({ port: httpPort, private: true, name: "x", subdomain: "y", server, token }), () => forward({ port: httpPort, name: "x", server, token })]) {
+      try {
+        await bad();
         (out.bad ??= []).push("opened");
       } catch (err) {
         (out.bad ??= []).push(`${err.name}: ${err.message.split(":")[0]}`);
