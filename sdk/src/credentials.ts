@@ -5,21 +5,13 @@
  */
 import { parseProxyUrl, resolveCredentials } from "../../src/agent/settings/server-and-token.ts";
 import type { ConnectOptions } from "../index.d.ts";
+import { checked } from "./errors.ts";
 
 export interface Credentials {
   server: string;
   token: string;
   insecure: boolean;
   proxy?: string;
-}
-
-/** `read()`'s value, or a TypeError naming the option with what was wrong. */
-function checked<T>(option: string, read: () => T): T {
-  try {
-    return read();
-  } catch (err) {
-    throw new TypeError(`${option}: ${(err as Error).message}`);
-  }
 }
 
 export function credentials(options: Pick<ConnectOptions, "server" | "token" | "insecure" | "proxy">): Credentials {

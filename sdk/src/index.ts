@@ -11,7 +11,7 @@
 import { EventEmitter } from "node:events";
 import { Agent, type AgentTunnel } from "../../src/agent/client.ts";
 import type { AgentOutput, ReadyView, RequestEvent } from "../../src/agent/output.ts";
-import { BurrowError } from "./errors.ts";
+import { BurrowError, checked } from "./errors.ts";
 import { credentials, type Credentials } from "./credentials.ts";
 import {
   ACCESS_LIST_MAX,
@@ -67,15 +67,6 @@ export class Tunnel extends EventEmitter<TunnelEvents> {
   /** Closes the tunnel (and its connection to the server when it was the last one on it); the name is free again at once. */
   close(): Promise<void> {
     return this.closer();
-  }
-}
-
-/** `read()`'s value, or a TypeError naming the option with what was wrong (the CLI's words for its flag). */
-function checked<T>(option: string, read: () => T): T {
-  try {
-    return read();
-  } catch (err) {
-    throw new TypeError(`${option}: ${(err as Error).message}`);
   }
 }
 

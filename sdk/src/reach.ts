@@ -7,8 +7,8 @@
  */
 import { EventEmitter } from "node:events";
 import { Agent } from "../../src/agent/client.ts";
-import { CONNECTOR_FLOW_IDLE_MS, CONNECTOR_MAX_FLOWS, listenForUdpConnector } from "../../src/agent/connector-udp.ts";
-import { listenForConnector, type ConnectorPort } from "../../src/agent/connector.ts";
+import { CONNECTOR_FLOW_IDLE_MS, CONNECTOR_MAX_FLOWS } from "../../src/agent/connector-udp.ts";
+import { openConnectorPort, type ConnectorPort } from "../../src/agent/connector.ts";
 import type { AgentOutput } from "../../src/agent/output.ts";
 import { PRIVATE_NAME_PATTERN } from "../../src/validate/fields.ts";
 import type { ReachedEvents, ReachOptions } from "../index.d.ts";
@@ -132,17 +132,14 @@ function open(target: string, options: ReachOptions): Promise<Reached> {
         }
         if (local || opening) return;
         opening = true;
-        if (c.protocol === "udp") {
-          listenForUdpConnector({ host, port, preferred: c.localPort, idleMs, maxFlows, open: (remote) => agent.openConnectStream(remote, "udp") }).then(listening, cannotListen);
-        } else {
-          listenForConnector({
-            host,
-            port,
-            preferred: c.localPort,
-            open: (remote) => agent.openConnectStream(remote),
-            events: { connection: (e) => void (e.closed ? undefined : reached.emit("connection", { remote: e.remote, opened: e.opened })) },
-          }).then(listening, cannotListen);
-        }
+        openConnectorPort(c, {
+          host,
+          port,
+          idleMs,
+          maxFlows,
+          open: (remote, kind) => agent.openConnectStream(remote, kind),
+          events: { connection: (e) => void (e.closed ? undefined : reached.emit("connection", { remote: e.remote, opened: e.opened })) },
+        }).then(listening, cannotListen);
       },
     },
   });

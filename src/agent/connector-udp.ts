@@ -30,6 +30,20 @@ export interface UdpConnectorPort {
 }
 
 /**
+ * `bind` on the port asked for; without one, on `preferred` (the owner's
+ * service port) when it is free here, else any free one. Both of the
+ * connector's local sides choose their port so.
+ */
+export async function onLocalPort<T>(bind: (port: number) => Promise<T>, port?: number, preferred?: number): Promise<T> {
+  if (port !== undefined) return bind(port);
+  try {
+    return await bind(preferred ?? 0);
+  } catch {
+    return bind(0); // the owner's port is taken here: any free one, printed
+  }
+}
+
+/**
  * Listens on `host`:`port` (0: any), or on `preferred` when free and no
  * port was asked for; `open` gives each new local sender its flow's stream
  * (undefined while not connected: its datagram is dropped).
@@ -85,14 +99,7 @@ export async function listenForUdpConnector(opts: {
     flow.stream.sendDatagram(datagram);
   };
   const bind = (port: number) => runtime.bindUdp(opts.host, port, data);
-  if (opts.port !== undefined) socket = await bind(opts.port);
-  else {
-    try {
-      socket = await bind(opts.preferred ?? 0);
-    } catch {
-      socket = await bind(0); // the owner's port is taken here: any free one, printed
-    }
-  }
+  socket = await onLocalPort(bind, opts.port, opts.preferred);
   const sweeper = setInterval(
     () => {
       const before = Date.now() - idleMs;

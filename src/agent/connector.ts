@@ -10,6 +10,7 @@ import { SocketRelay } from "../sockets/socket-stream.ts";
 import type { Stream } from "../protocol/mux.ts";
 import { runtime } from "../runtime/current.ts";
 import type { Listening, RuntimeSocket, SocketHandlers } from "../runtime/types.ts";
+import { listenForUdpConnector, onLocalPort } from "./connector-udp.ts";
 
 export interface ConnectorPort {
   host: string;
@@ -59,14 +60,20 @@ export async function listenForConnector(opts: {
     error: (socket, error) => socket.data?.relay?.socketClosed(error),
   };
   const listen = (port: number): Promise<Listening> => runtime.listen({ hostname: opts.host, port, socket: handlers });
-  let listener: Listening;
-  if (opts.port !== undefined) listener = await listen(opts.port);
-  else {
-    try {
-      listener = await listen(opts.preferred ?? 0);
-    } catch {
-      listener = await listen(0); // the owner's port is taken here: any free one, printed
-    }
-  }
+  const listener = await onLocalPort(listen, opts.port, opts.preferred);
   return { host: opts.host, port: listener.port, stop: () => listener.stop() };
+}
+
+/**
+ * The local port for what the server says the connector reaches (READY's
+ * `connect`): a UDP port for a udp tunnel, a TCP port for http and tcp;
+ * `open` gives each local connection or sender its stream.
+ */
+export function openConnectorPort(
+  reached: { protocol: "http" | "tcp" | "udp"; localPort?: number },
+  opts: { host: string; port?: number; idleMs?: number; maxFlows?: number; open(remote: string, kind: "tcp" | "udp"): Stream | undefined; events?: ConnectorEvents },
+): Promise<ConnectorPort> {
+  const where = { host: opts.host, port: opts.port, preferred: reached.localPort };
+  if (reached.protocol === "udp") return listenForUdpConnector({ ...where, idleMs: opts.idleMs, maxFlows: opts.maxFlows, open: (remote) => opts.open(remote, "udp") });
+  return listenForConnector({ ...where, open: (remote) => opts.open(remote, "tcp"), events: opts.events });
 }

@@ -5,8 +5,8 @@
  * away, and reconnects as any agent does.
  */
 import { Agent } from "../agent/client.ts";
-import { listenForConnector, type ConnectorPort } from "../agent/connector.ts";
-import { CONNECTOR_FLOW_IDLE_MS, CONNECTOR_MAX_FLOWS, listenForUdpConnector } from "../agent/connector-udp.ts";
+import { openConnectorPort, type ConnectorPort } from "../agent/connector.ts";
+import { CONNECTOR_FLOW_IDLE_MS, CONNECTOR_MAX_FLOWS } from "../agent/connector-udp.ts";
 import type { AgentOutput } from "../agent/output.ts";
 import { resolveCredentials, resolveProxy } from "../agent/settings/server-and-token.ts";
 import { parseFlags, type FlagTable } from "../config/flags.ts";
@@ -119,15 +119,12 @@ export async function connectCommand(argv: string[]): Promise<number> {
           console.error(`burrow: cannot listen on ${bind}:${port ?? c.localPort ?? 0}: ${(err as Error).message}`);
           agent.stop();
         };
-        if (c.protocol === "udp") {
-          listenForUdpConnector({ host: bind, port, preferred: c.localPort, idleMs, maxFlows, open: (remote) => agent.openConnectStream(remote, "udp") }).then(listening, cannot);
-          return;
-        }
-        listenForConnector({
+        openConnectorPort(c, {
           host: bind,
           port,
-          preferred: c.localPort,
-          open: (remote) => agent.openConnectStream(remote),
+          idleMs,
+          maxFlows,
+          open: (remote, kind) => agent.openConnectStream(remote, kind),
           events: { connection: (e) => (e.opened ? undefined : say(`a connection from ${e.remote} was closed: not connected to ${target} now`)) },
         }).then(listening, cannot);
       },

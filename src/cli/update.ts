@@ -140,8 +140,7 @@ async function rollback(): Promise<number> {
 
 /** A server started from this executable keeps the old code until restarted, by its admin, when they choose. */
 function restartAdvice(exe: string): void {
-  const names = [...new Set([exe, process.execPath])];
-  const services = servicesRunning(names);
+  const services = servicesRunning([exe]); // a unit that names a link to it is found too
   if (services.length > 0) {
     for (const service of services) console.log(`The service ${service} runs this executable: restart it when it suits you, with  sudo systemctl restart ${service}`);
   } else {
