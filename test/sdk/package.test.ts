@@ -179,6 +179,7 @@ for (const runtime of ["node", "bun"] as const) {
       expect(r.db).toEqual({ protocol: "tcp", host: "127.0.0.1", echo: "bytes to a private tunnel" });
       expect(r.web).toEqual({ protocol: "http", url: "http://127.0.0.1:PORT", body: "x-burrow-user: sdk-friend" });
       expect(r.udp).toEqual({ protocol: "udp", echo: "a datagram to a private tunnel" });
+      expect(r.taken).toBe("LISTEN_FAILED");
       expect(r.refused).toEqual({ stranger: "NOT_SHARED", "nobody's": "NOT_SHARED" });
       expect(r.closedEvent).toEqual({});
       expect(r.portAfterClose).toBe("closed");

@@ -201,6 +201,11 @@ try {
     out.publicPort = db.port ?? null;
     const toDb = await reach(`${owner}/db-${name}`, { server, token: friendToken, port: 0 });
     out.db = { protocol: toDb.protocol, host: toDb.host, echo: await echo(toDb.port, "bytes to a private tunnel") };
+    // a local port that is taken here: refused, with what it could not do
+    out.taken = await reach(`${owner}/db-${name}`, { server, token: friendToken, port: echoPort }).then(
+      (r) => (r.close(), "listened"),
+      (err) => err.code,
+    );
     const toWeb = await reach(`${owner}/web-${name}`, { server, token: friendToken, port: 0 });
     out.web = { protocol: toWeb.protocol, url: toWeb.url?.replace(/:\d+$/, ":PORT"), body: await (await fetch(`${toWeb.url}/who`, { headers: { "x-burrow-user": "admin" } })).text() };
     const dns = await forward({ protocol: "udp", port: udpEchoPort, private: true, name: `udp-${name}`, share: ["sdk-friend"], server, token });
