@@ -33,6 +33,7 @@ import {
   MAX_DATA_PAYLOAD,
   MAX_PAYLOAD,
   MAX_STREAM_ID,
+  PING_BYTES,
   WINDOW_UPDATE_THRESHOLD,
   WireError,
   type FrameTypeValue,
@@ -442,11 +443,12 @@ export class Mux implements KeptAlive, StreamSession {
     const { type, stream: id, payload, fin } = frame;
     switch (type) {
       case FrameType.PING:
-        this.sendFrame(FrameType.PONG, 0, payload);
-        return;
       case FrameType.PONG:
+        // the documented size, on every link and before a HELLO too: an echo is never bigger than what it answers
+        if (payload.byteLength !== PING_BYTES) throw new ProtocolError(`${type === FrameType.PING ? "PING" : "PONG"} payload must be ${PING_BYTES} bytes, got ${payload.byteLength}`);
+        if (type === FrameType.PING) return this.sendFrame(FrameType.PONG, 0, payload);
         // our PING carried our clock's low 32 bits of milliseconds; a PONG echoes it
-        if (this.opts.onPong && payload.byteLength === 4) {
+        if (this.opts.onPong) {
           const sent = new DataView(payload.buffer, payload.byteOffset, 4).getUint32(0);
           const rtt = ((Date.now() >>> 0) - sent) >>> 0;
           if (rtt < 600_000) this.opts.onPong(rtt);

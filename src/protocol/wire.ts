@@ -38,7 +38,7 @@ export const FrameType = {
   READY: 0x02,
   /** either way, stream 0: JSON Refusal {code, message, retry_after?}; the sender closes next. */
   ERROR: 0x03,
-  /** either way, stream 0: 4 opaque bytes, answered by PONG with the same bytes. */
+  /** either way, stream 0: PING_BYTES (4) opaque bytes, answered by PONG with the same bytes; any other size is a PROTOCOL_ERROR. */
   PING: 0x04,
   PONG: 0x05,
   /** agent -> edge, stream 0: the agent is leaving on purpose; release its tunnels now, no grace. */
@@ -139,6 +139,13 @@ export const INITIAL_WINDOW = 512 * 1024;
 export const WINDOW_UPDATE_THRESHOLD = INITIAL_WINDOW / 2;
 export const MAX_STREAM_ID = 0xffff_ffff;
 
+/**
+ * A PING's payload, and so its PONG's: exactly this many bytes (the
+ * sender's clock, for the round trip). Any other size is a PROTOCOL_ERROR,
+ * before a HELLO as after: a peer is never made to echo more than it takes
+ * to say.
+ */
+export const PING_BYTES = 4;
 /** The agent must send HELLO within this time of connecting. */
 export const HANDSHAKE_TIMEOUT_MS = 10_000;
 /**

@@ -93,6 +93,97 @@ export function sayHello(opts: HelloOptions): Promise<HelloAnswer> {
   });
 }
 
+/** A connection to the agents' endpoint (or a node's) played by hand: frames of any type and size, in any order. */
+export interface RawConnection {
+  /** Every frame the other side sent, in order (PINGs and PONGs included). */
+  frames: { type: number; payload: Buffer }[];
+  readonly closed: boolean;
+  /** Writes the frames as they are: one WebSocket message each, or back to back on the direct port. */
+  send(...frames: Uint8Array[]): void;
+  /** True once `check` holds (tested now and on each frame or close), false after `ms`. */
+  until(check: () => boolean, ms: number): Promise<boolean>;
+  close(): void;
+}
+
+export interface RawConnectionOptions {
+  port: number;
+  via: "websocket" | "direct";
+  /** The WebSocket's path: the agents' (default), or the nodes' relay path. */
+  path?: string;
+  /** Extra headers on the WebSocket upgrade, e.g. a node's Authorization. */
+  headers?: Record<string, string>;
+  timeoutMs?: number;
+}
+
+/** Opens the connection (a WebSocket is upgraded first) and sends nothing: what is said is the test's. */
+export function rawConnection(opts: RawConnectionOptions): Promise<RawConnection> {
+  const timeoutMs = opts.timeoutMs ?? 5_000;
+  return new Promise((resolve, reject) => {
+    const frames: RawConnection["frames"] = [];
+    const listeners = new Set<() => void>();
+    const notify = () => [...listeners].forEach((l) => l());
+    let closed = false;
+    let upgraded = opts.via === "direct";
+    let raw: Buffer = Buffer.alloc(0);
+    let whole: Buffer = Buffer.alloc(0);
+    const conn: RawConnection = {
+      frames,
+      get closed() {
+        return closed;
+      },
+      send: (...out) => void (closed || sock.write(Buffer.concat(out.map((f) => (opts.via === "direct" ? Buffer.from(f) : maskedBinary(f)))))),
+      until: (check, ms) =>
+        new Promise<boolean>((done) => {
+          if (check()) return done(true);
+          const finish = (ok: boolean) => (clearTimeout(timer), listeners.delete(on), done(ok));
+          const on = () => void (check() && finish(true));
+          const timer = setTimeout(() => finish(false), ms);
+          listeners.add(on);
+        }),
+      close: () => sock.destroy(),
+    };
+    const timer = setTimeout(() => (sock.destroy(), reject(new Error(`not connected within ${timeoutMs} ms`))), timeoutMs);
+    const sock: Socket = connect({ host: "127.0.0.1", port: opts.port }, () => {
+      if (opts.via === "direct") return void (clearTimeout(timer), resolve(conn));
+      const extra = Object.entries(opts.headers ?? {}).map(([k, v]) => `${k}: ${v}\r\n`);
+      sock.write(
+        `GET ${opts.path ?? CONNECT_PATH} HTTP/1.1\r\nHost: 127.0.0.1:${opts.port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+          `Sec-WebSocket-Key: ${randomBytes(16).toString("base64")}\r\nSec-WebSocket-Version: 13\r\n${extra.join("")}\r\n`,
+      );
+    });
+    sock.on("error", () => {});
+    sock.on("close", () => {
+      closed = true;
+      clearTimeout(timer);
+      if (!upgraded) reject(new Error("closed before the upgrade"));
+      notify();
+    });
+    sock.on("data", (chunk: Buffer) => {
+      raw = Buffer.concat([raw, chunk]);
+      if (!upgraded) {
+        const end = raw.indexOf("\r\n\r\n");
+        if (end < 0) return;
+        const status = raw.subarray(0, raw.indexOf("\r\n")).toString();
+        clearTimeout(timer);
+        if (!/^HTTP\/1\.1 101/.test(status)) return void (sock.destroy(), reject(new Error(`upgrade refused: ${status}`)));
+        upgraded = true;
+        raw = raw.subarray(end + 4);
+        resolve(conn);
+      }
+      if (opts.via === "direct") {
+        whole = raw;
+        raw = Buffer.alloc(0);
+      } else {
+        const { payloads, rest } = unwrapMessages(raw);
+        raw = rest;
+        whole = Buffer.concat([whole, ...payloads]);
+      }
+      whole = takeFrames(whole, (type, payload) => void frames.push({ type, payload: Buffer.from(payload) }));
+      notify();
+    });
+  });
+}
+
 /** Whole frames off the front of `buf`, given to `each`; returns what is left. */
 function takeFrames(buf: Buffer, each: (type: number, payload: Buffer) => void): Buffer {
   while (buf.length >= HEADER_LENGTH) {
@@ -130,8 +221,11 @@ function unwrapMessages(buf: Buffer): { payloads: Buffer[]; rest: Buffer } {
 /** One binary WebSocket message from a client (masked, as RFC 6455 requires). */
 function maskedBinary(payload: Uint8Array): Buffer {
   const n = payload.length;
-  if (n > 0xffff) throw new Error("maskedBinary: payloads up to 64 KiB only");
-  const head = n < 126 ? Buffer.from([0x82, 0x80 | n]) : Buffer.from([0x82, 0x80 | 126, n >> 8, n & 0xff]);
+  const head = Buffer.alloc(n < 126 ? 2 : n <= 0xffff ? 4 : 10);
+  head[0] = 0x82;
+  if (n < 126) head[1] = 0x80 | n;
+  else if (n <= 0xffff) (head[1] = 0x80 | 126), head.writeUInt16BE(n, 2);
+  else (head[1] = 0x80 | 127), head.writeBigUInt64BE(BigInt(n), 2);
   const mask = randomBytes(4);
   const body = Buffer.from(payload);
   for (let i = 0; i < n; i++) body[i]! ^= mask[i % 4]!;

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { encodeFrame, jsonPayload, textPayload, u32Payload } from "../../src/protocol/frames.ts";
 import { Mux, type SendResult, type Stream } from "../../src/protocol/mux.ts";
 import { collect, pipeInto, readableFrom } from "../../src/protocol/pipes.ts";
-import { BATCH_BYTES, DIRECT_DATA_PAYLOAD, FrameType, HEADER_LENGTH, MAX_PAYLOAD, WireError, type FrameTypeValue } from "../../src/protocol/wire.ts";
+import { BATCH_BYTES, DIRECT_DATA_PAYLOAD, FrameType, HEADER_LENGTH, MAX_PAYLOAD, PING_BYTES, WireError, type FrameTypeValue } from "../../src/protocol/wire.ts";
 import { agentHandlers, newStalled, readAll, runCoreScenario, writeAll } from "./core-scenario.ts";
 import { memoryPair } from "./memory-pair.ts";
 import { between, bytes, concat, prng, randomBytes, sha256, signal, text, within } from "./support.ts";
@@ -549,6 +549,11 @@ describe("protocol errors", () => {
     { name: "an unknown frame type", bad: raw(0x7f, 1) },
     { name: "a control frame on a data stream", bad: raw(FrameType.PING, 1, new Uint8Array(8)) },
     { name: "DATA on stream 0", bad: raw(FrameType.DATA, 0, bytes("x")) },
+    { name: "a PING of 5 bytes (PING_BYTES is 4)", bad: raw(FrameType.PING, 0, new Uint8Array(PING_BYTES + 1)) },
+    { name: "a PING of 64 KiB", bad: raw(FrameType.PING, 0, new Uint8Array(64 * 1024)) },
+    { name: "an empty PING", bad: raw(FrameType.PING, 0) },
+    { name: "a PONG of 8 bytes", bad: raw(FrameType.PONG, 0, new Uint8Array(8)) },
+    { name: "a PING of 5 bytes on a side with streams open", before: () => [open(1)], bad: raw(FrameType.PING, 0, new Uint8Array(5)), streams: 1 },
     { name: "a frame bigger than MAX_PAYLOAD", before: () => [open(1)], bad: raw(FrameType.DATA, 1, new Uint8Array(MAX_PAYLOAD + 1)), streams: 1 },
     { name: "DATA for a stream the peer never opened", bad: raw(FrameType.DATA, 5, bytes("x")) },
     { name: "DATA for an id of our own parity we never opened", bad: raw(FrameType.DATA, 2, bytes("x")) },
@@ -616,7 +621,7 @@ describe("protocol errors", () => {
 
   test("PING is answered with a PONG carrying the same payload, and the mux stays open", () => {
     const { mux, sent, control } = lone("agent");
-    const payload = new Uint8Array([1, 2, 3, 4, 5, 6, 7, 8]);
+    const payload = new Uint8Array([1, 2, 3, 4]);
     mux.receive(raw(FrameType.PING, 0, payload));
     expect(sent).toEqual([raw(FrameType.PONG, 0, payload)]);
     mux.receive(raw(FrameType.PONG, 0, payload));
