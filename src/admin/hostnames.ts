@@ -36,7 +36,7 @@ export const hostnameRoutes: Route[] = [
           201: { description: "Registered, with the TXT record that verifies it", schema: HostnameJson },
           400: { description: "Not a hostname, or one of this server's own domain" },
           404: { description: "No such user" },
-          409: { description: "Registered already (HOSTNAME_TAKEN)" },
+          409: { description: "Registered already (HOSTNAME_TAKEN), or overlaps another user's hostname (HOSTNAME_OVERLAP): the message names it" },
         },
       },
     },

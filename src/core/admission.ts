@@ -248,7 +248,8 @@ function mayTake(holder: { tokenId: number; sessionId: string | null; pool?: { u
 
 /**
  * A custom hostname a tunnel asks for: one name (no wildcard), a verified
- * hostname of the user's or under a verified wildcard of theirs
+ * hostname of the user's or under a verified wildcard of theirs, and never
+ * a name another user registered, whoever's wildcard covers it
  * (HOSTNAME_NOT_ALLOWED), and no other tunnel's (HOSTNAME_IN_USE; its own
  * token's dropped or resumed tunnel gives it back, as with subdomains).
  * Hostnames and subdomains share the live names: a hostname has dots, a
@@ -269,8 +270,11 @@ async function checkHostname(
     throw new AppError("HOSTNAME_NOT_ALLOWED", `'${asked.slice(0, 253)}' is not a hostname a tunnel can have (one DNS name, no wildcard)`);
   }
   const name = checked.hostname;
-  if (!(await core.hostnames.verifiedFor(user.id, name))) {
-    throw new AppError("HOSTNAME_NOT_ALLOWED", `'${name}' is not a verified hostname of user '${user.username}'`);
+  const standing = await core.hostnames.standing(user.id, name);
+  if ("refused" in standing) {
+    // who holds it is not said: the agent's user may not see other users
+    const why = standing.refused === "another user's" ? "is registered to another user (a wildcard never covers another user's name)" : `is not a verified hostname of user '${user.username}'`;
+    throw new AppError("HOSTNAME_NOT_ALLOWED", `'${name}' ${why}`);
   }
   const holder = await live.subdomainHolder(name);
   if ((holder && !mayTake(holder, token, user, resume, pooled)) || claimed.has(name)) throw new AppError("HOSTNAME_IN_USE", `'${name}' is in use by another tunnel`);

@@ -39,6 +39,12 @@ export const REQUEST_ERRORS = {
     meaning: "The hostname is registered already, by this user or another.",
     advice: "Delete it first (`DELETE /api/hostnames/:id`), or register another.",
   },
+  HOSTNAME_OVERLAP: {
+    status: 409,
+    meaning:
+      "The hostname overlaps another user's: a wildcard covering a name another user has registered (verified or not), or a name one label under another user's wildcard. The message names the other hostname and its user.",
+    advice: "Register it for the user who holds the other name, delete the other registration first, or register a name that does not overlap.",
+  },
   HOSTNAME_NOT_VERIFIED: {
     status: 409,
     meaning: "The hostname's TXT record (`_burrow-challenge.<hostname>`) was not found with the value asked for; the message says what the lookup found.",
@@ -162,7 +168,8 @@ export const TUNNEL_REFUSALS = {
   },
   HOSTNAME_NOT_ALLOWED: {
     status: 403,
-    meaning: "The tunnel asked for a hostname that is not a verified custom hostname of its user's (`/api/hostnames`); a wildcard covers one label under it.",
+    meaning:
+      "The tunnel asked for a hostname that is not a verified custom hostname of its user's (`/api/hostnames`); a wildcard covers one label under it, never a name another user has registered (verified or not).",
     advice: "Ask the server's admin to register the hostname for you, and verify it (`POST /api/hostnames/:id/verify`).",
   },
   HOSTNAME_IN_USE: {

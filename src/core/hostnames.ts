@@ -4,12 +4,18 @@
  * say it is (admins are trusted); otherwise the owner proves it with a TXT
  * record, `_burrow-challenge.<hostname>`, holding the hostname's token. A
  * hostname is one user's: unique over users, never under the server's own
- * domain (those names are subdomains, reserved another way).
+ * domain (those names are subdomains, reserved another way), and never
+ * overlapping another user's: a wildcard that would cover a name someone
+ * else registered, or a name under someone else's wildcard, is refused
+ * (HOSTNAME_OVERLAP). One user may hold a wildcard and names under it.
+ * Rows that overlap from before that rule are settled where a name is
+ * used: an exact registration beats a wildcard, and a wildcard never covers
+ * another user's name (standing()).
  */
 import { randomBytes } from "node:crypto";
-import { and, asc, eq } from "drizzle-orm";
+import { and, asc, eq, inArray, like, ne } from "drizzle-orm";
 import type { Store } from "../db/store.ts";
-import { challengeName, hostnameCovers, normalizeHostname } from "../validate/hostname.ts";
+import { challengeName, coveringWildcard, hostnameCovers, hostnamesOverlap, normalizeHostname } from "../validate/hostname.ts";
 import { isoTimestamp, type Clock } from "./clock.ts";
 import { AppError, badRequest, notFound } from "./errors.ts";
 
@@ -31,7 +37,17 @@ export interface CustomHostname {
  */
 export type TxtLookup = (name: string) => Promise<string[]>;
 
+/**
+ * What a user's tunnel may make of a name: reached by it (`grantedBy`, the
+ * user's verified registration that is or covers it), or why not: another
+ * user registered it (verified or not), or nothing of the user's grants it.
+ */
+export type HostnameStanding = { grantedBy: string } | { refused: "another user's" | "not verified" };
+
 export type Hostnames = ReturnType<typeof createHostnames>;
+
+/** Held while a hostname is registered: two overlapping names registered at once (two nodes) cannot both pass the check. */
+const REGISTER_LOCK = "custom_hostnames.register";
 
 export function createHostnames(store: Store, clock: Clock, domain: string, lookupTxt: TxtLookup) {
   const { customHostnames, users } = store.tables;
@@ -49,11 +65,49 @@ export function createHostnames(store: Store, clock: Clock, domain: string, look
       })
       .from(customHostnames)
       .innerJoin(users, eq(customHostnames.userId, users.id));
+  /**
+   * Another user's registration that names a host `hostname` names too: for
+   * a name, the one wildcard that could cover it; for a wildcard, the names
+   * one label under its base (LIKE narrows, hostnamesOverlap decides).
+   */
+  const othersOverlapping = async (hostname: string, userId: number) => {
+    const candidates = await store.all(
+      query().where(
+        and(
+          ne(customHostnames.userId, userId),
+          hostname.startsWith("*.") ? like(customHostnames.hostname, `%${hostname.slice(1)}`) : eq(customHostnames.hostname, coveringWildcard(hostname)),
+        ),
+      ),
+    );
+    return candidates.find((c) => hostnamesOverlap(c.hostname, hostname));
+  };
   const byId = async (id: number) => {
     const found = await store.get(query().where(eq(customHostnames.id, id)));
     if (!found) throw notFound("hostname");
     return found;
   };
+
+  /**
+   * Whether the user's tunnels may be reached by `name` (one name, kept
+   * form). Only two registrations can speak for it: the name itself and the
+   * one wildcard that covers it. The name's own registration decides when
+   * there is one: another user's (verified or pending) refuses, whatever
+   * wildcard this user holds; the user's own verified one grants. Else the
+   * user's verified wildcard grants.
+   */
+  async function standing(userId: number, name: string): Promise<HostnameStanding> {
+    const rows = await store.all(
+      store.db
+        .select({ hostname: customHostnames.hostname, userId: customHostnames.userId, verified: customHostnames.verified })
+        .from(customHostnames)
+        .where(inArray(customHostnames.hostname, [name, coveringWildcard(name)])),
+    );
+    const exact = rows.find((r) => r.hostname === name);
+    if (exact && exact.userId !== userId) return { refused: "another user's" };
+    const mine = rows.filter((r) => r.userId === userId && r.verified);
+    const granted = mine.find((r) => r.hostname === name) ?? mine.find((r) => hostnameCovers(r.hostname, name));
+    return granted ? { grantedBy: granted.hostname } : { refused: "not verified" };
+  }
 
   return {
     list: (userId?: number): Promise<CustomHostname[]> =>
@@ -71,10 +125,16 @@ export function createHostnames(store: Store, clock: Clock, domain: string, look
         throw badRequest(`hostname: '${hostname}' is of this server's own domain ${domain}; its names are subdomains (reserve one with POST /api/domains)`);
       }
       return store.transaction(async () => {
+        await store.lock(REGISTER_LOCK);
         const owner = await store.get(store.db.select({ username: users.username }).from(users).where(eq(users.id, userId)));
         if (!owner) throw notFound("user");
         const taken = await store.get(store.db.select({ id: customHostnames.id }).from(customHostnames).where(eq(customHostnames.hostname, hostname)));
         if (taken) throw new AppError("HOSTNAME_TAKEN", `hostname '${hostname}' is registered already`);
+        const other = await othersOverlapping(hostname, userId);
+        if (other) {
+          // the admin API's answer: an admin sees every user's hostnames, so naming the owner tells nothing new
+          throw new AppError("HOSTNAME_OVERLAP", `hostname '${hostname}' overlaps '${other.hostname}', registered to user '${other.username}': a wildcard may not cover another user's name`);
+        }
         const now = isoTimestamp(clock.now());
         const row = await store.get(
           store.db
@@ -117,15 +177,12 @@ export function createHostnames(store: Store, clock: Clock, domain: string, look
       return gone;
     },
 
-    /** The user's verified hostname that is or covers `name`, if any (what a tunnel may be reached by). */
+    standing,
+
+    /** The user's verified hostname that is or covers `name`, if any (what a tunnel may be reached by): standing()'s grant. */
     async verifiedFor(userId: number, name: string): Promise<string | undefined> {
-      const mine = await store.all(
-        store.db
-          .select({ hostname: customHostnames.hostname })
-          .from(customHostnames)
-          .where(and(eq(customHostnames.userId, userId), eq(customHostnames.verified, true))),
-      );
-      return mine.map((h) => h.hostname).find((h) => hostnameCovers(h, name));
+      const s = await standing(userId, name);
+      return "grantedBy" in s ? s.grantedBy : undefined;
     },
   };
 }

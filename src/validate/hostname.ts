@@ -33,6 +33,25 @@ export function hostnameCovers(hostname: string, name: string): boolean {
   return name.endsWith(base) && !name.slice(0, -base.length).includes(".") && name.length > base.length;
 }
 
+/**
+ * The one wildcard that could cover `name` (kept form, no wildcard): `*.` and
+ * the name less its first label. A wildcard covers one label, as in TLS
+ * certificates (RFC 6125), so no other could.
+ */
+export function coveringWildcard(name: string): string {
+  return `*.${name.slice(name.indexOf(".") + 1)}`;
+}
+
+/**
+ * Whether two hostnames (kept forms) can name the same host: the same
+ * hostname, or a wildcard and a name it covers. Two different wildcards
+ * never do (`*.acme.com` covers `dev.acme.com`, not what `*.dev.acme.com`
+ * covers), nor does a wildcard and its own base (`acme.com`).
+ */
+export function hostnamesOverlap(a: string, b: string): boolean {
+  return a === b || hostnameCovers(a, b) || hostnameCovers(b, a);
+}
+
 /** The name whose TXT record proves a hostname: `_burrow-challenge.` before it (a wildcard's base for a wildcard). */
 export function challengeName(hostname: string): string {
   return `_burrow-challenge.${hostname.startsWith("*.") ? hostname.slice(2) : hostname}`;
