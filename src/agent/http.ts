@@ -14,7 +14,7 @@ import type { ParsedHead } from "../http/response-head.ts";
 import type { ExchangeReport } from "./local-http/exchange.ts";
 import { StreamRequests, type StreamServer } from "./local-http/forward.ts";
 import { ConnectionPool } from "./local-http/pool.ts";
-import { prepareConnectorHead, prepareHead, prepareRequest } from "./local-http/request.ts";
+import { localRequest, readHead } from "./local-http/request.ts";
 import { localAuthority, type LocalTarget } from "./local-target.ts";
 import { routeFor } from "./routes.ts";
 
@@ -111,21 +111,27 @@ class RequestServer implements StreamServer {
   private serve(headText: string, received: Uint8Array | undefined): boolean {
     const { hooks } = this;
     const started = performance.now();
-    // a path route picks the service (and so the Host a rewrite gives) by the request line's target
-    const route = this.target.routes ? routeFor(this.target.routes, requestTargetOf(headText)) : undefined;
-    const host = route ? hostFor(this.target, route.target) : this.host;
     // the head is read for what the agent must know (it goes on as the edge sent it); an inspector
-    // reads its fields when someone looks
-    const request =
-      this.user !== undefined ? prepareConnectorHead(headText, host, this.user) : received ? prepareHead(headText, host, false, received) : prepareRequest(headText, host, false);
-    if (typeof request === "string") {
-      this.unreadable(request, started);
+    // reads its fields when someone looks. OPEN's head comes with its blank line, one in the stream's bytes without
+    const inOpen = received === undefined;
+    if (inOpen && !headText.endsWith("\r\n\r\n")) {
+      this.unreadable("the request head does not end with a blank line", started);
       return false;
     }
-    const { method, target: path, upgrade } = request.head;
+    const read = readHead(inOpen ? headText.slice(0, -4) : headText, false, this.user);
+    if (typeof read === "string") {
+      this.unreadable(read, started);
+      return false;
+    }
+    const { head, text } = read;
+    // a path route picks the service (and so the Host a rewrite gives) by the path made normal, which is the one sent
+    const route = this.target.routes ? routeFor(this.target.routes, head.target) : undefined;
+    const host = route ? hostFor(this.target, route.target) : this.host;
+    const request = localRequest(head, text, host, this.user === undefined ? received : undefined);
+    const { method, target: path, upgrade } = head;
     const websocket = upgrade === "websocket";
     hooks.opened?.(websocket ? "ws" : "http", method, path);
-    const tap = hooks.tap?.({ method, path, headers: new HeadText(received ? headText : headText.slice(0, -4), "request"), websocket, route: route?.prefix });
+    const tap = hooks.tap?.({ method, path, headers: new HeadText(text, "request"), websocket, route: route?.prefix });
     this.requests.forward(request, this.report.begin(method, path, upgrade, started, route?.prefix), tap, route?.target);
     return true;
   }
@@ -154,13 +160,6 @@ class RequestServer implements StreamServer {
 /** The Host a request to `service` gets: the tunnel's rule (--host-header), a rewrite naming the service it goes to. */
 function hostFor(tunnel: LocalTarget, service: LocalTarget): string | undefined {
   return tunnel.hostHeader === "rewrite" ? localAuthority(service) : tunnel.hostHeader;
-}
-
-/** The request line's target ("/api/x?y"), read without parsing the head. */
-function requestTargetOf(headText: string): string {
-  const first = headText.indexOf(" ");
-  const second = headText.indexOf(" ", first + 1);
-  return first < 0 || second < 0 ? "" : headText.slice(first + 1, second);
 }
 
 /**

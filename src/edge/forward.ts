@@ -58,9 +58,12 @@ export const EDGE_READS: ReadonlySet<number> = new Set([...EDGE_SET, "user-agent
  * The head the local service reads: the visitor's request line and fields
  * (case, order and framing fields as sent) without those the edge sets,
  * the tunnel's header rules applied, then X-Forwarded-For (the visitor's
- * own list, if any, with its address added), -Proto and -Host. `text` is
- * the head as it came (without its blank line): when there is nothing to
- * take out or change, the edge's fields are simply added after it.
+ * own list, if any, with its address added), -Proto and -Host. The request
+ * line carries the target in origin form with its path made normal (what
+ * the routes and rules judged); an absolute-form target's authority is the
+ * Host. `text` is the head as it came (without its blank line): when there
+ * is nothing to take out or change, the edge's fields are simply added
+ * after it.
  */
 export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardContext, text: string): string {
   if (passesAsSent(head, tunnel)) return `${text}\r\n${forwardedFields(undefined, ctx)}`;
@@ -69,12 +72,18 @@ export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardC
   let forwardedFor: string | undefined;
   let line = `${full.method} ${full.target} HTTP/1.${full.minor}\r\n`;
   const kept: [string, string][] = [];
+  // absolute form (RFC 9112 §3.2.2): the target's authority replaces the Host the visitor sent, in its place
+  let host = full.absolute ? full.host : undefined;
   for (let i = 0; i < full.fields.length; i++) {
     const lower = full.names[i]!;
     const field = full.fields[i]!;
     if (lower === "x-forwarded-for") forwardedFor = forwardedFor === undefined ? field[1] : `${forwardedFor}, ${field[1]}`;
-    if (!EDGE_SET.has(lower)) kept.push(field);
+    if (host !== undefined && lower === "host") {
+      kept.push([field[0], host]);
+      host = undefined;
+    } else if (!EDGE_SET.has(lower)) kept.push(field);
   }
+  if (host !== undefined) kept.unshift(["Host", host]);
   tunnel.access?.rewriteRequest(kept, ctx.passed);
   for (const [name, value] of kept) line += `${name}: ${value}\r\n`;
   return line + forwardedFields(forwardedFor, ctx);
@@ -82,7 +91,7 @@ export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardC
 
 /** Nothing in the head to take out or change: it goes on as it came, the edge's fields after it. */
 function passesAsSent(head: RequestHead, tunnel: Tunnel): boolean {
-  if (tunnel.access) return false;
+  if (tunnel.access || !head.targetAsSent) return false;
   for (const n of head.names) if (EDGE_SET.has(n)) return false;
   return true;
 }

@@ -7,6 +7,7 @@
  * http-connection.ts's; a forwarded request is forward.ts's.
  */
 import type { TrustedProxies } from "../http/addresses.ts";
+import { headAsJudged } from "../http/head-as-judged.ts";
 import { isRefusal, parseRequestHead, type HeadRefusal, type RequestHead } from "../http/request-head.ts";
 import { limitedLog } from "../log.ts";
 import { HTTP_REQUEST, type EdgeCounters } from "../metrics/edge-counters.ts";
@@ -183,7 +184,7 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
       }
       if (hostSaid.apex) {
         const apex = deps.apex?.();
-        if (apex) return handOverToApex(conn, text, client, apex);
+        if (apex) return handOverToApex(conn, head, text, client, apex);
       }
       return answer(conn, head, name === undefined ? landingPage(deps.domain) : unknownTunnelPage(hostHeader), startedAt);
     }
@@ -274,7 +275,7 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
       conn.counted = undefined;
     }
     const visit = { peer: `${conn.peer.address}:${conn.peer.port}`, client, agent };
-    deps.loopback().handOver(conn, `${text}\r\n\r\n`, visit, () => {
+    deps.loopback().handOver(conn, `${headAsJudged(text, head)}\r\n\r\n`, visit, () => {
       if (agent) deps.releaseAgent(client);
     });
     return undefined;
@@ -288,9 +289,9 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
    * connections over every name, so through one the portal closes each
    * connection after its answer (`proxied`).
    */
-  function handOverToApex(conn: HttpConnection, text: string, client: string, apex: Loopback<undefined>): undefined {
+  function handOverToApex(conn: HttpConnection, head: RequestHead, text: string, client: string, apex: Loopback<undefined>): undefined {
     const visit = { peer: `${conn.peer.address}:${conn.peer.port}`, client, agent: false, proxied: deps.trustedProxies.trusts(conn.peer.address) };
-    apex.handOver(conn, `${text}\r\n\r\n`, visit, () => {});
+    apex.handOver(conn, `${headAsJudged(text, head)}\r\n\r\n`, visit, () => {});
     return undefined;
   }
 

@@ -13,14 +13,23 @@
  */
 
 import { listHas, pushList, readFields } from "./field-lines.ts";
+import { normalTarget } from "./request-path.ts";
 
 
 export type RequestFraming = "none" | "length" | "chunked";
 
 export interface RequestHead {
   method: string;
-  /** The request target as sent, in origin form ("/a?b") or "*"; an absolute-form target is given here as its path. */
+  /**
+   * The request target in origin form ("/a?b"), its path made normal
+   * (request-path.ts), or "*"; an absolute-form target is given here as its
+   * path and query.
+   */
   target: string;
+  /** The request line's target is `target` as it came: false when it was absolute or its path not normal (forwarders write the line anew). */
+  targetAsSent: boolean;
+  /** The target came in absolute form: `host` is its authority, which replaces any Host field (RFC 9112 §3.2.2). */
+  absolute: boolean;
   /** 0 for HTTP/1.0, 1 for HTTP/1.1. */
   minor: 0 | 1;
   /** Every header field in order, names as sent, values without the whitespace around them. */
@@ -151,18 +160,26 @@ export function parseRequestHead(text: string, fields: boolean | ReadonlySet<num
   if (line[3] !== "1" || (line[4] !== "0" && line[4] !== "1")) return refuse(505, "Only HTTP/1.0 and HTTP/1.1 are spoken here.");
   const minor = line[4] === "0" ? 0 : 1;
   const method = line[1]!;
-  let target = line[2]!;
+  const sent = line[2]!;
+  let target = sent;
   let authority: string | undefined;
   if (target.charCodeAt(0) !== 0x2f /* / */) {
     const absolute = ABSOLUTE.exec(target);
     if (absolute) {
       // absolute form (RFC 9112 §3.2.2): its authority names the host, whatever Host says
       authority = absolute[1]!;
+      if (authority === "") return refuse(400, "The request target names no host.");
       target = absolute[2] === "" ? "/" : absolute[2]![0] === "?" ? `/${absolute[2]}` : absolute[2]!;
       if (target[0] !== "/") return refuse(400, "The request target is malformed.");
     } else if (target !== "*" || method !== "OPTIONS") {
       return refuse(400, method === "CONNECT" ? "CONNECT is not served here." : "The request target is malformed.");
     }
+  }
+  if (target !== "*") {
+    // one path for every reader after this one: routes, access rules, the edge's own paths, the service
+    const normal = normalTarget(target);
+    if (typeof normal !== "string") return refuse(400, normal.why);
+    target = normal;
   }
 
   const seen = requestFields.start(fields !== false);
@@ -202,7 +219,7 @@ export function parseRequestHead(text: string, fields: boolean | ReadonlySet<num
     expectContinue = minor === 1;
   }
   const upgrade = upgradeField !== undefined && listHas(connection, "upgrade") ? upgradeField : undefined;
-  return { method, target, minor, fields: kept, names, host: authority ?? host, framing, length, keepAlive, expectContinue, upgrade };
+  return { method, target, targetAsSent: target === sent, absolute: authority !== undefined, minor, fields: kept, names, host: authority ?? host, framing, length, keepAlive, expectContinue, upgrade };
 }
 
 export const isRefusal = (x: RequestHead | HeadRefusal): x is HeadRefusal => "status" in x;

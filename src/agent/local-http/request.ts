@@ -2,12 +2,15 @@
  * A visitor's request head as the local service is to read it: the text the
  * edge sent, read (parseRequestHead) for what the agent must know (how the
  * body is framed, whether the connection may carry another request, an
- * upgrade), and changed in one place at most: the Host the tunnel asks for.
- * Header names keep their case and order, the version stays what the
- * visitor spoke, and nothing is added, but on a private tunnel's connection
- * (`burrow connect`): there X-Burrow-User says who the connector is, as the
- * edge vouched, and any the connector sent is dropped.
+ * upgrade), and changed in one place at most: the Host the tunnel asks for
+ * (and the request line, for a target that is not in origin form with its
+ * path normal: none an edge of this version sends). Header names keep their
+ * case and order, the version stays what the visitor spoke, and nothing is
+ * added, but on a private tunnel's connection (`burrow connect`): there
+ * X-Burrow-User says who the connector is, as the edge vouched, and any the
+ * connector sent is dropped.
  */
+import { headAsJudged, withHost } from "../../http/head-as-judged.ts";
 import { isRefusal, parseRequestHead, type RequestHead } from "../../http/request-head.ts";
 
 export interface LocalRequest {
@@ -17,47 +20,36 @@ export interface LocalRequest {
 }
 
 const HEAD_END = "\r\n\r\n";
-/** The Host line (one at most: the parser refuses two); header values never hold CR. */
-const HOST_LINE = /\r\nhost:[^\r]*/i;
 /** Every X-Burrow-User line a connector sent (any case, any number of them). */
 const USER_LINES = /\r\nx-burrow-user:[^\r]*/gi;
 /** The header a private http tunnel's service reads the connector's username from. */
 export const USER_HEADER = "X-Burrow-User";
 
 /**
- * The request, or why it cannot be sent (a head the agent cannot read is
- * an edge's fault, said in the stream's reset). `host`: sent instead of
- * the visitor's Host (--host-header); it was checked when it was given.
- * `fields` false: the head's fields are not kept (nobody shows them).
+ * The head as the agent reads it (its path made normal, as routes match
+ * it), or why it cannot be read. `headText` is without its blank line; on
+ * a private tunnel's connection (`user`), X-Burrow-User is set to `user`
+ * last, every one the connector sent dropped first.
  */
-export function prepareRequest(text: string, host?: string, fields = true): LocalRequest | string {
-  if (!text.endsWith(HEAD_END)) return "the request head does not end with a blank line";
-  return prepareHead(text.slice(0, -HEAD_END.length), host, fields);
-}
-
-/**
- * prepareHead on a private tunnel's connection: the head with X-Burrow-User
- * set to `user` last, every one the connector sent dropped first.
- */
-export function prepareConnectorHead(headText: string, host: string | undefined, user: string): LocalRequest | string {
-  const vouched = `${headText.replace(USER_LINES, "")}\r\n${USER_HEADER}: ${user}`;
-  return prepareHead(vouched, host, false);
-}
-
-/**
- * prepareRequest for a head read from the stream's bytes: `head` without its
- * blank line, `received` its bytes as they came (blank line included), sent
- * as they are when nothing changes.
- */
-export function prepareHead(headText: string, host: string | undefined, fields: boolean, received?: Uint8Array): LocalRequest | string {
-  const head = parseRequestHead(headText, fields);
+export function readHead(headText: string, fields: boolean, user?: string): { head: RequestHead; text: string } | string {
+  const text = user === undefined ? headText : `${headText.replace(USER_LINES, "")}\r\n${USER_HEADER}: ${user}`;
+  const head = parseRequestHead(text, fields);
   if (isRefusal(head)) return `the request head cannot be read: ${head.why}`;
-  if (host === undefined || host === head.host) return { head, bytes: received ?? Buffer.from(`${headText}${HEAD_END}`, "latin1") };
-  const text = `${headText}${HEAD_END}`;
-  const line = HOST_LINE.exec(text);
-  // the visitor's name for the field is kept ("Host", "host"); a request without one (HTTP/1.0) gets one last
-  const edited = line
-    ? `${text.slice(0, line.index)}\r\n${line[0].slice(2, line[0].indexOf(":"))}: ${host}${text.slice(line.index + line[0].length)}`
-    : `${text.slice(0, -2)}Host: ${host}\r\n\r\n`;
-  return { head: { ...head, host }, bytes: Buffer.from(edited, "latin1") };
+  return { head, text };
+}
+
+/**
+ * The request as the local service is to get it: `text` (the head, without
+ * its blank line) as it came, `received` its bytes when at hand, unless
+ * something changes. `host`: sent instead of the visitor's Host
+ * (--host-header; it was checked when it was given). An edge sends the
+ * target in origin form with its path normal; an older server or a
+ * connector may not: the head then goes as it was judged
+ * (http/head-as-judged.ts), the rule's Host after.
+ */
+export function localRequest(head: RequestHead, text: string, host: string | undefined, received?: Uint8Array): LocalRequest {
+  if (head.targetAsSent && (host === undefined || host === head.host)) return { head, bytes: received ?? Buffer.from(`${text}${HEAD_END}`, "latin1") };
+  const judged = headAsJudged(text, head);
+  const edited = host === undefined ? judged : withHost(judged, host);
+  return { head: host === undefined ? head : { ...head, host }, bytes: Buffer.from(`${edited}${HEAD_END}`, "latin1") };
 }
