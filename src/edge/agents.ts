@@ -470,6 +470,8 @@ export class AgentConnection implements AgentLink {
 
   /** The rules (core/admission.ts) answer, then the tunnels open and READY goes out, or the refusal. */
   private async admitThenOpen(hello: Hello, providers: Providers | undefined): Promise<void> {
+    // before admission reads the user: an access change after it is applied when the tunnels open
+    const accessMark = this.edge.registry.accessMark();
     try {
       let admitted: Admitted | undefined;
       let claimed: Claimed = { names: [], members: new Map() };
@@ -492,7 +494,7 @@ export class AgentConnection implements AgentLink {
       // the agent may have gone while the rules were asked
       let announce: (() => void) | undefined;
       try {
-        announce = !this.mux.closed && admitted ? this.open(hello, admitted, providers, udp, claimed.members) : undefined;
+        announce = !this.mux.closed && admitted ? this.open(hello, admitted, providers, udp, claimed.members, accessMark) : undefined;
       } finally {
         for (const bound of udp.values()) if (!(bound instanceof AppError)) bound.closeUnadopted();
       }
@@ -688,8 +690,8 @@ export class AgentConnection implements AgentLink {
   }
 
   /** Opens the granted tunnels; returns what sends READY, or undefined when the HELLO was refused. */
-  /** `memberIds`: the ids of the pool members joined over the cluster (claim), by the HELLO's index. */
-  private open(hello: Hello, admitted: Admitted, providers: Providers | undefined, udp: Map<number, UdpTunnelPort | AppError>, memberIds: Map<number, string>): (() => void) | undefined {
+  /** `memberIds`: the ids of the pool members joined over the cluster (claim), by the HELLO's index. `accessMark`: registry.accessMark() before admission. */
+  private open(hello: Hello, admitted: Admitted, providers: Providers | undefined, udp: Map<number, UdpTunnelPort | AppError>, memberIds: Map<number, string>, accessMark: number): (() => void) | undefined {
     const { registry, ports, core } = this.edge;
     const created: Tunnel[] = [];
     try {
@@ -761,6 +763,11 @@ export class AgentConnection implements AgentLink {
       this.drains = hello.drain;
       this.keeps = hello.keep;
       registry.attach(this, tunnels);
+      // an admin's change to the user's access that came after admission read the user applies to
+      // these tunnels too, in this same turn: before any visitor can reach them
+      const changed = registry.accessChangedSince(owner.userId, accessMark);
+      if (changed) registry.userAccessChanged(changed);
+      if (this.mux.closed) return undefined; // require_auth came, and a tunnel here has no sign-in
       // only a handshake that succeeded counts as use
       core.tokens.touch(admitted.token.id).catch((err) => logFailedWrite("token last use not written", { token: admitted.token.id }, err));
       const granted: GrantedTunnel[] = tunnels.map((t, n) => ({

@@ -437,7 +437,28 @@ export class Registry implements LiveTunnels, LiveView {
     for (const t of this.allTunnels()) if (t.userId === userId && t.agent === null) this.remove(t);
   }
 
+  /**
+   * Each user's last access change (require_auth, allow_cidrs) heard here,
+   * numbered: a handshake that read its user before a change and puts its
+   * tunnels live after it takes the change too (agents.ts), so no tunnel
+   * goes live with rules older than the admin's. One entry a user changed.
+   */
+  private readonly accessChanges = new Map<number, { seq: number; user: UserRow }>();
+  private accessSeq = 0;
+
+  /** Taken before a handshake reads its user: what accessChangedSince() compares with. */
+  accessMark(): number {
+    return this.accessSeq;
+  }
+
+  /** The user as of its last access change after `mark`, if one came. */
+  accessChangedSince(userId: number, mark: number): UserRow | undefined {
+    const change = this.accessChanges.get(userId);
+    return change && change.seq > mark ? change.user : undefined;
+  }
+
   userAccessChanged(user: UserRow): void {
+    this.accessChanges.set(user.id, { seq: ++this.accessSeq, user });
     const allow = cidrs(user.allowCidrs);
     for (const t of this.allTunnels()) {
       if (t.userId !== user.id) continue;
