@@ -128,6 +128,10 @@ export class AgentConnection implements AgentLink {
   private drains = false;
   /** Its HELLO said it serves kept h1 streams (OpenMeta `keep`). */
   keeps = false;
+  /** Its HELLO said it came through a proxy. */
+  proxy = false;
+  /** Its HELLO said it understands REVOKE (one tunnel closed alone). */
+  private revokes = false;
   private handshakeTimer: ReturnType<typeof setTimeout>;
   /** A HELLO came, so the connection's end before READY is a handshake's result. */
   private helloSeen = false;
@@ -179,6 +183,24 @@ export class AgentConnection implements AgentLink {
 
   get isReady(): boolean {
     return this.ready;
+  }
+
+  /** A connector's session: the private tunnel it reaches. */
+  get connects(): { ownerId: number; name: string } | undefined {
+    return this.connector && { ownerId: this.connector.ownerId, name: this.connector.name };
+  }
+
+  /**
+   * One of its tunnels is closed alone (an admin's change): the agent is told
+   * why (REVOKE) and the tunnel's streams end; false, and nothing done,
+   * for an agent that would not understand.
+   */
+  revoke(tunnelId: string, code: string, message: string): boolean {
+    if (!this.ready || !this.revokes || this.mux.closed) return false;
+    this.mux.sendControl(FrameType.REVOKE, { tunnel: tunnelId, code, message });
+    for (const s of [...this.mux.streams.values()]) if ((s.meta as OpenMeta | undefined)?.tunnel === tunnelId) s.reset(code.slice(0, 100));
+    log.info("tunnel closed alone", { session: this.sessionId, tunnel: tunnelId, code });
+    return true;
   }
 
   /** How the agent reached the edge: its WebSocket, or the direct port. */
@@ -379,6 +401,7 @@ export class AgentConnection implements AgentLink {
       if (this.mux.closed) return;
       this.userId = user.id;
       this.tokenId = token.id;
+      this.proxy = hello.proxy;
       this.connector = { ownerId: owner.id, name: declared.name, target: label, username: user.username, ...(elsewhere ? { elsewhere } : {}) };
       this.ready = true;
       this.countHandshake("READY");
@@ -442,11 +465,31 @@ export class AgentConnection implements AgentLink {
     const c = this.connector;
     const meta = readOpenMeta(stream.meta);
     if (!c || !meta) return stream.reset(WireError.PROTOCOL_ERROR);
+    // each connection asks the rules as they are now, not as they were at the handshake
+    const standing = this.edge.registry.judge?.connector({ userId: this.userId, tokenId: this.tokenId }, c.ownerId, c.name);
+    if (!(standing instanceof Promise)) return this.connectorStream(stream, meta, c, standing);
+    standing.then(
+      (refusal) => {
+        if (!stream.isClosed) this.connectorStream(stream, meta, c, refusal);
+      },
+      (err) => {
+        log.warn("connector's stream not judged", { session: this.sessionId, to: c.target, err: String(err) });
+        stream.reset(databaseUnavailable(err) ? "DATABASE_UNAVAILABLE" : WireError.UPSTREAM_FAILED);
+      },
+    );
+  }
+
+  /** A connector's stream its rules allow (or refuse: the session goes too, with the same code). */
+  private connectorStream(stream: Stream, meta: OpenMeta, c: NonNullable<AgentConnection["connector"]>, refusal: AppError | undefined): void {
+    if (refusal) {
+      stream.reset(refusal.code);
+      return this.refuse(refusal.code, refusal.message);
+    }
     const here = this.edge.registry.privateTunnel(c.ownerId, c.name);
     const who = { userId: this.userId, username: c.username };
     if (here?.agent || !this.edge.nodes) return this.joinPrivate(stream, here, openToPrivate(here, who, meta.kind, this.transport.remote, meta.remote));
     // the owner's node asks the rules again; OPEN says who connects
-    const relayed: RelayedMeta = { tunnel: "", kind: meta.kind, remote: this.transport.remote, local: meta.remote, connector: { id: this.userId, username: c.username } };
+    const relayed: RelayedMeta = { tunnel: "", kind: meta.kind, remote: this.transport.remote, local: meta.remote, connector: { id: this.userId, username: c.username, token: this.tokenId } };
     const known = c.elsewhere;
     const up = known?.agent?.openStream(relayed);
     if (known && up) return this.joinPrivate(stream, known, up);
@@ -760,7 +803,11 @@ export class AgentConnection implements AgentLink {
       this.countHandshake("READY");
       this.drains = hello.drain;
       this.keeps = hello.keep;
+      this.proxy = hello.proxy;
+      this.revokes = hello.revoke;
       registry.attach(this, tunnels);
+      // a private tunnel declared anew: who may reach it is asked again at each connector's next stream
+      if (tunnels.some((t) => t.privateName !== undefined)) registry.judge?.forget();
       // only a handshake that succeeded counts as use
       core.tokens.touch(admitted.token.id).catch((err) => logFailedWrite("token last use not written", { token: admitted.token.id }, err));
       const granted: GrantedTunnel[] = tunnels.map((t, n) => ({

@@ -304,9 +304,11 @@ export type RelayedMeta = OpenMeta & {
   /**
    * A connector's connection to a private tunnel (`tunnel` its cluster row,
    * "private:<owner id>/<name>"): who connects, as the connector's node
-   * admitted them; the agent's node asks its own rules again.
+   * admitted them, and with which token (`token`, its id: absent from
+   * nodes of the version before); the agent's node asks the rules again,
+   * for each stream.
    */
-  connector?: { id: number; username: string };
+  connector?: { id: number; username: string; token?: number };
 };
 
 // -- per-request fast paths ---------------------------------------------------------------------
