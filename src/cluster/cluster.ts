@@ -245,13 +245,12 @@ export class Cluster implements LiveView, LiveTunnels {
   private async sync(): Promise<void> {
     if (this.stopped || !this.registry) return;
     const tunnels = this.registry.allTunnels();
-    const rows = tunnels.flatMap((t) => rowsOf(t, this.nodeId).map((name) => ({ name, i: t.bytesIn, o: t.bytesOut, s: t.agent?.sessionId ?? null, r: t.inRotation, w: t.skipWarning })));
+    const rows = tunnels.flatMap((t) => rowsOf(t, this.nodeId).map((name) => ({ name, i: t.bytesIn, o: t.bytesOut, s: t.agent?.sessionId ?? null, r: t.inRotation })));
     if (rows.length > 0) {
       await this.quietly(
         "byte counts",
-        // skip_warning too: an admin may have turned it off since (edge/live-rules.ts), which the relaying nodes must show
-        this.sql`UPDATE live_tunnels AS t SET bytes_in = v.i, bytes_out = v.o, session_id = v.s, in_rotation = v.r, skip_warning = v.w
-                 FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS v(name text, i bigint, o bigint, s text, r boolean, w boolean)
+        this.sql`UPDATE live_tunnels AS t SET bytes_in = v.i, bytes_out = v.o, session_id = v.s, in_rotation = v.r
+                 FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS v(name text, i bigint, o bigint, s text, r boolean)
                  WHERE t.name = v.name AND t.node_id = ${this.nodeId}`,
       );
     }

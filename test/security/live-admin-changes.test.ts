@@ -384,6 +384,19 @@ describe("on two nodes: a change made on one reaches the other", () => {
     expect(oldest.proc.exitCode).toBeNull();
   }, 60_000);
 
+  test("skip_warning turned off: a browser relayed through the other node gets the warning page again", async () => {
+    const u = await user({ skip_warning: true });
+    await using agent = await on(1, "http", u.token);
+    const browser = { "user-agent": "Mozilla/5.0", accept: "text/html", host: `${agent.subdomain}.localhost:${nodes[0]!.edgePort}` };
+    const visit = async () => (await fetch(`http://127.0.0.1:${nodes[0]!.edgePort}/`, { headers: browser })).text();
+    await waitUntil(async () => (await visit()) === "web /", WAIT_MS, "the tunnel relayed from the first node");
+
+    const t0 = performance.now();
+    await api.put(`/api/users/${u.id}`, { skip_warning: false });
+    await waitUntil(async () => (await visit()) !== "web /", WAIT_MS, "the warning page through the first node");
+    expect(performance.now() - t0).toBeLessThan(LIVE_EFFECT_MS);
+  }, 60_000);
+
   test("can_share turned off on one node: a connector on the other, to a tunnel on the first, closes with NOT_SHARED", async () => {
     const alice = await user();
     const bob = await user();
