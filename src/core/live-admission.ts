@@ -148,7 +148,8 @@ async function judgeLimits(
     const tokens = [...new Set(all.map((t) => t.tokenId))];
     const beyond = new Set(tokens.slice(user.maxDevices));
     for (const s of sessions) {
-      if (s.id !== null && beyond.has(s.tokenId)) refuse(s, new AppError("DEVICE_LIMIT", `user '${user.username}' may have ${user.maxDevices} devices connected now; this one connected after them`));
+      // a connector's session holds no tunnel, and its handshake does not count devices
+      if (s.id !== null && !s.connects && beyond.has(s.tokenId)) refuse(s, new AppError("DEVICE_LIMIT", `user '${user.username}' may have ${user.maxDevices} devices connected now; this one connected after them`));
     }
   }
   if (user.maxTunnels > 0) {
