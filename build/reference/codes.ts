@@ -34,7 +34,7 @@ const FAMILIES: readonly Family[] = [
     heading: "Tunnel refusals",
     source: "src/core/errors.ts `TUNNEL_REFUSALS`",
     about:
-      "An agent's handshake is refused with one of these (an ERROR frame: code, message, and `retry_after` for `RATE_LIMITED`), checked in this order after the handshake throttle; with several tunnels (`burrow start`) a refusal of one tunnel leaves the others running. `TRAFFIC_EXCEEDED` also closes live tunnels, and revoking a token or disabling a user closes them with its code.",
+      "An agent's handshake is refused with one of these (an ERROR frame: code, message, and `retry_after` for `RATE_LIMITED`), checked in this order after the handshake throttle; with several tunnels (`burrow start`) a refusal of one tunnel leaves the others running. `TRAFFIC_EXCEEDED` also closes live tunnels; an admin change that narrows what a user may do reaches what is live within 5 s, on every node, closing what it no longer allows with the code below that its handshake would now get ([what is live after an admin change](../admin-api.md#what-an-admin-change-does-to-what-is-live)).",
     codes: TUNNEL_REFUSALS,
     agent: true,
   },

@@ -7,7 +7,7 @@
  */
 import * as v from "valibot";
 import { parseJsonPayload, ProtocolError } from "../protocol/frames.ts";
-import { Move, readOpenMeta, Ready, Refusal, type TunnelRequest } from "../protocol/messages.ts";
+import { Move, readOpenMeta, Ready, Refusal, Revoke, type TunnelRequest } from "../protocol/messages.ts";
 import { Mux, type Stream } from "../protocol/mux.ts";
 import {
   CONNECT_PATH,
@@ -47,6 +47,8 @@ export const FATAL_CODES = new Set([
   "TRAFFIC_EXCEEDED",
   "SUBDOMAIN_INVALID",
   "SUBDOMAIN_RESERVED",
+  // a hostname the user does not hold (verified) now: an admin registers it, not a retry
+  "HOSTNAME_NOT_ALLOWED",
   "VERSION_MISMATCH",
   WireError.SESSION_REPLACED,
   WireError.PROTOCOL_ERROR,
@@ -478,6 +480,7 @@ export class Agent {
           direct,
           drain: true,
           keep: true,
+          revoke: true,
         });
       };
       link.onMessage = (frames) => mux.receive(frames);
@@ -510,6 +513,10 @@ export class Agent {
       this.opts.out.ready({ username: ready.username, session: ready.session, server: this.opts.server, tunnels: [...this.live.values()] });
       // a first round trip now, so the latency is known at once rather than a keepalive later
       this.mux?.ping();
+    } else if (type === FrameType.REVOKE) {
+      const parsed = v.safeParse(Revoke, parseJsonPayload(payload, "REVOKE"));
+      if (!parsed.success) throw new ProtocolError(`bad REVOKE: ${parsed.issues[0]?.message}`);
+      this.revoked(parsed.output);
     } else if (type === FrameType.MOVE) {
       const parsed = v.safeParse(Move, parseJsonPayload(payload, "MOVE"));
       if (!parsed.success) throw new ProtocolError(`bad MOVE: ${parsed.issues[0]?.message}`);
@@ -561,6 +568,19 @@ export class Agent {
       });
     });
     this.tunnels = kept;
+  }
+
+  /**
+   * One tunnel closed alone by the server (an admin's change no longer
+   * allows it): said as a refused tunnel, and not asked for again; the
+   * others go on.
+   */
+  private revoked(r: Revoke): void {
+    const t = this.live.get(r.tunnel);
+    if (!t) return;
+    this.live.delete(r.tunnel);
+    this.tunnels = this.tunnels.filter((x) => x.name !== t.name);
+    this.opts.out.tunnelRefused?.(t.name, r.code, r.message);
   }
 
   /** A connector's local connection: a stream to the private tunnel it reaches; undefined while not connected. */

@@ -28,8 +28,7 @@ import type { LiveView } from "../core/admission.ts";
 import { AppError, type ErrorCode } from "../core/errors.ts";
 import type { Core } from "../core/index.ts";
 import type { PoolBalance } from "../core/admission.ts";
-import type { ActiveTunnel, LiveTunnels } from "../core/live.ts";
-import type { UserRow } from "../db/schema.ts";
+import type { ActiveTunnel, LiveTunnels, RulesChange } from "../core/live.ts";
 import { DEFAULT_POOL_SIZE } from "../db/open-postgres.ts";
 import { log, quietWarnings } from "../log.ts";
 import { WireError } from "../protocol/wire.ts";
@@ -592,14 +591,11 @@ export class Cluster implements LiveView, LiveTunnels {
       case "close-token":
         return this.registry.closeToken(m.tokenId, m.code, m.message);
       case "user-access":
-        void this.core.users.get(m.userId).then(
-          (user) => this.registry.userAccessChanged(user),
-          // a user deleted meanwhile has no tunnels left; anything else leaves the old rules on this node's tunnels
-          (err) => {
-            if (!(err instanceof AppError && err.code === "NOT_FOUND")) this.warn("user access update", err);
-          },
-        );
-        return;
+        return void this.registry.rulesChanged({ userId: m.userId });
+      case "rules": {
+        const change = m.userId !== undefined ? { userId: m.userId } : m.hostname !== undefined ? { hostname: m.hostname } : m.subdomain !== undefined ? { subdomain: m.subdomain } : undefined;
+        return void (change && this.registry.rulesChanged(change));
+      }
       case "taken": {
         // the name went to another node: a tunnel of it kept here (in grace, or a session the agent left) goes;
         // a pool's members only lose it when the cluster took them for gone
@@ -665,10 +661,11 @@ export class Cluster implements LiveView, LiveTunnels {
     void this.notify({ kind: "close-token", tokenId, code, message });
   }
 
-  userAccessChanged(user: UserRow): void {
-    this.registry.userAccessChanged(user);
-    // relayed visitors meet the new list too: it is applied here, where the agent is
-    void this.notify({ kind: "user-access", userId: user.id });
+  /** Judged again here, and on every other node for its own sessions (relayed visitors and connectors meet the rules where the agent is). */
+  async rulesChanged(change: RulesChange): Promise<void> {
+    const told = this.notify({ kind: "rules", ...change });
+    await this.registry.rulesChanged(change);
+    await told;
   }
 
   // -- LiveView (admission) ----------------------------------------------------------------------
@@ -710,6 +707,23 @@ export class Cluster implements LiveView, LiveTunnels {
     // a pool's name is in no grace, whichever token last joined it: only a pool of its user may take it
     if (r?.pool) return { tokenId: r.token_id, sessionId: "pool", pool: { userId: r.user_id } };
     return r && { tokenId: r.token_id, sessionId: r.session_id };
+  }
+
+  async userTunnels(userId: number): Promise<{ key: string; here?: string; tokenId: number; since: number }[]> {
+    const rows = await this.sql.unsafe(
+      `SELECT t.name, t.node_id, t.token_id, t.connected_at FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
+       WHERE t.user_id = $1 AND t.session_id IS NOT NULL AND n.heartbeat_ms > ${NOW_MS} - $2 AND ${ONE_ROW_A_TUNNEL}`,
+      [userId, this.expiryMs],
+    );
+    // this node's rows by the tunnel each is the row of
+    const mine = new Map<string, string>();
+    for (const { tunnels } of this.registry.liveSessions()) for (const t of tunnels) if (t.userId === userId) mine.set(rowsOf(t, this.nodeId)[0]!, t.id);
+    return rows.map((r: Record<string, any>) => ({
+      key: r.name,
+      ...(r.node_id === this.nodeId && mine.has(r.name) ? { here: mine.get(r.name) } : {}),
+      tokenId: r.token_id,
+      since: Date.parse(r.connected_at),
+    }));
   }
 
   async privateHolder(ownerId: number, name: string): Promise<{ tokenId: number; sessionId: string | null } | undefined> {

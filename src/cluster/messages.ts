@@ -18,7 +18,19 @@ const Message = v.variant("kind", [
   v.object({ kind: v.literal("close-user"), userId: id, code, message: v.string(), from }),
   /** A token was revoked: its tunnels here close. */
   v.object({ kind: v.literal("close-token"), tokenId: id, code, message: v.string(), from }),
-  /** The user's require_auth or allowed CIDRs changed: their live tunnels here take the new rules. */
+  /**
+   * An admin change that may narrow what someone may do (core/live.ts
+   * RulesChange: one of `userId`, `hostname`, `subdomain`): what it concerns
+   * here is judged again by the handshake's rules (edge/live-rules.ts).
+   */
+  v.object({
+    kind: v.literal("rules"),
+    userId: v.optional(id),
+    hostname: v.optional(v.pipe(v.string(), v.maxLength(253))),
+    subdomain: v.optional(v.pipe(v.string(), v.maxLength(63))),
+    from,
+  }),
+  /** Said by nodes of the version before `rules`: a user's require_auth or allowed CIDRs changed; taken as `rules` for the user. */
   v.object({ kind: v.literal("user-access"), userId: id, from }),
   /** A name went to the sender's node: a tunnel of it kept here goes. */
   v.object({ kind: v.literal("taken"), name: v.string(), sessionId: v.string(), from }),

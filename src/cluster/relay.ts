@@ -10,6 +10,8 @@
  * writes to the shared traffic table like any other).
  */
 import { webSocketLink, type Link } from "../sockets/links.ts";
+import type { AppError } from "../core/errors.ts";
+import { databaseUnavailable } from "../db/unavailable.ts";
 import { log } from "../log.ts";
 import { canonicalAddress } from "../http/addresses.ts";
 import { isRefusal, parseRequestHead } from "../http/request-head.ts";
@@ -92,9 +94,25 @@ export class RelayIn {
   private relayPrivate(down: Stream, meta: RelayedMeta, priv: { ownerId: number; name: string }): void {
     const c = meta.connector;
     if (typeof c !== "object" || c === null || !Number.isInteger(c.id) || typeof c.username !== "string" || c.username.length > 64) return refuseRelayed(down);
-    const up = openToPrivate(this.registry.privateTunnel(priv.ownerId, priv.name), { userId: c.id, username: c.username }, meta.kind, meta.remote, meta.local);
-    if (typeof up === "string") return down.reset(up);
-    joinStreams(down, up);
+    if (c.token !== undefined && !Number.isInteger(c.token)) return refuseRelayed(down);
+    const join = (refusal: AppError | undefined) => {
+      if (refusal) return down.reset(refusal.code);
+      const up = openToPrivate(this.registry.privateTunnel(priv.ownerId, priv.name), { userId: c.id, username: c.username }, meta.kind, meta.remote, meta.local);
+      if (typeof up === "string") return down.reset(up);
+      joinStreams(down, up);
+    };
+    // each stream is judged by the rules as they are now (the connector's token and user, the share, its protocol), here
+    const standing = this.registry.judge?.connector({ userId: c.id, ...(c.token !== undefined ? { tokenId: c.token } : {}) }, priv.ownerId, priv.name);
+    if (!(standing instanceof Promise)) return join(standing);
+    standing.then(
+      (refusal) => {
+        if (!down.isClosed) join(refusal);
+      },
+      (err) => {
+        log.warn("relayed connector's stream not judged", { node: this.fromNode, err: String(err) });
+        down.reset(databaseUnavailable(err) ? "DATABASE_UNAVAILABLE" : WireError.UPSTREAM_FAILED);
+      },
+    );
   }
 
   /**

@@ -39,6 +39,13 @@ export interface LiveView {
   sessionTokenId(sessionId: string): Answer<number | undefined>;
   /** Who holds the user's private tunnel `name` (live, or in grace: sessionId null); none on a view that has no private tunnels. */
   privateHolder?(ownerId: number, name: string): Answer<{ tokenId: number; sessionId: string | null } | undefined>;
+  /**
+   * The user's live tunnels on every node, each with its token and since
+   * when it is live (ms), `key` one over the cluster; `here`: the tunnel's
+   * id when this node holds it. What a lowered max_tunnels or max_devices
+   * keeps (the oldest) and closes (live-admission.ts).
+   */
+  userTunnels?(userId: number): Answer<{ key: string; here?: string; tokenId: number; since: number }[]>;
 }
 
 export interface AdmissionRequest {
@@ -93,18 +100,15 @@ export async function admit(core: Core, req: AdmissionRequest, live: LiveView): 
   const resume = req.resume !== undefined && (await live.sessionTokenId(req.resume)) === token.id ? req.resume : undefined;
   if (!user.enabled) throw new AppError("USER_DISABLED", `user '${user.username}' is disabled`);
 
-  const allowed = protocolList(user.allowedProtocols);
-  const protocolDenied = (t: AdmissionRequest["tunnels"][number]) =>
-    allowed.includes(t.protocol as Protocol) ? undefined : new AppError("PROTOCOL_DENIED", `user '${user.username}' may not open ${t.protocol} tunnels`);
+  const protocolDenied = (t: AdmissionRequest["tunnels"][number]) => protocolRefusal(user, t.protocol);
   if (!req.partial) {
     for (const t of req.tunnels) {
       const denied = protocolDenied(t);
       if (denied) throw denied;
     }
   }
-  if (req.proxy && !user.canUseProxy) {
-    throw new AppError("PROXY_DENIED", `user '${user.username}' may not connect through a proxy`);
-  }
+  const proxyDenied = proxyRefusal(user, req.proxy);
+  if (proxyDenied) throw proxyDenied;
 
   if (user.maxDevices > 0) {
     const others = [...(await live.liveTokenIds(user.id))].filter((id) => id !== token.id);
@@ -130,14 +134,8 @@ export async function admit(core: Core, req: AdmissionRequest, live: LiveView): 
     if (badAccess) throw badAccess;
     // a private tunnel is reached only by signed-in users it is shared with: that is its authentication
     const priv = t.protocol === "tls" ? undefined : t.private;
-    if (user.requireAuth && !priv && !(t.protocol === "http" && hasAuthentication(t.access))) {
-      throw new AppError(
-        "AUTH_REQUIRED",
-        t.protocol === "http"
-          ? `user '${user.username}' must protect every tunnel with basic auth or OIDC (--basic-auth or --oidc-issuer)`
-          : `user '${user.username}' must protect every tunnel with basic auth or OIDC, which a ${t.protocol} tunnel cannot carry`,
-      );
-    }
+    const unprotected = authRefusal(user, t.protocol, priv !== undefined, t.protocol === "http" && hasAuthentication(t.access));
+    if (unprotected) throw unprotected;
     if (priv && t.protocol !== "tls") {
       const publicOptions = t.protocol === "http" ? t.subdomain !== undefined || t.hostname !== undefined || t.pool === true || t.access !== undefined : t.port !== undefined || (t.protocol === "tcp" && t.pool === true);
       const declared = await planPrivate(core, live, user, token, priv, t.protocol, resume, publicOptions);
@@ -228,9 +226,8 @@ async function checkSubdomain(
   const parsed = v.safeParse(subdomainRule, asked);
   if (!parsed.success) throw new AppError("SUBDOMAIN_INVALID", `'${asked}' is not a valid subdomain: ${parsed.issues[0]?.message}`);
   const name = parsed.output;
-  if (core.domains.isSystem(name)) throw new AppError("SUBDOMAIN_RESERVED", `'${name}' is a system name`);
-  const owner = await core.domains.ownerOf(name);
-  if (owner !== undefined && owner !== user.id) throw new AppError("SUBDOMAIN_RESERVED", `'${name}' is reserved for another user`);
+  const reserved = await reservedRefusal(core, user, name);
+  if (reserved) throw reserved;
   const holder = await live.subdomainHolder(name);
   if ((holder && !mayTake(holder, token, user, resume, pooled)) || claimed.has(name)) throw new AppError("SUBDOMAIN_TAKEN", `'${name}' is in use by another tunnel`);
   return name;
@@ -270,12 +267,8 @@ async function checkHostname(
     throw new AppError("HOSTNAME_NOT_ALLOWED", `'${asked.slice(0, 253)}' is not a hostname a tunnel can have (one DNS name, no wildcard)`);
   }
   const name = checked.hostname;
-  const standing = await core.hostnames.standing(user.id, name);
-  if ("refused" in standing) {
-    // who holds it is not said: the agent's user may not see other users
-    const why = standing.refused === "another user's" ? "is registered to another user (a wildcard never covers another user's name)" : `is not a verified hostname of user '${user.username}'`;
-    throw new AppError("HOSTNAME_NOT_ALLOWED", `'${name}' ${why}`);
-  }
+  const notAllowed = await hostnameRefusal(core, user, name);
+  if (notAllowed) throw notAllowed;
   const holder = await live.subdomainHolder(name);
   if ((holder && !mayTake(holder, token, user, resume, pooled)) || claimed.has(name)) throw new AppError("HOSTNAME_IN_USE", `'${name}' is in use by another tunnel`);
   return name;
@@ -304,10 +297,54 @@ async function randomFreeSubdomain(core: Core, live: LiveView, claimed: Set<stri
 export async function admitConnector(core: Core, req: { token: string; proxy: boolean; target: string }): Promise<{ user: UserRow; token: TokenRow; owner: UserRow; declared: PrivateName }> {
   const { token, user } = await core.tokens.authenticate(req.token);
   if (!user.enabled) throw new AppError("USER_DISABLED", `user '${user.username}' is disabled`);
-  if (req.proxy && !user.canUseProxy) throw new AppError("PROXY_DENIED", `user '${user.username}' may not connect through a proxy`);
+  const proxyDenied = proxyRefusal(user, req.proxy);
+  if (proxyDenied) throw proxyDenied;
   const { owner, declared } = await core.privateShares.reach(user, req.target);
-  if (!protocolList(user.allowedProtocols).includes(declared.protocol as Protocol)) {
-    throw new AppError("PROTOCOL_DENIED", `user '${user.username}' may not use ${declared.protocol} tunnels`);
-  }
+  const denied = protocolRefusal(user, declared.protocol, "use");
+  if (denied) throw denied;
   return { user, token, owner, declared };
+}
+
+// -- the rules one by one: the handshake's above, and live-admission.ts's for what is live --------
+
+/** PROTOCOL_DENIED: the user's allowed_protocols leave out `protocol` (`verb`: what the message says they may not do). */
+export function protocolRefusal(user: UserRow, protocol: string, verb: "open" | "use" = "open"): AppError | undefined {
+  if (protocolList(user.allowedProtocols).includes(protocol as Protocol)) return undefined;
+  return new AppError("PROTOCOL_DENIED", `user '${user.username}' may not ${verb} ${protocol} tunnels`);
+}
+
+/** PROXY_DENIED: the agent came through a proxy and the user's can_use_proxy is off. */
+export function proxyRefusal(user: UserRow, proxy: boolean): AppError | undefined {
+  return proxy && !user.canUseProxy ? new AppError("PROXY_DENIED", `user '${user.username}' may not connect through a proxy`) : undefined;
+}
+
+/**
+ * AUTH_REQUIRED: the user's require_auth, and a tunnel that is not private
+ * (a private tunnel is reached only by signed-in users: that is its
+ * authentication) and has neither basic auth nor OIDC.
+ */
+export function authRefusal(user: UserRow, protocol: string, isPrivate: boolean, authenticates: boolean): AppError | undefined {
+  if (!user.requireAuth || isPrivate || authenticates) return undefined;
+  return new AppError(
+    "AUTH_REQUIRED",
+    protocol === "http"
+      ? `user '${user.username}' must protect every tunnel with basic auth or OIDC (--basic-auth or --oidc-issuer)`
+      : `user '${user.username}' must protect every tunnel with basic auth or OIDC, which a ${protocol} tunnel cannot carry`,
+  );
+}
+
+/** SUBDOMAIN_RESERVED: a system name, or one reserved for another user. */
+export async function reservedRefusal(core: Core, user: UserRow, name: string): Promise<AppError | undefined> {
+  if (core.domains.isSystem(name)) return new AppError("SUBDOMAIN_RESERVED", `'${name}' is a system name`);
+  const owner = await core.domains.ownerOf(name);
+  return owner !== undefined && owner !== user.id ? new AppError("SUBDOMAIN_RESERVED", `'${name}' is reserved for another user`) : undefined;
+}
+
+/** HOSTNAME_NOT_ALLOWED: `name` (one DNS name, kept form) is not, or not under, a verified hostname of the user's. */
+export async function hostnameRefusal(core: Core, user: UserRow, name: string): Promise<AppError | undefined> {
+  const standing = await core.hostnames.standing(user.id, name);
+  if (!("refused" in standing)) return undefined;
+  // who holds it is not said: the agent's user may not see other users
+  const why = standing.refused === "another user's" ? "is registered to another user (a wildcard never covers another user's name)" : `is not a verified hostname of user '${user.username}'`;
+  return new AppError("HOSTNAME_NOT_ALLOWED", `'${name}' ${why}`);
 }

@@ -127,7 +127,7 @@ export const TUNNEL_REFUSALS = {
   USER_DISABLED: { status: 403, meaning: "The token's user is disabled.", advice: "Ask an admin to enable the user." },
   PROTOCOL_DENIED: {
     status: 403,
-    meaning: "The user may not open tunnels of this protocol (its `allowed_protocols`).",
+    meaning: "The user may not open tunnels of this protocol (its `allowed_protocols`); narrowed while they are live, its live tunnels of that kind and connectors to one are closed with it.",
     advice: "Ask an admin to allow it.",
   },
   TLS_UNAVAILABLE: {
@@ -138,17 +138,17 @@ export const TUNNEL_REFUSALS = {
   },
   PROXY_DENIED: {
     status: 403,
-    meaning: "The agent came through a proxy (`--proxy`, `HTTPS_PROXY`) and the user's `can_use_proxy` is false.",
+    meaning: "The agent came through a proxy (`--proxy`, `HTTPS_PROXY`) and the user's `can_use_proxy` is false; turned off while it is connected, the session is closed with it.",
     advice: "Connect without the proxy, or ask an admin to allow it.",
   },
   DEVICE_LIMIT: {
     status: 429,
-    meaning: "The user has `max_devices` distinct tokens with live connections already.",
+    meaning: "The user has `max_devices` distinct tokens with live connections already; lowered below them, the sessions of the newest tokens beyond it are closed with it.",
     advice: "Stop an agent that uses another of the user's tokens, or ask an admin to raise `max_devices`.",
   },
   TUNNEL_LIMIT: {
     status: 429,
-    meaning: "The user has `max_tunnels` tunnels already.",
+    meaning: "The user has `max_tunnels` tunnels already; lowered below the live count, the newest tunnels beyond it are closed with it.",
     advice: "Stop another tunnel, or ask an admin to raise `max_tunnels`.",
   },
   TRAFFIC_EXCEEDED: {
@@ -163,13 +163,13 @@ export const TUNNEL_REFUSALS = {
   },
   SUBDOMAIN_RESERVED: {
     status: 403,
-    meaning: "The subdomain is reserved for another user, or is a system name (`--system-subdomains`).",
+    meaning: "The subdomain is reserved for another user, or is a system name (`--system-subdomains`); reserved for another user while live, the tunnel on it is closed with it.",
     advice: "Ask for another name, or have an admin reserve this one for you.",
   },
   HOSTNAME_NOT_ALLOWED: {
     status: 403,
     meaning:
-      "The tunnel asked for a hostname that is not a verified custom hostname of its user's (`/api/hostnames`); a wildcard covers one label under it, never a name another user has registered (verified or not).",
+      "The tunnel asked for a hostname that is not a verified custom hostname of its user's (`/api/hostnames`); a wildcard covers one label under it, never a name another user has registered (verified or not). Deleted while live, the tunnel on it is closed with it.",
     advice: "Ask the server's admin to register the hostname for you, and verify it (`POST /api/hostnames/:id/verify`).",
   },
   HOSTNAME_IN_USE: {
@@ -199,7 +199,7 @@ export const TUNNEL_REFUSALS = {
   },
   NOT_SHARED: {
     status: 403,
-    meaning: "`burrow connect owner/name`: no such private tunnel is shared with you. It says the same whether the owner or the name exists or not.",
+    meaning: "`burrow connect owner/name`: no such private tunnel is shared with you (or its owner may no longer share). It says the same whether the owner or the name exists or not. Unshared while connected, the connector is closed with it, and its next connection refused.",
     advice: "Check the name with its owner, and ask them to add you with `--share`.",
   },
   TUNNEL_OFFLINE: {

@@ -39,11 +39,14 @@ export function createCore({ store, clock = systemClock, systemSubdomains, domai
     list: () => attached.list(),
     closeUser: (...a) => attached.closeUser(...a),
     closeToken: (...a) => attached.closeToken(...a),
-    userAccessChanged: (user) => attached.userAccessChanged?.(user),
+    // never rejects: an admin's change is made whatever its live effect (which logs its own failures)
+    rulesChanged: (change) => attached.rulesChanged?.(change).catch(() => {}) ?? Promise.resolve(),
   };
   const clockNow = () => clock.now().getTime();
   const tokens = createTokens(store, clock, live);
   const users = createUsers(store, clock, live);
+  const hostnames = createHostnames(store, clock, domain, lookupTxt);
+  const domains = createDomains(store, clock, systemSubdomains);
   return {
     store,
     clock,
@@ -52,8 +55,33 @@ export function createCore({ store, clock = systemClock, systemSubdomains, domai
     privateShares: createPrivateShares(store, clock, users),
     tokens,
     deviceLogin: createDeviceLogin(store, clock, tokens, deviceCodeTtlMs),
-    domains: createDomains(store, clock, systemSubdomains),
-    hostnames: createHostnames(store, clock, domain, lookupTxt),
+    // the writes that can narrow what live tunnels may have: what is live is judged again before they answer
+    domains: {
+      ...domains,
+      async reserve(...a: Parameters<typeof domains.reserve>) {
+        const reserved = await domains.reserve(...a);
+        await live.rulesChanged!({ subdomain: reserved.subdomain });
+        return reserved;
+      },
+    },
+    hostnames: {
+      ...hostnames,
+      async create(...a: Parameters<typeof hostnames.create>) {
+        const made = await hostnames.create(...a);
+        await live.rulesChanged!({ hostname: made.hostname });
+        return made;
+      },
+      async verify(...a: Parameters<typeof hostnames.verify>) {
+        const verified = await hostnames.verify(...a);
+        await live.rulesChanged!({ hostname: verified.hostname });
+        return verified;
+      },
+      async remove(...a: Parameters<typeof hostnames.remove>) {
+        const gone = await hostnames.remove(...a);
+        await live.rulesChanged!({ hostname: gone.hostname });
+        return gone;
+      },
+    },
     sessions: createSessions(store, clock),
     adminKeys: createAdminKeys(store, clock),
     audit: createAudit(store, clock),

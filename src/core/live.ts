@@ -3,7 +3,6 @@
  * live now, and a way to close what an admin action takes away. The edge's
  * registry implements it; core never imports the edge.
  */
-import type { UserRow } from "../db/schema.ts";
 import type { ErrorCode } from "./errors.ts";
 import type { Protocol } from "../validate/fields.ts";
 
@@ -35,11 +34,22 @@ export interface LiveTunnels {
   /** Closes every live tunnel opened with the token. */
   closeToken(tokenId: number, code: ErrorCode, message: string): void;
   /**
-   * The user's require_auth or allow_cidrs changed: live tunnels take the new
-   * allow list at once, and a session with a tunnel that lacks the
-   * authentication now required is closed (AUTH_REQUIRED).
+   * An admin change that may narrow what someone may do: the live sessions
+   * it concerns (tunnels, tunnels held in grace, connectors) are judged
+   * again by the handshake's rules (live-admission.ts), on every node; what
+   * they no longer allow is closed with the code the handshake would give.
+   * Settles once this node's are judged; never rejects.
    */
-  userAccessChanged?(user: UserRow): void;
+  rulesChanged?(change: RulesChange): Promise<void>;
 }
+
+/** What an admin change concerns, so that only the live sessions it may narrow are judged again. */
+export type RulesChange =
+  /** A user's settings (allowed_protocols, can_share, max_tunnels, ...): their sessions, and the connectors to their private tunnels. */
+  | { userId: number }
+  /** A custom hostname registered, verified or deleted: the tunnels on it, or on a name under it for a wildcard. */
+  | { hostname: string }
+  /** A subdomain reserved: the tunnel on it. */
+  | { subdomain: string };
 
 export const noLiveTunnels: LiveTunnels = { list: () => [], closeUser() {}, closeToken() {} };

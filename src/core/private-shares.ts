@@ -49,6 +49,16 @@ export function createPrivateShares(store: Store, clock: Clock, users: Users) {
 
   const notShared = (target: string) => new AppError("NOT_SHARED", `${target} is not shared with you (or there is no such private tunnel)`);
 
+  async function reachOf(connector: UserRow, owner: UserRow | undefined, name: string, target: string): Promise<{ owner: UserRow; declared: PrivateName }> {
+    if (!owner || !owner.enabled) throw notShared(target);
+    const row = await store.get(store.db.select().from(privateNames).where(and(eq(privateNames.ownerId, owner.id), eq(privateNames.name, name))));
+    if (!row) throw notShared(target);
+    const shares = JSON.parse(row.shares) as number[];
+    // an owner whose can_share was turned off keeps the declaration, and reaches it alone
+    if (connector.id !== owner.id && (!owner.canShare || !shares.includes(connector.id))) throw notShared(target);
+    return { owner, declared: { ownerId: owner.id, name: row.name, protocol: row.protocol, shares, localPort: row.localPort } };
+  }
+
   return {
     /**
      * The owner's agent declares a private tunnel: its name checked, the
@@ -86,23 +96,25 @@ export function createPrivateShares(store: Store, clock: Clock, users: Users) {
 
     /**
      * What `connector` may reach as `target` ("owner/name"): the owner and
-     * the declaration, or NOT_SHARED, the same for every way it is not.
+     * the declaration, or NOT_SHARED, the same for every way it is not
+     * (no such owner or name, not in its shares, or an owner who may no
+     * longer share: can_share off, or disabled).
      */
     async reach(connector: UserRow, target: string): Promise<{ owner: UserRow; declared: PrivateName }> {
       const parsed = parseTarget(target);
       if (!parsed) throw new AppError("PRIVATE_NAME_INVALID", `'${target.slice(0, 140)}' is not owner/name, e.g. alice/db`);
-      const owner = await users.byName(parsed.owner);
-      if (!owner || !owner.enabled) throw notShared(target);
-      const row = await store.get(store.db.select().from(privateNames).where(and(eq(privateNames.ownerId, owner.id), eq(privateNames.name, parsed.name))));
-      if (!row) throw notShared(target);
-      const shares = JSON.parse(row.shares) as number[];
-      if (connector.id !== owner.id && !shares.includes(connector.id)) throw notShared(target);
-      return { owner, declared: { ownerId: owner.id, name: row.name, protocol: row.protocol, shares, localPort: row.localPort } };
+      return reachOf(connector, await users.byName(parsed.owner), parsed.name, target);
+    },
+
+    /** reach() by the owner's id, for what is live (a connector's stream, a session judged again). */
+    async reachById(connector: UserRow, ownerId: number, name: string): Promise<{ owner: UserRow; declared: PrivateName }> {
+      const owner = await store.get(store.db.select().from(usersTable).where(eq(usersTable.id, ownerId)));
+      return reachOf(connector, owner, name, `${owner?.username ?? ownerId}/${name}`);
     },
 
     /**
      * The private tunnels shared with `userId` by others (their owners
-     * enabled), by owner and name: what that user may `burrow connect` to.
+     * enabled and allowed to share), by owner and name: what that user may `burrow connect` to.
      */
     async sharedWith(userId: number): Promise<{ target: string; protocol: PrivateProtocol }[]> {
       // the shares are a JSON list of ids, "[3,12]": matched as ",3," in ",3,12,"
@@ -112,7 +124,7 @@ export function createPrivateShares(store: Store, clock: Clock, users: Users) {
           .select({ owner: usersTable.username, name: privateNames.name, protocol: privateNames.protocol })
           .from(privateNames)
           .innerJoin(usersTable, eq(usersTable.id, privateNames.ownerId))
-          .where(and(sql`${listed} LIKE ${`%,${userId},%`}`, eq(usersTable.enabled, true))),
+          .where(and(sql`${listed} LIKE ${`%,${userId},%`}`, eq(usersTable.enabled, true), eq(usersTable.canShare, true))),
       );
       return rows.map((r) => ({ target: `${r.owner}/${r.name}`, protocol: r.protocol })).sort((a, b) => a.target.localeCompare(b.target));
     },

@@ -40,6 +40,9 @@ export interface UserChanges extends UserSettings {
 
 export type Users = ReturnType<typeof createUsers>;
 
+/** The settings whose change can narrow what the user's live tunnels and connectors may do (core/live-admission.ts judges them). */
+const NARROWING = ["maxTunnels", "allowedProtocols", "maxDevices", "skipWarning", "canUseProxy", "canShare", "requireAuth", "allowCidrs"] as const satisfies readonly (keyof UserSettings)[];
+
 /** Held by changes that could leave no enabled admin, so two at once cannot both pass the check. */
 const ADMINS_LOCK = "users.admins";
 
@@ -142,8 +145,8 @@ export function createUsers(store: Store, clock: Clock, live: LiveTunnels) {
         return row!;
       }).catch(nameTakenOnRace(changes.username));
       if (!updated.enabled) live.closeUser(id, "USER_DISABLED", "the user was disabled");
-      // who may reach the user's tunnels applies to the live ones too, not only from their next handshake
-      else if (changes.requireAuth !== undefined || changes.allowCidrs !== undefined) live.userAccessChanged?.(updated);
+      // what the user may do applies to what is live too, not only from their next handshake
+      else if (NARROWING.some((k) => changes[k] !== undefined)) await live.rulesChanged?.({ userId: id });
       return updated;
     },
 

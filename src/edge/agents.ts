@@ -11,6 +11,7 @@
  */
 import * as v from "valibot";
 import { admit, admitConnector, type Admitted, type LiveView, type PlannedTunnel } from "../core/admission.ts";
+import { rejudgeAdmitted } from "../core/live-admission.ts";
 import { AppError } from "../core/errors.ts";
 import type { PrivateName } from "../core/private-shares.ts";
 import { cidrs } from "../validate/fields.ts";
@@ -26,6 +27,7 @@ import { Mux, type SendResult, type Stream } from "../protocol/mux.ts";
 import { DIRECT_DATA_PAYLOAD, FrameType, HANDSHAKE_TIMEOUT_MS, PROTOCOL_VERSION, WireError, type FrameTypeValue } from "../protocol/wire.ts";
 import { discoverProviders, helloIssue, needsDiscovery, tunnelAccess, type Providers } from "./access/handshake.ts";
 import type { HandshakeGuard } from "./handshake-guard.ts";
+import { concerns } from "./live-rules.ts";
 import { openStream } from "./open-stream.ts";
 import type { OtherNodes } from "./other-nodes.ts";
 import type { PortAllocator } from "./ports.ts";
@@ -56,6 +58,8 @@ function sharePrivate(t: Tunnel, declared: PrivateName): Tunnel {
 
 /** A connector told TUNNEL_OFFLINE asks again after this (its retry_after). */
 const CONNECTOR_RETRY_S = 2;
+/** Rounds of asking a handshake's admission again while admin changes concerning it keep coming. */
+const REJUDGE_ROUNDS = 3;
 /** What a handshake claimed over the cluster: names, and pool members' ids by the HELLO's index. */
 interface Claimed {
   names: string[];
@@ -124,10 +128,16 @@ export class AgentConnection implements AgentLink {
   tokenId = 0;
   readonly mux: Mux;
   private ready = false;
+  /** Admin changes concerning the handshake kept coming while it was judged again: its tunnels are judged once live. */
+  private judgeOnceLive = false;
   /** Its HELLO said it understands DRAIN. */
   private drains = false;
   /** Its HELLO said it serves kept h1 streams (OpenMeta `keep`). */
   keeps = false;
+  /** Its HELLO said it came through a proxy. */
+  proxy = false;
+  /** Its HELLO said it understands REVOKE (one tunnel closed alone). */
+  private revokes = false;
   private handshakeTimer: ReturnType<typeof setTimeout>;
   /** A HELLO came, so the connection's end before READY is a handshake's result. */
   private helloSeen = false;
@@ -179,6 +189,24 @@ export class AgentConnection implements AgentLink {
 
   get isReady(): boolean {
     return this.ready;
+  }
+
+  /** A connector's session: the private tunnel it reaches. */
+  get connects(): { ownerId: number; name: string } | undefined {
+    return this.connector && { ownerId: this.connector.ownerId, name: this.connector.name };
+  }
+
+  /**
+   * One of its tunnels is closed alone (an admin's change): the agent is told
+   * why (REVOKE) and the tunnel's streams end; false, and nothing done,
+   * for an agent that would not understand.
+   */
+  revoke(tunnelId: string, code: string, message: string): boolean {
+    if (!this.ready || !this.revokes || this.mux.closed) return false;
+    this.mux.sendControl(FrameType.REVOKE, { tunnel: tunnelId, code, message });
+    for (const s of [...this.mux.streams.values()]) if ((s.meta as OpenMeta | undefined)?.tunnel === tunnelId) s.reset(code.slice(0, 100));
+    log.info("tunnel closed alone", { session: this.sessionId, tunnel: tunnelId, code });
+    return true;
   }
 
   /** How the agent reached the edge: its WebSocket, or the direct port. */
@@ -379,6 +407,7 @@ export class AgentConnection implements AgentLink {
       if (this.mux.closed) return;
       this.userId = user.id;
       this.tokenId = token.id;
+      this.proxy = hello.proxy;
       this.connector = { ownerId: owner.id, name: declared.name, target: label, username: user.username, ...(elsewhere ? { elsewhere } : {}) };
       this.ready = true;
       this.countHandshake("READY");
@@ -442,11 +471,31 @@ export class AgentConnection implements AgentLink {
     const c = this.connector;
     const meta = readOpenMeta(stream.meta);
     if (!c || !meta) return stream.reset(WireError.PROTOCOL_ERROR);
+    // each connection asks the rules as they are now, not as they were at the handshake
+    const standing = this.edge.registry.judge?.connector({ userId: this.userId, tokenId: this.tokenId }, c.ownerId, c.name);
+    if (!(standing instanceof Promise)) return this.connectorStream(stream, meta, c, standing);
+    standing.then(
+      (refusal) => {
+        if (!stream.isClosed) this.connectorStream(stream, meta, c, refusal);
+      },
+      (err) => {
+        log.warn("connector's stream not judged", { session: this.sessionId, to: c.target, err: String(err) });
+        stream.reset(databaseUnavailable(err) ? "DATABASE_UNAVAILABLE" : WireError.UPSTREAM_FAILED);
+      },
+    );
+  }
+
+  /** A connector's stream its rules allow (or refuse: the session goes too, with the same code). */
+  private connectorStream(stream: Stream, meta: OpenMeta, c: NonNullable<AgentConnection["connector"]>, refusal: AppError | undefined): void {
+    if (refusal) {
+      stream.reset(refusal.code);
+      return this.refuse(refusal.code, refusal.message);
+    }
     const here = this.edge.registry.privateTunnel(c.ownerId, c.name);
     const who = { userId: this.userId, username: c.username };
     if (here?.agent || !this.edge.nodes) return this.joinPrivate(stream, here, openToPrivate(here, who, meta.kind, this.transport.remote, meta.remote));
     // the owner's node asks the rules again; OPEN says who connects
-    const relayed: RelayedMeta = { tunnel: "", kind: meta.kind, remote: this.transport.remote, local: meta.remote, connector: { id: this.userId, username: c.username } };
+    const relayed: RelayedMeta = { tunnel: "", kind: meta.kind, remote: this.transport.remote, local: meta.remote, connector: { id: this.userId, username: c.username, token: this.tokenId } };
     const known = c.elsewhere;
     const up = known?.agent?.openStream(relayed);
     if (known && up) return this.joinPrivate(stream, known, up);
@@ -470,8 +519,8 @@ export class AgentConnection implements AgentLink {
 
   /** The rules (core/admission.ts) answer, then the tunnels open and READY goes out, or the refusal. */
   private async admitThenOpen(hello: Hello, providers: Providers | undefined): Promise<void> {
-    // before admission reads the user: an access change after it is applied when the tunnels open
-    const accessMark = this.edge.registry.accessMark();
+    // before admission reads the state: an admin change heard after it is judged before the tunnels open
+    const mark = this.edge.registry.changeMark();
     try {
       let admitted: Admitted | undefined;
       let claimed: Claimed = { names: [], members: new Map() };
@@ -493,8 +542,14 @@ export class AgentConnection implements AgentLink {
       const udp = admitted && !this.mux.closed ? await this.bindUdpPorts(admitted) : new Map<number, UdpTunnelPort | AppError>();
       // the agent may have gone while the rules were asked
       let announce: (() => void) | undefined;
+      let refusal: AppError | undefined;
       try {
-        announce = !this.mux.closed && admitted ? this.open(hello, admitted, providers, udp, claimed.members, accessMark) : undefined;
+        if (admitted && !this.mux.closed) admitted = await this.judgedAgain(hello, admitted, mark);
+        // no wait between the last look at the changes heard and the tunnels going live
+        announce = !this.mux.closed && admitted ? this.open(hello, admitted, providers, udp, claimed.members) : undefined;
+      } catch (err) {
+        if (!(err instanceof AppError)) throw err;
+        refusal = err;
       } finally {
         for (const bound of udp.values()) if (!(bound instanceof AppError)) bound.closeUnadopted();
       }
@@ -507,6 +562,8 @@ export class AgentConnection implements AgentLink {
         const rows = this.ready ? this.edge.registry.sessionTunnels(this.sessionId).filter((t) => t.port !== undefined || t.pool || t.privateName !== undefined) : [];
         await Promise.all(rows.map((t) => cluster.registerRow(t, this.sessionId).catch((err) => log.warn("cluster tunnel row not written", { err: String(err) }))));
       }
+      if (refusal) return this.refused(refusal, hello.token);
+      if (this.judgeOnceLive && admitted && this.ready) void this.edge.registry.rulesChanged({ userId: admitted.user.id });
       announce?.();
     } catch (err) {
       this.failedHandshake(err);
@@ -690,8 +747,28 @@ export class AgentConnection implements AgentLink {
   }
 
   /** Opens the granted tunnels; returns what sends READY, or undefined when the HELLO was refused. */
-  /** `memberIds`: the ids of the pool members joined over the cluster (claim), by the HELLO's index. `accessMark`: registry.accessMark() before admission. */
-  private open(hello: Hello, admitted: Admitted, providers: Providers | undefined, udp: Map<number, UdpTunnelPort | AppError>, memberIds: Map<number, string>, accessMark: number): (() => void) | undefined {
+  /**
+   * The admission asked again while an admin change that concerns it was
+   * heard since `mark` (before admission read the state): the same rules
+   * as a live session's (core/live-admission.ts), a few rounds at most;
+   * what still comes after them is judged once the tunnels are live, as
+   * for any live session. Throws the refusal of the whole HELLO.
+   */
+  private async judgedAgain(hello: Hello, admitted: Admitted, mark: number): Promise<Admitted> {
+    const { registry, core, live } = this.edge;
+    for (let round = 0; round < REJUDGE_ROUNDS; round++) {
+      if (!concerns(registry.changesSince(mark), admitted)) return admitted;
+      mark = registry.changeMark();
+      admitted = await rejudgeAdmitted(core, live, admitted, hello);
+      if (this.mux.closed) return admitted;
+    }
+    // changes without end: the tunnels open, and are judged once live like any (open() asks)
+    this.judgeOnceLive = concerns(registry.changesSince(mark), admitted);
+    return admitted;
+  }
+
+  /** `memberIds`: the ids of the pool members joined over the cluster (claim), by the HELLO's index. */
+  private open(hello: Hello, admitted: Admitted, providers: Providers | undefined, udp: Map<number, UdpTunnelPort | AppError>, memberIds: Map<number, string>): (() => void) | undefined {
     const { registry, ports, core } = this.edge;
     const created: Tunnel[] = [];
     try {
@@ -762,12 +839,11 @@ export class AgentConnection implements AgentLink {
       this.countHandshake("READY");
       this.drains = hello.drain;
       this.keeps = hello.keep;
+      this.proxy = hello.proxy;
+      this.revokes = hello.revoke;
       registry.attach(this, tunnels);
-      // an admin's change to the user's access that came after admission read the user applies to
-      // these tunnels too, in this same turn: before any visitor can reach them
-      const changed = registry.accessChangedSince(owner.userId, accessMark);
-      if (changed) registry.userAccessChanged(changed);
-      if (this.mux.closed) return undefined; // require_auth came, and a tunnel here has no sign-in
+      // a private tunnel declared anew: who may reach it is asked again at each connector's next stream
+      if (tunnels.some((t) => t.privateName !== undefined)) registry.judge?.forget();
       // only a handshake that succeeded counts as use
       core.tokens.touch(admitted.token.id).catch((err) => logFailedWrite("token last use not written", { token: admitted.token.id }, err));
       const granted: GrantedTunnel[] = tunnels.map((t, n) => ({

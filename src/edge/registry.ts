@@ -8,14 +8,13 @@
  * reconnecting agent takes it back.
  */
 import type { LiveView } from "../core/admission.ts";
-import type { ActiveTunnel, LiveTunnels } from "../core/live.ts";
+import type { AppError } from "../core/errors.ts";
+import type { ActiveTunnel, LiveTunnels, RulesChange } from "../core/live.ts";
 import type { Stream } from "../protocol/mux.ts";
 import type { OpenMeta } from "../protocol/messages.ts";
 import { RECLAIM_GRACE_MS } from "../protocol/wire.ts";
 import type { TrafficMeter } from "./meter.ts";
-import { cidrs } from "../validate/fields.ts";
-import type { UserRow } from "../db/schema.ts";
-import { AccessPolicy } from "./access/policy.ts";
+import type { AccessPolicy } from "./access/policy.ts";
 import type { TunnelPool } from "./pool.ts";
 
 /** What the registry needs of a connected agent. */
@@ -29,6 +28,28 @@ export interface AgentLink {
   openStream(meta: OpenMeta, end?: boolean): Stream | undefined;
   /** Tells the agent why (ERROR) and closes its connection. */
   refuse(code: string, message: string): void;
+  /** Its HELLO said it came through a proxy (what can_use_proxy judges). */
+  readonly proxy?: boolean;
+  /** A connector's session (`burrow connect`): the private tunnel it reaches. */
+  readonly connects?: { ownerId: number; name: string };
+  /**
+   * Tells the agent that one of its tunnels is closed alone (REVOKE), and
+   * ends that tunnel's streams; false when it cannot be told so (its HELLO
+   * did not say it understands), and nothing was done.
+   */
+  revoke?(tunnelId: string, code: string, message: string): boolean;
+}
+
+/**
+ * What judges what is live again after an admin change, and each
+ * connector's streams (edge/live-rules.ts); set by the edge's wiring.
+ */
+export interface LiveJudge {
+  changed(change: RulesChange): Promise<void>;
+  /** What was judged before may be stale now: each connector's next stream is judged anew. */
+  forget(): void;
+  /** Whether a connector may open a stream to `ownerId/name` now: undefined, or the refusal; a promise when it must be asked. */
+  connector(c: { userId: number; tokenId?: number }, ownerId: number, name: string): AppError | undefined | Promise<AppError | undefined>;
 }
 
 /** The kinds of tunnel: http and tls by name, tcp and udp by port (two port spaces: tcp 20000 and udp 20000 are two tunnels). */
@@ -42,6 +63,12 @@ export interface PrivateConnection {
   /** Whether it may still reach the tunnel, asked again (the tunnel is on another node and changed). */
   recheck?(): void;
 }
+
+/** Admin changes remembered for the handshakes under way (changesSince): far more than can come during one. */
+const CHANGES_KEPT = 256;
+
+/** What an admin change concerns, as a handshake under way asks: a rules change, or a token revoked. */
+export type HeardChange = RulesChange | { tokenId: number };
 
 const privateKey = (ownerId: number, name: string) => `${ownerId}/${name}`;
 
@@ -135,6 +162,8 @@ export interface RegistryHooks {
 
 export class Registry implements LiveTunnels, LiveView {
   hooks?: RegistryHooks;
+  /** Judges live sessions again after admin changes, and connectors' streams (edge/live-rules.ts). */
+  judge?: LiveJudge;
   /**
    * Tunnels by name: their subdomains and their custom hostnames, in one map
    * (a hostname has dots, a subdomain never), so that every lookup by name
@@ -272,6 +301,31 @@ export class Registry implements LiveTunnels, LiveView {
     entry.link.refuse(code, message);
   }
 
+  /**
+   * One tunnel closed, its agent told why: alone when its session holds
+   * others and its agent understands REVOKE; else with its whole session,
+   * the agent told by ERROR. A tunnel in grace just goes.
+   */
+  closeTunnel(t: Tunnel, code: string, message: string): void {
+    const link = t.agent;
+    const entry = link && this.sessions.get(link.sessionId);
+    if (!link || !entry) return this.remove(t);
+    const others = entry.tunnels.filter((x) => x !== t && x.agent === link);
+    if (others.length === 0 || !link.revoke?.(t.id, code, message)) return this.closeSession(link.sessionId, code, message);
+    entry.tunnels = entry.tunnels.filter((x) => x !== t);
+    this.remove(t);
+  }
+
+  /** The live sessions (connectors' too), each with the tunnels it holds live now. */
+  liveSessions(): { link: AgentLink; tunnels: Tunnel[] }[] {
+    return [...this.sessions.values()].map(({ link, tunnels }) => ({ link, tunnels: tunnels.filter((t) => t.agent === link) }));
+  }
+
+  /** Tunnels held in grace for their token (no agent now), private ones included. */
+  graceTunnels(): Tunnel[] {
+    return [...this.allTunnels(), ...this.byPrivate.values()].filter((t) => t.agent === null);
+  }
+
   remove(t: Tunnel): void {
     clearTimeout(t.graceTimer);
     // a pool's name (or port) stays while another member is there: it is mapped to that member now
@@ -314,6 +368,7 @@ export class Registry implements LiveTunnels, LiveView {
 
   /** Another node said `owner/name` came, went or was shared anew: its connectors here ask again. */
   privateChanged(ownerId: number, name: string): void {
+    this.judge?.forget();
     for (const c of [...(this.connectorsElsewhere.get(privateKey(ownerId, name)) ?? [])]) c.recheck?.();
   }
 
@@ -433,48 +488,50 @@ export class Registry implements LiveTunnels, LiveView {
 
   /** `code`: one of core's (an admin action here), or whatever another node sent, which may be newer than this version's table. */
   closeUser(userId: number, code: string, message: string): void {
+    this.heard({ userId });
+    this.judge?.forget();
     for (const [id, s] of [...this.sessions]) if (s.link.userId === userId) this.closeSession(id, code, message);
-    for (const t of this.allTunnels()) if (t.userId === userId && t.agent === null) this.remove(t);
+    for (const t of this.graceTunnels()) if (t.userId === userId) this.remove(t);
   }
 
   /**
-   * Each user's last access change (require_auth, allow_cidrs) heard here,
-   * numbered: a handshake that read its user before a change and puts its
-   * tunnels live after it takes the change too (agents.ts), so no tunnel
-   * goes live with rules older than the admin's. One entry a user changed.
+   * The admin changes heard here, numbered, the last CHANGES_KEPT of them:
+   * a handshake that read the state before one of them and puts its tunnels
+   * live after it is judged again first (agents.ts), so nothing goes live
+   * with rights or rules older than the admin's.
    */
-  private readonly accessChanges = new Map<number, { seq: number; user: UserRow }>();
-  private accessSeq = 0;
+  private readonly recentChanges: { seq: number; change: HeardChange }[] = [];
+  private changeSeq = 0;
 
-  /** Taken before a handshake reads its user: what accessChangedSince() compares with. */
-  accessMark(): number {
-    return this.accessSeq;
+  private heard(change: HeardChange): void {
+    this.recentChanges.push({ seq: ++this.changeSeq, change });
+    if (this.recentChanges.length > CHANGES_KEPT) this.recentChanges.shift();
   }
 
-  /** The user as of its last access change after `mark`, if one came. */
-  accessChangedSince(userId: number, mark: number): UserRow | undefined {
-    const change = this.accessChanges.get(userId);
-    return change && change.seq > mark ? change.user : undefined;
+  /** Taken before a handshake reads the state: what changesSince() compares with. */
+  changeMark(): number {
+    return this.changeSeq;
   }
 
-  userAccessChanged(user: UserRow): void {
-    this.accessChanges.set(user.id, { seq: ++this.accessSeq, user });
-    const allow = cidrs(user.allowCidrs);
-    for (const t of this.allTunnels()) {
-      if (t.userId !== user.id) continue;
-      t.access = AccessPolicy.withUserAllowCidrs(t.access, t.subdomain ?? String(t.port), allow);
-    }
-    if (!user.requireAuth) return;
-    for (const [id, s] of [...this.sessions]) {
-      if (s.link.userId !== user.id || s.tunnels.every((t) => t.access?.authenticates)) continue;
-      this.closeSession(id, "AUTH_REQUIRED", `user '${user.username}' must now protect every tunnel with basic auth or OIDC`);
-    }
-    for (const t of this.allTunnels()) if (t.userId === user.id && t.agent === null && !t.access?.authenticates) this.remove(t);
+  /** The changes heard after `mark`; "many" when more came than are kept. */
+  changesSince(mark: number): readonly HeardChange[] | "many" {
+    if (mark === this.changeSeq) return [];
+    const first = this.recentChanges[0];
+    if (!first || first.seq > mark + 1) return "many";
+    return this.recentChanges.filter((c) => c.seq > mark).map((c) => c.change);
+  }
+
+  /** An admin change that may narrow what someone may do: what it concerns here is judged again (edge/live-rules.ts). */
+  rulesChanged(change: RulesChange): Promise<void> {
+    this.heard(change);
+    return this.judge?.changed(change) ?? Promise.resolve();
   }
 
   closeToken(tokenId: number, code: string, message: string): void {
+    this.heard({ tokenId });
+    this.judge?.forget();
     for (const [id, s] of [...this.sessions]) if (s.link.tokenId === tokenId) this.closeSession(id, code, message);
-    for (const t of this.allTunnels()) if (t.tokenId === tokenId && t.agent === null) this.remove(t);
+    for (const t of this.graceTunnels()) if (t.tokenId === tokenId) this.remove(t);
   }
 
   // -- LiveView (admission) ---------------------------------------------------------------------
@@ -493,6 +550,15 @@ export class Registry implements LiveTunnels, LiveView {
 
   unflushedBytes(userId: number): number {
     return this.meter.unflushed(userId);
+  }
+
+  userTunnels(userId: number): { key: string; here: string; tokenId: number; since: number }[] {
+    const out: { key: string; here: string; tokenId: number; since: number }[] = [];
+    for (const { link, tunnels } of this.sessions.values()) {
+      if (link.userId !== userId) continue;
+      for (const t of tunnels) if (t.agent === link) out.push({ key: t.id, here: t.id, tokenId: t.tokenId, since: t.connectedAt.getTime() });
+    }
+    return out;
   }
 
   subdomainHolder(subdomain: string): { tokenId: number; sessionId: string | null; pool?: { userId: number } } | undefined {

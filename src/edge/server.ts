@@ -40,6 +40,7 @@ import { enforceQuotas } from "./quota.ts";
 import type { Passthrough } from "../sockets/tls-visit.ts";
 import type { ClientHello } from "../tls/client-hello.ts";
 import { TunnelPool } from "./pool.ts";
+import { LiveRules } from "./live-rules.ts";
 import { Registry, type Tunnel } from "./registry.ts";
 import { overLimit, visitorServer } from "./visitor-requests.ts";
 import { landingPage } from "./pages.ts";
@@ -178,6 +179,8 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   meter.onFlush = (seconds, rows, errors) => counters.flushed(seconds, rows, errors);
   const registry = new Registry(meter);
   nodes?.attach(registry, domain);
+  // admin changes reach what is live: judged again here (and, told by the cluster, on every node)
+  registry.judge = new LiveRules(core, registry, nodes?.live ?? registry);
   core.attachLiveTunnels(nodes?.live ?? registry);
   const { names: heldAtStart, claimed: namesHeld } = holdNamesOfTheServerBefore(opts, registry);
   const agents = new AgentSessions(meter);

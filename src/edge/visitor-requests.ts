@@ -21,7 +21,7 @@ import type { ConnectionServer, HttpConnection } from "./http-connection.ts";
 import { badGatewayPage, badRequestPage, landingPage, overloadedPage, page, tlsTunnelPage, unknownTunnelPage } from "./pages.ts";
 import type { Passed } from "./access/policy.ts";
 import type { Registry, Tunnel } from "./registry.ts";
-import { continueResponse, CONTINUE_PATH, interstitial, type HeadView } from "./warning.ts";
+import { continueResponse, CONTINUE_PATH, warningDue, warningFor, type HeadView } from "./warning.ts";
 
 /** Malformed requests are the sender's fault: logged at info, a few a minute. */
 const clientFault = limitedLog(20);
@@ -246,9 +246,9 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
     if (head.method === "GET" && target.startsWith(CONTINUE_PATH) && (target.length === CONTINUE_PATH.length || target[CONTINUE_PATH.length] === "?")) {
       return answer(conn, head, continueResponse(requestUrl(hostHeader, target), deps.secure), startedAt);
     }
-    const warning = interstitial(view, target, tunnel, hostHeader);
+    const warn = warningDue(view, tunnel);
     // another node's tunnel: its access rules are applied there, so the warning is shown there too, after them
-    if (warning && !tunnel.relayed) return answer(conn, head, warning, startedAt);
+    if (warn && !tunnel.relayed) return answer(conn, head, warningFor(hostHeader, tunnel.username, target), startedAt);
     const ctx: ForwardContext = {
       remoteIp: conn.peer.address,
       remotePort: conn.peer.port,
@@ -258,7 +258,7 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
       responseTimeoutMs: deps.responseTimeoutMs,
       maxResponseTimeoutMs: deps.maxResponseTimeoutMs,
       passed,
-      warn: warning !== undefined,
+      warn,
       counters: deps.counters,
       startedAt,
     };

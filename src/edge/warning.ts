@@ -26,14 +26,17 @@ function hasCookie(req: HeadView): boolean {
   return (req.get("cookie") ?? "").split(";").some((c) => c.trim().startsWith(`${WARNING_COOKIE}=`));
 }
 
-/** The page to show instead of forwarding, or undefined to forward. */
-/** `target`: the request's path and query, where the continue link leads back to. */
-export function interstitial(req: HeadView, target: string, tunnel: Tunnel, host: string): Response | undefined {
-  if (tunnel.skipWarning) return undefined;
-  if (req.method === "OPTIONS" || req.get(SKIP_HEADER) !== null) return undefined;
-  if ((req.get("upgrade") ?? "").toLowerCase() === "websocket") return undefined;
-  if (!isBrowser(req) || hasCookie(req)) return undefined;
-  return warningFor(host, tunnel.username, target);
+/**
+ * Whether this request is due the warning. Another node's tunnel (a
+ * stand-in) is asked without its skip_warning: its own node, which shows the
+ * warning, says whether it skips it, as it is now (an admin may have turned
+ * it off since the stand-in was made).
+ */
+export function warningDue(req: HeadView, tunnel: Tunnel): boolean {
+  if (tunnel.skipWarning && !tunnel.relayed) return false;
+  if (req.method === "OPTIONS" || req.get(SKIP_HEADER) !== null) return false;
+  if ((req.get("upgrade") ?? "").toLowerCase() === "websocket") return false;
+  return isBrowser(req) && !hasCookie(req);
 }
 
 /** The warning page for a visit to `target` (path and query) of `username`'s tunnel at `host`. */

@@ -143,6 +143,8 @@ export const Hello = v.pipe(
      * HELLO. Checks of the token, the user or the connection refuse it either way.
      */
     partial: v.optional(v.boolean(), false),
+    /** The agent understands REVOKE (wire.ts): one of its tunnels closed alone, the others going on. */
+    revoke: v.optional(v.boolean(), false),
   }),
   v.check((h) => h.connect !== undefined || h.tunnels.length >= 1, "tunnels: at least one, unless connect"),
 );
@@ -168,6 +170,10 @@ export interface GrantedTunnel {
 /** agent -> edge: a pool member's tunnel (READY's id) leaves the rotation (`in`: false) or comes back. */
 export const Rotation = v.object({ tunnel: v.pipe(v.string(), v.maxLength(64)), in: v.boolean() });
 export type Rotation = v.InferOutput<typeof Rotation>;
+
+/** edge -> agent: one tunnel of the session closed alone (wire.ts REVOKE), with the refusal its handshake would get now. */
+export const Revoke = v.object({ tunnel: v.pipe(v.string(), v.maxLength(64)), code: v.pipe(v.string(), v.maxLength(100)), message: v.pipe(v.string(), v.maxLength(1000)) });
+export type Revoke = v.InferOutput<typeof Revoke>;
 
 /** The edge's answer to a GET of CONNECT_PATH (wire.ts): where its direct port is, if it has one. */
 export const DirectPortAnswer = v.object({
@@ -298,9 +304,11 @@ export type RelayedMeta = OpenMeta & {
   /**
    * A connector's connection to a private tunnel (`tunnel` its cluster row,
    * "private:<owner id>/<name>"): who connects, as the connector's node
-   * admitted them; the agent's node asks its own rules again.
+   * admitted them, and with which token (`token`, its id: absent from
+   * nodes of the version before); the agent's node asks the rules again,
+   * for each stream.
    */
-  connector?: { id: number; username: string };
+  connector?: { id: number; username: string; token?: number };
 };
 
 // -- per-request fast paths ---------------------------------------------------------------------

@@ -461,6 +461,7 @@ export class Mux implements KeptAlive, StreamSession {
       case FrameType.MOVE:
       case FrameType.DRAIN:
       case FrameType.ROTATION:
+      case FrameType.REVOKE:
         this.opts.onControl?.(type, payload);
         return;
       case FrameType.OPEN:

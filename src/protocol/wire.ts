@@ -65,6 +65,16 @@ export const FrameType = {
    * comes back. Sent only for tunnels READY said are pool members.
    */
   ROTATION: 0x09,
+  /**
+   * edge -> agent, stream 0: JSON {tunnel, code, message} (messages.ts
+   * Revoke). One tunnel of the session (READY's id) is closed alone: an
+   * admin's change no longer allows it, `code` the refusal its handshake
+   * would get now. The edge ends its streams; the session and its other
+   * tunnels go on, and the agent does not ask for it again. Sent only to an
+   * agent whose HELLO said it understands (\`revoke\`); another is sent
+   * ERROR with the code, which ends its whole session.
+   */
+  REVOKE: 0x0a,
   /** opener -> acceptor: a new stream; JSON metadata (tunnel, kind, request head: messages.ts OpenMeta). */
   OPEN: 0x10,
   /** acceptor -> opener: the stream is accepted, its answer begins; JSON metadata (`{}` for h1 and tcp). */
@@ -106,6 +116,7 @@ export const CONTROL_FRAMES: ReadonlySet<number> = new Set([
   FrameType.MOVE,
   FrameType.DRAIN,
   FrameType.ROTATION,
+  FrameType.REVOKE,
 ]);
 
 /** Set in the type byte of OPEN, REPLY or DATA: the sender half-closes with this frame. */

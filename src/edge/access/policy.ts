@@ -74,6 +74,11 @@ export class AccessPolicy {
     return AccessPolicy.compile({ ...(current?.sources ?? { name }), userAllowCidrs });
   }
 
+  /** The user's allow_cidrs it was made with. */
+  get userAllowCidrs(): readonly string[] {
+    return this.sources.userAllowCidrs ?? [];
+  }
+
   /** Whether visitors must sign in (basic auth or OIDC): what a user's require_auth asks of every tunnel. */
   get authenticates(): boolean {
     return this.basic !== undefined || this.oidc !== undefined;
