@@ -176,4 +176,30 @@ describe("rules before live: an admin's change to the user's rules that lands wh
       if (agent) rmSync(agent.home, { recursive: true, force: true });
     }
   });
+
+  /** A change that is no access rule but a right (chisel GHSA-24fp's class at the handshake): the handshake is refused as if it came after it. */
+  for (const [what, change, code] of [
+    ["http taken out of allowed_protocols", (api: Awaited<ReturnType<typeof signedIn>>, id: number) => api.put(`/api/users/${id}`, { allowed_protocols: "tcp" }), "PROTOCOL_DENIED"],
+    ["the token revoked", (api: Awaited<ReturnType<typeof signedIn>>, _id: number, tokenId: number) => api.delete(`/api/tokens/${tokenId}`), "TOKEN_DISABLED"],
+  ] as const) {
+    test(`${what} meanwhile: the tunnel never goes live, the agent is told ${code}`, async () => {
+      const api = await signedIn(nodes[0]!);
+      const id = await api.createUser(`mid-${code.toLowerCase().replace("_", "-")}`, { skip_warning: true, traffic_limit: 10 * 2 ** 30 });
+      const made = await api.post(`/api/users/${id}/tokens`, { device_name: "laptop" });
+      const sub = `rb-mid-${code.toLowerCase().replace("_", "-")}`;
+      let agent: ReturnType<typeof spawnAgent> | undefined;
+      try {
+        await duringHandshake(
+          () => void (agent = spawnAgent({ kind: "http", target: service.port!, server: nodes[0]!.edgeUrl, token: made.body.token as string, args: ["--subdomain", sub, "--skip-warning", "--no-inspect"] })),
+          async () => void expect((await change(api, id, made.body.token_id as number)).status).toBeLessThan(300),
+        );
+        await agent!.output.waitFor(new RegExp(code), 15_000);
+        expect(await within(agent!.proc.exited, 10_000, "the agent to exit")).toBe(1);
+        for (const node of nodes) expect(await (await tunnelFetch(node.edgePort, sub, "/")).text()).not.toContain(MARKER);
+      } finally {
+        agent?.proc.kill("SIGKILL");
+        if (agent) rmSync(agent.home, { recursive: true, force: true });
+      }
+    });
+  }
 });
