@@ -7,8 +7,10 @@
  *    characters its user types or follows a link with.
  * 2. The user, signed in on the portal, looks the user code up (find), sees
  *    the device's name and where it asked from, and approves or denies it.
- *    Wrong codes count against the user and the address (the throttle):
- *    8 characters from 20 are 2.6e10 codes, and 10 tries per 15 minutes
+ *    Wrong codes count against the user and the address (the throttle;
+ *    each look-up is reserved before the code is looked up and counts as
+ *    wrong until it is found, so a burst cannot outrun the count): 8
+ *    characters from 20 are 2.6e10 codes, and 10 tries per 15 minutes
  *    leave guessing hopeless.
  * 3. The device polls with its device code (poll), no faster than the
  *    interval; once approved, the poll makes the token and the row goes:
@@ -23,7 +25,7 @@ import type { Store } from "../db/store.ts";
 import { isoTimestamp, type Clock } from "./clock.ts";
 import { AppError, badRequest } from "./errors.ts";
 import { randomKey, sha256Hex } from "./secrets.ts";
-import { Throttle } from "./throttle.ts";
+import { reserveEachInTurn, Throttle } from "./throttle.ts";
 import type { Tokens } from "./tokens.ts";
 
 /** RFC 8628 §6.1's example alphabet: consonants only (no words), none that looks like another (no 0/O, 1/I). */
@@ -100,24 +102,26 @@ export function createDeviceLogin(store: Store, clock: Clock, tokens: Tokens, tt
     await store.run(store.db.delete(deviceCodes).where(lt(deviceCodes.expiresAt, isoTimestamp(clock.now()))));
   }
 
-  function checkThrottle(userId: number, address: string): void {
-    const until = Math.max(wrongByUser.check(String(userId)), wrongByAddress.check(address));
-    if (until > 0) {
-      const retry = Math.max(1, Math.ceil((until - now()) / 1000));
-      throw new AppError("TOO_MANY_REQUESTS", `too many wrong codes: try again in ${retry} s`, { "Retry-After": String(retry) });
-    }
-  }
+  const tooMany = (retryAt: number, why: string) => {
+    const retry = Math.max(1, Math.ceil((retryAt - now()) / 1000));
+    return new AppError("TOO_MANY_REQUESTS", `${why}: try again in ${retry} s`, { "Retry-After": String(retry) });
+  };
 
   /** The pending, unexpired row of a user code typed by a signed-in user; a wrong one counts against them. */
   async function pendingByUserCode(raw: unknown, user: UserRow, address: string): Promise<DeviceCodeRow> {
-    checkThrottle(user.id, address);
+    const turn = await reserveEachInTurn([
+      [wrongByUser, String(user.id)],
+      [wrongByAddress, address],
+    ]);
+    if (!turn.ticket) throw tooMany(turn.retryAt, "too many wrong codes");
+    using attempt = turn.ticket;
     const code = normalizeUserCode(raw);
     const row = code === undefined ? undefined : await store.get(store.db.select().from(deviceCodes).where(eq(deviceCodes.userCode, code)));
     if (!row || row.status !== "pending" || expired(row)) {
-      wrongByUser.fail(String(user.id));
-      wrongByAddress.fail(address);
+      attempt.failed();
       throw new AppError("NOT_FOUND", "no device is waiting with this code: check it, or run `burrow login` again (a code is valid 10 minutes and is used once)");
     }
+    attempt.succeeded();
     return row;
   }
 
@@ -145,12 +149,8 @@ export function createDeviceLogin(store: Store, clock: Clock, tokens: Tokens, tt
   return {
     /** Codes for a device that asks; 429 when too many wait already. */
     async start(deviceName: string, address: string): Promise<{ deviceCode: string; userCode: string; expiresInS: number; intervalS: number }> {
-      const until = starts.check(address);
-      if (until > 0) {
-        const retry = Math.max(1, Math.ceil((until - now()) / 1000));
-        throw new AppError("TOO_MANY_REQUESTS", `too many device logins from this address: try again in ${retry} s`, { "Retry-After": String(retry) });
-      }
-      starts.fail(address);
+      const until = starts.take(address);
+      if (until > 0) throw tooMany(until, "too many device logins from this address");
       const waiting = async () => (await store.get(store.db.select({ n: count() }).from(deviceCodes)))?.n ?? 0;
       // expired rows count until swept: sweep them before saying the table is full
       if ((await waiting()) >= MAX_PENDING_CODES) await sweep();

@@ -26,6 +26,7 @@ import { Mux, type SendResult, type Stream } from "../protocol/mux.ts";
 import { DIRECT_DATA_PAYLOAD, FrameType, HANDSHAKE_TIMEOUT_MS, PROTOCOL_VERSION, WireError, type FrameTypeValue } from "../protocol/wire.ts";
 import { discoverProviders, helloIssue, needsDiscovery, tunnelAccess, type Providers } from "./access/handshake.ts";
 import type { HandshakeGuard } from "./handshake-guard.ts";
+import type { HandshakeTicket } from "../core/handshake-throttle.ts";
 import { openStream } from "./open-stream.ts";
 import type { OtherNodes } from "./other-nodes.ts";
 import type { PortAllocator } from "./ports.ts";
@@ -143,6 +144,8 @@ export class AgentConnection implements AgentLink {
   private connectorLeft?: () => void;
   /** Its handshake's result is counted (READY, MOVE or the refusal). */
   private handshakeCounted = false;
+  /** Its HELLO's place in the handshake throttle, until the handshake's result is known. */
+  private handshakeTicket?: HandshakeTicket;
 
   constructor(
     private readonly transport: AgentTransport,
@@ -158,6 +161,7 @@ export class AgentConnection implements AgentLink {
       onStream: (stream) => this.peerStream(stream),
       onStreamReset: (code, by) => edge.counters?.reset(by === "local" ? "edge" : by === "peer" ? "agent" : "session", code),
       onClose: (code, message) => {
+        this.handshakeEnded(); // a handshake not judged yet (the agent went first) gives its place back
         if (code === WireError.KEEPALIVE_TIMEOUT) log.info("agent silent too long, closing", { session: this.sessionId });
         // every refusal of a handshake, whoever made it (admission, the throttle, a bad HELLO, the timeout), ends here
         if (!this.ready && (this.helloSeen || code === WireError.HANDSHAKE_TIMEOUT)) this.countHandshake(code);
@@ -187,6 +191,7 @@ export class AgentConnection implements AgentLink {
   }
 
   private countHandshake(result: string): void {
+    this.handshakeEnded(); // READY, MOVE, or a refusal that told the throttle first
     if (this.handshakeCounted) return;
     this.handshakeCounted = true;
     this.edge.counters?.handshake(result);
@@ -235,6 +240,7 @@ export class AgentConnection implements AgentLink {
 
   /** The WebSocket closed (either side): the session ends, its tunnels wait in grace. */
   closed(): void {
+    this.handshakeEnded();
     this.connectorLeft?.();
     clearTimeout(this.handshakeTimer);
     this.mux.close();
@@ -253,24 +259,11 @@ export class AgentConnection implements AgentLink {
       case FrameType.HELLO: {
         if (this.ready) throw new ProtocolError("HELLO after READY");
         this.helloSeen = true;
-        // a throttled address is turned away before its HELLO is parsed or its token looked up
-        const limited = this.edge.handshakes?.refusal(this.transport.address);
-        if (limited) {
-          this.audit(limited.code);
-          return this.refuse(limited.code, limited.message, Number(limited.headers["Retry-After"]));
-        }
         // what the agent sends after its HELLO waits until READY (or the refusal) has gone out
         this.mux.hold();
-        try {
-          return this.hello(parseJsonPayload(payload, "HELLO"));
-        } catch (err) {
-          // a HELLO that is not JSON or not a Hello counts as a failed handshake (the mux sends PROTOCOL_ERROR)
-          if (err instanceof ProtocolError) {
-            this.edge.handshakes?.failed(this.transport.address, WireError.PROTOCOL_ERROR);
-            this.audit(WireError.PROTOCOL_ERROR);
-          }
-          throw err;
-        }
+        const guard = this.edge.handshakes;
+        if (guard) return void this.helloInTurn(guard, payload);
+        return this.helloNow(payload);
       }
       case FrameType.GOAWAY:
         // the agent leaves on purpose: free its names and ports now
@@ -295,6 +288,53 @@ export class AgentConnection implements AgentLink {
       default:
         throw new ProtocolError(`unexpected ${type} from an agent`);
     }
+  }
+
+  /**
+   * A HELLO once the handshake throttle gives it a place: a throttled
+   * address is turned away before its HELLO is parsed or its token looked
+   * up; the others wait while the address's handshakes in flight take its
+   * allowance (each counts as a failure until it is judged).
+   */
+  private async helloInTurn(guard: HandshakeGuard, payload: Uint8Array): Promise<void> {
+    const turn = await guard.reserve(this.transport.address);
+    if (turn.refusal) {
+      this.audit(turn.refusal.code);
+      return this.refuse(turn.refusal.code, turn.refusal.message, Number(turn.refusal.headers["Retry-After"]));
+    }
+    if (this.mux.closed) return turn.ticket[Symbol.dispose]();
+    this.handshakeTicket = turn.ticket;
+    try {
+      this.helloNow(payload);
+    } catch (err) {
+      if (err instanceof ProtocolError) return this.refuse(WireError.PROTOCOL_ERROR, err.message);
+      this.failedHandshake(err);
+    }
+  }
+
+  private helloNow(payload: Uint8Array): void {
+    try {
+      return this.hello(parseJsonPayload(payload, "HELLO"));
+    } catch (err) {
+      // a HELLO that is not JSON or not a Hello counts as a failed handshake (PROTOCOL_ERROR is sent)
+      if (err instanceof ProtocolError) {
+        this.handshakeEnded(WireError.PROTOCOL_ERROR);
+        this.audit(WireError.PROTOCOL_ERROR);
+      }
+      throw err;
+    }
+  }
+
+  /**
+   * The handshake's result for the throttle: a failure's code counts
+   * against the address; any other result, or none (the connection ended
+   * before a verdict), gives the place back.
+   */
+  private handshakeEnded(result?: string): void {
+    const ticket = this.handshakeTicket;
+    this.handshakeTicket = undefined;
+    if (result === undefined) ticket?.[Symbol.dispose]();
+    else ticket?.ended(result);
   }
 
   /**
@@ -603,7 +643,7 @@ export class AgentConnection implements AgentLink {
   }
 
   private refused(err: AppError, token: string, retryAfterS?: number): void {
-    this.edge.handshakes?.failed(this.transport.address, err.code);
+    this.handshakeEnded(err.code);
     log.info("agent refused", { code: err.code, reason: err.message, remote: this.transport.remote, address: this.transport.address });
     this.audit(err.code, token);
     this.refuse(err.code, err.message, retryAfterS);
