@@ -146,6 +146,8 @@ export class AgentConnection implements AgentLink {
   private handshakeCounted = false;
   /** Its HELLO's place in the handshake throttle, until the handshake's result is known. */
   private handshakeTicket?: HandshakeTicket;
+  /** Checks of its HELLO under way (the token looked up): a connection that ends meanwhile leaves the verdict to them. */
+  private judging = 0;
 
   constructor(
     private readonly transport: AgentTransport,
@@ -161,7 +163,8 @@ export class AgentConnection implements AgentLink {
       onStream: (stream) => this.peerStream(stream),
       onStreamReset: (code, by) => edge.counters?.reset(by === "local" ? "edge" : by === "peer" ? "agent" : "session", code),
       onClose: (code, message) => {
-        this.handshakeEnded(); // a handshake not judged yet (the agent went first) gives its place back
+        // a handshake whose HELLO is not being checked gives its place back; one being checked is counted by its verdict
+        if (this.judging === 0) this.handshakeEnded();
         if (code === WireError.KEEPALIVE_TIMEOUT) log.info("agent silent too long, closing", { session: this.sessionId });
         // every refusal of a handshake, whoever made it (admission, the throttle, a bad HELLO, the timeout), ends here
         if (!this.ready && (this.helloSeen || code === WireError.HANDSHAKE_TIMEOUT)) this.countHandshake(code);
@@ -191,7 +194,6 @@ export class AgentConnection implements AgentLink {
   }
 
   private countHandshake(result: string): void {
-    this.handshakeEnded(); // READY, MOVE, or a refusal that told the throttle first
     if (this.handshakeCounted) return;
     this.handshakeCounted = true;
     this.edge.counters?.handshake(result);
@@ -240,7 +242,7 @@ export class AgentConnection implements AgentLink {
 
   /** The WebSocket closed (either side): the session ends, its tunnels wait in grace. */
   closed(): void {
-    this.handshakeEnded();
+    if (this.judging === 0) this.handshakeEnded();
     this.connectorLeft?.();
     clearTimeout(this.handshakeTimer);
     this.mux.close();
@@ -328,7 +330,7 @@ export class AgentConnection implements AgentLink {
   /**
    * The handshake's result for the throttle: a failure's code counts
    * against the address; any other result, or none (the connection ended
-   * before a verdict), gives the place back.
+   * with no verdict), gives the place back.
    */
   private handshakeEnded(result?: string): void {
     const ticket = this.handshakeTicket;
@@ -338,11 +340,25 @@ export class AgentConnection implements AgentLink {
   }
 
   /**
+   * A check of the HELLO starts: the verdict it reaches is what the throttle
+   * counts, even if the agent hangs up first (a burst of HELLOs each closed
+   * at once still meets the lock). The returned function ends it; one that
+   * ends with no verdict on a closed connection gives the place back.
+   */
+  private judge(): () => void {
+    this.judging++;
+    return () => {
+      if (--this.judging === 0 && this.mux.closed) this.handshakeEnded();
+    };
+  }
+
+  /**
    * A HELLO with OIDC tunnels: its issuers answer discovery first, and only
    * once its token is known good, so a stranger cannot make the edge fetch
    * anything. Then the HELLO goes on as any other, with what they answered.
    */
   private async discoverThenHello(raw: unknown, tunnels: Hello["tunnels"]): Promise<void> {
+    const judged = this.judge();
     try {
       let providers: Providers = new Map();
       try {
@@ -351,11 +367,14 @@ export class AgentConnection implements AgentLink {
         providers = await discoverProviders(tunnels, this.edge.oidcHttpIssuers ?? false);
       } catch (err) {
         if (!(err instanceof AppError)) throw err; // a refusal: hello() below meets it again and refuses as always
+        this.handshakeEnded(err.code); // the token's verdict, for the throttle, even if the agent has gone
       }
       if (!this.mux.closed) this.hello(raw, providers);
     } catch (err) {
       if (err instanceof ProtocolError) return this.refuse(WireError.PROTOCOL_ERROR, err.message);
       this.failedHandshake(err);
+    } finally {
+      judged();
     }
   }
 
@@ -385,6 +404,7 @@ export class AgentConnection implements AgentLink {
     if (hello.direct && this.transport.kind === "websocket" && directPort !== undefined) {
       // nothing is admitted here: the agent says the same HELLO on the direct port
       this.countHandshake("MOVE");
+      this.handshakeEnded("MOVE");
       this.mux.sendControl(FrameType.MOVE, { port: directPort });
       this.mux.close(WireError.GOING_AWAY, "moved to the direct port");
       return;
@@ -403,6 +423,7 @@ export class AgentConnection implements AgentLink {
    * unshares, leaves or is revoked.
    */
   private async connectThenReady(hello: Hello, target: string): Promise<void> {
+    const judged = this.judge();
     try {
       let admitted: Awaited<ReturnType<typeof admitConnector>>;
       try {
@@ -422,6 +443,7 @@ export class AgentConnection implements AgentLink {
       this.connector = { ownerId: owner.id, name: declared.name, target: label, username: user.username, ...(elsewhere ? { elsewhere } : {}) };
       this.ready = true;
       this.countHandshake("READY");
+      this.handshakeEnded("READY");
       this.drains = hello.drain;
       this.edge.registry.attach(this, []);
       const entry: PrivateConnection = {
@@ -446,6 +468,7 @@ export class AgentConnection implements AgentLink {
     } catch (err) {
       this.failedHandshake(err);
     } finally {
+      judged();
       this.mux.release();
     }
   }
@@ -510,6 +533,7 @@ export class AgentConnection implements AgentLink {
 
   /** The rules (core/admission.ts) answer, then the tunnels open and READY goes out, or the refusal. */
   private async admitThenOpen(hello: Hello, providers: Providers | undefined): Promise<void> {
+    const judged = this.judge();
     try {
       let admitted: Admitted | undefined;
       let claimed: Claimed = { names: [], members: new Map() };
@@ -549,6 +573,7 @@ export class AgentConnection implements AgentLink {
     } catch (err) {
       this.failedHandshake(err);
     } finally {
+      judged();
       this.mux.release();
     }
   }
@@ -798,6 +823,7 @@ export class AgentConnection implements AgentLink {
       }
       this.ready = true;
       this.countHandshake("READY");
+      this.handshakeEnded("READY");
       this.drains = hello.drain;
       this.keeps = hello.keep;
       registry.attach(this, tunnels);

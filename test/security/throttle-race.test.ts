@@ -17,7 +17,10 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { AdminClient, signedIn } from "../harness/admin.ts";
 import { PortalClient, portalAs } from "../harness/portal.ts";
 import { startPostgres, type TestPostgres } from "../harness/postgres.ts";
-import { helloGate, sayHello } from "../harness/raw-agent.ts";
+import { connect, type Socket } from "node:net";
+import { helloGate, helloPayload, sayHello } from "../harness/raw-agent.ts";
+import { encodeFrame } from "../../src/protocol/frames.ts";
+import { FrameType } from "../../src/protocol/wire.ts";
 import { rawHttpAtOnce } from "../harness/raw-http.ts";
 import { ADMIN_PASSWORD, startServer, type TestServer } from "../harness/server.ts";
 
@@ -109,6 +112,31 @@ describe("throttles beaten by concurrency: agents' handshakes", () => {
       const valid = await sayHello({ port: it.server.agentPort!, via: "direct", from, token });
       expect(valid.refusal?.code).toBe("RATE_LIMITED");
       expect(valid.refusal?.message).toMatch(/^too many failed handshakes from 127\.0\.0\.21; try again in \d+ s$/);
+    },
+    TEST_MS,
+  );
+
+  test(
+    "30 HELLOs at once with wrong tokens from one address, each connection closed as soon as its HELLO is out: they count all the same, and a valid token after them is RATE_LIMITED",
+    async () => {
+      const token = await it.admin.createToken(await it.admin.createUser("hangup", { max_tunnels: 0 }));
+      const from = "127.0.0.23";
+      const sockets = await Promise.all(
+        Array.from(
+          { length: 30 },
+          () =>
+            new Promise<Socket>((resolve, reject) => {
+              const sock = connect({ host: "127.0.0.1", port: it.server.agentPort!, localAddress: from }, () => resolve(sock));
+              sock.on("error", reject);
+            }),
+        ),
+      );
+      const hello = encodeFrame(FrameType.HELLO, 0, helloPayload(`brw_${"y".repeat(43)}`));
+      for (const sock of sockets) sock.end(hello);
+      // every HELLO was read and judged (the server logs each refusal it makes, throttled ones summed up)
+      await it.server.output.waitFor(/agent handshakes throttled address=127\.0\.0\.23 /, 10_000);
+      const valid = await sayHello({ port: it.server.agentPort!, via: "direct", from, token });
+      expect(valid.refusal?.code).toBe("RATE_LIMITED");
     },
     TEST_MS,
   );
