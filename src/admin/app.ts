@@ -84,7 +84,8 @@ export function createAdminApp(core: Core, options: AdminAppOptions = {}): Admin
   const callAuthenticated =
     (handler: Handler): Call =>
     async (req, ctx, key) => {
-      const who = key !== undefined ? await core.adminKeys.authenticate(key) : { admin: await core.sessions.resolve(readSessionCookie(req)) };
+      const sessionKey = key === undefined ? readSessionCookie(req) : undefined;
+      const who = key !== undefined ? await core.adminKeys.authenticate(key) : { admin: await core.sessions.resolve(sessionKey), sessionKey };
       Object.assign(ctx, who);
       return handler(req, { ...ctx, ...who });
     };

@@ -19,6 +19,8 @@ export interface Authenticated {
   admin: UserRow;
   /** The admin API key the request was authenticated with; undefined for a session. */
   keyId?: number;
+  /** The session's key the request was authenticated with; undefined for an API key. Never logged. */
+  sessionKey?: string;
 }
 
 /** What every other route's handler receives. */

@@ -58,13 +58,14 @@ export const userRoutes: Route[] = [
           active_tokens: (await core.tokens.listForUser(user.id)).filter((t) => t.enabled).length,
         });
       },
-      async PUT(req, { core, audit }) {
+      async PUT(req, { core, audit, sessionKey }) {
         const id = parseId(req.params.id);
         audit.target = `user:${id}`;
         const before = await core.users.get(id); // 404 before 400: a body for a user that does not exist is moot
         const body = await parseBody(req, UpdateUserBody);
         audit.details = { requested: Object.keys(definedOnly(body)) }; // the names only: what a failed update tried
-        const after = await core.users.update(id, definedOnly(userSettings(body)));
+        // a new password ends the user's sessions but the one making the change (an admin changing their own)
+        const after = await core.users.update(id, definedOnly(userSettings(body)), { keepSession: sessionKey });
         audit.details = { changes: changesOf(userJson(before), userJson(after)), ...(body.password !== undefined ? { password_changed: true } : {}) };
         return json(userJson(after));
       },
@@ -81,6 +82,8 @@ export const userRoutes: Route[] = [
       GET: { summary: "A user, with traffic used this period and active tokens", responses: { 200: { description: "The user's details", schema: UserDetailsJson } } },
       PUT: {
         summary: "Change a user: only the fields sent change",
+        description:
+          "A new `password` ends every session of the user (admin API and portal, on every node) but the one making the request; a new `role` ends the user's admin sessions. Device tokens and API keys stay.",
         body: UpdateUserBody,
         responses: { 200: { description: "The updated user", schema: UserJson }, 409: { description: "The username is taken, or the change would leave no enabled admin" } },
       },

@@ -7,8 +7,10 @@
  *    characters its user types or follows a link with.
  * 2. The user, signed in on the portal, looks the user code up (find), sees
  *    the device's name and where it asked from, and approves or denies it.
- *    Wrong codes count against the user and the address (the throttle):
- *    8 characters from 20 are 2.6e10 codes, and 10 tries per 15 minutes
+ *    Wrong codes count against the user and the network (the throttle;
+ *    each look-up is reserved before the code is looked up and counts as
+ *    wrong until it is found, so a burst cannot outrun the count): 8
+ *    characters from 20 are 2.6e10 codes, and 10 tries per 15 minutes
  *    leave guessing hopeless.
  * 3. The device polls with its device code (poll), no faster than the
  *    interval; once approved, the poll makes the token and the row goes:
@@ -16,6 +18,13 @@
  *
  * A code is valid 10 minutes (--device-code-ttl). `max_devices` is checked at approval and
  * again when the token is made.
+ *
+ * What one client may do is counted by its network, as basic auth counts
+ * guesses (http/addresses.ts clientKey): an IPv4 address, or an IPv6 /64,
+ * which one host may send from all of. A network asks for 30 codes in 15
+ * minutes, and holds at most PENDING_PER_NETWORK of the MAX_PENDING_CODES
+ * that may wait at once: one network cannot fill the table and starve the
+ * others.
  */
 import { and, count, eq, lt } from "drizzle-orm";
 import type { DeviceCodeRow, TokenRow, UserRow } from "../db/schema.ts";
@@ -23,7 +32,9 @@ import type { Store } from "../db/store.ts";
 import { isoTimestamp, type Clock } from "./clock.ts";
 import { AppError, badRequest } from "./errors.ts";
 import { randomKey, sha256Hex } from "./secrets.ts";
-import { Throttle } from "./throttle.ts";
+import { clientKey } from "../http/addresses.ts";
+import { NetworkShares } from "./network-shares.ts";
+import { reserveEachInTurn, Throttle } from "./throttle.ts";
 import type { Tokens } from "./tokens.ts";
 
 /** RFC 8628 §6.1's example alphabet: consonants only (no words), none that looks like another (no 0/O, 1/I). */
@@ -35,10 +46,12 @@ export const POLL_INTERVAL_S = 5;
 const SLOW_DOWN_S = 5;
 /** Codes waiting for approval at most, over every address: a flood cannot fill the database. */
 export const MAX_PENDING_CODES = 10_000;
-/** Wrong user codes one user, or one address, may type before being locked out a while. */
+/** Wrong user codes one user, or one network, may type before being locked out a while. */
 export const WRONG_CODES_ALLOWED = 10;
-/** Codes one address may ask for within 15 minutes before it waits a minute (doubling up to 15). */
+/** Codes one network may ask for within 15 minutes before it waits a minute (doubling up to 15). */
 export const CODES_PER_ADDRESS = 30;
+/** Codes one network may have waiting at once (on one node): its share of MAX_PENDING_CODES. */
+export const PENDING_PER_NETWORK = 30;
 
 /** The RFC's answers to a poll that gives no token yet (§3.5); invalid_grant for a device code that never was. */
 export type PollRefusal = "authorization_pending" | "slow_down" | "access_denied" | "expired_token" | "invalid_grant";
@@ -85,39 +98,45 @@ function newUserCode(): string {
 export function createDeviceLogin(store: Store, clock: Clock, tokens: Tokens, ttlMs = DEVICE_CODE_TTL_MS) {
   const { deviceCodes, users } = store.tables;
   const now = () => clock.now().getTime();
-  // wrong codes, by user and by address: the same rules as a throttle of logins, a longer allowance
+  // wrong codes, by user and by network: the same rules as a throttle of logins, a longer allowance
   const rules = { allowance: WRONG_CODES_ALLOWED, forgetAfterMs: 15 * 60_000, firstLockMs: 60_000, maxLockMs: 15 * 60_000, maxKeys: 10_000 };
   const wrongByUser = new Throttle(rules, now);
-  const wrongByAddress = new Throttle(rules, now);
-  // codes asked for, by address: one address cannot take the whole of MAX_PENDING_CODES
+  const wrongByNetwork = new Throttle(rules, now);
+  // codes asked for, by network, and those waiting: one network cannot take the whole of MAX_PENDING_CODES
   const starts = new Throttle({ ...rules, allowance: CODES_PER_ADDRESS }, now);
+  const waitingByNetwork = new NetworkShares(PENDING_PER_NETWORK, MAX_PENDING_CODES, now);
+  /** A code's row is gone (its token given, denied, expired): its network's share has room again. */
+  const gone = (row: DeviceCodeRow) => waitingByNetwork.giveBack(clientKey(row.address), row.deviceCodeHash);
 
   const expired = (row: DeviceCodeRow) => Date.parse(row.expiresAt) <= now();
   const pendingView = (row: DeviceCodeRow): PendingDevice => ({ userCode: row.userCode, deviceName: row.deviceName, address: row.address, createdAt: row.createdAt, expiresAt: row.expiresAt });
 
   /** Deletes codes past their life, so the table does not grow for ever. */
   async function sweep(): Promise<void> {
+    waitingByNetwork.sweep();
     await store.run(store.db.delete(deviceCodes).where(lt(deviceCodes.expiresAt, isoTimestamp(clock.now()))));
   }
 
-  function checkThrottle(userId: number, address: string): void {
-    const until = Math.max(wrongByUser.check(String(userId)), wrongByAddress.check(address));
-    if (until > 0) {
-      const retry = Math.max(1, Math.ceil((until - now()) / 1000));
-      throw new AppError("TOO_MANY_REQUESTS", `too many wrong codes: try again in ${retry} s`, { "Retry-After": String(retry) });
-    }
-  }
+  const tooMany = (retryAt: number, why: string) => {
+    const retry = Math.max(1, Math.ceil((retryAt - now()) / 1000));
+    return new AppError("TOO_MANY_REQUESTS", `${why}: try again in ${retry} s`, { "Retry-After": String(retry) });
+  };
 
-  /** The pending, unexpired row of a user code typed by a signed-in user; a wrong one counts against them. */
+  /** The pending, unexpired row of a user code typed by a signed-in user; a wrong one counts against them and their network. */
   async function pendingByUserCode(raw: unknown, user: UserRow, address: string): Promise<DeviceCodeRow> {
-    checkThrottle(user.id, address);
+    const turn = await reserveEachInTurn([
+      [wrongByUser, String(user.id)],
+      [wrongByNetwork, clientKey(address)],
+    ]);
+    if (!turn.ticket) throw tooMany(turn.retryAt, "too many wrong codes");
+    using attempt = turn.ticket;
     const code = normalizeUserCode(raw);
     const row = code === undefined ? undefined : await store.get(store.db.select().from(deviceCodes).where(eq(deviceCodes.userCode, code)));
     if (!row || row.status !== "pending" || expired(row)) {
-      wrongByUser.fail(String(user.id));
-      wrongByAddress.fail(address);
+      attempt.failed();
       throw new AppError("NOT_FOUND", "no device is waiting with this code: check it, or run `burrow login` again (a code is valid 10 minutes and is used once)");
     }
+    attempt.succeeded();
     return row;
   }
 
@@ -143,41 +162,50 @@ export function createDeviceLogin(store: Store, clock: Clock, tokens: Tokens, tt
   }
 
   return {
-    /** Codes for a device that asks; 429 when too many wait already. */
+    /** Codes for a device that asks; 429 when its network asked too often, or holds its share, or too many wait already. */
     async start(deviceName: string, address: string): Promise<{ deviceCode: string; userCode: string; expiresInS: number; intervalS: number }> {
-      const until = starts.check(address);
-      if (until > 0) {
-        const retry = Math.max(1, Math.ceil((until - now()) / 1000));
-        throw new AppError("TOO_MANY_REQUESTS", `too many device logins from this address: try again in ${retry} s`, { "Retry-After": String(retry) });
-      }
-      starts.fail(address);
-      const waiting = async () => (await store.get(store.db.select({ n: count() }).from(deviceCodes)))?.n ?? 0;
-      // expired rows count until swept: sweep them before saying the table is full
-      if ((await waiting()) >= MAX_PENDING_CODES) await sweep();
-      if ((await waiting()) >= MAX_PENDING_CODES) {
-        throw new AppError("TOO_MANY_REQUESTS", "too many device logins are waiting: try again in a minute", { "Retry-After": "60" });
-      }
+      const network = clientKey(address);
+      const until = starts.take(network);
+      if (until > 0) throw tooMany(until, "too many device logins from this address");
       const deviceCode = randomKey();
+      const deviceCodeHash = sha256Hex(deviceCode);
       const created = clock.now();
-      // a user code is unique among those stored: another try on the (rare) clash
-      for (let attempt = 0; ; attempt++) {
-        const userCode = newUserCode();
-        try {
-          await store.run(
-            store.db.insert(deviceCodes).values({
-              deviceCodeHash: sha256Hex(deviceCode),
-              userCode,
-              deviceName,
-              address,
-              intervalS: POLL_INTERVAL_S,
-              createdAt: isoTimestamp(created),
-              expiresAt: isoTimestamp(new Date(created.getTime() + ttlMs)),
-            }),
-          );
-          return { deviceCode, userCode, expiresInS: Math.round(ttlMs / 1000), intervalS: POLL_INTERVAL_S };
-        } catch (err) {
-          if (attempt >= 3 || !/device_codes_user_code|unique/i.test(String(err))) throw err;
+      const expiresAt = created.getTime() + ttlMs;
+      // the network's share first: one that holds it is refused whatever room the table has left
+      if (!waitingByNetwork.take(network, deviceCodeHash, expiresAt)) {
+        const minutes = Math.max(1, Math.round(ttlMs / 60_000));
+        throw new AppError("TOO_MANY_REQUESTS", `too many device logins are waiting from this address: use them or let them expire (${minutes} min)`, { "Retry-After": "60" });
+      }
+      try {
+        const waiting = async () => (await store.get(store.db.select({ n: count() }).from(deviceCodes)))?.n ?? 0;
+        // expired rows count until swept: sweep them before saying the table is full
+        if ((await waiting()) >= MAX_PENDING_CODES) await sweep();
+        if ((await waiting()) >= MAX_PENDING_CODES) {
+          throw new AppError("TOO_MANY_REQUESTS", "too many device logins are waiting: try again in a minute", { "Retry-After": "60" });
         }
+        // a user code is unique among those stored: another try on the (rare) clash
+        for (let attempt = 0; ; attempt++) {
+          const userCode = newUserCode();
+          try {
+            await store.run(
+              store.db.insert(deviceCodes).values({
+                deviceCodeHash,
+                userCode,
+                deviceName,
+                address,
+                intervalS: POLL_INTERVAL_S,
+                createdAt: isoTimestamp(created),
+                expiresAt: isoTimestamp(new Date(expiresAt)),
+              }),
+            );
+            return { deviceCode, userCode, expiresInS: Math.round(ttlMs / 1000), intervalS: POLL_INTERVAL_S };
+          } catch (err) {
+            if (attempt >= 3 || !/device_codes_user_code|unique/i.test(String(err))) throw err;
+          }
+        }
+      } catch (err) {
+        waitingByNetwork.giveBack(network, deviceCodeHash);
+        throw err;
       }
     },
 
@@ -207,6 +235,7 @@ export function createDeviceLogin(store: Store, clock: Clock, tokens: Tokens, tt
       if (!row) return { kind: "wait", error: "invalid_grant", description: "unknown device code (it was used already, or never given)" };
       if (expired(row)) {
         await store.run(store.db.delete(deviceCodes).where(eq(deviceCodes.id, row.id)));
+        gone(row);
         return { kind: "wait", error: "expired_token", description: "the code expired before it was approved: run `burrow login` again" };
       }
       const t = now();
@@ -222,12 +251,14 @@ export function createDeviceLogin(store: Store, clock: Clock, tokens: Tokens, tt
       }
       if (row.status === "denied" || row.userId === null) {
         await store.run(store.db.delete(deviceCodes).where(eq(deviceCodes.id, row.id)));
+        gone(row);
         return { kind: "wait", error: "access_denied", description: "the user denied this device" };
       }
       // approved: the row goes in the transaction that makes the token, so two polls cannot both take one
       return store.transaction(async () => {
         const taken = await store.all(store.db.delete(deviceCodes).where(eq(deviceCodes.id, row.id)).returning({ id: deviceCodes.id }));
         if (taken.length === 0) return { kind: "wait", error: "invalid_grant", description: "the token was given already" } as const;
+        gone(row);
         const user = await store.get(store.db.select().from(users).where(eq(users.id, row.userId!)));
         if (!user || !user.enabled) return { kind: "wait", error: "access_denied", description: "the account is disabled" } as const;
         try {

@@ -86,16 +86,19 @@ export function createInvitations(store: Store, clock: Clock, users: Users) {
 
   /** The pending invitation a link's secret is; a wrong one counts against the address. */
   async function pending(secret: unknown, address: string): Promise<InvitationRow> {
-    const until = wrongLinks.check(address);
-    if (until > 0) {
-      const retry = Math.max(1, Math.ceil((until - now()) / 1000));
+    // reserved before the lookup, counted as a wrong link until it is found: a burst cannot outrun the count
+    const turn = await wrongLinks.reserveInTurn(address);
+    if (!turn.ticket) {
+      const retry = Math.max(1, Math.ceil((turn.retryAt - now()) / 1000));
       throw new AppError("TOO_MANY_REQUESTS", `too many wrong invitation links: try again in ${retry} s`, { "Retry-After": String(retry) });
     }
+    using attempt = turn.ticket;
     const row = await findBySecret(INVITATION_PREFIX, secret, (lookup) => store.get(store.db.select().from(invitations).where(eq(invitations.lookup, lookup))), (r) => r.secretHash);
     if (!row) {
-      wrongLinks.fail(address);
+      attempt.failed();
       throw invalid();
     }
+    attempt.succeeded();
     if (row.usedAt !== null || Date.parse(row.expiresAt) <= now()) throw invalid();
     return row;
   }

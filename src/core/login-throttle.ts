@@ -1,11 +1,17 @@
 /**
- * Admin login throttling, on core/throttle.ts: failures are counted per
- * client address and per username; 20 from one address or 5 for one
- * username within 15 minutes lock further attempts (even with the right
- * password) for 30 s, doubling with each further failure up to 15 min.
+ * Admin and portal login throttling, on core/throttle.ts: failures are
+ * counted per client address and per username; 20 from one address or 5
+ * for one username within 15 minutes lock further attempts (even with the
+ * right password) for 30 s, doubling with each further failure up to 15 min.
+ *
+ * A login is reserved before its password is verified and counts as a
+ * failure until it succeeds: of a burst of logins for one username, 5 are
+ * verified and the rest wait for their verdicts, so a burst of wrong
+ * passwords meets the lock (429) and the right one sent after them is
+ * refused like any other while it lasts.
  */
 import { AppError } from "./errors.ts";
-import { Throttle, type ThrottleRules } from "./throttle.ts";
+import { reserveEachInTurn, Throttle, type Reservation, type Ticket, type ThrottleRules } from "./throttle.ts";
 
 export const FAILURES_PER_USERNAME = 5;
 export const FAILURES_PER_ADDRESS = 20;
@@ -16,6 +22,14 @@ const RULES = {
   forgetAfterMs: 15 * 60 * 1000,
   maxKeys: 10_000,
 } satisfies Omit<ThrottleRules, "allowance">;
+
+/** A login being verified: say how it ended, or let `using` give it back (an error, no verdict). */
+export interface LoginAttempt extends Disposable {
+  /** The password was right: the username's count is cleared (not the address's). */
+  succeeded(): void;
+  /** A wrong username or password: a failure of the address and of the username. */
+  failed(): void;
+}
 
 export class LoginThrottle {
   private readonly addresses: Throttle;
@@ -36,36 +50,59 @@ export class LoginThrottle {
     this.usernames = new Throttle({ ...RULES, allowance: FAILURES_PER_USERNAME }, now);
   }
 
-  /** Throws 429 with Retry-After while the address or the username is locked. */
-  check(address: string, username: string): void {
-    const until = Math.max(this.addresses.check(address), this.usernames.check(username.toLowerCase()));
-    if (until === 0) return;
-    this.refusals++;
-    const seconds = Math.max(1, Math.ceil((until - this.now()) / 1000));
-    throw new AppError("TOO_MANY_REQUESTS", `too many failed logins; try again in ${seconds} s`, {
-      "Retry-After": String(seconds),
-    });
-  }
-
-  fail(address: string, username: string): void {
-    this.failures++;
-    this.failedElsewhere(address, username);
-    this.shared?.failed(address, username);
-  }
-
-  /** A correct password clears the username's count (not the address's). */
-  succeed(username: string): void {
-    this.succeededElsewhere(username);
-    this.shared?.succeeded(username);
+  /**
+   * Reserves a login for the address and the username, waiting its turn
+   * while their attempts in flight take the allowance; 429 with Retry-After
+   * while either is locked. Always the address first, then the username:
+   * one order, so two logins never wait on each other.
+   */
+  async reserve(address: string, username: string): Promise<LoginAttempt> {
+    const name = username.toLowerCase();
+    const r = await reserveEachInTurn([
+      [this.addresses, address],
+      [this.usernames, name],
+    ]);
+    if (!r.ticket) throw this.refused(r);
+    return this.attempt(address, name, r.ticket);
   }
 
   /** Another node's failed login counts here as one of ours. */
   failedElsewhere(address: string, username: string): void {
-    this.addresses.fail(address);
-    this.usernames.fail(username.toLowerCase());
+    this.addresses.addFailure(address);
+    this.usernames.addFailure(username.toLowerCase());
   }
 
   succeededElsewhere(username: string): void {
     this.usernames.clear(username.toLowerCase());
+  }
+
+  private attempt(address: string, name: string, ticket: Ticket): LoginAttempt {
+    let settled = false;
+    const once = () => !settled && (settled = true);
+    return {
+      succeeded: () => {
+        if (!once()) return;
+        ticket.succeeded();
+        this.usernames.clear(name);
+        this.shared?.succeeded(name);
+      },
+      failed: () => {
+        if (!once()) return;
+        this.failures++;
+        ticket.failed();
+        this.shared?.failed(address, name);
+      },
+      [Symbol.dispose]: () => {
+        if (!once()) return;
+        ticket[Symbol.dispose]();
+      },
+    };
+  }
+
+  private refused(r: Exclude<Reservation, { ticket: Ticket }>): AppError {
+    this.refusals++;
+    const seconds = Math.max(1, Math.ceil((r.retryAt - this.now()) / 1000));
+    const why = r.locked ? "too many failed logins" : "too many logins being checked at once";
+    return new AppError("TOO_MANY_REQUESTS", `${why}; try again in ${seconds} s`, { "Retry-After": String(seconds) });
   }
 }

@@ -1,8 +1,9 @@
 /**
  * Signing in with a password, to the admin API (checkLogin: admins only) or
- * the portal (checkPassword: any enabled user): one throttle for both, and
- * as slow for unknown users, and for users without a password (made by
- * company sign-in), as for known ones.
+ * the portal (checkPassword: any enabled user): one throttle for both, the
+ * attempt reserved before the password is verified, and as slow for
+ * unknown users, and for users without a password (made by company
+ * sign-in), as for known ones.
  */
 import type { UserRow } from "../db/schema.ts";
 import { AppError } from "./errors.ts";
@@ -17,14 +18,15 @@ export async function checkPassword(
   username: string,
   password: string,
 ): Promise<UserRow> {
-  throttle.check(address, username);
+  // given back if the lookup or the verification throws: an attempt the server could not judge is no failure
+  using attempt = await throttle.reserve(address, username);
   const user = await users.byName(username);
   const ok = user && user.passwordHash !== "" ? await verifyPassword(user.passwordHash, password) : (await burnVerifyTime(password), false);
   if (!user || !ok) {
-    throttle.fail(address, username);
+    attempt.failed();
     throw new AppError("UNAUTHORIZED", "invalid username or password");
   }
-  throttle.succeed(username);
+  attempt.succeeded();
   if (!user.enabled) throw new AppError("UNAUTHORIZED", "the account is disabled");
   return user;
 }

@@ -2,11 +2,15 @@
  * Sessions of the admin API and panel ("admin") and of the portal, the users'
  * own pages on the apex ("portal"). The cookie carries 256 random bits; the
  * database keeps only their SHA-256. A session ends after 24 h without use or
- * 7 days after login, whichever comes first. A session is of one kind for
- * good: a portal session's key sent to the admin API is no session there
- * (cookies ignore ports, so a browser may well send it), whoever it is of.
+ * 7 days after login, whichever comes first, and when its user is disabled,
+ * gets a new password (all but the session that set it) or a new role
+ * (admin sessions; users.ts). Every request reads its session here, never
+ * from a copy, so on every node of a cluster an ended session is refused at
+ * once. A session is of one kind for good: a portal session's key sent to
+ * the admin API is no session there (cookies ignore ports, so a browser may
+ * well send it), whoever it is of.
  */
-import { and, eq, lt, ne, or } from "drizzle-orm";
+import { and, eq, lt, or } from "drizzle-orm";
 import type { UserRow } from "../db/schema.ts";
 import type { Store } from "../db/store.ts";
 import { isoTimestamp, type Clock } from "./clock.ts";
@@ -76,12 +80,6 @@ export function createSessions(store: Store, clock: Clock) {
 
     /** The user behind a portal cookie, whatever their role: 401 as resolve() says. */
     resolvePortal: (key: string | undefined): Promise<UserRow> => find(key, "portal"),
-
-    /** Ends the user's sessions of a kind but one (a password changed: every other browser signs in again). */
-    async endOthers(userId: number, kind: SessionKind, keep: string | undefined): Promise<void> {
-      const keepHash = keep === undefined ? "" : sha256Hex(keep);
-      await store.run(store.db.delete(sessions).where(and(eq(sessions.userId, userId), eq(sessions.kind, kind), ne(sessions.idHash, keepHash))));
-    },
 
     /** Deletes sessions past either limit, so the table does not grow for ever. */
     async sweep(): Promise<void> {

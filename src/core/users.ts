@@ -7,6 +7,7 @@ import { AppError, notFound } from "./errors.ts";
 import type { Role, TrafficPeriod } from "../validate/fields.ts";
 import type { LiveTunnels } from "./live.ts";
 import { hashPassword } from "./passwords.ts";
+import { sha256Hex } from "./secrets.ts";
 
 export interface UserSettings {
   role?: Role;
@@ -113,7 +114,12 @@ export function createUsers(store: Store, clock: Clock, live: LiveTunnels) {
       }).catch(nameTakenOnRace(input.username));
     },
 
-    async update(id: number, changes: UserChanges): Promise<UserRow> {
+    /**
+     * `keepSession`: the session making the change (its cookie's key), which
+     * a new password leaves signed in; every other session of the user's
+     * ends with it.
+     */
+    async update(id: number, changes: UserChanges, opts: { keepSession?: string } = {}): Promise<UserRow> {
       await get(id);
       const passwordHash = changes.password === undefined ? undefined : await hashPassword(changes.password);
       const updated = await store.transaction(async () => {
@@ -126,6 +132,16 @@ export function createUsers(store: Store, clock: Clock, live: LiveTunnels) {
         const { password: _, ...settings } = changes;
         // a disabled user's sessions end for good: re-enabling does not revive old cookies
         if (changes.enabled === false) await store.run(store.db.delete(sessions).where(eq(sessions.userId, id)));
+        // a new password ends every session signed in with the old one (admin and portal; every node reads them
+        // from here), but the one that made the change; device tokens are not sessions and stay
+        else if (changes.password !== undefined) {
+          const keep = opts.keepSession === undefined ? "" : sha256Hex(opts.keepSession);
+          await store.run(store.db.delete(sessions).where(and(eq(sessions.userId, id), ne(sessions.idHash, keep))));
+        }
+        // a new role ends the user's admin sessions: a demoted admin's, and none made before revives on a promotion
+        if (changes.role !== undefined && changes.role !== current.role) {
+          await store.run(store.db.delete(sessions).where(and(eq(sessions.userId, id), eq(sessions.kind, "admin"))));
+        }
         // and an admin who is disabled or demoted loses their API keys for good, for the same reason
         if (changes.enabled === false || changes.role === "user") {
           await store.run(

@@ -28,6 +28,7 @@ import { DIRECT_DATA_PAYLOAD, FrameType, HANDSHAKE_TIMEOUT_MS, PROTOCOL_VERSION,
 import { discoverProviders, helloIssue, needsDiscovery, tunnelAccess, type Providers } from "./access/handshake.ts";
 import type { HandshakeGuard } from "./handshake-guard.ts";
 import { concerns } from "./live-rules.ts";
+import type { HandshakeTicket } from "../core/handshake-throttle.ts";
 import { openStream } from "./open-stream.ts";
 import type { OtherNodes } from "./other-nodes.ts";
 import type { PortAllocator } from "./ports.ts";
@@ -153,6 +154,10 @@ export class AgentConnection implements AgentLink {
   private connectorLeft?: () => void;
   /** Its handshake's result is counted (READY, MOVE or the refusal). */
   private handshakeCounted = false;
+  /** Its HELLO's place in the handshake throttle, until the handshake's result is known. */
+  private handshakeTicket?: HandshakeTicket;
+  /** Checks of its HELLO under way (the token looked up): a connection that ends meanwhile leaves the verdict to them. */
+  private judging = 0;
 
   constructor(
     private readonly transport: AgentTransport,
@@ -168,6 +173,8 @@ export class AgentConnection implements AgentLink {
       onStream: (stream) => this.peerStream(stream),
       onStreamReset: (code, by) => edge.counters?.reset(by === "local" ? "edge" : by === "peer" ? "agent" : "session", code),
       onClose: (code, message) => {
+        // a handshake whose HELLO is not being checked gives its place back; one being checked is counted by its verdict
+        if (this.judging === 0) this.handshakeEnded();
         if (code === WireError.KEEPALIVE_TIMEOUT) log.info("agent silent too long, closing", { session: this.sessionId });
         // every refusal of a handshake, whoever made it (admission, the throttle, a bad HELLO, the timeout), ends here
         if (!this.ready && (this.helloSeen || code === WireError.HANDSHAKE_TIMEOUT)) this.countHandshake(code);
@@ -263,6 +270,7 @@ export class AgentConnection implements AgentLink {
 
   /** The WebSocket closed (either side): the session ends, its tunnels wait in grace. */
   closed(): void {
+    if (this.judging === 0) this.handshakeEnded();
     this.connectorLeft?.();
     clearTimeout(this.handshakeTimer);
     this.mux.close();
@@ -281,24 +289,11 @@ export class AgentConnection implements AgentLink {
       case FrameType.HELLO: {
         if (this.ready) throw new ProtocolError("HELLO after READY");
         this.helloSeen = true;
-        // a throttled address is turned away before its HELLO is parsed or its token looked up
-        const limited = this.edge.handshakes?.refusal(this.transport.address);
-        if (limited) {
-          this.audit(limited.code);
-          return this.refuse(limited.code, limited.message, Number(limited.headers["Retry-After"]));
-        }
         // what the agent sends after its HELLO waits until READY (or the refusal) has gone out
         this.mux.hold();
-        try {
-          return this.hello(parseJsonPayload(payload, "HELLO"));
-        } catch (err) {
-          // a HELLO that is not JSON or not a Hello counts as a failed handshake (the mux sends PROTOCOL_ERROR)
-          if (err instanceof ProtocolError) {
-            this.edge.handshakes?.failed(this.transport.address, WireError.PROTOCOL_ERROR);
-            this.audit(WireError.PROTOCOL_ERROR);
-          }
-          throw err;
-        }
+        const guard = this.edge.handshakes;
+        if (guard) return void this.helloInTurn(guard, payload);
+        return this.helloNow(payload);
       }
       case FrameType.GOAWAY:
         // the agent leaves on purpose: free its names and ports now
@@ -326,11 +321,72 @@ export class AgentConnection implements AgentLink {
   }
 
   /**
+   * A HELLO once the handshake throttle gives it a place: a throttled
+   * address is turned away before its HELLO is parsed or its token looked
+   * up; the others wait while the address's handshakes in flight take its
+   * allowance (each counts as a failure until it is judged).
+   */
+  private async helloInTurn(guard: HandshakeGuard, payload: Uint8Array): Promise<void> {
+    const turn = await guard.reserve(this.transport.address);
+    if (turn.refusal) {
+      this.audit(turn.refusal.code);
+      return this.refuse(turn.refusal.code, turn.refusal.message, Number(turn.refusal.headers["Retry-After"]));
+    }
+    if (this.mux.closed) return turn.ticket[Symbol.dispose]();
+    this.handshakeTicket = turn.ticket;
+    try {
+      this.helloNow(payload);
+    } catch (err) {
+      if (err instanceof ProtocolError) return this.refuse(WireError.PROTOCOL_ERROR, err.message);
+      this.failedHandshake(err);
+    }
+  }
+
+  private helloNow(payload: Uint8Array): void {
+    try {
+      return this.hello(parseJsonPayload(payload, "HELLO"));
+    } catch (err) {
+      // a HELLO that is not JSON or not a Hello counts as a failed handshake (PROTOCOL_ERROR is sent)
+      if (err instanceof ProtocolError) {
+        this.handshakeEnded(WireError.PROTOCOL_ERROR);
+        this.audit(WireError.PROTOCOL_ERROR);
+      }
+      throw err;
+    }
+  }
+
+  /**
+   * The handshake's result for the throttle: a failure's code counts
+   * against the address; any other result, or none (the connection ended
+   * with no verdict), gives the place back.
+   */
+  private handshakeEnded(result?: string): void {
+    const ticket = this.handshakeTicket;
+    this.handshakeTicket = undefined;
+    if (result === undefined) ticket?.[Symbol.dispose]();
+    else ticket?.ended(result);
+  }
+
+  /**
+   * A check of the HELLO starts: the verdict it reaches is what the throttle
+   * counts, even if the agent hangs up first (a burst of HELLOs each closed
+   * at once still meets the lock). The returned function ends it; one that
+   * ends with no verdict on a closed connection gives the place back.
+   */
+  private judge(): () => void {
+    this.judging++;
+    return () => {
+      if (--this.judging === 0 && this.mux.closed) this.handshakeEnded();
+    };
+  }
+
+  /**
    * A HELLO with OIDC tunnels: its issuers answer discovery first, and only
    * once its token is known good, so a stranger cannot make the edge fetch
    * anything. Then the HELLO goes on as any other, with what they answered.
    */
   private async discoverThenHello(raw: unknown, tunnels: Hello["tunnels"]): Promise<void> {
+    const judged = this.judge();
     try {
       let providers: Providers = new Map();
       try {
@@ -339,11 +395,14 @@ export class AgentConnection implements AgentLink {
         providers = await discoverProviders(tunnels, this.edge.oidcHttpIssuers ?? false);
       } catch (err) {
         if (!(err instanceof AppError)) throw err; // a refusal: hello() below meets it again and refuses as always
+        this.handshakeEnded(err.code); // the token's verdict, for the throttle, even if the agent has gone
       }
       if (!this.mux.closed) this.hello(raw, providers);
     } catch (err) {
       if (err instanceof ProtocolError) return this.refuse(WireError.PROTOCOL_ERROR, err.message);
       this.failedHandshake(err);
+    } finally {
+      judged();
     }
   }
 
@@ -373,6 +432,7 @@ export class AgentConnection implements AgentLink {
     if (hello.direct && this.transport.kind === "websocket" && directPort !== undefined) {
       // nothing is admitted here: the agent says the same HELLO on the direct port
       this.countHandshake("MOVE");
+      this.handshakeEnded("MOVE");
       this.mux.sendControl(FrameType.MOVE, { port: directPort });
       this.mux.close(WireError.GOING_AWAY, "moved to the direct port");
       return;
@@ -391,6 +451,7 @@ export class AgentConnection implements AgentLink {
    * unshares, leaves or is revoked.
    */
   private async connectThenReady(hello: Hello, target: string): Promise<void> {
+    const judged = this.judge();
     try {
       let admitted: Awaited<ReturnType<typeof admitConnector>>;
       try {
@@ -411,6 +472,7 @@ export class AgentConnection implements AgentLink {
       this.connector = { ownerId: owner.id, name: declared.name, target: label, username: user.username, ...(elsewhere ? { elsewhere } : {}) };
       this.ready = true;
       this.countHandshake("READY");
+      this.handshakeEnded("READY");
       this.drains = hello.drain;
       this.edge.registry.attach(this, []);
       const entry: PrivateConnection = {
@@ -435,6 +497,7 @@ export class AgentConnection implements AgentLink {
     } catch (err) {
       this.failedHandshake(err);
     } finally {
+      judged();
       this.mux.release();
     }
   }
@@ -521,6 +584,7 @@ export class AgentConnection implements AgentLink {
   private async admitThenOpen(hello: Hello, providers: Providers | undefined): Promise<void> {
     // before admission reads the state: an admin change heard after it is judged before the tunnels open
     const mark = this.edge.registry.changeMark();
+    const judged = this.judge();
     try {
       let admitted: Admitted | undefined;
       let claimed: Claimed = { names: [], members: new Map() };
@@ -568,6 +632,7 @@ export class AgentConnection implements AgentLink {
     } catch (err) {
       this.failedHandshake(err);
     } finally {
+      judged();
       this.mux.release();
     }
   }
@@ -662,7 +727,7 @@ export class AgentConnection implements AgentLink {
   }
 
   private refused(err: AppError, token: string, retryAfterS?: number): void {
-    this.edge.handshakes?.failed(this.transport.address, err.code);
+    this.handshakeEnded(err.code);
     log.info("agent refused", { code: err.code, reason: err.message, remote: this.transport.remote, address: this.transport.address });
     this.audit(err.code, token);
     this.refuse(err.code, err.message, retryAfterS);
@@ -837,6 +902,7 @@ export class AgentConnection implements AgentLink {
       }
       this.ready = true;
       this.countHandshake("READY");
+      this.handshakeEnded("READY");
       this.drains = hello.drain;
       this.keeps = hello.keep;
       this.proxy = hello.proxy;

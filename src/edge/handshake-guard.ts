@@ -1,7 +1,8 @@
 /**
  * The agents' endpoint's use of the handshake throttle (core/handshake-throttle.ts):
  * a HELLO from a locked address is refused with RATE_LIMITED before anything
- * in it is read, and failed handshakes are counted against their address.
+ * in it is read; any other is reserved before its token is looked up, and
+ * its result (a failure or not) is told to the ticket.
  *
  * Refusals cost no log line each: the first one from an address logs
  * `agent handshakes throttled address=... refused=1` at once, and from then
@@ -37,16 +38,15 @@ export class HandshakeGuard {
     this.throttle = new HandshakeThrottle(limit, now);
   }
 
-  /** The refusal for a HELLO from `address`, or undefined to go on and read it. */
-  refusal(address: string): AppError | undefined {
-    const refused = this.throttle.refusal(address);
-    if (refused) this.tally(address);
-    return refused;
-  }
-
-  /** A handshake from `address` was refused with `code` (only failures count). */
-  failed(address: string, code: string): void {
-    this.throttle.failed(address, code);
+  /**
+   * A ticket for a HELLO from `address` once its turn comes (the connection
+   * then ends it with its result), or the refusal to send instead of
+   * reading it.
+   */
+  async reserve(address: string): ReturnType<HandshakeThrottle["reserve"]> {
+    const r = await this.throttle.reserve(address);
+    if (r.refusal) this.tally(address);
+    return r;
   }
 
   private tally(address: string): void {

@@ -92,6 +92,9 @@ const compile = (route: PortalRoute): Compiled => {
   return { route, regex: new RegExp(`^${source}$`), names };
 };
 
+/** localhost, *.localhost, or a loopback address: a domain no other machine's tunnels share. */
+const isLoopbackName = (domain: string) => domain === "localhost" || domain.endsWith(".localhost") || /^127\.\d+\.\d+\.\d+$/.test(domain) || domain === "[::1]";
+
 /** Answers' headers on every path: no framing, no sniffing, no referrer, no caching, the page's CSP. */
 const withHeaders = (res: Response): Response => {
   for (const [name, value] of Object.entries(SECURITY_HEADERS)) if (!res.headers.has(name)) res.headers.set(name, value);
@@ -103,6 +106,9 @@ export function createPortalApp(core: Core, options: PortalOptions): PortalApp {
   const host = () => new URL(options.origin()).host;
   const table = portalRoutes(options.addressOf, options.oidc, host).map(compile);
   const { domain, secure } = options;
+  if (!secure && !isLoopbackName(domain)) {
+    log.warn("the portal is served over plain HTTP: any tunnel's page can plant a session cookie on its domain; serve it over HTTPS (the edge's TLS, or a proxy's with an https --public-url), or on loopback only", { domain });
+  }
 
   async function call(req: Request, path: string, ctx: PortalContext): Promise<Response> {
     for (const c of table) {
@@ -127,7 +133,11 @@ export function createPortalApp(core: Core, options: PortalOptions): PortalApp {
             const err = new AppError("UNAUTHORIZED", "two session cookies came: sign in again");
             throw Object.assign(err, { clear: true });
           }
-          const user = await core.sessions.resolvePortal(cookie.key);
+          const user = await core.sessions.resolvePortal(cookie.key).catch((err: unknown) => {
+            // a cookie no session is behind (ended, expired, or planted by a tunnel): signed out, and cleared
+            if (cookie.present && err instanceof AppError && err.code === "UNAUTHORIZED") throw Object.assign(err, { clear: true });
+            throw err;
+          });
           const signedIn: SignedIn = { ...ctx, user, sessionKey: cookie.key! };
           ctx.audit.actor = { userId: user.id, username: user.username };
           response = await (handler as (req: Request, ctx: SignedIn) => Promise<Response>)(req, signedIn);

@@ -8,7 +8,11 @@
  * Over plain HTTP a tunnel can still set a cookie of the plain name for the
  * parent domain ("cookie tossing"); the browser then sends two of that name
  * to the apex. Two are never guessed between: the request is signed out,
- * and both are cleared (the apex may clear its domain's cookies).
+ * and both are cleared (the apex may clear its domain's cookies). A cookie
+ * that is no session of ours (never issued, ended, expired) is signed out
+ * and cleared the same way. What plain HTTP cannot tell apart is a tunnel's
+ * planted cookie holding a real session of someone else's, alone: so the
+ * portal over plain HTTP is for loopback only (the server says so at start).
  */
 import { SESSION_MAX_AGE_MS } from "../core/sessions.ts";
 
@@ -18,8 +22,10 @@ export const PLAIN_COOKIE = "burrow_portal";
 export const cookieName = (secure: boolean) => (secure ? SECURE_COOKIE : PLAIN_COOKIE);
 
 export interface SessionCookie {
-  /** The session's key, when exactly one cookie of the name came. */
+  /** The session's key, when exactly one cookie of the name came, in a session key's form. */
   key?: string;
+  /** At least one cookie of the name came (a session's or not). */
+  present: boolean;
   /** More than one came: one was planted by another name under the domain. */
   tossed: boolean;
 }
@@ -33,10 +39,10 @@ export function readSessionCookie(req: Request, secure: boolean): SessionCookie 
     if (eq < 0 || header.slice(0, eq).trim() !== name) continue;
     values.push(header.slice(eq + 1).trim());
   }
-  if (values.length > 1) return { tossed: true };
+  if (values.length > 1) return { tossed: true, present: true };
   const key = values[0];
   // a key is randomKey()'s base64url: anything else is no session of ours
-  return { key: key !== undefined && /^[A-Za-z0-9_-]{16,128}$/.test(key) ? key : undefined, tossed: false };
+  return { key: key !== undefined && /^[A-Za-z0-9_-]{16,128}$/.test(key) ? key : undefined, tossed: false, present: key !== undefined };
 }
 
 /** Set-Cookie for a session's key, or (value "") clearing it. */
@@ -47,7 +53,8 @@ export function sessionCookie(secure: boolean, value: string): string {
   return parts.join("; ");
 }
 
-/** The Set-Cookie fields that clear a tossed cookie: the host-only one and one set for the domain. */
+/** The Set-Cookie fields that clear a tossed or planted cookie: the host-only one, and over plain HTTP one set for the domain (a `__Host-` cookie cannot have one). */
 export function clearTossed(secure: boolean, domain: string): string[] {
-  return [sessionCookie(secure, ""), `${cookieName(secure)}=; Domain=${domain}; Path=/; Max-Age=0${secure ? "; Secure" : ""}`];
+  const hostOnly = sessionCookie(secure, "");
+  return secure ? [hostOnly] : [hostOnly, `${cookieName(secure)}=; Domain=${domain}; Path=/; Max-Age=0`];
 }

@@ -176,16 +176,15 @@ export function meRoutes(addressOf: AddressOf): PortalRoute[] {
             }
             throw err;
           });
-          await core.users.update(user.id, { password: body.new_password });
-          // every other browser signed in as this user signs in again
-          await core.sessions.endOthers(user.id, "portal", sessionKey);
+          // every other session of the user's, portal and admin API, ends: only this browser stays signed in
+          await core.users.update(user.id, { password: body.new_password }, { keepSession: sessionKey });
           return json({ status: "changed" });
         },
       },
       audit: { PUT: "portal.password" },
       docs: {
         PUT: {
-          summary: "Change the user's password; their other portal sessions end",
+          summary: "Change the user's password; every other session of theirs (portal and admin API) ends, their devices stay",
           body: PasswordBody,
           responses: {
             200: { description: "Changed", schema: StatusBody("changed") },

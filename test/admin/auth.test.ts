@@ -345,13 +345,13 @@ describe("session expiry", () => {
 });
 
 describe("a session whose user changes", () => {
-  test("answers 403 once its user is demoted to role user", async () => {
+  test("answers 401 once its user is demoted to role user: a new role ends the user's admin sessions", async () => {
     const { id, client } = await newAdmin();
     expect((await api.put(`/api/users/${id}`, { role: "user" })).status).toBe(200);
-    expectError(await client.get("/api/auth/me"), 403);
-    expectError(await client.get("/api/users"), 403);
-    expectError(await client.post("/api/users", { username: uniqueName("sneaky"), password: "password-123" }), 403);
-    expectError(await client.put("/api/users/1", { enabled: false }), 403);
+    expectError(await client.get("/api/auth/me"), 401);
+    expectError(await client.get("/api/users"), 401);
+    expectError(await client.post("/api/users", { username: uniqueName("sneaky"), password: "password-123" }), 401);
+    expectError(await client.put("/api/users/1", { enabled: false }), 401);
     expect((await api.get("/api/users/1")).body.user.enabled).toBe(true);
   });
 
@@ -370,12 +370,12 @@ describe("a session whose user changes", () => {
     expect(sessionRow(client)).toBeNull();
   });
 
-  test("an admin can end their own admin rights: the same session then answers 403", async () => {
+  test("an admin can end their own admin rights: the same session then answers 401 (a new role ends admin sessions, the acting one too)", async () => {
     const { id, client } = await newAdmin();
     const res = await client.put(`/api/users/${id}`, { role: "user" });
     expect(res.status).toBe(200);
     expect(res.body.role).toBe("user");
-    expectError(await client.get("/api/auth/me"), 403);
+    expectError(await client.get("/api/auth/me"), 401);
   });
 });
 

@@ -2,7 +2,7 @@
  * GET /api/certificates: the server's certificate report as the API shows
  * it (snake_case: a failure's retryAfter is retry_after; dates ISO 8601 UTC;
  * no directory outside ACME), read fresh on every request, for admins only:
- * 401 without a session, 403 once demoted, 405 for another method, each
+ * 401 without a session or once demoted, 405 for another method, each
  * with the usual {"error": ...}. The reporter is a fake: the real server's
  * is wired to the ACME machinery.
  */
@@ -159,12 +159,12 @@ describe("who may read it", () => {
     expect(reads).toBe(before);
   });
 
-  test("not an admin demoted since signing in: 403", async () => {
+  test("an admin demoted since signing in: 401 (the new role ended the session)", async () => {
     const id = await api.createUser("cert-reader", { role: "admin", password: "password-123" });
     const reader = await signedInTo(app.adminUrl, "cert-reader", "password-123");
     expect((await reader.get("/api/certificates")).status).toBe(200);
     expect((await api.put(`/api/users/${id}`, { role: "user" })).status).toBe(200);
-    expectError(await reader.get("/api/certificates"), 403);
+    expectError(await reader.get("/api/certificates"), 401);
   });
 
   test("no other method: 405 with Allow: GET, signed in or not", async () => {

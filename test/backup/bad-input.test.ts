@@ -94,14 +94,14 @@ describe("POST /api/backup", () => {
     expect(res.body).toEqual({ error: "authentication required" });
   });
 
-  test("as an admin demoted since signing in: 403, as for every other admin-only POST", async () => {
+  test("as an admin demoted since signing in: 401 (the new role ended the session), as for every other admin-only POST", async () => {
     const id = await api.createUser("soon-demoted", { role: "admin", password: "demoted-password" });
     const client = new AdminClient(server.adminUrl);
     expect((await client.login("soon-demoted", "demoted-password")).status).toBe(200);
     expect((await api.put(`/api/users/${id}`, { role: "user" })).status).toBe(200);
     const res = await client.post("/api/backup");
-    expect(res.status).toBe(403);
-    expect(res.body).toEqual({ error: "administrator role required" });
+    expect(res.status).toBe(401);
+    expect(res.body).toEqual({ error: "session expired or invalid" });
     expect(res.body).toEqual((await client.post("/api/users", { username: "x", password: "password-123" })).body);
   });
 

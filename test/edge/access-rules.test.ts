@@ -185,9 +185,9 @@ describe("basic auth guesses", () => {
   test("the lock ends: after it the address may try again", () => {
     let t = 1_000_000;
     const basic = new BasicAuth([{ user: "u", password: "p" }], "r", () => t);
-    for (let i = 0; i < 10; i++) basic.failed("198.51.100.1");
-    expect(basic.lockedUntil("198.51.100.1")).toBe(t + 60_000);
+    for (let i = 0; i < 10; i++) expect(basic.judge("198.51.100.1", `Basic ${btoa("u:wrong")}`)).toEqual({ passed: false });
+    expect(basic.judge("198.51.100.1", `Basic ${btoa("u:p")}`)).toEqual({ retryAt: t + 60_000 });
     t += 60_001;
-    expect(basic.lockedUntil("198.51.100.1")).toBe(0);
+    expect(basic.judge("198.51.100.1", `Basic ${btoa("u:p")}`)).toEqual({ passed: true });
   });
 });

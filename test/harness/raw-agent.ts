@@ -32,6 +32,18 @@ export interface HelloOptions {
   /** The HELLO frame's payload as is, instead of a well-formed HELLO with `token`. */
   payload?: Uint8Array;
   timeoutMs?: number;
+  /** Direct port only: once connected, say so, and send the HELLO only when `send` resolves (HELLOs of many connections at once). */
+  gate?: { connected(): void; send: Promise<void> };
+}
+
+/**
+ * A gate for `n` connections: each HELLO goes out once all `n` are
+ * connected, in one turn, so the edge reads them together.
+ */
+export function helloGate(n: number): { connected(): void; send: Promise<void> } {
+  const all = Promise.withResolvers<void>();
+  let left = n;
+  return { connected: () => void (--left === 0 && all.resolve()), send: all.promise };
 }
 
 export const helloPayload = (token: string) =>
@@ -54,7 +66,11 @@ export function sayHello(opts: HelloOptions): Promise<HelloAnswer> {
     };
     const timer = setTimeout(() => finish(false), timeoutMs);
     const sock: Socket = connect({ host: "127.0.0.1", port: opts.port, localAddress: opts.from ?? "127.0.0.1" }, () => {
-      if (opts.via === "direct") return void sock.write(frame);
+      if (opts.via === "direct") {
+        if (!opts.gate) return void sock.write(frame);
+        opts.gate.connected();
+        return void opts.gate.send.then(() => sock.write(frame));
+      }
       const extra = Object.entries(opts.headers ?? {}).map(([k, v]) => `${k}: ${v}\r\n`);
       sock.write(
         `GET ${CONNECT_PATH} HTTP/1.1\r\nHost: 127.0.0.1:${opts.port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +

@@ -14,6 +14,14 @@ export interface RawReply {
   closed: boolean;
 }
 
+function reply(chunks: Buffer[], closed: boolean): RawReply {
+  const all = Buffer.concat(chunks).toString("latin1");
+  const split = all.indexOf("\r\n\r\n");
+  const head = split < 0 ? all : all.slice(0, split);
+  const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(head)?.[1] ?? 0);
+  return { status, head, body: split < 0 ? "" : all.slice(split + 4), closed };
+}
+
 export function rawHttp(port: number, text: string | Uint8Array, timeoutMs = 5_000, host = "127.0.0.1"): Promise<RawReply> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -21,15 +29,41 @@ export function rawHttp(port: number, text: string | Uint8Array, timeoutMs = 5_0
     const finish = (closed: boolean) => {
       clearTimeout(timer);
       sock.destroy();
-      const all = Buffer.concat(chunks).toString("latin1");
-      const split = all.indexOf("\r\n\r\n");
-      const head = split < 0 ? all : all.slice(0, split);
-      const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(head)?.[1] ?? 0);
-      resolve({ status, head, body: split < 0 ? "" : all.slice(split + 4), closed });
+      resolve(reply(chunks, closed));
     };
     const timer = setTimeout(() => finish(false), timeoutMs);
     sock.on("data", (d: Buffer) => chunks.push(d));
     sock.on("error", (err: NodeJS.ErrnoException) => (err.code === "ECONNRESET" ? finish(true) : (clearTimeout(timer), reject(err))));
     sock.on("close", () => finish(true));
   });
+}
+
+/**
+ * Several requests on as many connections, written in one turn once every
+ * connection is open, so the server reads them together (a burst no
+ * client's connection setup spreads out); their replies, in order.
+ */
+export async function rawHttpAtOnce(port: number, texts: string[], timeoutMs = 10_000, host = "127.0.0.1"): Promise<RawReply[]> {
+  const open = Promise.withResolvers<void>();
+  let left = texts.length;
+  const replies = texts.map(
+    (text) =>
+      new Promise<RawReply>((resolve, reject) => {
+        const chunks: Buffer[] = [];
+        const sock = connect(port, host, () => {
+          if (--left === 0) open.resolve();
+          void open.promise.then(() => sock.write(text));
+        });
+        const finish = (closed: boolean) => {
+          clearTimeout(timer);
+          sock.destroy();
+          resolve(reply(chunks, closed));
+        };
+        const timer = setTimeout(() => finish(false), timeoutMs);
+        sock.on("data", (d: Buffer) => chunks.push(d));
+        sock.on("error", (err: NodeJS.ErrnoException) => (err.code === "ECONNRESET" ? finish(true) : (clearTimeout(timer), reject(err))));
+        sock.on("close", () => finish(true));
+      }),
+  );
+  return Promise.all(replies);
 }

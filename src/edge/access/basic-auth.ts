@@ -53,14 +53,15 @@ export class BasicAuth {
     this.guesses = new Throttle({ ...BASIC_AUTH_THROTTLE, allowance }, now);
   }
 
-  /** When `client`'s lock ends (ms since the epoch), or 0: a locked address is refused without its credentials being read. */
-  lockedUntil(client: string): number {
-    return this.guesses.check(clientKey(client));
-  }
-
-  /** Counts a wrong `Authorization` header from `client` (none at all is not a guess: a browser's first request). */
-  failed(client: string): void {
-    this.guesses.fail(clientKey(client));
+  /**
+   * A visitor's `Authorization` header judged, counted against `client`
+   * (its address): `retryAt` while the address is locked (its credentials
+   * are not read), else whether they are right. A wrong header counts; none
+   * at all is not a guess (a browser's first request).
+   */
+  judge(client: string, authorization: string | null): { passed: boolean; retryAt?: undefined } | { passed?: undefined; retryAt: number } {
+    const verdict = this.guesses.judgeNow(clientKey(client), () => (authorization === null ? undefined : this.check(authorization) !== undefined));
+    return verdict.retryAt !== undefined ? verdict : { passed: verdict.passed === true };
   }
 
   /** The user name of a valid `Authorization: Basic ...` header, or undefined. */

@@ -97,14 +97,9 @@ export class AccessPolicy {
   async admit(req: Request, url: URL, client: string, host: string, secure: boolean): Promise<Response | Passed> {
     if (this.refusesAddress(client)) return addressRefusedPage(host, client);
     if (this.basic) {
-      const locked = this.basic.lockedUntil(client);
-      if (locked) return tooManyGuessesPage(host, Math.max(1, Math.ceil((locked - Date.now()) / 1000)));
-      const authorization = req.headers.get("authorization");
-      if (this.basic.check(authorization) === undefined) {
-        if (authorization !== null) this.basic.failed(client);
-        return signInRequiredPage(host, this.basic.challenge);
-      }
-      return PASSED;
+      const verdict = this.basic.judge(client, req.headers.get("authorization"));
+      if (verdict.retryAt !== undefined) return tooManyGuessesPage(host, Math.max(1, Math.ceil((verdict.retryAt - Date.now()) / 1000)));
+      return verdict.passed ? PASSED : signInRequiredPage(host, this.basic.challenge);
     }
     if (this.oidc) return this.signedIn(this.oidc, req, url, host, secure);
     return PASSED;
