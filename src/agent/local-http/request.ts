@@ -2,13 +2,16 @@
  * A visitor's request head as the local service is to read it: the text the
  * edge sent, read (parseRequestHead) for what the agent must know (how the
  * body is framed, whether the connection may carry another request, an
- * upgrade), and changed in one place at most: the Host the tunnel asks for.
+ * upgrade), and changed only where it must: the Host the tunnel asks for,
+ * and a switch the tunnel does not allow taken off (withAllowedSwitch).
  * Header names keep their case and order, the version stays what the
  * visitor spoke, and nothing is added, but on a private tunnel's connection
  * (`burrow connect`): there X-Burrow-User says who the connector is, as the
- * edge vouched, and any the connector sent is dropped.
+ * edge vouched, and any field of burrow's the connector sent is dropped.
  */
+import { BURROW_FIELD_LINES } from "../../http/burrow-fields.ts";
 import { isRefusal, parseRequestHead, type RequestHead } from "../../http/request-head.ts";
+import { headAllowedToSwitch, upgradeAllowed } from "../../http/upgrade.ts";
 
 export interface LocalRequest {
   head: RequestHead;
@@ -19,8 +22,6 @@ export interface LocalRequest {
 const HEAD_END = "\r\n\r\n";
 /** The Host line (one at most: the parser refuses two); header values never hold CR. */
 const HOST_LINE = /\r\nhost:[^\r]*/i;
-/** Every X-Burrow-User line a connector sent (any case, any number of them). */
-const USER_LINES = /\r\nx-burrow-user:[^\r]*/gi;
 /** The header a private http tunnel's service reads the connector's username from. */
 export const USER_HEADER = "X-Burrow-User";
 
@@ -37,11 +38,26 @@ export function prepareRequest(text: string, host?: string, fields = true): Loca
 
 /**
  * prepareHead on a private tunnel's connection: the head with X-Burrow-User
- * set to `user` last, every one the connector sent dropped first.
+ * set to `user` last, every field of burrow's the connector sent dropped
+ * first, in any spelling (X_Burrow_User, x-burrow-user-email: burrow-fields.ts).
  */
 export function prepareConnectorHead(headText: string, host: string | undefined, user: string): LocalRequest | string {
-  const vouched = `${headText.replace(USER_LINES, "")}\r\n${USER_HEADER}: ${user}`;
+  const vouched = `${headText.replace(BURROW_FIELD_LINES, "")}\r\n${USER_HEADER}: ${user}`;
   return prepareHead(vouched, host, false);
+}
+
+/**
+ * The request as it goes to a tunnel that allows `allowed` switches: as it
+ * is, or, when it asks for another (h2c without --allow-upgrade h2c), as a
+ * plain request without it (http/upgrade.ts). The edge takes such a switch
+ * off already; a private tunnel's connector's requests it never reads.
+ */
+export function withAllowedSwitch(request: LocalRequest, allowed: ReadonlySet<string> | undefined): LocalRequest {
+  const asked = request.head.upgrade;
+  if (asked === undefined || upgradeAllowed(asked, allowed)) return request;
+  const text = headAllowedToSwitch(Buffer.from(request.bytes.buffer, request.bytes.byteOffset, request.bytes.byteLength).toString("latin1"), allowed);
+  const plain = prepareHead(text.slice(0, -HEAD_END.length), undefined, false);
+  return typeof plain === "string" ? request : plain;
 }
 
 /**
