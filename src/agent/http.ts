@@ -126,7 +126,10 @@ class RequestServer implements StreamServer {
     const { method, target: path, upgrade } = request.head;
     const websocket = upgrade === "websocket";
     hooks.opened?.(websocket ? "ws" : "http", method, path);
-    const tap = hooks.tap?.({ method, path, headers: new HeadText(received ? headText : headText.slice(0, -4), "request"), websocket, route: route?.prefix });
+    // the inspector shows the head as it came, or as the service gets it where the agent changed more than its Host:
+    // a connector's (burrow's fields dropped, X-Burrow-User vouched), one whose switch was taken off
+    const shown = this.user !== undefined || request !== prepared ? headOf(request) : received ? headText : headText.slice(0, -4);
+    const tap = hooks.tap?.({ method, path, headers: new HeadText(shown, "request"), websocket, route: route?.prefix });
     this.requests.forward(request, this.report.begin(method, path, upgrade, started, route?.prefix), tap, route?.target);
     return true;
   }
@@ -160,6 +163,12 @@ class RequestServer implements StreamServer {
     answerConnector(this.stream, "502 Bad Gateway", `burrow: the tunnel's service gave no answer: ${why}\n`, replied);
     return true;
   }
+}
+
+/** A request's head as it goes to the service, without its blank line. */
+function headOf(request: { bytes: Uint8Array }): string {
+  const { bytes } = request;
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength - 4).toString("latin1");
 }
 
 /** An answer of the agent's own to a private tunnel's connector, after which its connection ends (what it sends more is dropped). */

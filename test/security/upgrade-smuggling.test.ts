@@ -35,6 +35,8 @@ let ws: NaiveService;
 const agents: TestAgent[] = [];
 const connectors: TestConnector[] = [];
 let inspector: string;
+/** The private tunnel's owner's. */
+let ownerInspector: string;
 let bobPort: number;
 
 /** The smuggled request of the report: a path outside the route, a forged identity, a header the rules remove, a forged chain. */
@@ -55,10 +57,11 @@ beforeAll(async () => {
       start(main.port, ["--subdomain", "smug", "--route", `/ws=127.0.0.1:${ws.port}`, "--basic-auth", "alice:open-sesame", "--request-header-add", "X-Added: by-rule", "--request-header-remove", "X-Secret-In", "--inspect-addr", "127.0.0.1:0"]),
       start(main.port, ["--subdomain", "plain", "--route", `/ws=127.0.0.1:${ws.port}`, "--no-inspect"]),
       start(ws.port, ["--subdomain", "h2c-ok", "--allow-upgrade", "h2c", "--no-inspect"]),
-      startAgent({ kind: "http", target: ws.port, server: server.edgeUrl, token: aliceToken, args: ["--private", "--name", "naive", "--share", "bob", "--no-inspect"] }),
+      startAgent({ kind: "http", target: ws.port, server: server.edgeUrl, token: aliceToken, args: ["--private", "--name", "naive", "--share", "bob", "--inspect-addr", "127.0.0.1:0"] }),
     ])),
   );
   inspector = /Inspector\s+(http:\/\/\S+)/.exec(agents[0]!.output.text())![1]!;
+  ownerInspector = /Inspector\s+(http:\/\/\S+)/.exec(agents[3]!.output.text())![1]!;
   const bobConnector = startConnector({ server: server.edgeUrl, token: bobToken, target: "alice/naive" });
   connectors.push(bobConnector);
   bobPort = await bobConnector.port();
@@ -207,6 +210,14 @@ describe("h2c smuggling on a private tunnel (burrow connect)", () => {
     expect(v.text).toStartWith("HTTP/1.1 426 ");
     const [next] = ws.headsFor("/private-next");
     expect(burrowLines(next!)).toEqual(["X-Burrow-User: bob"]);
+    // the owner's inspector saw it as a request of its own, as the service got it
+    let listed: { id: string; path: string }[] = [];
+    await waitUntil(async () => {
+      listed = ((await (await fetch(`${ownerInspector}/api/requests`)).json()) as { requests: typeof listed }).requests;
+      return listed.some((r) => r.path === "/private-next");
+    }, 5_000, "the owner's inspector's capture of the next request");
+    const detail = (await (await fetch(`${ownerInspector}/api/requests/${listed.find((r) => r.path === "/private-next")!.id}`)).json()) as { request: { headers: [string, string][] } };
+    expect(detail.request.headers.filter(([n]) => /^x[-_]burrow[-_]/i.test(n))).toEqual([["X-Burrow-User", "bob"]]);
   });
 });
 
