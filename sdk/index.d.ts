@@ -39,6 +39,12 @@ export interface ForwardOptions {
   hostHeader?: string;
   /** http: seconds the server waits for the local service's answer. */
   responseTimeout?: number;
+  /**
+   * http: protocols besides WebSocket a request may switch to (Upgrade tokens
+   * such as "h2c"); any other Upgrade is taken off the request. What follows
+   * a switch is not judged by any rule. At most 16.
+   */
+  allowUpgrade?: string[];
   /** http: no browser warning page before the first visit (if the user's `skip_warning` allows it). */
   skipWarning?: boolean;
   /** http: visitors sign in with one of these "user:password" pairs. */

@@ -15,6 +15,7 @@ import { BurrowError, checked } from "./errors.ts";
 import { credentials, type Credentials } from "./credentials.ts";
 import {
   ACCESS_LIST_MAX,
+  allowUpgrades,
   compactAccess,
   oidcSettings,
   parseBasicAuth,
@@ -27,6 +28,7 @@ import {
   parseRemotePort,
   parseResponseTimeout,
   parseTarget,
+  parseUpgradeToken,
   tooManyEntries,
 } from "../../src/agent/settings/tunnel-options.ts";
 import type { HttpAccess, PrivateRequest, TcpAccess, TunnelRequest } from "../../src/protocol/messages.ts";
@@ -180,7 +182,13 @@ function agentTunnel(options: ForwardOptions): { protocol: Protocol; tunnel: Omi
     target = checked(options.addr !== undefined ? "addr" : "port", () => parseTarget(where, protocol === "http"));
   }
   if (options.hostHeader !== undefined) target.hostHeader = checked("hostHeader", () => parseHostHeader(options.hostHeader!));
-  return { protocol, tunnel: { request: tunnelRequest(options, protocol, target.port), target, inspect: false } };
+  const request = tunnelRequest(options, protocol, target.port);
+  if (options.allowUpgrade !== undefined) {
+    if (request.protocol !== "http") throw new TypeError(`allowUpgrade is for http tunnels, not ${protocol}`);
+    const tokens = each(options, "allowUpgrade", "allow_upgrade", parseUpgradeToken);
+    checked("allowUpgrade", () => allowUpgrades(request, target, tokens));
+  }
+  return { protocol, tunnel: { request, target, inspect: false } };
 }
 
 interface Entry {

@@ -14,7 +14,7 @@ import type { ParsedHead } from "../http/response-head.ts";
 import type { ExchangeReport } from "./local-http/exchange.ts";
 import { StreamRequests, type StreamServer } from "./local-http/forward.ts";
 import { ConnectionPool } from "./local-http/pool.ts";
-import { localRequest, readHead } from "./local-http/request.ts";
+import { localRequest, readHead, withAllowedSwitch } from "./local-http/request.ts";
 import { localAuthority, type LocalTarget } from "./local-target.ts";
 import { routeFor } from "./routes.ts";
 
@@ -127,11 +127,15 @@ class RequestServer implements StreamServer {
     // a path route picks the service (and so the Host a rewrite gives) by the path made normal, which is the one sent
     const route = this.target.routes ? routeFor(this.target.routes, head.target) : undefined;
     const host = route ? hostFor(this.target, route.target) : this.host;
-    const request = localRequest(head, text, host, this.user === undefined ? received : undefined);
-    const { method, target: path, upgrade } = head;
+    const prepared = localRequest(head, text, host, this.user === undefined ? received : undefined);
+    const request = withAllowedSwitch(prepared, this.target.allowUpgrade);
+    const { method, target: path, upgrade } = request.head;
     const websocket = upgrade === "websocket";
     hooks.opened?.(websocket ? "ws" : "http", method, path);
-    const tap = hooks.tap?.({ method, path, headers: new HeadText(text, "request"), websocket, route: route?.prefix });
+    // the inspector shows the head as the agent read it (a connector's with burrow's fields dropped and
+    // X-Burrow-User vouched), or as the service gets it where a switch was taken off
+    const shown = request !== prepared ? headOf(request) : text;
+    const tap = hooks.tap?.({ method, path, headers: new HeadText(shown, "request"), websocket, route: route?.prefix });
     this.requests.forward(request, this.report.begin(method, path, upgrade, started, route?.prefix), tap, route?.target);
     return true;
   }
@@ -149,12 +153,36 @@ class RequestServer implements StreamServer {
       this.hooks.log({ method: "?", path: "?", status: `502 (${why})`, ms: performance.now() - started });
       return;
     }
-    const body = `burrow: the request cannot be read: ${why}\n`;
-    this.stream.reply({});
-    this.stream.write(Buffer.from(`HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`));
-    this.stream.end();
+    answerConnector(this.stream, "400 Bad Request", `burrow: the request cannot be read: ${why}\n`, false);
     this.hooks.log({ method: "?", path: "?", status: 400, ms: performance.now() - started });
   }
+
+  /**
+   * The local service gave no answer (it could not be reached, broke off
+   * its response head, or switched protocols without answering what was
+   * asked). A public visitor is given the edge's 502 page from the stream's
+   * reset; a private tunnel's connector has no edge reading for it, so it
+   * is told 502 here, and its connection ends.
+   */
+  noAnswer(why: string, replied: boolean): boolean {
+    if (this.user === undefined) return false;
+    answerConnector(this.stream, "502 Bad Gateway", `burrow: the tunnel's service gave no answer: ${why}\n`, replied);
+    return true;
+  }
+}
+
+/** A request's head as it goes to the service, without its blank line. */
+function headOf(request: { bytes: Uint8Array }): string {
+  const { bytes } = request;
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength - 4).toString("latin1");
+}
+
+/** An answer of the agent's own to a private tunnel's connector, after which its connection ends (what it sends more is dropped). */
+function answerConnector(stream: Stream, status: string, body: string, replied: boolean): void {
+  const bytes = Buffer.from(`HTTP/1.1 ${status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+  stream.onData = (chunk) => stream.consumed(chunk.byteLength);
+  if (!replied) stream.reply({});
+  stream.end(bytes);
 }
 
 /** The Host a request to `service` gets: the tunnel's rule (--host-header), a rewrite naming the service it goes to. */

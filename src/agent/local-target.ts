@@ -10,6 +10,8 @@ export interface LocalTarget {
   proxyProtocol?: boolean;
   /** http: other local services by path prefix, longest first (--route, agent/routes.ts); the rest comes here. */
   routes?: { prefix: string; target: LocalTarget }[];
+  /** http: the protocols besides websocket a request may switch to (--allow-upgrade, lower case; http/upgrade.ts). */
+  allowUpgrade?: ReadonlySet<string>;
   /** http: a function in this process serves the requests instead (burrow-agent's `handler`; agent/handler-stream.ts): no local port. */
   handler?: (request: Request) => Response | Promise<Response>;
 }

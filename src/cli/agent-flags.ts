@@ -149,6 +149,15 @@ export const HTTP_FLAGS = {
     details:
       "Repeat it for more. The longest matching path wins, whole segments only (/api takes /api and /api/v1, not /apis); the path goes on unchanged, WebSocket upgrades included; the rest goes to the tunnel's own address. At most 64.",
   },
+  "allow-upgrade": {
+    type: "string",
+    arg: "TOKEN",
+    multiple: true,
+    defaultText: "websocket only",
+    help: "let requests switch to this protocol too (an Upgrade token such as h2c); the bytes after the switch are not judged",
+    details:
+      "A WebSocket needs no flag. Any other Upgrade is taken off the request, which reaches your service as a plain request. After a switch the connection is a pipe: no route, access rule or header rule reads what follows. At most 16.",
+  },
   "response-timeout": {
     type: "string",
     arg: "S",
@@ -233,7 +242,7 @@ export const HTTP_DOC: CommandDoc = {
 at http://<subdomain>.<server domain>. Lost connections are retried for ever.`,
   flags: HTTP_FLAGS,
   groups: [
-    { title: "Flags:", flags: ["subdomain", "hostname", "skip-warning", "host-header", "route", "response-timeout"] },
+    { title: "Flags:", flags: ["subdomain", "hostname", "skip-warning", "host-header", "route", "allow-upgrade", "response-timeout"] },
     { title: "Several agents behind one name:", flags: Object.keys(POOL_FLAGS) },
     { title: "Who may reach it (enforced by the server):", flags: Object.keys(HTTP_ACCESS_FLAGS) },
     { title: "Private, for named users only (each request says who in X-Burrow-User):", flags: Object.keys(PRIVATE_FLAGS) },

@@ -10,7 +10,7 @@ import { parseFlags } from "../config/flags.ts";
 import { HTTP_DOC, HTTP_FLAGS, TCP_DOC, TCP_FLAGS, TLS_DOC, TLS_FLAGS, UDP_DOC, UDP_FLAGS } from "./agent-flags.ts";
 import { helpText } from "./usage.ts";
 import { UsageError } from "../usage-error.ts";
-import { parseHostHeader, parseRemotePort, parseResponseTimeout, parseRoute, parseTarget, parseTunnelHostname } from "../agent/settings/tunnel-options.ts";
+import { allowUpgrades, parseHostHeader, parseRemotePort, parseResponseTimeout, parseRoute, parseTarget, parseTunnelHostname, parseUpgradeToken } from "../agent/settings/tunnel-options.ts";
 import { checkRoutes } from "../agent/routes.ts";
 import type { HealthSettings } from "../agent/health.ts";
 
@@ -161,6 +161,8 @@ export async function httpCommand(argv: string[]): Promise<number> {
   if (timeout !== undefined) tunnel.responseTimeout = flagValue("--response-timeout", () => parseResponseTimeout(timeout));
   const access = httpAccessFromFlags(values);
   if (access) tunnel.access = access;
+  const upgrades = ((values["allow-upgrade"] as string[] | undefined) ?? []).map((raw) => flagValue("--allow-upgrade", () => parseUpgradeToken(raw)));
+  flagValue("--allow-upgrade", () => allowUpgrades(tunnel, target, upgrades));
   return runAgent([{ name: "http", request: tunnel, target, ...healthFlags(values) }], values);
 }
 

@@ -62,6 +62,7 @@ function describe(t: TunnelsFile["tunnels"][number]): string {
   const extras = [
     t.target.hostHeader !== undefined ? `host_header ${t.target.hostHeader}` : "",
     ...(t.target.routes ?? []).map((r) => `${r.prefix} -> ${r.target.tls ? "https://" : ""}${localAuthority(r.target)}`),
+    r.allowUpgrade?.length ? `allow_upgrade ${r.allowUpgrade.join(", ")}` : "",
     r.skipWarning ? "skip_warning" : "",
     r.responseTimeout !== undefined ? `response_timeout ${r.responseTimeout} s` : "",
     t.inspect ? "" : "not inspected",

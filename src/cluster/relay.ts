@@ -17,6 +17,7 @@ import { canonicalAddress } from "../http/addresses.ts";
 import { isRefusal, parseRequestHead } from "../http/request-head.ts";
 import { responseBytes } from "../http/response-bytes.ts";
 import { responseHeadBytes, type ParsedHead } from "../http/response-head.ts";
+import { headAllowedToSwitch } from "../http/upgrade.ts";
 import { ResponseParser } from "../http/response-reader.ts";
 import { readOpenMeta, type OpenMeta, type RelayedMeta } from "../protocol/messages.ts";
 import type { AccessPolicy } from "../edge/access/policy.ts";
@@ -64,6 +65,8 @@ export class RelayIn {
     // `tunnel` names the subdomain between nodes (a tunnel's id is its own node's)
     const t = meta && meta.kind !== "tcp" && meta.head ? localMember(this.registry.tunnelBySubdomain(meta.tunnel)) : undefined;
     if (!t || !meta) return refuseRelayed(down);
+    // a switch this tunnel does not allow is taken off here: the visitor's node passes every one on, for its agent's node to judge
+    meta.head = headAllowedToSwitch(meta.head!, t.allowUpgrade);
     if (!t.access) {
       if (meta.warn && !t.skipWarning) return void answer(down, warningFor(visitedHost(meta), t.username, visitedTarget(meta)), false).catch(() => refuseRelayed(down));
       return this.forward(down, t, meta);

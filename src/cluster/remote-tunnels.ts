@@ -169,6 +169,8 @@ export class RemoteTunnels {
     const tunnel = this.registry.newTunnel(found.protocol ?? "http", { subdomain: name }, found, found.skipWarning, id);
     tunnel.responseTimeoutMs = found.responseTimeoutMs;
     tunnel.relayed = true;
+    // the switches its tunnel allows are known on its node, which takes off the others (relay.ts)
+    tunnel.allowUpgrade = "any";
     tunnel.agent = this.relay!.agentFor(link, found);
     this.linkOf.set(tunnel, link);
     return tunnel;

@@ -860,6 +860,7 @@ export class AgentConnection implements AgentLink {
         const back = registry.reclaimable(owner.tokenId, want, admitted.resume);
         const asked = hello.tunnels[i];
         const timeout = asked?.protocol === "http" ? this.responseTimeout(asked.responseTimeout) : undefined;
+        const allowUpgrade = asked?.protocol === "http" && asked.allowUpgrade?.length ? new Set(asked.allowUpgrade.map((u) => u.toLowerCase())) : undefined;
         // what the access rules' log lines name the tunnel by
         const label = priv ? `${owner.username}/${priv.name}` : plan.protocol === "tcp" || plan.protocol === "udp" ? plan.protocol : (plan.subdomain ?? plan.hostname)!;
         const access = tunnelAccess(asked, cidrs(admitted.user.allowCidrs), label, providers, this.edge.basicAuthLimit);
@@ -872,6 +873,7 @@ export class AgentConnection implements AgentLink {
           if (priv) sharePrivate(back, priv);
           if (plan.protocol === "http") back.skipWarning = plan.skipWarning;
           back.responseTimeoutMs = timeout;
+          back.allowUpgrade = allowUpgrade;
           indexes.push(i);
           return void tunnels.push(back);
         }
@@ -890,6 +892,7 @@ export class AgentConnection implements AgentLink {
           return void refused.push({ index: i, error: err });
         }
         t.responseTimeoutMs = timeout;
+        t.allowUpgrade = allowUpgrade;
         t.access = access;
         created.push(t);
         indexes.push(i);

@@ -12,10 +12,13 @@
  * the stream takes it, and response bytes are acknowledged to the agent
  * only once the visitor's socket took them.
  */
+import type { TrustedProxies } from "../http/addresses.ts";
+import { isBurrowField } from "../http/burrow-fields.ts";
 import { ChunkedDecoder } from "../http/chunked.ts";
 import { isRefusal, parseRequestHead, type RequestHead } from "../http/request-head.ts";
 import { ResponseParser, type ResponseSink } from "../http/response-reader.ts";
 import { responseHeadBytes, type ParsedHead } from "../http/response-head.ts";
+import { connectionWithoutUpgrade, isUpgradeField, responseFields, switchRefusal, upgradeAllowed } from "../http/upgrade.ts";
 import { log } from "../log.ts";
 import { HTTP_REQUEST, WEBSOCKET_REQUEST, type EdgeCounters } from "../metrics/edge-counters.ts";
 import type { OpenMeta, RelayedMeta } from "../protocol/messages.ts";
@@ -30,8 +33,16 @@ import type { Tunnel } from "./registry.ts";
 import { RequestStream, type StreamUser } from "./request-stream.ts";
 import { SKIP_HEADER } from "./warning.ts";
 
-/** Request fields the edge sets itself: a visitor's own are dropped. */
-const EDGE_SET = new Set(["x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", SKIP_HEADER, USER_EMAIL_HEADER]);
+/**
+ * Request fields the edge sets itself: a visitor's own are dropped, as are
+ * burrow's own in any spelling (isBurrowField: X-Burrow-User, X_Burrow_User...).
+ */
+const EDGE_SET = new Set(["x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "x-real-ip", "forwarded", SKIP_HEADER, USER_EMAIL_HEADER]);
+const edgeSets = (lower: string): boolean => EDGE_SET.has(lower) || isBurrowField(lower);
+/** EDGE_SET and what asks for a switch (upgrade.ts isUpgradeField): the fields dropped from a request whose switch was taken off, or that asked for none. */
+const EDGE_SET_UNSWITCHED: ReadonlySet<string> = new Set([...EDGE_SET, "upgrade", "http2-settings"]);
+/** A Connection value that names an option of a switch (upgrade.ts isUpgradeField). */
+const UPGRADE_OPTION = /upgrade|http2-settings/i;
 
 export interface ForwardContext {
   /** The visitor's socket peer, and who the visitor is (a trusted proxy's client, or the peer). */
@@ -41,35 +52,48 @@ export interface ForwardContext {
   secure: boolean;
   /** The Host as the visitor sent it (name and port). */
   host: string;
+  /** Whose Forwarded field is kept (a trusted proxy's, as for the client's address). */
+  trustedProxies: TrustedProxies;
   responseTimeoutMs: number;
   maxResponseTimeoutMs: number;
   /** Who the tunnel's access policy let through; undefined without a policy. */
   passed?: Passed;
+  /** The request asked for a switch the tunnel does not allow, taken off by forward(): a failure closes its connection, as a refused 101 does. */
+  switchTakenOff?: boolean;
   /** Another node's tunnel: this visitor is due the browser warning, which that node shows after its access rules. */
   warn?: boolean;
   counters: EdgeCounters;
   startedAt: number;
 }
 
-/** The names of the fields the edge reads of a request head, by length (what the parser keeps for it: http-connection.ts). */
-export const EDGE_READS: ReadonlySet<number> = new Set([...EDGE_SET, "user-agent", "accept", "cookie"].map((n) => n.length));
+/**
+ * The names of the fields the edge reads of a request head, by length (what
+ * the parser keeps for it: http-connection.ts). X-Real-IP, Forwarded and
+ * burrow's own it keeps whatever their length (http/burrow-fields.ts), so
+ * that no common name of 9 letters (sec-ch-ua) costs every request a copy.
+ */
+export const EDGE_READS: ReadonlySet<number> = new Set(
+  [...EDGE_SET].filter((n) => n !== "x-real-ip" && n !== "forwarded").concat("user-agent", "accept", "cookie", "sec-websocket-key", "http2-settings").map((n) => n.length),
+);
 
 /**
  * The head the local service reads: the visitor's request line and fields
- * (case, order and framing fields as sent) without those the edge sets,
- * the tunnel's header rules applied, then X-Forwarded-For (the visitor's
- * own list, if any, with its address added), -Proto and -Host. The request
- * line carries the target in origin form with its path made normal (what
- * the routes and rules judged); an absolute-form target's authority is the
- * Host. `text` is the head as it came (without its blank line): when there
- * is nothing to take out or change, the edge's fields are simply added
- * after it.
+ * (case, order and framing fields as sent) without those the edge sets
+ * (and, for a switch the tunnel does not allow, without what asks for it:
+ * forward() took `head.upgrade` off), the tunnel's header rules applied,
+ * then the edge's fields (forwardedFields). The request line carries the
+ * target in origin form with its path made normal (what the routes and
+ * rules judged); an absolute-form target's authority is the Host. `text` is
+ * the head as it came (without its blank line): when there is nothing to
+ * take out or change, the edge's fields are simply added after it.
  */
-export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardContext, text: string): string {
-  if (passesAsSent(head, tunnel)) return `${text}\r\n${forwardedFields(undefined, ctx)}`;
+export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardContext, text: string, conn?: HttpConnection): string {
+  if (passesAsSent(head, tunnel)) return `${text}\r\n${conn ? edgeFieldsOf(conn, ctx).text : forwardedFields(undefined, undefined, ctx)}`;
   // fields to take out or rewrite: every field, as sent (the head kept only some of them)
   const full = reread(text);
+  const unswitched = head.upgrade === undefined;
   let forwardedFor: string | undefined;
+  let forwarded: string | undefined;
   let line = `${full.method} ${full.target} HTTP/1.${full.minor}\r\n`;
   const kept: [string, string][] = [];
   // absolute form (RFC 9112 §3.2.2): the target's authority replaces the Host the visitor sent, in its place
@@ -78,46 +102,87 @@ export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardC
     const lower = full.names[i]!;
     const field = full.fields[i]!;
     if (lower === "x-forwarded-for") forwardedFor = forwardedFor === undefined ? field[1] : `${forwardedFor}, ${field[1]}`;
+    // a proxy's Forwarded chain is kept when the server trusts that proxy (--trusted-proxies), as its X-Forwarded-For is believed
+    else if (lower === "forwarded" && ctx.trustedProxies.trusts(ctx.remoteIp)) forwarded = forwarded === undefined ? field[1] : `${forwarded}, ${field[1]}`;
     if (host !== undefined && lower === "host") {
       kept.push([field[0], host]);
       host = undefined;
-    } else if (!EDGE_SET.has(lower)) kept.push(field);
+      continue;
+    }
+    if (edgeSets(lower) || (unswitched && isUpgradeField(lower))) continue;
+    if (unswitched && lower === "connection" && UPGRADE_OPTION.test(field[1])) {
+      const rest = connectionWithoutUpgrade(field[1]);
+      if (rest !== "") kept.push([field[0], rest]);
+      continue;
+    }
+    kept.push(field);
   }
   if (host !== undefined) kept.unshift(["Host", host]);
   tunnel.access?.rewriteRequest(kept, ctx.passed);
   for (const [name, value] of kept) line += `${name}: ${value}\r\n`;
-  return line + forwardedFields(forwardedFor, ctx);
+  return line + forwardedFields(forwardedFor, forwarded, ctx);
 }
 
 /** Nothing in the head to take out or change: it goes on as it came, the edge's fields after it. */
 function passesAsSent(head: RequestHead, tunnel: Tunnel): boolean {
   if (tunnel.access || !head.targetAsSent) return false;
-  for (const n of head.names) if (EDGE_SET.has(n)) return false;
+  const dropped = head.upgrade === undefined ? EDGE_SET_UNSWITCHED : EDGE_SET;
+  for (const n of head.names) if (dropped.has(n) || isBurrowField(n)) return false;
   return true;
 }
 
 /**
  * The head as bytes for a kept stream's DATA: when it passes as sent and
  * its bytes as they came are at hand (HttpConnection.headBytes), those and
- * the edge's fields (encoded once per connection and Host), without making
+ * the edge's fields (made once per connection, Host and client), without making
  * the head a string and encoding it again.
  */
 function requestHeadBytes(conn: HttpConnection, head: RequestHead, tunnel: Tunnel, ctx: ForwardContext, text: string): Uint8Array {
   const raw = conn.headBytes;
   if (!raw || !passesAsSent(head, tunnel)) return Buffer.from(requestHeadText(head, tunnel, ctx, text), "latin1");
-  let suffix = conn.forwardedSuffix;
-  if (suffix?.host !== ctx.host) suffix = conn.forwardedSuffix = { host: ctx.host, bytes: Buffer.from(forwardedFields(undefined, ctx), "latin1") };
+  const suffix = edgeFieldsOf(conn, ctx);
+  const bytes = (suffix.bytes ??= Buffer.from(suffix.text, "latin1"));
   const kept = raw.byteLength - 2; // through the last field's CRLF, without the blank line
-  const out = Buffer.allocUnsafe(kept + suffix.bytes.byteLength);
+  const out = Buffer.allocUnsafe(kept + bytes.byteLength);
   out.set(raw, 0); // its blank line too, written over by the edge's fields
-  out.set(suffix.bytes, kept);
+  out.set(bytes, kept);
   return out;
 }
 
-/** The edge's X-Forwarded-* fields and the blank line: `forwardedFor`, the visitor's own list, if any. */
-function forwardedFields(forwardedFor: string | undefined, ctx: ForwardContext): string {
-  return `X-Forwarded-For: ${forwardedFor ? `${forwardedFor}, ${ctx.remoteIp}` : ctx.remoteIp}\r\nX-Forwarded-Proto: ${ctx.secure ? "https" : "http"}\r\nX-Forwarded-Host: ${ctx.host}\r\n\r\n`;
+/**
+ * The edge's fields after a head that passes as sent, made once per
+ * connection and Host and client (the requests of a connection share them;
+ * the peer and the scheme are the connection's).
+ */
+function edgeFieldsOf(conn: HttpConnection, ctx: ForwardContext): { text: string; bytes?: Uint8Array } {
+  let suffix = conn.forwardedSuffix;
+  if (suffix?.host !== ctx.host || suffix.client !== ctx.client) suffix = conn.forwardedSuffix = { host: ctx.host, client: ctx.client, text: forwardedFields(undefined, undefined, ctx) };
+  return suffix;
 }
+
+/**
+ * The edge's fields and the blank line: X-Forwarded-For (`forwardedFor`,
+ * the visitor's own list, if any, with the peer's address added), -Proto
+ * and -Host; X-Real-IP, the client (a trusted proxy's client, else the
+ * peer: the address the caps and IP rules count); and Forwarded (RFC 7239:
+ * `forwarded`, a trusted proxy's chain, if any, with this hop added).
+ */
+function forwardedFields(forwardedFor: string | undefined, forwarded: string | undefined, ctx: ForwardContext): string {
+  const proto = ctx.secure ? "https" : "http";
+  const hop = `for=${forwardedNode(ctx.remoteIp)};proto=${proto};host=${quotedString(ctx.host)}`;
+  return (
+    `X-Forwarded-For: ${forwardedFor ? `${forwardedFor}, ${ctx.remoteIp}` : ctx.remoteIp}\r\nX-Forwarded-Proto: ${proto}\r\nX-Forwarded-Host: ${ctx.host}\r\n` +
+    `X-Real-IP: ${ctx.client}\r\nForwarded: ${forwarded ? `${forwarded}, ${hop}` : hop}\r\n\r\n`
+  );
+}
+
+/** An address as Forwarded names a node (RFC 7239 §6): an IPv6 one in brackets, quoted. */
+function forwardedNode(address: string): string {
+  return address.includes(":") ? `"[${address}]"` : address;
+}
+
+/** A quoted-string (RFC 9110 §5.6.4): a Host with a port is no token. Nothing to escape: a Host the edge routes by is DNS labels or an IPv6 literal, and a port. */
+const quotedString = (host: string): string => `"${host}"`;
 
 /** The head read again with all its fields (it was read once already: it parses). */
 function reread(text: string): RequestHead {
@@ -132,6 +197,11 @@ function reread(text: string): RequestHead {
  * (request-stream.ts), else on a new one.
  */
 export function forward(conn: HttpConnection, head: RequestHead, text: string, tunnel: Tunnel, ctx: ForwardContext): void {
+  // a switch the tunnel does not serve knowingly (upgrade.ts) is taken off: the request goes on as a plain one
+  if (head.upgrade !== undefined && !upgradeAllowed(head.upgrade, tunnel.allowUpgrade)) {
+    head.upgrade = undefined;
+    ctx.switchTakenOff = true;
+  }
   const parked = conn.parked;
   if (parked) {
     conn.parked = undefined;
@@ -139,7 +209,7 @@ export function forward(conn: HttpConnection, head: RequestHead, text: string, t
     if (head.upgrade === undefined && parked.carries(tunnel)) return new Exchange(conn, head, tunnel, ctx, parked).start(requestHeadBytes(conn, head, tunnel, ctx, text));
     parked.drop();
   }
-  const headText = requestHeadText(head, tunnel, ctx, text);
+  const headText = requestHeadText(head, tunnel, ctx, text, conn);
   const agent = tunnel.agent;
   const meta: OpenMeta = { tunnel: tunnel.id, kind: "h1", remote: `${ctx.remoteIp}:${ctx.remotePort}`, head: headText };
   // another node's tunnel: its access rules are applied there, on the visitor's address as judged here
@@ -196,6 +266,8 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
   private response: ParsedHead | undefined;
   /** A final status no visitor can be given (600-999): the 502 page instead. */
   private invalidStatus: number | undefined;
+  /** Why a 101 does not answer the request (it asked for no switch, or not this one): the 502 page instead of a pipe. */
+  private refusedSwitch: string | undefined;
   /** After a 101: bytes both ways as they come. */
   private piping = false;
   private visitorEnded = false;
@@ -341,7 +413,7 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     const pieces = this.pieces;
     this.pieces = [];
     if (error) return this.brokenResponse(`its local service sent a malformed response: ${error}`);
-    if (this.invalidStatus === 101) return this.brokenResponse("its local service switched protocols for a request that asked for no upgrade");
+    if (this.refusedSwitch !== undefined) return this.brokenResponse(this.refusedSwitch);
     if (this.invalidStatus !== undefined) return this.brokenResponse(`its local service sent an invalid status ${this.invalidStatus}`);
     const end = this.parser.complete ? this.parser.endedAt : chunk.byteLength;
     // one write for what this chunk completed (a head and the body after it, most often): the
@@ -366,8 +438,17 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
   interim(): void {}
 
   head(head: ParsedHead): void {
+    // a pipe opens only on a 101 that answers what the request asked (upgrade.ts): nothing after any other reaches the visitor
+    if (head.status === 101) {
+      const { request } = this;
+      this.refusedSwitch =
+        request.upgrade === undefined
+          ? "its local service switched protocols for a request that asked for no upgrade"
+          : switchRefusal(request.upgrade, request.fields, responseFields(head, request.method));
+      if (this.refusedSwitch !== undefined) return this.parser.stop();
+    }
     // 101 and 200-599 are answers; 600-999 fit a status line but mean nothing in HTTP
-    if (head.status > 599 || (head.status === 101 && this.request.upgrade === undefined)) {
+    if (head.status > 599) {
       this.invalidStatus = head.status;
       return this.parser.stop();
     }
@@ -474,8 +555,9 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     this.finish();
     this.stream.reset(WireError.CANCELLED);
     this.ctx.counters.request(HTTP_REQUEST, page.status, this.ctx.startedAt);
-    // the rest of a request body the service never got cannot be told from a next request: close after the page
-    void this.conn.answer(page, this.request, this.requestDone && this.request.upgrade === undefined);
+    // the rest of a request body the service never got cannot be told from a next request: close after the page;
+    // and after a switch that failed (a 101 refused among them), whatever was sent with it goes nowhere
+    void this.conn.answer(page, this.request, this.requestDone && this.request.upgrade === undefined && !this.ctx.switchTakenOff);
   }
 
   /** The visitor's body broke its own framing: nothing more can be read from this connection. */

@@ -105,8 +105,8 @@ export class HttpConnection {
    * buffer is not ours to keep) or when it came in pieces.
    */
   headBytes: Uint8Array | undefined;
-  /** The edge's X-Forwarded-* fields for this connection and Host, encoded once (forward.ts). */
-  forwardedSuffix: { host: string; bytes: Uint8Array } | undefined;
+  /** The edge's X-Forwarded-*, X-Real-IP and Forwarded fields for this connection, Host and client, made once (forward.ts). */
+  forwardedSuffix: { host: string; client: string; text: string; bytes?: Uint8Array } | undefined;
 
   constructor(
     readonly socket: Socket<SocketData>,

@@ -10,6 +10,7 @@
 import type { LiveView } from "../core/admission.ts";
 import type { AppError } from "../core/errors.ts";
 import type { ActiveTunnel, LiveTunnels, RulesChange } from "../core/live.ts";
+import type { AllowedUpgrades } from "../http/upgrade.ts";
 import type { Stream } from "../protocol/mux.ts";
 import type { OpenMeta } from "../protocol/messages.ts";
 import { RECLAIM_GRACE_MS } from "../protocol/wire.ts";
@@ -77,6 +78,8 @@ export class Tunnel {
   responseTimeoutMs?: number;
   /** Who may reach it (IP rules, authentication, header rules); undefined: anyone, as sent. */
   access?: AccessPolicy;
+  /** http: the protocols besides websocket a request may switch to (--allow-upgrade; http/upgrade.ts); "any" for another node's, which decides there. */
+  allowUpgrade?: AllowedUpgrades;
   agent: AgentLink | null = null;
   connectedAt = new Date();
   bytesIn = 0;

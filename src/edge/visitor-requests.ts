@@ -255,6 +255,7 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
       client,
       secure: deps.secure,
       host: hostHeader,
+      trustedProxies: deps.trustedProxies,
       responseTimeoutMs: deps.responseTimeoutMs,
       maxResponseTimeoutMs: deps.maxResponseTimeoutMs,
       passed,

@@ -8,6 +8,7 @@
  * which is obsolete folding, is a fault); a value is visible bytes, spaces,
  * tabs and obs-text, without the whitespace around it.
  */
+import { isEdgeSetFieldAt } from "./burrow-fields.ts";
 
 /** tchar (RFC 9110 §5.6.2), by character code below 128. */
 const TCHAR = new Uint8Array(128);
@@ -37,9 +38,12 @@ export interface FieldVisitor {
  * first line's CRLF, or text.length when there are none), calling `visit`
  * for each field in order. Returns a fault, or undefined when every line
  * was read. With `only` (lengths of the names the caller reads), the other
- * fields are checked but not handed over, and cost no strings.
+ * fields are checked but not handed over, and cost no strings; with
+ * `edgeSet` too, the fields the edge always takes out (burrow-fields.ts:
+ * X-Burrow-* in any spelling, X-Real-IP, Forwarded) are handed over
+ * whatever their length, for the reader that takes them out.
  */
-export function readFields(text: string, start: number, maxFields: number, maxName: number, visit: FieldVisitor, only?: ReadonlySet<number>): FieldFault | undefined {
+export function readFields(text: string, start: number, maxFields: number, maxName: number, visit: FieldVisitor, only?: ReadonlySet<number>, edgeSet = false): FieldFault | undefined {
   let at = start;
   let count = 0;
   const end = text.length;
@@ -61,7 +65,7 @@ export function readFields(text: string, start: number, maxFields: number, maxNa
       // controls other than HTAB (CR and LF included), DEL; nothing past 0xff comes from latin1
       if ((c < 0x20 && c !== 0x09) || c === 0x7f || c > 0xff) return "value";
     }
-    if (only === undefined || only.has(colon - at)) {
+    if (only === undefined || only.has(colon - at) || (edgeSet && isEdgeSetFieldAt(text, at, colon))) {
       const name = text.slice(at, colon);
       visit.field(name, name.toLowerCase(), text.slice(from, to));
     }

@@ -146,8 +146,9 @@ const NO_NAMES: string[] = [];
  * CRLF, without the blank line that ends it. `fields` false: every line is
  * checked and what the parser needs read, but `fields` and `names` stay
  * empty (for a reader that passes the head on as it came without showing
- * it); a set of name lengths: the fields of those names and the parser's
- * own are kept (the caller reads them).
+ * it); a set of name lengths: the fields of those names, the parser's own
+ * and those the edge takes out (X-Burrow-* in any spelling, X-Real-IP,
+ * Forwarded) are kept (the caller reads them).
  */
 export function parseRequestHead(text: string, fields: boolean | ReadonlySet<number> = true, maxFields = MAX_REQUEST_FIELDS): RequestHead | HeadRefusal {
   const firstEnd = text.indexOf("\r\n");
@@ -183,7 +184,9 @@ export function parseRequestHead(text: string, fields: boolean | ReadonlySet<num
   }
 
   const seen = requestFields.start(fields !== false);
-  const fault = readFields(text, firstEnd < 0 ? text.length : firstEnd + 2, maxFields, MAX_NAME_LENGTH, seen, fields === true ? undefined : fields === false ? OWN_NAMES : withOwnNames(fields));
+  const some = fields !== true && fields !== false;
+  // a caller that reads some fields is handed those the edge takes out too (burrow-fields.ts), whatever their length
+  const fault = readFields(text, firstEnd < 0 ? text.length : firstEnd + 2, maxFields, MAX_NAME_LENGTH, seen, fields === true ? undefined : some ? withOwnNames(fields) : OWN_NAMES, some);
   const { kept, names, hosts, host, lengths, codings, connection, upgradeField, expect } = seen;
   if (fault === "too-many") return refuse(431, `More than ${maxFields} header fields.`);
   if (fault === "line") return refuse(400, "A header line is malformed.");

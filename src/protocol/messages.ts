@@ -9,6 +9,9 @@ import { MAX_PAYLOAD } from "./wire.ts";
 /** Header fields in order, names as sent. */
 export type HeaderList = [string, string][];
 
+/** An Upgrade protocol name (RFC 9110 §7.8) as --allow-upgrade takes it: a token, without a version. */
+export const UPGRADE_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}$/;
+
 /** CIDRs or single addresses, IPv4 or IPv6, as written ("10.0.0.0/8", "::1"); the edge checks them. */
 const CidrTexts = v.optional(v.pipe(v.array(v.pipe(v.string(), v.maxLength(64))), v.maxLength(256)));
 const HeaderPairs = v.optional(
@@ -82,6 +85,12 @@ export const TunnelRequest = v.variant("protocol", [
     balance: v.optional(v.picklist(["round-robin", "least-requests"])),
     /** No public name: reached through `burrow connect` (PrivateRequest), each request with the connector's X-Burrow-User. */
     private: v.optional(PrivateRequest),
+    /**
+     * Protocols besides websocket a request may switch to (Upgrade tokens,
+     * such as h2c); any other Upgrade is taken off the request (http/upgrade.ts).
+     * A server that predates it drops it: websocket only, the safe side.
+     */
+    allowUpgrade: v.optional(v.pipe(v.array(v.pipe(v.string(), v.regex(UPGRADE_TOKEN))), v.maxLength(16))),
   }),
   v.object({
     protocol: v.literal("tcp"),

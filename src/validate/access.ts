@@ -15,8 +15,8 @@ const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
 /**
  * Headers a rule may not set or remove: the edge and HTTP own them (framing,
- * hop-by-hop, the Host the tunnel is chosen by, the forwarded chain, the
- * signed-in identity).
+ * hop-by-hop, the Host the tunnel is chosen by, the forwarded chain and the
+ * visitor's address, the signed-in identity).
  */
 const MANAGED_HEADERS = new Set([
   "host",
@@ -31,6 +31,8 @@ const MANAGED_HEADERS = new Set([
   "x-forwarded-for",
   "x-forwarded-proto",
   "x-forwarded-host",
+  "x-real-ip",
+  "forwarded",
   "x-burrow-user-email",
 ]);
 

@@ -95,6 +95,15 @@ tunnels:
     expect(() => parseTunnelsFile("tunnels:\n  dns: {proto: udp, addr: 53, private: true, name: dns, remote_port: 2053}\n", FILE)).toThrow("a private tunnel is not public: remote_port does not go with it");
   });
 
+  test("allow_upgrade: the switches besides websocket a tunnel's requests may ask for, public or private, asked of the server and kept by the agent", () => {
+    const file = parseTunnelsFile("tunnels:\n  a: {proto: http, addr: 3000, allow_upgrade: [H2C, h2c, foo]}\n  b: {proto: http, addr: 3001, private: true, name: b, allow_upgrade: h2c}\n  c: {proto: http, addr: 3002}\n", FILE);
+    expect(file.tunnels[0]!.request).toMatchObject({ allowUpgrade: ["h2c", "foo"] });
+    expect(file.tunnels[0]!.target.allowUpgrade).toEqual(new Set(["h2c", "foo"]));
+    expect(file.tunnels[1]!.request).toMatchObject({ private: { name: "b" }, allowUpgrade: ["h2c"] });
+    expect(file.tunnels[2]!.request).not.toHaveProperty("allowUpgrade");
+    expect(file.tunnels[2]!.target.allowUpgrade).toBeUndefined();
+  });
+
   test("proxy_protocol: true asks a tcp tunnel's connections to start with a PROXY header; false and absent do not", () => {
     const file = parseTunnelsFile("tunnels:\n  a: {proto: tcp, addr: 443, proxy_protocol: true}\n  b: {proto: tcp, addr: 444, proxy_protocol: false}\n  c: {proto: tcp, addr: 445}\n", FILE);
     expect(file.tunnels.map((t) => t.target.proxyProtocol)).toEqual([true, undefined, undefined]);
@@ -146,6 +155,8 @@ describe("every mistake: one line naming the file, the line and the field", () =
     ["a subdomain that is no DNS label", "tunnels:\n  a:\n    proto: http\n    addr: 80\n    subdomain: -bad-\n", `${FILE}:5: tunnels.a.subdomain: must be one DNS label`],
     ["a remote port of 0", "tunnels:\n  a:\n    proto: tcp\n    addr: 22\n    remote_port: 0\n", `${FILE}:5: tunnels.a.remote_port: must be a port number from 1 to 65535`],
     ["a response timeout too long", "tunnels:\n  a:\n    proto: http\n    addr: 80\n    response_timeout: 100000\n", `${FILE}:5: tunnels.a.response_timeout: must be a number of seconds from 0.1 to 86400`],
+    ["an Upgrade token with a version", "tunnels:\n  a:\n    proto: http\n    addr: 80\n    allow_upgrade: [h2c/1]\n", `${FILE}:5: tunnels.a.allow_upgrade[0]: must be a protocol name as Upgrade says it, such as h2c (got 'h2c/1')`],
+    ["allow_upgrade on a tcp tunnel", "tunnels:\n  a:\n    proto: tcp\n    addr: 80\n    allow_upgrade: h2c\n", `${FILE}:5: tunnels.a.allow_upgrade: is for http tunnels; this one is tcp`],
     ["an empty host header", "tunnels:\n  a:\n    proto: http\n    addr: 80\n    host_header: ' '\n", `${FILE}:5: tunnels.a.host_header: needs 'rewrite' or a host name`],
     [
       "a host header with a line break, which would add a header line of its own",

@@ -189,6 +189,8 @@ describe("mistakes on the command line exit 2 with one line", () => {
     ["burrow login with something that is not a token", ["login", "--server", "http://127.0.0.1:9", "--token", "hunter2"], /brw_/],
     ["a proxy of an unknown kind", ["http", "3000", "--server", "http://127.0.0.1:9", "--token", WRONG_TOKEN, "--proxy", "ftp://127.0.0.1:21"], /--proxy/],
     ["a host header with a line break", ["http", "3000", "--host-header", "evil.example\r\nX-Injected: 1"], /^burrow: --host-header needs 'rewrite' or a host name .*\(got 'evil\.example\?\?X-Injected: 1'\)$/],
+    ["an Upgrade token that is none", ["http", "3000", "--allow-upgrade", "h2c, foo"], /^burrow: --allow-upgrade must be a protocol name as Upgrade says it, such as h2c \(got 'h2c, foo'\)$/],
+    ["more Upgrade tokens than a handshake carries", ["http", "3000", ...Array.from({ length: 17 }, (_, i) => ["--allow-upgrade", `p${i}`]).flat()], /^burrow: --allow-upgrade at most 16 entries \(got 17\)$/],
   ];
   for (const [what, args, mentions] of cases) {
     test(`${what} exits 2 with one "burrow:" line`, async () => {

@@ -288,7 +288,7 @@ describe("a WebSocket's answer is the service's, as it sent it", () => {
     const opened = agent.peer.frames.filter((f) => f.type === FrameType.OPEN).length;
     const answer = rawHttp(server.edgePort, upgrade(agent.host), 500);
     const stream = await nthOpen(agent.peer, opened + 1);
-    agent.peer.send(Buffer.concat(respond(stream, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Protocol: superchat\r\n\r\nbytes of the new protocol")));
+    agent.peer.send(Buffer.concat(respond(stream, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\nSec-WebSocket-Protocol: superchat\r\n\r\nbytes of the new protocol")));
     const res = await answer;
     expect(res.status).toBe(101);
     expect(res.head).toMatch(/\r\nSec-WebSocket-Protocol: superchat(\r\n|$)/);

@@ -246,7 +246,7 @@ test("a WebSocket is piped as bytes after the 101: a 64 MiB message passes uncha
   const size = 64 * 1024 * 1024;
   // an echo service of raw bytes once it has said 101
   scripts.set("/ws", (s, _h, c) => {
-    s.write("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: x\r\n\r\n");
+    s.write("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n");
     const queue: Buffer[] = [];
     c.pump = () => {
       while (queue.length > 0) {
@@ -301,7 +301,7 @@ test("a fast sender after a 101 is held back by credit, not cut: every byte arri
   const hash = new Bun.CryptoHasher("sha256");
   const allIn = Promise.withResolvers<void>();
   scripts.set("/sink", (s, _h, c) => {
-    s.write("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n");
+    s.write("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n");
     // a slow start: the service reads nothing for a second, while the visitor sends all it can
     s.pause();
     setTimeout(() => s.resume(), 1_000);
@@ -324,7 +324,7 @@ test("a fast sender after a 101 is held back by credit, not cut: every byte arri
   socket.on("error", () => {});
   try {
     await new Promise<void>((resolve) => socket.on("connect", () => resolve()));
-    socket.write(`GET /sink HTTP/1.1\r\nHost: ${host}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n`);
+    socket.write(`GET /sink HTTP/1.1\r\nHost: ${host}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`);
     await new Promise<void>((resolve) => socket.once("data", () => resolve()));
     // as fast as the socket takes it: the edge must hold the visitor back, not buffer it
     for (let at = 0; at < total; at += block.byteLength) {

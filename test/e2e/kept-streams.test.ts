@@ -104,8 +104,11 @@ test("three requests on one visitor connection go on one stream: the first head 
 
   v.socket.write(request(agent.host, "/two"));
   expect(await agent.peer.until(() => dataOn(agent.peer, s).includes("GET /two HTTP/1.1\r\n"), WAIT_MS)).toBe(true);
-  // a head as the local service is to read it: the visitor's fields but the edge's own, its X-Forwarded-* after them
-  expect(dataOn(agent.peer, s)).toBe(`GET /two HTTP/1.1\r\nHost: ${agent.host}\r\nX-Forwarded-For: 127.0.0.1\r\nX-Forwarded-Proto: http\r\nX-Forwarded-Host: ${agent.host}\r\n\r\n`);
+  // a head as the local service is to read it: the visitor's fields but the edge's own, its X-Forwarded-*, X-Real-IP and Forwarded after them
+  expect(dataOn(agent.peer, s)).toBe(
+    `GET /two HTTP/1.1\r\nHost: ${agent.host}\r\nX-Forwarded-For: 127.0.0.1\r\nX-Forwarded-Proto: http\r\nX-Forwarded-Host: ${agent.host}\r\n` +
+      `X-Real-IP: 127.0.0.1\r\nForwarded: for=127.0.0.1;proto=http;host="${agent.host}"\r\n\r\n`,
+  );
   agent.peer.send(data(s, ok("second")));
   expect(await v.until(() => v.text().endsWith("second"))).toBe(true);
 

@@ -20,6 +20,8 @@
  * for good: switched.ts pipes it both ways.
  */
 import { RequestBodyReader } from "../../http/request-body.ts";
+import { isRefusal, parseRequestHead } from "../../http/request-head.ts";
+import { responseFields, switchRefusal } from "../../http/upgrade.ts";
 import type { ParsedHead } from "../../http/response-head.ts";
 import type { HeaderList } from "../../protocol/messages.ts";
 import type { ResponseParser, ResponseSink } from "../../http/response-reader.ts";
@@ -71,6 +73,8 @@ export interface VisitorSide {
   keep: boolean;
   /** REPLY went (once a stream, with its first response's first bytes). */
   replied: boolean;
+  /** Nothing of a response went: answer on the stream that there is none (true), or leave it to the stream's reset (false). */
+  noAnswer(why: string): boolean;
 }
 
 const REPLY = {};
@@ -87,6 +91,13 @@ export function resetReason(code: string): string {
 /** Where the request body's pieces go for the inspector. */
 function tapsBody(tap: ExchangeTap): (piece: Uint8Array) => void {
   return (piece) => tap.requestChunk(piece);
+}
+
+/** A request's every field (its head was read for its framing only). */
+function requestFields(request: LocalRequest): [string, string][] {
+  const { bytes } = request;
+  const full = parseRequestHead(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength - 4).toString("latin1"));
+  return isRefusal(full) ? [] : full.fields;
 }
 
 /** How to read a response head's fields, when the inspector is asked for them. */
@@ -118,8 +129,10 @@ export class Exchange implements ConnectionUser, ResponseSink {
   private gate: ReturnType<typeof setTimeout> | undefined;
   /** The service answered before the gate opened: the body it did not ask for is dropped. */
   private bodyRefused = false;
-  /** Bytes came past the request's end (an upgrade's, before its 101): the connection cannot carry another request. */
-  private extra = false;
+  /** Asked to switch: the request's fields, read for the 101's check (http/upgrade.ts). */
+  private readonly switchAsked: [string, string][] | undefined;
+  /** Some of the response went into the stream. */
+  private responding = false;
   /** Body bytes handed to the connection but not yet taken by the socket: their credit waits. */
   private uncredited = 0;
   /** The response's last byte went without a FIN: the stream carries the visitor connection's next request. */
@@ -137,6 +150,7 @@ export class Exchange implements ConnectionUser, ResponseSink {
     // the head is read for its framing; the inspector reads its fields when someone looks
     this.parser = visitor.parserFor(request.head.method, this);
     this.requestBody = request.head.framing === "none" ? NO_BODY : new RequestBodyReader(request.head.framing, request.head.length);
+    if (request.head.upgrade !== undefined) this.switchAsked = requestFields(request);
   }
 
   /** Starts the exchange; the visitor side hears how it settled (VisitorSide.settled). */
@@ -190,13 +204,16 @@ export class Exchange implements ConnectionUser, ResponseSink {
     this.gate = undefined;
     // a request whose FIN came with it (no body, most of them) has nothing more to deliver
     if (this.finished || (this.visitor.ended && this.requestBody.done)) return;
+    // a switch's request is all here: what follows waits in the stream until its answer is judged
+    if (this.requestBody.done && this.switchAsked) return;
     this.stream.onData = this.visitor.body;
   }
 
   /** The inspector's copy of the request body, made only when there is one to take it. */
   private tapBody: ((piece: Uint8Array) => void) | undefined;
 
-  takeBody(chunk: Uint8Array): void {
+  takeBody(body: Uint8Array): void {
+    let chunk = body;
     // the response is over, or the service refused the body: the rest of it has nowhere to go
     if (this.finished || this.bodyRefused) return this.stream.consumed(chunk.byteLength);
     this.bodyTaken = true;
@@ -208,11 +225,15 @@ export class Exchange implements ConnectionUser, ResponseSink {
       pastAt = this.requestBody.done ? this.requestBody.endedAt : chunk.byteLength;
     }
     if (pastAt < chunk.byteLength) {
-      // an upgrade's first bytes of the new protocol may come before its 101; anything else past
-      // the request's end would be read by the service as a request of its own
-      if (this.request.head.upgrade === undefined) return this.fail("the request went on past its end");
-      this.extra = true;
-      this.tap?.switchedBytes("visitor", pastAt === 0 ? chunk : chunk.subarray(pastAt));
+      // past the request's end: anything but a switch's would be read by the service as a request of its own
+      if (!this.switchAsked) return this.fail("the request went on past its end");
+      // the new protocol's first bytes, sent before the 101: never the service's before the 101 is
+      // judged; they wait in the stream (its window bounds them), for the pipe (switched.ts) or, after
+      // any other answer, as the next request's
+      this.stream.onData = undefined;
+      this.stream.unread(chunk.subarray(pastAt));
+      if (pastAt === 0) return;
+      chunk = chunk.subarray(0, pastAt);
     }
     this.uncredited += chunk.byteLength;
     if (this.conn.write(chunk)) this.credit();
@@ -292,6 +313,7 @@ export class Exchange implements ConnectionUser, ResponseSink {
 
   /** Bytes of the response into the stream; the stream's first ones with REPLY, in one message; `end`: its last. */
   private forward(piece: Uint8Array, end: boolean): void {
+    this.responding = true;
     if (this.visitor.replied) return this.write(piece, end);
     this.visitor.replied = true;
     this.replyWith(piece, end);
@@ -329,8 +351,7 @@ export class Exchange implements ConnectionUser, ResponseSink {
       this.final.keepAlive &&
       !this.switching &&
       this.requestBody.done &&
-      !this.bodyRefused &&
-      !this.extra
+      !this.bodyRefused
     );
   }
 
@@ -341,10 +362,18 @@ export class Exchange implements ConnectionUser, ResponseSink {
 
   head(head: ParsedHead): void {
     this.headSeen = true;
-    if (head.status === 101 && this.request.head.upgrade === undefined) {
-      this.parser.stop();
-      this.broken = "101 Switching Protocols to a request that asked for no upgrade";
-      return;
+    // the connection is piped only after a 101 that answers what the request asked (http/upgrade.ts)
+    if (head.status === 101) {
+      const asked = this.request.head.upgrade;
+      const why =
+        asked === undefined || !this.switchAsked
+          ? "101 Switching Protocols to a request that asked for no upgrade"
+          : switchRefusal(asked, this.switchAsked, responseFields(head, this.request.head.method));
+      if (why !== undefined) {
+        this.parser.stop();
+        this.broken = why;
+        return;
+      }
     }
     if (head.status > 599) {
       // fits a status line, means nothing in HTTP: no visitor can be given it
@@ -383,7 +412,6 @@ export class Exchange implements ConnectionUser, ResponseSink {
       this.request.head.keepAlive &&
       this.requestBody.done &&
       !this.bodyRefused &&
-      !this.extra &&
       !this.parser.overflow &&
       conn.flushed &&
       !conn.closed;
@@ -402,7 +430,7 @@ export class Exchange implements ConnectionUser, ResponseSink {
     if (this.finished) return;
     this.stop();
     this.conn.destroy();
-    this.stream.reset(`${WireError.UPSTREAM_FAILED} ${why}`);
+    if (this.responding || !this.visitor.noAnswer(why)) this.stream.reset(`${WireError.UPSTREAM_FAILED} ${why}`);
     this.tap?.failed(why);
     if (!this.reported) this.report.failed(why);
     this.settle("done");

@@ -38,6 +38,8 @@ export interface StreamServer {
   over(): void;
   /** A head in the stream's bytes that cannot be read: answered (a private tunnel's connector is told 400), or the stream reset. */
   unreadable(why: string): void;
+  /** No answer from the service: true when the server answered it on the stream (a private tunnel's connector is told 502), false to reset the stream. */
+  noAnswer(why: string, replied: boolean): boolean;
 }
 
 export class StreamRequests implements VisitorSide {
@@ -139,7 +141,7 @@ export class StreamRequests implements VisitorSide {
     }
     if (conn instanceof Error) {
       const why = describeLocalError(conn);
-      stream.reset(`${WireError.UPSTREAM_FAILED} ${why}`);
+      if (!this.noAnswer(why)) stream.reset(`${WireError.UPSTREAM_FAILED} ${why}`);
       tap?.failed(why);
       report!.failed(why);
       return this.finish();
@@ -175,6 +177,13 @@ export class StreamRequests implements VisitorSide {
     if (!back || service === undefined || this.pool.serves(back, service)) return back;
     this.pool.put(back); // another service's: it waits in the pool for its own
     return undefined;
+  }
+
+  /** VisitorSide: the request under way has no answer (nothing of one went); true when it was answered on the stream. */
+  noAnswer(why: string): boolean {
+    if (!this.server.noAnswer(why, this.replied)) return false;
+    this.replied = true;
+    return true;
   }
 
   /** VisitorSide: the exchange under way is over. */

@@ -50,8 +50,10 @@ class SwitchedPipe implements ConnectionUser {
     if (this.over) return; // reset already
     // the pipe may begin paused: the 101 itself can have filled the stream's credit
     if (stream.write(new Uint8Array(0))) conn.resume();
-    stream.onData = (chunk) => this.fromVisitor(chunk);
+    // the end first: setting onData hands over the bytes that waited for the 101 (exchange.ts), and a
+    // FIN that came after them only then
     stream.onEnd = () => this.visitorEnded();
+    stream.onData = (chunk) => this.fromVisitor(chunk);
     if (this.opts.visitorEnded) this.visitorEnded();
     if (conn.closed) this.lost(undefined);
   }

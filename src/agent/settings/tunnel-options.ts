@@ -6,7 +6,7 @@
  */
 import type { LocalTarget } from "../http.ts";
 import { basicAuthProblem, cidrProblem, emailRuleProblem, headerProblem, issuerProblem } from "../../validate/access.ts";
-import type { HttpAccess, TcpAccess } from "../../protocol/messages.ts";
+import { UPGRADE_TOKEN, type HttpAccess, type TcpAccess, type TunnelRequest } from "../../protocol/messages.ts";
 import { UsageError } from "../../usage-error.ts";
 import { parsePrefix, type PathRoute } from "../routes.ts";
 import { normalizeHostname } from "../../validate/hostname.ts";
@@ -48,6 +48,28 @@ export function parseRoute(raw: string): PathRoute {
   const eq = raw.indexOf("=");
   if (eq < 0) throw new UsageError(`must be PATH=PORT, PATH=HOST:PORT or PATH=URL, such as /api=8080 (got '${raw.replace(/[^\x20-\x7e]/g, "?").slice(0, 80)}')`);
   return { prefix: parsePrefix(raw.slice(0, eq)), target: parseTarget(raw.slice(eq + 1), true) };
+}
+
+/** An Upgrade protocol name for --allow-upgrade: a token without a version ("h2c"), in lower case. */
+export function parseUpgradeToken(raw: string): string {
+  const token = raw.trim().toLowerCase();
+  if (!UPGRADE_TOKEN.test(token)) throw new UsageError(`must be a protocol name as Upgrade says it, such as h2c (got '${raw.replace(/[^\x20-\x7e]/g, "?").slice(0, 80)}')`);
+  return token;
+}
+
+/**
+ * The protocols besides websocket an http tunnel's requests may switch to:
+ * asked of the edge (HELLO), which takes any other off its visitors'
+ * requests, and kept by the agent, which does the same for what it sends
+ * its service (a private tunnel's connectors' requests included) and pipes
+ * only after a 101 that answers what was asked.
+ */
+export function allowUpgrades(request: Extract<TunnelRequest, { protocol: "http" }>, target: LocalTarget, tokens: readonly string[]): void {
+  const unique = [...new Set(tokens)];
+  if (unique.length === 0) return;
+  if (unique.length > ACCESS_LIST_MAX.allow_upgrade!) throw new UsageError(tooManyEntries(ACCESS_LIST_MAX.allow_upgrade!, unique.length));
+  request.allowUpgrade = unique;
+  target.allowUpgrade = new Set(unique);
 }
 
 /** A tunnel's custom hostname (demo.acme.com): one DNS name, kept form (validate/hostname.ts); a wildcard is the registration's, not a tunnel's. */
@@ -149,6 +171,8 @@ export const ACCESS_LIST_MAX: Record<string, number> = {
   request_header_remove: 64,
   response_header_add: 64,
   allow_emails: 256,
+  // not an access rule, but a list the protocol carries as well
+  allow_upgrade: 16,
 };
 
 /** The message for a list longer than ACCESS_LIST_MAX allows. */

@@ -28,6 +28,7 @@ import { parseProxyUrl, parseServerUrl } from "./server-and-token.ts";
 import { configDir } from "./paths.ts";
 import {
   ACCESS_LIST_MAX,
+  allowUpgrades,
   compactAccess,
   oidcSettings,
   parseBasicAuth,
@@ -41,6 +42,7 @@ import {
   parseResponseTimeout,
   parseTarget,
   parseTunnelHostname,
+  parseUpgradeToken,
   tooManyEntries,
 } from "./tunnel-options.ts";
 import { UsageError } from "../../usage-error.ts";
@@ -190,7 +192,7 @@ type Fail = (node: { range?: [number, number, number] | null } | null | undefine
 
 /** Who may reach the tunnel (docs/access.md); tcp tunnels take the IP lists only. */
 const ACCESS_KEYS = ["basic_auth", "allow_cidr", "deny_cidr", "request_header_add", "request_header_remove", "response_header_add", "oidc"];
-const TUNNEL_KEYS = ["proto", "addr", "subdomain", "hostname", "pool", "pool_balance", "health_check", "health_interval", "remote_port", "proxy_protocol", "host_header", "routes", "skip_warning", "inspect", "response_timeout", "private", "name", "share", ...ACCESS_KEYS];
+const TUNNEL_KEYS = ["proto", "addr", "subdomain", "hostname", "pool", "pool_balance", "health_check", "health_interval", "remote_port", "proxy_protocol", "host_header", "routes", "allow_upgrade", "skip_warning", "inspect", "response_timeout", "private", "name", "share", ...ACCESS_KEYS];
 const OIDC_KEYS = ["issuer", "client_id", "client_secret", "allow_emails"];
 
 /** The keys only some kinds of tunnel take, and which; the others (proto, addr, allow_cidr, deny_cidr) every kind takes. */
@@ -203,6 +205,7 @@ const TAKEN_BY: Record<string, readonly ("http" | "tcp" | "tls" | "udp")[]> = {
   health_interval: ["http", "tcp"],
   host_header: ["http"],
   routes: ["http"],
+  allow_upgrade: ["http"],
   skip_warning: ["http"],
   inspect: ["http"],
   response_timeout: ["http"],
@@ -343,11 +346,15 @@ function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTu
   }
   const publicKeys = ["subdomain", "hostname", "pool", "skip_warning", "response_timeout", "basic_auth", "oidc", "request_header_add", "request_header_remove", "response_header_add", "allow_cidr", "deny_cidr"].filter((k) => given.has(k));
   const priv = readPrivate(publicKeys.length > 0 ? publicKeys.join(", ") : undefined);
+  /** allow_upgrade: [h2c]: the switches besides websocket its requests may ask for. */
+  const readUpgrades = (request: Extract<TunnelRequest, { protocol: "http" }>): void => allowUpgrades(request, target, listed("allow_upgrade", parseUpgradeToken));
   if (priv) {
     target.hostHeader = checked("host_header", parseHostHeader);
     const routes = readRoutes(given.get("routes"), `${field}.routes`, fail);
     if (routes) target.routes = routes;
-    return { name, request: { protocol: "http", private: priv }, target, inspect: flag("inspect") ?? true };
+    const request: TunnelRequest = { protocol: "http", private: priv };
+    readUpgrades(request);
+    return { name, request, target, inspect: flag("inspect") ?? true };
   }
   const subdomain = readSubdomain();
   target.hostHeader = checked("host_header", parseHostHeader);
@@ -357,6 +364,7 @@ function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTu
   const request: TunnelRequest = { protocol: "http", subdomain, ...(hostname ? { hostname } : {}), ...readPool(), skipWarning: flag("skip_warning") ?? false };
   const timeout = checked("response_timeout", parseResponseTimeout);
   if (timeout !== undefined) request.responseTimeout = timeout;
+  readUpgrades(request);
   const basicAuth = listed("basic_auth", parseBasicAuth);
   const oidc = readOidc(given.get("oidc"), `${field}.oidc`, fail, listed);
   if (oidc && basicAuth.length > 0) fail(given.get("oidc")!.keyNode, `${field}.oidc`, "a tunnel takes basic_auth or oidc, not both");
