@@ -140,6 +140,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       idleTimeoutS: config.idleTimeoutS,
       maxRequestHeadBytes: config.maxRequestHeadBytes,
       maxRequestFields: config.maxRequestFields,
+      maxReadAheadBytes: config.maxReadAheadBytes,
       tlsHelloTimeoutMs: config.tlsHelloTimeoutMs,
       maxConnsPerIp: config.maxConnsPerIp,
       maxConns: config.maxConns,

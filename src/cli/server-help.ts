@@ -33,6 +33,7 @@ export const SERVER_DOC: CommandDoc = {
         "idle-timeout",
         "max-request-head",
         "max-request-fields",
+        "max-read-ahead",
         "tls-hello-timeout",
         "public-url",
         "max-conns-per-ip",

@@ -143,6 +143,14 @@ export const SERVER_FLAGS = {
     help: "bytes a visitor's request head may take (the request line and header fields)",
     details: "1024 to 1048576; a longer head is refused with 431.",
   },
+  "max-read-ahead": {
+    type: "string",
+    env: true,
+    arg: "B",
+    default: "65536",
+    help: "bytes a visitor may send past the request being served (pipelined requests, an upgrade's first bytes) before its connection is no longer read",
+    details: "4096 to 1048576; the connection is read again once the request is answered.",
+  },
   "max-request-fields": {
     type: "string",
     env: true,

@@ -66,6 +66,8 @@ export interface ServerConfig {
   idleTimeoutS: number;
   /** --max-request-head: bytes a visitor's request head may take. */
   maxRequestHeadBytes: number;
+  /** --max-read-ahead: bytes held of what a visitor sends past the request being served. */
+  maxReadAheadBytes: number;
   /** --max-request-fields: header fields a visitor's request may carry. */
   maxRequestFields: number;
   /** --tls-hello-timeout: how long a TLS visitor has to send its ClientHello. */
@@ -228,6 +230,7 @@ const Schema = v.object({
   ),
   "max-request-head": bounded("max-request-head", 1024, 1_048_576),
   "max-request-fields": bounded("max-request-fields", 16, 10_000),
+  "max-read-ahead": bounded("max-read-ahead", 4096, 1_048_576),
   "tls-hello-timeout": bounded("tls-hello-timeout", 1, 60),
   "max-conns-per-ip": count("max-conns-per-ip"),
   "max-conns": v.union([v.literal("auto"), count("max-conns")], "--max-conns must be a positive whole number, or auto"),
@@ -443,6 +446,7 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     idleTimeoutS: o["idle-timeout"],
     maxRequestHeadBytes: o["max-request-head"],
     maxRequestFields: o["max-request-fields"],
+    maxReadAheadBytes: o["max-read-ahead"],
     tlsHelloTimeoutMs: o["tls-hello-timeout"] * 1000,
     auditDays: o["audit-days"],
     maxConnsPerIp: o["max-conns-per-ip"],

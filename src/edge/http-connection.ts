@@ -32,9 +32,11 @@ export interface HeadLimits {
   maxHeadBytes: number;
   /** --max-request-fields */
   maxFields: number;
+  /** --max-read-ahead: bytes of pipelined requests (or an upgrade's first bytes) held while one is served; past this the socket is not read. */
+  maxReadAheadBytes: number;
 }
-/** Bytes of pipelined requests held while one is served; past this the socket is not read. */
-const MAX_EARLY_BYTES = 64 * 1024;
+/** --max-read-ahead's default. */
+export const MAX_READ_AHEAD_BYTES = 64 * 1024;
 const SWEEP_MS = 1_000;
 
 /** Who has the connection while a request is served. */
@@ -268,7 +270,7 @@ export class HttpConnection {
     // the socket may hand us its buffer again: keep a copy
     this.early.push(bytes.slice());
     this.earlyBytes += bytes.byteLength;
-    if (this.earlyBytes > MAX_EARLY_BYTES) this.pause();
+    if (this.earlyBytes > this.limits.maxReadAheadBytes) this.pause();
   }
 
   private readHeads(bytes: Uint8Array): void {

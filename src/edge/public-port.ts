@@ -11,7 +11,7 @@ import type { Socket } from "bun";
 import { TlsFront, type TlsFrontOptions } from "../sockets/tls-front.ts";
 import type { TlsSource } from "../tls/tls-source.ts";
 import { MAX_REQUEST_FIELDS } from "../http/request-head.ts";
-import { HttpConnection, MAX_REQUEST_HEAD_BYTES, type ConnectionServer, type HeadLimits, type SocketData } from "./http-connection.ts";
+import { HttpConnection, MAX_READ_AHEAD_BYTES, MAX_REQUEST_HEAD_BYTES, type ConnectionServer, type HeadLimits, type SocketData } from "./http-connection.ts";
 
 /** How long, at a forced stop, a handed-over connection may take to pass on its last bytes. */
 const HANDED_OVER_GRACE_MS = 1_000;
@@ -26,6 +26,7 @@ export interface PublicPortOptions {
   /** A request head's bytes and header fields at most (--max-request-head, --max-request-fields). */
   maxHeadBytes?: number;
   maxFields?: number;
+  maxReadAheadBytes?: number;
   /** How long a TLS visitor has to send its ClientHello (--tls-hello-timeout). */
   helloTimeoutMs?: number;
   /** With TLS: a connection the hello's name routes elsewhere, undecrypted (a tls tunnel's). */
@@ -46,7 +47,7 @@ export class PublicPort {
 
   constructor(options: PublicPortOptions) {
     const { server, idleTimeoutS } = options;
-    const limits: HeadLimits = { idleTimeoutMs: idleTimeoutS * 1000, maxHeadBytes: options.maxHeadBytes ?? MAX_REQUEST_HEAD_BYTES, maxFields: options.maxFields ?? MAX_REQUEST_FIELDS };
+    const limits: HeadLimits = { idleTimeoutMs: idleTimeoutS * 1000, maxHeadBytes: options.maxHeadBytes ?? MAX_REQUEST_HEAD_BYTES, maxFields: options.maxFields ?? MAX_REQUEST_FIELDS, maxReadAheadBytes: options.maxReadAheadBytes ?? MAX_READ_AHEAD_BYTES };
     const connections = this.connections;
     const peerOf = (socket: Socket<SocketData>) => this.front.peerOf(socket);
     const gone = (socket: Socket<SocketData>) => {

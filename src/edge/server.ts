@@ -89,6 +89,8 @@ export interface EdgeOptions {
   /** Bytes and header fields a visitor's request head may hold (defaults: http-connection.ts). */
   maxRequestHeadBytes?: number;
   maxRequestFields?: number;
+  /** Bytes held of what a visitor sends past the request being served (default: http-connection.ts). */
+  maxReadAheadBytes?: number;
   /** How long a TLS visitor has to send its ClientHello (default: sockets/tls-front.ts). */
   tlsHelloTimeoutMs?: number;
   /** Concurrent connections one client address may hold on the public listeners. */
@@ -252,6 +254,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     idleTimeoutS: opts.idleTimeoutS,
     maxHeadBytes: opts.maxRequestHeadBytes,
     maxFields: opts.maxRequestFields,
+    maxReadAheadBytes: opts.maxReadAheadBytes,
     helloTimeoutMs: opts.tlsHelloTimeoutMs,
     // the CA validating TLS-ALPN-01 gets the challenge certificate; a tls tunnel's name passes through
     // undecrypted; every other name is the edge's to decrypt
