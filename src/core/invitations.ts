@@ -11,6 +11,7 @@ import { desc, eq, isNull, and } from "drizzle-orm";
 import type { InvitationRow, UserRow } from "../db/schema.ts";
 import type { Store } from "../db/store.ts";
 import type { Role, TrafficPeriod } from "../validate/fields.ts";
+import { clientKey } from "../http/addresses.ts";
 import { isoTimestamp, type Clock } from "./clock.ts";
 import { AppError, notFound } from "./errors.ts";
 import { findBySecret, newPrefixedSecret } from "./secrets.ts";
@@ -87,7 +88,8 @@ export function createInvitations(store: Store, clock: Clock, users: Users) {
   /** The pending invitation a link's secret is; a wrong one counts against the address. */
   async function pending(secret: unknown, address: string): Promise<InvitationRow> {
     // reserved before the lookup, counted as a wrong link until it is found: a burst cannot outrun the count
-    const turn = await wrongLinks.reserveInTurn(address);
+    // an IPv6 client is counted by its /64, as one IPv4 address (http/addresses.ts)
+    const turn = await wrongLinks.reserveInTurn(clientKey(address));
     if (!turn.ticket) {
       const retry = Math.max(1, Math.ceil((turn.retryAt - now()) / 1000));
       throw new AppError("TOO_MANY_REQUESTS", `too many wrong invitation links: try again in ${retry} s`, { "Retry-After": String(retry) });

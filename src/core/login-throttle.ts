@@ -10,6 +10,7 @@
  * passwords meets the lock (429) and the right one sent after them is
  * refused like any other while it lasts.
  */
+import { clientKey } from "../http/addresses.ts";
 import { AppError } from "./errors.ts";
 import { reserveEachInTurn, Throttle, type Reservation, type Ticket, type ThrottleRules } from "./throttle.ts";
 
@@ -59,7 +60,8 @@ export class LoginThrottle {
   async reserve(address: string, username: string): Promise<LoginAttempt> {
     const name = username.toLowerCase();
     const r = await reserveEachInTurn([
-      [this.addresses, address],
+      // an IPv6 client is counted by its /64, as one IPv4 address (http/addresses.ts)
+      [this.addresses, clientKey(address)],
       [this.usernames, name],
     ]);
     if (!r.ticket) throw this.refused(r);
@@ -68,7 +70,7 @@ export class LoginThrottle {
 
   /** Another node's failed login counts here as one of ours. */
   failedElsewhere(address: string, username: string): void {
-    this.addresses.addFailure(address);
+    this.addresses.addFailure(clientKey(address));
     this.usernames.addFailure(username.toLowerCase());
   }
 

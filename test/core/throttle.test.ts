@@ -426,6 +426,13 @@ describe("LoginThrottle on Throttle", () => {
     expect(await refusal(l, "10.0.0.6", "dave")).toBeUndefined();
   });
 
+  test("an IPv6 client is counted by its /64: 20 failures from addresses of one /64 lock all of it, not the next /64", async () => {
+    const l = new LoginThrottle(fakeClock().now);
+    for (let i = 0; i < 20; i++) await failed(l, `2001:db8:1:2::${(i + 1).toString(16)}`, `user${i}`);
+    expect((await refusal(l, "2001:db8:1:2:ffff::9", "someone"))?.code).toBe("TOO_MANY_REQUESTS");
+    expect(await refusal(l, "2001:db8:1:3::1", "someone")).toBeUndefined();
+  });
+
   test("40 logins at once for one username, the right password last: 5 are verified, the rest 429, the right one too", async () => {
     const l = new LoginThrottle(fakeClock().now);
     const answers = await Promise.all(
