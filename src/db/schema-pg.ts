@@ -219,6 +219,9 @@ export type ReservedSubdomainRow = typeof reservedSubdomains.$inferSelect;
 export type CustomHostnameRow = typeof customHostnames.$inferSelect;
 export type AdminKeyRow = typeof adminKeys.$inferSelect;
 export type AuditRow = typeof auditLog.$inferSelect;
+export type DeviceCodeRow = typeof deviceCodes.$inferSelect;
+export type InvitationRow = typeof invitations.$inferSelect;
+export type PrivateNameRow = typeof privateNames.$inferSelect;
 
 /** See schema.ts. */
 export const clusterNodes = pgTable("cluster_nodes", {
@@ -234,7 +237,7 @@ export const liveTunnels = pgTable(
   "live_tunnels",
   {
     name: text("name").primaryKey(),
-    protocol: text("protocol", { enum: ["http", "tcp"] }).notNull(),
+    protocol: text("protocol", { enum: ["http", "tcp", "tls", "udp"] }).notNull(),
     subdomain: text("subdomain"),
     port: integer("port"),
     nodeId: text("node_id")

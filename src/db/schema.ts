@@ -185,14 +185,18 @@ export const clusterNodes = sqliteTable("cluster_nodes", {
 /**
  * Every live tunnel of every node (PostgreSQL): what makes a name taken
  * cluster-wide, and what limits and /api/tunnels/active count. `name` is
- * the claim: "http:<subdomain>", or "tcp:<node>:<port>" (a port is a node's
- * own). Stays empty on SQLite.
+ * the claim (cluster/cluster.ts): "http:<name>" for a subdomain or a custom
+ * hostname (an http or a tls tunnel's: one name space), "tcp:<node>:<port>"
+ * or "udp:<node>:<port>" (a port is a node's own; tcp and udp are two port
+ * spaces), "private:<owner id>/<name>" for a private tunnel, and
+ * "member:<tunnel id>" for a pool member. Stays empty on SQLite.
  */
 export const liveTunnels = sqliteTable(
   "live_tunnels",
   {
     name: text("name").primaryKey(),
-    protocol: text("protocol", { enum: ["http", "tcp"] }).notNull(),
+    /** The tunnel's kind, every one the edge serves (validate/fields.ts PROTOCOLS); a pool's own row is "http". */
+    protocol: text("protocol", { enum: ["http", "tcp", "tls", "udp"] }).notNull(),
     subdomain: text("subdomain"),
     port: integer("port"),
     nodeId: text("node_id")
@@ -365,6 +369,7 @@ export const privateNames = sqliteTable(
       .notNull()
       .references(() => users.id, { onDelete: "cascade" }),
     name: text("name").notNull(),
+    /** The kinds that can be private (protocol/messages.ts TunnelRequest): a tls tunnel cannot. */
     protocol: text("protocol", { enum: ["http", "tcp", "udp"] }).notNull(),
     /** JSON array of the user ids it is shared with. */
     shares: text("shares").notNull().default("[]"),
