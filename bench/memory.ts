@@ -8,7 +8,7 @@
 import { join } from "node:path";
 import { GiB, lostNote, MiB, pushThrough } from "./lib/measure.ts";
 import { freePortRange, openFilesLimit, rssKiB, type Child, type Processes } from "./lib/proc.ts";
-import { fmt, median } from "./lib/report.ts";
+import { fmt, median, type Row, type Target } from "./lib/report.ts";
 import { activeTunnels, createToken, FILES, startBurrowAgent, startBurrowServer, tunnelHost } from "./lib/services.ts";
 import { tool } from "./lib/setup.ts";
 
@@ -191,4 +191,75 @@ export async function idleAgents(b: MemoryBench, t: { nginxPort: number; agents:
     await procs.stop(client);
     await procs.stop(server.child);
   }
+}
+
+// ------------------------------------------------------------------ the report
+
+export function idleRows(idle: IdleAgents | undefined): Row[] {
+  return (idle?.steps ?? []).map((s) => ({
+    scenario: `server RSS per idle tunnel, ${s.count.toLocaleString("en-US")} agents`,
+    unit: "KiB",
+    runs: {},
+    higherIsBetter: false,
+    burrowText: `**${fmt(s.perTunnelKiB)}** (${fmt(idle!.serverBaseKiB / 1024)} → ${fmt(s.serverKiB / 1024)} MiB; ${s.ready.toLocaleString("en-US")} ready in ${fmt(s.connectMs / 1000)} s, ${s.failed} refused)`,
+    ratioText: { direct: "", ssh: "" },
+  }));
+}
+
+/** Per idle tunnel at 1,000 and at `agents`, and all of 10,000 connected. */
+export function idleTargets(idle: IdleAgents | undefined, agents: number): Target[] {
+  const t: Target[] = [];
+  for (const count of [1000, agents].filter((c, i, a) => a.indexOf(c) === i)) {
+    const s = idle?.steps.find((x) => x.count === count);
+    t.push({
+      name: `server memory per idle tunnel, ${count.toLocaleString("en-US")} agents`,
+      want: "≤ 30 KiB",
+      measured: s ? `${fmt(s.perTunnelKiB)} KiB` : "–",
+      pass: s ? s.perTunnelKiB <= 30 : idle?.error ? false : null,
+    });
+  }
+  const last = idle?.steps.find((x) => x.count === 10_000);
+  t.push({
+    name: "10,000 idle agents on one server process",
+    want: "all connected",
+    measured: last ? `${last.ready.toLocaleString("en-US")} ready (server lists ${last.active.toLocaleString("en-US")}), ${last.failed} refused, connected in ${fmt(last.connectMs / 1000)} s` : idle?.error ? `failed: ${idle.error.split("\n")[0]}` : "–",
+    pass: last ? last.ready >= 10_000 && last.active >= 10_000 && last.failed === 0 : idle?.error ? false : null,
+  });
+  return t;
+}
+
+export function streamRows(st: StreamMemory | undefined): Row[] {
+  if (!st) return [];
+  const out: Row[] = [{ scenario: "agent process RSS, one idle http tunnel", unit: "MiB", runs: {}, higherIsBetter: false, burrowText: `**${fmt(st.agentIdleKiB / 1024)}** (server ${fmt(st.serverIdleKiB / 1024)})`, ratioText: { direct: "", ssh: "" } }];
+  for (const [name, s] of [
+    ["RSS growth, 1 GiB HTTP download through one tunnel", st.http],
+    ["RSS growth, 1 GiB TCP upload through one tunnel", st.tcp],
+  ] as const) {
+    if (!s) continue;
+    out.push({
+      scenario: name,
+      unit: "MiB",
+      runs: {},
+      higherIsBetter: false,
+      burrowText: `server **+${fmt((s.serverMaxKiB - s.serverBaseKiB) / 1024)}**, agent **+${fmt((s.agentMaxKiB - s.agentBaseKiB) / 1024)}** (${fmt(s.mibPerSec)} MiB/s)`,
+      ratioText: { direct: "", ssh: "" },
+    });
+  }
+  return out;
+}
+
+export function streamTargets(st: StreamMemory | undefined): Target[] {
+  return ([
+    ["HTTP", st?.http],
+    ["TCP", st?.tcp],
+  ] as const).map(([label, s]) => {
+    const server = s ? (s.serverMaxKiB - s.serverBaseKiB) / 1024 : NaN;
+    const agent = s ? (s.agentMaxKiB - s.agentBaseKiB) / 1024 : NaN;
+    return {
+      name: `RSS growth, 1 GiB through one ${label} tunnel (server, agent)`,
+      want: "< 16 MiB each",
+      measured: s ? `+${fmt(server)} MiB, +${fmt(agent)} MiB` : "–",
+      pass: s ? server < 16 && agent < 16 : null,
+    };
+  });
 }

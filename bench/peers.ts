@@ -153,7 +153,7 @@ export async function sideBySide(b: PeersBench): Promise<SideBySide> {
     for (const [name, why] of Object.entries(out.missing)) say(`side by side: ${name} not run: ${why}`);
 
     if (process.env.BENCH_PEERS_SSH !== "0") {
-      // its own folder: the ssh -R paths of bench/run.ts may have made keys under `dir` already
+      // its own folder: the ssh -R paths of bench/paths.ts may have made keys under `dir` already
       const sshd = await startSshd(procs, join(dir, "side-by-side"));
       started.push(sshd.child);
       const sshHttp = await startSshForward(procs, sshd, "ssh-peers-http", b.nginxPort);

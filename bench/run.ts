@@ -34,35 +34,27 @@ import { execSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, release, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
-import { GiB, iperf3, lostNote, MiB, pushThrough, wrk, type TransferResult, type WrkResult } from "./lib/measure.ts";
-import { freePortRange, isListening, Processes, receiveQueue, rssKiB, until, type Child } from "./lib/proc.ts";
-import { fmt, fmtRatio, median, PATHS, ratio, table, targetTable, type PathName, type Row, type Target } from "./lib/report.ts";
-import {
-  createToken,
-  FILES,
-  startBurrowAgent,
-  startBurrowServer,
-  startNginx,
-  startSshd,
-  startSshForward,
-  tunnelHost,
-  type BurrowServer,
-} from "./lib/services.ts";
+import { GiB, MiB } from "./lib/measure.ts";
+import { Processes } from "./lib/proc.ts";
+import { table, targetTable, type Row, type Target } from "./lib/report.ts";
+import { startNginx } from "./lib/services.ts";
 import { ensureBinary, ensurePackages, newerSources, tcpTools, tool } from "./lib/setup.ts";
+import { checkFiles, startThreePaths } from "./paths.ts";
+import { http10mRows, http10mTarget, http1kRows, http1kTargets, httpErrors, httpThroughput, type WrkRuns } from "./http.ts";
+import { rawTcp, rawTcpRows, rawTcpTarget, sinkTarget, transfersTarget, type TransferRuns } from "./tcp.ts";
+import { iperfRows, iperfSingleStream, startIperfPaths, type IperfPaths, type IperfRuns } from "./iperf.ts";
+import { isolation, isolationRows, isolationTarget, type Isolation } from "./isolation.ts";
 import { inspectorOverhead, inspectorRows, inspectorTarget, type InspectorOverhead } from "./inspector.ts";
 import { tlsPassthrough, tlsRows, type TlsPassthrough } from "./tls.ts";
 import { privateRows, privateTunnels, type PrivateBench } from "./private.ts";
 import { udpRows, udpTunnels, type UdpResults } from "./udp.ts";
 import { clusterRelay, clusterRows, type ClusterRelay } from "./cluster.ts";
 import { poolBench, poolRows, type PoolResults } from "./pool.ts";
-import { idleAgents, streamMemory, type IdleAgents, type StreamMemory } from "./memory.ts";
+import { idleAgents, idleRows, idleTargets, streamMemory, streamRows, streamTargets, type IdleAgents, type StreamMemory } from "./memory.ts";
 import { sideBySide, sideBySideTable, sideBySideTargets, type SideBySide } from "./peers.ts";
 
 const ROOT = join(import.meta.dir, "..");
 const BENCH = import.meta.dir;
-const STALL = join(BENCH, "tools", "stall.ts");
-/** The raw TCP source command (C or Bun), set once the tools are ready. */
-let SOURCE: string[] = [];
 
 const envNum = (name: string, dflt: number) => {
   const raw = process.env[name];
@@ -97,20 +89,16 @@ interface Results {
   config: typeof cfg & { only?: string[] };
   machine: Record<string, string | number>;
   burrow: { binary: string; version: string; commit: string; builtAt: string; staleSources: string[] };
-  http1k: Partial<Record<PathName, Omit<WrkResult, "raw">[]>>;
-  http10m: Partial<Record<PathName, Omit<WrkResult, "raw">[]>>;
-  rawTcp: Partial<Record<PathName, TransferResult[]>>;
-  iperf3: Partial<Record<PathName, TransferResult[]>>;
+  /** HTTP 1 KiB and 10 MiB through the three paths (bench/http.ts). */
+  http1k: WrkRuns;
+  http10m: WrkRuns;
+  /** Raw TCP into the sink through the three paths (bench/tcp.ts). */
+  rawTcp: TransferRuns;
+  /** iperf3 single stream through the three paths (bench/iperf.ts). */
+  iperf3: IperfRuns["iperf3"];
   iperf3Failures: string[];
-  isolation?: {
-    aloneMiBs: number[];
-    stalledMiBs: number[];
-    /** Bytes the stalled visitor left unread in its socket (it must not move during the run). */
-    stalledQueueBytes: number[];
-    /** Server RSS before the stalled visitor came and after the run beside it (KiB): the edge must not buffer the stalled stream. */
-    serverRssKiB: { before: number; after: number }[];
-    errors: number;
-  };
+  /** A download alone and next to a stalled stream (bench/isolation.ts). */
+  isolation?: Isolation;
   stream?: StreamMemory;
   idle?: IdleAgents;
   /** The request inspector's cost: HTTP 1 KiB with it on and off (bench/inspector.ts). */
@@ -152,12 +140,6 @@ function commandLine(): string {
     .sort();
   return [...set, "npm run bench"].join(" ");
 }
-
-function push<T>(into: Partial<Record<PathName, T[]>>, path: PathName, value: T): void {
-  (into[path] ??= []).push(value);
-}
-
-const strip = ({ raw: _raw, ...rest }: WrkResult) => rest;
 
 // ------------------------------------------------------------------ machine
 
@@ -233,26 +215,41 @@ try {
   say(`temp dir ${dir}; ${results.machine.cores} cores; ${results.burrow.version} (${results.burrow.commit})`);
 
   const nginx = await startNginx(procs, dir);
-  const direct = `http://127.0.0.1:${nginx.port}`;
   say(`nginx on 127.0.0.1:${nginx.port}`);
   const tools = await tcpTools(BENCH, dir);
-  SOURCE = tools.source;
+  const source = tools.source;
   results.machine.tcpTools = tools.kind === "c" ? "C source and sink (bench/tools/*.c)" : "Bun source and sink (bench/tools/*.ts)";
   const sink = procs.spawn("sink", [...tools.sink, "0"]);
   const sinkPort = Number((await procs.waitFor(sink, /sink listening port=(\d+)/, 10_000))[1]);
 
-  const needThroughput = ["http", "tcp", "iperf", "isolation", "inspector"].some(wants);
-  if (needThroughput) await throughput(bin, nginx.port, direct, sinkPort, sink);
+  // throughput: one set of the three paths for http, tcp, iperf, isolation and the inspector
+  if (["http", "tcp", "iperf", "isolation", "inspector"].some(wants)) {
+    const paths = await startThreePaths({ procs, bin, dir, nginxPort: nginx.port, sinkPort, say });
+    let iperf: IperfPaths | undefined;
+    if (cfg.iperf && wants("iperf")) iperf = await startIperfPaths({ procs, bin, dir, paths, say });
+    await checkFiles(paths);
+    if (wants("http")) await httpThroughput({ procs, paths, rounds: cfg.rounds, seconds: cfg.seconds, warmupSeconds: cfg.warmupSeconds, say }, results);
+    if (wants("tcp")) await rawTcp({ procs, paths, sink, source, rounds: cfg.rounds, bytes: cfg.tcpBytes, say }, results.rawTcp);
+    if (iperf) await iperfSingleStream({ procs, rounds: cfg.rounds, bytes: cfg.tcpBytes, say }, iperf, results);
+    if (wants("isolation")) await isolation({ procs, paths, rounds: cfg.isolationRounds, seconds: cfg.isolationSeconds, say }, (x) => (results.isolation = x));
+    if (wants("inspector")) {
+      results.inspector = await inspectorOverhead({ procs, bin, dir, server: paths.server, token: paths.token, nginxPort: nginx.port, rounds: Math.max(cfg.rounds, 6), seconds: Math.min(cfg.seconds, 6), warmupSeconds: cfg.warmupSeconds, say });
+    }
+    // the memory phase runs on fresh servers: nothing of this phase keeps running
+    for (const c of [...procs.children].reverse()) {
+      if (c.name !== "nginx" && c.name !== "sink") await procs.stop(c);
+    }
+  }
   if (wants("peers")) {
-    results.peers = await sideBySide({ procs, bin, dir, root: ROOT, nginxPort: nginx.port, sink, sinkPort, source: SOURCE, cfg, say });
+    results.peers = await sideBySide({ procs, bin, dir, root: ROOT, nginxPort: nginx.port, sink, sinkPort, source, cfg, say });
   }
   const memory = { procs, bin, dir, root: ROOT, say };
-  if (wants("stream")) await streamMemory(memory, { nginxPort: nginx.port, sinkPort, sink, source: SOURCE }, (x) => (results.stream = x));
+  if (wants("stream")) await streamMemory(memory, { nginxPort: nginx.port, sinkPort, sink, source }, (x) => (results.stream = x));
   if (wants("idle")) await idleAgents(memory, { nginxPort: nginx.port, agents: cfg.agents }, (x) => (results.idle = x));
   if (wants("cluster")) results.cluster = await clusterRelay(procs, bin, dir, nginx.port, cfg, say);
   if (wants("tls")) results.tls = await tlsPassthrough({ procs, bin, dir, rounds: cfg.rounds, say });
   if (wants("private")) {
-    results.private = await privateTunnels({ procs, bin, dir, nginxPort: nginx.port, sink, sinkPort, source: SOURCE, rounds: cfg.rounds, seconds: cfg.seconds, tcpBytes: cfg.tcpBytes, say });
+    results.private = await privateTunnels({ procs, bin, dir, nginxPort: nginx.port, sink, sinkPort, source, rounds: cfg.rounds, seconds: cfg.seconds, tcpBytes: cfg.tcpBytes, say });
   }
   if (wants("pool")) results.pool = await poolBench(procs, bin, dir, nginx.port, cfg, say);
   if (wants("udp")) results.udp = await udpTunnels({ procs, bin, dir, root: ROOT, nginxPort: nginx.port, rounds: cfg.rounds, seconds: Math.min(cfg.seconds, 5), say });
@@ -277,361 +274,45 @@ if (cfg.keep || failed) say(`logs kept in ${dir}`);
 else rmSync(dir, { recursive: true, force: true });
 process.exit(failed || (cfg.strict && targets().some((t) => t.pass === false)) ? 1 : 0);
 
-// ------------------------------------------------------------------ throughput: HTTP, raw TCP, isolation
-
-async function throughput(bin: string, nginxPort: number, direct: string, sinkPort: number, sink: Child): Promise<void> {
-  const tcpRange = freePortRange(20);
-  const server = await startBurrowServer(procs, bin, dir, "burrow-server", tcpRange);
-  const token = await createToken(server);
-  const httpAgent = await startBurrowAgent(procs, bin, dir, "burrow-http", server, token, "http", nginxPort, ["--subdomain", "bench"]);
-  const tcpAgent = await startBurrowAgent(procs, bin, dir, "burrow-tcp", server, token, "tcp", sinkPort);
-  say(`burrow server edge :${server.edgePort}, http tunnel ${httpAgent.subdomain}, tcp tunnel :${tcpAgent.port}`);
-
-  const sshd = await startSshd(procs, dir);
-  const sshHttp = await startSshForward(procs, sshd, "ssh-http", nginxPort);
-  const sshTcp = await startSshForward(procs, sshd, "ssh-tcp", sinkPort);
-  say(`sshd :${sshd.port}, ssh -R http :${sshHttp.port}, tcp :${sshTcp.port}`);
-
-  let iperfPorts: Partial<Record<PathName, number>> | undefined;
-  let iperfServer: Child | undefined;
-  const startIperfServer = async (port: number) => {
-    const child = procs.spawn(`iperf3-server-${port}-${Date.now()}`, [tool("iperf3"), "-s", "-B", "127.0.0.1", "-p", String(port)]);
-    await until("iperf3 to listen", () => {
-      if (child.done) throw new Error(`iperf3 exited: ${procs.tail(child)}`);
-      return isListening(port);
-    }, 10_000);
-    return child;
-  };
-  if (cfg.iperf && wants("iperf")) {
-    const iperfPort = freePortRange(1).first;
-    iperfServer = await startIperfServer(iperfPort);
-    const iperfAgent = await startBurrowAgent(procs, bin, dir, "burrow-tcp-iperf", server, token, "tcp", iperfPort);
-    const sshIperf = await startSshForward(procs, sshd, "ssh-iperf", iperfPort);
-    iperfPorts = { direct: iperfPort, burrow: iperfAgent.port!, ssh: sshIperf.port };
-  }
-
-  const host = tunnelHost(server, httpAgent.subdomain!);
-  const http: Record<PathName, { base: string; host?: string }> = {
-    direct: { base: direct },
-    burrow: { base: server.edgeUrl, host },
-    ssh: { base: `http://127.0.0.1:${sshHttp.port}` },
-  };
-  // sanity: every path serves the exact files
-  for (const p of PATHS) {
-    for (const [file, size] of [
-      [FILES.small, 1024],
-      [FILES.medium, 10 * MiB],
-    ] as const) {
-      const res = await fetch(`${http[p].base}/${file}`, { headers: http[p].host ? { host: http[p].host! } : {} });
-      const got = (await res.arrayBuffer()).byteLength;
-      if (res.status !== 200 || got !== size) throw new Error(`${p} path: GET /${file} gave ${res.status} with ${got} bytes`);
-    }
-  }
-
-  if (wants("http")) {
-    if (cfg.warmupSeconds > 0) {
-      say("warm-up");
-      for (const p of PATHS) {
-        await wrk(procs, { url: `${http[p].base}/${FILES.small}`, host: http[p].host, connections: 50, seconds: cfg.warmupSeconds });
-        await wrk(procs, { url: `${http[p].base}/${FILES.medium}`, host: http[p].host, connections: 4, seconds: cfg.warmupSeconds });
-      }
-    }
-    for (let round = 1; round <= cfg.rounds; round++) {
-      for (const p of PATHS) {
-        const r = await wrk(procs, { url: `${http[p].base}/${FILES.small}`, host: http[p].host, connections: 50, seconds: cfg.seconds });
-        push(results.http1k, p, strip(r));
-        say(`HTTP 1 KiB  round ${round} ${p.padEnd(6)} ${fmt(r.reqPerSec, "req/s")} req/s  p99 ${fmt(r.p99Ms)} ms${r.errors ? `  ${r.errors} errors` : ""}`);
-      }
-    }
-    for (let round = 1; round <= cfg.rounds; round++) {
-      for (const p of PATHS) {
-        const r = await wrk(procs, { url: `${http[p].base}/${FILES.medium}`, host: http[p].host, connections: 4, seconds: cfg.seconds, timeoutS: 30 });
-        push(results.http10m, p, strip(r));
-        say(`10 MiB      round ${round} ${p.padEnd(6)} ${fmt(r.mibPerSec)} MiB/s${r.errors ? `  ${r.errors} errors` : ""}`);
-      }
-    }
-  }
-
-  if (wants("tcp")) {
-    const ports: Record<PathName, number> = { direct: sinkPort, burrow: tcpAgent.port!, ssh: sshTcp.port };
-    // a short push per path first: connections, JIT and buffers warm
-    for (const p of PATHS) await pushThrough(procs, sink, SOURCE, ports[p], 64 * MiB, 60);
-    for (let round = 1; round <= cfg.rounds; round++) {
-      for (const p of PATHS) {
-        const r = await pushThrough(procs, sink, SOURCE, ports[p], cfg.tcpBytes, 300);
-        push(results.rawTcp, p, r);
-        say(`raw TCP     round ${round} ${p.padEnd(6)} ${fmt(r.mibPerSec)} MiB/s (${fmt(r.seconds)} s)${lostNote(r)}`);
-      }
-    }
-  }
-
-  if (iperfPorts) {
-    for (let round = 1; round <= cfg.rounds; round++) {
-      for (const p of PATHS) {
-        try {
-          const r = await iperf3(procs, `iperf3-${p}-${round}`, iperfPorts[p]!, cfg.tcpBytes);
-          push(results.iperf3, p, r);
-          say(`iperf3      round ${round} ${p.padEnd(6)} ${fmt(r.mibPerSec)} MiB/s`);
-        } catch (err) {
-          const msg = `iperf3 through ${p}, round ${round}: ${(err as Error).message}`;
-          results.iperf3Failures.push(msg);
-          say(msg);
-          // a test that hung may hold the server: start a fresh one on the same port
-          await procs.stop(iperfServer!);
-          iperfServer = await startIperfServer(iperfPorts.direct!);
-        }
-      }
-    }
-  }
-
-  if (wants("isolation")) await isolation(server, host);
-  if (wants("inspector")) {
-    results.inspector = await inspectorOverhead({ procs, bin, dir, server, token, nginxPort, rounds: Math.max(cfg.rounds, 6), seconds: Math.min(cfg.seconds, 6), warmupSeconds: cfg.warmupSeconds, say });
-  }
-
-  // the memory phase runs on fresh servers: nothing of this phase keeps running
-  for (const c of [...procs.children].reverse()) {
-    if (c.name !== "nginx" && c.name !== "sink") await procs.stop(c);
-  }
-}
-
-/**
- * A bulk download alone, and next to a stream on the same agent whose
- * visitor stopped reading; the two kinds of run alternate in order from
- * round to round (alone first, then stalled first) so drift cancels out.
- */
-async function isolation(server: BurrowServer, host: string): Promise<void> {
-  const iso: NonNullable<Results["isolation"]> = { aloneMiBs: [], stalledMiBs: [], stalledQueueBytes: [], serverRssKiB: [], errors: 0 };
-  results.isolation = iso;
-  const download = () =>
-    wrk(procs, { url: `${server.edgeUrl}/${FILES.medium}`, host, connections: 1, seconds: cfg.isolationSeconds, timeoutS: 30 });
-  const alone = async () => {
-    const r = await download();
-    iso.aloneMiBs.push(r.mibPerSec);
-    iso.errors += r.errors;
-    return r.mibPerSec;
-  };
-  const stalled = async (round: number) => {
-    const rssBefore = rssKiB(server.child.pid);
-    const stall = procs.spawn(`stall-${round}`, [process.execPath, STALL, "127.0.0.1", String(server.edgePort), host, `/${FILES.huge}`]);
-    try {
-      const m = await procs.waitFor(stall, /stalled local_port=(\d+)/, 15_000);
-      const localPort = Number(m[1]);
-      await Bun.sleep(1500); // the kernel buffers and the stream's credit window fill up
-      const before = receiveQueue(localPort) ?? 0;
-      const r = await download();
-      const after = receiveQueue(localPort) ?? 0;
-      const rssAfter = rssKiB(server.child.pid);
-      if (stall.done) throw new Error(`the stalled visitor's connection ended: ${procs.tail(stall)}`);
-      iso.stalledMiBs.push(r.mibPerSec);
-      iso.stalledQueueBytes.push(after);
-      iso.serverRssKiB.push({ before: rssBefore, after: rssAfter });
-      iso.errors += r.errors;
-      return { mibPerSec: r.mibPerSec, note: `stalled visitor holds ${fmt(before / MiB)}→${fmt(after / MiB)} MiB unread; server RSS ${fmt(rssBefore / 1024)}→${fmt(rssAfter / 1024)} MiB` };
-    } finally {
-      await procs.stop(stall);
-    }
-  };
-  for (let round = 1; round <= cfg.isolationRounds; round++) {
-    let a: number, b: Awaited<ReturnType<typeof stalled>>;
-    if (round % 2 === 1) {
-      a = await alone();
-      b = await stalled(round);
-    } else {
-      b = await stalled(round);
-      a = await alone();
-    }
-    say(`isolation   round ${round} alone ${fmt(a)} MiB/s, next to a stalled stream ${fmt(b.mibPerSec)} MiB/s (${b.note})`);
-  }
-}
-
 // ------------------------------------------------------------------ the report
 
+/** The table's rows, in the order they have always had. */
 function rows(): Row[] {
-  const of = <T>(src: Partial<Record<PathName, T[]>>, f: (x: T) => number) =>
-    Object.fromEntries(Object.entries(src).map(([p, xs]) => [p, (xs as T[]).map(f)])) as Partial<Record<PathName, number[]>>;
-  const out: Row[] = [];
-  if (Object.keys(results.http1k).length) {
-    out.push({ scenario: "HTTP 1 KiB (wrk -t1 -c50)", unit: "req/s", runs: of(results.http1k, (r) => r.reqPerSec), higherIsBetter: true });
-    out.push({ scenario: "HTTP 1 KiB p99 latency (c=50)", unit: "ms", runs: of(results.http1k, (r) => r.p99Ms), higherIsBetter: false });
-  }
-  if (results.inspector) out.push(...inspectorRows(results.inspector));
-  if (results.cluster) out.push(...clusterRows(results.cluster));
-  if (results.tls) out.push(...tlsRows(results.tls));
-  if (results.private) out.push(...privateRows(results.private));
-  if (results.udp) out.push(...udpRows(results.udp));
-  if (results.pool) out.push(...poolRows(results.pool));
-  if (Object.keys(results.http10m).length) {
-    out.push({ scenario: "10 MiB downloads (wrk -t1 -c4)", unit: "MiB/s", runs: of(results.http10m, (r) => r.mibPerSec), higherIsBetter: true });
-  }
-  if (Object.keys(results.rawTcp).length) {
-    out.push({
-      scenario: `raw TCP, ${fmt(cfg.tcpBytes / GiB)} GiB into a counting sink`,
-      unit: "MiB/s",
-      runs: of(results.rawTcp, (r) => r.mibPerSec),
-      higherIsBetter: true,
-      marks: lossMarks(results.rawTcp),
-    });
-  }
-  if (Object.keys(results.iperf3).length || results.iperf3Failures.length) {
-    const failedRuns = PATHS.map((p) => [p, results.iperf3Failures.filter((f) => f.startsWith(`iperf3 through ${p},`)).length] as const).filter(([, n]) => n > 0);
-    out.push({
-      scenario: "iperf3 single stream",
-      note: failedRuns.length ? `(runs that hung: ${failedRuns.map(([p, n]) => `${p} ${n}`).join(", ")})` : undefined,
-      unit: "MiB/s",
-      runs: of(results.iperf3, (r) => r.mibPerSec),
-      higherIsBetter: true,
-    });
-  }
-  const iso = results.isolation;
-  if (iso && iso.aloneMiBs.length) {
-    out.push({ scenario: "isolation: 10 MiB downloads alone (wrk -c1)", unit: "MiB/s", runs: { burrow: iso.aloneMiBs }, higherIsBetter: true, ratioText: { direct: "", ssh: "" } });
-    out.push({
-      scenario: "isolation: same, next to a stalled stream on the same agent",
-      note: iso.serverRssKiB.length
-        ? `(the stalled visitor left ${fmt(median(iso.stalledQueueBytes) / MiB)} MiB unread; server RSS +${fmt(median(iso.serverRssKiB.map((r) => r.after - r.before)) / 1024)} MiB while it stalled)`
-        : undefined,
-      unit: "MiB/s",
-      runs: { burrow: iso.stalledMiBs },
-      higherIsBetter: true,
-      ratioText: { direct: `stalled/alone ${fmtRatio(ratio(median(iso.stalledMiBs), median(iso.aloneMiBs)))}`, ssh: "" },
-    });
-  }
-  const idle = results.idle;
-  if (idle) {
-    for (const s of idle.steps) {
-      out.push({
-        scenario: `server RSS per idle tunnel, ${s.count.toLocaleString("en-US")} agents`,
-        unit: "KiB",
-        runs: {},
-        higherIsBetter: false,
-        burrowText: `**${fmt(s.perTunnelKiB)}** (${fmt(idle.serverBaseKiB / 1024)} → ${fmt(s.serverKiB / 1024)} MiB; ${s.ready.toLocaleString("en-US")} ready in ${fmt(s.connectMs / 1000)} s, ${s.failed} refused)`,
-        ratioText: { direct: "", ssh: "" },
-      });
-    }
-  }
-  const st = results.stream;
-  if (st) {
-    out.push({ scenario: "agent process RSS, one idle http tunnel", unit: "MiB", runs: {}, higherIsBetter: false, burrowText: `**${fmt(st.agentIdleKiB / 1024)}** (server ${fmt(st.serverIdleKiB / 1024)})`, ratioText: { direct: "", ssh: "" } });
-    for (const [name, s] of [
-      ["RSS growth, 1 GiB HTTP download through one tunnel", st.http],
-      ["RSS growth, 1 GiB TCP upload through one tunnel", st.tcp],
-    ] as const) {
-      if (!s) continue;
-      out.push({
-        scenario: name,
-        unit: "MiB",
-        runs: {},
-        higherIsBetter: false,
-        burrowText: `server **+${fmt((s.serverMaxKiB - s.serverBaseKiB) / 1024)}**, agent **+${fmt((s.agentMaxKiB - s.agentBaseKiB) / 1024)}** (${fmt(s.mibPerSec)} MiB/s)`,
-        ratioText: { direct: "", ssh: "" },
-      });
-    }
-  }
-  return out;
+  return [
+    ...http1kRows(results),
+    ...(results.inspector ? inspectorRows(results.inspector) : []),
+    ...(results.cluster ? clusterRows(results.cluster) : []),
+    ...(results.tls ? tlsRows(results.tls) : []),
+    ...(results.private ? privateRows(results.private) : []),
+    ...(results.udp ? udpRows(results.udp) : []),
+    ...(results.pool ? poolRows(results.pool) : []),
+    ...http10mRows(results),
+    ...rawTcpRows(results.rawTcp, cfg.tcpBytes),
+    ...iperfRows(results),
+    ...isolationRows(results.isolation),
+    ...idleRows(results.idle),
+    ...streamRows(results.stream),
+  ];
 }
 
 function targets(): Target[] {
-  const m = (src: Partial<Record<PathName, number[]>>, p: PathName) => median(src[p] ?? []);
-  const rps = { direct: m(mapRuns(results.http1k, (r) => r.reqPerSec), "direct"), burrow: m(mapRuns(results.http1k, (r) => r.reqPerSec), "burrow"), ssh: m(mapRuns(results.http1k, (r) => r.reqPerSec), "ssh") };
-  const p99 = m(mapRuns(results.http1k, (r) => r.p99Ms), "burrow");
-  const big = mapRuns(results.http10m, (r) => r.mibPerSec);
-  const tcp = mapRuns(results.rawTcp, (r) => r.mibPerSec);
-  const has = (x: number) => Number.isFinite(x);
-  const check = (x: number, ok: (x: number) => boolean) => (has(x) ? ok(x) : null);
-  const t: Target[] = [];
-  const r1 = ratio(rps.burrow, rps.ssh);
-  t.push({ name: "HTTP 1 KiB req/s vs OpenSSH", want: "≥ 3×", measured: fmtRatio(r1), pass: check(r1, (x) => x >= 3) });
-  const r2 = ratio(rps.burrow, rps.direct);
-  t.push({ name: "HTTP 1 KiB req/s vs direct", want: "≥ 0.35×", measured: fmtRatio(r2), pass: check(r2, (x) => x >= 0.35) });
-  t.push({ name: "HTTP 1 KiB p99 at c=50 (median of runs)", want: "≤ 10 ms", measured: has(p99) ? `${fmt(p99)} ms` : "–", pass: check(p99, (x) => x <= 10) });
-  t.push(inspectorTarget(results.inspector));
-  const r3 = ratio(m(big, "burrow"), m(big, "ssh"));
-  t.push({ name: "10 MiB downloads vs OpenSSH", want: "≥ 1.5×", measured: fmtRatio(r3), pass: check(r3, (x) => x >= 1.5) });
-  const r4 = ratio(m(tcp, "burrow"), m(tcp, "ssh"));
-  t.push({ name: "raw TCP vs OpenSSH", want: "≥ 1.2×", measured: fmtRatio(r4), pass: check(r4, (x) => x >= 1.2) });
-  const idle = results.idle;
-  for (const count of [1000, cfg.agents].filter((c, i, a) => a.indexOf(c) === i)) {
-    const s = idle?.steps.find((x) => x.count === count);
-    t.push({
-      name: `server memory per idle tunnel, ${count.toLocaleString("en-US")} agents`,
-      want: "≤ 30 KiB",
-      measured: s ? `${fmt(s.perTunnelKiB)} KiB` : "–",
-      pass: s ? s.perTunnelKiB <= 30 : idle?.error ? false : null,
-    });
-  }
-  const last = idle?.steps.find((x) => x.count === 10_000);
-  t.push({
-    name: "10,000 idle agents on one server process",
-    want: "all connected",
-    measured: last ? `${last.ready.toLocaleString("en-US")} ready (server lists ${last.active.toLocaleString("en-US")}), ${last.failed} refused, connected in ${fmt(last.connectMs / 1000)} s` : idle?.error ? `failed: ${idle.error.split("\n")[0]}` : "–",
-    pass: last ? last.ready >= 10_000 && last.active >= 10_000 && last.failed === 0 : idle?.error ? false : null,
-  });
-  const st = results.stream;
-  for (const [label, s] of [
-    ["HTTP", st?.http],
-    ["TCP", st?.tcp],
-  ] as const) {
-    const server = s ? (s.serverMaxKiB - s.serverBaseKiB) / 1024 : NaN;
-    const agent = s ? (s.agentMaxKiB - s.agentBaseKiB) / 1024 : NaN;
-    t.push({
-      name: `RSS growth, 1 GiB through one ${label} tunnel (server, agent)`,
-      want: "< 16 MiB each",
-      measured: s ? `+${fmt(server)} MiB, +${fmt(agent)} MiB` : "–",
-      pass: s ? server < 16 && agent < 16 : null,
-    });
-  }
-  const iso = results.isolation;
-  const keep = iso ? ratio(median(iso.stalledMiBs), median(iso.aloneMiBs)) : NaN;
-  t.push({
-    name: "a stalled stream's cost to its neighbour",
-    want: "< 10%",
-    measured: has(keep) ? `${fmt((1 - keep) * 100)}% (${fmtRatio(keep)} of alone)` : "–",
-    pass: check(keep, (x) => x > 0.9),
-  });
-  const sinkDirect = m(tcp, "direct");
-  t.push({
-    name: "check: the sink is not the bottleneck (direct raw TCP)",
-    want: "> 1.5 GiB/s",
-    measured: has(sinkDirect) ? `${fmt(sinkDirect / 1024)} GiB/s` : "–",
-    pass: check(sinkDirect, (x) => x > 1.5 * 1024),
-  });
-  const transfers = [...Object.values(results.rawTcp).flat(), ...(st?.tcp ? [st.tcp] : [])];
-  if (transfers.length || results.iperf3Failures.length) {
-    const lost = lostBytes(transfers);
-    const hung = results.iperf3Failures.length;
-    const unclosed = transfers.filter((x) => x.hung).length;
-    const problems = [
-      lost.runs ? `${lost.runs} of ${transfers.length} pushes short by ${lost.bytes.toLocaleString("en-US")} bytes in all` : "",
-      unclosed ? `${unclosed} push${unclosed > 1 ? "es" : ""} never saw its connection closed` : "",
-      hung ? `${hung} iperf3 run${hung > 1 ? "s" : ""} hung` : "",
-    ].filter(Boolean);
-    t.push({
-      name: "check: every TCP transfer complete (no bytes lost, no hang)",
-      want: "all",
-      measured: problems.length ? problems.join("; ") : "all",
-      pass: problems.length === 0,
-    });
-  }
-  if (wants("peers")) t.push(...sideBySideTargets(results.peers));
-  const errs = [...Object.values(results.http1k), ...Object.values(results.http10m)].flat().reduce((a, r) => a + (r?.errors ?? 0), 0) + (iso?.errors ?? 0);
-  const ran = Object.keys(results.http1k).length + Object.keys(results.http10m).length > 0;
-  t.push({ name: "check: no HTTP errors in any wrk run", want: "0", measured: ran ? String(errs) : "–", pass: ran ? errs === 0 : null });
-  return t;
-}
-
-/** "✗" after a transfer that lost bytes on the way. */
-function lossMarks(src: Partial<Record<PathName, TransferResult[]>>): Partial<Record<PathName, string[]>> {
-  return Object.fromEntries(Object.entries(src).map(([p, xs]) => [p, xs!.map((x) => (x.received < x.bytes ? " ✗" : ""))]));
-}
-
-function lostBytes(xs: (TransferResult | undefined)[]): { runs: number; bytes: number } {
-  const bad = xs.filter((x): x is TransferResult => !!x && x.received < x.bytes);
-  return { runs: bad.length, bytes: bad.reduce((a, x) => a + x.bytes - x.received, 0) };
-}
-
-function mapRuns<T>(src: Partial<Record<PathName, T[]>>, f: (x: T) => number): Partial<Record<PathName, number[]>> {
-  return Object.fromEntries(Object.entries(src).map(([p, xs]) => [p, (xs as T[]).map(f)])) as Partial<Record<PathName, number[]>>;
+  const transfers = [...Object.values(results.rawTcp).flat(), ...(results.stream?.tcp ? [results.stream.tcp] : [])];
+  // wrk's errors in the HTTP scenarios and in the isolation runs
+  const http = httpErrors(results);
+  const errs = http.errors + (results.isolation?.errors ?? 0);
+  return [
+    ...http1kTargets(results),
+    inspectorTarget(results.inspector),
+    http10mTarget(results),
+    rawTcpTarget(results.rawTcp),
+    ...idleTargets(results.idle, cfg.agents),
+    ...streamTargets(results.stream),
+    isolationTarget(results.isolation),
+    sinkTarget(results.rawTcp),
+    ...transfersTarget(transfers, results.iperf3Failures.length),
+    ...(wants("peers") ? sideBySideTargets(results.peers) : []),
+    { name: "check: no HTTP errors in any wrk run", want: "0", measured: http.ran ? String(errs) : "–", pass: http.ran ? errs === 0 : null },
+  ];
 }
 
 function render(): string {

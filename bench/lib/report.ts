@@ -15,6 +15,15 @@ export function ratio(a: number, b: number): number {
   return Number.isFinite(a) && Number.isFinite(b) && b !== 0 ? a / b : NaN;
 }
 
+/** One figure per run and path, from the runs' results. */
+export function runsOf<T>(src: Partial<Record<PathName, T[]>>, f: (x: T) => number): Partial<Record<PathName, number[]>> {
+  return Object.fromEntries(Object.entries(src).map(([p, xs]) => [p, (xs as T[]).map(f)])) as Partial<Record<PathName, number[]>>;
+}
+
+export function pushRun<T>(into: Partial<Record<PathName, T[]>>, path: PathName, value: T): void {
+  (into[path] ??= []).push(value);
+}
+
 export interface Row {
   scenario: string;
   unit: string;

@@ -33,8 +33,8 @@
  * way, with a delegation elsewhere: not served here.)
  *
  * What is answered, and what refused, is answer.ts's; TCP's framing and
- * limits are tcp.ts's. Here: both sockets, the answer rate (rate.ts)
- * and the log. Over UDP a query from a client over its answer rate, or over
+ * limits are tcp.ts's. Here: both sockets, the answer rate (SourceRate,
+ * core/source-rate.ts) and the log. Over UDP a query from a client over its answer rate, or over
  * the rate of all clients together, gets nothing. Client faults (a
  * malformed query, a refused connection) go to a log limited to
  * FAULT_LOG_PER_MINUTE lines; queries themselves are not logged.

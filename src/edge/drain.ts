@@ -22,7 +22,7 @@ import { writeHolds } from "./restart-holds.ts";
 /** While draining, how often the edge looks whether requests are still in flight. */
 const DRAIN_POLL_MS = 50;
 
-/** What the edge's HTTP listeners (public-listener.ts) are to the drain. */
+/** What the edge's HTTP listeners are to the drain: the public port (public-port.ts) and the ACME redirect port (public-listener.ts). */
 interface Listening {
   pause(): void;
   closeIdle(): number;

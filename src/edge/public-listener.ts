@@ -1,12 +1,14 @@
 /**
- * The public port's Bun.serve, which can stop accepting for a while and
- * start again. Bun.serve has no way to refuse a connection at accept: when
- * descriptors run out, its accept loop spins and nothing answers any more.
- * So under descriptor pressure the listening socket itself is closed
- * (stop(false): the connections already open, WebSockets included, go on
- * being served by that server object) and a new Bun.serve takes the same
- * port once pressure is over. New visitors meanwhile see a refused
- * connection, which costs the server nothing.
+ * A Bun.serve that can stop accepting for a while and start again: the
+ * plain HTTP port that answers ACME's HTTP-01 and redirects to HTTPS
+ * (redirect.ts). The public port itself is a Bun.listen (public-port.ts)
+ * and pauses the same way. Bun.serve has no way to refuse a connection at
+ * accept: when descriptors run out, its accept loop spins and nothing
+ * answers any more. So under descriptor pressure the listening socket
+ * itself is closed (stop(false): the connections already open go on being
+ * served by that server object) and a new Bun.serve takes the same port
+ * once pressure is over. New visitors meanwhile see a refused connection,
+ * which costs the server nothing.
  */
 import type { Server } from "bun";
 import { log } from "../log.ts";

@@ -1,12 +1,17 @@
 /**
- * The public face, wired: one Bun.serve on --http-port (public-listener.ts)
- * whose requests are routed by visitor-requests.ts (<name>.<domain> to
- * tunnel <name>; /_burrow/connect on any other host to the agents'
- * endpoint) and whose WebSockets are dispatched by kind (socket-kinds.ts);
- * the direct port for agents (direct.ts), TCP tunnels' ports (ports.ts),
- * the edge's periodic work, descriptor pressure (os/descriptors.ts) and the
- * drain on stop (drain.ts). Several nodes: what the edge needs of the
- * others comes in as OtherNodes; the edge knows nothing more of them.
+ * The public face, wired: the public port on --http-port (public-port.ts, a
+ * Bun.listen; with TLS, sockets/tls-front.ts decrypts by server name and
+ * passes a tls tunnel's name on undecrypted, tls-tunnels.ts) whose
+ * connections are read as HTTP/1.1 by http-connection.ts and whose requests
+ * are routed by visitor-requests.ts (<name>.<domain> to tunnel <name>; the
+ * agents' and nodes' paths on any host that is no tunnel's name); agents'
+ * and nodes' WebSockets handed over to a loopback Bun.serve (handoff.ts) and
+ * dispatched there by kind (socket-kinds.ts); the direct port for agents
+ * (direct.ts), --tls-port, tcp and udp tunnels' ports (ports.ts,
+ * udp-ports.ts), the ACME redirect port (redirect.ts), the edge's periodic
+ * work, descriptor pressure (os/descriptors.ts) and the drain on stop
+ * (drain.ts). Several nodes: what the edge needs of the others comes in as
+ * OtherNodes; the edge knows nothing more of them.
  */
 import { logFailedWrite } from "../db/unavailable.ts";
 import type { Core } from "../core/index.ts";

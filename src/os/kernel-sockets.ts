@@ -1,9 +1,9 @@
 /**
  * Which TCP connections to a local port are open, as the kernel sees them
- * (Linux: /proc/net/tcp and tcp6). Bun.serve tells a fetch handler who sent
- * a request but never when that client's connection closed; the per-address
- * cap asks the kernel before it refuses anyone, so a client that opens and
- * closes many short connections is not taken for one that holds them.
+ * (Linux: /proc/net/tcp and tcp6). The edge no longer asks: its listeners
+ * see every connection open and close (sockets/socket-budget.ts). What
+ * reads it now is the test of a host with a large socket table
+ * (test/chaos/large-socket-table.test.ts), to time one read.
  */
 import { readFileSync } from "node:fs";
 

@@ -55,7 +55,7 @@ export interface MuxOptions {
   role: "edge" | "agent";
   /** The peer opened a stream; set its handlers now. */
   onStream?(stream: Stream): void;
-  /** HELLO, READY, ERROR, GOAWAY, MOVE or DRAIN arrived. */
+  /** A control frame arrived: HELLO, READY, ERROR, GOAWAY, MOVE, DRAIN, ROTATION or REVOKE (PING and PONG are the mux's own: keepAlive(), onPong). */
   onControl?(type: FrameTypeValue, payload: Uint8Array): void;
   /** The mux is closed (by close() or a protocol error); close the transport. */
   onClose?(code: string, message: string): void;

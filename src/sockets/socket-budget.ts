@@ -1,9 +1,13 @@
 /**
- * The connection budget of the edge's plain TCP listeners (public TCP
- * tunnel ports, the direct agent port). Bun.listen shows every connection as
- * it opens and closes, so here the count is exact: a connection over its
- * address's cap, over the total, or arriving while descriptors are short is
- * closed at once, which frees its descriptor before it costs anything else.
+ * A connection budget, per address and in all. The edge keeps three
+ * (edge/server.ts): the public port's visitors (a place taken with a
+ * connection's first request, edge/visitor-requests.ts), the raw
+ * connections of tcp and tls tunnels, and agents' connections
+ * (--max-agents-per-ip); the DNS responder one for its TCP queries.
+ * Bun.listen shows every connection as it opens and closes, so here the
+ * count is exact: a connection over its address's cap, over the total, or
+ * arriving while descriptors are short is closed at once, which frees its
+ * descriptor before it costs anything else.
  */
 export interface SocketLimits {
   perAddress: number;

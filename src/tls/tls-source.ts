@@ -14,7 +14,7 @@ export interface TlsEntry {
 }
 
 export interface TlsSource {
-  /** For a listener that picks by server name (Bun.serve). */
+  /** For a listener that picks by server name (the public port: sockets/tls-terminators.ts). */
   entries(): TlsEntry[];
   /** For the agents' direct port (Bun.listen has no SNI): the certificate for the domain itself, where agents connect. */
   primary(): TlsEntry;

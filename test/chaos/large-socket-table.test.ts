@@ -1,21 +1,22 @@
 /**
  * Chaos: the public port's per-address cap on a host whose TCP table is
- * large. Before it refuses a client at its cap, the edge asks the kernel
- * which connections are still open (os/kernel-sockets.ts reads and parses
- * all of /proc/net/tcp and tcp6), at most every 50 ms. That table holds
- * every socket of the host (of its network namespace), TIME_WAIT ones
- * included, and anyone can fill it with TIME_WAIT: each connection the
- * server closes first (a 503 over the cap, an ERROR to a bad HELLO) stays
- * there for a minute.
+ * large. The table holds every socket of the host (of its network
+ * namespace), TIME_WAIT ones included, and anyone can fill it with
+ * TIME_WAIT: each connection the server closes first (a 503 over the cap,
+ * an ERROR to a bad HELLO) stays there for a minute. The edge once asked
+ * the kernel which connections were still open (all of /proc/net/tcp and
+ * tcp6) before it refused a client at its cap; the public port now sees
+ * every connection open and close (public-port.ts, counted in
+ * sockets/socket-budget.ts) and reads no table, and this test keeps it
+ * that way.
  *
  * Promised: under descriptor-exhaustion's idle-request flood the cap holds
  * (at most 256 of 1,000 connections left open, the rest answered 503 and
  * closed, within 10 s), the server stays under half a core and a tunnel
  * answers within a second, however large the table. A read of the table
  * costs tens of milliseconds at this size (the kernel walks its socket hash;
- * measured 45-75 ms on 2 cores), so the edge reads it at most a tenth of the
- * time (visitor-connections.ts): past that, a client at its cap is refused
- * without a read, which is never the wrong way round for the cap.
+ * measured 45-75 ms on 2 cores; the test times one with
+ * os/kernel-sockets.ts to show the table is large).
  *
  * This once failed (the read ran on every refusal, 100 % of a core, about 12
  * refusals a second). Opt-in (BURROW_LARGE_TABLE=1) rather than part of
