@@ -1,6 +1,7 @@
 /**
  * An h1 stream's requests to the local service, from its OPEN to its end:
- * for each request a connection from the pool (or a new one), an exchange
+ * for each head the request its server makes of it (http.ts, asked, never
+ * asking back), a connection from the pool (or a new one), an exchange
  * on it (exchange.ts), and one more on a new connection when a kept-alive
  * one turns out to have been closed by the service before it saw the
  * request. The stream's FIN and reset are heard here, once, whichever
