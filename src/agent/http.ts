@@ -1,9 +1,11 @@
 /**
  * The agent's side of an h1 stream: one visitor request, its head in OPEN,
- * its body and the response as bytes. The head is read and given the
- * tunnel's Host (local-http/request.ts), the request and its response go
- * over the agent's own HTTP/1.1 connections to the local service, plain or
- * TLS (local-http/exchange.ts), and this file tells the request log and the
+ * its body and the response as bytes (a kept stream: one request after
+ * another). The stream's requests (local-http/forward.ts) carry each
+ * request over the agent's own HTTP/1.1 connections to the local service,
+ * plain or TLS (local-http/exchange.ts), and ask this file what each head
+ * becomes: read once, given the tunnel's Host, routes and switch rule
+ * (local-http/request.ts); this file tells the request log and the
  * inspector what happened.
  */
 import type { Stream } from "../protocol/mux.ts";
@@ -12,7 +14,7 @@ import { settles } from "../runtime/settles.ts";
 import { HeadText, type ExchangeTap, type TappedRequest } from "./inspector/tap.ts";
 import type { ParsedHead } from "../http/response-head.ts";
 import type { ExchangeReport } from "./local-http/exchange.ts";
-import { StreamRequests, type StreamServer } from "./local-http/forward.ts";
+import { StreamRequests, type ServedRequest, type StreamServer } from "./local-http/forward.ts";
 import { ConnectionPool } from "./local-http/pool.ts";
 import { localRequest, readHead, withAllowedSwitch } from "./local-http/request.ts";
 import { localAuthority, type LocalTarget } from "./local-target.ts";
@@ -58,9 +60,7 @@ let sharedPool: ConnectionPool | undefined;
 export function serveHttpStream(stream: Stream, headText: string, target: LocalTarget, hooks: HttpHooks, keep = false): Promise<void> {
   const { promise, resolve, reject } = settles<void>();
   const server = new RequestServer(stream, target, hooks, resolve, reject);
-  const requests = new StreamRequests(stream, target, hooks.pool ?? (sharedPool ??= new ConnectionPool()), keep, server);
-  server.requests = requests;
-  requests.begin(headText);
+  new StreamRequests(stream, target, hooks.pool ?? (sharedPool ??= new ConnectionPool()), keep, server).begin(headText);
   return promise;
 }
 
@@ -72,72 +72,67 @@ export function serveHttpStream(stream: Stream, headText: string, target: LocalT
 export function serveConnectorStream(stream: Stream, user: string, target: LocalTarget, hooks: HttpHooks): Promise<void> {
   const { promise, resolve, reject } = settles<void>();
   const server = new RequestServer(stream, target, hooks, resolve, reject, user);
-  const requests = new StreamRequests(stream, target, hooks.pool ?? (sharedPool ??= new ConnectionPool()), true, server);
-  server.requests = requests;
-  requests.beginFromBytes();
+  new StreamRequests(stream, target, hooks.pool ?? (sharedPool ??= new ConnectionPool()), true, server).beginFromBytes();
   return promise;
 }
 
-/** Each request of a stream, from its head to its exchange: one object a stream. */
+/** What each head of a stream becomes, and what the log and the inspector are told: one object a stream. */
 class RequestServer implements StreamServer {
-  requests!: StreamRequests;
   private readonly host: string | undefined;
   /** The request log's view of the request under way: one a stream, as its requests come one at a time. */
   private readonly report: Report;
+  /** The request under way as handed to the stream's requests: one a stream, filled for each (they copy what they keep). */
+  private readonly served: ServedRequest;
 
   constructor(
     private readonly stream: Stream,
     private readonly target: LocalTarget,
     private readonly hooks: HttpHooks,
     readonly over: () => void,
-    private readonly threw: (err: unknown) => void,
+    readonly threw: (err: unknown) => void,
     /** A private tunnel's connector, vouched for by the edge: X-Burrow-User on each request. */
     private readonly user?: string,
   ) {
     this.host = hostFor(target, target);
     this.report = new Report(hooks);
+    this.served = { request: undefined!, report: this.report, tap: undefined, service: undefined };
   }
 
-  /** One request of the stream; false when it cannot be served (the stream is reset, with why). */
-  request(headText: string, received?: Uint8Array): boolean {
-    try {
-      return this.serve(headText, received);
-    } catch (err) {
-      this.threw(err);
-      return false;
-    }
-  }
-
-  private serve(headText: string, received: Uint8Array | undefined): boolean {
+  /** One request of the stream; undefined when it cannot be served (the stream is reset, or the connector answered, with why). */
+  request(headText: string, received?: Uint8Array): ServedRequest | undefined {
     const { hooks } = this;
     const started = performance.now();
-    // the head is read for what the agent must know (it goes on as the edge sent it); an inspector
+    // the head is read once, for what the agent must know (it goes on as the edge sent it); an inspector
     // reads its fields when someone looks. OPEN's head comes with its blank line, one in the stream's bytes without
     const inOpen = received === undefined;
     if (inOpen && !headText.endsWith("\r\n\r\n")) {
       this.unreadable("the request head does not end with a blank line", started);
-      return false;
+      return undefined;
     }
-    const read = readHead(inOpen ? headText.slice(0, -4) : headText, false, this.user);
+    const read = readHead(inOpen ? headText.slice(0, -4) : headText, this.user);
     if (typeof read === "string") {
       this.unreadable(read, started);
-      return false;
+      return undefined;
     }
-    const { head, text } = read;
+    const allowed = withAllowedSwitch(read, this.target.allowUpgrade);
+    const switchTakenOff = allowed !== read;
+    const { head, text } = allowed;
     // a path route picks the service (and so the Host a rewrite gives) by the path made normal, which is the one sent
     const route = this.target.routes ? routeFor(this.target.routes, head.target) : undefined;
     const host = route ? hostFor(this.target, route.target) : this.host;
-    const prepared = localRequest(head, text, host, this.user === undefined ? received : undefined);
-    const request = withAllowedSwitch(prepared, this.target.allowUpgrade);
-    const { method, target: path, upgrade } = request.head;
+    const request = localRequest(head, text, host, this.user === undefined && !switchTakenOff ? received : undefined);
+    const { method, target: path, upgrade } = head;
     const websocket = upgrade === "websocket";
     hooks.opened?.(websocket ? "ws" : "http", method, path);
     // the inspector shows the head as the agent read it (a connector's with burrow's fields dropped and
     // X-Burrow-User vouched), or as the service gets it where a switch was taken off
-    const shown = request !== prepared ? headOf(request) : text;
-    const tap = hooks.tap?.({ method, path, headers: new HeadText(shown, "request"), websocket, route: route?.prefix });
-    this.requests.forward(request, this.report.begin(method, path, upgrade, started, route?.prefix), tap, route?.target);
-    return true;
+    const shown = switchTakenOff ? headOf(request) : text;
+    const served = this.served;
+    served.request = request;
+    served.tap = hooks.tap?.({ method, path, headers: new HeadText(shown, "request"), websocket, route: route?.prefix });
+    served.service = route?.target;
+    this.report.begin(method, path, upgrade, started, route?.prefix);
+    return served;
   }
 
   /**

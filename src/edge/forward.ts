@@ -15,7 +15,7 @@
 import type { TrustedProxies } from "../http/addresses.ts";
 import { isBurrowField } from "../http/burrow-fields.ts";
 import { ChunkedDecoder } from "../http/chunked.ts";
-import { isRefusal, parseRequestHead, type RequestHead } from "../http/request-head.ts";
+import { everyField, type RequestHead } from "../http/request-head.ts";
 import { ResponseParser, type ResponseSink } from "../http/response-reader.ts";
 import { responseHeadBytes, type ParsedHead } from "../http/response-head.ts";
 import { connectionWithoutUpgrade, isUpgradeField, responseFields, switchRefusal, upgradeAllowed } from "../http/upgrade.ts";
@@ -89,8 +89,8 @@ export const EDGE_READS: ReadonlySet<number> = new Set(
  */
 export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardContext, text: string, conn?: HttpConnection): string {
   if (passesAsSent(head, tunnel)) return `${text}\r\n${conn ? edgeFieldsOf(conn, ctx).text : forwardedFields(undefined, undefined, ctx)}`;
-  // fields to take out or rewrite: every field, as sent (the head kept only some of them)
-  const full = reread(text);
+  // fields to take out or rewrite: every field, as sent (read once: the access rules may have read them already)
+  const full = everyField(head, text);
   const unswitched = head.upgrade === undefined;
   let forwardedFor: string | undefined;
   let forwarded: string | undefined;
@@ -183,13 +183,6 @@ function forwardedNode(address: string): string {
 
 /** A quoted-string (RFC 9110 §5.6.4): a Host with a port is no token. Nothing to escape: a Host the edge routes by is DNS labels or an IPv6 literal, and a port. */
 const quotedString = (host: string): string => `"${host}"`;
-
-/** The head read again with all its fields (it was read once already: it parses). */
-function reread(text: string): RequestHead {
-  const full = parseRequestHead(text, true);
-  if (isRefusal(full)) throw new Error(`a head that parsed once does not parse again: ${full.why}`);
-  return full;
-}
 
 /**
  * Serves `head` on `conn` through `tunnel`'s agent: on the stream the

@@ -8,7 +8,7 @@
  */
 import type { TrustedProxies } from "../http/addresses.ts";
 import { headAsJudged } from "../http/head-as-judged.ts";
-import { isRefusal, parseRequestHead, type HeadRefusal, type RequestHead } from "../http/request-head.ts";
+import { everyField, type HeadRefusal, type RequestHead } from "../http/request-head.ts";
 import { limitedLog } from "../log.ts";
 import { HTTP_REQUEST, type EdgeCounters } from "../metrics/edge-counters.ts";
 import type { DirectPortAnswer } from "../protocol/messages.ts";
@@ -229,9 +229,8 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
     if (tunnel.protocol === "tls") return answer(conn, head, tlsTunnelPage(hostHeader, deps.tlsAddress?.(tunnel.hostname ?? tunnel.subdomain!)), startedAt);
     if (!tunnel.access) return pass(conn, head, text, view, client, startedAt, hostHeader, tunnel, undefined);
     const origin = `${deps.secure ? "https" : "http"}://${hostHeader}`;
-    // the rules read every field (a credential, a session cookie): the head read again whole
-    const full = parseRequestHead(text, true);
-    const req = isRefusal(full) ? undefined : asRequest(full, origin);
+    // the rules read every field (a credential, a session cookie): the rest of them read now, kept on the head for forward()
+    const req = asRequest(everyField(head, text), origin);
     if (!req) return answer(conn, head, badRequestPage("This request cannot be checked against the tunnel's access rules."), startedAt);
     return tunnel.access.admit(req, new URL(req.url), client, hostHeader, deps.secure).then((passed) => {
       if (passed instanceof Response) return answer(conn, head, passed, startedAt);

@@ -36,6 +36,8 @@ export interface RequestHead {
   fields: [string, string][];
   /** The fields' names in lower case, in the same order (read once here, not by every reader). */
   names: string[];
+  /** `fields` holds every field of the head; false when it was parsed for some (or none) of them: everyField reads the rest, once. */
+  whole: boolean;
   /** The Host (or an absolute-form target's authority); undefined when the request named none. */
   host: string | undefined;
   framing: RequestFraming;
@@ -222,7 +224,38 @@ export function parseRequestHead(text: string, fields: boolean | ReadonlySet<num
     expectContinue = minor === 1;
   }
   const upgrade = upgradeField !== undefined && listHas(connection, "upgrade") ? upgradeField : undefined;
-  return { method, target, targetAsSent: target === sent, absolute: authority !== undefined, minor, fields: kept, names, host: authority ?? host, framing, length, keepAlive, expectContinue, upgrade };
+  return { method, target, targetAsSent: target === sent, absolute: authority !== undefined, minor, fields: kept, names, whole: fields === true, host: authority ?? host, framing, length, keepAlive, expectContinue, upgrade };
+}
+
+/** Every field in order, gathered for everyField (only when someone needs them all, so a new one each time is fine). */
+class EveryField {
+  readonly fields: [string, string][] = [];
+  readonly names: string[] = [];
+
+  field(name: string, lower: string, value: string): void {
+    this.fields.push([name, value]);
+    this.names.push(lower);
+  }
+}
+
+/**
+ * `head` with every field in `fields` and `names`: a head parsed for some of
+ * its fields (the edge's, the agent's, which read few of them) has the rest
+ * read from `text`, the text it was parsed from, the first time a reader
+ * needs them all (the access rules, a head written anew, a switch's check)
+ * and kept on it, so no head is read whole twice. Only its header lines are
+ * read again: everything else was read, and checked, by its parse.
+ */
+export function everyField(head: RequestHead, text: string): RequestHead {
+  if (head.whole) return head;
+  const firstEnd = text.indexOf("\r\n");
+  const every = new EveryField();
+  // the head parsed within its limits: no count or name can fault now
+  if (firstEnd >= 0) readFields(text, firstEnd + 2, Number.MAX_SAFE_INTEGER, MAX_NAME_LENGTH, every);
+  head.fields = every.fields;
+  head.names = every.names;
+  head.whole = true;
+  return head;
 }
 
 export const isRefusal = (x: RequestHead | HeadRefusal): x is HeadRefusal => "status" in x;

@@ -5,7 +5,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { HeadReader } from "../../src/http/head-reader.ts";
-import { isRefusal, parseRequestHead, type HeadRefusal, type RequestHead } from "../../src/http/request-head.ts";
+import { everyField, isRefusal, parseRequestHead, type HeadRefusal, type RequestHead } from "../../src/http/request-head.ts";
 
 const parse = (lines: string[]): RequestHead => {
   const head = parseRequestHead(lines.join("\r\n"));
@@ -163,8 +163,32 @@ describe("reading a head without keeping its fields", () => {
     const full = parseRequestHead(lines.join("\r\n"), true);
     const lean = parseRequestHead(lines.join("\r\n"), false);
     if (isRefusal(full)) return expect(lean).toEqual(full);
-    const { fields: _f, names: _n, ...rest } = full;
-    const { fields: _lf, names: _ln, ...leanRest } = lean as RequestHead;
+    const { fields: _f, names: _n, whole: _w, ...rest } = full;
+    const { fields: _lf, names: _ln, whole: _lw, ...leanRest } = lean as RequestHead;
     expect(leanRest).toEqual(rest);
+    expect([full.whole, (lean as RequestHead).whole]).toEqual([true, false]);
+  });
+});
+
+describe("the rest of a head's fields, read once when a reader needs them all", () => {
+  const text = ["GET /a HTTP/1.1", "Host: a", "X-A: 1", "Cookie: c=1", "X-Forwarded-For: 203.0.113.9", "Accept: */*", "X-A: 2"].join("\r\n");
+  test.each([
+    ["none", false],
+    ["some", new Set([6])],
+  ] as const)("a head parsed for %s of them gets every field, in order, as a whole parse has them", (_, fields) => {
+    const full = parseRequestHead(text, true) as RequestHead;
+    const part = parseRequestHead(text, fields) as RequestHead;
+    expect(part.fields).not.toEqual(full.fields);
+    const every = everyField(part, text);
+    expect(every).toBe(part); // kept on the head
+    expect([every.fields, every.names, every.whole]).toEqual([full.fields, full.names, true]);
+    const fields_ = every.fields;
+    expect(everyField(part, text).fields).toBe(fields_); // never read twice
+  });
+
+  test("a head parsed whole is given as it is", () => {
+    const full = parseRequestHead(text, true) as RequestHead;
+    const fields = full.fields;
+    expect(everyField(full, "").fields).toBe(fields);
   });
 });

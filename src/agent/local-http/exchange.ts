@@ -20,7 +20,6 @@
  * for good: switched.ts pipes it both ways.
  */
 import { RequestBodyReader } from "../../http/request-body.ts";
-import { isRefusal, parseRequestHead } from "../../http/request-head.ts";
 import { responseFields, switchRefusal } from "../../http/upgrade.ts";
 import type { ParsedHead } from "../../http/response-head.ts";
 import type { HeaderList } from "../../protocol/messages.ts";
@@ -93,13 +92,6 @@ function tapsBody(tap: ExchangeTap): (piece: Uint8Array) => void {
   return (piece) => tap.requestChunk(piece);
 }
 
-/** A request's every field (its head was read for its framing only). */
-function requestFields(request: LocalRequest): [string, string][] {
-  const { bytes } = request;
-  const full = parseRequestHead(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength - 4).toString("latin1"));
-  return isRefusal(full) ? [] : full.fields;
-}
-
 /** How to read a response head's fields, when the inspector is asked for them. */
 function fullHeaders(head: ParsedHead, method: string): HeaderList | HeadText {
   // its text now (the bytes are the socket's, and someone may ask much later); its fields when asked
@@ -150,7 +142,8 @@ export class Exchange implements ConnectionUser, ResponseSink {
     // the head is read for its framing; the inspector reads its fields when someone looks
     this.parser = visitor.parserFor(request.head.method, this);
     this.requestBody = request.head.framing === "none" ? NO_BODY : new RequestBodyReader(request.head.framing, request.head.length);
-    if (request.head.upgrade !== undefined) this.switchAsked = requestFields(request);
+    // a head that asks to switch carries every field (request.ts withAllowedSwitch read them, once)
+    if (request.head.upgrade !== undefined) this.switchAsked = request.head.fields;
   }
 
   /** Starts the exchange; the visitor side hears how it settled (VisitorSide.settled). */

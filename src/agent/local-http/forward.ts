@@ -1,6 +1,7 @@
 /**
  * An h1 stream's requests to the local service, from its OPEN to its end:
- * for each request a connection from the pool (or a new one), an exchange
+ * for each head the request its server makes of it (http.ts, asked, never
+ * asking back), a connection from the pool (or a new one), an exchange
  * on it (exchange.ts), and one more on a new connection when a kept-alive
  * one turns out to have been closed by the service before it saw the
  * request. The stream's FIN and reset are heard here, once, whichever
@@ -27,15 +28,33 @@ import type { LocalConnection } from "./connection.ts";
 import type { ConnectionPool, LocalService } from "./pool.ts";
 import type { LocalRequest } from "./request.ts";
 
-/** What the stream's owner (http.ts) does with each head, and hears at the end. */
+/** A request ready to go to the service: what it gets, who hears how it went, and where it goes. */
+export interface ServedRequest {
+  request: LocalRequest;
+  report: ExchangeReport;
+  /** The inspector's copy, shown the bodies (without their framing) as they pass. */
+  tap: ExchangeTap | undefined;
+  /** A path route's service; undefined: the tunnel's. */
+  service: LocalService | undefined;
+}
+
+/**
+ * What each head of the stream becomes (http.ts: the head read, the
+ * tunnel's rules applied, the log and the inspector told), and what hears
+ * the stream's end. Called by the stream's requests, never calling back:
+ * the requests own the stream's trip from one head to the next.
+ */
 export interface StreamServer {
   /**
-   * A request head came: serve it with forward(), or say why not (false).
-   * `text` is without its blank line when `received` (its bytes as they came) is given, with it when not (OPEN's).
+   * A request head came: the request to carry, or undefined when it cannot be served (the server has
+   * reset the stream or answered it). `text` is without its blank line when `received` (its bytes as
+   * they came) is given, with it when not (OPEN's).
    */
-  request(text: string, received?: Uint8Array): boolean;
+  request(text: string, received?: Uint8Array): ServedRequest | undefined;
   /** No more requests: the stream is over (or ends with the last response). */
   over(): void;
+  /** An exception while a request was made or sent on its way: the stream is over. */
+  threw(err: unknown): void;
   /** A head in the stream's bytes that cannot be read: answered (a private tunnel's connector is told 400), or the stream reset. */
   unreadable(why: string): void;
   /** No answer from the service: true when the server answered it on the stream (a private tunnel's connector is told 502), false to reset the stream. */
@@ -96,7 +115,7 @@ export class StreamRequests implements VisitorSide {
 
   /** Serves the first request, whose head came in OPEN. */
   begin(text: string): void {
-    if (!this.server.request(text)) this.finish();
+    this.serve(text, undefined);
   }
 
   /** Serves a stream whose first head comes in its bytes too (a private tunnel's connection). */
@@ -105,16 +124,23 @@ export class StreamRequests implements VisitorSide {
   }
 
   /**
-   * Carries `request` to the service and its response into the stream; the next head is read after
-   * it when the stream carries another. Never throws.
-   * `tap`: the inspector's copy, shown the bodies (without their framing) as they pass.
+   * A head: made a request by the server, carried to the service, and its response into the stream;
+   * the next head is read after it when the stream carries another.
    */
-  forward(request: LocalRequest, report: ExchangeReport, tap?: ExchangeTap, service: LocalService = this.tunnelService): void {
-    this.request = request;
-    this.report = report;
-    this.tap = tap;
-    this.service = service;
-    this.attempt(true);
+  private serve(text: string, received: Uint8Array | undefined): void {
+    try {
+      const served = this.server.request(text, received);
+      if (served) {
+        this.request = served.request;
+        this.report = served.report;
+        this.tap = served.tap;
+        this.service = served.service ?? this.tunnelService;
+        return this.attempt(true);
+      }
+    } catch (err) {
+      this.server.threw(err);
+    }
+    this.finish();
   }
 
   private attempt(mayReuse: boolean): void {
@@ -225,8 +251,7 @@ export class StreamRequests implements VisitorSide {
     stream.consumed(read.next);
     // the body's first bytes, if they came with the head: they wait in the stream for the exchange
     if (read.next < chunk.byteLength) stream.unread(chunk.subarray(read.next));
-    const received = read.raw ?? (read.next === chunk.byteLength ? chunk : chunk.subarray(0, read.next));
-    if (!this.server.request(read.text, received)) this.finish();
+    this.serve(read.text, read.raw ?? (read.next === chunk.byteLength ? chunk : chunk.subarray(0, read.next)));
   };
 
   private finish(): void {

@@ -13,13 +13,20 @@
  */
 import { BURROW_FIELD_LINES } from "../../http/burrow-fields.ts";
 import { headAsJudged, withHost } from "../../http/head-as-judged.ts";
-import { isRefusal, parseRequestHead, type RequestHead } from "../../http/request-head.ts";
-import { headAllowedToSwitch, upgradeAllowed } from "../../http/upgrade.ts";
+import { everyField, isRefusal, parseRequestHead, type RequestHead } from "../../http/request-head.ts";
+import { upgradeAllowed, withoutUpgrade } from "../../http/upgrade.ts";
 
 export interface LocalRequest {
+  /** Read for what the agent must know; with every field when it asks to switch (withAllowedSwitch), for the 101's check. */
   head: RequestHead;
   /** The head's bytes, blank line included: one socket write. */
   bytes: Uint8Array;
+}
+
+/** A head as read, and its text without the blank line. */
+export interface ReadHead {
+  head: RequestHead;
+  text: string;
 }
 
 const HEAD_END = "\r\n\r\n";
@@ -32,10 +39,11 @@ export const USER_HEADER = "X-Burrow-User";
  * a private tunnel's connection (`user`), X-Burrow-User is set to `user`
  * last, every field of burrow's the connector sent dropped first.
  */
-export function readHead(headText: string, fields: boolean, user?: string): { head: RequestHead; text: string } | string {
+export function readHead(headText: string, user?: string): ReadHead | string {
   // every field of burrow's the connector sent, in any spelling (X_Burrow_User, x-burrow-user-email: burrow-fields.ts)
   const text = user === undefined ? headText : `${headText.replace(BURROW_FIELD_LINES, "")}\r\n${USER_HEADER}: ${user}`;
-  const head = parseRequestHead(text, fields);
+  // the one parse of the head on the agent: its fields are read only for a switch (withAllowedSwitch), or when an inspector shows them
+  const head = parseRequestHead(text, false);
   if (isRefusal(head)) return `the request head cannot be read: ${head.why}`;
   return { head, text };
 }
@@ -57,15 +65,23 @@ export function localRequest(head: RequestHead, text: string, host: string | und
 }
 
 /**
- * The request as it goes to a tunnel that allows `allowed` switches: as it
+ * The head as it goes to a tunnel that allows `allowed` switches: as it
  * is, or, when it asks for another (h2c without --allow-upgrade h2c), as a
- * plain request without it (http/upgrade.ts). The edge takes such a switch
- * off already; a private tunnel's connector's requests it never reads.
+ * plain request without it (http/upgrade.ts withoutUpgrade), its request
+ * line as it came. The edge takes such a switch off already; a private
+ * tunnel's connector's requests it never reads. A head that asks to switch
+ * has the rest of its fields read here, once (everyField), and carries
+ * them on: the 101's check reads its Sec-WebSocket-Key (exchange.ts).
  */
-export function withAllowedSwitch(request: LocalRequest, allowed: ReadonlySet<string> | undefined): LocalRequest {
-  const asked = request.head.upgrade;
-  if (asked === undefined || upgradeAllowed(asked, allowed)) return request;
-  const text = headAllowedToSwitch(Buffer.from(request.bytes.buffer, request.bytes.byteOffset, request.bytes.byteLength).toString("latin1"), allowed);
-  const plain = readHead(text.slice(0, -HEAD_END.length), false);
-  return typeof plain === "string" ? request : localRequest(plain.head, plain.text, undefined);
+export function withAllowedSwitch(read: ReadHead, allowed: ReadonlySet<string> | undefined): ReadHead {
+  const { head, text } = read;
+  const asked = head.upgrade;
+  if (asked === undefined) return read;
+  everyField(head, text);
+  if (upgradeAllowed(asked, allowed)) return read;
+  const fields = withoutUpgrade(head.fields);
+  const lineEnd = text.indexOf("\r\n");
+  let plain = lineEnd < 0 ? text : text.slice(0, lineEnd);
+  for (const [name, value] of fields) plain += `\r\n${name}: ${value}`;
+  return { head: { ...head, upgrade: undefined, fields, names: fields.map((f) => f[0].toLowerCase()) }, text: plain };
 }
