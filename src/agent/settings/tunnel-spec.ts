@@ -143,8 +143,10 @@ const Values = v.object({
   name: v.optional(
     v.pipe(
       v.string("must be a string"),
-      v.transform((raw) => raw.trim().toLowerCase()),
-      v.regex(PRIVATE_NAME_PATTERN, (issue) => `must be 1-63 characters from a-z, 0-9 and - (got '${String(issue.input).slice(0, 70)}')`),
+      v.check(
+        (raw) => PRIVATE_NAME_PATTERN.test(raw.trim().toLowerCase()),
+        (issue) => `must be 1-63 characters from a-z, 0-9 and - (got '${String(issue.input).replace(/[^\x20-\x7e]/g, "?").slice(0, 70)}')`,
+      ),
     ),
   ),
   share: v.optional(
