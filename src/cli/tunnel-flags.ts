@@ -76,10 +76,10 @@ export function tunnelFromFlags(kind: Kind, values: Record<string, unknown>, tar
     proxyProtocol: on(values, "proxy-protocol"),
     ...accessOptions(values, kind === "http"),
   };
-  // an empty list is a flag not given
+  // a repeatable flag not given is an empty list; --share "" is given, and goes with --private only
   for (const key of Object.keys(spec) as (keyof TunnelSpec)[]) {
     const value = spec[key];
-    if (value === undefined || (Array.isArray(value) && value.length === 0 && key !== "routes")) delete spec[key];
+    if (value === undefined || (Array.isArray(value) && value.length === 0 && key !== "share")) delete spec[key];
   }
   const problem = specProblem(spec, FLAG_VOICE);
   if (problem) throw new UsageError(problem.option ? `${FLAG_VOICE.name(problem.option)}: ${problem.message}` : problem.message);
