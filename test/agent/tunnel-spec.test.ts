@@ -4,9 +4,10 @@
  * burrow-agent's options) with the same words, in each one's own names.
  */
 import { describe, expect, test } from "bun:test";
-import { tunnelFromFlags } from "../../src/cli/tunnel-flags.ts";
+import { FLAG_VOICE, tunnelFromFlags } from "../../src/cli/tunnel-flags.ts";
+import { HTTP_FLAGS, TCP_FLAGS, TLS_FLAGS, UDP_FLAGS } from "../../src/cli/agent-flags.ts";
 import { parseTunnelsFile } from "../../src/agent/settings/tunnels-file.ts";
-import { KINDS, specProblem, TUNNEL_OPTIONS, type Voice } from "../../src/agent/settings/tunnel-spec.ts";
+import { KINDS, OPTION_NAMES, specProblem, TUNNEL_OPTIONS, type Voice } from "../../src/agent/settings/tunnel-spec.ts";
 import { forward } from "../../sdk/src/index.ts";
 
 const FILE = "/home/dev/burrow.yml";
@@ -87,4 +88,16 @@ test("the table: every option is taken by some kind, and is public only on kinds
   const voice: Voice = { name: (o) => `<${o}>`, on: (o) => `<${o}=true>` };
   expect(specProblem({ kind: "udp", target: target(), pool: true }, voice)).toEqual({ option: "pool", message: "is for http and tcp tunnels; this one is udp" });
   expect(specProblem({ kind: "http", target: target(), private: true, name: "ok" }, voice)).toBeUndefined();
+});
+
+test("each command's flags are the options its kind takes, by the spec's table (burrow http's inspect is the inspector's flag, not a tunnel's)", () => {
+  const commands = { http: HTTP_FLAGS, tcp: TCP_FLAGS, tls: TLS_FLAGS, udp: UDP_FLAGS } as const;
+  const optionOfFlag = new Map(OPTION_NAMES.map((o) => [FLAG_VOICE.name(o).slice(2), o]));
+  // the OIDC settings are four flags of one option
+  for (const flag of ["oidc-client-id", "oidc-client-secret", "oidc-allow-email"]) optionOfFlag.set(flag, "oidc");
+  for (const kind of KINDS) {
+    const options = new Set(Object.keys(commands[kind]).flatMap((flag) => optionOfFlag.get(flag) ?? []));
+    const taken = OPTION_NAMES.filter((o) => (TUNNEL_OPTIONS[o].kinds as readonly string[]).includes(kind) && o !== "inspect");
+    expect([...options].sort(), kind).toEqual(taken.sort());
+  }
 });
