@@ -15,8 +15,6 @@ import { BurrowError, checked } from "./errors.ts";
 import { credentials, type Credentials } from "./credentials.ts";
 import {
   ACCESS_LIST_MAX,
-  allowUpgrades,
-  compactAccess,
   oidcSettings,
   parseBasicAuth,
   parseCidr,
@@ -31,8 +29,7 @@ import {
   parseUpgradeToken,
   tooManyEntries,
 } from "../../src/agent/settings/tunnel-options.ts";
-import type { HttpAccess, PrivateRequest, TcpAccess, TunnelRequest } from "../../src/protocol/messages.ts";
-import { PRIVATE_NAME_PATTERN } from "../../src/validate/fields.ts";
+import { parseKind, specProblem, tunnelOf, type TunnelSpec, type Voice } from "../../src/agent/settings/tunnel-spec.ts";
 import { useRuntime } from "../../src/runtime/current.ts";
 import { nodeRuntime } from "../../src/runtime/node.ts";
 import { DEFAULT_KEEP, MAX_KEEP } from "../../src/agent/inspector/limits.ts";
@@ -88,87 +85,18 @@ function each<T>(o: ForwardOptions, option: keyof ForwardOptions, key: string, p
   });
 }
 
-/** Who may reach the tunnel, as the CLI's access flags say it (cli/access-flags.ts), from the options. */
-function accessOf(o: ForwardOptions, protocol: Protocol): HttpAccess | TcpAccess | undefined {
-  const ip = { allowCidrs: each(o, "allowCidr", "allow_cidr", parseCidr), denyCidrs: each(o, "denyCidr", "deny_cidr", parseCidr) };
-  if (protocol !== "http") {
-    const httpOnly = (["basicAuth", "requestHeaderAdd", "requestHeaderRemove", "responseHeaderAdd", "oidc"] as const).find((k) => o[k] !== undefined);
-    if (httpOnly) throw new TypeError(`${httpOnly} is for http tunnels, not ${protocol}`);
-    return compactAccess(ip);
-  }
-  let oidc: HttpAccess["oidc"];
-  try {
-    oidc =
-      o.oidc === undefined
-        ? undefined
-        : oidcSettings(
-            { issuer: o.oidc.issuer === undefined ? undefined : parseIssuer(o.oidc.issuer), clientId: o.oidc.clientId, clientSecret: o.oidc.clientSecret, allowEmails: (o.oidc.allowEmails ?? []).map(parseEmailRule) },
-            { issuer: "oidc.issuer", clientId: "oidc.clientId", clientSecret: "oidc.clientSecret", allowEmails: "oidc.allowEmails" },
-          );
-  } catch (err) {
-    throw new TypeError(`oidc: ${(err as Error).message}`);
-  }
-  const basicAuth = each(o, "basicAuth", "basic_auth", parseBasicAuth);
-  if (oidc && basicAuth.length > 0) throw new TypeError("basicAuth and oidc: a tunnel takes one or the other");
-  return compactAccess<HttpAccess>({
-    basicAuth,
-    ...ip,
-    requestHeaderAdd: each(o, "requestHeaderAdd", "request_header_add", parseHeaderLine),
-    requestHeaderRemove: each(o, "requestHeaderRemove", "request_header_remove", parseHeaderName),
-    responseHeaderAdd: each(o, "responseHeaderAdd", "response_header_add", parseHeaderLine),
-    oidc,
-  });
+/** The options' words for the spec's messages: each option by its own name. */
+const OPTION_VOICE: Voice = { name: (option) => option, on: (option) => `${option}: true` };
+
+/** An option given, checked by `parse`; undefined when not given. */
+function one<T>(o: ForwardOptions, option: keyof ForwardOptions, parse: (raw: string) => T): T | undefined {
+  const given = o[option];
+  return given === undefined ? undefined : checked(option, () => parse(String(given)));
 }
 
-/** `private`, `name`, `share` as a private tunnel's request (the CLI's --private, --name, --share); undefined without `private`. */
-function privateOf(o: ForwardOptions, protocol: Protocol, localPort: number): PrivateRequest | undefined {
-  if (!o.private) {
-    if (o.name !== undefined || o.share !== undefined) throw new TypeError(`${o.name !== undefined ? "name" : "share"} goes with private: true`);
-    return undefined;
-  }
-  if (protocol === "tls") throw new TypeError("private: tls tunnels cannot be private (their name is public by nature)");
-  const publicOption = (["subdomain", "hostname", "remotePort"] as const).find((k) => o[k] !== undefined);
-  if (publicOption) throw new TypeError(`private: a private tunnel is not public; ${publicOption} does not go with it`);
-  if (typeof o.name !== "string") throw new TypeError("private needs name: connectors reach it as you/NAME");
-  const name = o.name.trim().toLowerCase();
-  if (!PRIVATE_NAME_PATTERN.test(name)) throw new TypeError(`name: '${o.name}' must be 1-63 characters from a-z, 0-9 and -`);
-  const share = o.share ?? [];
-  if (!Array.isArray(share) || share.some((u) => typeof u !== "string" || u.trim() === "" || u.length > 64)) throw new TypeError("share must be a list of usernames");
-  if (share.length > 64) throw new TypeError("share: 64 usernames at most");
-  return { name, ...(share.length > 0 ? { share: share.map((u) => u.trim()) } : {}), ...(localPort > 0 ? { localPort } : {}) };
-}
-
-function tunnelRequest(o: ForwardOptions, protocol: Protocol, localPort: number): TunnelRequest {
-  const priv = privateOf(o, protocol, localPort);
-  const access = accessOf(o, protocol);
-  if (priv) {
-    // the server never reads a private http tunnel's requests: who may reach it is who it is shared with
-    if (protocol === "http" && access) throw new TypeError("private: access rules do not go with a private http tunnel; share says who may reach it");
-    return { protocol, private: priv, ...(access ? { access } : {}) } as TunnelRequest;
-  }
-  const names = { ...(o.subdomain !== undefined ? { subdomain: o.subdomain } : {}), ...(o.hostname !== undefined ? { hostname: o.hostname } : {}) };
-  const remotePort = o.remotePort === undefined ? undefined : checked("remotePort", () => parseRemotePort(String(o.remotePort)));
-  switch (protocol) {
-    case "http":
-      return {
-        protocol,
-        ...names,
-        ...(o.responseTimeout !== undefined ? { responseTimeout: checked("responseTimeout", () => parseResponseTimeout(String(o.responseTimeout))) } : {}),
-        ...(o.skipWarning ? { skipWarning: true } : {}),
-        ...(access ? { access } : {}),
-      } as TunnelRequest;
-    case "tls":
-      return { protocol, ...names, ...(access ? { access } : {}) } as TunnelRequest;
-    case "tcp":
-    case "udp":
-      return { protocol, ...(remotePort !== undefined ? { port: remotePort } : {}), ...(access ? { access } : {}) } as TunnelRequest;
-  }
-}
-
-/** What forward() needs of a tunnel, checked before anything connects. */
+/** What forward() needs of a tunnel, checked before anything connects: the options read onto the one tunnel spec (src/agent/settings/tunnel-spec.ts). */
 function agentTunnel(options: ForwardOptions): { protocol: Protocol; tunnel: Omit<AgentTunnel, "name"> } {
-  const protocol: Protocol = options.protocol ?? "http";
-  if (!["http", "tcp", "tls", "udp"].includes(protocol)) throw new TypeError(`protocol must be http, tcp, tls or udp, not ${String(protocol)}`);
+  const protocol: Protocol = checked("protocol", () => parseKind(options.protocol ?? "http"));
   const where = options.addr ?? (options.port !== undefined ? String(options.port) : undefined);
   let target: AgentTunnel["target"];
   if (options.handler !== undefined) {
@@ -181,13 +109,42 @@ function agentTunnel(options: ForwardOptions): { protocol: Protocol; tunnel: Omi
     if (where === undefined) throw new TypeError("forward() needs port, addr or handler");
     target = checked(options.addr !== undefined ? "addr" : "port", () => parseTarget(where, protocol === "http"));
   }
-  if (options.hostHeader !== undefined) target.hostHeader = checked("hostHeader", () => parseHostHeader(options.hostHeader!));
-  const request = tunnelRequest(options, protocol, target.port);
-  if (options.allowUpgrade !== undefined) {
-    if (request.protocol !== "http") throw new TypeError(`allowUpgrade is for http tunnels, not ${protocol}`);
-    const tokens = each(options, "allowUpgrade", "allow_upgrade", parseUpgradeToken);
-    checked("allowUpgrade", () => allowUpgrades(request, target, tokens));
+  const o = options;
+  const list = <T>(option: keyof ForwardOptions, key: string, parse: (raw: string) => T): T[] | undefined => (o[option] === undefined ? undefined : each(o, option, key, parse));
+  let oidc: TunnelSpec["oidc"];
+  if (o.oidc !== undefined) {
+    oidc = checked("oidc", () =>
+      oidcSettings(
+        { issuer: o.oidc!.issuer === undefined ? undefined : parseIssuer(o.oidc!.issuer), clientId: o.oidc!.clientId, clientSecret: o.oidc!.clientSecret, allowEmails: (o.oidc!.allowEmails ?? []).map(parseEmailRule) },
+        { issuer: "oidc.issuer", clientId: "oidc.clientId", clientSecret: "oidc.clientSecret", allowEmails: "oidc.allowEmails" },
+      ),
+    );
   }
+  const spec: TunnelSpec = {
+    kind: protocol,
+    target,
+    subdomain: o.subdomain,
+    hostname: o.hostname,
+    remotePort: one(o, "remotePort", parseRemotePort),
+    private: o.private || undefined,
+    name: o.name,
+    share: o.share,
+    hostHeader: one(o, "hostHeader", parseHostHeader),
+    allowUpgrade: list("allowUpgrade", "allow_upgrade", parseUpgradeToken),
+    skipWarning: o.skipWarning,
+    responseTimeout: one(o, "responseTimeout", parseResponseTimeout),
+    basicAuth: list("basicAuth", "basic_auth", parseBasicAuth),
+    allowCidr: list("allowCidr", "allow_cidr", parseCidr),
+    denyCidr: list("denyCidr", "deny_cidr", parseCidr),
+    requestHeaderAdd: list("requestHeaderAdd", "request_header_add", parseHeaderLine),
+    requestHeaderRemove: list("requestHeaderRemove", "request_header_remove", parseHeaderName),
+    responseHeaderAdd: list("responseHeaderAdd", "response_header_add", parseHeaderLine),
+    oidc,
+  };
+  for (const key of Object.keys(spec) as (keyof TunnelSpec)[]) if (spec[key] === undefined) delete spec[key];
+  const problem = specProblem(spec, OPTION_VOICE);
+  if (problem) throw new TypeError(problem.option ? `${problem.option}: ${problem.message}` : problem.message);
+  const { request } = checked("allowUpgrade", () => tunnelOf(spec));
   return { protocol, tunnel: { request, target, inspect: false } };
 }
 

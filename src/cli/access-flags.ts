@@ -20,6 +20,7 @@ import {
 } from "../agent/settings/tunnel-options.ts";
 import { UsageError } from "../usage-error.ts";
 import type { HttpAccess, TcpAccess } from "../protocol/messages.ts";
+import type { TunnelSpec } from "../agent/settings/tunnel-spec.ts";
 
 /** "At most N in one handshake.": a list flag's bound, from the table the agent checks it with. */
 const atMost = (key: string, what = "") => `At most ${ACCESS_LIST_MAX[key]}${what && ` ${what}`} in one handshake.`;
@@ -103,11 +104,10 @@ function one(values: Record<string, unknown>, flag: string, parse: (raw: string)
   return raw === undefined ? undefined : each({ [flag]: [raw] }, flag, parse)[0];
 }
 
-export function tcpAccessFromFlags(values: Record<string, unknown>): TcpAccess | undefined {
-  return compactAccess({ allowCidrs: each(values, "allow-cidr", parseCidr), denyCidrs: each(values, "deny-cidr", parseCidr) });
-}
-
-export function httpAccessFromFlags(values: Record<string, unknown>): HttpAccess | undefined {
+/** Who may reach the tunnel, as the spec's options (agent/settings/tunnel-spec.ts): each flag's values checked, the message led by the flag. */
+export function accessOptions(values: Record<string, unknown>, http: boolean): Partial<TunnelSpec> {
+  const ip = { allowCidr: each(values, "allow-cidr", parseCidr), denyCidr: each(values, "deny-cidr", parseCidr) };
+  if (!http) return ip;
   const oidc = oidcSettings(
     {
       issuer: one(values, "oidc-issuer", parseIssuer),
@@ -117,16 +117,33 @@ export function httpAccessFromFlags(values: Record<string, unknown>): HttpAccess
     },
     { issuer: "--oidc-issuer", clientId: "--oidc-client-id", clientSecret: "--oidc-client-secret", allowEmails: "--oidc-allow-email" },
   );
-  const basicAuth = each(values, "basic-auth", parseBasicAuth);
-  if (oidc && basicAuth.length > 0) throw new UsageError("--basic-auth and --oidc-issuer: a tunnel takes one or the other");
-  return compactAccess({
-    basicAuth,
-    allowCidrs: each(values, "allow-cidr", parseCidr),
-    denyCidrs: each(values, "deny-cidr", parseCidr),
+  return {
+    basicAuth: each(values, "basic-auth", parseBasicAuth),
+    ...ip,
     requestHeaderAdd: each(values, "request-header-add", parseHeaderLine),
     requestHeaderRemove: each(values, "request-header-remove", parseHeaderName),
     responseHeaderAdd: each(values, "response-header-add", parseHeaderLine),
     oidc,
+  };
+}
+
+/** The IP rules alone, as a tcp, tls or udp tunnel's HELLO carries them. */
+export function tcpAccessFromFlags(values: Record<string, unknown>): TcpAccess | undefined {
+  const o = accessOptions(values, false);
+  return compactAccess({ allowCidrs: o.allowCidr, denyCidrs: o.denyCidr });
+}
+
+/** An http tunnel's access settings alone, as its HELLO carries them (what goes with what is the spec's). */
+export function httpAccessFromFlags(values: Record<string, unknown>): HttpAccess | undefined {
+  const o = accessOptions(values, true);
+  return compactAccess({
+    basicAuth: o.basicAuth,
+    allowCidrs: o.allowCidr,
+    denyCidrs: o.denyCidr,
+    requestHeaderAdd: o.requestHeaderAdd,
+    requestHeaderRemove: o.requestHeaderRemove,
+    responseHeaderAdd: o.responseHeaderAdd,
+    oidc: o.oidc,
   });
 }
 

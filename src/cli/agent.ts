@@ -1,20 +1,18 @@
 /** `burrow http` and `burrow tcp`: parse, connect, print, reconnect, Ctrl-C. */
 import { Agent, type AgentTunnel } from "../agent/client.ts";
-import type { LocalTarget } from "../agent/http.ts";
 import { resolveCredentials, resolveProxy } from "../agent/settings/server-and-token.ts";
 import * as v from "valibot";
-import { TunnelRequest, type PrivateRequest } from "../protocol/messages.ts";
-import { PRIVATE_NAME_PATTERN } from "../validate/fields.ts";
+import { TunnelRequest } from "../protocol/messages.ts";
 import { MAX_PAYLOAD } from "../protocol/wire.ts";
 import { parseFlags } from "../config/flags.ts";
 import { HTTP_DOC, HTTP_FLAGS, TCP_DOC, TCP_FLAGS, TLS_DOC, TLS_FLAGS, UDP_DOC, UDP_FLAGS } from "./agent-flags.ts";
 import { helpText } from "./usage.ts";
 import { UsageError } from "../usage-error.ts";
-import { allowUpgrades, parseHostHeader, parseRemotePort, parseResponseTimeout, parseRoute, parseTarget, parseTunnelHostname, parseUpgradeToken } from "../agent/settings/tunnel-options.ts";
-import { checkRoutes } from "../agent/routes.ts";
-import type { HealthSettings } from "../agent/health.ts";
+import { parseTarget } from "../agent/settings/tunnel-options.ts";
+import { tunnelFromFlags } from "./tunnel-flags.ts";
+import { chooseOutput, openOutput } from "./agent-output/choose.ts";
+import { announceInspector, inspectChoice, openInspector } from "./inspect-flags.ts";
 
-/** A tunnel option's check, its message led by the flag's name. */
 /** --drain-timeout in ms (a pool member's leaving), or undefined where the command has no such flag. */
 function drainTimeout(values: Record<string, unknown>): number | undefined {
   const text = values["drain-timeout"] as string | undefined;
@@ -23,47 +21,6 @@ function drainTimeout(values: Record<string, unknown>): number | undefined {
   if (!(s >= 0 && s <= 3600)) throw new UsageError(`--drain-timeout must be a whole number of seconds from 0 to 3600 (got '${text.slice(0, 40)}')`);
   return s * 1000;
 }
-
-/** --health-check and --health-interval: a pool member's health check, or none. */
-function healthFlags(values: Record<string, unknown>): { health?: HealthSettings } {
-  const check = values["health-check"] as string | undefined;
-  const intervalText = (values["health-interval"] as string | undefined) ?? "5";
-  const interval = /^[0-9]{1,4}$/.test(intervalText) ? Number(intervalText) : NaN;
-  if (!(interval >= 1 && interval <= 3600)) throw new UsageError(`--health-interval must be a whole number of seconds from 1 to 3600 (got '${intervalText.slice(0, 40)}')`);
-  if (check === undefined) return {};
-  if (!values.pool) throw new UsageError("--health-check goes with --pool: it takes a pool member out of rotation");
-  if (check !== "tcp" && !/^\/[\x21-\x7e]*$/.test(check)) throw new UsageError(`--health-check must be a path such as /healthz, or tcp (got '${check.replace(/[^\x20-\x7e]/g, "?").slice(0, 60)}')`);
-  return { health: { check, intervalMs: interval * 1000 } };
-}
-
-/** --pool and --pool-balance, as the request says them. */
-function poolFlags(values: Record<string, unknown>): { pool?: true; balance?: "round-robin" | "least-requests" } {
-  const balance = (values["pool-balance"] as string | undefined) ?? "round-robin";
-  if (balance !== "round-robin" && balance !== "least-requests") throw new UsageError(`--pool-balance must be round-robin or least-requests (got '${balance.slice(0, 40)}')`);
-  if (!values.pool) {
-    if (values["pool-balance"] !== undefined && balance !== "round-robin") throw new UsageError("--pool-balance goes with --pool");
-    return {};
-  }
-  return { pool: true, balance };
-}
-
-/** --hostname, checked as the server checks it (one name, no wildcard). */
-function hostnameFlag(values: Record<string, unknown>): string | undefined {
-  const raw = values.hostname as string | undefined;
-  return raw === undefined ? undefined : flagValue("--hostname", () => parseTunnelHostname(raw));
-}
-
-function flagValue<T>(flag: string, check: () => T): T {
-  try {
-    return check();
-  } catch (err) {
-    if (err instanceof UsageError) throw new UsageError(`${flag} ${err.message}`);
-    throw err;
-  }
-}
-import { chooseOutput, openOutput } from "./agent-output/choose.ts";
-import { announceInspector, inspectChoice, openInspector } from "./inspect-flags.ts";
-import { httpAccessFromFlags, tcpAccessFromFlags } from "./access-flags.ts";
 
 /** What the agent connects with. `server` and `token` are the flags' (or a config file's) when given. */
 export interface AgentSettings {
@@ -140,75 +97,21 @@ export async function httpCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseFlags(argv, HTTP_FLAGS);
   if (values.help) return void process.stdout.write(helpText(HTTP_DOC)), 0;
   if (positionals.length > 1) throw new UsageError(`unexpected argument '${positionals[1]}'`);
-  const target = parseTarget(positionals[0], true);
-  const hostHeader = values["host-header"] as string | undefined;
-  if (hostHeader !== undefined) target.hostHeader = flagValue("--host-header", () => parseHostHeader(hostHeader));
-  const routes = ((values.route as string[] | undefined) ?? []).map((raw) => flagValue("--route", () => parseRoute(raw)));
-  if (routes.length > 0) target.routes = flagValue("--route", () => checkRoutes(routes));
-  const subdomain = values.subdomain as string | undefined;
-  const hostname = hostnameFlag(values);
-  const priv = privateFlags(values, target.port);
-  if (priv) {
-    const publicFlag = ["subdomain", "hostname", "pool", "skip-warning", "response-timeout"].find((f) => values[f] !== undefined && values[f] !== false);
-    if (publicFlag) throw new UsageError(`--private has no public name: --${publicFlag} does not go with it`);
-    // the server never reads a private tunnel's requests: who may reach it is who it is shared with
-    if (httpAccessFromFlags(values)) throw new UsageError("--private: access rules (--basic-auth, --oidc-*, --allow-cidr, ...) do not go with it; --share says who may connect");
-  }
-  const tunnel: TunnelRequest = priv
-    ? { protocol: "http", private: priv }
-    : { protocol: "http", subdomain, ...(hostname ? { hostname } : {}), ...poolFlags(values), skipWarning: Boolean(values["skip-warning"]) };
-  const timeout = values["response-timeout"] as string | undefined;
-  if (timeout !== undefined) tunnel.responseTimeout = flagValue("--response-timeout", () => parseResponseTimeout(timeout));
-  const access = httpAccessFromFlags(values);
-  if (access) tunnel.access = access;
-  const upgrades = ((values["allow-upgrade"] as string[] | undefined) ?? []).map((raw) => flagValue("--allow-upgrade", () => parseUpgradeToken(raw)));
-  flagValue("--allow-upgrade", () => allowUpgrades(tunnel, target, upgrades));
-  return runAgent([{ name: "http", request: tunnel, target, ...healthFlags(values) }], values);
-}
-
-/** --private, --name, --share as a private tunnel's request; undefined without --private. */
-function privateFlags(values: Record<string, unknown>, localPort: number | undefined): PrivateRequest | undefined {
-  const name = values.name as string | undefined;
-  const share = values.share as string | undefined;
-  if (!values.private) {
-    if (name !== undefined || share !== undefined) throw new UsageError(`--${name !== undefined ? "name" : "share"} goes with --private`);
-    return undefined;
-  }
-  if (name === undefined) throw new UsageError("--private needs --name NAME: connectors reach it as you/NAME");
-  const lower = name.trim().toLowerCase();
-  if (!PRIVATE_NAME_PATTERN.test(lower)) throw new UsageError(`--name: '${name}' must be 1-63 characters from a-z, 0-9 and -`);
-  const users = (share ?? "").split(",").map((u) => u.trim()).filter((u) => u !== "");
-  if (users.length > 64) throw new UsageError("--share: 64 usernames at most");
-  return { name: lower, ...(users.length > 0 ? { share: users } : {}), ...(localPort !== undefined ? { localPort } : {}) };
+  return runAgent([{ name: "http", ...tunnelFromFlags("http", values, parseTarget(positionals[0], true)) }], values);
 }
 
 export async function tcpCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseFlags(argv, TCP_FLAGS);
   if (values.help) return void process.stdout.write(helpText(TCP_DOC)), 0;
   if (positionals.length > 1) throw new UsageError(`unexpected argument '${positionals[1]}'`);
-  const target = parseTarget(positionals[0], false);
-  const raw = values["remote-port"] as string | undefined;
-  const port = raw === undefined ? undefined : flagValue("--remote-port", () => parseRemotePort(raw));
-  const access = tcpAccessFromFlags(values);
-  if (values["proxy-protocol"]) target.proxyProtocol = true;
-  const pooled = poolFlags(values);
-  const priv = privateFlags(values, target.port);
-  if (priv && (port !== undefined || pooled.pool)) throw new UsageError("--private has no public port: --remote-port and --pool do not go with it");
-  if (pooled.pool && port === undefined) throw new UsageError("--pool on a tcp tunnel needs --remote-port: the port is the pool's name");
-  if (priv) return runAgent([{ name: "tcp", request: { protocol: "tcp", private: priv, ...(access ? { access } : {}) }, target }], values);
-  return runAgent([{ name: "tcp", request: { protocol: "tcp", port, ...pooled, ...(access ? { access } : {}) }, target, ...healthFlags(values) }], values);
+  return runAgent([{ name: "tcp", ...tunnelFromFlags("tcp", values, parseTarget(positionals[0], false)) }], values);
 }
 
 export async function tlsCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseFlags(argv, TLS_FLAGS);
   if (values.help) return void process.stdout.write(helpText(TLS_DOC)), 0;
   if (positionals.length > 1) throw new UsageError(`unexpected argument '${positionals[1]}'`);
-  const target = parseTarget(positionals[0], false);
-  if (values["proxy-protocol"]) target.proxyProtocol = true;
-  const access = tcpAccessFromFlags(values);
-  const subdomain = values.subdomain as string | undefined;
-  const hostname = hostnameFlag(values);
-  return runAgent([{ name: "tls", request: { protocol: "tls", subdomain, ...(hostname ? { hostname } : {}), ...(access ? { access } : {}) }, target }], values);
+  return runAgent([{ name: "tls", ...tunnelFromFlags("tls", values, parseTarget(positionals[0], false)) }], values);
 }
 
 export async function udpCommand(argv: string[]): Promise<number> {
@@ -218,10 +121,5 @@ export async function udpCommand(argv: string[]): Promise<number> {
   const localHost = values["local-host"] as string | undefined;
   if (localHost !== undefined && positionals[0]?.includes(":")) throw new UsageError("give the local host either as HOST:PORT or as --local-host, not both");
   const target = parseTarget(localHost === undefined || positionals[0] === undefined ? positionals[0] : `${localHost.includes(":") ? `[${localHost}]` : localHost}:${positionals[0]}`, false);
-  const raw = values["remote-port"] as string | undefined;
-  const port = raw === undefined ? undefined : flagValue("--remote-port", () => parseRemotePort(raw));
-  const access = tcpAccessFromFlags(values);
-  const priv = privateFlags(values, target.port);
-  if (priv && port !== undefined) throw new UsageError("--private has no public port: --remote-port does not go with it");
-  return runAgent([{ name: "udp", request: { protocol: "udp", ...(priv ? { private: priv } : { port }), ...(access ? { access } : {}) }, target }], values);
+  return runAgent([{ name: "udp", ...tunnelFromFlags("udp", values, target) }], values);
 }

@@ -83,7 +83,7 @@ tunnels:
     expect(() => parseTunnelsFile("tunnels:\n  db: {proto: tcp, addr: 5432, private: true}\n", FILE)).toThrow("tunnels.db.name: missing");
     expect(() => parseTunnelsFile("tunnels:\n  db: {proto: tcp, addr: 5432, name: db}\n", FILE)).toThrow("tunnels.db.name: goes with private: true");
     expect(() => parseTunnelsFile("tunnels:\n  db: {proto: tcp, addr: 5432, private: true, name: 'no spaces'}\n", FILE)).toThrow("tunnels.db.name: must be 1-63 characters");
-    expect(() => parseTunnelsFile("tunnels:\n  db: {proto: tcp, addr: 5432, private: true, name: db, remote_port: 20000}\n", FILE)).toThrow("a private tunnel is not public: remote_port and pool do not go with it");
+    expect(() => parseTunnelsFile("tunnels:\n  db: {proto: tcp, addr: 5432, private: true, name: db, remote_port: 20000}\n", FILE)).toThrow("a private tunnel is not public: remote_port does not go with it");
     expect(() => parseTunnelsFile("tunnels:\n  site: {proto: tls, addr: 443, private: true, name: site}\n", FILE)).toThrow("tunnels.site.private");
   });
 

@@ -5,7 +5,8 @@
  * back up (metrics -> edge, db -> config, edge -> cluster) or a cycle
  * between folders fails here, naming the file and the import. The agent
  * has a stricter rule: it becomes a library, so it may import only what
- * carries no server (no core, no database).
+ * carries no server (no core, no database); and sdk/, that library, may
+ * import only what the agent may.
  *
  * docs/architecture.md ("Layout") says what each folder is for; this table
  * is the same order.
@@ -15,6 +16,8 @@ import { readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve, sep } from "node:path";
 
 const SRC = resolve(import.meta.dir, "..", "..", "src");
+/** The npm package burrow-agent, beside src/: it bundles the agent and whatever the agent imports. */
+const SDK = resolve(import.meta.dir, "..", "..", "sdk");
 
 /** Lower imports nothing higher. Folders on one layer do not import each other. */
 const LAYERS: Record<string, number> = {
@@ -69,10 +72,10 @@ function sourceFiles(dir: string): string[] {
 
 const SPECIFIER = /(?:\bfrom\s*|\bimport\s*\(?\s*)["'](\.{1,2}\/[^"']+)["']/g;
 
-/** Every relative import in src/, as src-relative paths. */
-function arrows(): Arrow[] {
+/** Every relative import in src/ (or in another folder's files), as src-relative paths. */
+function arrows(files = sourceFiles(SRC)): Arrow[] {
   const out: Arrow[] = [];
-  for (const file of sourceFiles(SRC)) {
+  for (const file of files) {
     const text = readFileSync(file, "utf8");
     for (const m of text.matchAll(SPECIFIER)) {
       const target = resolve(dirname(file), m[1]!);
@@ -108,6 +111,18 @@ function violation(a: Arrow): string | undefined {
   if (lf === -1 && lt === -1) return undefined; // the shared modules among themselves
   if (lt >= lf) return `runs back up: ${from} (layer ${lf}) imports ${to} (layer ${lt})`;
   return undefined;
+}
+
+/**
+ * Why an import of sdk/ breaks the rules: the package may import only what
+ * the agent may (the agent itself, the folders it may import and the
+ * shared modules), so that nothing of the server is bundled into it.
+ */
+function sdkViolation(a: Arrow): string | undefined {
+  const to = unitOf(a.to);
+  if (to === undefined) return a.to.startsWith(`..${sep}sdk${sep}`) ? undefined : "outside src/ and sdk/";
+  if (to === "agent" || AGENT_MAY_IMPORT.has(to) || SHARED_FILES.has(to)) return undefined;
+  return `sdk/ may import only what the agent may: agent, ${[...AGENT_MAY_IMPORT].join(", ")} and the shared modules`;
 }
 
 /** The loops of files importing each other round a cycle (Tarjan's strongly connected components of more than one file). */
@@ -172,6 +187,17 @@ describe("the structure of src/", () => {
     expect(fileCycles(all).map((c) => c.join(" -> "))).toEqual([]);
   });
 
+  test("sdk/ imports only what the agent may", () => {
+    const sdk = arrows(sourceFiles(SDK).filter((f) => !f.includes(`${sep}node_modules${sep}`)));
+    // a broken reader would pass by finding nothing: the package is the agent's client and its options
+    expect(sdk.filter((a) => unitOf(a.to) === "agent").length).toBeGreaterThan(3);
+    const broken = sdk.flatMap((a) => {
+      const why = sdkViolation(a);
+      return why ? [`${a.from.replace(`..${sep}`, "")}:${a.line} imports src/${a.to}: ${why}`] : [];
+    });
+    expect(broken).toEqual([]);
+  });
+
   test("the cycle finder finds a loop of three and a pair, and nothing in a chain", () => {
     const arrow = (from: string, to: string): Arrow => ({ from, to, line: 1 });
     expect(fileCycles([arrow("a", "b"), arrow("b", "c"), arrow("c", "a"), arrow("d", "e"), arrow("e", "d"), arrow("f", "a")]).map((c) => c.join(","))).toEqual(["a,b,c", "d,e"]);
@@ -194,5 +220,9 @@ describe("the structure of src/", () => {
     expect(violation({ from: "nowhere/x.ts", to: "core/x.ts", line: 1 })).toMatch(/has no layer/);
     expect(violation({ from: "edge/server.ts", to: "log.ts", line: 1 })).toBeUndefined();
     expect(violation({ from: "cluster/relay.ts", to: "edge/registry.ts", line: 1 })).toBeUndefined();
+    expect(sdkViolation({ from: "../sdk/src/index.ts", to: "edge/registry.ts", line: 1 })).toMatch(/sdk\/ may import only what the agent may/);
+    expect(sdkViolation({ from: "../sdk/src/index.ts", to: "core/access.ts", line: 1 })).toMatch(/sdk\/ may import only/);
+    expect(sdkViolation({ from: "../sdk/src/index.ts", to: "agent/client.ts", line: 1 })).toBeUndefined();
+    expect(sdkViolation({ from: "../sdk/src/reach.ts", to: "../sdk/src/errors.ts", line: 1 })).toBeUndefined();
   });
 });

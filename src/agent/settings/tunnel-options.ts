@@ -43,6 +43,25 @@ export function parseRemotePort(raw: string): number {
   return port;
 }
 
+/** A pool member's health check: GET of a path of the service (2xx or 3xx is healthy), or "tcp": a connect. */
+export function parseHealthCheck(raw: string): string {
+  if (raw !== "tcp" && !/^\/[\x21-\x7e]*$/.test(raw)) throw new UsageError(`must be a path such as /healthz, or tcp (got '${raw.replace(/[^\x20-\x7e]/g, "?").slice(0, 60)}')`);
+  return raw;
+}
+
+/** Seconds between a pool member's health checks: 1 to 3600. */
+export function parseHealthInterval(raw: string): number {
+  const seconds = /^[0-9]{1,4}$/.test(raw) ? Number(raw) : NaN;
+  if (!(seconds >= 1 && seconds <= 3600)) throw new UsageError(`must be a whole number of seconds from 1 to 3600 (got '${raw.slice(0, 40)}')`);
+  return seconds;
+}
+
+/** How a pool spreads its requests or connections. */
+export function parsePoolBalance(raw: string): "round-robin" | "least-requests" {
+  if (raw !== "round-robin" && raw !== "least-requests") throw new UsageError(`must be round-robin or least-requests (got '${raw.slice(0, 40)}')`);
+  return raw;
+}
+
 /** "/api=8080", "/ws=127.0.0.1:9000", "/old=https://localhost:8443": a path route (agent/routes.ts). */
 export function parseRoute(raw: string): PathRoute {
   const eq = raw.indexOf("=");

@@ -21,23 +21,23 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import * as v from "valibot";
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Pair, type ParsedNode } from "yaml";
-import type { LocalTarget } from "../http.ts";
-import { PRIVATE_NAME_PATTERN, subdomain as subdomainRule } from "../../validate/fields.ts";
-import type { HttpAccess, PrivateRequest, TunnelRequest } from "../../protocol/messages.ts";
+import { subdomain as subdomainRule } from "../../validate/fields.ts";
+import type { HttpAccess } from "../../protocol/messages.ts";
 import { parseProxyUrl, parseServerUrl } from "./server-and-token.ts";
 import { configDir } from "./paths.ts";
 import {
   ACCESS_LIST_MAX,
-  allowUpgrades,
-  compactAccess,
   oidcSettings,
   parseBasicAuth,
   parseCidr,
   parseEmailRule,
   parseHeaderLine,
   parseHeaderName,
+  parseHealthCheck,
+  parseHealthInterval,
   parseHostHeader,
   parseIssuer,
+  parsePoolBalance,
   parseRemotePort,
   parseResponseTimeout,
   parseTarget,
@@ -45,6 +45,7 @@ import {
   parseUpgradeToken,
   tooManyEntries,
 } from "./tunnel-options.ts";
+import { KINDS, kindProblem, listed, OPTION_NAMES, parseKind, specProblem, tunnelOf, type OptionName, type SpecProblem, type SpecTunnel, type TunnelSpec, type Voice } from "./tunnel-spec.ts";
 import { UsageError } from "../../usage-error.ts";
 import { checkRoutes, parsePrefix, type PathRoute } from "../routes.ts";
 
@@ -55,13 +56,9 @@ export const MAX_TUNNELS = 16;
 const MAX_FILE_BYTES = 1024 * 1024;
 const TUNNEL_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 
-export interface FileTunnel {
+/** A tunnel of the file: its name, and what the spec made of its keys. */
+export interface FileTunnel extends SpecTunnel {
   name: string;
-  request: TunnelRequest;
-  target: LocalTarget;
-  inspect: boolean;
-  /** A pool member's health check (health_check, health_interval). */
-  health?: { check: string; intervalMs: number };
 }
 
 export interface TunnelsFile {
@@ -190,37 +187,14 @@ export function parseTunnelsFile(text: string, path: string): TunnelsFile {
 
 type Fail = (node: { range?: [number, number, number] | null } | null | undefined, field: string, message: string) => never;
 
-/** Who may reach the tunnel (docs/access.md); tcp tunnels take the IP lists only. */
-const ACCESS_KEYS = ["basic_auth", "allow_cidr", "deny_cidr", "request_header_add", "request_header_remove", "response_header_add", "oidc"];
-const TUNNEL_KEYS = ["proto", "addr", "subdomain", "hostname", "pool", "pool_balance", "health_check", "health_interval", "remote_port", "proxy_protocol", "host_header", "routes", "allow_upgrade", "skip_warning", "inspect", "response_timeout", "private", "name", "share", ...ACCESS_KEYS];
+/** burrow.yml's key for each option of the spec: its name in snake case (allowCidr: allow_cidr). */
+const KEY_OF = Object.fromEntries(OPTION_NAMES.map((o) => [o, o.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)])) as Record<OptionName, string>;
+const OPTION_OF = new Map(OPTION_NAMES.map((o) => [KEY_OF[o], o]));
+const TUNNEL_KEYS = ["proto", "addr", ...OPTION_NAMES.map((o) => KEY_OF[o])];
 const OIDC_KEYS = ["issuer", "client_id", "client_secret", "allow_emails"];
 
-/** The keys only some kinds of tunnel take, and which; the others (proto, addr, allow_cidr, deny_cidr) every kind takes. */
-const TAKEN_BY: Record<string, readonly ("http" | "tcp" | "tls" | "udp")[]> = {
-  subdomain: ["http", "tls"],
-  hostname: ["http", "tls"],
-  pool: ["http", "tcp"],
-  pool_balance: ["http", "tcp"],
-  health_check: ["http", "tcp"],
-  health_interval: ["http", "tcp"],
-  host_header: ["http"],
-  routes: ["http"],
-  allow_upgrade: ["http"],
-  skip_warning: ["http"],
-  inspect: ["http"],
-  response_timeout: ["http"],
-  basic_auth: ["http"],
-  request_header_add: ["http"],
-  request_header_remove: ["http"],
-  response_header_add: ["http"],
-  oidc: ["http"],
-  remote_port: ["tcp", "udp"],
-  proxy_protocol: ["tcp", "tls"],
-  // private tunnels (docs/private.md); tls passes a public name through, so it has none
-  private: ["http", "tcp", "udp"],
-  name: ["http", "tcp", "udp"],
-  share: ["http", "tcp", "udp"],
-};
+/** The file's words for the spec's messages. */
+const FILE_VOICE: Voice = { name: (option) => KEY_OF[option], on: (option) => `${KEY_OF[option]}: true` };
 
 function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTunnel {
   if (!isMap(node)) return fail(node, field, "must be a map such as '{ proto: http, addr: 3000 }'");
@@ -230,157 +204,92 @@ function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTu
     given.set(key, { keyNode, value });
   }
   const protoNode = given.get("proto");
-  if (!protoNode) return fail(node, `${field}.proto`, "missing: http, tcp, tls or udp");
+  if (!protoNode) return fail(node, `${field}.proto`, `missing: ${listed(KINDS, "or")}`);
   const proto = text_(protoNode.value, `${field}.proto`, fail);
-  if (proto !== "http" && proto !== "tcp" && proto !== "tls" && proto !== "udp") return fail(protoNode.value, `${field}.proto`, `must be http, tcp, tls or udp (got '${proto}')`);
-  for (const [key, { keyNode }] of given) {
-    const kinds = TAKEN_BY[key];
-    if (kinds && !kinds.includes(proto)) fail(keyNode, `${field}.${key}`, `is for ${kinds.join(" and ")} tunnels; this one is ${proto}`);
-  }
+  const kind = attempt(protoNode.value, `${field}.proto`, fail, () => parseKind(proto));
+  /** The spec's mistakes, at their key's line (the tunnel's, for one not written). */
+  const said = (problem: SpecProblem | undefined): void => {
+    if (!problem) return;
+    const key = problem.option && KEY_OF[problem.option];
+    fail((key && given.get(key)?.keyNode) || node, key ? `${field}.${key}` : field, problem.message);
+  };
+  // an option of another kind is said as such before its value is read
+  said(kindProblem(kind, [...given.keys()].flatMap((k) => OPTION_OF.get(k) ?? [])));
   const addrNode = given.get("addr");
   if (!addrNode) return fail(node, `${field}.addr`, "missing: the local port, HOST:PORT or URL, such as 3000");
   const checked = <T>(key: string, read: (raw: string) => T): T | undefined => {
     const entry = given.get(key);
     if (!entry) return undefined;
     const raw = scalarText(entry.value, `${field}.${key}`, fail);
-    try {
-      return read(raw);
-    } catch (err) {
-      if (err instanceof UsageError) return fail(entry.value, `${field}.${key}`, err.message);
-      throw err;
-    }
+    return attempt(entry.value, `${field}.${key}`, fail, () => read(raw));
   };
-  const target = checked("addr", (raw) => parseTarget(raw, proto === "http"))!;
   const flag = (key: string) => {
     const entry = given.get(key);
     return entry ? bool(entry.value, `${field}.${key}`, fail) : undefined;
   };
   /** A list of values (a single value is a list of one), each checked, a mistake named by its item's line. */
-  const listed = <T>(key: string, read: (raw: string) => T, from: Map<string, { value: Node }> = given, prefix = field): T[] => {
+  const listed_ = <T>(key: string, read: (raw: string) => T, from: Map<string, { value: Node }> = given, prefix = field): T[] | undefined => {
     const entry = from.get(key);
-    if (!entry) return [];
+    if (!entry) return undefined;
     const items = isSeq(entry.value) ? (entry.value.items as Node[]) : [entry.value];
     const max = ACCESS_LIST_MAX[key];
     if (max !== undefined && items.length > max) fail(entry.value, `${prefix}.${key}`, tooManyEntries(max, items.length));
     return items.map((item, i) => {
       const where = isSeq(entry.value) ? `${prefix}.${key}[${i}]` : `${prefix}.${key}`;
-      try {
-        return read(scalarText(item, where, fail));
-      } catch (err) {
-        if (err instanceof UsageError && !(err instanceof ConfigFileError)) return fail(item, where, err.message);
-        throw err;
-      }
+      return attempt(item, where, fail, () => read(scalarText(item, where, fail)));
     });
   };
-  const ipRules = { allowCidrs: listed("allow_cidr", parseCidr), denyCidrs: listed("deny_cidr", parseCidr) };
-  /** health_check: /path or tcp, health_interval: seconds; a pool member's only. */
-  function readHealth(pooled: boolean): { health?: { check: string; intervalMs: number } } {
-    const check = checked("health_check", (raw) => {
-      if (raw !== "tcp" && !/^\/[\x21-\x7e]*$/.test(raw)) throw new UsageError("must be a path such as /healthz, or tcp");
-      return raw;
-    });
-    const interval = checked("health_interval", (raw) => {
-      const n = /^[0-9]{1,4}$/.test(raw) ? Number(raw) : NaN;
-      if (!(n >= 1 && n <= 3600)) throw new UsageError(`must be a whole number of seconds from 1 to 3600 (got '${raw.slice(0, 40)}')`);
-      return n;
-    });
-    if (check === undefined) return {};
-    if (!pooled) fail(given.get("health_check")!.keyNode, `${field}.health_check`, "goes with pool: true: it takes a pool member out of rotation");
-    return { health: { check, intervalMs: (interval ?? 5) * 1000 } };
+  /** Each option's value, read in its own syntax: the spec says what goes with what. */
+  const readers: Record<OptionName, () => unknown> = {
+    subdomain: () => {
+      const entry = given.get("subdomain")!;
+      const parsed = v.safeParse(subdomainRule, scalarText(entry.value, `${field}.subdomain`, fail));
+      return parsed.success ? parsed.output : fail(entry.value, `${field}.subdomain`, parsed.issues[0]?.message ?? "not a valid subdomain");
+    },
+    hostname: () => checked("hostname", parseTunnelHostname),
+    remotePort: () => checked("remote_port", parseRemotePort),
+    pool: () => flag("pool"),
+    poolBalance: () => checked("pool_balance", parsePoolBalance),
+    healthCheck: () => checked("health_check", parseHealthCheck),
+    healthInterval: () => checked("health_interval", parseHealthInterval),
+    private: () => flag("private"),
+    name: () => checked("name", (raw) => raw),
+    share: () => listed_("share", (raw) => raw.split(",").map((u) => u.trim()).filter((u) => u !== ""))?.flat(),
+    hostHeader: () => checked("host_header", parseHostHeader),
+    routes: () => readRoutes(given.get("routes"), `${field}.routes`, fail),
+    allowUpgrade: () => listed_("allow_upgrade", parseUpgradeToken),
+    skipWarning: () => flag("skip_warning"),
+    responseTimeout: () => checked("response_timeout", parseResponseTimeout),
+    inspect: () => flag("inspect"),
+    proxyProtocol: () => flag("proxy_protocol"),
+    basicAuth: () => listed_("basic_auth", parseBasicAuth),
+    allowCidr: () => listed_("allow_cidr", parseCidr),
+    denyCidr: () => listed_("deny_cidr", parseCidr),
+    requestHeaderAdd: () => listed_("request_header_add", parseHeaderLine),
+    requestHeaderRemove: () => listed_("request_header_remove", parseHeaderName),
+    responseHeaderAdd: () => listed_("response_header_add", parseHeaderLine),
+    oidc: () => readOidc(given.get("oidc"), `${field}.oidc`, fail, listed_),
+  };
+  const spec: TunnelSpec = { kind, target: checked("addr", (raw) => parseTarget(raw, kind === "http"))! };
+  for (const key of given.keys()) {
+    const option = OPTION_OF.get(key);
+    if (option) (spec as unknown as Record<string, unknown>)[option] = readers[option]();
   }
-  /** pool: true, and pool_balance: round-robin | least-requests (with pool only). */
-  function readPool(): { pool?: true; balance?: "round-robin" | "least-requests" } {
-    const balance = checked("pool_balance", (raw) => {
-      if (raw !== "round-robin" && raw !== "least-requests") throw new UsageError(`must be round-robin or least-requests (got '${raw.slice(0, 40)}')`);
-      return raw;
-    });
-    if (!flag("pool")) {
-      if (balance !== undefined) fail(given.get("pool_balance")!.keyNode, `${field}.pool_balance`, "goes with pool: true");
-      return {};
-    }
-    return { pool: true, balance: balance ?? "round-robin" };
-  }
-  /** private: true, name: db, share: [bob, carol] (or "bob,carol"): a private tunnel's request; undefined without private. */
-  function readPrivate(publicOptions: string | undefined): PrivateRequest | undefined {
-    if (!flag("private")) {
-      for (const key of ["name", "share"]) if (given.has(key)) fail(given.get(key)!.keyNode, `${field}.${key}`, "goes with private: true");
-      return undefined;
-    }
-    if (publicOptions) fail(given.get("private")!.keyNode, `${field}.private`, `a private tunnel is not public: ${publicOptions} ${/,| and /.test(publicOptions) ? "do" : "does"} not go with it`);
-    const privateName = checked("name", (raw) => {
-      const lower = raw.trim().toLowerCase();
-      if (!PRIVATE_NAME_PATTERN.test(lower)) throw new UsageError("must be 1-63 characters from a-z, 0-9 and -");
-      return lower;
-    });
-    if (privateName === undefined) return fail(given.get("private")!.keyNode, `${field}.name`, "missing: a private tunnel's name, reached as you/NAME");
-    const share = listed("share", (raw) => raw.split(",").map((u) => u.trim()).filter((u) => u !== "")).flat();
-    if (share.length > 64) fail(given.get("share")!.keyNode, `${field}.share`, "64 usernames at most");
-    return { name: privateName, ...(share.length > 0 ? { share } : {}), ...(target.port !== undefined ? { localPort: target.port } : {}) };
-  }
-  function readSubdomain(): string | undefined {
-    const entry = given.get("subdomain");
-    if (!entry) return undefined;
-    const parsed = v.safeParse(subdomainRule, scalarText(entry.value, `${field}.subdomain`, fail));
-    if (!parsed.success) return fail(entry.value, `${field}.subdomain`, parsed.issues[0]?.message ?? "not a valid subdomain");
-    return parsed.output;
-  }
-  if (proto === "udp") {
-    const access = compactAccess(ipRules);
-    const port = checked("remote_port", parseRemotePort);
-    const priv = readPrivate(port !== undefined ? "remote_port" : undefined);
-    return { name, request: { protocol: "udp", ...(priv ? { private: priv } : { port }), ...(access ? { access } : {}) }, target, inspect: false };
-  }
-  if (proto === "tcp" || proto === "tls") {
-    const access = compactAccess(ipRules);
-    if (flag("proxy_protocol")) target.proxyProtocol = true;
-    if (proto === "tls") {
-      const hostname = checked("hostname", parseTunnelHostname);
-      return { name, request: { protocol: "tls", subdomain: readSubdomain(), ...(hostname ? { hostname } : {}), ...(access ? { access } : {}) }, target, inspect: false };
-    }
-    const port = checked("remote_port", parseRemotePort);
-    const pooled = readPool();
-    const priv = readPrivate(port !== undefined || pooled.pool === true ? "remote_port and pool" : undefined);
-    if (priv) return { name, request: { protocol: "tcp", private: priv, ...(access ? { access } : {}) }, target, inspect: false };
-    if (pooled.pool && port === undefined) fail(given.get("pool")!.keyNode, `${field}.pool`, "a tcp pool needs remote_port: the port is the pool's name");
-    return { name, request: { protocol: "tcp", port, ...pooled, ...(access ? { access } : {}) }, target, inspect: false, ...readHealth(pooled.pool === true) };
-  }
-  const publicKeys = ["subdomain", "hostname", "pool", "skip_warning", "response_timeout", "basic_auth", "oidc", "request_header_add", "request_header_remove", "response_header_add", "allow_cidr", "deny_cidr"].filter((k) => given.has(k));
-  const priv = readPrivate(publicKeys.length > 0 ? publicKeys.join(", ") : undefined);
-  /** allow_upgrade: [h2c]: the switches besides websocket its requests may ask for. */
-  const readUpgrades = (request: Extract<TunnelRequest, { protocol: "http" }>): void => allowUpgrades(request, target, listed("allow_upgrade", parseUpgradeToken));
-  if (priv) {
-    target.hostHeader = checked("host_header", parseHostHeader);
-    const routes = readRoutes(given.get("routes"), `${field}.routes`, fail);
-    if (routes) target.routes = routes;
-    const request: TunnelRequest = { protocol: "http", private: priv };
-    readUpgrades(request);
-    return { name, request, target, inspect: flag("inspect") ?? true };
-  }
-  const subdomain = readSubdomain();
-  target.hostHeader = checked("host_header", parseHostHeader);
-  const routes = readRoutes(given.get("routes"), `${field}.routes`, fail);
-  if (routes) target.routes = routes;
-  const hostname = checked("hostname", parseTunnelHostname);
-  const request: TunnelRequest = { protocol: "http", subdomain, ...(hostname ? { hostname } : {}), ...readPool(), skipWarning: flag("skip_warning") ?? false };
-  const timeout = checked("response_timeout", parseResponseTimeout);
-  if (timeout !== undefined) request.responseTimeout = timeout;
-  readUpgrades(request);
-  const basicAuth = listed("basic_auth", parseBasicAuth);
-  const oidc = readOidc(given.get("oidc"), `${field}.oidc`, fail, listed);
-  if (oidc && basicAuth.length > 0) fail(given.get("oidc")!.keyNode, `${field}.oidc`, "a tunnel takes basic_auth or oidc, not both");
-  const access = compactAccess({
-    basicAuth,
-    ...ipRules,
-    requestHeaderAdd: listed("request_header_add", parseHeaderLine),
-    requestHeaderRemove: listed("request_header_remove", parseHeaderName),
-    responseHeaderAdd: listed("response_header_add", parseHeaderLine),
-    oidc,
-  });
-  if (access) request.access = access;
-  return { name, request, target, inspect: flag("inspect") ?? true, ...readHealth(request.pool === true) };
+  said(specProblem(spec, FILE_VOICE));
+  return { name, ...attempt(given.get("allow_upgrade")?.value ?? node, `${field}.allow_upgrade`, fail, () => tunnelOf(spec)) };
 }
 
-type Listed = <T>(key: string, read: (raw: string) => T, from: Map<string, { value: Node }>, prefix: string) => T[];
+/** `read()`'s value, or its UsageError as a mistake at this node (a ConfigFileError already names its own). */
+function attempt<T>(node: Node, field: string, fail: Fail, read: () => T): T {
+  try {
+    return read();
+  } catch (err) {
+    if (err instanceof UsageError && !(err instanceof ConfigFileError)) return fail(node, field, err.message);
+    throw err;
+  }
+}
+
+type Listed = <T>(key: string, read: (raw: string) => T, from: Map<string, { value: Node }>, prefix: string) => T[] | undefined;
 
 /** routes: { /api: 8080, /ws: "127.0.0.1:9000" }: path prefixes to other local services (agent/routes.ts). */
 function readRoutes(entry: { keyNode: Node; value: Node } | undefined, field: string, fail: Fail): PathRoute[] | undefined {
@@ -426,7 +335,7 @@ function readOidc(entry: { keyNode: Node; value: Node } | undefined, field: stri
       throw err;
     }
   }
-  const allowEmails = listed("allow_emails", parseEmailRule, given, field);
+  const allowEmails = listed("allow_emails", parseEmailRule, given, field) ?? [];
   try {
     return oidcSettings(
       { issuer, clientId: textOf("client_id"), clientSecret: textOf("client_secret"), allowEmails },

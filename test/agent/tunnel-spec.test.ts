@@ -1,0 +1,103 @@
+/**
+ * The one tunnel spec (src/agent/settings/tunnel-spec.ts): each rule of what
+ * goes with what is said by all three front-ends (the flags, burrow.yml,
+ * burrow-agent's options) with the same words, in each one's own names.
+ */
+import { describe, expect, test } from "bun:test";
+import { FLAG_VOICE, tunnelFromFlags } from "../../src/cli/tunnel-flags.ts";
+import { HTTP_FLAGS, TCP_FLAGS, TLS_FLAGS, UDP_FLAGS } from "../../src/cli/agent-flags.ts";
+import { parseTunnelsFile } from "../../src/agent/settings/tunnels-file.ts";
+import { KINDS, OPTION_NAMES, specProblem, TUNNEL_OPTIONS, type Voice } from "../../src/agent/settings/tunnel-spec.ts";
+import { forward } from "../../sdk/src/index.ts";
+
+const FILE = "/home/dev/burrow.yml";
+const target = () => ({ host: "localhost", port: 3000, tls: false });
+const flagsSay = (kind: "http" | "tcp", values: Record<string, unknown>) => {
+  try {
+    tunnelFromFlags(kind, values, target());
+    return "accepted";
+  } catch (err) {
+    return (err as Error).message;
+  }
+};
+const fileSays = (yaml: string) => {
+  try {
+    parseTunnelsFile(yaml, FILE);
+    return "accepted";
+  } catch (err) {
+    return (err as Error).message;
+  }
+};
+const optionsSay = (options: Record<string, unknown>) =>
+  forward({ port: 3000, server: "http://127.0.0.1:1", token: "x", ...options }).then(
+    () => "accepted",
+    (err: Error) => err.message,
+  );
+const SECRET = { issuer: "https://id.example.com", clientId: "c", clientSecret: "s" };
+
+describe("each rule, said by the three front-ends in their own names", () => {
+  test("basic auth or OIDC, not both", async () => {
+    expect(flagsSay("http", { "basic-auth": ["u:secretsecret"], "oidc-issuer": SECRET.issuer, "oidc-client-id": "c", "oidc-client-secret": "s" })).toBe(
+      "--oidc-issuer: a tunnel takes --basic-auth or --oidc-issuer, not both",
+    );
+    expect(fileSays("tunnels:\n  a:\n    proto: http\n    addr: 3000\n    basic_auth: u:secretsecret\n    oidc: {issuer: https://id.example.com, client_id: c, client_secret: s}\n")).toBe(
+      `${FILE}:6: tunnels.a.oidc: a tunnel takes basic_auth or oidc, not both`,
+    );
+    expect(await optionsSay({ basicAuth: ["u:secretsecret"], oidc: SECRET })).toBe("oidc: a tunnel takes basicAuth or oidc, not both");
+  });
+
+  test("a private tunnel has no public name, and no access rule on http", async () => {
+    expect(flagsSay("http", { private: true, name: "app", subdomain: "pub", "basic-auth": ["u:secretsecret"] })).toBe(
+      "--private: a private tunnel is not public: --subdomain, --basic-auth do not go with it; --share says who may reach it",
+    );
+    expect(fileSays("tunnels:\n  a: {proto: http, addr: 3000, private: true, name: app, subdomain: pub, basic_auth: 'u:secretsecret'}\n")).toBe(
+      `${FILE}:2: tunnels.a.private: a private tunnel is not public: subdomain, basic_auth do not go with it; share says who may reach it`,
+    );
+    expect(await optionsSay({ private: true, name: "app", subdomain: "pub", basicAuth: ["u:secretsecret"] })).toBe(
+      "private: a private tunnel is not public: subdomain, basicAuth do not go with it; share says who may reach it",
+    );
+  });
+
+  test("a private tunnel needs a name; name and share go with private only", async () => {
+    expect(flagsSay("tcp", { private: true })).toBe("--name: missing: a private tunnel's name, reached as you/NAME");
+    expect(fileSays("tunnels:\n  a: {proto: tcp, addr: 22, private: true}\n")).toBe(`${FILE}:2: tunnels.a.name: missing: a private tunnel's name, reached as you/NAME`);
+    expect(await optionsSay({ protocol: "tcp", private: true })).toBe("name: missing: a private tunnel's name, reached as you/NAME");
+    expect(flagsSay("tcp", { share: "bob" })).toBe("--share: goes with --private");
+    expect(fileSays("tunnels:\n  a: {proto: tcp, addr: 22, share: bob}\n")).toBe(`${FILE}:2: tunnels.a.share: goes with private: true`);
+    expect(await optionsSay({ protocol: "tcp", share: ["bob"] })).toBe("share: goes with private: true");
+  });
+
+  test("an option of another kind: the file and the options say so (the commands have no such flag)", async () => {
+    expect(fileSays("tunnels:\n  a: {proto: tcp, addr: 22, subdomain: x}\n")).toBe(`${FILE}:2: tunnels.a.subdomain: is for http and tls tunnels; this one is tcp`);
+    expect(await optionsSay({ protocol: "tcp", subdomain: "x" })).toBe("subdomain: is for http and tls tunnels; this one is tcp");
+    expect(await optionsSay({ protocol: "tls", private: true, name: "x" })).toBe("private: is for http, tcp and udp tunnels; this one is tls");
+  });
+
+  test("a tcp pool needs its remote port", () => {
+    expect(flagsSay("tcp", { pool: true, "pool-balance": "round-robin" })).toBe("--pool: a tcp pool needs --remote-port: the port is the pool's name");
+    expect(fileSays("tunnels:\n  a: {proto: tcp, addr: 22, pool: true}\n")).toBe(`${FILE}:2: tunnels.a.pool: a tcp pool needs remote_port: the port is the pool's name`);
+  });
+});
+
+test("the table: every option is taken by some kind, and is public only on kinds that take it", () => {
+  for (const [option, { kinds, ...rest }] of Object.entries(TUNNEL_OPTIONS)) {
+    expect(kinds.length, option).toBeGreaterThan(0);
+    for (const kind of (rest as { public?: readonly string[] }).public ?? []) expect(kinds as readonly string[], option).toContain(kind);
+    for (const kind of kinds) expect(KINDS as readonly string[]).toContain(kind);
+  }
+  const voice: Voice = { name: (o) => `<${o}>`, on: (o) => `<${o}=true>` };
+  expect(specProblem({ kind: "udp", target: target(), pool: true }, voice)).toEqual({ option: "pool", message: "is for http and tcp tunnels; this one is udp" });
+  expect(specProblem({ kind: "http", target: target(), private: true, name: "ok" }, voice)).toBeUndefined();
+});
+
+test("each command's flags are the options its kind takes, by the spec's table (burrow http's inspect is the inspector's flag, not a tunnel's)", () => {
+  const commands = { http: HTTP_FLAGS, tcp: TCP_FLAGS, tls: TLS_FLAGS, udp: UDP_FLAGS } as const;
+  const optionOfFlag = new Map(OPTION_NAMES.map((o) => [FLAG_VOICE.name(o).slice(2), o]));
+  // the OIDC settings are four flags of one option
+  for (const flag of ["oidc-client-id", "oidc-client-secret", "oidc-allow-email"]) optionOfFlag.set(flag, "oidc");
+  for (const kind of KINDS) {
+    const options = new Set(Object.keys(commands[kind]).flatMap((flag) => optionOfFlag.get(flag) ?? []));
+    const taken = OPTION_NAMES.filter((o) => (TUNNEL_OPTIONS[o].kinds as readonly string[]).includes(kind) && o !== "inspect");
+    expect([...options].sort(), kind).toEqual(taken.sort());
+  }
+});
