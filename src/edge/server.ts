@@ -16,7 +16,7 @@ import { EdgeCounters } from "../metrics/edge-counters.ts";
 import type { LiveNumbers } from "../metrics/registry.ts";
 import { CONNECT_PATH, MAX_MESSAGE, NODE_PATH } from "../protocol/wire.ts";
 import { AgentSessions } from "./agent-sessions.ts";
-import type { EdgeContext } from "./agents.ts";
+import type { EdgeContext } from "./agent-context.ts";
 import { directPortAllowed, listenDirect, type DirectListener } from "./direct.ts";
 import { drainEdge } from "./drain.ts";
 import { HandshakeGuard } from "./handshake-guard.ts";
