@@ -1,25 +1,28 @@
 /**
- * `burrow server`: opens the database, makes the first admin if needed and
- * starts the admin API. stop() drains in-flight requests and closes the
- * database cleanly.
+ * `burrow server`, wired: opens the database, makes the first admin if
+ * needed, joins the other nodes, starts the housekeeping
+ * (core/housekeeping.ts), the admin API (admin/serve.ts), the certificates
+ * and the edge. stop() drains in-flight requests and closes the database
+ * cleanly.
  */
-import { logFailedWrite } from "./db/unavailable.ts";
 import { join } from "node:path";
 import { createAdminApp } from "./admin/app.ts";
 import type { PublicInfo } from "./admin/public-info.ts";
+import { serveAdmin } from "./admin/serve.ts";
 import { AcmeCertificates } from "./acme/server-certificates.ts";
 import { configureAcmeHttp, readCaRoot } from "./acme/http-client.ts";
 import { filesReport } from "./acme/report.ts";
 import type { AcmeSharing } from "./acme/shared.ts";
 import { BootstrapError, ensureAdmin } from "./core/bootstrap.ts";
-import { createCore } from "./core/index.ts";
+import { startHousekeeping } from "./core/housekeeping.ts";
+import { createCore, type Core } from "./core/index.ts";
 import { txtLookup } from "./dns/resolver-address.ts";
 import type { AcmeConfig, ServerConfig } from "./config/server.ts";
 import { openServerDatabase } from "./db/server-database.ts";
 import { Cluster } from "./cluster/cluster.ts";
 import { edgeNodes } from "./cluster/edge-nodes.ts";
 import { createPortalApp } from "./portal/app.ts";
-import { startEdge, type RunningEdge } from "./edge/server.ts";
+import { startEdge, type EdgeOptions, type RunningEdge } from "./edge/server.ts";
 import { fileTls } from "./tls/tls-source.ts";
 import { TrustedProxies } from "./http/addresses.ts";
 import { shareSessions } from "./edge/access/oidc.ts";
@@ -31,8 +34,6 @@ import { createMetrics } from "./metrics/registry.ts";
 import { startUpdateChecks } from "./update/check.ts";
 import { BUILD, VERSION } from "./version.ts";
 
-const SESSION_SWEEP_MS = 60 * 60 * 1000;
-const AUDIT_PRUNE_MS = 24 * 60 * 60 * 1000;
 /** At start, how long the server waits for the names it holds to be claimed over every node before it says it is ready. */
 const HELD_NAMES_WAIT_MS = 5_000;
 
@@ -50,25 +51,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   const cluster = database.postgres && config.node ? new Cluster({ client: database.postgres, nodeId: config.node.id, nodeUrl: config.node.url, expiryMs: config.node.expiryMs, poolSize: config.databasePool }, core) : undefined;
   await cluster?.start();
   if (config.node?.secret) shareSessions(config.node.secret);
-  const sweepSessions = () =>
-    Promise.all([
-      core.sessions.sweep().catch((err) => logFailedWrite("expired sessions not swept", {}, err)),
-      core.deviceLogin.sweep().catch((err) => logFailedWrite("expired device codes not swept", {}, err)),
-    ]);
-  await sweepSessions();
-  const sweeper = setInterval(sweepSessions, SESSION_SWEEP_MS);
-  sweeper.unref();
-  const pruneAudit = async () => {
-    try {
-      const pruned = await core.audit.prune(config.auditDays);
-      if (pruned > 0) log.info("audit log pruned", { entries: pruned, older_than_days: config.auditDays });
-    } catch (err) {
-      logFailedWrite("audit log not pruned", {}, err); // tried again tomorrow; nothing else depends on it
-    }
-  };
-  await pruneAudit();
-  const auditPruner = setInterval(pruneAudit, AUDIT_PRUNE_MS);
-  auditPruner.unref();
+  const stopHousekeeping = await startHousekeeping(core, config.auditDays);
 
   let publicSide: PublicInfo | undefined; // known once the edge listens
   let certificates: AcmeCertificates | undefined;
@@ -95,71 +78,18 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     operations: [...metricsRoutes(metrics, config.metricsToken), ...healthRoutes(readiness)],
     answered: metrics.adminRequest,
   });
-  const adminServer = Bun.serve({
-    hostname: config.adminHost,
-    port: config.adminPort,
-    reusePort: false, // a second server on the same port must fail, not share it
-    development: false, // the panel's HTML import: bundled once and cached, no hot reload
-    routes: admin.routes,
-    fetch: admin.fetch,
-    error(err) {
-      log.error("admin server error", { err: String(err) });
-      return Response.json({ error: "internal server error" }, { status: 500 });
-    },
-  });
-  const adminUrl = `http://${displayHost(config.adminHost)}:${adminServer.port}`;
-  if (!isLoopback(config.adminHost)) {
-    log.warn("the admin API listens beyond this machine in clear text: passwords and session cookies cross the network unencrypted; prefer the default --admin-host 127.0.0.1 with an SSH tunnel or a TLS proxy", { admin_host: config.adminHost });
-  }
+  const { server: adminServer, url: adminUrl } = serveAdmin(admin, { host: config.adminHost, port: config.adminPort });
   if (config.acmeIgnored) log.info("certificate files given (--tls-cert): --acme-email is not used");
-  let edge: ReturnType<typeof startEdge>;
+  let edge: RunningEdge;
   try {
     certificates = config.acme && (await startAcme(config, config.acme, cluster?.acme));
-    edge = startEdge({
-      core,
-      domain: config.domain,
-      host: config.host,
-      // with ACME the edge is HTTPS on --https-port, and --http-port answers validations and redirects
-      port: config.acme ? config.acme.httpsPort : config.httpPort,
-      tcpPorts: config.tcpPorts,
-      udpPorts: config.udpPorts,
-      udpIdleMs: config.udpIdleMs,
-      udpFlows: config.udpFlows,
-      udpRate: config.udpRate,
-      tls: certificates ?? (config.tls ? fileTls(config.tls.cert, config.tls.key) : undefined),
-      redirect: certificates && { port: config.httpPort, challenge: (path) => certificates!.answerChallenge(path) },
-      wantCertificate: certificates && ((host) => certificates!.want(host)),
-      tlsAlpnChallenge: certificates && config.acme?.challenge === "tls-alpn-01" ? (hello) => certificates!.answerTlsAlpn(hello) : undefined,
-      responseTimeoutMs: config.responseTimeoutMs,
-      maxResponseTimeoutMs: config.maxResponseTimeoutMs,
-      oidcHttpIssuers: config.oidcHttpIssuers,
-      basicAuthLimit: config.basicAuthLimit,
-      publicUrl: config.publicUrl,
-      agentPort: config.agentPort,
-      tlsPort: config.tlsPort,
-      idleTimeoutS: config.idleTimeoutS,
-      maxRequestHeadBytes: config.maxRequestHeadBytes,
-      maxRequestFields: config.maxRequestFields,
-      maxReadAheadBytes: config.maxReadAheadBytes,
-      tlsHelloTimeoutMs: config.tlsHelloTimeoutMs,
-      maxConnsPerIp: config.maxConnsPerIp,
-      maxConns: config.maxConns,
-      maxAgentsPerIp: config.maxAgentsPerIp,
-      trustedProxies: new TrustedProxies(config.trustedProxies),
-      handshakeLimit: config.handshakeLimit,
-      drainTimeoutMs: config.drainTimeoutMs,
-      holdsFile: join(config.dataDir, "restart-holds.json"),
-      counters,
-      nodes: cluster && edgeNodes(cluster, { secret: config.node?.secret, relayLookups: config.node?.relayLookups }),
-      apex: config.portal ? (facts) => createPortalApp(core, { domain: config.domain, oidc: config.portalOidc, ...facts }) : undefined,
-    });
+    edge = startEdge(edgeOptions(config, core, certificates, counters, cluster));
   } catch (err) {
     // a port already taken: let go of what did start, so the process exits with the error
     certificates?.stop();
     void adminServer.stop(true);
-    clearInterval(sweeper);
+    stopHousekeeping();
     metrics.stop();
-    clearInterval(auditPruner);
     await core.audit.stop();
     await cluster?.stop();
     await database.close();
@@ -167,10 +97,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   }
   running = edge;
   // names held for the agents of the server before are claimed over every node before this one says it is ready
-  // (bounded: a database that does not answer is logged by the claims and must not hold the start)
-  let waited: ReturnType<typeof setTimeout> | undefined;
-  await Promise.race([edge.namesHeld, new Promise((done) => (waited = setTimeout(done, HELD_NAMES_WAIT_MS)))]);
-  clearTimeout(waited); // a pending timer would keep the process alive after a stop
+  await heldNamesClaimed(edge);
   publicSide = { domain: config.domain, edge_url: edge.publicUrl, tcp_host: config.domain };
   // logged last: tests and scripts take this line as "ready"
   log.info("admin api listening", {
@@ -190,8 +117,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     edgePort: edge.port,
     stop() {
       stopped ??= (async () => {
-        clearInterval(sweeper);
-        clearInterval(auditPruner);
+        stopHousekeeping();
         updateChecks?.stop();
         await Promise.all([adminServer.stop(false), edge.stop()]); // admin: in-flight requests finish
         metrics.stop();
@@ -203,6 +129,55 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       })();
       return stopped;
     },
+  };
+}
+
+/** Waits, bounded, for the held names' claims: a database that does not answer is logged by the claims and must not hold the start. */
+async function heldNamesClaimed(edge: RunningEdge): Promise<void> {
+  let waited: ReturnType<typeof setTimeout> | undefined;
+  await Promise.race([edge.namesHeld, new Promise((done) => (waited = setTimeout(done, HELD_NAMES_WAIT_MS)))]);
+  clearTimeout(waited); // a pending timer would keep the process alive after a stop
+}
+
+/** The edge's options from the server's settings, with the parts the server plugs in. */
+function edgeOptions(config: ServerConfig, core: Core, certificates: AcmeCertificates | undefined, counters: EdgeCounters, cluster: Cluster | undefined): EdgeOptions {
+  return {
+    core,
+    domain: config.domain,
+    host: config.host,
+    // with ACME the edge is HTTPS on --https-port, and --http-port answers validations and redirects
+    port: config.acme ? config.acme.httpsPort : config.httpPort,
+    tcpPorts: config.tcpPorts,
+    udpPorts: config.udpPorts,
+    udpIdleMs: config.udpIdleMs,
+    udpFlows: config.udpFlows,
+    udpRate: config.udpRate,
+    tls: certificates ?? (config.tls ? fileTls(config.tls.cert, config.tls.key) : undefined),
+    redirect: certificates && { port: config.httpPort, challenge: (path) => certificates.answerChallenge(path) },
+    wantCertificate: certificates && ((host) => certificates.want(host)),
+    tlsAlpnChallenge: certificates && config.acme?.challenge === "tls-alpn-01" ? (hello) => certificates.answerTlsAlpn(hello) : undefined,
+    responseTimeoutMs: config.responseTimeoutMs,
+    maxResponseTimeoutMs: config.maxResponseTimeoutMs,
+    oidcHttpIssuers: config.oidcHttpIssuers,
+    basicAuthLimit: config.basicAuthLimit,
+    publicUrl: config.publicUrl,
+    agentPort: config.agentPort,
+    tlsPort: config.tlsPort,
+    idleTimeoutS: config.idleTimeoutS,
+    maxRequestHeadBytes: config.maxRequestHeadBytes,
+    maxRequestFields: config.maxRequestFields,
+    maxReadAheadBytes: config.maxReadAheadBytes,
+    tlsHelloTimeoutMs: config.tlsHelloTimeoutMs,
+    maxConnsPerIp: config.maxConnsPerIp,
+    maxConns: config.maxConns,
+    maxAgentsPerIp: config.maxAgentsPerIp,
+    trustedProxies: new TrustedProxies(config.trustedProxies),
+    handshakeLimit: config.handshakeLimit,
+    drainTimeoutMs: config.drainTimeoutMs,
+    holdsFile: join(config.dataDir, "restart-holds.json"),
+    counters,
+    nodes: cluster && edgeNodes(cluster, { secret: config.node?.secret, relayLookups: config.node?.relayLookups }),
+    apex: config.portal ? (facts) => createPortalApp(core, { domain: config.domain, oidc: config.portalOidc, ...facts }) : undefined,
   };
 }
 
@@ -227,13 +202,4 @@ async function startAcme(config: ServerConfig, acme: AcmeConfig, sharing: AcmeSh
     challenge: acme.challenge,
     sharing,
   });
-}
-
-function isLoopback(host: string): boolean {
-  return host === "localhost" || host === "::1" || host === "[::1]" || /^127\./.test(host);
-}
-
-function displayHost(host: string): string {
-  if (host === "0.0.0.0" || host === "::") return "127.0.0.1";
-  return host.includes(":") ? `[${host}]` : host;
 }

@@ -87,7 +87,7 @@ export async function judgeLive(core: Core, live: LiveView, userId: number, sess
 
 /**
  * A handshake's admission asked again before its tunnels go live, when an
- * admin change was heard while admission read the state (edge/agents.ts):
+ * admin change was heard while admission read the state (edge/agent-handshake.ts):
  * the same judgement as a live session's. Throws the refusal of the whole
  * request (of any tunnel, unless the request is partial); otherwise the
  * admission with the user as they are now (their allow_cidrs and

@@ -5,7 +5,8 @@
  * traffic is written down). Also the WebSocket kind for agents.
  */
 import type { ServerWebSocket } from "bun";
-import { AgentConnection, type AgentSocketData, type EdgeContext } from "./agents.ts";
+import type { EdgeContext } from "./agent-context.ts";
+import { AgentConnection, type AgentSocketData } from "./agents.ts";
 import type { TrafficMeter } from "./meter.ts";
 import { sendResult, type SocketKind } from "./socket-kinds.ts";
 import type { SocketBudget } from "../sockets/socket-budget.ts";

@@ -12,7 +12,8 @@ import { FrameReader } from "../protocol/frame-reader.ts";
 import { ProtocolError } from "../protocol/frames.ts";
 import { SocketSender } from "../sockets/socket-sender.ts";
 import { WireError } from "../protocol/wire.ts";
-import { AgentConnection, strangerFault, type AgentTransport, type EdgeContext } from "./agents.ts";
+import { strangerFault, type AgentTransport, type EdgeContext } from "./agent-context.ts";
+import { AgentConnection } from "./agents.ts";
 import { log } from "../log.ts";
 import type { TlsSource } from "../tls/tls-source.ts";
 

@@ -2,7 +2,7 @@
  * A connector's connection to a private tunnel, opened on the owner's
  * agent: the rules asked again for each one (the owner's agent there, the
  * tunnel still shared with the connector), and what the agent is told. One
- * place for the connector's node (edge/agents.ts) and, when the owner is on
+ * place for the connector's node (edge/agent-streams.ts) and, when the owner is on
  * another node, the owner's node (cluster/relay.ts).
  *
  * An http tunnel's connection is an h1 stream that brings its own heads,

@@ -500,7 +500,7 @@ export class Registry implements LiveTunnels, LiveView {
   /**
    * The admin changes heard here, numbered, the last CHANGES_KEPT of them:
    * a handshake that read the state before one of them and puts its tunnels
-   * live after it is judged again first (agents.ts), so nothing goes live
+   * live after it is judged again first (agent-handshake.ts), so nothing goes live
    * with rights or rules older than the admin's.
    */
   private readonly recentChanges: { seq: number; change: HeardChange }[] = [];

@@ -19,7 +19,7 @@
 import type { Socket } from "bun";
 import type { SocketBudget } from "../sockets/socket-budget.ts";
 import type { SocketRelay } from "../sockets/socket-stream.ts";
-import type { Passthrough } from "../sockets/tls-front.ts";
+import { TlsFront, type Passthrough } from "../sockets/tls-front.ts";
 import type { ClientHello } from "../tls/client-hello.ts";
 import { Tunnel, type Registry } from "./registry.ts";
 import { takeToAgent } from "./tcp.ts";
@@ -94,4 +94,13 @@ class TlsVisitor implements Passthrough {
     this.counted = undefined;
     this.relay?.socketClosed(error);
   }
+}
+
+/** The port for tls tunnels only (--tls-port): no certificates of its own, so a name that is no tls tunnel's gets unrecognized_name. */
+export function listenTlsOnly(routes: TlsTunnelRoutes, where: { hostname: string; port: number; helloTimeoutMs?: number }): TlsFront<undefined> {
+  return new TlsFront<undefined>({
+    ...where,
+    route: (hello) => routes.route(hello, "unrecognized" as const),
+    socket: { open: (socket) => void socket.terminate() },
+  });
 }

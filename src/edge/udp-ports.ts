@@ -6,7 +6,7 @@
  *
  * Binding a UDP socket is asynchronous (Bun.udpSocket), a TCP listener
  * not: so a HELLO's udp ports are bound before its tunnels are opened
- * (agents.ts), and the tunnel adopts the port it was given. A port no
+ * (agent-tunnels.ts), and the tunnel adopts the port it was given. A port no
  * tunnel adopted (the HELLO refused meanwhile, the agent gone) is closed
  * by whoever bound it.
  */
@@ -16,6 +16,31 @@ import { quietWarnings } from "../log.ts";
 import { bindError, EVERY_PORT, ListenFailed, searchOrder } from "./port-search.ts";
 import type { Registry } from "./registry.ts";
 import { UdpTunnelPort, type UdpFlowRules } from "./udp-flows.ts";
+import { SourceRate } from "../core/source-rate.ts";
+
+/** What a udp tunnel's flows are held to when the options do not say (the server's flags' defaults). */
+export const UDP_DEFAULTS = { idleMs: 60_000, flows: 1024, rate: 1000 };
+/** Sources the per-source datagram rate remembers at most; past it the one idle longest is forgotten. */
+const UDP_RATE_SOURCES = 100_000;
+
+/** The udp ports of `range` with the server's settings (UDP_DEFAULTS where unsaid); undefined with no range (--udp-ports off). */
+export function udpPortsFor(
+  range: { first: number; last: number } | undefined,
+  host: string,
+  registry: Registry,
+  settings: { idleMs?: number; flows?: number; rate?: number },
+  counters: UdpFlowRules["counters"],
+): UdpPortAllocator | undefined {
+  if (!range) return undefined;
+  const rate = settings.rate ?? UDP_DEFAULTS.rate;
+  return new UdpPortAllocator(range, host, registry, {
+    idleMs: settings.idleMs ?? UDP_DEFAULTS.idleMs,
+    maxFlows: settings.flows ?? UDP_DEFAULTS.flows,
+    // one bucket per source over every udp tunnel; the sources remembered are bounded as the DNS responder's are
+    rate: rate > 0 ? new SourceRate({ perClientPerSecond: rate, perClientBurst: 2 * rate, maxClients: UDP_RATE_SOURCES }) : undefined,
+    counters,
+  });
+}
 
 /** Bun.udpSocket; tests give one that fails as they choose. */
 export type UdpBind = (options: udp.SocketOptions<"buffer">) => Promise<udp.Socket<"buffer">>;

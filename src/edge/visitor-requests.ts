@@ -69,11 +69,27 @@ export interface VisitorDeps {
   poolOthers?(name: string): readonly Tunnel[];
 }
 
-/** A request head as the warning and the access rules read it. */
-class HeadFields implements HeadView {
+/**
+ * One visitor request on its way through the routes: the object the edge
+ * made for every request already (the head as the warning and the access
+ * rules read it), carrying what each step needs instead of eight
+ * positional parameters; no allocation more per request.
+ */
+class Visit implements HeadView {
   readonly method: string;
+  /** The client's address (a trusted proxy's X-Forwarded-For read), set first thing. */
+  client = "";
+  /** The Host as the visitor wrote it, set once the name is read. */
+  hostHeader = "";
 
-  constructor(private readonly head: RequestHead) {
+  constructor(
+    readonly conn: HttpConnection,
+    readonly head: RequestHead,
+    /** The head's text, as it came. */
+    readonly text: string,
+    /** When the request came (performance.now()), for its time to response head. */
+    readonly startedAt: number,
+  ) {
     this.method = head.method;
   }
 
@@ -125,50 +141,57 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
     return undefined;
   }
 
+  /** The answer to a visit, counted with its time. */
+  function answered(v: Visit, res: Response): undefined {
+    return answer(v.conn, v.head, res, v.startedAt);
+  }
+
   function request(conn: HttpConnection, head: RequestHead, text: string): void {
-    const startedAt = performance.now();
-    const view = new HeadFields(head);
-    const client = deps.trustedProxies.clientAddress(conn.peer.address, view.get("x-forwarded-for"));
+    const v = new Visit(conn, head, text, performance.now());
+    const client = deps.trustedProxies.clientAddress(conn.peer.address, v.get("x-forwarded-for"));
+    v.client = client;
     conn.client = client;
     if (conn.counted === undefined) {
       // the connection takes its place in the budget with its first request, for the client it is
       if (!deps.budget.admit(client)) {
         overLimit("visitor connection refused", { client, limit: deps.budget.refusal(client) === "address" ? "max-conns-per-ip" : "max-conns" });
-        deps.counters.request(HTTP_REQUEST, 503, startedAt);
+        deps.counters.request(HTTP_REQUEST, 503, v.startedAt);
         void conn.answer(overloadedPage(), head, false);
         return;
       }
       conn.counted = client;
     }
     try {
-      const waiting = route(conn, head, text, view, client, startedAt);
-      if (waiting) failsOn(waiting, conn, head, startedAt);
+      const waiting = route(v);
+      if (waiting) failsOn(waiting, v);
     } catch (err) {
-      failed(conn, head, startedAt, err);
+      failed(v, err);
     }
   }
 
   /** A route that waited and then threw (a function of its own: a closure in request() would cost every request a scope). */
-  function failsOn(waiting: Promise<void>, conn: HttpConnection, head: RequestHead, startedAt: number): void {
-    waiting.catch((err) => failed(conn, head, startedAt, err));
+  function failsOn(waiting: Promise<void>, v: Visit): void {
+    waiting.catch((err) => failed(v, err));
   }
 
-  function failed(conn: HttpConnection, head: RequestHead, startedAt: number, err: unknown): void {
+  function failed(v: Visit, err: unknown): void {
     clientFault("edge request failed", { err: String(err) });
-    if (!conn.busy) answer(conn, head, new Response("internal error\n", { status: 500 }), startedAt);
+    if (!v.conn.busy) answered(v, new Response("internal error\n", { status: 500 }));
   }
 
   /** Routes a request: at once in the usual case; a promise when it must wait (a restart's held name, another node, sign-in). */
-  function route(conn: HttpConnection, head: RequestHead, text: string, view: HeadView, client: string, startedAt: number): Promise<void> | undefined {
+  function route(v: Visit): Promise<void> | undefined {
+    const { conn, head } = v;
     // the connection's last Host, read once: the next request sends the same one, as a rule
     const known = conn.hostRoute;
     const hostSaid = known !== undefined && known.raw === head.host ? known : hostRoute(head.host, deps.domain);
     if (!hostSaid) {
-      clientFault("bad request refused", { why: "host header", remote: client });
-      return answer(conn, head, badRequestPage("The Host header does not name a valid host."), startedAt);
+      clientFault("bad request refused", { why: "host header", remote: v.client });
+      return answered(v, badRequestPage("The Host header does not name a valid host."));
     }
     conn.hostRoute = hostSaid;
     const { hostHeader, custom } = hostSaid;
+    v.hostHeader = hostHeader;
     // a custom hostname is a tunnel's name as it is (it has dots; a subdomain never)
     const name = custom !== undefined && !isAgentsPath(head.target) ? custom : hostSaid.name;
 
@@ -176,17 +199,17 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
       const question = head.target.indexOf("?");
       const path = question < 0 ? head.target : head.target.slice(0, question);
       if (path === CONNECT_PATH || path === NODE_PATH) {
-        if (head.upgrade === "websocket") return handOver(conn, head, text, client, path === CONNECT_PATH);
+        if (head.upgrade === "websocket") return handOver(conn, head, v.text, v.client, path === CONNECT_PATH);
         // not a WebSocket: answered here, and the connection stays the edge's (a hand-over is for good);
         // a GET of the agents' path asks where the direct port is
-        if (path === CONNECT_PATH && head.method === "GET") return answer(conn, head, directPortAnswer(deps.directPort?.()), startedAt);
-        return answer(conn, head, upgradeRequired(), startedAt);
+        if (path === CONNECT_PATH && head.method === "GET") return answered(v, directPortAnswer(deps.directPort?.()));
+        return answered(v, upgradeRequired());
       }
       if (hostSaid.apex) {
         const apex = deps.apex?.();
-        if (apex) return handOverToApex(conn, head, text, client, apex);
+        if (apex) return handOverToApex(conn, head, v.text, v.client, apex);
       }
-      return answer(conn, head, name === undefined ? landingPage(deps.domain) : unknownTunnelPage(hostHeader), startedAt);
+      return answered(v, name === undefined ? landingPage(deps.domain) : unknownTunnelPage(hostHeader));
     }
 
     const tunnel = deps.registry.tunnelBySubdomain(name);
@@ -194,9 +217,9 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
     // of them, wait a moment for it rather than answer that its agent is away
     const startupLeft = deps.startedAt + STARTUP_WAIT_MS - Date.now();
     const waitForAgent = tunnel !== undefined && !tunnel.agent && startupLeft > 0 && deps.heldAtStart.has(name);
-    if (waitForAgent || (!tunnel && deps.remote)) return found(conn, head, text, view, client, startedAt, hostHeader, name, waitForAgent ? startupLeft : 0);
-    if (!tunnel) return answer(conn, head, unknownTunnelPage(hostHeader), startedAt);
-    return admit(conn, head, text, view, client, startedAt, hostHeader, tunnel);
+    if (waitForAgent || (!tunnel && deps.remote)) return found(v, name, waitForAgent ? startupLeft : 0);
+    if (!tunnel) return answered(v, unknownTunnelPage(hostHeader));
+    return admit(v, tunnel);
   }
 
   /** The agents' and nodes' paths: answered by the edge on any host that is no tunnel's subdomain. */
@@ -207,51 +230,53 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
   }
 
   /** The tunnel, once the wait for it is over: a held name's agent coming back, or another node's answer. */
-  async function found(conn: HttpConnection, head: RequestHead, text: string, view: HeadView, client: string, startedAt: number, hostHeader: string, name: string, startupLeft: number): Promise<void> {
+  async function found(v: Visit, name: string, startupLeft: number): Promise<void> {
     let tunnel = startupLeft > 0 ? await deps.registry.whenSubdomain(name, Math.min(startupLeft, MAX_VISITOR_WAIT_MS)) : undefined;
     if (!tunnel && deps.remote) {
       // not here: perhaps on another node, which serves it through a relay link
       const elsewhere = await deps.remote(name);
-      if (elsewhere instanceof Response) return answer(conn, head, elsewhere, startedAt);
+      if (elsewhere instanceof Response) return answered(v, elsewhere);
       tunnel = elsewhere;
     }
-    if (!tunnel) return answer(conn, head, unknownTunnelPage(hostHeader), startedAt);
-    return admit(conn, head, text, view, client, startedAt, hostHeader, tunnel);
+    if (!tunnel) return answered(v, unknownTunnelPage(v.hostHeader));
+    return admit(v, tunnel);
   }
 
   /** Who may reach the tunnel comes first (IP rules, then sign-in: access/policy.ts); the warning only after. */
-  function admit(conn: HttpConnection, head: RequestHead, text: string, view: HeadView, client: string, startedAt: number, hostHeader: string, named: Tunnel): Promise<void> | undefined {
+  function admit(v: Visit, named: Tunnel): Promise<void> | undefined {
+    const { hostHeader } = v;
     // a pool's name: the request goes to a member in rotation (edge/pool.ts), with that member's rules;
     // several nodes: to one of this node's or of the others' (relayed), in turn
     const tunnel = named.pool ? named.pool.pick(named.relayed ? undefined : deps.poolOthers?.((named.subdomain ?? named.hostname)!)) : named;
-    if (!tunnel) return answer(conn, head, badGatewayPage(hostHeader, "none of its agents is taking requests now"), startedAt);
+    if (!tunnel) return answered(v, badGatewayPage(hostHeader, "none of its agents is taking requests now"));
     // a tls tunnel's name reached over plain HTTP (or decrypted here: no passthrough on this port)
-    if (tunnel.protocol === "tls") return answer(conn, head, tlsTunnelPage(hostHeader, deps.tlsAddress?.(tunnel.hostname ?? tunnel.subdomain!)), startedAt);
-    if (!tunnel.access) return pass(conn, head, text, view, client, startedAt, hostHeader, tunnel, undefined);
+    if (tunnel.protocol === "tls") return answered(v, tlsTunnelPage(hostHeader, deps.tlsAddress?.(tunnel.hostname ?? tunnel.subdomain!)));
+    if (!tunnel.access) return pass(v, tunnel, undefined);
     const origin = `${deps.secure ? "https" : "http"}://${hostHeader}`;
     // the rules read every field (a credential, a session cookie): the rest of them read now, kept on the head for forward()
-    const req = asRequest(everyField(head, text), origin);
-    if (!req) return answer(conn, head, badRequestPage("This request cannot be checked against the tunnel's access rules."), startedAt);
-    return tunnel.access.admit(req, new URL(req.url), client, hostHeader, deps.secure).then((passed) => {
-      if (passed instanceof Response) return answer(conn, head, passed, startedAt);
-      return pass(conn, head, text, view, client, startedAt, hostHeader, tunnel, passed);
+    const req = asRequest(everyField(v.head, v.text), origin);
+    if (!req) return answered(v, badRequestPage("This request cannot be checked against the tunnel's access rules."));
+    return tunnel.access.admit(req, new URL(req.url), v.client, hostHeader, deps.secure).then((passed) => {
+      if (passed instanceof Response) return answered(v, passed);
+      return pass(v, tunnel, passed);
     });
   }
 
   /** Let through: the warning's continue link, the warning, or the tunnel. */
-  function pass(conn: HttpConnection, head: RequestHead, text: string, view: HeadView, client: string, startedAt: number, hostHeader: string, tunnel: Tunnel, passed: Passed | undefined): undefined {
+  function pass(v: Visit, tunnel: Tunnel, passed: Passed | undefined): undefined {
+    const { conn, head, hostHeader } = v;
     if (conn.closedAlready) return;
     const target = head.target;
     if (head.method === "GET" && target.startsWith(CONTINUE_PATH) && (target.length === CONTINUE_PATH.length || target[CONTINUE_PATH.length] === "?")) {
-      return answer(conn, head, continueResponse(requestUrl(hostHeader, target), deps.secure), startedAt);
+      return answered(v, continueResponse(requestUrl(hostHeader, target), deps.secure));
     }
-    const warn = warningDue(view, tunnel);
+    const warn = warningDue(v, tunnel);
     // another node's tunnel: its access rules are applied there, so the warning is shown there too, after them
-    if (warn && !tunnel.relayed) return answer(conn, head, warningFor(hostHeader, tunnel.username, target), startedAt);
+    if (warn && !tunnel.relayed) return answered(v, warningFor(hostHeader, tunnel.username, target));
     const ctx: ForwardContext = {
       remoteIp: conn.peer.address,
       remotePort: conn.peer.port,
-      client,
+      client: v.client,
       secure: deps.secure,
       host: hostHeader,
       trustedProxies: deps.trustedProxies,
@@ -260,9 +285,9 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
       passed,
       warn,
       counters: deps.counters,
-      startedAt,
+      startedAt: v.startedAt,
     };
-    forward(conn, head, text, tunnel, ctx);
+    forward(conn, head, v.text, tunnel, ctx);
   }
 
   const requestUrl = (hostHeader: string, target: string) => new URL(`${deps.secure ? "https" : "http"}://${hostHeader}${target === "*" ? "/" : target}`);
