@@ -4,6 +4,7 @@
  * protocol error, never a crash.
  */
 import * as v from "valibot";
+import { KIND_NAMES, PRIVATE_KINDS, STREAM_KINDS, type TunnelKind } from "./kinds.ts";
 import { MAX_PAYLOAD } from "./wire.ts";
 
 /** Header fields in order, names as sent. */
@@ -161,7 +162,7 @@ export type Hello = v.InferOutput<typeof Hello>;
 
 export interface GrantedTunnel {
   id: string;
-  protocol: "http" | "tcp" | "tls" | "udp";
+  protocol: TunnelKind;
   subdomain?: string;
   /** Its custom hostname, when it has one. */
   hostname?: string;
@@ -197,7 +198,7 @@ export const Ready = v.object({
   tunnels: v.array(
     v.object({
       id: v.string(),
-      protocol: v.picklist(["http", "tcp", "tls", "udp"]),
+      protocol: v.picklist(KIND_NAMES),
       subdomain: v.optional(v.string()),
       hostname: v.optional(v.string()),
       port: v.optional(v.number()),
@@ -213,7 +214,7 @@ export const Ready = v.object({
     }),
   ),
   /** A connector's HELLO: what it reaches, and the owner's service port to offer locally. */
-  connect: v.optional(v.object({ target: v.string(), protocol: v.picklist(["http", "tcp", "udp"]), localPort: v.optional(v.number()) })),
+  connect: v.optional(v.object({ target: v.string(), protocol: v.picklist(PRIVATE_KINDS), localPort: v.optional(v.number()) })),
   /** Tunnels of a partial HELLO that were not granted, each with why. */
   refused: v.optional(
     v.array(v.object({ index: v.pipe(v.number(), v.integer(), v.minValue(0)), code: v.string(), message: v.string() })),
@@ -283,7 +284,7 @@ export type Refusal = v.InferOutput<typeof Refusal>;
 export const OpenMeta = v.object({
   tunnel: v.string(),
   /** "tls": a visitor's TLS connection, passed through undecrypted: its bytes, the ClientHello first. */
-  kind: v.picklist(["h1", "tcp", "tls", "udp"]),
+  kind: v.picklist(STREAM_KINDS),
   /** The visitor's address, "ip:port". */
   remote: v.string(),
   /** tcp and tls: the address the visitor reached, "ip:port" (the server's side of its connection), for a PROXY protocol header. */
@@ -324,7 +325,7 @@ export type RelayedMeta = OpenMeta & {
 // OPEN and REPLY metadata arrive once per visitor request: checked by hand, as the schemas
 // above describe, because a generic schema walk costs more than the rest of the request.
 
-const OPEN_KINDS = new Set(["h1", "tcp", "tls", "udp"]);
+const OPEN_KINDS: ReadonlySet<string> = new Set(STREAM_KINDS);
 
 /** OpenMeta, or undefined when `raw` does not fit it. */
 export function readOpenMeta(raw: unknown): OpenMeta | undefined {

@@ -4,6 +4,7 @@
  * the same subdomain rule in the handshake.
  */
 import * as v from "valibot";
+import { KIND_NAMES, type TunnelKind } from "../protocol/kinds.ts";
 import { cidrProblem } from "./access.ts";
 
 /** A field that must be present, then must pass `schema` (a body's fields: "x is required" rather than a type's words). */
@@ -18,8 +19,8 @@ export const ROLES = ["user", "admin"] as const;
 export type Role = (typeof ROLES)[number];
 
 /** What a user's allowed_protocols may name: the tunnel kinds. The default stays "http,tcp" (db schema). */
-export const PROTOCOLS = ["http", "tcp", "tls", "udp"] as const;
-export type Protocol = (typeof PROTOCOLS)[number];
+export const PROTOCOLS: readonly TunnelKind[] = KIND_NAMES;
+export type Protocol = TunnelKind;
 
 export const TRAFFIC_PERIODS = ["daily", "monthly", "quarterly"] as const;
 export type TrafficPeriod = (typeof TRAFFIC_PERIODS)[number];

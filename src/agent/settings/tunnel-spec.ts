@@ -21,13 +21,15 @@
 import * as v from "valibot";
 import type { LocalTarget } from "../http.ts";
 import type { PathRoute } from "../routes.ts";
+import { KIND_NAMES, NAMED_KINDS, PORT_KINDS, PRIVATE_KINDS, type TunnelKind } from "../../protocol/kinds.ts";
 import type { HttpAccess, PrivateRequest, TcpAccess, TunnelRequest } from "../../protocol/messages.ts";
 import { PRIVATE_NAME_PATTERN } from "../../validate/fields.ts";
 import { UsageError } from "../../usage-error.ts";
 import { allowUpgrades, compactAccess } from "./tunnel-options.ts";
 
-export const KINDS = ["http", "tcp", "tls", "udp"] as const;
-export type Kind = (typeof KINDS)[number];
+/** The kinds a tunnel may be: the kind table's names (protocol/kinds.ts). */
+export const KINDS: readonly TunnelKind[] = KIND_NAMES;
+export type Kind = TunnelKind;
 
 /** "a", "a and b", "a, b and c". */
 export function listed(items: readonly string[], last = "and"): string {
@@ -47,17 +49,17 @@ export function parseKind(raw: unknown): Kind {
  * target are not options: every tunnel has them.
  */
 export const TUNNEL_OPTIONS = {
-  subdomain: { kinds: ["http", "tls"], public: ["http", "tls"] },
-  hostname: { kinds: ["http", "tls"], public: ["http", "tls"] },
-  remotePort: { kinds: ["tcp", "udp"], public: ["tcp", "udp"] },
+  subdomain: { kinds: NAMED_KINDS, public: NAMED_KINDS },
+  hostname: { kinds: NAMED_KINDS, public: NAMED_KINDS },
+  remotePort: { kinds: PORT_KINDS, public: PORT_KINDS },
   pool: { kinds: ["http", "tcp"], public: ["http", "tcp"] },
   poolBalance: { kinds: ["http", "tcp"] },
   healthCheck: { kinds: ["http", "tcp"] },
   healthInterval: { kinds: ["http", "tcp"] },
   // a tls tunnel passes a public name through: it cannot be private
-  private: { kinds: ["http", "tcp", "udp"] },
-  name: { kinds: ["http", "tcp", "udp"] },
-  share: { kinds: ["http", "tcp", "udp"] },
+  private: { kinds: PRIVATE_KINDS },
+  name: { kinds: PRIVATE_KINDS },
+  share: { kinds: PRIVATE_KINDS },
   hostHeader: { kinds: ["http"] },
   routes: { kinds: ["http"] },
   allowUpgrade: { kinds: ["http"] },
