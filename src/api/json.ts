@@ -1,5 +1,6 @@
 /** How core's records look in the admin API (snake_case, as the spec names them). */
 import type { CustomHostname } from "../core/hostnames.ts";
+import { reachedByPort } from "../protocol/kinds.ts";
 import { challengeName } from "../validate/hostname.ts";
 import type { DayTraffic, UserTraffic } from "../core/traffic.ts";
 import type { ReservedSubdomain } from "../core/domains.ts";
@@ -76,7 +77,7 @@ export const userTrafficJson = (u: UserTraffic) => ({
 
 /** A live tunnel: its port (tcp, udp) or subdomain, its hostname and place in a pool when it has them. */
 export const activeTunnelJson = (t: ActiveTunnel) => ({
-  ...(t.private ? { private: t.private } : t.protocol === "tcp" || t.protocol === "udp" ? { port: t.port } : { subdomain: t.subdomain }),
+  ...(t.private ? { private: t.private } : reachedByPort(t.protocol) ? { port: t.port } : { subdomain: t.subdomain }),
   ...(t.hostname !== undefined ? { hostname: t.hostname } : {}),
   ...(t.pool ? { pool: true, in_rotation: t.pool.inRotation } : {}),
   protocol: t.protocol,

@@ -31,6 +31,7 @@ import type { PoolBalance } from "../core/admission.ts";
 import type { ActiveTunnel, LiveTunnels, RulesChange } from "../core/live.ts";
 import { DEFAULT_POOL_SIZE } from "../db/open-postgres.ts";
 import { log, quietWarnings } from "../log.ts";
+import { kindFacts } from "../protocol/kinds.ts";
 import { WireError } from "../protocol/wire.ts";
 import type { Serving } from "../edge/other-nodes.ts";
 import type { Registry, Tunnel } from "../edge/registry.ts";
@@ -760,7 +761,7 @@ function rowsOf(t: Pick<Tunnel, "id" | "protocol" | "subdomain" | "hostname" | "
 function nameOf(t: Pick<Tunnel, "protocol" | "subdomain" | "hostname" | "port" | "userId" | "privateName">, nodeId: string): string {
   if (t.privateName !== undefined) return privateRowName(t.userId, t.privateName);
   const name = t.subdomain ?? t.hostname;
-  return name !== undefined ? httpName(name) : `${t.protocol === "udp" ? "udp" : "tcp"}:${nodeId}:${t.port}`;
+  return name !== undefined ? httpName(name) : `${kindFacts(t.protocol).portSpace ?? "tcp"}:${nodeId}:${t.port}`;
 }
 
 /** An http tunnel's names, its first (the subdomain, or a hostname alone) first. */

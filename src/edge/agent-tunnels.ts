@@ -9,6 +9,7 @@ import { AppError } from "../core/errors.ts";
 import type { Admitted, PlannedTunnel } from "../core/admission.ts";
 import type { PrivateName } from "../core/private-shares.ts";
 import { log } from "../log.ts";
+import { isNamedKind, isPortKind } from "../protocol/kinds.ts";
 import type { GrantedTunnel, Hello, OpenMeta } from "../protocol/messages.ts";
 import { FrameType } from "../protocol/wire.ts";
 import { cidrs } from "../validate/fields.ts";
@@ -99,7 +100,7 @@ export class AgentTunnels {
     const priv = plan.protocol === "tls" ? undefined : plan.private;
     const want = priv
       ? { protocol: plan.protocol, private: { userId: owner.userId, name: priv.name } }
-      : plan.protocol === "tcp" || plan.protocol === "udp"
+      : isPortKind(plan)
         ? { protocol: plan.protocol, port: plan.port }
         : { protocol: plan.protocol, subdomain: plan.subdomain, hostname: plan.hostname };
     const back = edge.registry.reclaimable(owner.tokenId, want, admitted.resume);
@@ -107,7 +108,7 @@ export class AgentTunnels {
     const timeout = asked?.protocol === "http" ? responseTimeout(edge, asked.responseTimeout) : undefined;
     const allowUpgrade = asked?.protocol === "http" && asked.allowUpgrade?.length ? new Set(asked.allowUpgrade.map((u) => u.toLowerCase())) : undefined;
     // what the access rules' log lines name the tunnel by
-    const label = priv ? `${owner.username}/${priv.name}` : plan.protocol === "tcp" || plan.protocol === "udp" ? plan.protocol : (plan.subdomain ?? plan.hostname)!;
+    const label = priv ? `${owner.username}/${priv.name}` : isPortKind(plan) ? plan.protocol : (plan.subdomain ?? plan.hostname)!;
     const access = tunnelAccess(asked, cidrs(admitted.user.allowCidrs), label, grant.providers, edge.basicAuthLimit);
     if (access instanceof AppError) throw access;
     if (back) {
@@ -120,7 +121,7 @@ export class AgentTunnels {
     }
     const t = priv
       ? sharePrivate(edge.registry.newTunnel(plan.protocol, { private: priv.name }, owner, false), priv)
-      : plan.protocol === "http" || plan.protocol === "tls"
+      : isNamedKind(plan)
         ? this.namedTunnel(plan, owner, admitted.resume, grant.memberIds.get(i))
         : plan.protocol === "udp"
           ? this.adoptUdpPort(grant.udp.get(i), owner)

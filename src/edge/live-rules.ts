@@ -22,6 +22,7 @@ import type { RulesChange } from "../core/live.ts";
 import type { UserRow } from "../db/schema.ts";
 import { databaseUnavailable } from "../db/unavailable.ts";
 import { log, quietWarnings } from "../log.ts";
+import { isPortKind } from "../protocol/kinds.ts";
 import { cidrs } from "../validate/fields.ts";
 import { hostnameCovers } from "../validate/hostname.ts";
 import { AccessPolicy } from "./access/policy.ts";
@@ -167,7 +168,7 @@ export function concerns(changes: readonly HeardChange[] | "many", admitted: Adm
   for (const c of changes) {
     if ("userId" in c ? c.userId === admitted.user.id : "tokenId" in c ? c.tokenId === admitted.token.id : false) return true;
     for (const t of admitted.tunnels) {
-      if (t instanceof Error || t.protocol === "tcp" || t.protocol === "udp") continue;
+      if (t instanceof Error || isPortKind(t)) continue;
       if ("subdomain" in c && t.subdomain === c.subdomain) return true;
       if ("hostname" in c && t.hostname !== undefined && hostnameCovers(c.hostname, t.hostname)) return true;
     }

@@ -11,6 +11,7 @@ import type { LiveView } from "../core/admission.ts";
 import type { AppError } from "../core/errors.ts";
 import type { ActiveTunnel, LiveTunnels, RulesChange } from "../core/live.ts";
 import type { AllowedUpgrades } from "../http/upgrade.ts";
+import { KIND_NAMES, kindFacts, type TunnelKind } from "../protocol/kinds.ts";
 import type { Stream } from "../protocol/mux.ts";
 import type { OpenMeta } from "../protocol/messages.ts";
 import { RECLAIM_GRACE_MS } from "../protocol/wire.ts";
@@ -53,8 +54,8 @@ export interface LiveJudge {
   connector(c: { userId: number; tokenId?: number }, ownerId: number, name: string): AppError | undefined | Promise<AppError | undefined>;
 }
 
-/** The kinds of tunnel: http and tls by name, tcp and udp by port (two port spaces: tcp 20000 and udp 20000 are two tunnels). */
-export type TunnelProtocol = "http" | "tcp" | "tls" | "udp";
+/** The kinds of tunnel (protocol/kinds.ts): http and tls by name, tcp and udp by port (two port spaces: tcp 20000 and udp 20000 are two tunnels). */
+export type TunnelProtocol = TunnelKind;
 
 /** A connector's session (`burrow connect`) to a private tunnel, as the tunnel and the registry hold it. */
 export interface PrivateConnection {
@@ -432,7 +433,7 @@ export class Registry implements LiveTunnels, LiveView {
   }
 
   private portsOf(protocol: TunnelProtocol): Map<number, Tunnel> {
-    return protocol === "udp" ? this.byUdpPort : this.byPort;
+    return kindFacts(protocol).portSpace === "udp" ? this.byUdpPort : this.byPort;
   }
 
   /** The tunnel named `hostname` (a custom hostname), if any. */
@@ -452,7 +453,7 @@ export class Registry implements LiveTunnels, LiveView {
 
   /** Tunnels with a connected agent, by protocol (the metrics' tunnels_active). */
   liveCounts(): Record<TunnelProtocol, number> {
-    const counts = { http: 0, tcp: 0, tls: 0, udp: 0 };
+    const counts = Object.fromEntries(KIND_NAMES.map((k) => [k, 0])) as Record<TunnelProtocol, number>;
     for (const { link, tunnels } of this.sessions.values()) {
       for (const t of tunnels) if (t.agent === link) counts[t.protocol]++;
     }

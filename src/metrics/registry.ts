@@ -11,6 +11,7 @@
  */
 import { Counter, Gauge, Registry, type Metric } from "prom-client";
 import { VERSION } from "../version.ts";
+import { KIND_NAMES, KINDS, type TunnelKind } from "../protocol/kinds.ts";
 import type { Buckets } from "./buckets.ts";
 import { REQUEST_KINDS, STATUS_CLASSES, type EdgeCounters } from "./edge-counters.ts";
 import { UDP_DROPS } from "./udp-counters.ts";
@@ -21,7 +22,7 @@ export const PREFIX = "burrow_";
 /** What is live now, read at each scrape; undefined until the edge is up. */
 export interface LiveNumbers {
   agents: { websocket: number; direct: number };
-  tunnels: { http: number; tcp: number; tls: number; udp: number };
+  tunnels: Record<TunnelKind, number>;
   /** Open visitor connections on the public HTTP port and on TCP tunnels' ports. */
   visitorConnections: { http: number; tcp: number };
   /** Bytes through tunnels since start: in is toward the local services, out back to visitors. */
@@ -91,12 +92,7 @@ export function createMetrics(sources: MetricsSources): ServerMetrics {
   });
   readGauge("tunnels_active", "Tunnels with a connected agent now, by protocol (http, tcp, tls, udp).", ["protocol"], () => {
     const live = sources.live();
-    return [
-      [{ protocol: "http" }, live?.tunnels.http ?? 0],
-      [{ protocol: "tcp" }, live?.tunnels.tcp ?? 0],
-      [{ protocol: "tls" }, live?.tunnels.tls ?? 0],
-      [{ protocol: "udp" }, live?.tunnels.udp ?? 0],
-    ];
+    return KIND_NAMES.map((k) => [{ protocol: KINDS[k].metricsLabel }, live?.tunnels[k] ?? 0]);
   });
   readGauge("visitor_connections_open", "Visitor connections open now, by listener: the public HTTP port, or TCP tunnels' ports (with TLS tunnels' connections).", ["listener"], () => {
     const live = sources.live();

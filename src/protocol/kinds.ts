@@ -63,6 +63,21 @@ export const NAMED_KINDS = KIND_NAMES.filter((k) => KINDS[k].reachedBy === "name
 export type StreamKind = Table[TunnelKind]["stream"];
 export const STREAM_KINDS = KIND_NAMES.map((k) => KINDS[k].stream) as StreamKind[];
 
+/** A kind's facts, as the interface says them (a field one kind lacks reads undefined). */
+export function kindFacts(kind: TunnelKind): KindFacts {
+  return KINDS[kind];
+}
+
+/** A tunnel (a request, a plan, a live one) of a kind reached by a port: narrows it to those kinds. */
+export function isPortKind<T extends { protocol: TunnelKind }>(t: T): t is Extract<T, { protocol: PortKind }> {
+  return KINDS[t.protocol].reachedBy === "port";
+}
+
+/** A tunnel of a kind reached by a name: narrows it to those kinds. */
+export function isNamedKind<T extends { protocol: TunnelKind }>(t: T): t is Extract<T, { protocol: NamedKind }> {
+  return KINDS[t.protocol].reachedBy === "name";
+}
+
 /** Reached by a public port (tcp, udp), rather than by a name. */
 export function reachedByPort(kind: TunnelKind): kind is PortKind {
   return KINDS[kind].reachedBy === "port";

@@ -22,6 +22,7 @@ import { join, resolve } from "node:path";
 import * as v from "valibot";
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Pair, type ParsedNode } from "yaml";
 import { subdomain as subdomainRule } from "../../validate/fields.ts";
+import { isNamedKind, isPortKind } from "../../protocol/kinds.ts";
 import type { HttpAccess } from "../../protocol/messages.ts";
 import { parseProxyUrl, parseServerUrl } from "./server-and-token.ts";
 import { configDir } from "./paths.ts";
@@ -167,12 +168,12 @@ export function parseTunnelsFile(text: string, path: string): TunnelsFile {
     if (out.tunnels.some((t) => t.name === name)) fail(keyNode, field, `the tunnel name '${name}' is used twice`);
     const tunnel = readTunnel(name, value, field, fail);
     const req = tunnel.request;
-    if ((req.protocol === "http" || req.protocol === "tls") && req.subdomain !== undefined) {
+    if (isNamedKind(req) && req.subdomain !== undefined) {
       const other = subdomains.get(req.subdomain);
       if (other) fail(fieldNode(value, "subdomain"), `${field}.subdomain`, `'${req.subdomain}' is also the subdomain of tunnel '${other}'`);
       subdomains.set(req.subdomain, name);
     }
-    if ((req.protocol === "tcp" || req.protocol === "udp") && req.port !== undefined) {
+    if (isPortKind(req) && req.port !== undefined) {
       const key = `${req.protocol} ${req.port}`;
       const other = ports.get(key);
       if (other) fail(fieldNode(value, "remote_port"), `${field}.remote_port`, `${req.port} is also the remote_port of ${req.protocol} tunnel '${other}'`);
