@@ -10,13 +10,14 @@ import { Agent } from "../../src/agent/client.ts";
 import { CONNECTOR_FLOW_IDLE_MS, CONNECTOR_MAX_FLOWS } from "../../src/agent/connector-udp.ts";
 import { openConnectorPort, type ConnectorPort } from "../../src/agent/connector.ts";
 import type { AgentOutput } from "../../src/agent/output.ts";
+import type { PrivateKind } from "../../src/protocol/kinds.ts";
 import { PRIVATE_NAME_PATTERN } from "../../src/validate/fields.ts";
 import type { ReachedEvents, ReachOptions } from "../index.d.ts";
 import { credentials } from "./credentials.ts";
 import { BurrowError } from "./errors.ts";
 
 export class Reached extends EventEmitter<ReachedEvents> {
-  protocol: "http" | "tcp" | "udp" = "tcp";
+  protocol: PrivateKind = "tcp";
   host = "";
   port = 0;
   url?: string;

@@ -7,6 +7,7 @@
  */
 import * as v from "valibot";
 import { parseJsonPayload, ProtocolError } from "../protocol/frames.ts";
+import { isNamedKind } from "../protocol/kinds.ts";
 import { Move, readOpenMeta, Ready, Refusal, Revoke, type TunnelRequest } from "../protocol/messages.ts";
 import { Mux, type Stream } from "../protocol/mux.ts";
 import {
@@ -548,10 +549,8 @@ export class Agent {
         this.opts.out.tunnelRefused?.(t.name, r?.code ?? WireError.PROTOCOL_ERROR, r?.message ?? "the server granted no tunnel for it");
         return;
       }
-      if (g.protocol === "http" && t.request.protocol === "http") t.request = { ...t.request, subdomain: g.subdomain };
-      if (g.protocol === "tcp" && t.request.protocol === "tcp") t.request = { ...t.request, port: g.port };
-      if (g.protocol === "udp" && t.request.protocol === "udp") t.request = { ...t.request, port: g.port };
-      if (g.protocol === "tls" && t.request.protocol === "tls") t.request = { ...t.request, subdomain: g.subdomain };
+      // a reconnection asks for what was granted: the same name, or the same port
+      t.request = isNamedKind(t.request) ? { ...t.request, subdomain: g.subdomain } : { ...t.request, port: g.port };
       kept.push(t);
       this.live.set(g.id, {
         name: t.name,

@@ -7,6 +7,7 @@
  * does; a local connection while it is away is closed at once.
  */
 import { SocketRelay } from "../sockets/socket-stream.ts";
+import type { PrivateKind } from "../protocol/kinds.ts";
 import type { Stream } from "../protocol/mux.ts";
 import { runtime } from "../runtime/current.ts";
 import type { Listening, RuntimeSocket, SocketHandlers } from "../runtime/types.ts";
@@ -70,7 +71,7 @@ export async function listenForConnector(opts: {
  * `open` gives each local connection or sender its stream.
  */
 export function openConnectorPort(
-  reached: { protocol: "http" | "tcp" | "udp"; localPort?: number },
+  reached: { protocol: PrivateKind; localPort?: number },
   opts: { host: string; port?: number; idleMs?: number; maxFlows?: number; open(remote: string, kind: "tcp" | "udp"): Stream | undefined; events?: ConnectorEvents },
 ): Promise<ConnectorPort> {
   const where = { host: opts.host, port: opts.port, preferred: reached.localPort };

@@ -5,6 +5,7 @@
  * by the name the user gave it (the burrow.yml key, or the protocol for
  * `burrow http` / `burrow tcp`).
  */
+import type { TunnelKind } from "../protocol/kinds.ts";
 import type { LocalTarget } from "./local-target.ts";
 import type { FlowCounts } from "./udp.ts";
 
@@ -14,7 +15,7 @@ export interface TunnelView {
   name: string;
   /** The edge's id for it in this session (OPEN frames name it). */
   id: string;
-  protocol: "http" | "tcp" | "tls" | "udp";
+  protocol: TunnelKind;
   subdomain?: string;
   port?: number;
   /** The public address, as a person would type it. */

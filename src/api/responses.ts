@@ -6,6 +6,7 @@
  */
 import * as v from "valibot";
 import { AUDIT_ACTIONS } from "../core/audit.ts";
+import { KIND_NAMES } from "../protocol/kinds.ts";
 
 const id = v.pipe(v.number(), v.integer(), v.minValue(1));
 const count = v.pipe(v.number(), v.integer(), v.minValue(0));
@@ -89,7 +90,7 @@ export const ActiveTunnelJson = v.strictObject({
   port: v.optional(v.pipe(v.number(), v.integer())),
   /** A private tunnel: no public port or name; reached with `burrow connect <target>` by its owner and `shares`, `connected` of them now. */
   private: v.optional(v.strictObject({ target: v.string(), shares: v.array(v.string()), connected: count })),
-  protocol: v.picklist(["http", "tcp", "tls", "udp"]),
+  protocol: v.picklist(KIND_NAMES),
   user_id: id,
   username: v.string(),
   token_id: id,

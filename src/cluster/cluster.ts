@@ -31,7 +31,7 @@ import type { PoolBalance } from "../core/admission.ts";
 import type { ActiveTunnel, LiveTunnels, RulesChange } from "../core/live.ts";
 import { DEFAULT_POOL_SIZE } from "../db/open-postgres.ts";
 import { log, quietWarnings } from "../log.ts";
-import { kindFacts } from "../protocol/kinds.ts";
+import { kindFacts, type PrivateKind } from "../protocol/kinds.ts";
 import { WireError } from "../protocol/wire.ts";
 import type { Serving } from "../edge/other-nodes.ts";
 import type { Registry, Tunnel } from "../edge/registry.ts";
@@ -490,7 +490,7 @@ export class Cluster implements LiveView, LiveTunnels {
   }
 
   /** Another node's live private tunnel `owner/name`, to reach through a relay link; undefined when none has it. */
-  async privateElsewhere(ownerId: number, name: string): Promise<Omit<RemoteTunnel, keyof Serving> & { protocol: "http" | "tcp" | "udp" } | undefined> {
+  async privateElsewhere(ownerId: number, name: string): Promise<Omit<RemoteTunnel, keyof Serving> & { protocol: PrivateKind } | undefined> {
     const rows = await this.sql.unsafe(
       `SELECT t.node_id, n.url, t.protocol, t.user_id, t.username, t.token_id FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
        WHERE t.name = $1 AND t.node_id <> $2 AND t.session_id IS NOT NULL AND n.heartbeat_ms > ${NOW_MS} - $3::bigint`,

@@ -13,6 +13,7 @@ import type { UserRow } from "../db/schema.ts";
 import type { Store } from "../db/store.ts";
 import { isoTimestamp, type Clock } from "./clock.ts";
 import { AppError } from "./errors.ts";
+import type { PrivateKind } from "../protocol/kinds.ts";
 import type { Users } from "./users.ts";
 import { PRIVATE_NAME_PATTERN } from "../validate/fields.ts";
 
@@ -20,7 +21,8 @@ export { PRIVATE_NAME_PATTERN };
 /** Usernames one private tunnel may be shared with. */
 export const MAX_SHARES = 64;
 
-export type PrivateProtocol = "http" | "tcp" | "udp";
+/** The kinds a private tunnel may be (protocol/kinds.ts). */
+export type PrivateProtocol = PrivateKind;
 
 /** A private tunnel as its owner declared it: the user ids it is shared with. */
 export interface PrivateName {

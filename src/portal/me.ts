@@ -10,6 +10,7 @@ import { ActiveTunnelJson, DayTrafficJson, DomainJson, EntryList, ErrorBody, Hos
 import { AppError } from "../core/errors.ts";
 import type { ActiveTunnel } from "../core/live.ts";
 import { checkPassword } from "../core/login.ts";
+import { PRIVATE_KINDS } from "../protocol/kinds.ts";
 import type { PortalRoute } from "./context.ts";
 import { NewDeviceBody, PasswordBody, TrafficQuery } from "./schemas.ts";
 
@@ -27,7 +28,7 @@ export const MyTunnelJson = v.strictObject({ ...ActiveTunnelJson.entries, url: v
 
 export const SharedTunnelJson = v.strictObject({
   target: v.string(),
-  protocol: v.picklist(["http", "tcp", "udp"]),
+  protocol: v.picklist(PRIVATE_KINDS),
   /** Its owner's agent is connected now (else `burrow connect` waits for it). */
   online: v.boolean(),
   command: v.string(),
