@@ -195,7 +195,7 @@ export const liveTunnels = sqliteTable(
   "live_tunnels",
   {
     name: text("name").primaryKey(),
-    /** The tunnel's kind, every one the edge serves (validate/fields.ts PROTOCOLS); a pool's own row is "http". */
+    /** The tunnel's kind, every one the edge serves (protocol/kinds.ts KIND_NAMES, kept equal by test/protocol/kinds.test.ts); a pool's own row is "http". */
     protocol: text("protocol", { enum: ["http", "tcp", "tls", "udp"] }).notNull(),
     subdomain: text("subdomain"),
     port: integer("port"),
@@ -369,7 +369,7 @@ export const privateNames = sqliteTable(
       .notNull()
       .references(() => users.id, { onDelete: "cascade" }),
     name: text("name").notNull(),
-    /** The kinds that can be private (protocol/messages.ts TunnelRequest): a tls tunnel cannot. */
+    /** The kinds that can be private (protocol/kinds.ts PRIVATE_KINDS, kept equal by test/protocol/kinds.test.ts): a tls tunnel cannot. */
     protocol: text("protocol", { enum: ["http", "tcp", "udp"] }).notNull(),
     /** JSON array of the user ids it is shared with. */
     shares: text("shares").notNull().default("[]"),

@@ -6,6 +6,7 @@
  */
 import type { Admitted } from "../core/admission.ts";
 import { AppError } from "../core/errors.ts";
+import { isNamedKind } from "../protocol/kinds.ts";
 import type { Hello } from "../protocol/messages.ts";
 import type { EdgeContext } from "./agent-context.ts";
 import { responseTimeout } from "./agent-tunnels.ts";
@@ -37,7 +38,7 @@ export async function claimOverNodes(cluster: OtherNodes, edge: EdgeContext, ses
   };
   const owner = { userId: admitted.user.id, username: admitted.user.username, tokenId: admitted.token.id };
   for (const [i, plan] of admitted.tunnels.entries()) {
-    if (plan instanceof AppError || (plan.protocol !== "http" && plan.protocol !== "tls")) continue;
+    if (plan instanceof AppError || !isNamedKind(plan)) continue;
     const asked = hello.tunnels[i];
     // what another node relaying to it needs; its access rules are applied here, where they live (cluster/relay.ts)
     const serving = {

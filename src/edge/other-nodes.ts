@@ -7,6 +7,7 @@
  */
 import type { LiveView, PoolBalance } from "../core/admission.ts";
 import type { LiveTunnels } from "../core/live.ts";
+import type { NamedKind } from "../protocol/kinds.ts";
 import type { SendResult } from "../protocol/mux.ts";
 import type { Registry, Tunnel } from "./registry.ts";
 
@@ -22,7 +23,7 @@ export interface Serving {
   skipWarning: boolean;
   responseTimeoutMs?: number;
   /** The kind of tunnel the name is (default http): a tls one is relayed as a connection, undecrypted. */
-  protocol?: "http" | "tls";
+  protocol?: NamedKind;
   /** The name is a tunnel's second (its hostname beside its subdomain): claimed for the name, not listed or counted as a tunnel. */
   twin?: boolean;
   /** The tunnel's hostname beside the subdomain claimed (for the other nodes' lists). */

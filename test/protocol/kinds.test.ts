@@ -9,8 +9,8 @@ import * as v from "valibot";
 import { KIND_NAMES, KINDS, type KindFacts, NAMED_KINDS, PORT_KINDS, PRIVATE_KINDS, reachedByName, reachedByPort, STREAM_KINDS } from "../../src/protocol/kinds.ts";
 import { Hello, OpenMeta, readOpenMeta, Ready } from "../../src/protocol/messages.ts";
 import { PROTOCOLS } from "../../src/validate/fields.ts";
-import { liveTunnels } from "../../src/db/schema.ts";
-import { liveTunnels as liveTunnelsPg } from "../../src/db/schema-pg.ts";
+import { liveTunnels, privateNames } from "../../src/db/schema.ts";
+import { liveTunnels as liveTunnelsPg, privateNames as privateNamesPg } from "../../src/db/schema-pg.ts";
 
 const helloWith = (protocol: string) => ({ version: 1, token: "t", tunnels: [{ protocol }] });
 
@@ -55,9 +55,11 @@ describe("the kind table", () => {
     }
   });
 
-  test("allowed_protocols and the database's live_tunnels enum name the table's kinds", () => {
+  test("allowed_protocols and the database's enums name the table's kinds (db/ cannot import protocol/: same layer)", () => {
     expect([...PROTOCOLS]).toEqual(KIND_NAMES);
     expect([...liveTunnels.protocol.enumValues]).toEqual(KIND_NAMES);
     expect([...liveTunnelsPg.protocol.enumValues]).toEqual(KIND_NAMES);
+    expect([...privateNames.protocol.enumValues]).toEqual(PRIVATE_KINDS);
+    expect([...privateNamesPg.protocol.enumValues]).toEqual(PRIVATE_KINDS);
   });
 });

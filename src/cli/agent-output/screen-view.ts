@@ -5,6 +5,7 @@
  * wrapped) and there are never more lines than rows.
  */
 import type { FlowEvent } from "../../agent/output.ts";
+import type { TunnelKind } from "../../protocol/kinds.ts";
 import type { Paint } from "../colours.ts";
 import type { TrafficCounters } from "./counters.ts";
 import { printable } from "./print.ts";
@@ -35,7 +36,7 @@ export interface ScreenState {
   status: SessionStatus;
   latencyMs?: number;
   inspector?: string;
-  tunnels: { name: string; url: string; local: string; protocol: "http" | "tcp" | "tls" | "udp" }[];
+  tunnels: { name: string; url: string; local: string; protocol: TunnelKind }[];
   refusedTunnels: { name: string; code: string; message: string }[];
   notice?: string;
   counters: TrafficCounters;

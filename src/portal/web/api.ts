@@ -4,6 +4,7 @@
  * whose message is a sentence a person can read.
  */
 import type { DayTraffic } from "../../ui/components/chart.tsx";
+import type { PrivateKind } from "../../protocol/kinds.ts";
 import type { TrafficPeriod } from "../../ui/format.ts";
 export { messageOf } from "../../ui/errors.ts";
 import { ApiError, jsonClient } from "../../ui/json-client.ts";
@@ -62,7 +63,7 @@ export interface MyTunnel {
 /** A private tunnel another user shares with this one. */
 export interface SharedTunnel {
   target: string;
-  protocol: "http" | "tcp" | "udp";
+  protocol: PrivateKind;
   online: boolean;
   command: string;
 }

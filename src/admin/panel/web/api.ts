@@ -5,6 +5,7 @@
  * swallowed here.
  */
 export type { TrafficPeriod } from "../../../ui/format.ts";
+import type { TunnelKind } from "../../../protocol/kinds.ts";
 import type { TrafficPeriod } from "../../../ui/format.ts";
 export type { ServerInfo } from "../../../ui/format.ts";
 import type { ServerInfo } from "../../../ui/format.ts";
@@ -86,7 +87,7 @@ export interface ActiveTunnel {
   port?: number;
   /** A private tunnel: reached with burrow connect <target> by its owner and `shares`; `connected` of them now. */
   private?: { target: string; shares: string[]; connected: number };
-  protocol: "http" | "tcp" | "tls" | "udp";
+  protocol: TunnelKind;
   user_id: number;
   username: string;
   token_id: number;
