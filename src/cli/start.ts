@@ -6,6 +6,7 @@ import { localAuthority } from "../agent/local-target.ts";
 import type { AgentTunnel } from "../agent/client.ts";
 import { parseFlags } from "../config/flags.ts";
 import { configFileCandidates, findConfigFile, readTunnelsFile, type TunnelsFile } from "../agent/settings/tunnels-file.ts";
+import { isPortKind } from "../protocol/kinds.ts";
 import { UsageError } from "../usage-error.ts";
 import { describeAccess } from "./access-flags.ts";
 import { runAgent } from "./agent.ts";
@@ -56,7 +57,7 @@ function describe(t: TunnelsFile["tunnels"][number]): string {
   const r = t.request;
   if (r.protocol === "tcp" || r.protocol === "tls" || r.protocol === "udp") {
     const rules = [...(t.target.proxyProtocol ? ["proxy_protocol"] : []), ...describeAccess(r.access)];
-    const where = r.protocol !== "tls" ? (r.port !== undefined ? `port ${r.port}` : "any port") : `${r.subdomain ?? "(random name)"}${r.hostname ? ` and ${r.hostname}` : ""}`;
+    const where = isPortKind(r) ? (r.port !== undefined ? `port ${r.port}` : "any port") : `${r.subdomain ?? "(random name)"}${r.hostname ? ` and ${r.hostname}` : ""}`;
     return `${r.protocol}  ${where} -> ${local}${rules.length ? `  (${rules.join(", ")})` : ""}`;
   }
   const extras = [

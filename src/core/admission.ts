@@ -9,6 +9,7 @@ import { normalizeHostname } from "../validate/hostname.ts";
 /** How a pool spreads its requests (edge/pool.ts). */
 export type PoolBalance = "round-robin" | "least-requests";
 import type { TokenRow, UserRow } from "../db/schema.ts";
+import { KINDS, type TunnelKind } from "../protocol/kinds.ts";
 import type { HttpAccess, PrivateRequest, TcpAccess } from "../protocol/messages.ts";
 import type { PrivateName } from "./private-shares.ts";
 import { hasAuthentication } from "../validate/access.ts";
@@ -205,7 +206,7 @@ async function planPrivate(
 ): Promise<PrivateName> {
   if (publicOptions) {
     const which = protocol === "http" ? "--subdomain, --hostname, --pool and access rules" : "--remote-port and --pool";
-    throw new AppError("PRIVATE_NAME_INVALID", `a private tunnel has no public ${protocol === "http" ? "name" : "port"}: ${which} do not go with --private`);
+    throw new AppError("PRIVATE_NAME_INVALID", `a private tunnel has no public ${KINDS[protocol].reachedBy}: ${which} do not go with --private`);
   }
   const name = asked.name.trim().toLowerCase();
   const holder = await live.privateHolder?.(user.id, name);
@@ -323,11 +324,11 @@ export function proxyRefusal(user: UserRow, proxy: boolean): AppError | undefine
  * (a private tunnel is reached only by signed-in users: that is its
  * authentication) and has neither basic auth nor OIDC.
  */
-export function authRefusal(user: UserRow, protocol: string, isPrivate: boolean, authenticates: boolean): AppError | undefined {
+export function authRefusal(user: UserRow, protocol: TunnelKind, isPrivate: boolean, authenticates: boolean): AppError | undefined {
   if (!user.requireAuth || isPrivate || authenticates) return undefined;
   return new AppError(
     "AUTH_REQUIRED",
-    protocol === "http"
+    KINDS[protocol].access === "http"
       ? `user '${user.username}' must protect every tunnel with basic auth or OIDC (--basic-auth or --oidc-issuer)`
       : `user '${user.username}' must protect every tunnel with basic auth or OIDC, which a ${protocol} tunnel cannot carry`,
   );
