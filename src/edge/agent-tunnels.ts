@@ -16,6 +16,7 @@ import { cidrs } from "../validate/fields.ts";
 import { tunnelAccess, type Providers } from "./access/handshake.ts";
 import type { AgentSide, EdgeContext } from "./agent-context.ts";
 import { TunnelPool } from "./pool.ts";
+import { kindAddress } from "./public-addresses.ts";
 import type { Tunnel } from "./registry.ts";
 import type { UdpTunnelPort } from "./udp-flows.ts";
 
@@ -233,19 +234,9 @@ export class AgentTunnels {
 
   /** Where visitors reach a tunnel, as READY names it. */
   private publicAddress(t: Tunnel): string {
-    const { edge } = this.side;
     if (t.privateName !== undefined) return `${t.username}/${t.privateName}`;
-    switch (t.protocol) {
-      // a custom hostname is what its owner asked to be reached by: the address said is its
-      case "http":
-        return edge.httpUrl(t.hostname ?? t.subdomain!);
-      case "tls":
-        return edge.tlsAddress(t.hostname ?? t.subdomain!)!;
-      case "udp":
-        return edge.udpAddress(t.port!);
-      case "tcp":
-        return edge.tcpAddress(t.port!);
-    }
+    // a tls tunnel is granted only where a port passes its name through (tunnelFor): it has an address
+    return kindAddress(this.side.edge, t.protocol, t.hostname ?? t.subdomain!, t.port!)!;
   }
 
   /** One of its tunnels closed alone (an admin's change): the agent is told why (REVOKE) and the tunnel's streams end. */

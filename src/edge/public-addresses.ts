@@ -4,9 +4,31 @@
  * front says otherwise (--public-url).
  */
 import type { ActiveTunnel } from "../core/live.ts";
+import type { TunnelKind } from "../protocol/kinds.ts";
 
 /** A tunnel's name as visitors write it: a subdomain under the domain, a custom hostname (it has dots) as it is. */
 export const fullName = (name: string, domain: string) => (name.includes(".") ? name : `${name}.${domain}`);
+
+/** What a kind's public address is made from: the edge's own addresses (PublicAddresses, or the EdgeContext that passes them on). */
+export type KindAddresses = Pick<PublicAddresses, "httpUrl" | "tcpAddress" | "udpAddress" | "tlsAddress">;
+
+/**
+ * How each kind's public address is shown, from its name (a kind reached by
+ * a name) or its port: one line per kind of the kind table, so that a new
+ * kind cannot be left without one.
+ */
+const ADDRESS_OF_KIND: Record<TunnelKind, (at: KindAddresses, name: string, port: number) => string | undefined> = {
+  // a custom hostname is what its owner asked to be reached by: the name given is it when there is one
+  http: (at, name) => at.httpUrl(name),
+  tcp: (at, _name, port) => at.tcpAddress(port),
+  tls: (at, name) => at.tlsAddress(name),
+  udp: (at, _name, port) => at.udpAddress(port),
+};
+
+/** Where visitors reach a public tunnel of `kind`; undefined for a tls tunnel when no port passes names through. */
+export function kindAddress(at: KindAddresses, kind: TunnelKind, name: string, port: number): string | undefined {
+  return ADDRESS_OF_KIND[kind](at, name, port);
+}
 
 export class PublicAddresses {
   readonly scheme: "http" | "https";
@@ -60,10 +82,6 @@ export class PublicAddresses {
   /** Where a live tunnel is reached, as READY told its agent. */
   addressOf(t: ActiveTunnel): string {
     if (t.private) return t.private.target;
-    const name = t.hostname ?? t.subdomain ?? "";
-    if (t.protocol === "tcp") return this.tcpAddress(t.port ?? 0);
-    if (t.protocol === "udp") return this.udpAddress(t.port ?? 0);
-    if (t.protocol === "tls") return this.tlsAddress(name) ?? "";
-    return this.httpUrl(name);
+    return kindAddress(this, t.protocol, t.hostname ?? t.subdomain ?? "", t.port ?? 0) ?? "";
   }
 }
