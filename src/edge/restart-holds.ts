@@ -11,6 +11,7 @@
 import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import * as v from "valibot";
 import { log } from "../log.ts";
+import { NAMED_KINDS } from "../protocol/kinds.ts";
 
 /** A file older than this is from another time, not from the restart that started us. */
 const MAX_AGE_MS = 60_000;
@@ -23,7 +24,7 @@ const Holds = v.object({
       subdomain: v.optional(v.pipe(v.string(), v.maxLength(63))),
       hostname: v.optional(v.pipe(v.string(), v.maxLength(253))),
       /** Absent in a file an older server wrote: an http tunnel's. */
-      protocol: v.optional(v.picklist(["http", "tls"]), "http"),
+      protocol: v.optional(v.picklist(NAMED_KINDS), "http"),
       /** A pool member's: how its pool spreads requests. */
       pool: v.optional(v.picklist(["round-robin", "least-requests"])),
       userId: v.number(),

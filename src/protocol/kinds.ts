@@ -2,7 +2,7 @@
  * The tunnel kinds, in one table: what the rest of the tree asks instead of
  * writing its own list of kinds. Each row holds the facts the code branches
  * on (how a visitor's traffic is carried, how a visitor reaches it, what
- * rules it takes, how its address is shown), so that a new kind is a new row
+ * rules it takes, its metrics label), so that a new kind is a new row
  * here and its own code, and a list such as "the kinds reached by a port"
  * follows from the rows rather than being written again in each place.
  *
@@ -27,17 +27,15 @@ export interface KindFacts {
   readonly access: "http" | "ip";
   /** Its `protocol` label in the metrics (tunnels_active). */
   readonly metricsLabel: string;
-  /** The scheme its public address is shown with, when it has one of its own ("http" shows the edge's). */
-  readonly scheme: "http" | "tcp" | "tls" | "udp";
 }
 
 /** The table. The order is the order kinds are listed in (help, panel, metrics). */
 export const KINDS = {
-  http: { stream: "h1", carries: "bytes", reachedBy: "name", canBePrivate: true, access: "http", metricsLabel: "http", scheme: "http" },
-  tcp: { stream: "tcp", carries: "bytes", reachedBy: "port", portSpace: "tcp", canBePrivate: true, access: "ip", metricsLabel: "tcp", scheme: "tcp" },
+  http: { stream: "h1", carries: "bytes", reachedBy: "name", canBePrivate: true, access: "http", metricsLabel: "http" },
+  tcp: { stream: "tcp", carries: "bytes", reachedBy: "port", portSpace: "tcp", canBePrivate: true, access: "ip", metricsLabel: "tcp" },
   // a tls tunnel passes a public name through (the ClientHello's): it cannot be private
-  tls: { stream: "tls", carries: "bytes", reachedBy: "name", canBePrivate: false, access: "ip", metricsLabel: "tls", scheme: "tls" },
-  udp: { stream: "udp", carries: "datagrams", reachedBy: "port", portSpace: "udp", canBePrivate: true, access: "ip", metricsLabel: "udp", scheme: "udp" },
+  tls: { stream: "tls", carries: "bytes", reachedBy: "name", canBePrivate: false, access: "ip", metricsLabel: "tls" },
+  udp: { stream: "udp", carries: "datagrams", reachedBy: "port", portSpace: "udp", canBePrivate: true, access: "ip", metricsLabel: "udp" },
 } as const satisfies Record<string, KindFacts>;
 
 type Table = typeof KINDS;
