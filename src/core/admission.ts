@@ -9,7 +9,7 @@ import { normalizeHostname } from "../validate/hostname.ts";
 /** How a pool spreads its requests (edge/pool.ts). */
 export type PoolBalance = "round-robin" | "least-requests";
 import type { TokenRow, UserRow } from "../db/schema.ts";
-import { KINDS, type TunnelKind } from "../protocol/kinds.ts";
+import { isPrivateKind, KINDS, type TunnelKind } from "../protocol/kinds.ts";
 import type { HttpAccess, PrivateRequest, TcpAccess } from "../protocol/messages.ts";
 import type { PrivateName } from "./private-shares.ts";
 import { hasAuthentication } from "../validate/access.ts";
@@ -134,10 +134,10 @@ export async function admit(core: Core, req: AdmissionRequest, live: LiveView): 
     const badAccess = checkAccess(t.access); // CIDR_INVALID, BASIC_AUTH_INVALID, HEADER_RULE_INVALID, OIDC_INVALID
     if (badAccess) throw badAccess;
     // a private tunnel is reached only by signed-in users it is shared with: that is its authentication
-    const priv = t.protocol === "tls" ? undefined : t.private;
+    const priv = isPrivateKind(t) ? t.private : undefined;
     const unprotected = authRefusal(user, t.protocol, priv !== undefined, t.protocol === "http" && hasAuthentication(t.access));
     if (unprotected) throw unprotected;
-    if (priv && t.protocol !== "tls") {
+    if (priv && isPrivateKind(t)) {
       const publicOptions = t.protocol === "http" ? t.subdomain !== undefined || t.hostname !== undefined || t.pool === true || t.access !== undefined : t.port !== undefined || (t.protocol === "tcp" && t.pool === true);
       const declared = await planPrivate(core, live, user, token, priv, t.protocol, resume, publicOptions);
       return t.protocol === "http" ? { protocol: "http", skipWarning: false, private: declared } : { protocol: t.protocol, private: declared };

@@ -12,7 +12,7 @@
  * round every second (edge/quota.ts).
  */
 import type { UserRow } from "../db/schema.ts";
-import { isNamedKind } from "../protocol/kinds.ts";
+import { isNamedKind, isPrivateKind } from "../protocol/kinds.ts";
 import type { Protocol } from "../validate/fields.ts";
 import { hasAuthentication } from "../validate/access.ts";
 import { authRefusal, hostnameRefusal, protocolRefusal, proxyRefusal, reservedRefusal, type AdmissionRequest, type Admitted, type LiveView } from "./admission.ts";
@@ -104,7 +104,7 @@ export async function rejudgeAdmitted(core: Core, live: LiveView, admitted: Admi
       id: String(i),
       protocol: t.protocol,
       ...(isNamedKind(t) ? { ...(t.subdomain !== undefined ? { subdomain: t.subdomain } : {}), ...(t.hostname !== undefined ? { hostname: t.hostname } : {}) } : {}),
-      private: t.protocol !== "tls" && t.private !== undefined,
+      private: isPrivateKind(t) && t.private !== undefined,
       authenticates: asked.protocol === "http" && hasAuthentication(asked.access),
     });
   });

@@ -9,7 +9,7 @@ import { AppError } from "../core/errors.ts";
 import type { Admitted, PlannedTunnel } from "../core/admission.ts";
 import type { PrivateName } from "../core/private-shares.ts";
 import { log } from "../log.ts";
-import { isNamedKind, isPortKind } from "../protocol/kinds.ts";
+import { isNamedKind, isPortKind, isPrivateKind } from "../protocol/kinds.ts";
 import type { GrantedTunnel, Hello, OpenMeta } from "../protocol/messages.ts";
 import { FrameType } from "../protocol/wire.ts";
 import { cidrs } from "../validate/fields.ts";
@@ -98,7 +98,7 @@ export class AgentTunnels {
     if (plan.protocol === "tls" && edge.tlsAddress((plan.hostname ?? plan.subdomain)!) === undefined) {
       throw new AppError("TLS_UNAVAILABLE", "this server passes no TLS through by name (no TLS on its public port, no --tls-port)");
     }
-    const priv = plan.protocol === "tls" ? undefined : plan.private;
+    const priv = isPrivateKind(plan) ? plan.private : undefined;
     const want = priv
       ? { protocol: plan.protocol, private: { userId: owner.userId, name: priv.name } }
       : isPortKind(plan)

@@ -76,6 +76,11 @@ export function isNamedKind<T extends { protocol: TunnelKind }>(t: T): t is Extr
   return KINDS[t.protocol].reachedBy === "name";
 }
 
+/** A tunnel of a kind that can be private: narrows it to those kinds (the ones with a `private` field). */
+export function isPrivateKind<T extends { protocol: TunnelKind }>(t: T): t is Extract<T, { protocol: PrivateKind }> {
+  return KINDS[t.protocol].canBePrivate;
+}
+
 /** Reached by a public port (tcp, udp), rather than by a name. */
 export function reachedByPort(kind: TunnelKind): kind is PortKind {
   return KINDS[kind].reachedBy === "port";
