@@ -6,7 +6,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import * as v from "valibot";
-import { KIND_NAMES, KINDS, type KindFacts, NAMED_KINDS, PORT_KINDS, PRIVATE_KINDS, reachedByName, reachedByPort, STREAM_KINDS } from "../../src/protocol/kinds.ts";
+import { isNamedKind, isPortKind, isPrivateKind, KIND_NAMES, KINDS, type KindFacts, NAMED_KINDS, PORT_KINDS, PRIVATE_KINDS, reachedByName, reachedByPort, STREAM_KINDS } from "../../src/protocol/kinds.ts";
 import { Hello, OpenMeta, readOpenMeta, Ready } from "../../src/protocol/messages.ts";
 import { PROTOCOLS } from "../../src/validate/fields.ts";
 import { liveTunnels, privateNames } from "../../src/db/schema.ts";
@@ -25,6 +25,11 @@ describe("the kind table", () => {
     }
     expect([...NAMED_KINDS, ...PORT_KINDS].sort()).toEqual([...KIND_NAMES].sort());
     expect(PRIVATE_KINDS.every((k) => KINDS[k].canBePrivate)).toBe(true);
+    for (const protocol of KIND_NAMES) {
+      expect(isPrivateKind({ protocol })).toBe(PRIVATE_KINDS.includes(protocol as never));
+      expect(isPortKind({ protocol })).toBe(reachedByPort(protocol));
+      expect(isNamedKind({ protocol })).toBe(reachedByName(protocol));
+    }
     expect(new Set(KIND_NAMES.map((k) => KINDS[k].stream)).size).toBe(KIND_NAMES.length);
     expect(new Set(KIND_NAMES.map((k) => KINDS[k].metricsLabel)).size).toBe(KIND_NAMES.length);
   });
