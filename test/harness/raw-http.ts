@@ -4,7 +4,7 @@
  * lines). Resolves when the server closes the connection, or after
  * `timeoutMs` with what came so far (`closed: false`).
  */
-import { connect } from "node:net";
+import { connect, type Socket } from "node:net";
 
 export interface RawReply {
   /** 0 when nothing that looks like a status line came back. */
@@ -23,19 +23,7 @@ function reply(chunks: Buffer[], closed: boolean): RawReply {
 }
 
 export function rawHttp(port: number, text: string | Uint8Array, timeoutMs = 5_000, host = "127.0.0.1"): Promise<RawReply> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    const sock = connect(port, host, () => sock.write(text));
-    const finish = (closed: boolean) => {
-      clearTimeout(timer);
-      sock.destroy();
-      resolve(reply(chunks, closed));
-    };
-    const timer = setTimeout(() => finish(false), timeoutMs);
-    sock.on("data", (d: Buffer) => chunks.push(d));
-    sock.on("error", (err: NodeJS.ErrnoException) => (err.code === "ECONNRESET" ? finish(true) : (clearTimeout(timer), reject(err))));
-    sock.on("close", () => finish(true));
-  });
+  return oneReply(port, host, timeoutMs, (sock) => sock.write(text));
 }
 
 /**
@@ -46,24 +34,29 @@ export function rawHttp(port: number, text: string | Uint8Array, timeoutMs = 5_0
 export async function rawHttpAtOnce(port: number, texts: string[], timeoutMs = 10_000, host = "127.0.0.1"): Promise<RawReply[]> {
   const open = Promise.withResolvers<void>();
   let left = texts.length;
-  const replies = texts.map(
-    (text) =>
-      new Promise<RawReply>((resolve, reject) => {
-        const chunks: Buffer[] = [];
-        const sock = connect(port, host, () => {
-          if (--left === 0) open.resolve();
-          void open.promise.then(() => sock.write(text));
-        });
-        const finish = (closed: boolean) => {
-          clearTimeout(timer);
-          sock.destroy();
-          resolve(reply(chunks, closed));
-        };
-        const timer = setTimeout(() => finish(false), timeoutMs);
-        sock.on("data", (d: Buffer) => chunks.push(d));
-        sock.on("error", (err: NodeJS.ErrnoException) => (err.code === "ECONNRESET" ? finish(true) : (clearTimeout(timer), reject(err))));
-        sock.on("close", () => finish(true));
+  return Promise.all(
+    texts.map((text) =>
+      oneReply(port, host, timeoutMs, (sock) => {
+        if (--left === 0) open.resolve();
+        void open.promise.then(() => sock.write(text));
       }),
+    ),
   );
-  return Promise.all(replies);
+}
+
+/** One connection: `opened` once it is open (it writes the request); the reply, up to the close or the timeout. */
+function oneReply(port: number, host: string, timeoutMs: number, opened: (sock: Socket) => void): Promise<RawReply> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    const sock = connect(port, host, () => opened(sock));
+    const finish = (closed: boolean) => {
+      clearTimeout(timer);
+      sock.destroy();
+      resolve(reply(chunks, closed));
+    };
+    const timer = setTimeout(() => finish(false), timeoutMs);
+    sock.on("data", (d: Buffer) => chunks.push(d));
+    sock.on("error", (err: NodeJS.ErrnoException) => (err.code === "ECONNRESET" ? finish(true) : (clearTimeout(timer), reject(err))));
+    sock.on("close", () => finish(true));
+  });
 }
