@@ -11,12 +11,13 @@ import type { admitConnector } from "../core/admission.ts";
 import { AppError } from "../core/errors.ts";
 import { databaseUnavailable } from "../db/unavailable.ts";
 import { log } from "../log.ts";
-import { readOpenMeta, type OpenMeta, type RelayedMeta } from "../protocol/messages.ts";
+import { readOpenMeta, type RelayedMeta } from "../protocol/messages.ts";
 import type { Stream } from "../protocol/mux.ts";
 import { joinStreams } from "../protocol/stream-join.ts";
 import { WireError } from "../protocol/wire.ts";
 import type { AgentSide } from "./agent-context.ts";
-import { openToPrivate } from "./private-streams.ts";
+import { judge, Refusal, type Door } from "./judgement/pipeline.ts";
+import { connectorStanding, openPrivateStream, privateKindFits, StandingRefusal, type PrivateVisit } from "./private-streams.ts";
 import type { PrivateConnection, Tunnel } from "./registry.ts";
 
 /** What admission granted a connector (core/admission.ts admitConnector). */
@@ -100,61 +101,98 @@ export class AgentStreams {
   }
 
   /**
-   * A stream the agent opened: a connector's local connection, joined to a
-   * stream to the private tunnel's agent, on this node or through a relay
-   * link to the node it is on. Whether it may is asked again for each
-   * (edge/private-streams.ts), there.
+   * A stream the agent opened: a connector's local connection, through the
+   * judgement's steps (judgement/pipeline.ts) by the connector's door:
+   * joined to a stream to the private tunnel's agent, on this node or
+   * through a relay link to the node it is on, where its rules are asked
+   * again.
    */
   peerStream(stream: Stream): void {
     const c = this.connector;
     const meta = readOpenMeta(stream.meta);
     if (!c || !meta) return stream.reset(WireError.PROTOCOL_ERROR);
     const { side } = this;
-    // each connection asks the rules as they are now, not as they were at the handshake
-    const standing = side.edge.registry.judge?.connector({ userId: side.userId, tokenId: side.tokenId }, c.ownerId, c.name);
-    if (!(standing instanceof Promise)) return this.connectorStream(stream, meta, c, standing);
-    standing.then(
-      (refusal) => {
-        if (!stream.isClosed) this.connectorStream(stream, meta, c, refusal);
-      },
-      (err) => {
-        log.warn("connector's stream not judged", { session: side.sessionId, to: c.target, err: String(err) });
-        stream.reset(databaseUnavailable(err) ? "DATABASE_UNAVAILABLE" : WireError.UPSTREAM_FAILED);
-      },
-    );
+    const v: ConnectorVisit = {
+      client: side.transport.address,
+      connector: { userId: side.userId, tokenId: side.tokenId, username: c.username },
+      kind: meta.kind,
+      remote: side.transport.remote,
+      local: meta.remote,
+      stream,
+      session: c,
+    };
+    this.judged(v);
   }
 
-  /** A connector's stream its rules allow (or refuse: the session goes too, with the same code). */
-  private connectorStream(stream: Stream, meta: OpenMeta, c: ConnectorSession, refusal: AppError | undefined): void {
-    const { side } = this;
-    if (refusal) {
-      stream.reset(refusal.code);
-      return side.refuse(refusal.code, refusal.message);
-    }
-    const { registry, nodes } = side.edge;
+  private judged(v: ConnectorVisit): void {
+    const judged = judge(this.door, v);
+    if (!judged) return;
+    judged.catch((err) => {
+      log.warn("connector's stream not judged", { session: this.side.sessionId, to: v.session.target, err: String(err) });
+      v.stream.reset(databaseUnavailable(err) ? "DATABASE_UNAVAILABLE" : WireError.UPSTREAM_FAILED);
+    });
+  }
+
+  /** The door of this session's streams, when it is a connector's. */
+  private readonly door: Door<ConnectorVisit> = {
+    name: "private",
+    find: (v) => this.privateTunnel(v),
+    standing: (t, v) => connectorStanding(this.side.edge.registry.judge, t, v, v.session.ownerId, v.session.name),
+    reaches: privateKindFits,
+    forward: (v, t) => {
+      if (v.stream.isClosed) return;
+      if (!t.relayed) return this.joinPrivate(v.stream, t, openPrivateStream(t, v));
+      // the owner's node asks the rules again; OPEN says who connects
+      const relayed: RelayedMeta = { tunnel: "", kind: v.kind as "tcp" | "udp", remote: v.remote, local: v.local, client: v.client, connector: { id: v.connector.userId, username: v.connector.username, token: v.connector.tokenId } };
+      const up = t.agent?.openStream(relayed);
+      if (up || v.again) return this.joinPrivate(v.stream, t, up ?? "TUNNEL_OFFLINE");
+      // its relay link is gone since: judged once more, with where the database says the tunnel is now
+      v.session.elsewhere = undefined;
+      v.again = true;
+      this.judged(v);
+    },
+    refuse: (v, r) => {
+      v.stream.reset(r.code.slice(0, 100));
+      // the connector's own standing refused: its session goes too, with the same code
+      if (r instanceof StandingRefusal) this.side.refuse(r.code, r.message ?? r.code);
+    },
+  };
+
+  /**
+   * Step 1: the private tunnel, on this node, or the stand-in of the one on
+   * another (known from before, or asked of the database).
+   */
+  private privateTunnel(v: ConnectorVisit): Tunnel | Refusal | Promise<Tunnel | Refusal> {
+    const c = v.session;
+    const { registry, nodes } = this.side.edge;
     const here = registry.privateTunnel(c.ownerId, c.name);
-    const who = { userId: side.userId, username: c.username };
-    if (here?.agent || !nodes) return this.joinPrivate(stream, here, openToPrivate(here, who, meta.kind, side.transport.remote, meta.remote));
-    // the owner's node asks the rules again; OPEN says who connects
-    const relayed: RelayedMeta = { tunnel: "", kind: meta.kind, remote: side.transport.remote, local: meta.remote, connector: { id: side.userId, username: c.username, token: side.tokenId } };
-    const known = c.elsewhere;
-    const up = known?.agent?.openStream(relayed);
-    if (known && up) return this.joinPrivate(stream, known, up);
+    if (here?.agent || !nodes) return here ?? TUNNEL_OFFLINE;
+    if (c.elsewhere?.agent) return c.elsewhere;
     // not known, or its relay link is gone: the database says where the tunnel is now
     c.elsewhere = undefined;
-    void nodes.privateElsewhere(c.ownerId, c.name).then(
+    return nodes.privateElsewhere(c.ownerId, c.name).then(
       (there) => {
         if (there) c.elsewhere = there;
-        if (stream.isClosed) return;
-        this.joinPrivate(stream, there, there?.agent?.openStream(relayed) ?? "TUNNEL_OFFLINE");
+        return there ?? TUNNEL_OFFLINE;
       },
-      () => stream.reset(WireError.UPSTREAM_FAILED),
+      () => UPSTREAM_FAILED,
     );
   }
 
   /** A connector's stream joined to `up`, its traffic counted to the owner's tunnel `t`; or reset with why not. */
-  private joinPrivate(stream: Stream, t: Tunnel | undefined, up: Stream | string): void {
-    if (typeof up === "string" || !t) return stream.reset(typeof up === "string" ? up : "TUNNEL_OFFLINE");
+  private joinPrivate(stream: Stream, t: Tunnel, up: Stream | string): void {
+    if (typeof up === "string") return stream.reset(up);
     joinStreams(stream, up, { countUp: (n) => t.countIn(n), countDown: (n) => t.countOut(n) });
   }
 }
+
+/** A connector's stream on its way through the steps, with its session. */
+interface ConnectorVisit extends PrivateVisit {
+  readonly stream: Stream;
+  readonly session: ConnectorSession;
+  /** Judged a second time, its relay link having gone. */
+  again?: boolean;
+}
+
+const TUNNEL_OFFLINE = new Refusal("name", "TUNNEL_OFFLINE");
+const UPSTREAM_FAILED = new Refusal("name", WireError.UPSTREAM_FAILED);

@@ -1,13 +1,100 @@
 /**
- * Public TCP ports: one listener per tcp tunnel; each accepted connection
- * becomes a stream to the agent, relayed with backpressure both ways.
+ * The doors of raw visitor connections (edge/judgement/pipeline.ts): a tcp
+ * tunnel's public port, where each accepted connection is a visit, and a
+ * tls tunnel's, once its hello named it (tls-tunnels.ts). The name is the
+ * port's tunnel (a pool's member in turn) or the hello's; the door reaches
+ * its own kind; the access step asks the tunnel's IP rules; forward takes
+ * a place in the visitors' budget for raw connections and opens a stream
+ * of the kind to the agent, relayed with backpressure both ways. A refused
+ * connection is closed before it costs a stream.
  */
 import type { Socket, SocketHandler } from "bun";
 import { canonicalAddress } from "../http/addresses.ts";
 import { limitedLog } from "../log.ts";
 import { SocketRelay } from "../sockets/socket-stream.ts";
-import type { Tunnel } from "./registry.ts";
 import type { SocketBudget } from "../sockets/socket-budget.ts";
+import { judge, Refusal, type Door, type Visit } from "./judgement/pipeline.ts";
+import type { Tunnel } from "./registry.ts";
+
+/** A raw connection on its way through the steps; what forward made of it. */
+export interface ConnectionVisit extends Visit {
+  readonly socket: Socket<any>;
+  /** The tunnel its port or hello named (step 1's answer, read when the connection came). */
+  readonly named: Tunnel;
+  /** The address that holds a place in the budget, until the socket closes. */
+  counted?: string;
+  relay?: SocketRelay;
+  /** The tunnel it went to. */
+  tunnel?: Tunnel;
+}
+
+const overLimit = limitedLog(10);
+const refusedByRules = limitedLog(10);
+
+/** The door of one raw kind's connections: "tcp" or "tls" (the OPEN kind of their streams too). */
+export class ConnectionDoor implements Door<ConnectionVisit> {
+  constructor(
+    readonly name: "tcp" | "tls",
+    private readonly budget: SocketBudget | undefined,
+  ) {}
+
+  find(v: ConnectionVisit): Tunnel {
+    return v.named;
+  }
+
+  reaches(t: Tunnel): true | Refusal {
+    return t.protocol === this.name ? true : WRONG_KIND;
+  }
+
+  forward(v: ConnectionVisit, t: Tunnel): void {
+    const { socket, client } = v;
+    const kind = this.name;
+    if (this.budget && !this.budget.admit(client)) {
+      overLimit(`${kind} visitor connection refused`, { client });
+      socket.terminate();
+      return;
+    }
+    v.counted = client;
+    v.tunnel = t;
+    const stream = t.agent?.openStream({
+      tunnel: t.id,
+      kind,
+      remote: `${socket.remoteAddress}:${socket.remotePort ?? 0}`,
+      local: `${socket.localAddress}:${socket.localPort}`,
+    });
+    if (!stream) {
+      socket.end(); // no agent (reconnecting) or it cannot take another stream
+      return;
+    }
+    v.relay = new SocketRelay(socket, stream, { fromSocket: (n) => t.countIn(n), toSocket: (n) => t.countOut(n) });
+  }
+
+  refuse(v: ConnectionVisit, r: Refusal): void {
+    if (r.code === "ADDRESS_REFUSED") {
+      const t = v.named;
+      refusedByRules(`${this.name} visitor refused by the tunnel's IP rules`, { client: v.client, ...(this.name === "tcp" ? { port: v.socket.localPort } : { tunnel: t.subdomain }) });
+    }
+    v.socket.terminate();
+  }
+}
+
+const WRONG_KIND = new Refusal("admission", "WRONG_KIND");
+
+/**
+ * A raw visitor connection through `door`'s steps: the visit, with what
+ * forward made of it (no relay when it was refused or could not be
+ * carried); undefined when the socket has no address (a visitor that reset
+ * before open ran: no rule could admit it).
+ */
+export function judgeConnection(door: ConnectionDoor, socket: Socket<any>, named: Tunnel): ConnectionVisit | undefined {
+  if (typeof socket.remoteAddress !== "string") {
+    socket.terminate();
+    return undefined;
+  }
+  const v: ConnectionVisit = { socket, named, client: canonicalAddress(socket.remoteAddress) };
+  void judge(door, v); // each step answers at once for a raw connection
+  return v;
+}
 
 interface VisitorSocket {
   relay?: SocketRelay;
@@ -17,49 +104,9 @@ interface VisitorSocket {
   counted?: string;
 }
 
-const overLimit = limitedLog(10);
-const refusedByRules = limitedLog(10);
-
-/**
- * A raw visitor connection (a tcp tunnel's, or a tls tunnel's after its
- * hello) taken to the tunnel's agent: the tunnel's IP rules and the budget
- * first (a refused connection is closed before it costs a stream), then a
- * stream of `kind` relayed with backpressure both ways. `counted`: the
- * address holding a place in the budget until the socket closes; `relay`:
- * none when the connection was closed (no agent, or no stream to be had).
- */
-export function takeToAgent(socket: Socket<any>, t: Tunnel, budget: SocketBudget | undefined, kind: "tcp" | "tls"): { counted?: string; relay?: SocketRelay } {
-  // a visitor that reset before open ran has no address any more, so no rule could admit it
-  if (typeof socket.remoteAddress !== "string") {
-    socket.terminate();
-    return {};
-  }
-  const address = canonicalAddress(socket.remoteAddress);
-  if (t.access?.refusesAddress(address)) {
-    refusedByRules(`${kind} visitor refused by the tunnel's IP rules`, { client: address, ...(kind === "tcp" ? { port: socket.localPort } : { tunnel: t.subdomain }) });
-    socket.terminate();
-    return {};
-  }
-  if (budget && !budget.admit(address)) {
-    overLimit(`${kind} visitor connection refused`, { client: address });
-    socket.terminate();
-    return {};
-  }
-  const stream = t.agent?.openStream({
-    tunnel: t.id,
-    kind,
-    remote: `${socket.remoteAddress}:${socket.remotePort ?? 0}`,
-    local: `${socket.localAddress}:${socket.localPort}`,
-  });
-  if (!stream) {
-    socket.end(); // no agent (reconnecting) or it cannot take another stream
-    return { counted: address };
-  }
-  return { counted: address, relay: new SocketRelay(socket, stream, { fromSocket: (n) => t.countIn(n), toSocket: (n) => t.countOut(n) }) };
-}
-
-/** `opened`: a connection became a stream to the agent (the metrics count it). */
+/** A tcp tunnel's listener. `tunnel`: the port's tunnel (a pool's member in turn). `opened`: a connection became a stream to the agent (the metrics count it). */
 export function tcpHandlers(tunnel: () => Tunnel, budget?: SocketBudget, opened?: () => void): SocketHandler<VisitorSocket> {
+  const door = new ConnectionDoor("tcp", budget);
   const release = (socket: Socket<VisitorSocket>) => {
     if (socket.data?.counted === undefined) return;
     budget?.release(socket.data.counted);
@@ -67,13 +114,13 @@ export function tcpHandlers(tunnel: () => Tunnel, budget?: SocketBudget, opened?
   };
   return {
     open(socket: Socket<VisitorSocket>) {
-      const t = tunnel();
-      const { counted, relay } = takeToAgent(socket, t, budget, "tcp");
-      socket.data = { counted, relay };
-      if (relay) opened?.();
-      if (relay && t.pool) {
-        t.inFlight++;
-        socket.data.member = t;
+      const v = judgeConnection(door, socket, tunnel());
+      socket.data = { counted: v?.counted, relay: v?.relay };
+      if (!v?.relay) return;
+      opened?.();
+      if (v.tunnel!.pool) {
+        v.tunnel!.inFlight++;
+        socket.data.member = v.tunnel;
       }
     },
     data: (socket, data) => socket.data?.relay?.socketData(data),

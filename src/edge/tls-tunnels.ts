@@ -7,9 +7,10 @@
  * (sockets/tls-front.ts) asks here, on the public port (other names are
  * decrypted there) and on --tls-port (other names get unrecognized_name).
  *
- * Like a tcp tunnel's connection it has the tunnel's IP rules, checked
- * before anything reaches the agent, and a place in the visitors' budget
- * for raw connections.
+ * Like a tcp tunnel's connection it passes the judgement's steps through
+ * its door (tcp.ts ConnectionDoor: the hello's name, the kind, the
+ * tunnel's IP rules, a place in the visitors' budget for raw connections),
+ * before anything reaches the agent.
  *
  * With several nodes, a name no tunnel of this node has is looked up among
  * the others' (OtherNodes.find, cached): another node's tls tunnel is
@@ -22,7 +23,7 @@ import type { SocketRelay } from "../sockets/socket-stream.ts";
 import { TlsFront, type Passthrough } from "../sockets/tls-front.ts";
 import type { ClientHello } from "../tls/client-hello.ts";
 import { Tunnel, type Registry } from "./registry.ts";
-import { takeToAgent } from "./tcp.ts";
+import { ConnectionDoor, judgeConnection } from "./tcp.ts";
 
 export interface TlsTunnelRoutes {
   /**
@@ -38,6 +39,7 @@ type FindElsewhere = (name: string) => Promise<Tunnel | Response | undefined> | 
 /** `opened`: a connection became a stream to the agent (counted with the tcp ones). `elsewhere`: with several nodes. */
 export function tlsTunnelRoutes(registry: Registry, domain: string, budget: SocketBudget, opened?: () => void, elsewhere?: FindElsewhere): TlsTunnelRoutes {
   const suffix = `.${domain}`;
+  const door = new ConnectionDoor("tls", budget);
   return {
     route(hello, otherwise) {
       const name = hello.serverName;
@@ -45,7 +47,7 @@ export function tlsTunnelRoutes(registry: Registry, domain: string, budget: Sock
       // a subdomain under the domain, or a custom hostname as it is (it has dots; a subdomain never)
       const label = name.endsWith(suffix) ? name.slice(0, -suffix.length) : name.includes(".") ? name : undefined;
       if (label === undefined || (name.endsWith(suffix) && label.includes("."))) return otherwise;
-      const visitor = (t: Tunnel | Response | undefined) => (t instanceof Tunnel && t.protocol === "tls" && t.agent ? new TlsVisitor(t, budget, opened) : otherwise);
+      const visitor = (t: Tunnel | Response | undefined) => (t instanceof Tunnel && t.protocol === "tls" && t.agent ? new TlsVisitor(door, t, budget, opened) : otherwise);
       const local = registry.tunnelBySubdomain(label);
       // a name of this node's is this node's to serve, whatever its kind; only an unknown one is asked of the others
       if (local || !elsewhere) return visitor(local);
@@ -62,15 +64,18 @@ class TlsVisitor implements Passthrough {
   private counted: string | undefined;
 
   constructor(
+    private readonly door: ConnectionDoor,
     private readonly tunnel: Tunnel,
     private readonly budget: SocketBudget,
     private readonly opened?: () => void,
   ) {}
 
   open(socket: Socket<unknown>, firstBytes: Uint8Array): void {
-    const { counted, relay } = takeToAgent(socket, this.tunnel, this.budget, "tls");
-    this.counted = counted;
-    this.relay = relay;
+    // the hello named the tunnel (route); the rest of the steps now that the connection is here
+    const v = judgeConnection(this.door, socket, this.tunnel);
+    this.counted = v?.counted;
+    this.relay = v?.relay;
+    const relay = this.relay;
     if (!relay) return;
     socket.setNoDelay(true);
     relay.socketData(firstBytes); // the hello, and whatever came with it

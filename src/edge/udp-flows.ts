@@ -5,11 +5,12 @@
  * replies back the same way, sent from this port to that visitor. The agent
  * keeps a socket of its own per flow, so replies find their visitor.
  *
- * Every datagram from a visitor passes, in this order: the tunnel's IP
- * rules (asked per datagram, so a rule changed live applies at once), the
- * rate per source (shared by every udp tunnel of the edge: one bucket per
- * source, so a forged flood cannot make a tunnel a reflector), then its
- * flow (made if it has none, the oldest idle flow ending first past
+ * Every datagram from a visitor passes the judgement's steps, this port
+ * being its door (judgement/pipeline.ts): the port's tunnel, its kind, the
+ * tunnel's IP rules (asked per datagram, so a rule changed live applies at
+ * once); then, forwarding it, the rate per source (shared by every udp
+ * tunnel of the edge: one bucket per source, so a forged flood cannot make
+ * a tunnel a reflector), then its flow (made if it has none, the oldest idle flow ending first past
  * --udp-flows). A datagram that fails any of them, or that the agent's link
  * is too congested to take, is dropped and counted: never queued, never
  * held behind other streams' bytes.
@@ -24,6 +25,7 @@ import type { UdpCounters, UdpDrop } from "../metrics/udp-counters.ts";
 import type { Stream } from "../protocol/mux.ts";
 import { WireError } from "../protocol/wire.ts";
 import type { SourceRate } from "../core/source-rate.ts";
+import { judge, Refusal, type Door, type Visit } from "./judgement/pipeline.ts";
 import type { Tunnel } from "./registry.ts";
 
 export interface UdpFlowRules {
@@ -50,8 +52,23 @@ interface Flow {
 }
 
 const refusedByRules = limitedLog(10);
+const EMPTY = new Uint8Array(0);
+const UNKNOWN_NAME = new Refusal("name", "UNKNOWN_NAME");
+const WRONG_KIND = new Refusal("admission", "WRONG_KIND");
 
-export class UdpTunnelPort {
+/** A datagram on its way through the steps. */
+interface DatagramVisit extends Visit {
+  client: string;
+  data: Uint8Array;
+  address: string;
+  port: number;
+  /** "address:port": its flow's key. */
+  key: string;
+  flow?: Flow;
+}
+
+export class UdpTunnelPort implements Door<DatagramVisit> {
+  readonly name = "udp";
   private tunnel?: Tunnel;
   /** By key, least recently active first: Map order is re-made on activity, so the oldest idle is first. */
   private readonly flows = new Map<string, Flow>();
@@ -85,29 +102,59 @@ export class UdpTunnelPort {
     return this.flows.size;
   }
 
-  /** A visitor's datagram (the socket's data handler). */
+  /** A visitor's datagram (the socket's data handler): through the judgement's steps, this port being its door. */
   received(data: Uint8Array, port: number, address: string): void {
-    const t = this.tunnel;
-    if (!t || this.closed) return;
+    if (!this.tunnel || this.closed) return;
     const key = `${address}:${port}`;
-    let flow = this.flows.get(key);
-    const client = flow?.client ?? canonicalAddress(address);
-    if (t.access?.refusesAddress(client)) {
-      refusedByRules("udp datagram refused by the tunnel's IP rules", { client, port: this.port });
-      if (flow) this.end(flow);
-      return this.drop("rules");
-    }
+    const flow = this.flows.get(key);
+    // one visit object per port, filled for each datagram: the steps answer at once for a datagram
+    const v = this.visit;
+    v.data = data;
+    v.address = address;
+    v.port = port;
+    v.key = key;
+    v.flow = flow;
+    v.client = flow?.client ?? canonicalAddress(address);
+    void judge(this, v);
+    v.data = EMPTY;
+    v.flow = undefined;
+  }
+
+  private readonly visit: DatagramVisit = { client: "", data: new Uint8Array(0), address: "", port: 0, key: "" };
+
+  // -- the door (judgement/pipeline.ts): its name is the port's tunnel; the IP rules are asked per datagram, so a rule changed live applies at once
+
+  find(): Tunnel | Refusal {
+    return this.tunnel ?? UNKNOWN_NAME;
+  }
+
+  reaches(t: Tunnel): true | Refusal {
+    return t.protocol === "udp" ? true : WRONG_KIND;
+  }
+
+  /** The rate per source, then the datagram's flow (made if it has none), then the agent. */
+  forward(v: DatagramVisit, t: Tunnel): void {
+    let flow = v.flow;
     const rate = this.rules.rate;
-    if (rate && !rate.takeFor(flow?.source ?? rate.keyOf(address))) return this.drop("rate");
+    if (rate && !rate.takeFor(flow?.source ?? rate.keyOf(v.address))) return this.drop("rate");
     if (!flow) {
-      flow = this.open(t, key, address, port, client, rate);
+      flow = this.open(t, v.key, v.address, v.port, v.client, rate);
       if (!flow) return this.drop("no_agent");
     } else {
       this.touch(flow);
     }
-    if (!flow.stream.sendDatagram(data)) return this.drop("congested");
+    if (!flow.stream.sendDatagram(v.data)) return this.drop("congested");
     this.rules.counters.datagramsIn++;
-    t.countIn(data.byteLength);
+    t.countIn(v.data.byteLength);
+  }
+
+  refuse(v: DatagramVisit, r: Refusal): void {
+    if (r.code === "ADDRESS_REFUSED") {
+      refusedByRules("udp datagram refused by the tunnel's IP rules", { client: v.client, port: this.port });
+      if (v.flow) this.end(v.flow);
+      return this.drop("rules");
+    }
+    this.drop("no_agent");
   }
 
   private open(t: Tunnel, key: string, address: string, port: number, client: string, rate: SourceRate | undefined): Flow | undefined {

@@ -2,40 +2,31 @@
  * A visitor's request on the public port, from its connection's place in
  * the budget to its route: the bare domain (landing page; the agents' and
  * other nodes' WebSockets, handed to the loopback server), a tunnel's name
- * (access rules, warning page, then the tunnel), or a 400 for what cannot
- * be read. The connection itself (reading heads, keep-alive, timeouts) is
+ * (the judgement's steps through the HTTP door: http-door.ts), or a 400
+ * for what cannot be read. The connection itself (reading heads, keep-alive, timeouts) is
  * http-connection.ts's; a forwarded request is forward.ts's.
  */
 import type { TrustedProxies } from "../http/addresses.ts";
 import { headAsJudged } from "../http/head-as-judged.ts";
-import { everyField, type HeadRefusal, type RequestHead } from "../http/request-head.ts";
+import type { HeadRefusal, RequestHead } from "../http/request-head.ts";
 import { limitedLog } from "../log.ts";
 import { HTTP_REQUEST, type EdgeCounters } from "../metrics/edge-counters.ts";
 import type { DirectPortAnswer } from "../protocol/messages.ts";
 import { CONNECT_PATH, NODE_PATH } from "../protocol/wire.ts";
 import type { SocketBudget } from "../sockets/socket-budget.ts";
-import { EDGE_READS, forward, type ForwardContext } from "./forward.ts";
+import { EDGE_READS } from "./forward.ts";
 import type { Loopback } from "./handoff.ts";
 import { hostRoute } from "./host-route.ts";
 import type { ConnectionServer, HttpConnection } from "./http-connection.ts";
-import { badGatewayPage, badRequestPage, landingPage, overloadedPage, page, tlsTunnelPage, unknownTunnelPage } from "./pages.ts";
-import type { Passed } from "./access/policy.ts";
+import { HttpDoor, HttpVisit } from "./http-door.ts";
+import { judge } from "./judgement/pipeline.ts";
+import { badRequestPage, landingPage, overloadedPage, page, unknownTunnelPage } from "./pages.ts";
 import type { Registry, Tunnel } from "./registry.ts";
-import { continueResponse, CONTINUE_PATH, warningDue, warningFor, type HeadView } from "./warning.ts";
 
 /** Malformed requests are the sender's fault: logged at info, a few a minute. */
 const clientFault = limitedLog(20);
 /** Refusals for being over a connection cap: a few lines a minute, whatever the flood. */
 export const overLimit = limitedLog(10);
-
-/**
- * For this long after the edge starts, a visitor of a name held for an agent
- * of the server before (restart-holds.ts) waits for it, at most
- * MAX_VISITOR_WAIT_MS: after a restart, agents told DRAIN are back within a
- * fraction of a second.
- */
-const STARTUP_WAIT_MS = 5_000;
-const MAX_VISITOR_WAIT_MS = 2_000;
 
 export interface VisitorDeps {
   domain: string;
@@ -69,42 +60,6 @@ export interface VisitorDeps {
   poolOthers?(name: string): readonly Tunnel[];
 }
 
-/**
- * One visitor request on its way through the routes: the object the edge
- * made for every request already (the head as the warning and the access
- * rules read it), carrying what each step needs instead of eight
- * positional parameters; no allocation more per request.
- */
-class Visit implements HeadView {
-  readonly method: string;
-  /** The client's address (a trusted proxy's X-Forwarded-For read), set first thing. */
-  client = "";
-  /** The Host as the visitor wrote it, set once the name is read. */
-  hostHeader = "";
-
-  constructor(
-    readonly conn: HttpConnection,
-    readonly head: RequestHead,
-    /** The head's text, as it came. */
-    readonly text: string,
-    /** When the request came (performance.now()), for its time to response head. */
-    readonly startedAt: number,
-  ) {
-    this.method = head.method;
-  }
-
-  get(name: string): string | null {
-    let found: string | null = null;
-    const { names, fields } = this.head;
-    for (let i = 0; i < names.length; i++) {
-      if (names[i] !== name) continue;
-      const v = fields[i]![1];
-      found = found === null ? v : `${found}, ${v}`;
-    }
-    return found;
-  }
-}
-
 /** The answer to an agent's GET of CONNECT_PATH (wire.ts). */
 function directPortAnswer(port: number | undefined): Response {
   const body: DirectPortAnswer = { direct_port: port ?? null };
@@ -116,18 +71,10 @@ function upgradeRequired(): Response {
   return new Response("expected a WebSocket upgrade\n", { status: 426, headers: { Upgrade: "websocket", "Content-Type": "text/plain; charset=utf-8" } });
 }
 
-/** The request as a Request, for what reads one (the access rules' sign-in). Undefined when the platform refuses it. */
-function asRequest(head: RequestHead, origin: string): Request | undefined {
-  try {
-    const headers = new Headers();
-    for (const [n, v] of head.fields) headers.append(n, v);
-    return new Request(`${origin}${head.target === "*" ? "/" : head.target}`, { method: head.method, headers });
-  } catch {
-    return undefined;
-  }
-}
-
 export function visitorServer(deps: VisitorDeps): ConnectionServer {
+  // a tunnel's name: the judgement's steps (judgement/pipeline.ts) through the HTTP door
+  const door = new HttpDoor({ ...deps, answered });
+
   function refused(_conn: HttpConnection, refusal: HeadRefusal): Response {
     clientFault("bad request refused", { why: refusal.why, remote: _conn.client ?? _conn.peer.address });
     deps.counters.request(HTTP_REQUEST, refusal.status, performance.now());
@@ -142,12 +89,12 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
   }
 
   /** The answer to a visit, counted with its time. */
-  function answered(v: Visit, res: Response): undefined {
+  function answered(v: HttpVisit, res: Response): undefined {
     return answer(v.conn, v.head, res, v.startedAt);
   }
 
   function request(conn: HttpConnection, head: RequestHead, text: string): void {
-    const v = new Visit(conn, head, text, performance.now());
+    const v = new HttpVisit(conn, head, text, performance.now());
     const client = deps.trustedProxies.clientAddress(conn.peer.address, v.get("x-forwarded-for"));
     v.client = client;
     conn.client = client;
@@ -170,17 +117,17 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
   }
 
   /** A route that waited and then threw (a function of its own: a closure in request() would cost every request a scope). */
-  function failsOn(waiting: Promise<void>, v: Visit): void {
+  function failsOn(waiting: Promise<void>, v: HttpVisit): void {
     waiting.catch((err) => failed(v, err));
   }
 
-  function failed(v: Visit, err: unknown): void {
+  function failed(v: HttpVisit, err: unknown): void {
     clientFault("edge request failed", { err: String(err) });
     if (!v.conn.busy) answered(v, new Response("internal error\n", { status: 500 }));
   }
 
   /** Routes a request: at once in the usual case; a promise when it must wait (a restart's held name, another node, sign-in). */
-  function route(v: Visit): Promise<void> | undefined {
+  function route(v: HttpVisit): void | Promise<void> {
     const { conn, head } = v;
     // the connection's last Host, read once: the next request sends the same one, as a rule
     const known = conn.hostRoute;
@@ -212,14 +159,8 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
       return answered(v, name === undefined ? landingPage(deps.domain) : unknownTunnelPage(hostHeader));
     }
 
-    const tunnel = deps.registry.tunnelBySubdomain(name);
-    // just after a restart, agents told DRAIN are on their way back: for a name held for one
-    // of them, wait a moment for it rather than answer that its agent is away
-    const startupLeft = deps.startedAt + STARTUP_WAIT_MS - Date.now();
-    const waitForAgent = tunnel !== undefined && !tunnel.agent && startupLeft > 0 && deps.heldAtStart.has(name);
-    if (waitForAgent || (!tunnel && deps.remote)) return found(v, name, waitForAgent ? startupLeft : 0);
-    if (!tunnel) return answered(v, unknownTunnelPage(hostHeader));
-    return admit(v, tunnel);
+    v.name = name;
+    return judge(door, v);
   }
 
   /** The agents' and nodes' paths: answered by the edge on any host that is no tunnel's subdomain. */
@@ -228,69 +169,6 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
     const path = question < 0 ? target : target.slice(0, question);
     return path === CONNECT_PATH || path === NODE_PATH;
   }
-
-  /** The tunnel, once the wait for it is over: a held name's agent coming back, or another node's answer. */
-  async function found(v: Visit, name: string, startupLeft: number): Promise<void> {
-    let tunnel = startupLeft > 0 ? await deps.registry.whenSubdomain(name, Math.min(startupLeft, MAX_VISITOR_WAIT_MS)) : undefined;
-    if (!tunnel && deps.remote) {
-      // not here: perhaps on another node, which serves it through a relay link
-      const elsewhere = await deps.remote(name);
-      if (elsewhere instanceof Response) return answered(v, elsewhere);
-      tunnel = elsewhere;
-    }
-    if (!tunnel) return answered(v, unknownTunnelPage(v.hostHeader));
-    return admit(v, tunnel);
-  }
-
-  /** Who may reach the tunnel comes first (IP rules, then sign-in: access/policy.ts); the warning only after. */
-  function admit(v: Visit, named: Tunnel): Promise<void> | undefined {
-    const { hostHeader } = v;
-    // a pool's name: the request goes to a member in rotation (edge/pool.ts), with that member's rules;
-    // several nodes: to one of this node's or of the others' (relayed), in turn
-    const tunnel = named.pool ? named.pool.pick(named.relayed ? undefined : deps.poolOthers?.((named.subdomain ?? named.hostname)!)) : named;
-    if (!tunnel) return answered(v, badGatewayPage(hostHeader, "none of its agents is taking requests now"));
-    // a tls tunnel's name reached over plain HTTP (or decrypted here: no passthrough on this port)
-    if (tunnel.protocol === "tls") return answered(v, tlsTunnelPage(hostHeader, deps.tlsAddress?.(tunnel.hostname ?? tunnel.subdomain!)));
-    if (!tunnel.access) return pass(v, tunnel, undefined);
-    const origin = `${deps.secure ? "https" : "http"}://${hostHeader}`;
-    // the rules read every field (a credential, a session cookie): the rest of them read now, kept on the head for forward()
-    const req = asRequest(everyField(v.head, v.text), origin);
-    if (!req) return answered(v, badRequestPage("This request cannot be checked against the tunnel's access rules."));
-    return tunnel.access.admit(req, new URL(req.url), v.client, hostHeader, deps.secure).then((passed) => {
-      if (passed instanceof Response) return answered(v, passed);
-      return pass(v, tunnel, passed);
-    });
-  }
-
-  /** Let through: the warning's continue link, the warning, or the tunnel. */
-  function pass(v: Visit, tunnel: Tunnel, passed: Passed | undefined): undefined {
-    const { conn, head, hostHeader } = v;
-    if (conn.closedAlready) return;
-    const target = head.target;
-    if (head.method === "GET" && target.startsWith(CONTINUE_PATH) && (target.length === CONTINUE_PATH.length || target[CONTINUE_PATH.length] === "?")) {
-      return answered(v, continueResponse(requestUrl(hostHeader, target), deps.secure));
-    }
-    const warn = warningDue(v, tunnel);
-    // another node's tunnel: its access rules are applied there, so the warning is shown there too, after them
-    if (warn && !tunnel.relayed) return answered(v, warningFor(hostHeader, tunnel.username, target));
-    const ctx: ForwardContext = {
-      remoteIp: conn.peer.address,
-      remotePort: conn.peer.port,
-      client: v.client,
-      secure: deps.secure,
-      host: hostHeader,
-      trustedProxies: deps.trustedProxies,
-      responseTimeoutMs: deps.responseTimeoutMs,
-      maxResponseTimeoutMs: deps.maxResponseTimeoutMs,
-      passed,
-      warn,
-      counters: deps.counters,
-      startedAt: v.startedAt,
-    };
-    forward(conn, head, v.text, tunnel, ctx);
-  }
-
-  const requestUrl = (hostHeader: string, target: string) => new URL(`${deps.secure ? "https" : "http"}://${hostHeader}${target === "*" ? "/" : target}`);
 
   /** An agent's or another node's WebSocket: it leaves the visitors' budget for the loopback server. */
   function handOver(conn: HttpConnection, head: RequestHead, text: string, client: string, agent: boolean): undefined {

@@ -96,6 +96,15 @@ export class AccessPolicy {
    */
   async admit(req: Request, url: URL, client: string, host: string, secure: boolean): Promise<Response | Passed> {
     if (this.refusesAddress(client)) return addressRefusedPage(host, client);
+    return this.signIn(req, url, client, host, secure);
+  }
+
+  /**
+   * The sign-in rules alone (basic auth, OIDC), for a visitor the IP rules
+   * let through (the judgement's access step asks those first, for every
+   * door: edge/judgement/pipeline.ts).
+   */
+  signIn(req: Request, url: URL, client: string, host: string, secure: boolean): Response | Passed | Promise<Response | Passed> {
     if (this.basic) {
       const verdict = this.basic.judge(client, req.headers.get("authorization"));
       if (verdict.retryAt !== undefined) return tooManyGuessesPage(host, Math.max(1, Math.ceil((verdict.retryAt - Date.now()) / 1000)));

@@ -1,0 +1,234 @@
+/**
+ * The doors of streams relayed from another node (edge/judgement/pipeline.ts),
+ * on the node whose agent has the tunnel, where its rules live: the
+ * visitor's node found the name and passes the visit on; here it passes
+ * every step again against this node's tunnel as it is now.
+ *
+ * - relayed-http: a visitor's request for an http tunnel (its head as the
+ *   visitor's node judged it, the visitor's address, whether the warning
+ *   is due): the tunnel's IP rules, its sign-in (basic auth, OIDC with this
+ *   node's keys), then the warning; a refusal is answered on the stream as
+ *   the visitor's response; its header rules are applied here.
+ * - relayed-tls: a visitor's TLS connection for a tls tunnel, undecrypted:
+ *   its IP rules on the address the visitor's node saw.
+ * - relayed-private: a connector on the other node to a private tunnel of
+ *   this one: its standing and share asked here, its kind, the IP rules.
+ */
+import { canonicalAddress } from "../http/addresses.ts";
+import { isRefusal as isHeadRefusal, parseRequestHead, type RequestHead } from "../http/request-head.ts";
+import { responseBytes } from "../http/response-bytes.ts";
+import { headAllowedToSwitch } from "../http/upgrade.ts";
+import type { RelayedMeta } from "../protocol/messages.ts";
+import type { Stream } from "../protocol/mux.ts";
+import { addressRefusedPage } from "../edge/access/pages.ts";
+import type { Passed } from "../edge/access/policy.ts";
+import { Refusal, type Door, type Visit } from "../edge/judgement/pipeline.ts";
+import { connectorStanding, openPrivateStream, privateKindFits, type PrivateVisit } from "../edge/private-streams.ts";
+import type { Registry, Tunnel } from "../edge/registry.ts";
+import { warningFor } from "../edge/warning.ts";
+import { joinStreams, refuseRelayed } from "./stream-pipe.ts";
+
+/** A relayed stream on its way through the steps. */
+export interface RelayedVisit extends Visit {
+  readonly down: Stream;
+  readonly meta: RelayedMeta;
+  /** relayed-http: the head, parsed once (the name step), and what it says of the visit. */
+  head?: RequestHead;
+  host?: string;
+  secure?: boolean;
+}
+
+/** How the relayed doors hand a visit to the agent: `rewriteFor`, the request's method when the tunnel's header rules change the response's head here. */
+export type RelayForward = (down: Stream, t: Tunnel, meta: RelayedMeta, rewriteFor?: string) => void;
+
+/** A relayed visit: the address the visitor's node judged (an older node: its peer's). */
+export function relayedClient(meta: RelayedMeta): string {
+  return canonicalAddress(meta.client ?? meta.remote.slice(0, meta.remote.lastIndexOf(":")));
+}
+
+const NO_TUNNEL = new Refusal("name", "UNKNOWN_NAME");
+const NOT_A_HEAD = new Refusal("access", "BAD_REQUEST");
+const WRONG_KIND = new Refusal("admission", "WRONG_KIND");
+
+export class RelayedHttpDoor implements Door<RelayedVisit> {
+  readonly name = "relayed-http";
+
+  constructor(
+    private readonly registry: Registry,
+    private readonly onward: RelayForward,
+  ) {}
+
+  /**
+   * `tunnel` names the subdomain between nodes (a tunnel's id is its own
+   * node's); a pool's member of this node in turn. The head is read as
+   * this tunnel takes it: a switch it does not allow is taken off (the
+   * visitor's node passes every one on, for this node to judge).
+   */
+  find(v: RelayedVisit): Tunnel | Refusal {
+    const { meta } = v;
+    const t = meta.kind !== "tcp" && meta.head ? localMember(this.registry.tunnelBySubdomain(meta.tunnel)) : undefined;
+    if (!t) return NO_TUNNEL;
+    meta.head = headAllowedToSwitch(meta.head!, t.allowUpgrade);
+    return t;
+  }
+
+  /**
+   * The head, parsed once, by the steps that read it (sign-in, the warning,
+   * header rules); a tunnel without them passes it on unread. Undefined:
+   * the visitor's node parsed it, so this is no head it sent.
+   */
+  private parsed(v: RelayedVisit): RequestHead | undefined {
+    if (v.head) return v.head;
+    const head = parseRequestHead(v.meta.head!.slice(0, -4));
+    if (isHeadRefusal(head)) return undefined;
+    v.head = head;
+    v.host = field(head, "x-forwarded-host") ?? v.meta.tunnel;
+    v.secure = field(head, "x-forwarded-proto") === "https";
+    return head;
+  }
+
+  reaches(t: Tunnel): true | Refusal {
+    return t.protocol === "http" ? true : WRONG_KIND;
+  }
+
+  /** The sign-in rules (the IP rules were asked before), then the warning the visitor's node found due. */
+  request(v: RelayedVisit, t: Tunnel): Passed | undefined | Refusal | Promise<Passed | undefined | Refusal> {
+    if (!t.access && !(v.meta.warn && !t.skipWarning)) return undefined;
+    const head = this.parsed(v);
+    if (!head) return NOT_A_HEAD;
+    if (!t.access) return this.warning(v, t, undefined);
+    const url = new URL(`${v.secure ? "https" : "http"}://${v.host}${head.target === "*" ? "/" : head.target}`);
+    const headers = new Headers();
+    for (const [name, value] of head.fields) headers.append(name, value);
+    const passed = t.access.signIn(new Request(url.href, { method: head.method, headers }), url, v.client, v.host!, v.secure!);
+    if (passed instanceof Promise) return passed.then((p) => this.signedIn(v, t, p));
+    return this.signedIn(v, t, passed);
+  }
+
+  private signedIn(v: RelayedVisit, t: Tunnel, passed: Passed | Response): Passed | undefined | Refusal {
+    if (passed instanceof Response) return new Refusal("access", "SIGN_IN", undefined, passed);
+    return this.warning(v, t, passed);
+  }
+
+  /** Let through: the warning, if the visitor's node found it due, comes now (after sign-in, as on one node). */
+  private warning(v: RelayedVisit, t: Tunnel, passed: Passed | undefined): Passed | undefined | Refusal {
+    if (v.meta.warn && !t.skipWarning) return new Refusal("access", "WARNING", undefined, warningFor(v.host!, t.username, v.head!.target));
+    return passed;
+  }
+
+  forward(v: RelayedVisit, t: Tunnel, passed: Passed | undefined): void {
+    if (v.down.isClosed) return;
+    const policy = t.access;
+    if (!policy) return this.onward(v.down, t, v.meta);
+    // the tunnel's header rules, applied here where they live
+    const head = v.head!;
+    const fields = [...head.fields];
+    policy.rewriteRequest(fields, passed);
+    let text = `${head.method} ${head.target} HTTP/1.${head.minor}\r\n`;
+    for (const [name, value] of fields) text += `${name}: ${value}\r\n`;
+    this.onward(v.down, t, { ...v.meta, head: `${text}\r\n` }, policy.rewritesResponse ? head.method : undefined);
+  }
+
+  refuse(v: RelayedVisit, r: Refusal): void {
+    const res = r.answer ?? (r.code === "ADDRESS_REFUSED" && this.parsed(v) ? addressRefusedPage(v.host!, v.client) : undefined);
+    if (!res) return refuseRelayed(v.down);
+    void answerRelayed(v.down, res, v.head?.method === "HEAD").catch(() => refuseRelayed(v.down));
+  }
+}
+
+export class RelayedTlsDoor implements Door<RelayedVisit> {
+  readonly name = "relayed-tls";
+
+  constructor(
+    private readonly registry: Registry,
+    private readonly onward: RelayForward,
+  ) {}
+
+  find(v: RelayedVisit): Tunnel | Refusal {
+    return this.registry.tunnelBySubdomain(v.meta.tunnel) ?? NO_TUNNEL;
+  }
+
+  reaches(t: Tunnel): true | Refusal {
+    return t.protocol === "tls" ? true : WRONG_KIND;
+  }
+
+  forward(v: RelayedVisit, t: Tunnel): void {
+    this.onward(v.down, t, v.meta);
+  }
+
+  refuse(v: RelayedVisit): void {
+    refuseRelayed(v.down);
+  }
+}
+
+/** A connector's stream relayed from its node; `owner` and `name` from its row (edge/private-streams.ts readPrivateRowName). */
+export interface RelayedPrivateVisit extends PrivateVisit {
+  readonly down: Stream;
+  readonly ownerId: number;
+  readonly privateName: string;
+}
+
+export class RelayedPrivateDoor implements Door<RelayedPrivateVisit> {
+  readonly name = "relayed-private";
+
+  constructor(private readonly registry: Registry) {}
+
+  find(v: RelayedPrivateVisit): Tunnel | Refusal {
+    return this.registry.privateTunnel(v.ownerId, v.privateName) ?? TUNNEL_OFFLINE;
+  }
+
+  standing(t: Tunnel, v: RelayedPrivateVisit): undefined | Refusal | Promise<undefined | Refusal> {
+    return connectorStanding(this.registry.judge, t, v, v.ownerId, v.privateName);
+  }
+
+  reaches(t: Tunnel, v: RelayedPrivateVisit): true | Refusal {
+    return privateKindFits(t, v);
+  }
+
+  forward(v: RelayedPrivateVisit, t: Tunnel): void {
+    if (v.down.isClosed) return;
+    const up = openPrivateStream(t, v);
+    if (typeof up === "string") return v.down.reset(up);
+    joinStreams(v.down, up);
+  }
+
+  refuse(v: RelayedPrivateVisit, r: Refusal): void {
+    v.down.reset(r.code.slice(0, 100));
+  }
+}
+
+const TUNNEL_OFFLINE = new Refusal("name", "TUNNEL_OFFLINE");
+
+/**
+ * The tunnel a relayed request for a name goes to here: the name's own, or
+ * one of this node's members of its pool, in turn. A request sent before
+ * the other node learned that this node's members left the rotation (a
+ * rolling restart) still goes to one whose agent is connected: it serves
+ * what comes until it leaves (and has heard READY: a member joining is not
+ * sent anything before).
+ */
+function localMember(t: Tunnel | undefined): Tunnel | undefined {
+  if (!t?.pool) return t;
+  return t.pool.pick() ?? t.pool.members.find((m) => m.agent && m.announced);
+}
+
+/** A field's values in a head, joined; undefined when absent. */
+function field(head: RequestHead, name: string): string | undefined {
+  let found: string | undefined;
+  for (const [n, value] of head.fields) if (n.toLowerCase() === name) found = found === undefined ? value : `${found}, ${value}`;
+  return found;
+}
+
+/**
+ * Answers a relayed visitor here, with a refusal or the warning page, in
+ * place of the tunnel's: the page's bytes as a local service's would come.
+ */
+async function answerRelayed(down: Stream, res: Response, head: boolean): Promise<void> {
+  const bytes = await responseBytes(res, { head });
+  if (down.isClosed) return;
+  down.onData = (chunk) => down.consumed(chunk.byteLength); // the request's body is not wanted
+  down.cork(() => {
+    down.reply({});
+    down.end(bytes);
+  });
+}

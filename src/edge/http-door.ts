@@ -1,0 +1,214 @@
+/**
+ * The door of HTTP visitors (edge/judgement/pipeline.ts): a request on the
+ * public port for a tunnel's name, an upgrade among them. Its name is the
+ * Host made normal (host-route.ts), looked up here (and, after a restart or
+ * with several nodes, waited for or asked of the others); it reaches http
+ * tunnels (a tls tunnel's name gets the page saying where it is); its
+ * request rules are the tunnel's sign-in and the browser warning; it
+ * forwards on an "h1" stream (forward.ts). A refusal is a page.
+ */
+import type { TrustedProxies } from "../http/addresses.ts";
+import { everyField, type RequestHead } from "../http/request-head.ts";
+import type { EdgeCounters } from "../metrics/edge-counters.ts";
+import { addressRefusedPage } from "./access/pages.ts";
+import type { Passed } from "./access/policy.ts";
+import { forward, type ForwardContext } from "./forward.ts";
+import type { HttpConnection } from "./http-connection.ts";
+import { Refusal, type Door, type Visit } from "./judgement/pipeline.ts";
+import { badGatewayPage, badRequestPage, tlsTunnelPage, unknownTunnelPage } from "./pages.ts";
+import type { Registry, Tunnel } from "./registry.ts";
+import { continueResponse, CONTINUE_PATH, warningDue, warningFor, type HeadView } from "./warning.ts";
+
+/**
+ * For this long after the edge starts, a visitor of a name held for an agent
+ * of the server before (restart-holds.ts) waits for it, at most
+ * MAX_VISITOR_WAIT_MS: after a restart, agents told DRAIN are back within a
+ * fraction of a second.
+ */
+const STARTUP_WAIT_MS = 5_000;
+const MAX_VISITOR_WAIT_MS = 2_000;
+
+/**
+ * One visitor request on its way through the steps: the object the edge
+ * makes for every request (the head as the warning and the access rules
+ * read it), carrying what each step needs; no allocation more per request.
+ */
+export class HttpVisit implements Visit, HeadView {
+  readonly method: string;
+  /** The client's address (a trusted proxy's X-Forwarded-For read), set first thing. */
+  client = "";
+  /** The Host as the visitor wrote it, and the tunnel name it says: set once the name is read. */
+  hostHeader = "";
+  name = "";
+  /** Another node's tunnel: the warning is due, shown there after its access rules. */
+  warn = false;
+
+  constructor(
+    readonly conn: HttpConnection,
+    readonly head: RequestHead,
+    /** The head's text, as it came. */
+    readonly text: string,
+    /** When the request came (performance.now()), for its time to response head. */
+    readonly startedAt: number,
+  ) {
+    this.method = head.method;
+  }
+
+  get(name: string): string | null {
+    let found: string | null = null;
+    const { names, fields } = this.head;
+    for (let i = 0; i < names.length; i++) {
+      if (names[i] !== name) continue;
+      const v = fields[i]![1];
+      found = found === null ? v : `${found}, ${v}`;
+    }
+    return found;
+  }
+}
+
+export interface HttpDoorDeps {
+  secure: boolean;
+  registry: Registry;
+  trustedProxies: TrustedProxies;
+  responseTimeoutMs: number;
+  maxResponseTimeoutMs: number;
+  startedAt: number;
+  heldAtStart: Set<string>;
+  counters: EdgeCounters;
+  tlsAddress?(subdomain: string): string | undefined;
+  remote?(subdomain: string): Promise<Tunnel | Response | undefined>;
+  poolOthers?(name: string): readonly Tunnel[];
+  /** Gives a visit its answer (counted with its time). */
+  answered(v: HttpVisit, res: Response): void;
+}
+
+export class HttpDoor implements Door<HttpVisit> {
+  readonly name = "http";
+
+  constructor(private readonly deps: HttpDoorDeps) {}
+
+  find(v: HttpVisit): Tunnel | Refusal | Promise<Tunnel | Refusal> {
+    const { deps } = this;
+    const tunnel = deps.registry.tunnelBySubdomain(v.name);
+    // just after a restart, agents told DRAIN are on their way back: for a name held for one
+    // of them, wait a moment for it rather than answer that its agent is away
+    const startupLeft = deps.startedAt + STARTUP_WAIT_MS - Date.now();
+    const waitForAgent = tunnel !== undefined && !tunnel.agent && startupLeft > 0 && deps.heldAtStart.has(v.name);
+    if (waitForAgent || (!tunnel && deps.remote)) return this.found(v, waitForAgent ? startupLeft : 0);
+    return tunnel ? this.member(tunnel) : UNKNOWN_NAME;
+  }
+
+  /** The tunnel, once the wait for it is over: a held name's agent coming back, or another node's answer. */
+  private async found(v: HttpVisit, startupLeft: number): Promise<Tunnel | Refusal> {
+    const { deps } = this;
+    let tunnel = startupLeft > 0 ? await deps.registry.whenSubdomain(v.name, Math.min(startupLeft, MAX_VISITOR_WAIT_MS)) : undefined;
+    if (!tunnel && deps.remote) {
+      // not here: perhaps on another node, which serves it through a relay link
+      const elsewhere = await deps.remote(v.name);
+      if (elsewhere instanceof Response) return new Refusal("name", "NODE_UNREACHABLE", undefined, elsewhere);
+      tunnel = elsewhere;
+    }
+    return tunnel ? this.member(tunnel) : UNKNOWN_NAME;
+  }
+
+  /**
+   * A pool's name: a member in rotation (edge/pool.ts), with that member's
+   * rules; with several nodes, one of this node's or of the others' (relayed), in turn.
+   */
+  private member(named: Tunnel): Tunnel | Refusal {
+    if (!named.pool) return named;
+    return named.pool.pick(named.relayed ? undefined : this.deps.poolOthers?.((named.subdomain ?? named.hostname)!)) ?? NONE_TAKING;
+  }
+
+  reaches(t: Tunnel, v: HttpVisit): true | Refusal {
+    if (t.protocol === "http") return true;
+    // a tls tunnel's name reached over plain HTTP (or decrypted here: no passthrough on this port)
+    return new Refusal("admission", "WRONG_KIND", undefined, tlsTunnelPage(v.hostHeader, this.deps.tlsAddress?.(t.hostname ?? t.subdomain!)));
+  }
+
+  /** The sign-in rules (the IP rules were asked before), then the warning's continue link and the warning. */
+  request(v: HttpVisit, t: Tunnel): Passed | undefined | Refusal | Promise<Passed | undefined | Refusal> {
+    if (!t.access || t.relayed) return this.warning(v, t, undefined);
+    const origin = `${this.deps.secure ? "https" : "http"}://${v.hostHeader}`;
+    // the rules read every field (a credential, a session cookie): the rest of them read now, kept on the head for forward()
+    const req = asRequest(everyField(v.head, v.text), origin);
+    if (!req) return new Refusal("access", "BAD_REQUEST", undefined, badRequestPage("This request cannot be checked against the tunnel's access rules."));
+    const passed = t.access.signIn(req, new URL(req.url), v.client, v.hostHeader, this.deps.secure);
+    if (passed instanceof Promise) return passed.then((p) => this.signedIn(v, t, p));
+    return this.signedIn(v, t, passed);
+  }
+
+  private signedIn(v: HttpVisit, t: Tunnel, passed: Passed | Response): Passed | undefined | Refusal {
+    if (passed instanceof Response) return new Refusal("access", "SIGN_IN", undefined, passed);
+    return this.warning(v, t, passed);
+  }
+
+  /** Let through the sign-in: the warning's continue link, the warning, or on. */
+  private warning(v: HttpVisit, t: Tunnel, passed: Passed | undefined): Passed | undefined | Refusal {
+    const { head, hostHeader } = v;
+    const target = head.target;
+    if (head.method === "GET" && target.startsWith(CONTINUE_PATH) && (target.length === CONTINUE_PATH.length || target[CONTINUE_PATH.length] === "?")) {
+      return new Refusal("access", "WARNING", undefined, continueResponse(this.requestUrl(hostHeader, target), this.deps.secure));
+    }
+    v.warn = warningDue(v, t);
+    // another node's tunnel: its access rules are applied there, so the warning is shown there too, after them
+    if (v.warn && !t.relayed) return new Refusal("access", "WARNING", undefined, warningFor(hostHeader, t.username, target));
+    return passed;
+  }
+
+  private requestUrl(hostHeader: string, target: string): URL {
+    return new URL(`${this.deps.secure ? "https" : "http"}://${hostHeader}${target === "*" ? "/" : target}`);
+  }
+
+  forward(v: HttpVisit, t: Tunnel, passed: Passed | undefined): void {
+    const { conn, head } = v;
+    if (conn.closedAlready) return;
+    const { deps } = this;
+    const ctx: ForwardContext = {
+      remoteIp: conn.peer.address,
+      remotePort: conn.peer.port,
+      client: v.client,
+      secure: deps.secure,
+      host: v.hostHeader,
+      trustedProxies: deps.trustedProxies,
+      responseTimeoutMs: deps.responseTimeoutMs,
+      maxResponseTimeoutMs: deps.maxResponseTimeoutMs,
+      passed,
+      warn: v.warn,
+      counters: deps.counters,
+      startedAt: v.startedAt,
+    };
+    forward(conn, head, v.text, t, ctx);
+  }
+
+  refuse(v: HttpVisit, r: Refusal): void {
+    if (v.conn.closedAlready) return;
+    this.deps.answered(v, r.answer ?? this.page(v, r));
+  }
+
+  /** The page of a refusal that brings none of its own. */
+  private page(v: HttpVisit, r: Refusal): Response {
+    switch (r.code) {
+      case "ADDRESS_REFUSED":
+        return addressRefusedPage(v.hostHeader, v.client);
+      case "NONE_TAKING":
+        return badGatewayPage(v.hostHeader, "none of its agents is taking requests now");
+      default:
+        return unknownTunnelPage(v.hostHeader);
+    }
+  }
+}
+
+const UNKNOWN_NAME = new Refusal("name", "UNKNOWN_NAME");
+const NONE_TAKING = new Refusal("name", "NONE_TAKING");
+
+/** The request as a Request, for what reads one (the access rules' sign-in). Undefined when the platform refuses it. */
+function asRequest(head: RequestHead, origin: string): Request | undefined {
+  try {
+    const headers = new Headers();
+    for (const [n, v] of head.fields) headers.append(n, v);
+    return new Request(`${origin}${head.target === "*" ? "/" : head.target}`, { method: head.method, headers });
+  } catch {
+    return undefined;
+  }
+}
