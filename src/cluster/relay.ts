@@ -24,6 +24,7 @@ import { openStream } from "../edge/open-stream.ts";
 import { joinStreams, refuseRelayed } from "./stream-pipe.ts";
 import { readPrivateRowName } from "../edge/private-streams.ts";
 import { judge, type Door, type Visit } from "../edge/judgement/pipeline.ts";
+import { staysWhileOpen } from "../edge/judgement/live-visits.ts";
 import { RelayedHttpDoor, relayedClient, RelayedPrivateDoor, RelayedTlsDoor, type RelayedPrivateVisit, type RelayForward } from "./relayed-doors.ts";
 
 /** How long a node waits for another to answer its link. */
@@ -106,6 +107,7 @@ export class RelayIn {
     const up = t.agent?.openStream({ ...forAgent, tunnel: t.id });
     if (!up) return refuseRelayed(down);
     joinStreams(down, up, rewriteFor === undefined ? undefined : rewrittenResponse(rewriteFor, t.access!));
+    staysWhileOpen(t, relayedClient(meta), down);
     // a pool member's requests in flight count those other nodes relay too (least-requests)
     if (t.pool) countInFlight(t, up);
   }

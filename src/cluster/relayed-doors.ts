@@ -22,6 +22,7 @@ import type { RelayedMeta } from "../protocol/messages.ts";
 import type { Stream } from "../protocol/mux.ts";
 import { addressRefusedPage } from "../edge/access/pages.ts";
 import type { Passed } from "../edge/access/policy.ts";
+import { staysWhileOpen } from "../edge/judgement/live-visits.ts";
 import { Refusal, type Door, type Visit } from "../edge/judgement/pipeline.ts";
 import { connectorStanding, openPrivateStream, privateKindFits, type PrivateVisit } from "../edge/private-streams.ts";
 import type { Registry, Tunnel } from "../edge/registry.ts";
@@ -190,6 +191,7 @@ export class RelayedPrivateDoor implements Door<RelayedPrivateVisit> {
     const up = openPrivateStream(t, v);
     if (typeof up === "string") return v.down.reset(up);
     joinStreams(v.down, up);
+    staysWhileOpen(t, v.client, v.down);
   }
 
   refuse(v: RelayedPrivateVisit, r: Refusal): void {

@@ -16,6 +16,7 @@ import type { Stream } from "../protocol/mux.ts";
 import { joinStreams } from "../protocol/stream-join.ts";
 import { WireError } from "../protocol/wire.ts";
 import type { AgentSide } from "./agent-context.ts";
+import { staysWhileOpen } from "./judgement/live-visits.ts";
 import { judge, Refusal, type Door } from "./judgement/pipeline.ts";
 import { connectorStanding, openPrivateStream, privateKindFits, StandingRefusal, type PrivateVisit } from "./private-streams.ts";
 import type { PrivateConnection, Tunnel } from "./registry.ts";
@@ -141,7 +142,10 @@ export class AgentStreams {
     reaches: privateKindFits,
     forward: (v, t) => {
       if (v.stream.isClosed) return;
-      if (!t.relayed) return this.joinPrivate(v.stream, t, openPrivateStream(t, v));
+      if (!t.relayed) {
+        this.joinPrivate(v.stream, t, openPrivateStream(t, v));
+        return staysWhileOpen(t, v.client, v.stream);
+      }
       // the owner's node asks the rules again; OPEN says who connects
       const relayed: RelayedMeta = { tunnel: "", kind: v.kind as "tcp" | "udp", remote: v.remote, local: v.local, client: v.client, connector: { id: v.connector.userId, username: v.connector.username, token: v.connector.tokenId } };
       const up = t.agent?.openStream(relayed);

@@ -27,6 +27,7 @@ import { WireError } from "../protocol/wire.ts";
 import { USER_EMAIL_HEADER } from "../validate/access.ts";
 import type { Passed } from "./access/policy.ts";
 import type { HttpConnection, Occupant } from "./http-connection.ts";
+import { stays } from "./judgement/live-visits.ts";
 import { badGatewayPage, slowServicePage } from "./pages.ts";
 import { ResponseTimeout, type ResponseWait } from "./replies.ts";
 import type { Tunnel } from "./registry.ts";
@@ -264,7 +265,7 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
   /** After a 101: bytes both ways as they come. */
   private piping = false;
   private visitorEnded = false;
-  private finished = false;
+  finished = false;
   /** The response has been read to its end (its bytes are on their way to the visitor). */
   private complete = false;
   /** Response bytes written to the visitor but not yet taken by its socket: their credit waits. */
@@ -455,6 +456,9 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     // the response is complete (its last byte is being written): after a 101 the pipe begins
     if (this.response?.status === 101 && this.request.upgrade !== undefined) {
       this.piping = true;
+      // a pipe stays: judged again when the tunnel's rules narrow (judgement/live-visits.ts)
+      const exchange = this;
+      stays(this.tunnel, { client: this.ctx.client, get over() { return exchange.finished; }, end: () => exchange.cut() });
       const early = this.conn.takeEarly();
       if (early) this.toAgent(early);
       return;
@@ -518,6 +522,14 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     const why = this.parser.closed();
     if (this.parser.complete) return;
     this.brokenResponse(why ?? "its agent ended the response early");
+  }
+
+  /** The pipe's rules no longer let it through: both ends are cut. */
+  cut(): void {
+    if (this.finished) return;
+    this.finish();
+    this.stream.reset(WireError.CANCELLED);
+    this.conn.terminate();
   }
 
   private finishPipe(): void {

@@ -4,7 +4,9 @@
  * longer allowed is closed with the handshake's code, a tunnel no longer
  * allowed is closed alone when its agent can be told so (REVOKE), tunnels
  * held in grace go, and the user's settings a live tunnel carries
- * (allow_cidrs, skip_warning) are taken in place. With several nodes each
+ * (allow_cidrs, skip_warning) are taken in place; the tunnel's visits that
+ * stay (connections, pipes, streams) are judged again by its new IP rules
+ * (judgement/live-visits.ts). With several nodes each
  * node does this for its own sessions, told by the node where the change
  * was made (cluster/messages.ts `rules`).
  *
@@ -155,7 +157,12 @@ export class LiveRules implements LiveJudge {
     for (const c of concerned) {
       for (const t of c.tunnels) {
         if (t.userId !== user.id) continue;
-        if ((t.access?.userAllowCidrs ?? []).join() !== allow.join()) t.access = AccessPolicy.withUserAllowCidrs(t.access, t.subdomain ?? String(t.port), allow);
+        if ((t.access?.userAllowCidrs ?? []).join() !== allow.join()) {
+          t.access = AccessPolicy.withUserAllowCidrs(t.access, t.subdomain ?? String(t.port), allow);
+          // what was let through before and stays (a connection, a pipe, a stream) meets the new rules too
+          const ended = t.liveVisits?.rejudge(t) ?? 0;
+          if (ended > 0) log.info("live connections closed by an admin change", { user: user.id, tunnel: t.subdomain ?? t.hostname ?? t.privateName ?? t.port, closed: ended, code: "ADDRESS_REFUSED" });
+        }
         if (!user.skipWarning) t.skipWarning = false;
       }
     }

@@ -18,6 +18,7 @@ import { RECLAIM_GRACE_MS } from "../protocol/wire.ts";
 import type { TrafficMeter } from "./meter.ts";
 import type { AccessPolicy } from "./access/policy.ts";
 import type { TunnelPool } from "./pool.ts";
+import type { LiveVisits } from "./judgement/live-visits.ts";
 
 /** What the registry needs of a connected agent. */
 export interface AgentLink {
@@ -77,6 +78,8 @@ const privateKey = (ownerId: number, name: string) => `${ownerId}/${name}`;
 export class Tunnel {
   /** What its agent asked to wait for a response head (capped by the edge); undefined: the server's --response-timeout. */
   responseTimeoutMs?: number;
+  /** Its visits that stay (raw connections, pipes, joined streams), judged again when its rules narrow (judgement/live-visits.ts). */
+  liveVisits?: LiveVisits;
   /** Who may reach it (IP rules, authentication, header rules); undefined: anyone, as sent. */
   access?: AccessPolicy;
   /** http: the protocols besides websocket a request may switch to (--allow-upgrade; http/upgrade.ts); "any" for another node's, which decides there. */

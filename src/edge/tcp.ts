@@ -13,11 +13,12 @@ import { canonicalAddress } from "../http/addresses.ts";
 import { limitedLog } from "../log.ts";
 import { SocketRelay } from "../sockets/socket-stream.ts";
 import type { SocketBudget } from "../sockets/socket-budget.ts";
+import { stays, type LiveVisit } from "./judgement/live-visits.ts";
 import { judge, Refusal, type Door, type Visit } from "./judgement/pipeline.ts";
 import type { Tunnel } from "./registry.ts";
 
-/** A raw connection on its way through the steps; what forward made of it. */
-export interface ConnectionVisit extends Visit {
+/** A raw connection on its way through the steps; what forward made of it. Once carried, it stays: judged again when its tunnel's rules narrow (judgement/live-visits.ts). */
+export interface ConnectionVisit extends Visit, LiveVisit {
   readonly socket: Socket<any>;
   /** The tunnel its port or hello named (step 1's answer, read when the connection came). */
   readonly named: Tunnel;
@@ -26,6 +27,7 @@ export interface ConnectionVisit extends Visit {
   relay?: SocketRelay;
   /** The tunnel it went to. */
   tunnel?: Tunnel;
+  over: boolean;
 }
 
 const overLimit = limitedLog(10);
@@ -67,6 +69,7 @@ export class ConnectionDoor implements Door<ConnectionVisit> {
       return;
     }
     v.relay = new SocketRelay(socket, stream, { fromSocket: (n) => t.countIn(n), toSocket: (n) => t.countOut(n) });
+    stays(t, v);
   }
 
   refuse(v: ConnectionVisit, r: Refusal): void {
@@ -91,31 +94,38 @@ export function judgeConnection(door: ConnectionDoor, socket: Socket<any>, named
     socket.terminate();
     return undefined;
   }
-  const v: ConnectionVisit = { socket, named, client: canonicalAddress(socket.remoteAddress) };
+  const v: ConnectionVisit = { socket, named, client: canonicalAddress(socket.remoteAddress), over: false, end: endConnection };
   void judge(door, v); // each step answers at once for a raw connection
   return v;
 }
 
+/** Its rules no longer let it through: the connection is cut (ConnectionVisit.end). */
+function endConnection(this: ConnectionVisit): void {
+  this.over = true;
+  this.socket.terminate();
+}
+
+/** The connection closed: its place in the budget goes back, and it is no longer live. `budget`: its door's. */
+export function connectionClosed(v: ConnectionVisit, budget: SocketBudget | undefined): void {
+  if (v.counted !== undefined) budget?.release(v.counted);
+  v.counted = undefined;
+  v.over = true;
+  v.tunnel?.liveVisits?.delete(v);
+}
+
 interface VisitorSocket {
-  relay?: SocketRelay;
+  visit?: ConnectionVisit;
   /** A pool member carrying it: its connections in flight go down when it closes. */
   member?: Tunnel;
-  /** The address that holds a place in the budget, until the socket closes. */
-  counted?: string;
 }
 
 /** A tcp tunnel's listener. `tunnel`: the port's tunnel (a pool's member in turn). `opened`: a connection became a stream to the agent (the metrics count it). */
 export function tcpHandlers(tunnel: () => Tunnel, budget?: SocketBudget, opened?: () => void): SocketHandler<VisitorSocket> {
   const door = new ConnectionDoor("tcp", budget);
-  const release = (socket: Socket<VisitorSocket>) => {
-    if (socket.data?.counted === undefined) return;
-    budget?.release(socket.data.counted);
-    socket.data.counted = undefined;
-  };
   return {
     open(socket: Socket<VisitorSocket>) {
       const v = judgeConnection(door, socket, tunnel());
-      socket.data = { counted: v?.counted, relay: v?.relay };
+      socket.data = { visit: v };
       if (!v?.relay) return;
       opened?.();
       if (v.tunnel!.pool) {
@@ -123,17 +133,18 @@ export function tcpHandlers(tunnel: () => Tunnel, budget?: SocketBudget, opened?
         socket.data.member = v.tunnel;
       }
     },
-    data: (socket, data) => socket.data?.relay?.socketData(data),
-    drain: (socket) => socket.data?.relay?.socketDrain(),
-    end: (socket) => socket.data?.relay?.socketEnd(),
+    data: (socket, data) => socket.data?.visit?.relay?.socketData(data),
+    drain: (socket) => socket.data?.visit?.relay?.socketDrain(),
+    end: (socket) => socket.data?.visit?.relay?.socketEnd(),
     close: (socket, error) => {
-      release(socket);
+      const v = socket.data?.visit;
+      if (v) connectionClosed(v, budget);
       if (socket.data?.member) {
         socket.data.member.inFlight--;
         socket.data.member = undefined;
       }
-      socket.data?.relay?.socketClosed(error);
+      v?.relay?.socketClosed(error);
     },
-    error: (socket, error) => socket.data?.relay?.socketClosed(error ?? new Error("socket error")),
+    error: (socket, error) => socket.data?.visit?.relay?.socketClosed(error ?? new Error("socket error")),
   };
 }

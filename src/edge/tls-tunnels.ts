@@ -23,7 +23,7 @@ import type { SocketRelay } from "../sockets/socket-stream.ts";
 import { TlsFront, type Passthrough } from "../sockets/tls-front.ts";
 import type { ClientHello } from "../tls/client-hello.ts";
 import { Tunnel, type Registry } from "./registry.ts";
-import { ConnectionDoor, judgeConnection } from "./tcp.ts";
+import { connectionClosed, ConnectionDoor, judgeConnection, type ConnectionVisit } from "./tcp.ts";
 
 export interface TlsTunnelRoutes {
   /**
@@ -60,8 +60,7 @@ export function tlsTunnelRoutes(registry: Registry, domain: string, budget: Sock
 /** One visitor's connection to a tls tunnel, from its hello to its close. */
 class TlsVisitor implements Passthrough {
   private relay: SocketRelay | undefined;
-  /** The address holding a place in the budget, until the connection closes. */
-  private counted: string | undefined;
+  private visit: ConnectionVisit | undefined;
 
   constructor(
     private readonly door: ConnectionDoor,
@@ -73,7 +72,7 @@ class TlsVisitor implements Passthrough {
   open(socket: Socket<unknown>, firstBytes: Uint8Array): void {
     // the hello named the tunnel (route); the rest of the steps now that the connection is here
     const v = judgeConnection(this.door, socket, this.tunnel);
-    this.counted = v?.counted;
+    this.visit = v;
     this.relay = v?.relay;
     const relay = this.relay;
     if (!relay) return;
@@ -95,8 +94,7 @@ class TlsVisitor implements Passthrough {
   }
 
   close(_socket: Socket<unknown>, error?: Error): void {
-    if (this.counted !== undefined) this.budget.release(this.counted);
-    this.counted = undefined;
+    if (this.visit) connectionClosed(this.visit, this.budget);
     this.relay?.socketClosed(error);
   }
 }
