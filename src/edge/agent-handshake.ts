@@ -31,7 +31,7 @@ import { HandshakeVerdict } from "./handshake-verdict.ts";
 import { concerns } from "./live-rules.ts";
 import { claimOverNodes, type Claimed } from "./node-claims.ts";
 import type { Tunnel } from "./registry.ts";
-import type { UdpTunnelPort } from "./udp-flows.ts";
+import type { Prepared } from "./kinds/edge-kind.ts";
 
 /** A connector told TUNNEL_OFFLINE asks again after this (its retry_after). */
 const CONNECTOR_RETRY_S = 2;
@@ -246,20 +246,20 @@ export class AgentHandshake {
         if (err instanceof AppError) return this.verdict.refused(err, hello.token);
         throw err;
       }
-      // a udp port is bound before the tunnels open (binding one is asynchronous), and closed if none adopts it
-      const udp = admitted && !mux.closed ? await this.tunnels.bindUdpPorts(admitted) : new Map<number, UdpTunnelPort | AppError>();
+      // what a kind binds first (a udp port: binding is asynchronous) is bound before the tunnels open, and closed if none adopts it
+      const prepared = admitted && !mux.closed ? await this.tunnels.prepare(admitted) : new Map<number, Prepared | AppError>();
       // the agent may have gone while the rules were asked
       let announce: (() => void) | undefined;
       let refusal: AppError | undefined;
       try {
         if (admitted && !mux.closed) admitted = await this.judgedAgain(hello, admitted, mark);
         // no wait between the last look at the changes heard and the tunnels going live
-        announce = !mux.closed && admitted ? this.open(hello, admitted, providers, udp, claimed.members) : undefined;
+        announce = !mux.closed && admitted ? this.open(hello, admitted, providers, prepared, claimed.members) : undefined;
       } catch (err) {
         if (!(err instanceof AppError)) throw err;
         refusal = err;
       } finally {
-        for (const bound of udp.values()) if (!(bound instanceof AppError)) bound.closeUnadopted();
+        for (const bound of prepared.values()) if (!(bound instanceof AppError)) bound.closeUnadopted();
       }
       if (cluster) {
         // a claim no tunnel took (a refusal after it, the agent gone) is given back
@@ -306,7 +306,7 @@ export class AgentHandshake {
    * `memberIds`: the ids of the pool members joined over the cluster
    * (claimOverNodes), by the HELLO's index.
    */
-  private open(hello: Hello, admitted: Admitted, providers: Providers | undefined, udp: Map<number, UdpTunnelPort | AppError>, memberIds: Map<number, string>): (() => void) | undefined {
+  private open(hello: Hello, admitted: Admitted, providers: Providers | undefined, prepared: Map<number, Prepared | AppError>, memberIds: Map<number, string>): (() => void) | undefined {
     const { side } = this;
     const { registry, core } = side.edge;
     const created: Tunnel[] = [];
@@ -314,7 +314,7 @@ export class AgentHandshake {
       side.userId = admitted.user.id;
       side.tokenId = admitted.token.id;
       const owner = { userId: admitted.user.id, username: admitted.user.username, tokenId: admitted.token.id };
-      const opened = this.tunnels.open({ hello, admitted, providers, udp, memberIds, created });
+      const opened = this.tunnels.open({ hello, admitted, providers, prepared, memberIds, created });
       const { tunnels, refused } = opened;
       if (tunnels.length === 0 && refused[0]) throw refused[0].error;
       // the session being resumed (same token, half-open connection) gives way to this one

@@ -11,6 +11,7 @@
  * 3. the rest are told SERVER_SHUTDOWN, tunnels go, and the traffic is
  *    written down.
  */
+import { reachedByName, type NamedKind } from "../protocol/kinds.ts";
 import { log } from "../log.ts";
 import { WireError } from "../protocol/wire.ts";
 import type { AgentSessions } from "./agent-sessions.ts";
@@ -59,17 +60,23 @@ export async function drainEdge(d: Draining): Promise<void> {
   if (d.holdsFile) {
     // by name: subdomains, custom hostnames, every member of a pool
     const held = d.registry.allTunnels().filter((t) => t.port === undefined && (t.subdomain !== undefined || t.hostname !== undefined));
-    const hold = (t: (typeof held)[number]) => ({
+    const hold = (t: (typeof held)[number], protocol: NamedKind) => ({
       ...(t.subdomain !== undefined ? { subdomain: t.subdomain } : {}),
       ...(t.hostname !== undefined ? { hostname: t.hostname } : {}),
-      protocol: t.protocol === "tls" ? ("tls" as const) : ("http" as const),
+      protocol,
       ...(t.pool ? { pool: t.pool.balance } : {}),
       userId: t.userId,
       username: t.username,
       tokenId: t.tokenId,
       skipWarning: t.skipWarning,
     });
-    writeHolds(d.holdsFile, held.map(hold));
+    writeHolds(
+      d.holdsFile,
+      held.flatMap((t) => {
+        const kind = t.protocol;
+        return reachedByName(kind) ? [hold(t, kind)] : [];
+      }),
+    );
   }
   // agents that understand it connect again now, to the server that takes over, while this
   // one finishes what is in flight; the others are told SERVER_SHUTDOWN at the end

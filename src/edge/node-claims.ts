@@ -9,7 +9,7 @@ import { AppError } from "../core/errors.ts";
 import { isNamedKind } from "../protocol/kinds.ts";
 import type { Hello } from "../protocol/messages.ts";
 import type { EdgeContext } from "./agent-context.ts";
-import { responseTimeout } from "./agent-tunnels.ts";
+import { responseTimeout } from "./kinds/http.ts";
 import type { OtherNodes } from "./other-nodes.ts";
 
 /** What a handshake claimed over the cluster: names, and pool members' ids by the HELLO's index. */
@@ -43,7 +43,7 @@ export async function claimOverNodes(cluster: OtherNodes, edge: EdgeContext, ses
     // what another node relaying to it needs; its access rules are applied here, where they live (cluster/relay.ts)
     const serving = {
       skipWarning: plan.protocol === "http" && plan.skipWarning,
-      responseTimeoutMs: asked?.protocol === "http" ? responseTimeout(edge, asked.responseTimeout) : undefined,
+      responseTimeoutMs: asked?.protocol === "http" ? responseTimeout(edge.maxResponseTimeoutMs, asked.responseTimeout) : undefined,
       protocol: plan.protocol,
     };
     // the first name's row is the tunnel's; a hostname beside a subdomain is its twin (cluster.ts)

@@ -5,29 +5,17 @@
  */
 import type { ActiveTunnel } from "../core/live.ts";
 import type { TunnelKind } from "../protocol/kinds.ts";
+import type { KindAddresses } from "./kinds/edge-kind.ts";
+import { EDGE_KINDS } from "./kinds/index.ts";
 
 /** A tunnel's name as visitors write it: a subdomain under the domain, a custom hostname (it has dots) as it is. */
 export const fullName = (name: string, domain: string) => (name.includes(".") ? name : `${name}.${domain}`);
 
-/** What a kind's public address is made from: the edge's own addresses (PublicAddresses, or the EdgeContext that passes them on). */
-export type KindAddresses = Pick<PublicAddresses, "httpUrl" | "tcpAddress" | "udpAddress" | "tlsAddress">;
-
-/**
- * How each kind's public address is shown, from its name (a kind reached by
- * a name) or its port: one line per kind of the kind table, so that a new
- * kind cannot be left without one.
- */
-const ADDRESS_OF_KIND: Record<TunnelKind, (at: KindAddresses, name: string, port: number) => string | undefined> = {
-  // a custom hostname is what its owner asked to be reached by: the name given is it when there is one
-  http: (at, name) => at.httpUrl(name),
-  tcp: (at, _name, port) => at.tcpAddress(port),
-  tls: (at, name) => at.tlsAddress(name),
-  udp: (at, _name, port) => at.udpAddress(port),
-};
+export type { KindAddresses };
 
 /** Where visitors reach a public tunnel of `kind`; undefined for a tls tunnel when no port passes names through. */
 export function kindAddress(at: KindAddresses, kind: TunnelKind, name: string, port: number): string | undefined {
-  return ADDRESS_OF_KIND[kind](at, name, port);
+  return EDGE_KINDS[kind].address(at, name, port);
 }
 
 export class PublicAddresses {

@@ -97,7 +97,7 @@ describe("a rule checked once when a visit came: visits that stay are judged aga
   }, 90_000);
 
   test("a WebSocket's pipe through an http tunnel is cut", async () => {
-    await using agent = await startAgent({ kind: "http", target: wsEcho.port, server: server.edgeUrl, token: tokens.alice! });
+    await using agent = await startAgent({ kind: "http", target: wsEcho.port!, server: server.edgeUrl, token: tokens.alice! });
     const ws = new WebSocket(`ws://127.0.0.1:${server.edgePort}/`, { headers: { host: `${agent.subdomain}.localhost:${server.edgePort}` } } as any);
     const closed = new Promise<void>((resolve) => ws.addEventListener("close", () => resolve()));
     await new Promise<void>((resolve, reject) => {

@@ -9,7 +9,12 @@
  * judged one by one: neither is kept here.
  */
 import type { Stream } from "../../protocol/mux.ts";
-import type { Tunnel } from "../registry.ts";
+
+/** What the visits are kept by and judged against: a tunnel (registry.ts), as far as this file reads it. */
+interface Keeper {
+  access?: { refusesAddress(address: string): boolean };
+  liveVisits?: LiveVisits;
+}
 
 export interface LiveVisit {
   /** The address the IP rules judge. */
@@ -44,7 +49,7 @@ export class LiveVisits {
   }
 
   /** The access step again for each (judgement/pipeline.ts): those the tunnel's IP rules refuse now end. How many ended. */
-  rejudge(t: Tunnel): number {
+  rejudge(t: Keeper): number {
     let ended = 0;
     for (const v of this.visits) {
       if (v.over) {
@@ -61,12 +66,12 @@ export class LiveVisits {
 }
 
 /** Keeps `v` with `t` until it ends (`delete` it then, or let its `over` say so). */
-export function stays(t: Tunnel, v: LiveVisit): void {
+export function stays(t: Keeper, v: LiveVisit): void {
   (t.liveVisits ??= new LiveVisits()).add(v);
 }
 
 /** A stream let through (a connector's, a relayed one): it stays until it closes, and is reset when its rules no longer let it through. */
-export function staysWhileOpen(t: Tunnel, client: string, stream: Stream): void {
+export function staysWhileOpen(t: Keeper, client: string, stream: Stream): void {
   stays(t, {
     client,
     get over() {
