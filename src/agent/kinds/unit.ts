@@ -10,7 +10,7 @@ import type { Stream } from "../../protocol/mux.ts";
 import type { RequestTaps } from "../inspector/tap.ts";
 import type { LocalTarget } from "../local-target.ts";
 import type { AgentOutput, TunnelView } from "../output.ts";
-import type { SpecTunnel, TunnelSpec } from "../settings/tunnel-spec.ts";
+import type { SpecTunnel, TunnelSpec } from "../settings/tunnel-spec-types.ts";
 
 /** What the spec made of a tunnel's options before its kind's unit makes its request (settings/tunnel-spec.ts tunnelOf). */
 export interface SpecParts {

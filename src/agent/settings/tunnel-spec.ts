@@ -19,10 +19,9 @@
  * spec then says the request the agent sends (tunnelOf).
  */
 import * as v from "valibot";
-import type { LocalTarget } from "../http.ts";
-import type { PathRoute } from "../routes.ts";
 import { KIND_NAMES, NAMED_KINDS, PORT_KINDS, PRIVATE_KINDS, reachedByPort, type TunnelKind } from "../../protocol/kinds.ts";
-import type { HttpAccess, PrivateRequest, TunnelRequest } from "../../protocol/messages.ts";
+import type { PrivateRequest } from "../../protocol/messages.ts";
+import type { SpecTunnel, TunnelSpec } from "./tunnel-spec-types.ts";
 import { PRIVATE_NAME_PATTERN } from "../../validate/fields.ts";
 import { UsageError } from "../../usage-error.ts";
 import { AGENT_KINDS } from "../kinds/index.ts";
@@ -88,45 +87,7 @@ export interface Voice {
   on(option: "private" | "pool"): string;
 }
 
-/** The options with their values parsed (tunnel-options.ts); an option not given is undefined. */
-export interface TunnelSpec {
-  kind: Kind;
-  target: LocalTarget;
-  subdomain?: string;
-  hostname?: string;
-  remotePort?: number;
-  pool?: boolean;
-  poolBalance?: "round-robin" | "least-requests";
-  healthCheck?: string;
-  /** Seconds. */
-  healthInterval?: number;
-  private?: boolean;
-  name?: string;
-  share?: string[];
-  hostHeader?: string;
-  routes?: PathRoute[];
-  allowUpgrade?: string[];
-  skipWarning?: boolean;
-  responseTimeout?: number;
-  inspect?: boolean;
-  proxyProtocol?: boolean;
-  basicAuth?: { user: string; password: string }[];
-  allowCidr?: string[];
-  denyCidr?: string[];
-  requestHeaderAdd?: [string, string][];
-  requestHeaderRemove?: string[];
-  responseHeaderAdd?: [string, string][];
-  oidc?: NonNullable<HttpAccess["oidc"]>;
-}
-
-/** What the agent runs for one tunnel: the HELLO's request, where its local service is, and its extras. */
-export interface SpecTunnel {
-  request: TunnelRequest;
-  target: LocalTarget;
-  inspect: boolean;
-  /** A pool member's health check. */
-  health?: { check: string; intervalMs: number };
-}
+export type { SpecTunnel, TunnelSpec } from "./tunnel-spec-types.ts";
 
 /** A mistake: the option it is about (undefined: the tunnel's) and what is wrong, in the front-end's words. */
 export interface SpecProblem {
