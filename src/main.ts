@@ -1,6 +1,7 @@
 #!/usr/bin/env bun
 /** burrow: argv -> command. */
 import { MAIN_HELP } from "./cli/help.ts";
+import { KIND_NAMES } from "./protocol/kinds.ts";
 import { EXIT_USAGE, UsageError } from "./usage-error.ts";
 import { log, logFormat } from "./log.ts";
 import { versionText } from "./version.ts";
@@ -15,10 +16,8 @@ type Command = (argv: string[]) => Promise<number>;
  */
 const COMMANDS: Record<string, () => Promise<Command>> = {
   server: async () => (await import("./cli/server.ts")).serverCommand,
-  http: async () => (await import("./cli/agent.ts")).httpCommand,
-  tcp: async () => (await import("./cli/agent.ts")).tcpCommand,
-  tls: async () => (await import("./cli/agent.ts")).tlsCommand,
-  udp: async () => (await import("./cli/agent.ts")).udpCommand,
+  // burrow http, tcp, tls, udp: a command for each kind of the kind table
+  ...Object.fromEntries(KIND_NAMES.map((kind) => [kind, async () => (await import("./cli/agent.ts")).kindCommand(kind)])),
   login: async () => (await import("./cli/login.ts")).loginCommand,
   connect: async () => (await import("./cli/connect.ts")).connectCommand,
   start: async () => (await import("./cli/start.ts")).startCommand,

@@ -8,7 +8,9 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { FlagSpec } from "../../src/config/flags.ts";
-import { CONFIG_DOC, HTTP_DOC, START_DOC, TCP_DOC, TLS_DOC, UDP_DOC } from "../../src/cli/agent-flags.ts";
+import { CONFIG_DOC, START_DOC } from "../../src/cli/agent-flags.ts";
+import { CLI_KINDS } from "../../src/cli/kinds/index.ts";
+import { KIND_NAMES } from "../../src/protocol/kinds.ts";
 import { COMMANDS } from "../../src/cli/help.ts";
 import { LOGIN_DOC } from "../../src/cli/login.ts";
 import { CONNECT_DOC } from "../../src/cli/connect.ts";
@@ -31,10 +33,8 @@ export const SECTIONS: readonly Section[] = [
   { doc: INIT_DOC },
   { doc: BACKUP_DOC },
   { doc: DNS_CHECK_DOC },
-  { doc: HTTP_DOC },
-  { doc: TCP_DOC },
-  { doc: TLS_DOC },
-  { doc: UDP_DOC },
+  // burrow http, tcp, tls, udp: each kind's command, in the kind table's order
+  ...KIND_NAMES.map((kind) => ({ doc: CLI_KINDS[kind].doc })),
   { heading: "Connecting: what burrow http, tcp and start share", prose: "agent-connection" },
   { heading: "The agent's screen and logs", prose: "agent-screen" },
   { doc: START_DOC },

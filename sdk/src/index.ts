@@ -30,14 +30,19 @@ import {
   tooManyEntries,
 } from "../../src/agent/settings/tunnel-options.ts";
 import { parseKind, specProblem, tunnelOf, type TunnelSpec, type Voice } from "../../src/agent/settings/tunnel-spec.ts";
+import { AGENT_KINDS } from "../../src/agent/kinds/index.ts";
+import type { TunnelKind } from "../../src/protocol/kinds.ts";
 import { useRuntime } from "../../src/runtime/current.ts";
 import { nodeRuntime } from "../../src/runtime/node.ts";
 import { DEFAULT_KEEP, MAX_KEEP } from "../../src/agent/inspector/limits.ts";
 import { serveInspector, type Inspector } from "../../src/agent/inspector/server.ts";
 // the package's types are its declarations (index.d.ts, what users' editors see); the code implements them
-import type { ConnectOptions, ForwardOptions, Protocol, ReachedEvents, ReachOptions, RequestInfo, TunnelEvents } from "../index.d.ts";
+import type { ConnectOptions, ForwardOptions, ReachedEvents, ReachOptions, RequestInfo, TunnelEvents } from "../index.d.ts";
 
-export type { ConnectOptions, ForwardOptions, Protocol, ReachedEvents, ReachOptions, RequestInfo, TunnelEvents };
+export type { ConnectOptions, ForwardOptions, ReachedEvents, ReachOptions, RequestInfo, TunnelEvents };
+
+/** A tunnel's kind: the kind table's names (the declarations write them out; test/sdk/declarations.test.ts holds them to these). */
+export type Protocol = TunnelKind;
 
 // on Node.js, the agent's sockets, WebSocket and UDP are Node's (Bun's are the default)
 if (typeof (globalThis as { Bun?: unknown }).Bun === "undefined") useRuntime(nodeRuntime);
@@ -107,7 +112,7 @@ function agentTunnel(options: ForwardOptions): { protocol: Protocol; tunnel: Omi
     target = { host: "localhost", port: 0, handler: options.handler };
   } else {
     if (where === undefined) throw new TypeError("forward() needs port, addr or handler");
-    target = checked(options.addr !== undefined ? "addr" : "port", () => parseTarget(where, protocol === "http"));
+    target = checked(options.addr !== undefined ? "addr" : "port", () => parseTarget(where, AGENT_KINDS[protocol].urlTarget));
   }
   const o = options;
   const list = <T>(option: keyof ForwardOptions, key: string, parse: (raw: string) => T): T[] | undefined => (o[option] === undefined ? undefined : each(o, option, key, parse));

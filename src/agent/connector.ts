@@ -7,7 +7,7 @@
  * does; a local connection while it is away is closed at once.
  */
 import { SocketRelay } from "../sockets/socket-stream.ts";
-import type { PrivateKind } from "../protocol/kinds.ts";
+import { KINDS, type PrivateKind } from "../protocol/kinds.ts";
 import type { Stream } from "../protocol/mux.ts";
 import { runtime } from "../runtime/current.ts";
 import type { Listening, RuntimeSocket, SocketHandlers } from "../runtime/types.ts";
@@ -75,6 +75,7 @@ export function openConnectorPort(
   opts: { host: string; port?: number; idleMs?: number; maxFlows?: number; open(remote: string, kind: "tcp" | "udp"): Stream | undefined; events?: ConnectorEvents },
 ): Promise<ConnectorPort> {
   const where = { host: opts.host, port: opts.port, preferred: reached.localPort };
-  if (reached.protocol === "udp") return listenForUdpConnector({ ...where, idleMs: opts.idleMs, maxFlows: opts.maxFlows, open: (remote) => opts.open(remote, "udp") });
+  // a kind of datagrams is reached on a local UDP port, its flows "udp" streams; the others on a TCP port, "tcp" streams
+  if (KINDS[reached.protocol].carries === "datagrams") return listenForUdpConnector({ ...where, idleMs: opts.idleMs, maxFlows: opts.maxFlows, open: (remote) => opts.open(remote, "udp") });
   return listenForConnector({ ...where, open: (remote) => opts.open(remote, "tcp"), events: opts.events });
 }

@@ -51,10 +51,14 @@ export interface RequestEvent {
   route?: string;
 }
 
-/** A visitor's stream arrived on a tunnel: an HTTP request, a WebSocket, a TCP connection or a UDP flow. */
+/**
+ * A visitor's stream arrived on a tunnel: an HTTP request, a WebSocket, a
+ * TCP connection or a UDP flow, by its tunnel's kind ("ws" for a WebSocket;
+ * a tls tunnel's connection is told as "tcp", which is how it is served).
+ */
 export interface StreamOpenedEvent {
   tunnel: string;
-  kind: "http" | "ws" | "tcp" | "udp";
+  kind: TunnelKind | "ws";
 }
 
 /** A WebSocket through a tunnel ended: its visitor or the local service closed it, or its handshake failed. */

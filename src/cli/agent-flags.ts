@@ -1,11 +1,11 @@
 /**
- * The agent commands' flags (burrow http, tcp, start, config check) and
- * their help: what they share (the server, the output, the inspector), and
- * each one's own. The parsers (agent.ts, start.ts) read these tables, and
- * --help and docs/reference/cli.md are made from them.
+ * The agent commands' flags and their help: what they share (the server,
+ * the output, the inspector), the groups of flags several tunnel kinds take
+ * (each kind's command, with its own, is its unit in kinds/), and burrow
+ * start's and config check's. The parsers (agent.ts, start.ts) read these
+ * tables, and --help and docs/reference/cli.md are made from them.
  */
 import type { FlagTable } from "../config/flags.ts";
-import { HTTP_ACCESS_FLAGS, IP_FLAGS } from "./access-flags.ts";
 import { DEFAULT_LOG_LEVEL, LOG_LEVELS } from "./agent-output/levels.ts";
 import { INSPECT_FLAGS } from "./inspect-flags.ts";
 import type { CommandDoc } from "./usage.ts";
@@ -61,7 +61,7 @@ export const COMMON = {
 } as const satisfies FlagTable;
 
 /** http and tls tunnels: one set of names for both. */
-const SUBDOMAIN_FLAG = {
+export const SUBDOMAIN_FLAG = {
   subdomain: {
     type: "string",
     arg: "S",
@@ -78,7 +78,7 @@ const SUBDOMAIN_FLAG = {
 } as const satisfies FlagTable;
 
 /** http and tcp tunnels: several agents of one user behind one name or port. */
-const POOL_FLAGS = {
+export const POOL_FLAGS = {
   pool: {
     type: "boolean",
     help: "share the name (or port) with your other agents that ask for it with --pool",
@@ -125,98 +125,14 @@ export const PRIVATE_FLAGS = {
   },
 } as const satisfies FlagTable;
 
-export const HTTP_FLAGS = {
-  ...COMMON,
-  ...SUBDOMAIN_FLAG,
-  ...POOL_FLAGS,
-  ...PRIVATE_FLAGS,
-  "skip-warning": {
-    type: "boolean",
-    help: "no browser warning page (if your account allows it)",
-    details: "Only if the user's `skip_warning` is true.",
-  },
-  "host-header": {
-    type: "string",
-    arg: "H",
-    defaultText: "the visitor's Host",
-    help: "'rewrite' sends the local address as Host; any other value is sent as is",
-  },
-  route: {
-    type: "string",
-    arg: "PATH=ADDR",
-    multiple: true,
-    help: "send requests under PATH to another local service (PORT, HOST:PORT or URL), e.g. /api=8080",
-    details:
-      "Repeat it for more. The longest matching path wins, whole segments only (/api takes /api and /api/v1, not /apis); the path goes on unchanged, WebSocket upgrades included; the rest goes to the tunnel's own address. At most 64.",
-  },
-  "allow-upgrade": {
-    type: "string",
-    arg: "TOKEN",
-    multiple: true,
-    defaultText: "websocket only",
-    help: "let requests switch to this protocol too (an Upgrade token such as h2c); the bytes after the switch are not judged",
-    details:
-      "A WebSocket needs no flag. Any other Upgrade is taken off the request, which reaches your service as a plain request. After a switch the connection is a pipe: no route, access rule or header rule reads what follows. At most 16.",
-  },
-  "response-timeout": {
-    type: "string",
-    arg: "S",
-    defaultText: "the server's --response-timeout",
-    help: "how long the edge waits for your service's answer before its 502 page, up to the server's --max-response-timeout",
-    details: "Its response head, that is; for a slow but healthy service (long polls, reports). The page says \"took too long\".",
-  },
-  ...HTTP_ACCESS_FLAGS,
-} as const satisfies FlagTable;
-
 /** tcp and tls tunnels: the visitor's address for a service below HTTP. */
-const PROXY_PROTOCOL_FLAG = {
+export const PROXY_PROTOCOL_FLAG = {
   "proxy-protocol": {
     type: "boolean",
     help: "start each connection to your service with a PROXY protocol v2 header naming the visitor",
     details:
       "For nginx (`listen ... proxy_protocol`), HAProxy (`accept-proxy`) and what sits behind them: they then see the visitor's address and port instead of the agent's. The service must expect the header on every connection.",
   },
-} as const satisfies FlagTable;
-
-export const TCP_FLAGS = {
-  ...COMMON,
-  ...PRIVATE_FLAGS,
-  "remote-port": {
-    type: "string",
-    arg: "N",
-    defaultText: "any free one",
-    help: "ask for this public port",
-    details: "From the server's `--tcp-ports` range.",
-  },
-  ...PROXY_PROTOCOL_FLAG,
-  ...POOL_FLAGS,
-  ...IP_FLAGS,
-} as const satisfies FlagTable;
-
-export const TLS_FLAGS = {
-  ...COMMON,
-  ...SUBDOMAIN_FLAG,
-  ...PROXY_PROTOCOL_FLAG,
-  ...IP_FLAGS,
-} as const satisfies FlagTable;
-
-export const UDP_FLAGS = {
-  ...COMMON,
-  "remote-port": {
-    type: "string",
-    arg: "N",
-    defaultText: "any free one",
-    help: "ask for this public UDP port",
-    details: "From the server's `--udp-ports` range, a port space apart from TCP's.",
-  },
-  "local-host": {
-    type: "string",
-    arg: "H",
-    defaultText: "localhost",
-    help: "the local service's host (the same as giving HOST:PORT)",
-  },
-  ...IP_FLAGS,
-  ...PRIVATE_FLAGS,
 } as const satisfies FlagTable;
 
 /** burrow start's and burrow config check's file. */
@@ -233,56 +149,7 @@ export const CONFIG_FLAGS = {
 
 export const START_FLAGS = { ...COMMON, ...CONFIG_FLAGS, all: { type: "boolean", help: "start every tunnel of the file" } } as const satisfies FlagTable;
 
-const AGENT_GROUP = { title: "The server, the output and the request inspector:", flags: Object.keys(COMMON) };
-
-export const HTTP_DOC: CommandDoc = {
-  name: "http",
-  usage: ["burrow http PORT|HOST:PORT|URL [flags]"],
-  about: `Exposes a local HTTP service (e.g. 3000, localhost:3000, https://localhost:8443)
-at http://<subdomain>.<server domain>. Lost connections are retried for ever.`,
-  flags: HTTP_FLAGS,
-  groups: [
-    { title: "Flags:", flags: ["subdomain", "hostname", "skip-warning", "host-header", "route", "allow-upgrade", "response-timeout"] },
-    { title: "Several agents behind one name:", flags: Object.keys(POOL_FLAGS) },
-    { title: "Who may reach it (enforced by the server):", flags: Object.keys(HTTP_ACCESS_FLAGS) },
-    { title: "Private, for named users only (each request says who in X-Burrow-User):", flags: Object.keys(PRIVATE_FLAGS) },
-    AGENT_GROUP,
-  ],
-};
-
-export const TCP_DOC: CommandDoc = {
-  name: "tcp",
-  usage: ["burrow tcp PORT|HOST:PORT [flags]"],
-  about: "Exposes a local TCP service (e.g. 5432) at <server domain>:<port>.",
-  flags: TCP_FLAGS,
-  groups: [
-    { title: "Flags:", flags: ["remote-port", "proxy-protocol", ...Object.keys(POOL_FLAGS), ...Object.keys(IP_FLAGS)] },
-    { title: "Private, for named users only:", flags: Object.keys(PRIVATE_FLAGS) },
-    AGENT_GROUP,
-  ],
-};
-
-export const TLS_DOC: CommandDoc = {
-  name: "tls",
-  usage: ["burrow tls PORT|HOST:PORT [flags]"],
-  about: `Exposes a local TLS service (e.g. 8443, localhost:8443) at
-tls://<subdomain>.<server domain>:<port>: visitors' TLS connections for that
-name reach it undecrypted, and it presents its own certificate (HTTP/2, gRPC
-and client certificates work end to end). The server reads only the name.`,
-  flags: TLS_FLAGS,
-  groups: [{ title: "Flags:", flags: ["subdomain", "hostname", "proxy-protocol", ...Object.keys(IP_FLAGS)] }, AGENT_GROUP],
-};
-
-export const UDP_DOC: CommandDoc = {
-  name: "udp",
-  usage: ["burrow udp PORT|HOST:PORT [flags]"],
-  about: `Exposes a local UDP service (e.g. 53, 51820) at udp://<server domain>:<port>.
-Each visitor address and port is a flow with a UDP socket of its own here, so
-the service's replies go back to the visitor that asked. Datagrams travel
-whole; like UDP itself, some may be lost, never reordered by burrow.`,
-  flags: UDP_FLAGS,
-  groups: [{ title: "Flags:", flags: ["remote-port", "local-host", ...Object.keys(IP_FLAGS)] }, { title: "Private, for named users only:", flags: Object.keys(PRIVATE_FLAGS) }, AGENT_GROUP],
-};
+export const AGENT_GROUP = { title: "The server, the output and the request inspector:", flags: Object.keys(COMMON) };
 
 export const START_DOC: CommandDoc = {
   name: "start",

@@ -1,11 +1,13 @@
-/** `burrow http` and `burrow tcp`: parse, connect, print, reconnect, Ctrl-C. */
+/** `burrow http|tcp|tls|udp`: parse, connect, print, reconnect, Ctrl-C. */
 import { Agent, type AgentTunnel } from "../agent/client.ts";
+import { AGENT_KINDS } from "../agent/kinds/index.ts";
+import type { TunnelKind } from "../protocol/kinds.ts";
 import { resolveCredentials, resolveProxy } from "../agent/settings/server-and-token.ts";
 import * as v from "valibot";
 import { TunnelRequest } from "../protocol/messages.ts";
 import { MAX_PAYLOAD } from "../protocol/wire.ts";
 import { parseFlags } from "../config/flags.ts";
-import { HTTP_DOC, HTTP_FLAGS, TCP_DOC, TCP_FLAGS, TLS_DOC, TLS_FLAGS, UDP_DOC, UDP_FLAGS } from "./agent-flags.ts";
+import { CLI_KINDS } from "./kinds/index.ts";
 import { helpText } from "./usage.ts";
 import { UsageError } from "../usage-error.ts";
 import { parseTarget } from "../agent/settings/tunnel-options.ts";
@@ -93,33 +95,14 @@ export function checkHandshake(tunnels: AgentTunnel[]): void {
 /** A HELLO frame's payload is at most MAX_PAYLOAD; the token and its other fields take well under 4 KiB of it. */
 const HELLO_TUNNELS_MAX_BYTES = MAX_PAYLOAD - 4096;
 
-export async function httpCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseFlags(argv, HTTP_FLAGS);
-  if (values.help) return void process.stdout.write(helpText(HTTP_DOC)), 0;
-  if (positionals.length > 1) throw new UsageError(`unexpected argument '${positionals[1]}'`);
-  return runAgent([{ name: "http", ...tunnelFromFlags("http", values, parseTarget(positionals[0], true)) }], values);
-}
-
-export async function tcpCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseFlags(argv, TCP_FLAGS);
-  if (values.help) return void process.stdout.write(helpText(TCP_DOC)), 0;
-  if (positionals.length > 1) throw new UsageError(`unexpected argument '${positionals[1]}'`);
-  return runAgent([{ name: "tcp", ...tunnelFromFlags("tcp", values, parseTarget(positionals[0], false)) }], values);
-}
-
-export async function tlsCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseFlags(argv, TLS_FLAGS);
-  if (values.help) return void process.stdout.write(helpText(TLS_DOC)), 0;
-  if (positionals.length > 1) throw new UsageError(`unexpected argument '${positionals[1]}'`);
-  return runAgent([{ name: "tls", ...tunnelFromFlags("tls", values, parseTarget(positionals[0], false)) }], values);
-}
-
-export async function udpCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseFlags(argv, UDP_FLAGS);
-  if (values.help) return void process.stdout.write(helpText(UDP_DOC)), 0;
-  if (positionals.length > 1) throw new UsageError(`unexpected argument '${positionals[1]}'`);
-  const localHost = values["local-host"] as string | undefined;
-  if (localHost !== undefined && positionals[0]?.includes(":")) throw new UsageError("give the local host either as HOST:PORT or as --local-host, not both");
-  const target = parseTarget(localHost === undefined || positionals[0] === undefined ? positionals[0] : `${localHost.includes(":") ? `[${localHost}]` : localHost}:${positionals[0]}`, false);
-  return runAgent([{ name: "udp", ...tunnelFromFlags("udp", values, target) }], values);
+/** `burrow <kind>`: one tunnel of that kind, from its argument and flags (its unit in kinds/). */
+export function kindCommand(kind: TunnelKind): (argv: string[]) => Promise<number> {
+  const command = CLI_KINDS[kind];
+  return async (argv) => {
+    const { values, positionals } = parseFlags(argv, command.doc.flags);
+    if (values.help) return void process.stdout.write(helpText(command.doc)), 0;
+    if (positionals.length > 1) throw new UsageError(`unexpected argument '${positionals[1]}'`);
+    const target = command.target ? command.target(positionals[0], values) : parseTarget(positionals[0], AGENT_KINDS[kind].urlTarget);
+    return runAgent([{ name: kind, ...tunnelFromFlags(kind, values, target) }], values);
+  };
 }

@@ -10,6 +10,7 @@ import { CONNECTOR_FLOW_IDLE_MS, CONNECTOR_MAX_FLOWS } from "../agent/connector-
 import type { AgentOutput } from "../agent/output.ts";
 import { resolveCredentials, resolveProxy } from "../agent/settings/server-and-token.ts";
 import { parseFlags, type FlagTable } from "../config/flags.ts";
+import { KIND_UNITS } from "../protocol/kinds.ts";
 import { UsageError } from "../usage-error.ts";
 import { PRIVATE_NAME_PATTERN } from "../validate/fields.ts";
 import { COMMON } from "./agent-flags.ts";
@@ -107,8 +108,9 @@ export async function connectCommand(argv: string[]): Promise<number> {
       target,
       ready(c) {
         const connected = (l: ConnectorPort) => {
-          const where = bind.includes(":") ? `[${bind}]:${l.port}` : `${bind}:${l.port}`;
-          say(`Connected to ${c.target} (${c.protocol}): ${c.protocol === "http" ? `open http://${where}` : c.protocol === "udp" ? `send to udp://${where}` : `connect to ${where}`}`);
+          // what to do with the local port, in the kind's words: "open http://...", "connect to ...", "send to udp://..."
+          const shown = KIND_UNITS[c.protocol].display;
+          say(`Connected to ${c.target} (${c.protocol}): ${shown.connectVerb} ${shown.address({ host: bind.includes(":") ? `[${bind}]` : bind, port: l.port })}`);
         };
         if (local) return connected(local);
         if (opening) return;

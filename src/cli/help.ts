@@ -3,6 +3,7 @@
  * made from its flag table (usage.ts); docs/reference/cli.md lists the
  * commands from here too.
  */
+import { KIND_NAMES, KIND_UNITS } from "../protocol/kinds.ts";
 
 export interface CommandLine {
   /** The command's name as the reference heads its section ("server init"); undefined for --help. */
@@ -13,14 +14,12 @@ export interface CommandLine {
 }
 
 export const COMMANDS: readonly CommandLine[] = [
-  { name: "http", synopsis: "http PORT|HOST:PORT", summary: "expose a local HTTP service at http://<name>.<domain>" },
-  { name: "tcp", synopsis: "tcp PORT|HOST:PORT", summary: "expose a local TCP service at <domain>:<port>" },
-  { name: "tls", synopsis: "tls PORT|HOST:PORT", summary: "expose a local TLS service, passed through undecrypted, at tls://<name>.<domain>" },
-  { name: "udp", synopsis: "udp PORT|HOST:PORT", summary: "expose a local UDP service at udp://<domain>:<port>" },
+  // burrow http, tcp, tls, udp: each kind's line is its unit's (protocol/kinds/)
+  ...KIND_NAMES.map((name) => ({ name, synopsis: KIND_UNITS[name].display.synopsis, summary: KIND_UNITS[name].display.summary })),
   { name: "connect", synopsis: "connect OWNER/NAME", summary: "reach a private tunnel shared with you, through a local port" },
   { name: "start", synopsis: "start NAME... | --all", summary: "start tunnels named in burrow.yml, over one connection" },
   { name: "config check", synopsis: "config check", summary: "check burrow.yml without connecting" },
-  { name: "login", synopsis: "login --server URL [--token T]", summary: "log this machine in (through the browser, or with a token) for http, tcp, tls, udp and start" },
+  { name: "login", synopsis: "login --server URL [--token T]", summary: `log this machine in (through the browser, or with a token) for ${KIND_NAMES.join(", ")} and start` },
   { name: "server", synopsis: "server [flags]", summary: "run the tunnel server (edge + admin API)" },
   { name: "server init", synopsis: "server init --domain D [flags]", summary: "write a systemd unit for the server, print DNS records and ports" },
   { name: "server backup", synopsis: "server backup FILE", summary: "write a consistent copy of the server's database to FILE" },

@@ -55,7 +55,8 @@ export async function configCommand(argv: string[]): Promise<number> {
 function describe(t: TunnelsFile["tunnels"][number]): string {
   const local = `${t.target.tls ? "https://" : ""}${t.target.host.includes(":") ? `[${t.target.host}]` : t.target.host}:${t.target.port}`;
   const r = t.request;
-  if (r.protocol === "tcp" || r.protocol === "tls" || r.protocol === "udp") {
+  // every kind but http: where it is reached, its PROXY protocol header and IP rules; http has options of its own
+  if (r.protocol !== "http") {
     const rules = [...(t.target.proxyProtocol ? ["proxy_protocol"] : []), ...describeAccess(r.access)];
     const where = isPortKind(r) ? (r.port !== undefined ? `port ${r.port}` : "any port") : `${r.subdomain ?? "(random name)"}${r.hostname ? ` and ${r.hostname}` : ""}`;
     return `${r.protocol}  ${where} -> ${local}${rules.length ? `  (${rules.join(", ")})` : ""}`;

@@ -18,6 +18,7 @@ import {
   parseUpgradeToken,
 } from "../agent/settings/tunnel-options.ts";
 import { specProblem, tunnelOf, type Kind, type OptionName, type SpecTunnel, type TunnelSpec, type Voice } from "../agent/settings/tunnel-spec.ts";
+import { KINDS } from "../protocol/kinds.ts";
 import { UsageError } from "../usage-error.ts";
 import { accessOptions } from "./access-flags.ts";
 
@@ -74,7 +75,7 @@ export function tunnelFromFlags(kind: Kind, values: Record<string, unknown>, tar
     skipWarning: on(values, "skip-warning"),
     responseTimeout: read(values, "response-timeout", parseResponseTimeout),
     proxyProtocol: on(values, "proxy-protocol"),
-    ...accessOptions(values, kind === "http"),
+    ...accessOptions(values, KINDS[kind].access === "http"),
   };
   // a repeatable flag not given is an empty list; --share "" is given, and goes with --private only
   for (const key of Object.keys(spec) as (keyof TunnelSpec)[]) {

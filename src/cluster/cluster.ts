@@ -31,7 +31,7 @@ import type { PoolBalance } from "../core/admission.ts";
 import type { ActiveTunnel, LiveTunnels, RulesChange } from "../core/live.ts";
 import { DEFAULT_POOL_SIZE } from "../db/open-postgres.ts";
 import { log, quietWarnings } from "../log.ts";
-import { kindFacts, type PrivateKind } from "../protocol/kinds.ts";
+import { kindFacts, namedKindOf, type PrivateKind } from "../protocol/kinds.ts";
 import { WireError } from "../protocol/wire.ts";
 import type { Serving } from "../edge/other-nodes.ts";
 import type { Registry, Tunnel } from "../edge/registry.ts";
@@ -219,7 +219,7 @@ export class Cluster implements LiveView, LiveTunnels {
     log.warn("this node was taken for dead: claiming its tunnels again", { node: this.nodeId });
     for (const t of this.registry.allTunnels()) {
       const session = t.agent?.sessionId ?? null;
-      const serving = { skipWarning: t.skipWarning, responseTimeoutMs: t.responseTimeoutMs, protocol: t.protocol === "tls" ? ("tls" as const) : ("http" as const) };
+      const serving = { skipWarning: t.skipWarning, responseTimeoutMs: t.responseTimeoutMs, protocol: namedKindOf(t.protocol) };
       const ok =
         t.pool && t.port === undefined
           ? (await this.joinPool(namesOfTunnel(t), t.id, t, session, { ...serving, pool: t.pool.balance })) === undefined
@@ -508,7 +508,7 @@ export class Cluster implements LiveView, LiveTunnels {
   holdAtStart(t: Tunnel): Promise<void> {
     // a pool's members join it again at their handshakes; until then the name is held here only
     if (t.pool || (t.subdomain === undefined && t.hostname === undefined)) return Promise.resolve();
-    const serving = { skipWarning: t.skipWarning, protocol: t.protocol === "tls" ? ("tls" as const) : ("http" as const) };
+    const serving = { skipWarning: t.skipWarning, protocol: namedKindOf(t.protocol) };
     const claimed =
       t.subdomain !== undefined
         ? this.claimName(t.subdomain, t, null, undefined, { ...serving, hostname: t.hostname }).then(
@@ -552,7 +552,7 @@ export class Cluster implements LiveView, LiveTunnels {
       tokenId: r.token_id,
       skipWarning: r.skip_warning,
       responseTimeoutMs: r.response_timeout_ms ?? undefined,
-      protocol: r.protocol === "tls" ? "tls" : "http",
+      protocol: namedKindOf(r.protocol),
     });
     const pooled = rows.filter((r: Record<string, any>) => r.pool !== null);
     if (pooled.length === 0) return rows[0] && { tunnel: standIn(rows[0]) };

@@ -10,7 +10,7 @@ import { normalizeHostname } from "../validate/hostname.ts";
 export type PoolBalance = "round-robin" | "least-requests";
 import type { TokenRow, UserRow } from "../db/schema.ts";
 import { isPrivateKind, KINDS, type TunnelKind } from "../protocol/kinds.ts";
-import type { HttpAccess, PrivateRequest, TcpAccess } from "../protocol/messages.ts";
+import type { PrivateRequest, TunnelRequest } from "../protocol/messages.ts";
 import type { PrivateName } from "./private-shares.ts";
 import { hasAuthentication } from "../validate/access.ts";
 import { checkAccess } from "./access.ts";
@@ -52,12 +52,8 @@ export interface LiveView {
 export interface AdmissionRequest {
   token: string;
   proxy: boolean;
-  tunnels: (
-    | { protocol: "http"; subdomain?: string; hostname?: string; skipWarning?: boolean; access?: HttpAccess; pool?: boolean; balance?: PoolBalance; private?: PrivateRequest }
-    | { protocol: "tcp"; port?: number; access?: TcpAccess; pool?: boolean; balance?: PoolBalance; private?: PrivateRequest }
-    | { protocol: "tls"; subdomain?: string; hostname?: string; access?: TcpAccess }
-    | { protocol: "udp"; port?: number; access?: TcpAccess; private?: PrivateRequest }
-  )[];
+  /** HELLO's tunnel requests, each its kind's (protocol/kinds/): admission reads what a kind's plan needs and leaves the rest (an http tunnel's response timeout, its upgrades) to the edge. */
+  tunnels: TunnelRequest[];
   /** Session being resumed: its tunnels will be handed over, so they neither count nor conflict. */
   resume?: string;
   /**

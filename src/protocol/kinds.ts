@@ -1,42 +1,33 @@
 /**
  * The tunnel kinds, in one table: what the rest of the tree asks instead of
- * writing its own list of kinds. Each row holds the facts the code branches
- * on (how a visitor's traffic is carried, how a visitor reaches it, what
- * rules it takes, its metrics label), so that a new kind is a new row
- * here and its own code, and a list such as "the kinds reached by a port"
- * follows from the rows rather than being written again in each place.
+ * writing its own list of kinds. Each kind is a unit in kinds/ (its facts,
+ * its HELLO request, how it is shown); this file gathers them and says what
+ * follows from their rows, so that a new kind is a new unit and its line
+ * here, and a list such as "the kinds reached by a port" follows from the
+ * rows rather than being written again in each place.
  *
  * Layer 0 (protocol/): the edge, the agent, the SDK, validation and the
  * panel may all import it. The database (also layer 0) keeps its enum
  * literal; test/protocol/kinds.test.ts checks it against this table.
  */
+import { HTTP } from "./kinds/http.ts";
+import { TCP } from "./kinds/tcp.ts";
+import { TLS } from "./kinds/tls.ts";
+import type { AddressParts, KindFacts, KindUnit } from "./kinds/unit.ts";
+import { UDP } from "./kinds/udp.ts";
 
-/** One kind's facts. */
-export interface KindFacts {
-  /** OPEN's `kind` (messages.ts OpenMeta) of a visitor's stream to the agent. */
-  readonly stream: "h1" | "tcp" | "tls" | "udp";
-  /** A stream's bytes both ways (DATA), or each datagram whole (DATAGRAM frames). */
-  readonly carries: "bytes" | "datagrams";
-  /** A visitor reaches it by a name (a subdomain or hostname) or by a public port. */
-  readonly reachedBy: "name" | "port";
-  /** The public ports it takes a port from, when reached by a port: tcp and udp ports are separate spaces. */
-  readonly portSpace?: "tcp" | "udp";
-  /** It can be private (no public name or port; reached through `burrow connect`). */
-  readonly canBePrivate: boolean;
-  /** Its access rules: http's (basic auth, OIDC, headers, IP rules), or IP rules only. */
-  readonly access: "http" | "ip";
-  /** Its `protocol` label in the metrics (tunnels_active). */
-  readonly metricsLabel: string;
-}
+export type { AddressParts, KindDisplay, KindFacts, KindUnit } from "./kinds/unit.ts";
 
-/** The table. The order is the order kinds are listed in (help, panel, metrics). */
-export const KINDS = {
-  http: { stream: "h1", carries: "bytes", reachedBy: "name", canBePrivate: true, access: "http", metricsLabel: "http" },
-  tcp: { stream: "tcp", carries: "bytes", reachedBy: "port", portSpace: "tcp", canBePrivate: true, access: "ip", metricsLabel: "tcp" },
-  // a tls tunnel passes a public name through (the ClientHello's): it cannot be private
-  tls: { stream: "tls", carries: "bytes", reachedBy: "name", canBePrivate: false, access: "ip", metricsLabel: "tls" },
-  udp: { stream: "udp", carries: "datagrams", reachedBy: "port", portSpace: "udp", canBePrivate: true, access: "ip", metricsLabel: "udp" },
-} as const satisfies Record<string, KindFacts>;
+/** A table whose every key is its unit's name. */
+const table = <T extends { [K in keyof T]: KindUnit<K & string> }>(units: T): T => units;
+
+/** The units, one line per kind. The order is the order kinds are listed in (help, panel, metrics, HELLO's variants). */
+export const KIND_UNITS = table({ http: HTTP, tcp: TCP, tls: TLS, udp: UDP });
+
+type Units = typeof KIND_UNITS;
+
+/** Each kind's facts, by its name. */
+export const KINDS = Object.fromEntries(Object.entries(KIND_UNITS).map(([name, unit]) => [name, unit.facts])) as { readonly [K in keyof Units]: Units[K]["facts"] };
 
 type Table = typeof KINDS;
 /** A tunnel kind's name. */
@@ -60,6 +51,9 @@ export const NAMED_KINDS = KIND_NAMES.filter((k) => KINDS[k].reachedBy === "name
 /** OPEN's kinds: one per tunnel kind. */
 export type StreamKind = Table[TunnelKind]["stream"];
 export const STREAM_KINDS = KIND_NAMES.map((k) => KINDS[k].stream) as StreamKind[];
+
+/** Each kind's HELLO request, in the table's order: TunnelRequest's variants (messages.ts). */
+export const TUNNEL_REQUESTS = KIND_NAMES.map((k) => KIND_UNITS[k].request);
 
 /** A kind's facts, as the interface says them (a field one kind lacks reads undefined). */
 export function kindFacts(kind: TunnelKind): KindFacts {
@@ -89,4 +83,23 @@ export function reachedByPort(kind: TunnelKind): kind is PortKind {
 /** Reached by a name (http, tls). */
 export function reachedByName(kind: TunnelKind): kind is NamedKind {
   return KINDS[kind].reachedBy === "name";
+}
+
+/** A name from outside (a database row, an API answer) as a kind, or undefined when no kind has it. */
+export function kindNamed(name: string): TunnelKind | undefined {
+  return Object.hasOwn(KIND_UNITS, name) ? (name as TunnelKind) : undefined;
+}
+
+/**
+ * The kind of a tunnel reached by a name, from a row that says its kind: a
+ * named kind as it is, anything else the first named kind (http), which is
+ * what a name's row meant before it said its kind.
+ */
+export function namedKindOf(kind: string | undefined): NamedKind {
+  return kind !== undefined && (NAMED_KINDS as string[]).includes(kind) ? (kind as NamedKind) : NAMED_KINDS[0]!;
+}
+
+/** A public address of a tunnel of `kind`, as people write it (kinds/unit.ts AddressParts says which parts). */
+export function addressText(kind: TunnelKind, at: AddressParts): string {
+  return KIND_UNITS[kind].display.address(at);
 }

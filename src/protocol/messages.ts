@@ -4,121 +4,19 @@
  * protocol error, never a crash.
  */
 import * as v from "valibot";
-import { KIND_NAMES, PRIVATE_KINDS, STREAM_KINDS, type TunnelKind } from "./kinds.ts";
+import { KIND_NAMES, PRIVATE_KINDS, STREAM_KINDS, TUNNEL_REQUESTS, type TunnelKind } from "./kinds.ts";
 import { MAX_PAYLOAD } from "./wire.ts";
 
 /** Header fields in order, names as sent. */
 export type HeaderList = [string, string][];
 
-/** An Upgrade protocol name (RFC 9110 §7.8) as --allow-upgrade takes it: a token, without a version. */
-export const UPGRADE_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}$/;
-
-/** CIDRs or single addresses, IPv4 or IPv6, as written ("10.0.0.0/8", "::1"); the edge checks them. */
-const CidrTexts = v.optional(v.pipe(v.array(v.pipe(v.string(), v.maxLength(64))), v.maxLength(256)));
-const HeaderPairs = v.optional(
-  v.pipe(v.array(v.tuple([v.pipe(v.string(), v.maxLength(256)), v.pipe(v.string(), v.maxLength(8192))])), v.maxLength(64)),
-);
+export { HttpAccess, PrivateRequest, TcpAccess, UPGRADE_TOKEN } from "./kinds/request-parts.ts";
 
 /**
- * Who may reach an http tunnel, asked by its agent and enforced by the edge
- * before a byte reaches the agent. Basic-auth passwords and the OIDC client
- * secret travel here, over the agent's connection: the edge never logs them
- * nor puts them in a refusal. A server that predates `access` drops it
- * (unknown keys are dropped) and would open the tunnel unprotected, so the
- * edge says `access: true` on each tunnel of READY whose rules it took, and
- * the agent serves no tunnel that asked for rules without it.
+ * One tunnel a HELLO asks for: one variant per kind, each its unit's
+ * (kinds/<kind>.ts), told apart by `protocol`, in the kind table's order.
  */
-export const HttpAccess = v.object({
-  basicAuth: v.optional(v.pipe(v.array(v.object({ user: v.pipe(v.string(), v.maxLength(256)), password: v.pipe(v.string(), v.maxLength(1024)) })), v.maxLength(64))),
-  /** Visitors must be in one of these (when there are any)... */
-  allowCidrs: CidrTexts,
-  /** ...and in none of these: deny wins. */
-  denyCidrs: CidrTexts,
-  /** Set on each request to the local service (replacing what the visitor sent under that name). */
-  requestHeaderAdd: HeaderPairs,
-  /** Removed from each request before it travels. */
-  requestHeaderRemove: v.optional(v.pipe(v.array(v.pipe(v.string(), v.maxLength(256))), v.maxLength(64))),
-  /** Set on each response to the visitor (replacing the service's under that name). */
-  responseHeaderAdd: HeaderPairs,
-  /** Visitors sign in with this OpenID Connect provider. */
-  oidc: v.optional(
-    v.object({
-      issuer: v.pipe(v.string(), v.maxLength(2048)),
-      clientId: v.pipe(v.string(), v.maxLength(512)),
-      clientSecret: v.pipe(v.string(), v.maxLength(2048)),
-      /** "a@b.com" or "@domain.com"; none: any address the provider vouches for. */
-      allowEmails: v.optional(v.pipe(v.array(v.pipe(v.string(), v.maxLength(320))), v.maxLength(256))),
-    }),
-  ),
-});
-export type HttpAccess = v.InferOutput<typeof HttpAccess>;
-
-/** A tcp tunnel has IP rules only: nothing of a TCP stream says who the visitor is. */
-export const TcpAccess = v.object({ allowCidrs: CidrTexts, denyCidrs: CidrTexts });
-export type TcpAccess = v.InferOutput<typeof TcpAccess>;
-
-/**
- * A private tunnel (`--private --name db --share bob,carol`): no public port
- * or name; reached only through `burrow connect owner/name` by its owner and
- * the users it is shared with. `localPort`: the owner's service port, which a
- * connector's local port takes when it is free there.
- */
-export const PrivateRequest = v.object({
-  name: v.pipe(v.string(), v.maxLength(63)),
-  share: v.optional(v.pipe(v.array(v.pipe(v.string(), v.maxLength(64))), v.maxLength(64))),
-  localPort: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(65535))),
-});
-export type PrivateRequest = v.InferOutput<typeof PrivateRequest>;
-
-export const TunnelRequest = v.variant("protocol", [
-  v.object({
-    protocol: v.literal("http"),
-    subdomain: v.optional(v.pipe(v.string(), v.maxLength(253))),
-    /** A custom hostname of the user's, verified (demo.acme.com): the tunnel is reached by it as well as by its subdomain. */
-    hostname: v.optional(v.pipe(v.string(), v.maxLength(253))),
-    skipWarning: v.optional(v.boolean()),
-    /** Seconds the edge waits for the local service's answer, asked by the agent (the edge caps it). */
-    responseTimeout: v.optional(v.pipe(v.number(), v.minValue(0.1), v.maxValue(86_400))),
-    access: v.optional(HttpAccess),
-    /** Share the name with the user's other agents that ask for it with `pool` (edge/pool.ts). */
-    pool: v.optional(v.boolean()),
-    /** How the pool spreads requests; the first member's choice holds for the pool. */
-    balance: v.optional(v.picklist(["round-robin", "least-requests"])),
-    /** No public name: reached through `burrow connect` (PrivateRequest), each request with the connector's X-Burrow-User. */
-    private: v.optional(PrivateRequest),
-    /**
-     * Protocols besides websocket a request may switch to (Upgrade tokens,
-     * such as h2c); any other Upgrade is taken off the request (http/upgrade.ts).
-     * A server that predates it drops it: websocket only, the safe side.
-     */
-    allowUpgrade: v.optional(v.pipe(v.array(v.pipe(v.string(), v.regex(UPGRADE_TOKEN))), v.maxLength(16))),
-  }),
-  v.object({
-    protocol: v.literal("tcp"),
-    port: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(65535))),
-    access: v.optional(TcpAccess),
-    /** No public port: reached through `burrow connect` (PrivateRequest). */
-    private: v.optional(PrivateRequest),
-    /** Share the port with the user's other agents that ask for it with `pool`: connections are spread. */
-    pool: v.optional(v.boolean()),
-    balance: v.optional(v.picklist(["round-robin", "least-requests"])),
-  }),
-  /** Visitors' TLS connections for `subdomain`, passed through by the ClientHello's name, undecrypted; IP rules only, as tcp. */
-  v.object({
-    protocol: v.literal("tls"),
-    subdomain: v.optional(v.pipe(v.string(), v.maxLength(253))),
-    hostname: v.optional(v.pipe(v.string(), v.maxLength(253))),
-    access: v.optional(TcpAccess),
-  }),
-  /** A public UDP port (its own port space, not tcp's): each visitor address's datagrams a flow to the local service; IP rules only. */
-  v.object({
-    protocol: v.literal("udp"),
-    port: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(65535))),
-    access: v.optional(TcpAccess),
-    /** No public port: reached through `burrow connect` (PrivateRequest). */
-    private: v.optional(PrivateRequest),
-  }),
-]);
+export const TunnelRequest = v.variant("protocol", TUNNEL_REQUESTS);
 export type TunnelRequest = v.InferOutput<typeof TunnelRequest>;
 
 /** agent -> edge, first frame. */

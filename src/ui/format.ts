@@ -3,6 +3,8 @@
  * as docs/operations.md's 10 GB = 10737418240 example does); every date and time is
  * UTC, the server's calendar for traffic days and quota periods, and says so.
  */
+import { KIND_UNITS, kindNamed, reachedByName, reachedByPort } from "../protocol/kinds.ts";
+
 /** A quota's period, as the server names it. */
 export type TrafficPeriod = "daily" | "monthly" | "quarterly";
 
@@ -133,25 +135,32 @@ export function lastDays(days: number, now = new Date()): string[] {
   return Array.from({ length: days }, (_, i) => utcDay(new Date(today - (days - 1 - i) * 86_400_000)));
 }
 
-/** "http://alice.localhost:8080" for an http tunnel, "localhost:20417" for tcp, "udp://localhost:20417" for udp, "tls://alice.localhost" for tls (the port it passes through on is the server's to say). */
+/**
+ * A tunnel's public address for the panel and the portal, as its kind
+ * writes it (protocol/kinds/): "alice.localhost:8080" linked to
+ * http://alice.localhost:8080 for http (a kind whose address is a link, on
+ * the edge's scheme and port), "tls://alice.localhost" for tls (the port it
+ * passes through on is the server's to say), "localhost:20417" for tcp,
+ * "udp://localhost:20417" for udp. A custom hostname is shown before the
+ * subdomain: it is what its owner made the tunnel for.
+ */
 export function publicAddress(server: ServerInfo | undefined, t: { protocol: string; subdomain?: string; hostname?: string; port?: number; private?: { target: string } }): { text: string; href?: string } {
   // a private tunnel has no public address: its owner and those it is shared with connect to it by name
   if (t.private) return { text: `private: ${t.private.target}` };
-  // a custom hostname is what its owner made the tunnel for: shown first, a link on the edge's scheme for http
-  if (t.hostname && t.protocol === "http") {
-    if (!server?.edge_url) return { text: t.hostname };
-    const edge = new URL(server.edge_url);
-    const href = `${edge.protocol}//${t.hostname}${edge.port ? `:${edge.port}` : ""}`;
-    return { text: href.replace(/^https?:\/\//, ""), href };
+  const kind = kindNamed(t.protocol);
+  const shown = kind === undefined ? undefined : KIND_UNITS[kind].display;
+  if (kind !== undefined && shown !== undefined && reachedByName(kind) && (t.hostname || t.subdomain)) {
+    if (shown.link) {
+      if (!server?.edge_url) return { text: (t.hostname || t.subdomain)! };
+      const edge = new URL(server.edge_url);
+      const host = t.hostname || `${t.subdomain}.${edge.hostname}`;
+      const href = shown.address({ host, port: edge.port === "" ? undefined : Number(edge.port), web: edge.protocol === "https:" ? "https" : "http" });
+      return { text: href.replace(/^https?:\/\//, ""), href };
+    }
+    if (t.hostname) return { text: shown.address({ host: t.hostname }) };
+    return { text: server?.domain ? shown.address({ host: `${t.subdomain}.${server.domain}` }) : t.subdomain! };
   }
-  if (t.hostname && t.protocol === "tls") return { text: `tls://${t.hostname}` };
-  if (t.protocol === "http" && t.subdomain) {
-    if (!server?.edge_url) return { text: t.subdomain };
-    const edge = new URL(server.edge_url);
-    const href = `${edge.protocol}//${t.subdomain}.${edge.host}`;
-    return { text: href.replace(/^https?:\/\//, ""), href };
-  }
-  if (t.protocol === "tls" && t.subdomain) return { text: server?.domain ? `tls://${t.subdomain}.${server.domain}` : t.subdomain };
-  if (t.protocol === "udp") return { text: server?.tcp_host ? `udp://${server.tcp_host}:${t.port}` : `udp port ${t.port}` };
-  return { text: `${server?.tcp_host || "port"}:${t.port}` };
+  // reached by a port (or a kind this page does not know): the server's host and the port
+  if (!server?.tcp_host) return { text: `${t.protocol} port ${t.port}` };
+  return { text: kind !== undefined && shown !== undefined && reachedByPort(kind) ? shown.address({ host: server.tcp_host, port: t.port }) : `${server.tcp_host}:${t.port}` };
 }

@@ -5,7 +5,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { FLAG_VOICE, tunnelFromFlags } from "../../src/cli/tunnel-flags.ts";
-import { HTTP_FLAGS, TCP_FLAGS, TLS_FLAGS, UDP_FLAGS } from "../../src/cli/agent-flags.ts";
+import { CLI_KINDS } from "../../src/cli/kinds/index.ts";
 import { parseTunnelsFile } from "../../src/agent/settings/tunnels-file.ts";
 import { KINDS, OPTION_NAMES, specProblem, TUNNEL_OPTIONS, type Voice } from "../../src/agent/settings/tunnel-spec.ts";
 import { forward } from "../../sdk/src/index.ts";
@@ -91,12 +91,11 @@ test("the table: every option is taken by some kind, and is public only on kinds
 });
 
 test("each command's flags are the options its kind takes, by the spec's table (burrow http's inspect is the inspector's flag, not a tunnel's)", () => {
-  const commands = { http: HTTP_FLAGS, tcp: TCP_FLAGS, tls: TLS_FLAGS, udp: UDP_FLAGS } as const;
   const optionOfFlag = new Map(OPTION_NAMES.map((o) => [FLAG_VOICE.name(o).slice(2), o]));
   // the OIDC settings are four flags of one option
   for (const flag of ["oidc-client-id", "oidc-client-secret", "oidc-allow-email"]) optionOfFlag.set(flag, "oidc");
   for (const kind of KINDS) {
-    const options = new Set(Object.keys(commands[kind]).flatMap((flag) => optionOfFlag.get(flag) ?? []));
+    const options = new Set(Object.keys(CLI_KINDS[kind].doc.flags).flatMap((flag) => optionOfFlag.get(flag) ?? []));
     const taken = OPTION_NAMES.filter((o) => (TUNNEL_OPTIONS[o].kinds as readonly string[]).includes(kind) && o !== "inspect");
     expect([...options].sort(), kind).toEqual(taken.sort());
   }

@@ -122,6 +122,7 @@ describe("public addresses", () => {
     // a private tunnel has no public address: its name, with no link
     expect(publicAddress(server, { protocol: "tcp", private: { target: "alice/db" } })).toEqual({ text: "private: alice/db" });
     expect(publicAddress({ ...server, tcp_host: "" }, { protocol: "udp", port: 20053 })).toEqual({ text: "udp port 20053" });
+    expect(publicAddress({ ...server, tcp_host: "" }, { protocol: "tcp", port: 20053 })).toEqual({ text: "tcp port 20053" });
   });
 
   test("an http tunnel is a link on the edge's scheme and port", () => {

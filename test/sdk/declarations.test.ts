@@ -8,7 +8,10 @@
  * without the other fails here. forward()'s options are the tunnel spec's
  * (src/agent/settings/tunnel-spec.ts) in its names, but for those not yet
  * in the package, plus the connection's own: an option added to the spec
- * and not declared, or declared and in neither, fails here too.
+ * and not declared, or declared and in neither, fails here too. Its
+ * Protocol and a reached tunnel's protocol are the kind table's kinds and
+ * private kinds (src/protocol/kinds.ts), written out by hand in the
+ * declarations: a kind added to the table and not declared fails here.
  */
 import { expect, test } from "bun:test";
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -33,6 +36,7 @@ test("the implementation matches the declarations the package ships", () => {
       `import type * as Declared from "./declared/index";
 import * as Impl from ${JSON.stringify(join(ROOT, "sdk", "src", "index.ts"))};
 import type { OptionName } from ${JSON.stringify(join(ROOT, "src", "agent", "settings", "tunnel-spec.ts"))};
+import type { PrivateKind, TunnelKind } from ${JSON.stringify(join(ROOT, "src", "protocol", "kinds.ts"))};
 type Equal<X, Y> = (<T>() => T extends X ? 1 : 2) extends <T>() => T extends Y ? 1 : 2 ? true : false;
 // every declared export exists in the implementation, with a type that fits the declaration
 // (Tunnel's constructor is the package's own: users get tunnels from forward())
@@ -50,6 +54,9 @@ export const notYet: Equal<${union(NOT_YET_IN_THE_SDK)}, Extract<OptionName, ${u
 export const events: Equal<Declared.TunnelEvents, Impl.TunnelEvents> = true;
 export const requests: Equal<Declared.RequestInfo, Impl.RequestInfo> = true;
 export const protocols: Equal<Declared.Protocol, Impl.Protocol> = true;
+// the kinds the declarations write out are the kind table's, a private tunnel's its private kinds
+export const kinds: Equal<Declared.Protocol, TunnelKind> = true;
+export const reachedKinds: Equal<Declared.Reached["protocol"], PrivateKind> = true;
 // and a tunnel of the implementation is one of the declarations'
 export const tunnel = (t: Impl.Tunnel): Declared.Tunnel => t;
 export const error = (e: Impl.BurrowError): Declared.BurrowError => e;

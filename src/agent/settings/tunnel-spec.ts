@@ -19,13 +19,12 @@
  * spec then says the request the agent sends (tunnelOf).
  */
 import * as v from "valibot";
-import type { LocalTarget } from "../http.ts";
-import type { PathRoute } from "../routes.ts";
-import { KIND_NAMES, NAMED_KINDS, PORT_KINDS, PRIVATE_KINDS, type TunnelKind } from "../../protocol/kinds.ts";
-import type { HttpAccess, PrivateRequest, TcpAccess, TunnelRequest } from "../../protocol/messages.ts";
+import { KIND_NAMES, NAMED_KINDS, PORT_KINDS, PRIVATE_KINDS, reachedByPort, type TunnelKind } from "../../protocol/kinds.ts";
+import type { PrivateRequest } from "../../protocol/messages.ts";
+import type { SpecTunnel, TunnelSpec } from "./tunnel-spec-types.ts";
 import { PRIVATE_NAME_PATTERN } from "../../validate/fields.ts";
 import { UsageError } from "../../usage-error.ts";
-import { allowUpgrades, compactAccess } from "./tunnel-options.ts";
+import { AGENT_KINDS } from "../kinds/index.ts";
 
 /** The kinds a tunnel may be: the kind table's names (protocol/kinds.ts). */
 export const KINDS: readonly TunnelKind[] = KIND_NAMES;
@@ -88,45 +87,7 @@ export interface Voice {
   on(option: "private" | "pool"): string;
 }
 
-/** The options with their values parsed (tunnel-options.ts); an option not given is undefined. */
-export interface TunnelSpec {
-  kind: Kind;
-  target: LocalTarget;
-  subdomain?: string;
-  hostname?: string;
-  remotePort?: number;
-  pool?: boolean;
-  poolBalance?: "round-robin" | "least-requests";
-  healthCheck?: string;
-  /** Seconds. */
-  healthInterval?: number;
-  private?: boolean;
-  name?: string;
-  share?: string[];
-  hostHeader?: string;
-  routes?: PathRoute[];
-  allowUpgrade?: string[];
-  skipWarning?: boolean;
-  responseTimeout?: number;
-  inspect?: boolean;
-  proxyProtocol?: boolean;
-  basicAuth?: { user: string; password: string }[];
-  allowCidr?: string[];
-  denyCidr?: string[];
-  requestHeaderAdd?: [string, string][];
-  requestHeaderRemove?: string[];
-  responseHeaderAdd?: [string, string][];
-  oidc?: NonNullable<HttpAccess["oidc"]>;
-}
-
-/** What the agent runs for one tunnel: the HELLO's request, where its local service is, and its extras. */
-export interface SpecTunnel {
-  request: TunnelRequest;
-  target: LocalTarget;
-  inspect: boolean;
-  /** A pool member's health check. */
-  health?: { check: string; intervalMs: number };
-}
+export type { SpecTunnel, TunnelSpec } from "./tunnel-spec-types.ts";
 
 /** A mistake: the option it is about (undefined: the tunnel's) and what is wrong, in the front-end's words. */
 export interface SpecProblem {
@@ -182,8 +143,8 @@ const RULES: ((spec: TunnelSpec, say: Voice) => SpecProblem | undefined)[] = [
   },
   (spec) => (given(spec, "private") && spec.name === undefined ? { option: "name", message: "missing: a private tunnel's name, reached as you/NAME" } : undefined),
   (spec, say) =>
-    spec.kind === "tcp" && given(spec, "pool") && spec.remotePort === undefined
-      ? { option: "pool", message: `a tcp pool needs ${say.name("remotePort")}: the port is the pool's name` }
+    reachedByPort(spec.kind) && given(spec, "pool") && spec.remotePort === undefined
+      ? { option: "pool", message: `a ${spec.kind} pool needs ${say.name("remotePort")}: the port is the pool's name` }
       : undefined,
   (spec, say) =>
     spec.oidc !== undefined && (spec.basicAuth?.length ?? 0) > 0 ? { option: "oidc", message: `a tunnel takes ${say.name("basicAuth")} or ${say.name("oidc")}, not both` } : undefined,
@@ -230,40 +191,7 @@ export function tunnelOf(spec: TunnelSpec): SpecTunnel {
   const pooled = given(spec, "pool") ? { pool: true as const, balance: spec.poolBalance ?? "round-robin" } : {};
   const health = given(spec, "pool") && spec.healthCheck !== undefined ? { health: { check: spec.healthCheck, intervalMs: (spec.healthInterval ?? 5) * 1000 } } : {};
   const names = { subdomain: spec.subdomain, ...(spec.hostname !== undefined ? { hostname: spec.hostname } : {}) };
-  switch (spec.kind) {
-    case "udp": {
-      const access = compactAccess<TcpAccess>(ip);
-      return { request: { protocol: "udp", ...(priv ? { private: priv } : { port: spec.remotePort }), ...(access ? { access } : {}) }, target, inspect: false };
-    }
-    case "tls": {
-      const access = compactAccess<TcpAccess>(ip);
-      return { request: { protocol: "tls", ...names, ...(access ? { access } : {}) }, target, inspect: false };
-    }
-    case "tcp": {
-      const access = compactAccess<TcpAccess>(ip);
-      if (priv) return { request: { protocol: "tcp", private: priv, ...(access ? { access } : {}) }, target, inspect: false };
-      return { request: { protocol: "tcp", port: spec.remotePort, ...pooled, ...(access ? { access } : {}) }, target, inspect: false, ...health };
-    }
-    case "http": {
-      if (spec.hostHeader !== undefined) target.hostHeader = spec.hostHeader;
-      if (spec.routes?.length) target.routes = spec.routes;
-      const request: Extract<TunnelRequest, { protocol: "http" }> = priv
-        ? { protocol: "http", private: priv }
-        : { protocol: "http", ...names, ...pooled, skipWarning: spec.skipWarning ?? false };
-      if (spec.responseTimeout !== undefined) request.responseTimeout = spec.responseTimeout;
-      allowUpgrades(request, target, spec.allowUpgrade ?? []);
-      const access = compactAccess<HttpAccess>({
-        basicAuth: spec.basicAuth,
-        ...ip,
-        requestHeaderAdd: spec.requestHeaderAdd,
-        requestHeaderRemove: spec.requestHeaderRemove,
-        responseHeaderAdd: spec.responseHeaderAdd,
-        oidc: spec.oidc,
-      });
-      if (access) request.access = access;
-      return { request, target, inspect: spec.inspect ?? true, ...(priv ? {} : health) };
-    }
-  }
+  return AGENT_KINDS[spec.kind].tunnel(spec, { target, ip, priv, pooled, health, names });
 }
 
 function privateOf(spec: TunnelSpec): PrivateRequest | undefined {

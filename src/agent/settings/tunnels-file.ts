@@ -23,6 +23,7 @@ import * as v from "valibot";
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Pair, type ParsedNode } from "yaml";
 import { subdomain as subdomainRule } from "../../validate/fields.ts";
 import { isNamedKind, isPortKind } from "../../protocol/kinds.ts";
+import { AGENT_KINDS } from "../kinds/index.ts";
 import type { HttpAccess } from "../../protocol/messages.ts";
 import { parseProxyUrl, parseServerUrl } from "./server-and-token.ts";
 import { configDir } from "./paths.ts";
@@ -271,7 +272,7 @@ function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTu
     responseHeaderAdd: () => listed_("response_header_add", parseHeaderLine),
     oidc: () => readOidc(given.get("oidc"), `${field}.oidc`, fail, listed_),
   };
-  const spec: TunnelSpec = { kind, target: checked("addr", (raw) => parseTarget(raw, kind === "http"))! };
+  const spec: TunnelSpec = { kind, target: checked("addr", (raw) => parseTarget(raw, AGENT_KINDS[kind].urlTarget))! };
   for (const key of given.keys()) {
     const option = OPTION_OF.get(key);
     if (option) (spec as unknown as Record<string, unknown>)[option] = readers[option]();

@@ -5,7 +5,8 @@
  * wrapped) and there are never more lines than rows.
  */
 import type { FlowEvent } from "../../agent/output.ts";
-import type { TunnelKind } from "../../protocol/kinds.ts";
+import { listed } from "../../agent/settings/tunnel-spec.ts";
+import { KIND_NAMES, KIND_UNITS, type TunnelKind } from "../../protocol/kinds.ts";
 import type { Paint } from "../colours.ts";
 import type { TrafficCounters } from "./counters.ts";
 import { printable } from "./print.ts";
@@ -85,17 +86,26 @@ export function renderScreen(s: ScreenState, size: Size, p: Paint, now: number):
   row("", [String(c.total), String(c.open), c.rate(60).toFixed(2), c.rate(300).toFixed(2), ms(pct?.p50), ms(pct?.p90)].map((v) => v.padEnd(COLUMN)).join(""));
   rows.push("");
 
-  const http = s.tunnels.some((t) => t.protocol === "http");
-  // a tls tunnel's visitors are connections, as a tcp tunnel's are; a udp tunnel's are flows
-  const tcp = s.tunnels.some((t) => t.protocol !== "http");
-  const only = (protocol: string) => tcp && s.tunnels.every((t) => t.protocol === protocol);
-  const heading = http && tcp ? "Requests and Connections" : only("tls") ? "TLS Connections" : only("udp") ? "UDP Flows" : tcp ? (s.tunnels.some((t) => t.protocol === "udp") ? "Connections and Flows" : "TCP Connections") : "HTTP Requests";
+  const heading = headingOf(s.tunnels);
   rows.push(p.bold(heading));
   rows.push("-".repeat(heading.length));
   const room = size.rows - rows.length;
   if (room > 0) for (const a of s.recent.newest(room)) rows.push(activity(a, named ? nameWidth : 0, width, p));
 
   return rows.slice(0, Math.max(0, size.rows)).map((r) => fit(r, width).text);
+}
+
+/**
+ * The heading over what came through, in the kinds' words (protocol/kinds/):
+ * one kind's own ("TLS Connections"), or what their visitors' traffic is
+ * called, together ("Requests and Connections"); tcp and tls, whose
+ * visitors are both connections, are the first one's ("TCP Connections").
+ */
+export function headingOf(tunnels: readonly { protocol: TunnelKind }[]): string {
+  const kinds = KIND_NAMES.filter((k) => tunnels.some((t) => t.protocol === k));
+  const first = KIND_UNITS[kinds[0] ?? KIND_NAMES[0]!].display;
+  const words = [...new Set(kinds.map((k) => KIND_UNITS[k].display.traffic))];
+  return words.length <= 1 ? first.heading : listed(words);
 }
 
 function status(st: SessionStatus, p: Paint, now: number): string {

@@ -3,6 +3,7 @@
  * script uses (docs/inspector.md). Every failure becomes an
  * ApiError with a sentence a person can read.
  */
+import type { TunnelKind } from "../../../protocol/kinds.ts";
 
 export type HeaderList = [string, string][];
 
@@ -54,7 +55,7 @@ export interface Detail extends Summary {
 
 export interface Tunnel {
   name: string;
-  protocol: "http" | "tcp" | "tls" | "udp";
+  protocol: TunnelKind;
   public_url: string;
   local: string;
   host_header: string | null;
