@@ -24,6 +24,7 @@ import { addressRefusedPage } from "../edge/access/pages.ts";
 import type { Passed } from "../edge/access/policy.ts";
 import { staysWhileOpen } from "../edge/judgement/live-visits.ts";
 import { Refusal, type Door, type Visit } from "../edge/judgement/pipeline.ts";
+import { kindsThrough } from "../edge/kinds/doors.ts";
 import { connectorStanding, openPrivateStream, privateKindFits, type PrivateVisit } from "../edge/private-streams.ts";
 import type { Registry, Tunnel } from "../edge/registry.ts";
 import { warningFor } from "../edge/warning.ts";
@@ -50,6 +51,9 @@ export function relayedClient(meta: RelayedMeta): string {
 const NO_TUNNEL = new Refusal("name", "UNKNOWN_NAME");
 const NOT_A_HEAD = new Refusal("access", "BAD_REQUEST");
 const WRONG_KIND = new Refusal("admission", "WRONG_KIND");
+/** The kinds whose visitors come through these doors (their edge units say so). */
+const RELAYED_HTTP = kindsThrough("relayed-http");
+const RELAYED_TLS = kindsThrough("relayed-tls");
 
 export class RelayedHttpDoor implements Door<RelayedVisit> {
   readonly name = "relayed-http";
@@ -89,7 +93,7 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
   }
 
   reaches(t: Tunnel): true | Refusal {
-    return t.protocol === "http" ? true : WRONG_KIND;
+    return RELAYED_HTTP.has(t.protocol) ? true : WRONG_KIND;
   }
 
   /** The sign-in rules (the IP rules were asked before), then the warning the visitor's node found due. */
@@ -150,7 +154,7 @@ export class RelayedTlsDoor implements Door<RelayedVisit> {
   }
 
   reaches(t: Tunnel): true | Refusal {
-    return t.protocol === "tls" ? true : WRONG_KIND;
+    return RELAYED_TLS.has(t.protocol) ? true : WRONG_KIND;
   }
 
   forward(v: RelayedVisit, t: Tunnel): void {

@@ -15,6 +15,7 @@ import type { Passed } from "./access/policy.ts";
 import { forward, type ForwardContext } from "./forward.ts";
 import type { HttpConnection } from "./http-connection.ts";
 import { Refusal, type Door, type Visit } from "./judgement/pipeline.ts";
+import { kindsThrough } from "./kinds/doors.ts";
 import { badGatewayPage, badRequestPage, tlsTunnelPage, unknownTunnelPage } from "./pages.ts";
 import type { Registry, Tunnel } from "./registry.ts";
 import { continueResponse, CONTINUE_PATH, warningDue, warningFor, type HeadView } from "./warning.ts";
@@ -121,7 +122,7 @@ export class HttpDoor implements Door<HttpVisit> {
   }
 
   reaches(t: Tunnel, v: HttpVisit): true | Refusal {
-    if (t.protocol === "http") return true;
+    if (REACHED.has(t.protocol)) return true;
     // a tls tunnel's name reached over plain HTTP (or decrypted here: no passthrough on this port)
     return new Refusal("admission", "WRONG_KIND", undefined, tlsTunnelPage(v.hostHeader, this.deps.tlsAddress?.(t.hostname ?? t.subdomain!)));
   }
@@ -200,6 +201,8 @@ export class HttpDoor implements Door<HttpVisit> {
 }
 
 const UNKNOWN_NAME = new Refusal("name", "UNKNOWN_NAME");
+/** The kinds whose visitors come through this door (their edge units say so). */
+const REACHED = kindsThrough("http");
 const NONE_TAKING = new Refusal("name", "NONE_TAKING");
 
 /** The request as a Request, for what reads one (the access rules' sign-in). Undefined when the platform refuses it. */

@@ -11,9 +11,11 @@
 import type { Socket, SocketHandler } from "bun";
 import { canonicalAddress } from "../http/addresses.ts";
 import { limitedLog } from "../log.ts";
+import { KINDS, type TunnelKind } from "../protocol/kinds.ts";
 import { SocketRelay } from "../sockets/socket-stream.ts";
 import type { SocketBudget } from "../sockets/socket-budget.ts";
 import { stays, type LiveVisit } from "./judgement/live-visits.ts";
+import { kindsThrough } from "./kinds/doors.ts";
 import { judge, Refusal, type Door, type Visit } from "./judgement/pipeline.ts";
 import type { Tunnel } from "./registry.ts";
 
@@ -33,19 +35,24 @@ export interface ConnectionVisit extends Visit, LiveVisit {
 const overLimit = limitedLog(10);
 const refusedByRules = limitedLog(10);
 
-/** The door of one raw kind's connections: "tcp" or "tls" (the OPEN kind of their streams too). */
+/** The door of raw connections: "tcp" (a public tcp port) or "tls" (a ClientHello's name); each carried on its tunnel kind's stream. */
 export class ConnectionDoor implements Door<ConnectionVisit> {
+  /** The kinds whose edge units say their visitors come through this door. */
+  private readonly kinds: ReadonlySet<TunnelKind>;
+
   constructor(
     readonly name: "tcp" | "tls",
     private readonly budget: SocketBudget | undefined,
-  ) {}
+  ) {
+    this.kinds = kindsThrough(name);
+  }
 
   find(v: ConnectionVisit): Tunnel {
     return v.named;
   }
 
   reaches(t: Tunnel): true | Refusal {
-    return t.protocol === this.name ? true : WRONG_KIND;
+    return this.kinds.has(t.protocol) ? true : WRONG_KIND;
   }
 
   forward(v: ConnectionVisit, t: Tunnel): void {
@@ -60,7 +67,7 @@ export class ConnectionDoor implements Door<ConnectionVisit> {
     v.tunnel = t;
     const stream = t.agent?.openStream({
       tunnel: t.id,
-      kind,
+      kind: KINDS[t.protocol].stream,
       remote: `${socket.remoteAddress}:${socket.remotePort ?? 0}`,
       local: `${socket.localAddress}:${socket.localPort}`,
     });

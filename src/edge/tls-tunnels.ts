@@ -47,7 +47,7 @@ export function tlsTunnelRoutes(registry: Registry, domain: string, budget: Sock
       // a subdomain under the domain, or a custom hostname as it is (it has dots; a subdomain never)
       const label = name.endsWith(suffix) ? name.slice(0, -suffix.length) : name.includes(".") ? name : undefined;
       if (label === undefined || (name.endsWith(suffix) && label.includes("."))) return otherwise;
-      const visitor = (t: Tunnel | Response | undefined) => (t instanceof Tunnel && t.protocol === "tls" && t.agent ? new TlsVisitor(door, t, budget, opened) : otherwise);
+      const visitor = (t: Tunnel | Response | undefined) => (t instanceof Tunnel && door.reaches(t) === true && t.agent ? new TlsVisitor(door, t, budget, opened) : otherwise);
       const local = registry.tunnelBySubdomain(label);
       // a name of this node's is this node's to serve, whatever its kind; only an unknown one is asked of the others
       if (local || !elsewhere) return visitor(local);

@@ -26,6 +26,7 @@ import type { Stream } from "../protocol/mux.ts";
 import { WireError } from "../protocol/wire.ts";
 import type { SourceRate } from "../core/source-rate.ts";
 import { judge, Refusal, type Door, type Visit } from "./judgement/pipeline.ts";
+import { kindsThrough } from "./kinds/doors.ts";
 import type { Tunnel } from "./registry.ts";
 
 export interface UdpFlowRules {
@@ -55,6 +56,8 @@ const refusedByRules = limitedLog(10);
 const EMPTY = new Uint8Array(0);
 const UNKNOWN_NAME = new Refusal("name", "UNKNOWN_NAME");
 const WRONG_KIND = new Refusal("admission", "WRONG_KIND");
+/** The kinds whose visitors come through this door (their edge units say so). */
+const REACHED = kindsThrough("udp");
 
 /** A datagram on its way through the steps. */
 interface DatagramVisit extends Visit {
@@ -129,7 +132,7 @@ export class UdpTunnelPort implements Door<DatagramVisit> {
   }
 
   reaches(t: Tunnel): true | Refusal {
-    return t.protocol === "udp" ? true : WRONG_KIND;
+    return REACHED.has(t.protocol) ? true : WRONG_KIND;
   }
 
   /** The rate per source, then the datagram's flow (made if it has none), then the agent. */

@@ -10,9 +10,8 @@ import type { PlannedTunnel } from "../../core/admission.ts";
 import type { AppError } from "../../core/errors.ts";
 import type { TunnelKind } from "../../protocol/kinds.ts";
 import type { TunnelRequest } from "../../protocol/messages.ts";
-import type { EdgeContext } from "../agent-context.ts";
 import type { DoorName } from "../judgement/pipeline.ts";
-import type { Tunnel } from "../registry.ts";
+import type { Registry, Tunnel } from "../registry.ts";
 
 /** What admission planned for one tunnel of kind K. */
 export type PlanOf<K extends TunnelKind> = Extract<PlannedTunnel, { protocol: K }>;
@@ -25,6 +24,26 @@ export interface KindAddresses {
   tcpAddress(port: number): string;
   udpAddress(port: number): string;
   tlsAddress(name: string): string | undefined;
+}
+
+/**
+ * What a unit uses of the edge (agent-context.ts's EdgeContext has it): the
+ * registry, the port ranges, where names pass TLS through, the response
+ * timeout's cap. Said here rather than imported, so that the units stay
+ * below the listeners that ask them which kinds come through their doors.
+ */
+export interface EdgeContext {
+  registry: Registry;
+  ports: { bind(port: number | undefined, make: (port: number) => Tunnel): Tunnel };
+  udpPorts?: { bind(port?: number): Promise<BoundUdpPort> };
+  tlsAddress(name: string): string | undefined;
+  maxResponseTimeoutMs?: number;
+}
+
+/** A udp port bound for a tunnel (udp-flows.ts UdpTunnelPort). */
+export interface BoundUdpPort extends Prepared {
+  readonly port: number;
+  adopt(t: Tunnel): Tunnel;
 }
 
 export interface Owner {

@@ -5,8 +5,7 @@
  * flows through the private door.
  */
 import { AppError } from "../../core/errors.ts";
-import type { UdpTunnelPort } from "../udp-flows.ts";
-import type { EdgeKind } from "./edge-kind.ts";
+import type { BoundUdpPort, EdgeKind } from "./edge-kind.ts";
 
 export const udpKind: EdgeKind<"udp"> = {
   address: (at, _name, port) => at.udpAddress(port),
@@ -27,6 +26,6 @@ export const udpKind: EdgeKind<"udp"> = {
     if (bound instanceof AppError) throw bound;
     // its port was held in grace when bound, and has been let go since: the agent asks again
     if (!bound) throw new AppError("PORT_UNAVAILABLE", "the UDP port was let go during the handshake; try again");
-    return (bound as UdpTunnelPort).adopt(edge.registry.newTunnel("udp", { port: (bound as UdpTunnelPort).port }, owner, false));
+    return (bound as BoundUdpPort).adopt(edge.registry.newTunnel("udp", { port: (bound as BoundUdpPort).port }, owner, false));
   },
 };
