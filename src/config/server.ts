@@ -281,7 +281,7 @@ const Schema = v.object({
   "portal-default-traffic-period": v.picklist(["daily", "monthly", "quarterly"], "--portal-default-traffic-period must be daily, monthly or quarterly"),
   "portal-default-protocols": v.pipe(
     v.string(),
-    v.check((s) => v.safeParse(f.allowedProtocols, s).success, "--portal-default-protocols must be a comma-separated list of http, tcp, udp, tls"),
+    v.check((s) => v.safeParse(f.allowedProtocols, s).success, `--portal-default-protocols must be a comma-separated list of ${f.PROTOCOL_LIST}`),
   ),
   "device-code-ttl": within("device-code-ttl", 10, 3600, "a number of seconds"),
   "update-check": v.picklist(["on", "off"], "--update-check must be on or off"),

@@ -21,6 +21,8 @@ export type Role = (typeof ROLES)[number];
 /** What a user's allowed_protocols may name: the tunnel kinds. The default stays "http,tcp" (db schema). */
 export const PROTOCOLS: readonly TunnelKind[] = KIND_NAMES;
 export type Protocol = TunnelKind;
+/** The kinds as an error message lists them: "http, tcp, tls, udp". */
+export const PROTOCOL_LIST = KIND_NAMES.join(", ");
 
 export const TRAFFIC_PERIODS = ["daily", "monthly", "quarterly"] as const;
 export type TrafficPeriod = (typeof TRAFFIC_PERIODS)[number];
@@ -66,13 +68,10 @@ export const flag = v.boolean("must be true or false");
  * order so that equal sets compare equal as strings.
  */
 export const allowedProtocols = v.pipe(
-  v.string("must be a comma-separated list of http, tcp, tls, udp"),
+  v.string(`must be a comma-separated list of ${PROTOCOL_LIST}`),
   v.transform((s) => s.split(",").map((p) => p.trim().toLowerCase()).filter((p) => p !== "")),
-  v.check((list) => list.length > 0, "must name at least one of http, tcp, tls, udp"),
-  v.check(
-    (list) => list.every((p) => (PROTOCOLS as readonly string[]).includes(p)),
-    "must be a comma-separated list of http, tcp, tls, udp",
-  ),
+  v.check((list) => list.length > 0, `must name at least one of ${PROTOCOL_LIST}`),
+  v.check((list) => list.every((p) => (PROTOCOLS as readonly string[]).includes(p)), `must be a comma-separated list of ${PROTOCOL_LIST}`),
   v.transform((list) => PROTOCOLS.filter((p) => list.includes(p)).join(",")),
 );
 
