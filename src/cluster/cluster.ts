@@ -31,12 +31,13 @@ import type { PoolBalance } from "../core/admission.ts";
 import type { ActiveTunnel, LiveTunnels, RulesChange } from "../core/live.ts";
 import { DEFAULT_POOL_SIZE } from "../db/open-postgres.ts";
 import { log, quietWarnings } from "../log.ts";
-import { kindFacts, type PrivateKind } from "../protocol/kinds.ts";
+import type { PrivateKind } from "../protocol/kinds.ts";
 import { WireError } from "../protocol/wire.ts";
 import type { Serving } from "../edge/other-nodes.ts";
 import type { Registry, Tunnel } from "../edge/registry.ts";
 import { ClusterAcme } from "./acme-sharing.ts";
 import { NOW_MS } from "./db-clock.ts";
+import { httpName, memberRow, membersOf, namesOfTunnel, ONE_ROW_A_TUNNEL, rowsOf } from "./live-rows.ts";
 import { readMessage, SHOWN_PAYLOAD, type Said } from "./messages.ts";
 
 /** How often a node says it is alive. */
@@ -88,21 +89,6 @@ export interface RemoteTunnel extends Serving {
 /** What the cluster holds under a name: another node's tunnel, or a pool and its members on other nodes in rotation (`row`: each member's). */
 export type RemoteName = { tunnel: RemoteTunnel } | { pool: { balance: PoolBalance; userId: number; members: (RemoteTunnel & { row: string })[] } };
 
-/** A name's row: a subdomain's, or a custom hostname's (it has dots), which a tunnel with both claims beside its subdomain's. */
-const httpName = (subdomain: string) => `http:${subdomain}`;
-/** Rows that are tunnels, not a tunnel's second name: a twin row (a hostname beside a subdomain) has no subdomain column, nor has a pool's name's. */
-const ONE_ROW_A_TUNNEL = "NOT (t.name LIKE 'http:%' AND t.subdomain IS NULL)";
-/** A pool member's row: by its tunnel's id, one over the cluster (the agent's own id for it). */
-const memberRow = (tunnelId: string) => `member:${tunnelId}`;
-/**
- * The live members, on any node, of the pool named by the SQL parameter
- * `name` (its first name, or its hostname beside a subdomain); `expiry` the
- * parameter of the node expiry. `also`: a further condition on m.
- */
-const membersOf = (name: string, expiry: string, also = "TRUE") =>
-  `SELECT 1 FROM live_tunnels m JOIN cluster_nodes mn ON mn.id = m.node_id
-   WHERE m.pool IS NOT NULL AND starts_with(m.name, 'member:') AND (m.subdomain = ${name} OR m.hostname = ${name})
-     AND mn.heartbeat_ms > ${NOW_MS} - ${expiry} AND ${also}`;
 /** pg_advisory_xact_lock's first key for a pool's name, taken to join the pool or free its name: "pool" in ASCII. */
 const POOL_NAME_LOCKS = 0x706f6f6c;
 /** Takes a pool's names' locks for the transaction, in one order everywhere (no two nodes wait on each other). */
@@ -745,26 +731,4 @@ export class Cluster implements LiveView, LiveTunnels {
     const rows = await this.sql`SELECT token_id FROM live_tunnels WHERE session_id = ${sessionId} LIMIT 1`;
     return rows[0]?.token_id;
   }
-}
-
-/** A tunnel's rows: a pool member's own; else its name's, and its custom hostname's beside it when it has one. */
-function rowsOf(t: Pick<Tunnel, "id" | "protocol" | "subdomain" | "hostname" | "port" | "pool" | "userId" | "privateName">, nodeId: string): string[] {
-  if (t.pool) return [memberRow(t.id)];
-  return t.hostname === undefined || t.subdomain === undefined ? [nameOf(t, nodeId)] : [nameOf(t, nodeId), httpName(t.hostname)];
-}
-
-/**
- * A tunnel's row: its name (one over the cluster), its port on this node
- * ("tcp:" and "udp:" apart, two port spaces), or a private tunnel's owner
- * and name (one over the cluster too).
- */
-function nameOf(t: Pick<Tunnel, "protocol" | "subdomain" | "hostname" | "port" | "userId" | "privateName">, nodeId: string): string {
-  if (t.privateName !== undefined) return privateRowName(t.userId, t.privateName);
-  const name = t.subdomain ?? t.hostname;
-  return name !== undefined ? httpName(name) : `${kindFacts(t.protocol).portSpace ?? "tcp"}:${nodeId}:${t.port}`;
-}
-
-/** An http tunnel's names, its first (the subdomain, or a hostname alone) first. */
-function namesOfTunnel(t: Pick<Tunnel, "subdomain" | "hostname">): string[] {
-  return [t.subdomain, t.hostname].filter((n): n is string => n !== undefined);
 }
