@@ -36,8 +36,10 @@ import { WireError } from "../protocol/wire.ts";
 import type { Serving } from "../edge/other-nodes.ts";
 import type { Registry, Tunnel } from "../edge/registry.ts";
 import { ClusterAcme } from "./acme-sharing.ts";
+import type { ClusterSide } from "./cluster-context.ts";
+import { ClusterPools } from "./cluster-pools.ts";
 import { NOW_MS } from "./db-clock.ts";
-import { httpName, memberRow, membersOf, namesOfTunnel, ONE_ROW_A_TUNNEL, rowsOf } from "./live-rows.ts";
+import { httpName, membersOf, namesOfTunnel, ONE_ROW_A_TUNNEL, rowsOf } from "./live-rows.ts";
 import { readMessage, SHOWN_PAYLOAD, type Said } from "./messages.ts";
 
 /** How often a node says it is alive. */
@@ -89,18 +91,6 @@ export interface RemoteTunnel extends Serving {
 /** What the cluster holds under a name: another node's tunnel, or a pool and its members on other nodes in rotation (`row`: each member's). */
 export type RemoteName = { tunnel: RemoteTunnel } | { pool: { balance: PoolBalance; userId: number; members: (RemoteTunnel & { row: string })[] } };
 
-/** pg_advisory_xact_lock's first key for a pool's name, taken to join the pool or free its name: "pool" in ASCII. */
-const POOL_NAME_LOCKS = 0x706f6f6c;
-/** Takes a pool's names' locks for the transaction, in one order everywhere (no two nodes wait on each other). */
-async function lockPoolNames(tx: SQL, names: string[]): Promise<void> {
-  for (const name of [...names].sort()) await tx`SELECT pg_advisory_xact_lock(${POOL_NAME_LOCKS}::int, hashtext(${name}))`;
-}
-
-/** A join that lost a name: the transaction is rolled back, and the name said. */
-class NameLost {
-  constructor(readonly name: string) {}
-}
-
 export class Cluster implements LiveView, LiveTunnels {
   private readonly sql: SQL;
   readonly nodeId: string;
@@ -129,10 +119,25 @@ export class Cluster implements LiveView, LiveTunnels {
     this.expiryMs = options.expiryMs ?? NODE_EXPIRY_MS;
     this.maxLockedHandshakes = lockedHandshakes(options.poolSize ?? DEFAULT_POOL_SIZE);
     this.acme = new ClusterAcme(this.sql, this.nodeId, (message) => this.notify(message), this.expiryMs);
+    const registry = () => this.registry;
+    const side: ClusterSide = {
+      sql: this.sql,
+      nodeId: this.nodeId,
+      expiryMs: this.expiryMs,
+      core,
+      get registry() {
+        return registry();
+      },
+      quietly: (what, query) => this.quietly(what, query),
+      notify: (message) => this.notify(message),
+    };
+    this.pools = new ClusterPools(side);
   }
 
   /** ACME's account, certificates, answers and orders, shared with the other nodes (acme/shared.ts). */
   readonly acme: ClusterAcme;
+  /** The pools over the cluster: members joining, leaving, in and out of rotation. */
+  readonly pools: ClusterPools;
 
   /** The edge's registry: this node's tunnels, mirrored into live_tunnels from now on. */
   attach(registry: Registry): void {
@@ -142,13 +147,13 @@ export class Cluster implements LiveView, LiveTunnels {
       detached: (t, sessionId) =>
         void this.quietly("grace", this.sql`UPDATE live_tunnels SET session_id = NULL WHERE name IN ${this.sql(rowsOf(t, this.nodeId))} AND node_id = ${this.nodeId} AND session_id = ${sessionId}`),
       removed: (t) => {
-        if (t.pool) return void this.leavePool(t);
+        if (t.pool) return void this.pools.leavePool(t);
         void this.quietly("release", this.sql`DELETE FROM live_tunnels WHERE name IN ${this.sql(rowsOf(t, this.nodeId))} AND node_id = ${this.nodeId}`).then(() => {
           // its connectors on other nodes are told it is gone (they wait for it, as connectors here do)
           if (t.privateName !== undefined) return this.notify({ kind: "private", ownerId: t.userId, name: t.privateName });
         });
       },
-      rotated: (t) => void this.rotated(t),
+      rotated: (t) => void this.pools.rotated(t),
     };
   }
 
@@ -208,7 +213,7 @@ export class Cluster implements LiveView, LiveTunnels {
       const serving = { skipWarning: t.skipWarning, responseTimeoutMs: t.responseTimeoutMs, protocol: t.protocol === "tls" ? ("tls" as const) : ("http" as const) };
       const ok =
         t.pool && t.port === undefined
-          ? (await this.joinPool(namesOfTunnel(t), t.id, t, session, { ...serving, pool: t.pool.balance })) === undefined
+          ? (await this.pools.joinPool(namesOfTunnel(t), t.id, t, session, { ...serving, pool: t.pool.balance })) === undefined
           : t.port !== undefined
             ? await this.registerRow(t, session)
             : t.subdomain !== undefined
@@ -347,99 +352,6 @@ export class Cluster implements LiveView, LiveTunnels {
       ],
     );
     return rows.length > 0;
-  }
-
-  /**
-   * Joins (or starts) the user's pool on `names` (a subdomain, a hostname, or
-   * both) with the member `memberId` of this node's session: every name is
-   * held for the pool, and the member's row is written, in one transaction
-   * under the names' locks, so that the last member's leaving elsewhere
-   * cannot free a name between the two. A name held by another user's
-   * tunnel or pool, or by a tunnel that is no pool, is lost: its name is
-   * returned, and nothing is written.
-   */
-  async joinPool(names: string[], memberId: string, owner: { userId: number; username: string; tokenId: number }, sessionId: string | null, serving: Serving & { pool: PoolBalance }): Promise<string | undefined> {
-    const now = new Date().toISOString();
-    try {
-      await this.sql.begin(async (tx) => {
-        await lockPoolNames(tx, names);
-        for (const name of names) {
-          const rows = await tx.unsafe(
-            `INSERT INTO live_tunnels AS t (name, protocol, node_id, user_id, username, token_id, connected_at, pool)
-             SELECT $1, 'http', $2, $3::int, $4, $5::int, $6, $7
-             WHERE NOT EXISTS (${membersOf("$8", "$9::bigint", "m.user_id <> $3::int")})
-             ON CONFLICT (name) DO UPDATE SET node_id = excluded.node_id, protocol = 'http', subdomain = NULL, hostname = NULL, session_id = NULL,
-               user_id = excluded.user_id, username = excluded.username, token_id = excluded.token_id, connected_at = excluded.connected_at, pool = excluded.pool
-             WHERE NOT EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.id = t.node_id AND n.heartbeat_ms > ${NOW_MS} - $9::bigint)
-                OR (t.pool IS NOT NULL AND (t.user_id = excluded.user_id OR NOT EXISTS (${membersOf("$8", "$9::bigint")})))
-             RETURNING name`,
-            [httpName(name), this.nodeId, owner.userId, owner.username, owner.tokenId, now, serving.pool, name, this.expiryMs],
-          );
-          if (rows.length === 0) throw new NameLost(name);
-        }
-        await tx.unsafe(
-          `INSERT INTO live_tunnels (name, protocol, subdomain, hostname, node_id, session_id, user_id, username, token_id, connected_at, skip_warning, response_timeout_ms, pool, in_rotation)
-           VALUES ($1, 'http', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, FALSE)
-           ON CONFLICT (name) DO UPDATE SET session_id = excluded.session_id, node_id = excluded.node_id, connected_at = excluded.connected_at`,
-          [memberRow(memberId), names[0], names[1] ?? null, this.nodeId, sessionId, owner.userId, owner.username, owner.tokenId, now, serving.skipWarning, serving.responseTimeoutMs ?? null, serving.pool],
-        );
-      });
-    } catch (err) {
-      if (err instanceof NameLost) return err.name;
-      throw err;
-    }
-    // not in rotation yet, so not yet told of: the other nodes learn of it once its agent has heard READY (rotated)
-    return undefined;
-  }
-
-  /** A pool member leaves: its row goes, and each of the pool's names whose members are all gone now is free. */
-  private async leavePool(t: Tunnel): Promise<void> {
-    await this.quietly("release", this.sql`DELETE FROM live_tunnels WHERE name = ${memberRow(t.id)} AND node_id = ${this.nodeId}`);
-    if (t.port !== undefined) return;
-    const names = namesOfTunnel(t);
-    await this.freeNamesWithoutMembers(names);
-    for (const name of names) await this.notify({ kind: "pool", name });
-  }
-
-  /** A member claimed at a handshake that no tunnel of this node took after all (a refusal after it, the agent gone). */
-  async dropMember(memberId: string): Promise<void> {
-    const t = this.registry.allTunnels().find((x) => x.id === memberId);
-    if (t) return;
-    const rows = await this.sql`DELETE FROM live_tunnels WHERE name = ${memberRow(memberId)} AND node_id = ${this.nodeId} RETURNING subdomain, hostname`;
-    const names = rows.flatMap((r: { subdomain: string | null; hostname: string | null }) => [r.subdomain, r.hostname]).filter((n: string | null): n is string => n !== null);
-    if (names.length > 0) await this.freeNamesWithoutMembers(names);
-  }
-
-  /** Each of a pool's `names` whose members are all gone is free: under the names' locks, as a join takes them, so no join in progress loses its name. */
-  private freeNamesWithoutMembers(names: string[]): Promise<void> {
-    return this.quietly(
-      "pool release",
-      this.sql.begin(async (tx) => {
-        await lockPoolNames(tx, names);
-        for (const name of names) {
-          await tx.unsafe(`DELETE FROM live_tunnels WHERE name = $1 AND pool IS NOT NULL AND NOT EXISTS (${membersOf("$2", "$3::bigint")})`, [httpName(name), name, this.expiryMs]);
-        }
-      }),
-    );
-  }
-
-  /** Each member's rotation writes, one after the other: in then out at once (READY, then an unhealthy agent's ROTATION) must end out. */
-  private readonly rotations = new Map<string, Promise<void>>();
-
-  /** A pool member in or out of rotation: written now, and the other nodes ask again whom to send to. */
-  private rotated(t: Tunnel): Promise<void> {
-    if (!t.pool) return Promise.resolve();
-    const write = async () => {
-      // what it is when this write's turn comes: a later change meanwhile is written by its own turn, to the same end
-      await this.quietly("rotation", this.sql`UPDATE live_tunnels SET in_rotation = ${t.inRotation} WHERE name = ${memberRow(t.id)} AND node_id = ${this.nodeId}`);
-      if (t.port === undefined) for (const name of namesOfTunnel(t)) await this.notify({ kind: "pool", name });
-    };
-    const next = (this.rotations.get(t.id) ?? Promise.resolve()).then(write);
-    this.rotations.set(t.id, next);
-    void next.then(() => {
-      if (this.rotations.get(t.id) === next) this.rotations.delete(t.id);
-    });
-    return next;
   }
 
   /** A tcp or udp tunnel's row (its port is this node's own: nothing to contend for), or a pool member's. */

@@ -47,8 +47,8 @@ export function edgeNodes(cluster: Cluster, opts: EdgeNodesOptions): OtherNodes 
     oneUserAtATime: (userId, fn) => cluster.oneUserAtATime(userId, fn),
     claim: (subdomain, owner, sessionId, resume, serving) => cluster.claim(subdomain, owner, sessionId, resume, serving),
     release: (subdomain) => cluster.release(subdomain),
-    joinPool: (names, memberId, owner, sessionId, serving) => cluster.joinPool(names, memberId, owner, sessionId, serving),
-    dropMember: (memberId) => cluster.dropMember(memberId),
+    joinPool: (names, memberId, owner, sessionId, serving) => cluster.pools.joinPool(names, memberId, owner, sessionId, serving),
+    dropMember: (memberId) => cluster.pools.dropMember(memberId),
     registerRow: (t, sessionId) => cluster.registerRow(t, sessionId),
     find: (name) => remote?.find(name),
     async privateElsewhere(ownerId, name) {
