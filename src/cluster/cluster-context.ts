@@ -12,9 +12,6 @@ import type { Core } from "../core/index.ts";
 import type { Registry } from "../edge/registry.ts";
 import type { Said } from "./messages.ts";
 
-/** Who a name or a pool member is claimed for. */
-export type Owner = { userId: number; username: string; tokenId: number };
-
 export interface ClusterSide {
   readonly sql: SQL;
   readonly nodeId: string;

@@ -10,9 +10,9 @@
  */
 import type { SQL } from "bun";
 import type { PoolBalance } from "../core/admission.ts";
-import type { Serving } from "../edge/other-nodes.ts";
+import type { NameOwner, Serving } from "../edge/other-nodes.ts";
 import type { Tunnel } from "../edge/registry.ts";
-import type { ClusterSide, Owner } from "./cluster-context.ts";
+import type { ClusterSide } from "./cluster-context.ts";
 import { NOW_MS } from "./db-clock.ts";
 import { httpName, memberRow, membersOf, namesOfTunnel } from "./live-rows.ts";
 
@@ -43,7 +43,7 @@ export class ClusterPools {
    * tunnel or pool, or by a tunnel that is no pool, is lost: its name is
    * returned, and nothing is written.
    */
-  async joinPool(names: string[], memberId: string, owner: Owner, sessionId: string | null, serving: Serving & { pool: PoolBalance }): Promise<string | undefined> {
+  async joinPool(names: string[], memberId: string, owner: NameOwner, sessionId: string | null, serving: Serving & { pool: PoolBalance }): Promise<string | undefined> {
     const now = new Date().toISOString();
     try {
       await this.side.sql.begin(async (tx) => {
