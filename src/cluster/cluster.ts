@@ -23,7 +23,6 @@
  *   carried out at once on its node and sent to the others with NOTIFY.
  */
 import type { SQL } from "bun";
-import { privateRowName } from "../edge/private-streams.ts";
 import type { LiveView } from "../core/admission.ts";
 import { AppError, type ErrorCode } from "../core/errors.ts";
 import type { Core } from "../core/index.ts";
@@ -35,10 +34,11 @@ import { WireError } from "../protocol/wire.ts";
 import type { Registry } from "../edge/registry.ts";
 import { ClusterAcme } from "./acme-sharing.ts";
 import type { ClusterSide } from "./cluster-context.ts";
+import { ClusterCounts } from "./cluster-counts.ts";
 import { ClusterNames } from "./cluster-names.ts";
 import { ClusterPools } from "./cluster-pools.ts";
 import { NOW_MS } from "./db-clock.ts";
-import { httpName, membersOf, namesOfTunnel, ONE_ROW_A_TUNNEL, rowsOf } from "./live-rows.ts";
+import { httpName, namesOfTunnel, rowsOf } from "./live-rows.ts";
 import { readMessage, SHOWN_PAYLOAD, type Said } from "./messages.ts";
 
 /** How often a node says it is alive. */
@@ -117,6 +117,7 @@ export class Cluster implements LiveView, LiveTunnels {
       notify: (message) => this.notify(message),
     };
     this.names = new ClusterNames(side);
+    this.counts = new ClusterCounts(side);
     this.pools = new ClusterPools(side);
   }
 
@@ -126,6 +127,8 @@ export class Cluster implements LiveView, LiveTunnels {
   readonly names: ClusterNames;
   /** The pools over the cluster: members joining, leaving, in and out of rotation. */
   readonly pools: ClusterPools;
+  /** What is live over every node, as admission counts it and the admin API lists it. */
+  private readonly counts: ClusterCounts;
 
   /** The edge's registry: this node's tunnels, mirrored into live_tunnels from now on. */
   attach(registry: Registry): void {
@@ -343,39 +346,9 @@ export class Cluster implements LiveView, LiveTunnels {
 
   // -- LiveTunnels (admin actions) ---------------------------------------------------------------
 
-  async list(): Promise<ActiveTunnel[]> {
-    const rows = await this.sql.unsafe(
-      `SELECT t.*, p.name AS private_name, p.shares AS private_shares FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
-       LEFT JOIN private_names p ON t.name = 'private:' || p.owner_id || '/' || p.name
-       WHERE t.node_id <> $1 AND t.session_id IS NOT NULL AND n.heartbeat_ms > ${NOW_MS} - $2 AND ${ONE_ROW_A_TUNNEL}`,
-      [this.nodeId, this.expiryMs],
-    );
-    // a private tunnel's shares by username; its connectors are counted where they connect (this node's here)
-    const privateOf = async (r: Record<string, any>): Promise<ActiveTunnel["private"]> =>
-      r.private_name === null
-        ? undefined
-        : {
-            target: `${r.username}/${r.private_name}`,
-            shares: await this.core.privateShares.usernames(JSON.parse(r.private_shares) as number[]),
-            connected: this.registry.connectedElsewhereCount(r.user_id, r.private_name),
-          };
-    const privates = await Promise.all(rows.map(privateOf));
-    const others: ActiveTunnel[] = rows.map((r: Record<string, any>, i: number) => ({
-      protocol: r.protocol,
-      // a tunnel known by its hostname alone has it in the subdomain column (it has dots; a subdomain never)
-      ...(typeof r.subdomain === "string" && r.subdomain.includes(".") ? { hostname: r.subdomain } : { subdomain: r.subdomain ?? undefined }),
-      ...(r.hostname !== null ? { hostname: r.hostname } : {}),
-      ...(r.pool !== null ? { pool: { inRotation: r.in_rotation } } : {}),
-      port: r.port ?? undefined,
-      userId: r.user_id,
-      username: r.username,
-      tokenId: r.token_id,
-      connectedAt: new Date(r.connected_at),
-      bytesIn: Number(r.bytes_in),
-      bytesOut: Number(r.bytes_out),
-      ...(privates[i] ? { private: privates[i] } : {}),
-    }));
-    return [...this.registry.list(), ...others];
+  /** This node's live tunnels and the other nodes' (cluster-counts.ts). */
+  list(): Promise<ActiveTunnel[]> {
+    return this.counts.list();
   }
 
   closeUser(userId: number, code: ErrorCode, message: string): void {
@@ -395,80 +368,33 @@ export class Cluster implements LiveView, LiveTunnels {
     await told;
   }
 
-  // -- LiveView (admission) ----------------------------------------------------------------------
+  // -- LiveView (admission): counted over every node (cluster-counts.ts) -------------------------
 
-  async liveTokenIds(userId: number): Promise<Set<number>> {
-    const rows = await this.sql.unsafe(
-      `SELECT DISTINCT t.token_id FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
-       WHERE t.user_id = $1 AND t.session_id IS NOT NULL AND n.heartbeat_ms > ${NOW_MS} - $2`,
-      [userId, this.expiryMs],
-    );
-    return new Set([...rows.map((r: { token_id: number }) => r.token_id), ...this.registry.liveTokenIds(userId)]);
+  liveTokenIds(userId: number) {
+    return this.counts.liveTokenIds(userId);
   }
 
-  async liveTunnelCount(userId: number, except?: string): Promise<number> {
-    const rows = await this.sql.unsafe(
-      `SELECT count(*)::int AS n FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
-       WHERE t.user_id = $1 AND t.session_id IS NOT NULL AND t.session_id IS DISTINCT FROM $2 AND n.heartbeat_ms > ${NOW_MS} - $3 AND ${ONE_ROW_A_TUNNEL}`,
-      [userId, except ?? null, this.expiryMs],
-    );
-    return rows[0]?.n ?? 0;
+  liveTunnelCount(userId: number, except?: string) {
+    return this.counts.liveTunnelCount(userId, except);
   }
 
-  /** This node's only: the others' reach the database within SYNC_MS of being counted. */
-  unflushedBytes(userId: number): number {
-    return this.registry.unflushedBytes(userId);
+  unflushedBytes(userId: number) {
+    return this.counts.unflushedBytes(userId);
   }
 
-  async subdomainHolder(subdomain: string): Promise<{ tokenId: number; sessionId: string | null; pool?: { userId: number } } | undefined> {
-    const here = this.registry.subdomainHolder(subdomain);
-    if (here) return here;
-    // a pool's name is held while a member is live, on any node (this one's are in its registry)
-    const rows = await this.sql.unsafe(
-      `SELECT t.token_id, t.session_id, t.pool, t.user_id FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
-       WHERE t.name = $1 AND n.heartbeat_ms > ${NOW_MS} - $3::bigint
-         AND CASE WHEN t.pool IS NULL THEN t.node_id <> $2 ELSE EXISTS (${membersOf("$4", "$3::bigint")}) END`,
-      [httpName(subdomain), this.nodeId, this.expiryMs, subdomain],
-    );
-    const r = rows[0];
-    // a pool's name is in no grace, whichever token last joined it: only a pool of its user may take it
-    if (r?.pool) return { tokenId: r.token_id, sessionId: "pool", pool: { userId: r.user_id } };
-    return r && { tokenId: r.token_id, sessionId: r.session_id };
+  subdomainHolder(subdomain: string) {
+    return this.counts.subdomainHolder(subdomain);
   }
 
-  async userTunnels(userId: number): Promise<{ key: string; here?: string; tokenId: number; since: number }[]> {
-    const rows = await this.sql.unsafe(
-      `SELECT t.name, t.node_id, t.token_id, t.connected_at FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
-       WHERE t.user_id = $1 AND t.session_id IS NOT NULL AND n.heartbeat_ms > ${NOW_MS} - $2 AND ${ONE_ROW_A_TUNNEL}`,
-      [userId, this.expiryMs],
-    );
-    // this node's rows by the tunnel each is the row of
-    const mine = new Map<string, string>();
-    for (const { tunnels } of this.registry.liveSessions()) for (const t of tunnels) if (t.userId === userId) mine.set(rowsOf(t, this.nodeId)[0]!, t.id);
-    return rows.map((r: Record<string, any>) => ({
-      key: r.name,
-      ...(r.node_id === this.nodeId && mine.has(r.name) ? { here: mine.get(r.name) } : {}),
-      tokenId: r.token_id,
-      since: Date.parse(r.connected_at),
-    }));
+  userTunnels(userId: number) {
+    return this.counts.userTunnels(userId);
   }
 
-  async privateHolder(ownerId: number, name: string): Promise<{ tokenId: number; sessionId: string | null } | undefined> {
-    const here = this.registry.privateHolder(ownerId, name);
-    if (here) return here;
-    const rows = await this.sql.unsafe(
-      `SELECT t.token_id, t.session_id FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
-       WHERE t.name = $1 AND t.node_id <> $2 AND n.heartbeat_ms > ${NOW_MS} - $3::bigint`,
-      [privateRowName(ownerId, name), this.nodeId, this.expiryMs],
-    );
-    const r = rows[0];
-    return r && { tokenId: r.token_id, sessionId: r.session_id };
+  privateHolder(ownerId: number, name: string) {
+    return this.counts.privateHolder(ownerId, name);
   }
 
-  async sessionTokenId(sessionId: string): Promise<number | undefined> {
-    const here = this.registry.sessionTokenId(sessionId);
-    if (here !== undefined) return here;
-    const rows = await this.sql`SELECT token_id FROM live_tunnels WHERE session_id = ${sessionId} LIMIT 1`;
-    return rows[0]?.token_id;
+  sessionTokenId(sessionId: string) {
+    return this.counts.sessionTokenId(sessionId);
   }
 }
