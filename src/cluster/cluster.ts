@@ -21,6 +21,13 @@
  *   nodes, and /api/tunnels/active lists them, the same on every node;
  * - an admin action that closes tunnels (revoke, disable, delete) is
  *   carried out at once on its node and sent to the others with NOTIFY.
+ *
+ * This file is the node: its life (registered, heartbeat, sync, claimed
+ * again when it was taken for dead, gone), the NOTIFY messages, a user's
+ * handshakes one at a time, and the answers to LiveView and LiveTunnels.
+ * Its parts, each a field, share cluster-context.ts: the names
+ * (cluster-names.ts), the pools (cluster-pools.ts) and what is counted and
+ * listed over every node (cluster-counts.ts).
  */
 import type { SQL } from "bun";
 import type { LiveView } from "../core/admission.ts";
