@@ -21,9 +21,15 @@
  *   nodes, and /api/tunnels/active lists them, the same on every node;
  * - an admin action that closes tunnels (revoke, disable, delete) is
  *   carried out at once on its node and sent to the others with NOTIFY.
+ *
+ * This file is the node: its life (registered, heartbeat, sync, claimed
+ * again when it was taken for dead, gone), the NOTIFY messages, a user's
+ * handshakes one at a time, and the answers to LiveView and LiveTunnels.
+ * Its parts, each a field, share cluster-context.ts: the names
+ * (cluster-names.ts), the pools (cluster-pools.ts) and what is counted and
+ * listed over every node (cluster-counts.ts).
  */
 import type { SQL } from "bun";
-import { privateRowName } from "../edge/private-streams.ts";
 import type { LiveView } from "../core/admission.ts";
 import { AppError, type ErrorCode } from "../core/errors.ts";
 import type { Core } from "../core/index.ts";
@@ -31,12 +37,16 @@ import type { PoolBalance } from "../core/admission.ts";
 import type { ActiveTunnel, LiveTunnels, RulesChange } from "../core/live.ts";
 import { DEFAULT_POOL_SIZE } from "../db/open-postgres.ts";
 import { log, quietWarnings } from "../log.ts";
-import { kindFacts, namedKindOf, type PrivateKind } from "../protocol/kinds.ts";
+import { namedKindOf } from "../protocol/kinds.ts";
 import { WireError } from "../protocol/wire.ts";
-import type { Serving } from "../edge/other-nodes.ts";
-import type { Registry, Tunnel } from "../edge/registry.ts";
+import type { Registry } from "../edge/registry.ts";
 import { ClusterAcme } from "./acme-sharing.ts";
+import type { ClusterSide } from "./cluster-context.ts";
+import { ClusterCounts } from "./cluster-counts.ts";
+import { ClusterNames } from "./cluster-names.ts";
+import { ClusterPools } from "./cluster-pools.ts";
 import { NOW_MS } from "./db-clock.ts";
+import { httpName, namesOfTunnel, rowsOf } from "./live-rows.ts";
 import { readMessage, SHOWN_PAYLOAD, type Said } from "./messages.ts";
 
 /** How often a node says it is alive. */
@@ -74,47 +84,6 @@ export interface ClusterOptions {
   poolSize?: number;
 }
 
-
-/** A tunnel of another node, as a visitor's node needs it to relay. */
-export interface RemoteTunnel extends Serving {
-  nodeId: string;
-  nodeUrl: string | null;
-  subdomain: string;
-  userId: number;
-  username: string;
-  tokenId: number;
-}
-
-/** What the cluster holds under a name: another node's tunnel, or a pool and its members on other nodes in rotation (`row`: each member's). */
-export type RemoteName = { tunnel: RemoteTunnel } | { pool: { balance: PoolBalance; userId: number; members: (RemoteTunnel & { row: string })[] } };
-
-/** A name's row: a subdomain's, or a custom hostname's (it has dots), which a tunnel with both claims beside its subdomain's. */
-const httpName = (subdomain: string) => `http:${subdomain}`;
-/** Rows that are tunnels, not a tunnel's second name: a twin row (a hostname beside a subdomain) has no subdomain column, nor has a pool's name's. */
-const ONE_ROW_A_TUNNEL = "NOT (t.name LIKE 'http:%' AND t.subdomain IS NULL)";
-/** A pool member's row: by its tunnel's id, one over the cluster (the agent's own id for it). */
-const memberRow = (tunnelId: string) => `member:${tunnelId}`;
-/**
- * The live members, on any node, of the pool named by the SQL parameter
- * `name` (its first name, or its hostname beside a subdomain); `expiry` the
- * parameter of the node expiry. `also`: a further condition on m.
- */
-const membersOf = (name: string, expiry: string, also = "TRUE") =>
-  `SELECT 1 FROM live_tunnels m JOIN cluster_nodes mn ON mn.id = m.node_id
-   WHERE m.pool IS NOT NULL AND starts_with(m.name, 'member:') AND (m.subdomain = ${name} OR m.hostname = ${name})
-     AND mn.heartbeat_ms > ${NOW_MS} - ${expiry} AND ${also}`;
-/** pg_advisory_xact_lock's first key for a pool's name, taken to join the pool or free its name: "pool" in ASCII. */
-const POOL_NAME_LOCKS = 0x706f6f6c;
-/** Takes a pool's names' locks for the transaction, in one order everywhere (no two nodes wait on each other). */
-async function lockPoolNames(tx: SQL, names: string[]): Promise<void> {
-  for (const name of [...names].sort()) await tx`SELECT pg_advisory_xact_lock(${POOL_NAME_LOCKS}::int, hashtext(${name}))`;
-}
-
-/** A join that lost a name: the transaction is rolled back, and the name said. */
-class NameLost {
-  constructor(readonly name: string) {}
-}
-
 export class Cluster implements LiveView, LiveTunnels {
   private readonly sql: SQL;
   readonly nodeId: string;
@@ -143,10 +112,31 @@ export class Cluster implements LiveView, LiveTunnels {
     this.expiryMs = options.expiryMs ?? NODE_EXPIRY_MS;
     this.maxLockedHandshakes = lockedHandshakes(options.poolSize ?? DEFAULT_POOL_SIZE);
     this.acme = new ClusterAcme(this.sql, this.nodeId, (message) => this.notify(message), this.expiryMs);
+    const registry = () => this.registry;
+    const side: ClusterSide = {
+      sql: this.sql,
+      nodeId: this.nodeId,
+      expiryMs: this.expiryMs,
+      core,
+      get registry() {
+        return registry();
+      },
+      quietly: (what, query) => this.quietly(what, query),
+      notify: (message) => this.notify(message),
+    };
+    this.names = new ClusterNames(side);
+    this.counts = new ClusterCounts(side);
+    this.pools = new ClusterPools(side);
   }
 
   /** ACME's account, certificates, answers and orders, shared with the other nodes (acme/shared.ts). */
   readonly acme: ClusterAcme;
+  /** The names over the cluster: claimed, held, given back, and found on other nodes. */
+  readonly names: ClusterNames;
+  /** The pools over the cluster: members joining, leaving, in and out of rotation. */
+  readonly pools: ClusterPools;
+  /** What is live over every node, as admission counts it and the admin API lists it. */
+  private readonly counts: ClusterCounts;
 
   /** The edge's registry: this node's tunnels, mirrored into live_tunnels from now on. */
   attach(registry: Registry): void {
@@ -156,13 +146,13 @@ export class Cluster implements LiveView, LiveTunnels {
       detached: (t, sessionId) =>
         void this.quietly("grace", this.sql`UPDATE live_tunnels SET session_id = NULL WHERE name IN ${this.sql(rowsOf(t, this.nodeId))} AND node_id = ${this.nodeId} AND session_id = ${sessionId}`),
       removed: (t) => {
-        if (t.pool) return void this.leavePool(t);
+        if (t.pool) return void this.pools.leavePool(t);
         void this.quietly("release", this.sql`DELETE FROM live_tunnels WHERE name IN ${this.sql(rowsOf(t, this.nodeId))} AND node_id = ${this.nodeId}`).then(() => {
           // its connectors on other nodes are told it is gone (they wait for it, as connectors here do)
           if (t.privateName !== undefined) return this.notify({ kind: "private", ownerId: t.userId, name: t.privateName });
         });
       },
-      rotated: (t) => void this.rotated(t),
+      rotated: (t) => void this.pools.rotated(t),
     };
   }
 
@@ -222,13 +212,13 @@ export class Cluster implements LiveView, LiveTunnels {
       const serving = { skipWarning: t.skipWarning, responseTimeoutMs: t.responseTimeoutMs, protocol: namedKindOf(t.protocol) };
       const ok =
         t.pool && t.port === undefined
-          ? (await this.joinPool(namesOfTunnel(t), t.id, t, session, { ...serving, pool: t.pool.balance })) === undefined
+          ? (await this.pools.joinPool(namesOfTunnel(t), t.id, t, session, { ...serving, pool: t.pool.balance })) === undefined
           : t.port !== undefined
-            ? await this.registerRow(t, session)
+            ? await this.names.registerRow(t, session)
             : t.subdomain !== undefined
-              ? (await this.claimName(t.subdomain, t, session, undefined, { ...serving, hostname: t.hostname })) &&
-                (t.hostname === undefined || (await this.claimName(t.hostname, t, session, undefined, { ...serving, twin: true })))
-              : await this.claimName(t.hostname!, t, session, undefined, serving);
+              ? (await this.names.claimName(t.subdomain, t, session, undefined, { ...serving, hostname: t.hostname })) &&
+                (t.hostname === undefined || (await this.names.claimName(t.hostname, t, session, undefined, { ...serving, twin: true })))
+              : await this.names.claimName(t.hostname!, t, session, undefined, serving);
       if (!ok) {
         // another node has the name now: the agent hears it, as at a handshake
         if (t.agent) this.registry.closeSession(t.agent.sessionId, "SUBDOMAIN_TAKEN", `'${t.subdomain ?? t.hostname}' was taken by another node meanwhile`);
@@ -307,259 +297,6 @@ export class Cluster implements LiveView, LiveTunnels {
     }
   }
 
-  // -- claims ------------------------------------------------------------------------------------
-
-  /**
-   * Takes `subdomain` for this node's session, atomically over the cluster:
-   * true when it is ours now. It is taken when free, held by a dead node, or
-   * held by the same token in grace or in the session being resumed (on any
-   * node). A node's rows from an earlier life went at its start.
-   */
-  async claim(subdomain: string, owner: { userId: number; username: string; tokenId: number }, sessionId: string, resume: string | undefined, serving: Serving): Promise<boolean> {
-    const won = await this.claimName(subdomain, owner, sessionId, resume, serving);
-    if (won) await this.notify({ kind: "taken", name: httpName(subdomain), sessionId });
-    return won;
-  }
-
-  private async claimName(
-    subdomain: string,
-    owner: { userId: number; username: string; tokenId: number },
-    sessionId: string | null,
-    resume: string | undefined,
-    serving: Serving,
-  ): Promise<boolean> {
-    // not while a pool's member is live anywhere (its name's own row may have gone with a dead node);
-    // a pool's name whose members are all gone is free (its row is left over)
-    const rows = await this.sql.unsafe(
-      `INSERT INTO live_tunnels AS t (name, protocol, subdomain, hostname, node_id, session_id, user_id, username, token_id, connected_at, skip_warning, response_timeout_ms)
-       SELECT $1, $13, $2, $14, $3, $4, $5::int, $6, $7::int, $8, $11::boolean, $12::int
-       WHERE NOT EXISTS (${membersOf("$15", "$9::bigint")})
-       ON CONFLICT (name) DO UPDATE SET node_id = excluded.node_id, protocol = excluded.protocol, subdomain = excluded.subdomain, hostname = excluded.hostname,
-         session_id = excluded.session_id, user_id = excluded.user_id, username = excluded.username, token_id = excluded.token_id, connected_at = excluded.connected_at,
-         bytes_in = 0, bytes_out = 0, skip_warning = excluded.skip_warning, response_timeout_ms = excluded.response_timeout_ms, pool = NULL, in_rotation = TRUE
-       WHERE NOT EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.id = t.node_id AND n.heartbeat_ms > ${NOW_MS} - $9::bigint)
-          OR t.pool IS NOT NULL
-          OR (t.token_id = excluded.token_id AND t.protocol = excluded.protocol AND (t.session_id IS NULL OR t.session_id = $10))
-       RETURNING name`,
-      [
-        httpName(subdomain),
-        // a twin row (a tunnel's hostname beside its subdomain) names no tunnel of its own: no subdomain column
-        serving.twin ? null : subdomain,
-        this.nodeId,
-        sessionId,
-        owner.userId,
-        owner.username,
-        owner.tokenId,
-        new Date().toISOString(),
-        this.expiryMs,
-        resume ?? null,
-        serving.skipWarning,
-        serving.responseTimeoutMs ?? null,
-        serving.protocol ?? "http",
-        serving.twin ? null : (serving.hostname ?? null),
-        subdomain,
-      ],
-    );
-    return rows.length > 0;
-  }
-
-  /**
-   * Joins (or starts) the user's pool on `names` (a subdomain, a hostname, or
-   * both) with the member `memberId` of this node's session: every name is
-   * held for the pool, and the member's row is written, in one transaction
-   * under the names' locks, so that the last member's leaving elsewhere
-   * cannot free a name between the two. A name held by another user's
-   * tunnel or pool, or by a tunnel that is no pool, is lost: its name is
-   * returned, and nothing is written.
-   */
-  async joinPool(names: string[], memberId: string, owner: { userId: number; username: string; tokenId: number }, sessionId: string | null, serving: Serving & { pool: PoolBalance }): Promise<string | undefined> {
-    const now = new Date().toISOString();
-    try {
-      await this.sql.begin(async (tx) => {
-        await lockPoolNames(tx, names);
-        for (const name of names) {
-          const rows = await tx.unsafe(
-            `INSERT INTO live_tunnels AS t (name, protocol, node_id, user_id, username, token_id, connected_at, pool)
-             SELECT $1, 'http', $2, $3::int, $4, $5::int, $6, $7
-             WHERE NOT EXISTS (${membersOf("$8", "$9::bigint", "m.user_id <> $3::int")})
-             ON CONFLICT (name) DO UPDATE SET node_id = excluded.node_id, protocol = 'http', subdomain = NULL, hostname = NULL, session_id = NULL,
-               user_id = excluded.user_id, username = excluded.username, token_id = excluded.token_id, connected_at = excluded.connected_at, pool = excluded.pool
-             WHERE NOT EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.id = t.node_id AND n.heartbeat_ms > ${NOW_MS} - $9::bigint)
-                OR (t.pool IS NOT NULL AND (t.user_id = excluded.user_id OR NOT EXISTS (${membersOf("$8", "$9::bigint")})))
-             RETURNING name`,
-            [httpName(name), this.nodeId, owner.userId, owner.username, owner.tokenId, now, serving.pool, name, this.expiryMs],
-          );
-          if (rows.length === 0) throw new NameLost(name);
-        }
-        await tx.unsafe(
-          `INSERT INTO live_tunnels (name, protocol, subdomain, hostname, node_id, session_id, user_id, username, token_id, connected_at, skip_warning, response_timeout_ms, pool, in_rotation)
-           VALUES ($1, 'http', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, FALSE)
-           ON CONFLICT (name) DO UPDATE SET session_id = excluded.session_id, node_id = excluded.node_id, connected_at = excluded.connected_at`,
-          [memberRow(memberId), names[0], names[1] ?? null, this.nodeId, sessionId, owner.userId, owner.username, owner.tokenId, now, serving.skipWarning, serving.responseTimeoutMs ?? null, serving.pool],
-        );
-      });
-    } catch (err) {
-      if (err instanceof NameLost) return err.name;
-      throw err;
-    }
-    // not in rotation yet, so not yet told of: the other nodes learn of it once its agent has heard READY (rotated)
-    return undefined;
-  }
-
-  /** A pool member leaves: its row goes, and each of the pool's names whose members are all gone now is free. */
-  private async leavePool(t: Tunnel): Promise<void> {
-    await this.quietly("release", this.sql`DELETE FROM live_tunnels WHERE name = ${memberRow(t.id)} AND node_id = ${this.nodeId}`);
-    if (t.port !== undefined) return;
-    const names = namesOfTunnel(t);
-    await this.freeNamesWithoutMembers(names);
-    for (const name of names) await this.notify({ kind: "pool", name });
-  }
-
-  /** A member claimed at a handshake that no tunnel of this node took after all (a refusal after it, the agent gone). */
-  async dropMember(memberId: string): Promise<void> {
-    const t = this.registry.allTunnels().find((x) => x.id === memberId);
-    if (t) return;
-    const rows = await this.sql`DELETE FROM live_tunnels WHERE name = ${memberRow(memberId)} AND node_id = ${this.nodeId} RETURNING subdomain, hostname`;
-    const names = rows.flatMap((r: { subdomain: string | null; hostname: string | null }) => [r.subdomain, r.hostname]).filter((n: string | null): n is string => n !== null);
-    if (names.length > 0) await this.freeNamesWithoutMembers(names);
-  }
-
-  /** Each of a pool's `names` whose members are all gone is free: under the names' locks, as a join takes them, so no join in progress loses its name. */
-  private freeNamesWithoutMembers(names: string[]): Promise<void> {
-    return this.quietly(
-      "pool release",
-      this.sql.begin(async (tx) => {
-        await lockPoolNames(tx, names);
-        for (const name of names) {
-          await tx.unsafe(`DELETE FROM live_tunnels WHERE name = $1 AND pool IS NOT NULL AND NOT EXISTS (${membersOf("$2", "$3::bigint")})`, [httpName(name), name, this.expiryMs]);
-        }
-      }),
-    );
-  }
-
-  /** Each member's rotation writes, one after the other: in then out at once (READY, then an unhealthy agent's ROTATION) must end out. */
-  private readonly rotations = new Map<string, Promise<void>>();
-
-  /** A pool member in or out of rotation: written now, and the other nodes ask again whom to send to. */
-  private rotated(t: Tunnel): Promise<void> {
-    if (!t.pool) return Promise.resolve();
-    const write = async () => {
-      // what it is when this write's turn comes: a later change meanwhile is written by its own turn, to the same end
-      await this.quietly("rotation", this.sql`UPDATE live_tunnels SET in_rotation = ${t.inRotation} WHERE name = ${memberRow(t.id)} AND node_id = ${this.nodeId}`);
-      if (t.port === undefined) for (const name of namesOfTunnel(t)) await this.notify({ kind: "pool", name });
-    };
-    const next = (this.rotations.get(t.id) ?? Promise.resolve()).then(write);
-    this.rotations.set(t.id, next);
-    void next.then(() => {
-      if (this.rotations.get(t.id) === next) this.rotations.delete(t.id);
-    });
-    return next;
-  }
-
-  /** A tcp or udp tunnel's row (its port is this node's own: nothing to contend for), or a pool member's. */
-  async registerRow(
-    t: Pick<Tunnel, "id" | "protocol" | "subdomain" | "hostname" | "port" | "userId" | "username" | "tokenId" | "pool" | "inRotation" | "skipWarning" | "responseTimeoutMs" | "privateName">,
-    sessionId: string | null,
-  ): Promise<boolean> {
-    await this.sql.unsafe(
-      `INSERT INTO live_tunnels (name, protocol, port, subdomain, hostname, node_id, session_id, user_id, username, token_id, connected_at, pool, in_rotation, skip_warning, response_timeout_ms)
-       VALUES ($1, $9, $2, $10, $11, $3, $4, $5, $6, $7, $8, $12, $13, $14, $15)
-       ON CONFLICT (name) DO UPDATE SET session_id = excluded.session_id, user_id = excluded.user_id, username = excluded.username,
-         token_id = excluded.token_id, connected_at = excluded.connected_at, bytes_in = 0, bytes_out = 0, in_rotation = excluded.in_rotation`,
-      [
-        rowsOf(t, this.nodeId)[0],
-        t.port ?? null,
-        this.nodeId,
-        sessionId,
-        t.userId,
-        t.username,
-        t.tokenId,
-        new Date().toISOString(),
-        t.protocol,
-        t.port === undefined ? (t.subdomain ?? t.hostname ?? null) : null,
-        t.port === undefined && t.subdomain !== undefined ? (t.hostname ?? null) : null,
-        t.pool?.balance ?? null,
-        t.inRotation,
-        t.skipWarning,
-        t.responseTimeoutMs ?? null,
-      ],
-    );
-    // its connectors on other nodes: still shared with? (its owner may have changed the list)
-    if (t.privateName !== undefined) await this.notify({ kind: "private", ownerId: t.userId, name: t.privateName });
-    return true;
-  }
-
-  /** Another node's live private tunnel `owner/name`, to reach through a relay link; undefined when none has it. */
-  async privateElsewhere(ownerId: number, name: string): Promise<Omit<RemoteTunnel, keyof Serving> & { protocol: PrivateKind } | undefined> {
-    const rows = await this.sql.unsafe(
-      `SELECT t.node_id, n.url, t.protocol, t.user_id, t.username, t.token_id FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
-       WHERE t.name = $1 AND t.node_id <> $2 AND t.session_id IS NOT NULL AND n.heartbeat_ms > ${NOW_MS} - $3::bigint`,
-      [privateRowName(ownerId, name), this.nodeId, this.expiryMs],
-    );
-    const r = rows[0];
-    return r && { nodeId: r.node_id, nodeUrl: r.url, subdomain: privateRowName(ownerId, name), userId: r.user_id, username: r.username, tokenId: r.token_id, protocol: r.protocol };
-  }
-
-  /**
-   * A name this node holds at start for the agent of its last run (the
-   * restart holds): claimed in grace for its token, as if its agent had just
-   * dropped; let go when another node has it.
-   */
-  holdAtStart(t: Tunnel): Promise<void> {
-    // a pool's members join it again at their handshakes; until then the name is held here only
-    if (t.pool || (t.subdomain === undefined && t.hostname === undefined)) return Promise.resolve();
-    const serving = { skipWarning: t.skipWarning, protocol: namedKindOf(t.protocol) };
-    const claimed =
-      t.subdomain !== undefined
-        ? this.claimName(t.subdomain, t, null, undefined, { ...serving, hostname: t.hostname }).then(
-            async (ok) => ok && (t.hostname === undefined || (await this.claimName(t.hostname, t, null, undefined, { ...serving, twin: true }))),
-          )
-        : this.claimName(t.hostname!, t, null, undefined, serving);
-    return claimed.then(
-      (ok) => {
-        if (!ok && !t.agent) this.registry.remove(t);
-      },
-      (err) => log.warn("cluster hold not written", { err: String(err) }),
-    );
-  }
-
-  /** Gives back a claimed name that no tunnel of this node took after all. */
-  async release(subdomain: string): Promise<void> {
-    if (this.registry.tunnelBySubdomain(subdomain)) return;
-    await this.quietly("release", this.sql`DELETE FROM live_tunnels WHERE name = ${httpName(subdomain)} AND node_id = ${this.nodeId}`);
-  }
-
-  /**
-   * What other nodes hold under `name`: a live tunnel of another node, or a
-   * pool (its name's row on any node, or members) with its members of other
-   * nodes that are in rotation; undefined when neither.
-   */
-  async remote(name: string): Promise<RemoteName | undefined> {
-    const rows = await this.sql.unsafe(
-      `SELECT t.name, t.node_id, n.url, t.protocol, t.user_id, t.username, t.token_id, t.skip_warning, t.response_timeout_ms, t.pool, t.in_rotation, t.session_id
-       FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
-       WHERE n.heartbeat_ms > ${NOW_MS} - $3::bigint
-         AND ((t.name = $1 AND (t.pool IS NOT NULL OR (t.node_id <> $2 AND t.session_id IS NOT NULL)))
-           OR (t.pool IS NOT NULL AND starts_with(t.name, 'member:') AND (t.subdomain = $4 OR t.hostname = $4)))`,
-      [httpName(name), this.nodeId, this.expiryMs, name],
-    );
-    const standIn = (r: Record<string, any>): RemoteTunnel => ({
-      nodeId: r.node_id,
-      nodeUrl: r.url,
-      subdomain: name,
-      userId: r.user_id,
-      username: r.username,
-      tokenId: r.token_id,
-      skipWarning: r.skip_warning,
-      responseTimeoutMs: r.response_timeout_ms ?? undefined,
-      protocol: namedKindOf(r.protocol),
-    });
-    const pooled = rows.filter((r: Record<string, any>) => r.pool !== null);
-    if (pooled.length === 0) return rows[0] && { tunnel: standIn(rows[0]) };
-    const members = pooled.filter((r: Record<string, any>) => r.name !== httpName(name) && r.node_id !== this.nodeId && r.session_id !== null && r.in_rotation);
-    return { pool: { balance: pooled[0].pool, userId: pooled[0].user_id, members: members.map((r: Record<string, any>) => ({ ...standIn(r), row: r.name })) } };
-  }
-
   /** Told when another node says a pool's members changed (edge-nodes.ts forgets what it knew of them). */
   onPoolChanged?: (name: string) => void;
 
@@ -617,39 +354,9 @@ export class Cluster implements LiveView, LiveTunnels {
 
   // -- LiveTunnels (admin actions) ---------------------------------------------------------------
 
-  async list(): Promise<ActiveTunnel[]> {
-    const rows = await this.sql.unsafe(
-      `SELECT t.*, p.name AS private_name, p.shares AS private_shares FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
-       LEFT JOIN private_names p ON t.name = 'private:' || p.owner_id || '/' || p.name
-       WHERE t.node_id <> $1 AND t.session_id IS NOT NULL AND n.heartbeat_ms > ${NOW_MS} - $2 AND ${ONE_ROW_A_TUNNEL}`,
-      [this.nodeId, this.expiryMs],
-    );
-    // a private tunnel's shares by username; its connectors are counted where they connect (this node's here)
-    const privateOf = async (r: Record<string, any>): Promise<ActiveTunnel["private"]> =>
-      r.private_name === null
-        ? undefined
-        : {
-            target: `${r.username}/${r.private_name}`,
-            shares: await this.core.privateShares.usernames(JSON.parse(r.private_shares) as number[]),
-            connected: this.registry.connectedElsewhereCount(r.user_id, r.private_name),
-          };
-    const privates = await Promise.all(rows.map(privateOf));
-    const others: ActiveTunnel[] = rows.map((r: Record<string, any>, i: number) => ({
-      protocol: r.protocol,
-      // a tunnel known by its hostname alone has it in the subdomain column (it has dots; a subdomain never)
-      ...(typeof r.subdomain === "string" && r.subdomain.includes(".") ? { hostname: r.subdomain } : { subdomain: r.subdomain ?? undefined }),
-      ...(r.hostname !== null ? { hostname: r.hostname } : {}),
-      ...(r.pool !== null ? { pool: { inRotation: r.in_rotation } } : {}),
-      port: r.port ?? undefined,
-      userId: r.user_id,
-      username: r.username,
-      tokenId: r.token_id,
-      connectedAt: new Date(r.connected_at),
-      bytesIn: Number(r.bytes_in),
-      bytesOut: Number(r.bytes_out),
-      ...(privates[i] ? { private: privates[i] } : {}),
-    }));
-    return [...this.registry.list(), ...others];
+  /** This node's live tunnels and the other nodes' (cluster-counts.ts). */
+  list(): Promise<ActiveTunnel[]> {
+    return this.counts.list();
   }
 
   closeUser(userId: number, code: ErrorCode, message: string): void {
@@ -669,102 +376,33 @@ export class Cluster implements LiveView, LiveTunnels {
     await told;
   }
 
-  // -- LiveView (admission) ----------------------------------------------------------------------
+  // -- LiveView (admission): counted over every node (cluster-counts.ts) -------------------------
 
-  async liveTokenIds(userId: number): Promise<Set<number>> {
-    const rows = await this.sql.unsafe(
-      `SELECT DISTINCT t.token_id FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
-       WHERE t.user_id = $1 AND t.session_id IS NOT NULL AND n.heartbeat_ms > ${NOW_MS} - $2`,
-      [userId, this.expiryMs],
-    );
-    return new Set([...rows.map((r: { token_id: number }) => r.token_id), ...this.registry.liveTokenIds(userId)]);
+  liveTokenIds(userId: number) {
+    return this.counts.liveTokenIds(userId);
   }
 
-  async liveTunnelCount(userId: number, except?: string): Promise<number> {
-    const rows = await this.sql.unsafe(
-      `SELECT count(*)::int AS n FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
-       WHERE t.user_id = $1 AND t.session_id IS NOT NULL AND t.session_id IS DISTINCT FROM $2 AND n.heartbeat_ms > ${NOW_MS} - $3 AND ${ONE_ROW_A_TUNNEL}`,
-      [userId, except ?? null, this.expiryMs],
-    );
-    return rows[0]?.n ?? 0;
+  liveTunnelCount(userId: number, except?: string) {
+    return this.counts.liveTunnelCount(userId, except);
   }
 
-  /** This node's only: the others' reach the database within SYNC_MS of being counted. */
-  unflushedBytes(userId: number): number {
-    return this.registry.unflushedBytes(userId);
+  unflushedBytes(userId: number) {
+    return this.counts.unflushedBytes(userId);
   }
 
-  async subdomainHolder(subdomain: string): Promise<{ tokenId: number; sessionId: string | null; pool?: { userId: number } } | undefined> {
-    const here = this.registry.subdomainHolder(subdomain);
-    if (here) return here;
-    // a pool's name is held while a member is live, on any node (this one's are in its registry)
-    const rows = await this.sql.unsafe(
-      `SELECT t.token_id, t.session_id, t.pool, t.user_id FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
-       WHERE t.name = $1 AND n.heartbeat_ms > ${NOW_MS} - $3::bigint
-         AND CASE WHEN t.pool IS NULL THEN t.node_id <> $2 ELSE EXISTS (${membersOf("$4", "$3::bigint")}) END`,
-      [httpName(subdomain), this.nodeId, this.expiryMs, subdomain],
-    );
-    const r = rows[0];
-    // a pool's name is in no grace, whichever token last joined it: only a pool of its user may take it
-    if (r?.pool) return { tokenId: r.token_id, sessionId: "pool", pool: { userId: r.user_id } };
-    return r && { tokenId: r.token_id, sessionId: r.session_id };
+  subdomainHolder(subdomain: string) {
+    return this.counts.subdomainHolder(subdomain);
   }
 
-  async userTunnels(userId: number): Promise<{ key: string; here?: string; tokenId: number; since: number }[]> {
-    const rows = await this.sql.unsafe(
-      `SELECT t.name, t.node_id, t.token_id, t.connected_at FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
-       WHERE t.user_id = $1 AND t.session_id IS NOT NULL AND n.heartbeat_ms > ${NOW_MS} - $2 AND ${ONE_ROW_A_TUNNEL}`,
-      [userId, this.expiryMs],
-    );
-    // this node's rows by the tunnel each is the row of
-    const mine = new Map<string, string>();
-    for (const { tunnels } of this.registry.liveSessions()) for (const t of tunnels) if (t.userId === userId) mine.set(rowsOf(t, this.nodeId)[0]!, t.id);
-    return rows.map((r: Record<string, any>) => ({
-      key: r.name,
-      ...(r.node_id === this.nodeId && mine.has(r.name) ? { here: mine.get(r.name) } : {}),
-      tokenId: r.token_id,
-      since: Date.parse(r.connected_at),
-    }));
+  userTunnels(userId: number) {
+    return this.counts.userTunnels(userId);
   }
 
-  async privateHolder(ownerId: number, name: string): Promise<{ tokenId: number; sessionId: string | null } | undefined> {
-    const here = this.registry.privateHolder(ownerId, name);
-    if (here) return here;
-    const rows = await this.sql.unsafe(
-      `SELECT t.token_id, t.session_id FROM live_tunnels t JOIN cluster_nodes n ON n.id = t.node_id
-       WHERE t.name = $1 AND t.node_id <> $2 AND n.heartbeat_ms > ${NOW_MS} - $3::bigint`,
-      [privateRowName(ownerId, name), this.nodeId, this.expiryMs],
-    );
-    const r = rows[0];
-    return r && { tokenId: r.token_id, sessionId: r.session_id };
+  privateHolder(ownerId: number, name: string) {
+    return this.counts.privateHolder(ownerId, name);
   }
 
-  async sessionTokenId(sessionId: string): Promise<number | undefined> {
-    const here = this.registry.sessionTokenId(sessionId);
-    if (here !== undefined) return here;
-    const rows = await this.sql`SELECT token_id FROM live_tunnels WHERE session_id = ${sessionId} LIMIT 1`;
-    return rows[0]?.token_id;
+  sessionTokenId(sessionId: string) {
+    return this.counts.sessionTokenId(sessionId);
   }
-}
-
-/** A tunnel's rows: a pool member's own; else its name's, and its custom hostname's beside it when it has one. */
-function rowsOf(t: Pick<Tunnel, "id" | "protocol" | "subdomain" | "hostname" | "port" | "pool" | "userId" | "privateName">, nodeId: string): string[] {
-  if (t.pool) return [memberRow(t.id)];
-  return t.hostname === undefined || t.subdomain === undefined ? [nameOf(t, nodeId)] : [nameOf(t, nodeId), httpName(t.hostname)];
-}
-
-/**
- * A tunnel's row: its name (one over the cluster), its port on this node
- * ("tcp:" and "udp:" apart, two port spaces), or a private tunnel's owner
- * and name (one over the cluster too).
- */
-function nameOf(t: Pick<Tunnel, "protocol" | "subdomain" | "hostname" | "port" | "userId" | "privateName">, nodeId: string): string {
-  if (t.privateName !== undefined) return privateRowName(t.userId, t.privateName);
-  const name = t.subdomain ?? t.hostname;
-  return name !== undefined ? httpName(name) : `${kindFacts(t.protocol).portSpace ?? "tcp"}:${nodeId}:${t.port}`;
-}
-
-/** An http tunnel's names, its first (the subdomain, or a hostname alone) first. */
-function namesOfTunnel(t: Pick<Tunnel, "subdomain" | "hostname">): string[] {
-  return [t.subdomain, t.hostname].filter((n): n is string => n !== undefined);
 }

@@ -40,19 +40,19 @@ export function edgeNodes(cluster: Cluster, opts: EdgeNodesOptions): OtherNodes 
       registry = r;
       cluster.attach(r);
       // without a secret a name on another node is still found, to say why it cannot be reached
-      remote = new RemoteTunnels(cluster, out, r, domain, opts.relayLookups);
+      remote = new RemoteTunnels(cluster.names, out, r, domain, opts.relayLookups);
       cluster.onPoolChanged = (name) => remote?.forget(name);
     },
-    holdAtStart: (t) => cluster.holdAtStart(t),
+    holdAtStart: (t) => cluster.names.holdAtStart(t),
     oneUserAtATime: (userId, fn) => cluster.oneUserAtATime(userId, fn),
-    claim: (subdomain, owner, sessionId, resume, serving) => cluster.claim(subdomain, owner, sessionId, resume, serving),
-    release: (subdomain) => cluster.release(subdomain),
-    joinPool: (names, memberId, owner, sessionId, serving) => cluster.joinPool(names, memberId, owner, sessionId, serving),
-    dropMember: (memberId) => cluster.dropMember(memberId),
-    registerRow: (t, sessionId) => cluster.registerRow(t, sessionId),
+    claim: (subdomain, owner, sessionId, resume, serving) => cluster.names.claim(subdomain, owner, sessionId, resume, serving),
+    release: (subdomain) => cluster.names.release(subdomain),
+    joinPool: (names, memberId, owner, sessionId, serving) => cluster.pools.joinPool(names, memberId, owner, sessionId, serving),
+    dropMember: (memberId) => cluster.pools.dropMember(memberId),
+    registerRow: (t, sessionId) => cluster.names.registerRow(t, sessionId),
     find: (name) => remote?.find(name),
     async privateElsewhere(ownerId, name) {
-      const found = await cluster.privateElsewhere(ownerId, name);
+      const found = await cluster.names.privateElsewhere(ownerId, name);
       if (!found?.nodeUrl || !out || !registry) return undefined;
       const link = await out.link(found.nodeId, found.nodeUrl);
       if (!link) return undefined;

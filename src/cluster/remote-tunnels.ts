@@ -10,7 +10,7 @@ import { quietWarnings } from "../log.ts";
 import type { Registry, Tunnel } from "../edge/registry.ts";
 import type { Mux } from "../protocol/mux.ts";
 import { TunnelPool } from "../edge/pool.ts";
-import type { Cluster, RemoteTunnel } from "./cluster.ts";
+import type { ClusterNames, RemoteTunnel } from "./cluster-names.ts";
 import type { RelayOut } from "./relay.ts";
 
 /** How long a node keeps what it learned of another node's tunnel (or of its absence). */
@@ -23,7 +23,7 @@ export const DEFAULT_RELAY_LOOKUPS = 64;
 const FAILURE_LOG_MS = 10_000;
 
 type Answer = Tunnel | Response | undefined;
-type Found = Awaited<ReturnType<Cluster["remote"]>>;
+type Found = Awaited<ReturnType<ClusterNames["remote"]>>;
 
 export class RemoteTunnels {
   private readonly cache = new Map<string, { at: number; tunnel?: Tunnel; links: Mux[] }>();
@@ -38,7 +38,7 @@ export class RemoteTunnels {
   private readonly linkOf = new WeakMap<Tunnel, Mux>();
 
   constructor(
-    private readonly cluster: Cluster,
+    private readonly names: ClusterNames,
     private readonly relay: RelayOut | undefined,
     private readonly registry: Registry,
     private readonly domain: string,
@@ -100,7 +100,7 @@ export class RemoteTunnels {
 
   private async ask(name: string): Promise<Found | Error> {
     try {
-      return await this.cluster.remote(name);
+      return await this.names.remote(name);
     } catch (err) {
       // the database is out of reach: this node's own tunnels go on; others' cannot be found now
       this.failures("lookup", "cluster lookup failed", { err: String(err) });

@@ -185,7 +185,7 @@ export const clusterNodes = sqliteTable("cluster_nodes", {
 /**
  * Every live tunnel of every node (PostgreSQL): what makes a name taken
  * cluster-wide, and what limits and /api/tunnels/active count. `name` is
- * the claim (cluster/cluster.ts): "http:<name>" for a subdomain or a custom
+ * the claim (cluster/live-rows.ts): "http:<name>" for a subdomain or a custom
  * hostname (an http or a tls tunnel's: one name space), "tcp:<node>:<port>"
  * or "udp:<node>:<port>" (a port is a node's own; tcp and udp are two port
  * spaces), "private:<owner id>/<name>" for a private tunnel, and
@@ -220,7 +220,7 @@ export const liveTunnels = sqliteTable(
     /** A tunnel with a subdomain and a custom hostname: the hostname, for the other nodes' lists and pools. */
     hostname: text("hostname"),
     /**
-     * A pool's rows (cluster.ts): how it spreads its requests. A member's row
+     * A pool's rows (cluster/cluster-pools.ts): how it spreads its requests. A member's row
      * is named "member:<tunnel id>"; a pool's name is held by a row of its own
      * ("http:<name>", no subdomain), which no tunnel is.
      */

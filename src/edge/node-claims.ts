@@ -46,7 +46,7 @@ export async function claimOverNodes(cluster: OtherNodes, edge: EdgeContext, ses
       responseTimeoutMs: asked?.protocol === "http" ? responseTimeout(edge.maxResponseTimeoutMs, asked.responseTimeout) : undefined,
       protocol: plan.protocol,
     };
-    // the first name's row is the tunnel's; a hostname beside a subdomain is its twin (cluster.ts)
+    // the first name's row is the tunnel's; a hostname beside a subdomain is its twin (cluster/cluster-names.ts)
     const names = [plan.subdomain, plan.hostname].filter((n): n is string => n !== undefined);
     let lost: string | undefined;
     if (plan.protocol === "http" && plan.pool) {
