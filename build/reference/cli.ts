@@ -15,6 +15,7 @@ import { CONNECT_DOC } from "../../src/cli/connect.ts";
 import { UPDATE_DOC } from "../../src/cli/update.ts";
 import { BACKUP_DOC } from "../../src/cli/server-backup.ts";
 import { DNS_CHECK_DOC } from "../../src/cli/server-dns-check-flags.ts";
+import { HEALTH_DOC } from "../../src/cli/server-health.ts";
 import { SERVER_DOC } from "../../src/cli/server-help.ts";
 import { INIT_DOC } from "../../src/cli/server-init-flags.ts";
 import { flagGroups, flagLabel, flagVariables, type CommandDoc } from "../../src/cli/usage.ts";
@@ -31,6 +32,7 @@ export const SECTIONS: readonly Section[] = [
   { doc: INIT_DOC },
   { doc: BACKUP_DOC },
   { doc: DNS_CHECK_DOC },
+  { doc: HEALTH_DOC },
   { doc: HTTP_DOC },
   { doc: TCP_DOC },
   { doc: TLS_DOC },
