@@ -9,13 +9,22 @@
  *   SHA256SUMS.minisig                          its signature, for minisign -V (when signed)
  *   burrow_<version>_<amd64|arm64>.deb          Debian packages of the glibc linux builds (build/deb.ts)
  *   burrow-<version>-1.<x86_64|aarch64>.rpm     RPM packages of the same (build/rpm.ts)
+ *   burrow-<version>-oci-<amd64|arm64>.tar      the container image of the same, an OCI archive (build/image.ts)
+ *   compose.yaml, compose.cluster.yaml,         the compose files of container/, naming that image
+ *   compose.agent.yaml
  *
  * Signed with the minisign secret key (without a password, `minisign -G -W`)
  * in the file BURROW_SIGNING_KEY_FILE, or given whole in BURROW_SIGNING_KEY;
  * BURROW_SIGNING_PUBLIC_KEY_FILE, when given, must be its public key. Without
  * a key the release is made unsigned, and says so loudly.
  *
- *   bun build/release.ts [--only linux-x64,linux-arm64] [--no-bytecode] [--no-packages] [--outdir DIR]
+ * The images are made on Linux from this machine's C library, CA
+ * certificates and time zones, and Debian's arm64 cross packages for the
+ * other architecture (build/image-rootfs.ts); where something is missing the
+ * release says so and goes on without that image, as without a .deb where
+ * dpkg-deb is missing. --no-images leaves them out.
+ *
+ *   bun build/release.ts [--only linux-x64,linux-arm64] [--no-bytecode] [--no-packages] [--no-images] [--outdir DIR]
  */
 import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -29,8 +38,10 @@ import { signingKey } from "./signing-key.ts";
 import { withReleaseKey } from "./install-key.ts";
 import { buildDeb } from "./deb.ts";
 import { buildRpm } from "./rpm.ts";
+import { buildImage, imageFileName, IMAGE_TARGETS } from "./image.ts";
+import type { ImageArch } from "./image-rootfs.ts";
 
-const { values } = parseArgs({ options: { only: { type: "string" }, "no-bytecode": { type: "boolean" }, "no-packages": { type: "boolean" }, outdir: { type: "string" } } });
+const { values } = parseArgs({ options: { only: { type: "string" }, "no-bytecode": { type: "boolean" }, "no-packages": { type: "boolean" }, "no-images": { type: "boolean" }, outdir: { type: "string" } } });
 const only = values.only?.split(",").map((s) => s.trim());
 const unknown = only?.filter((name) => !RELEASE_TARGETS.some((t) => t.name === name)) ?? [];
 if (unknown.length > 0) {
@@ -105,6 +116,29 @@ for (const target of targets) {
     const name = file.slice(outdir.length + 1);
     sums.push([name, sha256(readFileSync(file))]);
     console.log(`${name}  ${mib(statSync(file).size)}`);
+  }
+}
+
+// the container image of each glibc linux build, and the compose files that run it
+for (const [arch, name] of Object.entries(IMAGE_TARGETS) as [ImageArch, string][]) {
+  const target = targets.find((t) => t.name === name);
+  if (!target || values["no-images"]) continue;
+  const file = imageFileName(version, arch);
+  try {
+    if (process.platform !== "linux") throw new Error("images are made on Linux, from its C library");
+    const image = await buildImage({ executable: join(outdir, releaseFileName(version, target)), arch, version, info, outfile: join(outdir, file) });
+    sums.push([file, sha256(readFileSync(image.file))]);
+    console.log(`${file}  ${mib(image.archiveBytes)}`);
+  } catch (err) {
+    console.error(`no image for linux/${arch}: ${(err as Error).message}`);
+  }
+}
+if (!values["no-images"]) {
+  for (const name of ["compose.yaml", "compose.cluster.yaml", "compose.agent.yaml"]) {
+    // the image as the release's archives load it
+    const text = readFileSync(join(ROOT, "container", name), "utf8").replaceAll("image: burrow:latest", `image: burrow:${version}`);
+    writeFileSync(join(outdir, name), text);
+    sums.push([name, sha256(new TextEncoder().encode(text))]);
   }
 }
 

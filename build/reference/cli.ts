@@ -17,6 +17,7 @@ import { CONNECT_DOC } from "../../src/cli/connect.ts";
 import { UPDATE_DOC } from "../../src/cli/update.ts";
 import { BACKUP_DOC } from "../../src/cli/server-backup.ts";
 import { DNS_CHECK_DOC } from "../../src/cli/server-dns-check-flags.ts";
+import { HEALTH_DOC } from "../../src/cli/server-health.ts";
 import { SERVER_DOC } from "../../src/cli/server-help.ts";
 import { INIT_DOC } from "../../src/cli/server-init-flags.ts";
 import { flagGroups, flagLabel, flagVariables, type CommandDoc } from "../../src/cli/usage.ts";
@@ -33,6 +34,7 @@ export const SECTIONS: readonly Section[] = [
   { doc: INIT_DOC },
   { doc: BACKUP_DOC },
   { doc: DNS_CHECK_DOC },
+  { doc: HEALTH_DOC },
   // burrow http, tcp, tls, udp: each kind's command, in the kind table's order
   ...KIND_NAMES.map((kind) => ({ doc: CLI_KINDS[kind].doc })),
   { heading: "Connecting: what burrow http, tcp and start share", prose: "agent-connection" },

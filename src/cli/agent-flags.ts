@@ -30,6 +30,14 @@ export const COMMON = {
     help: "your device token, brw_...",
     details: "`burrow start` takes the file's `token:` before what `burrow login` saved.",
   },
+  "token-file": {
+    type: "string",
+    arg: "FILE",
+    alsoEnv: ["BURROW_TOKEN_FILE"],
+    help: "read the token from FILE, e.g. a container's secret",
+    details:
+      "The token alone (whitespace around it is ignored), at most 4 KiB. Instead of `--token` (both is refused), and `BURROW_TOKEN_FILE` instead of `BURROW_TOKEN`; either pair wins over the file's `token:` and what `burrow login` saved.",
+  },
   proxy: {
     type: "string",
     arg: "URL",

@@ -42,7 +42,7 @@ export async function runAgent(tunnels: AgentTunnel[], values: Record<string, un
   const logChoice = chooseOutput({ log: values.log as string | undefined, logLevel: values["log-level"] as string | undefined }, process.stdout);
   // server and token: flags, then the environment, then the config file, then burrow login's file
   const { server, token } = resolveCredentials(
-    { server: values.server as string | undefined, token: values.token as string | undefined },
+    { server: values.server as string | undefined, token: values.token as string | undefined, tokenFile: values["token-file"] as string | undefined },
     process.env,
     { server: settings.server, token: settings.token },
   );

@@ -16,11 +16,12 @@ import { PRIVATE_NAME_PATTERN } from "../validate/fields.ts";
 import { COMMON } from "./agent-flags.ts";
 import { helpText, type CommandDoc } from "./usage.ts";
 
-const { server, token, proxy, insecure } = COMMON;
+const { server, token, "token-file": tokenFile, proxy, insecure } = COMMON;
 
 export const CONNECT_FLAGS = {
   server,
   token,
+  "token-file": tokenFile,
   proxy,
   insecure,
   port: {
@@ -84,7 +85,11 @@ export async function connectCommand(argv: string[]): Promise<number> {
   const bind = (values.bind as string | undefined) ?? "127.0.0.1";
   const idleMs = whole("udp-idle", (values["udp-idle"] as string | undefined) ?? String(CONNECTOR_FLOW_IDLE_MS / 1000), 1, 86_400) * 1000;
   const maxFlows = whole("udp-flows", (values["udp-flows"] as string | undefined) ?? String(CONNECTOR_MAX_FLOWS), 1, 65_536);
-  const creds = resolveCredentials({ server: values.server as string | undefined, token: values.token as string | undefined }, process.env, {});
+  const creds = resolveCredentials(
+    { server: values.server as string | undefined, token: values.token as string | undefined, tokenFile: values["token-file"] as string | undefined },
+    process.env,
+    {},
+  );
   let local: ConnectorPort | undefined;
   let opening = false;
   let finished = false;

@@ -24,6 +24,7 @@ export const COMMANDS: readonly CommandLine[] = [
   { name: "server init", synopsis: "server init --domain D [flags]", summary: "write a systemd unit for the server, print DNS records and ports" },
   { name: "server backup", synopsis: "server backup FILE", summary: "write a consistent copy of the server's database to FILE" },
   { name: "server dns-check", synopsis: "server dns-check --domain D", summary: "check the server's DNS records and its DNS-01 responder" },
+  { name: "server health", synopsis: "server health", summary: "exit 0 when the running server says it is ready (/readyz): a container's health check" },
   { name: "update", synopsis: "update [--version V] [--check]", summary: "replace this executable with a newer signed release (--rollback undoes it)" },
   { synopsis: "--help", summary: "this text; burrow <command> --help for a command's flags" },
   { name: "version", synopsis: "version", summary: "print the version, commit, build date, target and release key (also --version)" },

@@ -12,6 +12,7 @@ export async function serverCommand(argv: string[]): Promise<number> {
   if (argv[0] === "init") return (await import("./server-init.ts")).serverInitCommand(argv.slice(1));
   if (argv[0] === "backup") return (await import("./server-backup.ts")).serverBackupCommand(argv.slice(1));
   if (argv[0] === "dns-check") return (await import("./server-dns-check.ts")).serverDnsCheckCommand(argv.slice(1));
+  if (argv[0] === "health") return (await import("./server-health.ts")).serverHealthCommand(argv.slice(1));
   const parsed = parseServerConfig(argv);
   if (parsed.help) {
     process.stdout.write(helpText(SERVER_DOC));

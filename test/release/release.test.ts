@@ -4,7 +4,9 @@
  * or PE of the right architecture, glibc or musl loader) and for carrying
  * exactly its own platform's argon2 binding; the linux-arm64 build really
  * runs, under qemu-user: a server with its database and an admin login, and
- * an agent carrying a request through an x64 server.
+ * an agent carrying a request through an x64 server. The container images
+ * are there as OCI archives of their architecture, with the compose files
+ * that run them (what the images do when run: test/image/).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
@@ -16,6 +18,7 @@ import { extract } from "tar-stream";
 import { bindingFile } from "../../build/bindings.ts";
 import { RELEASE_TARGETS, releaseFileName } from "../../build/targets.ts";
 import { signedIn } from "../harness/admin.ts";
+import { manifestAndConfig } from "../harness/oci-archive.ts";
 import { startAgent, tunnelFetch } from "../harness/agent.ts";
 import { containsBytes, executableFormat } from "../harness/executable-format.ts";
 import { arm64Runner } from "../harness/qemu.ts";
@@ -24,6 +27,8 @@ import { startServer } from "../harness/server.ts";
 const root = join(import.meta.dir, "..", "..");
 const version = (JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { version: string }).version;
 let outdir: string;
+const IMAGES = [`burrow-${version}-oci-amd64.tar`, `burrow-${version}-oci-arm64.tar`];
+const COMPOSE_FILES = ["compose.yaml", "compose.cluster.yaml", "compose.agent.yaml"];
 let again: string;
 
 function release(dir: string, only?: string[]): void {
@@ -77,11 +82,27 @@ test("every platform's executable and archive is written, and SHA256SUMS holds t
   const listed = sums(outdir);
   const debs = Bun.which("dpkg-deb") ? [`burrow_${version}_amd64.deb`, `burrow_${version}_arm64.deb`] : [];
   if (debs.length && Bun.which("rpmbuild")) debs.push(`burrow-${version}-1.x86_64.rpm`, `burrow-${version}-1.aarch64.rpm`);
-  const expected = [...RELEASE_TARGETS.flatMap((t) => [releaseFileName(version, t), `burrow-${version}-${t.name}${t.exe ? ".zip" : ".tar.gz"}`]), ...debs];
+  const expected = [...RELEASE_TARGETS.flatMap((t) => [releaseFileName(version, t), `burrow-${version}-${t.name}${t.exe ? ".zip" : ".tar.gz"}`]), ...debs, ...IMAGES, ...COMPOSE_FILES];
   expect([...listed.keys()].sort()).toEqual([...expected, "install.sh"].sort());
   expect(readdirSync(outdir).sort()).toEqual([...expected, "install.sh", "SHA256SUMS"].sort());
   for (const [name, hash] of listed) expect(`${name} ${sha256(read(outdir, name))}`).toBe(`${name} ${hash}`);
   for (const t of RELEASE_TARGETS) expect(statSync(join(outdir, releaseFileName(version, t))).mode & 0o111).not.toBe(0);
+});
+
+test("each image is an OCI archive of its architecture, loaded as burrow:<version>, and the compose files run that image", async () => {
+  for (const [arch, target] of [["amd64", "linux-x64"], ["arm64", "linux-arm64"]] as const) {
+    const { index, manifest, config } = await manifestAndConfig(join(outdir, `burrow-${version}-oci-${arch}.tar`));
+    expect(index.manifests[0].annotations).toEqual({ "io.containerd.image.name": `docker.io/library/burrow:${version}`, "org.opencontainers.image.ref.name": version });
+    expect(index.manifests[0].platform.architecture).toBe(arch);
+    expect(config.architecture).toBe(arch);
+    expect(manifest.layers).toHaveLength(1);
+    expect(config.history[0].created_by).toContain(`for ${target}`);
+  }
+  for (const name of COMPOSE_FILES) {
+    const text = readFileSync(join(outdir, name), "utf8");
+    expect(text).toContain(`image: burrow:${version}\n`);
+    expect(text).not.toContain("burrow:latest");
+  }
 });
 
 /** Each executable read once (they are about 100 MiB each). */
@@ -135,8 +156,8 @@ test("building the same checkout again gives the same bytes", () => {
   release(again, ["linux-arm64"]);
   const first = sums(outdir);
   const second = sums(again);
-  // the executable, its archive, install.sh, and its .deb and .rpm where dpkg-deb and rpmbuild are
-  expect(second.size).toBe(3 + (Bun.which("dpkg-deb") ? 1 + (Bun.which("rpmbuild") ? 1 : 0) : 0));
+  // the executable, its archive, install.sh, its image and the compose files, and its .deb and .rpm where dpkg-deb and rpmbuild are
+  expect(second.size).toBe(3 + 1 + COMPOSE_FILES.length + (Bun.which("dpkg-deb") ? 1 + (Bun.which("rpmbuild") ? 1 : 0) : 0));
   for (const [name, hash] of second) expect(`${name} ${hash}`).toBe(`${name} ${first.get(name)}`);
 }, 300_000);
 

@@ -60,6 +60,13 @@ describe.skipIf(!minisign)("a signed release", () => {
     expect(createHash("sha256").update(bytes).digest("hex")).toBe(hash!);
     bytes[bytes.length >> 1]! ^= 1;
     expect(createHash("sha256").update(bytes).digest("hex")).not.toBe(hash!);
+    // the container image and the compose files are in the signed list too, and match it
+    for (const file of [/ burrow-[\d.]+-oci-(amd64|arm64)\.tar$/, / compose\.yaml$/]) {
+      const line = sums.split("\n").find((l) => file.test(l));
+      expect(line).toBeDefined();
+      const [listed, named] = line!.split(/\s+/);
+      expect(createHash("sha256").update(readFileSync(join(outdir, named!))).digest("hex")).toBe(listed!);
+    }
     // and one byte of SHA256SUMS changed: the signature no longer verifies
     writeFileSync(join(outdir, "SHA256SUMS"), sums.replace(hash!, hash!.slice(0, -1) + (hash!.endsWith("0") ? "1" : "0")));
     const bad = verify();

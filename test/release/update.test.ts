@@ -116,7 +116,7 @@ describe.skipIf(!minisign || process.platform !== "linux")("burrow update", () =
     const compiled = run([process.execPath, join(root, "build", "compile.ts"), "--no-bytecode", "--outfile", oldBuild], { cwd: root, env: keyEnv });
     if (compiled.code !== 0) throw new Error(`compile: ${compiled.err}`);
     newRelease = join(work, "release-new");
-    const released = run([process.execPath, join("build", "release.ts"), "--only", TARGET, "--no-bytecode", "--no-packages", "--outdir", newRelease], { cwd: sourceAt(NEW), env: keyEnv });
+    const released = run([process.execPath, join("build", "release.ts"), "--only", TARGET, "--no-bytecode", "--no-packages", "--no-images", "--outdir", newRelease], { cwd: sourceAt(NEW), env: keyEnv });
     if (released.code !== 0) throw new Error(`release: ${released.err}`);
     oldRelease = handMadeRelease("release-old", { [`burrow-${OLD}-${TARGET}`]: oldBuild });
     openToAll(work);

@@ -1,9 +1,10 @@
 /**
- * The agent's settings: --server / --token, else BURROW_SERVER /
- * BURROW_TOKEN, else the file `burrow login` wrote (config.json, mode
- * 0600, in the platform's config directory: paths.ts).
+ * The agent's settings: --server / --token (or --token-file), else
+ * BURROW_SERVER / BURROW_TOKEN (or BURROW_TOKEN_FILE), else the file
+ * `burrow login` wrote (config.json, mode 0600, in the platform's config
+ * directory: paths.ts).
  */
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, readSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import * as v from "valibot";
 import { configFile } from "./paths.ts";
@@ -61,16 +62,60 @@ export function parseServerUrl(raw: string): string {
 }
 
 /**
+ * The most a token file may hold. A token is some 50 characters; the cap
+ * only keeps a wrong path (a log, a device) from being read whole.
+ */
+export const MAX_TOKEN_FILE_BYTES = 4096;
+
+/**
+ * The token in a file (a container's secret, mounted read-only): one line,
+ * whitespace around it ignored. What the file holds is never quoted back.
+ */
+export function readTokenFile(path: string, from: string): string {
+  let fd: number;
+  try {
+    fd = openSync(path, "r");
+  } catch (err) {
+    throw new UsageError(`${from}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? "error"})`);
+  }
+  const buf = Buffer.alloc(MAX_TOKEN_FILE_BYTES + 1);
+  let length = 0;
+  try {
+    // read until the end or one byte past the cap, whatever the file is (a FIFO gives its bytes in pieces)
+    for (let n = -1; n !== 0 && length < buf.length; length += n) n = readSync(fd, buf, length, buf.length - length, null);
+  } catch (err) {
+    throw new UsageError(`${from}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? "error"})`);
+  } finally {
+    closeSync(fd);
+  }
+  if (length > MAX_TOKEN_FILE_BYTES) throw new UsageError(`${from}: ${path} is larger than a token file may be (${MAX_TOKEN_FILE_BYTES} bytes)`);
+  const token = buf.subarray(0, length).toString("utf8").trim();
+  if (token === "") throw new UsageError(`${from}: ${path} is empty`);
+  if (/\s/.test(token)) throw new UsageError(`${from}: ${path} holds more than one word; it must hold the token alone`);
+  return token;
+}
+
+/** A token from its value or its file, given one way only (both is a mistake the user should hear of). */
+function tokenOf(value: string | undefined, file: string | undefined, names: [string, string]): string | undefined {
+  if (value && file) throw new UsageError(`${names[0]} and ${names[1]} both give the token: keep one`);
+  return value || (file ? readTokenFile(file, names[1]) : undefined);
+}
+
+/**
  * Server and token: the flags, else BURROW_SERVER / BURROW_TOKEN, else a
  * config file's (burrow.yml's `server:` / `token:`), else burrow login's.
+ * The token may come from a file instead: --token-file, BURROW_TOKEN_FILE.
  */
 export function resolveCredentials(
-  flags: { server?: string; token?: string },
+  flags: { server?: string; token?: string; tokenFile?: string },
   env: Record<string, string | undefined> = process.env,
   file: { server?: string; token?: string } = {},
 ) {
   const server0 = flags.server || env.BURROW_SERVER || file.server;
-  const token0 = flags.token || env.BURROW_TOKEN || file.token;
+  const token0 =
+    tokenOf(flags.token, flags.tokenFile, ["--token", "--token-file"]) ||
+    tokenOf(env.BURROW_TOKEN, env.BURROW_TOKEN_FILE, ["BURROW_TOKEN", "BURROW_TOKEN_FILE"]) ||
+    file.token;
   const saved = server0 && token0 ? {} : readSavedConfig(env);
   const server = server0 || saved.server;
   const token = token0 || saved.token;
