@@ -168,7 +168,8 @@ export class HpackDecoder {
   }
 
   private skipString(): string {
-    this.pos += this.stringLength();
+    const length = this.stringLength(); // moves pos past the length's own octets first
+    this.pos += length;
     return "";
   }
 }

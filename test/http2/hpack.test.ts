@@ -164,6 +164,16 @@ describe("the decoded header list is bounded while it decodes (HPACK bomb)", () 
     expect(decodeAll(d, new Uint8Array([0xbe])).fields).toEqual([["x", "v".repeat(4000)]]);
   });
 
+  test("past the bound, literals are skipped, those the table keeps still added", () => {
+    const d = new HpackDecoder();
+    const fields: [string, string][] = [];
+    // a literal that fits, one that goes past the bound, one skipped, and one with incremental indexing past it
+    const block = new Uint8Array([0x00, 0x01, 0x61, 0x01, 0x31, 0x00, 0x01, 0x62, 0x03, 0x32, 0x32, 0x32, 0x00, 0x01, 0x64, 0x01, 0x34, 0x40, 0x01, 0x63, 0x01, 0x33]);
+    expect(d.decode(block, 40, { field: (n, v) => void fields.push([n, v]) })).toBe(false);
+    expect(fields).toEqual([["a", "1"]]);
+    expect(decodeAll(d, new Uint8Array([0xbe])).fields).toEqual([["c", "3"]]);
+  });
+
   test("within the bound, every field is handed on", () => {
     const d = new HpackDecoder();
     let made = 0;
