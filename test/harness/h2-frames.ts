@@ -31,6 +31,11 @@ export function frame(type: number, flags: number, stream: number, payload: Uint
   return out;
 }
 
+/** The 32-bit number at `at` in `bytes`. */
+export function u32At(bytes: Uint8Array, at = 0): number {
+  return new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(at);
+}
+
 export function u32(n: number): number[] {
   return [(n >>> 24) & 0xff, (n >>> 16) & 0xff, (n >>> 8) & 0xff, n & 0xff];
 }
@@ -45,6 +50,16 @@ export const rstStream = (stream: number, code: number): Uint8Array => frame(Fra
 export const goaway = (last: number, code: number): Uint8Array => frame(FrameType.GOAWAY, 0, 0, [...u32(last), ...u32(code)]);
 export const data = (stream: number, bytes: Uint8Array | string, end = false): Uint8Array =>
   frame(FrameType.DATA, end ? Flag.END_STREAM : 0, stream, typeof bytes === "string" ? new TextEncoder().encode(bytes) : bytes);
+
+/** `bytes` as DATA frames of at most 16,384 bytes (the default largest frame); the last one ends the stream when `end`. */
+export function dataFrames(stream: number, bytes: Uint8Array, end = false): Uint8Array {
+  const frames: Uint8Array[] = [];
+  for (let at = 0; at < bytes.byteLength || frames.length === 0; at += 16_384) {
+    const part = bytes.subarray(at, at + 16_384);
+    frames.push(data(stream, part, end && at + 16_384 >= bytes.byteLength));
+  }
+  return Buffer.concat(frames);
+}
 
 /** A header block of literals without indexing, new names, raw strings (RFC 7541 §6.2.2). */
 export function literalBlock(fields: [string, string][]): Uint8Array {
@@ -134,12 +149,12 @@ export class ServerFrames {
   /** The GOAWAY's error code, or undefined when none came. */
   get goawayCode(): number | undefined {
     const g = this.of(FrameType.GOAWAY).at(-1);
-    return g ? new DataView(g.payload.buffer, g.payload.byteOffset).getUint32(4) : undefined;
+    return g ? u32At(g.payload, 4) : undefined;
   }
 
   /** RST_STREAM codes by stream. */
   resets(): Map<number, number> {
-    return new Map(this.of(FrameType.RST_STREAM).map((f) => [f.stream, new DataView(f.payload.buffer, f.payload.byteOffset).getUint32(0)]));
+    return new Map(this.of(FrameType.RST_STREAM).map((f) => [f.stream, u32At(f.payload)]));
   }
 
   /** A stream's DATA, concatenated, as text. */
