@@ -63,6 +63,9 @@ export function http1Request(req: H2Request, bodyFollows: boolean, fields: boole
   return { text, head };
 }
 
+/** Whether http1Request refused. */
+export const isHttp1Refusal = (r: Http1Request | HeadRefusal): r is HeadRefusal => "status" in r;
+
 export interface H2Response {
   status: number;
   /** Lower-case names, without connection-specific fields. */

@@ -3,9 +3,8 @@
  * response head as h2 response fields (src/http2/http1.ts).
  */
 import { describe, expect, test } from "bun:test";
-import { isRefusal } from "../../src/http/request-head.ts";
 import { parseHead } from "../../src/http/response-head.ts";
-import { h2Response, http1HeadText, http1Request } from "../../src/http2/http1.ts";
+import { h2Response, http1HeadText, http1Request, isHttp1Refusal } from "../../src/http2/http1.ts";
 import type { H2Request } from "../../src/http2/request-fields.ts";
 
 const request = (over: Partial<H2Request> = {}): H2Request => ({
@@ -31,18 +30,18 @@ describe("an h2 request as an HTTP/1.1 head", () => {
 
   test("a body without a length is sent chunked; with one, as it is; TE and a Host that :authority repeats are left out", () => {
     const chunked = http1Request(request({ method: "POST", fields: [["te", "trailers"], ["host", "app.tunnel.localhost"]] }), true);
-    if (isRefusal(chunked)) throw new Error(chunked.why);
+    if (isHttp1Refusal(chunked)) throw new Error(chunked.why);
     expect(chunked.text).toBe("POST /a?b=1 HTTP/1.1\r\nhost: app.tunnel.localhost\r\ntransfer-encoding: chunked");
     expect(chunked.head.framing).toBe("chunked");
     const length = http1Request(request({ method: "POST", fields: [["content-length", "5"]], contentLength: 5 }), true);
-    if (isRefusal(length)) throw new Error(length.why);
+    if (isHttp1Refusal(length)) throw new Error(length.why);
     expect(length.head.framing).toBe("length");
     expect(length.head.length).toBe(5);
   });
 
   test("the head is parsed as a visitor's: its Host read, its path made normal", () => {
     const r = http1Request(request({ path: "/a/./b/../c" }), false);
-    if (isRefusal(r)) throw new Error(r.why);
+    if (isHttp1Refusal(r)) throw new Error(r.why);
     expect(r.head.host).toBe("app.tunnel.localhost");
     expect(r.head.target).toBe("/a/c");
     expect(r.head.targetAsSent).toBe(false);
@@ -50,7 +49,7 @@ describe("an h2 request as an HTTP/1.1 head", () => {
 
   test("no :authority: the client's Host field names the host", () => {
     const r = http1Request(request({ authority: undefined, fields: [["host", "other.localhost"]] }), false);
-    if (isRefusal(r)) throw new Error(r.why);
+    if (isHttp1Refusal(r)) throw new Error(r.why);
     expect(r.head.host).toBe("other.localhost");
   });
 
