@@ -53,6 +53,12 @@ export const DEFAULT_H2_LIMITS: Readonly<Http2Limits> = {
  * flight; the window reopens as the stream's consumer takes the bytes.
  */
 export const H2_STREAM_WINDOW = 256 * 1024;
+/**
+ * The largest frame this side sends, whatever larger SETTINGS_MAX_FRAME_SIZE
+ * the client allows (up to 16 MB): a frame is copied whole into the
+ * connection's batch, and a batch this size is what the socket gets at once.
+ */
+export const H2_MAX_FRAME_SENT = 64 * 1024;
 /** CONTINUATION frames one header block may have, whatever their size (empty ones included). */
 export const H2_MAX_CONTINUATION_FRAMES = 64;
 /** Bytes of frames (answers to PING and SETTINGS, resets) this side may queue while the client does not read; past it the connection is cut. */

@@ -1,10 +1,11 @@
 /**
  * A client's SETTINGS (RFC 9113 §6.5.2), checked and applied to what this
  * side sends: the HPACK table our encoder may use, the initial window of
- * every stream, the largest frame. SETTINGS_MAX_CONCURRENT_STREAMS bounds
+ * every stream, the largest frame (up to H2_MAX_FRAME_SENT). SETTINGS_MAX_CONCURRENT_STREAMS bounds
  * server pushes (none are made) and SETTINGS_MAX_HEADER_LIST_SIZE is
  * advisory; settings of unknown ids are ignored, as the RFC asks.
  */
+import { H2_MAX_FRAME_SENT } from "./limits.ts";
 import type { Sender } from "./sender.ts";
 import type { H2Stream } from "./stream.ts";
 import { ConnectionError, DEFAULT_MAX_FRAME_SIZE, ErrorCode, LARGEST_MAX_FRAME_SIZE, MAX_WINDOW, Setting } from "./wire.ts";
@@ -29,7 +30,7 @@ export function applySettings(payload: Uint8Array, sender: Sender, streams: Iter
         break;
       case Setting.MAX_FRAME_SIZE:
         if (value < DEFAULT_MAX_FRAME_SIZE || value > LARGEST_MAX_FRAME_SIZE) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "SETTINGS_MAX_FRAME_SIZE out of range");
-        sender.maxFrameSize = value;
+        sender.maxFrameSize = Math.min(value, H2_MAX_FRAME_SENT);
         break;
     }
   }

@@ -369,6 +369,15 @@ describe("flow control, sending", () => {
     expect(sizes.reduce((a, b) => a + b)).toBe(50_000);
   });
 
+  test("a client's larger SETTINGS_MAX_FRAME_SIZE is followed up to 64 KiB, never to its 16 MB", async () => {
+    using e = engine({ settings: [[Setting.MAX_FRAME_SIZE, 16_777_215], [Setting.INITIAL_WINDOW_SIZE, 1 << 24]], onRequest: (s) => (s.respond(200, []), s.write(new Uint8Array(1_000_000)), s.end()) });
+    e.send(windowUpdate(0, 1 << 24), headers(1, getFields()));
+    await e.settle();
+    const sizes = e.frames.of(FrameType.DATA).map((f) => f.payload.byteLength);
+    expect(Math.max(...sizes)).toBe(64 * 1024);
+    expect(sizes.reduce((a, b) => a + b)).toBe(1_000_000);
+  });
+
   test("a full socket: writes say false and nothing more is framed until drained()", async () => {
     let s!: H2Stream;
     using e = engine({ settings: [[Setting.INITIAL_WINDOW_SIZE, 1 << 20]], onRequest: (x) => (s = x) });
