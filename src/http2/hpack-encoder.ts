@@ -19,6 +19,12 @@ import { DEFAULT_HEADER_TABLE_SIZE } from "./wire.ts";
 /** Fields never put in a table. */
 const NEVER_INDEXED: ReadonlySet<string> = new Set(["set-cookie", "authorization", "proxy-authorization", "cookie"]);
 const STATUS_INDEX = STATIC_NAME_INDEX.get(":status")!;
+/**
+ * Where blocks are coded: shared by every connection's encoder (a block is
+ * copied into its connection's frames before the next is coded), grown to
+ * the largest block made.
+ */
+let shared = new Uint8Array(1024);
 
 export class HpackEncoder {
   private readonly table = new DynamicTable(DEFAULT_HEADER_TABLE_SIZE);
@@ -26,7 +32,7 @@ export class HpackEncoder {
   private readonly numbers = new Map<string, number>();
   /** A size change to announce at the next block's start: the smallest the size went to, and where it ended. */
   private lowestSize: number | undefined;
-  private out = new Uint8Array(512);
+  private out = shared;
   private at = 0;
   private readonly forget = (name: string, value: string, number: number): void => {
     const key = `${name}\0${value}`;
@@ -43,10 +49,11 @@ export class HpackEncoder {
 
   /**
    * A block of `status` (as :status, when given) and `fields` (names are
-   * sent lower-cased). The bytes are the encoder's own, valid until the next
-   * call.
+   * sent lower-cased). The bytes are valid until the next block is coded
+   * (by any connection).
    */
   encode(status: number | undefined, fields: readonly (readonly [string, string])[]): Uint8Array {
+    this.out = shared;
     this.at = 0;
     if (this.lowestSize !== undefined) {
       this.reserve(12);
@@ -113,6 +120,6 @@ export class HpackEncoder {
     if (this.at + n <= this.out.byteLength) return;
     const grown = new Uint8Array(Math.max(this.out.byteLength * 2, this.at + n));
     grown.set(this.out.subarray(0, this.at));
-    this.out = grown;
+    this.out = shared = grown;
   }
 }

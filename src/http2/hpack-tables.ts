@@ -23,6 +23,8 @@ export const STATIC_TABLE: readonly (readonly [string, string])[] = [
 ];
 export const STATIC_LENGTH = STATIC_TABLE.length;
 
+const FIRST_SLOTS = 8;
+
 /** What an entry costs in the table: its octets and 32 (RFC 7541 §4.1); also how SETTINGS_MAX_HEADER_LIST_SIZE counts a field. */
 export const ENTRY_OVERHEAD = 32;
 
@@ -40,8 +42,9 @@ export const STATIC_FIELD_INDEX: ReadonlyMap<string, number> = new Map(
  * character each, latin1), so a string's length is its size in octets.
  */
 export class DynamicTable {
-  private names: string[];
-  private values: string[];
+  /** The ring: it starts small and grows as entries come, up to what maxSize can hold (an idle connection keeps little). */
+  private names: string[] = new Array<string>(FIRST_SLOTS);
+  private values: string[] = new Array<string>(FIRST_SLOTS);
   private head = 0;
   /** Entries in the table. */
   count = 0;
@@ -50,12 +53,7 @@ export class DynamicTable {
   /** Entries added since the table began: the n-th (from 0) is at dynamic index added - 1 - n while it is kept. */
   added = 0;
 
-  constructor(public maxSize: number) {
-    // an entry takes at least 32 octets: a table of maxSize holds at most this many
-    const slots = Math.max(1, Math.floor(maxSize / ENTRY_OVERHEAD));
-    this.names = new Array<string>(slots);
-    this.values = new Array<string>(slots);
-  }
+  constructor(public maxSize: number) {}
 
   /** The entry at dynamic index `i` (0: newest); the caller checks i < count. */
   name(i: number): string {
@@ -71,6 +69,7 @@ export class DynamicTable {
     this.evictTo(this.maxSize - size, onEvict);
     this.added++;
     if (size > this.maxSize) return;
+    if (this.count === this.names.length) this.grow();
     this.head = (this.head - 1 + this.names.length) % this.names.length;
     this.names[this.head] = name;
     this.values[this.head] = value;
@@ -82,9 +81,11 @@ export class DynamicTable {
   resize(maxSize: number, onEvict?: (name: string, value: string, number: number) => void): void {
     this.evictTo(maxSize, onEvict);
     this.maxSize = maxSize;
-    const slots = Math.max(1, Math.floor(maxSize / ENTRY_OVERHEAD));
-    if (slots <= this.names.length) return;
-    // grown: the ring is laid out again, oldest last
+  }
+
+  /** Twice the slots (an entry takes at least 32 octets, so a table never needs more than maxSize / 32), the ring laid out again. */
+  private grow(): void {
+    const slots = this.names.length * 2;
     const names = new Array<string>(slots);
     const values = new Array<string>(slots);
     for (let i = 0; i < this.count; i++) {
