@@ -256,7 +256,13 @@ export class H2Stream {
   /** @internal This side's END_STREAM went out (on DATA, trailers or the final head). */
   sentEnd(): void {
     this.localEnded = true;
-    if (this.remoteEnded) this.finish(undefined, false);
+    if (this.remoteEnded) return this.finish(undefined, false);
+    // answered whole while the request's body still comes, and nobody reads it: the client is asked
+    // to stop sending (RST_STREAM NO_ERROR, RFC 9113 §8.1) rather than have its bytes kept
+    if (!this.dataHandler) {
+      this.session.sendReset(this, ErrorCode.NO_ERROR);
+      this.finish(undefined, false);
+    }
   }
 
   private deliverEnd(): void {

@@ -191,6 +191,16 @@ describe("requests and responses", () => {
     expect(e.frames.resets().get(3)).toBe(ErrorCode.INTERNAL_ERROR);
   });
 
+  test("a whole response while the request's body still comes, with nobody reading it: RST_STREAM NO_ERROR, its bytes not kept", async () => {
+    using e = engine({ onRequest: (s) => s.respond(413, [], true) });
+    e.send(headers(1, getFields("/up"), false), data(1, "unread"));
+    await e.settle();
+    expect(e.frames.status(1)).toBe("413");
+    expect(e.frames.resets().get(1)).toBe(ErrorCode.NO_ERROR);
+    expect(e.conn.streams.size).toBe(0);
+    expect(e.frames.goawayCode).toBeUndefined();
+  });
+
   test("informational heads before the final one", async () => {
     using e = engine({
       onRequest: (s) => {
