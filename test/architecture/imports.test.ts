@@ -32,6 +32,7 @@ const LAYERS: Record<string, number> = {
   http: 1, // addresses, request targets, header lists
   sockets: 1, // Bun sockets and links carrying frames or a stream's bytes
   update: 1, // releases: the signed list, the download, the replacement; burrow update and the server's daily look
+  http2: 2, // HTTP/2 as bytes: frames, HPACK, the server connection with its streams, flow control and limits
   validate: 2, // what a value must look like, shared by server, agent and panel
   ui: 2, // browser building blocks the admin panel and the portal share: components, styles, formats
   core: 3, // the rules: users, tokens, admission, limits, audit
@@ -206,7 +207,7 @@ describe("the structure of src/", () => {
 
   test("docs/architecture.md's table puts every folder and top-level file on the layer it has here", () => {
     const page = readFileSync(resolve(import.meta.dir, "..", "..", "docs", "architecture.md"), "utf8");
-    const rows = [...page.matchAll(/^\| (\d+) \| `([a-z.-]+)\/?` \|/gm)].map((m) => [m[2]!, Number(m[1])] as const);
+    const rows = [...page.matchAll(/^\| (\d+) \| `([a-z0-9.-]+)\/?` \|/gm)].map((m) => [m[2]!, Number(m[1])] as const);
     expect(Object.fromEntries(rows)).toEqual({ ...LAYERS, ...TOP_FILES });
   });
 
