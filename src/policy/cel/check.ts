@@ -57,6 +57,19 @@ export interface Checked {
 /** Names that are types (`type(x) == int`): values of type `type`. */
 const TYPE_NAMES = new Set(["int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type", "google.protobuf.Timestamp", "google.protobuf.Duration"]);
 
+/** Functions that read the message of some phases only (ngrok's rule): refused at load elsewhere. */
+const HTTP_PHASES = ["on_http_request", "on_http_response"];
+const PHASE_FUNCTIONS: Readonly<Record<string, readonly string[]>> = {
+  getReqHeader: HTTP_PHASES,
+  hasReqHeader: HTTP_PHASES,
+  getQueryParam: HTTP_PHASES,
+  hasQueryParam: HTTP_PHASES,
+  getReqCookie: HTTP_PHASES,
+  hasReqCookie: HTTP_PHASES,
+  getResHeader: ["on_http_response"],
+  hasResHeader: ["on_http_response"],
+};
+
 const isDyn = (t: CelType) => t.kind === "scalar" && t.scalar === "dyn";
 
 /** Whether a value of type `arg` may be passed where `param` is taken (dyn takes and is anything). */
@@ -265,6 +278,8 @@ export class Checker {
   private overload(e: Expr, fn: string, target: Expr | undefined, args: Expr[], depth: number): Info {
     const group = this.env.funcs.find(fn);
     if (!group) throw new CheckProblem(`undeclared reference to function '${printable(fn)}'`, e.id, "type");
+    const phases = PHASE_FUNCTIONS[fn];
+    if (phases && !target && !phases.includes(this.phase)) throw new CheckProblem(`${fn}() is not available in ${this.phase} (only in ${phases.join(", ")})`, e.id, "type");
     const self = target ? this.walk(target, depth + 1) : undefined;
     const infos = args.map((a) => this.walk(a, depth + 1));
     const types = infos.map((i) => i.type);

@@ -8,7 +8,7 @@
  * MAX_VALUE_BYTES, so no expression can fill the edge's memory.
  */
 import { createHash } from "node:crypto";
-import { celEnv, celFunc, celMethod, CelScalar, isCelError, listType, mapType, type CelFunc, type CelList, type CelValue } from "@bufbuild/cel";
+import { celEnv, celFunc, celMethod, CelScalar, isCelError, isCelList, listType, mapType, type CelFunc, type CelList, type CelValue } from "@bufbuild/cel";
 import { strings } from "@bufbuild/cel/ext";
 import { CidrList, isCidrOrAddress } from "../../http/addresses.ts";
 import { MAX_VALUE_BYTES } from "../limits.ts";
@@ -69,12 +69,32 @@ const hashes: CelFunc[] = [
   }),
 ]);
 
+/**
+ * The most characters a call can make, told before it runs: a replace of
+ * an empty pattern puts the replacement between every character, so the
+ * size is paid for (and refused past the cap) before it is made.
+ */
+function bound(name: string, target: CelValue, args: CelValue[]): number {
+  if (name === "replace" && typeof target === "string" && typeof args[0] === "string" && typeof args[1] === "string") {
+    const matches = args[0] === "" ? target.length + 1 : Math.floor(target.length / args[0].length);
+    const limit = typeof args[2] === "bigint" && args[2] >= 0n ? Number(args[2]) : matches;
+    return target.length + Math.min(matches, limit) * args[1].length;
+  }
+  if (name === "join" && isCelList(target)) {
+    let n = typeof args[0] === "string" ? args[0].length * target.size : 0;
+    for (const v of target) n += typeof v === "string" ? v.length : 0;
+    return n;
+  }
+  return 0;
+}
+
 /** A strings-extension method whose result is paid for by its size. */
 function sized(original: CelFunc): CelFunc {
   const impl = function (this: CelValue, ...args: CelValue[]) {
+    pay(bound(original.name, this, args));
     const out = original.call(0, this, args);
     if (out === undefined || isCelError(out)) throw out ?? new Error(`no overload of ${original.name}`);
-    if (typeof out === "string") pay(out.length);
+    if (typeof out === "string" && original.name === "format") pay(out.length);
     return out;
   };
   return original.target
