@@ -5,6 +5,7 @@
  */
 export { loadPolicy, type LoadOptions } from "./load.ts";
 export { Policy } from "./policy.ts";
+export { PolicyChain, type ChainOutcome } from "./chain.ts";
 export type { Outcome, Verdict, RuleTrace, ActionTrace, RunProblem } from "./outcome.ts";
 export type { PolicyInput, ConnectionFacts, EndpointFacts, TunnelFacts, RequestFacts, ResponseFacts } from "./context.ts";
 export type { PolicyResponse } from "./response.ts";
