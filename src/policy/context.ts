@@ -267,7 +267,9 @@ export class Bindings implements EvaluationScope {
   readonly variables: object;
   /** Action result variables by ngrok's name (`rate_limit`, `basic_auth`, ...): `actions.ngrok.<name>`. */
   readonly actionVars: Record<string, unknown> = {};
-  identity: string | undefined;
+  private who: string | undefined;
+  /** Who an earlier layer let in: it stays who the visitor is (a later layer's sign-in does not rename it). */
+  private readonly outer: string | undefined;
   readonly now: number;
   private headerMaps: { req?: HeaderMap; res?: HeaderMap } = {};
   private queryCache?: Map<string, string[]>;
@@ -280,8 +282,19 @@ export class Bindings implements EvaluationScope {
     readonly response: WorkingResponse | undefined,
   ) {
     this.now = input.now ?? Date.now();
-    this.identity = input.identity;
+    this.outer = input.identity;
+    this.who = input.identity;
     this.variables = Object.create(VARIABLES_PROTOTYPE, { bindings: { value: this } });
+  }
+
+  /** Who the visitor is (`visitor.identity`): the first authentication's answer, an earlier layer's first. */
+  get identity(): string | undefined {
+    return this.who;
+  }
+
+  /** An authentication action let the visitor in as `name` (ignored when an earlier layer already said who). */
+  set identity(name: string | undefined) {
+    if (this.outer === undefined) this.who = name;
   }
 
   req(): WorkingRequest {

@@ -48,10 +48,10 @@ on_tcp_connect:
         config: { metadata: { seen: "\${conn.client_ip}" } }
 on_http_request:
   - actions:
-      - type: basic-auth
-        config: { credentials: ["mine:tunnel-password"], enforce: false }
       - type: add-headers
-        config: { headers: { authorization: "${basic("ops", "operator-password")}" } }
+        config: { headers: { authorization: "${basic("mine", "tunnel-password")}" } }
+      - type: basic-auth
+        config: { credentials: ["mine:tunnel-password"] }
       - type: custom-response
         config: { status_code: 200, body: "the tunnel's own answer to \${visitor.identity}" }
 on_http_response:
