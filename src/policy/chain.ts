@@ -12,7 +12,8 @@
  * layer's own sign-in cannot rename the visitor an earlier one let in.
  */
 import type { Coding } from "./compression.ts";
-import { WorkingRequest, WorkingResponse, type PolicyInput } from "./context.ts";
+import type { PolicyInput } from "./facts.ts";
+import { WorkingRequest, WorkingResponse } from "./message.ts";
 import type { Outcome, Verdict } from "./outcome.ts";
 import type { Policy, RunState } from "./policy.ts";
 import type { Phase } from "./variables.ts";

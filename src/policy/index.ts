@@ -7,7 +7,7 @@ export { loadPolicy, type LoadOptions } from "./load.ts";
 export { Policy } from "./policy.ts";
 export { PolicyChain, type ChainOutcome } from "./chain.ts";
 export type { Outcome, Verdict, RuleTrace, ActionTrace, RunProblem } from "./outcome.ts";
-export type { PolicyInput, ConnectionFacts, EndpointFacts, TunnelFacts, RequestFacts, ResponseFacts } from "./context.ts";
+export type { PolicyInput, ConnectionFacts, EndpointFacts, TunnelFacts, RequestFacts, ResponseFacts } from "./facts.ts";
 export type { PolicyResponse } from "./response.ts";
 export { formatPolicyError, POLICY_ERRORS, type PolicyError, type PolicyErrorCode } from "./errors.ts";
 export { DEFAULT_POLICY_LIMITS, MAX_BODY_BYTES, type PolicyLimits } from "./limits.ts";

@@ -8,7 +8,7 @@
  */
 import type { PolicyResponse } from "./response.ts";
 import type { Coding } from "./compression.ts";
-import type { WorkingRequest, WorkingResponse } from "./context.ts";
+import type { WorkingRequest, WorkingResponse } from "./message.ts";
 import type { Phase } from "./variables.ts";
 
 export interface ActionTrace {

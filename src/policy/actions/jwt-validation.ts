@@ -15,7 +15,7 @@ import * as v from "valibot";
 import { decodeProtectedHeader, errors, jwtVerify, type JWTPayload } from "jose";
 import { providerEndpointProblem } from "../../validate/access.ts";
 import type { Template } from "../cel/template.ts";
-import type { WorkingRequest } from "../context.ts";
+import type { WorkingRequest } from "../message.ts";
 import { MAX_BODY_BYTES } from "../limits.ts";
 import { render } from "./common.ts";
 import { defineAction, textResponse, type ActionContext } from "./types.ts";
