@@ -132,7 +132,13 @@ async function runAll(policy: Policy, input: PolicyInput): Promise<Step[]> {
   return steps;
 }
 
-const indent = (text: string, by = "    ") => text.replace(/^/gm, by);
+/** A body's lines, each after a margin that says it is the body. */
+const quoted = (body: string) =>
+  body
+    .replace(/\n$/, "")
+    .split("\n")
+    .map((line) => `   | ${line}`)
+    .join("\n");
 
 function describeRuns(runs: Outcome[]): string {
   let out = "";
@@ -158,7 +164,7 @@ function describeStep(step: Step): string {
     const body = typeof v.response.body === "string" ? v.response.body : Buffer.from(v.response.body).toString("utf8");
     text += `=> the edge would answer ${v.response.status} (rule ${v.rule}, ${v.action})\n`;
     for (const [n, value] of v.response.headers) text += `   ${n}: ${value}\n`;
-    if (body !== "") text += `${indent(body.endsWith("\n") ? body : `${body}\n`, "   | ")}`;
+    if (body !== "") text += `${quoted(body)}\n`;
     return text;
   }
   if (step.phase === "on_http_request") {

@@ -111,6 +111,12 @@ describe("burrow policy test", () => {
     );
   });
 
+  test("an answer's body is printed after a margin, line by line", async () => {
+    const path = file("body.yml", 'on_http_request:\n  - actions:\n      - type: custom-response\n        config: { status_code: 503, body: "down\\nback soon\\n" }\n');
+    const out = await runBurrow(["policy", "test", path, "--request", "GET /"]);
+    expect(out.stdout).toEndWith("=> the edge would answer 503 (rule #1, custom-response)\n   content-type: text/plain; charset=utf-8\n   | down\n   | back soon\n");
+  });
+
   test("--status runs on_http_response on the service's made-up answer", async () => {
     const out = await runBurrow(["policy", "test", good, "--request", "GET /", "--header", "Accept-Encoding: br", "--status", "200", "--response-header", "Content-Type: text/html"]);
     expect(out.code).toBe(0);
