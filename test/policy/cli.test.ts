@@ -7,6 +7,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { compiledBurrow } from "../harness/compiled.ts";
 import { runBurrow } from "../harness/run.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "policy-cli-"));
@@ -141,4 +142,20 @@ describe("burrow policy test", () => {
       expect(usage.code).toBe(2);
     }
   });
+});
+
+describe("the compiled executable", () => {
+  test("checks and tries a policy as the source does (CEL, the RE2 patterns' VM and all, bundled)", async () => {
+    const exe = await compiledBurrow();
+    const policy = file("compiled.yml", 'on_http_request:\n  - expressions: ["req.url.path.matches(\'^/a/\')"]\n    actions:\n      - type: redirect\n        config: { from: "/a/(.*)", to: "/b/$1" }\n');
+    const run = async (args: string[]) => {
+      const proc = Bun.spawn([exe, ...args], { stdout: "pipe", stderr: "pipe" });
+      const [stdout, code] = await Promise.all([new Response(proc.stdout).text(), proc.exited]);
+      return { stdout, code };
+    };
+    expect(await run(["policy", "check", policy])).toEqual({ code: 0, stdout: `${policy}: ok, 0 rules on_tcp_connect, 1 rule on_http_request, 0 rules on_http_response\n` });
+    const tried = await run(["policy", "test", policy, "--request", "GET /a/x?y=1"]);
+    expect(tried.code).toBe(0);
+    expect(tried.stdout).toContain("   location: https://app.tunnels.example.com/b/x?y=1\n");
+  }, 120_000);
 });
