@@ -23,6 +23,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   start: async () => (await import("./cli/start.ts")).startCommand,
   config: async () => (await import("./cli/start.ts")).configCommand,
   update: async () => (await import("./cli/update.ts")).updateCommand,
+  policy: async () => (await import("./cli/policy.ts")).policyCommand,
 };
 
 async function main(argv: string[]): Promise<number> {

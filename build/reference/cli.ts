@@ -15,6 +15,7 @@ import { COMMANDS } from "../../src/cli/help.ts";
 import { LOGIN_DOC } from "../../src/cli/login.ts";
 import { CONNECT_DOC } from "../../src/cli/connect.ts";
 import { UPDATE_DOC } from "../../src/cli/update.ts";
+import { POLICY_CHECK_DOC, POLICY_TEST_DOC } from "../../src/cli/policy-flags.ts";
 import { BACKUP_DOC } from "../../src/cli/server-backup.ts";
 import { DNS_CHECK_DOC } from "../../src/cli/server-dns-check-flags.ts";
 import { HEALTH_DOC } from "../../src/cli/server-health.ts";
@@ -41,6 +42,8 @@ export const SECTIONS: readonly Section[] = [
   { heading: "The agent's screen and logs", prose: "agent-screen" },
   { doc: START_DOC },
   { doc: CONFIG_DOC },
+  { doc: POLICY_CHECK_DOC },
+  { doc: POLICY_TEST_DOC },
   { doc: LOGIN_DOC },
   { doc: CONNECT_DOC },
   { doc: UPDATE_DOC },

@@ -19,6 +19,8 @@ export const COMMANDS: readonly CommandLine[] = [
   { name: "connect", synopsis: "connect OWNER/NAME", summary: "reach a private tunnel shared with you, through a local port" },
   { name: "start", synopsis: "start NAME... | --all", summary: "start tunnels named in burrow.yml, over one connection" },
   { name: "config check", synopsis: "config check", summary: "check burrow.yml without connecting" },
+  { name: "policy check", synopsis: "policy check FILE", summary: "check a traffic policy file (YAML or JSON) without running it" },
+  { name: "policy test", synopsis: "policy test FILE --request 'GET /'", summary: "try a traffic policy on one request, offline: what matches, what the edge would do" },
   { name: "login", synopsis: "login --server URL [--token T]", summary: `log this machine in (through the browser, or with a token) for ${KIND_NAMES.join(", ")} and start` },
   { name: "server", synopsis: "server [flags]", summary: "run the tunnel server (edge + admin API)" },
   { name: "server init", synopsis: "server init --domain D [flags]", summary: "write a systemd unit for the server, print DNS records and ports" },

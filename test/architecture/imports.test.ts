@@ -39,6 +39,7 @@ const LAYERS: Record<string, number> = {
   dns: 4, // the DNS responder and the dns-check verdicts
   metrics: 4, // counters and the Prometheus registry
   api: 4, // what the admin API and the portal share: JSON bodies and answers, views, cross-site refusal
+  policy: 4, // traffic policy: rules in CEL with actions, loaded, checked and run on facts the edge gives
   acme: 5, // certificates from an ACME CA
   agent: 5, // the agent: connects, serves streams to the local service
   edge: 6, // the public face: ingress, agents' endpoint, tunnels

@@ -1,0 +1,38 @@
+/** Every action burrow has, by ngrok's type name: what a policy document may name. */
+import { addHeaders } from "./add-headers.ts";
+import { basicAuth } from "./basic-auth.ts";
+import { compressResponse } from "./compress-response.ts";
+import { customResponse } from "./custom-response.ts";
+import { deny } from "./deny.ts";
+import { jwtValidation } from "./jwt-validation.ts";
+import { log } from "./log.ts";
+import { openidConnect } from "./openid-connect.ts";
+import { rateLimit } from "./rate-limit.ts";
+import { redirect } from "./redirect.ts";
+import { removeHeaders } from "./remove-headers.ts";
+import { restrictIps } from "./restrict-ips.ts";
+import type { ActionDefinition } from "./types.ts";
+import { urlRewrite } from "./url-rewrite.ts";
+import { verifyWebhook } from "./verify-webhook.ts";
+
+export const ACTIONS: ReadonlyMap<string, ActionDefinition> = new Map(
+  [addHeaders, basicAuth, compressResponse, customResponse, deny, jwtValidation, log, openidConnect, rateLimit, redirect, removeHeaders, restrictIps, urlRewrite, verifyWebhook].map((a) => [a.type, a]),
+);
+
+/** ngrok's actions burrow does not have, with why: said when a policy names one. */
+export const NOT_IN_BURROW: Readonly<Record<string, string>> = {
+  "forward-internal": "burrow has no internal endpoints: a tunnel forwards to its agent",
+  "close-connection": "not yet in burrow (use deny)",
+  "circuit-breaker": "not yet in burrow",
+  "http-request": "the edge makes no requests of its own for a policy",
+  oauth: "use openid-connect with your provider",
+  saml: "not in burrow",
+  "owasp-crs-request": "not in burrow",
+  "owasp-crs-response": "not in burrow",
+  "set-vars": "not yet in burrow",
+  "terminate-tls": "TLS is terminated by the edge's own certificates (or passed through by tls tunnels)",
+  "request-body-find-replace": "not in burrow: the edge does not rewrite bodies",
+  "response-body-find-replace": "not in burrow: the edge does not rewrite bodies",
+  "sse-find-replace": "not in burrow: the edge does not rewrite bodies",
+  "ai-gateway": "not in burrow",
+};

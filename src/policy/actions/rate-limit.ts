@@ -1,0 +1,63 @@
+/**
+ * rate-limit: at most `capacity` requests per `rate` (a duration, "60s")
+ * in each bucket, a bucket being the values of the `bucket_key`
+ * expressions (`conn.client_ip`, `req.headers['x-api-key']`...) together;
+ * past it, 429 with Retry-After (in on_tcp_connect, the connection is
+ * closed). Counted in a sliding window by the store the edge gives
+ * (rate-limit-store.ts): in memory per process today, so each node of a
+ * cluster counts on its own, as ngrok's ingress servers do. `enforce:
+ * false` only records `actions.ngrok.rate_limit.limited`.
+ */
+import { createHash } from "node:crypto";
+import * as v from "valibot";
+import { isCelError } from "@bufbuild/cel";
+import { valueText } from "../cel/template.ts";
+import { flag, parseDuration } from "./common.ts";
+import { defineAction, textResponse } from "./types.ts";
+
+/** ngrok's bounds; durations from 1 s (ngrok: 60 s, multiples of 10 s) to 24 h. */
+const MAX_CAPACITY = 2_000_000_000;
+const MIN_RATE_MS = 1000;
+const MAX_RATE_MS = 24 * 3_600_000;
+const MAX_BUCKET_KEYS = 10;
+
+export const rateLimit = defineAction({
+  type: "rate-limit",
+  phases: ["on_tcp_connect", "on_http_request"],
+  schema: v.strictObject({
+    name: v.pipe(v.string(), v.minLength(1), v.maxLength(1023)),
+    enforce: flag,
+    algorithm: v.picklist(["sliding_window"]),
+    capacity: v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(MAX_CAPACITY)),
+    rate: v.string(),
+    bucket_key: v.optional(v.pipe(v.array(v.string()), v.maxLength(MAX_BUCKET_KEYS)), []),
+  }),
+  compile(config, tools) {
+    const windowMs = parseDuration(config.rate);
+    if (windowMs === undefined || windowMs < MIN_RATE_MS || windowMs > MAX_RATE_MS) tools.error(["rate"], `'${config.rate}' is not a duration from 1s to 24h (such as 60s, 10m, 1h)`);
+    const keys = config.bucket_key.map((text, i) => tools.expression(text, ["bucket_key", i], "value"));
+    if (windowMs === undefined || keys.some((k) => k === undefined)) return undefined;
+    const prefix = `${tools.key}\0${config.name}\0`;
+    return {
+      type: "rate-limit",
+      async run(ctx) {
+        const values: string[] = [];
+        for (const k of keys) {
+          const value = k!.evaluate(ctx.bindings);
+          // a key that does not evaluate (a header that is not there) is an empty value: one bucket for all such requests
+          if (isCelError(value)) ctx.problem(`rate-limit bucket_key ${k!.text}: ${value.message}`);
+          values.push(isCelError(value) ? "" : valueText(value));
+        }
+        const bucket = values.join("\0");
+        // the store keeps a digest: a bucket's key may be a long header value
+        const key = prefix + createHash("sha256").update(bucket).digest("base64url");
+        const verdict = await ctx.services.rateLimits.hit(key, config.capacity, windowMs, ctx.services.now());
+        ctx.setVariables("rate_limit", { bucket_key: bucket, limited: verdict.limited });
+        if (!verdict.limited || !config.enforce) return { kind: "continue", note: verdict.limited ? "over the limit (not enforced)" : `${verdict.remaining} left in the window` };
+        if (ctx.phase === "on_tcp_connect") return { kind: "close", note: "over the limit" };
+        const retry = String(Math.max(1, Math.ceil(verdict.retryAfterMs / 1000)));
+        return { kind: "respond", response: textResponse(429, "Too Many Requests\n", [["retry-after", retry]]), note: `over the limit: retry after ${retry} s` };
+      },
+    };
+  },
+});

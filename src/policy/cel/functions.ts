@@ -1,0 +1,167 @@
+/**
+ * The functions a policy's expressions have beside CEL's standard ones and
+ * its strings extension: ngrok's macros under ngrok's names (the ones a
+ * self-hosted edge can give: addresses, headers, query, cookies, base64,
+ * URL escaping, hashes), and the standard functions that make strings
+ * wrapped so that what they make is paid for: a concatenation, a replace
+ * or a join costs a unit per KiB made and may not make more than
+ * MAX_VALUE_BYTES, so no expression can fill the edge's memory.
+ */
+import { createHash } from "node:crypto";
+import { celEnv, celFunc, celMethod, CelScalar, isCelError, isCelList, listType, mapType, type CelFunc, type CelList, type CelValue } from "@bufbuild/cel";
+import { strings } from "@bufbuild/cel/ext";
+import { CidrList, isCidrOrAddress } from "../../http/addresses.ts";
+import { MAX_VALUE_BYTES } from "../limits.ts";
+import { charge, scope } from "./evaluation.ts";
+
+const { STRING, BOOL, BYTES, DYN } = CelScalar;
+const STRINGS = listType(STRING);
+
+/** Cost of making or digesting `length` characters or bytes: one unit per KiB. */
+function pay(length: number): void {
+  if (length > MAX_VALUE_BYTES) throw new Error(`a value of more than ${MAX_VALUE_BYTES} bytes`);
+  charge(length >> 10);
+}
+
+/**
+ * CIDR lists by their text: a range is almost always a literal, parsed once
+ * and kept. Bounded: past the cap the cache starts again.
+ */
+const CIDR_CACHE_MAX = 1024;
+const cidrCache = new Map<string, CidrList>();
+function cidrs(list: readonly string[]): CidrList {
+  const key = list.join("\n");
+  let found = cidrCache.get(key);
+  if (!found) {
+    if (cidrCache.size >= CIDR_CACHE_MAX) cidrCache.clear();
+    // ngrok's rule: an invalid range matches nothing and is otherwise ignored
+    found = new CidrList(list.filter((c) => isCidrOrAddress(c.trim())).map((c) => c.trim()));
+    cidrCache.set(key, found);
+  }
+  return found;
+}
+
+const stringsOf = (list: CelList): string[] => {
+  const out: string[] = [];
+  for (const v of list) if (typeof v === "string") out.push(v);
+  return out;
+};
+
+function digest(algorithm: string, text: string, format: string): string {
+  pay(text.length);
+  if (format !== "hex" && format !== "base64") throw new Error(`hash format '${format}' is neither 'hex' nor 'base64'`);
+  return createHash(algorithm).update(text, "utf8").digest(format);
+}
+
+const hashes: CelFunc[] = [
+  ["md5", "md5"],
+  ["sha1", "sha1"],
+  ["sha256", "sha256"],
+  ["sha512", "sha512"],
+].flatMap(([name, algorithm]) => [
+  celFunc(`hash.${name}`, [STRING], STRING, (s) => digest(algorithm!, s, "hex")),
+  celFunc(`hash.${name}`, [STRING, STRING], STRING, (s, f) => digest(algorithm!, s, f)),
+  celMethod(name!, STRING, [], STRING, function () {
+    return digest(algorithm!, this, "hex");
+  }),
+  celMethod(name!, STRING, [STRING], STRING, function (f) {
+    return digest(algorithm!, this, f);
+  }),
+]);
+
+/**
+ * The most characters a call can make, told before it runs: a replace of
+ * an empty pattern puts the replacement between every character, so the
+ * size is paid for (and refused past the cap) before it is made.
+ */
+function bound(name: string, target: CelValue, args: CelValue[]): number {
+  if (name === "replace" && typeof target === "string" && typeof args[0] === "string" && typeof args[1] === "string") {
+    const matches = args[0] === "" ? target.length + 1 : Math.floor(target.length / args[0].length);
+    const limit = typeof args[2] === "bigint" && args[2] >= 0n ? Number(args[2]) : matches;
+    return target.length + Math.min(matches, limit) * args[1].length;
+  }
+  if (name === "join" && isCelList(target)) {
+    let n = typeof args[0] === "string" ? args[0].length * target.size : 0;
+    for (const v of target) n += typeof v === "string" ? v.length : 0;
+    return n;
+  }
+  return 0;
+}
+
+/** A strings-extension method whose result is paid for by its size. */
+function sized(original: CelFunc): CelFunc {
+  const impl = function (this: CelValue, ...args: CelValue[]) {
+    pay(bound(original.name, this, args));
+    const out = original.call(0, this, args);
+    if (out === undefined || isCelError(out)) throw out ?? new Error(`no overload of ${original.name}`);
+    if (typeof out === "string" && original.name === "format") pay(out.length);
+    return out;
+  };
+  return original.target
+    ? celMethod(original.name, original.target, original.arguments, original.result, impl as never)
+    : celFunc(original.name, original.arguments, original.result, impl as never);
+}
+
+/** The standard `matches` method (CEL's RE2: no pattern can backtrack), which the global form calls. */
+const celMatches: CelFunc = [...(celEnv().funcs.find("matches") ?? [])].find((f) => f.target !== undefined)!;
+
+const MAKES_STRINGS = new Set(["replace", "join", "format"]);
+
+export const POLICY_FUNCTIONS: CelFunc[] = [
+  ...strings.map((f) => (MAKES_STRINGS.has(f.name) ? sized(f) : f)),
+  celFunc("_+_", [STRING, STRING], STRING, (a, b) => {
+    pay(a.length + b.length);
+    return a + b;
+  }),
+  celFunc("_+_", [BYTES, BYTES], BYTES, (a, b) => {
+    pay(a.length + b.length);
+    const out = new Uint8Array(a.length + b.length);
+    out.set(a);
+    out.set(b, a.length);
+    return out;
+  }),
+  celFunc("matches", [STRING, STRING], BOOL, (s, re) => {
+    const out = celMatches.call(0, s, [re]);
+    if (isCelError(out)) throw out;
+    return out === true;
+  }),
+  celFunc("inCidrRange", [STRING, STRING], BOOL, (ip, range) => cidrs([range]).matches(ip)),
+  celFunc("inCidrRanges", [STRING, listType(DYN)], BOOL, (ip, ranges) => cidrs(stringsOf(ranges)).matches(ip)),
+  celFunc("getReqHeader", [STRING], STRINGS, (name) => [...(scope()?.header("req", name) ?? [])]),
+  celFunc("hasReqHeader", [STRING], BOOL, (name) => scope()?.header("req", name) !== undefined),
+  celFunc("getResHeader", [STRING], STRINGS, (name) => [...(scope()?.header("res", name) ?? [])]),
+  celFunc("hasResHeader", [STRING], BOOL, (name) => scope()?.header("res", name) !== undefined),
+  celFunc("getQueryParam", [STRING], STRINGS, (name) => [...(scope()?.queryParam(name) ?? [])]),
+  celFunc("hasQueryParam", [STRING], BOOL, (name) => scope()?.queryParam(name) !== undefined),
+  celFunc("hasReqCookie", [STRING], BOOL, (name) => scope()?.cookie(name) !== undefined),
+  celFunc("getReqCookie", [STRING], mapType(STRING, STRING), (name) => {
+    const c = scope()?.cookie(name);
+    if (!c) throw new Error(`no cookie named '${name}'`);
+    return new Map([
+      ["name", c.name],
+      ["value", c.value],
+    ]);
+  }),
+  celFunc("base64.encode", [BYTES], STRING, (b) => {
+    pay(b.length);
+    return Buffer.from(b).toString("base64");
+  }),
+  celFunc("base64.decode", [STRING], BYTES, (s) => {
+    pay(s.length);
+    if (!/^[A-Za-z0-9+/]*={0,2}$/.test(s) || s.length % 4 !== 0) throw new Error("not base64");
+    return new Uint8Array(Buffer.from(s, "base64"));
+  }),
+  celFunc("basic_auth.encode", [STRING, STRING], STRING, (user, password) => `Basic ${Buffer.from(`${user}:${password}`, "utf8").toString("base64")}`),
+  celFunc("url.escape", [STRING], STRING, (s) => {
+    pay(s.length * 3);
+    return encodeURIComponent(s);
+  }),
+  celFunc("url.unescape", [STRING], STRING, (s) => decodeURIComponent(s)),
+  celMethod("lower", STRING, [], STRING, function () {
+    return this.toLowerCase();
+  }),
+  celMethod("upper", STRING, [], STRING, function () {
+    return this.toUpperCase();
+  }),
+  ...hashes,
+];

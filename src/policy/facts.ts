@@ -1,0 +1,68 @@
+/**
+ * The facts the edge gives a policy run: the visitor's connection, the
+ * tunnel it reached, the request, the response. The edge fills them from
+ * what it has already parsed; nothing here is read from a socket.
+ */
+export interface ConnectionFacts {
+  /** The visitor's canonical address (behind a trusted proxy, the client it names). */
+  clientIp: string;
+  clientPort: number;
+  /** The public port the visitor connected to. */
+  serverPort: number;
+  /** When the connection opened, in ms since the epoch. */
+  openedAt: number;
+}
+
+export interface EndpointFacts {
+  host: string;
+  port: number;
+  protocol: "http" | "https" | "tcp" | "tls";
+  url: string;
+}
+
+export interface TunnelFacts {
+  name: string;
+  kind: string;
+  /** The owner's username. */
+  user: string;
+}
+
+export type HeaderPairs = readonly (readonly [string, string])[];
+
+export interface RequestFacts {
+  method: string;
+  /** The origin-form target as the edge judged it: the path in its normal form, and the query. */
+  target: string;
+  /** The target as the visitor sent it, when it differs. */
+  rawTarget?: string;
+  scheme: "http" | "https";
+  /** The Host header (host, and port when it names one). */
+  host: string;
+  /** "1.1" */
+  version?: string;
+  headers: HeaderPairs;
+  /** The body, when an action that reads it (verify-webhook) is to run: at most MAX_BODY_BYTES. */
+  body?: Uint8Array;
+  /** When the head was read, in ms since the epoch. */
+  receivedAt?: number;
+}
+
+export interface ResponseFacts {
+  status: number;
+  headers: HeaderPairs;
+}
+
+/** Everything one run is given. */
+export interface PolicyInput {
+  conn: ConnectionFacts;
+  endpoint: EndpointFacts;
+  tunnel: TunnelFacts;
+  /** on_http_request and on_http_response. */
+  request?: RequestFacts;
+  /** on_http_response. */
+  response?: ResponseFacts;
+  /** Who an earlier layer's authentication let in. */
+  identity?: string;
+  /** ms since the epoch; default Date.now(). */
+  now?: number;
+}

@@ -1,0 +1,18 @@
+/**
+ * Traffic policy: rules in CEL with actions, in ngrok's format, run by the
+ * edge on connections, requests and responses (docs/policy.md). This is
+ * the module's face; the edge, the CLI and the tests import from here.
+ */
+export { loadPolicy, type LoadOptions } from "./load.ts";
+export { Policy } from "./policy.ts";
+export { PolicyChain, type ChainOutcome } from "./chain.ts";
+export type { Outcome, Verdict, RuleTrace, ActionTrace, RunProblem } from "./outcome.ts";
+export type { PolicyInput, ConnectionFacts, EndpointFacts, TunnelFacts, RequestFacts, ResponseFacts } from "./facts.ts";
+export type { PolicyResponse } from "./response.ts";
+export { formatPolicyError, POLICY_ERRORS, type PolicyError, type PolicyErrorCode } from "./errors.ts";
+export { DEFAULT_POLICY_LIMITS, MAX_BODY_BYTES, type PolicyLimits } from "./limits.ts";
+export { defaultServices, RemoteKeySets, type PolicyServices, type OidcAdapter, type KeySets } from "./services.ts";
+export { MemoryRateLimitStore, type RateLimitStore, type RateLimitVerdict } from "./rate-limit-store.ts";
+export { compressionFor, createCompressor, negotiate, type Coding, type ResponseCompressor } from "./compression.ts";
+export { PHASES, VARIABLES, type Phase } from "./variables.ts";
+export { ACTIONS, NOT_IN_BURROW } from "./actions/index.ts";

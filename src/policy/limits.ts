@@ -1,0 +1,63 @@
+/**
+ * The caps on a policy, each with its default. A policy is written by an
+ * operator or by an agent's user, and an agent's user is not trusted with
+ * the edge's CPU or memory: everything a document can make the edge do per
+ * request is bounded here, and a document past a cap is refused at load
+ * with an error that names the cap, never slowed down at request time.
+ * docs/limits.md lists them; the server's flags for them come with the
+ * wiring (docs/policy.md names them).
+ */
+
+export interface PolicyLimits {
+  /** Bytes of the document's text. */
+  maxDocumentBytes: number;
+  /** Rules in all three phases together. */
+  maxRules: number;
+  /** Expressions of one rule. */
+  maxExpressionsPerRule: number;
+  /** Actions of one rule. */
+  maxActionsPerRule: number;
+  /** Characters of one CEL expression (an interpolation's included). */
+  maxExpressionLength: number;
+  /** How deeply an expression's parts may nest (calls, operators, lists, selections). */
+  maxExpressionDepth: number;
+  /** Parts (nodes of its syntax tree) of one expression, macros expanded: what a huge literal list is counted by. */
+  maxExpressionNodes: number;
+  /**
+   * The cost one run of a policy's phase may spend, and what one expression
+   * is estimated at most to spend at load: a unit is one step of a macro's
+   * loop (`exists`, `all`, `map`, `filter`...) or one KiB a string function
+   * makes or digests. An estimate counts a list or map of the request as
+   * COLLECTION_ESTIMATE entries.
+   */
+  costLimit: number;
+  /** `${...}` interpolations in one string. */
+  maxInterpolations: number;
+}
+
+export const DEFAULT_POLICY_LIMITS: Readonly<PolicyLimits> = {
+  maxDocumentBytes: 1024 * 1024,
+  maxRules: 1000,
+  maxExpressionsPerRule: 16,
+  maxActionsPerRule: 16,
+  maxExpressionLength: 4096,
+  maxExpressionDepth: 64,
+  maxExpressionNodes: 1000,
+  costLimit: 10_000,
+  maxInterpolations: 16,
+};
+
+/**
+ * How many entries a list or map the request brings (its headers, a
+ * header's values, query parameters, cookies, a split string) is taken to
+ * have when an expression's cost is estimated at load. A loop over the
+ * headers costs 50; one inside another, 2,550; three deep, 127,550, over
+ * the cap. The runtime count is exact and is what stops a run.
+ */
+export const COLLECTION_ESTIMATE = 50;
+
+/** The longest string or bytes value an expression may make (a concatenation, a replace, a join). */
+export const MAX_VALUE_BYTES = 1024 * 1024;
+
+/** The request body the actions that read it (verify-webhook) are given at most; a larger body fails them. */
+export const MAX_BODY_BYTES = 1024 * 1024;

@@ -1,0 +1,54 @@
+/**
+ * What a run of a policy says: which rules matched and what each of their
+ * actions did (for `burrow policy test` and the inspector), the verdict
+ * (the request goes on, is answered, or its connection is closed), the
+ * request and response as the actions left them, who the visitor is after
+ * an authentication action, the coding the response is to be compressed
+ * with, the log action's entries, and what failed to evaluate.
+ */
+import type { PolicyResponse } from "./response.ts";
+import type { Coding } from "./compression.ts";
+import type { WorkingRequest, WorkingResponse } from "./message.ts";
+import type { Phase } from "./variables.ts";
+
+export interface ActionTrace {
+  type: string;
+  result: "continued" | "responded" | "closed" | "failed";
+  note?: string;
+}
+
+export interface RuleTrace {
+  /** The rule's name, or `#N` (1-based in its phase). */
+  rule: string;
+  actions: ActionTrace[];
+}
+
+export interface RunProblem {
+  /** EVALUATION_ERROR: an expression or an interpolation failed (a rule whose expression fails does not match); COST_EXCEEDED: the run went past its cost limit and was answered 500 (closed, on_tcp_connect); ACTION_FAILED: an action threw, answered the same way. */
+  code: "EVALUATION_ERROR" | "COST_EXCEEDED" | "ACTION_FAILED";
+  rule: string;
+  message: string;
+}
+
+export type Verdict =
+  | { kind: "continue" }
+  | { kind: "respond"; response: PolicyResponse; rule: string; action: string }
+  | { kind: "close"; rule: string; action: string };
+
+export interface Outcome {
+  phase: Phase;
+  /** The policy's source (its file, or the layer's name). */
+  source: string;
+  matched: RuleTrace[];
+  verdict: Verdict;
+  /** The request as the actions left it (headers added and removed, URL rewritten): what is forwarded. */
+  request?: WorkingRequest;
+  /** on_http_response: the response head as the actions left it. */
+  response?: WorkingResponse;
+  /** Who an authentication action let in (`visitor.identity`). */
+  identity?: string;
+  /** compress-response's choice: the body is to be streamed through compression.ts's compressor. */
+  compression?: Coding;
+  logs: Record<string, string>[];
+  problems: RunProblem[];
+}

@@ -1,0 +1,90 @@
+/**
+ * The variables a policy's expressions may read, with ngrok's names where
+ * ngrok has them (a policy written for ngrok reads the same), burrow's own
+ * beside them, their CEL types, and the phases that have them. The type
+ * checker refuses at load a name that is not here, or one its phase does
+ * not have (`res.status_code` in `on_http_request`); context.ts gives each
+ * its value per request, computed only when an expression reads it.
+ *
+ * Names with dots are CEL qualified names: `req.url` is a string and
+ * `req.url.path` another variable, as ngrok has them.
+ */
+import { CelScalar, listType, mapType, objectType, type CelType } from "@bufbuild/cel";
+import { TimestampSchema } from "@bufbuild/protobuf/wkt";
+
+export const PHASES = ["on_tcp_connect", "on_http_request", "on_http_response"] as const;
+export type Phase = (typeof PHASES)[number];
+
+const { STRING, INT, DYN } = CelScalar;
+export const TIMESTAMP_TYPE = objectType(TimestampSchema);
+const STRINGS = listType(STRING);
+const MULTI_MAP = mapType(STRING, STRINGS);
+
+export interface VariableDoc {
+  type: CelType;
+  /** The phases that have it. */
+  phases: readonly Phase[];
+  /** What it is, for docs/policy.md and `policy test`'s help. */
+  about: string;
+}
+
+const ALL: readonly Phase[] = PHASES;
+const HTTP: readonly Phase[] = ["on_http_request", "on_http_response"];
+const RESPONSE: readonly Phase[] = ["on_http_response"];
+
+export const VARIABLES: Readonly<Record<string, VariableDoc>> = {
+  "conn.client_ip": { type: STRING, phases: ALL, about: "the visitor's address (behind a trusted proxy, the client it names)" },
+  "conn.client_port": { type: INT, phases: ALL, about: "the visitor's source port" },
+  "conn.server_port": { type: INT, phases: ALL, about: "the port the visitor connected to" },
+  "conn.ts.start": { type: TIMESTAMP_TYPE, phases: ALL, about: "when the visitor's connection opened" },
+  "endpoint.host": { type: STRING, phases: ALL, about: "the tunnel's public host name (for tcp, the server's domain)" },
+  "endpoint.port": { type: INT, phases: ALL, about: "the tunnel's public port" },
+  "endpoint.protocol": { type: STRING, phases: ALL, about: "`http`, `https`, `tcp` or `tls`" },
+  "endpoint.url": { type: STRING, phases: ALL, about: "the tunnel's public URL" },
+  "tunnel.name": { type: STRING, phases: ALL, about: "the tunnel's name (its subdomain, or its name in burrow.yml)" },
+  "tunnel.kind": { type: STRING, phases: ALL, about: "`http`, `tcp`, `tls` or `udp`" },
+  "user.name": { type: STRING, phases: ALL, about: "the username of the tunnel's owner" },
+  "time.now": { type: STRING, phases: ALL, about: "now, in UTC, as RFC 3339 text" },
+  "req.method": { type: STRING, phases: HTTP, about: "the request's method" },
+  "req.version": { type: STRING, phases: HTTP, about: "the HTTP version, e.g. `1.1`" },
+  "req.url": { type: STRING, phases: HTTP, about: "the full URL: scheme, host, path and query" },
+  "req.url.scheme": { type: STRING, phases: HTTP, about: "`http` or `https`" },
+  "req.url.host": { type: STRING, phases: HTTP, about: "the host, without the port" },
+  "req.url.port": { type: INT, phases: HTTP, about: "the port the Host names (absent: the scheme's)" },
+  "req.url.authority": { type: STRING, phases: HTTP, about: "host and port as the Host header has them" },
+  "req.url.path": { type: STRING, phases: HTTP, about: "the path, in its normal form, with its leading slash" },
+  "req.url.raw_path": { type: STRING, phases: HTTP, about: "the path as sent" },
+  "req.url.query": { type: STRING, phases: HTTP, about: "the query string, without the `?`" },
+  "req.url.uri": { type: STRING, phases: HTTP, about: "path and query" },
+  "req.url.raw": { type: STRING, phases: HTTP, about: "the URL with the path as sent" },
+  "req.url.query_params": { type: MULTI_MAP, phases: HTTP, about: "the query parameters: name to its values" },
+  "req.query_params": { type: MULTI_MAP, phases: HTTP, about: "the same as `req.url.query_params`" },
+  "req.headers": { type: MULTI_MAP, phases: HTTP, about: "the request's headers: lower-case name to its values (looked up in any case)" },
+  "req.host": { type: STRING, phases: HTTP, about: "the Host header" },
+  "req.user_agent": { type: STRING, phases: HTTP, about: "the User-Agent header" },
+  "req.content_type": { type: STRING, phases: HTTP, about: "the Content-Type's media type, without parameters" },
+  "req.content_length": { type: INT, phases: HTTP, about: "the Content-Length, -1 when the request has none" },
+  "req.cookies": { type: mapType(STRING, listType(mapType(STRING, STRING))), phases: HTTP, about: "the cookies: name to a list of `{name, value}`" },
+  "req.ts.header_received": { type: TIMESTAMP_TYPE, phases: HTTP, about: "when the request's head was read" },
+  "res.status_code": { type: INT, phases: RESPONSE, about: "the response's status code" },
+  "res.headers": { type: MULTI_MAP, phases: RESPONSE, about: "the response's headers: lower-case name to its values (looked up in any case)" },
+  "res.content_type": { type: STRING, phases: RESPONSE, about: "the Content-Type's media type, without parameters" },
+  "res.content_length": { type: INT, phases: RESPONSE, about: "the Content-Length, -1 when the response has none" },
+  "res.content_encoding": { type: STRINGS, phases: RESPONSE, about: "the Content-Encoding's codings" },
+  "res.location": { type: STRING, phases: RESPONSE, about: "the Location header" },
+  "visitor.identity": { type: STRING, phases: HTTP, about: "who an authentication action let in (the basic-auth user, the JWT's `sub`, the signed-in email); empty before" },
+  "actions": { type: DYN, phases: ALL, about: "what the actions that ran set, under ngrok's names: `actions.ngrok.rate_limit.limited`, ..." },
+};
+
+/** The variables of one phase, as the CEL environment declares them. */
+export function phaseVariables(phase: Phase): Record<string, CelType> {
+  const out: Record<string, CelType> = {};
+  for (const [name, v] of Object.entries(VARIABLES)) if (v.phases.includes(phase)) out[name] = v.type;
+  return out;
+}
+
+/** The phase names a variable is read in, for the error when another phase uses it. */
+export function phasesOf(name: string): readonly Phase[] | undefined {
+  return VARIABLES[name]?.phases;
+}
+
