@@ -31,7 +31,7 @@
  */
 import type { SQL } from "bun";
 import type { LiveView } from "../core/admission.ts";
-import { AppError, type ErrorCode } from "../core/errors.ts";
+import type { ErrorCode } from "../core/errors.ts";
 import type { Core } from "../core/index.ts";
 import type { PoolBalance } from "../core/admission.ts";
 import type { ActiveTunnel, LiveTunnels, RulesChange } from "../core/live.ts";

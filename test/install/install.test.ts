@@ -227,7 +227,25 @@ const hostArch = process.arch === "arm64" ? "arm64" : "x64";
 const shells: string[][] = [[Bun.which("sh")!]];
 if (existsSync("/bin/dash")) shells.push(["/bin/dash"]);
 const busybox = Bun.which("busybox");
-if (busybox) shells.push([busybox, "sh"]);
+if (busybox && findsCommandsOnPath([busybox, "sh"])) shells.push([busybox, "sh"]);
+
+/**
+ * Whether `shell` runs a command from PATH rather than a built-in of its
+ * own: the cases stand in uname, ldd, curl... by putting fakes first on
+ * PATH. A static busybox (Debian's busybox-static) runs its own applets
+ * first, whatever PATH says, so these cases cannot be played under it; a
+ * busybox that goes by PATH (Alpine's) can.
+ */
+function findsCommandsOnPath(shell: string[]): boolean {
+  const dir = mkdtempSync(join(tmpdir(), "burrow-shell-"));
+  try {
+    writeFileSync(join(dir, "uname"), "#!/bin/sh\necho fake-uname\n", { mode: 0o755 });
+    const r = Bun.spawnSync([...shell, "-c", "uname"], { env: { PATH: `${dir}:/usr/bin:/bin` } });
+    return r.stdout.toString().trim() === "fake-uname";
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
 
 for (const shell of shells) {
   const name = shell.join(" ");
