@@ -120,12 +120,8 @@ export class H2Service {
       this.connecting = false;
       if (conn instanceof Error) return this.failWaiting(describeLocalError(conn));
       if (this.stopped) return conn.close();
-      if (tls && conn.alpnProtocol !== "h2") {
-        conn.close();
-        return this.failWaiting(`the service did not agree to HTTP/2 over TLS (ALPN: ${conn.alpnProtocol || "none"})`);
-      }
       this.opened++;
-      const link = new Link(conn, this);
+      const link = new Link(conn, this, tls);
       this.links.add(link);
       this.current = link;
       // streams open once the service's SETTINGS come (slots)
@@ -159,15 +155,28 @@ class Link implements ConnectionUser, Http2Io, Http2ClientOwner {
   constructor(
     private readonly conn: LocalConnection,
     private readonly owner: H2Service,
+    /** TLS: ALPN must have agreed on h2, which is known once the handshake is over (the service's first bytes). */
+    private alpnDue: boolean,
   ) {
     conn.user = this;
     this.client = new Http2ClientConnection(this, DEFAULT_H2_CLIENT_LIMITS, this);
   }
 
+  /** Whether ALPN said h2, once: a service that did not speak it is given up with why. */
+  private agreed(): boolean {
+    if (!this.alpnDue) return true;
+    this.alpnDue = false;
+    const protocol = this.conn.alpnProtocol;
+    if (protocol === "h2") return true;
+    this.conn.destroy();
+    this.client.closed(`the service did not agree to HTTP/2 over TLS (ALPN: ${protocol || "none"})`);
+    return false;
+  }
+
   // -- the socket's events (ConnectionUser) ---------------------------------------------------------------
 
   received(bytes: Uint8Array): void {
-    this.client.received(bytes);
+    if (this.agreed()) this.client.received(bytes);
   }
 
   drained(): void {
@@ -176,7 +185,9 @@ class Link implements ConnectionUser, Http2Io, Http2ClientOwner {
   }
 
   lost(error: Error | undefined): void {
-    this.client.closed(error ? `the service's connection failed: ${describeLocalError(error)}` : undefined);
+    if (!error) return void (this.agreed() && this.client.closed());
+    this.alpnDue = false; // a TLS handshake that failed says more than ALPN would
+    this.client.closed(`the service's connection failed: ${describeLocalError(error)}`);
   }
 
   // -- the protocol's writes (Http2Io) ------------------------------------------------------------------
