@@ -62,6 +62,16 @@ describe("the rules, said by each front-end", () => {
     expect(flagsSay("http", "https://localhost:8443", { "upstream-protocol": "http1" })).toBe("accepted");
   });
 
+  test("a pool member's health check by path is an HTTP/1.1 GET: with HTTP/2 to the service, it checks with a connect", () => {
+    expect(flagsSay("http", "50051", { "upstream-protocol": "h2c", pool: true, "health-check": "/healthz" })).toBe(
+      "--health-check: a path is checked with an HTTP/1.1 GET: with --upstream-protocol h2c, check with tcp",
+    );
+    expect(fileSays("tunnels:\n  a: {proto: http, addr: 50051, pool: true, health_check: /healthz, upstream_protocol: h2c}\n")).toBe(
+      `${FILE}:2: tunnels.a.health_check: a path is checked with an HTTP/1.1 GET: with upstream_protocol h2c, check with tcp`,
+    );
+    expect(flagsSay("http", "50051", { "upstream-protocol": "h2c", pool: true, "health-check": "tcp" })).toBe("accepted");
+  });
+
   test("a local service, not a handler", async () => {
     expect(await optionsSay({ handler: () => new Response("hi"), upstreamProtocol: "h2c" })).toBe("upstreamProtocol: goes with a local service, not a handler");
   });
