@@ -12,10 +12,11 @@ import { describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { data, ErrorCode, FrameType, headers, literalBlock } from "../harness/h2-frames.ts";
+import { data, FrameType, headers } from "../harness/h2-frames.ts";
 import { rawH2Server, type RawServerConn } from "../harness/h2-raw-server.ts";
+import { CaptureStore } from "../../src/agent/inspector/store.ts";
 import { startNghttpd } from "../harness/nghttpd.ts";
-import { cleanedUp, fetchThrough, requestHead, statusOf, type TestTunnel } from "./raw-service.ts";
+import { cleanedUp, fetchThrough, requestHead, type TestTunnel } from "./raw-service.ts";
 
 const { tunnel } = cleanedUp();
 const h2c = (port: number): TestTunnel => tunnel(port, { target: { upstreamProtocol: "h2c" } });
@@ -132,6 +133,19 @@ describe("the answer, as the edge gets it", () => {
   test("a status HTTP/1.1 has no reason phrase for goes without one", async () => {
     await using svc = service((conn, stream) => conn.send(headers(stream, [[":status", "299"], ["content-length", "0"]], true)));
     expect((await fetchThrough(h2c(svc.port))).text).toBe("HTTP/1.1 299\r\ncontent-length: 0\r\n\r\n");
+  });
+
+  test("the inspector sees the request and the answer as they passed: bodies without framing, the service's fields", async () => {
+    await using svc = service((conn, stream) => conn.send(headers(stream, [[":status", "201"], ["x-from", "h2"]], false), data(stream, "made"), headers(stream, [["grpc-status", "0"]], true)));
+    const store = new CaptureStore(10);
+    const t = tunnel(svc.port, { target: { upstreamProtocol: "h2c" }, inspector: store });
+    await fetchThrough(t, { head: requestHead("POST", "/make", [["Host", "h"], ["Transfer-Encoding", "chunked"]]), body: ["4\r\nnew!\r\n0\r\n\r\n"] });
+    const [capture] = store.list();
+    expect(capture!.state).toBe("done");
+    expect(capture!.status).toBe(201);
+    expect(capture!.responseHeaders).toContainEqual(["x-from", "h2"]);
+    expect(Buffer.from(capture!.requestBody.bytes()).toString()).toBe("new!");
+    expect(Buffer.from(capture!.responseBody.bytes()).toString()).toBe("made");
   });
 
   test("the request log and the response head: the answer's status, once", async () => {
