@@ -16,9 +16,10 @@ import { data, FrameType, headers } from "../harness/h2-frames.ts";
 import { rawH2Server, type RawServerConn } from "../harness/h2-raw-server.ts";
 import { CaptureStore } from "../../src/agent/inspector/store.ts";
 import { startNghttpd } from "../harness/nghttpd.ts";
-import { cleanedUp, fetchThrough, requestHead, type TestTunnel } from "./raw-service.ts";
+import { within } from "../protocol/support.ts";
+import { cleanedUp, fetchThrough, requestHead, until, visit, WAIT_MS, type TestTunnel } from "./raw-service.ts";
 
-const { tunnel } = cleanedUp();
+const { service: rawService, tunnel } = cleanedUp();
 const h2c = (port: number): TestTunnel => tunnel(port, { target: { upstreamProtocol: "h2c" } });
 
 /** Answers each request head with `answer(conn, stream, fields)`. */
@@ -175,6 +176,34 @@ describe("a kept stream: a visitor connection's requests one after another", () 
     expect(svc.conns).toHaveLength(1);
     expect(svc.conns[0]!.sent.heads.map((h) => h.stream)).toEqual([1, 3]);
     stream.end();
+  });
+});
+
+describe("a request HTTP/2 cannot carry", () => {
+  test("a WebSocket's upgrade goes over HTTP/1.1 to the same address, and the switched connection is piped as always", async () => {
+    // a service on one port that takes HTTP/1.1's upgrade (as Go's h2c handler, or any server speaking both, does)
+    const svc = rawService(() => {}, {
+      data: (socket, bytes) => {
+        if (bytes.toString("latin1").startsWith("GET /ws HTTP/1.1")) {
+          socket.write("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n");
+        } else socket.write(bytes); // after the switch: an echo
+        return true;
+      },
+    });
+    const t = h2c(svc.port);
+    const upgrade = requestHead("GET", "/ws", [["Host", "h"], ["Connection", "Upgrade"], ["Upgrade", "websocket"], ["Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="], ["Sec-WebSocket-Version", "13"]]);
+    const v = visit(t, { head: upgrade, body: [], end: false }, false);
+    const got: Buffer[] = [];
+    v.stream.onData = (chunk) => {
+      got.push(Buffer.from(chunk));
+      v.stream.consumed(chunk.byteLength);
+    };
+    await within(v.replied, WAIT_MS, "the 101");
+    v.stream.write(Buffer.from("ping"));
+    await until(() => Buffer.concat(got).toString("latin1").endsWith("ping"), "the echo through the switched connection");
+    expect(Buffer.concat(got).toString("latin1")).toStartWith("HTTP/1.1 101 Switching Protocols\r\n");
+    expect(t.pool.h2.of({ host: "127.0.0.1", port: svc.port, upstreamProtocol: "h2c" }).opened).toBe(0);
+    v.stream.end();
   });
 });
 
