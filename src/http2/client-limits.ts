@@ -30,7 +30,7 @@ export interface Http2ClientLimits {
 
 export const DEFAULT_H2_CLIENT_LIMITS: Readonly<Http2ClientLimits> = {
   maxHeaderListBytes: 64 * 1024,
-  maxStreams: 100,
+  maxStreams: 256,
   streamWindow: 128 * 1024,
   idleTimeoutMs: 30_000,
   settingsTimeoutMs: 10_000,

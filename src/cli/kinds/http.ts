@@ -29,7 +29,7 @@ export const HTTP_FLAGS = {
     defaultText: "http1",
     help: "how the agent speaks to your service: http1, h2c (HTTP/2 without TLS, e.g. a gRPC server) or h2 (HTTP/2 over TLS, for an https:// service)",
     details:
-      "With h2c or h2 the agent keeps one HTTP/2 connection to each service and sends every request on it as a stream; visitors still reach the tunnel over HTTP/1.1 (or HTTP/2), and the service's answers, trailers such as grpc-status included, come back to them. A WebSocket's request goes over HTTP/1.1. It applies to the --route services too.",
+      "With h2c or h2 the agent keeps one HTTP/2 connection to each service and sends every request on it as a stream; visitors still reach the tunnel over HTTP/1.1 (or HTTP/2), and the service's answers, trailers such as grpc-status included, come back to them. A WebSocket's request goes over HTTP/1.1, and a pool member's --health-check must be tcp. It applies to the --route services too.",
   },
   route: {
     type: "string",
