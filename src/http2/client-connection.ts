@@ -18,17 +18,16 @@
  * code, every stream told why) or, for one stream, that stream reset with
  * its reason. Whatever the server sends, nothing throws out of received().
  */
+import { ClientIncoming, type ClientIncomingOwner } from "./client-incoming.ts";
 import { ClientSender } from "./client-sender.ts";
+import { applyServerSettings } from "./client-settings.ts";
 import { H2ClientStream, type ClientStreamSession, type Fields, type H2ResponseHandler } from "./client-stream.ts";
 import { H2_CLIENT_MAX_QUEUED_BYTES, type Http2ClientLimits } from "./client-limits.ts";
 import { FrameReader, type FrameSink } from "./frame-reader.ts";
 import { HeaderBlocks } from "./header-blocks.ts";
-import { HpackDecoder, type FieldSink } from "./hpack-decoder.ts";
-import { H2_MAX_FRAME_SENT } from "./limits.ts";
 import { Output, type Http2Io } from "./output.ts";
-import { ResponseFields } from "./response-fields.ts";
 import { unwatch, watch, type Swept } from "./sweep.ts";
-import { ConnectionError, DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, ErrorCode, errorName, Flag, FrameType, LARGEST_MAX_FRAME_SIZE, MAX_STREAM_ID, MAX_WINDOW, PREFACE, Setting, StreamError } from "./wire.ts";
+import { ConnectionError, DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, ErrorCode, errorName, Flag, FrameType, MAX_STREAM_ID, PREFACE, Setting, StreamError } from "./wire.ts";
 
 /** Who uses the connection. */
 export interface Http2ClientOwner {
@@ -42,12 +41,10 @@ export interface Http2ClientOwner {
 
 const u32 = (b: Uint8Array, at: number): number => ((b[at]! << 24) | (b[at + 1]! << 16) | (b[at + 2]! << 8) | b[at + 3]!) >>> 0;
 const u31 = (b: Uint8Array, at: number): number => u32(b, at) & 0x7fffffff;
-/** A field sink that keeps nothing: a block read only for what it does to the HPACK table. */
-const DISCARD: FieldSink = { field() {} };
 /** What an HTTP/1.1 server answers a preface with starts so. */
 const H = 0x48;
 
-export class Http2ClientConnection implements FrameSink, ClientStreamSession, Swept {
+export class Http2ClientConnection implements FrameSink, ClientStreamSession, ClientIncomingOwner, Swept {
   readonly streams = new Map<number, H2ClientStream>();
   /** The server's SETTINGS came: streams may be opened. */
   ready = false;
@@ -58,7 +55,7 @@ export class Http2ClientConnection implements FrameSink, ClientStreamSession, Sw
   private readonly sender: ClientSender;
   private readonly reader: FrameReader;
   private readonly blocks: HeaderBlocks;
-  private readonly decoder = new HpackDecoder();
+  private readonly incoming: ClientIncoming;
   private nextId = 1;
   private peerMaxStreams = Number.POSITIVE_INFINITY;
   private goneAway = false;
@@ -66,15 +63,6 @@ export class Http2ClientConnection implements FrameSink, ClientStreamSession, Sw
   private firstByte = -1;
   private readonly openedAt: number;
   private idleSince: number;
-  /** The connection's receive window: its size, what is left, what came since our last WINDOW_UPDATE. */
-  private readonly windowSize: number;
-  private window: number;
-  private unacked = 0;
-  /** The DATA frame being read: its stream (undefined: dropped), its length and content so far, END_STREAM. */
-  private dataStream: H2ClientStream | undefined;
-  private dataLength = 0;
-  private dataContent = 0;
-  private dataEnds = false;
   private slotsDue = false;
   private readonly tellSlots = () => {
     this.slotsDue = false;
@@ -90,9 +78,8 @@ export class Http2ClientConnection implements FrameSink, ClientStreamSession, Sw
     this.sender = new ClientSender(this.out);
     this.reader = new FrameReader(this, DEFAULT_MAX_FRAME_SIZE);
     this.blocks = new HeaderBlocks(limits.maxHeaderListBytes);
+    this.incoming = new ClientIncoming(this, limits);
     this.windowUpdateThreshold = limits.streamWindow / 2;
-    this.windowSize = Math.min(MAX_WINDOW, Math.max(DEFAULT_WINDOW, limits.maxStreams * limits.streamWindow));
-    this.window = this.windowSize;
     this.openedAt = this.idleSince = performance.now();
     // the client's preface: the magic, then its SETTINGS (the server's may come in any order with ours)
     io.write(PREFACE);
@@ -101,7 +88,7 @@ export class Http2ClientConnection implements FrameSink, ClientStreamSession, Sw
       Setting.INITIAL_WINDOW_SIZE, limits.streamWindow,
       Setting.MAX_HEADER_LIST_SIZE, limits.maxHeaderListBytes,
     ]); // prettier-ignore
-    if (this.windowSize > DEFAULT_WINDOW) this.out.windowUpdate(0, this.windowSize - DEFAULT_WINDOW);
+    if (this.incoming.windowSize > DEFAULT_WINDOW) this.out.windowUpdate(0, this.incoming.windowSize - DEFAULT_WINDOW);
     watch(this);
   }
 
@@ -200,10 +187,10 @@ export class Http2ClientConnection implements FrameSink, ClientStreamSession, Sw
     try {
       switch (type) {
         case FrameType.HEADERS:
-          if (this.blocks.headers(flags, id, payload)) this.headerBlock(id, this.blocks.endStream, this.blocks.fragment);
+          if (this.blocks.headers(flags, id, payload)) this.incoming.headerBlock(id, this.blocks.endStream, this.blocks.fragment);
           return;
         case FrameType.CONTINUATION:
-          if (this.blocks.continuation(flags, id, payload)) this.headerBlock(id, this.blocks.endStream, this.blocks.take());
+          if (this.blocks.continuation(flags, id, payload)) this.incoming.headerBlock(id, this.blocks.endStream, this.blocks.take());
           return;
         case FrameType.SETTINGS:
           return this.settings(flags, id, payload);
@@ -235,71 +222,22 @@ export class Http2ClientConnection implements FrameSink, ClientStreamSession, Sw
   }
 
   dataStart(id: number, flags: number, length: number): void {
-    this.dataStream = undefined;
     if (this.closing) return;
     if (!this.ready || this.blocks.stream !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "DATA out of place");
-    // the connection's window counts every DATA byte, padding and dropped frames included, and reopens at once:
-    // each stream's own window bounds what it holds
-    this.window -= length;
-    if (this.window < 0) throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, "DATA past the connection's window");
-    this.unacked += length;
-    if (this.unacked >= this.windowSize / 2) {
-      this.out.windowUpdate(0, this.unacked);
-      this.window += this.unacked;
-      this.unacked = 0;
-    }
-    this.mustBeOpened(id, "DATA");
-    const s = this.streams.get(id);
-    if (!s) return; // one this side reset: its late frames are dropped
-    if (s.remoteEnded) return s.fail(ErrorCode.STREAM_CLOSED, "the service sent DATA after the stream's end");
-    if (!s.finalSeen) return s.fail(ErrorCode.PROTOCOL_ERROR, "the service sent DATA before the response head");
-    s.recvWindow -= length;
-    if (s.recvWindow < 0) return s.fail(ErrorCode.FLOW_CONTROL_ERROR, "the service sent past the stream's window");
-    this.dataStream = s;
-    this.dataLength = length;
-    this.dataContent = 0;
-    this.dataEnds = (flags & Flag.END_STREAM) !== 0;
+    this.incoming.dataStart(id, flags, length);
   }
 
   dataPiece(bytes: Uint8Array): void {
-    const s = this.dataStream;
-    if (!s) return;
-    this.dataContent += bytes.byteLength;
-    s.receivedData(bytes);
-    if (s.isClosed) this.dataStream = undefined;
+    if (!this.closing) this.incoming.dataPiece(bytes);
   }
 
   dataEnd(): void {
-    const s = this.dataStream;
-    this.dataStream = undefined;
-    if (!s || s.isClosed) return;
-    s.creditNow(this.dataLength - this.dataContent);
-    if (this.dataEnds) s.receivedEnd();
+    if (!this.closing) this.incoming.dataEnd();
   }
 
   /** A frame on a stream must name one this side opened. */
-  private mustBeOpened(id: number, what: string): void {
-    if (id === 0 || id % 2 === 0 || id >= this.nextId) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `${what} on stream ${id}, which the agent did not open`);
-  }
-
-  /** A whole header block on stream `id`: a response head, or its trailers. */
-  private headerBlock(id: number, endStream: boolean, block: Uint8Array): void {
-    this.mustBeOpened(id, "HEADERS");
-    const s = this.streams.get(id);
-    if (!s) return void this.decoder.decode(block, 0, DISCARD); // read for the table alone
-    const trailers = s.finalSeen;
-    const fields = new ResponseFields(trailers);
-    const within = this.decoder.decode(block, this.limits.maxHeaderListBytes, fields);
-    fields.finish();
-    if (s.remoteEnded) return s.fail(ErrorCode.STREAM_CLOSED, "the service sent HEADERS after the stream's end");
-    if (!within) return s.fail(ErrorCode.CANCEL, `the service's response ${trailers ? "trailers" : "head"} is larger than ${this.limits.maxHeaderListBytes} bytes`);
-    if (fields.fault !== undefined) return s.fail(ErrorCode.PROTOCOL_ERROR, `the service's response is malformed: ${fields.fault}`);
-    // after the final head, a header block is the trailer section, which ends the stream (RFC 9113 §8.1)
-    if (trailers) {
-      if (!endStream) return s.fail(ErrorCode.PROTOCOL_ERROR, "the service's response is malformed: trailers that do not end the stream");
-      return s.receivedEnd(fields.fields);
-    }
-    s.receivedHead(fields.status, fields.fields, endStream);
+  mustBeOpened(id: number, what: string): void {
+    if (id === 0 || id % 2 === 0 || id >= this.nextId) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `${what} on stream ${id}, which this side did not open`);
   }
 
   private settings(flags: number, id: number, payload: Uint8Array): void {
@@ -308,32 +246,8 @@ export class Http2ClientConnection implements FrameSink, ClientStreamSession, Sw
       if (payload.byteLength !== 0) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "a SETTINGS ACK with a payload");
       return;
     }
-    if (payload.byteLength % 6 !== 0) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "SETTINGS of a length not a multiple of 6");
-    let initialWindow = -1;
-    for (let at = 0; at < payload.byteLength; at += 6) {
-      const setting = (payload[at]! << 8) | payload[at + 1]!;
-      const value = u32(payload, at + 2);
-      switch (setting) {
-        case Setting.HEADER_TABLE_SIZE:
-          this.sender.encoder.setPeerTableSize(value);
-          break;
-        case Setting.ENABLE_PUSH:
-          if (value !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "SETTINGS_ENABLE_PUSH from a server other than 0");
-          break;
-        case Setting.MAX_CONCURRENT_STREAMS:
-          this.peerMaxStreams = value;
-          break;
-        case Setting.INITIAL_WINDOW_SIZE:
-          if (value > MAX_WINDOW) throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, "SETTINGS_INITIAL_WINDOW_SIZE past 2^31-1");
-          initialWindow = value;
-          break;
-        case Setting.MAX_FRAME_SIZE:
-          if (value < DEFAULT_MAX_FRAME_SIZE || value > LARGEST_MAX_FRAME_SIZE) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "SETTINGS_MAX_FRAME_SIZE out of range");
-          this.sender.maxFrameSize = Math.min(value, H2_MAX_FRAME_SENT);
-          break;
-      }
-    }
-    if (initialWindow >= 0) this.sender.setInitialWindow(initialWindow, this.streams.values());
+    const maxStreams = applyServerSettings(payload, this.sender, this.streams.values());
+    if (maxStreams !== undefined) this.peerMaxStreams = maxStreams;
     this.out.settingsAck();
     this.ready = true;
     this.slotsSoon();
@@ -380,6 +294,10 @@ export class Http2ClientConnection implements FrameSink, ClientStreamSession, Sw
     if (!this.closing) this.out.windowUpdate(s.id, increment);
   }
 
+  connectionWindowUpdate(increment: number): void {
+    this.out.windowUpdate(0, increment);
+  }
+
   forget(s: H2ClientStream): void {
     this.sender.forget(s);
     this.streams.delete(s.id);
@@ -401,7 +319,7 @@ export class Http2ClientConnection implements FrameSink, ClientStreamSession, Sw
 
   private failed(err: unknown): void {
     if (!(err instanceof ConnectionError)) {
-      const why = `the agent's HTTP/2 handling failed: ${String((err as Error)?.message ?? err).slice(0, 120)}`;
+      const why = `the HTTP/2 client failed: ${String((err as Error)?.message ?? err).slice(0, 120)}`;
       this.out.goaway(0, ErrorCode.INTERNAL_ERROR, "");
       return this.finish(why, false, true);
     }

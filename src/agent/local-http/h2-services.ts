@@ -116,16 +116,21 @@ export class H2Service {
     this.connecting = true;
     const { host, port, upstreamProtocol } = this.service;
     const tls = upstreamProtocol === "h2";
-    LocalConnection.open(host, port, this.key, tls, tls ? ["h2"] : undefined).then((conn) => {
-      this.connecting = false;
-      if (conn instanceof Error) return this.failWaiting(describeLocalError(conn));
-      if (this.stopped) return conn.close();
-      this.opened++;
-      const link = new Link(conn, this, tls);
-      this.links.add(link);
-      this.current = link;
-      // streams open once the service's SETTINGS come (slots)
-    });
+    LocalConnection.open(host, port, this.key, tls, tls ? ["h2"] : undefined)
+      .then((conn) => {
+        this.connecting = false;
+        if (conn instanceof Error) return this.failWaiting(describeLocalError(conn));
+        if (this.stopped) return conn.close();
+        this.opened++;
+        const link = new Link(conn, this, tls);
+        this.links.add(link);
+        this.current = link;
+        // streams open once the service's SETTINGS come (slots)
+      })
+      .catch((err: unknown) => {
+        this.connecting = false;
+        this.failWaiting(`the agent's HTTP/2 connection failed: ${describeLocalError(err)}`);
+      });
   }
 
   private failWaiting(why: string): void {
