@@ -157,6 +157,32 @@ describe("the answer, as the edge gets it", () => {
   });
 });
 
+describe("Expect: 100-continue", () => {
+  test("the body waits for the service's 100, which goes on to the visitor; a service that answers at once gets no body", async () => {
+    await using svc = rawH2Server({
+      onHead: (conn, head) => {
+        const path = head.fields.find(([n]) => n === ":path")![1];
+        if (path === "/refused") return conn.send(headers(head.stream, [[":status", "401"], ["content-length", "0"]], true));
+        if (!head.endStream) conn.send(headers(head.stream, [[":status", "100"]], false));
+      },
+      onFrame: (conn, f) => {
+        if (f.type === FrameType.DATA && f.flags & 0x1) conn.send(headers(f.stream, [[":status", "200"], ["content-length", "2"]], false), data(f.stream, "ok", true));
+      },
+    });
+    const t = h2c(svc.port);
+    const expecting = (path: string) => requestHead("PUT", path, [["Host", "h"], ["Expect", "100-continue"], ["Content-Length", "4"]]);
+    const ok = await fetchThrough(t, { head: expecting("/upload"), body: ["data"] });
+    expect(ok.text).toBe("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+    const refused = await fetchThrough(t, { head: expecting("/refused"), body: ["data"] });
+    expect(refused.text).toBe("HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\n\r\n");
+    const sent = svc.conns[0]!.sent;
+    const [upload, denied] = sent.heads;
+    expect(upload!.fields).toContainEqual(["expect", "100-continue"]);
+    expect(sent.body(upload!.stream)).toBe("data");
+    expect(sent.body(denied!.stream)).toBe("");
+  });
+});
+
 describe("a kept stream: a visitor connection's requests one after another", () => {
   test("each request is a stream of the one connection, and the tunnel stream carries the next after each answer", async () => {
     await using svc = service((conn, stream, fields) => ok(conn, stream, fields.find(([n]) => n === ":path")![1]));
