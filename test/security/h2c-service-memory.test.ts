@@ -84,6 +84,29 @@ describe("memory a hostile h2c service can make the agent hold", () => {
     expect(res.reset).toMatch(/UPSTREAM_FAILED the service sent past the stream's window/);
   });
 
+  test("a service that does not read a chunked body, its framing in writes of its own: the upload waits in the tunnel stream too", async () => {
+    await using svc = rawH2Server({ onHead: (conn, head) => pathOf(head.fields) !== "/upload" && fine(conn, head.stream) });
+    const t = h2c(svc.port);
+    const upload = visit(t, { head: requestHead("PUT", "/upload", [["Host", "h"], ["Transfer-Encoding", "chunked"]]), body: [], end: false });
+    // a chunk's size line, its data and its CRLF, each a write (a chunk of the stream) of its own
+    const block = new Uint8Array(16 * 1024);
+    let offered = 0;
+    const offering = (async () => {
+      for (let i = 0; i < 500; i++) {
+        for (const piece of [Buffer.from(`${block.length.toString(16)}\r\n`), block, Buffer.from("\r\n")]) {
+          offered += piece.byteLength;
+          if (!upload.stream.write(piece) && !(await upload.stream.whenDrained())) return;
+        }
+      }
+    })();
+    const sent = () => svc.conns[0]?.sent.of(FrameType.DATA).reduce((n, f) => n + f.payload.byteLength, 0) ?? 0;
+    await until(() => sent() === 65_535, "the service's window filled");
+    for (let i = 0; i < 16; i++) expect((await fetchThrough(t, { head: requestHead("GET", `/other/${i}`) })).text).toEndWith("ok");
+    expect(offered).toBeLessThanOrEqual(65_535 + 512 * 1024 + 32 * 1024);
+    upload.stream.reset();
+    await offering;
+  });
+
   test("a service that does not read the body: the upload waits in the visitor's tunnel stream, not in the agent", async () => {
     // the service's window for the request body stays the protocol's first 65,535 bytes: it never opens it
     await using svc = rawH2Server({ onHead: (conn, head) => pathOf(head.fields) !== "/upload" && fine(conn, head.stream) });

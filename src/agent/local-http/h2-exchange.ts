@@ -64,8 +64,6 @@ export class H2Exchange implements H2Opening {
   private bodyRefused = false;
   /** Body bytes taken from the tunnel stream whose pieces wait for the service's windows: their credit waits. */
   private uncredited = 0;
-  /** Every piece of the chunk being fed went out at once. */
-  private sentAll = true;
   /** Response bytes the tunnel stream holds past its credit: the service's window reopens by these once it drains. */
   private owed = 0;
   /** The final head, read back as the edge will read it. */
@@ -133,19 +131,19 @@ export class H2Exchange implements H2Opening {
     if (this.finished || this.bodyRefused) return this.stream.consumed(chunk.byteLength);
     this.bodyTaken = true;
     if (this.requestBody.done) return this.fail("the request went on past its end");
-    this.sentAll = true;
     const error = this.requestBody.feed(chunk, this.sendPiece);
     if (error) return this.fail(`the request body is malformed: ${error}`);
     // anything past the body would be read by the service as a request of its own
     if (this.requestBody.done && this.requestBody.endedAt < chunk.byteLength) return this.fail("the request went on past its end");
     this.uncredited += chunk.byteLength;
     if (this.requestBody.done) this.h2!.end();
-    if (this.sentAll) this.credit();
+    // credit only once nothing of the body waits: a chunk of framing alone must not return an earlier chunk's
+    if (this.h2!.pendingBytes === 0) this.credit();
   }
 
   private readonly sendPiece = (piece: Uint8Array): void => {
     this.tap?.requestChunk(piece);
-    if (!this.h2!.write(piece)) this.sentAll = false;
+    this.h2!.write(piece);
   };
 
   /** The edge's FIN: the request is all here. */
