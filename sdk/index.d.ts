@@ -37,6 +37,14 @@ export interface ForwardOptions {
   share?: string[];
   /** http: the Host the local service is sent ("rewrite" for its own address, or a name). */
   hostHeader?: string;
+  /**
+   * http: how the agent speaks to the local service: "http1" (HTTP/1.1, the
+   * default), "h2c" (HTTP/2 with prior knowledge, as a gRPC server without
+   * TLS wants) or "h2" (HTTP/2 over TLS, for an https:// addr). Visitors'
+   * requests and the service's answers, trailers included, are translated
+   * both ways.
+   */
+  upstreamProtocol?: "http1" | "h2c" | "h2";
   /** http: seconds the server waits for the local service's answer. */
   responseTimeout?: number;
   /**

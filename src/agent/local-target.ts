@@ -6,6 +6,8 @@ export interface LocalTarget {
   hostHeader?: string;
   /** https to the local service (for a target given as https://host:port). */
   tls?: boolean;
+  /** http: the service speaks HTTP/2 (--upstream-protocol): h2c with prior knowledge, or h2 over TLS; undefined: HTTP/1.1. */
+  upstreamProtocol?: "h2c" | "h2";
   /** tcp: each connection to the local service starts with a PROXY protocol v2 header naming the visitor (--proxy-protocol). */
   proxyProtocol?: boolean;
   /** http: other local services by path prefix, longest first (--route, agent/routes.ts); the rest comes here. */

@@ -63,6 +63,7 @@ function describe(t: TunnelsFile["tunnels"][number]): string {
   }
   const extras = [
     t.target.hostHeader !== undefined ? `host_header ${t.target.hostHeader}` : "",
+    t.target.upstreamProtocol !== undefined ? `upstream_protocol ${t.target.upstreamProtocol}` : "",
     ...(t.target.routes ?? []).map((r) => `${r.prefix} -> ${r.target.tls ? "https://" : ""}${localAuthority(r.target)}`),
     r.allowUpgrade?.length ? `allow_upgrade ${r.allowUpgrade.join(", ")}` : "",
     r.skipWarning ? "skip_warning" : "",

@@ -16,6 +16,7 @@ import {
   parseRoute,
   parseTunnelHostname,
   parseUpgradeToken,
+  parseUpstreamProtocol,
 } from "../agent/settings/tunnel-options.ts";
 import { specProblem, tunnelOf, type Kind, type OptionName, type SpecTunnel, type TunnelSpec, type Voice } from "../agent/settings/tunnel-spec.ts";
 import { KINDS } from "../protocol/kinds.ts";
@@ -70,6 +71,7 @@ export function tunnelFromFlags(kind: Kind, values: Record<string, unknown>, tar
     name: values.name as string | undefined,
     share: share === undefined ? undefined : share.split(",").map((u) => u.trim()).filter((u) => u !== ""),
     hostHeader: read(values, "host-header", parseHostHeader),
+    upstreamProtocol: read(values, "upstream-protocol", parseUpstreamProtocol),
     routes: routes.length > 0 ? flagValue("--route", () => checkRoutes(routes)) : undefined,
     allowUpgrade: upgrades.length > 0 ? upgrades : undefined,
     skipWarning: on(values, "skip-warning"),

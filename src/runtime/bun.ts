@@ -3,7 +3,7 @@ import type { AgentRuntime, ConnectOptions, ListenOptions, RuntimeSocket } from 
 
 export const bunRuntime: AgentRuntime = {
   name: "bun",
-  connect: <T>(options: ConnectOptions<T>) => Bun.connect<T>(options as unknown as Parameters<typeof Bun.connect<T>>[0]) as unknown as Promise<RuntimeSocket<T>>,
+  connect: <T>(options: ConnectOptions<T>) => Bun.connect<T>(bunConnectOptions(options) as unknown as Parameters<typeof Bun.connect<T>>[0]) as unknown as Promise<RuntimeSocket<T>>,
   webSocket: (url, options) => new WebSocket(url, options as Bun.WebSocketOptions) as unknown as ReturnType<AgentRuntime["webSocket"]>,
   async connectUdp(host, port, ipv6, handlers) {
     const socket = {
@@ -28,3 +28,12 @@ export const bunRuntime: AgentRuntime = {
     return { port: socket.port, send: (datagram, toPort, toAddress) => socket.send(datagram, toPort, toAddress), close: () => socket.close() };
   },
 };
+
+/** Bun.connect's options: ALPN's protocols in its wire form (each name after its length), as Bun takes them. */
+function bunConnectOptions<T>(options: ConnectOptions<T>): unknown {
+  const alpn = options.tls?.alpn;
+  if (!alpn) return options;
+  const { alpn: _, ...tls } = options.tls!;
+  const wire = Buffer.concat(alpn.map((name) => Buffer.concat([Buffer.from([name.length]), Buffer.from(name, "latin1")])));
+  return { ...options, tls: { ...tls, ALPNProtocols: wire } };
+}

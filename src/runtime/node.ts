@@ -51,6 +51,10 @@ class NodeSocket<T> implements RuntimeSocket<T> {
     return this.raw.remotePort;
   }
 
+  get alpnProtocol(): string | false | null {
+    return (this.raw as TLSSocket).alpnProtocol ?? null;
+  }
+
   write(bytes: Uint8Array | string): number {
     const raw = this.raw;
     if (raw.destroyed || !raw.writable) return -1;
@@ -120,6 +124,7 @@ function connect<T>(options: ConnectOptions<T>): Promise<RuntimeSocket<T>> {
           port: options.port,
           rejectUnauthorized: false, // judged below, as Bun's handshake handler judges it
           ...(tls.serverName ? { servername: tls.serverName } : {}),
+          ...(tls.alpn ? { ALPNProtocols: tls.alpn } : {}),
           allowHalfOpen,
         } as ConnectionOptions)
       : netConnect({ host: options.hostname, port: options.port, allowHalfOpen });

@@ -14,6 +14,8 @@ export interface RuntimeSocket<T = unknown> {
   readonly remoteAddress: string;
   /** The peer's port (a listener's connections; undefined where the runtime does not say). */
   readonly remotePort?: number;
+  /** TLS: the protocol ALPN agreed on (ConnectOptions.tls.alpn), false or null when none. */
+  readonly alpnProtocol?: string | false | null;
   /** Bytes taken now (0 when none fit), or -1 when the socket is closed; what is not taken is the caller's to write on drain. */
   write(bytes: Uint8Array | string): number;
   /** Ends the connection once what was written has gone (FIN). */
@@ -48,7 +50,8 @@ export interface ConnectOptions<T> {
   port: number;
   data?: T;
   allowHalfOpen?: boolean;
-  tls?: { rejectUnauthorized: boolean; serverName?: string };
+  /** `alpn`: the protocols offered in the ClientHello (ALPN), most wanted first. */
+  tls?: { rejectUnauthorized: boolean; serverName?: string; alpn?: string[] };
   socket: SocketHandlers<T>;
 }
 

@@ -56,7 +56,7 @@ const SHARED_FILES = new Set(["log.ts", "log-redact.ts", "version.ts", "durable.
 /** The top-level files that are not shared: the wiring and the entry point. */
 const TOP_FILES: Record<string, number> = { "server.ts": 8, "main.ts": 10 };
 /** What the agent may import besides its own folder: nothing that carries the server. */
-const AGENT_MAY_IMPORT = new Set(["protocol", "sockets", "http", "validate", "runtime"]);
+const AGENT_MAY_IMPORT = new Set(["protocol", "sockets", "http", "http2", "validate", "runtime"]);
 
 interface Arrow {
   from: string;

@@ -37,6 +37,11 @@ export const HTTP_AGENT: AgentKind = {
   tunnel(spec, { target, ip, priv, pooled, health, names }) {
     if (spec.hostHeader !== undefined) target.hostHeader = spec.hostHeader;
     if (spec.routes?.length) target.routes = spec.routes;
+    // HTTP/2 to every service of the tunnel, its routes' too (the spec checked their schemes)
+    if (spec.upstreamProtocol !== undefined && spec.upstreamProtocol !== "http1") {
+      target.upstreamProtocol = spec.upstreamProtocol;
+      for (const route of target.routes ?? []) route.target.upstreamProtocol = spec.upstreamProtocol;
+    }
     const request: Extract<TunnelRequest, { protocol: "http" }> = priv
       ? { protocol: "http", private: priv }
       : { protocol: "http", ...names, ...pooled, skipWarning: spec.skipWarning ?? false };

@@ -60,9 +60,11 @@ export class LocalConnection {
   /**
    * Connects; a failure (refused, unreachable, a TLS handshake that failed) is
    * returned, not thrown. With `tls`, any certificate is accepted: the local
-   * service is the user's own, and self-signed is normal there.
+   * service is the user's own, and self-signed is normal there. `alpn`: the
+   * protocols offered in TLS's ALPN (an HTTP/2 service's "h2"); which one
+   * the service took is `alpnProtocol`.
    */
-  static async open(hostname: string, port: number, key: string, tls = false): Promise<LocalConnection | Error> {
+  static async open(hostname: string, port: number, key: string, tls = false, alpn?: string[]): Promise<LocalConnection | Error> {
     const conn = new LocalConnection(key);
     try {
       conn.socket = await runtime.connect({
@@ -71,13 +73,18 @@ export class LocalConnection {
         data: conn,
         socket: handlers,
         allowHalfOpen: true,
-        tls: tls ? { rejectUnauthorized: false, serverName: isIP(hostname) ? undefined : hostname } : undefined,
+        tls: tls ? { rejectUnauthorized: false, serverName: isIP(hostname) ? undefined : hostname, ...(alpn ? { alpn } : {}) } : undefined,
       });
       conn.pending = new PendingWrites(conn.socket);
     } catch (err) {
       return err instanceof Error ? err : new Error(String(err));
     }
     return conn;
+  }
+
+  /** TLS: the protocol ALPN agreed on; false or null when none. */
+  get alpnProtocol(): string | false | null {
+    return this.socket.alpnProtocol ?? null;
   }
 
   /** Nothing waits to be written. */

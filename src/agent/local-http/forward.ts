@@ -13,6 +13,11 @@
  * request's head is read here from the stream's bytes, its body left in
  * the stream for the exchange that sends it.
  *
+ * A service that speaks HTTP/2 (upstreamProtocol) takes each request as a
+ * stream of its one connection instead (h2-exchange.ts), but for a request
+ * that asks to switch protocols, which HTTP/2 cannot carry: it goes over
+ * HTTP/1.1 to the same address, as it would to any service.
+ *
  * One request follows another by callbacks, not promises: this runs for
  * every request, and a promise, its reactions and an async frame each add
  * up (a new connection's connect is the one thing awaited).
@@ -25,6 +30,7 @@ import type { ExchangeTap } from "../inspector/tap.ts";
 import { describeLocalError } from "../local-target.ts";
 import { Exchange, resetReason, type ExchangeReport, type Outcome, type VisitorSide } from "./exchange.ts";
 import type { LocalConnection } from "./connection.ts";
+import { H2Exchange } from "./h2-exchange.ts";
 import type { ConnectionPool, LocalService } from "./pool.ts";
 import type { LocalRequest } from "./request.ts";
 
@@ -62,7 +68,7 @@ export interface StreamServer {
 }
 
 export class StreamRequests implements VisitorSide {
-  private current: Exchange | undefined;
+  private current: Exchange | H2Exchange | undefined;
   /** The stream's reset code, once it is reset. */
   private gone: string | undefined;
   ended = false;
@@ -144,6 +150,7 @@ export class StreamRequests implements VisitorSide {
   }
 
   private attempt(mayReuse: boolean): void {
+    if (this.service.upstreamProtocol !== undefined && this.request!.head.upgrade === undefined) return this.exchangeOverH2(!mayReuse);
     const conn = mayReuse ? (this.takeHeld(this.service) ?? this.pool.take(this.service)) : undefined;
     if (conn) return this.exchangeOn(conn);
     this.openThenExchange();
@@ -173,6 +180,22 @@ export class StreamRequests implements VisitorSide {
       return this.finish();
     }
     const exchange = new Exchange(stream, conn, request!, this.pool, report!, this, tap);
+    this.current = exchange;
+    exchange.run();
+  }
+
+  /** A request to a service that speaks HTTP/2: a stream of its connection; `retry`: the second attempt, after the service refused the first unprocessed. */
+  private exchangeOverH2(retry: boolean): void {
+    const { stream, report, tap } = this;
+    if (this.gone !== undefined) {
+      tap?.failed(resetReason(this.gone));
+      report!.cancelled();
+      return this.finish();
+    }
+    // the stream's last connection to another service waits in the pool, not for this stream
+    const held = this.takeHeld();
+    if (held) this.pool.put(held);
+    const exchange = new H2Exchange(stream, this.pool.h2.of(this.service), this.service, this.request!, report!, this, tap, retry);
     this.current = exchange;
     exchange.run();
   }

@@ -8,12 +8,14 @@
  * caller retries that race once (see exchange.ts).
  */
 import { LocalConnection } from "./connection.ts";
+import { H2Services } from "./h2-services.ts";
 
-/** Where a local service listens; `tls`: it speaks https. */
+/** Where a local service listens; `tls`: it speaks https; `upstreamProtocol`: HTTP/2 (h2-services.ts), not HTTP/1.1. */
 export interface LocalService {
   host: string;
   port: number;
   tls?: boolean;
+  upstreamProtocol?: "h2c" | "h2";
 }
 
 export interface PoolOptions {
@@ -36,6 +38,7 @@ export class ConnectionPool {
   private sweeper: ReturnType<typeof setInterval> | undefined;
   /** Connections opened so far. */
   opened = 0;
+  private h2Services: H2Services | undefined;
 
   constructor(opts: PoolOptions = {}) {
     this.maxIdle = opts.maxIdle ?? MAX_IDLE;
@@ -85,6 +88,11 @@ export class ConnectionPool {
     return undefined;
   }
 
+  /** The HTTP/2 connections, one per service that speaks it (upstreamProtocol). */
+  get h2(): H2Services {
+    return (this.h2Services ??= new H2Services());
+  }
+
   /** A new connection, or why there is none. */
   async open(service: LocalService): Promise<LocalConnection | Error> {
     const conn = await LocalConnection.open(service.host, service.port, keyOf(service), service.tls);
@@ -124,12 +132,14 @@ export class ConnectionPool {
     return n;
   }
 
-  /** Closes every idle connection, held ones too, and stops the sweeper. */
+  /** Closes every idle connection, held ones too, and the HTTP/2 ones, and stops the sweeper. */
   close(): void {
     for (const list of this.idle.values()) for (const conn of list) conn.close();
     this.idle.clear();
     for (const conn of this.held) conn.close();
     this.held.clear();
+    this.h2Services?.close();
+    this.h2Services = undefined;
     this.stopSweeper();
   }
 

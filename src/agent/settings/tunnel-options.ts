@@ -69,6 +69,13 @@ export function parseRoute(raw: string): PathRoute {
   return { prefix: parsePrefix(raw.slice(0, eq)), target: parseTarget(raw.slice(eq + 1), true) };
 }
 
+/** How the agent speaks to an http tunnel's service: http1 (HTTP/1.1), h2c (HTTP/2 with prior knowledge) or h2 (HTTP/2 over TLS). */
+export function parseUpstreamProtocol(raw: string): "http1" | "h2c" | "h2" {
+  const value = raw.trim().toLowerCase();
+  if (value === "http1" || value === "h2c" || value === "h2") return value;
+  throw new UsageError(`must be http1, h2c or h2 (got '${raw.replace(/[^\x20-\x7e]/g, "?").slice(0, 40)}')`);
+}
+
 /** An Upgrade protocol name for --allow-upgrade: a token without a version ("h2c"), in lower case. */
 export function parseUpgradeToken(raw: string): string {
   const token = raw.trim().toLowerCase();

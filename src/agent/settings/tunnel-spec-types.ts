@@ -25,6 +25,8 @@ export interface TunnelSpec {
   name?: string;
   share?: string[];
   hostHeader?: string;
+  /** How the agent speaks to the service: HTTP/1.1 (the default), HTTP/2 with prior knowledge, HTTP/2 over TLS. */
+  upstreamProtocol?: "http1" | "h2c" | "h2";
   routes?: PathRoute[];
   allowUpgrade?: string[];
   skipWarning?: boolean;

@@ -12,7 +12,10 @@
  *   with it only;
  * - basic auth or OIDC, not both;
  * - a pool's balance and health check go with the pool; a tcp pool needs
- *   its remote port, which is the pool's name.
+ *   its remote port, which is the pool's name;
+ * - HTTP/2 to the service goes with a local service (not a handler), h2c
+ *   with plain addresses and h2 with https:// ones, routes' included, and
+ *   a pool member's health check is then a connect, not a GET.
  *
  * A front-end gives a Voice: how it names an option, so that every message
  * reads in its own words ("--basic-auth", "basic_auth", "basicAuth"). The
@@ -60,6 +63,7 @@ export const TUNNEL_OPTIONS = {
   name: { kinds: PRIVATE_KINDS },
   share: { kinds: PRIVATE_KINDS },
   hostHeader: { kinds: ["http"] },
+  upstreamProtocol: { kinds: ["http"] },
   routes: { kinds: ["http"] },
   allowUpgrade: { kinds: ["http"] },
   skipWarning: { kinds: ["http"], public: ["http"] },
@@ -148,7 +152,31 @@ const RULES: ((spec: TunnelSpec, say: Voice) => SpecProblem | undefined)[] = [
       : undefined,
   (spec, say) =>
     spec.oidc !== undefined && (spec.basicAuth?.length ?? 0) > 0 ? { option: "oidc", message: `a tunnel takes ${say.name("basicAuth")} or ${say.name("oidc")}, not both` } : undefined,
+  upstreamProblem,
 ];
+
+/**
+ * HTTP/2 to the service: to a local service, h2c without TLS and h2 with
+ * it, for every service of the tunnel (its routes' too); a pool member's
+ * health check by path is an HTTP/1.1 GET, which such a service may not
+ * answer: it checks with a connect (tcp) instead.
+ */
+function upstreamProblem(spec: TunnelSpec, say: Voice): SpecProblem | undefined {
+  const protocol = spec.upstreamProtocol;
+  if (protocol === undefined || protocol === "http1") return undefined;
+  if (spec.target.handler) return { option: "upstreamProtocol", message: "goes with a local service, not a handler" };
+  if (spec.healthCheck !== undefined && spec.healthCheck !== "tcp") {
+    return { option: "healthCheck", message: `a path is checked with an HTTP/1.1 GET: with ${say.name("upstreamProtocol")} ${protocol}, check with tcp` };
+  }
+  const services = [spec.target, ...(spec.routes ?? []).map((r) => r.target)];
+  if (protocol === "h2c" && services.some((t) => t.tls)) {
+    return { option: "upstreamProtocol", message: "h2c is HTTP/2 without TLS: for a service given as https://, use h2" };
+  }
+  if (protocol === "h2" && services.some((t) => !t.tls)) {
+    return { option: "upstreamProtocol", message: "h2 is HTTP/2 over TLS: give the service as https://HOST:PORT (routes too), or use h2c" };
+  }
+  return undefined;
+}
 
 /**
  * Which kinds take which option: the first of `options` (in the order the

@@ -23,6 +23,14 @@ export const HTTP_FLAGS = {
     defaultText: "the visitor's Host",
     help: "'rewrite' sends the local address as Host; any other value is sent as is",
   },
+  "upstream-protocol": {
+    type: "string",
+    arg: "P",
+    defaultText: "http1",
+    help: "how the agent speaks to your service: http1, h2c (HTTP/2 without TLS, e.g. a gRPC server) or h2 (HTTP/2 over TLS, for an https:// service)",
+    details:
+      "With h2c or h2 the agent keeps one HTTP/2 connection to each service and sends every request on it as a stream; visitors still reach the tunnel over HTTP/1.1 (or HTTP/2), and the service's answers, trailers such as grpc-status included, come back to them. A WebSocket's request goes over HTTP/1.1, and a pool member's --health-check must be tcp. It applies to the --route services too.",
+  },
   route: {
     type: "string",
     arg: "PATH=ADDR",
@@ -57,7 +65,7 @@ const HTTP_DOC: CommandDoc = {
 at http://<subdomain>.<server domain>. Lost connections are retried for ever.`,
   flags: HTTP_FLAGS,
   groups: [
-    { title: "Flags:", flags: ["subdomain", "hostname", "skip-warning", "host-header", "route", "allow-upgrade", "response-timeout"] },
+    { title: "Flags:", flags: ["subdomain", "hostname", "skip-warning", "host-header", "upstream-protocol", "route", "allow-upgrade", "response-timeout"] },
     { title: "Several agents behind one name:", flags: Object.keys(POOL_FLAGS) },
     { title: "Who may reach it (enforced by the server):", flags: Object.keys(HTTP_ACCESS_FLAGS) },
     { title: "Private, for named users only (each request says who in X-Burrow-User):", flags: Object.keys(PRIVATE_FLAGS) },
