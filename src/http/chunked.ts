@@ -163,3 +163,17 @@ export class ChunkedDecoder {
     return undefined;
   }
 }
+
+/** `data` (not empty: a chunk of size 0 ends a body) as one chunk of a chunked body, size line and CRLF around it, in one buffer. */
+export function encodeChunk(data: Uint8Array): Uint8Array {
+  const size = `${data.byteLength.toString(16)}\r\n`;
+  const out = Buffer.allocUnsafe(size.length + data.byteLength + 2);
+  out.write(size, 0, "latin1");
+  out.set(data, size.length);
+  out[out.length - 2] = CR;
+  out[out.length - 1] = LF;
+  return out;
+}
+
+/** The last chunk, and the end of a chunked body without trailers. */
+export const LAST_CHUNK: Uint8Array = Buffer.from("0\r\n\r\n", "latin1");
