@@ -92,7 +92,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     helloTimeoutMs: opts.tlsHelloTimeoutMs,
     // h2 by ALPN for every name but the domain itself (the portal, the agents' WebSocket: HTTP/1.1)
     http2: opts.http2 && {
-      alpn: opts.http2.alpn ? (serverName) => serverName !== undefined && serverName.toLowerCase() !== domain : undefined,
+      alpn: opts.http2.alpn ? (serverName) => serverName === undefined || serverName.toLowerCase() !== domain : undefined,
       priorKnowledge: opts.http2.priorKnowledge,
     },
     // the CA validating TLS-ALPN-01 gets the challenge certificate; a tls tunnel's name passes through
