@@ -30,7 +30,7 @@ const serve = (name: string) =>
     fetch(req) {
       const path = new URL(req.url).pathname;
       reached.push(`${name} ${path}`);
-      return new Response(`${name} ${path}`);
+      return new Response(`${name} ${path}`, { headers: { "x-team-seen": req.headers.get("x-team") ?? "none" } });
     },
   });
 const site = serve("site");
@@ -55,7 +55,11 @@ async function get(name: string, path: string, extra: [string, string][] = CURL)
 beforeAll(async () => {
   rig = await withServer({ server: { args: ["--trusted-proxies", "127.0.0.1"] } });
   port = rig.server.edgePort;
-  await rig.startAgent({ kind: "http", target: site.port!, args: ["--subdomain", "guarded", "--basic-auth", "carol:s3cret"] });
+  await rig.startAgent({
+    kind: "http",
+    target: site.port!,
+    args: ["--subdomain", "guarded", "--basic-auth", "carol:s3cret", "--request-header-add", "X-Team: blue", "--response-header-add", "Cache-Control: no-store"],
+  });
   await rig.startAgent({ kind: "http", target: site.port!, args: ["--subdomain", "walled", "--allow-cidr", "10.0.0.0/8"] });
   await rig.startAgent({ kind: "http", target: site.port!, args: ["--subdomain", "routed", "--route", `/api=${api.port}`] });
   c = await rawH2(port);
@@ -80,6 +84,9 @@ describe("on one HTTP/2 connection, each stream judged on its own", () => {
     expect(reached.length).toBe(before);
     const right = await get("guarded", "/secret", [...CURL, basic("carol", "s3cret")]);
     expect(right).toMatchObject({ status: "200", body: "site /secret" });
+    // the tunnel's header rules, both ways, the response's fields lower-cased as HTTP/2 has them
+    expect(right.fields).toContainEqual(["x-team-seen", "blue"]);
+    expect(right.fields).toContainEqual(["cache-control", "no-store"]);
     // the next stream brings no credentials: refused again, whatever the one before had
     expect((await get("guarded", "/secret")).status).toBe("401");
   });
