@@ -17,7 +17,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { H2LOAD, NGHTTP, nghttp2Available, run } from "../harness/nghttp2.ts";
-import { data, ErrorCode, FrameType, headers, settingsAck } from "../harness/h2-frames.ts";
+import { data, dataFrames, ErrorCode, headers, settingsAck } from "../harness/h2-frames.ts";
 import { rawH2 } from "../harness/h2-raw.ts";
 import { sample, scrape } from "../harness/metrics.ts";
 import { withTunnel, type Tunnel } from "../harness/tunnel.ts";
@@ -48,6 +48,8 @@ const raw = Bun.listen<{ buf: string }>({
       if (end < 0) return;
       const path = s.data.buf.split(" ")[1] ?? "";
       s.data.buf = "";
+      // reads nothing more: its request's body waits, in the kernel, then in the agent, then at the visitor
+      if (path.startsWith("/raw/stall")) return void s.pause();
       if (path.startsWith("/raw/trailers")) {
         s.write("HTTP/1.1 200 OK\r\nContent-Type: application/grpc\r\nTransfer-Encoding: chunked\r\nTrailer: grpc-status, grpc-message\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\ngrpc-status: 0\r\nGrpc-Message: all good\r\nContent-Length: 99\r\n\r\n");
       } else if (path.startsWith("/raw/switch")) {
@@ -145,6 +147,22 @@ describe("curl and nghttp through a tunnel", () => {
     expect(c.frames.status(1)).toBe("200");
     expect(c.frames.heads.find((h) => h.stream === 1)!.fields).toContainEqual(["x-length", "100000"]);
     expect(seen.get("/echo")!.headers.get("transfer-encoding")).toBe("chunked");
+  });
+});
+
+describe("flow control, end to end", () => {
+  test("a service that does not read holds back its own stream: its window is not reopened (a client sending past it is reset), and other streams go on", async () => {
+    await using c = await rawH2(t.server.edgePort);
+    // a client that ignores its window: 64 MB for a service that reads none of it
+    const chunk = dataFrames(1, new Uint8Array(16_384 * 64));
+    c.send(settingsAck(), headers(1, fieldsOf("/raw/stall", "POST"), false));
+    for (let i = 0; i < 64; i++) c.send(chunk);
+    await c.until(() => c.frames.resets().has(1), 20_000, "the stream reset for overrunning its window");
+    expect(c.frames.resets().get(1)).toBe(ErrorCode.FLOW_CONTROL_ERROR);
+    c.send(headers(3, fieldsOf("/beside")));
+    await c.until(() => c.frames.body(3) !== "", 10_000, "another stream on the connection");
+    expect(c.frames.body(3)).toBe("GET /beside\n");
+    expect(c.frames.goawayCode).toBeUndefined();
   });
 });
 
