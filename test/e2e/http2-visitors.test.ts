@@ -252,6 +252,11 @@ describe("load, metrics and traffic", () => {
     expect(r.stdout).toContain("status codes: 2000 2xx, 0 3xx, 0 4xx, 0 5xx");
   });
 
+  test("one connection's requests one after another reuse a kept tunnel stream: a thousand answers of 1 KiB, twice its credit, all through", async () => {
+    const r = await run([H2LOAD, "-n", "1000", "-c", "1", "-m", "1", "-H", `:authority: ${host}`, `http://127.0.0.1:${t.server.edgePort}/bytes/1024`], 30_000);
+    expect(r.stdout).toContain("requests: 1000 total, 1000 started, 1000 done, 1000 succeeded, 0 failed, 0 errored, 0 timeout");
+  });
+
   test("streams are counted as h2 requests, and their bytes as the tunnel's traffic", async () => {
     const auth = { authorization: `Bearer ${METRICS_TOKEN}` };
     const before = await scrape(t.server.adminUrl, auth);

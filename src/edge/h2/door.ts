@@ -21,6 +21,6 @@ export class H2Door extends HttpDoor {
   override forward(v: HttpVisit, t: Tunnel, passed: Passed | undefined): void {
     const visit = v as H2Visit;
     if (visit.stream.isClosed || v.conn.closedAlready) return;
-    forwardStream(visit, t, this.context(v, passed), this.deps.answered);
+    forwardStream(visit, visit.session, t, this.context(v, passed), this.deps.answered);
   }
 }

@@ -38,6 +38,7 @@ import type { ResponseWait } from "../replies.ts";
 import { ResponseTimeout } from "../replies.ts";
 import type { Tunnel } from "../registry.ts";
 import { RequestStream, type StreamUser } from "../request-stream.ts";
+import type { H2Session } from "./session.ts";
 import type { H2Visit } from "./visit.ts";
 
 /** Gives a visit the edge's own answer (a page), counted with its time. */
@@ -46,18 +47,30 @@ export type Answered = (v: HttpVisit, res: Response) => void;
 /** Trailer fields HTTP/2 forbids or that say nothing past the body's end. */
 const NOT_TRAILERS: ReadonlySet<string> = new Set([...HOP_BY_HOP, "content-length", "host", "content-encoding", "content-type", "content-range"]);
 
-/** Forwards `v`'s stream through `tunnel`'s agent, or answers the 502 page when the agent cannot take it. */
-export function forwardStream(v: H2Visit, tunnel: Tunnel, ctx: ForwardContext, answered: Answered): void {
+/**
+ * Forwards `v`'s stream through `tunnel`'s agent, or answers the 502 page
+ * when the agent cannot take it. A tunnel stream the connection kept from an
+ * earlier request to the same tunnel carries it when there is one (its head
+ * as DATA, as a kept-alive HTTP/1.1 connection's next request goes:
+ * request-stream.ts); else a new one, kept after it when its agent keeps
+ * streams.
+ */
+export function forwardStream(v: H2Visit, session: H2Session, tunnel: Tunnel, ctx: ForwardContext, answered: Answered): void {
+  const head = requestHeadText(v.head, tunnel, ctx, v.text, v.conn);
+  const parked = session.takeParked(tunnel);
+  if (parked) return new H2Exchange(v, session, tunnel, ctx, parked, answered).start(Buffer.from(head, "latin1"));
   const agent = tunnel.agent;
-  const meta: OpenMeta = { tunnel: tunnel.id, kind: "h1", remote: `${ctx.remoteIp}:${ctx.remotePort}`, head: requestHeadText(v.head, tunnel, ctx, v.text, v.conn) };
+  const meta: OpenMeta = { tunnel: tunnel.id, kind: "h1", remote: `${ctx.remoteIp}:${ctx.remotePort}`, head };
   // another node's tunnel: its access rules are applied there, on the visitor's address as judged here
   if (tunnel.relayed) {
     (meta as RelayedMeta).client = ctx.client;
     if (ctx.warn) (meta as RelayedMeta).warn = true;
   }
-  const stream = agent?.openStream(meta, !v.stream.hasBody);
+  const keep = agent?.keeps === true;
+  if (keep) meta.keep = true;
+  const stream = agent?.openStream(meta, !keep && !v.stream.hasBody);
   if (!stream) return answered(v, badGatewayPage(ctx.host, "its agent is reconnecting or busy"));
-  new H2Exchange(v, tunnel, ctx, new RequestStream(stream, tunnel, agent!, false), answered).start();
+  new H2Exchange(v, session, tunnel, ctx, new RequestStream(stream, tunnel, agent!, keep), answered).start(undefined);
 }
 
 class H2Exchange implements StreamUser, ResponseSink {
@@ -81,11 +94,14 @@ class H2Exchange implements StreamUser, ResponseSink {
   /** The response's trailer fields (a chunked body's), sent with its end. */
   private trailing: HeaderList | undefined;
   private openBytes = 0;
+  /** The service may take another request on the connection the agent used (its response did not say close). */
+  private keepAlive = false;
   private readonly rewrite: boolean;
   private wait: ResponseWait | undefined;
 
   constructor(
     private readonly v: H2Visit,
+    private readonly session: H2Session,
     private readonly tunnel: Tunnel,
     private readonly ctx: ForwardContext,
     private readonly carrier: RequestStream,
@@ -96,18 +112,25 @@ class H2Exchange implements StreamUser, ResponseSink {
     this.requestDone = !v.stream.hasBody;
     this.chunked = v.head.framing === "chunked";
     this.rewrite = tunnel.access?.rewritesResponse ?? false;
-    // the head's fields are read: they become the HEADERS frame
-    this.parser = new ResponseParser(v.head.method, this, true);
+    // the head's fields are read: they become the HEADERS frame; one parser a tunnel stream, read by one request after another
+    const parser = carrier.parser;
+    if (parser) parser.reset(v.head.method, this, true);
+    this.parser = parser ?? (carrier.parser = new ResponseParser(v.head.method, this, true));
   }
 
-  start(): void {
+  /** `headBytes`: the request's head, to go as DATA on a kept stream; undefined: it went in the stream's OPEN. */
+  start(headBytes: Uint8Array | undefined): void {
     const { h2, stream, tunnel } = this;
     // a pool member's requests in flight, for least-requests (edge/pool.ts)
     if (tunnel.pool) tunnel.inFlight++;
     this.carrier.user = this;
-    tunnel.countIn(stream.metaBytes);
+    if (headBytes === undefined) tunnel.countIn(stream.metaBytes);
     this.openBytes = stream.metaBytes;
     this.wait = this.carrier.awaitResponse(tunnel.responseTimeoutMs ?? this.ctx.responseTimeoutMs, this);
+    if (headBytes !== undefined) {
+      tunnel.countIn(headBytes.byteLength);
+      stream.write(headBytes);
+    }
     h2.onReset = () => this.visitorReset();
     h2.onDrain = () => this.visitorDrained();
     if (this.requestDone) return;
@@ -129,9 +152,12 @@ class H2Exchange implements StreamUser, ResponseSink {
   private requestEnd(): void {
     this.requestDone = true;
     if (this.finished) return;
-    if (!this.chunked) return this.stream.end();
+    // a kept stream's next request follows on it: only a stream of its own ends with its request
+    const keep = this.carrier.keep;
+    if (!this.chunked) return keep ? undefined : this.stream.end();
     this.tunnel.countIn(LAST_CHUNK.byteLength);
-    this.stream.end(LAST_CHUNK);
+    if (keep) this.stream.write(LAST_CHUNK);
+    else this.stream.end(LAST_CHUNK);
   }
 
   /** The tunnel's stream took what waited: the visitor may send more. */
@@ -176,10 +202,12 @@ class H2Exchange implements StreamUser, ResponseSink {
     this.tunnel.countOut(chunk.byteLength);
     this.held = false;
     const error = this.parser.push(chunk);
-    if (this.finished) return; // a head that cannot be carried: the 502 page went instead
     if (error) return this.broken(`its local service sent a malformed response: ${error}`);
-    // what the visitor's stream holds of it is the agent's again once sent (visitorDrained)
-    if (this.held) this.owedToAgent += chunk.byteLength;
+    // a head that could not be carried: the stream was reset, its credit goes nowhere
+    if (this.finished && !this.complete) return;
+    // what the visitor's stream holds of it is the agent's again once sent (visitorDrained); a whole
+    // response's last chunk, at once: a kept stream carries the next request's answer
+    if (this.held && !this.complete) this.owedToAgent += chunk.byteLength;
     else this.stream.consumed(chunk.byteLength);
   }
 
@@ -196,6 +224,7 @@ class H2Exchange implements StreamUser, ResponseSink {
   }
 
   head(head: ParsedHead): void {
+    this.keepAlive = head.keepAlive;
     if (head.status > 599) return this.refuseHead(`its local service sent an invalid status ${head.status}`);
     // with header rules, the fields are the rules' before they become HTTP/2's
     const response = h2Response(this.rewrite ? { ...head, headers: this.tunnel.access!.rewriteResponse(head.headers) } : head);
@@ -225,18 +254,28 @@ class H2Exchange implements StreamUser, ResponseSink {
     this.done();
   }
 
-  /** The response is whole on its way to the visitor: the exchange is over. */
+  /** The response is whole on its way to the visitor: the exchange is over, and a kept stream may carry the next request. */
   private done(): void {
     if (this.finished) return;
     this.finish();
-    this.carrier.user = undefined;
+    const { carrier, stream } = this;
+    carrier.user = undefined;
     this.wait = undefined;
-    if (this.requestDone) return;
-    // a body still coming that nobody wants now: the agent's side is cancelled, and the client is asked
-    // to stop sending (RST_STREAM NO_ERROR, RFC 9113 §8.1) once the response is out
-    this.stream.reset(WireError.CANCELLED);
-    if (this.h2.localEnded) this.h2.reset(ErrorCode.NO_ERROR);
-    else this.h2.onData = undefined;
+    if (!this.requestDone) {
+      // a body still coming that nobody wants now: the agent's side is cancelled, and the client is asked
+      // to stop sending (RST_STREAM NO_ERROR, RFC 9113 §8.1) once the response is out
+      stream.reset(WireError.CANCELLED);
+      if (this.h2.localEnded) this.h2.reset(ErrorCode.NO_ERROR);
+      else this.h2.onData = undefined;
+      return;
+    }
+    if (!carrier.keep) return;
+    // the stream lives on: the credit of bytes still queued for the visitor goes back now (the engine bounds them)
+    if (this.owedToAgent > 0) stream.consumed(this.owedToAgent);
+    this.owedToAgent = 0;
+    // the agent's FIN, if it cannot carry another request, came with the response's last byte
+    if (this.keepAlive && carrier.carries(this.tunnel)) this.session.park(carrier);
+    else carrier.drop();
   }
 
   agentFin(): void {

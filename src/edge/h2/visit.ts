@@ -3,6 +3,7 @@ import type { H2Stream } from "../../http2/stream.ts";
 import type { RequestHead } from "../../http/request-head.ts";
 import type { HttpConnection } from "../http-connection.ts";
 import { HttpVisit } from "../http-door.ts";
+import type { H2Session } from "./session.ts";
 
 export class H2Visit extends HttpVisit {
   constructor(
@@ -13,6 +14,8 @@ export class H2Visit extends HttpVisit {
     startedAt: number,
     /** The stream the request came on, and is answered on. */
     readonly stream: H2Stream,
+    /** Its connection's HTTP/2 side. */
+    readonly session: H2Session,
   ) {
     super(conn, head, text, startedAt);
   }

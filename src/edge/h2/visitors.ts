@@ -79,7 +79,7 @@ export function h2Visitors(deps: H2VisitorDeps): (conn: HttpConnection, first: U
       clientFault("bad request refused", { why: made.why, remote: conn.peer.address });
       return answer(stream, stream.request.method, page(made.status, "Bad request", `<div class="status">${made.status}</div><h1>Bad request</h1><p>${made.why}</p>`), startedAt);
     }
-    const v = new H2Visit(conn, made.head, made.text, startedAt, stream);
+    const v = new H2Visit(conn, made.head, made.text, startedAt, stream, session);
     const client = deps.trustedProxies.clientAddress(conn.peer.address, v.get("x-forwarded-for"));
     v.client = client;
     if (conn.counted === undefined) {
