@@ -4,7 +4,7 @@
  * door's own rules (http-door.ts: the Host made normal, the kinds it
  * reaches, IP rules, sign-in, the warning), on the request as the HTTP/1.1
  * head the stream becomes (http2/http1.ts). Only its carrier differs: it
- * forwards on an "h1" stream of its own (exchange.ts) and answers on the
+ * forwards on an "h1" stream (exchange.ts) and answers on the
  * HTTP/2 stream (the `answered` it is given).
  */
 import type { Passed } from "../access/policy.ts";

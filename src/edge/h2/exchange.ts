@@ -2,10 +2,11 @@
  * One HTTP/2 stream carried to a tunnel's agent and its response back.
  * What reaches the agent is what an HTTP/1.1 visitor's request becomes
  * (forward.ts): the head the stream makes (http2/http1.ts), with the edge's
- * X-Forwarded-* and without burrow's own fields, on an "h1" stream of its
- * own (with RelayedMeta for another node's tunnel), so that every agent, of
- * this version or an older one, serves it as it serves any request. A body
- * without a length goes chunked, as its head says.
+ * X-Forwarded-* and without burrow's own fields, on an "h1" stream (with
+ * RelayedMeta for another node's tunnel; one the connection kept from an
+ * earlier request when it has one), so that every agent, of this version
+ * or an older one, serves it as it serves any request. A body without a
+ * length goes chunked, as its head says.
  *
  * The agent's HTTP/1.1 response is read (http/response-reader.ts) and sent
  * as HTTP/2: its head as HEADERS without the connection's fields
