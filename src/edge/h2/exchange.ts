@@ -29,16 +29,15 @@ import type { H2Stream } from "../../http2/stream.ts";
 import { ErrorCode } from "../../http2/wire.ts";
 import { log } from "../../log.ts";
 import { H2_REQUEST } from "../../metrics/edge-counters.ts";
-import type { HeaderList, OpenMeta, RelayedMeta } from "../../protocol/messages.ts";
+import type { HeaderList } from "../../protocol/messages.ts";
 import type { Stream } from "../../protocol/mux.ts";
 import { WireError } from "../../protocol/wire.ts";
-import { requestHeadText, type ForwardContext } from "../forward.ts";
+import type { ForwardContext } from "../forward.ts";
 import type { HttpVisit } from "../http-door.ts";
 import { badGatewayPage, slowServicePage } from "../pages.ts";
-import type { ResponseWait } from "../replies.ts";
-import { ResponseTimeout } from "../replies.ts";
+import { ResponseTimeout, type ResponseWait } from "../replies.ts";
 import type { Tunnel } from "../registry.ts";
-import { RequestStream, type StreamUser } from "../request-stream.ts";
+import type { RequestStream, StreamUser } from "../request-stream.ts";
 import type { H2Session } from "./session.ts";
 import type { H2Visit } from "./visit.ts";
 
@@ -48,33 +47,8 @@ export type Answered = (v: HttpVisit, res: Response) => void;
 /** Trailer fields HTTP/2 forbids or that say nothing past the body's end. */
 const NOT_TRAILERS: ReadonlySet<string> = new Set([...HOP_BY_HOP, "content-length", "host", "content-encoding", "content-type", "content-range"]);
 
-/**
- * Forwards `v`'s stream through `tunnel`'s agent, or answers the 502 page
- * when the agent cannot take it. A tunnel stream the connection kept from an
- * earlier request to the same tunnel carries it when there is one (its head
- * as DATA, as a kept-alive HTTP/1.1 connection's next request goes:
- * request-stream.ts); else a new one, kept after it when its agent keeps
- * streams.
- */
-export function forwardStream(v: H2Visit, session: H2Session, tunnel: Tunnel, ctx: ForwardContext, answered: Answered): void {
-  const head = requestHeadText(v.head, tunnel, ctx, v.text, v.conn);
-  const parked = session.takeParked(tunnel);
-  if (parked) return new H2Exchange(v, session, tunnel, ctx, parked, answered).start(Buffer.from(head, "latin1"));
-  const agent = tunnel.agent;
-  const meta: OpenMeta = { tunnel: tunnel.id, kind: "h1", remote: `${ctx.remoteIp}:${ctx.remotePort}`, head };
-  // another node's tunnel: its access rules are applied there, on the visitor's address as judged here
-  if (tunnel.relayed) {
-    (meta as RelayedMeta).client = ctx.client;
-    if (ctx.warn) (meta as RelayedMeta).warn = true;
-  }
-  const keep = agent?.keeps === true;
-  if (keep) meta.keep = true;
-  const stream = agent?.openStream(meta, !keep && !v.stream.hasBody);
-  if (!stream) return answered(v, badGatewayPage(ctx.host, "its agent is reconnecting or busy"));
-  new H2Exchange(v, session, tunnel, ctx, new RequestStream(stream, tunnel, agent!, keep), answered).start(undefined);
-}
-
-class H2Exchange implements StreamUser, ResponseSink {
+/** One stream's request and response, on `carrier` (new, or kept from an earlier request: start()'s `headBytes`). */
+export class H2Exchange implements StreamUser, ResponseSink {
   private readonly h2: H2Stream;
   private readonly stream: Stream;
   private readonly parser: ResponseParser;
