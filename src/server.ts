@@ -168,6 +168,7 @@ function edgeOptions(config: ServerConfig, core: Core, certificates: AcmeCertifi
     maxRequestFields: config.maxRequestFields,
     maxReadAheadBytes: config.maxReadAheadBytes,
     tlsHelloTimeoutMs: config.tlsHelloTimeoutMs,
+    http2: config.http2,
     maxConnsPerIp: config.maxConnsPerIp,
     maxConns: config.maxConns,
     maxAgentsPerIp: config.maxAgentsPerIp,

@@ -69,6 +69,10 @@ export const SERVER_DOC: CommandDoc = {
       ],
     },
     {
+      title: "HTTP/2 for visitors:",
+      flags: ["h2", "h2-prior-knowledge", "h2-max-concurrent-streams", "h2-max-header-list", "h2-max-resets-per-second", "h2-max-control-frames", "h2-idle-timeout", "h2-max-queued-response"],
+    },
+    {
       title: "UDP tunnels:",
       flags: ["udp-ports", "udp-idle", "udp-flows", "udp-rate"],
     },

@@ -12,6 +12,7 @@ import { isCidrOrAddress } from "../http/addresses.ts";
 import { parseHostPort } from "../dns/resolver-address.ts";
 import { LOG_FORMATS, type LogFormat } from "../log.ts";
 import { UpdateError } from "../update/errors.ts";
+import type { Http2Limits } from "../http2/limits.ts";
 import { releaseSource } from "../update/source.ts";
 
 /** Flags whose value is a secret: a mistake in one is reported without echoing it. */
@@ -72,6 +73,8 @@ export interface ServerConfig {
   maxRequestFields: number;
   /** --tls-hello-timeout: how long a TLS visitor has to send its ClientHello. */
   tlsHelloTimeoutMs: number;
+  /** HTTP/2 for visitors: by ALPN on the HTTPS port (--h2), with prior knowledge on a plain one (--h2-prior-knowledge), and each connection's limits (--h2-max-*). */
+  http2: Http2Settings;
   /** Concurrent visitor connections one client address may hold, per listener kind. */
   maxConnsPerIp: number;
   /** Concurrent agent connections one client address may hold. */
@@ -114,6 +117,12 @@ export interface ServerConfig {
   logFormat: LogFormat;
   /** The bearer token Prometheus scrapes GET /metrics with; undefined: only an admin session may read it. */
   metricsToken?: string;
+}
+
+export interface Http2Settings {
+  alpn: boolean;
+  priorKnowledge: boolean;
+  limits: Http2Limits;
 }
 
 export interface AcmeConfig {
@@ -232,6 +241,20 @@ const Schema = v.object({
   "max-request-fields": bounded("max-request-fields", 16, 10_000),
   "max-read-ahead": bounded("max-read-ahead", 4096, 1_048_576),
   "tls-hello-timeout": bounded("tls-hello-timeout", 1, 60),
+  h2: v.picklist(["on", "off"], "--h2 must be on or off"),
+  "h2-prior-knowledge": v.picklist(["on", "off"], "--h2-prior-knowledge must be on or off"),
+  "h2-max-concurrent-streams": bounded("h2-max-concurrent-streams", 1, 1000),
+  "h2-max-header-list": bounded("h2-max-header-list", 1024, 1_048_576),
+  "h2-max-resets-per-second": bounded("h2-max-resets-per-second", 1, 100_000),
+  "h2-max-control-frames": bounded("h2-max-control-frames", 10, 1_000_000),
+  "h2-idle-timeout": bounded("h2-idle-timeout", 5, 255),
+  "h2-max-queued-response": v.pipe(
+    v.string(),
+    v.regex(/^[0-9]{1,10}$/, "--h2-max-queued-response must be a whole number of bytes from 65536 to 1073741824"),
+    v.transform(Number),
+    v.minValue(65536, "--h2-max-queued-response must be a whole number of bytes from 65536 to 1073741824"),
+    v.maxValue(1_073_741_824, "--h2-max-queued-response must be a whole number of bytes from 65536 to 1073741824"),
+  ),
   "max-conns-per-ip": count("max-conns-per-ip"),
   "max-conns": v.union([v.literal("auto"), count("max-conns")], "--max-conns must be a positive whole number, or auto"),
   "trusted-proxies": v.pipe(
@@ -448,6 +471,18 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     maxRequestFields: o["max-request-fields"],
     maxReadAheadBytes: o["max-read-ahead"],
     tlsHelloTimeoutMs: o["tls-hello-timeout"] * 1000,
+    http2: {
+      alpn: o.h2 === "on",
+      priorKnowledge: o["h2-prior-knowledge"] === "on",
+      limits: {
+        maxConcurrentStreams: o["h2-max-concurrent-streams"],
+        maxHeaderListBytes: o["h2-max-header-list"],
+        maxResetsPerSecond: o["h2-max-resets-per-second"],
+        maxControlFramesPerSecond: o["h2-max-control-frames"],
+        idleTimeoutMs: o["h2-idle-timeout"] * 1000,
+        maxQueuedResponseBytes: o["h2-max-queued-response"],
+      },
+    },
     auditDays: o["audit-days"],
     maxConnsPerIp: o["max-conns-per-ip"],
     maxConns: o["max-conns"] === "auto" ? undefined : o["max-conns"],

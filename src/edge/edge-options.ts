@@ -7,6 +7,7 @@
 import type { Core } from "../core/index.ts";
 import type { ActiveTunnel } from "../core/live.ts";
 import type { TrustedProxies } from "../http/addresses.ts";
+import type { Http2Limits } from "../http2/limits.ts";
 import type { EdgeCounters } from "../metrics/edge-counters.ts";
 import type { LiveNumbers } from "../metrics/registry.ts";
 import type { Passthrough } from "../sockets/tls-visit.ts";
@@ -62,6 +63,13 @@ export interface EdgeOptions {
   maxReadAheadBytes?: number;
   /** How long a TLS visitor has to send its ClientHello (default: sockets/tls-front.ts). */
   tlsHelloTimeoutMs?: number;
+  /**
+   * HTTP/2 for visitors: offered by ALPN on the public port with TLS
+   * (--h2; the domain itself excepted), taken with prior knowledge on a
+   * plain one (--h2-prior-knowledge), each connection held to `limits`.
+   * None: HTTP/1.1 only.
+   */
+  http2?: { alpn: boolean; priorKnowledge: boolean; limits: Http2Limits };
   /** Concurrent connections one client address may hold on the public listeners. */
   maxConnsPerIp: number;
   /** Concurrent agent connections one client address may hold (WebSocket and direct port together). */

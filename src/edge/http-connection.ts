@@ -34,10 +34,15 @@ export interface HeadLimits {
   maxFields: number;
   /** --max-read-ahead: bytes of pipelined requests (or an upgrade's first bytes) held while one is served; past this the socket is not read. */
   maxReadAheadBytes: number;
+  /** A connection that starts with HTTP/2's preface goes to the server's http2 (--h2-prior-knowledge, on a plain port). */
+  priorKnowledge?: boolean;
 }
 /** --max-read-ahead's default. */
 export const MAX_READ_AHEAD_BYTES = 64 * 1024;
 const SWEEP_MS = 1_000;
+/** HTTP/2's connection preface (RFC 9113 §3.4) as a head reader reads it: a request line, then "SM\r\n\r\n" after its blank line. */
+const PREFACE_LINE = "PRI * HTTP/2.0";
+const PREFACE_HEAD = Buffer.from(`${PREFACE_LINE}\r\n\r\n`, "latin1");
 
 /** Who has the connection while a request is served. */
 export interface Occupant {
@@ -49,6 +54,8 @@ export interface Occupant {
   ended?(): void;
   /** The connection is gone (the visitor left, or the edge closed it). */
   closed(): void;
+  /** The edge is stopping: an occupant that serves several requests at once (HTTP/2) takes no new one and ends once those in flight are done. */
+  goAway?(): void;
 }
 
 export interface ConnectionServer {
@@ -60,6 +67,13 @@ export interface ConnectionServer {
   refused(conn: HttpConnection, refusal: HeadRefusal): Response;
   /** The connection closed (its place in the budget goes back). */
   closed(conn: HttpConnection): void;
+  /**
+   * The visitor speaks HTTP/2 on this connection (ALPN chose h2, or it
+   * began with the preface): it occupies the connection for good. `first`:
+   * what was read of it already (the preface's first line read as a head,
+   * the bytes after it).
+   */
+  http2?(conn: HttpConnection, first: Uint8Array[]): void;
 }
 
 export interface SocketData {
@@ -241,6 +255,16 @@ export class HttpConnection {
     this.release(!closes);
   }
 
+  /** A stop: an idle connection closes; one with an occupant that serves several requests (HTTP/2) stops taking new ones. */
+  closeIfIdle(): boolean {
+    if (!this.idle) {
+      this.occupant?.goAway?.();
+      return false;
+    }
+    this.close();
+    return true;
+  }
+
   /** Closes once everything written has gone out. */
   close(): void {
     if (this.closing) return;
@@ -283,7 +307,11 @@ export class HttpConnection {
     if (read === "bare-lf") return this.refuse({ status: 400, why: "Request lines must end in CRLF." });
     this.headSince = 0;
     const head = parseRequestHead(read.text, this.server.fieldLengths ?? true, this.limits.maxFields);
-    if (isRefusal(head)) return this.refuse(head);
+    if (isRefusal(head)) {
+      // HTTP/2 with prior knowledge: its preface reads as a head in a version not spoken here (looked at only then)
+      if (this.served === 0 && read.text === PREFACE_LINE && this.limits.priorKnowledge && this.server.http2) return this.server.http2(this, [PREFACE_HEAD, bytes.subarray(read.next)]);
+      return this.refuse(head);
+    }
     this.routing = true;
     if (read.next < bytes.byteLength) this.hold(bytes.subarray(read.next));
     this.headBytes = read.raw ?? (read.next === bytes.byteLength ? bytes : bytes.subarray(0, read.next));

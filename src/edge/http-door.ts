@@ -14,7 +14,7 @@ import { addressRefusedPage } from "./access/pages.ts";
 import type { Passed } from "./access/policy.ts";
 import { forward, type ForwardContext } from "./forward.ts";
 import type { HttpConnection } from "./http-connection.ts";
-import { Refusal, type Door, type Visit } from "./judgement/pipeline.ts";
+import { Refusal, type Door, type DoorName, type Visit } from "./judgement/pipeline.ts";
 import { kindsThrough } from "./kinds/doors.ts";
 import { badGatewayPage, badRequestPage, tlsTunnelPage, unknownTunnelPage } from "./pages.ts";
 import type { Registry, Tunnel } from "./registry.ts";
@@ -83,10 +83,21 @@ export interface HttpDoorDeps {
   answered(v: HttpVisit, res: Response): void;
 }
 
+/**
+ * Its name, admission and request rules are the same for a request on an
+ * HTTP/1.1 connection and for an HTTP/2 stream; how a visit is forwarded
+ * and answered is the carrier's (h2/door.ts overrides forward and refuse).
+ */
 export class HttpDoor implements Door<HttpVisit> {
-  readonly name = "http";
+  /** The kinds whose visitors come through this door (their edge units say so). */
+  private readonly reached: ReadonlySet<string>;
 
-  constructor(private readonly deps: HttpDoorDeps) {}
+  constructor(
+    protected readonly deps: HttpDoorDeps,
+    readonly name: Extract<DoorName, "http" | "h2"> = "http",
+  ) {
+    this.reached = kindsThrough(name);
+  }
 
   find(v: HttpVisit): Tunnel | Refusal | Promise<Tunnel | Refusal> {
     const { deps } = this;
@@ -122,7 +133,7 @@ export class HttpDoor implements Door<HttpVisit> {
   }
 
   reaches(t: Tunnel, v: HttpVisit): true | Refusal {
-    if (REACHED.has(t.protocol)) return true;
+    if (this.reached.has(t.protocol)) return true;
     // a tls tunnel's name reached over plain HTTP (or decrypted here: no passthrough on this port)
     return new Refusal("admission", "WRONG_KIND", undefined, tlsTunnelPage(v.hostHeader, this.deps.tlsAddress?.(t.hostname ?? t.subdomain!)));
   }
@@ -162,10 +173,15 @@ export class HttpDoor implements Door<HttpVisit> {
   }
 
   forward(v: HttpVisit, t: Tunnel, passed: Passed | undefined): void {
-    const { conn, head } = v;
-    if (conn.closedAlready) return;
+    if (v.conn.closedAlready) return;
+    forward(v.conn, v.head, v.text, t, this.context(v, passed));
+  }
+
+  /** What forwarding `v` needs to know of it and of the edge. */
+  protected context(v: HttpVisit, passed: Passed | undefined): ForwardContext {
+    const { conn } = v;
     const { deps } = this;
-    const ctx: ForwardContext = {
+    return {
       remoteIp: conn.peer.address,
       remotePort: conn.peer.port,
       client: v.client,
@@ -179,7 +195,6 @@ export class HttpDoor implements Door<HttpVisit> {
       counters: deps.counters,
       startedAt: v.startedAt,
     };
-    forward(conn, head, v.text, t, ctx);
   }
 
   refuse(v: HttpVisit, r: Refusal): void {
@@ -188,7 +203,7 @@ export class HttpDoor implements Door<HttpVisit> {
   }
 
   /** The page of a refusal that brings none of its own. */
-  private page(v: HttpVisit, r: Refusal): Response {
+  protected page(v: HttpVisit, r: Refusal): Response {
     switch (r.code) {
       case "ADDRESS_REFUSED":
         return addressRefusedPage(v.hostHeader, v.client);
@@ -201,8 +216,6 @@ export class HttpDoor implements Door<HttpVisit> {
 }
 
 const UNKNOWN_NAME = new Refusal("name", "UNKNOWN_NAME");
-/** The kinds whose visitors come through this door (their edge units say so). */
-const REACHED = kindsThrough("http");
 const NONE_TAKING = new Refusal("name", "NONE_TAKING");
 
 /** The request as a Request, for what reads one (the access rules' sign-in). Undefined when the platform refuses it. */

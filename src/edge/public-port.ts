@@ -29,6 +29,12 @@ export interface PublicPortOptions {
   maxReadAheadBytes?: number;
   /** How long a TLS visitor has to send its ClientHello (--tls-hello-timeout). */
   helloTimeoutMs?: number;
+  /**
+   * HTTP/2 (the server's http2 takes those connections): with TLS, offered
+   * by ALPN beside http/1.1 to the server names `alpn` says yes to (--h2);
+   * without, taken from a client that starts with its preface (--h2-prior-knowledge).
+   */
+  http2?: { alpn?(serverName: string | undefined): boolean; priorKnowledge?: boolean };
   /** With TLS: a connection the hello's name routes elsewhere, undecrypted (a tls tunnel's). */
   route?: TlsFrontOptions<SocketData>["route"];
   /**
@@ -47,7 +53,15 @@ export class PublicPort {
 
   constructor(options: PublicPortOptions) {
     const { server, idleTimeoutS } = options;
-    const limits: HeadLimits = { idleTimeoutMs: idleTimeoutS * 1000, maxHeadBytes: options.maxHeadBytes ?? MAX_REQUEST_HEAD_BYTES, maxFields: options.maxFields ?? MAX_REQUEST_FIELDS, maxReadAheadBytes: options.maxReadAheadBytes ?? MAX_READ_AHEAD_BYTES };
+    const limits: HeadLimits = {
+      idleTimeoutMs: idleTimeoutS * 1000,
+      maxHeadBytes: options.maxHeadBytes ?? MAX_REQUEST_HEAD_BYTES,
+      maxFields: options.maxFields ?? MAX_REQUEST_FIELDS,
+      maxReadAheadBytes: options.maxReadAheadBytes ?? MAX_READ_AHEAD_BYTES,
+      // prior knowledge is for plain HTTP; over TLS a client says h2 by ALPN
+      priorKnowledge: !options.tls && (options.http2?.priorKnowledge ?? false),
+    };
+    const alpn = options.tls ? options.http2?.alpn : undefined;
     const connections = this.connections;
     const peerOf = (socket: Socket<SocketData>) => this.front.peerOf(socket);
     const gone = (socket: Socket<SocketData>) => {
@@ -63,6 +77,7 @@ export class PublicPort {
       helloTimeoutMs: options.helloTimeoutMs,
       // only with TLS: a plain port has no hello to route by
       route: options.tls ? options.route : undefined,
+      h2: alpn,
       allowHalfOpen: true, // a visitor that half-closes after its request still gets the answer
       socket: {
         open(socket) {
@@ -74,6 +89,8 @@ export class PublicPort {
           const conn = new HttpConnection(socket, peerOf(socket), server, limits);
           socket.data = { conn };
           connections.add(conn);
+          // a TLS socket opens after its handshake: the protocol ALPN chose is known
+          if (alpn && socket.alpnProtocol === "h2") server.http2?.(conn, []);
         },
         data: (socket, bytes) => socket.data.conn?.received(bytes),
         drain: (socket) => socket.data.conn?.drain(),
@@ -103,14 +120,10 @@ export class PublicPort {
     return this.front.resume();
   }
 
-  /** Closes every connection that has no request in flight; returns how many. */
+  /** Closes every connection that has no request in flight, and asks HTTP/2 ones to end once theirs are done; returns how many closed. */
   closeIdle(): number {
     let n = 0;
-    for (const c of this.connections) {
-      if (!c.idle) continue;
-      c.close();
-      n++;
-    }
+    for (const c of this.connections) if (c.closeIfIdle()) n++;
     return n;
   }
 

@@ -90,6 +90,11 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     maxFields: opts.maxRequestFields,
     maxReadAheadBytes: opts.maxReadAheadBytes,
     helloTimeoutMs: opts.tlsHelloTimeoutMs,
+    // h2 by ALPN for every name but the domain itself (the portal, the agents' WebSocket: HTTP/1.1)
+    http2: opts.http2 && {
+      alpn: opts.http2.alpn ? (serverName) => serverName === undefined || serverName.toLowerCase() !== domain : undefined,
+      priorKnowledge: opts.http2.priorKnowledge,
+    },
     // the CA validating TLS-ALPN-01 gets the challenge certificate; a tls tunnel's name passes through
     // undecrypted; every other name is the edge's to decrypt
     route: (hello) => opts.tlsAlpnChallenge?.(hello) ?? tlsTunnels.route(hello, "terminate" as const),
@@ -111,6 +116,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       apex: () => apex.get(),
       directPort: () => direct?.port,
       tlsAddress: (sub: string) => edge.tlsAddress(sub),
+      http2: opts.http2 && (opts.http2.alpn || opts.http2.priorKnowledge) ? { limits: opts.http2.limits, maxFields: opts.maxRequestFields } : undefined,
       ...(nodes ? { remote: async (name: string) => nodes.find(name), poolOthers: (name: string) => nodes.poolOthers(name) } : {}),
     }),
   });

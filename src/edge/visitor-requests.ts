@@ -8,6 +8,7 @@
  */
 import type { TrustedProxies } from "../http/addresses.ts";
 import { headAsJudged } from "../http/head-as-judged.ts";
+import type { Http2Limits } from "../http2/limits.ts";
 import type { HeadRefusal, RequestHead } from "../http/request-head.ts";
 import { limitedLog } from "../log.ts";
 import { HTTP_REQUEST, type EdgeCounters } from "../metrics/edge-counters.ts";
@@ -15,6 +16,7 @@ import type { DirectPortAnswer } from "../protocol/messages.ts";
 import { CONNECT_PATH, NODE_PATH } from "../protocol/wire.ts";
 import type { SocketBudget } from "../sockets/socket-budget.ts";
 import { EDGE_READS } from "./forward.ts";
+import { h2Visitors } from "./h2/visitors.ts";
 import type { Loopback } from "./handoff.ts";
 import { hostRoute } from "./host-route.ts";
 import type { ConnectionServer, HttpConnection } from "./http-connection.ts";
@@ -58,6 +60,8 @@ export interface VisitorDeps {
   remote?(subdomain: string): Promise<Tunnel | Response | undefined>;
   /** Several nodes: a pool's members on the other nodes, taken in turn with this node's own. */
   poolOthers?(name: string): readonly Tunnel[];
+  /** Visitors that speak HTTP/2 (h2/visitors.ts): each connection's limits, and --max-request-fields for the heads its streams make; none: no HTTP/2. */
+  http2?: { limits: Http2Limits; maxFields?: number };
 }
 
 /** The answer to an agent's GET of CONNECT_PATH (wire.ts). */
@@ -204,6 +208,9 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
     conn.counted = undefined;
   }
 
+  // an HTTP/2 connection's streams: the same routes and door rules, each stream a request
+  const http2 = deps.http2 && h2Visitors({ ...deps, ...deps.http2, portal: () => deps.apex?.() !== undefined, directPortAnswer: () => directPortAnswer(deps.directPort?.()) });
+
   // the fields the routes read: X-Forwarded-For, the warning's, those the edge sets itself
-  return { request, refused, closed, fieldLengths: EDGE_READS };
+  return { request, refused, closed, fieldLengths: EDGE_READS, http2 };
 }

@@ -4,8 +4,9 @@
  * read strictly (hex digits only, bounded), lines must end in CRLF, and a
  * size line or trailer section that keeps growing is an error, so a broken
  * service can neither make two readings of the body possible nor make the
- * decoder hold memory. Extensions and trailers are read and dropped: the
- * response head has already gone to the visitor by the time trailers come.
+ * decoder hold memory. Extensions are read and dropped; so are trailers,
+ * unless the reader asks to keep them (`keepTrailers`: an HTTP/2 stream
+ * sends them as a trailing HEADERS frame; HTTP/1.1 passes them on as bytes).
  */
 
 const enum State {
@@ -51,6 +52,13 @@ export class ChunkedDecoder {
   private trailerBytes = 0;
   /** Where the body ended in the last input that finished it: what follows is not part of this response. */
   endedAt = -1;
+  /** With `keepTrailers`: the trailer section's lines as they came, each ended by CRLF, once the body is done ("" for none). */
+  trailerText: string | undefined;
+
+  /** `keepTrailers`: gather the trailer section (bounded as it is read) into trailerText. */
+  constructor(keepTrailers = false) {
+    if (keepTrailers) this.trailerText = "";
+  }
 
   get done(): boolean {
     return this.state === State.Done;
@@ -125,6 +133,7 @@ export class ChunkedDecoder {
           else if (isControl(b)) return "malformed trailer";
           else this.state = State.Trailer;
           if (++this.trailerBytes > MAX_TRAILER_BYTES) return "trailers too large";
+          if (this.trailerText !== undefined && b !== CR) this.trailerText += String.fromCharCode(b);
           break;
         }
         case State.Trailer: {
@@ -132,10 +141,13 @@ export class ChunkedDecoder {
           if (++this.trailerBytes > MAX_TRAILER_BYTES) return "trailers too large";
           if (b === CR) this.state = State.TrailerLf;
           else if (isControl(b)) return "malformed trailer";
+          // a few short lines when there are any: kept a character at a time
+          if (this.trailerText !== undefined) this.trailerText += String.fromCharCode(b);
           break;
         }
         case State.TrailerLf:
           if (bytes[i++] !== LF) return "trailer line not ended by CRLF";
+          if (this.trailerText !== undefined) this.trailerText += "\n";
           this.state = State.TrailerStart;
           break;
         case State.EndLf:
@@ -151,3 +163,17 @@ export class ChunkedDecoder {
     return undefined;
   }
 }
+
+/** `data` (not empty: a chunk of size 0 ends a body) as one chunk of a chunked body, size line and CRLF around it, in one buffer. */
+export function encodeChunk(data: Uint8Array): Uint8Array {
+  const size = `${data.byteLength.toString(16)}\r\n`;
+  const out = Buffer.allocUnsafe(size.length + data.byteLength + 2);
+  out.write(size, 0, "latin1");
+  out.set(data, size.length);
+  out[out.length - 2] = CR;
+  out[out.length - 1] = LF;
+  return out;
+}
+
+/** The last chunk, and the end of a chunked body without trailers. */
+export const LAST_CHUNK: Uint8Array = Buffer.from("0\r\n\r\n", "latin1");

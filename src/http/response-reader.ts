@@ -4,9 +4,11 @@
  * Body pieces are subarrays of the input, handed on at once, so a body is
  * never held here; only an incomplete head is, up to MAX_HEAD_BYTES.
  */
+import type { HeaderList } from "../protocol/messages.ts";
 import { ChunkedDecoder } from "./chunked.ts";
+import { readFields, type FieldVisitor } from "./field-lines.ts";
 import { HeadReader } from "./head-reader.ts";
-import { parseHead, type ParsedHead } from "./response-head.ts";
+import { MAX_HEADER_FIELDS, parseHead, type ParsedHead } from "./response-head.ts";
 import { framingOf } from "./response-head-bytes.ts";
 
 export interface ResponseSink {
@@ -15,6 +17,13 @@ export interface ResponseSink {
   head(head: ParsedHead): void;
   /** A piece of the body, its framing (chunk sizes, trailers) taken off. */
   body(piece: Uint8Array): void;
+  /**
+   * A chunked body's trailer fields (names as sent), just before end():
+   * only for a sink that has this method (an HTTP/2 stream sends them as
+   * trailers); for the others they are read and dropped, or passed on as
+   * bytes by raw().
+   */
+  trailers?(fields: HeaderList): void;
   /** The response is complete. */
   end(): void;
   /**
@@ -122,6 +131,11 @@ export class ResponseParser {
           if (!decoder.done) return undefined;
           at = end;
           this.endedAt = at;
+          if (decoder.trailerText) {
+            const trailers = trailerFields(decoder.trailerText);
+            if (typeof trailers === "string") return this.fail(trailers);
+            sink.trailers!(trailers);
+          }
           this.finish();
           break;
         }
@@ -203,7 +217,7 @@ export class ResponseParser {
     this.phase = head.framing === "none" ? "length" : head.framing;
     this.remaining = head.length;
     if (head.framing === "chunked") {
-      this.chunked = new ChunkedDecoder();
+      this.chunked = new ChunkedDecoder(this.sink.trailers !== undefined);
       this.deliverChunk ??= this.chunkSink();
     }
     this.sink.head(head);
@@ -223,3 +237,17 @@ export class ResponseParser {
   }
 }
 
+
+/** Gathers a trailer section's fields. */
+class TrailerList implements FieldVisitor {
+  readonly fields: HeaderList = [];
+  field(name: string, _lower: string, value: string): void {
+    this.fields.push([name, value]);
+  }
+}
+
+/** A trailer section's lines (each ended by CRLF) as fields, read as a head's are; or why they cannot be. */
+function trailerFields(text: string): HeaderList | string {
+  const list = new TrailerList();
+  return readFields(text, 0, MAX_HEADER_FIELDS, 256, list) === undefined ? list.fields : "malformed trailer section";
+}

@@ -9,11 +9,12 @@ import { WireError } from "../protocol/wire.ts";
 import { Buckets } from "./buckets.ts";
 import { UdpCounters } from "./udp-counters.ts";
 
-/** A visitor request's kind: the `protocol` label of the requests counter. */
-export const REQUEST_KINDS = ["http", "websocket"] as const;
+/** A visitor request's kind: the `protocol` label of the requests counter (http: HTTP/1.x; h2: an HTTP/2 stream). */
+export const REQUEST_KINDS = ["http", "websocket", "h2"] as const;
 export const HTTP_REQUEST = 0;
 export const WEBSOCKET_REQUEST = 1;
-export type RequestKind = typeof HTTP_REQUEST | typeof WEBSOCKET_REQUEST;
+export const H2_REQUEST = 2;
+export type RequestKind = typeof HTTP_REQUEST | typeof WEBSOCKET_REQUEST | typeof H2_REQUEST;
 
 /** Status classes by the status's first digit; "other" for a status outside 100-599. */
 export const STATUS_CLASSES = ["other", "1xx", "2xx", "3xx", "4xx", "5xx"] as const;

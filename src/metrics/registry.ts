@@ -104,7 +104,7 @@ export function createMetrics(sources: MetricsSources): ServerMetrics {
   readCounter("agent_handshakes_total", "Agent handshakes by result: READY, MOVE (sent on to the direct port), or the refusal's code (AUTH_FAILED, RATE_LIMITED, ...).", ["result"], () =>
     [...edge.handshakes].map(([result, n]) => [{ result }, n]),
   );
-  readCounter("visitor_requests_total", "Visitor requests on the public port, by protocol (http, websocket upgrade) and status class (2xx, ...).", ["protocol", "status"], () => {
+  readCounter("visitor_requests_total", "Visitor requests on the public port, by protocol (http, websocket upgrade, h2 stream) and status class (2xx, ...).", ["protocol", "status"], () => {
     const out: [{ protocol: string; status: string }, number][] = [];
     REQUEST_KINDS.forEach((protocol, k) =>
       STATUS_CLASSES.forEach((status, c) => {

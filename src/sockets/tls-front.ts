@@ -43,6 +43,8 @@ export interface TlsFrontOptions<D> {
    * handed on is refused ("terminate" as "unrecognized").
    */
   route?: (hello: ClientHello) => Route | Promise<Route>;
+  /** Whether ALPN offers h2 (beside http/1.1) to a connection for this server name; without it, http/1.1 alone. */
+  h2?: (serverName: string | undefined) => boolean;
 }
 
 /** Hello faults come from anyone on the internet: a flood of them costs at most 30 lines a minute. */
@@ -64,7 +66,7 @@ export class TlsFront<D> {
   constructor(private readonly options: TlsFrontOptions<D>) {
     if (options.tls || options.route) {
       const tls = options.tls;
-      const terminators = tls ? new TlsTerminators<D>(tls, options.socket, this.tracker(), options.allowHalfOpen ?? false) : undefined;
+      const terminators = tls ? new TlsTerminators<D>(tls, options.socket, this.tracker(), options.allowHalfOpen ?? false, options.h2) : undefined;
       this.terminators = terminators;
       this.publicHandler = frontHandler({
         terminators,

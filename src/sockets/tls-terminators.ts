@@ -22,13 +22,17 @@ export interface Peer {
 }
 
 /**
- * The internal listeners offer HTTP/1.1 by ALPN, and nothing else: a client
- * offering h2 and http/1.1 gets http/1.1, one offering only others is
- * refused (no_application_protocol), and one offering none gets none. Bun
- * wants the list in its wire form (length-prefixed names): the string
- * "http/1.1" is taken as that form, and no client can agree with it.
+ * The internal listeners offer HTTP/1.1 by ALPN, and, for the names the
+ * front's `h2` says yes to, h2 before it (a listener of each kind per
+ * certificate, made as needed, since Bun's TLS options take one list): a
+ * client offering h2 and http/1.1 gets h2 there and http/1.1 elsewhere, one
+ * offering only others is refused (no_application_protocol), and one
+ * offering none gets none. Bun wants the list in its wire form
+ * (length-prefixed names): the string "http/1.1" is taken as that form, and
+ * no client can agree with it.
  */
 const ALPN_HTTP1 = new Uint8Array([8, ...new TextEncoder().encode("http/1.1")]);
+const ALPN_H2_HTTP1 = new Uint8Array([2, ...new TextEncoder().encode("h2"), ...ALPN_HTTP1]);
 
 /** Every socket the front owns or hands on, so that stop() can wait for (or cut) them all. */
 export interface SocketSet {
@@ -39,8 +43,9 @@ export interface SocketSet {
 
 export class TlsTerminators<D> {
   private entries: TlsEntry[];
-  /** Listeners for the current entries, made as connections need them. */
+  /** Listeners for the current entries, made as connections need them; those that offer h2 too. */
   private readonly current = new Map<TlsEntry, TCPSocketListener<D>>();
+  private readonly currentH2 = new Map<TlsEntry, TCPSocketListener<D>>();
   /** Visitors of the front's connections whose TLS side has not opened yet, by "listener port:front's local port". */
   private readonly expected = new Map<string, Peer>();
   /** Visitors of the decrypted sockets. */
@@ -52,6 +57,8 @@ export class TlsTerminators<D> {
     handler: SocketHandler<D>,
     private readonly sockets: SocketSet,
     private readonly allowHalfOpen: boolean,
+    /** Whether a server name is offered h2 by ALPN; none: http/1.1 for every name. */
+    private readonly h2?: (serverName: string | undefined) => boolean,
   ) {
     this.entries = source.entries();
     this.handler = this.wrap(handler);
@@ -61,21 +68,23 @@ export class TlsTerminators<D> {
   portFor(serverName: string | undefined): number | undefined {
     const entry = chooseEntry(this.entries, serverName);
     if (!entry) return undefined;
-    let listener = this.current.get(entry);
+    const h2 = this.h2?.(serverName) ?? false;
+    const listeners = h2 ? this.currentH2 : this.current;
+    let listener = listeners.get(entry);
     if (!listener) {
       try {
         listener = Bun.listen<D>({
           hostname: "127.0.0.1",
           port: 0,
           allowHalfOpen: this.allowHalfOpen,
-          tls: { cert: entry.cert, key: entry.key, ALPNProtocols: ALPN_HTTP1 },
+          tls: { cert: entry.cert, key: entry.key, ALPNProtocols: h2 ? ALPN_H2_HTTP1 : ALPN_HTTP1 },
           socket: this.handler,
         });
       } catch (err) {
         log.error("TLS listener for a certificate could not start", { serverName: entry.serverName ?? "(default)", err: String(err) });
         return undefined;
       }
-      this.current.set(entry, listener);
+      listeners.set(entry, listener);
     }
     return listener.port;
   }
@@ -107,8 +116,9 @@ export class TlsTerminators<D> {
 
   /** Stops accepting on every listener; their connections live on. */
   stop(): void {
-    for (const listener of this.current.values()) listener.stop(false);
+    for (const listener of [...this.current.values(), ...this.currentH2.values()]) listener.stop(false);
     this.current.clear();
+    this.currentH2.clear();
   }
 
   /**

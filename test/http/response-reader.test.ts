@@ -69,6 +69,32 @@ describe("framing", () => {
     }
   });
 
+  test("a sink that reads trailers gets a chunked body's trailer fields before the end, in every split", () => {
+    for (const pieces of splits(CHUNKED)) {
+      const seen: string[] = [];
+      const parser = new ResponseParser("GET", {
+        head: () => {},
+        body: () => {},
+        trailers: (fields) => seen.push(JSON.stringify(fields)),
+        end: () => seen.push("end"),
+      });
+      for (const piece of pieces) expect(parser.push(Buffer.from(piece, "latin1"))).toBeUndefined();
+      expect(seen).toEqual([JSON.stringify([["x-checksum", "abc"], ["x-other", "1"]]), "end"]);
+    }
+  });
+
+  test("no trailers, or a sink that does not read them: no trailers call", () => {
+    const seen: string[] = [];
+    const parser = new ResponseParser("GET", { head: () => {}, body: () => {}, trailers: () => seen.push("trailers"), end: () => seen.push("end") });
+    expect(parser.push(Buffer.from("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n"))).toBeUndefined();
+    expect(seen).toEqual(["end"]);
+  });
+
+  test("a trailer section that is no list of fields fails the response for a sink that reads it", () => {
+    const parser = new ResponseParser("GET", { head: () => {}, body: () => {}, trailers: () => {}, end: () => {} });
+    expect(parser.push(Buffer.from("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nno colon here\r\n\r\n"))).toBe("malformed trailer section");
+  });
+
   test("a content-length body reads the same in every split, and ends at its length", () => {
     const raw = "HTTP/1.1 200 OK\r\nContent-Length: 11\r\nContent-Type: text/plain\r\n\r\nhello world";
     for (const pieces of splits(raw)) {

@@ -1,7 +1,8 @@
 /**
  * An http tunnel at the edge: reached by a name (a subdomain, a verified
  * hostname, or a pool's name it shares), its visitors' requests through the
- * HTTP door (http-door.ts) and, from other nodes, the relayed-http one. It
+ * HTTP door (http-door.ts), HTTP/2 streams through the same door's h2 one
+ * (h2/door.ts) and, from other nodes, the relayed-http one. It
  * keeps what its agent asked of the edge: how long to wait for its
  * service's answer, the upgrades it takes besides WebSocket, the warning.
  */
@@ -17,7 +18,7 @@ export function responseTimeout(maxMs: number | undefined, askedS: number | unde
 export const httpKind: EdgeKind<"http"> = {
   // a custom hostname is what its owner asked to be reached by: the name given is it when there is one
   address: (at, name) => at.httpUrl(name),
-  doors: ["http", "relayed-http", "private"],
+  doors: ["http", "h2", "relayed-http", "private"],
   place: (edge, plan, owner, ctx) => placeByName(edge.registry, plan, owner, ctx),
   keep(edge, t, plan, asked) {
     t.skipWarning = plan.skipWarning;

@@ -1,0 +1,57 @@
+/**
+ * The HTTP door for HTTP/2 streams (edge/judgement/pipeline.ts, door
+ * "h2"): each stream is one visit, named, admitted and judged by the HTTP
+ * door's own rules (http-door.ts: the Host made normal, the kinds it
+ * reaches, IP rules, sign-in, the warning), on the request as the HTTP/1.1
+ * head the stream becomes (http2/http1.ts). Only its carrier differs: it
+ * forwards on an "h1" stream (exchange.ts) and answers on the
+ * HTTP/2 stream (the `answered` it is given).
+ */
+import type { OpenMeta, RelayedMeta } from "../../protocol/messages.ts";
+import type { Passed } from "../access/policy.ts";
+import { requestHeadText, type ForwardContext } from "../forward.ts";
+import { HttpDoor, type HttpDoorDeps, type HttpVisit } from "../http-door.ts";
+import { badGatewayPage } from "../pages.ts";
+import type { Tunnel } from "../registry.ts";
+import { RequestStream } from "../request-stream.ts";
+import { H2Exchange, type Answered } from "./exchange.ts";
+import type { H2Session } from "./session.ts";
+import type { H2Visit } from "./visit.ts";
+
+export class H2Door extends HttpDoor {
+  constructor(deps: HttpDoorDeps) {
+    super(deps, "h2");
+  }
+
+  override forward(v: HttpVisit, t: Tunnel, passed: Passed | undefined): void {
+    const visit = v as H2Visit;
+    if (visit.stream.isClosed || v.conn.closedAlready) return;
+    forwardStream(visit, visit.session, t, this.context(v, passed), this.deps.answered);
+  }
+}
+
+/**
+ * Forwards `v`'s stream through `tunnel`'s agent, or answers the 502 page
+ * when the agent cannot take it. A tunnel stream the connection kept from an
+ * earlier request to the same tunnel carries it when there is one (its head
+ * as DATA, as a kept-alive HTTP/1.1 connection's next request goes:
+ * request-stream.ts); else a new one, kept after it when its agent keeps
+ * streams.
+ */
+function forwardStream(v: H2Visit, session: H2Session, tunnel: Tunnel, ctx: ForwardContext, answered: Answered): void {
+  const head = requestHeadText(v.head, tunnel, ctx, v.text, v.conn);
+  const parked = session.takeParked(tunnel);
+  if (parked) return new H2Exchange(v, session, tunnel, ctx, parked, answered).start(Buffer.from(head, "latin1"));
+  const agent = tunnel.agent;
+  const meta: OpenMeta = { tunnel: tunnel.id, kind: "h1", remote: `${ctx.remoteIp}:${ctx.remotePort}`, head };
+  // another node's tunnel: its access rules are applied there, on the visitor's address as judged here
+  if (tunnel.relayed) {
+    (meta as RelayedMeta).client = ctx.client;
+    if (ctx.warn) (meta as RelayedMeta).warn = true;
+  }
+  const keep = agent?.keeps === true;
+  if (keep) meta.keep = true;
+  const stream = agent?.openStream(meta, !keep && !v.stream.hasBody);
+  if (!stream) return answered(v, badGatewayPage(ctx.host, "its agent is reconnecting or busy"));
+  new H2Exchange(v, session, tunnel, ctx, new RequestStream(stream, tunnel, agent!, keep), answered).start(undefined);
+}
