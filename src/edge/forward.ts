@@ -274,6 +274,13 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
   private openBytes = 0;
   /** Header rules for the response: its head is written anew. */
   private readonly rewrite: boolean;
+  /**
+   * An HTTP/1.0 visitor answered with a chunked body, which it cannot read:
+   * the body goes without its framing (its chunks' data, no trailers) and
+   * ends with the connection (RFC 9112 §6.1), the head without
+   * Transfer-Encoding.
+   */
+  private closeDelimited = false;
   private readonly stream: Stream;
   /** The wait for the response to begin (its deadline), while it lasts. */
   private wait: ResponseWait | undefined;
@@ -295,8 +302,10 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     // the head's fields are read only to be written anew (header rules); otherwise it goes on as it came;
     // one parser a stream, read by one request after another
     const parser = carrier.parser;
-    if (parser) parser.reset(request.method, this, this.rewrite);
-    this.parser = parser ?? (carrier.parser = new ResponseParser(request.method, this, this.rewrite));
+    // the response's fields are read when its head may be written anew: header rules, or an HTTP/1.0 visitor's (its framing)
+    const fields = this.rewrite || request.minor === 0;
+    if (parser) parser.reset(request.method, this, fields);
+    this.parser = parser ?? (carrier.parser = new ResponseParser(request.method, this, fields));
   }
 
   /** `headBytes`: the request's head, to go as DATA on a kept stream; undefined: it went in the stream's OPEN. */
@@ -447,10 +456,14 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
       return this.parser.stop();
     }
     this.response = head;
+    this.closeDelimited = head.framing === "chunked" && this.request.minor === 0;
     this.ctx.counters.request(this.request.upgrade === "websocket" ? WEBSOCKET_REQUEST : HTTP_REQUEST, head.status, this.ctx.startedAt);
   }
 
-  body(): void {}
+  body(piece: Uint8Array): void {
+    // an HTTP/1.0 visitor's chunked answer: its data without the framing (raw() leaves the framed bytes out)
+    if (this.closeDelimited) this.pieces.push(piece);
+  }
 
   end(): void {
     // the response is complete (its last byte is being written): after a 101 the pipe begins
@@ -473,16 +486,31 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
   private pieces: Uint8Array[] = [];
 
   raw(bytes: Uint8Array, part: "interim" | "head" | "body"): void {
+    if (this.closeDelimited) return this.rawCloseDelimited(bytes, part);
     if (part !== "head" || !this.rewrite || !this.response) return void this.pieces.push(bytes);
     // with header rules: the head is written anew with them, everything else as it came
     this.pieces.push(responseHeadBytes(this.response, this.tunnel.access!.rewriteResponse(this.response.headers)));
+  }
+
+  /** The head of a chunked answer to an HTTP/1.0 visitor, without its framing fields and closing; its framed body left out (body() takes the data). */
+  private rawCloseDelimited(bytes: Uint8Array, part: "interim" | "head" | "body"): void {
+    if (part === "body") return;
+    if (part === "interim") return void this.pieces.push(bytes);
+    const response = this.response!;
+    const rewritten = this.rewrite ? this.tunnel.access!.rewriteResponse(response.headers) : response.headers;
+    const kept = rewritten.filter(([name]) => {
+      const lower = name.toLowerCase();
+      return lower !== "transfer-encoding" && lower !== "connection" && lower !== "keep-alive" && lower !== "trailer";
+    });
+    kept.push(["Connection", "close"]);
+    this.pieces.push(responseHeadBytes(response, kept));
   }
 
   /** The response went out whole: the connection carries the next request, if both sides allow. */
   done(): void {
     if (this.finished) return;
     this.finish();
-    const keepAlive = this.request.keepAlive && (this.response?.keepAlive ?? false) && this.requestDone && !this.visitorEnded;
+    const keepAlive = this.request.keepAlive && (this.response?.keepAlive ?? false) && this.requestDone && !this.visitorEnded && !this.closeDelimited;
     const { carrier, stream } = this;
     carrier.user = undefined;
     this.wait = undefined; // the stream's, armed again by the next request on it
