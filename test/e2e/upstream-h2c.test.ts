@@ -15,9 +15,8 @@
  *
  * And Python's own gRPC client, which speaks only HTTP/2, through the
  * edge's plain port with prior knowledge and the tunnel's name as
- * :authority (grpc.default_authority): skipped, with the reason, while the
- * edge does not take the HTTP/2 preface on its plain port (tried, not
- * assumed), so they run as soon as it does.
+ * :authority (grpc.default_authority): a visitor on HTTP/2, an h2c service,
+ * and the edge and the agent between them on HTTP/1.1 streams.
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -29,7 +28,6 @@ import { startNghttpd } from "../harness/nghttpd.ts";
 import { run } from "../harness/nghttp2.ts";
 import { withServer } from "../harness/tunnel.ts";
 import { deferred, within } from "../harness/wait.ts";
-import { PREFACE, settings } from "../harness/h2-frames.ts";
 
 /** A liveness bound on each wait (what it waits for takes milliseconds), and each test's. */
 const WAIT_MS = 10_000;
@@ -59,29 +57,6 @@ const edge = await setUp().catch(async (err) => {
   await stack.disposeAsync();
   throw err;
 });
-
-/** Whether the edge's plain port answers HTTP/2's preface with HTTP/2 (its SETTINGS), rather than with HTTP/1.1. */
-async function edgeTakesPreface(port: number): Promise<boolean> {
-  const first = deferred<Buffer | undefined>();
-  const socket = connect(port, "127.0.0.1", () => socket.write(Buffer.concat([PREFACE, settings()])));
-  let got = Buffer.alloc(0);
-  socket.on("data", (b: Buffer) => {
-    got = Buffer.concat([got, b]);
-    if (got.length >= 9) first.resolve(got);
-  });
-  socket.on("close", () => first.resolve(got));
-  socket.on("error", () => first.resolve(undefined));
-  try {
-    const bytes = await within(first.promise, 5_000, "the edge's answer to HTTP/2's preface");
-    return bytes !== undefined && bytes.length >= 9 && bytes[3] === 0x4; // a SETTINGS frame
-  } catch {
-    return false;
-  } finally {
-    socket.destroy();
-  }
-}
-const edgeSpeaksH2 = await edgeTakesPreface(edge);
-const WHY_SKIPPED = "the edge does not take HTTP/2 with prior knowledge on its plain port yet: gRPC's own client speaks only HTTP/2";
 
 /** A gRPC message: not compressed, its length, its bytes. */
 function grpcMessage(text: string): Buffer {
@@ -206,17 +181,15 @@ describe("an HTTP/1.1 visitor, an h2c service", () => {
 describe("gRPC's own client, over HTTP/2 to the edge", () => {
   const addr = `127.0.0.1:${edge}`;
   const authority = `grpc.localhost:${edge}`;
-  if (!edgeSpeaksH2) console.warn(`skipped: ${WHY_SKIPPED}`);
-
-  test.skipIf(!edgeSpeaksH2)(`a unary call (skipped while ${WHY_SKIPPED})`, async () => {
+  test("a unary call", async () => {
     expect(await grpcCall("say", addr, authority, "hi")).toEqual(["echo: hi"]);
   }, 60_000);
 
-  test.skipIf(!edgeSpeaksH2)(`a bidirectional streaming call, each message after the answer to the one before (skipped while ${WHY_SKIPPED})`, async () => {
+  test("a bidirectional streaming call, each message after the answer to the one before", async () => {
     expect(await grpcCall("chat", addr, authority, "5")).toEqual(Array.from({ length: 5 }, (_, i) => `echo: message ${i}`));
   }, 60_000);
 
-  test.skipIf(!edgeSpeaksH2)(`a call the service refuses: its status and message reach the client (skipped while ${WHY_SKIPPED})`, async () => {
+  test("a call the service refuses: its status and message reach the client", async () => {
     expect(await grpcCall("fail", addr, authority, "nope")).toEqual(["error INVALID_ARGUMENT no: nope"]);
   }, 60_000);
 });
