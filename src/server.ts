@@ -160,6 +160,7 @@ function edgeOptions(config: ServerConfig, core: Core, certificates: AcmeCertifi
     maxResponseTimeoutMs: config.maxResponseTimeoutMs,
     oidcHttpIssuers: config.oidcHttpIssuers,
     basicAuthLimit: config.basicAuthLimit,
+    policy: config.policy,
     publicUrl: config.publicUrl,
     agentPort: config.agentPort,
     tlsPort: config.tlsPort,

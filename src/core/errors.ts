@@ -252,6 +252,12 @@ export const ACCESS_REFUSALS = {
     meaning: "The issuer did not answer discovery (`/.well-known/openid-configuration`) with usable metadata within 5 s.",
     advice: "Check the issuer's URL, and that the server can reach it.",
   },
+  /** The tunnel's own traffic policy did not load at the edge (its errors, with their lines, are the message). */
+  POLICY_INVALID: {
+    status: 400,
+    meaning: "The tunnel's own traffic policy (`--policy-file`, burrow.yml's `policy:`, the SDK's `policy`) does not load: the message lists its errors with their lines and codes, as `burrow policy check` prints them. The agent checks it before it connects, so this comes from a server whose caps are narrower than the agent's, or from the SDK, which leaves the check to the server.",
+    advice: "Fix the policy (`burrow policy check FILE`), or ask the server's admin about its policy caps.",
+  },
   /** The user's require_auth: the tunnel carries neither basic auth nor OIDC. */
   AUTH_REQUIRED: {
     status: 403,

@@ -32,6 +32,8 @@ import { badGatewayPage, slowServicePage } from "./pages.ts";
 import { ResponseTimeout, type ResponseWait } from "./replies.ts";
 import type { Tunnel } from "./registry.ts";
 import { RequestStream, type StreamUser } from "./request-stream.ts";
+import type { LayeredRun } from "./traffic-policy/layered-run.ts";
+import { ResponseFilter, type Outlet } from "./traffic-policy/response-filter.ts";
 import { SKIP_HEADER } from "./warning.ts";
 
 /**
@@ -65,6 +67,8 @@ export interface ForwardContext {
   warn?: boolean;
   counters: EdgeCounters;
   startedAt: number;
+  /** The tunnel's traffic policies' run of this request (traffic-policy/): the request as they left it goes to the agent, and the response's run follows; undefined without policies. */
+  policy?: LayeredRun;
 }
 
 /**
@@ -89,19 +93,22 @@ export const EDGE_READS: ReadonlySet<number> = new Set(
  * take out or change, the edge's fields are simply added after it.
  */
 export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardContext, text: string, conn?: HttpConnection): string {
-  if (passesAsSent(head, tunnel)) return `${text}\r\n${conn ? edgeFieldsOf(conn, ctx).text : forwardedFields(undefined, undefined, ctx)}`;
+  if (passesAsSent(head, tunnel, ctx)) return `${text}\r\n${conn ? edgeFieldsOf(conn, ctx).text : forwardedFields(undefined, undefined, ctx)}`;
   // fields to take out or rewrite: every field, as sent (read once: the access rules may have read them already)
   const full = everyField(head, text);
+  // or as the tunnel's traffic policies left them (headers added and removed, the path and query rewritten)
+  const changed = ctx.policy?.request;
+  const fields = changed ? changed.headers : full.fields;
   const unswitched = head.upgrade === undefined;
   let forwardedFor: string | undefined;
   let forwarded: string | undefined;
-  let line = `${full.method} ${full.target} HTTP/1.${full.minor}\r\n`;
+  let line = `${full.method} ${changed && full.target !== "*" ? changed.target : full.target} HTTP/1.${full.minor}\r\n`;
   const kept: [string, string][] = [];
   // absolute form (RFC 9112 §3.2.2): the target's authority replaces the Host the visitor sent, in its place
   let host = full.absolute ? full.host : undefined;
-  for (let i = 0; i < full.fields.length; i++) {
-    const lower = full.names[i]!;
-    const field = full.fields[i]!;
+  for (let i = 0; i < fields.length; i++) {
+    const field = fields[i]!;
+    const lower = changed ? field[0].toLowerCase() : full.names[i]!;
     if (lower === "x-forwarded-for") forwardedFor = forwardedFor === undefined ? field[1] : `${forwardedFor}, ${field[1]}`;
     // a proxy's Forwarded chain is kept when the server trusts that proxy (--trusted-proxies), as its X-Forwarded-For is believed
     else if (lower === "forwarded" && ctx.trustedProxies.trusts(ctx.remoteIp)) forwarded = forwarded === undefined ? field[1] : `${forwarded}, ${field[1]}`;
@@ -125,8 +132,8 @@ export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardC
 }
 
 /** Nothing in the head to take out or change: it goes on as it came, the edge's fields after it. */
-function passesAsSent(head: RequestHead, tunnel: Tunnel): boolean {
-  if (tunnel.access || !head.targetAsSent) return false;
+function passesAsSent(head: RequestHead, tunnel: Tunnel, ctx: ForwardContext): boolean {
+  if (tunnel.access || ctx.policy || !head.targetAsSent) return false;
   const dropped = head.upgrade === undefined ? EDGE_SET_UNSWITCHED : EDGE_SET;
   for (const n of head.names) if (dropped.has(n) || isBurrowField(n)) return false;
   return true;
@@ -140,7 +147,7 @@ function passesAsSent(head: RequestHead, tunnel: Tunnel): boolean {
  */
 function requestHeadBytes(conn: HttpConnection, head: RequestHead, tunnel: Tunnel, ctx: ForwardContext, text: string): Uint8Array {
   const raw = conn.headBytes;
-  if (!raw || !passesAsSent(head, tunnel)) return Buffer.from(requestHeadText(head, tunnel, ctx, text), "latin1");
+  if (!raw || !passesAsSent(head, tunnel, ctx)) return Buffer.from(requestHeadText(head, tunnel, ctx, text), "latin1");
   const suffix = edgeFieldsOf(conn, ctx);
   const bytes = (suffix.bytes ??= Buffer.from(suffix.text, "latin1"));
   const kept = raw.byteLength - 2; // through the last field's CRLF, without the blank line
@@ -274,6 +281,8 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
   private openBytes = 0;
   /** Header rules for the response: its head is written anew. */
   private readonly rewrite: boolean;
+  /** The tunnel's traffic policies judge the response (traffic-policy/response-filter.ts): its bytes go through this. */
+  private readonly filter: ResponseFilter | undefined;
   private readonly stream: Stream;
   /** The wait for the response to begin (its deadline), while it lasts. */
   private wait: ResponseWait | undefined;
@@ -292,11 +301,33 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     this.chunks = request.framing === "chunked" ? new ChunkedDecoder() : undefined;
     this.requestDone = request.framing === "none";
     this.rewrite = tunnel.access?.rewritesResponse ?? false;
-    // the head's fields are read only to be written anew (header rules); otherwise it goes on as it came;
+    this.filter = ctx.policy && tunnel.policy?.response ? new ResponseFilter(tunnel.policy, ctx.policy, request.method, request.minor, this.outlet()) : undefined;
+    // the head's fields are read only to be written anew (header rules, policies); otherwise it goes on as it came;
     // one parser a stream, read by one request after another
+    const fields = this.rewrite || this.filter !== undefined;
     const parser = carrier.parser;
-    if (parser) parser.reset(request.method, this, this.rewrite);
-    this.parser = parser ?? (carrier.parser = new ResponseParser(request.method, this, this.rewrite));
+    if (parser) parser.reset(request.method, this, fields);
+    this.parser = parser ?? (carrier.parser = new ResponseParser(request.method, this, fields));
+  }
+
+  /** Where the response filter's bytes go: the visitor, with the agent's credit after them. */
+  private outlet(): Outlet {
+    return {
+      write: (bytes) => {
+        this.wrote = true;
+        this.conn.write(bytes);
+      },
+      credit: (n) => {
+        if (this.owed > 0 || this.conn.writesPending > 0) this.owed += n;
+        else this.stream.consumed(n);
+      },
+      finished: () => {
+        if (this.finished) return;
+        completing.push(this);
+        if (completing.length === 1) queueMicrotask(completeAll);
+      },
+      broken: (why) => this.brokenResponse(why),
+    };
   }
 
   /** `headBytes`: the request's head, to go as DATA on a kept stream; undefined: it went in the stream's OPEN. */
@@ -379,6 +410,7 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
   /** The exchange is over, whichever way: once. */
   private finish(): void {
     this.finished = true;
+    this.filter?.cancel();
     if (this.tunnel.pool) this.tunnel.inFlight--;
   }
 
@@ -401,6 +433,7 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     if (!this.responded) this.replied(); // a kept stream's later responses come without a REPLY
     this.tunnel.countOut(chunk.byteLength);
     if (this.piping) return this.toVisitor(chunk);
+    if (this.filter) return this.filtered(chunk);
     // the parser hands the response's bytes to raw() as it reads them: heads only once whole
     // and read (a head split over DATA frames, one that turns out malformed: nothing of it goes)
     const error = this.parser.push(chunk);
@@ -418,6 +451,21 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
       const rest = chunk.subarray(end);
       if (this.piping) this.toVisitor(rest);
       else this.stream.consumed(rest.byteLength); // past the response's end: not the visitor's
+    }
+  }
+
+  /** fromAgent() with the response through the policies' filter: it writes, and gives the credit back after. */
+  private filtered(chunk: Uint8Array): void {
+    const error = this.parser.push(chunk);
+    if (error) return this.brokenResponse(`its local service sent a malformed response: ${error}`);
+    if (this.refusedSwitch !== undefined) return this.brokenResponse(this.refusedSwitch);
+    if (this.invalidStatus !== undefined) return this.brokenResponse(`its local service sent an invalid status ${this.invalidStatus}`);
+    const end = this.parser.complete ? this.parser.endedAt : chunk.byteLength;
+    this.filter!.credit(end);
+    if (end < chunk.byteLength) {
+      const rest = chunk.subarray(end);
+      if (this.piping) this.toVisitor(rest); // after a 101, which the filter passed at once
+      else this.stream.consumed(rest.byteLength);
     }
   }
 
@@ -450,7 +498,9 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     this.ctx.counters.request(this.request.upgrade === "websocket" ? WEBSOCKET_REQUEST : HTTP_REQUEST, head.status, this.ctx.startedAt);
   }
 
-  body(): void {}
+  body(piece: Uint8Array): void {
+    this.filter?.body(piece);
+  }
 
   end(): void {
     // the response is complete (its last byte is being written): after a 101 the pipe begins
@@ -465,6 +515,8 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     }
     // whole: nothing the agent's connection does now (a reset, its close) can take it back
     this.complete = true;
+    // through the policies: done once the filter has sent it all
+    if (this.filter) return this.filter.end();
     completing.push(this);
     if (completing.length === 1) queueMicrotask(completeAll);
   }
@@ -473,6 +525,14 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
   private pieces: Uint8Array[] = [];
 
   raw(bytes: Uint8Array, part: "interim" | "head" | "body"): void {
+    const { filter } = this;
+    if (filter) {
+      if (part === "interim") return filter.interim(bytes);
+      if (part === "body") return filter.raw(bytes);
+      // a head refused (a 101 not asked for, a status past 599) is not the filter's: fromAgent answers it
+      if (this.response) filter.head(this.response, bytes, this.rewrite ? this.tunnel.access!.rewriteResponse(this.response.headers) : undefined);
+      return;
+    }
     if (part !== "head" || !this.rewrite || !this.response) return void this.pieces.push(bytes);
     // with header rules: the head is written anew with them, everything else as it came
     this.pieces.push(responseHeadBytes(this.response, this.tunnel.access!.rewriteResponse(this.response.headers)));
@@ -482,7 +542,7 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
   done(): void {
     if (this.finished) return;
     this.finish();
-    const keepAlive = this.request.keepAlive && (this.response?.keepAlive ?? false) && this.requestDone && !this.visitorEnded;
+    const keepAlive = this.request.keepAlive && (this.response?.keepAlive ?? false) && this.requestDone && !this.visitorEnded && !this.filter?.closes;
     const { carrier, stream } = this;
     carrier.user = undefined;
     this.wait = undefined; // the stream's, armed again by the next request on it

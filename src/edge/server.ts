@@ -35,6 +35,7 @@ import { PublicAddresses } from "./public-addresses.ts";
 import { PublicPort } from "./public-port.ts";
 import { listenRedirect } from "./redirect.ts";
 import { Registry } from "./registry.ts";
+import { EdgePolicies } from "./traffic-policy/edge-policies.ts";
 import { listenTlsOnly, tlsTunnelRoutes } from "./tls-tunnels.ts";
 import { udpPortsFor } from "./udp-ports.ts";
 import { visitorServer } from "./visitor-requests.ts";
@@ -62,6 +63,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   // tls tunnels' visitors: by name on the public port when it has TLS, and on --tls-port
   const tlsTunnels = tlsTunnelRoutes(registry, domain, budgets.tcpVisitors, () => counters.tcpConnections++, nodes && ((name) => nodes.find(name)));
   let tlsOnly: TlsFront<undefined> | undefined;
+  const policies = new EdgePolicies(domain, { ...opts.policy, httpLoopback: opts.oidcHttpIssuers ?? false, basicAuthLimit: opts.basicAuthLimit });
   const edge: EdgeContext = {
     core,
     registry,
@@ -79,6 +81,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     basicAuthLimit: opts.basicAuthLimit,
     handshakes: new HandshakeGuard(opts.handshakeLimit, () => core.clock.now().getTime()),
     counters,
+    policies,
   };
 
   const listener = new PublicPort({

@@ -1,0 +1,163 @@
+/**
+ * A tunnel's own traffic policy (`burrow http --policy-file`) run by the
+ * edge on every request and response, each action through a real tunnel
+ * to a real service, with curl: deny, custom-response, redirect (followed),
+ * url-rewrite, add-headers and remove-headers both ways, rate-limit (429
+ * and Retry-After), restrict-ips, basic-auth, compress-response (read
+ * back by curl --compressed).
+ */
+import { describe, expect, test } from "bun:test";
+import { gunzipSync } from "node:zlib";
+import { withPolicy, type Echoed } from "./rig.ts";
+
+describe("a tunnel's own policy, action by action", () => {
+  test("deny and custom-response answer at the edge; other requests reach the service", async () => {
+    await using t = await withPolicy(`
+on_http_request:
+  - name: no admin
+    expressions: ["req.url.path.startsWith('/admin')"]
+    actions: [{ type: deny, config: { status_code: 404 } }]
+  - name: health
+    expressions: ["req.url.path == '/health'"]
+    actions:
+      - type: custom-response
+        config: { status_code: 200, body: '{"ok": true, "ip": "\${conn.client_ip}"}', headers: { x-answered-by: edge } }
+`);
+    const denied = await t.curl("/admin/users");
+    expect(denied.status).toBe(404);
+    expect(denied.headers["x-from-service"]).toBeUndefined();
+    const health = await t.curl("/health");
+    expect(health.status).toBe(200);
+    expect(health.headers["x-answered-by"]).toBe("edge");
+    expect(health.headers["content-type"]).toContain("application/json");
+    expect(JSON.parse(health.body)).toEqual({ ok: true, ip: "127.0.0.1" });
+    const through = await t.curl("/hello");
+    expect(through.status).toBe(200);
+    expect((JSON.parse(through.body) as Echoed).path).toBe("/hello");
+  });
+
+  test("redirect is followed by curl to where the policy sends it; url-rewrite changes what the service gets, not what the visitor sees", async () => {
+    await using t = await withPolicy(`
+on_http_request:
+  - actions:
+      - type: redirect
+        config: { from: "/old/([a-z]+)$", to: "/new/$1", status_code: 301 }
+      - type: url-rewrite
+        config: { from: "/new/([a-z]+)$", to: "/internal/$1?rewritten=1" }
+`);
+    const followed = await t.curl("/old/page", ["-L"]);
+    expect(followed.statuses).toEqual([301, 200]);
+    expect((JSON.parse(followed.body) as Echoed).path).toBe("/internal/page?rewritten=1");
+    const direct = await t.curl("/new/thing");
+    expect(direct.status).toBe(200);
+    expect((JSON.parse(direct.body) as Echoed).path).toBe("/internal/thing?rewritten=1");
+  });
+
+  test("add-headers and remove-headers on the request reach the service; on the response, the visitor", async () => {
+    await using t = await withPolicy(`
+on_http_request:
+  - actions:
+      - type: remove-headers
+        config: { headers: [x-secret] }
+      - type: add-headers
+        config: { headers: { x-client-ip: "\${conn.client_ip}", x-path: "\${req.url.path}" } }
+on_http_response:
+  - actions:
+      - type: remove-headers
+        config: { headers: [x-from-service] }
+      - type: add-headers
+        config: { headers: { strict-transport-security: "max-age=63072000", x-status: "\${string(res.status_code)}" } }
+`);
+    const r = await t.curl("/a/b", ["-H", "X-Secret: hunter2"]);
+    expect(r.status).toBe(200);
+    const seen = JSON.parse(r.body) as Echoed;
+    expect(seen.headers["x-secret"]).toBeUndefined();
+    expect(seen.headers["x-client-ip"]).toBe("127.0.0.1");
+    expect(seen.headers["x-path"]).toBe("/a/b");
+    expect(r.headers["x-from-service"]).toBeUndefined();
+    expect(r.headers["strict-transport-security"]).toBe("max-age=63072000");
+    expect(r.headers["x-status"]).toBe("200");
+  });
+
+  test("rate-limit: past the capacity 429 with Retry-After, the service not reached", async () => {
+    let reached = 0;
+    await using t = await withPolicy(
+      `
+on_http_request:
+  - actions:
+      - type: rate-limit
+        config: { name: per-ip, algorithm: sliding_window, capacity: 3, rate: 60s, bucket_key: [conn.client_ip] }
+`,
+      { upstream: () => (reached++, new Response("ok")) },
+    );
+    const statuses = [];
+    for (let i = 0; i < 5; i++) statuses.push(await t.curl("/"));
+    expect(statuses.map((r) => r.status)).toEqual([200, 200, 200, 429, 429]);
+    expect(Number(statuses[3]!.headers["retry-after"])).toBeGreaterThan(0);
+    expect(reached).toBe(3);
+  });
+
+  test("restrict-ips: a visitor outside allow is refused; deny wins", async () => {
+    await using refused = await withPolicy(`
+on_http_request:
+  - actions: [{ type: restrict-ips, config: { allow: [10.0.0.0/8] } }]
+`);
+    expect((await refused.curl("/")).status).toBe(403);
+    await using denied = await withPolicy(`
+on_http_request:
+  - actions: [{ type: restrict-ips, config: { allow: [127.0.0.0/8], deny: [127.0.0.1/32] } }]
+`);
+    expect((await denied.curl("/")).status).toBe(403);
+    await using allowed = await withPolicy(`
+on_http_request:
+  - actions: [{ type: restrict-ips, config: { allow: [127.0.0.0/8, "::1"] } }]
+`);
+    expect((await allowed.curl("/")).status).toBe(200);
+  });
+
+  test("basic-auth: 401 with the prompt without credentials, through with them, and the password goes no further", async () => {
+    await using t = await withPolicy(`
+on_http_request:
+  - actions: [{ type: basic-auth, config: { credentials: ["alice:correct horse"], realm: demo } }]
+  - actions: [{ type: add-headers, config: { headers: { x-visitor: "\${visitor.identity}" } } }]
+`);
+    const none = await t.curl("/");
+    expect(none.status).toBe(401);
+    expect(none.headers["www-authenticate"]).toContain('Basic realm="demo"');
+    expect((await t.curl("/", ["-u", "alice:wrong"])).status).toBe(401);
+    const good = await t.curl("/", ["-u", "alice:correct horse"]);
+    expect(good.status).toBe(200);
+    const seen = JSON.parse(good.body) as Echoed;
+    expect(seen.headers.authorization).toBeUndefined();
+    expect(seen.headers["x-visitor"]).toBe("alice");
+  });
+
+  test("compress-response: curl --compressed reads back what the service sent; without Accept-Encoding it is sent as it is", async () => {
+    const text = "burrow compresses this line. ".repeat(2000);
+    await using t = await withPolicy(
+      `
+on_http_response:
+  - actions: [{ type: compress-response, config: { algorithms: [gzip, br] } }]
+`,
+      { upstream: () => new Response(text, { headers: { "content-type": "text/plain", etag: '"v1"' } }) },
+    );
+    const gz = await t.curl("/", ["--compressed", "-H", "Accept-Encoding: gzip"]);
+    expect(gz.status).toBe(200);
+    expect(gz.headers["content-encoding"]).toBe("gzip");
+    expect(gz.headers["content-length"]).toBeUndefined();
+    expect(gz.headers.vary).toContain("Accept-Encoding");
+    expect(gz.headers.etag).toBe('W/"v1"');
+    expect(gz.body).toBe(text);
+    const br = await t.curl("/", ["--compressed", "-H", "Accept-Encoding: br;q=1, gzip;q=0.5"]);
+    expect(br.headers["content-encoding"]).toBe("br");
+    expect(br.body).toBe(text);
+    const plain = await t.curl("/");
+    expect(plain.headers["content-encoding"]).toBeUndefined();
+    expect(plain.body).toBe(text);
+    // the body on the wire is the compressed one, not the same bytes relabelled
+    const raw = await fetch(t.url("/"), { headers: { "accept-encoding": "gzip" }, decompress: false } as RequestInit);
+    const wire = new Uint8Array(await raw.arrayBuffer());
+    expect(wire.byteLength).toBeLessThan(text.length / 10);
+    expect(gunzipSync(wire).toString()).toBe(text);
+  });
+});
