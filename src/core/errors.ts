@@ -25,7 +25,7 @@ export const REQUEST_ERRORS = {
   },
   NOT_FOUND: {
     status: 404,
-    meaning: "No such user, token, reserved subdomain, hostname or key, or no such `/api` path.",
+    meaning: "No such user, token, reserved subdomain, hostname, traffic policy or key, or no such `/api` path.",
     advice: "Check the id (the lists give them) or the path.",
   },
   METHOD_NOT_ALLOWED: {
@@ -49,6 +49,11 @@ export const REQUEST_ERRORS = {
     status: 409,
     meaning: "The hostname's TXT record (`_burrow-challenge.<hostname>`) was not found with the value asked for; the message says what the lookup found.",
     advice: "Publish the record the hostname's `verification` names, wait for DNS to carry it, and verify again.",
+  },
+  POLICY_NAME_TAKEN: {
+    status: 409,
+    meaning: "Another traffic policy has this name.",
+    advice: "Choose another name, or change that policy (`PUT /api/policies/:id`).",
   },
   SUBDOMAIN_ALREADY_RESERVED: {
     status: 409,

@@ -50,6 +50,11 @@ export class EdgePolicies {
   readonly limits: Partial<PolicyLimits>;
   /** The operator's policies, in the order they were made (by id). */
   private operator: OperatorPolicy[] = [];
+  /** They have been read (operator-layers.ts): until then every tunnel meets a layer that lets nothing through. */
+  private loaded = false;
+
+  /** What a tunnel meets before the operator's policies are first read (operator-layers.ts NOT_LOADED); none: they are taken as none. */
+  notLoaded: Policy | undefined;
 
   constructor(
     /** The server's domain: a tunnel's subdomain is `<name>.<domain>` to a hostname scope. */
@@ -84,6 +89,7 @@ export class EdgePolicies {
   /** The operator's policies now: each live tunnel's layers are made again. */
   setOperator(policies: readonly OperatorPolicy[], tunnels: Iterable<Tunnel>): void {
     this.operator = [...policies].sort((a, b) => a.id - b.id);
+    this.loaded = true;
     let changed = 0;
     for (const t of tunnels) if (this.refresh(t)) changed++;
     if (changed > 0) log.info("operator's traffic policies applied to live tunnels", { policies: this.operator.length, tunnels: changed });
@@ -109,7 +115,9 @@ export class EdgePolicies {
    * traffic).
    */
   layersFor(t: Tunnel): Policy[] {
-    if (this.operator.length === 0 || t.privateName !== undefined) return [];
+    if (t.privateName !== undefined) return [];
+    if (!this.loaded) return this.notLoaded ? [this.notLoaded] : [];
+    if (this.operator.length === 0) return [];
     const names = [t.subdomain !== undefined ? `${t.subdomain}.${this.domain}` : undefined, t.hostname].filter((n): n is string => n !== undefined);
     const server = [];
     const user = [];
