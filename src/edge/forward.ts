@@ -283,6 +283,8 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
   private readonly rewrite: boolean;
   /** The tunnel's traffic policies judge the response (traffic-policy/response-filter.ts): its bytes go through this. */
   private readonly filter: ResponseFilter | undefined;
+  /** filtered() is feeding the parser: the response's end waits for the chunk's credit. */
+  private inPush = false;
   private readonly stream: Stream;
   /** The wait for the response to begin (its deadline), while it lasts. */
   private wait: ResponseWait | undefined;
@@ -318,8 +320,9 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
         this.conn.write(bytes);
       },
       credit: (n) => {
-        if (this.owed > 0 || this.conn.writesPending > 0) this.owed += n;
-        else this.stream.consumed(n);
+        // once done, the stream may carry the next request: what this one owes goes back now
+        if (this.finished || (this.owed === 0 && this.conn.writesPending === 0)) this.stream.consumed(n);
+        else this.owed += n;
       },
       finished: () => {
         if (this.finished) return;
@@ -456,12 +459,16 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
 
   /** fromAgent() with the response through the policies' filter: it writes, and gives the credit back after. */
   private filtered(chunk: Uint8Array): void {
+    this.inPush = true;
     const error = this.parser.push(chunk);
+    this.inPush = false;
     if (error) return this.brokenResponse(`its local service sent a malformed response: ${error}`);
     if (this.refusedSwitch !== undefined) return this.brokenResponse(this.refusedSwitch);
     if (this.invalidStatus !== undefined) return this.brokenResponse(`its local service sent an invalid status ${this.invalidStatus}`);
     const end = this.parser.complete ? this.parser.endedAt : chunk.byteLength;
     this.filter!.credit(end);
+    // the response's end after its credit: done() (the next request) comes after every byte of it is dealt with
+    if (this.parser.complete && !this.piping) this.filter!.end();
     if (end < chunk.byteLength) {
       const rest = chunk.subarray(end);
       if (this.piping) this.toVisitor(rest); // after a 101, which the filter passed at once
@@ -515,8 +522,12 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     }
     // whole: nothing the agent's connection does now (a reset, its close) can take it back
     this.complete = true;
-    // through the policies: done once the filter has sent it all
-    if (this.filter) return this.filter.end();
+    // through the policies: done once the filter has sent it all (filtered() ends it, after the chunk's credit;
+    // a body read until the connection closes ends here)
+    if (this.filter) {
+      if (!this.inPush) this.filter.end();
+      return;
+    }
     completing.push(this);
     if (completing.length === 1) queueMicrotask(completeAll);
   }

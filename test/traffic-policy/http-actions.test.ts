@@ -7,7 +7,9 @@
  * back by curl --compressed).
  */
 import { describe, expect, test } from "bun:test";
+import { connect } from "node:net";
 import { gunzipSync } from "node:zlib";
+import { rawHttp } from "../harness/raw-http.ts";
 import { withPolicy, type Echoed } from "./rig.ts";
 
 describe("a tunnel's own policy, action by action", () => {
@@ -160,4 +162,57 @@ on_http_response:
     expect(wire.byteLength).toBeLessThan(text.length / 10);
     expect(gunzipSync(wire).toString()).toBe(text);
   });
+
+  test("compress-response to an HTTP/1.0 visitor: no chunks, the body ends with the connection, which the head says", async () => {
+    const text = "an HTTP/1.0 visitor reads this. ".repeat(500);
+    await using t = await withPolicy("on_http_response:\n  - actions: [{ type: compress-response, config: { algorithms: [gzip] } }]\n", { upstream: () => new Response(text) });
+    const r = await rawHttp(t.server.edgePort, `GET / HTTP/1.0\r\nHost: ${t.agent.subdomain}.localhost:${t.server.edgePort}\r\nAccept-Encoding: gzip\r\n\r\n`);
+    expect(r.status).toBe(200);
+    expect(r.closed).toBe(true);
+    expect(r.head.toLowerCase()).toContain("content-encoding: gzip");
+    expect(r.head.toLowerCase()).toContain("connection: close");
+    expect(r.head.toLowerCase()).not.toContain("transfer-encoding");
+    expect(gunzipSync(Buffer.from(r.body, "latin1")).toString()).toBe(text);
+  });
+
+  test("log: its fields go into the server's structured log, with the policy and the tunnel", async () => {
+    await using t = await withPolicy(`
+on_http_request:
+  - actions: [{ type: log, config: { metadata: { message: "seen \${req.url.path}", marker: policy-log-test } } }]
+`);
+    expect((await t.curl("/logged")).status).toBe(200);
+    const line = await t.server.output.waitFor(/traffic policy log.*policy-log-test|policy-log-test.*traffic policy log/, 5_000);
+    expect(line).toContain("seen /logged");
+  });
+});
+
+describe("a response through the policies on a kept-alive connection", () => {
+  test("1,500 pipelined requests whose responses the visitor reads late: every one answered (the agent's credit comes back after each)", async () => {
+    const body = "r".repeat(2048);
+    await using t = await withPolicy("on_http_response:\n  - actions: [{ type: add-headers, config: { headers: { x-seen: yes } } }]\n", { upstream: () => new Response(body) });
+    const host = `${t.agent.subdomain}.localhost:${t.server.edgePort}`;
+    const n = 1500;
+    const got = await new Promise<number>((resolve, reject) => {
+      const sock = connect(t.server.edgePort, "127.0.0.1", () => {
+        sock.write(`GET / HTTP/1.1\r\nHost: ${host}\r\n\r\n`.repeat(n));
+        // not read for a while: the edge's writes wait in the socket
+        sock.pause();
+        setTimeout(() => sock.resume(), 1_000);
+      });
+      let text = "";
+      let answers = 0;
+      sock.on("data", (d) => {
+        text += d.toString("latin1");
+        let i;
+        while ((i = text.indexOf("x-seen: yes")) >= 0) {
+          answers++;
+          text = text.slice(i + 11);
+        }
+        if (answers === n) (clearTimeout(timer), sock.destroy(), resolve(answers));
+      });
+      sock.on("error", reject);
+      const timer = setTimeout(() => (sock.destroy(), resolve(answers)), 20_000);
+    });
+    expect(got).toBe(n);
+  }, 40_000);
 });

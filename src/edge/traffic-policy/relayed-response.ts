@@ -26,6 +26,7 @@ export function filterRelayedResponse(
   let blocked = false;
   let piping = false;
   let failed = false;
+  let pushing = false;
   const fail = () => {
     if (failed) return;
     failed = true;
@@ -51,7 +52,8 @@ export function filterRelayedResponse(
     body: (piece) => filter.body(piece),
     end() {
       if (response?.status === 101) piping = true;
-      else filter.end();
+      // after the chunk's credit (onData), unless the agent's end ended it (a body read until close)
+      else if (!pushing) filter.end();
     },
     raw(bytes, part) {
       if (part === "interim") filter.interim(bytes);
@@ -72,11 +74,14 @@ export function filterRelayedResponse(
       out.write(chunk);
       return out.credit(chunk.byteLength);
     }
+    pushing = true;
     const error = parser.push(chunk);
+    pushing = false;
     // a malformed response: the visitor's node refuses it, as it would the agent's; here the stream is cut
     if (error) return fail();
     const end = parser.complete ? parser.endedAt : chunk.byteLength;
     filter.credit(end);
+    if (parser.complete && !piping) filter.end();
     if (end < chunk.byteLength) {
       const rest = chunk.subarray(end);
       if (piping) {

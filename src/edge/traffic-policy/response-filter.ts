@@ -49,6 +49,7 @@ export class ResponseFilter {
   /** The visitor cannot read chunks (HTTP/1.0): a compressed body ends with the connection. */
   private closeDelimited = false;
   private cancelled = false;
+  private ended = false;
   /** The final head was seen: from now on everything waits its turn. */
   private queued = false;
   /** The response goes out in a form that needs the connection closed after it. */
@@ -104,8 +105,10 @@ export class ResponseFilter {
     this.then(() => this.out.credit(n));
   }
 
-  /** The response was read to its end. */
+  /** The response was read to its end (once; asked again, nothing more). */
   end(): void {
+    if (this.ended) return;
+    this.ended = true;
     this.then(async () => {
       if (this.mode === "compress") {
         const rest = await this.compressor!.end();
@@ -146,8 +149,11 @@ export class ResponseFilter {
     this.compressor = createCompressor(coding);
     const compressed = res.headers.filter(([n]) => n.toLowerCase() !== "transfer-encoding");
     if (this.minor === 0) {
+      // an HTTP/1.0 visitor reads no chunks: the body ends with the connection, which the head says
       this.closeDelimited = true;
       this.closes = true;
+      for (let i = compressed.length - 1; i >= 0; i--) if (/^(connection|keep-alive)$/i.test(compressed[i]![0])) compressed.splice(i, 1);
+      compressed.push(["connection", "close"]);
     } else compressed.push(["transfer-encoding", "chunked"]);
     this.out.write(responseHeadBytes(head, compressed));
   }
