@@ -11,6 +11,7 @@ import type { Coding, Outcome, Policy, PolicyInput, PolicyResponse, Verdict } fr
 import { WorkingRequest, WorkingResponse } from "../../policy/message.ts";
 import type { RunState } from "../../policy/policy.ts";
 import type { Phase } from "../../policy/variables.ts";
+import { log } from "../../log.ts";
 
 export class LayeredRun {
   readonly state: RunState;
@@ -41,6 +42,8 @@ export class LayeredRun {
       if (!layer.has(phase)) continue;
       const out = await layer.runFrom(phase, this.facts, this.state);
       this.runs.push(out);
+      // the log action's fields, into the server's structured log (the redaction net applies as to any line)
+      for (const fields of out.logs) log.info("traffic policy log", { ...fields, policy: out.source, phase, tunnel: this.facts.tunnel.name });
       this.state.identity ??= out.identity;
       if (phase === "on_http_response") this.compression ??= out.compression;
       if (out.verdict.kind !== "continue") return out.verdict;
