@@ -9,14 +9,18 @@
  * judged where the tunnel's rules live.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { selfSignedCertificate } from "../harness/certs.ts";
 import { startAgent, type TestAgent } from "../harness/agent.ts";
 import { signedIn } from "../harness/admin.ts";
 import { freeRange } from "../harness/ports.ts";
 import { startPostgres, type TestPostgres } from "../harness/postgres.ts";
 import { rawHttp } from "../harness/raw-http.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
-import { withTunnel } from "../harness/tunnel.ts";
+import { withServer, withTunnel } from "../harness/tunnel.ts";
 import { curl } from "../traffic-policy/curl.ts";
 import { policyFile, withPolicy, type PolicyTunnel } from "../traffic-policy/rig.ts";
 
@@ -86,6 +90,24 @@ describe("an http tunnel's rules on every way in", () => {
   });
 });
 
+describe("an http tunnel's on_tcp_connect", () => {
+  test("a connection its rules close gets no answer, whatever the request; one they let through is served, each request after the first too", async () => {
+    let reached = 0;
+    await using closed = await withPolicy("on_tcp_connect:\n  - actions: [{ type: restrict-ips, config: { deny: [127.0.0.0/8] } }]\n", { upstream: () => (reached++, new Response("service")) });
+    const host = `${closed.agent.subdomain}.localhost:${closed.server.edgePort}`;
+    for (const request of [`GET / HTTP/1.1\r\nHost: ${host}\r\n\r\n`, `GET http://${host}/x HTTP/1.1\r\nHost: ${host}\r\n\r\n`]) {
+      const r = await rawHttp(closed.server.edgePort, request);
+      expect(r.status).toBe(0);
+      expect(r.closed).toBe(true);
+    }
+    expect(reached).toBe(0);
+    await using open = await withPolicy("on_tcp_connect:\n  - actions: [{ type: restrict-ips, config: { allow: [127.0.0.0/8] } }]\n");
+    const h = `${open.agent.subdomain}.localhost:${open.server.edgePort}`;
+    const both = await rawHttp(open.server.edgePort, `GET /1 HTTP/1.1\r\nHost: ${h}\r\n\r\nGET /2 HTTP/1.1\r\nHost: ${h}\r\nConnection: close\r\n\r\n`);
+    expect((both.head + both.body).match(/HTTP\/1\.1 200/g)?.length).toBe(2);
+  });
+});
+
 describe("a tcp tunnel's on_tcp_connect", () => {
   test("a connection its rules close is closed before a byte reaches the service; one they let through is carried", async () => {
     using refused = policyFile("on_tcp_connect:\n  - actions: [{ type: restrict-ips, config: { deny: [127.0.0.0/8] } }]\n");
@@ -104,6 +126,35 @@ describe("a tcp tunnel's on_tcp_connect", () => {
     for (let i = 0; i < 4; i++) got.push(await talk(t.agent.port!, "x"));
     expect(got).toEqual(["ready\nx", "ready\nx", "", ""]);
   });
+});
+
+describe("a tls tunnel's on_tcp_connect", () => {
+  test("a TLS connection its rules close never reaches the service; one they let through shakes hands with it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "burrow-tls-policy-"));
+    const cert = await selfSignedCertificate({ names: ["tlsruled.localhost", "tlsopen.localhost"], ca: true, commonName: "the local service" });
+    const ca = join(dir, "ca.pem");
+    writeFileSync(ca, cert.certPem);
+    const service = Bun.serve({ hostname: "127.0.0.1", port: 0, tls: { cert: cert.certPem, key: cert.keyPem }, fetch: () => new Response("tls service\n") });
+    using refused = policyFile("on_tcp_connect:\n  - actions: [{ type: restrict-ips, config: { deny: [127.0.0.0/8] } }]\n");
+    using allowed = policyFile("on_tcp_connect:\n  - actions: [{ type: restrict-ips, config: { allow: [127.0.0.0/8] } }]\n");
+    try {
+      await using rig = await withServer({ server: { args: ["--tls-port", "0"] }, user: { allowed_protocols: "http,tls" } });
+      await rig.startAgent({ kind: "tls", target: service.port!, args: ["--subdomain", "tlsruled", "--policy-file", refused.path] });
+      await rig.startAgent({ kind: "tls", target: service.port!, args: ["--subdomain", "tlsopen", "--policy-file", allowed.path] });
+      const via = async (name: string) => {
+        const p = Bun.spawn(["curl", "-sS", "--max-time", "10", "--resolve", `${name}:${rig.server.tlsPort}:127.0.0.1`, "--cacert", ca, `https://${name}:${rig.server.tlsPort}/`], { stdout: "pipe", stderr: "pipe", timeout: 20_000 });
+        const [out, code] = await Promise.all([new Response(p.stdout).text(), p.exited]);
+        return { out, code };
+      };
+      const closed = await via("tlsruled.localhost");
+      expect(closed.code).not.toBe(0);
+      expect(closed.out).toBe("");
+      expect(await via("tlsopen.localhost")).toEqual({ out: "tls service\n", code: 0 });
+    } finally {
+      service.stop(true);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
 });
 
 /** Connects, sends `text` once the service said hello (or after 1 s), reads until the echo or the close; what came back. */
