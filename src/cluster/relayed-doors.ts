@@ -30,7 +30,7 @@ import type { Registry, Tunnel } from "../edge/registry.ts";
 import { warningFor } from "../edge/warning.ts";
 import { connectFacts, judgeConnect } from "../edge/traffic-policy/connect.ts";
 import { judgeRequest, requestFacts } from "../edge/traffic-policy/http-request.ts";
-import type { LayeredRun } from "../edge/traffic-policy/layered-run.ts";
+import { POLICY_RULES_FIELD, type LayeredRun } from "../edge/traffic-policy/layered-run.ts";
 import type { TunnelPolicy } from "../edge/traffic-policy/tunnel-policy.ts";
 import { joinStreams, refuseRelayed } from "./stream-pipe.ts";
 
@@ -181,6 +181,8 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
     const changed = run?.request;
     const fields: [string, string][] = changed ? [...changed.headers] : [...head.fields];
     access?.rewriteRequest(fields, passed);
+    // the head came from the visitor's node, which took any X-Burrow-* a visitor sent: this one is ours
+    if (run?.ownMatched !== undefined) fields.push([POLICY_RULES_FIELD, run.ownMatched]);
     let text = `${head.method} ${changed && head.target !== "*" ? changed.target : head.target} HTTP/1.${head.minor}\r\n`;
     for (const [name, value] of fields) text += `${name}: ${value}\r\n`;
     const judgesResponse = run && t.policy?.response ? { run, minor: head.minor } : undefined;

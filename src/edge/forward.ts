@@ -32,7 +32,7 @@ import { badGatewayPage, slowServicePage } from "./pages.ts";
 import { ResponseTimeout, type ResponseWait } from "./replies.ts";
 import type { Tunnel } from "./registry.ts";
 import { RequestStream, type StreamUser } from "./request-stream.ts";
-import type { LayeredRun } from "./traffic-policy/layered-run.ts";
+import { POLICY_RULES_FIELD, type LayeredRun } from "./traffic-policy/layered-run.ts";
 import { ResponseFilter, type Outlet } from "./traffic-policy/response-filter.ts";
 import { SKIP_HEADER } from "./warning.ts";
 
@@ -127,6 +127,8 @@ export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardC
   }
   if (host !== undefined) kept.unshift(["Host", host]);
   tunnel.access?.rewriteRequest(kept, ctx.passed);
+  // the tunnel's own rules that matched: for its service, and its inspector, which shows the request's fields
+  if (ctx.policy?.ownMatched !== undefined) kept.push([POLICY_RULES_FIELD, ctx.policy.ownMatched]);
   for (const [name, value] of kept) line += `${name}: ${value}\r\n`;
   return line + forwardedFields(forwardedFor, forwarded, ctx);
 }

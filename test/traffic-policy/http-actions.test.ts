@@ -186,6 +186,26 @@ on_http_request:
   });
 });
 
+describe("the rules that matched", () => {
+  test("the service (and its inspector) is told which of the tunnel's rules matched its request; a visitor's own such field never passes", async () => {
+    await using t = await withPolicy(`
+on_http_request:
+  - name: api calls
+    expressions: ["req.url.path.startsWith('/api')"]
+    actions: [{ type: add-headers, config: { headers: { x-api: "1" } } }]
+  - expressions: ["req.method == 'GET'"]
+    actions: []
+  - name: never
+    expressions: ["req.method == 'PATCH'"]
+    actions: [{ type: deny }]
+`);
+    const seen = JSON.parse((await t.curl("/api/x", ["-H", "X-Burrow-Policy-Rules: forged"])).body) as Echoed;
+    expect(seen.headers["x-burrow-policy-rules"]).toBe("api calls, #2");
+    const none = JSON.parse((await t.curl("/other", ["-X", "POST", "-H", "X-Burrow-Policy-Rules: forged"])).body) as Echoed;
+    expect(none.headers["x-burrow-policy-rules"]).toBeUndefined();
+  });
+});
+
 describe("a response through the policies on a kept-alive connection", () => {
   test("1,500 pipelined requests whose responses the visitor reads late: every one answered (the agent's credit comes back after each)", async () => {
     const body = "r".repeat(2048);

@@ -14,7 +14,7 @@ import type { RequestHead } from "../../http/request-head.ts";
 import type { Passed } from "../access/policy.ts";
 import { Refusal } from "../judgement/pipeline.ts";
 import type { Tunnel } from "../registry.ts";
-import { LayeredRun, policyAnswer } from "./layered-run.ts";
+import { LayeredRun, matchedNames, policyAnswer } from "./layered-run.ts";
 import type { TunnelPolicy } from "./tunnel-policy.ts";
 
 /** What a door knows of a request and its connection, for the facts of a run. */
@@ -96,9 +96,10 @@ export async function judgeRequest(policy: TunnelPolicy, facts: PolicyInput, sig
     // who the tunnel's own sign-in let in is its policy's visitor.identity
     if (passed.email !== undefined) run.state.identity ??= passed.email;
   }
-  if (policy.own) {
+  if (policy.own && policy.own.has("on_http_request")) {
     const own = await run.through("on_http_request", [policy.own]);
     if (own.kind !== "continue") return refusalOf(own);
+    run.ownMatched = matchedNames(run.runs[run.runs.length - 1]!);
   }
   return { run, passed };
 }

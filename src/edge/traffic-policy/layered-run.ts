@@ -19,6 +19,8 @@ export class LayeredRun {
   readonly runs: Outcome[] = [];
   /** compress-response's choice, from the response's run. */
   compression: Coding | undefined;
+  /** The tunnel's own policy's rules that matched the request, for its service and inspector (X-Burrow-Policy-Rules); undefined: none. */
+  ownMatched: string | undefined;
 
   readonly facts: PolicyInput;
 
@@ -64,6 +66,21 @@ export class LayeredRun {
 }
 
 const CONTINUE: Verdict = { kind: "continue" };
+
+/** The field the request the agent gets names the tunnel's own rules that matched it in (edge-set: a visitor's is dropped, as every X-Burrow-*). */
+export const POLICY_RULES_FIELD = "X-Burrow-Policy-Rules";
+/** Names listed at most, and their length, in the field. */
+const MAX_NAMES = 20;
+const MAX_NAME = 100;
+
+/** The rules of a run that matched, as the field's value: names made printable, commas taken out. */
+export function matchedNames(out: Outcome): string | undefined {
+  if (out.matched.length === 0) return undefined;
+  return out.matched
+    .slice(0, MAX_NAMES)
+    .map((m) => m.rule.slice(0, MAX_NAME).replace(/[^\x20-\x7e]|,/g, "?").trim())
+    .join(", ");
+}
 
 /** A policy's answer as a Response, for a door that answers with one (a refusal's page). */
 export function policyAnswer(r: PolicyResponse): Response {
