@@ -441,6 +441,14 @@ export const SERVER_FLAGS = {
     help: "the cost one run of a policy's phase may spend (a macro's loop step, a KiB a function makes or digests)",
     details: "100 to 10000000. An expression estimated over it is refused at load; a run that goes past it is answered 500, a connection closed.",
   },
+  "policy-compile-budget": {
+    type: "string",
+    env: true,
+    arg: "MS",
+    default: "3000",
+    help: "milliseconds of compiling one user's tunnel policies the server gives a minute, at their handshakes (past it: POLICY_LIMITED, the agent tries again)",
+    details: "100 to 600000. A policy at the caps takes about a second to compile, during which the server does nothing else; the same policy for the same tunnel is compiled once and kept.",
+  },
   "policy-rate-limit-buckets": {
     type: "string",
     env: true,

@@ -263,6 +263,12 @@ export const ACCESS_REFUSALS = {
     meaning: "The tunnel's own traffic policy (`--policy-file`, burrow.yml's `policy:`, the SDK's `policy`) does not load: the message lists its errors with their lines and codes, as `burrow policy check` prints them. The agent checks it before it connects, so this comes from a server whose caps are narrower than the agent's, or from the SDK, which leaves the check to the server.",
     advice: "Fix the policy (`burrow policy check FILE`), or ask the server's admin about its policy caps.",
   },
+  /** The user's tunnel policies took the compile time the server gives a user a minute. */
+  POLICY_LIMITED: {
+    status: 429,
+    meaning: "Compiling the user's tunnels' traffic policies took the time the server gives a user a minute (`--policy-compile-budget`; a policy at the caps takes about a second, the same policy for the same tunnel is compiled once and kept): this handshake's is not compiled.",
+    advice: "Wait: the agent tries again. Smaller policies compile faster; ask the server's admin about the budget.",
+  },
   /** The user's require_auth: the tunnel carries neither basic auth nor OIDC. */
   AUTH_REQUIRED: {
     status: 403,

@@ -103,7 +103,7 @@ export class AgentTunnels {
     const label = priv ? `${owner.username}/${priv.name}` : isPortKind(plan) ? plan.protocol : (plan.subdomain ?? plan.hostname)!;
     const access = tunnelAccess(asked, cidrs(admitted.user.allowCidrs), label, grant.providers, edge.basicAuthLimit);
     if (access instanceof AppError) throw access;
-    const own = this.ownPolicy(asked, plan, label);
+    const own = this.ownPolicy(asked, plan, label, owner.userId);
     const t =
       back ??
       (priv
@@ -120,18 +120,19 @@ export class AgentTunnels {
   /**
    * The tunnel's own traffic policy, compiled (undefined: it sent none, or
    * this edge takes none, and READY does not say it runs one). Throws
-   * POLICY_INVALID with its errors. Its rate limits count under its name
+   * POLICY_INVALID with its errors (POLICY_LIMITED past the user's compile
+   * budget). Its rate limits count under its name
    * (a port kind's: its port when it asked for one), so that an agent that
    * reconnects keeps counting.
    */
-  private ownPolicy(asked: Hello["tunnels"][number] | undefined, plan: PlannedTunnel, label: string): Policy | undefined {
+  private ownPolicy(asked: Hello["tunnels"][number] | undefined, plan: PlannedTunnel, label: string, userId: number): Policy | undefined {
     const text = asked && "policy" in asked ? asked.policy : undefined;
     const policies = this.side.edge.policies;
     if (text === undefined || !policies) return undefined;
     // the edge does not read a private tunnel's traffic: it has nothing to run a policy on
     if (isPrivateKind(plan) && plan.private) throw new AppError("POLICY_INVALID", "a private tunnel takes no traffic policy: the server does not read its traffic");
     const key = isPortKind(plan) ? `${plan.protocol}:${plan.port ?? crypto.randomUUID()}` : label;
-    const own = policies.own(text, key, plan.protocol === "http");
+    const own = policies.own(text, key, plan.protocol === "http", userId);
     if (own instanceof AppError) throw own;
     return own;
   }

@@ -10,6 +10,7 @@
  * gets its layers made again (Tunnel.policy), so the next request, the
  * next connection and the next response meet it; nothing reconnects.
  */
+import { createHash } from "node:crypto";
 import { AppError } from "../../core/errors.ts";
 import { log } from "../../log.ts";
 import { defaultServices, formatPolicyError, loadPolicy, MemoryRateLimitStore, type Policy, type PolicyLimits, type PolicyServices } from "../../policy/index.ts";
@@ -37,7 +38,16 @@ export interface EdgePolicyOptions {
   httpLoopback?: boolean;
   /** --basic-auth-limit, for the basic-auth action. */
   basicAuthLimit?: number;
+  /** Milliseconds of compiling one user's tunnel policies may take a minute (--policy-compile-budget). */
+  compileBudgetMs?: number;
 }
+
+/** --policy-compile-budget's default: a policy at the caps takes about a second to compile. */
+export const DEFAULT_COMPILE_BUDGET_MS = 3_000;
+/** Tunnel policies kept compiled, by their text and tunnel: an agent that reconnects costs no compile. */
+const COMPILED_KEPT = 64;
+/** Users whose compile time is counted at once; past it the counts start again. */
+const USERS_COUNTED = 10_000;
 
 /** A tcp or tls tunnel's policy with rules of the http phases, which nothing would run. */
 export const HTTP_RULES_ON_RAW = "a tcp or tls tunnel's traffic policy runs on_tcp_connect only: its on_http_request and on_http_response rules would never run";
@@ -55,6 +65,11 @@ export class EdgePolicies {
 
   /** What a tunnel meets before the operator's policies are first read (operator-layers.ts NOT_LOADED); none: they are taken as none. */
   notLoaded: Policy | undefined;
+  private readonly compileBudgetMs: number;
+  /** Tunnel policies compiled (or refused), least recently used first. */
+  private readonly compiled = new Map<string, Policy | AppError>();
+  /** Each user's compile time in the minute that began at `since`. */
+  private readonly spent = new Map<number, { since: number; ms: number }>();
 
   constructor(
     /** The server's domain: a tunnel's subdomain is `<name>.<domain>` to a hostname scope. */
@@ -62,6 +77,7 @@ export class EdgePolicies {
     opts: EdgePolicyOptions = {},
   ) {
     this.limits = opts.limits ?? {};
+    this.compileBudgetMs = opts.compileBudgetMs ?? DEFAULT_COMPILE_BUDGET_MS;
     this.services = defaultServices({
       rateLimits: new MemoryRateLimitStore(opts.rateLimitBuckets),
       httpLoopback: opts.httpLoopback ?? false,
@@ -72,9 +88,39 @@ export class EdgePolicies {
   /**
    * A tunnel's own policy from its HELLO's text, or POLICY_INVALID with
    * its errors. `label`: the tunnel's name, which its rate limits' counts
-   * are kept under, so an agent that reconnects keeps counting.
+   * are kept under, so an agent that reconnects keeps counting. Compiling
+   * is synchronous and a policy at the caps takes about a second: the
+   * same policy for the same tunnel is compiled once (kept, COMPILED_KEPT),
+   * and a user whose compiles took their budget this minute is refused
+   * (POLICY_LIMITED; the agent tries again later) before anything is
+   * compiled, so no user holds the edge's CPU with handshakes.
    */
-  own(text: string, label: string, http: boolean): Policy | AppError {
+  own(text: string, label: string, http: boolean, userId: number): Policy | AppError {
+    const key = createHash("sha256").update(`${label}\0${http}\0${text}`).digest("base64url");
+    const known = this.compiled.get(key);
+    if (known) {
+      this.compiled.delete(key);
+      this.compiled.set(key, known);
+      return known;
+    }
+    const now = Date.now();
+    let spent = this.spent.get(userId);
+    if (!spent || now - spent.since >= 60_000) {
+      if (this.spent.size >= USERS_COUNTED) this.spent.clear();
+      this.spent.set(userId, (spent = { since: now, ms: 0 }));
+    }
+    if (spent.ms >= this.compileBudgetMs) {
+      return new AppError("POLICY_LIMITED", `this server compiled ${Math.round(spent.ms)} ms of your tunnels' traffic policies in the last minute, its cap (--policy-compile-budget): try again in a minute`);
+    }
+    const started = performance.now();
+    const out = this.compile(text, label, http);
+    spent.ms += performance.now() - started;
+    this.compiled.set(key, out);
+    if (this.compiled.size > COMPILED_KEPT) this.compiled.delete(this.compiled.keys().next().value!);
+    return out;
+  }
+
+  private compile(text: string, label: string, http: boolean): Policy | AppError {
     const policy = loadPolicy(text, { source: "policy", key: `tunnel:${label}`, limits: this.limits, services: this.services });
     if (!Array.isArray(policy)) {
       // rules that would never run are a mistake, not a protection
