@@ -21,7 +21,7 @@
  *   BENCH_ISOLATION_ROUNDS=4  rounds of (alone, next to a stalled stream), order alternating
  *   BENCH_ISOLATION_SECONDS=5 length of each isolation run
  *   BENCH_AGENTS=10000        idle agents for the memory test (also measured at 1,000)
- *   BENCH_ONLY=http,tcp,...   run only some sections: http, tcp, iperf, isolation, inspector, peers, stream, idle, cluster, tls, udp, pool, private
+ *   BENCH_ONLY=http,tcp,...   run only some sections: http, tcp, iperf, isolation, inspector, policy, peers, stream, idle, cluster, tls, udp, pool, private
  *   BENCH_BURROW=path         use this executable instead of dist/burrow
  *   BENCH_REBUILD=1           rebuild dist/burrow first
  *   BENCH_OUT=name            write bench/results/<name>.md/.json (default latest; partial with BENCH_ONLY)
@@ -45,6 +45,7 @@ import { rawTcp, rawTcpRows, rawTcpTarget, sinkTarget, transfersTarget, type Tra
 import { iperfRows, iperfSingleStream, startIperfPaths, type IperfPaths, type IperfRuns } from "./iperf.ts";
 import { isolation, isolationRows, isolationTarget, type Isolation } from "./isolation.ts";
 import { inspectorOverhead, inspectorRows, inspectorTarget, type InspectorOverhead } from "./inspector.ts";
+import { policyCost, policyRows, policyTarget, type PolicyCost } from "./policy.ts";
 import { tlsPassthrough, tlsRows, type TlsPassthrough } from "./tls.ts";
 import { privateRows, privateTunnels, type PrivateBench } from "./private.ts";
 import { udpRows, udpTunnels, type UdpResults } from "./udp.ts";
@@ -103,6 +104,8 @@ interface Results {
   idle?: IdleAgents;
   /** The request inspector's cost: HTTP 1 KiB with it on and off (bench/inspector.ts). */
   inspector?: InspectorOverhead;
+  /** A 10-rule traffic policy's cost: HTTP 1 KiB with it and without (bench/policy.ts). */
+  policy?: PolicyCost;
   /** HTTP 1 KiB relayed by another node against the agent's own node (bench/cluster.ts). */
   cluster?: ClusterRelay;
   /** Every path side by side with bore, rathole and the rest (bench/peers.ts). */
@@ -223,7 +226,7 @@ try {
   const sinkPort = Number((await procs.waitFor(sink, /sink listening port=(\d+)/, 10_000))[1]);
 
   // throughput: one set of the three paths for http, tcp, iperf, isolation and the inspector
-  if (["http", "tcp", "iperf", "isolation", "inspector"].some(wants)) {
+  if (["http", "tcp", "iperf", "isolation", "inspector", "policy"].some(wants)) {
     const paths = await startThreePaths({ procs, bin, dir, nginxPort: nginx.port, sinkPort, say });
     let iperf: IperfPaths | undefined;
     if (cfg.iperf && wants("iperf")) iperf = await startIperfPaths({ procs, bin, dir, paths, say });
@@ -234,6 +237,9 @@ try {
     if (wants("isolation")) await isolation({ procs, paths, rounds: cfg.isolationRounds, seconds: cfg.isolationSeconds, say }, (x) => (results.isolation = x));
     if (wants("inspector")) {
       results.inspector = await inspectorOverhead({ procs, bin, dir, server: paths.server, token: paths.token, nginxPort: nginx.port, rounds: Math.max(cfg.rounds, 6), seconds: Math.min(cfg.seconds, 6), warmupSeconds: cfg.warmupSeconds, say });
+    }
+    if (wants("policy")) {
+      results.policy = await policyCost({ procs, bin, dir, server: paths.server, token: paths.token, nginxPort: nginx.port, rounds: Math.max(cfg.rounds, 6), seconds: Math.min(cfg.seconds, 6), warmupSeconds: cfg.warmupSeconds, say });
     }
     // the memory phase runs on fresh servers: nothing of this phase keeps running
     for (const c of [...procs.children].reverse()) {
@@ -281,6 +287,7 @@ function rows(): Row[] {
   return [
     ...http1kRows(results),
     ...(results.inspector ? inspectorRows(results.inspector) : []),
+    ...(results.policy ? policyRows(results.policy) : []),
     ...(results.cluster ? clusterRows(results.cluster) : []),
     ...(results.tls ? tlsRows(results.tls) : []),
     ...(results.private ? privateRows(results.private) : []),
@@ -303,6 +310,7 @@ function targets(): Target[] {
   return [
     ...http1kTargets(results),
     inspectorTarget(results.inspector),
+    ...(results.policy ? [policyTarget(results.policy)] : []),
     http10mTarget(results),
     rawTcpTarget(results.rawTcp),
     ...idleTargets(results.idle, cfg.agents),

@@ -69,6 +69,14 @@ export interface ForwardOptions {
   requestHeaderRemove?: string[];
   /** http: "Name: value" set on each response to visitors. */
   responseHeaderAdd?: string[];
+  /**
+   * http, tcp and tls: a traffic policy the server runs on the tunnel's
+   * traffic (ngrok's format: rules in CEL with actions), as its YAML or JSON
+   * text, or as an object (sent as JSON). The server checks it: a mistake
+   * rejects with the server's POLICY_INVALID and the policy's errors (check
+   * a file first with `burrow policy check`). At most 128 KiB.
+   */
+  policy?: string | Record<string, unknown>;
   /** Accept a server certificate that does not verify (a test server). */
   insecure?: boolean;
   /**

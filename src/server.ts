@@ -77,6 +77,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     certificates: () => certificates?.report() ?? fileReport ?? { mode: "off", certificates: [] },
     operations: [...metricsRoutes(metrics, config.metricsToken), ...healthRoutes(readiness)],
     answered: metrics.adminRequest,
+    policyLimits: config.policy.limits,
   });
   const { server: adminServer, url: adminUrl } = serveAdmin(admin, { host: config.adminHost, port: config.adminPort });
   if (config.acmeIgnored) log.info("certificate files given (--tls-cert): --acme-email is not used");
@@ -160,6 +161,7 @@ function edgeOptions(config: ServerConfig, core: Core, certificates: AcmeCertifi
     maxResponseTimeoutMs: config.maxResponseTimeoutMs,
     oidcHttpIssuers: config.oidcHttpIssuers,
     basicAuthLimit: config.basicAuthLimit,
+    policy: config.policy,
     publicUrl: config.publicUrl,
     agentPort: config.agentPort,
     tlsPort: config.tlsPort,

@@ -91,6 +91,13 @@ function each<T>(o: ForwardOptions, option: keyof ForwardOptions, key: string, p
   });
 }
 
+/** A policy option as the text the server loads: a string as it is, an object as JSON. */
+function policyText(policy: string | Record<string, unknown>): string {
+  if (typeof policy === "string") return policy;
+  if (typeof policy !== "object" || policy === null || Array.isArray(policy)) throw new Error("must be the policy's YAML or JSON text, or an object");
+  return JSON.stringify(policy);
+}
+
 /** The options' words for the spec's messages: each option by its own name. */
 const OPTION_VOICE: Voice = { name: (option) => option, on: (option) => `${option}: true` };
 
@@ -147,6 +154,7 @@ function agentTunnel(options: ForwardOptions): { protocol: Protocol; tunnel: Omi
     requestHeaderRemove: list("requestHeaderRemove", "request_header_remove", parseHeaderName),
     responseHeaderAdd: list("responseHeaderAdd", "response_header_add", parseHeaderLine),
     oidc,
+    policy: o.policy === undefined ? undefined : checked("policy", () => policyText(o.policy!)),
   };
   for (const key of Object.keys(spec) as (keyof TunnelSpec)[]) if (spec[key] === undefined) delete spec[key];
   const problem = specProblem(spec, OPTION_VOICE);

@@ -29,6 +29,8 @@ import { hostnameRoutes } from "./hostnames.ts";
 import { keyRoutes } from "./keys.ts";
 import { invitationRoutes } from "./invitations.ts";
 import { openApiRoutes } from "./openapi.ts";
+import { policyRoutes } from "./policies.ts";
+import type { PolicyLimits } from "../policy/index.ts";
 import { ClientGone, errorResponse, json } from "../api/http.ts";
 import { panelRoutes } from "./panel/serve.ts";
 import { publicInfoRoutes, type PublicInfo } from "./public-info.ts";
@@ -58,6 +60,8 @@ export interface AdminAppOptions {
   operations?: Route[];
   /** Where invitations are opened: the portal's address, or undefined when the portal is off (POST /api/invitations answers 409). */
   portalOrigin?: () => string | undefined;
+  /** The server's caps on a traffic policy, which /api/policies loads documents under (as the edge does). */
+  policyLimits?: Partial<PolicyLimits>;
   /** Told of every answer: the route's pattern ("unmatched" for none), method and status (the metrics' admin requests). */
   answered?: (route: string, method: string, status: number) => void;
 }
@@ -69,6 +73,7 @@ export function createAdminApp(core: Core, options: AdminAppOptions = {}): Admin
     ...backupRoutes(options.backup),
     ...certificateRoutes(options.certificates ?? NO_TLS),
     ...invitationRoutes(options.portalOrigin ?? (() => undefined)),
+    ...policyRoutes(options.policyLimits),
     // the whole table, operations included: read when the document is first asked for
     ...openApiRoutes(() => [...apiRoutes, ...operations].map((r: Route) => ({ path: r.path, methods: Object.keys(r.methods), public: r.public, docs: r.docs }))),
   ];

@@ -3,6 +3,7 @@ import * as v from "valibot";
 import { MAX_KEY_DAYS } from "../core/admin-keys.ts";
 import { MAX_INVITATION_HOURS } from "../core/invitations.ts";
 import { AUDIT_ACTIONS, MAX_AUDIT_LIMIT } from "../core/audit.ts";
+import { POLICY_SCOPES } from "../core/traffic-policies.ts";
 import * as f from "../validate/fields.ts";
 
 const { required } = f;
@@ -90,6 +91,39 @@ export const HostnamesQuery = v.object({
       v.maxValue(Number.MAX_SAFE_INTEGER, "must be a positive integer"),
     ),
   ),
+});
+
+/** A traffic policy's name: a label for people (the audit log, the panel). */
+const policyName = v.pipe(
+  v.string("must be a string"),
+  v.trim(),
+  v.minLength(1, "must not be empty"),
+  v.maxLength(100, "must be at most 100 characters"),
+  v.regex(/^[^\x00-\x1f\x7f]+$/, "must be printable"),
+);
+/** A policy document: YAML or JSON text as written (its errors keep their lines), or a JSON object, kept as indented JSON. */
+const policyDocument = v.pipe(
+  v.union([v.string(), v.record(v.string(), v.unknown())], "must be the policy's YAML or JSON text, or an object"),
+  v.transform((d) => (typeof d === "string" ? d : JSON.stringify(d, null, 2))),
+);
+const policyScope = v.picklist(POLICY_SCOPES, `must be ${POLICY_SCOPES.join(", ")}`);
+const policyHostname = v.pipe(v.string("must be a string"), v.maxLength(300, "must be at most 253 characters"));
+
+export const CreatePolicyBody = v.object({
+  name: required(policyName),
+  /** Default server: every tunnel. */
+  scope: v.optional(policyScope, "server"),
+  user_id: v.optional(v.pipe(v.number("must be an integer"), v.integer("must be an integer"), v.minValue(1, "must be a positive integer"), v.maxValue(Number.MAX_SAFE_INTEGER, "is too large"))),
+  hostname: v.optional(policyHostname),
+  policy: required(policyDocument),
+});
+
+export const UpdatePolicyBody = v.object({
+  name: v.optional(policyName),
+  scope: v.optional(policyScope),
+  user_id: v.optional(v.pipe(v.number("must be an integer"), v.integer("must be an integer"), v.minValue(1, "must be a positive integer"), v.maxValue(Number.MAX_SAFE_INTEGER, "is too large"))),
+  hostname: v.optional(policyHostname),
+  policy: v.optional(policyDocument),
 });
 
 export const CreateKeyBody = v.object({

@@ -13,7 +13,7 @@ import { isNamedKind } from "../protocol/kinds.ts";
 import { Hello, Move, Ready, Refusal, Revoke } from "../protocol/messages.ts";
 import { FrameType, PROTOCOL_VERSION, WireError, type FrameTypeValue } from "../protocol/wire.ts";
 import { VERSION } from "../version.ts";
-import { ACCESS_UNSUPPORTED, unenforcedAccess } from "./access.ts";
+import { unenforcedAccess } from "./access.ts";
 import type { AgentTunnel, ClientSide, SessionOutcome } from "./client-context.ts";
 import { localAuthority } from "./local-target.ts";
 import type { TunnelView } from "./output.ts";
@@ -85,7 +85,7 @@ export class SessionControl {
       const unprotected = unenforcedAccess(this.tunnels, ready);
       if (unprotected) {
         this.client.mux?.sendControl(FrameType.GOAWAY); // the server frees what it opened, now
-        return finish({ kind: "refused", code: ACCESS_UNSUPPORTED, message: unprotected });
+        return finish({ kind: "refused", code: unprotected.code, message: unprotected.message });
       }
       this.resume = ready.session;
       this.takeGrants(ready);

@@ -1,5 +1,6 @@
 /** How core's records look in the admin API (snake_case, as the spec names them). */
 import type { CustomHostname } from "../core/hostnames.ts";
+import type { OperatorPolicyRecord } from "../core/traffic-policies.ts";
 import { reachedByPort } from "../protocol/kinds.ts";
 import { challengeName } from "../validate/hostname.ts";
 import type { DayTraffic, UserTraffic } from "../core/traffic.ts";
@@ -57,6 +58,18 @@ export const hostnameJson = (h: CustomHostname) => ({
   verification: { type: "TXT" as const, name: challengeName(h.hostname), value: h.token },
   created_at: h.createdAt,
   verified_at: h.verifiedAt,
+});
+
+export const policyJson = (p: OperatorPolicyRecord) => ({
+  id: p.id,
+  name: p.name,
+  scope: p.scope,
+  user_id: p.userId,
+  username: p.username,
+  hostname: p.hostname,
+  policy: p.document,
+  created_at: p.createdAt,
+  updated_at: p.updatedAt,
 });
 
 export const dayTrafficJson = (d: DayTraffic) => ({

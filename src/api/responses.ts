@@ -68,6 +68,20 @@ export const HostnameJson = v.strictObject({
   verified_at: v.nullable(timestamp),
 });
 
+export const PolicyJson = v.strictObject({
+  id,
+  name: v.string(),
+  /** What it covers: every tunnel, a user's, or those reached by a hostname (or under a wildcard). */
+  scope: v.picklist(["server", "user", "hostname"]),
+  user_id: v.nullable(id),
+  username: v.nullable(v.string()),
+  hostname: v.nullable(v.string()),
+  /** The document as written (YAML or JSON). */
+  policy: v.string(),
+  created_at: timestamp,
+  updated_at: timestamp,
+});
+
 export const DayTrafficJson = v.strictObject({ user_id: id, date: v.pipe(v.string(), v.isoDate()), bytes_in: count, bytes_out: count, total: count });
 
 export const UserTrafficJson = v.strictObject({ user_id: id, username: v.string(), bytes_in: count, bytes_out: count, total: count });

@@ -36,6 +36,17 @@ export const IP_FLAGS = {
   "deny-cidr": { type: "string", arg: "CIDR", multiple: true, help: "never visitors from these; deny wins", details: atMost("deny_cidr") },
 } as const satisfies FlagTable;
 
+/** A tunnel's own traffic policy (http, tcp and tls tunnels): docs/policy.md. */
+export const POLICY_FLAG = {
+  "policy-file": {
+    type: "string",
+    arg: "FILE",
+    help: "a traffic policy the server runs on this tunnel's traffic (YAML or JSON, in ngrok's format)",
+    details:
+      "Checked before the agent connects (as `burrow policy check` checks it) and run by the server after the operator's own policies, which it cannot lift. burrow tcp and burrow tls run its `on_tcp_connect` rules; burrow http all three phases. At most 128 KiB.",
+  },
+} as const satisfies FlagTable;
+
 export const HTTP_ACCESS_FLAGS = {
   "basic-auth": {
     type: "string",
@@ -46,6 +57,7 @@ export const HTTP_ACCESS_FLAGS = {
     details: `${atMost("basic_auth", "users")} Not with \`--oidc-issuer\`: a tunnel takes one or the other.`,
   },
   ...IP_FLAGS,
+  ...POLICY_FLAG,
   "request-header-add": {
     type: "string",
     arg: '"Name: value"',

@@ -11,13 +11,20 @@ import { UsageError } from "../usage-error.ts";
 import { describeAccess } from "./access-flags.ts";
 import { runAgent } from "./agent.ts";
 import { CONFIG_DOC, CONFIG_FLAGS, START_DOC, START_FLAGS } from "./agent-flags.ts";
+import { checkTunnelPolicy, describePolicy } from "./tunnel-policy.ts";
 import { helpText } from "./usage.ts";
 
 /** The config file: --config / BURROW_CONFIG, ./burrow.yml, then the config directory's. */
 function loadFile(flag: string | undefined): TunnelsFile {
   const path = findConfigFile(flag);
   if (!path) throw new UsageError(`no config file: looked for ${configFileCandidates().join(" and ")} (or pass --config FILE)`);
-  return readTunnelsFile(path);
+  const file = readTunnelsFile(path);
+  // each tunnel's own traffic policy, loaded as the edge will: a mistake is told before anything connects
+  for (const t of file.tunnels) {
+    const policy = "policy" in t.request ? t.request.policy : undefined;
+    if (policy !== undefined) checkTunnelPolicy(policy, t.policyFrom ?? path, t.request.protocol === "http", t.name);
+  }
+  return file;
 }
 
 export async function startCommand(argv: string[]): Promise<number> {
@@ -57,7 +64,7 @@ function describe(t: TunnelsFile["tunnels"][number]): string {
   const r = t.request;
   // every kind but http: where it is reached, its PROXY protocol header and IP rules; http has options of its own
   if (r.protocol !== "http") {
-    const rules = [...(t.target.proxyProtocol ? ["proxy_protocol"] : []), ...describeAccess(r.access)];
+    const rules = [...(t.target.proxyProtocol ? ["proxy_protocol"] : []), ...describeAccess(r.access), ..."policy" in r && r.policy !== undefined ? [describePolicy(r.policy)] : []];
     const where = isPortKind(r) ? (r.port !== undefined ? `port ${r.port}` : "any port") : `${r.subdomain ?? "(random name)"}${r.hostname ? ` and ${r.hostname}` : ""}`;
     return `${r.protocol}  ${where} -> ${local}${rules.length ? `  (${rules.join(", ")})` : ""}`;
   }
@@ -70,6 +77,7 @@ function describe(t: TunnelsFile["tunnels"][number]): string {
     r.responseTimeout !== undefined ? `response_timeout ${r.responseTimeout} s` : "",
     t.inspect ? "" : "not inspected",
     ...describeAccess(r.access),
+    r.policy !== undefined ? describePolicy(r.policy) : "",
   ].filter(Boolean);
   return `http ${r.subdomain ?? "(random name)"}${r.hostname ? ` and ${r.hostname}` : ""} -> ${local}${extras.length ? `  (${extras.join(", ")})` : ""}`;
 }

@@ -22,9 +22,10 @@ import { specProblem, tunnelOf, type Kind, type OptionName, type SpecTunnel, typ
 import { KINDS } from "../protocol/kinds.ts";
 import { UsageError } from "../usage-error.ts";
 import { accessOptions } from "./access-flags.ts";
+import { checkTunnelPolicy, readTunnelPolicy } from "./tunnel-policy.ts";
 
 /** The flag of each option, where it is not the option's name with dashes. */
-const FLAG_OF: Partial<Record<OptionName, string>> = { routes: "--route", oidc: "--oidc-issuer" };
+const FLAG_OF: Partial<Record<OptionName, string>> = { routes: "--route", oidc: "--oidc-issuer", policy: "--policy-file" };
 
 /** The flags' words for the spec's messages. */
 export const FLAG_VOICE: Voice = {
@@ -78,6 +79,7 @@ export function tunnelFromFlags(kind: Kind, values: Record<string, unknown>, tar
     responseTimeout: read(values, "response-timeout", parseResponseTimeout),
     proxyProtocol: on(values, "proxy-protocol"),
     ...accessOptions(values, KINDS[kind].access === "http"),
+    policy: read(values, "policy-file", (path) => readTunnelPolicy(path, "--policy-file")),
   };
   // a repeatable flag not given is an empty list; --share "" is given, and goes with --private only
   for (const key of Object.keys(spec) as (keyof TunnelSpec)[]) {
@@ -86,5 +88,7 @@ export function tunnelFromFlags(kind: Kind, values: Record<string, unknown>, tar
   }
   const problem = specProblem(spec, FLAG_VOICE);
   if (problem) throw new UsageError(problem.option ? `${FLAG_VOICE.name(problem.option)}: ${problem.message}` : problem.message);
+  // loaded as the edge will load it: a mistake is told with its line before anything connects
+  if (spec.policy !== undefined) checkTunnelPolicy(spec.policy, values["policy-file"] as string, kind === "http");
   return flagValue("--allow-upgrade", () => tunnelOf(spec));
 }

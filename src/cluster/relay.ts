@@ -16,6 +16,9 @@ import { responseHeadBytes, type ParsedHead } from "../http/response-head.ts";
 import { ResponseParser } from "../http/response-reader.ts";
 import { readOpenMeta, type OpenMeta, type RelayedMeta } from "../protocol/messages.ts";
 import type { AccessPolicy } from "../edge/access/policy.ts";
+import type { LayeredRun } from "../edge/traffic-policy/layered-run.ts";
+import { filterRelayedResponse } from "../edge/traffic-policy/relayed-response.ts";
+import { ResponseFilter } from "../edge/traffic-policy/response-filter.ts";
 import { Mux, type SendResult, type Stream } from "../protocol/mux.ts";
 import { DEAD_AFTER_MS, WireError } from "../protocol/wire.ts";
 import type { AgentLink, Registry, Tunnel } from "../edge/registry.ts";
@@ -52,7 +55,7 @@ export class RelayIn {
     });
     // the link is open: should the other node stop answering, this end goes too
     this.mux.keepAlive();
-    const onward: RelayForward = (down, t, meta, rewriteFor) => this.forward(down, t, meta, rewriteFor);
+    const onward: RelayForward = (down, t, meta, rewriteFor, policy) => this.forward(down, t, meta, rewriteFor, policy);
     this.httpDoor = new RelayedHttpDoor(registry, onward);
     this.tlsDoor = new RelayedTlsDoor(registry, onward);
     this.privateDoor = new RelayedPrivateDoor(registry);
@@ -101,12 +104,18 @@ export class RelayIn {
   private readonly tlsDoor: RelayedTlsDoor;
   private readonly privateDoor: RelayedPrivateDoor;
 
-  /** `rewriteFor`: the request's method, when the tunnel's header rules change the response's head here. */
-  private forward(down: Stream, t: Tunnel, meta: RelayedMeta, rewriteFor?: string): void {
+  /** `rewriteFor`: the request's method, when the tunnel's header rules (or `policy`, its traffic policies' run) change the response here. */
+  private forward(down: Stream, t: Tunnel, meta: RelayedMeta, rewriteFor?: string, policy?: { run: LayeredRun; minor: 0 | 1 }): void {
     const { client: _, warn: __, ...forAgent } = meta;
     const up = t.agent?.openStream({ ...forAgent, tunnel: t.id });
     if (!up) return refuseRelayed(down);
-    joinStreams(down, up, rewriteFor === undefined ? undefined : rewrittenResponse(rewriteFor, t.access!));
+    if (policy && t.policy && rewriteFor !== undefined) {
+      // the response through the tunnel's on_http_response, here where its rules live
+      joinStreams(down, up);
+      const layers = t.policy;
+      const access = t.access?.rewritesResponse ? t.access : undefined;
+      filterRelayedResponse(down, up, rewriteFor, (out) => new ResponseFilter(layers, policy.run, rewriteFor, policy.minor, out), access && ((h) => access.rewriteResponse(h)));
+    } else joinStreams(down, up, rewriteFor === undefined ? undefined : rewrittenResponse(rewriteFor, t.access!));
     staysWhileOpen(t, relayedClient(meta), down);
     // a pool member's requests in flight count those other nodes relay too (least-requests)
     if (t.pool) countInFlight(t, up);

@@ -28,6 +28,10 @@ import { kindsThrough } from "../edge/kinds/doors.ts";
 import { connectorStanding, openPrivateStream, privateKindFits, type PrivateVisit } from "../edge/private-streams.ts";
 import type { Registry, Tunnel } from "../edge/registry.ts";
 import { warningFor } from "../edge/warning.ts";
+import { connectFacts, judgeConnect } from "../edge/traffic-policy/connect.ts";
+import { judgeRequest, requestFacts } from "../edge/traffic-policy/http-request.ts";
+import { POLICY_RULES_FIELD, type LayeredRun } from "../edge/traffic-policy/layered-run.ts";
+import type { TunnelPolicy } from "../edge/traffic-policy/tunnel-policy.ts";
 import { joinStreams, refuseRelayed } from "./stream-pipe.ts";
 
 /** A relayed stream on its way through the steps. */
@@ -38,10 +42,17 @@ export interface RelayedVisit extends Visit {
   head?: RequestHead;
   host?: string;
   secure?: boolean;
+  /** The tunnel's traffic policies let it through: their run, for the head sent on and the response. */
+  policy?: LayeredRun;
 }
 
-/** How the relayed doors hand a visit to the agent: `rewriteFor`, the request's method when the tunnel's header rules change the response's head here. */
-export type RelayForward = (down: Stream, t: Tunnel, meta: RelayedMeta, rewriteFor?: string) => void;
+/**
+ * How the relayed doors hand a visit to the agent: `rewriteFor`, the
+ * request's method when the tunnel's header rules change the response's
+ * head here; `policy`, its traffic policies' run when they judge the
+ * response here.
+ */
+export type RelayForward = (down: Stream, t: Tunnel, meta: RelayedMeta, rewriteFor?: string, policy?: { run: LayeredRun; minor: 0 | 1 }) => void;
 
 /** A relayed visit: the address the visitor's node judged (an older node: its peer's). */
 export function relayedClient(meta: RelayedMeta): string {
@@ -98,6 +109,45 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
 
   /** The sign-in rules (the IP rules were asked before), then the warning the visitor's node found due. */
   request(v: RelayedVisit, t: Tunnel): Passed | undefined | Refusal | Promise<Passed | undefined | Refusal> {
+    if (t.policy) return this.withPolicies(v, t, t.policy);
+    return this.signInFlags(v, t);
+  }
+
+  /**
+   * The tunnel's traffic policies here, as on its own node (edge/http-door.ts):
+   * on_tcp_connect (each relayed request is a connection here: the visitor's
+   * node holds the connection), then the operator's layers, the sign-in
+   * flags, the tunnel's own.
+   */
+  private async withPolicies(v: RelayedVisit, t: Tunnel, policy: TunnelPolicy): Promise<Passed | undefined | Refusal> {
+    const head = this.parsed(v);
+    if (!head) return NOT_A_HEAD;
+    const clientPort = Number(v.meta.remote.slice(v.meta.remote.lastIndexOf(":") + 1)) || 0;
+    const host = v.host!;
+    const serverPort = Number(/:(\d+)$/.exec(host)?.[1] ?? (v.secure ? 443 : 80));
+    if (policy.connect) {
+      const closed = await judgeConnect(policy, connectFacts(t, { client: v.client, clientPort, serverPort, host: host.replace(/:\d+$/, ""), protocol: v.secure ? "https" : "http" }));
+      if (closed) return closed;
+    }
+    if (!policy.request && !policy.response) return this.signInFlags(v, t);
+    const facts = requestFacts(t, { client: v.client, clientPort, serverPort, openedAt: Date.now(), secure: v.secure!, host, head });
+    const access = t.access;
+    const judged = await judgeRequest(policy, facts, access ? () => this.signIn(v, t, access, head) : undefined);
+    if (judged instanceof Refusal) return judged;
+    v.policy = judged.run;
+    return this.warning(v, t, judged.passed);
+  }
+
+  /** The tunnel's sign-in flags, for a request whose head was read. */
+  private signIn(v: RelayedVisit, t: Tunnel, access: NonNullable<Tunnel["access"]>, head: RequestHead): Passed | Response | Promise<Passed | Response> {
+    const url = new URL(`${v.secure ? "https" : "http"}://${v.host}${head.target === "*" ? "/" : head.target}`);
+    const headers = new Headers();
+    for (const [name, value] of head.fields) headers.append(name, value);
+    return access.signIn(new Request(url.href, { method: head.method, headers }), url, v.client, v.host!, v.secure!);
+  }
+
+  /** The sign-in flags alone (no policy), then the warning. */
+  private signInFlags(v: RelayedVisit, t: Tunnel): Passed | undefined | Refusal | Promise<Passed | undefined | Refusal> {
     if (!t.access && !(v.meta.warn && !t.skipWarning)) return undefined;
     const head = this.parsed(v);
     if (!head) return NOT_A_HEAD;
@@ -123,15 +173,20 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
 
   forward(v: RelayedVisit, t: Tunnel, passed: Passed | undefined): void {
     if (v.down.isClosed) return;
-    const policy = t.access;
-    if (!policy) return this.onward(v.down, t, v.meta);
-    // the tunnel's header rules, applied here where they live
+    const access = t.access;
+    const run = v.policy;
+    if (!access && !run) return this.onward(v.down, t, v.meta);
+    // the tunnel's policies' changes and header rules, applied here where they live
     const head = v.head!;
-    const fields = [...head.fields];
-    policy.rewriteRequest(fields, passed);
-    let text = `${head.method} ${head.target} HTTP/1.${head.minor}\r\n`;
+    const changed = run?.request;
+    const fields: [string, string][] = changed ? [...changed.headers] : [...head.fields];
+    access?.rewriteRequest(fields, passed);
+    // the head came from the visitor's node, which took any X-Burrow-* a visitor sent: this one is ours
+    if (run?.ownMatched !== undefined) fields.push([POLICY_RULES_FIELD, run.ownMatched]);
+    let text = `${head.method} ${changed && head.target !== "*" ? changed.target : head.target} HTTP/1.${head.minor}\r\n`;
     for (const [name, value] of fields) text += `${name}: ${value}\r\n`;
-    this.onward(v.down, t, { ...v.meta, head: `${text}\r\n` }, policy.rewritesResponse ? head.method : undefined);
+    const judgesResponse = run && t.policy?.response ? { run, minor: head.minor } : undefined;
+    this.onward(v.down, t, { ...v.meta, head: `${text}\r\n` }, access?.rewritesResponse || judgesResponse ? head.method : undefined, judgesResponse);
   }
 
   refuse(v: RelayedVisit, r: Refusal): void {
@@ -159,6 +214,14 @@ export class RelayedTlsDoor implements Door<RelayedVisit> {
 
   forward(v: RelayedVisit, t: Tunnel): void {
     this.onward(v.down, t, v.meta);
+  }
+
+  /** The tunnel's on_tcp_connect, here where its rules live (the visitor's connection is on the other node). */
+  request(v: RelayedVisit, t: Tunnel): undefined | Promise<undefined | Refusal> {
+    if (!t.policy?.connect) return undefined;
+    const clientPort = Number(v.meta.remote.slice(v.meta.remote.lastIndexOf(":") + 1)) || 0;
+    const serverPort = Number(v.meta.local?.slice(v.meta.local.lastIndexOf(":") + 1)) || 443;
+    return judgeConnect(t.policy, connectFacts(t, { client: v.client, clientPort, serverPort, host: t.hostname ?? t.subdomain ?? "", protocol: "tls" }));
   }
 
   refuse(v: RelayedVisit): void {

@@ -100,6 +100,8 @@ export interface ServerConfig {
   portalOidc?: PortalOidcConfig;
   /** Wrong basic-auth passwords one address may try on a tunnel before it is locked for a minute, doubling to 15. */
   basicAuthLimit: number;
+  /** Traffic policies' caps (--policy-max-bytes, --policy-max-rules, --policy-cost-limit) and rate-limit buckets kept (--policy-rate-limit-buckets). */
+  policy: { limits: { maxDocumentBytes: number; maxRules: number; costLimit: number }; rateLimitBuckets: number; compileBudgetMs: number };
   /** Failed agent handshakes a client address may make a minute before RATE_LIMITED. */
   handshakeLimit: number;
   /** On SIGTERM, how long visitor requests in flight may take to finish. */
@@ -265,6 +267,11 @@ const Schema = v.object({
   "handshake-limit": count("handshake-limit"),
   "audit-days": count("audit-days"),
   "basic-auth-limit": count("basic-auth-limit"),
+  "policy-max-bytes": bounded("policy-max-bytes", 1024, 16_777_216),
+  "policy-max-rules": bounded("policy-max-rules", 1, 100_000),
+  "policy-cost-limit": bounded("policy-cost-limit", 100, 10_000_000),
+  "policy-rate-limit-buckets": bounded("policy-rate-limit-buckets", 1000, 10_000_000),
+  "policy-compile-budget": bounded("policy-compile-budget", 100, 600_000),
   "max-agents-per-ip": count("max-agents-per-ip"),
   "drain-timeout": v.pipe(
     v.string(),
@@ -494,6 +501,11 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     updateCheck: ((from) => (o["update-check"] === "on" ? { from, intervalMs: o["update-check-interval"] * 1000 } : undefined))(updateFrom(o["update-from"])),
     portalOidc: portalOidc(o, env),
     basicAuthLimit: o["basic-auth-limit"],
+    policy: {
+      limits: { maxDocumentBytes: o["policy-max-bytes"], maxRules: o["policy-max-rules"], costLimit: o["policy-cost-limit"] },
+      rateLimitBuckets: o["policy-rate-limit-buckets"],
+      compileBudgetMs: o["policy-compile-budget"],
+    },
     handshakeLimit: o["handshake-limit"],
     drainTimeoutMs: o["drain-timeout"] * 1000,
     logFormat: o["log-format"],

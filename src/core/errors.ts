@@ -25,7 +25,7 @@ export const REQUEST_ERRORS = {
   },
   NOT_FOUND: {
     status: 404,
-    meaning: "No such user, token, reserved subdomain, hostname or key, or no such `/api` path.",
+    meaning: "No such user, token, reserved subdomain, hostname, traffic policy or key, or no such `/api` path.",
     advice: "Check the id (the lists give them) or the path.",
   },
   METHOD_NOT_ALLOWED: {
@@ -49,6 +49,11 @@ export const REQUEST_ERRORS = {
     status: 409,
     meaning: "The hostname's TXT record (`_burrow-challenge.<hostname>`) was not found with the value asked for; the message says what the lookup found.",
     advice: "Publish the record the hostname's `verification` names, wait for DNS to carry it, and verify again.",
+  },
+  POLICY_NAME_TAKEN: {
+    status: 409,
+    meaning: "Another traffic policy has this name.",
+    advice: "Choose another name, or change that policy (`PUT /api/policies/:id`).",
   },
   SUBDOMAIN_ALREADY_RESERVED: {
     status: 409,
@@ -251,6 +256,18 @@ export const ACCESS_REFUSALS = {
     status: 502,
     meaning: "The issuer did not answer discovery (`/.well-known/openid-configuration`) with usable metadata within 5 s.",
     advice: "Check the issuer's URL, and that the server can reach it.",
+  },
+  /** The tunnel's own traffic policy did not load at the edge (its errors, with their lines, are the message). */
+  POLICY_INVALID: {
+    status: 400,
+    meaning: "The tunnel's own traffic policy (`--policy-file`, burrow.yml's `policy:`, the SDK's `policy`) does not load: the message lists its errors with their lines and codes, as `burrow policy check` prints them. The agent checks it before it connects, so this comes from a server whose caps are narrower than the agent's, or from the SDK, which leaves the check to the server.",
+    advice: "Fix the policy (`burrow policy check FILE`), or ask the server's admin about its policy caps.",
+  },
+  /** The user's tunnel policies took the compile time the server gives a user a minute. */
+  POLICY_LIMITED: {
+    status: 429,
+    meaning: "Compiling the user's tunnels' traffic policies took the time the server gives a user a minute (`--policy-compile-budget`; a policy at the caps takes about a second, the same policy for the same tunnel is compiled once and kept): this handshake's is not compiled.",
+    advice: "Wait: the agent tries again. Smaller policies compile faster; ask the server's admin about the budget.",
   },
   /** The user's require_auth: the tunnel carries neither basic auth nor OIDC. */
   AUTH_REQUIRED: {

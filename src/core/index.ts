@@ -13,6 +13,7 @@ import { createDeviceLogin } from "./device-login.ts";
 import { createInvitations } from "./invitations.ts";
 import { createPrivateShares } from "./private-shares.ts";
 import { createTraffic } from "./traffic.ts";
+import { createTrafficPolicies } from "./traffic-policies.ts";
 import { createUsers } from "./users.ts";
 
 export interface CoreOptions {
@@ -52,6 +53,7 @@ export function createCore({ store, clock = systemClock, systemSubdomains, domai
     clock,
     users,
     invitations: createInvitations(store, clock, users),
+    trafficPolicies: createTrafficPolicies(store, clock, domain),
     privateShares: createPrivateShares(store, clock, users),
     tokens,
     deviceLogin: createDeviceLogin(store, clock, tokens, deviceCodeTtlMs),

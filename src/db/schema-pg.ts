@@ -313,3 +313,19 @@ export const privateNames = pgTable(
   },
   (t) => [primaryKey({ columns: [t.ownerId, t.name] })],
 );
+
+/** See schema.ts. */
+export const trafficPolicies = pgTable(
+  "traffic_policies",
+  {
+    id: integer("id").primaryKey().generatedByDefaultAsIdentity(),
+    name: text("name").notNull(),
+    scope: text("scope", { enum: ["server", "user", "hostname"] }).notNull(),
+    userId: integer("user_id").references(() => users.id, { onDelete: "cascade" }),
+    hostname: text("hostname"),
+    document: text("document").notNull(),
+    createdAt: text("created_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [uniqueIndex("traffic_policies_name").on(t.name), index("traffic_policies_user").on(t.userId)],
+);

@@ -380,6 +380,29 @@ export const privateNames = sqliteTable(
   (t) => [primaryKey({ columns: [t.ownerId, t.name] })],
 );
 
+/**
+ * The operator's traffic policies (docs/policy.md): a document (YAML or
+ * JSON, as written, so its errors keep their lines) that the edge runs
+ * before a tunnel's own policy, on the tunnels its scope covers: every
+ * tunnel ("server"), a user's ("user", `user_id`), or those reached by a
+ * hostname or under a wildcard ("hostname", `hostname`). Every node loads
+ * them again when a row's `updated_at` or the set of ids changes.
+ */
+export const trafficPolicies = sqliteTable(
+  "traffic_policies",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    name: text("name").notNull(),
+    scope: text("scope", { enum: ["server", "user", "hostname"] }).notNull(),
+    userId: integer("user_id").references(() => users.id, { onDelete: "cascade" }),
+    hostname: text("hostname"),
+    document: text("document").notNull(),
+    createdAt: text("created_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [uniqueIndex("traffic_policies_name").on(t.name), index("traffic_policies_user").on(t.userId)],
+);
+
 export type UserRow = typeof users.$inferSelect;
 export type TokenRow = typeof tokens.$inferSelect;
 export type ReservedSubdomainRow = typeof reservedSubdomains.$inferSelect;
@@ -389,3 +412,4 @@ export type AuditRow = typeof auditLog.$inferSelect;
 export type DeviceCodeRow = typeof deviceCodes.$inferSelect;
 export type InvitationRow = typeof invitations.$inferSelect;
 export type PrivateNameRow = typeof privateNames.$inferSelect;
+export type TrafficPolicyRow = typeof trafficPolicies.$inferSelect;

@@ -15,6 +15,7 @@ import type { OtherNodes } from "./other-nodes.ts";
 import type { PortAllocator } from "./ports.ts";
 import type { AgentLink, Registry } from "./registry.ts";
 import type { UdpPortAllocator } from "./udp-ports.ts";
+import type { EdgePolicies } from "./traffic-policy/edge-policies.ts";
 
 /** What an unauthenticated peer of the agents' endpoints can make the edge say: a few lines a minute. */
 export const strangerFault = limitedLog(30);
@@ -48,6 +49,8 @@ export interface EdgeContext {
   basicAuthLimit?: number;
   /** Handshake results and stream resets, for the metrics. */
   counters?: EdgeCounters;
+  /** Traffic policies: a tunnel's own compiled at its handshake, the operator's layers; undefined: none are taken (READY does not say `policy`). */
+  policies?: EdgePolicies;
 }
 
 /** What carries an agent's frames: its WebSocket or its direct socket. */

@@ -12,6 +12,7 @@ import { log } from "../log.ts";
 import { isPortKind, isPrivateKind } from "../protocol/kinds.ts";
 import type { GrantedTunnel, Hello, OpenMeta } from "../protocol/messages.ts";
 import { FrameType } from "../protocol/wire.ts";
+import type { Policy } from "../policy/index.ts";
 import { cidrs } from "../validate/fields.ts";
 import { tunnelAccess, type Providers } from "./access/handshake.ts";
 import type { AgentSide } from "./agent-context.ts";
@@ -102,16 +103,38 @@ export class AgentTunnels {
     const label = priv ? `${owner.username}/${priv.name}` : isPortKind(plan) ? plan.protocol : (plan.subdomain ?? plan.hostname)!;
     const access = tunnelAccess(asked, cidrs(admitted.user.allowCidrs), label, grant.providers, edge.basicAuthLimit);
     if (access instanceof AppError) throw access;
+    const own = this.ownPolicy(asked, plan, label, owner.userId);
     const t =
       back ??
       (priv
         ? edge.registry.newTunnel(plan.protocol, { private: priv.name }, owner, false)
         : kind.place(edge, plan as never, owner, { resume: admitted.resume, memberId: grant.memberIds.get(i), prepared: grant.prepared.get(i) }));
     t.access = access;
+    if (edge.policies) edge.policies.attach(t, own);
     if (priv) sharePrivate(t, priv);
     kind.keep?.(edge, t, plan as never, asked as never);
     if (!back) grant.created.push(t);
     return t;
+  }
+
+  /**
+   * The tunnel's own traffic policy, compiled (undefined: it sent none, or
+   * this edge takes none, and READY does not say it runs one). Throws
+   * POLICY_INVALID with its errors (POLICY_LIMITED past the user's compile
+   * budget). Its rate limits count under its name
+   * (a port kind's: its port when it asked for one), so that an agent that
+   * reconnects keeps counting.
+   */
+  private ownPolicy(asked: Hello["tunnels"][number] | undefined, plan: PlannedTunnel, label: string, userId: number): Policy | undefined {
+    const text = asked && "policy" in asked ? asked.policy : undefined;
+    const policies = this.side.edge.policies;
+    if (text === undefined || !policies) return undefined;
+    // the edge does not read a private tunnel's traffic: it has nothing to run a policy on
+    if (isPrivateKind(plan) && plan.private) throw new AppError("POLICY_INVALID", "a private tunnel takes no traffic policy: the server does not read its traffic");
+    const key = isPortKind(plan) ? `${plan.protocol}:${plan.port ?? crypto.randomUUID()}` : label;
+    const own = policies.own(text, key, plan.protocol === "http", userId);
+    if (own instanceof AppError) throw own;
+    return own;
   }
 
   /**
@@ -144,6 +167,7 @@ export class AgentTunnels {
       url: this.publicAddress(t),
       ...(partial ? { index: opened.indexes[n] } : {}),
       ...(t.access ? { access: true } : {}),
+      ...(t.policy?.own ? { policy: true } : {}),
       ...(t.pool ? { pool: true } : {}),
       ...(t.privateName !== undefined ? { private: { target: `${t.username}/${t.privateName}`, shares: t.shareNames ?? [] } } : {}),
     }));

@@ -15,6 +15,7 @@ import type { ClientHello } from "../tls/client-hello.ts";
 import type { TlsSource } from "../tls/tls-source.ts";
 import type { OtherNodes } from "./other-nodes.ts";
 import type { Registry } from "./registry.ts";
+import type { EdgePolicyOptions } from "./traffic-policy/edge-policies.ts";
 
 export interface EdgeOptions {
   core: Core;
@@ -48,6 +49,8 @@ export interface EdgeOptions {
   oidcHttpIssuers?: boolean;
   /** Wrong basic-auth passwords one address may try on a tunnel before it is locked (--basic-auth-limit). */
   basicAuthLimit?: number;
+  /** Traffic policies' caps and rate-limit buckets (--policy-*). */
+  policy?: Pick<EdgePolicyOptions, "limits" | "rateLimitBuckets" | "compileBudgetMs">;
   /** Scheme and port visitors use, when a proxy in front differs from what the edge listens on. */
   publicUrl?: { scheme: "http" | "https"; port: number };
   /** The direct port for agents (0: any free one); undefined: agents stay on the WebSocket. */

@@ -32,6 +32,8 @@ import { badGatewayPage, slowServicePage } from "./pages.ts";
 import { ResponseTimeout, type ResponseWait } from "./replies.ts";
 import type { Tunnel } from "./registry.ts";
 import { RequestStream, type StreamUser } from "./request-stream.ts";
+import { POLICY_RULES_FIELD, type LayeredRun } from "./traffic-policy/layered-run.ts";
+import { ResponseFilter, type Outlet } from "./traffic-policy/response-filter.ts";
 import { SKIP_HEADER } from "./warning.ts";
 
 /**
@@ -65,6 +67,8 @@ export interface ForwardContext {
   warn?: boolean;
   counters: EdgeCounters;
   startedAt: number;
+  /** The tunnel's traffic policies' run of this request (traffic-policy/): the request as they left it goes to the agent, and the response's run follows; undefined without policies. */
+  policy?: LayeredRun;
 }
 
 /**
@@ -89,19 +93,22 @@ export const EDGE_READS: ReadonlySet<number> = new Set(
  * take out or change, the edge's fields are simply added after it.
  */
 export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardContext, text: string, conn?: HttpConnection): string {
-  if (passesAsSent(head, tunnel)) return `${text}\r\n${conn ? edgeFieldsOf(conn, ctx).text : forwardedFields(undefined, undefined, ctx)}`;
+  if (passesAsSent(head, tunnel, ctx)) return `${text}\r\n${conn ? edgeFieldsOf(conn, ctx).text : forwardedFields(undefined, undefined, ctx)}`;
   // fields to take out or rewrite: every field, as sent (read once: the access rules may have read them already)
   const full = everyField(head, text);
+  // or as the tunnel's traffic policies left them (headers added and removed, the path and query rewritten)
+  const changed = ctx.policy?.request;
+  const fields = changed ? changed.headers : full.fields;
   const unswitched = head.upgrade === undefined;
   let forwardedFor: string | undefined;
   let forwarded: string | undefined;
-  let line = `${full.method} ${full.target} HTTP/1.${full.minor}\r\n`;
+  let line = `${full.method} ${changed && full.target !== "*" ? changed.target : full.target} HTTP/1.${full.minor}\r\n`;
   const kept: [string, string][] = [];
   // absolute form (RFC 9112 §3.2.2): the target's authority replaces the Host the visitor sent, in its place
   let host = full.absolute ? full.host : undefined;
-  for (let i = 0; i < full.fields.length; i++) {
-    const lower = full.names[i]!;
-    const field = full.fields[i]!;
+  for (let i = 0; i < fields.length; i++) {
+    const field = fields[i]!;
+    const lower = changed ? field[0].toLowerCase() : full.names[i]!;
     if (lower === "x-forwarded-for") forwardedFor = forwardedFor === undefined ? field[1] : `${forwardedFor}, ${field[1]}`;
     // a proxy's Forwarded chain is kept when the server trusts that proxy (--trusted-proxies), as its X-Forwarded-For is believed
     else if (lower === "forwarded" && ctx.trustedProxies.trusts(ctx.remoteIp)) forwarded = forwarded === undefined ? field[1] : `${forwarded}, ${field[1]}`;
@@ -120,13 +127,15 @@ export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardC
   }
   if (host !== undefined) kept.unshift(["Host", host]);
   tunnel.access?.rewriteRequest(kept, ctx.passed);
+  // the tunnel's own rules that matched: for its service, and its inspector, which shows the request's fields
+  if (ctx.policy?.ownMatched !== undefined) kept.push([POLICY_RULES_FIELD, ctx.policy.ownMatched]);
   for (const [name, value] of kept) line += `${name}: ${value}\r\n`;
   return line + forwardedFields(forwardedFor, forwarded, ctx);
 }
 
 /** Nothing in the head to take out or change: it goes on as it came, the edge's fields after it. */
-function passesAsSent(head: RequestHead, tunnel: Tunnel): boolean {
-  if (tunnel.access || !head.targetAsSent) return false;
+function passesAsSent(head: RequestHead, tunnel: Tunnel, ctx: ForwardContext): boolean {
+  if (tunnel.access || ctx.policy || !head.targetAsSent) return false;
   const dropped = head.upgrade === undefined ? EDGE_SET_UNSWITCHED : EDGE_SET;
   for (const n of head.names) if (dropped.has(n) || isBurrowField(n)) return false;
   return true;
@@ -140,7 +149,7 @@ function passesAsSent(head: RequestHead, tunnel: Tunnel): boolean {
  */
 function requestHeadBytes(conn: HttpConnection, head: RequestHead, tunnel: Tunnel, ctx: ForwardContext, text: string): Uint8Array {
   const raw = conn.headBytes;
-  if (!raw || !passesAsSent(head, tunnel)) return Buffer.from(requestHeadText(head, tunnel, ctx, text), "latin1");
+  if (!raw || !passesAsSent(head, tunnel, ctx)) return Buffer.from(requestHeadText(head, tunnel, ctx, text), "latin1");
   const suffix = edgeFieldsOf(conn, ctx);
   const bytes = (suffix.bytes ??= Buffer.from(suffix.text, "latin1"));
   const kept = raw.byteLength - 2; // through the last field's CRLF, without the blank line
@@ -278,9 +287,13 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
    * An HTTP/1.0 visitor answered with a chunked body, which it cannot read:
    * the body goes without its framing (its chunks' data, no trailers) and
    * ends with the connection (RFC 9112 §6.1), the head without
-   * Transfer-Encoding.
+   * Transfer-Encoding. (With a response filter, the filter does it.)
    */
   private closeDelimited = false;
+  /** The tunnel's traffic policies judge the response (traffic-policy/response-filter.ts): its bytes go through this. */
+  private readonly filter: ResponseFilter | undefined;
+  /** filtered() is feeding the parser: the response's end waits for the chunk's credit. */
+  private inPush = false;
   private readonly stream: Stream;
   /** The wait for the response to begin (its deadline), while it lasts. */
   private wait: ResponseWait | undefined;
@@ -299,13 +312,35 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     this.chunks = request.framing === "chunked" ? new ChunkedDecoder() : undefined;
     this.requestDone = request.framing === "none";
     this.rewrite = tunnel.access?.rewritesResponse ?? false;
-    // the head's fields are read only to be written anew (header rules); otherwise it goes on as it came;
+    this.filter = ctx.policy && tunnel.policy?.response ? new ResponseFilter(tunnel.policy, ctx.policy, request.method, request.minor, this.outlet()) : undefined;
+    // the head's fields are read only to be written anew (header rules, policies); otherwise it goes on as it came;
     // one parser a stream, read by one request after another
+    // (and an HTTP/1.0 visitor's, for its framing)
+    const fields = this.rewrite || this.filter !== undefined || request.minor === 0;
     const parser = carrier.parser;
-    // the response's fields are read when its head may be written anew: header rules, or an HTTP/1.0 visitor's (its framing)
-    const fields = this.rewrite || request.minor === 0;
     if (parser) parser.reset(request.method, this, fields);
     this.parser = parser ?? (carrier.parser = new ResponseParser(request.method, this, fields));
+  }
+
+  /** Where the response filter's bytes go: the visitor, with the agent's credit after them. */
+  private outlet(): Outlet {
+    return {
+      write: (bytes) => {
+        this.wrote = true;
+        this.conn.write(bytes);
+      },
+      credit: (n) => {
+        // once done, the stream may carry the next request: what this one owes goes back now
+        if (this.finished || (this.owed === 0 && this.conn.writesPending === 0)) this.stream.consumed(n);
+        else this.owed += n;
+      },
+      finished: () => {
+        if (this.finished) return;
+        completing.push(this);
+        if (completing.length === 1) queueMicrotask(completeAll);
+      },
+      broken: (why) => this.brokenResponse(why),
+    };
   }
 
   /** `headBytes`: the request's head, to go as DATA on a kept stream; undefined: it went in the stream's OPEN. */
@@ -388,6 +423,7 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
   /** The exchange is over, whichever way: once. */
   private finish(): void {
     this.finished = true;
+    this.filter?.cancel();
     if (this.tunnel.pool) this.tunnel.inFlight--;
   }
 
@@ -410,6 +446,7 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     if (!this.responded) this.replied(); // a kept stream's later responses come without a REPLY
     this.tunnel.countOut(chunk.byteLength);
     if (this.piping) return this.toVisitor(chunk);
+    if (this.filter) return this.filtered(chunk);
     // the parser hands the response's bytes to raw() as it reads them: heads only once whole
     // and read (a head split over DATA frames, one that turns out malformed: nothing of it goes)
     const error = this.parser.push(chunk);
@@ -427,6 +464,25 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
       const rest = chunk.subarray(end);
       if (this.piping) this.toVisitor(rest);
       else this.stream.consumed(rest.byteLength); // past the response's end: not the visitor's
+    }
+  }
+
+  /** fromAgent() with the response through the policies' filter: it writes, and gives the credit back after. */
+  private filtered(chunk: Uint8Array): void {
+    this.inPush = true;
+    const error = this.parser.push(chunk);
+    this.inPush = false;
+    if (error) return this.brokenResponse(`its local service sent a malformed response: ${error}`);
+    if (this.refusedSwitch !== undefined) return this.brokenResponse(this.refusedSwitch);
+    if (this.invalidStatus !== undefined) return this.brokenResponse(`its local service sent an invalid status ${this.invalidStatus}`);
+    const end = this.parser.complete ? this.parser.endedAt : chunk.byteLength;
+    this.filter!.credit(end);
+    // the response's end after its credit: done() (the next request) comes after every byte of it is dealt with
+    if (this.parser.complete && !this.piping) this.filter!.end();
+    if (end < chunk.byteLength) {
+      const rest = chunk.subarray(end);
+      if (this.piping) this.toVisitor(rest); // after a 101, which the filter passed at once
+      else this.stream.consumed(rest.byteLength);
     }
   }
 
@@ -456,11 +512,12 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
       return this.parser.stop();
     }
     this.response = head;
-    this.closeDelimited = head.framing === "chunked" && this.request.minor === 0;
+    this.closeDelimited = !this.filter && head.framing === "chunked" && this.request.minor === 0;
     this.ctx.counters.request(this.request.upgrade === "websocket" ? WEBSOCKET_REQUEST : HTTP_REQUEST, head.status, this.ctx.startedAt);
   }
 
   body(piece: Uint8Array): void {
+    this.filter?.body(piece);
     // an HTTP/1.0 visitor's chunked answer: its data without the framing (raw() leaves the framed bytes out)
     if (this.closeDelimited) this.pieces.push(piece);
   }
@@ -478,6 +535,12 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     }
     // whole: nothing the agent's connection does now (a reset, its close) can take it back
     this.complete = true;
+    // through the policies: done once the filter has sent it all (filtered() ends it, after the chunk's credit;
+    // a body read until the connection closes ends here)
+    if (this.filter) {
+      if (!this.inPush) this.filter.end();
+      return;
+    }
     completing.push(this);
     if (completing.length === 1) queueMicrotask(completeAll);
   }
@@ -486,6 +549,14 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
   private pieces: Uint8Array[] = [];
 
   raw(bytes: Uint8Array, part: "interim" | "head" | "body"): void {
+    const { filter } = this;
+    if (filter) {
+      if (part === "interim") return filter.interim(bytes);
+      if (part === "body") return filter.raw(bytes);
+      // a head refused (a 101 not asked for, a status past 599) is not the filter's: fromAgent answers it
+      if (this.response) filter.head(this.response, bytes, this.rewrite ? this.tunnel.access!.rewriteResponse(this.response.headers) : undefined);
+      return;
+    }
     if (this.closeDelimited) return this.rawCloseDelimited(bytes, part);
     if (part !== "head" || !this.rewrite || !this.response) return void this.pieces.push(bytes);
     // with header rules: the head is written anew with them, everything else as it came
@@ -510,7 +581,7 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
   done(): void {
     if (this.finished) return;
     this.finish();
-    const keepAlive = this.request.keepAlive && (this.response?.keepAlive ?? false) && this.requestDone && !this.visitorEnded && !this.closeDelimited;
+    const keepAlive = this.request.keepAlive && (this.response?.keepAlive ?? false) && this.requestDone && !this.visitorEnded && !this.closeDelimited && !this.filter?.closes;
     const { carrier, stream } = this;
     carrier.user = undefined;
     this.wait = undefined; // the stream's, armed again by the next request on it

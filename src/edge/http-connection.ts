@@ -105,6 +105,10 @@ export class HttpConnection {
   private paused = false;
   /** Requests served on this connection. */
   served = 0;
+  /** When it opened (ms since the epoch): a traffic policy's conn.ts.start. */
+  readonly openedAt = Date.now();
+  /** The tunnel policy layers whose on_tcp_connect let this connection through (traffic-policy/connect.ts): asked again for others. */
+  policyConnected: object | undefined;
   /** Set by the server at the first request: who the visitor is, for the budget and the rules. */
   client: string | undefined;
   /** The budget's key while the connection holds a place. */

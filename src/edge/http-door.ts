@@ -18,6 +18,10 @@ import { Refusal, type Door, type DoorName, type Visit } from "./judgement/pipel
 import { kindsThrough } from "./kinds/doors.ts";
 import { badGatewayPage, badRequestPage, tlsTunnelPage, unknownTunnelPage } from "./pages.ts";
 import type { Registry, Tunnel } from "./registry.ts";
+import { connectFacts, judgeConnect } from "./traffic-policy/connect.ts";
+import { judgeRequest, requestFacts } from "./traffic-policy/http-request.ts";
+import type { LayeredRun } from "./traffic-policy/layered-run.ts";
+import type { TunnelPolicy } from "./traffic-policy/tunnel-policy.ts";
 import { continueResponse, CONTINUE_PATH, warningDue, warningFor, type HeadView } from "./warning.ts";
 
 /**
@@ -43,6 +47,8 @@ export class HttpVisit implements Visit, HeadView {
   name = "";
   /** Another node's tunnel: the warning is due, shown there after its access rules. */
   warn = false;
+  /** The tunnel's traffic policies let it through: their run, for forward (the request as they left it) and the response. */
+  policy: LayeredRun | undefined;
 
   constructor(
     readonly conn: HttpConnection,
@@ -140,6 +146,13 @@ export class HttpDoor implements Door<HttpVisit> {
 
   /** The sign-in rules (the IP rules were asked before), then the warning's continue link and the warning. */
   request(v: HttpVisit, t: Tunnel): Passed | undefined | Refusal | Promise<Passed | undefined | Refusal> {
+    // another node's tunnel: its rules (access flags, policies) are applied there (cluster/relayed-doors.ts)
+    if (t.policy && !t.relayed) return this.withPolicies(v, t, t.policy);
+    return this.signInFlags(v, t);
+  }
+
+  /** The tunnel's sign-in flags alone (no policy), then the warning. */
+  private signInFlags(v: HttpVisit, t: Tunnel): Passed | undefined | Refusal | Promise<Passed | undefined | Refusal> {
     if (!t.access || t.relayed) return this.warning(v, t, undefined);
     const origin = `${this.deps.secure ? "https" : "http"}://${v.hostHeader}`;
     // the rules read every field (a credential, a session cookie): the rest of them read now, kept on the head for forward()
@@ -148,6 +161,48 @@ export class HttpDoor implements Door<HttpVisit> {
     const passed = t.access.signIn(req, new URL(req.url), v.client, v.hostHeader, this.deps.secure);
     if (passed instanceof Promise) return passed.then((p) => this.signedIn(v, t, p));
     return this.signedIn(v, t, passed);
+  }
+
+  /**
+   * The tunnel's traffic policies around its sign-in flags
+   * (traffic-policy/http-request.ts): the operator's layers, the sign-in,
+   * the tunnel's own; then the warning. Every field of the head is read
+   * (the rules may read any).
+   */
+  private async withPolicies(v: HttpVisit, t: Tunnel, policy: TunnelPolicy): Promise<Passed | undefined | Refusal> {
+    const { conn } = v;
+    const secure = this.deps.secure;
+    // on_tcp_connect: once a connection, with its first request to the tunnel (again when the tunnel's layers change)
+    if (policy.connect && conn.policyConnected !== policy) {
+      const host = v.hostHeader.replace(/:\d+$/, "");
+      const closed = await judgeConnect(policy, connectFacts(t, { client: v.client, clientPort: conn.peer.port, serverPort: conn.socket.localPort, host, protocol: secure ? "https" : "http", openedAt: conn.openedAt }));
+      if (closed) return closed;
+      conn.policyConnected = policy;
+    }
+    if (!policy.request && !policy.response) return this.signInFlags(v, t);
+    const head = everyField(v.head, v.text);
+    const facts = requestFacts(t, {
+      client: v.client,
+      clientPort: conn.peer.port,
+      serverPort: conn.socket.localPort,
+      openedAt: conn.openedAt,
+      secure,
+      host: v.hostHeader,
+      head,
+      rawTarget: head.targetAsSent ? undefined : rawTargetOf(v.text, head.method),
+    });
+    const access = t.access;
+    const signIn = access
+      ? () => {
+          const req = asRequest(head, `${secure ? "https" : "http"}://${v.hostHeader}`);
+          if (!req) return badRequestPage("This request cannot be checked against the tunnel's access rules.");
+          return access.signIn(req, new URL(req.url), v.client, v.hostHeader, secure);
+        }
+      : undefined;
+    const judged = await judgeRequest(policy, facts, signIn);
+    if (judged instanceof Refusal) return judged;
+    v.policy = judged.run;
+    return this.warning(v, t, judged.passed);
   }
 
   private signedIn(v: HttpVisit, t: Tunnel, passed: Passed | Response): Passed | undefined | Refusal {
@@ -194,11 +249,14 @@ export class HttpDoor implements Door<HttpVisit> {
       warn: v.warn,
       counters: deps.counters,
       startedAt: v.startedAt,
+      policy: v.policy,
     };
   }
 
   refuse(v: HttpVisit, r: Refusal): void {
     if (v.conn.closedAlready) return;
+    // a traffic policy closed the connection (on_tcp_connect): no answer
+    if (r.code === "POLICY" && !r.answer) return v.conn.terminate();
     this.deps.answered(v, r.answer ?? this.page(v, r));
   }
 
@@ -217,6 +275,13 @@ export class HttpDoor implements Door<HttpVisit> {
 
 const UNKNOWN_NAME = new Refusal("name", "UNKNOWN_NAME");
 const NONE_TAKING = new Refusal("name", "NONE_TAKING");
+
+/** The request line's target as the visitor wrote it (`text`: the head as it came). */
+function rawTargetOf(text: string, method: string): string {
+  const end = text.indexOf("\r\n");
+  const line = end < 0 ? text : text.slice(0, end);
+  return line.slice(method.length + 1, line.length - " HTTP/1.1".length);
+}
 
 /** The request as a Request, for what reads one (the access rules' sign-in). Undefined when the platform refuses it. */
 function asRequest(head: RequestHead, origin: string): Request | undefined {

@@ -19,6 +19,7 @@ import type { TrafficMeter } from "./meter.ts";
 import type { AccessPolicy } from "./access/policy.ts";
 import type { TunnelPool } from "./pool.ts";
 import type { LiveVisits } from "./judgement/live-visits.ts";
+import type { TunnelPolicy } from "./traffic-policy/tunnel-policy.ts";
 
 /** What the registry needs of a connected agent. */
 export interface AgentLink {
@@ -82,6 +83,8 @@ export class Tunnel {
   liveVisits?: LiveVisits;
   /** Who may reach it (IP rules, authentication, header rules); undefined: anyone, as sent. */
   access?: AccessPolicy;
+  /** Its traffic policies: the operator's layers that cover it and its own (traffic-policy/); undefined: none. */
+  policy?: TunnelPolicy;
   /** http: the protocols besides websocket a request may switch to (--allow-upgrade; http/upgrade.ts); "any" for another node's, which decides there. */
   allowUpgrade?: AllowedUpgrades;
   agent: AgentLink | null = null;

@@ -35,6 +35,8 @@ import { PublicAddresses } from "./public-addresses.ts";
 import { PublicPort } from "./public-port.ts";
 import { listenRedirect } from "./redirect.ts";
 import { Registry } from "./registry.ts";
+import { EdgePolicies } from "./traffic-policy/edge-policies.ts";
+import { NOT_LOADED, OperatorLayers } from "./traffic-policy/operator-layers.ts";
 import { listenTlsOnly, tlsTunnelRoutes } from "./tls-tunnels.ts";
 import { udpPortsFor } from "./udp-ports.ts";
 import { visitorServer } from "./visitor-requests.ts";
@@ -62,6 +64,11 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   // tls tunnels' visitors: by name on the public port when it has TLS, and on --tls-port
   const tlsTunnels = tlsTunnelRoutes(registry, domain, budgets.tcpVisitors, () => counters.tcpConnections++, nodes && ((name) => nodes.find(name)));
   let tlsOnly: TlsFront<undefined> | undefined;
+  const policies = new EdgePolicies(domain, { ...opts.policy, httpLoopback: opts.oidcHttpIssuers ?? false, basicAuthLimit: opts.basicAuthLimit });
+  // the operator's policies, read now and followed: until they are read, tunnels meet a layer that lets nothing through
+  policies.notLoaded = NOT_LOADED;
+  const operatorLayers = new OperatorLayers(policies, core.trafficPolicies, () => registry.allTunnels());
+  void operatorLayers.start();
   const edge: EdgeContext = {
     core,
     registry,
@@ -79,6 +86,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     basicAuthLimit: opts.basicAuthLimit,
     handshakes: new HandshakeGuard(opts.handshakeLimit, () => core.clock.now().getTime()),
     counters,
+    policies,
   };
 
   const listener = new PublicPort({
@@ -128,6 +136,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   const redirect = opts.redirect && listenRedirect({ host: opts.host, port: opts.redirect.port, httpsPort: () => addresses.port, challenge: opts.redirect.challenge, idleTimeoutS: opts.idleTimeoutS });
   const stopWantingCertificates = wantCertificates(opts.wantCertificate, core, domain, registry);
   const undo = () => {
+    operatorLayers.stop();
     void listener.stop(true);
     void loopback.stop(true);
     void apex.stop(true);
@@ -189,7 +198,10 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
           watch.stop();
           stopWantingCertificates?.();
         },
-        stopTimers: stopChores,
+        stopTimers: () => {
+          stopChores();
+          operatorLayers.stop();
+        },
         closeLinks: () => nodes?.close(),
       }),
   };

@@ -17,6 +17,7 @@ import type { SocketBudget } from "../sockets/socket-budget.ts";
 import { stays, type LiveVisit } from "./judgement/live-visits.ts";
 import { kindsThrough } from "./kinds/doors.ts";
 import { judge, Refusal, type Door, type Visit } from "./judgement/pipeline.ts";
+import { connectFacts, judgeConnect } from "./traffic-policy/connect.ts";
 import type { Tunnel } from "./registry.ts";
 
 /** A raw connection on its way through the steps; what forward made of it. Once carried, it stays: judged again when its tunnel's rules narrow (judgement/live-visits.ts). */
@@ -30,10 +31,18 @@ export interface ConnectionVisit extends Visit, LiveVisit {
   /** The tunnel it went to. */
   tunnel?: Tunnel;
   over: boolean;
+  /** What came while the tunnel's policy judged it (its socket paused), for the relay once it is carried. */
+  early?: Uint8Array[];
+  /** It became a stream to the agent (at once, or after its policy's on_tcp_connect). */
+  carried?(v: ConnectionVisit): void;
 }
+
+/** What a connection may send while its on_tcp_connect runs (its socket is paused meanwhile: this is a bound, not a buffer one fills). */
+const MAX_EARLY_BYTES = 64 * 1024;
 
 const overLimit = limitedLog(10);
 const refusedByRules = limitedLog(10);
+const notJudged = limitedLog(10);
 
 /** The door of raw connections: "tcp" (a public tcp port) or "tls" (a ClientHello's name); each carried on its tunnel kind's stream. */
 export class ConnectionDoor implements Door<ConnectionVisit> {
@@ -55,8 +64,21 @@ export class ConnectionDoor implements Door<ConnectionVisit> {
     return this.kinds.has(t.protocol) ? true : WRONG_KIND;
   }
 
+  /** The tunnel's on_tcp_connect rules, when it has some (traffic-policy/connect.ts); the socket waits, paused, for their verdict. */
+  request(v: ConnectionVisit, t: Tunnel): undefined | Promise<undefined | Refusal> {
+    const policy = t.policy;
+    if (!policy?.connect || t.relayed) return undefined;
+    const { socket } = v;
+    socket.pause();
+    const facts = connectFacts(t, { client: v.client, clientPort: socket.remotePort ?? 0, serverPort: socket.localPort, host: t.hostname ?? t.subdomain ?? socket.localAddress, protocol: this.name });
+    return judgeConnect(policy, facts).finally(() => {
+      if (!v.over) socket.resume();
+    });
+  }
+
   forward(v: ConnectionVisit, t: Tunnel): void {
     const { socket, client } = v;
+    if (v.over) return; // it closed while its policy judged it
     const kind = this.name;
     if (this.budget && !this.budget.admit(client)) {
       overLimit(`${kind} visitor connection refused`, { client });
@@ -77,12 +99,17 @@ export class ConnectionDoor implements Door<ConnectionVisit> {
     }
     v.relay = new SocketRelay(socket, stream, { fromSocket: (n) => t.countIn(n), toSocket: (n) => t.countOut(n) });
     stays(t, v);
+    v.carried?.(v);
+    const early = v.early;
+    v.early = undefined;
+    if (early) for (const bytes of early) v.relay.socketData(bytes);
   }
 
   refuse(v: ConnectionVisit, r: Refusal): void {
-    if (r.code === "ADDRESS_REFUSED") {
+    if (r.code === "ADDRESS_REFUSED" || r.code === "POLICY") {
       const t = v.named;
-      refusedByRules(`${this.name} visitor refused by the tunnel's IP rules`, { client: v.client, ...(this.name === "tcp" ? { port: v.socket.localPort } : { tunnel: t.subdomain }) });
+      const why = r.code === "POLICY" ? `its traffic policy (${r.message})` : "the tunnel's IP rules";
+      refusedByRules(`${this.name} visitor refused by ${why}`, { client: v.client, ...(this.name === "tcp" ? { port: v.socket.localPort } : { tunnel: t.subdomain }) });
     }
     v.socket.terminate();
   }
@@ -96,14 +123,27 @@ const WRONG_KIND = new Refusal("admission", "WRONG_KIND");
  * carried); undefined when the socket has no address (a visitor that reset
  * before open ran: no rule could admit it).
  */
-export function judgeConnection(door: ConnectionDoor, socket: Socket<any>, named: Tunnel): ConnectionVisit | undefined {
+export function judgeConnection(door: ConnectionDoor, socket: Socket<any>, named: Tunnel, carried?: (v: ConnectionVisit) => void): ConnectionVisit | undefined {
   if (typeof socket.remoteAddress !== "string") {
     socket.terminate();
     return undefined;
   }
-  const v: ConnectionVisit = { socket, named, client: canonicalAddress(socket.remoteAddress), over: false, end: endConnection };
-  void judge(door, v); // each step answers at once for a raw connection
+  const v: ConnectionVisit = { socket, named, client: canonicalAddress(socket.remoteAddress), over: false, end: endConnection, carried };
+  // each step answers at once for a raw connection, but a traffic policy's on_tcp_connect
+  const judged = judge(door, v);
+  if (judged) judged.catch((err) => {
+    notJudged("visitor connection not judged", { err: String(err) });
+    socket.terminate();
+  });
   return v;
+}
+
+/** Bytes of a visit being judged: held for its relay (bounded); past the bound, it is cut. */
+export function heldEarly(v: ConnectionVisit, bytes: Uint8Array): void {
+  if (v.over) return;
+  const early = (v.early ??= []);
+  early.push(Buffer.from(bytes));
+  if (early.reduce((n, b) => n + b.byteLength, 0) > MAX_EARLY_BYTES) v.socket.terminate();
 }
 
 /** Its rules no longer let it through: the connection is cut (ConnectionVisit.end). */
@@ -131,16 +171,20 @@ export function tcpHandlers(tunnel: () => Tunnel, budget?: SocketBudget, opened?
   const door = new ConnectionDoor("tcp", budget);
   return {
     open(socket: Socket<VisitorSocket>) {
-      const v = judgeConnection(door, socket, tunnel());
-      socket.data = { visit: v };
-      if (!v?.relay) return;
-      opened?.();
-      if (v.tunnel!.pool) {
-        v.tunnel!.inFlight++;
-        socket.data.member = v.tunnel;
-      }
+      socket.data = {};
+      socket.data.visit = judgeConnection(door, socket, tunnel(), (v) => {
+        opened?.();
+        if (v.tunnel!.pool) {
+          v.tunnel!.inFlight++;
+          socket.data.member = v.tunnel;
+        }
+      });
     },
-    data: (socket, data) => socket.data?.visit?.relay?.socketData(data),
+    data: (socket, data) => {
+      const v = socket.data?.visit;
+      if (v?.relay) v.relay.socketData(data);
+      else if (v) heldEarly(v, data);
+    },
     drain: (socket) => socket.data?.visit?.relay?.socketDrain(),
     end: (socket) => socket.data?.visit?.relay?.socketEnd(),
     close: (socket, error) => {

@@ -23,7 +23,7 @@ import type { SocketRelay } from "../sockets/socket-stream.ts";
 import { TlsFront, type Passthrough } from "../sockets/tls-front.ts";
 import type { ClientHello } from "../tls/client-hello.ts";
 import { Tunnel, type Registry } from "./registry.ts";
-import { connectionClosed, ConnectionDoor, judgeConnection, type ConnectionVisit } from "./tcp.ts";
+import { connectionClosed, ConnectionDoor, heldEarly, judgeConnection, type ConnectionVisit } from "./tcp.ts";
 
 export interface TlsTunnelRoutes {
   /**
@@ -59,7 +59,6 @@ export function tlsTunnelRoutes(registry: Registry, domain: string, budget: Sock
 
 /** One visitor's connection to a tls tunnel, from its hello to its close. */
 class TlsVisitor implements Passthrough {
-  private relay: SocketRelay | undefined;
   private visit: ConnectionVisit | undefined;
 
   constructor(
@@ -71,18 +70,21 @@ class TlsVisitor implements Passthrough {
 
   open(socket: Socket<unknown>, firstBytes: Uint8Array): void {
     // the hello named the tunnel (route); the rest of the steps now that the connection is here
-    const v = judgeConnection(this.door, socket, this.tunnel);
-    this.visit = v;
-    this.relay = v?.relay;
-    const relay = this.relay;
-    if (!relay) return;
-    socket.setNoDelay(true);
-    relay.socketData(firstBytes); // the hello, and whatever came with it
-    this.opened?.();
+    this.visit = judgeConnection(this.door, socket, this.tunnel, (v) => {
+      socket.setNoDelay(true);
+      v.relay!.socketData(firstBytes); // the hello, and whatever came with it
+      this.opened?.();
+    });
+  }
+
+  private get relay(): SocketRelay | undefined {
+    return this.visit?.relay;
   }
 
   data(_socket: Socket<unknown>, chunk: Uint8Array): void {
-    this.relay?.socketData(chunk);
+    const v = this.visit;
+    if (v?.relay) v.relay.socketData(chunk);
+    else if (v) heldEarly(v, chunk);
   }
 
   drain(): void {

@@ -10,7 +10,7 @@ import { MAX_PAYLOAD } from "./wire.ts";
 /** Header fields in order, names as sent. */
 export type HeaderList = [string, string][];
 
-export { HttpAccess, PrivateRequest, TcpAccess, UPGRADE_TOKEN } from "./kinds/request-parts.ts";
+export { HttpAccess, PrivateRequest, TcpAccess, TUNNEL_POLICY_MAX_CHARS, UPGRADE_TOKEN } from "./kinds/request-parts.ts";
 
 /**
  * One tunnel a HELLO asks for: one variant per kind, each its unit's
@@ -70,6 +70,8 @@ export interface GrantedTunnel {
   index?: number;
   /** The edge enforces the tunnel's `access` rules (sent only when it had some). */
   access?: boolean;
+  /** The edge runs the tunnel's own traffic policy (sent only when it sent one). */
+  policy?: boolean;
   /** A pool member (edge/pool.ts). */
   pool?: boolean;
   private?: { target: string; shares: string[] };
@@ -105,6 +107,8 @@ export const Ready = v.object({
       index: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0))),
       /** The edge took the tunnel's `access` rules; an agent that asked for some serves no tunnel without it. */
       access: v.optional(v.boolean()),
+      /** The edge took the tunnel's own traffic policy; an agent that sent one serves no tunnel without it. */
+      policy: v.optional(v.boolean()),
       /** A pool member: the agent may take it out of rotation and back (ROTATION). */
       pool: v.optional(v.boolean()),
       /** A private tunnel: reached as `target` (owner/name) by its owner and these users. */

@@ -73,6 +73,22 @@ describe("each rule, said by the three front-ends in their own names", () => {
     expect(await optionsSay({ protocol: "tls", private: true, name: "x" })).toBe("private: is for http, tcp and udp tunnels; this one is tls");
   });
 
+  test("a traffic policy: not with a private tunnel, not on udp; the options take its text or an object; at most 128 KiB", async () => {
+    expect(fileSays("tunnels:\n  a: {proto: http, addr: 3000, private: true, name: app, policy: {on_http_request: []}}\n")).toBe(
+      `${FILE}:2: tunnels.a.private: a private tunnel is not public: policy does not go with it; share says who may reach it`,
+    );
+    expect(await optionsSay({ private: true, name: "app", policy: "{}" })).toBe("private: a private tunnel is not public: policy does not go with it; share says who may reach it");
+    expect(fileSays("tunnels:\n  a: {proto: udp, addr: 53, policy: {on_tcp_connect: []}}\n")).toBe(`${FILE}:2: tunnels.a.policy: is for http, tcp and tls tunnels; this one is udp`);
+    expect(await optionsSay({ protocol: "udp", policy: "{}" })).toBe("policy: is for http, tcp and tls tunnels; this one is udp");
+    expect(await optionsSay({ policy: 7 })).toBe("policy: must be the policy's YAML or JSON text, or an object");
+    expect(await optionsSay({ policy: "x".repeat(128 * 1024 + 1) })).toStartWith("policy: is 131073 characters; a tunnel's own policy may have 131072 at most");
+    // the file's inline policy is sent as its own lines of the file, so the edge's errors name them too
+    const file = parseTunnelsFile("tunnels:\n  a:\n    proto: http\n    addr: 3000\n    policy:\n      on_http_request: []\n", FILE);
+    const sent = (file.tunnels[0]!.request as { policy?: string }).policy!;
+    expect(sent.split("\n")[5]).toBe("      on_http_request: []");
+    expect(file.tunnels[0]!.policyFrom).toBe(FILE);
+  });
+
   test("a tcp pool needs its remote port", () => {
     expect(flagsSay("tcp", { pool: true, "pool-balance": "round-robin" })).toBe("--pool: a tcp pool needs --remote-port: the port is the pool's name");
     expect(fileSays("tunnels:\n  a: {proto: tcp, addr: 22, pool: true}\n")).toBe(`${FILE}:2: tunnels.a.pool: a tcp pool needs remote_port: the port is the pool's name`);

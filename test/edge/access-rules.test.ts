@@ -141,7 +141,7 @@ describe("an older server that drops the rules", () => {
   const grant = (index: number, access?: boolean) => ({ id: String(index), protocol: "http" as const, url: "http://x", index, ...(access ? { access } : {}) });
 
   test("a tunnel with rules granted without `access: true` ends the session, naming it", () => {
-    expect(unenforcedAccess(asked, { session: "s", username: "u", tunnels: [grant(0), grant(1)] })).toContain("tunnel 'web' is not served unprotected");
+    expect(unenforcedAccess(asked, { session: "s", username: "u", tunnels: [grant(0), grant(1)] })?.message).toContain("tunnel 'web' is not served unprotected");
   });
 
   test("granted with it, or refused, or without rules: nothing to say", () => {

@@ -74,11 +74,28 @@ const Before = v.variant("protocol", [
   }),
 ]);
 
+// -- added since, on purpose: a tunnel's own traffic policy (http, tcp, tls), which Before drops -------
+
+const PolicyText = v.optional(v.pipe(v.string(), v.maxLength(128 * 1024)));
+const Now = v.variant(
+  "protocol",
+  // after `access`, where the units have it: issues come in the order of the entries
+  Before.options.map((o) =>
+    o.entries.protocol.literal === "udp" ? o : v.object(Object.fromEntries(Object.entries(o.entries).flatMap(([k, s]) => (k === "access" ? [[k, s], ["policy", PolicyText]] : [[k, s]])))),
+  ) as unknown as typeof NowShape,
+);
+declare const NowShape: [
+  v.ObjectSchema<(typeof Before.options)[0]["entries"] & { policy: typeof PolicyText }, undefined>,
+  v.ObjectSchema<(typeof Before.options)[1]["entries"] & { policy: typeof PolicyText }, undefined>,
+  v.ObjectSchema<(typeof Before.options)[2]["entries"] & { policy: typeof PolicyText }, undefined>,
+  (typeof Before.options)[3],
+];
+
 // -- the types are the same both ways (checked by tsc --noEmit) ---------------------------------------
 
 type Equal<X, Y> = (<T>() => T extends X ? 1 : 2) extends <T>() => T extends Y ? 1 : 2 ? true : false;
-export const sameOutput: Equal<v.InferOutput<typeof TunnelRequest>, v.InferOutput<typeof Before>> = true;
-export const sameInput: Equal<v.InferInput<typeof TunnelRequest>, v.InferInput<typeof Before>> = true;
+export const sameOutput: Equal<v.InferOutput<typeof TunnelRequest>, v.InferOutput<typeof Now>> = true;
+export const sameInput: Equal<v.InferInput<typeof TunnelRequest>, v.InferInput<typeof Now>> = true;
 
 /** What a schema says of a value: its output, or its issues as kind, path, expected, received and message. */
 function verdict(schema: v.GenericSchema, value: unknown): unknown {
@@ -112,6 +129,10 @@ const HANDWRITTEN: unknown[] = [
   { protocol: "tls", hostname: "vault.acme.com" },
   { protocol: "udp", port: 20053 },
   { protocol: "udp", private: { name: "dns", share: ["bob"] } },
+  { protocol: "http", subdomain: "p", policy: "on_http_request: []" },
+  { protocol: "tcp", policy: "on_tcp_connect: []" },
+  { protocol: "tls", subdomain: "v", policy: "{}" },
+  { protocol: "udp", policy: "dropped: udp takes none" },
   // unknown keys are dropped, as an older server drops a newer agent's
   { protocol: "tls", subdomain: "x", private: { name: "no" }, pool: true, port: 1 },
   { protocol: "udp", pool: true, subdomain: "x", future: { anything: 1 } },
@@ -138,19 +159,27 @@ const HANDWRITTEN: unknown[] = [
   { protocol: "udp", port: -1 },
   { protocol: "udp", private: { name: "x".repeat(64) } },
   { protocol: "udp", private: { share: ["bob"] } },
+  { protocol: "http", policy: 7 },
+  { protocol: "tcp", policy: "x".repeat(128 * 1024 + 1) },
 ];
 
 describe("HELLO's tunnel requests on the wire, made of the kinds' units", () => {
   test("accept and refuse hand-written requests exactly as the schema before them, with the same output and issues", () => {
-    for (const t of HANDWRITTEN) expect(verdict(TunnelRequest, t)).toEqual(verdict(Before, t));
+    for (const t of HANDWRITTEN) expect(verdict(TunnelRequest, t)).toEqual(verdict(Now, t));
     // and inside a whole HELLO, as the edge reads it
     for (const t of HANDWRITTEN) {
       const hello = { version: 1, token: "brw_x", tunnels: [t], partial: true };
       const ours = v.safeParse(Hello, hello);
-      const before = v.safeParse(v.object({ version: v.number(), token: v.string(), tunnels: v.array(Before) }), hello);
+      const before = v.safeParse(v.object({ version: v.number(), token: v.string(), tunnels: v.array(Now) }), hello);
       expect(ours.success).toBe(before.success);
       if (ours.success && before.success) expect(ours.output.tunnels).toEqual(before.output.tunnels);
     }
+  });
+
+  test("a server before traffic policies drops a tunnel's policy, and takes the rest as before (READY then lacks `policy: true`)", () => {
+    const asked = { protocol: "http", subdomain: "p", policy: "on_http_request: []" };
+    expect(v.parse(Before, asked)).toEqual({ protocol: "http", subdomain: "p" });
+    expect(v.parse(TunnelRequest, asked)).toEqual(asked as never);
   });
 
   test("the hand-written ones cover every kind, accepted and refused", () => {
@@ -190,12 +219,13 @@ describe("HELLO's tunnel requests on the wire, made of the kinds' units", () => 
         balance: fc.oneof(fc.constantFrom("round-robin", "least-requests"), text),
         private: fc.oneof(fc.record({ name: text, share: fc.oneof(list, fc.constant(["bob"])), localPort: number }, { requiredKeys: [] }), value),
         allowUpgrade: fc.oneof(fc.constant(["h2c"]), list, value),
+        policy: fc.oneof(text, value),
       },
       { requiredKeys: ["protocol"] },
     );
     fc.assert(
       fc.property(fc.oneof({ weight: 9, arbitrary: request }, { weight: 1, arbitrary: value }), (t) => {
-        expect(verdict(TunnelRequest, t)).toEqual(verdict(Before, t));
+        expect(verdict(TunnelRequest, t)).toEqual(verdict(Now, t));
       }),
       fuzzParams(3000, 20_000),
     );

@@ -40,6 +40,8 @@ export interface TunnelSpec {
   requestHeaderRemove?: string[];
   responseHeaderAdd?: [string, string][];
   oidc?: NonNullable<HttpAccess["oidc"]>;
+  /** Its own traffic policy: the document's text, YAML or JSON (docs/policy.md), checked by the front-end and compiled by the edge. */
+  policy?: string;
 }
 
 /** What the agent runs for one tunnel: the HELLO's request, where its local service is, and its extras. */

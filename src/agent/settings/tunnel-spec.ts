@@ -23,7 +23,7 @@
  */
 import * as v from "valibot";
 import { KIND_NAMES, NAMED_KINDS, PORT_KINDS, PRIVATE_KINDS, reachedByPort, type TunnelKind } from "../../protocol/kinds.ts";
-import type { PrivateRequest } from "../../protocol/messages.ts";
+import { TUNNEL_POLICY_MAX_CHARS, type PrivateRequest } from "../../protocol/messages.ts";
 import type { SpecTunnel, TunnelSpec } from "./tunnel-spec-types.ts";
 import { PRIVATE_NAME_PATTERN } from "../../validate/fields.ts";
 import { UsageError } from "../../usage-error.ts";
@@ -79,6 +79,8 @@ export const TUNNEL_OPTIONS = {
   requestHeaderRemove: { kinds: ["http"], public: ["http"], access: true },
   responseHeaderAdd: { kinds: ["http"], public: ["http"], access: true },
   oidc: { kinds: ["http"], public: ["http"], access: true },
+  // its own traffic policy (docs/policy.md): the edge reads no private tunnel's traffic, so none goes with one
+  policy: { kinds: ["http", "tcp", "tls"], public: ["http", "tcp", "tls"], access: true },
 } as const satisfies Record<string, { kinds: readonly Kind[]; public?: readonly Kind[]; access?: true }>;
 
 export type OptionName = keyof typeof TUNNEL_OPTIONS;
@@ -120,6 +122,13 @@ const Values = v.object({
     v.pipe(
       v.array(v.pipe(v.string("must be a list of usernames"), v.trim(), v.nonEmpty("must be a list of usernames"), v.maxLength(64, "must be a list of usernames")), "must be a list of usernames"),
       v.maxLength(64, "64 usernames at most"),
+    ),
+  ),
+  // it travels in the HELLO, which is bounded: the edge's caps on a policy are its own (it refuses with POLICY_INVALID)
+  policy: v.optional(
+    v.pipe(
+      v.string("must be the policy's text (YAML or JSON)"),
+      v.maxLength(TUNNEL_POLICY_MAX_CHARS, (issue) => `is ${String(issue.input).length} characters; a tunnel's own policy may have ${TUNNEL_POLICY_MAX_CHARS} at most (it travels in the handshake)`),
     ),
   ),
 });
@@ -198,7 +207,7 @@ export function specProblem(spec: TunnelSpec, say: Voice): SpecProblem | undefin
     const problem = rule(spec, say);
     if (problem) return problem;
   }
-  const values = v.safeParse(Values, { name: spec.name, share: spec.share });
+  const values = v.safeParse(Values, { name: spec.name, share: spec.share, policy: spec.policy });
   if (!values.success) {
     const issue = values.issues[0]!;
     return { option: issue.path?.[0]?.key as OptionName, message: issue.message };
@@ -219,7 +228,10 @@ export function tunnelOf(spec: TunnelSpec): SpecTunnel {
   const pooled = given(spec, "pool") ? { pool: true as const, balance: spec.poolBalance ?? "round-robin" } : {};
   const health = given(spec, "pool") && spec.healthCheck !== undefined ? { health: { check: spec.healthCheck, intervalMs: (spec.healthInterval ?? 5) * 1000 } } : {};
   const names = { subdomain: spec.subdomain, ...(spec.hostname !== undefined ? { hostname: spec.hostname } : {}) };
-  return AGENT_KINDS[spec.kind].tunnel(spec, { target, ip, priv, pooled, health, names });
+  const tunnel = AGENT_KINDS[spec.kind].tunnel(spec, { target, ip, priv, pooled, health, names });
+  // the kinds that take one (TUNNEL_OPTIONS) have it in their request: the edge compiles and runs it
+  if (spec.policy !== undefined) (tunnel.request as { policy?: string }).policy = spec.policy;
+  return tunnel;
 }
 
 function privateOf(spec: TunnelSpec): PrivateRequest | undefined {

@@ -18,7 +18,7 @@
  *       remote_port: 40000
  */
 import { existsSync, readFileSync, statSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import * as v from "valibot";
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Pair, type ParsedNode } from "yaml";
 import { subdomain as subdomainRule } from "../../validate/fields.ts";
@@ -62,6 +62,8 @@ const TUNNEL_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 /** A tunnel of the file: its name, and what the spec made of its keys. */
 export interface FileTunnel extends SpecTunnel {
   name: string;
+  /** Where its `policy:` was written: the file it names, or this file for one written in it (its lines are this file's). */
+  policyFrom?: string;
 }
 
 export interface TunnelsFile {
@@ -168,7 +170,7 @@ export function parseTunnelsFile(text: string, path: string): TunnelsFile {
     const field = `tunnels.${name}`;
     if (!TUNNEL_NAME.test(name)) fail(keyNode, field, "a tunnel name is 1-64 letters, digits and _ . - (starting with a letter or digit)");
     if (out.tunnels.some((t) => t.name === name)) fail(keyNode, field, `the tunnel name '${name}' is used twice`);
-    const tunnel = readTunnel(name, value, field, fail);
+    const tunnel = readTunnel(name, value, field, fail, { text, path, lines });
     const req = tunnel.request;
     if (isNamedKind(req) && req.subdomain !== undefined) {
       const other = subdomains.get(req.subdomain);
@@ -199,7 +201,14 @@ const OIDC_KEYS = ["issuer", "client_id", "client_secret", "allow_emails"];
 /** The file's words for the spec's messages. */
 const FILE_VOICE: Voice = { name: (option) => KEY_OF[option], on: (option) => `${KEY_OF[option]}: true` };
 
-function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTunnel {
+/** The file being read, for what a key quotes of it (an inline policy) or names beside it (a policy file). */
+interface FileText {
+  text: string;
+  path: string;
+  lines: LineCounter;
+}
+
+function readTunnel(name: string, node: Node, field: string, fail: Fail, file: FileText): FileTunnel {
   if (!isMap(node)) return fail(node, field, "must be a map such as '{ proto: http, addr: 3000 }'");
   const given = new Map<string, { keyNode: Node; value: Node }>();
   for (const { key, keyNode, value } of entries(node, field, fail)) {
@@ -273,14 +282,46 @@ function readTunnel(name: string, node: Node, field: string, fail: Fail): FileTu
     requestHeaderRemove: () => listed_("request_header_remove", parseHeaderName),
     responseHeaderAdd: () => listed_("response_header_add", parseHeaderLine),
     oidc: () => readOidc(given.get("oidc"), `${field}.oidc`, fail, listed_),
+    policy: () => {
+      const read = readPolicy(given.get("policy")!.value, `${field}.policy`, fail, file);
+      policyFrom = read.from;
+      return read.text;
+    },
   };
+  let policyFrom: string | undefined;
   const spec: TunnelSpec = { kind, target: checked("addr", (raw) => parseTarget(raw, AGENT_KINDS[kind].urlTarget))! };
   for (const key of given.keys()) {
     const option = OPTION_OF.get(key);
     if (option) (spec as unknown as Record<string, unknown>)[option] = readers[option]();
   }
   said(specProblem(spec, FILE_VOICE));
-  return { name, ...attempt(given.get("allow_upgrade")?.value ?? node, `${field}.allow_upgrade`, fail, () => tunnelOf(spec)) };
+  return { name, ...attempt(given.get("allow_upgrade")?.value ?? node, `${field}.allow_upgrade`, fail, () => tunnelOf(spec)), ...(policyFrom !== undefined ? { policyFrom } : {}) };
+}
+
+/**
+ * policy: the tunnel's own traffic policy, written here (a map, YAML as
+ * the policy file's) or a file beside this one (a path, relative to this
+ * file). One written here is sent as its own lines of this file, the lines
+ * before it blank and its first line indented as here, so every mistake
+ * the policy's checks find (here, and at the edge) names this file's line.
+ */
+function readPolicy(node: Node, field: string, fail: Fail, file: FileText): { text: string; from: string } {
+  if (isMap(node) && node.range) {
+    const at = file.lines.linePos(node.range[0]);
+    return { text: `${"\n".repeat(at.line - 1)}${" ".repeat(at.col - 1)}${file.text.slice(node.range[0], node.range[1])}`, from: file.path };
+  }
+  if (!isScalar(node) || typeof node.value !== "string" || node.value.trim() === "") {
+    return fail(node, field, "must be a policy (a map of on_tcp_connect, on_http_request, on_http_response) or the path of a policy file");
+  }
+  const policyPath = resolve(dirname(file.path), node.value);
+  try {
+    // a policy that cannot travel in a handshake is refused by its length after this (tunnel-spec.ts); a larger file is not read whole
+    if (statSync(policyPath).size > MAX_FILE_BYTES) return fail(node, field, `${node.value} is larger than 1 MiB, not a tunnel's policy`);
+    return { text: readFileSync(policyPath, "utf8"), from: policyPath };
+  } catch (err) {
+    if (err instanceof ConfigFileError) throw err;
+    return fail(node, field, `cannot read ${node.value} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
 }
 
 /** `read()`'s value, or its UsageError as a mistake at this node (a ConfigFileError already names its own). */

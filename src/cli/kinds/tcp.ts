@@ -2,7 +2,7 @@
  * `burrow tcp`: a tcp tunnel's command, its flags and its help.
  */
 import type { FlagTable } from "../../config/flags.ts";
-import { IP_FLAGS } from "../access-flags.ts";
+import { IP_FLAGS, POLICY_FLAG } from "../access-flags.ts";
 import { AGENT_GROUP, COMMON, POOL_FLAGS, PRIVATE_FLAGS, PROXY_PROTOCOL_FLAG } from "../agent-flags.ts";
 import type { CommandDoc } from "../usage.ts";
 import type { CliKind } from "./unit.ts";
@@ -20,6 +20,7 @@ export const TCP_FLAGS = {
   ...PROXY_PROTOCOL_FLAG,
   ...POOL_FLAGS,
   ...IP_FLAGS,
+  ...POLICY_FLAG,
 } as const satisfies FlagTable;
 
 const TCP_DOC: CommandDoc = {
@@ -28,7 +29,7 @@ const TCP_DOC: CommandDoc = {
   about: "Exposes a local TCP service (e.g. 5432) at <server domain>:<port>.",
   flags: TCP_FLAGS,
   groups: [
-    { title: "Flags:", flags: ["remote-port", "proxy-protocol", ...Object.keys(POOL_FLAGS), ...Object.keys(IP_FLAGS)] },
+    { title: "Flags:", flags: ["remote-port", "proxy-protocol", ...Object.keys(POOL_FLAGS), ...Object.keys(IP_FLAGS), "policy-file"] },
     { title: "Private, for named users only:", flags: Object.keys(PRIVATE_FLAGS) },
     AGENT_GROUP,
   ],

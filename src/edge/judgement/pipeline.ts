@@ -82,7 +82,9 @@ export type RefusalCode =
   /** access: the tunnel's sign-in rules answered instead (401, a sign-in redirect, too many guesses). */
   | "SIGN_IN"
   /** access: the browser warning is due first. */
-  | "WARNING";
+  | "WARNING"
+  /** access: a traffic policy answered instead (deny, a custom response, a redirect, a rate limit, a failed sign-in), or closed the connection. */
+  | "POLICY";
 
 /** What every visit carries into the steps. */
 export interface Visit {

@@ -5,7 +5,7 @@
  * public name, reached through `burrow connect`.
  */
 import * as v from "valibot";
-import { HttpAccess, PoolBalance, PrivateRequest, RequestedName, UPGRADE_TOKEN } from "./request-parts.ts";
+import { HttpAccess, TunnelPolicyText, PoolBalance, PrivateRequest, RequestedName, UPGRADE_TOKEN } from "./request-parts.ts";
 import { portSuffix, type KindUnit } from "./unit.ts";
 
 export const HTTP = {
@@ -20,6 +20,8 @@ export const HTTP = {
     /** Seconds the edge waits for the local service's answer, asked by the agent (the edge caps it). */
     responseTimeout: v.optional(v.pipe(v.number(), v.minValue(0.1), v.maxValue(86_400))),
     access: v.optional(HttpAccess),
+    /** Its own traffic policy's text (TunnelPolicyText): on_http_request and on_http_response, and on_tcp_connect. */
+    policy: TunnelPolicyText,
     /** Share the name with the user's other agents that ask for it with `pool` (edge/pool.ts). */
     pool: v.optional(v.boolean()),
     /** How the pool spreads requests; the first member's choice holds for the pool. */

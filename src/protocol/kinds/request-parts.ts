@@ -49,6 +49,18 @@ export const HttpAccess = v.object({
 });
 export type HttpAccess = v.InferOutput<typeof HttpAccess>;
 
+/**
+ * A tunnel's own traffic policy (docs/policy.md): the document's text,
+ * YAML or JSON, as its agent read it, compiled by the edge at the
+ * handshake (a policy that does not load refuses the tunnel,
+ * POLICY_INVALID). A server that predates it drops it (unknown keys are
+ * dropped) and would open the tunnel without its rules, so, as for
+ * `access`, the edge says `policy: true` on each tunnel of READY whose
+ * policy it took, and the agent serves no tunnel that sent one without it.
+ */
+export const TUNNEL_POLICY_MAX_CHARS = 128 * 1024;
+export const TunnelPolicyText = v.optional(v.pipe(v.string(), v.maxLength(TUNNEL_POLICY_MAX_CHARS)));
+
 /** A tcp tunnel has IP rules only: nothing of a TCP stream says who the visitor is. */
 export const TcpAccess = v.object({ allowCidrs: CidrTexts, denyCidrs: CidrTexts });
 export type TcpAccess = v.InferOutput<typeof TcpAccess>;

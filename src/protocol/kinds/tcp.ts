@@ -4,7 +4,7 @@
  * a TCP stream says who the visitor is. It can be private, and pooled.
  */
 import * as v from "valibot";
-import { PoolBalance, PrivateRequest, RequestedPort, TcpAccess } from "./request-parts.ts";
+import { TunnelPolicyText, PoolBalance, PrivateRequest, RequestedPort, TcpAccess } from "./request-parts.ts";
 import type { KindUnit } from "./unit.ts";
 
 export const TCP = {
@@ -14,6 +14,8 @@ export const TCP = {
     protocol: v.literal("tcp"),
     port: RequestedPort,
     access: v.optional(TcpAccess),
+    /** Its own traffic policy's text (TunnelPolicyText): on_tcp_connect only. */
+    policy: TunnelPolicyText,
     /** No public port: reached through `burrow connect` (PrivateRequest). */
     private: v.optional(PrivateRequest),
     /** Share the port with the user's other agents that ask for it with `pool`: connections are spread. */

@@ -7,7 +7,7 @@
  * as http's.
  */
 import * as v from "valibot";
-import { RequestedName, TcpAccess } from "./request-parts.ts";
+import { TunnelPolicyText, RequestedName, TcpAccess } from "./request-parts.ts";
 import { portSuffix, type KindUnit } from "./unit.ts";
 
 export const TLS = {
@@ -19,6 +19,8 @@ export const TLS = {
     subdomain: RequestedName,
     hostname: RequestedName,
     access: v.optional(TcpAccess),
+    /** Its own traffic policy's text (TunnelPolicyText): on_tcp_connect only. */
+    policy: TunnelPolicyText,
   }),
   display: {
     synopsis: "tls PORT|HOST:PORT",

@@ -1,0 +1,42 @@
+/**
+ * on_tcp_connect: a visitor's connection judged by the tunnel's policy
+ * layers, the operator's first, before anything of it reaches the agent:
+ * for a tcp or tls tunnel at accept (tcp.ts ConnectionDoor, and a tls
+ * connection relayed from another node), for an http tunnel with the
+ * first request a connection makes to it (http-door.ts). A rule that
+ * closes it (deny, restrict-ips, rate-limit) closes it unanswered.
+ */
+import type { PolicyInput } from "../../policy/index.ts";
+import { Refusal } from "../judgement/pipeline.ts";
+import type { Tunnel } from "../registry.ts";
+import { tunnelFacts } from "./http-request.ts";
+import { LayeredRun, policyAnswer } from "./layered-run.ts";
+import type { TunnelPolicy } from "./tunnel-policy.ts";
+
+export interface ConnectionSubject {
+  client: string;
+  clientPort: number;
+  serverPort: number;
+  /** The name or address the visitor reached, and how. */
+  host: string;
+  protocol: "http" | "https" | "tcp" | "tls";
+  openedAt?: number;
+}
+
+export function connectFacts(t: Tunnel, s: ConnectionSubject): PolicyInput {
+  const now = Date.now();
+  const port = s.protocol === "http" || s.protocol === "https" ? "" : `:${s.serverPort}`;
+  return {
+    conn: { clientIp: s.client, clientPort: s.clientPort, serverPort: s.serverPort, openedAt: s.openedAt ?? now },
+    endpoint: { host: s.host, port: s.serverPort, protocol: s.protocol, url: `${s.protocol}://${s.host}${port}` },
+    tunnel: tunnelFacts(t),
+    now,
+  };
+}
+
+/** Closes it (a Refusal POLICY without an answer), or lets it on (undefined). */
+export async function judgeConnect(policy: TunnelPolicy, facts: PolicyInput): Promise<Refusal | undefined> {
+  const verdict = await new LayeredRun(facts).through("on_tcp_connect", policy.layers);
+  if (verdict.kind === "continue") return undefined;
+  return new Refusal("access", "POLICY", `rule ${verdict.rule}, ${verdict.action}`, verdict.kind === "respond" ? policyAnswer(verdict.response) : undefined);
+}
