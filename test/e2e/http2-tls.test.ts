@@ -25,6 +25,8 @@ const METRICS_TOKEN = "h2-tls-metrics-token-0123456789abc";
 const dir = mkdtempSync(join(tmpdir(), "burrow-h2-tls-"));
 const certFile = join(dir, "cert.pem");
 const keyFile = join(dir, "key.pem");
+const responsePolicy = join(dir, "response-policy.yml");
+const requestPolicy = join(dir, "request-policy.yml");
 const ASSETS = 100;
 
 let t: Rig;
@@ -59,6 +61,10 @@ beforeAll(async () => {
   // the agent over TLS, trusting the test's own certificate
   await t.startAgent({ kind: "http", target: upstream.port!, server: `https://localhost:${port}`, args: ["--subdomain", "h2tls", "--insecure"] });
   host = `h2tls.localhost:${port}`;
+  writeFileSync(responsePolicy, "on_http_response:\n  - actions:\n      - type: add-headers\n        config:\n          headers:\n            x-policy-seen: \"yes\"\n");
+  writeFileSync(requestPolicy, "on_http_request:\n  - expressions: [\"req.url.path == '/denied'\"]\n    actions:\n      - type: deny\n        config:\n          status_code: 403\n");
+  await t.startAgent({ kind: "http", target: upstream.port!, server: `https://localhost:${port}`, args: ["--subdomain", "h2resp", "--insecure", "--policy-file", responsePolicy] });
+  await t.startAgent({ kind: "http", target: upstream.port!, server: `https://localhost:${port}`, args: ["--subdomain", "h2req", "--insecure", "--policy-file", requestPolicy] });
 });
 afterAll(async () => {
   await t?.close();
@@ -71,6 +77,22 @@ describe("ALPN", () => {
     const r = await curl("--http2", "-w", "\\n%{http_version}", `https://${host}/alpn`);
     expect(r.stdout).toBe("GET /alpn \n2");
     expect(protoSeen.at(-1)).toBe("https");
+  });
+
+  test("a tunnel whose traffic policy judges responses: the h2 stream is refused HTTP_1_1_REQUIRED, curl asks again over HTTP/1.1 and gets the response as the policy made it", async () => {
+    const h = `h2resp.localhost:${port}`;
+    const r = await run(["curl", "-sSk", "--resolve", `${h}:127.0.0.1`, "--http2", "-D", "-", "-w", "\n%{http_version}", `https://${h}/judged`]);
+    expect(r.stdout).toEndWith("\n1.1");
+    expect(r.stdout.toLowerCase()).toContain("x-policy-seen: yes");
+    expect(r.stdout).toContain("GET /judged ");
+  });
+
+  test("a tunnel whose traffic policy judges requests only: its rules hold on each h2 stream", async () => {
+    const h = `h2req.localhost:${port}`;
+    const denied = await run(["curl", "-sSk", "--resolve", `${h}:127.0.0.1`, "--http2", "-o", "/dev/null", "-w", "%{http_version} %{http_code}", `https://${h}/denied`]);
+    expect(denied.stdout).toBe("2 403");
+    const passed = await run(["curl", "-sSk", "--resolve", `${h}:127.0.0.1`, "--http2", "-w", "\n%{http_version}", `https://${h}/fine`]);
+    expect(passed.stdout).toBe("GET /fine \n2");
   });
 
   test("the domain itself is offered http/1.1 alone: the portal is served over it", async () => {

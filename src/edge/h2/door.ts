@@ -7,6 +7,7 @@
  * forwards on an "h1" stream (exchange.ts) and answers on the
  * HTTP/2 stream (the `answered` it is given).
  */
+import { ErrorCode } from "../../http2/wire.ts";
 import type { OpenMeta, RelayedMeta } from "../../protocol/messages.ts";
 import type { Passed } from "../access/policy.ts";
 import { requestHeadText, type ForwardContext } from "../forward.ts";
@@ -26,7 +27,13 @@ export class H2Door extends HttpDoor {
   override forward(v: HttpVisit, t: Tunnel, passed: Passed | undefined): void {
     const visit = v as H2Visit;
     if (visit.stream.isClosed || v.conn.closedAlready) return;
-    forwardStream(visit, visit.session, t, this.context(v, passed), this.deps.answered);
+    const ctx = this.context(v, passed);
+    // the tunnel's traffic policies judge its responses (on_http_response) as HTTP/1.1 bytes
+    // (traffic-policy/response-filter.ts): the client is asked to send this request over
+    // HTTP/1.1 (RFC 9113 §7, HTTP_1_1_REQUIRED: browsers and curl do so at once), where
+    // every rule of the response holds, rather than answered without them
+    if (ctx.policy && t.policy?.response) return visit.stream.reset(ErrorCode.HTTP_1_1_REQUIRED);
+    forwardStream(visit, visit.session, t, ctx, this.deps.answered);
   }
 }
 
