@@ -32,6 +32,9 @@ export const ACTION_WORDS: Record<string, string> = {
   "invitation.accept": "Invitation used",
   "private.connect": "Connected to a private tunnel",
   "agent.refused": "Agent refused",
+  "policy.create": "Traffic policy added",
+  "policy.update": "Traffic policy changed",
+  "policy.delete": "Traffic policy deleted",
 };
 
 export const actionWords = (action: string) => ACTION_WORDS[action] ?? action;
