@@ -21,7 +21,8 @@
  *   BENCH_ISOLATION_ROUNDS=4  rounds of (alone, next to a stalled stream), order alternating
  *   BENCH_ISOLATION_SECONDS=5 length of each isolation run
  *   BENCH_AGENTS=10000        idle agents for the memory test (also measured at 1,000)
- *   BENCH_ONLY=http,tcp,...   run only some sections: http, tcp, iperf, isolation, inspector, policy, peers, stream, idle, cluster, tls, udp, pool, private
+ *   BENCH_H2_IDLE=1000        idle HTTP/2 connections for the h2 section's memory figure
+ *   BENCH_ONLY=http,tcp,...   run only some sections: http, tcp, iperf, isolation, inspector, policy, peers, stream, idle, cluster, tls, udp, pool, private, h2
  *   BENCH_BURROW=path         use this executable instead of dist/burrow
  *   BENCH_REBUILD=1           rebuild dist/burrow first
  *   BENCH_OUT=name            write bench/results/<name>.md/.json (default latest; partial with BENCH_ONLY)
@@ -53,6 +54,7 @@ import { clusterRelay, clusterRows, type ClusterRelay } from "./cluster.ts";
 import { poolBench, poolRows, type PoolResults } from "./pool.ts";
 import { idleAgents, idleRows, idleTargets, streamMemory, streamRows, streamTargets, type IdleAgents, type StreamMemory } from "./memory.ts";
 import { sideBySide, sideBySideTable, sideBySideTargets, type SideBySide } from "./peers.ts";
+import { h2Bench, h2Rows, h2Table, h2Targets, type H2Results } from "./h2.ts";
 
 const ROOT = join(import.meta.dir, "..");
 const BENCH = import.meta.dir;
@@ -74,6 +76,7 @@ const cfg = {
   isolationRounds: Math.max(1, Math.round(envNum("BENCH_ISOLATION_ROUNDS", 4))),
   isolationSeconds: envNum("BENCH_ISOLATION_SECONDS", 5),
   agents: Math.round(envNum("BENCH_AGENTS", 10_000)),
+  h2Idle: Math.round(envNum("BENCH_H2_IDLE", 1000)),
   only: process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(",").map((s) => s.trim())) : undefined,
   keep: process.env.BENCH_KEEP === "1",
   strict: process.env.BENCH_STRICT === "1",
@@ -117,6 +120,8 @@ interface Results {
   udp?: UdpResults;
   /** One name served by a pool of two agents against one agent, and a rolling restart under load (bench/pool.ts). */
   pool?: PoolResults;
+  /** HTTP/2 with h2load: direct, one nginx h2 hop, burrow; memory per idle h2 connection (bench/h2.ts). */
+  h2?: H2Results;
   errors: string[];
   loadavg: { start: number[]; end?: number[] };
 }
@@ -259,6 +264,9 @@ try {
   }
   if (wants("pool")) results.pool = await poolBench(procs, bin, dir, nginx.port, cfg, say);
   if (wants("udp")) results.udp = await udpTunnels({ procs, bin, dir, root: ROOT, nginxPort: nginx.port, rounds: cfg.rounds, seconds: Math.min(cfg.seconds, 5), say });
+  if (wants("h2")) {
+    await h2Bench({ procs, bin, dir, nginxPort: nginx.port, rounds: cfg.rounds, seconds: cfg.seconds, warmupSeconds: cfg.warmupSeconds, idleConnections: cfg.h2Idle, say }, (x) => (results.h2 = x));
+  }
 } catch (err) {
   failed = true;
   results.errors.push((err as Error).stack ?? String(err));
@@ -293,6 +301,7 @@ function rows(): Row[] {
     ...(results.private ? privateRows(results.private) : []),
     ...(results.udp ? udpRows(results.udp) : []),
     ...(results.pool ? poolRows(results.pool) : []),
+    ...h2Rows(results.h2),
     ...http10mRows(results),
     ...rawTcpRows(results.rawTcp, cfg.tcpBytes),
     ...iperfRows(results),
@@ -319,6 +328,7 @@ function targets(): Target[] {
     sinkTarget(results.rawTcp),
     ...transfersTarget(transfers, results.iperf3Failures.length),
     ...(wants("peers") ? sideBySideTargets(results.peers) : []),
+    ...(wants("h2") ? h2Targets(results.h2) : []),
     { name: "check: no HTTP errors in any wrk run", want: "0", measured: http.ran ? String(errs) : "–", pass: http.ran ? errs === 0 : null },
   ];
 }
@@ -338,6 +348,7 @@ function render(): string {
     "",
     ...(rows().length ? [table(rows()), ""] : []),
     ...(results.peers ? [sideBySideTable(results.peers), ""] : []),
+    ...(results.h2 && Object.keys(results.h2.runs).length ? [h2Table(results.h2), ""] : []),
     `Targets: ${passed} of ${judged} pass.`,
     "",
     targetTable(t),

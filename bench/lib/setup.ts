@@ -11,6 +11,7 @@ const NEEDED: [string, string][] = [
   ["/usr/bin/ssh-keygen", "openssh-client"],
   ["/usr/bin/iperf3", "iperf3"],
   ["/usr/bin/curl", "curl"],
+  ["/usr/bin/h2load", "nghttp2-client"],
 ];
 
 function which(cmd: string): string | undefined {
