@@ -272,7 +272,7 @@ export function sideBySideTable(sb: SideBySide): string {
   if (d) {
     lines.push(
       "",
-      `- burrow's agents ran with their defaults, their output in a file: burrow http's inspector ${d.inspector ? `on, holding ${d.captured.toLocaleString("en-US")} requests at the end` : "OFF"}, ${d.requestLines.toLocaleString("en-US")} request lines written (one per request it served, the warm-ups' too).`,
+      `- burrow's agents ran with their defaults, their output in a file: burrow http's inspector ${d.inspector ? `on, holding ${d.captured.toLocaleString("en-US")} requests at the end (the last 1,000, fewer once their bodies pass 256 MiB)` : "OFF"}, ${d.requestLines.toLocaleString("en-US")} request lines written (one per request it served, the warm-ups' too).`,
     );
   }
   if (sb.paths.includes("bore")) lines.push("", `- bore has no bind option: its control port ${BORE_CONTROL_PORT} and its tunnel ports listened on every interface; all traffic went to 127.0.0.1.`);
