@@ -37,7 +37,7 @@ import { pushThrough, type TransferResult, wrk, type WrkResult } from "./lib/mea
 import { freePortRange, treeCpuMs, type Child, type Processes } from "./lib/proc.ts";
 import { BORE_CONTROL_PORT, findPeers, peerVersion, PEERS, startBore, startRathole, type PeerName } from "./lib/peers.ts";
 import { fmt, fmtRatio, median, ratio, type Target } from "./lib/report.ts";
-import { createToken, FILES, startBurrowAgent, startBurrowServer, startNginxProxy, startSshd, startSshForward, tunnelHost } from "./lib/services.ts";
+import { capturedRequests, createToken, FILES, requestLines, startBurrowAgent, startBurrowServer, startNginxProxy, startSshd, startSshForward, tunnelHost } from "./lib/services.ts";
 
 export type SidePath = "direct" | "nginx" | "burrowHttp" | "burrowTcp" | "bore" | "rathole" | "ssh";
 
@@ -63,6 +63,12 @@ export interface SideBySide {
   failures: string[];
   c1Seconds: number;
   measures: Partial<Record<SidePath, PathMeasures>>;
+  /**
+   * What burrow http's agent did with its defaults, read at the end: the
+   * requests its inspector held (the last 1,000) and the request lines in
+   * its output file.
+   */
+  agentDefaults?: { inspector: boolean; captured: number; requestLines: number };
 }
 
 export interface PeersBench {
@@ -231,6 +237,7 @@ export async function sideBySide(b: PeersBench): Promise<SideBySide> {
         line(round, p, `raw TCP    ${fmt(r.mibPerSec)} MiB/s${r.received < r.bytes ? `  LOST ${r.bytes - r.received} bytes` : ""}${r.hung ? "  (never closed)" : ""}`);
       });
     }
+    out.agentDefaults = { inspector: httpAgent.inspector !== undefined, captured: await capturedRequests(httpAgent), requestLines: requestLines(procs, httpAgent.child) };
     return out;
   } finally {
     for (const c of started.reverse()) await procs.stop(c);
@@ -261,6 +268,13 @@ export function sideBySideTable(sb: SideBySide): string {
       `| ${sb.titles[p]} | ${cell(rps, "req/s")} | ${fmtRatio(ratio(median(rps), direct))} | ${cell(m.http1k.map((r) => r.p99Ms))} | ${cell(m.c1.map((r) => r.p50Ms), "", fine)} | ${cell(m.http10m.map((r) => r.mibPerSec))} | ${p === "direct" ? "–" : cell(m.http1k.map((r) => r.cpuUsPerRequest))} | ${cell(m.rawTcp.map((r) => r.mibPerSec))} |`,
     );
   }
+  const d = sb.agentDefaults;
+  if (d) {
+    lines.push(
+      "",
+      `- burrow's agents ran with their defaults, their output in a file: burrow http's inspector ${d.inspector ? `on, holding ${d.captured.toLocaleString("en-US")} requests at the end (the last 1,000, fewer once their bodies pass 256 MiB)` : "OFF"}, ${d.requestLines.toLocaleString("en-US")} request lines written (one per request it served, the warm-ups' too).`,
+    );
+  }
   if (sb.paths.includes("bore")) lines.push("", `- bore has no bind option: its control port ${BORE_CONTROL_PORT} and its tunnel ports listened on every interface; all traffic went to 127.0.0.1.`);
   const missing = Object.entries(sb.missing);
   if (missing.length) lines.push("", ...missing.map(([name, why]) => `- ${name}'s row was not run: ${why}.`));
@@ -289,7 +303,16 @@ export function sideBySideTargets(sb: SideBySide | undefined): Target[] {
   const all = sb ? Object.values(sb.measures).flatMap((x) => [...x!.http1k, ...x!.c1, ...x!.http10m]) : [];
   const errors = all.reduce((a, r) => a + r.errors, 0);
   const lost = sb ? Object.values(sb.measures).flatMap((x) => x!.rawTcp).filter((r) => r.received < r.bytes || r.hung).length : 0;
+  // every request measured through burrow http has its line (the warm-ups add more)
+  const served = sb?.measures.burrowHttp ? [...sb.measures.burrowHttp.http1k, ...sb.measures.burrowHttp.c1, ...sb.measures.burrowHttp.http10m].reduce((a, r) => a + r.requests, 0) : 0;
+  const d = sb?.agentDefaults;
   return [
+    {
+      name: "check: burrow http's agent ran with its defaults (inspector capturing, a line per request in its output file)",
+      want: "all",
+      measured: d ? `inspector ${d.inspector ? "on" : "off"}, ${d.captured.toLocaleString("en-US")} held; ${d.requestLines.toLocaleString("en-US")} lines for ${served.toLocaleString("en-US")} measured requests` : "–",
+      pass: d ? d.inspector && d.captured > 0 && d.requestLines >= served : null,
+    },
     ratioTarget("side by side: HTTP 1 KiB req/s, burrow http vs direct", 0.4, rps("burrowHttp"), rps("direct")),
     ratioTarget("side by side: HTTP 1 KiB req/s, burrow http vs the better of bore and rathole", 1, rps("burrowHttp"), best(rps), true),
     {

@@ -283,8 +283,21 @@ export interface BurrowAgent {
   subdomain?: string;
   /** tcp: the public port */
   port?: number;
+  /** Where its request inspector listens (undefined with --no-inspect, or when no line said). */
+  inspector?: string;
 }
 
+/**
+ * An agent as a user runs it: its defaults (the request inspector on,
+ * keeping the last 1,000 requests; a line per request) with its output in a
+ * file, as `burrow http 3000 > agent.log` writes it (Processes gives every
+ * child a log file, never a terminal or a pipe nobody reads). The inspector
+ * listens on a free port rather than the first free of 4040-4049, which other
+ * agents on the machine may all hold: an agent that finds none runs without
+ * one, which is not what a user runs. `extra` adds flags (--no-inspect among
+ * them); with `--log-level warn` no line says the tunnel is up, and an http
+ * agent is taken as ready once its name answers.
+ */
 export async function startBurrowAgent(
   procs: Processes,
   bin: string,
@@ -298,13 +311,53 @@ export async function startBurrowAgent(
 ): Promise<BurrowAgent> {
   const home = join(dir, `${name}-home`);
   mkdirSync(home, { recursive: true });
-  const child = procs.spawn(name, [bin, kind, `127.0.0.1:${targetPort}`, "--server", server.edgeUrl, "--token", token, ...extra], {
+  const inspect = extra.includes("--no-inspect") || extra.includes("--inspect-addr") ? [] : ["--inspect-addr", "127.0.0.1:0"];
+  const child = procs.spawn(name, [bin, kind, `127.0.0.1:${targetPort}`, "--server", server.edgeUrl, "--token", token, ...inspect, ...extra], {
     env: { XDG_CONFIG_HOME: home, HTTPS_PROXY: "", ALL_PROXY: "", HTTP_PROXY: "", https_proxy: "", all_proxy: "", http_proxy: "" },
   });
+  const level = extra.includes("--log-level") ? extra[extra.indexOf("--log-level") + 1] : undefined;
+  if (level === "warn" || level === "error") {
+    const subdomain = extra.includes("--subdomain") ? extra[extra.indexOf("--subdomain") + 1] : undefined;
+    if (kind !== "http" || !subdomain) throw new Error(`${name}: an agent without info lines is found by its name: http with --subdomain`);
+    await untilServed(procs, child, server, subdomain);
+    return { child, subdomain };
+  }
   const m = await procs.waitFor(child, /Forwarding\s+(\S+)/, 20_000);
   const url = m[1]!;
-  if (kind === "http") return { child, subdomain: /^https?:\/\/([^.]+)\./.exec(url)?.[1] };
-  return { child, port: Number(/:(\d+)$/.exec(url)?.[1]) };
+  const inspector = /Inspector\s+(http:\/\/\S+)/.exec(procs.log(child))?.[1];
+  if (kind === "http") return { child, subdomain: /^https?:\/\/([^.]+)\./.exec(url)?.[1], inspector };
+  return { child, port: Number(/:(\d+)$/.exec(url)?.[1]), inspector };
+}
+
+/** Waits until the edge serves an http tunnel's name (its service answers), or the agent exits. */
+async function untilServed(procs: Processes, child: Child, server: BurrowServer, subdomain: string): Promise<void> {
+  await until(
+    `${child.name}'s tunnel to answer`,
+    async () => {
+      if (child.done) throw new Error(`${child.name} exited: ${procs.tail(child)}`);
+      try {
+        const res = await fetch(`${server.edgeUrl}/`, { headers: { host: tunnelHost(server, subdomain) } });
+        await res.arrayBuffer();
+        return res.status !== 404 && res.status !== 502;
+      } catch {
+        return false;
+      }
+    },
+    20_000,
+  );
+}
+
+/** Request lines an agent wrote to its output file ("HH:MM:SS  GET     /path  200  0 ms"). */
+export function requestLines(procs: Processes, child: Child): number {
+  return procs.log(child).match(/^\d\d:\d\d:\d\d  [A-Z]+ +\S+  \d{3} /gm)?.length ?? 0;
+}
+
+/** Requests an agent's inspector holds now (it keeps the last --inspect-keep of them). */
+export async function capturedRequests(agent: BurrowAgent): Promise<number> {
+  if (!agent.inspector) return 0;
+  const res = await fetch(`${agent.inspector}/api/requests`);
+  const list = (await res.json()) as { requests?: unknown[] };
+  return list.requests?.length ?? 0;
 }
 
 /** The Host header a visitor sends to reach an http tunnel through the edge on 127.0.0.1. */

@@ -11,6 +11,7 @@ import { runtime } from "../runtime/current.ts";
 import type { Rotation } from "../protocol/messages.ts";
 import { HealthCheck, type HealthSettings } from "./health.ts";
 import type { AgentOutput, TunnelView } from "./output.ts";
+import { relayOutput } from "./output-relay.ts";
 
 /** How long a stopping member waits for what is in flight, unless told otherwise (--drain-timeout). */
 export const DEFAULT_DRAIN_MS = 15_000;
@@ -96,14 +97,7 @@ export class PoolMembership {
         out.streamOpened?.(e);
       },
     };
-    // the output may be a class or a proxy (the inspector's): everything else goes to it as it is
-    return new Proxy(out, {
-      get(target, prop) {
-        if (prop in counted) return counted[prop as keyof AgentOutput];
-        const value = Reflect.get(target, prop, target);
-        return typeof value === "function" ? value.bind(target) : value;
-      },
-    });
+    return relayOutput(out, counted);
   }
 
   /**

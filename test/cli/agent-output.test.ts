@@ -276,6 +276,49 @@ describe("--log text", () => {
   });
 });
 
+describe("--log text, written in batches", () => {
+  /** Each write to stdout while `drive` runs (the batch timer never fires within a synchronous drive). */
+  function writesOf(drive: (out: ReturnType<typeof lineOutput>) => void): string[] {
+    const writes: string[] = [];
+    const write = process.stdout.write;
+    process.stdout.write = ((chunk: string) => (writes.push(Bun.stripANSI(String(chunk))), true)) as typeof process.stdout.write;
+    try {
+      drive(lineOutput("info"));
+      flushLines();
+    } finally {
+      process.stdout.write = write;
+    }
+    return writes;
+  }
+
+  test("a turn's lines go in one write, in the order their events came, each request's line as it would have been", () => {
+    const writes = writesOf((out) => {
+      out.ready(READY);
+      out.request({ tunnel: "http", method: "GET", path: "/a", status: 200, ms: 3.4 });
+      out.connection({ tunnel: "http", remote: "1.2.3.4:5", event: "open" });
+      out.request({ tunnel: "http", method: "constructor", path: "/b\x1b[2J", status: "502 (refused)", ms: 12, route: "/api" });
+      out.request({ tunnel: "http", method: "OPTIONS", path: "*", status: 204, ms: 0 });
+    });
+    expect(writes.length).toBe(1);
+    const lines = writes.join("").trimEnd().split("\n");
+    expect(lines.slice(-4).map((l) => l.replace(/^\d\d:\d\d:\d\d  /, ""))).toEqual([
+      "GET     /a  200  3 ms",
+      "connection from 1.2.3.4:5",
+      "constructor /b?[2J  502 (refused)  12 ms  via /api",
+      "OPTIONS *  204  0 ms",
+    ]);
+  });
+
+  test("however fast requests come, at most 4,096 lines wait: past that they are written at once", () => {
+    const writes = writesOf((out) => {
+      for (let i = 0; i < 10_000; i++) out.request({ tunnel: "http", method: "GET", path: `/${i}`, status: 200, ms: 1 });
+    });
+    expect(writes.length).toBe(3);
+    expect(writes.map((w) => w.split("\n").length - 1)).toEqual([4096, 4096, 1808]);
+    expect(writes.join("").split("\n")[9999]).toMatch(/GET     \/9999  200  1 ms$/);
+  });
+});
+
 describe("choosing the output (--log, --log-level)", () => {
   const tty = { isTTY: true };
   const pipe = { isTTY: false };

@@ -9,7 +9,7 @@
 import { WebSocketFrameReader, type WsMessage as ReadMessage } from "../../http/ws-frame-reader.ts";
 import type { HeaderList } from "../../protocol/messages.ts";
 import type { TunnelView } from "../output.ts";
-import { BodyCapture } from "./body.ts";
+import { BodyCapture, KeptBytes } from "./body.ts";
 import { MAX_BODY_BYTES, WS_MESSAGE_BYTES, WS_MESSAGES_KEPT } from "./limits.ts";
 import { isRefusal, parseRequestHead } from "../../http/request-head.ts";
 import { parseHead } from "../../http/response-head.ts";
@@ -111,6 +111,8 @@ export class Capture implements ExchangeTap {
   private reply: BodyCapture | undefined;
   status: number | undefined;
   private replyHeaders: LazyHeaders | undefined;
+  /** The response head's bytes as the service sent them (blank line included), read into replyHeaders when asked. */
+  private replyHead: KeptBytes | undefined;
   state: CaptureState = "pending";
   /** Why it failed, for state "failed". */
   error: string | undefined;
@@ -144,6 +146,13 @@ export class Capture implements ExchangeTap {
   }
 
   get responseHeaders(): HeaderList | undefined {
+    const raw = this.replyHead;
+    if (raw !== undefined) {
+      this.replyHead = undefined;
+      const bytes = raw.bytes();
+      raw.release();
+      return (this.replyHeaders = read(new HeadText(Buffer.from(bytes.buffer, bytes.byteOffset, Math.max(0, bytes.byteLength - 4)).toString("latin1"), this.method)));
+    }
     const h = this.replyHeaders;
     if (h instanceof HeadText) return (this.replyHeaders = read(h));
     return h;
@@ -178,6 +187,15 @@ export class Capture implements ExchangeTap {
     this.owner.grew(n);
   }
 
+  /** It left the store: the bytes it kept go back to the slabs, and nothing more is copied. */
+  release(): void {
+    this.evicted = true;
+    this.request?.release();
+    this.reply?.release();
+    this.replyHead?.release();
+    this.replyHead = undefined;
+  }
+
   // -- ExchangeTap --------------------------------------------------------------------------------
 
   requestChunk(chunk: Uint8Array): void {
@@ -185,10 +203,15 @@ export class Capture implements ExchangeTap {
     this.keep((this.request ??= new BodyCapture(MAX_BODY_BYTES)).add(chunk));
   }
 
-  response(status: number, headers: LazyHeaders): void {
+  response(status: number, headers: LazyHeaders | Uint8Array): void {
     if (this.state !== "pending") return;
     this.status = status;
-    this.replyHeaders = headers;
+    if (headers instanceof Uint8Array) {
+      // bytes of the socket's read: copied into the slabs, read when someone asks
+      this.replyHeaders = undefined;
+      this.replyHead?.release();
+      if (!this.evicted) (this.replyHead = new KeptBytes()).keep(headers);
+    } else this.replyHeaders = headers;
     this.owner.changed(this);
   }
 

@@ -5,6 +5,7 @@
  */
 import { runtime } from "../../runtime/current.ts";
 import type { AgentOutput } from "../output.ts";
+import { relayOutput } from "../output-relay.ts";
 import { listenOnFirstFree, portRange, showAddress, type ListenAddress } from "./address.ts";
 import { createInspectorApp } from "./api.ts";
 import { DEFAULT_PORTS, MAX_BODY_BYTES } from "./limits.ts";
@@ -61,19 +62,7 @@ export class Inspector {
       this.flows.heard(e);
       out.flow?.(e);
     };
-    const bound = new Map<PropertyKey, unknown>();
-    return new Proxy(out, {
-      get(target, prop) {
-        if (prop === "ready") return ready;
-        if (prop === "flow") return flow;
-        if (bound.has(prop)) return bound.get(prop);
-        const value = Reflect.get(target, prop, target);
-        if (typeof value !== "function") return value;
-        const method = value.bind(target);
-        bound.set(prop, method);
-        return method;
-      },
-    });
+    return relayOutput(out, { ready, flow });
   }
 
   stop(): void {

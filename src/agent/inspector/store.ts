@@ -119,8 +119,8 @@ export class CaptureStore implements RequestTaps, CaptureOwner {
     this.ring[this.head] = undefined;
     this.head = (this.head + 1) % this.keep;
     this.count--;
-    oldest.evicted = true;
     this.held -= oldest.heldBytes;
+    oldest.release();
     if (this.dirty.size > 0) this.dirty.delete(oldest);
   }
 

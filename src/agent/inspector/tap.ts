@@ -39,8 +39,12 @@ export interface TappedRequest {
 export interface ExchangeTap {
   /** A piece of the visitor's request body (chunked framing taken off), on its way to the local service. */
   requestChunk(chunk: Uint8Array): void;
-  /** The local service's final response head: status and header fields as it sent them (or how to read them, when asked). */
-  response(status: number, headers: HeaderList | HeadText): void;
+  /**
+   * The local service's final response head: status and header fields as it
+   * sent them, or how to read them when asked: its text, or its bytes as they
+   * came (blank line included; copied at once, the buffer is the socket's).
+   */
+  response(status: number, headers: HeaderList | HeadText | Uint8Array): void;
   /** A piece of the response body (chunked framing taken off), on its way to the visitor. */
   responseChunk(chunk: Uint8Array): void;
   /** The response is complete (after a 101: the switched connection closed). */

@@ -93,10 +93,9 @@ function tapsBody(tap: ExchangeTap): (piece: Uint8Array) => void {
 }
 
 /** How to read a response head's fields, when the inspector is asked for them. */
-function fullHeaders(head: ParsedHead, method: string): HeaderList | HeadText {
-  // its text now (the bytes are the socket's, and someone may ask much later); its fields when asked
-  const text = head.text ?? (head.bytes ? Buffer.from(head.bytes.buffer, head.bytes.byteOffset, head.bytes.byteLength - 4).toString("latin1") : undefined);
-  return text === undefined ? head.headers : new HeadText(text, method);
+function fullHeaders(head: ParsedHead, method: string): HeaderList | HeadText | Uint8Array {
+  // its text as read, or its bytes (the capture copies them: the buffer is the socket's); its fields when asked
+  return head.text !== undefined ? new HeadText(head.text, method) : (head.bytes ?? head.headers);
 }
 
 export class Exchange implements ConnectionUser, ResponseSink {

@@ -8,7 +8,8 @@
 import type { AgentOutput } from "../../agent/output.ts";
 import { paintFor, type Paint } from "../colours.ts";
 import { DEFAULT_LOG_LEVEL, shown, type LogLevel } from "./levels.ts";
-import { print, flushLines, printable, timestamp } from "./print.ts";
+import { print, printLater, flushLines, printable, timestamp, type LineFormat } from "./print.ts";
+import type { RequestEvent } from "../../agent/output.ts";
 
 export function lineOutput(threshold: LogLevel = DEFAULT_LOG_LEVEL): AgentOutput {
   const out = paintFor(process.stdout);
@@ -24,8 +25,12 @@ export function lineOutput(threshold: LogLevel = DEFAULT_LOG_LEVEL): AgentOutput
   let width = 0;
   const refusedNames = new Set<string>();
   const who = (tunnel: string) => (named ? `${out.bold(tunnel.padEnd(width))}  ` : "");
+  /** A request's line, made when its batch is written (print.ts). */
+  const requestLine: LineFormat<RequestEvent> = (l, stamp) =>
+    `${out.dim(stamp)}  ${who(l.tunnel)}${padMethod(l.method)} ${printable(l.path)}  ${out.status(l.status)}  ${Math.round(l.ms)} ms${l.route !== undefined ? out.dim(`  via ${printable(l.route)}`) : ""}`;
   return {
     ready(r) {
+      flushLines(); // lines queued so far are made with the names as they were
       const names = new Set([...r.tunnels.map((t) => t.name), ...refusedNames]);
       named = names.size > 1;
       width = Math.max(0, ...[...names].map((n) => n.length));
@@ -40,8 +45,7 @@ export function lineOutput(threshold: LogLevel = DEFAULT_LOG_LEVEL): AgentOutput
       print(out.dim("Press Ctrl-C to stop."));
     },
     request(l) {
-      if (!on("info")) return;
-      print(`${out.dim(timestamp())}  ${who(l.tunnel)}${l.method.padEnd(7)} ${printable(l.path)}  ${out.status(l.status)}  ${Math.round(l.ms)} ms${l.route !== undefined ? out.dim(`  via ${printable(l.route)}`) : ""}`);
+      if (on("info")) printLater(l, requestLine);
     },
     connection(l) {
       if (!on("info")) return;
@@ -87,6 +91,12 @@ export function lineOutput(threshold: LogLevel = DEFAULT_LOG_LEVEL): AgentOutput
       if (on("info")) print(`${out.green("Inspector")}   ${out.bold(url)}`);
     },
   };
+}
+
+/** The common methods in their column of 7, made once (a Map: a visitor's method may be any token, "constructor" too). */
+const PADDED = new Map(["GET", "POST", "PUT", "HEAD", "DELETE", "PATCH", "OPTIONS"].map((m) => [m, m.padEnd(7)]));
+function padMethod(method: string): string {
+  return PADDED.get(method) ?? method.padEnd(7);
 }
 
 /** The line a refusal of the whole session leaves on stderr (also after the screen closes); the server's words made printable. */
