@@ -8,6 +8,7 @@ import { createHostnames, type TxtLookup } from "./hostnames.ts";
 import { noLiveTunnels, type LiveTunnels } from "./live.ts";
 import { createSessions } from "./sessions.ts";
 import { LoginThrottle } from "./login-throttle.ts";
+import { createSshKeys } from "./ssh-keys.ts";
 import { createTokens } from "./tokens.ts";
 import { createDeviceLogin } from "./device-login.ts";
 import { createInvitations } from "./invitations.ts";
@@ -54,6 +55,7 @@ export function createCore({ store, clock = systemClock, systemSubdomains, domai
     invitations: createInvitations(store, clock, users),
     privateShares: createPrivateShares(store, clock, users),
     tokens,
+    sshKeys: createSshKeys(store, clock, live),
     deviceLogin: createDeviceLogin(store, clock, tokens, deviceCodeTtlMs),
     // the writes that can narrow what live tunnels may have: what is live is judged again before they answer
     domains: {

@@ -9,6 +9,7 @@ import m5 from "../../drizzle/postgres/0005_acme_shared.sql" with { type: "text"
 import m6 from "../../drizzle/postgres/0006_pool_rows.sql" with { type: "text" };
 import m7 from "../../drizzle/postgres/0007_portal.sql" with { type: "text" };
 import m8 from "../../drizzle/postgres/0008_private_tunnels.sql" with { type: "text" };
+import m9 from "../../drizzle/postgres/0009_ssh_keys.sql" with { type: "text" };
 
 export const migrations: EmbeddedMigration[] = [
   { tag: "0000_init", when: 1795456652579, breakpoints: true, sql: m0 },
@@ -20,4 +21,5 @@ export const migrations: EmbeddedMigration[] = [
   { tag: "0006_pool_rows", when: 1795920354198, breakpoints: true, sql: m6 },
   { tag: "0007_portal", when: 1795928082379, breakpoints: true, sql: m7 },
   { tag: "0008_private_tunnels", when: 1795932769604, breakpoints: true, sql: m8 },
+  { tag: "0009_ssh_keys", when: 1796540418566, breakpoints: true, sql: m9 },
 ];

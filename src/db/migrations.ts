@@ -10,6 +10,7 @@ import m7 from "../../drizzle/0007_acme_shared.sql" with { type: "text" };
 import m8 from "../../drizzle/0008_pool_rows.sql" with { type: "text" };
 import m9 from "../../drizzle/0009_portal.sql" with { type: "text" };
 import m10 from "../../drizzle/0010_private_tunnels.sql" with { type: "text" };
+import m11 from "../../drizzle/0011_ssh_keys.sql" with { type: "text" };
 
 export interface EmbeddedMigration {
   tag: string;
@@ -30,4 +31,5 @@ export const migrations: EmbeddedMigration[] = [
   { tag: "0008_pool_rows", when: 1795920352813, breakpoints: true, sql: m8 },
   { tag: "0009_portal", when: 1795928081557, breakpoints: true, sql: m9 },
   { tag: "0010_private_tunnels", when: 1795932768803, breakpoints: true, sql: m10 },
+  { tag: "0011_ssh_keys", when: 1796540417680, breakpoints: true, sql: m11 },
 ];

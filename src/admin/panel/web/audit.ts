@@ -13,6 +13,8 @@ export const ACTION_WORDS: Record<string, string> = {
   "user.delete": "User deleted",
   "token.create": "Token generated",
   "token.revoke": "Token revoked",
+  "ssh-key.create": "SSH key added",
+  "ssh-key.delete": "SSH key removed",
   "domain.reserve": "Subdomain reserved",
   "domain.release": "Subdomain released",
   "hostname.create": "Hostname added",
@@ -32,6 +34,8 @@ export const ACTION_WORDS: Record<string, string> = {
   "invitation.accept": "Invitation used",
   "private.connect": "Connected to a private tunnel",
   "agent.refused": "Agent refused",
+  "ssh.session": "SSH session",
+  "ssh.refused": "SSH refused",
 };
 
 export const actionWords = (action: string) => ACTION_WORDS[action] ?? action;
