@@ -23,6 +23,7 @@ import { Cluster } from "./cluster/cluster.ts";
 import { edgeNodes } from "./cluster/edge-nodes.ts";
 import { createPortalApp } from "./portal/app.ts";
 import { startEdge, type EdgeOptions, type RunningEdge } from "./edge/server.ts";
+import { startSshGateway, type RunningSshGateway } from "./ssh/gateway.ts";
 import { fileTls } from "./tls/tls-source.ts";
 import { TrustedProxies } from "./http/addresses.ts";
 import { shareSessions } from "./edge/access/oidc.ts";
@@ -80,11 +81,14 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   });
   const { server: adminServer, url: adminUrl } = serveAdmin(admin, { host: config.adminHost, port: config.adminPort });
   if (config.acmeIgnored) log.info("certificate files given (--tls-cert): --acme-email is not used");
-  let edge: RunningEdge;
+  let edge: RunningEdge | undefined;
+  let ssh: RunningSshGateway | undefined;
   try {
     certificates = config.acme && (await startAcme(config, config.acme, cluster?.acme));
     edge = startEdge(edgeOptions(config, core, certificates, counters, cluster));
+    ssh = config.ssh && (await sshGateway(config, config.ssh, core, edge));
   } catch (err) {
+    await edge?.stop();
     // a port already taken: let go of what did start, so the process exits with the error
     certificates?.stop();
     void adminServer.stop(true);
@@ -106,6 +110,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     edge_port: edge.port,
     agent_port: edge.agentPort ?? "off",
     tls_port: edge.tlsPort ?? "off",
+    ssh_port: ssh?.port ?? "off",
     ...(edge.redirectPort !== undefined ? { http_port: edge.redirectPort, dns_port: certificates?.dnsPort ?? "off" } : {}),
   });
 
@@ -119,6 +124,8 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       stopped ??= (async () => {
         stopHousekeeping();
         updateChecks?.stop();
+        // the SSH gateway's tunnels first: held for their keys, they are among the names the edge writes down for its successor
+        await ssh?.stop();
         await Promise.all([adminServer.stop(false), edge.stop()]); // admin: in-flight requests finish
         metrics.stop();
         certificates?.stop();
@@ -130,6 +137,20 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       return stopped;
     },
   };
+}
+
+/** The SSH gateway on the edge's agents' side; its host keys' fingerprints logged for users to check. */
+async function sshGateway(config: ServerConfig, ssh: NonNullable<ServerConfig["ssh"]>, core: Core, edge: RunningEdge): Promise<RunningSshGateway> {
+  const { context, admit, release } = edge.agentSide;
+  let gateway: RunningSshGateway;
+  try {
+    gateway = await startSshGateway({ host: config.host, port: ssh.port, dataDir: config.dataDir, handshakeTimeoutMs: ssh.handshakeTimeoutMs, maxHandshakesPerAddress: ssh.maxHandshakesPerAddress, core, edge: context, guard: context.handshakes, admit, release });
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    throw Object.assign(new Error(`--ssh-port ${ssh.port}: ${(err as Error).message}`), { code });
+  }
+  log.info("ssh gateway listening", { port: gateway.port, ...Object.fromEntries(gateway.hostKeys.map((k) => [`fingerprint_${k.label.toLowerCase()}`, k.fingerprint])) });
+  return gateway;
 }
 
 /** Waits, bounded, for the held names' claims: a database that does not answer is logged by the claims and must not hold the start. */

@@ -12,6 +12,7 @@ import type { LiveNumbers } from "../metrics/registry.ts";
 import type { Passthrough } from "../sockets/tls-visit.ts";
 import type { ClientHello } from "../tls/client-hello.ts";
 import type { TlsSource } from "../tls/tls-source.ts";
+import type { EdgeContext } from "./agent-context.ts";
 import type { OtherNodes } from "./other-nodes.ts";
 import type { Registry } from "./registry.ts";
 
@@ -122,6 +123,12 @@ export interface RunningEdge {
    * could still give them away, so the server says it is ready after this.
    */
   namesHeld: Promise<void>;
+  /**
+   * What another way in for agents works with (the SSH gateway, ssh/): the
+   * agents' context, and a place in their connection budget for each of
+   * its connections.
+   */
+  agentSide: { context: EdgeContext; admit(address: string): boolean; release(address: string): void };
   /** Whether the public port and the direct port (when there is one) accept connections now. */
   listening(): { edge: boolean; agents: boolean };
   stop(): Promise<void>;

@@ -74,6 +74,8 @@ declare module "ssh2" {
     readonly incoming: { id: number; window: number; packetSize: number; state: string };
     readonly outgoing: { id: number; window: number; packetSize: number; state: string };
     exit(status: number): void;
+    /** EOF alone: nothing more from this side. */
+    eof(): void;
     close(): void;
   }
 
@@ -125,4 +127,12 @@ declare module "ssh2" {
     close(callback?: () => void): this;
     maxConnections: number;
   }
+}
+
+declare module "ssh2/lib/protocol/utils.js" {
+  const utils: {
+    /** Encrypts and writes `packet` on `proto` (during a key exchange, queued unless `bypass`). */
+    sendPacket(proto: unknown, packet: Buffer, bypass?: boolean): boolean;
+  };
+  export default utils;
 }

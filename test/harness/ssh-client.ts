@@ -9,8 +9,10 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
+import { signedIn, type AdminClient } from "./admin.ts";
 import { aptInstall } from "./debian-packages.ts";
 import { LineReader } from "./lines.ts";
+import { startServer, type TestServer } from "./server.ts";
 
 /** Why ssh cannot run here, or undefined when it can (installed first where missing and possible). */
 export function sshSkipReason(): string | undefined {
@@ -94,4 +96,61 @@ export function runSsh(args: string[], env: Record<string, string> = {}): SshPro
       return code;
     })());
   return { proc, output, stop, [Symbol.asyncDispose]: async () => void (await stop()) };
+}
+
+export interface SshRig extends AsyncDisposable {
+  server: TestServer;
+  api: AdminClient;
+  userId: number;
+  username: string;
+  /** The user's key, registered. */
+  key: TestKey;
+  keys: KeyDir;
+  /** `ssh -p <gateway> -i <key> ... <args> 127.0.0.1 [command]`, ended when the rig closes. */
+  ssh(args: string[], opts?: { key?: TestKey; host?: string; command?: string[] }): SshProcess;
+  close(): Promise<void>;
+}
+
+/**
+ * The real server with its SSH gateway on (`--ssh-port 0`), a user and an
+ * ed25519 key of theirs added through the admin API. Everything started is
+ * stopped by dispose, ssh processes first.
+ */
+export async function startSshRig(opts: { args?: string[]; username?: string; user?: Record<string, unknown>; server?: TestServer } = {}): Promise<SshRig> {
+  const keys = new KeyDir();
+  const server = opts.server ?? (await startServer({ args: ["--ssh-port", "0", ...(opts.args ?? [])] }));
+  const processes: SshProcess[] = [];
+  const close = async () => {
+    await Promise.all(processes.map((p) => p.stop()));
+    if (!opts.server) await server.stop();
+    keys[Symbol.dispose]();
+  };
+  try {
+    const api = await signedIn(server);
+    const username = opts.username ?? "alice";
+    const userId = await api.createUser(username, opts.user);
+    const key = keys.make("ed25519", undefined, `${username}@laptop`);
+    const added = await api.post(`/api/users/${userId}/ssh-keys`, { key: key.pub });
+    if (added.status !== 201) throw new Error(`key not added: ${added.status} ${JSON.stringify(added.body)}`);
+    const port = server.sshPort;
+    if (port === undefined) throw new Error("the server has no ssh port");
+    return {
+      server,
+      api,
+      userId,
+      username,
+      key,
+      keys,
+      ssh(args, o = {}) {
+        const p = runSsh([...sshOptions(port, (o.key ?? key).file), ...args, o.host ?? "127.0.0.1", ...(o.command ?? [])]);
+        processes.push(p);
+        return p;
+      },
+      close,
+      [Symbol.asyncDispose]: close,
+    };
+  } catch (err) {
+    await close();
+    throw err;
+  }
 }

@@ -7,13 +7,15 @@
  * connection is rarely one the service is closing at that very moment; the
  * caller retries that race once (see exchange.ts).
  */
+import type { Dialer } from "../local-target.ts";
 import { LocalConnection } from "./connection.ts";
 
-/** Where a local service listens; `tls`: it speaks https. */
+/** Where a local service listens; `tls`: it speaks https; `dial`: how it is reached when not by TCP from here. */
 export interface LocalService {
   host: string;
   port: number;
   tls?: boolean;
+  dial?: Dialer;
 }
 
 export interface PoolOptions {
@@ -87,7 +89,7 @@ export class ConnectionPool {
 
   /** A new connection, or why there is none. */
   async open(service: LocalService): Promise<LocalConnection | Error> {
-    const conn = await LocalConnection.open(service.host, service.port, keyOf(service), service.tls);
+    const conn = await LocalConnection.open(service.host, service.port, keyOf(service), service.tls, service.dial);
     if (!(conn instanceof Error)) this.opened++;
     return conn;
   }
@@ -163,6 +165,7 @@ export class ConnectionPool {
 const keys = new WeakMap<LocalService, string>();
 function keyOf(s: LocalService): string {
   let key = keys.get(s);
-  if (key === undefined) keys.set(s, (key = `${s.tls ? "https" : "http"}://${s.host}:${s.port}`));
+  // another way to the same host and port is another service: its connections are never another's
+  if (key === undefined) keys.set(s, (key = `${s.tls ? "https" : "http"}://${s.host}:${s.port}${s.dial ? ` via ${s.dial.key}` : ""}`));
   return key;
 }
