@@ -1,7 +1,8 @@
 /**
  * One client of the SSH gateway, from its sign-in (sign-in.ts) to its end:
- * its `-R` forwards (forwards.ts), its session (what it shows:
- * session-view.ts), and nothing else. A shell, a command, SFTP, agent or
+ * its `-R` forwards (forwards.ts), its `-L` channels to private tunnels
+ * (reaches.ts), its session (what it shows: session-view.ts), and nothing
+ * else. A shell, a command, SFTP, agent or
  * X11 forwarding and any other request or channel are refused: nothing
  * runs here. The session's remote command is read as the forwards'
  * options, so they wait for it: until the session asks for its shell or
@@ -10,11 +11,13 @@
  * not longer; and OPTIONS_WAIT_MS at most.
  */
 import type { ClientInfo, Connection, ServerChannel, Session } from "ssh2";
+import { keyDevice } from "../core/device-ids.ts";
 import type { Core } from "../core/index.ts";
 import type { EdgeContext } from "../edge/agent-context.ts";
 import type { HandshakeGuard } from "../edge/handshake-guard.ts";
 import { log } from "../log.ts";
 import { Forwards } from "./forwards.ts";
+import { Reaches } from "./reaches.ts";
 import { SessionView } from "./session-view.ts";
 import { SignIn } from "./sign-in.ts";
 import { disconnectWith, DISCONNECT } from "./ssh2-extras.ts";
@@ -35,8 +38,9 @@ export interface GatewayContext {
 export class GatewayConnection {
   readonly signIn: SignIn;
   private readonly view = new SessionView();
-  /** Made once the client has signed in: forwards come only after. */
+  /** Made once the client has signed in: forwards and channels come only after. */
   private forwards?: Forwards;
+  private reaches?: Reaches;
   /** It is ending (said why) or has ended. */
   private ending = false;
   private ended = false;
@@ -73,7 +77,8 @@ export class GatewayConnection {
       clearTimeout(this.noSessionTimer);
       this.session(accept());
     });
-    client.on("tcpip", (_accept, reject) => reject());
+    // ssh2 hears channels only once the client has signed in
+    client.on("tcpip", (accept, reject, req) => (this.reaches ? this.reaches.channel(accept, reject, req) : reject()));
     // a reset, a bad packet, a keepalive timeout: the connection ends (close), nothing to say about it
     client.on("error", () => {});
     client.on("close", () => this.closed());
@@ -97,6 +102,16 @@ export class GatewayConnection {
       view: this.view,
       endConnection: (code, message) => this.end(`burrow: ${code}: ${message}`),
       settle: () => this.settle(),
+    });
+    this.reaches = new Reaches({
+      client: this.client,
+      edge: this.ctx.edge,
+      remote: this.info.remote,
+      address: this.info.address,
+      key: { id: signed.key.id, device: keyDevice(signed.key.id) },
+      user: { id: signed.user.id, username: signed.user.username },
+      view: this.view,
+      endConnection: (code, message) => this.end(`burrow: ${code}: ${message}`),
     });
     this.onSignedIn();
     const { core } = this.ctx;
@@ -162,6 +177,7 @@ export class GatewayConnection {
     clearTimeout(this.noSessionTimer);
     this.optionsKnown();
     this.forwards?.dropAll();
+    this.reaches?.closeAll();
     this.signIn.ended();
   }
 }
