@@ -159,8 +159,7 @@ export class GatewayConnection {
     channel.on("data", (bytes: Buffer) => {
       if (terminal && bytes.some((b) => STOP_KEYS.has(b))) this.end("burrow: stopped");
     });
-    // the person's session is over: so is what it showed
-    channel.on("close", () => this.end("burrow: the session ended"));
+    // the session's end is not the connection's: its forwards go on until the client leaves
     this.optionsKnown();
   }
 

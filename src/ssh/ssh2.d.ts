@@ -136,3 +136,40 @@ declare module "ssh2/lib/protocol/utils.js" {
   };
   export default utils;
 }
+
+declare module "ssh2" {
+  import type { EventEmitter } from "node:events";
+  import type { Duplex, Readable } from "node:stream";
+
+  /** A channel as the client sees it (tests drive ssh2's client as a hostile peer). */
+  export interface ClientChannel extends Duplex {
+    readonly stderr: Readable;
+    close(): void;
+  }
+
+  export interface ConnectConfig {
+    host: string;
+    port: number;
+    username: string;
+    privateKey?: Buffer | string;
+    hostVerifier?: (key: Buffer) => boolean;
+    agent?: string;
+    agentForward?: boolean;
+  }
+
+  export class Client extends EventEmitter {
+    connect(config: ConnectConfig): this;
+    end(): this;
+    exec(command: string, callback: (err: Error | undefined, channel: ClientChannel) => void): this;
+    exec(command: string, options: { x11?: boolean; agentForward?: boolean; pty?: boolean }, callback: (err: Error | undefined, channel: ClientChannel) => void): this;
+    shell(callback: (err: Error | undefined, channel: ClientChannel) => void): this;
+    subsys(name: string, callback: (err: Error | undefined, channel: ClientChannel) => void): this;
+    sftp(callback: (err: Error | undefined, sftp: unknown) => void): this;
+    forwardIn(bindAddr: string, bindPort: number, callback: (err: Error | undefined, port: number) => void): this;
+    forwardOut(srcIP: string, srcPort: number, dstIP: string, dstPort: number, callback: (err: Error | undefined, channel: ClientChannel) => void): this;
+    openssh_forwardInStreamLocal(socketPath: string, callback: (err: Error | undefined) => void): this;
+    openssh_forwardOutStreamLocal(socketPath: string, callback: (err: Error | undefined, channel: ClientChannel) => void): this;
+    on(event: "tcp connection", listener: (info: { destIP: string; destPort: number; srcIP: string; srcPort: number }, accept: () => ClientChannel, reject: () => void) => void): this;
+    on(event: string, listener: (...args: any[]) => void): this;
+  }
+}

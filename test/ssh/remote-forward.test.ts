@@ -9,7 +9,11 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createServer, type Server } from "node:net";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { tunnelFetch } from "../harness/agent.ts";
+import { selfSignedCertificate } from "../harness/certs.ts";
 import { startSshRig, sshSkipReason, type SshRig } from "../harness/ssh-client.ts";
 import { waitUntil } from "../harness/wait.ts";
 
@@ -18,6 +22,8 @@ let rig: SshRig;
 let web: ReturnType<typeof Bun.serve>;
 let echo: Server;
 let echoPort = 0;
+let tlsService: ReturnType<typeof Bun.serve>;
+let tlsDir: string;
 
 beforeAll(async () => {
   if (skip) return;
@@ -36,11 +42,17 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => echo.listen(0, "127.0.0.1", r));
   echoPort = (echo.address() as { port: number }).port;
-  rig = await startSshRig();
+  rig = await startSshRig({ args: ["--tls-port", "0"], user: { allowed_protocols: "http,tcp,tls" } });
+  const cert = await selfSignedCertificate({ names: ["vault.localhost"], ca: true });
+  tlsDir = mkdtempSync(join(tmpdir(), "burrow-ssh-tls-"));
+  writeFileSync(join(tlsDir, "ca.pem"), cert.certPem);
+  tlsService = Bun.serve({ hostname: "127.0.0.1", port: 0, tls: { cert: cert.certPem, key: cert.keyPem }, fetch: () => new Response("decrypted by the service itself") });
 }, 60_000);
 
 afterAll(async () => {
   await rig?.close();
+  tlsService?.stop(true);
+  if (tlsDir) rmSync(tlsDir, { recursive: true, force: true });
   web?.stop(true);
   echo?.close();
 });
@@ -101,6 +113,16 @@ describe.skipIf(skip !== undefined)("ssh -R opens tunnels", () => {
     expect((await active()).some((t) => t.protocol === "tcp" && t.port === port)).toBe(true);
     const { echoThrough } = await import("../harness/ports.ts");
     expect(await echoThrough(port, "through ssh -R")).toBe("through ssh -R");
+    await ssh.stop();
+  });
+
+  test("-R vault:443:localhost:PORT is tls tunnel 'vault': the visitor's TLS reaches the service undecrypted, its certificate the service's", async () => {
+    const ssh = rig.ssh(["-N", "-R", `vault:443:localhost:${tlsService.port}`]);
+    await waitUntil(async () => (await active()).some((t) => t.subdomain === "vault" && t.protocol === "tls"), 15_000, "tls tunnel vault");
+    const curl = Bun.spawn(["curl", "-sS", "--max-time", "10", "--resolve", `vault.localhost:${rig.server.tlsPort}:127.0.0.1`, "--cacert", join(tlsDir, "ca.pem"), `https://vault.localhost:${rig.server.tlsPort}/`], { stdout: "pipe", stderr: "pipe" });
+    const [out, err] = await Promise.all([new Response(curl.stdout).text(), new Response(curl.stderr).text()]);
+    expect(err).toBe("");
+    expect(out).toBe("decrypted by the service itself");
     await ssh.stop();
   });
 
