@@ -23,6 +23,8 @@ import { Cluster } from "./cluster/cluster.ts";
 import { edgeNodes } from "./cluster/edge-nodes.ts";
 import { createPortalApp } from "./portal/app.ts";
 import { startEdge, type EdgeOptions, type RunningEdge } from "./edge/server.ts";
+import type { ForwardOptionsReader } from "./ssh/forward-options.ts";
+import { bareOptions } from "./ssh/forward-request.ts";
 import { startSshGateway, type RunningSshGateway } from "./ssh/gateway.ts";
 import { fileTls } from "./tls/tls-source.ts";
 import { TrustedProxies } from "./http/addresses.ts";
@@ -44,7 +46,12 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
-export async function startServer(config: ServerConfig, env: Record<string, string | undefined>): Promise<RunningServer> {
+/** What the command line lends the server: how an SSH session's command is read as its forwards' options (its own flags). */
+export interface ServerParts {
+  forwardOptions?: ForwardOptionsReader;
+}
+
+export async function startServer(config: ServerConfig, env: Record<string, string | undefined>, parts: ServerParts = {}): Promise<RunningServer> {
   const database = await openServerDatabase(config);
   const core = createCore({ store: database.store, systemSubdomains: config.systemSubdomains, domain: config.domain, lookupTxt: txtLookup(config.dnsResolver), deviceCodeTtlMs: config.deviceCodeTtlMs });
   await ensureAdmin(core, env);
@@ -86,7 +93,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   try {
     certificates = config.acme && (await startAcme(config, config.acme, cluster?.acme));
     edge = startEdge(edgeOptions(config, core, certificates, counters, cluster));
-    ssh = config.ssh && (await sshGateway(config, config.ssh, core, edge));
+    ssh = config.ssh && (await sshGateway(config, config.ssh, core, edge, parts.forwardOptions ?? bareOptions));
   } catch (err) {
     await edge?.stop();
     // a port already taken: let go of what did start, so the process exits with the error
@@ -124,9 +131,10 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       stopped ??= (async () => {
         stopHousekeeping();
         updateChecks?.stop();
-        // the SSH gateway's tunnels first: held for their keys, they are among the names the edge writes down for its successor
-        await ssh?.stop();
+        // no new SSH client; the forwards of those there are the edge's agents, drained with the others
+        ssh?.pause();
         await Promise.all([adminServer.stop(false), edge.stop()]); // admin: in-flight requests finish
+        await ssh?.stop();
         metrics.stop();
         certificates?.stop();
         await core.audit.stop(); // the refusals counted since the last flush
@@ -140,11 +148,11 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
 }
 
 /** The SSH gateway on the edge's agents' side; its host keys' fingerprints logged for users to check. */
-async function sshGateway(config: ServerConfig, ssh: NonNullable<ServerConfig["ssh"]>, core: Core, edge: RunningEdge): Promise<RunningSshGateway> {
-  const { context, admit, release } = edge.agentSide;
+async function sshGateway(config: ServerConfig, ssh: NonNullable<ServerConfig["ssh"]>, core: Core, edge: RunningEdge, forwardOptions: ForwardOptionsReader): Promise<RunningSshGateway> {
+  const { context, admit, release, joined, left } = edge.agentSide;
   let gateway: RunningSshGateway;
   try {
-    gateway = await startSshGateway({ host: config.host, port: ssh.port, dataDir: config.dataDir, handshakeTimeoutMs: ssh.handshakeTimeoutMs, maxHandshakesPerAddress: ssh.maxHandshakesPerAddress, core, edge: context, guard: context.handshakes, admit, release });
+    gateway = await startSshGateway({ host: config.host, port: ssh.port, dataDir: config.dataDir, handshakeTimeoutMs: ssh.handshakeTimeoutMs, maxHandshakesPerAddress: ssh.maxHandshakesPerAddress, core, edge: context, guard: context.handshakes, admit, release, sessions: { joined, left }, forwardOptions });
   } catch (err) {
     const code = (err as { code?: string }).code;
     throw Object.assign(new Error(`--ssh-port ${ssh.port}: ${(err as Error).message}`), { code });

@@ -16,7 +16,9 @@ import type { Core } from "../core/index.ts";
 import type { EdgeContext } from "../edge/agent-context.ts";
 import type { HandshakeGuard } from "../edge/handshake-guard.ts";
 import { log } from "../log.ts";
+import type { ForwardOptions, ForwardOptionsReader } from "./forward-options.ts";
 import { Forwards } from "./forwards.ts";
+import type { AgentSessionList } from "./memory-agent.ts";
 import { Reaches } from "./reaches.ts";
 import { SessionView } from "./session-view.ts";
 import { SignIn } from "./sign-in.ts";
@@ -33,6 +35,10 @@ export interface GatewayContext {
   core: Core;
   edge: EdgeContext;
   guard?: HandshakeGuard;
+  /** The edge's list of agents' sessions, which each forward's joins. */
+  sessions: AgentSessionList;
+  /** Reads a session's remote command as its forwards' options (the command line's flags: cli/ssh-options.ts). */
+  forwardOptions: ForwardOptionsReader;
 }
 
 export class GatewayConnection {
@@ -47,6 +53,8 @@ export class GatewayConnection {
   /** Resolved when the forwards' options are known (the session's command, or none). */
   private optionsKnown!: () => void;
   private readonly options: Promise<void>;
+  /** The session's command read as options; none until it comes (or does not). */
+  private optioned?: ForwardOptions | { problem: string };
   private optionsTimer?: ReturnType<typeof setTimeout>;
   private noSessionTimer?: ReturnType<typeof setTimeout>;
   /** A session channel opened (its shell or command may still be to come). */
@@ -98,6 +106,7 @@ export class GatewayConnection {
     this.forwards = new Forwards({
       client: this.client,
       edge: this.ctx.edge,
+      sessions: this.ctx.sessions,
       peer: { remote: this.info.remote, address: this.info.address, sshKey: signed.key.id },
       view: this.view,
       endConnection: (code, message) => this.end(`burrow: ${code}: ${message}`),
@@ -125,7 +134,10 @@ export class GatewayConnection {
       this.optionsTimer ??= setTimeout(() => this.optionsKnown(), OPTIONS_WAIT_MS);
       if (!this.sessionSeen) this.noSessionTimer ??= setTimeout(() => this.sessionSeen || this.optionsKnown(), NO_SESSION_MS);
       void this.options.then(() => {
-        if (!this.ending) this.forwards?.ask(req.bindAddr, req.bindPort, { accept, reject });
+        if (this.ending || !this.forwards) return;
+        const options = (this.optioned ??= this.ctx.forwardOptions(""));
+        if ("problem" in options) return reject?.();
+        this.forwards.ask(req.bindAddr, req.bindPort, { accept, reject }, options);
       });
       return;
     }
@@ -153,8 +165,12 @@ export class GatewayConnection {
     this.view.attach(channel, terminal);
     const signed = this.signIn.signedIn;
     if (signed) this.view.say(`burrow: signed in as ${signed.user.username} with key '${signed.key.name}' (${signed.key.fingerprint})`);
-    if (command.trim() !== "") {
-      this.view.say("burrow: runs no command here, and takes no options yet", true);
+    this.optioned = this.ctx.forwardOptions(command);
+    if ("problem" in this.optioned) {
+      // the CLI's words for it, then the session ends as the command would have (exit 2)
+      this.view.say(`burrow: ${this.optioned.problem}`, true);
+      this.lastRefusal = `burrow: ${this.optioned.problem}`;
+      this.view.close(2);
     }
     channel.on("data", (bytes: Buffer) => {
       if (terminal && bytes.some((b) => STOP_KEYS.has(b))) this.end("burrow: stopped");

@@ -17,8 +17,9 @@ import type { EdgeContext } from "../edge/agent-context.ts";
 import { log } from "../log.ts";
 import type { GrantedTunnel } from "../protocol/messages.ts";
 import { channelDialer } from "./channel-socket.ts";
+import type { ForwardOptions } from "./forward-options.ts";
 import { forwardLabel, forwardRequest } from "./forward-request.ts";
-import { MemoryAgent, type ForwardPeer } from "./memory-agent.ts";
+import { MemoryAgent, type AgentSessionList, type ForwardPeer } from "./memory-agent.ts";
 import type { SessionView } from "./session-view.ts";
 
 /** Forwards one connection may hold: as many tunnels as one agent's HELLO. */
@@ -45,6 +46,7 @@ interface Forward {
 export interface ForwardsHost {
   client: Connection;
   edge: EdgeContext;
+  sessions: AgentSessionList;
   peer: ForwardPeer;
   view: SessionView;
   /** A refusal of the device or its user: the connection ends with it. */
@@ -64,30 +66,36 @@ export class Forwards {
     return this.all.size;
   }
 
-  /** A `tcpip-forward` from the client. */
-  ask(bindAddr: string, bindPort: number, reply: Reply): void {
+  /** A `tcpip-forward` from the client, with the session's options. */
+  ask(bindAddr: string, bindPort: number, reply: Reply, options: ForwardOptions): void {
     const { host } = this;
     const label = forwardLabel(bindAddr, bindPort);
-    const refuse = (code: string, message: string) => {
+    const refuse = (code: string | undefined, message: string) => {
       reply.reject?.();
-      host.view.say(`burrow: -R ${label} refused: ${code}: ${message}`, true);
+      host.view.say(`burrow: -R ${label} refused: ${code ? `${code}: ` : ""}${message}`, true);
       host.settle();
     };
     if (this.all.size >= MAX_FORWARDS) return refuse("TUNNEL_LIMIT", `one SSH connection holds ${MAX_FORWARDS} forwards at most`);
-    const asked = forwardRequest(bindAddr, bindPort);
-    if ("refused" in asked) return refuse("FORWARD_INVALID", asked.refused);
+    const asked = forwardRequest(bindAddr, bindPort, options);
+    // the CLI's words for an option, or why the -R names no tunnel: no code, as the CLI prints none
+    if ("refused" in asked) return refuse(undefined, asked.refused);
     const id = ++this.n;
     if (this.n === 2) host.view.several();
     const forward: Forward = { bindAddr, bindPort, port: bindPort, label, agent: undefined! };
     // the originator a channel names: the gateway itself (a kept-alive connection carries many visitors)
     const dial = channelDialer(host.client, `ssh:${host.peer.remote}:${id}`, forward, ORIGINATOR);
-    forward.agent = new MemoryAgent(host.edge, host.peer, { name: label, local: `-R ${label}`, host: bindAddr || "localhost", port: bindPort, dial }, host.view, {
+    const target = { host: bindAddr || "localhost", port: bindPort, dial, ...(asked.hostHeader !== undefined ? { hostHeader: asked.hostHeader } : {}), ...(asked.proxyProtocol ? { proxyProtocol: true } : {}) };
+    forward.agent = new MemoryAgent(host.edge, host.sessions, host.peer, { name: label, local: `-R ${label}`, target }, host.view, {
       granted: (t) => {
         forward.granted = t;
         // a -R 0:... is told its port (OpenSSH: "Allocated port N"), and its channels name that port
         if (bindPort === 0 && t.port !== undefined) forward.port = t.port;
         reply.accept?.(bindPort === 0 ? t.port : undefined);
         host.view.say(`Forwarding  ${t.url} -> your ssh -R ${label}`);
+        if (t.private) {
+          const shared = t.private.shares.length > 0 ? `shared with ${t.private.shares.join(", ")}` : "shared with no one: only you";
+          host.view.say(`Private     not public; reach it with  burrow connect ${t.private.target}  or  ssh -L PORT:${t.private.target}:${bindPort}   (${shared})`);
+        }
       },
       ended: (code, message) => this.ended(forward, reply, code, message),
       revoked: (code, message) => {

@@ -51,6 +51,8 @@ export interface SshGatewayOptions extends GatewayContext {
 export interface RunningSshGateway {
   port: number;
   hostKeys: HostKey[];
+  /** Takes no new connection (a stop begins); those there go on. */
+  pause(): void;
   /** Stops listening and ends every connection (its tunnels held for their keys as a dropped agent's). */
   stop(): Promise<void>;
 }
@@ -133,12 +135,18 @@ export async function startSshGateway(opts: SshGatewayOptions): Promise<RunningS
   listener.on("error", (err) => log.warn("ssh gateway listener error", { err: String(err) }));
   const port = (listener.address() as { port: number }).port;
 
+  const closed = new Promise<void>((resolve) => listener.once("close", () => resolve()));
+  const pause = () => {
+    if (listener.listening) listener.close();
+  };
   return {
     port,
     hostKeys,
+    pause,
     stop: () =>
       new Promise<void>((resolve) => {
-        listener.close(() => {
+        pause();
+        void closed.then(() => {
           clearTimeout(cut);
           resolve();
         });

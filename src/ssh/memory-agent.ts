@@ -14,7 +14,7 @@
  * never inside the sender's call.
  */
 import * as v from "valibot";
-import type { Dialer } from "../agent/local-target.ts";
+import type { Dialer, LocalTarget } from "../agent/local-target.ts";
 import type { AgentOutput, TunnelView } from "../agent/output.ts";
 import { serveStream } from "../agent/serve-stream.ts";
 import type { EdgeContext } from "../edge/agent-context.ts";
@@ -36,6 +36,12 @@ export interface ForwardPeer {
 }
 
 /** What becomes of the forward's session, told once each. */
+/** Where the edge keeps its agents' sessions (drained, told SERVER_SHUTDOWN at a stop, counted): this one joins them, and leaves. */
+export interface AgentSessionList {
+  joined(conn: AgentConnection): void;
+  left(conn: AgentConnection): void;
+}
+
 export interface ForwardEvents {
   /** Its tunnel is live: where visitors reach it. */
   granted(tunnel: GrantedTunnel): void;
@@ -55,9 +61,10 @@ export class MemoryAgent {
 
   constructor(
     edge: EdgeContext,
+    private readonly sessions: AgentSessionList,
     peer: ForwardPeer,
     /** What the tunnel's streams are served as: its name for the output, where it leads, how its connections are made. */
-    private readonly view: { name: string; local: string; host: string; port: number; dial: Dialer },
+    private readonly view: { name: string; local: string; target: LocalTarget & { dial: Dialer } },
     private readonly out: AgentOutput,
     private readonly events: ForwardEvents,
   ) {
@@ -77,6 +84,7 @@ export class MemoryAgent {
       onStream: (stream) => this.serve(stream),
       onControl: (type, payload) => this.control(type, payload),
     });
+    sessions.joined(this.edgeSide);
   }
 
   /** Asks for the forward's tunnel: the HELLO an agent would say for it. */
@@ -100,7 +108,8 @@ export class MemoryAgent {
     if (this.over) return;
     this.over = true;
     this.agentSide.close();
-    this.edgeSide.closed();
+    // its session ends as an agent's does when its connection closes
+    this.sessions.left(this.edgeSide);
   }
 
   private control(type: FrameTypeValue, payload: Uint8Array): void {
@@ -109,7 +118,7 @@ export class MemoryAgent {
         const ready = v.parse(Ready, parseJsonPayload(payload, "READY"));
         const granted = ready.tunnels[0];
         if (!granted) return this.events.ended(WireError.PROTOCOL_ERROR, "no tunnel granted");
-        this.tunnel = { name: this.view.name, id: granted.id, protocol: granted.protocol, url: granted.url, local: this.view.local, target: { host: this.view.host, port: this.view.port, dial: this.view.dial }, inspect: false };
+        this.tunnel = { name: this.view.name, id: granted.id, protocol: granted.protocol, url: granted.url, local: this.view.local, target: this.view.target, inspect: false };
         return this.events.granted(granted);
       }
       if (type === FrameType.ERROR) {
