@@ -4,9 +4,11 @@ CREATE TABLE `ssh_keys` (
 	`name` text NOT NULL,
 	`public_key` text NOT NULL,
 	`fingerprint` text NOT NULL,
+	`added_by_token` integer,
 	`created_at` text NOT NULL,
 	`last_used` text,
-	FOREIGN KEY (`user_id`) REFERENCES `users`(`id`) ON UPDATE no action ON DELETE cascade
+	FOREIGN KEY (`user_id`) REFERENCES `users`(`id`) ON UPDATE no action ON DELETE cascade,
+	FOREIGN KEY (`added_by_token`) REFERENCES `tokens`(`id`) ON UPDATE no action ON DELETE cascade
 );
 --> statement-breakpoint
 CREATE UNIQUE INDEX `ssh_keys_fingerprint` ON `ssh_keys` (`fingerprint`);--> statement-breakpoint

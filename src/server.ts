@@ -22,6 +22,7 @@ import { openServerDatabase } from "./db/server-database.ts";
 import { Cluster } from "./cluster/cluster.ts";
 import { edgeNodes } from "./cluster/edge-nodes.ts";
 import { createPortalApp } from "./portal/app.ts";
+import type { SshGatewayFacts } from "./portal/ssh-keys.ts";
 import { startEdge, type EdgeOptions, type RunningEdge } from "./edge/server.ts";
 import type { ForwardOptionsReader } from "./ssh/forward-options.ts";
 import { bareOptions } from "./ssh/forward-request.ts";
@@ -92,7 +93,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   let ssh: RunningSshGateway | undefined;
   try {
     certificates = config.acme && (await startAcme(config, config.acme, cluster?.acme));
-    edge = startEdge(edgeOptions(config, core, certificates, counters, cluster));
+    edge = startEdge(edgeOptions(config, core, certificates, counters, cluster, () => ssh && { port: ssh.port, hostKeys: ssh.hostKeys }));
     ssh = config.ssh && (await sshGateway(config, config.ssh, core, edge, parts.forwardOptions ?? bareOptions));
   } catch (err) {
     await edge?.stop();
@@ -169,7 +170,7 @@ async function heldNamesClaimed(edge: RunningEdge): Promise<void> {
 }
 
 /** The edge's options from the server's settings, with the parts the server plugs in. */
-function edgeOptions(config: ServerConfig, core: Core, certificates: AcmeCertificates | undefined, counters: EdgeCounters, cluster: Cluster | undefined): EdgeOptions {
+function edgeOptions(config: ServerConfig, core: Core, certificates: AcmeCertificates | undefined, counters: EdgeCounters, cluster: Cluster | undefined, sshFacts: () => SshGatewayFacts | undefined): EdgeOptions {
   return {
     core,
     domain: config.domain,
@@ -206,7 +207,7 @@ function edgeOptions(config: ServerConfig, core: Core, certificates: AcmeCertifi
     holdsFile: join(config.dataDir, "restart-holds.json"),
     counters,
     nodes: cluster && edgeNodes(cluster, { secret: config.node?.secret, relayLookups: config.node?.relayLookups }),
-    apex: config.portal ? (facts) => createPortalApp(core, { domain: config.domain, oidc: config.portalOidc, ...facts }) : undefined,
+    apex: config.portal ? (facts) => createPortalApp(core, { domain: config.domain, oidc: config.portalOidc, ...facts, ssh: sshFacts }) : undefined,
   };
 }
 

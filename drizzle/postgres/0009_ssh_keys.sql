@@ -4,10 +4,12 @@ CREATE TABLE "ssh_keys" (
 	"name" text NOT NULL,
 	"public_key" text NOT NULL,
 	"fingerprint" text NOT NULL,
+	"added_by_token" integer,
 	"created_at" text NOT NULL,
 	"last_used" text
 );
 --> statement-breakpoint
 ALTER TABLE "ssh_keys" ADD CONSTRAINT "ssh_keys_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "ssh_keys" ADD CONSTRAINT "ssh_keys_added_by_token_tokens_id_fk" FOREIGN KEY ("added_by_token") REFERENCES "public"."tokens"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 CREATE UNIQUE INDEX "ssh_keys_fingerprint" ON "ssh_keys" USING btree ("fingerprint");--> statement-breakpoint
 CREATE INDEX "ssh_keys_user" ON "ssh_keys" USING btree ("user_id");

@@ -45,6 +45,7 @@ export function createCore({ store, clock = systemClock, systemSubdomains, domai
   };
   const clockNow = () => clock.now().getTime();
   const tokens = createTokens(store, clock, live);
+  const sshKeys = createSshKeys(store, clock, live);
   const users = createUsers(store, clock, live);
   const hostnames = createHostnames(store, clock, domain, lookupTxt);
   const domains = createDomains(store, clock, systemSubdomains);
@@ -54,8 +55,20 @@ export function createCore({ store, clock = systemClock, systemSubdomains, domai
     users,
     invitations: createInvitations(store, clock, users),
     privateShares: createPrivateShares(store, clock, users),
-    tokens,
-    sshKeys: createSshKeys(store, clock, live),
+    // a token revoked takes the SSH keys added with it along (`burrow keys add`)
+    tokens: {
+      ...tokens,
+      async revoke(...a: Parameters<typeof tokens.revoke>) {
+        await tokens.revoke(...a);
+        await sshKeys.removeAddedBy(a[0]);
+      },
+      async revokeOwn(...a: Parameters<typeof tokens.revokeOwn>) {
+        const row = await tokens.revokeOwn(...a);
+        await sshKeys.removeAddedBy(row.id);
+        return row;
+      },
+    },
+    sshKeys,
     deviceLogin: createDeviceLogin(store, clock, tokens, deviceCodeTtlMs),
     // the writes that can narrow what live tunnels may have: what is live is judged again before they answer
     domains: {

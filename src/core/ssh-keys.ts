@@ -3,9 +3,11 @@
  * as a token is for the agent (devices.ts: a key's device id is its id
  * negated). A key belongs to one user (its fingerprint is unique, so the key
  * alone says who connects); removing it ends the SSH sessions it opened,
- * as revoking a token ends the agent's.
+ * as revoking a token ends the agent's. A key a device added with its
+ * token (`burrow keys add`) lives no longer than that token: a stolen
+ * token cannot leave a key behind that outlives its revocation.
  */
-import { and, asc, eq } from "drizzle-orm";
+import { and, asc, count, eq } from "drizzle-orm";
 import type { SshKeyRow, UserRow } from "../db/schema.ts";
 import type { Store } from "../db/store.ts";
 import { isoTimestamp, type Clock } from "./clock.ts";
@@ -22,7 +24,7 @@ const MAX_NAME_CHARS = 100;
 export type SshKeys = ReturnType<typeof createSshKeys>;
 
 export function createSshKeys(store: Store, clock: Clock, live: LiveTunnels) {
-  const { sshKeys, users } = store.tables;
+  const { sshKeys, tokens, users } = store.tables;
 
   async function get(id: number): Promise<SshKeyRow> {
     const row = await store.get(store.db.select().from(sshKeys).where(eq(sshKeys.id, id)));
@@ -46,7 +48,7 @@ export function createSshKeys(store: Store, clock: Clock, live: LiveTunnels) {
      * (default: the key's comment). BAD_REQUEST for a key that is not one
      * burrow takes; SSH_KEY_TAKEN when any user has it already (who is not said).
      */
-    async add(user: UserRow, text: string, name?: string): Promise<SshKeyRow> {
+    async add(user: UserRow, text: string, name?: string, opts: { withinLimit?: boolean; addedByToken?: number } = {}): Promise<SshKeyRow> {
       const key = readPublicKey(text);
       if (key instanceof AppError) throw key;
       const named = (name ?? key.comment ?? `${key.type} key`).trim().slice(0, MAX_NAME_CHARS);
@@ -59,10 +61,15 @@ export function createSshKeys(store: Store, clock: Clock, live: LiveTunnels) {
         }
         const held = await store.all(store.db.select({ id: sshKeys.id }).from(sshKeys).where(eq(sshKeys.userId, user.id)));
         if (held.length >= MAX_KEYS_PER_USER) throw badRequest(`key: user '${user.username}' has ${MAX_KEYS_PER_USER} SSH keys already, the most one user may hold`);
+        if (opts.withinLimit && user.maxDevices > 0) {
+          // a user adding their own: held to max_devices as a token they make is, counting both
+          const devices = held.length + ((await store.get(store.db.select({ n: count() }).from(tokens).where(and(eq(tokens.userId, user.id), eq(tokens.enabled, true)))))?.n ?? 0);
+          if (devices >= user.maxDevices) throw new AppError("TOO_MANY_DEVICES", `you have ${devices} of your ${user.maxDevices} devices already (tokens and SSH keys): remove one you no longer use first`);
+        }
         const row = await store.get(
           store.db
             .insert(sshKeys)
-            .values({ userId: user.id, name: named, publicKey: key.line, fingerprint: key.fingerprint, createdAt: isoTimestamp(clock.now()) })
+            .values({ userId: user.id, name: named, publicKey: key.line, fingerprint: key.fingerprint, addedByToken: opts.addedByToken ?? null, createdAt: isoTimestamp(clock.now()) })
             .returning(),
         );
         return row!;
@@ -82,6 +89,11 @@ export function createSshKeys(store: Store, clock: Clock, live: LiveTunnels) {
       if (!row) throw notFound("SSH key");
       await remove(row);
       return row;
+    },
+
+    /** The token `tokenId` was revoked: the keys added with it (`burrow keys add`) go too, their sessions closed. */
+    async removeAddedBy(tokenId: number): Promise<void> {
+      for (const row of await store.all(store.db.select().from(sshKeys).where(eq(sshKeys.addedByToken, tokenId)))) await remove(row);
     },
 
     /** The key with this fingerprint and its owner, whatever the owner's state; undefined when no user has it. */

@@ -21,5 +21,5 @@ export const migrations: EmbeddedMigration[] = [
   { tag: "0006_pool_rows", when: 1795920354198, breakpoints: true, sql: m6 },
   { tag: "0007_portal", when: 1795928082379, breakpoints: true, sql: m7 },
   { tag: "0008_private_tunnels", when: 1795932769604, breakpoints: true, sql: m8 },
-  { tag: "0009_ssh_keys", when: 1796540418566, breakpoints: true, sql: m9 },
+  { tag: "0009_ssh_keys", when: 1796542575987, breakpoints: true, sql: m9 },
 ];

@@ -31,5 +31,5 @@ export const migrations: EmbeddedMigration[] = [
   { tag: "0008_pool_rows", when: 1795920352813, breakpoints: true, sql: m8 },
   { tag: "0009_portal", when: 1795928081557, breakpoints: true, sql: m9 },
   { tag: "0010_private_tunnels", when: 1795932768803, breakpoints: true, sql: m10 },
-  { tag: "0011_ssh_keys", when: 1796540417680, breakpoints: true, sql: m11 },
+  { tag: "0011_ssh_keys", when: 1796542573075, breakpoints: true, sql: m11 },
 ];

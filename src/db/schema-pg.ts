@@ -224,6 +224,7 @@ export const sshKeys = pgTable(
     name: text("name").notNull(),
     publicKey: text("public_key").notNull(),
     fingerprint: text("fingerprint").notNull(),
+    addedByToken: integer("added_by_token").references(() => tokens.id, { onDelete: "cascade" }),
     createdAt: text("created_at").notNull(),
     lastUsed: text("last_used"),
   },

@@ -398,6 +398,8 @@ export const sshKeys = sqliteTable(
     publicKey: text("public_key").notNull(),
     /** "SHA256:<base64>" of the key, as `ssh-keygen -l` prints it. */
     fingerprint: text("fingerprint").notNull(),
+    /** The device token it was added with (`burrow keys add`): revoking that token removes the key too. Null: added on the portal or by an admin. */
+    addedByToken: integer("added_by_token").references(() => tokens.id, { onDelete: "cascade" }),
     createdAt: text("created_at").notNull(),
     lastUsed: text("last_used"),
   },
