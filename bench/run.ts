@@ -21,7 +21,7 @@
  *   BENCH_ISOLATION_ROUNDS=4  rounds of (alone, next to a stalled stream), order alternating
  *   BENCH_ISOLATION_SECONDS=5 length of each isolation run
  *   BENCH_AGENTS=10000        idle agents for the memory test (also measured at 1,000)
- *   BENCH_ONLY=http,tcp,...   run only some sections: http, tcp, iperf, isolation, inspector, peers, stream, idle, cluster, tls, udp, pool, private
+ *   BENCH_ONLY=http,tcp,...   run only some sections: http, tcp, iperf, isolation, inspector, peers, stream, idle, cluster, tls, udp, pool, private, sshgw
  *   BENCH_BURROW=path         use this executable instead of dist/burrow
  *   BENCH_REBUILD=1           rebuild dist/burrow first
  *   BENCH_OUT=name            write bench/results/<name>.md/.json (default latest; partial with BENCH_ONLY)
@@ -47,6 +47,7 @@ import { isolation, isolationRows, isolationTarget, type Isolation } from "./iso
 import { inspectorOverhead, inspectorRows, inspectorTarget, type InspectorOverhead } from "./inspector.ts";
 import { tlsPassthrough, tlsRows, type TlsPassthrough } from "./tls.ts";
 import { privateRows, privateTunnels, type PrivateBench } from "./private.ts";
+import { sshGateway, sshGatewayRows, type GatewayBench } from "./ssh-gateway.ts";
 import { udpRows, udpTunnels, type UdpResults } from "./udp.ts";
 import { clusterRelay, clusterRows, type ClusterRelay } from "./cluster.ts";
 import { poolBench, poolRows, type PoolResults } from "./pool.ts";
@@ -111,6 +112,8 @@ interface Results {
   tls?: TlsPassthrough;
   /** burrow connect to a private tunnel against a public tcp tunnel (bench/private.ts). */
   private?: PrivateBench;
+  /** Tunnels opened with ssh -R to burrow's SSH gateway, against burrow's agent and sshd (bench/ssh-gateway.ts). */
+  sshGateway?: GatewayBench;
   udp?: UdpResults;
   /** One name served by a pool of two agents against one agent, and a rolling restart under load (bench/pool.ts). */
   pool?: PoolResults;
@@ -251,6 +254,9 @@ try {
   if (wants("private")) {
     results.private = await privateTunnels({ procs, bin, dir, nginxPort: nginx.port, sink, sinkPort, source, rounds: cfg.rounds, seconds: cfg.seconds, tcpBytes: cfg.tcpBytes, say });
   }
+  if (wants("sshgw")) {
+    results.sshGateway = await sshGateway({ procs, bin, dir, nginxPort: nginx.port, sink, sinkPort, source, rounds: cfg.rounds, seconds: cfg.seconds, tcpBytes: cfg.tcpBytes, say });
+  }
   if (wants("pool")) results.pool = await poolBench(procs, bin, dir, nginx.port, cfg, say);
   if (wants("udp")) results.udp = await udpTunnels({ procs, bin, dir, root: ROOT, nginxPort: nginx.port, rounds: cfg.rounds, seconds: Math.min(cfg.seconds, 5), say });
 } catch (err) {
@@ -284,6 +290,7 @@ function rows(): Row[] {
     ...(results.cluster ? clusterRows(results.cluster) : []),
     ...(results.tls ? tlsRows(results.tls) : []),
     ...(results.private ? privateRows(results.private) : []),
+    ...(results.sshGateway ? sshGatewayRows(results.sshGateway) : []),
     ...(results.udp ? udpRows(results.udp) : []),
     ...(results.pool ? poolRows(results.pool) : []),
     ...http10mRows(results),

@@ -12,7 +12,7 @@ import { waitUntil } from "../harness/wait.ts";
 
 const skip = sshSkipReason();
 let rig: SshRig;
-const web = Bun.serve<undefined, object>({
+const web = Bun.serve<undefined>({
   hostname: "127.0.0.1",
   port: 0,
   fetch(req, server) {
@@ -21,7 +21,7 @@ const web = Bun.serve<undefined, object>({
     // an answer of unknown length: chunked
     return new Response(new ReadableStream({ start: (c) => (c.enqueue(new TextEncoder().encode("chunk one, ")), c.enqueue(new TextEncoder().encode("chunk two")), c.close()) }));
   },
-  websocket: { message: (ws, m) => ws.send(`echo: ${m}`) },
+  websocket: { message: (ws, m) => void ws.send(`echo: ${m}`) },
 });
 
 /** Runs a client program to its end (bounded); its exit code and output. */
