@@ -22,7 +22,7 @@
  *   BENCH_ISOLATION_SECONDS=5 length of each isolation run
  *   BENCH_AGENTS=10000        idle agents for the memory test (also measured at 1,000)
  *   BENCH_H2_IDLE=1000        idle HTTP/2 connections for the h2 section's memory figure
- *   BENCH_ONLY=http,tcp,...   run only some sections: http, tcp, iperf, isolation, inspector, policy, peers, stream, idle, cluster, tls, udp, pool, private, h2
+ *   BENCH_ONLY=http,tcp,...   run only some sections: http, tcp, iperf, isolation, inspector, policy, peers, stream, idle, cluster, tls, udp, pool, private, sshgw, h2
  *   BENCH_BURROW=path         use this executable instead of dist/burrow
  *   BENCH_REBUILD=1           rebuild dist/burrow first
  *   BENCH_OUT=name            write bench/results/<name>.md/.json (default latest; partial with BENCH_ONLY)
@@ -49,6 +49,7 @@ import { inspectorOverhead, inspectorRows, inspectorTarget, type InspectorOverhe
 import { policyCost, policyRows, policyTarget, type PolicyCost } from "./policy.ts";
 import { tlsPassthrough, tlsRows, type TlsPassthrough } from "./tls.ts";
 import { privateRows, privateTunnels, type PrivateBench } from "./private.ts";
+import { sshGateway, sshGatewayRows, type GatewayBench } from "./ssh-gateway.ts";
 import { udpRows, udpTunnels, type UdpResults } from "./udp.ts";
 import { clusterRelay, clusterRows, type ClusterRelay } from "./cluster.ts";
 import { poolBench, poolRows, type PoolResults } from "./pool.ts";
@@ -117,6 +118,8 @@ interface Results {
   tls?: TlsPassthrough;
   /** burrow connect to a private tunnel against a public tcp tunnel (bench/private.ts). */
   private?: PrivateBench;
+  /** Tunnels opened with ssh -R to burrow's SSH gateway, against burrow's agent and sshd (bench/ssh-gateway.ts). */
+  sshGateway?: GatewayBench;
   udp?: UdpResults;
   /** One name served by a pool of two agents against one agent, and a rolling restart under load (bench/pool.ts). */
   pool?: PoolResults;
@@ -262,6 +265,9 @@ try {
   if (wants("private")) {
     results.private = await privateTunnels({ procs, bin, dir, nginxPort: nginx.port, sink, sinkPort, source, rounds: cfg.rounds, seconds: cfg.seconds, tcpBytes: cfg.tcpBytes, say });
   }
+  if (wants("sshgw")) {
+    results.sshGateway = await sshGateway({ procs, bin, dir, nginxPort: nginx.port, sink, sinkPort, source, rounds: cfg.rounds, seconds: cfg.seconds, tcpBytes: cfg.tcpBytes, say });
+  }
   if (wants("pool")) results.pool = await poolBench(procs, bin, dir, nginx.port, cfg, say);
   if (wants("udp")) results.udp = await udpTunnels({ procs, bin, dir, root: ROOT, nginxPort: nginx.port, rounds: cfg.rounds, seconds: Math.min(cfg.seconds, 5), say });
   if (wants("h2")) {
@@ -299,6 +305,7 @@ function rows(): Row[] {
     ...(results.cluster ? clusterRows(results.cluster) : []),
     ...(results.tls ? tlsRows(results.tls) : []),
     ...(results.private ? privateRows(results.private) : []),
+    ...(results.sshGateway ? sshGatewayRows(results.sshGateway) : []),
     ...(results.udp ? udpRows(results.udp) : []),
     ...(results.pool ? poolRows(results.pool) : []),
     ...h2Rows(results.h2),

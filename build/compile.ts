@@ -1,7 +1,8 @@
 /**
  * `npm run build`: the single executable, with what it was built from
  * written into it (burrow version prints it) and the argon2 binding of the
- * platform it is for. The build date is the commit's, not the clock's, so the
+ * platform it is for; ssh2 without its optional native parts
+ * (ssh2-pure-js.ts). The build date is the commit's, not the clock's, so the
  * same checkout gives the same bytes.
  *
  * The release's public key (build/signing-key.ts: BURROW_SIGNING_PUBLIC_KEY_FILE,
@@ -18,6 +19,7 @@ import { bindingFile } from "./bindings.ts";
 import { bundlePages, pagesPlugin } from "./page-bundles.ts";
 import { ROOT } from "./paths.ts";
 import { releaseKeyLine } from "./signing-key.ts";
+import { ssh2PureJsPlugin } from "./ssh2-pure-js.ts";
 import { hostTarget, RELEASE_TARGETS, type ReleaseTarget } from "./targets.ts";
 
 function git(...args: string[]): string | undefined {
@@ -108,7 +110,7 @@ async function compileInto(outfile: string, target: ReleaseTarget, info: BuildIn
       BURROW_TARGET: JSON.stringify(target.name),
       BURROW_RELEASE_KEY: JSON.stringify(releaseKey),
     },
-    plugins: [argon2BindingPlugin(await bindingFile(target.bindingPackage)), pagesPlugin(pages)],
+    plugins: [argon2BindingPlugin(await bindingFile(target.bindingPackage)), pagesPlugin(pages), ssh2PureJsPlugin],
   });
   if (!result.success) {
     for (const message of result.logs) console.error(message);

@@ -19,6 +19,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   // burrow http, tcp, tls, udp: a command for each kind of the kind table
   ...Object.fromEntries(KIND_NAMES.map((kind) => [kind, async () => (await import("./cli/agent.ts")).kindCommand(kind)])),
   login: async () => (await import("./cli/login.ts")).loginCommand,
+  keys: async () => (await import("./cli/keys.ts")).keysCommand,
   connect: async () => (await import("./cli/connect.ts")).connectCommand,
   start: async () => (await import("./cli/start.ts")).startCommand,
   config: async () => (await import("./cli/start.ts")).configCommand,

@@ -22,7 +22,11 @@ import { openServerDatabase } from "./db/server-database.ts";
 import { Cluster } from "./cluster/cluster.ts";
 import { edgeNodes } from "./cluster/edge-nodes.ts";
 import { createPortalApp } from "./portal/app.ts";
+import type { SshGatewayFacts } from "./portal/ssh-keys.ts";
 import { startEdge, type EdgeOptions, type RunningEdge } from "./edge/server.ts";
+import type { ForwardOptionsReader } from "./ssh/forward-options.ts";
+import { bareOptions } from "./ssh/forward-request.ts";
+import { startSshGateway, type RunningSshGateway } from "./ssh/gateway.ts";
 import { fileTls } from "./tls/tls-source.ts";
 import { TrustedProxies } from "./http/addresses.ts";
 import { shareSessions } from "./edge/access/oidc.ts";
@@ -43,7 +47,12 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
-export async function startServer(config: ServerConfig, env: Record<string, string | undefined>): Promise<RunningServer> {
+/** What the command line lends the server: how an SSH session's command is read as its forwards' options (its own flags). */
+export interface ServerParts {
+  forwardOptions?: ForwardOptionsReader;
+}
+
+export async function startServer(config: ServerConfig, env: Record<string, string | undefined>, parts: ServerParts = {}): Promise<RunningServer> {
   const database = await openServerDatabase(config);
   const core = createCore({ store: database.store, systemSubdomains: config.systemSubdomains, domain: config.domain, lookupTxt: txtLookup(config.dnsResolver), deviceCodeTtlMs: config.deviceCodeTtlMs });
   await ensureAdmin(core, env);
@@ -81,11 +90,14 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   });
   const { server: adminServer, url: adminUrl } = serveAdmin(admin, { host: config.adminHost, port: config.adminPort });
   if (config.acmeIgnored) log.info("certificate files given (--tls-cert): --acme-email is not used");
-  let edge: RunningEdge;
+  let edge: RunningEdge | undefined;
+  let ssh: RunningSshGateway | undefined;
   try {
     certificates = config.acme && (await startAcme(config, config.acme, cluster?.acme));
-    edge = startEdge(edgeOptions(config, core, certificates, counters, cluster));
+    edge = startEdge(edgeOptions(config, core, certificates, counters, cluster, () => ssh && { port: ssh.port, hostKeys: ssh.hostKeys }));
+    ssh = config.ssh && (await sshGateway(config, config.ssh, core, edge, parts.forwardOptions ?? bareOptions));
   } catch (err) {
+    await edge?.stop();
     // a port already taken: let go of what did start, so the process exits with the error
     certificates?.stop();
     void adminServer.stop(true);
@@ -107,6 +119,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     edge_port: edge.port,
     agent_port: edge.agentPort ?? "off",
     tls_port: edge.tlsPort ?? "off",
+    ssh_port: ssh?.port ?? "off",
     ...(edge.redirectPort !== undefined ? { http_port: edge.redirectPort, dns_port: certificates?.dnsPort ?? "off" } : {}),
   });
 
@@ -120,7 +133,10 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
       stopped ??= (async () => {
         stopHousekeeping();
         updateChecks?.stop();
+        // no new SSH client; the forwards of those there are the edge's agents, drained with the others
+        ssh?.pause();
         await Promise.all([adminServer.stop(false), edge.stop()]); // admin: in-flight requests finish
+        await ssh?.stop();
         metrics.stop();
         certificates?.stop();
         await core.audit.stop(); // the refusals counted since the last flush
@@ -133,6 +149,20 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   };
 }
 
+/** The SSH gateway on the edge's agents' side; its host keys' fingerprints logged for users to check. */
+async function sshGateway(config: ServerConfig, ssh: NonNullable<ServerConfig["ssh"]>, core: Core, edge: RunningEdge, forwardOptions: ForwardOptionsReader): Promise<RunningSshGateway> {
+  const { context, admit, release, joined, left } = edge.agentSide;
+  let gateway: RunningSshGateway;
+  try {
+    gateway = await startSshGateway({ host: config.host, port: ssh.port, dataDir: config.dataDir, handshakeTimeoutMs: ssh.handshakeTimeoutMs, maxHandshakesPerAddress: ssh.maxHandshakesPerAddress, core, edge: context, guard: context.handshakes, admit, release, sessions: { joined, left }, forwardOptions });
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    throw Object.assign(new Error(`--ssh-port ${ssh.port}: ${(err as Error).message}`), { code });
+  }
+  log.info("ssh gateway listening", { port: gateway.port, ...Object.fromEntries(gateway.hostKeys.map((k) => [`fingerprint_${k.label.toLowerCase()}`, k.fingerprint])) });
+  return gateway;
+}
+
 /** Waits, bounded, for the held names' claims: a database that does not answer is logged by the claims and must not hold the start. */
 async function heldNamesClaimed(edge: RunningEdge): Promise<void> {
   let waited: ReturnType<typeof setTimeout> | undefined;
@@ -141,7 +171,7 @@ async function heldNamesClaimed(edge: RunningEdge): Promise<void> {
 }
 
 /** The edge's options from the server's settings, with the parts the server plugs in. */
-function edgeOptions(config: ServerConfig, core: Core, certificates: AcmeCertificates | undefined, counters: EdgeCounters, cluster: Cluster | undefined): EdgeOptions {
+function edgeOptions(config: ServerConfig, core: Core, certificates: AcmeCertificates | undefined, counters: EdgeCounters, cluster: Cluster | undefined, sshFacts: () => SshGatewayFacts | undefined): EdgeOptions {
   return {
     core,
     domain: config.domain,
@@ -180,7 +210,7 @@ function edgeOptions(config: ServerConfig, core: Core, certificates: AcmeCertifi
     holdsFile: join(config.dataDir, "restart-holds.json"),
     counters,
     nodes: cluster && edgeNodes(cluster, { secret: config.node?.secret, relayLookups: config.node?.relayLookups }),
-    apex: config.portal ? (facts) => createPortalApp(core, { domain: config.domain, oidc: config.portalOidc, ...facts }) : undefined,
+    apex: config.portal ? (facts) => createPortalApp(core, { domain: config.domain, oidc: config.portalOidc, ...facts, ssh: sshFacts }) : undefined,
   };
 }
 

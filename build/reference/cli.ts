@@ -13,6 +13,7 @@ import { CLI_KINDS } from "../../src/cli/kinds/index.ts";
 import { KIND_NAMES } from "../../src/protocol/kinds.ts";
 import { COMMANDS } from "../../src/cli/help.ts";
 import { LOGIN_DOC } from "../../src/cli/login.ts";
+import { KEYS_ADD_DOC } from "../../src/cli/keys.ts";
 import { CONNECT_DOC } from "../../src/cli/connect.ts";
 import { UPDATE_DOC } from "../../src/cli/update.ts";
 import { POLICY_CHECK_DOC, POLICY_TEST_DOC } from "../../src/cli/policy-flags.ts";
@@ -45,6 +46,7 @@ export const SECTIONS: readonly Section[] = [
   { doc: POLICY_CHECK_DOC },
   { doc: POLICY_TEST_DOC },
   { doc: LOGIN_DOC },
+  { doc: KEYS_ADD_DOC },
   { doc: CONNECT_DOC },
   { doc: UPDATE_DOC },
   { heading: "`burrow version`", prose: "version" },

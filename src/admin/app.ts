@@ -35,10 +35,11 @@ import { ClientGone, errorResponse, json } from "../api/http.ts";
 import { panelRoutes } from "./panel/serve.ts";
 import { publicInfoRoutes, type PublicInfo } from "./public-info.ts";
 import { statsRoutes } from "./stats.ts";
+import { sshKeyRoutes } from "./ssh-keys.ts";
 import { tokenRoutes } from "./tokens.ts";
 import { userRoutes } from "./users.ts";
 
-export const ROUTES: Route[] = [...authRoutes, ...userRoutes, ...tokenRoutes, ...domainRoutes, ...hostnameRoutes, ...statsRoutes, ...auditRoutes, ...keyRoutes];
+export const ROUTES: Route[] = [...authRoutes, ...userRoutes, ...tokenRoutes, ...sshKeyRoutes, ...domainRoutes, ...hostnameRoutes, ...statsRoutes, ...auditRoutes, ...keyRoutes];
 
 type BunHandler = (req: BunRequest<string>, server: Server<unknown>) => Promise<Response>;
 

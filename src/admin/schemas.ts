@@ -51,6 +51,12 @@ export const CreateTokenBody = v.object({
   ),
 });
 
+/** An SSH public key for a user: its line of a .pub file, and a name (default: the key's comment). */
+export const CreateSshKeyBody = v.object({
+  key: required(v.pipe(v.string("must be a string"), v.maxLength(8192, "is too long for a public key"))),
+  name: v.optional(v.pipe(v.string("must be a string"), v.trim(), v.minLength(1, "must not be empty"), v.maxLength(100, "must be at most 100 characters"))),
+});
+
 export const ReserveBody = v.object({
   subdomain: required(f.subdomain),
   user_id: required(

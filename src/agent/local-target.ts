@@ -1,3 +1,16 @@
+import type { ConnectOptions, RuntimeSocket } from "../runtime/types.ts";
+
+/**
+ * Another way to a local service than a TCP connection from this process,
+ * shaped as the runtime's connect: the SSH gateway's, where the service is
+ * behind the client's `ssh -R` and each connection is a channel to it.
+ */
+export interface Dialer {
+  /** Sets its connections apart from any other way's to the same host and port (the keep-alive pool's key). */
+  readonly key: string;
+  connect<T>(options: ConnectOptions<T>): Promise<RuntimeSocket<T>>;
+}
+
 /** Where a tunnel's local service is: what the agent connects to for each visitor. */
 export interface LocalTarget {
   host: string;
@@ -14,6 +27,8 @@ export interface LocalTarget {
   routes?: { prefix: string; target: LocalTarget }[];
   /** http: the protocols besides websocket a request may switch to (--allow-upgrade, lower case; http/upgrade.ts). */
   allowUpgrade?: ReadonlySet<string>;
+  /** How a connection to it is made; undefined: a TCP (or TLS) connection to host:port. */
+  dial?: Dialer;
   /** http: a function in this process serves the requests instead (burrow-agent's `handler`; agent/handler-stream.ts): no local port. */
   handler?: (request: Request) => Response | Promise<Response>;
 }

@@ -25,7 +25,8 @@ export async function serveTcpStream(
   stream.onData = (chunk) => early.push(chunk);
   stream.onEnd = () => (earlyEnd = true);
   try {
-    await runtime.connect<undefined>({
+    // the target's own way to the service (the SSH gateway's channel), else TCP from here
+    await (target.dial ?? runtime).connect<undefined>({
       hostname: target.host,
       port: target.port,
       allowHalfOpen: true,

@@ -5,7 +5,8 @@ import { reachedByPort } from "../protocol/kinds.ts";
 import { challengeName } from "../validate/hostname.ts";
 import type { DayTraffic, UserTraffic } from "../core/traffic.ts";
 import type { ReservedSubdomain } from "../core/domains.ts";
-import type { TokenRow, UserRow } from "../db/schema.ts";
+import type { SshKeyRow, TokenRow, UserRow } from "../db/schema.ts";
+import { keyOfDevice } from "../core/device-ids.ts";
 import { cidrs } from "../validate/fields.ts";
 import { utcDateTime } from "../core/clock.ts";
 import type { ActiveTunnel } from "../core/live.ts";
@@ -39,6 +40,18 @@ export const tokenJson = (t: TokenRow) => ({
   enabled: t.enabled,
   created_at: t.createdAt,
   last_used: t.lastUsed,
+});
+
+/** An SSH key: its public half, which is all that is kept. */
+export const sshKeyJson = (k: SshKeyRow) => ({
+  id: k.id,
+  user_id: k.userId,
+  name: k.name,
+  key: k.publicKey,
+  type: k.publicKey.slice(0, k.publicKey.indexOf(" ")),
+  fingerprint: k.fingerprint,
+  created_at: k.createdAt,
+  last_used: k.lastUsed,
 });
 
 export const domainJson = (d: ReservedSubdomain) => ({
@@ -96,7 +109,8 @@ export const activeTunnelJson = (t: ActiveTunnel) => ({
   protocol: t.protocol,
   user_id: t.userId,
   username: t.username,
-  token_id: t.tokenId,
+  // the device: a token, or an SSH key (core/devices.ts), whose tunnels have no token
+  ...(keyOfDevice(t.tokenId) === undefined ? { token_id: t.tokenId } : { token_id: null, ssh_key_id: keyOfDevice(t.tokenId) }),
   connected_at: utcDateTime(t.connectedAt),
   bytes_in: t.bytesIn,
   bytes_out: t.bytesOut,

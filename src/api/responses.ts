@@ -54,6 +54,19 @@ export const TokenJson = v.strictObject({
 
 export const NewTokenJson = v.strictObject({ token: v.string(), token_id: id, message: v.string() });
 
+export const SshKeyJson = v.strictObject({
+  id,
+  user_id: id,
+  name: v.string(),
+  /** "<type> <base64>", as a .pub file has it without its comment. */
+  key: v.string(),
+  type: v.picklist(["ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521", "ssh-rsa"]),
+  /** As `ssh-keygen -l` prints it: "SHA256:...". */
+  fingerprint: v.pipe(v.string(), v.startsWith("SHA256:")),
+  created_at: timestamp,
+  last_used: v.nullable(timestamp),
+});
+
 export const DomainJson = v.strictObject({ id, subdomain: v.string(), user_id: id, username: v.string(), created_at: timestamp });
 
 export const HostnameJson = v.strictObject({
@@ -107,7 +120,10 @@ export const ActiveTunnelJson = v.strictObject({
   protocol: v.picklist(KIND_NAMES),
   user_id: id,
   username: v.string(),
-  token_id: id,
+  /** The token the tunnel's agent connected with; null for one opened through the SSH gateway... */
+  token_id: v.nullable(id),
+  /** ...which was opened with this SSH key. */
+  ssh_key_id: v.optional(id),
   connected_at: v.pipe(v.string(), v.regex(/^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$/)),
   bytes_in: count,
   bytes_out: count,

@@ -22,6 +22,7 @@ export const COMMANDS: readonly CommandLine[] = [
   { name: "policy check", synopsis: "policy check FILE", summary: "check a traffic policy file (YAML or JSON) without running it" },
   { name: "policy test", synopsis: "policy test FILE --request 'GET /'", summary: "try a traffic policy on one request, offline: what matches, what the edge would do" },
   { name: "login", synopsis: "login --server URL [--token T]", summary: `log this machine in (through the browser, or with a token) for ${KIND_NAMES.join(", ")} and start` },
+  { name: "keys add", synopsis: "keys add [FILE]", summary: "add an SSH public key to your user, for tunnels with plain ssh -R (the server's SSH gateway)" },
   { name: "server", synopsis: "server [flags]", summary: "run the tunnel server (edge + admin API)" },
   { name: "server init", synopsis: "server init --domain D [flags]", summary: "write a systemd unit for the server, print DNS records and ports" },
   { name: "server backup", synopsis: "server backup FILE", summary: "write a consistent copy of the server's database to FILE" },

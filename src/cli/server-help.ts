@@ -57,6 +57,10 @@ export const SERVER_DOC: CommandDoc = {
       ],
     },
     {
+      title: "The SSH gateway, tunnels with OpenSSH's ssh alone:",
+      flags: ["ssh-port", "ssh-handshake-timeout", "ssh-max-handshakes"],
+    },
+    {
       title: "The portal, users' own pages on the domain:",
       flags: [
         "portal",

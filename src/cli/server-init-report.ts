@@ -52,6 +52,7 @@ export function firewallSection(config: ServerConfig): string[] {
     if (directPortAllowed(config) && config.agentPort !== 0) {
       open.push([String(config.agentPort), "agents' direct port (optional: where it is closed, agents stay on their WebSocket)"]);
     }
+    if (config.ssh && config.ssh.port !== 0) open.push([String(config.ssh.port), "the SSH gateway: tunnels with plain ssh -R and -L"]);
     const { first, last } = config.tcpPorts;
     open.push([first === last ? String(first) : `${first}-${last}`, "TCP tunnels"]);
     const width = Math.max(...open.map(([p]) => p.length));
@@ -69,6 +70,14 @@ export function firewallSection(config: ServerConfig): string[] {
     if (directPortAllowed(config) && config.agentPort === 0) {
       lines.push("  The agents' direct port changes at every start (--agent-port 0): give it a number to open it.");
     }
+  }
+  if (config.ssh) {
+    // the host keys are made at the first start, in the data dir, owned by the service's user
+    lines.push(
+      "SSH gateway: its host keys are made at its first start; their fingerprints are in the log",
+      "  ('ssh gateway listening ... fingerprint_ed25519=SHA256:...') and on the portal (GET /_burrow/api/ssh):",
+      "  give them to your users to check at their first ssh.",
+    );
   }
   if (isLoopback(config.adminHost)) {
     lines.push(

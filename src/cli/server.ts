@@ -6,6 +6,7 @@ import { DatabaseRefused } from "../db/plan.ts";
 import { log, setLogFormat } from "../log.ts";
 import { startServer } from "../server.ts";
 import { SERVER_DOC } from "./server-help.ts";
+import { sshForwardOptions } from "./ssh-options.ts";
 import { helpText } from "./usage.ts";
 
 export async function serverCommand(argv: string[]): Promise<number> {
@@ -21,7 +22,8 @@ export async function serverCommand(argv: string[]): Promise<number> {
   setLogFormat(parsed.config.logFormat);
   let server;
   try {
-    server = await startServer(parsed.config, process.env);
+    // an SSH session's command is read as burrow http's, tcp's and tls's flags
+    server = await startServer(parsed.config, process.env, { forwardOptions: sshForwardOptions });
   } catch (err) {
     if (err instanceof BootstrapError || err instanceof DatabaseRefused) {
       console.error(`burrow: ${err.message}`);

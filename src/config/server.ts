@@ -26,6 +26,8 @@ export interface ServerConfig {
   agentPort?: number;
   /** A port for tls tunnels only (--tls-port); undefined: off. */
   tlsPort?: number;
+  /** The SSH gateway (--ssh-port); undefined: off. */
+  ssh?: { port: number; handshakeTimeoutMs: number; maxHandshakesPerAddress: number };
   host: string;
   dataDir: string;
   /** A PostgreSQL URL (--database, BURROW_DATABASE_URL); undefined: SQLite in the data dir. */
@@ -209,6 +211,9 @@ const Schema = v.object({
   "admin-port": port("admin-port"),
   "agent-port": v.union([v.literal("off"), port("agent-port")], "--agent-port must be a port number from 0 to 65535, or off"),
   "tls-port": v.union([v.literal("off"), port("tls-port")], "--tls-port must be a port number from 0 to 65535, or off"),
+  "ssh-port": v.union([v.literal("off"), port("ssh-port")], "--ssh-port must be a port number from 0 to 65535, or off"),
+  "ssh-handshake-timeout": within("ssh-handshake-timeout", 1, 600, "a whole number of seconds"),
+  "ssh-max-handshakes": within("ssh-max-handshakes", 1, 100_000, "a whole number"),
   host: v.pipe(v.string(), v.minLength(1, "--host must not be empty")),
   "data-dir": v.pipe(v.string(), v.minLength(1, "--data-dir must not be empty")),
   "tcp-ports": portRange("tcp-ports"),
@@ -447,6 +452,7 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     adminPort: o["admin-port"],
     agentPort: o["agent-port"] === "off" ? undefined : o["agent-port"],
     tlsPort: o["tls-port"] === "off" ? undefined : o["tls-port"],
+    ssh: o["ssh-port"] === "off" ? undefined : { port: o["ssh-port"], handshakeTimeoutMs: o["ssh-handshake-timeout"] * 1000, maxHandshakesPerAddress: o["ssh-max-handshakes"] },
     host: o.host,
     dataDir: o["data-dir"],
     databaseUrl: o.database || undefined,

@@ -14,6 +14,7 @@ import type { PrivateRequest, TunnelRequest } from "../protocol/messages.ts";
 import type { PrivateName } from "./private-shares.ts";
 import { hasAuthentication } from "../validate/access.ts";
 import { checkAccess } from "./access.ts";
+import { keyDevice } from "./device-ids.ts";
 import { AppError } from "./errors.ts";
 import { protocolList, subdomain as subdomainRule, type Protocol } from "../validate/fields.ts";
 import type { Core } from "./index.ts";
@@ -79,9 +80,22 @@ export type PlannedTunnel =
   /** Its port is from the UDP port space, apart from tcp's: tcp 20000 and udp 20000 are two tunnels. */
   | { protocol: "udp"; port?: number; private?: PrivateName };
 
+/**
+ * A device proved otherwise than by the HELLO's token: an SSH key whose
+ * signature the SSH gateway checked (ssh/). Never read from the wire: the
+ * connection that carries the HELLO says it (edge/agent-context.ts).
+ */
+export interface ProvedDevice {
+  sshKey: number;
+}
+
+/** The device a handshake is admitted as: a token's row, or an SSH key by its device id (device-ids.ts); what the rules read of it is its id. */
+export type Device = Pick<TokenRow, "id">;
+
 export interface Admitted {
   user: UserRow;
-  token: TokenRow;
+  /** The device: a token, or an SSH key (ProvedDevice). */
+  token: Device;
   /** In the order asked; an AppError only for a partial request's refused tunnels. */
   tunnels: (PlannedTunnel | AppError)[];
   /** The session this connection takes over: the one asked for, only when it is live and of the same token. */
@@ -91,8 +105,15 @@ export interface Admitted {
 const RANDOM_SUBDOMAIN_LENGTH = 8;
 const RANDOM_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789";
 
-export async function admit(core: Core, req: AdmissionRequest, live: LiveView): Promise<Admitted> {
-  const { token, user } = await core.tokens.authenticate(req.token); // AUTH_FAILED, TOKEN_DISABLED
+/** The HELLO's device and its user: its token (AUTH_FAILED, TOKEN_DISABLED), or the SSH key the connection proved (KEY_REVOKED once removed). */
+async function deviceOf(core: Core, token: string, proved: ProvedDevice | undefined): Promise<{ token: Device; user: UserRow }> {
+  if (proved === undefined) return core.tokens.authenticate(token);
+  const { key, user } = await core.sshKeys.authenticate(proved.sshKey);
+  return { token: { id: keyDevice(key.id) }, user };
+}
+
+export async function admit(core: Core, req: AdmissionRequest, live: LiveView, proved?: ProvedDevice): Promise<Admitted> {
+  const { token, user } = await deviceOf(core, req.token, proved); // AUTH_FAILED, TOKEN_DISABLED, KEY_REVOKED
   // a session id says nothing about who may replace it: only its own token resumes it
   const resume = req.resume !== undefined && (await live.sessionTokenId(req.resume)) === token.id ? req.resume : undefined;
   if (!user.enabled) throw new AppError("USER_DISABLED", `user '${user.username}' is disabled`);
@@ -194,7 +215,7 @@ async function planPrivate(
   core: Core,
   live: LiveView,
   user: UserRow,
-  token: TokenRow,
+  token: Device,
   asked: PrivateRequest,
   protocol: PrivateName["protocol"],
   resume: string | undefined,
@@ -214,7 +235,7 @@ async function checkSubdomain(
   core: Core,
   live: LiveView,
   user: UserRow,
-  token: TokenRow,
+  token: Device,
   asked: string,
   resume: string | undefined,
   claimed: Set<string>,
@@ -235,7 +256,7 @@ async function checkSubdomain(
  * back to it (dropped, in grace, or from the session it resumes), and a
  * pool of the same user takes another member when this one asks to pool.
  */
-function mayTake(holder: { tokenId: number; sessionId: string | null; pool?: { userId: number } }, token: TokenRow, user: UserRow, resume: string | undefined, pooled: boolean): boolean {
+function mayTake(holder: { tokenId: number; sessionId: string | null; pool?: { userId: number } }, token: Device, user: UserRow, resume: string | undefined, pooled: boolean): boolean {
   if (holder.tokenId === token.id && (holder.sessionId === null || holder.sessionId === resume)) return true;
   return pooled && holder.pool !== undefined && holder.pool.userId === user.id;
 }
@@ -253,7 +274,7 @@ async function checkHostname(
   core: Core,
   live: LiveView,
   user: UserRow,
-  token: TokenRow,
+  token: Device,
   asked: string,
   resume: string | undefined,
   claimed: Set<string>,
@@ -291,8 +312,12 @@ async function randomFreeSubdomain(core: Core, live: LiveView, claimed: Set<stri
  * it is not) and the protocol it may use (PROTOCOL_DENIED). Whether the
  * owner's agent is there now is the edge's to say (TUNNEL_OFFLINE).
  */
-export async function admitConnector(core: Core, req: { token: string; proxy: boolean; target: string }): Promise<{ user: UserRow; token: TokenRow; owner: UserRow; declared: PrivateName }> {
-  const { token, user } = await core.tokens.authenticate(req.token);
+export async function admitConnector(
+  core: Core,
+  req: { token: string; proxy: boolean; target: string },
+  proved?: ProvedDevice,
+): Promise<{ user: UserRow; token: Device; owner: UserRow; declared: PrivateName }> {
+  const { token, user } = await deviceOf(core, req.token, proved);
   if (!user.enabled) throw new AppError("USER_DISABLED", `user '${user.username}' is disabled`);
   const proxyDenied = proxyRefusal(user, req.proxy);
   if (proxyDenied) throw proxyDenied;

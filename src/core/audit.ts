@@ -32,6 +32,8 @@ export const AUDIT_ACTIONS = [
   "user.delete",
   "token.create",
   "token.revoke",
+  "ssh-key.create",
+  "ssh-key.delete",
   "domain.reserve",
   "domain.release",
   "hostname.create",
@@ -56,6 +58,9 @@ export const AUDIT_ACTIONS = [
   "invitation.accept",
   // `burrow connect`: a user reached a private tunnel shared with them
   "private.connect",
+  // the SSH gateway: a key signed in (its forwards and reaches follow), or was refused
+  "ssh.session",
+  "ssh.refused",
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 

@@ -25,7 +25,7 @@ export const REQUEST_ERRORS = {
   },
   NOT_FOUND: {
     status: 404,
-    meaning: "No such user, token, reserved subdomain, hostname, traffic policy or key, or no such `/api` path.",
+    meaning: "No such user, token, SSH key, reserved subdomain, hostname, traffic policy or key, or no such `/api` path.",
     advice: "Check the id (the lists give them) or the path.",
   },
   METHOD_NOT_ALLOWED: {
@@ -59,6 +59,11 @@ export const REQUEST_ERRORS = {
     status: 409,
     meaning: "The subdomain is reserved already.",
     advice: "Release it first (`DELETE /api/domains/:id`), or reserve another.",
+  },
+  SSH_KEY_TAKEN: {
+    status: 409,
+    meaning: "The SSH key is registered already, to this user or another (a key says who connects, so it belongs to one user). Whose it is is not said.",
+    advice: "Use another key (`ssh-keygen -t ed25519`), or remove this one from where it is first.",
   },
   LAST_ADMIN: {
     status: 409,
@@ -129,6 +134,11 @@ export const TUNNEL_REFUSALS = {
     advice: "Check `--token` (or `BURROW_TOKEN`, burrow.yml's `token:`, what `burrow login` saved); ask an admin for a token.",
   },
   TOKEN_DISABLED: { status: 403, meaning: "The token was revoked.", advice: "Ask an admin for a new token." },
+  KEY_REVOKED: {
+    status: 403,
+    meaning: "The SSH key was removed from its user's keys; removed while connected, its SSH sessions are closed with it.",
+    advice: "Add the key again (the portal, `burrow keys add`), or ask an admin to.",
+  },
   USER_DISABLED: { status: 403, meaning: "The token's user is disabled.", advice: "Ask an admin to enable the user." },
   PROTOCOL_DENIED: {
     status: 403,

@@ -8,6 +8,7 @@ import { createHostnames, type TxtLookup } from "./hostnames.ts";
 import { noLiveTunnels, type LiveTunnels } from "./live.ts";
 import { createSessions } from "./sessions.ts";
 import { LoginThrottle } from "./login-throttle.ts";
+import { createSshKeys } from "./ssh-keys.ts";
 import { createTokens } from "./tokens.ts";
 import { createDeviceLogin } from "./device-login.ts";
 import { createInvitations } from "./invitations.ts";
@@ -45,6 +46,7 @@ export function createCore({ store, clock = systemClock, systemSubdomains, domai
   };
   const clockNow = () => clock.now().getTime();
   const tokens = createTokens(store, clock, live);
+  const sshKeys = createSshKeys(store, clock, live);
   const users = createUsers(store, clock, live);
   const hostnames = createHostnames(store, clock, domain, lookupTxt);
   const domains = createDomains(store, clock, systemSubdomains);
@@ -55,7 +57,20 @@ export function createCore({ store, clock = systemClock, systemSubdomains, domai
     invitations: createInvitations(store, clock, users),
     trafficPolicies: createTrafficPolicies(store, clock, domain),
     privateShares: createPrivateShares(store, clock, users),
-    tokens,
+    // a token revoked takes the SSH keys added with it along (`burrow keys add`)
+    tokens: {
+      ...tokens,
+      async revoke(...a: Parameters<typeof tokens.revoke>) {
+        await tokens.revoke(...a);
+        await sshKeys.removeAddedBy(a[0]);
+      },
+      async revokeOwn(...a: Parameters<typeof tokens.revokeOwn>) {
+        const row = await tokens.revokeOwn(...a);
+        await sshKeys.removeAddedBy(row.id);
+        return row;
+      },
+    },
+    sshKeys,
     deviceLogin: createDeviceLogin(store, clock, tokens, deviceCodeTtlMs),
     // the writes that can narrow what live tunnels may have: what is live is judged again before they answer
     domains: {

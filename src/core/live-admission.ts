@@ -4,7 +4,7 @@
  * concerns, and for each stream a connector opens. What no longer holds
  * comes back as the refusal the handshake would give now, with its code;
  * closing is the edge's job. The same rule functions as the handshake's,
- * in the handshake's order: the token, the user, the protocols, the proxy,
+ * in the handshake's order: the device (a token, an SSH key), the user, the protocols, the proxy,
  * max_devices, max_tunnels, then each tunnel's own (require_auth, its
  * reserved subdomain, its custom hostname) and a connector's share.
  *
@@ -16,6 +16,7 @@ import { isNamedKind, isPrivateKind } from "../protocol/kinds.ts";
 import type { Protocol } from "../validate/fields.ts";
 import { hasAuthentication } from "../validate/access.ts";
 import { authRefusal, hostnameRefusal, protocolRefusal, proxyRefusal, reservedRefusal, type AdmissionRequest, type Admitted, type LiveView } from "./admission.ts";
+import { deviceRefusal } from "./devices.ts";
 import { AppError } from "./errors.ts";
 import type { Core } from "./index.ts";
 
@@ -65,7 +66,7 @@ export async function judgeLive(core: Core, live: LiveView, userId: number, sess
   const refuse = (s: LiveSession, err: AppError | undefined) => err !== undefined && !verdict.sessions.has(s) && verdict.sessions.set(s, err);
   const refuseTunnel = (id: string, err: AppError | undefined) => err !== undefined && !verdict.tunnels.has(id) && verdict.tunnels.set(id, err);
 
-  for (const s of sessions) refuse(s, await tokenRefusal(core, s.tokenId));
+  for (const s of sessions) refuse(s, await deviceRefusal(core, s.tokenId));
   for (const s of sessions) refuse(s, user.enabled ? undefined : new AppError("USER_DISABLED", `user '${user.username}' is disabled`));
   for (const s of sessions) for (const t of s.tunnels) refuseTunnel(t.id, protocolRefusal(user, t.protocol));
   for (const s of sessions) refuse(s, s.id === null ? undefined : proxyRefusal(user, s.proxy));
@@ -131,7 +132,7 @@ export async function rejudgeAdmitted(core: Core, live: LiveView, admitted: Admi
  */
 export async function judgeConnector(core: Core, connector: { userId: number; tokenId?: number }, ownerId: number, name: string): Promise<AppError | undefined> {
   if (connector.tokenId !== undefined) {
-    const revoked = await tokenRefusal(core, connector.tokenId);
+    const revoked = await deviceRefusal(core, connector.tokenId);
     if (revoked) return revoked;
   }
   let user: UserRow;
@@ -151,17 +152,6 @@ async function connectorRefusal(core: Core, user: UserRow, ownerId: number, name
     return protocolRefusal(user, declared.protocol, "use");
   } catch (err) {
     if (err instanceof AppError) return err;
-    throw err;
-  }
-}
-
-/** TOKEN_DISABLED: revoked, or gone with its user. */
-async function tokenRefusal(core: Core, tokenId: number): Promise<AppError | undefined> {
-  try {
-    const token = await core.tokens.get(tokenId);
-    return token.enabled ? undefined : new AppError("TOKEN_DISABLED", "the token was revoked");
-  } catch (err) {
-    if (err instanceof AppError && err.code === "NOT_FOUND") return new AppError("TOKEN_DISABLED", "the token is gone");
     throw err;
   }
 }

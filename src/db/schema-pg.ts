@@ -213,6 +213,24 @@ export const acmeOnDemand = pgTable("acme_on_demand", {
   atMs: bigint("at_ms", { mode: "number" }).notNull(),
 });
 
+/** See schema.ts. */
+export const sshKeys = pgTable(
+  "ssh_keys",
+  {
+    id: integer("id").primaryKey().generatedByDefaultAsIdentity(),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    publicKey: text("public_key").notNull(),
+    fingerprint: text("fingerprint").notNull(),
+    addedByToken: integer("added_by_token").references(() => tokens.id, { onDelete: "cascade" }),
+    createdAt: text("created_at").notNull(),
+    lastUsed: text("last_used"),
+  },
+  (t) => [uniqueIndex("ssh_keys_fingerprint").on(t.fingerprint), index("ssh_keys_user").on(t.userId)],
+);
+
 export type UserRow = typeof users.$inferSelect;
 export type TokenRow = typeof tokens.$inferSelect;
 export type ReservedSubdomainRow = typeof reservedSubdomains.$inferSelect;
@@ -222,6 +240,7 @@ export type AuditRow = typeof auditLog.$inferSelect;
 export type DeviceCodeRow = typeof deviceCodes.$inferSelect;
 export type InvitationRow = typeof invitations.$inferSelect;
 export type PrivateNameRow = typeof privateNames.$inferSelect;
+export type SshKeyRow = typeof sshKeys.$inferSelect;
 
 /** See schema.ts. */
 export const clusterNodes = pgTable("cluster_nodes", {

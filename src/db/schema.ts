@@ -403,6 +403,32 @@ export const trafficPolicies = sqliteTable(
   (t) => [uniqueIndex("traffic_policies_name").on(t.name), index("traffic_policies_user").on(t.userId)],
 );
 
+/**
+ * Users' SSH public keys: each is a device of its user for the SSH gateway
+ * (ssh/), as a token is for the agent. Only the public half is kept. One key
+ * belongs to one user (its fingerprint is unique): the key decides who
+ * connects.
+ */
+export const sshKeys = sqliteTable(
+  "ssh_keys",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    /** The key as OpenSSH writes it, without its comment: "<type> <base64>". */
+    publicKey: text("public_key").notNull(),
+    /** "SHA256:<base64>" of the key, as `ssh-keygen -l` prints it. */
+    fingerprint: text("fingerprint").notNull(),
+    /** The device token it was added with (`burrow keys add`): revoking that token removes the key too. Null: added on the portal or by an admin. */
+    addedByToken: integer("added_by_token").references(() => tokens.id, { onDelete: "cascade" }),
+    createdAt: text("created_at").notNull(),
+    lastUsed: text("last_used"),
+  },
+  (t) => [uniqueIndex("ssh_keys_fingerprint").on(t.fingerprint), index("ssh_keys_user").on(t.userId)],
+);
+
 export type UserRow = typeof users.$inferSelect;
 export type TokenRow = typeof tokens.$inferSelect;
 export type ReservedSubdomainRow = typeof reservedSubdomains.$inferSelect;
@@ -413,3 +439,4 @@ export type DeviceCodeRow = typeof deviceCodes.$inferSelect;
 export type InvitationRow = typeof invitations.$inferSelect;
 export type PrivateNameRow = typeof privateNames.$inferSelect;
 export type TrafficPolicyRow = typeof trafficPolicies.$inferSelect;
+export type SshKeyRow = typeof sshKeys.$inferSelect;

@@ -53,9 +53,15 @@ export interface EdgeContext {
   policies?: EdgePolicies;
 }
 
-/** What carries an agent's frames: its WebSocket or its direct socket. */
+/** What carries an agent's frames: its WebSocket or its direct socket, or for an SSH session's tunnels the SSH gateway (ssh/) in memory. */
 export interface AgentTransport {
-  readonly kind: "websocket" | "direct";
+  readonly kind: "websocket" | "direct" | "ssh";
+  /**
+   * The SSH key whose signature the SSH gateway checked: the device the
+   * HELLO is admitted as, instead of its token (core/admission.ts
+   * ProvedDevice). Only the gateway's own connections have it.
+   */
+  readonly sshKey?: number;
   /** The agent's address, "ip:port". */
   readonly remote: string;
   /** The client's canonical IP, what per-address throttles count by (the real client behind a trusted proxy). */

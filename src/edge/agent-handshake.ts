@@ -14,7 +14,8 @@
  * (or, if that port is out of its reach, here once more without asking).
  */
 import * as v from "valibot";
-import { admit, admitConnector, type Admitted } from "../core/admission.ts";
+import { admit, admitConnector, type Admitted, type ProvedDevice } from "../core/admission.ts";
+import { touchDevice } from "../core/devices.ts";
 import { AppError } from "../core/errors.ts";
 import { rejudgeAdmitted } from "../core/live-admission.ts";
 import { logFailedWrite } from "../db/unavailable.ts";
@@ -56,6 +57,20 @@ export class AgentHandshake {
       this.verdict.audit(WireError.HANDSHAKE_TIMEOUT);
       side.refuse(WireError.HANDSHAKE_TIMEOUT, `no HELLO within ${HANDSHAKE_TIMEOUT_MS / 1000} s`);
     }, HANDSHAKE_TIMEOUT_MS);
+  }
+
+  /** The device the connection itself proved (an SSH key), which its HELLO is admitted as instead of its token. */
+  private get proved(): ProvedDevice | undefined {
+    const key = this.side.transport.sshKey;
+    return key === undefined ? undefined : { sshKey: key };
+  }
+
+  /** Who a HELLO speaks for, before the rules judge it: its token's user, or its key's; undefined when it has neither. */
+  private async userOf(hello: Hello): Promise<{ id: number } | undefined> {
+    const { core } = this.side.edge;
+    if (!this.proved) return (await core.tokens.identify(hello.token))?.user;
+    const key = await core.sshKeys.get(this.proved.sshKey).catch((err) => (err instanceof AppError ? undefined : Promise.reject(err)));
+    return key && { id: key.userId };
   }
 
   /** No HELLO is awaited any more (it came, or the connection is refused or closed). */
@@ -132,7 +147,7 @@ export class AgentHandshake {
       let providers: Providers = new Map();
       try {
         // who is asking, before anything is fetched for them (tunnel by tunnel comes after discovery)
-        await admit(edge.core, { token: (raw as Hello).token, proxy: false, tunnels: [], partial: true }, edge.live);
+        await admit(edge.core, { token: (raw as Hello).token, proxy: false, tunnels: [], partial: true }, edge.live, this.proved);
         providers = await discoverProviders(tunnels, edge.oidcHttpIssuers ?? false);
       } catch (err) {
         if (!(err instanceof AppError)) throw err; // a refusal: hello() below meets it again and refuses as always
@@ -188,7 +203,7 @@ export class AgentHandshake {
     try {
       let admitted: Awaited<ReturnType<typeof admitConnector>>;
       try {
-        admitted = await admitConnector(edge.core, { token: hello.token, proxy: hello.proxy, target });
+        admitted = await admitConnector(edge.core, { token: hello.token, proxy: hello.proxy, target }, this.proved);
       } catch (err) {
         if (err instanceof AppError) return this.verdict.refused(err, hello.token);
         throw err;
@@ -205,7 +220,7 @@ export class AgentHandshake {
       this.verdict.succeeded("READY");
       edge.registry.attach(side, []);
       this.streams.connected(admitted, label, here, elsewhere);
-      edge.core.tokens.touch(token.id).catch((err) => logFailedWrite("token last use not written", { token: token.id }, err));
+      touchDevice(edge.core, token.id).catch((err) => logFailedWrite("token last use not written", { token: token.id }, err));
       void edge.core.audit.record({ action: "private.connect", address: side.transport.address, outcome: "ok", userId: user.id, username: user.username, tokenId: token.id, target: `private:${label}` });
       side.mux.sendControl(FrameType.READY, {
         session: side.sessionId,
@@ -235,11 +250,11 @@ export class AgentHandshake {
       const cluster = edge.nodes;
       try {
         const rules = async () => {
-          admitted = await admit(edge.core, hello, edge.live);
+          admitted = await admit(edge.core, hello, edge.live, this.proved);
           if (cluster) claimed = await claimOverNodes(cluster, edge, side.sessionId, hello, admitted);
         };
         // several nodes: the user's handshakes are judged one at a time over the cluster
-        const user = cluster && (await edge.core.tokens.identify(hello.token))?.user;
+        const user = cluster && (await this.userOf(hello));
         if (cluster && user) await cluster.oneUserAtATime(user.id, rules);
         else await rules();
       } catch (err) {
@@ -327,7 +342,7 @@ export class AgentHandshake {
       // a private tunnel declared anew: who may reach it is asked again at each connector's next stream
       if (tunnels.some((t) => t.privateName !== undefined)) registry.judge?.forget();
       // only a handshake that succeeded counts as use
-      core.tokens.touch(admitted.token.id).catch((err) => logFailedWrite("token last use not written", { token: admitted.token.id }, err));
+      touchDevice(core, admitted.token.id).catch((err) => logFailedWrite("token last use not written", { token: admitted.token.id }, err));
       const granted = this.tunnels.granted(opened, hello.partial);
       return () => this.announce(hello, owner, opened, granted);
     } catch (err) {

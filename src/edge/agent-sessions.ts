@@ -31,7 +31,8 @@ export class AgentSessions {
   /** Agents past their handshake, by how they came. */
   readyCounts(): { websocket: number; direct: number } {
     const counts = { websocket: 0, direct: 0 };
-    for (const conn of this.all) if (conn.isReady) counts[conn.transportKind]++;
+    // an SSH session's tunnels are the SSH gateway's to count (ssh/): they are never added here
+    for (const conn of this.all) if (conn.isReady && conn.transportKind !== "ssh") counts[conn.transportKind]++;
     return counts;
   }
 

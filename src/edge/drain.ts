@@ -94,7 +94,8 @@ export async function drainEdge(d: Draining): Promise<void> {
   // 3. agents are told why, tunnels go, traffic is written down
   d.stopTimers();
   d.agents.refuseAll(WireError.SERVER_SHUTDOWN, "the server is shutting down");
-  for (const t of d.registry.allTunnels()) d.registry.remove(t);
+  // private tunnels held in grace too: their timers would keep the stopped process alive
+  for (const t of new Set([...d.registry.allTunnels(), ...d.registry.graceTunnels()])) d.registry.remove(t);
   await d.listener.stop(true);
   await d.redirect?.stop(true);
   d.direct?.stop(true);

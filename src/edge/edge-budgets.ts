@@ -35,8 +35,8 @@ export class EdgeBudgets {
     this.agents = new SocketBudget({ perAddress: opts.maxAgentsPerIp, total: Number.MAX_SAFE_INTEGER }, undefined, () => this.pressed);
   }
 
-  /** A place for an agent's connection from an address, on the public or the direct port. */
-  admitAgent(port: "public" | "direct"): (address: string) => boolean {
+  /** A place for an agent's connection from an address, on the public or the direct port, or the SSH gateway's. */
+  admitAgent(port: "public" | "direct" | "ssh"): (address: string) => boolean {
     return (address) => {
       const ok = this.agents.admit(address);
       if (!ok) overLimit("agent connection refused", { client: address, port });

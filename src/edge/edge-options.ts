@@ -13,6 +13,8 @@ import type { LiveNumbers } from "../metrics/registry.ts";
 import type { Passthrough } from "../sockets/tls-visit.ts";
 import type { ClientHello } from "../tls/client-hello.ts";
 import type { TlsSource } from "../tls/tls-source.ts";
+import type { EdgeContext } from "./agent-context.ts";
+import type { AgentConnection } from "./agents.ts";
 import type { OtherNodes } from "./other-nodes.ts";
 import type { Registry } from "./registry.ts";
 import type { EdgePolicyOptions } from "./traffic-policy/edge-policies.ts";
@@ -133,6 +135,19 @@ export interface RunningEdge {
    * could still give them away, so the server says it is ready after this.
    */
   namesHeld: Promise<void>;
+  /**
+   * What another way in for agents works with (the SSH gateway, ssh/): the
+   * agents' context, and a place in their connection budget for each of
+   * its connections.
+   */
+  agentSide: {
+    context: EdgeContext;
+    admit(address: string): boolean;
+    release(address: string): void;
+    /** Its agents' sessions, among the edge's (drained, told SERVER_SHUTDOWN at a stop): joined, and gone. */
+    joined(conn: AgentConnection): void;
+    left(conn: AgentConnection): void;
+  };
   /** Whether the public port and the direct port (when there is one) accept connections now. */
   listening(): { edge: boolean; agents: boolean };
   stop(): Promise<void>;

@@ -111,6 +111,12 @@ export class HandshakeVerdict {
       outcome: "refused",
       code,
       identify: async () => {
+        const key = this.side.transport.sshKey;
+        if (key !== undefined) {
+          // an SSH session's: the key the gateway checked says who (its entry names the key, not a token)
+          const found = await core.sshKeys.authenticate(key).catch(() => undefined);
+          return found && { userId: found.user.id, username: found.user.username, details: { ssh_key_id: key } };
+        }
         const found = token === undefined ? undefined : await core.tokens.identify(token);
         return found && { userId: found.user.id, username: found.user.username, tokenId: found.token.id };
       },

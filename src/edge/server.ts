@@ -172,6 +172,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
       visitorConnections: { http: budgets.visitors.total, tcp: budgets.tcpVisitors.total },
       bytes: { in: meter.totalIn, out: meter.totalOut },
     }),
+    agentSide: { context: edge, admit: budgets.admitAgent("ssh"), release: (address) => budgets.agents.release(address), joined: (conn) => agents.add(conn), left: (conn) => agents.left(conn) },
     listening: () => ({ edge: !listener.paused, agents: direct ? direct.listening : !listener.paused }),
     stop: () =>
       drainEdge({

@@ -29,14 +29,16 @@ import { clearTossed, readSessionCookie } from "./cookie.ts";
 import { deviceRoutes } from "./device-login.ts";
 import { invitationRoutes } from "./invitations.ts";
 import { meRoutes, type AddressOf } from "./me.ts";
+import { sshKeyRoutes, type SshGatewayFacts } from "./ssh-keys.ts";
 import { portalOidcRoutes, type PortalOidcSettings } from "./oidc.ts";
 import { pageFile } from "./page.ts";
 import { SECURITY_HEADERS } from "../http/security-headers.ts";
 
 /** The portal's API, every route (the reference and the tests read it). */
-export const portalRoutes = (addressOf: AddressOf, oidc?: PortalOidcSettings, host: () => string = () => ""): PortalRoute[] => [
+export const portalRoutes = (addressOf: AddressOf, oidc?: PortalOidcSettings, host: () => string = () => "", ssh: () => SshGatewayFacts | undefined = () => undefined): PortalRoute[] => [
   ...authRoutes,
   ...meRoutes(addressOf),
+  ...sshKeyRoutes(ssh, host),
   ...deviceRoutes,
   ...invitationRoutes,
   ...portalOidcRoutes(oidc, host),
@@ -65,6 +67,8 @@ export interface PortalOptions {
   addressOf: AddressOf;
   /** Company sign-in (--portal-oidc-*); none: passwords only. */
   oidc?: PortalOidcSettings;
+  /** The SSH gateway, once it listens; none: off. */
+  ssh?: () => SshGatewayFacts | undefined;
 }
 
 /**
@@ -104,7 +108,7 @@ const withHeaders = (res: Response): Response => {
 export function createPortalApp(core: Core, options: PortalOptions): PortalApp {
   // the host visitors write (domain and port), as in the portal's address: the provider sends them back there
   const host = () => new URL(options.origin()).host;
-  const table = portalRoutes(options.addressOf, options.oidc, host).map(compile);
+  const table = portalRoutes(options.addressOf, options.oidc, host, options.ssh).map(compile);
   const { domain, secure } = options;
   if (!secure && !isLoopbackName(domain)) {
     log.warn("the portal is served over plain HTTP: any tunnel's page can plant a session cookie on its domain; serve it over HTTPS (the edge's TLS, or a proxy's with an https --public-url), or on loopback only", { domain });

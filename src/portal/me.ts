@@ -7,6 +7,7 @@ import * as v from "valibot";
 import { json, parseBody, parseId, parseQuery } from "../api/http.ts";
 import { activeTunnelJson, dayTrafficJson, domainJson, hostnameJson, tokenJson, userJson } from "../api/json.ts";
 import { ActiveTunnelJson, DayTrafficJson, DomainJson, EntryList, ErrorBody, HostnameJson, StatusBody, TokenJson, UserJson } from "../api/responses.ts";
+import { keyDevice } from "../core/device-ids.ts";
 import { AppError } from "../core/errors.ts";
 import type { ActiveTunnel } from "../core/live.ts";
 import { checkPassword } from "../core/login.ts";
@@ -44,10 +45,12 @@ export function meRoutes(addressOf: AddressOf): PortalRoute[] {
       methods: {
         async GET(_req, { core, user }) {
           const tokens = await core.tokens.listForUser(user.id);
+          const keys = await core.sshKeys.listForUser(user.id);
           return json({
             user: { ...userJson(user), has_password: user.passwordHash !== "" },
             traffic_used: await core.traffic.usedInPeriod(user),
-            devices: tokens.filter((t) => t.enabled).length,
+            // a device is a token or an SSH key, as max_devices counts them
+            devices: tokens.filter((t) => t.enabled).length + keys.length,
           });
         },
       },
@@ -113,7 +116,9 @@ export function meRoutes(addressOf: AddressOf): PortalRoute[] {
       methods: {
         async GET(_req, { core, user }) {
           const mine = (await core.live.list()).filter((t) => t.userId === user.id).sort((a, b) => a.connectedAt.getTime() - b.connectedAt.getTime());
-          const devices = new Map((await core.tokens.listForUser(user.id)).map((t) => [t.id, t.deviceName]));
+          const devices = new Map<number, string>((await core.tokens.listForUser(user.id)).map((t) => [t.id, t.deviceName]));
+          // a tunnel an SSH key opened names the key (its device id: core/device-ids.ts)
+          for (const k of await core.sshKeys.listForUser(user.id)) devices.set(keyDevice(k.id), `SSH key ${k.name}`);
           return json(mine.map((t) => ({ ...activeTunnelJson(t), url: addressOf(t), device_name: devices.get(t.tokenId) ?? null })));
         },
       },

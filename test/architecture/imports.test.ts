@@ -44,6 +44,7 @@ const LAYERS: Record<string, number> = {
   agent: 5, // the agent: connects, serves streams to the local service
   edge: 6, // the public face: ingress, agents' endpoint, tunnels
   cluster: 7, // several nodes: the shared registry, the relay between nodes
+  ssh: 7, // the SSH gateway: OpenSSH's -R and -L as tunnels and connectors, plugged into the edge
   admin: 7, // the admin API and panel
   portal: 7, // users' own sign-in page and API on the apex, device login, invitations
   config: 7, // the server's settings

@@ -36,6 +36,7 @@ export async function echoThrough(port: number, text: string): Promise<string> {
   let got = "";
   const { promise, resolve, reject } = Promise.withResolvers<string>();
   const timer = setTimeout(() => reject(new Error(`no echo after 5 s (got '${got}')`)), 5_000);
+  // a refused connection rejects here: the timer must not outlive it (callers may poll with this)
   const sock = await Bun.connect({
     hostname: "127.0.0.1",
     port,
@@ -49,6 +50,10 @@ export async function echoThrough(port: number, text: string): Promise<string> {
       close: () => reject(new Error(`closed before the echo (got '${got}')`)),
       error: (_s, e) => reject(e),
     },
+  }).catch((err) => {
+    clearTimeout(timer);
+    promise.catch(() => {});
+    throw err;
   });
   try {
     return await promise;

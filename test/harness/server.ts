@@ -38,6 +38,8 @@ export interface TestServer extends AsyncDisposable {
   agentPort?: number;
   /** The port for tls tunnels only; undefined with --tls-port off (the default). */
   tlsPort?: number;
+  /** The SSH gateway's port; undefined with --ssh-port off (the default). */
+  sshPort?: number;
   dataDir: string;
   proc: Subprocess<"ignore", "pipe", "pipe">;
   output: LineReader;
@@ -119,7 +121,8 @@ export async function startServer(opts: StartOptions = {}): Promise<TestServer> 
     const agentPortText = /^\d+$/.test(String(fields.agent_port)) ? String(fields.agent_port) : undefined;
     const agentPort = agentPortText === undefined ? undefined : Number(agentPortText);
     const tlsPort = /^\d+$/.test(String(fields.tls_port)) ? Number(fields.tls_port) : undefined;
-    return { adminUrl, edgePort, edgeUrl, agentPort, tlsPort, dataDir, proc, output, stop, [Symbol.asyncDispose]: async () => void (await stop()) };
+    const sshPort = /^\d+$/.test(String(fields.ssh_port)) ? Number(fields.ssh_port) : undefined;
+    return { adminUrl, edgePort, edgeUrl, agentPort, tlsPort, sshPort, dataDir, proc, output, stop, [Symbol.asyncDispose]: async () => void (await stop()) };
   } catch (err) {
     await stop("SIGKILL");
     throw new Error(`server did not start: ${(err as Error).message}\n${output.text()}`);

@@ -14,6 +14,7 @@ import { runtime } from "../../runtime/current.ts";
 import type { RuntimeSocket, SocketHandlers } from "../../runtime/types.ts";
 import { isIP } from "node:net";
 import { PendingWrites } from "../../sockets/pending-writes.ts";
+import type { Dialer } from "../local-target.ts";
 
 export interface ConnectionUser {
   received(bytes: Uint8Array): void;
@@ -58,16 +59,17 @@ export class LocalConnection {
   private constructor(readonly key: string) {}
 
   /**
-   * Connects; a failure (refused, unreachable, a TLS handshake that failed) is
+   * Connects (through `dial` when the service is reached another way than
+   * TCP from here); a failure (refused, unreachable, a TLS handshake that failed) is
    * returned, not thrown. With `tls`, any certificate is accepted: the local
    * service is the user's own, and self-signed is normal there. `alpn`: the
    * protocols offered in TLS's ALPN (an HTTP/2 service's "h2"); which one
    * the service took is `alpnProtocol`.
    */
-  static async open(hostname: string, port: number, key: string, tls = false, alpn?: string[]): Promise<LocalConnection | Error> {
+  static async open(hostname: string, port: number, key: string, tls = false, alpn?: string[], dial?: Dialer): Promise<LocalConnection | Error> {
     const conn = new LocalConnection(key);
     try {
-      conn.socket = await runtime.connect({
+      conn.socket = await (dial ?? runtime).connect({
         hostname,
         port,
         data: conn,

@@ -14,14 +14,15 @@ import { Http2ClientConnection, type Http2ClientOwner } from "../../http2/client
 import { DEFAULT_H2_CLIENT_LIMITS } from "../../http2/client-limits.ts";
 import type { Fields, H2ClientStream, H2ResponseHandler } from "../../http2/client-stream.ts";
 import type { Http2Io } from "../../http2/output.ts";
-import { describeLocalError } from "../local-target.ts";
+import { describeLocalError, type Dialer } from "../local-target.ts";
 import { LocalConnection, type ConnectionUser } from "./connection.ts";
 
-/** Where a service that speaks HTTP/2 listens (pool.ts H2Address), and how: h2c, or h2 over TLS. */
+/** Where a service that speaks HTTP/2 listens (pool.ts LocalService), and how: h2c, or h2 over TLS; `dial`: how it is reached when not by TCP from here. */
 export interface H2Address {
   host: string;
   port: number;
   upstreamProtocol?: "h2c" | "h2";
+  dial?: Dialer;
 }
 
 /** A request waiting for a stream: its head, and what hears how it went. */
@@ -41,7 +42,8 @@ export class H2Services {
 
   /** The service's connection and queue, made when first asked for. */
   of(service: H2Address): H2Service {
-    const key = `${service.upstreamProtocol}://${service.host}:${service.port}`;
+    // another way to the same host and port is another service (pool.ts keyOf)
+    const key = `${service.upstreamProtocol}://${service.host}:${service.port}${service.dial ? ` via ${service.dial.key}` : ""}`;
     let found = this.byKey.get(key);
     if (!found) this.byKey.set(key, (found = new H2Service(service, key)));
     return found;
@@ -114,9 +116,9 @@ export class H2Service {
   private connect(): void {
     if (this.connecting || this.stopped) return;
     this.connecting = true;
-    const { host, port, upstreamProtocol } = this.service;
+    const { host, port, upstreamProtocol, dial } = this.service;
     const tls = upstreamProtocol === "h2";
-    LocalConnection.open(host, port, this.key, tls, tls ? ["h2"] : undefined)
+    LocalConnection.open(host, port, this.key, tls, tls ? ["h2"] : undefined, dial)
       .then((conn) => {
         this.connecting = false;
         if (conn instanceof Error) return this.failWaiting(describeLocalError(conn));

@@ -7,15 +7,21 @@
  * connection is rarely one the service is closing at that very moment; the
  * caller retries that race once (see exchange.ts).
  */
+import type { Dialer } from "../local-target.ts";
 import { LocalConnection } from "./connection.ts";
 import { H2Services } from "./h2-services.ts";
 
-/** Where a local service listens; `tls`: it speaks https; `upstreamProtocol`: HTTP/2 (h2-services.ts), not HTTP/1.1. */
+/**
+ * Where a local service listens; `tls`: it speaks https; `upstreamProtocol`:
+ * HTTP/2 (h2-services.ts), not HTTP/1.1; `dial`: how it is reached when not
+ * by TCP from here.
+ */
 export interface LocalService {
   host: string;
   port: number;
   tls?: boolean;
   upstreamProtocol?: "h2c" | "h2";
+  dial?: Dialer;
 }
 
 export interface PoolOptions {
@@ -95,7 +101,7 @@ export class ConnectionPool {
 
   /** A new connection, or why there is none. */
   async open(service: LocalService): Promise<LocalConnection | Error> {
-    const conn = await LocalConnection.open(service.host, service.port, keyOf(service), service.tls);
+    const conn = await LocalConnection.open(service.host, service.port, keyOf(service), service.tls, undefined, service.dial);
     if (!(conn instanceof Error)) this.opened++;
     return conn;
   }
@@ -173,6 +179,7 @@ export class ConnectionPool {
 const keys = new WeakMap<LocalService, string>();
 function keyOf(s: LocalService): string {
   let key = keys.get(s);
-  if (key === undefined) keys.set(s, (key = `${s.tls ? "https" : "http"}://${s.host}:${s.port}`));
+  // another way to the same host and port is another service: its connections are never another's
+  if (key === undefined) keys.set(s, (key = `${s.tls ? "https" : "http"}://${s.host}:${s.port}${s.dial ? ` via ${s.dial.key}` : ""}`));
   return key;
 }

@@ -21,7 +21,7 @@
  * a tunnel, which kinds it reaches, how it forwards, and how a refusal is
  * answered in its medium (a page, a reset stream, a closed socket, a
  * dropped datagram). It never re-implements a step: a new entry path
- * (an HTTP/2 stream, an SSH channel) is one more door.
+ * (an HTTP/2 stream, h2/door.ts; an SSH channel, ssh/reaches.ts) is one more door.
  *
  * A tunnel of another node (`relayed`) has its rules applied where they
  * live, by the relayed doors of that node (cluster/relay.ts): here, its
@@ -44,7 +44,7 @@ export const STEPS = ["name", "admission", "access", "forward"] as const;
 export type Step = (typeof STEPS)[number];
 
 /** The entry paths; each is one door (docs/architecture.md names each one's file). */
-export type DoorName = "http" | "h2" | "tcp" | "tls" | "udp" | "private" | "relayed-http" | "relayed-tls" | "relayed-private";
+export type DoorName = "http" | "h2" | "tcp" | "tls" | "udp" | "private" | "ssh" | "relayed-http" | "relayed-tls" | "relayed-private";
 
 /**
  * Why a visit goes no further: the step that refused it, a stable code,

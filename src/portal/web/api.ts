@@ -36,6 +36,24 @@ export interface Token {
   last_used: string | null;
 }
 
+export interface SshKey {
+  id: number;
+  name: string;
+  key: string;
+  type: string;
+  fingerprint: string;
+  created_at: string;
+  last_used: string | null;
+}
+
+/** The server's SSH gateway: its port (null when off) and host keys. */
+export interface SshGateway {
+  port: number | null;
+  host: string;
+  host_keys: { type: string; fingerprint: string; known_hosts: string }[];
+  command: string | null;
+}
+
 export interface NewDevice {
   token: string;
   token_id: number;
@@ -114,6 +132,10 @@ export const api = {
   tokens: () => call<Token[]>("GET", "/_burrow/api/me/tokens"),
   addDevice: (device_name: string) => call<NewDevice>("POST", "/_burrow/api/me/tokens", { device_name }),
   revoke: (id: number) => call<{ status: string }>("DELETE", `/_burrow/api/me/tokens/${id}`),
+  sshKeys: () => call<SshKey[]>("GET", "/_burrow/api/me/ssh-keys"),
+  addSshKey: (key: string, name?: string) => call<SshKey>("POST", "/_burrow/api/me/ssh-keys", name ? { key, name } : { key }),
+  removeSshKey: (id: number) => call<{ status: string }>("DELETE", `/_burrow/api/me/ssh-keys/${id}`),
+  sshGateway: () => call<SshGateway>("GET", "/_burrow/api/ssh"),
   tunnels: () => call<MyTunnel[]>("GET", "/_burrow/api/me/tunnels"),
   shared: () => call<SharedTunnel[]>("GET", "/_burrow/api/me/shared"),
   traffic: (days: number) => call<DayTraffic[]>("GET", `/_burrow/api/me/traffic?days=${days}`),

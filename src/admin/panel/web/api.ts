@@ -12,6 +12,18 @@ import type { ServerInfo } from "../../../ui/format.ts";
 export { messageOf } from "../../../ui/errors.ts";
 import { ApiError, jsonClient } from "../../../ui/json-client.ts";
 
+/** A user's SSH public key (the SSH gateway's device). */
+export interface SshKey {
+  id: number;
+  user_id: number;
+  name: string;
+  key: string;
+  type: string;
+  fingerprint: string;
+  created_at: string;
+  last_used: string | null;
+}
+
 export interface Me {
   id: number;
   username: string;
@@ -247,6 +259,9 @@ export const api = {
   createToken: (userId: number, deviceName: string) =>
     call<NewToken>("POST", `/api/users/${id(userId)}/tokens`, { device_name: deviceName }),
   revokeToken: (tokenId: number) => call<{ status: string }>("DELETE", `/api/tokens/${id(tokenId)}`),
+  sshKeys: (userId: number) => call<SshKey[]>("GET", `/api/users/${id(userId)}/ssh-keys`),
+  addSshKey: (userId: number, key: string, name?: string) => call<SshKey>("POST", `/api/users/${id(userId)}/ssh-keys`, name ? { key, name } : { key }),
+  removeSshKey: (keyId: number) => call<{ status: string }>("DELETE", `/api/ssh-keys/${id(keyId)}`),
 
   domains: () => call<Domain[]>("GET", "/api/domains"),
   reserve: (subdomain: string, userId: number) => call<Domain>("POST", "/api/domains", { subdomain, user_id: userId }),

@@ -13,6 +13,8 @@ export const ACTION_WORDS: Record<string, string> = {
   "user.delete": "User deleted",
   "token.create": "Token generated",
   "token.revoke": "Token revoked",
+  "ssh-key.create": "SSH key added",
+  "ssh-key.delete": "SSH key removed",
   "domain.reserve": "Subdomain reserved",
   "domain.release": "Subdomain released",
   "hostname.create": "Hostname added",
@@ -35,6 +37,8 @@ export const ACTION_WORDS: Record<string, string> = {
   "policy.create": "Traffic policy added",
   "policy.update": "Traffic policy changed",
   "policy.delete": "Traffic policy deleted",
+  "ssh.session": "SSH session",
+  "ssh.refused": "SSH refused",
 };
 
 export const actionWords = (action: string) => ACTION_WORDS[action] ?? action;

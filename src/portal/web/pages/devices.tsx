@@ -1,6 +1,7 @@
 /**
  * The user's devices (tokens): add one (by `burrow login` on the device, or
- * a token made here, shown once with its login line), list, revoke.
+ * a token made here, shown once with its login line), list, revoke; and
+ * their SSH keys (ssh-keys.tsx), devices too.
  */
 import { useRef, useState } from "preact/hooks";
 import { CopyButton } from "../../../ui/components/copy.tsx";
@@ -11,6 +12,7 @@ import { useApi, useTitle } from "../../../ui/hooks.ts";
 import { notify } from "../../../ui/notices.ts";
 import { api, messageOf, type NewDevice, type Token } from "../api.ts";
 import { useMe } from "../session.ts";
+import { SshKeysCard } from "./ssh-keys.tsx";
 
 export function DevicesPage() {
   useTitle("Devices");
@@ -104,6 +106,7 @@ export function DevicesPage() {
           ))}
         </ul>
       </Card>
+      <SshKeysCard full={full} changed={reload} />
       {secret && (
         <Modal title={`Token for “${secret.device_name}”`} onClose={() => setSecret(undefined)} wide>
           <p class="warn-box">

@@ -8,6 +8,7 @@ import { TrafficChart } from "../../../../ui/components/chart.tsx";
 import { Confirm } from "../../../../ui/components/dialog.tsx";
 import { DomainList, ReserveForm } from "../components/domains.tsx";
 import { HostnameForm, HostnameList } from "../components/hostnames.tsx";
+import { SshKeysPanel } from "../components/ssh-keys.tsx";
 import { TokenLoadError, TokensPanel } from "../components/tokens.tsx";
 import { TunnelTable } from "../components/tunnels.tsx";
 import { UserForm } from "../components/user-form.tsx";
@@ -25,6 +26,7 @@ const CHART_REFRESH_MS = 60_000;
 export function UserPage(props: { id: number }) {
   const details = useApi(() => api.user(props.id), [props.id], DETAILS_REFRESH_MS);
   const tokens = useApi(() => api.tokens(props.id), [props.id]);
+  const sshKeys = useApi(() => api.sshKeys(props.id), [props.id]);
   const domains = useApi(api.domains, [props.id]);
   const hostnames = useApi(() => api.hostnames(props.id), [props.id]);
   const days = useApi(() => api.userDays(props.id, 30), [props.id], CHART_REFRESH_MS);
@@ -121,6 +123,22 @@ export function UserPage(props: { id: number }) {
             />
           ) : (
             !tokens.error && <Loading what="tokens" />
+          )}
+        </Card>
+        <Card title="SSH keys" id="ssh-keys">
+          {sshKeys.error && !sshKeys.data && <ErrorBox title="Could not load SSH keys" message={sshKeys.error} retry={sshKeys.reload} />}
+          {sshKeys.data ? (
+            <SshKeysPanel
+              userId={u.id}
+              username={u.username}
+              keys={sshKeys.data}
+              onChanged={() => {
+                void sshKeys.reload();
+                void live.reload();
+              }}
+            />
+          ) : (
+            !sshKeys.error && <Loading what="SSH keys" />
           )}
         </Card>
         <Card title="Reserved subdomains" id="user-domains">
