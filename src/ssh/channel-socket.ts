@@ -12,6 +12,13 @@
  * its high-water mark and nothing once it is over it, until 'drain': a
  * client whose window never opens stops its stream, whose credit then stops
  * the visitor, and what the gateway holds for it is bounded.
+ *
+ * A channel the gateway opens may bring the client's first bytes in the
+ * same read as its confirmation (a service that speaks first: an HTTP/2
+ * service's SETTINGS), before the code that asked for the connection has
+ * it; Bun gives a socket's data only after its connect resolved. So such
+ * a channel is held (paused) until then: its bytes, EOF and close wait in
+ * the channel, under its window.
  */
 import type { Connection, ServerChannel } from "ssh2";
 import type { Dialer } from "../agent/local-target.ts";
@@ -22,6 +29,10 @@ const EMPTY = Buffer.alloc(0);
 class ChannelSocket<T> implements RuntimeSocket<T> {
   /** Over the high-water mark: writes take nothing until 'drain'. */
   private full = false;
+  /** Held until the code that asked for it has it (start()). */
+  private held = false;
+  /** Paused by its user (credit), which start() keeps. */
+  private paused = false;
 
   constructor(
     readonly channel: ServerChannel,
@@ -66,11 +77,24 @@ class ChannelSocket<T> implements RuntimeSocket<T> {
   }
 
   pause(): void {
+    this.paused = true;
     this.channel.pause();
   }
 
   resume(): void {
-    this.channel.resume();
+    this.paused = false;
+    if (!this.held) this.channel.resume();
+  }
+
+  /** Holds its events in the channel until start(). */
+  hold(): void {
+    this.held = true;
+    this.channel.pause();
+  }
+
+  start(): void {
+    this.held = false;
+    if (!this.paused) this.channel.resume();
   }
 
   setNoDelay(): boolean {
@@ -81,9 +105,11 @@ class ChannelSocket<T> implements RuntimeSocket<T> {
   unref(): void {}
 }
 
-/** `channel`'s bytes, drains, FIN and close given to Bun-shaped handlers, once each. */
-export function channelSocket<T>(channel: ServerChannel, data: T, remote: string, h: SocketHandlers<T>): RuntimeSocket<T> {
+/** `channel`'s bytes, drains, FIN and close given to Bun-shaped handlers, once each; with `held`, only once start() is called. */
+function channelSocketOf<T>(channel: ServerChannel, data: T, remote: string, h: SocketHandlers<T>, held: boolean): ChannelSocket<T> {
   const socket = new ChannelSocket<T>(channel, data, remote);
+  // paused before the first 'data' listener, which would otherwise set the channel flowing
+  if (held) socket.hold();
   let closed = false;
   const close = (error?: Error) => {
     if (closed) return;
@@ -98,6 +124,11 @@ export function channelSocket<T>(channel: ServerChannel, data: T, remote: string
   channel.on("close", () => close());
   channel.on("error", (err: Error) => close(err));
   return socket;
+}
+
+/** `channel`'s bytes, drains, FIN and close given to Bun-shaped handlers, once each. */
+export function channelSocket<T>(channel: ServerChannel, data: T, remote: string, h: SocketHandlers<T>): RuntimeSocket<T> {
+  return channelSocketOf(channel, data, remote, h, false);
 }
 
 /**
@@ -116,9 +147,11 @@ export function channelDialer(client: Connection, key: string, forward: { readon
         try {
           client.forwardOut(forward.bindAddr, forward.port, originator.address, originator.port, (err, channel) => {
             if (err) return reject(Object.assign(new Error(`the ssh client did not open the forward: ${err.message}`), { code: "ECONNREFUSED" }));
-            const socket = channelSocket(channel, options.data as T, originator.address, options.socket);
+            const socket = channelSocketOf(channel, options.data as T, originator.address, options.socket, true);
             resolve(socket);
             options.socket.open?.(socket);
+            // after the microtasks that hand the socket to its caller (an await, a then)
+            setImmediate(() => socket.start());
           });
         } catch (err) {
           reject(err);
