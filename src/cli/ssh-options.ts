@@ -8,6 +8,12 @@
  * private name) and its port says the kind, so the flags that name a
  * tunnel, pools, routes and the agent's own are not taken. Nothing is read
  * from the server's environment (BURROW_BASIC_AUTH is the agent's).
+ *
+ * Some flags of the commands cannot work here and are refused with why
+ * (NOT_OVER_SSH): --policy-file names a file the server cannot read, and
+ * --upstream-protocol h2 needs TLS to the service, which an SSH channel
+ * does not carry (h2c does). A tunnel opened here has no traffic policy of
+ * its own; the operator's policies hold on it as on any tunnel.
  */
 import { parseFlags, type FlagSpec, type FlagTable } from "../config/flags.ts";
 import type { ForwardAsk, ForwardOptions, ForwardOptionsReader } from "../ssh/forward-options.ts";
@@ -28,6 +34,7 @@ export const SSH_FLAGS: Record<ForwardAsk["kind"], FlagTable> = {
     "host-header",
     "allow-upgrade",
     "response-timeout",
+    "upstream-protocol",
     "basic-auth",
     ...IP,
     "request-header-add",
@@ -45,6 +52,18 @@ export const SSH_FLAGS: Record<ForwardAsk["kind"], FlagTable> = {
 };
 
 const ALL: FlagTable = { ...SSH_FLAGS.tls, ...SSH_FLAGS.tcp, ...SSH_FLAGS.http };
+
+/** Flags of burrow http, tcp and tls that cannot work through the gateway, and why: read, so that they are refused in these words, not as unknown. */
+export const NOT_OVER_SSH: Record<string, string> = {
+  "policy-file":
+    "the server cannot read a file on your machine, so a tunnel opened with ssh has no traffic policy of its own; open one with burrow http, tcp or tls --policy-file FILE (the operator's policies hold on tunnels opened with ssh all the same)",
+};
+
+/** What the gateway's channel to the -R target cannot carry: TLS to the service. */
+const H2_OVER_SSH = "--upstream-protocol h2: the server reaches your -R target through the SSH connection, without TLS; use h2c for a service that speaks HTTP/2 without TLS";
+
+/** The flags the gateway reads: those it takes, and those it refuses with why. */
+const READ: FlagTable = { ...ALL, ...pick(HTTP_FLAGS, Object.keys(NOT_OVER_SSH) as (keyof typeof HTTP_FLAGS)[]) };
 
 /** `command` split as a shell would split its words (quotes, backslashes); undefined when a quote is left open. */
 export function shellWords(command: string): string[] | undefined {
@@ -88,10 +107,12 @@ export const sshForwardOptions: ForwardOptionsReader = (command) => {
   if (argv[0] === "--") argv.shift();
   let values: Record<string, unknown>;
   try {
-    const parsed = parseFlags(argv, ALL, {});
+    const parsed = parseFlags(argv, READ, {});
     if (parsed.values.help) return { problem: `the options after the host are burrow http's, tcp's and tls's: ${Object.keys(ALL).map((f) => `--${f}`).join(", ")}` };
     if (parsed.positionals.length > 0) return { problem: `unexpected argument '${parsed.positionals[0]}': this server runs no command, it takes options` };
     values = Object.fromEntries(Object.entries(parsed.values).filter(([, v]) => v !== undefined && !(Array.isArray(v) && v.length === 0)));
+    const refused = Object.keys(NOT_OVER_SSH).find((flag) => flag in values);
+    if (refused) return { problem: `--${refused}: ${NOT_OVER_SSH[refused]}` };
   } catch (err) {
     if (err instanceof UsageError) return { problem: err.message };
     throw err;
@@ -103,6 +124,7 @@ export const sshForwardOptions: ForwardOptionsReader = (command) => {
       const foreign = Object.keys(values).find((flag) => !(flag in table));
       if (foreign) return { problem: `unknown flag --${foreign} for a ${ask.kind} tunnel` };
       if (values["host-header"] === "rewrite") return { problem: "--host-header rewrite: the server does not know your -R target; give the Host to send, e.g. --host-header localhost:3000" };
+      if (values["upstream-protocol"] === "h2") return { problem: H2_OVER_SSH };
       const named: Record<string, unknown> = { ...values };
       if (values.private) {
         if (ask.name === undefined) return { problem: "--private: name the tunnel in -R, NAME:PORT:HOST:PORT" };
@@ -117,6 +139,7 @@ export const sshForwardOptions: ForwardOptionsReader = (command) => {
           request: made.request,
           ...(made.target.hostHeader !== undefined ? { hostHeader: made.target.hostHeader } : {}),
           ...(made.target.proxyProtocol ? { proxyProtocol: true } : {}),
+          ...(made.target.upstreamProtocol === "h2c" ? { upstreamProtocol: "h2c" as const } : {}),
         };
       } catch (err) {
         if (err instanceof UsageError) return { problem: err.message };

@@ -24,6 +24,8 @@ export interface OptionedForward {
   hostHeader?: string;
   /** --proxy-protocol: each connection starts with a PROXY protocol v2 header naming the visitor. */
   proxyProtocol?: boolean;
+  /** --upstream-protocol h2c: the service is spoken to in HTTP/2 without TLS, over one channel (h2 would need TLS, which a channel does not carry). */
+  upstreamProtocol?: "h2c";
 }
 
 export interface ForwardOptions {

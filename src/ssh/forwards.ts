@@ -84,7 +84,7 @@ export class Forwards {
     const forward: Forward = { bindAddr, bindPort, port: bindPort, label, agent: undefined! };
     // the originator a channel names: the gateway itself (a kept-alive connection carries many visitors)
     const dial = channelDialer(host.client, `ssh:${host.peer.remote}:${id}`, forward, ORIGINATOR);
-    const target = { host: bindAddr || "localhost", port: bindPort, dial, ...(asked.hostHeader !== undefined ? { hostHeader: asked.hostHeader } : {}), ...(asked.proxyProtocol ? { proxyProtocol: true } : {}) };
+    const target = { host: bindAddr || "localhost", port: bindPort, dial, ...(asked.hostHeader !== undefined ? { hostHeader: asked.hostHeader } : {}), ...(asked.proxyProtocol ? { proxyProtocol: true } : {}), ...(asked.upstreamProtocol ? { upstreamProtocol: asked.upstreamProtocol } : {}) };
     forward.agent = new MemoryAgent(host.edge, host.sessions, host.peer, { name: label, local: `-R ${label}`, target }, host.view, {
       granted: (t) => {
         forward.granted = t;
