@@ -32,7 +32,6 @@ beforeAll(async () => {
   h2c = await startH2Echo();
 }, 60_000);
 afterAll(async () => {
-  console.log("SERVER OUTPUT", rig?.server.proc.exitCode, rig?.server.output.text().slice(-6000));
   await rig?.close();
   await h2c?.stop();
   web.stop(true);
