@@ -140,7 +140,7 @@ describe("a real server's output", () => {
       for (const secret of secrets) expect(line).not.toContain(secret);
     }
     const ready = lines.map((l) => JSON.parse(l)).find((l) => l.msg === "admin api listening");
-    expect(Object.keys(ready).sort()).toEqual(["agent_port", "data", "edge_port", "level", "msg", "time", "tls_port", "url"]);
+    expect(Object.keys(ready).sort()).toEqual(["agent_port", "data", "edge_port", "level", "msg", "ssh_port", "time", "tls_port", "url"]);
     expect(lines.map((l) => JSON.parse(l).msg)).toEqual(expect.arrayContaining(["agent refused", "agent connected", "server stopped"]));
     const connected = lines.map((l) => JSON.parse(l)).find((l) => l.msg === "agent connected");
     expect(typeof connected.token).toBe("number"); // the token's id, not the token
