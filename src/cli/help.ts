@@ -27,6 +27,7 @@ export const COMMANDS: readonly CommandLine[] = [
   { name: "server backup", synopsis: "server backup FILE", summary: "write a consistent copy of the server's database to FILE" },
   { name: "server dns-check", synopsis: "server dns-check --domain D", summary: "check the server's DNS records and its DNS-01 responder" },
   { name: "server health", synopsis: "server health", summary: "exit 0 when the running server says it is ready (/readyz): a container's health check" },
+  { name: "diagnose", synopsis: "diagnose [--json] [--bundle F]", summary: "check the way to the server, the token and the tunnels; say what fails and what to do" },
   { name: "service install", synopsis: "service install [--config F | --remote]", summary: "run the agent as a service of this machine (systemd, launchd, Windows)" },
   { name: "service uninstall", synopsis: "service uninstall", summary: "stop the agent's service and remove its files" },
   { name: "service status", synopsis: "service status", summary: "whether the agent's service is installed and runs" },
