@@ -15,6 +15,8 @@ import { COMMANDS } from "../../src/cli/help.ts";
 import { LOGIN_DOC } from "../../src/cli/login.ts";
 import { CONNECT_DOC } from "../../src/cli/connect.ts";
 import { UPDATE_DOC } from "../../src/cli/update.ts";
+import { DIAGNOSE_DOC } from "../../src/cli/diagnose/diagnose-flags.ts";
+import { INSTALL_DOC, STATUS_DOC, UNINSTALL_DOC } from "../../src/cli/service/service-flags.ts";
 import { POLICY_CHECK_DOC, POLICY_TEST_DOC } from "../../src/cli/policy-flags.ts";
 import { BACKUP_DOC } from "../../src/cli/server-backup.ts";
 import { DNS_CHECK_DOC } from "../../src/cli/server-dns-check-flags.ts";
@@ -46,6 +48,10 @@ export const SECTIONS: readonly Section[] = [
   { doc: POLICY_TEST_DOC },
   { doc: LOGIN_DOC },
   { doc: CONNECT_DOC },
+  { doc: DIAGNOSE_DOC },
+  { doc: INSTALL_DOC },
+  { doc: UNINSTALL_DOC },
+  { doc: STATUS_DOC },
   { doc: UPDATE_DOC },
   { heading: "`burrow version`", prose: "version" },
 ];
