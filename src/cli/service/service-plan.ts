@@ -4,6 +4,7 @@
  * `burrow start` finds them, and each platform's file made from one spec.
  * install (service-install.ts) then writes it, or --print shows it.
  */
+import { existsSync } from "node:fs";
 import { isAbsolute, resolve } from "node:path";
 import { resolveCredentials, resolveProxy } from "../../agent/settings/server-and-token.ts";
 import { configFileCandidates, findConfigFile, readTunnelsFile } from "../../agent/settings/tunnels-file.ts";
@@ -27,7 +28,7 @@ export interface ServiceTarget {
   name: string;
   root?: string;
   paths: ServicePaths;
-  /** The platform is this machine's and no --root: its service manager may be asked. */
+  /** The platform is this machine's, its service manager runs, and no --root: it may be asked. */
   live: boolean;
 }
 
@@ -45,7 +46,9 @@ export function serviceTarget(values: Values, env: Env = process.env): ServiceTa
   if (!SERVICE_NAME.test(name)) throw new UsageError(`--name must be 1-63 characters from a-z, 0-9 and single hyphens between them (got '${name.slice(0, 70)}')`);
   const rootFlag = values.root as string | undefined;
   const root = rootFlag === undefined || rootFlag === "" ? undefined : resolve(rootFlag);
-  return { platform, user, name, root, paths: servicePaths({ platform, user, name, env }), live: root === undefined && platform === own };
+  // systemd installed but not running (a container, a chroot): the files are written, the commands said
+  const managed = platform !== "linux" || existsSync("/run/systemd/system");
+  return { platform, user, name, root, paths: servicePaths({ platform, user, name, env }), live: root === undefined && platform === own && managed };
 }
 
 export interface InstallPlan {
