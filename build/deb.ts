@@ -9,6 +9,12 @@
  *   /etc/burrow/burrow.env                the settings, a conffile (mode 0600):
  *                                         BURROW_DOMAIN and the rest, and the
  *                                         first admin's password
+ *   /lib/systemd/system/burrow-agent.service
+ *                                         the agent's unit (`burrow service
+ *                                         install`'s, sandboxed), installed
+ *                                         disabled: it runs the tunnels of
+ *                                         /etc/burrow/burrow-agent.yml with the
+ *                                         token in /etc/burrow/burrow-agent.token
  *
  * Removing the package stops the service and takes the files away; purging
  * also takes /etc/burrow. The data in /var/lib/burrow (systemd's state
@@ -20,6 +26,7 @@ import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, rmSync, statSync, writ
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { renderUnit } from "../src/cli/systemd-unit.ts";
+import { renderAgentUnit } from "../src/cli/service/systemd-agent-unit.ts";
 
 export interface DebOptions {
   executable: string;
@@ -32,6 +39,10 @@ export interface DebOptions {
 }
 
 const ENV_FILE = "/etc/burrow/burrow.env";
+/** The packaged agent unit's file, and the two files it reads. */
+const AGENT_UNIT = "burrow-agent.service";
+const AGENT_CONFIG = "/etc/burrow/burrow-agent.yml";
+const AGENT_TOKEN = "/etc/burrow/burrow-agent.token";
 
 export const ENV_TEMPLATE = [
   "# Settings of burrow.service (EnvironmentFile=): any server flag as BURROW_<FLAG>=value.",
@@ -51,6 +62,7 @@ if [ -z "\${DPKG_ROOT:-}" ] && [ -d /run/systemd/system ]; then
 fi
 if [ "$1" = configure ] && [ -z "\${2:-}" ]; then
 	echo "burrow: set BURROW_DOMAIN in ${ENV_FILE}, then: systemctl enable --now burrow"
+	echo "burrow: for the agent as a service: burrow service install --config FILE (or see ${AGENT_UNIT})"
 fi
 exit 0
 `;
@@ -59,6 +71,7 @@ const PRERM = `#!/bin/sh
 set -e
 if [ "$1" = remove ] && [ -z "\${DPKG_ROOT:-}" ] && [ -d /run/systemd/system ]; then
 	systemctl disable --now burrow.service >/dev/null 2>&1 || true
+	systemctl disable --now burrow-agent.service >/dev/null 2>&1 || true
 fi
 exit 0
 `;
@@ -89,6 +102,29 @@ export function packageUnit(): string {
   }).replace(/^# Written by `burrow server init`.*\n/, "# Installed by the burrow package; /etc/burrow/burrow.env holds the settings.\n");
 }
 
+/**
+ * The agent's unit the package installs, disabled: `burrow service
+ * install`'s system unit for /usr/bin/burrow, reading the tunnels (and
+ * `server:`) of a config file in /etc/burrow and the token beside it. The
+ * restarts are spaced as systemd before 254 spaces them, which every
+ * systemd the package may meet reads without a warning.
+ */
+export function packageAgentUnit(): string {
+  return renderAgentUnit(
+    { name: "burrow-agent", binary: "/usr/bin/burrow", tunnels: { config: AGENT_CONFIG }, tokenFile: AGENT_TOKEN },
+    {
+      user: false,
+      tokenSource: AGENT_TOKEN,
+      restartSteps: false,
+      header: [
+        "# Installed by the burrow package, disabled. To run the agent from it: its tunnels (and server:) in",
+        `# ${AGENT_CONFIG}, its token alone in ${AGENT_TOKEN} (mode 0600), then systemctl enable --now burrow-agent.`,
+        "# Or: burrow service install, which writes a unit of its own in /etc/systemd/system.",
+      ].join("\n"),
+    },
+  );
+}
+
 /** Builds the .deb; returns its path. */
 export function buildDeb(opts: DebOptions): string {
   const stage = mkdtempSync(join(tmpdir(), "burrow-deb-"));
@@ -105,6 +141,7 @@ export function buildDeb(opts: DebOptions): string {
     copyFileSync(opts.executable, join(stage, "usr", "bin", "burrow"));
     chmodSync(join(stage, "usr", "bin", "burrow"), 0o755);
     at("lib/systemd/system/burrow.service", packageUnit());
+    at(`lib/systemd/system/${AGENT_UNIT}`, packageAgentUnit());
     at("etc/burrow/burrow.env", ENV_TEMPLATE, 0o600);
     const size = Math.ceil(statSync(opts.executable).size / 1024) + 8;
     at(

@@ -7,6 +7,8 @@
  *   /usr/lib/systemd/system/burrow.service the unit `burrow server init` writes,
  *                                          installed disabled
  *   /etc/burrow/burrow.env                 the settings, %config(noreplace), 0600
+ *   /usr/lib/systemd/system/burrow-agent.service
+ *                                          the agent's unit, installed disabled
  *
  * Removing it stops and disables the service; an edited burrow.env is kept
  * as burrow.env.rpmsave, as RPM does with changed config files. The data in
@@ -15,7 +17,7 @@
 import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ENV_TEMPLATE, packageUnit } from "./deb.ts";
+import { ENV_TEMPLATE, packageAgentUnit, packageUnit } from "./deb.ts";
 
 export interface RpmOptions {
   executable: string;
@@ -43,11 +45,13 @@ The burrow server (public ingress, admin API and panel) and its agent
 mkdir -p %{buildroot}/usr/bin %{buildroot}/usr/lib/systemd/system %{buildroot}/etc/burrow
 install -m 0755 %{_sourcedir}/burrow %{buildroot}/usr/bin/burrow
 install -m 0644 %{_sourcedir}/burrow.service %{buildroot}/usr/lib/systemd/system/burrow.service
+install -m 0644 %{_sourcedir}/burrow-agent.service %{buildroot}/usr/lib/systemd/system/burrow-agent.service
 install -m 0600 %{_sourcedir}/burrow.env %{buildroot}/etc/burrow/burrow.env
 
 %files
 %attr(0755,root,root) /usr/bin/burrow
 %attr(0644,root,root) /usr/lib/systemd/system/burrow.service
+%attr(0644,root,root) /usr/lib/systemd/system/burrow-agent.service
 %dir %attr(0755,root,root) /etc/burrow
 %config(noreplace) %attr(0600,root,root) /etc/burrow/burrow.env
 
@@ -56,7 +60,7 @@ if [ -d /run/systemd/system ]; then systemctl daemon-reload >/dev/null 2>&1 || :
 if [ "$1" = 1 ]; then echo "burrow: set BURROW_DOMAIN in /etc/burrow/burrow.env, then: systemctl enable --now burrow"; fi
 
 %preun
-if [ "$1" = 0 ] && [ -d /run/systemd/system ]; then systemctl disable --now burrow.service >/dev/null 2>&1 || :; fi
+if [ "$1" = 0 ] && [ -d /run/systemd/system ]; then systemctl disable --now burrow.service burrow-agent.service >/dev/null 2>&1 || :; fi
 
 %postun
 if [ -d /run/systemd/system ]; then systemctl daemon-reload >/dev/null 2>&1 || :; fi
@@ -73,6 +77,7 @@ export function buildRpm(o: RpmOptions): string {
     chmodSync(join(sources, "burrow"), 0o755);
     // the unit names /usr/bin/burrow either way; only where it lies differs from the .deb
     writeFileSync(join(sources, "burrow.service"), packageUnit());
+    writeFileSync(join(sources, "burrow-agent.service"), packageAgentUnit());
     writeFileSync(join(sources, "burrow.env"), ENV_TEMPLATE);
     writeFileSync(join(top, "burrow.spec"), spec(o));
     const built = Bun.spawnSync(

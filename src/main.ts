@@ -25,6 +25,8 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   config: async () => (await import("./cli/start.ts")).configCommand,
   update: async () => (await import("./cli/update.ts")).updateCommand,
   policy: async () => (await import("./cli/policy.ts")).policyCommand,
+  service: async () => (await import("./cli/service/service.ts")).serviceCommand,
+  diagnose: async () => (await import("./cli/diagnose/diagnose.ts")).diagnoseCommand,
 };
 
 async function main(argv: string[]): Promise<number> {

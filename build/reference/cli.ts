@@ -16,6 +16,8 @@ import { LOGIN_DOC } from "../../src/cli/login.ts";
 import { KEYS_ADD_DOC } from "../../src/cli/keys.ts";
 import { CONNECT_DOC } from "../../src/cli/connect.ts";
 import { UPDATE_DOC } from "../../src/cli/update.ts";
+import { DIAGNOSE_DOC } from "../../src/cli/diagnose/diagnose-flags.ts";
+import { INSTALL_DOC, STATUS_DOC, UNINSTALL_DOC } from "../../src/cli/service/service-flags.ts";
 import { POLICY_CHECK_DOC, POLICY_TEST_DOC } from "../../src/cli/policy-flags.ts";
 import { BACKUP_DOC } from "../../src/cli/server-backup.ts";
 import { DNS_CHECK_DOC } from "../../src/cli/server-dns-check-flags.ts";
@@ -48,6 +50,10 @@ export const SECTIONS: readonly Section[] = [
   { doc: LOGIN_DOC },
   { doc: KEYS_ADD_DOC },
   { doc: CONNECT_DOC },
+  { doc: DIAGNOSE_DOC },
+  { doc: INSTALL_DOC },
+  { doc: UNINSTALL_DOC },
+  { doc: STATUS_DOC },
   { doc: UPDATE_DOC },
   { heading: "`burrow version`", prose: "version" },
 ];

@@ -94,6 +94,35 @@ export const needsBindCapability = (ports: number[]) => ports.some((p) => p > 0 
 
 export const stopTimeoutS = (drainTimeoutS: number) => Math.ceil(drainTimeoutS) + STOP_MARGIN_S;
 
+/**
+ * The sandbox of burrow's services: what a network program that writes at
+ * most its state directory can do without. The server's unit and the
+ * agent's (`burrow service install`) both carry it.
+ * Not here, on purpose: MemoryDenyWriteExecute (JavaScriptCore's JIT writes code), PrivateUsers
+ * (capabilities in a user namespace do not bind low ports), ProcSubset=pid (the edge reads
+ * /proc/net/tcp), SystemCallFilter (Bun's system calls are not a documented set).
+ */
+export const SANDBOX: readonly string[] = [
+  "NoNewPrivileges=yes",
+  "ProtectSystem=strict",
+  "ProtectHome=yes",
+  "PrivateTmp=yes",
+  "PrivateDevices=yes",
+  "ProtectKernelTunables=yes",
+  "ProtectKernelModules=yes",
+  "ProtectKernelLogs=yes",
+  "ProtectControlGroups=yes",
+  "ProtectClock=yes",
+  "ProtectHostname=yes",
+  "RestrictNamespaces=yes",
+  "RestrictRealtime=yes",
+  "RestrictSUIDSGID=yes",
+  "LockPersonality=yes",
+  "SystemCallArchitectures=native",
+  "# netlink: getaddrinfo asks it which address families the host has",
+  "RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX AF_NETLINK",
+];
+
 export function renderUnit(spec: UnitSpec): string {
   const args: string[] = [quoteExecWord(spec.binary, true), "server", ...spec.serverArgs.map((a) => quoteExecWord(a))];
   args.push("--data-dir", quoteExecWord(`/var/lib/${spec.stateDirectory}`));
@@ -141,29 +170,8 @@ export function renderUnit(spec: UnitSpec): string {
     "# SIGTERM drains: the ports are let go at once, requests in flight get --drain-timeout",
     "KillSignal=SIGTERM",
     `TimeoutStopSec=${stopTimeoutS(spec.drainTimeoutS)}`,
-    // Sandboxing: what a network server that writes only its state directory can do without.
-    // Not here, on purpose: MemoryDenyWriteExecute (JavaScriptCore's JIT writes code), PrivateUsers
-    // (capabilities in a user namespace do not bind low ports), ProcSubset=pid (the edge reads
-    // /proc/net/tcp), SystemCallFilter (Bun's system calls are not a documented set).
     "# sandbox: what a network server that writes only its state directory can do without",
-    "NoNewPrivileges=yes",
-    "ProtectSystem=strict",
-    "ProtectHome=yes",
-    "PrivateTmp=yes",
-    "PrivateDevices=yes",
-    "ProtectKernelTunables=yes",
-    "ProtectKernelModules=yes",
-    "ProtectKernelLogs=yes",
-    "ProtectControlGroups=yes",
-    "ProtectClock=yes",
-    "ProtectHostname=yes",
-    "RestrictNamespaces=yes",
-    "RestrictRealtime=yes",
-    "RestrictSUIDSGID=yes",
-    "LockPersonality=yes",
-    "SystemCallArchitectures=native",
-    "# netlink: getaddrinfo asks it which address families the host has",
-    "RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX AF_NETLINK",
+    ...SANDBOX,
     "",
     "[Install]",
     "WantedBy=multi-user.target",

@@ -64,6 +64,8 @@ export interface AdmissionRequest {
    * refuse the whole request, and so does a request with no tunnel left.
    */
   partial?: boolean;
+  /** Judged only, nothing written: a private tunnel's declaration is checked, not stored (an agent's check, wire.ts CHECK_PATH). */
+  dryRun?: boolean;
 }
 
 export type PlannedTunnel =
@@ -156,7 +158,7 @@ export async function admit(core: Core, req: AdmissionRequest, live: LiveView, p
     if (unprotected) throw unprotected;
     if (priv && isPrivateKind(t)) {
       const publicOptions = t.protocol === "http" ? t.subdomain !== undefined || t.hostname !== undefined || t.pool === true || t.access !== undefined : t.port !== undefined || (t.protocol === "tcp" && t.pool === true);
-      const declared = await planPrivate(core, live, user, token, priv, t.protocol, resume, publicOptions);
+      const declared = await planPrivate(core, live, user, token, priv, t.protocol, resume, publicOptions, req.dryRun === true);
       return t.protocol === "http" ? { protocol: "http", skipWarning: false, private: declared } : { protocol: t.protocol, private: declared };
     }
     if (t.protocol === "tcp") return { protocol: "tcp", port: t.port, ...(t.pool ? { pool: t.balance ?? "round-robin" } : {}) };
@@ -220,6 +222,7 @@ async function planPrivate(
   protocol: PrivateName["protocol"],
   resume: string | undefined,
   publicOptions: boolean,
+  dryRun: boolean,
 ): Promise<PrivateName> {
   if (publicOptions) {
     const which = protocol === "http" ? "--subdomain, --hostname, --pool and access rules" : "--remote-port and --pool";
@@ -228,7 +231,7 @@ async function planPrivate(
   const name = asked.name.trim().toLowerCase();
   const holder = await live.privateHolder?.(user.id, name);
   if (holder && !mayTake({ ...holder }, token, user, resume, false)) throw new AppError("PRIVATE_NAME_TAKEN", `you have a private tunnel named '${name}' already`);
-  return core.privateShares.declare(user, name, protocol, asked.share ?? [], asked.localPort);
+  return core.privateShares.declare(user, name, protocol, asked.share ?? [], asked.localPort, { write: !dryRun });
 }
 
 async function checkSubdomain(

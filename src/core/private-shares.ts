@@ -67,7 +67,8 @@ export function createPrivateShares(store: Store, clock: Clock, users: Users) {
      * usernames it shares with resolved (unknown ones refused, naming them;
      * none at all when the owner may not share), and the declaration kept.
      */
-    async declare(owner: UserRow, name: string, protocol: PrivateProtocol, shareWith: string[], localPort?: number): Promise<PrivateName> {
+    /** `write: false`: checked and answered as it would be, nothing stored (an agent's check, wire.ts CHECK_PATH). */
+    async declare(owner: UserRow, name: string, protocol: PrivateProtocol, shareWith: string[], localPort?: number, opts: { write?: boolean } = {}): Promise<PrivateName> {
       if (!PRIVATE_NAME_PATTERN.test(name)) throw new AppError("PRIVATE_NAME_INVALID", `private tunnel name '${name}' must be 1-63 characters from a-z, 0-9 and -`);
       const wanted = [...new Set(shareWith.map((u) => u.trim()).filter((u) => u !== ""))];
       if (wanted.length > MAX_SHARES) throw new AppError("PRIVATE_NAME_INVALID", `a private tunnel is shared with ${MAX_SHARES} users at most`);
@@ -86,7 +87,7 @@ export function createPrivateShares(store: Store, clock: Clock, users: Users) {
       if (unknown.length > 0) throw new AppError("SHARE_UNKNOWN_USER", `no such user: ${unknown.join(", ")}`);
       const shares = found.map((u) => u.id).filter((id) => id !== owner.id);
       const row = { ownerId: owner.id, name, protocol, shares: JSON.stringify(shares), localPort: localPort ?? null, updatedAt: isoTimestamp(clock.now()) };
-      await store.run(
+      if (opts.write !== false) await store.run(
         store.db
           .insert(privateNames)
           .values(row)

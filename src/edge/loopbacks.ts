@@ -4,9 +4,10 @@
  * kind (socket-kinds.ts), and one for the apex's app (the portal), which
  * listens from its first request on.
  */
-import { MAX_MESSAGE, CONNECT_PATH, NODE_PATH } from "../protocol/wire.ts";
+import { MAX_MESSAGE, CHECK_PATH, CONNECT_PATH, NODE_PATH } from "../protocol/wire.ts";
 import type { SocketBudget } from "../sockets/socket-budget.ts";
 import type { EdgeContext } from "./agent-context.ts";
+import { answerAgentCheck } from "./agent-check.ts";
 import type { AgentSessions } from "./agent-sessions.ts";
 import type { ApexApp } from "./edge-options.ts";
 import { Loopback } from "./handoff.ts";
@@ -19,7 +20,11 @@ const BACKPRESSURE_LIMIT = 4 * 1024 * 1024;
 /** The largest request body the apex's app reads (its JSON bodies are 1 MiB at most, and it says so itself). */
 const APEX_MAX_BODY = 2 * 1024 * 1024;
 
-/** Agents' and nodes' WebSockets, handed over by the public port; an agent's place in `budget` is given back when it is not one. */
+/**
+ * Agents' and nodes' WebSockets, handed over by the public port; an agent's
+ * place in `budget` is given back when it is not one. And agents' checks
+ * (CHECK_PATH: agent-check.ts), plain requests whose JSON body Bun reads.
+ */
 export function socketsLoopback(p: { domain: string; edge: EdgeContext; agents: AgentSessions; budget: SocketBudget; links: NodeLinks | undefined }): Loopback<SocketData> {
   const { links, budget } = p;
   return new Loopback<SocketData>({
@@ -36,6 +41,7 @@ export function socketsLoopback(p: { domain: string; edge: EdgeContext; agents: 
         return new Response("expected a WebSocket upgrade\n", { status: 426 });
       }
       if (visit.agent) budget.release(visit.client);
+      if (path === CHECK_PATH) return answerAgentCheck(req, visit.client, p.edge);
       return landingPage(p.domain);
     },
     websocket: {

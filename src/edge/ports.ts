@@ -20,7 +20,7 @@ export class PortAllocator {
   private readonly failure = quietWarnings(10_000, Date.now, "error");
 
   constructor(
-    private readonly range: { first: number; last: number },
+    readonly range: { first: number; last: number },
     private readonly host: string,
     private readonly registry: Registry,
     /** Caps on the tunnels' visitor connections, shared by every tunnel port. */

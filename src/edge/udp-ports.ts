@@ -49,7 +49,7 @@ export class UdpPortAllocator {
   private readonly failure = quietWarnings(10_000, Date.now, "error");
 
   constructor(
-    private readonly range: { first: number; last: number },
+    readonly range: { first: number; last: number },
     private readonly host: string,
     private readonly registry: Registry,
     private readonly rules: UdpFlowRules,

@@ -13,8 +13,9 @@ import type { HeadRefusal, RequestHead } from "../http/request-head.ts";
 import { limitedLog } from "../log.ts";
 import { HTTP_REQUEST, type EdgeCounters } from "../metrics/edge-counters.ts";
 import type { DirectPortAnswer } from "../protocol/messages.ts";
-import { CONNECT_PATH, NODE_PATH } from "../protocol/wire.ts";
+import { CHECK_PATH, CONNECT_PATH, NODE_PATH } from "../protocol/wire.ts";
 import type { SocketBudget } from "../sockets/socket-budget.ts";
+import { answerDate } from "./answer-date.ts";
 import { EDGE_READS } from "./forward.ts";
 import { h2Visitors } from "./h2/visitors.ts";
 import type { Loopback } from "./handoff.ts";
@@ -67,7 +68,8 @@ export interface VisitorDeps {
 /** The answer to an agent's GET of CONNECT_PATH (wire.ts). */
 function directPortAnswer(port: number | undefined): Response {
   const body: DirectPortAnswer = { direct_port: port ?? null };
-  return Response.json(body, { headers: { "Cache-Control": "no-store" } });
+  // its Date is what burrow diagnose compares its clock with
+  return Response.json(body, { headers: { "Cache-Control": "no-store", Date: answerDate() } });
 }
 
 /** A request for the agents' or nodes' path that is not a WebSocket upgrade. */
@@ -156,6 +158,8 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
         if (path === CONNECT_PATH && head.method === "GET") return answered(v, directPortAnswer(deps.directPort?.()));
         return answered(v, upgradeRequired());
       }
+      // an agent's check: its JSON body is read by the loopback server (agent-check.ts)
+      if (path === CHECK_PATH) return handOverCheck(conn, head, v.text, v.client);
       if (hostSaid.apex) {
         const apex = deps.apex?.();
         if (apex) return handOverToApex(conn, head, v.text, v.client, apex);
@@ -171,7 +175,7 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
   function isAgentsPath(target: string): boolean {
     const question = target.indexOf("?");
     const path = question < 0 ? target : target.slice(0, question);
-    return path === CONNECT_PATH || path === NODE_PATH;
+    return path === CONNECT_PATH || path === NODE_PATH || path === CHECK_PATH;
   }
 
   /** An agent's or another node's WebSocket: it leaves the visitors' budget for the loopback server. */
@@ -185,6 +189,18 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
     deps.loopback().handOver(conn, `${headAsJudged(text, head)}\r\n\r\n`, visit, () => {
       if (agent) deps.releaseAgent(client);
     });
+    return undefined;
+  }
+
+  /**
+   * An agent's check: answered by the loopback server, which reads its body,
+   * then closes (agent-check.ts answers with Connection: close). The
+   * connection keeps its place in the visitors' budget until it closes
+   * (closed() gives it back), as the portal's do.
+   */
+  function handOverCheck(conn: HttpConnection, head: RequestHead, text: string, client: string): undefined {
+    const visit = { peer: `${conn.peer.address}:${conn.peer.port}`, client, agent: false };
+    deps.loopback().handOver(conn, `${headAsJudged(text, head)}\r\n\r\n`, visit, () => {});
     return undefined;
   }
 

@@ -212,6 +212,13 @@ export const DEVICE_CODE_PATH = "/_burrow/device/code";
 export const DEVICE_TOKEN_PATH = "/_burrow/device/token";
 /** The path of another node's relay link (the same frames, turned around), authenticated by an HMAC of the cluster secret. */
 export const NODE_PATH = "/_burrow/node";
+/**
+ * An agent's check, on the bare domain (`burrow diagnose`): a POST of JSON
+ * AgentCheck (agent-check.ts: its version, token and tunnels) answered with
+ * what a HELLO would get now, nothing opened or claimed. Answered by an
+ * edge that has it; an older edge's answer is no JSON AgentCheckAnswer.
+ */
+export const CHECK_PATH = "/_burrow/check";
 
 /**
  * Codes carried by ERROR (whole connection) and RST (one stream; those

@@ -25,12 +25,17 @@ export function tinyproxyAvailable(): boolean {
   return existsSync(TINYPROXY) || (aptInstall(["tinyproxy"], "the HTTP proxy tests") && existsSync(TINYPROXY));
 }
 
-export async function startTinyproxy(): Promise<TestHttpProxy> {
+/**
+ * `connectPorts`: the only ports it CONNECTs to (tinyproxy's ConnectPort);
+ * to any other it answers 403, as a corporate proxy that allows 443 alone.
+ */
+export async function startTinyproxy(opts: { connectPorts?: number[] } = {}): Promise<TestHttpProxy> {
   if (!tinyproxyAvailable()) throw new Error("tinyproxy is not installed: install Debian's tinyproxy package (.ci/run installs it)");
   const dir = mkdtempSync(join(tmpdir(), "burrow-tinyproxy-"));
   const port = freePort();
   // no ConnectPort line: CONNECT to any port (the edge's is a free one, not 443)
-  writeFileSync(join(dir, "tinyproxy.conf"), [`Port ${port}`, "Listen 127.0.0.1", "Allow 127.0.0.1", "Timeout 600", "MaxClients 200", "LogLevel Connect", ""].join("\n"));
+  const connectPorts = (opts.connectPorts ?? []).map((p) => `ConnectPort ${p}`);
+  writeFileSync(join(dir, "tinyproxy.conf"), [`Port ${port}`, "Listen 127.0.0.1", "Allow 127.0.0.1", "Timeout 600", "MaxClients 200", "LogLevel Connect", ...connectPorts, ""].join("\n"));
   const proc: Subprocess<"ignore", "pipe", "pipe"> = Bun.spawn([TINYPROXY, "-d", "-c", join(dir, "tinyproxy.conf")], { stdin: "ignore", stdout: "pipe", stderr: "pipe" });
   const log = new LineReader(proc);
   const stop = async () => {

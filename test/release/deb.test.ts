@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { buildDeb, packageUnit } from "../../build/deb.ts";
+import { buildDeb, packageAgentUnit, packageUnit } from "../../build/deb.ts";
 import { compiledBurrow } from "../harness/compiled.ts";
 import { packagedBy, servicesRunning } from "../../src/update/installed.ts";
 import pkg from "../../package.json";
@@ -52,6 +52,7 @@ describe.skipIf(!dpkg || process.platform !== "linux")("the .deb", () => {
     expect(contents).toMatch(/^drwxr-xr-x root\/root\s+0 \S+ \S+ \.\/$/m);
     expect(contents).toMatch(/-rwxr-xr-x root\/root\s+\d+ \S+ \S+ \.\/usr\/bin\/burrow$/m);
     expect(contents).toMatch(/-rw-r--r-- root\/root\s+\d+ \S+ \S+ \.\/lib\/systemd\/system\/burrow\.service$/m);
+    expect(contents).toMatch(/-rw-r--r-- root\/root\s+\d+ \S+ \S+ \.\/lib\/systemd\/system\/burrow-agent\.service$/m);
     expect(contents).toMatch(/-rw------- root\/root\s+\d+ \S+ \S+ \.\/etc\/burrow\/burrow\.env$/m);
   });
 
@@ -71,7 +72,7 @@ describe.skipIf(!dpkg || process.platform !== "linux")("the .deb", () => {
     // what burrow update reads: the package owns the executable (so apt must upgrade it), and its unit runs it
     expect(packagedBy("/usr/bin/burrow", join(root, "var/lib/dpkg/info"))).toBe("dpkg");
     expect(packagedBy("/usr/local/bin/burrow", join(root, "var/lib/dpkg/info"))).toBeUndefined();
-    expect(servicesRunning(["/usr/bin/burrow"], [join(root, "etc/systemd/system"), join(root, "lib/systemd/system")])).toEqual(["burrow"]);
+    expect(servicesRunning(["/usr/bin/burrow"], [join(root, "etc/systemd/system"), join(root, "lib/systemd/system")])).toEqual(["burrow", "burrow-agent"]);
     expect(servicesRunning(["/usr/local/bin/burrow"], [join(root, "lib/systemd/system")])).toEqual([]);
     if (analyze) {
       // systemd-analyze checks that ExecStart's file can run: the one installed in this root
@@ -83,11 +84,29 @@ describe.skipIf(!dpkg || process.platform !== "linux")("the .deb", () => {
     }
   });
 
+  test("the agent's unit: installed, never enabled by the package, sandboxed, its token a credential; it verifies", () => {
+    const unit = readFileSync(join(root, "lib/systemd/system/burrow-agent.service"), "utf8");
+    expect(unit).toBe(packageAgentUnit());
+    expect(unit).toContain("ExecStart=/usr/bin/burrow start --all --config /etc/burrow/burrow-agent.yml --token-file %d/token --log text");
+    expect(unit).toContain("LoadCredential=token:/etc/burrow/burrow-agent.token");
+    expect(unit).toContain("DynamicUser=yes");
+    expect(unit).toContain("ProtectSystem=strict");
+    // disabled: no link in any .wants directory of the root
+    expect(existsSync(join(root, "etc/systemd/system/multi-user.target.wants"))).toBe(false);
+    if (analyze) {
+      const dir = join(work, "verify-agent");
+      mkdirSync(dir, { recursive: true });
+      writeFileSync(join(dir, "burrow-agent.service"), unit.replace("ExecStart=/usr/bin/burrow", `ExecStart=${join(root, "usr/bin/burrow")}`));
+      expect(run([analyze, "verify", "--man=no", join(dir, "burrow-agent.service")])).toEqual({ code: 0, out: "" });
+    }
+  });
+
   test("removed: its files go, the settings stay; purged: the settings go too", () => {
     expect(dpkgIn("--remove", "burrow").code).toBe(0);
     expect(existsSync(join(root, "usr/bin/burrow"))).toBe(false);
     expect(packagedBy("/usr/bin/burrow", join(root, "var/lib/dpkg/info"))).toBeUndefined();
     expect(existsSync(join(root, "lib/systemd/system/burrow.service"))).toBe(false);
+    expect(existsSync(join(root, "lib/systemd/system/burrow-agent.service"))).toBe(false);
     expect(existsSync(join(root, "etc/burrow/burrow.env"))).toBe(true);
     const purged = dpkgIn("--purge", "burrow");
     expect(purged.code).toBe(0);

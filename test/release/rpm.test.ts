@@ -43,11 +43,14 @@ describe.skipIf(!Bun.which("rpmbuild") || !Bun.which("rpm"))("the .rpm", () => {
     const files = rpm("-qlvp", file).out;
     expect(files).toMatch(/^-rwxr-xr-x\s+1 root\s+root\s+\d+ .* \/usr\/bin\/burrow$/m);
     expect(files).toMatch(/^-rw-r--r--\s+1 root\s+root\s+\d+ .* \/usr\/lib\/systemd\/system\/burrow\.service$/m);
+    expect(files).toMatch(/^-rw-r--r--\s+1 root\s+root\s+\d+ .* \/usr\/lib\/systemd\/system\/burrow-agent\.service$/m);
     expect(files).toMatch(/^-rw-------\s+1 root\s+root\s+\d+ .* \/etc\/burrow\/burrow\.env$/m);
     expect(rpm("-qcp", file).out.trim()).toBe("/etc/burrow/burrow.env");
     const scripts = rpm("-qp", "--scripts", file).out;
     expect(scripts).toContain("systemctl disable --now burrow.service");
     expect(scripts).not.toContain("enable --now burrow.service");
+    expect(scripts).toContain("burrow-agent.service");
+    expect(scripts).not.toMatch(/enable[^\n]*burrow-agent/);
   });
 
   test("installed into a root of its own, the executable runs; erased, it is gone", () => {
@@ -57,8 +60,10 @@ describe.skipIf(!Bun.which("rpmbuild") || !Bun.which("rpm"))("the .rpm", () => {
     const ran = Bun.spawnSync([join(root, "usr/bin/burrow"), "--version"], { stdout: "pipe" });
     expect(ran.exitCode).toBe(0);
     expect(ran.stdout.toString()).toContain(`burrow ${pkg.version}`);
+    expect(existsSync(join(root, "usr/lib/systemd/system/burrow-agent.service"))).toBe(true);
     expect(rpm("--root", root, "-q", "burrow").out.trim()).toBe(`burrow-${pkg.version.replace(/-/g, "~")}-1.${arch}`);
     expect(rpm("--root", root, "-e", "--noscripts", "burrow").code).toBe(0);
     expect(existsSync(join(root, "usr/bin/burrow"))).toBe(false);
+    expect(existsSync(join(root, "usr/lib/systemd/system/burrow-agent.service"))).toBe(false);
   });
 });
