@@ -122,7 +122,8 @@ interface Who {
 async function identify(body: AgentCheck, edge: EdgeContext): Promise<Who | AppError> {
   try {
     const { user, token } = await admit(edge.core, { token: body.token, proxy: body.proxy, tunnels: [], partial: true, dryRun: true }, edge.live);
-    return { user, token };
+    // A check proves no SSH key, so admission's device is the token's own row.
+    return { user, token: token as TokenRow };
   } catch (err) {
     if (!(err instanceof AppError)) throw err;
     if (WHO_REFUSALS.has(err.code)) return err;
