@@ -18,7 +18,7 @@
  * code, every stream told why) or, for one stream, that stream reset with
  * its reason. Whatever the server sends, nothing throws out of received().
  */
-import { H2_CLIENT_MAX_QUEUED_BYTES, type Http2ClientLimits } from "./client-limits.ts";
+import type { Http2ClientLimits } from "./client-limits.ts";
 import { H2ClientStream, type Fields, type H2ResponseHandler } from "./client-stream.ts";
 import { Http2Endpoint } from "./endpoint.ts";
 import type { Http2Io } from "./output.ts";
@@ -67,7 +67,7 @@ export class Http2ClientConnection extends Http2Endpoint<H2ClientStream> {
       maxHeaderListBytes: limits.maxHeaderListBytes,
       streamWindow: limits.streamWindow,
       connectionWindow: Math.min(MAX_WINDOW, Math.max(DEFAULT_WINDOW, limits.maxStreams * limits.streamWindow)),
-      maxQueuedControlBytes: H2_CLIENT_MAX_QUEUED_BYTES,
+      maxQueuedControlBytes: limits.maxQueuedControlBytes,
       // a stream's writer queues only within the credit it has (a tunnel stream's)
       maxQueuedBytes: Number.POSITIVE_INFINITY,
       maxControlFramesPerSecond: Number.POSITIVE_INFINITY,
