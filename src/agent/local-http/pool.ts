@@ -8,14 +8,16 @@
  * caller retries that race once (see exchange.ts).
  */
 import { LocalConnection } from "./connection.ts";
+import type { Http2ClientLimits } from "../../http2/client-limits.ts";
 import { H2Services } from "./h2-services.ts";
 
-/** Where a local service listens; `tls`: it speaks https; `upstreamProtocol`: HTTP/2 (h2-services.ts), not HTTP/1.1. */
+/** Where a local service listens; `tls`: it speaks https; `upstreamProtocol`: HTTP/2 (h2-services.ts), not HTTP/1.1, held to `upstreamH2`. */
 export interface LocalService {
   host: string;
   port: number;
   tls?: boolean;
   upstreamProtocol?: "h2c" | "h2";
+  upstreamH2?: Http2ClientLimits;
 }
 
 export interface PoolOptions {
