@@ -45,6 +45,18 @@ export interface ForwardOptions {
    * both ways.
    */
   upstreamProtocol?: "http1" | "h2c" | "h2";
+  /** http, with upstreamProtocol h2c or h2: requests sent at once on the HTTP/2 connection to the service (1-1000, default 256); more wait their turn. */
+  upstreamH2MaxConcurrentStreams?: number;
+  /** http, with upstreamProtocol h2c or h2: bytes a response's header list may decode to (1024-1048576, default 65536); past it the request is a 502. */
+  upstreamH2MaxHeaderList?: number;
+  /** http, with upstreamProtocol h2c or h2: response bytes the service may send on a request before the visitor took them (16384-16777216, default 131072). */
+  upstreamH2StreamWindow?: number;
+  /** http, with upstreamProtocol h2c or h2: bytes of frames the agent may queue while the service does not read (65536-67108864, default 1048576). */
+  upstreamH2MaxQueuedControl?: number;
+  /** http, with upstreamProtocol h2c or h2: seconds the connection to the service stays open with no request (1-3600, default 30). */
+  upstreamH2IdleTimeout?: number;
+  /** http, with upstreamProtocol h2c or h2: seconds the service has to send its first SETTINGS (1-300, default 10). */
+  upstreamH2SettingsTimeout?: number;
   /** http: seconds the server waits for the local service's answer. */
   responseTimeout?: number;
   /**

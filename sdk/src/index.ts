@@ -32,6 +32,7 @@ import {
 } from "../../src/agent/settings/tunnel-options.ts";
 import { parseKind, specProblem, tunnelOf, type TunnelSpec, type Voice } from "../../src/agent/settings/tunnel-spec.ts";
 import { AGENT_KINDS } from "../../src/agent/kinds/index.ts";
+import { readUpstreamH2 } from "../../src/agent/settings/upstream-h2.ts";
 import type { TunnelKind } from "../../src/protocol/kinds.ts";
 import { useRuntime } from "../../src/runtime/current.ts";
 import { nodeRuntime } from "../../src/runtime/node.ts";
@@ -144,6 +145,7 @@ function agentTunnel(options: ForwardOptions): { protocol: Protocol; tunnel: Omi
     share: o.share,
     hostHeader: one(o, "hostHeader", parseHostHeader),
     upstreamProtocol: one(o, "upstreamProtocol", parseUpstreamProtocol),
+    ...readUpstreamH2((option, parse) => one(o, option, parse)),
     allowUpgrade: list("allowUpgrade", "allow_upgrade", parseUpgradeToken),
     skipWarning: o.skipWarning,
     responseTimeout: one(o, "responseTimeout", parseResponseTimeout),

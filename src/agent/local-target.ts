@@ -1,4 +1,5 @@
 import type { ConnectOptions, RuntimeSocket } from "../runtime/types.ts";
+import type { Http2ClientLimits } from "../http2/client-limits.ts";
 
 /**
  * Another way to a local service than a TCP connection from this process,
@@ -21,6 +22,8 @@ export interface LocalTarget {
   tls?: boolean;
   /** http: the service speaks HTTP/2 (--upstream-protocol): h2c with prior knowledge, or h2 over TLS; undefined: HTTP/1.1. */
   upstreamProtocol?: "h2c" | "h2";
+  /** http, with upstreamProtocol: the HTTP/2 connection's limits (--upstream-h2-*); undefined: the defaults. */
+  upstreamH2?: Http2ClientLimits;
   /** tcp: each connection to the local service starts with a PROXY protocol v2 header naming the visitor (--proxy-protocol). */
   proxyProtocol?: boolean;
   /** http: other local services by path prefix, longest first (--route, agent/routes.ts); the rest comes here. */

@@ -19,6 +19,7 @@ import {
   parseUpstreamProtocol,
 } from "../agent/settings/tunnel-options.ts";
 import { specProblem, tunnelOf, type Kind, type OptionName, type SpecTunnel, type TunnelSpec, type Voice } from "../agent/settings/tunnel-spec.ts";
+import { readUpstreamH2 } from "../agent/settings/upstream-h2.ts";
 import { KINDS } from "../protocol/kinds.ts";
 import { UsageError } from "../usage-error.ts";
 import { accessOptions } from "./access-flags.ts";
@@ -73,6 +74,7 @@ export function tunnelFromFlags(kind: Kind, values: Record<string, unknown>, tar
     share: share === undefined ? undefined : share.split(",").map((u) => u.trim()).filter((u) => u !== ""),
     hostHeader: read(values, "host-header", parseHostHeader),
     upstreamProtocol: read(values, "upstream-protocol", parseUpstreamProtocol),
+    ...readUpstreamH2((option, parse) => read(values, FLAG_VOICE.name(option).slice(2), parse)),
     routes: routes.length > 0 ? flagValue("--route", () => checkRoutes(routes)) : undefined,
     allowUpgrade: upgrades.length > 0 ? upgrades : undefined,
     skipWarning: on(values, "skip-warning"),

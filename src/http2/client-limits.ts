@@ -3,7 +3,8 @@
  * server it talks to: an agent's connection to an h2c service, which is the
  * user's own but is not trusted to be well-behaved. Each bound keeps the
  * agent's memory to a size known in advance whatever the service sends;
- * docs/limits.md lists them.
+ * each has a tunnel option (--upstream-h2-*, agent/settings/upstream-h2.ts)
+ * and a line in docs/limits.md. The defaults are safe for any service.
  */
 
 export interface Http2ClientLimits {
@@ -26,6 +27,13 @@ export interface Http2ClientLimits {
   idleTimeoutMs: number;
   /** The server's first SETTINGS must come within it: a server that does not speak HTTP/2 and says nothing is given up. */
   settingsTimeoutMs: number;
+  /**
+   * Frames this side may queue while the server does not read (answers to
+   * its PING and SETTINGS, resets, window updates): past it the connection
+   * is cut. No request is opened and no body byte framed while the socket
+   * holds bytes: those wait in their streams, within the tunnel's credit.
+   */
+  maxQueuedControlBytes: number;
 }
 
 export const DEFAULT_H2_CLIENT_LIMITS: Readonly<Http2ClientLimits> = {
@@ -34,12 +42,5 @@ export const DEFAULT_H2_CLIENT_LIMITS: Readonly<Http2ClientLimits> = {
   streamWindow: 128 * 1024,
   idleTimeoutMs: 30_000,
   settingsTimeoutMs: 10_000,
+  maxQueuedControlBytes: 1024 * 1024,
 };
-
-/**
- * Frames this side may queue while the server does not read (answers to
- * its PING and SETTINGS, resets, window updates): past it the connection is
- * cut. No request is opened and no body byte framed while the socket holds
- * bytes: those wait in their streams, within the tunnel's credit.
- */
-export const H2_CLIENT_MAX_QUEUED_BYTES = 1024 * 1024;

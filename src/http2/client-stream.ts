@@ -1,19 +1,20 @@
 /**
  * One stream of an HTTP/2 client connection (client-connection.ts): a
  * request, its head sent when the stream opens and its body as the
- * server's windows allow (client-sender.ts), and its response told to a
- * handler as it comes: heads, body bytes with credit, the end with its
- * trailers, or why there is no whole response. It never touches a socket.
+ * server's windows allow, and its response told to a handler as it comes:
+ * heads, body bytes with credit, the end with its trailers, or why there is
+ * no whole response. It never touches a socket. Its windows, queue, ends
+ * and credit are every stream's (stream-state.ts).
  *
  * Credit: body bytes the handler is given are acknowledged with
  * consumed(n) once it has taken them (passed them on, not merely read
- * them); only then does the stream's window reopen (WINDOW_UPDATE, in
- * batches of half a window). So a consumer that stops taking stops this
- * stream's server, and no other stream.
+ * them); only then does the stream's window reopen. So a consumer that
+ * stops taking stops this stream's server, and no other stream.
  */
+import { StreamState, type Fields, type StreamSession } from "./stream-state.ts";
 import { ErrorCode, errorName } from "./wire.ts";
 
-export type Fields = readonly (readonly [string, string])[];
+export type { Fields } from "./stream-state.ts";
 
 /** Why a stream ended without a whole response. */
 export interface H2Reset {
@@ -39,50 +40,15 @@ export interface H2ResponseHandler {
   drained(): void;
 }
 
-/** What a stream needs of its connection. */
-export interface ClientStreamSession {
-  /** Sends what `s` has queued (body bytes as the windows allow, then its end) while the socket takes it. */
-  flush(s: H2ClientStream): void;
-  sendReset(s: H2ClientStream, code: number): void;
-  sendWindowUpdate(s: H2ClientStream, increment: number): void;
-  /** The stream is closed: the connection forgets it. */
-  forget(s: H2ClientStream): void;
-  /** Credit is returned in batches of this much. */
-  readonly windowUpdateThreshold: number;
-}
-
-export class H2ClientStream {
-  /** @internal What the server may still send before a WINDOW_UPDATE; what this side may send. */
-  recvWindow: number;
-  /** @internal */ sendWindow: number;
-  /** @internal Request body bytes waiting for a window or the socket. */
-  pending: Uint8Array[] = [];
-  /** @internal */ pendingBytes = 0;
-  /** @internal end() was called. */
-  endQueued = false;
-  /** This side's END_STREAM went out; the server's came. */
-  localEnded = false;
-  remoteEnded = false;
-  /** The final response head came: another header block is the trailer section. */
-  finalSeen = false;
-  private done = false;
-  private unacked = 0;
-  private needDrain = false;
-
+export class H2ClientStream extends StreamState {
   constructor(
-    private readonly session: ClientStreamSession,
-    readonly id: number,
+    session: StreamSession,
+    id: number,
     private readonly handler: H2ResponseHandler,
     recvWindow: number,
     sendWindow: number,
   ) {
-    this.recvWindow = recvWindow;
-    this.sendWindow = sendWindow;
-  }
-
-  /** Closed: both sides ended, or it was reset. */
-  get isClosed(): boolean {
-    return this.done;
+    super(session, id, recvWindow, sendWindow, false);
   }
 
   // -- what the request's side does -----------------------------------------------------------------
@@ -95,11 +61,7 @@ export class H2ClientStream {
   write(chunk: Uint8Array): boolean {
     if (this.done || this.endQueued) return false;
     if (chunk.byteLength === 0) return this.pendingBytes === 0;
-    this.pending.push(chunk);
-    this.pendingBytes += chunk.byteLength;
-    this.session.flush(this);
-    if (this.pendingBytes > 0) this.needDrain = true;
-    return this.pendingBytes === 0 && !this.done;
+    return this.queueBody(chunk);
   }
 
   /** Ends the request after the queued bytes (END_STREAM). */
@@ -116,17 +78,14 @@ export class H2ClientStream {
     this.finish();
   }
 
-  /** Returns credit for response bytes the handler has taken. */
-  consumed(n: number): void {
-    if (this.done || this.remoteEnded || n <= 0) return;
-    this.unacked += n;
-    if (this.unacked < this.session.windowUpdateThreshold) return;
-    this.recvWindow += this.unacked;
-    this.session.sendWindowUpdate(this, this.unacked);
-    this.unacked = 0;
-  }
-
   // -- called by the connection -----------------------------------------------------------------------
+
+  /** @internal The request's head, sent as the stream opens; `endStream`: no body follows. */
+  sendHead(fields: Fields, endStream: boolean): void {
+    if (endStream) this.endQueued = true;
+    this.heads.push({ status: undefined, fields, end: endStream });
+    this.session.flush(this);
+  }
 
   /** @internal A response head, checked (response-fields.ts). */
   receivedHead(status: number, fields: [string, string][], endStream: boolean): void {
@@ -134,26 +93,24 @@ export class H2ClientStream {
       if (endStream) return this.fail(ErrorCode.PROTOCOL_ERROR, "an informational response that ends the stream");
       return this.handler.head(status, fields, false);
     }
-    this.finalSeen = true;
+    this.finalHeadReceived = true;
     this.handler.head(status, fields, endStream);
     if (endStream) this.receivedEnd();
   }
 
   /** @internal Response body bytes (their window already counted by the connection). */
   receivedData(chunk: Uint8Array): void {
+    this.bytesReceived += chunk.byteLength;
     if (!this.done) this.handler.data(chunk);
-  }
-
-  /** @internal Bytes counted by the window that no handler sees (padding): their credit returns at once. */
-  creditNow(n: number): void {
-    if (n > 0) this.consumed(n);
   }
 
   /** @internal The server's END_STREAM on DATA, or its trailer section (which ends the stream). */
   receivedEnd(trailers?: [string, string][]): void {
     if (this.remoteEnded || this.done) return;
     this.remoteEnded = true;
-    this.ended(trailers);
+    // the request side may still be open (a response sent whole before the body ended): the handler decides
+    if (this.localEnded) this.finish();
+    this.handler.end(trailers);
   }
 
   /** @internal The server reset it. */
@@ -164,6 +121,11 @@ export class H2ClientStream {
     this.handler.reset({ code: name, why: `the service reset the stream (${name})`, unprocessed: code === ErrorCode.REFUSED_STREAM });
   }
 
+  /** @internal The server broke the rules on this stream (`act`, what it did): reset with `code`, the handler told why. */
+  abort(code: number, act = "broke HTTP/2 on the stream"): void {
+    this.fail(code, `the service ${act}`);
+  }
+
   /** @internal The stream ends without a response because of what the server sent or did: reset with `code` when it is still open on the wire. */
   fail(code: number | undefined, why: string, unprocessed = false): void {
     if (this.done) return;
@@ -172,30 +134,17 @@ export class H2ClientStream {
     this.handler.reset({ code: code === undefined ? "CANCEL" : errorName(code), why, unprocessed });
   }
 
-  /** @internal Everything queued went out: the handler hears drained() if it waited. */
-  allSent(): void {
-    if (!this.needDrain) return;
-    this.needDrain = false;
-    this.handler.drained();
-  }
-
   /** @internal This side's END_STREAM went out. */
   sentEnd(): void {
     this.localEnded = true;
     if (this.remoteEnded) this.finish();
   }
 
-  private ended(trailers: [string, string][] | undefined): void {
-    // the request side may still be open (a response sent whole before the body ended): the handler decides
-    if (this.localEnded) this.finish();
-    this.handler.end(trailers);
+  protected drained(): void {
+    this.handler.drained();
   }
 
   private finish(): void {
-    if (this.done) return;
-    this.done = true;
-    this.pending = [];
-    this.pendingBytes = 0;
-    this.session.forget(this);
+    if (!this.done) this.close();
   }
 }

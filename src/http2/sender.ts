@@ -1,47 +1,48 @@
 /**
- * The sending half of a connection: what its streams have queued (response
- * heads, body bytes, ends and trailers) goes out as the client's windows,
- * its SETTINGS_MAX_FRAME_SIZE and the socket allow, and header blocks are
- * HPACK-coded at the moment they are framed, so the client's table follows
- * ours frame by frame.
+ * The sending half of a connection, either side's: what its streams have
+ * queued (heads, body bytes, ends and trailers) goes out as the peer's
+ * windows, its SETTINGS_MAX_FRAME_SIZE and the socket allow, and header
+ * blocks are HPACK-coded at the moment they are framed, so the peer's table
+ * follows ours frame by frame. A client's request heads go out as their
+ * streams open, in the order of their ids, as RFC 9113 §5.1.1 asks.
  *
  * A stream waits in one of three places: for the socket (drained() sends
  * on), for the connection's window (a WINDOW_UPDATE on stream 0), or on
- * its own window. Waiting on a window is a stall the client controls; the
- * sweep resets a stream stalled past the idle timeout (expireStalled), so
- * a client that never opens its windows holds neither a stream nor its
- * queued bytes for ever. Queued bytes are bounded for the connection too
- * (queued()).
+ * its own window. Waiting on a window is a stall the peer controls; a
+ * server's sweep resets a stream stalled past the idle timeout
+ * (expireStalled), so a client that never opens its windows holds neither
+ * a stream nor its queued bytes for ever. Queued bytes are bounded for the
+ * connection too (queued()).
  */
 import { HpackEncoder } from "./hpack-encoder.ts";
 import type { Output } from "./output.ts";
-import type { H2Stream, H2StreamSession } from "./stream.ts";
+import type { StreamSession, StreamState } from "./stream-state.ts";
 import { ConnectionError, DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, ErrorCode, MAX_WINDOW, StreamError } from "./wire.ts";
 
 /** What the sender needs of its connection. */
 export interface SenderOwner {
   readonly closing: boolean;
   /** `s` is closed: the connection forgets it. */
-  forget(s: H2Stream): void;
+  forget(s: StreamState): void;
   /** A stream this side reset: its late frames are dropped. */
   remember(id: number): void;
 }
 
 const EMPTY = new Uint8Array(0);
 
-export class Sender implements H2StreamSession {
+export class Sender implements StreamSession {
   readonly encoder = new HpackEncoder();
-  /** The client's window for our DATA on the connection; DATA went out since its last WINDOW_UPDATE. */
+  /** The peer's window for our DATA on the connection; DATA went out since its last WINDOW_UPDATE. */
   private window = DEFAULT_WINDOW;
   private sentSinceUpdate = false;
-  /** The client's SETTINGS_INITIAL_WINDOW_SIZE and SETTINGS_MAX_FRAME_SIZE. */
+  /** The peer's SETTINGS_INITIAL_WINDOW_SIZE and SETTINGS_MAX_FRAME_SIZE (the latter at most H2_MAX_FRAME_SENT). */
   initialWindow = DEFAULT_WINDOW;
   maxFrameSize = DEFAULT_MAX_FRAME_SIZE;
-  /** Response bytes queued on all streams. */
+  /** Body bytes queued on all streams. */
   queuedBytes = 0;
-  private readonly ioWaiters = new Set<H2Stream>();
-  private readonly windowWaiters = new Set<H2Stream>();
-  private readonly stalled = new Set<H2Stream>();
+  private readonly ioWaiters = new Set<StreamState>();
+  private readonly windowWaiters = new Set<StreamState>();
+  private readonly stalled = new Set<StreamState>();
 
   constructor(
     private readonly out: Output,
@@ -74,7 +75,7 @@ export class Sender implements H2StreamSession {
   }
 
   /** A WINDOW_UPDATE for `s`; false when unprompted. */
-  streamWindow(s: H2Stream, increment: number): boolean {
+  streamWindow(s: StreamState, increment: number): boolean {
     const prompted = s.sentSinceUpdate;
     s.sentSinceUpdate = false;
     s.sendWindow += increment;
@@ -83,8 +84,8 @@ export class Sender implements H2StreamSession {
     return prompted;
   }
 
-  /** The client's SETTINGS_INITIAL_WINDOW_SIZE changed: every stream's window moves by the difference (RFC 9113 §6.9.2). */
-  setInitialWindow(value: number, streams: Iterable<H2Stream>): void {
+  /** The peer's SETTINGS_INITIAL_WINDOW_SIZE changed: every stream's window moves by the difference (RFC 9113 §6.9.2). */
+  setInitialWindow(value: number, streams: Iterable<StreamState>): void {
     const delta = value - this.initialWindow;
     this.initialWindow = value;
     if (delta === 0) return;
@@ -106,9 +107,9 @@ export class Sender implements H2StreamSession {
     this.out.headers(id, true, this.encoder.encode(431, []), this.maxFrameSize);
   }
 
-  // -- H2StreamSession ------------------------------------------------------------------------------
+  // -- StreamStateSession ------------------------------------------------------------------------------
 
-  flush(s: H2Stream): void {
+  flush(s: StreamState): void {
     if (s.isClosed || this.owner.closing) return;
     if (this.out.blocked) {
       this.ioWaiters.add(s);
@@ -140,7 +141,7 @@ export class Sender implements H2StreamSession {
       this.queuedBytes -= n;
       s.bytesSent += n;
       s.sentSinceUpdate = this.sentSinceUpdate = sent = true;
-      // the last bytes of an ended response carry END_STREAM themselves
+      // the last bytes of an ended body carry END_STREAM themselves
       const fin = s.pendingBytes === 0 && s.endQueued && s.trailers === undefined;
       this.out.data(s.id, fin, part);
       if (fin) {
@@ -154,7 +155,7 @@ export class Sender implements H2StreamSession {
       if (this.out.blocked) this.ioWaiters.add(s);
       else {
         if (this.window <= 0) this.windowWaiters.add(s);
-        // waiting on a window the client must open: the sweep's clock runs from the last progress
+        // waiting on a window the peer must open: the sweep's clock runs from the last progress
         if (sent || s.stalledSince === 0) s.stalledSince = performance.now();
         this.stalled.add(s);
       }
@@ -170,22 +171,22 @@ export class Sender implements H2StreamSession {
     s.allSent();
   }
 
-  queued(_s: H2Stream, delta: number): boolean {
+  queued(_s: StreamState, delta: number): boolean {
     this.queuedBytes += delta;
     return delta <= 0 || this.queuedBytes <= this.maxQueuedBytes;
   }
 
-  sendReset(s: H2Stream, code: number): void {
+  sendReset(s: StreamState, code: number): void {
     if (this.owner.closing) return;
     this.out.rstStream(s.id, code);
     this.owner.remember(s.id);
   }
 
-  sendWindowUpdate(s: H2Stream, increment: number): void {
+  sendWindowUpdate(s: StreamState, increment: number): void {
     if (!this.owner.closing) this.out.windowUpdate(s.id, increment);
   }
 
-  forget(s: H2Stream): void {
+  forget(s: StreamState): void {
     this.ioWaiters.delete(s);
     this.windowWaiters.delete(s);
     this.stalled.delete(s);

@@ -1,49 +1,25 @@
 /**
  * One HTTP/2 stream of a server connection: a request, its body as it
  * comes with credit, and the response side. The connection routes frames
- * to it and sends what it asks; it never touches a socket.
+ * to it and sends what it asks; it never touches a socket. Its windows,
+ * queue, ends and credit are every stream's (stream-state.ts).
  *
  * Credit: every byte onData delivers is acknowledged with consumed(n) once
  * the consumer has taken it (passed it on, not merely read it), and only
- * then does the stream's window reopen (WINDOW_UPDATE, in batches of half a
- * window). So a consumer that stops taking stops this stream's client, and
- * no other stream: the connection's own window is reopened as bytes arrive.
- *
- * States (RFC 9113 §5.1): open until either side's END_STREAM
- * (half-closed), closed when both have ended or either reset it.
+ * then does the stream's window reopen. So a consumer that stops taking
+ * stops this stream's client, and no other stream: the connection's own
+ * window is reopened as bytes arrive.
  */
 import type { H2Request } from "./request-fields.ts";
+import { StreamState, type Fields, type StreamSession } from "./stream-state.ts";
 import { ErrorCode, errorName } from "./wire.ts";
-
-/** What a stream needs of its connection. */
-export interface H2StreamSession {
-  /** Sends what `s` has queued (heads, then body bytes as the windows allow, then its end) while the socket takes it. */
-  flush(s: H2Stream): void;
-  /** Bytes were queued on `s` (or left its queue, negative); false when the connection holds more than it may. */
-  queued(s: H2Stream, delta: number): boolean;
-  sendReset(s: H2Stream, code: number): void;
-  sendWindowUpdate(s: H2Stream, increment: number): void;
-  /** The stream is closed: the connection forgets it. */
-  forget(s: H2Stream): void;
-  /** Credit is returned in batches of this much. */
-  readonly windowUpdateThreshold: number;
-}
 
 export interface Peer {
   address: string;
   port: number;
 }
 
-type Fields = readonly (readonly [string, string])[];
-
-/** A response head waiting to be sent (heads wait with the body while the socket is full). */
-export interface QueuedHead {
-  status: number;
-  fields: Fields;
-  end: boolean;
-}
-
-export class H2Stream {
+export class H2Stream extends StreamState {
   /** The request's trailer fields, when the client sent trailers (before onEnd). */
   onTrailers?: (fields: [string, string][]) => void;
   /** The stream was reset (by the client, by this side, or because the connection closed): the code's name (wire.ts errorName). */
@@ -70,31 +46,7 @@ export class H2Stream {
     this.deliverEnd();
   }
 
-  /** Body bytes received; bytes of response body sent. */
-  bytesReceived = 0;
-  bytesSent = 0;
-  /** @internal What the client may still send before a WINDOW_UPDATE; what this side may send. */
-  recvWindow: number;
-  /** @internal */ sendWindow: number;
-  /** @internal Response heads waiting for the socket, sent before any body byte. */
-  heads: QueuedHead[] = [];
-  /** @internal Response bytes waiting for a window or the socket. */
-  pending: Uint8Array[] = [];
-  /** @internal */ pendingBytes = 0;
-  /** @internal Since when response bytes wait on a window the client keeps shut (0: they do not). */
-  stalledSince = 0;
-  /** @internal end() was called; trailers to send with it. */
-  endQueued = false;
-  /** @internal */ trailers: Fields | undefined;
-  /** @internal DATA went out since the client's last WINDOW_UPDATE for the stream (one that follows none is unprompted). */
-  sentSinceUpdate = false;
-  /** This side's END_STREAM went out; the client's came. */
-  localEnded = false;
-  remoteEnded = false;
-  private unacked = 0;
-  private done = false;
   private finalSent = false;
-  private needDrain = false;
   private resetWith: string | undefined;
   private dataHandler?: (chunk: Uint8Array) => void;
   private endHandler?: () => void;
@@ -102,8 +54,8 @@ export class H2Stream {
   private endUndelivered = false;
 
   constructor(
-    private readonly session: H2StreamSession,
-    readonly id: number,
+    session: StreamSession,
+    id: number,
     readonly request: H2Request,
     /** Who sent it: the connection's client. */
     readonly peer: Peer,
@@ -112,13 +64,9 @@ export class H2Stream {
     recvWindow: number,
     sendWindow: number,
   ) {
-    this.recvWindow = recvWindow;
-    this.sendWindow = sendWindow;
-  }
-
-  /** Closed: both sides ended, or it was reset. */
-  get isClosed(): boolean {
-    return this.done;
+    // the request's head is the client's only head: DATA may follow it, and a second block is its trailers
+    super(session, id, recvWindow, sendWindow, true);
+    this.expectedLength = request.contentLength;
   }
 
   /** Why it was reset (a code's name); undefined while it was not. */
@@ -129,18 +77,6 @@ export class H2Stream {
   /** The final response head was sent. */
   get responded(): boolean {
     return this.finalSent;
-  }
-
-  // -- what the consumer of the request does ------------------------------------------------------
-
-  /** Returns credit for body bytes the consumer has taken. */
-  consumed(n: number): void {
-    if (this.done || this.remoteEnded || n <= 0) return;
-    this.unacked += n;
-    if (this.unacked < this.session.windowUpdateThreshold) return;
-    this.recvWindow += this.unacked;
-    this.session.sendWindowUpdate(this, this.unacked);
-    this.unacked = 0;
   }
 
   // -- the response --------------------------------------------------------------------------------
@@ -175,16 +111,7 @@ export class H2Stream {
       return false;
     }
     if (chunk.byteLength === 0) return this.pendingBytes === 0;
-    this.pending.push(chunk);
-    this.pendingBytes += chunk.byteLength;
-    // a producer that writes on past false would grow the connection's memory without bound
-    if (!this.session.queued(this, chunk.byteLength)) {
-      this.abort(ErrorCode.INTERNAL_ERROR);
-      return false;
-    }
-    this.session.flush(this);
-    if (this.pendingBytes > 0) this.needDrain = true;
-    return this.pendingBytes === 0 && !this.done;
+    return this.queueBody(chunk);
   }
 
   /** Ends the response after the queued bytes, with `trailers` when given. */
@@ -220,11 +147,6 @@ export class H2Stream {
     else this.early.push(chunk.slice());
   }
 
-  /** @internal Bytes counted by the window that no consumer sees (padding): their credit returns at once. */
-  creditNow(n: number): void {
-    if (n > 0) this.consumed(n);
-  }
-
   /** @internal */
   receivedTrailers(fields: [string, string][]): void {
     this.onTrailers?.(fields);
@@ -245,14 +167,6 @@ export class H2Stream {
     this.finish(errorName(code), true);
   }
 
-  /** @internal Everything queued went out (the connection's flush): END_STREAM or trailers may follow, and onDrain. */
-  allSent(): void {
-    if (this.needDrain) {
-      this.needDrain = false;
-      this.onDrain?.();
-    }
-  }
-
   /** @internal This side's END_STREAM went out (on DATA, trailers or the final head). */
   sentEnd(): void {
     this.localEnded = true;
@@ -265,6 +179,10 @@ export class H2Stream {
     }
   }
 
+  protected drained(): void {
+    this.onDrain?.();
+  }
+
   private deliverEnd(): void {
     if (!this.endUndelivered || !this.endHandler || this.early.length > 0) return;
     this.endUndelivered = false;
@@ -273,12 +191,7 @@ export class H2Stream {
 
   /** Closed: the connection forgets it; `reason` when it was reset, told to onReset when `tell`. */
   private finish(reason: string | undefined, tell: boolean): void {
-    this.done = true;
-    if (this.pendingBytes > 0) this.session.queued(this, -this.pendingBytes);
-    this.heads = [];
-    this.pending = [];
-    this.pendingBytes = 0;
-    this.session.forget(this);
+    this.close();
     if (reason === undefined) return;
     this.early = [];
     this.resetWith = reason;

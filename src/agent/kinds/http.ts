@@ -14,6 +14,7 @@ import { serveConnectorStream, serveHttpStream, type HttpHooks, type RequestLine
 import type { ExchangeTap, RequestTaps, TappedRequest } from "../inspector/tap.ts";
 import type { AgentOutput, TunnelView } from "../output.ts";
 import { allowUpgrades, compactAccess } from "../settings/tunnel-options.ts";
+import { upstreamH2Limits } from "../settings/upstream-h2.ts";
 import type { AgentKind } from "./unit.ts";
 
 export const HTTP_AGENT: AgentKind = {
@@ -39,8 +40,11 @@ export const HTTP_AGENT: AgentKind = {
     if (spec.routes?.length) target.routes = spec.routes;
     // HTTP/2 to every service of the tunnel, its routes' too (the spec checked their schemes)
     if (spec.upstreamProtocol !== undefined && spec.upstreamProtocol !== "http1") {
-      target.upstreamProtocol = spec.upstreamProtocol;
-      for (const route of target.routes ?? []) route.target.upstreamProtocol = spec.upstreamProtocol;
+      const limits = upstreamH2Limits(spec);
+      for (const t of [target, ...(target.routes ?? []).map((r) => r.target)]) {
+        t.upstreamProtocol = spec.upstreamProtocol;
+        if (limits) t.upstreamH2 = limits;
+      }
     }
     const request: Extract<TunnelRequest, { protocol: "http" }> = priv
       ? { protocol: "http", private: priv }

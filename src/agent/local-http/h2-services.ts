@@ -11,18 +11,27 @@
  * requests that waited for it, with why: it is not tried again for them.
  */
 import { Http2ClientConnection, type Http2ClientOwner } from "../../http2/client-connection.ts";
-import { DEFAULT_H2_CLIENT_LIMITS } from "../../http2/client-limits.ts";
+import { DEFAULT_H2_CLIENT_LIMITS, type Http2ClientLimits } from "../../http2/client-limits.ts";
 import type { Fields, H2ClientStream, H2ResponseHandler } from "../../http2/client-stream.ts";
 import type { Http2Io } from "../../http2/output.ts";
 import { describeLocalError, type Dialer } from "../local-target.ts";
 import { LocalConnection, type ConnectionUser } from "./connection.ts";
 
-/** Where a service that speaks HTTP/2 listens (pool.ts LocalService), and how: h2c, or h2 over TLS; `dial`: how it is reached when not by TCP from here. */
+/** Where a service that speaks HTTP/2 listens (pool.ts LocalService), and how: h2c, or h2 over TLS; with the tunnel's limits, if it set any; `dial`: how it is reached when not by TCP from here. */
 export interface H2Address {
   host: string;
   port: number;
   upstreamProtocol?: "h2c" | "h2";
   dial?: Dialer;
+  upstreamH2?: Http2ClientLimits;
+}
+
+/** Limits in a connection's key, each set of them written once: tunnels to one service with the same limits share its connection. */
+const limitsKeys = new WeakMap<Http2ClientLimits, string>();
+function limitsKey(limits: Http2ClientLimits): string {
+  let key = limitsKeys.get(limits);
+  if (key === undefined) limitsKeys.set(limits, (key = ` ${Object.values(limits).join(",")}`));
+  return key;
 }
 
 /** A request waiting for a stream: its head, and what hears how it went. */
@@ -42,8 +51,8 @@ export class H2Services {
 
   /** The service's connection and queue, made when first asked for. */
   of(service: H2Address): H2Service {
-    // another way to the same host and port is another service (pool.ts keyOf)
-    const key = `${service.upstreamProtocol}://${service.host}:${service.port}${service.dial ? ` via ${service.dial.key}` : ""}`;
+    // another way to the same host and port is another service (pool.ts keyOf); other limits, another connection
+    const key = `${service.upstreamProtocol}://${service.host}:${service.port}${service.dial ? ` via ${service.dial.key}` : ""}${service.upstreamH2 ? limitsKey(service.upstreamH2) : ""}`;
     let found = this.byKey.get(key);
     if (!found) this.byKey.set(key, (found = new H2Service(service, key)));
     return found;
@@ -124,7 +133,7 @@ export class H2Service {
         if (conn instanceof Error) return this.failWaiting(describeLocalError(conn));
         if (this.stopped) return conn.close();
         this.opened++;
-        const link = new Link(conn, this, tls);
+        const link = new Link(conn, this, tls, this.service.upstreamH2 ?? DEFAULT_H2_CLIENT_LIMITS);
         this.links.add(link);
         this.current = link;
         // streams open once the service's SETTINGS come (slots)
@@ -164,9 +173,10 @@ class Link implements ConnectionUser, Http2Io, Http2ClientOwner {
     private readonly owner: H2Service,
     /** TLS: ALPN must have agreed on h2, which is known once the handshake is over (the service's first bytes). */
     private alpnDue: boolean,
+    limits: Http2ClientLimits,
   ) {
     conn.user = this;
-    this.client = new Http2ClientConnection(this, DEFAULT_H2_CLIENT_LIMITS, this);
+    this.client = new Http2ClientConnection(this, limits, this);
   }
 
   /** Whether ALPN said h2, once: a service that did not speak it is given up with why. */

@@ -9,12 +9,13 @@
  */
 import type { Dialer } from "../local-target.ts";
 import { LocalConnection } from "./connection.ts";
+import type { Http2ClientLimits } from "../../http2/client-limits.ts";
 import { H2Services } from "./h2-services.ts";
 
 /**
  * Where a local service listens; `tls`: it speaks https; `upstreamProtocol`:
- * HTTP/2 (h2-services.ts), not HTTP/1.1; `dial`: how it is reached when not
- * by TCP from here.
+ * HTTP/2 (h2-services.ts), not HTTP/1.1, held to `upstreamH2`; `dial`: how it
+ * is reached when not by TCP from here.
  */
 export interface LocalService {
   host: string;
@@ -22,6 +23,7 @@ export interface LocalService {
   tls?: boolean;
   upstreamProtocol?: "h2c" | "h2";
   dial?: Dialer;
+  upstreamH2?: Http2ClientLimits;
 }
 
 export interface PoolOptions {

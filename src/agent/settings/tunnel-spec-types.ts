@@ -8,9 +8,10 @@ import type { LocalTarget } from "../http.ts";
 import type { PathRoute } from "../routes.ts";
 import type { TunnelKind } from "../../protocol/kinds.ts";
 import type { HttpAccess, TunnelRequest } from "../../protocol/messages.ts";
+import type { UpstreamH2Values } from "./upstream-h2.ts";
 
-/** The options with their values parsed (tunnel-options.ts); an option not given is undefined. */
-export interface TunnelSpec {
+/** The options with their values parsed (tunnel-options.ts); an option not given is undefined. The HTTP/2 client's limits toward the service are upstream-h2.ts's. */
+export interface TunnelSpec extends UpstreamH2Values {
   kind: TunnelKind;
   target: LocalTarget;
   subdomain?: string;

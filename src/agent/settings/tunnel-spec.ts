@@ -15,7 +15,8 @@
  *   its remote port, which is the pool's name;
  * - HTTP/2 to the service goes with a local service (not a handler), h2c
  *   with plain addresses and h2 with https:// ones, routes' included, and
- *   a pool member's health check is then a connect, not a GET.
+ *   a pool member's health check is then a connect, not a GET; its limits
+ *   (upstream-h2.ts) go with it only.
  *
  * A front-end gives a Voice: how it names an option, so that every message
  * reads in its own words ("--basic-auth", "basic_auth", "basicAuth"). The
@@ -28,6 +29,7 @@ import type { SpecTunnel, TunnelSpec } from "./tunnel-spec-types.ts";
 import { PRIVATE_NAME_PATTERN } from "../../validate/fields.ts";
 import { UsageError } from "../../usage-error.ts";
 import { AGENT_KINDS } from "../kinds/index.ts";
+import { UPSTREAM_H2_TUNNEL_OPTIONS, upstreamH2Problem } from "./upstream-h2.ts";
 
 /** The kinds a tunnel may be: the kind table's names (protocol/kinds.ts). */
 export const KINDS: readonly TunnelKind[] = KIND_NAMES;
@@ -64,6 +66,8 @@ export const TUNNEL_OPTIONS = {
   share: { kinds: PRIVATE_KINDS },
   hostHeader: { kinds: ["http"] },
   upstreamProtocol: { kinds: ["http"] },
+  // the agent's HTTP/2 client limits toward the service (upstream-h2.ts)
+  ...UPSTREAM_H2_TUNNEL_OPTIONS,
   routes: { kinds: ["http"] },
   allowUpgrade: { kinds: ["http"] },
   skipWarning: { kinds: ["http"], public: ["http"] },
@@ -162,6 +166,7 @@ const RULES: ((spec: TunnelSpec, say: Voice) => SpecProblem | undefined)[] = [
   (spec, say) =>
     spec.oidc !== undefined && (spec.basicAuth?.length ?? 0) > 0 ? { option: "oidc", message: `a tunnel takes ${say.name("basicAuth")} or ${say.name("oidc")}, not both` } : undefined,
   upstreamProblem,
+  upstreamH2Problem,
 ];
 
 /**

@@ -50,6 +50,7 @@ import {
 } from "./tunnel-options.ts";
 import { KINDS, kindProblem, listed, OPTION_NAMES, parseKind, specProblem, tunnelOf, type OptionName, type SpecProblem, type SpecTunnel, type TunnelSpec, type Voice } from "./tunnel-spec.ts";
 import { UsageError } from "../../usage-error.ts";
+import { upstreamH2Readers } from "./upstream-h2.ts";
 import { checkRoutes, parsePrefix, type PathRoute } from "../routes.ts";
 
 export const CONFIG_FILE_NAME = "burrow.yml";
@@ -269,6 +270,7 @@ function readTunnel(name: string, node: Node, field: string, fail: Fail, file: F
     share: () => listed_("share", (raw) => raw.split(",").map((u) => u.trim()).filter((u) => u !== ""))?.flat(),
     hostHeader: () => checked("host_header", parseHostHeader),
     upstreamProtocol: () => checked("upstream_protocol", parseUpstreamProtocol),
+    ...upstreamH2Readers((option, parse) => checked(KEY_OF[option], parse)),
     routes: () => readRoutes(given.get("routes"), `${field}.routes`, fail),
     allowUpgrade: () => listed_("allow_upgrade", parseUpgradeToken),
     skipWarning: () => flag("skip_warning"),

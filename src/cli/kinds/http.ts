@@ -4,6 +4,7 @@
 import type { FlagTable } from "../../config/flags.ts";
 import { HTTP_ACCESS_FLAGS } from "../access-flags.ts";
 import { AGENT_GROUP, COMMON, POOL_FLAGS, PRIVATE_FLAGS, SUBDOMAIN_FLAG } from "../agent-flags.ts";
+import { UPSTREAM_H2_FLAGS } from "../upstream-h2-flags.ts";
 import type { CommandDoc } from "../usage.ts";
 import type { CliKind } from "./unit.ts";
 
@@ -29,7 +30,7 @@ export const HTTP_FLAGS = {
     defaultText: "http1",
     help: "how the agent speaks to your service: http1, h2c (HTTP/2 without TLS, e.g. a gRPC server) or h2 (HTTP/2 over TLS, for an https:// service)",
     details:
-      "With h2c or h2 the agent keeps one HTTP/2 connection to each service and sends every request on it as a stream; visitors still reach the tunnel over HTTP/1.1 (or HTTP/2), and the service's answers, trailers such as grpc-status included, come back to them. A WebSocket's request goes over HTTP/1.1, and a pool member's --health-check must be tcp. It applies to the --route services too.",
+      "With h2c or h2 the agent keeps one HTTP/2 connection to each service and sends every request on it as a stream; visitors still reach the tunnel over HTTP/1.1 (or HTTP/2), and the service's answers, trailers such as grpc-status included, come back to them. A WebSocket's request goes over HTTP/1.1, and a pool member's --health-check must be tcp. It applies to the --route services too, and so do the --upstream-h2-* limits of that connection.",
   },
   route: {
     type: "string",
@@ -55,6 +56,7 @@ export const HTTP_FLAGS = {
     help: "how long the edge waits for your service's answer before its 502 page, up to the server's --max-response-timeout",
     details: "Its response head, that is; for a slow but healthy service (long polls, reports). The page says \"took too long\".",
   },
+  ...UPSTREAM_H2_FLAGS,
   ...HTTP_ACCESS_FLAGS,
 } as const satisfies FlagTable;
 
@@ -66,6 +68,7 @@ at http://<subdomain>.<server domain>. Lost connections are retried for ever.`,
   flags: HTTP_FLAGS,
   groups: [
     { title: "Flags:", flags: ["subdomain", "hostname", "skip-warning", "host-header", "upstream-protocol", "route", "allow-upgrade", "response-timeout"] },
+    { title: "HTTP/2 to the service (with --upstream-protocol h2c or h2):", flags: Object.keys(UPSTREAM_H2_FLAGS) },
     { title: "Several agents behind one name:", flags: Object.keys(POOL_FLAGS) },
     { title: "Who may reach it (enforced by the server):", flags: Object.keys(HTTP_ACCESS_FLAGS) },
     { title: "Private, for named users only (each request says who in X-Burrow-User):", flags: Object.keys(PRIVATE_FLAGS) },
