@@ -33,6 +33,7 @@ import { EdgeCounters } from "./metrics/edge-counters.ts";
 import { createMetrics } from "./metrics/registry.ts";
 import { startUpdateChecks } from "./update/check.ts";
 import { BUILD, VERSION } from "./version.ts";
+import { startWebhooks } from "./webhooks/service.ts";
 
 /** At start, how long the server waits for the names it holds to be claimed over every node before it says it is ready. */
 const HELD_NAMES_WAIT_MS = 5_000;
@@ -45,13 +46,24 @@ export interface RunningServer {
 
 export async function startServer(config: ServerConfig, env: Record<string, string | undefined>): Promise<RunningServer> {
   const database = await openServerDatabase(config);
-  const core = createCore({ store: database.store, systemSubdomains: config.systemSubdomains, domain: config.domain, lookupTxt: txtLookup(config.dnsResolver), deviceCodeTtlMs: config.deviceCodeTtlMs });
+  const ev = config.events;
+  const core = createCore({
+    store: database.store,
+    systemSubdomains: config.systemSubdomains,
+    domain: config.domain,
+    lookupTxt: txtLookup(config.dnsResolver),
+    deviceCodeTtlMs: config.deviceCodeTtlMs,
+    outbox: { retryWindowMs: ev.retryWindowMs, queueMax: ev.queueMax },
+    webhookLimits: { maxWebhooks: ev.maxWebhooks, perUser: ev.perUser, retryWindowMs: ev.retryWindowMs },
+  });
   await ensureAdmin(core, env);
   // several nodes on one PostgreSQL database: this one joins before its edge takes an agent
   const cluster = database.postgres && config.node ? new Cluster({ client: database.postgres, nodeId: config.node.id, nodeUrl: config.node.url, expiryMs: config.node.expiryMs, poolSize: config.databasePool }, core) : undefined;
   await cluster?.start();
   if (config.node?.secret) shareSessions(config.node.secret);
   const stopHousekeeping = await startHousekeeping(core, config.auditDays);
+  // one node on SQLite: its leases are "local"'s, taken back at once after a restart
+  const webhooks = await startWebhooks(core, ev, config.node?.id ?? "local");
 
   let publicSide: PublicInfo | undefined; // known once the edge listens
   let certificates: AcmeCertificates | undefined;
@@ -92,6 +104,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     stopHousekeeping();
     metrics.stop();
     await core.audit.stop();
+    await webhooks.stop();
     await cluster?.stop();
     await database.close();
     throw err;
@@ -124,6 +137,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
         metrics.stop();
         certificates?.stop();
         await core.audit.stop(); // the refusals counted since the last flush
+        await webhooks.stop(); // the edge's queued events written, the attempts under way ended
         await cluster?.stop(); // its names free at once for the other nodes
         await database.close(); // after the edge's last traffic flush
         log.info("server stopped");

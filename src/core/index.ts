@@ -15,6 +15,8 @@ import { createPrivateShares } from "./private-shares.ts";
 import { createTraffic } from "./traffic.ts";
 import { createTrafficPolicies } from "./traffic-policies.ts";
 import { createUsers } from "./users.ts";
+import { createOutbox, DEFAULT_OUTBOX_SETTINGS, type OutboxSettings } from "./events/outbox.ts";
+import { createWebhooks, DEFAULT_WEBHOOK_LIMITS, type WebhookLimits } from "./events/webhooks.ts";
 
 export interface CoreOptions {
   store: Store;
@@ -27,13 +29,17 @@ export interface CoreOptions {
   lookupTxt?: TxtLookup;
   /** How long a device login's code waits for approval (default 10 minutes). */
   deviceCodeTtlMs?: number;
+  /** The outbox's settings (--webhook-retry-window, --events-queue). */
+  outbox?: OutboxSettings;
+  /** The webhooks' caps (--webhooks-max, --webhooks-per-user). */
+  webhookLimits?: WebhookLimits;
 }
 
 export type Core = ReturnType<typeof createCore>;
 
 const noLookup: TxtLookup = () => Promise.reject(new Error("this server looks up no DNS"));
 
-export function createCore({ store, clock = systemClock, systemSubdomains, domain = "", lookupTxt = noLookup, deviceCodeTtlMs }: CoreOptions) {
+export function createCore({ store, clock = systemClock, systemSubdomains, domain = "", lookupTxt = noLookup, deviceCodeTtlMs, outbox: outboxSettings = DEFAULT_OUTBOX_SETTINGS, webhookLimits = DEFAULT_WEBHOOK_LIMITS }: CoreOptions) {
   // filled in once the edge's registry exists; admin actions reach live tunnels through it
   let attached: LiveTunnels = noLiveTunnels;
   const live: LiveTunnels = {
@@ -44,9 +50,11 @@ export function createCore({ store, clock = systemClock, systemSubdomains, domai
     rulesChanged: (change) => attached.rulesChanged?.(change).catch(() => {}) ?? Promise.resolve(),
   };
   const clockNow = () => clock.now().getTime();
-  const tokens = createTokens(store, clock, live);
-  const users = createUsers(store, clock, live);
-  const hostnames = createHostnames(store, clock, domain, lookupTxt);
+  // events are written in the transaction of the change that causes them (core/events/outbox.ts)
+  const events = createOutbox(store, clock, outboxSettings);
+  const tokens = createTokens(store, clock, live, events.emit);
+  const users = createUsers(store, clock, live, events.emit);
+  const hostnames = createHostnames(store, clock, domain, lookupTxt, events.emit);
   const domains = createDomains(store, clock, systemSubdomains);
   return {
     store,
@@ -84,6 +92,8 @@ export function createCore({ store, clock = systemClock, systemSubdomains, domai
         return gone;
       },
     },
+    events,
+    webhooks: createWebhooks(store, clock, webhookLimits),
     sessions: createSessions(store, clock),
     adminKeys: createAdminKeys(store, clock),
     audit: createAudit(store, clock),

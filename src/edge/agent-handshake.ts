@@ -205,7 +205,7 @@ export class AgentHandshake {
       this.verdict.succeeded("READY");
       edge.registry.attach(side, []);
       this.streams.connected(admitted, label, here, elsewhere);
-      edge.core.tokens.touch(token.id).catch((err) => logFailedWrite("token last use not written", { token: token.id }, err));
+      edge.core.tokens.touch(token.id, token.lastUsed === null ? { address: side.transport.address } : undefined).catch((err) => logFailedWrite("token last use not written", { token: token.id }, err));
       void edge.core.audit.record({ action: "private.connect", address: side.transport.address, outcome: "ok", userId: user.id, username: user.username, tokenId: token.id, target: `private:${label}` });
       side.mux.sendControl(FrameType.READY, {
         session: side.sessionId,
@@ -327,7 +327,7 @@ export class AgentHandshake {
       // a private tunnel declared anew: who may reach it is asked again at each connector's next stream
       if (tunnels.some((t) => t.privateName !== undefined)) registry.judge?.forget();
       // only a handshake that succeeded counts as use
-      core.tokens.touch(admitted.token.id).catch((err) => logFailedWrite("token last use not written", { token: admitted.token.id }, err));
+      core.tokens.touch(admitted.token.id, admitted.token.lastUsed === null ? { address: side.transport.address } : undefined).catch((err) => logFailedWrite("token last use not written", { token: admitted.token.id }, err));
       const granted = this.tunnels.granted(opened, hello.partial);
       return () => this.announce(hello, owner, opened, granted);
     } catch (err) {
