@@ -54,7 +54,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     lookupTxt: txtLookup(config.dnsResolver),
     deviceCodeTtlMs: config.deviceCodeTtlMs,
     outbox: { retryWindowMs: ev.retryWindowMs, queueMax: ev.queueMax },
-    webhookLimits: { maxWebhooks: ev.maxWebhooks, perUser: ev.perUser, retryWindowMs: ev.retryWindowMs },
+    webhookLimits: { maxWebhooks: ev.maxWebhooks, perUser: ev.perUser, retryWindowMs: ev.retryWindowMs, allowPrivate: ev.allowPrivate },
   });
   await ensureAdmin(core, env);
   // several nodes on one PostgreSQL database: this one joins before its edge takes an agent

@@ -15,7 +15,7 @@ import { UpdateError } from "../update/errors.ts";
 import type { Http2Limits } from "../http2/limits.ts";
 import { releaseSource } from "../update/source.ts";
 import { isWebhookSecret } from "../core/events/signing.ts";
-import { urlProblem } from "../webhooks/destination.ts";
+import { urlProblem } from "../validate/webhook-url.ts";
 import type { EventsConfig } from "../webhooks/settings.ts";
 
 /** Flags whose value is a secret: a mistake in one is reported without echoing it. */

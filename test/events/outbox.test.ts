@@ -27,7 +27,7 @@ let receiver: WebhookReceiver;
 const workers: DeliveryWorker[] = [];
 
 function startCore(retryWindowMs = 60_000) {
-  core = createCore({ store: database.store, systemSubdomains: [], outbox: { retryWindowMs, queueMax: 1000 }, webhookLimits: { maxWebhooks: 10, perUser: 2, retryWindowMs } });
+  core = createCore({ store: database.store, systemSubdomains: [], outbox: { retryWindowMs, queueMax: 1000 }, webhookLimits: { maxWebhooks: 10, perUser: 2, retryWindowMs, allowPrivate: true } });
 }
 
 function startWorker(limits: Partial<WorkerLimits> = {}, node = "local"): DeliveryWorker {

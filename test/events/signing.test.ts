@@ -51,7 +51,7 @@ describe("a rotation", () => {
   beforeEach(() => {
     dir = mkdtempSync(join(tmpdir(), "burrow-signing-"));
     database = openDatabase(dir);
-    core = createCore({ store: database.store, systemSubdomains: [] });
+    core = createCore({ store: database.store, systemSubdomains: [], webhookLimits: { maxWebhooks: 10, perUser: 2, retryWindowMs: 60_000, allowPrivate: true } });
     receiver = startReceiver();
     worker = new DeliveryWorker(database.store, "local", { ...DEFAULT_WORKER_LIMITS, allowPrivate: true });
     worker.start(core.events);

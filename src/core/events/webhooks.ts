@@ -10,8 +10,10 @@ import { and, count, desc, eq, inArray, isNull, lt, sql, type SQL } from "drizzl
 import type { DeliveryRow, WebhookRow } from "../../db/schema.ts";
 import type { Store } from "../../db/store.ts";
 import { isoTimestamp, type Clock } from "../clock.ts";
-import { AppError, notFound } from "../errors.ts";
+import { AppError, badRequest, notFound } from "../errors.ts";
 import { newWebhookSecret } from "./signing.ts";
+import { refusedAtOnce, urlProblem } from "../../validate/webhook-url.ts";
+import { patternProblem } from "./subscriptions.ts";
 
 export const DELIVERY_STATUSES = ["pending", "delivered", "failed", "dropped"] as const;
 export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
@@ -25,6 +27,8 @@ export interface WebhookLimits {
   perUser: number;
   /** --webhook-retry-window: a delivery sent again is tried this long. */
   retryWindowMs: number;
+  /** --webhook-allow-private: a URL naming a loopback or private address is taken. */
+  allowPrivate?: boolean;
 }
 
 export const DEFAULT_WEBHOOK_LIMITS: WebhookLimits = { maxWebhooks: 100, perUser: 5, retryWindowMs: 24 * 3_600_000 };
@@ -65,6 +69,21 @@ export type Webhooks = ReturnType<typeof createWebhooks>;
 export function createWebhooks(store: Store, clock: Clock, limits: WebhookLimits = DEFAULT_WEBHOOK_LIMITS) {
   const { webhooks, webhookDeliveries, events } = store.tables;
   const now = () => isoTimestamp(clock.now());
+  /** A URL and a list of events as a webhook may have them, or BAD_REQUEST saying why not. */
+  function check(input: WebhookChanges, forUser: boolean): void {
+    if (input.url !== undefined) {
+      const problem = urlProblem(input.url) ?? refusedAtOnce(new URL(input.url), limits.allowPrivate ?? false);
+      if (problem) throw badRequest(`url: ${problem}`);
+    }
+    if (input.events !== undefined) {
+      if (input.events.length === 0) throw badRequest("events: name at least one event type or pattern (* for every one)");
+      for (const p of input.events) {
+        const problem = patternProblem(p, forUser);
+        if (problem) throw badRequest(`events: ${problem}`);
+      }
+    }
+  }
+
   const ownedBy = (owner: Owner): SQL | undefined => (owner === undefined ? undefined : eq(webhooks.userId, owner));
 
   async function row(id: number, owner: Owner): Promise<WebhookRow> {
@@ -93,6 +112,7 @@ export function createWebhooks(store: Store, clock: Clock, limits: WebhookLimits
   return {
     /** Makes a webhook; `secret` is returned here and at a rotation only. */
     async create(input: NewWebhook, opts: { userId?: number; origin?: WebhookOrigin } = {}): Promise<{ webhook: Webhook; secret: string }> {
+      check(input, opts.userId !== undefined);
       const secret = newWebhookSecret();
       const at = now();
       const made = await store.transaction(async () => {
@@ -139,7 +159,8 @@ export function createWebhooks(store: Store, clock: Clock, limits: WebhookLimits
     row,
 
     async update(id: number, changes: WebhookChanges, owner: Owner): Promise<Webhook> {
-      await row(id, owner);
+      const r = await row(id, owner);
+      check(changes, r.userId !== null);
       const set: Partial<WebhookRow> = { updatedAt: now() };
       if (changes.url !== undefined) set.url = changes.url;
       if (changes.events !== undefined) set.events = JSON.stringify(changes.events);
