@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { createAdminApp } from "./admin/app.ts";
 import type { PublicInfo } from "./admin/public-info.ts";
 import { serveAdmin } from "./admin/serve.ts";
-import { AcmeCertificates } from "./acme/server-certificates.ts";
+import { AcmeCertificates, type AcmeSettings } from "./acme/server-certificates.ts";
 import { configureAcmeHttp, readCaRoot } from "./acme/http-client.ts";
 import { filesReport } from "./acme/report.ts";
 import type { AcmeSharing } from "./acme/shared.ts";
@@ -63,10 +63,11 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   if (config.node?.secret) shareSessions(config.node.secret);
   const stopHousekeeping = await startHousekeeping(core, config.auditDays);
   // one node on SQLite: its leases are "local"'s, taken back at once after a restart
-  const webhooks = await startWebhooks(core, ev, config.node?.id ?? "local");
+  let certificates: AcmeCertificates | undefined;
+  const webhooks = await startWebhooks(core, ev, config.node?.id ?? "local", () => certificates?.report().certificates ?? []);
+  if (cluster) cluster.onNodeDown = (node, last) => webhooks.alerts.nodeDown(node, last);
 
   let publicSide: PublicInfo | undefined; // known once the edge listens
-  let certificates: AcmeCertificates | undefined;
   let running: RunningEdge | undefined; // the edge, once it listens (the admin port answers before)
   const counters = new EdgeCounters();
   const metrics = createMetrics({
@@ -74,6 +75,10 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     live: () => running?.live(),
     logins: () => ({ failed: core.loginThrottle.failures, throttled: core.loginThrottle.refusals }),
     auditWriteFailures: () => core.audit.writeFailures,
+    outbox: () => {
+      const s = webhooks.worker.stats;
+      return { events: core.events.stats, deliveries: { pending: s.pending, delivered: s.delivered, failedAttempts: s.failedAttempts, failed: s.failed, dropped: s.dropped }, latency: s.latency, attempt: s.attempt };
+    },
   });
   const readiness = new Readiness({
     database: () => database.unwritable(),
@@ -95,7 +100,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   if (config.acmeIgnored) log.info("certificate files given (--tls-cert): --acme-email is not used");
   let edge: RunningEdge;
   try {
-    certificates = config.acme && (await startAcme(config, config.acme, cluster?.acme));
+    certificates = config.acme && (await startAcme(config, config.acme, cluster?.acme, (r) => webhooks.alerts.certificateResult(r)));
     edge = startEdge(edgeOptions(config, core, certificates, counters, cluster));
   } catch (err) {
     // a port already taken: let go of what did start, so the process exits with the error
@@ -192,6 +197,7 @@ function edgeOptions(config: ServerConfig, core: Core, certificates: AcmeCertifi
     handshakeLimit: config.handshakeLimit,
     drainTimeoutMs: config.drainTimeoutMs,
     holdsFile: join(config.dataDir, "restart-holds.json"),
+    nodeName: config.node?.id ?? "local",
     counters,
     nodes: cluster && edgeNodes(cluster, { secret: config.node?.secret, relayLookups: config.node?.relayLookups }),
     apex: config.portal ? (facts) => createPortalApp(core, { domain: config.domain, oidc: config.portalOidc, ...facts }) : undefined,
@@ -199,7 +205,7 @@ function edgeOptions(config: ServerConfig, core: Core, certificates: AcmeCertifi
 }
 
 /** ACME's client settings, then the certificates it holds and the DNS responder for the wildcard. */
-async function startAcme(config: ServerConfig, acme: AcmeConfig, sharing: AcmeSharing | undefined): Promise<AcmeCertificates> {
+async function startAcme(config: ServerConfig, acme: AcmeConfig, sharing: AcmeSharing | undefined, onResult: AcmeSettings["onResult"]): Promise<AcmeCertificates> {
   if (acme.caRootFile) {
     const root = readCaRoot(acme.caRootFile);
     if (!root.ok) throw new BootstrapError(`--acme-ca-root: ${root.error.message}`);
@@ -218,5 +224,6 @@ async function startAcme(config: ServerConfig, acme: AcmeConfig, sharing: AcmeSh
     retryMinMs: acme.retryMinMs,
     challenge: acme.challenge,
     sharing,
+    onResult,
   });
 }

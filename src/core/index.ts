@@ -55,6 +55,9 @@ export function createCore({ store, clock = systemClock, systemSubdomains, domai
   const tokens = createTokens(store, clock, live, events.emit);
   const users = createUsers(store, clock, live, events.emit);
   const hostnames = createHostnames(store, clock, domain, lookupTxt, events.emit);
+  const loginThrottle = new LoginThrottle(clockNow);
+  loginThrottle.onBurst = (b) =>
+    events.later({ type: "login.failed_burst", data: { address: b.address, username: b.username.slice(0, 200), failures: b.failures, locked_for_s: b.lockedForS } });
   const domains = createDomains(store, clock, systemSubdomains);
   return {
     store,
@@ -98,7 +101,7 @@ export function createCore({ store, clock = systemClock, systemSubdomains, domai
     adminKeys: createAdminKeys(store, clock),
     audit: createAudit(store, clock),
     traffic: createTraffic(store, clock),
-    loginThrottle: new LoginThrottle(clockNow),
+    loginThrottle,
     /** Connects admin actions to whatever holds live tunnels. */
     live,
     attachLiveTunnels(impl: LiveTunnels) {

@@ -87,6 +87,8 @@ export interface EdgeOptions {
   drainTimeoutMs: number;
   /** Where live names are written on shutdown and read at start, to keep them across a restart. */
   holdsFile?: string;
+  /** This node's name in events (--node-id); default "local". */
+  nodeName?: string;
   /** What the edge counts for the metrics (requests, handshakes, resets, flushes); its own if not given. */
   counters?: EdgeCounters;
   /** Several nodes on one PostgreSQL database: what the edge needs of the others (cluster/edge-nodes.ts); none on one node. */

@@ -10,15 +10,17 @@ import { ALERT_EVENTS } from "../core/events/alerts.ts";
 import { logFailedWrite } from "../db/unavailable.ts";
 import { log } from "../log.ts";
 import { DeliveryWorker } from "./worker.ts";
+import { Alerts, type CertificateSeen } from "./alerts.ts";
 
 const PRUNE_EVERY_MS = 60 * 60 * 1000;
 
 export interface RunningWebhooks {
   worker: DeliveryWorker;
+  alerts: Alerts;
   stop(): Promise<void>;
 }
 
-export async function startWebhooks(core: Core, config: EventsConfig, nodeId: string): Promise<RunningWebhooks> {
+export async function startWebhooks(core: Core, config: EventsConfig, nodeId: string, certificates?: () => CertificateSeen[]): Promise<RunningWebhooks> {
   if (config.alertWebhook) {
     await core.webhooks.keepFlagRow(config.alertWebhook.url, [...ALERT_EVENTS], config.alertWebhook.secret);
   } else {
@@ -35,6 +37,15 @@ export async function startWebhooks(core: Core, config: EventsConfig, nodeId: st
     backoffMaxMs: config.backoffMaxMs,
   });
   worker.start(core.events);
+  const alerts = new Alerts(core, {
+    node: nodeId,
+    outboxPending: config.alertOutboxPending,
+    pending: () => worker.stats.pending,
+    certificates,
+    post: { timeoutMs: config.timeoutMs, maxResponseBytes: config.maxResponseBytes, allowPrivate: config.allowPrivate },
+    direct: config.alertWebhook !== undefined,
+  });
+  alerts.start();
   const prune = async () => {
     try {
       const n = await core.webhooks.prune(config.historyDays);
@@ -48,8 +59,10 @@ export async function startWebhooks(core: Core, config: EventsConfig, nodeId: st
   pruner.unref();
   return {
     worker,
+    alerts,
     async stop() {
       clearInterval(pruner);
+      alerts.stop();
       await core.events.stop(); // what the edge queued is written before the worker goes
       await worker.stop();
     },

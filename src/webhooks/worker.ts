@@ -33,6 +33,7 @@ import type { Store } from "../db/store.ts";
 import { databaseUnavailable, reportUnavailable } from "../db/unavailable.ts";
 import { log, quietWarnings } from "../log.ts";
 import { DEFAULT_POST_LIMITS, postSigned, type PostLimits, type PostResult } from "./post.ts";
+import { Buckets } from "../metrics/buckets.ts";
 
 export interface WorkerLimits extends PostLimits {
   /** --webhook-concurrency: webhooks this node delivers to at once. */
@@ -75,11 +76,16 @@ export interface WorkerStats {
   failed: number;
   /** Deliveries dropped by the cap. */
   dropped: number;
-  /** Seconds from an event to its delivery, as histogram buckets (upper bounds) and counts. */
-  latency: { buckets: readonly number[]; counts: number[]; sum: number; count: number };
+  /** Seconds from an event to its delivery. */
+  latency: Buckets;
+  /** Seconds one attempt took, whatever its end. */
+  attempt: Buckets;
+  /** Deliveries waiting, over every webhook, at the last look at the caps (every few seconds). */
+  pending: number;
 }
 
-export const LATENCY_BUCKETS_S = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600, 86_400] as const;
+export const LATENCY_BUCKETS_S = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600, 86_400];
+export const ATTEMPT_BUCKETS_S = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
 export class DeliveryWorker {
   private timer?: ReturnType<typeof setInterval>;
@@ -92,7 +98,7 @@ export class DeliveryWorker {
   private unlisten?: () => void;
   private readonly fault = quietWarnings(10_000, Date.now, "error");
   private readonly leaseMs: number;
-  readonly stats: WorkerStats = { delivered: 0, failedAttempts: 0, failed: 0, dropped: 0, latency: { buckets: LATENCY_BUCKETS_S, counts: LATENCY_BUCKETS_S.map(() => 0), sum: 0, count: 0 } };
+  readonly stats: WorkerStats = { delivered: 0, failedAttempts: 0, failed: 0, dropped: 0, latency: new Buckets(LATENCY_BUCKETS_S), attempt: new Buckets(ATTEMPT_BUCKETS_S), pending: 0 };
 
   constructor(
     private readonly store: Store,
@@ -233,6 +239,7 @@ export class DeliveryWorker {
     const { store } = this;
     const { webhookDeliveries: d } = store.tables;
     const now = this.clock.now();
+    this.stats.attempt.observe(result.durationMs / 1000);
     const attempt = {
       attempts: head.attempts + 1,
       lastAttemptAt: isoTimestamp(now),
@@ -244,7 +251,7 @@ export class DeliveryWorker {
     if (result.ok) {
       await store.run(store.db.update(d).set({ ...attempt, status: "delivered", error: null, nextAttemptMs: null, deliveredAt: isoTimestamp(now) }).where(pending));
       this.stats.delivered++;
-      this.observe((now.getTime() - Date.parse(head.at)) / 1000);
+      this.stats.latency.observe(Math.max(0, (now.getTime() - Date.parse(head.at)) / 1000));
       return true;
     }
     this.stats.failedAttempts++;
@@ -260,26 +267,13 @@ export class DeliveryWorker {
     return false;
   }
 
-  private observe(seconds: number): void {
-    const l = this.stats.latency;
-    l.sum += seconds;
-    l.count++;
-    for (let i = 0; i < l.buckets.length; i++) if (seconds <= l.buckets[i]!) l.counts[i]!++;
-  }
-
   /** Each webhook over --webhook-max-pending loses its oldest pending deliveries. */
   private async enforceCap(): Promise<void> {
     const { store } = this;
     const { webhookDeliveries: d, webhooks: w } = store.tables;
-    const over = await store.all(
-      store.db
-        .select({ webhookId: d.webhookId, n: sql<number>`count(*)` })
-        .from(d)
-        .where(eq(d.status, "pending"))
-        .groupBy(d.webhookId)
-        .having(sql`count(*) > ${this.limits.maxPending}`),
-    );
-    for (const { webhookId, n } of over) {
+    const counts = await store.all(store.db.select({ webhookId: d.webhookId, n: sql<number>`count(*)` }).from(d).where(eq(d.status, "pending")).groupBy(d.webhookId));
+    this.stats.pending = counts.reduce((sum, c) => sum + Number(c.n), 0);
+    for (const { webhookId, n } of counts.filter((c) => Number(c.n) > this.limits.maxPending)) {
       const excess = Number(n) - this.limits.maxPending;
       await store.transaction(async () => {
         const oldest = store.db.select({ id: d.id }).from(d).where(and(eq(d.webhookId, webhookId), eq(d.status, "pending"))).orderBy(asc(d.id)).limit(excess);
