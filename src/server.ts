@@ -34,6 +34,7 @@ import { createMetrics } from "./metrics/registry.ts";
 import { startUpdateChecks } from "./update/check.ts";
 import { BUILD, VERSION } from "./version.ts";
 import { startWebhooks } from "./webhooks/service.ts";
+import { admissionHook } from "./webhooks/admission-hook.ts";
 
 /** At start, how long the server waits for the names it holds to be claimed over every node before it says it is ready. */
 const HELD_NAMES_WAIT_MS = 5_000;
@@ -198,6 +199,7 @@ function edgeOptions(config: ServerConfig, core: Core, certificates: AcmeCertifi
     drainTimeoutMs: config.drainTimeoutMs,
     holdsFile: join(config.dataDir, "restart-holds.json"),
     nodeName: config.node?.id ?? "local",
+    admissionHook: config.events.admissionHook && admissionHook({ ...config.events.admissionHook, allowPrivate: config.events.allowPrivate, maxResponseBytes: config.events.maxResponseBytes }),
     counters,
     nodes: cluster && edgeNodes(cluster, { secret: config.node?.secret, relayLookups: config.node?.relayLookups }),
     apex: config.portal ? (facts) => createPortalApp(core, { domain: config.domain, oidc: config.portalOidc, ...facts }) : undefined,

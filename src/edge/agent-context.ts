@@ -6,6 +6,7 @@
  * its streams agent-streams.ts.
  */
 import type { EdgeEvents } from "./edge-events.ts";
+import type { AdmissionHook } from "../webhooks/admission-hook.ts";
 import type { LiveView } from "../core/admission.ts";
 import type { Core } from "../core/index.ts";
 import { limitedLog } from "../log.ts";
@@ -48,6 +49,8 @@ export interface EdgeContext {
   oidcHttpIssuers?: boolean;
   /** Wrong basic-auth passwords one address may try on a tunnel before it is locked (--basic-auth-limit). */
   basicAuthLimit?: number;
+  /** --admission-hook: asked before a handshake's tunnels go live; undefined: none. */
+  admissionHook?: AdmissionHook;
   /** What the edge sees happen, as events (edge-events.ts). */
   events?: EdgeEvents;
   /** Handshake results and stream resets, for the metrics. */

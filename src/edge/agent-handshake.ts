@@ -32,6 +32,25 @@ import { concerns } from "./live-rules.ts";
 import { claimOverNodes, type Claimed } from "./node-claims.ts";
 import type { Tunnel } from "./registry.ts";
 import type { Prepared } from "./kinds/edge-kind.ts";
+import type { AdmissionAsk } from "../webhooks/admission-hook.ts";
+
+/** What the admission hook is asked: who, from where, and the tunnels the rules granted. */
+function admissionAsk(admitted: Admitted, address: string): AdmissionAsk {
+  return {
+    user_id: admitted.user.id,
+    username: admitted.user.username,
+    token_id: admitted.token.id,
+    device_name: admitted.token.deviceName,
+    address,
+    tunnels: admitted.tunnels.flatMap((t) => {
+      if (t instanceof AppError) return [];
+      const named = "subdomain" in t ? t : undefined;
+      const ported = "port" in t ? t : undefined;
+      const priv = "private" in t ? t.private : undefined;
+      return [{ kind: t.protocol, name: priv?.name ?? named?.subdomain ?? null, hostname: named?.hostname ?? null, port: ported?.port ?? null, private: priv !== undefined }];
+    }),
+  };
+}
 
 /** A connector told TUNNEL_OFFLINE asks again after this (its retry_after). */
 const CONNECTOR_RETRY_S = 2;
@@ -252,6 +271,11 @@ export class AgentHandshake {
       let announce: (() => void) | undefined;
       let refusal: AppError | undefined;
       try {
+        // the operator's own word (--admission-hook), after the rules and before the tunnels go live
+        if (admitted && !mux.closed && edge.admissionHook) {
+          const refused = await edge.admissionHook(admissionAsk(admitted, side.transport.address));
+          if (refused) throw refused;
+        }
         if (admitted && !mux.closed) admitted = await this.judgedAgain(hello, admitted, mark);
         // no wait between the last look at the changes heard and the tunnels going live
         announce = !mux.closed && admitted ? this.open(hello, admitted, providers, prepared, claimed.members) : undefined;

@@ -93,6 +93,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     counters,
     policies,
     events,
+    admissionHook: opts.admissionHook,
   };
 
   const listener = new PublicPort({
