@@ -56,6 +56,8 @@ export interface AlertOptions {
   post: PostLimits;
   /** Whether --alert-webhook is set: the database alert goes to it only. */
   direct: boolean;
+  /** Descriptors open and the open-file limit (the process's own unless told). */
+  descriptors?: () => { open?: number; limit?: number };
 }
 
 export class Alerts {
@@ -146,8 +148,7 @@ export class Alerts {
   }
 
   private lookAtDescriptors(): void {
-    const open = descriptorsInUse();
-    const limit = openFileLimit();
+    const { open, limit } = this.opts.descriptors?.() ?? { open: descriptorsInUse(), limit: openFileLimit() };
     if (open === undefined || limit === undefined || limit <= 0 || open < limit * DESCRIPTOR_PRESSURE) return;
     if (!this.once("descriptors")) return;
     const percent = Math.round((open / limit) * 100);
