@@ -5,7 +5,8 @@
  *
  * - A webhook is delivered by one node at a time: the node holds a lease
  *   on its row (the database's clock, 2 x --webhook-timeout + 5 s, renewed
- *   before each attempt). A node killed or cut off stops renewing; once
+ *   once a third of it has gone, before an attempt: one attempt takes at
+ *   most --webhook-timeout, so it never runs out under a living node). A node killed or cut off stops renewing; once
  *   its lease has run out, another node's worker takes the webhook over
  *   and sends what is pending, starting with the delivery that may have
  *   been in flight (at least once: the receiver may see it twice, with the
@@ -203,32 +204,54 @@ export class DeliveryWorker {
   private async run(webhookId: number): Promise<void> {
     const { store } = this;
     const { webhookDeliveries: d, webhooks: w, events: e } = store.tables;
+    // claimed just now (look()): renewed once a third of it has gone, always before it can run out
+    let renewed = performance.now();
     for (let sent = 0; sent < RUN_MAX && !this.stopped; sent++) {
+      // read with the webhook each time: a new URL, a rotation, a disabling or a lost lease counts from the next attempt
       const head = await store.get(
         store.db
-          .select({ id: d.id, attempts: d.attempts, nextAttemptMs: d.nextAttemptMs, giveUpMs: d.giveUpMs, uid: e.uid, type: e.type, at: e.at, data: e.data })
+          .select({
+            id: d.id,
+            attempts: d.attempts,
+            nextAttemptMs: d.nextAttemptMs,
+            giveUpMs: d.giveUpMs,
+            uid: e.uid,
+            type: e.type,
+            at: e.at,
+            data: e.data,
+            url: w.url,
+            secret: w.secret,
+            previousSecret: w.previousSecret,
+            previousUntil: w.previousUntil,
+            enabled: w.enabled,
+            leaseNode: w.leaseNode,
+          })
           .from(d)
           .innerJoin(e, eq(e.id, d.eventId))
+          .innerJoin(w, eq(w.id, d.webhookId))
           .where(and(eq(d.webhookId, webhookId), eq(d.status, "pending")))
           .orderBy(asc(d.id))
           .limit(1),
       );
       if (!head || (head.nextAttemptMs ?? 0) > this.clock.now().getTime()) return;
-      // renewed before each attempt, and read again: a new URL, a rotation or a disabling counts from the next attempt
-      const hook = await store.get(
-        store.db
-          .update(w)
-          .set({ leaseUntilMs: sql`${dbNowMs(store)} + ${this.leaseMs}` })
-          .where(and(eq(w.id, webhookId), eq(w.leaseNode, this.nodeId), eq(w.enabled, true)))
-          .returning({ url: w.url, secret: w.secret, previousSecret: w.previousSecret, previousUntil: w.previousUntil }),
-      );
-      if (!hook) return; // the lease went to another node, or the webhook was disabled or deleted
+      if (!head.enabled || head.leaseNode !== this.nodeId) return; // disabled, or the lease went to another node
+      if (performance.now() - renewed > this.leaseMs / 3) {
+        const still = await store.get(
+          store.db
+            .update(w)
+            .set({ leaseUntilMs: sql`${dbNowMs(store)} + ${this.leaseMs}` })
+            .where(and(eq(w.id, webhookId), eq(w.leaseNode, this.nodeId)))
+            .returning({ id: w.id }),
+        );
+        if (!still) return;
+        renewed = performance.now();
+      }
       const now = this.clock.now();
-      const secrets = [hook.secret];
-      if (hook.previousSecret && hook.previousUntil && Date.parse(hook.previousUntil) > now.getTime()) secrets.push(hook.previousSecret);
+      const secrets = [head.secret];
+      if (head.previousSecret && head.previousUntil && Date.parse(head.previousUntil) > now.getTime()) secrets.push(head.previousSecret);
       // the data is stored as JSON already: the body is written around it, not parsed and written again
       const body = `{"id":${JSON.stringify(head.uid)},"type":${JSON.stringify(head.type)},"timestamp":${JSON.stringify(head.at)},"data":${head.data}}`;
-      const result = await this.post(hook.url, body, signedHeaders(secrets, head.uid, Math.floor(now.getTime() / 1000), body), this.limits);
+      const result = await this.post(head.url, body, signedHeaders(secrets, head.uid, Math.floor(now.getTime() / 1000), body), this.limits);
       const goOn = await this.record(head, result);
       if (!goOn) return;
     }

@@ -50,8 +50,10 @@ export const DEFAULT_OUTBOX_SETTINGS: OutboxSettings = { retryWindowMs: 24 * 3_6
 
 /** How often later()'s queue is written. */
 export const QUEUE_FLUSH_MS = 200;
-/** Events one transaction of the queue writes at most. */
+/** Events one transaction of the queue writes at most (an event's row has 6 parameters: well within a statement's bound). */
 const BATCH = 500;
+/** Delivery rows one statement inserts at most (5 parameters each). */
+const DELIVERY_ROWS = 1000;
 /** The lock every write of events holds (store.lock). */
 const EVENTS_LOCK = "events";
 
@@ -77,29 +79,31 @@ export function createOutbox(store: Store, clock: Clock, settings: OutboxSetting
   async function write(items: { input: EventInput; at: Date }[]): Promise<number> {
     return store.transaction(async () => {
       await store.lock(EVENTS_LOCK);
-      const rows = await store.all(store.db.select({ id: webhooks.id, events: webhooks.events, userId: webhooks.userId }).from(webhooks).where(eq(webhooks.enabled, true)));
-      if (rows.length === 0) return 0;
-      const subscribers: Subscriber[] = rows.map((r) => ({ id: r.id, userId: r.userId, patterns: JSON.parse(r.events) as string[] }));
-      let n = 0;
-      for (const { input, at } of items) {
+      const hooks = await store.all(store.db.select({ id: webhooks.id, events: webhooks.events, userId: webhooks.userId }).from(webhooks).where(eq(webhooks.enabled, true)));
+      if (hooks.length === 0) return 0;
+      const subscribers: Subscriber[] = hooks.map((r) => ({ id: r.id, userId: r.userId, patterns: JSON.parse(r.events) as string[] }));
+      // one insert for the batch's events and one for their deliveries: an event said already (dedupe) comes back without its row
+      const wanted = items.flatMap(({ input, at }) => {
         const wanting = subscribers.filter((s) => wants(s, input.type, input.userId));
-        if (wanting.length === 0) continue;
-        const row = await store.get(
-          store.db
-            .insert(events)
-            .values({ uid: `evt_${randomBase62(24)}`, type: input.type, at: isoTimestamp(at), userId: input.userId ?? null, data: JSON.stringify(input.data), dedupe: input.dedupe ?? null })
-            .onConflictDoNothing({ target: events.dedupe })
-            .returning({ id: events.id }),
-        );
-        if (!row) continue; // said already (dedupe)
-        const due = clock.now().getTime();
-        await store.run(
-          store.db.insert(webhookDeliveries).values(
-            wanting.map((s) => ({ webhookId: s.id, eventId: row.id, createdAt: isoTimestamp(at), nextAttemptMs: due, giveUpMs: due + settings.retryWindowMs })),
-          ),
-        );
-        n++;
-      }
+        return wanting.length === 0 ? [] : [{ uid: `evt_${randomBase62(24)}`, input, at, wanting }];
+      });
+      if (wanted.length === 0) return 0;
+      const rows = await store.all(
+        store.db
+          .insert(events)
+          .values(wanted.map(({ uid, input, at }) => ({ uid, type: input.type, at: isoTimestamp(at), userId: input.userId ?? null, data: JSON.stringify(input.data), dedupe: input.dedupe ?? null })))
+          .onConflictDoNothing({ target: events.dedupe })
+          .returning({ id: events.id, uid: events.uid }),
+      );
+      const ids = new Map(rows.map((r) => [r.uid, r.id]));
+      const due = clock.now().getTime();
+      const deliveries = wanted.flatMap(({ uid, at, wanting }) => {
+        const eventId = ids.get(uid);
+        return eventId === undefined ? [] : wanting.map((s) => ({ webhookId: s.id, eventId, createdAt: isoTimestamp(at), nextAttemptMs: due, giveUpMs: due + settings.retryWindowMs }));
+      });
+      // in slices: a statement's parameters are bounded (SQLite's 32,766)
+      for (let i = 0; i < deliveries.length; i += DELIVERY_ROWS) await store.run(store.db.insert(webhookDeliveries).values(deliveries.slice(i, i + DELIVERY_ROWS)));
+      const n = rows.length;
       return n;
     });
   }
@@ -134,7 +138,9 @@ export function createOutbox(store: Store, clock: Clock, settings: OutboxSetting
     } finally {
       flushing = undefined;
     }
-    if (queue.length > 0) schedule();
+    // a burst bigger than a batch is written batch after batch; a few stragglers wait for the next round
+    if (queue.length >= BATCH) await flush();
+    else if (queue.length > 0) schedule();
   }
 
   function schedule(): void {
