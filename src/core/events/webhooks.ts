@@ -109,6 +109,21 @@ export function createWebhooks(store: Store, clock: Clock, limits: WebhookLimits
     return { ...rest, pending };
   };
 
+  /** The --alert-webhook row made, or changed to what the flags say. */
+  async function keep(url: string, events: string[], secret: string | undefined): Promise<void> {
+    const at = now();
+    const found = await store.get(store.db.select().from(webhooks).where(and(eq(webhooks.origin, "flag"), isNull(webhooks.userId))));
+    if (!found) {
+      await store.run(store.db.insert(webhooks).values({ url, events: JSON.stringify(events), description: "--alert-webhook", origin: "flag", secret: secret ?? newWebhookSecret(), createdAt: at, updatedAt: at }));
+      return;
+    }
+    const set: Partial<WebhookRow> = { url, events: JSON.stringify(events), enabled: true };
+    if (secret !== undefined && secret !== found.secret) Object.assign(set, { secret, previousSecret: null, previousUntil: null });
+    if (found.url !== url || found.events !== JSON.stringify(events) || !found.enabled || set.secret !== undefined) {
+      await store.run(store.db.update(webhooks).set({ ...set, updatedAt: at }).where(eq(webhooks.id, found.id)));
+    }
+  }
+
   return {
     /** Makes a webhook; `secret` is returned here and at a rotation only. */
     async create(input: NewWebhook, opts: { userId?: number; origin?: WebhookOrigin } = {}): Promise<{ webhook: Webhook; secret: string }> {
@@ -244,17 +259,11 @@ export function createWebhooks(store: Store, clock: Clock, limits: WebhookLimits
 
     /** Sets the --alert-webhook row's URL and secret as the flags say now (made when missing). */
     async keepFlagRow(url: string, events: string[], secret: string | undefined): Promise<void> {
-      const at = now();
-      const found = await this.flagRow();
-      if (!found) {
-        await store.run(store.db.insert(webhooks).values({ url, events: JSON.stringify(events), description: "--alert-webhook", origin: "flag", secret: secret ?? newWebhookSecret(), createdAt: at, updatedAt: at }));
-        return;
-      }
-      const set: Partial<WebhookRow> = { url, events: JSON.stringify(events), enabled: true };
-      if (secret !== undefined && secret !== found.secret) Object.assign(set, { secret, previousSecret: null, previousUntil: null });
-      if (found.url !== url || found.events !== JSON.stringify(events) || !found.enabled || set.secret !== undefined) {
-        await store.run(store.db.update(webhooks).set({ ...set, updatedAt: at }).where(eq(webhooks.id, found.id)));
-      }
+      // one at a time over every node: two nodes starting together make one row
+      await store.transaction(async () => {
+        await store.lock("webhooks.flag");
+        await keep(url, events, secret);
+      });
     },
 
     /**
