@@ -1,5 +1,6 @@
 /**
- * Events on two nodes over one PostgreSQL: both deliver the outbox, one
+ * Events on two nodes over one PostgreSQL: a node joining says node.up;
+ * both deliver the outbox, one
  * webhook at a time under a lease, so a receiver sees each event in order;
  * the node holding a webhook's lease is killed with SIGKILL in the middle
  * of an attempt, and the other takes the webhook over once the lease has
@@ -33,6 +34,9 @@ beforeAll(async () => {
   alerts = startReceiver([ALERT_SECRET]);
   const args = (id: string) => ["--database", url, "--node-id", id, "--webhook-allow-private", "on", "--webhook-timeout", "2", "--webhook-backoff-max", "1", "--alert-webhook", alerts.url];
   nodes = [await startServer({ args: args("n1"), env: { BURROW_ALERT_WEBHOOK_SECRET: ALERT_SECRET } })];
+  // the webhook first: the second node's node.up is written for it
+  const made = await (await signedIn(nodes[0]!)).post("/api/webhooks", { url: receiver.url, events: ["user.created", "node.*"] });
+  receiver.secrets.push(made.body.secret);
   nodes.push(await startServer({ args: args("n2"), env: { BURROW_ALERT_WEBHOOK_SECRET: ALERT_SECRET } }));
   api = await signedIn(nodes[1]!);
   sql = new SQL(url, { max: 1 });
@@ -47,9 +51,10 @@ afterAll(async () => {
 
 const usernames = () => receiver.received.filter((r) => r.event.type === "user.created").map((r) => (r.event.data as { username: string }).username);
 
-test("both nodes deliver, one webhook at a time: each event once, in order", async () => {
-  const made = await api.post("/api/webhooks", { url: receiver.url, events: ["user.created", "node.*"] });
-  receiver.secrets.push(made.body.secret);
+test("a node that joins says node.up; both nodes deliver, one webhook at a time: each event once, in order", async () => {
+  const up = () => receiver.received.filter((r) => r.event.type === "node.up").map((r) => r.event.data);
+  await waitUntil(() => up().some((d) => d.node === "n2"), 20_000, "n2's node.up");
+  expect(up()).toContainEqual({ node: "n2", url: null });
   const other = await signedIn(nodes[0]!);
   for (let i = 0; i < 10; i++) await (i % 2 ? api : other).createUser(`both${i}`);
   await waitUntil(() => usernames().length >= 10, 20_000, "ten events");
@@ -59,9 +64,10 @@ test("both nodes deliver, one webhook at a time: each event once, in order", asy
 
 test("the node holding the lease is killed mid-attempt: the other delivers everything after the lease runs out", async () => {
   receiver.mode = "hang";
+  const before = receiver.requests;
   for (let i = 0; i < 5; i++) await api.createUser(`kill${i}`);
   // an attempt hangs: its node holds the webhook's lease
-  await waitUntil(async () => (await sql`SELECT lease_node FROM webhooks WHERE origin = 'api'`)[0]?.lease_node != null && receiver.requests > 10, 20_000, "an attempt in flight");
+  await waitUntil(async () => (await sql`SELECT lease_node FROM webhooks WHERE origin = 'api'`)[0]?.lease_node != null && receiver.requests > before, 20_000, "an attempt in flight");
   const holder = String((await sql`SELECT lease_node FROM webhooks WHERE origin = 'api'`)[0].lease_node);
   const victim = nodes.find((n) => n.output.text().includes(`node=${holder}`))!;
   const survivor = nodes.find((n) => n !== victim)!;
