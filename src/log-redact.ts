@@ -7,8 +7,9 @@
  *   authorization, secret or key loses its text (`[redacted]`). Numbers and
  *   booleans pass: `token=5` is a token's id, not the token.
  * - by shape, in any text: burrow's token and admin key secrets (`brw_…`,
- *   `brk_…`), an `Authorization` scheme's credentials (`Bearer …`, `Basic …`)
- *   and the admin session cookie's value are cut out, whatever the field.
+ *   `brk_…`), webhook signing secrets (`whsec_…`), an `Authorization`
+ *   scheme's credentials (`Bearer …`, `Basic …`) and the admin session
+ *   cookie's value are cut out, whatever the field.
  */
 
 export const REDACTED = "[redacted]";
@@ -52,6 +53,8 @@ export function isSecretName(name: string): boolean {
 const SHAPES: [RegExp, string][] = [
   // tokens (core/tokens.ts) and admin keys: a prefix and base62
   [/\b(br[wk]_)[0-9A-Za-z]{4,}/g, `$1${REDACTED}`],
+  // webhook and admission hook signing secrets (core/events/signing.ts): a prefix and base64
+  [/\b(whsec_)[0-9A-Za-z+/=]{4,}/g, `$1${REDACTED}`],
   // what follows an Authorization scheme, in a header echoed into a message; not the words
   // "basic auth" of a message (base64 "auth" decodes to no user:password, so no credential is that word)
   [/\b(Bearer|Basic)\s+(?!auth\b)[^\s",;]+/gi, `$1 ${REDACTED}`],

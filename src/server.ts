@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { createAdminApp } from "./admin/app.ts";
 import type { PublicInfo } from "./admin/public-info.ts";
 import { serveAdmin } from "./admin/serve.ts";
-import { AcmeCertificates } from "./acme/server-certificates.ts";
+import { AcmeCertificates, type AcmeSettings } from "./acme/server-certificates.ts";
 import { configureAcmeHttp, readCaRoot } from "./acme/http-client.ts";
 import { filesReport } from "./acme/report.ts";
 import type { AcmeSharing } from "./acme/shared.ts";
@@ -37,6 +37,8 @@ import { EdgeCounters } from "./metrics/edge-counters.ts";
 import { createMetrics } from "./metrics/registry.ts";
 import { startUpdateChecks } from "./update/check.ts";
 import { BUILD, VERSION } from "./version.ts";
+import { startWebhooks } from "./webhooks/service.ts";
+import { admissionHook } from "./webhooks/admission-hook.ts";
 
 /** At start, how long the server waits for the names it holds to be claimed over every node before it says it is ready. */
 const HELD_NAMES_WAIT_MS = 5_000;
@@ -54,16 +56,28 @@ export interface ServerParts {
 
 export async function startServer(config: ServerConfig, env: Record<string, string | undefined>, parts: ServerParts = {}): Promise<RunningServer> {
   const database = await openServerDatabase(config);
-  const core = createCore({ store: database.store, systemSubdomains: config.systemSubdomains, domain: config.domain, lookupTxt: txtLookup(config.dnsResolver), deviceCodeTtlMs: config.deviceCodeTtlMs });
+  const ev = config.events;
+  const core = createCore({
+    store: database.store,
+    systemSubdomains: config.systemSubdomains,
+    domain: config.domain,
+    lookupTxt: txtLookup(config.dnsResolver),
+    deviceCodeTtlMs: config.deviceCodeTtlMs,
+    outbox: { retryWindowMs: ev.retryWindowMs, queueMax: ev.queueMax },
+    webhookLimits: { maxWebhooks: ev.maxWebhooks, perUser: ev.perUser, retryWindowMs: ev.retryWindowMs, allowPrivate: ev.allowPrivate },
+  });
   await ensureAdmin(core, env);
   // several nodes on one PostgreSQL database: this one joins before its edge takes an agent
   const cluster = database.postgres && config.node ? new Cluster({ client: database.postgres, nodeId: config.node.id, nodeUrl: config.node.url, expiryMs: config.node.expiryMs, poolSize: config.databasePool }, core) : undefined;
   await cluster?.start();
   if (config.node?.secret) shareSessions(config.node.secret);
   const stopHousekeeping = await startHousekeeping(core, config.auditDays);
+  // one node on SQLite: its leases are "local"'s, taken back at once after a restart
+  let certificates: AcmeCertificates | undefined;
+  const webhooks = await startWebhooks(core, ev, config.node?.id ?? "local", () => certificates?.report().certificates ?? []);
+  if (cluster) cluster.onNodeDown = (node, last) => webhooks.alerts.nodeDown(node, last);
 
   let publicSide: PublicInfo | undefined; // known once the edge listens
-  let certificates: AcmeCertificates | undefined;
   let running: RunningEdge | undefined; // the edge, once it listens (the admin port answers before)
   const counters = new EdgeCounters();
   const metrics = createMetrics({
@@ -71,6 +85,10 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     live: () => running?.live(),
     logins: () => ({ failed: core.loginThrottle.failures, throttled: core.loginThrottle.refusals }),
     auditWriteFailures: () => core.audit.writeFailures,
+    outbox: () => {
+      const s = webhooks.worker.stats;
+      return { events: core.events.stats, deliveries: { pending: s.pending, delivered: s.delivered, failedAttempts: s.failedAttempts, failed: s.failed, dropped: s.dropped }, latency: s.latency, attempt: s.attempt };
+    },
   });
   const readiness = new Readiness({
     database: () => database.unwritable(),
@@ -93,7 +111,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   let edge: RunningEdge | undefined;
   let ssh: RunningSshGateway | undefined;
   try {
-    certificates = config.acme && (await startAcme(config, config.acme, cluster?.acme));
+    certificates = config.acme && (await startAcme(config, config.acme, cluster?.acme, (r) => webhooks.alerts.certificateResult(r)));
     edge = startEdge(edgeOptions(config, core, certificates, counters, cluster, () => ssh && { port: ssh.port, hostKeys: ssh.hostKeys }));
     ssh = config.ssh && (await sshGateway(config, config.ssh, core, edge, parts.forwardOptions ?? bareOptions));
   } catch (err) {
@@ -104,6 +122,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     stopHousekeeping();
     metrics.stop();
     await core.audit.stop();
+    await webhooks.stop();
     await cluster?.stop();
     await database.close();
     throw err;
@@ -140,6 +159,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
         metrics.stop();
         certificates?.stop();
         await core.audit.stop(); // the refusals counted since the last flush
+        await webhooks.stop(); // the edge's queued events written, the attempts under way ended
         await cluster?.stop(); // its names free at once for the other nodes
         await database.close(); // after the edge's last traffic flush
         log.info("server stopped");
@@ -208,6 +228,8 @@ function edgeOptions(config: ServerConfig, core: Core, certificates: AcmeCertifi
     handshakeLimit: config.handshakeLimit,
     drainTimeoutMs: config.drainTimeoutMs,
     holdsFile: join(config.dataDir, "restart-holds.json"),
+    nodeName: config.node?.id ?? "local",
+    admissionHook: config.events.admissionHook && admissionHook({ ...config.events.admissionHook, allowPrivate: config.events.allowPrivate, maxResponseBytes: config.events.maxResponseBytes }),
     counters,
     nodes: cluster && edgeNodes(cluster, { secret: config.node?.secret, relayLookups: config.node?.relayLookups }),
     apex: config.portal ? (facts) => createPortalApp(core, { domain: config.domain, oidc: config.portalOidc, ...facts, ssh: sshFacts }) : undefined,
@@ -215,7 +237,7 @@ function edgeOptions(config: ServerConfig, core: Core, certificates: AcmeCertifi
 }
 
 /** ACME's client settings, then the certificates it holds and the DNS responder for the wildcard. */
-async function startAcme(config: ServerConfig, acme: AcmeConfig, sharing: AcmeSharing | undefined): Promise<AcmeCertificates> {
+async function startAcme(config: ServerConfig, acme: AcmeConfig, sharing: AcmeSharing | undefined, onResult: AcmeSettings["onResult"]): Promise<AcmeCertificates> {
   if (acme.caRootFile) {
     const root = readCaRoot(acme.caRootFile);
     if (!root.ok) throw new BootstrapError(`--acme-ca-root: ${root.error.message}`);
@@ -234,5 +256,6 @@ async function startAcme(config: ServerConfig, acme: AcmeConfig, sharing: AcmeSh
     retryMinMs: acme.retryMinMs,
     challenge: acme.challenge,
     sharing,
+    onResult,
   });
 }

@@ -2,6 +2,7 @@
 import { apiReference } from "./api.ts";
 import { cliReference } from "./cli.ts";
 import { codesReference } from "./codes.ts";
+import { eventsReference } from "./events.ts";
 import { portalApiReference } from "./portal-api.ts";
 
 export const REFERENCE_PAGES: Readonly<Record<string, () => string | Promise<string>>> = {
@@ -9,4 +10,5 @@ export const REFERENCE_PAGES: Readonly<Record<string, () => string | Promise<str
   "docs/reference/api.md": apiReference,
   "docs/reference/codes.md": codesReference,
   "docs/reference/portal-api.md": portalApiReference,
+  "docs/reference/events.md": eventsReference,
 };

@@ -50,7 +50,12 @@ export interface RenewalOptions {
   timers?: Timers;
   retryMinMs?: number;
   retryMaxMs?: number;
+  /** Told how each attempt ended (the certificate.issued and certificate.failed events). */
+  onResult?: (result: CertificateResult) => void;
 }
+
+/** An attempt's end: the names, and the new certificate's end, or the failure with the end of the one still in use (null: none). */
+export type CertificateResult = { names: string[]; ok: true; notAfter: Date } | { names: string[]; ok: false; code: string; message: string; notAfter: Date | null };
 
 interface Managed {
   id: string;
@@ -196,11 +201,13 @@ export class RenewalSchedule {
       current.lastSuccess = this.clock.now();
       this.opts.store.setStatus(entry.id, { lastError: null });
       log.info("acme certificate stored", { cert: entry.id, names: result.value.names.join(","), not_after: result.value.notAfter.toISOString() });
+      this.opts.onResult?.({ names: result.value.names, ok: true, notAfter: result.value.notAfter });
     } else {
       current.failures++;
       current.lastFailure = result.error;
       this.opts.store.setStatus(entry.id, { lastError: result.error });
       log.warn("acme certificate not obtained", { cert: entry.id, code: result.error.code, err: result.error.message, failures: current.failures });
+      this.opts.onResult?.({ names, ok: false, code: result.error.code, message: result.error.message, notAfter: this.opts.store.get(entry.id)?.notAfter ?? null });
     }
     return result;
   }

@@ -17,6 +17,7 @@
  * renewed) changes the entries, and the edge's listeners swap them in
  * without dropping connections.
  */
+import type { CertificateResult } from "./renewal.ts";
 import { systemClock, type Clock } from "../core/clock.ts";
 import { log } from "../log.ts";
 import type { TlsEntry, TlsSource } from "../tls/tls-source.ts";
@@ -81,6 +82,8 @@ export interface AcmeSettings {
   sharing?: AcmeSharing;
   /** How single names prove themselves (--acme-challenge): HTTP-01 on port 80 (the default), or TLS-ALPN-01 on the HTTPS port. */
   challenge?: "http-01" | "tls-alpn-01";
+  /** Told how each order ended (the certificate events). */
+  onResult?: (result: CertificateResult) => void;
 }
 
 /** A node's lease on an order: the whole issuance's deadline and a minute more, then another node may order. */
@@ -134,6 +137,7 @@ export class AcmeCertificates implements TlsSource {
       store: this.store,
       clock: this.clock,
       retryMinMs: settings.retryMinMs,
+      onResult: settings.onResult,
       issue: (names) => this.orderOnce(names, names.some((n) => n.startsWith("*.")) ? byDns : byHttp),
     });
     this.store.onChange((cert) => {

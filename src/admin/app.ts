@@ -38,8 +38,9 @@ import { statsRoutes } from "./stats.ts";
 import { sshKeyRoutes } from "./ssh-keys.ts";
 import { tokenRoutes } from "./tokens.ts";
 import { userRoutes } from "./users.ts";
+import { webhookRoutes } from "./webhooks.ts";
 
-export const ROUTES: Route[] = [...authRoutes, ...userRoutes, ...tokenRoutes, ...sshKeyRoutes, ...domainRoutes, ...hostnameRoutes, ...statsRoutes, ...auditRoutes, ...keyRoutes];
+export const ROUTES: Route[] = [...authRoutes, ...userRoutes, ...tokenRoutes, ...sshKeyRoutes, ...domainRoutes, ...hostnameRoutes, ...statsRoutes, ...auditRoutes, ...keyRoutes, ...webhookRoutes];
 
 type BunHandler = (req: BunRequest<string>, server: Server<unknown>) => Promise<Response>;
 

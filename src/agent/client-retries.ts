@@ -48,7 +48,7 @@ export const FATAL_CODES = new Set([
  * agent down because of someone else on its address or an outage.
  */
 const THROTTLED = "RATE_LIMITED";
-export const WAIT_AND_RETRY = new Set([THROTTLED, "DATABASE_UNAVAILABLE", "TUNNEL_OFFLINE"]);
+export const WAIT_AND_RETRY = new Set([THROTTLED, "DATABASE_UNAVAILABLE", "TUNNEL_OFFLINE", "ADMISSION_UNAVAILABLE"]);
 /** The longest wait a server's retry_after can impose; past it the agent tries anyway. */
 const MAX_RETRY_AFTER_S = 3600;
 

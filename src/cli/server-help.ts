@@ -82,6 +82,27 @@ export const SERVER_DOC: CommandDoc = {
       flags: ["h2", "h2-prior-knowledge", "h2-max-concurrent-streams", "h2-max-header-list", "h2-max-resets-per-second", "h2-max-control-frames", "h2-idle-timeout", "h2-max-queued-response"],
     },
     {
+      title: "Events, webhooks, the admission hook and alerts:",
+      flags: [
+        "webhook-allow-private",
+        "webhook-timeout",
+        "webhook-max-response",
+        "webhook-max-pending",
+        "webhook-retry-window",
+        "webhook-backoff-max",
+        "webhook-concurrency",
+        "webhook-history",
+        "webhooks-max",
+        "webhooks-per-user",
+        "events-queue",
+        "admission-hook",
+        "admission-hook-fail-open",
+        "admission-hook-timeout",
+        "alert-webhook",
+        "alert-outbox-pending",
+      ],
+    },
+    {
       title: "UDP tunnels:",
       flags: ["udp-ports", "udp-idle", "udp-flows", "udp-rate"],
     },
@@ -114,5 +135,7 @@ export const SERVER_DOC: CommandDoc = {
   BURROW_ADMIN_USERNAME   first admin's name when the database has no admin (default admin)
   BURROW_ADMIN_PASSWORD   first admin's password; when unset one is generated and printed once
   BURROW_METRICS_TOKEN    the --metrics-token, kept out of the process list
-  BURROW_PORTAL_OIDC_CLIENT_SECRET   the portal's client secret at --portal-oidc-issuer`,
+  BURROW_PORTAL_OIDC_CLIENT_SECRET   the portal's client secret at --portal-oidc-issuer
+  BURROW_ADMISSION_HOOK_SECRET   whsec_... the --admission-hook's requests are signed with (needed with it)
+  BURROW_ALERT_WEBHOOK_SECRET    whsec_... the --alert-webhook's deliveries are signed with`,
 };

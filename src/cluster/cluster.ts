@@ -177,6 +177,7 @@ export class Cluster implements LiveView, LiveTunnels {
     this.timers.push(setInterval(() => void this.sync(), SYNC_MS));
     for (const t of this.timers) t.unref();
     log.info("cluster node registered", { node: this.nodeId, node_url: this.nodeUrl ?? "none" });
+    this.core.events.later({ type: "node.up", data: { node: this.nodeId, url: this.nodeUrl } });
   }
 
   /** Leaves the cluster: its rows go, so its names are free at once rather than after --node-expiry. */
@@ -261,8 +262,16 @@ export class Cluster implements LiveView, LiveTunnels {
         ),
       );
     }
-    // a dead node's tunnels go with it (the foreign key cascades)
-    await this.quietly("sweep", this.sql.unsafe(`DELETE FROM cluster_nodes WHERE heartbeat_ms < ${NOW_MS} - $1`, [this.expiryMs]));
+    // a dead node's tunnels go with it (the foreign key cascades); the node that sweeps it says so (node.down)
+    try {
+      const gone = await this.sql.unsafe(`DELETE FROM cluster_nodes WHERE heartbeat_ms < ${NOW_MS} - $1 RETURNING id, heartbeat_ms`, [this.expiryMs]);
+      for (const row of gone as { id: string; heartbeat_ms: number | string }[]) {
+        log.warn("cluster node taken for dead", { node: row.id });
+        this.onNodeDown?.(row.id, new Date(Number(row.heartbeat_ms)));
+      }
+    } catch (err) {
+      if (!this.stopped) this.warn("sweep", err);
+    }
   }
 
   private async quietly(what: string, query: PromiseLike<unknown>): Promise<void> {
@@ -296,6 +305,9 @@ export class Cluster implements LiveView, LiveTunnels {
       this.waitingHandshakes.shift()?.();
     }
   }
+
+  /** Told when this node sweeps a dead one (its last heartbeat): node.down and its alert (webhooks/alerts.ts). */
+  onNodeDown?: (node: string, lastHeartbeat: Date) => void;
 
   /** Told when another node says a pool's members changed (edge-nodes.ts forgets what it knew of them). */
   onPoolChanged?: (name: string) => void;

@@ -133,7 +133,10 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
     const facts = requestFacts(t, { client: v.client, clientPort, serverPort, openedAt: Date.now(), secure: v.secure!, host, head });
     const access = t.access;
     const judged = await judgeRequest(policy, facts, access ? () => this.signIn(v, t, access, head) : undefined);
-    if (judged instanceof Refusal) return judged;
+    if (judged instanceof Refusal) {
+      if (judged.message?.endsWith(", rate-limit")) t.rateLimited?.();
+      return judged;
+    }
     v.policy = judged.run;
     return this.warning(v, t, judged.passed);
   }

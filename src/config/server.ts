@@ -14,6 +14,9 @@ import { LOG_FORMATS, type LogFormat } from "../log.ts";
 import { UpdateError } from "../update/errors.ts";
 import type { Http2Limits } from "../http2/limits.ts";
 import { releaseSource } from "../update/source.ts";
+import { isWebhookSecret } from "../core/events/signing.ts";
+import { urlProblem } from "../validate/webhook-url.ts";
+import type { EventsConfig } from "../webhooks/settings.ts";
 
 /** Flags whose value is a secret: a mistake in one is reported without echoing it. */
 const SECRET_FLAGS: ReadonlySet<string> = new Set(["metrics-token", "database", "cluster-secret"]);
@@ -121,7 +124,10 @@ export interface ServerConfig {
   logFormat: LogFormat;
   /** The bearer token Prometheus scrapes GET /metrics with; undefined: only an admin session may read it. */
   metricsToken?: string;
+  /** Webhooks, the outbox, the admission hook and alerts (--webhook-*, --events-queue, --admission-hook*, --alert-*). */
+  events: EventsConfig;
 }
+
 
 export interface Http2Settings {
   alpn: boolean;
@@ -341,6 +347,22 @@ const Schema = v.object({
   // 3 heartbeats (one a second) at least, or a busy node would be taken for dead
   "node-expiry": within("node-expiry", 3, 3600, "a number of seconds"),
   "relay-lookups": within("relay-lookups", 1, 100000, "a number of lookups"),
+  "webhook-allow-private": v.picklist(["on", "off"], "--webhook-allow-private must be on or off"),
+  "webhook-timeout": bounded("webhook-timeout", 1, 120),
+  "webhook-max-response": bounded("webhook-max-response", 1024, 16_777_216),
+  "webhook-max-pending": bounded("webhook-max-pending", 10, 10_000_000),
+  "webhook-retry-window": bounded("webhook-retry-window", 60, 2_592_000),
+  "webhook-backoff-max": bounded("webhook-backoff-max", 1, 86_400),
+  "webhook-concurrency": bounded("webhook-concurrency", 1, 1000),
+  "webhook-history": bounded("webhook-history", 1, 3650),
+  "webhooks-max": bounded("webhooks-max", 1, 100_000),
+  "webhooks-per-user": bounded("webhooks-per-user", 0, 1000),
+  "events-queue": bounded("events-queue", 100, 10_000_000),
+  "admission-hook": v.pipe(v.string(), v.check((s) => s === "" || urlProblem(s) === undefined, "--admission-hook must be an http(s) URL without user, password or fragment")),
+  "admission-hook-fail-open": v.picklist(["on", "off"], "--admission-hook-fail-open must be on or off"),
+  "admission-hook-timeout": bounded("admission-hook-timeout", 1, 60),
+  "alert-webhook": v.pipe(v.string(), v.check((s) => s === "" || urlProblem(s) === undefined, "--alert-webhook must be an http(s) URL without user, password or fragment")),
+  "alert-outbox-pending": bounded("alert-outbox-pending", 1, 10_000_000),
   "metrics-token": v.pipe(
     v.string(),
     v.check((s) => s === "" || /^[\x21-\x7e]{16,512}$/.test(s), "--metrics-token must be 16 to 512 visible ASCII characters without spaces (e.g. openssl rand -hex 32)"),
@@ -420,6 +442,34 @@ function portalOidc(o: Record<string, any>, env: Record<string, string | undefin
       trafficPeriod: o["portal-default-traffic-period"],
       allowedProtocols: o["portal-default-protocols"],
     },
+  };
+}
+
+/** Webhooks' flags, and the hooks' secrets from the environment (never flags: they would show in ps). */
+function eventsConfig(o: Record<string, any>, env: Record<string, string | undefined>): EventsConfig {
+  let admissionHook: EventsConfig["admissionHook"];
+  if (o["admission-hook"]) {
+    const secret = env.BURROW_ADMISSION_HOOK_SECRET ?? "";
+    if (!isWebhookSecret(secret)) throw new UsageError("--admission-hook needs its signing secret in the environment: BURROW_ADMISSION_HOOK_SECRET=whsec_<base64 of 24 to 64 random bytes> (e.g. whsec_$(openssl rand -base64 32))");
+    admissionHook = { url: o["admission-hook"], secret, failOpen: o["admission-hook-fail-open"] === "on", timeoutMs: o["admission-hook-timeout"] * 1000 };
+  } else if (o["admission-hook-fail-open"] === "on") throw new UsageError("--admission-hook-fail-open goes with --admission-hook");
+  const alertSecret = env.BURROW_ALERT_WEBHOOK_SECRET;
+  if (alertSecret !== undefined && alertSecret !== "" && !isWebhookSecret(alertSecret)) throw new UsageError("BURROW_ALERT_WEBHOOK_SECRET must be whsec_<base64 of 24 to 64 random bytes>");
+  return {
+    allowPrivate: o["webhook-allow-private"] === "on",
+    timeoutMs: o["webhook-timeout"] * 1000,
+    maxResponseBytes: o["webhook-max-response"],
+    maxPending: o["webhook-max-pending"],
+    retryWindowMs: o["webhook-retry-window"] * 1000,
+    backoffMaxMs: o["webhook-backoff-max"] * 1000,
+    concurrency: o["webhook-concurrency"],
+    historyDays: o["webhook-history"],
+    maxWebhooks: o["webhooks-max"],
+    perUser: o["webhooks-per-user"],
+    queueMax: o["events-queue"],
+    admissionHook,
+    alertWebhook: o["alert-webhook"] ? { url: o["alert-webhook"], secret: alertSecret || undefined } : undefined,
+    alertOutboxPending: o["alert-outbox-pending"],
   };
 }
 
@@ -516,6 +566,7 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     drainTimeoutMs: o["drain-timeout"] * 1000,
     logFormat: o["log-format"],
     metricsToken: o["metrics-token"] || undefined,
+    events: eventsConfig(o, env),
     // certificate files win over ACME (the server logs that it does not use ACME then)
     acme:
       o["acme-email"] && !o["tls-cert"]

@@ -91,8 +91,12 @@ export interface ProvedDevice {
   sshKey: number;
 }
 
-/** The device a handshake is admitted as: a token's row, or an SSH key by its device id (device-ids.ts); what the rules read of it is its id. */
-export type Device = Pick<TokenRow, "id">;
+/**
+ * The device a handshake is admitted as: a token's row, or an SSH key by its
+ * device id (device-ids.ts); what the rules read of it is its id, what the
+ * admission hook and token.first_use say of it its name and last use.
+ */
+export type Device = Pick<TokenRow, "id" | "deviceName" | "lastUsed">;
 
 export interface Admitted {
   user: UserRow;
@@ -111,7 +115,7 @@ const RANDOM_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789";
 async function deviceOf(core: Core, token: string, proved: ProvedDevice | undefined): Promise<{ token: Device; user: UserRow }> {
   if (proved === undefined) return core.tokens.authenticate(token);
   const { key, user } = await core.sshKeys.authenticate(proved.sshKey);
-  return { token: { id: keyDevice(key.id) }, user };
+  return { token: { id: keyDevice(key.id), deviceName: key.name, lastUsed: key.lastUsed }, user };
 }
 
 export async function admit(core: Core, req: AdmissionRequest, live: LiveView, proved?: ProvedDevice): Promise<Admitted> {

@@ -262,7 +262,7 @@ export function createDeviceLogin(store: Store, clock: Clock, tokens: Tokens, tt
         const user = await store.get(store.db.select().from(users).where(eq(users.id, row.userId!)));
         if (!user || !user.enabled) return { kind: "wait", error: "access_denied", description: "the account is disabled" } as const;
         try {
-          const { secret, row: token } = await tokens.generateWithinLimit(user, row.deviceName);
+          const { secret, row: token } = await tokens.generateWithinLimit(user, row.deviceName, "device-login");
           return { kind: "token", secret, token, user } as const;
         } catch (err) {
           if (err instanceof AppError && err.code === "TOO_MANY_DEVICES") return { kind: "wait", error: "access_denied", description: err.message } as const;

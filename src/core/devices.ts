@@ -19,8 +19,8 @@ export async function deviceRefusal(core: Core, deviceId: number): Promise<AppEr
   }
 }
 
-/** A device was used (a handshake succeeded): its last_used. */
-export function touchDevice(core: Core, deviceId: number): Promise<void> {
+/** A device was used (a handshake succeeded): its last_used; `firstUse`, a token never used before: token.first_use too (tokens.ts). */
+export function touchDevice(core: Core, deviceId: number, firstUse?: { address: string }): Promise<void> {
   const keyId = keyOfDevice(deviceId);
-  return keyId !== undefined ? core.sshKeys.touch(keyId) : core.tokens.touch(deviceId);
+  return keyId !== undefined ? core.sshKeys.touch(keyId) : core.tokens.touch(deviceId, firstUse);
 }

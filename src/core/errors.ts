@@ -96,6 +96,16 @@ export const REQUEST_ERRORS = {
     meaning: "A portal request whose Host is not the server's domain (a connection to the apex reused for another name).",
     advice: "Send portal requests to the server's domain itself, e.g. `https://tunnels.example.com/_burrow/api/me`.",
   },
+  TOO_MANY_WEBHOOKS: {
+    status: 409,
+    meaning: "The server has `--webhooks-max` webhooks already, or (on the portal) the user has `--webhooks-per-user`.",
+    advice: "Delete a webhook you no longer use, or ask the server's admin to raise the cap.",
+  },
+  DELIVERY_PENDING: {
+    status: 409,
+    meaning: "`POST /api/webhooks/:id/deliveries/:delivery/retry` on a delivery that is still pending: it is being tried already.",
+    advice: "Wait for it: `GET /api/webhooks/:id/deliveries` shows its next attempt.",
+  },
   PAYLOAD_TOO_LARGE: { status: 413, meaning: "The request body is over 1 MiB.", advice: "Send a smaller body." },
   TOO_MANY_REQUESTS: {
     status: 429,
@@ -226,6 +236,16 @@ export const TUNNEL_REFUSALS = {
     status: 409,
     meaning: "Another live tunnel has the subdomain; a dropped agent's name stays its token's for 60 s.",
     advice: "Ask for another name, or stop the tunnel that has it.",
+  },
+  ADMISSION_REFUSED: {
+    status: 403,
+    meaning: "The server's admission hook (`--admission-hook`) refused the tunnel; the message is the hook's own (`code: message`).",
+    advice: "Ask the server's admin what the hook allows.",
+  },
+  ADMISSION_UNAVAILABLE: {
+    status: 503,
+    meaning: "The server's admission hook did not answer in time, failed, or answered something other than a 2xx with `{\"allow\": ...}`; the server refuses while it cannot ask (unless it runs with `--admission-hook-fail-open`).",
+    advice: "Wait: the agent tries again. If it lasts, the server's admin should look at the hook.",
   },
   UDP_UNAVAILABLE: {
     status: 503,

@@ -18,6 +18,7 @@ import type { Store } from "../db/store.ts";
 import { challengeName, coveringWildcard, hostnameCovers, hostnamesOverlap, normalizeHostname } from "../validate/hostname.ts";
 import { isoTimestamp, type Clock } from "./clock.ts";
 import { AppError, badRequest, notFound } from "./errors.ts";
+import { emitNothing, type Emit } from "./events/outbox.ts";
 
 export interface CustomHostname {
   id: number;
@@ -49,7 +50,7 @@ export type Hostnames = ReturnType<typeof createHostnames>;
 /** Held while a hostname is registered: two overlapping names registered at once (two nodes) cannot both pass the check. */
 const REGISTER_LOCK = "custom_hostnames.register";
 
-export function createHostnames(store: Store, clock: Clock, domain: string, lookupTxt: TxtLookup) {
+export function createHostnames(store: Store, clock: Clock, domain: string, lookupTxt: TxtLookup, emit: Emit = emitNothing) {
   const { customHostnames, users } = store.tables;
   const query = () =>
     store.db
@@ -142,6 +143,7 @@ export function createHostnames(store: Store, clock: Clock, domain: string, look
             .values({ hostname, userId, verified, token: randomBytes(16).toString("hex"), createdAt: now, verifiedAt: verified ? now : null })
             .returning(),
         );
+        if (verified) await emit({ type: "hostname.verified", data: { user_id: userId, username: owner.username, hostname_id: row!.id, hostname } });
         return { ...row!, username: owner.username };
       });
     },
@@ -166,7 +168,10 @@ export function createHostnames(store: Store, clock: Clock, domain: string, look
         throw new AppError("HOSTNAME_NOT_VERIFIED", `${name} has ${seen}, not "${h.token}"`);
       }
       const now = isoTimestamp(clock.now());
-      await store.run(store.db.update(customHostnames).set({ verified: true, verifiedAt: now }).where(eq(customHostnames.id, id)));
+      await store.transaction(async () => {
+        const changed = await store.get(store.db.update(customHostnames).set({ verified: true, verifiedAt: now }).where(and(eq(customHostnames.id, id), eq(customHostnames.verified, false))).returning({ id: customHostnames.id }));
+        if (changed) await emit({ type: "hostname.verified", data: { user_id: h.userId, username: h.username, hostname_id: id, hostname: h.hostname } });
+      });
       return { ...h, verified: true, verifiedAt: now };
     },
 

@@ -16,6 +16,8 @@ import { createPrivateShares } from "./private-shares.ts";
 import { createTraffic } from "./traffic.ts";
 import { createTrafficPolicies } from "./traffic-policies.ts";
 import { createUsers } from "./users.ts";
+import { createOutbox, DEFAULT_OUTBOX_SETTINGS, type OutboxSettings } from "./events/outbox.ts";
+import { createWebhooks, DEFAULT_WEBHOOK_LIMITS, type WebhookLimits } from "./events/webhooks.ts";
 
 export interface CoreOptions {
   store: Store;
@@ -28,13 +30,17 @@ export interface CoreOptions {
   lookupTxt?: TxtLookup;
   /** How long a device login's code waits for approval (default 10 minutes). */
   deviceCodeTtlMs?: number;
+  /** The outbox's settings (--webhook-retry-window, --events-queue). */
+  outbox?: OutboxSettings;
+  /** The webhooks' caps (--webhooks-max, --webhooks-per-user). */
+  webhookLimits?: WebhookLimits;
 }
 
 export type Core = ReturnType<typeof createCore>;
 
 const noLookup: TxtLookup = () => Promise.reject(new Error("this server looks up no DNS"));
 
-export function createCore({ store, clock = systemClock, systemSubdomains, domain = "", lookupTxt = noLookup, deviceCodeTtlMs }: CoreOptions) {
+export function createCore({ store, clock = systemClock, systemSubdomains, domain = "", lookupTxt = noLookup, deviceCodeTtlMs, outbox: outboxSettings = DEFAULT_OUTBOX_SETTINGS, webhookLimits = DEFAULT_WEBHOOK_LIMITS }: CoreOptions) {
   // filled in once the edge's registry exists; admin actions reach live tunnels through it
   let attached: LiveTunnels = noLiveTunnels;
   const live: LiveTunnels = {
@@ -45,10 +51,15 @@ export function createCore({ store, clock = systemClock, systemSubdomains, domai
     rulesChanged: (change) => attached.rulesChanged?.(change).catch(() => {}) ?? Promise.resolve(),
   };
   const clockNow = () => clock.now().getTime();
-  const tokens = createTokens(store, clock, live);
+  // events are written in the transaction of the change that causes them (core/events/outbox.ts)
+  const events = createOutbox(store, clock, outboxSettings);
+  const tokens = createTokens(store, clock, live, events.emit);
   const sshKeys = createSshKeys(store, clock, live);
-  const users = createUsers(store, clock, live);
-  const hostnames = createHostnames(store, clock, domain, lookupTxt);
+  const users = createUsers(store, clock, live, events.emit);
+  const hostnames = createHostnames(store, clock, domain, lookupTxt, events.emit);
+  const loginThrottle = new LoginThrottle(clockNow);
+  loginThrottle.onBurst = (b) =>
+    events.later({ type: "login.failed_burst", data: { address: b.address, username: b.username.slice(0, 200), failures: b.failures, locked_for_s: b.lockedForS } });
   const domains = createDomains(store, clock, systemSubdomains);
   return {
     store,
@@ -99,11 +110,13 @@ export function createCore({ store, clock = systemClock, systemSubdomains, domai
         return gone;
       },
     },
+    events,
+    webhooks: createWebhooks(store, clock, webhookLimits),
     sessions: createSessions(store, clock),
     adminKeys: createAdminKeys(store, clock),
     audit: createAudit(store, clock),
     traffic: createTraffic(store, clock),
-    loginThrottle: new LoginThrottle(clockNow),
+    loginThrottle,
     /** Connects admin actions to whatever holds live tunnels. */
     live,
     attachLiveTunnels(impl: LiveTunnels) {

@@ -44,6 +44,12 @@ export class LoginThrottle {
    * failedElsewhere and succeededElsewhere.
    */
   shared?: { failed(address: string, username: string): void; succeeded(username: string): void };
+  /**
+   * Told when a failure here locks the address or the username (the
+   * login.failed_burst event): the failures counted, and for how long the
+   * lock lasts.
+   */
+  onBurst?: (burst: { address: string; username: string; failures: number; lockedForS: number }) => void;
 
   constructor(private readonly now: () => number = Date.now) {
     // two throttles, each with its own key cap: a spray of made-up usernames cannot push an address's count out
@@ -91,8 +97,12 @@ export class LoginThrottle {
       failed: () => {
         if (!once()) return;
         this.failures++;
-        ticket.failed();
+        const lockedUntil = ticket.failed();
         this.shared?.failed(address, name);
+        if (lockedUntil > 0 && this.onBurst) {
+          const failures = Math.max(this.addresses.failuresOf(clientKey(address)), this.usernames.failuresOf(name));
+          this.onBurst({ address, username: name, failures, lockedForS: Math.max(1, Math.round((lockedUntil - this.now()) / 1000)) });
+        }
       },
       [Symbol.dispose]: () => {
         if (!once()) return;

@@ -141,6 +141,11 @@ export class Throttle {
   }
 
   /** Counts a failure judged elsewhere (another node's, told to this one); returns when the key's lock ends if it locked it, else 0. */
+  /** The failures counted for `key` now (0 once forgotten). */
+  failuresOf(key: string): number {
+    return this.current(key, this.now())?.failures ?? 0;
+  }
+
   addFailure(key: string): number {
     return this.countFailure(key, this.now());
   }

@@ -6,6 +6,7 @@ import { isoTimestamp, type Clock } from "./clock.ts";
 import { AppError, notFound } from "./errors.ts";
 import type { Role, TrafficPeriod } from "../validate/fields.ts";
 import type { LiveTunnels } from "./live.ts";
+import { emitNothing, type Emit } from "./events/outbox.ts";
 import { hashPassword } from "./passwords.ts";
 import { sha256Hex } from "./secrets.ts";
 
@@ -47,7 +48,7 @@ const NARROWING = ["maxTunnels", "allowedProtocols", "maxDevices", "skipWarning"
 /** Held by changes that could leave no enabled admin, so two at once cannot both pass the check. */
 const ADMINS_LOCK = "users.admins";
 
-export function createUsers(store: Store, clock: Clock, live: LiveTunnels) {
+export function createUsers(store: Store, clock: Clock, live: LiveTunnels, emit: Emit = emitNothing) {
   const { adminKeys, sessions, users } = store.tables;
   const byName = (username: string) =>
     store.get(store.db.select().from(users).where(sql`lower(${users.username}) = lower(${username})`));
@@ -110,6 +111,7 @@ export function createUsers(store: Store, clock: Clock, live: LiveTunnels) {
             .values({ ...settings, passwordHash, createdAt: now, updatedAt: now })
             .returning(),
         );
+        await emit({ type: "user.created", data: { user_id: row!.id, username: row!.username, role: row!.role } });
         return row!;
       }).catch(nameTakenOnRace(input.username));
     },
@@ -158,6 +160,12 @@ export function createUsers(store: Store, clock: Clock, live: LiveTunnels) {
             .where(eq(users.id, id))
             .returning(),
         );
+        // the names of what changed, in the API's words; a password's value never
+        const fields = Object.entries(changes)
+          .filter(([, value]) => value !== undefined)
+          .map(([k]) => k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`));
+        if (fields.length > 0) await emit({ type: "user.updated", data: { user_id: id, username: row!.username, fields } });
+        if (current.enabled && changes.enabled === false) await emit({ type: "user.disabled", data: { user_id: id, username: row!.username } });
         return row!;
       }).catch(nameTakenOnRace(changes.username));
       if (!updated.enabled) live.closeUser(id, "USER_DISABLED", "the user was disabled");
@@ -174,6 +182,7 @@ export function createUsers(store: Store, clock: Clock, live: LiveTunnels) {
         if (current.role === "admin" && current.enabled) await assertAnotherAdmin(id, "delete");
         // the foreign keys cascade to tokens, reserved_subdomains, sessions and traffic_daily
         await store.run(store.db.delete(users).where(eq(users.id, id)));
+        await emit({ type: "user.deleted", data: { user_id: id, username: current.username } });
       });
       live.closeUser(id, "USER_DISABLED", "the user was deleted");
     },

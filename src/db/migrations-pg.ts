@@ -11,6 +11,7 @@ import m7 from "../../drizzle/postgres/0007_portal.sql" with { type: "text" };
 import m8 from "../../drizzle/postgres/0008_private_tunnels.sql" with { type: "text" };
 import m9 from "../../drizzle/postgres/0009_traffic_policies.sql" with { type: "text" };
 import m10 from "../../drizzle/postgres/0010_ssh_keys.sql" with { type: "text" };
+import m11 from "../../drizzle/postgres/0011_events_and_webhooks.sql" with { type: "text" };
 
 export const migrations: EmbeddedMigration[] = [
   { tag: "0000_init", when: 1795456652579, breakpoints: true, sql: m0 },
@@ -24,4 +25,5 @@ export const migrations: EmbeddedMigration[] = [
   { tag: "0008_private_tunnels", when: 1795932769604, breakpoints: true, sql: m8 },
   { tag: "0009_traffic_policies", when: 1796541130381, breakpoints: true, sql: m9 },
   { tag: "0010_ssh_keys", when: 1796547943951, breakpoints: true, sql: m10 },
+  { tag: "0011_events_and_webhooks", when: 1796551619931, breakpoints: true, sql: m11 },
 ];

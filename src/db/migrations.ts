@@ -12,6 +12,7 @@ import m9 from "../../drizzle/0009_portal.sql" with { type: "text" };
 import m10 from "../../drizzle/0010_private_tunnels.sql" with { type: "text" };
 import m11 from "../../drizzle/0011_traffic_policies.sql" with { type: "text" };
 import m12 from "../../drizzle/0012_ssh_keys.sql" with { type: "text" };
+import m13 from "../../drizzle/0013_events_and_webhooks.sql" with { type: "text" };
 
 export interface EmbeddedMigration {
   tag: string;
@@ -34,4 +35,5 @@ export const migrations: EmbeddedMigration[] = [
   { tag: "0010_private_tunnels", when: 1795932768803, breakpoints: true, sql: m10 },
   { tag: "0011_traffic_policies", when: 1796541129326, breakpoints: true, sql: m11 },
   { tag: "0012_ssh_keys", when: 1796547941491, breakpoints: true, sql: m12 },
+  { tag: "0013_events_and_webhooks", when: 1796551609718, breakpoints: true, sql: m13 },
 ];

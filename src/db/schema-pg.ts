@@ -348,3 +348,76 @@ export const trafficPolicies = pgTable(
   },
   (t) => [uniqueIndex("traffic_policies_name").on(t.name), index("traffic_policies_user").on(t.userId)],
 );
+
+/** See schema.ts. */
+export const webhooks = pgTable(
+  "webhooks",
+  {
+    id: integer("id").primaryKey().generatedByDefaultAsIdentity(),
+    url: text("url").notNull(),
+    description: text("description").notNull().default(""),
+    events: text("events").notNull(),
+    // boolean, not 0/1 integer: PostgreSQL has the type
+    enabled: boolean("enabled").notNull().default(true),
+    userId: integer("user_id").references(() => users.id, { onDelete: "cascade" }),
+    origin: text("origin", { enum: ["api", "portal", "flag"] }).notNull().default("api"),
+    secret: text("secret").notNull(),
+    previousSecret: text("previous_secret"),
+    previousUntil: text("previous_until"),
+    // bigint: a count that only grows
+    dropped: bigint("dropped", { mode: "number" }).notNull().default(0),
+    leaseNode: text("lease_node"),
+    // bigint: milliseconds since 1970 pass 2^31
+    leaseUntilMs: bigint("lease_until_ms", { mode: "number" }).notNull().default(0),
+    createdAt: text("created_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [index("webhooks_user").on(t.userId)],
+);
+
+/** See schema.ts. */
+export const events = pgTable(
+  "events",
+  {
+    // bigint: a server's events over its life pass 2^31
+    id: bigint("id", { mode: "number" }).primaryKey().generatedByDefaultAsIdentity(),
+    uid: text("uid").notNull(),
+    type: text("type").notNull(),
+    at: text("at").notNull(),
+    userId: integer("user_id"),
+    data: text("data").notNull(),
+    dedupe: text("dedupe"),
+  },
+  (t) => [uniqueIndex("events_uid").on(t.uid), uniqueIndex("events_dedupe").on(t.dedupe), index("events_at").on(t.at)],
+);
+
+/** See schema.ts. */
+export const webhookDeliveries = pgTable(
+  "webhook_deliveries",
+  {
+    // bigint, as events' ids
+    id: bigint("id", { mode: "number" }).primaryKey().generatedByDefaultAsIdentity(),
+    webhookId: integer("webhook_id")
+      .notNull()
+      .references(() => webhooks.id, { onDelete: "cascade" }),
+    eventId: bigint("event_id", { mode: "number" })
+      .notNull()
+      .references(() => events.id, { onDelete: "cascade" }),
+    status: text("status", { enum: ["pending", "delivered", "failed", "dropped"] }).notNull().default("pending"),
+    attempts: integer("attempts").notNull().default(0),
+    createdAt: text("created_at").notNull(),
+    // bigint: milliseconds since 1970 pass 2^31
+    nextAttemptMs: bigint("next_attempt_ms", { mode: "number" }),
+    giveUpMs: bigint("give_up_ms", { mode: "number" }).notNull(),
+    lastAttemptAt: text("last_attempt_at"),
+    responseStatus: integer("response_status"),
+    durationMs: integer("duration_ms"),
+    error: text("error"),
+    deliveredAt: text("delivered_at"),
+  },
+  (t) => [
+    index("webhook_deliveries_webhook").on(t.webhookId, t.status, t.id),
+    index("webhook_deliveries_due").on(t.status, t.nextAttemptMs),
+    index("webhook_deliveries_event").on(t.eventId),
+  ],
+);

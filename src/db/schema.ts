@@ -429,6 +429,104 @@ export const sshKeys = sqliteTable(
   (t) => [uniqueIndex("ssh_keys_fingerprint").on(t.fingerprint), index("ssh_keys_user").on(t.userId)],
 );
 
+/**
+ * Webhooks (docs/events.md): where events are delivered, signed with
+ * `secret` as Standard Webhooks says. An admin's (`user_id` null) may have
+ * any event; a user's own (made on the portal, `user_id` set) only those
+ * about that user's tunnels, tokens and quota. `origin` "flag" is the row
+ * `--alert-webhook` keeps. While a rotation's overlap lasts
+ * (`previous_until`), deliveries carry a signature by the old secret too.
+ * `lease_node` and `lease_until_ms` (the database's clock): the node
+ * delivering its events now, one at a time and in order; another node
+ * takes over once the lease runs out (a node killed, a network cut).
+ */
+export const webhooks = sqliteTable(
+  "webhooks",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    url: text("url").notNull(),
+    description: text("description").notNull().default(""),
+    /** JSON array of event types or patterns ("*", "tunnel.*", "token.revoked"). */
+    events: text("events").notNull(),
+    enabled: integer("enabled", { mode: "boolean" }).notNull().default(true),
+    userId: integer("user_id").references(() => users.id, { onDelete: "cascade" }),
+    origin: text("origin", { enum: ["api", "portal", "flag"] }).notNull().default("api"),
+    /** "whsec_" + base64 of the key: kept as it is, since every delivery is signed with it (the database is as secret). */
+    secret: text("secret").notNull(),
+    previousSecret: text("previous_secret"),
+    previousUntil: text("previous_until"),
+    /** Deliveries dropped unsent because the webhook had --webhook-max-pending waiting already. */
+    dropped: integer("dropped").notNull().default(0),
+    leaseNode: text("lease_node"),
+    leaseUntilMs: integer("lease_until_ms").notNull().default(0),
+    createdAt: text("created_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [index("webhooks_user").on(t.userId)],
+);
+
+/**
+ * The outbox: what happened, written in the transaction of the change that
+ * caused it (or, for what the edge sees happen, within a fraction of a
+ * second after), only when a webhook wants it. `uid` is the webhook-id a
+ * receiver deduplicates with; `dedupe`, when set, makes an event that must
+ * be said once (a quota's warning for a period) one row however many nodes
+ * notice it. No foreign key to users: an event outlives what it names.
+ */
+export const events = sqliteTable(
+  "events",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    uid: text("uid").notNull(),
+    type: text("type").notNull(),
+    at: text("at").notNull(),
+    /** The user it concerns, for users' own webhooks; null for the server's own events. */
+    userId: integer("user_id"),
+    /** JSON object: the event's `data`. */
+    data: text("data").notNull(),
+    dedupe: text("dedupe"),
+  },
+  (t) => [uniqueIndex("events_uid").on(t.uid), uniqueIndex("events_dedupe").on(t.dedupe), index("events_at").on(t.at)],
+);
+
+/**
+ * One event for one webhook: pending until a 2xx answers it (delivered),
+ * tried again with backoff until `give_up_ms` (failed, and redeliverable),
+ * or dropped unsent past --webhook-max-pending. A webhook's pending
+ * deliveries go out one at a time, by id. What the last attempt met is
+ * kept on the row: when, its status code, how long it took, the error.
+ */
+export const webhookDeliveries = sqliteTable(
+  "webhook_deliveries",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    webhookId: integer("webhook_id")
+      .notNull()
+      .references(() => webhooks.id, { onDelete: "cascade" }),
+    eventId: integer("event_id")
+      .notNull()
+      .references(() => events.id, { onDelete: "cascade" }),
+    status: text("status", { enum: ["pending", "delivered", "failed", "dropped"] }).notNull().default("pending"),
+    attempts: integer("attempts").notNull().default(0),
+    createdAt: text("created_at").notNull(),
+    /** The database's clock, ms since 1970: not tried before then; null once it is not pending. */
+    nextAttemptMs: integer("next_attempt_ms"),
+    /** Past this (ms since 1970), a failed attempt is the last: --webhook-retry-window after it was first due. */
+    giveUpMs: integer("give_up_ms").notNull(),
+    lastAttemptAt: text("last_attempt_at"),
+    responseStatus: integer("response_status"),
+    durationMs: integer("duration_ms"),
+    /** Why the last attempt failed, in a few words (never a secret, never the URL). */
+    error: text("error"),
+    deliveredAt: text("delivered_at"),
+  },
+  (t) => [
+    index("webhook_deliveries_webhook").on(t.webhookId, t.status, t.id),
+    index("webhook_deliveries_due").on(t.status, t.nextAttemptMs),
+    index("webhook_deliveries_event").on(t.eventId),
+  ],
+);
+
 export type UserRow = typeof users.$inferSelect;
 export type TokenRow = typeof tokens.$inferSelect;
 export type ReservedSubdomainRow = typeof reservedSubdomains.$inferSelect;
@@ -440,3 +538,6 @@ export type InvitationRow = typeof invitations.$inferSelect;
 export type PrivateNameRow = typeof privateNames.$inferSelect;
 export type TrafficPolicyRow = typeof trafficPolicies.$inferSelect;
 export type SshKeyRow = typeof sshKeys.$inferSelect;
+export type WebhookRow = typeof webhooks.$inferSelect;
+export type EventRow = typeof events.$inferSelect;
+export type DeliveryRow = typeof webhookDeliveries.$inferSelect;

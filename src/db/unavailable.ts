@@ -31,9 +31,18 @@ export const UNAVAILABLE_RETRY_S = 5;
 
 const warn = quietWarnings(10_000);
 
+const listeners = new Set<(where: string) => void>();
+
+/** Told each time the database is met unavailable (the alert that says so; webhooks/alerts.ts). Returns how to stop. */
+export function onDatabaseUnavailable(listener: (where: string) => void): () => void {
+  listeners.add(listener);
+  return () => listeners.delete(listener);
+}
+
 /** Logs an unavailable database (where it was met, and the driver's error: no query, no parameters) at most every 10 s. */
 export function reportUnavailable(where: string, err: unknown): void {
   warn("database", "database unavailable", { where, err: String(err) });
+  for (const listener of listeners) listener(where);
 }
 
 /**

@@ -5,6 +5,8 @@
  * agents.ts; its handshake agent-handshake.ts, its tunnels agent-tunnels.ts,
  * its streams agent-streams.ts.
  */
+import type { EdgeEvents } from "./edge-events.ts";
+import type { AdmissionHook } from "../webhooks/admission-hook.ts";
 import type { LiveView } from "../core/admission.ts";
 import type { Core } from "../core/index.ts";
 import { limitedLog } from "../log.ts";
@@ -47,6 +49,10 @@ export interface EdgeContext {
   oidcHttpIssuers?: boolean;
   /** Wrong basic-auth passwords one address may try on a tunnel before it is locked (--basic-auth-limit). */
   basicAuthLimit?: number;
+  /** --admission-hook: asked before a handshake's tunnels go live; undefined: none. */
+  admissionHook?: AdmissionHook;
+  /** What the edge sees happen, as events (edge-events.ts). */
+  events?: EdgeEvents;
   /** Handshake results and stream resets, for the metrics. */
   counters?: EdgeCounters;
   /** Traffic policies: a tunnel's own compiled at its handshake, the operator's layers; undefined: none are taken (READY does not say `policy`). */

@@ -33,6 +33,25 @@ import { concerns } from "./live-rules.ts";
 import { claimOverNodes, type Claimed } from "./node-claims.ts";
 import type { Tunnel } from "./registry.ts";
 import type { Prepared } from "./kinds/edge-kind.ts";
+import type { AdmissionAsk } from "../webhooks/admission-hook.ts";
+
+/** What the admission hook is asked: who, from where, and the tunnels the rules granted. */
+function admissionAsk(admitted: Admitted, address: string): AdmissionAsk {
+  return {
+    user_id: admitted.user.id,
+    username: admitted.user.username,
+    token_id: admitted.token.id,
+    device_name: admitted.token.deviceName,
+    address,
+    tunnels: admitted.tunnels.flatMap((t) => {
+      if (t instanceof AppError) return [];
+      const named = "subdomain" in t ? t : undefined;
+      const ported = "port" in t ? t : undefined;
+      const priv = "private" in t ? t.private : undefined;
+      return [{ kind: t.protocol, name: priv?.name ?? named?.subdomain ?? null, hostname: named?.hostname ?? null, port: ported?.port ?? null, private: priv !== undefined }];
+    }),
+  };
+}
 
 /** A connector told TUNNEL_OFFLINE asks again after this (its retry_after). */
 const CONNECTOR_RETRY_S = 2;
@@ -220,7 +239,7 @@ export class AgentHandshake {
       this.verdict.succeeded("READY");
       edge.registry.attach(side, []);
       this.streams.connected(admitted, label, here, elsewhere);
-      touchDevice(edge.core, token.id).catch((err) => logFailedWrite("token last use not written", { token: token.id }, err));
+      touchDevice(edge.core, token.id, token.lastUsed === null ? { address: side.transport.address } : undefined).catch((err) => logFailedWrite("token last use not written", { token: token.id }, err));
       void edge.core.audit.record({ action: "private.connect", address: side.transport.address, outcome: "ok", userId: user.id, username: user.username, tokenId: token.id, target: `private:${label}` });
       side.mux.sendControl(FrameType.READY, {
         session: side.sessionId,
@@ -267,6 +286,11 @@ export class AgentHandshake {
       let announce: (() => void) | undefined;
       let refusal: AppError | undefined;
       try {
+        // the operator's own word (--admission-hook), after the rules and before the tunnels go live
+        if (admitted && !mux.closed && edge.admissionHook) {
+          const refused = await edge.admissionHook(admissionAsk(admitted, side.transport.address));
+          if (refused) throw refused;
+        }
         if (admitted && !mux.closed) admitted = await this.judgedAgain(hello, admitted, mark);
         // no wait between the last look at the changes heard and the tunnels going live
         announce = !mux.closed && admitted ? this.open(hello, admitted, providers, prepared, claimed.members) : undefined;
@@ -342,7 +366,7 @@ export class AgentHandshake {
       // a private tunnel declared anew: who may reach it is asked again at each connector's next stream
       if (tunnels.some((t) => t.privateName !== undefined)) registry.judge?.forget();
       // only a handshake that succeeded counts as use
-      touchDevice(core, admitted.token.id).catch((err) => logFailedWrite("token last use not written", { token: admitted.token.id }, err));
+      touchDevice(core, admitted.token.id, admitted.token.lastUsed === null ? { address: side.transport.address } : undefined).catch((err) => logFailedWrite("token last use not written", { token: admitted.token.id }, err));
       const granted = this.tunnels.granted(opened, hello.partial);
       return () => this.announce(hello, owner, opened, granted);
     } catch (err) {

@@ -9,9 +9,10 @@ import { FLUSH_INTERVAL_MS, type TrafficMeter } from "./meter.ts";
 import { fullName } from "./public-addresses.ts";
 import { enforceQuotas } from "./quota.ts";
 import type { Registry } from "./registry.ts";
+import type { EdgeEvents } from "./edge-events.ts";
 
 /** Traffic written down, quotas enforced. Returns how to stop it. */
-export function startChores(core: Core, registry: Registry, meter: TrafficMeter): () => void {
+export function startChores(core: Core, registry: Registry, meter: TrafficMeter, events?: EdgeEvents): () => void {
   let checkingQuotas = false;
   const timers = [
     setInterval(() => void meter.flush(), FLUSH_INTERVAL_MS),
@@ -19,7 +20,7 @@ export function startChores(core: Core, registry: Registry, meter: TrafficMeter)
       // one check at a time: a slow database must not pile them up
       if (checkingQuotas) return;
       checkingQuotas = true;
-      enforceQuotas(core, registry, meter)
+      enforceQuotas(core, registry, meter, events)
         .catch((err) => logFailedWrite("quota check failed", {}, err))
         .finally(() => (checkingQuotas = false));
     }, 1_000),

@@ -4,6 +4,7 @@
  * apex's app) and what a started edge gives back (RunningEdge). The wiring
  * is server.ts.
  */
+import type { AdmissionHook } from "../webhooks/admission-hook.ts";
 import type { Core } from "../core/index.ts";
 import type { ActiveTunnel } from "../core/live.ts";
 import type { TrustedProxies } from "../http/addresses.ts";
@@ -89,6 +90,10 @@ export interface EdgeOptions {
   drainTimeoutMs: number;
   /** Where live names are written on shutdown and read at start, to keep them across a restart. */
   holdsFile?: string;
+  /** --admission-hook: asked before a handshake's tunnels go live. */
+  admissionHook?: AdmissionHook;
+  /** This node's name in events (--node-id); default "local". */
+  nodeName?: string;
   /** What the edge counts for the metrics (requests, handshakes, resets, flushes); its own if not given. */
   counters?: EdgeCounters;
   /** Several nodes on one PostgreSQL database: what the edge needs of the others (cluster/edge-nodes.ts); none on one node. */

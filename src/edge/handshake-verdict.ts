@@ -85,6 +85,7 @@ export class HandshakeVerdict {
     this.ended(err.code);
     log.info("agent refused", { code: err.code, reason: err.message, remote: this.side.transport.remote, address: this.side.transport.address });
     this.audit(err.code, token);
+    this.side.edge.events?.refused(err, this.side.transport.address, token);
     this.side.refuse(err.code, err.message, retryAfterS);
   }
 

@@ -200,7 +200,10 @@ export class HttpDoor implements Door<HttpVisit> {
         }
       : undefined;
     const judged = await judgeRequest(policy, facts, signIn);
-    if (judged instanceof Refusal) return judged;
+    if (judged instanceof Refusal) {
+      if (judged.message?.endsWith(", rate-limit")) t.rateLimited?.();
+      return judged;
+    }
     v.policy = judged.run;
     return this.warning(v, t, judged.passed);
   }

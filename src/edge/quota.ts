@@ -14,6 +14,7 @@ import { databaseUnavailable } from "../db/unavailable.ts";
 import { log, quietWarnings } from "../log.ts";
 import type { TrafficMeter } from "./meter.ts";
 import type { Registry } from "./registry.ts";
+import type { EdgeEvents } from "./edge-events.ts";
 
 /** A check that failed is said at most this often (the checks run every second). */
 const SAY_EVERY_MS = 10_000;
@@ -22,7 +23,7 @@ const outage = quietWarnings(SAY_EVERY_MS);
 /** Anything else (a bug, data the code did not expect): an error, as rarely. */
 const fault = quietWarnings(SAY_EVERY_MS, Date.now, "error");
 
-export async function enforceQuotas(core: Core, registry: Registry, meter: TrafficMeter): Promise<void> {
+export async function enforceQuotas(core: Core, registry: Registry, meter: TrafficMeter, events?: EdgeEvents): Promise<void> {
   for (const userId of registry.liveUsers()) {
     let user: UserRow;
     let used: number;
@@ -39,6 +40,7 @@ export async function enforceQuotas(core: Core, registry: Registry, meter: Traff
       if (unavailable) return;
       continue;
     }
+    events?.quota(user, used);
     if (used >= user.trafficLimit) {
       log.info("traffic quota reached, closing tunnels", { user: user.username, used, limit: user.trafficLimit });
       registry.closeUser(userId, "TRAFFIC_EXCEEDED", `the traffic quota of ${user.trafficLimit} bytes for this ${user.trafficPeriod} period is used up`);

@@ -91,6 +91,8 @@ export class Tunnel {
   connectedAt = new Date();
   bytesIn = 0;
   bytesOut = 0;
+  /** Told when a traffic policy's rate limit refuses one of its requests (the policy.rate_limited event; edge-events.ts). */
+  rateLimited?: () => void;
   /** Set by the owner of extra resources (a TCP listener, a UDP socket) to free them. */
   onRemoved?: () => void;
   /** A tcp tunnel's listener lets go of its port, its connections go on; a udp tunnel's socket closes (a draining server: its successor binds them). */
@@ -170,8 +172,16 @@ export interface RegistryHooks {
   rotated(t: Tunnel): void;
 }
 
+/** Told when a tunnel goes live with an agent and when its agent leaves it (edge-events.ts makes them events). */
+export interface TunnelLifeHooks {
+  online(t: Tunnel): void;
+  offline(t: Tunnel): void;
+}
+
 export class Registry implements LiveTunnels, LiveView {
   hooks?: RegistryHooks;
+  /** tunnel.online and tunnel.offline (edge-events.ts); set by the edge's wiring. */
+  life?: TunnelLifeHooks;
   /** Judges live sessions again after admin changes, and connectors' streams (edge/live-rules.ts). */
   judge?: LiveJudge;
   /**
@@ -236,6 +246,7 @@ export class Registry implements LiveTunnels, LiveView {
       if (t.subdomain !== undefined && t.protocol === "http") this.onLive?.(t.subdomain);
       // a custom hostname's certificate too: the name is verified, or the tunnel would not have it
       if (t.hostname !== undefined && t.protocol === "http") this.onLive?.(t.hostname);
+      this.life?.online(t);
     }
     this.sessions.set(link.sessionId, { link, tunnels });
   }
@@ -270,6 +281,7 @@ export class Registry implements LiveTunnels, LiveView {
     for (const t of entry.tunnels) {
       if (t.agent !== entry.link) continue; // already handed to a newer session
       t.agent = null;
+      this.life?.offline(t);
       if (grace) {
         t.graceTimer = setTimeout(() => t.agent === null && this.remove(t), RECLAIM_GRACE_MS);
         this.hooks?.detached(t, sessionId);
@@ -349,6 +361,7 @@ export class Registry implements LiveTunnels, LiveView {
       if (heir) (map as Map<string | number, Tunnel>).set(key, heir);
       else (map as Map<string | number, Tunnel>).delete(key);
     }
+    if (t.agent !== null) this.life?.offline(t);
     t.agent = null;
     t.onRemoved?.();
     this.hooks?.removed(t);

@@ -20,6 +20,7 @@ import type { TlsFront } from "../sockets/tls-front.ts";
 import type { EdgeContext } from "./agent-context.ts";
 import { AgentSessions } from "./agent-sessions.ts";
 import { startChores, wantCertificates } from "./chores.ts";
+import { EdgeEvents } from "./edge-events.ts";
 import { directPortAllowed, listenDirect, type DirectListener } from "./direct.ts";
 import { drainEdge } from "./drain.ts";
 import { EdgeBudgets } from "./edge-budgets.ts";
@@ -31,7 +32,7 @@ import { LiveRules } from "./live-rules.ts";
 import { ApexLoopback, socketsLoopback } from "./loopbacks.ts";
 import { TrafficMeter } from "./meter.ts";
 import { PortAllocator } from "./ports.ts";
-import { PublicAddresses } from "./public-addresses.ts";
+import { kindAddress, PublicAddresses } from "./public-addresses.ts";
 import { PublicPort } from "./public-port.ts";
 import { listenRedirect } from "./redirect.ts";
 import { Registry } from "./registry.ts";
@@ -60,6 +61,10 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   const ports = new PortAllocator(opts.tcpPorts, opts.host, registry, budgets.tcpVisitors, () => counters.tcpConnections++);
   const udpPorts = udpPortsFor(opts.udpPorts, opts.host, registry, { idleMs: opts.udpIdleMs, flows: opts.udpFlows, rate: opts.udpRate }, counters.udp);
   const addresses = new PublicAddresses(domain, { publicUrl: opts.publicUrl, tls: opts.tls !== undefined, port: opts.port });
+  const events = new EdgeEvents(core, opts.nodeName ?? "local", (t) =>
+    t.privateName !== undefined ? `${t.username}/${t.privateName}` : (kindAddress(addresses, t.protocol, t.hostname ?? t.subdomain ?? "", t.port ?? 0) ?? ""),
+  );
+  events.attach(registry);
   let direct: DirectListener | undefined;
   // tls tunnels' visitors: by name on the public port when it has TLS, and on --tls-port
   const tlsTunnels = tlsTunnelRoutes(registry, domain, budgets.tcpVisitors, () => counters.tcpConnections++, nodes && ((name) => nodes.find(name)));
@@ -87,6 +92,8 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     handshakes: new HandshakeGuard(opts.handshakeLimit, () => core.clock.now().getTime()),
     counters,
     policies,
+    events,
+    admissionHook: opts.admissionHook,
   };
 
   const listener = new PublicPort({
@@ -153,7 +160,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
     addresses.tlsOnlyPort = tlsOnly.port;
   }
 
-  const stopChores = startChores(core, registry, meter);
+  const stopChores = startChores(core, registry, meter, events);
   const publicUrl = addresses.origin();
   log.info("edge listening", { url: publicUrl, port: listener.port, agent_port: direct?.port ?? "off", tls_port: tlsOnly?.port ?? "off" });
   const watch = budgets.watch({ listener, redirect });

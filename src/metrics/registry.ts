@@ -12,7 +12,7 @@
 import { Counter, Gauge, Registry, type Metric } from "prom-client";
 import { VERSION } from "../version.ts";
 import { KIND_NAMES, KINDS, type TunnelKind } from "../protocol/kinds.ts";
-import type { Buckets } from "./buckets.ts";
+import { Buckets } from "./buckets.ts";
 import { REQUEST_KINDS, STATUS_CLASSES, type EdgeCounters } from "./edge-counters.ts";
 import { UDP_DROPS } from "./udp-counters.ts";
 import { processMetrics } from "./process.ts";
@@ -36,6 +36,17 @@ export interface MetricsSources {
   logins(): { failed: number; throttled: number };
   /** Audit log entries (or their counts) the database did not take, since start. */
   auditWriteFailures(): number;
+  /** The outbox and its delivery worker (webhooks/worker.ts); undefined: not running. */
+  outbox?(): OutboxNumbers | undefined;
+}
+
+export interface OutboxNumbers {
+  /** Events written (with a webhook that wanted them), edge events queued now, dropped from the queue, lost to failed writes. */
+  events: { written: number; queued: number; queueDropped: number; writeFailures: number };
+  /** Deliveries waiting over every webhook; delivered; attempts that failed; given up; dropped by the cap. */
+  deliveries: { pending: number; delivered: number; failedAttempts: number; failed: number; dropped: number };
+  latency: Buckets;
+  attempt: Buckets;
 }
 
 export interface ServerMetrics {
@@ -145,6 +156,28 @@ export function createMetrics(sources: MetricsSources): ServerMetrics {
   readCounter("admin_login_failures_total", "Admin logins refused for a wrong username or password.", [], () => [[{}, sources.logins().failed]]);
   readCounter("admin_logins_throttled_total", "Admin logins refused unread because the address or username was throttled (429).", [], () => [[{}, sources.logins().throttled]]);
   readCounter("audit_write_failures_total", "Audit log writes (an entry, or a flush of repeated events' counts) the database did not take.", [], () => [[{}, sources.auditWriteFailures()]]);
+  const outbox = () => sources.outbox?.();
+  readGauge("webhook_deliveries_pending", "Webhook deliveries waiting in the outbox now, over every webhook (read every few seconds).", [], () => [[{}, outbox()?.deliveries.pending ?? 0]]);
+  readCounter(
+    "webhook_deliveries_total",
+    "Webhook deliveries by how they ended on this node: delivered (a 2xx), failed (given up after the retry window), dropped (over --webhook-max-pending).",
+    ["result"],
+    () => {
+      const d = outbox()?.deliveries;
+      return [
+        [{ result: "delivered" }, d?.delivered ?? 0],
+        [{ result: "failed" }, d?.failed ?? 0],
+        [{ result: "dropped" }, d?.dropped ?? 0],
+      ];
+    },
+  );
+  readCounter("webhook_attempts_failed_total", "Webhook delivery attempts that failed (each is tried again until the retry window ends).", [], () => [[{}, outbox()?.deliveries.failedAttempts ?? 0]]);
+  registerBuckets(registry, name("webhook_delivery_latency_seconds"), "Seconds from an event to its delivery (a 2xx).", () => outbox()?.latency);
+  registerBuckets(registry, name("webhook_attempt_duration_seconds"), "Seconds one webhook delivery attempt took, whatever its end.", () => outbox()?.attempt);
+  readCounter("events_written_total", "Events written to the outbox (those some webhook wanted).", [], () => [[{}, outbox()?.events.written ?? 0]]);
+  readGauge("events_queued", "Edge events (tunnels online and offline, refusals, rate limits) queued to be written now.", [], () => [[{}, outbox()?.events.queued ?? 0]]);
+  readCounter("events_queue_dropped_total", "Edge events dropped because the queue was full (--events-queue) or the database stayed unavailable.", [], () => [[{}, outbox()?.events.queueDropped ?? 0]]);
+  readCounter("events_write_failures_total", "Events lost to a write the database refused (not for being unavailable).", [], () => [[{}, outbox()?.events.writeFailures ?? 0]]);
   registerBuckets(registry, name("traffic_flush_duration_seconds"), "Seconds one flush of the traffic counters into the database took.", edge.flushDuration);
   readCounter("traffic_flush_rows_total", "Rows the traffic flushes upserted (one per user and day with traffic).", [], () => [[{}, edge.flushRows]]);
   readCounter("traffic_flush_errors_total", "Rows a traffic flush failed to write.", [], () => [[{}, edge.flushErrors]]);
@@ -174,13 +207,15 @@ export function createMetrics(sources: MetricsSources): ServerMetrics {
  * every observe(), which the edge's hot path does not take; this renders
  * the edge's plain numbers in the shape prom-client's get() returns.
  */
-function registerBuckets(registry: Registry, metricName: string, help: string, buckets: Buckets): void {
+function registerBuckets(registry: Registry, metricName: string, help: string, source: Buckets | (() => Buckets | undefined)): void {
+  const empty = new Buckets(source instanceof Buckets ? source.bounds : []);
   const metric = {
     name: metricName,
     help,
     type: "histogram",
     aggregator: "sum",
     async get() {
+      const buckets = (source instanceof Buckets ? source : source()) ?? empty;
       const values: { labels: Record<string, string | number>; value: number; metricName: string }[] = [];
       let cumulative = 0;
       buckets.bounds.forEach((bound, i) => {

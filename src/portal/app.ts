@@ -30,6 +30,7 @@ import { deviceRoutes } from "./device-login.ts";
 import { invitationRoutes } from "./invitations.ts";
 import { meRoutes, type AddressOf } from "./me.ts";
 import { sshKeyRoutes, type SshGatewayFacts } from "./ssh-keys.ts";
+import { webhookRoutes } from "./webhooks.ts";
 import { portalOidcRoutes, type PortalOidcSettings } from "./oidc.ts";
 import { pageFile } from "./page.ts";
 import { SECURITY_HEADERS } from "../http/security-headers.ts";
@@ -39,6 +40,7 @@ export const portalRoutes = (addressOf: AddressOf, oidc?: PortalOidcSettings, ho
   ...authRoutes,
   ...meRoutes(addressOf),
   ...sshKeyRoutes(ssh, host),
+  ...webhookRoutes,
   ...deviceRoutes,
   ...invitationRoutes,
   ...portalOidcRoutes(oidc, host),

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { CertificateStore } from "../../src/acme/certificate-store.ts";
 import type { AcmeErrorCode, AcmeResult } from "../../src/acme/errors.ts";
 import type { IssuedCertificate } from "../../src/acme/issuer.ts";
-import { MAX_TIMER_STEP_MS, RenewalSchedule, retryDelay, RETRY_MAX_MS, RETRY_MIN_MS, type Timers } from "../../src/acme/renewal.ts";
+import { MAX_TIMER_STEP_MS, RenewalSchedule, retryDelay, RETRY_MAX_MS, RETRY_MIN_MS, type CertificateResult, type RenewalOptions, type Timers } from "../../src/acme/renewal.ts";
 import type { Clock } from "../../src/core/clock.ts";
 import { selfSignedCertificate } from "../harness/certs.ts";
 
@@ -74,13 +74,13 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-function setup() {
+function setup(onResult?: RenewalOptions["onResult"]) {
   const time = new FakeTime();
   const dir = mkdtempSync(join(tmpdir(), "burrow-renewal-"));
   dirs.push(dir);
   const store = new CertificateStore(dir, time);
   const issuer = new FakeIssuer(time);
-  const schedule = new RenewalSchedule({ store, issue: issuer.issue, clock: time, timers: time });
+  const schedule = new RenewalSchedule({ store, issue: issuer.issue, clock: time, timers: time, onResult });
   const advance = (ms: number) => time.advance(ms, () => schedule.settled());
   return { time, store, issuer, schedule, advance, t0: time.now().getTime() };
 }
@@ -94,6 +94,17 @@ describe("retry delays", () => {
 });
 
 describe("the renewal schedule", () => {
+  test("each attempt's end is told (the certificate events): issued with its end, failed with its code and the end of the one in use", async () => {
+    const told: CertificateResult[] = [];
+    const { issuer, schedule, advance, t0 } = setup((r) => told.push(r));
+    schedule.manage(["told.example.com"]);
+    await advance(0);
+    expect(told).toEqual([{ names: ["told.example.com"], ok: true, notAfter: new Date(t0 + LIFETIME) }]);
+    issuer.failWith = "CHALLENGE_FAILED";
+    await advance(60 * DAY);
+    expect(told[1]).toEqual({ names: ["told.example.com"], ok: false, code: "CHALLENGE_FAILED", message: "scripted", notAfter: new Date(t0 + LIFETIME) });
+  });
+
   test("a name without a certificate is issued at once, then renewed two thirds into its lifetime, not before", async () => {
     const { store, issuer, schedule, advance, t0 } = setup();
     schedule.manage(["demo.example.com"]);

@@ -41,6 +41,7 @@ const LAYERS: Record<string, number> = {
   api: 4, // what the admin API and the portal share: JSON bodies and answers, views, cross-site refusal
   policy: 4, // traffic policy: rules in CEL with actions, loaded, checked and run on facts the edge gives
   acme: 5, // certificates from an ACME CA
+  webhooks: 5, // events sent: the delivery worker, signed POSTs within limits, where they may go, the admission hook
   agent: 5, // the agent: connects, serves streams to the local service
   edge: 6, // the public face: ingress, agents' endpoint, tunnels
   cluster: 7, // several nodes: the shared registry, the relay between nodes

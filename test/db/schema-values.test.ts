@@ -18,6 +18,7 @@ import type { PrivateProtocol } from "../../src/core/private-shares.ts";
 import type { PoolBalance } from "../../src/core/admission.ts";
 import type { AuditOutcome } from "../../src/core/audit.ts";
 import type { SessionKind } from "../../src/core/sessions.ts";
+import { DELIVERY_STATUSES, WEBHOOK_ORIGINS } from "../../src/core/events/webhooks.ts";
 
 /** The tunnel kinds a HELLO may ask for, and those of them that may be private, as the wire schema reads them. */
 const requestKinds = TunnelRequest.options.map((o) => ({ kind: o.entries.protocol.literal, canBePrivate: "private" in o.entries, entries: o.entries as Record<string, unknown> }));
@@ -30,6 +31,8 @@ const columns: [string, (schema: typeof lite | typeof pg) => Column, readonly st
   ["live_tunnels.pool: a pool's balances", (s) => s.liveTunnels.pool, [...new Set(balances)]],
   ["users.role", (s) => s.users.role, ROLES],
   ["users.traffic_period", (s) => s.users.trafficPeriod, TRAFFIC_PERIODS],
+  ["webhook_deliveries.status", (s) => s.webhookDeliveries.status, DELIVERY_STATUSES],
+  ["webhooks.origin", (s) => s.webhooks.origin, WEBHOOK_ORIGINS],
 ];
 
 describe("the columns' word lists are the code's", () => {

@@ -27,8 +27,8 @@ function firstDifference(page: string, committed: string, generated: string): st
 }
 
 describe("the generated reference pages", () => {
-  test("are the four pages", () => {
-    expect(Object.keys(REFERENCE_PAGES).sort()).toEqual(["docs/reference/api.md", "docs/reference/cli.md", "docs/reference/codes.md", "docs/reference/portal-api.md"]);
+  test("are the five pages", () => {
+    expect(Object.keys(REFERENCE_PAGES).sort()).toEqual(["docs/reference/api.md", "docs/reference/cli.md", "docs/reference/codes.md", "docs/reference/events.md", "docs/reference/portal-api.md"]);
   });
 
   for (const [page, make] of Object.entries(REFERENCE_PAGES)) {

@@ -32,6 +32,7 @@ describe("the redaction net", () => {
     const t = "brw_" + "A1b2C3".repeat(7) + "x";
     expect(redactText(`bad token ${t} given`)).toBe(`bad token brw_${REDACTED} given`);
     expect(redactText("key brk_abcdefABCDEF0123")).toBe(`key brk_${REDACTED}`);
+    expect(redactText("secret whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2Lb+/8= here")).toBe(`secret whsec_${REDACTED} here`);
     expect(redactText("Authorization: Bearer abc.def-ghi")).toBe(`Authorization: Bearer ${REDACTED}`);
     expect(redactText("basic dXNlcjpwYXNz, then")).toBe(`basic ${REDACTED}, then`);
     // the words of a refusal are not a credential

@@ -196,6 +196,45 @@ export interface AdminKey {
   revoked_at: string | null;
 }
 
+/** A webhook as listed: never its secret. */
+export interface Webhook {
+  id: number;
+  url: string;
+  description: string;
+  events: string[];
+  enabled: boolean;
+  user_id: number | null;
+  origin: "api" | "portal" | "flag";
+  pending: number;
+  dropped: number;
+  previous_secret_until: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+/** A webhook with its secret: the answer of its creation or of a rotation. */
+export interface WebhookWithSecret extends Webhook {
+  secret: string;
+  message: string;
+}
+
+export interface Delivery {
+  id: number;
+  event_id: string;
+  event_type: string;
+  event_at: string;
+  status: "pending" | "delivered" | "failed" | "dropped";
+  attempts: number;
+  created_at: string;
+  last_attempt_at: string | null;
+  response_status: number | null;
+  duration_ms: number | null;
+  error: string | null;
+  next_attempt_at: string | null;
+  give_up_at: string;
+  delivered_at: string | null;
+}
+
 export interface NewAdminKey {
   key: string;
   key_id: number;
@@ -286,6 +325,13 @@ export const api = {
   invitations: () => call<Invitation[]>("GET", "/api/invitations"),
   createInvitation: (body: InvitationSettings & { expires_in_hours?: number; note?: string }) => call<NewInvitation>("POST", "/api/invitations", body),
   deleteInvitation: (invitationId: number) => call<{ status: string }>("DELETE", `/api/invitations/${id(invitationId)}`),
+  webhooks: () => call<Webhook[]>("GET", "/api/webhooks"),
+  createWebhook: (body: { url: string; events: string[]; description?: string }) => call<WebhookWithSecret>("POST", "/api/webhooks", body),
+  updateWebhook: (webhookId: number, body: Partial<Pick<Webhook, "url" | "events" | "description" | "enabled">>) => call<Webhook>("PUT", `/api/webhooks/${id(webhookId)}`, body),
+  deleteWebhook: (webhookId: number) => call<{ status: string }>("DELETE", `/api/webhooks/${id(webhookId)}`),
+  rotateWebhook: (webhookId: number, overlapSeconds: number) => call<WebhookWithSecret>("POST", `/api/webhooks/${id(webhookId)}/rotate`, { overlap_seconds: overlapSeconds }),
+  deliveries: (webhookId: number, limit = 10) => call<Delivery[]>("GET", `/api/webhooks/${id(webhookId)}/deliveries?limit=${limit}`),
+  retryDelivery: (webhookId: number, deliveryId: number) => call<Delivery>("POST", `/api/webhooks/${id(webhookId)}/deliveries/${id(deliveryId)}/retry`),
   keys: () => call<AdminKey[]>("GET", "/api/keys"),
   createKey: (name: string, expiresInDays?: number) =>
     call<NewAdminKey>("POST", "/api/keys", expiresInDays === undefined ? { name } : { name, expires_in_days: expiresInDays }),

@@ -13,6 +13,7 @@ import { CertificatesPage } from "./pages/certificates.tsx";
 import { DashboardPage } from "./pages/dashboard.tsx";
 import { DomainsPage } from "./pages/domains.tsx";
 import { KeysPage } from "./pages/keys.tsx";
+import { WebhooksPage } from "./pages/webhooks.tsx";
 import { InvitationsPage } from "./pages/invitations.tsx";
 import { SignInPage } from "./pages/signin.tsx";
 import { TunnelsPage } from "./pages/tunnels.tsx";
@@ -93,6 +94,7 @@ const NAV: { href: string; label: string; pages: Page["name"][] }[] = [
   { href: "/certificates", label: "HTTPS", pages: ["certificates"] },
   { href: "/audit", label: "Audit", pages: ["audit"] },
   { href: "/keys", label: "API keys", pages: ["keys"] },
+  { href: "/webhooks", label: "Webhooks", pages: ["webhooks"] },
 ];
 
 function PanelShell(props: { me: Me; onSignOut(): void }) {
@@ -128,6 +130,8 @@ function PageView({ page }: { page: Page }) {
       return <AuditPage />;
     case "keys":
       return <KeysPage />;
+    case "webhooks":
+      return <WebhooksPage />;
     case "invitations":
       return <InvitationsPage />;
     case "missing":

@@ -13,6 +13,7 @@ export type Page =
   | { name: "certificates" }
   | { name: "audit" }
   | { name: "keys" }
+  | { name: "webhooks" }
   | { name: "invitations" }
   | { name: "missing" };
 
@@ -25,6 +26,7 @@ export function matchPath(path: string): Page {
   if (p === "/certificates") return { name: "certificates" };
   if (p === "/audit") return { name: "audit" };
   if (p === "/keys") return { name: "keys" };
+  if (p === "/webhooks") return { name: "webhooks" };
   if (p === "/invitations") return { name: "invitations" };
   const user = /^\/users\/([1-9][0-9]{0,15})$/.exec(p);
   if (user) return { name: "user", id: Number(user[1]) };
