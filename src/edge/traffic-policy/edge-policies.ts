@@ -1,7 +1,7 @@
 /**
  * The edge's traffic policies: what it lends every run (one set of
  * services: the clock, the rate limits' counts in this process, the JWKS
- * key sets), the caps a policy is loaded under (the server's --policy-*
+ * key sets, the OIDC sign-in), the caps a policy is loaded under (the server's --policy-*
  * flags), a tunnel's own policy compiled at its handshake, and the
  * operator's layers (the admin API's /api/policies), which cover live
  * tunnels by scope: the whole server, a user, a hostname or wildcard.
@@ -17,6 +17,7 @@ import { defaultServices, formatPolicyError, loadPolicy, MAX_BODY_BYTES, MemoryR
 import { hostnameCovers } from "../../validate/hostname.ts";
 import type { Tunnel } from "../registry.ts";
 import { BodyMemory, type BodyReading } from "./body-reading.ts";
+import { PolicySignIn } from "./oidc-sign-in.ts";
 import { TunnelPolicy } from "./tunnel-policy.ts";
 
 /** What an operator's policy covers. */
@@ -96,6 +97,8 @@ export class EdgePolicies {
       rateLimits: new MemoryRateLimitStore(opts.rateLimitBuckets),
       httpLoopback: opts.httpLoopback ?? false,
       basicAuthLimit: opts.basicAuthLimit ?? 10,
+      // openid-connect: the edge's own sign-in (today's --oidc-issuer), plain-http issuers as the server allows them
+      oidc: new PolicySignIn(opts.httpLoopback ?? false),
     });
   }
 

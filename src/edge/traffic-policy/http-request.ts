@@ -10,6 +10,7 @@
  * what forward sends the agent, and the response's run follows from it.
  */
 import type { PolicyInput } from "../../policy/index.ts";
+import { USER_EMAIL_HEADER } from "../../validate/access.ts";
 import type { RequestHead } from "../../http/request-head.ts";
 import type { Passed } from "../access/policy.ts";
 import { Refusal } from "../judgement/pipeline.ts";
@@ -58,7 +59,8 @@ export function requestFacts(t: Tunnel, s: RequestSubject): PolicyInput {
       scheme,
       host: s.host,
       version: `1.${s.head.minor}`,
-      headers: s.head.fields,
+      // the identity field is the edge's to say (an openid-connect action's): one a visitor sent is not read, nor sent on
+      headers: s.head.names.includes(USER_EMAIL_HEADER) ? s.head.fields.filter(([n]) => n.toLowerCase() !== USER_EMAIL_HEADER) : s.head.fields,
       receivedAt: now,
     },
     now,
