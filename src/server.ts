@@ -21,6 +21,9 @@ import type { AcmeConfig, ServerConfig } from "./config/server.ts";
 import { openServerDatabase } from "./db/server-database.ts";
 import { Cluster } from "./cluster/cluster.ts";
 import { edgeNodes } from "./cluster/edge-nodes.ts";
+import { RateLimitSync } from "./cluster/rate-limit-sync.ts";
+import { SyncedRateLimitStore } from "./policy/synced-rate-limit-store.ts";
+import type { RateLimitStore } from "./policy/index.ts";
 import { createPortalApp } from "./portal/app.ts";
 import { startEdge, type EdgeOptions, type RunningEdge } from "./edge/server.ts";
 import { fileTls } from "./tls/tls-source.ts";
@@ -50,6 +53,9 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   // several nodes on one PostgreSQL database: this one joins before its edge takes an agent
   const cluster = database.postgres && config.node ? new Cluster({ client: database.postgres, nodeId: config.node.id, nodeUrl: config.node.url, expiryMs: config.node.expiryMs, poolSize: config.databasePool }, core) : undefined;
   await cluster?.start();
+  // the traffic policies' rate limits count over every node
+  const rateLimits = cluster && new RateLimitSync(database.postgres!, config.node!.id, new SyncedRateLimitStore(config.policy.rateLimitBuckets), config.policy.rateLimitSyncMs);
+  await rateLimits?.start();
   if (config.node?.secret) shareSessions(config.node.secret);
   const stopHousekeeping = await startHousekeeping(core, config.auditDays);
 
@@ -84,7 +90,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   let edge: RunningEdge;
   try {
     certificates = config.acme && (await startAcme(config, config.acme, cluster?.acme));
-    edge = startEdge(edgeOptions(config, core, certificates, counters, cluster));
+    edge = startEdge(edgeOptions(config, core, certificates, counters, cluster, rateLimits?.store));
   } catch (err) {
     // a port already taken: let go of what did start, so the process exits with the error
     certificates?.stop();
@@ -92,6 +98,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     stopHousekeeping();
     metrics.stop();
     await core.audit.stop();
+    await rateLimits?.stop();
     await cluster?.stop();
     await database.close();
     throw err;
@@ -124,6 +131,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
         metrics.stop();
         certificates?.stop();
         await core.audit.stop(); // the refusals counted since the last flush
+        await rateLimits?.stop(); // its last counts told
         await cluster?.stop(); // its names free at once for the other nodes
         await database.close(); // after the edge's last traffic flush
         log.info("server stopped");
@@ -141,7 +149,7 @@ async function heldNamesClaimed(edge: RunningEdge): Promise<void> {
 }
 
 /** The edge's options from the server's settings, with the parts the server plugs in. */
-function edgeOptions(config: ServerConfig, core: Core, certificates: AcmeCertificates | undefined, counters: EdgeCounters, cluster: Cluster | undefined): EdgeOptions {
+function edgeOptions(config: ServerConfig, core: Core, certificates: AcmeCertificates | undefined, counters: EdgeCounters, cluster: Cluster | undefined, rateLimits: RateLimitStore | undefined): EdgeOptions {
   return {
     core,
     domain: config.domain,
@@ -161,7 +169,7 @@ function edgeOptions(config: ServerConfig, core: Core, certificates: AcmeCertifi
     maxResponseTimeoutMs: config.maxResponseTimeoutMs,
     oidcHttpIssuers: config.oidcHttpIssuers,
     basicAuthLimit: config.basicAuthLimit,
-    policy: config.policy,
+    policy: { ...config.policy, rateLimits },
     publicUrl: config.publicUrl,
     agentPort: config.agentPort,
     tlsPort: config.tlsPort,

@@ -51,6 +51,7 @@ export const SERVER_DOC: CommandDoc = {
         "policy-max-rules",
         "policy-cost-limit",
         "policy-rate-limit-buckets",
+        "policy-rate-limit-sync",
         "policy-compile-budget",
         "policy-body-limit",
         "policy-body-timeout",

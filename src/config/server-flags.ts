@@ -520,7 +520,16 @@ export const SERVER_FLAGS = {
     arg: "N",
     default: "100000",
     help: "rate-limit buckets the policies' rate-limit action keeps in this process; past it the least recently used is forgotten",
-    details: "1000 to 10000000. Counts are kept per server process: each node of a cluster counts on its own.",
+    details: "1000 to 10000000. With several nodes (--database postgres://...) every node's counts are shared (--policy-rate-limit-sync).",
+  },
+  "policy-rate-limit-sync": {
+    type: "string",
+    env: true,
+    arg: "MS",
+    default: "250",
+    help: "with several nodes, how often each tells the others what its rate-limit buckets counted, in milliseconds",
+    details:
+      "50 to 10000. A request is judged on this node's counts, which lag the others' by about this much: over the cluster a bucket lets through at most its capacity and what the other nodes let through in one interval. 4,000 buckets are told an interval at most (the rest the next one).",
   },
   "policy-body-limit": {
     type: "string",

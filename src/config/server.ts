@@ -104,6 +104,8 @@ export interface ServerConfig {
   policy: {
     limits: { maxDocumentBytes: number; maxRules: number; costLimit: number };
     rateLimitBuckets: number;
+    /** --policy-rate-limit-sync: how often a node tells the others its rate-limit counts. */
+    rateLimitSyncMs: number;
     compileBudgetMs: number;
     /** Request bodies read for the actions that need them (--policy-body-limit, --policy-body-timeout, --policy-body-memory). */
     body: { maxBytes: number; timeoutMs: number; memoryBytes: number };
@@ -277,6 +279,7 @@ const Schema = v.object({
   "policy-max-rules": bounded("policy-max-rules", 1, 100_000),
   "policy-cost-limit": bounded("policy-cost-limit", 100, 10_000_000),
   "policy-rate-limit-buckets": bounded("policy-rate-limit-buckets", 1000, 10_000_000),
+  "policy-rate-limit-sync": bounded("policy-rate-limit-sync", 50, 10_000),
   "policy-compile-budget": bounded("policy-compile-budget", 100, 600_000),
   "policy-body-limit": bounded("policy-body-limit", 1024, 67_108_864),
   "policy-body-timeout": bounded("policy-body-timeout", 1, 3600),
@@ -519,6 +522,7 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     policy: {
       limits: { maxDocumentBytes: o["policy-max-bytes"], maxRules: o["policy-max-rules"], costLimit: o["policy-cost-limit"] },
       rateLimitBuckets: o["policy-rate-limit-buckets"],
+      rateLimitSyncMs: o["policy-rate-limit-sync"],
       compileBudgetMs: o["policy-compile-budget"],
       body: { maxBytes: o["policy-body-limit"], timeoutMs: o["policy-body-timeout"] * 1000, memoryBytes: o["policy-body-memory"] },
     },

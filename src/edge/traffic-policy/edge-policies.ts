@@ -13,7 +13,7 @@
 import { createHash } from "node:crypto";
 import { AppError } from "../../core/errors.ts";
 import { log } from "../../log.ts";
-import { defaultServices, formatPolicyError, loadPolicy, MAX_BODY_BYTES, MemoryRateLimitStore, type Policy, type PolicyLimits, type PolicyServices } from "../../policy/index.ts";
+import { defaultServices, formatPolicyError, loadPolicy, MAX_BODY_BYTES, MemoryRateLimitStore, type Policy, type PolicyLimits, type PolicyServices, type RateLimitStore } from "../../policy/index.ts";
 import { hostnameCovers } from "../../validate/hostname.ts";
 import type { Tunnel } from "../registry.ts";
 import { BodyMemory, type BodyReading } from "./body-reading.ts";
@@ -36,6 +36,8 @@ export interface EdgePolicyOptions {
   limits?: Partial<PolicyLimits>;
   /** Rate-limit buckets kept in this process (--policy-rate-limit-buckets). */
   rateLimitBuckets?: number;
+  /** Where the rate limits count (a cluster's, shared by its nodes); default in this process, rateLimitBuckets of them. */
+  rateLimits?: RateLimitStore;
   /** Plain-http JWKS URLs on loopback are taken (--oidc-http-issuers loopback). */
   httpLoopback?: boolean;
   /** --basic-auth-limit, for the basic-auth action. */
@@ -94,7 +96,7 @@ export class EdgePolicies {
       memory: new BodyMemory(opts.body?.memoryBytes ?? DEFAULT_BODY_MEMORY),
     };
     this.services = defaultServices({
-      rateLimits: new MemoryRateLimitStore(opts.rateLimitBuckets),
+      rateLimits: opts.rateLimits ?? new MemoryRateLimitStore(opts.rateLimitBuckets),
       httpLoopback: opts.httpLoopback ?? false,
       basicAuthLimit: opts.basicAuthLimit ?? 10,
       // openid-connect: the edge's own sign-in (today's --oidc-issuer), plain-http issuers as the server allows them
