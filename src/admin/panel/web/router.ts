@@ -14,6 +14,7 @@ export type Page =
   | { name: "audit" }
   | { name: "keys" }
   | { name: "invitations" }
+  | { name: "policies" }
   | { name: "missing" };
 
 export function matchPath(path: string): Page {
@@ -26,6 +27,7 @@ export function matchPath(path: string): Page {
   if (p === "/audit") return { name: "audit" };
   if (p === "/keys") return { name: "keys" };
   if (p === "/invitations") return { name: "invitations" };
+  if (p === "/policies") return { name: "policies" };
   const user = /^\/users\/([1-9][0-9]{0,15})$/.exec(p);
   if (user) return { name: "user", id: Number(user[1]) };
   return { name: "missing" };
