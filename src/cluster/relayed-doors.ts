@@ -143,7 +143,7 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
       withBody(facts.request!, read, policy.body);
     }
     const access = t.access;
-    const judged = await judgeRequest(policy, facts, access ? () => this.signIn(v, t, access, head) : undefined);
+    const judged = await judgeRequest(policy, facts, access ? () => this.signIn(v, t, access, head) : undefined, t);
     if (judged instanceof Refusal) return judged;
     v.policy = judged.run;
     return this.warning(v, t, judged.passed);

@@ -206,7 +206,7 @@ export class HttpDoor implements Door<HttpVisit> {
           return access.signIn(req, new URL(req.url), v.client, v.hostHeader, secure);
         }
       : undefined;
-    const judged = await judgeRequest(policy, facts, signIn);
+    const judged = await judgeRequest(policy, facts, signIn, t);
     if (judged instanceof Refusal) return judged;
     v.policy = judged.run;
     return this.warning(v, t, judged.passed);
