@@ -21,6 +21,9 @@ import type { AcmeConfig, ServerConfig } from "./config/server.ts";
 import { openServerDatabase } from "./db/server-database.ts";
 import { Cluster } from "./cluster/cluster.ts";
 import { edgeNodes } from "./cluster/edge-nodes.ts";
+import { RateLimitSync } from "./cluster/rate-limit-sync.ts";
+import { SyncedRateLimitStore } from "./policy/synced-rate-limit-store.ts";
+import type { RateLimitStore } from "./policy/index.ts";
 import { createPortalApp } from "./portal/app.ts";
 import type { SshGatewayFacts } from "./portal/ssh-keys.ts";
 import { startEdge, type EdgeOptions, type RunningEdge } from "./edge/server.ts";
@@ -70,6 +73,9 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   // several nodes on one PostgreSQL database: this one joins before its edge takes an agent
   const cluster = database.postgres && config.node ? new Cluster({ client: database.postgres, nodeId: config.node.id, nodeUrl: config.node.url, expiryMs: config.node.expiryMs, poolSize: config.databasePool }, core) : undefined;
   await cluster?.start();
+  // the traffic policies' rate limits count over every node
+  const rateLimits = cluster && new RateLimitSync(database.postgres!, config.node!.id, new SyncedRateLimitStore(config.policy.rateLimitBuckets), config.policy.rateLimitSyncMs);
+  await rateLimits?.start();
   if (config.node?.secret) shareSessions(config.node.secret);
   const stopHousekeeping = await startHousekeeping(core, config.auditDays);
   // one node on SQLite: its leases are "local"'s, taken back at once after a restart
@@ -112,7 +118,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   let ssh: RunningSshGateway | undefined;
   try {
     certificates = config.acme && (await startAcme(config, config.acme, cluster?.acme, (r) => webhooks.alerts.certificateResult(r)));
-    edge = startEdge(edgeOptions(config, core, certificates, counters, cluster, () => ssh && { port: ssh.port, hostKeys: ssh.hostKeys }));
+    edge = startEdge(edgeOptions(config, core, certificates, counters, cluster, () => ssh && { port: ssh.port, hostKeys: ssh.hostKeys }, rateLimits?.store));
     ssh = config.ssh && (await sshGateway(config, config.ssh, core, edge, parts.forwardOptions ?? bareOptions));
   } catch (err) {
     await edge?.stop();
@@ -123,6 +129,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     metrics.stop();
     await core.audit.stop();
     await webhooks.stop();
+    await rateLimits?.stop();
     await cluster?.stop();
     await database.close();
     throw err;
@@ -160,6 +167,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
         certificates?.stop();
         await core.audit.stop(); // the refusals counted since the last flush
         await webhooks.stop(); // the edge's queued events written, the attempts under way ended
+        await rateLimits?.stop(); // its last counts told
         await cluster?.stop(); // its names free at once for the other nodes
         await database.close(); // after the edge's last traffic flush
         log.info("server stopped");
@@ -191,7 +199,7 @@ async function heldNamesClaimed(edge: RunningEdge): Promise<void> {
 }
 
 /** The edge's options from the server's settings, with the parts the server plugs in. */
-function edgeOptions(config: ServerConfig, core: Core, certificates: AcmeCertificates | undefined, counters: EdgeCounters, cluster: Cluster | undefined, sshFacts: () => SshGatewayFacts | undefined): EdgeOptions {
+function edgeOptions(config: ServerConfig, core: Core, certificates: AcmeCertificates | undefined, counters: EdgeCounters, cluster: Cluster | undefined, sshFacts: () => SshGatewayFacts | undefined, rateLimits: RateLimitStore | undefined): EdgeOptions {
   return {
     core,
     domain: config.domain,
@@ -211,7 +219,7 @@ function edgeOptions(config: ServerConfig, core: Core, certificates: AcmeCertifi
     maxResponseTimeoutMs: config.maxResponseTimeoutMs,
     oidcHttpIssuers: config.oidcHttpIssuers,
     basicAuthLimit: config.basicAuthLimit,
-    policy: config.policy,
+    policy: { ...config.policy, rateLimits },
     publicUrl: config.publicUrl,
     agentPort: config.agentPort,
     tlsPort: config.tlsPort,

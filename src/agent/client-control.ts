@@ -10,7 +10,7 @@
 import * as v from "valibot";
 import { parseJsonPayload, ProtocolError } from "../protocol/frames.ts";
 import { isNamedKind } from "../protocol/kinds.ts";
-import { Hello, Move, Ready, Refusal, Revoke } from "../protocol/messages.ts";
+import { Hello, Move, PolicyNote, Ready, Refusal, Revoke } from "../protocol/messages.ts";
 import { FrameType, PROTOCOL_VERSION, WireError, type FrameTypeValue } from "../protocol/wire.ts";
 import { VERSION } from "../version.ts";
 import { unenforcedAccess } from "./access.ts";
@@ -67,6 +67,8 @@ export class SessionControl {
       drain: true,
       keep: true,
       revoke: true,
+      // the requests the server's policies answer, told only to an agent whose inspector shows them
+      ...(opts.out.policyNote ? { policy_notes: true } : {}),
     };
   }
 
@@ -99,6 +101,11 @@ export class SessionControl {
       this.client.opts.out.ready({ username: ready.username, session: ready.session, server: this.client.opts.server, tunnels: [...this.live.values()] });
       // a first round trip now, so the latency is known at once rather than a keepalive later
       this.client.mux?.ping();
+    } else if (type === FrameType.POLICY) {
+      const parsed = v.safeParse(PolicyNote, parseJsonPayload(payload, "POLICY"));
+      if (!parsed.success) throw new ProtocolError(`bad POLICY: ${parsed.issues[0]?.message}`);
+      const tunnel = this.live.get(parsed.output.tunnel);
+      if (tunnel) this.client.opts.out.policyNote?.(tunnel, parsed.output);
     } else if (type === FrameType.REVOKE) {
       const parsed = v.safeParse(Revoke, parseJsonPayload(payload, "REVOKE"));
       if (!parsed.success) throw new ProtocolError(`bad REVOKE: ${parsed.issues[0]?.message}`);

@@ -17,6 +17,7 @@ const EVENTS: Record<keyof AgentOutput, true> = {
   notice: true,
   refused: true,
   tunnelRefused: true,
+  policyNote: true,
   latency: true,
   streamOpened: true,
   webSocketClosed: true,

@@ -5,6 +5,7 @@
  * by the name the user gave it (the burrow.yml key, or the protocol for
  * `burrow http` / `burrow tcp`).
  */
+import type { PolicyNote } from "../protocol/messages.ts";
 import type { TunnelKind } from "../protocol/kinds.ts";
 import type { LocalTarget } from "./local-target.ts";
 import type { FlowCounts } from "./udp.ts";
@@ -121,6 +122,12 @@ export interface AgentOutput {
   refused(code: string, message: string): void;
   /** The server refused one tunnel of several; the others run (burrow start). It is not asked for again. */
   tunnelRefused?(name: string, code: string, message: string): void;
+  /**
+   * A request to a tunnel was answered by the server's traffic policies and
+   * never came here (a POLICY note): for the inspector. Only an output that
+   * has this asks the server for them.
+   */
+  policyNote?(tunnel: TunnelView, note: PolicyNote): void;
   /** Round trip to the edge, from a PING's PONG (every keepalive interval). */
   latency?(ms: number): void;
   /**

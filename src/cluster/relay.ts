@@ -17,6 +17,7 @@ import { ResponseParser } from "../http/response-reader.ts";
 import { readOpenMeta, type OpenMeta, type RelayedMeta } from "../protocol/messages.ts";
 import type { AccessPolicy } from "../edge/access/policy.ts";
 import type { LayeredRun } from "../edge/traffic-policy/layered-run.ts";
+import type { ReadBody } from "../edge/traffic-policy/request-body.ts";
 import { filterRelayedResponse } from "../edge/traffic-policy/relayed-response.ts";
 import { ResponseFilter } from "../edge/traffic-policy/response-filter.ts";
 import { Mux, type SendResult, type Stream } from "../protocol/mux.ts";
@@ -55,7 +56,7 @@ export class RelayIn {
     });
     // the link is open: should the other node stop answering, this end goes too
     this.mux.keepAlive();
-    const onward: RelayForward = (down, t, meta, rewriteFor, policy) => this.forward(down, t, meta, rewriteFor, policy);
+    const onward: RelayForward = (down, t, meta, rewriteFor, policy, body) => this.forward(down, t, meta, rewriteFor, policy, body);
     this.httpDoor = new RelayedHttpDoor(registry, onward);
     this.tlsDoor = new RelayedTlsDoor(registry, onward);
     this.privateDoor = new RelayedPrivateDoor(registry);
@@ -105,10 +106,12 @@ export class RelayIn {
   private readonly privateDoor: RelayedPrivateDoor;
 
   /** `rewriteFor`: the request's method, when the tunnel's header rules (or `policy`, its traffic policies' run) change the response here. */
-  private forward(down: Stream, t: Tunnel, meta: RelayedMeta, rewriteFor?: string, policy?: { run: LayeredRun; minor: 0 | 1 }): void {
+  private forward(down: Stream, t: Tunnel, meta: RelayedMeta, rewriteFor?: string, policy?: { run: LayeredRun; minor: 0 | 1 }, body?: ReadBody): void {
     const { client: _, warn: __, ...forAgent } = meta;
     const up = t.agent?.openStream({ ...forAgent, tunnel: t.id });
     if (!up) return refuseRelayed(down);
+    // a body the policies read (its credit given as it was read): on to the agent before the stream's own bytes
+    if (body) for (const chunk of body.raw) up.write(chunk);
     if (policy && t.policy && rewriteFor !== undefined) {
       // the response through the tunnel's on_http_response, here where its rules live
       joinStreams(down, up);

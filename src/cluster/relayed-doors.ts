@@ -31,6 +31,8 @@ import { warningFor } from "../edge/warning.ts";
 import { connectFacts, judgeConnect } from "../edge/traffic-policy/connect.ts";
 import { judgeRequest, requestFacts } from "../edge/traffic-policy/http-request.ts";
 import { POLICY_RULES_FIELD, type LayeredRun } from "../edge/traffic-policy/layered-run.ts";
+import { bodyRefusal, withBody, type ReadBody } from "../edge/traffic-policy/request-body.ts";
+import { readRelayedBody } from "../edge/traffic-policy/stream-body.ts";
 import type { TunnelPolicy } from "../edge/traffic-policy/tunnel-policy.ts";
 import { joinStreams, refuseRelayed } from "./stream-pipe.ts";
 
@@ -44,6 +46,8 @@ export interface RelayedVisit extends Visit {
   secure?: boolean;
   /** The tunnel's traffic policies let it through: their run, for the head sent on and the response. */
   policy?: LayeredRun;
+  /** Its body, read for a traffic policy action that needs it: sent on to the agent first. */
+  body?: ReadBody;
 }
 
 /**
@@ -52,7 +56,7 @@ export interface RelayedVisit extends Visit {
  * head here; `policy`, its traffic policies' run when they judge the
  * response here.
  */
-export type RelayForward = (down: Stream, t: Tunnel, meta: RelayedMeta, rewriteFor?: string, policy?: { run: LayeredRun; minor: 0 | 1 }) => void;
+export type RelayForward = (down: Stream, t: Tunnel, meta: RelayedMeta, rewriteFor?: string, policy?: { run: LayeredRun; minor: 0 | 1 }, body?: ReadBody) => void;
 
 /** A relayed visit: the address the visitor's node judged (an older node: its peer's). */
 export function relayedClient(meta: RelayedMeta): string {
@@ -131,8 +135,15 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
     }
     if (!policy.request && !policy.response) return this.signInFlags(v, t);
     const facts = requestFacts(t, { client: v.client, clientPort, serverPort, openedAt: Date.now(), secure: v.secure!, host, head });
+    // an action that reads the body (verify-webhook): the body first, read here where the rules live
+    if (policy.body) {
+      const read = await readRelayedBody(v.down, head, policy.body);
+      if (!(typeof read === "object" && "raw" in read)) return bodyRefusal(read);
+      v.body = read;
+      withBody(facts.request!, read, policy.body);
+    }
     const access = t.access;
-    const judged = await judgeRequest(policy, facts, access ? () => this.signIn(v, t, access, head) : undefined);
+    const judged = await judgeRequest(policy, facts, access ? () => this.signIn(v, t, access, head) : undefined, t);
     if (judged instanceof Refusal) {
       if (judged.message?.endsWith(", rate-limit")) t.rateLimited?.();
       return judged;
@@ -189,7 +200,7 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
     let text = `${head.method} ${changed && head.target !== "*" ? changed.target : head.target} HTTP/1.${head.minor}\r\n`;
     for (const [name, value] of fields) text += `${name}: ${value}\r\n`;
     const judgesResponse = run && t.policy?.response ? { run, minor: head.minor } : undefined;
-    this.onward(v.down, t, { ...v.meta, head: `${text}\r\n` }, access?.rewritesResponse || judgesResponse ? head.method : undefined, judgesResponse);
+    this.onward(v.down, t, { ...v.meta, head: `${text}\r\n` }, access?.rewritesResponse || judgesResponse ? head.method : undefined, judgesResponse, v.body);
   }
 
   refuse(v: RelayedVisit, r: Refusal): void {

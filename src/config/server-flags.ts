@@ -545,7 +545,41 @@ export const SERVER_FLAGS = {
     arg: "N",
     default: "100000",
     help: "rate-limit buckets the policies' rate-limit action keeps in this process; past it the least recently used is forgotten",
-    details: "1000 to 10000000. Counts are kept per server process: each node of a cluster counts on its own.",
+    details: "1000 to 10000000. With several nodes (--database postgres://...) every node's counts are shared (--policy-rate-limit-sync).",
+  },
+  "policy-rate-limit-sync": {
+    type: "string",
+    env: true,
+    arg: "MS",
+    default: "250",
+    help: "with several nodes, how often each tells the others what its rate-limit buckets counted, in milliseconds",
+    details:
+      "50 to 10000. A request is judged on this node's counts, which lag the others' by about this much: over the cluster a bucket lets through at most its capacity and what the other nodes let through in one interval. 4,000 buckets are told an interval at most (the rest the next one).",
+  },
+  "policy-body-limit": {
+    type: "string",
+    env: true,
+    arg: "B",
+    default: "1048576",
+    help: "the largest request body the edge reads for a traffic policy action that needs one (verify-webhook, jwt-validation from a body)",
+    details:
+      "1024 to 67108864. Read only for tunnels whose policies have such an action, then passed on unchanged. A larger body is not read: the action that needs it answers 413, and a request no such action runs for goes on as it came.",
+  },
+  "policy-body-timeout": {
+    type: "string",
+    env: true,
+    arg: "S",
+    default: "30",
+    help: "seconds a request body read for a traffic policy action may take to arrive whole",
+    details: "1 to 3600. Past it the visitor gets 408 and the connection closes.",
+  },
+  "policy-body-memory": {
+    type: "string",
+    env: true,
+    arg: "B",
+    default: "67108864",
+    help: "bytes of request bodies the edge holds at once while it reads them for traffic policy actions, every request together",
+    details: "1048576 to 17179869184. A request that would go past it is answered 503 with Retry-After: 1.",
   },
   "webhook-allow-private": {
     type: "string",

@@ -106,7 +106,15 @@ export interface ServerConfig {
   /** Wrong basic-auth passwords one address may try on a tunnel before it is locked for a minute, doubling to 15. */
   basicAuthLimit: number;
   /** Traffic policies' caps (--policy-max-bytes, --policy-max-rules, --policy-cost-limit) and rate-limit buckets kept (--policy-rate-limit-buckets). */
-  policy: { limits: { maxDocumentBytes: number; maxRules: number; costLimit: number }; rateLimitBuckets: number; compileBudgetMs: number };
+  policy: {
+    limits: { maxDocumentBytes: number; maxRules: number; costLimit: number };
+    rateLimitBuckets: number;
+    /** --policy-rate-limit-sync: how often a node tells the others its rate-limit counts. */
+    rateLimitSyncMs: number;
+    compileBudgetMs: number;
+    /** Request bodies read for the actions that need them (--policy-body-limit, --policy-body-timeout, --policy-body-memory). */
+    body: { maxBytes: number; timeoutMs: number; memoryBytes: number };
+  };
   /** Failed agent handshakes a client address may make a minute before RATE_LIMITED. */
   handshakeLimit: number;
   /** On SIGTERM, how long visitor requests in flight may take to finish. */
@@ -282,7 +290,17 @@ const Schema = v.object({
   "policy-max-rules": bounded("policy-max-rules", 1, 100_000),
   "policy-cost-limit": bounded("policy-cost-limit", 100, 10_000_000),
   "policy-rate-limit-buckets": bounded("policy-rate-limit-buckets", 1000, 10_000_000),
+  "policy-rate-limit-sync": bounded("policy-rate-limit-sync", 50, 10_000),
   "policy-compile-budget": bounded("policy-compile-budget", 100, 600_000),
+  "policy-body-limit": bounded("policy-body-limit", 1024, 67_108_864),
+  "policy-body-timeout": bounded("policy-body-timeout", 1, 3600),
+  "policy-body-memory": v.pipe(
+    v.string(),
+    v.regex(/^[0-9]{1,11}$/, "--policy-body-memory must be a whole number of bytes from 1048576 to 17179869184"),
+    v.transform(Number),
+    v.minValue(1_048_576, "--policy-body-memory must be a whole number of bytes from 1048576 to 17179869184"),
+    v.maxValue(17_179_869_184, "--policy-body-memory must be a whole number of bytes from 1048576 to 17179869184"),
+  ),
   "max-agents-per-ip": count("max-agents-per-ip"),
   "drain-timeout": v.pipe(
     v.string(),
@@ -560,7 +578,9 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     policy: {
       limits: { maxDocumentBytes: o["policy-max-bytes"], maxRules: o["policy-max-rules"], costLimit: o["policy-cost-limit"] },
       rateLimitBuckets: o["policy-rate-limit-buckets"],
+      rateLimitSyncMs: o["policy-rate-limit-sync"],
       compileBudgetMs: o["policy-compile-budget"],
+      body: { maxBytes: o["policy-body-limit"], timeoutMs: o["policy-body-timeout"] * 1000, memoryBytes: o["policy-body-memory"] },
     },
     handshakeLimit: o["handshake-limit"],
     drainTimeoutMs: o["drain-timeout"] * 1000,

@@ -83,6 +83,8 @@ export interface HelloSaid {
   keep?: boolean;
   proxy: boolean;
   revoke?: boolean;
+  /** It wants POLICY notes (wire.ts) for its inspector. */
+  policyNotes?: boolean;
 }
 
 /** An agent's connection as its parts see it: who it is, its mux, and the two ways its handshake ends. */

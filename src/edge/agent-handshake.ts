@@ -360,7 +360,7 @@ export class AgentHandshake {
       if (admitted.resume) {
         registry.closeSession(admitted.resume, WireError.SESSION_REPLACED, "a newer connection of this agent took over", true);
       }
-      side.becameReady({ drain: hello.drain, keep: hello.keep, proxy: hello.proxy, revoke: hello.revoke });
+      side.becameReady({ drain: hello.drain, keep: hello.keep, proxy: hello.proxy, revoke: hello.revoke, policyNotes: hello.policy_notes });
       this.verdict.succeeded("READY");
       registry.attach(side, tunnels);
       // a private tunnel declared anew: who may reach it is asked again at each connector's next stream

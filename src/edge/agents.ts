@@ -11,7 +11,7 @@
 import * as v from "valibot";
 import { limitedLog, log } from "../log.ts";
 import { parseJsonPayload, ProtocolError } from "../protocol/frames.ts";
-import { Rotation, type OpenMeta } from "../protocol/messages.ts";
+import { Rotation, type OpenMeta, type PolicyNote } from "../protocol/messages.ts";
 import { Mux, type Stream } from "../protocol/mux.ts";
 import { DIRECT_DATA_PAYLOAD, FrameType, WireError, type FrameTypeValue } from "../protocol/wire.ts";
 import { strangerFault, type AgentSide, type AgentTransport, type EdgeContext, type HelloSaid } from "./agent-context.ts";
@@ -19,6 +19,7 @@ import { AgentHandshake } from "./agent-handshake.ts";
 import { AgentStreams } from "./agent-streams.ts";
 import { AgentTunnels } from "./agent-tunnels.ts";
 import { openStream } from "./open-stream.ts";
+import { NotePace } from "./traffic-policy/policy-notes.ts";
 
 /** Pool members going out of and back into rotation: an agent that flaps cannot flood the log. */
 const rotationLog = limitedLog(60);
@@ -47,6 +48,8 @@ export class AgentConnection implements AgentSide {
   proxy = false;
   /** Its HELLO said it understands REVOKE (one tunnel closed alone). */
   private revokes = false;
+  /** Its HELLO asked for POLICY notes; their pace (policy-notes.ts). */
+  private notes: NotePace | undefined;
   private readonly handshake: AgentHandshake;
   private readonly tunnels: AgentTunnels;
   private readonly streams: AgentStreams;
@@ -101,6 +104,15 @@ export class AgentConnection implements AgentSide {
     this.keeps = said.keep ?? false;
     this.proxy = said.proxy;
     this.revokes = said.revoke ?? false;
+    if (said.policyNotes) this.notes = new NotePace();
+  }
+
+  /** A request its tunnel's policies answered at the edge, told to its inspector; none past the pace (counted in the next one). */
+  notePolicy(note: PolicyNote): void {
+    if (!this.ready || !this.notes || this.mux.closed) return;
+    const skipped = this.notes.take(Date.now());
+    if (skipped === undefined) return;
+    this.mux.sendControl(FrameType.POLICY, skipped > 0 ? { ...note, skipped } : note);
   }
 
   /** A visitor's stream to the agent; undefined before READY, after the end, or when the mux refuses (open-stream.ts). */

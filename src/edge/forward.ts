@@ -100,6 +100,9 @@ export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardC
   const changed = ctx.policy?.request;
   const fields = changed ? changed.headers : full.fields;
   const unswitched = head.upgrade === undefined;
+  // the identity an openid-connect action gave (the visitor's own field was taken off before the run,
+  // traffic-policy/http-request.ts), unless the tunnel's sign-in flags say it below
+  const actionEmail = changed !== undefined && ctx.passed?.email === undefined;
   let forwardedFor: string | undefined;
   let forwarded: string | undefined;
   let line = `${full.method} ${changed && full.target !== "*" ? changed.target : full.target} HTTP/1.${full.minor}\r\n`;
@@ -117,7 +120,7 @@ export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardC
       host = undefined;
       continue;
     }
-    if (edgeSets(lower) || (unswitched && isUpgradeField(lower))) continue;
+    if ((edgeSets(lower) && !(actionEmail && lower === USER_EMAIL_HEADER)) || (unswitched && isUpgradeField(lower))) continue;
     if (unswitched && lower === "connection" && UPGRADE_OPTION.test(field[1])) {
       const rest = connectionWithoutUpgrade(field[1]);
       if (rest !== "") kept.push([field[0], rest]);

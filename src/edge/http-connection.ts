@@ -203,6 +203,16 @@ export class HttpConnection {
     this.occupant = occupant;
   }
 
+  /**
+   * The occupant lets go before the request is served: it read ahead for
+   * the server (a body a traffic policy reads), which goes on deciding;
+   * bytes from now on are held, as while a head is routed.
+   */
+  vacate(): void {
+    this.occupant = undefined;
+    this.routing = true;
+  }
+
   /** Bytes the occupant read past its request: the next request's, handled after release. */
   unread(bytes: Uint8Array): void {
     if (bytes.byteLength > 0) this.hold(bytes);

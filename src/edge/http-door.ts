@@ -21,6 +21,7 @@ import type { Registry, Tunnel } from "./registry.ts";
 import { connectFacts, judgeConnect } from "./traffic-policy/connect.ts";
 import { judgeRequest, requestFacts } from "./traffic-policy/http-request.ts";
 import type { LayeredRun } from "./traffic-policy/layered-run.ts";
+import { bodyRefusal, readConnectionBody, withBody, type BodyReading, type ReadBody } from "./traffic-policy/request-body.ts";
 import type { TunnelPolicy } from "./traffic-policy/tunnel-policy.ts";
 import { continueResponse, CONTINUE_PATH, warningDue, warningFor, type HeadView } from "./warning.ts";
 
@@ -191,6 +192,12 @@ export class HttpDoor implements Door<HttpVisit> {
       head,
       rawTarget: head.targetAsSent ? undefined : rawTargetOf(v.text, head.method),
     });
+    // an action that reads the body (verify-webhook): the body first, read within its limits
+    if (policy.body) {
+      const read = await this.readBody(v, t, head, policy.body);
+      if (read instanceof Refusal) return read;
+      withBody(facts.request!, read, policy.body);
+    }
     const access = t.access;
     const signIn = access
       ? () => {
@@ -199,13 +206,19 @@ export class HttpDoor implements Door<HttpVisit> {
           return access.signIn(req, new URL(req.url), v.client, v.hostHeader, secure);
         }
       : undefined;
-    const judged = await judgeRequest(policy, facts, signIn);
+    const judged = await judgeRequest(policy, facts, signIn, t);
     if (judged instanceof Refusal) {
       if (judged.message?.endsWith(", rate-limit")) t.rateLimited?.();
       return judged;
     }
     v.policy = judged.run;
     return this.warning(v, t, judged.passed);
+  }
+
+  /** The request's body for the actions that read it (request-body.ts); on an HTTP/1.1 connection, its bytes go back to it for forward(). */
+  protected async readBody(v: HttpVisit, _t: Tunnel, head: RequestHead, reading: BodyReading): Promise<ReadBody | Refusal> {
+    const read = await readConnectionBody(v.conn, head, reading);
+    return typeof read === "object" && "raw" in read ? read : bodyRefusal(read);
   }
 
   private signedIn(v: HttpVisit, t: Tunnel, passed: Passed | Response): Passed | undefined | Refusal {

@@ -20,6 +20,7 @@ import type { AccessPolicy } from "./access/policy.ts";
 import type { TunnelPool } from "./pool.ts";
 import type { LiveVisits } from "./judgement/live-visits.ts";
 import type { TunnelPolicy } from "./traffic-policy/tunnel-policy.ts";
+import type { PolicyNote } from "../protocol/messages.ts";
 
 /** What the registry needs of a connected agent. */
 export interface AgentLink {
@@ -28,6 +29,8 @@ export interface AgentLink {
   readonly tokenId: number;
   /** It serves h1 streams opened with `keep` (its HELLO said so). */
   readonly keeps?: boolean;
+  /** Tells it of a request its tunnel's traffic policies answered at the edge (POLICY), when it asked to be told. */
+  notePolicy?(note: PolicyNote): void;
   /** A new stream to the agent, or undefined when it cannot take one now. `end`: nothing follows from the edge. */
   openStream(meta: OpenMeta, end?: boolean): Stream | undefined;
   /** Tells the agent why (ERROR) and closes its connection. */

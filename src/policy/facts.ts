@@ -41,8 +41,10 @@ export interface RequestFacts {
   /** "1.1" */
   version?: string;
   headers: HeaderPairs;
-  /** The body, when an action that reads it (verify-webhook) is to run: at most MAX_BODY_BYTES. */
+  /** The body's content, when an action that reads it (verify-webhook) may run: at most the edge's limit (--policy-body-limit). */
   body?: Uint8Array;
+  /** The body is larger than the edge reads for the actions (this many bytes): it was not handed over. */
+  bodyLimit?: number;
   /** When the head was read, in ms since the epoch. */
   receivedAt?: number;
 }

@@ -59,5 +59,5 @@ export const COLLECTION_ESTIMATE = 50;
 /** The longest string or bytes value an expression may make (a concatenation, a replace, a join). */
 export const MAX_VALUE_BYTES = 1024 * 1024;
 
-/** The request body the actions that read it (verify-webhook) are given at most; a larger body fails them. */
+/** The request body the edge reads for the actions that need it (verify-webhook), by default (its --policy-body-limit); a larger one is not handed over. */
 export const MAX_BODY_BYTES = 1024 * 1024;

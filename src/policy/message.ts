@@ -36,6 +36,8 @@ export class WorkingRequest {
   version: string;
   headers: [string, string][];
   body?: Uint8Array;
+  /** The body was larger than the edge reads for the actions (facts.ts bodyLimit). */
+  bodyLimit?: number;
   receivedAt: number;
 
   constructor(facts: RequestFacts, now: number) {
@@ -49,6 +51,7 @@ export class WorkingRequest {
     this.version = facts.version ?? "1.1";
     this.headers = facts.headers.map(([n, v]) => [n, v]);
     this.body = facts.body;
+    if (facts.bodyLimit !== undefined) this.bodyLimit = facts.bodyLimit;
     this.receivedAt = facts.receivedAt ?? now;
   }
 

@@ -62,7 +62,7 @@ export class MemoryRateLimitStore implements RateLimitStore {
 }
 
 /** How long until one more request fits: the previous window's share has to shrink, or this window has to pass. */
-function retryAfter(b: Bucket, capacity: number, windowMs: number, elapsed: number): number {
+export function retryAfter(b: { current: number; previous: number }, capacity: number, windowMs: number, elapsed: number): number {
   if (b.current + 1 <= capacity && b.previous > 0) {
     // previous * (1 - (elapsed + t) / window) + current + 1 <= capacity
     const t = windowMs * (1 - (capacity - 1 - b.current) / b.previous) - elapsed;

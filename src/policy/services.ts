@@ -44,6 +44,12 @@ export interface OidcSettings {
   clientSecret: string;
   scopes: string[];
   allowEmails: string[];
+  /** ngrok's auth_id: names this sign-in's cookies, and the one /_burrow/oidc/login and /logout mean with ?auth_id=. */
+  authId?: string;
+  /** More parameters for the provider's authorization URL (ngrok's authz_url_params). */
+  authorizeParams?: Record<string, string>;
+  /** How long a session lasts, in seconds (ngrok's max_session_duration). */
+  maxSessionS?: number;
 }
 
 export interface KeySets {

@@ -53,6 +53,8 @@ export const Hello = v.pipe(
     partial: v.optional(v.boolean(), false),
     /** The agent understands REVOKE (wire.ts): one of its tunnels closed alone, the others going on. */
     revoke: v.optional(v.boolean(), false),
+    /** The agent wants POLICY notes (wire.ts): its tunnels' requests the traffic policies answered at the edge, for its inspector. */
+    policy_notes: v.optional(v.boolean(), false),
   }),
   v.check((h) => h.connect !== undefined || h.tunnels.length >= 1, "tunnels: at least one, unless connect"),
 );
@@ -84,6 +86,30 @@ export type Rotation = v.InferOutput<typeof Rotation>;
 /** edge -> agent: one tunnel of the session closed alone (wire.ts REVOKE), with the refusal its handshake would get now. */
 export const Revoke = v.object({ tunnel: v.pipe(v.string(), v.maxLength(64)), code: v.pipe(v.string(), v.maxLength(100)), message: v.pipe(v.string(), v.maxLength(1000)) });
 export type Revoke = v.InferOutput<typeof Revoke>;
+
+/** Bounds on what a POLICY note carries: it is shown, not acted on. */
+const noteText = (max: number) => v.pipe(v.string(), v.maxLength(max));
+
+/**
+ * edge -> agent: a request the traffic policies answered at the edge
+ * (wire.ts POLICY). `rules`: the tunnel's own rules that matched (a rule's
+ * name, or `#N`), in order; `ended`: the action that answered, and whose
+ * layer it was (the tunnel's own policy, or the server's operator, whose
+ * rules are not named); `logs`: the tunnel's own log actions' fields.
+ */
+export const PolicyNote = v.object({
+  tunnel: noteText(64),
+  method: noteText(32),
+  target: noteText(2048),
+  status: v.pipe(v.number(), v.integer(), v.minValue(100), v.maxValue(999)),
+  remote: v.optional(noteText(100)),
+  rules: v.pipe(v.array(noteText(100)), v.maxLength(20)),
+  ended: v.object({ by: v.picklist(["tunnel", "server"]), action: noteText(64), rule: v.optional(noteText(100)) }),
+  logs: v.optional(v.pipe(v.array(v.record(noteText(64), noteText(256))), v.maxLength(10))),
+  /** Notes left out (past the rate they are sent at) since the one before. */
+  skipped: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0))),
+});
+export type PolicyNote = v.InferOutput<typeof PolicyNote>;
 
 /** The edge's answer to a GET of CONNECT_PATH (wire.ts): where its direct port is, if it has one. */
 export const DirectPortAnswer = v.object({

@@ -55,7 +55,7 @@ export interface MuxOptions {
   role: "edge" | "agent";
   /** The peer opened a stream; set its handlers now. */
   onStream?(stream: Stream): void;
-  /** A control frame arrived: HELLO, READY, ERROR, GOAWAY, MOVE, DRAIN, ROTATION or REVOKE (PING and PONG are the mux's own: keepAlive(), onPong). */
+  /** A control frame arrived: HELLO, READY, ERROR, GOAWAY, MOVE, DRAIN, ROTATION, REVOKE or POLICY (PING and PONG are the mux's own: keepAlive(), onPong). */
   onControl?(type: FrameTypeValue, payload: Uint8Array): void;
   /** The mux is closed (by close() or a protocol error); close the transport. */
   onClose?(code: string, message: string): void;
@@ -462,6 +462,7 @@ export class Mux implements KeptAlive, StreamSession {
       case FrameType.DRAIN:
       case FrameType.ROTATION:
       case FrameType.REVOKE:
+      case FrameType.POLICY:
         this.opts.onControl?.(type, payload);
         return;
       case FrameType.OPEN:

@@ -75,6 +75,16 @@ export const FrameType = {
    * ERROR with the code, which ends its whole session.
    */
   REVOKE: 0x0a,
+  /**
+   * edge -> agent, stream 0: JSON (messages.ts PolicyNote). A visitor's
+   * request to one of the session's tunnels was answered by the edge's
+   * traffic policies (a deny, a rate limit, a failed sign-in...) and never
+   * reached the agent: which of the tunnel's own rules matched and which
+   * action ended it, for the agent's request inspector. Sent only to an
+   * agent whose HELLO asked (`policy_notes`), and at most a few a second:
+   * `skipped` counts those left out since the last one.
+   */
+  POLICY: 0x0b,
   /** opener -> acceptor: a new stream; JSON metadata (tunnel, kind, request head: messages.ts OpenMeta). */
   OPEN: 0x10,
   /** acceptor -> opener: the stream is accepted, its answer begins; JSON metadata (`{}` for h1 and tcp). */
@@ -117,6 +127,7 @@ export const CONTROL_FRAMES: ReadonlySet<number> = new Set([
   FrameType.DRAIN,
   FrameType.ROTATION,
   FrameType.REVOKE,
+  FrameType.POLICY,
 ]);
 
 /** Set in the type byte of OPEN, REPLY or DATA: the sender half-closes with this frame. */

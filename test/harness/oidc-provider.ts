@@ -1,12 +1,14 @@
 /**
- * A real OpenID provider for tests: `oidc-provider` (the certified Node
- * implementation) on 127.0.0.1, port 0, with one confidential test client
- * and its development sign-in pages (any login is an account; its email is
- * looked up in `emails`). Use with `await using`.
+ * Real OpenID providers for tests: `oidc-provider` (the certified Node
+ * implementation) on 127.0.0.1, port 0. startOidcProvider: one
+ * confidential test client and its development sign-in pages (any login is
+ * an account; its email is looked up in `emails`), for the code flow.
+ * startTokenIssuer: JWT access tokens by the client-credentials grant,
+ * for jwt-validation. Use with `await using`.
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { exportJWK, generateKeyPair } from "jose";
+import { exportJWK, generateKeyPair, type CryptoKey } from "jose";
 import Provider from "oidc-provider";
 import type { BrowserContext, Page } from "playwright-core";
 
@@ -57,6 +59,70 @@ export async function startOidcProvider(opts: { redirectUris: string[]; emails: 
   provider.on("grant.success", () => state.tokenRequests++);
   const callback = provider.callback();
   http.on("request", (req, res) => callback(req, res));
+  return state;
+}
+
+/** The confidential client of the token issuer: client credentials, its secret sent in the body. */
+export const TOKEN_CLIENT = { client_id: "svc", client_secret: "svc-secret-0123456789abcdef" };
+
+export interface TokenIssuer extends AsyncDisposable {
+  /** http://127.0.0.1:<port>: the tokens' `iss`; its key set is at `${issuer}/jwks`. */
+  issuer: string;
+  /** The provider's signing key (kid "k1"), for tokens the provider would not issue (expired ones). */
+  key: CryptoKey;
+  /** Fetches of the key set so far. */
+  jwksFetches: number;
+  /** A JWT access token (RFC 9068) for `resource`, its audience (default "urn:api"); its `sub` is the client id. */
+  token(resource?: string): Promise<string>;
+}
+
+/**
+ * A real OpenID provider that issues JWT access tokens by the
+ * client-credentials grant (through its resource indicators), on
+ * 127.0.0.1, port 0: what jwt-validation checks. Use with `await using`.
+ */
+export async function startTokenIssuer(): Promise<TokenIssuer> {
+  const http: Server = createServer();
+  await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
+  const issuer = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
+  const { privateKey } = await generateKeyPair("RS256", { extractable: true });
+  const provider = new Provider(issuer, {
+    clients: [{ ...TOKEN_CLIENT, grant_types: ["client_credentials"], redirect_uris: [], response_types: [], token_endpoint_auth_method: "client_secret_post" }],
+    jwks: { keys: [{ ...(await exportJWK(privateKey)), kid: "k1", alg: "RS256", use: "sig" }] },
+    features: {
+      clientCredentials: { enabled: true },
+      resourceIndicators: {
+        enabled: true,
+        defaultResource: () => "urn:api",
+        useGrantedResource: () => true,
+        getResourceServerInfo: (_ctx: unknown, resource: string) => ({ scope: "read", audience: resource, accessTokenFormat: "jwt", jwt: { sign: { alg: "RS256" } } }),
+      },
+    },
+  } as never);
+  const callback = provider.callback();
+  const state: TokenIssuer = {
+    issuer,
+    key: privateKey,
+    jwksFetches: 0,
+    async token(resource = "urn:api") {
+      const res = await fetch(`${issuer}/token`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({ grant_type: "client_credentials", resource, scope: "read", ...TOKEN_CLIENT }),
+      });
+      const body = (await res.json()) as { access_token?: string };
+      if (!body.access_token) throw new Error(`no token: ${JSON.stringify(body)}`);
+      return body.access_token;
+    },
+    async [Symbol.asyncDispose]() {
+      http.closeAllConnections();
+      await new Promise<void>((resolve) => http.close(() => resolve()));
+    },
+  };
+  http.on("request", (req, res) => {
+    if (req.url?.startsWith("/jwks")) state.jwksFetches++;
+    callback(req, res);
+  });
   return state;
 }
 

@@ -7,59 +7,23 @@
  * key, with an algorithm not allowed, missing, in a cookie, in a body.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
-import { exportJWK, generateKeyPair, SignJWT } from "jose";
-import Provider from "oidc-provider";
+import { generateKeyPair, SignJWT } from "jose";
 import { defaultServices, RemoteKeySets, type PolicyServices } from "../../src/policy/index.ts";
+import { startTokenIssuer, TOKEN_CLIENT as CLIENT, type TokenIssuer } from "../harness/oidc-provider.ts";
 import { answered, policyOf, requestInput } from "./policy-harness.ts";
 
-const CLIENT = { client_id: "svc", client_secret: "svc-secret-0123456789abcdef" };
-let http: Server;
+let provider: TokenIssuer;
 let issuer: string;
-let jwksFetches = 0;
 
 beforeAll(async () => {
-  http = createServer();
-  await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
-  issuer = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
-  const { privateKey } = await generateKeyPair("RS256", { extractable: true });
-  const provider = new Provider(issuer, {
-    clients: [{ ...CLIENT, grant_types: ["client_credentials"], redirect_uris: [], response_types: [], token_endpoint_auth_method: "client_secret_post" }],
-    jwks: { keys: [{ ...(await exportJWK(privateKey)), kid: "k1", alg: "RS256", use: "sig" }] },
-    features: {
-      clientCredentials: { enabled: true },
-      resourceIndicators: {
-        enabled: true,
-        defaultResource: () => "urn:api",
-        useGrantedResource: () => true,
-        getResourceServerInfo: (_ctx: unknown, resource: string) => ({ scope: "read", audience: resource, accessTokenFormat: "jwt", jwt: { sign: { alg: "RS256" } } }),
-      },
-    },
-  } as never);
-  const callback = provider.callback();
-  http.on("request", (req, res) => {
-    if (req.url?.startsWith("/jwks")) jwksFetches++;
-    callback(req, res);
-  });
+  provider = await startTokenIssuer();
+  issuer = provider.issuer;
 });
 
-afterAll(async () => {
-  http?.closeAllConnections();
-  await new Promise<void>((resolve) => http?.close(() => resolve()));
-});
+afterAll(() => provider?.[Symbol.asyncDispose]());
 
 /** A JWT access token from the provider, for `resource` (its audience). */
-async function token(resource = "urn:api"): Promise<string> {
-  const res = await fetch(`${issuer}/token`, {
-    method: "POST",
-    headers: { "content-type": "application/x-www-form-urlencoded" },
-    body: new URLSearchParams({ grant_type: "client_credentials", resource, scope: "read", ...CLIENT }),
-  });
-  const body = (await res.json()) as { access_token?: string; error?: string };
-  if (!body.access_token) throw new Error(`no token: ${JSON.stringify(body)}`);
-  return body.access_token;
-}
+const token = (resource = "urn:api") => provider.token(resource);
 
 const policy = (services: PolicyServices, extra = "") =>
   policyOf(
@@ -145,9 +109,9 @@ describe("jwt-validation with oidc-provider's tokens and key set", () => {
     const services = loopback();
     const p = policy(services);
     const t = await token();
-    const before = jwksFetches;
+    const before = provider.jwksFetches;
     for (let i = 0; i < 5; i++) expect((await p.run("on_http_request", bearer(t))).verdict.kind).toBe("continue");
-    expect(jwksFetches - before).toBe(1);
+    expect(provider.jwksFetches - before).toBe(1);
   });
 
   test("a plain-http key set is taken only when the server allows loopback issuers (else https only)", async () => {

@@ -39,7 +39,11 @@ describe("openid-connect", () => {
     expect(h).toContainEqual(["Cookie", "theirs=1"]);
     expect(h.filter(([n]) => n.toLowerCase() === "x-burrow-user-email")).toEqual([["x-burrow-user-email", "ann@example.com"]]);
     expect(asked).toEqual([
-      { target: "/x?y=1", secure: true, settings: { issuer: "https://accounts.example.com", clientId: "burrow", clientSecret: "s3cret-client-secret", scopes: ["openid", "email"], allowEmails: ["@example.com"] } },
+      {
+        target: "/x?y=1",
+        secure: true,
+        settings: { issuer: "https://accounts.example.com", clientId: "burrow", clientSecret: "s3cret-client-secret", scopes: ["openid", "email"], allowEmails: ["@example.com"], maxSessionS: 12 * 3600 },
+      },
     ]);
   });
 
@@ -58,5 +62,41 @@ describe("openid-connect", () => {
     const errors = errorsOf(yaml.replace("https://accounts.example.com", "http://accounts.example.com").replace('"@example.com"', '"not an email"'));
     expect(errors.map((e) => e.path)).toEqual(["on_http_request[0].actions[0].config.issuer_url", "on_http_request[0].actions[0].config.allow_emails[0]"]);
     expect(JSON.stringify(errors)).not.toContain("s3cret");
+  });
+
+  test("ngrok's other fields: auth_id, authz_url_params, max_session_duration and scopes (openid and email always asked) reach the sign-in", async () => {
+    let seen: unknown;
+    const oidc: OidcAdapter = {
+      async admit(_request, settings) {
+        seen = settings;
+        return { kind: "signed-in", email: "ann@example.com", stripCookies: [] };
+      },
+    };
+    const p = policyOf(
+      yaml.replace("scopes: [openid, email]", "scopes: [groups]\n          auth_id: corp\n          authz_url_params: { prompt: login }\n          max_session_duration: 2h"),
+      { services: defaultServices({ oidc }) },
+    );
+    await p.run("on_http_request", requestInput());
+    expect(seen).toMatchObject({ scopes: ["openid", "email", "groups"], authId: "corp", authorizeParams: { prompt: "login" }, maxSessionS: 7200 });
+  });
+
+  test("allow_cors_preflight: a preflight passes unsigned; without it, or for any other request, the sign-in is asked", async () => {
+    let asked = 0;
+    const oidc: OidcAdapter = { admit: async () => (asked++, { kind: "respond", response: { status: 401, headers: [], body: "" } }) };
+    const preflight = requestInput({ method: "OPTIONS", headers: [["Origin", "https://app.example.com"], ["Access-Control-Request-Method", "POST"]] });
+    const open = policyOf(yaml.replace("scopes: [openid, email]", "scopes: [openid, email]\n          allow_cors_preflight: true"), { services: defaultServices({ oidc }) });
+    expect((await open.run("on_http_request", preflight)).verdict.kind).toBe("continue");
+    expect(asked).toBe(0);
+    expect(answered(await open.run("on_http_request", requestInput({ method: "OPTIONS" })))?.status).toBe(401);
+    const shut = policyOf(yaml, { services: defaultServices({ oidc }) });
+    expect(answered(await shut.run("on_http_request", preflight))?.status).toBe(401);
+    expect(asked).toBe(2);
+  });
+
+  test("refused at load: a flow parameter in authz_url_params, a session past 720h, an auth_id that cannot name a cookie", () => {
+    const config = (more: string) => yaml.replace("scopes: [openid, email]", `scopes: [openid, email]\n          ${more}`);
+    const checked = errorsOf(config("authz_url_params: { state: x }\n          max_session_duration: 9000h"));
+    expect(checked.map((e) => e.path).sort()).toEqual(["on_http_request[0].actions[0].config.authz_url_params.state", "on_http_request[0].actions[0].config.max_session_duration"]);
+    expect(errorsOf(config('auth_id: "a b"')).map((e) => e.path)).toEqual(["on_http_request[0].actions[0].config.auth_id"]);
   });
 });

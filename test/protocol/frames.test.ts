@@ -50,6 +50,7 @@ const roundTrips: { type: FrameTypeValue; stream: number; payload: Uint8Array }[
   { type: FrameType.DRAIN, stream: 0, payload: jsonPayload({}) },
   { type: FrameType.ROTATION, stream: 0, payload: jsonPayload({ tunnel: "web", in: false }) },
   { type: FrameType.REVOKE, stream: 0, payload: jsonPayload({ tunnel: "web", code: "PROTOCOL_DENIED", message: "no more tcp" }) },
+  { type: FrameType.POLICY, stream: 0, payload: jsonPayload({ tunnel: "web", method: "GET", target: "/admin", status: 403, rules: ["no admin"], ended: { by: "tunnel", action: "deny", rule: "no admin" } }) },
   { type: FrameType.OPEN, stream: 2, payload: jsonPayload({ tunnel: "t1", kind: "http", remote: "1.2.3.4:5" }) },
   { type: FrameType.REPLY, stream: 1, payload: jsonPayload({ status: 200, headers: [["a", "b"]] }) },
   { type: FrameType.DATA, stream: MAX_STREAM_ID, payload: new Uint8Array([0, 255, 0, 255]) },

@@ -7,38 +7,17 @@
  * audience, signed by another key, missing; curl as the client.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
-import { exportJWK, generateKeyPair, SignJWT, type CryptoKey } from "jose";
-import Provider from "oidc-provider";
+import { generateKeyPair, SignJWT } from "jose";
+import { startTokenIssuer, TOKEN_CLIENT as CLIENT, type TokenIssuer } from "../harness/oidc-provider.ts";
 import { withPolicy, type Echoed, type PolicyTunnel } from "./rig.ts";
 
-const CLIENT = { client_id: "svc", client_secret: "svc-secret-0123456789abcdef" };
-let http: Server;
+let provider: TokenIssuer;
 let issuer: string;
-let providerKey: CryptoKey;
 let t: PolicyTunnel;
 
 beforeAll(async () => {
-  http = createServer();
-  await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
-  issuer = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
-  const { privateKey } = await generateKeyPair("RS256", { extractable: true });
-  providerKey = privateKey;
-  const provider = new Provider(issuer, {
-    clients: [{ ...CLIENT, grant_types: ["client_credentials"], redirect_uris: [], response_types: [], token_endpoint_auth_method: "client_secret_post" }],
-    jwks: { keys: [{ ...(await exportJWK(privateKey)), kid: "k1", alg: "RS256", use: "sig" }] },
-    features: {
-      clientCredentials: { enabled: true },
-      resourceIndicators: {
-        enabled: true,
-        defaultResource: () => "urn:api",
-        useGrantedResource: () => true,
-        getResourceServerInfo: (_ctx: unknown, resource: string) => ({ scope: "read", audience: resource, accessTokenFormat: "jwt", jwt: { sign: { alg: "RS256" } } }),
-      },
-    },
-  } as never);
-  http.on("request", provider.callback());
+  provider = await startTokenIssuer();
+  issuer = provider.issuer;
   t = await withPolicy(
     `
 on_http_request:
@@ -61,21 +40,11 @@ on_http_request:
 
 afterAll(async () => {
   await t?.close();
-  http?.closeAllConnections();
-  await new Promise<void>((resolve) => http?.close(() => resolve()));
+  await provider?.[Symbol.asyncDispose]();
 });
 
 /** A JWT access token from the provider, for `resource` (its audience). */
-async function token(resource = "urn:api"): Promise<string> {
-  const res = await fetch(`${issuer}/token`, {
-    method: "POST",
-    headers: { "content-type": "application/x-www-form-urlencoded" },
-    body: new URLSearchParams({ grant_type: "client_credentials", resource, scope: "read", ...CLIENT }),
-  });
-  const body = (await res.json()) as { access_token?: string };
-  if (!body.access_token) throw new Error(`no token: ${JSON.stringify(body)}`);
-  return body.access_token;
-}
+const token = (resource = "urn:api") => provider.token(resource);
 
 const bearer = (jwt: string) => ["-H", `Authorization: Bearer ${jwt}`];
 
@@ -96,7 +65,7 @@ describe("jwt-validation on a live tunnel", () => {
       .setAudience("urn:api")
       .setIssuedAt(Math.floor(Date.now() / 1000) - 7200)
       .setExpirationTime(Math.floor(Date.now() / 1000) - 3600)
-      .sign(providerKey);
+      .sign(provider.key);
     expect((await t.curl("/", bearer(expired))).status).toBe(401);
     expect((await t.curl("/", bearer(await token("urn:other")))).status).toBe(401);
     const { privateKey } = await generateKeyPair("RS256");

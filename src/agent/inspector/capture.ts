@@ -7,7 +7,7 @@
  * base64 wait until someone asks (json.ts).
  */
 import { WebSocketFrameReader, type WsMessage as ReadMessage } from "../../http/ws-frame-reader.ts";
-import type { HeaderList } from "../../protocol/messages.ts";
+import type { HeaderList, PolicyNote } from "../../protocol/messages.ts";
 import type { TunnelView } from "../output.ts";
 import { BodyCapture, KeptBytes } from "./body.ts";
 import { MAX_BODY_BYTES, WS_MESSAGE_BYTES, WS_MESSAGES_KEPT } from "./limits.ts";
@@ -125,6 +125,8 @@ export class Capture implements ExchangeTap {
   announced = false;
   /** Bytes of bodies and messages it holds: its share of the store's budget. */
   private kept = 0;
+  /** Answered by the server's traffic policies, never reaching this agent (a POLICY note): what they said. */
+  answeredAtEdge: PolicyNote | undefined;
 
   private requestHead: CapturedHead | undefined;
 
@@ -218,6 +220,13 @@ export class Capture implements ExchangeTap {
   responseChunk(chunk: Uint8Array): void {
     if (this.evicted) return;
     this.keep((this.reply ??= new BodyCapture(MAX_BODY_BYTES)).add(chunk));
+  }
+
+  /** The server's traffic policies answered it (a POLICY note): its status, and what matched and ended it. */
+  edgeAnswer(note: PolicyNote): void {
+    this.answeredAtEdge = note;
+    this.response(note.status, []);
+    this.done();
   }
 
   done(): void {

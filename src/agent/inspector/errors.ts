@@ -28,7 +28,7 @@ export const INSPECTOR_ERRORS = {
   /** The capture cannot be sent again as it was (its body was cut, or it is a WebSocket). */
   NOT_REPLAYABLE: {
     status: 409,
-    meaning: "The capture cannot be sent again as it was: its body was kept only up to 1 MiB, or it is a WebSocket.",
+    meaning: "The capture cannot be sent again as it was: its body was kept only up to 1 MiB, it is a WebSocket, or the server's traffic policy answered it (it never reached the agent).",
     advice: "Replay it with a body of your own (Edit and replay).",
   },
   PAYLOAD_TOO_LARGE: {

@@ -41,7 +41,27 @@ export function summaryJson(c: Capture) {
     replay_of: c.replayOf ?? null,
     route: c.route ?? null,
     websocket: c.ws ? { messages_from_visitor: c.ws.fromVisitor, messages_from_service: c.ws.fromService } : undefined,
+    // answered by the server's traffic policies: it never reached this agent
+    answered_by: c.answeredAtEdge ? ("edge" as const) : ("service" as const),
   };
+}
+
+/** The edge's field naming the tunnel's own rules that matched a request it sent on (edge/traffic-policy/layered-run.ts). */
+const POLICY_RULES_FIELD = "x-burrow-policy-rules";
+
+/**
+ * What the tunnel's traffic policies did with the request, read when
+ * someone looks: for one they answered, the note the server sent (its
+ * rules, the action that ended it, whose layer that was, its log fields);
+ * for one they let through, the rules the server named in its field.
+ * Null when no rule of the tunnel's matched.
+ */
+function policyJson(c: Capture) {
+  const note = c.answeredAtEdge;
+  if (note) return { rules: note.rules, ended: note.ended, logs: note.logs ?? [], skipped_before: note.skipped ?? 0 };
+  const named = headerValue(c.head.headers, POLICY_RULES_FIELD);
+  if (named === undefined) return null;
+  return { rules: named.split(",").map((r) => r.trim()).filter((r) => r !== ""), ended: null, logs: [], skipped_before: 0 };
 }
 
 function bodyJson(body: BodyCapture, headers: HeaderList | undefined) {
@@ -68,6 +88,7 @@ export function detailJson(c: Capture) {
     ...summaryJson(c),
     request: { method: c.head.method, path: c.head.path, headers: c.head.headers, body: bodyJson(c.requestBody, c.head.headers) },
     response: c.status === undefined ? null : { status: c.status, headers: c.responseHeaders ?? [], body: bodyJson(c.responseBody, c.responseHeaders) },
+    policy: policyJson(c),
     websocket: c.ws
       ? {
           messages_from_visitor: c.ws.fromVisitor,

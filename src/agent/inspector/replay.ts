@@ -45,6 +45,8 @@ const BODILESS = new Set(["GET", "HEAD", "DELETE", "OPTIONS", "TRACE"]);
 /** The request a replay sends: the original's head with the edits applied, as head text, and its body. */
 export function replayRequest(original: Capture, edits: ReplayEdits): { head: string; body: Uint8Array } {
   if (original.kind === "ws") throw new InspectorError("NOT_REPLAYABLE", "a WebSocket cannot be replayed");
+  // the server's traffic policies answered it: its headers and body never came here
+  if (original.answeredAtEdge) throw new InspectorError("NOT_REPLAYABLE", "the server's traffic policy answered this request: it never reached this agent, so its headers and body are not known");
   if (edits.body === undefined && original.requestBody.truncated) {
     throw new InspectorError("NOT_REPLAYABLE", `the request body was captured only up to ${MAX_BODY_BYTES} bytes; send a body with the replay to replace it`);
   }

@@ -62,7 +62,12 @@ export class Inspector {
       this.flows.heard(e);
       out.flow?.(e);
     };
-    return relayOutput(out, { ready, flow });
+    // a request the server's traffic policies answered never comes here: its note is listed instead
+    const policyNote: AgentOutput["policyNote"] = (tunnel, note) => {
+      store.answeredAtEdge(tunnel, note);
+      out.policyNote?.(tunnel, note);
+    };
+    return relayOutput(out, { ready, flow, policyNote });
   }
 
   stop(): void {

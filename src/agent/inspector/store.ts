@@ -5,6 +5,7 @@
  * and the source of the live stream, which gets what changed in batches
  * (STREAM_BATCH_MS) and only while someone listens.
  */
+import type { PolicyNote } from "../../protocol/messages.ts";
 import type { TunnelView } from "../output.ts";
 import { Capture, type CaptureOwner } from "./capture.ts";
 import { MAX_TOTAL_BODY_BYTES, STREAM_BATCH_MS } from "./limits.ts";
@@ -49,6 +50,12 @@ export class CaptureStore implements RequestTaps, CaptureOwner {
     this.count++;
     this.changed(capture);
     return capture;
+  }
+
+  /** A request the server's traffic policies answered (a POLICY note): listed as one, marked as the edge's answer. */
+  answeredAtEdge(tunnel: TunnelView, note: PolicyNote): void {
+    const capture = this.begin(tunnel, { method: note.method, path: note.target, headers: [], websocket: false, remote: note.remote ?? "" });
+    capture?.edgeAnswer(note);
   }
 
   get(id: number): Capture | undefined {

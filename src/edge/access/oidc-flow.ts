@@ -64,6 +64,8 @@ export interface FlowOptions {
   scope?: string;
   /** Ask the userinfo endpoint for `groups` when the ID token lacks them. */
   wantGroups?: boolean;
+  /** More parameters for the authorization URL (a policy's `authz_url_params`); the flow's own are never replaced. */
+  authorizeParams?: Readonly<Record<string, string>>;
 }
 
 export class OidcFlow {
@@ -95,6 +97,7 @@ export class OidcFlow {
     const state = oauth.generateRandomState();
     const nonce = oauth.generateRandomNonce();
     const authorize = new URL(this.provider.metadata.authorization_endpoint!);
+    for (const [name, value] of Object.entries(this.options.authorizeParams ?? {})) authorize.searchParams.set(name, value);
     authorize.searchParams.set("client_id", this.client.client_id);
     authorize.searchParams.set("redirect_uri", this.redirectUri(host, secure));
     authorize.searchParams.set("response_type", "code");

@@ -27,6 +27,19 @@ export interface OidcSettings {
   allowEmails?: string[];
 }
 
+/** What a gate may have apart from today's flags' (the openid-connect action's config). */
+export interface GateOptions {
+  /** Its cookies' names (several sign-ins on one host each keep their own); default burrow_session and burrow_oidc_flow. */
+  sessionCookie?: string;
+  flowCookie?: string;
+  /** How long a session lasts; default SESSION_MAX_AGE_S. */
+  sessionMaxAgeS?: number;
+  /** Scopes asked for; default "openid email". */
+  scope?: string;
+  /** More parameters for the provider's authorization URL. */
+  authorizeParams?: Readonly<Record<string, string>>;
+}
+
 export type Callback = { kind: "signed-in"; email: string; to: string; cookie: string } | { kind: "refused"; status: 400 | 403; why: string };
 
 export class OidcGate {
@@ -34,11 +47,18 @@ export class OidcGate {
   private readonly flow: OidcFlow;
   private readonly addresses = new Set<string>();
   private readonly domains = new Set<string>();
+  /** The session cookie's and the flow cookie's names. */
+  readonly sessionCookie: string;
+  readonly flowCookie: string;
+  private readonly maxAgeS: number;
 
-  constructor(provider: OidcProvider, settings: OidcSettings, tunnelName: string) {
+  constructor(provider: OidcProvider, settings: OidcSettings, tunnelName: string, options: GateOptions = {}) {
     const keys = deriveKeys(tunnelName, provider.issuer, settings);
     this.sessionKey = keys.session;
-    this.flow = new OidcFlow(provider, settings, keys.flow, { callbackPath: CALLBACK_PATH, flowCookie: FLOW_COOKIE });
+    this.sessionCookie = options.sessionCookie ?? SESSION_COOKIE;
+    this.flowCookie = options.flowCookie ?? FLOW_COOKIE;
+    this.maxAgeS = options.sessionMaxAgeS ?? SESSION_MAX_AGE_S;
+    this.flow = new OidcFlow(provider, settings, keys.flow, { callbackPath: CALLBACK_PATH, flowCookie: this.flowCookie, scope: options.scope, authorizeParams: options.authorizeParams });
     for (const rule of settings.allowEmails ?? []) (rule.startsWith("@") ? this.domains : this.addresses).add(rule.toLowerCase());
   }
 
@@ -51,7 +71,7 @@ export class OidcGate {
 
   /** The email of a valid session cookie on this request, or undefined (none, expired, tampered, or no longer allowed). */
   async session(req: Request, host: string): Promise<string | undefined> {
-    const token = cookieValue(req.headers.get("cookie"), SESSION_COOKIE);
+    const token = cookieValue(req.headers.get("cookie"), this.sessionCookie);
     if (!token) return undefined;
     try {
       const { payload } = await jwtVerify(token, this.sessionKey, { algorithms: ["HS256"], audience: host });
@@ -78,10 +98,25 @@ export class OidcGate {
     const session = await new SignJWT({ email })
       .setProtectedHeader({ alg: "HS256" })
       .setIssuedAt()
-      .setExpirationTime(`${SESSION_MAX_AGE_S}s`)
+      .setExpirationTime(`${this.maxAgeS}s`)
       .setAudience(host)
       .sign(this.sessionKey);
-    return { kind: "signed-in", email, to: end.carried.to ?? "/", cookie: oidcCookie(SESSION_COOKIE, session, { path: "/", maxAge: SESSION_MAX_AGE_S, secure }) };
+    return { kind: "signed-in", email, to: end.carried.to ?? "/", cookie: oidcCookie(this.sessionCookie, session, { path: "/", maxAge: this.maxAgeS, secure }) };
+  }
+
+  /** This gate's sign-in is under way on the request (its flow cookie came with it). */
+  inFlow(req: Request): boolean {
+    return cookieValue(req.headers.get("cookie"), this.flowCookie) !== undefined;
+  }
+
+  /** Set-Cookie that ends this gate's sign-in flow's cookie. */
+  endFlowCookie(secure: boolean): string {
+    return oidcCookie(this.flowCookie, "", { path: CALLBACK_PATH, maxAge: 0, secure });
+  }
+
+  /** Set-Cookie that ends this gate's session (signing out). */
+  endSessionCookie(secure: boolean): string {
+    return oidcCookie(this.sessionCookie, "", { path: "/", maxAge: 0, secure });
   }
 
   /** Set-Cookie that ends the sign-in flow's cookie (after the callback, either way). */

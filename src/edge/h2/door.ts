@@ -9,12 +9,16 @@
  */
 import { ErrorCode } from "../../http2/wire.ts";
 import type { OpenMeta, RelayedMeta } from "../../protocol/messages.ts";
+import type { RequestHead } from "../../http/request-head.ts";
 import type { Passed } from "../access/policy.ts";
 import { requestHeadText, type ForwardContext } from "../forward.ts";
 import { HttpDoor, type HttpDoorDeps, type HttpVisit } from "../http-door.ts";
+import { Refusal } from "../judgement/pipeline.ts";
 import { badGatewayPage } from "../pages.ts";
 import type { Tunnel } from "../registry.ts";
 import { RequestStream } from "../request-stream.ts";
+import { bodyRefusal, type BodyReading, type ReadBody } from "../traffic-policy/request-body.ts";
+import { readH2Body } from "../traffic-policy/stream-body.ts";
 import { H2Exchange, type Answered } from "./exchange.ts";
 import type { H2Session } from "./session.ts";
 import type { H2Visit } from "./visit.ts";
@@ -35,7 +39,30 @@ export class H2Door extends HttpDoor {
     if (ctx.policy && t.policy?.response) return visit.stream.reset(ErrorCode.HTTP_1_1_REQUIRED);
     forwardStream(visit, visit.session, t, ctx, this.deps.answered);
   }
+
+  /**
+   * The stream's body for the actions that read it, taken from its DATA
+   * (stream-body.ts) and sent on first by H2Exchange. A tunnel whose
+   * response rules would have the stream sent again over HTTP/1.1 (forward)
+   * is asked that at once, before a body is read for nothing.
+   */
+  protected override async readBody(v: HttpVisit, t: Tunnel, head: RequestHead, reading: BodyReading): Promise<ReadBody | Refusal> {
+    if (t.policy?.response) return HTTP_1_1_REQUIRED;
+    const visit = v as H2Visit;
+    const read = await readH2Body(visit.stream, head, reading);
+    if (!(typeof read === "object" && "raw" in read)) return bodyRefusal(read);
+    visit.body = read;
+    return read;
+  }
+
+  override refuse(v: HttpVisit, r: Refusal): void {
+    if (r === HTTP_1_1_REQUIRED) return (v as H2Visit).stream.reset(ErrorCode.HTTP_1_1_REQUIRED);
+    super.refuse(v, r);
+  }
 }
+
+/** A stream the door asks to be sent again over HTTP/1.1 (RFC 9113 §7): its tunnel's response rules judge HTTP/1.1 bytes. */
+const HTTP_1_1_REQUIRED = new Refusal("access", "HTTP_1_1_REQUIRED");
 
 /**
  * Forwards `v`'s stream through `tunnel`'s agent, or answers the 502 page

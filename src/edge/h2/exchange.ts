@@ -109,6 +109,15 @@ export class H2Exchange implements StreamUser, ResponseSink {
     h2.onReset = () => this.visitorReset();
     h2.onDrain = () => this.visitorDrained();
     if (this.requestDone) return;
+    // a body read for the traffic policies (edge/traffic-policy/stream-body.ts) goes first: its bytes
+    // were credited as they were read; those that came after, as any
+    const read = this.v.body;
+    if (read) {
+      this.v.body = undefined;
+      for (const chunk of read.raw) this.carry(chunk);
+      for (const chunk of read.after) this.data(chunk);
+      if (read.complete || read.ended) return this.requestEnd();
+    }
     // a request's trailer fields are not passed on (a proxy may drop them: RFC 9110 §6.5.1)
     h2.onData = (chunk) => this.data(chunk);
     h2.onEnd = () => this.requestEnd();
@@ -122,6 +131,14 @@ export class H2Exchange implements StreamUser, ResponseSink {
     this.tunnel.countIn(bytes.byteLength);
     if (this.stream.write(bytes)) this.h2.consumed(chunk.byteLength);
     else this.owedToVisitor += chunk.byteLength;
+  }
+
+  /** Body bytes the visitor was credited for already: on to the tunnel's stream, nothing owed back. */
+  private carry(chunk: Uint8Array): void {
+    if (this.finished || chunk.byteLength === 0) return;
+    const bytes = this.chunked ? encodeChunk(chunk) : chunk;
+    this.tunnel.countIn(bytes.byteLength);
+    this.stream.write(bytes);
   }
 
   private requestEnd(): void {

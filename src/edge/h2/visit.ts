@@ -3,9 +3,13 @@ import type { H2Stream } from "../../http2/stream.ts";
 import type { RequestHead } from "../../http/request-head.ts";
 import type { HttpConnection } from "../http-connection.ts";
 import { HttpVisit } from "../http-door.ts";
+import type { H2Body } from "../traffic-policy/stream-body.ts";
 import type { H2Session } from "./session.ts";
 
 export class H2Visit extends HttpVisit {
+  /** Its body, read for a traffic policy action that needs it: H2Exchange sends these bytes first. */
+  body: H2Body | undefined;
+
   constructor(
     conn: HttpConnection,
     /** The HTTP/1.1 head the stream stands for (http2/http1.ts), and its text. */

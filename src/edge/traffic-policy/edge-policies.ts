@@ -1,7 +1,7 @@
 /**
  * The edge's traffic policies: what it lends every run (one set of
  * services: the clock, the rate limits' counts in this process, the JWKS
- * key sets), the caps a policy is loaded under (the server's --policy-*
+ * key sets, the OIDC sign-in), the caps a policy is loaded under (the server's --policy-*
  * flags), a tunnel's own policy compiled at its handshake, and the
  * operator's layers (the admin API's /api/policies), which cover live
  * tunnels by scope: the whole server, a user, a hostname or wildcard.
@@ -13,9 +13,11 @@
 import { createHash } from "node:crypto";
 import { AppError } from "../../core/errors.ts";
 import { log } from "../../log.ts";
-import { defaultServices, formatPolicyError, loadPolicy, MemoryRateLimitStore, type Policy, type PolicyLimits, type PolicyServices } from "../../policy/index.ts";
+import { defaultServices, formatPolicyError, loadPolicy, MAX_BODY_BYTES, MemoryRateLimitStore, type Policy, type PolicyLimits, type PolicyServices, type RateLimitStore } from "../../policy/index.ts";
 import { hostnameCovers } from "../../validate/hostname.ts";
 import type { Tunnel } from "../registry.ts";
+import { BodyMemory, type BodyReading } from "./body-reading.ts";
+import { PolicySignIn } from "./oidc-sign-in.ts";
 import { TunnelPolicy } from "./tunnel-policy.ts";
 
 /** What an operator's policy covers. */
@@ -34,13 +36,21 @@ export interface EdgePolicyOptions {
   limits?: Partial<PolicyLimits>;
   /** Rate-limit buckets kept in this process (--policy-rate-limit-buckets). */
   rateLimitBuckets?: number;
+  /** Where the rate limits count (a cluster's, shared by its nodes); default in this process, rateLimitBuckets of them. */
+  rateLimits?: RateLimitStore;
   /** Plain-http JWKS URLs on loopback are taken (--oidc-http-issuers loopback). */
   httpLoopback?: boolean;
   /** --basic-auth-limit, for the basic-auth action. */
   basicAuthLimit?: number;
   /** Milliseconds of compiling one user's tunnel policies may take a minute (--policy-compile-budget). */
   compileBudgetMs?: number;
+  /** Request bodies read for the actions that need them (--policy-body-limit, --policy-body-timeout, --policy-body-memory). */
+  body?: { maxBytes: number; timeoutMs: number; memoryBytes: number };
 }
+
+/** --policy-body-timeout's and --policy-body-memory's defaults (--policy-body-limit's is the engine's MAX_BODY_BYTES). */
+export const DEFAULT_BODY_TIMEOUT_MS = 30_000;
+export const DEFAULT_BODY_MEMORY = 64 * 1024 * 1024;
 
 /** --policy-compile-budget's default: a policy at the caps takes about a second to compile. */
 export const DEFAULT_COMPILE_BUDGET_MS = 3_000;
@@ -58,6 +68,8 @@ const ERRORS_SAID = 10;
 export class EdgePolicies {
   readonly services: PolicyServices;
   readonly limits: Partial<PolicyLimits>;
+  /** How bodies are read for the actions that need them, and what all of them hold at once. */
+  readonly body: BodyReading;
   /** The operator's policies, in the order they were made (by id). */
   private operator: OperatorPolicy[] = [];
   /** They have been read (operator-layers.ts): until then every tunnel meets a layer that lets nothing through. */
@@ -78,10 +90,17 @@ export class EdgePolicies {
   ) {
     this.limits = opts.limits ?? {};
     this.compileBudgetMs = opts.compileBudgetMs ?? DEFAULT_COMPILE_BUDGET_MS;
+    this.body = {
+      maxBytes: opts.body?.maxBytes ?? MAX_BODY_BYTES,
+      timeoutMs: opts.body?.timeoutMs ?? DEFAULT_BODY_TIMEOUT_MS,
+      memory: new BodyMemory(opts.body?.memoryBytes ?? DEFAULT_BODY_MEMORY),
+    };
     this.services = defaultServices({
-      rateLimits: new MemoryRateLimitStore(opts.rateLimitBuckets),
+      rateLimits: opts.rateLimits ?? new MemoryRateLimitStore(opts.rateLimitBuckets),
       httpLoopback: opts.httpLoopback ?? false,
       basicAuthLimit: opts.basicAuthLimit ?? 10,
+      // openid-connect: the edge's own sign-in (today's --oidc-issuer), plain-http issuers as the server allows them
+      oidc: new PolicySignIn(opts.httpLoopback ?? false),
     });
   }
 
@@ -144,13 +163,13 @@ export class EdgePolicies {
   /** A tunnel's layers made again from the operator's policies now and its own; whether they changed. */
   refresh(t: Tunnel): boolean {
     const before = t.policy;
-    t.policy = TunnelPolicy.of(this.layersFor(t), t.policy?.own);
+    t.policy = TunnelPolicy.of(this.layersFor(t), t.policy?.own, this.body);
     return before !== t.policy;
   }
 
   /** A tunnel's layers with its own policy (a handshake's). */
   attach(t: Tunnel, own: Policy | undefined): void {
-    t.policy = TunnelPolicy.of(this.layersFor(t), own);
+    t.policy = TunnelPolicy.of(this.layersFor(t), own, this.body);
   }
 
   /**

@@ -10,11 +10,13 @@
  * what forward sends the agent, and the response's run follows from it.
  */
 import type { PolicyInput } from "../../policy/index.ts";
+import { USER_EMAIL_HEADER } from "../../validate/access.ts";
 import type { RequestHead } from "../../http/request-head.ts";
 import type { Passed } from "../access/policy.ts";
 import { Refusal } from "../judgement/pipeline.ts";
 import type { Tunnel } from "../registry.ts";
 import { LayeredRun, matchedNames, policyAnswer } from "./layered-run.ts";
+import { tellRefusal } from "./policy-notes.ts";
 import type { TunnelPolicy } from "./tunnel-policy.ts";
 
 /** What a door knows of a request and its connection, for the facts of a run. */
@@ -58,7 +60,8 @@ export function requestFacts(t: Tunnel, s: RequestSubject): PolicyInput {
       scheme,
       host: s.host,
       version: `1.${s.head.minor}`,
-      headers: s.head.fields,
+      // the identity field is the edge's to say (an openid-connect action's): one a visitor sent is not read, nor sent on
+      headers: s.head.names.includes(USER_EMAIL_HEADER) ? s.head.fields.filter(([n]) => n.toLowerCase() !== USER_EMAIL_HEADER) : s.head.fields,
       receivedAt: now,
     },
     now,
@@ -84,10 +87,10 @@ export type SignIn = () => Passed | Response | Promise<Passed | Response>;
  * them), the tunnel's own policy: the request's pass, or the refusal that
  * answers it (POLICY, SIGN_IN).
  */
-export async function judgeRequest(policy: TunnelPolicy, facts: PolicyInput, signIn: SignIn | undefined): Promise<PolicyPass | Refusal> {
+export async function judgeRequest(policy: TunnelPolicy, facts: PolicyInput, signIn: SignIn | undefined, tunnel?: Tunnel): Promise<PolicyPass | Refusal> {
   const run = new LayeredRun(facts);
   const operator = await run.through("on_http_request", policy.operator);
-  if (operator.kind !== "continue") return refusalOf(operator);
+  if (operator.kind !== "continue") return refusalOf(operator, run, "server", tunnel);
   let passed: Passed | undefined;
   if (signIn) {
     const signedIn = await signIn();
@@ -98,14 +101,16 @@ export async function judgeRequest(policy: TunnelPolicy, facts: PolicyInput, sig
   }
   if (policy.own && policy.own.has("on_http_request")) {
     const own = await run.through("on_http_request", [policy.own]);
-    if (own.kind !== "continue") return refusalOf(own);
+    if (own.kind !== "continue") return refusalOf(own, run, "tunnel", tunnel);
     run.ownMatched = matchedNames(run.runs[run.runs.length - 1]!);
   }
   return { run, passed };
 }
 
-function refusalOf(verdict: Exclude<Awaited<ReturnType<LayeredRun["through"]>>, { kind: "continue" }>): Refusal {
+/** The refusal a layer's verdict is; the tunnel's agent told of it for its inspector (policy-notes.ts). */
+function refusalOf(verdict: Exclude<Awaited<ReturnType<LayeredRun["through"]>>, { kind: "continue" }>, run: LayeredRun, by: "tunnel" | "server", tunnel: Tunnel | undefined): Refusal {
   // on_http_request has no connection to close: a run that would (past its cost) answered 500 already
-  if (verdict.kind === "close") return new Refusal("access", "POLICY", `rule ${verdict.rule}, ${verdict.action}`, policyAnswer({ status: 500, headers: [], body: "" }));
-  return new Refusal("access", "POLICY", `rule ${verdict.rule}, ${verdict.action}`, policyAnswer(verdict.response));
+  const answer = verdict.kind === "close" ? { status: 500, headers: [], body: "" } : verdict.response;
+  if (tunnel?.agent?.notePolicy) tellRefusal(tunnel, run, verdict, answer.status, by, by === "tunnel" ? run.runs[run.runs.length - 1] : undefined);
+  return new Refusal("access", "POLICY", `rule ${verdict.rule}, ${verdict.action}`, policyAnswer(answer));
 }

@@ -4,11 +4,11 @@
  * Shopify, and burrow's generic `hmac` with its header, algorithm,
  * encoding and prefix); else 403, as ngrok answers. Where the provider
  * signs a timestamp, `timestamp_tolerance` (default 5m) bounds its age.
- * The action reads the body: the edge hands it over, up to MAX_BODY_BYTES;
- * a larger one fails the check.
+ * The action reads the body: the edge hands it over, up to its limit
+ * (--policy-body-limit, 1 MiB by default); a larger one is answered 413
+ * (enforced) rather than read.
  */
 import * as v from "valibot";
-import { MAX_BODY_BYTES } from "../limits.ts";
 import { WEBHOOK_PROVIDERS, type WebhookProvider } from "../webhooks.ts";
 import { flag, parseDuration, render } from "./common.ts";
 import { defineAction, textResponse } from "./types.ts";
@@ -48,8 +48,8 @@ export const verifyWebhook = defineAction({
         const key = render(secret, ctx, "secret");
         let verdict;
         if (key === undefined || key === "") verdict = { verified: false as const, code: "SECRET_MISSING", why: "the secret did not evaluate" };
+        else if (req.bodyLimit !== undefined) verdict = { verified: false as const, code: "BODY_TOO_LARGE", why: `the body is larger than the ${req.bodyLimit} bytes the edge reads for it` };
         else if (!req.body) verdict = { verified: false as const, code: "BODY_MISSING", why: "the edge gave the action no body" };
-        else if (req.body.length > MAX_BODY_BYTES) verdict = { verified: false as const, code: "BODY_TOO_LARGE", why: "the body is larger than the edge reads for it" };
         else {
           const url = `${req.scheme}://${req.host}${req.rawTarget}`;
           verdict = WEBHOOK_PROVIDERS[provider]({ url, header: (n) => req.header(n), body: req.body, now: ctx.services.now() }, { secret: key, toleranceMs, hmac });
@@ -57,6 +57,9 @@ export const verifyWebhook = defineAction({
         ctx.setVariables("verify_webhook", verdict.verified ? { verified: true } : { verified: false, error: { code: verdict.code, message: verdict.why } });
         if (verdict.verified) return { kind: "continue", note: `${provider} signature verified` };
         if (!config.enforce) return { kind: "continue", note: `not verified: ${verdict.why} (not enforced)` };
+        if (verdict.code === "BODY_TOO_LARGE") {
+          return { kind: "respond", response: textResponse(413, `Payload Too Large: a webhook's body is read up to ${req.bodyLimit} bytes to check its signature.\n`), note: `not verified: ${verdict.why}` };
+        }
         return { kind: "respond", response: textResponse(403, "Forbidden: the webhook's signature does not verify.\n"), note: `not verified: ${verdict.why}` };
       },
     };

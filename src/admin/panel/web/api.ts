@@ -244,6 +244,31 @@ export interface NewAdminKey {
   message: string;
 }
 
+/** An operator's traffic policy (/api/policies): what it covers, and its document as written. */
+export interface TrafficPolicy {
+  id: number;
+  name: string;
+  scope: PolicyScope;
+  user_id: number | null;
+  username: string | null;
+  hostname: string | null;
+  /** The document, YAML or JSON, as written. */
+  policy: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export type PolicyScope = "server" | "user" | "hostname";
+
+/** What the panel sends to make or change a policy. */
+export interface PolicyBody {
+  name: string;
+  scope: PolicyScope;
+  user_id?: number;
+  hostname?: string;
+  policy: string;
+}
+
 /** A failed call: the server's own words when it gave some, else what went wrong on the way. */
 /** What a user made by an invitation gets. */
 export interface InvitationSettings {
@@ -336,5 +361,10 @@ export const api = {
   createKey: (name: string, expiresInDays?: number) =>
     call<NewAdminKey>("POST", "/api/keys", expiresInDays === undefined ? { name } : { name, expires_in_days: expiresInDays }),
   revokeKey: (keyId: number) => call<{ status: string }>("DELETE", `/api/keys/${id(keyId)}`),
+
+  policies: () => call<TrafficPolicy[]>("GET", "/api/policies"),
+  createPolicy: (body: PolicyBody) => call<TrafficPolicy>("POST", "/api/policies", body),
+  updatePolicy: (policyId: number, body: PolicyBody) => call<TrafficPolicy>("PUT", `/api/policies/${id(policyId)}`, body),
+  deletePolicy: (policyId: number) => call<{ status: string }>("DELETE", `/api/policies/${id(policyId)}`),
 };
 

@@ -13,6 +13,7 @@ import { CertificatesPage } from "./pages/certificates.tsx";
 import { DashboardPage } from "./pages/dashboard.tsx";
 import { DomainsPage } from "./pages/domains.tsx";
 import { KeysPage } from "./pages/keys.tsx";
+import { PoliciesPage } from "./pages/policies.tsx";
 import { WebhooksPage } from "./pages/webhooks.tsx";
 import { InvitationsPage } from "./pages/invitations.tsx";
 import { SignInPage } from "./pages/signin.tsx";
@@ -92,6 +93,7 @@ const NAV: { href: string; label: string; pages: Page["name"][] }[] = [
   { href: "/tunnels", label: "Tunnels", pages: ["tunnels"] },
   { href: "/domains", label: "Subdomains", pages: ["domains"] },
   { href: "/certificates", label: "HTTPS", pages: ["certificates"] },
+  { href: "/policies", label: "Policies", pages: ["policies"] },
   { href: "/audit", label: "Audit", pages: ["audit"] },
   { href: "/keys", label: "API keys", pages: ["keys"] },
   { href: "/webhooks", label: "Webhooks", pages: ["webhooks"] },
@@ -134,6 +136,8 @@ function PageView({ page }: { page: Page }) {
       return <WebhooksPage />;
     case "invitations":
       return <InvitationsPage />;
+    case "policies":
+      return <PoliciesPage />;
     case "missing":
       return (
         <>

@@ -15,6 +15,7 @@ export type Page =
   | { name: "keys" }
   | { name: "webhooks" }
   | { name: "invitations" }
+  | { name: "policies" }
   | { name: "missing" };
 
 export function matchPath(path: string): Page {
@@ -28,6 +29,7 @@ export function matchPath(path: string): Page {
   if (p === "/keys") return { name: "keys" };
   if (p === "/webhooks") return { name: "webhooks" };
   if (p === "/invitations") return { name: "invitations" };
+  if (p === "/policies") return { name: "policies" };
   const user = /^\/users\/([1-9][0-9]{0,15})$/.exec(p);
   if (user) return { name: "user", id: Number(user[1]) };
   return { name: "missing" };

@@ -25,6 +25,19 @@ export interface Summary {
   /** The path route that served it (--route); null: the tunnel's own address. */
   route: string | null;
   websocket?: { messages_from_visitor: number; messages_from_service: number };
+  /** "edge": the server's traffic policies answered it, and it never came to the agent. */
+  answered_by: "service" | "edge";
+}
+
+/** What the tunnel's traffic policies did with a request (null: none of its rules matched). */
+export interface PolicyView {
+  /** The tunnel's own rules that matched, in order. */
+  rules: string[];
+  /** The action that answered it, and whose layer it was (the server's rules are not named); null: they let it through. */
+  ended: { by: "tunnel" | "server"; action: string; rule?: string } | null;
+  logs: Record<string, string>[];
+  /** Requests the server's policies answered just before this one and did not tell (past the pace it tells them at). */
+  skipped_before: number;
 }
 
 export interface Body {
@@ -51,6 +64,7 @@ export interface Detail extends Summary {
   request: { method: string; path: string; headers: HeaderList; body: Body };
   response: { status: number; headers: HeaderList; body: Body } | null;
   websocket?: Summary["websocket"] & { bytes_from_visitor: number; bytes_from_service: number; last_messages: WsMessage[] };
+  policy: PolicyView | null;
 }
 
 export interface Tunnel {

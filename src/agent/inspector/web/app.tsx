@@ -167,6 +167,11 @@ export function App() {
                   <td class="mono">{r.method}</td>
                   <td class="mono path" title={r.path}>
                     {r.replay_of !== null && <span class="badge">replay</span>}
+                    {r.answered_by === "edge" && (
+                      <span class="badge policy" title="answered by the server's traffic policy: it never reached this agent">
+                        policy
+                      </span>
+                    )}
                     {r.kind === "websocket" && <span class="badge">ws</span>}
                     {r.path}
                     {r.route !== null && <span class="badge route" title={`served by the route ${r.route}`}>via {r.route}</span>}

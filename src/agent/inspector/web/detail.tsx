@@ -1,6 +1,6 @@
 /** One capture in full: its heads, its bodies in the best view, its WebSocket messages, and replay. */
 import { useEffect, useState } from "preact/hooks";
-import { api, ApiError, type Body, type Detail, type HeaderList, type Summary, type Tunnel } from "./api.ts";
+import { api, ApiError, type Body, type Detail, type HeaderList, type PolicyView, type Summary, type Tunnel } from "./api.ts";
 import { bytes, curlCommand, duration, fromBase64, hexDump, viewBody, clock, asText } from "./format.ts";
 import { ReplayForm } from "./replay.tsx";
 
@@ -75,7 +75,8 @@ export function DetailView({ id, summary, tunnels, onSelect }: Props) {
         )}
       </p>
       {detail.error && <p class="error">{detail.error}</p>}
-      {detail.kind === "http" && (
+      {detail.policy && <PolicyPanel policy={detail.policy} />}
+      {detail.kind === "http" && detail.answered_by === "service" && (
         <div class="actions">
           <button type="button" class="replay" disabled={busy || detail.request.body.truncated} onClick={() => replay()}>
             Replay
@@ -91,8 +92,14 @@ export function DetailView({ id, summary, tunnels, onSelect }: Props) {
       {curl && <textarea class="curl mono" readOnly rows={3} value={curl} />}
       {editing && <ReplayForm detail={detail} busy={busy} onSend={replay} />}
       <h3>Request</h3>
-      <Headers list={detail.request.headers} />
-      <BodyPanel body={detail.request.body} />
+      {detail.answered_by === "edge" ? (
+        <p class="empty">Answered by the server's traffic policy: the request never reached this agent, so its headers and body are not known here.</p>
+      ) : (
+        <>
+          <Headers list={detail.request.headers} />
+          <BodyPanel body={detail.request.body} />
+        </>
+      )}
       <h3>Response</h3>
       {detail.response ? (
         <>
@@ -105,6 +112,41 @@ export function DetailView({ id, summary, tunnels, onSelect }: Props) {
       )}
       {detail.websocket && <Messages ws={detail.websocket} />}
     </div>
+  );
+}
+
+/** What the tunnel's traffic policies did: the rules that matched, the action that ended it and whose it was, the log action's fields. */
+function PolicyPanel({ policy }: { policy: PolicyView }) {
+  const ended = policy.ended;
+  return (
+    <section class="policy" aria-label="Traffic policy">
+      <h3>Traffic policy</h3>
+      <p class="facts">
+        <span>{policy.rules.length === 0 ? "none of the tunnel's rules matched" : `rules matched: ${policy.rules.join(", ")}`}</span>
+        <span class="ended">
+          {ended === null
+            ? "let through to the service"
+            : ended.by === "server"
+              ? `ended by the server's policy: ${ended.action}`
+              : `ended by rule ${ended.rule ?? "?"}: ${ended.action}`}
+        </span>
+        {policy.skipped_before > 0 && <span>{policy.skipped_before} refused just before, not shown</span>}
+      </p>
+      {policy.logs.length > 0 && (
+        <table class="headers policy-logs">
+          <tbody>
+            {policy.logs.flatMap((fields, i) =>
+              Object.entries(fields).map(([n, v]) => (
+                <tr key={`${i}-${n}`}>
+                  <th class="mono">{n}</th>
+                  <td class="mono">{v}</td>
+                </tr>
+              )),
+            )}
+          </tbody>
+        </table>
+      )}
+    </section>
   );
 }
 

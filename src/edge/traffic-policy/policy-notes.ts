@@ -1,0 +1,64 @@
+/**
+ * What the agent's request inspector is told of a request its tunnel's
+ * traffic policies answered at the edge (wire.ts POLICY), which it would
+ * otherwise never see: the request's line, the answer's status, the
+ * tunnel's own rules that matched, and the action that ended it, with
+ * whose layer it was. The operator's rules are not named to the agent
+ * (its own are its user's; the server's are the operator's): an
+ * operator's refusal says the action and "server". Made only for a refused
+ * request to a tunnel whose agent asked, from what the run already holds
+ * (the rules' labels are made when the policy is compiled), and sent at a
+ * bounded pace, so a flood of refused requests costs the agent's link a
+ * few notes a second.
+ */
+import type { Outcome, Verdict } from "../../policy/index.ts";
+import type { PolicyNote } from "../../protocol/messages.ts";
+import type { Tunnel } from "../registry.ts";
+import type { LayeredRun } from "./layered-run.ts";
+
+/** Notes a session is sent a second at most, and in a burst. */
+export const NOTES_PER_SECOND = 20;
+const NOTES_BURST = 40;
+/** What a note carries at most: it is shown, not acted on. */
+const MAX_RULES = 20;
+const MAX_LOGS = 10;
+const MAX_FIELDS = 10;
+
+/** A token bucket for a session's notes: how many were left out since the last one sent, or undefined (leave this one out). */
+export class NotePace {
+  private tokens = NOTES_BURST;
+  private at = 0;
+  private skipped = 0;
+
+  take(now: number): number | undefined {
+    this.tokens = Math.min(NOTES_BURST, this.tokens + ((now - this.at) * NOTES_PER_SECOND) / 1000);
+    this.at = now;
+    if (this.tokens < 1) {
+      this.skipped++;
+      return undefined;
+    }
+    this.tokens--;
+    const skipped = this.skipped;
+    this.skipped = 0;
+    return skipped;
+  }
+}
+
+/** Tells `t`'s agent (when it asked) that its policies answered this request with `status`; `by`: whose layer ended it. */
+export function tellRefusal(t: Tunnel | undefined, run: LayeredRun, verdict: Exclude<Verdict, { kind: "continue" }>, status: number, by: "tunnel" | "server", own: Outcome | undefined): void {
+  const agent = t?.agent;
+  if (!agent?.notePolicy) return;
+  const request = run.facts.request;
+  const note: PolicyNote = {
+    tunnel: t!.id,
+    method: (request?.method ?? "").slice(0, 32),
+    target: (request?.rawTarget ?? request?.target ?? "").slice(0, 2048),
+    status,
+    remote: run.facts.conn.clientIp.slice(0, 100),
+    rules: (own?.matched ?? []).slice(0, MAX_RULES).map((m) => m.rule.slice(0, 100)),
+    ended: by === "tunnel" ? { by, action: verdict.action.slice(0, 64), rule: verdict.rule.slice(0, 100) } : { by, action: verdict.action.slice(0, 64) },
+  };
+  const logs = own?.logs.slice(0, MAX_LOGS).map((fields) => Object.fromEntries(Object.entries(fields).slice(0, MAX_FIELDS).map(([k, v]) => [k.slice(0, 64), v.slice(0, 256)])));
+  if (logs && logs.length > 0) note.logs = logs;
+  agent.notePolicy(note);
+}
