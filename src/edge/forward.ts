@@ -147,9 +147,9 @@ function passesAsSent(head: RequestHead, tunnel: Tunnel, ctx: ForwardContext): b
  * the edge's fields (made once per connection, Host and client), without making
  * the head a string and encoding it again.
  */
-function requestHeadBytes(conn: HttpConnection, head: RequestHead, tunnel: Tunnel, ctx: ForwardContext, text: string): Uint8Array {
+function requestHeadBytes(conn: HttpConnection, head: RequestHead, tunnel: Tunnel, ctx: ForwardContext, source: HeadSource): Uint8Array {
   const raw = conn.headBytes;
-  if (!raw || !passesAsSent(head, tunnel, ctx)) return Buffer.from(requestHeadText(head, tunnel, ctx, text), "latin1");
+  if (!raw || !passesAsSent(head, tunnel, ctx)) return Buffer.from(requestHeadText(head, tunnel, ctx, source.text), "latin1");
   const suffix = edgeFieldsOf(conn, ctx);
   const bytes = (suffix.bytes ??= Buffer.from(suffix.text, "latin1"));
   const kept = raw.byteLength - 2; // through the last field's CRLF, without the blank line
@@ -194,12 +194,17 @@ function forwardedNode(address: string): string {
 /** A quoted-string (RFC 9110 §5.6.4): a Host with a port is no token. Nothing to escape: a Host the edge routes by is DNS labels or an IPv6 literal, and a port. */
 const quotedString = (host: string): string => `"${host}"`;
 
+/** Where the head's text (as it came, without its blank line) is read, only when it is needed (http-door.ts HttpVisit). */
+export interface HeadSource {
+  readonly text: string;
+}
+
 /**
  * Serves `head` on `conn` through `tunnel`'s agent: on the stream the
  * connection's last request to it went on, when that one is kept
  * (request-stream.ts), else on a new one.
  */
-export function forward(conn: HttpConnection, head: RequestHead, text: string, tunnel: Tunnel, ctx: ForwardContext): void {
+export function forward(conn: HttpConnection, head: RequestHead, source: HeadSource, tunnel: Tunnel, ctx: ForwardContext): void {
   // a switch the tunnel does not serve knowingly (upgrade.ts) is taken off: the request goes on as a plain one
   if (head.upgrade !== undefined && !upgradeAllowed(head.upgrade, tunnel.allowUpgrade)) {
     head.upgrade = undefined;
@@ -209,10 +214,10 @@ export function forward(conn: HttpConnection, head: RequestHead, text: string, t
   if (parked) {
     conn.parked = undefined;
     // an upgrade goes on a stream of its own: after its 101 the stream is the new protocol's
-    if (head.upgrade === undefined && parked.carries(tunnel)) return new Exchange(conn, head, tunnel, ctx, parked).start(requestHeadBytes(conn, head, tunnel, ctx, text));
+    if (head.upgrade === undefined && parked.carries(tunnel)) return new Exchange(conn, head, tunnel, ctx, parked).start(requestHeadBytes(conn, head, tunnel, ctx, source));
     parked.drop();
   }
-  const headText = requestHeadText(head, tunnel, ctx, text, conn);
+  const headText = requestHeadText(head, tunnel, ctx, source.text, conn);
   const agent = tunnel.agent;
   const meta: OpenMeta = { tunnel: tunnel.id, kind: "h1", remote: `${ctx.remoteIp}:${ctx.remotePort}`, head: headText };
   // another node's tunnel: its access rules are applied there, on the visitor's address as judged here

@@ -53,12 +53,22 @@ export class HttpVisit implements Visit, HeadView {
   constructor(
     readonly conn: HttpConnection,
     readonly head: RequestHead,
-    /** The head's text, as it came. */
-    readonly text: string,
+    /** The head's text, as it came; undefined: read from its bytes (HttpConnection.headText) when first asked. */
+    private headText: string | undefined,
     /** When the request came (performance.now()), for its time to response head. */
     readonly startedAt: number,
   ) {
     this.method = head.method;
+  }
+
+  /** The head's text, as it came (without its blank line): made from its bytes only when a step reads it. */
+  get text(): string {
+    return (this.headText ??= this.conn.headText());
+  }
+
+  /** The visit goes on after the head's bytes are gone (a step waits): its text is made now. */
+  keepText(): void {
+    this.headText ??= this.conn.headText();
   }
 
   get(name: string): string | null {
@@ -229,7 +239,7 @@ export class HttpDoor implements Door<HttpVisit> {
 
   forward(v: HttpVisit, t: Tunnel, passed: Passed | undefined): void {
     if (v.conn.closedAlready) return;
-    forward(v.conn, v.head, v.text, t, this.context(v, passed));
+    forward(v.conn, v.head, v, t, this.context(v, passed));
   }
 
   /** What forwarding `v` needs to know of it and of the edge. */

@@ -97,7 +97,7 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
     return answer(v.conn, v.head, res, v.startedAt);
   }
 
-  function request(conn: HttpConnection, head: RequestHead, text: string): void {
+  function request(conn: HttpConnection, head: RequestHead, text: string | undefined): void {
     const v = new HttpVisit(conn, head, text, performance.now());
     const client = deps.trustedProxies.clientAddress(conn.peer.address, v.get("x-forwarded-for"));
     v.client = client;
@@ -114,7 +114,11 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
     }
     try {
       const waiting = route(v);
-      if (waiting) failsOn(waiting, v);
+      if (waiting) {
+        // the head's bytes are the socket's: what reads it after this turn reads its text
+        v.keepText();
+        failsOn(waiting, v);
+      }
     } catch (err) {
       failed(v, err);
     }

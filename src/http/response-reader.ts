@@ -7,7 +7,7 @@
 import type { HeaderList } from "../protocol/messages.ts";
 import { ChunkedDecoder } from "./chunked.ts";
 import { readFields, type FieldVisitor } from "./field-lines.ts";
-import { HeadReader } from "./head-reader.ts";
+import { hasBareLf, HeadReader, headTextOf } from "./head-reader.ts";
 import { MAX_HEADER_FIELDS, parseHead, type ParsedHead } from "./response-head.ts";
 import { framingOf } from "./response-head-bytes.ts";
 
@@ -186,9 +186,11 @@ export class ResponseParser {
     if (read === "incomplete") return -1;
     if (read === "too-large") return `response head larger than ${MAX_HEAD_BYTES / 1024} KiB`;
     if (read === "bare-lf") return "response head lines not ended by CRLF";
+    // framingOf reads only heads whose every LF follows a CR; any other is searched for a bare one first
     let head: ParsedHead | string | undefined = lean ? framingOf(read.raw!, this.requestMethod) : undefined;
     if (head === undefined) {
-      const text = lean ? Buffer.from(read.raw!.buffer, read.raw!.byteOffset, read.raw!.byteLength - 4).toString("latin1") : read.text;
+      if (lean && hasBareLf(read.raw!)) return "response head lines not ended by CRLF";
+      const text = lean ? headTextOf(read.raw!) : read.text;
       head = parseHead(text, this.requestMethod, this.fields);
     }
     if (typeof head === "string") return head;

@@ -37,17 +37,26 @@ function read(h: HeadText): HeaderList {
   return typeof head === "string" ? [] : head.headers;
 }
 
+/** A head's text from the bytes a capture kept of it (blank line included); they go back to the slabs. */
+function keptText(kept: KeptBytes): string {
+  const bytes = kept.bytes();
+  kept.release();
+  return Buffer.from(bytes.buffer, bytes.byteOffset, Math.max(0, bytes.byteLength - 4)).toString("latin1");
+}
+
 /** A request head as captured: as the visitor sent it, names' case kept. */
 export class CapturedHead {
   constructor(
     readonly method: string,
     /** The request target ("/a?b"). */
     readonly path: string,
-    private fields: LazyHeaders,
+    private fields: LazyHeaders | KeptBytes,
   ) {}
 
   get headers(): HeaderList {
-    return this.fields instanceof HeadText ? (this.fields = read(this.fields)) : this.fields;
+    const f = this.fields;
+    if (f instanceof KeptBytes) return (this.fields = read(new HeadText(keptText(f), "request")));
+    return f instanceof HeadText ? (this.fields = read(f)) : f;
   }
 }
 
@@ -127,13 +136,15 @@ export class Capture implements ExchangeTap {
   private kept = 0;
 
   private requestHead: CapturedHead | undefined;
+  /** The request's fields, or how to read them: a head's bytes are copied into the slabs at once. */
+  private readonly requestFields: LazyHeaders | KeptBytes;
 
   constructor(
     readonly id: number,
     readonly tunnel: TunnelView,
     private readonly method: string,
     private readonly path: string,
-    private readonly requestFields: LazyHeaders,
+    requestFields: LazyHeaders | Uint8Array,
     readonly remote: string,
     readonly kind: "http" | "ws",
     private readonly owner: CaptureOwner,
@@ -143,15 +154,15 @@ export class Capture implements ExchangeTap {
     readonly route?: string,
   ) {
     this.ws = kind === "ws" ? new WsTraffic() : undefined;
+    if (requestFields instanceof Uint8Array) (this.requestFields = new KeptBytes()).keep(requestFields);
+    else this.requestFields = requestFields;
   }
 
   get responseHeaders(): HeaderList | undefined {
     const raw = this.replyHead;
     if (raw !== undefined) {
       this.replyHead = undefined;
-      const bytes = raw.bytes();
-      raw.release();
-      return (this.replyHeaders = read(new HeadText(Buffer.from(bytes.buffer, bytes.byteOffset, Math.max(0, bytes.byteLength - 4)).toString("latin1"), this.method)));
+      return (this.replyHeaders = read(new HeadText(keptText(raw), this.method)));
     }
     const h = this.replyHeaders;
     if (h instanceof HeadText) return (this.replyHeaders = read(h));
@@ -190,6 +201,7 @@ export class Capture implements ExchangeTap {
   /** It left the store: the bytes it kept go back to the slabs, and nothing more is copied. */
   release(): void {
     this.evicted = true;
+    if (this.requestFields instanceof KeptBytes) this.requestFields.release();
     this.request?.release();
     this.reply?.release();
     this.replyHead?.release();

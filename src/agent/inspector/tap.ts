@@ -25,8 +25,12 @@ export interface TappedRequest {
   method: string;
   /** The request target as sent ("/a?b"). */
   path: string;
-  /** Header fields in order, names as sent; or the head's text, read when someone asks. */
-  headers: HeaderList | HeadText;
+  /**
+   * Header fields in order, names as sent; or how to read them when someone
+   * asks: the head's text, or its bytes as they came (blank line included;
+   * copied at once, the buffer is the stream's).
+   */
+  headers: HeaderList | HeadText | Uint8Array;
   /** It asks for a WebSocket (Upgrade: websocket). */
   websocket: boolean;
   /** The visitor's address, "ip:port". */
