@@ -127,7 +127,7 @@ class RequestServer implements StreamServer {
     // the inspector shows the head as the agent read it (a connector's with burrow's fields dropped and
     // X-Burrow-User vouched), or as the service gets it where a switch was taken off: its bytes as they
     // came (copied by the capture) when the head was read from them, its text otherwise
-    served.tap = hooks.tap?.({ method, path, headers: switchTakenOff ? new HeadText(headOf(request), "request") : shownHead(allowed), websocket, route: route?.prefix });
+    served.tap = hooks.tap?.({ method, path, headers: switchTakenOff ? new HeadText(headOf(request), "request") : shownHead(allowed), websocket, route: route?.prefix, started });
     served.service = route?.target;
     this.report.begin(method, path, upgrade, started, route?.prefix);
     return served;

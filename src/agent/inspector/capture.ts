@@ -114,7 +114,7 @@ const NO_BODY = new BodyCapture(0);
 
 export class Capture implements ExchangeTap {
   /** performance.now() when it began; wall time is worked out when asked (startedAt). */
-  private readonly started = performance.now();
+  private readonly started: number;
   /** Made with the first byte (most requests have no body): one object less per request to collect. */
   private request: BodyCapture | undefined;
   private reply: BodyCapture | undefined;
@@ -152,7 +152,9 @@ export class Capture implements ExchangeTap {
     readonly replayOf?: number,
     /** The path route that served it. */
     readonly route?: string,
+    started = performance.now(),
   ) {
+    this.started = started;
     this.ws = kind === "ws" ? new WsTraffic() : undefined;
     if (requestFields instanceof Uint8Array) (this.requestFields = new KeptBytes()).keep(requestFields);
     else this.requestFields = requestFields;

@@ -37,6 +37,8 @@ export interface TappedRequest {
   remote: string;
   /** The path route that serves it (--route), when one does. */
   route?: string;
+  /** When it came (performance.now()), if the caller read the clock already. */
+  started?: number;
 }
 
 /** One request (or WebSocket) as it passes through the agent. */

@@ -12,7 +12,7 @@ import { WireError } from "../../protocol/wire.ts";
 import { serveHandlerStream } from "../handler-stream.ts";
 import { serveConnectorStream, serveHttpStream, type HttpHooks, type RequestLine } from "../http.ts";
 import type { ExchangeTap, RequestTaps, TappedRequest } from "../inspector/tap.ts";
-import type { AgentOutput, TunnelView } from "../output.ts";
+import type { AgentOutput, RequestEvent, StreamOpenedEvent, TunnelView } from "../output.ts";
 import { allowUpgrades, compactAccess } from "../settings/tunnel-options.ts";
 import type { AgentKind } from "./unit.ts";
 
@@ -84,8 +84,12 @@ class HttpServed implements HttpHooks {
     this.tap = inspector ? HttpServed.prototype.capture : undefined;
   }
 
+  /** The stream-opened events of this stream's requests, made once (the outputs read them at once and keep nothing). */
+  private openedHttp: StreamOpenedEvent | undefined;
+
   opened(kind: "http" | "ws", method: string, path: string): void {
-    this.out.streamOpened?.({ tunnel: this.tunnel.name, kind });
+    const out = this.out;
+    if (out.streamOpened) out.streamOpened(kind === "http" ? (this.openedHttp ??= { tunnel: this.tunnel.name, kind }) : { tunnel: this.tunnel.name, kind });
     this.method = method;
     this.path = path;
     this.owed = "request";
@@ -93,7 +97,10 @@ class HttpServed implements HttpHooks {
 
   log(line: RequestLine): void {
     this.owed = line.kind === "ws" ? "websocket" : "nothing";
-    this.out.request({ tunnel: this.tunnel.name, method: line.method, path: line.path, status: line.status, ms: line.ms, kind: line.kind, route: line.route });
+    // the line is made for this call (http.ts Report): it becomes the event as it is
+    const event = line as RequestLine & RequestEvent;
+    event.tunnel = this.tunnel.name;
+    this.out.request(event);
   }
 
   switchedClosed(path: string, ms: number): void {
@@ -107,7 +114,7 @@ class HttpServed implements HttpHooks {
   }
 
   capture(request: Omit<TappedRequest, "remote">): ExchangeTap | undefined {
-    return this.inspector?.begin(this.tunnel, { method: request.method, path: request.path, headers: request.headers, websocket: request.websocket, remote: this.meta.remote, route: request.route });
+    return this.inspector?.begin(this.tunnel, { method: request.method, path: request.path, headers: request.headers, websocket: request.websocket, remote: this.meta.remote, route: request.route, started: request.started });
   }
 
   /** An exception: the stream ends, and the output hears of it once. */

@@ -48,6 +48,8 @@ export class LocalConnection {
   served = 0;
   /** When it went back to the pool (performance.now()). */
   idleSince = 0;
+  /** Held for a kept stream (ConnectionPool.hold): the pool's sweeps since. */
+  heldSweeps = 0;
   closed = false;
   private paused = false;
   /** Our side is half-closed (shutdown()): Bun then reports the service's FIN as a close without an end. */

@@ -74,18 +74,16 @@ export class ConnectionPool {
   hold(conn: LocalConnection): void {
     conn.user = undefined;
     conn.resume(); // while it waits, it must still hear the service close it
-    conn.idleSince = performance.now();
+    // its age is counted in sweeps, not read from the clock: a kept stream holds and takes back its connection every request
+    conn.heldSweeps = 0;
     this.held.add(conn);
     this.sweepSoon();
   }
 
-  /** A held connection back for its stream's next request; undefined when the service closed it or it waited too long. */
+  /** A held connection back for its stream's next request; undefined when the service closed it or it waited too long (the sweep closed it). */
   unhold(conn: LocalConnection): LocalConnection | undefined {
     this.held.delete(conn);
-    if (conn.closed) return undefined;
-    if (performance.now() - conn.idleSince < this.idleMs) return conn;
-    conn.close();
-    return undefined;
+    return conn.closed ? undefined : conn;
   }
 
   /** The HTTP/2 connections, one per service that speaks it (upstreamProtocol). */
@@ -121,8 +119,13 @@ export class ConnectionPool {
 
   private sweepSoon(): void {
     if (this.sweeper !== undefined) return;
-    this.sweeper = setInterval(() => this.sweep(), Math.max(50, this.idleMs / 4));
+    this.sweeper = setInterval(() => this.sweep(), this.sweepMs);
     this.sweeper.unref(); // idle connections are no reason to keep the agent running
+  }
+
+  /** How often the sweep runs. */
+  private get sweepMs(): number {
+    return Math.max(50, this.idleMs / 4);
   }
 
   /** Idle connections kept now (tests look at this). */
@@ -155,8 +158,10 @@ export class ConnectionPool {
       if (live.length > 0) this.idle.set(key, live);
       else this.idle.delete(key);
     }
+    // a held connection has waited at least (sweeps - 1) and at most `sweeps` sweeps' time: closed before that can pass idleMs
+    const heldSweeps = Math.max(1, Math.floor(this.idleMs / this.sweepMs));
     for (const conn of this.held) {
-      if (!conn.closed && now - conn.idleSince < this.idleMs) continue;
+      if (!conn.closed && ++conn.heldSweeps < heldSweeps) continue;
       conn.close();
       this.held.delete(conn);
     }
