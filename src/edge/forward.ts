@@ -299,6 +299,10 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
   private readonly filter: ResponseFilter | undefined;
   /** filtered() is feeding the parser: the response's end waits for the chunk's credit. */
   private inPush = false;
+  /** ResponseSink: the response goes on as it lies in the chunks (see the constructor). */
+  readonly inPlace: boolean;
+  readonly readsBody: boolean;
+  readonly readsHeadBytes: boolean;
   private readonly stream: Stream;
   /** The wait for the response to begin (its deadline), while it lasts. */
   private wait: ResponseWait | undefined;
@@ -322,6 +326,12 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     // one parser a stream, read by one request after another
     // (and an HTTP/1.0 visitor's, for its framing)
     const fields = this.rewrite || this.filter !== undefined || request.minor === 0;
+    // nothing of the response changes on its way (no header rules, no policy's filter, not an HTTP/1.0 visitor's,
+    // whose chunked answer loses its framing): its bytes go on from the chunk as they lie, no piece or view made
+    this.inPlace = !fields;
+    this.readsBody = !this.inPlace;
+    // a lean head's bytes are read only by the check of a 101 (upgrade.ts responseFields)
+    this.readsHeadBytes = request.upgrade !== undefined;
     const parser = carrier.parser;
     if (parser) parser.reset(request.method, this, fields);
     this.parser = parser ?? (carrier.parser = new ResponseParser(request.method, this, fields));
@@ -452,18 +462,21 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     this.tunnel.countOut(chunk.byteLength);
     if (this.piping) return this.toVisitor(chunk);
     if (this.filter) return this.filtered(chunk);
-    // the parser hands the response's bytes to raw() as it reads them: heads only once whole
-    // and read (a head split over DATA frames, one that turns out malformed: nothing of it goes)
-    const error = this.parser.push(chunk);
+    // the parser hands the response's bytes to raw() as it reads them (or, in place, counts them):
+    // heads only once whole and read (a head split over DATA frames, one that turns out malformed: nothing of it goes)
+    const { parser } = this;
+    const error = parser.push(chunk);
     const pieces = this.pieces;
-    this.pieces = [];
+    if (pieces.length > 0) this.pieces = [];
     if (error) return this.brokenResponse(`its local service sent a malformed response: ${error}`);
     if (this.refusedSwitch !== undefined) return this.brokenResponse(this.refusedSwitch);
     if (this.invalidStatus !== undefined) return this.brokenResponse(`its local service sent an invalid status ${this.invalidStatus}`);
-    const end = this.parser.complete ? this.parser.endedAt : chunk.byteLength;
+    const end = parser.complete ? parser.endedAt : chunk.byteLength;
     // one write for what this chunk completed (a head and the body after it, most often): the
-    // chunk itself when the pieces are its bytes in order, as they are unless a head came in parts
-    if (pieces.length > 0) this.toVisitor(pieces.length === 1 ? pieces[0]! : contiguousIn(chunk, pieces, end) ? (end === chunk.byteLength ? chunk : chunk.subarray(0, end)) : Buffer.concat(pieces), end);
+    // chunk's first bytes when they lie in it in order, as they do unless a head came in parts
+    const inPlace = this.inPlace ? parser.inPlaceEnd : -1;
+    if (inPlace > 0) this.toVisitor(inPlace === chunk.byteLength ? chunk : chunk.subarray(0, inPlace), end);
+    else if (pieces.length > 0) this.toVisitor(pieces.length === 1 ? pieces[0]! : contiguousIn(chunk, pieces, end) ? (end === chunk.byteLength ? chunk : chunk.subarray(0, end)) : Buffer.concat(pieces), end);
     else this.stream.consumed(end); // held in the parser (part of a head), which bounds it
     if (end < chunk.byteLength) {
       const rest = chunk.subarray(end);

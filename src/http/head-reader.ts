@@ -57,15 +57,18 @@ export class HeadReader {
    * back as its bytes, for a caller that reads them (response-head-bytes.ts,
    * request-head-bytes.ts): those bytes are not searched for a bare LF, so
    * the caller reads them with a parser that refuses any LF not after a CR,
-   * or asks hasBareLf() before it reads them any other way.
+   * or asks hasBareLf() before it reads them any other way. With `inPlace`
+   * too, a head that lies whole in `bytes` comes back without `raw`: it is
+   * `bytes` from `at` to `next` (no view is made of it); one that came in
+   * pieces comes back as `raw` all the same.
    */
-  read(bytes: Uint8Array, at: number, keepRaw = false, decode = true): HeadRead {
+  read(bytes: Uint8Array, at: number, keepRaw = false, decode = true, inPlace = false): HeadRead {
     const view = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     if (this.partial === undefined) {
       const end = view.indexOf(HEAD_END, at);
       if (end >= 0 && end + 4 - at <= this.max) {
-        // a head that is the whole read, the usual request, is that read itself
-        if (!decode) return this.give("", end + 4, at === 0 && end + 4 === view.byteLength ? view : view.subarray(at, end + 4));
+        // a head that is the whole read, the usual request, is that read itself; `inPlace`: the caller reads it in `bytes`, from `at` to `next`
+        if (!decode) return this.give("", end + 4, inPlace ? undefined : at === 0 && end + 4 === view.byteLength ? view : view.subarray(at, end + 4));
         if (bareLf(view, at, end)) return "bare-lf";
         return this.give(view.toString("latin1", at, end), end + 4, undefined);
       }

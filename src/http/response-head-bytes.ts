@@ -33,21 +33,23 @@ function sameName(b: Uint8Array, from: number, lower: string): boolean {
 }
 
 /**
- * The head in `b` (its bytes, the blank line included), read for its
- * framing; undefined when parseHead must read it instead.
+ * The head in `b` from `from` to `to` (its bytes, the blank line included;
+ * by default all of `b`), read for its framing; undefined when parseHead
+ * must read it instead.
  */
-export function framingOf(b: Uint8Array, requestMethod: string): ParsedHead | undefined {
-  const end = b.length - 4; // the head without its blank line ends here
+export function framingOf(b: Uint8Array, requestMethod: string, from = 0, to = b.length): ParsedHead | undefined {
+  const end = to - 4; // the head without its blank line ends here
+  const s = from;
   // "HTTP/1.x NNN" and an optional " reason"
-  if (end < 12 || b[0] !== 0x48 || b[1] !== 0x54 || b[2] !== 0x54 || b[3] !== 0x50 || b[4] !== 0x2f || b[5] !== 0x31 || b[6] !== 0x2e) return undefined;
-  const minor = b[7]! - 0x30;
-  if ((minor !== 0 && minor !== 1) || b[8] !== SP) return undefined;
-  const d1 = b[9]! - 0x30;
-  const d2 = b[10]! - 0x30;
-  const d3 = b[11]! - 0x30;
+  if (end - s < 12 || b[s] !== 0x48 || b[s + 1] !== 0x54 || b[s + 2] !== 0x54 || b[s + 3] !== 0x50 || b[s + 4] !== 0x2f || b[s + 5] !== 0x31 || b[s + 6] !== 0x2e) return undefined;
+  const minor = b[s + 7]! - 0x30;
+  if ((minor !== 0 && minor !== 1) || b[s + 8] !== SP) return undefined;
+  const d1 = b[s + 9]! - 0x30;
+  const d2 = b[s + 10]! - 0x30;
+  const d3 = b[s + 11]! - 0x30;
   if (d1 < 1 || d1 > 9 || d2 < 0 || d2 > 9 || d3 < 0 || d3 > 9) return undefined;
   const status = d1 * 100 + d2 * 10 + d3;
-  let at = 12;
+  let at = s + 12;
   if (b[at] === SP) {
     for (at++; at < end && b[at] !== CR; at++) {
       const c = b[at]!;

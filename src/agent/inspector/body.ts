@@ -20,7 +20,7 @@ const SLAB_PIECE_MAX = 16 * 1024;
 const SPARE_SLABS = 4;
 
 class Slab {
-  readonly bytes = new Uint8Array(SLAB_BYTES);
+  readonly bytes = Buffer.alloc(SLAB_BYTES);
   /** Bytes written from the start. */
   used = 0;
   /** Pieces in it that are still kept. */
@@ -48,7 +48,9 @@ export function place(from: Uint8Array): void {
     slab.used = 0;
     if (full.live === 0) keepSpare(full);
   }
-  slab.bytes.set(from, slab.used);
+  // Buffer's copy of a range takes a read's bytes in faster than a typed array's set()
+  if (Buffer.isBuffer(from)) from.copy(slab.bytes, slab.used);
+  else slab.bytes.set(from, slab.used);
   placedIn = slab;
   placedAt = slab.used;
   slab.used += n;

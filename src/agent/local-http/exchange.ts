@@ -128,6 +128,9 @@ export class Exchange implements ConnectionUser, ResponseSink {
   private uncredited = 0;
   /** The response's last byte went without a FIN: the stream carries the visitor connection's next request. */
   keptStream = false;
+  /** ResponseSink: the inspector's tap reads the body's pieces and the head's bytes. */
+  readonly readsBody: boolean;
+  readonly readsHeadBytes: boolean;
 
   constructor(
     private readonly stream: Stream,
@@ -138,7 +141,11 @@ export class Exchange implements ConnectionUser, ResponseSink {
     private readonly visitor: VisitorSide,
     private readonly tap: ExchangeTap | undefined,
   ) {
-    // the head is read for its framing; the inspector reads its fields when someone looks
+    // the head is read for its framing; the inspector reads its fields when someone looks (it is shown
+    // the head's bytes and the body's pieces: without an inspector, no view of them is made), and so
+    // does the check of a 101 that answers a request to switch
+    this.readsBody = tap !== undefined;
+    this.readsHeadBytes = tap !== undefined || request.head.upgrade !== undefined;
     this.parser = visitor.parserFor(request.head.method, this);
     this.requestBody = request.head.framing === "none" ? NO_BODY : new RequestBodyReader(request.head.framing, request.head.length);
     // a head that asks to switch carries every field (request.ts withAllowedSwitch read them, once)
