@@ -118,6 +118,8 @@ export class HttpConnection {
   policyConnected: object | undefined;
   /** Set by the server at the first request: who the visitor is, for the budget and the rules. */
   client: string | undefined;
+  /** The peer's address in its canonical form, made at the first request that names no other client. */
+  peerClient: string | undefined;
   /** The budget's key while the connection holds a place. */
   counted: string | undefined;
   /** Handed over to the loopback server (an agent's or node's WebSocket): no visitor request. */

@@ -119,9 +119,9 @@ export class HttpDoor implements Door<HttpVisit> {
     const { deps } = this;
     const tunnel = deps.registry.tunnelBySubdomain(v.name);
     // just after a restart, agents told DRAIN are on their way back: for a name held for one
-    // of them, wait a moment for it rather than answer that its agent is away
-    const startupLeft = deps.startedAt + STARTUP_WAIT_MS - Date.now();
-    const waitForAgent = tunnel !== undefined && !tunnel.agent && startupLeft > 0 && deps.heldAtStart.has(v.name);
+    // of them, wait a moment for it rather than answer that its agent is away (the clock read only then)
+    const startupLeft = tunnel !== undefined && !tunnel.agent ? deps.startedAt + STARTUP_WAIT_MS - Date.now() : 0;
+    const waitForAgent = startupLeft > 0 && deps.heldAtStart.has(v.name);
     if (waitForAgent || (!tunnel && deps.remote)) return this.found(v, waitForAgent ? startupLeft : 0);
     return tunnel ? this.member(tunnel) : UNKNOWN_NAME;
   }

@@ -99,7 +99,9 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
 
   function request(conn: HttpConnection, head: RequestHead, text: string | undefined): void {
     const v = new HttpVisit(conn, head, text, performance.now());
-    const client = deps.trustedProxies.clientAddress(conn.peer.address, v.get("x-forwarded-for"));
+    // without X-Forwarded-For the client is the peer, whose canonical form the connection keeps
+    const forwardedFor = v.get("x-forwarded-for");
+    const client = forwardedFor === null ? (conn.peerClient ??= deps.trustedProxies.clientAddress(conn.peer.address, null)) : deps.trustedProxies.clientAddress(conn.peer.address, forwardedFor);
     v.client = client;
     conn.client = client;
     if (conn.counted === undefined) {

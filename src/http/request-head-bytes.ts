@@ -33,14 +33,12 @@ const COLON = 0x3a;
 const METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"];
 
 /** The names the parser itself reads (request-head.ts RequestFields), in lower case, by length. */
-const OWN_BY_LENGTH = new Map<number, string>([
-  [4, "host"],
-  [6, "expect"],
-  [7, "upgrade"],
-  [10, "connection"],
-  [14, "content-length"],
-  [17, "transfer-encoding"],
-]);
+const OWN_BY_LENGTH: (string | undefined)[] = [];
+for (const name of ["host", "expect", "upgrade", "connection", "content-length", "transfer-encoding"]) OWN_BY_LENGTH[name.length] = name;
+
+/** The last caller's lengths and their union with the parser's own (one caller's set, the edge's, is asked every request). */
+let lastLengths: ReadonlySet<number> | undefined;
+let lastUnion: ReadonlySet<number> = OWN_NAMES;
 
 /** Whether b[from, from + lower.length) is `lower` (ASCII, lower case) in any case. */
 function sameName(b: Uint8Array, from: number, lower: string): boolean {
@@ -55,6 +53,33 @@ function sameName(b: Uint8Array, from: number, lower: string): boolean {
 /** b[from, to) as a string, one byte a character (as latin1 decodes a head). */
 function latin1(b: Buffer, from: number, to: number): string {
   return b.toString("latin1", from, to);
+}
+
+/** Whether b[from, from + s.length) is `s`. */
+function sameBytes(b: Buffer, from: number, s: string): boolean {
+  for (let i = 0; i < s.length; i++) if (b[from + i] !== s.charCodeAt(i)) return false;
+  return true;
+}
+
+/** The last Host read: the next head most often names the same one (every request of a connection does). */
+let lastHost = "";
+
+/** The Host's value at b[from, to): the last one again when it is the same bytes, without a new string. */
+function hostOf(b: Buffer, from: number, to: number): string {
+  if (to - from === lastHost.length && sameBytes(b, from, lastHost)) return lastHost;
+  return (lastHost = latin1(b, from, to));
+}
+
+/** The last field name read of each length (up to 32): heads spell the same names the same way. */
+const lastNames: string[] = new Array(33).fill("");
+
+/** A field's name as sent, b[from, to): the last of its length again when it is the same bytes. */
+function nameOf(b: Buffer, from: number, to: number): string {
+  const length = to - from;
+  if (length > 32) return latin1(b, from, to);
+  const last = lastNames[length]!;
+  if (last.length === length && sameBytes(b, from, last)) return last;
+  return (lastNames[length] = latin1(b, from, to));
 }
 
 /** The method at b[0, end), a common one without a new string. */
@@ -96,7 +121,11 @@ export function requestHeadOf(bytes: Uint8Array, fields: boolean | ReadonlySet<n
   const keeps = fields !== false;
   const some = fields !== true && fields !== false;
   // which fields are handed to the visitor: as readFields hands them (request-head.ts), by their names' lengths
-  const only = fields === true ? undefined : some ? withOwnNames(fields) : OWN_NAMES;
+  let only: ReadonlySet<number> | undefined;
+  if (fields === true) only = undefined;
+  else if (fields === false) only = OWN_NAMES;
+  else if (fields === lastLengths) only = lastUnion;
+  else only = lastUnion = withOwnNames((lastLengths = fields));
   const seen = requestFields.start(keeps);
   let count = 0;
   while (at < end + 2) {
@@ -120,11 +149,11 @@ export function requestHeadOf(bytes: Uint8Array, fields: boolean | ReadonlySet<n
       let to = lineEnd;
       while (from < to && (b[from] === SP || b[from] === HTAB)) from++;
       while (to > from && (b[to - 1] === SP || b[to - 1] === HTAB)) to--;
-      const own = OWN_BY_LENGTH.get(nameLength);
+      const own = nameLength < OWN_BY_LENGTH.length ? OWN_BY_LENGTH[nameLength] : undefined;
       const lower = own !== undefined && sameName(b, at, own) ? own : undefined;
       // a field kept for the caller has its name as sent; one read only by the parser needs none
-      const name = keeps ? latin1(b, at, colon) : lower;
-      if (name !== undefined) seen.field(name, lower ?? name.toLowerCase(), latin1(b, from, to));
+      const name = keeps ? nameOf(b, at, colon) : lower;
+      if (name !== undefined) seen.field(name, lower ?? name.toLowerCase(), lower === "host" ? hostOf(b, from, to) : latin1(b, from, to));
     }
     at = lineEnd + 2;
   }
