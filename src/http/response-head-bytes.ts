@@ -10,9 +10,14 @@
  */
 import type { ParsedHead } from "./response-head.ts";
 
-/** tchar (RFC 9110 §5.6.2), by byte. */
-const TCHAR = new Uint8Array(256);
-for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") TCHAR[c.charCodeAt(0)] = 1;
+/** A name's bytes: 1 for a tchar (RFC 9110 §5.6.2), 2 for the colon that ends it, 0 for anything else. */
+const NAME = new Uint8Array(256);
+for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") NAME[c.charCodeAt(0)] = 1;
+NAME[0x3a] = 2;
+/** A value's bytes: 0 for what a value may hold (visible, SP, HTAB, obs-text), 1 for the CR that ends it, 2 for any other control. */
+const VALUE = new Uint8Array(256);
+for (let c = 0; c < 256; c++) VALUE[c] = (c < 0x20 && c !== 0x09) || c === 0x7f ? 2 : 0;
+VALUE[0x0d] = 1;
 
 const MAX_FIELDS = 1000;
 const MAX_NAME = 256;
@@ -67,21 +72,17 @@ export function framingOf(b: Uint8Array, requestMethod: string, from = 0, to = b
   let fields = 0;
   while (at < end) {
     if (++fields > MAX_FIELDS) return undefined;
-    // the name: a token, then the colon
+    // the name: a token, then the colon (a table read a byte: every head's every byte passes here; the
+    // head ends in CR LF CR LF, so neither scan runs past it)
     let colon = at;
-    while (colon < end && b[colon] !== 0x3a) {
-      if (TCHAR[b[colon]!] === 0) return undefined;
-      colon++;
-    }
+    let kind: number;
+    while ((kind = NAME[b[colon]!]!) === 1) colon++;
     const nameLength = colon - at;
-    if (colon >= end || nameLength === 0 || nameLength > MAX_NAME) return undefined;
+    if (kind !== 2 || colon >= end || nameLength === 0 || nameLength > MAX_NAME) return undefined;
     // the value: up to CR, without the whitespace around it, no controls but HTAB
     let lineEnd = colon + 1;
-    while (lineEnd < end && b[lineEnd] !== CR) {
-      const c = b[lineEnd]!;
-      if ((c < SP && c !== HTAB) || c === 0x7f) return undefined;
-      lineEnd++;
-    }
+    while ((kind = VALUE[b[lineEnd]!]!) === 0) lineEnd++;
+    if (kind !== 1 || lineEnd > end) return undefined;
     if (lineEnd < end && b[lineEnd + 1] !== 0x0a) return undefined;
     let from = colon + 1;
     let to = lineEnd;
