@@ -83,6 +83,8 @@ class RequestServer implements StreamServer {
   private readonly report: Report;
   /** The request under way as handed to the stream's requests: one a stream, filled for each (they copy what they keep). */
   private readonly served: ServedRequest;
+  /** What the inspector is told of the request under way (HttpHooks.tap), likewise. */
+  private tapped: Omit<TappedRequest, "remote"> | undefined;
 
   constructor(
     private readonly stream: Stream,
@@ -127,7 +129,17 @@ class RequestServer implements StreamServer {
     // the inspector shows the head as the agent read it (a connector's with burrow's fields dropped and
     // X-Burrow-User vouched), or as the service gets it where a switch was taken off: its bytes as they
     // came (copied by the capture) when the head was read from them, its text otherwise
-    served.tap = hooks.tap?.({ method, path, headers: switchTakenOff ? new HeadText(headOf(request), "request") : shownHead(allowed), websocket, route: route?.prefix, started });
+    if (hooks.tap) {
+      // one object a stream, filled for each request: the tap copies what it keeps
+      const t = (this.tapped ??= { method, path, headers: [], websocket, route: undefined, started });
+      t.method = method;
+      t.path = path;
+      t.headers = switchTakenOff ? new HeadText(headOf(request), "request") : shownHead(allowed);
+      t.websocket = websocket;
+      t.route = route?.prefix;
+      t.started = started;
+      served.tap = hooks.tap(t);
+    } else served.tap = undefined;
     served.service = route?.target;
     this.report.begin(method, path, upgrade, started, route?.prefix);
     return served;

@@ -14,9 +14,17 @@ import { framingOf } from "./response-head-bytes.ts";
 export interface ResponseSink {
   /** An interim answer (100 Continue, 103 Early Hints): the final one follows. */
   interim?(head: ParsedHead): void;
-  head(head: ParsedHead): void;
+  /** The final head; read for its framing only, where its bytes lie: `src[from, to)` (the blank line included; read them during the call). */
+  head(head: ParsedHead, src?: Uint8Array, from?: number, to?: number): void;
   /** A piece of the body, its framing (chunk sizes, trailers) taken off. */
   body(piece: Uint8Array): void;
+  /**
+   * A piece of a body by length (or read until close) as a place in the
+   * input, `src[from, to)`, instead of body(): for a sink that copies it
+   * without a view (read it during the call). A chunked body's pieces go
+   * to body() all the same.
+   */
+  bodyIn?(src: Uint8Array, from: number, to: number): void;
   /**
    * A chunked body's trailer fields (names as sent), just before end():
    * only for a sink that has this method (an HTTP/2 stream sends them as
@@ -146,6 +154,13 @@ export class ResponseParser {
     this.sink.raw!(from === 0 && to === src.byteLength ? src : src.subarray(from, to), part);
   }
 
+  /** A piece of the body, src[from, to), to the sink: as a place in the input when it takes one. */
+  private bodyPiece(src: Uint8Array, from: number, to: number): void {
+    const sink = this.sink;
+    if (sink.bodyIn) sink.bodyIn(src, from, to);
+    else sink.body(from === 0 && to === src.byteLength ? src : src.subarray(from, to));
+  }
+
   /** Feeds received bytes; returns why the response is malformed, if it is. */
   push(bytes: Uint8Array): string | undefined {
     if (!this.inPlace) return this.read(bytes);
@@ -177,7 +192,7 @@ export class ResponseParser {
           const take = Math.min(this.remaining, bytes.byteLength - at);
           this.remaining -= take;
           if (raw) this.rawBytes(bytes, at, at + take, "body");
-          if (bodies) sink.body(at === 0 && take === bytes.byteLength ? bytes : bytes.subarray(at, at + take));
+          if (bodies) this.bodyPiece(bytes, at, at + take);
           at += take;
           if (this.remaining === 0) {
             this.endedAt = at;
@@ -204,7 +219,7 @@ export class ResponseParser {
         }
         case "close": {
           if (raw) this.rawBytes(bytes, at, bytes.byteLength, "body");
-          if (bodies) sink.body(at === 0 ? bytes : bytes.subarray(at));
+          if (bodies) this.bodyPiece(bytes, at, bytes.byteLength);
           return undefined;
         }
         case "done":
@@ -273,7 +288,7 @@ export class ResponseParser {
       if (raw) this.rawBytes(src, from, to, "interim");
       return read.next;
     }
-    this.begin(head, raw ? src : undefined, from, to);
+    this.begin(head, raw, src, from, to);
     return read.next;
   }
 
@@ -284,7 +299,7 @@ export class ResponseParser {
     };
   }
 
-  private begin(head: ParsedHead, headIn: Uint8Array | undefined, from: number, to: number): void {
+  private begin(head: ParsedHead, raw: boolean, src: Uint8Array, from: number, to: number): void {
     // a bodiless answer reads as a body of length 0
     this.phase = head.framing === "none" ? "length" : head.framing;
     this.remaining = head.length;
@@ -292,8 +307,8 @@ export class ResponseParser {
       this.chunked = new ChunkedDecoder(this.sink.trailers !== undefined);
       this.deliverChunk ??= this.chunkSink();
     }
-    this.sink.head(head);
-    if (headIn) this.rawBytes(headIn, from, to, "head");
+    this.sink.head(head, src, from, to);
+    if (raw) this.rawBytes(src, from, to, "head");
     if (this.phase === "length" && this.remaining === 0) this.finish();
   }
 

@@ -51,8 +51,12 @@ export interface ExchangeTap {
    * came (blank line included; copied at once, the buffer is the socket's).
    */
   response(status: number, headers: HeaderList | HeadText | Uint8Array): void;
+  /** response() with the head's bytes as a place in a read, src[start, end) (copied at once; no view of them made). */
+  responseHeadIn?(status: number, src: Uint8Array, start: number, end: number): void;
   /** A piece of the response body (chunked framing taken off), on its way to the visitor. */
   responseChunk(chunk: Uint8Array): void;
+  /** responseChunk() for src[start, end), without a view of it. */
+  responseChunkIn?(src: Uint8Array, start: number, end: number): void;
   /** The response is complete (after a 101: the switched connection closed). */
   done(): void;
   /** It ended without a complete response: why, as a short phrase. */

@@ -113,8 +113,20 @@ class HttpServed implements HttpHooks {
     this.out.webSocketClosed?.({ tunnel: this.tunnel.name, path, ms, opened: false });
   }
 
+  /** What the inspector is told of each request: one object a stream, filled for each (the store copies what it keeps). */
+  private tapped: TappedRequest | undefined;
+
   capture(request: Omit<TappedRequest, "remote">): ExchangeTap | undefined {
-    return this.inspector?.begin(this.tunnel, { method: request.method, path: request.path, headers: request.headers, websocket: request.websocket, remote: this.meta.remote, route: request.route, started: request.started });
+    const inspector = this.inspector;
+    if (!inspector) return undefined;
+    const t = (this.tapped ??= { method: "", path: "", headers: [], websocket: false, remote: this.meta.remote, route: undefined, started: undefined });
+    t.method = request.method;
+    t.path = request.path;
+    t.headers = request.headers;
+    t.websocket = request.websocket;
+    t.route = request.route;
+    t.started = request.started;
+    return inspector.begin(this.tunnel, t);
   }
 
   /** An exception: the stream ends, and the output hears of it once. */

@@ -145,7 +145,7 @@ export class Exchange implements ConnectionUser, ResponseSink {
     // the head's bytes and the body's pieces: without an inspector, no view of them is made), and so
     // does the check of a 101 that answers a request to switch
     this.readsBody = tap !== undefined;
-    this.readsHeadBytes = tap !== undefined || request.head.upgrade !== undefined;
+    this.readsHeadBytes = request.head.upgrade !== undefined || (tap !== undefined && tap.responseHeadIn === undefined);
     this.parser = visitor.parserFor(request.head.method, this);
     this.requestBody = request.head.framing === "none" ? NO_BODY : new RequestBodyReader(request.head.framing, request.head.length);
     // a head that asks to switch carries every field (request.ts withAllowedSwitch read them, once)
@@ -359,7 +359,7 @@ export class Exchange implements ConnectionUser, ResponseSink {
     if (head.status === 100 && this.gate !== undefined) this.openBody();
   }
 
-  head(head: ParsedHead): void {
+  head(head: ParsedHead, src?: Uint8Array, from?: number, to?: number): void {
     this.headSeen = true;
     // the connection is piped only after a 101 that answers what the request asked (http/upgrade.ts)
     if (head.status === 101) {
@@ -389,11 +389,22 @@ export class Exchange implements ConnectionUser, ResponseSink {
       this.stream.onData = this.visitor.body;
     }
     this.switching = head.status === 101;
-    if (this.tap) this.tap.response(head.status, fullHeaders(head, this.request.head.method));
+    const tap = this.tap;
+    if (!tap) return;
+    // a head read for its framing: the inspector copies its bytes from where they lie (no view made)
+    if (tap.responseHeadIn && head.text === undefined && head.bytes === undefined && src !== undefined) tap.responseHeadIn(head.status, src, from!, to!);
+    else tap.response(head.status, fullHeaders(head, this.request.head.method));
   }
 
   body(piece: Uint8Array): void {
     this.tap?.responseChunk(piece);
+  }
+
+  bodyIn(src: Uint8Array, from: number, to: number): void {
+    const tap = this.tap;
+    if (!tap) return;
+    if (tap.responseChunkIn) tap.responseChunkIn(src, from, to);
+    else tap.responseChunk(src.subarray(from, to));
   }
 
   end(): void {
