@@ -123,3 +123,27 @@ describe("what a sink does not read is not made", () => {
     expect(Buffer.from(bytes!).toString("latin1")).toBe("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
   });
 });
+
+describe("a sink that copies from where the bytes lie", () => {
+  test("is told the head's place and each body piece's, in every split, and they hold the head and the body", () => {
+    const response = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789";
+    for (let i = 1; i < response.length; i++) {
+      let head = "";
+      let body = "";
+      let views = 0;
+      const sink: ResponseSink = {
+        head: (_h, src, from, to) => void (head = Buffer.from(src!.subarray(from!, to!)).toString("latin1")),
+        body: () => void views++,
+        bodyIn: (src, from, to) => void (body += Buffer.from(src.subarray(from, to)).toString("latin1")),
+        end() {},
+        readsHeadBytes: false,
+      };
+      const parser = new ResponseParser("GET", sink, false);
+      for (const piece of cutAt(response, [i])) parser.push(Buffer.from(piece, "latin1"));
+      expect(parser.complete).toBe(true);
+      expect(head).toBe("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n");
+      expect(body).toBe("0123456789");
+      expect(views).toBe(0);
+    }
+  });
+});
