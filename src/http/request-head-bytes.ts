@@ -18,16 +18,13 @@
 import { isEdgeSetFieldIn } from "./burrow-fields.ts";
 import { normalTarget } from "./request-path.ts";
 import { headFrom, isRefusal, MAX_NAME_LENGTH, OWN_NAMES, requestFields, withOwnNames, type RequestHead } from "./request-head.ts";
+import { NAME, VALUE } from "./response-head-bytes.ts";
 
-/** tchar (RFC 9110 §5.6.2), by byte. */
-const TCHAR = new Uint8Array(256);
-for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") TCHAR[c.charCodeAt(0)] = 1;
 
 const CR = 0x0d;
 const LF = 0x0a;
 const SP = 0x20;
 const HTAB = 0x09;
-const COLON = 0x3a;
 
 /** The common methods, made once: a head with one of them costs no string for it. */
 const METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"];
@@ -36,9 +33,18 @@ const METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"];
 const OWN_BY_LENGTH: (string | undefined)[] = [];
 for (const name of ["host", "expect", "upgrade", "connection", "content-length", "transfer-encoding"]) OWN_BY_LENGTH[name.length] = name;
 
-/** The last caller's lengths and their union with the parser's own (one caller's set, the edge's, is asked every request). */
+/** A set of name lengths as a table by length (a byte each, names up to MAX_NAME_LENGTH). */
+function lengthTable(lengths: ReadonlySet<number>): Uint8Array {
+  const table = new Uint8Array(MAX_NAME_LENGTH + 1);
+  for (const n of lengths) if (n <= MAX_NAME_LENGTH) table[n] = 1;
+  return table;
+}
+
+/** The parser's own names' lengths, as a table. */
+const OWN_TABLE = lengthTable(OWN_NAMES);
+/** The last caller's lengths and their union with the parser's own, as a table (one caller's set, the edge's, is asked every request). */
 let lastLengths: ReadonlySet<number> | undefined;
-let lastUnion: ReadonlySet<number> = OWN_NAMES;
+let lastUnion: Uint8Array = OWN_TABLE;
 
 /** Whether b[from, from + lower.length) is `lower` (ASCII, lower case) in any case. */
 function sameName(b: Uint8Array, from: number, lower: string): boolean {
@@ -104,7 +110,7 @@ export function requestHeadOf(bytes: Uint8Array, fields: boolean | ReadonlySet<n
   const end = b.length - 4; // the head without its blank line ends here
   // method SP
   let at = 0;
-  while (at < end && TCHAR[b[at]!] === 1) at++;
+  while (at < end && NAME[b[at]!] === 1) at++; // a token
   if (at === 0 || b[at] !== SP) return undefined;
   const methodEnd = at;
   // an origin-form target: visible ASCII from its slash to the SP
@@ -121,30 +127,27 @@ export function requestHeadOf(bytes: Uint8Array, fields: boolean | ReadonlySet<n
   const keeps = fields !== false;
   const some = fields !== true && fields !== false;
   // which fields are handed to the visitor: as readFields hands them (request-head.ts), by their names' lengths
-  let only: ReadonlySet<number> | undefined;
+  let only: Uint8Array | undefined;
   if (fields === true) only = undefined;
-  else if (fields === false) only = OWN_NAMES;
+  else if (fields === false) only = OWN_TABLE;
   else if (fields === lastLengths) only = lastUnion;
-  else only = lastUnion = withOwnNames((lastLengths = fields));
+  else only = lastUnion = lengthTable(withOwnNames((lastLengths = fields)));
   const seen = requestFields.start(keeps);
   let count = 0;
   while (at < end + 2) {
     if (++count > maxFields) return undefined;
-    // the name: a token, directly followed by the colon
+    // the name: a token, directly followed by the colon (a table read a byte, as framingOf reads a response's;
+    // the head ends in CR LF CR LF, so neither scan runs past it)
     let colon = at;
-    while (TCHAR[b[colon]!] === 1) colon++;
+    let kind: number;
+    while ((kind = NAME[b[colon]!]!) === 1) colon++;
     const nameLength = colon - at;
-    if (b[colon] !== COLON || nameLength === 0 || nameLength > MAX_NAME_LENGTH) return undefined;
+    if (kind !== 2 || nameLength === 0 || nameLength > MAX_NAME_LENGTH) return undefined;
     // the value: up to CR LF, no controls but HTAB, without the whitespace around it
     let lineEnd = colon + 1;
-    for (;;) {
-      const c = b[lineEnd]!;
-      if (c === CR) break;
-      if ((c < SP && c !== HTAB) || c === 0x7f) return undefined;
-      lineEnd++;
-    }
-    if (b[lineEnd + 1] !== LF) return undefined;
-    if (only === undefined || only.has(nameLength) || (some && isEdgeSetFieldIn(b, at, colon))) {
+    while ((kind = VALUE[b[lineEnd]!]!) === 0) lineEnd++;
+    if (kind !== 1 || b[lineEnd + 1] !== LF) return undefined;
+    if (only === undefined || only[nameLength] === 1 || (some && isEdgeSetFieldIn(b, at, colon))) {
       let from = colon + 1;
       let to = lineEnd;
       while (from < to && (b[from] === SP || b[from] === HTAB)) from++;

@@ -10,12 +10,12 @@
  */
 import type { ParsedHead } from "./response-head.ts";
 
-/** A name's bytes: 1 for a tchar (RFC 9110 §5.6.2), 2 for the colon that ends it, 0 for anything else. */
-const NAME = new Uint8Array(256);
+/** A name's bytes: 1 for a tchar (RFC 9110 §5.6.2), 2 for the colon that ends it, 0 for anything else (request-head-bytes.ts reads them too). */
+export const NAME = new Uint8Array(256);
 for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") NAME[c.charCodeAt(0)] = 1;
 NAME[0x3a] = 2;
 /** A value's bytes: 0 for what a value may hold (visible, SP, HTAB, obs-text), 1 for the CR that ends it, 2 for any other control. */
-const VALUE = new Uint8Array(256);
+export const VALUE = new Uint8Array(256);
 for (let c = 0; c < 256; c++) VALUE[c] = (c < 0x20 && c !== 0x09) || c === 0x7f ? 2 : 0;
 VALUE[0x0d] = 1;
 
