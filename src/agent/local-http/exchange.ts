@@ -199,7 +199,7 @@ export class Exchange implements ConnectionUser, ResponseSink {
   }
 
   private openBody(): void {
-    clearTimeout(this.gate);
+    if (this.gate !== undefined) clearTimeout(this.gate);
     this.gate = undefined;
     // a request whose FIN came with it (no body, most of them) has nothing more to deliver
     if (this.finished || (this.visitor.ended && this.requestBody.done)) return;
@@ -462,7 +462,7 @@ export class Exchange implements ConnectionUser, ResponseSink {
 
   private stop(): void {
     this.finished = true;
-    clearTimeout(this.gate);
+    if (this.gate !== undefined) clearTimeout(this.gate);
     this.gate = undefined;
     this.parser.stop();
     this.stream.onDrain = undefined;
