@@ -16,7 +16,7 @@ import type { ParsedHead } from "../http/response-head.ts";
 import type { ExchangeReport } from "./local-http/exchange.ts";
 import { StreamRequests, type ServedRequest, type StreamServer } from "./local-http/forward.ts";
 import { ConnectionPool } from "./local-http/pool.ts";
-import { localRequest, readHead, withAllowedSwitch } from "./local-http/request.ts";
+import { localRequest, readHead, readHeadBytes, withAllowedSwitch, type ReadHead } from "./local-http/request.ts";
 import { localAuthority, type LocalTarget } from "./local-target.ts";
 import { routeFor } from "./routes.ts";
 
@@ -83,6 +83,8 @@ class RequestServer implements StreamServer {
   private readonly report: Report;
   /** The request under way as handed to the stream's requests: one a stream, filled for each (they copy what they keep). */
   private readonly served: ServedRequest;
+  /** What the inspector is told of the request under way (HttpHooks.tap), likewise. */
+  private tapped: Omit<TappedRequest, "remote"> | undefined;
 
   constructor(
     private readonly stream: Stream,
@@ -99,37 +101,45 @@ class RequestServer implements StreamServer {
   }
 
   /** One request of the stream; undefined when it cannot be served (the stream is reset, or the connector answered, with why). */
-  request(headText: string, received?: Uint8Array): ServedRequest | undefined {
+  request(headText: string | undefined, received?: Uint8Array): ServedRequest | undefined {
     const { hooks } = this;
     const started = performance.now();
     // the head is read once, for what the agent must know (it goes on as the edge sent it); an inspector
-    // reads its fields when someone looks. OPEN's head comes with its blank line, one in the stream's bytes without
-    const inOpen = received === undefined;
-    if (inOpen && !headText.endsWith("\r\n\r\n")) {
-      this.unreadable("the request head does not end with a blank line", started);
-      return undefined;
-    }
-    const read = readHead(inOpen ? headText.slice(0, -4) : headText, this.user);
+    // reads its fields when someone looks. OPEN's head comes as text, one in the stream's bytes as bytes (both with the blank line)
+    let read: ReadHead | string;
+    if (received !== undefined) read = readHeadBytes(received, this.user);
+    else if (!headText!.endsWith("\r\n\r\n")) read = "the request head does not end with a blank line";
+    else read = readHead(headText!.slice(0, -4), this.user);
     if (typeof read === "string") {
       this.unreadable(read, started);
       return undefined;
     }
     const allowed = withAllowedSwitch(read, this.target.allowUpgrade);
     const switchTakenOff = allowed !== read;
-    const { head, text } = allowed;
+    const { head } = allowed;
     // a path route picks the service (and so the Host a rewrite gives) by the path made normal, which is the one sent
     const route = this.target.routes ? routeFor(this.target.routes, head.target) : undefined;
     const host = route ? hostFor(this.target, route.target) : this.host;
-    const request = localRequest(head, text, host, this.user === undefined && !switchTakenOff ? received : undefined);
+    const request = localRequest(allowed, host, this.user === undefined && !switchTakenOff ? received : undefined);
     const { method, target: path, upgrade } = head;
     const websocket = upgrade === "websocket";
     hooks.opened?.(websocket ? "ws" : "http", method, path);
-    // the inspector shows the head as the agent read it (a connector's with burrow's fields dropped and
-    // X-Burrow-User vouched), or as the service gets it where a switch was taken off
-    const shown = switchTakenOff ? headOf(request) : text;
     const served = this.served;
     served.request = request;
-    served.tap = hooks.tap?.({ method, path, headers: new HeadText(shown, "request"), websocket, route: route?.prefix });
+    // the inspector shows the head as the agent read it (a connector's with burrow's fields dropped and
+    // X-Burrow-User vouched), or as the service gets it where a switch was taken off: its bytes as they
+    // came (copied by the capture) when the head was read from them, its text otherwise
+    if (hooks.tap) {
+      // one object a stream, filled for each request: the tap copies what it keeps
+      const t = (this.tapped ??= { method, path, headers: [], websocket, route: undefined, started });
+      t.method = method;
+      t.path = path;
+      t.headers = switchTakenOff ? new HeadText(headOf(request), "request") : shownHead(allowed);
+      t.websocket = websocket;
+      t.route = route?.prefix;
+      t.started = started;
+      served.tap = hooks.tap(t);
+    } else served.tap = undefined;
     served.service = route?.target;
     this.report.begin(method, path, upgrade, started, route?.prefix);
     return served;
@@ -164,6 +174,11 @@ class RequestServer implements StreamServer {
     answerConnector(this.stream, "502 Bad Gateway", `burrow: the tunnel's service gave no answer: ${why}\n`, replied);
     return true;
   }
+}
+
+/** A head as the inspector reads it when someone looks: its bytes (blank line included), or its text. */
+function shownHead(read: ReadHead): HeadText | Uint8Array {
+  return read.text === undefined ? read.bytes! : new HeadText(read.text, "request");
 }
 
 /** A request's head as it goes to the service, without its blank line. */

@@ -93,7 +93,8 @@ export class PoolMembership {
       },
       streamOpened(e) {
         self.busy++;
-        self.lastOpened = Date.now();
+        // read only by a pool member that leaves: no clock read per request for the others
+        if (self.members.size > 0) self.lastOpened = Date.now();
         out.streamOpened?.(e);
       },
     };

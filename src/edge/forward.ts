@@ -150,9 +150,9 @@ function passesAsSent(head: RequestHead, tunnel: Tunnel, ctx: ForwardContext): b
  * the edge's fields (made once per connection, Host and client), without making
  * the head a string and encoding it again.
  */
-function requestHeadBytes(conn: HttpConnection, head: RequestHead, tunnel: Tunnel, ctx: ForwardContext, text: string): Uint8Array {
+function requestHeadBytes(conn: HttpConnection, head: RequestHead, tunnel: Tunnel, ctx: ForwardContext, source: HeadSource): Uint8Array {
   const raw = conn.headBytes;
-  if (!raw || !passesAsSent(head, tunnel, ctx)) return Buffer.from(requestHeadText(head, tunnel, ctx, text), "latin1");
+  if (!raw || !passesAsSent(head, tunnel, ctx)) return Buffer.from(requestHeadText(head, tunnel, ctx, source.text), "latin1");
   const suffix = edgeFieldsOf(conn, ctx);
   const bytes = (suffix.bytes ??= Buffer.from(suffix.text, "latin1"));
   const kept = raw.byteLength - 2; // through the last field's CRLF, without the blank line
@@ -197,12 +197,17 @@ function forwardedNode(address: string): string {
 /** A quoted-string (RFC 9110 §5.6.4): a Host with a port is no token. Nothing to escape: a Host the edge routes by is DNS labels or an IPv6 literal, and a port. */
 const quotedString = (host: string): string => `"${host}"`;
 
+/** Where the head's text (as it came, without its blank line) is read, only when it is needed (http-door.ts HttpVisit). */
+export interface HeadSource {
+  readonly text: string;
+}
+
 /**
  * Serves `head` on `conn` through `tunnel`'s agent: on the stream the
  * connection's last request to it went on, when that one is kept
  * (request-stream.ts), else on a new one.
  */
-export function forward(conn: HttpConnection, head: RequestHead, text: string, tunnel: Tunnel, ctx: ForwardContext): void {
+export function forward(conn: HttpConnection, head: RequestHead, source: HeadSource, tunnel: Tunnel, ctx: ForwardContext): void {
   // a switch the tunnel does not serve knowingly (upgrade.ts) is taken off: the request goes on as a plain one
   if (head.upgrade !== undefined && !upgradeAllowed(head.upgrade, tunnel.allowUpgrade)) {
     head.upgrade = undefined;
@@ -212,10 +217,10 @@ export function forward(conn: HttpConnection, head: RequestHead, text: string, t
   if (parked) {
     conn.parked = undefined;
     // an upgrade goes on a stream of its own: after its 101 the stream is the new protocol's
-    if (head.upgrade === undefined && parked.carries(tunnel)) return new Exchange(conn, head, tunnel, ctx, parked).start(requestHeadBytes(conn, head, tunnel, ctx, text));
+    if (head.upgrade === undefined && parked.carries(tunnel)) return new Exchange(conn, head, tunnel, ctx, parked).start(requestHeadBytes(conn, head, tunnel, ctx, source));
     parked.drop();
   }
-  const headText = requestHeadText(head, tunnel, ctx, text, conn);
+  const headText = requestHeadText(head, tunnel, ctx, source.text, conn);
   const agent = tunnel.agent;
   const meta: OpenMeta = { tunnel: tunnel.id, kind: "h1", remote: `${ctx.remoteIp}:${ctx.remotePort}`, head: headText };
   // another node's tunnel: its access rules are applied there, on the visitor's address as judged here
@@ -297,6 +302,10 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
   private readonly filter: ResponseFilter | undefined;
   /** filtered() is feeding the parser: the response's end waits for the chunk's credit. */
   private inPush = false;
+  /** ResponseSink: the response goes on as it lies in the chunks (see the constructor). */
+  readonly inPlace: boolean;
+  readonly readsBody: boolean;
+  readonly readsHeadBytes: boolean;
   private readonly stream: Stream;
   /** The wait for the response to begin (its deadline), while it lasts. */
   private wait: ResponseWait | undefined;
@@ -320,6 +329,12 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     // one parser a stream, read by one request after another
     // (and an HTTP/1.0 visitor's, for its framing)
     const fields = this.rewrite || this.filter !== undefined || request.minor === 0;
+    // nothing of the response changes on its way (no header rules, no policy's filter, not an HTTP/1.0 visitor's,
+    // whose chunked answer loses its framing): its bytes go on from the chunk as they lie, no piece or view made
+    this.inPlace = !fields;
+    this.readsBody = !this.inPlace;
+    // a lean head's bytes are read only by the check of a 101 (upgrade.ts responseFields)
+    this.readsHeadBytes = request.upgrade !== undefined;
     const parser = carrier.parser;
     if (parser) parser.reset(request.method, this, fields);
     this.parser = parser ?? (carrier.parser = new ResponseParser(request.method, this, fields));
@@ -450,18 +465,21 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     this.tunnel.countOut(chunk.byteLength);
     if (this.piping) return this.toVisitor(chunk);
     if (this.filter) return this.filtered(chunk);
-    // the parser hands the response's bytes to raw() as it reads them: heads only once whole
-    // and read (a head split over DATA frames, one that turns out malformed: nothing of it goes)
-    const error = this.parser.push(chunk);
+    // the parser hands the response's bytes to raw() as it reads them (or, in place, counts them):
+    // heads only once whole and read (a head split over DATA frames, one that turns out malformed: nothing of it goes)
+    const { parser } = this;
+    const error = parser.push(chunk);
     const pieces = this.pieces;
-    this.pieces = [];
+    if (pieces.length > 0) this.pieces = [];
     if (error) return this.brokenResponse(`its local service sent a malformed response: ${error}`);
     if (this.refusedSwitch !== undefined) return this.brokenResponse(this.refusedSwitch);
     if (this.invalidStatus !== undefined) return this.brokenResponse(`its local service sent an invalid status ${this.invalidStatus}`);
-    const end = this.parser.complete ? this.parser.endedAt : chunk.byteLength;
+    const end = parser.complete ? parser.endedAt : chunk.byteLength;
     // one write for what this chunk completed (a head and the body after it, most often): the
-    // chunk itself when the pieces are its bytes in order, as they are unless a head came in parts
-    if (pieces.length > 0) this.toVisitor(pieces.length === 1 ? pieces[0]! : contiguousIn(chunk, pieces, end) ? (end === chunk.byteLength ? chunk : chunk.subarray(0, end)) : Buffer.concat(pieces), end);
+    // chunk's first bytes when they lie in it in order, as they do unless a head came in parts
+    const inPlace = this.inPlace ? parser.inPlaceEnd : -1;
+    if (inPlace > 0) this.toVisitor(inPlace === chunk.byteLength ? chunk : chunk.subarray(0, inPlace), end);
+    else if (pieces.length > 0) this.toVisitor(pieces.length === 1 ? pieces[0]! : contiguousIn(chunk, pieces, end) ? (end === chunk.byteLength ? chunk : chunk.subarray(0, end)) : Buffer.concat(pieces), end);
     else this.stream.consumed(end); // held in the parser (part of a head), which bounds it
     if (end < chunk.byteLength) {
       const rest = chunk.subarray(end);

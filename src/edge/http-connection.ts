@@ -14,8 +14,9 @@
  * flight (a long poll, a download) is never cut by either.
  */
 import type { Socket } from "bun";
-import { HeadReader } from "../http/head-reader.ts";
+import { hasBareLf, HeadReader, headTextOf } from "../http/head-reader.ts";
 import { isRefusal, parseRequestHead, type HeadRefusal, type RequestHead } from "../http/request-head.ts";
+import { requestHeadOf } from "../http/request-head-bytes.ts";
 import { responseBytes } from "../http/response-bytes.ts";
 import { PendingWrites } from "../sockets/pending-writes.ts";
 import type { HostRoute } from "./host-route.ts";
@@ -43,6 +44,7 @@ const SWEEP_MS = 1_000;
 /** HTTP/2's connection preface (RFC 9113 §3.4) as a head reader reads it: a request line, then "SM\r\n\r\n" after its blank line. */
 const PREFACE_LINE = "PRI * HTTP/2.0";
 const PREFACE_HEAD = Buffer.from(`${PREFACE_LINE}\r\n\r\n`, "latin1");
+const BARE_LF: HeadRefusal = { status: 400, why: "Request lines must end in CRLF." };
 
 /** Who has the connection while a request is served. */
 export interface Occupant {
@@ -61,8 +63,13 @@ export interface Occupant {
 export interface ConnectionServer {
   /** The name lengths of the fields the server reads (RequestHead.fields holds only those, and the parser's own). */
   readonly fieldLengths?: ReadonlySet<number>;
-  /** A parsed request: serve it (the connection is held until release or close). */
-  request(conn: HttpConnection, head: RequestHead, headText: string): void;
+  /**
+   * A parsed request: serve it (the connection is held until release or
+   * close). `headText`: the head's text (without its blank line) when it
+   * was read as text; undefined when it was read from its bytes, whose text
+   * conn.headText() makes while the server decides synchronously.
+   */
+  request(conn: HttpConnection, head: RequestHead, headText: string | undefined): void;
   /** A head that could not be parsed: the answer to give before closing. */
   refused(conn: HttpConnection, refusal: HeadRefusal): Response;
   /** The connection closed (its place in the budget goes back). */
@@ -111,6 +118,8 @@ export class HttpConnection {
   policyConnected: object | undefined;
   /** Set by the server at the first request: who the visitor is, for the budget and the rules. */
   client: string | undefined;
+  /** The peer's address in its canonical form, made at the first request that names no other client. */
+  peerClient: string | undefined;
   /** The budget's key while the connection holds a place. */
   counted: string | undefined;
   /** Handed over to the loopback server (an agent's or node's WebSocket): no visitor request. */
@@ -312,28 +321,43 @@ export class HttpConnection {
   }
 
   private readHeads(bytes: Uint8Array): void {
-    const read = this.heads.read(bytes, 0, true);
+    const read = this.heads.read(bytes, 0, true, false);
     if (read === "incomplete") {
       if (this.headSince === 0) this.headSince = performance.now();
       return;
     }
     if (read === "too-large") return this.refuse({ status: 431, why: "The request head is too large." });
-    if (read === "bare-lf") return this.refuse({ status: 400, why: "Request lines must end in CRLF." });
+    if (read === "bare-lf") return this.refuse(BARE_LF);
     this.headSince = 0;
-    const head = parseRequestHead(read.text, this.server.fieldLengths ?? true, this.limits.maxFields);
-    if (isRefusal(head)) {
-      // HTTP/2 with prior knowledge: its preface reads as a head in a version not spoken here (looked at only then)
-      if (this.served === 0 && read.text === PREFACE_LINE && this.limits.priorKnowledge && this.server.http2) return this.server.http2(this, [PREFACE_HEAD, bytes.subarray(read.next)]);
-      return this.refuse(head);
+    const raw = read.raw!;
+    const fields = this.server.fieldLengths ?? true;
+    // the common head read from its bytes; any other from its text, which says what is wrong with it
+    let head: RequestHead | HeadRefusal | undefined = requestHeadOf(raw, fields, this.limits.maxFields);
+    let text: string | undefined;
+    if (head === undefined) {
+      if (hasBareLf(raw)) return this.refuse(BARE_LF);
+      text = headTextOf(raw);
+      head = parseRequestHead(text, fields, this.limits.maxFields);
+      if (isRefusal(head)) {
+        // HTTP/2 with prior knowledge: its preface reads as a head in a version not spoken here (looked at only then)
+        if (this.served === 0 && text === PREFACE_LINE && this.limits.priorKnowledge && this.server.http2) return this.server.http2(this, [PREFACE_HEAD, bytes.subarray(read.next)]);
+        return this.refuse(head);
+      }
     }
     this.routing = true;
     if (read.next < bytes.byteLength) this.hold(bytes.subarray(read.next));
-    this.headBytes = read.raw ?? (read.next === bytes.byteLength ? bytes : bytes.subarray(0, read.next));
+    this.headBytes = raw;
     try {
-      this.server.request(this, head, read.text);
+      this.server.request(this, head, text);
     } finally {
       this.headBytes = undefined;
     }
+  }
+
+  /** The text of the head being routed (without its blank line), from its bytes: only while the server decides on it synchronously. */
+  headText(): string {
+    if (!this.headBytes) throw new Error("the head's bytes are gone: its text must be kept before routing waits");
+    return headTextOf(this.headBytes);
   }
 
   private refuse(refusal: HeadRefusal): void {

@@ -54,12 +54,22 @@ export class HttpVisit implements Visit, HeadView {
   constructor(
     readonly conn: HttpConnection,
     readonly head: RequestHead,
-    /** The head's text, as it came. */
-    readonly text: string,
+    /** The head's text, as it came; undefined: read from its bytes (HttpConnection.headText) when first asked. */
+    private headText: string | undefined,
     /** When the request came (performance.now()), for its time to response head. */
     readonly startedAt: number,
   ) {
     this.method = head.method;
+  }
+
+  /** The head's text, as it came (without its blank line): made from its bytes only when a step reads it. */
+  get text(): string {
+    return (this.headText ??= this.conn.headText());
+  }
+
+  /** The visit goes on after the head's bytes are gone (a step waits): its text is made now. */
+  keepText(): void {
+    this.headText ??= this.conn.headText();
   }
 
   get(name: string): string | null {
@@ -110,9 +120,9 @@ export class HttpDoor implements Door<HttpVisit> {
     const { deps } = this;
     const tunnel = deps.registry.tunnelBySubdomain(v.name);
     // just after a restart, agents told DRAIN are on their way back: for a name held for one
-    // of them, wait a moment for it rather than answer that its agent is away
-    const startupLeft = deps.startedAt + STARTUP_WAIT_MS - Date.now();
-    const waitForAgent = tunnel !== undefined && !tunnel.agent && startupLeft > 0 && deps.heldAtStart.has(v.name);
+    // of them, wait a moment for it rather than answer that its agent is away (the clock read only then)
+    const startupLeft = tunnel !== undefined && !tunnel.agent ? deps.startedAt + STARTUP_WAIT_MS - Date.now() : 0;
+    const waitForAgent = startupLeft > 0 && deps.heldAtStart.has(v.name);
     if (waitForAgent || (!tunnel && deps.remote)) return this.found(v, waitForAgent ? startupLeft : 0);
     return tunnel ? this.member(tunnel) : UNKNOWN_NAME;
   }
@@ -245,7 +255,7 @@ export class HttpDoor implements Door<HttpVisit> {
 
   forward(v: HttpVisit, t: Tunnel, passed: Passed | undefined): void {
     if (v.conn.closedAlready) return;
-    forward(v.conn, v.head, v.text, t, this.context(v, passed));
+    forward(v.conn, v.head, v, t, this.context(v, passed));
   }
 
   /** What forwarding `v` needs to know of it and of the edge. */

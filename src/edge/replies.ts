@@ -19,21 +19,35 @@ export class ResponseTimeout extends Error {
   }
 }
 
+/**
+ * The waits the sweep looks at. A wait stays in it from one request to the
+ * next on a busy kept stream (answered() only disarms it; the sweep drops
+ * the disarmed), so a request costs no set insert and delete.
+ */
 const waiting = new Set<ResponseWait>();
 let sweeper: ReturnType<typeof setInterval> | undefined;
+/**
+ * The sweeps so far: a wait's age is counted in them rather than read from
+ * the clock per request. Sweeps come at least SWEEP_MS apart (later under
+ * load), so a wait is timed out no sooner than its timeout.
+ */
+let sweeps = 0;
 
 function sweep(): void {
-  const now = performance.now();
+  sweeps++;
   for (const w of waiting) {
-    if (now >= w.deadline) {
+    if (!w.armed) {
       waiting.delete(w);
+      w.listed = false;
+    } else if ((sweeps - w.armedAt) * SWEEP_MS > w.timeoutMs) {
+      w.disarm();
       // told before the reset, whose listener would otherwise give the reason as a closed tunnel
       w.watch!.timedOut(w.timeoutMs);
       w.stream.reset();
     } else if (w.stream.peerEnded) {
       // the agent ended the stream without a REPLY (a REPLY with FIN is delivered before its FIN):
       // no answer will come, so the visitor need not wait out the deadline
-      waiting.delete(w);
+      w.disarm();
       w.watch!.failed("its agent ended the request without an answer");
       w.stream.reset();
     }
@@ -60,17 +74,27 @@ export interface ReplyWatch {
  * an answer. No timer or promise per request: one sweep for all of them.
  */
 export class ResponseWait {
-  deadline = 0;
+  /** The sweep it was armed after (its age is counted in sweeps). */
+  armedAt = 0;
   timeoutMs = 0;
   watch: ReplyWatch | undefined;
+  /** A response is awaited. */
+  armed = false;
+  /** In the sweep's set (armed, or disarmed since its last look). */
+  listed = false;
 
   constructor(readonly stream: Stream) {}
 
   arm(timeoutMs: number, watch: ReplyWatch): this {
-    this.deadline = performance.now() + timeoutMs;
+    // the sweep after this one is the first to count: a wait armed just before a sweep is not a sweep old
+    this.armedAt = sweeps + 1;
     this.timeoutMs = timeoutMs;
     this.watch = watch;
-    waiting.add(this);
+    this.armed = true;
+    if (!this.listed) {
+      this.listed = true;
+      waiting.add(this);
+    }
     if (sweeper === undefined) {
       sweeper = setInterval(sweep, SWEEP_MS);
       sweeper.unref();
@@ -78,14 +102,23 @@ export class ResponseWait {
     return this;
   }
 
+  /** @internal No response is awaited any more (the sweep drops it). */
+  disarm(): void {
+    this.armed = false;
+  }
+
   /** The response began: true if it was still awaited (not timed out or failed). */
   answered(): boolean {
-    return waiting.delete(this);
+    if (!this.armed) return false;
+    this.armed = false;
+    return true;
   }
 
   /** The stream was reset while the response was awaited: the watch is told why. */
   resetBy(code: string): void {
-    if (waiting.delete(this)) this.watch!.failed(describeReset(code));
+    if (!this.armed) return;
+    this.armed = false;
+    this.watch!.failed(describeReset(code));
   }
 }
 

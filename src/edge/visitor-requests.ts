@@ -99,9 +99,11 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
     return answer(v.conn, v.head, res, v.startedAt);
   }
 
-  function request(conn: HttpConnection, head: RequestHead, text: string): void {
+  function request(conn: HttpConnection, head: RequestHead, text: string | undefined): void {
     const v = new HttpVisit(conn, head, text, performance.now());
-    const client = deps.trustedProxies.clientAddress(conn.peer.address, v.get("x-forwarded-for"));
+    // without X-Forwarded-For the client is the peer, whose canonical form the connection keeps
+    const forwardedFor = v.get("x-forwarded-for");
+    const client = forwardedFor === null ? (conn.peerClient ??= deps.trustedProxies.clientAddress(conn.peer.address, null)) : deps.trustedProxies.clientAddress(conn.peer.address, forwardedFor);
     v.client = client;
     conn.client = client;
     if (conn.counted === undefined) {
@@ -116,7 +118,11 @@ export function visitorServer(deps: VisitorDeps): ConnectionServer {
     }
     try {
       const waiting = route(v);
-      if (waiting) failsOn(waiting, v);
+      if (waiting) {
+        // the head's bytes are the socket's: what reads it after this turn reads its text
+        v.keepText();
+        failsOn(waiting, v);
+      }
     } catch (err) {
       failed(v, err);
     }

@@ -48,3 +48,25 @@ export function isEdgeSetFieldAt(text: string, at: number, colon: number): boole
 
 /** Every line of a head (its text, lines after CRLF) that carries one of burrow's fields, in any spelling. */
 export const BURROW_FIELD_LINES = /\r\nx[-_]burrow[-_][^:\r]*:[^\r]*/gi;
+
+/** Whether b[at, at + lower.length) is `lower` (ASCII) in any case. */
+function nameIn(b: Uint8Array, at: number, lower: string): boolean {
+  for (let i = 0; i < lower.length; i++) if ((b[at + i]! | 0x20) !== lower.charCodeAt(i)) return false;
+  return true;
+}
+
+/** isEdgeSetFieldAt for a name read from bytes, b[at, colon). */
+export function isEdgeSetFieldIn(b: Uint8Array, at: number, colon: number): boolean {
+  const first = b[at]! | 0x20;
+  if (first === 0x78 /* x */) {
+    if (colon - at === 9) return nameIn(b, at, "x-real-ip");
+    if (colon - at <= PREFIX.length) return false;
+    for (let i = 0; i < PREFIX.length; i++) {
+      const c = b[at + i]! | 0x20;
+      const want = PREFIX.charCodeAt(i);
+      if (c !== want && !(want === 0x2d && c === 0x7f)) return false;
+    }
+    return true;
+  }
+  return first === 0x66 /* f */ && colon - at === 9 && nameIn(b, at, "forwarded");
+}

@@ -54,15 +54,22 @@ export class HeadReader {
    * pieces also comes back as its bytes (`raw`, the blank line included), for
    * a caller that passes heads on as they arrived. With `decode` false the
    * head is not made a string at all (`text` is empty) and always comes
-   * back as its bytes, for a caller that reads them (response-head-bytes.ts).
+   * back as its bytes, for a caller that reads them (response-head-bytes.ts,
+   * request-head-bytes.ts): those bytes are not searched for a bare LF, so
+   * the caller reads them with a parser that refuses any LF not after a CR,
+   * or asks hasBareLf() before it reads them any other way. With `inPlace`
+   * too, a head that lies whole in `bytes` comes back without `raw`: it is
+   * `bytes` from `at` to `next` (no view is made of it); one that came in
+   * pieces comes back as `raw` all the same.
    */
-  read(bytes: Uint8Array, at: number, keepRaw = false, decode = true): HeadRead {
+  read(bytes: Uint8Array, at: number, keepRaw = false, decode = true, inPlace = false): HeadRead {
     const view = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     if (this.partial === undefined) {
       const end = view.indexOf(HEAD_END, at);
       if (end >= 0 && end + 4 - at <= this.max) {
+        // a head that is the whole read, the usual request, is that read itself; `inPlace`: the caller reads it in `bytes`, from `at` to `next`
+        if (!decode) return this.give("", end + 4, inPlace ? undefined : at === 0 && end + 4 === view.byteLength ? view : view.subarray(at, end + 4));
         if (bareLf(view, at, end)) return "bare-lf";
-        if (!decode) return this.give("", end + 4, view.subarray(at, end + 4));
         return this.give(view.toString("latin1", at, end), end + 4, undefined);
       }
       if (end < 0 && bareLf(view, at, view.byteLength)) return "bare-lf";
@@ -79,7 +86,7 @@ export class HeadReader {
       if (bareLf(buffered, Math.max(0, searchFrom - 1), buffered.byteLength)) return "bare-lf";
       return take < view.byteLength - at || this.partialLength >= this.max ? "too-large" : "incomplete";
     }
-    if (bareLf(buffered, 0, end)) return "bare-lf";
+    if (decode && bareLf(buffered, 0, end)) return "bare-lf";
     const text = decode ? buffered.toString("latin1", 0, end) : "";
     // the bytes after the head in this piece: those taken into the buffer beyond the end mark go back
     const next = at + take - (this.partialLength - (end + 4));
@@ -104,6 +111,18 @@ export class HeadReader {
     this.partial.set(piece, this.partialLength);
     this.partialLength = needed;
   }
+}
+
+/** Whether a head read as bytes (its blank line included: HeadReader.read with `decode` false) has a line that ends in LF alone where it could end. */
+export function hasBareLf(raw: Uint8Array): boolean {
+  const view = Buffer.isBuffer(raw) ? raw : Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
+  return bareLf(view, 0, view.byteLength - 4);
+}
+
+/** The text of a head read as bytes, without its blank line. */
+export function headTextOf(raw: Uint8Array): string {
+  const view = Buffer.isBuffer(raw) ? raw : Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
+  return view.toString("latin1", 0, view.byteLength - 4);
 }
 
 /**

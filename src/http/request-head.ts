@@ -58,7 +58,7 @@ export interface HeadRefusal {
 }
 
 export const MAX_REQUEST_FIELDS = 256;
-const MAX_NAME_LENGTH = 256;
+export const MAX_NAME_LENGTH = 256;
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** method SP request-target SP HTTP-version; the target is visible ASCII. */
@@ -69,10 +69,10 @@ const ABSOLUTE = /^https?:\/\/([^/?#]*)([^#]*)$/i;
 const refuse = (status: HeadRefusal["status"], why: string): HeadRefusal => ({ status, why });
 
 /** The lengths of the names the parser itself reads: host, expect, upgrade, connection, content-length, transfer-encoding. */
-const OWN_NAMES: ReadonlySet<number> = new Set([4, 6, 7, 10, 14, 17]);
+export const OWN_NAMES: ReadonlySet<number> = new Set([4, 6, 7, 10, 14, 17]);
 const unions = new WeakMap<ReadonlySet<number>, ReadonlySet<number>>();
 /** A caller's lengths and the parser's own, made once per caller's set. */
-function withOwnNames(lengths: ReadonlySet<number>): ReadonlySet<number> {
+export function withOwnNames(lengths: ReadonlySet<number>): ReadonlySet<number> {
   let union = unions.get(lengths);
   if (!union) unions.set(lengths, (union = new Set([...OWN_NAMES, ...lengths])));
   return union;
@@ -83,7 +83,7 @@ function withOwnNames(lengths: ReadonlySet<number>): ReadonlySet<number> {
  * head (parsing never overlaps), and its method the readFields visitor, so
  * a parse makes no closure.
  */
-class RequestFields {
+export class RequestFields {
   kept: [string, string][] = [];
   names: string[] = [];
   hosts = 0;
@@ -138,7 +138,8 @@ class RequestFields {
     }
   }
 }
-const requestFields = new RequestFields();
+/** The one visitor of every parse (parsing never overlaps: request-head-bytes.ts uses it too). */
+export const requestFields = new RequestFields();
 /** The fields of a head read with `fields` false: none (shared, never written). */
 const NO_FIELDS: [string, string][] = [];
 const NO_NAMES: string[] = [];
@@ -189,11 +190,21 @@ export function parseRequestHead(text: string, fields: boolean | ReadonlySet<num
   const some = fields !== true && fields !== false;
   // a caller that reads some fields is handed those the edge takes out too (burrow-fields.ts), whatever their length
   const fault = readFields(text, firstEnd < 0 ? text.length : firstEnd + 2, maxFields, MAX_NAME_LENGTH, seen, fields === true ? undefined : some ? withOwnNames(fields) : OWN_NAMES, some);
-  const { kept, names, hosts, host, lengths, codings, connection, upgradeField, expect } = seen;
   if (fault === "too-many") return refuse(431, `More than ${maxFields} header fields.`);
   if (fault === "line") return refuse(400, "A header line is malformed.");
   if (fault === "name" || fault === "long-name") return refuse(400, "A header name is malformed.");
   if (fault === "value") return refuse(400, "A header value holds control characters.");
+  return headFrom(seen, method, target, sent, authority, minor, fields === true);
+}
+
+/**
+ * The head the fields' reading (`seen`) and the request line made: the
+ * rules that read several fields together (one Host, the body's framing,
+ * Connection, Expect), the same for a head read from its text (above) and
+ * one read from its bytes (request-head-bytes.ts).
+ */
+export function headFrom(seen: RequestFields, method: string, target: string, sent: string, authority: string | undefined, minor: 0 | 1, whole: boolean): RequestHead | HeadRefusal {
+  const { kept, names, hosts, host, lengths, codings, connection, upgradeField, expect } = seen;
   // exactly one Host in HTTP/1.1 (RFC 9112 §3.2): two could route the request two ways
   if (hosts > 1) return refuse(400, "The request has more than one Host header.");
   if (hosts === 0 && minor === 1 && authority === undefined) return refuse(400, "The Host header is missing.");
@@ -224,7 +235,7 @@ export function parseRequestHead(text: string, fields: boolean | ReadonlySet<num
     expectContinue = minor === 1;
   }
   const upgrade = upgradeField !== undefined && listHas(connection, "upgrade") ? upgradeField : undefined;
-  return { method, target, targetAsSent: target === sent, absolute: authority !== undefined, minor, fields: kept, names, whole: fields === true, host: authority ?? host, framing, length, keepAlive, expectContinue, upgrade };
+  return { method, target, targetAsSent: target === sent, absolute: authority !== undefined, minor, fields: kept, names, whole, host: authority ?? host, framing, length, keepAlive, expectContinue, upgrade };
 }
 
 /** Every field in order, gathered for everyField (only when someone needs them all, so a new one each time is fine). */

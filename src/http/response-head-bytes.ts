@@ -10,9 +10,14 @@
  */
 import type { ParsedHead } from "./response-head.ts";
 
-/** tchar (RFC 9110 §5.6.2), by byte. */
-const TCHAR = new Uint8Array(256);
-for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") TCHAR[c.charCodeAt(0)] = 1;
+/** A name's bytes: 1 for a tchar (RFC 9110 §5.6.2), 2 for the colon that ends it, 0 for anything else (request-head-bytes.ts reads them too). */
+export const NAME = new Uint8Array(256);
+for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") NAME[c.charCodeAt(0)] = 1;
+NAME[0x3a] = 2;
+/** A value's bytes: 0 for what a value may hold (visible, SP, HTAB, obs-text), 1 for the CR that ends it, 2 for any other control. */
+export const VALUE = new Uint8Array(256);
+for (let c = 0; c < 256; c++) VALUE[c] = (c < 0x20 && c !== 0x09) || c === 0x7f ? 2 : 0;
+VALUE[0x0d] = 1;
 
 const MAX_FIELDS = 1000;
 const MAX_NAME = 256;
@@ -33,21 +38,23 @@ function sameName(b: Uint8Array, from: number, lower: string): boolean {
 }
 
 /**
- * The head in `b` (its bytes, the blank line included), read for its
- * framing; undefined when parseHead must read it instead.
+ * The head in `b` from `from` to `to` (its bytes, the blank line included;
+ * by default all of `b`), read for its framing; undefined when parseHead
+ * must read it instead.
  */
-export function framingOf(b: Uint8Array, requestMethod: string): ParsedHead | undefined {
-  const end = b.length - 4; // the head without its blank line ends here
+export function framingOf(b: Uint8Array, requestMethod: string, from = 0, to = b.length): ParsedHead | undefined {
+  const end = to - 4; // the head without its blank line ends here
+  const s = from;
   // "HTTP/1.x NNN" and an optional " reason"
-  if (end < 12 || b[0] !== 0x48 || b[1] !== 0x54 || b[2] !== 0x54 || b[3] !== 0x50 || b[4] !== 0x2f || b[5] !== 0x31 || b[6] !== 0x2e) return undefined;
-  const minor = b[7]! - 0x30;
-  if ((minor !== 0 && minor !== 1) || b[8] !== SP) return undefined;
-  const d1 = b[9]! - 0x30;
-  const d2 = b[10]! - 0x30;
-  const d3 = b[11]! - 0x30;
+  if (end - s < 12 || b[s] !== 0x48 || b[s + 1] !== 0x54 || b[s + 2] !== 0x54 || b[s + 3] !== 0x50 || b[s + 4] !== 0x2f || b[s + 5] !== 0x31 || b[s + 6] !== 0x2e) return undefined;
+  const minor = b[s + 7]! - 0x30;
+  if ((minor !== 0 && minor !== 1) || b[s + 8] !== SP) return undefined;
+  const d1 = b[s + 9]! - 0x30;
+  const d2 = b[s + 10]! - 0x30;
+  const d3 = b[s + 11]! - 0x30;
   if (d1 < 1 || d1 > 9 || d2 < 0 || d2 > 9 || d3 < 0 || d3 > 9) return undefined;
   const status = d1 * 100 + d2 * 10 + d3;
-  let at = 12;
+  let at = s + 12;
   if (b[at] === SP) {
     for (at++; at < end && b[at] !== CR; at++) {
       const c = b[at]!;
@@ -65,21 +72,17 @@ export function framingOf(b: Uint8Array, requestMethod: string): ParsedHead | un
   let fields = 0;
   while (at < end) {
     if (++fields > MAX_FIELDS) return undefined;
-    // the name: a token, then the colon
+    // the name: a token, then the colon (a table read a byte: every head's every byte passes here; the
+    // head ends in CR LF CR LF, so neither scan runs past it)
     let colon = at;
-    while (colon < end && b[colon] !== 0x3a) {
-      if (TCHAR[b[colon]!] === 0) return undefined;
-      colon++;
-    }
+    let kind: number;
+    while ((kind = NAME[b[colon]!]!) === 1) colon++;
     const nameLength = colon - at;
-    if (colon >= end || nameLength === 0 || nameLength > MAX_NAME) return undefined;
+    if (kind !== 2 || colon >= end || nameLength === 0 || nameLength > MAX_NAME) return undefined;
     // the value: up to CR, without the whitespace around it, no controls but HTAB
     let lineEnd = colon + 1;
-    while (lineEnd < end && b[lineEnd] !== CR) {
-      const c = b[lineEnd]!;
-      if ((c < SP && c !== HTAB) || c === 0x7f) return undefined;
-      lineEnd++;
-    }
+    while ((kind = VALUE[b[lineEnd]!]!) === 0) lineEnd++;
+    if (kind !== 1 || lineEnd > end) return undefined;
     if (lineEnd < end && b[lineEnd + 1] !== 0x0a) return undefined;
     let from = colon + 1;
     let to = lineEnd;

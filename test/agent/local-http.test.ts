@@ -420,6 +420,22 @@ describe("a kept stream: a visitor connection's requests one after another (OPEN
     expect(svc.requests.map((r) => `${r.conn} ${r.path}`)).toEqual(["1 /one", "2 /two"]);
   });
 
+  test("a held connection taken back for a request that outlasts the pool's idle time is not closed under it", async () => {
+    // the second answer comes three idle times after its request: the pool's sweeps run meanwhile
+    const svc = service((req, socket) => {
+      if (req.path === "/slow") setTimeout(() => socket.write(ok("slow")), 600);
+      else socket.write(ok(req.path));
+    });
+    const t = tunnel(svc.port, { pool: { idleMs: 200 } });
+    const k = kept(t, requestHead("GET", "/one"));
+    await until(() => k.got.text.endsWith("/one"), "the first answer");
+    k.send(requestHead("GET", "/slow"));
+    await until(() => k.got.text.endsWith("slow") || k.got.reset !== undefined, "the slow answer");
+    expect(k.got.reset).toBeUndefined();
+    expect(svc.requests.map((r) => `${r.conn} ${r.path}`)).toEqual(["1 /one", "1 /slow"]);
+    expect(svc.closed).toBe(0);
+  });
+
   test("a later head the agent cannot read is a reset that says why", async () => {
     const svc = service((req, socket) => void socket.write(ok(req.path)));
     const t = tunnel(svc.port);

@@ -34,11 +34,11 @@ describe("the agent's one read of a request head", () => {
   ])("a switch the tunnel does not allow is taken off as headAllowedToSwitch takes it off the text: %j", (text, host) => {
     const off = withAllowedSwitch(read(text), undefined);
     expect(off.head.upgrade).toBeUndefined();
-    const now = localRequest(off.head, off.text, host);
+    const now = localRequest(off, host);
     // what it was before: the request made first, the switch taken off its bytes, and read again
-    const made = bytesOf(localRequest(read(text).head, text, host).bytes);
+    const made = bytesOf(localRequest(read(text), host).bytes);
     const taken = headAllowedToSwitch(made, undefined);
-    const before = localRequest(read(taken.slice(0, -4)).head, taken.slice(0, -4), undefined);
+    const before = localRequest(read(taken.slice(0, -4)), undefined);
     expect(bytesOf(now.bytes)).toBe(bytesOf(before.bytes));
     expect([now.head.keepAlive, now.head.host]).toEqual([before.head.keepAlive, before.head.host]);
   });

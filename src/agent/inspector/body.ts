@@ -20,7 +20,7 @@ const SLAB_PIECE_MAX = 16 * 1024;
 const SPARE_SLABS = 4;
 
 class Slab {
-  readonly bytes = new Uint8Array(SLAB_BYTES);
+  readonly bytes = Buffer.alloc(SLAB_BYTES);
   /** Bytes written from the start. */
   used = 0;
   /** Pieces in it that are still kept. */
@@ -30,15 +30,23 @@ class Slab {
 let slab = new Slab();
 const spare: Slab[] = [];
 
+/** Where a copy is kept: a slab, or a buffer of its own (a large piece). */
+export type Place = Slab | Uint8Array;
+
 /** Where the last copy went: its slab (or own buffer) and offset; module state, so a copy makes no object. */
-let placedIn: Slab | Uint8Array = slab;
-let placedAt = 0;
+export let placedIn: Place = slab;
+export let placedAt = 0;
 
 /** Copies `from` (at most SLAB_PIECE_MAX bytes into a slab) and says where in placedIn/placedAt. */
 export function place(from: Uint8Array): void {
-  const n = from.byteLength;
+  placeRange(from, 0, from.byteLength);
+}
+
+/** place() for src[start, end), without a view of it. */
+export function placeRange(src: Uint8Array, start: number, end: number): void {
+  const n = end - start;
   if (n > SLAB_PIECE_MAX) {
-    placedIn = new Uint8Array(from); // a copy (Buffer's slice() would be a view)
+    placedIn = new Uint8Array(src.subarray(start, end)); // a copy (a Buffer's slice() would be a view)
     placedAt = 0;
     return;
   }
@@ -48,7 +56,9 @@ export function place(from: Uint8Array): void {
     slab.used = 0;
     if (full.live === 0) keepSpare(full);
   }
-  slab.bytes.set(from, slab.used);
+  // Buffer's copy of a range takes a read's bytes in without a view, and faster than a typed array's set()
+  if (Buffer.isBuffer(src)) src.copy(slab.bytes, slab.used, start, end);
+  else slab.bytes.set(start === 0 && end === src.byteLength ? src : src.subarray(start, end), slab.used);
   placedIn = slab;
   placedAt = slab.used;
   slab.used += n;
@@ -56,7 +66,7 @@ export function place(from: Uint8Array): void {
 }
 
 /** A piece leaves: its slab is written again once it holds no other. */
-function release(where: Slab | Uint8Array): void {
+export function release(where: Place): void {
   if (!(where instanceof Slab)) return;
   where.live--;
   if (where.live === 0 && where !== slab) keepSpare(where);
@@ -72,6 +82,12 @@ function view(where: Slab | Uint8Array, at: number, length: number): Uint8Array 
   return bytes.subarray(at, at + length);
 }
 
+/** The latin1 text of a kept head (its bytes at `where`, blank line included, without it), read before its place is released. */
+export function headText(where: Place, at: number, length: number): string {
+  const bytes = where instanceof Slab ? where.bytes : Buffer.from(where.buffer, where.byteOffset, where.byteLength);
+  return bytes.toString("latin1", at, at + Math.max(0, length - 4));
+}
+
 /** Bytes kept in slabs: a piece's place, read when asked and given back when its capture leaves. */
 export class KeptBytes {
   /** The first piece (most bodies and every head are one); undefined when nothing is kept. */
@@ -85,13 +101,19 @@ export class KeptBytes {
 
   /** Keeps a copy of `piece`. */
   keep(piece: Uint8Array): void {
-    place(piece);
+    this.keepRange(piece, 0, piece.byteLength);
+  }
+
+  /** Keeps a copy of src[start, end). */
+  keepRange(src: Uint8Array, start: number, end: number): void {
+    placeRange(src, start, end);
+    const n = end - start;
     if (this.first === undefined) {
       this.first = placedIn;
       this.firstAt = placedAt;
-      this.firstLength = piece.byteLength;
-    } else (this.more ??= []).push(placedIn, placedAt, piece.byteLength);
-    this.captured += piece.byteLength;
+      this.firstLength = n;
+    } else (this.more ??= []).push(placedIn, placedAt, n);
+    this.captured += n;
   }
 
   /** A copy of the kept bytes as one buffer; from then on they are kept in it, out of the slabs. */
@@ -141,12 +163,17 @@ export class BodyCapture extends KeptBytes {
 
   /** Counts `chunk` and keeps a copy of what fits; returns the bytes kept. */
   add(chunk: Uint8Array): number {
-    this.size += chunk.byteLength;
+    return this.addRange(chunk, 0, chunk.byteLength);
+  }
+
+  /** add() for src[start, end), without a view of it. */
+  addRange(src: Uint8Array, start: number, end: number): number {
+    this.size += end - start;
     const room = this.cap - this.captured;
-    if (room <= 0 || chunk.byteLength === 0) return 0;
+    if (room <= 0 || end === start) return 0;
     // a copy: the chunk is a view into a buffer the transport may reuse, and holding a view would hold all of it
-    const n = Math.min(room, chunk.byteLength);
-    this.keep(n === chunk.byteLength ? chunk : chunk.subarray(0, n));
+    const n = Math.min(room, end - start);
+    this.keepRange(src, start, start + n);
     return n;
   }
 }

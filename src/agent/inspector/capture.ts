@@ -9,7 +9,7 @@
 import { WebSocketFrameReader, type WsMessage as ReadMessage } from "../../http/ws-frame-reader.ts";
 import type { HeaderList, PolicyNote } from "../../protocol/messages.ts";
 import type { TunnelView } from "../output.ts";
-import { BodyCapture, KeptBytes } from "./body.ts";
+import { BodyCapture, headText, placedAt, placedIn, placeRange, release, type Place } from "./body.ts";
 import { MAX_BODY_BYTES, WS_MESSAGE_BYTES, WS_MESSAGES_KEPT } from "./limits.ts";
 import { isRefusal, parseRequestHead } from "../../http/request-head.ts";
 import { parseHead } from "../../http/response-head.ts";
@@ -47,7 +47,8 @@ export class CapturedHead {
   ) {}
 
   get headers(): HeaderList {
-    return this.fields instanceof HeadText ? (this.fields = read(this.fields)) : this.fields;
+    const f = this.fields;
+    return f instanceof HeadText ? (this.fields = read(f)) : f;
   }
 }
 
@@ -105,14 +106,23 @@ const NO_BODY = new BodyCapture(0);
 
 export class Capture implements ExchangeTap {
   /** performance.now() when it began; wall time is worked out when asked (startedAt). */
-  private readonly started = performance.now();
+  private readonly started: number;
   /** Made with the first byte (most requests have no body): one object less per request to collect. */
   private request: BodyCapture | undefined;
   private reply: BodyCapture | undefined;
   status: number | undefined;
   private replyHeaders: LazyHeaders | undefined;
-  /** The response head's bytes as the service sent them (blank line included), read into replyHeaders when asked. */
-  private replyHead: KeptBytes | undefined;
+  /**
+   * The response head's bytes as the service sent them (blank line
+   * included), where they are kept (body.ts: a place, no object of its
+   * own), read into replyHeaders when asked; likewise the request head's.
+   */
+  private replyHeadIn: Place | undefined;
+  private replyHeadAt = 0;
+  private replyHeadLength = 0;
+  private requestHeadIn: Place | undefined;
+  private requestHeadAt = 0;
+  private requestHeadLength = 0;
   state: CaptureState = "pending";
   /** Why it failed, for state "failed". */
   error: string | undefined;
@@ -129,13 +139,15 @@ export class Capture implements ExchangeTap {
   answeredAtEdge: PolicyNote | undefined;
 
   private requestHead: CapturedHead | undefined;
+  /** The request's fields, or how to read them; undefined: its head's bytes are kept (requestHeadIn). */
+  private readonly requestFields: LazyHeaders | undefined;
 
   constructor(
     readonly id: number,
     readonly tunnel: TunnelView,
     private readonly method: string,
     private readonly path: string,
-    private readonly requestFields: LazyHeaders,
+    requestFields: LazyHeaders | Uint8Array,
     readonly remote: string,
     readonly kind: "http" | "ws",
     private readonly owner: CaptureOwner,
@@ -143,17 +155,27 @@ export class Capture implements ExchangeTap {
     readonly replayOf?: number,
     /** The path route that served it. */
     readonly route?: string,
+    started = performance.now(),
   ) {
+    this.started = started;
     this.ws = kind === "ws" ? new WsTraffic() : undefined;
+    if (requestFields instanceof Uint8Array) {
+      // the stream's bytes: copied into the slabs at once, read when someone asks
+      placeRange(requestFields, 0, requestFields.byteLength);
+      this.requestHeadIn = placedIn;
+      this.requestHeadAt = placedAt;
+      this.requestHeadLength = requestFields.byteLength;
+      this.requestFields = undefined;
+    } else this.requestFields = requestFields;
   }
 
   get responseHeaders(): HeaderList | undefined {
-    const raw = this.replyHead;
-    if (raw !== undefined) {
-      this.replyHead = undefined;
-      const bytes = raw.bytes();
-      raw.release();
-      return (this.replyHeaders = read(new HeadText(Buffer.from(bytes.buffer, bytes.byteOffset, Math.max(0, bytes.byteLength - 4)).toString("latin1"), this.method)));
+    const where = this.replyHeadIn;
+    if (where !== undefined) {
+      const text = headText(where, this.replyHeadAt, this.replyHeadLength);
+      this.replyHeadIn = undefined;
+      release(where);
+      return (this.replyHeaders = read(new HeadText(text, this.method)));
     }
     const h = this.replyHeaders;
     if (h instanceof HeadText) return (this.replyHeaders = read(h));
@@ -162,7 +184,15 @@ export class Capture implements ExchangeTap {
 
   /** The request's head, made when first asked. */
   get head(): CapturedHead {
-    return (this.requestHead ??= new CapturedHead(this.method, this.path, this.requestFields));
+    if (this.requestHead) return this.requestHead;
+    let fields = this.requestFields;
+    const where = this.requestHeadIn;
+    if (where !== undefined) {
+      fields = new HeadText(headText(where, this.requestHeadAt, this.requestHeadLength), "request");
+      this.requestHeadIn = undefined;
+      release(where);
+    }
+    return (this.requestHead = new CapturedHead(this.method, this.path, fields ?? []));
   }
 
   get requestBody(): BodyCapture {
@@ -192,10 +222,24 @@ export class Capture implements ExchangeTap {
   /** It left the store: the bytes it kept go back to the slabs, and nothing more is copied. */
   release(): void {
     this.evicted = true;
+    if (this.requestHeadIn !== undefined) release(this.requestHeadIn);
+    this.requestHeadIn = undefined;
     this.request?.release();
     this.reply?.release();
-    this.replyHead?.release();
-    this.replyHead = undefined;
+    if (this.replyHeadIn !== undefined) release(this.replyHeadIn);
+    this.replyHeadIn = undefined;
+  }
+
+  /** Keeps a copy of the response head's bytes, src[start, end), in place of any before. */
+  private keepReplyHead(src: Uint8Array, start: number, end: number): void {
+    this.replyHeaders = undefined;
+    if (this.replyHeadIn !== undefined) release(this.replyHeadIn);
+    this.replyHeadIn = undefined;
+    if (this.evicted) return;
+    placeRange(src, start, end);
+    this.replyHeadIn = placedIn;
+    this.replyHeadAt = placedAt;
+    this.replyHeadLength = end - start;
   }
 
   // -- ExchangeTap --------------------------------------------------------------------------------
@@ -208,12 +252,16 @@ export class Capture implements ExchangeTap {
   response(status: number, headers: LazyHeaders | Uint8Array): void {
     if (this.state !== "pending") return;
     this.status = status;
-    if (headers instanceof Uint8Array) {
-      // bytes of the socket's read: copied into the slabs, read when someone asks
-      this.replyHeaders = undefined;
-      this.replyHead?.release();
-      if (!this.evicted) (this.replyHead = new KeptBytes()).keep(headers);
-    } else this.replyHeaders = headers;
+    // bytes of the socket's read: copied into the slabs, read when someone asks
+    if (headers instanceof Uint8Array) this.keepReplyHead(headers, 0, headers.byteLength);
+    else this.replyHeaders = headers;
+    this.owner.changed(this);
+  }
+
+  responseHeadIn(status: number, src: Uint8Array, start: number, end: number): void {
+    if (this.state !== "pending") return;
+    this.status = status;
+    this.keepReplyHead(src, start, end);
     this.owner.changed(this);
   }
 
@@ -227,6 +275,11 @@ export class Capture implements ExchangeTap {
     this.answeredAtEdge = note;
     this.response(note.status, []);
     this.done();
+  }
+
+  responseChunkIn(src: Uint8Array, start: number, end: number): void {
+    if (this.evicted) return;
+    this.keep((this.reply ??= new BodyCapture(MAX_BODY_BYTES)).addRange(src, start, end));
   }
 
   done(): void {

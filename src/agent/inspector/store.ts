@@ -45,7 +45,7 @@ export class CaptureStore implements RequestTaps, CaptureOwner {
   begin(tunnel: TunnelView, request: TappedRequest, replayOf?: number): Capture | undefined {
     if (!tunnel.inspect) return undefined;
     if (this.count === this.keep) this.dropOldest();
-    const capture = new Capture(this.nextId++, tunnel, request.method, request.path, request.headers, request.remote, request.websocket ? "ws" : "http", this, replayOf, request.route);
+    const capture = new Capture(this.nextId++, tunnel, request.method, request.path, request.headers, request.remote, request.websocket ? "ws" : "http", this, replayOf, request.route, request.started);
     this.ring[(this.head + this.count) % this.keep] = capture;
     this.count++;
     this.changed(capture);

@@ -25,14 +25,20 @@ export interface TappedRequest {
   method: string;
   /** The request target as sent ("/a?b"). */
   path: string;
-  /** Header fields in order, names as sent; or the head's text, read when someone asks. */
-  headers: HeaderList | HeadText;
+  /**
+   * Header fields in order, names as sent; or how to read them when someone
+   * asks: the head's text, or its bytes as they came (blank line included;
+   * copied at once, the buffer is the stream's).
+   */
+  headers: HeaderList | HeadText | Uint8Array;
   /** It asks for a WebSocket (Upgrade: websocket). */
   websocket: boolean;
   /** The visitor's address, "ip:port". */
   remote: string;
   /** The path route that serves it (--route), when one does. */
   route?: string;
+  /** When it came (performance.now()), if the caller read the clock already. */
+  started?: number;
 }
 
 /** One request (or WebSocket) as it passes through the agent. */
@@ -45,8 +51,12 @@ export interface ExchangeTap {
    * came (blank line included; copied at once, the buffer is the socket's).
    */
   response(status: number, headers: HeaderList | HeadText | Uint8Array): void;
+  /** response() with the head's bytes as a place in a read, src[start, end) (copied at once; no view of them made). */
+  responseHeadIn?(status: number, src: Uint8Array, start: number, end: number): void;
   /** A piece of the response body (chunked framing taken off), on its way to the visitor. */
   responseChunk(chunk: Uint8Array): void;
+  /** responseChunk() for src[start, end), without a view of it. */
+  responseChunkIn?(src: Uint8Array, start: number, end: number): void;
   /** The response is complete (after a 101: the switched connection closed). */
   done(): void;
   /** It ended without a complete response: why, as a short phrase. */

@@ -12,7 +12,7 @@ import { WireError } from "../../protocol/wire.ts";
 import { serveHandlerStream } from "../handler-stream.ts";
 import { serveConnectorStream, serveHttpStream, type HttpHooks, type RequestLine } from "../http.ts";
 import type { ExchangeTap, RequestTaps, TappedRequest } from "../inspector/tap.ts";
-import type { AgentOutput, TunnelView } from "../output.ts";
+import type { AgentOutput, RequestEvent, StreamOpenedEvent, TunnelView } from "../output.ts";
 import { allowUpgrades, compactAccess } from "../settings/tunnel-options.ts";
 import { upstreamH2Limits } from "../settings/upstream-h2.ts";
 import type { AgentKind } from "./unit.ts";
@@ -88,8 +88,12 @@ class HttpServed implements HttpHooks {
     this.tap = inspector ? HttpServed.prototype.capture : undefined;
   }
 
+  /** The stream-opened events of this stream's requests, made once (the outputs read them at once and keep nothing). */
+  private openedHttp: StreamOpenedEvent | undefined;
+
   opened(kind: "http" | "ws", method: string, path: string): void {
-    this.out.streamOpened?.({ tunnel: this.tunnel.name, kind });
+    const out = this.out;
+    if (out.streamOpened) out.streamOpened(kind === "http" ? (this.openedHttp ??= { tunnel: this.tunnel.name, kind }) : { tunnel: this.tunnel.name, kind });
     this.method = method;
     this.path = path;
     this.owed = "request";
@@ -97,7 +101,10 @@ class HttpServed implements HttpHooks {
 
   log(line: RequestLine): void {
     this.owed = line.kind === "ws" ? "websocket" : "nothing";
-    this.out.request({ tunnel: this.tunnel.name, method: line.method, path: line.path, status: line.status, ms: line.ms, kind: line.kind, route: line.route });
+    // the line is made for this call (http.ts Report): it becomes the event as it is
+    const event = line as RequestLine & RequestEvent;
+    event.tunnel = this.tunnel.name;
+    this.out.request(event);
   }
 
   switchedClosed(path: string, ms: number): void {
@@ -110,8 +117,20 @@ class HttpServed implements HttpHooks {
     this.out.webSocketClosed?.({ tunnel: this.tunnel.name, path, ms, opened: false });
   }
 
+  /** What the inspector is told of each request: one object a stream, filled for each (the store copies what it keeps). */
+  private tapped: TappedRequest | undefined;
+
   capture(request: Omit<TappedRequest, "remote">): ExchangeTap | undefined {
-    return this.inspector?.begin(this.tunnel, { method: request.method, path: request.path, headers: request.headers, websocket: request.websocket, remote: this.meta.remote, route: request.route });
+    const inspector = this.inspector;
+    if (!inspector) return undefined;
+    const t = (this.tapped ??= { method: "", path: "", headers: [], websocket: false, remote: this.meta.remote, route: undefined, started: undefined });
+    t.method = request.method;
+    t.path = request.path;
+    t.headers = request.headers;
+    t.websocket = request.websocket;
+    t.route = request.route;
+    t.started = request.started;
+    return inspector.begin(this.tunnel, t);
   }
 
   /** An exception: the stream ends, and the output hears of it once. */

@@ -49,6 +49,12 @@ export class LocalConnection {
   served = 0;
   /** When it went back to the pool (performance.now()). */
   idleSince = 0;
+  /** Held for a kept stream (ConnectionPool.hold): the pool's sweeps since. */
+  heldSweeps = 0;
+  /** Waiting, held for its stream's next request (ConnectionPool.hold; unhold takes it back). */
+  holding = false;
+  /** In the pool's set of held connections (held now, or taken back since the last sweep). */
+  heldListed = false;
   closed = false;
   private paused = false;
   /** Our side is half-closed (shutdown()): Bun then reports the service's FIN as a close without an end. */

@@ -128,6 +128,9 @@ export class Exchange implements ConnectionUser, ResponseSink {
   private uncredited = 0;
   /** The response's last byte went without a FIN: the stream carries the visitor connection's next request. */
   keptStream = false;
+  /** ResponseSink: the inspector's tap reads the body's pieces and the head's bytes. */
+  readonly readsBody: boolean;
+  readonly readsHeadBytes: boolean;
 
   constructor(
     private readonly stream: Stream,
@@ -138,7 +141,11 @@ export class Exchange implements ConnectionUser, ResponseSink {
     private readonly visitor: VisitorSide,
     private readonly tap: ExchangeTap | undefined,
   ) {
-    // the head is read for its framing; the inspector reads its fields when someone looks
+    // the head is read for its framing; the inspector reads its fields when someone looks (it is shown
+    // the head's bytes and the body's pieces: without an inspector, no view of them is made), and so
+    // does the check of a 101 that answers a request to switch
+    this.readsBody = tap !== undefined;
+    this.readsHeadBytes = request.head.upgrade !== undefined || (tap !== undefined && tap.responseHeadIn === undefined);
     this.parser = visitor.parserFor(request.head.method, this);
     this.requestBody = request.head.framing === "none" ? NO_BODY : new RequestBodyReader(request.head.framing, request.head.length);
     // a head that asks to switch carries every field (request.ts withAllowedSwitch read them, once)
@@ -192,7 +199,7 @@ export class Exchange implements ConnectionUser, ResponseSink {
   }
 
   private openBody(): void {
-    clearTimeout(this.gate);
+    if (this.gate !== undefined) clearTimeout(this.gate);
     this.gate = undefined;
     // a request whose FIN came with it (no body, most of them) has nothing more to deliver
     if (this.finished || (this.visitor.ended && this.requestBody.done)) return;
@@ -352,7 +359,7 @@ export class Exchange implements ConnectionUser, ResponseSink {
     if (head.status === 100 && this.gate !== undefined) this.openBody();
   }
 
-  head(head: ParsedHead): void {
+  head(head: ParsedHead, src?: Uint8Array, from?: number, to?: number): void {
     this.headSeen = true;
     // the connection is piped only after a 101 that answers what the request asked (http/upgrade.ts)
     if (head.status === 101) {
@@ -382,11 +389,22 @@ export class Exchange implements ConnectionUser, ResponseSink {
       this.stream.onData = this.visitor.body;
     }
     this.switching = head.status === 101;
-    if (this.tap) this.tap.response(head.status, fullHeaders(head, this.request.head.method));
+    const tap = this.tap;
+    if (!tap) return;
+    // a head read for its framing: the inspector copies its bytes from where they lie (no view made)
+    if (tap.responseHeadIn && head.text === undefined && head.bytes === undefined && src !== undefined) tap.responseHeadIn(head.status, src, from!, to!);
+    else tap.response(head.status, fullHeaders(head, this.request.head.method));
   }
 
   body(piece: Uint8Array): void {
     this.tap?.responseChunk(piece);
+  }
+
+  bodyIn(src: Uint8Array, from: number, to: number): void {
+    const tap = this.tap;
+    if (!tap) return;
+    if (tap.responseChunkIn) tap.responseChunkIn(src, from, to);
+    else tap.responseChunk(src.subarray(from, to));
   }
 
   end(): void {
@@ -444,7 +462,7 @@ export class Exchange implements ConnectionUser, ResponseSink {
 
   private stop(): void {
     this.finished = true;
-    clearTimeout(this.gate);
+    if (this.gate !== undefined) clearTimeout(this.gate);
     this.gate = undefined;
     this.parser.stop();
     this.stream.onDrain = undefined;

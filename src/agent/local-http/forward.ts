@@ -53,10 +53,10 @@ export interface ServedRequest {
 export interface StreamServer {
   /**
    * A request head came: the request to carry, or undefined when it cannot be served (the server has
-   * reset the stream or answered it). `text` is without its blank line when `received` (its bytes as
-   * they came) is given, with it when not (OPEN's).
+   * reset the stream or answered it). OPEN's comes as `text`; one in the stream's bytes as `received`,
+   * its bytes as they came (both with the blank line).
    */
-  request(text: string, received?: Uint8Array): ServedRequest | undefined;
+  request(text: string | undefined, received?: Uint8Array): ServedRequest | undefined;
   /** No more requests: the stream is over (or ends with the last response). */
   over(): void;
   /** An exception while a request was made or sent on its way: the stream is over. */
@@ -133,7 +133,7 @@ export class StreamRequests implements VisitorSide {
    * A head: made a request by the server, carried to the service, and its response into the stream;
    * the next head is read after it when the stream carries another.
    */
-  private serve(text: string, received: Uint8Array | undefined): void {
+  private serve(text: string | undefined, received: Uint8Array | undefined): void {
     try {
       const served = this.server.request(text, received);
       if (served) {
@@ -260,7 +260,8 @@ export class StreamRequests implements VisitorSide {
 
   private readonly headBytes = (chunk: Uint8Array): void => {
     const { stream } = this;
-    const read = this.heads!.read(chunk, 0, true);
+    // as bytes: the head is read from them (http.ts), made text only when it must be
+    const read = this.heads!.read(chunk, 0, true, false);
     if (read === "incomplete") return stream.consumed(chunk.byteLength); // held (a copy) by the reader
     if (typeof read === "string") {
       this.waitingForHead = false;
@@ -274,7 +275,7 @@ export class StreamRequests implements VisitorSide {
     stream.consumed(read.next);
     // the body's first bytes, if they came with the head: they wait in the stream for the exchange
     if (read.next < chunk.byteLength) stream.unread(chunk.subarray(read.next));
-    this.serve(read.text, read.raw ?? (read.next === chunk.byteLength ? chunk : chunk.subarray(0, read.next)));
+    this.serve(undefined, read.raw!);
   };
 
   private finish(): void {

@@ -39,7 +39,12 @@ const IDLE_MS = 4_000;
 export class ConnectionPool {
   /** Idle connections per service ("http://host:port"), oldest first. */
   private readonly idle = new Map<string, LocalConnection[]>();
-  /** Idle connections kept aside for their streams (hold). */
+  /**
+   * Idle connections kept aside for their streams (hold). A connection stays
+   * in it while its stream takes it back and holds it again, request after
+   * request (unhold only marks it taken: the sweep drops those), so a kept
+   * stream's request costs no set insert and delete.
+   */
   private readonly held = new Set<LocalConnection>();
   private readonly maxIdle: number;
   private readonly idleMs: number;
@@ -82,18 +87,20 @@ export class ConnectionPool {
   hold(conn: LocalConnection): void {
     conn.user = undefined;
     conn.resume(); // while it waits, it must still hear the service close it
-    conn.idleSince = performance.now();
-    this.held.add(conn);
+    // its age is counted in sweeps, not read from the clock: a kept stream holds and takes back its connection every request
+    conn.heldSweeps = 0;
+    conn.holding = true;
+    if (!conn.heldListed) {
+      conn.heldListed = true;
+      this.held.add(conn);
+    }
     this.sweepSoon();
   }
 
-  /** A held connection back for its stream's next request; undefined when the service closed it or it waited too long. */
+  /** A held connection back for its stream's next request; undefined when the service closed it or it waited too long (the sweep closed it). */
   unhold(conn: LocalConnection): LocalConnection | undefined {
-    this.held.delete(conn);
-    if (conn.closed) return undefined;
-    if (performance.now() - conn.idleSince < this.idleMs) return conn;
-    conn.close();
-    return undefined;
+    conn.holding = false;
+    return conn.closed ? undefined : conn;
   }
 
   /** The HTTP/2 connections, one per service that speaks it (upstreamProtocol). */
@@ -129,8 +136,13 @@ export class ConnectionPool {
 
   private sweepSoon(): void {
     if (this.sweeper !== undefined) return;
-    this.sweeper = setInterval(() => this.sweep(), Math.max(50, this.idleMs / 4));
+    this.sweeper = setInterval(() => this.sweep(), this.sweepMs);
     this.sweeper.unref(); // idle connections are no reason to keep the agent running
+  }
+
+  /** How often the sweep runs. */
+  private get sweepMs(): number {
+    return Math.max(50, this.idleMs / 4);
   }
 
   /** Idle connections kept now (tests look at this). */
@@ -144,7 +156,10 @@ export class ConnectionPool {
   close(): void {
     for (const list of this.idle.values()) for (const conn of list) conn.close();
     this.idle.clear();
-    for (const conn of this.held) conn.close();
+    for (const conn of this.held) {
+      conn.heldListed = false;
+      if (conn.holding) conn.close(); // one taken back is its stream's, in use
+    }
     this.held.clear();
     this.h2Services?.close();
     this.h2Services = undefined;
@@ -163,9 +178,13 @@ export class ConnectionPool {
       if (live.length > 0) this.idle.set(key, live);
       else this.idle.delete(key);
     }
+    // a held connection has waited at least (sweeps - 1) and at most `sweeps` sweeps' time: closed before that can pass idleMs
+    const heldSweeps = Math.max(1, Math.floor(this.idleMs / this.sweepMs));
     for (const conn of this.held) {
-      if (!conn.closed && now - conn.idleSince < this.idleMs) continue;
-      conn.close();
+      if (conn.holding && !conn.closed && ++conn.heldSweeps < heldSweeps) continue;
+      if (conn.holding) conn.close(); // one taken back is its stream's, in use
+      conn.holding = false;
+      conn.heldListed = false;
       this.held.delete(conn);
     }
     if (this.idle.size === 0 && this.held.size === 0) this.stopSweeper();

@@ -13,7 +13,9 @@
  */
 import { BURROW_FIELD_LINES } from "../../http/burrow-fields.ts";
 import { headAsJudged, withHost } from "../../http/head-as-judged.ts";
-import { everyField, isRefusal, parseRequestHead, type RequestHead } from "../../http/request-head.ts";
+import { hasBareLf, headTextOf } from "../../http/head-reader.ts";
+import { everyField, isRefusal, MAX_REQUEST_FIELDS, parseRequestHead, type RequestHead } from "../../http/request-head.ts";
+import { requestHeadOf } from "../../http/request-head-bytes.ts";
 import { upgradeAllowed, withoutUpgrade } from "../../http/upgrade.ts";
 
 export interface LocalRequest {
@@ -23,10 +25,20 @@ export interface LocalRequest {
   bytes: Uint8Array;
 }
 
-/** A head as read, and its text without the blank line. */
+/**
+ * A head as read: its text without the blank line, or (read from its bytes,
+ * as a kept stream's heads are) its bytes with the blank line, whose text
+ * is made only where something reads it (headTextOf).
+ */
 export interface ReadHead {
   head: RequestHead;
-  text: string;
+  text: string | undefined;
+  bytes?: Uint8Array;
+}
+
+/** The text of `read` (its head without the blank line). */
+export function textOf(read: ReadHead): string {
+  return (read.text ??= headTextOf(read.bytes!));
 }
 
 const HEAD_END = "\r\n\r\n";
@@ -49,6 +61,22 @@ export function readHead(headText: string, user?: string): ReadHead | string {
 }
 
 /**
+ * A head that came in a kept stream's bytes (`raw`, its blank line
+ * included), read from them without a string (http/request-head-bytes.ts)
+ * when it is the common kind; from its text otherwise, as readHead reads
+ * OPEN's, and always on a private tunnel's connection (`user`), whose head
+ * is edited as text.
+ */
+export function readHeadBytes(raw: Uint8Array, user?: string): ReadHead | string {
+  if (user === undefined) {
+    const head = requestHeadOf(raw, false, MAX_REQUEST_FIELDS);
+    if (head) return { head, text: undefined, bytes: raw };
+  }
+  if (hasBareLf(raw)) return "bare-lf";
+  return readHead(headTextOf(raw), user);
+}
+
+/**
  * The request as the local service is to get it: `text` (the head, without
  * its blank line) as it came, `received` its bytes when at hand, unless
  * something changes. `host`: sent instead of the visitor's Host
@@ -57,9 +85,10 @@ export function readHead(headText: string, user?: string): ReadHead | string {
  * connector may not: the head then goes as it was judged
  * (http/head-as-judged.ts), the rule's Host after.
  */
-export function localRequest(head: RequestHead, text: string, host: string | undefined, received?: Uint8Array): LocalRequest {
-  if (head.targetAsSent && (host === undefined || host === head.host)) return { head, bytes: received ?? Buffer.from(`${text}${HEAD_END}`, "latin1") };
-  const judged = headAsJudged(text, head);
+export function localRequest(read: ReadHead, host: string | undefined, received?: Uint8Array): LocalRequest {
+  const { head } = read;
+  if (head.targetAsSent && (host === undefined || host === head.host)) return { head, bytes: received ?? Buffer.from(`${textOf(read)}${HEAD_END}`, "latin1") };
+  const judged = headAsJudged(textOf(read), head);
   const edited = host === undefined ? judged : withHost(judged, host);
   return { head: host === undefined ? head : { ...head, host }, bytes: Buffer.from(`${edited}${HEAD_END}`, "latin1") };
 }
@@ -74,9 +103,10 @@ export function localRequest(head: RequestHead, text: string, host: string | und
  * them on: the 101's check reads its Sec-WebSocket-Key (exchange.ts).
  */
 export function withAllowedSwitch(read: ReadHead, allowed: ReadonlySet<string> | undefined): ReadHead {
-  const { head, text } = read;
+  const { head } = read;
   const asked = head.upgrade;
   if (asked === undefined) return read;
+  const text = textOf(read);
   everyField(head, text);
   if (upgradeAllowed(asked, allowed)) return read;
   const fields = withoutUpgrade(head.fields);

@@ -15,6 +15,8 @@ export function lineOutput(threshold: LogLevel = DEFAULT_LOG_LEVEL): AgentOutput
   const out = paintFor(process.stdout);
   const err = paintFor(process.stderr);
   const on = (level: LogLevel) => shown(level, threshold);
+  /** Request lines are info: asked once, not for every request. */
+  const requestsShown = on("info");
   /**
    * Tunnel names shown only when there is more than one to tell apart: the
    * running ones and those the server refused (which come before ready), as
@@ -45,7 +47,7 @@ export function lineOutput(threshold: LogLevel = DEFAULT_LOG_LEVEL): AgentOutput
       print(out.dim("Press Ctrl-C to stop."));
     },
     request(l) {
-      if (on("info")) printLater(l, requestLine);
+      if (requestsShown) printLater(l, requestLine);
     },
     connection(l) {
       if (!on("info")) return;
