@@ -13,7 +13,7 @@ import type { Link } from "../sockets/links.ts";
 import type { HealthSettings } from "./health.ts";
 import type { RequestTaps } from "./inspector/tap.ts";
 import type { LocalTarget } from "./local-target.ts";
-import type { AgentOutput } from "./output.ts";
+import type { AgentOutput, TunnelView } from "./output.ts";
 
 /** One tunnel the agent keeps open: what to ask the edge for, and where its streams go. */
 export interface AgentTunnel {
@@ -45,6 +45,27 @@ export interface AgentOptions {
   out: AgentOutput;
   /** The request inspector's capture, when it runs. */
   inspector?: RequestTaps;
+  /**
+   * false: the agent does not say `live` in HELLO, and changes its tunnels
+   * by connecting again, as the version before did (tests of the version
+   * rules). Otherwise it adds and removes them on the live session when the
+   * server takes that (READY's `live`).
+   */
+  live?: boolean;
+}
+
+/** What a change of the tunnels asked for came to (Agent.retune). */
+export interface TunnelChange {
+  /** Tunnels live now that were not before (or were given new settings). */
+  added: TunnelView[];
+  /** Tunnels the server refused, with why; they are not asked for again. */
+  refused: { name: string; code: string; message: string }[];
+  /** Tunnels no longer live. */
+  removed: string[];
+  /** Tunnels asked for while the connection is down: the next HELLO asks for them. */
+  pending: string[];
+  /** The server does not take changes on a live session (READY without `live`): the connection started again, and the other tunnels' requests in flight were cut. */
+  reconnected: boolean;
 }
 
 export type SessionOutcome =

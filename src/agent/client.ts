@@ -17,17 +17,18 @@ import { Mux, type Stream } from "../protocol/mux.ts";
 import { CONNECT_PATH, DEAD_AFTER_MS, FrameType, DRAIN_MAX_MS, RESTART_RETRY_FOR_MS, RESTART_RETRY_MS, WireError } from "../protocol/wire.ts";
 import { webSocketLink, type Link } from "../sockets/links.ts";
 import type { WebSocketOptions } from "../runtime/types.ts";
-import type { AgentOptions, AgentTunnel, ClientSide, SessionOutcome, SessionResult } from "./client-context.ts";
+import type { AgentOptions, AgentTunnel, ClientSide, SessionOutcome, SessionResult, TunnelChange } from "./client-context.ts";
+import { applyLive, planChange } from "./client-changes.ts";
 import { SessionControl } from "./client-control.ts";
 import { DirectRoute } from "./client-direct.ts";
 import { backoff, FATAL_CODES, retryAfterDelay, WAIT_AND_RETRY } from "./client-retries.ts";
-import type { AgentOutput } from "./output.ts";
+import type { AgentOutput, TunnelView } from "./output.ts";
 import { serveStream } from "./serve-stream.ts";
 import { DEFAULT_DRAIN_MS, PoolMembership } from "./rotation.ts";
 import { openSocksBridge, type SocksBridge } from "./socks.ts";
 
 export type { AgentOutput } from "./output.ts";
-export type { AgentOptions, AgentTunnel } from "./client-context.ts";
+export type { AgentOptions, AgentTunnel, TunnelChange } from "./client-context.ts";
 export { backoff, FATAL_CODES, retryAfterDelay, WAIT_AND_RETRY } from "./client-retries.ts";
 
 /** How long a retune waits for the old connection's close before it connects again regardless. */
@@ -74,6 +75,15 @@ export class Agent {
 
   /** Runs until a fatal refusal (exit code 1) or stop() (exit code 0). */
   async run(): Promise<number> {
+    try {
+      return await this.runs();
+    } finally {
+      // what waits for a READY hears that none comes
+      this.control.ended();
+    }
+  }
+
+  private async runs(): Promise<number> {
     let attempt = 0;
     let everReady = false;
     /** Since when the server has been restarting (DRAIN): retries come quickly, not with backoff. */
@@ -123,18 +133,65 @@ export class Agent {
   /** Ends the session under way on purpose (retune); unset between sessions. */
   private endSession?: () => void;
 
+  /** The change under way (changes are carried out one at a time, in the order asked). */
+  private changing: Promise<unknown> = Promise.resolve();
+
   /**
-   * Asks for these tunnels instead (burrow-agent's sessions, which add and
-   * close tunnels as a program asks): the connection is closed as stop()
-   * closes it, so the server frees at once the names no longer asked for,
-   * and a new one asks for the rest (their names and ports as granted) and
-   * the new ones. A wait between tries ends at once.
+   * Runs these tunnels instead, by their names (burrow.yml reloaded, the
+   * agent API, burrow-agent's sessions, the server's remote config):
+   * client-changes.ts. On a session whose READY said `live`, the tunnels
+   * that go are given up and the new ones asked for alone, and the others
+   * (and their requests in flight) are not touched. On a server that
+   * predates it, the connection is closed as stop() closes it, so the
+   * server frees at once the names no longer asked for, and a new one asks
+   * for the rest (their names and ports as granted) and the new ones. While
+   * the connection is down the next HELLO asks for them, at once.
    */
-  retune(tunnels: AgentTunnel[]): void {
-    if (this.stopping) return;
-    this.control.ask(tunnels);
-    if (this.endSession) this.endSession();
-    else this.wake?.();
+  retune(tunnels: AgentTunnel[]): Promise<TunnelChange> {
+    const change = this.changing.then(() => this.change(tunnels));
+    this.changing = change.catch(() => {});
+    return change;
+  }
+
+  /** The tunnels live on the current session (empty while it is down). */
+  liveTunnels(): TunnelView[] {
+    return this.control.views();
+  }
+
+  private async change(tunnels: AgentTunnel[]): Promise<TunnelChange> {
+    const nothing: TunnelChange = { added: [], refused: [], removed: [], pending: [], reconnected: false };
+    if (this.stopping) return nothing;
+    const plan = planChange(this.control.asked, tunnels, this.control.askedAs);
+    const { connected, live } = this.control.state;
+    if (connected && live) return applyLive(this.control, plan, this.opts.out);
+    if (!connected) {
+      // no session now: the next HELLO asks for the new list, at once
+      this.control.keepAsking(plan.next, plan.come);
+      this.wake?.();
+      return { ...nothing, pending: plan.come.map((t) => t.name), removed: plan.gone.map((t) => t.name) };
+    }
+    if (plan.gone.length === 0 && plan.come.length === 0) {
+      this.control.keepAsking(plan.next, plan.come);
+      return nothing;
+    }
+    // a server that predates changes on a live session: a new connection asks for the new list
+    this.control.ask(plan.next);
+    const ended = this.control.nextReady();
+    this.endSession?.();
+    await ended;
+    // the new connection's READY (or its end, or the run's)
+    if (!this.stopping) await this.control.nextReady();
+    const live_ = new Set(this.control.views().map((v) => v.name));
+    return {
+      added: this.control.views().filter((v) => plan.come.some((t) => t.name === v.name)),
+      refused: plan.come.flatMap((t) => {
+        const r = this.control.lastRefused.get(t.name);
+        return r && !live_.has(t.name) ? [{ name: t.name, ...r }] : [];
+      }),
+      removed: plan.gone.map((t) => t.name),
+      pending: plan.come.filter((t) => !live_.has(t.name) && !this.control.lastRefused.has(t.name)).map((t) => t.name),
+      reconnected: true,
+    };
   }
 
   /** Waits `ms`, or less if stop() comes first. */
@@ -237,6 +294,7 @@ export class Agent {
         }
         if (settled) return;
         settled = true;
+        this.control.ended();
         this.endSession = undefined;
         clearTimeout(connectTimer);
         clearTimeout(answerTimer);
@@ -277,6 +335,7 @@ export class Agent {
       const detach = () => {
         this.endSession = undefined;
         settled = true;
+        this.control.ended();
         detached = true;
         clearTimeout(answerTimer);
         this.draining.add(link);

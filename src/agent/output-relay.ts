@@ -17,6 +17,8 @@ const EVENTS: Record<keyof AgentOutput, true> = {
   notice: true,
   refused: true,
   tunnelRefused: true,
+  tunnelAdded: true,
+  tunnelRemoved: true,
   latency: true,
   streamOpened: true,
   webSocketClosed: true,

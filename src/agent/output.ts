@@ -121,6 +121,10 @@ export interface AgentOutput {
   refused(code: string, message: string): void;
   /** The server refused one tunnel of several; the others run (burrow start). It is not asked for again. */
   tunnelRefused?(name: string, code: string, message: string): void;
+  /** A tunnel added on the live session (or given new settings) is live: the others went on untouched. */
+  tunnelAdded?(t: TunnelView): void;
+  /** A tunnel was removed from the live session; the others go on. */
+  tunnelRemoved?(name: string): void;
   /** Round trip to the edge, from a PING's PONG (every keepalive interval). */
   latency?(ms: number): void;
   /**

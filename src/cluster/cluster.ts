@@ -146,8 +146,8 @@ export class Cluster implements LiveView, LiveTunnels {
       detached: (t, sessionId) =>
         void this.quietly("grace", this.sql`UPDATE live_tunnels SET session_id = NULL WHERE name IN ${this.sql(rowsOf(t, this.nodeId))} AND node_id = ${this.nodeId} AND session_id = ${sessionId}`),
       removed: (t) => {
-        if (t.pool) return void this.pools.leavePool(t);
-        void this.quietly("release", this.sql`DELETE FROM live_tunnels WHERE name IN ${this.sql(rowsOf(t, this.nodeId))} AND node_id = ${this.nodeId}`).then(() => {
+        if (t.pool) return void (t.gone = this.pools.leavePool(t));
+        t.gone = this.quietly("release", this.sql`DELETE FROM live_tunnels WHERE name IN ${this.sql(rowsOf(t, this.nodeId))} AND node_id = ${this.nodeId}`).then(() => {
           // its connectors on other nodes are told it is gone (they wait for it, as connectors here do)
           if (t.privateName !== undefined) return this.notify({ kind: "private", ownerId: t.userId, name: t.privateName });
         });

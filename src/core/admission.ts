@@ -92,7 +92,32 @@ const RANDOM_SUBDOMAIN_LENGTH = 8;
 const RANDOM_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789";
 
 export async function admit(core: Core, req: AdmissionRequest, live: LiveView): Promise<Admitted> {
-  const { token, user } = await core.tokens.authenticate(req.token); // AUTH_FAILED, TOKEN_DISABLED
+  const who = await core.tokens.authenticate(req.token); // AUTH_FAILED, TOKEN_DISABLED
+  return admitAs(core, who, req, live);
+}
+
+/**
+ * A tunnel added to a live session (wire.ts ADD): the same rules as a
+ * HELLO's, for the session's token and user as they are now (TOKEN_DISABLED
+ * when it was revoked meanwhile), with no session to resume. The session's
+ * own tunnels count toward max_tunnels and hold their names, as any live
+ * tunnel's do.
+ */
+export async function admitOnSession(core: Core, tokenId: number, req: Omit<AdmissionRequest, "token" | "resume">, live: LiveView): Promise<Admitted> {
+  let who: { token: TokenRow; user: UserRow };
+  try {
+    const token = await core.tokens.get(tokenId);
+    who = { token, user: await core.users.get(token.userId) };
+  } catch (err) {
+    if (err instanceof AppError && err.code === "NOT_FOUND") throw new AppError("TOKEN_DISABLED", "the token is gone");
+    throw err;
+  }
+  if (!who.token.enabled) throw new AppError("TOKEN_DISABLED", "the token has been revoked");
+  return admitAs(core, who, { ...req, token: "" }, live);
+}
+
+/** The rules after the token is known: `req.token` is not read again. */
+async function admitAs(core: Core, { token, user }: { token: TokenRow; user: UserRow }, req: AdmissionRequest, live: LiveView): Promise<Admitted> {
   // a session id says nothing about who may replace it: only its own token resumes it
   const resume = req.resume !== undefined && (await live.sessionTokenId(req.resume)) === token.id ? req.resume : undefined;
   if (!user.enabled) throw new AppError("USER_DISABLED", `user '${user.username}' is disabled`);

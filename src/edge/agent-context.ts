@@ -71,6 +71,8 @@ export interface HelloSaid {
   keep?: boolean;
   proxy: boolean;
   revoke?: boolean;
+  /** It adds and removes tunnels on the live session (wire.ts ADD, REMOVE). */
+  live?: boolean;
 }
 
 /** An agent's connection as its parts see it: who it is, its mux, and the two ways its handshake ends. */

@@ -321,7 +321,7 @@ export class AgentHandshake {
       if (admitted.resume) {
         registry.closeSession(admitted.resume, WireError.SESSION_REPLACED, "a newer connection of this agent took over", true);
       }
-      side.becameReady({ drain: hello.drain, keep: hello.keep, proxy: hello.proxy, revoke: hello.revoke });
+      side.becameReady({ drain: hello.drain, keep: hello.keep, proxy: hello.proxy, revoke: hello.revoke, live: hello.live });
       this.verdict.succeeded("READY");
       registry.attach(side, tunnels);
       // a private tunnel declared anew: who may reach it is asked again at each connector's next stream
@@ -345,6 +345,8 @@ export class AgentHandshake {
       username: owner.username,
       tunnels: granted,
       ...(hello.partial ? { refused: opened.refused.map((r) => ({ index: r.index, code: r.error.code, message: r.error.message })) } : {}),
+      // it may add and remove tunnels on this session from now on (wire.ts ADD, REMOVE)
+      ...(hello.live ? { live: true } : {}),
     });
     side.edge.registry.announced(opened.tunnels);
     for (const r of opened.refused) log.info("tunnel refused", { session: side.sessionId, user: owner.username, code: r.error.code, reason: r.error.message });

@@ -16,6 +16,7 @@ import { Mux, type Stream } from "../protocol/mux.ts";
 import { DIRECT_DATA_PAYLOAD, FrameType, WireError, type FrameTypeValue } from "../protocol/wire.ts";
 import { strangerFault, type AgentSide, type AgentTransport, type EdgeContext, type HelloSaid } from "./agent-context.ts";
 import { AgentHandshake } from "./agent-handshake.ts";
+import { LiveChanges } from "./agent-live-changes.ts";
 import { AgentStreams } from "./agent-streams.ts";
 import { AgentTunnels } from "./agent-tunnels.ts";
 import { openStream } from "./open-stream.ts";
@@ -47,9 +48,13 @@ export class AgentConnection implements AgentSide {
   proxy = false;
   /** Its HELLO said it understands REVOKE (one tunnel closed alone). */
   private revokes = false;
+  /** Its HELLO said it adds and removes tunnels on the live session (ADD, REMOVE). */
+  private lives = false;
   private readonly handshake: AgentHandshake;
   private readonly tunnels: AgentTunnels;
   private readonly streams: AgentStreams;
+  /** Tunnels added and removed on the live session (agent-live-changes.ts). */
+  readonly changes: LiveChanges;
 
   constructor(
     readonly transport: AgentTransport,
@@ -79,6 +84,7 @@ export class AgentConnection implements AgentSide {
     this.tunnels = new AgentTunnels(this);
     this.streams = new AgentStreams(this);
     this.handshake = new AgentHandshake(this, this.tunnels, this.streams);
+    this.changes = new LiveChanges(this, this.tunnels);
   }
 
   get isReady(): boolean {
@@ -101,6 +107,7 @@ export class AgentConnection implements AgentSide {
     this.keeps = said.keep ?? false;
     this.proxy = said.proxy;
     this.revokes = said.revoke ?? false;
+    this.lives = said.live ?? false;
   }
 
   /** A visitor's stream to the agent; undefined before READY, after the end, or when the mux refuses (open-stream.ts). */
@@ -160,6 +167,9 @@ export class AgentConnection implements AgentSide {
         return;
       case FrameType.ROTATION:
         return this.rotation(payload);
+      case FrameType.ADD:
+      case FrameType.REMOVE:
+        return this.changes.received(type, payload, this.lives);
       default:
         throw new ProtocolError(`unexpected ${type} from an agent`);
     }

@@ -91,6 +91,8 @@ export class Tunnel {
   connectedAt = new Date();
   bytesIn = 0;
   bytesOut = 0;
+  /** Settles once other nodes no longer see it, after it went (its cluster rows deleted); unset on one node. */
+  gone?: Promise<void>;
   /** Set by the owner of extra resources (a TCP listener, a UDP socket) to free them. */
   onRemoved?: () => void;
   /** A tcp tunnel's listener lets go of its port, its connections go on; a udp tunnel's socket closes (a draining server: its successor binds them). */
@@ -219,25 +221,48 @@ export class Registry implements LiveTunnels, LiveView {
 
   /** Puts a session's tunnels live (new ones or reclaimed from grace). */
   attach(link: AgentLink, tunnels: Tunnel[]): void {
-    for (const t of tunnels) {
-      clearTimeout(t.graceTimer);
-      t.graceTimer = undefined;
-      t.agent = link;
-      t.connectedAt = new Date();
-      // a pool member comes (back) in rotation once its agent has heard READY (announced); then it says ROTATION if it should not be
-      t.inRotation = !t.pool;
-      t.announced = false;
-      if (t.subdomain !== undefined) this.bySubdomain.set(t.subdomain, t);
-      if (t.hostname !== undefined) this.bySubdomain.set(t.hostname, t);
-      if (t.port !== undefined) this.portsOf(t.protocol).set(t.port, t);
-      if (t.privateName !== undefined) this.byPrivate.set(privateKey(t.userId, t.privateName), t);
-      if (t.subdomain !== undefined) this.arrived(t.subdomain, t);
-      // a tls tunnel's certificate is its local service's own: the edge never asks for one
-      if (t.subdomain !== undefined && t.protocol === "http") this.onLive?.(t.subdomain);
-      // a custom hostname's certificate too: the name is verified, or the tunnel would not have it
-      if (t.hostname !== undefined && t.protocol === "http") this.onLive?.(t.hostname);
-    }
+    for (const t of tunnels) this.goLive(link, t);
     this.sessions.set(link.sessionId, { link, tunnels });
+  }
+
+  /** More tunnels live on a session already live (its agent added them: wire.ts ADD); false when the session is gone. */
+  attachMore(link: AgentLink, tunnels: Tunnel[]): boolean {
+    const entry = this.sessions.get(link.sessionId);
+    if (!entry || entry.link !== link) return false;
+    for (const t of tunnels) this.goLive(link, t);
+    entry.tunnels = [...entry.tunnels, ...tunnels];
+    return true;
+  }
+
+  /**
+   * One tunnel its agent gave up (wire.ts REMOVE): it goes now, with no
+   * grace, as a GOAWAY frees a session's; the session and its other
+   * tunnels go on.
+   */
+  release(t: Tunnel): void {
+    const link = t.agent;
+    const entry = link && this.sessions.get(link.sessionId);
+    if (entry) entry.tunnels = entry.tunnels.filter((x) => x !== t);
+    this.remove(t);
+  }
+
+  private goLive(link: AgentLink, t: Tunnel): void {
+    clearTimeout(t.graceTimer);
+    t.graceTimer = undefined;
+    t.agent = link;
+    t.connectedAt = new Date();
+    // a pool member comes (back) in rotation once its agent has heard READY (announced); then it says ROTATION if it should not be
+    t.inRotation = !t.pool;
+    t.announced = false;
+    if (t.subdomain !== undefined) this.bySubdomain.set(t.subdomain, t);
+    if (t.hostname !== undefined) this.bySubdomain.set(t.hostname, t);
+    if (t.port !== undefined) this.portsOf(t.protocol).set(t.port, t);
+    if (t.privateName !== undefined) this.byPrivate.set(privateKey(t.userId, t.privateName), t);
+    if (t.subdomain !== undefined) this.arrived(t.subdomain, t);
+    // a tls tunnel's certificate is its local service's own: the edge never asks for one
+    if (t.subdomain !== undefined && t.protocol === "http") this.onLive?.(t.subdomain);
+    // a custom hostname's certificate too: the name is verified, or the tunnel would not have it
+    if (t.hostname !== undefined && t.protocol === "http") this.onLive?.(t.hostname);
   }
 
   /** A dropped tunnel of this token, held in grace, to hand back. */

@@ -5,7 +5,7 @@
  */
 import * as v from "valibot";
 import { KIND_NAMES, PRIVATE_KINDS, STREAM_KINDS, TUNNEL_REQUESTS, type TunnelKind } from "./kinds.ts";
-import { MAX_PAYLOAD } from "./wire.ts";
+import { MAX_PAYLOAD, MAX_SESSION_TUNNELS } from "./wire.ts";
 
 /** Header fields in order, names as sent. */
 export type HeaderList = [string, string][];
@@ -25,7 +25,7 @@ export const Hello = v.pipe(
     version: v.number(),
     token: v.pipe(v.string(), v.maxLength(512)),
     /** At least one, unless the HELLO is a connector's (`connect`), which opens none. */
-    tunnels: v.pipe(v.array(TunnelRequest), v.maxLength(16)),
+    tunnels: v.pipe(v.array(TunnelRequest), v.maxLength(MAX_SESSION_TUNNELS)),
     /**
      * `burrow connect owner/name`: this connection reaches a private tunnel
      * instead of opening tunnels. After READY the agent opens a stream per
@@ -53,6 +53,11 @@ export const Hello = v.pipe(
     partial: v.optional(v.boolean(), false),
     /** The agent understands REVOKE (wire.ts): one of its tunnels closed alone, the others going on. */
     revoke: v.optional(v.boolean(), false),
+    /**
+     * The agent adds and removes tunnels on the live session (ADD, REMOVE)
+     * once READY says `live`, and understands their answers (ADDED, REMOVED).
+     */
+    live: v.optional(v.boolean(), false),
   }),
   v.check((h) => h.connect !== undefined || h.tunnels.length >= 1, "tunnels: at least one, unless connect"),
 );
@@ -91,30 +96,33 @@ export const DirectPortAnswer = v.object({
 });
 export type DirectPortAnswer = v.InferOutput<typeof DirectPortAnswer>;
 
+/** A tunnel granted, as READY lists it (and ADDED names one). */
+export const GrantedTunnelJson = v.object({
+  id: v.string(),
+  protocol: v.picklist(KIND_NAMES),
+  subdomain: v.optional(v.string()),
+  hostname: v.optional(v.string()),
+  port: v.optional(v.number()),
+  url: v.string(),
+  /** Which of HELLO's tunnels this is (a partial HELLO); without it, READY lists them in HELLO's order. */
+  index: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0))),
+  /** The edge took the tunnel's `access` rules; an agent that asked for some serves no tunnel without it. */
+  access: v.optional(v.boolean()),
+  /** The edge took the tunnel's own traffic policy; an agent that sent one serves no tunnel without it. */
+  policy: v.optional(v.boolean()),
+  /** A pool member: the agent may take it out of rotation and back (ROTATION). */
+  pool: v.optional(v.boolean()),
+  /** A private tunnel: reached as `target` (owner/name) by its owner and these users. */
+  private: v.optional(v.object({ target: v.string(), shares: v.array(v.string()) })),
+});
+
 /** edge -> agent, the handshake's success. */
 export const Ready = v.object({
   session: v.string(),
   username: v.string(),
-  tunnels: v.array(
-    v.object({
-      id: v.string(),
-      protocol: v.picklist(KIND_NAMES),
-      subdomain: v.optional(v.string()),
-      hostname: v.optional(v.string()),
-      port: v.optional(v.number()),
-      url: v.string(),
-      /** Which of HELLO's tunnels this is (a partial HELLO); without it, READY lists them in HELLO's order. */
-      index: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0))),
-      /** The edge took the tunnel's `access` rules; an agent that asked for some serves no tunnel without it. */
-      access: v.optional(v.boolean()),
-      /** The edge took the tunnel's own traffic policy; an agent that sent one serves no tunnel without it. */
-      policy: v.optional(v.boolean()),
-      /** A pool member: the agent may take it out of rotation and back (ROTATION). */
-      pool: v.optional(v.boolean()),
-      /** A private tunnel: reached as `target` (owner/name) by its owner and these users. */
-      private: v.optional(v.object({ target: v.string(), shares: v.array(v.string()) })),
-    }),
-  ),
+  tunnels: v.array(GrantedTunnelJson),
+  /** The edge takes ADD and REMOVE on this session (sent only to an agent whose HELLO said `live`). */
+  live: v.optional(v.boolean()),
   /** A connector's HELLO: what it reaches, and the owner's service port to offer locally. */
   connect: v.optional(v.object({ target: v.string(), protocol: v.picklist(PRIVATE_KINDS), localPort: v.optional(v.number()) })),
   /** Tunnels of a partial HELLO that were not granted, each with why. */
@@ -123,6 +131,27 @@ export const Ready = v.object({
   ),
 });
 export type Ready = v.InferOutput<typeof Ready>;
+
+/** An agent's number for one of its ADD or REMOVE frames, which the answer repeats. */
+const Ref = v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(0xffff_ffff));
+/** The agent's name for a tunnel (a burrow.yml key): what it and the agents list call it. */
+export const TunnelName = v.pipe(v.string(), v.minLength(1), v.maxLength(64));
+
+/** agent -> edge (wire.ts ADD): one more tunnel on the live session, judged alone. */
+export const AddTunnel = v.object({ ref: Ref, name: TunnelName, tunnel: TunnelRequest });
+export type AddTunnel = v.InferOutput<typeof AddTunnel>;
+
+/** edge -> agent (wire.ts ADDED): ADD's answer, the tunnel granted or why not. */
+export const TunnelAdded = v.object({
+  ref: Ref,
+  tunnel: v.optional(GrantedTunnelJson),
+  refused: v.optional(v.object({ code: v.pipe(v.string(), v.maxLength(100)), message: v.pipe(v.string(), v.maxLength(1000)) })),
+});
+export type TunnelAdded = v.InferOutput<typeof TunnelAdded>;
+
+/** agent -> edge (wire.ts REMOVE), and edge -> agent (REMOVED, its answer): one tunnel of the session, by its id. */
+export const RemoveTunnel = v.object({ ref: Ref, tunnel: v.pipe(v.string(), v.maxLength(64)) });
+export type RemoveTunnel = v.InferOutput<typeof RemoveTunnel>;
 
 /** edge -> agent instead of READY: say HELLO again on this port of the same host. */
 export const Move = v.object({ port: v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(65535)) });

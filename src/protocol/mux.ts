@@ -462,6 +462,10 @@ export class Mux implements KeptAlive, StreamSession {
       case FrameType.DRAIN:
       case FrameType.ROTATION:
       case FrameType.REVOKE:
+      case FrameType.ADD:
+      case FrameType.ADDED:
+      case FrameType.REMOVE:
+      case FrameType.REMOVED:
         this.opts.onControl?.(type, payload);
         return;
       case FrameType.OPEN:

@@ -62,7 +62,21 @@ export class Inspector {
       this.flows.heard(e);
       out.flow?.(e);
     };
-    return relayOutput(out, { ready, flow });
+    // tunnels added and removed on the live session (client-changes.ts)
+    const tunnelAdded: AgentOutput["tunnelAdded"] = (t) => {
+      store.tunnels = [...store.tunnels.filter((x) => x.name !== t.name), t];
+      out.tunnelAdded?.(t);
+    };
+    const gone = (name: string) => (store.tunnels = store.tunnels.filter((x) => x.name !== name));
+    const tunnelRemoved: AgentOutput["tunnelRemoved"] = (name) => {
+      gone(name);
+      out.tunnelRemoved?.(name);
+    };
+    const tunnelRefused: AgentOutput["tunnelRefused"] = (name, code, message) => {
+      gone(name);
+      out.tunnelRefused?.(name, code, message);
+    };
+    return relayOutput(out, { ready, flow, tunnelAdded, tunnelRemoved, tunnelRefused });
   }
 
   stop(): void {

@@ -1,0 +1,75 @@
+/**
+ * Tunnels added to and removed from a live session on several nodes (two
+ * nodes on one PostgreSQL database): an added tunnel's name is claimed over
+ * every node as a HELLO's is (a name live on the other node is
+ * SUBDOMAIN_TAKEN), max_tunnels counts both nodes, an added tunnel is
+ * reached through the other node (relayed), and a removed one's name is
+ * free on every node at once, for another user's agent on the other node.
+ */
+import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { connect } from "../../sdk/src/index.ts";
+import { signedIn, type AdminClient } from "../harness/admin.ts";
+import { tunnelFetch } from "../harness/agent.ts";
+import { freeRange } from "../harness/ports.ts";
+import { startPostgres, type TestPostgres } from "../harness/postgres.ts";
+import { startServer, type TestServer } from "../harness/server.ts";
+import { waitUntil, within } from "../harness/wait.ts";
+
+setDefaultTimeout(120_000);
+
+const SECRET = "live-tunnels-cluster-secret-0123456789";
+const service = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => new Response(`served ${new URL(req.url).pathname}`) });
+let pg: TestPostgres;
+let nodes: TestServer[] = [];
+let api: AdminClient;
+
+beforeAll(async () => {
+  pg = await startPostgres();
+  const url = await pg.newDatabase();
+  const ports = freeRange(2);
+  nodes = await Promise.all(
+    ["lt1", "lt2"].map((id, i) =>
+      startServer({ args: ["--database", url, "--node-id", id, "--http-port", String(ports.first + i), "--node-url", `http://127.0.0.1:${ports.first + i}`, "--cluster-secret", SECRET] }),
+    ),
+  );
+  api = await signedIn(nodes[0]!);
+}, 90_000);
+
+afterAll(async () => {
+  await Promise.all(nodes.map((n) => n.stop()));
+  service.stop(true);
+  await pg?.stop();
+});
+
+const refusalOf = (p: Promise<unknown>) => p.then(() => undefined, (err: { code?: string }) => err.code ?? String(err));
+
+test("an added tunnel's name is claimed over every node, max_tunnels counts both nodes, and a removed one's name is free everywhere at once", async () => {
+  const [one, two] = nodes as [TestServer, TestServer];
+  const owner = await api.createUser("cluster-live", { max_tunnels: 3 });
+  const tokenOne = await api.createToken(owner, "one");
+  const tokenTwo = await api.createToken(owner, "two");
+  const rival = await api.createToken(await api.createUser("cluster-rival"), "rival");
+  const onOne = connect({ server: one.edgeUrl, token: tokenOne });
+  const onTwo = connect({ server: two.edgeUrl, token: tokenTwo });
+  const rivalOnTwo = connect({ server: two.edgeUrl, token: rival });
+  try {
+    await within(onOne.forward({ port: service.port!, subdomain: "cl-first" }), 15_000, "the first tunnel on node one");
+    await within(onTwo.forward({ port: service.port!, subdomain: "cl-second" }), 15_000, "a tunnel on node two");
+    // added on node one: the name node two's session holds is taken
+    expect(await refusalOf(onOne.forward({ port: service.port!, subdomain: "cl-second" }))).toBe("SUBDOMAIN_TAKEN");
+    const added = await within(onOne.forward({ port: service.port!, subdomain: "cl-added" }), 15_000, "a tunnel added on node one");
+    // reached through either node (node two relays to node one)
+    for (const node of nodes) expect(await (await tunnelFetch(node.edgePort, "cl-added", "/x")).text()).toBe("served /x");
+    // three of three, over both nodes
+    expect(await refusalOf(onTwo.forward({ port: service.port!, subdomain: "cl-fourth" }))).toBe("TUNNEL_LIMIT");
+    // the rival waits on node two for the name; removed on node one, it is free there at once
+    expect(await refusalOf(rivalOnTwo.forward({ port: service.port!, subdomain: "cl-added" }))).toBe("SUBDOMAIN_TAKEN");
+    await within(added.close(), 10_000, "the added tunnel closed");
+    await within(rivalOnTwo.forward({ port: service.port!, subdomain: "cl-added" }), 15_000, "the rival's tunnel on the freed name");
+    await waitUntil(async () => (await tunnelFetch(one.edgePort, "cl-added", "/y")).status === 200, 10_000, "node one relaying to the rival");
+    // node one's first tunnel went on all along
+    expect(await (await tunnelFetch(one.edgePort, "cl-first", "/z")).text()).toBe("served /z");
+  } finally {
+    await Promise.all([onOne.close(), onTwo.close(), rivalOnTwo.close()]);
+  }
+});
