@@ -179,7 +179,11 @@ and oidc: { issuer, client_id, client_secret, allow_emails }.
 
 A tunnel the server refuses (a subdomain taken, say) is reported by name and
 the others run; only when every tunnel is refused does burrow exit 1.
-A tunnel with 'inspect: false' is left out of the request inspector.`,
+A tunnel with 'inspect: false' is left out of the request inspector.
+
+The file is read again on SIGHUP and when it changes: new tunnels are added
+and gone ones removed on the live connection, the others untouched; a file
+that no longer reads is refused with its error and the tunnels running stay.`,
   flags: START_FLAGS,
   groups: [{ title: "Flags:", flags: ["all", "config"] }, AGENT_GROUP],
 };

@@ -1,5 +1,6 @@
 /** `burrow http|tcp|tls|udp`: parse, connect, print, reconnect, Ctrl-C. */
-import { Agent, type AgentTunnel } from "../agent/client.ts";
+import { Agent, type AgentOutput, type AgentTunnel } from "../agent/client.ts";
+import { TunnelSet } from "../agent/tunnel-set.ts";
 import { AGENT_KINDS } from "../agent/kinds/index.ts";
 import type { TunnelKind } from "../protocol/kinds.ts";
 import { resolveCredentials, resolveProxy } from "../agent/settings/server-and-token.ts";
@@ -32,12 +33,18 @@ export interface AgentSettings {
   insecure?: boolean;
 }
 
+/** What a command adds to the agent it runs: burrow start's reload of its file. */
+export interface AgentHooks {
+  /** The agent runs: its tunnels by source (the agent API changes them too); returns what stops what the hook started. */
+  started?(set: TunnelSet, out: AgentOutput): (() => void) | void;
+}
+
 /**
  * Runs the agent with these tunnels until Ctrl-C (exit 0) or a refusal it
  * cannot get past (exit 1). `values`: the parsed COMMON flags, shared by
  * burrow http, tcp and start.
  */
-export async function runAgent(tunnels: AgentTunnel[], values: Record<string, unknown>, settings: AgentSettings = {}): Promise<number> {
+export async function runAgent(tunnels: AgentTunnel[], values: Record<string, unknown>, settings: AgentSettings = {}, hooks: AgentHooks = {}): Promise<number> {
   const drainTimeoutMs = drainTimeout(values);
   const logChoice = chooseOutput({ log: values.log as string | undefined, logLevel: values["log-level"] as string | undefined }, process.stdout);
   // server and token: flags, then the environment, then the config file, then burrow login's file
@@ -55,12 +62,18 @@ export async function runAgent(tunnels: AgentTunnel[], values: Record<string, un
   const out = inspector ? inspector.watch(printed) : printed;
   const stop = () => agent.stop();
   let agent: Agent;
+  let unhook: (() => void) | void = undefined;
   try {
     agent = new Agent({ server, token, proxy, insecure, tunnels, out, inspector: inspector?.store, drainTimeoutMs });
+    // the tunnels by where they come from: this command's, and the agent API's on the inspector's port
+    const set = new TunnelSet(agent, { source: "local", tunnels }, out);
+    if (inspector) inspector.tunnels = set;
+    unhook = hooks.started?.(set, out);
     process.once("SIGINT", stop);
     process.once("SIGTERM", stop);
     return await agent.run();
   } finally {
+    unhook?.();
     process.off("SIGINT", stop);
     process.off("SIGTERM", stop);
     inspector?.stop();

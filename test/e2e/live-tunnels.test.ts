@@ -19,61 +19,11 @@ import { decodeFrames, encodeFrame, jsonPayload } from "../../src/protocol/frame
 import { FrameType } from "../../src/protocol/wire.ts";
 import { tunnelFetch } from "../harness/agent.ts";
 import { withServer } from "../harness/tunnel.ts";
+import { slowRequestInFlight, slowService } from "../harness/slow-service.ts";
 import { waitUntil, within } from "../harness/wait.ts";
-
-/** A local service: /slow sends its first half, then the rest once `release()` is called; anything else answers at once. */
-function slowService(label: string) {
-  let open: (() => void)[] = [];
-  const server = Bun.serve({
-    hostname: "127.0.0.1",
-    port: 0,
-    fetch(req) {
-      if (new URL(req.url).pathname !== "/slow") return new Response(`${label} here`);
-      const gate = new Promise<void>((resolve) => open.push(resolve));
-      let part = 0;
-      const body = new ReadableStream({
-        async pull(c) {
-          if (part++ === 0) return c.enqueue(new TextEncoder().encode("first half,"));
-          await gate;
-          c.enqueue(new TextEncoder().encode("second half"));
-          c.close();
-        },
-      });
-      return new Response(body, { headers: { "content-type": "text/plain" } });
-    },
-  });
-  return {
-    port: server.port!,
-    waiting: () => open.length,
-    release: () => {
-      for (const o of open.splice(0)) o();
-    },
-    stop: () => server.stop(true),
-  };
-}
 
 const services: { stop(): void }[] = [];
 afterAll(() => services.forEach((s) => s.stop()));
-
-/** A request to /slow through the edge that has its head and first bytes; `rest` is the rest of its body, read in the background. */
-async function slowRequestInFlight(edgePort: number, subdomain: string, svc: ReturnType<typeof slowService>) {
-  const res = await tunnelFetch(edgePort, subdomain, "/slow");
-  expect(res.status).toBe(200);
-  const reader = res.body!.getReader();
-  const first = await reader.read();
-  expect(new TextDecoder().decode(first.value)).toBe("first half,");
-  await waitUntil(() => svc.waiting() > 0, 10_000, "the slow request at the service");
-  const rest = (async () => {
-    let text = "";
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) return text;
-      text += new TextDecoder().decode(value);
-    }
-  })();
-  // in an object: an async function's result that is a promise would be awaited with it
-  return { rest };
-}
 
 test("a long request on tunnel A goes on while tunnel B is added and removed on the same connection; B answers, then its name is free", async () => {
   await using rig = await withServer({ username: "live-sdk" });
@@ -161,8 +111,7 @@ test("the version before: an agent that does not say `live` changes its tunnels 
   const run = agent.run();
   try {
     await waitUntil(() => events.includes("ready a"), 15_000, "READY");
-    const { rest } = await slowRequestInFlight(rig.server.edgePort, "old-a", a);
-    const inFlight = rest.catch(() => "cut");
+    const { rest: inFlight } = await slowRequestInFlight(rig.server.edgePort, "old-a", a);
     const change = await within(agent.retune([httpTunnel("a", a.port, "old-a"), httpTunnel("b", a.port, "old-b")]), 15_000, "the change");
     expect(change.reconnected).toBe(true);
     expect(change.added.map((t) => t.name)).toEqual(["b"]);

@@ -13,6 +13,7 @@ import { LiveStreams } from "./live.ts";
 import { CaptureStore } from "./store.ts";
 import { InspectorPage } from "./ui.ts";
 import { FlowList } from "./flows.ts";
+import type { TunnelSet } from "../tunnel-set.ts";
 
 export interface InspectorOptions {
   /** --inspect-addr: listen exactly there or fail. Without it, the first free of `ports` on 127.0.0.1. */
@@ -34,6 +35,9 @@ export type InspectorStart =
 export class InspectorListenError extends Error {}
 
 export class Inspector {
+  /** The agent's tunnels by source, which the agent API starts and stops (tunnels-api.ts); set by the command that runs the agent. */
+  tunnels?: TunnelSet;
+
   constructor(
     readonly store: CaptureStore,
     private readonly server: { stop(closeActive?: boolean): unknown },
@@ -92,7 +96,8 @@ export function startInspector(opts: InspectorOptions): InspectorStart {
   let server: ReturnType<typeof Bun.serve> | undefined;
   let address: ListenAddress | undefined;
   const flows = new FlowList();
-  const app = createInspectorApp({ store, live, page, flows, bound: () => address! });
+  let inspector: Inspector | undefined;
+  const app = createInspectorApp({ store, live, page, flows, bound: () => address!, tunnels: () => inspector?.tunnels });
   const listen = (at: ListenAddress) => {
     server = Bun.serve({
       hostname: at.host,
@@ -117,7 +122,8 @@ export function startInspector(opts: InspectorOptions): InspectorStart {
       return { kind: "busy", tried: `${DEFAULT_PORTS.host}:${ports.first}-${ports.last}` };
     }
   }
-  return { kind: "listening", inspector: new Inspector(store, server!, live, address!, flows) };
+  inspector = new Inspector(store, server!, live, address!, flows);
+  return { kind: "listening", inspector };
 }
 
 /**
