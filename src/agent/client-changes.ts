@@ -117,3 +117,15 @@ function moveInPlace(control: SessionControl, kept: AgentTunnel, to: AgentTunnel
   view.local = `${to.target.tls ? "https://" : ""}${localAuthority(to.target)}`;
   view.inspect = to.inspect ?? true;
 }
+
+/** What a change did, in a few words: "1 added or changed (web), 1 removed (db)", or "no change". */
+export function describeChange(c: TunnelChange): string {
+  const parts: string[] = [];
+  const said = (what: string, names: string[]) => names.length > 0 && parts.push(`${names.length} ${what} (${names.join(", ")})`);
+  said("added or changed", c.added.map((t) => t.name));
+  said("refused", c.refused.map((r) => `${r.name}: ${r.code}`));
+  said("removed", c.removed);
+  said("to be asked for when the connection is back", c.pending);
+  if (c.reconnected) parts.push("the server is older: the connection started again");
+  return parts.length > 0 ? parts.join(", ") : "no change";
+}

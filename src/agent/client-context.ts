@@ -7,7 +7,7 @@
  * client-control.ts, and what a refusal means for the next try
  * client-retries.ts.
  */
-import type { Ready, TunnelRequest } from "../protocol/messages.ts";
+import type { Config, Ready, TunnelRequest } from "../protocol/messages.ts";
 import type { Mux } from "../protocol/mux.ts";
 import type { Link } from "../sockets/links.ts";
 import type { HealthSettings } from "./health.ts";
@@ -52,6 +52,13 @@ export interface AgentOptions {
    * server takes that (READY's `live`).
    */
   live?: boolean;
+  /**
+   * `burrow start --remote`: the agent runs its token's tunnels kept on the
+   * server. Its HELLO asks for none and says `remote`; each CONFIG the
+   * server sends is given to `config` (remote-config.ts), and after each
+   * READY the tunnels it ran are added again on the new session.
+   */
+  remote?: { config(c: Config): void };
 }
 
 /** What a change of the tunnels asked for came to (Agent.retune). */

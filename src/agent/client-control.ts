@@ -10,10 +10,10 @@
 import * as v from "valibot";
 import { parseJsonPayload, ProtocolError } from "../protocol/frames.ts";
 import { isNamedKind } from "../protocol/kinds.ts";
-import { Hello, Move, Ready, Refusal, RemoveTunnel, Revoke, TunnelAdded, type AddTunnel } from "../protocol/messages.ts";
+import { Config, Hello, Move, Ready, Refusal, RemoveTunnel, Revoke, TunnelAdded, type AddTunnel } from "../protocol/messages.ts";
 import { FrameType, PROTOCOL_VERSION, WireError, type FrameTypeValue } from "../protocol/wire.ts";
 import { VERSION } from "../version.ts";
-import { unenforcedAccess } from "./access.ts";
+import { REMOTE_UNSUPPORTED, unenforcedAccess } from "./access.ts";
 import type { AgentTunnel, ClientSide, SessionOutcome } from "./client-context.ts";
 import { localAuthority } from "./local-target.ts";
 import type { TunnelView } from "./output.ts";
@@ -162,10 +162,13 @@ export class SessionControl {
   /** What HELLO says on a new connection; `direct`: the agent can go to the direct port (MOVE). */
   hello(direct: boolean): v.InferInput<typeof Hello> {
     const opts = this.client.opts;
+    // the remote config's agent starts every session with none, and adds its tunnels once READY says it may (client.ts)
+    if (opts.remote) this.tunnels = [];
     return {
       version: PROTOCOL_VERSION,
       token: opts.token,
       tunnels: this.tunnels.map((t) => t.request),
+      ...(opts.remote ? { remote: true } : {}),
       ...(opts.connect ? { connect: { target: opts.connect.target } } : {}),
       // several tunnels: the edge grants those it can and names the refused ones in READY
       partial: this.tunnels.length > 1 || undefined,
@@ -198,6 +201,10 @@ export class SessionControl {
         this.client.mux?.sendControl(FrameType.GOAWAY); // the server frees what it opened, now
         return finish({ kind: "refused", code: unprotected.code, message: unprotected.message });
       }
+      if (this.client.opts.remote && ready.live !== true) {
+        this.client.mux?.sendControl(FrameType.GOAWAY);
+        return finish({ kind: "refused", code: REMOTE_UNSUPPORTED, message: "the server does not keep devices' tunnels (it is older than remote configs): update burrow on the server, or run the tunnels from a burrow.yml" });
+      }
       this.resume = ready.session;
       this.takeGrants(ready);
       this.connected = true;
@@ -215,6 +222,10 @@ export class SessionControl {
       for (const wake of this.readyWaiters.splice(0)) wake();
     } else if (type === FrameType.ADDED || type === FrameType.REMOVED) {
       this.answered(type, payload);
+    } else if (type === FrameType.CONFIG) {
+      const parsed = v.safeParse(Config, parseJsonPayload(payload, "CONFIG"));
+      if (!parsed.success) throw new ProtocolError(`bad CONFIG: ${parsed.issues[0]?.message}`);
+      this.client.opts.remote?.config(parsed.output);
     } else if (type === FrameType.REVOKE) {
       const parsed = v.safeParse(Revoke, parseJsonPayload(payload, "REVOKE"));
       if (!parsed.success) throw new ProtocolError(`bad REVOKE: ${parsed.issues[0]?.message}`);

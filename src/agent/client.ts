@@ -52,7 +52,8 @@ export class Agent {
   private readonly direct: DirectRoute;
 
   constructor(private readonly opts: AgentOptions) {
-    if (opts.tunnels.length === 0 && !opts.connect) throw new Error("an agent needs at least one tunnel, or a private tunnel to connect to");
+    if (opts.tunnels.length === 0 && !opts.connect && !opts.remote) throw new Error("an agent needs at least one tunnel, or a private tunnel to connect to, or the server's remote config");
+    this.wanted = opts.tunnels;
     const health = new Map(opts.tunnels.filter((t) => t.health).map((t) => [t.name, t.health!]));
     this.pools = new PoolMembership(opts.out, health, new Map(opts.tunnels.map((t) => [t.name, t.target])));
     this.served = this.pools.counting(opts.out);
@@ -135,6 +136,8 @@ export class Agent {
 
   /** The change under way (changes are carried out one at a time, in the order asked). */
   private changing: Promise<unknown> = Promise.resolve();
+  /** The tunnels asked for last (retune's), which a remote config's agent adds again on each new session. */
+  private wanted: AgentTunnel[];
 
   /**
    * Runs these tunnels instead, by their names (burrow.yml reloaded, the
@@ -148,6 +151,7 @@ export class Agent {
    * the connection is down the next HELLO asks for them, at once.
    */
   retune(tunnels: AgentTunnel[]): Promise<TunnelChange> {
+    this.wanted = tunnels;
     const change = this.changing.then(() => this.change(tunnels));
     this.changing = change.catch(() => {});
     return change;
@@ -309,7 +313,11 @@ export class Agent {
         onStream: (stream) => this.serve(stream),
         onControl: (type, payload) => {
           if (type === FrameType.DRAIN && wasReady && !settled) return detach();
-          this.control.receive(type, payload, finish, () => (wasReady = true));
+          this.control.receive(type, payload, finish, () => {
+            wasReady = true;
+            // the remote config's agent said HELLO with no tunnel: what it ran comes back on this session, alone each
+            if (this.opts.remote) void this.retune(this.wanted);
+          });
         },
         onClose: (code, message) => {
           if (code === WireError.PROTOCOL_ERROR) finish({ kind: "refused", code, message, ours: true });

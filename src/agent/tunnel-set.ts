@@ -21,6 +21,9 @@ export interface Retunable {
   liveTunnels(): TunnelView[];
 }
 
+/** Each source in words, for the line that says a tunnel is set aside. */
+const WORDS: Record<TunnelSource, string> = { remote: "server's remote config", local: "command line or config file", api: "agent API" };
+
 export class TunnelSet {
   private readonly sources = new Map<TunnelSource, AgentTunnel[]>();
 
@@ -58,14 +61,28 @@ export class TunnelSet {
 
   /** One source's tunnels replaced by these; settles once the agent has carried the change out. */
   set(source: TunnelSource, tunnels: AgentTunnel[]): Promise<TunnelChange> {
-    const before = new Set(this.wanted().map((t) => `${t.source}:${t.name}`));
+    const before = this.setAside();
     this.sources.set(source, tunnels);
     const after = this.wanted();
-    for (const t of tunnels) {
-      const winner = after.find((w) => w.name === t.name)!;
-      if (winner.source !== source && !before.has(`${source}:${t.name}`)) this.out?.notice?.(`tunnel '${t.name}' of the ${source === "local" ? "command line or config file" : "agent API"} is set aside: the ${winner.source === "remote" ? "server's remote config" : "command line or config file"} has a tunnel of that name`);
+    for (const [key, { name, source: from }] of this.setAside()) {
+      if (before.has(key)) continue;
+      const winner = after.find((w) => w.name === name)!;
+      this.out?.notice?.(`tunnel '${name}' of the ${WORDS[from]} is set aside: the ${WORDS[winner.source]} has a tunnel of that name`);
     }
     return this.agent.retune(after.map(({ source: _source, ...t }) => t));
+  }
+
+  /** The tunnels a source asks for that another source's of the same name wins over, by "source:name". */
+  private setAside(): Map<string, { name: string; source: TunnelSource }> {
+    const out = new Map<string, { name: string; source: TunnelSource }>();
+    const taken = new Set<string>();
+    for (const source of TUNNEL_SOURCES) {
+      for (const t of this.sources.get(source) ?? []) {
+        if (taken.has(t.name)) out.set(`${source}:${t.name}`, { name: t.name, source });
+        taken.add(t.name);
+      }
+    }
+    return out;
   }
 
   /** A tunnel more from `source`, or instead of its own of the same name. */

@@ -1,6 +1,7 @@
 /** How core's records look in the admin API (snake_case, as the spec names them). */
 import type { CustomHostname } from "../core/hostnames.ts";
 import type { OperatorPolicyRecord } from "../core/traffic-policies.ts";
+import type { TokenConfig } from "../core/token-configs.ts";
 import { reachedByPort } from "../protocol/kinds.ts";
 import { challengeName } from "../validate/hostname.ts";
 import type { DayTraffic, UserTraffic } from "../core/traffic.ts";
@@ -122,3 +123,6 @@ export const invitationJson = (i: Invitation) => ({
   used_by: i.usedBy,
   used_username: i.usedUsername,
 });
+
+/** A device's remote config as the admin API and the portal show it. */
+export const tokenConfigJson = (c: TokenConfig) => ({ token_id: c.tokenId, tunnels: c.tunnels, version: c.version, updated_at: c.updatedAt });

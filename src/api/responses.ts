@@ -54,6 +54,19 @@ export const TokenJson = v.strictObject({
 
 export const NewTokenJson = v.strictObject({ token: v.string(), token_id: id, message: v.string() });
 
+/** A device's remote config (GET/PUT /api/tokens/:id/config): burrow.yml's `tunnels:` map, its version (0: never set) and when it was set. */
+export const TokenConfigJson = v.strictObject({
+  token_id: id,
+  tunnels: v.record(v.string(), v.record(v.string(), v.unknown())),
+  version: count,
+  updated_at: v.nullable(timestamp),
+});
+
+/** The body of PUT .../config: the map as burrow.yml's `tunnels:` has it; each tunnel is checked as burrow.yml's is (the error names the field). */
+export const TokenConfigBody = v.object({
+  tunnels: v.record(v.pipe(v.string(), v.maxLength(64)), v.looseObject({ proto: v.string(), addr: v.union([v.string(), v.number()]) })),
+});
+
 export const DomainJson = v.strictObject({ id, subdomain: v.string(), user_id: id, username: v.string(), created_at: timestamp });
 
 export const HostnameJson = v.strictObject({

@@ -155,13 +155,18 @@ export const CONFIG_FLAGS = {
   },
 } as const satisfies FlagTable;
 
-export const START_FLAGS = { ...COMMON, ...CONFIG_FLAGS, all: { type: "boolean", help: "start every tunnel of the file" } } as const satisfies FlagTable;
+export const START_FLAGS = {
+  ...COMMON,
+  ...CONFIG_FLAGS,
+  all: { type: "boolean", help: "start every tunnel of the file" },
+  remote: { type: "boolean", help: "run the tunnels the server keeps for this device's token, following each change (with --config, a file's beside them)" },
+} as const satisfies FlagTable;
 
 export const AGENT_GROUP = { title: "The server, the output and the request inspector:", flags: Object.keys(COMMON) };
 
 export const START_DOC: CommandDoc = {
   name: "start",
-  usage: ["burrow start NAME... [flags]", "burrow start --all [flags]"],
+  usage: ["burrow start NAME... [flags]", "burrow start --all [flags]", "burrow start --remote [--config FILE NAME...|--all] [flags]"],
   about: `Starts tunnels of a config file, all over one connection to the server.
 The file: --config FILE (or BURROW_CONFIG), else ./burrow.yml, else
 burrow.yml in burrow's config directory (~/.config/burrow on Linux).
@@ -183,9 +188,14 @@ A tunnel with 'inspect: false' is left out of the request inspector.
 
 The file is read again on SIGHUP and when it changes: new tunnels are added
 and gone ones removed on the live connection, the others untouched; a file
-that no longer reads is refused with its error and the tunnels running stay.`,
+that no longer reads is refused with its error and the tunnels running stay.
+
+--remote runs the tunnels the server keeps for this device's token (set in
+the admin panel or the portal) and follows each change as it is made. It
+reads no burrow.yml unless --config names one: that file's tunnels then run
+beside the server's, and where both name a tunnel, the server's wins.`,
   flags: START_FLAGS,
-  groups: [{ title: "Flags:", flags: ["all", "config"] }, AGENT_GROUP],
+  groups: [{ title: "Flags:", flags: ["all", "config", "remote"] }, AGENT_GROUP],
 };
 
 export const CONFIG_DOC: CommandDoc = {

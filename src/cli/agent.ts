@@ -1,5 +1,6 @@
 /** `burrow http|tcp|tls|udp`: parse, connect, print, reconnect, Ctrl-C. */
 import { Agent, type AgentOutput, type AgentTunnel } from "../agent/client.ts";
+import { RemoteConfig } from "../agent/remote-config.ts";
 import { TunnelSet } from "../agent/tunnel-set.ts";
 import { AGENT_KINDS } from "../agent/kinds/index.ts";
 import type { TunnelKind } from "../protocol/kinds.ts";
@@ -33,8 +34,10 @@ export interface AgentSettings {
   insecure?: boolean;
 }
 
-/** What a command adds to the agent it runs: burrow start's reload of its file. */
+/** What a command adds to the agent it runs: burrow start's reload of its file, its --remote. */
 export interface AgentHooks {
+  /** burrow start --remote: the agent runs its token's tunnels kept on the server, beside these. */
+  remote?: boolean;
   /** The agent runs: its tunnels by source (the agent API changes them too); returns what stops what the hook started. */
   started?(set: TunnelSet, out: AgentOutput): (() => void) | void;
 }
@@ -64,9 +67,11 @@ export async function runAgent(tunnels: AgentTunnel[], values: Record<string, un
   let agent: Agent;
   let unhook: (() => void) | void = undefined;
   try {
-    agent = new Agent({ server, token, proxy, insecure, tunnels, out, inspector: inspector?.store, drainTimeoutMs });
-    // the tunnels by where they come from: this command's, and the agent API's on the inspector's port
+    const remote = hooks.remote ? new RemoteConfig(out) : undefined;
+    agent = new Agent({ server, token, proxy, insecure, tunnels, out, inspector: inspector?.store, drainTimeoutMs, ...(remote ? { remote: { config: (c) => remote.received(c) } } : {}) });
+    // the tunnels by where they come from: the server's remote config, this command's, and the agent API's on the inspector's port
     const set = new TunnelSet(agent, { source: "local", tunnels }, out);
+    if (remote) remote.set = set;
     if (inspector) inspector.tunnels = set;
     unhook = hooks.started?.(set, out);
     process.once("SIGINT", stop);

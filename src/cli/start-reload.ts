@@ -11,7 +11,8 @@
  */
 import { watch, type FSWatcher } from "node:fs";
 import { basename, dirname } from "node:path";
-import type { AgentOutput, AgentTunnel, TunnelChange } from "../agent/client.ts";
+import type { AgentOutput, AgentTunnel } from "../agent/client.ts";
+import { describeChange } from "../agent/client-changes.ts";
 import type { TunnelsFile } from "../agent/settings/tunnels-file.ts";
 import type { TunnelSet } from "../agent/tunnel-set.ts";
 import { log } from "../log.ts";
@@ -62,7 +63,7 @@ export function followTunnelsFile(followed: FollowedFile, set: TunnelSet, out: A
         out.notice?.("server, token, proxy and insecure are read when burrow starts: restart it to use the new ones");
       }
       const change = await set.set("local", read.tunnels);
-      out.notice?.(`${followed.path} reloaded: ${summary(change)}`);
+      out.notice?.(`${followed.path} reloaded: ${describeChange(change)}`);
     } catch (err) {
       log.error("reload failed", { err: String(err) });
     } finally {
@@ -93,16 +94,4 @@ export function followTunnelsFile(followed: FollowedFile, set: TunnelSet, out: A
     clearTimeout(timer);
     watcher?.close();
   };
-}
-
-/** "2 added (web, api), 1 removed (db)", or "no change". */
-function summary(c: TunnelChange): string {
-  const parts: string[] = [];
-  const said = (n: number, what: string, names: string[]) => n > 0 && parts.push(`${n} ${what} (${names.join(", ")})`);
-  said(c.added.length, "added or changed", c.added.map((t) => t.name));
-  said(c.refused.length, "refused", c.refused.map((r) => `${r.name}: ${r.code}`));
-  said(c.removed.length, "removed", c.removed);
-  said(c.pending.length, "to be asked for when the connection is back", c.pending);
-  if (c.reconnected) parts.push("the server is older: the connection started again");
-  return parts.length > 0 ? parts.join(", ") : "no change";
 }

@@ -31,7 +31,14 @@ function loadFile(flag: string | undefined): TunnelsFile {
 export async function startCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseFlags(argv, START_FLAGS);
   if (values.help) return void process.stdout.write(helpText(START_DOC)), 0;
-  const file = loadFile(values.config as string | undefined);
+  const remote = Boolean(values.remote);
+  // --remote reads a file only when one is named: the server's tunnels are the device's, a file's are added beside them
+  const named = values.config as string | undefined;
+  if (remote && named === undefined) {
+    if (values.all || positionals.length > 0) throw new UsageError("with --remote, tunnels of a file are started only from a file --config names (or BURROW_CONFIG)");
+    return runAgent([], values, {}, { remote: true });
+  }
+  const file = loadFile(named);
   const names = file.tunnels.map((t) => t.name);
   if (values.all && positionals.length > 0) throw new UsageError("name tunnels or pass --all, not both");
   if (!values.all && positionals.length === 0) throw new UsageError(`name the tunnels to start, or --all (in ${file.path}: ${names.join(", ")})`);
@@ -50,6 +57,7 @@ export async function startCommand(argv: string[]): Promise<number> {
     return { file: again, tunnels: picked };
   };
   return runAgent(tunnels, values, { server: file.server, token: file.token, proxy: file.proxy, insecure: file.insecure }, {
+    remote,
     started: (set, out) => followTunnelsFile({ path: file.path, read, first: file, running: tunnels }, set, out),
   });
 }

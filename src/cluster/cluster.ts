@@ -328,6 +328,8 @@ export class Cluster implements LiveView, LiveTunnels {
         return this.registry.closeUser(m.userId, m.code, m.message);
       case "close-token":
         return this.registry.closeToken(m.tokenId, m.code, m.message);
+      case "config":
+        return this.registry.configChanged(m.tokenId);
       case "user-access":
         return void this.registry.rulesChanged({ userId: m.userId });
       case "rules": {
@@ -367,6 +369,12 @@ export class Cluster implements LiveView, LiveTunnels {
   closeToken(tokenId: number, code: ErrorCode, message: string): void {
     this.registry.closeToken(tokenId, code, message);
     void this.notify({ kind: "close-token", tokenId, code, message });
+  }
+
+  /** Sent to the token's agents here, and told to the other nodes for theirs. */
+  configChanged(tokenId: number): void {
+    this.registry.configChanged(tokenId);
+    void this.notify({ kind: "config", tokenId });
   }
 
   /** Judged again here, and on every other node for its own sessions (relayed visitors and connectors meet the rules where the agent is). */

@@ -30,6 +30,8 @@ const Message = v.variant("kind", [
     subdomain: v.optional(v.pipe(v.string(), v.maxLength(63))),
     from,
   }),
+  /** A token's remote config changed: its agents here that run it are sent it (edge/agents.ts sendConfig). */
+  v.object({ kind: v.literal("config"), tokenId: id, from }),
   /** Said by nodes of the version before `rules`: a user's require_auth or allowed CIDRs changed; taken as `rules` for the user. */
   v.object({ kind: v.literal("user-access"), userId: id, from }),
   /** A name went to the sender's node: a tunnel of it kept here goes. */

@@ -8,6 +8,7 @@ import { createHostnames, type TxtLookup } from "./hostnames.ts";
 import { noLiveTunnels, type LiveTunnels } from "./live.ts";
 import { createSessions } from "./sessions.ts";
 import { LoginThrottle } from "./login-throttle.ts";
+import { createTokenConfigs } from "./token-configs.ts";
 import { createTokens } from "./tokens.ts";
 import { createDeviceLogin } from "./device-login.ts";
 import { createInvitations } from "./invitations.ts";
@@ -42,6 +43,7 @@ export function createCore({ store, clock = systemClock, systemSubdomains, domai
     closeToken: (...a) => attached.closeToken(...a),
     // never rejects: an admin's change is made whatever its live effect (which logs its own failures)
     rulesChanged: (change) => attached.rulesChanged?.(change).catch(() => {}) ?? Promise.resolve(),
+    configChanged: (tokenId) => attached.configChanged?.(tokenId),
   };
   const clockNow = () => clock.now().getTime();
   const tokens = createTokens(store, clock, live);
@@ -56,6 +58,7 @@ export function createCore({ store, clock = systemClock, systemSubdomains, domai
     trafficPolicies: createTrafficPolicies(store, clock, domain),
     privateShares: createPrivateShares(store, clock, users),
     tokens,
+    tokenConfigs: createTokenConfigs(store, clock, tokens, live),
     deviceLogin: createDeviceLogin(store, clock, tokens, deviceCodeTtlMs),
     // the writes that can narrow what live tunnels may have: what is live is judged again before they answer
     domains: {

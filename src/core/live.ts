@@ -41,6 +41,11 @@ export interface LiveTunnels {
    * Settles once this node's are judged; never rejects.
    */
   rulesChanged?(change: RulesChange): Promise<void>;
+  /**
+   * The token's remote config changed (core/token-configs.ts): its live
+   * agents that run it (`burrow start --remote`) are sent it, on every node.
+   */
+  configChanged?(tokenId: number): void;
 }
 
 /** What an admin change concerns, so that only the live sessions it may narrow are judged again. */

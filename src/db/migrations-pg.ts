@@ -10,6 +10,7 @@ import m6 from "../../drizzle/postgres/0006_pool_rows.sql" with { type: "text" }
 import m7 from "../../drizzle/postgres/0007_portal.sql" with { type: "text" };
 import m8 from "../../drizzle/postgres/0008_private_tunnels.sql" with { type: "text" };
 import m9 from "../../drizzle/postgres/0009_traffic_policies.sql" with { type: "text" };
+import m10 from "../../drizzle/postgres/0010_fleet.sql" with { type: "text" };
 
 export const migrations: EmbeddedMigration[] = [
   { tag: "0000_init", when: 1795456652579, breakpoints: true, sql: m0 },
@@ -22,4 +23,5 @@ export const migrations: EmbeddedMigration[] = [
   { tag: "0007_portal", when: 1795928082379, breakpoints: true, sql: m7 },
   { tag: "0008_private_tunnels", when: 1795932769604, breakpoints: true, sql: m8 },
   { tag: "0009_traffic_policies", when: 1796541130381, breakpoints: true, sql: m9 },
+  { tag: "0010_fleet", when: 1796550650942, breakpoints: true, sql: m10 },
 ];

@@ -11,6 +11,7 @@ import m8 from "../../drizzle/0008_pool_rows.sql" with { type: "text" };
 import m9 from "../../drizzle/0009_portal.sql" with { type: "text" };
 import m10 from "../../drizzle/0010_private_tunnels.sql" with { type: "text" };
 import m11 from "../../drizzle/0011_traffic_policies.sql" with { type: "text" };
+import m12 from "../../drizzle/0012_fleet.sql" with { type: "text" };
 
 export interface EmbeddedMigration {
   tag: string;
@@ -32,4 +33,5 @@ export const migrations: EmbeddedMigration[] = [
   { tag: "0009_portal", when: 1795928081557, breakpoints: true, sql: m9 },
   { tag: "0010_private_tunnels", when: 1795932768803, breakpoints: true, sql: m10 },
   { tag: "0011_traffic_policies", when: 1796541129326, breakpoints: true, sql: m11 },
+  { tag: "0012_fleet", when: 1796550647166, breakpoints: true, sql: m12 },
 ];

@@ -73,6 +73,11 @@ export interface HelloSaid {
   revoke?: boolean;
   /** It adds and removes tunnels on the live session (wire.ts ADD, REMOVE). */
   live?: boolean;
+  /** It runs the token's remote config (wire.ts CONFIG). */
+  remote?: boolean;
+  /** What it runs on, and which of the server's asks it takes (HELLO's `system`, `manage`). */
+  system?: { os: string; arch: string; started: string };
+  manage?: { restart: boolean; update: boolean };
 }
 
 /** An agent's connection as its parts see it: who it is, its mux, and the two ways its handshake ends. */
@@ -88,4 +93,6 @@ export interface AgentSide extends AgentLink {
   becameReady(said: HelloSaid): void;
   /** Tells the agent why (ERROR) and closes its connection; `retryAfterS` is sent as the ERROR's retry_after. */
   refuse(code: string, message: string, retryAfterS?: number): void;
+  /** Sends the token's remote config (CONFIG), to an agent that runs it; nothing to another. */
+  sendConfig(): void;
 }

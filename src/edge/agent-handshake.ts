@@ -321,7 +321,7 @@ export class AgentHandshake {
       if (admitted.resume) {
         registry.closeSession(admitted.resume, WireError.SESSION_REPLACED, "a newer connection of this agent took over", true);
       }
-      side.becameReady({ drain: hello.drain, keep: hello.keep, proxy: hello.proxy, revoke: hello.revoke, live: hello.live });
+      side.becameReady({ drain: hello.drain, keep: hello.keep, proxy: hello.proxy, revoke: hello.revoke, live: hello.live, remote: hello.remote, system: hello.system, manage: hello.manage });
       this.verdict.succeeded("READY");
       registry.attach(side, tunnels);
       // a private tunnel declared anew: who may reach it is asked again at each connector's next stream
@@ -349,6 +349,8 @@ export class AgentHandshake {
       ...(hello.live ? { live: true } : {}),
     });
     side.edge.registry.announced(opened.tunnels);
+    // an agent that runs its token's remote config hears it now, after READY
+    side.sendConfig();
     for (const r of opened.refused) log.info("tunnel refused", { session: side.sessionId, user: owner.username, code: r.error.code, reason: r.error.message });
     log.info("agent connected", {
       session: side.sessionId,

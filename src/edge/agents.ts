@@ -50,6 +50,10 @@ export class AgentConnection implements AgentSide {
   private revokes = false;
   /** Its HELLO said it adds and removes tunnels on the live session (ADD, REMOVE). */
   private lives = false;
+  /** Its HELLO said it runs its token's remote config (CONFIG); with `live` only. */
+  remote = false;
+  /** What its HELLO said it runs on and takes of the server's asks, for the list of agents. */
+  said: Pick<HelloSaid, "system" | "manage"> = {};
   private readonly handshake: AgentHandshake;
   private readonly tunnels: AgentTunnels;
   private readonly streams: AgentStreams;
@@ -108,6 +112,23 @@ export class AgentConnection implements AgentSide {
     this.proxy = said.proxy;
     this.revokes = said.revoke ?? false;
     this.lives = said.live ?? false;
+    this.remote = this.lives && (said.remote ?? false);
+    this.said = { system: said.system, manage: said.manage };
+  }
+
+  /** The version of the remote config sent last: an older one read later is not sent after it. */
+  private configSent = -1;
+
+  sendConfig(): void {
+    if (!this.ready || !this.remote || this.mux.closed) return;
+    this.edge.core.tokenConfigs.read(this.tokenId).then(
+      (c) => {
+        if (this.mux.closed || c.version < this.configSent) return;
+        this.configSent = c.version;
+        this.mux.sendControl(FrameType.CONFIG, { version: c.version, tunnels: c.tunnels });
+      },
+      (err) => log.warn("remote config not sent", { session: this.sessionId, err: String(err) }),
+    );
   }
 
   /** A visitor's stream to the agent; undefined before READY, after the end, or when the mux refuses (open-stream.ts). */

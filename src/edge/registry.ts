@@ -42,6 +42,10 @@ export interface AgentLink {
    * did not say it understands), and nothing was done.
    */
   revoke?(tunnelId: string, code: string, message: string): boolean;
+  /** It runs its token's remote config: its tunnels come and go with the server's, so it may hold none. */
+  readonly remote?: boolean;
+  /** Sends it its token's remote config (CONFIG), when it runs it. */
+  sendConfig?(): void;
 }
 
 /**
@@ -346,7 +350,8 @@ export class Registry implements LiveTunnels, LiveView {
     const entry = link && this.sessions.get(link.sessionId);
     if (!link || !entry) return this.remove(t);
     const others = entry.tunnels.filter((x) => x !== t && x.agent === link);
-    if (others.length === 0 || !link.revoke?.(t.id, code, message)) return this.closeSession(link.sessionId, code, message);
+    // a session of the remote config stays with none: the server's next config may bring others
+    if ((others.length === 0 && !link.remote) || !link.revoke?.(t.id, code, message)) return this.closeSession(link.sessionId, code, message);
     entry.tunnels = entry.tunnels.filter((x) => x !== t);
     this.remove(t);
   }
@@ -560,6 +565,11 @@ export class Registry implements LiveTunnels, LiveView {
   rulesChanged(change: RulesChange): Promise<void> {
     this.heard(change);
     return this.judge?.changed(change) ?? Promise.resolve();
+  }
+
+  /** The token's remote config changed: its live agents that run it are sent it. */
+  configChanged(tokenId: number): void {
+    for (const { link } of this.sessions.values()) if (link.tokenId === tokenId) link.sendConfig?.();
   }
 
   closeToken(tokenId: number, code: string, message: string): void {

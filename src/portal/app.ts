@@ -29,6 +29,7 @@ import { clearTossed, readSessionCookie } from "./cookie.ts";
 import { deviceRoutes } from "./device-login.ts";
 import { invitationRoutes } from "./invitations.ts";
 import { meRoutes, type AddressOf } from "./me.ts";
+import { deviceConfigRoutes } from "./device-configs.ts";
 import { portalOidcRoutes, type PortalOidcSettings } from "./oidc.ts";
 import { pageFile } from "./page.ts";
 import { SECURITY_HEADERS } from "../http/security-headers.ts";
@@ -37,6 +38,7 @@ import { SECURITY_HEADERS } from "../http/security-headers.ts";
 export const portalRoutes = (addressOf: AddressOf, oidc?: PortalOidcSettings, host: () => string = () => ""): PortalRoute[] => [
   ...authRoutes,
   ...meRoutes(addressOf),
+  ...deviceConfigRoutes,
   ...deviceRoutes,
   ...invitationRoutes,
   ...portalOidcRoutes(oidc, host),

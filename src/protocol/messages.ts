@@ -58,8 +58,18 @@ export const Hello = v.pipe(
      * once READY says `live`, and understands their answers (ADDED, REMOVED).
      */
     live: v.optional(v.boolean(), false),
+    /**
+     * The agent runs the device's tunnels kept on the server for its token
+     * (`burrow start --remote`): it is sent CONFIG after READY and at each
+     * change (with `live`). Its HELLO may ask for no tunnel.
+     */
+    remote: v.optional(v.boolean(), false),
+    /** What the agent runs on, for the server's list of agents: `os` and `arch` as Node names them, `started` when its process started (ISO 8601). */
+    system: v.optional(v.object({ os: v.pipe(v.string(), v.maxLength(32)), arch: v.pipe(v.string(), v.maxLength(32)), started: v.pipe(v.string(), v.maxLength(40)) })),
+    /** Which of the server's asks (ASK) the agent takes: its own flags say; an agent that does not say takes none. */
+    manage: v.optional(v.object({ restart: v.boolean(), update: v.boolean() })),
   }),
-  v.check((h) => h.connect !== undefined || h.tunnels.length >= 1, "tunnels: at least one, unless connect"),
+  v.check((h) => h.connect !== undefined || h.remote || h.tunnels.length >= 1, "tunnels: at least one, unless connect or remote"),
 );
 export type Hello = v.InferOutput<typeof Hello>;
 
@@ -152,6 +162,38 @@ export type TunnelAdded = v.InferOutput<typeof TunnelAdded>;
 /** agent -> edge (wire.ts REMOVE), and edge -> agent (REMOVED, its answer): one tunnel of the session, by its id. */
 export const RemoveTunnel = v.object({ ref: Ref, tunnel: v.pipe(v.string(), v.maxLength(64)) });
 export type RemoveTunnel = v.InferOutput<typeof RemoveTunnel>;
+
+/** edge -> agent (wire.ts CONFIG): the device's tunnels kept on the server, burrow.yml's `tunnels:` map, and which change of them this is. */
+export const Config = v.object({
+  version: v.pipe(v.number(), v.integer(), v.minValue(0)),
+  tunnels: v.record(v.string(), v.unknown()),
+});
+export type Config = v.InferOutput<typeof Config>;
+
+/** One tunnel of an agent's STATUS: its own name, and the edge's id once granted. */
+const StatusTunnel = v.object({ name: TunnelName, id: v.optional(v.pipe(v.string(), v.maxLength(64))) });
+
+/** agent -> edge (wire.ts STATUS): what the agent runs now, for the server's list of agents. */
+export const Status = v.object({
+  tunnels: v.pipe(v.array(StatusTunnel), v.maxLength(64)),
+  /** The remote config it runs: the version it took, or why it could not (the tunnels running stay). */
+  config: v.optional(v.object({ version: v.pipe(v.number(), v.integer(), v.minValue(0)), error: v.optional(v.pipe(v.string(), v.maxLength(1000))) })),
+  /** The last thing that went wrong (a tunnel refused, a config that did not read), with when; none when all is well since it connected. */
+  error: v.optional(v.object({ message: v.pipe(v.string(), v.maxLength(1000)), at: v.pipe(v.string(), v.maxLength(40)) })),
+});
+export type Status = v.InferOutput<typeof Status>;
+
+/** What the server may ask an agent (wire.ts ASK): to connect again, or to run `burrow update`. */
+export const ASK_ACTIONS = ["restart", "update"] as const;
+export type AskAction = (typeof ASK_ACTIONS)[number];
+
+/** edge -> agent (wire.ts ASK). */
+export const Ask = v.object({ ref: Ref, action: v.picklist(ASK_ACTIONS) });
+export type Ask = v.InferOutput<typeof Ask>;
+
+/** agent -> edge (wire.ts ANSWER): whether it does what ASK asked, and why not. */
+export const Answer = v.object({ ref: Ref, accepted: v.boolean(), message: v.pipe(v.string(), v.maxLength(1000)) });
+export type Answer = v.InferOutput<typeof Answer>;
 
 /** edge -> agent instead of READY: say HELLO again on this port of the same host. */
 export const Move = v.object({ port: v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(65535)) });

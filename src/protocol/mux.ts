@@ -466,6 +466,10 @@ export class Mux implements KeptAlive, StreamSession {
       case FrameType.ADDED:
       case FrameType.REMOVE:
       case FrameType.REMOVED:
+      case FrameType.CONFIG:
+      case FrameType.STATUS:
+      case FrameType.ASK:
+      case FrameType.ANSWER:
         this.opts.onControl?.(type, payload);
         return;
       case FrameType.OPEN:

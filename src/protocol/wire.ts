@@ -121,6 +121,14 @@ export const FrameType = {
   REMOVE: 0x0d,
   /** edge -> agent, stream 0: JSON {ref, tunnel}: REMOVE's answer, sent once the tunnel's name or port is free. */
   REMOVED: 0x0e,
+  /**
+   * edge -> agent, stream 0: JSON {version, tunnels} (messages.ts Config):
+   * the device's tunnels kept on the server for its token (burrow.yml's
+   * `tunnels:` map), sent after READY and again at each change. The agent
+   * runs them with ADD and REMOVE, and says what it made of them in
+   * STATUS. Sent only to an agent whose HELLO said `live` and `remote`.
+   */
+  CONFIG: 0x0f,
   /** opener -> acceptor: a new stream; JSON metadata (tunnel, kind, request head: messages.ts OpenMeta). */
   OPEN: 0x10,
   /** acceptor -> opener: the stream is accepted, its answer begins; JSON metadata (`{}` for h1 and tcp). */
@@ -142,6 +150,23 @@ export const FrameType = {
    * (UDP), never for what must not.
    */
   DATAGRAM: 0x16,
+  /**
+   * agent -> edge, stream 0: JSON (messages.ts Status): what the agent runs
+   * now, for the server's list of agents: its tunnels by its own names, the
+   * remote config's version it runs (or why it could not), its last error.
+   * Sent after READY and when it changes, at most a few times a second.
+   * Only when READY said `live`; the edge keeps the last one.
+   */
+  STATUS: 0x17,
+  /**
+   * edge -> agent, stream 0: JSON {ref, action} (messages.ts Ask): the
+   * server's admin asks the agent to connect again ("restart") or to run
+   * `burrow update` ("update"). The agent decides by its own flags, and
+   * answers ANSWER either way. Sent only to an agent whose HELLO said `live`.
+   */
+  ASK: 0x18,
+  /** agent -> edge, stream 0: JSON {ref, accepted, message}: ASK's answer, sent before the agent acts on it. */
+  ANSWER: 0x19,
 } as const;
 
 export type FrameTypeName = keyof typeof FrameType;
@@ -167,6 +192,10 @@ export const CONTROL_FRAMES: ReadonlySet<number> = new Set([
   FrameType.ADDED,
   FrameType.REMOVE,
   FrameType.REMOVED,
+  FrameType.CONFIG,
+  FrameType.STATUS,
+  FrameType.ASK,
+  FrameType.ANSWER,
 ]);
 
 /** Set in the type byte of OPEN, REPLY or DATA: the sender half-closes with this frame. */

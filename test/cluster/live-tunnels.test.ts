@@ -5,6 +5,9 @@
  * SUBDOMAIN_TAKEN), max_tunnels counts both nodes, an added tunnel is
  * reached through the other node (relayed), and a removed one's name is
  * free on every node at once, for another user's agent on the other node.
+ * And a device's remote config changed through one node's admin API
+ * reaches its agent connected to the other node, which serves the new
+ * tunnel within 5 s.
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { connect } from "../../sdk/src/index.ts";
@@ -12,7 +15,7 @@ import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { tunnelFetch } from "../harness/agent.ts";
 import { freeRange } from "../harness/ports.ts";
 import { startPostgres, type TestPostgres } from "../harness/postgres.ts";
-import { startServer, type TestServer } from "../harness/server.ts";
+import { burrowCommand, startServer, type TestServer } from "../harness/server.ts";
 import { waitUntil, within } from "../harness/wait.ts";
 
 setDefaultTimeout(120_000);
@@ -73,3 +76,28 @@ test("an added tunnel's name is claimed over every node, max_tunnels counts both
     await Promise.all([onOne.close(), onTwo.close(), rivalOnTwo.close()]);
   }
 });
+
+test("a remote config changed through one node's admin API reaches the device's agent on the other node within 5 s", async () => {
+  const [one, two] = nodes as [TestServer, TestServer];
+  const user = await api.createUser("cluster-fleet");
+  const made = (await api.post(`/api/users/${user}/tokens`, { device_name: "far" })).body;
+  expect((await api.put(`/api/tokens/${made.token_id}/config`, { tunnels: { first: { proto: "http", addr: service.port, subdomain: "cl-remote-1" } } })).status).toBe(200);
+  const proc = Bun.spawn([...burrowCommand(), "start", "--remote", "--server", two.edgeUrl, "--token", made.token, "--log", "text", "--no-inspect"], {
+    env: { ...process.env, XDG_CONFIG_HOME: "/nonexistent-burrow-config", BURROW_SERVER: undefined, BURROW_TOKEN: undefined, BURROW_CONFIG: undefined, HTTPS_PROXY: "", ALL_PROXY: "" },
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  try {
+    await waitUntil(async () => (await tunnelFetch(two.edgePort, "cl-remote-1", "/a")).status === 200, 15_000, "the first config served on node two");
+    const since = performance.now();
+    // made on node one; the agent is on node two
+    expect((await api.put(`/api/tokens/${made.token_id}/config`, { tunnels: { second: { proto: "http", addr: service.port, subdomain: "cl-remote-2" } } })).status).toBe(200);
+    await waitUntil(async () => (await tunnelFetch(one.edgePort, "cl-remote-2", "/b")).status === 200 && (await tunnelFetch(two.edgePort, "cl-remote-1", "/c")).status === 404, 15_000, "the new config served");
+    expect(performance.now() - since).toBeLessThan(5_000);
+  } finally {
+    proc.kill("SIGINT");
+    await proc.exited;
+  }
+});
+

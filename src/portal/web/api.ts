@@ -3,6 +3,7 @@
  * errors a script uses (docs/portal.md). Every failure becomes an ApiError
  * whose message is a sentence a person can read.
  */
+import type { TunnelsConfig } from "../../ui/device-config.ts";
 import type { DayTraffic } from "../../ui/components/chart.tsx";
 import type { PrivateKind } from "../../protocol/kinds.ts";
 import type { TrafficPeriod } from "../../ui/format.ts";
@@ -114,6 +115,8 @@ export const api = {
   tokens: () => call<Token[]>("GET", "/_burrow/api/me/tokens"),
   addDevice: (device_name: string) => call<NewDevice>("POST", "/_burrow/api/me/tokens", { device_name }),
   revoke: (id: number) => call<{ status: string }>("DELETE", `/_burrow/api/me/tokens/${id}`),
+  deviceConfig: (id: number) => call<TunnelsConfig>("GET", `/_burrow/api/me/tokens/${id}/config`),
+  setDeviceConfig: (id: number, tunnels: Record<string, unknown>) => call<TunnelsConfig>("PUT", `/_burrow/api/me/tokens/${id}/config`, { tunnels }),
   tunnels: () => call<MyTunnel[]>("GET", "/_burrow/api/me/tunnels"),
   shared: () => call<SharedTunnel[]>("GET", "/_burrow/api/me/shared"),
   traffic: (days: number) => call<DayTraffic[]>("GET", `/_burrow/api/me/traffic?days=${days}`),

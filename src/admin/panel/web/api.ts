@@ -11,6 +11,7 @@ export type { ServerInfo } from "../../../ui/format.ts";
 import type { ServerInfo } from "../../../ui/format.ts";
 export { messageOf } from "../../../ui/errors.ts";
 import { ApiError, jsonClient } from "../../../ui/json-client.ts";
+import type { TunnelsConfig } from "../../../ui/device-config.ts";
 
 export interface Me {
   id: number;
@@ -247,6 +248,8 @@ export const api = {
   createToken: (userId: number, deviceName: string) =>
     call<NewToken>("POST", `/api/users/${id(userId)}/tokens`, { device_name: deviceName }),
   revokeToken: (tokenId: number) => call<{ status: string }>("DELETE", `/api/tokens/${id(tokenId)}`),
+  tokenConfig: (tokenId: number) => call<TunnelsConfig>("GET", `/api/tokens/${id(tokenId)}/config`),
+  setTokenConfig: (tokenId: number, tunnels: Record<string, unknown>) => call<TunnelsConfig>("PUT", `/api/tokens/${id(tokenId)}/config`, { tunnels }),
 
   domains: () => call<Domain[]>("GET", "/api/domains"),
   reserve: (subdomain: string, userId: number) => call<Domain>("POST", "/api/domains", { subdomain, user_id: userId }),
