@@ -37,9 +37,10 @@ import { publicInfoRoutes, type PublicInfo } from "./public-info.ts";
 import { statsRoutes } from "./stats.ts";
 import { tokenRoutes } from "./tokens.ts";
 import { tokenConfigRoutes } from "./token-configs.ts";
+import { agentRoutes } from "./agents.ts";
 import { userRoutes } from "./users.ts";
 
-export const ROUTES: Route[] = [...authRoutes, ...userRoutes, ...tokenRoutes, ...tokenConfigRoutes, ...domainRoutes, ...hostnameRoutes, ...statsRoutes, ...auditRoutes, ...keyRoutes];
+export const ROUTES: Route[] = [...authRoutes, ...userRoutes, ...tokenRoutes, ...tokenConfigRoutes, ...agentRoutes, ...domainRoutes, ...hostnameRoutes, ...statsRoutes, ...auditRoutes, ...keyRoutes];
 
 type BunHandler = (req: BunRequest<string>, server: Server<unknown>) => Promise<Response>;
 

@@ -7,7 +7,7 @@
  * client-control.ts, and what a refusal means for the next try
  * client-retries.ts.
  */
-import type { Config, Ready, TunnelRequest } from "../protocol/messages.ts";
+import type { AskAction, Config, Ready, TunnelRequest } from "../protocol/messages.ts";
 import type { Mux } from "../protocol/mux.ts";
 import type { Link } from "../sockets/links.ts";
 import type { HealthSettings } from "./health.ts";
@@ -58,7 +58,19 @@ export interface AgentOptions {
    * server sends is given to `config` (remote-config.ts), and after each
    * READY the tunnels it ran are added again on the new session.
    */
-  remote?: { config(c: Config): void };
+  remote?: {
+    config(c: Config): void;
+    /** The version run now (-1: none yet) and why the last that came was not taken, for STATUS. */
+    state?(): { version: number; error?: string };
+  };
+  /**
+   * Which of the server's asks (wire.ts ASK) the agent takes: its own
+   * flags (--remote-restart, --remote-update) and how it runs `burrow
+   * update`. Undefined: it takes none (burrow-agent's programs).
+   */
+  manage?: { restart: boolean; update: boolean; runUpdate(): Promise<{ ok: boolean; message: string }> };
+  /** Where each tunnel comes from (the command's tunnel set), for STATUS. */
+  sourceOf?(name: string): "remote" | "local" | "api" | undefined;
 }
 
 /** What a change of the tunnels asked for came to (Agent.retune). */
@@ -104,4 +116,6 @@ export interface ClientSide {
   runSession(link: Link, direct: boolean, answerWithinMs?: number): Promise<SessionResult>;
   /** One connect from the start: the direct port when it may go there, else the WebSocket. */
   connectOnce(): Promise<SessionResult>;
+  /** The server asks (ASK): the answer, and what to do once it is sent. */
+  asked(action: AskAction): { accepted: boolean; message: string; then?: () => void };
 }

@@ -10,7 +10,7 @@
 import * as v from "valibot";
 import { parseJsonPayload, ProtocolError } from "../protocol/frames.ts";
 import { isNamedKind } from "../protocol/kinds.ts";
-import { Config, Hello, Move, Ready, Refusal, RemoveTunnel, Revoke, TunnelAdded, type AddTunnel } from "../protocol/messages.ts";
+import { Ask, Config, Hello, Move, Ready, Refusal, RemoveTunnel, Revoke, TunnelAdded, type AddTunnel } from "../protocol/messages.ts";
 import { FrameType, PROTOCOL_VERSION, WireError, type FrameTypeValue } from "../protocol/wire.ts";
 import { VERSION } from "../version.ts";
 import { REMOTE_UNSUPPORTED, unenforcedAccess } from "./access.ts";
@@ -18,6 +18,9 @@ import type { AgentTunnel, ClientSide, SessionOutcome } from "./client-context.t
 import { localAuthority } from "./local-target.ts";
 import type { TunnelView } from "./output.ts";
 import type { PoolMembership } from "./rotation.ts";
+
+/** What the agent runs on, for the server's list of agents (HELLO's `system`): said as Node names them, with when this process started. */
+const SYSTEM = { os: String(globalThis.process?.platform ?? "unknown").slice(0, 32), arch: String(globalThis.process?.arch ?? "unknown").slice(0, 32), started: new Date().toISOString() };
 
 export class SessionControl {
   /**
@@ -181,6 +184,8 @@ export class SessionControl {
       revoke: true,
       // an agent told to behave as the version before did (tests of the version rules) does not say it
       live: opts.live !== false,
+      system: SYSTEM,
+      ...(opts.manage ? { manage: { restart: opts.manage.restart, update: opts.manage.update } } : {}),
     };
   }
 
@@ -222,6 +227,13 @@ export class SessionControl {
       for (const wake of this.readyWaiters.splice(0)) wake();
     } else if (type === FrameType.ADDED || type === FrameType.REMOVED) {
       this.answered(type, payload);
+    } else if (type === FrameType.ASK) {
+      const parsed = v.safeParse(Ask, parseJsonPayload(payload, "ASK"));
+      if (!parsed.success) throw new ProtocolError(`bad ASK: ${parsed.issues[0]?.message}`);
+      const answer = this.client.asked(parsed.output.action);
+      this.client.mux?.sendControl(FrameType.ANSWER, { ref: parsed.output.ref, accepted: answer.accepted, message: answer.message });
+      // once the answer has gone: a restart ends this connection
+      if (answer.then) setTimeout(answer.then, 0);
     } else if (type === FrameType.CONFIG) {
       const parsed = v.safeParse(Config, parseJsonPayload(payload, "CONFIG"));
       if (!parsed.success) throw new ProtocolError(`bad CONFIG: ${parsed.issues[0]?.message}`);

@@ -26,6 +26,9 @@ import type { AgentOutput, TunnelView } from "./output.ts";
 import { serveStream } from "./serve-stream.ts";
 import { DEFAULT_DRAIN_MS, PoolMembership } from "./rotation.ts";
 import { openSocksBridge, type SocksBridge } from "./socks.ts";
+import { relayOutput } from "./output-relay.ts";
+import { StatusReport } from "./status-report.ts";
+import type { AskAction } from "../protocol/messages.ts";
 
 export type { AgentOutput } from "./output.ts";
 export type { AgentOptions, AgentTunnel, TunnelChange } from "./client-context.ts";
@@ -51,8 +54,28 @@ export class Agent {
   /** The way to the edge's direct port, and what this run learnt of it (client-direct.ts). */
   private readonly direct: DirectRoute;
 
-  constructor(private readonly opts: AgentOptions) {
-    if (opts.tunnels.length === 0 && !opts.connect && !opts.remote) throw new Error("an agent needs at least one tunnel, or a private tunnel to connect to, or the server's remote config");
+  /** What the agent says of itself to the server's list of agents (STATUS). */
+  private readonly report: StatusReport;
+  private readonly opts: AgentOptions;
+
+  constructor(given: AgentOptions) {
+    if (given.tunnels.length === 0 && !given.connect && !given.remote) throw new Error("an agent needs at least one tunnel, or a private tunnel to connect to, or the server's remote config");
+    // the changes of its tunnels and their refusals are the server's list's too (STATUS)
+    const out = relayOutput(given.out, {
+      tunnelRefused: (name, code, message) => {
+        this.report.noteError(`tunnel '${name}' refused: ${code}: ${message}`);
+        given.out.tunnelRefused?.(name, code, message);
+      },
+      tunnelAdded: (t) => {
+        this.report.changed();
+        given.out.tunnelAdded?.(t);
+      },
+      tunnelRemoved: (name) => {
+        this.report.changed();
+        given.out.tunnelRemoved?.(name);
+      },
+    });
+    const opts = (this.opts = { ...given, out });
     this.wanted = opts.tunnels;
     const health = new Map(opts.tunnels.filter((t) => t.health).map((t) => [t.name, t.health!]));
     this.pools = new PoolMembership(opts.out, health, new Map(opts.tunnels.map((t) => [t.name, t.target])));
@@ -69,9 +92,54 @@ export class Agent {
       },
       runSession: (link, direct, answerWithinMs) => agent.runSession(link, direct, answerWithinMs),
       connectOnce: () => agent.connectOnce(),
+      asked: (action) => agent.asked(action),
     };
     this.control = new SessionControl(side, this.pools);
     this.direct = new DirectRoute(side);
+    this.report = new StatusReport(side, () => ({ live: this.control.state.live, tunnels: this.control.views() }));
+  }
+
+  /** What the agent runs changed in a way the server's list of agents shows (its remote config's version, say). */
+  statusChanged(error?: string): void {
+    if (error !== undefined) this.report.noteError(error);
+    else this.report.changed();
+  }
+
+  private updating = false;
+
+  /** The server's ask (ASK), answered by the agent's own flags (AgentOptions.manage). */
+  private asked(action: AskAction): { accepted: boolean; message: string; then?: () => void } {
+    const m = this.opts.manage;
+    if (!m) return { accepted: false, message: "this agent takes no asks from the server" };
+    if (action === "restart") {
+      if (!m.restart) return { accepted: false, message: "this agent's --remote-restart is off" };
+      return {
+        accepted: true,
+        message: "connecting again",
+        then: () => {
+          this.opts.out.notice?.("the server's admin asked this agent to connect again");
+          // no GOAWAY: its tunnels' names stay held for it, and the new connection takes them back
+          this.endSession?.(false);
+        },
+      };
+    }
+    if (!m.update) return { accepted: false, message: "this agent's --remote-update is off" };
+    if (this.updating) return { accepted: false, message: "burrow update runs already" };
+    this.updating = true;
+    return {
+      accepted: true,
+      message: "running burrow update",
+      then: () => {
+        this.opts.out.notice?.("the server's admin asked this agent to run burrow update");
+        void m
+          .runUpdate()
+          .then((r) => {
+            this.opts.out.notice?.(`burrow update: ${r.message}`);
+            if (!r.ok) this.report.noteError(`burrow update failed: ${r.message}`);
+          })
+          .finally(() => (this.updating = false));
+      },
+    };
   }
 
   /** Runs until a fatal refusal (exit code 1) or stop() (exit code 0). */
@@ -131,8 +199,8 @@ export class Agent {
     }
   }
 
-  /** Ends the session under way on purpose (retune); unset between sessions. */
-  private endSession?: () => void;
+  /** Ends the session under way on purpose (retune, the server's ask to reconnect), with GOAWAY unless told not to; unset between sessions. */
+  private endSession?: (goaway?: boolean) => void;
 
   /** The change under way (changes are carried out one at a time, in the order asked). */
   private changing: Promise<unknown> = Promise.resolve();
@@ -167,7 +235,11 @@ export class Agent {
     if (this.stopping) return nothing;
     const plan = planChange(this.control.asked, tunnels, this.control.askedAs);
     const { connected, live } = this.control.state;
-    if (connected && live) return applyLive(this.control, plan, this.opts.out);
+    if (connected && live) {
+      const done = await applyLive(this.control, plan, this.opts.out);
+      this.report.changed();
+      return done;
+    }
     if (!connected) {
       // no session now: the next HELLO asks for the new list, at once
       this.control.keepAsking(plan.next, plan.come);
@@ -228,6 +300,7 @@ export class Agent {
 
   private stopNow(): void {
     this.stopping = true;
+    this.report.stop();
     this.pools.stop();
     this.wake?.();
     for (const link of this.draining) link.close();
@@ -315,6 +388,7 @@ export class Agent {
           if (type === FrameType.DRAIN && wasReady && !settled) return detach();
           this.control.receive(type, payload, finish, () => {
             wasReady = true;
+            this.report.changed();
             // the remote config's agent said HELLO with no tunnel: what it ran comes back on this session, alone each
             if (this.opts.remote) void this.retune(this.wanted);
           });
@@ -331,12 +405,12 @@ export class Agent {
         onPong: (ms) => this.opts.out.latency?.(ms),
       });
       this.mux = mux;
-      this.endSession = () => {
+      this.endSession = (goaway = true) => {
         this.endSession = undefined;
         retuning = true;
         if (!link.isOpen) return finish({ kind: "retuned" });
         // as stop() leaves: GOAWAY, then the close, whose end finishes the session
-        mux.sendControl(FrameType.GOAWAY);
+        if (goaway) mux.sendControl(FrameType.GOAWAY);
         link.close();
         setTimeout(() => finish({ kind: "retuned" }), RETUNE_CLOSE_MS).unref?.();
       };

@@ -9,7 +9,7 @@ import type { ReservedSubdomain } from "../core/domains.ts";
 import type { TokenRow, UserRow } from "../db/schema.ts";
 import { cidrs } from "../validate/fields.ts";
 import { utcDateTime } from "../core/clock.ts";
-import type { ActiveTunnel } from "../core/live.ts";
+import type { ActiveTunnel, AgentInfo } from "../core/live.ts";
 import type { Invitation } from "../core/invitations.ts";
 
 export const userJson = (u: UserRow) => ({
@@ -126,3 +126,24 @@ export const invitationJson = (i: Invitation) => ({
 
 /** A device's remote config as the admin API and the portal show it. */
 export const tokenConfigJson = (c: TokenConfig) => ({ token_id: c.tokenId, tunnels: c.tunnels, version: c.version, updated_at: c.updatedAt });
+
+/** A connected agent as GET /api/agents lists it. */
+export const agentJson = (a: AgentInfo) => ({
+  id: a.id,
+  node: a.nodeId ?? null,
+  user_id: a.userId,
+  username: a.username,
+  token_id: a.tokenId,
+  agent: a.agent ?? null,
+  os: a.system?.os ?? null,
+  arch: a.system?.arch ?? null,
+  started_at: a.system?.started ?? null,
+  connected_at: a.connectedAt,
+  remote: a.remote,
+  transport: a.transport,
+  tunnels: a.tunnels.map((t) => ({ id: t.id, name: t.name ?? null, protocol: t.protocol, url: t.url, source: t.source ?? null })),
+  connects: a.connects ?? null,
+  config: { remote: a.config.remote, version: a.config.version ?? null, error: a.config.error ?? null },
+  last_error: a.lastError ?? null,
+  manage: a.manage ?? null,
+});

@@ -62,6 +62,35 @@ export const TokenConfigJson = v.strictObject({
   updated_at: v.nullable(timestamp),
 });
 
+/** One connected agent (GET /api/agents). */
+export const AgentJson = v.strictObject({
+  id: v.string(),
+  /** Its node (several nodes); null on one. */
+  node: v.nullable(v.string()),
+  user_id: id,
+  username: v.string(),
+  token_id: id,
+  /** What it said it is ("burrow/1.2.0"); null when it said nothing. */
+  agent: v.nullable(v.string()),
+  os: v.nullable(v.string()),
+  arch: v.nullable(v.string()),
+  /** When its process started, as it said. */
+  started_at: v.nullable(v.string()),
+  connected_at: timestamp,
+  remote: v.string(),
+  transport: v.string(),
+  tunnels: v.array(v.strictObject({ id: v.string(), name: v.nullable(v.string()), protocol: v.string(), url: v.string(), source: v.nullable(v.string()) })),
+  /** A connector's session (burrow connect): what it reaches. */
+  connects: v.nullable(v.string()),
+  config: v.strictObject({ remote: v.boolean(), version: v.nullable(count), error: v.nullable(v.string()) }),
+  last_error: v.nullable(v.strictObject({ message: v.string(), at: v.string() })),
+  /** Which of the server's asks it takes (its flags); null: none (older agents, burrow-agent). */
+  manage: v.nullable(v.strictObject({ restart: v.boolean(), update: v.boolean() })),
+});
+
+/** An agent's yes to an ask (POST /api/agents/:id/restart, /update). */
+export const AskAcceptedJson = v.strictObject({ status: v.literal("accepted"), message: v.string() });
+
 /** The body of PUT .../config: the map as burrow.yml's `tunnels:` has it; each tunnel is checked as burrow.yml's is (the error names the field). */
 export const TokenConfigBody = v.object({
   tunnels: v.record(v.pipe(v.string(), v.maxLength(64)), v.looseObject({ proto: v.string(), addr: v.union([v.string(), v.number()]) })),

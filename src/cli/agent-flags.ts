@@ -66,6 +66,22 @@ export const COMMON = {
     details: "That level and above. The screen always shows everything.",
   },
   ...INSPECT_FLAGS,
+  "remote-restart": {
+    type: "string",
+    arg: "on|off",
+    env: true,
+    default: "on",
+    help: "whether the server's admin may ask this agent to connect again (POST /api/agents/ID/restart)",
+    details: "On, an admin's ask makes the agent leave its connection and connect again at once, its tunnels' names held for it meanwhile. Off, it answers no, and the admin's API says so.",
+  },
+  "remote-update": {
+    type: "string",
+    arg: "on|off",
+    env: true,
+    default: "off",
+    help: "whether the server's admin may ask this agent to run `burrow update` (POST /api/agents/ID/update)",
+    details: "On, an admin's ask runs `burrow update` beside the agent (a signed release, checked as `burrow update` checks it); the new version runs once the agent is restarted (by its service, or by hand). Off, it answers no.",
+  },
 } as const satisfies FlagTable;
 
 /** http and tls tunnels: one set of names for both. */

@@ -44,6 +44,8 @@ export function createCore({ store, clock = systemClock, systemSubdomains, domai
     // never rejects: an admin's change is made whatever its live effect (which logs its own failures)
     rulesChanged: (change) => attached.rulesChanged?.(change).catch(() => {}) ?? Promise.resolve(),
     configChanged: (tokenId) => attached.configChanged?.(tokenId),
+    agents: () => attached.agents?.() ?? [],
+    askAgent: (id, action) => attached.askAgent?.(id, action) ?? Promise.resolve({ found: false }),
   };
   const clockNow = () => clock.now().getTime();
   const tokens = createTokens(store, clock, live);

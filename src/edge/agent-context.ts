@@ -75,6 +75,8 @@ export interface HelloSaid {
   live?: boolean;
   /** It runs the token's remote config (wire.ts CONFIG). */
   remote?: boolean;
+  /** What it says it is (HELLO's `agent`: "burrow/1.2.0"). */
+  agent?: string;
   /** What it runs on, and which of the server's asks it takes (HELLO's `system`, `manage`). */
   system?: { os: string; arch: string; started: string };
   manage?: { restart: boolean; update: boolean };
@@ -89,6 +91,10 @@ export interface AgentSide extends AgentLink {
   readonly isReady: boolean;
   userId: number;
   tokenId: number;
+  /** Its user's name, once its handshake knows it. */
+  username: string;
+  /** A connector's session: what it reaches, "owner/name" (burrow connect). */
+  connectsTo?: string;
   /** Its handshake succeeded: from now on it carries streams, with what its HELLO said. */
   becameReady(said: HelloSaid): void;
   /** Tells the agent why (ERROR) and closes its connection; `retryAfterS` is sent as the ERROR's retry_after. */

@@ -201,7 +201,9 @@ export class AgentHandshake {
       if (side.mux.closed) return;
       side.userId = user.id;
       side.tokenId = token.id;
-      side.becameReady({ drain: hello.drain, proxy: hello.proxy });
+      side.username = user.username;
+      side.connectsTo = label;
+      side.becameReady({ drain: hello.drain, proxy: hello.proxy, agent: hello.agent, system: hello.system });
       this.verdict.succeeded("READY");
       edge.registry.attach(side, []);
       this.streams.connected(admitted, label, here, elsewhere);
@@ -321,7 +323,8 @@ export class AgentHandshake {
       if (admitted.resume) {
         registry.closeSession(admitted.resume, WireError.SESSION_REPLACED, "a newer connection of this agent took over", true);
       }
-      side.becameReady({ drain: hello.drain, keep: hello.keep, proxy: hello.proxy, revoke: hello.revoke, live: hello.live, remote: hello.remote, system: hello.system, manage: hello.manage });
+      side.username = admitted.user.username;
+      side.becameReady({ drain: hello.drain, keep: hello.keep, proxy: hello.proxy, revoke: hello.revoke, live: hello.live, remote: hello.remote, agent: hello.agent, system: hello.system, manage: hello.manage });
       this.verdict.succeeded("READY");
       registry.attach(side, tunnels);
       // a private tunnel declared anew: who may reach it is asked again at each connector's next stream

@@ -175,7 +175,7 @@ export class AgentTunnels {
   }
 
   /** Where visitors reach a tunnel, as READY names it. */
-  private publicAddress(t: Tunnel): string {
+  publicAddress(t: Tunnel): string {
     if (t.privateName !== undefined) return `${t.username}/${t.privateName}`;
     // a tls tunnel is granted only where a port passes its name through (tunnelFor): it has an address
     return kindAddress(this.side.edge, t.protocol, t.hostname ?? t.subdomain!, t.port!)!;

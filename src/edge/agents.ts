@@ -17,6 +17,8 @@ import { DIRECT_DATA_PAYLOAD, FrameType, WireError, type FrameTypeValue } from "
 import { strangerFault, type AgentSide, type AgentTransport, type EdgeContext, type HelloSaid } from "./agent-context.ts";
 import { AgentHandshake } from "./agent-handshake.ts";
 import { LiveChanges } from "./agent-live-changes.ts";
+import { AgentManagement } from "./agent-management.ts";
+import type { AgentAsk, AgentInfo, AskResult } from "../core/live.ts";
 import { AgentStreams } from "./agent-streams.ts";
 import { AgentTunnels } from "./agent-tunnels.ts";
 import { openStream } from "./open-stream.ts";
@@ -38,6 +40,8 @@ export class AgentConnection implements AgentSide {
   readonly sessionId = crypto.randomUUID();
   userId = 0;
   tokenId = 0;
+  username = "";
+  connectsTo?: string;
   readonly mux: Mux;
   private ready = false;
   /** Its HELLO said it understands DRAIN. */
@@ -52,8 +56,10 @@ export class AgentConnection implements AgentSide {
   private lives = false;
   /** Its HELLO said it runs its token's remote config (CONFIG); with `live` only. */
   remote = false;
-  /** What its HELLO said it runs on and takes of the server's asks, for the list of agents. */
-  said: Pick<HelloSaid, "system" | "manage"> = {};
+  /** What its HELLO said it is, runs on and takes of the server's asks, for the list of agents. */
+  said: Pick<HelloSaid, "agent" | "system" | "manage"> = {};
+  /** The list of agents' view of it, and the server's asks (agent-management.ts). */
+  readonly management: AgentManagement;
   private readonly handshake: AgentHandshake;
   private readonly tunnels: AgentTunnels;
   private readonly streams: AgentStreams;
@@ -89,6 +95,22 @@ export class AgentConnection implements AgentSide {
     this.streams = new AgentStreams(this);
     this.handshake = new AgentHandshake(this, this.tunnels, this.streams);
     this.changes = new LiveChanges(this, this.tunnels);
+    this.management = new AgentManagement(this, (t) => this.tunnels.publicAddress(t), this.changes.names);
+  }
+
+  /** Its HELLO said `live`: the server may ask it (ASK), and it says what it runs (STATUS). */
+  get live(): boolean {
+    return this.lives;
+  }
+
+  /** The agent as GET /api/agents lists it. */
+  describe(): AgentInfo {
+    return this.management.describe(this.ready ? this.edge.registry.sessionTunnels(this.sessionId).filter((t) => t.agent === this) : []);
+  }
+
+  /** The server's ask (reconnect, update), answered by the agent. */
+  ask(action: AgentAsk): Promise<AskResult> {
+    return this.management.ask(action);
   }
 
   get isReady(): boolean {
@@ -113,7 +135,7 @@ export class AgentConnection implements AgentSide {
     this.revokes = said.revoke ?? false;
     this.lives = said.live ?? false;
     this.remote = this.lives && (said.remote ?? false);
-    this.said = { system: said.system, manage: said.manage };
+    this.said = { agent: said.agent, system: said.system, manage: said.manage };
   }
 
   /** The version of the remote config sent last: an older one read later is not sent after it. */
@@ -167,6 +189,7 @@ export class AgentConnection implements AgentSide {
 
   /** The WebSocket closed (either side): the session ends, its tunnels wait in grace. */
   closed(): void {
+    this.management.closed();
     this.handshake.closed();
     this.streams.closed();
     this.mux.close();
@@ -191,6 +214,10 @@ export class AgentConnection implements AgentSide {
       case FrameType.ADD:
       case FrameType.REMOVE:
         return this.changes.received(type, payload, this.lives);
+      case FrameType.STATUS:
+        return this.management.receivedStatus(payload);
+      case FrameType.ANSWER:
+        return this.management.receivedAnswer(payload);
       default:
         throw new ProtocolError(`unexpected ${type} from an agent`);
     }

@@ -9,7 +9,7 @@
  */
 import type { LiveView } from "../core/admission.ts";
 import type { AppError } from "../core/errors.ts";
-import type { ActiveTunnel, LiveTunnels, RulesChange } from "../core/live.ts";
+import type { ActiveTunnel, AgentAsk, AgentInfo, AskResult, LiveTunnels, RulesChange } from "../core/live.ts";
 import type { AllowedUpgrades } from "../http/upgrade.ts";
 import { KIND_NAMES, kindFacts, type TunnelKind } from "../protocol/kinds.ts";
 import type { Stream } from "../protocol/mux.ts";
@@ -46,6 +46,10 @@ export interface AgentLink {
   readonly remote?: boolean;
   /** Sends it its token's remote config (CONFIG), when it runs it. */
   sendConfig?(): void;
+  /** The agent as GET /api/agents lists it. */
+  describe?(): AgentInfo;
+  /** The server's ask (reconnect, update), answered by the agent. */
+  ask?(action: AgentAsk): Promise<AskResult>;
 }
 
 /**
@@ -174,6 +178,10 @@ export interface RegistryHooks {
   detached(t: Tunnel, sessionId: string): void;
   removed(t: Tunnel): void;
   rotated(t: Tunnel): void;
+  /** A session is live, or what the list of agents shows of it changed (its tunnels, its STATUS). */
+  sessionChanged?(link: AgentLink): void;
+  /** A session ended. */
+  sessionGone?(sessionId: string): void;
 }
 
 export class Registry implements LiveTunnels, LiveView {
@@ -227,6 +235,12 @@ export class Registry implements LiveTunnels, LiveView {
   attach(link: AgentLink, tunnels: Tunnel[]): void {
     for (const t of tunnels) this.goLive(link, t);
     this.sessions.set(link.sessionId, { link, tunnels });
+    this.hooks?.sessionChanged?.(link);
+  }
+
+  /** What the list of agents shows of a live session changed (its STATUS, its tunnels). */
+  sessionChanged(link: AgentLink): void {
+    if (this.sessions.get(link.sessionId)?.link === link) this.hooks?.sessionChanged?.(link);
   }
 
   /** More tunnels live on a session already live (its agent added them: wire.ts ADD); false when the session is gone. */
@@ -235,6 +249,7 @@ export class Registry implements LiveTunnels, LiveView {
     if (!entry || entry.link !== link) return false;
     for (const t of tunnels) this.goLive(link, t);
     entry.tunnels = [...entry.tunnels, ...tunnels];
+    this.hooks?.sessionChanged?.(link);
     return true;
   }
 
@@ -248,6 +263,7 @@ export class Registry implements LiveTunnels, LiveView {
     const entry = link && this.sessions.get(link.sessionId);
     if (entry) entry.tunnels = entry.tunnels.filter((x) => x !== t);
     this.remove(t);
+    if (entry) this.hooks?.sessionChanged?.(entry.link);
   }
 
   private goLive(link: AgentLink, t: Tunnel): void {
@@ -296,6 +312,7 @@ export class Registry implements LiveTunnels, LiveView {
     const entry = this.sessions.get(sessionId);
     if (!entry) return;
     this.sessions.delete(sessionId);
+    this.hooks?.sessionGone?.(sessionId);
     for (const t of entry.tunnels) {
       if (t.agent !== entry.link) continue; // already handed to a newer session
       t.agent = null;
@@ -354,6 +371,18 @@ export class Registry implements LiveTunnels, LiveView {
     if ((others.length === 0 && !link.remote) || !link.revoke?.(t.id, code, message)) return this.closeSession(link.sessionId, code, message);
     entry.tunnels = entry.tunnels.filter((x) => x !== t);
     this.remove(t);
+    this.hooks?.sessionChanged?.(link);
+  }
+
+  /** The agents connected here, as GET /api/agents lists them. */
+  agents(): AgentInfo[] {
+    return [...this.sessions.values()].flatMap(({ link }) => (link.describe ? [link.describe()] : []));
+  }
+
+  /** Asks the agent of session `id` here to reconnect or to update. */
+  askAgent(id: string, action: AgentAsk): Promise<AskResult> {
+    const link = this.sessions.get(id)?.link;
+    return link?.ask ? link.ask(action) : Promise.resolve({ found: false });
   }
 
   /** The live sessions (connectors' too), each with the tunnels it holds live now. */

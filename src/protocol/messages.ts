@@ -171,7 +171,12 @@ export const Config = v.object({
 export type Config = v.InferOutput<typeof Config>;
 
 /** One tunnel of an agent's STATUS: its own name, and the edge's id once granted. */
-const StatusTunnel = v.object({ name: TunnelName, id: v.optional(v.pipe(v.string(), v.maxLength(64))) });
+const StatusTunnel = v.object({
+  name: TunnelName,
+  id: v.optional(v.pipe(v.string(), v.maxLength(64))),
+  /** Where it comes from: the server's remote config, the agent's command line or file, its agent API (agent/tunnel-set.ts). */
+  source: v.optional(v.picklist(["remote", "local", "api"])),
+});
 
 /** agent -> edge (wire.ts STATUS): what the agent runs now, for the server's list of agents. */
 export const Status = v.object({

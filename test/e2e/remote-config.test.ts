@@ -14,6 +14,8 @@ import type { Subprocess } from "bun";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import * as v from "valibot";
+import { TokenConfigJson } from "../../src/api/responses.ts";
 import { decodeFrames, encodeFrame, jsonPayload } from "../../src/protocol/frames.ts";
 import { FrameType } from "../../src/protocol/wire.ts";
 import { signedIn, type AdminClient } from "../harness/admin.ts";
@@ -80,6 +82,9 @@ describe("the admin API", () => {
     const put = await api.put(`/api/tokens/${d.id}/config`, { tunnels: { web: http(3000, "api-web") } });
     expect(put.status).toBe(200);
     expect(put.body).toMatchObject({ token_id: d.id, version: 1, tunnels: { web: { proto: "http", addr: 3000, subdomain: "api-web" } } });
+    // the answer the OpenAPI document describes
+    expect(v.safeParse(TokenConfigJson, put.body).success).toBe(true);
+    expect(v.safeParse(TokenConfigJson, (await api.get(`/api/tokens/${d.id}/config`)).body).success).toBe(true);
     expect((await api.put(`/api/tokens/${d.id}/config`, { tunnels: {} })).body.version).toBe(2);
     expect((await api.get(`/api/tokens/99999/config`)).status).toBe(404);
     expect((await api.put(`/api/tokens/99999/config`, { tunnels: {} })).status).toBe(404);

@@ -53,6 +53,27 @@ export interface Token {
   last_used: string | null;
 }
 
+/** A connected agent (GET /api/agents). */
+export interface Agent {
+  id: string;
+  node: string | null;
+  user_id: number;
+  username: string;
+  token_id: number;
+  agent: string | null;
+  os: string | null;
+  arch: string | null;
+  started_at: string | null;
+  connected_at: string;
+  remote: string;
+  transport: string;
+  tunnels: { id: string; name: string | null; protocol: string; url: string; source: string | null }[];
+  connects: string | null;
+  config: { remote: boolean; version: number | null; error: string | null };
+  last_error: { message: string; at: string } | null;
+  manage: { restart: boolean; update: boolean } | null;
+}
+
 export interface NewToken {
   token: string;
   token_id: number;
@@ -262,6 +283,8 @@ export const api = {
 
   dashboard: () => call<Dashboard>("GET", "/api/dashboard"),
   activeTunnels: () => call<ActiveTunnel[]>("GET", "/api/tunnels/active"),
+  agents: () => call<Agent[]>("GET", "/api/agents"),
+  askAgent: (id: string, action: "restart" | "update") => call<{ status: "accepted"; message: string }>("POST", `/api/agents/${encodeURIComponent(id)}/${action}`),
   userDays: (userId: number, days = 30) => call<DayTraffic[]>("GET", `/api/analytics/traffic?user_id=${id(userId)}&days=${days}`),
   perUser: (days = 30) => call<UserTraffic[]>("GET", `/api/analytics/traffic?days=${days}`),
 

@@ -74,7 +74,7 @@ export function TokensPanel(props: { userId: number; username: string; tokens: T
                 </span>
               </div>
               {t.enabled && (
-                <button type="button" class="btn small ghost" onClick={() => setConfiguring(t)} aria-label={`Tunnels of ${t.device_name}`}>
+                <button type="button" class="btn small" onClick={() => setConfiguring(t)} aria-label={`Tunnels of ${t.device_name}`}>
                   Tunnels
                 </button>
               )}

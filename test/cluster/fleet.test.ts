@@ -7,7 +7,9 @@
  * free on every node at once, for another user's agent on the other node.
  * And a device's remote config changed through one node's admin API
  * reaches its agent connected to the other node, which serves the new
- * tunnel within 5 s.
+ * tunnel within 5 s; and one node's GET /api/agents lists the agents of
+ * both, and its asks reach an agent on the other node, whose answer comes
+ * back (a yes, and a no said in the API's answer).
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { connect } from "../../sdk/src/index.ts";
@@ -98,6 +100,41 @@ test("a remote config changed through one node's admin API reaches the device's 
   } finally {
     proc.kill("SIGINT");
     await proc.exited;
+  }
+});
+
+test("GET /api/agents on one node lists the agents of both; an ask made on one node reaches an agent on the other, and its answer comes back", async () => {
+  const [one, two] = nodes as [TestServer, TestServer];
+  const user = await api.createUser("cluster-agents");
+  const yes = (await api.post(`/api/users/${user}/tokens`, { device_name: "yes" })).body;
+  const no = (await api.post(`/api/users/${user}/tokens`, { device_name: "no" })).body;
+  const spawn = (token: string, args: string[]) =>
+    Bun.spawn([...burrowCommand(), "http", String(service.port), "--server", two.edgeUrl, "--token", token, "--log", "text", "--no-inspect", ...args], {
+      env: { ...process.env, XDG_CONFIG_HOME: "/nonexistent-burrow-config", BURROW_SERVER: undefined, BURROW_TOKEN: undefined, HTTPS_PROXY: "", ALL_PROXY: "" },
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+  const agents = [spawn(yes.token, ["--subdomain", "cl-agent-yes"]), spawn(no.token, ["--remote-restart", "off"])];
+  try {
+    // listed by node one, from node two's rows
+    const ofToken = async (id: number) => ((await api.get("/api/agents")).body as any[]).find((a) => a.token_id === id);
+    await waitUntil(async () => (await ofToken(yes.token_id))?.tunnels?.length === 1 && (await ofToken(no.token_id)) !== undefined, 15_000, "both agents listed on node one");
+    const listedYes = await ofToken(yes.token_id);
+    expect(listedYes).toMatchObject({ node: "lt2", username: "cluster-agents", manage: { restart: true, update: false } });
+    expect(listedYes.tunnels[0].url).toContain("cl-agent-yes.");
+    // asked on node one, answered on node two
+    const refused = await api.post(`/api/agents/${(await ofToken(no.token_id)).id}/restart`);
+    expect(refused.status).toBe(409);
+    expect(refused.body.error).toContain("--remote-restart is off");
+    const accepted = await api.post(`/api/agents/${listedYes.id}/restart`);
+    expect(accepted.status).toBe(200);
+    await waitUntil(async () => ((await ofToken(yes.token_id))?.id ?? listedYes.id) !== listedYes.id, 15_000, "the agent's new session listed");
+    await waitUntil(async () => (await tunnelFetch(one.edgePort, "cl-agent-yes", "/d")).status === 200, 15_000, "its tunnel back");
+    expect((await api.post("/api/agents/00000000-0000-0000-0000-000000000000/update")).status).toBe(404);
+  } finally {
+    for (const p of agents) p.kill("SIGINT");
+    await Promise.all(agents.map((p) => p.exited));
   }
 });
 
