@@ -109,9 +109,6 @@ export class LiveChanges {
       else await rules();
       const prepared = mux.closed ? new Map() : await this.tunnels.prepare(admitted!);
       try {
-        // refused by the rules already (a partial HELLO's way): that is its answer, the hook is not asked about nothing
-        const own = admitted!.tunnels[0];
-        if (own instanceof AppError) throw own;
         // the operator's own word (--admission-hook), after the rules and before the tunnel goes live, as for a HELLO's
         if (!mux.closed && edge.admissionHook) {
           const refused = await askAdmissionHook(edge, admitted!, side.transport.address);
