@@ -5,7 +5,8 @@
  * (`restart`) or run `burrow update` (`update`). The agent decides by its
  * own flags (--remote-restart on by default, --remote-update off), and its
  * answer is this API's: 200 when it does it, 409 AGENT_REFUSED with its
- * words when it does not.
+ * words when it does not. The SSH gateway's sessions are listed too (their
+ * key as device) and refuse every ask: OpenSSH's client is at the other end.
  */
 import { json } from "../api/http.ts";
 import { agentJson } from "../api/json.ts";
@@ -40,7 +41,7 @@ function askRoute(action: AgentAsk): Route {
         responses: {
           200: { description: "The agent does it; `message` is its own words", schema: AskAcceptedJson },
           404: { description: "No agent of that id is connected", schema: ErrorBody },
-          409: { description: "AGENT_REFUSED: the agent said no (its flag is off, or it is older than the server's asks); the message is its answer", schema: ErrorBody },
+          409: { description: "AGENT_REFUSED: the agent said no (its flag is off, or it is older than the server's asks), or it is an SSH gateway session, which takes no asks; the message is its answer", schema: ErrorBody },
           504: { description: "AGENT_NO_ANSWER: no answer within 10 s", schema: ErrorBody },
         },
       },
