@@ -569,11 +569,12 @@ export const liveAgents = sqliteTable(
       .notNull()
       .references(() => users.id, { onDelete: "cascade" }),
     username: text("username").notNull(),
+    /** The session's device: a token's id, or an SSH gateway session's key id negated (core/device-ids.ts); so no foreign key. */
     tokenId: integer("token_id").notNull(),
     connectedAt: text("connected_at").notNull(),
     /** The agent's address, "ip:port". */
     remote: text("remote").notNull(),
-    /** JSON, edge/agents-list.ts AgentState. */
+    /** JSON: the rest of what the list shows of it (core/live.ts AgentInfo, written by cluster/cluster-agents.ts). */
     state: text("state").notNull(),
   },
   (t) => [index("live_agents_node").on(t.nodeId), index("live_agents_user").on(t.userId)],
