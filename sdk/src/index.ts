@@ -10,7 +10,7 @@
  */
 import { EventEmitter } from "node:events";
 import { Agent, type AgentTunnel } from "../../src/agent/client.ts";
-import type { AgentOutput, ReadyView, RequestEvent } from "../../src/agent/output.ts";
+import type { AgentOutput, ReadyView, RequestEvent, TunnelView } from "../../src/agent/output.ts";
 import { BurrowError, checked } from "./errors.ts";
 import { credentials, type Credentials } from "./credentials.ts";
 import {
@@ -178,17 +178,18 @@ interface Entry {
 /**
  * One connection to the server carrying several tunnels (a HELLO asks for
  * all of them). Tunnels asked for in the same turn go in one HELLO; one
- * asked for or closed later makes the connection start again with the new
- * list (the names and ports granted are asked for again, and the server
- * frees a closed one's at once): requests in flight on the others at that
- * moment are cut. Made by connect(); forward() makes one of its own.
+ * asked for or closed later is added to or removed from the live
+ * connection alone, and requests in flight on the others go on (a server
+ * older than that: the connection starts again with the new list, and
+ * those requests are cut). Made by connect(); forward() makes one of its own.
  */
 export class Session {
   private agent: Agent | undefined;
   private done: Promise<number> | undefined;
   private readonly entries = new Map<string, Entry>();
   private next = 1;
-  private scheduled = false;
+  /** The change asked for in this turn, carried out once the turn is over. */
+  private scheduled: Promise<void> | undefined;
   /** The connection was lost (or the server restarting): the next READY is "online" for the live tunnels. */
   private down = false;
   private refusal: BurrowError | undefined;
@@ -232,7 +233,7 @@ export class Session {
       const onAbort = () => void tunnel.close();
       options.signal?.addEventListener("abort", onAbort, { once: true });
       this.entries.set(name, { tunnel, asked: made.tunnel, live: false, resolve, reject, unhook: () => options.signal?.removeEventListener("abort", onAbort) });
-      this.schedule();
+      void this.schedule();
     });
   }
 
@@ -253,18 +254,13 @@ export class Session {
     for (const [name] of [...this.entries]) this.end(name, {});
   }
 
-  /** Told at the next READY, or when the connection ends: a retune is through. */
-  private afterReady: (() => void)[] = [];
-
   private async closeTunnel(name: string): Promise<void> {
     if (!this.entries.has(name)) return;
     // the last one: the connection goes too (until the next forward(), for connect()'s sessions)
     if (this.entries.size === 1) return this.owned ? this.close() : this.disconnect();
     this.end(name, {});
-    // the others go on over a new connection; the name is free once the server has taken its GOAWAY
-    const through = new Promise<void>((resolve) => this.afterReady.push(resolve));
-    this.schedule();
-    await through;
+    // the others go on; the name is free once the server has answered its REMOVE
+    await this.schedule();
   }
 
   /** A tunnel is over: rejected if it never was live, else told "closed". */
@@ -277,14 +273,15 @@ export class Session {
     else e.tunnel.emit("closed", why);
   }
 
-  /** The tunnels asked for changed: once this turn is over, the connection asks for the new list. */
-  private schedule(): void {
-    if (this.scheduled) return;
-    this.scheduled = true;
-    queueMicrotask(() => {
-      this.scheduled = false;
-      void this.apply();
-    });
+  /** The tunnels asked for changed: once this turn is over, the connection asks for the new list; settles when that is through. */
+  private schedule(): Promise<void> {
+    this.scheduled ??= new Promise<void>((resolve) =>
+      queueMicrotask(() => {
+        this.scheduled = undefined;
+        this.apply().then(resolve, resolve);
+      }),
+    );
+    return this.scheduled;
   }
 
   /** A start under way (the inspector first, when there is one): what asks meanwhile waits for it. */
@@ -294,7 +291,7 @@ export class Session {
     if (this.starting) await this.starting;
     const asked = [...this.entries.values()].map((e) => e.asked);
     if (asked.length === 0) return;
-    if (this.agent) return this.agent.retune(asked);
+    if (this.agent) return void (await this.agent.retune(asked));
     this.starting = this.start(asked);
     await this.starting;
     this.starting = undefined;
@@ -327,7 +324,6 @@ export class Session {
     this.done = agent.run().then(
       (code) => {
         if (this.agent === agent) this.agent = undefined;
-        for (const wake of this.afterReady.splice(0)) wake();
         const why = code === 0 || !this.refusal ? {} : { code: this.refusal.code, message: this.refusal.message };
         for (const [name] of [...this.entries]) this.end(name, why, this.refusal ?? new BurrowError("CLOSED", "the connection closed before the tunnel was live"));
         return code;
@@ -346,20 +342,24 @@ export class Session {
       this.down = true;
       for (const t of live()) t.tunnel.emit("reconnecting", e);
     };
+    const live_ = (view: TunnelView) => {
+      const e = this.entries.get(view.name);
+      if (!e) return;
+      e.tunnel.url = view.url;
+      if (view.port !== undefined) e.tunnel.port = view.port;
+      if (e.live) return false;
+      e.live = true;
+      e.resolve(e.tunnel);
+      return true;
+    };
     return {
+      // a tunnel added on the live connection (forward() after the first turn)
+      tunnelAdded: (view: TunnelView) => void live_(view),
       ready: (r: ReadyView) => {
-        for (const wake of this.afterReady.splice(0)) wake();
         const wasDown = this.down;
         this.down = false;
         for (const view of r.tunnels) {
-          const e = this.entries.get(view.name);
-          if (!e) continue;
-          e.tunnel.url = view.url;
-          if (view.port !== undefined) e.tunnel.port = view.port;
-          if (!e.live) {
-            e.live = true;
-            e.resolve(e.tunnel);
-          } else if (wasDown) e.tunnel.emit("online");
+          if (live_(view) === false && wasDown) this.entries.get(view.name)?.tunnel.emit("online");
         }
       },
       request: (e: RequestEvent) => this.entries.get(e.tunnel)?.tunnel.emit("request", { method: e.method, path: e.path, status: e.status, duration: e.ms }),

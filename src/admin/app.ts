@@ -37,10 +37,25 @@ import { publicInfoRoutes, type PublicInfo } from "./public-info.ts";
 import { statsRoutes } from "./stats.ts";
 import { sshKeyRoutes } from "./ssh-keys.ts";
 import { tokenRoutes } from "./tokens.ts";
+import { tokenConfigRoutes } from "./token-configs.ts";
+import { agentRoutes } from "./agents.ts";
 import { userRoutes } from "./users.ts";
 import { webhookRoutes } from "./webhooks.ts";
 
-export const ROUTES: Route[] = [...authRoutes, ...userRoutes, ...tokenRoutes, ...sshKeyRoutes, ...domainRoutes, ...hostnameRoutes, ...statsRoutes, ...auditRoutes, ...keyRoutes, ...webhookRoutes];
+export const ROUTES: Route[] = [
+  ...authRoutes,
+  ...userRoutes,
+  ...tokenRoutes,
+  ...tokenConfigRoutes,
+  ...sshKeyRoutes,
+  ...agentRoutes,
+  ...domainRoutes,
+  ...hostnameRoutes,
+  ...statsRoutes,
+  ...auditRoutes,
+  ...keyRoutes,
+  ...webhookRoutes,
+];
 
 type BunHandler = (req: BunRequest<string>, server: Server<unknown>) => Promise<Response>;
 

@@ -15,6 +15,10 @@ export const AGENT_REFUSALS = {
     meaning: "The server granted a tunnel that asked for access rules without saying it enforces them (a server older than the rules): the agent leaves rather than serve the service unprotected, and the server frees the name.",
     advice: "Update burrow on the server, or run the tunnel without access rules.",
   },
+  REMOTE_UNSUPPORTED: {
+    meaning: "`burrow start --remote`: the server does not keep devices' tunnels (its READY does not say it takes changes on a live connection: a server older than remote configs).",
+    advice: "Update burrow on the server, or run the tunnels from a burrow.yml.",
+  },
   POLICY_UNSUPPORTED: {
     meaning: "The server granted a tunnel that sent a traffic policy (`--policy-file`, `policy:`) without saying it runs it (a server older than traffic policies): the agent leaves rather than serve the service without its rules, and the server frees the name.",
     advice: "Update burrow on the server, or run the tunnel without a policy.",
@@ -23,6 +27,7 @@ export const AGENT_REFUSALS = {
 
 export const ACCESS_UNSUPPORTED = "ACCESS_UNSUPPORTED" satisfies keyof typeof AGENT_REFUSALS;
 export const POLICY_UNSUPPORTED = "POLICY_UNSUPPORTED" satisfies keyof typeof AGENT_REFUSALS;
+export const REMOTE_UNSUPPORTED = "REMOTE_UNSUPPORTED" satisfies keyof typeof AGENT_REFUSALS;
 
 /** Why the session must end (a tunnel with rules or a policy granted without them), or undefined when all is well. */
 export function unenforcedAccess(asked: readonly { name: string; request: TunnelRequest }[], ready: Ready): { code: keyof typeof AGENT_REFUSALS; message: string } | undefined {

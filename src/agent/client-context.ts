@@ -7,13 +7,13 @@
  * client-control.ts, and what a refusal means for the next try
  * client-retries.ts.
  */
-import type { Ready, TunnelRequest } from "../protocol/messages.ts";
+import type { AskAction, Config, Ready, TunnelRequest } from "../protocol/messages.ts";
 import type { Mux } from "../protocol/mux.ts";
 import type { Link } from "../sockets/links.ts";
 import type { HealthSettings } from "./health.ts";
 import type { RequestTaps } from "./inspector/tap.ts";
 import type { LocalTarget } from "./local-target.ts";
-import type { AgentOutput } from "./output.ts";
+import type { AgentOutput, TunnelView } from "./output.ts";
 
 /** One tunnel the agent keeps open: what to ask the edge for, and where its streams go. */
 export interface AgentTunnel {
@@ -45,6 +45,46 @@ export interface AgentOptions {
   out: AgentOutput;
   /** The request inspector's capture, when it runs. */
   inspector?: RequestTaps;
+  /**
+   * false: the agent does not say `live` in HELLO, and changes its tunnels
+   * by connecting again, as the version before did (tests of the version
+   * rules). Otherwise it adds and removes them on the live session when the
+   * server takes that (READY's `live`).
+   */
+  live?: boolean;
+  /**
+   * `burrow start --remote`: the agent runs its token's tunnels kept on the
+   * server. Its HELLO asks for none and says `remote`; each CONFIG the
+   * server sends is given to `config` (remote-config.ts), and after each
+   * READY the tunnels it ran are added again on the new session.
+   */
+  remote?: {
+    config(c: Config): void;
+    /** The version run now (-1: none yet) and why the last that came was not taken, for STATUS. */
+    state?(): { version: number; error?: string };
+  };
+  /**
+   * Which of the server's asks (wire.ts ASK) the agent takes: its own
+   * flags (--remote-restart, --remote-update) and how it runs `burrow
+   * update`. Undefined: it takes none (burrow-agent's programs).
+   */
+  manage?: { restart: boolean; update: boolean; runUpdate(): Promise<{ ok: boolean; message: string }> };
+  /** Where each tunnel comes from (the command's tunnel set), for STATUS. */
+  sourceOf?(name: string): "remote" | "local" | "api" | undefined;
+}
+
+/** What a change of the tunnels asked for came to (Agent.retune). */
+export interface TunnelChange {
+  /** Tunnels live now that were not before (or were given new settings). */
+  added: TunnelView[];
+  /** Tunnels the server refused, with why; they are not asked for again. */
+  refused: { name: string; code: string; message: string }[];
+  /** Tunnels no longer live. */
+  removed: string[];
+  /** Tunnels asked for while the connection is down: the next HELLO asks for them. */
+  pending: string[];
+  /** The server does not take changes on a live session (READY without `live`): the connection started again, and the other tunnels' requests in flight were cut. */
+  reconnected: boolean;
 }
 
 export type SessionOutcome =
@@ -76,4 +116,6 @@ export interface ClientSide {
   runSession(link: Link, direct: boolean, answerWithinMs?: number): Promise<SessionResult>;
   /** One connect from the start: the direct port when it may go there, else the WebSocket. */
   connectOnce(): Promise<SessionResult>;
+  /** The server asks (ASK): the answer, and what to do once it is sent. */
+  asked(action: AskAction): { accepted: boolean; message: string; then?: () => void };
 }

@@ -5,7 +5,7 @@
  * with the Agent; the reference of refusal codes reads them there.
  */
 import { RECONNECT_BASE_MS, RECONNECT_MAX_MS, WireError } from "../protocol/wire.ts";
-import { ACCESS_UNSUPPORTED, POLICY_UNSUPPORTED } from "./access.ts";
+import { ACCESS_UNSUPPORTED, POLICY_UNSUPPORTED, REMOTE_UNSUPPORTED } from "./access.ts";
 
 /** Refusals that no retry can fix: the agent exits. */
 export const FATAL_CODES = new Set([
@@ -32,6 +32,8 @@ export const FATAL_CODES = new Set([
   // a tunnel's traffic policy: the same document is refused again; a server that would not run it
   "POLICY_INVALID",
   POLICY_UNSUPPORTED,
+  // --remote on a server that keeps no remote config
+  REMOTE_UNSUPPORTED,
   // private tunnels: their owner's declaration, or a connector not shared with
   "PRIVATE_NAME_INVALID",
   "SHARE_UNKNOWN_USER",

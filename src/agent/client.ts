@@ -17,17 +17,21 @@ import { Mux, type Stream } from "../protocol/mux.ts";
 import { CONNECT_PATH, DEAD_AFTER_MS, FrameType, DRAIN_MAX_MS, RESTART_RETRY_FOR_MS, RESTART_RETRY_MS, WireError } from "../protocol/wire.ts";
 import { webSocketLink, type Link } from "../sockets/links.ts";
 import type { WebSocketOptions } from "../runtime/types.ts";
-import type { AgentOptions, AgentTunnel, ClientSide, SessionOutcome, SessionResult } from "./client-context.ts";
+import type { AgentOptions, AgentTunnel, ClientSide, SessionOutcome, SessionResult, TunnelChange } from "./client-context.ts";
+import { applyLive, planChange } from "./client-changes.ts";
 import { SessionControl } from "./client-control.ts";
 import { DirectRoute } from "./client-direct.ts";
 import { backoff, FATAL_CODES, retryAfterDelay, WAIT_AND_RETRY } from "./client-retries.ts";
-import type { AgentOutput } from "./output.ts";
+import type { AgentOutput, TunnelView } from "./output.ts";
 import { serveStream } from "./serve-stream.ts";
 import { DEFAULT_DRAIN_MS, PoolMembership } from "./rotation.ts";
 import { openSocksBridge, type SocksBridge } from "./socks.ts";
+import { relayOutput } from "./output-relay.ts";
+import { StatusReport } from "./status-report.ts";
+import type { AskAction } from "../protocol/messages.ts";
 
 export type { AgentOutput } from "./output.ts";
-export type { AgentOptions, AgentTunnel } from "./client-context.ts";
+export type { AgentOptions, AgentTunnel, TunnelChange } from "./client-context.ts";
 export { backoff, FATAL_CODES, retryAfterDelay, WAIT_AND_RETRY } from "./client-retries.ts";
 
 /** How long a retune waits for the old connection's close before it connects again regardless. */
@@ -50,8 +54,29 @@ export class Agent {
   /** The way to the edge's direct port, and what this run learnt of it (client-direct.ts). */
   private readonly direct: DirectRoute;
 
-  constructor(private readonly opts: AgentOptions) {
-    if (opts.tunnels.length === 0 && !opts.connect) throw new Error("an agent needs at least one tunnel, or a private tunnel to connect to");
+  /** What the agent says of itself to the server's list of agents (STATUS). */
+  private readonly report: StatusReport;
+  private readonly opts: AgentOptions;
+
+  constructor(given: AgentOptions) {
+    if (given.tunnels.length === 0 && !given.connect && !given.remote) throw new Error("an agent needs at least one tunnel, or a private tunnel to connect to, or the server's remote config");
+    // the changes of its tunnels and their refusals are the server's list's too (STATUS)
+    const out = relayOutput(given.out, {
+      tunnelRefused: (name, code, message) => {
+        this.report.noteError(`tunnel '${name}' refused: ${code}: ${message}`);
+        given.out.tunnelRefused?.(name, code, message);
+      },
+      tunnelAdded: (t) => {
+        this.report.changed();
+        given.out.tunnelAdded?.(t);
+      },
+      tunnelRemoved: (name) => {
+        this.report.changed();
+        given.out.tunnelRemoved?.(name);
+      },
+    });
+    const opts = (this.opts = { ...given, out });
+    this.wanted = opts.tunnels;
     const health = new Map(opts.tunnels.filter((t) => t.health).map((t) => [t.name, t.health!]));
     this.pools = new PoolMembership(opts.out, health, new Map(opts.tunnels.map((t) => [t.name, t.target])));
     this.served = this.pools.counting(opts.out);
@@ -67,13 +92,67 @@ export class Agent {
       },
       runSession: (link, direct, answerWithinMs) => agent.runSession(link, direct, answerWithinMs),
       connectOnce: () => agent.connectOnce(),
+      asked: (action) => agent.asked(action),
     };
     this.control = new SessionControl(side, this.pools);
     this.direct = new DirectRoute(side);
+    this.report = new StatusReport(side, () => ({ live: this.control.state.live, tunnels: this.control.views() }));
+  }
+
+  /** What the agent runs changed in a way the server's list of agents shows (its remote config's version, say). */
+  statusChanged(error?: string): void {
+    if (error !== undefined) this.report.noteError(error);
+    else this.report.changed();
+  }
+
+  private updating = false;
+
+  /** The server's ask (ASK), answered by the agent's own flags (AgentOptions.manage). */
+  private asked(action: AskAction): { accepted: boolean; message: string; then?: () => void } {
+    const m = this.opts.manage;
+    if (!m) return { accepted: false, message: "this agent takes no asks from the server" };
+    if (action === "restart") {
+      if (!m.restart) return { accepted: false, message: "this agent's --remote-restart is off" };
+      return {
+        accepted: true,
+        message: "connecting again",
+        then: () => {
+          this.opts.out.notice?.("the server's admin asked this agent to connect again");
+          // no GOAWAY: its tunnels' names stay held for it, and the new connection takes them back
+          this.endSession?.(false);
+        },
+      };
+    }
+    if (!m.update) return { accepted: false, message: "this agent's --remote-update is off" };
+    if (this.updating) return { accepted: false, message: "burrow update runs already" };
+    this.updating = true;
+    return {
+      accepted: true,
+      message: "running burrow update",
+      then: () => {
+        this.opts.out.notice?.("the server's admin asked this agent to run burrow update");
+        void m
+          .runUpdate()
+          .then((r) => {
+            this.opts.out.notice?.(`burrow update: ${r.message}`);
+            if (!r.ok) this.report.noteError(`burrow update failed: ${r.message}`);
+          })
+          .finally(() => (this.updating = false));
+      },
+    };
   }
 
   /** Runs until a fatal refusal (exit code 1) or stop() (exit code 0). */
   async run(): Promise<number> {
+    try {
+      return await this.runs();
+    } finally {
+      // what waits for a READY hears that none comes
+      this.control.ended();
+    }
+  }
+
+  private async runs(): Promise<number> {
     let attempt = 0;
     let everReady = false;
     /** Since when the server has been restarting (DRAIN): retries come quickly, not with backoff. */
@@ -120,21 +199,75 @@ export class Agent {
     }
   }
 
-  /** Ends the session under way on purpose (retune); unset between sessions. */
-  private endSession?: () => void;
+  /** Ends the session under way on purpose (retune, the server's ask to reconnect), with GOAWAY unless told not to; unset between sessions. */
+  private endSession?: (goaway?: boolean) => void;
+
+  /** The change under way (changes are carried out one at a time, in the order asked). */
+  private changing: Promise<unknown> = Promise.resolve();
+  /** The tunnels asked for last (retune's), which a remote config's agent adds again on each new session. */
+  private wanted: AgentTunnel[];
 
   /**
-   * Asks for these tunnels instead (burrow-agent's sessions, which add and
-   * close tunnels as a program asks): the connection is closed as stop()
-   * closes it, so the server frees at once the names no longer asked for,
-   * and a new one asks for the rest (their names and ports as granted) and
-   * the new ones. A wait between tries ends at once.
+   * Runs these tunnels instead, by their names (burrow.yml reloaded, the
+   * agent API, burrow-agent's sessions, the server's remote config):
+   * client-changes.ts. On a session whose READY said `live`, the tunnels
+   * that go are given up and the new ones asked for alone, and the others
+   * (and their requests in flight) are not touched. On a server that
+   * predates it, the connection is closed as stop() closes it, so the
+   * server frees at once the names no longer asked for, and a new one asks
+   * for the rest (their names and ports as granted) and the new ones. While
+   * the connection is down the next HELLO asks for them, at once.
    */
-  retune(tunnels: AgentTunnel[]): void {
-    if (this.stopping) return;
-    this.control.ask(tunnels);
-    if (this.endSession) this.endSession();
-    else this.wake?.();
+  retune(tunnels: AgentTunnel[]): Promise<TunnelChange> {
+    this.wanted = tunnels;
+    const change = this.changing.then(() => this.change(tunnels));
+    this.changing = change.catch(() => {});
+    return change;
+  }
+
+  /** The tunnels live on the current session (empty while it is down). */
+  liveTunnels(): TunnelView[] {
+    return this.control.views();
+  }
+
+  private async change(tunnels: AgentTunnel[]): Promise<TunnelChange> {
+    const nothing: TunnelChange = { added: [], refused: [], removed: [], pending: [], reconnected: false };
+    if (this.stopping) return nothing;
+    const plan = planChange(this.control.asked, tunnels, this.control.askedAs);
+    const { connected, live } = this.control.state;
+    if (connected && live) {
+      const done = await applyLive(this.control, plan, this.opts.out);
+      this.report.changed();
+      return done;
+    }
+    if (!connected) {
+      // no session now: the next HELLO asks for the new list, at once
+      this.control.keepAsking(plan.next, plan.come);
+      this.wake?.();
+      return { ...nothing, pending: plan.come.map((t) => t.name), removed: plan.gone.map((t) => t.name) };
+    }
+    if (plan.gone.length === 0 && plan.come.length === 0) {
+      this.control.keepAsking(plan.next, plan.come);
+      return nothing;
+    }
+    // a server that predates changes on a live session: a new connection asks for the new list
+    this.control.ask(plan.next);
+    const ended = this.control.nextReady();
+    this.endSession?.();
+    await ended;
+    // the new connection's READY (or its end, or the run's)
+    if (!this.stopping) await this.control.nextReady();
+    const live_ = new Set(this.control.views().map((v) => v.name));
+    return {
+      added: this.control.views().filter((v) => plan.come.some((t) => t.name === v.name)),
+      refused: plan.come.flatMap((t) => {
+        const r = this.control.lastRefused.get(t.name);
+        return r && !live_.has(t.name) ? [{ name: t.name, ...r }] : [];
+      }),
+      removed: plan.gone.map((t) => t.name),
+      pending: plan.come.filter((t) => !live_.has(t.name) && !this.control.lastRefused.has(t.name)).map((t) => t.name),
+      reconnected: true,
+    };
   }
 
   /** Waits `ms`, or less if stop() comes first. */
@@ -167,6 +300,7 @@ export class Agent {
 
   private stopNow(): void {
     this.stopping = true;
+    this.report.stop();
     this.pools.stop();
     this.wake?.();
     for (const link of this.draining) link.close();
@@ -237,6 +371,7 @@ export class Agent {
         }
         if (settled) return;
         settled = true;
+        this.control.ended();
         this.endSession = undefined;
         clearTimeout(connectTimer);
         clearTimeout(answerTimer);
@@ -251,7 +386,12 @@ export class Agent {
         onStream: (stream) => this.serve(stream),
         onControl: (type, payload) => {
           if (type === FrameType.DRAIN && wasReady && !settled) return detach();
-          this.control.receive(type, payload, finish, () => (wasReady = true));
+          this.control.receive(type, payload, finish, () => {
+            wasReady = true;
+            this.report.changed();
+            // the remote config's agent said HELLO with no tunnel: what it ran comes back on this session, alone each
+            if (this.opts.remote) void this.retune(this.wanted);
+          });
         },
         onClose: (code, message) => {
           if (code === WireError.PROTOCOL_ERROR) finish({ kind: "refused", code, message, ours: true });
@@ -265,18 +405,19 @@ export class Agent {
         onPong: (ms) => this.opts.out.latency?.(ms),
       });
       this.mux = mux;
-      this.endSession = () => {
+      this.endSession = (goaway = true) => {
         this.endSession = undefined;
         retuning = true;
         if (!link.isOpen) return finish({ kind: "retuned" });
         // as stop() leaves: GOAWAY, then the close, whose end finishes the session
-        mux.sendControl(FrameType.GOAWAY);
+        if (goaway) mux.sendControl(FrameType.GOAWAY);
         link.close();
         setTimeout(() => finish({ kind: "retuned" }), RETUNE_CLOSE_MS).unref?.();
       };
       const detach = () => {
         this.endSession = undefined;
         settled = true;
+        this.control.ended();
         detached = true;
         clearTimeout(answerTimer);
         this.draining.add(link);

@@ -18,6 +18,8 @@ const EVENTS: Record<keyof AgentOutput, true> = {
   refused: true,
   tunnelRefused: true,
   policyNote: true,
+  tunnelAdded: true,
+  tunnelRemoved: true,
   latency: true,
   streamOpened: true,
   webSocketClosed: true,

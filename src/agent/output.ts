@@ -128,6 +128,10 @@ export interface AgentOutput {
    * has this asks the server for them.
    */
   policyNote?(tunnel: TunnelView, note: PolicyNote): void;
+  /** A tunnel added on the live session (or given new settings) is live: the others went on untouched. */
+  tunnelAdded?(t: TunnelView): void;
+  /** A tunnel was removed from the live session; the others go on. */
+  tunnelRemoved?(name: string): void;
   /** Round trip to the edge, from a PING's PONG (every keepalive interval). */
   latency?(ms: number): void;
   /**

@@ -37,9 +37,24 @@ export class PoolMembership {
   constructor(
     private readonly out: AgentOutput,
     /** Health settings by tunnel name (--health-check). */
-    private readonly health: ReadonlyMap<string, HealthSettings>,
-    private readonly targets: ReadonlyMap<string, TunnelView["target"]>,
+    private readonly health: Map<string, HealthSettings>,
+    private readonly targets: Map<string, TunnelView["target"]>,
   ) {}
+
+  /** A tunnel added on the live session (or given another local service): its health check's settings, for when READY or ADDED says it is a member. */
+  adopt(name: string, target: TunnelView["target"], health: HealthSettings | undefined): void {
+    this.forget(name);
+    this.targets.set(name, target);
+    if (health) this.health.set(name, health);
+  }
+
+  /** A tunnel removed from the live session: its health check stops. */
+  forget(name: string): void {
+    this.checks.get(name)?.stop();
+    this.checks.delete(name);
+    this.health.delete(name);
+    this.targets.delete(name);
+  }
 
   /** Whether any tunnel of the session is a pool member. */
   get pooled(): boolean {

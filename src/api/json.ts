@@ -1,6 +1,7 @@
 /** How core's records look in the admin API (snake_case, as the spec names them). */
 import type { CustomHostname } from "../core/hostnames.ts";
 import type { OperatorPolicyRecord } from "../core/traffic-policies.ts";
+import type { TokenConfig } from "../core/token-configs.ts";
 import { reachedByPort } from "../protocol/kinds.ts";
 import { challengeName } from "../validate/hostname.ts";
 import type { DayTraffic, UserTraffic } from "../core/traffic.ts";
@@ -9,7 +10,7 @@ import type { SshKeyRow, TokenRow, UserRow } from "../db/schema.ts";
 import { keyOfDevice } from "../core/device-ids.ts";
 import { cidrs } from "../validate/fields.ts";
 import { utcDateTime } from "../core/clock.ts";
-import type { ActiveTunnel } from "../core/live.ts";
+import type { ActiveTunnel, AgentInfo } from "../core/live.ts";
 import type { Invitation } from "../core/invitations.ts";
 
 export const userJson = (u: UserRow) => ({
@@ -135,4 +136,29 @@ export const invitationJson = (i: Invitation) => ({
   used_at: i.usedAt,
   used_by: i.usedBy,
   used_username: i.usedUsername,
+});
+
+/** A device's remote config as the admin API and the portal show it. */
+export const tokenConfigJson = (c: TokenConfig) => ({ token_id: c.tokenId, tunnels: c.tunnels, version: c.version, updated_at: c.updatedAt });
+
+/** A connected agent as GET /api/agents lists it. */
+export const agentJson = (a: AgentInfo) => ({
+  id: a.id,
+  node: a.nodeId ?? null,
+  user_id: a.userId,
+  username: a.username,
+  // the device: a token, or the SSH key of an `ssh -R` forward's session (core/devices.ts)
+  ...(keyOfDevice(a.tokenId) === undefined ? { token_id: a.tokenId } : { token_id: null, ssh_key_id: keyOfDevice(a.tokenId) }),
+  agent: a.agent ?? null,
+  os: a.system?.os ?? null,
+  arch: a.system?.arch ?? null,
+  started_at: a.system?.started ?? null,
+  connected_at: a.connectedAt,
+  remote: a.remote,
+  transport: a.transport,
+  tunnels: a.tunnels.map((t) => ({ id: t.id, name: t.name ?? null, protocol: t.protocol, url: t.url, source: t.source ?? null })),
+  connects: a.connects ?? null,
+  config: { remote: a.config.remote, version: a.config.version ?? null, error: a.config.error ?? null },
+  last_error: a.lastError ?? null,
+  manage: a.manage ?? null,
 });

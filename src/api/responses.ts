@@ -67,6 +67,51 @@ export const SshKeyJson = v.strictObject({
   last_used: v.nullable(timestamp),
 });
 
+/** A device's remote config (GET/PUT /api/tokens/:id/config): burrow.yml's `tunnels:` map, its version (0: never set) and when it was set. */
+export const TokenConfigJson = v.strictObject({
+  token_id: id,
+  tunnels: v.record(v.string(), v.record(v.string(), v.unknown())),
+  version: count,
+  updated_at: v.nullable(timestamp),
+});
+
+/** One connected agent (GET /api/agents). */
+export const AgentJson = v.strictObject({
+  id: v.string(),
+  /** Its node (several nodes); null on one. */
+  node: v.nullable(v.string()),
+  user_id: id,
+  username: v.string(),
+  /** The token it connected with; null for a session of the SSH gateway (an `ssh -R` forward)... */
+  token_id: v.nullable(id),
+  /** ...which signed in with this SSH key. */
+  ssh_key_id: v.optional(id),
+  /** What it said it is ("burrow/1.2.0"); null when it said nothing. */
+  agent: v.nullable(v.string()),
+  os: v.nullable(v.string()),
+  arch: v.nullable(v.string()),
+  /** When its process started, as it said. */
+  started_at: v.nullable(v.string()),
+  connected_at: timestamp,
+  remote: v.string(),
+  transport: v.string(),
+  tunnels: v.array(v.strictObject({ id: v.string(), name: v.nullable(v.string()), protocol: v.string(), url: v.string(), source: v.nullable(v.string()) })),
+  /** A connector's session (burrow connect): what it reaches. */
+  connects: v.nullable(v.string()),
+  config: v.strictObject({ remote: v.boolean(), version: v.nullable(count), error: v.nullable(v.string()) }),
+  last_error: v.nullable(v.strictObject({ message: v.string(), at: v.string() })),
+  /** Which of the server's asks it takes (its flags); null: none (older agents, burrow-agent). */
+  manage: v.nullable(v.strictObject({ restart: v.boolean(), update: v.boolean() })),
+});
+
+/** An agent's yes to an ask (POST /api/agents/:id/restart, /update). */
+export const AskAcceptedJson = v.strictObject({ status: v.literal("accepted"), message: v.string() });
+
+/** The body of PUT .../config: the map as burrow.yml's `tunnels:` has it; each tunnel is checked as burrow.yml's is (the error names the field). */
+export const TokenConfigBody = v.object({
+  tunnels: v.record(v.pipe(v.string(), v.maxLength(64)), v.looseObject({ proto: v.string(), addr: v.union([v.string(), v.number()]) })),
+});
+
 export const DomainJson = v.strictObject({ id, subdomain: v.string(), user_id: id, username: v.string(), created_at: timestamp });
 
 export const HostnameJson = v.strictObject({

@@ -66,6 +66,22 @@ export const COMMON = {
     details: "That level and above. The screen always shows everything.",
   },
   ...INSPECT_FLAGS,
+  "remote-restart": {
+    type: "string",
+    arg: "on|off",
+    env: true,
+    default: "on",
+    help: "whether the server's admin may ask this agent to connect again (POST /api/agents/ID/restart)",
+    details: "On, an admin's ask makes the agent leave its connection and connect again at once, its tunnels' names held for it meanwhile. Off, it answers no, and the admin's API says so.",
+  },
+  "remote-update": {
+    type: "string",
+    arg: "on|off",
+    env: true,
+    default: "off",
+    help: "whether the server's admin may ask this agent to run `burrow update` (POST /api/agents/ID/update)",
+    details: "On, an admin's ask runs `burrow update` beside the agent (a signed release, checked as `burrow update` checks it); the new version runs once the agent is restarted (by its service, or by hand). Off, it answers no.",
+  },
 } as const satisfies FlagTable;
 
 /** http and tls tunnels: one set of names for both. */
@@ -155,13 +171,18 @@ export const CONFIG_FLAGS = {
   },
 } as const satisfies FlagTable;
 
-export const START_FLAGS = { ...COMMON, ...CONFIG_FLAGS, all: { type: "boolean", help: "start every tunnel of the file" } } as const satisfies FlagTable;
+export const START_FLAGS = {
+  ...COMMON,
+  ...CONFIG_FLAGS,
+  all: { type: "boolean", help: "start every tunnel of the file" },
+  remote: { type: "boolean", help: "run the tunnels the server keeps for this device's token, following each change (with --config, a file's beside them)" },
+} as const satisfies FlagTable;
 
 export const AGENT_GROUP = { title: "The server, the output and the request inspector:", flags: Object.keys(COMMON) };
 
 export const START_DOC: CommandDoc = {
   name: "start",
-  usage: ["burrow start NAME... [flags]", "burrow start --all [flags]"],
+  usage: ["burrow start NAME... [flags]", "burrow start --all [flags]", "burrow start --remote [--config FILE NAME...|--all] [flags]"],
   about: `Starts tunnels of a config file, all over one connection to the server.
 The file: --config FILE (or BURROW_CONFIG), else ./burrow.yml, else
 burrow.yml in burrow's config directory (~/.config/burrow on Linux).
@@ -179,9 +200,18 @@ and oidc: { issuer, client_id, client_secret, allow_emails }.
 
 A tunnel the server refuses (a subdomain taken, say) is reported by name and
 the others run; only when every tunnel is refused does burrow exit 1.
-A tunnel with 'inspect: false' is left out of the request inspector.`,
+A tunnel with 'inspect: false' is left out of the request inspector.
+
+The file is read again on SIGHUP and when it changes: new tunnels are added
+and gone ones removed on the live connection, the others untouched; a file
+that no longer reads is refused with its error and the tunnels running stay.
+
+--remote runs the tunnels the server keeps for this device's token (set in
+the admin panel or the portal) and follows each change as it is made. It
+reads no burrow.yml unless --config names one: that file's tunnels then run
+beside the server's, and where both name a tunnel, the server's wins.`,
   flags: START_FLAGS,
-  groups: [{ title: "Flags:", flags: ["all", "config"] }, AGENT_GROUP],
+  groups: [{ title: "Flags:", flags: ["all", "config", "remote"] }, AGENT_GROUP],
 };
 
 export const CONFIG_DOC: CommandDoc = {

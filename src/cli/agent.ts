@@ -1,5 +1,7 @@
 /** `burrow http|tcp|tls|udp`: parse, connect, print, reconnect, Ctrl-C. */
-import { Agent, type AgentTunnel } from "../agent/client.ts";
+import { Agent, type AgentOutput, type AgentTunnel } from "../agent/client.ts";
+import { RemoteConfig } from "../agent/remote-config.ts";
+import { TunnelSet } from "../agent/tunnel-set.ts";
 import { AGENT_KINDS } from "../agent/kinds/index.ts";
 import type { TunnelKind } from "../protocol/kinds.ts";
 import { resolveCredentials, resolveProxy } from "../agent/settings/server-and-token.ts";
@@ -10,6 +12,8 @@ import { parseFlags } from "../config/flags.ts";
 import { CLI_KINDS } from "./kinds/index.ts";
 import { helpText } from "./usage.ts";
 import { UsageError } from "../usage-error.ts";
+import { isCompiled } from "../version.ts";
+import { COMMON } from "./agent-flags.ts";
 import { parseTarget } from "../agent/settings/tunnel-options.ts";
 import { tunnelFromFlags } from "./tunnel-flags.ts";
 import { chooseOutput, openOutput } from "./agent-output/choose.ts";
@@ -32,13 +36,39 @@ export interface AgentSettings {
   insecure?: boolean;
 }
 
+/** A flag of on|off, its table's default when not given. */
+function onOff(values: Record<string, unknown>, flag: "remote-restart" | "remote-update"): boolean {
+  const text = values[flag] === undefined ? COMMON[flag].default : String(values[flag]);
+  if (text !== "on" && text !== "off") throw new UsageError(`--${flag} must be on or off (got '${text.slice(0, 40)}')`);
+  return text === "on";
+}
+
+/** `burrow update` run beside the agent (the server's admin asked, and --remote-update is on): its last line. */
+async function runBurrowUpdate(): Promise<{ ok: boolean; message: string }> {
+  const command = isCompiled() ? [process.execPath, "update"] : [process.execPath, Bun.main, "update"];
+  const proc = Bun.spawn(command, { stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  const last = `${out}\n${err}`.trim().split("\n").filter((l) => l.trim() !== "").at(-1) ?? `exit ${code}`;
+  return { ok: code === 0, message: last.slice(0, 300) };
+}
+
+/** What a command adds to the agent it runs: burrow start's reload of its file, its --remote. */
+export interface AgentHooks {
+  /** burrow start --remote: the agent runs its token's tunnels kept on the server, beside these. */
+  remote?: boolean;
+  /** The agent runs: its tunnels by source (the agent API changes them too); returns what stops what the hook started. */
+  started?(set: TunnelSet, out: AgentOutput): (() => void) | void;
+}
+
 /**
  * Runs the agent with these tunnels until Ctrl-C (exit 0) or a refusal it
  * cannot get past (exit 1). `values`: the parsed COMMON flags, shared by
  * burrow http, tcp and start.
  */
-export async function runAgent(tunnels: AgentTunnel[], values: Record<string, unknown>, settings: AgentSettings = {}): Promise<number> {
+export async function runAgent(tunnels: AgentTunnel[], values: Record<string, unknown>, settings: AgentSettings = {}, hooks: AgentHooks = {}): Promise<number> {
   const drainTimeoutMs = drainTimeout(values);
+  // which of the server's asks this agent takes: its own say
+  const manage = { restart: onOff(values, "remote-restart"), update: onOff(values, "remote-update"), runUpdate: runBurrowUpdate };
   const logChoice = chooseOutput({ log: values.log as string | undefined, logLevel: values["log-level"] as string | undefined }, process.stdout);
   // server and token: flags, then the environment, then the config file, then burrow login's file
   const { server, token } = resolveCredentials(
@@ -55,12 +85,33 @@ export async function runAgent(tunnels: AgentTunnel[], values: Record<string, un
   const out = inspector ? inspector.watch(printed) : printed;
   const stop = () => agent.stop();
   let agent: Agent;
+  let unhook: (() => void) | void = undefined;
   try {
-    agent = new Agent({ server, token, proxy, insecure, tunnels, out, inspector: inspector?.store, drainTimeoutMs });
+    const remote = hooks.remote ? new RemoteConfig(out, () => agent.statusChanged(remote?.error)) : undefined;
+    let set: TunnelSet | undefined;
+    agent = new Agent({
+      server,
+      token,
+      proxy,
+      insecure,
+      tunnels,
+      out,
+      inspector: inspector?.store,
+      drainTimeoutMs,
+      ...(remote ? { remote: { config: (c) => remote.received(c), state: () => ({ version: remote.version, ...(remote.error ? { error: remote.error } : {}) }) } } : {}),
+      manage,
+      sourceOf: (name) => set?.sourceOf(name),
+    });
+    // the tunnels by where they come from: the server's remote config, this command's, and the agent API's on the inspector's port
+    set = new TunnelSet(agent, { source: "local", tunnels }, out);
+    if (remote) remote.set = set;
+    if (inspector) inspector.tunnels = set;
+    unhook = hooks.started?.(set, out);
     process.once("SIGINT", stop);
     process.once("SIGTERM", stop);
     return await agent.run();
   } finally {
+    unhook?.();
     process.off("SIGINT", stop);
     process.off("SIGTERM", stop);
     inspector?.stop();

@@ -9,7 +9,8 @@ import { configFileCandidates, findConfigFile, readTunnelsFile, type TunnelsFile
 import { isPortKind } from "../protocol/kinds.ts";
 import { UsageError } from "../usage-error.ts";
 import { describeAccess } from "./access-flags.ts";
-import { runAgent } from "./agent.ts";
+import { checkHandshake, runAgent } from "./agent.ts";
+import { followTunnelsFile } from "./start-reload.ts";
 import { CONFIG_DOC, CONFIG_FLAGS, START_DOC, START_FLAGS } from "./agent-flags.ts";
 import { checkTunnelPolicy, describePolicy } from "./tunnel-policy.ts";
 import { helpText } from "./usage.ts";
@@ -30,7 +31,14 @@ function loadFile(flag: string | undefined): TunnelsFile {
 export async function startCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseFlags(argv, START_FLAGS);
   if (values.help) return void process.stdout.write(helpText(START_DOC)), 0;
-  const file = loadFile(values.config as string | undefined);
+  const remote = Boolean(values.remote);
+  // --remote reads a file only when one is named: the server's tunnels are the device's, a file's are added beside them
+  const named = values.config as string | undefined;
+  if (remote && named === undefined) {
+    if (values.all || positionals.length > 0) throw new UsageError("with --remote, tunnels of a file are started only from a file --config names (or BURROW_CONFIG)");
+    return runAgent([], values, {}, { remote: true });
+  }
+  const file = loadFile(named);
   const names = file.tunnels.map((t) => t.name);
   if (values.all && positionals.length > 0) throw new UsageError("name tunnels or pass --all, not both");
   if (!values.all && positionals.length === 0) throw new UsageError(`name the tunnels to start, or --all (in ${file.path}: ${names.join(", ")})`);
@@ -38,7 +46,20 @@ export async function startCommand(argv: string[]): Promise<number> {
   const unknown = wanted.filter((n) => !names.includes(n));
   if (unknown.length > 0) throw new UsageError(`no tunnel named ${unknown.map((n) => `'${n}'`).join(", ")} in ${file.path} (it has: ${names.join(", ")})`);
   const tunnels: AgentTunnel[] = file.tunnels.filter((t) => wanted.includes(t.name));
-  return runAgent(tunnels, values, { server: file.server, token: file.token, proxy: file.proxy, insecure: file.insecure });
+  // read again on SIGHUP and when the file changes: the same checks, the same names (or --all)
+  const read = () => {
+    const again = loadFile(file.path);
+    const names = again.tunnels.map((t) => t.name);
+    const gone = values.all ? [] : wanted.filter((n) => !names.includes(n));
+    if (gone.length > 0) throw new UsageError(`no tunnel named ${gone.map((n) => `'${n}'`).join(", ")} in it any more (it has: ${names.join(", ")})`);
+    const picked = values.all ? again.tunnels : again.tunnels.filter((t) => wanted.includes(t.name));
+    checkHandshake(picked);
+    return { file: again, tunnels: picked };
+  };
+  return runAgent(tunnels, values, { server: file.server, token: file.token, proxy: file.proxy, insecure: file.insecure }, {
+    remote,
+    started: (set, out) => followTunnelsFile({ path: file.path, read, first: file, running: tunnels }, set, out),
+  });
 }
 
 /** `burrow config check [--config FILE]`: exit 0 and a summary, or exit 2 and the first mistake. */

@@ -34,13 +34,14 @@ import type { LiveView } from "../core/admission.ts";
 import type { ErrorCode } from "../core/errors.ts";
 import type { Core } from "../core/index.ts";
 import type { PoolBalance } from "../core/admission.ts";
-import type { ActiveTunnel, LiveTunnels, RulesChange } from "../core/live.ts";
+import type { ActiveTunnel, AgentAsk, AgentInfo, AskResult, LiveTunnels, RulesChange } from "../core/live.ts";
 import { DEFAULT_POOL_SIZE } from "../db/open-postgres.ts";
 import { log, quietWarnings } from "../log.ts";
 import { namedKindOf } from "../protocol/kinds.ts";
 import { WireError } from "../protocol/wire.ts";
 import type { Registry } from "../edge/registry.ts";
 import { ClusterAcme } from "./acme-sharing.ts";
+import { ClusterAgents } from "./cluster-agents.ts";
 import type { ClusterSide } from "./cluster-context.ts";
 import { ClusterCounts } from "./cluster-counts.ts";
 import { ClusterNames } from "./cluster-names.ts";
@@ -125,6 +126,7 @@ export class Cluster implements LiveView, LiveTunnels {
       notify: (message) => this.notify(message),
     };
     this.names = new ClusterNames(side);
+    this.fleet = new ClusterAgents(side);
     this.counts = new ClusterCounts(side);
     this.pools = new ClusterPools(side);
   }
@@ -137,6 +139,8 @@ export class Cluster implements LiveView, LiveTunnels {
   readonly pools: ClusterPools;
   /** What is live over every node, as admission counts it and the admin API lists it. */
   private readonly counts: ClusterCounts;
+  /** The agents connected to every node, and the server's asks to them. */
+  private readonly fleet: ClusterAgents;
 
   /** The edge's registry: this node's tunnels, mirrored into live_tunnels from now on. */
   attach(registry: Registry): void {
@@ -146,13 +150,15 @@ export class Cluster implements LiveView, LiveTunnels {
       detached: (t, sessionId) =>
         void this.quietly("grace", this.sql`UPDATE live_tunnels SET session_id = NULL WHERE name IN ${this.sql(rowsOf(t, this.nodeId))} AND node_id = ${this.nodeId} AND session_id = ${sessionId}`),
       removed: (t) => {
-        if (t.pool) return void this.pools.leavePool(t);
-        void this.quietly("release", this.sql`DELETE FROM live_tunnels WHERE name IN ${this.sql(rowsOf(t, this.nodeId))} AND node_id = ${this.nodeId}`).then(() => {
+        if (t.pool) return void (t.gone = this.pools.leavePool(t));
+        t.gone = this.quietly("release", this.sql`DELETE FROM live_tunnels WHERE name IN ${this.sql(rowsOf(t, this.nodeId))} AND node_id = ${this.nodeId}`).then(() => {
           // its connectors on other nodes are told it is gone (they wait for it, as connectors here do)
           if (t.privateName !== undefined) return this.notify({ kind: "private", ownerId: t.userId, name: t.privateName });
         });
       },
       rotated: (t) => void this.pools.rotated(t),
+      sessionChanged: (link) => this.fleet.changed(link),
+      sessionGone: (id) => this.fleet.gone(id),
     };
   }
 
@@ -185,6 +191,7 @@ export class Cluster implements LiveView, LiveTunnels {
     if (this.stopped) return;
     this.stopped = true;
     for (const t of this.timers) clearInterval(t);
+    this.fleet.stop();
     if (this.registry) this.registry.hooks = undefined;
     this.core.loginThrottle.shared = undefined;
     await this.unlisten?.().catch(() => {});
@@ -340,6 +347,11 @@ export class Cluster implements LiveView, LiveTunnels {
         return this.registry.closeUser(m.userId, m.code, m.message);
       case "close-token":
         return this.registry.closeToken(m.tokenId, m.code, m.message);
+      case "config":
+        return this.registry.configChanged(m.tokenId);
+      case "ask":
+      case "answered":
+        return this.fleet.received(m);
       case "user-access":
         return void this.registry.rulesChanged({ userId: m.userId });
       case "rules": {
@@ -379,6 +391,22 @@ export class Cluster implements LiveView, LiveTunnels {
   closeToken(tokenId: number, code: ErrorCode, message: string): void {
     this.registry.closeToken(tokenId, code, message);
     void this.notify({ kind: "close-token", tokenId, code, message });
+  }
+
+  /** The agents of every node (cluster-agents.ts). */
+  agents(): Promise<AgentInfo[]> {
+    return this.fleet.list();
+  }
+
+  /** The agent's answer, wherever it is connected. */
+  askAgent(id: string, action: AgentAsk): Promise<AskResult> {
+    return this.fleet.ask(id, action);
+  }
+
+  /** Sent to the token's agents here, and told to the other nodes for theirs. */
+  configChanged(tokenId: number): void {
+    this.registry.configChanged(tokenId);
+    void this.notify({ kind: "config", tokenId });
   }
 
   /** Judged again here, and on every other node for its own sessions (relayed visitors and connectors meet the rules where the agent is). */

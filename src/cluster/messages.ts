@@ -30,6 +30,21 @@ const Message = v.variant("kind", [
     subdomain: v.optional(v.pipe(v.string(), v.maxLength(63))),
     from,
   }),
+  /** A token's remote config changed: its agents here that run it are sent it (edge/agents.ts sendConfig). */
+  v.object({ kind: v.literal("config"), tokenId: id, from }),
+  /** The admin asks an agent connected to node `to` (its session) to reconnect or to update (cluster/cluster-agents.ts). */
+  v.object({ kind: v.literal("ask"), ref: v.pipe(v.string(), v.maxLength(64)), to: v.pipe(v.string(), v.maxLength(200)), session: v.pipe(v.string(), v.maxLength(64)), action: v.picklist(["restart", "update"]), from }),
+  /** Node `to`'s ask answered: whether the session is there, whether its agent answered, and what. */
+  v.object({
+    kind: v.literal("answered"),
+    ref: v.pipe(v.string(), v.maxLength(64)),
+    to: v.pipe(v.string(), v.maxLength(200)),
+    found: v.boolean(),
+    answered: v.boolean(),
+    accepted: v.optional(v.boolean()),
+    message: v.optional(v.pipe(v.string(), v.maxLength(1000))),
+    from,
+  }),
   /** Said by nodes of the version before `rules`: a user's require_auth or allowed CIDRs changed; taken as `rules` for the user. */
   v.object({ kind: v.literal("user-access"), userId: id, from }),
   /** A name went to the sender's node: a tunnel of it kept here goes. */

@@ -14,7 +14,7 @@ import type { PrivateRequest, TunnelRequest } from "../protocol/messages.ts";
 import type { PrivateName } from "./private-shares.ts";
 import { hasAuthentication } from "../validate/access.ts";
 import { checkAccess } from "./access.ts";
-import { keyDevice } from "./device-ids.ts";
+import { keyDevice, keyOfDevice } from "./device-ids.ts";
 import { AppError } from "./errors.ts";
 import { protocolList, subdomain as subdomainRule, type Protocol } from "../validate/fields.ts";
 import type { Core } from "./index.ts";
@@ -114,12 +114,48 @@ const RANDOM_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789";
 /** The HELLO's device and its user: its token (AUTH_FAILED, TOKEN_DISABLED), or the SSH key the connection proved (KEY_REVOKED once removed). */
 async function deviceOf(core: Core, token: string, proved: ProvedDevice | undefined): Promise<{ token: Device; user: UserRow }> {
   if (proved === undefined) return core.tokens.authenticate(token);
-  const { key, user } = await core.sshKeys.authenticate(proved.sshKey);
+  return keyDeviceOf(core, proved.sshKey);
+}
+
+/** SSH key `keyId` as a device, with its owner: KEY_REVOKED when it was removed. */
+async function keyDeviceOf(core: Core, keyId: number): Promise<{ token: Device; user: UserRow }> {
+  const { key, user } = await core.sshKeys.authenticate(keyId);
   return { token: { id: keyDevice(key.id), deviceName: key.name, lastUsed: key.lastUsed }, user };
 }
 
 export async function admit(core: Core, req: AdmissionRequest, live: LiveView, proved?: ProvedDevice): Promise<Admitted> {
-  const { token, user } = await deviceOf(core, req.token, proved); // AUTH_FAILED, TOKEN_DISABLED, KEY_REVOKED
+  const who = await deviceOf(core, req.token, proved); // AUTH_FAILED, TOKEN_DISABLED, KEY_REVOKED
+  return admitAs(core, who, req, live);
+}
+
+/**
+ * A tunnel added to a live session (wire.ts ADD): the same rules as a
+ * HELLO's, for the session's device and user as they are now, with no
+ * session to resume. `deviceId` is the session's (device-ids.ts): a token's
+ * (TOKEN_DISABLED when it was revoked or deleted meanwhile) or an SSH key's
+ * (KEY_REVOKED when it was removed). The session's own tunnels count toward
+ * max_tunnels and hold their names, as any live tunnel's do.
+ */
+export async function admitOnSession(core: Core, deviceId: number, req: Omit<AdmissionRequest, "token" | "resume">, live: LiveView): Promise<Admitted> {
+  const keyId = keyOfDevice(deviceId);
+  const who = keyId !== undefined ? await keyDeviceOf(core, keyId) : await tokenDeviceOf(core, deviceId);
+  return admitAs(core, who, { ...req, token: "" }, live);
+}
+
+/** Token `tokenId` as a device, with its user, read again now: TOKEN_DISABLED when it was revoked or is gone. */
+async function tokenDeviceOf(core: Core, tokenId: number): Promise<{ token: Device; user: UserRow }> {
+  try {
+    const token = await core.tokens.get(tokenId);
+    if (!token.enabled) throw new AppError("TOKEN_DISABLED", "the token has been revoked");
+    return { token, user: await core.users.get(token.userId) };
+  } catch (err) {
+    if (err instanceof AppError && err.code === "NOT_FOUND") throw new AppError("TOKEN_DISABLED", "the token is gone");
+    throw err;
+  }
+}
+
+/** The rules after the device is known: `req.token` is not read again. */
+async function admitAs(core: Core, { token, user }: { token: Device; user: UserRow }, req: AdmissionRequest, live: LiveView): Promise<Admitted> {
   // a session id says nothing about who may replace it: only its own token resumes it
   const resume = req.resume !== undefined && (await live.sessionTokenId(req.resume)) === token.id ? req.resume : undefined;
   if (!user.enabled) throw new AppError("USER_DISABLED", `user '${user.username}' is disabled`);

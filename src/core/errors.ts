@@ -25,7 +25,7 @@ export const REQUEST_ERRORS = {
   },
   NOT_FOUND: {
     status: 404,
-    meaning: "No such user, token, SSH key, reserved subdomain, hostname, traffic policy or key, or no such `/api` path.",
+    meaning: "No such user, token, SSH key, reserved subdomain, hostname, traffic policy, key or connected agent, or no such `/api` path.",
     advice: "Check the id (the lists give them) or the path.",
   },
   METHOD_NOT_ALLOWED: {
@@ -106,6 +106,16 @@ export const REQUEST_ERRORS = {
     meaning: "`POST /api/webhooks/:id/deliveries/:delivery/retry` on a delivery that is still pending: it is being tried already.",
     advice: "Wait for it: `GET /api/webhooks/:id/deliveries` shows its next attempt.",
   },
+  AGENT_REFUSED: {
+    status: 409,
+    meaning: "`POST /api/agents/:id/restart` or `/update`: the agent said no (its `--remote-restart` or `--remote-update` is off, it runs no `burrow update`, or it is older than the server's asks), or the session is the SSH gateway's (`ssh -R`), which takes no asks; the message is its answer.",
+    advice: "Restart or update it on its machine, or run it with the flag on.",
+  },
+  AGENT_NO_ANSWER: {
+    status: 504,
+    meaning: "`POST /api/agents/:id/restart` or `/update`: the agent did not answer within 10 s (its connection going, or its node unreachable).",
+    advice: "List the agents again: it may have reconnected under a new id.",
+  },
   PAYLOAD_TOO_LARGE: { status: 413, meaning: "The request body is over 1 MiB.", advice: "Send a smaller body." },
   TOO_MANY_REQUESTS: {
     status: 429,
@@ -173,7 +183,7 @@ export const TUNNEL_REFUSALS = {
   },
   TUNNEL_LIMIT: {
     status: 429,
-    meaning: "The user has `max_tunnels` tunnels already; lowered below the live count, the newest tunnels beyond it are closed with it.",
+    meaning: "The user has `max_tunnels` tunnels already (lowered below the live count, the newest tunnels beyond it are closed with it), or a tunnel added to a connection that holds 16 already.",
     advice: "Stop another tunnel, or ask an admin to raise `max_tunnels`.",
   },
   TRAFFIC_EXCEEDED: {

@@ -9,6 +9,7 @@ import { noLiveTunnels, type LiveTunnels } from "./live.ts";
 import { createSessions } from "./sessions.ts";
 import { LoginThrottle } from "./login-throttle.ts";
 import { createSshKeys } from "./ssh-keys.ts";
+import { createTokenConfigs } from "./token-configs.ts";
 import { createTokens } from "./tokens.ts";
 import { createDeviceLogin } from "./device-login.ts";
 import { createInvitations } from "./invitations.ts";
@@ -49,6 +50,9 @@ export function createCore({ store, clock = systemClock, systemSubdomains, domai
     closeToken: (...a) => attached.closeToken(...a),
     // never rejects: an admin's change is made whatever its live effect (which logs its own failures)
     rulesChanged: (change) => attached.rulesChanged?.(change).catch(() => {}) ?? Promise.resolve(),
+    configChanged: (tokenId) => attached.configChanged?.(tokenId),
+    agents: () => attached.agents?.() ?? [],
+    askAgent: (id, action) => attached.askAgent?.(id, action) ?? Promise.resolve({ found: false }),
   };
   const clockNow = () => clock.now().getTime();
   // events are written in the transaction of the change that causes them (core/events/outbox.ts)
@@ -82,6 +86,7 @@ export function createCore({ store, clock = systemClock, systemSubdomains, domai
       },
     },
     sshKeys,
+    tokenConfigs: createTokenConfigs(store, clock, tokens, live),
     deviceLogin: createDeviceLogin(store, clock, tokens, deviceCodeTtlMs),
     // the writes that can narrow what live tunnels may have: what is live is judged again before they answer
     domains: {

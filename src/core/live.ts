@@ -41,6 +41,47 @@ export interface LiveTunnels {
    * Settles once this node's are judged; never rejects.
    */
   rulesChanged?(change: RulesChange): Promise<void>;
+  /**
+   * The token's remote config changed (core/token-configs.ts): its live
+   * agents that run it (`burrow start --remote`) are sent it, on every node.
+   */
+  configChanged?(tokenId: number): void;
+  /** The agents connected now, on every node (GET /api/agents). */
+  agents?(): AgentInfo[] | Promise<AgentInfo[]>;
+  /** Asks the agent of session `id`, wherever it is connected, to reconnect or to run `burrow update`; its answer. */
+  askAgent?(id: string, action: AgentAsk): Promise<AskResult>;
+}
+
+/** What the server may ask an agent (protocol/messages.ts ASK_ACTIONS). */
+export type AgentAsk = "restart" | "update";
+
+/** An agent's answer to an ask, or that no node has its session. */
+export type AskResult = { found: false } | { found: true; answered: false } | { found: true; answered: true; accepted: boolean; message: string };
+
+/** One connected agent (one session), as the admin API lists it. */
+export interface AgentInfo {
+  id: string;
+  /** The node it is connected to (several nodes); undefined on one node. */
+  nodeId?: string;
+  userId: number;
+  username: string;
+  tokenId: number;
+  /** What its HELLO said it is ("burrow/1.2.0"); undefined when it said nothing. */
+  agent?: string;
+  system?: { os: string; arch: string; started: string };
+  connectedAt: string;
+  /** Its address, "ip:port". */
+  remote: string;
+  transport: string;
+  /** Its tunnels now, with its own names for them when it said them. */
+  tunnels: { id: string; name?: string; protocol: string; url: string; source?: string }[];
+  /** `burrow connect`'s session: what it reaches. */
+  connects?: string;
+  /** It runs its token's remote config: the version it runs, or why it could not. */
+  config: { remote: boolean; version?: number; error?: string };
+  lastError?: { message: string; at: string };
+  /** Which of the server's asks it takes (its flags); undefined: it takes none (an older agent, burrow-agent). */
+  manage?: { restart: boolean; update: boolean };
 }
 
 /** What an admin change concerns, so that only the live sessions it may narrow are judged again. */

@@ -12,6 +12,7 @@ import m8 from "../../drizzle/postgres/0008_private_tunnels.sql" with { type: "t
 import m9 from "../../drizzle/postgres/0009_traffic_policies.sql" with { type: "text" };
 import m10 from "../../drizzle/postgres/0010_ssh_keys.sql" with { type: "text" };
 import m11 from "../../drizzle/postgres/0011_events_and_webhooks.sql" with { type: "text" };
+import m12 from "../../drizzle/postgres/0012_fleet.sql" with { type: "text" };
 
 export const migrations: EmbeddedMigration[] = [
   { tag: "0000_init", when: 1795456652579, breakpoints: true, sql: m0 },
@@ -26,4 +27,5 @@ export const migrations: EmbeddedMigration[] = [
   { tag: "0009_traffic_policies", when: 1796541130381, breakpoints: true, sql: m9 },
   { tag: "0010_ssh_keys", when: 1796547943951, breakpoints: true, sql: m10 },
   { tag: "0011_events_and_webhooks", when: 1796551619931, breakpoints: true, sql: m11 },
+  { tag: "0012_fleet", when: 1796553210215, breakpoints: true, sql: m12 },
 ];

@@ -13,6 +13,7 @@ import m10 from "../../drizzle/0010_private_tunnels.sql" with { type: "text" };
 import m11 from "../../drizzle/0011_traffic_policies.sql" with { type: "text" };
 import m12 from "../../drizzle/0012_ssh_keys.sql" with { type: "text" };
 import m13 from "../../drizzle/0013_events_and_webhooks.sql" with { type: "text" };
+import m14 from "../../drizzle/0014_fleet.sql" with { type: "text" };
 
 export interface EmbeddedMigration {
   tag: string;
@@ -36,4 +37,5 @@ export const migrations: EmbeddedMigration[] = [
   { tag: "0011_traffic_policies", when: 1796541129326, breakpoints: true, sql: m11 },
   { tag: "0012_ssh_keys", when: 1796547941491, breakpoints: true, sql: m12 },
   { tag: "0013_events_and_webhooks", when: 1796551609718, breakpoints: true, sql: m13 },
+  { tag: "0014_fleet", when: 1796553208178, breakpoints: true, sql: m14 },
 ];

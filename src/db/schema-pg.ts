@@ -421,3 +421,38 @@ export const webhookDeliveries = pgTable(
     index("webhook_deliveries_event").on(t.eventId),
   ],
 );
+
+/** See schema.ts. */
+export const tokenConfigs = pgTable(
+  "token_configs",
+  {
+    id: integer("id").primaryKey().generatedByDefaultAsIdentity(),
+    tokenId: integer("token_id")
+      .notNull()
+      .references(() => tokens.id, { onDelete: "cascade" }),
+    tunnels: text("tunnels").notNull(),
+    version: integer("version").notNull(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [uniqueIndex("token_configs_token").on(t.tokenId)],
+);
+
+/** See schema.ts. */
+export const liveAgents = pgTable(
+  "live_agents",
+  {
+    sessionId: text("session_id").primaryKey(),
+    nodeId: text("node_id")
+      .notNull()
+      .references(() => clusterNodes.id, { onDelete: "cascade" }),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    username: text("username").notNull(),
+    tokenId: integer("token_id").notNull(),
+    connectedAt: text("connected_at").notNull(),
+    remote: text("remote").notNull(),
+    state: text("state").notNull(),
+  },
+  (t) => [index("live_agents_node").on(t.nodeId), index("live_agents_user").on(t.userId)],
+);

@@ -527,6 +527,59 @@ export const webhookDeliveries = sqliteTable(
   ],
 );
 
+/**
+ * A device's tunnels kept on the server (its remote config): burrow.yml's
+ * `tunnels:` map as JSON, checked by the agent's own reader before it is
+ * kept (agent/settings/tunnels-json.ts), run by `burrow start --remote`
+ * with this token and sent again to it on each change. `version` counts the
+ * changes, so the agent can tell an older copy from a newer one.
+ */
+export const tokenConfigs = sqliteTable(
+  "token_configs",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    tokenId: integer("token_id")
+      .notNull()
+      .references(() => tokens.id, { onDelete: "cascade" }),
+    /** JSON: {NAME: {proto, addr, ...}} */
+    tunnels: text("tunnels").notNull(),
+    version: integer("version").notNull(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [uniqueIndex("token_configs_token").on(t.tokenId)],
+);
+
+/**
+ * Every connected agent of every node (PostgreSQL), for GET /api/agents:
+ * its session, what it said of itself in HELLO (its version, OS and
+ * architecture, when it started), and `state`, JSON its node rewrites as
+ * it changes: its tunnels by the agent's names, the config it runs, its
+ * last error, and whether it takes the server's restart and update asks.
+ * A node's rows go with it. Stays empty on SQLite (one node: the registry
+ * in memory answers).
+ */
+export const liveAgents = sqliteTable(
+  "live_agents",
+  {
+    sessionId: text("session_id").primaryKey(),
+    nodeId: text("node_id")
+      .notNull()
+      .references(() => clusterNodes.id, { onDelete: "cascade" }),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    username: text("username").notNull(),
+    /** The session's device: a token's id, or an SSH gateway session's key id negated (core/device-ids.ts); so no foreign key. */
+    tokenId: integer("token_id").notNull(),
+    connectedAt: text("connected_at").notNull(),
+    /** The agent's address, "ip:port". */
+    remote: text("remote").notNull(),
+    /** JSON: the rest of what the list shows of it (core/live.ts AgentInfo, written by cluster/cluster-agents.ts). */
+    state: text("state").notNull(),
+  },
+  (t) => [index("live_agents_node").on(t.nodeId), index("live_agents_user").on(t.userId)],
+);
+
 export type UserRow = typeof users.$inferSelect;
 export type TokenRow = typeof tokens.$inferSelect;
 export type ReservedSubdomainRow = typeof reservedSubdomains.$inferSelect;
@@ -541,3 +594,5 @@ export type SshKeyRow = typeof sshKeys.$inferSelect;
 export type WebhookRow = typeof webhooks.$inferSelect;
 export type EventRow = typeof events.$inferSelect;
 export type DeliveryRow = typeof webhookDeliveries.$inferSelect;
+export type TokenConfigRow = typeof tokenConfigs.$inferSelect;
+export type LiveAgentRow = typeof liveAgents.$inferSelect;

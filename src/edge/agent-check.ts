@@ -10,7 +10,8 @@
  * body that is no check counts as a failed handshake. A name or port the
  * same token's agent holds now counts as its own (it would be handed over
  * when that agent reconnects), so `burrow diagnose` next to a running
- * agent does not report its tunnels as taken.
+ * agent does not report its tunnels as taken. Asked with `remote`, it also
+ * answers the token's remote config (`burrow diagnose --remote`).
  */
 import * as v from "valibot";
 import { admit, type LiveView, type PlannedTunnel } from "../core/admission.ts";
@@ -158,7 +159,15 @@ async function judge(body: AgentCheck, who: Who, edge: EdgeContext): Promise<Age
     },
     refusal: who.refusal ? { code: who.refusal.code, message: who.refusal.message } : null,
     tunnels: who.refusal ? [] : await judgeTunnels(body, token, view, edge),
+    // what CONFIG would send this token's agent: the token proved it is that agent's
+    ...(body.remote ? { remote_config: await remoteConfig(token.id, edge) } : {}),
   };
+}
+
+/** The token's remote config as CONFIG carries it. */
+async function remoteConfig(tokenId: number, edge: EdgeContext): Promise<NonNullable<AgentCheckAnswer["remote_config"]>> {
+  const c = await edge.core.tokenConfigs.read(tokenId);
+  return { version: c.version, tunnels: c.tunnels };
 }
 
 /** Each tunnel as a partial HELLO would have it; when the rules refuse them all, each is asked alone for its own reason. */

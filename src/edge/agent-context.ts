@@ -85,6 +85,15 @@ export interface HelloSaid {
   revoke?: boolean;
   /** It wants POLICY notes (wire.ts) for its inspector. */
   policyNotes?: boolean;
+  /** It adds and removes tunnels on the live session (wire.ts ADD, REMOVE). */
+  live?: boolean;
+  /** It runs the token's remote config (wire.ts CONFIG). */
+  remote?: boolean;
+  /** What it says it is (HELLO's `agent`: "burrow/1.2.0"). */
+  agent?: string;
+  /** What it runs on, and which of the server's asks it takes (HELLO's `system`, `manage`). */
+  system?: { os: string; arch: string; started: string };
+  manage?: { restart: boolean; update: boolean };
 }
 
 /** An agent's connection as its parts see it: who it is, its mux, and the two ways its handshake ends. */
@@ -96,8 +105,14 @@ export interface AgentSide extends AgentLink {
   readonly isReady: boolean;
   userId: number;
   tokenId: number;
+  /** Its user's name, once its handshake knows it. */
+  username: string;
+  /** A connector's session: what it reaches, "owner/name" (burrow connect). */
+  connectsTo?: string;
   /** Its handshake succeeded: from now on it carries streams, with what its HELLO said. */
   becameReady(said: HelloSaid): void;
   /** Tells the agent why (ERROR) and closes its connection; `retryAfterS` is sent as the ERROR's retry_after. */
   refuse(code: string, message: string, retryAfterS?: number): void;
+  /** Sends the token's remote config (CONFIG), to an agent that runs it; nothing to another. */
+  sendConfig(): void;
 }

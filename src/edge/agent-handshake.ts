@@ -33,25 +33,7 @@ import { concerns } from "./live-rules.ts";
 import { claimOverNodes, type Claimed } from "./node-claims.ts";
 import type { Tunnel } from "./registry.ts";
 import type { Prepared } from "./kinds/edge-kind.ts";
-import type { AdmissionAsk } from "../webhooks/admission-hook.ts";
-
-/** What the admission hook is asked: who, from where, and the tunnels the rules granted. */
-function admissionAsk(admitted: Admitted, address: string): AdmissionAsk {
-  return {
-    user_id: admitted.user.id,
-    username: admitted.user.username,
-    token_id: admitted.token.id,
-    device_name: admitted.token.deviceName,
-    address,
-    tunnels: admitted.tunnels.flatMap((t) => {
-      if (t instanceof AppError) return [];
-      const named = "subdomain" in t ? t : undefined;
-      const ported = "port" in t ? t : undefined;
-      const priv = "private" in t ? t.private : undefined;
-      return [{ kind: t.protocol, name: priv?.name ?? named?.subdomain ?? null, hostname: named?.hostname ?? null, port: ported?.port ?? null, private: priv !== undefined }];
-    }),
-  };
-}
+import { askAdmissionHook } from "./admission-ask.ts";
 
 /** A connector told TUNNEL_OFFLINE asks again after this (its retry_after). */
 const CONNECTOR_RETRY_S = 2;
@@ -235,7 +217,9 @@ export class AgentHandshake {
       if (side.mux.closed) return;
       side.userId = user.id;
       side.tokenId = token.id;
-      side.becameReady({ drain: hello.drain, proxy: hello.proxy });
+      side.username = user.username;
+      side.connectsTo = label;
+      side.becameReady({ drain: hello.drain, proxy: hello.proxy, agent: hello.agent, system: hello.system });
       this.verdict.succeeded("READY");
       edge.registry.attach(side, []);
       this.streams.connected(admitted, label, here, elsewhere);
@@ -288,7 +272,7 @@ export class AgentHandshake {
       try {
         // the operator's own word (--admission-hook), after the rules and before the tunnels go live
         if (admitted && !mux.closed && edge.admissionHook) {
-          const refused = await edge.admissionHook(admissionAsk(admitted, side.transport.address));
+          const refused = await askAdmissionHook(edge, admitted, side.transport.address);
           if (refused) throw refused;
         }
         if (admitted && !mux.closed) admitted = await this.judgedAgain(hello, admitted, mark);
@@ -360,7 +344,19 @@ export class AgentHandshake {
       if (admitted.resume) {
         registry.closeSession(admitted.resume, WireError.SESSION_REPLACED, "a newer connection of this agent took over", true);
       }
-      side.becameReady({ drain: hello.drain, keep: hello.keep, proxy: hello.proxy, revoke: hello.revoke, policyNotes: hello.policy_notes });
+      side.username = admitted.user.username;
+      side.becameReady({
+        drain: hello.drain,
+        keep: hello.keep,
+        proxy: hello.proxy,
+        revoke: hello.revoke,
+        policyNotes: hello.policy_notes,
+        live: hello.live,
+        remote: hello.remote,
+        agent: hello.agent,
+        system: hello.system,
+        manage: hello.manage,
+      });
       this.verdict.succeeded("READY");
       registry.attach(side, tunnels);
       // a private tunnel declared anew: who may reach it is asked again at each connector's next stream
@@ -384,8 +380,12 @@ export class AgentHandshake {
       username: owner.username,
       tunnels: granted,
       ...(hello.partial ? { refused: opened.refused.map((r) => ({ index: r.index, code: r.error.code, message: r.error.message })) } : {}),
+      // it may add and remove tunnels on this session from now on (wire.ts ADD, REMOVE)
+      ...(hello.live ? { live: true } : {}),
     });
     side.edge.registry.announced(opened.tunnels);
+    // an agent that runs its token's remote config hears it now, after READY
+    side.sendConfig();
     for (const r of opened.refused) log.info("tunnel refused", { session: side.sessionId, user: owner.username, code: r.error.code, reason: r.error.message });
     log.info("agent connected", {
       session: side.sessionId,

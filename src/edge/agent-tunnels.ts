@@ -24,7 +24,8 @@ import { edgeKind } from "./kinds/index.ts";
 
 /** What one HELLO's tunnels are made from. `created`: the new ones so far, removed again if the handshake fails after. */
 export interface Grant {
-  hello: Hello;
+  /** What the tunnels were asked with: a HELLO, or an ADD's one tunnel as a partial HELLO's. */
+  hello: Pick<Hello, "tunnels" | "partial">;
   admitted: Admitted;
   providers: Providers | undefined;
   /** What its kinds bound before it (prepare: a udp port), by the HELLO's index. */
@@ -174,7 +175,7 @@ export class AgentTunnels {
   }
 
   /** Where visitors reach a tunnel, as READY names it. */
-  private publicAddress(t: Tunnel): string {
+  publicAddress(t: Tunnel): string {
     if (t.privateName !== undefined) return `${t.username}/${t.privateName}`;
     // a tls tunnel is granted only where a port passes its name through (tunnelFor): it has an address
     return kindAddress(this.side.edge, t.protocol, t.hostname ?? t.subdomain!, t.port!)!;
@@ -184,7 +185,13 @@ export class AgentTunnels {
   revoke(tunnelId: string, code: string, message: string): void {
     const { mux, sessionId } = this.side;
     mux.sendControl(FrameType.REVOKE, { tunnel: tunnelId, code, message });
-    for (const s of [...mux.streams.values()]) if ((s.meta as OpenMeta | undefined)?.tunnel === tunnelId) s.reset(code.slice(0, 100));
+    this.endStreams(tunnelId, code);
     log.info("tunnel closed alone", { session: sessionId, tunnel: tunnelId, code });
+  }
+
+  /** The streams of one tunnel of the session reset with `code`; the other tunnels' go on. */
+  endStreams(tunnelId: string, code: string): void {
+    const { mux } = this.side;
+    for (const s of [...mux.streams.values()]) if ((s.meta as OpenMeta | undefined)?.tunnel === tunnelId) s.reset(code.slice(0, 100));
   }
 }

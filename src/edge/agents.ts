@@ -16,6 +16,9 @@ import { Mux, type Stream } from "../protocol/mux.ts";
 import { DIRECT_DATA_PAYLOAD, FrameType, WireError, type FrameTypeValue } from "../protocol/wire.ts";
 import { strangerFault, type AgentSide, type AgentTransport, type EdgeContext, type HelloSaid } from "./agent-context.ts";
 import { AgentHandshake } from "./agent-handshake.ts";
+import { LiveChanges } from "./agent-live-changes.ts";
+import { AgentManagement } from "./agent-management.ts";
+import type { AgentAsk, AgentInfo, AskResult } from "../core/live.ts";
 import { AgentStreams } from "./agent-streams.ts";
 import { AgentTunnels } from "./agent-tunnels.ts";
 import { openStream } from "./open-stream.ts";
@@ -38,6 +41,8 @@ export class AgentConnection implements AgentSide {
   readonly sessionId = crypto.randomUUID();
   userId = 0;
   tokenId = 0;
+  username = "";
+  connectsTo?: string;
   readonly mux: Mux;
   private ready = false;
   /** Its HELLO said it understands DRAIN. */
@@ -50,9 +55,19 @@ export class AgentConnection implements AgentSide {
   private revokes = false;
   /** Its HELLO asked for POLICY notes; their pace (policy-notes.ts). */
   private notes: NotePace | undefined;
+  /** Its HELLO said it adds and removes tunnels on the live session (ADD, REMOVE). */
+  private lives = false;
+  /** Its HELLO said it runs its token's remote config (CONFIG); with `live` only. */
+  remote = false;
+  /** What its HELLO said it is, runs on and takes of the server's asks, for the list of agents. */
+  said: Pick<HelloSaid, "agent" | "system" | "manage"> = {};
+  /** The list of agents' view of it, and the server's asks (agent-management.ts). */
+  readonly management: AgentManagement;
   private readonly handshake: AgentHandshake;
   private readonly tunnels: AgentTunnels;
   private readonly streams: AgentStreams;
+  /** Tunnels added and removed on the live session (agent-live-changes.ts). */
+  readonly changes: LiveChanges;
 
   constructor(
     readonly transport: AgentTransport,
@@ -82,6 +97,23 @@ export class AgentConnection implements AgentSide {
     this.tunnels = new AgentTunnels(this);
     this.streams = new AgentStreams(this);
     this.handshake = new AgentHandshake(this, this.tunnels, this.streams);
+    this.changes = new LiveChanges(this, this.tunnels);
+    this.management = new AgentManagement(this, (t) => this.tunnels.publicAddress(t), this.changes.names);
+  }
+
+  /** Its HELLO said `live`: the server may ask it (ASK), and it says what it runs (STATUS). */
+  get live(): boolean {
+    return this.lives;
+  }
+
+  /** The agent as GET /api/agents lists it. */
+  describe(): AgentInfo {
+    return this.management.describe(this.ready ? this.edge.registry.sessionTunnels(this.sessionId).filter((t) => t.agent === this) : []);
+  }
+
+  /** The server's ask (reconnect, update), answered by the agent. */
+  ask(action: AgentAsk): Promise<AskResult> {
+    return this.management.ask(action);
   }
 
   get isReady(): boolean {
@@ -104,7 +136,25 @@ export class AgentConnection implements AgentSide {
     this.keeps = said.keep ?? false;
     this.proxy = said.proxy;
     this.revokes = said.revoke ?? false;
+    this.lives = said.live ?? false;
+    this.remote = this.lives && (said.remote ?? false);
+    this.said = { agent: said.agent, system: said.system, manage: said.manage };
     if (said.policyNotes) this.notes = new NotePace();
+  }
+
+  /** The version of the remote config sent last: an older one read later is not sent after it. */
+  private configSent = -1;
+
+  sendConfig(): void {
+    if (!this.ready || !this.remote || this.mux.closed) return;
+    this.edge.core.tokenConfigs.read(this.tokenId).then(
+      (c) => {
+        if (this.mux.closed || c.version < this.configSent) return;
+        this.configSent = c.version;
+        this.mux.sendControl(FrameType.CONFIG, { version: c.version, tunnels: c.tunnels });
+      },
+      (err) => log.warn("remote config not sent", { session: this.sessionId, err: String(err) }),
+    );
   }
 
   /** A request its tunnel's policies answered at the edge, told to its inspector; none past the pace (counted in the next one). */
@@ -151,6 +201,7 @@ export class AgentConnection implements AgentSide {
 
   /** The WebSocket closed (either side): the session ends, its tunnels wait in grace. */
   closed(): void {
+    this.management.closed();
     this.handshake.closed();
     this.streams.closed();
     this.mux.close();
@@ -172,6 +223,13 @@ export class AgentConnection implements AgentSide {
         return;
       case FrameType.ROTATION:
         return this.rotation(payload);
+      case FrameType.ADD:
+      case FrameType.REMOVE:
+        return this.changes.received(type, payload, this.lives);
+      case FrameType.STATUS:
+        return this.management.receivedStatus(payload);
+      case FrameType.ANSWER:
+        return this.management.receivedAnswer(payload);
       default:
         throw new ProtocolError(`unexpected ${type} from an agent`);
     }

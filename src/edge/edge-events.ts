@@ -59,18 +59,23 @@ export class EdgeEvents {
     return { user_id: t.userId, username: t.username, token_id: t.tokenId, tunnel_id: t.id, kind: t.protocol, address: this.addressOf(t), node: this.node };
   }
 
-  /** A handshake refused by the rules: who it was when the token is known (looked up only for those said). */
-  refused(err: AppError, address: string, token: string | undefined): void {
+  /**
+   * A handshake refused by the rules, or a tunnel a live session added
+   * (wire.ts ADD): who it was when the token is known (a HELLO's looked up
+   * only for those said; a live session's known already).
+   */
+  refused(err: AppError, address: string, token: string | { user: Pick<UserRow, "id" | "username">; token: { id: number } } | undefined): void {
     const minute = Math.floor(Date.now() / MINUTE_MS);
     if (this.refusals.minute !== minute) this.refusals = { minute, n: 0 };
     if (++this.refusals.n > REFUSALS_PER_MINUTE) return;
-    const say = (who?: { user: UserRow; token: { id: number } }) =>
+    const say = (who?: { user: Pick<UserRow, "id" | "username">; token: { id: number } }) =>
       this.core.events.later({
         type: "tunnel.refused",
         userId: who?.user.id,
         data: { code: err.code, message: err.message, user_id: who?.user.id ?? null, username: who?.user.username ?? null, token_id: who?.token.id ?? null, address, node: this.node },
       });
     if (token === undefined) return say();
+    if (typeof token !== "string") return say(token);
     this.core.tokens.identify(token).then(say, () => say());
   }
 

@@ -29,7 +29,7 @@ function taken(lost: string, hostname: string | undefined): AppError {
  * A pooled http tunnel joins its pool over every node, as a member whose
  * id is chosen here. Returns the names claimed and the members joined.
  */
-export async function claimOverNodes(cluster: OtherNodes, edge: EdgeContext, sessionId: string, hello: Hello, admitted: Admitted): Promise<Claimed> {
+export async function claimOverNodes(cluster: OtherNodes, edge: EdgeContext, sessionId: string, hello: Pick<Hello, "tunnels" | "partial">, admitted: Admitted): Promise<Claimed> {
   const claimed: string[] = [];
   const members = new Map<number, string>();
   const giveBack = async () => {

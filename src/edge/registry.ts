@@ -9,7 +9,7 @@
  */
 import type { LiveView } from "../core/admission.ts";
 import type { AppError } from "../core/errors.ts";
-import type { ActiveTunnel, LiveTunnels, RulesChange } from "../core/live.ts";
+import type { ActiveTunnel, AgentAsk, AgentInfo, AskResult, LiveTunnels, RulesChange } from "../core/live.ts";
 import type { AllowedUpgrades } from "../http/upgrade.ts";
 import { KIND_NAMES, kindFacts, type TunnelKind } from "../protocol/kinds.ts";
 import type { Stream } from "../protocol/mux.ts";
@@ -45,6 +45,14 @@ export interface AgentLink {
    * did not say it understands), and nothing was done.
    */
   revoke?(tunnelId: string, code: string, message: string): boolean;
+  /** It runs its token's remote config: its tunnels come and go with the server's, so it may hold none. */
+  readonly remote?: boolean;
+  /** Sends it its token's remote config (CONFIG), when it runs it. */
+  sendConfig?(): void;
+  /** The agent as GET /api/agents lists it. */
+  describe?(): AgentInfo;
+  /** The server's ask (reconnect, update), answered by the agent. */
+  ask?(action: AgentAsk): Promise<AskResult>;
 }
 
 /**
@@ -96,6 +104,8 @@ export class Tunnel {
   bytesOut = 0;
   /** Told when a traffic policy's rate limit refuses one of its requests (the policy.rate_limited event; edge-events.ts). */
   rateLimited?: () => void;
+  /** Settles once other nodes no longer see it, after it went (its cluster rows deleted); unset on one node. */
+  gone?: Promise<void>;
   /** Set by the owner of extra resources (a TCP listener, a UDP socket) to free them. */
   onRemoved?: () => void;
   /** A tcp tunnel's listener lets go of its port, its connections go on; a udp tunnel's socket closes (a draining server: its successor binds them). */
@@ -173,6 +183,10 @@ export interface RegistryHooks {
   detached(t: Tunnel, sessionId: string): void;
   removed(t: Tunnel): void;
   rotated(t: Tunnel): void;
+  /** A session is live, or what the list of agents shows of it changed (its tunnels, its STATUS). */
+  sessionChanged?(link: AgentLink): void;
+  /** A session ended. */
+  sessionGone?(sessionId: string): void;
 }
 
 /** Told when a tunnel goes live with an agent and when its agent leaves it (edge-events.ts makes them events). */
@@ -232,26 +246,58 @@ export class Registry implements LiveTunnels, LiveView {
 
   /** Puts a session's tunnels live (new ones or reclaimed from grace). */
   attach(link: AgentLink, tunnels: Tunnel[]): void {
-    for (const t of tunnels) {
-      clearTimeout(t.graceTimer);
-      t.graceTimer = undefined;
-      t.agent = link;
-      t.connectedAt = new Date();
-      // a pool member comes (back) in rotation once its agent has heard READY (announced); then it says ROTATION if it should not be
-      t.inRotation = !t.pool;
-      t.announced = false;
-      if (t.subdomain !== undefined) this.bySubdomain.set(t.subdomain, t);
-      if (t.hostname !== undefined) this.bySubdomain.set(t.hostname, t);
-      if (t.port !== undefined) this.portsOf(t.protocol).set(t.port, t);
-      if (t.privateName !== undefined) this.byPrivate.set(privateKey(t.userId, t.privateName), t);
-      if (t.subdomain !== undefined) this.arrived(t.subdomain, t);
-      // a tls tunnel's certificate is its local service's own: the edge never asks for one
-      if (t.subdomain !== undefined && t.protocol === "http") this.onLive?.(t.subdomain);
-      // a custom hostname's certificate too: the name is verified, or the tunnel would not have it
-      if (t.hostname !== undefined && t.protocol === "http") this.onLive?.(t.hostname);
-      this.life?.online(t);
-    }
+    for (const t of tunnels) this.goLive(link, t);
     this.sessions.set(link.sessionId, { link, tunnels });
+    this.hooks?.sessionChanged?.(link);
+  }
+
+  /** What the list of agents shows of a live session changed (its STATUS, its tunnels). */
+  sessionChanged(link: AgentLink): void {
+    if (this.sessions.get(link.sessionId)?.link === link) this.hooks?.sessionChanged?.(link);
+  }
+
+  /** More tunnels live on a session already live (its agent added them: wire.ts ADD); false when the session is gone. */
+  attachMore(link: AgentLink, tunnels: Tunnel[]): boolean {
+    const entry = this.sessions.get(link.sessionId);
+    if (!entry || entry.link !== link) return false;
+    for (const t of tunnels) this.goLive(link, t);
+    entry.tunnels = [...entry.tunnels, ...tunnels];
+    this.hooks?.sessionChanged?.(link);
+    return true;
+  }
+
+  /**
+   * One tunnel its agent gave up (wire.ts REMOVE): it goes now, with no
+   * grace, as a GOAWAY frees a session's; the session and its other
+   * tunnels go on.
+   */
+  release(t: Tunnel): void {
+    const link = t.agent;
+    const entry = link && this.sessions.get(link.sessionId);
+    if (entry) entry.tunnels = entry.tunnels.filter((x) => x !== t);
+    this.remove(t);
+    if (entry) this.hooks?.sessionChanged?.(entry.link);
+  }
+
+  private goLive(link: AgentLink, t: Tunnel): void {
+    clearTimeout(t.graceTimer);
+    t.graceTimer = undefined;
+    t.agent = link;
+    t.connectedAt = new Date();
+    // a pool member comes (back) in rotation once its agent has heard READY (announced); then it says ROTATION if it should not be
+    t.inRotation = !t.pool;
+    t.announced = false;
+    if (t.subdomain !== undefined) this.bySubdomain.set(t.subdomain, t);
+    if (t.hostname !== undefined) this.bySubdomain.set(t.hostname, t);
+    if (t.port !== undefined) this.portsOf(t.protocol).set(t.port, t);
+    if (t.privateName !== undefined) this.byPrivate.set(privateKey(t.userId, t.privateName), t);
+    if (t.subdomain !== undefined) this.arrived(t.subdomain, t);
+    // a tls tunnel's certificate is its local service's own: the edge never asks for one
+    if (t.subdomain !== undefined && t.protocol === "http") this.onLive?.(t.subdomain);
+    // a custom hostname's certificate too: the name is verified, or the tunnel would not have it
+    if (t.hostname !== undefined && t.protocol === "http") this.onLive?.(t.hostname);
+    // tunnel.online, for a HELLO's tunnels and an ADD's alike
+    this.life?.online(t);
   }
 
   /** A dropped tunnel of this token, held in grace, to hand back. */
@@ -281,6 +327,7 @@ export class Registry implements LiveTunnels, LiveView {
     const entry = this.sessions.get(sessionId);
     if (!entry) return;
     this.sessions.delete(sessionId);
+    this.hooks?.sessionGone?.(sessionId);
     for (const t of entry.tunnels) {
       if (t.agent !== entry.link) continue; // already handed to a newer session
       t.agent = null;
@@ -336,9 +383,22 @@ export class Registry implements LiveTunnels, LiveView {
     const entry = link && this.sessions.get(link.sessionId);
     if (!link || !entry) return this.remove(t);
     const others = entry.tunnels.filter((x) => x !== t && x.agent === link);
-    if (others.length === 0 || !link.revoke?.(t.id, code, message)) return this.closeSession(link.sessionId, code, message);
+    // a session of the remote config stays with none: the server's next config may bring others
+    if ((others.length === 0 && !link.remote) || !link.revoke?.(t.id, code, message)) return this.closeSession(link.sessionId, code, message);
     entry.tunnels = entry.tunnels.filter((x) => x !== t);
     this.remove(t);
+    this.hooks?.sessionChanged?.(link);
+  }
+
+  /** The agents connected here, as GET /api/agents lists them. */
+  agents(): AgentInfo[] {
+    return [...this.sessions.values()].flatMap(({ link }) => (link.describe ? [link.describe()] : []));
+  }
+
+  /** Asks the agent of session `id` here to reconnect or to update. */
+  askAgent(id: string, action: AgentAsk): Promise<AskResult> {
+    const link = this.sessions.get(id)?.link;
+    return link?.ask ? link.ask(action) : Promise.resolve({ found: false });
   }
 
   /** The live sessions (connectors' too), each with the tunnels it holds live now. */
@@ -551,6 +611,11 @@ export class Registry implements LiveTunnels, LiveView {
   rulesChanged(change: RulesChange): Promise<void> {
     this.heard(change);
     return this.judge?.changed(change) ?? Promise.resolve();
+  }
+
+  /** The token's remote config changed: its live agents that run it are sent it. */
+  configChanged(tokenId: number): void {
+    for (const { link } of this.sessions.values()) if (link.tokenId === tokenId) link.sendConfig?.();
   }
 
   closeToken(tokenId: number, code: string, message: string): void {

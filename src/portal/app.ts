@@ -31,6 +31,7 @@ import { invitationRoutes } from "./invitations.ts";
 import { meRoutes, type AddressOf } from "./me.ts";
 import { sshKeyRoutes, type SshGatewayFacts } from "./ssh-keys.ts";
 import { webhookRoutes } from "./webhooks.ts";
+import { deviceConfigRoutes } from "./device-configs.ts";
 import { portalOidcRoutes, type PortalOidcSettings } from "./oidc.ts";
 import { pageFile } from "./page.ts";
 import { SECURITY_HEADERS } from "../http/security-headers.ts";
@@ -39,6 +40,7 @@ import { SECURITY_HEADERS } from "../http/security-headers.ts";
 export const portalRoutes = (addressOf: AddressOf, oidc?: PortalOidcSettings, host: () => string = () => "", ssh: () => SshGatewayFacts | undefined = () => undefined): PortalRoute[] => [
   ...authRoutes,
   ...meRoutes(addressOf),
+  ...deviceConfigRoutes,
   ...sshKeyRoutes(ssh, host),
   ...webhookRoutes,
   ...deviceRoutes,

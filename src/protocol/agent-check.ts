@@ -5,6 +5,10 @@
  * handshake's own rules (core/admission.ts) against what is live now, and
  * the handshake throttle counts a bad token as it counts a failed HELLO.
  *
+ * With `remote`, the answer also carries the token's remote config (what
+ * CONFIG sends an agent of it), which `burrow diagnose --remote` reads as
+ * the agent would and asks about in a second check.
+ *
  * Statuses: 200 with the answer; 400 for a body that is not an AgentCheck;
  * 409 VERSION_MISMATCH (the protocol versions differ: judged first, as at
  * the handshake); 401 AUTH_FAILED, 403 TOKEN_DISABLED or USER_DISABLED,
@@ -13,6 +17,7 @@
  */
 import * as v from "valibot";
 import { TunnelRequest } from "./messages.ts";
+import { MAX_SESSION_TUNNELS } from "./wire.ts";
 
 /** The largest check body: a HELLO's frame, and some room for the JSON around it. */
 export const MAX_CHECK_BYTES = 512 * 1024;
@@ -25,7 +30,14 @@ export const AgentCheck = v.object({
   /** The agent reaches the edge through a proxy (the user's can_use_proxy decides, as at the handshake). */
   proxy: v.optional(v.boolean(), false),
   /** The tunnels of its config file, none for the token alone; as many as a HELLO carries. */
-  tunnels: v.optional(v.pipe(v.array(TunnelRequest), v.maxLength(16)), []),
+  tunnels: v.optional(v.pipe(v.array(TunnelRequest), v.maxLength(MAX_SESSION_TUNNELS)), []),
+  /**
+   * The agent runs its token's remote config (`burrow start --remote`): the
+   * answer carries the config the server keeps for the token (what CONFIG
+   * would send it), for the agent to read and check its tunnels with. An
+   * edge older than remote configs drops the key and answers without it.
+   */
+  remote: v.optional(v.boolean(), false),
 });
 export type AgentCheck = v.InferOutput<typeof AgentCheck>;
 
@@ -69,5 +81,7 @@ export const AgentCheckAnswer = v.object({
       held_by_this_token: v.optional(v.boolean()),
     }),
   ),
+  /** Asked with `remote`: the token's remote config as CONFIG carries it (burrow.yml's `tunnels:` map; version 0 and none when it was never set). */
+  remote_config: v.optional(v.object({ version: v.pipe(v.number(), v.integer(), v.minValue(0)), tunnels: v.record(v.string(), v.unknown()) })),
 });
 export type AgentCheckAnswer = v.InferOutput<typeof AgentCheckAnswer>;

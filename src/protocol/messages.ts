@@ -5,7 +5,7 @@
  */
 import * as v from "valibot";
 import { KIND_NAMES, PRIVATE_KINDS, STREAM_KINDS, TUNNEL_REQUESTS, type TunnelKind } from "./kinds.ts";
-import { MAX_PAYLOAD } from "./wire.ts";
+import { MAX_PAYLOAD, MAX_SESSION_TUNNELS } from "./wire.ts";
 
 /** Header fields in order, names as sent. */
 export type HeaderList = [string, string][];
@@ -25,7 +25,7 @@ export const Hello = v.pipe(
     version: v.number(),
     token: v.pipe(v.string(), v.maxLength(512)),
     /** At least one, unless the HELLO is a connector's (`connect`), which opens none. */
-    tunnels: v.pipe(v.array(TunnelRequest), v.maxLength(16)),
+    tunnels: v.pipe(v.array(TunnelRequest), v.maxLength(MAX_SESSION_TUNNELS)),
     /**
      * `burrow connect owner/name`: this connection reaches a private tunnel
      * instead of opening tunnels. After READY the agent opens a stream per
@@ -55,8 +55,23 @@ export const Hello = v.pipe(
     revoke: v.optional(v.boolean(), false),
     /** The agent wants POLICY notes (wire.ts): its tunnels' requests the traffic policies answered at the edge, for its inspector. */
     policy_notes: v.optional(v.boolean(), false),
+    /**
+     * The agent adds and removes tunnels on the live session (ADD, REMOVE)
+     * once READY says `live`, and understands their answers (ADDED, REMOVED).
+     */
+    live: v.optional(v.boolean(), false),
+    /**
+     * The agent runs the device's tunnels kept on the server for its token
+     * (`burrow start --remote`): it is sent CONFIG after READY and at each
+     * change (with `live`). Its HELLO may ask for no tunnel.
+     */
+    remote: v.optional(v.boolean(), false),
+    /** What the agent runs on, for the server's list of agents: `os` and `arch` as Node names them, `started` when its process started (ISO 8601). */
+    system: v.optional(v.object({ os: v.pipe(v.string(), v.maxLength(32)), arch: v.pipe(v.string(), v.maxLength(32)), started: v.pipe(v.string(), v.maxLength(40)) })),
+    /** Which of the server's asks (ASK) the agent takes: its own flags say; an agent that does not say takes none. */
+    manage: v.optional(v.object({ restart: v.boolean(), update: v.boolean() })),
   }),
-  v.check((h) => h.connect !== undefined || h.tunnels.length >= 1, "tunnels: at least one, unless connect"),
+  v.check((h) => h.connect !== undefined || h.remote || h.tunnels.length >= 1, "tunnels: at least one, unless connect or remote"),
 );
 export type Hello = v.InferOutput<typeof Hello>;
 
@@ -117,30 +132,33 @@ export const DirectPortAnswer = v.object({
 });
 export type DirectPortAnswer = v.InferOutput<typeof DirectPortAnswer>;
 
+/** A tunnel granted, as READY lists it (and ADDED names one). */
+export const GrantedTunnelJson = v.object({
+  id: v.string(),
+  protocol: v.picklist(KIND_NAMES),
+  subdomain: v.optional(v.string()),
+  hostname: v.optional(v.string()),
+  port: v.optional(v.number()),
+  url: v.string(),
+  /** Which of HELLO's tunnels this is (a partial HELLO); without it, READY lists them in HELLO's order. */
+  index: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0))),
+  /** The edge took the tunnel's `access` rules; an agent that asked for some serves no tunnel without it. */
+  access: v.optional(v.boolean()),
+  /** The edge took the tunnel's own traffic policy; an agent that sent one serves no tunnel without it. */
+  policy: v.optional(v.boolean()),
+  /** A pool member: the agent may take it out of rotation and back (ROTATION). */
+  pool: v.optional(v.boolean()),
+  /** A private tunnel: reached as `target` (owner/name) by its owner and these users. */
+  private: v.optional(v.object({ target: v.string(), shares: v.array(v.string()) })),
+});
+
 /** edge -> agent, the handshake's success. */
 export const Ready = v.object({
   session: v.string(),
   username: v.string(),
-  tunnels: v.array(
-    v.object({
-      id: v.string(),
-      protocol: v.picklist(KIND_NAMES),
-      subdomain: v.optional(v.string()),
-      hostname: v.optional(v.string()),
-      port: v.optional(v.number()),
-      url: v.string(),
-      /** Which of HELLO's tunnels this is (a partial HELLO); without it, READY lists them in HELLO's order. */
-      index: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0))),
-      /** The edge took the tunnel's `access` rules; an agent that asked for some serves no tunnel without it. */
-      access: v.optional(v.boolean()),
-      /** The edge took the tunnel's own traffic policy; an agent that sent one serves no tunnel without it. */
-      policy: v.optional(v.boolean()),
-      /** A pool member: the agent may take it out of rotation and back (ROTATION). */
-      pool: v.optional(v.boolean()),
-      /** A private tunnel: reached as `target` (owner/name) by its owner and these users. */
-      private: v.optional(v.object({ target: v.string(), shares: v.array(v.string()) })),
-    }),
-  ),
+  tunnels: v.array(GrantedTunnelJson),
+  /** The edge takes ADD and REMOVE on this session (sent only to an agent whose HELLO said `live`). */
+  live: v.optional(v.boolean()),
   /** A connector's HELLO: what it reaches, and the owner's service port to offer locally. */
   connect: v.optional(v.object({ target: v.string(), protocol: v.picklist(PRIVATE_KINDS), localPort: v.optional(v.number()) })),
   /** Tunnels of a partial HELLO that were not granted, each with why. */
@@ -149,6 +167,64 @@ export const Ready = v.object({
   ),
 });
 export type Ready = v.InferOutput<typeof Ready>;
+
+/** An agent's number for one of its ADD or REMOVE frames, which the answer repeats. */
+const Ref = v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(0xffff_ffff));
+/** The agent's name for a tunnel (a burrow.yml key): what it and the agents list call it. */
+export const TunnelName = v.pipe(v.string(), v.minLength(1), v.maxLength(64));
+
+/** agent -> edge (wire.ts ADD): one more tunnel on the live session, judged alone. */
+export const AddTunnel = v.object({ ref: Ref, name: TunnelName, tunnel: TunnelRequest });
+export type AddTunnel = v.InferOutput<typeof AddTunnel>;
+
+/** edge -> agent (wire.ts ADDED): ADD's answer, the tunnel granted or why not. */
+export const TunnelAdded = v.object({
+  ref: Ref,
+  tunnel: v.optional(GrantedTunnelJson),
+  refused: v.optional(v.object({ code: v.pipe(v.string(), v.maxLength(100)), message: v.pipe(v.string(), v.maxLength(1000)) })),
+});
+export type TunnelAdded = v.InferOutput<typeof TunnelAdded>;
+
+/** agent -> edge (wire.ts REMOVE), and edge -> agent (REMOVED, its answer): one tunnel of the session, by its id. */
+export const RemoveTunnel = v.object({ ref: Ref, tunnel: v.pipe(v.string(), v.maxLength(64)) });
+export type RemoveTunnel = v.InferOutput<typeof RemoveTunnel>;
+
+/** edge -> agent (wire.ts CONFIG): the device's tunnels kept on the server, burrow.yml's `tunnels:` map, and which change of them this is. */
+export const Config = v.object({
+  version: v.pipe(v.number(), v.integer(), v.minValue(0)),
+  tunnels: v.record(v.string(), v.unknown()),
+});
+export type Config = v.InferOutput<typeof Config>;
+
+/** One tunnel of an agent's STATUS: its own name, and the edge's id once granted. */
+const StatusTunnel = v.object({
+  name: TunnelName,
+  id: v.optional(v.pipe(v.string(), v.maxLength(64))),
+  /** Where it comes from: the server's remote config, the agent's command line or file, its agent API (agent/tunnel-set.ts). */
+  source: v.optional(v.picklist(["remote", "local", "api"])),
+});
+
+/** agent -> edge (wire.ts STATUS): what the agent runs now, for the server's list of agents. */
+export const Status = v.object({
+  tunnels: v.pipe(v.array(StatusTunnel), v.maxLength(64)),
+  /** The remote config it runs: the version it took, or why it could not (the tunnels running stay). */
+  config: v.optional(v.object({ version: v.pipe(v.number(), v.integer(), v.minValue(0)), error: v.optional(v.pipe(v.string(), v.maxLength(1000))) })),
+  /** The last thing that went wrong (a tunnel refused, a config that did not read), with when; none when all is well since it connected. */
+  error: v.optional(v.object({ message: v.pipe(v.string(), v.maxLength(1000)), at: v.pipe(v.string(), v.maxLength(40)) })),
+});
+export type Status = v.InferOutput<typeof Status>;
+
+/** What the server may ask an agent (wire.ts ASK): to connect again, or to run `burrow update`. */
+export const ASK_ACTIONS = ["restart", "update"] as const;
+export type AskAction = (typeof ASK_ACTIONS)[number];
+
+/** edge -> agent (wire.ts ASK). */
+export const Ask = v.object({ ref: Ref, action: v.picklist(ASK_ACTIONS) });
+export type Ask = v.InferOutput<typeof Ask>;
+
+/** agent -> edge (wire.ts ANSWER): whether it does what ASK asked, and why not. */
+export const Answer = v.object({ ref: Ref, accepted: v.boolean(), message: v.pipe(v.string(), v.maxLength(1000)) });
+export type Answer = v.InferOutput<typeof Answer>;
 
 /** edge -> agent instead of READY: say HELLO again on this port of the same host. */
 export const Move = v.object({ port: v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(65535)) });

@@ -55,7 +55,7 @@ export interface MuxOptions {
   role: "edge" | "agent";
   /** The peer opened a stream; set its handlers now. */
   onStream?(stream: Stream): void;
-  /** A control frame arrived: HELLO, READY, ERROR, GOAWAY, MOVE, DRAIN, ROTATION, REVOKE or POLICY (PING and PONG are the mux's own: keepAlive(), onPong). */
+  /** A control frame arrived: every one of wire.ts CONTROL_FRAMES (HELLO, READY, ERROR, GOAWAY, MOVE, DRAIN, ROTATION, REVOKE, POLICY, ADD, ADDED, REMOVE, REMOVED, CONFIG, STATUS, ASK, ANSWER) but PING and PONG, which are the mux's own: keepAlive(), onPong. */
   onControl?(type: FrameTypeValue, payload: Uint8Array): void;
   /** The mux is closed (by close() or a protocol error); close the transport. */
   onClose?(code: string, message: string): void;
@@ -463,6 +463,14 @@ export class Mux implements KeptAlive, StreamSession {
       case FrameType.ROTATION:
       case FrameType.REVOKE:
       case FrameType.POLICY:
+      case FrameType.ADD:
+      case FrameType.ADDED:
+      case FrameType.REMOVE:
+      case FrameType.REMOVED:
+      case FrameType.CONFIG:
+      case FrameType.STATUS:
+      case FrameType.ASK:
+      case FrameType.ANSWER:
         this.opts.onControl?.(type, payload);
         return;
       case FrameType.OPEN:

@@ -15,12 +15,35 @@
  * The type byte's high bit (FLAG_FIN) on OPEN, REPLY or DATA means "and no
  * more from me on this stream": a bodyless request is one OPEN, a small
  * response one REPLY and one DATA, with no separate FIN frames.
- * Stream 0 is the control stream: HELLO, READY, ERROR, PING, PONG, GOAWAY, MOVE.
+ * Stream 0 is the control stream: HELLO, READY, ERROR, PING, PONG, GOAWAY,
+ * MOVE and the others below (DRAIN, ROTATION, REVOKE, ADD, REMOVE...).
  * Other streams are opened by the edge (even ids) for each visitor
  * connection or request, and carry OPEN, REPLY, DATA, WINDOW, FIN, RST and
  * DATAGRAM.
  * A sender has at most the credit the receiver granted in flight per stream;
  * overrunning it is a protocol error that ends the whole connection.
+ *
+ * Version rules. PROTOCOL_VERSION changes only when a change breaks what a
+ * peer of the version before understands; everything else is added so that
+ * an agent and a server of the version before keep working as they did:
+ *
+ * - JSON messages gain optional keys only. Both sides read messages with
+ *   schemas that drop keys they do not know, so a key a peer does not know
+ *   is never an error, and a key a peer does not send means the old way.
+ * - A frame type is new to a peer of the version before, which takes it for
+ *   a protocol error. So a side sends a new frame only to a peer that said
+ *   it understands it: the agent says so in HELLO (`drain`, `revoke`,
+ *   `policy_notes`, `live`, `remote`), the edge in READY (`live`). A side
+ *   that did not hear it does what the version before did.
+ * - A new ability is used only when both said it: an agent whose READY does
+ *   not say `live` changes its tunnels by connecting again, as before; an
+ *   edge never sends a `live` frame (ADDED, REMOVED, CONFIG, ASK) to an
+ *   agent whose HELLO did not say it, nor POLICY to one that did not say
+ *   `policy_notes`. The abilities are independent: an agent may say any of
+ *   them, and each is judged alone.
+ * - A frame type's number is never reused or changed once given: each new
+ *   frame takes a number no other frame has had (a test holds the table to
+ *   one name per number).
  */
 
 /**
@@ -85,6 +108,35 @@ export const FrameType = {
    * `skipped` counts those left out since the last one.
    */
   POLICY: 0x0b,
+  /**
+   * agent -> edge, stream 0: JSON {ref, name, tunnel} (messages.ts
+   * AddTunnel). One more tunnel on the live session, judged alone by the
+   * handshake's rules as a tunnel of a partial HELLO is (admission, limits,
+   * names, access rules, policies; the token, user and connection as they
+   * are now). Answered by ADDED with the same `ref`. The edge takes ADD and
+   * REMOVE one at a time, in the order sent. Sent only when READY said
+   * `live`; the edge takes it only from an agent whose HELLO said `live`.
+   */
+  ADD: 0x0c,
+  /**
+   * edge -> agent, stream 0: JSON {ref, tunnel} or {ref, refused: {code,
+   * message}} (messages.ts TunnelAdded): ADD's answer. `tunnel` is as
+   * READY lists one (its id is what OPEN names from now on); `refused` is
+   * the code the tunnel would get in a HELLO now. The session and its other
+   * tunnels go on either way.
+   */
+  ADDED: 0x0d,
+  /**
+   * agent -> edge, stream 0: JSON {ref, tunnel} (messages.ts RemoveTunnel):
+   * the agent gives up one tunnel of its session (READY's or ADDED's id).
+   * It goes at once, with no grace, as a GOAWAY frees a whole session's: its
+   * streams are reset and its visitors meet what a tunnel gone meets; the
+   * other tunnels' streams go on untouched. Answered by REMOVED. `live` only,
+   * as ADD.
+   */
+  REMOVE: 0x0e,
+  /** edge -> agent, stream 0: JSON {ref, tunnel}: REMOVE's answer, sent once the tunnel's name or port is free. */
+  REMOVED: 0x0f,
   /** opener -> acceptor: a new stream; JSON metadata (tunnel, kind, request head: messages.ts OpenMeta). */
   OPEN: 0x10,
   /** acceptor -> opener: the stream is accepted, its answer begins; JSON metadata (`{}` for h1 and tcp). */
@@ -106,6 +158,31 @@ export const FrameType = {
    * (UDP), never for what must not.
    */
   DATAGRAM: 0x16,
+  /**
+   * edge -> agent, stream 0: JSON {version, tunnels} (messages.ts Config):
+   * the device's tunnels kept on the server for its token (burrow.yml's
+   * `tunnels:` map), sent after READY and again at each change. The agent
+   * runs them with ADD and REMOVE, and says what it made of them in
+   * STATUS. Sent only to an agent whose HELLO said `live` and `remote`.
+   */
+  CONFIG: 0x17,
+  /**
+   * agent -> edge, stream 0: JSON (messages.ts Status): what the agent runs
+   * now, for the server's list of agents: its tunnels by its own names, the
+   * remote config's version it runs (or why it could not), its last error.
+   * Sent after READY and when it changes, at most a few times a second.
+   * Only when READY said `live`; the edge keeps the last one.
+   */
+  STATUS: 0x18,
+  /**
+   * edge -> agent, stream 0: JSON {ref, action} (messages.ts Ask): the
+   * server's admin asks the agent to connect again ("restart") or to run
+   * `burrow update` ("update"). The agent decides by its own flags, and
+   * answers ANSWER either way. Sent only to an agent whose HELLO said `live`.
+   */
+  ASK: 0x19,
+  /** agent -> edge, stream 0: JSON {ref, accepted, message}: ASK's answer, sent before the agent acts on it. */
+  ANSWER: 0x1a,
 } as const;
 
 export type FrameTypeName = keyof typeof FrameType;
@@ -128,6 +205,14 @@ export const CONTROL_FRAMES: ReadonlySet<number> = new Set([
   FrameType.ROTATION,
   FrameType.REVOKE,
   FrameType.POLICY,
+  FrameType.ADD,
+  FrameType.ADDED,
+  FrameType.REMOVE,
+  FrameType.REMOVED,
+  FrameType.CONFIG,
+  FrameType.STATUS,
+  FrameType.ASK,
+  FrameType.ANSWER,
 ]);
 
 /** Set in the type byte of OPEN, REPLY or DATA: the sender half-closes with this frame. */
@@ -188,6 +273,14 @@ export const KEEPALIVE_INTERVAL_MS = 10_000;
  * some: one lost to a slow moment is not a death.
  */
 export const DEAD_AFTER_MS = 25_000;
+/** Most tunnels one session holds: a HELLO asks for at most this many, and ADD adds none past it. */
+export const MAX_SESSION_TUNNELS = 16;
+/**
+ * ADD and REMOVE frames an edge keeps waiting per session while it judges
+ * the one before (each may take database queries): an agent waits for the
+ * answers of what it sent, so past this it is a hostile peer (PROTOCOL_ERROR).
+ */
+export const MAX_PENDING_CHANGES = 32;
 /** A dropped agent's names and ports stay held for its token this long. */
 export const RECLAIM_GRACE_MS = 60_000;
 /** After DRAIN the agent tries this often (with up to as much again of jitter) until a server answers... */

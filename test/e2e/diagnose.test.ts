@@ -5,12 +5,16 @@
  * port nothing listens on, a certificate that expired (made here), an HTTP
  * proxy (tinyproxy) that refuses CONNECT to the server's port, a server
  * whose Date is 10 minutes off (its test-only BURROW_TEST_DATE_SKEW_S), a
- * revoked token, a tunnel whose name another user's agent holds.
+ * revoked token, a tunnel whose name another user's agent holds; and with
+ * --remote, the tunnels the server keeps for the token (set through the
+ * admin API, or, for one this agent cannot read, written straight into the
+ * database as a newer server could keep it).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { Database } from "bun:sqlite";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { startAgent } from "../harness/agent.ts";
 import { selfSignedCertificate } from "../harness/certs.ts";
@@ -81,7 +85,8 @@ test("a healthy server: every check passes (the proxy: none set), exit 0, the ch
   expect(code).toBe(0);
   expect(report.ok).toBe(true);
   expect(report.first_failure).toBeNull();
-  expect(report.checks.map((c) => c.id)).toEqual([...CHECK_IDS.slice(0, -1), "tunnel", "tunnel"]);
+  // `remote` only with --remote
+  expect(report.checks.map((c) => c.id)).toEqual([...CHECK_IDS.filter((id) => id !== "remote" && id !== "tunnel"), "tunnel", "tunnel"]);
   expect(check(report, "tls").detail).toContain("certificate for localhost");
   expect(check(report, "direct").detail).toContain(`port ${server.agentPort}`);
   expect(check(report, "token").detail).toContain("of user 'alice'");
@@ -220,4 +225,76 @@ test("--bundle writes the report, the config file and the log given, secrets mas
   expect(text).toContain("the last line");
   for (const secret of [token, token.slice(4), "hunter2", "c00kie-value", "pr0xy-pass", "eyJhbGciOi.secret"]) expect(text).not.toContain(secret);
   expect(text).toContain("[redacted]");
+});
+
+describe("--remote: the tunnels the server keeps for the token", () => {
+  const tunnelsNamed = (r: Report, name: string) => r.checks.filter((c) => c.tunnel === name);
+
+  test("read as the agent reads them and checked beside the file's: the server's wins a name, one another user has fails by name", async () => {
+    const bob = await api.createUser("bob-remote");
+    expect((await api.post("/api/domains", { subdomain: "diag-bobs", user_id: bob })).status).toBe(201);
+    const made = await api.post(`/api/users/${aliceId}/tokens`, { device_name: "router" });
+    const set = await api.put(`/api/tokens/${made.body.token_id}/config`, {
+      tunnels: {
+        site: { proto: "http", addr: 8080, subdomain: "diag-site", basic_auth: ["ann:remote-secret-pw"] },
+        web: { proto: "http", addr: 8081, subdomain: "diag-server-web" },
+        theirs: { proto: "http", addr: 8082, subdomain: "diag-bobs" },
+      },
+    });
+    expect(set.status).toBe(200);
+    const { code, report } = await diagnose(["--server", httpsUrl, "--token", made.body.token, "--config", config, "--remote"]);
+    expect(code).toBe(1);
+    expect(report.first_failure).toBe("tunnel:theirs");
+    expect(check(report, "remote")).toMatchObject({ status: "pass", detail: "the server keeps version 1 for this token: 3 tunnels (site, web, theirs)" });
+    expect(report.checks.map((c) => c.id)).toEqual([...CHECK_IDS.filter((id) => id !== "tunnel"), "tunnel", "tunnel", "tunnel", "tunnel", "tunnel"]);
+    expect(check(report, "tunnel:site").status).toBe("pass");
+    expect(check(report, "tunnel:site").detail).toContain("diag-site is free for it (the server's config)");
+    expect(check(report, "tunnel:theirs")).toMatchObject({ status: "fail", code: "SUBDOMAIN_RESERVED" });
+    // two named web: the server's is checked, the file's set aside
+    const web = tunnelsNamed(report, "web");
+    expect(web.map((c) => c.status)).toEqual(["pass", "skip"]);
+    expect(web[0]!.detail).toContain("diag-server-web");
+    expect(web[1]!.detail).toContain("set aside: the server's config has a tunnel of this name");
+    // the file's own tunnel, not in the server's config, is checked as without --remote
+    expect(check(report, "tunnel:db").status).toBe("pass");
+    // the config's settings stay on the server: none in the report
+    expect(JSON.stringify(report)).not.toContain("remote-secret-pw");
+  });
+
+  test("without --config no file is read, as burrow start --remote reads none; a token with no config is a warning, exit 0", async () => {
+    const made = await api.post(`/api/users/${aliceId}/tokens`, { device_name: "fresh" });
+    // a burrow.yml where the agent looks for one (the config directory): read without --remote, not with it
+    const stray = join(dir, "xdg", "burrow", "burrow.yml");
+    mkdirSync(dirname(stray), { recursive: true });
+    writeFileSync(stray, `tunnels:\n  stray: { proto: http, addr: 3000 }\n`);
+    try {
+      expect(tunnelsNamed((await diagnose(["--server", httpsUrl, "--token", made.body.token])).report, "stray")).toHaveLength(1);
+      const { code, report } = await diagnose(["--server", httpsUrl, "--token", made.body.token, "--remote"]);
+      expect(code).toBe(0);
+      expect(check(report, "remote")).toMatchObject({ status: "warn" });
+      expect(check(report, "remote").detail).toContain("keeps no tunnels for this token");
+      expect(report.checks.filter((c) => c.id === "tunnel")).toEqual([]);
+    } finally {
+      rmSync(stray);
+    }
+  });
+
+  // a config this agent cannot read comes only from a newer server: written here straight into SQLite's file
+  test.skipIf(process.env.BURROW_TEST_DATABASE === "postgres")("a config this agent cannot read fails the remote check, with the field; the file's tunnels are still checked", async () => {
+    const made = await api.post(`/api/users/${aliceId}/tokens`, { device_name: "older agent" });
+    expect((await api.put(`/api/tokens/${made.body.token_id}/config`, { tunnels: { site: { proto: "http", addr: 8080 } } })).status).toBe(200);
+    const db = new Database(join(server.dataDir, "burrow.db"));
+    try {
+      db.exec("PRAGMA busy_timeout = 5000");
+      db.query("UPDATE token_configs SET tunnels = ?, version = version + 1 WHERE token_id = ?").run(JSON.stringify({ site: { proto: "http", addr: 8080, from_the_future: true } }), made.body.token_id);
+    } finally {
+      db.close();
+    }
+    const { code, report } = await diagnose(["--server", httpsUrl, "--token", made.body.token, "--config", config, "--remote"]);
+    expect(code).toBe(1);
+    expect(report.first_failure).toBe("remote");
+    expect(check(report, "remote")).toMatchObject({ status: "fail", code: "REMOTE_CONFIG_UNREADABLE" });
+    expect(check(report, "remote").detail).toContain("(version 2) does not read here: tunnels.site.from_the_future");
+    expect(check(report, "tunnel:web").status).toBe("pass");
+  });
 });

@@ -176,7 +176,21 @@ describe("list", () => {
     expect((await getJson("/api/requests?tunnel=http&limit=1")).body.requests.map((r: any) => r.path)).toEqual(["/l3"]);
     expect((await getJson("/api/requests?tunnel=nope")).body.requests).toEqual([]);
     const tunnels = (await getJson("/api/tunnels")).body.tunnels;
-    expect(tunnels).toEqual([{ name: "http", protocol: "http", public_url: `http://${a.subdomain}.localhost:${rig.server.edgePort}`, local: `127.0.0.1:${up.port}`, host_header: null, inspect: true }]);
+    expect(tunnels).toEqual([
+      {
+        name: "http",
+        protocol: "http",
+        public_url: `http://${a.subdomain}.localhost:${rig.server.edgePort}`,
+        local: `127.0.0.1:${up.port}`,
+        host_header: null,
+        inspect: true,
+        // the agent API's (ngrok's) fields beside them
+        uri: "/api/tunnels/http",
+        proto: "http",
+        config: { addr: `http://127.0.0.1:${up.port}`, inspect: true },
+        source: "local",
+      },
+    ]);
   });
 
   test("--inspect-keep N keeps the last N", async () => {

@@ -51,6 +51,14 @@ const roundTrips: { type: FrameTypeValue; stream: number; payload: Uint8Array }[
   { type: FrameType.ROTATION, stream: 0, payload: jsonPayload({ tunnel: "web", in: false }) },
   { type: FrameType.REVOKE, stream: 0, payload: jsonPayload({ tunnel: "web", code: "PROTOCOL_DENIED", message: "no more tcp" }) },
   { type: FrameType.POLICY, stream: 0, payload: jsonPayload({ tunnel: "web", method: "GET", target: "/admin", status: 403, rules: ["no admin"], ended: { by: "tunnel", action: "deny", rule: "no admin" } }) },
+  { type: FrameType.ADD, stream: 0, payload: jsonPayload({ ref: 1, name: "api", tunnel: { protocol: "http", subdomain: "api" } }) },
+  { type: FrameType.ADDED, stream: 0, payload: jsonPayload({ ref: 1, refused: { code: "TUNNEL_LIMIT", message: "too many" } }) },
+  { type: FrameType.REMOVE, stream: 0, payload: jsonPayload({ ref: 2, tunnel: "t1" }) },
+  { type: FrameType.REMOVED, stream: 0, payload: jsonPayload({ ref: 2, tunnel: "t1" }) },
+  { type: FrameType.CONFIG, stream: 0, payload: jsonPayload({ version: 3, tunnels: { web: { proto: "http", addr: 3000 } } }) },
+  { type: FrameType.STATUS, stream: 0, payload: jsonPayload({ tunnels: [{ name: "web", id: "t1" }] }) },
+  { type: FrameType.ASK, stream: 0, payload: jsonPayload({ ref: 3, action: "restart" }) },
+  { type: FrameType.ANSWER, stream: 0, payload: jsonPayload({ ref: 3, accepted: false, message: "not allowed" }) },
   { type: FrameType.OPEN, stream: 2, payload: jsonPayload({ tunnel: "t1", kind: "http", remote: "1.2.3.4:5" }) },
   { type: FrameType.REPLY, stream: 1, payload: jsonPayload({ status: 200, headers: [["a", "b"]] }) },
   { type: FrameType.DATA, stream: MAX_STREAM_ID, payload: new Uint8Array([0, 255, 0, 255]) },
@@ -65,6 +73,20 @@ describe("frame round trips", () => {
   test("the table covers every frame type in wire.ts", () => {
     const covered = new Set(roundTrips.map((r) => r.type));
     expect([...covered].sort()).toEqual(Object.values(FrameType).sort());
+  });
+
+  test("no two frame types share a number, and every number fits below FLAG_FIN", () => {
+    const numbers = Object.values(FrameType) as number[];
+    const byNumber = Object.entries(FrameType).filter(([, n]) => numbers.indexOf(n) !== numbers.lastIndexOf(n));
+    expect(byNumber).toEqual([]);
+    expect(Object.keys(FRAME_NAMES).length).toBe(Object.keys(FrameType).length);
+    for (const n of numbers) expect(n & FLAG_FIN).toBe(0);
+  });
+
+  test("the policy notes' and the live session's control frames are all control frames", () => {
+    for (const name of ["POLICY", "ADD", "ADDED", "REMOVE", "REMOVED", "CONFIG", "STATUS", "ASK", "ANSWER"] as const) {
+      expect(CONTROL_FRAMES.has(FrameType[name])).toBe(true);
+    }
   });
 
   for (const { type, stream, payload } of roundTrips) {

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { encodeFrame, jsonPayload, textPayload, u32Payload } from "../../src/protocol/frames.ts";
 import { Mux, type SendResult, type Stream } from "../../src/protocol/mux.ts";
 import { collect, pipeInto, readableFrom } from "../../src/protocol/pipes.ts";
-import { BATCH_BYTES, DIRECT_DATA_PAYLOAD, FrameType, HEADER_LENGTH, MAX_PAYLOAD, PING_BYTES, WireError, type FrameTypeValue } from "../../src/protocol/wire.ts";
+import { BATCH_BYTES, CONTROL_FRAMES, DIRECT_DATA_PAYLOAD, FrameType, HEADER_LENGTH, MAX_PAYLOAD, PING_BYTES, WireError, type FrameTypeValue } from "../../src/protocol/wire.ts";
 import { agentHandlers, newStalled, readAll, runCoreScenario, writeAll } from "./core-scenario.ts";
 import { memoryPair } from "./memory-pair.ts";
 import { between, bytes, concat, prng, randomBytes, sha256, signal, text, within } from "./support.ts";
@@ -646,6 +646,16 @@ describe("protocol errors", () => {
     for (const type of kinds) mux.receive(raw(type, 0, jsonPayload({ type })));
     expect(control).toEqual(kinds.map((type) => [type, jsonPayload({ type })]));
     expect(sent).toEqual([]);
+    expect(mux.closed).toBe(false);
+  });
+
+  test("every control frame of wire.ts but PING and PONG goes to onControl (none is dropped on the way)", () => {
+    const { mux, control } = lone("edge");
+    const kinds = [...CONTROL_FRAMES].filter((t) => t !== FrameType.PING && t !== FrameType.PONG) as FrameTypeValue[];
+    // the policy notes' frame and the live session's, added side by side, are in the set it walks
+    for (const t of [FrameType.POLICY, FrameType.ADD, FrameType.ADDED, FrameType.REMOVE, FrameType.REMOVED, FrameType.CONFIG, FrameType.STATUS, FrameType.ASK, FrameType.ANSWER]) expect(kinds).toContain(t);
+    for (const type of kinds) mux.receive(raw(type, 0, jsonPayload({ type })));
+    expect(control.map(([type]) => type)).toEqual(kinds);
     expect(mux.closed).toBe(false);
   });
 

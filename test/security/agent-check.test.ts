@@ -7,6 +7,9 @@
  * the other way round), and a body past its bound is refused unread. And
  * it must change nothing: a tunnel it judges is neither opened nor
  * declared (a private tunnel it checks is not shared with anyone after).
+ * Asked with `remote` (`burrow diagnose --remote`), it answers the token's
+ * own device's remote config, which may hold passwords: to that token
+ * only, never to a bad, revoked or other user's token.
  *
  * Each client address is its own 127.0.0.x (all loopback on Linux).
  */
@@ -122,6 +125,29 @@ describe(`the agent's check and the handshake throttle (--handshake-limit ${LIMI
     const old = await postCheck(server.edgePort, JSON.stringify({ version: PROTOCOL_VERSION - 1, token }), "127.0.0.46");
     expect(old.status).toBe(409);
     expect(old.body.code).toBe("VERSION_MISMATCH");
+  });
+
+  test("asked with remote, a token gets its own device's remote config and no one else's: a bad, a revoked or another's token gets none of it", async () => {
+    const carol = await api.createUser("carol-config");
+    const made = await api.post(`/api/users/${carol}/tokens`, { device_name: "router" });
+    const secret = "carols-remote-pw";
+    expect((await api.put(`/api/tokens/${made.body.token_id}/config`, { tunnels: { site: { proto: "http", addr: 8080, basic_auth: [`ann:${secret}`] } } })).status).toBe(200);
+    const remote = (t: string) => JSON.stringify({ version: PROTOCOL_VERSION, token: t, remote: true });
+    const own = await postCheck(server.edgePort, remote(made.body.token), "127.0.0.49");
+    expect(own.status).toBe(200);
+    expect(own.body.remote_config.version).toBe(1);
+    expect(own.body.remote_config.tunnels.site.basic_auth).toEqual([`ann:${secret}`]);
+    // not asked for: not sent
+    expect((await postCheck(server.edgePort, check(made.body.token), "127.0.0.49")).body.remote_config).toBeUndefined();
+    // another user's token: their own (none), not carol's
+    const bobs = await postCheck(server.edgePort, remote(bobToken), "127.0.0.49");
+    expect(bobs.body.remote_config).toEqual({ version: 0, tunnels: {} });
+    const bad = await postCheck(server.edgePort, remote(BAD_TOKEN), "127.0.0.50");
+    expect(bad.status).toBe(401);
+    expect((await api.delete(`/api/tokens/${made.body.token_id}`)).status).toBe(200);
+    const revoked = await postCheck(server.edgePort, remote(made.body.token), "127.0.0.50");
+    expect(revoked.status).toBe(403);
+    for (const a of [bobs, bad, revoked]) expect(JSON.stringify(a.body)).not.toContain(secret);
   });
 
   test("it changes nothing: a private tunnel it judged is not declared, so its share reaches nobody", async () => {

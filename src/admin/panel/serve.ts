@@ -7,6 +7,6 @@ import type { HTMLBundle } from "bun";
 import panel from "./index.html";
 
 /** Page paths of the panel; keep in step with matchPath in web/router.ts. */
-export const PANEL_PATHS = ["/", "/users", "/users/:id", "/domains", "/tunnels", "/certificates", "/audit", "/keys", "/invitations", "/webhooks", "/policies"] as const;
+export const PANEL_PATHS = ["/", "/users", "/users/:id", "/domains", "/tunnels", "/agents", "/certificates", "/audit", "/keys", "/invitations", "/webhooks", "/policies"] as const;
 
 export const panelRoutes: Record<string, HTMLBundle> = Object.fromEntries(PANEL_PATHS.map((p) => [p, panel]));

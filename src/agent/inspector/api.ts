@@ -5,7 +5,8 @@
  * `{"error": message, "code": CODE}`; anything else is a bug, answered
  * with a bare 500 and logged without the request's contents.
  *
- *   GET    /api/tunnels                 the tunnels of this agent
+ *   GET    /api/tunnels                 the tunnels of this agent; POST starts one (tunnels-api.ts)
+ *   GET    /api/tunnels/:name           one of them; DELETE stops it
  *   GET    /api/flows?tunnel=           udp tunnels' flows, open then ended (flows.ts)
  *   GET    /api/requests?tunnel=&limit= captures, newest first, no bodies
  *   DELETE /api/requests                forget them all
@@ -20,7 +21,9 @@ import type { ListenAddress } from "./address.ts";
 import { badRequest, InspectorError } from "./errors.ts";
 import { refusal, SECURITY_HEADERS } from "./guard.ts";
 import type { FlowList } from "./flows.ts";
-import { detailJson, summaryJson, tunnelJson } from "./json.ts";
+import { detailJson, summaryJson } from "./json.ts";
+import { tunnelsRoute } from "./tunnels-api.ts";
+import type { TunnelSet } from "../tunnel-set.ts";
 import { MAX_BODY_BYTES } from "./limits.ts";
 import type { LiveStreams } from "./live.ts";
 import { replay, type ReplayEdits } from "./replay.ts";
@@ -34,6 +37,8 @@ export interface InspectorAppDeps {
   page: InspectorPage;
   /** Where the inspector listens (its real port): the Host check's reference. */
   bound: () => ListenAddress;
+  /** The agent's tunnels by source, which the agent API changes (tunnels-api.ts); undefined: shown, not changed. */
+  tunnels?: () => TunnelSet | undefined;
 }
 
 /** A replay's JSON: a 1 MiB body in base64, and room for the rest. */
@@ -62,14 +67,13 @@ export function createInspectorApp(deps: InspectorAppDeps) {
   const { store, live, page } = deps;
 
   const json = (body: unknown, status = 200, headers: Record<string, string> = {}) => Response.json(body, { status, headers: { ...SECURITY_HEADERS, ...headers } });
-  const failure = (err: InspectorError) => json({ error: err.message, code: err.code }, err.status, err.headers);
+  const failure = (err: InspectorError) => json({ error: err.message, code: err.code, ...err.extra }, err.status, err.headers);
 
   async function route(req: Request, server: RequestTimeouts, path: string, query: URLSearchParams): Promise<Response> {
     const method = req.method;
-    if (path === "/api/tunnels") {
-      only(method, ["GET"], path);
-      return json({ tunnels: store.tunnels.map(tunnelJson) });
-    }
+    // the agent API's tunnels (tunnels-api.ts)
+    const tunnels = await tunnelsRoute({ tunnels: deps.tunnels ?? (() => undefined), views: () => store.tunnels, bound: deps.bound }, req, server, path, json);
+    if (tunnels) return tunnels;
     if (path === "/api/flows") {
       only(method, ["GET"], path);
       return json({ flows: deps.flows.list(query.get("tunnel") || undefined) });

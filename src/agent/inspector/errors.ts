@@ -36,6 +36,36 @@ export const INSPECTOR_ERRORS = {
     meaning: "A replay's body is over 1 MiB, or its JSON over 2 MiB.",
     advice: "Send a smaller body.",
   },
+  /** The agent API: a tunnel of that name runs already. */
+  TUNNEL_EXISTS: {
+    status: 409,
+    meaning: "`POST /api/tunnels` names a tunnel that runs already (from the command line, burrow.yml, the agent API or the server's remote config).",
+    advice: "Pick another name, or stop that tunnel first (`DELETE /api/tunnels/NAME`).",
+  },
+  /** The agent API: the server refused the tunnel. */
+  TUNNEL_REFUSED: {
+    status: 422,
+    meaning: "`POST /api/tunnels`: the server refused the tunnel, as it would at a handshake (its code and message are in `refusal`); the agent's other tunnels go on.",
+    advice: "Fix what the server's code names (docs/reference/codes.md).",
+  },
+  /** The agent API: a tunnel of the server's remote config. */
+  MANAGED_BY_SERVER: {
+    status: 409,
+    meaning: "`DELETE /api/tunnels/NAME` names a tunnel of the server's remote config (`burrow start --remote`), which only the server changes.",
+    advice: "Change the device's config on the server (the panel, the portal, or `PUT /api/tokens/ID/config`).",
+  },
+  /** The agent API: this inspector's tunnels are not the API's to change. */
+  NOT_CHANGEABLE: {
+    status: 409,
+    meaning: "Tunnels are started and stopped through the agent API of the `burrow` agent only; burrow-agent's inspector shows them, its program changes them.",
+    advice: "Use the program's own forward() and close().",
+  },
+  /** The agent API: a change from outside this machine. */
+  LOOPBACK_ONLY: {
+    status: 403,
+    meaning: "Tunnels are started and stopped only through an inspector listening on a loopback address, from a loopback client: the agent API has no authentication, so it is this machine's alone.",
+    advice: "Call it on 127.0.0.1 (or localhost) from the same machine; do not move the inspector off loopback (`--inspect-addr`) to change tunnels.",
+  },
   /** Too many live streams open at once. */
   TOO_MANY_STREAMS: {
     status: 503,
@@ -53,6 +83,8 @@ export class InspectorError extends Error {
     readonly code: InspectorErrorCode,
     message: string,
     readonly headers: Record<string, string> = {},
+    /** More fields of the answer's JSON, beside `error` and `code`. */
+    readonly extra: Record<string, unknown> = {},
   ) {
     super(message);
     this.status = INSPECTOR_ERRORS[code].status;

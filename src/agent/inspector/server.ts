@@ -13,6 +13,7 @@ import { LiveStreams } from "./live.ts";
 import { CaptureStore } from "./store.ts";
 import { InspectorPage } from "./ui.ts";
 import { FlowList } from "./flows.ts";
+import type { TunnelSet } from "../tunnel-set.ts";
 
 export interface InspectorOptions {
   /** --inspect-addr: listen exactly there or fail. Without it, the first free of `ports` on 127.0.0.1. */
@@ -34,6 +35,9 @@ export type InspectorStart =
 export class InspectorListenError extends Error {}
 
 export class Inspector {
+  /** The agent's tunnels by source, which the agent API starts and stops (tunnels-api.ts); set by the command that runs the agent. */
+  tunnels?: TunnelSet;
+
   constructor(
     readonly store: CaptureStore,
     private readonly server: { stop(closeActive?: boolean): unknown },
@@ -67,7 +71,21 @@ export class Inspector {
       store.answeredAtEdge(tunnel, note);
       out.policyNote?.(tunnel, note);
     };
-    return relayOutput(out, { ready, flow, policyNote });
+    // tunnels added and removed on the live session (client-changes.ts)
+    const tunnelAdded: AgentOutput["tunnelAdded"] = (t) => {
+      store.tunnels = [...store.tunnels.filter((x) => x.name !== t.name), t];
+      out.tunnelAdded?.(t);
+    };
+    const gone = (name: string) => (store.tunnels = store.tunnels.filter((x) => x.name !== name));
+    const tunnelRemoved: AgentOutput["tunnelRemoved"] = (name) => {
+      gone(name);
+      out.tunnelRemoved?.(name);
+    };
+    const tunnelRefused: AgentOutput["tunnelRefused"] = (name, code, message) => {
+      gone(name);
+      out.tunnelRefused?.(name, code, message);
+    };
+    return relayOutput(out, { ready, flow, policyNote, tunnelAdded, tunnelRemoved, tunnelRefused });
   }
 
   stop(): void {
@@ -83,7 +101,8 @@ export function startInspector(opts: InspectorOptions): InspectorStart {
   let server: ReturnType<typeof Bun.serve> | undefined;
   let address: ListenAddress | undefined;
   const flows = new FlowList();
-  const app = createInspectorApp({ store, live, page, flows, bound: () => address! });
+  let inspector: Inspector | undefined;
+  const app = createInspectorApp({ store, live, page, flows, bound: () => address!, tunnels: () => inspector?.tunnels });
   const listen = (at: ListenAddress) => {
     server = Bun.serve({
       hostname: at.host,
@@ -108,7 +127,8 @@ export function startInspector(opts: InspectorOptions): InspectorStart {
       return { kind: "busy", tried: `${DEFAULT_PORTS.host}:${ports.first}-${ports.last}` };
     }
   }
-  return { kind: "listening", inspector: new Inspector(store, server!, live, address!, flows) };
+  inspector = new Inspector(store, server!, live, address!, flows);
+  return { kind: "listening", inspector };
 }
 
 /**

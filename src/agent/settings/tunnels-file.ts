@@ -79,9 +79,27 @@ export interface TunnelsFile {
 
 /** A mistake in the file: `FILE:LINE: FIELD: what is wrong`. burrow exits 2 on it. */
 export class ConfigFileError extends UsageError {
-  constructor(path: string, line: number, field: string, message: string) {
-    super(`${path}:${line}: ${field ? `${field}: ` : ""}${message}`);
+  constructor(
+    path: string,
+    readonly line: number,
+    /** The field's path, `tunnels.web.subdomain` ("" for the file as a whole). */
+    readonly field: string,
+    /** What is wrong with it. */
+    readonly reason: string,
+  ) {
+    super(`${path}:${line}: ${field ? `${field}: ` : ""}${reason}`);
   }
+}
+
+/**
+ * How the text is read. A file (burrow.yml) may name the server and token
+ * and policy files beside it, and has at least one tunnel. A tunnels map
+ * sent as JSON (the agent API, the server's remote config: tunnels-json.ts)
+ * has `tunnels` only, may have none, and writes a policy in it: it names no
+ * file, since it is read on another machine than the one it was written on.
+ */
+export interface ReadMode {
+  json?: boolean;
 }
 
 /**
@@ -120,7 +138,7 @@ export function readTunnelsFile(path: string): TunnelsFile {
 type Node = ParsedNode | null;
 
 /** Parses and checks the text of a burrow.yml; `path` names it in errors. */
-export function parseTunnelsFile(text: string, path: string): TunnelsFile {
+export function parseTunnelsFile(text: string, path: string, mode: ReadMode = {}): TunnelsFile {
   const lines = new LineCounter();
   // duplicate keys are found below, where the message can say which tunnel
   const doc = parseDocument(text, { lineCounter: lines, uniqueKeys: false, prettyErrors: false });
@@ -139,6 +157,7 @@ export function parseTunnelsFile(text: string, path: string): TunnelsFile {
   let tunnelsNode: Node = null;
   for (const pair of entries(root, "", fail)) {
     const { key, value } = pair;
+    if (mode.json && key !== "tunnels") fail(pair.keyNode, key, "unknown key (allowed: tunnels)");
     switch (key) {
       case "server":
         out.server = text_(value, key, fail);
@@ -171,7 +190,7 @@ export function parseTunnelsFile(text: string, path: string): TunnelsFile {
     const field = `tunnels.${name}`;
     if (!TUNNEL_NAME.test(name)) fail(keyNode, field, "a tunnel name is 1-64 letters, digits and _ . - (starting with a letter or digit)");
     if (out.tunnels.some((t) => t.name === name)) fail(keyNode, field, `the tunnel name '${name}' is used twice`);
-    const tunnel = readTunnel(name, value, field, fail, { text, path, lines });
+    const tunnel = readTunnel(name, value, field, fail, { text, path, lines, json: mode.json ?? false });
     const req = tunnel.request;
     if (isNamedKind(req) && req.subdomain !== undefined) {
       const other = subdomains.get(req.subdomain);
@@ -186,7 +205,7 @@ export function parseTunnelsFile(text: string, path: string): TunnelsFile {
     }
     out.tunnels.push(tunnel);
   }
-  if (out.tunnels.length === 0) return fail(tunnelsNode, "tunnels", "no tunnels: name at least one");
+  if (out.tunnels.length === 0 && !mode.json) return fail(tunnelsNode, "tunnels", "no tunnels: name at least one");
   if (out.tunnels.length > MAX_TUNNELS) return fail(tunnelsNode, "tunnels", `${out.tunnels.length} tunnels; one agent runs at most ${MAX_TUNNELS}`);
   return out;
 }
@@ -207,6 +226,8 @@ interface FileText {
   text: string;
   path: string;
   lines: LineCounter;
+  /** Sent as JSON (ReadMode): a policy is written in it, never a file's path. */
+  json: boolean;
 }
 
 function readTunnel(name: string, node: Node, field: string, fail: Fail, file: FileText): FileTunnel {
@@ -312,6 +333,7 @@ function readPolicy(node: Node, field: string, fail: Fail, file: FileText): { te
     const at = file.lines.linePos(node.range[0]);
     return { text: `${"\n".repeat(at.line - 1)}${" ".repeat(at.col - 1)}${file.text.slice(node.range[0], node.range[1])}`, from: file.path };
   }
+  if (file.json) return fail(node, field, "must be a policy: a map of on_tcp_connect, on_http_request, on_http_response (written here, not a file's path)");
   if (!isScalar(node) || typeof node.value !== "string" || node.value.trim() === "") {
     return fail(node, field, "must be a policy (a map of on_tcp_connect, on_http_request, on_http_response) or the path of a policy file");
   }

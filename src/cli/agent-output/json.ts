@@ -92,6 +92,12 @@ export function jsonOutput(threshold: LogLevel, write: (line: string) => void = 
     tunnelRefused(name, code, message) {
       emit("error", "tunnel_refused", { tunnel: name, code, message });
     },
+    tunnelAdded(t) {
+      if (on("info")) emit("info", "tunnel_added", { tunnel: t.name, protocol: t.protocol, url: t.url, local: t.local });
+    },
+    tunnelRemoved(name) {
+      if (on("info")) emit("info", "tunnel_removed", { tunnel: name });
+    },
     latency(ms) {
       if (on("debug")) emit("debug", "latency", { ms: round(ms) });
     },

@@ -26,6 +26,8 @@ export function lineOutput(threshold: LogLevel = DEFAULT_LOG_LEVEL): AgentOutput
   let named = false;
   let width = 0;
   const refusedNames = new Set<string>();
+  /** The tunnels running now (READY's, and those added since). */
+  let running = new Set<string>();
   const who = (tunnel: string) => (named ? `${out.bold(tunnel.padEnd(width))}  ` : "");
   /** A request's line, made when its batch is written (print.ts). */
   const requestLine: LineFormat<RequestEvent> = (l, stamp) =>
@@ -33,7 +35,8 @@ export function lineOutput(threshold: LogLevel = DEFAULT_LOG_LEVEL): AgentOutput
   return {
     ready(r) {
       flushLines(); // lines queued so far are made with the names as they were
-      const names = new Set([...r.tunnels.map((t) => t.name), ...refusedNames]);
+      running = new Set(r.tunnels.map((t) => t.name));
+      const names = new Set([...running, ...refusedNames]);
       named = names.size > 1;
       width = Math.max(0, ...[...names].map((n) => n.length));
       if (!on("info")) return;
@@ -80,6 +83,19 @@ export function lineOutput(threshold: LogLevel = DEFAULT_LOG_LEVEL): AgentOutput
     refused(code, message) {
       flushLines(); // what came before the refusal reads before it
       console.error(refusalLine(err, code, message));
+    },
+    tunnelAdded(t) {
+      flushLines();
+      // a second tunnel: lines name their tunnel from now on
+      running.add(t.name);
+      named = named || new Set([...running, ...refusedNames]).size > 1;
+      width = Math.max(width, t.name.length);
+      if (on("info")) print(`${out.green("Forwarding")}  ${who(t.name)}${out.bold(t.url)} -> ${t.local}   ${out.dim("(added)")}`);
+    },
+    tunnelRemoved(name) {
+      running.delete(name);
+      flushLines();
+      if (on("info")) print(`${timestamp()}  ${who(name)}tunnel '${printable(name)}' removed`);
     },
     tunnelRefused(name, code, message) {
       refusedNames.add(name);

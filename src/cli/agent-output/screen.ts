@@ -191,7 +191,17 @@ export function screenOutput(term: ScreenTerminal = { stdout: process.stdout, st
       schedule();
     },
     tunnelRefused(name, code, message) {
+      state.tunnels = state.tunnels.filter((t) => t.name !== name);
       state.refusedTunnels = [...state.refusedTunnels.filter((t) => t.name !== name), { name, code, message }];
+      schedule();
+    },
+    tunnelAdded(t) {
+      state.refusedTunnels = state.refusedTunnels.filter((r) => r.name !== t.name);
+      state.tunnels = [...state.tunnels.filter((x) => x.name !== t.name), { name: t.name, url: t.url, local: t.local, protocol: t.protocol }];
+      schedule();
+    },
+    tunnelRemoved(name) {
+      state.tunnels = state.tunnels.filter((t) => t.name !== name);
       schedule();
     },
     latency(ms) {

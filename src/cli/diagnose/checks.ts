@@ -5,8 +5,8 @@
  */
 import type { TunnelRequest } from "../../protocol/messages.ts";
 
-/** Every check, in order; `tunnel` is one per tunnel of the config file. */
-export const CHECK_IDS = ["dns", "tcp", "tls", "proxy", "websocket", "direct", "clock", "protocol", "token", "tunnel"] as const;
+/** Every check, in order; `remote` only with --remote; `tunnel` is one per tunnel of the config file (and, with --remote, of the server's config). */
+export const CHECK_IDS = ["dns", "tcp", "tls", "proxy", "websocket", "direct", "clock", "protocol", "token", "remote", "tunnel"] as const;
 export type CheckId = (typeof CHECK_IDS)[number];
 
 /**
@@ -43,7 +43,8 @@ export const CHECK_TITLES: Record<CheckId, string> = {
   clock: "this machine's clock against the server's",
   protocol: "protocol and version compatible",
   token: "the token: valid, enabled, its user's limits",
-  tunnel: "a tunnel of the config file: its name or port",
+  remote: "the server's config for this token (--remote), read as the agent reads it",
+  tunnel: "a tunnel of the config file or the server's config: its name or port",
 };
 
 /** What diagnose checks with. */
@@ -55,6 +56,8 @@ export interface DiagnoseSettings {
   insecure: boolean;
   /** The config file's tunnels (none without one). */
   tunnels: { name: string; request: TunnelRequest }[];
+  /** The agent runs its token's remote config (`burrow start --remote`): its tunnels are checked too, beside the file's. */
+  remote: boolean;
   configPath?: string;
   /** Each network step's time limit. */
   timeoutMs: number;

@@ -16,6 +16,11 @@ export const DIAGNOSE_FLAGS = {
     help: "the config file whose tunnels are checked (and its server:, token:, proxy:)",
     details: "As `burrow start` finds it; without one, every check but the tunnels'.",
   },
+  remote: {
+    type: "boolean",
+    help: "also check the tunnels the server keeps for this token (as burrow start --remote runs them)",
+    details: "The server's config is read as the agent reads it, and its tunnels are checked beside those of a file `--config` (or BURROW_CONFIG) names; where both name a tunnel, the server's is checked and the file's is set aside, as the agent does. Without `--config`, no burrow.yml is read, as with `burrow start --remote`.",
+  },
   json: { type: "boolean", help: "one JSON object for scripts instead of the report (its shape: below)" },
   bundle: {
     type: "string",
@@ -43,20 +48,22 @@ export const DIAGNOSE_FLAGS = {
 
 export const DIAGNOSE_DOC: CommandDoc = {
   name: "diagnose",
-  usage: ["burrow diagnose [--config FILE] [--json] [--bundle FILE] [flags]"],
+  usage: ["burrow diagnose [--config FILE] [--remote] [--json] [--bundle FILE] [flags]"],
   about: `Checks, in order, what an agent needs to connect, and says which check fails
 and what to do: the server's name resolves, a TCP connection to its port,
 TLS (the certificate valid for the name, its expiry), the proxy (from the
 flags, the config file or HTTPS_PROXY / ALL_PROXY), the agents' WebSocket
 path, the direct agent port, this machine's clock against the server's,
-protocol and version, the token (valid, enabled, its user's limits), and each
-tunnel of the config file (its name free or reserved for this user, its port
-allowed). Nothing is opened on the server. Exit 0 when no check fails
+protocol and version, the token (valid, enabled, its user's limits), with
+--remote the tunnels the server keeps for the token (read as the agent reads
+them), and each tunnel of the config file or the server's config (its name
+free or reserved for this user, its port allowed). Nothing is opened on the
+server. Exit 0 when no check fails
 (warnings and skipped checks aside), 1 when one does, 2 for a mistake in the
 command line.`,
   flags: DIAGNOSE_FLAGS,
   groups: [
-    { title: "Flags:", flags: ["config", "json", "bundle", "log-file", "log-lines", "service", "timeout", "clock-tolerance"] },
+    { title: "Flags:", flags: ["config", "remote", "json", "bundle", "log-file", "log-lines", "service", "timeout", "clock-tolerance"] },
     { title: "The server (as burrow start takes it):", flags: ["server", "token", "token-file", "proxy", "insecure"] },
   ],
 };

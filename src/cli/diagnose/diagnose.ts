@@ -43,7 +43,10 @@ export async function diagnoseCommand(argv: string[], env: Env = process.env): P
   const logLines = whole(values, "log-lines", DEFAULTS.logLines, BOUNDS.logLines);
 
   // a config file is optional here: without one, everything but the tunnels is checked
-  const configPath = findConfigFile(values.config as string | undefined, env);
+  const remote = values.remote === true;
+  const named = values.config as string | undefined;
+  // --remote reads a file only when one is named, as burrow start --remote does
+  const configPath = remote && named === undefined ? undefined : findConfigFile(named, env);
   const file = configPath ? readTunnelsFile(configPath) : undefined;
   const { server, token } = resolveCredentials(
     { server: values.server as string | undefined, token: values.token as string | undefined, tokenFile: values["token-file"] as string | undefined },
@@ -56,6 +59,7 @@ export async function diagnoseCommand(argv: string[], env: Env = process.env): P
     proxy: proxyOf(values.proxy as string | undefined, file, env),
     insecure: values.insecure === true || file?.insecure === true,
     tunnels: (file?.tunnels ?? []).map((t) => ({ name: t.name, request: t.request })),
+    remote,
     configPath,
     timeoutMs: timeoutS * 1000,
     clockToleranceS,

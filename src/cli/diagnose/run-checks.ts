@@ -3,13 +3,16 @@
  * check that needs one that failed is skipped, saying which. Through a
  * proxy, the proxy is asked first (the agent reaches the server only
  * through it) and TCP and TLS are checked through it; the report still
- * tells them in their order.
+ * tells them in their order. With --remote, the server's config for the
+ * token is read before the tunnels (remote-checks.ts), and its tunnels are
+ * judged with the file's.
  */
 import type { Socket } from "node:net";
 import { checkDirect, checkWebSocket } from "./agent-path-checks.ts";
 import { skipped, type CheckResult, type DiagnoseSettings } from "./checks.ts";
 import { checkDns, checkProxy, checkTcp, checkTls, plainServer } from "./network-checks.ts";
 import { openTcp, openThroughProxy, openTls, serverOf } from "./reach.ts";
+import { remoteTunnels } from "./remote-checks.ts";
 import { askAgentsPath, checkClock, checkWithServer } from "./server-checks.ts";
 
 export async function runChecks(settings: DiagnoseSettings): Promise<CheckResult[]> {
@@ -18,7 +21,7 @@ export async function runChecks(settings: DiagnoseSettings): Promise<CheckResult
   const proxy = settings.proxy;
   const out: CheckResult[] = [];
   const rest = (why: string) => [
-    ...(["websocket", "direct", "clock", "protocol", "token"] as const).map((id) => skipped(id, why)),
+    ...(["websocket", "direct", "clock", "protocol", "token", ...(settings.remote ? (["remote"] as const) : [])] as const).map((id) => skipped(id, why)),
     ...settings.tunnels.map((t) => skipped("tunnel", why, t.name)),
   ];
 
@@ -62,6 +65,14 @@ export async function runChecks(settings: DiagnoseSettings): Promise<CheckResult
   const question = await askAgentsPath(s, open, timeoutMs);
   out.push(await checkDirect(s, question.directPort, proxy !== undefined, settings.insecure, timeoutMs));
   out.push(checkClock(question, settings.clockToleranceS));
-  out.push(...(await checkWithServer(s, settings, open)));
+  if (!settings.remote) {
+    out.push(...(await checkWithServer(s, settings, open)));
+    return out;
+  }
+  // --remote: the server's config first, then its tunnels judged with the file's, as the agent would run them
+  const remote = await remoteTunnels(s, settings, open);
+  const judged = await checkWithServer(s, { ...settings, tunnels: remote.tunnels }, open);
+  const tunnels = judged.filter((r) => r.id === "tunnel").map((r) => (r.tunnel !== undefined && remote.fromServer.has(r.tunnel) ? { ...r, detail: `${r.detail} (the server's config)` } : r));
+  out.push(...judged.filter((r) => r.id !== "tunnel"), remote.result, ...tunnels, ...remote.notJudged);
   return out;
 }

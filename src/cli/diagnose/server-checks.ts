@@ -6,7 +6,7 @@
  */
 import * as v from "valibot";
 import { TUNNEL_REFUSALS } from "../../core/errors.ts";
-import { AgentCheckAnswer, type AgentCheck } from "../../protocol/agent-check.ts";
+import { AgentCheck, AgentCheckAnswer } from "../../protocol/agent-check.ts";
 import { DirectPortAnswer } from "../../protocol/messages.ts";
 import { CHECK_PATH, CONNECT_PATH, PROTOCOL_VERSION, WIRE_ERRORS } from "../../protocol/wire.ts";
 import { VERSION } from "../../version.ts";
@@ -68,7 +68,7 @@ export function checkClock(q: AgentsQuestion, toleranceS: number): CheckResult {
 export async function checkWithServer(s: Server, settings: DiagnoseSettings, open: () => Promise<import("node:net").Socket>): Promise<CheckResult[]> {
   const tunnelsSkipped = (why: string) => settings.tunnels.map((t) => skipped("tunnel", why, t.name));
   const started = performance.now();
-  const body: AgentCheck = { version: PROTOCOL_VERSION, token: settings.token, proxy: settings.proxy !== undefined, tunnels: settings.tunnels.map((t) => t.request) };
+  const body: v.InferInput<typeof AgentCheck> = { version: PROTOCOL_VERSION, token: settings.token, proxy: settings.proxy !== undefined, tunnels: settings.tunnels.map((t) => t.request) };
   let answer: Answer;
   try {
     answer = await exchange(await open(), { method: "POST", path: CHECK_PATH, host: hostHeader(s), body: JSON.stringify(body) }, settings.timeoutMs);
@@ -107,7 +107,8 @@ export async function checkWithServer(s: Server, settings: DiagnoseSettings, ope
   return [protocol, tokenResult(a), ...tunnelResults(a, settings)];
 }
 
-function parseJson(answer: Answer): Record<string, unknown> | undefined {
+/** The answer's body as a JSON object, or undefined when it is none. */
+export function parseJson(answer: Answer): Record<string, unknown> | undefined {
   if (!(answer.headers.get("content-type") ?? "").includes("json")) return undefined;
   try {
     const value: unknown = JSON.parse(answer.body);

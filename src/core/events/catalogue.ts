@@ -66,7 +66,7 @@ export const EVENT_CATALOGUE = {
     example: { ...TUNNEL_EXAMPLE, bytes_in: 52_311, bytes_out: 1_048_576, duration_s: 3_600 },
   },
   "tunnel.refused": {
-    about: "An agent's handshake was refused by the rules, with the code it was told (docs/reference/codes.md); user and token are null when the token was not one of ours.",
+    about: "An agent's handshake was refused by the rules, or a tunnel it added to its live connection was, with the code it was told (docs/reference/codes.md); user and token are null when the token was not one of ours.",
     user: true,
     data: v.object({ code: text, message: text, user_id: maybe(id), username: maybe(text), token_id: maybe(id), address: text, node: text }),
     example: { code: "TUNNEL_LIMIT", message: "this user may have at most 2 tunnels", user_id: 7, username: "alice", token_id: 12, address: "203.0.113.9", node: "local" },

@@ -3,6 +3,7 @@
  * errors a script uses (docs/portal.md). Every failure becomes an ApiError
  * whose message is a sentence a person can read.
  */
+import type { TunnelsConfig } from "../../ui/device-config.ts";
 import type { DayTraffic } from "../../ui/components/chart.tsx";
 import type { PrivateKind } from "../../protocol/kinds.ts";
 import type { TrafficPeriod } from "../../ui/format.ts";
@@ -136,6 +137,8 @@ export const api = {
   addSshKey: (key: string, name?: string) => call<SshKey>("POST", "/_burrow/api/me/ssh-keys", name ? { key, name } : { key }),
   removeSshKey: (id: number) => call<{ status: string }>("DELETE", `/_burrow/api/me/ssh-keys/${id}`),
   sshGateway: () => call<SshGateway>("GET", "/_burrow/api/ssh"),
+  deviceConfig: (id: number) => call<TunnelsConfig>("GET", `/_burrow/api/me/tokens/${id}/config`),
+  setDeviceConfig: (id: number, tunnels: Record<string, unknown>) => call<TunnelsConfig>("PUT", `/_burrow/api/me/tokens/${id}/config`, { tunnels }),
   tunnels: () => call<MyTunnel[]>("GET", "/_burrow/api/me/tunnels"),
   shared: () => call<SharedTunnel[]>("GET", "/_burrow/api/me/shared"),
   traffic: (days: number) => call<DayTraffic[]>("GET", `/_burrow/api/me/traffic?days=${days}`),

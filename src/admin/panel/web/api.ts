@@ -11,6 +11,7 @@ export type { ServerInfo } from "../../../ui/format.ts";
 import type { ServerInfo } from "../../../ui/format.ts";
 export { messageOf } from "../../../ui/errors.ts";
 import { ApiError, jsonClient } from "../../../ui/json-client.ts";
+import type { TunnelsConfig } from "../../../ui/device-config.ts";
 
 /** A user's SSH public key (the SSH gateway's device). */
 export interface SshKey {
@@ -62,6 +63,29 @@ export interface Token {
   enabled: boolean;
   created_at: string;
   last_used: string | null;
+}
+
+/** A connected agent (GET /api/agents). */
+export interface Agent {
+  id: string;
+  node: string | null;
+  user_id: number;
+  username: string;
+  /** null for a session of the SSH gateway, whose device is the key of ssh_key_id. */
+  token_id: number | null;
+  ssh_key_id?: number;
+  agent: string | null;
+  os: string | null;
+  arch: string | null;
+  started_at: string | null;
+  connected_at: string;
+  remote: string;
+  transport: string;
+  tunnels: { id: string; name: string | null; protocol: string; url: string; source: string | null }[];
+  connects: string | null;
+  config: { remote: boolean; version: number | null; error: string | null };
+  last_error: { message: string; at: string } | null;
+  manage: { restart: boolean; update: boolean } | null;
 }
 
 export interface NewToken {
@@ -326,6 +350,8 @@ export const api = {
   sshKeys: (userId: number) => call<SshKey[]>("GET", `/api/users/${id(userId)}/ssh-keys`),
   addSshKey: (userId: number, key: string, name?: string) => call<SshKey>("POST", `/api/users/${id(userId)}/ssh-keys`, name ? { key, name } : { key }),
   removeSshKey: (keyId: number) => call<{ status: string }>("DELETE", `/api/ssh-keys/${id(keyId)}`),
+  tokenConfig: (tokenId: number) => call<TunnelsConfig>("GET", `/api/tokens/${id(tokenId)}/config`),
+  setTokenConfig: (tokenId: number, tunnels: Record<string, unknown>) => call<TunnelsConfig>("PUT", `/api/tokens/${id(tokenId)}/config`, { tunnels }),
 
   domains: () => call<Domain[]>("GET", "/api/domains"),
   reserve: (subdomain: string, userId: number) => call<Domain>("POST", "/api/domains", { subdomain, user_id: userId }),
@@ -338,6 +364,8 @@ export const api = {
 
   dashboard: () => call<Dashboard>("GET", "/api/dashboard"),
   activeTunnels: () => call<ActiveTunnel[]>("GET", "/api/tunnels/active"),
+  agents: () => call<Agent[]>("GET", "/api/agents"),
+  askAgent: (id: string, action: "restart" | "update") => call<{ status: "accepted"; message: string }>("POST", `/api/agents/${encodeURIComponent(id)}/${action}`),
   userDays: (userId: number, days = 30) => call<DayTraffic[]>("GET", `/api/analytics/traffic?user_id=${id(userId)}&days=${days}`),
   perUser: (days = 30) => call<UserTraffic[]>("GET", `/api/analytics/traffic?days=${days}`),
 

@@ -18,6 +18,7 @@ import { WebhooksPage } from "./pages/webhooks.tsx";
 import { InvitationsPage } from "./pages/invitations.tsx";
 import { SignInPage } from "./pages/signin.tsx";
 import { TunnelsPage } from "./pages/tunnels.tsx";
+import { AgentsPage } from "./pages/agents.tsx";
 import { UserPage } from "./pages/user.tsx";
 import { UsersPage } from "./pages/users.tsx";
 import { matchPath, usePath, type Page } from "./router.ts";
@@ -91,6 +92,7 @@ const NAV: { href: string; label: string; pages: Page["name"][] }[] = [
   { href: "/users", label: "Users", pages: ["users", "user"] },
   { href: "/invitations", label: "Invitations", pages: ["invitations"] },
   { href: "/tunnels", label: "Tunnels", pages: ["tunnels"] },
+  { href: "/agents", label: "Agents", pages: ["agents"] },
   { href: "/domains", label: "Subdomains", pages: ["domains"] },
   { href: "/certificates", label: "HTTPS", pages: ["certificates"] },
   { href: "/policies", label: "Policies", pages: ["policies"] },
@@ -126,6 +128,8 @@ function PageView({ page }: { page: Page }) {
       return <DomainsPage />;
     case "tunnels":
       return <TunnelsPage />;
+    case "agents":
+      return <AgentsPage />;
     case "certificates":
       return <CertificatesPage />;
     case "audit":

@@ -10,6 +10,7 @@ export type Page =
   | { name: "user"; id: number }
   | { name: "domains" }
   | { name: "tunnels" }
+  | { name: "agents" }
   | { name: "certificates" }
   | { name: "audit" }
   | { name: "keys" }
@@ -24,6 +25,7 @@ export function matchPath(path: string): Page {
   if (p === "/users") return { name: "users" };
   if (p === "/domains") return { name: "domains" };
   if (p === "/tunnels") return { name: "tunnels" };
+  if (p === "/agents") return { name: "agents" };
   if (p === "/certificates") return { name: "certificates" };
   if (p === "/audit") return { name: "audit" };
   if (p === "/keys") return { name: "keys" };

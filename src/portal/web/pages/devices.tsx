@@ -1,11 +1,14 @@
 /**
  * The user's devices (tokens): add one (by `burrow login` on the device, or
- * a token made here, shown once with its login line), list, revoke; and
- * their SSH keys (ssh-keys.tsx), devices too.
+ * a token made here, shown once with its login line), list, revoke, and set
+ * the tunnels a token's `burrow start --remote` runs (its remote config);
+ * and their SSH keys (ssh-keys.tsx), devices too, which have no remote
+ * config (an `ssh -R` says its own tunnels).
  */
 import { useRef, useState } from "preact/hooks";
 import { CopyButton } from "../../../ui/components/copy.tsx";
 import { Confirm, Modal } from "../../../ui/components/dialog.tsx";
+import { TunnelsConfigDialog } from "../../../ui/components/tunnels-config.tsx";
 import { Badge, Card, Empty, ErrorBox, Field, Loading } from "../../../ui/components/ui.tsx";
 import { ago, utcDateTime } from "../../../ui/format.ts";
 import { useApi, useTitle } from "../../../ui/hooks.ts";
@@ -23,6 +26,7 @@ export function DevicesPage() {
   const [busy, setBusy] = useState(false);
   const [secret, setSecret] = useState<NewDevice>();
   const [revoking, setRevoking] = useState<Token>();
+  const [configuring, setConfiguring] = useState<Token>();
   const input = useRef<HTMLInputElement>(null);
   const loginLine = `burrow login --server ${location.origin}`;
   const full = me.user.max_devices > 0 && me.devices >= me.user.max_devices;
@@ -98,6 +102,11 @@ export function DevicesPage() {
                 </span>
               </div>
               {t.enabled && (
+                <button type="button" class="btn small" onClick={() => setConfiguring(t)} aria-label={`Tunnels of ${t.device_name}`}>
+                  Tunnels
+                </button>
+              )}
+              {t.enabled && (
                 <button type="button" class="btn small danger-ghost" onClick={() => setRevoking(t)} aria-label={`Revoke ${t.device_name}`}>
                   Revoke
                 </button>
@@ -107,6 +116,15 @@ export function DevicesPage() {
         </ul>
       </Card>
       <SshKeysCard full={full} changed={reload} />
+      {configuring && (
+        <TunnelsConfigDialog
+          device={configuring.device_name}
+          load={() => api.deviceConfig(configuring.id)}
+          save={(tunnels) => api.setDeviceConfig(configuring.id, tunnels)}
+          onSaved={(c) => notify("ok", `Tunnels of “${configuring.device_name}” saved (version ${c.version}): run burrow start --remote on it.`)}
+          onClose={() => setConfiguring(undefined)}
+        />
+      )}
       {secret && (
         <Modal title={`Token for “${secret.device_name}”`} onClose={() => setSecret(undefined)} wide>
           <p class="warn-box">

@@ -11,6 +11,7 @@ import { check, rules } from "../validate.ts";
 import { CopyButton } from "../../../../ui/components/copy.tsx";
 import { Confirm, Modal } from "../../../../ui/components/dialog.tsx";
 import { Badge, Empty, ErrorBox, Field } from "../../../../ui/components/ui.tsx";
+import { TunnelsConfigDialog } from "../../../../ui/components/tunnels-config.tsx";
 
 export function TokensPanel(props: { userId: number; username: string; tokens: Token[]; onChanged(): void }) {
   const [device, setDevice] = useState("");
@@ -18,6 +19,7 @@ export function TokensPanel(props: { userId: number; username: string; tokens: T
   const [busy, setBusy] = useState(false);
   const [secret, setSecret] = useState<NewToken & { device: string }>();
   const [revoking, setRevoking] = useState<Token>();
+  const [configuring, setConfiguring] = useState<Token>();
   const input = useRef<HTMLInputElement>(null);
 
   const generate = async (e: Event) => {
@@ -72,6 +74,11 @@ export function TokensPanel(props: { userId: number; username: string; tokens: T
                 </span>
               </div>
               {t.enabled && (
+                <button type="button" class="btn small" onClick={() => setConfiguring(t)} aria-label={`Tunnels of ${t.device_name}`}>
+                  Tunnels
+                </button>
+              )}
+              {t.enabled && (
                 <button type="button" class="btn small danger-ghost" onClick={() => setRevoking(t)} aria-label={`Revoke token ${t.device_name}`}>
                   Revoke
                 </button>
@@ -81,6 +88,15 @@ export function TokensPanel(props: { userId: number; username: string; tokens: T
         </ul>
       )}
 
+      {configuring && (
+        <TunnelsConfigDialog
+          device={configuring.device_name}
+          load={() => api.tokenConfig(configuring.id)}
+          save={(tunnels) => api.setTokenConfig(configuring.id, tunnels)}
+          onSaved={(c) => notify("ok", `Tunnels of “${configuring.device_name}” saved (version ${c.version}).`)}
+          onClose={() => setConfiguring(undefined)}
+        />
+      )}
       {secret && <SecretDialog secret={secret} username={props.username} onClose={() => setSecret(undefined)} />}
       {revoking && (
         <Confirm
