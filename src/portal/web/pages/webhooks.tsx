@@ -22,7 +22,7 @@ export function WebhooksPage() {
       </div>
       <WebhooksView
         client={myWebhooks}
-        eventsHint="* for every event about you, or comma-separated: tunnel.*, token.*, quota.*, policy.rate_limited…"
+        eventsHint="* for every event about you, or comma-separated: tunnel.*, token.*, quota.*, policy.rate_limited, webhook.dropped…"
         empty="No webhook yet: make one above to hear of your tunnels without polling."
       />
     </>
