@@ -8,7 +8,10 @@
  * second, never waited for. What a stranger can cause over and over (a
  * refused handshake, a rate limit) is sampled: at most REFUSALS_PER_MINUTE
  * refusals a minute are said, and a tunnel's rate limit once a minute with
- * the count of the minute before.
+ * the count of the minute before. A stop (stop()) says what would
+ * otherwise wait: the rate limits counted since their last event, and the
+ * refusals whose token is being looked up; the outbox's own stop writes
+ * the queue after it.
  */
 import type { AppError } from "../core/errors.ts";
 import type { Core } from "../core/index.ts";
@@ -26,8 +29,10 @@ const SAID_KEPT = 10_000;
 
 export class EdgeEvents {
   private refusals = { minute: 0, n: 0 };
-  /** Rate limits counted per tunnel since its last event. */
-  private readonly limited = new Map<Tunnel, { since: number; n: number; timer?: ReturnType<typeof setTimeout> }>();
+  /** Rate limits counted per tunnel since its last event, with how to say them. */
+  private readonly limited = new Map<Tunnel, { n: number; say(): void; timer?: ReturnType<typeof setTimeout> }>();
+  /** Refusals waiting for their token's owner to be looked up. */
+  private readonly identifying = new Set<Promise<void>>();
   /** Quota events said by this process (dedupe keys): each is asked of the database once. */
   private readonly said = new Set<string>();
 
@@ -76,7 +81,9 @@ export class EdgeEvents {
       });
     if (token === undefined) return say();
     if (typeof token !== "string") return say(token);
-    this.core.tokens.identify(token).then(say, () => say());
+    const looked = this.core.tokens.identify(token).then(say, () => say());
+    this.identifying.add(looked);
+    void looked.finally(() => this.identifying.delete(looked));
   }
 
   /**
@@ -103,19 +110,35 @@ export class EdgeEvents {
 
   /** A request refused by a policy's rate limit: said at once for the first of a quiet tunnel, then once a minute with the count. */
   rateLimited(t: Tunnel): void {
-    const now = Date.now();
     const seen = this.limited.get(t);
     if (seen) return void seen.n++;
-    const entry: { since: number; n: number; timer?: ReturnType<typeof setTimeout> } = { since: now, n: 1 };
+    const entry: { n: number; say(): void; timer?: ReturnType<typeof setTimeout> } = {
+      n: 1,
+      say: () => this.core.events.later({ type: "policy.rate_limited", userId: t.userId, data: { user_id: t.userId, username: t.username, address: this.addressOf(t), refused: entry.n, node: this.node } }),
+    };
     this.limited.set(t, entry);
-    const say = () => this.core.events.later({ type: "policy.rate_limited", userId: t.userId, data: { user_id: t.userId, username: t.username, address: this.addressOf(t), refused: entry.n, node: this.node } });
-    say();
+    entry.say();
     // the rest of the minute is one more event, if any came
     entry.n = 0;
     entry.timer = setTimeout(() => {
       this.limited.delete(t);
-      if (entry.n > 0) say();
+      if (entry.n > 0) entry.say();
     }, MINUTE_MS);
     entry.timer.unref?.();
+  }
+
+  /**
+   * At a stop: the rate limits counted since their last event are said now
+   * rather than at the end of their minute, and the refusals being looked
+   * up are waited for (a lookup is one query), so that the outbox's stop
+   * writes them all.
+   */
+  async stop(): Promise<void> {
+    for (const entry of this.limited.values()) {
+      clearTimeout(entry.timer);
+      if (entry.n > 0) entry.say();
+    }
+    this.limited.clear();
+    await Promise.allSettled([...this.identifying]);
   }
 }

@@ -211,7 +211,8 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
           operatorLayers.stop();
         },
         closeLinks: () => nodes?.close(),
-      }),
+        // what the edge's events hold back (a rate limit's count, a refusal being looked up) is said, for the outbox's stop to write
+      }).then(() => events.stop()),
   };
 }
 

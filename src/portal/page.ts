@@ -6,7 +6,7 @@
 import { loadPageFiles, type PageFile } from "./page-files.ts";
 
 /** The paths the page answers on; keep in step with web/router.ts. */
-export const PAGE_PATHS = new Set(["/", "/devices", "/account", "/device", "/invite"]);
+export const PAGE_PATHS = new Set(["/", "/devices", "/account", "/webhooks", "/device", "/invite"]);
 
 let files: Promise<Map<string, PageFile>> | undefined;
 

@@ -4,9 +4,10 @@
  *
  * - a node down (cluster/cluster.ts tells nodeDown(), with node.down);
  * - a certificate within 14 days of its end whose renewal failed (looked
- *   at hourly, said once a day per certificate), beside certificate.expiring
- *   for any certificate that close to its end, and certificate.issued and
- *   .failed as the renewal reports them;
+ *   at hourly and right after each order's end, said once a day per
+ *   certificate), beside certificate.expiring for any certificate that
+ *   close to its end, and certificate.issued and .failed as the renewal
+ *   reports them;
  * - the database unavailable: the outbox is in that database, so this one
  *   is posted straight to --alert-webhook from memory, signed with its
  *   secret as kept at the last look, when it starts and every
@@ -115,10 +116,15 @@ export class Alerts {
     this.say({ type: "alert.node_down", data: { message: `node ${node} is down: no heartbeat since ${at}`, severity: "critical", node: this.opts.node, down: node } });
   }
 
-  /** How an order for a certificate ended. */
+  /**
+   * How an order for a certificate ended; then the certificates are looked
+   * at again, so that a renewal failing close to a certificate's end is an
+   * alert now rather than at the next hourly look.
+   */
   certificateResult(r: { names: string[]; ok: true; notAfter: Date } | { names: string[]; ok: false; code: string; message: string; notAfter: Date | null }): void {
     if (r.ok) this.say({ type: "certificate.issued", data: { names: r.names, not_after: r.notAfter.toISOString() } });
     else this.say({ type: "certificate.failed", data: { names: r.names, code: r.code, message: r.message.slice(0, 500), not_after: r.notAfter?.toISOString() ?? null } });
+    if (this.timers.length > 0) this.lookAtCertificates();
   }
 
   private lookAtCertificates(): void {

@@ -19,8 +19,9 @@
  *   after it was first due; then it is marked failed, and the next goes.
  *   A failed delivery can be sent again (POST .../retry).
  * - A webhook holding more than --webhook-max-pending deliveries has its
- *   oldest dropped (marked dropped, counted in the webhook's `dropped`):
- *   a receiver down for days costs bounded disk.
+ *   oldest dropped (marked dropped, counted in the webhook's `dropped`),
+ *   and the drop is an event, webhook.dropped, written with it: a receiver
+ *   down for days costs bounded disk, and learns what it missed.
  *
  * The worker looks every POLL_MS, and at once when this node wrote
  * events (outbox.onWritten).
@@ -29,6 +30,7 @@ import { and, asc, eq, inArray, min, sql } from "drizzle-orm";
 import type { Clock } from "../core/clock.ts";
 import { isoTimestamp, systemClock } from "../core/clock.ts";
 import type { Outbox } from "../core/events/outbox.ts";
+import { wants } from "../core/events/subscriptions.ts";
 import { signedHeaders } from "../core/events/signing.ts";
 import type { Store } from "../db/store.ts";
 import { databaseUnavailable, reportUnavailable } from "../db/unavailable.ts";
@@ -97,6 +99,8 @@ export class DeliveryWorker {
   /** Webhooks this node is delivering to now. */
   private readonly running = new Map<number, Promise<void>>();
   private unlisten?: () => void;
+  /** Where the worker's own event (webhook.dropped) is written. */
+  private outbox?: Outbox;
   private readonly fault = quietWarnings(10_000, Date.now, "error");
   private readonly leaseMs: number;
   readonly stats: WorkerStats = { delivered: 0, failedAttempts: 0, failed: 0, dropped: 0, latency: new Buckets(LATENCY_BUCKETS_S), attempt: new Buckets(ATTEMPT_BUCKETS_S), pending: 0 };
@@ -113,6 +117,7 @@ export class DeliveryWorker {
   }
 
   start(outbox?: Outbox): void {
+    this.outbox = outbox;
     this.unlisten = outbox?.onWritten(() => this.wake());
     this.timer = setInterval(() => this.wake(), POLL_MS);
     this.timer.unref?.();
@@ -290,26 +295,42 @@ export class DeliveryWorker {
     return false;
   }
 
-  /** Each webhook over --webhook-max-pending loses its oldest pending deliveries. */
+  /**
+   * Each webhook over --webhook-max-pending loses its oldest pending
+   * deliveries, and the drop is said (webhook.dropped) in its transaction.
+   * A webhook that gets that event itself keeps a place for it: otherwise
+   * each look would drop one more event to make room for the last notice.
+   */
   private async enforceCap(): Promise<void> {
     const { store } = this;
     const { webhookDeliveries: d, webhooks: w } = store.tables;
+    const max = this.limits.maxPending;
     const counts = await store.all(store.db.select({ webhookId: d.webhookId, n: sql<number>`count(*)` }).from(d).where(eq(d.status, "pending")).groupBy(d.webhookId));
     this.stats.pending = counts.reduce((sum, c) => sum + Number(c.n), 0);
-    for (const { webhookId, n } of counts.filter((c) => Number(c.n) > this.limits.maxPending)) {
-      const excess = Number(n) - this.limits.maxPending;
+    for (const { webhookId, n } of counts.filter((c) => Number(c.n) > max)) {
       await store.transaction(async () => {
+        const hook = await store.get(store.db.select({ userId: w.userId, events: w.events, enabled: w.enabled }).from(w).where(eq(w.id, webhookId)));
+        if (!hook) return;
+        const told = this.outbox !== undefined && hook.enabled && wants({ id: webhookId, userId: hook.userId, patterns: JSON.parse(hook.events) as string[] }, "webhook.dropped", hook.userId ?? undefined);
+        const excess = Number(n) - max + (told ? 1 : 0);
         const oldest = store.db.select({ id: d.id }).from(d).where(and(eq(d.webhookId, webhookId), eq(d.status, "pending"))).orderBy(asc(d.id)).limit(excess);
         const gone = await store.all(
           store.db
             .update(d)
-            .set({ status: "dropped", nextAttemptMs: null, error: `dropped unsent: the webhook had more than ${this.limits.maxPending} deliveries waiting` })
+            .set({ status: "dropped", nextAttemptMs: null, error: `dropped unsent: the webhook had more than ${max} deliveries waiting` })
             .where(inArray(d.id, oldest))
-            .returning({ id: d.id }),
+            .returning({ id: d.id, at: d.createdAt }),
         );
-        await store.run(store.db.update(w).set({ dropped: sql`${w.dropped} + ${gone.length}` }).where(eq(w.id, webhookId)));
+        if (gone.length === 0) return;
+        const total = await store.get(store.db.update(w).set({ dropped: sql`${w.dropped} + ${gone.length}` }).where(eq(w.id, webhookId)).returning({ dropped: w.dropped }));
+        const times = gone.map((g) => g.at).sort();
+        await this.outbox?.emit({
+          type: "webhook.dropped",
+          userId: hook.userId ?? undefined,
+          data: { webhook_id: webhookId, user_id: hook.userId, dropped: gone.length, dropped_total: total?.dropped ?? gone.length, max_pending: max, from: times[0]!, to: times.at(-1)! },
+        });
         this.stats.dropped += gone.length;
-        if (gone.length > 0) log.warn("webhook deliveries dropped: too many waiting", { webhook: webhookId, dropped: gone.length, max: this.limits.maxPending });
+        log.warn("webhook deliveries dropped: too many waiting", { webhook: webhookId, dropped: gone.length, max });
       });
     }
   }

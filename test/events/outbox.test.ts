@@ -152,19 +152,28 @@ describe("delivery", () => {
     expect(receiver.received[1]!.id).toBe(failed.eventUid);
   });
 
-  test("a webhook's waiting deliveries are capped: the oldest are dropped and counted", async () => {
+  test("a webhook's waiting deliveries are capped: the oldest are dropped and counted, and the drop is said last (webhook.dropped)", async () => {
     const w = await hook();
     await receiver.down();
     for (let i = 0; i < 15; i++) await core.users.create({ username: `capped${i}`, password: "password-1234" });
     const worker = startWorker({ maxPending: 10 });
-    await waitUntil(async () => (await core.webhooks.get(w.id, undefined)).dropped === 5, 10_000, "five dropped");
-    expect(worker.stats.dropped).toBe(5);
+    // ten waiting at most, the notice of the drop among them: six dropped
+    await waitUntil(async () => (await core.webhooks.get(w.id, undefined)).dropped === 6, 10_000, "six dropped");
+    expect(worker.stats.dropped).toBe(6);
     const dropped = (await core.webhooks.deliveries(w.id, { limit: 100, status: "dropped" }, undefined)).map((d) => d.id).sort((a, b) => a - b);
-    expect(dropped).toEqual([1, 2, 3, 4, 5]);
+    expect(dropped).toEqual([1, 2, 3, 4, 5, 6]);
+    expect((await core.webhooks.get(w.id, undefined)).pending).toBe(10);
     receiver.up();
-    await waitUntil(() => new Set(usernames()).size === 10, 20_000, "the ten kept");
-    expect([...new Set(usernames())]).toEqual(Array.from({ length: 10 }, (_, i) => `capped${i + 5}`));
-  });
+    await waitUntil(() => receiver.received.some((r) => r.event.type === "webhook.dropped"), 20_000, "the kept ones and the notice");
+    const seen = receiver.received.filter((r, i, all) => all.findIndex((x) => x.id === r.id) === i).map((r) => r.event);
+    expect(seen.map((e) => (e.type === "webhook.dropped" ? e.type : e.data.username))).toEqual([...Array.from({ length: 9 }, (_, i) => `capped${i + 6}`), "webhook.dropped"]);
+    const notice = seen.at(-1)!.data;
+    const all = (await core.webhooks.deliveries(w.id, { limit: 100 }, undefined)).sort((a, b) => a.id - b.id);
+    expect(notice).toEqual({ webhook_id: w.id, user_id: null, dropped: 6, dropped_total: 6, max_pending: 10, from: all[0]!.eventAt, to: all[5]!.eventAt });
+    // no churn: with the notice in its place, the next looks drop nothing more
+    await Bun.sleep(6_000);
+    expect((await core.webhooks.get(w.id, undefined)).dropped).toBe(6);
+  }, 40_000);
 });
 
 describe("where and how it is sent", () => {

@@ -1,10 +1,11 @@
 /**
  * docs/grafana-dashboard.json is built on what the server really exports:
  * every metric a query names is in a real server's /metrics, and every
- * metric the server exports has a panel.
+ * metric the server exports has a panel. The manual's pages name only
+ * metrics it exports too.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { scrape, type Exposition } from "../harness/metrics.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
@@ -68,4 +69,20 @@ test("it is a dashboard Grafana imports: a uid, a data source variable, unique p
     expect(p.gridPos.x + p.gridPos.w).toBeLessThanOrEqual(24);
     if (p.type !== "row") expect(p.datasource.uid).toBe("${datasource}");
   }
+});
+
+/** burrow_* words of the manual that are not metrics: cookies, and an HAProxy backend of operations.md. */
+const NOT_METRICS = new Set(["burrow_admin", "burrow_portal", "burrow_session", "burrow_session_", "burrow_token"]);
+
+test("every metric the manual's pages name is one the server exports", () => {
+  const docs = join(import.meta.dir, "..", "..", "docs");
+  const unknown: string[] = [];
+  for (const file of readdirSync(docs).filter((f) => f.endsWith(".md"))) {
+    for (const name of new Set(metricNames(readFileSync(join(docs, file), "utf8")))) {
+      if (NOT_METRICS.has(name)) continue;
+      const exported = exposition.names.has(name) || [...exposition.text.matchAll(/^# TYPE (\S+) /gm)].some((m) => name === m[1]);
+      if (!exported) unknown.push(`${name} (in docs/${file})`);
+    }
+  }
+  expect(unknown).toEqual([]);
 });

@@ -173,6 +173,13 @@ export const EVENT_CATALOGUE = {
     data: v.object({ ...owner, address: text, refused: count, node: text }),
     example: { user_id: 7, username: "alice", address: "https://myapp.tunnels.example.com", refused: 312, node: "local" },
   },
+  "webhook.dropped": {
+    about:
+      "A webhook's oldest deliveries were dropped unsent: more than --webhook-max-pending were waiting (its receiver down or slow for long). Written with the drop; the webhook that lost them gets it when it subscribes to it (`*` does), after the deliveries still waiting, so a receiver that comes back learns which events it missed: `from` and `to` are when the first and the last of them happened. `dropped_total` counts every drop of the webhook since it was made.",
+    user: true,
+    data: v.object({ webhook_id: id, user_id: maybe(id), dropped: count, dropped_total: count, max_pending: count, from: text, to: text }),
+    example: { webhook_id: 4, user_id: null, dropped: 250, dropped_total: 1250, max_pending: 10_000, from: "2026-07-01T09:12:00.000Z", to: "2026-07-01T09:15:30.000Z" },
+  },
   "alert.node_down": {
     about: "An alert: a node of the cluster stopped answering (its heartbeat is older than --node-expiry).",
     user: false,

@@ -9,6 +9,7 @@ import type { PrivateKind } from "../../protocol/kinds.ts";
 import type { TrafficPeriod } from "../../ui/format.ts";
 export { messageOf } from "../../ui/errors.ts";
 import { ApiError, jsonClient } from "../../ui/json-client.ts";
+import type { WebhooksClient } from "../../ui/components/webhook-types.ts";
 
 export type { DayTraffic };
 
@@ -153,4 +154,17 @@ export const api = {
   offer: (invitation: string) => call<Offer>("POST", "/_burrow/api/invitation", { invitation }),
   accept: (invitation: string, username: string, password: string) => call<{ user: { id: number; username: string } }>("POST", "/_burrow/api/invitation/accept", { invitation, username, password }),
   deny: (user_code: string) => call<PendingDevice>("POST", "/_burrow/api/device/deny", { user_code }),
+};
+
+const hooks = "/_burrow/api/me/webhooks";
+
+/** The user's own webhooks: the admin API's calls on the portal's path. */
+export const myWebhooks: WebhooksClient = {
+  list: () => call("GET", hooks),
+  create: (body) => call("POST", hooks, body),
+  update: (webhookId, body) => call("PUT", `${hooks}/${webhookId}`, body),
+  remove: (webhookId) => call("DELETE", `${hooks}/${webhookId}`),
+  rotate: (webhookId, overlapSeconds) => call("POST", `${hooks}/${webhookId}/rotate`, { overlap_seconds: overlapSeconds }),
+  deliveries: (webhookId, limit) => call("GET", `${hooks}/${webhookId}/deliveries?limit=${limit}`),
+  retry: (webhookId, deliveryId) => call("POST", `${hooks}/${webhookId}/deliveries/${deliveryId}/retry`),
 };

@@ -13,6 +13,7 @@ import { DevicePage } from "./pages/device.tsx";
 import { DevicesPage } from "./pages/devices.tsx";
 import { OverviewPage } from "./pages/overview.tsx";
 import { InvitePage } from "./pages/invite.tsx";
+import { WebhooksPage } from "./pages/webhooks.tsx";
 import { SignInPage } from "./pages/signin.tsx";
 import { matchPath, navigate, usePath, type Page } from "./router.ts";
 import { MeContext } from "./session.ts";
@@ -77,6 +78,7 @@ export function App() {
 const NAV: { href: string; label: string; pages: Page["name"][] }[] = [
   { href: "/", label: "Overview", pages: ["overview"] },
   { href: "/devices", label: "Devices", pages: ["devices", "device"] },
+  { href: "/webhooks", label: "Webhooks", pages: ["webhooks"] },
   { href: "/account", label: "Account", pages: ["account"] },
 ];
 
@@ -103,6 +105,8 @@ function PageView({ page }: { page: Page }) {
       return <DevicesPage />;
     case "account":
       return <AccountPage />;
+    case "webhooks":
+      return <WebhooksPage />;
     case "device":
       return <DevicePage />;
     case "invite":

@@ -12,6 +12,7 @@ import type { ServerInfo } from "../../../ui/format.ts";
 export { messageOf } from "../../../ui/errors.ts";
 import { ApiError, jsonClient } from "../../../ui/json-client.ts";
 import type { TunnelsConfig } from "../../../ui/device-config.ts";
+import type { Delivery, Webhook, WebhookWithSecret } from "../../../ui/components/webhook-types.ts";
 
 /** A user's SSH public key (the SSH gateway's device). */
 export interface SshKey {
@@ -220,44 +221,7 @@ export interface AdminKey {
   revoked_at: string | null;
 }
 
-/** A webhook as listed: never its secret. */
-export interface Webhook {
-  id: number;
-  url: string;
-  description: string;
-  events: string[];
-  enabled: boolean;
-  user_id: number | null;
-  origin: "api" | "portal" | "flag";
-  pending: number;
-  dropped: number;
-  previous_secret_until: string | null;
-  created_at: string;
-  updated_at: string;
-}
-
-/** A webhook with its secret: the answer of its creation or of a rotation. */
-export interface WebhookWithSecret extends Webhook {
-  secret: string;
-  message: string;
-}
-
-export interface Delivery {
-  id: number;
-  event_id: string;
-  event_type: string;
-  event_at: string;
-  status: "pending" | "delivered" | "failed" | "dropped";
-  attempts: number;
-  created_at: string;
-  last_attempt_at: string | null;
-  response_status: number | null;
-  duration_ms: number | null;
-  error: string | null;
-  next_attempt_at: string | null;
-  give_up_at: string;
-  delivered_at: string | null;
-}
+export type { Delivery, Webhook, WebhookWithSecret } from "../../../ui/components/webhook-types.ts";
 
 export interface NewAdminKey {
   key: string;
