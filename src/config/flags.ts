@@ -58,7 +58,7 @@ export function parseFlags(
   try {
     parsed = parseArgs({ args: argv, options: { ...options, help: { type: HELP_FLAG.type, short: HELP_FLAG.short } }, allowPositionals: true, strict: true });
   } catch (err) {
-    throw new UsageError(shortMessage(err));
+    throw new UsageError(shortMessage(err, spec));
   }
   const values: ParsedFlags["values"] = { ...parsed.values };
   for (const [name, s] of Object.entries(spec)) {
@@ -70,15 +70,27 @@ export function parseFlags(
   return { values, positionals: parsed.positionals };
 }
 
-function shortMessage(err: unknown): string {
+function shortMessage(err: unknown, spec: FlagTable): string {
   const e = err as { code?: string; message?: string };
   const flag = /'(-{1,2}[^' ]+)/.exec(e.message ?? "")?.[1];
   switch (e.code) {
     case "ERR_PARSE_ARGS_UNKNOWN_OPTION":
       return `unknown flag ${flag ?? ""}`.trim();
     case "ERR_PARSE_ARGS_INVALID_OPTION_VALUE":
-      return flag ? `flag ${flag} needs a value` : "a flag is missing its value";
+      return flag ? `flag ${flag} needs a value${choices(spec[flag.replace(/^-+/, "")], flag)}` : "a flag is missing its value";
     default:
       return e.message ?? String(err);
   }
+}
+
+/**
+ * For a switch written alone (--webhook-allow-private), what it takes, as
+ * its help starts by saying ("on, or off: ..."), with the one that is not
+ * the default as the example.
+ */
+function choices(s: FlagSpec | undefined, flag: string): string {
+  const m = s?.arg === "M" ? /^([\w-]+), or ([\w-]+):/.exec(s.help) : null;
+  if (!m) return "";
+  const [, a, b] = m as unknown as [string, string, string];
+  return `: ${a} or ${b} (${flag} ${a === s!.default ? b : a})`;
 }

@@ -587,7 +587,8 @@ export const SERVER_FLAGS = {
     arg: "M",
     default: "off",
     help: "on, or off: let webhooks and the admission hook reach loopback, link-local and private addresses",
-    details: "Off, a destination whose name has any such address (this machine, 169.254.169.254, 10.0.0.0/8, fc00::/7, ...) is refused at each attempt: whoever may make a webhook (a user on the portal too) cannot make the server reach into its own network.",
+    details:
+      "Off, a destination whose name has any such address (this machine, 169.254.169.254, 10.0.0.0/8, fc00::/7, ...) is refused at each attempt: whoever may make a webhook (a user on the portal too) cannot make the server reach into its own network. A URL that names such an address itself is refused when given: 400 from the API, and the server does not start with it as `--admission-hook` or `--alert-webhook`.",
   },
   "webhook-timeout": {
     type: "string",

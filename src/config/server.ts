@@ -15,7 +15,7 @@ import { UpdateError } from "../update/errors.ts";
 import type { Http2Limits } from "../http2/limits.ts";
 import { releaseSource } from "../update/source.ts";
 import { isWebhookSecret } from "../core/events/signing.ts";
-import { urlProblem } from "../validate/webhook-url.ts";
+import { refusedAtOnce, urlProblem } from "../validate/webhook-url.ts";
 import type { EventsConfig } from "../webhooks/settings.ts";
 
 /** Flags whose value is a secret: a mistake in one is reported without echoing it. */
@@ -465,6 +465,12 @@ function portalOidc(o: Record<string, any>, env: Record<string, string | undefin
 
 /** Webhooks' flags, and the hooks' secrets from the environment (never flags: they would show in ps). */
 function eventsConfig(o: Record<string, any>, env: Record<string, string | undefined>): EventsConfig {
+  const allowPrivate = o["webhook-allow-private"] === "on";
+  // a hook on this machine or the private network without --webhook-allow-private would be refused at every call: said now
+  for (const flag of ["admission-hook", "alert-webhook"] as const) {
+    const refused = o[flag] ? refusedAtOnce(new URL(o[flag]), allowPrivate) : undefined;
+    if (refused) throw new UsageError(`--${flag}: ${refused.replace("the server's --webhook-allow-private", "--webhook-allow-private on")}`);
+  }
   let admissionHook: EventsConfig["admissionHook"];
   if (o["admission-hook"]) {
     const secret = env.BURROW_ADMISSION_HOOK_SECRET ?? "";
@@ -474,7 +480,7 @@ function eventsConfig(o: Record<string, any>, env: Record<string, string | undef
   const alertSecret = env.BURROW_ALERT_WEBHOOK_SECRET;
   if (alertSecret !== undefined && alertSecret !== "" && !isWebhookSecret(alertSecret)) throw new UsageError("BURROW_ALERT_WEBHOOK_SECRET must be whsec_<base64 of 24 to 64 random bytes>");
   return {
-    allowPrivate: o["webhook-allow-private"] === "on",
+    allowPrivate,
     timeoutMs: o["webhook-timeout"] * 1000,
     maxResponseBytes: o["webhook-max-response"],
     maxPending: o["webhook-max-pending"],

@@ -56,7 +56,8 @@ export function admissionHook(settings: AdmissionHookSettings, post: typeof post
       return undefined;
     }
     warn("admission", "admission hook failed: refused", { why });
-    return new AppError("ADMISSION_UNAVAILABLE", "the server's admission hook did not answer: try again later");
+    // the why stays in the server's log: it may name the operator's own network
+    return new AppError("ADMISSION_UNAVAILABLE", "the server's admission hook could not be asked (no answer in time, a failure, or an answer that is neither allow nor refuse): try again later");
   };
   return async (ask) => {
     const id = `adm_${randomBase62(20)}`;

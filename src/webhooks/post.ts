@@ -92,6 +92,7 @@ async function readCapped(res: Response, max: number): Promise<{ text: string; t
 /** A fetch failure in a few words: its code (ECONNREFUSED, ...) rather than a message that may repeat the URL. */
 function describe(err: unknown): string {
   const code = (err as { code?: unknown }).code;
-  if (typeof code === "string" && code !== "") return code === "ConnectionRefused" ? "connection refused" : code;
+  // Bun says ECONNREFUSED (fetch) or ConnectionRefused (older releases): either is the receiver not listening
+  if (typeof code === "string" && code !== "") return code === "ConnectionRefused" || code === "ECONNREFUSED" ? "connection refused" : code;
   return err instanceof Error ? err.name : "failed";
 }

@@ -3,7 +3,8 @@
  * and a real receiver: a webhook made there shows its secret once, the
  * events of the admin's next changes arrive verified by `standardwebhooks`,
  * and the webhook's recent deliveries show in the page, a failed one with
- * its error and a way to send it again.
+ * its error and a way to send it again. At a laptop's width the top bar's
+ * links scroll, not the page.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { Page } from "playwright-core";
@@ -12,6 +13,10 @@ import { ADMIN_PASSWORD, startServer, type TestServer } from "../harness/server.
 import { startReceiver, type WebhookReceiver } from "../harness/webhook-receiver.ts";
 import { waitUntil } from "../harness/wait.ts";
 import { DESKTOP, openBrowser, type TestBrowser } from "./browser.ts";
+
+// what runs in the page (page.evaluate) sees the browser's globals
+declare const document: any;
+declare const window: any;
 
 let server: TestServer;
 let api: AdminClient;
@@ -60,4 +65,23 @@ test("a webhook made in the panel shows its secret once, gets the admin's events
   expect(await rows.nth(1).textContent()).toContain("delivered");
   // the page never shows the secret again
   expect(await page.content()).not.toContain(secret);
+});
+
+test("at a laptop's width the top bar's links scroll, not the page, and the Webhooks link is in sight", async () => {
+  await using narrow = await openBrowser({ width: 1024, height: 700 });
+  await narrow.page.goto(server.adminUrl + "/webhooks");
+  await narrow.page.getByLabel("Username").fill("admin");
+  await narrow.page.getByLabel("Password").fill(ADMIN_PASSWORD);
+  await narrow.page.getByRole("button", { name: "Sign in" }).click();
+  await narrow.page.getByRole("heading", { level: 1, name: "Webhooks", exact: true }).waitFor();
+  const seen = await narrow.page.evaluate(() => {
+    const link = document.querySelector('nav[aria-label="Main"] a[aria-current="page"]')!.getBoundingClientRect();
+    const signOut = [...document.querySelectorAll("button")].find((b: any) => b.textContent === "Sign out")!.getBoundingClientRect();
+    return { scroll: document.documentElement.scrollWidth, view: window.innerWidth, link: [link.left, link.right], signOut: signOut.right };
+  });
+  expect(seen.scroll).toBe(seen.view);
+  expect(seen.link[0]).toBeGreaterThanOrEqual(0);
+  expect(seen.link[1]).toBeLessThanOrEqual(seen.view);
+  expect(seen.signOut).toBeLessThanOrEqual(seen.view);
+  expect(narrow.pageErrors).toEqual([]);
 });

@@ -135,6 +135,7 @@ export function createWebhooks(store: Store, clock: Clock, limits: WebhookLimits
         const total = (await store.get(store.db.select({ n: count() }).from(webhooks)))?.n ?? 0;
         if (total >= limits.maxWebhooks) throw new AppError("TOO_MANY_WEBHOOKS", `the server has ${total} webhooks, its most (--webhooks-max ${limits.maxWebhooks})`);
         if (opts.userId !== undefined) {
+          if (limits.perUser === 0) throw new AppError("TOO_MANY_WEBHOOKS", "this server lets users make no webhooks of their own: ask its admin");
           const own = (await store.get(store.db.select({ n: count() }).from(webhooks).where(eq(webhooks.userId, opts.userId))))?.n ?? 0;
           if (own >= limits.perUser) throw new AppError("TOO_MANY_WEBHOOKS", `you have ${own} webhooks, the most a user may have (${limits.perUser}): delete one first`);
         }

@@ -20,6 +20,12 @@ export interface NavItem {
 export function Shell(props: { brand: { label: string; sub?: string }; nav: NavItem[]; username: string; onSignOut(): void; footer: string; children: ComponentChildren }) {
   const path = usePath();
   const first = useRef(true);
+  const nav = useRef<HTMLElement>(null);
+
+  // the bar's links scroll when there are more than it is wide: the current page's stays in sight
+  useEffect(() => {
+    nav.current?.querySelector<HTMLElement>('[aria-current="page"]')?.scrollIntoView({ block: "nearest", inline: "nearest" });
+  }, [path]);
 
   useEffect(() => {
     if (first.current) {
@@ -40,7 +46,7 @@ export function Shell(props: { brand: { label: string; sub?: string }; nav: NavI
           <Logo /> <span>burrow</span>
           {props.brand.sub && <span class="brand-sub">{props.brand.sub}</span>}
         </Link>
-        <nav class="nav" aria-label="Main">
+        <nav class="nav" aria-label="Main" ref={nav}>
           {props.nav.map((item) => (
             <Link key={item.href} href={item.href} aria-current={item.current ? "page" : undefined}>
               {item.label}
