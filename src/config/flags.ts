@@ -56,9 +56,9 @@ export function parseFlags(
   );
   let parsed;
   try {
-    parsed = parseArgs({ args: argv, options: { ...options, help: { type: HELP_FLAG.type, short: HELP_FLAG.short } }, allowPositionals: true, strict: true });
+    parsed = parseArgs({ args: switchesWrittenAlone(argv, spec), options: { ...options, help: { type: HELP_FLAG.type, short: HELP_FLAG.short } }, allowPositionals: true, strict: true });
   } catch (err) {
-    throw new UsageError(shortMessage(err, spec));
+    throw new UsageError(shortMessage(err));
   }
   const values: ParsedFlags["values"] = { ...parsed.values };
   for (const [name, s] of Object.entries(spec)) {
@@ -70,27 +70,35 @@ export function parseFlags(
   return { values, positionals: parsed.positionals };
 }
 
-function shortMessage(err: unknown, spec: FlagTable): string {
+function shortMessage(err: unknown): string {
   const e = err as { code?: string; message?: string };
   const flag = /'(-{1,2}[^' ]+)/.exec(e.message ?? "")?.[1];
   switch (e.code) {
     case "ERR_PARSE_ARGS_UNKNOWN_OPTION":
       return `unknown flag ${flag ?? ""}`.trim();
     case "ERR_PARSE_ARGS_INVALID_OPTION_VALUE":
-      return flag ? `flag ${flag} needs a value${choices(spec[flag.replace(/^-+/, "")], flag)}` : "a flag is missing its value";
+      return flag ? `flag ${flag} needs a value` : "a flag is missing its value";
     default:
       return e.message ?? String(err);
   }
 }
 
+/** A switch: a flag taking on or off, as its help starts by saying ("on, or off: ..."). */
+function isSwitch(s: FlagSpec | undefined): boolean {
+  return s?.type === "string" && s.arg === "M" && /^(on|off), or (on|off):/.test(s.help);
+}
+
 /**
- * For a switch written alone (--webhook-allow-private), what it takes, as
- * its help starts by saying ("on, or off: ..."), with the one that is not
- * the default as the example.
+ * A switch written alone, with no value after it (the last word, or another
+ * flag next), means on: `--webhook-allow-private` is
+ * `--webhook-allow-private on`, as a reader of the docs would write it.
+ * Nothing after `--` is a flag.
  */
-function choices(s: FlagSpec | undefined, flag: string): string {
-  const m = s?.arg === "M" ? /^([\w-]+), or ([\w-]+):/.exec(s.help) : null;
-  if (!m) return "";
-  const [, a, b] = m as unknown as [string, string, string];
-  return `: ${a} or ${b} (${flag} ${a === s!.default ? b : a})`;
+function switchesWrittenAlone(argv: string[], spec: FlagTable): string[] {
+  const end = argv.indexOf("--");
+  return argv.map((word, i) => {
+    if ((end !== -1 && i >= end) || !word.startsWith("--") || word.includes("=")) return word;
+    const next = argv[i + 1];
+    return isSwitch(spec[word.slice(2)]) && (next === undefined || next.startsWith("-")) ? `${word}=on` : word;
+  });
 }

@@ -1,4 +1,4 @@
-/** The events' flags as `burrow server` reads them: a hook or alert webhook that every call would refuse (this machine, a private address) is refused at start, unless --webhook-allow-private on; a switch written alone is told its values. */
+/** The events' flags as `burrow server` reads them: a hook or alert webhook that every call would refuse (this machine, a private address) is refused at start, unless --webhook-allow-private on; a switch written alone means on. */
 import { expect, test } from "bun:test";
 import { parseServerConfig } from "../../src/config/server.ts";
 
@@ -27,11 +27,11 @@ test("with --webhook-allow-private on, or a public address or name, they are tak
   expect(named.events.allowPrivate).toBe(false);
 });
 
-test("a switch written alone, as a flag of its name (--webhook-allow-private), is told the values it takes", () => {
-  expect(() => parse(["--webhook-allow-private"])).toThrow("flag --webhook-allow-private needs a value: on or off (--webhook-allow-private on)");
-  expect(() => parse(["--admission-hook", "https://policy.example.com/admit", "--admission-hook-fail-open"], { BURROW_ADMISSION_HOOK_SECRET: SECRET })).toThrow(
-    "flag --admission-hook-fail-open needs a value: on or off (--admission-hook-fail-open on)",
-  );
-  // a flag of another kind: just that it needs one
+test("a switch written alone (--webhook-allow-private, --admission-hook-fail-open) means on; a flag of another kind still needs its value", () => {
+  expect(parse(["--webhook-allow-private", "--admission-hook", "http://127.0.0.1:9/admit"], { BURROW_ADMISSION_HOOK_SECRET: SECRET }).events.allowPrivate).toBe(true);
+  expect(parse(["--webhook-allow-private"]).events.allowPrivate).toBe(true);
+  expect(parse(["--webhook-allow-private", "off"]).events.allowPrivate).toBe(false);
+  const hooked = parse(["--admission-hook", "https://policy.example.com/admit", "--admission-hook-fail-open"], { BURROW_ADMISSION_HOOK_SECRET: SECRET });
+  expect(hooked.events.admissionHook?.failOpen).toBe(true);
   expect(() => parse(["--webhook-timeout"])).toThrow(/needs a value$/);
 });
