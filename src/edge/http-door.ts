@@ -19,7 +19,7 @@ import { kindsThrough } from "./kinds/doors.ts";
 import { badGatewayPage, badRequestPage, tlsTunnelPage, unknownTunnelPage } from "./pages.ts";
 import type { Registry, Tunnel } from "./registry.ts";
 import { connectFacts, judgeConnect } from "./traffic-policy/connect.ts";
-import { judgeRequest, requestFacts } from "./traffic-policy/http-request.ts";
+import { judgeRequest, requestFacts, type PolicyPass } from "./traffic-policy/http-request.ts";
 import type { LayeredRun } from "./traffic-policy/layered-run.ts";
 import type { TunnelPolicy } from "./traffic-policy/tunnel-policy.ts";
 import { continueResponse, CONTINUE_PATH, warningDue, warningFor, type HeadView } from "./warning.ts";
@@ -167,20 +167,30 @@ export class HttpDoor implements Door<HttpVisit> {
    * The tunnel's traffic policies around its sign-in flags
    * (traffic-policy/http-request.ts): the operator's layers, the sign-in,
    * the tunnel's own; then the warning. Every field of the head is read
-   * (the rules may read any).
+   * (the rules may read any). At once unless something waits (a
+   * connection's first judgement, an action that waits, a sign-in).
    */
-  private async withPolicies(v: HttpVisit, t: Tunnel, policy: TunnelPolicy): Promise<Passed | undefined | Refusal> {
+  private withPolicies(v: HttpVisit, t: Tunnel, policy: TunnelPolicy): Passed | undefined | Refusal | Promise<Passed | undefined | Refusal> {
+    // on_tcp_connect: once a connection, with its first request to the tunnel (again when the tunnel's layers change)
+    if (policy.connect && v.conn.policyConnected !== policy) return this.connectFirst(v, t, policy);
+    return this.requestPolicies(v, t, policy);
+  }
+
+  private async connectFirst(v: HttpVisit, t: Tunnel, policy: TunnelPolicy): Promise<Passed | undefined | Refusal> {
     const { conn } = v;
     const secure = this.deps.secure;
-    // on_tcp_connect: once a connection, with its first request to the tunnel (again when the tunnel's layers change)
-    if (policy.connect && conn.policyConnected !== policy) {
-      const host = v.hostHeader.replace(/:\d+$/, "");
-      const closed = await judgeConnect(policy, connectFacts(t, { client: v.client, clientPort: conn.peer.port, serverPort: conn.socket.localPort, host, protocol: secure ? "https" : "http", openedAt: conn.openedAt }));
-      if (closed) return closed;
-      conn.policyConnected = policy;
-    }
+    const host = v.hostHeader.replace(/:\d+$/, "");
+    const closed = await judgeConnect(policy, connectFacts(t, { client: v.client, clientPort: conn.peer.port, serverPort: conn.socket.localPort, host, protocol: secure ? "https" : "http", openedAt: conn.openedAt }));
+    if (closed) return closed;
+    conn.policyConnected = policy;
+    return this.requestPolicies(v, t, policy);
+  }
+
+  private requestPolicies(v: HttpVisit, t: Tunnel, policy: TunnelPolicy): Passed | undefined | Refusal | Promise<Passed | undefined | Refusal> {
     if (!policy.request && !policy.response) return this.signInFlags(v, t);
-    const head = everyField(v.head, v.text);
+    const { conn, head } = v;
+    const secure = this.deps.secure;
+    // the rest of the head's fields are read when a rule first needs them
     const facts = requestFacts(t, {
       client: v.client,
       clientPort: conn.peer.port,
@@ -189,17 +199,23 @@ export class HttpDoor implements Door<HttpVisit> {
       secure,
       host: v.hostHeader,
       head,
+      text: v.text,
       rawTarget: head.targetAsSent ? undefined : rawTargetOf(v.text, head.method),
     });
     const access = t.access;
     const signIn = access
       ? () => {
-          const req = asRequest(head, `${secure ? "https" : "http"}://${v.hostHeader}`);
+          const req = asRequest(everyField(head, v.text), `${secure ? "https" : "http"}://${v.hostHeader}`);
           if (!req) return badRequestPage("This request cannot be checked against the tunnel's access rules.");
           return access.signIn(req, new URL(req.url), v.client, v.hostHeader, secure);
         }
       : undefined;
-    const judged = await judgeRequest(policy, facts, signIn);
+    const judged = judgeRequest(policy, facts, signIn);
+    if (judged instanceof Promise) return judged.then((j) => this.policiesJudged(v, t, j));
+    return this.policiesJudged(v, t, judged);
+  }
+
+  private policiesJudged(v: HttpVisit, t: Tunnel, judged: PolicyPass | Refusal): Passed | undefined | Refusal {
     if (judged instanceof Refusal) return judged;
     v.policy = judged.run;
     return this.warning(v, t, judged.passed);

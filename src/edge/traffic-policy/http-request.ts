@@ -9,8 +9,9 @@
  * carries the run on (LayeredRun): the request as the actions left it is
  * what forward sends the agent, and the response's run follows from it.
  */
-import type { PolicyInput } from "../../policy/index.ts";
-import type { RequestHead } from "../../http/request-head.ts";
+import type { EndpointFacts, PolicyInput, RequestFacts, TunnelFacts, Verdict } from "../../policy/index.ts";
+import type { HeaderPairs } from "../../policy/facts.ts";
+import { everyField, type RequestHead } from "../../http/request-head.ts";
 import type { Passed } from "../access/policy.ts";
 import { Refusal } from "../judgement/pipeline.ts";
 import type { Tunnel } from "../registry.ts";
@@ -29,45 +30,85 @@ export interface RequestSubject {
   secure: boolean;
   /** The Host as sent (an absolute-form target's authority). */
   host: string;
-  /** Every field read (http/request-head.ts everyField). */
+  /** The head, with every field read (http/request-head.ts everyField), or with some and its `text`. */
   head: RequestHead;
+  /** The head's text, when `head` may hold only some of its fields: the rest are read from it when a rule first needs them. */
+  text?: string;
   /** The target as the visitor wrote it, when it differs from the head's normal one. */
   rawTarget?: string;
 }
 
 /** The facts of one request's run. */
 export function requestFacts(t: Tunnel, s: RequestSubject): PolicyInput {
-  const scheme = s.secure ? "https" : "http";
   const now = Date.now();
-  const colon = s.host.lastIndexOf(":");
-  const bracket = s.host.lastIndexOf("]");
-  const hasPort = colon > bracket && /^\d{1,5}$/.test(s.host.slice(colon + 1));
   return {
     conn: { clientIp: s.client, clientPort: s.clientPort, serverPort: s.serverPort, openedAt: s.openedAt },
-    endpoint: {
-      host: hasPort ? s.host.slice(0, colon) : s.host,
-      port: hasPort ? Number(s.host.slice(colon + 1)) : s.secure ? 443 : 80,
-      protocol: scheme,
-      url: `${scheme}://${s.host}`,
-    },
+    endpoint: endpointFacts(s.host, s.secure),
     tunnel: tunnelFacts(t),
-    request: {
-      method: s.head.method,
-      target: s.head.target === "*" ? "/" : s.head.target,
-      ...(s.rawTarget !== undefined ? { rawTarget: s.rawTarget } : {}),
-      scheme,
-      host: s.host,
-      version: `1.${s.head.minor}`,
-      headers: s.head.fields,
-      receivedAt: now,
-    },
+    request: new HeadFacts(s, now),
     now,
   };
 }
 
+/** A request's facts from its head: its fields read whole only when first asked for. */
+class HeadFacts implements RequestFacts {
+  readonly method: string;
+  readonly target: string;
+  readonly rawTarget: string | undefined;
+  readonly scheme: "http" | "https";
+  readonly host: string;
+  readonly version: string;
+  readonly receivedAt: number;
+  private readonly head: RequestHead;
+  private readonly text: string | undefined;
+
+  constructor(s: RequestSubject, now: number) {
+    const head = s.head;
+    this.method = head.method;
+    this.target = head.target === "*" ? "/" : head.target;
+    this.rawTarget = s.rawTarget;
+    this.scheme = s.secure ? "https" : "http";
+    this.host = s.host;
+    this.version = head.minor === 1 ? "1.1" : "1.0";
+    this.receivedAt = now;
+    this.head = head;
+    this.text = s.text;
+  }
+
+  get headers(): HeaderPairs {
+    return this.text === undefined ? this.head.fields : everyField(this.head, this.text).fields;
+  }
+}
+
+/** Endpoints by the Host they are reached at (http, https): the same few for request after request. Bounded: past the cap it starts again. */
+const endpoints = [new Map<string, EndpointFacts>(), new Map<string, EndpointFacts>()] as const;
+const ENDPOINTS_KEPT = 1024;
+
+function endpointFacts(host: string, secure: boolean): EndpointFacts {
+  const known = endpoints[secure ? 1 : 0];
+  let e = known.get(host);
+  if (e) return e;
+  const scheme = secure ? "https" : "http";
+  const colon = host.lastIndexOf(":");
+  const bracket = host.lastIndexOf("]");
+  const hasPort = colon > bracket && /^\d{1,5}$/.test(host.slice(colon + 1));
+  e = { host: hasPort ? host.slice(0, colon) : host, port: hasPort ? Number(host.slice(colon + 1)) : secure ? 443 : 80, protocol: scheme, url: `${scheme}://${host}` };
+  if (known.size >= ENDPOINTS_KEPT) known.clear();
+  known.set(host, e);
+  return e;
+}
+
+/** Each live tunnel's facts, made once (what they are made of does not change in its life). */
+const tunnels = new WeakMap<Tunnel, TunnelFacts>();
+
 /** The tunnel as `tunnel.*` and `user.*` read it. */
-export function tunnelFacts(t: Tunnel): PolicyInput["tunnel"] {
-  return { name: t.subdomain ?? t.hostname ?? (t.port !== undefined ? String(t.port) : ""), kind: t.protocol, user: t.username };
+export function tunnelFacts(t: Tunnel): TunnelFacts {
+  let f = tunnels.get(t);
+  if (!f) {
+    f = { name: t.subdomain ?? t.hostname ?? (t.port !== undefined ? String(t.port) : ""), kind: t.protocol, user: t.username };
+    tunnels.set(t, f);
+  }
+  return f;
 }
 
 /** A request let through the policies: its run (for forward and the response), and who the sign-in flags let in. */
@@ -82,29 +123,45 @@ export type SignIn = () => Passed | Response | Promise<Passed | Response>;
 /**
  * The operator's layers, the sign-in flags (`signIn`, when the tunnel has
  * them), the tunnel's own policy: the request's pass, or the refusal that
- * answers it (POLICY, SIGN_IN).
+ * answers it (POLICY, SIGN_IN). At once while nothing waits (no action of
+ * the runs, no sign-in): the usual request costs no promise.
  */
-export async function judgeRequest(policy: TunnelPolicy, facts: PolicyInput, signIn: SignIn | undefined): Promise<PolicyPass | Refusal> {
+export function judgeRequest(policy: TunnelPolicy, facts: PolicyInput, signIn: SignIn | undefined): PolicyPass | Refusal | Promise<PolicyPass | Refusal> {
   const run = new LayeredRun(facts);
-  const operator = await run.through("on_http_request", policy.operator);
+  const operator = run.through("on_http_request", policy.operator);
+  if (operator instanceof Promise) return operator.then((v) => afterOperator(run, policy, v, signIn));
+  return afterOperator(run, policy, operator, signIn);
+}
+
+function afterOperator(run: LayeredRun, policy: TunnelPolicy, operator: Verdict, signIn: SignIn | undefined): PolicyPass | Refusal | Promise<PolicyPass | Refusal> {
   if (operator.kind !== "continue") return refusalOf(operator);
-  let passed: Passed | undefined;
-  if (signIn) {
-    const signedIn = await signIn();
-    if (signedIn instanceof Response) return new Refusal("access", "SIGN_IN", undefined, signedIn);
-    passed = signedIn;
-    // who the tunnel's own sign-in let in is its policy's visitor.identity
-    if (passed.email !== undefined) run.state.identity ??= passed.email;
-  }
-  if (policy.own && policy.own.has("on_http_request")) {
-    const own = await run.through("on_http_request", [policy.own]);
-    if (own.kind !== "continue") return refusalOf(own);
-    run.ownMatched = matchedNames(run.runs[run.runs.length - 1]!);
-  }
+  if (!signIn) return own(run, policy, undefined);
+  const signedIn = signIn();
+  if (signedIn instanceof Promise) return signedIn.then((s) => afterSignIn(run, policy, s));
+  return afterSignIn(run, policy, signedIn);
+}
+
+function afterSignIn(run: LayeredRun, policy: TunnelPolicy, signedIn: Passed | Response): PolicyPass | Refusal | Promise<PolicyPass | Refusal> {
+  if (signedIn instanceof Response) return new Refusal("access", "SIGN_IN", undefined, signedIn);
+  // who the tunnel's own sign-in let in is its policy's visitor.identity
+  if (signedIn.email !== undefined) run.state.identity ??= signedIn.email;
+  return own(run, policy, signedIn);
+}
+
+function own(run: LayeredRun, policy: TunnelPolicy, passed: Passed | undefined): PolicyPass | Refusal | Promise<PolicyPass | Refusal> {
+  if (!policy.own || !policy.own.has("on_http_request")) return { run, passed };
+  const verdict = run.through("on_http_request", [policy.own]);
+  if (verdict instanceof Promise) return verdict.then((v) => ownJudged(run, v, passed));
+  return ownJudged(run, verdict, passed);
+}
+
+function ownJudged(run: LayeredRun, verdict: Verdict, passed: Passed | undefined): PolicyPass | Refusal {
+  if (verdict.kind !== "continue") return refusalOf(verdict);
+  run.ownMatched = matchedNames(run.runs[run.runs.length - 1]!);
   return { run, passed };
 }
 
-function refusalOf(verdict: Exclude<Awaited<ReturnType<LayeredRun["through"]>>, { kind: "continue" }>): Refusal {
+function refusalOf(verdict: Exclude<Verdict, { kind: "continue" }>): Refusal {
   // on_http_request has no connection to close: a run that would (past its cost) answered 500 already
   if (verdict.kind === "close") return new Refusal("access", "POLICY", `rule ${verdict.rule}, ${verdict.action}`, policyAnswer({ status: 500, headers: [], body: "" }));
   return new Refusal("access", "POLICY", `rule ${verdict.rule}, ${verdict.action}`, policyAnswer(verdict.response));

@@ -36,7 +36,7 @@ export function filterRelayedResponse(
   };
   const out: Outlet = {
     write(bytes) {
-      if (!down.write(bytes)) blocked = true;
+      if (!down.write(typeof bytes === "string" ? Buffer.from(bytes, "latin1") : bytes)) blocked = true;
     },
     credit(n) {
       if (blocked || owed > 0) owed += n;

@@ -16,6 +16,10 @@ export class TunnelPolicy {
   readonly request: boolean;
   /** Some layer has on_http_response rules. */
   readonly response: boolean;
+  /** Every layer in request order: the operator's, then the tunnel's own. */
+  readonly layers: readonly Policy[];
+  /** Every layer in response order: the tunnel's own, then the operator's from the innermost out. */
+  readonly responseLayers: readonly Policy[];
 
   private constructor(
     /** The operator's layers, outermost (server-wide) first: they run before the tunnel's own on a connection and a request, after it on a response. */
@@ -24,6 +28,8 @@ export class TunnelPolicy {
     readonly own: Policy | undefined,
   ) {
     const all = own ? [...operator, own] : operator;
+    this.layers = all;
+    this.responseLayers = [...all].reverse();
     this.connect = all.some((p) => p.has("on_tcp_connect"));
     this.request = all.some((p) => p.has("on_http_request"));
     this.response = all.some((p) => p.has("on_http_response"));
@@ -32,10 +38,5 @@ export class TunnelPolicy {
   /** The layers, or undefined when there are none. */
   static of(operator: readonly Policy[], own: Policy | undefined): TunnelPolicy | undefined {
     return operator.length === 0 && !own ? undefined : new TunnelPolicy(operator, own);
-  }
-
-  /** Every layer in request order: the operator's, then the tunnel's own. */
-  get layers(): readonly Policy[] {
-    return this.own ? [...this.operator, this.own] : this.operator;
   }
 }

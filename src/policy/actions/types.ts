@@ -36,6 +36,8 @@ export interface ActionContext {
   readonly services: PolicyServices;
   /** Sets the action's result variables: `actions.ngrok.<name>.*`. */
   setVariables(name: string, values: Record<string, unknown>): void;
+  /** Whether the policy reads the actions' results at all: without, an action need not make them (setVariables drops them). */
+  readonly keepsVariables: boolean;
   /** A log entry for the inspector and the server's log (the log action). */
   log(fields: Record<string, string>): void;
   /** An evaluation error that did not stop the action (an interpolation that failed, say). */
