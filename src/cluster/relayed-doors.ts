@@ -68,6 +68,8 @@ const RELAYED_TLS = kindsThrough("relayed-tls");
 
 export class RelayedHttpDoor implements Door<RelayedVisit> {
   readonly name = "relayed-http";
+  /** A request meets its tunnel's IP flags in its flags layer (request()). */
+  readonly addressInPolicy = true;
 
   constructor(
     private readonly registry: Registry,
@@ -131,19 +133,20 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
     }
     if (!policy.request && !policy.response) return this.signInFlags(v, t);
     const facts = requestFacts(t, { client: v.client, clientPort, serverPort, openedAt: Date.now(), secure: v.secure!, host, head });
+    // the OIDC sign-in (--oidc), the edge's own step after the flags layer
     const access = t.access;
-    const judged = await judgeRequest(policy, facts, access ? () => this.signIn(v, t, access, head) : undefined);
+    const judged = await judgeRequest(policy, facts, access?.signsInWithOidc ? () => this.signIn(v, t, access, head) : undefined);
     if (judged instanceof Refusal) return judged;
     v.policy = judged.run;
     return this.warning(v, t, judged.passed);
   }
 
-  /** The tunnel's sign-in flags, for a request whose head was read. */
+  /** The tunnel's OIDC sign-in, for a request whose head was read. */
   private signIn(v: RelayedVisit, t: Tunnel, access: NonNullable<Tunnel["access"]>, head: RequestHead): Passed | Response | Promise<Passed | Response> {
     const url = new URL(`${v.secure ? "https" : "http"}://${v.host}${head.target === "*" ? "/" : head.target}`);
     const headers = new Headers();
     for (const [name, value] of head.fields) headers.append(name, value);
-    return access.signIn(new Request(url.href, { method: head.method, headers }), url, v.client, v.host!, v.secure!);
+    return access.oidcSignIn(new Request(url.href, { method: head.method, headers }), url, v.host!, v.secure!);
   }
 
   /** The sign-in flags alone (no policy), then the warning. */
@@ -186,7 +189,7 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
     let text = `${head.method} ${changed && head.target !== "*" ? changed.target : head.target} HTTP/1.${head.minor}\r\n`;
     for (const [name, value] of fields) text += `${name}: ${value}\r\n`;
     const judgesResponse = run && t.policy?.response ? { run, minor: head.minor } : undefined;
-    this.onward(v.down, t, { ...v.meta, head: `${text}\r\n` }, access?.rewritesResponse || judgesResponse ? head.method : undefined, judgesResponse);
+    this.onward(v.down, t, { ...v.meta, head: `${text}\r\n` }, judgesResponse ? head.method : undefined, judgesResponse);
   }
 
   refuse(v: RelayedVisit, r: Refusal): void {
@@ -198,6 +201,8 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
 
 export class RelayedTlsDoor implements Door<RelayedVisit> {
   readonly name = "relayed-tls";
+  /** A connection meets its tunnel's IP flags in on_tcp_connect (request()). */
+  readonly addressInPolicy = true;
 
   constructor(
     private readonly registry: Registry,
@@ -217,7 +222,7 @@ export class RelayedTlsDoor implements Door<RelayedVisit> {
   }
 
   /** The tunnel's on_tcp_connect, here where its rules live (the visitor's connection is on the other node). */
-  request(v: RelayedVisit, t: Tunnel): undefined | Promise<undefined | Refusal> {
+  request(v: RelayedVisit, t: Tunnel): undefined | Refusal | Promise<undefined | Refusal> {
     if (!t.policy?.connect) return undefined;
     const clientPort = Number(v.meta.remote.slice(v.meta.remote.lastIndexOf(":") + 1)) || 0;
     const serverPort = Number(v.meta.local?.slice(v.meta.local.lastIndexOf(":") + 1)) || 443;

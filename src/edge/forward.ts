@@ -109,6 +109,11 @@ export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardC
   let host = full.absolute ? full.host : undefined;
   for (let i = 0; i < fields.length; i++) {
     const field = fields[i]!;
+    // what the tunnel's header flags set is the edge's own word, whatever its name
+    if (changed?.isEdgeField(field)) {
+      kept.push(field);
+      continue;
+    }
     const lower = changed ? field[0].toLowerCase() : full.names[i]!;
     if (lower === "x-forwarded-for") forwardedFor = forwardedFor === undefined ? field[1] : `${forwardedFor}, ${field[1]}`;
     // a proxy's Forwarded chain is kept when the server trusts that proxy (--trusted-proxies), as its X-Forwarded-For is believed
@@ -127,6 +132,7 @@ export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardC
     kept.push(field);
   }
   if (host !== undefined) kept.unshift(["Host", host]);
+  // OIDC: its session cookie taken off, the signed-in email on
   tunnel.access?.rewriteRequest(kept, ctx.passed);
   // the tunnel's own rules that matched: for its service, and its inspector, which shows the request's fields
   if (ctx.policy?.ownMatched !== undefined) kept.push([POLICY_RULES_FIELD, ctx.policy.ownMatched]);
@@ -141,7 +147,7 @@ export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardC
  * none); undefined: the head is written anew.
  */
 function passesAsSent(head: RequestHead, tunnel: Tunnel, ctx: ForwardContext): string | undefined {
-  if (tunnel.access || !head.targetAsSent) return undefined;
+  if (tunnel.access?.rewritesRequest || !head.targetAsSent) return undefined;
   const dropped = head.upgrade === undefined ? EDGE_SET_UNSWITCHED : EDGE_SET;
   for (const n of head.names) if (dropped.has(n) || isBurrowField(n)) return undefined;
   return ctx.policy ? policyFields(ctx.policy, dropped) : "";
@@ -149,15 +155,16 @@ function passesAsSent(head: RequestHead, tunnel: Tunnel, ctx: ForwardContext): s
 
 /** What the policies' run did to the head, when it only added fields the head may take as they are: those as text, with the rules that matched. */
 function policyFields(run: LayeredRun, dropped: ReadonlySet<string>): string | undefined {
-  const added = run.request?.appended();
+  const request = run.request;
+  const added = request?.appended();
   if (added === undefined) return undefined;
   let text = "";
   for (let i = 0; i < added.length; i++) {
-    const [name, value] = added[i]!;
-    const lower = name.toLowerCase();
-    // what the edge sets or reads to frame and switch is never a policy's to add as it is
-    if (dropped.has(lower) || isBurrowField(lower) || lower === "connection" || lower === "host") return undefined;
-    text += `${name}: ${value}\r\n`;
+    const field = added[i]!;
+    const lower = field[0].toLowerCase();
+    // what the edge sets or reads to frame and switch is never a policy's to add as it is (the header flags' are the edge's own)
+    if (!request!.isEdgeField(field) && (dropped.has(lower) || isBurrowField(lower) || lower === "connection" || lower === "host")) return undefined;
+    text += `${field[0]}: ${field[1]}\r\n`;
   }
   if (run.ownMatched !== undefined) text += `${POLICY_RULES_FIELD}: ${run.ownMatched}\r\n`;
   return text;
@@ -355,8 +362,6 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
   private owed = 0;
   /** The OPEN's bytes, counted in before the REPLY's are counted out. */
   private openBytes = 0;
-  /** Header rules for the response: its head is written anew. */
-  private readonly rewrite: boolean;
   /**
    * An HTTP/1.0 visitor answered with a chunked body, which it cannot read:
    * the body goes without its framing (its chunks' data, no trailers) and
@@ -386,13 +391,11 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     this.remaining = request.framing === "length" ? request.length : 0;
     this.chunks = request.framing === "chunked" ? new ChunkedDecoder() : undefined;
     this.requestDone = request.framing === "none";
-    this.rewrite = tunnel.access?.rewritesResponse ?? false;
     this.filter = ctx.policy && tunnel.policy?.response ? new ResponseFilter(tunnel.policy, ctx.policy, request.method, request.minor, this.outlet()) : undefined;
-    // the head's fields are read only to be written anew (header rules, policies); otherwise it goes on as it came;
-    // one parser a stream, read by one request after another
-    // (and an HTTP/1.0 visitor's, for its framing)
-    // (a policy's response rules read the fields when they need them: response-filter.ts)
-    const fields = this.rewrite || request.minor === 0;
+    // the head's fields are read only for an HTTP/1.0 visitor's framing; otherwise it goes on as it came (a
+    // policy's response rules, the tunnel's header flags among them, read them when they need them:
+    // response-filter.ts); one parser a stream, read by one request after another
+    const fields = request.minor === 0;
     const parser = carrier.parser;
     if (parser) parser.reset(request.method, this, fields);
     this.parser = parser ?? (carrier.parser = new ResponseParser(request.method, this, fields));
@@ -636,13 +639,11 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
       if (part === "interim") return filter.interim(bytes);
       if (part === "body") return filter.raw(bytes);
       // a head refused (a 101 not asked for, a status past 599) is not the filter's: fromAgent answers it
-      if (this.response) filter.head(this.response, bytes, this.rewrite ? this.tunnel.access!.rewriteResponse(this.response.headers) : undefined);
+      if (this.response) filter.head(this.response, bytes);
       return;
     }
     if (this.closeDelimited) return this.rawCloseDelimited(bytes, part);
-    if (part !== "head" || !this.rewrite || !this.response) return void this.pieces.push(bytes);
-    // with header rules: the head is written anew with them, everything else as it came
-    this.pieces.push(responseHeadBytes(this.response, this.tunnel.access!.rewriteResponse(this.response.headers)));
+    this.pieces.push(bytes);
   }
 
   /** The head of a chunked answer to an HTTP/1.0 visitor, without its framing fields and closing; its framed body left out (body() takes the data). */
@@ -650,8 +651,7 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     if (part === "body") return;
     if (part === "interim") return void this.pieces.push(bytes);
     const response = this.response!;
-    const rewritten = this.rewrite ? this.tunnel.access!.rewriteResponse(response.headers) : response.headers;
-    const kept = rewritten.filter(([name]) => {
+    const kept = response.headers.filter(([name]) => {
       const lower = name.toLowerCase();
       return lower !== "transfer-encoding" && lower !== "connection" && lower !== "keep-alive" && lower !== "trailer";
     });

@@ -95,6 +95,8 @@ export interface HttpDoorDeps {
  * and answered is the carrier's (h2/door.ts overrides forward and refuse).
  */
 export class HttpDoor implements Door<HttpVisit> {
+  /** A request meets its tunnel's IP flags in its flags layer (request()). */
+  readonly addressInPolicy = true;
   /** The kinds whose visitors come through this door (their edge units say so). */
   private readonly reached: ReadonlySet<string>;
 
@@ -151,7 +153,7 @@ export class HttpDoor implements Door<HttpVisit> {
     return this.signInFlags(v, t);
   }
 
-  /** The tunnel's sign-in flags alone (no policy), then the warning. */
+  /** The tunnel's sign-in flags alone (no policy: its only flag is --oidc), then the warning. */
   private signInFlags(v: HttpVisit, t: Tunnel): Passed | undefined | Refusal | Promise<Passed | undefined | Refusal> {
     if (!t.access || t.relayed) return this.warning(v, t, undefined);
     const origin = `${this.deps.secure ? "https" : "http"}://${v.hostHeader}`;
@@ -202,12 +204,13 @@ export class HttpDoor implements Door<HttpVisit> {
       text: v.text,
       rawTarget: head.targetAsSent ? undefined : rawTargetOf(v.text, head.method),
     });
+    // the OIDC sign-in (--oidc), the edge's own step after the flags layer
     const access = t.access;
-    const signIn = access
+    const signIn = access?.signsInWithOidc
       ? () => {
           const req = asRequest(everyField(head, v.text), `${secure ? "https" : "http"}://${v.hostHeader}`);
           if (!req) return badRequestPage("This request cannot be checked against the tunnel's access rules.");
-          return access.signIn(req, new URL(req.url), v.client, v.hostHeader, secure);
+          return access.oidcSignIn(req, new URL(req.url), v.hostHeader, secure);
         }
       : undefined;
     const judged = judgeRequest(policy, facts, signIn);

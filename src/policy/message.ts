@@ -80,8 +80,12 @@ class WorkingFields {
 
   /** A field added after the others. */
   append(name: string, value: string): void {
-    if (this.own) this.own.push([name, value]);
-    else (this.extra ??= []).push([name, value]);
+    this.appendPair([name, value]);
+  }
+
+  protected appendPair(pair: [string, string]): void {
+    if (this.own) this.own.push(pair);
+    else (this.extra ??= []).push(pair);
   }
 
   /** The fields added after the ones that came, when that is all that changed (none: nothing did); undefined: more changed. */
@@ -122,6 +126,8 @@ export class WorkingRequest extends WorkingFields {
   receivedAt: number;
   /** The target as the edge read it, to tell a rewrite. */
   private readonly sentTarget: string;
+  /** The fields the edge's own rules set (appendEdgeField). */
+  private edgeSet: Set<readonly [string, string]> | undefined;
 
   /** The facts' headers are read when first needed. */
   constructor(facts: RequestFacts, now: number) {
@@ -148,6 +154,22 @@ export class WorkingRequest extends WorkingFields {
    */
   appended(): HeaderPairs | undefined {
     return this.target === this.sentTarget ? this.addedFields() : undefined;
+  }
+
+  /**
+   * A field the edge's own rules set (the tunnel's header flags), added
+   * after the others: what the edge takes off a visitor's request (its
+   * X-Burrow-* fields, a switch it did not ask for) it leaves on this one.
+   */
+  appendEdgeField(name: string, value: string): void {
+    const pair: [string, string] = [name, value];
+    this.appendPair(pair);
+    (this.edgeSet ??= new Set()).add(pair);
+  }
+
+  /** Whether `field` is one the edge's own rules set (appendEdgeField). */
+  isEdgeField(field: readonly [string, string]): boolean {
+    return this.edgeSet !== undefined && this.edgeSet.has(field);
   }
 
   get target(): string {

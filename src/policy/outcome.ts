@@ -30,10 +30,16 @@ export interface RunProblem {
   message: string;
 }
 
+/**
+ * `code`: the stable code the edge reports the refusal under, when the
+ * action that ended the run gives one (the tunnel's flags do: their rules
+ * refuse as they always did, ADDRESS_REFUSED, SIGN_IN); else the edge's
+ * POLICY.
+ */
 export type Verdict =
   | { kind: "continue" }
-  | { kind: "respond"; response: PolicyResponse; rule: string; action: string }
-  | { kind: "close"; rule: string; action: string };
+  | { kind: "respond"; response: PolicyResponse; rule: string; action: string; code?: string }
+  | { kind: "close"; rule: string; action: string; code?: string };
 
 export interface Outcome {
   phase: Phase;

@@ -224,7 +224,9 @@ class PhaseRun implements ActionContext {
       return undefined;
     }
     trace.actions.push({ type: action.type, result: result.kind === "respond" ? "responded" : "closed", note: result.note });
-    return this.done(result.kind === "respond" ? { kind: "respond", response: result.response, rule: rule.label, action: action.type } : { kind: "close", rule: rule.label, action: action.type });
+    const code = result.code;
+    if (result.kind === "respond") return this.done(code === undefined ? { kind: "respond", response: result.response, rule: rule.label, action: action.type } : { kind: "respond", response: result.response, rule: rule.label, action: action.type, code });
+    return this.done(code === undefined ? { kind: "close", rule: rule.label, action: action.type } : { kind: "close", rule: rule.label, action: action.type, code });
   }
 
   /** An action threw: the run ends with a 500 (a closed connection), never with the request let through. */

@@ -128,7 +128,8 @@ export type SignIn = () => Passed | Response | Promise<Passed | Response>;
  */
 export function judgeRequest(policy: TunnelPolicy, facts: PolicyInput, signIn: SignIn | undefined): PolicyPass | Refusal | Promise<PolicyPass | Refusal> {
   const run = new LayeredRun(facts);
-  const operator = run.through("on_http_request", policy.operator);
+  // the operator's layers, then the tunnel's flags (its IP rules, basic auth, header rules)
+  const operator = run.through("on_http_request", policy.beforeSignIn);
   if (operator instanceof Promise) return operator.then((v) => afterOperator(run, policy, v, signIn));
   return afterOperator(run, policy, operator, signIn);
 }
@@ -161,8 +162,13 @@ function ownJudged(run: LayeredRun, verdict: Verdict, passed: Passed | undefined
   return { run, passed };
 }
 
-function refusalOf(verdict: Exclude<Verdict, { kind: "continue" }>): Refusal {
+export function refusalOf(verdict: Exclude<Verdict, { kind: "continue" }>): Refusal {
+  // the tunnel's flags refuse as they always have: the door answers an address it refuses with its own page
+  if (verdict.code === "ADDRESS_REFUSED") return ADDRESS_REFUSED;
+  if (verdict.code === "SIGN_IN" && verdict.kind === "respond") return new Refusal("access", "SIGN_IN", undefined, policyAnswer(verdict.response));
   // on_http_request has no connection to close: a run that would (past its cost) answered 500 already
   if (verdict.kind === "close") return new Refusal("access", "POLICY", `rule ${verdict.rule}, ${verdict.action}`, policyAnswer({ status: 500, headers: [], body: "" }));
   return new Refusal("access", "POLICY", `rule ${verdict.rule}, ${verdict.action}`, policyAnswer(verdict.response));
 }
+
+const ADDRESS_REFUSED = new Refusal("access", "ADDRESS_REFUSED");

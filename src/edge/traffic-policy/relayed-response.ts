@@ -19,8 +19,6 @@ export function filterRelayedResponse(
   up: Stream,
   method: string,
   filterOf: (out: Outlet) => ResponseFilter,
-  /** The tunnel's response header flags, applied before its policies. */
-  rewrite?: (headers: [string, string][]) => [string, string][],
 ): void {
   let owed = 0;
   let blocked = false;
@@ -57,7 +55,7 @@ export function filterRelayedResponse(
     },
     raw(bytes, part) {
       if (part === "interim") filter.interim(bytes);
-      else if (part === "head") filter.head(response!, bytes, rewrite?.(response!.headers));
+      else if (part === "head") filter.head(response!, bytes);
       else filter.raw(bytes);
     },
   });

@@ -21,7 +21,7 @@ import { STATUS_CODES } from "node:http";
 import { parseHead, responseHeadBytes, type ParsedHead } from "../../http/response-head.ts";
 import { log } from "../../log.ts";
 import { createCompressor, type ResponseCompressor } from "../../policy/index.ts";
-import type { PolicyResponse, Verdict } from "../../policy/index.ts";
+import type { Policy, PolicyResponse, Verdict } from "../../policy/index.ts";
 import type { HeaderPairs } from "../../policy/facts.ts";
 import { WorkingResponse } from "../../policy/message.ts";
 import type { LayeredRun } from "./layered-run.ts";
@@ -42,7 +42,8 @@ export interface Outlet {
 const CRLF = Buffer.from("\r\n");
 const LAST_CHUNK = Buffer.from("0\r\n\r\n");
 
-type Mode = "waiting" | "pass" | "compress" | "replace";
+/** How the body goes after the head: as it came, without its chunked framing (an HTTP/1.0 visitor), compressed, or not at all (replaced). */
+type Mode = "waiting" | "pass" | "unchunk" | "compress" | "replace";
 
 export class ResponseFilter {
   private mode: Mode = "waiting";
@@ -91,18 +92,20 @@ export class ResponseFilter {
    * header flags left them.
    */
   head(head: ParsedHead, bytes: Uint8Array, headers?: [string, string][]): void {
-    if (head.status === 101) return this.interim(bytes);
+    // no policy judges a switch's answer, but the tunnel's header flags set their fields on it, as always
+    const layers = head.status !== 101 ? this.policy.responseLayers : this.policy.flags?.has("on_http_response") ? [this.policy.flags] : undefined;
+    if (!layers) return this.interim(bytes);
     if (this.tail === undefined && !this.cancelled) {
       let waits: void | Promise<void>;
       try {
-        waits = this.judge(head, bytes, headers);
+        waits = this.judge(head, bytes, headers, layers);
       } catch (err) {
         return this.fail(err);
       }
       if (waits) this.wait(waits);
       return;
     }
-    this.then(() => this.judge(head, bytes, headers));
+    this.then(() => this.judge(head, bytes, headers, layers));
   }
 
   /** A piece of the body as it came (its framing included). */
@@ -118,8 +121,13 @@ export class ResponseFilter {
 
   /** A piece of the body, its framing taken off. */
   body(piece: Uint8Array): void {
-    if (piece.byteLength === 0 || (this.tail === undefined && this.mode !== "compress")) return;
+    if (piece.byteLength === 0) return;
+    if (this.tail === undefined) {
+      if (this.mode === "unchunk" && !this.cancelled) this.out.write(piece);
+      if (this.mode !== "compress") return;
+    }
     this.then(() => {
+      if (this.mode === "unchunk") return this.out.write(piece);
       if (this.mode !== "compress") return;
       return this.compressor!.push(piece).then((packed) => {
         if (!this.cancelled) this.chunk(packed);
@@ -193,13 +201,13 @@ export class ResponseFilter {
    * action reads them (fields()): a head read for its framing alone
    * (head.bytes) is read whole then, from its bytes.
    */
-  private judge(head: ParsedHead, bytes: Uint8Array, headers: [string, string][] | undefined): void | Promise<void> {
+  private judge(head: ParsedHead, bytes: Uint8Array, headers: [string, string][] | undefined, layers: readonly Policy[]): void | Promise<void> {
     this.parsed = head;
     this.headBytes = bytes;
     if (head.bytes === undefined) this.whole = head;
     // the filter is the response's facts: its fields read from the head when a rule first needs them
     const response = new WorkingResponse(headers !== undefined ? { status: head.status, headers } : this);
-    const verdict = this.run.respond(response, this.policy.responseLayers);
+    const verdict = this.run.respond(response, layers);
     if (verdict instanceof Promise) {
       // the bytes are a view of what the agent sent: kept while the run waits
       this.headBytes = bytes.slice();
@@ -236,6 +244,14 @@ export class ResponseFilter {
     }
     const res = this.run.response!;
     const coding = this.run.compression;
+    if (coding === undefined && this.minor === 0 && this.parsed!.framing === "chunked") {
+      // an HTTP/1.0 visitor reads no chunks: the body's data alone, ended by the connection's end, which the head says
+      this.mode = "unchunk";
+      this.closes = true;
+      const kept = res.headers.filter(([name]) => !/^(transfer-encoding|connection|keep-alive|trailer)$/i.test(name));
+      kept.push(["Connection", "close"]);
+      return this.out.write(responseHeadBytes(this.full(), kept));
+    }
     if (coding === undefined) {
       this.mode = "pass";
       // fields only added (or none): the head as it came, those after it; else written anew

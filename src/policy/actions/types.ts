@@ -24,10 +24,10 @@ export type { PolicyResponse };
 export type ActionResult =
   /** The run goes on to the next action. `note`: what it did, for the trace. */
   | { kind: "continue"; note?: string }
-  /** The request is answered with `response`; nothing after runs. */
-  | { kind: "respond"; response: PolicyResponse; note?: string }
+  /** The request is answered with `response`; nothing after runs. `code`: Verdict's. */
+  | { kind: "respond"; response: PolicyResponse; note?: string; code?: string }
   /** on_tcp_connect: the connection is closed; nothing after runs. */
-  | { kind: "close"; note?: string };
+  | { kind: "close"; note?: string; code?: string };
 
 /** What a running action is given. */
 export interface ActionContext {
