@@ -107,9 +107,12 @@ export class Policy {
   }
 }
 
-/** One run of one phase of one policy: its state, and what its actions are given (it is their ActionContext). */
-class PhaseRun implements ActionContext {
-  readonly bindings: Bindings;
+/**
+ * One run of one phase of one policy: its variables (it is its Bindings),
+ * its state, and what its actions are given (it is their ActionContext):
+ * one object a run.
+ */
+class PhaseRun extends Bindings implements ActionContext {
   readonly services: PolicyServices;
   private matched: RuleTrace[] = NONE;
   private problems: RunProblem[] = NONE;
@@ -125,8 +128,12 @@ class PhaseRun implements ActionContext {
     input: PolicyInput,
     private readonly state: RunState,
   ) {
+    super(input, policy.caps.costLimit, state.request, state.response, state.identity);
     this.services = policy.services;
-    this.bindings = new Bindings(input, policy.caps.costLimit, state.request, state.response, state.identity);
+  }
+
+  get bindings(): Bindings {
+    return this;
   }
 
   // ActionContext
@@ -137,8 +144,8 @@ class PhaseRun implements ActionContext {
 
   setVariables(name: string, values: Record<string, unknown>): void {
     if (!this.policy.traits.readsActionVariables) return;
-    this.bindings.actionVars[name] = values;
-    this.bindings.variablesChanged();
+    this.actionVars[name] = values;
+    this.variablesChanged();
   }
 
   log(fields: Record<string, string>): void {
@@ -165,7 +172,8 @@ class PhaseRun implements ActionContext {
    * first.
    */
   from(r: number, a: number, trace: RuleTrace | undefined): Outcome | Promise<Outcome> {
-    const { rules, bindings } = this;
+    const { rules } = this;
+    const bindings: Bindings = this;
     for (; r < rules.length; r++, a = 0, trace = undefined) {
       const rule = rules[r]!;
       if (trace === undefined) {
@@ -205,7 +213,7 @@ class PhaseRun implements ActionContext {
 
   /** Whether every expression of the rule is true (one that fails is told, and the rule does not match). */
   private matches(rule: CompiledRule): boolean {
-    const { bindings } = this;
+    const bindings: Bindings = this;
     for (const e of rule.expressions) {
       const value = e.evaluate(bindings);
       if (bindings.budget.exceeded) return false;
@@ -218,7 +226,7 @@ class PhaseRun implements ActionContext {
 
   /** An action's result: the run's end (answered, closed, over budget), or undefined to go on. */
   private settle(result: ActionResult, rule: CompiledRule, action: CompiledAction, trace: RuleTrace): Outcome | undefined {
-    if (this.bindings.budget.exceeded) return this.overBudget(rule.label, action.type);
+    if (this.exceeded) return this.overBudget(rule.label, action.type);
     if (result.kind === "continue") {
       trace.actions.push({ type: action.type, result: "continued", note: result.note });
       return undefined;
@@ -231,7 +239,7 @@ class PhaseRun implements ActionContext {
 
   /** An action threw: the run ends with a 500 (a closed connection), never with the request let through. */
   private failed(err: unknown, rule: CompiledRule, action: CompiledAction, trace: RuleTrace): Outcome {
-    if (this.bindings.budget.exceeded) return this.overBudget(rule.label, action.type);
+    if (this.exceeded) return this.overBudget(rule.label, action.type);
     trace.actions.push({ type: action.type, result: "failed", note: String(err) });
     this.told({ code: "ACTION_FAILED", rule: rule.label, message: `${action.type}: ${(err as Error).message ?? String(err)}` });
     return this.done(this.phase === "on_tcp_connect" ? { kind: "close", rule: rule.label, action: action.type } : { kind: "respond", response: FAILED, rule: rule.label, action: action.type });
@@ -251,7 +259,7 @@ class PhaseRun implements ActionContext {
       verdict,
       request: state.request,
       response: state.response,
-      identity: this.bindings.identity,
+      identity: this.identity,
       compression: this.compression,
       logs: this.logs,
       problems: this.problems,

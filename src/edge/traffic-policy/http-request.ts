@@ -9,7 +9,7 @@
  * carries the run on (LayeredRun): the request as the actions left it is
  * what forward sends the agent, and the response's run follows from it.
  */
-import type { EndpointFacts, PolicyInput, RequestFacts, TunnelFacts, Verdict } from "../../policy/index.ts";
+import type { ConnectionFacts, EndpointFacts, PolicyInput, RequestFacts, TunnelFacts, Verdict } from "../../policy/index.ts";
 import type { HeaderPairs } from "../../policy/facts.ts";
 import { everyField, type RequestHead } from "../../http/request-head.ts";
 import type { Passed } from "../access/policy.ts";
@@ -40,18 +40,26 @@ export interface RequestSubject {
 
 /** The facts of one request's run. */
 export function requestFacts(t: Tunnel, s: RequestSubject): PolicyInput {
-  const now = Date.now();
-  return {
-    conn: { clientIp: s.client, clientPort: s.clientPort, serverPort: s.serverPort, openedAt: s.openedAt },
-    endpoint: endpointFacts(s.host, s.secure),
-    tunnel: tunnelFacts(t),
-    request: new HeadFacts(s, now),
-    now,
-  };
+  return new RequestRunFacts(t, s, Date.now());
 }
 
-/** A request's facts from its head: its fields read whole only when first asked for. */
-class HeadFacts implements RequestFacts {
+/**
+ * A request's facts from its head, in one object: the run's input
+ * (PolicyInput), its connection's (`conn` is this object) and its
+ * request's (`request` is this object too), the head's fields read whole
+ * only when a rule first asks for them. One object a request rather than
+ * one per part: each is read through its own interface.
+ */
+class RequestRunFacts implements PolicyInput, ConnectionFacts, RequestFacts {
+  readonly conn: ConnectionFacts = this;
+  readonly request: RequestFacts = this;
+  readonly endpoint: EndpointFacts;
+  readonly tunnel: TunnelFacts;
+  readonly now: number;
+  readonly clientIp: string;
+  readonly clientPort: number;
+  readonly serverPort: number;
+  readonly openedAt: number;
   readonly method: string;
   readonly target: string;
   readonly rawTarget: string | undefined;
@@ -62,8 +70,15 @@ class HeadFacts implements RequestFacts {
   private readonly head: RequestHead;
   private readonly text: string | undefined;
 
-  constructor(s: RequestSubject, now: number) {
+  constructor(t: Tunnel, s: RequestSubject, now: number) {
     const head = s.head;
+    this.endpoint = endpointFacts(s.host, s.secure);
+    this.tunnel = tunnelFacts(t);
+    this.now = now;
+    this.clientIp = s.client;
+    this.clientPort = s.clientPort;
+    this.serverPort = s.serverPort;
+    this.openedAt = s.openedAt;
     this.method = head.method;
     this.target = head.target === "*" ? "/" : head.target;
     this.rawTarget = s.rawTarget;

@@ -39,6 +39,17 @@ export const rateLimit = defineAction({
     const keys = config.bucket_key.map((text, i) => tools.expression(text, ["bucket_key", i], "value"));
     if (windowMs === undefined || keys.some((k) => k === undefined)) return undefined;
     const prefix = `${tools.key}\0${config.name}\0`;
+    // the store's key of each bucket seen lately: made (and hashed) once, not once a request
+    const storeKeys = new Map<string, string>();
+    const keyOf = (bucket: string): string => {
+      let key = storeKeys.get(bucket);
+      if (key === undefined) {
+        key = storeKey(prefix, bucket);
+        if (storeKeys.size >= KEYS_KEPT) storeKeys.clear();
+        storeKeys.set(bucket, key);
+      }
+      return key;
+    };
     const limited = (bucket: string, verdict: RateLimitVerdict, ctx: ActionContext): ActionResult => {
       if (ctx.keepsVariables) ctx.setVariables("rate_limit", { bucket_key: bucket, limited: verdict.limited });
       if (!verdict.limited || !config.enforce) return { kind: "continue", note: verdict.limited ? "over the limit (not enforced)" : `${verdict.remaining} left in the window` };
@@ -58,13 +69,16 @@ export const rateLimit = defineAction({
           const text = isCelError(value) ? "" : valueText(value);
           bucket = i === 0 ? text : `${bucket}\0${text}`;
         }
-        const verdict = ctx.services.rateLimits.hit(storeKey(prefix, bucket), config.capacity, windowMs, ctx.services.now());
+        const verdict = ctx.services.rateLimits.hit(keyOf(bucket), config.capacity, windowMs, ctx.services.now());
         // the store in this process answers at once; one shared between nodes may wait
         return verdict instanceof Promise ? verdict.then((v) => limited(bucket, v, ctx)) : limited(bucket, verdict, ctx);
       },
     };
   },
 });
+
+/** Store keys an action keeps made, by bucket (the visitors of the moment); past it, it starts again. */
+const KEYS_KEPT = 64;
 
 /** Bucket keys up to this long are kept as they are; a longer one (a header's value, say) by its digest. */
 const PLAIN_KEY = 64;
