@@ -31,7 +31,7 @@ import { warningFor } from "../edge/warning.ts";
 import { connectFacts, judgeConnect } from "../edge/traffic-policy/connect.ts";
 import { judgeRequest, requestFacts } from "../edge/traffic-policy/http-request.ts";
 import { POLICY_RULES_FIELD, type LayeredRun } from "../edge/traffic-policy/layered-run.ts";
-import { bodyRefusal, withBody, type ReadBody } from "../edge/traffic-policy/request-body.ts";
+import { bodyRefusal, type BodyReading, type ReadBody } from "../edge/traffic-policy/request-body.ts";
 import { readRelayedBody } from "../edge/traffic-policy/stream-body.ts";
 import type { TunnelPolicy } from "../edge/traffic-policy/tunnel-policy.ts";
 import { joinStreams, refuseRelayed } from "./stream-pipe.ts";
@@ -72,6 +72,8 @@ const RELAYED_TLS = kindsThrough("relayed-tls");
 
 export class RelayedHttpDoor implements Door<RelayedVisit> {
   readonly name = "relayed-http";
+  /** A request meets its tunnel's IP flags in its flags layer (request()). */
+  readonly addressInPolicy = true;
 
   constructor(
     private readonly registry: Registry,
@@ -135,29 +137,32 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
     }
     if (!policy.request && !policy.response) return this.signInFlags(v, t);
     const facts = requestFacts(t, { client: v.client, clientPort, serverPort, openedAt: Date.now(), secure: v.secure!, host, head });
-    // an action that reads the body (verify-webhook): the body first, read here where the rules live
-    if (policy.body) {
-      const read = await readRelayedBody(v.down, head, policy.body);
-      if (!(typeof read === "object" && "raw" in read)) return bodyRefusal(read);
-      v.body = read;
-      withBody(facts.request!, read, policy.body);
-    }
+    // the OIDC sign-in (--oidc), the edge's own step after the flags layer
     const access = t.access;
-    const judged = await judgeRequest(policy, facts, access ? () => this.signIn(v, t, access, head) : undefined, t);
-    if (judged instanceof Refusal) {
-      if (judged.message?.endsWith(", rate-limit")) t.rateLimited?.();
-      return judged;
-    }
+    const signIn = access?.signsInWithOidc ? () => this.signIn(v, t, access, head) : undefined;
+    // an action that reads the body (verify-webhook): read here, where the rules live, when the run comes to it
+    const reading = policy.body;
+    const body = reading ? { reading, read: () => this.readBody(v, head, reading) } : undefined;
+    const judged = await judgeRequest(policy, facts, signIn, t, body);
+    if (judged instanceof Refusal) return judged;
     v.policy = judged.run;
     return this.warning(v, t, judged.passed);
   }
 
-  /** The tunnel's sign-in flags, for a request whose head was read. */
+  /** The request's body for the actions that read it: sent on to the agent first (RelayIn.forward). */
+  private async readBody(v: RelayedVisit, head: RequestHead, reading: BodyReading): Promise<ReadBody | Refusal> {
+    const read = await readRelayedBody(v.down, head, reading);
+    if (!(typeof read === "object" && "raw" in read)) return bodyRefusal(read);
+    v.body = read;
+    return read;
+  }
+
+  /** The tunnel's OIDC sign-in, for a request whose head was read. */
   private signIn(v: RelayedVisit, t: Tunnel, access: NonNullable<Tunnel["access"]>, head: RequestHead): Passed | Response | Promise<Passed | Response> {
     const url = new URL(`${v.secure ? "https" : "http"}://${v.host}${head.target === "*" ? "/" : head.target}`);
     const headers = new Headers();
     for (const [name, value] of head.fields) headers.append(name, value);
-    return access.signIn(new Request(url.href, { method: head.method, headers }), url, v.client, v.host!, v.secure!);
+    return access.oidcSignIn(new Request(url.href, { method: head.method, headers }), url, v.host!, v.secure!);
   }
 
   /** The sign-in flags alone (no policy), then the warning. */
@@ -200,7 +205,7 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
     let text = `${head.method} ${changed && head.target !== "*" ? changed.target : head.target} HTTP/1.${head.minor}\r\n`;
     for (const [name, value] of fields) text += `${name}: ${value}\r\n`;
     const judgesResponse = run && t.policy?.response ? { run, minor: head.minor } : undefined;
-    this.onward(v.down, t, { ...v.meta, head: `${text}\r\n` }, access?.rewritesResponse || judgesResponse ? head.method : undefined, judgesResponse, v.body);
+    this.onward(v.down, t, { ...v.meta, head: `${text}\r\n` }, judgesResponse ? head.method : undefined, judgesResponse, v.body);
   }
 
   refuse(v: RelayedVisit, r: Refusal): void {
@@ -212,6 +217,8 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
 
 export class RelayedTlsDoor implements Door<RelayedVisit> {
   readonly name = "relayed-tls";
+  /** A connection meets its tunnel's IP flags in on_tcp_connect (request()). */
+  readonly addressInPolicy = true;
 
   constructor(
     private readonly registry: Registry,
@@ -231,7 +238,7 @@ export class RelayedTlsDoor implements Door<RelayedVisit> {
   }
 
   /** The tunnel's on_tcp_connect, here where its rules live (the visitor's connection is on the other node). */
-  request(v: RelayedVisit, t: Tunnel): undefined | Promise<undefined | Refusal> {
+  request(v: RelayedVisit, t: Tunnel): undefined | Refusal | Promise<undefined | Refusal> {
     if (!t.policy?.connect) return undefined;
     const clientPort = Number(v.meta.remote.slice(v.meta.remote.lastIndexOf(":") + 1)) || 0;
     const serverPort = Number(v.meta.local?.slice(v.meta.local.lastIndexOf(":") + 1)) || 443;

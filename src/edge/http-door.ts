@@ -19,9 +19,9 @@ import { kindsThrough } from "./kinds/doors.ts";
 import { badGatewayPage, badRequestPage, tlsTunnelPage, unknownTunnelPage } from "./pages.ts";
 import type { Registry, Tunnel } from "./registry.ts";
 import { connectFacts, judgeConnect } from "./traffic-policy/connect.ts";
-import { judgeRequest, requestFacts } from "./traffic-policy/http-request.ts";
+import { judgeRequest, requestFacts, type PolicyPass } from "./traffic-policy/http-request.ts";
 import type { LayeredRun } from "./traffic-policy/layered-run.ts";
-import { bodyRefusal, readConnectionBody, withBody, type BodyReading, type ReadBody } from "./traffic-policy/request-body.ts";
+import { bodyRefusal, readConnectionBody, type BodyReading, type ReadBody } from "./traffic-policy/request-body.ts";
 import type { TunnelPolicy } from "./traffic-policy/tunnel-policy.ts";
 import { continueResponse, CONTINUE_PATH, warningDue, warningFor, type HeadView } from "./warning.ts";
 
@@ -106,6 +106,8 @@ export interface HttpDoorDeps {
  * and answered is the carrier's (h2/door.ts overrides forward and refuse).
  */
 export class HttpDoor implements Door<HttpVisit> {
+  /** A request meets its tunnel's IP flags in its flags layer (request()). */
+  readonly addressInPolicy = true;
   /** The kinds whose visitors come through this door (their edge units say so). */
   private readonly reached: ReadonlySet<string>;
 
@@ -162,7 +164,7 @@ export class HttpDoor implements Door<HttpVisit> {
     return this.signInFlags(v, t);
   }
 
-  /** The tunnel's sign-in flags alone (no policy), then the warning. */
+  /** The tunnel's sign-in flags alone (no policy: its only flag is --oidc), then the warning. */
   private signInFlags(v: HttpVisit, t: Tunnel): Passed | undefined | Refusal | Promise<Passed | undefined | Refusal> {
     if (!t.access || t.relayed) return this.warning(v, t, undefined);
     const origin = `${this.deps.secure ? "https" : "http"}://${v.hostHeader}`;
@@ -178,20 +180,30 @@ export class HttpDoor implements Door<HttpVisit> {
    * The tunnel's traffic policies around its sign-in flags
    * (traffic-policy/http-request.ts): the operator's layers, the sign-in,
    * the tunnel's own; then the warning. Every field of the head is read
-   * (the rules may read any).
+   * (the rules may read any). At once unless something waits (a
+   * connection's first judgement, an action that waits, a sign-in).
    */
-  private async withPolicies(v: HttpVisit, t: Tunnel, policy: TunnelPolicy): Promise<Passed | undefined | Refusal> {
+  private withPolicies(v: HttpVisit, t: Tunnel, policy: TunnelPolicy): Passed | undefined | Refusal | Promise<Passed | undefined | Refusal> {
+    // on_tcp_connect: once a connection, with its first request to the tunnel (again when the tunnel's layers change)
+    if (policy.connect && v.conn.policyConnected !== policy) return this.connectFirst(v, t, policy);
+    return this.requestPolicies(v, t, policy);
+  }
+
+  private async connectFirst(v: HttpVisit, t: Tunnel, policy: TunnelPolicy): Promise<Passed | undefined | Refusal> {
     const { conn } = v;
     const secure = this.deps.secure;
-    // on_tcp_connect: once a connection, with its first request to the tunnel (again when the tunnel's layers change)
-    if (policy.connect && conn.policyConnected !== policy) {
-      const host = v.hostHeader.replace(/:\d+$/, "");
-      const closed = await judgeConnect(policy, connectFacts(t, { client: v.client, clientPort: conn.peer.port, serverPort: conn.socket.localPort, host, protocol: secure ? "https" : "http", openedAt: conn.openedAt }));
-      if (closed) return closed;
-      conn.policyConnected = policy;
-    }
+    const host = v.hostHeader.replace(/:\d+$/, "");
+    const closed = await judgeConnect(policy, connectFacts(t, { client: v.client, clientPort: conn.peer.port, serverPort: conn.socket.localPort, host, protocol: secure ? "https" : "http", openedAt: conn.openedAt }));
+    if (closed) return closed;
+    conn.policyConnected = policy;
+    return this.requestPolicies(v, t, policy);
+  }
+
+  private requestPolicies(v: HttpVisit, t: Tunnel, policy: TunnelPolicy): Passed | undefined | Refusal | Promise<Passed | undefined | Refusal> {
     if (!policy.request && !policy.response) return this.signInFlags(v, t);
-    const head = everyField(v.head, v.text);
+    const { conn, head } = v;
+    const secure = this.deps.secure;
+    // the rest of the head's fields are read when a rule first needs them
     const facts = requestFacts(t, {
       client: v.client,
       clientPort: conn.peer.port,
@@ -200,27 +212,28 @@ export class HttpDoor implements Door<HttpVisit> {
       secure,
       host: v.hostHeader,
       head,
+      text: v.text,
       rawTarget: head.targetAsSent ? undefined : rawTargetOf(v.text, head.method),
     });
-    // an action that reads the body (verify-webhook): the body first, read within its limits
-    if (policy.body) {
-      const read = await this.readBody(v, t, head, policy.body);
-      if (read instanceof Refusal) return read;
-      withBody(facts.request!, read, policy.body);
-    }
+    // the OIDC sign-in (--oidc), the edge's own step after the flags layer
     const access = t.access;
-    const signIn = access
+    const signIn = access?.signsInWithOidc
       ? () => {
-          const req = asRequest(head, `${secure ? "https" : "http"}://${v.hostHeader}`);
+          const req = asRequest(everyField(head, v.text), `${secure ? "https" : "http"}://${v.hostHeader}`);
           if (!req) return badRequestPage("This request cannot be checked against the tunnel's access rules.");
-          return access.signIn(req, new URL(req.url), v.client, v.hostHeader, secure);
+          return access.oidcSignIn(req, new URL(req.url), v.hostHeader, secure);
         }
       : undefined;
-    const judged = await judgeRequest(policy, facts, signIn, t);
-    if (judged instanceof Refusal) {
-      if (judged.message?.endsWith(", rate-limit")) t.rateLimited?.();
-      return judged;
-    }
+    // an action that reads the body (verify-webhook): the body is read when the run comes to it
+    const reading = policy.body;
+    const body = reading ? { reading, read: () => this.readBody(v, t, head, reading) } : undefined;
+    const judged = judgeRequest(policy, facts, signIn, t, body);
+    if (judged instanceof Promise) return judged.then((j) => this.policiesJudged(v, t, j));
+    return this.policiesJudged(v, t, judged);
+  }
+
+  private policiesJudged(v: HttpVisit, t: Tunnel, judged: PolicyPass | Refusal): Passed | undefined | Refusal {
+    if (judged instanceof Refusal) return judged;
     v.policy = judged.run;
     return this.warning(v, t, judged.passed);
   }
