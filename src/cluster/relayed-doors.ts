@@ -116,14 +116,14 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
   /** The sign-in rules (the IP rules were asked before), then the warning the visitor's node found due. */
   request(v: RelayedVisit, t: Tunnel): Passed | undefined | Refusal | Promise<Passed | undefined | Refusal> {
     if (t.policy) return this.withPolicies(v, t, t.policy);
-    return this.signInFlags(v, t);
+    return this.warning(v, t);
   }
 
   /**
    * The tunnel's traffic policies here, as on its own node (edge/http-door.ts):
    * on_tcp_connect (each relayed request is a connection here: the visitor's
-   * node holds the connection), then the operator's layers, the sign-in
-   * flags, the tunnel's own.
+   * node holds the connection), then the operator's layers, the tunnel's
+   * flags and its own policy.
    */
   private async withPolicies(v: RelayedVisit, t: Tunnel, policy: TunnelPolicy): Promise<Passed | undefined | Refusal> {
     const head = this.parsed(v);
@@ -135,18 +135,15 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
       const closed = await judgeConnect(policy, connectFacts(t, { client: v.client, clientPort, serverPort, host: host.replace(/:\d+$/, ""), protocol: v.secure ? "https" : "http" }));
       if (closed) return closed;
     }
-    if (!policy.request && !policy.response) return this.signInFlags(v, t);
+    if (!policy.request && !policy.response) return this.warning(v, t);
     const facts = requestFacts(t, { client: v.client, clientPort, serverPort, openedAt: Date.now(), secure: v.secure!, host, head });
-    // the OIDC sign-in (--oidc), the edge's own step after the flags layer
-    const access = t.access;
-    const signIn = access?.signsInWithOidc ? () => this.signIn(v, t, access, head) : undefined;
     // an action that reads the body (verify-webhook): read here, where the rules live, when the run comes to it
     const reading = policy.body;
     const body = reading ? { reading, read: () => this.readBody(v, head, reading) } : undefined;
-    const judged = await judgeRequest(policy, facts, signIn, t, body);
+    const judged = await judgeRequest(policy, facts, t, body);
     if (judged instanceof Refusal) return judged;
     v.policy = judged.run;
-    return this.warning(v, t, judged.passed);
+    return this.warning(v, t);
   }
 
   /** The request's body for the actions that read it: sent on to the agent first (RelayIn.forward). */
@@ -157,54 +154,26 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
     return read;
   }
 
-  /** The tunnel's OIDC sign-in, for a request whose head was read. */
-  private signIn(v: RelayedVisit, t: Tunnel, access: NonNullable<Tunnel["access"]>, head: RequestHead): Passed | Response | Promise<Passed | Response> {
-    const url = new URL(`${v.secure ? "https" : "http"}://${v.host}${head.target === "*" ? "/" : head.target}`);
-    const headers = new Headers();
-    for (const [name, value] of head.fields) headers.append(name, value);
-    return access.oidcSignIn(new Request(url.href, { method: head.method, headers }), url, v.host!, v.secure!);
-  }
-
-  /** The sign-in flags alone (no policy), then the warning. */
-  private signInFlags(v: RelayedVisit, t: Tunnel): Passed | undefined | Refusal | Promise<Passed | undefined | Refusal> {
-    if (!t.access && !(v.meta.warn && !t.skipWarning)) return undefined;
+  /** Let through: the warning, if the visitor's node found it due, comes now (after the tunnel's policies, its sign-in among them, as on one node). */
+  private warning(v: RelayedVisit, t: Tunnel): undefined | Refusal {
+    if (!(v.meta.warn && !t.skipWarning)) return undefined;
     const head = this.parsed(v);
     if (!head) return NOT_A_HEAD;
-    if (!t.access) return this.warning(v, t, undefined);
-    const url = new URL(`${v.secure ? "https" : "http"}://${v.host}${head.target === "*" ? "/" : head.target}`);
-    const headers = new Headers();
-    for (const [name, value] of head.fields) headers.append(name, value);
-    const passed = t.access.signIn(new Request(url.href, { method: head.method, headers }), url, v.client, v.host!, v.secure!);
-    if (passed instanceof Promise) return passed.then((p) => this.signedIn(v, t, p));
-    return this.signedIn(v, t, passed);
+    return new Refusal("access", "WARNING", undefined, warningFor(v.host!, t.username, head.target));
   }
-
-  private signedIn(v: RelayedVisit, t: Tunnel, passed: Passed | Response): Passed | undefined | Refusal {
-    if (passed instanceof Response) return new Refusal("access", "SIGN_IN", undefined, passed);
-    return this.warning(v, t, passed);
-  }
-
-  /** Let through: the warning, if the visitor's node found it due, comes now (after sign-in, as on one node). */
-  private warning(v: RelayedVisit, t: Tunnel, passed: Passed | undefined): Passed | undefined | Refusal {
-    if (v.meta.warn && !t.skipWarning) return new Refusal("access", "WARNING", undefined, warningFor(v.host!, t.username, v.head!.target));
-    return passed;
-  }
-
-  forward(v: RelayedVisit, t: Tunnel, passed: Passed | undefined): void {
+  forward(v: RelayedVisit, t: Tunnel): void {
     if (v.down.isClosed) return;
-    const access = t.access;
     const run = v.policy;
-    if (!access && !run) return this.onward(v.down, t, v.meta);
-    // the tunnel's policies' changes and header rules, applied here where they live
+    if (!run) return this.onward(v.down, t, v.meta);
+    // the head as the tunnel's policies (its flags among them) left it, here where they live
     const head = v.head!;
-    const changed = run?.request;
+    const changed = run.request;
     const fields: [string, string][] = changed ? [...changed.headers] : [...head.fields];
-    access?.rewriteRequest(fields, passed);
     // the head came from the visitor's node, which took any X-Burrow-* a visitor sent: this one is ours
-    if (run?.ownMatched !== undefined) fields.push([POLICY_RULES_FIELD, run.ownMatched]);
+    if (run.ownMatched !== undefined) fields.push([POLICY_RULES_FIELD, run.ownMatched]);
     let text = `${head.method} ${changed && head.target !== "*" ? changed.target : head.target} HTTP/1.${head.minor}\r\n`;
     for (const [name, value] of fields) text += `${name}: ${value}\r\n`;
-    const judgesResponse = run && t.policy?.response ? { run, minor: head.minor } : undefined;
+    const judgesResponse = t.policy?.response ? { run, minor: head.minor } : undefined;
     this.onward(v.down, t, { ...v.meta, head: `${text}\r\n` }, judgesResponse ? head.method : undefined, judgesResponse, v.body);
   }
 

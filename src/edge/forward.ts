@@ -93,7 +93,7 @@ export const EDGE_READS: ReadonlySet<number> = new Set(
  * take out or change, the edge's fields are simply added after it.
  */
 export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardContext, text: string, conn?: HttpConnection): string {
-  const added = passesAsSent(head, tunnel, ctx);
+  const added = passesAsSent(head, ctx);
   if (added !== undefined) return `${text}\r\n${added}${conn ? edgeFieldsOf(conn, ctx).text : forwardedFields(undefined, undefined, ctx)}`;
   // fields to take out or rewrite: every field, as sent (read once: the access rules may have read them already)
   const full = everyField(head, text);
@@ -101,9 +101,6 @@ export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardC
   const changed = ctx.policy?.request;
   const fields = changed ? changed.headers : full.fields;
   const unswitched = head.upgrade === undefined;
-  // the identity an openid-connect action gave (the visitor's own field was taken off before the run,
-  // traffic-policy/http-request.ts), unless the tunnel's sign-in flags say it below
-  const actionEmail = changed !== undefined && ctx.passed?.email === undefined;
   let forwardedFor: string | undefined;
   let forwarded: string | undefined;
   let line = `${full.method} ${changed && full.target !== "*" ? changed.target : full.target} HTTP/1.${full.minor}\r\n`;
@@ -112,7 +109,7 @@ export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardC
   let host = full.absolute ? full.host : undefined;
   for (let i = 0; i < fields.length; i++) {
     const field = fields[i]!;
-    // what the tunnel's header flags set is the edge's own word, whatever its name
+    // what the tunnel's header flags and a sign-in set is the edge's own word (X-Burrow-User-Email), whatever its name
     if (changed?.isEdgeField(field)) {
       kept.push(field);
       continue;
@@ -126,7 +123,7 @@ export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardC
       host = undefined;
       continue;
     }
-    if ((edgeSets(lower) && !(actionEmail && lower === USER_EMAIL_HEADER)) || (unswitched && isUpgradeField(lower))) continue;
+    if (edgeSets(lower) || (unswitched && isUpgradeField(lower))) continue;
     if (unswitched && lower === "connection" && UPGRADE_OPTION.test(field[1])) {
       const rest = connectionWithoutUpgrade(field[1]);
       if (rest !== "") kept.push([field[0], rest]);
@@ -135,8 +132,6 @@ export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardC
     kept.push(field);
   }
   if (host !== undefined) kept.unshift(["Host", host]);
-  // OIDC: its session cookie taken off, the signed-in email on
-  tunnel.access?.rewriteRequest(kept, ctx.passed);
   // the tunnel's own rules that matched: for its service, and its inspector, which shows the request's fields
   if (ctx.policy?.ownMatched !== undefined) kept.push([POLICY_RULES_FIELD, ctx.policy.ownMatched]);
   for (const [name, value] of kept) line += `${name}: ${value}\r\n`;
@@ -149,8 +144,8 @@ export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardC
  * tunnel's policies added, and the rules that matched), as text ("" for
  * none); undefined: the head is written anew.
  */
-function passesAsSent(head: RequestHead, tunnel: Tunnel, ctx: ForwardContext): string | undefined {
-  if (tunnel.access?.rewritesRequest || !head.targetAsSent) return undefined;
+function passesAsSent(head: RequestHead, ctx: ForwardContext): string | undefined {
+  if (!head.targetAsSent) return undefined;
   const dropped = head.upgrade === undefined ? EDGE_SET_UNSWITCHED : EDGE_SET;
   for (const n of head.names) if (dropped.has(n) || isBurrowField(n)) return undefined;
   return ctx.policy ? policyFields(ctx.policy, dropped) : "";
@@ -181,7 +176,7 @@ function policyFields(run: LayeredRun, dropped: ReadonlySet<string>): string | u
  */
 function requestHeadBytes(conn: HttpConnection, head: RequestHead, tunnel: Tunnel, ctx: ForwardContext, source: HeadSource): Uint8Array {
   const raw = conn.headBytes;
-  const added = raw ? passesAsSent(head, tunnel, ctx) : undefined;
+  const added = raw ? passesAsSent(head, ctx) : undefined;
   if (!raw || added === undefined) return Buffer.from(requestHeadText(head, tunnel, ctx, source.text), "latin1");
   const suffix = edgeFieldsOf(conn, ctx);
   const bytes = (suffix.bytes ??= Buffer.from(suffix.text, "latin1"));

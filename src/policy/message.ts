@@ -179,9 +179,10 @@ export class WorkingRequest extends WorkingFields {
   }
 
   /**
-   * A field the edge's own rules set (the tunnel's header flags), added
-   * after the others: what the edge takes off a visitor's request (its
-   * X-Burrow-* fields, a switch it did not ask for) it leaves on this one.
+   * A field the edge's own rules set (the tunnel's header flags, a
+   * sign-in's X-Burrow-User-Email), added after the others: what the edge
+   * takes off a visitor's request (its X-Burrow-* fields, a switch it did
+   * not ask for) it leaves on this one.
    */
   appendEdgeField(name: string, value: string): void {
     const pair: [string, string] = [name, value];

@@ -11,17 +11,24 @@
  * refusals under the same codes (ADDRESS_REFUSED, SIGN_IN), which the
  * doors answer as before.
  *
- * Each action runs at once (none waits), so the flags cost a request no
- * promise. OIDC sign-in (--oidc) is not among them yet: it stays the
- * edge's own step (policy.ts), between this layer and the policy file.
+ * The OIDC sign-in (--oidc-issuer) is the engine's openid-connect action
+ * itself, compiled from the flags' settings and lent the tunnel's own
+ * sign-in (oidc-flag.ts: the gate made at the handshake, today's pages,
+ * cookies and keys); it runs after basic auth and before the request
+ * header rules, so it reads the visitor's own cookies. Every other action
+ * runs at once (none waits), so the flags cost a request no promise unless
+ * it signs visitors in.
  */
-import type { ActionResult, CompiledAction } from "../../policy/actions/types.ts";
-import { DEFAULT_POLICY_LIMITS, defaultServices, Policy, type PolicyServices } from "../../policy/index.ts";
+import * as v from "valibot";
+import type { ActionDefinition, ActionResult, CompiledAction, CompileTools } from "../../policy/actions/types.ts";
+import { ACTIONS, DEFAULT_POLICY_LIMITS, defaultServices, Policy, type PolicyServices } from "../../policy/index.ts";
 import type { CompiledRule } from "../../policy/policy.ts";
 import type { Phase } from "../../policy/variables.ts";
 import type { BasicAuth } from "./basic-auth.ts";
 import type { HeaderRules } from "./header-rules.ts";
 import type { IpRules } from "./ip-rules.ts";
+import type { OidcGate, OidcSettings } from "./oidc.ts";
+import { TunnelSignIn } from "./oidc-flag.ts";
 import { addressRefused, signInRequired, tooManyGuesses } from "./pages.ts";
 
 /** The source its runs name (the log, the inspector). */
@@ -31,6 +38,7 @@ export const FLAGS_SOURCE = "the tunnel's flags";
 export const FLAG_RULES = {
   ip: "the tunnel's IP rules",
   basicAuth: "the tunnel's basic auth",
+  oidc: "the tunnel's OIDC sign-in",
   requestHeaders: "the tunnel's request header rules",
   responseHeaders: "the tunnel's response header rules",
 } as const;
@@ -40,6 +48,8 @@ export interface FlagRules {
   kind: "http" | "raw";
   ip?: IpRules;
   basic?: BasicAuth;
+  /** The OIDC sign-in: its settings as the agent asked them, and the gate the handshake made for them. */
+  oidc?: { issuer: string; settings: OidcSettings; gate: OidcGate };
   headers?: HeaderRules;
 }
 
@@ -55,13 +65,17 @@ export function flagLayer(flags: FlagRules): Policy | undefined {
   } else {
     if (flags.ip) rule("on_http_request", FLAG_RULES.ip, ipRules(flags.ip));
     if (flags.basic) rule("on_http_request", FLAG_RULES.basicAuth, basicAuth(flags.basic));
+    // the sign-in reads the visitor's own cookies: before the header rules change the request
+    if (flags.oidc) rule("on_http_request", FLAG_RULES.oidc, oidcSignIn(flags.oidc));
     const headers = flags.headers;
     if (headers?.rewritesRequest) rule("on_http_request", FLAG_RULES.requestHeaders, { type: "header-rules", run: (ctx) => (headers.applyToRequest(ctx.bindings.req()), ctx.bindings.changed(), SET) });
     if (headers?.rewritesResponse) rule("on_http_response", FLAG_RULES.responseHeaders, { type: "header-rules", run: (ctx) => (headers.applyToResponse(ctx.bindings.res()), ctx.bindings.changed(), SET) });
   }
   if (rules.on_tcp_connect.length + rules.on_http_request.length + rules.on_http_response.length === 0) return undefined;
   services ??= defaultServices();
-  return new Policy(FLAGS_SOURCE, rules, DEFAULT_POLICY_LIMITS, services, { readsActionVariables: false });
+  // the openid-connect action asks the sign-in it is lent: this tunnel's own
+  const lent = flags.oidc ? { ...services, oidc: new TunnelSignIn(flags.oidc.gate) } : services;
+  return new Policy(FLAGS_SOURCE, rules, DEFAULT_POLICY_LIMITS, lent, { readsActionVariables: false });
 }
 
 const ALLOWED: ActionResult = { kind: "continue", note: "allowed" };
@@ -106,4 +120,47 @@ function basicAuth(basic: BasicAuth): CompiledAction {
       return SIGNED_IN;
     },
   };
+}
+
+/**
+ * --oidc as the openid-connect action (policy/actions/openid-connect.ts),
+ * compiled from the flags' settings (the scopes today's sign-in asks:
+ * openid and email). What it answers is the sign-in's (SIGN_IN): the
+ * provider's redirect, the callback's end, a 401.
+ */
+function oidcSignIn(oidc: NonNullable<FlagRules["oidc"]>): CompiledAction {
+  const { settings } = oidc;
+  const action = fromRegistry("openid-connect", { issuer_url: oidc.issuer, client_id: settings.clientId, client_secret: settings.clientSecret, allow_emails: settings.allowEmails ?? [], scopes: [] });
+  return {
+    type: action.type,
+    run(ctx) {
+      const out = action.run(ctx);
+      return out instanceof Promise ? out.then(asSignIn) : asSignIn(out);
+    },
+  };
+}
+
+const asSignIn = (r: ActionResult): ActionResult => (r.kind === "respond" ? { ...r, code: "SIGN_IN" } : r);
+
+/**
+ * An action of the engine's registry compiled from a config the flags make.
+ * The settings were checked at the handshake as the agent's (core/access.ts,
+ * with the same checks the action makes): a mistake here is a bug, and the
+ * config is never quoted (it holds a secret).
+ */
+function fromRegistry(type: string, config: unknown): CompiledAction {
+  const def = ACTIONS.get(type) as ActionDefinition<unknown>;
+  const parsed = v.safeParse(def.schema, config);
+  let wrong = !parsed.success;
+  const tools: CompileTools = {
+    phase: "on_http_request",
+    limits: DEFAULT_POLICY_LIMITS,
+    key: `flags/${type}`,
+    expression: () => void (wrong = true),
+    template: () => void (wrong = true),
+    error: () => void (wrong = true),
+  };
+  const action = parsed.success ? def.compile(parsed.output, tools) : undefined;
+  if (!action || wrong) throw new Error(`the tunnel's flags do not make a valid ${type} action`);
+  return action;
 }

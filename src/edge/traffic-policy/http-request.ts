@@ -2,19 +2,19 @@
  * on_http_request in the judgement's access step (judgement/pipeline.ts),
  * for the doors whose visits carry a request (the HTTP door, and a
  * request relayed from another node, where the tunnel's rules live): the
- * operator's layers first, then the tunnel's sign-in flags (basic auth,
- * OIDC), then the tunnel's own policy. The first layer that answers ends
- * it: its answer is the refusal's (POLICY); what the tunnel's own policy
- * says never runs for a request an operator's rule refused. What passes
- * carries the run on (LayeredRun): the request as the actions left it is
- * what forward sends the agent, and the response's run follows from it.
+ * operator's layers first, then the tunnel's own: its flags layer (its
+ * access flags as rules: IP rules, basic auth, the OIDC sign-in, header
+ * rules) and its policy file. The first layer that answers ends it: its
+ * answer is the refusal's (POLICY, or the flags' own codes); what the
+ * tunnel's layers say never runs for a request an operator's rule
+ * refused. What passes carries the run on (LayeredRun): the request as
+ * the actions left it is what forward sends the agent, and the response's
+ * run follows from it.
  */
 import { BODY_UNREAD, RATE_LIMITED, type ConnectionFacts, type EndpointFacts, type PolicyInput, type RequestFacts, type TunnelFacts, type Verdict } from "../../policy/index.ts";
 import type { HeaderPairs } from "../../policy/facts.ts";
 import { USER_EMAIL_HEADER } from "../../validate/access.ts";
 import { everyField, type RequestHead } from "../../http/request-head.ts";
-import { FLAGS_SOURCE } from "../access/flag-layer.ts";
-import type { Passed } from "../access/policy.ts";
 import { Refusal } from "../judgement/pipeline.ts";
 import type { Tunnel } from "../registry.ts";
 import { LayeredRun, matchedNames, policyAnswer } from "./layered-run.ts";
@@ -132,57 +132,38 @@ export function tunnelFacts(t: Tunnel): TunnelFacts {
   return f;
 }
 
-/** A request let through the policies: its run (for forward and the response), and who the sign-in flags let in. */
+/** A request let through the policies: its run, for forward (the request as they left it) and the response. */
 export interface PolicyPass {
   run: LayeredRun;
-  passed: Passed | undefined;
 }
-
-/** The sign-in flags' part between the layers: who passed, or their answer (401, a sign-in redirect). */
-export type SignIn = () => Passed | Response | Promise<Passed | Response>;
 
 /**
- * The operator's layers, the sign-in flags (`signIn`, when the tunnel has
- * them), the tunnel's own policy: the request's pass, or the refusal that
- * answers it (POLICY, SIGN_IN). At once while nothing waits (no action of
- * the runs, no sign-in): the usual request costs no promise.
+ * The operator's layers, then the tunnel's own (its flags layer: IP rules,
+ * basic auth, the OIDC sign-in, header rules; then its policy file): the
+ * request's pass, or the refusal that answers it (POLICY; the flags'
+ * ADDRESS_REFUSED, SIGN_IN). At once while nothing waits (no action of
+ * the runs, no body to read): the usual request costs no promise.
  */
-export function judgeRequest(policy: TunnelPolicy, facts: PolicyInput, signIn: SignIn | undefined, tunnel?: Tunnel, body?: BodySource): PolicyPass | Refusal | Promise<PolicyPass | Refusal> {
+export function judgeRequest(policy: TunnelPolicy, facts: PolicyInput, tunnel?: Tunnel, body?: BodySource): PolicyPass | Refusal | Promise<PolicyPass | Refusal> {
   const run = new LayeredRun(facts);
   if (body) readWhenAsked(run, body);
-  // the operator's layers, then the tunnel's flags (its IP rules, basic auth, header rules)
-  const operator = run.through("on_http_request", policy.beforeSignIn);
-  if (operator instanceof Promise) return operator.then((v) => afterOperator(run, policy, v, signIn, tunnel));
-  return afterOperator(run, policy, operator, signIn, tunnel);
+  const operator = run.through("on_http_request", policy.operator);
+  if (operator instanceof Promise) return operator.then((v) => afterOperator(run, policy, v, tunnel));
+  return afterOperator(run, policy, operator, tunnel);
 }
 
-function afterOperator(run: LayeredRun, policy: TunnelPolicy, operator: Verdict, signIn: SignIn | undefined, tunnel: Tunnel | undefined): PolicyPass | Refusal | Promise<PolicyPass | Refusal> {
-  // the flags layer is the tunnel's own; the layers before it the server's
-  if (operator.kind !== "continue") return refusalOf(operator, run, run.runs[run.runs.length - 1]?.source === FLAGS_SOURCE ? "tunnel" : "server", tunnel);
-  if (!signIn) return own(run, policy, undefined, tunnel);
-  const signedIn = signIn();
-  if (signedIn instanceof Promise) return signedIn.then((s) => afterSignIn(run, policy, s, tunnel));
-  return afterSignIn(run, policy, signedIn, tunnel);
+function afterOperator(run: LayeredRun, policy: TunnelPolicy, operator: Verdict, tunnel: Tunnel | undefined): PolicyPass | Refusal | Promise<PolicyPass | Refusal> {
+  if (operator.kind !== "continue") return refusalOf(operator, run, "server", tunnel);
+  const own = run.through("on_http_request", policy.tunnel);
+  if (own instanceof Promise) return own.then((v) => ownJudged(run, policy, v, tunnel));
+  return ownJudged(run, policy, own, tunnel);
 }
 
-function afterSignIn(run: LayeredRun, policy: TunnelPolicy, signedIn: Passed | Response, tunnel: Tunnel | undefined): PolicyPass | Refusal | Promise<PolicyPass | Refusal> {
-  if (signedIn instanceof Response) return new Refusal("access", "SIGN_IN", undefined, signedIn);
-  // who the tunnel's own sign-in let in is its policy's visitor.identity
-  if (signedIn.email !== undefined) run.state.identity ??= signedIn.email;
-  return own(run, policy, signedIn, tunnel);
-}
-
-function own(run: LayeredRun, policy: TunnelPolicy, passed: Passed | undefined, tunnel: Tunnel | undefined): PolicyPass | Refusal | Promise<PolicyPass | Refusal> {
-  if (!policy.own || !policy.own.has("on_http_request")) return { run, passed };
-  const verdict = run.through("on_http_request", [policy.own]);
-  if (verdict instanceof Promise) return verdict.then((v) => ownJudged(run, v, passed, tunnel));
-  return ownJudged(run, verdict, passed, tunnel);
-}
-
-function ownJudged(run: LayeredRun, verdict: Verdict, passed: Passed | undefined, tunnel: Tunnel | undefined): PolicyPass | Refusal {
+function ownJudged(run: LayeredRun, policy: TunnelPolicy, verdict: Verdict, tunnel: Tunnel | undefined): PolicyPass | Refusal {
   if (verdict.kind !== "continue") return refusalOf(verdict, run, "tunnel", tunnel);
-  run.ownMatched = matchedNames(run.runs[run.runs.length - 1]!);
-  return { run, passed };
+  // the policy file ran last: its rules that matched, for the service and its inspector
+  if (policy.own?.has("on_http_request")) run.ownMatched = matchedNames(run.runs[run.runs.length - 1]!);
+  return { run };
 }
 
 /**

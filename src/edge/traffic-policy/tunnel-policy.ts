@@ -26,8 +26,8 @@ export class TunnelPolicy {
   readonly responseBeyondFlags: boolean;
   /** Every layer in request order: the operator's, the flags, then the tunnel's own. */
   readonly layers: readonly Policy[];
-  /** The layers a request meets before the edge's OIDC sign-in step: the operator's and the flags. */
-  readonly beforeSignIn: readonly Policy[];
+  /** The tunnel's own layers, in request order: its flags, then its policy file. */
+  readonly tunnel: readonly Policy[];
   /** Every layer in response order: the flags, the tunnel's own, then the operator's from the innermost out. */
   readonly responseLayers: readonly Policy[];
   /** How the edge reads a request's body for an action that needs it (verify-webhook), when some layer has one; undefined: bodies are not read. */
@@ -44,8 +44,8 @@ export class TunnelPolicy {
     readonly reading: BodyReading | undefined,
   ) {
     const tunnel = [flags, own].filter((p): p is Policy => p !== undefined);
+    this.tunnel = tunnel;
     this.layers = [...operator, ...tunnel];
-    this.beforeSignIn = flags ? [...operator, flags] : operator;
     this.responseLayers = [...tunnel, ...[...operator].reverse()];
     this.connect = this.layers.some((p) => p.has("on_tcp_connect"));
     this.request = this.layers.some((p) => p.has("on_http_request"));
