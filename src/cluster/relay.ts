@@ -12,10 +12,7 @@
 import { webSocketLink, type Link } from "../sockets/links.ts";
 import { databaseUnavailable } from "../db/unavailable.ts";
 import { log } from "../log.ts";
-import { responseHeadBytes, type ParsedHead } from "../http/response-head.ts";
-import { ResponseParser } from "../http/response-reader.ts";
 import { readOpenMeta, type OpenMeta, type RelayedMeta } from "../protocol/messages.ts";
-import type { AccessPolicy } from "../edge/access/policy.ts";
 import type { LayeredRun } from "../edge/traffic-policy/layered-run.ts";
 import type { ReadBody } from "../edge/traffic-policy/request-body.ts";
 import { filterRelayedResponse } from "../edge/traffic-policy/relayed-response.ts";
@@ -105,7 +102,10 @@ export class RelayIn {
   private readonly tlsDoor: RelayedTlsDoor;
   private readonly privateDoor: RelayedPrivateDoor;
 
-  /** `rewriteFor`: the request's method, when the tunnel's header rules (or `policy`, its traffic policies' run) change the response here. */
+  /**
+   * `rewriteFor`: the request's method, when `policy`, its traffic policies' run (its flags' response header rules
+   * among them), changes the response here; `body`: the request's body, read here for the policies.
+   */
   private forward(down: Stream, t: Tunnel, meta: RelayedMeta, rewriteFor?: string, policy?: { run: LayeredRun; minor: 0 | 1 }, body?: ReadBody): void {
     const { client: _, warn: __, ...forAgent } = meta;
     const up = t.agent?.openStream({ ...forAgent, tunnel: t.id });
@@ -116,9 +116,8 @@ export class RelayIn {
       // the response through the tunnel's on_http_response, here where its rules live
       joinStreams(down, up);
       const layers = t.policy;
-      const access = t.access?.rewritesResponse ? t.access : undefined;
-      filterRelayedResponse(down, up, rewriteFor, (out) => new ResponseFilter(layers, policy.run, rewriteFor, policy.minor, out), access && ((h) => access.rewriteResponse(h)));
-    } else joinStreams(down, up, rewriteFor === undefined ? undefined : rewrittenResponse(rewriteFor, t.access!));
+      filterRelayedResponse(down, up, rewriteFor, (out) => new ResponseFilter(layers, policy.run, rewriteFor, policy.minor, out));
+    } else joinStreams(down, up);
     staysWhileOpen(t, relayedClient(meta), down);
     // a pool member's requests in flight count those other nodes relay too (least-requests)
     if (t.pool) countInFlight(t, up);
@@ -139,32 +138,6 @@ function countInFlight(t: Tunnel, up: Stream): void {
   up.onEnd = () => {
     done();
     ended?.();
-  };
-}
-
-/**
- * The agent's response bytes on their way to the visitor's node, the head
- * written anew with the tunnel's response header rules.
- */
-function rewrittenResponse(method: string, policy: AccessPolicy): (chunk: Uint8Array, emit: (bytes: Uint8Array) => void) => void {
-  let emit: (bytes: Uint8Array) => void = () => {};
-  let response: ParsedHead | undefined;
-  const parser = new ResponseParser(method, {
-    head: (h) => (response = h),
-    body: () => {},
-    end: () => {},
-    raw(bytes, part) {
-      if (part !== "head" || !response) return emit(bytes);
-      emit(responseHeadBytes(response, policy.rewriteResponse(response.headers)));
-    },
-  });
-  let piping = false;
-  return (chunk, out) => {
-    emit = out;
-    if (piping || parser.complete) return out(chunk); // after a 101, or anything past the end: the visitor's node judges it
-    const error = parser.push(chunk);
-    if (error) piping = true; // a malformed response goes on as it came: the visitor's node refuses it, as it would the agent's
-    if (error) out(chunk);
   };
 }
 

@@ -31,7 +31,7 @@ import { warningFor } from "../edge/warning.ts";
 import { connectFacts, judgeConnect } from "../edge/traffic-policy/connect.ts";
 import { judgeRequest, requestFacts } from "../edge/traffic-policy/http-request.ts";
 import { POLICY_RULES_FIELD, type LayeredRun } from "../edge/traffic-policy/layered-run.ts";
-import { bodyRefusal, withBody, type ReadBody } from "../edge/traffic-policy/request-body.ts";
+import { bodyRefusal, type BodyReading, type ReadBody } from "../edge/traffic-policy/request-body.ts";
 import { readRelayedBody } from "../edge/traffic-policy/stream-body.ts";
 import type { TunnelPolicy } from "../edge/traffic-policy/tunnel-policy.ts";
 import { joinStreams, refuseRelayed } from "./stream-pipe.ts";
@@ -72,6 +72,8 @@ const RELAYED_TLS = kindsThrough("relayed-tls");
 
 export class RelayedHttpDoor implements Door<RelayedVisit> {
   readonly name = "relayed-http";
+  /** A request meets its tunnel's IP flags in its flags layer (request()). */
+  readonly addressInPolicy = true;
 
   constructor(
     private readonly registry: Registry,
@@ -114,14 +116,14 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
   /** The sign-in rules (the IP rules were asked before), then the warning the visitor's node found due. */
   request(v: RelayedVisit, t: Tunnel): Passed | undefined | Refusal | Promise<Passed | undefined | Refusal> {
     if (t.policy) return this.withPolicies(v, t, t.policy);
-    return this.signInFlags(v, t);
+    return this.warning(v, t);
   }
 
   /**
    * The tunnel's traffic policies here, as on its own node (edge/http-door.ts):
    * on_tcp_connect (each relayed request is a connection here: the visitor's
-   * node holds the connection), then the operator's layers, the sign-in
-   * flags, the tunnel's own.
+   * node holds the connection), then the operator's layers, the tunnel's
+   * flags and its own policy.
    */
   private async withPolicies(v: RelayedVisit, t: Tunnel, policy: TunnelPolicy): Promise<Passed | undefined | Refusal> {
     const head = this.parsed(v);
@@ -133,74 +135,46 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
       const closed = await judgeConnect(policy, connectFacts(t, { client: v.client, clientPort, serverPort, host: host.replace(/:\d+$/, ""), protocol: v.secure ? "https" : "http" }));
       if (closed) return closed;
     }
-    if (!policy.request && !policy.response) return this.signInFlags(v, t);
+    if (!policy.request && !policy.response) return this.warning(v, t);
     const facts = requestFacts(t, { client: v.client, clientPort, serverPort, openedAt: Date.now(), secure: v.secure!, host, head });
-    // an action that reads the body (verify-webhook): the body first, read here where the rules live
-    if (policy.body) {
-      const read = await readRelayedBody(v.down, head, policy.body);
-      if (!(typeof read === "object" && "raw" in read)) return bodyRefusal(read);
-      v.body = read;
-      withBody(facts.request!, read, policy.body);
-    }
-    const access = t.access;
-    const judged = await judgeRequest(policy, facts, access ? () => this.signIn(v, t, access, head) : undefined, t);
-    if (judged instanceof Refusal) {
-      if (judged.message?.endsWith(", rate-limit")) t.rateLimited?.();
-      return judged;
-    }
+    // an action that reads the body (verify-webhook): read here, where the rules live, when the run comes to it
+    const reading = policy.body;
+    const body = reading ? { reading, read: () => this.readBody(v, head, reading) } : undefined;
+    const judged = await judgeRequest(policy, facts, t, body);
+    if (judged instanceof Refusal) return judged;
     v.policy = judged.run;
-    return this.warning(v, t, judged.passed);
+    return this.warning(v, t);
   }
 
-  /** The tunnel's sign-in flags, for a request whose head was read. */
-  private signIn(v: RelayedVisit, t: Tunnel, access: NonNullable<Tunnel["access"]>, head: RequestHead): Passed | Response | Promise<Passed | Response> {
-    const url = new URL(`${v.secure ? "https" : "http"}://${v.host}${head.target === "*" ? "/" : head.target}`);
-    const headers = new Headers();
-    for (const [name, value] of head.fields) headers.append(name, value);
-    return access.signIn(new Request(url.href, { method: head.method, headers }), url, v.client, v.host!, v.secure!);
+  /** The request's body for the actions that read it: sent on to the agent first (RelayIn.forward). */
+  private async readBody(v: RelayedVisit, head: RequestHead, reading: BodyReading): Promise<ReadBody | Refusal> {
+    const read = await readRelayedBody(v.down, head, reading);
+    if (!(typeof read === "object" && "raw" in read)) return bodyRefusal(read);
+    v.body = read;
+    return read;
   }
 
-  /** The sign-in flags alone (no policy), then the warning. */
-  private signInFlags(v: RelayedVisit, t: Tunnel): Passed | undefined | Refusal | Promise<Passed | undefined | Refusal> {
-    if (!t.access && !(v.meta.warn && !t.skipWarning)) return undefined;
+  /** Let through: the warning, if the visitor's node found it due, comes now (after the tunnel's policies, its sign-in among them, as on one node). */
+  private warning(v: RelayedVisit, t: Tunnel): undefined | Refusal {
+    if (!(v.meta.warn && !t.skipWarning)) return undefined;
     const head = this.parsed(v);
     if (!head) return NOT_A_HEAD;
-    if (!t.access) return this.warning(v, t, undefined);
-    const url = new URL(`${v.secure ? "https" : "http"}://${v.host}${head.target === "*" ? "/" : head.target}`);
-    const headers = new Headers();
-    for (const [name, value] of head.fields) headers.append(name, value);
-    const passed = t.access.signIn(new Request(url.href, { method: head.method, headers }), url, v.client, v.host!, v.secure!);
-    if (passed instanceof Promise) return passed.then((p) => this.signedIn(v, t, p));
-    return this.signedIn(v, t, passed);
+    return new Refusal("access", "WARNING", undefined, warningFor(v.host!, t.username, head.target));
   }
-
-  private signedIn(v: RelayedVisit, t: Tunnel, passed: Passed | Response): Passed | undefined | Refusal {
-    if (passed instanceof Response) return new Refusal("access", "SIGN_IN", undefined, passed);
-    return this.warning(v, t, passed);
-  }
-
-  /** Let through: the warning, if the visitor's node found it due, comes now (after sign-in, as on one node). */
-  private warning(v: RelayedVisit, t: Tunnel, passed: Passed | undefined): Passed | undefined | Refusal {
-    if (v.meta.warn && !t.skipWarning) return new Refusal("access", "WARNING", undefined, warningFor(v.host!, t.username, v.head!.target));
-    return passed;
-  }
-
-  forward(v: RelayedVisit, t: Tunnel, passed: Passed | undefined): void {
+  forward(v: RelayedVisit, t: Tunnel): void {
     if (v.down.isClosed) return;
-    const access = t.access;
     const run = v.policy;
-    if (!access && !run) return this.onward(v.down, t, v.meta);
-    // the tunnel's policies' changes and header rules, applied here where they live
+    if (!run) return this.onward(v.down, t, v.meta);
+    // the head as the tunnel's policies (its flags among them) left it, here where they live
     const head = v.head!;
-    const changed = run?.request;
+    const changed = run.request;
     const fields: [string, string][] = changed ? [...changed.headers] : [...head.fields];
-    access?.rewriteRequest(fields, passed);
     // the head came from the visitor's node, which took any X-Burrow-* a visitor sent: this one is ours
-    if (run?.ownMatched !== undefined) fields.push([POLICY_RULES_FIELD, run.ownMatched]);
+    if (run.ownMatched !== undefined) fields.push([POLICY_RULES_FIELD, run.ownMatched]);
     let text = `${head.method} ${changed && head.target !== "*" ? changed.target : head.target} HTTP/1.${head.minor}\r\n`;
     for (const [name, value] of fields) text += `${name}: ${value}\r\n`;
-    const judgesResponse = run && t.policy?.response ? { run, minor: head.minor } : undefined;
-    this.onward(v.down, t, { ...v.meta, head: `${text}\r\n` }, access?.rewritesResponse || judgesResponse ? head.method : undefined, judgesResponse, v.body);
+    const judgesResponse = t.policy?.response ? { run, minor: head.minor } : undefined;
+    this.onward(v.down, t, { ...v.meta, head: `${text}\r\n` }, judgesResponse ? head.method : undefined, judgesResponse, v.body);
   }
 
   refuse(v: RelayedVisit, r: Refusal): void {
@@ -212,6 +186,8 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
 
 export class RelayedTlsDoor implements Door<RelayedVisit> {
   readonly name = "relayed-tls";
+  /** A connection meets its tunnel's IP flags in on_tcp_connect (request()). */
+  readonly addressInPolicy = true;
 
   constructor(
     private readonly registry: Registry,
@@ -231,7 +207,7 @@ export class RelayedTlsDoor implements Door<RelayedVisit> {
   }
 
   /** The tunnel's on_tcp_connect, here where its rules live (the visitor's connection is on the other node). */
-  request(v: RelayedVisit, t: Tunnel): undefined | Promise<undefined | Refusal> {
+  request(v: RelayedVisit, t: Tunnel): undefined | Refusal | Promise<undefined | Refusal> {
     if (!t.policy?.connect) return undefined;
     const clientPort = Number(v.meta.remote.slice(v.meta.remote.lastIndexOf(":") + 1)) || 0;
     const serverPort = Number(v.meta.local?.slice(v.meta.local.lastIndexOf(":") + 1)) || 443;

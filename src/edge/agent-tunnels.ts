@@ -15,6 +15,8 @@ import { FrameType } from "../protocol/wire.ts";
 import type { Policy } from "../policy/index.ts";
 import { cidrs } from "../validate/fields.ts";
 import { tunnelAccess, type Providers } from "./access/handshake.ts";
+import { flagsJudge } from "./access/policy.ts";
+import { withFlags } from "./traffic-policy/tunnel-policy.ts";
 import type { AgentSide } from "./agent-context.ts";
 import { kindAddress } from "./public-addresses.ts";
 import type { Tunnel } from "./registry.ts";
@@ -102,7 +104,7 @@ export class AgentTunnels {
     const asked = hello.tunnels[i];
     // what the access rules' log lines name the tunnel by
     const label = priv ? `${owner.username}/${priv.name}` : isPortKind(plan) ? plan.protocol : (plan.subdomain ?? plan.hostname)!;
-    const access = tunnelAccess(asked, cidrs(admitted.user.allowCidrs), label, grant.providers, edge.basicAuthLimit);
+    const access = tunnelAccess(asked, cidrs(admitted.user.allowCidrs), label, grant.providers, edge.basicAuthLimit, flagsJudge(plan.protocol, priv !== undefined));
     if (access instanceof AppError) throw access;
     const own = this.ownPolicy(asked, plan, label, owner.userId);
     const t =
@@ -111,7 +113,9 @@ export class AgentTunnels {
         ? edge.registry.newTunnel(plan.protocol, { private: priv.name }, owner, false)
         : kind.place(edge, plan as never, owner, { resume: admitted.resume, memberId: grant.memberIds.get(i), prepared: grant.prepared.get(i) }));
     t.access = access;
+    // its layers: the operator's, its flags (access/flag-layer.ts) and its own policy
     if (edge.policies) edge.policies.attach(t, own);
+    else withFlags(t);
     if (priv) sharePrivate(t, priv);
     kind.keep?.(edge, t, plan as never, asked as never);
     if (!back) grant.created.push(t);

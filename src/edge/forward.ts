@@ -93,16 +93,14 @@ export const EDGE_READS: ReadonlySet<number> = new Set(
  * take out or change, the edge's fields are simply added after it.
  */
 export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardContext, text: string, conn?: HttpConnection): string {
-  if (passesAsSent(head, tunnel, ctx)) return `${text}\r\n${conn ? edgeFieldsOf(conn, ctx).text : forwardedFields(undefined, undefined, ctx)}`;
+  const added = passesAsSent(head, ctx);
+  if (added !== undefined) return `${text}\r\n${added}${conn ? edgeFieldsOf(conn, ctx).text : forwardedFields(undefined, undefined, ctx)}`;
   // fields to take out or rewrite: every field, as sent (read once: the access rules may have read them already)
   const full = everyField(head, text);
   // or as the tunnel's traffic policies left them (headers added and removed, the path and query rewritten)
   const changed = ctx.policy?.request;
   const fields = changed ? changed.headers : full.fields;
   const unswitched = head.upgrade === undefined;
-  // the identity an openid-connect action gave (the visitor's own field was taken off before the run,
-  // traffic-policy/http-request.ts), unless the tunnel's sign-in flags say it below
-  const actionEmail = changed !== undefined && ctx.passed?.email === undefined;
   let forwardedFor: string | undefined;
   let forwarded: string | undefined;
   let line = `${full.method} ${changed && full.target !== "*" ? changed.target : full.target} HTTP/1.${full.minor}\r\n`;
@@ -111,6 +109,11 @@ export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardC
   let host = full.absolute ? full.host : undefined;
   for (let i = 0; i < fields.length; i++) {
     const field = fields[i]!;
+    // what the tunnel's header flags and a sign-in set is the edge's own word (X-Burrow-User-Email), whatever its name
+    if (changed?.isEdgeField(field)) {
+      kept.push(field);
+      continue;
+    }
     const lower = changed ? field[0].toLowerCase() : full.names[i]!;
     if (lower === "x-forwarded-for") forwardedFor = forwardedFor === undefined ? field[1] : `${forwardedFor}, ${field[1]}`;
     // a proxy's Forwarded chain is kept when the server trusts that proxy (--trusted-proxies), as its X-Forwarded-For is believed
@@ -120,7 +123,7 @@ export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardC
       host = undefined;
       continue;
     }
-    if ((edgeSets(lower) && !(actionEmail && lower === USER_EMAIL_HEADER)) || (unswitched && isUpgradeField(lower))) continue;
+    if (edgeSets(lower) || (unswitched && isUpgradeField(lower))) continue;
     if (unswitched && lower === "connection" && UPGRADE_OPTION.test(field[1])) {
       const rest = connectionWithoutUpgrade(field[1]);
       if (rest !== "") kept.push([field[0], rest]);
@@ -129,19 +132,40 @@ export function requestHeadText(head: RequestHead, tunnel: Tunnel, ctx: ForwardC
     kept.push(field);
   }
   if (host !== undefined) kept.unshift(["Host", host]);
-  tunnel.access?.rewriteRequest(kept, ctx.passed);
   // the tunnel's own rules that matched: for its service, and its inspector, which shows the request's fields
   if (ctx.policy?.ownMatched !== undefined) kept.push([POLICY_RULES_FIELD, ctx.policy.ownMatched]);
   for (const [name, value] of kept) line += `${name}: ${value}\r\n`;
   return line + forwardedFields(forwardedFor, forwarded, ctx);
 }
 
-/** Nothing in the head to take out or change: it goes on as it came, the edge's fields after it. */
-function passesAsSent(head: RequestHead, tunnel: Tunnel, ctx: ForwardContext): boolean {
-  if (tunnel.access || ctx.policy || !head.targetAsSent) return false;
+/**
+ * Nothing in the head to take out or change: it goes on as it came, the
+ * edge's fields after it. Then the fields to add after it (the ones the
+ * tunnel's policies added, and the rules that matched), as text ("" for
+ * none); undefined: the head is written anew.
+ */
+function passesAsSent(head: RequestHead, ctx: ForwardContext): string | undefined {
+  if (!head.targetAsSent) return undefined;
   const dropped = head.upgrade === undefined ? EDGE_SET_UNSWITCHED : EDGE_SET;
-  for (const n of head.names) if (dropped.has(n) || isBurrowField(n)) return false;
-  return true;
+  for (const n of head.names) if (dropped.has(n) || isBurrowField(n)) return undefined;
+  return ctx.policy ? policyFields(ctx.policy, dropped) : "";
+}
+
+/** What the policies' run did to the head, when it only added fields the head may take as they are: those as text, with the rules that matched. */
+function policyFields(run: LayeredRun, dropped: ReadonlySet<string>): string | undefined {
+  const request = run.request;
+  const added = request?.appended();
+  if (added === undefined) return undefined;
+  let text = "";
+  for (let i = 0; i < added.length; i++) {
+    const field = added[i]!;
+    const lower = field[0].toLowerCase();
+    // what the edge sets or reads to frame and switch is never a policy's to add as it is (the header flags' are the edge's own)
+    if (!request!.isEdgeField(field) && (dropped.has(lower) || isBurrowField(lower) || lower === "connection" || lower === "host")) return undefined;
+    text += `${field[0]}: ${field[1]}\r\n`;
+  }
+  if (run.ownMatched !== undefined) text += `${POLICY_RULES_FIELD}: ${run.ownMatched}\r\n`;
+  return text;
 }
 
 /**
@@ -152,13 +176,15 @@ function passesAsSent(head: RequestHead, tunnel: Tunnel, ctx: ForwardContext): b
  */
 function requestHeadBytes(conn: HttpConnection, head: RequestHead, tunnel: Tunnel, ctx: ForwardContext, source: HeadSource): Uint8Array {
   const raw = conn.headBytes;
-  if (!raw || !passesAsSent(head, tunnel, ctx)) return Buffer.from(requestHeadText(head, tunnel, ctx, source.text), "latin1");
+  const added = raw ? passesAsSent(head, ctx) : undefined;
+  if (!raw || added === undefined) return Buffer.from(requestHeadText(head, tunnel, ctx, source.text), "latin1");
   const suffix = edgeFieldsOf(conn, ctx);
   const bytes = (suffix.bytes ??= Buffer.from(suffix.text, "latin1"));
   const kept = raw.byteLength - 2; // through the last field's CRLF, without the blank line
-  const out = Buffer.allocUnsafe(kept + bytes.byteLength);
-  out.set(raw, 0); // its blank line too, written over by the edge's fields
-  out.set(bytes, kept);
+  const out = Buffer.allocUnsafe(kept + added.length + bytes.byteLength);
+  out.set(raw, 0); // its blank line too, written over by the fields after it
+  if (added !== "") out.write(added, kept, "latin1");
+  out.set(bytes, kept + added.length);
   return out;
 }
 
@@ -243,6 +269,56 @@ export function forward(conn: HttpConnection, head: RequestHead, source: HeadSou
 /** A chunked request body's pieces: the edge passes the body on framed, and reads it only for its end. */
 const ignore = (): void => {};
 
+/**
+ * Where pieces are joined for one write when they fit: written at once, and
+ * what the socket did not take copied (HttpConnection.write's `copy`), so a
+ * response whose head a policy changed costs no buffer of its own (a new
+ * buffer a response is memory the collector must then reclaim, which costs
+ * more than the copy).
+ */
+const scratch = Buffer.allocUnsafe(64 * 1024);
+
+/**
+ * The pieces (text as latin1) as one buffer: a view of `chunk` when they
+ * are its bytes in order (a head and a body passed on as they came), else
+ * in `scratch` when they fit, else made; the list is emptied.
+ */
+function joined(pieces: (Uint8Array | string)[], chunk: Uint8Array): Uint8Array {
+  const first = pieces[0]!;
+  if (pieces.length === 1 && typeof first !== "string") {
+    pieces.length = 0;
+    return first;
+  }
+  let size = 0;
+  let at = chunk.byteOffset;
+  let views = true;
+  for (const p of pieces) {
+    if (typeof p === "string") {
+      size += p.length;
+      views = false;
+      continue;
+    }
+    size += p.byteLength;
+    if (views && (p.buffer !== chunk.buffer || p.byteOffset !== at)) views = false;
+    at += p.byteLength;
+  }
+  if (views) {
+    pieces.length = 0;
+    return new Uint8Array(chunk.buffer, chunk.byteOffset, size);
+  }
+  const out = size <= scratch.byteLength ? scratch.subarray(0, size) : Buffer.allocUnsafe(size);
+  at = 0;
+  for (const p of pieces) {
+    if (typeof p === "string") at += out.write(p, at, "latin1");
+    else {
+      out.set(p, at);
+      at += p.byteLength;
+    }
+  }
+  pieces.length = 0;
+  return out;
+}
+
 /** Whether `pieces` are `chunk`'s first `end` bytes, in order (views of it, not copies). */
 function contiguousIn(chunk: Uint8Array, pieces: Uint8Array[], end: number): boolean {
   let at = chunk.byteOffset;
@@ -289,8 +365,6 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
   private owed = 0;
   /** The OPEN's bytes, counted in before the REPLY's are counted out. */
   private openBytes = 0;
-  /** Header rules for the response: its head is written anew. */
-  private readonly rewrite: boolean;
   /**
    * An HTTP/1.0 visitor answered with a chunked body, which it cannot read:
    * the body goes without its framing (its chunks' data, no trailers) and
@@ -300,8 +374,9 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
   private closeDelimited = false;
   /** The tunnel's traffic policies judge the response (traffic-policy/response-filter.ts): its bytes go through this. */
   private readonly filter: ResponseFilter | undefined;
-  /** filtered() is feeding the parser: the response's end waits for the chunk's credit. */
+  /** filtered() is feeding the parser: the response's end waits for the chunk's credit, and what the filter sends waits in filteredPieces for one write. */
   private inPush = false;
+  private filteredPieces: (Uint8Array | string)[] = [];
   /** ResponseSink: the response goes on as it lies in the chunks (see the constructor). */
   readonly inPlace: boolean;
   readonly readsBody: boolean;
@@ -323,18 +398,18 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     this.remaining = request.framing === "length" ? request.length : 0;
     this.chunks = request.framing === "chunked" ? new ChunkedDecoder() : undefined;
     this.requestDone = request.framing === "none";
-    this.rewrite = tunnel.access?.rewritesResponse ?? false;
     this.filter = ctx.policy && tunnel.policy?.response ? new ResponseFilter(tunnel.policy, ctx.policy, request.method, request.minor, this.outlet()) : undefined;
-    // the head's fields are read only to be written anew (header rules, policies); otherwise it goes on as it came;
-    // one parser a stream, read by one request after another
-    // (and an HTTP/1.0 visitor's, for its framing)
-    const fields = this.rewrite || this.filter !== undefined || request.minor === 0;
-    // nothing of the response changes on its way (no header rules, no policy's filter, not an HTTP/1.0 visitor's,
-    // whose chunked answer loses its framing): its bytes go on from the chunk as they lie, no piece or view made
-    this.inPlace = !fields;
+    // the head's fields are read only for an HTTP/1.0 visitor's framing; otherwise it goes on as it came (a
+    // policy's response rules, the tunnel's header flags among them, read them when they need them:
+    // response-filter.ts); one parser a stream, read by one request after another
+    const fields = request.minor === 0;
+    // nothing of the response changes on its way (no policy's filter, not an HTTP/1.0 visitor's, whose chunked
+    // answer loses its framing): its bytes go on from the chunk as they lie, no piece or view made
+    this.inPlace = !fields && this.filter === undefined;
     this.readsBody = !this.inPlace;
-    // a lean head's bytes are read only by the check of a 101 (upgrade.ts responseFields)
-    this.readsHeadBytes = request.upgrade !== undefined;
+    // a lean head's bytes are read by the check of a 101 (upgrade.ts responseFields), and by the policies'
+    // filter, which reads its fields from them when a rule asks (response-filter.ts)
+    this.readsHeadBytes = request.upgrade !== undefined || this.filter !== undefined;
     const parser = carrier.parser;
     if (parser) parser.reset(request.method, this, fields);
     this.parser = parser ?? (carrier.parser = new ResponseParser(request.method, this, fields));
@@ -345,7 +420,9 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     return {
       write: (bytes) => {
         this.wrote = true;
-        this.conn.write(bytes);
+        // what the filter sends while a chunk is read (a head judged at once, the body after it) goes in one write
+        if (this.inPush) this.filteredPieces.push(bytes);
+        else this.conn.write(typeof bytes === "string" ? Buffer.from(bytes, "latin1") : bytes);
       },
       credit: (n) => {
         // once done, the stream may carry the next request: what this one owes goes back now
@@ -493,6 +570,10 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     this.inPush = true;
     const error = this.parser.push(chunk);
     this.inPush = false;
+    if (this.filteredPieces.length > 0) {
+      const bytes = joined(this.filteredPieces, chunk);
+      this.conn.write(bytes, bytes.buffer === scratch.buffer);
+    }
     if (error) return this.brokenResponse(`its local service sent a malformed response: ${error}`);
     if (this.refusedSwitch !== undefined) return this.brokenResponse(this.refusedSwitch);
     if (this.invalidStatus !== undefined) return this.brokenResponse(`its local service sent an invalid status ${this.invalidStatus}`);
@@ -575,13 +656,11 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
       if (part === "interim") return filter.interim(bytes);
       if (part === "body") return filter.raw(bytes);
       // a head refused (a 101 not asked for, a status past 599) is not the filter's: fromAgent answers it
-      if (this.response) filter.head(this.response, bytes, this.rewrite ? this.tunnel.access!.rewriteResponse(this.response.headers) : undefined);
+      if (this.response) filter.head(this.response, bytes);
       return;
     }
     if (this.closeDelimited) return this.rawCloseDelimited(bytes, part);
-    if (part !== "head" || !this.rewrite || !this.response) return void this.pieces.push(bytes);
-    // with header rules: the head is written anew with them, everything else as it came
-    this.pieces.push(responseHeadBytes(this.response, this.tunnel.access!.rewriteResponse(this.response.headers)));
+    this.pieces.push(bytes);
   }
 
   /** The head of a chunked answer to an HTTP/1.0 visitor, without its framing fields and closing; its framed body left out (body() takes the data). */
@@ -589,8 +668,7 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     if (part === "body") return;
     if (part === "interim") return void this.pieces.push(bytes);
     const response = this.response!;
-    const rewritten = this.rewrite ? this.tunnel.access!.rewriteResponse(response.headers) : response.headers;
-    const kept = rewritten.filter(([name]) => {
+    const kept = response.headers.filter(([name]) => {
       const lower = name.toLowerCase();
       return lower !== "transfer-encoding" && lower !== "connection" && lower !== "keep-alive" && lower !== "trailer";
     });

@@ -227,10 +227,10 @@ export class HttpConnection {
     if (bytes.byteLength > 0) this.hold(bytes);
   }
 
-  /** Writes to the visitor; false when some of it waits for the socket (drained() follows). */
-  write(bytes: Uint8Array): boolean {
+  /** Writes to the visitor; false when some of it waits for the socket (drained() follows). `copy`: the caller reuses `bytes` (what waits is copied). */
+  write(bytes: Uint8Array, copy = false): boolean {
     if (this.closing) return false;
-    return this.out.write(bytes);
+    return this.out.write(bytes, copy);
   }
 
   get writesPending(): number {

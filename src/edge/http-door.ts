@@ -4,11 +4,12 @@
  * Host made normal (host-route.ts), looked up here (and, after a restart or
  * with several nodes, waited for or asked of the others); it reaches http
  * tunnels (a tls tunnel's name gets the page saying where it is); its
- * request rules are the tunnel's sign-in and the browser warning; it
+ * request rules are the tunnel's policies (its access flags among them)
+ * and the browser warning; it
  * forwards on an "h1" stream (forward.ts). A refusal is a page.
  */
 import type { TrustedProxies } from "../http/addresses.ts";
-import { everyField, type RequestHead } from "../http/request-head.ts";
+import type { RequestHead } from "../http/request-head.ts";
 import type { EdgeCounters } from "../metrics/edge-counters.ts";
 import { addressRefusedPage } from "./access/pages.ts";
 import type { Passed } from "./access/policy.ts";
@@ -16,12 +17,12 @@ import { forward, type ForwardContext } from "./forward.ts";
 import type { HttpConnection } from "./http-connection.ts";
 import { Refusal, type Door, type DoorName, type Visit } from "./judgement/pipeline.ts";
 import { kindsThrough } from "./kinds/doors.ts";
-import { badGatewayPage, badRequestPage, tlsTunnelPage, unknownTunnelPage } from "./pages.ts";
+import { badGatewayPage, tlsTunnelPage, unknownTunnelPage } from "./pages.ts";
 import type { Registry, Tunnel } from "./registry.ts";
 import { connectFacts, judgeConnect } from "./traffic-policy/connect.ts";
-import { judgeRequest, requestFacts } from "./traffic-policy/http-request.ts";
+import { judgeRequest, requestFacts, type PolicyPass } from "./traffic-policy/http-request.ts";
 import type { LayeredRun } from "./traffic-policy/layered-run.ts";
-import { bodyRefusal, readConnectionBody, withBody, type BodyReading, type ReadBody } from "./traffic-policy/request-body.ts";
+import { bodyRefusal, readConnectionBody, type BodyReading, type ReadBody } from "./traffic-policy/request-body.ts";
 import type { TunnelPolicy } from "./traffic-policy/tunnel-policy.ts";
 import { continueResponse, CONTINUE_PATH, warningDue, warningFor, type HeadView } from "./warning.ts";
 
@@ -106,6 +107,8 @@ export interface HttpDoorDeps {
  * and answered is the carrier's (h2/door.ts overrides forward and refuse).
  */
 export class HttpDoor implements Door<HttpVisit> {
+  /** A request meets its tunnel's IP flags in its flags layer (request()). */
+  readonly addressInPolicy = true;
   /** The kinds whose visitors come through this door (their edge units say so). */
   private readonly reached: ReadonlySet<string>;
 
@@ -155,43 +158,41 @@ export class HttpDoor implements Door<HttpVisit> {
     return new Refusal("admission", "WRONG_KIND", undefined, tlsTunnelPage(v.hostHeader, this.deps.tlsAddress?.(t.hostname ?? t.subdomain!)));
   }
 
-  /** The sign-in rules (the IP rules were asked before), then the warning's continue link and the warning. */
+  /** The tunnel's policies (its access flags among them: its flags layer), then the warning's continue link and the warning. */
   request(v: HttpVisit, t: Tunnel): Passed | undefined | Refusal | Promise<Passed | undefined | Refusal> {
     // another node's tunnel: its rules (access flags, policies) are applied there (cluster/relayed-doors.ts)
     if (t.policy && !t.relayed) return this.withPolicies(v, t, t.policy);
-    return this.signInFlags(v, t);
-  }
-
-  /** The tunnel's sign-in flags alone (no policy), then the warning. */
-  private signInFlags(v: HttpVisit, t: Tunnel): Passed | undefined | Refusal | Promise<Passed | undefined | Refusal> {
-    if (!t.access || t.relayed) return this.warning(v, t, undefined);
-    const origin = `${this.deps.secure ? "https" : "http"}://${v.hostHeader}`;
-    // the rules read every field (a credential, a session cookie): the rest of them read now, kept on the head for forward()
-    const req = asRequest(everyField(v.head, v.text), origin);
-    if (!req) return new Refusal("access", "BAD_REQUEST", undefined, badRequestPage("This request cannot be checked against the tunnel's access rules."));
-    const passed = t.access.signIn(req, new URL(req.url), v.client, v.hostHeader, this.deps.secure);
-    if (passed instanceof Promise) return passed.then((p) => this.signedIn(v, t, p));
-    return this.signedIn(v, t, passed);
+    return this.warning(v, t);
   }
 
   /**
-   * The tunnel's traffic policies around its sign-in flags
-   * (traffic-policy/http-request.ts): the operator's layers, the sign-in,
-   * the tunnel's own; then the warning. Every field of the head is read
-   * (the rules may read any).
+   * The tunnel's traffic policies (traffic-policy/http-request.ts): the
+   * operator's layers, then the tunnel's flags and its own policy; then
+   * the warning. The head's fields are read when a rule first needs them.
+   * At once unless something waits (a connection's first judgement, an
+   * action that waits: a sign-in, a body to read).
    */
-  private async withPolicies(v: HttpVisit, t: Tunnel, policy: TunnelPolicy): Promise<Passed | undefined | Refusal> {
+  private withPolicies(v: HttpVisit, t: Tunnel, policy: TunnelPolicy): Passed | undefined | Refusal | Promise<Passed | undefined | Refusal> {
+    // on_tcp_connect: once a connection, with its first request to the tunnel (again when the tunnel's layers change)
+    if (policy.connect && v.conn.policyConnected !== policy) return this.connectFirst(v, t, policy);
+    return this.requestPolicies(v, t, policy);
+  }
+
+  private async connectFirst(v: HttpVisit, t: Tunnel, policy: TunnelPolicy): Promise<Passed | undefined | Refusal> {
     const { conn } = v;
     const secure = this.deps.secure;
-    // on_tcp_connect: once a connection, with its first request to the tunnel (again when the tunnel's layers change)
-    if (policy.connect && conn.policyConnected !== policy) {
-      const host = v.hostHeader.replace(/:\d+$/, "");
-      const closed = await judgeConnect(policy, connectFacts(t, { client: v.client, clientPort: conn.peer.port, serverPort: conn.socket.localPort, host, protocol: secure ? "https" : "http", openedAt: conn.openedAt }));
-      if (closed) return closed;
-      conn.policyConnected = policy;
-    }
-    if (!policy.request && !policy.response) return this.signInFlags(v, t);
-    const head = everyField(v.head, v.text);
+    const host = v.hostHeader.replace(/:\d+$/, "");
+    const closed = await judgeConnect(policy, connectFacts(t, { client: v.client, clientPort: conn.peer.port, serverPort: conn.socket.localPort, host, protocol: secure ? "https" : "http", openedAt: conn.openedAt }));
+    if (closed) return closed;
+    conn.policyConnected = policy;
+    return this.requestPolicies(v, t, policy);
+  }
+
+  private requestPolicies(v: HttpVisit, t: Tunnel, policy: TunnelPolicy): Passed | undefined | Refusal | Promise<Passed | undefined | Refusal> {
+    if (!policy.request && !policy.response) return this.warning(v, t);
+    const { conn, head } = v;
+    const secure = this.deps.secure;
+    // the rest of the head's fields are read when a rule first needs them
     const facts = requestFacts(t, {
       client: v.client,
       clientPort: conn.peer.port,
@@ -200,29 +201,21 @@ export class HttpDoor implements Door<HttpVisit> {
       secure,
       host: v.hostHeader,
       head,
+      text: v.text,
       rawTarget: head.targetAsSent ? undefined : rawTargetOf(v.text, head.method),
     });
-    // an action that reads the body (verify-webhook): the body first, read within its limits
-    if (policy.body) {
-      const read = await this.readBody(v, t, head, policy.body);
-      if (read instanceof Refusal) return read;
-      withBody(facts.request!, read, policy.body);
-    }
-    const access = t.access;
-    const signIn = access
-      ? () => {
-          const req = asRequest(head, `${secure ? "https" : "http"}://${v.hostHeader}`);
-          if (!req) return badRequestPage("This request cannot be checked against the tunnel's access rules.");
-          return access.signIn(req, new URL(req.url), v.client, v.hostHeader, secure);
-        }
-      : undefined;
-    const judged = await judgeRequest(policy, facts, signIn, t);
-    if (judged instanceof Refusal) {
-      if (judged.message?.endsWith(", rate-limit")) t.rateLimited?.();
-      return judged;
-    }
+    // an action that reads the body (verify-webhook): the body is read when the run comes to it
+    const reading = policy.body;
+    const body = reading ? { reading, read: () => this.readBody(v, t, head, reading) } : undefined;
+    const judged = judgeRequest(policy, facts, t, body);
+    if (judged instanceof Promise) return judged.then((j) => this.policiesJudged(v, t, j));
+    return this.policiesJudged(v, t, judged);
+  }
+
+  private policiesJudged(v: HttpVisit, t: Tunnel, judged: PolicyPass | Refusal): Passed | undefined | Refusal {
+    if (judged instanceof Refusal) return judged;
     v.policy = judged.run;
-    return this.warning(v, t, judged.passed);
+    return this.warning(v, t);
   }
 
   /** The request's body for the actions that read it (request-body.ts); on an HTTP/1.1 connection, its bytes go back to it for forward(). */
@@ -231,13 +224,8 @@ export class HttpDoor implements Door<HttpVisit> {
     return typeof read === "object" && "raw" in read ? read : bodyRefusal(read);
   }
 
-  private signedIn(v: HttpVisit, t: Tunnel, passed: Passed | Response): Passed | undefined | Refusal {
-    if (passed instanceof Response) return new Refusal("access", "SIGN_IN", undefined, passed);
-    return this.warning(v, t, passed);
-  }
-
-  /** Let through the sign-in: the warning's continue link, the warning, or on. */
-  private warning(v: HttpVisit, t: Tunnel, passed: Passed | undefined): Passed | undefined | Refusal {
+  /** Let through the policies (the tunnel's flags among them): the warning's continue link, the warning, or on. */
+  private warning(v: HttpVisit, t: Tunnel): undefined | Refusal {
     const { head, hostHeader } = v;
     const target = head.target;
     if (head.method === "GET" && target.startsWith(CONTINUE_PATH) && (target.length === CONTINUE_PATH.length || target[CONTINUE_PATH.length] === "?")) {
@@ -246,7 +234,7 @@ export class HttpDoor implements Door<HttpVisit> {
     v.warn = warningDue(v, t);
     // another node's tunnel: its access rules are applied there, so the warning is shown there too, after them
     if (v.warn && !t.relayed) return new Refusal("access", "WARNING", undefined, warningFor(hostHeader, t.username, target));
-    return passed;
+    return undefined;
   }
 
   private requestUrl(hostHeader: string, target: string): URL {
@@ -307,15 +295,4 @@ function rawTargetOf(text: string, method: string): string {
   const end = text.indexOf("\r\n");
   const line = end < 0 ? text : text.slice(0, end);
   return line.slice(method.length + 1, line.length - " HTTP/1.1".length);
-}
-
-/** The request as a Request, for what reads one (the access rules' sign-in). Undefined when the platform refuses it. */
-function asRequest(head: RequestHead, origin: string): Request | undefined {
-  try {
-    const headers = new Headers();
-    for (const [n, v] of head.fields) headers.append(n, v);
-    return new Request(`${origin}${head.target === "*" ? "/" : head.target}`, { method: head.method, headers });
-  } catch {
-    return undefined;
-  }
 }

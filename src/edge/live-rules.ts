@@ -27,7 +27,8 @@ import { log, quietWarnings } from "../log.ts";
 import { isPortKind } from "../protocol/kinds.ts";
 import { cidrs } from "../validate/fields.ts";
 import { hostnameCovers } from "../validate/hostname.ts";
-import { AccessPolicy } from "./access/policy.ts";
+import { AccessPolicy, flagsJudge } from "./access/policy.ts";
+import { withFlags } from "./traffic-policy/tunnel-policy.ts";
 import type { AgentLink, HeardChange, LiveJudge, Registry, Tunnel } from "./registry.ts";
 import type { Admitted } from "../core/admission.ts";
 
@@ -158,7 +159,9 @@ export class LiveRules implements LiveJudge {
       for (const t of c.tunnels) {
         if (t.userId !== user.id) continue;
         if ((t.access?.userAllowCidrs ?? []).join() !== allow.join()) {
-          t.access = AccessPolicy.withUserAllowCidrs(t.access, t.subdomain ?? String(t.port), allow);
+          t.access = AccessPolicy.withUserAllowCidrs(t.access, t.subdomain ?? String(t.port), allow, flagsJudge(t.protocol, t.privateName !== undefined));
+          // its flags layer made again with them: the next request and connection meet the new list
+          withFlags(t);
           // what was let through before and stays (a connection, a pipe, a stream) meets the new rules too
           const ended = t.liveVisits?.rejudge(t) ?? 0;
           if (ended > 0) log.info("live connections closed by an admin change", { user: user.id, tunnel: t.subdomain ?? t.hostname ?? t.privateName ?? t.port, closed: ended, code: "ADDRESS_REFUSED" });

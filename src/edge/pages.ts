@@ -20,14 +20,17 @@ const STYLE = `
 `;
 
 export function page(status: number, title: string, bodyHtml: string, headers: Record<string, string> = {}): Response {
+  const parts = pageParts(status, title, bodyHtml, headers);
+  return new Response(parts.body, { status, headers: parts.headers });
+}
+
+/** A page as its status, fields and text: what a traffic policy's rule answers with (the tunnel's flags' pages). */
+export function pageParts(status: number, title: string, bodyHtml: string, headers: Record<string, string> = {}): { status: number; headers: [string, string][]; body: string } {
   const html = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="robots" content="noindex"><title>${escapeHtml(title)}</title><style>${STYLE}</style></head>
 <body><main>${bodyHtml}<footer>burrow</footer></main></body></html>`;
-  return new Response(html, {
-    status,
-    headers: { "Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store", ...headers },
-  });
+  return { status, headers: Object.entries({ "Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store", ...headers }), body: html };
 }
 
 export function unknownTunnelPage(host: string): Response {

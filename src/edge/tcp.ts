@@ -48,6 +48,8 @@ const notJudged = limitedLog(10);
 export class ConnectionDoor implements Door<ConnectionVisit> {
   /** The kinds whose edge units say their visitors come through this door. */
   private readonly kinds: ReadonlySet<TunnelKind>;
+  /** A connection meets its tunnel's IP flags in on_tcp_connect (request()). */
+  readonly addressInPolicy = true;
 
   constructor(
     readonly name: "tcp" | "tls",
@@ -64,14 +66,20 @@ export class ConnectionDoor implements Door<ConnectionVisit> {
     return this.kinds.has(t.protocol) ? true : WRONG_KIND;
   }
 
-  /** The tunnel's on_tcp_connect rules, when it has some (traffic-policy/connect.ts); the socket waits, paused, for their verdict. */
-  request(v: ConnectionVisit, t: Tunnel): undefined | Promise<undefined | Refusal> {
+  /**
+   * The tunnel's on_tcp_connect rules, when it has some (traffic-policy/connect.ts,
+   * its IP flags among them): at once when none waits; else the socket waits,
+   * paused, for their verdict.
+   */
+  request(v: ConnectionVisit, t: Tunnel): undefined | Refusal | Promise<undefined | Refusal> {
     const policy = t.policy;
     if (!policy?.connect || t.relayed) return undefined;
     const { socket } = v;
-    socket.pause();
     const facts = connectFacts(t, { client: v.client, clientPort: socket.remotePort ?? 0, serverPort: socket.localPort, host: t.hostname ?? t.subdomain ?? socket.localAddress, protocol: this.name });
-    return judgeConnect(policy, facts).finally(() => {
+    const judged = judgeConnect(policy, facts);
+    if (!(judged instanceof Promise)) return judged;
+    socket.pause();
+    return judged.finally(() => {
       if (!v.over) socket.resume();
     });
   }

@@ -5,8 +5,8 @@
  * and what the functions reach (getReqHeader and the like).
  */
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { Budget, type EvaluationScope } from "./cel/evaluation.ts";
-import type { PolicyInput } from "./facts.ts";
+import type { Budget, EvaluationScope } from "./cel/evaluation.ts";
+import type { HeaderPairs, PolicyInput } from "./facts.ts";
 import { HeaderMap, type WorkingRequest, type WorkingResponse } from "./message.ts";
 import { VARIABLES } from "./variables.ts";
 
@@ -98,6 +98,13 @@ const GETTERS: Record<string, Getter> = {
 for (const name of Object.keys(VARIABLES)) if (!GETTERS[name]) throw new Error(`the variable ${name} has no value`);
 
 /**
+ * Each variable's value made anew from the run's state, for the compiled
+ * fast path (cel/fast.ts), which reads the plain ones (a string, a method,
+ * a header) directly; the maps among them are the run's own, kept.
+ */
+export const VARIABLE_READERS: Readonly<Record<string, (b: Bindings) => unknown>> = GETTERS;
+
+/**
  * The variables' object CEL reads (`ObjectActivation` reads `data[name]`):
  * one getter per variable on a shared prototype, each reading through the
  * run's Bindings and keeping its value until the Bindings say it changed.
@@ -107,43 +114,75 @@ const VARIABLES_PROTOTYPE: object = (() => {
   for (const [name, get] of Object.entries(GETTERS)) {
     Object.defineProperty(proto, name, {
       get(this: { bindings: Bindings }) {
-        const b = this.bindings;
-        const cached = b.cache.get(name);
-        if (cached !== undefined || b.cache.has(name)) return cached;
-        const value = get(b);
-        b.cache.set(name, value);
-        return value;
+        return this.bindings.kept(name, get);
       },
     });
   }
   return proto;
 })();
 
-/** One run's variables and what functions reach: the working request and response, the identity, the actions' results. */
+/**
+ * One run's variables and what functions reach: the working request and
+ * response, the identity, the actions' results. Made for each layer's run
+ * of a phase, so it makes nothing it is not asked for: the object CEL
+ * reads, the values kept for it and the header maps come when an
+ * expression evaluated by CEL first needs them (the compiled fast path
+ * reads the message itself).
+ */
 export class Bindings implements EvaluationScope {
-  readonly cache = new Map<string, unknown>();
-  /** The object CEL evaluates against. */
-  readonly variables: object;
-  /** Action result variables by ngrok's name (`rate_limit`, `basic_auth`, ...): `actions.ngrok.<name>`. */
-  readonly actionVars: Record<string, unknown> = {};
+  private cache: Map<string, unknown> | undefined;
+  private vars: object | undefined;
+  private actionValues: Record<string, unknown> | undefined;
   private who: string | undefined;
   /** Who an earlier layer let in: it stays who the visitor is (a later layer's sign-in does not rename it). */
   private readonly outer: string | undefined;
   readonly now: number;
-  private headerMaps: { req?: HeaderMap; res?: HeaderMap } = {};
+  private reqHeaders: HeaderMap | undefined;
+  private resHeaders: HeaderMap | undefined;
   private queryCache?: Map<string, string[]>;
   private cookieCache?: Map<string, { name: string; value: string }[]>;
 
+  /** The run's budget (limits.ts costLimit): what is left of it, and whether it was spent past (Budget's fields, kept here: one object less a run). */
+  remaining: number;
+  exceeded = false;
+
   constructor(
     readonly input: PolicyInput,
-    readonly budget: Budget,
+    costLimit: number,
     readonly request: WorkingRequest | undefined,
     readonly response: WorkingResponse | undefined,
+    /** Who an earlier layer let in (default: the input's). */
+    identity: string | undefined = input.identity,
   ) {
+    this.remaining = costLimit;
     this.now = input.now ?? Date.now();
-    this.outer = input.identity;
-    this.who = input.identity;
-    this.variables = Object.create(VARIABLES_PROTOTYPE, { bindings: { value: this } });
+    this.outer = identity;
+    this.who = identity;
+  }
+
+  /** What the functions spend from (cel/evaluation.ts charge). */
+  get budget(): Budget {
+    return this;
+  }
+
+  /** The object CEL evaluates against. */
+  get variables(): object {
+    return (this.vars ??= Object.create(VARIABLES_PROTOTYPE, { bindings: { value: this } }));
+  }
+
+  /** A variable's value, made once and kept until the run's state changes. */
+  kept(name: string, get: (b: Bindings) => unknown): unknown {
+    const cache = (this.cache ??= new Map());
+    const cached = cache.get(name);
+    if (cached !== undefined || cache.has(name)) return cached;
+    const value = get(this);
+    cache.set(name, value);
+    return value;
+  }
+
+  /** Action result variables by ngrok's name (`rate_limit`, `basic_auth`, ...): `actions.ngrok.<name>`. */
+  get actionVars(): Record<string, unknown> {
+    return (this.actionValues ??= {});
   }
 
   /** Who the visitor is (`visitor.identity`): the first authentication's answer, an earlier layer's first. */
@@ -168,19 +207,21 @@ export class Bindings implements EvaluationScope {
 
   /** An action changed the request or response, the identity or its variables: what was read of them is read again. */
   changed(): void {
-    this.cache.clear();
-    this.headerMaps = {};
+    this.cache?.clear();
+    this.reqHeaders = undefined;
+    this.resHeaders = undefined;
     this.queryCache = undefined;
     this.cookieCache = undefined;
   }
 
+  /** An action set its result variables (`actions.ngrok.*`): only what reads them is read again. */
+  variablesChanged(): void {
+    this.cache?.delete("actions");
+  }
+
   headers(of: "req" | "res"): HeaderMap {
-    let m = this.headerMaps[of];
-    if (!m) {
-      m = HeaderMap.of(of === "req" ? this.req().headers : this.res().headers);
-      this.headerMaps[of] = m;
-    }
-    return m;
+    if (of === "req") return (this.reqHeaders ??= HeaderMap.of(this.req().fields));
+    return (this.resHeaders ??= HeaderMap.of(this.res().fields));
   }
 
   query(): Map<string, string[]> {
@@ -189,14 +230,17 @@ export class Bindings implements EvaluationScope {
   }
 
   cookies(): Map<string, { name: string; value: string }[]> {
-    this.cookieCache ??= cookieMap(this.req().headers.filter(([n]) => n.toLowerCase() === "cookie").map(([, v]) => v).join("; "));
+    this.cookieCache ??= cookieMap(this.req().fields.filter(([n]) => n.toLowerCase() === "cookie").map(([, v]) => v).join("; "));
     return this.cookieCache;
   }
 
+  /** A header's values (name in any case), or undefined: read off the message, or its map when one was made. */
   header(of: "req" | "res", name: string): readonly string[] | undefined {
-    if (of === "res" && !this.response) return undefined;
-    if (of === "req" && !this.request) return undefined;
-    return this.headers(of).get(name);
+    const map = of === "req" ? this.reqHeaders : this.resHeaders;
+    if (map) return map.get(name);
+    const message = of === "req" ? this.request : this.response;
+    if (!message) return undefined;
+    return valuesOf(message.fields, name);
   }
 
   queryParam(name: string): readonly string[] | undefined {
@@ -206,4 +250,17 @@ export class Bindings implements EvaluationScope {
   cookie(name: string): { name: string; value: string } | undefined {
     return this.request ? this.cookies().get(name)?.[0] : undefined;
   }
+}
+
+/** The values of the fields named `name` (in any case), in order, or undefined when there is none: HeaderMap.get's answer without the map. */
+function valuesOf(fields: HeaderPairs, name: string): string[] | undefined {
+  const lower = name.toLowerCase();
+  let out: string[] | undefined;
+  for (let i = 0; i < fields.length; i++) {
+    const field = fields[i]!;
+    // field names are tokens (ASCII, as the parsers and the actions check them): lower case keeps their length
+    if (field[0].length !== lower.length || field[0].toLowerCase() !== lower) continue;
+    (out ??= []).push(field[1]);
+  }
+  return out;
 }

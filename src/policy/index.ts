@@ -6,7 +6,7 @@
 export { loadPolicy, type LoadOptions } from "./load.ts";
 export { Policy } from "./policy.ts";
 export { PolicyChain, type ChainOutcome } from "./chain.ts";
-export type { Outcome, Verdict, RuleTrace, ActionTrace, RunProblem } from "./outcome.ts";
+export { BODY_UNREAD, type Outcome, type Verdict, type RuleTrace, type ActionTrace, type RunProblem } from "./outcome.ts";
 export type { PolicyInput, ConnectionFacts, EndpointFacts, TunnelFacts, RequestFacts, ResponseFacts } from "./facts.ts";
 export type { PolicyResponse } from "./response.ts";
 export { formatPolicyError, POLICY_ERRORS, type PolicyError, type PolicyErrorCode } from "./errors.ts";
@@ -16,3 +16,4 @@ export { MemoryRateLimitStore, type RateLimitStore, type RateLimitVerdict } from
 export { compressionFor, createCompressor, negotiate, type Coding, type ResponseCompressor } from "./compression.ts";
 export { PHASES, VARIABLES, type Phase } from "./variables.ts";
 export { ACTIONS, NOT_IN_BURROW } from "./actions/index.ts";
+export { RATE_LIMITED } from "./actions/rate-limit.ts";

@@ -78,17 +78,18 @@ export function loadPolicy(text: string, options: LoadOptions = {}): Policy | Po
   }
 
   const rules = {} as Record<Phase, CompiledRule[]>;
+  const reads = new Set<string>();
   for (const phase of PHASES) {
     rules[phase] = [];
     (shape.output?.[phase] ?? []).forEach((rule, i) => {
-      const compiled = compileRule(rule, phase, i, { doc, limits, add, key: options.key ?? source });
+      const compiled = compileRule(rule, phase, i, { doc, limits, add, key: options.key ?? source, reads });
       if (compiled) rules[phase].push(compiled);
     });
   }
   if (errors.length >= MAX_ERRORS) errors.push({ code: errors[0]!.code, message: `(more errors not shown: the first ${MAX_ERRORS} are)` });
   if (errors.length > 0) return errors;
   sharedServices ??= defaultServices();
-  return new Policy(source, rules, limits, options.services ?? sharedServices);
+  return new Policy(source, rules, limits, options.services ?? sharedServices, { readsActionVariables: reads.has("actions") });
 }
 
 interface RuleContext {
@@ -96,7 +97,13 @@ interface RuleContext {
   limits: PolicyLimits;
   add(e: PolicyError): void;
   key: string;
+  /** The variables its expressions read, all of them. */
+  reads: Set<string>;
 }
+
+const readBy = (reads: Set<string>, e: CompiledExpression) => {
+  for (const name of e.reads) reads.add(name);
+};
 
 function compileRule(rule: RuleShape, phase: Phase, index: number, c: RuleContext): CompiledRule | undefined {
   const label = rule.name ?? `#${index + 1}`;
@@ -124,7 +131,10 @@ function compileRule(rule: RuleShape, phase: Phase, index: number, c: RuleContex
     const path = [...base, "expressions", i];
     const out = compileExpression(text, phase, "condition", c.limits);
     if ("kind" in out) celError(out, path, text, text, out.offset);
-    else compiledExpressions.push(out);
+    else {
+      readBy(c.reads, out);
+      compiledExpressions.push(out);
+    }
   });
 
   const actions: CompiledAction[] = [];
@@ -156,14 +166,20 @@ function compileRule(rule: RuleShape, phase: Phase, index: number, c: RuleContex
       key: `${c.key}/${phase}/${index}/${i}`,
       expression(text, sub, purpose) {
         const out = compileExpression(text, phase, purpose, c.limits);
-        if (!("kind" in out)) return out;
+        if (!("kind" in out)) {
+          readBy(c.reads, out);
+          return out;
+        }
         actionFailed = true;
         celError(out, [...configPath, ...sub], text, text, out.offset);
         return undefined;
       },
       template(text, sub) {
         const out = Template.compile(text, phase, c.limits);
-        if (out instanceof Template) return out;
+        if (out instanceof Template) {
+          for (const e of out.expressions) readBy(c.reads, e);
+          return out;
+        }
         actionFailed = true;
         const where = [...configPath, ...sub];
         if (out.expression === undefined) {

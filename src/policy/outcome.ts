@@ -30,10 +30,19 @@ export interface RunProblem {
   message: string;
 }
 
+/**
+ * `code`: what the action that ended the run says the refusal is, when it
+ * says: the tunnel's flags' rules refuse as they always did, and the edge
+ * reports them so (ADDRESS_REFUSED, SIGN_IN); a rate limit's refusal
+ * (RATE_LIMITED) is reported as any policy's (POLICY) and told besides
+ * (the policy.rate_limited event); BODY_UNREAD (a `close`): the edge could
+ * not read the request's body for an action that needs it, and answers
+ * with why. No code: the edge's POLICY.
+ */
 export type Verdict =
   | { kind: "continue" }
-  | { kind: "respond"; response: PolicyResponse; rule: string; action: string }
-  | { kind: "close"; rule: string; action: string };
+  | { kind: "respond"; response: PolicyResponse; rule: string; action: string; code?: string }
+  | { kind: "close"; rule: string; action: string; code?: string };
 
 export interface Outcome {
   phase: Phase;
@@ -52,3 +61,6 @@ export interface Outcome {
   logs: Record<string, string>[];
   problems: RunProblem[];
 }
+
+/** Verdict's code when the request's body could not be read for an action that reads it (WorkingRequest.readBody). */
+export const BODY_UNREAD = "BODY_UNREAD";

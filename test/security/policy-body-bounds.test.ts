@@ -6,7 +6,11 @@
  * at once never hold more than --policy-body-memory (the one past it gets
  * 503); a malformed chunked body is a 400 and the end of the connection;
  * and the bytes after a body are the next request, judged as one, however
- * they came: in the same packet as the body, after its last chunk.
+ * they came: in the same packet as the body, after its last chunk. A body
+ * is read only when a request's run comes to an action that needs it: one
+ * refused before (the tunnel's IP flags, a rule before that action) is
+ * answered without a byte of its body read, and one that never comes to
+ * it streams through unread, with no body deadline.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
@@ -22,6 +26,8 @@ beforeAll(async () => {
   t = await withPolicy(
     `
 on_http_request:
+  - expressions: ["req.url.path == '/closed'"]
+    actions: [{ type: deny }]
   - expressions: ["req.url.path == '/hook'"]
     actions: [{ type: verify-webhook, config: { provider: github, secret: "${SECRET}" } }]
   - expressions: ["req.url.path.startsWith('/admin')"]
@@ -112,5 +118,44 @@ describe("the bytes after a body that was read", () => {
     await raw.until((text) => statuses(text).length === 2, "two answers");
     expect(statuses(raw.text)).toEqual(["200", "403"]);
     expect(reached).toEqual([`POST /hook ${body.length}`]);
+  });
+});
+
+describe("a body is read only for the action that needs it", () => {
+  test("a request a rule before that action refuses is answered at once, its body never read (no 100 Continue, no body deadline)", async () => {
+    reached = [];
+    using raw = new Raw(t.server.edgePort);
+    await raw.send(`POST /closed HTTP/1.1\r\nHost: ${host()}\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n\r\n`);
+    await raw.until((text) => statuses(text).length > 0, "an answer");
+    expect(statuses(raw.text)).toEqual(["403"]);
+    expect(reached).toEqual([]);
+  });
+
+  test("a request whose rules come to no such action streams through unread: a slow upload outlasts --policy-body-timeout and reaches the service whole", async () => {
+    reached = [];
+    using raw = new Raw(t.server.edgePort);
+    await raw.send(`POST /upload HTTP/1.1\r\nHost: ${host()}\r\nContent-Length: 20\r\n\r\n` + "u".repeat(10));
+    // past the 1 s a body read for the policy may take
+    await Bun.sleep(1_500);
+    await raw.send("u".repeat(10));
+    await raw.until((text) => statuses(text).length > 0, "an answer");
+    expect(statuses(raw.text)).toEqual(["200"]);
+    expect(reached).toEqual(["POST /upload 20"]);
+  });
+
+  test("an address the tunnel's IP flags refuse gets their 403 before any of its body is read", async () => {
+    const before = reached.length;
+    await using fenced = await withPolicy(`on_http_request: [{ actions: [{ type: verify-webhook, config: { provider: github, secret: "${SECRET}" } }] }]`, {
+      server: t.server,
+      username: "fenced-owner",
+      args: ["--deny-cidr", "127.0.0.0/8"],
+      upstream: async () => (reached.push("fenced"), new Response("ok")),
+    });
+    using raw = new Raw(t.server.edgePort);
+    await raw.send(`POST /hook HTTP/1.1\r\nHost: ${fenced.agent.subdomain}.localhost\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n\r\n`);
+    await raw.until((text) => statuses(text).length > 0, "an answer");
+    expect(statuses(raw.text)).toEqual(["403"]);
+    expect(raw.text).toContain("Not from this address");
+    expect(reached.length).toBe(before);
   });
 });

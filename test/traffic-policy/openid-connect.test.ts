@@ -6,9 +6,11 @@
  * code flow, the callback, a session cookie; after it `visitor.identity`
  * is the email, and the service is told it in X-Burrow-User-Email. An
  * email the policy does not allow is refused; a tampered cookie is worth
- * nothing; scripts get 401; the logout path ends the session; and an
+ * nothing; scripts get 401; the logout path ends the session; an
  * operator's sign-in (its own auth_id, so its own cookies) and the
- * tunnel's own hold one after the other on one host.
+ * tunnel's own hold one after the other on one host; and the tunnel's
+ * --oidc flags are this action in its flags layer, so its policy file sees
+ * the request as the sign-in left it.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { tunnelFetch, type TestAgent } from "../harness/agent.ts";
@@ -19,6 +21,7 @@ import { policyFile } from "./rig.ts";
 
 const SUB = "sso-policy";
 const OTHER = "sso-layers";
+const FLAGS = "sso-flags";
 let rig: Rig;
 let provider: TestProvider;
 let browser: TestBrowser;
@@ -52,7 +55,7 @@ beforeAll(async () => {
   tunnelUrl = `http://${SUB}.localhost:${rig.server.edgePort}`;
   otherUrl = `http://${OTHER}.localhost:${rig.server.edgePort}`;
   provider = await startOidcProvider({
-    redirectUris: [`${tunnelUrl}/_burrow/oidc/callback`, `${otherUrl}/_burrow/oidc/callback`],
+    redirectUris: [`${tunnelUrl}/_burrow/oidc/callback`, `${otherUrl}/_burrow/oidc/callback`, `http://${FLAGS}.localhost:${rig.server.edgePort}/_burrow/oidc/callback`],
     emails: { alice: "alice@example.com", mallory: "mallory@evil.example.org" },
   });
   const file = policyFile(signInPolicy(provider.issuer));
@@ -161,5 +164,46 @@ describe("an operator's sign-in and the tunnel's own on one host", () => {
     expect(await session(otherUrl, "burrow_session_corp")).toBeDefined();
     expect(await session(otherUrl, "burrow_session")).toBeDefined();
     expect(seen.headers.cookie ?? "").not.toContain("burrow_session");
+  }, 60_000);
+});
+
+describe("the tunnel's --oidc flags, as the openid-connect action of its flags layer", () => {
+  test("signed in, the tunnel's policy file sees the request as the sign-in left it: the email in X-Burrow-User-Email and visitor.identity, no session cookie", async () => {
+    const flagsUrl = `http://${FLAGS}.localhost:${rig.server.edgePort}`;
+    const file = policyFile(`
+on_http_request:
+  - actions:
+      - type: add-headers
+        config:
+          headers:
+            x-identity: "\${visitor.identity}"
+            x-file-saw-email: "\${getReqHeader('x-burrow-user-email').join(',')}"
+            x-file-saw-session: "\${'burrow_session' in req.cookies}"
+`);
+    files.push(file);
+    await rig.startAgent({
+      kind: "http",
+      target: service.port!,
+      args: ["--subdomain", FLAGS, "--no-inspect", "--policy-file", file.path, "--oidc-issuer", provider.issuer, "--oidc-client-id", TEST_CLIENT_ID, "--oidc-allow-email", "@example.com"],
+      env: { BURROW_OIDC_CLIENT_SECRET: TEST_CLIENT_SECRET },
+    });
+    // not signed in: the flags' sign-in answers before the file's rules, as --oidc always has
+    const script = await tunnelFetch(rig.server.edgePort, FLAGS, "/api");
+    expect(script.status).toBe(401);
+    expect(script.headers.get("www-authenticate")).toMatch(/^Burrow-OIDC realm=/);
+    const { page, context } = browser;
+    await context.clearCookies();
+    await page.goto(`${flagsUrl}/flagged`);
+    await signInAtProvider(page, provider, "alice");
+    await page.getByRole("link", { name: "Continue to the site" }).click();
+    await page.waitForURL(`${flagsUrl}/flagged`);
+    const seen = JSON.parse((await page.locator("body").innerText()).trim());
+    expect(seen.headers["x-burrow-user-email"]).toBe("alice@example.com");
+    expect(seen.headers["x-identity"]).toBe("alice@example.com");
+    expect(seen.headers["x-file-saw-email"]).toBe("alice@example.com");
+    expect(seen.headers["x-file-saw-session"]).toBe("false");
+    expect(seen.headers.cookie ?? "").not.toContain("burrow_session");
+    // today's cookie, under today's name
+    expect(await session(flagsUrl)).toMatchObject({ httpOnly: true, sameSite: "Lax", path: "/" });
   }, 60_000);
 });

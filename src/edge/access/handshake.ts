@@ -7,7 +7,7 @@ import { issuerProblem } from "../../validate/access.ts";
 import { AppError } from "../../core/errors.ts";
 import type { TunnelRequest } from "../../protocol/messages.ts";
 import { discover, type OidcProvider } from "./oidc-discovery.ts";
-import { AccessPolicy } from "./policy.ts";
+import { AccessPolicy, type AccessSources } from "./policy.ts";
 
 /** Each OIDC issuer of a HELLO: its provider, or why the tunnels that name it are refused. */
 export type Providers = ReadonlyMap<string, OidcProvider | AppError>;
@@ -55,12 +55,14 @@ export function tunnelAccess(
   name: string,
   providers: Providers | undefined,
   basicAuthLimit?: number,
+  /** What its flags layer judges (policy.ts flagsJudge). */
+  judged?: AccessSources["judged"],
 ): AccessPolicy | AppError | undefined {
   const oidc = oidcOf(asked);
   const provider = oidc ? providers?.get(oidc.issuer) : undefined;
   if (provider instanceof AppError) return provider;
   if (oidc && !provider) return new AppError("OIDC_DISCOVERY_FAILED", `the OIDC issuer ${oidc.issuer} was not reached`);
-  return AccessPolicy.compile({ asked: asked?.access, userAllowCidrs, name, provider, basicAuthLimit });
+  return AccessPolicy.compile({ asked: asked?.access, userAllowCidrs, name, provider, basicAuthLimit, judged });
 }
 
 /**

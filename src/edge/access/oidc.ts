@@ -118,9 +118,4 @@ export class OidcGate {
   endSessionCookie(secure: boolean): string {
     return oidcCookie(this.sessionCookie, "", { path: "/", maxAge: 0, secure });
   }
-
-  /** Set-Cookie that ends the sign-in flow's cookie (after the callback, either way). */
-  static endFlow(secure: boolean): string {
-    return oidcCookie(FLOW_COOKIE, "", { path: CALLBACK_PATH, maxAge: 0, secure });
-  }
 }

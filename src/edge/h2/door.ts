@@ -36,7 +36,8 @@ export class H2Door extends HttpDoor {
     // (traffic-policy/response-filter.ts): the client is asked to send this request over
     // HTTP/1.1 (RFC 9113 §7, HTTP_1_1_REQUIRED: browsers and curl do so at once), where
     // every rule of the response holds, rather than answered without them
-    if (ctx.policy && t.policy?.response) return visit.stream.reset(ErrorCode.HTTP_1_1_REQUIRED);
+    // (the tunnel's header flags' response rules never wait: exchange.ts applies them to the stream's response)
+    if (ctx.policy && t.policy?.responseBeyondFlags) return visit.stream.reset(ErrorCode.HTTP_1_1_REQUIRED);
     forwardStream(visit, visit.session, t, ctx, this.deps.answered);
   }
 
@@ -47,7 +48,7 @@ export class H2Door extends HttpDoor {
    * is asked that at once, before a body is read for nothing.
    */
   protected override async readBody(v: HttpVisit, t: Tunnel, head: RequestHead, reading: BodyReading): Promise<ReadBody | Refusal> {
-    if (t.policy?.response) return HTTP_1_1_REQUIRED;
+    if (t.policy?.responseBeyondFlags) return HTTP_1_1_REQUIRED;
     const visit = v as H2Visit;
     const read = await readH2Body(visit.stream, head, reading);
     if (!(typeof read === "object" && "raw" in read)) return bodyRefusal(read);

@@ -32,6 +32,8 @@ import { H2_REQUEST } from "../../metrics/edge-counters.ts";
 import type { HeaderList } from "../../protocol/messages.ts";
 import type { Stream } from "../../protocol/mux.ts";
 import { WireError } from "../../protocol/wire.ts";
+import type { Policy } from "../../policy/index.ts";
+import { WorkingResponse } from "../../policy/message.ts";
 import type { ForwardContext } from "../forward.ts";
 import type { HttpVisit } from "../http-door.ts";
 import { badGatewayPage, slowServicePage } from "../pages.ts";
@@ -71,7 +73,8 @@ export class H2Exchange implements StreamUser, ResponseSink {
   private openBytes = 0;
   /** The service may take another request on the connection the agent used (its response did not say close). */
   private keepAlive = false;
-  private readonly rewrite: boolean;
+  /** The tunnel's header flags' response rules (its flags layer), applied to each response head here: they never wait. */
+  private readonly flags: Policy | undefined;
   private wait: ResponseWait | undefined;
 
   constructor(
@@ -86,7 +89,8 @@ export class H2Exchange implements StreamUser, ResponseSink {
     this.stream = carrier.stream;
     this.requestDone = !v.stream.hasBody;
     this.chunked = v.head.framing === "chunked";
-    this.rewrite = tunnel.access?.rewritesResponse ?? false;
+    const flags = tunnel.policy?.flags;
+    this.flags = ctx.policy && flags?.has("on_http_response") ? flags : undefined;
     // the head's fields are read: they become the HEADERS frame; one parser a tunnel stream, read by one request after another
     const parser = carrier.parser;
     if (parser) parser.reset(v.head.method, this, true);
@@ -218,13 +222,24 @@ export class H2Exchange implements StreamUser, ResponseSink {
   head(head: ParsedHead): void {
     this.keepAlive = head.keepAlive;
     if (head.status > 599) return this.refuseHead(`its local service sent an invalid status ${head.status}`);
-    // with header rules, the fields are the rules' before they become HTTP/2's
-    const response = h2Response(this.rewrite ? { ...head, headers: this.tunnel.access!.rewriteResponse(head.headers) } : head);
+    // with header flags, the fields are as their rules leave them before they become HTTP/2's
+    const flagged = this.flags ? this.flagged(head) : head.headers;
+    if (!flagged) return this.refuseHead("the tunnel's header rules could not be applied to its response");
+    const response = h2Response(this.flags ? { ...head, headers: flagged } : head);
     if (typeof response === "string") return this.refuseHead(`its local service switched protocols for a request that asked for no upgrade`);
     this.ctx.counters.request(H2_REQUEST, head.status, this.ctx.startedAt);
     this.headSent = true;
     // a bodiless answer (HEAD, 204, 304, a length of 0) ends with its HEADERS
     this.h2.respond(response.status, response.fields, head.framing === "none" || (head.framing === "length" && head.length === 0));
+  }
+
+  /** The head's fields after the tunnel's flags layer's response rules (the only response rules an HTTP/2 stream meets: h2/door.ts). */
+  private flagged(head: ParsedHead): HeaderList | undefined {
+    const run = this.ctx.policy!;
+    const verdict = run.respond(new WorkingResponse({ status: head.status, headers: head.headers }), [this.flags!]);
+    // the flags' actions never wait, and their response rules only set fields: anything else is a bug, answered 502
+    if (verdict instanceof Promise || verdict.kind !== "continue") return undefined;
+    return run.response!.headers;
   }
 
   body(piece: Uint8Array): void {

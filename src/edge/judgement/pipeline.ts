@@ -13,7 +13,9 @@
  *                 (edge/live-rules.ts), and the tunnel is of a kind this
  *                 door reaches;
  *   3. access     the tunnel's rules: IP rules on the address the door
- *                 judged, for every door; then, where the visit carries a
+ *                 judged, for every door (for a request or a connection,
+ *                 as the first rule of its flags layer, run with its
+ *                 traffic policies); then, where the visit carries a
  *                 request, its sign-in rules and the browser warning;
  *   4. forward    the door hands the visit to a stream to the agent.
  *
@@ -110,6 +112,12 @@ export interface Door<V extends Visit> {
   find(v: V): Outcome<Tunnel>;
   /** Step 2: whether a tunnel of this kind is reached through this door (a Refusal "WRONG_KIND" when not). */
   reaches(t: Tunnel, v: V): true | Refusal;
+  /**
+   * Its visits meet the tunnel's IP rules in the tunnel's flags layer
+   * (access/flag-layer.ts), run with its policies in step 3 (a request's
+   * or a connection's): the access step does not ask them first.
+   */
+  readonly addressInPolicy?: boolean;
   /** Step 2, first: a connector's standing as the rules say now, and a share (private doors): undefined, or the refusal. */
   standing?(t: Tunnel, v: V): Outcome<undefined>;
   /** Step 3, after the IP rules, for a door whose visits carry a request: sign-in and the warning; who passed. */
@@ -162,9 +170,14 @@ function ofKind<V extends Visit>(door: Door<V>, v: V, t: Tunnel): void | Promise
   return access(door, v, t);
 }
 
-/** Step 3. A relayed tunnel's rules are applied on its own node. */
+/**
+ * Step 3. A relayed tunnel's rules are applied on its own node. The IP
+ * rules are asked here unless the door's visits meet them in the tunnel's
+ * flags layer (and the tunnel has it).
+ */
 function access<V extends Visit>(door: Door<V>, v: V, t: Tunnel): void | Promise<void> {
-  if (!t.relayed && t.access?.refusesAddress(v.client)) return refused(door, v, ADDRESS_REFUSED);
+  const rules = t.relayed ? undefined : t.access;
+  if (rules && !(door.addressInPolicy && rules.flags !== undefined && t.policy?.flags === rules.flags) && rules.refusesAddress(v.client)) return refused(door, v, ADDRESS_REFUSED);
   if (!door.request) return forward(door, v, t, undefined);
   const passed = door.request(v, t);
   if (passed instanceof Promise) return passed.then((p) => (isRefusal(p) ? refused(door, v, p) : forward(door, v, t, p)));

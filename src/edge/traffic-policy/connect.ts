@@ -6,7 +6,7 @@
  * first request a connection makes to it (http-door.ts). A rule that
  * closes it (deny, restrict-ips, rate-limit) closes it unanswered.
  */
-import type { PolicyInput } from "../../policy/index.ts";
+import type { PolicyInput, Verdict } from "../../policy/index.ts";
 import { Refusal } from "../judgement/pipeline.ts";
 import type { Tunnel } from "../registry.ts";
 import { tunnelFacts } from "./http-request.ts";
@@ -34,9 +34,17 @@ export function connectFacts(t: Tunnel, s: ConnectionSubject): PolicyInput {
   };
 }
 
-/** Closes it (a Refusal POLICY without an answer), or lets it on (undefined). */
-export async function judgeConnect(policy: TunnelPolicy, facts: PolicyInput): Promise<Refusal | undefined> {
-  const verdict = await new LayeredRun(facts).through("on_tcp_connect", policy.layers);
+/** Closes it (a Refusal POLICY without an answer), or lets it on (undefined): at once when no action waits. */
+export function judgeConnect(policy: TunnelPolicy, facts: PolicyInput): Refusal | undefined | Promise<Refusal | undefined> {
+  const verdict = new LayeredRun(facts).through("on_tcp_connect", policy.layers);
+  return verdict instanceof Promise ? verdict.then(connectRefusal) : connectRefusal(verdict);
+}
+
+function connectRefusal(verdict: Verdict): Refusal | undefined {
   if (verdict.kind === "continue") return undefined;
+  // the tunnel's IP flags refuse as they always have (the door closes the connection, its log names the IP rules)
+  if (verdict.code === "ADDRESS_REFUSED") return ADDRESS_REFUSED;
   return new Refusal("access", "POLICY", `rule ${verdict.rule}, ${verdict.action}`, verdict.kind === "respond" ? policyAnswer(verdict.response) : undefined);
 }
+
+const ADDRESS_REFUSED = new Refusal("access", "ADDRESS_REFUSED");

@@ -163,13 +163,13 @@ export class EdgePolicies {
   /** A tunnel's layers made again from the operator's policies now and its own; whether they changed. */
   refresh(t: Tunnel): boolean {
     const before = t.policy;
-    t.policy = TunnelPolicy.of(this.layersFor(t), t.policy?.own, this.body);
+    t.policy = TunnelPolicy.of(this.layersFor(t), t.policy?.own, t.access?.flags, this.body);
     return before !== t.policy;
   }
 
-  /** A tunnel's layers with its own policy (a handshake's). */
+  /** A tunnel's layers with its own policy (a handshake's) and its access flags' (Tunnel.access, set before). */
   attach(t: Tunnel, own: Policy | undefined): void {
-    t.policy = TunnelPolicy.of(this.layersFor(t), own, this.body);
+    t.policy = TunnelPolicy.of(this.layersFor(t), own, t.access?.flags, this.body);
   }
 
   /**

@@ -2,21 +2,24 @@
  * on_http_request in the judgement's access step (judgement/pipeline.ts),
  * for the doors whose visits carry a request (the HTTP door, and a
  * request relayed from another node, where the tunnel's rules live): the
- * operator's layers first, then the tunnel's sign-in flags (basic auth,
- * OIDC), then the tunnel's own policy. The first layer that answers ends
- * it: its answer is the refusal's (POLICY); what the tunnel's own policy
- * says never runs for a request an operator's rule refused. What passes
- * carries the run on (LayeredRun): the request as the actions left it is
- * what forward sends the agent, and the response's run follows from it.
+ * operator's layers first, then the tunnel's own: its flags layer (its
+ * access flags as rules: IP rules, basic auth, the OIDC sign-in, header
+ * rules) and its policy file. The first layer that answers ends it: its
+ * answer is the refusal's (POLICY, or the flags' own codes); what the
+ * tunnel's layers say never runs for a request an operator's rule
+ * refused. What passes carries the run on (LayeredRun): the request as
+ * the actions left it is what forward sends the agent, and the response's
+ * run follows from it.
  */
-import type { PolicyInput } from "../../policy/index.ts";
+import { BODY_UNREAD, RATE_LIMITED, type ConnectionFacts, type EndpointFacts, type PolicyInput, type RequestFacts, type TunnelFacts, type Verdict } from "../../policy/index.ts";
+import type { HeaderPairs } from "../../policy/facts.ts";
 import { USER_EMAIL_HEADER } from "../../validate/access.ts";
-import type { RequestHead } from "../../http/request-head.ts";
-import type { Passed } from "../access/policy.ts";
+import { everyField, type RequestHead } from "../../http/request-head.ts";
 import { Refusal } from "../judgement/pipeline.ts";
 import type { Tunnel } from "../registry.ts";
 import { LayeredRun, matchedNames, policyAnswer } from "./layered-run.ts";
 import { tellRefusal } from "./policy-notes.ts";
+import { withBody, type BodySource } from "./request-body.ts";
 import type { TunnelPolicy } from "./tunnel-policy.ts";
 
 /** What a door knows of a request and its connection, for the facts of a run. */
@@ -31,86 +34,171 @@ export interface RequestSubject {
   secure: boolean;
   /** The Host as sent (an absolute-form target's authority). */
   host: string;
-  /** Every field read (http/request-head.ts everyField). */
+  /** The head, with every field read (http/request-head.ts everyField), or with some and its `text`. */
   head: RequestHead;
+  /** The head's text, when `head` may hold only some of its fields: the rest are read from it when a rule first needs them. */
+  text?: string;
   /** The target as the visitor wrote it, when it differs from the head's normal one. */
   rawTarget?: string;
 }
 
 /** The facts of one request's run. */
 export function requestFacts(t: Tunnel, s: RequestSubject): PolicyInput {
-  const scheme = s.secure ? "https" : "http";
-  const now = Date.now();
-  const colon = s.host.lastIndexOf(":");
-  const bracket = s.host.lastIndexOf("]");
-  const hasPort = colon > bracket && /^\d{1,5}$/.test(s.host.slice(colon + 1));
-  return {
-    conn: { clientIp: s.client, clientPort: s.clientPort, serverPort: s.serverPort, openedAt: s.openedAt },
-    endpoint: {
-      host: hasPort ? s.host.slice(0, colon) : s.host,
-      port: hasPort ? Number(s.host.slice(colon + 1)) : s.secure ? 443 : 80,
-      protocol: scheme,
-      url: `${scheme}://${s.host}`,
-    },
-    tunnel: tunnelFacts(t),
-    request: {
-      method: s.head.method,
-      target: s.head.target === "*" ? "/" : s.head.target,
-      ...(s.rawTarget !== undefined ? { rawTarget: s.rawTarget } : {}),
-      scheme,
-      host: s.host,
-      version: `1.${s.head.minor}`,
-      // the identity field is the edge's to say (an openid-connect action's): one a visitor sent is not read, nor sent on
-      headers: s.head.names.includes(USER_EMAIL_HEADER) ? s.head.fields.filter(([n]) => n.toLowerCase() !== USER_EMAIL_HEADER) : s.head.fields,
-      receivedAt: now,
-    },
-    now,
-  };
+  return new RequestRunFacts(t, s, Date.now());
 }
-
-/** The tunnel as `tunnel.*` and `user.*` read it. */
-export function tunnelFacts(t: Tunnel): PolicyInput["tunnel"] {
-  return { name: t.subdomain ?? t.hostname ?? (t.port !== undefined ? String(t.port) : ""), kind: t.protocol, user: t.username };
-}
-
-/** A request let through the policies: its run (for forward and the response), and who the sign-in flags let in. */
-export interface PolicyPass {
-  run: LayeredRun;
-  passed: Passed | undefined;
-}
-
-/** The sign-in flags' part between the layers: who passed, or their answer (401, a sign-in redirect). */
-export type SignIn = () => Passed | Response | Promise<Passed | Response>;
 
 /**
- * The operator's layers, the sign-in flags (`signIn`, when the tunnel has
- * them), the tunnel's own policy: the request's pass, or the refusal that
- * answers it (POLICY, SIGN_IN).
+ * A request's facts from its head, in one object: the run's input
+ * (PolicyInput), its connection's (`conn` is this object) and its
+ * request's (`request` is this object too), the head's fields read whole
+ * only when a rule first asks for them. One object a request rather than
+ * one per part: each is read through its own interface.
  */
-export async function judgeRequest(policy: TunnelPolicy, facts: PolicyInput, signIn: SignIn | undefined, tunnel?: Tunnel): Promise<PolicyPass | Refusal> {
-  const run = new LayeredRun(facts);
-  const operator = await run.through("on_http_request", policy.operator);
-  if (operator.kind !== "continue") return refusalOf(operator, run, "server", tunnel);
-  let passed: Passed | undefined;
-  if (signIn) {
-    const signedIn = await signIn();
-    if (signedIn instanceof Response) return new Refusal("access", "SIGN_IN", undefined, signedIn);
-    passed = signedIn;
-    // who the tunnel's own sign-in let in is its policy's visitor.identity
-    if (passed.email !== undefined) run.state.identity ??= passed.email;
+class RequestRunFacts implements PolicyInput, ConnectionFacts, RequestFacts {
+  readonly conn: ConnectionFacts = this;
+  readonly request: RequestFacts = this;
+  readonly endpoint: EndpointFacts;
+  readonly tunnel: TunnelFacts;
+  readonly now: number;
+  readonly clientIp: string;
+  readonly clientPort: number;
+  readonly serverPort: number;
+  readonly openedAt: number;
+  readonly method: string;
+  readonly target: string;
+  readonly rawTarget: string | undefined;
+  readonly scheme: "http" | "https";
+  readonly host: string;
+  readonly version: string;
+  readonly receivedAt: number;
+  private readonly head: RequestHead;
+  private readonly text: string | undefined;
+
+  constructor(t: Tunnel, s: RequestSubject, now: number) {
+    const head = s.head;
+    this.endpoint = endpointFacts(s.host, s.secure);
+    this.tunnel = tunnelFacts(t);
+    this.now = now;
+    this.clientIp = s.client;
+    this.clientPort = s.clientPort;
+    this.serverPort = s.serverPort;
+    this.openedAt = s.openedAt;
+    this.method = head.method;
+    this.target = head.target === "*" ? "/" : head.target;
+    this.rawTarget = s.rawTarget;
+    this.scheme = s.secure ? "https" : "http";
+    this.host = s.host;
+    this.version = head.minor === 1 ? "1.1" : "1.0";
+    this.receivedAt = now;
+    this.head = head;
+    this.text = s.text;
   }
-  if (policy.own && policy.own.has("on_http_request")) {
-    const own = await run.through("on_http_request", [policy.own]);
-    if (own.kind !== "continue") return refusalOf(own, run, "tunnel", tunnel);
-    run.ownMatched = matchedNames(run.runs[run.runs.length - 1]!);
+
+  get headers(): HeaderPairs {
+    const head = this.text === undefined ? this.head : everyField(this.head, this.text);
+    // the identity field is the edge's to say (an openid-connect action's): one a visitor sent is not read, nor sent on
+    return head.names.includes(USER_EMAIL_HEADER) ? head.fields.filter(([n]) => n.toLowerCase() !== USER_EMAIL_HEADER) : head.fields;
   }
-  return { run, passed };
 }
 
-/** The refusal a layer's verdict is; the tunnel's agent told of it for its inspector (policy-notes.ts). */
-function refusalOf(verdict: Exclude<Awaited<ReturnType<LayeredRun["through"]>>, { kind: "continue" }>, run: LayeredRun, by: "tunnel" | "server", tunnel: Tunnel | undefined): Refusal {
+/** Endpoints by the Host they are reached at (http, https): the same few for request after request. Bounded: past the cap it starts again. */
+const endpoints = [new Map<string, EndpointFacts>(), new Map<string, EndpointFacts>()] as const;
+const ENDPOINTS_KEPT = 1024;
+
+function endpointFacts(host: string, secure: boolean): EndpointFacts {
+  const known = endpoints[secure ? 1 : 0];
+  let e = known.get(host);
+  if (e) return e;
+  const scheme = secure ? "https" : "http";
+  const colon = host.lastIndexOf(":");
+  const bracket = host.lastIndexOf("]");
+  const hasPort = colon > bracket && /^\d{1,5}$/.test(host.slice(colon + 1));
+  e = { host: hasPort ? host.slice(0, colon) : host, port: hasPort ? Number(host.slice(colon + 1)) : secure ? 443 : 80, protocol: scheme, url: `${scheme}://${host}` };
+  if (known.size >= ENDPOINTS_KEPT) known.clear();
+  known.set(host, e);
+  return e;
+}
+
+/** Each live tunnel's facts, made once (what they are made of does not change in its life). */
+const tunnels = new WeakMap<Tunnel, TunnelFacts>();
+
+/** The tunnel as `tunnel.*` and `user.*` read it. */
+export function tunnelFacts(t: Tunnel): TunnelFacts {
+  let f = tunnels.get(t);
+  if (!f) {
+    f = { name: t.subdomain ?? t.hostname ?? (t.port !== undefined ? String(t.port) : ""), kind: t.protocol, user: t.username };
+    tunnels.set(t, f);
+  }
+  return f;
+}
+
+/** A request let through the policies: its run, for forward (the request as they left it) and the response. */
+export interface PolicyPass {
+  run: LayeredRun;
+}
+
+/**
+ * The operator's layers, then the tunnel's own (its flags layer: IP rules,
+ * basic auth, the OIDC sign-in, header rules; then its policy file): the
+ * request's pass, or the refusal that answers it (POLICY; the flags'
+ * ADDRESS_REFUSED, SIGN_IN). At once while nothing waits (no action of
+ * the runs, no body to read): the usual request costs no promise.
+ */
+export function judgeRequest(policy: TunnelPolicy, facts: PolicyInput, tunnel?: Tunnel, body?: BodySource): PolicyPass | Refusal | Promise<PolicyPass | Refusal> {
+  const run = new LayeredRun(facts);
+  if (body) readWhenAsked(run, body);
+  const operator = run.through("on_http_request", policy.operator);
+  if (operator instanceof Promise) return operator.then((v) => afterOperator(run, policy, v, tunnel));
+  return afterOperator(run, policy, operator, tunnel);
+}
+
+function afterOperator(run: LayeredRun, policy: TunnelPolicy, operator: Verdict, tunnel: Tunnel | undefined): PolicyPass | Refusal | Promise<PolicyPass | Refusal> {
+  if (operator.kind !== "continue") return refusalOf(operator, run, "server", tunnel);
+  const own = run.through("on_http_request", policy.tunnel);
+  if (own instanceof Promise) return own.then((v) => ownJudged(run, policy, v, tunnel));
+  return ownJudged(run, policy, own, tunnel);
+}
+
+function ownJudged(run: LayeredRun, policy: TunnelPolicy, verdict: Verdict, tunnel: Tunnel | undefined): PolicyPass | Refusal {
+  if (verdict.kind !== "continue") return refusalOf(verdict, run, "tunnel", tunnel);
+  // the policy file ran last: its rules that matched, for the service and its inspector
+  if (policy.own?.has("on_http_request")) run.ownMatched = matchedNames(run.runs[run.runs.length - 1]!);
+  return { run };
+}
+
+/**
+ * The request's body read through the door's `body` when the run first
+ * comes to an action that needs it (policy.ts: the run waits for it); one
+ * that cannot be read ends the run, answered with the door's refusal.
+ */
+function readWhenAsked(run: LayeredRun, body: BodySource): void {
+  const request = run.request!;
+  request.bodyReader = () =>
+    body.read().then((read) => {
+      if (read instanceof Refusal) {
+        run.unreadBody = read;
+        return false;
+      }
+      withBody(request, read, body.reading);
+      return true;
+    });
+}
+
+/**
+ * The refusal a layer's verdict is. A rate limit's is told to the tunnel
+ * (the policy.rate_limited event), and the tunnel's agent is told of a
+ * policy's refusal for its inspector (policy-notes.ts).
+ */
+function refusalOf(verdict: Exclude<Verdict, { kind: "continue" }>, run: LayeredRun, by: "tunnel" | "server", tunnel: Tunnel | undefined): Refusal {
+  // the tunnel's flags refuse as they always have: the door answers an address it refuses with its own page
+  if (verdict.code === "ADDRESS_REFUSED") return ADDRESS_REFUSED;
+  if (verdict.code === "SIGN_IN" && verdict.kind === "respond") return new Refusal("access", "SIGN_IN", undefined, policyAnswer(verdict.response));
+  if (verdict.code === BODY_UNREAD && run.unreadBody) return run.unreadBody;
+  if (verdict.code === RATE_LIMITED) tunnel?.rateLimited?.();
   // on_http_request has no connection to close: a run that would (past its cost) answered 500 already
   const answer = verdict.kind === "close" ? { status: 500, headers: [], body: "" } : verdict.response;
   if (tunnel?.agent?.notePolicy) tellRefusal(tunnel, run, verdict, answer.status, by, by === "tunnel" ? run.runs[run.runs.length - 1] : undefined);
   return new Refusal("access", "POLICY", `rule ${verdict.rule}, ${verdict.action}`, policyAnswer(answer));
 }
+
+const ADDRESS_REFUSED = new Refusal("access", "ADDRESS_REFUSED");

@@ -8,61 +8,79 @@
  * chosen carry from one layer to the next and on to the response.
  */
 import type { Coding, Outcome, Policy, PolicyInput, PolicyResponse, Verdict } from "../../policy/index.ts";
-import { WorkingRequest, WorkingResponse } from "../../policy/message.ts";
+import { WorkingRequest, type WorkingResponse } from "../../policy/message.ts";
 import type { RunState } from "../../policy/policy.ts";
 import type { Phase } from "../../policy/variables.ts";
 import { log } from "../../log.ts";
+import type { Refusal } from "../judgement/pipeline.ts";
 
-export class LayeredRun {
-  readonly state: RunState;
+export class LayeredRun implements RunState {
+  /** The request as the layers so far left it. */
+  request: WorkingRequest | undefined;
+  /** The response as the response's run left it. */
+  response: WorkingResponse | undefined;
+  /** Who an authentication let in. */
+  identity: string | undefined;
   /** Each layer's run, in the order they ran: the inspector's and the log's matched rules. */
   readonly runs: Outcome[] = [];
   /** compress-response's choice, from the response's run. */
   compression: Coding | undefined;
   /** The tunnel's own policy's rules that matched the request, for its service and inspector (X-Burrow-Policy-Rules); undefined: none. */
   ownMatched: string | undefined;
+  /** Why the request's body could not be read for an action (http-request.ts readWhenAsked): the door's answer. */
+  unreadBody: Refusal | undefined;
 
   readonly facts: PolicyInput;
 
   constructor(facts: PolicyInput) {
     // one clock for every layer and phase of the run
     this.facts = facts.now === undefined ? { ...facts, now: Date.now() } : facts;
-    this.state = {
-      request: facts.request ? new WorkingRequest(facts.request, this.facts.now!) : undefined,
-      identity: facts.identity,
-    };
+    this.request = facts.request ? new WorkingRequest(facts.request, this.facts.now!) : undefined;
+    this.identity = facts.identity;
   }
 
-  /** The request as the layers so far left it. */
-  get request(): WorkingRequest | undefined {
-    return this.state.request;
+  /** What each layer's run starts from and leaves (the run itself). */
+  get state(): RunState {
+    return this;
   }
 
-  /** Runs `phase` through `layers` in order from where the run is; the first verdict that is not `continue` ends it. */
-  async through(phase: Phase, layers: readonly Policy[]): Promise<Verdict> {
-    for (const layer of layers) {
+
+  /**
+   * Runs `phase` through `layers` in order from where the run is; the
+   * first verdict that is not `continue` ends it. At once while no action
+   * waits: a promise only from the first that does.
+   */
+  through(phase: Phase, layers: readonly Policy[], from = 0): Verdict | Promise<Verdict> {
+    for (let i = from; i < layers.length; i++) {
+      const layer = layers[i]!;
       if (!layer.has(phase)) continue;
-      const out = await layer.runFrom(phase, this.facts, this.state);
-      this.runs.push(out);
-      // the log action's fields, into the server's structured log (the redaction net applies as to any line)
-      for (const fields of out.logs) log.info("traffic policy log", { ...fields, policy: out.source, phase, tunnel: this.facts.tunnel.name });
-      this.state.identity ??= out.identity;
-      if (phase === "on_http_response") this.compression ??= out.compression;
-      if (out.verdict.kind !== "continue") return out.verdict;
+      const out = layer.runFrom(phase, this.facts, this.state);
+      if (out instanceof Promise) {
+        const next = i + 1;
+        return out.then((o) => this.ran(phase, o) ?? this.through(phase, layers, next));
+      }
+      const verdict = this.ran(phase, out);
+      if (verdict) return verdict;
     }
     return CONTINUE;
   }
 
-  /** The response phase: the response's head given, the layers in response order. */
-  respond(response: { status: number; headers: [string, string][] }, layers: readonly Policy[]): Promise<Verdict> {
-    this.state.response = new WorkingResponse(response);
+  /** A layer's run taken in: its verdict when it ends the run. */
+  private ran(phase: Phase, out: Outcome): Verdict | undefined {
+    this.runs.push(out);
+    // the log action's fields, into the server's structured log (the redaction net applies as to any line)
+    for (const fields of out.logs) log.info("traffic policy log", { ...fields, policy: out.source, phase, tunnel: this.facts.tunnel.name });
+    this.identity ??= out.identity;
+    if (phase === "on_http_response") this.compression ??= out.compression;
+    return out.verdict.kind !== "continue" ? out.verdict : undefined;
+  }
+
+  /** The response phase: the response's head given (its fields read when a rule needs them), the layers in response order. */
+  respond(response: WorkingResponse, layers: readonly Policy[]): Verdict | Promise<Verdict> {
+    this.response = response;
     return this.through("on_http_response", layers);
   }
 
-  /** The response as the response's run left it. */
-  get response(): WorkingResponse | undefined {
-    return this.state.response;
-  }
 }
 
 const CONTINUE: Verdict = { kind: "continue" };
@@ -73,13 +91,26 @@ export const POLICY_RULES_FIELD = "X-Burrow-Policy-Rules";
 const MAX_NAMES = 20;
 const MAX_NAME = 100;
 
+/** Rule names made printable, by name: a rule matches request after request. Bounded: past the cap it starts again. */
+const printable = new Map<string, string>();
+const PRINTABLE_KEPT = 4096;
+
 /** The rules of a run that matched, as the field's value: names made printable, commas taken out. */
 export function matchedNames(out: Outcome): string | undefined {
-  if (out.matched.length === 0) return undefined;
-  return out.matched
-    .slice(0, MAX_NAMES)
-    .map((m) => m.rule.slice(0, MAX_NAME).replace(/[^\x20-\x7e]|,/g, "?").trim())
-    .join(", ");
+  const matched = out.matched;
+  if (matched.length === 0) return undefined;
+  let text = "";
+  for (let i = 0; i < matched.length && i < MAX_NAMES; i++) {
+    const rule = matched[i]!.rule;
+    let name = printable.get(rule);
+    if (name === undefined) {
+      name = rule.slice(0, MAX_NAME).replace(/[^\x20-\x7e]|,/g, "?").trim();
+      if (printable.size >= PRINTABLE_KEPT) printable.clear();
+      printable.set(rule, name);
+    }
+    text = i === 0 ? name : `${text}, ${name}`;
+  }
+  return text;
 }
 
 /** A policy's answer as a Response, for a door that answers with one (a refusal's page). */

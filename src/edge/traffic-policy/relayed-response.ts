@@ -19,8 +19,6 @@ export function filterRelayedResponse(
   up: Stream,
   method: string,
   filterOf: (out: Outlet) => ResponseFilter,
-  /** The tunnel's response header flags, applied before its policies. */
-  rewrite?: (headers: [string, string][]) => [string, string][],
 ): void {
   let owed = 0;
   let blocked = false;
@@ -36,7 +34,7 @@ export function filterRelayedResponse(
   };
   const out: Outlet = {
     write(bytes) {
-      if (!down.write(bytes)) blocked = true;
+      if (!down.write(typeof bytes === "string" ? Buffer.from(bytes, "latin1") : bytes)) blocked = true;
     },
     credit(n) {
       if (blocked || owed > 0) owed += n;
@@ -57,7 +55,7 @@ export function filterRelayedResponse(
     },
     raw(bytes, part) {
       if (part === "interim") filter.interim(bytes);
-      else if (part === "head") filter.head(response!, bytes, rewrite?.(response!.headers));
+      else if (part === "head") filter.head(response!, bytes);
       else filter.raw(bytes);
     },
   });

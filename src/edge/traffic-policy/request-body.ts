@@ -4,21 +4,23 @@
  * it), and only for a tunnel whose policies have such an action: every
  * other request's body streams through the edge as before, unread.
  *
- * The body is read whole before the request's run, up to the limit
- * (--policy-body-limit), within a time (--policy-body-timeout), and with
- * every body being read at once held under one budget
- * (--policy-body-memory). Its bytes are kept as they came (a chunked
- * body's framing included) and go on to the tunnel unchanged, ahead of
- * anything read after; the actions get its content (the chunks' data).
- * A body over the limit is not read past it: the actions that need it are
- * told so (and answer 413), and a request none of them runs for goes on
- * with what was read and then the rest, as it came.
+ * The body is read whole when the request's run first comes to an
+ * action that needs it (a wait, as an action's: the layers and rules
+ * before it, the tunnel's IP rules among them, judge the request first),
+ * up to the limit (--policy-body-limit), within a time
+ * (--policy-body-timeout), and with every body being read at once held
+ * under one budget (--policy-body-memory). Its bytes are kept as they came
+ * (a chunked body's framing included) and go on to the tunnel unchanged,
+ * ahead of anything read after; the actions get its content (the chunks'
+ * data). A body over the limit is not read past it: the actions that need
+ * it are told so (and answer 413, or find no token), and the request goes
+ * on with what was read and then the rest, as it came. A request whose run
+ * comes to no such action is not read at all.
  *
  * The door says where the bytes come from: an HTTP/1.1 connection
- * (readConnectionBody), an HTTP/2 stream (h2-body.ts) or a stream relayed
- * from another node (relayed-body.ts).
+ * (readConnectionBody), an HTTP/2 stream or a stream relayed from another
+ * node (stream-body.ts).
  */
-import type { RequestFacts } from "../../policy/index.ts";
 import { RequestBodyReader } from "../../http/request-body.ts";
 import type { RequestFraming, RequestHead } from "../../http/request-head.ts";
 import type { HttpConnection, Occupant } from "../http-connection.ts";
@@ -129,8 +131,18 @@ export class BodyGatherer {
   }
 }
 
-/** The request's facts given the body: its content for the actions, or the limit it passed. */
-export function withBody(request: RequestFacts, read: ReadBody, reading: BodyReading): void {
+/**
+ * How a door reads a request's body, for the run to read it when an
+ * action first needs it (http-request.ts judgeRequest): its limits, and
+ * the read, which gives the body or the refusal that answers the request.
+ */
+export interface BodySource {
+  reading: BodyReading;
+  read(): Promise<ReadBody | Refusal>;
+}
+
+/** The request given the body: its content for the actions, or the limit it passed. */
+export function withBody(request: { body?: Uint8Array; bodyLimit?: number }, read: ReadBody, reading: BodyReading): void {
   if (read.content !== undefined) request.body = read.content;
   else request.bodyLimit = reading.maxBytes;
 }

@@ -18,17 +18,19 @@
  * judges a switch's answer, and nothing is queued before a final head.
  */
 import { STATUS_CODES } from "node:http";
-import { responseHeadBytes, type ParsedHead } from "../../http/response-head.ts";
+import { parseHead, responseHeadBytes, type ParsedHead } from "../../http/response-head.ts";
 import { log } from "../../log.ts";
 import { createCompressor, type ResponseCompressor } from "../../policy/index.ts";
-import type { PolicyResponse } from "../../policy/index.ts";
+import type { Policy, PolicyResponse, Verdict } from "../../policy/index.ts";
+import type { HeaderPairs } from "../../policy/facts.ts";
+import { WorkingResponse } from "../../policy/message.ts";
 import type { LayeredRun } from "./layered-run.ts";
 import type { TunnelPolicy } from "./tunnel-policy.ts";
 
 /** Where the filtered bytes go: the visitor's connection (forward.ts), or a stream back to another node (cluster). */
 export interface Outlet {
-  /** Bytes for the visitor, in order. */
-  write(bytes: Uint8Array): void;
+  /** Bytes for the visitor, in order; a string is text to send as latin1 (a head's fields). */
+  write(bytes: Uint8Array | string): void;
   /** `n` bytes of the agent's are dealt with: their credit goes back once what was written before is taken. */
   credit(n: number): void;
   /** The response went out whole. */
@@ -40,20 +42,26 @@ export interface Outlet {
 const CRLF = Buffer.from("\r\n");
 const LAST_CHUNK = Buffer.from("0\r\n\r\n");
 
-type Mode = "waiting" | "pass" | "compress" | "replace";
+/** How the body goes after the head: as it came, without its chunked framing (an HTTP/1.0 visitor), compressed, or not at all (replaced). */
+type Mode = "waiting" | "pass" | "unchunk" | "compress" | "replace";
 
 export class ResponseFilter {
   private mode: Mode = "waiting";
-  private tail: Promise<void> = Promise.resolve();
+  /** The last step that waits (a run's action, a compressor), while one does: the steps after it wait their turn. */
+  private tail: Promise<void> | undefined;
+  /** Steps queued behind it and not done yet. */
+  private behind = 0;
   private compressor: ResponseCompressor | undefined;
   /** The visitor cannot read chunks (HTTP/1.0): a compressed body ends with the connection. */
   private closeDelimited = false;
   private cancelled = false;
   private ended = false;
-  /** The final head was seen: from now on everything waits its turn. */
-  private queued = false;
   /** The response goes out in a form that needs the connection closed after it. */
   closes = false;
+  /** The final head: as parsed, its bytes as they came, and read whole once a rule asked for its fields. */
+  private parsed: ParsedHead | undefined;
+  private headBytes: Uint8Array | undefined;
+  private whole: ParsedHead | undefined;
 
   constructor(
     private readonly policy: TunnelPolicy,
@@ -69,21 +77,43 @@ export class ResponseFilter {
     this.cancelled = true;
   }
 
-  /** An interim answer (100 Continue...), or a 101's head: on at once. */
+  // each step runs at once when nothing waits (the usual response: its run did not wait), without
+  // a closure; else in its turn after what does (then())
+
+  /** An interim answer (100 Continue...), or a 101's head: on at once (after what waits, if anything does). */
   interim(bytes: Uint8Array): void {
-    if (this.queued) return this.then(() => this.out.write(bytes));
-    this.out.write(bytes);
+    if (this.tail === undefined && !this.cancelled) return this.out.write(bytes);
+    this.then(() => this.out.write(bytes));
   }
 
-  /** The final head, parsed with its fields; `headers`: its fields as the tunnel's header flags left them. */
-  head(head: ParsedHead, bytes: Uint8Array, headers = head.headers): void {
-    if (head.status === 101) return this.interim(bytes);
-    this.queued = true;
-    this.then(() => this.judge(head, headers));
+  /**
+   * The final head: `bytes` as it came, `head` as parsed (for its framing
+   * only, or with its fields); `headers`: its fields as the tunnel's
+   * header flags left them.
+   */
+  head(head: ParsedHead, bytes: Uint8Array, headers?: [string, string][]): void {
+    // no policy judges a switch's answer, but the tunnel's header flags set their fields on it, as always
+    const layers = head.status !== 101 ? this.policy.responseLayers : this.policy.flags?.has("on_http_response") ? [this.policy.flags] : undefined;
+    if (!layers) return this.interim(bytes);
+    if (this.tail === undefined && !this.cancelled) {
+      let waits: void | Promise<void>;
+      try {
+        waits = this.judge(head, bytes, headers, layers);
+      } catch (err) {
+        return this.fail(err);
+      }
+      if (waits) this.wait(waits);
+      return;
+    }
+    this.then(() => this.judge(head, bytes, headers, layers));
   }
 
   /** A piece of the body as it came (its framing included). */
   raw(bytes: Uint8Array): void {
+    if (this.tail === undefined) {
+      if (this.mode === "pass" && !this.cancelled) this.out.write(bytes);
+      return;
+    }
     this.then(() => {
       if (this.mode === "pass") this.out.write(bytes);
     });
@@ -92,16 +122,22 @@ export class ResponseFilter {
   /** A piece of the body, its framing taken off. */
   body(piece: Uint8Array): void {
     if (piece.byteLength === 0) return;
-    this.then(async () => {
+    if (this.tail === undefined) {
+      if (this.mode === "unchunk" && !this.cancelled) this.out.write(piece);
       if (this.mode !== "compress") return;
-      const packed = await this.compressor!.push(piece);
-      if (!this.cancelled) this.chunk(packed);
+    }
+    this.then(() => {
+      if (this.mode === "unchunk") return this.out.write(piece);
+      if (this.mode !== "compress") return;
+      return this.compressor!.push(piece).then((packed) => {
+        if (!this.cancelled) this.chunk(packed);
+      });
     });
   }
 
   /** `n` of the agent's bytes read; their credit after what they made. */
   credit(n: number): void {
-    if (!this.queued) return this.out.credit(n);
+    if (this.tail === undefined && !this.cancelled) return this.out.credit(n);
     this.then(() => this.out.credit(n));
   }
 
@@ -109,6 +145,7 @@ export class ResponseFilter {
   end(): void {
     if (this.ended) return;
     this.ended = true;
+    if (this.tail === undefined && this.mode !== "compress" && !this.cancelled) return this.out.finished();
     this.then(async () => {
       if (this.mode === "compress") {
         const rest = await this.compressor!.end();
@@ -120,29 +157,112 @@ export class ResponseFilter {
     });
   }
 
-  /** Runs `step` after everything queued; a failure cuts the connection. */
+  /** Runs `step` after everything before it (at once when nothing waits); a failure cuts the connection. */
   private then(step: () => void | Promise<void>): void {
-    this.tail = this.tail.then(() => (this.cancelled ? undefined : step())).catch((err) => {
-      if (this.cancelled) return;
-      this.cancelled = true;
-      log.warn("traffic policy's response failed", { err: String(err) });
-      this.out.broken("the tunnel's traffic policy could not be applied to the response");
-    });
+    if (this.cancelled) return;
+    if (this.tail === undefined) {
+      let out: void | Promise<void>;
+      try {
+        out = step();
+      } catch (err) {
+        return this.fail(err);
+      }
+      if (out instanceof Promise) this.wait(out);
+      return;
+    }
+    this.wait(this.tail.then(() => (this.cancelled ? undefined : step())));
   }
 
-  private async judge(head: ParsedHead, headers: [string, string][]): Promise<void> {
-    const layers = this.policy.own ? [this.policy.own, ...[...this.policy.operator].reverse()] : [...this.policy.operator].reverse();
-    const verdict = await this.run.respond({ status: head.status, headers }, layers);
+  /** `step` waits: what comes after it waits for it; once all that waited is done, steps run at once again. */
+  private wait(step: Promise<void>): void {
+    this.behind++;
+    const tail = step.then(
+      () => {
+        if (--this.behind === 0 && this.tail === tail) this.tail = undefined;
+      },
+      (err) => {
+        if (--this.behind === 0 && this.tail === tail) this.tail = undefined;
+        this.fail(err);
+      },
+    );
+    this.tail = tail;
+  }
+
+  private fail(err: unknown): void {
+    if (this.cancelled) return;
+    this.cancelled = true;
+    log.warn("traffic policy's response failed", { err: String(err) });
+    this.out.broken("the tunnel's traffic policy could not be applied to the response");
+  }
+
+  /**
+   * The response's run through the layers, the tunnel's own first and the
+   * operator's last. The service's fields are read only if a rule or an
+   * action reads them (fields()): a head read for its framing alone
+   * (head.bytes) is read whole then, from its bytes.
+   */
+  private judge(head: ParsedHead, bytes: Uint8Array, headers: [string, string][] | undefined, layers: readonly Policy[]): void | Promise<void> {
+    this.parsed = head;
+    this.headBytes = bytes;
+    if (head.bytes === undefined) this.whole = head;
+    // the filter is the response's facts: its fields read from the head when a rule first needs them
+    const response = new WorkingResponse(headers !== undefined ? { status: head.status, headers } : this);
+    const verdict = this.run.respond(response, layers);
+    if (verdict instanceof Promise) {
+      // the bytes are a view of what the agent sent: kept while the run waits
+      this.headBytes = bytes.slice();
+      return verdict.then((v) => this.judged(v, headers !== undefined));
+    }
+    this.judged(verdict, headers !== undefined);
+  }
+
+  /** The response's facts (policy/facts.ts ResponseFacts): its status, and its fields, read when first asked for. */
+  get status(): number {
+    return this.parsed!.status;
+  }
+
+  get headers(): HeaderPairs {
+    return this.full().headers;
+  }
+
+  /** The head with every field: a head read for its framing only (its bytes, the blank line included) is read again whole. */
+  private full(): ParsedHead {
+    if (this.whole) return this.whole;
+    const bytes = this.headBytes!;
+    const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength - 4).toString("latin1");
+    const head = parseHead(text, this.method, true);
+    // it was read once already, and these are the same bytes
+    if (typeof head === "string") throw new Error(`a response head read before does not read again: ${head}`);
+    return (this.whole = head);
+  }
+
+  private judged(verdict: Verdict, rewritten: boolean): void {
     if (this.cancelled) return;
     if (verdict.kind === "respond") {
       this.mode = "replace";
-      return this.out.write(answerBytes(verdict.response, this.method === "HEAD", !head.keepAlive));
+      return this.out.write(answerBytes(verdict.response, this.method === "HEAD", !this.parsed!.keepAlive));
     }
     const res = this.run.response!;
     const coding = this.run.compression;
+    if (coding === undefined && this.minor === 0 && this.parsed!.framing === "chunked") {
+      // an HTTP/1.0 visitor reads no chunks: the body's data alone, ended by the connection's end, which the head says
+      this.mode = "unchunk";
+      this.closes = true;
+      const kept = res.headers.filter(([name]) => !/^(transfer-encoding|connection|keep-alive|trailer)$/i.test(name));
+      kept.push(["Connection", "close"]);
+      return this.out.write(responseHeadBytes(this.full(), kept));
+    }
     if (coding === undefined) {
       this.mode = "pass";
-      return this.out.write(responseHeadBytes(head, res.headers));
+      // fields only added (or none): the head as it came, those after it; else written anew
+      const added = rewritten ? undefined : res.appended();
+      if (added === undefined) return this.out.write(responseHeadBytes(this.full(), res.headers));
+      const raw = this.headBytes!;
+      if (added.length === 0) return this.out.write(raw);
+      this.out.write(raw.subarray(0, raw.byteLength - 2));
+      let text = "";
+      for (const [name, value] of added) text += `${name}: ${value}\r\n`;
+      return this.out.write(`${text}\r\n`);
     }
     // compressed: no length (the action took it off), chunked unless the visitor cannot read chunks
     this.mode = "compress";
@@ -155,7 +275,7 @@ export class ResponseFilter {
       for (let i = compressed.length - 1; i >= 0; i--) if (/^(connection|keep-alive)$/i.test(compressed[i]![0])) compressed.splice(i, 1);
       compressed.push(["connection", "close"]);
     } else compressed.push(["transfer-encoding", "chunked"]);
-    this.out.write(responseHeadBytes(head, compressed));
+    this.out.write(responseHeadBytes(this.full(), compressed));
   }
 
   private chunk(bytes: Uint8Array): void {

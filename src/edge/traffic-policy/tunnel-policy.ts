@@ -1,11 +1,16 @@
 /**
  * The traffic policies a live tunnel runs (docs/policy.md): the
  * operator's layers that cover it (server-wide, its user's, its
- * hostname's), and its own, sent by its agent. Made again whenever one of
- * them changes (an operator's edit reaches live tunnels in place); a
- * tunnel that none covers has none at all (Tunnel.policy undefined), so
- * the hot path pays one property read, and each phase is asked only when
- * some layer has rules for it.
+ * hostname's), its flags layer (its access flags as the rules they mean:
+ * access/flag-layer.ts), and its own policy, sent by its agent. For a
+ * request or a connection they run in that order; for a response the
+ * other way round but for the flags, which come first there too: the
+ * flags, then its own, then the operator's from the innermost out. Made
+ * again whenever one of them changes (an operator's edit, its user's
+ * allow_cidrs: live tunnels get theirs in place); a tunnel that none
+ * covers has none at all (Tunnel.policy undefined), so the hot path pays
+ * one property read, and each phase is asked only when some layer has
+ * rules for it.
  */
 import type { Policy } from "../../policy/index.ts";
 import type { BodyReading } from "./body-reading.ts";
@@ -17,6 +22,14 @@ export class TunnelPolicy {
   readonly request: boolean;
   /** Some layer has on_http_response rules. */
   readonly response: boolean;
+  /** Some layer but the flags has on_http_response rules (what an HTTP/2 stream cannot meet: h2/door.ts). */
+  readonly responseBeyondFlags: boolean;
+  /** Every layer in request order: the operator's, the flags, then the tunnel's own. */
+  readonly layers: readonly Policy[];
+  /** The tunnel's own layers, in request order: its flags, then its policy file. */
+  readonly tunnel: readonly Policy[];
+  /** Every layer in response order: the flags, the tunnel's own, then the operator's from the innermost out. */
+  readonly responseLayers: readonly Policy[];
   /** How the edge reads a request's body for an action that needs it (verify-webhook), when some layer has one; undefined: bodies are not read. */
   readonly body: BodyReading | undefined;
 
@@ -25,22 +38,35 @@ export class TunnelPolicy {
     readonly operator: readonly Policy[],
     /** The tunnel's own (its agent's --policy-file). */
     readonly own: Policy | undefined,
-    body: BodyReading | undefined,
+    /** Its access flags' rules (AccessPolicy.flags): the first of the tunnel's own, before its policy file. */
+    readonly flags: Policy | undefined,
+    /** How the edge reads bodies, kept for the layers made again from these (withFlags). */
+    readonly reading: BodyReading | undefined,
   ) {
-    const all = own ? [...operator, own] : operator;
-    this.connect = all.some((p) => p.has("on_tcp_connect"));
-    this.request = all.some((p) => p.has("on_http_request"));
-    this.response = all.some((p) => p.has("on_http_response"));
-    this.body = body && all.some((p) => p.readsBody) ? body : undefined;
+    const tunnel = [flags, own].filter((p): p is Policy => p !== undefined);
+    this.tunnel = tunnel;
+    this.layers = [...operator, ...tunnel];
+    this.responseLayers = [...tunnel, ...[...operator].reverse()];
+    this.connect = this.layers.some((p) => p.has("on_tcp_connect"));
+    this.request = this.layers.some((p) => p.has("on_http_request"));
+    this.response = this.layers.some((p) => p.has("on_http_response"));
+    this.responseBeyondFlags = this.layers.some((p) => p !== flags && p.has("on_http_response"));
+    this.body = reading && this.layers.some((p) => p.readsBody) ? reading : undefined;
   }
 
   /** The layers, or undefined when there are none. */
-  static of(operator: readonly Policy[], own: Policy | undefined, body?: BodyReading): TunnelPolicy | undefined {
-    return operator.length === 0 && !own ? undefined : new TunnelPolicy(operator, own, body);
+  static of(operator: readonly Policy[], own: Policy | undefined, flags?: Policy, reading?: BodyReading): TunnelPolicy | undefined {
+    return operator.length === 0 && !own && !flags ? undefined : new TunnelPolicy(operator, own, flags, reading);
   }
+}
 
-  /** Every layer in request order: the operator's, then the tunnel's own. */
-  get layers(): readonly Policy[] {
-    return this.own ? [...this.operator, this.own] : this.operator;
-  }
+/** What a tunnel's layers are made of, as far as this file reads it (registry.ts Tunnel). */
+interface Covered {
+  policy?: TunnelPolicy;
+  access?: { readonly flags: Policy | undefined };
+}
+
+/** A tunnel's layers made again with its access flags as they are now (its user's allow_cidrs changed), the others kept. */
+export function withFlags(t: Covered): void {
+  t.policy = TunnelPolicy.of(t.policy?.operator ?? [], t.policy?.own, t.access?.flags, t.policy?.reading);
 }

@@ -16,20 +16,33 @@ export const addHeaders = defineAction({
   schema: v.strictObject({ headers: headerMap }),
   compile(config, tools) {
     const headers = compileHeaderMap(config.headers, "headers", tools);
+    // what the trace says when every header was added, as it mostly is
+    const allAdded = `added ${headers.map(([name]) => name).join(", ") || "nothing"}`;
     return {
       type: "add-headers",
       run(ctx) {
-        const target = ctx.phase === "on_http_response" ? ctx.bindings.res().headers : ctx.bindings.req().headers;
-        const added: Record<string, string> = {};
-        for (const [name, t] of headers) {
+        const target = ctx.phase === "on_http_response" ? ctx.bindings.res() : ctx.bindings.req();
+        // what was added, kept only for a policy that reads the actions' results, or for the trace when some were not
+        let added: Record<string, string> | undefined = ctx.keepsVariables ? {} : undefined;
+        let all = true;
+        for (let i = 0; i < headers.length; i++) {
+          const [name, t] = headers[i]!;
           const value = renderHeaderValue(t, ctx, name);
-          if (value === undefined) continue;
-          target.push([name, value]);
-          added[name] = value;
+          if (value === undefined) {
+            // the first that failed: the ones before it were added, for the trace's words
+            if (all && !added) {
+              added = {};
+              for (let j = 0; j < i; j++) added[headers[j]![0]] = "";
+            }
+            all = false;
+            continue;
+          }
+          target.append(name, value);
+          if (added) added[name] = value;
         }
         ctx.bindings.changed();
-        ctx.setVariables("add_headers", { headers_added: added });
-        return { kind: "continue", note: `added ${Object.keys(added).join(", ") || "nothing"}` };
+        if (ctx.keepsVariables) ctx.setVariables("add_headers", { headers_added: added });
+        return all ? { kind: "continue", note: allAdded } : { kind: "continue", note: `added ${Object.keys(added!).join(", ") || "nothing"}` };
       },
     };
   },

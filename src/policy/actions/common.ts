@@ -23,12 +23,16 @@ export function checkHeaderName(name: string, at: (string | number)[], tools: Co
   if (problem) tools.error(at, problem);
 }
 
+/** The constant header values seen to be ones the edge may write. */
+const goodConstants = new WeakSet<Template>();
+
 /** Each value of a header map compiled (interpolation), each name checked. */
 export function compileHeaderMap(headers: Record<string, string> | undefined, field: string, tools: CompileTools): [string, Template][] {
   const out: [string, Template][] = [];
   for (const [name, value] of Object.entries(headers ?? {})) {
     checkHeaderName(name, [field, name], tools);
     const t = tools.template(value, [field, name]);
+    if (t?.constant !== undefined && HEADER_VALUE.test(t.constant)) goodConstants.add(t);
     if (t) out.push([name.toLowerCase(), t]);
   }
   return out;
@@ -44,6 +48,8 @@ export function render(t: Template, ctx: ActionContext, what: string): string | 
 
 /** A header value rendered, or undefined when it fails or would break the head (a line break in it). */
 export function renderHeaderValue(t: Template, ctx: ActionContext, name: string): string | undefined {
+  // a constant was made at load: a good one needs no check per request
+  if (t.constant !== undefined && goodConstants.has(t)) return t.constant;
   const out = render(t, ctx, `header ${name}`);
   if (out === undefined) return undefined;
   if (!HEADER_VALUE.test(out)) {

@@ -20,6 +20,7 @@
 import * as v from "valibot";
 import { emailRuleProblem, issuerProblem, USER_EMAIL_HEADER } from "../../validate/access.ts";
 import { parseDuration } from "./common.ts";
+import type { WorkingRequest } from "../message.ts";
 import { defineAction, textResponse } from "./types.ts";
 
 /** The scopes the sign-in needs whatever the config says: the ID token, and the email that is the identity. */
@@ -89,12 +90,13 @@ export const openidConnect = defineAction({
           ctx.problem("openid-connect: this edge has no OIDC sign-in plugged in");
           return { kind: "respond", response: textResponse(503, "Sign-in is not available here.\n"), note: "no OIDC sign-in on this edge" };
         }
-        const verdict = await oidc.admit({ method: req.method, target: req.target, host: req.host, secure: req.scheme === "https", headers: req.headers }, settings);
+        const verdict = await oidc.admit({ method: req.method, target: req.target, host: req.host, secure: req.scheme === "https", headers: req.fields }, settings);
         if (verdict.kind === "respond") return { kind: "respond", response: verdict.response, note: "sent to sign in" };
-        // the identity header is the edge's to say: whatever the visitor sent under it goes
-        req.headers = req.headers.filter(([n]) => n.toLowerCase() !== USER_EMAIL_HEADER);
-        stripCookies(req.headers, verdict.stripCookies);
-        req.headers.push([USER_EMAIL_HEADER, verdict.email]);
+        // the identity header is the edge's to say: whatever was said under it before goes (a visitor's never came this far)
+        if (req.header(USER_EMAIL_HEADER) !== undefined) req.headers = req.headers.filter(([n]) => n.toLowerCase() !== USER_EMAIL_HEADER);
+        stripCookies(req, verdict.stripCookies);
+        // the edge's own field, which forward passes as the edge's word (a visitor's X-Burrow-* never passes)
+        req.appendEdgeField(USER_EMAIL_HEADER, verdict.email);
         ctx.bindings.identity = verdict.email;
         ctx.bindings.changed();
         ctx.setVariables("oidc", { identity: { email: verdict.email } });
@@ -104,12 +106,13 @@ export const openidConnect = defineAction({
   },
 });
 
-/** The named cookies taken out of every Cookie header (a header left empty goes). */
-function stripCookies(headers: [string, string][], names: readonly string[]): void {
-  if (names.length === 0) return;
+/** The named cookies taken out of every Cookie header (a header left empty goes); the request's fields are copied only when one has them. */
+function stripCookies(req: WorkingRequest, names: readonly string[]): void {
+  if (names.length === 0 || !req.fields.some(([n, v]) => n.toLowerCase() === "cookie" && names.some((c) => v.includes(c)))) return;
+  const headers = req.headers;
   for (let i = headers.length - 1; i >= 0; i--) {
     const [name, value] = headers[i]!;
-    if (name.toLowerCase() !== "cookie") continue;
+    if (name.toLowerCase() !== "cookie" || !names.some((c) => value.includes(c))) continue;
     const kept = value.split(";").filter((c) => !names.includes(c.trim().split("=")[0]!)).join(";").trim();
     if (kept === "") headers.splice(i, 1);
     else headers[i] = [name, kept];

@@ -13,13 +13,16 @@ import * as v from "valibot";
 import { isCelError } from "@bufbuild/cel";
 import { valueText } from "../cel/template.ts";
 import { flag, parseDuration } from "./common.ts";
-import { defineAction, textResponse } from "./types.ts";
+import type { RateLimitVerdict } from "../rate-limit-store.ts";
+import { defineAction, textResponse, type ActionContext, type ActionResult } from "./types.ts";
 
 /** ngrok's bounds; durations from 1 s (ngrok: 60 s, multiples of 10 s) to 24 h. */
 const MAX_CAPACITY = 2_000_000_000;
 const MIN_RATE_MS = 1000;
 const MAX_RATE_MS = 24 * 3_600_000;
 const MAX_BUCKET_KEYS = 10;
+/** The code a limit's refusal carries in its verdict (outcome.ts): the edge tells of it (the policy.rate_limited event). */
+export const RATE_LIMITED = "RATE_LIMITED";
 
 export const rateLimit = defineAction({
   type: "rate-limit",
@@ -38,26 +41,52 @@ export const rateLimit = defineAction({
     const keys = config.bucket_key.map((text, i) => tools.expression(text, ["bucket_key", i], "value"));
     if (windowMs === undefined || keys.some((k) => k === undefined)) return undefined;
     const prefix = `${tools.key}\0${config.name}\0`;
+    // the store's key of each bucket seen lately: made (and hashed) once, not once a request
+    const storeKeys = new Map<string, string>();
+    const keyOf = (bucket: string): string => {
+      let key = storeKeys.get(bucket);
+      if (key === undefined) {
+        key = storeKey(prefix, bucket);
+        if (storeKeys.size >= KEYS_KEPT) storeKeys.clear();
+        storeKeys.set(bucket, key);
+      }
+      return key;
+    };
+    const limited = (bucket: string, verdict: RateLimitVerdict, ctx: ActionContext): ActionResult => {
+      if (ctx.keepsVariables) ctx.setVariables("rate_limit", { bucket_key: bucket, limited: verdict.limited });
+      if (!verdict.limited || !config.enforce) return { kind: "continue", note: verdict.limited ? "over the limit (not enforced)" : `${verdict.remaining} left in the window` };
+      if (ctx.phase === "on_tcp_connect") return { kind: "close", note: "over the limit" };
+      const retry = String(Math.max(1, Math.ceil(verdict.retryAfterMs / 1000)));
+      return { kind: "respond", response: textResponse(429, "Too Many Requests\n", [["retry-after", retry]]), note: `over the limit: retry after ${retry} s`, code: RATE_LIMITED };
+    };
     return {
       type: "rate-limit",
-      async run(ctx) {
-        const values: string[] = [];
-        for (const k of keys) {
-          const value = k!.evaluate(ctx.bindings);
+      run(ctx) {
+        let bucket = "";
+        for (let i = 0; i < keys.length; i++) {
+          const k = keys[i]!;
+          const value = k.evaluate(ctx.bindings);
           // a key that does not evaluate (a header that is not there) is an empty value: one bucket for all such requests
-          if (isCelError(value)) ctx.problem(`rate-limit bucket_key ${k!.text}: ${value.message}`);
-          values.push(isCelError(value) ? "" : valueText(value));
+          if (isCelError(value)) ctx.problem(`rate-limit bucket_key ${k.text}: ${value.message}`);
+          const text = isCelError(value) ? "" : valueText(value);
+          bucket = i === 0 ? text : `${bucket}\0${text}`;
         }
-        const bucket = values.join("\0");
-        // the store keeps a digest: a bucket's key may be a long header value
-        const key = prefix + createHash("sha256").update(bucket).digest("base64url");
-        const verdict = await ctx.services.rateLimits.hit(key, config.capacity, windowMs, ctx.services.now());
-        ctx.setVariables("rate_limit", { bucket_key: bucket, limited: verdict.limited });
-        if (!verdict.limited || !config.enforce) return { kind: "continue", note: verdict.limited ? "over the limit (not enforced)" : `${verdict.remaining} left in the window` };
-        if (ctx.phase === "on_tcp_connect") return { kind: "close", note: "over the limit" };
-        const retry = String(Math.max(1, Math.ceil(verdict.retryAfterMs / 1000)));
-        return { kind: "respond", response: textResponse(429, "Too Many Requests\n", [["retry-after", retry]]), note: `over the limit: retry after ${retry} s` };
+        const verdict = ctx.services.rateLimits.hit(keyOf(bucket), config.capacity, windowMs, ctx.services.now());
+        // the store in this process answers at once; one shared between nodes may wait
+        return verdict instanceof Promise ? verdict.then((v) => limited(bucket, v, ctx)) : limited(bucket, verdict, ctx);
       },
     };
   },
 });
+
+/** Store keys an action keeps made, by bucket (the visitors of the moment); past it, it starts again. */
+const KEYS_KEPT = 64;
+
+/** Bucket keys up to this long are kept as they are; a longer one (a header's value, say) by its digest. */
+const PLAIN_KEY = 64;
+
+/** The store's key of a bucket: the action's prefix and the bucket as it is when short (marked so no digest can be one), else its digest. */
+function storeKey(prefix: string, bucket: string): string {
+  if (bucket.length <= PLAIN_KEY) return `${prefix}=${bucket}`;
+  return `${prefix}#${createHash("sha256").update(bucket).digest("base64url")}`;
+}

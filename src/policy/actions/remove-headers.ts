@@ -3,6 +3,8 @@ import * as v from "valibot";
 import { checkHeaderName, MAX_HEADERS_PER_ACTION } from "./common.ts";
 import { defineAction } from "./types.ts";
 
+const NOTHING_REMOVED = { kind: "continue", note: "removed 0 headers" } as const;
+
 export const removeHeaders = defineAction({
   type: "remove-headers",
   phases: ["on_http_request", "on_http_response"],
@@ -13,7 +15,13 @@ export const removeHeaders = defineAction({
     return {
       type: "remove-headers",
       run(ctx) {
-        const list = ctx.phase === "on_http_response" ? ctx.bindings.res().headers : ctx.bindings.req().headers;
+        const response = ctx.phase === "on_http_response";
+        // read first: a request none of whose fields go keeps its head as it came (no copy, nothing changed)
+        const fields = response ? ctx.bindings.res().fields : ctx.bindings.req().fields;
+        let any = false;
+        for (let i = 0; i < fields.length && !any; i++) any = names.has(fields[i]![0].toLowerCase());
+        if (!any) return NOTHING_REMOVED;
+        const list = response ? ctx.bindings.res().headers : ctx.bindings.req().headers;
         let removed = 0;
         for (let i = list.length - 1; i >= 0; i--) {
           if (names.has(list[i]![0].toLowerCase())) {

@@ -24,10 +24,10 @@ export type { PolicyResponse };
 export type ActionResult =
   /** The run goes on to the next action. `note`: what it did, for the trace. */
   | { kind: "continue"; note?: string }
-  /** The request is answered with `response`; nothing after runs. */
-  | { kind: "respond"; response: PolicyResponse; note?: string }
+  /** The request is answered with `response`; nothing after runs. `code`: Verdict's. */
+  | { kind: "respond"; response: PolicyResponse; note?: string; code?: string }
   /** on_tcp_connect: the connection is closed; nothing after runs. */
-  | { kind: "close"; note?: string };
+  | { kind: "close"; note?: string; code?: string };
 
 /** What a running action is given. */
 export interface ActionContext {
@@ -36,6 +36,8 @@ export interface ActionContext {
   readonly services: PolicyServices;
   /** Sets the action's result variables: `actions.ngrok.<name>.*`. */
   setVariables(name: string, values: Record<string, unknown>): void;
+  /** Whether the policy reads the actions' results at all: without, an action need not make them (setVariables drops them). */
+  readonly keepsVariables: boolean;
   /** A log entry for the inspector and the server's log (the log action). */
   log(fields: Record<string, string>): void;
   /** An evaluation error that did not stop the action (an interpolation that failed, say). */

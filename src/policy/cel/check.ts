@@ -53,12 +53,15 @@ export interface Checked {
   type: CelType;
   /** The estimated loop steps (limits.ts costLimit's unit). */
   cost: number;
+  /** The declared variables it reads. */
+  reads: ReadonlySet<string>;
 }
 
 
 export class Checker {
   private nodes = 0;
   private readonly scopes: Map<string, CelType>[] = [];
+  private reads = new Set<string>();
 
   constructor(
     private readonly env: CelEnv,
@@ -71,11 +74,12 @@ export class Checker {
 
   check(expr: Expr): Checked {
     this.nodes = 0;
+    this.reads = new Set();
     const info = this.walk(expr, 1);
     if (info.cost > this.bounds.costLimit) {
       throw new CheckProblem(`its estimated cost (${Math.round(info.cost)}) is over the limit of ${this.bounds.costLimit}: loops inside loops multiply`, expr.id, "complexity");
     }
-    return { type: info.type, cost: info.cost };
+    return { type: info.type, cost: info.cost, reads: this.reads };
   }
 
   private walk(e: Expr, depth: number): Info {
@@ -139,7 +143,10 @@ export class Checker {
     const local = raw.startsWith(".") ? undefined : this.local(name);
     if (local) return local;
     const declared = this.variables[name];
-    if (declared) return declared;
+    if (declared) {
+      this.reads.add(name);
+      return declared;
+    }
     if (TYPE_NAMES.has(name)) return CelScalar.TYPE;
     throw new CheckProblem(this.unknownName(name), e.id, "type");
   }
@@ -161,7 +168,10 @@ export class Checker {
     if (qualified !== undefined) {
       const root = qualified.split(".")[0]!;
       if (this.local(root) === undefined) {
-        if (this.variables[qualified]) return { type: this.variables[qualified]!, cost: 0 };
+        if (this.variables[qualified]) {
+          this.reads.add(qualified);
+          return { type: this.variables[qualified]!, cost: 0 };
+        }
         if (TYPE_NAMES.has(qualified)) return { type: CelScalar.TYPE, cost: 0 };
         if (VARIABLES[qualified]) throw new CheckProblem(this.unknownName(qualified), e.id, "type");
         // a prefix that is a variable, with fields selected on it; none: the whole name is unknown

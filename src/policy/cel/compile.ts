@@ -17,7 +17,9 @@ import { ExprSchema, type Expr } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js"
 import type { PolicyLimits } from "../limits.ts";
 import { phaseVariables, type Phase } from "../variables.ts";
 import { CheckProblem, Checker } from "./check.ts";
+import { Bindings } from "../context.ts";
 import { charge, evaluating, type EvaluationScope } from "./evaluation.ts";
+import { compileFast, type FastEvaluation } from "./fast.ts";
 import { POLICY_FUNCTIONS } from "./functions.ts";
 
 /** The loop step counter the compiler wraps each macro's condition in. */
@@ -48,8 +50,14 @@ export interface CompiledExpression {
   readonly type: CelType;
   /** The estimated loop steps (the unit of PolicyLimits.costLimit). */
   readonly cost: number;
-  /** Evaluates against a run's variables, its functions reaching `scope` (context.ts's Bindings is both). */
+  /** Evaluates against a run's variables, its functions reaching `scope` (context.ts's Bindings is both): by the fast path when it has one and it answers, else by CEL. */
   evaluate(scope: EvaluationTarget): CelResult;
+  /** Evaluates by @bufbuild/cel alone (what the fast path is checked against). */
+  evaluateByCel(scope: EvaluationTarget): CelResult;
+  /** The compiled fast path of its shape (cel/fast.ts), or undefined: it has another. */
+  readonly fast: FastEvaluation | undefined;
+  /** The variables it reads (`actions`: an action's results). */
+  readonly reads: ReadonlySet<string>;
 }
 
 const environments = new Map<Phase, CelEnv>();
@@ -93,8 +101,20 @@ export function compileExpression(text: string, phase: Phase, purpose: Purpose, 
   if (purpose === "condition" && !(t.kind === "scalar" && (t.scalar === "bool" || t.scalar === "dyn"))) {
     return { kind: "type", message: `a rule's expression must be true or false; this one is a ${t.toString()}`, offset: 0 };
   }
+  // the fast path is read off the tree as parsed, before the step counter is woven into it
+  const fast = compileFast(parsed.expr, phase);
   const run = plan(env, withStepCounter(parsed.expr));
-  return { text, type: t, cost: checked.cost, evaluate: (scope) => evaluating(scope, () => run(scope.variables as never)) };
+  const byCel = (scope: EvaluationTarget): CelResult => evaluating(scope, run, scope.variables as Parameters<typeof run>[0]);
+  const evaluate = fast
+    ? (scope: EvaluationTarget): CelResult => {
+        if (scope instanceof Bindings) {
+          const value = fast(scope);
+          if (value !== undefined) return value as CelResult;
+        }
+        return byCel(scope);
+      }
+    : byCel;
+  return { text, type: t, cost: checked.cost, evaluate, evaluateByCel: byCel, fast, reads: checked.reads };
 }
 
 /** The parser's error, at its column (its messages say what it found and what it expected). */

@@ -34,12 +34,12 @@ export interface EvaluationScope {
 
 let current: EvaluationScope | undefined;
 
-/** Runs `evaluate` with `scope` as the one functions reach. */
-export function evaluating<T>(scope: EvaluationScope, evaluate: () => T): T {
+/** Runs `evaluate(arg)` with `scope` as the one functions reach. */
+export function evaluating<A, T>(scope: EvaluationScope, evaluate: (arg: A) => T, arg: A): T {
   const before = current;
   current = scope;
   try {
-    return evaluate();
+    return evaluate(arg);
   } finally {
     current = before;
   }

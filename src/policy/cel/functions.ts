@@ -28,14 +28,36 @@ function pay(length: number): void {
  * and kept. Bounded: past the cap the cache starts again.
  */
 const CIDR_CACHE_MAX = 1024;
-const cidrCache = new Map<string, CidrList>();
-function cidrs(list: readonly string[]): CidrList {
+const cidrCache = new Map<string, Ranges>();
+
+/** Addresses each list remembers its answer for: a visitor's address is asked again on each of its requests. */
+const ANSWERS_KEPT = 256;
+
+/** A CIDR list and its last answers: an address parsed (ipaddr.js) once, not once a request. */
+export class Ranges {
+  private readonly list: CidrList;
+  private readonly answers = new Map<string, boolean>();
+  constructor(list: readonly string[]) {
+    // ngrok's rule: an invalid range matches nothing and is otherwise ignored
+    this.list = new CidrList(list.filter((c) => isCidrOrAddress(c.trim())).map((c) => c.trim()));
+  }
+  matches(address: string): boolean {
+    let answer = this.answers.get(address);
+    if (answer === undefined) {
+      answer = this.list.matches(address);
+      if (this.answers.size >= ANSWERS_KEPT) this.answers.clear();
+      this.answers.set(address, answer);
+    }
+    return answer;
+  }
+}
+
+export function cidrs(list: readonly string[]): Ranges {
   const key = list.join("\n");
   let found = cidrCache.get(key);
   if (!found) {
     if (cidrCache.size >= CIDR_CACHE_MAX) cidrCache.clear();
-    // ngrok's rule: an invalid range matches nothing and is otherwise ignored
-    found = new CidrList(list.filter((c) => isCidrOrAddress(c.trim())).map((c) => c.trim()));
+    found = new Ranges(list);
     cidrCache.set(key, found);
   }
   return found;

@@ -20,14 +20,14 @@ export interface TemplateProblem extends CompileProblem {
 
 /** A config string: literal pieces and compiled expressions, in order. */
 export class Template {
+  /** The string when it holds no expression (its value is known at load). */
+  readonly constant: string | undefined;
+
   private constructor(
     readonly source: string,
     private readonly parts: readonly (string | CompiledExpression)[],
-  ) {}
-
-  /** The string when it holds no expression (its value is known at load). */
-  get constant(): string | undefined {
-    return this.parts.every((p) => typeof p === "string") ? this.parts.join("") : undefined;
+  ) {
+    this.constant = parts.every((p) => typeof p === "string") ? parts.join("") : undefined;
   }
 
   /** The expressions it embeds. */
@@ -37,7 +37,7 @@ export class Template {
 
   /** The string with each expression's value in its place, or the first evaluation error's message. */
   render(scope: EvaluationTarget): string | { error: string } {
-    if (this.parts.length === 1 && typeof this.parts[0] === "string") return this.parts[0];
+    if (this.constant !== undefined) return this.constant;
     let out = "";
     for (const p of this.parts) {
       if (typeof p === "string") {
