@@ -21,7 +21,6 @@ import { headAllowedToSwitch } from "../http/upgrade.ts";
 import type { RelayedMeta } from "../protocol/messages.ts";
 import type { Stream } from "../protocol/mux.ts";
 import { addressRefusedPage } from "../edge/access/pages.ts";
-import type { Passed } from "../edge/access/policy.ts";
 import { staysWhileOpen } from "../edge/judgement/live-visits.ts";
 import { Refusal, type Door, type Visit } from "../edge/judgement/pipeline.ts";
 import { kindsThrough } from "../edge/kinds/doors.ts";
@@ -114,7 +113,7 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
   }
 
   /** The sign-in rules (the IP rules were asked before), then the warning the visitor's node found due. */
-  request(v: RelayedVisit, t: Tunnel): Passed | undefined | Refusal | Promise<Passed | undefined | Refusal> {
+  request(v: RelayedVisit, t: Tunnel): undefined | Refusal | Promise<undefined | Refusal> {
     if (t.policy) return this.withPolicies(v, t, t.policy);
     return this.warning(v, t);
   }
@@ -125,7 +124,7 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
    * node holds the connection), then the operator's layers, the tunnel's
    * flags and its own policy.
    */
-  private async withPolicies(v: RelayedVisit, t: Tunnel, policy: TunnelPolicy): Promise<Passed | undefined | Refusal> {
+  private async withPolicies(v: RelayedVisit, t: Tunnel, policy: TunnelPolicy): Promise<undefined | Refusal> {
     const head = this.parsed(v);
     if (!head) return NOT_A_HEAD;
     const clientPort = Number(v.meta.remote.slice(v.meta.remote.lastIndexOf(":") + 1)) || 0;

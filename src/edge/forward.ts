@@ -25,7 +25,6 @@ import type { OpenMeta, RelayedMeta } from "../protocol/messages.ts";
 import type { Stream } from "../protocol/mux.ts";
 import { WireError } from "../protocol/wire.ts";
 import { USER_EMAIL_HEADER } from "../validate/access.ts";
-import type { Passed } from "./access/policy.ts";
 import type { HttpConnection, Occupant } from "./http-connection.ts";
 import { stays } from "./judgement/live-visits.ts";
 import { badGatewayPage, slowServicePage } from "./pages.ts";
@@ -59,8 +58,6 @@ export interface ForwardContext {
   trustedProxies: TrustedProxies;
   responseTimeoutMs: number;
   maxResponseTimeoutMs: number;
-  /** Who the tunnel's access policy let through; undefined without a policy. */
-  passed?: Passed;
   /** The request asked for a switch the tunnel does not allow, taken off by forward(): a failure closes its connection, as a refused 101 does. */
   switchTakenOff?: boolean;
   /** Another node's tunnel: this visitor is due the browser warning, which that node shows after its access rules. */

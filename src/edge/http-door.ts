@@ -12,7 +12,6 @@ import type { TrustedProxies } from "../http/addresses.ts";
 import type { RequestHead } from "../http/request-head.ts";
 import type { EdgeCounters } from "../metrics/edge-counters.ts";
 import { addressRefusedPage } from "./access/pages.ts";
-import type { Passed } from "./access/policy.ts";
 import { forward, type ForwardContext } from "./forward.ts";
 import type { HttpConnection } from "./http-connection.ts";
 import { Refusal, type Door, type DoorName, type Visit } from "./judgement/pipeline.ts";
@@ -159,7 +158,7 @@ export class HttpDoor implements Door<HttpVisit> {
   }
 
   /** The tunnel's policies (its access flags among them: its flags layer), then the warning's continue link and the warning. */
-  request(v: HttpVisit, t: Tunnel): Passed | undefined | Refusal | Promise<Passed | undefined | Refusal> {
+  request(v: HttpVisit, t: Tunnel): undefined | Refusal | Promise<undefined | Refusal> {
     // another node's tunnel: its rules (access flags, policies) are applied there (cluster/relayed-doors.ts)
     if (t.policy && !t.relayed) return this.withPolicies(v, t, t.policy);
     return this.warning(v, t);
@@ -172,13 +171,13 @@ export class HttpDoor implements Door<HttpVisit> {
    * At once unless something waits (a connection's first judgement, an
    * action that waits: a sign-in, a body to read).
    */
-  private withPolicies(v: HttpVisit, t: Tunnel, policy: TunnelPolicy): Passed | undefined | Refusal | Promise<Passed | undefined | Refusal> {
+  private withPolicies(v: HttpVisit, t: Tunnel, policy: TunnelPolicy): undefined | Refusal | Promise<undefined | Refusal> {
     // on_tcp_connect: once a connection, with its first request to the tunnel (again when the tunnel's layers change)
     if (policy.connect && v.conn.policyConnected !== policy) return this.connectFirst(v, t, policy);
     return this.requestPolicies(v, t, policy);
   }
 
-  private async connectFirst(v: HttpVisit, t: Tunnel, policy: TunnelPolicy): Promise<Passed | undefined | Refusal> {
+  private async connectFirst(v: HttpVisit, t: Tunnel, policy: TunnelPolicy): Promise<undefined | Refusal> {
     const { conn } = v;
     const secure = this.deps.secure;
     const host = v.hostHeader.replace(/:\d+$/, "");
@@ -188,7 +187,7 @@ export class HttpDoor implements Door<HttpVisit> {
     return this.requestPolicies(v, t, policy);
   }
 
-  private requestPolicies(v: HttpVisit, t: Tunnel, policy: TunnelPolicy): Passed | undefined | Refusal | Promise<Passed | undefined | Refusal> {
+  private requestPolicies(v: HttpVisit, t: Tunnel, policy: TunnelPolicy): undefined | Refusal | Promise<undefined | Refusal> {
     if (!policy.request && !policy.response) return this.warning(v, t);
     const { conn, head } = v;
     const secure = this.deps.secure;
@@ -212,7 +211,7 @@ export class HttpDoor implements Door<HttpVisit> {
     return this.policiesJudged(v, t, judged);
   }
 
-  private policiesJudged(v: HttpVisit, t: Tunnel, judged: PolicyPass | Refusal): Passed | undefined | Refusal {
+  private policiesJudged(v: HttpVisit, t: Tunnel, judged: PolicyPass | Refusal): undefined | Refusal {
     if (judged instanceof Refusal) return judged;
     v.policy = judged.run;
     return this.warning(v, t);
@@ -241,13 +240,13 @@ export class HttpDoor implements Door<HttpVisit> {
     return new URL(`${this.deps.secure ? "https" : "http"}://${hostHeader}${target === "*" ? "/" : target}`);
   }
 
-  forward(v: HttpVisit, t: Tunnel, passed: Passed | undefined): void {
+  forward(v: HttpVisit, t: Tunnel): void {
     if (v.conn.closedAlready) return;
-    forward(v.conn, v.head, v, t, this.context(v, passed));
+    forward(v.conn, v.head, v, t, this.context(v));
   }
 
   /** What forwarding `v` needs to know of it and of the edge. */
-  protected context(v: HttpVisit, passed: Passed | undefined): ForwardContext {
+  protected context(v: HttpVisit): ForwardContext {
     const { conn } = v;
     const { deps } = this;
     return {
@@ -259,7 +258,6 @@ export class HttpDoor implements Door<HttpVisit> {
       trustedProxies: deps.trustedProxies,
       responseTimeoutMs: deps.responseTimeoutMs,
       maxResponseTimeoutMs: deps.maxResponseTimeoutMs,
-      passed,
       warn: v.warn,
       counters: deps.counters,
       startedAt: v.startedAt,

@@ -5,7 +5,7 @@
  * that step refuses, so a pipeline that skipped it would forward it.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { AccessPolicy, type Passed } from "../../src/edge/access/policy.ts";
+import { AccessPolicy } from "../../src/edge/access/policy.ts";
 import { judge, Refusal, STEPS, traceJudgement, type Door, type Step, type Visit } from "../../src/edge/judgement/pipeline.ts";
 import type { TrafficMeter } from "../../src/edge/meter.ts";
 import { Tunnel, type TunnelProtocol } from "../../src/edge/registry.ts";
@@ -28,10 +28,10 @@ function door(parts: {
   find?: () => Tunnel | Refusal | Promise<Tunnel | Refusal>;
   reaches?: (t: Tunnel) => true | Refusal;
   standing?: () => undefined | Refusal | Promise<undefined | Refusal>;
-  request?: () => Passed | undefined | Refusal | Promise<Passed | undefined | Refusal>;
+  request?: () => undefined | Refusal | Promise<undefined | Refusal>;
 }) {
   const ran: string[] = [];
-  const outcome: { forwarded?: Tunnel; passed?: Passed; refused?: Refusal } = {};
+  const outcome: { forwarded?: Tunnel; refused?: Refusal } = {};
   const d: Door<TestVisit> = {
     name: "http",
     find: () => {
@@ -58,10 +58,9 @@ function door(parts: {
           },
         }
       : {}),
-    forward: (_v, t, passed) => {
+    forward: (_v, t) => {
       ran.push("forward");
       outcome.forwarded = t;
-      outcome.passed = passed;
     },
     refuse: (_v, r) => {
       ran.push("refuse");
@@ -143,13 +142,6 @@ describe("the judgement's steps", () => {
     await judge(d, visit());
     expect(ran).toEqual(["find", "reaches", "request", "refuse"]);
     expect(outcome.refused?.answer).toBe(page);
-  });
-
-  test("forward: who the request rules let through goes with the visit", async () => {
-    const passed = { user: "alice@example.com" } as unknown as Passed;
-    const { door: d, outcome } = door({ request: () => passed });
-    await judge(d, visit());
-    expect(outcome.passed).toBe(passed);
   });
 
   test("a tunnel of another node: its IP rules are that node's to apply (its relayed doors), not asked here", async () => {

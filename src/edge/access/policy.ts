@@ -17,19 +17,12 @@
 import type { HttpAccess, TcpAccess } from "../../protocol/messages.ts";
 import { KINDS, type TunnelKind } from "../../protocol/kinds.ts";
 import type { Policy } from "../../policy/index.ts";
-import { WorkingRequest } from "../../policy/message.ts";
 import { BasicAuth } from "./basic-auth.ts";
 import { flagLayer } from "./flag-layer.ts";
 import { HeaderRules } from "./header-rules.ts";
 import { IpRules } from "./ip-rules.ts";
 import { OidcGate } from "./oidc.ts";
 import type { OidcProvider } from "./oidc-discovery.ts";
-
-/** What a visitor who passed is known as: the OIDC email, when signed in that way. */
-export interface Passed {
-  email?: string;
-}
-const PASSED: Passed = {};
 
 /** What a tunnel's flags layer judges (AccessSources.judged), by its kind: nothing for a private tunnel (the edge does not read its traffic) or a udp one (no policy runs on datagrams). */
 export function flagsJudge(kind: TunnelKind, isPrivate: boolean): "http" | "raw" | "none" {
@@ -110,29 +103,5 @@ export class AccessPolicy {
   /** IP rules say no to this canonical address (a tcp tunnel closes the connection at accept). */
   refusesAddress(address: string): boolean {
     return this.ip !== undefined && !this.ip.allows(address);
-  }
-
-  /**
-   * A visitor's request judged by the flags layer, for a caller that holds
-   * it as a Request outside a tunnel's policies: the answer to give
-   * instead of forwarding, or who the visitor is. `client`: the visitor's
-   * canonical address (behind a trusted proxy, the client it names);
-   * `host`: the Host as sent.
-   */
-  async admit(req: Request, url: URL, client: string, host: string, secure: boolean): Promise<Response | Passed> {
-    if (!this.flags?.has("on_http_request")) return PASSED;
-    const now = Date.now();
-    const scheme = secure ? "https" : "http";
-    const facts = { method: req.method, target: url.pathname + url.search, scheme, host, headers: [...req.headers] as [string, string][] } as const;
-    const out = await this.flags.runFrom(
-      "on_http_request",
-      { conn: { clientIp: client, clientPort: 0, serverPort: 0, openedAt: now }, endpoint: { host, port: 0, protocol: scheme, url: `${scheme}://${host}` }, tunnel: { name: this.sources.name, kind: "http", user: "" }, request: facts, now },
-      { request: new WorkingRequest(facts, now) },
-    );
-    if (out.verdict.kind === "respond") {
-      const r = out.verdict.response;
-      return new Response(typeof r.body === "string" ? r.body : new Uint8Array(r.body), { status: r.status, headers: r.headers });
-    }
-    return out.identity !== undefined ? { email: out.identity } : PASSED;
   }
 }

@@ -10,7 +10,6 @@
 import { ErrorCode } from "../../http2/wire.ts";
 import type { OpenMeta, RelayedMeta } from "../../protocol/messages.ts";
 import type { RequestHead } from "../../http/request-head.ts";
-import type { Passed } from "../access/policy.ts";
 import { requestHeadText, type ForwardContext } from "../forward.ts";
 import { HttpDoor, type HttpDoorDeps, type HttpVisit } from "../http-door.ts";
 import { Refusal } from "../judgement/pipeline.ts";
@@ -28,10 +27,10 @@ export class H2Door extends HttpDoor {
     super(deps, "h2");
   }
 
-  override forward(v: HttpVisit, t: Tunnel, passed: Passed | undefined): void {
+  override forward(v: HttpVisit, t: Tunnel): void {
     const visit = v as H2Visit;
     if (visit.stream.isClosed || v.conn.closedAlready) return;
-    const ctx = this.context(v, passed);
+    const ctx = this.context(v);
     // the tunnel's traffic policies judge its responses (on_http_response) as HTTP/1.1 bytes
     // (traffic-policy/response-filter.ts): the client is asked to send this request over
     // HTTP/1.1 (RFC 9113 §7, HTTP_1_1_REQUIRED: browsers and curl do so at once), where

@@ -38,7 +38,6 @@
  * each step returns at once unless it must wait (another node, a sign-in,
  * a connector's standing not known yet).
  */
-import type { Passed } from "../access/policy.ts";
 import type { Tunnel } from "../registry.ts";
 
 /** The steps, in their order. */
@@ -120,10 +119,10 @@ export interface Door<V extends Visit> {
   readonly addressInPolicy?: boolean;
   /** Step 2, first: a connector's standing as the rules say now, and a share (private doors): undefined, or the refusal. */
   standing?(t: Tunnel, v: V): Outcome<undefined>;
-  /** Step 3, after the IP rules, for a door whose visits carry a request: sign-in and the warning; who passed. */
-  request?(v: V, t: Tunnel): Outcome<Passed | undefined>;
-  /** Step 4. `passed`: who the sign-in rules let through. */
-  forward(v: V, t: Tunnel, passed: Passed | undefined): void;
+  /** Step 3, after the IP rules, for a door whose visits carry a request: the tunnel's policies (sign-in among them) and the warning. */
+  request?(v: V, t: Tunnel): Outcome<undefined>;
+  /** Step 4. */
+  forward(v: V, t: Tunnel): void;
   /** A refusal at any step, answered in the door's medium. */
   refuse(v: V, r: Refusal): void;
 }
@@ -178,20 +177,20 @@ function ofKind<V extends Visit>(door: Door<V>, v: V, t: Tunnel): void | Promise
 function access<V extends Visit>(door: Door<V>, v: V, t: Tunnel): void | Promise<void> {
   const rules = t.relayed ? undefined : t.access;
   if (rules && !(door.addressInPolicy && rules.flags !== undefined && t.policy?.flags === rules.flags) && rules.refusesAddress(v.client)) return refused(door, v, ADDRESS_REFUSED);
-  if (!door.request) return forward(door, v, t, undefined);
-  const passed = door.request(v, t);
-  if (passed instanceof Promise) return passed.then((p) => (isRefusal(p) ? refused(door, v, p) : forward(door, v, t, p)));
-  if (isRefusal(passed)) return refused(door, v, passed);
-  return forward(door, v, t, passed);
+  if (!door.request) return forward(door, v, t);
+  const judged = door.request(v, t);
+  if (judged instanceof Promise) return judged.then((p) => (isRefusal(p) ? refused(door, v, p) : forward(door, v, t)));
+  if (isRefusal(judged)) return refused(door, v, judged);
+  return forward(door, v, t);
 }
 
 /** Step 4. */
-function forward<V extends Visit>(door: Door<V>, v: V, t: Tunnel, passed: Passed | undefined): void {
+function forward<V extends Visit>(door: Door<V>, v: V, t: Tunnel): void {
   if (tracer) {
     tracer(door.name, "access", "passed");
     tracer(door.name, "forward", "passed");
   }
-  door.forward(v, t, passed);
+  door.forward(v, t);
 }
 
 function refused<V extends Visit>(door: Door<V>, v: V, r: Refusal): void {
