@@ -7,7 +7,7 @@ import { challengeName } from "../validate/hostname.ts";
 import type { DayTraffic, UserTraffic } from "../core/traffic.ts";
 import type { ReservedSubdomain } from "../core/domains.ts";
 import type { SshKeyRow, TokenRow, UserRow } from "../db/schema.ts";
-import { keyOfDevice } from "../core/device-ids.ts";
+import { deviceJson } from "../core/device-ids.ts";
 import { cidrs } from "../validate/fields.ts";
 import { utcDateTime } from "../core/clock.ts";
 import type { ActiveTunnel, AgentInfo } from "../core/live.ts";
@@ -111,7 +111,7 @@ export const activeTunnelJson = (t: ActiveTunnel) => ({
   user_id: t.userId,
   username: t.username,
   // the device: a token, or an SSH key (core/devices.ts), whose tunnels have no token
-  ...(keyOfDevice(t.tokenId) === undefined ? { token_id: t.tokenId } : { token_id: null, ssh_key_id: keyOfDevice(t.tokenId) }),
+  ...deviceJson(t.tokenId),
   connected_at: utcDateTime(t.connectedAt),
   bytes_in: t.bytesIn,
   bytes_out: t.bytesOut,
@@ -148,7 +148,7 @@ export const agentJson = (a: AgentInfo) => ({
   user_id: a.userId,
   username: a.username,
   // the device: a token, or the SSH key of an `ssh -R` forward's session (core/devices.ts)
-  ...(keyOfDevice(a.tokenId) === undefined ? { token_id: a.tokenId } : { token_id: null, ssh_key_id: keyOfDevice(a.tokenId) }),
+  ...deviceJson(a.tokenId),
   agent: a.agent ?? null,
   os: a.system?.os ?? null,
   arch: a.system?.arch ?? null,

@@ -4,6 +4,7 @@
  * tunnel a live session adds (wire.ts ADD), each entry path the same ask.
  */
 import type { Admitted } from "../core/admission.ts";
+import { deviceFields } from "../core/device-ids.ts";
 import { AppError } from "../core/errors.ts";
 import type { AdmissionAsk } from "../webhooks/admission-hook.ts";
 import type { EdgeContext } from "./agent-context.ts";
@@ -13,7 +14,7 @@ export function admissionAsk(admitted: Admitted, address: string): AdmissionAsk 
   return {
     user_id: admitted.user.id,
     username: admitted.user.username,
-    token_id: admitted.token.id,
+    ...deviceFields(admitted.token.id),
     device_name: admitted.token.deviceName,
     address,
     tunnels: admitted.tunnels.flatMap((t) => {

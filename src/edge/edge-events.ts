@@ -15,6 +15,7 @@
  */
 import type { AppError } from "../core/errors.ts";
 import type { Core } from "../core/index.ts";
+import { deviceFields } from "../core/device-ids.ts";
 import { periodStart } from "../core/periods.ts";
 import type { UserRow } from "../db/schema.ts";
 import type { Registry, Tunnel } from "./registry.ts";
@@ -61,7 +62,7 @@ export class EdgeEvents {
   }
 
   private tunnelData(t: Tunnel) {
-    return { user_id: t.userId, username: t.username, token_id: t.tokenId, tunnel_id: t.id, kind: t.protocol, address: this.addressOf(t), node: this.node };
+    return { user_id: t.userId, username: t.username, ...deviceFields(t.tokenId), tunnel_id: t.id, kind: t.protocol, address: this.addressOf(t), node: this.node };
   }
 
   /**
@@ -77,7 +78,7 @@ export class EdgeEvents {
       this.core.events.later({
         type: "tunnel.refused",
         userId: who?.user.id,
-        data: { code: err.code, message: err.message, user_id: who?.user.id ?? null, username: who?.user.username ?? null, token_id: who?.token.id ?? null, address, node: this.node },
+        data: { code: err.code, message: err.message, user_id: who?.user.id ?? null, username: who?.user.username ?? null, ...deviceFields(who?.token.id), address, node: this.node },
       });
     if (token === undefined) return say();
     if (typeof token !== "string") return say(token);

@@ -31,7 +31,9 @@ export interface AdmissionHookSettings {
 export interface AdmissionAsk {
   user_id: number;
   username: string;
-  token_id: number;
+  /** The device: its token, or null and the SSH key of an `ssh -R` session. */
+  token_id: number | null;
+  ssh_key_id: number | null;
   device_name: string;
   /** The agent's address (behind a trusted proxy, the client it names). */
   address: string;

@@ -63,6 +63,7 @@ describe("the admission hook", () => {
       user_id: userId,
       username: "hooked",
       token_id: expect.any(Number),
+      ssh_key_id: null,
       device_name: "laptop",
       address: "127.0.0.1",
       tunnels: [{ kind: "http", name: "hooked", hostname: null, port: null, private: false }],

@@ -74,6 +74,7 @@ describe("a tunnel added to a live connection", () => {
       user_id: userId,
       username: "adder",
       token_id: tokenId,
+      ssh_key_id: null,
       device_name: "router",
       address: "127.0.0.1",
       tunnels: [{ kind: "http", name: "adder-b", hostname: null, port: null, private: false }],

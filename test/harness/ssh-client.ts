@@ -105,6 +105,8 @@ export interface SshRig extends AsyncDisposable {
   username: string;
   /** The user's key, registered. */
   key: TestKey;
+  /** Its id in the admin API. */
+  keyId: number;
   keys: KeyDir;
   /** `ssh -p <gateway> -i <key> ... <args> 127.0.0.1 [command]`, ended when the rig closes. */
   ssh(args: string[], opts?: { key?: TestKey; host?: string; command?: string[] }): SshProcess;
@@ -140,6 +142,7 @@ export async function startSshRig(opts: { args?: string[]; username?: string; us
       userId,
       username,
       key,
+      keyId: added.body.id,
       keys,
       ssh(args, o = {}) {
         const p = runSsh([...sshOptions(port, (o.key ?? key).file), ...args, o.host ?? "127.0.0.1", ...(o.command ?? [])]);

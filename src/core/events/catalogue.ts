@@ -19,9 +19,11 @@ const maybe = <S extends v.GenericSchema>(s: S) => v.nullable(s);
 
 /** Who a tunnel, token or quota event concerns: the user, and the device token when there is one. */
 const owner = { user_id: id, username: text };
+/** The device: its token, or (an `ssh -R` session's) null and the SSH key. */
+const device = { token_id: maybe(id), ssh_key_id: maybe(id) };
 const tunnel = {
   ...owner,
-  token_id: id,
+  ...device,
   /** The registry's id of the tunnel, the same in its online and offline events. */
   tunnel_id: text,
   /** http, tcp, tls or udp. */
@@ -50,7 +52,7 @@ export interface EventSpec {
   example: Record<string, unknown>;
 }
 
-const TUNNEL_EXAMPLE = { user_id: 7, username: "alice", token_id: 12, tunnel_id: "5b0f4a2e-8c1d-4e55-9f0a-3c2b1d7e6a90", kind: "http", address: "https://myapp.tunnels.example.com", node: "local" };
+const TUNNEL_EXAMPLE = { user_id: 7, username: "alice", token_id: 12, ssh_key_id: null, tunnel_id: "5b0f4a2e-8c1d-4e55-9f0a-3c2b1d7e6a90", kind: "http", address: "https://myapp.tunnels.example.com", node: "local" };
 
 export const EVENT_CATALOGUE = {
   "tunnel.online": {
@@ -66,10 +68,10 @@ export const EVENT_CATALOGUE = {
     example: { ...TUNNEL_EXAMPLE, bytes_in: 52_311, bytes_out: 1_048_576, duration_s: 3_600 },
   },
   "tunnel.refused": {
-    about: "An agent's handshake was refused by the rules, or a tunnel it added to its live connection was, with the code it was told (docs/reference/codes.md); user and token are null when the token was not one of ours.",
+    about: "An agent's handshake was refused by the rules, or a tunnel it added to its live connection was, with the code it was told (docs/reference/codes.md); user and token are null when the token was not one of ours; `ssh_key_id` names the key of an `ssh -R` session, whose `token_id` is null.",
     user: true,
-    data: v.object({ code: text, message: text, user_id: maybe(id), username: maybe(text), token_id: maybe(id), address: text, node: text }),
-    example: { code: "TUNNEL_LIMIT", message: "this user may have at most 2 tunnels", user_id: 7, username: "alice", token_id: 12, address: "203.0.113.9", node: "local" },
+    data: v.object({ code: text, message: text, user_id: maybe(id), username: maybe(text), ...device, address: text, node: text }),
+    example: { code: "TUNNEL_LIMIT", message: "this user may have at most 2 tunnels", user_id: 7, username: "alice", token_id: 12, ssh_key_id: null, address: "203.0.113.9", node: "local" },
   },
   "token.created": {
     about: "A device token was made: by an admin (`by`: admin), by its user on the portal (portal) or by approving a `burrow login` (device-login).",
