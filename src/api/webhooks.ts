@@ -243,3 +243,25 @@ export function webhookDocs(whose: string) {
     },
   } satisfies Record<keyof typeof webhookHandlers, OperationDoc>;
 }
+
+/**
+ * The webhook routes under `prefix` (the admin API's /api/webhooks, the
+ * portal's /_burrow/api/me/webhooks), each handler held to its caller by
+ * `held`: an admin reaches every webhook, a user their own.
+ */
+export function webhookRouteTable<H>(prefix: string, whose: string, held: (h: (call: WebhookCall) => Promise<Response>) => H) {
+  const docs = webhookDocs(whose);
+  const h = webhookHandlers;
+  return [
+    { path: prefix, methods: { GET: held(h.list), POST: held(h.create) }, audit: { POST: "webhook.create" as const }, docs: { GET: docs.list, POST: docs.create } },
+    {
+      path: `${prefix}/:id`,
+      methods: { GET: held(h.read), PUT: held(h.update), DELETE: held(h.remove) },
+      audit: { PUT: "webhook.update" as const, DELETE: "webhook.delete" as const },
+      docs: { GET: docs.read, PUT: docs.update, DELETE: docs.remove },
+    },
+    { path: `${prefix}/:id/rotate`, methods: { POST: held(h.rotate) }, audit: { POST: "webhook.rotate" as const }, docs: { POST: docs.rotate } },
+    { path: `${prefix}/:id/deliveries`, methods: { GET: held(h.deliveries) }, docs: { GET: docs.deliveries } },
+    { path: `${prefix}/:id/deliveries/:delivery/retry`, methods: { POST: held(h.retry) }, audit: { POST: "webhook.retry" as const }, docs: { POST: docs.retry } },
+  ];
+}

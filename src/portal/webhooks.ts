@@ -5,7 +5,7 @@
  * the session's user: another user's webhook is as unknown as one that
  * does not exist.
  */
-import { webhookDocs, webhookHandlers, type WebhookCall } from "../api/webhooks.ts";
+import { webhookRouteTable, type WebhookCall } from "../api/webhooks.ts";
 import type { PortalRoute, SignedIn } from "./context.ts";
 
 const own =
@@ -13,36 +13,4 @@ const own =
   (req: Request, { core, user, audit, params }: SignedIn) =>
     h({ req, params, core, owner: user.id, audit });
 
-const docs = webhookDocs("The user's own");
-
-export const webhookRoutes: PortalRoute[] = [
-  {
-    path: "/_burrow/api/me/webhooks",
-    methods: { GET: own(webhookHandlers.list), POST: own(webhookHandlers.create) },
-    audit: { POST: "webhook.create" },
-    docs: { GET: docs.list, POST: docs.create },
-  },
-  {
-    path: "/_burrow/api/me/webhooks/:id",
-    methods: { GET: own(webhookHandlers.read), PUT: own(webhookHandlers.update), DELETE: own(webhookHandlers.remove) },
-    audit: { PUT: "webhook.update", DELETE: "webhook.delete" },
-    docs: { GET: docs.read, PUT: docs.update, DELETE: docs.remove },
-  },
-  {
-    path: "/_burrow/api/me/webhooks/:id/rotate",
-    methods: { POST: own(webhookHandlers.rotate) },
-    audit: { POST: "webhook.rotate" },
-    docs: { POST: docs.rotate },
-  },
-  {
-    path: "/_burrow/api/me/webhooks/:id/deliveries",
-    methods: { GET: own(webhookHandlers.deliveries) },
-    docs: { GET: docs.deliveries },
-  },
-  {
-    path: "/_burrow/api/me/webhooks/:id/deliveries/:delivery/retry",
-    methods: { POST: own(webhookHandlers.retry) },
-    audit: { POST: "webhook.retry" },
-    docs: { POST: docs.retry },
-  },
-];
+export const webhookRoutes: PortalRoute[] = webhookRouteTable("/_burrow/api/me/webhooks", "The user's own", own);
