@@ -68,17 +68,22 @@ const h2File = policyFile(REQUEST_ONLY);
 beforeAll(async () => {
   rig = await startRig();
   upstream = startUpstream();
-  const api = await signedIn(rig.server);
-  const made = await api.post("/api/policies", {
-    name: "operator's response rule",
-    policy: "on_http_response: [{name: operator-secret, expressions: [\"req.url.path == '/operator-replaced'\"], actions: [{type: custom-response, config: {status_code: 503, body: maintenance}}]}]",
-  });
-  if (made.status !== 201) throw new Error(`policy not made: ${JSON.stringify(made.body)}`);
   [own, h2, plain] = await Promise.all([
     startInspectedAgent(rig, upstream.port, ["--policy-file", ownFile.path]),
     startInspectedAgent(rig, upstream.port, ["--policy-file", h2File.path]),
     startInspectedAgent(rig, upstream.port),
   ]);
+  // the operator's response rule covers the first tunnel alone: an HTTP/2 stream to a tunnel with response rules is sent back to HTTP/1.1
+  const api = await signedIn(rig.server);
+  const made = await api.post("/api/policies", {
+    name: "operator's response rule",
+    scope: "hostname",
+    hostname: `${own.subdomain}.localhost`,
+    policy: "on_http_response: [{name: operator-secret, expressions: [\"req.url.path.startsWith('/operator-replaced')\"], actions: [{type: custom-response, config: {status_code: 503, body: maintenance}}]}]",
+  });
+  if (made.status !== 201) throw new Error(`policy not made: ${JSON.stringify(made.body)}`);
+  // a change reaches live tunnels within 5 s: this waits for it (on a path no test looks at)
+  await waitUntil(async () => (await own.visit("/operator-replaced/probe")).status === 503, 10_000, "the operator's policy on the tunnel", 100);
 }, 30_000);
 afterAll(async () => {
   await Promise.all([own?.[Symbol.asyncDispose](), h2?.[Symbol.asyncDispose](), plain?.[Symbol.asyncDispose]()]);

@@ -43,6 +43,8 @@ export function summaryJson(c: Capture) {
     websocket: c.ws ? { messages_from_visitor: c.ws.fromVisitor, messages_from_service: c.ws.fromService } : undefined,
     // answered by the server's traffic policies: it never reached this agent
     answered_by: c.answeredAtEdge ? ("edge" as const) : ("service" as const),
+    // the server told what its traffic policies did with it (for one let through: a moment after its response)
+    policy_noted: c.answeredAtEdge !== undefined || c.passedNote !== undefined,
   };
 }
 

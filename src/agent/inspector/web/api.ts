@@ -27,6 +27,8 @@ export interface Summary {
   websocket?: { messages_from_visitor: number; messages_from_service: number };
   /** "edge": the server's traffic policies answered it, and it never came to the agent. */
   answered_by: "service" | "edge";
+  /** The server told what its traffic policies did with it (for one let through, a moment after its response). */
+  policy_noted: boolean;
 }
 
 /** What the tunnel's traffic policies did with a request (null: none of its rules matched). */

@@ -18,8 +18,8 @@ export function DetailView({ id, summary, tunnels, onSelect }: Props) {
   const [busy, setBusy] = useState(false);
   const [curl, setCurl] = useState<string | undefined>(undefined);
 
-  // again whenever the list's summary changes: a pending request gets its response
-  const version = summary ? `${summary.state}/${summary.status}/${summary.response_size}/${summary.websocket?.messages_from_service}/${summary.websocket?.messages_from_visitor}` : "";
+  // again whenever the list's summary changes: a pending request gets its response, the server's policy note comes
+  const version = summary ? `${summary.state}/${summary.status}/${summary.response_size}/${summary.websocket?.messages_from_service}/${summary.websocket?.messages_from_visitor}/${summary.policy_noted}` : "";
   useEffect(() => {
     api.detail(id).then(
       (d) => {
