@@ -13,7 +13,7 @@
  * whose agent asked, two field writes (toldWhenAnswered), and a frame only
  * when something matched or logged.
  */
-import type { Outcome, Verdict } from "../../policy/index.ts";
+import type { Outcome, Policy, Verdict } from "../../policy/index.ts";
 import type { PhaseNote, PolicyPassed } from "../../protocol/messages.ts";
 import type { Tunnel } from "../registry.ts";
 import type { LayeredRun } from "./layered-run.ts";
@@ -67,18 +67,30 @@ function ownRequest(run: LayeredRun, policy: TunnelPolicy | undefined): Outcome 
   return undefined;
 }
 
-/** The response's phase: the runs, in the order of the layers that have response rules (the flags, the tunnel's own, the operator's). */
+/**
+ * The response's phase: its runs follow the request's, one for each layer
+ * with response rules in the response's order (the flags, the tunnel's
+ * own, the operator's), up to the one that ended it. Read in place: no
+ * list made for a response with nothing to tell.
+ */
 function responseNote(run: LayeredRun, policy: TunnelPolicy, verdict: Verdict): PhaseNote | undefined {
-  const layers = policy.responseLayers.filter((p) => p.has("on_http_response"));
-  const runs = run.runs.filter((o) => o.phase === "on_http_response");
-  const at = policy.own ? layers.indexOf(policy.own) : -1;
-  const own = at >= 0 ? runs[at] : undefined;
+  const runs = run.runs;
+  let r = 0;
+  while (r < runs.length && runs[r]!.phase !== "on_http_response") r++;
+  let own: Outcome | undefined;
+  let last: Policy | undefined;
+  for (const layer of policy.responseLayers) {
+    if (r >= runs.length) break;
+    if (!layer.has("on_http_response")) continue;
+    if (layer === policy.own) own = runs[r];
+    last = layer;
+    r++;
+  }
   const note = own && (own.matched.length > 0 || own.logs.length > 0) ? phaseNote(own) : undefined;
   if (verdict.kind === "continue") return note;
-  // the last layer that ran ended it: the tunnel's (its flags or its file), or the operator's, whose rule is not named
-  const by = layers[runs.length - 1];
-  const ended: PhaseNote["ended"] =
-    by === policy.own ? { by: "tunnel", action: verdict.action.slice(0, 64), rule: verdict.rule.slice(0, 100) } : by === policy.flags ? { by: "tunnel", action: verdict.action.slice(0, 64) } : { by: "server", action: verdict.action.slice(0, 64) };
+  // the last layer that ran ended it: the tunnel's (its file, or its flags), or the operator's, whose rule is not named
+  const action = verdict.action.slice(0, 64);
+  const ended: PhaseNote["ended"] = last === policy.own ? { by: "tunnel", action, rule: verdict.rule.slice(0, 100) } : last === policy.flags ? { by: "tunnel", action } : { by: "server", action };
   return { ...(note ?? { rules: [] }), ended };
 }
 
