@@ -79,7 +79,7 @@ beforeAll(async () => {
     name: "operator's response rule",
     scope: "hostname",
     hostname: `${own.subdomain}.localhost`,
-    policy: "on_http_response: [{name: operator-secret, expressions: [\"req.url.path.startsWith('/operator-replaced')\"], actions: [{type: custom-response, config: {status_code: 503, body: maintenance}}]}]",
+    policy: "on_http_response: [{name: operator-secret, expressions: [\"req.url.path.startsWith('/operator-replaced')\"], actions: [{type: log, config: {metadata: {operator_field: operator-log-secret}}}, {type: custom-response, config: {status_code: 503, body: maintenance}}]}]",
   });
   if (made.status !== 201) throw new Error(`policy not made: ${JSON.stringify(made.body)}`);
   // a change reaches live tunnels within 5 s: this waits for it (on a path no test looks at)
@@ -177,7 +177,7 @@ describe("a request the policies let through, in the inspector", () => {
     });
   }, 20_000);
 
-  test("the operator's response rule that replaced the answer says the action and the server, and names none of its rules", async () => {
+  test("the operator's response rule that replaced the answer says the action and the server, and names none of its rules nor its log fields", async () => {
     const r = await curl(url(own, "/operator-replaced"));
     expect(r.status).toBe(503);
     const { policy } = await captured(own, "/operator-replaced", (p) => p?.ended != null);
@@ -188,7 +188,10 @@ describe("a request the policies let through, in the inspector", () => {
       skipped_before: 0,
       response: { rules: [], logs: [] },
     });
+    // neither its rule's name nor its log action's fields (those go to the server's log alone)
     expect(JSON.stringify(policy)).not.toContain("operator-secret");
+    expect(JSON.stringify(policy)).not.toContain("operator-log-secret");
+    await rig.server.output.waitFor(/operator-log-secret/, 5_000);
   }, 20_000);
 
   test("HTTP/2 (curl, h2c prior knowledge): the request's rules and log fields of a request let through", async () => {
