@@ -10,7 +10,7 @@
 import * as v from "valibot";
 import { parseJsonPayload, ProtocolError } from "../protocol/frames.ts";
 import { isNamedKind } from "../protocol/kinds.ts";
-import { Ask, Config, Hello, Move, PolicyNote, Ready, Refusal, RemoveTunnel, Revoke, TunnelAdded, type AddTunnel } from "../protocol/messages.ts";
+import { Ask, Config, Hello, Move, PolicyNote, PolicyPassed, Ready, Refusal, RemoveTunnel, Revoke, TunnelAdded, type AddTunnel } from "../protocol/messages.ts";
 import { FrameType, PROTOCOL_VERSION, WireError, type FrameTypeValue } from "../protocol/wire.ts";
 import { VERSION } from "../version.ts";
 import { REMOTE_UNSUPPORTED, unenforcedAccess } from "./access.ts";
@@ -184,6 +184,7 @@ export class SessionControl {
       revoke: true,
       // the requests the server's policies answer, told only to an agent whose inspector shows them
       ...(opts.out.policyNote ? { policy_notes: true } : {}),
+      ...(opts.out.policyPassed ? { policy_passed: true } : {}),
       // an agent told to behave as the version before did (tests of the version rules) does not say it
       live: opts.live !== false,
       system: SYSTEM,
@@ -232,6 +233,11 @@ export class SessionControl {
       if (!parsed.success) throw new ProtocolError(`bad POLICY: ${parsed.issues[0]?.message}`);
       const tunnel = this.live.get(parsed.output.tunnel);
       if (tunnel) this.client.opts.out.policyNote?.(tunnel, parsed.output);
+    } else if (type === FrameType.POLICY_PASSED) {
+      const parsed = v.safeParse(PolicyPassed, parseJsonPayload(payload, "POLICY_PASSED"));
+      if (!parsed.success) throw new ProtocolError(`bad POLICY_PASSED: ${parsed.issues[0]?.message}`);
+      const tunnel = this.live.get(parsed.output.tunnel);
+      if (tunnel) this.client.opts.out.policyPassed?.(tunnel, parsed.output);
     } else if (type === FrameType.ADDED || type === FrameType.REMOVED) {
       this.answered(type, payload);
     } else if (type === FrameType.ASK) {

@@ -18,6 +18,7 @@ const EVENTS: Record<keyof AgentOutput, true> = {
   refused: true,
   tunnelRefused: true,
   policyNote: true,
+  policyPassed: true,
   tunnelAdded: true,
   tunnelRemoved: true,
   latency: true,

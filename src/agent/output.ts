@@ -5,7 +5,7 @@
  * by the name the user gave it (the burrow.yml key, or the protocol for
  * `burrow http` / `burrow tcp`).
  */
-import type { PolicyNote } from "../protocol/messages.ts";
+import type { PolicyNote, PolicyPassed } from "../protocol/messages.ts";
 import type { TunnelKind } from "../protocol/kinds.ts";
 import type { LocalTarget } from "./local-target.ts";
 import type { FlowCounts } from "./udp.ts";
@@ -128,6 +128,12 @@ export interface AgentOutput {
    * has this asks the server for them.
    */
   policyNote?(tunnel: TunnelView, note: PolicyNote): void;
+  /**
+   * What the server's traffic policies did with a request they let through
+   * to this agent, on the session's stream `note.stream` (a POLICY_PASSED
+   * note): for the inspector. Only an output that has this asks for them.
+   */
+  policyPassed?(tunnel: TunnelView, note: PolicyPassed): void;
   /** A tunnel added on the live session (or given new settings) is live: the others went on untouched. */
   tunnelAdded?(t: TunnelView): void;
   /** A tunnel was removed from the live session; the others go on. */

@@ -17,6 +17,7 @@ import type { LayeredRun } from "../edge/traffic-policy/layered-run.ts";
 import type { ReadBody } from "../edge/traffic-policy/request-body.ts";
 import { filterRelayedResponse } from "../edge/traffic-policy/relayed-response.ts";
 import { ResponseFilter } from "../edge/traffic-policy/response-filter.ts";
+import { requestToTell, toldWhenAnswered } from "../edge/traffic-policy/passed-notes.ts";
 import { Mux, type SendResult, type Stream } from "../protocol/mux.ts";
 import { DEAD_AFTER_MS, WireError } from "../protocol/wire.ts";
 import type { AgentLink, Registry, Tunnel } from "../edge/registry.ts";
@@ -104,7 +105,8 @@ export class RelayIn {
 
   /**
    * `rewriteFor`: the request's method, when `policy`, its traffic policies' run (its flags' response header rules
-   * among them), changes the response here; `body`: the request's body, read here for the policies.
+   * among them), ran here: the response passes their filter when they judge it, or when the agent is told what
+   * its request rules did (passed-notes.ts); `body`: the request's body, read here for the policies.
    */
   private forward(down: Stream, t: Tunnel, meta: RelayedMeta, rewriteFor?: string, policy?: { run: LayeredRun; minor: 0 | 1 }, body?: ReadBody): void {
     const { client: _, warn: __, ...forAgent } = meta;
@@ -112,7 +114,9 @@ export class RelayIn {
     if (!up) return refuseRelayed(down);
     // a body the policies read (its credit given as it was read): on to the agent before the stream's own bytes
     if (body) for (const chunk of body.raw) up.write(chunk);
-    if (policy && t.policy && rewriteFor !== undefined) {
+    // the tunnel's agent is told what its policies did with the request once its response is judged here (passed-notes.ts)
+    if (policy) toldWhenAnswered(policy.run, t, up.id);
+    if (policy && t.policy && rewriteFor !== undefined && (t.policy.response || requestToTell(policy.run))) {
       // the response through the tunnel's on_http_response, here where its rules live
       joinStreams(down, up);
       const layers = t.policy;

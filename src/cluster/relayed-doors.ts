@@ -51,9 +51,9 @@ export interface RelayedVisit extends Visit {
 
 /**
  * How the relayed doors hand a visit to the agent: `rewriteFor`, the
- * request's method when the tunnel's header rules change the response's
- * head here; `policy`, its traffic policies' run when they judge the
- * response here.
+ * request's method, and `policy`, its traffic policies' run, when the
+ * policies ran here: the response passes their filter here when they
+ * judge it (or the agent is to be told of the request: relay.ts).
  */
 export type RelayForward = (down: Stream, t: Tunnel, meta: RelayedMeta, rewriteFor?: string, policy?: { run: LayeredRun; minor: 0 | 1 }, body?: ReadBody) => void;
 
@@ -172,8 +172,8 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
     if (run.ownMatched !== undefined) fields.push([POLICY_RULES_FIELD, run.ownMatched]);
     let text = `${head.method} ${changed && head.target !== "*" ? changed.target : head.target} HTTP/1.${head.minor}\r\n`;
     for (const [name, value] of fields) text += `${name}: ${value}\r\n`;
-    const judgesResponse = t.policy?.response ? { run, minor: head.minor } : undefined;
-    this.onward(v.down, t, { ...v.meta, head: `${text}\r\n` }, judgesResponse ? head.method : undefined, judgesResponse, v.body);
+    // the response passes the policies' filter here when they judge it, or when the agent is to be told of the request (relay.ts)
+    this.onward(v.down, t, { ...v.meta, head: `${text}\r\n` }, head.method, { run, minor: head.minor }, v.body);
   }
 
   refuse(v: RelayedVisit, r: Refusal): void {

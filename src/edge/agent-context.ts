@@ -85,6 +85,8 @@ export interface HelloSaid {
   revoke?: boolean;
   /** It wants POLICY notes (wire.ts) for its inspector. */
   policyNotes?: boolean;
+  /** It wants POLICY_PASSED notes (wire.ts) for its inspector. */
+  policyPassed?: boolean;
   /** It adds and removes tunnels on the live session (wire.ts ADD, REMOVE). */
   live?: boolean;
   /** It runs the token's remote config (wire.ts CONFIG). */

@@ -351,6 +351,7 @@ export class AgentHandshake {
         proxy: hello.proxy,
         revoke: hello.revoke,
         policyNotes: hello.policy_notes,
+        policyPassed: hello.policy_passed,
         live: hello.live,
         remote: hello.remote,
         agent: hello.agent,

@@ -11,7 +11,7 @@
 import * as v from "valibot";
 import { limitedLog, log } from "../log.ts";
 import { parseJsonPayload, ProtocolError } from "../protocol/frames.ts";
-import { Rotation, type OpenMeta, type PolicyNote } from "../protocol/messages.ts";
+import { Rotation, type OpenMeta, type PolicyNote, type PolicyPassed } from "../protocol/messages.ts";
 import { Mux, type Stream } from "../protocol/mux.ts";
 import { DIRECT_DATA_PAYLOAD, FrameType, WireError, type FrameTypeValue } from "../protocol/wire.ts";
 import { strangerFault, type AgentSide, type AgentTransport, type EdgeContext, type HelloSaid } from "./agent-context.ts";
@@ -55,6 +55,8 @@ export class AgentConnection implements AgentSide {
   private revokes = false;
   /** Its HELLO asked for POLICY notes; their pace (policy-notes.ts). */
   private notes: NotePace | undefined;
+  /** Its HELLO asked for POLICY_PASSED notes: what the policies did with the requests they let through. */
+  tellsPassed = false;
   /** Its HELLO said it adds and removes tunnels on the live session (ADD, REMOVE). */
   private lives = false;
   /** Its HELLO said it runs its token's remote config (CONFIG); with `live` only. */
@@ -140,6 +142,7 @@ export class AgentConnection implements AgentSide {
     this.remote = this.lives && (said.remote ?? false);
     this.said = { agent: said.agent, system: said.system, manage: said.manage };
     if (said.policyNotes) this.notes = new NotePace();
+    this.tellsPassed = said.policyPassed ?? false;
   }
 
   /** The version of the remote config sent last: an older one read later is not sent after it. */
@@ -163,6 +166,12 @@ export class AgentConnection implements AgentSide {
     const skipped = this.notes.take(Date.now());
     if (skipped === undefined) return;
     this.mux.sendControl(FrameType.POLICY, skipped > 0 ? { ...note, skipped } : note);
+  }
+
+  /** What the policies did with a request they let through to it (passed-notes.ts), when it asked. */
+  notePassed(note: PolicyPassed): void {
+    if (!this.ready || !this.tellsPassed || this.mux.closed) return;
+    this.mux.sendControl(FrameType.POLICY_PASSED, note);
   }
 
   /** A visitor's stream to the agent; undefined before READY, after the end, or when the mux refuses (open-stream.ts). */

@@ -33,6 +33,7 @@ import type { Tunnel } from "./registry.ts";
 import { RequestStream, type StreamUser } from "./request-stream.ts";
 import { POLICY_RULES_FIELD, type LayeredRun } from "./traffic-policy/layered-run.ts";
 import { ResponseFilter, type Outlet } from "./traffic-policy/response-filter.ts";
+import { tellPassed, toldWhenAnswered } from "./traffic-policy/passed-notes.ts";
 import { SKIP_HEADER } from "./warning.ts";
 
 /**
@@ -396,6 +397,8 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     this.chunks = request.framing === "chunked" ? new ChunkedDecoder() : undefined;
     this.requestDone = request.framing === "none";
     this.filter = ctx.policy && tunnel.policy?.response ? new ResponseFilter(tunnel.policy, ctx.policy, request.method, request.minor, this.outlet()) : undefined;
+    // the tunnel's agent is told what its policies did with the request once its response is judged (passed-notes.ts)
+    if (ctx.policy) toldWhenAnswered(ctx.policy, tunnel, this.stream.id);
     // the head's fields are read only for an HTTP/1.0 visitor's framing; otherwise it goes on as it came (a
     // policy's response rules, the tunnel's header flags among them, read them when they need them:
     // response-filter.ts); one parser a stream, read by one request after another
@@ -612,6 +615,8 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     }
     this.response = head;
     this.closeDelimited = !this.filter && head.framing === "chunked" && this.request.minor === 0;
+    // no response rule to judge it (the filter tells when it has): the request's rules are told now
+    if (this.ctx.policy?.noteTunnel !== undefined && !this.filter) tellPassed(this.ctx.policy, this.tunnel.policy);
     this.ctx.counters.request(this.request.upgrade === "websocket" ? WEBSOCKET_REQUEST : HTTP_REQUEST, head.status, this.ctx.startedAt);
   }
 

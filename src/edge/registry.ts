@@ -20,7 +20,7 @@ import type { AccessPolicy } from "./access/policy.ts";
 import type { TunnelPool } from "./pool.ts";
 import type { LiveVisits } from "./judgement/live-visits.ts";
 import type { TunnelPolicy } from "./traffic-policy/tunnel-policy.ts";
-import type { PolicyNote } from "../protocol/messages.ts";
+import type { PolicyNote, PolicyPassed } from "../protocol/messages.ts";
 
 /** What the registry needs of a connected agent. */
 export interface AgentLink {
@@ -31,6 +31,10 @@ export interface AgentLink {
   readonly keeps?: boolean;
   /** Tells it of a request its tunnel's traffic policies answered at the edge (POLICY), when it asked to be told. */
   notePolicy?(note: PolicyNote): void;
+  /** Its HELLO asked to be told what the policies did with requests they let through (POLICY_PASSED). */
+  readonly tellsPassed?: boolean;
+  /** Tells it so, for one request. */
+  notePassed?(note: PolicyPassed): void;
   /** A new stream to the agent, or undefined when it cannot take one now. `end`: nothing follows from the edge. */
   openStream(meta: OpenMeta, end?: boolean): Stream | undefined;
   /** Tells the agent why (ERROR) and closes its connection. */

@@ -55,6 +55,8 @@ export const Hello = v.pipe(
     revoke: v.optional(v.boolean(), false),
     /** The agent wants POLICY notes (wire.ts): its tunnels' requests the traffic policies answered at the edge, for its inspector. */
     policy_notes: v.optional(v.boolean(), false),
+    /** The agent wants POLICY_PASSED notes (wire.ts): what the traffic policies did with its tunnels' requests they let through, for its inspector. */
+    policy_passed: v.optional(v.boolean(), false),
     /**
      * The agent adds and removes tunnels on the live session (ADD, REMOVE)
      * once READY says `live`, and understands their answers (ADDED, REMOVED).
@@ -125,6 +127,39 @@ export const PolicyNote = v.object({
   skipped: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0))),
 });
 export type PolicyNote = v.InferOutput<typeof PolicyNote>;
+
+/** A log action's fields, as a note carries them. */
+const NoteLogs = v.pipe(v.array(v.record(noteText(64), noteText(256))), v.maxLength(10));
+
+/**
+ * One phase of a request the policies let through (PolicyPassed): the
+ * tunnel's own rules that matched, each with its actions' types in order;
+ * `ended`: the action that answered in place of the service (a response
+ * rule's custom-response or deny) and whose layer it was (the operator's
+ * rules are not named); `logs`: the tunnel's own log actions' fields.
+ */
+export const PhaseNote = v.object({
+  rules: v.pipe(v.array(v.object({ rule: noteText(100), actions: v.pipe(v.array(noteText(64)), v.maxLength(20)) })), v.maxLength(20)),
+  ended: v.optional(v.object({ by: v.picklist(["tunnel", "server"]), action: noteText(64), rule: v.optional(noteText(100)) })),
+  logs: v.optional(NoteLogs),
+});
+export type PhaseNote = v.InferOutput<typeof PhaseNote>;
+
+/**
+ * edge -> agent: a request the traffic policies let through to the agent,
+ * on the session's stream `stream` (wire.ts POLICY_PASSED): its request
+ * phase and its response phase as the tunnel's own rules saw them (a phase
+ * with nothing to tell is left out), and the status the visitor got when
+ * a response rule answered in the service's place.
+ */
+export const PolicyPassed = v.object({
+  tunnel: noteText(64),
+  stream: v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(0xffff_ffff)),
+  request: v.optional(PhaseNote),
+  response: v.optional(PhaseNote),
+  status: v.optional(v.pipe(v.number(), v.integer(), v.minValue(100), v.maxValue(999))),
+});
+export type PolicyPassed = v.InferOutput<typeof PolicyPassed>;
 
 /** The edge's answer to a GET of CONNECT_PATH (wire.ts): where its direct port is, if it has one. */
 export const DirectPortAnswer = v.object({

@@ -55,7 +55,7 @@ export interface MuxOptions {
   role: "edge" | "agent";
   /** The peer opened a stream; set its handlers now. */
   onStream?(stream: Stream): void;
-  /** A control frame arrived: every one of wire.ts CONTROL_FRAMES (HELLO, READY, ERROR, GOAWAY, MOVE, DRAIN, ROTATION, REVOKE, POLICY, ADD, ADDED, REMOVE, REMOVED, CONFIG, STATUS, ASK, ANSWER) but PING and PONG, which are the mux's own: keepAlive(), onPong. */
+  /** A control frame arrived: every one of wire.ts CONTROL_FRAMES (HELLO, READY, ERROR, GOAWAY, MOVE, DRAIN, ROTATION, REVOKE, POLICY, ADD, ADDED, REMOVE, REMOVED, CONFIG, STATUS, ASK, ANSWER, POLICY_PASSED) but PING and PONG, which are the mux's own: keepAlive(), onPong. */
   onControl?(type: FrameTypeValue, payload: Uint8Array): void;
   /** The mux is closed (by close() or a protocol error); close the transport. */
   onClose?(code: string, message: string): void;
@@ -471,6 +471,7 @@ export class Mux implements KeptAlive, StreamSession {
       case FrameType.STATUS:
       case FrameType.ASK:
       case FrameType.ANSWER:
+      case FrameType.POLICY_PASSED:
         this.opts.onControl?.(type, payload);
         return;
       case FrameType.OPEN:

@@ -33,13 +33,13 @@
  * - A frame type is new to a peer of the version before, which takes it for
  *   a protocol error. So a side sends a new frame only to a peer that said
  *   it understands it: the agent says so in HELLO (`drain`, `revoke`,
- *   `policy_notes`, `live`, `remote`), the edge in READY (`live`). A side
+ *   `policy_notes`, `policy_passed`, `live`, `remote`), the edge in READY (`live`). A side
  *   that did not hear it does what the version before did.
  * - A new ability is used only when both said it: an agent whose READY does
  *   not say `live` changes its tunnels by connecting again, as before; an
  *   edge never sends a `live` frame (ADDED, REMOVED, CONFIG, ASK) to an
  *   agent whose HELLO did not say it, nor POLICY to one that did not say
- *   `policy_notes`. The abilities are independent: an agent may say any of
+ *   `policy_notes`, nor POLICY_PASSED to one that did not say `policy_passed`. The abilities are independent: an agent may say any of
  *   them, and each is judged alone.
  * - A frame type's number is never reused or changed once given: each new
  *   frame takes a number no other frame has had (a test holds the table to
@@ -183,6 +183,19 @@ export const FrameType = {
   ASK: 0x19,
   /** agent -> edge, stream 0: JSON {ref, accepted, message}: ASK's answer, sent before the agent acts on it. */
   ANSWER: 0x1a,
+  /**
+   * edge -> agent, stream 0: JSON (messages.ts PolicyPassed). A request
+   * the traffic policies let through to the agent, on stream `stream`:
+   * what the tunnel's own rules did with it in each phase (the rules that
+   * matched and their actions, the log action's fields) and, when a
+   * response rule replaced the service's answer, the action that did and
+   * whose layer it was. Sent once the edge has the response's head (the
+   * agent has the request by then: it is the latest on that stream), only
+   * when something is to be told, and only to an agent whose HELLO asked
+   * (`policy_passed`). Not paced as POLICY is: each goes with a request
+   * the agent served.
+   */
+  POLICY_PASSED: 0x1b,
 } as const;
 
 export type FrameTypeName = keyof typeof FrameType;
@@ -213,6 +226,7 @@ export const CONTROL_FRAMES: ReadonlySet<number> = new Set([
   FrameType.STATUS,
   FrameType.ASK,
   FrameType.ANSWER,
+  FrameType.POLICY_PASSED,
 ]);
 
 /** Set in the type byte of OPEN, REPLY or DATA: the sender half-closes with this frame. */

@@ -59,6 +59,7 @@ const roundTrips: { type: FrameTypeValue; stream: number; payload: Uint8Array }[
   { type: FrameType.STATUS, stream: 0, payload: jsonPayload({ tunnels: [{ name: "web", id: "t1" }] }) },
   { type: FrameType.ASK, stream: 0, payload: jsonPayload({ ref: 3, action: "restart" }) },
   { type: FrameType.ANSWER, stream: 0, payload: jsonPayload({ ref: 3, accepted: false, message: "not allowed" }) },
+  { type: FrameType.POLICY_PASSED, stream: 0, payload: jsonPayload({ tunnel: "web", stream: 2, response: { rules: [{ rule: "stamp", actions: ["add-headers"] }] } }) },
   { type: FrameType.OPEN, stream: 2, payload: jsonPayload({ tunnel: "t1", kind: "http", remote: "1.2.3.4:5" }) },
   { type: FrameType.REPLY, stream: 1, payload: jsonPayload({ status: 200, headers: [["a", "b"]] }) },
   { type: FrameType.DATA, stream: MAX_STREAM_ID, payload: new Uint8Array([0, 255, 0, 255]) },
@@ -84,7 +85,7 @@ describe("frame round trips", () => {
   });
 
   test("the policy notes' and the live session's control frames are all control frames", () => {
-    for (const name of ["POLICY", "ADD", "ADDED", "REMOVE", "REMOVED", "CONFIG", "STATUS", "ASK", "ANSWER"] as const) {
+    for (const name of ["POLICY", "ADD", "ADDED", "REMOVE", "REMOVED", "CONFIG", "STATUS", "ASK", "ANSWER", "POLICY_PASSED"] as const) {
       expect(CONTROL_FRAMES.has(FrameType[name])).toBe(true);
     }
   });

@@ -653,7 +653,7 @@ describe("protocol errors", () => {
     const { mux, control } = lone("edge");
     const kinds = [...CONTROL_FRAMES].filter((t) => t !== FrameType.PING && t !== FrameType.PONG) as FrameTypeValue[];
     // the policy notes' frame and the live session's, added side by side, are in the set it walks
-    for (const t of [FrameType.POLICY, FrameType.ADD, FrameType.ADDED, FrameType.REMOVE, FrameType.REMOVED, FrameType.CONFIG, FrameType.STATUS, FrameType.ASK, FrameType.ANSWER]) expect(kinds).toContain(t);
+    for (const t of [FrameType.POLICY, FrameType.ADD, FrameType.ADDED, FrameType.REMOVE, FrameType.REMOVED, FrameType.CONFIG, FrameType.STATUS, FrameType.ASK, FrameType.ANSWER, FrameType.POLICY_PASSED]) expect(kinds).toContain(t);
     for (const type of kinds) mux.receive(raw(type, 0, jsonPayload({ type })));
     expect(control.map(([type]) => type)).toEqual(kinds);
     expect(mux.closed).toBe(false);

@@ -7,7 +7,7 @@
  * base64 wait until someone asks (json.ts).
  */
 import { WebSocketFrameReader, type WsMessage as ReadMessage } from "../../http/ws-frame-reader.ts";
-import type { HeaderList, PolicyNote } from "../../protocol/messages.ts";
+import type { HeaderList, PolicyNote, PolicyPassed } from "../../protocol/messages.ts";
 import type { TunnelView } from "../output.ts";
 import { BodyCapture, headText, placedAt, placedIn, placeRange, release, type Place } from "./body.ts";
 import { MAX_BODY_BYTES, WS_MESSAGE_BYTES, WS_MESSAGES_KEPT } from "./limits.ts";
@@ -137,6 +137,8 @@ export class Capture implements ExchangeTap {
   private kept = 0;
   /** Answered by the server's traffic policies, never reaching this agent (a POLICY note): what they said. */
   answeredAtEdge: PolicyNote | undefined;
+  /** Let through by the server's traffic policies, with something to tell (a POLICY_PASSED note): what they did in each phase. */
+  passedNote: PolicyPassed | undefined;
 
   private requestHead: CapturedHead | undefined;
   /** The request's fields, or how to read them; undefined: its head's bytes are kept (requestHeadIn). */

@@ -43,6 +43,8 @@ export function summaryJson(c: Capture) {
     websocket: c.ws ? { messages_from_visitor: c.ws.fromVisitor, messages_from_service: c.ws.fromService } : undefined,
     // answered by the server's traffic policies: it never reached this agent
     answered_by: c.answeredAtEdge ? ("edge" as const) : ("service" as const),
+    // the server told what its traffic policies did with it (for one let through: a moment after its response)
+    policy_noted: c.answeredAtEdge !== undefined || c.passedNote !== undefined,
   };
 }
 
@@ -51,17 +53,33 @@ const POLICY_RULES_FIELD = "x-burrow-policy-rules";
 
 /**
  * What the tunnel's traffic policies did with the request, read when
- * someone looks: for one they answered, the note the server sent (its
- * rules, the action that ended it, whose layer that was, its log fields);
- * for one they let through, the rules the server named in its field.
- * Null when no rule of the tunnel's matched.
+ * someone looks. `rules`, `logs`: the request's phase (the tunnel's own
+ * rules that matched, its log actions' fields); `ended`: the action that
+ * answered in the service's place, in which phase, whose layer it was and
+ * the status the visitor got; `response`: the response's phase (the rules
+ * that matched, each with its actions, and the log fields). For one they
+ * answered, the note the server sent; for one they let through, the note
+ * the server sent after its response (POLICY_PASSED), or the rules the
+ * server named in its field. Null when no rule of the tunnel's matched.
  */
 function policyJson(c: Capture) {
   const note = c.answeredAtEdge;
-  if (note) return { rules: note.rules, ended: note.ended, logs: note.logs ?? [], skipped_before: note.skipped ?? 0 };
+  if (note) {
+    const ended = { phase: "request" as const, ...note.ended, status: note.status };
+    return { rules: note.rules, ended, logs: note.logs ?? [], skipped_before: note.skipped ?? 0, response: null };
+  }
+  const passed = c.passedNote;
   const named = headerValue(c.head.headers, POLICY_RULES_FIELD);
-  if (named === undefined) return null;
-  return { rules: named.split(",").map((r) => r.trim()).filter((r) => r !== ""), ended: null, logs: [], skipped_before: 0 };
+  if (passed === undefined && named === undefined) return null;
+  const rules = passed?.request ? passed.request.rules.map((r) => r.rule) : (named ?? "").split(",").map((r) => r.trim()).filter((r) => r !== "");
+  const response = passed?.response;
+  return {
+    rules,
+    ended: response?.ended ? { phase: "response" as const, ...response.ended, status: passed!.status ?? null } : null,
+    logs: passed?.request?.logs ?? [],
+    skipped_before: 0,
+    response: response ? { rules: response.rules, logs: response.logs ?? [] } : null,
+  };
 }
 
 function bodyJson(body: BodyCapture, headers: HeaderList | undefined) {

@@ -60,6 +60,7 @@ export class Inspector {
     const store = this.store;
     const ready: AgentOutput["ready"] = (r) => {
       store.tunnels = r.tunnels;
+      store.sessionBegan();
       out.ready(r);
     };
     const flow: AgentOutput["flow"] = (e) => {
@@ -70,6 +71,11 @@ export class Inspector {
     const policyNote: AgentOutput["policyNote"] = (tunnel, note) => {
       store.answeredAtEdge(tunnel, note);
       out.policyNote?.(tunnel, note);
+    };
+    // what the server's traffic policies did with a request they let through: told after its response's head
+    const policyPassed: AgentOutput["policyPassed"] = (tunnel, note) => {
+      store.passedAtEdge(tunnel, note);
+      out.policyPassed?.(tunnel, note);
     };
     // tunnels added and removed on the live session (client-changes.ts)
     const tunnelAdded: AgentOutput["tunnelAdded"] = (t) => {
@@ -85,7 +91,7 @@ export class Inspector {
       gone(name);
       out.tunnelRefused?.(name, code, message);
     };
-    return relayOutput(out, { ready, flow, policyNote, tunnelAdded, tunnelRemoved, tunnelRefused });
+    return relayOutput(out, { ready, flow, policyNote, policyPassed, tunnelAdded, tunnelRemoved, tunnelRefused });
   }
 
   stop(): void {

@@ -5,7 +5,7 @@
  * and the source of the live stream, which gets what changed in batches
  * (STREAM_BATCH_MS) and only while someone listens.
  */
-import type { PolicyNote } from "../../protocol/messages.ts";
+import type { PolicyNote, PolicyPassed } from "../../protocol/messages.ts";
 import type { TunnelView } from "../output.ts";
 import { Capture, type CaptureOwner } from "./capture.ts";
 import { MAX_TOTAL_BODY_BYTES, STREAM_BATCH_MS } from "./limits.ts";
@@ -48,8 +48,37 @@ export class CaptureStore implements RequestTaps, CaptureOwner {
     const capture = new Capture(this.nextId++, tunnel, request.method, request.path, request.headers, request.remote, request.websocket ? "ws" : "http", this, replayOf, request.route, request.started);
     this.ring[(this.head + this.count) % this.keep] = capture;
     this.count++;
+    if (request.stream !== undefined) this.onStream(request.stream, capture);
     this.changed(capture);
     return capture;
+  }
+
+  /**
+   * The latest capture on each of the session's streams, for the server's
+   * POLICY_PASSED notes, which name a request by its stream (a kept stream
+   * carries one request after another; a note comes before the next).
+   * Bounded: as many as the store keeps captures.
+   */
+  private readonly byStream = new Map<number, Capture>();
+
+  private onStream(stream: number, capture: Capture): void {
+    const streams = this.byStream;
+    streams.delete(stream);
+    streams.set(stream, capture);
+    if (streams.size > this.keep) streams.delete(streams.keys().next().value!);
+  }
+
+  /** A new session: its streams are not the last one's. */
+  sessionBegan(): void {
+    this.byStream.clear();
+  }
+
+  /** What the server's traffic policies did with a request they let through (a POLICY_PASSED note): shown with its capture. */
+  passedAtEdge(tunnel: TunnelView, note: PolicyPassed): void {
+    const capture = this.byStream.get(note.stream);
+    if (!capture || capture.evicted || capture.tunnel.name !== tunnel.name) return;
+    capture.passedNote = note;
+    this.changed(capture);
   }
 
   /** A request the server's traffic policies answered (a POLICY note): listed as one, marked as the edge's answer. */
@@ -87,6 +116,7 @@ export class CaptureStore implements RequestTaps, CaptureOwner {
 
   clear(): void {
     while (this.count > 0) this.dropOldest();
+    this.byStream.clear();
     this.dirty.clear();
     this.held = 0;
     for (const l of this.listeners) l({ kind: "cleared" });

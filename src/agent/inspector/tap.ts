@@ -39,6 +39,8 @@ export interface TappedRequest {
   route?: string;
   /** When it came (performance.now()), if the caller read the clock already. */
   started?: number;
+  /** The session's stream that carried it: what the server's POLICY_PASSED note names it by. */
+  stream?: number;
 }
 
 /** One request (or WebSocket) as it passes through the agent. */

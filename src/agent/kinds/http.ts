@@ -123,7 +123,7 @@ class HttpServed implements HttpHooks {
   capture(request: Omit<TappedRequest, "remote">): ExchangeTap | undefined {
     const inspector = this.inspector;
     if (!inspector) return undefined;
-    const t = (this.tapped ??= { method: "", path: "", headers: [], websocket: false, remote: this.meta.remote, route: undefined, started: undefined });
+    const t = (this.tapped ??= { method: "", path: "", headers: [], websocket: false, remote: this.meta.remote, route: undefined, started: undefined, stream: this.stream.id });
     t.method = request.method;
     t.path = request.path;
     t.headers = request.headers;

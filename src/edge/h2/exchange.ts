@@ -32,6 +32,7 @@ import { H2_REQUEST } from "../../metrics/edge-counters.ts";
 import type { HeaderList } from "../../protocol/messages.ts";
 import type { Stream } from "../../protocol/mux.ts";
 import { WireError } from "../../protocol/wire.ts";
+import { tellPassed, toldWhenAnswered } from "../traffic-policy/passed-notes.ts";
 import type { Policy } from "../../policy/index.ts";
 import { WorkingResponse } from "../../policy/message.ts";
 import type { ForwardContext } from "../forward.ts";
@@ -91,6 +92,8 @@ export class H2Exchange implements StreamUser, ResponseSink {
     this.chunked = v.head.framing === "chunked";
     const flags = tunnel.policy?.flags;
     this.flags = ctx.policy && flags?.has("on_http_response") ? flags : undefined;
+    // the tunnel's agent is told what its request rules did once the response comes (passed-notes.ts; no other response rule meets an HTTP/2 stream)
+    if (ctx.policy) toldWhenAnswered(ctx.policy, tunnel, this.stream.id);
     // the head's fields are read: they become the HEADERS frame; one parser a tunnel stream, read by one request after another
     const parser = carrier.parser;
     if (parser) parser.reset(v.head.method, this, true);
@@ -222,6 +225,7 @@ export class H2Exchange implements StreamUser, ResponseSink {
   head(head: ParsedHead): void {
     this.keepAlive = head.keepAlive;
     if (head.status > 599) return this.refuseHead(`its local service sent an invalid status ${head.status}`);
+    if (this.ctx.policy?.noteTunnel !== undefined) tellPassed(this.ctx.policy, this.tunnel.policy);
     // with header flags, the fields are as their rules leave them before they become HTTP/2's
     const flagged = this.flags ? this.flagged(head) : head.headers;
     if (!flagged) return this.refuseHead("the tunnel's header rules could not be applied to its response");

@@ -13,6 +13,7 @@ import type { RunState } from "../../policy/policy.ts";
 import type { Phase } from "../../policy/variables.ts";
 import { log } from "../../log.ts";
 import type { Refusal } from "../judgement/pipeline.ts";
+import type { Tunnel } from "../registry.ts";
 
 export class LayeredRun implements RunState {
   /** The request as the layers so far left it. */
@@ -27,6 +28,9 @@ export class LayeredRun implements RunState {
   compression: Coding | undefined;
   /** The tunnel's own policy's rules that matched the request, for its service and inspector (X-Burrow-Policy-Rules); undefined: none. */
   ownMatched: string | undefined;
+  /** The tunnel whose agent is told of the request once its response is judged (passed-notes.ts), and on which of its streams; undefined: not told. */
+  noteTunnel: Tunnel | undefined;
+  noteStream = 0;
   /** Why the request's body could not be read for an action (http-request.ts readWhenAsked): the door's answer. */
   unreadBody: Refusal | undefined;
 

@@ -25,6 +25,7 @@ import type { Policy, PolicyResponse, Verdict } from "../../policy/index.ts";
 import type { HeaderPairs } from "../../policy/facts.ts";
 import { WorkingResponse } from "../../policy/message.ts";
 import type { LayeredRun } from "./layered-run.ts";
+import { tellPassed } from "./passed-notes.ts";
 import type { TunnelPolicy } from "./tunnel-policy.ts";
 
 /** Where the filtered bytes go: the visitor's connection (forward.ts), or a stream back to another node (cluster). */
@@ -238,6 +239,7 @@ export class ResponseFilter {
 
   private judged(verdict: Verdict, rewritten: boolean): void {
     if (this.cancelled) return;
+    if (this.run.noteTunnel !== undefined) tellPassed(this.run, this.policy, verdict);
     if (verdict.kind === "respond") {
       this.mode = "replace";
       return this.out.write(answerBytes(verdict.response, this.method === "HEAD", !this.parsed!.keepAlive));

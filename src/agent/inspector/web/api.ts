@@ -27,17 +27,29 @@ export interface Summary {
   websocket?: { messages_from_visitor: number; messages_from_service: number };
   /** "edge": the server's traffic policies answered it, and it never came to the agent. */
   answered_by: "service" | "edge";
+  /** The server told what its traffic policies did with it (for one let through, a moment after its response). */
+  policy_noted: boolean;
 }
 
 /** What the tunnel's traffic policies did with a request (null: none of its rules matched). */
+/** A log action's fields. */
+export type LogFields = Record<string, string>;
+
 export interface PolicyView {
-  /** The tunnel's own rules that matched, in order. */
+  /** The tunnel's own rules that matched the request, in order. */
   rules: string[];
-  /** The action that answered it, and whose layer it was (the server's rules are not named); null: they let it through. */
-  ended: { by: "tunnel" | "server"; action: string; rule?: string } | null;
-  logs: Record<string, string>[];
+  /**
+   * The action that answered in the service's place (a refusal of the request, or a response rule that replaced
+   * the service's answer), in which phase, whose layer it was (the server's rules are not named) and the status the
+   * visitor got; null: the service's answer went to the visitor.
+   */
+  ended: { phase: "request" | "response"; by: "tunnel" | "server"; action: string; rule?: string; status: number | null } | null;
+  /** The request's log actions' fields. */
+  logs: LogFields[];
   /** Requests the server's policies answered just before this one and did not tell (past the pace it tells them at). */
   skipped_before: number;
+  /** The response's phase: the tunnel's own rules that matched, each with its actions, and their log fields; null: none. */
+  response: { rules: { rule: string; actions: string[] }[]; logs: LogFields[] } | null;
 }
 
 export interface Body {

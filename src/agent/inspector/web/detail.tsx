@@ -1,6 +1,6 @@
 /** One capture in full: its heads, its bodies in the best view, its WebSocket messages, and replay. */
 import { useEffect, useState } from "preact/hooks";
-import { api, ApiError, type Body, type Detail, type HeaderList, type PolicyView, type Summary, type Tunnel } from "./api.ts";
+import { api, ApiError, type Body, type Detail, type HeaderList, type LogFields, type PolicyView, type Summary, type Tunnel } from "./api.ts";
 import { bytes, curlCommand, duration, fromBase64, hexDump, viewBody, clock, asText } from "./format.ts";
 import { ReplayForm } from "./replay.tsx";
 
@@ -18,8 +18,8 @@ export function DetailView({ id, summary, tunnels, onSelect }: Props) {
   const [busy, setBusy] = useState(false);
   const [curl, setCurl] = useState<string | undefined>(undefined);
 
-  // again whenever the list's summary changes: a pending request gets its response
-  const version = summary ? `${summary.state}/${summary.status}/${summary.response_size}/${summary.websocket?.messages_from_service}/${summary.websocket?.messages_from_visitor}` : "";
+  // again whenever the list's summary changes: a pending request gets its response, the server's policy note comes
+  const version = summary ? `${summary.state}/${summary.status}/${summary.response_size}/${summary.websocket?.messages_from_service}/${summary.websocket?.messages_from_visitor}/${summary.policy_noted}` : "";
   useEffect(() => {
     api.detail(id).then(
       (d) => {
@@ -115,38 +115,47 @@ export function DetailView({ id, summary, tunnels, onSelect }: Props) {
   );
 }
 
-/** What the tunnel's traffic policies did: the rules that matched, the action that ended it and whose it was, the log action's fields. */
+/** What the tunnel's traffic policies did: the rules that matched in each phase, the action that ended it and whose it was, the log action's fields. */
 function PolicyPanel({ policy }: { policy: PolicyView }) {
   const ended = policy.ended;
+  const response = policy.response;
   return (
     <section class="policy" aria-label="Traffic policy">
       <h3>Traffic policy</h3>
       <p class="facts">
-        <span>{policy.rules.length === 0 ? "none of the tunnel's rules matched" : `rules matched: ${policy.rules.join(", ")}`}</span>
+        <span class="request-rules">{policy.rules.length === 0 ? "none of the tunnel's request rules matched" : `request rules matched: ${policy.rules.join(", ")}`}</span>
+        {response && response.rules.length > 0 && (
+          <span class="response-rules">response rules matched: {response.rules.map((r) => `${r.rule} (${r.actions.join(", ")})`).join(", ")}</span>
+        )}
         <span class="ended">
           {ended === null
-            ? "let through to the service"
-            : ended.by === "server"
-              ? `ended by the server's policy: ${ended.action}`
-              : `ended by rule ${ended.rule ?? "?"}: ${ended.action}`}
+            ? "the service's answer went to the visitor"
+            : `${ended.phase === "response" ? "response replaced" : "ended"} by ${ended.by === "server" ? "the server's policy" : ended.rule !== undefined ? `rule ${ended.rule}` : "the tunnel's flags"}: ${ended.action}${ended.status !== null ? ` (${ended.status})` : ""}`}
         </span>
         {policy.skipped_before > 0 && <span>{policy.skipped_before} refused just before, not shown</span>}
       </p>
-      {policy.logs.length > 0 && (
-        <table class="headers policy-logs">
-          <tbody>
-            {policy.logs.flatMap((fields, i) =>
-              Object.entries(fields).map(([n, v]) => (
-                <tr key={`${i}-${n}`}>
-                  <th class="mono">{n}</th>
-                  <td class="mono">{v}</td>
-                </tr>
-              )),
-            )}
-          </tbody>
-        </table>
-      )}
+      <LogTable label="request" logs={policy.logs} />
+      {response && <LogTable label="response" logs={response.logs} />}
     </section>
+  );
+}
+
+/** A phase's log fields, one row a field. */
+function LogTable({ label, logs }: { label: string; logs: LogFields[] }) {
+  if (logs.length === 0) return null;
+  return (
+    <table class="headers policy-logs" aria-label={`${label} log fields`}>
+      <tbody>
+        {logs.flatMap((fields, i) =>
+          Object.entries(fields).map(([n, v]) => (
+            <tr key={`${i}-${n}`}>
+              <th class="mono">{n}</th>
+              <td class="mono">{v}</td>
+            </tr>
+          )),
+        )}
+      </tbody>
+    </table>
   );
 }
 

@@ -1,0 +1,103 @@
+/**
+ * What the agent's request inspector is told of a request its tunnel's
+ * traffic policies let through (wire.ts POLICY_PASSED): in each phase, the
+ * tunnel's own rules that matched with their actions, and its log
+ * actions' fields; when a response rule answered in the service's place,
+ * which action did, whose layer it was and the status the visitor got.
+ * The operator's rules are not named (as in policy-notes.ts).
+ *
+ * It is told once the edge has judged the response's head (or has it,
+ * where no response rule runs): the agent has the request by then, the
+ * latest on its stream. What it costs: a request to a tunnel without a
+ * policy, or whose agent did not ask (its inspector is off), nothing; one
+ * whose agent asked, two field writes (toldWhenAnswered), and a frame only
+ * when something matched or logged.
+ */
+import type { Outcome, Policy, Verdict } from "../../policy/index.ts";
+import type { PhaseNote, PolicyPassed } from "../../protocol/messages.ts";
+import type { Tunnel } from "../registry.ts";
+import type { LayeredRun } from "./layered-run.ts";
+import type { TunnelPolicy } from "./tunnel-policy.ts";
+
+/** What a phase's note carries at most: it is shown, not acted on. */
+const MAX_RULES = 20;
+const MAX_ACTIONS = 20;
+const MAX_LOGS = 10;
+const MAX_FIELDS = 10;
+
+/** `run`'s request, on the agent's stream `stream`, is told of once its response is judged (tellPassed), when `t`'s agent asked. */
+export function toldWhenAnswered(run: LayeredRun, t: Tunnel, stream: number): void {
+  if (!t.agent?.tellsPassed) return;
+  run.noteTunnel = t;
+  run.noteStream = stream;
+}
+
+/** The tunnel's own request rules left something to tell (a path that otherwise reads no response's head asks, to read it for this). */
+export function requestToTell(run: LayeredRun): boolean {
+  if (run.noteTunnel === undefined) return false;
+  const own = ownRequest(run, run.noteTunnel.policy);
+  return own !== undefined && (own.matched.length > 0 || own.logs.length > 0);
+}
+
+/**
+ * Tells the agent (once) what the policies did with the request, when
+ * something is to be told. `verdict`: the response phase's, when it ran
+ * (`policy`: the layers it ran through, as the request's were).
+ */
+export function tellPassed(run: LayeredRun, policy: TunnelPolicy | undefined, verdict?: Verdict): void {
+  const t = run.noteTunnel;
+  if (t === undefined) return;
+  run.noteTunnel = undefined;
+  if (!policy) return;
+  const own = ownRequest(run, policy);
+  const request = own && (own.matched.length > 0 || own.logs.length > 0) ? phaseNote(own) : undefined;
+  const response = verdict ? responseNote(run, policy, verdict) : undefined;
+  if (!request && !response) return;
+  const note: PolicyPassed = { tunnel: t.id, stream: run.noteStream };
+  if (request) note.request = request;
+  if (response) note.response = response;
+  if (verdict?.kind === "respond") note.status = verdict.response.status;
+  t.agent?.notePassed?.(note);
+}
+
+/** The tunnel's own policy's run of the request: the last of the request's runs, when its policy has request rules (it runs last). */
+function ownRequest(run: LayeredRun, policy: TunnelPolicy | undefined): Outcome | undefined {
+  if (!policy?.own?.has("on_http_request")) return undefined;
+  for (let i = run.runs.length - 1; i >= 0; i--) if (run.runs[i]!.phase === "on_http_request") return run.runs[i];
+  return undefined;
+}
+
+/**
+ * The response's phase: its runs follow the request's, one for each layer
+ * with response rules in the response's order (the flags, the tunnel's
+ * own, the operator's), up to the one that ended it. Read in place: no
+ * list made for a response with nothing to tell.
+ */
+function responseNote(run: LayeredRun, policy: TunnelPolicy, verdict: Verdict): PhaseNote | undefined {
+  const runs = run.runs;
+  let r = 0;
+  while (r < runs.length && runs[r]!.phase !== "on_http_response") r++;
+  let own: Outcome | undefined;
+  let last: Policy | undefined;
+  for (const layer of policy.responseLayers) {
+    if (r >= runs.length) break;
+    if (!layer.has("on_http_response")) continue;
+    if (layer === policy.own) own = runs[r];
+    last = layer;
+    r++;
+  }
+  const note = own && (own.matched.length > 0 || own.logs.length > 0) ? phaseNote(own) : undefined;
+  if (verdict.kind === "continue") return note;
+  // the last layer that ran ended it: the tunnel's (its file, or its flags), or the operator's, whose rule is not named
+  const action = verdict.action.slice(0, 64);
+  const ended: PhaseNote["ended"] = last === policy.own ? { by: "tunnel", action, rule: verdict.rule.slice(0, 100) } : last === policy.flags ? { by: "tunnel", action } : { by: "server", action };
+  return { ...(note ?? { rules: [] }), ended };
+}
+
+function phaseNote(out: Outcome): PhaseNote {
+  const note: PhaseNote = {
+    rules: out.matched.slice(0, MAX_RULES).map((m) => ({ rule: m.rule.slice(0, 100), actions: m.actions.slice(0, MAX_ACTIONS).map((a) => a.type.slice(0, 64)) })),
+  };
+  if (out.logs.length > 0) note.logs = out.logs.slice(0, MAX_LOGS).map((fields) => Object.fromEntries(Object.entries(fields).slice(0, MAX_FIELDS).map(([k, v]) => [k.slice(0, 64), v.slice(0, 256)])));
+  return note;
+}

@@ -1,0 +1,99 @@
+/**
+ * A request relayed between two nodes of one PostgreSQL database (it
+ * comes in on the node without the tunnel's agent): the tunnel's node runs
+ * its policies, and its agent's inspector is told what they did with it,
+ * as on one node: the request's rules and log fields, and the response's
+ * rules with their actions, whether or not the tunnel has response rules.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { signedIn } from "../harness/admin.ts";
+import { tunnelFetch } from "../harness/agent.ts";
+import { freeRange } from "../harness/ports.ts";
+import { startPostgres, type TestPostgres } from "../harness/postgres.ts";
+import { startServer, type TestServer } from "../harness/server.ts";
+import { waitUntil } from "../harness/wait.ts";
+import { startInspectedAgent, startUpstream, type InspectedAgent, type Upstream } from "../inspect/rig.ts";
+import { policyFile } from "./rig.ts";
+
+const CLUSTER_SECRET = "inspector-cluster-secret-0123456789abcdef";
+const BOTH = policyFile(`
+on_http_request:
+  - name: relayed log
+    actions: [{ type: log, config: { metadata: { seen: "\${req.url.path}" } } }]
+on_http_response:
+  - name: relayed stamp
+    actions: [{ type: add-headers, config: { headers: { x-stamped: "relayed" } } }]
+`);
+const REQUEST_ONLY = policyFile(`
+on_http_request:
+  - name: relayed log only
+    actions: [{ type: log, config: { metadata: { seen: "\${req.url.path}" } } }]
+`);
+
+let pg: TestPostgres;
+let nodes: TestServer[] = [];
+let upstream: Upstream;
+let both: InspectedAgent;
+let requestOnly: InspectedAgent;
+
+beforeAll(async () => {
+  pg = await startPostgres();
+  const url = await pg.newDatabase();
+  const ports = freeRange(2);
+  nodes = await Promise.all(
+    ["i1", "i2"].map((id, i) =>
+      startServer({ args: ["--database", url, "--node-id", id, "--http-port", String(ports.first + i), "--node-url", `http://127.0.0.1:${ports.first + i}`, "--cluster-secret", CLUSTER_SECRET] }),
+    ),
+  );
+  const api = await signedIn(nodes[0]!);
+  const token = await api.createToken(await api.createUser("relayed-inspector", { skip_warning: true }));
+  upstream = startUpstream();
+  // the agents are on the first node; visitors come in on the second
+  const rig = { server: nodes[0]!, token, [Symbol.asyncDispose]: async () => {} };
+  [both, requestOnly] = await Promise.all([startInspectedAgent(rig, upstream.port, ["--policy-file", BOTH.path]), startInspectedAgent(rig, upstream.port, ["--policy-file", REQUEST_ONLY.path])]);
+}, 60_000);
+afterAll(async () => {
+  await Promise.all([both?.[Symbol.asyncDispose](), requestOnly?.[Symbol.asyncDispose]()]);
+  await Promise.all(nodes.map((n) => n.stop()));
+  upstream?.[Symbol.dispose]();
+  await pg?.stop();
+  BOTH[Symbol.dispose]();
+  REQUEST_ONLY[Symbol.dispose]();
+});
+
+/** The policy the inspector shows for `path`, once it shows one. */
+async function shown(a: InspectedAgent, path: string): Promise<unknown> {
+  let policy: { logs: unknown[] } | null = null;
+  await waitUntil(
+    async () => {
+      const found = ((await (await a.api("/api/requests")).json()) as { requests: { id: number; path: string }[] }).requests.find((s) => s.path === path);
+      if (!found) return false;
+      policy = ((await (await a.api(`/api/requests/${found.id}`)).json()) as { policy: { logs: unknown[] } | null }).policy;
+      return policy !== null && policy.logs.length > 0;
+    },
+    5_000,
+    `${path}'s policy in the inspector`,
+  );
+  return policy;
+}
+
+test("relayed, with response rules: the request's log fields and the response's rules, told by the tunnel's node", async () => {
+  const r = await tunnelFetch(nodes[1]!.edgePort, both.subdomain, "/through/other");
+  expect(r.status).toBe(200);
+  expect(r.headers.get("x-stamped")).toBe("relayed");
+  await r.text();
+  expect(await shown(both, "/through/other")).toEqual({
+    rules: ["relayed log"],
+    ended: null,
+    logs: [{ seen: "/through/other" }],
+    skipped_before: 0,
+    response: { rules: [{ rule: "relayed stamp", actions: ["add-headers"] }], logs: [] },
+  });
+}, 20_000);
+
+test("relayed, without response rules: the request's log fields all the same", async () => {
+  const r = await tunnelFetch(nodes[1]!.edgePort, requestOnly.subdomain, "/through/request-only");
+  expect(r.status).toBe(200);
+  expect(await r.text()).toBe("hello from /through/request-only");
+  expect(await shown(requestOnly, "/through/request-only")).toEqual({ rules: ["relayed log only"], ended: null, logs: [{ seen: "/through/request-only" }], skipped_before: 0, response: null });
+}, 20_000);
