@@ -1,0 +1,211 @@
+/**
+ * The traffic policy as its users read it, through the real server, agent
+ * and curl: every variable under ngrok's name (and burrow's own) with the
+ * value and shape it has on a live tunnel, `${...}` in action configs,
+ * rules in order with all their expressions and an ending action that
+ * stops the rest, ngrok's older `content` for custom-response's body, and
+ * a policy written in burrow.yml (inline, or a file beside it) run by
+ * `burrow start`.
+ */
+import { describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { LineReader } from "../harness/lines.ts";
+import { burrowCommand } from "../harness/server.ts";
+import { withServer } from "../harness/tunnel.ts";
+import { curl } from "./curl.ts";
+import { echo, withPolicy, type Echoed } from "./rig.ts";
+
+describe("variables on a live tunnel, under the names the policy page gives", () => {
+  test("conn.*, req.*, endpoint.host, tunnel.*, user.name: their values and shapes for one curl request", async () => {
+    // each value in one JSON answer: interpolation writes a list, a map or a number as JSON, a string as its text (quoted here)
+    const fields = [
+      "conn.client_ip",
+      "conn.client_port",
+      "string(conn.ts.start)",
+      "req.method",
+      "req.url",
+      "req.url.path",
+      "req.url.query",
+      "req.url.host",
+      "req.headers['x-multi']",
+      "req.headers['X-Multi']",
+      "req.query_params",
+      "req.host",
+      "req.user_agent",
+      "endpoint.host",
+      "tunnel.name",
+      "tunnel.kind",
+    ];
+    const raw = new Set(["conn.client_port", "req.headers['x-multi']", "req.headers['X-Multi']", "req.query_params"]);
+    const body = `{${fields.map((f, i) => (raw.has(f) ? `"f${i}": \${${f}}` : `"f${i}": "\${${f}}"`)).join(", ")}}`;
+    await using t = await withPolicy(
+      `on_http_request:
+  - name: who
+    expressions: ["req.url.path == '/vars'"]
+    actions:
+      - type: custom-response
+        config:
+          status_code: 200
+          headers: { content-type: application/json, x-user: "\${user.name}", x-visitor: "[\${visitor.identity}]" }
+          body: '${body.replaceAll("'", "''")}'
+`,
+      { username: "wording" },
+    );
+    const r = await t.curl("/vars?a=1&a=2&b=x", ["-H", "X-Multi: one", "-H", "x-multi: two", "-A", "wording-agent/1.0"]);
+    expect(r.status).toBe(200);
+    const v = JSON.parse(r.body) as Record<string, unknown>;
+    const host = `${t.agent.subdomain}.localhost`;
+    const got = Object.fromEntries(fields.map((f, i) => [f, v[`f${i}`]]));
+    expect(got).toMatchObject({
+      "conn.client_ip": "127.0.0.1",
+      "req.method": "GET",
+      "req.url": `http://${host}:${t.server.edgePort}/vars?a=1&a=2&b=x`,
+      "req.url.path": "/vars",
+      "req.url.query": "a=1&a=2&b=x",
+      "req.url.host": host,
+      "req.headers['x-multi']": ["one", "two"],
+      "req.headers['X-Multi']": ["one", "two"],
+      "req.query_params": { a: ["1", "2"], b: ["x"] },
+      "req.host": `${host}:${t.server.edgePort}`,
+      "req.user_agent": "wording-agent/1.0",
+      "endpoint.host": host,
+      "tunnel.name": t.agent.subdomain,
+      "tunnel.kind": "http",
+    });
+    expect(typeof got["conn.client_port"]).toBe("number");
+    expect(got["conn.client_port"]).toBeGreaterThan(0);
+    expect(Math.abs(Date.parse(got["string(conn.ts.start)"] as string) - Date.now())).toBeLessThan(60_000);
+    expect(r.headers["x-user"]).toBe("wording");
+    expect(r.headers["x-visitor"]).toBe("[]");
+  });
+
+  test("res.status_code and res.headers in on_http_response; visitor.identity after basic-auth; inCidrRange and inCidrRanges", async () => {
+    await using t = await withPolicy(
+      `on_http_request:
+  - expressions: ["req.url.path == '/in'", "inCidrRange(conn.client_ip, '127.0.0.0/8')", "inCidrRanges(conn.client_ip, ['10.0.0.0/8', '127.0.0.1/32'])"]
+    actions: [{ type: custom-response, config: { status_code: 202, body: in range } }]
+  - expressions: ["req.url.path == '/out'", "inCidrRanges(conn.client_ip, ['10.0.0.0/8', '192.168.0.0/16'])"]
+    actions: [{ type: custom-response, config: { status_code: 202, body: wrongly in range } }]
+  - expressions: ["req.url.path.startsWith('/private')"]
+    actions:
+      - type: basic-auth
+        config: { credentials: ["alice:s3cret"] }
+      - type: add-headers
+        config: { headers: { x-visitor: "\${visitor.identity}" } }
+on_http_response:
+  - expressions: ["res.status_code == 200", "res.headers['x-from-service'] == ['yes']"]
+    actions:
+      - type: add-headers
+        config: { headers: { x-seen: "status \${res.status_code}, type \${res.headers['content-type'][0]}" } }
+`,
+    );
+    expect((await t.curl("/in")).status).toBe(202);
+    const out = await t.curl("/out");
+    expect(out.status).toBe(200);
+    expect(out.headers["x-seen"]).toBe("status 200, type application/json;charset=utf-8");
+    expect((await t.curl("/private")).status).toBe(401);
+    const signedIn = await t.curl("/private", ["-u", "alice:s3cret"]);
+    expect(signedIn.status).toBe(200);
+    expect((JSON.parse(signedIn.body) as Echoed).headers["x-visitor"]).toBe("alice");
+  });
+});
+
+describe("rules and actions, as the page writes them", () => {
+  test("every expression must hold; none means always; rules run in order; an ending action stops the rest, its own rule's later actions too", async () => {
+    await using t = await withPolicy(`on_http_request:
+  - name: tag everything
+    actions: [{ type: add-headers, config: { headers: { x-first: "1" } } }]
+  - name: both must hold
+    expressions: ["req.method == 'POST'", "req.url.path == '/both'"]
+    actions:
+      - type: custom-response
+        config: { status_code: 418, body: both }
+      - type: add-headers
+        config: { headers: { x-never: "1" } }
+  - name: after
+    actions: [{ type: add-headers, config: { headers: { x-after: "1" } } }]
+`);
+    const both = await t.curl("/both", ["-X", "POST"]);
+    expect(both.status).toBe(418);
+    expect(both.body).toBe("both");
+    const one = await t.curl("/both");
+    const seen = JSON.parse(one.body) as Echoed;
+    expect(seen.headers["x-first"]).toBe("1");
+    expect(seen.headers["x-after"]).toBe("1");
+    expect(seen.headers["x-never"]).toBeUndefined();
+  });
+
+  test("custom-response's body given as ngrok's older `content`, with ${...}; the status defaults to 200", async () => {
+    await using t = await withPolicy(`on_http_request:
+  - expressions: ["req.url.path == '/api/example'"]
+    actions:
+      - type: custom-response
+        config:
+          content: '{"connection-start":"\${conn.ts.start}"}'
+          headers:
+            content-type: application/json
+`);
+    const r = await t.curl("/api/example");
+    expect(r.status).toBe(200);
+    expect(r.headers["content-type"]).toBe("application/json");
+    expect(Number.isNaN(Date.parse((JSON.parse(r.body) as { "connection-start": string })["connection-start"]))).toBe(false);
+  });
+});
+
+describe("burrow.yml's policy: key", () => {
+  test("burrow start runs a policy written in burrow.yml and one in a file beside it, each on its own tunnel", async () => {
+    await using rig = await withServer({ username: "yml-owner" });
+    const service = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: echo });
+    const dir = mkdtempSync(join(tmpdir(), "burrow-yml-policy-"));
+    let proc: ReturnType<typeof Bun.spawn> | undefined;
+    try {
+      writeFileSync(join(dir, "api-policy.yml"), "on_http_request:\n  - expressions: [\"req.url.path == '/teapot'\"]\n    actions: [{ type: custom-response, config: { status_code: 418, body: from the file } }]\n");
+      writeFileSync(
+        join(dir, "burrow.yml"),
+        `server: ${rig.server.edgeUrl}
+token: ${rig.token}
+tunnels:
+  web:
+    proto: http
+    addr: 127.0.0.1:${service.port}
+    subdomain: yml-inline
+    policy:
+      on_http_request:
+        - expressions: ["req.method == 'DELETE'"]
+          actions: [{ type: deny, config: { status_code: 405 } }]
+  api:
+    proto: http
+    addr: 127.0.0.1:${service.port}
+    subdomain: yml-file
+    policy: api-policy.yml
+`,
+      );
+      proc = Bun.spawn([...burrowCommand(), "start", "--all", "--log", "text", "--no-inspect"], {
+        cwd: dir,
+        env: { ...process.env, XDG_CONFIG_HOME: join(dir, ".xdg"), BURROW_SERVER: undefined, BURROW_TOKEN: undefined, HTTPS_PROXY: "", ALL_PROXY: "" },
+        stdin: "ignore",
+        stdout: "pipe",
+        stderr: "pipe",
+      });
+      const output = new LineReader(proc as never);
+      await Promise.all(["web", "api"].map((n) => output.waitFor(new RegExp(`Forwarding\\s+${n}\\s`), 15_000)));
+      const at = (sub: string, path: string, args: string[] = []) => curl(`http://${sub}.localhost:${rig.server.edgePort}${path}`, args);
+      expect((await at("yml-inline", "/x", ["-X", "DELETE"])).status).toBe(405);
+      expect((await at("yml-inline", "/x")).status).toBe(200);
+      const teapot = await at("yml-file", "/teapot");
+      expect(teapot.status).toBe(418);
+      expect(teapot.body).toBe("from the file");
+      expect((await at("yml-file", "/x", ["-X", "DELETE"])).status).toBe(200);
+    } finally {
+      if (proc && proc.exitCode === null) {
+        proc.kill("SIGTERM");
+        await Promise.race([proc.exited, Bun.sleep(5_000)]);
+        if (proc.exitCode === null) proc.kill("SIGKILL");
+      }
+      service.stop(true);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
