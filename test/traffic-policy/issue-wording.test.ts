@@ -112,6 +112,29 @@ on_http_response:
   });
 });
 
+describe("ngrok's other request and response variables", () => {
+  test("req.content_type with .raw and .parameters, req.content_encoding, req.location; res.content_type.raw and .parameters", async () => {
+    await using t = await withPolicy(`on_http_request:
+  - expressions:
+      - "req.content_type == 'application/json'"
+      - "req.content_type.raw == 'Application/JSON; Charset=\\"utf-8\\"'"
+      - "req.content_type.parameters['charset'] == 'utf-8'"
+      - "req.content_encoding == ['identity']"
+      - "req.location == '/index.html'"
+    actions: [{ type: custom-response, config: { status_code: 299, body: "\${req.content_type.parameters}" } }]
+on_http_response:
+  - expressions: ["res.content_type.raw == 'application/json;charset=utf-8'", "res.content_type.parameters['charset'] == 'utf-8'"]
+    actions: [{ type: add-headers, config: { headers: { x-charset: "\${res.content_type.parameters['charset']}" } } }]
+`);
+    const asked = await t.curl("/x", ["-H", 'Content-Type: Application/JSON; Charset="utf-8"', "-H", "Content-Encoding: identity", "-H", "Location: /index.html"]);
+    expect(asked.status).toBe(299);
+    expect(JSON.parse(asked.body)).toEqual({ charset: "utf-8" });
+    const plain = await t.curl("/x");
+    expect(plain.status).toBe(200);
+    expect(plain.headers["x-charset"]).toBe("utf-8");
+  });
+});
+
 describe("rules and actions, as the page writes them", () => {
   test("every expression must hold; none means always; rules run in order; an ending action stops the rest, its own rule's later actions too", async () => {
     await using t = await withPolicy(`on_http_request:
