@@ -7,7 +7,7 @@
  * a policy written in burrow.yml (inline, or a file beside it) run by
  * `burrow start`.
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -16,6 +16,8 @@ import { burrowCommand } from "../harness/server.ts";
 import { withServer } from "../harness/tunnel.ts";
 import { curl } from "./curl.ts";
 import { echo, withPolicy, type Echoed } from "./rig.ts";
+
+setDefaultTimeout(60_000);
 
 describe("variables on a live tunnel, under the names the policy page gives", () => {
   test("conn.*, req.*, endpoint.host, tunnel.*, user.name: their values and shapes for one curl request", async () => {

@@ -4,13 +4,15 @@
  * accepts each, and a real tunnel started with `burrow http --policy-file`
  * on it does, against curl, what the page says it does.
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { runBurrow } from "../harness/run.ts";
 import { curl } from "./curl.ts";
 import { echo, type Echoed } from "./rig.ts";
 import { withTunnel } from "../harness/tunnel.ts";
+
+setDefaultTimeout(60_000);
 
 const fixtures = join(import.meta.dir, "fixtures");
 const fixture = (name: string) => join(fixtures, name);
@@ -116,5 +118,56 @@ describe("ngrok's example policies, unchanged", () => {
     const seen = JSON.parse(r.body) as Echoed;
     expect(seen.headers["x-powered-by"]).toBeUndefined();
     expect(seen.headers["x-kept"]).toBe("1");
+  });
+
+  test("verify-webhook (GitLab): the right X-Gitlab-Token gets the page's 200 answer; a wrong one or none, 403", async () => {
+    await using t = await tunnelWith("ngrok-verify-webhook-gitlab.yml");
+    const good = await t.curl("/", ["--request", "POST", "--header", "X-Gitlab-Token: secret!"]);
+    expect(good.status).toBe(200);
+    expect(good.headers["content-type"]).toBe("text/plain");
+    expect(good.body).toBe("GitLab webhook verified");
+    expect((await t.curl("/", ["--request", "POST", "--header", "X-Gitlab-Token: secret?"])).status).toBe(403);
+    expect((await t.curl("/", ["--request", "POST", "--data", "{}"])).status).toBe(403);
+  });
+
+  test("basic-auth: user:password1 gets the page's answer; no credentials, 401 with the realm's prompt", async () => {
+    await using t = await tunnelWith("ngrok-basic-auth.yml");
+    const good = await t.curl("/", ["--header", "Authorization: Basic dXNlcjpwYXNzd29yZDE="]);
+    expect(good.status).toBe(200);
+    expect(good.body).toBe("Successfully Authenticated!");
+    const none = await t.curl("/");
+    expect(none.status).toBe(401);
+    expect(none.headers["www-authenticate"]).toContain('realm="sample-realm"');
+  });
+
+  test("restrict-ips: a visitor not in allow (127.0.0.1 here) gets 403", async () => {
+    await using t = await tunnelWith("ngrok-restrict-ips.yml");
+    const r = await t.curl("/");
+    expect(r.status).toBe(403);
+    expect(r.headers["x-from-service"]).toBeUndefined();
+  });
+
+  test("redirect using paths: /products is answered 302 with Location .../store/products", async () => {
+    await using t = await tunnelWith("ngrok-redirect-paths.yml");
+    const r = await t.curl("/products");
+    expect(r.status).toBe(302);
+    expect(r.headers.location).toBe(`http://${t.agent.subdomain}.localhost:${t.server.edgePort}/store/products`);
+  });
+
+  test("custom-response with content and ${conn.ts.start}: 200, application/json, the connection's start", async () => {
+    await using t = await tunnelWith("ngrok-custom-response-json.yml");
+    const r = await t.curl("/api/example");
+    expect(r.status).toBe(200);
+    expect(r.headers["content-type"]).toBe("application/json");
+    const started = Date.parse((JSON.parse(r.body) as { "connection-start": string })["connection-start"]);
+    expect(Math.abs(started - Date.now())).toBeLessThan(60_000);
+  });
+
+  test("rate limit by Host header: 30 a minute, the 31st gets 429 with retry-after", async () => {
+    await using t = await tunnelWith("ngrok-rate-limit-by-host.yml");
+    for (let i = 0; i < 30; i++) expect((await t.curl("/get")).status).toBe(200);
+    const over = await t.curl("/get");
+    expect(over.status).toBe(429);
+    expect(Number(over.headers["retry-after"])).toBeGreaterThan(0);
   });
 });

@@ -5,9 +5,11 @@
  * method the path does not have, with Allow), lists are plain arrays as
  * every other list of the API, and bad input of every kind loses nothing.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { AdminClient, signedIn, type ApiResponse } from "../harness/admin.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
+
+setDefaultTimeout(60_000);
 
 let server: TestServer;
 let api: AdminClient;
