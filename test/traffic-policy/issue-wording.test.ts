@@ -12,6 +12,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LineReader } from "../harness/lines.ts";
+import { startTokenIssuer } from "../harness/oidc-provider.ts";
 import { burrowCommand } from "../harness/server.ts";
 import { withServer } from "../harness/tunnel.ts";
 import { curl } from "./curl.ts";
@@ -176,6 +177,31 @@ describe("rules and actions, as the page writes them", () => {
     expect(r.status).toBe(200);
     expect(r.headers["content-type"]).toBe("application/json");
     expect(Number.isNaN(Date.parse((JSON.parse(r.body) as { "connection-start": string })["connection-start"]))).toBe(false);
+  });
+});
+
+describe("jwt-validation's tokens from a cookie", () => {
+  test("a good token in the named cookie passes (its sub is visitor.identity); none, or one from another audience, 401", async () => {
+    await using provider = await startTokenIssuer();
+    await using t = await withPolicy(
+      `on_http_request:
+  - actions:
+      - type: jwt-validation
+        config:
+          issuer: { allow_list: [{ value: "${provider.issuer}" }] }
+          audience: { allow_list: [{ value: "urn:api" }] }
+          http: { tokens: [{ type: jwt, method: cookie, name: session }] }
+          jws: { allowed_algorithms: [RS256], keys: { sources: { additional_jkus: ["${provider.issuer}/jwks"] } } }
+      - type: add-headers
+        config: { headers: { x-sub: "\${visitor.identity}" } }
+`,
+      { server: { args: ["--oidc-http-issuers", "loopback"] } },
+    );
+    const good = await t.curl("/", ["--cookie", `theme=dark; session=${await provider.token("urn:api")}`]);
+    expect(good.status).toBe(200);
+    expect((JSON.parse(good.body) as Echoed).headers["x-sub"]).toBeTruthy();
+    expect((await t.curl("/")).status).toBe(401);
+    expect((await t.curl("/", ["--cookie", `session=${await provider.token("urn:other")}`])).status).toBe(401);
   });
 });
 
