@@ -205,6 +205,33 @@ describe("jwt-validation's tokens from a cookie", () => {
   });
 });
 
+describe("compress-response as the issue words it", () => {
+  test("zstd read back by curl --compressed; never on a body the service encoded; never on a range", async () => {
+    const text = "burrow ".repeat(2000);
+    const gz = Bun.gzipSync(new TextEncoder().encode(text));
+    await using t = await withPolicy("on_http_response:\n  - actions: [{ type: compress-response }]\n", {
+      upstream: (req) => {
+        const path = new URL(req.url).pathname;
+        if (path === "/encoded") return new Response(gz, { headers: { "content-type": "text/plain", "content-encoding": "gzip" } });
+        if (path === "/range") return new Response(text.slice(0, 100), { status: 206, headers: { "content-type": "text/plain", "content-range": `bytes 0-99/${text.length}` } });
+        return new Response(text, { headers: { "content-type": "text/plain" } });
+      },
+    });
+    const zstd = await t.curl("/", ["--compressed", "-H", "Accept-Encoding: zstd"]);
+    expect(zstd.headers["content-encoding"]).toBe("zstd");
+    expect(zstd.body).toBe(text);
+    // the service's own gzip passes as it is: once encoded, never twice
+    const encoded = await t.curl("/encoded", ["-H", "Accept-Encoding: br, gzip", "-o", "-"]);
+    expect(encoded.headers["content-encoding"]).toBe("gzip");
+    const twice = await t.curl("/encoded", ["--compressed", "-H", "Accept-Encoding: br, gzip"]);
+    expect(twice.body).toBe(text);
+    const ranged = await t.curl("/range", ["--compressed", "-H", "Range: bytes=0-99"]);
+    expect(ranged.status).toBe(206);
+    expect(ranged.headers["content-encoding"]).toBeUndefined();
+    expect(ranged.body).toBe(text.slice(0, 100));
+  });
+});
+
 describe("burrow.yml's policy: key", () => {
   test("burrow start runs a policy written in burrow.yml and one in a file beside it, each on its own tunnel", async () => {
     await using rig = await withServer({ username: "yml-owner" });
