@@ -180,6 +180,33 @@ describe("rules and actions, as the page writes them", () => {
   });
 });
 
+describe("ngrok's rand macros", () => {
+  test("rand.double() splits requests (ngrok's A/B example's rule, with url-rewrite): each request draws anew; rand.int stays in its bounds", async () => {
+    await using t = await withPolicy(`on_http_request:
+  - expressions:
+      - rand.double() <= 0.5
+    actions:
+      - type: url-rewrite
+        config:
+          from: "/path/to/test"
+          to: "/path/to/test-b"
+  - actions:
+      - type: add-headers
+        config: { headers: { x-die: "\${rand.int(1, 6)}" } }
+`);
+    const paths = new Set<string>();
+    const dice = new Set<string>();
+    for (let i = 0; i < 60; i++) {
+      const seen = JSON.parse((await t.curl("/path/to/test")).body) as Echoed;
+      paths.add(seen.path);
+      dice.add(seen.headers["x-die"]!);
+    }
+    expect([...paths].sort()).toEqual(["/path/to/test", "/path/to/test-b"]);
+    expect([...dice].every((d) => /^[1-6]$/.test(d))).toBe(true);
+    expect(dice.size).toBeGreaterThan(1);
+  });
+});
+
 describe("jwt-validation's tokens from a cookie", () => {
   test("a good token in the named cookie passes (its sub is visitor.identity); none, or one from another audience, 401", async () => {
     await using provider = await startTokenIssuer();

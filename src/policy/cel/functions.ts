@@ -14,7 +14,7 @@ import { CidrList, isCidrOrAddress } from "../../http/addresses.ts";
 import { MAX_VALUE_BYTES } from "../limits.ts";
 import { charge, scope } from "./evaluation.ts";
 
-const { STRING, BOOL, BYTES, DYN } = CelScalar;
+const { STRING, BOOL, BYTES, DYN, DOUBLE, INT } = CelScalar;
 const STRINGS = listType(STRING);
 
 /** Cost of making or digesting `length` characters or bytes: one unit per KiB. */
@@ -179,6 +179,12 @@ export const POLICY_FUNCTIONS: CelFunc[] = [
     return encodeURIComponent(s);
   }),
   celFunc("url.unescape", [STRING], STRING, (s) => decodeURIComponent(s)),
+  // ngrok's random macros (A/B splits, sampling): a fresh value on each evaluation, never a secret
+  celFunc("rand.double", [], DOUBLE, () => Math.random()),
+  celFunc("rand.int", [INT, INT], INT, (min, max) => {
+    if (min > max) throw new Error("rand.int: the minimum is above the maximum");
+    return min + BigInt(Math.floor(Math.random() * (Number(max - min) + 1)));
+  }),
   celMethod("lower", STRING, [], STRING, function () {
     return this.toLowerCase();
   }),
