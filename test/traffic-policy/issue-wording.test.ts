@@ -207,6 +207,27 @@ describe("ngrok's rand macros", () => {
   });
 });
 
+describe("ngrok's string macros", () => {
+  test("encodeBase64, decodeBase64, escapeUrl, unescapeUrl, isPrivateIp, isJson, isURL, rand.int()", async () => {
+    await using t = await withPolicy(`on_http_request:
+  - expressions:
+      - "rand.int() <= 1"
+      - "'some:thing'.encodeBase64() == 'c29tZTp0aGluZw=='"
+      - "getReqHeader('x-b64')[0].decodeBase64() == 'some:thing'"
+      - "'i;md/r/$y'.escapeUrl() == 'i%3Bmd%2Fr%2F%24y'"
+      - "'i%3Bmd%2Fr%2F%24y'.unescapeUrl() == 'i;md/r/$y'"
+      - "'192.168.1.1'.isPrivateIp() && '172.20.0.1'.isPrivateIp() && !'8.8.8.8'.isPrivateIp() && !'nope'.isPrivateIp()"
+      - "getReqHeader('x-json')[0].isJson() && !'not json'.isJson()"
+      - "'https://ngrok.com'.isURL() && !'not a url'.isURL()"
+    actions: [{ type: custom-response, config: { status_code: 299, body: all hold } }]
+`);
+    const r = await t.curl("/", ["-H", "x-b64: c29tZTp0aGluZw==", "-H", 'x-json: {"a":"b"}']);
+    expect(r.status).toBe(299);
+    expect(r.body).toBe("all hold");
+    expect((await t.curl("/", ["-H", "x-b64: c29tZTp0aGluZw==", "-H", "x-json: {nope"])).status).toBe(200);
+  });
+});
+
 describe("jwt-validation's tokens from a cookie", () => {
   test("a good token in the named cookie passes (its sub is visitor.identity); none, or one from another audience, 401", async () => {
     await using provider = await startTokenIssuer();

@@ -63,6 +63,15 @@ export function cidrs(list: readonly string[]): Ranges {
   return found;
 }
 
+/** rand.int: min to max, both included. */
+function randomInt(min: bigint, max: bigint): bigint {
+  if (min > max) throw new Error("rand.int: the minimum is above the maximum");
+  return min + BigInt(Math.floor(Math.random() * (Number(max - min) + 1)));
+}
+
+/** RFC 1918's ranges, as ngrok's isPrivateIp() means them. */
+const PRIVATE_V4 = new Ranges(["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]);
+
 const stringsOf = (list: CelList): string[] => {
   const out: string[] = [];
   for (const v of list) if (typeof v === "string") out.push(v);
@@ -181,9 +190,39 @@ export const POLICY_FUNCTIONS: CelFunc[] = [
   celFunc("url.unescape", [STRING], STRING, (s) => decodeURIComponent(s)),
   // ngrok's random macros (A/B splits, sampling): a fresh value on each evaluation, never a secret
   celFunc("rand.double", [], DOUBLE, () => Math.random()),
-  celFunc("rand.int", [INT, INT], INT, (min, max) => {
-    if (min > max) throw new Error("rand.int: the minimum is above the maximum");
-    return min + BigInt(Math.floor(Math.random() * (Number(max - min) + 1)));
+  celFunc("rand.int", [INT, INT], INT, randomInt),
+  celFunc("rand.int", [], INT, () => randomInt(0n, 1n)),
+  // ngrok's string methods beside the global forms above
+  celMethod("encodeBase64", STRING, [], STRING, function () {
+    pay(this.length * 2);
+    return Buffer.from(this, "utf8").toString("base64");
+  }),
+  celMethod("decodeBase64", STRING, [], STRING, function () {
+    pay(this.length);
+    if (!/^[A-Za-z0-9+/]*={0,2}$/.test(this) || this.length % 4 !== 0) throw new Error("not base64");
+    return Buffer.from(this, "base64").toString("utf8");
+  }),
+  celMethod("escapeUrl", STRING, [], STRING, function () {
+    pay(this.length * 3);
+    return encodeURIComponent(this);
+  }),
+  celMethod("unescapeUrl", STRING, [], STRING, function () {
+    return decodeURIComponent(this);
+  }),
+  celMethod("isPrivateIp", STRING, [], BOOL, function () {
+    return isCidrOrAddress(this) && !this.includes("/") && PRIVATE_V4.matches(this);
+  }),
+  celMethod("isJson", STRING, [], BOOL, function () {
+    pay(this.length);
+    try {
+      JSON.parse(this);
+      return true;
+    } catch {
+      return false;
+    }
+  }),
+  celMethod("isURL", STRING, [], BOOL, function () {
+    return URL.canParse(this);
   }),
   celMethod("lower", STRING, [], STRING, function () {
     return this.toLowerCase();
