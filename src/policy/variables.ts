@@ -46,7 +46,7 @@ export const VARIABLES: Readonly<Record<string, VariableDoc>> = {
   "user.name": { type: STRING, phases: ALL, about: "the username of the tunnel's owner" },
   "time.now": { type: STRING, phases: ALL, about: "now, in UTC, as RFC 3339 text" },
   "req.method": { type: STRING, phases: HTTP, about: "the request's method" },
-  "req.version": { type: STRING, phases: HTTP, about: "the HTTP version, e.g. `1.1`" },
+  "req.version": { type: STRING, phases: HTTP, about: "the HTTP version as ngrok writes it: `HTTP/1.1`, `HTTP/1.0`, `HTTP/2.0`" },
   "req.url": { type: STRING, phases: HTTP, about: "the full URL: scheme, host, path and query" },
   "req.url.scheme": { type: STRING, phases: HTTP, about: "`http` or `https`" },
   "req.url.host": { type: STRING, phases: HTTP, about: "the host, without the port" },

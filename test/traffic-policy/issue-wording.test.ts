@@ -280,6 +280,32 @@ describe("compress-response as the issue words it", () => {
   });
 });
 
+describe("on HTTP/2 streams", () => {
+  test("curl over h2c (prior knowledge): every stream meets the request rules, deny and rate limit alike; req.version is ngrok's HTTP/2.0 (HTTP/1.1 over HTTP/1.1)", async () => {
+    await using t = await withPolicy(`on_http_request:
+  - expressions: ["req.url.path.startsWith('/admin')"]
+    actions: [{ type: deny, config: { status_code: 404 } }]
+  - actions:
+      - type: rate-limit
+        config: { name: h2, algorithm: sliding_window, capacity: 3, rate: 60s, bucket_key: [conn.client_ip] }
+      - type: add-headers
+        config: { headers: { x-version: "\${req.version}" } }
+`);
+    const h2 = ["--http2-prior-knowledge"];
+    const denied = await t.curl("/admin", h2);
+    expect(denied.status).toBe(404);
+    const through = await t.curl("/x", h2);
+    expect(through.status).toBe(200);
+    expect((JSON.parse(through.body) as Echoed).headers["x-version"]).toBe("HTTP/2.0");
+    const statuses: number[] = [];
+    for (let i = 0; i < 3; i++) statuses.push((await t.curl("/x", h2)).status);
+    expect(statuses).toEqual([200, 200, 429]);
+    await using h1 = await withPolicy("on_http_request:\n  - actions: [{ type: add-headers, config: { headers: { x-version: \"\${req.version}\" } } }]\n");
+    expect((JSON.parse((await h1.curl("/", ["--http1.1"])).body) as Echoed).headers["x-version"]).toBe("HTTP/1.1");
+    expect((JSON.parse((await h1.curl("/", ["--http1.0"])).body) as Echoed).headers["x-version"]).toBe("HTTP/1.0");
+  });
+});
+
 describe("burrow.yml's policy: key", () => {
   test("burrow start runs a policy written in burrow.yml and one in a file beside it, each on its own tunnel", async () => {
     await using rig = await withServer({ username: "yml-owner" });
