@@ -9,14 +9,15 @@
  */
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LineReader } from "../harness/lines.ts";
 import { startTokenIssuer } from "../harness/oidc-provider.ts";
 import { burrowCommand } from "../harness/server.ts";
-import { withServer } from "../harness/tunnel.ts";
+import { withServer, withTunnel } from "../harness/tunnel.ts";
 import { curl } from "./curl.ts";
-import { echo, withPolicy, type Echoed } from "./rig.ts";
+import { echo, policyFile, withPolicy, type Echoed } from "./rig.ts";
 
 setDefaultTimeout(60_000);
 
@@ -303,6 +304,37 @@ describe("on HTTP/2 streams", () => {
     await using h1 = await withPolicy("on_http_request:\n  - actions: [{ type: add-headers, config: { headers: { x-version: \"\${req.version}\" } } }]\n");
     expect((JSON.parse((await h1.curl("/", ["--http1.1"])).body) as Echoed).headers["x-version"]).toBe("HTTP/1.1");
     expect((JSON.parse((await h1.curl("/", ["--http1.0"])).body) as Echoed).headers["x-version"]).toBe("HTTP/1.0");
+  });
+});
+
+/** What a tcp echo service behind a tunnel says to one connection that sends `text` ("" when it is closed first). */
+function talk(port: number, text: string): Promise<string> {
+  return new Promise((resolve) => {
+    let got = "";
+    const sock = connect(port, "127.0.0.1");
+    const done = () => (clearTimeout(timer), sock.destroy(), resolve(got));
+    const timer = setTimeout(done, 10_000);
+    sock.on("data", (d) => {
+      got += d.toString();
+      if (got === "ready\n") sock.write(text);
+      if (got.endsWith(text)) done();
+    });
+    sock.on("close", done);
+    sock.on("error", done);
+  });
+}
+
+describe("a tcp tunnel's variables in on_tcp_connect", () => {
+  test("tunnel.kind, endpoint.protocol, conn.client_ip and conn.client_port hold for a tcp visitor: a rule on them closes it; one on http's kind does not", async () => {
+    using closing = policyFile(`on_tcp_connect:
+  - expressions: ["tunnel.kind == 'tcp'", "endpoint.protocol == 'tcp'", "conn.client_ip == '127.0.0.1'", "conn.client_port > 0", "inCidrRange(conn.client_ip, '127.0.0.0/8')"]
+    actions: [{ type: deny }]
+`);
+    await using t = await withTunnel({ kind: "tcp", upstream: { echo: true }, args: ["--policy-file", closing.path] });
+    expect(await talk(t.agent.port!, "hello")).toBe("");
+    using open = policyFile("on_tcp_connect:\n  - expressions: [\"tunnel.kind == 'http'\"]\n    actions: [{ type: deny }]\n");
+    const other = await t.startAgent({ kind: "tcp", target: t.upstreamPort, args: ["--policy-file", open.path] });
+    expect(await talk(other.port!, "hello")).toBe("ready\nhello");
   });
 });
 
