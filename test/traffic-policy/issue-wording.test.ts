@@ -254,7 +254,7 @@ describe("jwt-validation's tokens from a cookie", () => {
   });
 });
 
-describe("compress-response as the issue words it", () => {
+describe("compress-response: its codings, and where it never compresses", () => {
   test("zstd read back by curl --compressed; never on a body the service encoded; never on a range", async () => {
     const text = "burrow ".repeat(2000);
     const gz = Bun.gzipSync(new TextEncoder().encode(text));
