@@ -170,4 +170,15 @@ describe("ngrok's example policies, unchanged", () => {
     expect(over.status).toBe(429);
     expect(Number(over.headers["retry-after"])).toBeGreaterThan(0);
   });
+
+  test("ngrok's flag name: burrow http --traffic-policy-file runs the file as --policy-file does; both at once is refused", async () => {
+    const t = await withTunnel({ upstream: echo, args: ["--traffic-policy-file", fixture("ngrok-deny-non-get.yml")] });
+    await using _ = t;
+    const url = `http://${t.agent.subdomain}.localhost:${t.server.edgePort}/x`;
+    expect((await curl(url, ["-X", "POST"])).status).toBe(403);
+    expect((await curl(url)).status).toBe(200);
+    const both = await runBurrow(["http", "3000", "--token", "brw_x", "--policy-file", fixture("ngrok-deny-non-get.yml"), "--traffic-policy-file", fixture("ngrok-deny-non-get.yml")]);
+    expect(both.code).toBe(2);
+    expect(both.stderr).toContain("--policy-file and --traffic-policy-file are one flag");
+  });
 });
