@@ -180,5 +180,8 @@ describe("ngrok's example policies, unchanged", () => {
     const both = await runBurrow(["http", "3000", "--token", "brw_x", "--policy-file", fixture("ngrok-deny-non-get.yml"), "--traffic-policy-file", fixture("ngrok-deny-non-get.yml")]);
     expect(both.code).toBe(2);
     expect(both.stderr).toContain("--policy-file and --traffic-policy-file are one flag");
+    // a file that cannot be read is named once, with the flag it came by
+    const missing = await runBurrow(["http", "3000", "--token", "brw_x", "--traffic-policy-file", "/nonexistent/p.yml"]);
+    expect(missing.stderr).toContain("burrow: --traffic-policy-file /nonexistent/p.yml: cannot read it (ENOENT)");
   });
 });
