@@ -66,7 +66,10 @@ export function cidrs(list: readonly string[]): Ranges {
 /** rand.int: min to max, both included. */
 function randomInt(min: bigint, max: bigint): bigint {
   if (min > max) throw new Error("rand.int: the minimum is above the maximum");
-  return min + BigInt(Math.floor(Math.random() * (Number(max - min) + 1)));
+  const span = max - min;
+  const drawn = BigInt(Math.floor(Math.random() * (Number(span) + 1)));
+  // a span past 2^53 is drawn as a float, which may round past it
+  return min + (drawn > span ? span : drawn);
 }
 
 /** RFC 1918's ranges, as ngrok's isPrivateIp() means them. */
