@@ -54,10 +54,9 @@ export const SSH_FLAGS: Record<ForwardAsk["kind"], FlagTable> = {
 const ALL: FlagTable = { ...SSH_FLAGS.tls, ...SSH_FLAGS.tcp, ...SSH_FLAGS.http };
 
 /** Flags of burrow http, tcp and tls that cannot work through the gateway, and why: read, so that they are refused in these words, not as unknown. */
-export const NOT_OVER_SSH: Record<string, string> = {
-  "policy-file":
-    "the server cannot read a file on your machine, so a tunnel opened with ssh has no traffic policy of its own; open one with burrow http, tcp or tls --policy-file FILE (the operator's policies hold on tunnels opened with ssh all the same)",
-};
+const NO_POLICY_FILE =
+  "the server cannot read a file on your machine, so a tunnel opened with ssh has no traffic policy of its own; open one with burrow http, tcp or tls --policy-file FILE (the operator's policies hold on tunnels opened with ssh all the same)";
+export const NOT_OVER_SSH: Record<string, string> = { "policy-file": NO_POLICY_FILE, "traffic-policy-file": NO_POLICY_FILE };
 
 /** What the gateway's channel to the -R target cannot carry: TLS to the service. */
 const H2_OVER_SSH = "--upstream-protocol h2: the server reaches your -R target through the SSH connection, without TLS; use h2c for a service that speaks HTTP/2 without TLS";

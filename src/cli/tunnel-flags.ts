@@ -52,6 +52,19 @@ function read<T>(values: Record<string, unknown>, flag: string, parse: (raw: str
 
 const on = (values: Record<string, unknown>, flag: string): true | undefined => (values[flag] ? true : undefined);
 
+/** The policy file's text, its flag named in its errors (once: readTunnelPolicy names it). */
+function policyFile(values: Record<string, unknown>): string | undefined {
+  const flag = policyFlag(values);
+  const path = values[flag] as string | undefined;
+  return path === undefined ? undefined : readTunnelPolicy(path, `--${flag}`);
+}
+
+/** Which of the policy file's two names was given (--traffic-policy-file is ngrok's); both at once is a mistake. */
+function policyFlag(values: Record<string, unknown>): "policy-file" | "traffic-policy-file" {
+  if (values["policy-file"] !== undefined && values["traffic-policy-file"] !== undefined) throw new UsageError("--policy-file and --traffic-policy-file are one flag (the second is ngrok's name): give one");
+  return values["traffic-policy-file"] !== undefined ? "traffic-policy-file" : "policy-file";
+}
+
 /** The tunnel a command's flags ask for (the flags it has: the others are undefined), or a UsageError naming the flag. */
 export function tunnelFromFlags(kind: Kind, values: Record<string, unknown>, target: LocalTarget): SpecTunnel {
   // the balance has a default: said to go with --pool only when another one is asked for
@@ -81,7 +94,7 @@ export function tunnelFromFlags(kind: Kind, values: Record<string, unknown>, tar
     responseTimeout: read(values, "response-timeout", parseResponseTimeout),
     proxyProtocol: on(values, "proxy-protocol"),
     ...accessOptions(values, KINDS[kind].access === "http"),
-    policy: read(values, "policy-file", (path) => readTunnelPolicy(path, "--policy-file")),
+    policy: policyFile(values),
   };
   // a repeatable flag not given is an empty list; --share "" is given, and goes with --private only
   for (const key of Object.keys(spec) as (keyof TunnelSpec)[]) {
@@ -91,6 +104,6 @@ export function tunnelFromFlags(kind: Kind, values: Record<string, unknown>, tar
   const problem = specProblem(spec, FLAG_VOICE);
   if (problem) throw new UsageError(problem.option ? `${FLAG_VOICE.name(problem.option)}: ${problem.message}` : problem.message);
   // loaded as the edge will load it: a mistake is told with its line before anything connects
-  if (spec.policy !== undefined) checkTunnelPolicy(spec.policy, values["policy-file"] as string, kind === "http");
+  if (spec.policy !== undefined) checkTunnelPolicy(spec.policy, values[policyFlag(values)] as string, kind === "http");
   return flagValue("--allow-upgrade", () => tunnelOf(spec));
 }

@@ -202,6 +202,7 @@ export class HttpDoor implements Door<HttpVisit> {
       head,
       text: v.text,
       rawTarget: head.targetAsSent ? undefined : rawTargetOf(v.text, head.method),
+      version: this.name === "h2" ? "HTTP/2.0" : undefined,
     });
     // an action that reads the body (verify-webhook): the body is read when the run comes to it
     const reading = policy.body;

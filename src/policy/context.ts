@@ -46,6 +46,21 @@ function cookieMap(header: string | undefined): Map<string, { name: string; valu
 }
 
 const mediaType = (v: string | undefined) => (v ?? "").split(";")[0]!.trim().toLowerCase();
+const codings = (v: string | undefined) => (v ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+/** A Content-Type's parameters (`; charset="utf-8"`): lower-case names, values unquoted; the first of a name kept. */
+function typeParameters(v: string | undefined): Map<string, string> {
+  const out = new Map<string, string>();
+  const parts = (v ?? "").split(";");
+  for (let i = 1; i < parts.length; i++) {
+    const eq = parts[i]!.indexOf("=");
+    if (eq < 1) continue;
+    const name = parts[i]!.slice(0, eq).trim().toLowerCase();
+    let value = parts[i]!.slice(eq + 1).trim();
+    if (value.length >= 2 && value.startsWith('"') && value.endsWith('"')) value = value.slice(1, -1).replace(/\\(.)/g, "$1");
+    if (name && !out.has(name)) out.set(name, value);
+  }
+  return out;
+}
 const lengthOf = (v: string | undefined) => (v !== undefined && /^\d{1,15}$/.test(v.trim()) ? BigInt(v.trim()) : -1n);
 
 type Getter = (b: Bindings) => unknown;
@@ -82,14 +97,20 @@ const GETTERS: Record<string, Getter> = {
   "req.host": (b) => b.req().host,
   "req.user_agent": (b) => b.req().header("user-agent") ?? "",
   "req.content_type": (b) => mediaType(b.req().header("content-type")),
+  "req.content_type.raw": (b) => b.req().header("content-type") ?? "",
+  "req.content_type.parameters": (b) => typeParameters(b.req().header("content-type")),
+  "req.content_encoding": (b) => codings(b.req().header("content-encoding")),
+  "req.location": (b) => b.req().header("location") ?? "",
   "req.content_length": (b) => lengthOf(b.req().header("content-length")),
   "req.cookies": (b) => new Map([...b.cookies()].map(([k, list]) => [k, list.map((c) => new Map(Object.entries(c)))])),
   "req.ts.header_received": (b) => timestampFromMs(b.req().receivedAt),
   "res.status_code": (b) => BigInt(b.res().status),
   "res.headers": (b) => b.headers("res"),
   "res.content_type": (b) => mediaType(b.res().header("content-type")),
+  "res.content_type.raw": (b) => b.res().header("content-type") ?? "",
+  "res.content_type.parameters": (b) => typeParameters(b.res().header("content-type")),
   "res.content_length": (b) => lengthOf(b.res().header("content-length")),
-  "res.content_encoding": (b) => (b.res().header("content-encoding") ?? "").split(",").map((s) => s.trim()).filter(Boolean),
+  "res.content_encoding": (b) => codings(b.res().header("content-encoding")),
   "res.location": (b) => b.res().header("location") ?? "",
   "visitor.identity": (b) => b.identity ?? "",
   actions: (b) => ({ ngrok: b.actionVars }),

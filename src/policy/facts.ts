@@ -38,7 +38,7 @@ export interface RequestFacts {
   scheme: "http" | "https";
   /** The Host header (host, and port when it names one). */
   host: string;
-  /** "1.1" */
+  /** "HTTP/1.1", as ngrok writes it */
   version?: string;
   headers: HeaderPairs;
   /** The body's content, when an action that reads it (verify-webhook) may run: at most the edge's limit (--policy-body-limit). */

@@ -148,7 +148,7 @@ export class WorkingRequest extends WorkingFields {
     this.query = q < 0 ? "" : facts.target.slice(q + 1);
     this.sentTarget = facts.target;
     this.rawTarget = facts.rawTarget ?? facts.target;
-    this.version = facts.version ?? "1.1";
+    this.version = facts.version ?? "HTTP/1.1";
     this.body = facts.body;
     if (facts.bodyLimit !== undefined) this.bodyLimit = facts.bodyLimit;
     this.receivedAt = facts.receivedAt ?? now;

@@ -1,5 +1,6 @@
 /**
- * How each webhook provider signs a request, as its documentation says,
+ * How each webhook provider signs a request, as its documentation says
+ * (GitLab sends its secret token instead),
  * checked against the secret the policy holds. Each comparison is of
  * digests of equal length in constant time; where the provider signs a
  * timestamp (Stripe, Slack), a request older or newer than the tolerance
@@ -131,6 +132,21 @@ function shopify(req: WebhookRequest, check: WebhookCheck): WebhookVerdict {
   return sameDigest(hmac("sha256", check.secret, req.body), sig, "base64") ? OK : fail("SIGNATURE_INVALID", "the signature does not match");
 }
 
+/**
+ * GitLab: X-Gitlab-Token is the secret itself (GitLab signs nothing), so
+ * the body is not read; compared as SHA-256 digests, in constant time
+ * whatever the length given.
+ */
+function gitlab(req: WebhookRequest, check: WebhookCheck): WebhookVerdict {
+  const token = req.header("x-gitlab-token");
+  if (!token) return fail("SIGNATURE_MISSING", "no X-Gitlab-Token");
+  const digest = (text: string) => createHash("sha256").update(text).digest();
+  return timingSafeEqual(digest(token), digest(check.secret)) ? OK : fail("SIGNATURE_INVALID", "the token does not match");
+}
+
+/** Providers whose check reads no body. */
+export const BODYLESS_PROVIDERS: ReadonlySet<string> = new Set(["gitlab"]);
+
 /** burrow's own: an HMAC of the body in a header of the policy's choosing, in hex or base64, after an optional prefix. */
 function generic(req: WebhookRequest, check: WebhookCheck): WebhookVerdict {
   const h = check.hmac!;
@@ -139,5 +155,5 @@ function generic(req: WebhookRequest, check: WebhookCheck): WebhookVerdict {
   return sameDigest(hmac(h.algorithm, check.secret, req.body), sig.slice(h.prefix.length).trim(), h.encoding) ? OK : fail("SIGNATURE_INVALID", "the signature does not match");
 }
 
-export const WEBHOOK_PROVIDERS = { github, stripe, slack, twilio, shopify, hmac: generic } as const;
+export const WEBHOOK_PROVIDERS = { github, gitlab, stripe, slack, twilio, shopify, hmac: generic } as const;
 export type WebhookProvider = keyof typeof WEBHOOK_PROVIDERS;

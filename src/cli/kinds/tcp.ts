@@ -29,7 +29,7 @@ const TCP_DOC: CommandDoc = {
   about: "Exposes a local TCP service (e.g. 5432) at <server domain>:<port>.",
   flags: TCP_FLAGS,
   groups: [
-    { title: "Flags:", flags: ["remote-port", "proxy-protocol", ...Object.keys(POOL_FLAGS), ...Object.keys(IP_FLAGS), "policy-file"] },
+    { title: "Flags:", flags: ["remote-port", "proxy-protocol", ...Object.keys(POOL_FLAGS), ...Object.keys(IP_FLAGS), ...Object.keys(POLICY_FLAG)] },
     { title: "Private, for named users only:", flags: Object.keys(PRIVATE_FLAGS) },
     AGENT_GROUP,
   ],

@@ -23,7 +23,7 @@ tls://<subdomain>.<server domain>:<port>: visitors' TLS connections for that
 name reach it undecrypted, and it presents its own certificate (HTTP/2, gRPC
 and client certificates work end to end). The server reads only the name.`,
   flags: TLS_FLAGS,
-  groups: [{ title: "Flags:", flags: ["subdomain", "hostname", "proxy-protocol", ...Object.keys(IP_FLAGS), "policy-file"] }, AGENT_GROUP],
+  groups: [{ title: "Flags:", flags: ["subdomain", "hostname", "proxy-protocol", ...Object.keys(IP_FLAGS), ...Object.keys(POLICY_FLAG)] }, AGENT_GROUP],
 };
 
 export const TLS_COMMAND: CliKind = { doc: TLS_DOC };

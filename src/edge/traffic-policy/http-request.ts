@@ -40,6 +40,8 @@ export interface RequestSubject {
   text?: string;
   /** The target as the visitor wrote it, when it differs from the head's normal one. */
   rawTarget?: string;
+  /** The HTTP version, as ngrok writes it, when it is not the head's own: an HTTP/2 stream's `HTTP/2.0`. */
+  version?: string;
 }
 
 /** The facts of one request's run. */
@@ -88,7 +90,7 @@ class RequestRunFacts implements PolicyInput, ConnectionFacts, RequestFacts {
     this.rawTarget = s.rawTarget;
     this.scheme = s.secure ? "https" : "http";
     this.host = s.host;
-    this.version = head.minor === 1 ? "1.1" : "1.0";
+    this.version = s.version ?? (head.minor === 1 ? "HTTP/1.1" : "HTTP/1.0");
     this.receivedAt = now;
     this.head = head;
     this.text = s.text;

@@ -3,6 +3,8 @@
  * headers (in on_http_response, instead of the service's response). The
  * body and header values take `${...}`. Without a content-type one is
  * inferred from the body, as ngrok does: HTML, JSON or plain text.
+ * ngrok's pages write the body as `body` or, in older ones, `content`:
+ * either is taken, not both.
  */
 import * as v from "valibot";
 import { compileHeaderMap, MAX_HEADERS_PER_ACTION, render, renderHeaderValue, statusCode } from "./common.ts";
@@ -26,13 +28,17 @@ export function inferContentType(body: string): string {
 export const customResponse = defineAction({
   type: "custom-response",
   phases: ["on_http_request", "on_http_response"],
-  schema: v.strictObject({
-    status_code: v.optional(statusCode(100, 599), 200),
-    body: v.optional(v.string(), ""),
-    headers: v.optional(v.pipe(v.record(v.string(), v.string()), v.maxEntries(MAX_HEADERS_PER_ACTION))),
-  }),
+  schema: v.pipe(
+    v.strictObject({
+      status_code: v.optional(statusCode(100, 599), 200),
+      body: v.optional(v.string()),
+      content: v.optional(v.string()),
+      headers: v.optional(v.pipe(v.record(v.string(), v.string()), v.maxEntries(MAX_HEADERS_PER_ACTION))),
+    }),
+    v.check((c) => c.body === undefined || c.content === undefined, "body and content are one field (content is ngrok's older name): give one"),
+  ),
   compile(config, tools) {
-    const body = tools.template(config.body, ["body"]);
+    const body = config.content !== undefined ? tools.template(config.content, ["content"]) : tools.template(config.body ?? "", ["body"]);
     const headers = compileHeaderMap(config.headers, "headers", tools);
     if (!body) return undefined;
     return {

@@ -2,14 +2,15 @@
  * verify-webhook: the request must carry the signature its provider makes
  * with `secret` over its body (webhooks.ts: GitHub, Stripe, Slack, Twilio,
  * Shopify, and burrow's generic `hmac` with its header, algorithm,
- * encoding and prefix); else 403, as ngrok answers. Where the provider
+ * encoding and prefix), or GitLab's token, which is the secret and needs
+ * no body; else 403, as ngrok answers. Where the provider
  * signs a timestamp, `timestamp_tolerance` (default 5m) bounds its age.
  * The action reads the body: the edge hands it over, up to its limit
  * (--policy-body-limit, 1 MiB by default); a larger one is answered 413
  * (enforced) rather than read.
  */
 import * as v from "valibot";
-import { WEBHOOK_PROVIDERS, type WebhookProvider } from "../webhooks.ts";
+import { BODYLESS_PROVIDERS, WEBHOOK_PROVIDERS, type WebhookProvider } from "../webhooks.ts";
 import { flag, parseDuration, render } from "./common.ts";
 import { defineAction, textResponse } from "./types.ts";
 
@@ -40,14 +41,16 @@ export const verifyWebhook = defineAction({
     const secret = tools.template(config.secret, ["secret"]);
     if (!secret || toleranceMs === undefined || !(config.provider in WEBHOOK_PROVIDERS)) return undefined;
     const hmac = provider === "hmac" ? { header: config.header!, algorithm: config.algorithm, encoding: config.encoding, prefix: config.prefix } : undefined;
+    const bodyless = BODYLESS_PROVIDERS.has(provider);
     return {
       type: "verify-webhook",
-      readsBody: true,
+      readsBody: !bodyless,
       run(ctx) {
         const req = ctx.bindings.req();
         const key = render(secret, ctx, "secret");
         let verdict;
         if (key === undefined || key === "") verdict = { verified: false as const, code: "SECRET_MISSING", why: "the secret did not evaluate" };
+        else if (bodyless) verdict = WEBHOOK_PROVIDERS[provider]({ url: "", header: (n) => req.header(n), body: new Uint8Array(0), now: ctx.services.now() }, { secret: key, toleranceMs, hmac });
         else if (req.bodyLimit !== undefined) verdict = { verified: false as const, code: "BODY_TOO_LARGE", why: `the body is larger than the ${req.bodyLimit} bytes the edge reads for it` };
         else if (!req.body) verdict = { verified: false as const, code: "BODY_MISSING", why: "the edge gave the action no body" };
         else {

@@ -14,7 +14,7 @@ import { CidrList, isCidrOrAddress } from "../../http/addresses.ts";
 import { MAX_VALUE_BYTES } from "../limits.ts";
 import { charge, scope } from "./evaluation.ts";
 
-const { STRING, BOOL, BYTES, DYN } = CelScalar;
+const { STRING, BOOL, BYTES, DYN, DOUBLE, INT } = CelScalar;
 const STRINGS = listType(STRING);
 
 /** Cost of making or digesting `length` characters or bytes: one unit per KiB. */
@@ -62,6 +62,18 @@ export function cidrs(list: readonly string[]): Ranges {
   }
   return found;
 }
+
+/** rand.int: min to max, both included. */
+function randomInt(min: bigint, max: bigint): bigint {
+  if (min > max) throw new Error("rand.int: the minimum is above the maximum");
+  const span = max - min;
+  const drawn = BigInt(Math.floor(Math.random() * (Number(span) + 1)));
+  // a span past 2^53 is drawn as a float, which may round past it
+  return min + (drawn > span ? span : drawn);
+}
+
+/** RFC 1918's ranges, as ngrok's isPrivateIp() means them. */
+const PRIVATE_V4 = new Ranges(["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]);
 
 const stringsOf = (list: CelList): string[] => {
   const out: string[] = [];
@@ -179,6 +191,42 @@ export const POLICY_FUNCTIONS: CelFunc[] = [
     return encodeURIComponent(s);
   }),
   celFunc("url.unescape", [STRING], STRING, (s) => decodeURIComponent(s)),
+  // ngrok's random macros (A/B splits, sampling): a fresh value on each evaluation, never a secret
+  celFunc("rand.double", [], DOUBLE, () => Math.random()),
+  celFunc("rand.int", [INT, INT], INT, randomInt),
+  celFunc("rand.int", [], INT, () => randomInt(0n, 1n)),
+  // ngrok's string methods beside the global forms above
+  celMethod("encodeBase64", STRING, [], STRING, function () {
+    pay(this.length * 2);
+    return Buffer.from(this, "utf8").toString("base64");
+  }),
+  celMethod("decodeBase64", STRING, [], STRING, function () {
+    pay(this.length);
+    if (!/^[A-Za-z0-9+/]*={0,2}$/.test(this) || this.length % 4 !== 0) throw new Error("not base64");
+    return Buffer.from(this, "base64").toString("utf8");
+  }),
+  celMethod("escapeUrl", STRING, [], STRING, function () {
+    pay(this.length * 3);
+    return encodeURIComponent(this);
+  }),
+  celMethod("unescapeUrl", STRING, [], STRING, function () {
+    return decodeURIComponent(this);
+  }),
+  celMethod("isPrivateIp", STRING, [], BOOL, function () {
+    return isCidrOrAddress(this) && !this.includes("/") && PRIVATE_V4.matches(this);
+  }),
+  celMethod("isJson", STRING, [], BOOL, function () {
+    pay(this.length);
+    try {
+      JSON.parse(this);
+      return true;
+    } catch {
+      return false;
+    }
+  }),
+  celMethod("isURL", STRING, [], BOOL, function () {
+    return URL.canParse(this);
+  }),
   celMethod("lower", STRING, [], STRING, function () {
     return this.toLowerCase();
   }),
