@@ -213,12 +213,13 @@ describe("TCP", () => {
   });
 
   test("a query answered restarts the idle time", async () => {
-    const tcpIdleMs = 400;
+    // long enough that a loaded machine's stalls (the suite runs files in parallel) stay inside each half
+    const tcpIdleMs = 2_000;
     using responder = await start({ limits: { tcpIdleMs } });
     using client = await tcpClient(responder.tcpPort);
     for (let id = 1; id <= 4; id++) {
       client.socket.write(framed(query(id)));
-      await waitUntil(() => client.answers.length === id, 2_000, `answer ${id}`);
+      await waitUntil(() => client.answers.length === id, 10_000, `answer ${id}`);
       await Bun.sleep(tcpIdleMs / 2); // four of these outlast one idle time
     }
     expect(client.isClosed()).toBe(false);
