@@ -114,6 +114,7 @@ const GETTERS: Record<string, Getter> = {
   "res.location": (b) => b.res().header("location") ?? "",
   "visitor.identity": (b) => b.identity ?? "",
   actions: (b) => ({ ngrok: b.actionVars }),
+  vars: (b) => b.userVars,
 };
 
 for (const name of Object.keys(VARIABLES)) if (!GETTERS[name]) throw new Error(`the variable ${name} has no value`);
@@ -154,6 +155,7 @@ export class Bindings implements EvaluationScope {
   private cache: Map<string, unknown> | undefined;
   private vars: object | undefined;
   private actionValues: Record<string, unknown> | undefined;
+  private userValues: Map<string, unknown> | undefined;
   private who: string | undefined;
   /** Who an earlier layer let in: it stays who the visitor is (a later layer's sign-in does not rename it). */
   private readonly outer: string | undefined;
@@ -204,6 +206,17 @@ export class Bindings implements EvaluationScope {
   /** Action result variables by ngrok's name (`rate_limit`, `basic_auth`, ...): `actions.ngrok.<name>`. */
   get actionVars(): Record<string, unknown> {
     return (this.actionValues ??= {});
+  }
+
+  /** What set-vars set in this run (`vars.<name>`): scoped to one phase of one policy, as ngrok scopes them. */
+  get userVars(): Map<string, unknown> {
+    return (this.userValues ??= new Map());
+  }
+
+  /** set-vars set `vars.<name>`: what reads `vars` is read again. */
+  setVar(name: string, value: unknown): void {
+    this.userVars.set(name, value);
+    this.cache?.delete("vars");
   }
 
   /** Who the visitor is (`visitor.identity`): the first authentication's answer, an earlier layer's first. */

@@ -79,6 +79,7 @@ export const VARIABLES: Readonly<Record<string, VariableDoc>> = {
   "res.content_encoding": { type: STRINGS, phases: RESPONSE, about: "the Content-Encoding's codings" },
   "res.location": { type: STRING, phases: RESPONSE, about: "the Location header" },
   "visitor.identity": { type: STRING, phases: HTTP, about: "who an authentication action let in (the basic-auth user, the JWT's `sub`, the signed-in email); empty before" },
+  vars: { type: mapType(STRING, DYN), phases: ALL, about: "what the set-vars actions before set in this phase of this policy: `vars.<name>` (one never set is an error: the rule does not match)" },
   "actions": { type: DYN, phases: ALL, about: "what the actions that ran set, under ngrok's names: `actions.ngrok.rate_limit.limited`, ..." },
 };
 

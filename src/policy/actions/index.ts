@@ -11,12 +11,13 @@ import { rateLimit } from "./rate-limit.ts";
 import { redirect } from "./redirect.ts";
 import { removeHeaders } from "./remove-headers.ts";
 import { restrictIps } from "./restrict-ips.ts";
+import { setVars } from "./set-vars.ts";
 import type { ActionDefinition } from "./types.ts";
 import { urlRewrite } from "./url-rewrite.ts";
 import { verifyWebhook } from "./verify-webhook.ts";
 
 export const ACTIONS: ReadonlyMap<string, ActionDefinition> = new Map(
-  [addHeaders, basicAuth, compressResponse, customResponse, deny, jwtValidation, log, openidConnect, rateLimit, redirect, removeHeaders, restrictIps, urlRewrite, verifyWebhook].map((a) => [a.type, a]),
+  [addHeaders, basicAuth, compressResponse, customResponse, deny, jwtValidation, log, openidConnect, rateLimit, redirect, removeHeaders, restrictIps, setVars, urlRewrite, verifyWebhook].map((a) => [a.type, a]),
 );
 
 /** ngrok's actions burrow does not have, with why: said when a policy names one. */
@@ -29,7 +30,6 @@ export const NOT_IN_BURROW: Readonly<Record<string, string>> = {
   saml: "not in burrow",
   "owasp-crs-request": "not in burrow",
   "owasp-crs-response": "not in burrow",
-  "set-vars": "not yet in burrow",
   "terminate-tls": "TLS is terminated by the edge's own certificates (or passed through by tls tunnels)",
   "request-body-find-replace": "not in burrow: the edge does not rewrite bodies",
   "response-body-find-replace": "not in burrow: the edge does not rewrite bodies",

@@ -30,6 +30,12 @@ export class Template {
     this.constant = parts.every((p) => typeof p === "string") ? parts.join("") : undefined;
   }
 
+  /** The expression when the string is exactly one `${...}` and nothing else (set-vars keeps its value's type), else undefined. */
+  get only(): CompiledExpression | undefined {
+    const p = this.parts;
+    return p.length === 1 && typeof p[0] !== "string" ? p[0] : undefined;
+  }
+
   /** The expressions it embeds. */
   get expressions(): CompiledExpression[] {
     return this.parts.filter((p): p is CompiledExpression => typeof p !== "string");
