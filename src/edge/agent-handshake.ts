@@ -352,6 +352,7 @@ export class AgentHandshake {
         revoke: hello.revoke,
         policyNotes: hello.policy_notes,
         policyPassed: hello.policy_passed,
+        typedLogs: hello.typed_logs,
         live: hello.live,
         remote: hello.remote,
         agent: hello.agent,

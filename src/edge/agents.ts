@@ -22,7 +22,7 @@ import type { AgentAsk, AgentInfo, AskResult } from "../core/live.ts";
 import { AgentStreams } from "./agent-streams.ts";
 import { AgentTunnels } from "./agent-tunnels.ts";
 import { openStream } from "./open-stream.ts";
-import { NotePace } from "./traffic-policy/policy-notes.ts";
+import { NotePace, textLogs } from "./traffic-policy/policy-notes.ts";
 
 /** Pool members going out of and back into rotation: an agent that flaps cannot flood the log. */
 const rotationLog = limitedLog(60);
@@ -57,6 +57,8 @@ export class AgentConnection implements AgentSide {
   private notes: NotePace | undefined;
   /** Its HELLO asked for POLICY_PASSED notes: what the policies did with the requests they let through. */
   tellsPassed = false;
+  /** Its HELLO said it reads the notes' log fields typed: else they go as text. */
+  private typedLogs = false;
   /** Its HELLO said it adds and removes tunnels on the live session (ADD, REMOVE). */
   private lives = false;
   /** Its HELLO said it runs its token's remote config (CONFIG); with `live` only. */
@@ -143,6 +145,7 @@ export class AgentConnection implements AgentSide {
     this.said = { agent: said.agent, system: said.system, manage: said.manage };
     if (said.policyNotes) this.notes = new NotePace();
     this.tellsPassed = said.policyPassed ?? false;
+    this.typedLogs = said.typedLogs ?? false;
   }
 
   /** The version of the remote config sent last: an older one read later is not sent after it. */
@@ -165,12 +168,17 @@ export class AgentConnection implements AgentSide {
     if (!this.ready || !this.notes || this.mux.closed) return;
     const skipped = this.notes.take(Date.now());
     if (skipped === undefined) return;
+    if (note.logs && !this.typedLogs) note = { ...note, logs: textLogs(note.logs) };
     this.mux.sendControl(FrameType.POLICY, skipped > 0 ? { ...note, skipped } : note);
   }
 
   /** What the policies did with a request they let through to it (passed-notes.ts), when it asked. */
   notePassed(note: PolicyPassed): void {
     if (!this.ready || !this.tellsPassed || this.mux.closed) return;
+    if (!this.typedLogs && (note.request?.logs || note.response?.logs)) {
+      const text = (phase: PolicyPassed["request"]) => (phase?.logs ? { ...phase, logs: textLogs(phase.logs) } : phase);
+      note = { ...note, request: text(note.request), response: text(note.response) };
+    }
     this.mux.sendControl(FrameType.POLICY_PASSED, note);
   }
 

@@ -6,7 +6,7 @@
 export { loadPolicy, type LoadOptions } from "./load.ts";
 export { Policy } from "./policy.ts";
 export { PolicyChain, type ChainOutcome } from "./chain.ts";
-export { BODY_UNREAD, type Outcome, type Verdict, type RuleTrace, type ActionTrace, type RunProblem } from "./outcome.ts";
+export { BODY_UNREAD, type LogValue, type Outcome, type Verdict, type RuleTrace, type ActionTrace, type RunProblem } from "./outcome.ts";
 export type { PolicyInput, ConnectionFacts, EndpointFacts, TunnelFacts, RequestFacts, ResponseFacts } from "./facts.ts";
 export type { PolicyResponse } from "./response.ts";
 export { formatPolicyError, POLICY_ERRORS, type PolicyError, type PolicyErrorCode } from "./errors.ts";

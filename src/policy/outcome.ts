@@ -44,6 +44,9 @@ export type Verdict =
   | { kind: "respond"; response: PolicyResponse; rule: string; action: string; code?: string }
   | { kind: "close"; rule: string; action: string; code?: string };
 
+/** A log action's field: its value as the policy wrote it (a number or a bool stays one), or interpolated text. */
+export type LogValue = string | number | boolean;
+
 export interface Outcome {
   phase: Phase;
   /** The policy's source (its file, or the layer's name). */
@@ -58,7 +61,7 @@ export interface Outcome {
   identity?: string;
   /** compress-response's choice: the body is to be streamed through compression.ts's compressor. */
   compression?: Coding;
-  logs: Record<string, string>[];
+  logs: Record<string, LogValue>[];
   problems: RunProblem[];
 }
 

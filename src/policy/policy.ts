@@ -23,7 +23,7 @@ import { Bindings } from "./context.ts";
 import type { PolicyInput } from "./facts.ts";
 import { WorkingRequest, WorkingResponse } from "./message.ts";
 import type { PolicyLimits } from "./limits.ts";
-import { BODY_UNREAD, type Outcome, type RuleTrace, type RunProblem, type Verdict } from "./outcome.ts";
+import { BODY_UNREAD, type LogValue, type Outcome, type RuleTrace, type RunProblem, type Verdict } from "./outcome.ts";
 import type { PolicyServices } from "./services.ts";
 import type { Phase } from "./variables.ts";
 
@@ -116,7 +116,7 @@ class PhaseRun extends Bindings implements ActionContext {
   readonly services: PolicyServices;
   private matched: RuleTrace[] = NONE;
   private problems: RunProblem[] = NONE;
-  private logs: Record<string, string>[] = NONE;
+  private logs: Record<string, LogValue>[] = NONE;
   private compression: Coding | undefined;
   /** The rule whose actions are running, for the problems they tell. */
   private rule = "";
@@ -148,7 +148,7 @@ class PhaseRun extends Bindings implements ActionContext {
     this.variablesChanged();
   }
 
-  log(fields: Record<string, string>): void {
+  log(fields: Record<string, LogValue>): void {
     if (this.logs === NONE) this.logs = [];
     this.logs.push(fields);
   }

@@ -57,6 +57,8 @@ export const Hello = v.pipe(
     policy_notes: v.optional(v.boolean(), false),
     /** The agent wants POLICY_PASSED notes (wire.ts): what the traffic policies did with its tunnels' requests they let through, for its inspector. */
     policy_passed: v.optional(v.boolean(), false),
+    /** The agent reads a POLICY or POLICY_PASSED note's log fields as numbers and bools where the policy wrote them so (NoteLogs); without it they are sent as text. */
+    typed_logs: v.optional(v.boolean(), false),
     /**
      * The agent adds and removes tunnels on the live session (ADD, REMOVE)
      * once READY says `live`, and understands their answers (ADDED, REMOVED).
@@ -108,6 +110,13 @@ export type Revoke = v.InferOutput<typeof Revoke>;
 const noteText = (max: number) => v.pipe(v.string(), v.maxLength(max));
 
 /**
+ * A log action's fields, as a note carries them: a number or a bool as
+ * the policy wrote it, else text. Sent typed only to an agent whose HELLO
+ * said `typed_logs` (the version before read text alone); to others, as text.
+ */
+const NoteLogs = v.pipe(v.array(v.record(noteText(64), v.union([noteText(256), v.pipe(v.number(), v.finite()), v.boolean()]))), v.maxLength(10));
+
+/**
  * edge -> agent: a request the traffic policies answered at the edge
  * (wire.ts POLICY). `rules`: the tunnel's own rules that matched (a rule's
  * name, or `#N`), in order; `ended`: the action that answered, and whose
@@ -122,14 +131,12 @@ export const PolicyNote = v.object({
   remote: v.optional(noteText(100)),
   rules: v.pipe(v.array(noteText(100)), v.maxLength(20)),
   ended: v.object({ by: v.picklist(["tunnel", "server"]), action: noteText(64), rule: v.optional(noteText(100)) }),
-  logs: v.optional(v.pipe(v.array(v.record(noteText(64), noteText(256))), v.maxLength(10))),
+  logs: v.optional(NoteLogs),
   /** Notes left out (past the rate they are sent at) since the one before. */
   skipped: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0))),
 });
 export type PolicyNote = v.InferOutput<typeof PolicyNote>;
 
-/** A log action's fields, as a note carries them. */
-const NoteLogs = v.pipe(v.array(v.record(noteText(64), noteText(256))), v.maxLength(10));
 
 /**
  * One phase of a request the policies let through (PolicyPassed): the

@@ -265,7 +265,7 @@ on_http_request:
         config: { metadata: { message: "hello \${req.method}", path: "\${req.url.path}", n: 3, missing: "\${req.headers['nope'][0]}" } }
 `);
     const out = await p.run("on_http_request", requestInput({ target: "/p" }));
-    expect(out.logs).toEqual([{ message: "hello GET", path: "/p", n: "3", missing: "" }]);
+    expect(out.logs).toEqual([{ message: "hello GET", path: "/p", n: 3, missing: "" }]);
     expect(out.problems).toHaveLength(1);
   });
 

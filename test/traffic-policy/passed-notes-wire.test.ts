@@ -4,7 +4,9 @@
  * request its tunnel's rules matched, which rules and log fields, naming
  * the stream that carried it; an agent of the version before (its HELLO
  * does not say it) is never sent the frame, and its requests go on as
- * before. A request no rule matched is told of to neither.
+ * before. A request no rule matched is told of to neither. The log
+ * fields' numbers and bools go typed to an agent whose HELLO says
+ * `typed_logs`, as text to one of the version before.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { connect } from "node:net";
@@ -19,7 +21,7 @@ const POLICY = `
 on_http_request:
   - name: logged
     expressions: ["req.url.path == '/logged'"]
-    actions: [{ type: log, config: { metadata: { seen: "\${req.url.path}" } } }]
+    actions: [{ type: log, config: { metadata: { seen: "\${req.url.path}", n: 3, ok: true } } }]
 `;
 
 let server: TestServer;
@@ -35,9 +37,9 @@ afterAll(async () => {
 });
 
 /** An agent by hand, past its handshake, with the tunnel's own policy; `passed`: its HELLO says `policy_passed`. */
-async function scriptedAgent(passed: boolean): Promise<{ peer: HostilePeer; host: string; tunnel: string } & Disposable> {
+async function scriptedAgent(passed: boolean, typed = false): Promise<{ peer: HostilePeer; host: string; tunnel: string } & Disposable> {
   const peer = await hostileWebSocket(server.edgePort, WAIT_MS);
-  peer.send(encodeFrame(FrameType.HELLO, 0, jsonPayload({ version: PROTOCOL_VERSION, token, tunnels: [{ protocol: "http", policy: POLICY }], ...(passed ? { policy_passed: true } : {}) })));
+  peer.send(encodeFrame(FrameType.HELLO, 0, jsonPayload({ version: PROTOCOL_VERSION, token, tunnels: [{ protocol: "http", policy: POLICY }], ...(passed ? { policy_passed: true } : {}), ...(typed ? { typed_logs: true } : {}) })));
   const ready = () => peer.frames.find((f) => f.type === FrameType.READY || f.type === FrameType.ERROR);
   if (!(await peer.until(() => ready() !== undefined, WAIT_MS))) throw new Error("no READY for the scripted agent");
   const said = JSON.parse(new TextDecoder().decode(ready()!.payload));
@@ -83,7 +85,7 @@ test("an agent that says policy_passed is told what its rules did with a request
   const { answer, stream } = await visit(agent, "/logged");
   expect(answer).toStartWith("HTTP/1.1 200");
   expect(await agent.peer.until(() => notes(agent.peer).length === 1, WAIT_MS)).toBe(true);
-  expect(notes(agent.peer)[0]).toEqual({ tunnel: agent.tunnel, stream, request: { rules: [{ rule: "logged", actions: ["log"] }], logs: [{ seen: "/logged" }] } });
+  expect(notes(agent.peer)[0]).toEqual({ tunnel: agent.tunnel, stream, request: { rules: [{ rule: "logged", actions: ["log"] }], logs: [{ seen: "/logged", n: "3", ok: "true" }] } });
   // a request no rule matched: nothing to tell
   await visit(agent, "/other");
   await roundTrip(agent.peer);
@@ -97,4 +99,11 @@ test("an agent of the version before (no policy_passed in its HELLO) is never se
   await roundTrip(agent.peer);
   expect(notes(agent.peer)).toEqual([]);
   expect(agent.peer.frames.some((f) => f.type === FrameType.ERROR)).toBe(false);
+}, 30_000);
+
+test("an agent whose HELLO says typed_logs is told the log fields' numbers and bools as they are", async () => {
+  using agent = await scriptedAgent(true, true);
+  const { stream } = await visit(agent, "/logged");
+  expect(await agent.peer.until(() => notes(agent.peer).length === 1, WAIT_MS)).toBe(true);
+  expect(notes(agent.peer)[0]).toEqual({ tunnel: agent.tunnel, stream, request: { rules: [{ rule: "logged", actions: ["log"] }], logs: [{ seen: "/logged", n: 3, ok: true }] } });
 }, 30_000);

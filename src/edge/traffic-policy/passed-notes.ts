@@ -17,13 +17,12 @@ import type { Outcome, Policy, Verdict } from "../../policy/index.ts";
 import type { PhaseNote, PolicyPassed } from "../../protocol/messages.ts";
 import type { Tunnel } from "../registry.ts";
 import type { LayeredRun } from "./layered-run.ts";
+import { noteLogs } from "./policy-notes.ts";
 import type { TunnelPolicy } from "./tunnel-policy.ts";
 
 /** What a phase's note carries at most: it is shown, not acted on. */
 const MAX_RULES = 20;
 const MAX_ACTIONS = 20;
-const MAX_LOGS = 10;
-const MAX_FIELDS = 10;
 
 /** `run`'s request, on the agent's stream `stream`, is told of once its response is judged (tellPassed), when `t`'s agent asked. */
 export function toldWhenAnswered(run: LayeredRun, t: Tunnel, stream: number): void {
@@ -98,6 +97,6 @@ function phaseNote(out: Outcome): PhaseNote {
   const note: PhaseNote = {
     rules: out.matched.slice(0, MAX_RULES).map((m) => ({ rule: m.rule.slice(0, 100), actions: m.actions.slice(0, MAX_ACTIONS).map((a) => a.type.slice(0, 64)) })),
   };
-  if (out.logs.length > 0) note.logs = out.logs.slice(0, MAX_LOGS).map((fields) => Object.fromEntries(Object.entries(fields).slice(0, MAX_FIELDS).map(([k, v]) => [k.slice(0, 64), v.slice(0, 256)])));
+  if (out.logs.length > 0) note.logs = noteLogs(out.logs);
   return note;
 }

@@ -11,7 +11,7 @@
  * bounded pace, so a flood of refused requests costs the agent's link a
  * few notes a second.
  */
-import type { Outcome, Verdict } from "../../policy/index.ts";
+import type { LogValue, Outcome, Verdict } from "../../policy/index.ts";
 import type { PolicyNote } from "../../protocol/messages.ts";
 import type { Tunnel } from "../registry.ts";
 import type { LayeredRun } from "./layered-run.ts";
@@ -58,7 +58,16 @@ export function tellRefusal(t: Tunnel | undefined, run: LayeredRun, verdict: Exc
     rules: (own?.matched ?? []).slice(0, MAX_RULES).map((m) => m.rule.slice(0, 100)),
     ended: by === "tunnel" ? { by, action: verdict.action.slice(0, 64), rule: verdict.rule.slice(0, 100) } : { by, action: verdict.action.slice(0, 64) },
   };
-  const logs = own?.logs.slice(0, MAX_LOGS).map((fields) => Object.fromEntries(Object.entries(fields).slice(0, MAX_FIELDS).map(([k, v]) => [k.slice(0, 64), v.slice(0, 256)])));
-  if (logs && logs.length > 0) note.logs = logs;
+  if (own && own.logs.length > 0) note.logs = noteLogs(own.logs);
   agent.notePolicy(note);
+}
+
+/** A run's log fields as a note carries them (messages.ts NoteLogs): so many, names and text cut to their bounds, numbers and bools as they are. */
+export function noteLogs(logs: readonly Record<string, LogValue>[]): Record<string, LogValue>[] {
+  return logs.slice(0, MAX_LOGS).map((fields) => Object.fromEntries(Object.entries(fields).slice(0, MAX_FIELDS).map(([k, v]) => [k.slice(0, 64), typeof v === "string" ? v.slice(0, 256) : v])));
+}
+
+/** Log fields as text, for an agent that did not say it reads them typed (HELLO's `typed_logs`). */
+export function textLogs(logs: Record<string, LogValue>[]): Record<string, string>[] {
+  return logs.map((fields) => Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, String(v)])));
 }

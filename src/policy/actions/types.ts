@@ -18,6 +18,7 @@ import type { Phase } from "../variables.ts";
 import type { PolicyServices } from "../services.ts";
 
 import type { PolicyResponse } from "../response.ts";
+import type { LogValue } from "../outcome.ts";
 
 export type { PolicyResponse };
 
@@ -39,7 +40,7 @@ export interface ActionContext {
   /** Whether the policy reads the actions' results at all: without, an action need not make them (setVariables drops them). */
   readonly keepsVariables: boolean;
   /** A log entry for the inspector and the server's log (the log action). */
-  log(fields: Record<string, string>): void;
+  log(fields: Record<string, LogValue>): void;
   /** An evaluation error that did not stop the action (an interpolation that failed, say). */
   problem(message: string): void;
   /** compress-response chose a coding: the edge streams the body through compression.ts's compressor. */

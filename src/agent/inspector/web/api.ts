@@ -33,7 +33,7 @@ export interface Summary {
 
 /** What the tunnel's traffic policies did with a request (null: none of its rules matched). */
 /** A log action's fields. */
-export type LogFields = Record<string, string>;
+export type LogFields = Record<string, string | number | boolean>;
 
 export interface PolicyView {
   /** The tunnel's own rules that matched the request, in order. */
