@@ -20,6 +20,7 @@ import { responseBytes } from "../http/response-bytes.ts";
 import { headAllowedToSwitch } from "../http/upgrade.ts";
 import type { RelayedMeta } from "../protocol/messages.ts";
 import type { Stream } from "../protocol/mux.ts";
+import { WireError } from "../protocol/wire.ts";
 import { addressRefusedPage } from "../edge/access/pages.ts";
 import { staysWhileOpen } from "../edge/judgement/live-visits.ts";
 import { Refusal, type Door, type Visit } from "../edge/judgement/pipeline.ts";
@@ -178,6 +179,8 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
 
   refuse(v: RelayedVisit, r: Refusal): void {
     const res = r.answer ?? (r.code === "ADDRESS_REFUSED" && this.parsed(v) ? addressRefusedPage(v.host!, v.client) : undefined);
+    // a policy closed the connection: the visitor's node, which holds it, closes it unanswered (forward.ts, h2/exchange.ts)
+    if (!res && r.code === "POLICY") return v.down.reset(WireError.POLICY_CLOSED);
     if (!res) return refuseRelayed(v.down);
     void answerRelayed(v.down, res, v.head?.method === "HEAD").catch(() => refuseRelayed(v.down));
   }

@@ -738,6 +738,12 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
   }
 
   agentReset(code: string): void {
+    // the tunnel's policy on another node closed the visitor's connection: closed here, unanswered (traffic-policy/policy-closed.ts)
+    if (code === WireError.POLICY_CLOSED && !this.responded && !this.finished) {
+      this.wait?.disarm();
+      this.finish();
+      return this.conn.terminate();
+    }
     this.wait?.resetBy(code); // before the response began: the wait reports it (failed)
     if (this.finished || this.complete || !this.responded) return;
     this.brokenResponse(code.startsWith(WireError.UPSTREAM_FAILED) ? `the agent could not reach it (${code.slice(WireError.UPSTREAM_FAILED.length).trim() || "reset"})` : "the tunnel's connection closed");

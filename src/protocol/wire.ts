@@ -364,6 +364,12 @@ export const WIRE_ERRORS = {
     meaning: "A stream's reset: the local service refused or failed it. The visitor gets the 502 page, with the reason.",
     advice: "Check that the local service runs at the address the agent was given.",
   },
+  /** A traffic policy closed the visitor's connection (close-connection) on the node where the tunnel's rules live. */
+  POLICY_CLOSED: {
+    stream: true,
+    meaning: "A stream's reset between nodes: the tunnel's traffic policy closed the visitor's connection (close-connection, or a closing on_tcp_connect rule) on the node that has the tunnel. The node that holds the visitor closes it without an answer.",
+    advice: "Nothing to do: the policy said so.",
+  },
   /** The visitor went away. */
   CANCELLED: { stream: true, meaning: "A stream's reset: the visitor went away.", advice: "Nothing to do." },
   /** A udp tunnel's flow is over. */

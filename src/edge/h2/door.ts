@@ -17,6 +17,7 @@ import { badGatewayPage } from "../pages.ts";
 import type { Tunnel } from "../registry.ts";
 import { RequestStream } from "../request-stream.ts";
 import { bodyRefusal, type BodyReading, type ReadBody } from "../traffic-policy/request-body.ts";
+import { PolicyClosed } from "../traffic-policy/policy-closed.ts";
 import { readH2Body } from "../traffic-policy/stream-body.ts";
 import { H2Exchange, type Answered } from "./exchange.ts";
 import type { H2Session } from "./session.ts";
@@ -57,6 +58,7 @@ export class H2Door extends HttpDoor {
 
   override refuse(v: HttpVisit, r: Refusal): void {
     if (r === HTTP_1_1_REQUIRED) return (v as H2Visit).stream.reset(ErrorCode.HTTP_1_1_REQUIRED);
+    if (r instanceof PolicyClosed) return (v as H2Visit).closedByPolicy();
     super.refuse(v, r);
   }
 }

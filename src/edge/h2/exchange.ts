@@ -302,6 +302,12 @@ export class H2Exchange implements StreamUser, ResponseSink {
   }
 
   agentReset(code: string): void {
+    // the tunnel's policy on another node closed the visitor's connection: this stream's part of it here (traffic-policy/policy-closed.ts)
+    if (code === WireError.POLICY_CLOSED && !this.responded && !this.finished) {
+      this.wait?.disarm();
+      this.finish();
+      return this.v.closedByPolicy();
+    }
     this.wait?.resetBy(code); // before the response began: the wait reports it (failed)
     if (this.finished || this.complete || !this.responded) return;
     this.broken(code.startsWith(WireError.UPSTREAM_FAILED) ? `the agent could not reach it (${code.slice(WireError.UPSTREAM_FAILED.length).trim() || "reset"})` : "the tunnel's connection closed");

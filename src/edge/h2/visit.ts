@@ -1,5 +1,6 @@
 /** One HTTP/2 stream on its way through the judgement: an HttpVisit (http-door.ts) whose connection carries it among others. */
 import type { H2Stream } from "../../http2/stream.ts";
+import { ErrorCode } from "../../http2/wire.ts";
 import type { RequestHead } from "../../http/request-head.ts";
 import type { HttpConnection } from "../http-connection.ts";
 import { HttpVisit } from "../http-door.ts";
@@ -22,5 +23,11 @@ export class H2Visit extends HttpVisit {
     readonly session: H2Session,
   ) {
     super(conn, head, text, startedAt);
+  }
+
+  /** A traffic policy closed the visitor's connection (traffic-policy/policy-closed.ts): the stream reset, no new one taken on its connection (GOAWAY), those in flight let finish. */
+  closedByPolicy(): void {
+    this.stream.reset(ErrorCode.CANCEL);
+    this.session.engine.goAway();
   }
 }

@@ -18,6 +18,7 @@ import { everyField, type RequestHead } from "../../http/request-head.ts";
 import { Refusal } from "../judgement/pipeline.ts";
 import type { Tunnel } from "../registry.ts";
 import { LayeredRun, matchedNames, policyAnswer } from "./layered-run.ts";
+import { CLOSED_STATUS, PolicyClosed } from "./policy-closed.ts";
 import { tellRefusal } from "./policy-notes.ts";
 import { withBody, type BodySource } from "./request-body.ts";
 import type { TunnelPolicy } from "./tunnel-policy.ts";
@@ -197,10 +198,11 @@ function refusalOf(verdict: Exclude<Verdict, { kind: "continue" }>, run: Layered
   if (verdict.code === "SIGN_IN" && verdict.kind === "respond") return new Refusal("access", "SIGN_IN", undefined, policyAnswer(verdict.response));
   if (verdict.code === BODY_UNREAD && run.unreadBody) return run.unreadBody;
   if (verdict.code === RATE_LIMITED) tunnel?.rateLimited?.();
-  // on_http_request has no connection to close: a run that would (past its cost) answered 500 already
-  const answer = verdict.kind === "close" ? { status: 500, headers: [], body: "" } : verdict.response;
-  if (tunnel?.agent?.notePolicy) tellRefusal(tunnel, run, verdict, answer.status, by, by === "tunnel" ? run.runs[run.runs.length - 1] : undefined);
-  return new Refusal("access", "POLICY", `rule ${verdict.rule}, ${verdict.action}`, policyAnswer(answer));
+  // close-connection: no answer at all (policy-closed.ts: each door closes in its medium)
+  const status = verdict.kind === "close" ? CLOSED_STATUS : verdict.response.status;
+  if (tunnel?.agent?.notePolicy) tellRefusal(tunnel, run, verdict, status, by, by === "tunnel" ? run.runs[run.runs.length - 1] : undefined);
+  if (verdict.kind === "close") return new PolicyClosed(`rule ${verdict.rule}, ${verdict.action}`);
+  return new Refusal("access", "POLICY", `rule ${verdict.rule}, ${verdict.action}`, policyAnswer(verdict.response));
 }
 
 const ADDRESS_REFUSED = new Refusal("access", "ADDRESS_REFUSED");
