@@ -14,6 +14,7 @@
  */
 import type { Policy } from "../../policy/index.ts";
 import type { BodyReading } from "./body-reading.ts";
+import { onlyHeadActions } from "./response-head-rules.ts";
 
 export class TunnelPolicy {
   /** Some layer has on_tcp_connect rules. */
@@ -22,6 +23,8 @@ export class TunnelPolicy {
   readonly request: boolean;
   /** Some layer has on_http_response rules. */
   readonly response: boolean;
+  /** Some layer has on_http_response rules, and all of them only add and remove fields: a response's run is made in its head, which goes on in place (response-head-rules.ts). */
+  readonly responseInHead: boolean;
   /** Some layer but the flags has on_http_response rules (what an HTTP/2 stream cannot meet: h2/door.ts). */
   readonly responseBeyondFlags: boolean;
   /** Every layer in request order: the operator's, the flags, then the tunnel's own. */
@@ -50,6 +53,7 @@ export class TunnelPolicy {
     this.connect = this.layers.some((p) => p.has("on_tcp_connect"));
     this.request = this.layers.some((p) => p.has("on_http_request"));
     this.response = this.layers.some((p) => p.has("on_http_response"));
+    this.responseInHead = this.response && onlyHeadActions(this.responseLayers);
     this.responseBeyondFlags = this.layers.some((p) => p !== flags && p.has("on_http_response"));
     this.body = reading && this.layers.some((p) => p.readsBody) ? reading : undefined;
   }
