@@ -7,7 +7,7 @@
  * The request as the actions leave it, who the visitor is and the coding
  * chosen carry from one layer to the next and on to the response.
  */
-import type { Coding, Outcome, Policy, PolicyInput, PolicyResponse, Verdict } from "../../policy/index.ts";
+import type { Coding, Outcome, Policy, PolicyInput, PolicyResponse, RuleTrace, Verdict } from "../../policy/index.ts";
 import { WorkingRequest, type WorkingResponse } from "../../policy/message.ts";
 import type { RunState } from "../../policy/policy.ts";
 import type { Phase } from "../../policy/variables.ts";
@@ -29,6 +29,8 @@ export class LayeredRun implements RunState {
   ownMatched: string | undefined;
   /** Why the request's body could not be read for an action (http-request.ts readWhenAsked): the door's answer. */
   unreadBody: Refusal | undefined;
+  /** The edge reads of a run only which rules matched (the inspector's notes, X-Burrow-Policy-Rules) and the log action's fields: no action's trace is kept (RunState.brief). */
+  readonly brief = true;
 
   readonly facts: PolicyInput;
 
@@ -95,10 +97,27 @@ const MAX_NAME = 100;
 const printable = new Map<string, string>();
 const PRINTABLE_KEPT = 4096;
 
+/** The last rules matched (a brief run's traces are the same objects run after run) and their field's value: most requests match the same rules as the one before. */
+let lastMatched: readonly RuleTrace[] = [];
+let lastNames: string | undefined;
+
 /** The rules of a run that matched, as the field's value: names made printable, commas taken out. */
 export function matchedNames(out: Outcome): string | undefined {
   const matched = out.matched;
   if (matched.length === 0) return undefined;
+  if (sameTraces(matched, lastMatched)) return lastNames;
+  lastNames = namesOf(matched);
+  lastMatched = matched.slice();
+  return lastNames;
+}
+
+function sameTraces(a: readonly RuleTrace[], b: readonly RuleTrace[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+function namesOf(matched: readonly RuleTrace[]): string {
   let text = "";
   for (let i = 0; i < matched.length && i < MAX_NAMES; i++) {
     const rule = matched[i]!.rule;

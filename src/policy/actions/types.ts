@@ -38,6 +38,8 @@ export interface ActionContext {
   setVariables(name: string, values: Record<string, unknown>): void;
   /** Whether the policy reads the actions' results at all: without, an action need not make them (setVariables drops them). */
   readonly keepsVariables: boolean;
+  /** Whether the run's trace keeps what each action did (policy.ts RunState.brief): without, an action that goes on need not write its note. */
+  readonly traced: boolean;
   /** A log entry for the inspector and the server's log (the log action). */
   log(fields: Record<string, string>): void;
   /** An evaluation error that did not stop the action (an interpolation that failed, say). */
