@@ -30,6 +30,8 @@ import { stays } from "./judgement/live-visits.ts";
 import { badGatewayPage, slowServicePage } from "./pages.ts";
 import { ResponseTimeout, type ResponseWait } from "./replies.ts";
 import type { Policy } from "../policy/index.ts";
+import type { HeaderPairs } from "../policy/facts.ts";
+import { sameFields } from "../policy/message.ts";
 import type { Tunnel } from "./registry.ts";
 import { RequestStream, type StreamUser } from "./request-stream.ts";
 import { POLICY_RULES_FIELD, type LayeredRun } from "./traffic-policy/layered-run.ts";
@@ -155,6 +157,8 @@ function policyFields(run: LayeredRun, dropped: ReadonlySet<string>): string | u
   const request = run.request;
   const added = request?.appended();
   if (added === undefined) return undefined;
+  // the same fields as the request before (a policy adds the same ones, most often with the same values): the same text
+  if (dropped === lastFields.dropped && run.ownMatched === lastFields.matched && sameFields(added, lastFields.added) && !request!.hasEdgeFields()) return lastFields.text;
   let text = "";
   for (let i = 0; i < added.length; i++) {
     const field = added[i]!;
@@ -164,8 +168,12 @@ function policyFields(run: LayeredRun, dropped: ReadonlySet<string>): string | u
     text += `${field[0]}: ${field[1]}\r\n`;
   }
   if (run.ownMatched !== undefined) text += `${POLICY_RULES_FIELD}: ${run.ownMatched}\r\n`;
+  if (!request!.hasEdgeFields()) lastFields = { added, dropped, matched: run.ownMatched, text };
   return text;
 }
+
+/** policyFields' last answer, and what it was made of (fields with no edge's own among them). */
+let lastFields: { added: HeaderPairs; dropped: ReadonlySet<string>; matched: string | undefined; text: string } = { added: [], dropped: new Set(), matched: undefined, text: "" };
 
 /**
  * The head as bytes for a kept stream's DATA: when it passes as sent and

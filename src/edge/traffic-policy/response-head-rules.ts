@@ -12,17 +12,9 @@
 import { parseHead, responseHeadBytes, type ParsedHead } from "../../http/response-head.ts";
 import type { HeaderPairs, ResponseFacts } from "../../policy/facts.ts";
 import type { Policy } from "../../policy/index.ts";
-import { WorkingResponse } from "../../policy/message.ts";
+import { sameFields, WorkingResponse } from "../../policy/message.ts";
 import type { LayeredRun } from "./layered-run.ts";
 import { answerBytes } from "./response-filter.ts";
-
-/** The actions a response rule may have for its run to be made in the head: each runs at once and changes only fields. */
-export const HEAD_ACTIONS: ReadonlySet<string> = new Set(["add-headers", "remove-headers"]);
-
-/** Whether every response rule of `layers` has only HEAD_ACTIONS. */
-export function onlyHeadActions(layers: readonly Policy[]): boolean {
-  return layers.every((p) => p.rulesOf("on_http_response").every((r) => r.actions.every((a) => HEAD_ACTIONS.has(a.type) && !a.readsBody)));
-}
 
 /**
  * What the rules made of the head, in the bytes it lay in: `src[from, to)`
@@ -80,7 +72,7 @@ class HeadInPlace implements ResponseFacts {
 export function judgeHeadInPlace(run: LayeredRun, layers: readonly Policy[], head: ParsedHead, src: Uint8Array, from: number, to: number, method: string): HeadChange | undefined {
   const facts = new HeadInPlace(head, src, from, to, method);
   const verdict = run.respond(new WorkingResponse(facts), layers);
-  // HEAD_ACTIONS never wait (TunnelPolicy.responseInHead runs no other)
+  // tunnel-policy.ts HEAD_ACTIONS never wait (TunnelPolicy.responseInHead runs no other)
   if (verdict instanceof Promise) throw new Error("a response rule of fields only waited");
   if (verdict.kind === "respond") return { src, from, to, put: answerBytes(verdict.response, method === "HEAD", !head.keepAlive), answered: true };
   const res = run.response!;
@@ -88,7 +80,17 @@ export function judgeHeadInPlace(run: LayeredRun, layers: readonly Policy[], hea
   if (added === undefined) return { src, from, to, put: responseHeadBytes(facts.full(), res.headers), answered: false };
   if (added.length === 0) return undefined;
   // fields only added: they go before the blank line, the head's own bytes as they came
+  return { src, from: to - 2, to: to - 2, put: addedText(added), answered: false };
+}
+
+/** The last fields added and their text: a response rule adds the same ones response after response. */
+let lastAdded: HeaderPairs = [];
+let lastText = "";
+
+function addedText(added: HeaderPairs): string {
+  if (sameFields(added, lastAdded)) return lastText;
   let text = "";
   for (let i = 0; i < added.length; i++) text += `${added[i]![0]}: ${added[i]![1]}\r\n`;
-  return { src, from: to - 2, to: to - 2, put: text, answered: false };
+  lastAdded = added;
+  return (lastText = text);
 }

@@ -14,7 +14,6 @@
  */
 import type { Policy } from "../../policy/index.ts";
 import type { BodyReading } from "./body-reading.ts";
-import { onlyHeadActions } from "./response-head-rules.ts";
 
 export class TunnelPolicy {
   /** Some layer has on_tcp_connect rules. */
@@ -62,6 +61,14 @@ export class TunnelPolicy {
   static of(operator: readonly Policy[], own: Policy | undefined, flags?: Policy, reading?: BodyReading): TunnelPolicy | undefined {
     return operator.length === 0 && !own && !flags ? undefined : new TunnelPolicy(operator, own, flags, reading);
   }
+}
+
+/** The actions a response rule may have for its run to be made in the head (response-head-rules.ts): each runs at once and changes only fields. */
+const HEAD_ACTIONS: ReadonlySet<string> = new Set(["add-headers", "remove-headers"]);
+
+/** Whether every response rule of `layers` has only HEAD_ACTIONS. */
+function onlyHeadActions(layers: readonly Policy[]): boolean {
+  return layers.every((p) => p.rulesOf("on_http_response").every((r) => r.actions.every((a) => HEAD_ACTIONS.has(a.type) && !a.readsBody)));
 }
 
 /** What a tunnel's layers are made of, as far as this file reads it (registry.ts Tunnel). */
