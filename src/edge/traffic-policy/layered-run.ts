@@ -71,7 +71,7 @@ export class LayeredRun implements RunState {
   private ran(phase: Phase, out: Outcome): Verdict | undefined {
     this.runs.push(out);
     // the log action's fields, into the server's structured log (the redaction net applies as to any line)
-    for (const fields of out.logs) log.info("traffic policy log", { ...fields, policy: out.source, phase, tunnel: this.facts.tunnel.name });
+    if (out.logs.length > 0) for (const fields of out.logs) log.info("traffic policy log", { ...fields, policy: out.source, phase, tunnel: this.facts.tunnel.name });
     this.identity ??= out.identity;
     if (phase === "on_http_response") this.compression ??= out.compression;
     return out.verdict.kind !== "continue" ? out.verdict : undefined;

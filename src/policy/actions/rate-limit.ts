@@ -43,13 +43,19 @@ export const rateLimit = defineAction({
     const prefix = `${tools.key}\0${config.name}\0`;
     // the store's key of each bucket seen lately: made (and hashed) once, not once a request
     const storeKeys = new Map<string, string>();
+    let lastBucket: string | undefined;
+    let lastKey = "";
     const keyOf = (bucket: string): string => {
+      // one visitor's requests in a row: the same bucket
+      if (bucket === lastBucket) return lastKey;
       let key = storeKeys.get(bucket);
       if (key === undefined) {
         key = storeKey(prefix, bucket);
         if (storeKeys.size >= KEYS_KEPT) storeKeys.clear();
         storeKeys.set(bucket, key);
       }
+      lastBucket = bucket;
+      lastKey = key;
       return key;
     };
     const limited = (bucket: string, verdict: RateLimitVerdict, ctx: ActionContext): ActionResult => {
