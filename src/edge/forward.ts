@@ -29,7 +29,6 @@ import type { HttpConnection, Occupant } from "./http-connection.ts";
 import { stays } from "./judgement/live-visits.ts";
 import { badGatewayPage, slowServicePage } from "./pages.ts";
 import { ResponseTimeout, type ResponseWait } from "./replies.ts";
-import type { Policy } from "../policy/index.ts";
 import type { HeaderPairs } from "../policy/facts.ts";
 import { sameFields } from "../policy/message.ts";
 import type { Tunnel } from "./registry.ts";
@@ -37,6 +36,7 @@ import { RequestStream, type StreamUser } from "./request-stream.ts";
 import { POLICY_RULES_FIELD, type LayeredRun } from "./traffic-policy/layered-run.ts";
 import { ResponseFilter, type Outlet } from "./traffic-policy/response-filter.ts";
 import { judgeHeadInPlace, type HeadChange } from "./traffic-policy/response-head-rules.ts";
+import type { TunnelPolicy } from "./traffic-policy/tunnel-policy.ts";
 import { SKIP_HEADER } from "./warning.ts";
 
 /**
@@ -404,7 +404,7 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
   /** The tunnel's traffic policies judge the response (traffic-policy/response-filter.ts): its bytes go through this. */
   private readonly filter: ResponseFilter | undefined;
   /** Or, when their response rules only change fields (TunnelPolicy.responseInHead), their layers: the head is judged as it is read, and goes on in place. */
-  private readonly headRules: readonly Policy[] | undefined;
+  private readonly headRules: TunnelPolicy | undefined;
   /** What those rules made of the head, until it is written (and, for an answer in the response's place, until the response's end: its bytes are dropped). */
   private change: HeadChange | undefined;
   /** filtered() is feeding the parser: the response's end waits for the chunk's credit, and what the filter sends waits in filteredPieces for one write. */
@@ -433,7 +433,7 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     this.requestDone = request.framing === "none";
     const policy = ctx.policy && tunnel.policy?.response ? tunnel.policy : undefined;
     // rules that only change fields, for an HTTP/1.1 visitor that asked for no switch: judged in the head, which goes on in place
-    this.headRules = policy?.responseInHead && request.minor === 1 && request.upgrade === undefined ? policy.responseLayers : undefined;
+    this.headRules = policy?.responseInHead && request.minor === 1 && request.upgrade === undefined ? policy : undefined;
     this.filter = policy && !this.headRules ? new ResponseFilter(policy, ctx.policy!, request.method, request.minor, this.outlet()) : undefined;
     // the head's fields are read only for an HTTP/1.0 visitor's framing; otherwise it goes on as it came (a
     // policy's response rules, the tunnel's header flags among them, read them when they need them:

@@ -5,15 +5,17 @@
  * the response's bytes as they go on in place (forward.ts), without the
  * response filter (response-filter.ts) and its pieces: such rules never
  * wait, never compress and never touch the body. Their fields are read
- * from the head's bytes only if a rule asks for them. A run that fails
+ * from the head's bytes only if a rule asks for them; rules that add
+ * constant fields and read nothing (TunnelPolicy.responseFields) need no
+ * run at all, their fields known at load. A run that fails
  * (an action that throws, past its cost) answers 500 in the response's
  * place, as the filter's does.
  */
 import { parseHead, responseHeadBytes, type ParsedHead } from "../../http/response-head.ts";
 import type { HeaderPairs, ResponseFacts } from "../../policy/facts.ts";
-import type { Policy } from "../../policy/index.ts";
 import { sameFields, WorkingResponse } from "../../policy/message.ts";
 import type { LayeredRun } from "./layered-run.ts";
+import type { TunnelPolicy } from "./tunnel-policy.ts";
 import { answerBytes } from "./response-filter.ts";
 
 /**
@@ -69,9 +71,12 @@ class HeadInPlace implements ResponseFacts {
  * the head goes as it came. Throws what the run threw; the caller ends the
  * response as the filter does.
  */
-export function judgeHeadInPlace(run: LayeredRun, layers: readonly Policy[], head: ParsedHead, src: Uint8Array, from: number, to: number, method: string): HeadChange | undefined {
+export function judgeHeadInPlace(run: LayeredRun, policy: TunnelPolicy, head: ParsedHead, src: Uint8Array, from: number, to: number, method: string): HeadChange | undefined {
+  // rules that add constant fields and read nothing: their run is known, and its fields are added without it
+  const known = policy.responseFields;
+  if (known !== undefined) return known === "" ? undefined : { src, from: to - 2, to: to - 2, put: known, answered: false };
   const facts = new HeadInPlace(head, src, from, to, method);
-  const verdict = run.respond(new WorkingResponse(facts), layers);
+  const verdict = run.respond(new WorkingResponse(facts), policy.responseLayers);
   // tunnel-policy.ts HEAD_ACTIONS never wait (TunnelPolicy.responseInHead runs no other)
   if (verdict instanceof Promise) throw new Error("a response rule of fields only waited");
   if (verdict.kind === "respond") return { src, from, to, put: answerBytes(verdict.response, method === "HEAD", !head.keepAlive), answered: true };

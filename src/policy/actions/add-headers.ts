@@ -7,7 +7,7 @@
  * as today's --request-header-add is.
  */
 import * as v from "valibot";
-import { compileHeaderMap, headerMap, renderHeaderValue } from "./common.ts";
+import { compileHeaderMap, constantHeaders, headerMap, renderHeaderValue } from "./common.ts";
 import { defineAction, type ActionResult } from "./types.ts";
 
 export const addHeaders = defineAction({
@@ -22,6 +22,7 @@ export const addHeaders = defineAction({
     const ALL_ADDED: ActionResult = { kind: "continue", note: allAdded };
     return {
       type: "add-headers",
+      constantFields: constantHeaders(headers),
       run(ctx) {
         const target = ctx.phase === "on_http_response" ? ctx.bindings.res() : ctx.bindings.req();
         // what was added, kept only for a policy that reads the actions' results, or for the trace when some were not

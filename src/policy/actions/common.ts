@@ -38,6 +38,16 @@ export function compileHeaderMap(headers: Record<string, string> | undefined, fi
   return out;
 }
 
+/** The header map's fields when every value is a good constant (renderHeaderValue returns it as it is), else undefined. */
+export function constantHeaders(headers: readonly [string, Template][]): [string, string][] | undefined {
+  const out: [string, string][] = [];
+  for (const [name, t] of headers) {
+    if (t.constant === undefined || !goodConstants.has(t)) return undefined;
+    out.push([name, t.constant]);
+  }
+  return out;
+}
+
 /** A template's text for this request, or undefined (told to the run as a problem) when it fails. */
 export function render(t: Template, ctx: ActionContext, what: string): string | undefined {
   const out = t.render(ctx.bindings);

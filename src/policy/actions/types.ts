@@ -52,6 +52,13 @@ export interface CompiledAction {
   readonly type: string;
   /** Whether it reads the request's body (the edge must then hand it over, up to MAX_BODY_BYTES). */
   readonly readsBody?: boolean;
+  /**
+   * add-headers whose every value is a constant the edge may write: the
+   * fields it always appends, in order, whatever the request (nothing to
+   * evaluate, nothing that can fail), so a run of such actions alone can be
+   * known at load (edge/traffic-policy/tunnel-policy.ts).
+   */
+  readonly constantFields?: readonly (readonly [string, string])[];
   run(ctx: ActionContext): ActionResult | Promise<ActionResult>;
 }
 
