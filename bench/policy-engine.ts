@@ -47,6 +47,8 @@ function judged(policy: TunnelPolicy): void {
   // what forward asks: whether the head goes as it came with fields after it
   run.request!.appended();
   if (!policy.response) return;
+  // response rules that only add constant fields need no run: the edge adds them to the head as they are (response-head-rules.ts)
+  if (policy.responseFields !== undefined) return;
   // the response's fields are read only if a rule asks for them
   run.respond(new WorkingResponse({ status: 200, headers: [["Content-Type", "application/octet-stream"], ["Content-Length", "1024"]] }), policy.responseLayers);
   run.response!.appended();

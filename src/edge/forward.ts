@@ -29,11 +29,15 @@ import type { HttpConnection, Occupant } from "./http-connection.ts";
 import { stays } from "./judgement/live-visits.ts";
 import { badGatewayPage, slowServicePage } from "./pages.ts";
 import { ResponseTimeout, type ResponseWait } from "./replies.ts";
+import type { HeaderPairs } from "../policy/facts.ts";
+import { sameFields } from "../policy/message.ts";
 import type { Tunnel } from "./registry.ts";
 import { RequestStream, type StreamUser } from "./request-stream.ts";
 import { POLICY_RULES_FIELD, type LayeredRun } from "./traffic-policy/layered-run.ts";
 import { ResponseFilter, type Outlet } from "./traffic-policy/response-filter.ts";
 import { tellPassed, toldWhenAnswered } from "./traffic-policy/passed-notes.ts";
+import { judgeHeadInPlace, type HeadChange } from "./traffic-policy/response-head-rules.ts";
+import type { TunnelPolicy } from "./traffic-policy/tunnel-policy.ts";
 import { SKIP_HEADER } from "./warning.ts";
 
 /**
@@ -154,6 +158,8 @@ function policyFields(run: LayeredRun, dropped: ReadonlySet<string>): string | u
   const request = run.request;
   const added = request?.appended();
   if (added === undefined) return undefined;
+  // the same fields as the request before (a policy adds the same ones, most often with the same values): the same text
+  if (dropped === lastFields.dropped && run.ownMatched === lastFields.matched && sameFields(added, lastFields.added) && !request!.hasEdgeFields()) return lastFields.text;
   let text = "";
   for (let i = 0; i < added.length; i++) {
     const field = added[i]!;
@@ -163,8 +169,12 @@ function policyFields(run: LayeredRun, dropped: ReadonlySet<string>): string | u
     text += `${field[0]}: ${field[1]}\r\n`;
   }
   if (run.ownMatched !== undefined) text += `${POLICY_RULES_FIELD}: ${run.ownMatched}\r\n`;
+  if (!request!.hasEdgeFields()) lastFields = { added, dropped, matched: run.ownMatched, text };
   return text;
 }
+
+/** policyFields' last answer, and what it was made of (fields with no edge's own among them). */
+let lastFields: { added: HeaderPairs; dropped: ReadonlySet<string>; matched: string | undefined; text: string } = { added: [], dropped: new Set(), matched: undefined, text: "" };
 
 /**
  * The head as bytes for a kept stream's DATA: when it passes as sent and
@@ -264,6 +274,12 @@ export function forward(conn: HttpConnection, head: RequestHead, source: HeadSou
   new Exchange(conn, head, tunnel, ctx, new RequestStream(stream, tunnel, agent!, keep)).start(undefined);
 }
 
+/** Why a response is broken off when its policies' rules failed on its head (the response filter's words). */
+const POLICY_FAILED = "the tunnel's traffic policy could not be applied to the response";
+
+/** Exchange.change once a policy's answer went in the response's place: the rest of the response is dropped. */
+const DROPPED: HeadChange = { src: new Uint8Array(0), from: 0, to: 0, put: "", answered: true };
+
 /** A chunked request body's pieces: the edge passes the body on framed, and reads it only for its end. */
 const ignore = (): void => {};
 
@@ -317,6 +333,22 @@ function joined(pieces: (Uint8Array | string)[], chunk: Uint8Array): Uint8Array 
   return out;
 }
 
+/**
+ * `chunk`'s first `upTo` bytes with `[from, to)` replaced by `put` (a
+ * response's head as its rules left it: response-head-rules.ts), in
+ * `scratch` when they fit, else made.
+ */
+function spliced(chunk: Uint8Array, upTo: number, from: number, to: number, put: Uint8Array | string): Uint8Array {
+  const putLength = typeof put === "string" ? put.length : put.byteLength;
+  const size = from + putLength + (upTo - to);
+  const out = size <= scratch.byteLength ? scratch.subarray(0, size) : Buffer.allocUnsafe(size);
+  if (from > 0) out.set(chunk.subarray(0, from), 0);
+  if (typeof put === "string") out.write(put, from, "latin1");
+  else out.set(put, from);
+  if (upTo > to) out.set(chunk.subarray(to, upTo), from + putLength);
+  return out;
+}
+
 /** Whether `pieces` are `chunk`'s first `end` bytes, in order (views of it, not copies). */
 function contiguousIn(chunk: Uint8Array, pieces: Uint8Array[], end: number): boolean {
   let at = chunk.byteOffset;
@@ -351,7 +383,7 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
   private response: ParsedHead | undefined;
   /** A final status no visitor can be given (600-999): the 502 page instead. */
   private invalidStatus: number | undefined;
-  /** Why a 101 does not answer the request (it asked for no switch, or not this one): the 502 page instead of a pipe. */
+  /** Why a 101 does not answer the request (it asked for no switch, or not this one), or why the policies' rules failed on the head (headRules): the 502 page instead. */
   private refusedSwitch: string | undefined;
   /** After a 101: bytes both ways as they come. */
   private piping = false;
@@ -372,6 +404,10 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
   private closeDelimited = false;
   /** The tunnel's traffic policies judge the response (traffic-policy/response-filter.ts): its bytes go through this. */
   private readonly filter: ResponseFilter | undefined;
+  /** Or, when their response rules only change fields (TunnelPolicy.responseInHead), their layers: the head is judged as it is read, and goes on in place. */
+  private readonly headRules: TunnelPolicy | undefined;
+  /** What those rules made of the head, until it is written (and, for an answer in the response's place, until the response's end: its bytes are dropped). */
+  private change: HeadChange | undefined;
   /** filtered() is feeding the parser: the response's end waits for the chunk's credit, and what the filter sends waits in filteredPieces for one write. */
   private inPush = false;
   private filteredPieces: (Uint8Array | string)[] = [];
@@ -396,7 +432,10 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     this.remaining = request.framing === "length" ? request.length : 0;
     this.chunks = request.framing === "chunked" ? new ChunkedDecoder() : undefined;
     this.requestDone = request.framing === "none";
-    this.filter = ctx.policy && tunnel.policy?.response ? new ResponseFilter(tunnel.policy, ctx.policy, request.method, request.minor, this.outlet()) : undefined;
+    const policy = ctx.policy && tunnel.policy?.response ? tunnel.policy : undefined;
+    // rules that only change fields, for an HTTP/1.1 visitor that asked for no switch: judged in the head, which goes on in place
+    this.headRules = policy?.responseInHead && request.minor === 1 && request.upgrade === undefined ? policy : undefined;
+    this.filter = policy && !this.headRules ? new ResponseFilter(policy, ctx.policy!, request.method, request.minor, this.outlet()) : undefined;
     // the tunnel's agent is told what its policies did with the request once its response is judged (passed-notes.ts)
     if (ctx.policy) toldWhenAnswered(ctx.policy, tunnel, this.stream.id);
     // the head's fields are read only for an HTTP/1.0 visitor's framing; otherwise it goes on as it came (a
@@ -555,7 +594,10 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     // one write for what this chunk completed (a head and the body after it, most often): the
     // chunk's first bytes when they lie in it in order, as they do unless a head came in parts
     const inPlace = this.inPlace ? parser.inPlaceEnd : -1;
-    if (inPlace > 0) this.toVisitor(inPlace === chunk.byteLength ? chunk : chunk.subarray(0, inPlace), end);
+    if (inPlace > 0) {
+      if (this.change !== undefined) this.changedInPlace(chunk, inPlace, end);
+      else this.toVisitor(inPlace === chunk.byteLength ? chunk : chunk.subarray(0, inPlace), end);
+    }
     else if (pieces.length > 0) this.toVisitor(pieces.length === 1 ? pieces[0]! : contiguousIn(chunk, pieces, end) ? (end === chunk.byteLength ? chunk : chunk.subarray(0, end)) : Buffer.concat(pieces), end);
     else this.stream.consumed(end); // held in the parser (part of a head), which bounds it
     if (end < chunk.byteLength) {
@@ -588,17 +630,42 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
     }
   }
 
-  private toVisitor(bytes: Uint8Array, credit = bytes.byteLength): void {
+  private toVisitor(bytes: Uint8Array, credit = bytes.byteLength, copy = false): void {
     this.wrote = true;
-    if (this.conn.write(bytes)) this.stream.consumed(credit);
+    if (this.conn.write(bytes, copy)) this.stream.consumed(credit);
     else this.owed += credit;
+  }
+
+  /** The chunk's first `upTo` bytes with the head as the policies' response rules left it (headRules); an answer in the response's place drops the rest. */
+  private changedInPlace(chunk: Uint8Array, upTo: number, credit: number): void {
+    const change = this.change!;
+    // the response's later bytes, after the policy's answer: not the visitor's
+    if (change === DROPPED) return this.stream.consumed(credit);
+    this.change = change.answered ? DROPPED : undefined;
+    const bytes = spliced(chunk, change.answered ? change.from : upTo, change.from, change.answered ? change.from : change.to, change.put);
+    this.toVisitor(bytes, credit, bytes.buffer === scratch.buffer);
+  }
+
+  /** raw() with the head changed (headRules), when its bytes were gathered from several chunks: the head's pieces as they left it. */
+  private rawChanged(bytes: Uint8Array, part: "head" | "body"): void {
+    const change = this.change!;
+    if (change.answered) {
+      if (part === "head" && change !== DROPPED) this.pieces.push(typeof change.put === "string" ? Buffer.from(change.put, "latin1") : change.put);
+      this.change = DROPPED;
+      return;
+    }
+    if (part === "body") return void this.pieces.push(bytes);
+    this.change = undefined;
+    // `bytes` is the head's place in change.src: its offsets there
+    const at = bytes.byteOffset - change.src.byteOffset;
+    this.pieces.push(bytes.subarray(0, change.from - at), typeof change.put === "string" ? Buffer.from(change.put, "latin1") : change.put, bytes.subarray(change.to - at));
   }
 
   // ResponseSink: the parser's view of the response as it passes
 
   interim(): void {}
 
-  head(head: ParsedHead): void {
+  head(head: ParsedHead, src?: Uint8Array, from?: number, to?: number): void {
     // a pipe opens only on a 101 that answers what the request asked (upgrade.ts): nothing after any other reaches the visitor
     if (head.status === 101) {
       const { request } = this;
@@ -614,10 +681,24 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
       return this.parser.stop();
     }
     this.response = head;
+    if (this.headRules && !this.judgeHead(head, src!, from!, to!)) return;
     this.closeDelimited = !this.filter && head.framing === "chunked" && this.request.minor === 0;
-    // no response rule to judge it (the filter tells when it has): the request's rules are told now
+    // no response rule to judge it (the filter and the head's rules tell when they have): the request's rules are told now
     if (this.ctx.policy?.noteTunnel !== undefined && !this.filter) tellPassed(this.ctx.policy, this.tunnel.policy);
     this.ctx.counters.request(this.request.upgrade === "websocket" ? WEBSOCKET_REQUEST : HTTP_REQUEST, head.status, this.ctx.startedAt);
+  }
+
+  /** The policies' response rules on the head where it lies (headRules): false when their run failed (the response is broken off, as the filter's). */
+  private judgeHead(head: ParsedHead, src: Uint8Array, from: number, to: number): boolean {
+    try {
+      this.change = judgeHeadInPlace(this.ctx.policy!, this.headRules!, head, src, from, to, this.request.method);
+      return true;
+    } catch (err) {
+      log.warn("traffic policy's response failed", { err: String(err) });
+      this.refusedSwitch = POLICY_FAILED;
+      this.parser.stop();
+      return false;
+    }
   }
 
   body(piece: Uint8Array): void {
@@ -662,6 +743,7 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
       return;
     }
     if (this.closeDelimited) return this.rawCloseDelimited(bytes, part);
+    if (this.change !== undefined && part !== "interim") return this.rawChanged(bytes, part);
     this.pieces.push(bytes);
   }
 

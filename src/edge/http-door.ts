@@ -200,7 +200,8 @@ export class HttpDoor implements Door<HttpVisit> {
       secure,
       host: v.hostHeader,
       head,
-      text: v.text,
+      // a head whose every field was read needs no text: it is not made
+      text: head.whole ? undefined : v.text,
       rawTarget: head.targetAsSent ? undefined : rawTargetOf(v.text, head.method),
       version: this.name === "h2" ? "HTTP/2.0" : undefined,
     });

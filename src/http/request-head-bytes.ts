@@ -134,6 +134,8 @@ export function requestHeadOf(bytes: Uint8Array, fields: boolean | ReadonlySet<n
   else only = lastUnion = lengthTable(withOwnNames((lastLengths = fields)));
   const seen = requestFields.start(keeps);
   let count = 0;
+  // a field not handed on: the head's fields are not all in `fields` (everyField reads them when asked)
+  let skipped = false;
   while (at < end + 2) {
     if (++count > maxFields) return undefined;
     // the name: a token, directly followed by the colon (a table read a byte, as framingOf reads a response's;
@@ -157,7 +159,8 @@ export function requestHeadOf(bytes: Uint8Array, fields: boolean | ReadonlySet<n
       // a field kept for the caller has its name as sent; one read only by the parser needs none
       const name = keeps ? nameOf(b, at, colon) : lower;
       if (name !== undefined) seen.field(name, lower ?? name.toLowerCase(), lower === "host" ? hostOf(b, from, to) : latin1(b, from, to));
-    }
+      else skipped = true;
+    } else skipped = true;
     at = lineEnd + 2;
   }
 
@@ -165,6 +168,6 @@ export function requestHeadOf(bytes: Uint8Array, fields: boolean | ReadonlySet<n
   // one path for every reader after this one, as parseRequestHead makes it (a path it refuses is its to refuse)
   const target = normalTarget(sent);
   if (typeof target !== "string") return undefined;
-  const head = headFrom(seen, methodOf(b, methodEnd), target, sent, undefined, minorDigit === 0x30 ? 0 : 1, fields === true);
+  const head = headFrom(seen, methodOf(b, methodEnd), target, sent, undefined, minorDigit === 0x30 ? 0 : 1, fields === true || (keeps && !skipped));
   return isRefusal(head) ? undefined : head;
 }

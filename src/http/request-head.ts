@@ -194,7 +194,16 @@ export function parseRequestHead(text: string, fields: boolean | ReadonlySet<num
   if (fault === "line") return refuse(400, "A header line is malformed.");
   if (fault === "name" || fault === "long-name") return refuse(400, "A header name is malformed.");
   if (fault === "value") return refuse(400, "A header value holds control characters.");
-  return headFrom(seen, method, target, sent, authority, minor, fields === true);
+  // every field kept (none of another length): the head is whole, as request-head-bytes.ts says it too
+  return headFrom(seen, method, target, sent, authority, minor, fields === true || (some && seen.kept.length === fieldLines(text, firstEnd)));
+}
+
+/** How many field lines a well-formed head's text has after its request line (ending at `firstEnd`). */
+function fieldLines(text: string, firstEnd: number): number {
+  if (firstEnd < 0 || firstEnd + 2 >= text.length) return 0;
+  let n = 1;
+  for (let at = text.indexOf("\r\n", firstEnd + 2); at >= 0; at = text.indexOf("\r\n", at + 2)) n++;
+  return n;
 }
 
 /**

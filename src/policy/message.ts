@@ -98,6 +98,16 @@ class WorkingFields {
     return own.length === sent.length ? NONE : own.slice(sent.length);
   }
 
+  /**
+   * Whether some field's name is one of `lower` (lower-case names, whose
+   * lengths are `lengths`): read off the fields as they came and those
+   * added, without the list `fields` makes of them once fields were added.
+   */
+  hasAnyOf(lower: ReadonlySet<string>, lengths: ReadonlySet<number>): boolean {
+    if (this.own !== undefined) return namedIn(this.own, lower, lengths);
+    return namedIn(this.sentFields(), lower, lengths) || (this.extra !== undefined && namedIn(this.extra, lower, lengths));
+  }
+
   /** The first value of a field (name in any case). */
   header(name: string): string | undefined {
     const lower = name.toLowerCase();
@@ -112,6 +122,26 @@ class WorkingFields {
 }
 
 const NONE: HeaderPairs = Object.freeze([]);
+
+/** Whether two header lists hold the same names and values in the same order (a text made of one serves for the other). */
+export function sameFields(a: HeaderPairs, b: HeaderPairs): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i]!;
+    const y = b[i]!;
+    if (x !== y && (x[0] !== y[0] || x[1] !== y[1])) return false;
+  }
+  return true;
+}
+
+function namedIn(fields: HeaderPairs, lower: ReadonlySet<string>, lengths: ReadonlySet<number>): boolean {
+  for (let i = 0; i < fields.length; i++) {
+    const name = fields[i]![0];
+    // field names are tokens (ASCII): lower case keeps their length, and most names are not of the lengths looked for
+    if (lengths.has(name.length) && lower.has(name.toLowerCase())) return true;
+  }
+  return false;
+}
 
 /** The request as the actions leave it: fields added and removed (WorkingFields), the URL rewritten. */
 export class WorkingRequest extends WorkingFields {
@@ -188,6 +218,11 @@ export class WorkingRequest extends WorkingFields {
     const pair: [string, string] = [name, value];
     this.appendPair(pair);
     (this.edgeSet ??= new Set()).add(pair);
+  }
+
+  /** Whether the edge's own rules set some field (appendEdgeField). */
+  hasEdgeFields(): boolean {
+    return this.edgeSet !== undefined;
   }
 
   /** Whether `field` is one the edge's own rules set (appendEdgeField). */

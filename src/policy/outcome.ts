@@ -21,6 +21,8 @@ export interface RuleTrace {
   /** The rule's name, or `#N` (1-based in its phase). */
   rule: string;
   actions: ActionTrace[];
+  /** In a brief run (RunState.brief), where no action's entry is kept: the rule's actions' types, for what shows which rules matched (the inspector's notes). */
+  types?: readonly string[];
 }
 
 export interface RunProblem {

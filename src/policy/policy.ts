@@ -32,6 +32,8 @@ export interface CompiledRule {
   label: string;
   expressions: CompiledExpression[];
   actions: CompiledAction[];
+  /** Its trace in a brief run (RunState.brief): the same for every run, made once. */
+  briefTrace?: RuleTrace;
 }
 
 /** What a run starts from when it follows another layer's: the request as that layer left it, and who it let in. */
@@ -39,6 +41,13 @@ export interface RunState {
   request?: WorkingRequest;
   response?: WorkingResponse;
   identity?: string;
+  /**
+   * Nothing reads what the actions did (the edge reads only which rules
+   * matched, for the inspector's notes and X-Burrow-Policy-Rules): the
+   * run's trace names each rule that matched, in one object made once per
+   * rule, and keeps no action's entry or note.
+   */
+  brief?: boolean;
 }
 
 /** What a policy knows of its rules once they are compiled, to do no more per run than they need. */
@@ -118,6 +127,8 @@ class PhaseRun extends Bindings implements ActionContext {
   private problems: RunProblem[] = NONE;
   private logs: Record<string, LogValue>[] = NONE;
   private compression: Coding | undefined;
+  /** RunState.brief: the trace keeps no action's entry. */
+  private readonly brief: boolean;
   /** The rule whose actions are running, for the problems they tell. */
   private rule = "";
 
@@ -130,6 +141,12 @@ class PhaseRun extends Bindings implements ActionContext {
   ) {
     super(input, policy.caps.costLimit, state.request, state.response, state.identity);
     this.services = policy.services;
+    this.brief = state.brief === true;
+  }
+
+  /** Whether the actions' notes are kept (ActionContext.traced): not in a brief run. */
+  get traced(): boolean {
+    return !this.brief;
   }
 
   get bindings(): Bindings {
@@ -183,7 +200,7 @@ class PhaseRun extends Bindings implements ActionContext {
           if (bindings.budget.exceeded) return this.overBudget(rule.label, "(expression)");
           continue;
         }
-        trace = { rule: rule.label, actions: [] };
+        trace = this.brief ? (rule.briefTrace ??= Object.freeze({ rule: rule.label, actions: NONE, types: Object.freeze(rule.actions.map((x) => x.type)) })) : { rule: rule.label, actions: [] };
         if (this.matched === NONE) this.matched = [];
         this.matched.push(trace);
       }
@@ -223,7 +240,7 @@ class PhaseRun extends Bindings implements ActionContext {
     return read.then(
       (ok) => {
         if (ok) return this.from(r, a, trace);
-        trace.actions.push({ type: action.type, result: "closed", note: "the request's body could not be read" });
+        if (!this.brief) trace.actions.push({ type: action.type, result: "closed", note: "the request's body could not be read" });
         return this.done({ kind: "close", rule: rule.label, action: action.type, code: BODY_UNREAD });
       },
       (err) => this.failed(err, rule, action, trace),
@@ -247,10 +264,10 @@ class PhaseRun extends Bindings implements ActionContext {
   private settle(result: ActionResult, rule: CompiledRule, action: CompiledAction, trace: RuleTrace): Outcome | undefined {
     if (this.exceeded) return this.overBudget(rule.label, action.type);
     if (result.kind === "continue") {
-      trace.actions.push({ type: action.type, result: "continued", note: result.note });
+      if (!this.brief) trace.actions.push({ type: action.type, result: "continued", note: result.note });
       return undefined;
     }
-    trace.actions.push({ type: action.type, result: result.kind === "respond" ? "responded" : "closed", note: result.note });
+    if (!this.brief) trace.actions.push({ type: action.type, result: result.kind === "respond" ? "responded" : "closed", note: result.note });
     const code = result.code;
     if (result.kind === "respond") return this.done(code === undefined ? { kind: "respond", response: result.response, rule: rule.label, action: action.type } : { kind: "respond", response: result.response, rule: rule.label, action: action.type, code });
     return this.done(code === undefined ? { kind: "close", rule: rule.label, action: action.type } : { kind: "close", rule: rule.label, action: action.type, code });
@@ -259,7 +276,7 @@ class PhaseRun extends Bindings implements ActionContext {
   /** An action threw: the run ends with a 500 (a closed connection), never with the request let through. */
   private failed(err: unknown, rule: CompiledRule, action: CompiledAction, trace: RuleTrace): Outcome {
     if (this.exceeded) return this.overBudget(rule.label, action.type);
-    trace.actions.push({ type: action.type, result: "failed", note: String(err) });
+    if (!this.brief) trace.actions.push({ type: action.type, result: "failed", note: String(err) });
     this.told({ code: "ACTION_FAILED", rule: rule.label, message: `${action.type}: ${(err as Error).message ?? String(err)}` });
     return this.done(this.phase === "on_tcp_connect" ? { kind: "close", rule: rule.label, action: action.type } : { kind: "respond", response: FAILED, rule: rule.label, action: action.type });
   }

@@ -35,6 +35,8 @@ export const DEFAULT_MAX_BUCKETS = 100_000;
 
 export class MemoryRateLimitStore implements RateLimitStore {
   private readonly buckets = new Map<string, Bucket>();
+  /** The bucket used last: last in the map's order already (one visitor's requests in a row move nothing). */
+  private lastKey: string | undefined;
 
   constructor(private readonly maxBuckets = DEFAULT_MAX_BUCKETS) {}
 
@@ -45,7 +47,8 @@ export class MemoryRateLimitStore implements RateLimitStore {
   hit(key: string, capacity: number, windowMs: number, now: number): RateLimitVerdict {
     const start = Math.floor(now / windowMs) * windowMs;
     let b = this.buckets.get(key);
-    if (b) this.buckets.delete(key); // re-inserted below: the map's order is the use order
+    const last = key === this.lastKey;
+    if (b && !last) this.buckets.delete(key); // re-inserted below: the map's order is the use order
     if (!b) b = { start, current: 0, previous: 0 };
     else if (b.start !== start) {
       b = { start, previous: b.start === start - windowMs ? b.current : 0, current: 0 };
@@ -54,7 +57,12 @@ export class MemoryRateLimitStore implements RateLimitStore {
     const weight = 1 - elapsed / windowMs;
     const estimate = b.previous * weight + b.current;
     this.buckets.set(key, b);
-    if (this.buckets.size > this.maxBuckets) this.buckets.delete(this.buckets.keys().next().value!);
+    this.lastKey = key;
+    if (this.buckets.size > this.maxBuckets) {
+      const oldest = this.buckets.keys().next().value!;
+      this.buckets.delete(oldest);
+      if (oldest === key) this.lastKey = undefined;
+    }
     if (estimate + 1 > capacity) return { limited: true, retryAfterMs: retryAfter(b, capacity, windowMs, elapsed), remaining: 0 };
     b.current++;
     return { limited: false, retryAfterMs: 0, remaining: Math.max(0, Math.floor(capacity - (estimate + 1))) };

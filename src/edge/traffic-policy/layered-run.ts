@@ -7,7 +7,7 @@
  * The request as the actions leave it, who the visitor is and the coding
  * chosen carry from one layer to the next and on to the response.
  */
-import type { Coding, Outcome, Policy, PolicyInput, PolicyResponse, Verdict } from "../../policy/index.ts";
+import type { Coding, Outcome, Policy, PolicyInput, PolicyResponse, RuleTrace, Verdict } from "../../policy/index.ts";
 import { WorkingRequest, type WorkingResponse } from "../../policy/message.ts";
 import type { RunState } from "../../policy/policy.ts";
 import type { Phase } from "../../policy/variables.ts";
@@ -33,6 +33,8 @@ export class LayeredRun implements RunState {
   noteStream = 0;
   /** Why the request's body could not be read for an action (http-request.ts readWhenAsked): the door's answer. */
   unreadBody: Refusal | undefined;
+  /** The edge reads of a run only which rules matched (the inspector's notes, X-Burrow-Policy-Rules) and the log action's fields: no action's trace is kept (RunState.brief). */
+  readonly brief = true;
 
   readonly facts: PolicyInput;
 
@@ -73,7 +75,7 @@ export class LayeredRun implements RunState {
   private ran(phase: Phase, out: Outcome): Verdict | undefined {
     this.runs.push(out);
     // the log action's fields, into the server's structured log (the redaction net applies as to any line)
-    for (const fields of out.logs) log.info("traffic policy log", { ...fields, policy: out.source, phase, tunnel: this.facts.tunnel.name });
+    if (out.logs.length > 0) for (const fields of out.logs) log.info("traffic policy log", { ...fields, policy: out.source, phase, tunnel: this.facts.tunnel.name });
     this.identity ??= out.identity;
     if (phase === "on_http_response") this.compression ??= out.compression;
     return out.verdict.kind !== "continue" ? out.verdict : undefined;
@@ -99,10 +101,27 @@ const MAX_NAME = 100;
 const printable = new Map<string, string>();
 const PRINTABLE_KEPT = 4096;
 
+/** The last rules matched (a brief run's traces are the same objects run after run) and their field's value: most requests match the same rules as the one before. */
+let lastMatched: readonly RuleTrace[] = [];
+let lastNames: string | undefined;
+
 /** The rules of a run that matched, as the field's value: names made printable, commas taken out. */
 export function matchedNames(out: Outcome): string | undefined {
   const matched = out.matched;
   if (matched.length === 0) return undefined;
+  if (sameTraces(matched, lastMatched)) return lastNames;
+  lastNames = namesOf(matched);
+  lastMatched = matched.slice();
+  return lastNames;
+}
+
+function sameTraces(a: readonly RuleTrace[], b: readonly RuleTrace[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+function namesOf(matched: readonly RuleTrace[]): string {
   let text = "";
   for (let i = 0; i < matched.length && i < MAX_NAMES; i++) {
     const rule = matched[i]!.rule;

@@ -59,6 +59,38 @@ export function tellPassed(run: LayeredRun, policy: TunnelPolicy | undefined, ve
   t.agent?.notePassed?.(note);
 }
 
+/**
+ * tellPassed for a response whose rules made no run: they add constant
+ * fields and have no condition (TunnelPolicy.responseFields), so each of
+ * the tunnel's own matched, with all of its actions, as its note says
+ * (made once a policy).
+ */
+export function tellPassedKnown(run: LayeredRun, policy: TunnelPolicy): void {
+  const t = run.noteTunnel;
+  if (t === undefined) return;
+  run.noteTunnel = undefined;
+  const own = ownRequest(run, policy);
+  const request = own && (own.matched.length > 0 || own.logs.length > 0) ? phaseNote(own) : undefined;
+  const response = knownResponse(policy);
+  if (!request && !response) return;
+  const note: PolicyPassed = { tunnel: t.id, stream: run.noteStream };
+  if (request) note.request = request;
+  if (response) note.response = response;
+  t.agent?.notePassed?.(note);
+}
+
+const known = new WeakMap<TunnelPolicy, PhaseNote | null>();
+
+function knownResponse(policy: TunnelPolicy): PhaseNote | undefined {
+  let note = known.get(policy);
+  if (note === undefined) {
+    const rules = policy.own?.rulesOf("on_http_response") ?? [];
+    note = rules.length === 0 ? null : { rules: rules.slice(0, MAX_RULES).map((r) => ({ rule: r.label.slice(0, 100), actions: r.actions.slice(0, MAX_ACTIONS).map((a) => a.type.slice(0, 64)) })) };
+    known.set(policy, note);
+  }
+  return note ?? undefined;
+}
+
 /** The tunnel's own policy's run of the request: the last of the request's runs, when its policy has request rules (it runs last). */
 function ownRequest(run: LayeredRun, policy: TunnelPolicy | undefined): Outcome | undefined {
   if (!policy?.own?.has("on_http_request")) return undefined;
@@ -95,7 +127,7 @@ function responseNote(run: LayeredRun, policy: TunnelPolicy, verdict: Verdict): 
 
 function phaseNote(out: Outcome): PhaseNote {
   const note: PhaseNote = {
-    rules: out.matched.slice(0, MAX_RULES).map((m) => ({ rule: m.rule.slice(0, 100), actions: m.actions.slice(0, MAX_ACTIONS).map((a) => a.type.slice(0, 64)) })),
+    rules: out.matched.slice(0, MAX_RULES).map((m) => ({ rule: m.rule.slice(0, 100), actions: (m.types ?? m.actions.map((a) => a.type)).slice(0, MAX_ACTIONS).map((t) => t.slice(0, 64)) })),
   };
   if (out.logs.length > 0) note.logs = noteLogs(out.logs);
   return note;

@@ -22,6 +22,15 @@ export class TunnelPolicy {
   readonly request: boolean;
   /** Some layer has on_http_response rules. */
   readonly response: boolean;
+  /** Some layer has on_http_response rules, and all of them only add and remove fields: a response's run is made in its head, which goes on in place (response-head-rules.ts). */
+  readonly responseInHead: boolean;
+  /**
+   * When every on_http_response rule has no expression and only adds
+   * constant fields (a security header, --response-header-add): those
+   * fields as text, in the order a run adds them. A response's run is then
+   * known at load, and its head takes them without one.
+   */
+  readonly responseFields: string | undefined;
   /** Some layer but the flags has on_http_response rules (what an HTTP/2 stream cannot meet: h2/door.ts). */
   readonly responseBeyondFlags: boolean;
   /** Every layer in request order: the operator's, the flags, then the tunnel's own. */
@@ -50,6 +59,8 @@ export class TunnelPolicy {
     this.connect = this.layers.some((p) => p.has("on_tcp_connect"));
     this.request = this.layers.some((p) => p.has("on_http_request"));
     this.response = this.layers.some((p) => p.has("on_http_response"));
+    this.responseInHead = this.response && onlyHeadActions(this.responseLayers);
+    this.responseFields = this.responseInHead ? constantFields(this.responseLayers) : undefined;
     this.responseBeyondFlags = this.layers.some((p) => p !== flags && p.has("on_http_response"));
     this.body = reading && this.layers.some((p) => p.readsBody) ? reading : undefined;
   }
@@ -58,6 +69,29 @@ export class TunnelPolicy {
   static of(operator: readonly Policy[], own: Policy | undefined, flags?: Policy, reading?: BodyReading): TunnelPolicy | undefined {
     return operator.length === 0 && !own && !flags ? undefined : new TunnelPolicy(operator, own, flags, reading);
   }
+}
+
+/** The actions a response rule may have for its run to be made in the head (response-head-rules.ts): each runs at once and changes only fields. */
+const HEAD_ACTIONS: ReadonlySet<string> = new Set(["add-headers", "remove-headers"]);
+
+/** Whether every response rule of `layers` has only HEAD_ACTIONS. */
+function onlyHeadActions(layers: readonly Policy[]): boolean {
+  return layers.every((p) => p.rulesOf("on_http_response").every((r) => r.actions.every((a) => HEAD_ACTIONS.has(a.type) && !a.readsBody)));
+}
+
+/** The fields every response rule of `layers` adds, as text, when none has an expression and each adds only constant fields; else undefined. */
+function constantFields(layers: readonly Policy[]): string | undefined {
+  let text = "";
+  for (const p of layers) {
+    for (const r of p.rulesOf("on_http_response")) {
+      if (r.expressions.length > 0) return undefined;
+      for (const a of r.actions) {
+        if (a.constantFields === undefined) return undefined;
+        for (const [name, value] of a.constantFields) text += `${name}: ${value}\r\n`;
+      }
+    }
+  }
+  return text;
 }
 
 /** What a tunnel's layers are made of, as far as this file reads it (registry.ts Tunnel). */

@@ -7,8 +7,8 @@
  * as today's --request-header-add is.
  */
 import * as v from "valibot";
-import { compileHeaderMap, headerMap, renderHeaderValue } from "./common.ts";
-import { defineAction } from "./types.ts";
+import { compileHeaderMap, constantHeaders, headerMap, renderHeaderValue } from "./common.ts";
+import { defineAction, type ActionResult } from "./types.ts";
 
 export const addHeaders = defineAction({
   type: "add-headers",
@@ -18,8 +18,11 @@ export const addHeaders = defineAction({
     const headers = compileHeaderMap(config.headers, "headers", tools);
     // what the trace says when every header was added, as it mostly is
     const allAdded = `added ${headers.map(([name]) => name).join(", ") || "nothing"}`;
+    // the result when every header was added: the same every time, made once
+    const ALL_ADDED: ActionResult = { kind: "continue", note: allAdded };
     return {
       type: "add-headers",
+      constantFields: constantHeaders(headers),
       run(ctx) {
         const target = ctx.phase === "on_http_response" ? ctx.bindings.res() : ctx.bindings.req();
         // what was added, kept only for a policy that reads the actions' results, or for the trace when some were not
@@ -42,7 +45,7 @@ export const addHeaders = defineAction({
         }
         ctx.bindings.changed();
         if (ctx.keepsVariables) ctx.setVariables("add_headers", { headers_added: added });
-        return all ? { kind: "continue", note: allAdded } : { kind: "continue", note: `added ${Object.keys(added!).join(", ") || "nothing"}` };
+        return all ? ALL_ADDED : { kind: "continue", note: `added ${Object.keys(added!).join(", ") || "nothing"}` };
       },
     };
   },

@@ -38,6 +38,16 @@ export function compileHeaderMap(headers: Record<string, string> | undefined, fi
   return out;
 }
 
+/** The header map's fields when every value is a good constant (renderHeaderValue returns it as it is), else undefined. */
+export function constantHeaders(headers: readonly [string, Template][]): [string, string][] | undefined {
+  const out: [string, string][] = [];
+  for (const [name, t] of headers) {
+    if (t.constant === undefined || !goodConstants.has(t)) return undefined;
+    out.push([name, t.constant]);
+  }
+  return out;
+}
+
 /** A template's text for this request, or undefined (told to the run as a problem) when it fails. */
 export function render(t: Template, ctx: ActionContext, what: string): string | undefined {
   const out = t.render(ctx.bindings);
@@ -52,12 +62,18 @@ export function renderHeaderValue(t: Template, ctx: ActionContext, name: string)
   if (t.constant !== undefined && goodConstants.has(t)) return t.constant;
   const out = render(t, ctx, `header ${name}`);
   if (out === undefined) return undefined;
+  // the same value as the last one checked (the same visitor's address, request after request): good already
+  if (out === lastGoodValue) return out;
   if (!HEADER_VALUE.test(out)) {
     ctx.problem(`header ${name}: its value has a line break or a control character, so it is left out`);
     return undefined;
   }
+  lastGoodValue = out;
   return out;
 }
+
+/** The last rendered header value seen to be one the edge may write. */
+let lastGoodValue: string | undefined;
 
 /** A Go duration ("90s", "10m", "1h30m", "500ms") in ms, or undefined. */
 export function parseDuration(text: string): number | undefined {

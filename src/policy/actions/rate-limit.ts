@@ -43,17 +43,25 @@ export const rateLimit = defineAction({
     const prefix = `${tools.key}\0${config.name}\0`;
     // the store's key of each bucket seen lately: made (and hashed) once, not once a request
     const storeKeys = new Map<string, string>();
+    let lastBucket: string | undefined;
+    let lastKey = "";
     const keyOf = (bucket: string): string => {
+      // one visitor's requests in a row: the same bucket
+      if (bucket === lastBucket) return lastKey;
       let key = storeKeys.get(bucket);
       if (key === undefined) {
         key = storeKey(prefix, bucket);
         if (storeKeys.size >= KEYS_KEPT) storeKeys.clear();
         storeKeys.set(bucket, key);
       }
+      lastBucket = bucket;
+      lastKey = key;
       return key;
     };
     const limited = (bucket: string, verdict: RateLimitVerdict, ctx: ActionContext): ActionResult => {
       if (ctx.keepsVariables) ctx.setVariables("rate_limit", { bucket_key: bucket, limited: verdict.limited });
+      // what is left in the window is told only to a trace that keeps it (a string made a request, otherwise)
+      if (!verdict.limited && !ctx.traced) return COUNTED;
       if (!verdict.limited || !config.enforce) return { kind: "continue", note: verdict.limited ? "over the limit (not enforced)" : `${verdict.remaining} left in the window` };
       if (ctx.phase === "on_tcp_connect") return { kind: "close", note: "over the limit" };
       const retry = String(Math.max(1, Math.ceil(verdict.retryAfterMs / 1000)));
@@ -78,6 +86,9 @@ export const rateLimit = defineAction({
     };
   },
 });
+
+/** A request counted and let through, in a run whose trace keeps no note. */
+const COUNTED: ActionResult = { kind: "continue" };
 
 /** Store keys an action keeps made, by bucket (the visitors of the moment); past it, it starts again. */
 const KEYS_KEPT = 64;

@@ -39,6 +39,8 @@ export interface ActionContext {
   setVariables(name: string, values: Record<string, unknown>): void;
   /** Whether the policy reads the actions' results at all: without, an action need not make them (setVariables drops them). */
   readonly keepsVariables: boolean;
+  /** Whether the run's trace keeps what each action did (policy.ts RunState.brief): without, an action that goes on need not write its note. */
+  readonly traced: boolean;
   /** A log entry for the inspector and the server's log (the log action). */
   log(fields: Record<string, LogValue>): void;
   /** An evaluation error that did not stop the action (an interpolation that failed, say). */
@@ -51,6 +53,13 @@ export interface CompiledAction {
   readonly type: string;
   /** Whether it reads the request's body (the edge must then hand it over, up to MAX_BODY_BYTES). */
   readonly readsBody?: boolean;
+  /**
+   * add-headers whose every value is a constant the edge may write: the
+   * fields it always appends, in order, whatever the request (nothing to
+   * evaluate, nothing that can fail), so a run of such actions alone can be
+   * known at load (edge/traffic-policy/tunnel-policy.ts).
+   */
+  readonly constantFields?: readonly (readonly [string, string])[];
   run(ctx: ActionContext): ActionResult | Promise<ActionResult>;
 }
 
