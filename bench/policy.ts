@@ -84,8 +84,8 @@ export const POLICY_MAX_CPU = 0.15;
 export async function policyCost(b: PolicyBench): Promise<PolicyCost> {
   const file = join(b.dir, "bench-policy.yml");
   writeFileSync(file, POLICY);
-  const ruled = await startBurrowAgent(b.procs, b.bin, b.dir, "burrow-policy-on", b.server, b.token, "http", b.nginxPort, ["--subdomain", "policy-on", "--no-inspect", "--log", "text", "--policy-file", file]);
-  const plain = await startBurrowAgent(b.procs, b.bin, b.dir, "burrow-policy-off", b.server, b.token, "http", b.nginxPort, ["--subdomain", "policy-off", "--no-inspect", "--log", "text"]);
+  const ruled = await startBurrowAgent(b.procs, b.bin, b.dir, "burrow-policy-on", b.server, b.token, "http", b.nginxPort, ["--subdomain", "policy-on", "--log", "text", "--policy-file", file]);
+  const plain = await startBurrowAgent(b.procs, b.bin, b.dir, "burrow-policy-off", b.server, b.token, "http", b.nginxPort, ["--subdomain", "policy-off", "--log", "text"]);
   const hosts = { with: tunnelHost(b.server, ruled.subdomain!), without: tunnelHost(b.server, plain.subdomain!) };
   const run = (which: "with" | "without", seconds: number) => wrk(b.procs, { url: `${b.server.edgeUrl}/${FILES.small}`, host: hosts[which], connections: 50, seconds });
   if (b.warmupSeconds > 0) for (const which of ["with", "without"] as const) await run(which, b.warmupSeconds);
