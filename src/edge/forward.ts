@@ -34,6 +34,7 @@ import { RequestStream, type StreamUser } from "./request-stream.ts";
 import { POLICY_RULES_FIELD, type LayeredRun } from "./traffic-policy/layered-run.ts";
 import { ResponseFilter, type Outlet } from "./traffic-policy/response-filter.ts";
 import { tellPassed, toldWhenAnswered } from "./traffic-policy/passed-notes.ts";
+import { pipeSubject } from "./traffic-policy/live-rejudge.ts";
 import { SKIP_HEADER } from "./warning.ts";
 
 /**
@@ -67,6 +68,8 @@ export interface ForwardContext {
   startedAt: number;
   /** The tunnel's traffic policies' run of this request (traffic-policy/): the request as they left it goes to the agent, and the response's run follows; undefined without policies. */
   policy?: LayeredRun;
+  /** A request that asks for a switch: its head's text as it came, which its pipe is judged by again when the tunnel's policies change (live-rejudge.ts). */
+  switchText?: string;
 }
 
 /**
@@ -244,6 +247,8 @@ export function forward(conn: HttpConnection, head: RequestHead, source: HeadSou
     if (head.upgrade === undefined && parked.carries(tunnel)) return new Exchange(conn, head, tunnel, ctx, parked).start(requestHeadBytes(conn, head, tunnel, ctx, source));
     parked.drop();
   }
+  // (a switch never goes on a parked stream: its text is read for requestHeadText anyway)
+  if (head.upgrade !== undefined) ctx.switchText = source.text;
   const headText = requestHeadText(head, tunnel, ctx, source.text, conn);
   const agent = tunnel.agent;
   const meta: OpenMeta = { tunnel: tunnel.id, kind: "h1", remote: `${ctx.remoteIp}:${ctx.remotePort}`, head: headText };
@@ -632,7 +637,15 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
       this.piping = true;
       // a pipe stays: judged again when the tunnel's rules narrow (judgement/live-visits.ts)
       const exchange = this;
-      stays(this.tunnel, { client: this.ctx.client, get over() { return exchange.finished; }, end: () => exchange.cut() });
+      const { conn, ctx, request } = this;
+      stays(this.tunnel, {
+        client: ctx.client,
+        get over() {
+          return exchange.finished;
+        },
+        end: () => exchange.cut(),
+        judgedBy: () => pipeSubject({ client: ctx.client, clientPort: conn.peer.port, serverPort: conn.socket.localPort, openedAt: conn.openedAt, secure: ctx.secure, host: ctx.host, head: request, text: ctx.switchText }),
+      });
       const early = this.conn.takeEarly();
       if (early) this.toAgent(early);
       return;
