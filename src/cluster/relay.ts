@@ -29,6 +29,7 @@ import { judge, type Door, type Visit } from "../edge/judgement/pipeline.ts";
 import { staysWhileOpen } from "../edge/judgement/live-visits.ts";
 import { RelayedHttpDoor, relayedClient, RelayedPrivateDoor, RelayedTlsDoor, type RelayedPrivateVisit, type RelayedRun, type RelayForward } from "./relayed-doors.ts";
 import { relayedJudgedBy } from "./relayed-subject.ts";
+import { judgedSince } from "../edge/traffic-policy/live-rejudge.ts";
 
 /** How long a node waits for another to answer its link. */
 const CONNECT_TIMEOUT_MS = 5_000;
@@ -124,7 +125,9 @@ export class RelayIn {
       filterRelayedResponse(down, up, rewriteFor, (out) => new ResponseFilter(layers, policy.run, rewriteFor, policy.minor, out));
     } else joinStreams(down, up);
     // judged again when the tunnel's rules narrow: by its IP rules, and by its policies on the head they judged
-    staysWhileOpen(t, relayedClient(meta), down, relayedJudgedBy(t, meta, policy ? policy.judged : meta.head));
+    const kept = staysWhileOpen(t, relayedClient(meta), down, relayedJudgedBy(t, meta, policy ? policy.judged : meta.head));
+    // the operator's layers changed while its judgement waited: those of now judge it (without a policy then, it was judged at once)
+    if (policy) judgedSince(t, kept, policy.judgedWith);
     // a pool member's requests in flight count those other nodes relay too (least-requests)
     if (t.pool) countInFlight(t, up);
   }

@@ -43,8 +43,9 @@ export interface RelayedVisit extends Visit {
   head?: RequestHead;
   host?: string;
   secure?: boolean;
-  /** The tunnel's traffic policies let it through: their run, for the head sent on and the response. */
+  /** The tunnel's traffic policies let it through: their run, for the head sent on and the response, and the layers that ran. */
   policy?: LayeredRun;
+  judgedWith?: TunnelPolicy;
   /** Its body, read for a traffic policy action that needs it: sent on to the agent first. */
   body?: ReadBody;
 }
@@ -62,6 +63,7 @@ export interface RelayedRun {
   run: LayeredRun;
   minor: 0 | 1;
   judged: string;
+  judgedWith: TunnelPolicy;
 }
 
 /** A relayed visit: the address the visitor's node judged (an older node: its peer's). */
@@ -149,6 +151,7 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
     const judged = await judgeRequest(policy, facts, t, body);
     if (judged instanceof Refusal) return judged;
     v.policy = judged.run;
+    v.judgedWith = policy;
     return this.warning(v, t);
   }
 
@@ -180,7 +183,7 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
     let text = `${head.method} ${changed && head.target !== "*" ? changed.target : head.target} HTTP/1.${head.minor}\r\n`;
     for (const [name, value] of fields) text += `${name}: ${value}\r\n`;
     // the response passes the policies' filter here when they judge it, or when the agent is to be told of the request (relay.ts)
-    this.onward(v.down, t, { ...v.meta, head: `${text}\r\n` }, head.method, { run, minor: head.minor, judged: v.meta.head! }, v.body);
+    this.onward(v.down, t, { ...v.meta, head: `${text}\r\n` }, head.method, { run, minor: head.minor, judged: v.meta.head!, judgedWith: v.judgedWith! }, v.body);
   }
 
   refuse(v: RelayedVisit, r: Refusal): void {

@@ -26,7 +26,7 @@ import type { Stream } from "../protocol/mux.ts";
 import { WireError } from "../protocol/wire.ts";
 import { USER_EMAIL_HEADER } from "../validate/access.ts";
 import type { HttpConnection, Occupant } from "./http-connection.ts";
-import { stays } from "./judgement/live-visits.ts";
+import { stays, type LiveVisit } from "./judgement/live-visits.ts";
 import { badGatewayPage, slowServicePage } from "./pages.ts";
 import { ResponseTimeout, type ResponseWait } from "./replies.ts";
 import type { Tunnel } from "./registry.ts";
@@ -34,7 +34,8 @@ import { RequestStream, type StreamUser } from "./request-stream.ts";
 import { POLICY_RULES_FIELD, type LayeredRun } from "./traffic-policy/layered-run.ts";
 import { ResponseFilter, type Outlet } from "./traffic-policy/response-filter.ts";
 import { tellPassed, toldWhenAnswered } from "./traffic-policy/passed-notes.ts";
-import { pipeSubject } from "./traffic-policy/live-rejudge.ts";
+import { judgedSince, pipeSubject } from "./traffic-policy/live-rejudge.ts";
+import type { TunnelPolicy } from "./traffic-policy/tunnel-policy.ts";
 import { SKIP_HEADER } from "./warning.ts";
 
 /**
@@ -68,8 +69,9 @@ export interface ForwardContext {
   startedAt: number;
   /** The tunnel's traffic policies' run of this request (traffic-policy/): the request as they left it goes to the agent, and the response's run follows; undefined without policies. */
   policy?: LayeredRun;
-  /** A request that asks for a switch: its head's text as it came, which its pipe is judged by again when the tunnel's policies change (live-rejudge.ts). */
+  /** A request that asks for a switch: its head's text as it came, which its pipe is judged by again when the tunnel's policies change (live-rejudge.ts), and the layers it was judged by. */
   switchText?: string;
+  switchJudgedWith?: TunnelPolicy;
 }
 
 /**
@@ -248,7 +250,10 @@ export function forward(conn: HttpConnection, head: RequestHead, source: HeadSou
     parked.drop();
   }
   // (a switch never goes on a parked stream: its text is read for requestHeadText anyway)
-  if (head.upgrade !== undefined) ctx.switchText = source.text;
+  if (head.upgrade !== undefined) {
+    ctx.switchText = source.text;
+    ctx.switchJudgedWith = tunnel.policy;
+  }
   const headText = requestHeadText(head, tunnel, ctx, source.text, conn);
   const agent = tunnel.agent;
   const meta: OpenMeta = { tunnel: tunnel.id, kind: "h1", remote: `${ctx.remoteIp}:${ctx.remotePort}`, head: headText };
@@ -638,16 +643,19 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
       // a pipe stays: judged again when the tunnel's rules narrow (judgement/live-visits.ts)
       const exchange = this;
       const { conn, ctx, request } = this;
-      stays(this.tunnel, {
+      const pipe: LiveVisit = {
         client: ctx.client,
         get over() {
           return exchange.finished;
         },
         end: () => exchange.cut(),
         judgedBy: () => pipeSubject({ client: ctx.client, clientPort: conn.peer.port, serverPort: conn.socket.localPort, openedAt: conn.openedAt, secure: ctx.secure, host: ctx.host, head: request, text: ctx.switchText }),
-      });
+      };
+      stays(this.tunnel, pipe);
       const early = this.conn.takeEarly();
       if (early) this.toAgent(early);
+      // the operator's layers changed while the 101 was awaited: those of now judge it
+      judgedSince(this.tunnel, pipe, ctx.switchJudgedWith);
       return;
     }
     // whole: nothing the agent's connection does now (a reset, its close) can take it back

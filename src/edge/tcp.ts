@@ -18,7 +18,8 @@ import { stays, type LiveVisit } from "./judgement/live-visits.ts";
 import { kindsThrough } from "./kinds/doors.ts";
 import { judge, Refusal, type Door, type Visit } from "./judgement/pipeline.ts";
 import { connectFacts, judgeConnect, type ConnectionSubject } from "./traffic-policy/connect.ts";
-import type { PolicySubject } from "./traffic-policy/live-rejudge.ts";
+import { judgedSince, type PolicySubject } from "./traffic-policy/live-rejudge.ts";
+import type { TunnelPolicy } from "./traffic-policy/tunnel-policy.ts";
 import type { Tunnel } from "./registry.ts";
 
 /** A raw connection on its way through the steps; what forward made of it. Once carried, it stays: judged again when its tunnel's rules narrow (judgement/live-visits.ts). */
@@ -37,6 +38,8 @@ export interface ConnectionVisit extends Visit, LiveVisit {
   over: boolean;
   /** What came while the tunnel's policy judged it (its socket paused), for the relay once it is carried. */
   early?: Uint8Array[];
+  /** The layers its on_tcp_connect was judged by (read when it came). */
+  judgedWith?: TunnelPolicy;
   /** It became a stream to the agent (at once, or after its policy's on_tcp_connect). */
   carried?(v: ConnectionVisit): void;
 }
@@ -77,6 +80,7 @@ export class ConnectionDoor implements Door<ConnectionVisit> {
    */
   request(v: ConnectionVisit, t: Tunnel): undefined | Refusal | Promise<undefined | Refusal> {
     const policy = t.policy;
+    v.judgedWith = policy;
     if (!policy?.connect || t.relayed) return undefined;
     const { socket } = v;
     const judged = judgeConnect(policy, connectFacts(t, connectionSubject(v, t)));
@@ -114,6 +118,8 @@ export class ConnectionDoor implements Door<ConnectionVisit> {
     const early = v.early;
     v.early = undefined;
     if (early) for (const bytes of early) v.relay.socketData(bytes);
+    // the operator's layers changed while its judgement waited: those of now judge it
+    judgedSince(t, v, v.judgedWith);
   }
 
   refuse(v: ConnectionVisit, r: Refusal): void {

@@ -25,10 +25,19 @@ import { startServer, type TestServer } from "../harness/server.ts";
 const WITHIN_MS = 50_000;
 
 const echo = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data: (s, d) => void s.write(d) } });
+/** Upgrades to /slow wait for this to be let go (a service slow to answer its 101). */
+let slowUpgrades = Promise.withResolvers<void>();
+let slowAsked = Promise.withResolvers<void>();
 const wsEcho = Bun.serve({
   hostname: "127.0.0.1",
   port: 0,
-  fetch: (req, srv) => (srv.upgrade(req) ? undefined : new Response("plain")),
+  fetch: async (req, srv) => {
+    if (new URL(req.url).pathname === "/slow") {
+      slowAsked.resolve();
+      await slowUpgrades.promise;
+    }
+    return srv.upgrade(req) ? undefined : new Response("plain");
+  },
   websocket: { message: (ws, m) => void ws.send(m) },
 });
 
@@ -145,6 +154,34 @@ describe("a narrowed traffic policy reaches what is already carried", () => {
     } finally {
       refused.ws.close();
       kept.ws.close();
+      if (id !== undefined) await api.delete(`/api/policies/${id}`);
+    }
+  }, 120_000);
+
+  test("an upgrade let through before the change, whose 101 comes after the change was judged, meets the new layers at its 101", async () => {
+    await using agent = await startAgent({ kind: "http", target: wsEcho.port!, server: server.edgeUrl, token });
+    slowUpgrades = Promise.withResolvers<void>();
+    slowAsked = Promise.withResolvers<void>();
+    const edge = server.edgePort;
+    const ws = new WebSocket(`ws://127.0.0.1:${edge}/slow`, { headers: { host: `${agent.subdomain}.localhost:${edge}` } } as any);
+    const closed = new Promise<void>((resolve) => ws.addEventListener("close", () => resolve()));
+    let id: number | undefined;
+    try {
+      // the upgrade passed the edge's judgement and waits at the service
+      await slowAsked.promise;
+      id = await addPolicy(api, "no-slow", { on_http_request: [{ expressions: ["req.url.path.startsWith('/slow')"], actions: [{ type: "deny" }] }] });
+      // the change is in force at the edge (a new request meets it: one the service answers at once) before the 101 comes
+      for (let i = 0; i < 500; i++) {
+        const res = await fetch(`http://127.0.0.1:${edge}/slow-probe`, { headers: { host: `${agent.subdomain}.localhost:${edge}` } });
+        await res.arrayBuffer();
+        if (res.status === 403) break;
+        await Bun.sleep(20);
+      }
+      slowUpgrades.resolve();
+      expect(await endsWithin(closed)).toBe(true);
+    } finally {
+      slowUpgrades.resolve();
+      ws.close();
       if (id !== undefined) await api.delete(`/api/policies/${id}`);
     }
   }, 120_000);

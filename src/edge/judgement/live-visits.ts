@@ -89,16 +89,18 @@ export function stays(t: Keeper, v: LiveVisit): void {
   (t.liveVisits ??= new LiveVisits()).add(v);
 }
 
-/** A stream let through (a connector's, a relayed one): it stays until it closes, and is reset when its rules no longer let it through. `judgedBy`: what its tunnel's policies judge it by. */
-export function staysWhileOpen(t: Keeper, client: string, stream: Stream, judgedBy?: () => JudgedBy | undefined): void {
-  stays(t, {
+/** A stream let through (a connector's, a relayed one): it stays until it closes, and is reset when its rules no longer let it through. `judgedBy`: what its tunnel's policies judge it by. The visit kept. */
+export function staysWhileOpen(t: Keeper, client: string, stream: Stream, judgedBy?: () => JudgedBy | undefined): LiveVisit {
+  const v: LiveVisit = {
     client,
     get over() {
       return stream.isClosed;
     },
     end: () => stream.reset(ADDRESS_REFUSED),
     judgedBy,
-  });
+  };
+  stays(t, v);
+  return v;
 }
 
 /** The code a stream is reset with when the tunnel's IP rules no longer let it through. */

@@ -62,12 +62,31 @@ const judging = new WeakMap<Tunnel, { again: boolean }>();
  */
 export function policiesChanged(t: Tunnel, before: TunnelPolicy | undefined): void {
   if (t.relayed || !t.liveVisits || t.liveVisits.size === 0) return;
-  if (sameLayers(before?.operator ?? [], t.policy?.operator ?? [])) return;
+  if (sameLayers(before?.operator ?? NONE, t.policy?.operator ?? NONE)) return;
   rejudgeLive(t);
 }
 
+/**
+ * `v` was just kept with `t` (judgement/live-visits.ts stays), judged by
+ * `judgedWith`, its layers when it was judged: when the operator's have
+ * changed since (while its upgrade waited for its 101, or an action of its
+ * judgement waited), the re-judgement of that change did not see it, so it
+ * is judged now by the layers as they are.
+ */
+export function judgedSince(t: Tunnel, v: LiveVisit, judgedWith: TunnelPolicy | undefined): void {
+  if (t.relayed || sameLayers(judgedWith?.operator ?? NONE, t.policy?.operator ?? NONE)) return;
+  const policy = t.policy;
+  const subject = v.judgedBy?.() as PolicySubject | undefined;
+  if (!policy || !subject || v.over) return;
+  const passes = stillPasses(policy, t, subject);
+  if (passes instanceof Promise) void passes.then((ok) => void (ok || end(t, v)), () => void end(t, v));
+  else if (!passes) end(t, v);
+}
+
+const NONE: readonly Policy[] = [];
+
 function sameLayers(a: readonly Policy[], b: readonly Policy[]): boolean {
-  return a.length === b.length && a.every((p, i) => p === b[i]);
+  return a === b || (a.length === b.length && a.every((p, i) => p === b[i]));
 }
 
 /** Judges what `t` carries by its layers now (see the top); one run at a time a tunnel. */
