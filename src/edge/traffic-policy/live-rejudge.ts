@@ -109,10 +109,10 @@ async function judgeAll(t: Tunnel, state: { again: boolean }): Promise<void> {
     const visits = t.liveVisits?.list() ?? [];
     let ended = 0;
     for (let i = 0; i < visits.length; i += BATCH) {
+      if (i > 0) await nextMacrotask();
       // its layers as they are for this batch: nothing refuses once none judges connections or requests
       const policy = t.policy;
       if (!policy || (!policy.connect && !policy.request)) break;
-      if (i > 0) await nextMacrotask();
       const waits: Promise<void>[] = [];
       for (let j = i; j < visits.length && j < i + BATCH; j++) {
         const v = visits[j]!;
