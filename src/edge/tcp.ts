@@ -145,7 +145,7 @@ export function judgeConnection(door: ConnectionDoor, socket: Socket<any>, named
     socket.terminate();
     return undefined;
   }
-  const v: ConnectionVisit = { socket, door: door.name, openedAt: Date.now(), named, client: canonicalAddress(socket.remoteAddress), over: false, end: endConnection, judgedBy: judgedConnection, carried };
+  const v: ConnectionVisit = { socket, door: door.name, openedAt: Date.now(), named, client: canonicalAddress(socket.remoteAddress), over: false, end: endConnection, judgedBy: judgedConnection, judgedWith: undefined, carried };
   // each step answers at once for a raw connection, but a traffic policy's on_tcp_connect
   const judged = judge(door, v);
   if (judged) judged.catch((err) => {
