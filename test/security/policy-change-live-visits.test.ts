@@ -68,8 +68,8 @@ async function echoes(socket: Socket): Promise<boolean> {
 }
 
 /** A WebSocket through the edge at `edgePort` to the tunnel `sub`, open and echoing, with a promise of its close. */
-async function webSocket(edgePort: number, sub: string, path: string): Promise<{ ws: WebSocket; closed: Promise<void> }> {
-  const ws = new WebSocket(`ws://127.0.0.1:${edgePort}${path}`, { headers: { host: `${sub}.localhost:${edgePort}` } } as any);
+async function webSocket(edgePort: number, sub: string, path: string, headers: Record<string, string> = {}): Promise<{ ws: WebSocket; closed: Promise<void> }> {
+  const ws = new WebSocket(`ws://127.0.0.1:${edgePort}${path}`, { headers: { host: `${sub}.localhost:${edgePort}`, ...headers } } as any);
   const closed = new Promise<void>((resolve) => ws.addEventListener("close", () => resolve()));
   await new Promise<void>((resolve, reject) => {
     ws.addEventListener("open", () => resolve());
@@ -154,6 +154,22 @@ describe("a narrowed traffic policy reaches what is already carried", () => {
     } finally {
       refused.ws.close();
       kept.ws.close();
+      if (id !== undefined) await api.delete(`/api/policies/${id}`);
+    }
+  }, 120_000);
+
+  test("a sign-in added is checked on what each open pipe's upgrade carried: the one with the credentials goes on, the one without is closed", async () => {
+    await using agent = await startAgent({ kind: "http", target: wsEcho.port!, server: server.edgeUrl, token });
+    const signed = await webSocket(server.edgePort, agent.subdomain!, "/", { authorization: `Basic ${btoa("visitor:right-password")}` });
+    const unsigned = await webSocket(server.edgePort, agent.subdomain!, "/");
+    let id: number | undefined;
+    try {
+      id = await addPolicy(api, "sign-in", { on_http_request: [{ actions: [{ type: "basic-auth", config: { credentials: ["visitor:right-password"] } }] }] });
+      expect(await endsWithin(unsigned.closed)).toBe(true);
+      expect(await wsEchoes(signed.ws)).toBe(true);
+    } finally {
+      signed.ws.close();
+      unsigned.ws.close();
       if (id !== undefined) await api.delete(`/api/policies/${id}`);
     }
   }, 120_000);
