@@ -27,7 +27,9 @@ import { joinStreams, refuseRelayed } from "./stream-pipe.ts";
 import { readPrivateRowName } from "../edge/private-streams.ts";
 import { judge, type Door, type Visit } from "../edge/judgement/pipeline.ts";
 import { staysWhileOpen } from "../edge/judgement/live-visits.ts";
-import { RelayedHttpDoor, relayedClient, RelayedPrivateDoor, RelayedTlsDoor, type RelayedPrivateVisit, type RelayForward } from "./relayed-doors.ts";
+import { RelayedHttpDoor, relayedClient, RelayedPrivateDoor, RelayedTlsDoor, type RelayedPrivateVisit, type RelayedRun, type RelayForward } from "./relayed-doors.ts";
+import { relayedJudgedBy } from "./relayed-subject.ts";
+import { judgedSince } from "../edge/traffic-policy/live-rejudge.ts";
 
 /** How long a node waits for another to answer its link. */
 const CONNECT_TIMEOUT_MS = 5_000;
@@ -108,7 +110,7 @@ export class RelayIn {
    * among them), ran here: the response passes their filter when they judge it, or when the agent is told what
    * its request rules did (passed-notes.ts); `body`: the request's body, read here for the policies.
    */
-  private forward(down: Stream, t: Tunnel, meta: RelayedMeta, rewriteFor?: string, policy?: { run: LayeredRun; minor: 0 | 1 }, body?: ReadBody): void {
+  private forward(down: Stream, t: Tunnel, meta: RelayedMeta, rewriteFor?: string, policy?: RelayedRun, body?: ReadBody): void {
     const { client: _, warn: __, ...forAgent } = meta;
     const up = t.agent?.openStream({ ...forAgent, tunnel: t.id });
     if (!up) return refuseRelayed(down);
@@ -122,7 +124,10 @@ export class RelayIn {
       const layers = t.policy;
       filterRelayedResponse(down, up, rewriteFor, (out) => new ResponseFilter(layers, policy.run, rewriteFor, policy.minor, out));
     } else joinStreams(down, up);
-    staysWhileOpen(t, relayedClient(meta), down);
+    // judged again when the tunnel's rules narrow: by its IP rules, and by its policies on the head they judged
+    const kept = staysWhileOpen(t, relayedClient(meta), down, relayedJudgedBy(t, meta, policy ? policy.judged : meta.head));
+    // the operator's layers changed while its judgement waited: those of now judge it (without a policy then, it was judged at once)
+    if (policy) judgedSince(t, kept, policy.judgedWith);
     // a pool member's requests in flight count those other nodes relay too (least-requests)
     if (t.pool) countInFlight(t, up);
   }

@@ -44,8 +44,9 @@ export interface RelayedVisit extends Visit {
   head?: RequestHead;
   host?: string;
   secure?: boolean;
-  /** The tunnel's traffic policies let it through: their run, for the head sent on and the response. */
+  /** The tunnel's traffic policies let it through: their run, for the head sent on and the response, and the layers that ran. */
   policy?: LayeredRun;
+  judgedWith?: TunnelPolicy;
   /** Its body, read for a traffic policy action that needs it: sent on to the agent first. */
   body?: ReadBody;
 }
@@ -56,7 +57,15 @@ export interface RelayedVisit extends Visit {
  * policies ran here: the response passes their filter here when they
  * judge it (or the agent is to be told of the request: relay.ts).
  */
-export type RelayForward = (down: Stream, t: Tunnel, meta: RelayedMeta, rewriteFor?: string, policy?: { run: LayeredRun; minor: 0 | 1 }, body?: ReadBody) => void;
+export type RelayForward = (down: Stream, t: Tunnel, meta: RelayedMeta, rewriteFor?: string, policy?: RelayedRun, body?: ReadBody) => void;
+
+/** A relayed request's policies' run: `minor`, its HTTP version's; `judged`, its head as they judged it (meta's is as they left it), which they judge again when they change. */
+export interface RelayedRun {
+  run: LayeredRun;
+  minor: 0 | 1;
+  judged: string;
+  judgedWith: TunnelPolicy;
+}
 
 /** A relayed visit: the address the visitor's node judged (an older node: its peer's). */
 export function relayedClient(meta: RelayedMeta): string {
@@ -104,8 +113,8 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
     const head = parseRequestHead(v.meta.head!.slice(0, -4));
     if (isHeadRefusal(head)) return undefined;
     v.head = head;
-    v.host = field(head, "x-forwarded-host") ?? v.meta.tunnel;
-    v.secure = field(head, "x-forwarded-proto") === "https";
+    v.host = headField(head, "x-forwarded-host") ?? v.meta.tunnel;
+    v.secure = headField(head, "x-forwarded-proto") === "https";
     return head;
   }
 
@@ -143,6 +152,7 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
     const judged = await judgeRequest(policy, facts, t, body);
     if (judged instanceof Refusal) return judged;
     v.policy = judged.run;
+    v.judgedWith = policy;
     return this.warning(v, t);
   }
 
@@ -174,7 +184,7 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
     let text = `${head.method} ${changed && head.target !== "*" ? changed.target : head.target} HTTP/1.${head.minor}\r\n`;
     for (const [name, value] of fields) text += `${name}: ${value}\r\n`;
     // the response passes the policies' filter here when they judge it, or when the agent is to be told of the request (relay.ts)
-    this.onward(v.down, t, { ...v.meta, head: `${text}\r\n` }, head.method, { run, minor: head.minor }, v.body);
+    this.onward(v.down, t, { ...v.meta, head: `${text}\r\n` }, head.method, { run, minor: head.minor, judged: v.meta.head!, judgedWith: v.judgedWith! }, v.body);
   }
 
   refuse(v: RelayedVisit, r: Refusal): void {
@@ -274,7 +284,7 @@ function localMember(t: Tunnel | undefined): Tunnel | undefined {
 }
 
 /** A field's values in a head, joined; undefined when absent. */
-function field(head: RequestHead, name: string): string | undefined {
+export function headField(head: RequestHead, name: string): string | undefined {
   let found: string | undefined;
   for (const [n, value] of head.fields) if (n.toLowerCase() === name) found = found === undefined ? value : `${found}, ${value}`;
   return found;

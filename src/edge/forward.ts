@@ -26,7 +26,7 @@ import type { Stream } from "../protocol/mux.ts";
 import { WireError } from "../protocol/wire.ts";
 import { USER_EMAIL_HEADER } from "../validate/access.ts";
 import type { HttpConnection, Occupant } from "./http-connection.ts";
-import { stays } from "./judgement/live-visits.ts";
+import { stays, type LiveVisit } from "./judgement/live-visits.ts";
 import { badGatewayPage, slowServicePage } from "./pages.ts";
 import { ResponseTimeout, type ResponseWait } from "./replies.ts";
 import type { HeaderPairs } from "../policy/facts.ts";
@@ -37,6 +37,7 @@ import { POLICY_RULES_FIELD, type LayeredRun } from "./traffic-policy/layered-ru
 import { ResponseFilter, type Outlet } from "./traffic-policy/response-filter.ts";
 import { tellPassed, toldWhenAnswered } from "./traffic-policy/passed-notes.ts";
 import { judgeHeadInPlace, type HeadChange } from "./traffic-policy/response-head-rules.ts";
+import { judgedSince, pipeSubject } from "./traffic-policy/live-rejudge.ts";
 import type { TunnelPolicy } from "./traffic-policy/tunnel-policy.ts";
 import { SKIP_HEADER } from "./warning.ts";
 
@@ -71,6 +72,9 @@ export interface ForwardContext {
   startedAt: number;
   /** The tunnel's traffic policies' run of this request (traffic-policy/): the request as they left it goes to the agent, and the response's run follows; undefined without policies. */
   policy?: LayeredRun;
+  /** A request that asks for a switch: its head's text as it came, which its pipe is judged by again when the tunnel's policies change (live-rejudge.ts), and the layers it was judged by. */
+  switchText?: string;
+  switchJudgedWith?: TunnelPolicy;
 }
 
 /**
@@ -253,6 +257,11 @@ export function forward(conn: HttpConnection, head: RequestHead, source: HeadSou
     // an upgrade goes on a stream of its own: after its 101 the stream is the new protocol's
     if (head.upgrade === undefined && parked.carries(tunnel)) return new Exchange(conn, head, tunnel, ctx, parked).start(requestHeadBytes(conn, head, tunnel, ctx, source));
     parked.drop();
+  }
+  // (a switch never goes on a parked stream: its text is read for requestHeadText anyway)
+  if (head.upgrade !== undefined) {
+    ctx.switchText = source.text;
+    ctx.switchJudgedWith = tunnel.policy;
   }
   const headText = requestHeadText(head, tunnel, ctx, source.text, conn);
   const agent = tunnel.agent;
@@ -713,9 +722,20 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
       this.piping = true;
       // a pipe stays: judged again when the tunnel's rules narrow (judgement/live-visits.ts)
       const exchange = this;
-      stays(this.tunnel, { client: this.ctx.client, get over() { return exchange.finished; }, end: () => exchange.cut() });
+      const { conn, ctx, request } = this;
+      const pipe: LiveVisit = {
+        client: ctx.client,
+        get over() {
+          return exchange.finished;
+        },
+        end: () => exchange.cut(),
+        judgedBy: () => pipeSubject({ client: ctx.client, clientPort: conn.peer.port, serverPort: conn.socket.localPort, openedAt: conn.openedAt, secure: ctx.secure, host: ctx.host, head: request, text: ctx.switchText }),
+      };
+      stays(this.tunnel, pipe);
       const early = this.conn.takeEarly();
       if (early) this.toAgent(early);
+      // the operator's layers changed while the 101 was awaited: those of now judge it
+      judgedSince(this.tunnel, pipe, ctx.switchJudgedWith);
       return;
     }
     // whole: nothing the agent's connection does now (a reset, its close) can take it back

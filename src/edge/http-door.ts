@@ -10,6 +10,7 @@
  */
 import type { TrustedProxies } from "../http/addresses.ts";
 import type { RequestHead } from "../http/request-head.ts";
+import { targetAsWritten } from "../http/request-target.ts";
 import type { EdgeCounters } from "../metrics/edge-counters.ts";
 import { addressRefusedPage } from "./access/pages.ts";
 import { forward, type ForwardContext } from "./forward.ts";
@@ -202,7 +203,7 @@ export class HttpDoor implements Door<HttpVisit> {
       head,
       // a head whose every field was read needs no text: it is not made
       text: head.whole ? undefined : v.text,
-      rawTarget: head.targetAsSent ? undefined : rawTargetOf(v.text, head.method),
+      rawTarget: head.targetAsSent ? undefined : targetAsWritten(v.text, head.method),
       version: this.name === "h2" ? "HTTP/2.0" : undefined,
     });
     // an action that reads the body (verify-webhook): the body is read when the run comes to it
@@ -289,10 +290,3 @@ export class HttpDoor implements Door<HttpVisit> {
 
 const UNKNOWN_NAME = new Refusal("name", "UNKNOWN_NAME");
 const NONE_TAKING = new Refusal("name", "NONE_TAKING");
-
-/** The request line's target as the visitor wrote it (`text`: the head as it came). */
-function rawTargetOf(text: string, method: string): string {
-  const end = text.indexOf("\r\n");
-  const line = end < 0 ? text : text.slice(0, end);
-  return line.slice(method.length + 1, line.length - " HTTP/1.1".length);
-}

@@ -17,12 +17,17 @@ import type { SocketBudget } from "../sockets/socket-budget.ts";
 import { stays, type LiveVisit } from "./judgement/live-visits.ts";
 import { kindsThrough } from "./kinds/doors.ts";
 import { judge, Refusal, type Door, type Visit } from "./judgement/pipeline.ts";
-import { connectFacts, judgeConnect } from "./traffic-policy/connect.ts";
+import { connectFacts, judgeConnect, type ConnectionSubject } from "./traffic-policy/connect.ts";
+import { judgedSince, type PolicySubject } from "./traffic-policy/live-rejudge.ts";
+import type { TunnelPolicy } from "./traffic-policy/tunnel-policy.ts";
 import type { Tunnel } from "./registry.ts";
 
 /** A raw connection on its way through the steps; what forward made of it. Once carried, it stays: judged again when its tunnel's rules narrow (judgement/live-visits.ts). */
 export interface ConnectionVisit extends Visit, LiveVisit {
   readonly socket: Socket<any>;
+  /** The door it came through, and when (its on_tcp_connect facts: judged again by them when its tunnel's policies change). */
+  readonly door: "tcp" | "tls";
+  readonly openedAt: number;
   /** The tunnel its port or hello named (step 1's answer, read when the connection came). */
   readonly named: Tunnel;
   /** The address that holds a place in the budget, until the socket closes. */
@@ -33,6 +38,8 @@ export interface ConnectionVisit extends Visit, LiveVisit {
   over: boolean;
   /** What came while the tunnel's policy judged it (its socket paused), for the relay once it is carried. */
   early?: Uint8Array[];
+  /** The layers its on_tcp_connect was judged by (read when it came). */
+  judgedWith?: TunnelPolicy;
   /** It became a stream to the agent (at once, or after its policy's on_tcp_connect). */
   carried?(v: ConnectionVisit): void;
 }
@@ -73,10 +80,10 @@ export class ConnectionDoor implements Door<ConnectionVisit> {
    */
   request(v: ConnectionVisit, t: Tunnel): undefined | Refusal | Promise<undefined | Refusal> {
     const policy = t.policy;
+    v.judgedWith = policy;
     if (!policy?.connect || t.relayed) return undefined;
     const { socket } = v;
-    const facts = connectFacts(t, { client: v.client, clientPort: socket.remotePort ?? 0, serverPort: socket.localPort, host: t.hostname ?? t.subdomain ?? socket.localAddress, protocol: this.name });
-    const judged = judgeConnect(policy, facts);
+    const judged = judgeConnect(policy, connectFacts(t, connectionSubject(v, t)));
     if (!(judged instanceof Promise)) return judged;
     socket.pause();
     return judged.finally(() => {
@@ -111,6 +118,8 @@ export class ConnectionDoor implements Door<ConnectionVisit> {
     const early = v.early;
     v.early = undefined;
     if (early) for (const bytes of early) v.relay.socketData(bytes);
+    // the operator's layers changed while its judgement waited: those of now judge it
+    judgedSince(t, v, v.judgedWith);
   }
 
   refuse(v: ConnectionVisit, r: Refusal): void {
@@ -136,7 +145,7 @@ export function judgeConnection(door: ConnectionDoor, socket: Socket<any>, named
     socket.terminate();
     return undefined;
   }
-  const v: ConnectionVisit = { socket, named, client: canonicalAddress(socket.remoteAddress), over: false, end: endConnection, carried };
+  const v: ConnectionVisit = { socket, door: door.name, openedAt: Date.now(), named, client: canonicalAddress(socket.remoteAddress), over: false, end: endConnection, judgedBy: judgedConnection, judgedWith: undefined, carried };
   // each step answers at once for a raw connection, but a traffic policy's on_tcp_connect
   const judged = judge(door, v);
   if (judged) judged.catch((err) => {
@@ -152,6 +161,17 @@ export function heldEarly(v: ConnectionVisit, bytes: Uint8Array): void {
   const early = (v.early ??= []);
   early.push(Buffer.from(bytes));
   if (early.reduce((n, b) => n + b.byteLength, 0) > MAX_EARLY_BYTES) v.socket.terminate();
+}
+
+/** What on_tcp_connect reads of a connection to `t`. */
+function connectionSubject(v: ConnectionVisit, t: Tunnel): ConnectionSubject {
+  const { socket } = v;
+  return { client: v.client, clientPort: socket.remotePort ?? 0, serverPort: socket.localPort, host: t.hostname ?? t.subdomain ?? socket.localAddress, protocol: v.door, openedAt: v.openedAt };
+}
+
+/** What its tunnel's policies judge it by again when they change (ConnectionVisit.judgedBy). */
+function judgedConnection(this: ConnectionVisit): PolicySubject | undefined {
+  return this.tunnel ? { connect: connectionSubject(this, this.tunnel) } : undefined;
 }
 
 /** Its rules no longer let it through: the connection is cut (ConnectionVisit.end). */

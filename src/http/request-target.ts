@@ -48,3 +48,10 @@ export function requestPath(req: Request): { pathname: string; search: string } 
   if (!url) return undefined;
   return { pathname: url.pathname, search: url.search };
 }
+
+/** The request line's target as the visitor wrote it (`text`: the head as it came, `method` its first word). */
+export function targetAsWritten(text: string, method: string): string {
+  const end = text.indexOf("\r\n");
+  const line = end < 0 ? text : text.slice(0, end);
+  return line.slice(method.length + 1, line.length - " HTTP/1.1".length);
+}

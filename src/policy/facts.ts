@@ -67,4 +67,11 @@ export interface PolicyInput {
   identity?: string;
   /** ms since the epoch; default Date.now(). */
   now?: number;
+  /**
+   * A visit let through before (an open connection, a WebSocket's pipe),
+   * judged again because the policies changed: the actions answer no one
+   * and take nothing the visitor paid already (a rate limit passes
+   * uncounted, a sign-in is checked, never asked for).
+   */
+  rejudging?: boolean;
 }

@@ -36,7 +36,12 @@ export interface OidcRequest {
   host: string;
   secure: boolean;
   headers: readonly (readonly [string, string])[];
+  /** A visit let through before, judged again: its session is checked, and no sign-in is started or finished (NOT_SIGNED_IN when none). */
+  rejudging?: boolean;
 }
+
+/** What an OIDC sign-in says of a visit judged again without a session (OidcRequest.rejudging): it is not let stay; no one reads the answer. */
+export const NOT_SIGNED_IN: PolicyResponse = { status: 401, headers: [], body: "" };
 
 export interface OidcSettings {
   issuer: string;

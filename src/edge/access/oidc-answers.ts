@@ -9,7 +9,7 @@
  * (traffic-policy/oidc-sign-in.ts), which differ in which paths they take
  * and which gate answers.
  */
-import type { OidcAdapter, OidcRequest, PolicyResponse } from "../../policy/index.ts";
+import { NOT_SIGNED_IN, type OidcAdapter, type OidcRequest, type PolicyResponse } from "../../policy/index.ts";
 import type { OidcGate } from "./oidc.ts";
 import { signInRefusedPage, signInRequiredPage } from "./pages.ts";
 
@@ -69,4 +69,10 @@ function localPath(to: string): string {
   } catch {
     return "/";
   }
+}
+
+/** A visit judged again (OidcRequest.rejudging): signed in by the session it carries, or refused without an answer of its own (no one reads it). */
+export async function sessionOnly(gate: OidcGate, req: Request, host: string): Promise<OidcVerdict> {
+  const email = await gate.session(req, host);
+  return email !== undefined ? { kind: "signed-in", email, stripCookies: [gate.sessionCookie] } : { kind: "respond", response: NOT_SIGNED_IN };
 }

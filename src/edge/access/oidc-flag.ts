@@ -12,7 +12,7 @@
  */
 import type { OidcAdapter, OidcRequest } from "../../policy/index.ts";
 import { badRequestPage } from "../pages.ts";
-import { askSignIn, finishSignIn, gateRequest, responded, type OidcVerdict } from "./oidc-answers.ts";
+import { askSignIn, finishSignIn, gateRequest, responded, sessionOnly, type OidcVerdict } from "./oidc-answers.ts";
 import { CALLBACK_PATH, type OidcGate } from "./oidc.ts";
 
 export class TunnelSignIn implements OidcAdapter {
@@ -24,6 +24,8 @@ export class TunnelSignIn implements OidcAdapter {
     const asked = gateRequest(request);
     if (!asked) return responded(badRequestPage("This request cannot be checked against the tunnel's access rules."));
     const { req, url } = asked;
+    // a visit judged again (traffic-policy/live-rejudge.ts): its session alone
+    if (request.rejudging) return sessionOnly(gate, req, host);
     if (url.pathname === CALLBACK_PATH) return responded(await finishSignIn(gate, req, url, host, secure));
     const email = await gate.session(req, host);
     if (email !== undefined) return { kind: "signed-in", email, stripCookies: [gate.sessionCookie] };

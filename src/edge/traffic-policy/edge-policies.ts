@@ -8,7 +8,9 @@
  *
  * An operator's change is taken in place: every live tunnel it may cover
  * gets its layers made again (Tunnel.policy), so the next request, the
- * next connection and the next response meet it; nothing reconnects.
+ * next connection and the next response meet it, and what the tunnel
+ * carries already is judged again by them (live-rejudge.ts); nothing
+ * reconnects.
  */
 import { createHash } from "node:crypto";
 import { AppError } from "../../core/errors.ts";
@@ -17,6 +19,7 @@ import { defaultServices, formatPolicyError, loadPolicy, MAX_BODY_BYTES, MemoryR
 import { hostnameCovers } from "../../validate/hostname.ts";
 import type { Tunnel } from "../registry.ts";
 import { BodyMemory, type BodyReading } from "./body-reading.ts";
+import { policiesChanged } from "./live-rejudge.ts";
 import { PolicySignIn } from "./oidc-sign-in.ts";
 import { TunnelPolicy } from "./tunnel-policy.ts";
 
@@ -156,7 +159,13 @@ export class EdgePolicies {
     this.operator = [...policies].sort((a, b) => a.id - b.id);
     this.loaded = true;
     let changed = 0;
-    for (const t of tunnels) if (this.refresh(t)) changed++;
+    for (const t of tunnels) {
+      const before = t.policy;
+      if (!this.refresh(t)) continue;
+      changed++;
+      // what it carries already meets them too: judged again, a batch at a time (live-rejudge.ts)
+      policiesChanged(t, before);
+    }
     if (changed > 0) log.info("operator's traffic policies applied to live tunnels", { policies: this.operator.length, tunnels: changed });
   }
 

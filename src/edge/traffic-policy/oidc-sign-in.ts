@@ -21,7 +21,7 @@
  */
 import type { OidcAdapter, OidcRequest, OidcSettings } from "../../policy/index.ts";
 import { discover, type OidcProvider } from "../access/oidc-discovery.ts";
-import { askSignIn, finishSignIn, gateRequest, responded, type OidcVerdict } from "../access/oidc-answers.ts";
+import { askSignIn, finishSignIn, gateRequest, responded, sessionOnly, type OidcVerdict } from "../access/oidc-answers.ts";
 import { CALLBACK_PATH, OidcGate } from "../access/oidc.ts";
 import { signInRefusedPage } from "../access/pages.ts";
 import { badRequestPage, page } from "../pages.ts";
@@ -55,6 +55,8 @@ export class PolicySignIn implements OidcAdapter {
     const asked = gateRequest(request);
     if (!asked) return responded(badRequestPage("This request cannot be checked against the tunnel's access rules."));
     const { req, url } = asked;
+    // a visit judged again (live-rejudge.ts): its session holds, or it is not let stay; no sign-in is begun or finished
+    if (request.rejudging) return sessionOnly(gate, req, host);
     const ours = (url.searchParams.get("auth_id") ?? undefined) === settings.authId;
 
     if (url.pathname === CALLBACK_PATH && gate.inFlow(req)) return responded(await finishSignIn(gate, req, url, host, secure));

@@ -86,7 +86,10 @@ export const basicAuth = defineAction({
         }
         const client = ctx.bindings.input.conn.clientIp;
         // a request without credentials is not a guess (a browser's first request); a wrong one counts
-        const verdict = guesses.judgeNow(clientKey(client), () => (req.header("authorization") === undefined ? undefined : given !== undefined && matchesAny(given.pair, digests)));
+        // a visit judged again is checked for what it carries, and counts no guess (it made none)
+        const verdict = ctx.bindings.input.rejudging
+          ? { passed: given !== undefined && matchesAny(given.pair, digests), retryAt: undefined }
+          : guesses.judgeNow(clientKey(client), () => (req.header("authorization") === undefined ? undefined : given !== undefined && matchesAny(given.pair, digests)));
         const authorized = verdict.passed === true;
         ctx.setVariables("basic_auth", { credentials: { presented: given !== undefined, username: authorized ? given!.user : "", authorized } });
         if (authorized) {

@@ -90,7 +90,8 @@ export const openidConnect = defineAction({
           ctx.problem("openid-connect: this edge has no OIDC sign-in plugged in");
           return { kind: "respond", response: textResponse(503, "Sign-in is not available here.\n"), note: "no OIDC sign-in on this edge" };
         }
-        const verdict = await oidc.admit({ method: req.method, target: req.target, host: req.host, secure: req.scheme === "https", headers: req.fields }, settings);
+        const rejudging = ctx.bindings.input.rejudging === true;
+        const verdict = await oidc.admit({ method: req.method, target: req.target, host: req.host, secure: req.scheme === "https", headers: req.fields, ...(rejudging ? { rejudging } : {}) }, settings);
         if (verdict.kind === "respond") return { kind: "respond", response: verdict.response, note: "sent to sign in" };
         // the identity header is the edge's to say: whatever was said under it before goes (a visitor's never came this far)
         if (req.header(USER_EMAIL_HEADER) !== undefined) req.headers = req.headers.filter(([n]) => n.toLowerCase() !== USER_EMAIL_HEADER);

@@ -79,6 +79,8 @@ export const rateLimit = defineAction({
           const text = isCelError(value) ? "" : valueText(value);
           bucket = i === 0 ? text : `${bucket}\0${text}`;
         }
+        // a visit judged again was counted when it came: a limit bounds what comes, not what is open
+        if (ctx.bindings.input.rejudging) return limited(bucket, NOT_COUNTED, ctx);
         const verdict = ctx.services.rateLimits.hit(keyOf(bucket), config.capacity, windowMs, ctx.services.now());
         // the store in this process answers at once; one shared between nodes may wait
         return verdict instanceof Promise ? verdict.then((v) => limited(bucket, v, ctx)) : limited(bucket, verdict, ctx);
@@ -89,6 +91,8 @@ export const rateLimit = defineAction({
 
 /** A request counted and let through, in a run whose trace keeps no note. */
 const COUNTED: ActionResult = { kind: "continue" };
+/** A visit judged again: under the limit, nothing counted. */
+const NOT_COUNTED: RateLimitVerdict = { limited: false, remaining: 0, retryAfterMs: 0 };
 
 /** Store keys an action keeps made, by bucket (the visitors of the moment); past it, it starts again. */
 const KEYS_KEPT = 64;

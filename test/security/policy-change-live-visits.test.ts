@@ -1,0 +1,277 @@
+/**
+ * A narrowed traffic policy reaches what is already carried: a rule an
+ * operator adds through /api/policies (server-wide here) holds on the
+ * visits that stay once let through, not only on those that come after. A
+ * raw tcp connection, a WebSocket's pipe, and a pipe relayed from another
+ * node of a cluster are judged again by the new layers with the facts they
+ * came with (their connection's, the request head of their upgrade): those
+ * the layers refuse now end within the 5 s promise, the others go on; and
+ * judging again costs the visitor nothing it paid already (a rate limit
+ * does not count an open visit a second time).
+ *
+ * Each test holds two visits open and adds a policy that refuses one of
+ * them: the one refused ending shows the change was judged, and the other
+ * still answering shows what it let through was left alone.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { connect as tcpConnect, type Socket } from "node:net";
+import { signedIn, type AdminClient } from "../harness/admin.ts";
+import { startAgent } from "../harness/agent.ts";
+import { freeRange } from "../harness/ports.ts";
+import { startPostgres, type TestPostgres } from "../harness/postgres.ts";
+import { startServer, type TestServer } from "../harness/server.ts";
+
+/** The promise is 5 s; ten times that as the liveness bound. */
+const WITHIN_MS = 50_000;
+
+const echo = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data: (s, d) => void s.write(d) } });
+/** Upgrades to /slow wait for this to be let go (a service slow to answer its 101). */
+let slowUpgrades = Promise.withResolvers<void>();
+let slowAsked = Promise.withResolvers<void>();
+const wsEcho = Bun.serve({
+  hostname: "127.0.0.1",
+  port: 0,
+  fetch: async (req, srv) => {
+    if (new URL(req.url).pathname === "/slow") {
+      slowAsked.resolve();
+      await slowUpgrades.promise;
+    }
+    return srv.upgrade(req) ? undefined : new Response("plain");
+  },
+  websocket: { message: (ws, m) => void ws.send(m) },
+});
+
+afterAll(() => {
+  echo.stop(true);
+  wsEcho.stop(true);
+});
+
+/** A tcp connection that echoed once, with a promise of its close. */
+async function heldOpen(port: number): Promise<{ socket: Socket; closed: Promise<void> }> {
+  const socket = tcpConnect(port, "127.0.0.1");
+  socket.on("error", () => {});
+  const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()));
+  const echoed = new Promise<void>((resolve) => socket.once("data", () => resolve()));
+  socket.write("ping");
+  await Promise.race([echoed, closed.then(() => Promise.reject(new Error("the connection closed before it echoed")))]);
+  return { socket, closed };
+}
+
+/** Whether `socket` still echoes what is written. */
+async function echoes(socket: Socket): Promise<boolean> {
+  const answered = new Promise<boolean>((resolve) => {
+    socket.once("data", (d) => resolve(d.toString() === "still here"));
+    socket.once("close", () => resolve(false));
+  });
+  socket.write("still here");
+  return answered;
+}
+
+/** A WebSocket through the edge at `edgePort` to the tunnel `sub`, open and echoing, with a promise of its close. */
+async function webSocket(edgePort: number, sub: string, path: string, headers: Record<string, string> = {}): Promise<{ ws: WebSocket; closed: Promise<void> }> {
+  const ws = new WebSocket(`ws://127.0.0.1:${edgePort}${path}`, { headers: { host: `${sub}.localhost:${edgePort}`, ...headers } } as any);
+  const closed = new Promise<void>((resolve) => ws.addEventListener("close", () => resolve()));
+  await new Promise<void>((resolve, reject) => {
+    ws.addEventListener("open", () => resolve());
+    ws.addEventListener("error", () => reject(new Error("the WebSocket did not open")));
+  });
+  if (!(await wsEchoes(ws))) throw new Error("the WebSocket did not echo");
+  return { ws, closed };
+}
+
+async function wsEchoes(ws: WebSocket): Promise<boolean> {
+  if (ws.readyState !== WebSocket.OPEN) return false;
+  const answered = new Promise<boolean>((resolve) => {
+    ws.addEventListener("message", (e) => resolve(String(e.data) === "still here"), { once: true });
+    ws.addEventListener("close", () => resolve(false), { once: true });
+  });
+  ws.send("still here");
+  return answered;
+}
+
+/** `closed` settles before the bound: the visit was ended. */
+async function endsWithin(closed: Promise<unknown>): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const bound = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), WITHIN_MS)));
+  try {
+    return await Promise.race([closed.then(() => true as const), bound]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function addPolicy(api: AdminClient, name: string, policy: unknown): Promise<number> {
+  const made = await api.post("/api/policies", { name, policy });
+  expect(made.status).toBe(201);
+  return made.body.id;
+}
+
+describe("a narrowed traffic policy reaches what is already carried", () => {
+  let server: TestServer;
+  let api: AdminClient;
+  let token: string;
+
+  beforeAll(async () => {
+    server = await startServer();
+    api = await signedIn(server);
+    const userId = await api.createUser("carried", { skip_warning: true });
+    token = await api.createToken(userId);
+  }, 60_000);
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  test("a tcp connection an operator's on_tcp_connect rule refuses now is closed; one it does not refuse goes on; a new one is refused", async () => {
+    await using agent = await startAgent({ kind: "tcp", target: echo.port, server: server.edgeUrl, token });
+    const refused = await heldOpen(agent.port!);
+    const kept = await heldOpen(agent.port!);
+    const ids: number[] = [];
+    try {
+      // refuses the first connection alone (by its port): the second is judged by the same change and left open
+      ids.push(await addPolicy(api, "one-port", { on_tcp_connect: [{ expressions: [`conn.client_port == ${refused.socket.localPort}`], actions: [{ type: "deny" }] }] }));
+      expect(await endsWithin(refused.closed)).toBe(true);
+      expect(await echoes(kept.socket)).toBe(true);
+      // then the whole address: the open connection goes too, and a new one is not carried
+      ids.push(await addPolicy(api, "no-loopback", { on_tcp_connect: [{ actions: [{ type: "restrict-ips", config: { deny: ["127.0.0.1/32", "::1/128"] } }] }] }));
+      expect(await endsWithin(kept.closed)).toBe(true);
+      await expect(heldOpen(agent.port!)).rejects.toThrow();
+    } finally {
+      refused.socket.destroy();
+      kept.socket.destroy();
+      for (const id of ids) await api.delete(`/api/policies/${id}`);
+    }
+  }, 120_000);
+
+  test("a WebSocket's pipe whose upgrade an on_http_request rule refuses now is closed; another's goes on", async () => {
+    await using agent = await startAgent({ kind: "http", target: wsEcho.port!, server: server.edgeUrl, token });
+    const refused = await webSocket(server.edgePort, agent.subdomain!, "/live");
+    const kept = await webSocket(server.edgePort, agent.subdomain!, "/other");
+    let id: number | undefined;
+    try {
+      id = await addPolicy(api, "no-live", { on_http_request: [{ expressions: ["req.url.path == '/live'"], actions: [{ type: "deny" }] }] });
+      expect(await endsWithin(refused.closed)).toBe(true);
+      expect(await wsEchoes(kept.ws)).toBe(true);
+    } finally {
+      refused.ws.close();
+      kept.ws.close();
+      if (id !== undefined) await api.delete(`/api/policies/${id}`);
+    }
+  }, 120_000);
+
+  test("a sign-in added is checked on what each open pipe's upgrade carried: the one with the credentials goes on, the one without is closed", async () => {
+    await using agent = await startAgent({ kind: "http", target: wsEcho.port!, server: server.edgeUrl, token });
+    const signed = await webSocket(server.edgePort, agent.subdomain!, "/", { authorization: `Basic ${btoa("visitor:right-password")}` });
+    const unsigned = await webSocket(server.edgePort, agent.subdomain!, "/");
+    let id: number | undefined;
+    try {
+      id = await addPolicy(api, "sign-in", { on_http_request: [{ actions: [{ type: "basic-auth", config: { credentials: ["visitor:right-password"] } }] }] });
+      expect(await endsWithin(unsigned.closed)).toBe(true);
+      expect(await wsEchoes(signed.ws)).toBe(true);
+    } finally {
+      signed.ws.close();
+      unsigned.ws.close();
+      if (id !== undefined) await api.delete(`/api/policies/${id}`);
+    }
+  }, 120_000);
+
+  test("an upgrade let through before the change, whose 101 comes after the change was judged, meets the new layers at its 101", async () => {
+    await using agent = await startAgent({ kind: "http", target: wsEcho.port!, server: server.edgeUrl, token });
+    slowUpgrades = Promise.withResolvers<void>();
+    slowAsked = Promise.withResolvers<void>();
+    const edge = server.edgePort;
+    const ws = new WebSocket(`ws://127.0.0.1:${edge}/slow`, { headers: { host: `${agent.subdomain}.localhost:${edge}` } } as any);
+    const closed = new Promise<void>((resolve) => ws.addEventListener("close", () => resolve()));
+    let id: number | undefined;
+    try {
+      // the upgrade passed the edge's judgement and waits at the service
+      await slowAsked.promise;
+      id = await addPolicy(api, "no-slow", { on_http_request: [{ expressions: ["req.url.path.startsWith('/slow')"], actions: [{ type: "deny" }] }] });
+      // the change is in force at the edge (a new request meets it: one the service answers at once) before the 101 comes
+      for (let i = 0; i < 500; i++) {
+        const res = await fetch(`http://127.0.0.1:${edge}/slow-probe`, { headers: { host: `${agent.subdomain}.localhost:${edge}` } });
+        await res.arrayBuffer();
+        if (res.status === 403) break;
+        await Bun.sleep(20);
+      }
+      slowUpgrades.resolve();
+      expect(await endsWithin(closed)).toBe(true);
+    } finally {
+      slowUpgrades.resolve();
+      ws.close();
+      if (id !== undefined) await api.delete(`/api/policies/${id}`);
+    }
+  }, 120_000);
+
+  test("a rate limit added is not counted again for the visits open: the requests after have the whole capacity", async () => {
+    await using agent = await startAgent({ kind: "http", target: wsEcho.port!, server: server.edgeUrl, token });
+    const ended = await webSocket(server.edgePort, agent.subdomain!, "/gone");
+    const kept = await webSocket(server.edgePort, agent.subdomain!, "/kept");
+    let id: number | undefined;
+    try {
+      // both open visits meet the limit first when judged again; the deny after it ends one, which shows they were judged
+      id = await addPolicy(api, "limited", {
+        on_http_request: [
+          { actions: [{ type: "rate-limit", config: { name: "all", algorithm: "sliding_window", capacity: 3, rate: "60s" } }] },
+          { expressions: ["req.url.path == '/gone'"], actions: [{ type: "deny" }] },
+        ],
+      });
+      expect(await endsWithin(ended.closed)).toBe(true);
+      expect(await wsEchoes(kept.ws)).toBe(true);
+      const statuses: number[] = [];
+      for (let i = 0; i < 4; i++) {
+        const res = await fetch(`http://127.0.0.1:${server.edgePort}/plain`, { headers: { host: `${agent.subdomain}.localhost:${server.edgePort}` } });
+        await res.arrayBuffer();
+        statuses.push(res.status);
+      }
+      // the whole capacity for what comes: the open visits took none of it
+      expect(statuses).toEqual([200, 200, 200, 429]);
+    } finally {
+      ended.ws.close();
+      kept.ws.close();
+      if (id !== undefined) await api.delete(`/api/policies/${id}`);
+    }
+  }, 120_000);
+});
+
+describe("a narrowed traffic policy reaches what is already carried, over a cluster's nodes", () => {
+  const SECRET = "live-visits-policy-secret-0123456789abcdef";
+  let pg: TestPostgres;
+  let nodes: TestServer[] = [];
+  let api: AdminClient;
+  let token: string;
+
+  beforeAll(async () => {
+    pg = await startPostgres();
+    const url = await pg.newDatabase();
+    const ports = freeRange(2);
+    nodes = await Promise.all(
+      ["p1", "p2"].map((id, i) =>
+        startServer({ args: ["--database", url, "--node-id", id, "--http-port", String(ports.first + i), "--node-url", `http://127.0.0.1:${ports.first + i}`, "--cluster-secret", SECRET] }),
+      ),
+    );
+    api = await signedIn(nodes[0]!);
+    const userId = await api.createUser("clustered", { skip_warning: true });
+    token = await api.createToken(userId);
+  }, 90_000);
+  afterAll(async () => {
+    await Promise.all(nodes.map((n) => n.stop()));
+    await pg?.stop();
+  });
+
+  test("a WebSocket through one node to a tunnel on the other is closed by a policy made on the first; another goes on", async () => {
+    // the tunnel is on the second node; the visitor reaches it through the first, which relays it
+    await using agent = await startAgent({ kind: "http", target: wsEcho.port!, server: nodes[1]!.edgeUrl, token, args: ["--subdomain", "relayed-live"] });
+    const refused = await webSocket(nodes[0]!.edgePort, agent.subdomain!, "/live");
+    const kept = await webSocket(nodes[0]!.edgePort, agent.subdomain!, "/other");
+    let id: number | undefined;
+    try {
+      id = await addPolicy(api, "no-live-cluster", { on_http_request: [{ expressions: ["req.url.path == '/live'"], actions: [{ type: "deny" }] }] });
+      expect(await endsWithin(refused.closed)).toBe(true);
+      expect(await wsEchoes(kept.ws)).toBe(true);
+    } finally {
+      refused.ws.close();
+      kept.ws.close();
+      if (id !== undefined) await api.delete(`/api/policies/${id}`);
+    }
+  }, 120_000);
+});
