@@ -28,7 +28,7 @@ import { join } from "node:path";
 import { FLUSH_INTERVAL_MS } from "../../src/edge/meter.ts";
 import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { startAgent, tunnelFetch, type TestAgent } from "../harness/agent.ts";
-import { echoThrough, freeRange } from "../harness/ports.ts";
+import { echoThrough, freeRange, restartablePort } from "../harness/ports.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
 import { within } from "../harness/wait.ts";
 
@@ -93,14 +93,6 @@ const echo = createServer((s) => {
 
 // -- the servers ---------------------------------------------------------------------------------------
 
-/** A port nobody listens on right now. */
-function freePort(): number {
-  const l = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = l.port;
-  l.stop(true);
-  return port;
-}
-
 let dataDir: string;
 let ports: { http: number; agent: number; admin: number; tcp: { first: number; last: number } };
 const started: TestServer[] = [];
@@ -123,7 +115,7 @@ const serve = async (keepDataDir = false) => {
 
 beforeAll(async () => {
   await new Promise<void>((r) => echo.listen(0, "127.0.0.1", r));
-  ports = { http: freePort(), agent: freePort(), admin: freePort(), tcp: freeRange(4) };
+  ports = { http: restartablePort(), agent: restartablePort(), admin: restartablePort(), tcp: freeRange(4) };
 });
 
 afterAll(async () => {

@@ -24,22 +24,17 @@ let token: string;
 const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => new Response(`up ${new URL(req.url).pathname}`) });
 const echo = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { open: (s) => void s.write("ready\n"), data: (s, d) => void s.write(d) } });
 
-/** A port nobody listens on right now: bind port 0, note it, let it go. */
-function freePort(): number {
-  const l = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = l.port;
-  l.stop(true);
-  return port;
-}
-
 /** The server on the fixed edge port and TCP range of this file, on its one database. */
 const serve = () =>
   startServer({ dataDir, args: ["--http-port", String(edgePort), "--tcp-ports", `${tcpRange.first}-${tcpRange.last}`] });
 
 beforeAll(async () => {
   dataDir = mkdtempSync(join(tmpdir(), "burrow-reconnect-"));
-  edgePort = freePort();
-  tcpRange = freeRange(6);
+  // ports outside the ephemeral range: while the server is down between its two runs, another test's
+  // outgoing connection could take an ephemeral one as its own local port, and the restart would fail
+  const ports = freeRange(7);
+  edgePort = ports.first;
+  tcpRange = { first: ports.first + 1, last: ports.last };
   await using server = await serve();
   expect(server.edgePort).toBe(edgePort);
   const api = await signedIn(server);

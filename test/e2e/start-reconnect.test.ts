@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { signedIn } from "../harness/admin.ts";
 import { tunnelFetch } from "../harness/agent.ts";
 import { LineReader } from "../harness/lines.ts";
-import { echoThrough, freeRange } from "../harness/ports.ts";
+import { echoThrough, freeRange, restartablePort } from "../harness/ports.ts";
 import { burrowCommand, startServer } from "../harness/server.ts";
 
 const dataDir = mkdtempSync(join(tmpdir(), "burrow-start-reconnect-"));
@@ -23,16 +23,10 @@ let tcpRange: { first: number; last: number };
 let token: string;
 let agent: Subprocess | undefined;
 
-function freePort(): number {
-  const l = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = l.port;
-  l.stop(true);
-  return port;
-}
 const serve = () => startServer({ dataDir, keepDataDir: true, args: ["--http-port", String(edgePort), "--tcp-ports", `${tcpRange.first}-${tcpRange.last}`] });
 
 beforeAll(async () => {
-  edgePort = freePort();
+  edgePort = restartablePort();
   tcpRange = freeRange(6);
   await using server = await serve();
   const api = await signedIn(server);

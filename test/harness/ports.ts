@@ -19,6 +19,15 @@ export function freeRange(size: number): { first: number; last: number } {
   throw new Error("no free port range found");
 }
 
+/**
+ * A port for a server a test stops and starts again on the same address:
+ * outside the ephemeral range, so that while it is down another test's
+ * outgoing connection cannot take it as its local port (freePort's can).
+ */
+export function restartablePort(): number {
+  return freeRange(1).first;
+}
+
 /** Whether a new TCP connection to 127.0.0.1:`port` is refused right now (nothing listens there). */
 export function refuses(port: number): Promise<boolean> {
   return new Promise<boolean>((resolve) => {

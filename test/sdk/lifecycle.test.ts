@@ -13,6 +13,7 @@ import { signedIn } from "../harness/admin.ts";
 import { tunnelFetch } from "../harness/agent.ts";
 import { LineReader } from "../harness/lines.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
+import { restartablePort } from "../harness/ports.ts";
 
 const node = Bun.which("node");
 let project: string;
@@ -20,21 +21,13 @@ let dataDir: string;
 let edgePort: number;
 const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => new Response(`up ${new URL(req.url).pathname}`) });
 
-/** A port nobody listens on right now. */
-function freePort(): number {
-  const l = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = l.port;
-  l.stop(true);
-  return port;
-}
-
 const serve = () => startServer({ dataDir, args: ["--http-port", String(edgePort)] });
 
 beforeAll(async () => {
   const { tarball } = await buildSdk();
   project = mkdtempSync(join(tmpdir(), "burrow-sdk-life-"));
   dataDir = mkdtempSync(join(tmpdir(), "burrow-sdk-life-data-"));
-  edgePort = freePort();
+  edgePort = restartablePort();
   writeFileSync(join(project, "package.json"), JSON.stringify({ name: "sdk-life", private: true, type: "module" }));
   const installed = Bun.spawnSync(["npm", "install", "--no-audit", "--no-fund", "--silent", tarball], { cwd: project, stdout: "pipe", stderr: "pipe" });
   if (installed.exitCode !== 0) throw new Error(`npm install failed: ${installed.stderr.toString()}`);
