@@ -4,9 +4,10 @@
  * another way). Every rule holds on every entry path: a WebSocket upgrade,
  * an absolute-form target (its path and authority are what the rules
  * read), a path written to look like another, the second request of a
- * kept-alive connection and pipelined ones, a tcp tunnel's connection
- * (on_tcp_connect), and a request relayed from another node of a cluster,
- * judged where the tunnel's rules live.
+ * kept-alive connection and pipelined ones, an HTTP/2 stream's response
+ * (on_http_response holds on the stream, each of a connection's streams),
+ * a tcp tunnel's connection (on_tcp_connect), and a request relayed from
+ * another node of a cluster, judged where the tunnel's rules live.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -21,6 +22,7 @@ import { startPostgres, type TestPostgres } from "../harness/postgres.ts";
 import { rawHttp } from "../harness/raw-http.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
 import { withServer, withTunnel } from "../harness/tunnel.ts";
+import { NGHTTP, nghttp2Available, run } from "../harness/nghttp2.ts";
 import { curl } from "../traffic-policy/curl.ts";
 import { policyFile, withPolicy, type PolicyTunnel } from "../traffic-policy/rig.ts";
 
@@ -87,6 +89,42 @@ describe("an http tunnel's rules on every way in", () => {
     });
     expect([...replies.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => Number(m[1]))).toEqual([200, 403, 200]);
     expect(reached).toEqual(["/ok", "/fine"]);
+  });
+});
+
+describe("an HTTP/2 stream's response", () => {
+  const HIDE = `
+on_http_response:
+  - actions: [{ type: remove-headers, config: { headers: [x-internal-secret] } }]
+  - expressions: ["req.url.path.startsWith('/private')"]
+    actions: [{ type: custom-response, config: { status_code: 404, body: "not here" } }]
+`;
+  let t: PolicyTunnel;
+  beforeAll(async () => {
+    if (!nghttp2Available()) throw new Error("nghttp is not installed: install Debian's nghttp2-client package (.ci/run installs it)");
+    t = await withPolicy(HIDE, { upstream: () => new Response("service secret", { headers: { "x-internal-secret": "s3cr3t" } }) });
+  });
+  afterAll(() => t?.close());
+
+  test("h2c prior knowledge (curl): the response rules hold on the stream itself, not only over HTTP/1.1", async () => {
+    const h2c = (path: string) => run(["curl", "-sS", "--max-time", "20", "--http2-prior-knowledge", "-D", "-", "-w", "\n%{http_version}", t.url(path)], 30_000);
+    const hidden = await h2c("/private/x");
+    expect(hidden.stdout).toStartWith("HTTP/2 404");
+    expect(hidden.stdout).toEndWith("\r\n\r\nnot here\n2");
+    const open = await h2c("/open");
+    expect(open.stdout).toStartWith("HTTP/2 200");
+    expect(open.stdout).toEndWith("\r\n\r\nservice secret\n2");
+    expect(open.stdout.toLowerCase()).not.toContain("x-internal-secret");
+  });
+
+  test("every stream of one connection (nghttp, concurrent and on kept tunnel streams) meets them", async () => {
+    const host = `${t.agent.subdomain}.localhost:${t.server.edgePort}`;
+    const paths = Array.from({ length: 12 }, (_, i) => (i % 2 === 0 ? `/open/${i}` : `/private/${i}`));
+    const r = await run([NGHTTP, "-v", "-H", `:authority: ${host}`, ...paths.map((p) => `http://127.0.0.1:${t.server.edgePort}${p}`)], 60_000);
+    expect(r.code).toBe(0);
+    expect(r.stdout).not.toContain("x-internal-secret");
+    expect(r.stdout.match(/service secret/g)?.length).toBe(6);
+    expect(r.stdout.match(/not here/g)?.length).toBe(6);
   });
 });
 

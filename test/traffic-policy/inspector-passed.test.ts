@@ -40,7 +40,7 @@ on_http_response:
     actions: [{ type: custom-response, config: { status_code: 410, body: "gone" } }]
 `;
 
-/** Only request rules: what an HTTP/2 stream meets (response rules send it back to HTTP/1.1). */
+/** Only request rules: the note of a request with no response phase. */
 const REQUEST_ONLY = `
 on_http_request:
   - name: h2 logged
@@ -73,7 +73,7 @@ beforeAll(async () => {
     startInspectedAgent(rig, upstream.port, ["--policy-file", h2File.path]),
     startInspectedAgent(rig, upstream.port),
   ]);
-  // the operator's response rule covers the first tunnel alone: an HTTP/2 stream to a tunnel with response rules is sent back to HTTP/1.1
+  // the operator's response rule covers the first tunnel alone
   const api = await signedIn(rig.server);
   const made = await api.post("/api/policies", {
     name: "operator's response rule",
@@ -200,6 +200,27 @@ describe("a request the policies let through, in the inspector", () => {
     const { policy } = await captured(h2, "/h2/stream", (p) => Array.isArray(p?.logs) && (p.logs as unknown[]).length > 0);
     expect(policy).toEqual({ rules: ["h2 logged"], ended: null, logs: [{ seen: "/h2/stream", marker: "passed-h2-log" }], skipped_before: 0, response: null });
     await rig.server.output.waitFor(/passed-h2-log/, 5_000);
+  }, 20_000);
+
+  test("HTTP/2 (curl, h2c prior knowledge) to a tunnel with response rules: the stream meets them, and the note shows both phases", async () => {
+    const proc = Bun.spawn(["curl", "-sS", "--max-time", "20", "--http2-prior-knowledge", "-D", "-", "-o", "/dev/null", "-w", "%{http_version} %{response_code}", url(own, "/logged/h2")], { stdout: "pipe", stderr: "pipe", timeout: 30_000 });
+    const out = await new Response(proc.stdout).text();
+    expect(out).toEndWith("2 200");
+    expect(out.toLowerCase()).toContain("x-stamped: yes");
+    const { policy } = await captured(own, "/logged/h2", (p) => p?.response != null);
+    expect(policy).toEqual({
+      rules: ["logged"],
+      ended: null,
+      logs: [{ seen: "/logged/h2", marker: "passed-request-log" }],
+      skipped_before: 0,
+      response: {
+        rules: [
+          { rule: "stamp", actions: ["add-headers"] },
+          { rule: "response log", actions: ["log"] },
+        ],
+        logs: [{ status: "200", marker: "passed-response-log" }],
+      },
+    });
   }, 20_000);
 
   test("HTTP/1.1 kept connection: each request's note is its own", async () => {

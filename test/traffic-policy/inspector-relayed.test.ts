@@ -3,7 +3,8 @@
  * comes in on the node without the tunnel's agent): the tunnel's node runs
  * its policies, and its agent's inspector is told what they did with it,
  * as on one node: the request's rules and log fields, and the response's
- * rules with their actions, whether or not the tunnel has response rules.
+ * rules with their actions, whether or not the tunnel has response rules;
+ * for an HTTP/2 visitor (curl, h2c prior knowledge) as for an HTTP/1.1 one.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { signedIn } from "../harness/admin.ts";
@@ -96,4 +97,19 @@ test("relayed, without response rules: the request's log fields all the same", a
   expect(r.status).toBe(200);
   expect(await r.text()).toBe("hello from /through/request-only");
   expect(await shown(requestOnly, "/through/request-only")).toEqual({ rules: ["relayed log only"], ended: null, logs: [{ seen: "/through/request-only" }], skipped_before: 0, response: null });
+}, 20_000);
+
+test("relayed to an HTTP/2 visitor (curl, h2c prior knowledge): the response as the tunnel's node's rules made it, over h2, and the note", async () => {
+  const url = `http://${both.subdomain}.localhost:${nodes[1]!.edgePort}/through/h2`;
+  const proc = Bun.spawn(["curl", "-sS", "--max-time", "20", "--http2-prior-knowledge", "-D", "-", "-w", "\n%{http_version} %{response_code}", url], { stdout: "pipe", stderr: "pipe", timeout: 30_000 });
+  const out = await new Response(proc.stdout).text();
+  expect(out).toEndWith("hello from /through/h2\n2 200");
+  expect(out.toLowerCase()).toContain("x-stamped: relayed");
+  expect(await shown(both, "/through/h2")).toEqual({
+    rules: ["relayed log"],
+    ended: null,
+    logs: [{ seen: "/through/h2" }],
+    skipped_before: 0,
+    response: { rules: [{ rule: "relayed stamp", actions: ["add-headers"] }], logs: [] },
+  });
 }, 20_000);

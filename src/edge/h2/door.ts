@@ -7,7 +7,6 @@
  * forwards on an "h1" stream (exchange.ts) and answers on the
  * HTTP/2 stream (the `answered` it is given).
  */
-import { ErrorCode } from "../../http2/wire.ts";
 import type { OpenMeta, RelayedMeta } from "../../protocol/messages.ts";
 import type { RequestHead } from "../../http/request-head.ts";
 import { requestHeadText, type ForwardContext } from "../forward.ts";
@@ -32,23 +31,12 @@ export class H2Door extends HttpDoor {
     const visit = v as H2Visit;
     if (visit.stream.isClosed || v.conn.closedAlready) return;
     const ctx = this.context(v);
-    // the tunnel's traffic policies judge its responses (on_http_response) as HTTP/1.1 bytes
-    // (traffic-policy/response-filter.ts): the client is asked to send this request over
-    // HTTP/1.1 (RFC 9113 §7, HTTP_1_1_REQUIRED: browsers and curl do so at once), where
-    // every rule of the response holds, rather than answered without them
-    // (the tunnel's header flags' response rules never wait: exchange.ts applies them to the stream's response)
-    if (ctx.policy && t.policy?.responseBeyondFlags) return visit.stream.reset(ErrorCode.HTTP_1_1_REQUIRED);
+    // the tunnel's response rules judge the stream's response on its way (exchange.ts, judged-response.ts)
     forwardStream(visit, visit.session, t, ctx, this.deps.answered);
   }
 
-  /**
-   * The stream's body for the actions that read it, taken from its DATA
-   * (stream-body.ts) and sent on first by H2Exchange. A tunnel whose
-   * response rules would have the stream sent again over HTTP/1.1 (forward)
-   * is asked that at once, before a body is read for nothing.
-   */
-  protected override async readBody(v: HttpVisit, t: Tunnel, head: RequestHead, reading: BodyReading): Promise<ReadBody | Refusal> {
-    if (t.policy?.responseBeyondFlags) return HTTP_1_1_REQUIRED;
+  /** The stream's body for the actions that read it, taken from its DATA (stream-body.ts) and sent on first by H2Exchange. */
+  protected override async readBody(v: HttpVisit, _t: Tunnel, head: RequestHead, reading: BodyReading): Promise<ReadBody | Refusal> {
     const visit = v as H2Visit;
     const read = await readH2Body(visit.stream, head, reading);
     if (!(typeof read === "object" && "raw" in read)) return bodyRefusal(read);
@@ -57,14 +45,10 @@ export class H2Door extends HttpDoor {
   }
 
   override refuse(v: HttpVisit, r: Refusal): void {
-    if (r === HTTP_1_1_REQUIRED) return (v as H2Visit).stream.reset(ErrorCode.HTTP_1_1_REQUIRED);
     if (r instanceof PolicyClosed) return (v as H2Visit).closedByPolicy();
     super.refuse(v, r);
   }
 }
-
-/** A stream the door asks to be sent again over HTTP/1.1 (RFC 9113 §7): its tunnel's response rules judge HTTP/1.1 bytes. */
-const HTTP_1_1_REQUIRED = new Refusal("access", "HTTP_1_1_REQUIRED");
 
 /**
  * Forwards `v`'s stream through `tunnel`'s agent, or answers the 502 page

@@ -19,6 +19,13 @@
  * only once the visitor's stream has sent what it queued. A slow service or
  * a slow visitor holds back this stream alone; what the connection holds
  * for all of its streams is bounded by --h2-max-queued-response.
+ *
+ * A tunnel with response rules beyond its header flags' has the agent's
+ * response judged on its way (judged-response.ts): what the policies leave
+ * of it, HTTP/1.1 bytes, is what this exchange's parser reads and frames,
+ * with the agent's credit back once the visitor's stream sent it. A tunnel
+ * without reads the agent's bytes directly, its flags' header rules (if
+ * any) applied to the head here.
  */
 import { encodeChunk, LAST_CHUNK } from "../../http/chunked.ts";
 import { HOP_BY_HOP } from "../../http/header-list.ts";
@@ -35,6 +42,7 @@ import { WireError } from "../../protocol/wire.ts";
 import { tellPassed, toldWhenAnswered } from "../traffic-policy/passed-notes.ts";
 import type { Policy } from "../../policy/index.ts";
 import { WorkingResponse } from "../../policy/message.ts";
+import type { Outlet } from "../traffic-policy/response-filter.ts";
 import type { ForwardContext } from "../forward.ts";
 import type { HttpVisit } from "../http-door.ts";
 import { badGatewayPage, slowServicePage } from "../pages.ts";
@@ -43,6 +51,7 @@ import type { Tunnel } from "../registry.ts";
 import type { RequestStream, StreamUser } from "../request-stream.ts";
 import type { H2Session } from "./session.ts";
 import type { H2Visit } from "./visit.ts";
+import { JudgedResponse } from "./judged-response.ts";
 
 /** Gives a visit the edge's own answer (a page), counted with its time. */
 export type Answered = (v: HttpVisit, res: Response) => void;
@@ -77,6 +86,8 @@ export class H2Exchange implements StreamUser, ResponseSink {
   /** The tunnel's header flags' response rules (its flags layer), applied to each response head here: they never wait. */
   private readonly flags: Policy | undefined;
   private wait: ResponseWait | undefined;
+  /** The tunnel's response rules judge the response (judged-response.ts): the agent's bytes go through them, and `parser` reads what they leave. */
+  private readonly judged: JudgedResponse | undefined;
 
   constructor(
     private readonly v: H2Visit,
@@ -90,10 +101,18 @@ export class H2Exchange implements StreamUser, ResponseSink {
     this.stream = carrier.stream;
     this.requestDone = !v.stream.hasBody;
     this.chunked = v.head.framing === "chunked";
-    const flags = tunnel.policy?.flags;
-    this.flags = ctx.policy && flags?.has("on_http_response") ? flags : undefined;
-    // the tunnel's agent is told what its request rules did once the response comes (passed-notes.ts; no other response rule meets an HTTP/2 stream)
-    if (ctx.policy) toldWhenAnswered(ctx.policy, tunnel, this.stream.id);
+    const policy = ctx.policy ? tunnel.policy : undefined;
+    // the tunnel's agent is told what its policies did with the request once the response is judged (passed-notes.ts)
+    if (policy) toldWhenAnswered(ctx.policy!, tunnel, this.stream.id);
+    if (policy?.responseBeyondFlags) {
+      // its flags' response rules run in the filter too, first (tunnel-policy.ts responseLayers)
+      this.flags = undefined;
+      this.judged = new JudgedResponse(carrier, v.head.method, policy, ctx.policy!, this.outlet());
+      this.parser = new ResponseParser(v.head.method, this, true);
+      return;
+    }
+    const flags = policy?.flags;
+    this.flags = flags?.has("on_http_response") ? flags : undefined;
     // the head's fields are read: they become the HEADERS frame; one parser a tunnel stream, read by one request after another
     const parser = carrier.parser;
     if (parser) parser.reset(v.head.method, this, true);
@@ -199,6 +218,11 @@ export class H2Exchange implements StreamUser, ResponseSink {
     if (this.finished) return this.stream.consumed(chunk.byteLength);
     if (!this.responded) this.replied();
     this.tunnel.countOut(chunk.byteLength);
+    if (this.judged) {
+      const error = this.judged.push(chunk, this.stream);
+      if (error) this.broken(`its local service sent a malformed response: ${error}`);
+      return;
+    }
     this.held = false;
     const error = this.parser.push(chunk);
     if (error) return this.broken(`its local service sent a malformed response: ${error}`);
@@ -212,6 +236,7 @@ export class H2Exchange implements StreamUser, ResponseSink {
 
   /** The visitor's stream sent everything it held. */
   private visitorDrained(): void {
+    this.held = false;
     if (this.owedToAgent === 0) return;
     this.stream.consumed(this.owedToAgent);
     this.owedToAgent = 0;
@@ -223,7 +248,8 @@ export class H2Exchange implements StreamUser, ResponseSink {
   }
 
   head(head: ParsedHead): void {
-    this.keepAlive = head.keepAlive;
+    // a judged response's is the service's own, whatever the policy answered
+    this.keepAlive = this.judged ? this.judged.keepAlive : head.keepAlive;
     if (head.status > 599) return this.refuseHead(`its local service sent an invalid status ${head.status}`);
     if (this.ctx.policy?.noteTunnel !== undefined) tellPassed(this.ctx.policy, this.tunnel.policy);
     // with header flags, the fields are as their rules leave them before they become HTTP/2's
@@ -237,7 +263,7 @@ export class H2Exchange implements StreamUser, ResponseSink {
     this.h2.respond(response.status, response.fields, head.framing === "none" || (head.framing === "length" && head.length === 0));
   }
 
-  /** The head's fields after the tunnel's flags layer's response rules (the only response rules an HTTP/2 stream meets: h2/door.ts). */
+  /** The head's fields after the tunnel's flags layer's response rules (when no other layer has response rules: else the filter runs them). */
   private flagged(head: ParsedHead): HeaderList | undefined {
     const run = this.ctx.policy!;
     const verdict = run.respond(new WorkingResponse({ status: head.status, headers: head.headers }), [this.flags!]);
@@ -262,6 +288,38 @@ export class H2Exchange implements StreamUser, ResponseSink {
   end(): void {
     this.complete = true;
     this.h2.end(this.trailing);
+    // a judged response is done once the agent's is read to its end (a policy's answer may come first: judgedEnd)
+    if (!this.judged) this.done();
+  }
+
+  // -- a response the tunnel's policies judge (judged-response.ts) -------------------------------------
+
+  /** Where the policies' filter sends what it leaves of the response: this exchange's parser, as if the agent had sent it. */
+  private outlet(): Outlet {
+    return {
+      write: (bytes) => {
+        if (this.finished) return;
+        const error = this.parser.push(typeof bytes === "string" ? Buffer.from(bytes, "latin1") : bytes);
+        if (error) this.broken(`the tunnel's traffic policy made a response that cannot be read: ${error}`);
+      },
+      credit: (n) => {
+        // what the visitor's stream holds of it is the agent's again once sent (visitorDrained); once the
+        // response is whole, nothing more goes to the visitor: at once
+        if (this.finished || this.complete || (!this.held && this.owedToAgent === 0)) this.stream.consumed(n);
+        else this.owedToAgent += n;
+      },
+      finished: () => this.judgedEnd(),
+      broken: (why) => this.broken(why),
+    };
+  }
+
+  /** The filter sent all it will: a body read until the agent's end ends here too; then the exchange is over. */
+  private judgedEnd(): void {
+    if (this.finished) return;
+    if (!this.parser.complete) {
+      const why = this.parser.closed();
+      if (!this.parser.complete) return this.broken(why ?? "the tunnel's traffic policy left the response unfinished");
+    }
     this.done();
   }
 
@@ -290,9 +348,15 @@ export class H2Exchange implements StreamUser, ResponseSink {
   }
 
   agentFin(): void {
-    if (this.finished || this.complete) return;
+    if (this.finished || (this.complete && !this.judged)) return;
     if (!this.responded) {
       if (this.wait?.answered()) this.failed("its agent ended the request without an answer");
+      return;
+    }
+    if (this.judged) {
+      // the filter ends the exchange once it sent everything (judgedEnd)
+      const cut = this.judged.closed();
+      if (cut !== undefined) this.broken(cut);
       return;
     }
     // a response read until the connection closes ends here; anything else is cut short
@@ -309,7 +373,7 @@ export class H2Exchange implements StreamUser, ResponseSink {
       return this.v.closedByPolicy();
     }
     this.wait?.resetBy(code); // before the response began: the wait reports it (failed)
-    if (this.finished || this.complete || !this.responded) return;
+    if (this.finished || (this.complete && !this.judged) || !this.responded) return;
     this.broken(code.startsWith(WireError.UPSTREAM_FAILED) ? `the agent could not reach it (${code.slice(WireError.UPSTREAM_FAILED.length).trim() || "reset"})` : "the tunnel's connection closed");
   }
 
@@ -317,6 +381,7 @@ export class H2Exchange implements StreamUser, ResponseSink {
 
   private finish(): void {
     this.finished = true;
+    this.judged?.cancel();
     if (this.tunnel.pool) this.tunnel.inFlight--;
   }
 

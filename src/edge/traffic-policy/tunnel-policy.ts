@@ -31,7 +31,7 @@ export class TunnelPolicy {
    * known at load, and its head takes them without one.
    */
   readonly responseFields: string | undefined;
-  /** Some layer but the flags has on_http_response rules (what an HTTP/2 stream cannot meet: h2/door.ts). */
+  /** Some layer but the flags has on_http_response rules (an HTTP/2 stream's response then goes through the filter: h2/judged-response.ts). */
   readonly responseBeyondFlags: boolean;
   /** Every layer in request order: the operator's, the flags, then the tunnel's own. */
   readonly layers: readonly Policy[];
