@@ -37,6 +37,8 @@ export interface AgentSocketData {
   conn?: AgentConnection;
 }
 
+const PASSED_ENCODER = new TextEncoder();
+
 export class AgentConnection implements AgentSide {
   readonly sessionId = crypto.randomUUID();
   userId = 0;
@@ -57,6 +59,8 @@ export class AgentConnection implements AgentSide {
   private notes: NotePace | undefined;
   /** Its HELLO asked for POLICY_PASSED notes: what the policies did with the requests they let through. */
   tellsPassed = false;
+  /** The start of its POLICY_PASSED notes for the tunnel of the last (notePassedEncoded). */
+  private notePrefix: { tunnel: string; bytes: Uint8Array } | undefined;
   /** Its HELLO said it reads the notes' log fields typed: else they go as text. */
   private typedLogs = false;
   /** Its HELLO said it adds and removes tunnels on the live session (ADD, REMOVE). */
@@ -180,6 +184,23 @@ export class AgentConnection implements AgentSide {
       note = { ...note, request: text(note.request), response: text(note.response) };
     }
     this.mux.sendControl(FrameType.POLICY_PASSED, note);
+  }
+
+  /**
+   * notePassed from the note's fields already encoded (passed-notes.ts):
+   * `{"tunnel":"<id>","stream":<n>` and `tail`, the JSON notePassed would
+   * send; never log fields (their text for an older agent is made there).
+   */
+  notePassedEncoded(tunnel: string, stream: number, tail: Uint8Array): void {
+    if (!this.ready || !this.tellsPassed || this.mux.closed) return;
+    if (this.notePrefix?.tunnel !== tunnel) this.notePrefix = { tunnel, bytes: PASSED_ENCODER.encode(`{"tunnel":${JSON.stringify(tunnel)},"stream":`) };
+    const prefix = this.notePrefix.bytes;
+    const digits = String(stream);
+    const payload = new Uint8Array(prefix.byteLength + digits.length + tail.byteLength);
+    payload.set(prefix, 0);
+    for (let i = 0; i < digits.length; i++) payload[prefix.byteLength + i] = digits.charCodeAt(i);
+    payload.set(tail, prefix.byteLength + digits.length);
+    this.mux.sendEncodedControl(FrameType.POLICY_PASSED, payload);
   }
 
   /** A visitor's stream to the agent; undefined before READY, after the end, or when the mux refuses (open-stream.ts). */

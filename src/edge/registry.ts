@@ -35,6 +35,8 @@ export interface AgentLink {
   readonly tellsPassed?: boolean;
   /** Tells it so, for one request. */
   notePassed?(note: PolicyPassed): void;
+  /** The same from a note's fields already encoded (passed-notes.ts): `tail` is the JSON after `{"tunnel":...,"stream":N`. */
+  notePassedEncoded?(tunnel: string, stream: number, tail: Uint8Array): void;
   /** A new stream to the agent, or undefined when it cannot take one now. `end`: nothing follows from the edge. */
   openStream(meta: OpenMeta, end?: boolean): Stream | undefined;
   /** Tells the agent why (ERROR) and closes its connection. */

@@ -164,7 +164,12 @@ export class Mux implements KeptAlive, StreamSession {
 
   /** Control frames leave at once when nothing corks them, batching or not: a GOAWAY is often the last thing said before the transport closes. */
   sendControl(type: FrameTypeValue, value?: unknown): void {
-    this.sendFrame(type, 0, value === undefined ? undefined : jsonPayload(value));
+    this.sendEncodedControl(type, value === undefined ? undefined : jsonPayload(value));
+  }
+
+  /** sendControl with its JSON already encoded (a message sent often whose bytes are mostly known). */
+  sendEncodedControl(type: FrameTypeValue, payload: Uint8Array | undefined): void {
+    this.sendFrame(type, 0, payload);
     if (this.corked === 0) this.flushBatch();
   }
 

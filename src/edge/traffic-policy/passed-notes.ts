@@ -13,7 +13,7 @@
  * whose agent asked, two field writes (toldWhenAnswered), and a frame only
  * when something matched or logged.
  */
-import type { Outcome, Policy, Verdict } from "../../policy/index.ts";
+import type { Outcome, Policy, RuleTrace, Verdict } from "../../policy/index.ts";
 import type { PhaseNote, PolicyPassed } from "../../protocol/messages.ts";
 import type { Tunnel } from "../registry.ts";
 import type { LayeredRun } from "./layered-run.ts";
@@ -49,6 +49,10 @@ export function tellPassed(run: LayeredRun, policy: TunnelPolicy | undefined, ve
   run.noteTunnel = undefined;
   if (!policy) return;
   const own = ownRequest(run, policy);
+  if (verdict === undefined || verdict.kind === "continue") {
+    const ownResponse = verdict ? responseRun(run, policy).own : undefined;
+    if (tellAsBefore(run, t, own, ownResponse)) return;
+  }
   const request = own && (own.matched.length > 0 || own.logs.length > 0) ? phaseNote(own) : undefined;
   const response = verdict ? responseNote(run, policy, verdict) : undefined;
   if (!request && !response) return;
@@ -70,8 +74,9 @@ export function tellPassedKnown(run: LayeredRun, policy: TunnelPolicy): void {
   if (t === undefined) return;
   run.noteTunnel = undefined;
   const own = ownRequest(run, policy);
-  const request = own && (own.matched.length > 0 || own.logs.length > 0) ? phaseNote(own) : undefined;
   const response = knownResponse(policy);
+  if (tellAsBefore(run, t, own, response)) return;
+  const request = own && (own.matched.length > 0 || own.logs.length > 0) ? phaseNote(own) : undefined;
   if (!request && !response) return;
   const note: PolicyPassed = { tunnel: t.id, stream: run.noteStream };
   if (request) note.request = request;
@@ -104,7 +109,7 @@ function ownRequest(run: LayeredRun, policy: TunnelPolicy | undefined): Outcome 
  * own, the operator's), up to the one that ended it. Read in place: no
  * list made for a response with nothing to tell.
  */
-function responseNote(run: LayeredRun, policy: TunnelPolicy, verdict: Verdict): PhaseNote | undefined {
+function responseRun(run: LayeredRun, policy: TunnelPolicy): { own: Outcome | undefined; last: Policy | undefined } {
   const runs = run.runs;
   let r = 0;
   while (r < runs.length && runs[r]!.phase !== "on_http_response") r++;
@@ -117,6 +122,11 @@ function responseNote(run: LayeredRun, policy: TunnelPolicy, verdict: Verdict): 
     last = layer;
     r++;
   }
+  return { own, last };
+}
+
+function responseNote(run: LayeredRun, policy: TunnelPolicy, verdict: Verdict): PhaseNote | undefined {
+  const { own, last } = responseRun(run, policy);
   const note = own && (own.matched.length > 0 || own.logs.length > 0) ? phaseNote(own) : undefined;
   if (verdict.kind === "continue") return note;
   // the last layer that ran ended it: the tunnel's (its file, or its flags), or the operator's, whose rule is not named
@@ -131,4 +141,46 @@ function phaseNote(out: Outcome): PhaseNote {
   };
   if (out.logs.length > 0) note.logs = noteLogs(out.logs);
   return note;
+}
+
+/**
+ * The last note told with nothing of its own (no log fields, no answer in
+ * the service's place), encoded: a tunnel's requests match the same rules
+ * request after request, and a brief run's traces (policy.ts) are the same
+ * objects each time, so the same phases are known by who they are and
+ * their JSON is not made again. `response`: the response's run's traces,
+ * or a note known at load (knownResponse).
+ */
+let last: { request: readonly RuleTrace[] | undefined; response: readonly RuleTrace[] | PhaseNote | undefined; tail: Uint8Array } | undefined;
+const encoder = new TextEncoder();
+
+/** Tells `t`'s agent from the last note's bytes when the phases are the same; false when this note is not one for them (log fields), so it is made as always. */
+function tellAsBefore(run: LayeredRun, t: Tunnel, own: Outcome | undefined, response: Outcome | PhaseNote | undefined): boolean {
+  if (t.agent?.notePassedEncoded === undefined) return false;
+  if ((own && own.logs.length > 0) || (response && "logs" in response && response.logs !== undefined && response.logs.length > 0)) return false;
+  const request = own && own.matched.length > 0 ? own.matched : undefined;
+  const responseKey = response === undefined ? undefined : "matched" in response ? (response.matched.length > 0 ? response.matched : undefined) : response;
+  // nothing to tell
+  if (request === undefined && responseKey === undefined) return true;
+  if (last === undefined || !sameTraces(last.request, request) || !sameKey(last.response, responseKey)) {
+    const note: { request?: PhaseNote; response?: PhaseNote } = {};
+    if (request) note.request = phaseNote(own!);
+    if (responseKey) note.response = "matched" in response! ? phaseNote(response as Outcome) : (response as PhaseNote);
+    // the note's fields after `{"tunnel":...,"stream":N` (agents.ts notePassedEncoded)
+    last = { request, response: responseKey, tail: encoder.encode(`,${JSON.stringify(note).slice(1)}`) };
+  }
+  t.agent.notePassedEncoded(t.id, run.noteStream, last.tail);
+  return true;
+}
+
+function sameTraces(a: readonly RuleTrace[] | undefined, b: readonly RuleTrace[] | undefined): boolean {
+  if (a === b) return true;
+  if (a === undefined || b === undefined || a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+function sameKey(a: readonly RuleTrace[] | PhaseNote | undefined, b: readonly RuleTrace[] | PhaseNote | undefined): boolean {
+  if (a === b) return true;
+  return Array.isArray(a) && Array.isArray(b) && sameTraces(a, b);
 }
