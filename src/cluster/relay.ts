@@ -14,6 +14,7 @@ import { databaseUnavailable } from "../db/unavailable.ts";
 import { log } from "../log.ts";
 import { readOpenMeta, type OpenMeta, type RelayedMeta } from "../protocol/messages.ts";
 import type { LayeredRun } from "../edge/traffic-policy/layered-run.ts";
+import { breakersEnded, breakersWait } from "../edge/traffic-policy/breaker-outcomes.ts";
 import type { ReadBody } from "../edge/traffic-policy/request-body.ts";
 import { filterRelayedResponse } from "../edge/traffic-policy/relayed-response.ts";
 import { ResponseFilter } from "../edge/traffic-policy/response-filter.ts";
@@ -113,12 +114,18 @@ export class RelayIn {
   private forward(down: Stream, t: Tunnel, meta: RelayedMeta, rewriteFor?: string, policy?: RelayedRun, body?: ReadBody): void {
     const { client: _, warn: __, ...forAgent } = meta;
     const up = t.agent?.openStream({ ...forAgent, tunnel: t.id });
-    if (!up) return refuseRelayed(down);
+    if (!up) {
+      if (policy) breakersEnded(policy.run);
+      return refuseRelayed(down);
+    }
     // a body the policies read (its credit given as it was read): on to the agent before the stream's own bytes
     if (body) for (const chunk of body.raw) up.write(chunk);
     // the tunnel's agent is told what its policies did with the request once its response is judged here (passed-notes.ts)
     if (policy) toldWhenAnswered(policy.run, t, up.id);
-    if (policy && t.policy && rewriteFor !== undefined && (t.policy.response || requestToTell(policy.run))) {
+    // a circuit breaker is told the response's status, read here (the filter's head), or that none came
+    const breakers = policy !== undefined && breakersWait(policy.run);
+    if (breakers) up.whenReset(() => breakersEnded(policy.run));
+    if (policy && t.policy && rewriteFor !== undefined && (t.policy.response || requestToTell(policy.run) || breakers)) {
       // the response through the tunnel's on_http_response, here where its rules live
       joinStreams(down, up);
       const layers = t.policy;

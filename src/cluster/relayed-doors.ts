@@ -31,6 +31,7 @@ import { warningFor } from "../edge/warning.ts";
 import { connectFacts, judgeConnect } from "../edge/traffic-policy/connect.ts";
 import { judgeRequest, requestFacts } from "../edge/traffic-policy/http-request.ts";
 import { POLICY_RULES_FIELD, type LayeredRun } from "../edge/traffic-policy/layered-run.ts";
+import { breakersEnded } from "../edge/traffic-policy/breaker-outcomes.ts";
 import { bodyRefusal, type BodyReading, type ReadBody } from "../edge/traffic-policy/request-body.ts";
 import { readRelayedBody } from "../edge/traffic-policy/stream-body.ts";
 import type { TunnelPolicy } from "../edge/traffic-policy/tunnel-policy.ts";
@@ -172,7 +173,8 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
     return new Refusal("access", "WARNING", undefined, warningFor(v.host!, t.username, head.target));
   }
   forward(v: RelayedVisit, t: Tunnel): void {
-    if (v.down.isClosed) return;
+    // the visitor left while its request was judged: nothing for a circuit breaker to count
+    if (v.down.isClosed) return breakersEnded(v.policy, true);
     const run = v.policy;
     if (!run) return this.onward(v.down, t, v.meta);
     // the head as the tunnel's policies (its flags among them) left it, here where they live

@@ -34,6 +34,7 @@ import { sameFields } from "../policy/message.ts";
 import type { Tunnel } from "./registry.ts";
 import { RequestStream, type StreamUser } from "./request-stream.ts";
 import { POLICY_RULES_FIELD, type LayeredRun } from "./traffic-policy/layered-run.ts";
+import { breakersAnswered, breakersEnded } from "./traffic-policy/breaker-outcomes.ts";
 import { ResponseFilter, type Outlet } from "./traffic-policy/response-filter.ts";
 import { tellPassed, toldWhenAnswered } from "./traffic-policy/passed-notes.ts";
 import { judgeHeadInPlace, type HeadChange } from "./traffic-policy/response-head-rules.ts";
@@ -276,6 +277,7 @@ export function forward(conn: HttpConnection, head: RequestHead, source: HeadSou
   const bodyless = !keep && head.framing === "none" && head.upgrade === undefined;
   const stream = agent?.openStream(meta, bodyless);
   if (!stream) {
+    breakersEnded(ctx.policy);
     ctx.counters.request(HTTP_REQUEST, 502, ctx.startedAt);
     void conn.answer(badGatewayPage(ctx.host, "its agent is reconnecting or busy"), head, head.framing === "none");
     return;
@@ -564,15 +566,17 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
   }
 
   /** The exchange is over, whichever way: once. */
-  private finish(): void {
+  private finish(visitorLeft?: boolean): void {
     this.finished = true;
+    // no response head told the circuit breakers: none came (the edge answers 502/504), or the visitor left first
+    breakersEnded(this.ctx.policy, visitorLeft);
     this.filter?.cancel();
     if (this.tunnel.pool) this.tunnel.inFlight--;
   }
 
   closed(): void {
     if (this.finished) return;
-    this.finish();
+    this.finish(true);
     this.stream.reset(WireError.CANCELLED);
   }
 
@@ -690,6 +694,7 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
       return this.parser.stop();
     }
     this.response = head;
+    breakersAnswered(this.ctx.policy, head.status);
     if (this.headRules && !this.judgeHead(head, src!, from!, to!)) return;
     this.closeDelimited = !this.filter && head.framing === "chunked" && this.request.minor === 0;
     // no response rule to judge it (the filter and the head's rules tell when they have): the request's rules are told now
@@ -877,7 +882,7 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
   private brokenRequest(why: string): void {
     if (this.finished) return;
     log.info("visitor request broken off", { tunnel: this.ctx.host, err: why });
-    this.finish();
+    this.finish(true);
     this.stream.reset(WireError.CANCELLED);
     if (this.wrote) return this.conn.terminate();
     this.ctx.counters.request(HTTP_REQUEST, 400, this.ctx.startedAt);

@@ -143,6 +143,11 @@ function namedIn(fields: HeaderPairs, lower: ReadonlySet<string>, lengths: Reado
   return false;
 }
 
+/** Told once of what came of a request: its response's status, or that none came (`failed`: the edge's own 502/504), or nothing to count (the visitor left first). */
+export interface OutcomeWatcher {
+  settle(outcome: "ok" | "failed" | "uncounted"): void;
+}
+
 /** The request as the actions leave it: fields added and removed (WorkingFields), the URL rewritten. */
 export class WorkingRequest extends WorkingFields {
   method: string;
@@ -162,6 +167,8 @@ export class WorkingRequest extends WorkingFields {
    */
   bodyReader?: () => Promise<boolean>;
   receivedAt: number;
+  /** The circuit breakers this request passed, told of its outcome by the edge once its response's status is known (actions/circuit-breaker.ts); undefined: none asked. */
+  breakers?: OutcomeWatcher[];
   /** The target as the edge read it, to tell a rewrite. */
   private readonly sentTarget: string;
   /** The fields the edge's own rules set (appendEdgeField). */

@@ -171,6 +171,17 @@ describe("ngrok's example policies, unchanged", () => {
     expect(Number(over.headers["retry-after"])).toBeGreaterThan(0);
   });
 
+  test("circuit breaker: with error_threshold 0 and volume_threshold 1 the first request trips it; the next is answered 503 at the edge", async () => {
+    await using t = await tunnelWith("ngrok-circuit-breaker.yml");
+    const first = await t.curl("/x");
+    expect(first.status).toBe(200);
+    expect(first.headers["x-from-service"]).toBe("yes");
+    const next = await t.curl("/x");
+    expect(next.status).toBe(503);
+    expect(next.headers["x-from-service"]).toBeUndefined();
+    expect(next.headers["retry-after"]).toBe("120");
+  });
+
   test("ngrok's flag name: burrow http --traffic-policy-file runs the file as --policy-file does; both at once is refused", async () => {
     const t = await withTunnel({ upstream: echo, args: ["--traffic-policy-file", fixture("ngrok-deny-non-get.yml")] });
     await using _ = t;

@@ -18,6 +18,7 @@ import { RequestStream } from "../request-stream.ts";
 import { bodyRefusal, type BodyReading, type ReadBody } from "../traffic-policy/request-body.ts";
 import { PolicyClosed } from "../traffic-policy/policy-closed.ts";
 import { readH2Body } from "../traffic-policy/stream-body.ts";
+import { breakersEnded } from "../traffic-policy/breaker-outcomes.ts";
 import { H2Exchange, type Answered } from "./exchange.ts";
 import type { H2Session } from "./session.ts";
 import type { H2Visit } from "./visit.ts";
@@ -72,6 +73,9 @@ function forwardStream(v: H2Visit, session: H2Session, tunnel: Tunnel, ctx: Forw
   const keep = agent?.keeps === true;
   if (keep) meta.keep = true;
   const stream = agent?.openStream(meta, !keep && !v.stream.hasBody);
-  if (!stream) return answered(v, badGatewayPage(ctx.host, "its agent is reconnecting or busy"));
+  if (!stream) {
+    breakersEnded(ctx.policy);
+    return answered(v, badGatewayPage(ctx.host, "its agent is reconnecting or busy"));
+  }
   new H2Exchange(v, session, tunnel, ctx, new RequestStream(stream, tunnel, agent!, keep), answered).start(undefined);
 }

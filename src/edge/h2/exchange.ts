@@ -40,6 +40,7 @@ import type { HeaderList } from "../../protocol/messages.ts";
 import type { Stream } from "../../protocol/mux.ts";
 import { WireError } from "../../protocol/wire.ts";
 import { tellPassed, toldWhenAnswered } from "../traffic-policy/passed-notes.ts";
+import { breakersAnswered, breakersEnded } from "../traffic-policy/breaker-outcomes.ts";
 import type { Policy } from "../../policy/index.ts";
 import { WorkingResponse } from "../../policy/message.ts";
 import type { Outlet } from "../traffic-policy/response-filter.ts";
@@ -188,7 +189,7 @@ export class H2Exchange implements StreamUser, ResponseSink {
   /** The visitor reset the stream, or its connection went. */
   private visitorReset(): void {
     if (this.finished) return;
-    this.finish();
+    this.finish(true);
     this.stream.reset(WireError.CANCELLED);
   }
 
@@ -251,6 +252,7 @@ export class H2Exchange implements StreamUser, ResponseSink {
     // a judged response's is the service's own, whatever the policy answered
     this.keepAlive = this.judged ? this.judged.keepAlive : head.keepAlive;
     if (head.status > 599) return this.refuseHead(`its local service sent an invalid status ${head.status}`);
+    breakersAnswered(this.ctx.policy, head.status);
     if (this.ctx.policy?.noteTunnel !== undefined) tellPassed(this.ctx.policy, this.tunnel.policy);
     // with header flags, the fields are as their rules leave them before they become HTTP/2's
     const flagged = this.flags ? this.flagged(head) : head.headers;
@@ -379,8 +381,10 @@ export class H2Exchange implements StreamUser, ResponseSink {
 
   // -- failures ----------------------------------------------------------------------------------------
 
-  private finish(): void {
+  private finish(visitorLeft?: boolean): void {
     this.finished = true;
+    // no response head told the circuit breakers: none came (the edge answers 502/504), or the visitor left first
+    breakersEnded(this.ctx.policy, visitorLeft);
     this.judged?.cancel();
     if (this.tunnel.pool) this.tunnel.inFlight--;
   }

@@ -25,6 +25,7 @@ import type { Policy, PolicyResponse, Verdict } from "../../policy/index.ts";
 import type { HeaderPairs } from "../../policy/facts.ts";
 import { WorkingResponse } from "../../policy/message.ts";
 import type { LayeredRun } from "./layered-run.ts";
+import { breakersAnswered, breakersEnded } from "./breaker-outcomes.ts";
 import { tellPassed } from "./passed-notes.ts";
 import type { TunnelPolicy } from "./tunnel-policy.ts";
 
@@ -76,6 +77,8 @@ export class ResponseFilter {
   /** Nothing more is sent (the exchange failed or was cut). */
   cancel(): void {
     this.cancelled = true;
+    // cut before the service's head came (a relayed response broken off): a failure to the circuit breakers
+    breakersEnded(this.run);
   }
 
   // each step runs at once when nothing waits (the usual response: its run did not wait), without
@@ -93,6 +96,8 @@ export class ResponseFilter {
    * header flags left them.
    */
   head(head: ParsedHead, bytes: Uint8Array, headers?: [string, string][]): void {
+    // the service's own status, whatever the rules make of it (an HTTP/2 stream's judged response, a relayed one)
+    breakersAnswered(this.run, head.status);
     // no policy judges a switch's answer, but the tunnel's header flags set their fields on it, as always
     const layers = head.status !== 101 ? this.policy.responseLayers : this.policy.flags?.has("on_http_response") ? [this.policy.flags] : undefined;
     if (!layers) return this.interim(bytes);

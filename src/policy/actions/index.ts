@@ -1,6 +1,7 @@
 /** Every action burrow has, by ngrok's type name: what a policy document may name. */
 import { addHeaders } from "./add-headers.ts";
 import { basicAuth } from "./basic-auth.ts";
+import { circuitBreaker } from "./circuit-breaker.ts";
 import { closeConnection } from "./close-connection.ts";
 import { compressResponse } from "./compress-response.ts";
 import { customResponse } from "./custom-response.ts";
@@ -18,13 +19,12 @@ import { urlRewrite } from "./url-rewrite.ts";
 import { verifyWebhook } from "./verify-webhook.ts";
 
 export const ACTIONS: ReadonlyMap<string, ActionDefinition> = new Map(
-  [addHeaders, basicAuth, closeConnection, compressResponse, customResponse, deny, jwtValidation, log, openidConnect, rateLimit, redirect, removeHeaders, restrictIps, setVars, urlRewrite, verifyWebhook].map((a) => [a.type, a]),
+  [addHeaders, basicAuth, circuitBreaker, closeConnection, compressResponse, customResponse, deny, jwtValidation, log, openidConnect, rateLimit, redirect, removeHeaders, restrictIps, setVars, urlRewrite, verifyWebhook].map((a) => [a.type, a]),
 );
 
 /** ngrok's actions burrow does not have, with why: said when a policy names one. */
 export const NOT_IN_BURROW: Readonly<Record<string, string>> = {
   "forward-internal": "burrow has no internal endpoints: a tunnel forwards to its agent",
-  "circuit-breaker": "not yet in burrow",
   "http-request": "the edge makes no requests of its own for a policy",
   oauth: "use openid-connect with your provider",
   saml: "not in burrow",
