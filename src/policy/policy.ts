@@ -251,7 +251,10 @@ class PhaseRun extends Bindings implements ActionContext {
   private matches(rule: CompiledRule): boolean {
     const bindings: Bindings = this;
     for (const e of rule.expressions) {
-      const value = e.evaluate(bindings);
+      // the run is a Bindings: its fast path is asked directly (evaluate asks it after checking that), CEL when it has no answer
+      const fast = e.fast;
+      let value = fast !== undefined ? fast(bindings) : undefined;
+      if (value === undefined) value = e.evaluate(bindings);
       if (bindings.budget.exceeded) return false;
       if (value === true) continue;
       if (isCelError(value)) this.told({ code: "EVALUATION_ERROR", rule: rule.label, message: `${e.text}: ${value.message}` });

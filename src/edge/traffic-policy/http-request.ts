@@ -60,8 +60,6 @@ export function requestFacts(t: Tunnel, s: RequestSubject): PolicyInput {
 class RequestRunFacts implements PolicyInput, ConnectionFacts, RequestFacts {
   readonly conn: ConnectionFacts = this;
   readonly request: RequestFacts = this;
-  readonly endpoint: EndpointFacts;
-  readonly tunnel: TunnelFacts;
   readonly now: number;
   readonly clientIp: string;
   readonly clientPort: number;
@@ -76,11 +74,16 @@ class RequestRunFacts implements PolicyInput, ConnectionFacts, RequestFacts {
   readonly receivedAt: number;
   private readonly head: RequestHead;
   private readonly text: string | undefined;
+  /** The endpoint's and the tunnel's facts, looked up when a rule first reads them (most read neither). */
+  private endpointRead: EndpointFacts | undefined;
+  private tunnelRead: TunnelFacts | undefined;
+  private readonly secure: boolean;
+  private readonly of: Tunnel;
 
   constructor(t: Tunnel, s: RequestSubject, now: number) {
     const head = s.head;
-    this.endpoint = endpointFacts(s.host, s.secure);
-    this.tunnel = tunnelFacts(t);
+    this.of = t;
+    this.secure = s.secure;
     this.now = now;
     this.clientIp = s.client;
     this.clientPort = s.clientPort;
@@ -95,6 +98,14 @@ class RequestRunFacts implements PolicyInput, ConnectionFacts, RequestFacts {
     this.receivedAt = now;
     this.head = head;
     this.text = s.text;
+  }
+
+  get endpoint(): EndpointFacts {
+    return (this.endpointRead ??= endpointFacts(this.host, this.secure));
+  }
+
+  get tunnel(): TunnelFacts {
+    return (this.tunnelRead ??= tunnelFacts(this.of));
   }
 
   get headers(): HeaderPairs {
@@ -135,7 +146,7 @@ export function tunnelFacts(t: Tunnel): TunnelFacts {
   return f;
 }
 
-/** A request let through the policies: its run, for forward (the request as they left it) and the response. */
+/** A request let through the policies: its run, for forward (the request as they left it) and the response (LayeredRun is its own). */
 export interface PolicyPass {
   run: LayeredRun;
 }
@@ -166,7 +177,7 @@ function ownJudged(run: LayeredRun, policy: TunnelPolicy, verdict: Verdict, tunn
   if (verdict.kind !== "continue") return refusalOf(verdict, run, "tunnel", tunnel);
   // the policy file ran last: its rules that matched, for the service and its inspector
   if (policy.own?.has("on_http_request")) run.ownMatched = matchedNames(run.runs[run.runs.length - 1]!);
-  return { run };
+  return run;
 }
 
 /**

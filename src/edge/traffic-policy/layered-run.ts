@@ -45,6 +45,11 @@ export class LayeredRun implements RunState {
     this.identity = facts.identity;
   }
 
+  /** The run as a request's pass through the policies (http-request.ts PolicyPass): the run itself, no object more a request. */
+  get run(): LayeredRun {
+    return this;
+  }
+
   /** What each layer's run starts from and leaves (the run itself). */
   get state(): RunState {
     return this;

@@ -28,12 +28,20 @@ export class Template {
     private readonly parts: readonly (string | CompiledExpression)[],
   ) {
     this.constant = parts.every((p) => typeof p === "string") ? parts.join("") : undefined;
+    this.single = parts.length === 1 && typeof parts[0] !== "string" ? parts[0] : undefined;
   }
+
+  /**
+   * The expression when the string is one `${...}` alone (`${conn.client_ip}`):
+   * its value's text is the string, read as it is rather than joined to an
+   * empty one (a new string a request, which the next one's equal text is
+   * then compared with character by character).
+   */
+  private readonly single: CompiledExpression | undefined;
 
   /** The expression when the string is exactly one `${...}` and nothing else (set-vars keeps its value's type), else undefined. */
   get only(): CompiledExpression | undefined {
-    const p = this.parts;
-    return p.length === 1 && typeof p[0] !== "string" ? p[0] : undefined;
+    return this.single;
   }
 
   /** The expressions it embeds. */
@@ -44,6 +52,11 @@ export class Template {
   /** The string with each expression's value in its place, or the first evaluation error's message. */
   render(scope: EvaluationTarget): string | { error: string } {
     if (this.constant !== undefined) return this.constant;
+    const single = this.single;
+    if (single !== undefined) {
+      const v = single.evaluate(scope);
+      return isCelError(v) ? { error: `\${${single.text}}: ${v.message}` } : valueText(v);
+    }
     let out = "";
     for (const p of this.parts) {
       if (typeof p === "string") {
