@@ -66,7 +66,8 @@ describe("control frame floods", () => {
       client.send(batch);
       await Bun.sleep(5);
     }
-    await client.untilClosed(10_000);
+    // the server reads what the client queued at its own pace: on a loaded machine that alone took over 10 s
+    await client.untilClosed(40_000);
     expect(lenient.connections.size).toBe(0);
-  });
+  }, 60_000);
 });
