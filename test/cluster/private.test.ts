@@ -10,13 +10,12 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { refusal, startAgent } from "../harness/agent.ts";
 import { echoThrough, startConnector, type TestConnector } from "../harness/connector.ts";
-import { freeRange } from "../harness/ports.ts";
-import { startPostgres, type TestPostgres } from "../harness/postgres.ts";
-import { startServer, type TestServer } from "../harness/server.ts";
+import { startTwoNodes, type TwoNodes } from "../harness/cluster.ts";
+import type { TestServer } from "../harness/server.ts";
 import { waitUntil } from "../harness/wait.ts";
 
 const SECRET = "private-relay-secret-for-tests-0123456789";
-let pg: TestPostgres;
+let cluster: TwoNodes | undefined;
 let nodes: TestServer[] = [];
 let admin: AdminClient;
 const tokens: Record<string, string> = {};
@@ -25,24 +24,17 @@ const echo = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data: (s, d)
 const service = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => Response.json({ user: req.headers.get("x-burrow-user"), path: new URL(req.url).pathname }) });
 
 beforeAll(async () => {
-  pg = await startPostgres();
-  const url = await pg.newDatabase();
-  const ports = freeRange(2);
-  nodes = await Promise.all(
-    ["p1", "p2"].map((id, i) =>
-      startServer({ args: ["--database", url, "--node-id", id, "--http-port", String(ports.first + i), "--node-url", `http://127.0.0.1:${ports.first + i}`, "--cluster-secret", SECRET] }),
-    ),
-  );
+  cluster = await startTwoNodes({ ids: ["p1", "p2"], secret: SECRET });
+  nodes = cluster.nodes;
   admin = await signedIn(nodes[0]!);
   for (const name of ["alice", "bob", "carol"]) tokens[name] = await admin.createToken(await admin.createUser(name), `${name}-laptop`);
 }, 90_000);
 
 afterAll(async () => {
   for (const c of connectors) await c[Symbol.asyncDispose]();
-  await Promise.all(nodes.map((n) => n.stop()));
+  await cluster?.stop();
   echo.stop(true);
   service.stop(true);
-  await pg?.stop();
 });
 
 function connector(who: string, target: string, node: TestServer): TestConnector {

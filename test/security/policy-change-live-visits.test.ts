@@ -17,8 +17,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { connect as tcpConnect, type Socket } from "node:net";
 import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { startAgent } from "../harness/agent.ts";
-import { freeRange } from "../harness/ports.ts";
-import { startPostgres, type TestPostgres } from "../harness/postgres.ts";
+import { startTwoNodes, type TwoNodes } from "../harness/cluster.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
 
 /** The promise is 5 s; ten times that as the liveness bound. */
@@ -235,27 +234,20 @@ describe("a narrowed traffic policy reaches what is already carried", () => {
 
 describe("a narrowed traffic policy reaches what is already carried, over a cluster's nodes", () => {
   const SECRET = "live-visits-policy-secret-0123456789abcdef";
-  let pg: TestPostgres;
+  let cluster: TwoNodes | undefined;
   let nodes: TestServer[] = [];
   let api: AdminClient;
   let token: string;
 
   beforeAll(async () => {
-    pg = await startPostgres();
-    const url = await pg.newDatabase();
-    const ports = freeRange(2);
-    nodes = await Promise.all(
-      ["p1", "p2"].map((id, i) =>
-        startServer({ args: ["--database", url, "--node-id", id, "--http-port", String(ports.first + i), "--node-url", `http://127.0.0.1:${ports.first + i}`, "--cluster-secret", SECRET] }),
-      ),
-    );
+    cluster = await startTwoNodes({ ids: ["p1", "p2"], secret: SECRET });
+    nodes = cluster.nodes;
     api = await signedIn(nodes[0]!);
     const userId = await api.createUser("clustered", { skip_warning: true });
     token = await api.createToken(userId);
   }, 90_000);
   afterAll(async () => {
-    await Promise.all(nodes.map((n) => n.stop()));
-    await pg?.stop();
+    await cluster?.stop();
   });
 
   test("a WebSocket through one node to a tunnel on the other is closed by a policy made on the first; another goes on", async () => {

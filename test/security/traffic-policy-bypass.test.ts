@@ -17,10 +17,9 @@ import { join } from "node:path";
 import { selfSignedCertificate } from "../harness/certs.ts";
 import { startAgent, type TestAgent } from "../harness/agent.ts";
 import { signedIn } from "../harness/admin.ts";
-import { freeRange } from "../harness/ports.ts";
-import { startPostgres, type TestPostgres } from "../harness/postgres.ts";
+import { startTwoNodes, type TwoNodes } from "../harness/cluster.ts";
 import { rawHttp } from "../harness/raw-http.ts";
-import { startServer, type TestServer } from "../harness/server.ts";
+import type { TestServer } from "../harness/server.ts";
 import { withServer, withTunnel } from "../harness/tunnel.ts";
 import { NGHTTP, nghttp2Available, run } from "../harness/nghttp2.ts";
 import { curl } from "../traffic-policy/curl.ts";
@@ -221,7 +220,7 @@ function talk(port: number, text: string): Promise<string> {
 
 describe("a request relayed from another node", () => {
   const SECRET = "policy-relay-secret-0123456789abcdef";
-  let pg: TestPostgres;
+  let cluster: TwoNodes | undefined;
   let nodes: TestServer[] = [];
   let agent: TestAgent | undefined;
   let reached = 0;
@@ -236,23 +235,16 @@ on_http_response:
 `);
 
   beforeAll(async () => {
-    pg = await startPostgres();
-    const url = await pg.newDatabase();
-    const ports = freeRange(2);
-    nodes = await Promise.all(
-      ["p1", "p2"].map((id, i) =>
-        startServer({ args: ["--database", url, "--node-id", id, "--http-port", String(ports.first + i), "--node-url", `http://127.0.0.1:${ports.first + i}`, "--cluster-secret", SECRET] }),
-      ),
-    );
+    cluster = await startTwoNodes({ ids: ["p1", "p2"], secret: SECRET });
+    nodes = cluster.nodes;
     const api = await signedIn(nodes[0]!);
     const token = await api.createToken(await api.createUser("relayed", { skip_warning: true }));
     agent = await startAgent({ kind: "http", target: upstream.port!, server: nodes[0]!.edgeUrl, token, args: ["--subdomain", "ruled", "--policy-file", file.path] });
   }, 60_000);
   afterAll(async () => {
     await agent?.stop();
-    await Promise.all(nodes.map((n) => n.stop()));
+    await cluster?.stop();
     upstream.stop(true);
-    await pg?.stop();
     file[Symbol.dispose]();
   });
 

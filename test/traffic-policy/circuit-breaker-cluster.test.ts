@@ -8,14 +8,13 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { signedIn } from "../harness/admin.ts";
 import { startAgent, type TestAgent } from "../harness/agent.ts";
-import { freeRange } from "../harness/ports.ts";
-import { startPostgres, type TestPostgres } from "../harness/postgres.ts";
-import { startServer, type TestServer } from "../harness/server.ts";
+import { startTwoNodes, type TwoNodes } from "../harness/cluster.ts";
+import type { TestServer } from "../harness/server.ts";
 import { curl, type CurlReply } from "./curl.ts";
 import { policyFile } from "./rig.ts";
 
 const CLUSTER_SECRET = "breaker-cluster-secret-0123456789abcdef";
-let pg: TestPostgres;
+let cluster: TwoNodes | undefined;
 let nodes: TestServer[] = [];
 let agent: TestAgent | undefined;
 let failing = true;
@@ -36,14 +35,8 @@ on_http_request:
 `);
 
 beforeAll(async () => {
-  pg = await startPostgres();
-  const url = await pg.newDatabase();
-  const ports = freeRange(2);
-  nodes = await Promise.all(
-    ["b1", "b2"].map((id, i) =>
-      startServer({ args: ["--database", url, "--node-id", id, "--http-port", String(ports.first + i), "--node-url", `http://127.0.0.1:${ports.first + i}`, "--cluster-secret", CLUSTER_SECRET] }),
-    ),
-  );
+  cluster = await startTwoNodes({ ids: ["b1", "b2"], secret: CLUSTER_SECRET });
+  nodes = cluster.nodes;
   const api = await signedIn(nodes[0]!);
   const token = await api.createToken(await api.createUser("breaking", { skip_warning: true }));
   // the agent is on the first node; visitors come in on the second
@@ -51,9 +44,8 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => {
   await agent?.stop();
-  await Promise.all(nodes.map((n) => n.stop()));
+  await cluster?.stop();
   upstream.stop(true);
-  await pg?.stop();
   policy[Symbol.dispose]();
 });
 

@@ -12,9 +12,8 @@ import * as http2 from "node:http2";
 import { connect } from "node:net";
 import { startAgent, type TestAgent } from "../harness/agent.ts";
 import { signedIn } from "../harness/admin.ts";
-import { freeRange } from "../harness/ports.ts";
-import { startPostgres, type TestPostgres } from "../harness/postgres.ts";
-import { startServer, type TestServer } from "../harness/server.ts";
+import { startTwoNodes, type TwoNodes } from "../harness/cluster.ts";
+import type { TestServer } from "../harness/server.ts";
 import { withTunnel } from "../harness/tunnel.ts";
 import { waitUntil } from "../harness/wait.ts";
 import { curl } from "./curl.ts";
@@ -153,7 +152,7 @@ describe("close-connection in on_tcp_connect", () => {
 
 describe("close-connection for a request relayed from another node", () => {
   const SECRET = "close-relay-secret-0123456789abcdef";
-  let pg: TestPostgres;
+  let cluster: TwoNodes | undefined;
   let nodes: TestServer[] = [];
   let agent: TestAgent | undefined;
   let reached: string[] = [];
@@ -161,23 +160,16 @@ describe("close-connection for a request relayed from another node", () => {
   const file = policyFile(CLOSE_DC);
 
   beforeAll(async () => {
-    pg = await startPostgres();
-    const url = await pg.newDatabase();
-    const ports = freeRange(2);
-    nodes = await Promise.all(
-      ["c1", "c2"].map((id, i) =>
-        startServer({ args: ["--database", url, "--node-id", id, "--http-port", String(ports.first + i), "--node-url", `http://127.0.0.1:${ports.first + i}`, "--cluster-secret", SECRET] }),
-      ),
-    );
+    cluster = await startTwoNodes({ ids: ["c1", "c2"], secret: SECRET });
+    nodes = cluster.nodes;
     const api = await signedIn(nodes[0]!);
     const token = await api.createToken(await api.createUser("closer", { skip_warning: true }));
     agent = await startAgent({ kind: "http", target: upstream.port!, server: nodes[0]!.edgeUrl, token, args: ["--subdomain", "closer", "--policy-file", file.path] });
   }, 60_000);
   afterAll(async () => {
     await agent?.stop();
-    await Promise.all(nodes.map((n) => n.stop()));
+    await cluster?.stop();
     upstream.stop(true);
-    await pg?.stop();
     file[Symbol.dispose]();
   });
 

@@ -9,9 +9,8 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { signedIn } from "../harness/admin.ts";
 import { tunnelFetch } from "../harness/agent.ts";
-import { freeRange } from "../harness/ports.ts";
-import { startPostgres, type TestPostgres } from "../harness/postgres.ts";
-import { startServer, type TestServer } from "../harness/server.ts";
+import { startTwoNodes, type TwoNodes } from "../harness/cluster.ts";
+import type { TestServer } from "../harness/server.ts";
 import { waitUntil } from "../harness/wait.ts";
 import { startInspectedAgent, startUpstream, type InspectedAgent, type Upstream } from "../inspect/rig.ts";
 import { policyFile } from "./rig.ts";
@@ -31,21 +30,15 @@ on_http_request:
     actions: [{ type: log, config: { metadata: { seen: "\${req.url.path}" } } }]
 `);
 
-let pg: TestPostgres;
+let cluster: TwoNodes | undefined;
 let nodes: TestServer[] = [];
 let upstream: Upstream;
 let both: InspectedAgent;
 let requestOnly: InspectedAgent;
 
 beforeAll(async () => {
-  pg = await startPostgres();
-  const url = await pg.newDatabase();
-  const ports = freeRange(2);
-  nodes = await Promise.all(
-    ["i1", "i2"].map((id, i) =>
-      startServer({ args: ["--database", url, "--node-id", id, "--http-port", String(ports.first + i), "--node-url", `http://127.0.0.1:${ports.first + i}`, "--cluster-secret", CLUSTER_SECRET] }),
-    ),
-  );
+  cluster = await startTwoNodes({ ids: ["i1", "i2"], secret: CLUSTER_SECRET });
+  nodes = cluster.nodes;
   const api = await signedIn(nodes[0]!);
   const token = await api.createToken(await api.createUser("relayed-inspector", { skip_warning: true }));
   upstream = startUpstream();
@@ -55,9 +48,8 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => {
   await Promise.all([both?.[Symbol.asyncDispose](), requestOnly?.[Symbol.asyncDispose]()]);
-  await Promise.all(nodes.map((n) => n.stop()));
+  await cluster?.stop();
   upstream?.[Symbol.dispose]();
-  await pg?.stop();
   BOTH[Symbol.dispose]();
   REQUEST_ONLY[Symbol.dispose]();
 });

@@ -7,13 +7,12 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { startAgent, type TestAgent } from "../harness/agent.ts";
-import { freeRange } from "../harness/ports.ts";
-import { startPostgres, type TestPostgres } from "../harness/postgres.ts";
-import { startServer, type TestServer } from "../harness/server.ts";
+import { startTwoNodes, type TwoNodes } from "../harness/cluster.ts";
+import type { TestServer } from "../harness/server.ts";
 import { curl } from "./curl.ts";
 
 const SECRET = "operator-policy-secret-0123456789abcdef";
-let pg: TestPostgres;
+let cluster: TwoNodes | undefined;
 let nodes: TestServer[] = [];
 let api: AdminClient;
 let agent: TestAgent | undefined;
@@ -21,14 +20,8 @@ let userId: number;
 const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("service") });
 
 beforeAll(async () => {
-  pg = await startPostgres();
-  const url = await pg.newDatabase();
-  const ports = freeRange(2);
-  nodes = await Promise.all(
-    ["o1", "o2"].map((id, i) =>
-      startServer({ args: ["--database", url, "--node-id", id, "--http-port", String(ports.first + i), "--node-url", `http://127.0.0.1:${ports.first + i}`, "--cluster-secret", SECRET] }),
-    ),
-  );
+  cluster = await startTwoNodes({ ids: ["o1", "o2"], secret: SECRET });
+  nodes = cluster.nodes;
   api = await signedIn(nodes[0]!);
   userId = await api.createUser("clustered", { skip_warning: true });
   const token = await api.createToken(userId);
@@ -37,9 +30,8 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => {
   await agent?.stop();
-  await Promise.all(nodes.map((n) => n.stop()));
+  await cluster?.stop();
   upstream.stop(true);
-  await pg?.stop();
 });
 
 async function within(ms: number, check: () => Promise<boolean>): Promise<number> {
