@@ -66,8 +66,10 @@ async function echoes(socket: Socket): Promise<boolean> {
   return answered;
 }
 
+type OpenWebSocket = { ws: WebSocket; closed: Promise<void> };
+
 /** A WebSocket through the edge at `edgePort` to the tunnel `sub`, open and echoing, with a promise of its close. */
-async function webSocket(edgePort: number, sub: string, path: string, headers: Record<string, string> = {}): Promise<{ ws: WebSocket; closed: Promise<void> }> {
+async function webSocket(edgePort: number, sub: string, path: string, headers: Record<string, string> = {}): Promise<OpenWebSocket> {
   const ws = new WebSocket(`ws://127.0.0.1:${edgePort}${path}`, { headers: { host: `${sub}.localhost:${edgePort}`, ...headers } } as any);
   const closed = new Promise<void>((resolve) => ws.addEventListener("close", () => resolve()));
   await new Promise<void>((resolve, reject) => {
@@ -103,6 +105,24 @@ async function addPolicy(api: AdminClient, name: string, policy: unknown): Promi
   const made = await api.post("/api/policies", { name, policy });
   expect(made.status).toBe(201);
   return made.body.id;
+}
+
+/**
+ * Adds `policy` while `refused` and `kept` are open: the first must end, the
+ * second still echo. Both are closed and the policy deleted after, whatever
+ * happened.
+ */
+async function policyEndsOne(api: AdminClient, name: string, policy: unknown, refused: OpenWebSocket, kept: OpenWebSocket): Promise<void> {
+  let id: number | undefined;
+  try {
+    id = await addPolicy(api, name, policy);
+    expect(await endsWithin(refused.closed)).toBe(true);
+    expect(await wsEchoes(kept.ws)).toBe(true);
+  } finally {
+    refused.ws.close();
+    kept.ws.close();
+    if (id !== undefined) await api.delete(`/api/policies/${id}`);
+  }
 }
 
 describe("a narrowed traffic policy reaches what is already carried", () => {
@@ -145,32 +165,14 @@ describe("a narrowed traffic policy reaches what is already carried", () => {
     await using agent = await startAgent({ kind: "http", target: wsEcho.port!, server: server.edgeUrl, token });
     const refused = await webSocket(server.edgePort, agent.subdomain!, "/live");
     const kept = await webSocket(server.edgePort, agent.subdomain!, "/other");
-    let id: number | undefined;
-    try {
-      id = await addPolicy(api, "no-live", { on_http_request: [{ expressions: ["req.url.path == '/live'"], actions: [{ type: "deny" }] }] });
-      expect(await endsWithin(refused.closed)).toBe(true);
-      expect(await wsEchoes(kept.ws)).toBe(true);
-    } finally {
-      refused.ws.close();
-      kept.ws.close();
-      if (id !== undefined) await api.delete(`/api/policies/${id}`);
-    }
+    await policyEndsOne(api, "no-live", { on_http_request: [{ expressions: ["req.url.path == '/live'"], actions: [{ type: "deny" }] }] }, refused, kept);
   }, 120_000);
 
   test("a sign-in added is checked on what each open pipe's upgrade carried: the one with the credentials goes on, the one without is closed", async () => {
     await using agent = await startAgent({ kind: "http", target: wsEcho.port!, server: server.edgeUrl, token });
     const signed = await webSocket(server.edgePort, agent.subdomain!, "/", { authorization: `Basic ${btoa("visitor:right-password")}` });
     const unsigned = await webSocket(server.edgePort, agent.subdomain!, "/");
-    let id: number | undefined;
-    try {
-      id = await addPolicy(api, "sign-in", { on_http_request: [{ actions: [{ type: "basic-auth", config: { credentials: ["visitor:right-password"] } }] }] });
-      expect(await endsWithin(unsigned.closed)).toBe(true);
-      expect(await wsEchoes(signed.ws)).toBe(true);
-    } finally {
-      signed.ws.close();
-      unsigned.ws.close();
-      if (id !== undefined) await api.delete(`/api/policies/${id}`);
-    }
+    await policyEndsOne(api, "sign-in", { on_http_request: [{ actions: [{ type: "basic-auth", config: { credentials: ["visitor:right-password"] } }] }] }, unsigned, signed);
   }, 120_000);
 
   test("an upgrade let through before the change, whose 101 comes after the change was judged, meets the new layers at its 101", async () => {
@@ -255,15 +257,6 @@ describe("a narrowed traffic policy reaches what is already carried, over a clus
     await using agent = await startAgent({ kind: "http", target: wsEcho.port!, server: nodes[1]!.edgeUrl, token, args: ["--subdomain", "relayed-live"] });
     const refused = await webSocket(nodes[0]!.edgePort, agent.subdomain!, "/live");
     const kept = await webSocket(nodes[0]!.edgePort, agent.subdomain!, "/other");
-    let id: number | undefined;
-    try {
-      id = await addPolicy(api, "no-live-cluster", { on_http_request: [{ expressions: ["req.url.path == '/live'"], actions: [{ type: "deny" }] }] });
-      expect(await endsWithin(refused.closed)).toBe(true);
-      expect(await wsEchoes(kept.ws)).toBe(true);
-    } finally {
-      refused.ws.close();
-      kept.ws.close();
-      if (id !== undefined) await api.delete(`/api/policies/${id}`);
-    }
+    await policyEndsOne(api, "no-live-cluster", { on_http_request: [{ expressions: ["req.url.path == '/live'"], actions: [{ type: "deny" }] }] }, refused, kept);
   }, 120_000);
 });

@@ -114,6 +114,21 @@ async function captured(a: InspectedAgent, path: string, ready: (policy: Record<
   return { summary: found!, policy: policy as Record<string, unknown> | null };
 }
 
+/** The note of a request to /logged…, let through with a 200: its request rule's log fields, and the response's rules (stamp, response log) with theirs. */
+const loggedNote = (path: string) => ({
+  rules: ["logged"],
+  ended: null,
+  logs: [{ seen: path, marker: "passed-request-log" }],
+  skipped_before: 0,
+  response: {
+    rules: [
+      { rule: "stamp", actions: ["add-headers"] },
+      { rule: "response log", actions: ["log"] },
+    ],
+    logs: [{ status: "200", marker: "passed-response-log" }],
+  },
+});
+
 describe("a request the policies let through, in the inspector", () => {
   test("HTTP/1.1: the request's log fields, and the response's rules with their actions and log fields", async () => {
     const r = await own.visit("/logged/one");
@@ -121,19 +136,7 @@ describe("a request the policies let through, in the inspector", () => {
     expect(r.headers.get("x-stamped")).toBe("yes");
     await r.text();
     const { policy } = await captured(own, "/logged/one", (p) => p?.response != null);
-    expect(policy).toEqual({
-      rules: ["logged"],
-      ended: null,
-      logs: [{ seen: "/logged/one", marker: "passed-request-log" }],
-      skipped_before: 0,
-      response: {
-        rules: [
-          { rule: "stamp", actions: ["add-headers"] },
-          { rule: "response log", actions: ["log"] },
-        ],
-        logs: [{ status: "200", marker: "passed-response-log" }],
-      },
-    });
+    expect(policy).toEqual(loggedNote("/logged/one"));
   }, 20_000);
 
   test("both phases' log fields go into the server's structured log for a request let through", async () => {
@@ -208,19 +211,7 @@ describe("a request the policies let through, in the inspector", () => {
     expect(out).toEndWith("2 200");
     expect(out.toLowerCase()).toContain("x-stamped: yes");
     const { policy } = await captured(own, "/logged/h2", (p) => p?.response != null);
-    expect(policy).toEqual({
-      rules: ["logged"],
-      ended: null,
-      logs: [{ seen: "/logged/h2", marker: "passed-request-log" }],
-      skipped_before: 0,
-      response: {
-        rules: [
-          { rule: "stamp", actions: ["add-headers"] },
-          { rule: "response log", actions: ["log"] },
-        ],
-        logs: [{ status: "200", marker: "passed-response-log" }],
-      },
-    });
+    expect(policy).toEqual(loggedNote("/logged/h2"));
   }, 20_000);
 
   test("HTTP/1.1 kept connection: each request's note is its own", async () => {
