@@ -30,7 +30,6 @@
  * comes while a tunnel is being judged starts it again once that ends,
  * with its layers as they are then.
  */
-import type { RequestHead } from "../../http/request-head.ts";
 import { targetAsWritten } from "../../http/request-target.ts";
 import { log } from "../../log.ts";
 import type { Outcome, Policy, PolicyInput } from "../../policy/index.ts";
@@ -184,17 +183,9 @@ function quietRun(phase: Phase, layers: readonly Policy[], input: PolicyInput): 
   return from(0);
 }
 
-/** A WebSocket's pipe on an HTTP/1.1 connection: what it was let through with (forward.ts). */
-export interface PipeFacts {
-  client: string;
-  clientPort: number;
-  serverPort: number;
-  openedAt: number;
-  secure: boolean;
-  /** The Host as the visitor sent it. */
-  host: string;
-  head: RequestHead;
-  /** The head's text as it came (its fields read from it when a rule needs them). */
+/** A WebSocket's pipe on an HTTP/1.1 connection: what it was let through with (forward.ts), its request's subject but for the text. */
+export interface PipeFacts extends Pick<RequestSubject, "client" | "clientPort" | "serverPort" | "openedAt" | "secure" | "host" | "head"> {
+  /** The head's text as it came (its fields read from it when a rule needs them): always given, undefined when there is none. */
   text: string | undefined;
 }
 
