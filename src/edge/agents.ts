@@ -38,6 +38,8 @@ export interface AgentSocketData {
 }
 
 const PASSED_ENCODER = new TextEncoder();
+/** Where notePassedEncoded puts a note's payload together (sendEncodedControl copies it out at once). */
+let notePayload = new Uint8Array(1024);
 
 export class AgentConnection implements AgentSide {
   readonly sessionId = crypto.randomUUID();
@@ -196,11 +198,13 @@ export class AgentConnection implements AgentSide {
     if (this.notePrefix?.tunnel !== tunnel) this.notePrefix = { tunnel, bytes: PASSED_ENCODER.encode(`{"tunnel":${JSON.stringify(tunnel)},"stream":`) };
     const prefix = this.notePrefix.bytes;
     const digits = String(stream);
-    const payload = new Uint8Array(prefix.byteLength + digits.length + tail.byteLength);
-    payload.set(prefix, 0);
-    for (let i = 0; i < digits.length; i++) payload[prefix.byteLength + i] = digits.charCodeAt(i);
-    payload.set(tail, prefix.byteLength + digits.length);
-    this.mux.sendEncodedControl(FrameType.POLICY_PASSED, payload);
+    const size = prefix.byteLength + digits.length + tail.byteLength;
+    // one buffer for every note: the mux copies a frame's payload into its batch as it is sent
+    if (notePayload.byteLength < size) notePayload = new Uint8Array(Math.max(size, notePayload.byteLength * 2));
+    notePayload.set(prefix, 0);
+    for (let i = 0; i < digits.length; i++) notePayload[prefix.byteLength + i] = digits.charCodeAt(i);
+    notePayload.set(tail, prefix.byteLength + digits.length);
+    this.mux.sendEncodedControl(FrameType.POLICY_PASSED, notePayload.subarray(0, size));
   }
 
   /** A visitor's stream to the agent; undefined before READY, after the end, or when the mux refuses (open-stream.ts). */
