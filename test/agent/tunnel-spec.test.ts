@@ -4,30 +4,16 @@
  * burrow-agent's options) with the same words, in each one's own names.
  */
 import { describe, expect, test } from "bun:test";
+import { answerOf, fileSays, TUNNELS_FILE } from "../harness/tunnel-spec-answers.ts";
 import { FLAG_VOICE, tunnelFromFlags } from "../../src/cli/tunnel-flags.ts";
 import { CLI_KINDS } from "../../src/cli/kinds/index.ts";
 import { parseTunnelsFile } from "../../src/agent/settings/tunnels-file.ts";
 import { KINDS, OPTION_NAMES, specProblem, TUNNEL_OPTIONS, type Voice } from "../../src/agent/settings/tunnel-spec.ts";
 import { forward } from "../../sdk/src/index.ts";
 
-const FILE = "/home/dev/burrow.yml";
+const FILE = TUNNELS_FILE;
 const target = () => ({ host: "localhost", port: 3000, tls: false });
-const flagsSay = (kind: "http" | "tcp", values: Record<string, unknown>) => {
-  try {
-    tunnelFromFlags(kind, values, target());
-    return "accepted";
-  } catch (err) {
-    return (err as Error).message;
-  }
-};
-const fileSays = (yaml: string) => {
-  try {
-    parseTunnelsFile(yaml, FILE);
-    return "accepted";
-  } catch (err) {
-    return (err as Error).message;
-  }
-};
+const flagsSay = (kind: "http" | "tcp", values: Record<string, unknown>) => answerOf(() => tunnelFromFlags(kind, values, target()));
 const optionsSay = (options: Record<string, unknown>) =>
   forward({ port: 3000, server: "http://127.0.0.1:1", token: "x", ...options }).then(
     () => "accepted",

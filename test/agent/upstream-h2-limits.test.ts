@@ -8,6 +8,7 @@
  * held to (played against a hand-made HTTP/2 service), its routes' too.
  */
 import { describe, expect, test } from "bun:test";
+import { answerOf, fileSays, TUNNELS_FILE } from "../harness/tunnel-spec-answers.ts";
 import { parseTarget } from "../../src/agent/settings/tunnel-options.ts";
 import { parseTunnelsFile } from "../../src/agent/settings/tunnels-file.ts";
 import { UPSTREAM_H2_OPTION_NAMES, UPSTREAM_H2_OPTIONS } from "../../src/agent/settings/upstream-h2.ts";
@@ -22,25 +23,10 @@ import { within } from "../protocol/support.ts";
 import { forward } from "../../sdk/src/index.ts";
 import { cleanedUp, fetchThrough, requestHead, visit } from "./raw-service.ts";
 
-const FILE = "/home/dev/burrow.yml";
+const FILE = TUNNELS_FILE;
 const flagOf = (option: (typeof UPSTREAM_H2_OPTION_NAMES)[number]) => FLAG_VOICE.name(option).slice(2);
 const keyOf = (option: (typeof UPSTREAM_H2_OPTION_NAMES)[number]) => option.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
-const flagsSay = (kind: "http" | "tcp", values: Record<string, unknown>) => {
-  try {
-    tunnelFromFlags(kind, values, parseTarget(kind === "http" ? "50051" : "5432", kind === "http"));
-    return "accepted";
-  } catch (err) {
-    return (err as Error).message;
-  }
-};
-const fileSays = (yaml: string) => {
-  try {
-    parseTunnelsFile(yaml, FILE);
-    return "accepted";
-  } catch (err) {
-    return (err as Error).message;
-  }
-};
+const flagsSay = (kind: "http" | "tcp", values: Record<string, unknown>) => answerOf(() => tunnelFromFlags(kind, values, parseTarget(kind === "http" ? "50051" : "5432", kind === "http")));
 const optionsSay = (options: Record<string, unknown>) =>
   forward({ port: 50051, server: "http://127.0.0.1:1", token: "x", ...options }).then(
     (t) => (t.close(), "accepted"),
