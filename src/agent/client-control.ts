@@ -10,7 +10,8 @@
 import * as v from "valibot";
 import { parseJsonPayload, ProtocolError } from "../protocol/frames.ts";
 import { isNamedKind } from "../protocol/kinds.ts";
-import { Ask, Config, Hello, Move, PolicyNote, PolicyPassed, Ready, Refusal, RemoveTunnel, Revoke, TunnelAdded, type AddTunnel } from "../protocol/messages.ts";
+import { PassedNoteReader } from "../protocol/policy-passed.ts";
+import { Ask, Config, Hello, Move, PolicyNote, Ready, Refusal, RemoveTunnel, Revoke, TunnelAdded, type AddTunnel } from "../protocol/messages.ts";
 import { FrameType, PROTOCOL_VERSION, WireError, type FrameTypeValue } from "../protocol/wire.ts";
 import { VERSION } from "../version.ts";
 import { REMOTE_UNSUPPORTED, unenforcedAccess } from "./access.ts";
@@ -44,6 +45,8 @@ export class SessionControl {
   readonly lastRefused = new Map<string, { code: string; message: string }>();
   /** Told at the next READY, or when the connection ends. */
   private readyWaiters: (() => void)[] = [];
+  /** The edge's POLICY_PASSED notes, most of them the last one's bytes for another stream. */
+  private readonly passedNotes = new PassedNoteReader();
 
   /** `pools`: the client's pool memberships, told at each READY which tunnels are members. */
   constructor(
@@ -235,10 +238,9 @@ export class SessionControl {
       const tunnel = this.live.get(parsed.output.tunnel);
       if (tunnel) this.client.opts.out.policyNote?.(tunnel, parsed.output);
     } else if (type === FrameType.POLICY_PASSED) {
-      const parsed = v.safeParse(PolicyPassed, parseJsonPayload(payload, "POLICY_PASSED"));
-      if (!parsed.success) throw new ProtocolError(`bad POLICY_PASSED: ${parsed.issues[0]?.message}`);
-      const tunnel = this.live.get(parsed.output.tunnel);
-      if (tunnel) this.client.opts.out.policyPassed?.(tunnel, parsed.output);
+      const note = this.passedNotes.read(payload);
+      const tunnel = this.live.get(note.tunnel);
+      if (tunnel) this.client.opts.out.policyPassed?.(tunnel, note);
     } else if (type === FrameType.ADDED || type === FrameType.REMOVED) {
       this.answered(type, payload);
     } else if (type === FrameType.ASK) {

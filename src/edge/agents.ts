@@ -10,9 +10,10 @@
  */
 import * as v from "valibot";
 import { limitedLog, log } from "../log.ts";
-import { parseJsonPayload, ProtocolError } from "../protocol/frames.ts";
+import { jsonPayload, parseJsonPayload, ProtocolError } from "../protocol/frames.ts";
 import { Rotation, type OpenMeta, type PolicyNote, type PolicyPassed } from "../protocol/messages.ts";
 import { Mux, type Stream } from "../protocol/mux.ts";
+import { passedNoteHead } from "../protocol/policy-passed.ts";
 import { DIRECT_DATA_PAYLOAD, FrameType, WireError, type FrameTypeValue } from "../protocol/wire.ts";
 import { strangerFault, type AgentSide, type AgentTransport, type EdgeContext, type HelloSaid } from "./agent-context.ts";
 import { AgentHandshake } from "./agent-handshake.ts";
@@ -37,8 +38,7 @@ export interface AgentSocketData {
   conn?: AgentConnection;
 }
 
-const PASSED_ENCODER = new TextEncoder();
-/** Where notePassedEncoded puts a note's payload together (sendEncodedControl copies it out at once). */
+/** Where notePassedEncoded puts a note's payload together (the mux copies it into its batch at once). */
 let notePayload = new Uint8Array(1024);
 
 export class AgentConnection implements AgentSide {
@@ -185,7 +185,7 @@ export class AgentConnection implements AgentSide {
       const text = (phase: PolicyPassed["request"]) => (phase?.logs ? { ...phase, logs: textLogs(phase.logs) } : phase);
       note = { ...note, request: text(note.request), response: text(note.response) };
     }
-    this.mux.sendControl(FrameType.POLICY_PASSED, note);
+    this.mux.sendEncodedControlInBatch(FrameType.POLICY_PASSED, jsonPayload(note));
   }
 
   /**
@@ -195,7 +195,7 @@ export class AgentConnection implements AgentSide {
    */
   notePassedEncoded(tunnel: string, stream: number, tail: Uint8Array): void {
     if (!this.ready || !this.tellsPassed || this.mux.closed) return;
-    if (this.notePrefix?.tunnel !== tunnel) this.notePrefix = { tunnel, bytes: PASSED_ENCODER.encode(`{"tunnel":${JSON.stringify(tunnel)},"stream":`) };
+    if (this.notePrefix?.tunnel !== tunnel) this.notePrefix = { tunnel, bytes: passedNoteHead(tunnel) };
     const prefix = this.notePrefix.bytes;
     const digits = String(stream);
     const size = prefix.byteLength + digits.length + tail.byteLength;
@@ -204,7 +204,7 @@ export class AgentConnection implements AgentSide {
     notePayload.set(prefix, 0);
     for (let i = 0; i < digits.length; i++) notePayload[prefix.byteLength + i] = digits.charCodeAt(i);
     notePayload.set(tail, prefix.byteLength + digits.length);
-    this.mux.sendEncodedControl(FrameType.POLICY_PASSED, notePayload.subarray(0, size));
+    this.mux.sendEncodedControlInBatch(FrameType.POLICY_PASSED, notePayload.subarray(0, size));
   }
 
   /** A visitor's stream to the agent; undefined before READY, after the end, or when the mux refuses (open-stream.ts). */

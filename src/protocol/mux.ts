@@ -173,6 +173,16 @@ export class Mux implements KeptAlive, StreamSession {
     if (this.corked === 0) this.flushBatch();
   }
 
+  /**
+   * A control frame that need not leave at once (a note for the peer's
+   * inspector): it goes with the turn's batch, after the frames before it
+   * and before the ones after, so it costs no write of its own. Without
+   * batchWrites it leaves as any frame outside a cork() does.
+   */
+  sendEncodedControlInBatch(type: FrameTypeValue, payload: Uint8Array | undefined): void {
+    this.sendFrame(type, 0, payload);
+  }
+
   ping(): void {
     this.sendFrame(FrameType.PING, 0, u32Payload(Date.now() >>> 0));
   }

@@ -1030,6 +1030,16 @@ describe("frames batched per event-loop turn (batchWrites, the edge's and the ag
     expect(messages).toEqual([[`${FrameType.OPEN}+fin`, String(FrameType.GOAWAY)]]);
   });
 
+  test("a control frame sent in the batch (an inspector's note) waits for the turn's end, in order with the stream frames around it", async () => {
+    const { mux, messages } = recorder(true);
+    const s = mux.open({ n: 1 });
+    mux.sendEncodedControlInBatch(FrameType.POLICY_PASSED, new TextEncoder().encode("{}"));
+    s.write(new Uint8Array([1]));
+    expect(messages).toHaveLength(0); // no write of its own
+    await endOfTurn();
+    expect(messages).toEqual([[String(FrameType.OPEN), String(FrameType.POLICY_PASSED), String(FrameType.DATA)]]);
+  });
+
   test("closing the mux sends what waits first; the turn's end then sends nothing more", async () => {
     const { mux, messages } = recorder(true);
     mux.open({ n: 1 }, true);

@@ -11,7 +11,10 @@
  * latest on its stream. What it costs: a request to a tunnel without a
  * policy, or whose agent did not ask (its inspector is off), nothing; one
  * whose agent asked, two field writes (toldWhenAnswered), and a frame only
- * when something matched or logged.
+ * when something matched or logged. The frame goes with the turn's batch
+ * to the agent, not in a write of its own (mux.ts sendEncodedControlInBatch),
+ * and in the form the agent knows again without parsing it
+ * (protocol/policy-passed.ts).
  */
 import type { Outcome, Policy, RuleTrace, Verdict } from "../../policy/index.ts";
 import type { PhaseNote, PolicyPassed } from "../../protocol/messages.ts";
