@@ -257,6 +257,7 @@ class PhaseRun extends Bindings implements ActionContext {
       if (value === undefined) value = e.evaluate(bindings);
       if (bindings.budget.exceeded) return false;
       if (value === true) continue;
+      if (value === false) return false;
       if (isCelError(value)) this.told({ code: "EVALUATION_ERROR", rule: rule.label, message: `${e.text}: ${value.message}` });
       return false;
     }

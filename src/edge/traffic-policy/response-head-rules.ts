@@ -78,7 +78,7 @@ export function judgeHeadInPlace(run: LayeredRun, policy: TunnelPolicy, head: Pa
   if (known !== undefined) {
     // the agent's inspector told what matched (passed-notes.ts), when it asked
     if (run.noteTunnel !== undefined) tellPassedKnown(run, policy);
-    return known === "" ? undefined : { src, from: to - 2, to: to - 2, put: known, answered: false };
+    return known === "" ? undefined : { src, from: to - 2, to: to - 2, put: policy.responseFieldBytes!, answered: false };
   }
   const facts = new HeadInPlace(head, src, from, to, method);
   const verdict = run.respond(new WorkingResponse(facts), policy.responseLayers);

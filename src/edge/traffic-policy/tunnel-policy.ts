@@ -31,6 +31,8 @@ export class TunnelPolicy {
    * known at load, and its head takes them without one.
    */
   readonly responseFields: string | undefined;
+  /** responseFields as the bytes spliced into a response's head (made once, not written out per response). */
+  readonly responseFieldBytes: Uint8Array | undefined;
   /** Some layer but the flags has on_http_response rules (an HTTP/2 stream's response then goes through the filter: h2/judged-response.ts). */
   readonly responseBeyondFlags: boolean;
   /** Every layer in request order: the operator's, the flags, then the tunnel's own. */
@@ -61,6 +63,7 @@ export class TunnelPolicy {
     this.response = this.layers.some((p) => p.has("on_http_response"));
     this.responseInHead = this.response && onlyHeadActions(this.responseLayers);
     this.responseFields = this.responseInHead ? constantFields(this.responseLayers) : undefined;
+    this.responseFieldBytes = this.responseFields ? Buffer.from(this.responseFields, "latin1") : undefined;
     this.responseBeyondFlags = this.layers.some((p) => p !== flags && p.has("on_http_response"));
     this.body = reading && this.layers.some((p) => p.readsBody) ? reading : undefined;
   }

@@ -81,7 +81,8 @@ export const rateLimit = defineAction({
         }
         // a visit judged again was counted when it came: a limit bounds what comes, not what is open
         if (ctx.bindings.input.rejudging) return limited(bucket, NOT_COUNTED, ctx);
-        const verdict = ctx.services.rateLimits.hit(keyOf(bucket), config.capacity, windowMs, ctx.services.now());
+        // the run's clock (read once for every layer and phase of it), not a read of its own
+        const verdict = ctx.services.rateLimits.hit(keyOf(bucket), config.capacity, windowMs, ctx.bindings.now);
         // the store in this process answers at once; one shared between nodes may wait
         return verdict instanceof Promise ? verdict.then((v) => limited(bucket, v, ctx)) : limited(bucket, verdict, ctx);
       },
