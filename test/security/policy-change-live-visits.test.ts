@@ -14,6 +14,7 @@
  * them: the one refused ending shows the change was judged, and the other
  * still answering shows what it let through was left alone.
  */
+import type { TCPSocketListener } from "bun";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { connect as tcpConnect, type Socket } from "node:net";
 import { connect as tlsConnect } from "node:tls";
@@ -269,7 +270,7 @@ describe("a narrowed traffic policy reaches a tls tunnel's open connections", ()
   let api: AdminClient;
   let token: string;
   let ca = "";
-  let service: ReturnType<typeof Bun.listen> | undefined;
+  let service: TCPSocketListener | undefined;
 
   beforeAll(async () => {
     // the local service is a TLS echo of its own: the edge passes its bytes through by the hello's name, undecrypted
