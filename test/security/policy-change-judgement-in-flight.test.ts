@@ -8,9 +8,10 @@
  * came through (judgement/pipeline.ts hands forward the layers it began
  * with; traffic-policy/live-rejudge.ts judgedSince compares).
  *
- * The doors of streams relayed from another node are driven here in the
- * process (cluster/relay.ts RelayIn, with two in-memory mux links: the
- * other node's and the agent's), their on_tcp_connect made to wait by a
+ * The doors of streams relayed from another node, and a tcp tunnel's port,
+ * are driven here in the process (cluster/relay.ts RelayIn, with two
+ * in-memory mux links: the other node's and the agent's; tcp.ts's
+ * listener on a real loopback port), their on_tcp_connect made to wait by a
  * rate-limit store that answers when the test lets it (the store may
  * answer late: its interface is asynchronous). The WebSocket's pipe on the
  * visitor's own node is driven end to end: a real server, agent and
@@ -19,7 +20,9 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
+import { connect as tcpConnect } from "node:net";
 import { RelayIn } from "../../src/cluster/relay.ts";
+import { tcpHandlers } from "../../src/edge/tcp.ts";
 import type { Registry, Tunnel } from "../../src/edge/registry.ts";
 import { policiesChanged } from "../../src/edge/traffic-policy/live-rejudge.ts";
 import { TunnelPolicy } from "../../src/edge/traffic-policy/tunnel-policy.ts";
@@ -85,7 +88,7 @@ function deliver(message: Uint8Array, to: () => Mux): "sent" {
   return "sent";
 }
 
-function heldTunnel(protocol: "tls" | "http", own: Policy): Tunnel {
+function heldTunnel(protocol: "tcp" | "tls" | "http", own: Policy): Tunnel {
   return { id: 1, subdomain: "held", protocol, username: "u", relayed: false, policy: TunnelPolicy.of([], own), allowUpgrade: undefined, inFlight: 0 } as unknown as Tunnel;
 }
 
@@ -158,6 +161,58 @@ describe("a relayed visit judged while the operator's layers change is judged ag
     } finally {
       kept.node.close();
     }
+  }, 60_000);
+});
+
+describe("a tcp tunnel's connection judged while the operator's layers change is judged again by those of now when it stays", () => {
+  /** A connection to a tcp tunnel's port whose on_tcp_connect waits across `operator`'s coming: whether it closed once carried. */
+  async function connectionAcrossAChange(operator: Policy): Promise<{ closedWithin: (ms: number) => Promise<boolean>; t: Tunnel } & Disposable> {
+    const store = new LateStore();
+    const t = heldTunnel("tcp", load(COUNTED, store));
+    Object.assign(t, { countIn: () => {}, countOut: () => {} });
+    const toAgent: Stream[] = [];
+    let agentSide: Mux;
+    const agentLink = new Mux({ role: "edge", send: (m) => deliver(m, () => agentSide) });
+    agentSide = new Mux({ role: "agent", send: (m) => deliver(m, () => agentLink), onStream: (s) => void toAgent.push(s) });
+    (t as { agent?: unknown }).agent = { openStream: (meta: unknown) => agentLink.open(meta) };
+    const port = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: tcpHandlers(() => t) });
+    const socket = tcpConnect(port.port, "127.0.0.1");
+    socket.on("error", () => {});
+    const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()));
+    const done = () => {
+      socket.destroy();
+      port.stop(true);
+      agentLink.close();
+      agentSide.close();
+    };
+    try {
+      await store.asked.promise;
+      const before = t.policy;
+      (t as { policy?: TunnelPolicy }).policy = TunnelPolicy.of([operator], before!.own);
+      policiesChanged(t, before);
+      store.released.resolve();
+      await carried({ toAgent });
+    } catch (err) {
+      done();
+      throw err;
+    }
+    const closedWithin = async (ms: number) => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const out = await Promise.race([closed.then(() => true), new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms)))]);
+      clearTimeout(timer);
+      return out;
+    };
+    return { closedWithin, t, [Symbol.dispose]: done };
+  }
+
+  test("a connection whose on_tcp_connect waited across a deny is closed; across a rule that lets it on, it stays", async () => {
+    {
+      using refused = await connectionAcrossAChange(load(DENY));
+      expect(await refused.closedWithin(WITHIN_MS)).toBe(true);
+    }
+    using kept = await connectionAcrossAChange(load(LET_ON));
+    expect(await kept.closedWithin(500)).toBe(false);
+    expect(kept.t.liveVisits?.size).toBe(1);
   }, 60_000);
 });
 
