@@ -188,7 +188,7 @@ export class SessionControl {
       // the requests the server's policies answer, told only to an agent whose inspector shows them
       ...(opts.out.policyNote ? { policy_notes: true } : {}),
       ...(opts.out.policyPassed ? { policy_passed: true } : {}),
-      ...(opts.out.policyNote || opts.out.policyPassed ? { typed_logs: true } : {}),
+      ...(opts.out.policyNote || opts.out.policyPassed ? { typed_logs: true, json_logs: true } : {}),
       // an agent told to behave as the version before did (tests of the version rules) does not say it
       live: opts.live !== false,
       system: SYSTEM,

@@ -14,6 +14,7 @@ import { databaseUnavailable } from "../db/unavailable.ts";
 import { log } from "../log.ts";
 import { readOpenMeta, type OpenMeta, type RelayedMeta } from "../protocol/messages.ts";
 import type { LayeredRun } from "../edge/traffic-policy/layered-run.ts";
+import type { TunnelPolicy } from "../edge/traffic-policy/tunnel-policy.ts";
 import { breakersEnded, breakersWait } from "../edge/traffic-policy/breaker-outcomes.ts";
 import type { ReadBody } from "../edge/traffic-policy/request-body.ts";
 import { filterRelayedResponse } from "../edge/traffic-policy/relayed-response.ts";
@@ -57,7 +58,7 @@ export class RelayIn {
     });
     // the link is open: should the other node stop answering, this end goes too
     this.mux.keepAlive();
-    const onward: RelayForward = (down, t, meta, rewriteFor, policy, body) => this.forward(down, t, meta, rewriteFor, policy, body);
+    const onward: RelayForward = (down, t, meta, judgedWith, rewriteFor, policy, body) => this.forward(down, t, meta, judgedWith, rewriteFor, policy, body);
     this.httpDoor = new RelayedHttpDoor(registry, onward);
     this.tlsDoor = new RelayedTlsDoor(registry, onward);
     this.privateDoor = new RelayedPrivateDoor(registry);
@@ -107,11 +108,12 @@ export class RelayIn {
   private readonly privateDoor: RelayedPrivateDoor;
 
   /**
+   * `judgedWith`: the tunnel's layers its judgement began with (RelayForward).
    * `rewriteFor`: the request's method, when `policy`, its traffic policies' run (its flags' response header rules
    * among them), ran here: the response passes their filter when they judge it, or when the agent is told what
    * its request rules did (passed-notes.ts); `body`: the request's body, read here for the policies.
    */
-  private forward(down: Stream, t: Tunnel, meta: RelayedMeta, rewriteFor?: string, policy?: RelayedRun, body?: ReadBody): void {
+  private forward(down: Stream, t: Tunnel, meta: RelayedMeta, judgedWith: TunnelPolicy | undefined, rewriteFor?: string, policy?: RelayedRun, body?: ReadBody): void {
     const { client: _, warn: __, ...forAgent } = meta;
     const up = t.agent?.openStream({ ...forAgent, tunnel: t.id });
     if (!up) {
@@ -133,8 +135,8 @@ export class RelayIn {
     } else joinStreams(down, up);
     // judged again when the tunnel's rules narrow: by its IP rules, and by its policies on the head they judged
     const kept = staysWhileOpen(t, relayedClient(meta), down, relayedJudgedBy(t, meta, policy ? policy.judged : meta.head));
-    // the operator's layers changed while its judgement waited: those of now judge it (without a policy then, it was judged at once)
-    if (policy) judgedSince(t, kept, policy.judgedWith);
+    // its layers changed while its judgement waited (a request's or a tls connection's): those of now judge it
+    judgedSince(t, kept, judgedWith);
     // a pool member's requests in flight count those other nodes relay too (least-requests)
     if (t.pool) countInFlight(t, up);
   }

@@ -45,27 +45,27 @@ export interface RelayedVisit extends Visit {
   head?: RequestHead;
   host?: string;
   secure?: boolean;
-  /** The tunnel's traffic policies let it through: their run, for the head sent on and the response, and the layers that ran. */
+  /** The tunnel's traffic policies let it through: their run, for the head sent on and the response. */
   policy?: LayeredRun;
-  judgedWith?: TunnelPolicy;
   /** Its body, read for a traffic policy action that needs it: sent on to the agent first. */
   body?: ReadBody;
 }
 
 /**
- * How the relayed doors hand a visit to the agent: `rewriteFor`, the
- * request's method, and `policy`, its traffic policies' run, when the
- * policies ran here: the response passes their filter here when they
- * judge it (or the agent is to be told of the request: relay.ts).
+ * How the relayed doors hand a visit to the agent: `judgedWith`, the
+ * tunnel's layers its judgement began with (judgement/pipeline.ts: the
+ * stream stays, judged again by those of now when they changed since);
+ * `rewriteFor`, the request's method, and `policy`, its traffic policies'
+ * run, when the policies ran here: the response passes their filter here
+ * when they judge it (or the agent is to be told of the request: relay.ts).
  */
-export type RelayForward = (down: Stream, t: Tunnel, meta: RelayedMeta, rewriteFor?: string, policy?: RelayedRun, body?: ReadBody) => void;
+export type RelayForward = (down: Stream, t: Tunnel, meta: RelayedMeta, judgedWith: TunnelPolicy | undefined, rewriteFor?: string, policy?: RelayedRun, body?: ReadBody) => void;
 
 /** A relayed request's policies' run: `minor`, its HTTP version's; `judged`, its head as they judged it (meta's is as they left it), which they judge again when they change. */
 export interface RelayedRun {
   run: LayeredRun;
   minor: 0 | 1;
   judged: string;
-  judgedWith: TunnelPolicy;
 }
 
 /** A relayed visit: the address the visitor's node judged (an older node: its peer's). */
@@ -153,7 +153,6 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
     const judged = await judgeRequest(policy, facts, t, body);
     if (judged instanceof Refusal) return judged;
     v.policy = judged.run;
-    v.judgedWith = policy;
     return this.warning(v, t);
   }
 
@@ -172,11 +171,11 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
     if (!head) return NOT_A_HEAD;
     return new Refusal("access", "WARNING", undefined, warningFor(v.host!, t.username, head.target));
   }
-  forward(v: RelayedVisit, t: Tunnel): void {
+  forward(v: RelayedVisit, t: Tunnel, judgedWith: TunnelPolicy | undefined): void {
     // the visitor left while its request was judged: nothing for a circuit breaker to count
     if (v.down.isClosed) return breakersEnded(v.policy, true);
     const run = v.policy;
-    if (!run) return this.onward(v.down, t, v.meta);
+    if (!run) return this.onward(v.down, t, v.meta, judgedWith);
     // the head as the tunnel's policies (its flags among them) left it, here where they live
     const head = v.head!;
     const changed = run.request;
@@ -186,7 +185,7 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
     let text = `${head.method} ${changed && head.target !== "*" ? changed.target : head.target} HTTP/1.${head.minor}\r\n`;
     for (const [name, value] of fields) text += `${name}: ${value}\r\n`;
     // the response passes the policies' filter here when they judge it, or when the agent is to be told of the request (relay.ts)
-    this.onward(v.down, t, { ...v.meta, head: `${text}\r\n` }, head.method, { run, minor: head.minor, judged: v.meta.head!, judgedWith: v.judgedWith! }, v.body);
+    this.onward(v.down, t, { ...v.meta, head: `${text}\r\n` }, judgedWith, head.method, { run, minor: head.minor, judged: v.meta.head! }, v.body);
   }
 
   refuse(v: RelayedVisit, r: Refusal): void {
@@ -216,8 +215,8 @@ export class RelayedTlsDoor implements Door<RelayedVisit> {
     return RELAYED_TLS.has(t.protocol) ? true : WRONG_KIND;
   }
 
-  forward(v: RelayedVisit, t: Tunnel): void {
-    this.onward(v.down, t, v.meta);
+  forward(v: RelayedVisit, t: Tunnel, judgedWith: TunnelPolicy | undefined): void {
+    this.onward(v.down, t, v.meta, judgedWith);
   }
 
   /** The tunnel's on_tcp_connect, here where its rules live (the visitor's connection is on the other node). */

@@ -87,8 +87,9 @@ export interface HelloSaid {
   policyNotes?: boolean;
   /** It wants POLICY_PASSED notes (wire.ts) for its inspector. */
   policyPassed?: boolean;
-  /** It reads the notes' log fields typed (HELLO's `typed_logs`). */
+  /** It reads the notes' log fields typed (HELLO's `typed_logs`), and those that are null, lists or maps as they are (`json_logs`). */
   typedLogs?: boolean;
+  jsonLogs?: boolean;
   /** It adds and removes tunnels on the live session (wire.ts ADD, REMOVE). */
   live?: boolean;
   /** It runs the token's remote config (wire.ts CONFIG). */

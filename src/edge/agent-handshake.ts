@@ -353,6 +353,7 @@ export class AgentHandshake {
         policyNotes: hello.policy_notes,
         policyPassed: hello.policy_passed,
         typedLogs: hello.typed_logs,
+        jsonLogs: hello.json_logs,
         live: hello.live,
         remote: hello.remote,
         agent: hello.agent,

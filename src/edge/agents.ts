@@ -23,7 +23,7 @@ import type { AgentAsk, AgentInfo, AskResult } from "../core/live.ts";
 import { AgentStreams } from "./agent-streams.ts";
 import { AgentTunnels } from "./agent-tunnels.ts";
 import { openStream } from "./open-stream.ts";
-import { NotePace, textLogs } from "./traffic-policy/policy-notes.ts";
+import { logsFor, NotePace, type LogsRead } from "./traffic-policy/policy-notes.ts";
 
 /** Pool members going out of and back into rotation: an agent that flaps cannot flood the log. */
 const rotationLog = limitedLog(60);
@@ -63,8 +63,8 @@ export class AgentConnection implements AgentSide {
   tellsPassed = false;
   /** The start of its POLICY_PASSED notes for the tunnel of the last (notePassedEncoded). */
   private notePrefix: { tunnel: string; bytes: Uint8Array } | undefined;
-  /** Its HELLO said it reads the notes' log fields typed: else they go as text. */
-  private typedLogs = false;
+  /** How its HELLO said it reads the notes' log fields: as text, typed (numbers and bools), or as any JSON value (policy-notes.ts logsFor). */
+  private logsRead: LogsRead = "text";
   /** Its HELLO said it adds and removes tunnels on the live session (ADD, REMOVE). */
   private lives = false;
   /** Its HELLO said it runs its token's remote config (CONFIG); with `live` only. */
@@ -151,7 +151,7 @@ export class AgentConnection implements AgentSide {
     this.said = { agent: said.agent, system: said.system, manage: said.manage };
     if (said.policyNotes) this.notes = new NotePace();
     this.tellsPassed = said.policyPassed ?? false;
-    this.typedLogs = said.typedLogs ?? false;
+    this.logsRead = said.jsonLogs && said.typedLogs ? "json" : said.typedLogs ? "typed" : "text";
   }
 
   /** The version of the remote config sent last: an older one read later is not sent after it. */
@@ -174,15 +174,16 @@ export class AgentConnection implements AgentSide {
     if (!this.ready || !this.notes || this.mux.closed) return;
     const skipped = this.notes.take(Date.now());
     if (skipped === undefined) return;
-    if (note.logs && !this.typedLogs) note = { ...note, logs: textLogs(note.logs) };
+    if (note.logs && this.logsRead !== "json") note = { ...note, logs: logsFor(note.logs, this.logsRead) };
     this.mux.sendControl(FrameType.POLICY, skipped > 0 ? { ...note, skipped } : note);
   }
 
   /** What the policies did with a request they let through to it (passed-notes.ts), when it asked. */
   notePassed(note: PolicyPassed): void {
     if (!this.ready || !this.tellsPassed || this.mux.closed) return;
-    if (!this.typedLogs && (note.request?.logs || note.response?.logs)) {
-      const text = (phase: PolicyPassed["request"]) => (phase?.logs ? { ...phase, logs: textLogs(phase.logs) } : phase);
+    if (this.logsRead !== "json" && (note.request?.logs || note.response?.logs)) {
+      const reads = this.logsRead;
+      const text = (phase: PolicyPassed["request"]) => (phase?.logs ? { ...phase, logs: logsFor(phase.logs, reads) } : phase);
       note = { ...note, request: text(note.request), response: text(note.response) };
     }
     this.mux.sendEncodedControlInBatch(FrameType.POLICY_PASSED, jsonPayload(note));

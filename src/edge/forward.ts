@@ -73,7 +73,7 @@ export interface ForwardContext {
   startedAt: number;
   /** The tunnel's traffic policies' run of this request (traffic-policy/): the request as they left it goes to the agent, and the response's run follows; undefined without policies. */
   policy?: LayeredRun;
-  /** A request that asks for a switch: its head's text as it came, which its pipe is judged by again when the tunnel's policies change (live-rejudge.ts), and the layers it was judged by. */
+  /** A request that asks for a switch: its head's text as it came, which its pipe is judged by again when the tunnel's policies change (live-rejudge.ts), and the layers its judgement began with (the door's: http-door.ts). */
   switchText?: string;
   switchJudgedWith?: TunnelPolicy;
 }
@@ -262,7 +262,6 @@ export function forward(conn: HttpConnection, head: RequestHead, source: HeadSou
   // (a switch never goes on a parked stream: its text is read for requestHeadText anyway)
   if (head.upgrade !== undefined) {
     ctx.switchText = source.text;
-    ctx.switchJudgedWith = tunnel.policy;
   }
   const headText = requestHeadText(head, tunnel, ctx, source.text, conn);
   const agent = tunnel.agent;

@@ -243,9 +243,12 @@ export class HttpDoor implements Door<HttpVisit> {
     return new URL(`${this.deps.secure ? "https" : "http"}://${hostHeader}${target === "*" ? "/" : target}`);
   }
 
-  forward(v: HttpVisit, t: Tunnel): void {
+  /** `judgedWith`: the layers its judgement began with, which a switch's pipe is registered with (forward.ts). */
+  forward(v: HttpVisit, t: Tunnel, judgedWith: TunnelPolicy | undefined): void {
     if (v.conn.closedAlready) return;
-    forward(v.conn, v.head, v, t, this.context(v));
+    const ctx = this.context(v);
+    if (v.head.upgrade !== undefined) ctx.switchJudgedWith = judgedWith;
+    forward(v.conn, v.head, v, t, ctx);
   }
 
   /** What forwarding `v` needs to know of it and of the edge. */

@@ -38,8 +38,6 @@ export interface ConnectionVisit extends Visit, LiveVisit {
   over: boolean;
   /** What came while the tunnel's policy judged it (its socket paused), for the relay once it is carried. */
   early?: Uint8Array[];
-  /** The layers its on_tcp_connect was judged by (read when it came). */
-  judgedWith?: TunnelPolicy;
   /** It became a stream to the agent (at once, or after its policy's on_tcp_connect). */
   carried?(v: ConnectionVisit): void;
 }
@@ -80,7 +78,6 @@ export class ConnectionDoor implements Door<ConnectionVisit> {
    */
   request(v: ConnectionVisit, t: Tunnel): undefined | Refusal | Promise<undefined | Refusal> {
     const policy = t.policy;
-    v.judgedWith = policy;
     if (!policy?.connect || t.relayed) return undefined;
     const { socket } = v;
     const judged = judgeConnect(policy, connectFacts(t, connectionSubject(v, t)));
@@ -91,7 +88,8 @@ export class ConnectionDoor implements Door<ConnectionVisit> {
     });
   }
 
-  forward(v: ConnectionVisit, t: Tunnel): void {
+  /** `judgedWith`: the layers its on_tcp_connect was judged by (read when its judgement began: judgement/pipeline.ts). */
+  forward(v: ConnectionVisit, t: Tunnel, judgedWith: TunnelPolicy | undefined): void {
     const { socket, client } = v;
     if (v.over) return; // it closed while its policy judged it
     const kind = this.name;
@@ -115,11 +113,11 @@ export class ConnectionDoor implements Door<ConnectionVisit> {
     v.relay = new SocketRelay(socket, stream, { fromSocket: (n) => t.countIn(n), toSocket: (n) => t.countOut(n) });
     stays(t, v);
     v.carried?.(v);
+    // its layers changed while its judgement waited: those of now judge it, before what it sent meanwhile goes on
+    judgedSince(t, v, judgedWith);
     const early = v.early;
     v.early = undefined;
-    if (early) for (const bytes of early) v.relay.socketData(bytes);
-    // the operator's layers changed while its judgement waited: those of now judge it
-    judgedSince(t, v, v.judgedWith);
+    if (early && !v.over) for (const bytes of early) v.relay.socketData(bytes);
   }
 
   refuse(v: ConnectionVisit, r: Refusal): void {
@@ -145,7 +143,7 @@ export function judgeConnection(door: ConnectionDoor, socket: Socket<any>, named
     socket.terminate();
     return undefined;
   }
-  const v: ConnectionVisit = { socket, door: door.name, openedAt: Date.now(), named, client: canonicalAddress(socket.remoteAddress), over: false, end: endConnection, judgedBy: judgedConnection, judgedWith: undefined, carried };
+  const v: ConnectionVisit = { socket, door: door.name, openedAt: Date.now(), named, client: canonicalAddress(socket.remoteAddress), over: false, end: endConnection, judgedBy: judgedConnection, carried };
   // each step answers at once for a raw connection, but a traffic policy's on_tcp_connect
   const judged = judge(door, v);
   if (judged) judged.catch((err) => {

@@ -33,6 +33,10 @@ export interface PolicyLimits {
   costLimit: number;
   /** `${...}` interpolations in one string. */
   maxInterpolations: number;
+  /** Bytes of one log action's metadata, as JSON, as written. */
+  maxLogMetadataBytes: number;
+  /** How deeply a log action's metadata nests maps and lists (a field whose value is a map: one level). */
+  maxLogMetadataDepth: number;
 }
 
 export const DEFAULT_POLICY_LIMITS: Readonly<PolicyLimits> = {
@@ -45,6 +49,8 @@ export const DEFAULT_POLICY_LIMITS: Readonly<PolicyLimits> = {
   maxExpressionNodes: 1000,
   costLimit: 10_000,
   maxInterpolations: 16,
+  maxLogMetadataBytes: 8 * 1024,
+  maxLogMetadataDepth: 4,
 };
 
 /**

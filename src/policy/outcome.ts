@@ -46,8 +46,8 @@ export type Verdict =
   | { kind: "respond"; response: PolicyResponse; rule: string; action: string; code?: string }
   | { kind: "close"; rule: string; action: string; code?: string };
 
-/** A log action's field: its value as the policy wrote it (a number or a bool stays one), or interpolated text. */
-export type LogValue = string | number | boolean;
+/** A log action's field: any JSON value, as the policy wrote it (a number, a bool, null, a map or a list stays one), its strings interpolated text. */
+export type LogValue = string | number | boolean | null | readonly LogValue[] | { readonly [name: string]: LogValue };
 
 export interface Outcome {
   phase: Phase;

@@ -59,6 +59,8 @@ export const Hello = v.pipe(
     policy_passed: v.optional(v.boolean(), false),
     /** The agent reads a POLICY or POLICY_PASSED note's log fields as numbers and bools where the policy wrote them so (NoteLogs); without it they are sent as text. */
     typed_logs: v.optional(v.boolean(), false),
+    /** The agent reads a note's log field that is null, a list or a map as that JSON value (NoteLogs); without it such a field is sent as JSON text. */
+    json_logs: v.optional(v.boolean(), false),
     /**
      * The agent adds and removes tunnels on the live session (ADD, REMOVE)
      * once READY says `live`, and understands their answers (ADDED, REMOVED).
@@ -109,12 +111,34 @@ export type Revoke = v.InferOutput<typeof Revoke>;
 /** Bounds on what a POLICY note carries: it is shown, not acted on. */
 const noteText = (max: number) => v.pipe(v.string(), v.maxLength(max));
 
+/** A log field's value in a note: a JSON value, its strings, lists and maps cut to these bounds. */
+export type NoteLogValue = string | number | boolean | null | readonly NoteLogValue[] | { readonly [name: string]: NoteLogValue };
+/** How deeply a note's log field nests lists and maps, how many members each has, and a string's length, at most. */
+export const NOTE_LOG_DEPTH = 8;
+export const NOTE_LOG_MEMBERS = 64;
+export const NOTE_LOG_TEXT = 256;
+
+function noteLogValue(x: unknown, depth: number): boolean {
+  if (x === null || typeof x === "boolean") return true;
+  if (typeof x === "number") return Number.isFinite(x);
+  if (typeof x === "string") return x.length <= NOTE_LOG_TEXT;
+  if (typeof x !== "object" || depth >= NOTE_LOG_DEPTH) return false;
+  if (Array.isArray(x)) return x.length <= NOTE_LOG_MEMBERS && x.every((m) => noteLogValue(m, depth + 1));
+  const entries = Object.entries(x);
+  return entries.length <= NOTE_LOG_MEMBERS && entries.every(([k, m]) => k.length <= 64 && noteLogValue(m, depth + 1));
+}
+
 /**
  * A log action's fields, as a note carries them: a number or a bool as
  * the policy wrote it, else text. Sent typed only to an agent whose HELLO
- * said `typed_logs` (the version before read text alone); to others, as text.
+ * said `typed_logs` (the version before read text alone); to others, as
+ * text. null, a list or a map, as they are only to an agent whose HELLO
+ * said `json_logs` too; to one that said `typed_logs` alone, as JSON text.
  */
-const NoteLogs = v.pipe(v.array(v.record(noteText(64), v.union([noteText(256), v.pipe(v.number(), v.finite()), v.boolean()]))), v.maxLength(10));
+const NoteLogs = v.pipe(
+  v.array(v.record(noteText(64), v.custom<NoteLogValue>((x) => noteLogValue(x, 0), "not a log field's value"))),
+  v.maxLength(10),
+);
 
 /**
  * edge -> agent: a request the traffic policies answered at the edge

@@ -40,7 +40,7 @@
  *   edge never sends a `live` frame (ADDED, REMOVED, CONFIG, ASK) to an
  *   agent whose HELLO did not say it, nor POLICY to one that did not say
  *   `policy_notes`, nor POLICY_PASSED to one that did not say `policy_passed`; a value
- *   of a new type in a known key (a log field's number: `typed_logs`) likewise. The abilities are independent: an agent may say any of
+ *   of a new type in a known key (a log field's number: `typed_logs`; its map or list: `json_logs`) likewise. The abilities are independent: an agent may say any of
  *   them, and each is judged alone.
  * - A frame type's number is never reused or changed once given: each new
  *   frame takes a number no other frame has had (a test holds the table to

@@ -2,7 +2,8 @@
  * A narrowed traffic policy reaches what is already carried: a rule an
  * operator adds through /api/policies (server-wide here) holds on the
  * visits that stay once let through, not only on those that come after. A
- * raw tcp connection, a WebSocket's pipe, and a pipe relayed from another
+ * raw tcp connection, a tls tunnel's connection (passed through, never
+ * decrypted), a WebSocket's pipe, and a pipe relayed from another
  * node of a cluster are judged again by the new layers with the facts they
  * came with (their connection's, the request head of their upgrade): those
  * the layers refuse now end within the 5 s promise, the others go on; and
@@ -13,8 +14,11 @@
  * them: the one refused ending shows the change was judged, and the other
  * still answering shows what it let through was left alone.
  */
+import type { TCPSocketListener } from "bun";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { connect as tcpConnect, type Socket } from "node:net";
+import { connect as tlsConnect } from "node:tls";
+import { selfSignedCertificate } from "../harness/certs.ts";
 import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { startAgent } from "../harness/agent.ts";
 import { startTwoNodes, type TwoNodes } from "../harness/cluster.ts";
@@ -45,9 +49,9 @@ afterAll(() => {
   wsEcho.stop(true);
 });
 
-/** A tcp connection that echoed once, with a promise of its close. */
-async function heldOpen(port: number): Promise<{ socket: Socket; closed: Promise<void> }> {
-  const socket = tcpConnect(port, "127.0.0.1");
+/** A tcp connection that echoed once (a TLS one to `tls`'s name, through its tunnel), with a promise of its close. */
+async function heldOpen(port: number, tls?: { name: string; ca: string }): Promise<{ socket: Socket; closed: Promise<void> }> {
+  const socket = tls ? tlsConnect({ host: "127.0.0.1", port, servername: tls.name, ca: tls.ca }) : tcpConnect(port, "127.0.0.1");
   socket.on("error", () => {});
   const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()));
   const echoed = new Promise<void>((resolve) => socket.once("data", () => resolve()));
@@ -258,5 +262,50 @@ describe("a narrowed traffic policy reaches what is already carried, over a clus
     const refused = await webSocket(nodes[0]!.edgePort, agent.subdomain!, "/live");
     const kept = await webSocket(nodes[0]!.edgePort, agent.subdomain!, "/other");
     await policyEndsOne(api, "no-live-cluster", { on_http_request: [{ expressions: ["req.url.path == '/live'"], actions: [{ type: "deny" }] }] }, refused, kept);
+  }, 120_000);
+});
+
+describe("a narrowed traffic policy reaches a tls tunnel's open connections", () => {
+  let server: TestServer;
+  let api: AdminClient;
+  let token: string;
+  let ca = "";
+  let service: TCPSocketListener | undefined;
+
+  beforeAll(async () => {
+    // the local service is a TLS echo of its own: the edge passes its bytes through by the hello's name, undecrypted
+    const cert = await selfSignedCertificate({ names: ["tlslive.localhost"], ca: true, commonName: "the local service" });
+    ca = cert.certPem;
+    service = Bun.listen({ hostname: "127.0.0.1", port: 0, tls: { cert: cert.certPem, key: cert.keyPem }, socket: { data: (s, d) => void s.write(d) } });
+    server = await startServer({ args: ["--tls-port", "0"] });
+    api = await signedIn(server);
+    const userId = await api.createUser("carried-tls", { allowed_protocols: "http,tls" });
+    token = await api.createToken(userId);
+  }, 60_000);
+  afterAll(async () => {
+    await server?.stop();
+    service?.stop(true);
+  });
+
+  test("a tls connection an operator's on_tcp_connect rule refuses now is closed; one it does not refuse goes on; a new one is refused", async () => {
+    await using _agent = await startAgent({ kind: "tls", target: service!.port, server: server.edgeUrl, token, args: ["--subdomain", "tlslive"] });
+    const tls = { name: "tlslive.localhost", ca };
+    const refused = await heldOpen(server.tlsPort!, tls);
+    const kept = await heldOpen(server.tlsPort!, tls);
+    const ids: number[] = [];
+    try {
+      // the first alone (by its port): the second is judged by the same change and left open
+      ids.push(await addPolicy(api, "one-tls-port", { on_tcp_connect: [{ expressions: [`conn.client_port == ${refused.socket.localPort}`], actions: [{ type: "deny" }] }] }));
+      expect(await endsWithin(refused.closed)).toBe(true);
+      expect(await echoes(kept.socket)).toBe(true);
+      // then the address: the open one goes too, and a new one is not carried
+      ids.push(await addPolicy(api, "no-loopback-tls", { on_tcp_connect: [{ actions: [{ type: "restrict-ips", config: { deny: ["127.0.0.1/32", "::1/128"] } }] }] }));
+      expect(await endsWithin(kept.closed)).toBe(true);
+      await expect(heldOpen(server.tlsPort!, tls)).rejects.toThrow();
+    } finally {
+      refused.socket.destroy();
+      kept.socket.destroy();
+      for (const id of ids) await api.delete(`/api/policies/${id}`);
+    }
   }, 120_000);
 });

@@ -1,7 +1,8 @@
 /**
  * The inspector's page in headless Chromium, for a tunnel with a traffic
  * policy: a request let through shows its request rules, its response
- * rules with their actions and both phases' log fields, once the server's
+ * rules with their actions and both phases' log fields (a map as its
+ * JSON), once the server's
  * note comes (the open page picks it up by itself); one whose response a
  * rule replaced says which rule, which action and the status the visitor
  * got.
@@ -15,7 +16,7 @@ const OWN = policyFile(`
 on_http_request:
   - name: logged
     expressions: ["req.url.path.startsWith('/logged')"]
-    actions: [{ type: log, config: { metadata: { seen: "\${req.url.path}" } } }]
+    actions: [{ type: log, config: { metadata: { seen: "\${req.url.path}", where: { path: "\${req.url.path}", n: [1, true] } } } }]
 on_http_response:
   - name: stamp
     expressions: ["req.url.path.startsWith('/logged')"]
@@ -61,7 +62,7 @@ test("a request let through: its request rules, its response rules with their ac
   expect(await policy.locator(".request-rules").textContent()).toBe("request rules matched: logged");
   expect(await policy.locator(".response-rules").textContent()).toBe("response rules matched: stamp (add-headers, log)");
   expect(await policy.locator(".ended").textContent()).toBe("the service's answer went to the visitor");
-  expect(await page.getByRole("table", { name: "request log fields" }).textContent()).toBe("seen/logged/page");
+  expect(await page.getByRole("table", { name: "request log fields" }).textContent()).toBe('seen/logged/pagewhere{"path":"/logged/page","n":[1,true]}');
   expect(await page.getByRole("table", { name: "response log fields" }).textContent()).toBe("answered200");
 }, 30_000);
 

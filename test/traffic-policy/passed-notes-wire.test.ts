@@ -6,7 +6,9 @@
  * does not say it) is never sent the frame, and its requests go on as
  * before. A request no rule matched is told of to neither. The log
  * fields' numbers and bools go typed to an agent whose HELLO says
- * `typed_logs`, as text to one of the version before.
+ * `typed_logs`, as text to one of the version before; a field that is a
+ * map or a list (its strings interpolated) goes as it is to one whose
+ * HELLO says `json_logs` too, as JSON text to the others.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { connect } from "node:net";
@@ -21,7 +23,7 @@ const POLICY = `
 on_http_request:
   - name: logged
     expressions: ["req.url.path == '/logged'"]
-    actions: [{ type: log, config: { metadata: { seen: "\${req.url.path}", n: 3, ok: true } } }]
+    actions: [{ type: log, config: { metadata: { seen: "\${req.url.path}", n: 3, ok: true, where: { path: "\${req.url.path}", tags: [1, "a", null] } } } }]
 `;
 
 let server: TestServer;
@@ -37,9 +39,9 @@ afterAll(async () => {
 });
 
 /** An agent by hand, past its handshake, with the tunnel's own policy; `passed`: its HELLO says `policy_passed`. */
-async function scriptedAgent(passed: boolean, typed = false): Promise<{ peer: HostilePeer; host: string; tunnel: string } & Disposable> {
+async function scriptedAgent(passed: boolean, typed = false, json = false): Promise<{ peer: HostilePeer; host: string; tunnel: string } & Disposable> {
   const peer = await hostileWebSocket(server.edgePort, WAIT_MS);
-  peer.send(encodeFrame(FrameType.HELLO, 0, jsonPayload({ version: PROTOCOL_VERSION, token, tunnels: [{ protocol: "http", policy: POLICY }], ...(passed ? { policy_passed: true } : {}), ...(typed ? { typed_logs: true } : {}) })));
+  peer.send(encodeFrame(FrameType.HELLO, 0, jsonPayload({ version: PROTOCOL_VERSION, token, tunnels: [{ protocol: "http", policy: POLICY }], ...(passed ? { policy_passed: true } : {}), ...(typed ? { typed_logs: true } : {}), ...(json ? { json_logs: true } : {}) })));
   const ready = () => peer.frames.find((f) => f.type === FrameType.READY || f.type === FrameType.ERROR);
   if (!(await peer.until(() => ready() !== undefined, WAIT_MS))) throw new Error("no READY for the scripted agent");
   const said = JSON.parse(new TextDecoder().decode(ready()!.payload));
@@ -78,6 +80,9 @@ async function roundTrip(peer: HostilePeer): Promise<void> {
   expect(await peer.until(() => pongs() > before, WAIT_MS)).toBe(true);
 }
 
+/** The map field as JSON text, for an agent that does not read maps and lists in a note. */
+const WHERE_TEXT = JSON.stringify({ path: "/logged", tags: [1, "a", null] });
+
 const notes = (peer: HostilePeer) => peer.frames.filter((f) => f.type === FrameType.POLICY_PASSED).map((f) => JSON.parse(new TextDecoder().decode(f.payload)));
 
 test("an agent that says policy_passed is told what its rules did with a request it answered, by the stream that carried it", async () => {
@@ -85,7 +90,7 @@ test("an agent that says policy_passed is told what its rules did with a request
   const { answer, stream } = await visit(agent, "/logged");
   expect(answer).toStartWith("HTTP/1.1 200");
   expect(await agent.peer.until(() => notes(agent.peer).length === 1, WAIT_MS)).toBe(true);
-  expect(notes(agent.peer)[0]).toEqual({ tunnel: agent.tunnel, stream, request: { rules: [{ rule: "logged", actions: ["log"] }], logs: [{ seen: "/logged", n: "3", ok: "true" }] } });
+  expect(notes(agent.peer)[0]).toEqual({ tunnel: agent.tunnel, stream, request: { rules: [{ rule: "logged", actions: ["log"] }], logs: [{ seen: "/logged", n: "3", ok: "true", where: WHERE_TEXT }] } });
   // a request no rule matched: nothing to tell
   await visit(agent, "/other");
   await roundTrip(agent.peer);
@@ -105,5 +110,12 @@ test("an agent whose HELLO says typed_logs is told the log fields' numbers and b
   using agent = await scriptedAgent(true, true);
   const { stream } = await visit(agent, "/logged");
   expect(await agent.peer.until(() => notes(agent.peer).length === 1, WAIT_MS)).toBe(true);
-  expect(notes(agent.peer)[0]).toEqual({ tunnel: agent.tunnel, stream, request: { rules: [{ rule: "logged", actions: ["log"] }], logs: [{ seen: "/logged", n: 3, ok: true }] } });
+  expect(notes(agent.peer)[0]).toEqual({ tunnel: agent.tunnel, stream, request: { rules: [{ rule: "logged", actions: ["log"] }], logs: [{ seen: "/logged", n: 3, ok: true, where: WHERE_TEXT }] } });
+}, 30_000);
+
+test("an agent whose HELLO says json_logs too is told a log field's map and list as they are, their members typed", async () => {
+  using agent = await scriptedAgent(true, true, true);
+  const { stream } = await visit(agent, "/logged");
+  expect(await agent.peer.until(() => notes(agent.peer).length === 1, WAIT_MS)).toBe(true);
+  expect(notes(agent.peer)[0]).toEqual({ tunnel: agent.tunnel, stream, request: { rules: [{ rule: "logged", actions: ["log"] }], logs: [{ seen: "/logged", n: 3, ok: true, where: { path: "/logged", tags: [1, "a", null] } }] } });
 }, 30_000);

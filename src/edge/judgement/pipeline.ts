@@ -32,7 +32,12 @@
  *
  * What is live is judged again by the same rules when an admin narrows
  * them (edge/live-rules.ts), and every visit after the change meets the
- * registry as it is then.
+ * registry as it is then. A visit whose access step waits (an action that
+ * fetches, a body to read) was judged by the tunnel's layers as they were
+ * when the step began: forward is handed those layers (the tunnel's
+ * `policy` then, a version of its rules), so that where the visit comes to
+ * stay it is judged again when they changed meanwhile (a change's
+ * re-judgement did not see it: traffic-policy/live-rejudge.ts judgedSince).
  *
  * The usual visit passes without a promise or an allocation of its own:
  * each step returns at once unless it must wait (another node, a sign-in,
@@ -121,8 +126,13 @@ export interface Door<V extends Visit> {
   standing?(t: Tunnel, v: V): Outcome<undefined>;
   /** Step 3, after the IP rules, for a door whose visits carry a request: the tunnel's policies (sign-in among them) and the warning. */
   request?(v: V, t: Tunnel): Outcome<undefined>;
-  /** Step 4. */
-  forward(v: V, t: Tunnel): void;
+  /**
+   * Step 4. `judgedWith`: the tunnel's layers (Tunnel.policy) when its
+   * access step began, which a visit that comes to stay is registered with
+   * (live-rejudge.ts judgedSince: judged again when they are not the
+   * tunnel's any more).
+   */
+  forward(v: V, t: Tunnel, judgedWith: Tunnel["policy"]): void;
   /** A refusal at any step, answered in the door's medium. */
   refuse(v: V, r: Refusal): void;
 }
@@ -175,22 +185,24 @@ function ofKind<V extends Visit>(door: Door<V>, v: V, t: Tunnel): void | Promise
  * flags layer (and the tunnel has it).
  */
 function access<V extends Visit>(door: Door<V>, v: V, t: Tunnel): void | Promise<void> {
+  // the layers this judgement reads, for forward: they may change while a step waits
+  const layers = t.policy;
   const rules = t.relayed ? undefined : t.access;
-  if (rules && !(door.addressInPolicy && rules.flags !== undefined && t.policy?.flags === rules.flags) && rules.refusesAddress(v.client)) return refused(door, v, ADDRESS_REFUSED);
-  if (!door.request) return forward(door, v, t);
+  if (rules && !(door.addressInPolicy && rules.flags !== undefined && layers?.flags === rules.flags) && rules.refusesAddress(v.client)) return refused(door, v, ADDRESS_REFUSED);
+  if (!door.request) return forward(door, v, t, layers);
   const judged = door.request(v, t);
-  if (judged instanceof Promise) return judged.then((p) => (isRefusal(p) ? refused(door, v, p) : forward(door, v, t)));
+  if (judged instanceof Promise) return judged.then((p) => (isRefusal(p) ? refused(door, v, p) : forward(door, v, t, layers)));
   if (isRefusal(judged)) return refused(door, v, judged);
-  return forward(door, v, t);
+  return forward(door, v, t, layers);
 }
 
 /** Step 4. */
-function forward<V extends Visit>(door: Door<V>, v: V, t: Tunnel): void {
+function forward<V extends Visit>(door: Door<V>, v: V, t: Tunnel, judgedWith: Tunnel["policy"]): void {
   if (tracer) {
     tracer(door.name, "access", "passed");
     tracer(door.name, "forward", "passed");
   }
-  door.forward(v, t);
+  door.forward(v, t, judgedWith);
 }
 
 function refused<V extends Visit>(door: Door<V>, v: V, r: Refusal): void {

@@ -67,13 +67,19 @@ export function policiesChanged(t: Tunnel, before: TunnelPolicy | undefined): vo
 
 /**
  * `v` was just kept with `t` (judgement/live-visits.ts stays), judged by
- * `judgedWith`, its layers when it was judged: when the operator's have
- * changed since (while its upgrade waited for its 101, or an action of its
- * judgement waited), the re-judgement of that change did not see it, so it
- * is judged now by the layers as they are.
+ * `judgedWith`, the tunnel's layers when its judgement began (the
+ * judgement hands them to every door's forward: judgement/pipeline.ts).
+ * When they changed since (an operator's policy, or its flags: while an
+ * action of its judgement waited, or its upgrade waited for its 101), the
+ * re-judgement of that change did not see it, so it is judged now by the
+ * layers as they are, and ended when they refuse it. The one check every
+ * door's staying visit passes: a tcp or tls connection (tcp.ts), a
+ * WebSocket's pipe (forward.ts), a stream relayed from another node, a
+ * request's or a tls connection's (cluster/relay.ts).
  */
 export function judgedSince(t: Tunnel, v: LiveVisit, judgedWith: TunnelPolicy | undefined): void {
-  if (t.relayed || sameLayers(judgedWith?.operator ?? NONE, t.policy?.operator ?? NONE)) return;
+  if (t.relayed || judgedWith === t.policy) return;
+  if (sameLayers(judgedWith?.operator ?? NONE, t.policy?.operator ?? NONE) && judgedWith?.flags === t.policy?.flags) return;
   const policy = t.policy;
   const subject = v.judgedBy?.() as PolicySubject | undefined;
   if (!policy || !subject || v.over) return;

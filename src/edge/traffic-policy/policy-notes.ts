@@ -12,7 +12,7 @@
  * few notes a second.
  */
 import type { LogValue, Outcome, Verdict } from "../../policy/index.ts";
-import type { PolicyNote } from "../../protocol/messages.ts";
+import { NOTE_LOG_DEPTH, NOTE_LOG_MEMBERS, NOTE_LOG_TEXT, type NoteLogValue, type PolicyNote } from "../../protocol/messages.ts";
 import type { Tunnel } from "../registry.ts";
 import type { LayeredRun } from "./layered-run.ts";
 
@@ -62,12 +62,66 @@ export function tellRefusal(t: Tunnel | undefined, run: LayeredRun, verdict: Exc
   agent.notePolicy(note);
 }
 
-/** A run's log fields as a note carries them (messages.ts NoteLogs): so many, names and text cut to their bounds, numbers and bools as they are. */
-export function noteLogs(logs: readonly Record<string, LogValue>[]): Record<string, LogValue>[] {
-  return logs.slice(0, MAX_LOGS).map((fields) => Object.fromEntries(Object.entries(fields).slice(0, MAX_FIELDS).map(([k, v]) => [k.slice(0, 64), typeof v === "string" ? v.slice(0, 256) : v])));
+/** A run's log fields as a note carries them (messages.ts NoteLogs): so many, names, text, lists and maps cut to their bounds, numbers, bools and null as they are. */
+export function noteLogs(logs: readonly Record<string, LogValue>[]): Record<string, NoteLogValue>[] {
+  return logs.slice(0, MAX_LOGS).map((fields) => Object.fromEntries(Object.entries(fields).slice(0, MAX_FIELDS).map(([k, v]) => [k.slice(0, 64), noteValue(v)])));
 }
 
-/** Log fields as text, for an agent that did not say it reads them typed (HELLO's `typed_logs`). */
-export function textLogs(logs: Record<string, LogValue>[]): Record<string, string>[] {
-  return logs.map((fields) => Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, String(v)])));
+/** A list's or map's note form, made once for each (a log action's constant ones are the same frozen value each run). */
+const noted = new WeakMap<object, NoteLogValue>();
+
+function noteValue(v: LogValue): NoteLogValue {
+  if (typeof v === "string") return v.length > NOTE_LOG_TEXT ? v.slice(0, NOTE_LOG_TEXT) : v;
+  if (v === null || typeof v !== "object") return v;
+  let out = noted.get(v);
+  if (out === undefined) {
+    out = cut(v, 0, { left: NOTE_VALUE_BUDGET });
+    noted.set(v, out);
+  }
+  return out;
+}
+
+/** What a list or map of a note carries at most, its text and members counted: it is shown, not acted on. */
+const NOTE_VALUE_BUDGET = 4096;
+
+/** `v` within the note's bounds: members past NOTE_LOG_MEMBERS or past the budget left out, text cut, what nests deeper than NOTE_LOG_DEPTH as JSON text. */
+function cut(v: LogValue, depth: number, budget: { left: number }): NoteLogValue {
+  if (typeof v === "string") {
+    const text = v.length > NOTE_LOG_TEXT ? v.slice(0, NOTE_LOG_TEXT) : v;
+    budget.left -= text.length;
+    return text;
+  }
+  budget.left -= 4;
+  if (v === null || typeof v !== "object") return v;
+  if (depth >= NOTE_LOG_DEPTH) return cut(JSON.stringify(v), depth, budget);
+  if (Array.isArray(v)) {
+    const out: NoteLogValue[] = [];
+    for (const m of v as readonly LogValue[]) {
+      if (out.length >= NOTE_LOG_MEMBERS || budget.left <= 0) break;
+      out.push(cut(m, depth + 1, budget));
+    }
+    return out;
+  }
+  const out: Record<string, NoteLogValue> = {};
+  let members = 0;
+  for (const [k, m] of Object.entries(v as { readonly [name: string]: LogValue })) {
+    if (members++ >= NOTE_LOG_MEMBERS || budget.left <= 0) break;
+    budget.left -= k.length;
+    out[k.slice(0, 64)] = cut(m, depth + 1, budget);
+  }
+  return out;
+}
+
+/** How an agent's HELLO said it reads log fields: `typed_logs` (numbers and bools), `json_logs` too (null, lists and maps), or neither (text). */
+export type LogsRead = "text" | "typed" | "json";
+
+/** Log fields as an agent that does not read every JSON value reads them: text, or typed but for null, lists and maps, which go as JSON text. */
+export function logsFor(logs: readonly Record<string, NoteLogValue>[], reads: "text" | "typed"): Record<string, NoteLogValue>[] {
+  const asText = (v: NoteLogValue): NoteLogValue => {
+    if (typeof v === "string") return v;
+    if (reads === "typed" && (typeof v === "number" || typeof v === "boolean")) return v;
+    const text = v !== null && typeof v === "object" ? JSON.stringify(v) : String(v);
+    return text.length > NOTE_LOG_TEXT ? text.slice(0, NOTE_LOG_TEXT) : text;
+  };
+  return logs.map((fields) => Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, asText(v)])));
 }

@@ -32,8 +32,10 @@ export interface Summary {
 }
 
 /** What the tunnel's traffic policies did with a request (null: none of its rules matched). */
+/** A log field's value: any JSON value (a map or a list as the policy wrote it, its strings interpolated). */
+export type LogValue = string | number | boolean | null | LogValue[] | { [name: string]: LogValue };
 /** A log action's fields. */
-export type LogFields = Record<string, string | number | boolean>;
+export type LogFields = Record<string, LogValue>;
 
 export interface PolicyView {
   /** The tunnel's own rules that matched the request, in order. */

@@ -150,7 +150,7 @@ function LogTable({ label, logs }: { label: string; logs: LogFields[] }) {
           Object.entries(fields).map(([n, v]) => (
             <tr key={`${i}-${n}`}>
               <th class="mono">{n}</th>
-              <td class="mono">{String(v)}</td>
+              <td class="mono">{v !== null && typeof v === "object" ? JSON.stringify(v) : String(v)}</td>
             </tr>
           )),
         )}
