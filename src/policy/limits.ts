@@ -67,3 +67,9 @@ export const MAX_VALUE_BYTES = 1024 * 1024;
 
 /** The request body the edge reads for the actions that need it (verify-webhook), by default (its --policy-body-limit); a larger one is not handed over. */
 export const MAX_BODY_BYTES = 1024 * 1024;
+
+/** The most entries one list or map function may make (`lists.range`, `flatten`, `json.decode`, `queryString.decode`), whatever the run's cost limit. */
+export const MAX_MADE_ENTRIES = 100_000;
+
+/** How deeply a JSON value decoded by `json.decode` or `decodeJson` may nest its lists and maps. */
+export const MAX_JSON_DEPTH = 32;
