@@ -26,8 +26,9 @@ export interface PolicyLimits {
   /**
    * The cost one run of a policy's phase may spend, and what one expression
    * is estimated at most to spend at load: a unit is one step of a macro's
-   * loop (`exists`, `all`, `map`, `filter`...) or one KiB a string function
-   * makes or digests. An estimate counts a list or map of the request as
+   * loop (`exists`, `all`, `map`, `filter`...), one KiB a string function
+   * makes or digests, or one entry a list, JSON or query-string function
+   * reads or makes (`sort`, `lists.range`, `json.decode`...). An estimate counts a list or map of the request as
    * COLLECTION_ESTIMATE entries.
    */
   costLimit: number;
