@@ -3,7 +3,8 @@
  * flatten, sort, sortBy, distinct, lists.range: their results and errors
  * as ngrok's docs and cel-go's extension give them, the refusals at load,
  * and the cost bound: a huge range or a loop over one refused at load, a
- * list of the request larger than the estimate ended by the run's budget.
+ * list of the request larger than the estimate ended by the run's budget;
+ * and the strings extension's reverse, which ngrok documents beside them.
  */
 import { describe, expect, test } from "bun:test";
 import { answered, errorsOf, policyOf, requestInput } from "./policy-harness.ts";
@@ -90,6 +91,15 @@ describe("lists.range", () => {
     expect(valueOf("lists.range(0)")).toEqual([]);
     expect(valueOf("lists.range(-3)")).toEqual([]);
     expect(refusalOf("lists.range('5')").refused).toContain("found no matching overload for 'lists.range'");
+  });
+});
+
+describe("reverse", () => {
+  test("ngrok's examples; by code points, not UTF-16 units", () => {
+    expect(valueOf("'gums'.reverse()")).toBe("smug");
+    expect(valueOf("'John Smith'.reverse()")).toBe("htimS nhoJ");
+    expect(valueOf("'a\\U0001F600b'.reverse()")).toBe("b\u{1F600}a");
+    expect(refusalOf("[1].reverse()").refused).toContain("found no matching overload for 'reverse'");
   });
 });
 

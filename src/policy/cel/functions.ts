@@ -246,6 +246,11 @@ export const POLICY_FUNCTIONS: CelFunc[] = [
   celMethod("upper", STRING, [], STRING, function () {
     return this.toUpperCase();
   }),
+  // the strings extension's reverse, which ngrok documents: by code points
+  celMethod("reverse", STRING, [], STRING, function () {
+    pay(this.length);
+    return [...this].reverse().join("");
+  }),
   ...hashes,
   ...CHECKSUM_FUNCTIONS,
   ...LIST_FUNCTIONS,
