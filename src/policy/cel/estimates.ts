@@ -27,7 +27,7 @@ export interface CallEstimate {
   type?: CelType;
 }
 
-/** Whether values of `t` can be ordered (sort, sortBy): undefined when it cannot be known at load. */
+/** Whether values of `t` can be ordered (sort, sortBy); a `dyn` may be, and is asked at run time. */
 export function orderable(t: CelType): boolean {
   if (isDyn(t)) return true;
   if (t.kind === "list" || t.kind === "map") return false;
