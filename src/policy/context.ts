@@ -8,6 +8,7 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { Budget, EvaluationScope } from "./cel/evaluation.ts";
 import type { HeaderPairs, PolicyInput } from "./facts.ts";
 import { HeaderMap, type WorkingRequest, type WorkingResponse } from "./message.ts";
+import { responseCookiesValue } from "./set-cookie.ts";
 import { VARIABLES } from "./variables.ts";
 
 /** "example.com:8443" -> host and port; "[::1]:80" too. */
@@ -106,6 +107,7 @@ const GETTERS: Record<string, Getter> = {
   "req.ts.header_received": (b) => timestampFromMs(b.req().receivedAt),
   "res.status_code": (b) => BigInt(b.res().status),
   "res.headers": (b) => b.headers("res"),
+  "res.cookies": (b) => responseCookiesValue(b.header("res", "set-cookie")),
   "res.content_type": (b) => mediaType(b.res().header("content-type")),
   "res.content_type.raw": (b) => b.res().header("content-type") ?? "",
   "res.content_type.parameters": (b) => typeParameters(b.res().header("content-type")),

@@ -26,8 +26,9 @@ export interface PolicyLimits {
   /**
    * The cost one run of a policy's phase may spend, and what one expression
    * is estimated at most to spend at load: a unit is one step of a macro's
-   * loop (`exists`, `all`, `map`, `filter`...) or one KiB a string function
-   * makes or digests. An estimate counts a list or map of the request as
+   * loop (`exists`, `all`, `map`, `filter`...), one KiB a string function
+   * makes or digests, or one entry a list, JSON or query-string function
+   * reads or makes (`sort`, `lists.range`, `json.decode`...). An estimate counts a list or map of the request as
    * COLLECTION_ESTIMATE entries.
    */
   costLimit: number;
@@ -67,3 +68,9 @@ export const MAX_VALUE_BYTES = 1024 * 1024;
 
 /** The request body the edge reads for the actions that need it (verify-webhook), by default (its --policy-body-limit); a larger one is not handed over. */
 export const MAX_BODY_BYTES = 1024 * 1024;
+
+/** The most entries one list or map function may make (`lists.range`, `flatten`, `json.decode`, `queryString.decode`), whatever the run's cost limit. */
+export const MAX_MADE_ENTRIES = 100_000;
+
+/** How deeply a JSON value decoded by `json.decode` or `decodeJson` may nest its lists and maps. */
+export const MAX_JSON_DEPTH = 32;

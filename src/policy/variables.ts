@@ -72,6 +72,7 @@ export const VARIABLES: Readonly<Record<string, VariableDoc>> = {
   "req.ts.header_received": { type: TIMESTAMP_TYPE, phases: HTTP, about: "when the request's head was read" },
   "res.status_code": { type: INT, phases: RESPONSE, about: "the response's status code" },
   "res.headers": { type: MULTI_MAP, phases: RESPONSE, about: "the response's headers: lower-case name to its values (looked up in any case)" },
+  "res.cookies": { type: mapType(STRING, listType(mapType(STRING, DYN))), phases: RESPONSE, about: "the Set-Cookie cookies: name to a list of ngrok's cookie struct (`name`, `value`, `path`, `domain`, `expires`, `max_age`, `secure`, `http_only`, `same_site`, `unparsed_attributes`), the longest path first" },
   "res.content_type": { type: STRING, phases: RESPONSE, about: "the Content-Type's media type, without parameters" },
   "res.content_type.raw": { type: STRING, phases: RESPONSE, about: "the Content-Type header as sent" },
   "res.content_type.parameters": { type: mapType(STRING, STRING), phases: RESPONSE, about: "the Content-Type's parameters: lower-case name to value" },

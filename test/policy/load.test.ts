@@ -163,9 +163,27 @@ describe("the checker, beyond names", () => {
       "timestamp('2023-12-25T00:00:00Z').getDate('America/Los_Angeles') == 24",
       "'a,b'.split(',').map(x, x.upperAscii()).join('-') == 'A-B'",
       "json_like == null".replace("json_like", "req.cookies['a']"),
+      "json.decode(getReqHeader('x-json-array')[0])[0] == \"first entry\"",
+      "json.encode(req.content_type.parameters) == '{\"charset\":\"UTF-8\"}'",
+      "queryString.decode(req.url.query)[\"q\"] == \"hello\"",
+      "queryString.encode({\"q\":\"policy\"}) == req.url.query",
+      "url.parse(req.url).host == 'ngrok.com'",
+      "'gums'.reverse() == 'smug' && 'John Smith'.reverse() == 'htimS nhoJ'",
     ])
       ok(e);
     ok("res.status_code >= 500 && getResHeader('Content-Type').exists(v, v.contains('json'))", "on_http_response");
+    for (const e of [
+      "getResCookie('_device_id').value == 'mobile-phone-14'",
+      "hasResCookie('_device_id')",
+      "size(res.cookies) > 0",
+      "res.cookies['sessionId'][0].domain == 'nba.com'",
+      "res.cookies['sessionId'][0].expires > timestamp(time.now)",
+      "res.cookies['sessionId'][0].http_only",
+      "res.cookies['sessionId'][0].max_age > duration('24h')",
+      "size(res.cookies['sessionId'][0].unparsed_attributes) > 0",
+      "res.cookies['sessionId'][0].value > 'value'",
+    ])
+      ok(e, "on_http_response");
     ok("conn.client_port > 1024 && tunnel.kind == 'tcp'", "on_tcp_connect");
   });
 

@@ -19,6 +19,8 @@ import { CelScalar, listType, mapType, type CelEnv, type CelFunc, type CelType }
 import type { Expr } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
 import { COLLECTION_ESTIMATE } from "../limits.ts";
 import { VARIABLES } from "../variables.ts";
+import { estimateCall, orderable } from "./estimates.ts";
+import { isSortBy } from "./macros.ts";
 import { assignable, constantType, describeArgs, isDyn, isNumber, join, mapKey, PHASE_FUNCTIONS, printable, qualifiedName, TYPE_NAMES } from "./types.ts";
 
 const { BOOL, DOUBLE, DYN, INT, UINT } = CelScalar;
@@ -214,6 +216,9 @@ export class Checker {
       }
       case "_[_]":
         return this.index(e, args, depth);
+      case "sortBy":
+        if (isSortBy(e)) return this.sortBy(e, target!, args, depth);
+        break;
       case "_[?_]":
       case "_?._":
         throw new CheckProblem("optional selection (?. and [?]) is not supported", e.id, "type");
@@ -258,11 +263,39 @@ export class Checker {
       const shape = self ? `${self.type.toString()}.${printable(fn)}${describeArgs(types)}` : `${printable(fn)}${describeArgs(types)}`;
       throw new CheckProblem(`found no matching overload for '${printable(fn)}' applied to '${shape}'`, e.id, "type");
     }
-    const cost = (self?.cost ?? 0) + sum(infos);
+    let cost = (self?.cost ?? 0) + sum(infos);
     // list + list holds both; a split string is a list of the request's size
     let entries: number | undefined;
     if (fn === "_+_" && result!.kind === "list") entries = (infos[0]!.entries ?? COLLECTION_ESTIMATE) + (infos[1]!.entries ?? COLLECTION_ESTIMATE);
+    const estimate = estimateCall(fn, self, infos, args);
+    if (typeof estimate === "string") throw new CheckProblem(estimate, e.id, "type");
+    if (estimate) {
+      cost += estimate.cost;
+      entries = estimate.entries;
+      if (estimate.type) result = estimate.type;
+    }
     return { type: result!, entries, cost };
+  }
+
+  /** `list.sortBy(x, key)`, cel-go's macro: the key read once per element (a loop step each), then the sort of as many. */
+  private sortBy(e: Expr, target: Expr, args: Expr[], depth: number): Info {
+    const list = this.walk(target, depth + 1);
+    const t = list.type;
+    if (!isDyn(t) && t.kind !== "list") throw new CheckProblem(`sortBy() sorts a list, not a ${t.toString()}`, e.id, "type");
+    const x = args[0]!.exprKind.case === "identExpr" ? args[0]!.exprKind.value.name : "";
+    this.scopes.push(new Map([[x, t.kind === "list" ? t.element : DYN]]));
+    try {
+      const key = this.walk(args[1]!, depth + 1);
+      if (!orderable(key.type)) throw new CheckProblem(`sortBy() needs a key that can be ordered, not a ${key.type.toString()}`, args[1]!.id, "type");
+      const steps = list.entries ?? COLLECTION_ESTIMATE;
+      const cost = list.cost + steps * (2 + key.cost);
+      if (!Number.isFinite(cost) || cost > this.bounds.costLimit) {
+        throw new CheckProblem(`its estimated cost (${Number.isFinite(cost) ? Math.round(cost) : "unbounded"}) is over the limit of ${this.bounds.costLimit}: loops inside loops multiply`, e.id, "complexity");
+      }
+      return { type: t.kind === "list" ? t : listType(DYN), entries: steps, cost };
+    } finally {
+      this.scopes.pop();
+    }
   }
 
   private comprehension(e: Expr, depth: number): Info {

@@ -21,6 +21,7 @@ import { Bindings } from "../context.ts";
 import { charge, evaluating, type EvaluationScope } from "./evaluation.ts";
 import { compileFast, type FastEvaluation } from "./fast.ts";
 import { POLICY_FUNCTIONS } from "./functions.ts";
+import { eachPart, expandMacros } from "./macros.ts";
 
 /** The loop step counter the compiler wraps each macro's condition in. */
 const STEP = "@step";
@@ -103,7 +104,7 @@ export function compileExpression(text: string, phase: Phase, purpose: Purpose, 
   }
   // the fast path is read off the tree as parsed, before the step counter is woven into it
   const fast = compileFast(parsed.expr, phase);
-  const run = plan(env, withStepCounter(parsed.expr));
+  const run = plan(env, withStepCounter(expandMacros(parsed.expr)));
   const byCel = (scope: EvaluationTarget): CelResult => evaluating(scope, run, scope.variables as Parameters<typeof run>[0]);
   const evaluate = fast
     ? (scope: EvaluationTarget): CelResult => {
@@ -162,24 +163,7 @@ export function nestingPastLimit(text: string, limit: number): number | undefine
 /** A copy of the tree whose macros' conditions spend a unit of the budget per loop step. */
 function withStepCounter(root: Expr): Expr {
   let nextId = 0n;
-  const visit = (e: Expr, f: (e: Expr) => void): void => {
-    f(e);
-    const k = e.exprKind;
-    if (k.case === "selectExpr" && k.value.operand) visit(k.value.operand, f);
-    else if (k.case === "callExpr") {
-      if (k.value.target) visit(k.value.target, f);
-      for (const a of k.value.args) visit(a, f);
-    } else if (k.case === "listExpr") for (const a of k.value.elements) visit(a, f);
-    else if (k.case === "structExpr") {
-      for (const en of k.value.entries) {
-        if (en.keyKind.case === "mapKey") visit(en.keyKind.value, f);
-        if (en.value) visit(en.value, f);
-      }
-    } else if (k.case === "comprehensionExpr") {
-      const c = k.value;
-      for (const part of [c.iterRange, c.accuInit, c.loopCondition, c.loopStep, c.result]) if (part) visit(part, f);
-    }
-  };
+  const visit = eachPart;
   visit(root, (e) => {
     if (e.id >= nextId) nextId = e.id + 1n;
   });

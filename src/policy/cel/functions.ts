@@ -2,7 +2,8 @@
  * The functions a policy's expressions have beside CEL's standard ones and
  * its strings extension: ngrok's macros under ngrok's names (the ones a
  * self-hosted edge can give: addresses, headers, query, cookies, base64,
- * URL escaping, hashes), and the standard functions that make strings
+ * URL escaping, hashes, and those of checksums.ts, list-functions.ts and
+ * json-functions.ts), and the standard functions that make strings
  * wrapped so that what they make is paid for: a concatenation, a replace
  * or a join costs a unit per KiB made and may not make more than
  * MAX_VALUE_BYTES, so no expression can fill the edge's memory.
@@ -11,17 +12,15 @@ import { createHash } from "node:crypto";
 import { celEnv, celFunc, celMethod, CelScalar, isCelError, isCelList, listType, mapType, type CelFunc, type CelList, type CelValue } from "@bufbuild/cel";
 import { strings } from "@bufbuild/cel/ext";
 import { CidrList, isCidrOrAddress } from "../../http/addresses.ts";
-import { MAX_VALUE_BYTES } from "../limits.ts";
-import { charge, scope } from "./evaluation.ts";
+import { cookieValue, responseCookies } from "../set-cookie.ts";
+import { CHECKSUM_FUNCTIONS } from "./checksums.ts";
+import { pay } from "./cost.ts";
+import { scope } from "./evaluation.ts";
+import { JSON_FUNCTIONS } from "./json-functions.ts";
+import { LIST_FUNCTIONS } from "./list-functions.ts";
 
 const { STRING, BOOL, BYTES, DYN, DOUBLE, INT } = CelScalar;
 const STRINGS = listType(STRING);
-
-/** Cost of making or digesting `length` characters or bytes: one unit per KiB. */
-function pay(length: number): void {
-  if (length > MAX_VALUE_BYTES) throw new Error(`a value of more than ${MAX_VALUE_BYTES} bytes`);
-  charge(length >> 10);
-}
 
 /**
  * CIDR lists by their text: a range is almost always a literal, parsed once
@@ -136,6 +135,14 @@ function sized(original: CelFunc): CelFunc {
     : celFunc(original.name, original.arguments, original.result, impl as never);
 }
 
+/** The response's cookie of that name (the longest path among several), read off its Set-Cookie fields. */
+function responseCookie(name: string) {
+  const fields = scope()?.header("res", "set-cookie");
+  if (!fields) return undefined;
+  for (const f of fields) pay(f.length);
+  return responseCookies(fields).get(name)?.[0];
+}
+
 /** The standard `matches` method (CEL's RE2: no pattern can backtrack), which the global form calls. */
 const celMatches: CelFunc = [...(celEnv().funcs.find("matches") ?? [])].find((f) => f.target !== undefined)!;
 
@@ -175,6 +182,12 @@ export const POLICY_FUNCTIONS: CelFunc[] = [
       ["name", c.name],
       ["value", c.value],
     ]);
+  }),
+  celFunc("hasResCookie", [STRING], BOOL, (name) => responseCookie(name) !== undefined),
+  celFunc("getResCookie", [STRING], mapType(STRING, DYN), (name) => {
+    const c = responseCookie(name);
+    if (!c) throw new Error(`no cookie named '${name}' on the response`);
+    return cookieValue(c) as never;
   }),
   celFunc("base64.encode", [BYTES], STRING, (b) => {
     pay(b.length);
@@ -233,5 +246,13 @@ export const POLICY_FUNCTIONS: CelFunc[] = [
   celMethod("upper", STRING, [], STRING, function () {
     return this.toUpperCase();
   }),
+  // the strings extension's reverse, which ngrok documents: by code points
+  celMethod("reverse", STRING, [], STRING, function () {
+    pay(this.length);
+    return [...this].reverse().join("");
+  }),
   ...hashes,
+  ...CHECKSUM_FUNCTIONS,
+  ...LIST_FUNCTIONS,
+  ...JSON_FUNCTIONS,
 ];

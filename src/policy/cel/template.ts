@@ -133,6 +133,7 @@ function plain(v: CelValue): unknown {
   if (v instanceof Uint8Array) return Buffer.from(v).toString("utf8");
   if (typeof v === "object" && v !== null && "message" in v) {
     const m = (v as { message: { seconds?: bigint; nanos?: number } }).message;
+    if ((v as { desc?: { typeName?: string } }).desc?.typeName === "google.protobuf.Duration" && typeof m.seconds === "bigint") return `${Number(m.seconds) + (m.nanos ?? 0) / 1e9}s`;
     if (typeof m.seconds === "bigint") return new Date(Number(m.seconds) * 1000 + Math.floor((m.nanos ?? 0) / 1e6)).toISOString();
   }
   return typeof v === "object" && v !== null && "value" in v ? String((v as { value: unknown }).value) : v;

@@ -23,6 +23,8 @@ export const PHASE_FUNCTIONS: Readonly<Record<string, readonly string[]>> = {
   hasReqCookie: HTTP_PHASES,
   getResHeader: ["on_http_response"],
   hasResHeader: ["on_http_response"],
+  getResCookie: ["on_http_response"],
+  hasResCookie: ["on_http_response"],
 };
 
 export const isDyn = (t: CelType) => t.kind === "scalar" && t.scalar === "dyn";

@@ -1,0 +1,18 @@
+/**
+ * What a function pays from the run's budget (evaluation.ts charge) for
+ * the values it reads or makes, so that no expression can make the edge
+ * work or allocate past the run's cost limit.
+ */
+import { MAX_VALUE_BYTES } from "../limits.ts";
+import { charge } from "./evaluation.ts";
+
+/** Cost of making or digesting `length` characters or bytes: one unit per KiB, refused past MAX_VALUE_BYTES. */
+export function pay(length: number): void {
+  if (length > MAX_VALUE_BYTES) throw new Error(`a value of more than ${MAX_VALUE_BYTES} bytes`);
+  charge(length >> 10);
+}
+
+/** Cost of reading or making `count` entries of a list or map: one unit each, as a macro's loop step is. */
+export function payEntries(count: number): void {
+  charge(count);
+}
