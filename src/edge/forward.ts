@@ -196,9 +196,17 @@ function requestHeadBytes(conn: HttpConnection, head: RequestHead, tunnel: Tunne
   const kept = raw.byteLength - 2; // through the last field's CRLF, without the blank line
   const out = Buffer.allocUnsafe(kept + added.length + bytes.byteLength);
   out.set(raw, 0); // its blank line too, written over by the fields after it
-  if (added !== "") out.write(added, kept, "latin1");
+  if (added !== "") out.set(addedBytes(added), kept);
   out.set(bytes, kept + added.length);
   return out;
+}
+
+/** The bytes of the last fields a policy added (policyFields gives the same text request after request): encoded once, not per request. */
+let lastAdded = { text: "", bytes: new Uint8Array(0) as Uint8Array };
+
+function addedBytes(text: string): Uint8Array {
+  if (text !== lastAdded.text) lastAdded = { text, bytes: Buffer.from(text, "latin1") };
+  return lastAdded.bytes;
 }
 
 /**

@@ -46,7 +46,8 @@ export class MemoryRateLimitStore implements RateLimitStore {
 
   hit(key: string, capacity: number, windowMs: number, now: number): RateLimitVerdict {
     const start = Math.floor(now / windowMs) * windowMs;
-    let b = this.buckets.get(key);
+    const found = this.buckets.get(key);
+    let b = found;
     const last = key === this.lastKey;
     if (b && !last) this.buckets.delete(key); // re-inserted below: the map's order is the use order
     if (!b) b = { start, current: 0, previous: 0 };
@@ -56,6 +57,8 @@ export class MemoryRateLimitStore implements RateLimitStore {
     const elapsed = now - start;
     const weight = 1 - elapsed / windowMs;
     const estimate = b.previous * weight + b.current;
+    // the same visitor's bucket, unchanged and last in the map's order already: nothing to put back
+    if (last && b === found) return this.counted(b, capacity, windowMs, elapsed, estimate);
     this.buckets.set(key, b);
     this.lastKey = key;
     if (this.buckets.size > this.maxBuckets) {
@@ -63,6 +66,10 @@ export class MemoryRateLimitStore implements RateLimitStore {
       this.buckets.delete(oldest);
       if (oldest === key) this.lastKey = undefined;
     }
+    return this.counted(b, capacity, windowMs, elapsed, estimate);
+  }
+
+  private counted(b: Bucket, capacity: number, windowMs: number, elapsed: number, estimate: number): RateLimitVerdict {
     if (estimate + 1 > capacity) return { limited: true, retryAfterMs: retryAfter(b, capacity, windowMs, elapsed), remaining: 0 };
     b.current++;
     return { limited: false, retryAfterMs: 0, remaining: Math.max(0, Math.floor(capacity - (estimate + 1))) };

@@ -89,13 +89,18 @@ export function tellPassedKnown(run: LayeredRun, policy: TunnelPolicy): void {
 
 const known = new WeakMap<TunnelPolicy, PhaseNote | null>();
 
+/** The last policy asked and its note: most requests are the same tunnel's as the one before (no WeakMap lookup). */
+let lastKnown: { policy: TunnelPolicy | undefined; note: PhaseNote | null } = { policy: undefined, note: null };
+
 function knownResponse(policy: TunnelPolicy): PhaseNote | undefined {
+  if (lastKnown.policy === policy) return lastKnown.note ?? undefined;
   let note = known.get(policy);
   if (note === undefined) {
     const rules = policy.own?.rulesOf("on_http_response") ?? [];
     note = rules.length === 0 ? null : { rules: rules.slice(0, MAX_RULES).map((r) => ({ rule: r.label.slice(0, 100), actions: r.actions.slice(0, MAX_ACTIONS).map((a) => a.type.slice(0, 64)) })) };
     known.set(policy, note);
   }
+  lastKnown = { policy, note };
   return note ?? undefined;
 }
 
