@@ -11,6 +11,7 @@ import { generateKeyPair, SignJWT } from "jose";
 import { defaultServices, RemoteKeySets, type PolicyServices } from "../../src/policy/index.ts";
 import { startTokenIssuer, TOKEN_CLIENT as CLIENT, type TokenIssuer } from "../harness/oidc-provider.ts";
 import { answered, policyOf, requestInput } from "./policy-harness.ts";
+import { jwtValidation } from "../harness/jwt-policy.ts";
 
 let provider: TokenIssuer;
 let issuer: string;
@@ -30,16 +31,7 @@ const policy = (services: PolicyServices, extra = "") =>
     `
 on_http_request:
   - actions:
-      - type: jwt-validation
-        config:
-          issuer: { allow_list: [{ value: "${issuer}" }] }
-          audience: { allow_list: [{ value: "urn:api" }] }
-          http:
-            tokens: [{ type: access_token, method: header, name: Authorization, prefix: "Bearer " }]
-          jws:
-            allowed_algorithms: [RS256${extra}]
-            keys: { sources: { additional_jkus: ["${issuer}/jwks"] } }
-      - type: add-headers
+${jwtValidation(issuer, `RS256${extra}`)}      - type: add-headers
         config: { headers: { x-sub: "\${visitor.identity}", x-aud: "\${actions.ngrok.jwt_validation.tokens[0].payload.aud}" } }
 `,
     { services },

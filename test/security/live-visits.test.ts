@@ -12,6 +12,7 @@ import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { startAgent } from "../harness/agent.ts";
 import { startConnector } from "../harness/connector.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
+import { endsWithin } from "../harness/live-visits.ts";
 
 let server: TestServer;
 let admin: AdminClient;
@@ -60,19 +61,13 @@ async function heldOpen(port: number): Promise<{ socket: Socket; closed: Promise
   return { socket, closed };
 }
 
-/** `closed` settles before the bound: the visit was ended. */
-async function endsWithin(closed: Promise<unknown>): Promise<boolean> {
-  const timer = Bun.sleep(WITHIN_MS).then(() => false);
-  return Promise.race([closed.then(() => true), timer]);
-}
-
 describe("a rule checked once when a visit came: visits that stay are judged again when an admin narrows the rules", () => {
   test("a raw tcp connection from an address the new allow_cidrs leave out is cut", async () => {
     await using agent = await startAgent({ kind: "tcp", target: echo.port, server: server.edgeUrl, token: tokens.alice! });
     const held = await heldOpen(agent.port!);
     try {
       await narrow(["10.0.0.0/8"]);
-      expect(await endsWithin(held.closed)).toBe(true);
+      expect(await endsWithin(held.closed, WITHIN_MS)).toBe(true);
     } finally {
       held.socket.destroy();
       await narrow([]);
@@ -109,7 +104,7 @@ describe("a rule checked once when a visit came: visits that stay are judged aga
     await echoed;
     try {
       await narrow(["10.0.0.0/8"]);
-      expect(await endsWithin(closed)).toBe(true);
+      expect(await endsWithin(closed, WITHIN_MS)).toBe(true);
     } finally {
       ws.close();
       await narrow([]);
@@ -123,7 +118,7 @@ describe("a rule checked once when a visit came: visits that stay are judged aga
     const held = await heldOpen(await bob.port());
     try {
       await narrow(["10.0.0.0/8"]);
-      expect(await endsWithin(held.closed)).toBe(true);
+      expect(await endsWithin(held.closed, WITHIN_MS)).toBe(true);
     } finally {
       held.socket.destroy();
       bob.proc.kill("SIGKILL");

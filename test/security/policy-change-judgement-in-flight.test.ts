@@ -33,6 +33,7 @@ import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { startAgent } from "../harness/agent.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
 import { policyFile } from "../traffic-policy/rig.ts";
+import { jwtValidation } from "../harness/jwt-policy.ts";
 
 /** A liveness bound, far above what a loaded machine takes. */
 const WITHIN_MS = 20_000;
@@ -264,16 +265,7 @@ describe("a WebSocket whose upgrade's judgement waited across a change meets the
     using file = policyFile(`
 on_http_request:
   - actions:
-      - type: jwt-validation
-        config:
-          issuer: { allow_list: [{ value: "${issuer}" }] }
-          audience: { allow_list: [{ value: "urn:api" }] }
-          http:
-            tokens: [{ type: access_token, method: header, name: Authorization, prefix: "Bearer " }]
-          jws:
-            allowed_algorithms: [RS256]
-            keys: { sources: { additional_jkus: ["${issuer}/jwks"] } }
-`);
+${jwtValidation(issuer)}`);
     await using agent = await startAgent({ kind: "http", target: wsEcho.port!, server: server.edgeUrl, token, args: ["--policy-file", file.path] });
     const jwt = await new SignJWT({ sub: "visitor" }).setProtectedHeader({ alg: "RS256", kid: "k1" }).setIssuer(issuer).setAudience("urn:api").setIssuedAt().setExpirationTime("10m").sign(signingKey);
     const edge = server.edgePort;

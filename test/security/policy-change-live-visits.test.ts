@@ -23,6 +23,7 @@ import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { startAgent } from "../harness/agent.ts";
 import { startTwoNodes, type TwoNodes } from "../harness/cluster.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
+import { endsWithin, wsStillEchoes } from "../harness/live-visits.ts";
 
 /** The promise is 5 s; ten times that as the liveness bound. */
 const WITHIN_MS = 50_000;
@@ -80,29 +81,8 @@ async function webSocket(edgePort: number, sub: string, path: string, headers: R
     ws.addEventListener("open", () => resolve());
     ws.addEventListener("error", () => reject(new Error("the WebSocket did not open")));
   });
-  if (!(await wsEchoes(ws))) throw new Error("the WebSocket did not echo");
+  if (!(await wsStillEchoes(ws))) throw new Error("the WebSocket did not echo");
   return { ws, closed };
-}
-
-async function wsEchoes(ws: WebSocket): Promise<boolean> {
-  if (ws.readyState !== WebSocket.OPEN) return false;
-  const answered = new Promise<boolean>((resolve) => {
-    ws.addEventListener("message", (e) => resolve(String(e.data) === "still here"), { once: true });
-    ws.addEventListener("close", () => resolve(false), { once: true });
-  });
-  ws.send("still here");
-  return answered;
-}
-
-/** `closed` settles before the bound: the visit was ended. */
-async function endsWithin(closed: Promise<unknown>): Promise<boolean> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const bound = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), WITHIN_MS)));
-  try {
-    return await Promise.race([closed.then(() => true as const), bound]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 async function addPolicy(api: AdminClient, name: string, policy: unknown): Promise<number> {
@@ -120,8 +100,8 @@ async function policyEndsOne(api: AdminClient, name: string, policy: unknown, re
   let id: number | undefined;
   try {
     id = await addPolicy(api, name, policy);
-    expect(await endsWithin(refused.closed)).toBe(true);
-    expect(await wsEchoes(kept.ws)).toBe(true);
+    expect(await endsWithin(refused.closed, WITHIN_MS)).toBe(true);
+    expect(await wsStillEchoes(kept.ws)).toBe(true);
   } finally {
     refused.ws.close();
     kept.ws.close();
@@ -152,11 +132,11 @@ describe("a narrowed traffic policy reaches what is already carried", () => {
     try {
       // refuses the first connection alone (by its port): the second is judged by the same change and left open
       ids.push(await addPolicy(api, "one-port", { on_tcp_connect: [{ expressions: [`conn.client_port == ${refused.socket.localPort}`], actions: [{ type: "deny" }] }] }));
-      expect(await endsWithin(refused.closed)).toBe(true);
+      expect(await endsWithin(refused.closed, WITHIN_MS)).toBe(true);
       expect(await echoes(kept.socket)).toBe(true);
       // then the whole address: the open connection goes too, and a new one is not carried
       ids.push(await addPolicy(api, "no-loopback", { on_tcp_connect: [{ actions: [{ type: "restrict-ips", config: { deny: ["127.0.0.1/32", "::1/128"] } }] }] }));
-      expect(await endsWithin(kept.closed)).toBe(true);
+      expect(await endsWithin(kept.closed, WITHIN_MS)).toBe(true);
       await expect(heldOpen(agent.port!)).rejects.toThrow();
     } finally {
       refused.socket.destroy();
@@ -199,7 +179,7 @@ describe("a narrowed traffic policy reaches what is already carried", () => {
         await Bun.sleep(20);
       }
       slowUpgrades.resolve();
-      expect(await endsWithin(closed)).toBe(true);
+      expect(await endsWithin(closed, WITHIN_MS)).toBe(true);
     } finally {
       slowUpgrades.resolve();
       ws.close();
@@ -220,8 +200,8 @@ describe("a narrowed traffic policy reaches what is already carried", () => {
           { expressions: ["req.url.path == '/gone'"], actions: [{ type: "deny" }] },
         ],
       });
-      expect(await endsWithin(ended.closed)).toBe(true);
-      expect(await wsEchoes(kept.ws)).toBe(true);
+      expect(await endsWithin(ended.closed, WITHIN_MS)).toBe(true);
+      expect(await wsStillEchoes(kept.ws)).toBe(true);
       const statuses: number[] = [];
       for (let i = 0; i < 4; i++) {
         const res = await fetch(`http://127.0.0.1:${server.edgePort}/plain`, { headers: { host: `${agent.subdomain}.localhost:${server.edgePort}` } });
@@ -296,11 +276,11 @@ describe("a narrowed traffic policy reaches a tls tunnel's open connections", ()
     try {
       // the first alone (by its port): the second is judged by the same change and left open
       ids.push(await addPolicy(api, "one-tls-port", { on_tcp_connect: [{ expressions: [`conn.client_port == ${refused.socket.localPort}`], actions: [{ type: "deny" }] }] }));
-      expect(await endsWithin(refused.closed)).toBe(true);
+      expect(await endsWithin(refused.closed, WITHIN_MS)).toBe(true);
       expect(await echoes(kept.socket)).toBe(true);
       // then the address: the open one goes too, and a new one is not carried
       ids.push(await addPolicy(api, "no-loopback-tls", { on_tcp_connect: [{ actions: [{ type: "restrict-ips", config: { deny: ["127.0.0.1/32", "::1/128"] } }] }] }));
-      expect(await endsWithin(kept.closed)).toBe(true);
+      expect(await endsWithin(kept.closed, WITHIN_MS)).toBe(true);
       await expect(heldOpen(server.tlsPort!, tls)).rejects.toThrow();
     } finally {
       refused.socket.destroy();

@@ -16,6 +16,7 @@ import { startAgent } from "../harness/agent.ts";
 import { loopbackOnly, signInAtProvider, startOidcProvider, TEST_CLIENT_ID, TEST_CLIENT_SECRET, type TestProvider } from "../harness/oidc-provider.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
 import { openBrowser, type TestBrowser } from "../panel/browser.ts";
+import { endsWithin, wsStillEchoes } from "../harness/live-visits.ts";
 
 /** The promise is 5 s; ten times that as the liveness bound. */
 const WITHIN_MS = 50_000;
@@ -71,27 +72,8 @@ async function pipe(path: string, cookie?: string): Promise<Pipe> {
     ws.addEventListener("open", () => resolve());
     ws.addEventListener("close", () => reject(new Error(`the WebSocket to ${path} did not open`)));
   });
-  expect(await echoes(ws)).toBe(true);
+  expect(await wsStillEchoes(ws)).toBe(true);
   return { ws, closed };
-}
-
-async function echoes(ws: WebSocket): Promise<boolean> {
-  if (ws.readyState !== WebSocket.OPEN) return false;
-  const answered = new Promise<boolean>((resolve) => {
-    ws.addEventListener("message", (e) => resolve(String(e.data) === "still here"), { once: true });
-    ws.addEventListener("close", () => resolve(false), { once: true });
-  });
-  ws.send("still here");
-  return answered;
-}
-
-async function endsWithin(closed: Promise<void>): Promise<boolean> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  try {
-    return await Promise.race([closed.then(() => true), new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), WITHIN_MS)))]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 describe("an operator's sign-in added over open WebSocket pipes checks the session cookie each carried", () => {
@@ -126,9 +108,9 @@ describe("an operator's sign-in added over open WebSocket pipes checks the sessi
       // the sign-in now covers every request: each pipe is judged by the cookie its upgrade carried
       const changed = await api.put(`/api/policies/${id}`, { policy: signIn() });
       expect(changed.status).toBe(200);
-      expect(await endsWithin(tampered.closed)).toBe(true);
-      expect(await endsWithin(none.closed)).toBe(true);
-      expect(await echoes(good.ws)).toBe(true);
+      expect(await endsWithin(tampered.closed, WITHIN_MS)).toBe(true);
+      expect(await endsWithin(none.closed, WITHIN_MS)).toBe(true);
+      expect(await wsStillEchoes(good.ws)).toBe(true);
       // a new upgrade without a session is refused (401), one with it is let through
       await expect(pipe("/live")).rejects.toThrow();
       pipes.push(await pipe("/again", `burrow_session_corp=${session!.value}`));

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { generateKeyPair, SignJWT } from "jose";
 import { startTokenIssuer, TOKEN_CLIENT as CLIENT, type TokenIssuer } from "../harness/oidc-provider.ts";
 import { withPolicy, type Echoed, type PolicyTunnel } from "./rig.ts";
+import { jwtValidation } from "../harness/jwt-policy.ts";
 
 let provider: TokenIssuer;
 let issuer: string;
@@ -22,16 +23,7 @@ beforeAll(async () => {
     `
 on_http_request:
   - actions:
-      - type: jwt-validation
-        config:
-          issuer: { allow_list: [{ value: "${issuer}" }] }
-          audience: { allow_list: [{ value: "urn:api" }] }
-          http:
-            tokens: [{ type: access_token, method: header, name: Authorization, prefix: "Bearer " }]
-          jws:
-            allowed_algorithms: [RS256]
-            keys: { sources: { additional_jkus: ["${issuer}/jwks"] } }
-      - type: add-headers
+${jwtValidation(issuer)}      - type: add-headers
         config: { headers: { x-sub: "\${visitor.identity}" } }
 `,
     { server: { args: ["--oidc-http-issuers", "loopback"] } },
