@@ -79,7 +79,7 @@ function testInput(values: Record<string, unknown>): PolicyInput {
   const input: PolicyInput = {
     conn: { clientIp, clientPort: 50000, serverPort: 443, openedAt: now },
     endpoint: { host, port: 443, protocol: "https", url: `https://${host}` },
-    tunnel: { name: host.split(".")[0]!, kind: "http", user: "you" },
+    tunnel: { id: "policy-test", name: host.split(".")[0]!, kind: "http", user: "you" },
     request: { method: m[1]!, target: m[2]!, scheme: "https", host, headers, body, receivedAt: now },
     now,
   };

@@ -29,7 +29,7 @@ import { connectorStanding, openPrivateStream, privateKindFits, type PrivateVisi
 import type { Registry, Tunnel } from "../edge/registry.ts";
 import { warningFor } from "../edge/warning.ts";
 import { connectFacts, judgeConnect } from "../edge/traffic-policy/connect.ts";
-import { judgeRequest, requestFacts } from "../edge/traffic-policy/http-request.ts";
+import { judgeRequest, requestFacts, type ConnectionEnds } from "../edge/traffic-policy/http-request.ts";
 import { POLICY_RULES_FIELD, type LayeredRun } from "../edge/traffic-policy/layered-run.ts";
 import { breakersEnded } from "../edge/traffic-policy/breaker-outcomes.ts";
 import { bodyRefusal, type BodyReading, type ReadBody } from "../edge/traffic-policy/request-body.ts";
@@ -224,7 +224,7 @@ export class RelayedTlsDoor implements Door<RelayedVisit> {
     if (!t.policy?.connect) return undefined;
     const clientPort = Number(v.meta.remote.slice(v.meta.remote.lastIndexOf(":") + 1)) || 0;
     const serverPort = Number(v.meta.local?.slice(v.meta.local.lastIndexOf(":") + 1)) || 443;
-    return judgeConnect(t.policy, connectFacts(t, { client: v.client, clientPort, serverPort, host: t.hostname ?? t.subdomain ?? "", protocol: "tls" }));
+    return judgeConnect(t.policy, connectFacts(t, { client: v.client, clientPort, serverPort, ends: relayedEnds(v.meta), host: t.hostname ?? t.subdomain ?? "", protocol: "tls" }));
   }
 
   refuse(v: RelayedVisit): void {
@@ -303,4 +303,10 @@ async function answerRelayed(down: Stream, res: Response, head: boolean): Promis
     down.reply({});
     down.end(bytes);
   });
+}
+
+/** The visitor's connection's local end on its node (`address:port`, as the tcp door sends it): `conn.server_ip` of a relayed tls connection. */
+export function relayedEnds(meta: RelayedMeta): ConnectionEnds | undefined {
+  const colon = meta.local?.lastIndexOf(":") ?? -1;
+  return colon > 0 ? { socket: { localAddress: meta.local!.slice(0, colon) } } : undefined;
 }

@@ -39,6 +39,7 @@ import { ResponseFilter, type Outlet } from "./traffic-policy/response-filter.ts
 import { tellPassed, toldWhenAnswered } from "./traffic-policy/passed-notes.ts";
 import { judgeHeadInPlace, type HeadChange } from "./traffic-policy/response-head-rules.ts";
 import { judgedSince, pipeSubject } from "./traffic-policy/live-rejudge.ts";
+import { serverPortOf } from "./traffic-policy/http-request.ts";
 import type { TunnelPolicy } from "./traffic-policy/tunnel-policy.ts";
 import { SKIP_HEADER } from "./warning.ts";
 
@@ -741,7 +742,7 @@ class Exchange implements Occupant, ResponseSink, StreamUser {
           return exchange.finished;
         },
         end: () => exchange.cut(),
-        judgedBy: () => pipeSubject({ client: ctx.client, clientPort: conn.peer.port, serverPort: conn.socket.localPort, openedAt: conn.openedAt, secure: ctx.secure, host: ctx.host, head: request, text: ctx.switchText }),
+        judgedBy: () => pipeSubject({ client: ctx.client, clientPort: conn.peer.port, serverPort: serverPortOf(conn), ends: conn, openedAt: conn.openedAt, secure: ctx.secure, host: ctx.host, head: request, text: ctx.switchText }),
       };
       stays(this.tunnel, pipe);
       const early = this.conn.takeEarly();

@@ -19,6 +19,7 @@ import { isRefusal, parseRequestHead, type HeadRefusal, type RequestHead } from 
 import { requestHeadOf } from "../http/request-head-bytes.ts";
 import { responseBytes } from "../http/response-bytes.ts";
 import { PendingWrites } from "../sockets/pending-writes.ts";
+import type { Peer } from "../sockets/tls-terminators.ts";
 import type { HostRoute } from "./host-route.ts";
 import type { RequestStream } from "./request-stream.ts";
 
@@ -139,7 +140,7 @@ export class HttpConnection {
 
   constructor(
     readonly socket: Socket<SocketData>,
-    readonly peer: { address: string; port: number },
+    readonly peer: Peer,
     private readonly server: ConnectionServer,
     private readonly limits: HeadLimits,
   ) {

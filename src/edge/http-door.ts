@@ -20,7 +20,7 @@ import { kindsThrough } from "./kinds/doors.ts";
 import { badGatewayPage, tlsTunnelPage, unknownTunnelPage } from "./pages.ts";
 import type { Registry, Tunnel } from "./registry.ts";
 import { connectFacts, judgeConnect } from "./traffic-policy/connect.ts";
-import { judgeRequest, requestFacts, type PolicyPass } from "./traffic-policy/http-request.ts";
+import { judgeRequest, requestFacts, serverPortOf, type PolicyPass } from "./traffic-policy/http-request.ts";
 import type { LayeredRun } from "./traffic-policy/layered-run.ts";
 import { bodyRefusal, readConnectionBody, type BodyReading, type ReadBody } from "./traffic-policy/request-body.ts";
 import type { TunnelPolicy } from "./traffic-policy/tunnel-policy.ts";
@@ -182,7 +182,7 @@ export class HttpDoor implements Door<HttpVisit> {
     const { conn } = v;
     const secure = this.deps.secure;
     const host = v.hostHeader.replace(/:\d+$/, "");
-    const closed = await judgeConnect(policy, connectFacts(t, { client: v.client, clientPort: conn.peer.port, serverPort: conn.socket.localPort, host, protocol: secure ? "https" : "http", openedAt: conn.openedAt }));
+    const closed = await judgeConnect(policy, connectFacts(t, { client: v.client, clientPort: conn.peer.port, serverPort: serverPortOf(conn), ends: conn, host, protocol: secure ? "https" : "http", openedAt: conn.openedAt }));
     if (closed) return closed;
     conn.policyConnected = policy;
     return this.requestPolicies(v, t, policy);
@@ -196,7 +196,8 @@ export class HttpDoor implements Door<HttpVisit> {
     const facts = requestFacts(t, {
       client: v.client,
       clientPort: conn.peer.port,
-      serverPort: conn.socket.localPort,
+      serverPort: serverPortOf(conn),
+      ends: conn,
       openedAt: conn.openedAt,
       secure,
       host: v.hostHeader,

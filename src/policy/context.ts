@@ -64,14 +64,23 @@ function typeParameters(v: string | undefined): Map<string, string> {
 }
 const lengthOf = (v: string | undefined) => (v !== undefined && /^\d{1,15}$/.test(v.trim()) ? BigInt(v.trim()) : -1n);
 
+/** "example.com:443"; an IPv6 host in brackets ("[::1]:443"). */
+const hostPort = (host: string, port: number) => (host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`);
+
 type Getter = (b: Bindings) => unknown;
 
 /** Each variable's value, from the run's state. */
 const GETTERS: Record<string, Getter> = {
   "conn.client_ip": (b) => b.input.conn.clientIp,
   "conn.client_port": (b) => BigInt(b.input.conn.clientPort),
+  "conn.server_ip": (b) => b.input.conn.serverIp ?? "",
   "conn.server_port": (b) => BigInt(b.input.conn.serverPort),
+  "conn.tls.version": (b) => b.input.conn.tls?.version ?? "",
+  "conn.tls.cipher_suite": (b) => b.input.conn.tls?.cipherSuite ?? "",
+  "conn.tls.sni": (b) => b.input.conn.tls?.sni ?? "",
   "conn.ts.start": (b) => timestampFromMs(b.input.conn.openedAt),
+  "endpoint.id": (b) => b.input.tunnel.id ?? "",
+  "endpoint.addr": (b) => hostPort(b.input.endpoint.host, b.input.endpoint.port),
   "endpoint.host": (b) => b.input.endpoint.host,
   "endpoint.port": (b) => BigInt(b.input.endpoint.port),
   "endpoint.protocol": (b) => b.input.endpoint.protocol,

@@ -9,8 +9,22 @@ export interface ConnectionFacts {
   clientPort: number;
   /** The public port the visitor connected to. */
   serverPort: number;
+  /** The address the visitor connected to (its socket's local address), in canonical text; absent where the edge does not know it. */
+  readonly serverIp?: string;
   /** When the connection opened, in ms since the epoch. */
   openedAt: number;
+  /** The TLS the edge terminated for it; absent for a plain connection and where it is not known (a tls tunnel's, passed on undecrypted). */
+  readonly tls?: TlsFacts;
+}
+
+/** A TLS handshake the edge terminated, as ngrok names its parts. */
+export interface TlsFacts {
+  /** "1.3", "1.2" (ngrok's form, without "TLSv"). */
+  version: string;
+  /** The IANA name: "TLS_AES_128_GCM_SHA256". */
+  cipherSuite: string;
+  /** The server name the ClientHello asked for; empty when it named none. */
+  sni: string;
 }
 
 export interface EndpointFacts {
@@ -21,6 +35,8 @@ export interface EndpointFacts {
 }
 
 export interface TunnelFacts {
+  /** The tunnel's id: the same for its whole life. */
+  id?: string;
   name: string;
   kind: string;
   /** The owner's username. */

@@ -19,6 +19,9 @@ import type { TlsEntry, TlsSource } from "../tls/tls-source.ts";
 export interface Peer {
   address: string;
   port: number;
+  /** Where it reached the public port (the front's socket's local end): the decrypted socket's own is an internal listener's. */
+  localAddress?: string;
+  localPort?: number;
 }
 
 /**

@@ -88,7 +88,7 @@ export class Visit {
     private readonly context: VisitContext,
   ) {
     // read now: once the socket is closed Bun no longer knows
-    this.peer = { address: socket.remoteAddress, port: socket.remotePort };
+    this.peer = { address: socket.remoteAddress, port: socket.remotePort, localAddress: socket.localAddress, localPort: socket.localPort };
     this.timer = setTimeout(() => this.refuse(`no whole ClientHello within ${context.helloTimeoutMs} ms`), context.helloTimeoutMs);
     this.timer.unref();
   }

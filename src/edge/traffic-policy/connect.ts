@@ -9,7 +9,7 @@
 import type { PolicyInput, Verdict } from "../../policy/index.ts";
 import { Refusal } from "../judgement/pipeline.ts";
 import type { Tunnel } from "../registry.ts";
-import { tunnelFacts } from "./http-request.ts";
+import { serverIpOf, tlsOf, tunnelFacts, type ConnectionEnds } from "./http-request.ts";
 import { LayeredRun, policyAnswer } from "./layered-run.ts";
 import type { TunnelPolicy } from "./tunnel-policy.ts";
 
@@ -17,6 +17,8 @@ export interface ConnectionSubject {
   client: string;
   clientPort: number;
   serverPort: number;
+  /** The connection as the edge holds it: `conn.server_ip` and `conn.tls.*`, read only when a rule asks. */
+  ends?: ConnectionEnds;
   /** The name or address the visitor reached, and how. */
   host: string;
   protocol: "http" | "https" | "tcp" | "tls";
@@ -27,7 +29,19 @@ export function connectFacts(t: Tunnel, s: ConnectionSubject): PolicyInput {
   const now = Date.now();
   const port = s.protocol === "http" || s.protocol === "https" ? "" : `:${s.serverPort}`;
   return {
-    conn: { clientIp: s.client, clientPort: s.clientPort, serverPort: s.serverPort, openedAt: s.openedAt ?? now },
+    conn: {
+      clientIp: s.client,
+      clientPort: s.clientPort,
+      serverPort: s.serverPort,
+      openedAt: s.openedAt ?? now,
+      get serverIp() {
+        return serverIpOf(s.ends);
+      },
+      // only where the edge terminated the TLS (an https visitor): a tls tunnel's passes on undecrypted
+      get tls() {
+        return s.protocol === "https" ? tlsOf(s.ends) : undefined;
+      },
+    },
     endpoint: { host: s.host, port: s.serverPort, protocol: s.protocol, url: `${s.protocol}://${s.host}${port}` },
     tunnel: tunnelFacts(t),
     now,

@@ -12,9 +12,10 @@
  * run follows from it.
  */
 import { BODY_UNREAD, RATE_LIMITED, type ConnectionFacts, type EndpointFacts, type PolicyInput, type RequestFacts, type TunnelFacts, type Verdict } from "../../policy/index.ts";
-import type { HeaderPairs } from "../../policy/facts.ts";
+import type { HeaderPairs, TlsFacts } from "../../policy/facts.ts";
 import { USER_EMAIL_HEADER } from "../../validate/access.ts";
 import { everyField, type RequestHead } from "../../http/request-head.ts";
+import { canonicalAddress } from "../../http/addresses.ts";
 import { Refusal } from "../judgement/pipeline.ts";
 import type { Tunnel } from "../registry.ts";
 import { LayeredRun, matchedNames, policyAnswer } from "./layered-run.ts";
@@ -30,6 +31,8 @@ export interface RequestSubject {
   clientPort: number;
   /** The port the visitor reached. */
   serverPort: number;
+  /** The visitor's connection as the edge holds it, read only when a rule asks (`conn.server_ip`, `conn.tls.*`); absent where it is not known here. */
+  ends?: ConnectionEnds;
   /** When its connection opened (ms since the epoch). */
   openedAt: number;
   secure: boolean;
@@ -43,6 +46,58 @@ export interface RequestSubject {
   rawTarget?: string;
   /** The HTTP version, as ngrok writes it, when it is not the head's own: an HTTP/2 stream's `HTTP/2.0`. */
   version?: string;
+}
+
+/** A connection's end at the server: a socket, whose local address Bun looks up only when it is read. */
+export interface ServerEnd {
+  readonly localAddress?: string;
+  readonly localPort?: number;
+}
+
+/** What a TLS socket says of its handshake (Bun's Socket; a plain one answers null). */
+export interface TlsEnd {
+  getTLSVersion?(): string | null;
+  getCipher?(): { standardName?: string; name?: string } | null | undefined;
+  getServername?(): string | null | undefined;
+}
+
+/**
+ * A visitor's connection as a door holds it (edge/http-connection.ts): the
+ * socket it reads, and, when TLS was terminated behind the public port
+ * (sockets/tls-front.ts), the public socket the connection came in on,
+ * whose local end is the one the visitor reached.
+ */
+export interface ConnectionEnds {
+  readonly socket: ServerEnd & TlsEnd;
+  /** The visitor, and where it reached the public port when that is not `socket`'s local end (sockets/tls-visit.ts). */
+  readonly peer?: ServerEnd;
+}
+
+/** Where the visitor's connection came in: the public socket's end. */
+function publicEnd(ends: ConnectionEnds | undefined): ServerEnd | undefined {
+  return ends?.peer?.localPort !== undefined ? ends.peer : ends?.socket;
+}
+
+/** `conn.server_ip`: the address the visitor connected to, in canonical text (an IPv4-mapped one as IPv4), or undefined when not known. */
+export function serverIpOf(ends: ConnectionEnds | undefined): string | undefined {
+  const address = publicEnd(ends)?.localAddress;
+  return address ? canonicalAddress(address) : undefined;
+}
+
+/** `conn.server_port`: the port the visitor connected to (not the internal one TLS was terminated on). */
+export function serverPortOf(ends: ConnectionEnds): number {
+  return publicEnd(ends)?.localPort ?? 0;
+}
+
+/** `conn.tls.*`: the handshake the socket holds, or undefined for a plain one. */
+export function tlsOf(ends: ConnectionEnds | undefined): TlsFacts | undefined {
+  const socket = ends?.socket;
+  const version = socket?.getTLSVersion?.();
+  if (!socket || !version) return undefined;
+  const cipher = socket.getCipher?.();
+  // ngrok writes the version without its "TLSv" ("1.3"); OpenSSL's "TLSv1" is 1.0
+  const short = version.startsWith("TLSv") ? version.slice(4) : version;
+  return { version: short.includes(".") ? short : `${short}.0`, cipherSuite: cipher?.standardName ?? cipher?.name ?? "", sni: socket.getServername?.() ?? "" };
 }
 
 /** The facts of one request's run. */
@@ -79,6 +134,7 @@ class RequestRunFacts implements PolicyInput, ConnectionFacts, RequestFacts {
   private tunnelRead: TunnelFacts | undefined;
   private readonly secure: boolean;
   private readonly of: Tunnel;
+  private readonly ends: ConnectionEnds | undefined;
 
   constructor(t: Tunnel, s: RequestSubject, now: number) {
     const head = s.head;
@@ -98,6 +154,15 @@ class RequestRunFacts implements PolicyInput, ConnectionFacts, RequestFacts {
     this.receivedAt = now;
     this.head = head;
     this.text = s.text;
+    this.ends = s.ends;
+  }
+
+  get serverIp(): string | undefined {
+    return serverIpOf(this.ends);
+  }
+
+  get tls(): TlsFacts | undefined {
+    return this.secure ? tlsOf(this.ends) : undefined;
   }
 
   get endpoint(): EndpointFacts {
@@ -140,7 +205,7 @@ const tunnels = new WeakMap<Tunnel, TunnelFacts>();
 export function tunnelFacts(t: Tunnel): TunnelFacts {
   let f = tunnels.get(t);
   if (!f) {
-    f = { name: t.subdomain ?? t.hostname ?? (t.port !== undefined ? String(t.port) : ""), kind: t.protocol, user: t.username };
+    f = { id: t.id, name: t.subdomain ?? t.hostname ?? (t.port !== undefined ? String(t.port) : ""), kind: t.protocol, user: t.username };
     tunnels.set(t, f);
   }
   return f;

@@ -190,15 +190,15 @@ function quietRun(phase: Phase, layers: readonly Policy[], input: PolicyInput): 
 }
 
 /** A WebSocket's pipe on an HTTP/1.1 connection: what it was let through with (forward.ts), its request's subject but for the text. */
-export interface PipeFacts extends Pick<RequestSubject, "client" | "clientPort" | "serverPort" | "openedAt" | "secure" | "host" | "head"> {
+export interface PipeFacts extends Pick<RequestSubject, "client" | "clientPort" | "serverPort" | "ends" | "openedAt" | "secure" | "host" | "head"> {
   /** The head's text as it came (its fields read from it when a rule needs them): always given, undefined when there is none. */
   text: string | undefined;
 }
 
 /** A pipe's subject: its connection as the HTTP door judged it (http-door.ts), and its request. */
 export function pipeSubject(p: PipeFacts): PolicySubject {
-  const connect: ConnectionSubject = { client: p.client, clientPort: p.clientPort, serverPort: p.serverPort, host: p.host.replace(/:\d+$/, ""), protocol: p.secure ? "https" : "http", openedAt: p.openedAt };
+  const connect: ConnectionSubject = { client: p.client, clientPort: p.clientPort, serverPort: p.serverPort, ends: p.ends, host: p.host.replace(/:\d+$/, ""), protocol: p.secure ? "https" : "http", openedAt: p.openedAt };
   if (p.text === undefined) return { connect };
   const rawTarget = p.head.targetAsSent ? undefined : targetAsWritten(p.text, p.head.method);
-  return { connect, request: { client: p.client, clientPort: p.clientPort, serverPort: p.serverPort, openedAt: p.openedAt, secure: p.secure, host: p.host, head: p.head, text: p.text, rawTarget } };
+  return { connect, request: { client: p.client, clientPort: p.clientPort, serverPort: p.serverPort, ends: p.ends, openedAt: p.openedAt, secure: p.secure, host: p.host, head: p.head, text: p.text, rawTarget } };
 }

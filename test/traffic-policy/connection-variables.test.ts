@@ -1,0 +1,114 @@
+/**
+ * ngrok's `conn.server_ip`, `conn.tls.*`, `endpoint.id` and
+ * `endpoint.addr` through the real server, agent and service, read by
+ * curl: an add-headers action interpolates them into the request, and the
+ * service sees the address and port the visitor reached (over HTTPS the
+ * public port's, not the internal listener's TLS is terminated on), the
+ * TLS handshake's version, cipher suite and server name for an https
+ * visitor on HTTP/1.1 and on HTTP/2, nothing of TLS for a plain one, and
+ * the tunnel's id as the admin API lists it.
+ */
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { selfSignedCertificate } from "../harness/certs.ts";
+import { run } from "../harness/nghttp2.ts";
+import { withServer, type Rig } from "../harness/tunnel.ts";
+import { echo, withPolicy, type Echoed, type PolicyTunnel } from "./rig.ts";
+
+setDefaultTimeout(60_000);
+
+const POLICY = `
+on_http_request:
+  - actions:
+      - type: add-headers
+        config:
+          headers:
+            x-server-ip: "ip=\${conn.server_ip}"
+            x-server-port: "port=\${conn.server_port}"
+            x-tls-version: "version=\${conn.tls.version}"
+            x-tls-cipher: "cipher=\${conn.tls.cipher_suite}"
+            x-tls-sni: "sni=\${conn.tls.sni}"
+            x-endpoint-id: "id=\${endpoint.id}"
+            x-endpoint-addr: "addr=\${endpoint.addr}"
+`;
+
+const dir = mkdtempSync(join(tmpdir(), "burrow-conn-vars-"));
+const policyPath = join(dir, "policy.yml");
+let plain: PolicyTunnel;
+let secure: Rig;
+let upstream: ReturnType<typeof Bun.serve>;
+
+/** The id the admin API gives the one tunnel of the rig's agents. */
+async function tunnelId(rig: Rig): Promise<string> {
+  const agents = (await rig.api.get("/api/agents")).body as { tunnels: { id: string }[] }[];
+  const ids = agents.flatMap((a) => a.tunnels.map((t) => t.id));
+  expect(ids).toHaveLength(1);
+  return ids[0]!;
+}
+
+beforeAll(async () => {
+  writeFileSync(policyPath, POLICY);
+  plain = await withPolicy(POLICY, { args: ["--subdomain", "plainvars"] });
+  const cert = await selfSignedCertificate({ names: ["localhost", "*.localhost"], ips: ["127.0.0.1"] });
+  writeFileSync(join(dir, "cert.pem"), cert.certPem);
+  writeFileSync(join(dir, "key.pem"), cert.keyPem);
+  upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: echo });
+  secure = await withServer({ server: { args: ["--tls-cert", join(dir, "cert.pem"), "--tls-key", join(dir, "key.pem")] } });
+  await secure.startAgent({ kind: "http", target: upstream.port!, server: `https://localhost:${secure.server.edgePort}`, args: ["--subdomain", "tlsvars", "--insecure", "--policy-file", policyPath] });
+});
+
+afterAll(async () => {
+  await plain?.close();
+  await secure?.close();
+  upstream?.stop(true);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("over plain HTTP", () => {
+  test("the server's address and port, no TLS, the tunnel's id and address", async () => {
+    const r = await plain.curl("/vars");
+    expect(r.status).toBe(200);
+    const seen = (JSON.parse(r.body) as Echoed).headers;
+    const port = plain.server.edgePort;
+    expect(seen["x-server-ip"]).toBe("ip=127.0.0.1");
+    expect(seen["x-server-port"]).toBe(`port=${port}`);
+    expect(seen["x-tls-version"]).toBe("version=");
+    expect(seen["x-tls-cipher"]).toBe("cipher=");
+    expect(seen["x-tls-sni"]).toBe("sni=");
+    expect(seen["x-endpoint-id"]).toBe(`id=${await tunnelId(plain)}`);
+    expect(seen["x-endpoint-addr"]).toBe(`addr=plainvars.localhost:${port}`);
+  });
+});
+
+describe("over HTTPS", () => {
+  const host = () => `tlsvars.localhost:${secure.server.edgePort}`;
+  const curlTls = async (...args: string[]) => {
+    const r = await run(["curl", "-sSk", "--max-time", "20", "--resolve", `${host()}:127.0.0.1`, ...args, `https://${host()}/vars`]);
+    expect(r.code).toBe(0);
+    return (JSON.parse(r.stdout) as Echoed).headers;
+  };
+
+  for (const [name, args] of [
+    ["HTTP/1.1", ["--http1.1", "--tlsv1.3"]],
+    ["HTTP/2", ["--http2", "--tlsv1.3"]],
+  ] as const) {
+    test(`${name}: the public port (not the TLS listener's inside), the handshake curl made, the SNI it sent`, async () => {
+      const seen = await curlTls(...args);
+      expect(seen["x-server-ip"]).toBe("ip=127.0.0.1");
+      expect(seen["x-server-port"]).toBe(`port=${secure.server.edgePort}`);
+      expect(seen["x-tls-version"]).toBe("version=1.3");
+      expect(seen["x-tls-cipher"]).toMatch(/^cipher=TLS_(AES_128_GCM_SHA256|AES_256_GCM_SHA384|CHACHA20_POLY1305_SHA256)$/);
+      expect(seen["x-tls-sni"]).toBe("sni=tlsvars.localhost");
+      expect(seen["x-endpoint-id"]).toBe(`id=${await tunnelId(secure)}`);
+      expect(seen["x-endpoint-addr"]).toBe(`addr=${host()}`);
+    });
+  }
+
+  test("TLS 1.2 is told as 1.2, with its suite's IANA name", async () => {
+    const seen = await curlTls("--http1.1", "--tlsv1.2", "--tls-max", "1.2");
+    expect(seen["x-tls-version"]).toBe("version=1.2");
+    expect(seen["x-tls-cipher"]).toMatch(/^cipher=TLS_ECDHE_(ECDSA|RSA)_WITH_[A-Z0-9_]+$/);
+  });
+});
