@@ -30,6 +30,8 @@ export interface ConnectionVisit extends Visit, LiveVisit {
   readonly openedAt: number;
   /** The tunnel its port or hello named (step 1's answer, read when the connection came). */
   readonly named: Tunnel;
+  /** A tls tunnel's visitor: the name its hello asked for, as it wrote it. */
+  readonly serverName?: string;
   /** The address that holds a place in the budget, until the socket closes. */
   counted?: string;
   relay?: SocketRelay;
@@ -138,12 +140,12 @@ const WRONG_KIND = new Refusal("admission", "WRONG_KIND");
  * carried); undefined when the socket has no address (a visitor that reset
  * before open ran: no rule could admit it).
  */
-export function judgeConnection(door: ConnectionDoor, socket: Socket<any>, named: Tunnel, carried?: (v: ConnectionVisit) => void): ConnectionVisit | undefined {
+export function judgeConnection(door: ConnectionDoor, socket: Socket<any>, named: Tunnel, carried?: (v: ConnectionVisit) => void, serverName?: string): ConnectionVisit | undefined {
   if (typeof socket.remoteAddress !== "string") {
     socket.terminate();
     return undefined;
   }
-  const v: ConnectionVisit = { socket, door: door.name, openedAt: Date.now(), named, client: canonicalAddress(socket.remoteAddress), over: false, end: endConnection, judgedBy: judgedConnection, carried };
+  const v: ConnectionVisit = { socket, door: door.name, openedAt: Date.now(), named, serverName, client: canonicalAddress(socket.remoteAddress), over: false, end: endConnection, judgedBy: judgedConnection, carried };
   // each step answers at once for a raw connection, but a traffic policy's on_tcp_connect
   const judged = judge(door, v);
   if (judged) judged.catch((err) => {
@@ -164,7 +166,7 @@ export function heldEarly(v: ConnectionVisit, bytes: Uint8Array): void {
 /** What on_tcp_connect reads of a connection to `t`. */
 function connectionSubject(v: ConnectionVisit, t: Tunnel): ConnectionSubject {
   const { socket } = v;
-  return { client: v.client, clientPort: socket.remotePort ?? 0, serverPort: socket.localPort, ends: v, host: t.hostname ?? t.subdomain ?? socket.localAddress, protocol: v.door, openedAt: v.openedAt };
+  return { client: v.client, clientPort: socket.remotePort ?? 0, serverPort: socket.localPort, ends: v, host: t.hostname ?? t.subdomain ?? socket.localAddress, protocol: v.door, openedAt: v.openedAt, serverName: v.serverName };
 }
 
 /** What its tunnel's policies judge it by again when they change (ConnectionVisit.judgedBy). */

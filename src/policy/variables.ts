@@ -39,7 +39,7 @@ export const VARIABLES: Readonly<Record<string, VariableDoc>> = {
   "conn.server_port": { type: INT, phases: ALL, about: "the port the visitor connected to" },
   "conn.tls.version": { type: STRING, phases: ALL, about: "the TLS version the visitor's connection negotiated with the edge, as ngrok writes it: `1.3`, `1.2` (empty without TLS)" },
   "conn.tls.cipher_suite": { type: STRING, phases: ALL, about: "the cipher suite of that handshake, by its IANA name: `TLS_AES_128_GCM_SHA256` (empty without TLS)" },
-  "conn.tls.sni": { type: STRING, phases: ALL, about: "the server name the visitor's ClientHello asked for (empty without TLS)" },
+  "conn.tls.sni": { type: STRING, phases: ALL, about: "the server name the visitor's ClientHello asked for, a tls tunnel's too (empty without TLS)" },
   "conn.ts.start": { type: TIMESTAMP_TYPE, phases: ALL, about: "when the visitor's connection opened" },
   "endpoint.id": { type: STRING, phases: ALL, about: "the tunnel's id, the same for its whole life" },
   "endpoint.addr": { type: STRING, phases: ALL, about: "the tunnel's public address: `host:port`" },

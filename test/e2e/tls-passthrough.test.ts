@@ -193,6 +193,26 @@ describe("on --tls-port", () => {
     await allowed.output.waitFor(/connection from 127\.0\.0\.1:\d+/, 5_000);
   });
 
+  test("on_tcp_connect reads conn.tls.sni as the visitor's hello named it; the version and suite, never decrypted here, are empty", async () => {
+    const file = join(dir, "sni-policy.yml");
+    // one policy for two tunnels: svc's name is refused by it, other's passes; a version the edge knew would refuse both
+    writeFileSync(
+      file,
+      `on_tcp_connect:
+  - expressions: ["conn.tls.sni.startsWith('svc.') || conn.tls.version != '' || conn.tls.cipher_suite != ''"]
+    actions: [{ type: deny }]
+`,
+    );
+    await using _svc = await startAgent({ kind: "tls", target: tlsPort, server: server.edgeUrl, token, args: ["--subdomain", "svc", "--policy-file", file] });
+    await using _other = await startAgent({ kind: "tls", target: tlsPort, server: server.edgeUrl, token, args: ["--subdomain", "other", "--policy-file", file] });
+    const refused = await curl("svc.localhost", server.tlsPort!, serviceCa, ["--http1.1"]);
+    expect(refused.out).toBe("");
+    expect(refused.err).not.toBe("");
+    const passed = await curl("other.localhost", server.tlsPort!, serviceCa, ["--http1.1"]);
+    expect(passed.err).toBe("");
+    expect(passed.out).toBe("nginx over tls: other.localhost HTTP/1.1\n");
+  });
+
   test("its traffic is counted both ways, the ClientHello included", async () => {
     await using _agent = await startAgent({ kind: "tls", target: tlsPort, server: server.edgeUrl, token, args: ["--subdomain", "svc"] });
     expect((await curl("svc.localhost", server.tlsPort!, serviceCa, ["--http1.1"])).out).toStartWith("nginx over tls");

@@ -23,6 +23,8 @@ export interface ConnectionSubject {
   host: string;
   protocol: "http" | "https" | "tcp" | "tls";
   openedAt?: number;
+  /** A tls tunnel's visitor: the name its ClientHello asked for (the edge routes by it, and passes the handshake on undecrypted). */
+  serverName?: string;
 }
 
 export function connectFacts(t: Tunnel, s: ConnectionSubject): PolicyInput {
@@ -37,9 +39,10 @@ export function connectFacts(t: Tunnel, s: ConnectionSubject): PolicyInput {
       get serverIp() {
         return serverIpOf(s.ends);
       },
-      // only where the edge terminated the TLS (an https visitor): a tls tunnel's passes on undecrypted
+      // where the edge terminated the TLS (an https visitor); a tls tunnel's passes on undecrypted: only the name its hello asked for is known
       get tls() {
-        return s.protocol === "https" ? tlsOf(s.ends) : undefined;
+        if (s.protocol === "https") return tlsOf(s.ends);
+        return s.serverName !== undefined ? { version: "", cipherSuite: "", sni: s.serverName } : undefined;
       },
     },
     endpoint: { host: s.host, port: s.serverPort, protocol: s.protocol, url: `${s.protocol}://${s.host}${port}` },
