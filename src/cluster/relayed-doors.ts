@@ -224,7 +224,7 @@ export class RelayedTlsDoor implements Door<RelayedVisit> {
     if (!t.policy?.connect) return undefined;
     const clientPort = Number(v.meta.remote.slice(v.meta.remote.lastIndexOf(":") + 1)) || 0;
     const serverPort = Number(v.meta.local?.slice(v.meta.local.lastIndexOf(":") + 1)) || 443;
-    return judgeConnect(t.policy, connectFacts(t, { client: v.client, clientPort, serverPort, ends: relayedEnds(v.meta), host: t.hostname ?? t.subdomain ?? "", protocol: "tls" }));
+    return judgeConnect(t.policy, connectFacts(t, { client: v.client, clientPort, serverPort, ends: relayedEnds(v.meta), host: t.publicHost ?? t.hostname ?? t.subdomain ?? "", protocol: "tls" }));
   }
 
   refuse(v: RelayedVisit): void {

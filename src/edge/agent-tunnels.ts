@@ -182,7 +182,9 @@ export class AgentTunnels {
   publicAddress(t: Tunnel): string {
     if (t.privateName !== undefined) return `${t.username}/${t.privateName}`;
     // a tls tunnel is granted only where a port passes its name through (tunnelFor): it has an address
-    return kindAddress(this.side.edge, t.protocol, t.hostname ?? t.subdomain!, t.port!)!;
+    const address = kindAddress(this.side.edge, t.protocol, t.hostname ?? t.subdomain!, t.port!)!;
+    t.publicHost ??= hostOf(address);
+    return address;
   }
 
   /** One of its tunnels closed alone (an admin's change): the agent is told why (REVOKE) and the tunnel's streams end. */
@@ -197,5 +199,15 @@ export class AgentTunnels {
   endStreams(tunnelId: string, code: string): void {
     const { mux } = this.side;
     for (const s of [...mux.streams.values()]) if ((s.meta as OpenMeta | undefined)?.tunnel === tunnelId) s.reset(code.slice(0, 100));
+  }
+}
+
+/** The host a public address names (`example.com:41000`, a tcp tunnel's; `tls://app.example.com:443`), or undefined when it is none. */
+function hostOf(address: string): string | undefined {
+  try {
+    const host = new URL(address.includes("://") ? address : `tcp://${address}`).hostname;
+    return host === "" ? undefined : host.replace(/^\[(.*)\]$/, "$1");
+  } catch {
+    return undefined;
   }
 }

@@ -136,6 +136,12 @@ export class Tunnel {
   /** The usernames of `shares`, for READY and the lists. */
   shareNames?: string[];
   readonly connectors = new Set<PrivateConnection>();
+  /**
+   * The host its public address names (READY's url, agent-tunnels.ts): the
+   * server's domain for a tcp tunnel, its whole name for a tls one. What a
+   * connection's `endpoint.host` is; undefined until READY told it.
+   */
+  publicHost?: string;
 
   constructor(
     readonly protocol: TunnelProtocol,

@@ -166,7 +166,7 @@ export function heldEarly(v: ConnectionVisit, bytes: Uint8Array): void {
 /** What on_tcp_connect reads of a connection to `t`. */
 function connectionSubject(v: ConnectionVisit, t: Tunnel): ConnectionSubject {
   const { socket } = v;
-  return { client: v.client, clientPort: socket.remotePort ?? 0, serverPort: socket.localPort, ends: v, host: t.hostname ?? t.subdomain ?? socket.localAddress, protocol: v.door, openedAt: v.openedAt, serverName: v.serverName };
+  return { client: v.client, clientPort: socket.remotePort ?? 0, serverPort: socket.localPort, ends: v, host: t.publicHost ?? t.hostname ?? t.subdomain ?? socket.localAddress, protocol: v.door, openedAt: v.openedAt, serverName: v.serverName };
 }
 
 /** What its tunnel's policies judge it by again when they change (ConnectionVisit.judgedBy). */

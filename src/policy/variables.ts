@@ -43,7 +43,7 @@ export const VARIABLES: Readonly<Record<string, VariableDoc>> = {
   "conn.ts.start": { type: TIMESTAMP_TYPE, phases: ALL, about: "when the visitor's connection opened" },
   "endpoint.id": { type: STRING, phases: ALL, about: "the tunnel's id, the same for its whole life" },
   "endpoint.addr": { type: STRING, phases: ALL, about: "the tunnel's public address: `host:port`" },
-  "endpoint.host": { type: STRING, phases: ALL, about: "the tunnel's public host name (for tcp, the server's domain)" },
+  "endpoint.host": { type: STRING, phases: ALL, about: "the tunnel's public host name (for tcp, the server's domain; for tls, the tunnel's whole name)" },
   "endpoint.port": { type: INT, phases: ALL, about: "the tunnel's public port" },
   "endpoint.protocol": { type: STRING, phases: ALL, about: "`http`, `https`, `tcp` or `tls`" },
   "endpoint.url": { type: STRING, phases: ALL, about: "the tunnel's public URL" },

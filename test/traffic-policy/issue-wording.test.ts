@@ -325,9 +325,9 @@ function talk(port: number, text: string): Promise<string> {
 }
 
 describe("a tcp tunnel's variables in on_tcp_connect", () => {
-  test("tunnel.kind, endpoint.protocol, conn.client_ip and conn.client_port hold for a tcp visitor: a rule on them closes it; one on http's kind does not", async () => {
+  test("tunnel.kind, endpoint.protocol, endpoint.host (the server's domain), conn.client_ip and conn.client_port hold for a tcp visitor: a rule on them closes it; one on http's kind does not", async () => {
     using closing = policyFile(`on_tcp_connect:
-  - expressions: ["tunnel.kind == 'tcp'", "endpoint.protocol == 'tcp'", "conn.client_ip == '127.0.0.1'", "conn.client_port > 0", "inCidrRange(conn.client_ip, '127.0.0.0/8')"]
+  - expressions: ["tunnel.kind == 'tcp'", "endpoint.protocol == 'tcp'", "endpoint.host == 'localhost'", "endpoint.url.startsWith('tcp://localhost:')", "conn.client_ip == '127.0.0.1'", "conn.client_port > 0", "inCidrRange(conn.client_ip, '127.0.0.0/8')"]
     actions: [{ type: deny }]
 `);
     await using t = await withTunnel({ kind: "tcp", upstream: { echo: true }, args: ["--policy-file", closing.path] });
