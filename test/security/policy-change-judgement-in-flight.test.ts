@@ -129,39 +129,32 @@ async function judgedAcrossAChange(protocol: "tls" | "http", meta: Record<string
   return { down, node, t };
 }
 
+/** The same relayed visit judged across a deny (reset, nothing left live) and across a rule that lets it on (it stays, live). */
+async function resetThenKept(protocol: "tls" | "http", meta: Record<string, unknown>): Promise<void> {
+  const refused = await judgedAcrossAChange(protocol, meta, load(DENY));
+  try {
+    expect(await resetWithin(refused.down)).toBe(true);
+    expect(refused.t.liveVisits?.size ?? 0).toBe(0);
+  } finally {
+    refused.node.close();
+  }
+  const kept = await judgedAcrossAChange(protocol, meta, load(LET_ON));
+  try {
+    expect(await resetWithin(kept.down, 500)).toBe(false);
+    expect(kept.t.liveVisits?.size).toBe(1);
+  } finally {
+    kept.node.close();
+  }
+}
+
 describe("a relayed visit judged while the operator's layers change is judged again by those of now when it stays", () => {
   test("relayed-tls: a tls connection whose on_tcp_connect waited across a deny is reset; across a rule that lets it on, it stays", async () => {
-    const refused = await judgedAcrossAChange("tls", { kind: "tls" }, load(DENY));
-    try {
-      expect(await resetWithin(refused.down)).toBe(true);
-      expect(refused.t.liveVisits?.size ?? 0).toBe(0);
-    } finally {
-      refused.node.close();
-    }
-    const kept = await judgedAcrossAChange("tls", { kind: "tls" }, load(LET_ON));
-    try {
-      expect(await resetWithin(kept.down, 500)).toBe(false);
-      expect(kept.t.liveVisits?.size).toBe(1);
-    } finally {
-      kept.node.close();
-    }
+    await resetThenKept("tls", { kind: "tls" });
   }, 60_000);
 
   test("relayed-http with only on_tcp_connect rules: an upgrade whose connection's judgement waited across a deny is reset; across a rule that lets it on, it stays", async () => {
     const head = "GET /ws HTTP/1.1\r\nHost: held.localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
-    const refused = await judgedAcrossAChange("http", { kind: "h1", head }, load(DENY));
-    try {
-      expect(await resetWithin(refused.down)).toBe(true);
-    } finally {
-      refused.node.close();
-    }
-    const kept = await judgedAcrossAChange("http", { kind: "h1", head }, load(LET_ON));
-    try {
-      expect(await resetWithin(kept.down, 500)).toBe(false);
-      expect(kept.t.liveVisits?.size).toBe(1);
-    } finally {
-      kept.node.close();
-    }
+    await resetThenKept("http", { kind: "h1", head });
   }, 60_000);
 });
 
