@@ -179,8 +179,8 @@ function policyFields(run: LayeredRun, dropped: ReadonlySet<string>): string | u
   return text;
 }
 
-/** policyFields' last answer, and what it was made of (fields with no edge's own among them). */
-let lastFields: { added: HeaderPairs; dropped: ReadonlySet<string>; matched: string | undefined; text: string } = { added: [], dropped: new Set(), matched: undefined, text: "" };
+/** policyFields' last answer, and what it was made of (fields with no edge's own among them); `bytes`: its text encoded, once a head asked (addedBytes). */
+let lastFields: { added: HeaderPairs; dropped: ReadonlySet<string>; matched: string | undefined; text: string; bytes?: Uint8Array } = { added: [], dropped: new Set(), matched: undefined, text: "" };
 
 /**
  * The head as bytes for a kept stream's DATA: when it passes as sent and
@@ -202,12 +202,9 @@ function requestHeadBytes(conn: HttpConnection, head: RequestHead, tunnel: Tunne
   return out;
 }
 
-/** The bytes of the last fields a policy added (policyFields gives the same text request after request): encoded once, not per request. */
-let lastAdded = { text: "", bytes: new Uint8Array(0) as Uint8Array };
-
+/** The fields a policy added, as bytes: policyFields' last text (the same request after request) encoded once, not per request. */
 function addedBytes(text: string): Uint8Array {
-  if (text !== lastAdded.text) lastAdded = { text, bytes: Buffer.from(text, "latin1") };
-  return lastAdded.bytes;
+  return text === lastFields.text ? (lastFields.bytes ??= Buffer.from(text, "latin1")) : Buffer.from(text, "latin1");
 }
 
 /**
