@@ -20,6 +20,7 @@ import { kindsThrough } from "./kinds/doors.ts";
 import { badGatewayPage, tlsTunnelPage, unknownTunnelPage } from "./pages.ts";
 import type { Registry, Tunnel } from "./registry.ts";
 import { connectFacts, judgeConnect } from "./traffic-policy/connect.ts";
+import { wallClockAt } from "./wall-clock.ts";
 import { judgeRequest, requestFacts, serverPortOf, type PolicyPass } from "./traffic-policy/http-request.ts";
 import type { LayeredRun } from "./traffic-policy/layered-run.ts";
 import { bodyRefusal, readConnectionBody, type BodyReading, type ReadBody } from "./traffic-policy/request-body.ts";
@@ -202,10 +203,11 @@ export class HttpDoor implements Door<HttpVisit> {
       secure,
       host: v.hostHeader,
       head,
-      // a head whose every field was read needs no text: it is not made
-      text: head.whole ? undefined : v.text,
+      // a head whose every field was read needs no text; another's is made only when a rule reads a field beyond those read
+      text: head.whole ? undefined : v,
       rawTarget: head.targetAsSent ? undefined : targetAsWritten(v.text, head.method),
       version: this.name === "h2" ? "HTTP/2.0" : undefined,
+      receivedAt: wallClockAt(v.startedAt),
     });
     // an action that reads the body (verify-webhook): the body is read when the run comes to it
     const reading = policy.body;
@@ -218,6 +220,8 @@ export class HttpDoor implements Door<HttpVisit> {
   private policiesJudged(v: HttpVisit, t: Tunnel, judged: PolicyPass | Refusal): undefined | Refusal {
     if (judged instanceof Refusal) return judged;
     v.policy = judged.run;
+    // a response's run (not one known at load) may read the request's fields after this turn, when the head's bytes are gone
+    if (t.policy?.response && t.policy.responseFields === undefined) v.keepText();
     return this.warning(v, t);
   }
 

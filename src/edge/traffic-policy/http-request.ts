@@ -40,12 +40,20 @@ export interface RequestSubject {
   host: string;
   /** The head, with every field read (http/request-head.ts everyField), or with some and its `text`. */
   head: RequestHead;
-  /** The head's text, when `head` may hold only some of its fields: the rest are read from it when a rule first needs them. */
-  text?: string;
+  /**
+   * The head's text, when `head` may hold only some of its fields: the rest
+   * are read from it when a rule first needs them. Or where it is read
+   * from (the visit, whose text is decoded from the head's bytes only when
+   * asked): most runs read no field beyond the head's own, and a request
+   * then costs no text.
+   */
+  text?: string | { readonly text: string };
   /** The target as the visitor wrote it, when it differs from the head's normal one. */
   rawTarget?: string;
   /** The HTTP version, as ngrok writes it, when it is not the head's own: an HTTP/2 stream's `HTTP/2.0`. */
   version?: string;
+  /** When the head came, in ms since the epoch, when the door knows it (wall-clock.ts): the run's clock, not a read of its own. */
+  receivedAt?: number;
 }
 
 /** A connection's end at the server: a socket, whose local address Bun looks up only when it is read. */
@@ -102,7 +110,7 @@ export function tlsOf(ends: ConnectionEnds | undefined): TlsFacts | undefined {
 
 /** The facts of one request's run. */
 export function requestFacts(t: Tunnel, s: RequestSubject): PolicyInput {
-  return new RequestRunFacts(t, s, Date.now());
+  return new RequestRunFacts(t, s, s.receivedAt ?? Date.now());
 }
 
 /**
@@ -128,7 +136,7 @@ class RequestRunFacts implements PolicyInput, ConnectionFacts, RequestFacts {
   readonly version: string;
   readonly receivedAt: number;
   private readonly head: RequestHead;
-  private readonly text: string | undefined;
+  private readonly text: string | { readonly text: string } | undefined;
   /** The endpoint's and the tunnel's facts, looked up when a rule first reads them (most read neither). */
   private endpointRead: EndpointFacts | undefined;
   private tunnelRead: TunnelFacts | undefined;
@@ -174,7 +182,8 @@ class RequestRunFacts implements PolicyInput, ConnectionFacts, RequestFacts {
   }
 
   get headers(): HeaderPairs {
-    const head = this.text === undefined ? this.head : everyField(this.head, this.text);
+    const text = this.text;
+    const head = text === undefined ? this.head : everyField(this.head, typeof text === "string" ? text : text.text);
     // the identity field is the edge's to say (an openid-connect action's): one a visitor sent is not read, nor sent on
     return head.names.includes(USER_EMAIL_HEADER) ? head.fields.filter(([n]) => n.toLowerCase() !== USER_EMAIL_HEADER) : head.fields;
   }
