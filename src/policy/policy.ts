@@ -121,12 +121,14 @@ export class Policy {
  * its state, and what its actions are given (it is their ActionContext):
  * one object a run.
  */
-class PhaseRun extends Bindings implements ActionContext {
+class PhaseRun extends Bindings implements ActionContext, Outcome {
   readonly services: PolicyServices;
-  private matched: RuleTrace[] = NONE;
-  private problems: RunProblem[] = NONE;
-  private logs: Record<string, LogValue>[] = NONE;
-  private compression: Coding | undefined;
+  matched: RuleTrace[] = NONE;
+  problems: RunProblem[] = NONE;
+  logs: Record<string, LogValue>[] = NONE;
+  compression: Coding | undefined;
+  /** Once the run is done (a brief run is its own Outcome: done()). */
+  verdict: Verdict = CONTINUE;
   /** RunState.brief: the trace keeps no action's entry. */
   private readonly brief: boolean;
   /** The rule whose actions are running, for the problems they tell. */
@@ -142,6 +144,11 @@ class PhaseRun extends Bindings implements ActionContext {
     super(input, policy.caps.costLimit, state.request, state.response, state.identity);
     this.services = policy.services;
     this.brief = state.brief === true;
+  }
+
+  /** Outcome's: the policy's source. */
+  get source(): string {
+    return this.policy.source;
   }
 
   /** Whether the actions' notes are kept (ActionContext.traced): not in a brief run. */
@@ -291,6 +298,11 @@ class PhaseRun extends Bindings implements ActionContext {
   }
 
   private done(verdict: Verdict): Outcome {
+    // a brief run (the edge's, a request after request) is its own outcome: one object less a run
+    if (this.brief) {
+      this.verdict = verdict;
+      return this;
+    }
     const { state } = this;
     return {
       phase: this.phase,
