@@ -28,7 +28,7 @@ import { kindsThrough } from "../edge/kinds/doors.ts";
 import { connectorStanding, openPrivateStream, privateKindFits, type PrivateVisit } from "../edge/private-streams.ts";
 import type { Registry, Tunnel } from "../edge/registry.ts";
 import { warningFor } from "../edge/warning.ts";
-import { connectFacts, judgeConnect } from "../edge/traffic-policy/connect.ts";
+import { connectFacts, judgeConnect, type ConnectionSubject } from "../edge/traffic-policy/connect.ts";
 import { judgeRequest, requestFacts, type ConnectionEnds } from "../edge/traffic-policy/http-request.ts";
 import { POLICY_RULES_FIELD, type LayeredRun } from "../edge/traffic-policy/layered-run.ts";
 import { breakersEnded } from "../edge/traffic-policy/breaker-outcomes.ts";
@@ -222,9 +222,7 @@ export class RelayedTlsDoor implements Door<RelayedVisit> {
   /** The tunnel's on_tcp_connect, here where its rules live (the visitor's connection is on the other node). */
   request(v: RelayedVisit, t: Tunnel): undefined | Refusal | Promise<undefined | Refusal> {
     if (!t.policy?.connect) return undefined;
-    const clientPort = Number(v.meta.remote.slice(v.meta.remote.lastIndexOf(":") + 1)) || 0;
-    const serverPort = Number(v.meta.local?.slice(v.meta.local.lastIndexOf(":") + 1)) || 443;
-    return judgeConnect(t.policy, connectFacts(t, { client: v.client, clientPort, serverPort, ends: relayedEnds(v.meta), host: t.publicHost ?? t.hostname ?? t.subdomain ?? "", protocol: "tls" }));
+    return judgeConnect(t.policy, connectFacts(t, relayedTlsSubject(t, v.meta, v.client)));
   }
 
   refuse(v: RelayedVisit): void {
@@ -306,6 +304,21 @@ async function answerRelayed(down: Stream, res: Response, head: boolean): Promis
 }
 
 /** The visitor's connection's local end on its node (`address:port`, as the tcp door sends it): `conn.server_ip` of a relayed tls connection. */
+/**
+ * A tls connection relayed from the visitor's node as its tunnel's
+ * on_tcp_connect judges it here, when it comes and again when the
+ * policies change while it is open (relayed-subject.ts): the addresses
+ * the visitor's node saw, the tunnel's public name, and the name the
+ * visitor's hello asked for (RelayedMeta.sni; a DNS name is at most 253
+ * characters).
+ */
+export function relayedTlsSubject(t: Tunnel, meta: RelayedMeta, client: string, openedAt?: number): ConnectionSubject {
+  const clientPort = Number(meta.remote.slice(meta.remote.lastIndexOf(":") + 1)) || 0;
+  const serverPort = Number(meta.local?.slice(meta.local.lastIndexOf(":") + 1)) || 443;
+  const sni = typeof meta.sni === "string" && meta.sni.length <= 255 ? meta.sni : undefined;
+  return { client, clientPort, serverPort, ends: relayedEnds(meta), host: t.publicHost ?? t.hostname ?? t.subdomain ?? "", protocol: "tls", serverName: sni, ...(openedAt !== undefined ? { openedAt } : {}) };
+}
+
 export function relayedEnds(meta: RelayedMeta): ConnectionEnds | undefined {
   const colon = meta.local?.lastIndexOf(":") ?? -1;
   return colon > 0 ? { socket: { localAddress: meta.local!.slice(0, colon) } } : undefined;

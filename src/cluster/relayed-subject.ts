@@ -11,7 +11,7 @@ import { isRefusal as isHeadRefusal, parseRequestHead } from "../http/request-he
 import type { RelayedMeta } from "../protocol/messages.ts";
 import type { Tunnel } from "../edge/registry.ts";
 import type { PolicySubject } from "../edge/traffic-policy/live-rejudge.ts";
-import { headField, relayedClient, relayedEnds } from "./relayed-doors.ts";
+import { headField, relayedClient, relayedTlsSubject } from "./relayed-doors.ts";
 
 /** `head`: the request's head as it was judged (a tls connection's: none); what it is judged by is made only when asked. */
 export function relayedJudgedBy(t: Tunnel, meta: RelayedMeta, head: string | undefined): () => PolicySubject | undefined {
@@ -21,11 +21,9 @@ export function relayedJudgedBy(t: Tunnel, meta: RelayedMeta, head: string | und
 
 function relayedSubject(t: Tunnel, meta: RelayedMeta, text: string | undefined, openedAt: number): PolicySubject | undefined {
   const client = relayedClient(meta);
+  // a tls connection: judged again by what its door judged it by
+  if (text === undefined) return { connect: relayedTlsSubject(t, meta, client, openedAt) };
   const clientPort = Number(meta.remote.slice(meta.remote.lastIndexOf(":") + 1)) || 0;
-  if (text === undefined) {
-    const serverPort = Number(meta.local?.slice(meta.local.lastIndexOf(":") + 1)) || 443;
-    return { connect: { client, clientPort, serverPort, ends: relayedEnds(meta), host: t.hostname ?? t.subdomain ?? "", protocol: "tls", openedAt } };
-  }
   const head = parseRequestHead(text.slice(0, -4));
   // it parsed when it was let through; a head that does not is not one this node judged
   if (isHeadRefusal(head)) return undefined;

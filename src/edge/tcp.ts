@@ -12,6 +12,7 @@ import type { Socket, SocketHandler } from "bun";
 import { canonicalAddress } from "../http/addresses.ts";
 import { limitedLog } from "../log.ts";
 import { KINDS, type TunnelKind } from "../protocol/kinds.ts";
+import type { OpenMeta, RelayedMeta } from "../protocol/messages.ts";
 import { SocketRelay } from "../sockets/socket-stream.ts";
 import type { SocketBudget } from "../sockets/socket-budget.ts";
 import { stays, type LiveVisit } from "./judgement/live-visits.ts";
@@ -102,12 +103,15 @@ export class ConnectionDoor implements Door<ConnectionVisit> {
     }
     v.counted = client;
     v.tunnel = t;
-    const stream = t.agent?.openStream({
+    const meta: OpenMeta = {
       tunnel: t.id,
       kind: KINDS[t.protocol].stream,
       remote: `${socket.remoteAddress}:${socket.remotePort ?? 0}`,
       local: `${socket.localAddress}:${socket.localPort}`,
-    });
+    };
+    // another node's tunnel: the name the visitor's TLS asked for goes with it, for the rules that node runs
+    if (t.relayed && v.serverName !== undefined) (meta as RelayedMeta).sni = v.serverName;
+    const stream = t.agent?.openStream(meta);
     if (!stream) {
       socket.end(); // no agent (reconnecting) or it cannot take another stream
       return;

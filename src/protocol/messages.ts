@@ -389,6 +389,13 @@ export type RelayedMeta = OpenMeta & {
    * for each stream.
    */
   connector?: { id: number; username: string; token?: number };
+  /**
+   * A tls connection: the name its ClientHello asked for, which the
+   * visitor's node routed it by; the agent's node gives it to the tunnel's
+   * on_tcp_connect as `conn.tls.sni`, as it would for a visitor of its own.
+   * Absent from nodes of the version before.
+   */
+  sni?: string;
 };
 
 // -- per-request fast paths ---------------------------------------------------------------------
