@@ -65,6 +65,7 @@ export const VARIABLES: Readonly<Record<string, VariableDoc>> = {
   "req.url.query": { type: STRING, phases: HTTP, about: "the query string, without the `?`" },
   "req.url.uri": { type: STRING, phases: HTTP, about: "path and query" },
   "req.url.raw": { type: STRING, phases: HTTP, about: "the URL with the path as sent" },
+  "req.url.user_password": { type: STRING, phases: HTTP, about: "the URL's `user:password` part: always empty, as the edge refuses a request whose target carries one" },
   "req.url.query_params": { type: MULTI_MAP, phases: HTTP, about: "the query parameters: name to its values" },
   "req.query_params": { type: MULTI_MAP, phases: HTTP, about: "the same as `req.url.query_params`" },
   "req.headers": { type: MULTI_MAP, phases: HTTP, about: "the request's headers: lower-case name to its values (looked up in any case)" },
