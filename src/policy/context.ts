@@ -78,6 +78,8 @@ const GETTERS: Record<string, Getter> = {
   "conn.tls.version": (b) => b.input.conn.tls?.version ?? "",
   "conn.tls.cipher_suite": (b) => b.input.conn.tls?.cipherSuite ?? "",
   "conn.tls.sni": (b) => b.input.conn.tls?.sni ?? "",
+  "conn.tls.negotiated_alpn": (b) => b.input.conn.tls?.negotiatedAlpn ?? "",
+  "conn.tls.session_resumed": (b) => b.input.conn.tls?.sessionResumed ?? false,
   "conn.ts.start": (b) => timestampFromMs(b.input.conn.openedAt),
   "endpoint.id": (b) => b.input.tunnel.id ?? "",
   "endpoint.addr": (b) => hostPort(b.input.endpoint.host, b.input.endpoint.port),
@@ -101,6 +103,9 @@ const GETTERS: Record<string, Getter> = {
   "req.url.query": (b) => b.req().query,
   "req.url.uri": (b) => b.req().target,
   "req.url.raw": (b) => `${b.req().scheme}://${b.req().host}${b.req().rawTarget}`,
+  // userinfo in an http(s) target is an error (RFC 9110 §4.2.4): the edge answers 400 to an absolute-form target or
+  // an HTTP/2 :authority that carries one, so no request a policy sees has any
+  "req.url.user_password": () => "",
   "req.url.query_params": (b) => b.query(),
   "req.query_params": (b) => b.query(),
   "req.headers": (b) => b.headers("req"),

@@ -25,6 +25,10 @@ export interface TlsFacts {
   cipherSuite: string;
   /** The server name the ClientHello asked for; empty when it named none. */
   sni: string;
+  /** The protocol ALPN agreed on ("h2", "http/1.1"); empty when the visitor offered none the edge speaks. */
+  negotiatedAlpn: string;
+  /** The visitor resumed an earlier session (a TLS session ticket) rather than making a full handshake. */
+  sessionResumed: boolean;
 }
 
 export interface EndpointFacts {

@@ -15,7 +15,7 @@ import { TimestampSchema } from "@bufbuild/protobuf/wkt";
 export const PHASES = ["on_tcp_connect", "on_http_request", "on_http_response"] as const;
 export type Phase = (typeof PHASES)[number];
 
-const { STRING, INT, DYN } = CelScalar;
+const { STRING, INT, BOOL, DYN } = CelScalar;
 export const TIMESTAMP_TYPE = objectType(TimestampSchema);
 const STRINGS = listType(STRING);
 const MULTI_MAP = mapType(STRING, STRINGS);
@@ -40,6 +40,8 @@ export const VARIABLES: Readonly<Record<string, VariableDoc>> = {
   "conn.tls.version": { type: STRING, phases: ALL, about: "the TLS version the visitor's connection negotiated with the edge, as ngrok writes it: `1.3`, `1.2` (empty without TLS)" },
   "conn.tls.cipher_suite": { type: STRING, phases: ALL, about: "the cipher suite of that handshake, by its IANA name: `TLS_AES_128_GCM_SHA256` (empty without TLS)" },
   "conn.tls.sni": { type: STRING, phases: ALL, about: "the server name the visitor's ClientHello asked for, a tls tunnel's too (empty without TLS)" },
+  "conn.tls.negotiated_alpn": { type: STRING, phases: ALL, about: "the protocol ALPN agreed on in that handshake: `h2`, `http/1.1` (empty without TLS, or when the visitor offered none)" },
+  "conn.tls.session_resumed": { type: BOOL, phases: ALL, about: "whether that handshake resumed an earlier session (false without TLS)" },
   "conn.ts.start": { type: TIMESTAMP_TYPE, phases: ALL, about: "when the visitor's connection opened" },
   "endpoint.id": { type: STRING, phases: ALL, about: "the tunnel's id, the same for its whole life" },
   "endpoint.addr": { type: STRING, phases: ALL, about: "the tunnel's public address: `host:port`" },
@@ -63,6 +65,7 @@ export const VARIABLES: Readonly<Record<string, VariableDoc>> = {
   "req.url.query": { type: STRING, phases: HTTP, about: "the query string, without the `?`" },
   "req.url.uri": { type: STRING, phases: HTTP, about: "path and query" },
   "req.url.raw": { type: STRING, phases: HTTP, about: "the URL with the path as sent" },
+  "req.url.user_password": { type: STRING, phases: HTTP, about: "the URL's `user:password` part: always empty, as the edge refuses a request whose target carries one" },
   "req.url.query_params": { type: MULTI_MAP, phases: HTTP, about: "the query parameters: name to its values" },
   "req.query_params": { type: MULTI_MAP, phases: HTTP, about: "the same as `req.url.query_params`" },
   "req.headers": { type: MULTI_MAP, phases: HTTP, about: "the request's headers: lower-case name to its values (looked up in any case)" },

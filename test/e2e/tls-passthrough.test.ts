@@ -193,13 +193,13 @@ describe("on --tls-port", () => {
     await allowed.output.waitFor(/connection from 127\.0\.0\.1:\d+/, 5_000);
   });
 
-  test("on_tcp_connect reads conn.tls.sni as the visitor's hello named it and endpoint.host as the tunnel's whole name; the version and suite, never decrypted here, are empty", async () => {
+  test("on_tcp_connect reads conn.tls.sni as the visitor's hello named it and endpoint.host as the tunnel's whole name; the version, suite and ALPN, never decrypted here, are empty, and no session resumed", async () => {
     const file = join(dir, "sni-policy.yml");
     // one policy for two tunnels: svc's name is refused by it, other's passes; a version the edge knew would refuse both
     writeFileSync(
       file,
       `on_tcp_connect:
-  - expressions: ["(conn.tls.sni.startsWith('svc.') && endpoint.host == 'svc.localhost') || conn.tls.version != '' || conn.tls.cipher_suite != ''"]
+  - expressions: ["(conn.tls.sni.startsWith('svc.') && endpoint.host == 'svc.localhost') || conn.tls.version != '' || conn.tls.cipher_suite != '' || conn.tls.negotiated_alpn != '' || conn.tls.session_resumed"]
     actions: [{ type: deny }]
 `,
     );

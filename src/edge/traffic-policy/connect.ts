@@ -42,7 +42,7 @@ export function connectFacts(t: Tunnel, s: ConnectionSubject): PolicyInput {
       // where the edge terminated the TLS (an https visitor); a tls tunnel's passes on undecrypted: only the name its hello asked for is known
       get tls() {
         if (s.protocol === "https") return tlsOf(s.ends);
-        return s.serverName !== undefined ? { version: "", cipherSuite: "", sni: s.serverName } : undefined;
+        return s.serverName !== undefined ? { version: "", cipherSuite: "", sni: s.serverName, negotiatedAlpn: "", sessionResumed: false } : undefined;
       },
     },
     endpoint: { host: s.host, port: s.serverPort, protocol: s.protocol, url: `${s.protocol}://${s.host}${port}` },

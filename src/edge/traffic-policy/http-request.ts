@@ -67,6 +67,9 @@ export interface TlsEnd {
   getTLSVersion?(): string | null;
   getCipher?(): { standardName?: string; name?: string } | null | undefined;
   getServername?(): string | null | undefined;
+  /** The protocol ALPN chose: null before the handshake, false when none was. */
+  readonly alpnProtocol?: string | false | null;
+  isSessionReused?(): boolean;
 }
 
 /**
@@ -105,7 +108,13 @@ export function tlsOf(ends: ConnectionEnds | undefined): TlsFacts | undefined {
   const cipher = socket.getCipher?.();
   // ngrok writes the version without its "TLSv" ("1.3"); OpenSSL's "TLSv1" is 1.0
   const short = version.startsWith("TLSv") ? version.slice(4) : version;
-  return { version: short.includes(".") ? short : `${short}.0`, cipherSuite: cipher?.standardName ?? cipher?.name ?? "", sni: socket.getServername?.() ?? "" };
+  return {
+    version: short.includes(".") ? short : `${short}.0`,
+    cipherSuite: cipher?.standardName ?? cipher?.name ?? "",
+    sni: socket.getServername?.() ?? "",
+    negotiatedAlpn: socket.alpnProtocol || "",
+    sessionResumed: socket.isSessionReused?.() ?? false,
+  };
 }
 
 /** The facts of one request's run. */
