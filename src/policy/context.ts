@@ -5,7 +5,7 @@
  * and what the functions reach (getReqHeader and the like).
  */
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import type { Budget, EvaluationScope } from "./cel/evaluation.ts";
+import type { Budget, EvaluationScope, RunCaps } from "./cel/evaluation.ts";
 import type { HeaderPairs, PolicyInput } from "./facts.ts";
 import { HeaderMap, type WorkingRequest, type WorkingResponse } from "./message.ts";
 import { responseCookiesValue } from "./set-cookie.ts";
@@ -182,13 +182,14 @@ export class Bindings implements EvaluationScope {
 
   constructor(
     readonly input: PolicyInput,
-    costLimit: number,
+    /** The caps of the policy that runs: its cost limit, and what the functions hold to (cel/evaluation.ts caps). */
+    readonly caps: RunCaps & { readonly costLimit: number },
     readonly request: WorkingRequest | undefined,
     readonly response: WorkingResponse | undefined,
     /** Who an earlier layer let in (default: the input's). */
     identity: string | undefined = input.identity,
   ) {
-    this.remaining = costLimit;
+    this.remaining = caps.costLimit;
     this.now = input.now ?? Date.now();
     this.outer = identity;
     this.who = identity;

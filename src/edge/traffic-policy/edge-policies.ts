@@ -35,7 +35,7 @@ export interface OperatorPolicy {
 }
 
 export interface EdgePolicyOptions {
-  /** The caps a policy is loaded under (--policy-max-bytes, --policy-max-rules, --policy-cost-limit). */
+  /** The caps a policy is loaded under (the server's --policy-max-* flags and the like: config/server.ts); its run holds to them too. */
   limits?: Partial<PolicyLimits>;
   /** Rate-limit buckets kept in this process (--policy-rate-limit-buckets). */
   rateLimitBuckets?: number;
