@@ -61,6 +61,8 @@ export const SERVER_DOC: CommandDoc = {
         "policy-value-max-bytes",
         "policy-max-entries",
         "policy-json-max-depth",
+        "policy-pattern-max-length",
+        "policy-pattern-max-steps",
         "policy-rate-limit-buckets",
         "policy-rate-limit-sync",
         "policy-compile-budget",

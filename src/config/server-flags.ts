@@ -619,6 +619,22 @@ export const SERVER_FLAGS = {
     help: "how deeply a JSON value json.decode reads or json.encode writes may nest",
     details: "1 to 512; counted before the text is parsed. Past it the expression fails and its rule does not match.",
   },
+  "policy-pattern-max-length": {
+    type: "string",
+    env: true,
+    arg: "N",
+    default: "1024",
+    help: "characters of a redirect's or url-rewrite's from pattern",
+    details: "16 to 65536; a longer constant one is refused at load (ACTION_CONFIG), an interpolated one fails its action.",
+  },
+  "policy-pattern-max-steps": {
+    type: "string",
+    env: true,
+    arg: "N",
+    default: "1000000",
+    help: "steps one redirect's or url-rewrite's match and replace may take on a URL (about a few tens of ms a million)",
+    details: "1000 to 10000000. The patterns run in linear time, but a replace of every match may not: past it the action fails (redirect: no redirect; url-rewrite: 400).",
+  },
   "policy-compile-budget": {
     type: "string",
     env: true,

@@ -5,8 +5,9 @@
  * and what the functions reach (getReqHeader and the like).
  */
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import type { Budget, EvaluationScope, RunCaps } from "./cel/evaluation.ts";
+import type { Budget, EvaluationScope } from "./cel/evaluation.ts";
 import type { HeaderPairs, PolicyInput } from "./facts.ts";
+import type { PolicyLimits } from "./limits.ts";
 import { HeaderMap, type WorkingRequest, type WorkingResponse } from "./message.ts";
 import { responseCookiesValue } from "./set-cookie.ts";
 import { VARIABLES } from "./variables.ts";
@@ -182,8 +183,8 @@ export class Bindings implements EvaluationScope {
 
   constructor(
     readonly input: PolicyInput,
-    /** The caps of the policy that runs: its cost limit, and what the functions hold to (cel/evaluation.ts caps). */
-    readonly caps: RunCaps & { readonly costLimit: number },
+    /** The caps of the policy that runs: its cost limit, what the functions (cel/evaluation.ts caps) and the actions hold to. */
+    readonly caps: PolicyLimits,
     readonly request: WorkingRequest | undefined,
     readonly response: WorkingResponse | undefined,
     /** Who an earlier layer let in (default: the input's). */

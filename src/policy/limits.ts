@@ -51,6 +51,10 @@ export interface PolicyLimits {
   maxMadeEntries: number;
   /** How deeply a JSON value decoded by `json.decode` or `decodeJson` (or one encoded) may nest its lists and maps. */
   maxJsonDepth: number;
+  /** Characters of a redirect's or url-rewrite's `from` pattern (at load when constant, at run time when interpolated). */
+  maxPatternLength: number;
+  /** Steps one redirect's or url-rewrite's match and replace may take on a URL (regex.ts: the patterns run in linear time, a replace-all may not). */
+  maxPatternSteps: number;
 }
 
 export const DEFAULT_POLICY_LIMITS: Readonly<PolicyLimits> = {
@@ -68,6 +72,8 @@ export const DEFAULT_POLICY_LIMITS: Readonly<PolicyLimits> = {
   maxValueBytes: 1024 * 1024,
   maxMadeEntries: 100_000,
   maxJsonDepth: 32,
+  maxPatternLength: 1024,
+  maxPatternSteps: 1_000_000,
 };
 
 /**

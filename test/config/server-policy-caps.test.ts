@@ -32,6 +32,8 @@ const FLAGS: [string, keyof PolicyLimits, number, number, number][] = [
   ["--policy-value-max-bytes", "maxValueBytes", 4096, 1024, 67_108_864],
   ["--policy-max-entries", "maxMadeEntries", 1000, 100, 10_000_000],
   ["--policy-json-max-depth", "maxJsonDepth", 4, 1, 512],
+  ["--policy-pattern-max-length", "maxPatternLength", 2048, 16, 65_536],
+  ["--policy-pattern-max-steps", "maxPatternSteps", 5000, 1000, 10_000_000],
 ];
 
 test("by default a policy is loaded under the engine's own defaults, every cap of them", () => {

@@ -25,8 +25,8 @@ function defaultCodes(text: string): string[] {
 }
 
 /** The status the engine's defaults answer a request with `headers` (200: the rules let it on). */
-async function defaultStatus(text: string, headers: [string, string][]): Promise<number> {
-  const out = await policyOf(text).run("on_http_request", requestInput({ headers }));
+async function defaultStatus(text: string, headers: [string, string][], target = "/"): Promise<number> {
+  const out = await policyOf(text).run("on_http_request", requestInput({ headers, target }));
   return answered(out)?.status ?? 200;
 }
 
@@ -36,12 +36,13 @@ const DEEP_JSON = "json.decode(getReqHeader('x-json')[0]).size() >= 0";
 const nested = (depth: number) => `${"[".repeat(depth)}${"]".repeat(depth)}`;
 
 describe("lowered caps", () => {
-  const RUNS = policy(rule([GROW("aa")], 403), rule([DEEP_JSON], 451));
+  const REWRITE = { expressions: ["req.url.path.startsWith('/rw/')"], actions: [{ type: "url-rewrite", config: { from: "/rw/", to: "/done/" } }] };
+  const RUNS = policy(rule([GROW("aa")], 403), rule([DEEP_JSON], 451), REWRITE);
   let t: PolicyTunnel;
   beforeAll(async () => {
     t = await withPolicy(RUNS, {
       server: {
-        args: ["--policy-max-expressions", "1", "--policy-expression-max-length", "100", "--policy-log-metadata-max-depth", "1", "--policy-value-max-bytes", "1024", "--policy-json-max-depth", "2"],
+        args: ["--policy-max-expressions", "1", "--policy-expression-max-length", "100", "--policy-log-metadata-max-depth", "1", "--policy-value-max-bytes", "1024", "--policy-json-max-depth", "2", "--policy-pattern-max-length", "100", "--policy-pattern-max-steps", "1000"],
       },
     });
   }, 30_000);
@@ -93,6 +94,23 @@ describe("lowered caps", () => {
     expect(await defaultStatus(RUNS, [["x-json", nested(3)]])).toBe(451);
     expect((await t.curl("/", ["-H", `x-json: ${nested(2)}`])).status).toBe(451);
     expect((await t.curl("/", ["-H", `x-json: ${nested(3)}`])).status).toBe(200);
+  });
+
+  test("--policy-pattern-max-length 100: a url-rewrite's pattern of 101 characters is refused", async () => {
+    const long = policy({ actions: [{ type: "url-rewrite", config: { from: "a".repeat(101), to: "/" } }] });
+    expect(defaultCodes(long)).toEqual([]);
+    const made = await t.api.post("/api/policies", { name: "long pattern", policy: long });
+    expect(made.status).toBe(400);
+    expect(made.body.error).toContain("longer than 100 characters");
+  });
+
+  test("--policy-pattern-max-steps 1000: on the edge, a url-rewrite over a URL of 2,000 characters runs out of steps (400); a short one is rewritten", async () => {
+    const long = `/rw/${"x".repeat(2000)}`;
+    expect(await defaultStatus(RUNS, [], long)).toBe(200);
+    const short = await t.curl("/rw/short");
+    expect(short.status).toBe(200);
+    expect(JSON.parse(short.body).path).toBe("/done/short");
+    expect((await t.curl(long)).status).toBe(400);
   });
 });
 
