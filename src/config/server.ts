@@ -115,6 +115,8 @@ export interface ServerConfig {
     compileBudgetMs: number;
     /** Request bodies read for the actions that need them (--policy-body-limit, --policy-body-timeout, --policy-body-memory). */
     body: { maxBytes: number; timeoutMs: number; memoryBytes: number };
+    /** jwt-validation's key sets (--policy-jwks-max-bytes, --policy-jwks-timeout, --policy-jwks-cache). */
+    jwks: { maxBytes: number; timeoutMs: number; maxAgeMs: number };
   };
   /** Failed agent handshakes a client address may make a minute before RATE_LIMITED. */
   handshakeLimit: number;
@@ -303,6 +305,9 @@ const Schema = v.object({
   "policy-json-max-depth": bounded("policy-json-max-depth", 1, 512),
   "policy-pattern-max-length": bounded("policy-pattern-max-length", 16, 65_536),
   "policy-pattern-max-steps": bounded("policy-pattern-max-steps", 1000, 10_000_000),
+  "policy-jwks-max-bytes": bounded("policy-jwks-max-bytes", 1024, 16_777_216),
+  "policy-jwks-timeout": bounded("policy-jwks-timeout", 1, 60),
+  "policy-jwks-cache": bounded("policy-jwks-cache", 30, 86_400),
   "policy-rate-limit-buckets": bounded("policy-rate-limit-buckets", 1000, 10_000_000),
   "policy-rate-limit-sync": bounded("policy-rate-limit-sync", 50, 10_000),
   "policy-compile-budget": bounded("policy-compile-budget", 100, 600_000),
@@ -618,6 +623,7 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
       rateLimitSyncMs: o["policy-rate-limit-sync"],
       compileBudgetMs: o["policy-compile-budget"],
       body: { maxBytes: o["policy-body-limit"], timeoutMs: o["policy-body-timeout"] * 1000, memoryBytes: o["policy-body-memory"] },
+      jwks: { maxBytes: o["policy-jwks-max-bytes"], timeoutMs: o["policy-jwks-timeout"] * 1000, maxAgeMs: o["policy-jwks-cache"] * 1000 },
     },
     handshakeLimit: o["handshake-limit"],
     drainTimeoutMs: o["drain-timeout"] * 1000,

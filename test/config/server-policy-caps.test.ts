@@ -8,6 +8,7 @@ import { expect, test } from "bun:test";
 import { join } from "node:path";
 import { parseServerConfig } from "../../src/config/server.ts";
 import { DEFAULT_POLICY_LIMITS, type PolicyLimits } from "../../src/policy/limits.ts";
+import { JWKS_MAX_AGE_MS, JWKS_TIMEOUT_MS, MAX_JWKS_BYTES } from "../../src/policy/services.ts";
 import { UsageError } from "../../src/usage-error.ts";
 
 const parse = (argv: string[], env: Record<string, string> = {}) => {
@@ -36,8 +37,25 @@ const FLAGS: [string, keyof PolicyLimits, number, number, number][] = [
   ["--policy-pattern-max-steps", "maxPatternSteps", 5000, 1000, 10_000_000],
 ];
 
-test("by default a policy is loaded under the engine's own defaults, every cap of them", () => {
+test("by default a policy is loaded under the engine's own defaults, every cap of them; key sets fetched as the engine does", () => {
   expect(parse([]).policy.limits).toEqual({ ...DEFAULT_POLICY_LIMITS });
+  expect(parse([]).policy.jwks).toEqual({ maxBytes: MAX_JWKS_BYTES, timeoutMs: JWKS_TIMEOUT_MS, maxAgeMs: JWKS_MAX_AGE_MS });
+});
+
+test("--policy-jwks-max-bytes, --policy-jwks-timeout (s), --policy-jwks-cache (s), from the flags or BURROW_*", () => {
+  expect(parse(["--policy-jwks-max-bytes", "4096", "--policy-jwks-timeout", "2", "--policy-jwks-cache", "60"]).policy.jwks).toEqual({ maxBytes: 4096, timeoutMs: 2000, maxAgeMs: 60_000 });
+  expect(parse([], { BURROW_POLICY_JWKS_MAX_BYTES: "1024", BURROW_POLICY_JWKS_TIMEOUT: "60", BURROW_POLICY_JWKS_CACHE: "86400" }).policy.jwks).toEqual({ maxBytes: 1024, timeoutMs: 60_000, maxAgeMs: 86_400_000 });
+});
+
+test.each([
+  ["--policy-jwks-max-bytes", "1023"],
+  ["--policy-jwks-max-bytes", "16777217"],
+  ["--policy-jwks-timeout", "0"],
+  ["--policy-jwks-timeout", "61"],
+  ["--policy-jwks-cache", "29"],
+  ["--policy-jwks-cache", "86401"],
+])("%s %p is a usage error naming the flag and its range", (flag, value) => {
+  expect(() => parse([flag, value])).toThrow(`${flag} must be a whole number from`);
 });
 
 test.each(FLAGS)("%s sets %s, from the flag or BURROW_<FLAG>; the flag wins", (flag, field, value, min, max) => {

@@ -7,9 +7,11 @@
  * is the flag that made the difference.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { jsonPayload } from "../../src/protocol/frames.ts";
 import { PROTOCOL_VERSION } from "../../src/protocol/wire.ts";
-import { loadPolicy, type PolicyError } from "../../src/policy/index.ts";
+import { defaultServices, loadPolicy, RemoteKeySets, type PolicyError } from "../../src/policy/index.ts";
+import { jwtValidation } from "../harness/jwt-policy.ts";
 import { answered, policyOf, requestInput } from "../policy/policy-harness.ts";
 import { sayHello } from "../harness/raw-agent.ts";
 import { withPolicy, type PolicyTunnel } from "./rig.ts";
@@ -142,5 +144,35 @@ describe("raised caps", () => {
     expect(await defaultStatus(RUNS, big)).toBe(200);
     expect((await t.curl("/", ["-H", `x-big: ${big[0]![1]}`])).status).toBe(403);
     expect((await t.curl("/")).status).toBe(200);
+  });
+});
+
+describe("the server's JWKS fetch", () => {
+  /** An issuer on loopback whose key set is four RSA keys (about 1.8 KB), and a token signed by the first. */
+  let jwks: ReturnType<typeof Bun.serve>;
+  let issuer: string;
+  let jwt: string;
+  let t: PolicyTunnel;
+  beforeAll(async () => {
+    const pairs = await Promise.all(Array.from({ length: 4 }, () => generateKeyPair("RS256")));
+    const keys = await Promise.all(pairs.map(async (p, i) => ({ ...(await exportJWK(p.publicKey)), kid: `k${i}`, alg: "RS256", use: "sig" })));
+    const body = JSON.stringify({ keys });
+    expect(body.length).toBeGreaterThan(1024);
+    jwks = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response(body, { headers: { "content-type": "application/json" } }) });
+    issuer = `http://127.0.0.1:${jwks.port}`;
+    jwt = await new SignJWT({}).setProtectedHeader({ alg: "RS256", kid: "k0" }).setIssuer(issuer).setAudience("urn:api").setSubject("someone").setIssuedAt().setExpirationTime("10m").sign(pairs[0]!.privateKey);
+    t = await withPolicy(`on_http_request:\n  - actions:\n${jwtValidation(issuer)}`, { server: { args: ["--oidc-http-issuers", "loopback", "--policy-jwks-max-bytes", "1024"] } });
+  }, 30_000);
+  afterAll(async () => {
+    await t?.close();
+    jwks?.stop(true);
+  });
+
+  test("--policy-jwks-max-bytes 1024: a key set the defaults read is not read, and its token is refused (401)", async () => {
+    const services = defaultServices({ httpLoopback: true, keySets: new RemoteKeySets() });
+    const out = await policyOf(`on_http_request:\n  - actions:\n${jwtValidation(issuer)}`, { services }).run("on_http_request", requestInput({ headers: [["Authorization", `Bearer ${jwt}`]] }));
+    expect(out.verdict.kind).toBe("continue");
+    const r = await t.curl("/", ["-H", `Authorization: Bearer ${jwt}`]);
+    expect(r.status).toBe(401);
   });
 });
