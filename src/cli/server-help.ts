@@ -66,6 +66,7 @@ export const SERVER_DOC: CommandDoc = {
         "policy-jwks-max-bytes",
         "policy-jwks-timeout",
         "policy-jwks-cache",
+        "policy-connect-max-bytes",
         "policy-rate-limit-buckets",
         "policy-rate-limit-sync",
         "policy-compile-budget",

@@ -659,6 +659,14 @@ export const SERVER_FLAGS = {
     help: "seconds jwt-validation keeps a key set before it fetches it again",
     details: "30 to 86400. A token signed by a key the set lacks fetches it again, at most every 30 s.",
   },
+  "policy-connect-max-bytes": {
+    type: "string",
+    env: true,
+    arg: "B",
+    default: "65536",
+    help: "bytes a tcp or tls visitor may send while its tunnel's on_tcp_connect rules run",
+    details: "1024 to 16777216. Its socket is paused meanwhile, so this bounds what was already on its way; past it the connection is cut.",
+  },
   "policy-compile-budget": {
     type: "string",
     env: true,

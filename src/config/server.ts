@@ -117,6 +117,8 @@ export interface ServerConfig {
     body: { maxBytes: number; timeoutMs: number; memoryBytes: number };
     /** jwt-validation's key sets (--policy-jwks-max-bytes, --policy-jwks-timeout, --policy-jwks-cache). */
     jwks: { maxBytes: number; timeoutMs: number; maxAgeMs: number };
+    /** --policy-connect-max-bytes: what a tcp or tls visitor may send while its on_tcp_connect runs. */
+    connectMaxBytes: number;
   };
   /** Failed agent handshakes a client address may make a minute before RATE_LIMITED. */
   handshakeLimit: number;
@@ -306,6 +308,7 @@ const Schema = v.object({
   "policy-pattern-max-length": bounded("policy-pattern-max-length", 16, 65_536),
   "policy-pattern-max-steps": bounded("policy-pattern-max-steps", 1000, 10_000_000),
   "policy-jwks-max-bytes": bounded("policy-jwks-max-bytes", 1024, 16_777_216),
+  "policy-connect-max-bytes": bounded("policy-connect-max-bytes", 1024, 16_777_216),
   "policy-jwks-timeout": bounded("policy-jwks-timeout", 1, 60),
   "policy-jwks-cache": bounded("policy-jwks-cache", 30, 86_400),
   "policy-rate-limit-buckets": bounded("policy-rate-limit-buckets", 1000, 10_000_000),
@@ -624,6 +627,7 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
       compileBudgetMs: o["policy-compile-budget"],
       body: { maxBytes: o["policy-body-limit"], timeoutMs: o["policy-body-timeout"] * 1000, memoryBytes: o["policy-body-memory"] },
       jwks: { maxBytes: o["policy-jwks-max-bytes"], timeoutMs: o["policy-jwks-timeout"] * 1000, maxAgeMs: o["policy-jwks-cache"] * 1000 },
+      connectMaxBytes: o["policy-connect-max-bytes"],
     },
     handshakeLimit: o["handshake-limit"],
     drainTimeoutMs: o["drain-timeout"] * 1000,

@@ -47,6 +47,13 @@ test("--policy-jwks-max-bytes, --policy-jwks-timeout (s), --policy-jwks-cache (s
   expect(parse([], { BURROW_POLICY_JWKS_MAX_BYTES: "1024", BURROW_POLICY_JWKS_TIMEOUT: "60", BURROW_POLICY_JWKS_CACHE: "86400" }).policy.jwks).toEqual({ maxBytes: 1024, timeoutMs: 60_000, maxAgeMs: 86_400_000 });
 });
 
+test("--policy-connect-max-bytes: 64 KiB by default, from the flag or BURROW_POLICY_CONNECT_MAX_BYTES, 1024 to 16777216", () => {
+  expect(parse([]).policy.connectMaxBytes).toBe(65_536);
+  expect(parse(["--policy-connect-max-bytes", "4096"]).policy.connectMaxBytes).toBe(4096);
+  expect(parse([], { BURROW_POLICY_CONNECT_MAX_BYTES: "16777216" }).policy.connectMaxBytes).toBe(16_777_216);
+  expect(() => parse(["--policy-connect-max-bytes", "1023"])).toThrow("--policy-connect-max-bytes must be a whole number from 1024 to 16777216");
+});
+
 test.each([
   ["--policy-jwks-max-bytes", "1023"],
   ["--policy-jwks-max-bytes", "16777217"],
