@@ -32,7 +32,7 @@ const ERRORS = {
   409: { description: "Another policy has this name (POLICY_NAME_TAKEN)" },
 };
 
-/** `limits`: the server's caps on a policy (--policy-max-bytes, --policy-max-rules, --policy-cost-limit). */
+/** `limits`: the server's caps on a policy (its --policy-max-* flags and the like: config/server.ts). */
 export function policyRoutes(limits: Partial<PolicyLimits> = {}): Route[] {
   return [
     {

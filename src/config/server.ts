@@ -13,6 +13,7 @@ import { parseHostPort } from "../dns/resolver-address.ts";
 import { LOG_FORMATS, type LogFormat } from "../log.ts";
 import { UpdateError } from "../update/errors.ts";
 import type { Http2Limits } from "../http2/limits.ts";
+import type { PolicyLimits } from "../policy/limits.ts";
 import { releaseSource } from "../update/source.ts";
 import { isWebhookSecret } from "../core/events/signing.ts";
 import { refusedAtOnce, urlProblem } from "../validate/webhook-url.ts";
@@ -105,15 +106,19 @@ export interface ServerConfig {
   portalOidc?: PortalOidcConfig;
   /** Wrong basic-auth passwords one address may try on a tunnel before it is locked for a minute, doubling to 15. */
   basicAuthLimit: number;
-  /** Traffic policies' caps (--policy-max-bytes, --policy-max-rules, --policy-cost-limit) and rate-limit buckets kept (--policy-rate-limit-buckets). */
+  /** Traffic policies' caps (--policy-max-bytes, --policy-max-rules, --policy-cost-limit and the other --policy-*-max-* / --policy-max-* flags: every one of PolicyLimits) and rate-limit buckets kept (--policy-rate-limit-buckets). */
   policy: {
-    limits: { maxDocumentBytes: number; maxRules: number; costLimit: number };
+    limits: PolicyLimits;
     rateLimitBuckets: number;
     /** --policy-rate-limit-sync: how often a node tells the others its rate-limit counts. */
     rateLimitSyncMs: number;
     compileBudgetMs: number;
     /** Request bodies read for the actions that need them (--policy-body-limit, --policy-body-timeout, --policy-body-memory). */
     body: { maxBytes: number; timeoutMs: number; memoryBytes: number };
+    /** jwt-validation's key sets (--policy-jwks-max-bytes, --policy-jwks-timeout, --policy-jwks-cache). */
+    jwks: { maxBytes: number; timeoutMs: number; maxAgeMs: number };
+    /** --policy-connect-max-bytes: what a tcp or tls visitor may send while its on_tcp_connect runs. */
+    connectMaxBytes: number;
   };
   /** Failed agent handshakes a client address may make a minute before RATE_LIMITED. */
   handshakeLimit: number;
@@ -289,6 +294,23 @@ const Schema = v.object({
   "policy-max-bytes": bounded("policy-max-bytes", 1024, 16_777_216),
   "policy-max-rules": bounded("policy-max-rules", 1, 100_000),
   "policy-cost-limit": bounded("policy-cost-limit", 100, 10_000_000),
+  "policy-max-expressions": bounded("policy-max-expressions", 1, 1000),
+  "policy-max-actions": bounded("policy-max-actions", 1, 1000),
+  "policy-expression-max-length": bounded("policy-expression-max-length", 64, 1_048_576),
+  "policy-expression-max-depth": bounded("policy-expression-max-depth", 8, 256),
+  "policy-expression-max-nodes": bounded("policy-expression-max-nodes", 10, 100_000),
+  "policy-max-interpolations": bounded("policy-max-interpolations", 1, 1000),
+  "policy-log-metadata-max-bytes": bounded("policy-log-metadata-max-bytes", 256, 1_048_576),
+  "policy-log-metadata-max-depth": bounded("policy-log-metadata-max-depth", 1, 32),
+  "policy-value-max-bytes": bounded("policy-value-max-bytes", 1024, 67_108_864),
+  "policy-max-entries": bounded("policy-max-entries", 100, 10_000_000),
+  "policy-json-max-depth": bounded("policy-json-max-depth", 1, 512),
+  "policy-pattern-max-length": bounded("policy-pattern-max-length", 16, 65_536),
+  "policy-pattern-max-steps": bounded("policy-pattern-max-steps", 1000, 10_000_000),
+  "policy-jwks-max-bytes": bounded("policy-jwks-max-bytes", 1024, 16_777_216),
+  "policy-connect-max-bytes": bounded("policy-connect-max-bytes", 1024, 16_777_216),
+  "policy-jwks-timeout": bounded("policy-jwks-timeout", 1, 60),
+  "policy-jwks-cache": bounded("policy-jwks-cache", 30, 86_400),
   "policy-rate-limit-buckets": bounded("policy-rate-limit-buckets", 1000, 10_000_000),
   "policy-rate-limit-sync": bounded("policy-rate-limit-sync", 50, 10_000),
   "policy-compile-budget": bounded("policy-compile-budget", 100, 600_000),
@@ -582,11 +604,30 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     portalOidc: portalOidc(o, env),
     basicAuthLimit: o["basic-auth-limit"],
     policy: {
-      limits: { maxDocumentBytes: o["policy-max-bytes"], maxRules: o["policy-max-rules"], costLimit: o["policy-cost-limit"] },
+      limits: {
+        maxDocumentBytes: o["policy-max-bytes"],
+        maxRules: o["policy-max-rules"],
+        costLimit: o["policy-cost-limit"],
+        maxExpressionsPerRule: o["policy-max-expressions"],
+        maxActionsPerRule: o["policy-max-actions"],
+        maxExpressionLength: o["policy-expression-max-length"],
+        maxExpressionDepth: o["policy-expression-max-depth"],
+        maxExpressionNodes: o["policy-expression-max-nodes"],
+        maxInterpolations: o["policy-max-interpolations"],
+        maxLogMetadataBytes: o["policy-log-metadata-max-bytes"],
+        maxLogMetadataDepth: o["policy-log-metadata-max-depth"],
+        maxValueBytes: o["policy-value-max-bytes"],
+        maxMadeEntries: o["policy-max-entries"],
+        maxJsonDepth: o["policy-json-max-depth"],
+        maxPatternLength: o["policy-pattern-max-length"],
+        maxPatternSteps: o["policy-pattern-max-steps"],
+      },
       rateLimitBuckets: o["policy-rate-limit-buckets"],
       rateLimitSyncMs: o["policy-rate-limit-sync"],
       compileBudgetMs: o["policy-compile-budget"],
       body: { maxBytes: o["policy-body-limit"], timeoutMs: o["policy-body-timeout"] * 1000, memoryBytes: o["policy-body-memory"] },
+      jwks: { maxBytes: o["policy-jwks-max-bytes"], timeoutMs: o["policy-jwks-timeout"] * 1000, maxAgeMs: o["policy-jwks-cache"] * 1000 },
+      connectMaxBytes: o["policy-connect-max-bytes"],
     },
     handshakeLimit: o["handshake-limit"],
     drainTimeoutMs: o["drain-timeout"] * 1000,

@@ -28,6 +28,8 @@ export class PortAllocator {
     /** A visitor's connection on a tunnel port became a stream (the metrics count it). */
     private readonly opened?: () => void,
     private readonly listen: Listen = Bun.listen,
+    /** What a visitor may send while its on_tcp_connect runs (--policy-connect-max-bytes). */
+    private readonly maxEarlyBytes?: number,
   ) {}
 
   /** Binds `requested` (or any free port) and returns the tunnel that `make` builds for it. */
@@ -71,7 +73,7 @@ export class PortAllocator {
         exclusive: true,
         allowHalfOpen: true,
         // a pooled port's connections go to a member in rotation (edge/pool.ts)
-        socket: tcpHandlers(() => tunnel!.pool?.pick() ?? tunnel!, this.budget, this.opened),
+        socket: tcpHandlers(() => tunnel!.pool?.pick() ?? tunnel!, this.budget, this.opened, this.maxEarlyBytes),
       });
     } catch (err) {
       const failed = bindError(port, err);

@@ -58,7 +58,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   const { names: heldAtStart, claimed: namesHeld } = holdNamesOfTheServerBefore(opts.holdsFile, registry, nodes);
   const agents = new AgentSessions(meter);
   const budgets = new EdgeBudgets(opts);
-  const ports = new PortAllocator(opts.tcpPorts, opts.host, registry, budgets.tcpVisitors, () => counters.tcpConnections++);
+  const ports = new PortAllocator(opts.tcpPorts, opts.host, registry, budgets.tcpVisitors, () => counters.tcpConnections++, Bun.listen, opts.policy?.connectMaxBytes);
   const udpPorts = udpPortsFor(opts.udpPorts, opts.host, registry, { idleMs: opts.udpIdleMs, flows: opts.udpFlows, rate: opts.udpRate }, counters.udp);
   const addresses = new PublicAddresses(domain, { publicUrl: opts.publicUrl, tls: opts.tls !== undefined, port: opts.port });
   const events = new EdgeEvents(core, opts.nodeName ?? "local", (t) =>
@@ -67,7 +67,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   events.attach(registry);
   let direct: DirectListener | undefined;
   // tls tunnels' visitors: by name on the public port when it has TLS, and on --tls-port
-  const tlsTunnels = tlsTunnelRoutes(registry, domain, budgets.tcpVisitors, () => counters.tcpConnections++, nodes && ((name) => nodes.find(name)));
+  const tlsTunnels = tlsTunnelRoutes(registry, domain, budgets.tcpVisitors, () => counters.tcpConnections++, nodes && ((name) => nodes.find(name)), opts.policy?.connectMaxBytes);
   let tlsOnly: TlsFront<undefined> | undefined;
   const policies = new EdgePolicies(domain, { ...opts.policy, httpLoopback: opts.oidcHttpIssuers ?? false, basicAuthLimit: opts.basicAuthLimit });
   // the operator's policies, read now and followed: until they are read, tunnels meet a layer that lets nothing through

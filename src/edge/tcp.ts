@@ -45,8 +45,8 @@ export interface ConnectionVisit extends Visit, LiveVisit {
   carried?(v: ConnectionVisit): void;
 }
 
-/** What a connection may send while its on_tcp_connect runs (its socket is paused meanwhile: this is a bound, not a buffer one fills). */
-const MAX_EARLY_BYTES = 64 * 1024;
+/** What a connection may send while its on_tcp_connect runs, by default (--policy-connect-max-bytes; its socket is paused meanwhile: this is a bound, not a buffer one fills). */
+export const MAX_EARLY_BYTES = 64 * 1024;
 
 const overLimit = limitedLog(10);
 const refusedByRules = limitedLog(10);
@@ -62,6 +62,8 @@ export class ConnectionDoor implements Door<ConnectionVisit> {
   constructor(
     readonly name: "tcp" | "tls",
     private readonly budget: SocketBudget | undefined,
+    /** What a visitor may send while its on_tcp_connect runs (heldEarly). */
+    readonly maxEarlyBytes = MAX_EARLY_BYTES,
   ) {
     this.kinds = kindsThrough(name);
   }
@@ -159,12 +161,12 @@ export function judgeConnection(door: ConnectionDoor, socket: Socket<any>, named
   return v;
 }
 
-/** Bytes of a visit being judged: held for its relay (bounded); past the bound, it is cut. */
-export function heldEarly(v: ConnectionVisit, bytes: Uint8Array): void {
+/** Bytes of a visit being judged: held for its relay (bounded: its door's maxEarlyBytes); past the bound, it is cut. */
+export function heldEarly(v: ConnectionVisit, bytes: Uint8Array, max: number): void {
   if (v.over) return;
   const early = (v.early ??= []);
   early.push(Buffer.from(bytes));
-  if (early.reduce((n, b) => n + b.byteLength, 0) > MAX_EARLY_BYTES) v.socket.terminate();
+  if (early.reduce((n, b) => n + b.byteLength, 0) > max) v.socket.terminate();
 }
 
 /** What on_tcp_connect reads of a connection to `t`. */
@@ -198,9 +200,9 @@ interface VisitorSocket {
   member?: Tunnel;
 }
 
-/** A tcp tunnel's listener. `tunnel`: the port's tunnel (a pool's member in turn). `opened`: a connection became a stream to the agent (the metrics count it). */
-export function tcpHandlers(tunnel: () => Tunnel, budget?: SocketBudget, opened?: () => void): SocketHandler<VisitorSocket> {
-  const door = new ConnectionDoor("tcp", budget);
+/** A tcp tunnel's listener. `tunnel`: the port's tunnel (a pool's member in turn). `opened`: a connection became a stream to the agent (the metrics count it). `maxEarlyBytes`: --policy-connect-max-bytes. */
+export function tcpHandlers(tunnel: () => Tunnel, budget?: SocketBudget, opened?: () => void, maxEarlyBytes?: number): SocketHandler<VisitorSocket> {
+  const door = new ConnectionDoor("tcp", budget, maxEarlyBytes);
   return {
     open(socket: Socket<VisitorSocket>) {
       socket.data = {};
@@ -215,7 +217,7 @@ export function tcpHandlers(tunnel: () => Tunnel, budget?: SocketBudget, opened?
     data: (socket, data) => {
       const v = socket.data?.visit;
       if (v?.relay) v.relay.socketData(data);
-      else if (v) heldEarly(v, data);
+      else if (v) heldEarly(v, data, door.maxEarlyBytes);
     },
     drain: (socket) => socket.data?.visit?.relay?.socketDrain(),
     end: (socket) => socket.data?.visit?.relay?.socketEnd(),

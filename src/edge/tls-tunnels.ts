@@ -36,10 +36,10 @@ export interface TlsTunnelRoutes {
 /** Another node's tunnel by name (OtherNodes.find): a tunnel reached through a relay link, a page, or none. */
 type FindElsewhere = (name: string) => Promise<Tunnel | Response | undefined> | Tunnel | Response | undefined;
 
-/** `opened`: a connection became a stream to the agent (counted with the tcp ones). `elsewhere`: with several nodes. */
-export function tlsTunnelRoutes(registry: Registry, domain: string, budget: SocketBudget, opened?: () => void, elsewhere?: FindElsewhere): TlsTunnelRoutes {
+/** `opened`: a connection became a stream to the agent (counted with the tcp ones). `elsewhere`: with several nodes. `maxEarlyBytes`: --policy-connect-max-bytes. */
+export function tlsTunnelRoutes(registry: Registry, domain: string, budget: SocketBudget, opened?: () => void, elsewhere?: FindElsewhere, maxEarlyBytes?: number): TlsTunnelRoutes {
   const suffix = `.${domain}`;
-  const door = new ConnectionDoor("tls", budget);
+  const door = new ConnectionDoor("tls", budget, maxEarlyBytes);
   return {
     route(hello, otherwise) {
       const name = hello.serverName;
@@ -86,7 +86,7 @@ class TlsVisitor implements Passthrough {
   data(_socket: Socket<unknown>, chunk: Uint8Array): void {
     const v = this.visit;
     if (v?.relay) v.relay.socketData(chunk);
-    else if (v) heldEarly(v, chunk);
+    else if (v) heldEarly(v, chunk, this.door.maxEarlyBytes);
   }
 
   drain(): void {

@@ -7,6 +7,7 @@
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { Budget, EvaluationScope } from "./cel/evaluation.ts";
 import type { HeaderPairs, PolicyInput } from "./facts.ts";
+import type { PolicyLimits } from "./limits.ts";
 import { HeaderMap, type WorkingRequest, type WorkingResponse } from "./message.ts";
 import { responseCookiesValue } from "./set-cookie.ts";
 import { VARIABLES } from "./variables.ts";
@@ -187,13 +188,14 @@ export class Bindings implements EvaluationScope {
 
   constructor(
     readonly input: PolicyInput,
-    costLimit: number,
+    /** The caps of the policy that runs: its cost limit, what the functions (cel/evaluation.ts caps) and the actions hold to. */
+    readonly caps: PolicyLimits,
     readonly request: WorkingRequest | undefined,
     readonly response: WorkingResponse | undefined,
     /** Who an earlier layer let in (default: the input's). */
     identity: string | undefined = input.identity,
   ) {
-    this.remaining = costLimit;
+    this.remaining = caps.costLimit;
     this.now = input.now ?? Date.now();
     this.outer = identity;
     this.who = identity;

@@ -4,8 +4,9 @@
  * the edge's CPU or memory: everything a document can make the edge do per
  * request is bounded here, and a document past a cap is refused at load
  * with an error that names the cap, never slowed down at request time.
- * docs/limits.md lists them; the server's flags for them come with the
- * wiring (docs/policy.md names them).
+ * docs/limits.md lists them, each with the server's flag that sets it
+ * (config/server.ts); `burrow policy check` and an agent's own check use
+ * these defaults.
  */
 
 export interface PolicyLimits {
@@ -38,6 +39,22 @@ export interface PolicyLimits {
   maxLogMetadataBytes: number;
   /** How deeply a log action's metadata nests maps and lists (a field whose value is a map: one level). */
   maxLogMetadataDepth: number;
+  /**
+   * The longest string or bytes value an expression may make (a
+   * concatenation, a replace, a join). This and the two below are read at
+   * run time by the functions (cel/cost.ts, cel/json-functions.ts,
+   * cel/list-functions.ts), from the run's scope: the caps of the policy
+   * that runs.
+   */
+  maxValueBytes: number;
+  /** The most entries one list or map function may make (`lists.range`, `flatten`, `json.decode`, `queryString.decode`), whatever the run's cost limit. */
+  maxMadeEntries: number;
+  /** How deeply a JSON value decoded by `json.decode` or `decodeJson` (or one encoded) may nest its lists and maps. */
+  maxJsonDepth: number;
+  /** Characters of a redirect's or url-rewrite's `from` pattern (at load when constant, at run time when interpolated). */
+  maxPatternLength: number;
+  /** Steps one redirect's or url-rewrite's match and replace may take on a URL (regex.ts: the patterns run in linear time, a replace-all may not). */
+  maxPatternSteps: number;
 }
 
 export const DEFAULT_POLICY_LIMITS: Readonly<PolicyLimits> = {
@@ -52,6 +69,11 @@ export const DEFAULT_POLICY_LIMITS: Readonly<PolicyLimits> = {
   maxInterpolations: 16,
   maxLogMetadataBytes: 8 * 1024,
   maxLogMetadataDepth: 4,
+  maxValueBytes: 1024 * 1024,
+  maxMadeEntries: 100_000,
+  maxJsonDepth: 32,
+  maxPatternLength: 1024,
+  maxPatternSteps: 1_000_000,
 };
 
 /**
@@ -63,14 +85,6 @@ export const DEFAULT_POLICY_LIMITS: Readonly<PolicyLimits> = {
  */
 export const COLLECTION_ESTIMATE = 50;
 
-/** The longest string or bytes value an expression may make (a concatenation, a replace, a join). */
-export const MAX_VALUE_BYTES = 1024 * 1024;
-
 /** The request body the edge reads for the actions that need it (verify-webhook), by default (its --policy-body-limit); a larger one is not handed over. */
 export const MAX_BODY_BYTES = 1024 * 1024;
 
-/** The most entries one list or map function may make (`lists.range`, `flatten`, `json.decode`, `queryString.decode`), whatever the run's cost limit. */
-export const MAX_MADE_ENTRIES = 100_000;
-
-/** How deeply a JSON value decoded by `json.decode` or `decodeJson` may nest its lists and maps. */
-export const MAX_JSON_DEPTH = 32;

@@ -141,7 +141,7 @@ class PhaseRun extends Bindings implements ActionContext, Outcome {
     input: PolicyInput,
     private readonly state: RunState,
   ) {
-    super(input, policy.caps.costLimit, state.request, state.response, state.identity);
+    super(input, policy.caps, state.request, state.response, state.identity);
     this.services = policy.services;
     this.brief = state.brief === true;
   }

@@ -47,22 +47,23 @@ const END_TEXT = 8;
 const WORD_BOUNDARY = 16;
 const NO_WORD_BOUNDARY = 32;
 
-/** The longest pattern a policy may give. */
+/** The longest pattern a policy may give, by default (its maxPatternLength, limits.ts). */
 export const MAX_PATTERN_LENGTH = 1024;
 
 /**
- * Thread steps one replace may take (a few tens of ms). A single search is
- * linear in the input, but replacing every match searches again after
- * each, and a pattern whose preferred branch runs to the end before an
- * empty branch matches (`(a*c)?` on a long run of a's) makes that
- * quadratic: past this the replace fails rather than hold the edge.
+ * Thread steps one replace may take (a few tens of ms), by default (a
+ * policy's maxPatternSteps, limits.ts). A single search is linear in the
+ * input, but replacing every match searches again after each, and a
+ * pattern whose preferred branch runs to the end before an empty branch
+ * matches (`(a*c)?` on a long run of a's) makes that quadratic: past this
+ * the replace fails rather than hold the edge.
  */
 export const MAX_STEPS = 1_000_000;
 
 export class RegexTooSlow extends Error {
   override name = "RegexTooSlow";
   constructor() {
-    super(`the pattern took more than ${MAX_STEPS} steps on this input`);
+    super("the pattern took more steps on this input than its budget");
   }
 }
 
@@ -119,8 +120,8 @@ export class Regex {
   }
 
   /** The compiled pattern, or why it is not one (RE2 syntax: no backreferences, no lookaround). */
-  static compile(pattern: string): Regex | { error: string } {
-    if (pattern.length > MAX_PATTERN_LENGTH) return { error: `the pattern is longer than ${MAX_PATTERN_LENGTH} characters` };
+  static compile(pattern: string, maxLength = MAX_PATTERN_LENGTH): Regex | { error: string } {
+    if (pattern.length > maxLength) return { error: `the pattern is longer than ${maxLength} characters` };
     try {
       const re = RE2JS.compile(pattern);
       const re2 = re.re2() as unknown as { prog: Prog };

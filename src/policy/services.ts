@@ -15,6 +15,13 @@ export const MAX_JWKS_BYTES = 256 * 1024;
 /** How long a JWKS fetch may take; keys are cached 15 minutes (ngrok's refresh), a missing key refetched at most every 30 s. */
 export const JWKS_TIMEOUT_MS = 5000;
 export const JWKS_MAX_AGE_MS = 15 * 60_000;
+
+/** How key sets are fetched and kept (the server's --policy-jwks-* flags); the constants above by default. */
+export interface JwksSettings {
+  maxBytes: number;
+  timeoutMs: number;
+  maxAgeMs: number;
+}
 /** Key sets kept (one per JWKS URL); past it the oldest is dropped. */
 const MAX_KEY_SETS = 256;
 
@@ -73,8 +80,8 @@ export interface PolicyServices {
   basicAuthLimit: number;
 }
 
-/** A fetch that reads at most MAX_JWKS_BYTES of the answer. */
-async function cappedFetch(url: string, options: RequestInit): Promise<Response> {
+/** A fetch that reads at most `maxBytes` of the answer. */
+async function cappedFetch(maxBytes: number, url: string, options: RequestInit): Promise<Response> {
   const res = await fetch(url, options);
   const reader = res.body?.getReader();
   const chunks: Uint8Array[] = [];
@@ -84,9 +91,9 @@ async function cappedFetch(url: string, options: RequestInit): Promise<Response>
       const { done, value } = await reader.read();
       if (done) break;
       size += value.length;
-      if (size > MAX_JWKS_BYTES) {
+      if (size > maxBytes) {
         await reader.cancel();
-        throw new Error(`the JWKS at ${url} is larger than ${MAX_JWKS_BYTES / 1024} KiB`);
+        throw new Error(`the JWKS at ${url} is larger than ${maxBytes} bytes`);
       }
       chunks.push(value);
     }
@@ -96,11 +103,20 @@ async function cappedFetch(url: string, options: RequestInit): Promise<Response>
 
 export class RemoteKeySets implements KeySets {
   private readonly sets = new Map<string, JWTVerifyGetKey>();
+  private readonly settings: JwksSettings;
+  private readonly fetch: (url: string, options: RequestInit) => Promise<Response>;
+
+  constructor(settings: Partial<JwksSettings> = {}) {
+    this.settings = { maxBytes: MAX_JWKS_BYTES, timeoutMs: JWKS_TIMEOUT_MS, maxAgeMs: JWKS_MAX_AGE_MS, ...settings };
+    const maxBytes = this.settings.maxBytes;
+    this.fetch = (url, options) => cappedFetch(maxBytes, url, options);
+  }
+
   get(url: string): JWTVerifyGetKey {
     let set = this.sets.get(url);
     if (!set) {
       if (this.sets.size >= MAX_KEY_SETS) this.sets.delete(this.sets.keys().next().value!);
-      set = createRemoteJWKSet(new URL(url), { timeoutDuration: JWKS_TIMEOUT_MS, cacheMaxAge: JWKS_MAX_AGE_MS, [customFetch]: cappedFetch });
+      set = createRemoteJWKSet(new URL(url), { timeoutDuration: this.settings.timeoutMs, cacheMaxAge: this.settings.maxAgeMs, [customFetch]: this.fetch });
       this.sets.set(url, set);
     }
     return set;

@@ -203,8 +203,8 @@ describe("the parser cases @bufbuild/cel claims", () => {
 const POLICY_SECTIONS = new Set(["basic", "comparisons", "conversions", "fp_math", "integer_math", "lists", "logic", "macros", "parse", "plumbing", "string", "string_ext", "timestamps"]);
 
 describe("the same cases through the policy engine's compile path", () => {
-  const scope = { budget: new Budget(Number.MAX_SAFE_INTEGER), variables: {}, header: () => undefined, queryParam: () => undefined, cookie: () => undefined };
   const limits = { ...DEFAULT_POLICY_LIMITS, maxExpressionLength: 100_000, maxExpressionDepth: 250, maxExpressionNodes: 100_000, costLimit: Number.MAX_SAFE_INTEGER };
+  const scope = { budget: new Budget(Number.MAX_SAFE_INTEGER), caps: limits, variables: {}, header: () => undefined, queryParam: () => undefined, cookie: () => undefined };
   const relevant = cases(getConformanceSuite()).filter(
     (c) =>
       POLICY_SECTIONS.has(c.path[0]!) &&

@@ -82,7 +82,7 @@ function bindingsOf(r: Req, phase: Phase): Bindings {
   const input = requestInput({ method: r.method, target: r.query ? `${r.path}?${r.query}` : r.path, headers: r.headers, clientIp: r.clientIp, host: r.host, scheme: r.scheme });
   const now = input.now!;
   const response = phase === "on_http_response" ? new WorkingResponse({ status: 200, headers: [["Content-Type", "text/plain"]] }) : undefined;
-  return new Bindings(input, DEFAULT_POLICY_LIMITS.costLimit, new WorkingRequest(input.request!, now), response);
+  return new Bindings(input, DEFAULT_POLICY_LIMITS, new WorkingRequest(input.request!, now), response);
 }
 
 /** CEL's result and the expression's (fast path first), compared, each on its own run's state (nothing one made is read by another); what the fast path answered. */

@@ -27,7 +27,7 @@ export function evaluate(text: string, options: { phase?: Phase; request?: Reque
   if ("kind" in e) return { refused: e.message, kind: e.kind, offset: e.offset };
   const input = requestInput(options.request);
   const response = phase === "on_http_response" ? new WorkingResponse({ status: options.request?.response?.status ?? 200, headers: options.request?.response?.headers ?? [] }) : undefined;
-  const b = new Bindings(input, limits.costLimit, new WorkingRequest(input.request!, input.now!), response);
+  const b = new Bindings(input, limits, new WorkingRequest(input.request!, input.now!), response);
   const out = e.evaluate(b);
   return isCelError(out) ? { error: out.message } : { value: plain(out) };
 }

@@ -15,7 +15,7 @@
 import { createHash } from "node:crypto";
 import { AppError } from "../../core/errors.ts";
 import { log } from "../../log.ts";
-import { defaultServices, formatPolicyError, loadPolicy, MAX_BODY_BYTES, MemoryRateLimitStore, type Policy, type PolicyLimits, type PolicyServices, type RateLimitStore } from "../../policy/index.ts";
+import { defaultServices, formatPolicyError, loadPolicy, MAX_BODY_BYTES, MemoryRateLimitStore, RemoteKeySets, type JwksSettings, type Policy, type PolicyLimits, type PolicyServices, type RateLimitStore } from "../../policy/index.ts";
 import { hostnameCovers } from "../../validate/hostname.ts";
 import type { Tunnel } from "../registry.ts";
 import { BodyMemory, type BodyReading } from "./body-reading.ts";
@@ -35,7 +35,7 @@ export interface OperatorPolicy {
 }
 
 export interface EdgePolicyOptions {
-  /** The caps a policy is loaded under (--policy-max-bytes, --policy-max-rules, --policy-cost-limit). */
+  /** The caps a policy is loaded under (the server's --policy-max-* flags and the like: config/server.ts); its run holds to them too. */
   limits?: Partial<PolicyLimits>;
   /** Rate-limit buckets kept in this process (--policy-rate-limit-buckets). */
   rateLimitBuckets?: number;
@@ -49,6 +49,8 @@ export interface EdgePolicyOptions {
   compileBudgetMs?: number;
   /** Request bodies read for the actions that need them (--policy-body-limit, --policy-body-timeout, --policy-body-memory). */
   body?: { maxBytes: number; timeoutMs: number; memoryBytes: number };
+  /** How jwt-validation's key sets are fetched and kept (--policy-jwks-max-bytes, --policy-jwks-timeout, --policy-jwks-cache). */
+  jwks?: JwksSettings;
 }
 
 /** --policy-body-timeout's and --policy-body-memory's defaults (--policy-body-limit's is the engine's MAX_BODY_BYTES). */
@@ -102,6 +104,7 @@ export class EdgePolicies {
       rateLimits: opts.rateLimits ?? new MemoryRateLimitStore(opts.rateLimitBuckets),
       httpLoopback: opts.httpLoopback ?? false,
       basicAuthLimit: opts.basicAuthLimit ?? 10,
+      keySets: new RemoteKeySets(opts.jwks),
       // openid-connect: the edge's own sign-in (today's --oidc-issuer), plain-http issuers as the server allows them
       oidc: new PolicySignIn(opts.httpLoopback ?? false),
     });

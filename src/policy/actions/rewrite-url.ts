@@ -5,7 +5,7 @@
  * had their `${...}` evaluated. A constant pattern is compiled at load; an
  * interpolated one per request, kept in a small cache.
  */
-import { MAX_STEPS, Regex, RegexTooSlow } from "../regex.ts";
+import { Regex, RegexTooSlow } from "../regex.ts";
 import type { Template } from "../cel/template.ts";
 import { render } from "./common.ts";
 import type { ActionContext, CompileTools } from "./types.ts";
@@ -14,11 +14,13 @@ import type { ActionContext, CompileTools } from "./types.ts";
 const PATTERN_CACHE_MAX = 256;
 const patternCache = new Map<string, Regex | { error: string }>();
 
-function compiled(pattern: string): Regex | { error: string } {
+/** `pattern` compiled, or why not; one longer than `maxLength` (the running policy's cap) is refused before the cache, which every policy shares. */
+function compiled(pattern: string, maxLength: number): Regex | { error: string } {
+  if (pattern.length > maxLength) return { error: `the pattern is longer than ${maxLength} characters` };
   let re = patternCache.get(pattern);
   if (!re) {
     if (patternCache.size >= PATTERN_CACHE_MAX) patternCache.clear();
-    re = Regex.compile(pattern);
+    re = Regex.compile(pattern, Infinity);
     patternCache.set(pattern, re);
   }
   return re;
@@ -35,7 +37,7 @@ export function compileRewrite(config: { from?: string; to: string }, tools: Com
   const from = config.from === undefined ? undefined : tools.template(config.from, ["from"]);
   let fixed: Regex | undefined;
   if (from?.constant !== undefined) {
-    const re = Regex.compile(from.constant);
+    const re = Regex.compile(from.constant, tools.limits.maxPatternLength);
     if ("error" in re) tools.error(["from"], re.error);
     else fixed = re;
   }
@@ -51,21 +53,22 @@ export function applyRewrite(r: UrlRewrite, url: string, ctx: ActionContext, wha
   if (!re) {
     const pattern = render(r.from, ctx, `${what}.from`);
     if (pattern === undefined) return undefined;
-    re = compiled(pattern);
+    re = compiled(pattern, ctx.bindings.caps.maxPatternLength);
   }
   if ("error" in re) {
     ctx.problem(`${what}.from: ${re.error}`);
     return undefined;
   }
-  // one budget for the match and the replace (regex.ts MAX_STEPS): a pattern slow on this URL fails the action
-  const budget = { steps: MAX_STEPS };
+  // one budget for the match and the replace (the policy's maxPatternSteps): a pattern slow on this URL fails the action
+  const steps = ctx.bindings.caps.maxPatternSteps;
+  const budget = { steps };
   try {
     const matches = re.matchGroups(url, budget);
     if (!matches) return { url, matches: [] };
     return { url: re.replaceAll(url, to, budget), matches };
   } catch (err) {
     if (!(err instanceof RegexTooSlow)) throw err;
-    ctx.problem(`${what}.from: ${err.message}`);
+    ctx.problem(`${what}.from: the pattern took more than ${steps} steps on this URL`);
     return undefined;
   }
 }

@@ -3,12 +3,12 @@
  * the values it reads or makes, so that no expression can make the edge
  * work or allocate past the run's cost limit.
  */
-import { MAX_VALUE_BYTES } from "../limits.ts";
-import { charge } from "./evaluation.ts";
+import { caps, charge } from "./evaluation.ts";
 
-/** Cost of making or digesting `length` characters or bytes: one unit per KiB, refused past MAX_VALUE_BYTES. */
+/** Cost of making or digesting `length` characters or bytes: one unit per KiB, refused past the run's maxValueBytes. */
 export function pay(length: number): void {
-  if (length > MAX_VALUE_BYTES) throw new Error(`a value of more than ${MAX_VALUE_BYTES} bytes`);
+  const max = caps().maxValueBytes;
+  if (length > max) throw new Error(`a value of more than ${max} bytes`);
   charge(length >> 10);
 }
 

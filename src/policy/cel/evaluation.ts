@@ -5,6 +5,10 @@
  * for every policy; evaluation is synchronous, so the one in progress is
  * held here for them, set around each evaluation and put back after.
  */
+import { DEFAULT_POLICY_LIMITS, type PolicyLimits } from "../limits.ts";
+
+/** The caps the functions hold to as they run (limits.ts): the running policy's, the server's flags. */
+export type RunCaps = Pick<PolicyLimits, "maxValueBytes" | "maxMadeEntries" | "maxJsonDepth">;
 
 /** The cost a run of a policy's phase may still spend (limits.ts, costLimit). */
 export class Budget {
@@ -24,6 +28,8 @@ export class CostExceeded extends Error {
 /** What the functions read of the message at hand. */
 export interface EvaluationScope {
   readonly budget: Budget;
+  /** The caps of the policy that runs (a field of the run: nothing is made for it). */
+  readonly caps: RunCaps;
   /** A header's values (name in any case), or undefined when absent; `res` in on_http_response only. */
   header(of: "req" | "res", name: string): readonly string[] | undefined;
   /** A query parameter's values, or undefined when absent. */
@@ -48,6 +54,11 @@ export function evaluating<A, T>(scope: EvaluationScope, evaluate: (arg: A) => T
 /** The scope of the evaluation in progress; an expression evaluated outside one (at load, in a test) has none. */
 export function scope(): EvaluationScope | undefined {
   return current;
+}
+
+/** The caps of the run in progress; outside one (at load, in a test), the defaults. */
+export function caps(): RunCaps {
+  return current?.caps ?? DEFAULT_POLICY_LIMITS;
 }
 
 /** Spends `units` of the run's budget; throws CostExceeded past it (the run is over, see Budget.exceeded). */

@@ -6,7 +6,7 @@
  * json-functions.ts), and the standard functions that make strings
  * wrapped so that what they make is paid for: a concatenation, a replace
  * or a join costs a unit per KiB made and may not make more than
- * MAX_VALUE_BYTES, so no expression can fill the edge's memory.
+ * the run's maxValueBytes (limits.ts), so no expression can fill the edge's memory.
  */
 import { createHash } from "node:crypto";
 import { celEnv, celFunc, celMethod, CelScalar, isCelError, isCelList, listType, mapType, type CelFunc, type CelList, type CelValue } from "@bufbuild/cel";

@@ -6,15 +6,15 @@
  *
  * What they make is paid for (cost.ts): the text they read or write by
  * its size, a unit per KiB, and each value a decode makes a unit, as a
- * macro's loop step; a JSON text nesting deeper than MAX_JSON_DEPTH is an
+ * macro's loop step; a JSON text nesting deeper than the run's maxJsonDepth is an
  * error before it is parsed, and a decode makes no more than
- * MAX_MADE_ENTRIES values. Where ngrok's docs are silent they do what Go,
+ * maxMadeEntries values. Where ngrok's docs are silent they do what Go,
  * which ngrok's edge is written in, does: JSON numbers are doubles, map
  * keys are written sorted, a query string's keys too.
  */
 import { celFunc, celMethod, CelScalar, isCelList, isCelMap, isCelUint, listType, mapType, type CelFunc, type CelValue } from "@bufbuild/cel";
-import { MAX_JSON_DEPTH, MAX_MADE_ENTRIES, MAX_VALUE_BYTES } from "../limits.ts";
 import { pay, payEntries } from "./cost.ts";
+import { caps } from "./evaluation.ts";
 
 const { DYN, STRING, BOOL } = CelScalar;
 const LIST = listType(DYN);
@@ -36,8 +36,8 @@ function nestsPast(text: string, limit: number): number {
 }
 
 /** A parsed JSON value as CEL's: numbers as doubles, objects as maps; a unit paid per value. */
-function celOf(v: unknown, made: { count: number }): CelValue {
-  if (++made.count > MAX_MADE_ENTRIES) throw new Error(`the JSON text has more than ${MAX_MADE_ENTRIES} values`);
+function celOf(v: unknown, made: { count: number; max: number }): CelValue {
+  if (++made.count > made.max) throw new Error(`the JSON text has more than ${made.max} values`);
   payEntries(1);
   if (v === null || typeof v === "string" || typeof v === "number" || typeof v === "boolean") return v as CelValue;
   if (Array.isArray(v)) return v.map((x) => celOf(x, made)) as never;
@@ -48,28 +48,30 @@ function celOf(v: unknown, made: { count: number }): CelValue {
 
 function decodeJson(text: string): CelValue {
   pay(text.length);
-  if (nestsPast(text, MAX_JSON_DEPTH) >= 0) throw new Error(`the JSON text nests deeper than ${MAX_JSON_DEPTH} levels`);
+  const { maxJsonDepth, maxMadeEntries } = caps();
+  if (nestsPast(text, maxJsonDepth) >= 0) throw new Error(`the JSON text nests deeper than ${maxJsonDepth} levels`);
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
   } catch {
     throw new Error("not JSON");
   }
-  return celOf(parsed, { count: 0 });
+  return celOf(parsed, { count: 0, max: maxMadeEntries });
 }
 
 /** A CEL value as JSON text, as Go's encoding/json writes it (map keys sorted); a unit paid per value, the text by its size. */
 function encodeJson(v: CelValue): string {
   const out: string[] = [];
   let length = 0;
+  const { maxValueBytes, maxJsonDepth } = caps();
   const put = (s: string) => {
     length += s.length;
-    if (length > MAX_VALUE_BYTES) pay(length); // refused before more is made
+    if (length > maxValueBytes) pay(length); // refused before more is made
     out.push(s);
   };
   const write = (x: CelValue, depth: number): void => {
     payEntries(1);
-    if (depth > MAX_JSON_DEPTH) throw new Error(`the value nests deeper than ${MAX_JSON_DEPTH} levels`);
+    if (depth > maxJsonDepth) throw new Error(`the value nests deeper than ${maxJsonDepth} levels`);
     if (x === null) return put("null");
     switch (typeof x) {
       case "string":
@@ -143,12 +145,13 @@ function queryUnescape(s: string): string {
  */
 function decodeQuery(query: string): Map<string, string> {
   pay(query.length);
+  const max = caps().maxMadeEntries;
   const out = new Map<string, string>();
   for (const part of query.split("&")) {
     if (part === "") continue;
     if (part.includes(";")) throw new Error("invalid semicolon separator in query");
     payEntries(1);
-    if (out.size >= MAX_MADE_ENTRIES) throw new Error(`the query string has more than ${MAX_MADE_ENTRIES} parameters`);
+    if (out.size >= max) throw new Error(`the query string has more than ${max} parameters`);
     const eq = part.indexOf("=");
     const name = queryUnescape(eq < 0 ? part : part.slice(0, eq));
     const value = eq < 0 ? "" : queryUnescape(part.slice(eq + 1));

@@ -4,12 +4,12 @@
  * (macros.ts): each as cel-go's ext/lists has it, its errors included.
  * Each pays one unit of the run's budget per entry it reads or makes
  * (cost.ts), so a sort, a flatten or a range is bounded by the run's cost
- * limit; a range or a flatten makes no more than MAX_MADE_ENTRIES whatever
+ * limit; a range or a flatten makes no more than the run's maxMadeEntries whatever
  * the limit.
  */
 import { celEnv, celFunc, celMethod, CelScalar, isCelError, isCelList, isCelUint, listType, type CelFunc, type CelList, type CelValue } from "@bufbuild/cel";
-import { MAX_MADE_ENTRIES } from "../limits.ts";
 import { payEntries } from "./cost.ts";
+import { caps } from "./evaluation.ts";
 
 const { DYN, INT } = CelScalar;
 const LIST = listType(DYN);
@@ -124,12 +124,13 @@ function slice(list: CelList, start: bigint, end: bigint): CelValue[] {
 function flatten(list: CelList, depth: bigint): CelValue[] {
   if (depth < 0n) throw new Error("level must be non-negative");
   const out: CelValue[] = [];
+  const max = caps().maxMadeEntries;
   const into = (l: CelList, level: bigint): void => {
     payEntries(l.size);
     for (const v of l) {
       if (isCelList(v) && level > 0n) into(v, level - 1n);
       else {
-        if (out.length >= MAX_MADE_ENTRIES) throw new Error(`flatten would make more than ${MAX_MADE_ENTRIES} entries`);
+        if (out.length >= max) throw new Error(`flatten would make more than ${max} entries`);
         out.push(v);
       }
     }
@@ -184,7 +185,8 @@ function distinct(list: CelList): CelValue[] {
 }
 
 function range(n: bigint): bigint[] {
-  if (n > BigInt(MAX_MADE_ENTRIES)) throw new Error(`lists.range(${n}) would make more than ${MAX_MADE_ENTRIES} entries`);
+  const max = caps().maxMadeEntries;
+  if (n > BigInt(max)) throw new Error(`lists.range(${n}) would make more than ${max} entries`);
   const count = n > 0n ? Number(n) : 0;
   payEntries(count);
   const out: bigint[] = new Array(count);
