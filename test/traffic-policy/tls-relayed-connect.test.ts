@@ -50,39 +50,56 @@ async function curl(name: string, port: number): Promise<{ code: number; out: st
   return { code, out, err };
 }
 
-/** A TLS connection held open through `port` to the tunnel `name`: asked again and again over one connection (the service keeps it alive). */
-async function heldTls(name: string, port: number): Promise<{ answers(): Promise<boolean>; closed: Promise<void>; end(): void }> {
+/**
+ * A TLS connection held open through `port` to the tunnel `name`, once its
+ * handshake with the local service is done: asked again and again over one
+ * connection (the service keeps it alive). `ended` says why it closed, for
+ * a failure's message.
+ */
+async function heldTls(name: string, port: number): Promise<{ answers(): Promise<string>; closed: Promise<void>; end(): void }> {
   let got = "";
-  let waiter: ((ok: boolean) => void) | undefined;
+  let ended = "";
+  let waiter: ((answer: string) => void) | undefined;
   let onClose!: () => void;
   const closed = new Promise<void>((resolve) => (onClose = resolve));
+  let shaken!: (why: string) => void;
+  const handshake = new Promise<string>((resolve) => (shaken = resolve));
   const socket = await Bun.connect({
     hostname: "127.0.0.1",
     port,
     tls: { serverName: `${name}.localhost`, ca: readFileSync(ca, "utf8") },
     socket: {
+      handshake(_s, success, authError) {
+        shaken(success ? "" : `handshake failed: ${authError?.message ?? "no reason"}`);
+      },
       data(_s, d) {
         got += Buffer.from(d).toString("latin1");
         if (got.includes("the service itself")) {
           got = "";
-          waiter?.(true);
+          waiter?.("answered");
         }
       },
       close() {
-        waiter?.(false);
+        ended ||= "closed";
+        shaken(`closed before its handshake`);
+        waiter?.(`${name}: ${ended}`);
         onClose();
       },
-      error() {},
+      error(_s, err) {
+        ended = `error: ${err.message}`;
+      },
     },
   });
+  const failed = await handshake;
+  if (failed) throw new Error(`${name}: ${failed}`);
   return {
     answers: () =>
-      new Promise<boolean>((resolve) => {
-        const timer = setTimeout(() => resolve(false), 10_000);
-        waiter = (ok) => {
+      new Promise<string>((resolve) => {
+        const timer = setTimeout(() => resolve(`${name}: no answer in 10 s`), 10_000);
+        waiter = (answer) => {
           clearTimeout(timer);
           waiter = undefined;
-          resolve(ok);
+          resolve(answer);
         };
         socket.write(`GET / HTTP/1.1\r\nHost: ${name}.localhost\r\n\r\n`);
       }),
@@ -191,14 +208,14 @@ describe("a tls connection relayed from the visitor's node: the tunnel's on_tcp_
     const api = await signedIn(visitorsNode());
     let made: { body: { id: number } } | undefined;
     try {
-      for (const held of [whole, hello, gone]) expect(await held.answers()).toBe(true);
+      for (const held of [whole, hello, gone]) expect(await held.answers()).toBe("answered");
       made = await api.post("/api/policies", { name: "gone-by-name", policy: "on_tcp_connect: [{expressions: [\"endpoint.host == 'gone.localhost'\"], actions: [{type: deny}]}]" });
       expect(made!.body.id).toBeGreaterThan(0);
       // the agent's node reads the change within 2 s and judges its open connections again: the refused one ends
       expect(await endsWithin(gone.closed, 20_000)).toBe(true);
       // judged by the same facts as when they came: the whole name, the name the hello asked for
-      expect(await whole.answers()).toBe(true);
-      expect(await hello.answers()).toBe(true);
+      expect(await whole.answers()).toBe("answered");
+      expect(await hello.answers()).toBe("answered");
     } finally {
       for (const held of [whole, hello, gone]) held.end();
       if (made) await api.delete(`/api/policies/${made.body.id}`);
