@@ -114,7 +114,7 @@ export class RelayIn {
    * its request rules did (passed-notes.ts); `body`: the request's body, read here for the policies.
    */
   private forward(down: Stream, t: Tunnel, meta: RelayedMeta, judgedWith: TunnelPolicy | undefined, rewriteFor?: string, policy?: RelayedRun, body?: ReadBody): void {
-    const { client: _, warn: __, sni: ___, ...forAgent } = meta;
+    const { client: _, warn: __, sni: ___, ja4: ____, ...forAgent } = meta;
     const up = t.agent?.openStream({ ...forAgent, tunnel: t.id });
     if (!up) {
       if (policy) breakersEnded(policy.run);

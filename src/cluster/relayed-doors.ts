@@ -303,6 +303,9 @@ async function answerRelayed(down: Stream, res: Response, head: boolean): Promis
   });
 }
 
+/** What a JA4 fingerprint looks like (tls/ja4.ts): another node's that does not is not given to the rules. */
+const JA4_FORM = /^t[0-9a-z]{2}[di]\d{4}[0-9a-z]{2}_[0-9a-f]{12}_[0-9a-f]{12}$/;
+
 /** The visitor's connection's local end on its node (`address:port`, as the tcp door sends it): `conn.server_ip` of a relayed tls connection. */
 /**
  * A tls connection relayed from the visitor's node as its tunnel's
@@ -310,13 +313,15 @@ async function answerRelayed(down: Stream, res: Response, head: boolean): Promis
  * policies change while it is open (relayed-subject.ts): the addresses
  * the visitor's node saw, the tunnel's public name, and the name the
  * visitor's hello asked for (RelayedMeta.sni; a DNS name is at most 253
- * characters).
+ * characters), and its JA4 fingerprint (RelayedMeta.ja4, when it has the
+ * form of one).
  */
 export function relayedTlsSubject(t: Tunnel, meta: RelayedMeta, client: string, openedAt?: number): ConnectionSubject {
   const clientPort = Number(meta.remote.slice(meta.remote.lastIndexOf(":") + 1)) || 0;
   const serverPort = Number(meta.local?.slice(meta.local.lastIndexOf(":") + 1)) || 443;
   const sni = typeof meta.sni === "string" && meta.sni.length <= 255 ? meta.sni : undefined;
-  return { client, clientPort, serverPort, ends: relayedEnds(meta), host: t.publicHost ?? t.hostname ?? t.subdomain ?? "", protocol: "tls", serverName: sni, ...(openedAt !== undefined ? { openedAt } : {}) };
+  const ja4 = typeof meta.ja4 === "string" && JA4_FORM.test(meta.ja4) ? meta.ja4 : undefined;
+  return { client, clientPort, serverPort, ends: relayedEnds(meta), host: t.publicHost ?? t.hostname ?? t.subdomain ?? "", protocol: "tls", serverName: sni, hello: ja4, ...(openedAt !== undefined ? { openedAt } : {}) };
 }
 
 export function relayedEnds(meta: RelayedMeta): ConnectionEnds | undefined {

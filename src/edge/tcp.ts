@@ -13,6 +13,8 @@ import { canonicalAddress } from "../http/addresses.ts";
 import { limitedLog } from "../log.ts";
 import { KINDS, type TunnelKind } from "../protocol/kinds.ts";
 import type { OpenMeta, RelayedMeta } from "../protocol/messages.ts";
+import type { ClientHello } from "../tls/client-hello.ts";
+import { ja4 } from "../tls/ja4.ts";
 import { SocketRelay } from "../sockets/socket-stream.ts";
 import type { SocketBudget } from "../sockets/socket-budget.ts";
 import { stays, type LiveVisit } from "./judgement/live-visits.ts";
@@ -33,6 +35,8 @@ export interface ConnectionVisit extends Visit, LiveVisit {
   readonly named: Tunnel;
   /** A tls tunnel's visitor: the name its hello asked for, as it wrote it. */
   readonly serverName?: string;
+  /** A tls tunnel's visitor: its hello, with the pieces of its JA4 (`conn.tls.ja4_fingerprint`). */
+  readonly hello?: ClientHello;
   /** The address that holds a place in the budget, until the socket closes. */
   counted?: string;
   relay?: SocketRelay;
@@ -112,7 +116,10 @@ export class ConnectionDoor implements Door<ConnectionVisit> {
       local: `${socket.localAddress}:${socket.localPort}`,
     };
     // another node's tunnel: the name the visitor's TLS asked for goes with it, for the rules that node runs
-    if (t.relayed && v.serverName !== undefined) (meta as RelayedMeta).sni = v.serverName;
+    if (t.relayed && v.serverName !== undefined) {
+      (meta as RelayedMeta).sni = v.serverName;
+      if (v.hello) (meta as RelayedMeta).ja4 = ja4(v.hello);
+    }
     const stream = t.agent?.openStream(meta);
     if (!stream) {
       socket.end(); // no agent (reconnecting) or it cannot take another stream
@@ -146,12 +153,12 @@ const WRONG_KIND = new Refusal("admission", "WRONG_KIND");
  * carried); undefined when the socket has no address (a visitor that reset
  * before open ran: no rule could admit it).
  */
-export function judgeConnection(door: ConnectionDoor, socket: Socket<any>, named: Tunnel, carried?: (v: ConnectionVisit) => void, serverName?: string): ConnectionVisit | undefined {
+export function judgeConnection(door: ConnectionDoor, socket: Socket<any>, named: Tunnel, carried?: (v: ConnectionVisit) => void, serverName?: string, hello?: ClientHello): ConnectionVisit | undefined {
   if (typeof socket.remoteAddress !== "string") {
     socket.terminate();
     return undefined;
   }
-  const v: ConnectionVisit = { socket, door: door.name, openedAt: Date.now(), named, serverName, client: canonicalAddress(socket.remoteAddress), over: false, end: endConnection, judgedBy: judgedConnection, carried };
+  const v: ConnectionVisit = { socket, door: door.name, openedAt: Date.now(), named, serverName, hello, client: canonicalAddress(socket.remoteAddress), over: false, end: endConnection, judgedBy: judgedConnection, carried };
   // each step answers at once for a raw connection, but a traffic policy's on_tcp_connect
   const judged = judge(door, v);
   if (judged) judged.catch((err) => {
@@ -172,7 +179,7 @@ export function heldEarly(v: ConnectionVisit, bytes: Uint8Array, max: number): v
 /** What on_tcp_connect reads of a connection to `t`. */
 function connectionSubject(v: ConnectionVisit, t: Tunnel): ConnectionSubject {
   const { socket } = v;
-  return { client: v.client, clientPort: socket.remotePort ?? 0, serverPort: socket.localPort, ends: v, host: t.publicHost ?? t.hostname ?? t.subdomain ?? socket.localAddress, protocol: v.door, openedAt: v.openedAt, serverName: v.serverName };
+  return { client: v.client, clientPort: socket.remotePort ?? 0, serverPort: socket.localPort, ends: v, host: t.publicHost ?? t.hostname ?? t.subdomain ?? socket.localAddress, protocol: v.door, openedAt: v.openedAt, serverName: v.serverName, hello: v.hello };
 }
 
 /** What its tunnel's policies judge it by again when they change (ConnectionVisit.judgedBy). */

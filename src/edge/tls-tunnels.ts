@@ -47,7 +47,7 @@ export function tlsTunnelRoutes(registry: Registry, domain: string, budget: Sock
       // a subdomain under the domain, or a custom hostname as it is (it has dots; a subdomain never)
       const label = name.endsWith(suffix) ? name.slice(0, -suffix.length) : name.includes(".") ? name : undefined;
       if (label === undefined || (name.endsWith(suffix) && label.includes("."))) return otherwise;
-      const visitor = (t: Tunnel | Response | undefined) => (t instanceof Tunnel && door.reaches(t) === true && t.agent ? new TlsVisitor(door, t, name, budget, opened) : otherwise);
+      const visitor = (t: Tunnel | Response | undefined) => (t instanceof Tunnel && door.reaches(t) === true && t.agent ? new TlsVisitor(door, t, hello, budget, opened) : otherwise);
       const local = registry.tunnelBySubdomain(label);
       // a name of this node's is this node's to serve, whatever its kind; only an unknown one is asked of the others
       if (local || !elsewhere) return visitor(local);
@@ -64,8 +64,8 @@ class TlsVisitor implements Passthrough {
   constructor(
     private readonly door: ConnectionDoor,
     private readonly tunnel: Tunnel,
-    /** The name the hello asked for (`conn.tls.sni`). */
-    private readonly serverName: string,
+    /** Its hello: the name it asked for (`conn.tls.sni`, never absent here: route), and its JA4's pieces. */
+    private readonly hello: ClientHello,
     private readonly budget: SocketBudget,
     private readonly opened?: () => void,
   ) {}
@@ -76,7 +76,7 @@ class TlsVisitor implements Passthrough {
       socket.setNoDelay(true);
       v.relay!.socketData(firstBytes); // the hello, and whatever came with it
       this.opened?.();
-    }, this.serverName);
+    }, this.hello.serverName, this.hello);
   }
 
   private get relay(): SocketRelay | undefined {

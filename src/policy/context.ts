@@ -81,6 +81,7 @@ const GETTERS: Record<string, Getter> = {
   "conn.tls.sni": (b) => b.input.conn.tls?.sni ?? "",
   "conn.tls.negotiated_alpn": (b) => b.input.conn.tls?.negotiatedAlpn ?? "",
   "conn.tls.session_resumed": (b) => b.input.conn.tls?.sessionResumed ?? false,
+  "conn.tls.ja4_fingerprint": (b) => b.input.conn.tls?.ja4 ?? "",
   "conn.ts.start": (b) => timestampFromMs(b.input.conn.openedAt),
   "endpoint.id": (b) => b.input.tunnel.id ?? "",
   "endpoint.addr": (b) => hostPort(b.input.endpoint.host, b.input.endpoint.port),

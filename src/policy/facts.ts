@@ -13,7 +13,7 @@ export interface ConnectionFacts {
   readonly serverIp?: string;
   /** When the connection opened, in ms since the epoch. */
   openedAt: number;
-  /** The TLS the edge terminated for it; absent for a plain connection and where it is not known (a tls tunnel's, passed on undecrypted). */
+  /** The TLS the edge terminated for it; absent for a plain connection. A tls tunnel's, passed on undecrypted, has only what its hello said (the server name, JA4). */
   readonly tls?: TlsFacts;
 }
 
@@ -29,6 +29,8 @@ export interface TlsFacts {
   negotiatedAlpn: string;
   /** The visitor resumed an earlier session (a TLS session ticket) rather than making a full handshake. */
   sessionResumed: boolean;
+  /** The JA4 fingerprint of the visitor's ClientHello (tls/ja4.ts); absent where the edge did not read the hello. */
+  readonly ja4?: string;
 }
 
 export interface EndpointFacts {

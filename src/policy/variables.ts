@@ -42,6 +42,7 @@ export const VARIABLES: Readonly<Record<string, VariableDoc>> = {
   "conn.tls.sni": { type: STRING, phases: ALL, about: "the server name the visitor's ClientHello asked for, a tls tunnel's too (empty without TLS)" },
   "conn.tls.negotiated_alpn": { type: STRING, phases: ALL, about: "the protocol ALPN agreed on in that handshake: `h2`, `http/1.1` (empty without TLS, or when the visitor offered none)" },
   "conn.tls.session_resumed": { type: BOOL, phases: ALL, about: "whether that handshake resumed an earlier session (false without TLS)" },
+  "conn.tls.ja4_fingerprint": { type: STRING, phases: ALL, about: "the JA4 fingerprint of the visitor's ClientHello, a tls tunnel's too: `t13d1516h2_8daaf6152771_e5627efa2ab1` (empty without TLS)" },
   "conn.ts.start": { type: TIMESTAMP_TYPE, phases: ALL, about: "when the visitor's connection opened" },
   "endpoint.id": { type: STRING, phases: ALL, about: "the tunnel's id, the same for its whole life" },
   "endpoint.addr": { type: STRING, phases: ALL, about: "the tunnel's public address: `host:port`" },

@@ -396,6 +396,8 @@ export type RelayedMeta = OpenMeta & {
    * Absent from nodes of the version before.
    */
   sni?: string;
+  /** A tls connection: the JA4 fingerprint of its ClientHello (`conn.tls.ja4_fingerprint`), made on the visitor's node, the one that read it. Absent likewise. */
+  ja4?: string;
 };
 
 // -- per-request fast paths ---------------------------------------------------------------------

@@ -13,6 +13,7 @@
  */
 import type { Socket, SocketHandler, TCPSocketListener } from "bun";
 import { log } from "../log.ts";
+import type { ClientHello } from "../tls/client-hello.ts";
 import { chooseEntry } from "../tls/sni.ts";
 import type { TlsEntry, TlsSource } from "../tls/tls-source.ts";
 
@@ -22,6 +23,8 @@ export interface Peer {
   /** Where it reached the public port (the front's socket's local end): the decrypted socket's own is an internal listener's. */
   localAddress?: string;
   localPort?: number;
+  /** Its ClientHello, with the pieces of its fingerprint (tls/ja4.ts, made when a rule reads it). */
+  hello?: ClientHello;
 }
 
 /**

@@ -163,7 +163,8 @@ export class Visit {
   private readHello(chunk: Uint8Array): void {
     if (!this.keep(chunk)) return this.refuse(`TOO_LONG: more than ${MAX_HELLO_BYTES} bytes and no ClientHello`);
     const bytes = this.buffer.subarray(0, this.length);
-    const hello = parseClientHello(bytes);
+    // with its pieces: its JA4, for the rules that read it, is made from them when one does
+    const hello = parseClientHello(bytes, true);
     if (hello === "incomplete") return;
     if (hello instanceof HelloError) return this.refuse(`${hello.code}: ${hello.message}`);
     const route = this.context.route?.(hello) ?? "terminate";
@@ -195,6 +196,7 @@ export class Visit {
     }
     const port = this.context.terminators!.portFor(hello.serverName);
     if (port === undefined) return this.refuse("no TLS listener for its certificate");
+    this.peer.hello = hello;
     this.state = "connecting";
     // what comes meanwhile waits in the kernel, not here
     this.socket.pause();

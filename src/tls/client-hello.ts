@@ -2,7 +2,8 @@
  * The start of a TLS connection, read before anything is decrypted: the
  * server name (SNI) and the application protocols (ALPN) the client asks
  * for. The public port reads it to choose a certificate (Bun.listen holds
- * one) and to pass a connection on by name without decrypting it.
+ * one) and to pass a connection on by name without decrypting it; and,
+ * when asked, the pieces its JA4 fingerprint is made of (ja4.ts).
  *
  * Pure and indifferent to chunking: given every byte received so far, it
  * answers the hello, "incomplete", or a HelloError. It never throws and
@@ -22,6 +23,25 @@ export interface ClientHello {
   serverName?: string;
   /** The protocols of application_layer_protocol_negotiation, in the client's order. */
   alpn?: string[];
+  /** What the hello's JA4 fingerprint is made of (tls/ja4.ts); only when asked for. */
+  pieces?: HelloPieces;
+}
+
+/**
+ * The parts of a hello its JA4 fingerprint reads, as the client sent them
+ * (GREASE values included, in their order): a few small arrays, copied
+ * out so that keeping them does not keep the bytes they came in.
+ */
+export interface HelloPieces {
+  /** ClientHello.legacy_version. */
+  version: number;
+  cipherSuites: number[];
+  /** The extensions' types, in their order. */
+  extensions: number[];
+  /** supported_versions' list; absent without the extension (or when its body does not add up). */
+  supportedVersions?: number[];
+  /** signature_algorithms' list, in its order; absent likewise. */
+  signatureAlgorithms?: number[];
 }
 
 /**
@@ -59,16 +79,19 @@ const HANDSHAKE_HEADER = 4;
 const CLIENT_HELLO = 1;
 const EXT_SERVER_NAME = 0;
 const EXT_ALPN = 16;
+const EXT_SIGNATURE_ALGORITHMS = 13;
+const EXT_SUPPORTED_VERSIONS = 43;
 const HOST_NAME = 0;
 const MAX_NAME = 253;
 const MAX_LABEL = 63;
 /** Letters, digits, hyphen, dot, and the underscore some real names carry. */
 const NAME_BYTES = /^[a-z0-9_.-]+$/;
 
-export function parseClientHello(bytes: Uint8Array): HelloAnswer {
+/** With `pieces`, a whole hello carries what its JA4 fingerprint is made of (ClientHello.pieces); its other answers are the same. */
+export function parseClientHello(bytes: Uint8Array, pieces = false): HelloAnswer {
   const message = handshakeMessage(bytes);
   if (typeof message !== "object" || message instanceof HelloError) return message;
-  return helloBody(new Cursor(message, HANDSHAKE_HEADER, message.length));
+  return helloBody(new Cursor(message, HANDSHAKE_HEADER, message.length), pieces);
 }
 
 /** The ClientHello handshake message (header included) gathered from its records. */
@@ -111,8 +134,9 @@ function handshakeMessage(bytes: Uint8Array): Uint8Array | "incomplete" | HelloE
   return concat(fragments, need);
 }
 
-function helloBody(r: Cursor): ClientHello | HelloError {
-  if (!r.skip(2 + 32)) return malformed("shorter than its version and random");
+function helloBody(r: Cursor, withPieces: boolean): ClientHello | HelloError {
+  const version = r.u16();
+  if (version === undefined || !r.skip(32)) return malformed("shorter than its version and random");
   const session = r.vector(1);
   if (!session || session.remaining > 32) return malformed("session_id");
   const suites = r.vector(2);
@@ -120,6 +144,8 @@ function helloBody(r: Cursor): ClientHello | HelloError {
   const compression = r.vector(1);
   if (!compression || compression.remaining < 1) return malformed("compression_methods");
   const hello: ClientHello = {};
+  const pieces: HelloPieces | undefined = withPieces ? { version, cipherSuites: suites.u16s(), extensions: [] } : undefined;
+  if (pieces) hello.pieces = pieces;
   if (r.done) return hello; // a hello without extensions (TLS 1.0 era)
   const extensions = r.vector(2);
   if (!extensions || !r.done) return malformed("the extensions do not fill the hello exactly");
@@ -130,6 +156,11 @@ function helloBody(r: Cursor): ClientHello | HelloError {
     if (type === undefined || !body) return malformed("an extension runs past the end");
     if (seen.has(type)) return malformed(`extension ${type} twice`);
     seen.add(type);
+    if (pieces) {
+      pieces.extensions.push(type);
+      if (type === EXT_SUPPORTED_VERSIONS) pieces.supportedVersions = listOf(body, 1);
+      else if (type === EXT_SIGNATURE_ALGORITHMS) pieces.signatureAlgorithms = listOf(body, 2);
+    }
     if (type === EXT_SERVER_NAME) {
       const name = serverName(body);
       if (name instanceof HelloError) return name;
@@ -141,6 +172,17 @@ function helloBody(r: Cursor): ClientHello | HelloError {
     }
   }
   return hello;
+}
+
+/**
+ * The u16 values of a list with a length prefix of `lengthBytes` that fills
+ * the extension exactly; undefined when it does not add up (JA4 then reads
+ * it as absent: the hello's other answers do not depend on it).
+ */
+function listOf(ext: Cursor, lengthBytes: 1 | 2): number[] | undefined {
+  const list = ext.vector(lengthBytes);
+  if (!list || !ext.done || list.remaining % 2 !== 0) return undefined;
+  return list.u16s();
 }
 
 /** The host_name of a server_name extension; undefined when the list holds only other kinds. */
@@ -220,6 +262,13 @@ class Cursor {
       return undefined;
     }
     return new Cursor(this.bytes, this.pos - length, this.pos);
+  }
+
+  /** The rest as u16 values (an odd last byte is left out). */
+  u16s(): number[] {
+    const values: number[] = [];
+    for (let at = this.pos; at + 1 < this.end; at += 2) values.push(u16(this.bytes, at));
+    return values;
   }
 
   /** The rest as one byte per character (protocol names and host names are ASCII). */

@@ -17,12 +17,15 @@ import { join } from "node:path";
 import { signedIn, type AdminClient } from "../harness/admin.ts";
 import { refusal, startAgent, tunnelFetch } from "../harness/agent.ts";
 import { selfSignedCertificate } from "../harness/certs.ts";
+import { captureHello } from "../harness/client-hello.ts";
 import { grpcSay, startGrpcEcho } from "../harness/grpc.ts";
 import { startNginx, type TestNginx } from "../harness/nginx.ts";
 import { freeRange } from "../harness/ports.ts";
 import { rawHttp } from "../harness/raw-http.ts";
 import { sample, scrape } from "../harness/metrics.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
+import { parseClientHello, type ClientHello } from "../../src/tls/client-hello.ts";
+import { ja4 } from "../../src/tls/ja4.ts";
 
 let dir: string;
 /** The local service's certificate (svc.localhost, other.localhost), also the visitors' trust anchor. */
@@ -211,6 +214,23 @@ describe("on --tls-port", () => {
     const passed = await curl("other.localhost", server.tlsPort!, serviceCa, ["--http1.1"]);
     expect(passed.err).toBe("");
     expect(passed.out).toBe("nginx over tls: other.localhost HTTP/1.1\n");
+  });
+
+  test("on_tcp_connect reads conn.tls.ja4_fingerprint: the JA4 of the visitor's hello (made by src/tls/ja4.ts of the hello the same curl sends to a recording socket); another hello's passes", async () => {
+    const args = ["--http1.1"];
+    const bytes = await captureHello(async (port) => void (await curl("svc.localhost", port, serviceCa, args)));
+    const expected = ja4(parseClientHello(bytes, true) as ClientHello);
+    expect(expected).toMatch(/^t1[0-3]d\d{4}[a-z0-9]{2}_[0-9a-f]{12}_[0-9a-f]{12}$/);
+    const file = join(dir, "ja4-policy.yml");
+    writeFileSync(file, `on_tcp_connect:\n  - expressions: ["conn.tls.ja4_fingerprint == '${expected}'"]\n    actions: [{ type: deny }]\n`);
+    await using _svc = await startAgent({ kind: "tls", target: tlsPort, server: server.edgeUrl, token, args: ["--subdomain", "svc", "--policy-file", file] });
+    const refused = await curl("svc.localhost", server.tlsPort!, serviceCa, args);
+    expect(refused.out).toBe("");
+    expect(refused.err).not.toBe("");
+    // TLS 1.2 at most: another hello, another fingerprint
+    const passed = await curl("svc.localhost", server.tlsPort!, serviceCa, [...args, "--tls-max", "1.2"]);
+    expect(passed.err).toBe("");
+    expect(passed.out).toBe("nginx over tls: svc.localhost HTTP/1.1\n");
   });
 
   test("its traffic is counted both ways, the ClientHello included", async () => {

@@ -5,7 +5,7 @@
  * run's facts in expressions (the compiled fast path and CEL alike) and in
  * interpolation, empty where the edge does not know them (plain http, a
  * relayed request); every phase has them, and a name ngrok has that burrow
- * does not (conn.tls.ja4_fingerprint) is refused at load. Then the edge's
+ * does not (conn.tls.client.*) is refused at load. Then the edge's
  * side: the facts a door's sockets give (the public socket's address, not
  * the internal TLS listener's; the handshake only for an https visitor).
  */
@@ -16,6 +16,8 @@ import { connectFacts } from "../../src/edge/traffic-policy/connect.ts";
 import { requestFacts, serverIpOf, serverPortOf, tlsOf, type ConnectionEnds } from "../../src/edge/traffic-policy/http-request.ts";
 import { parseRequestHead, isRefusal } from "../../src/http/request-head.ts";
 import type { Tunnel } from "../../src/edge/registry.ts";
+import { parseClientHello, type ClientHello } from "../../src/tls/client-hello.ts";
+import { ja4 } from "../../src/tls/ja4.ts";
 import { answered, errorsOf, policyOf, requestInput } from "./policy-harness.ts";
 
 const TLS: TlsFacts = { version: "1.3", cipherSuite: "TLS_AES_128_GCM_SHA256", sni: "app.tunnels.example.com", negotiatedAlpn: "h2", sessionResumed: true };
@@ -88,7 +90,7 @@ describe("at load", () => {
   });
 
   test("ngrok's TLS variables burrow cannot answer are refused with their name", () => {
-    for (const name of ["conn.tls.ja4_fingerprint", "conn.tls.client.subject"]) {
+    for (const name of ["conn.tls.client.subject"]) {
       const errors = errorsOf(`on_http_request:\n  - expressions: ["${name} == 'x'"]\n    actions: [{ type: deny }]\n`);
       expect(errors.map((e) => e.message).join("\n")).toContain(name);
     }
@@ -170,5 +172,28 @@ describe("the edge's facts", () => {
     const tls = connectFacts(TUNNEL, { client: "203.0.113.1", clientPort: 5000, serverPort: 443, ends: { socket }, host: "app.example.com", protocol: "tls" });
     expect(tls.conn.serverIp).toBe("10.0.0.3");
     expect(tls.conn.tls).toBeUndefined();
+  });
+  test("conn.tls.ja4_fingerprint: made of the hello the front kept with the connection (https), or the tls tunnel's hello, or the string another node sent; empty without", async () => {
+    // a hello by hand: TLS 1.2, one suite, a server name
+    const name = [...Buffer.from("app.example.com")];
+    const ext = [0, 0, 0, name.length + 5, 0, name.length + 3, 0, 0, name.length, ...name];
+    const body = [3, 3, ...new Array(32).fill(1), 0, 0, 2, 0x13, 0x01, 1, 0, 0, ext.length, ...ext];
+    const bytes = new Uint8Array([22, 3, 1, 0, body.length + 4, 1, 0, 0, body.length, ...body]);
+    const hello = parseClientHello(bytes, true) as ClientHello;
+    const expected = ja4(hello);
+    expect(expected).toMatch(/^t12d010100_[0-9a-f]{12}_000000000000$/);
+    const socket = socketOf("10.0.0.2", 443, { version: "TLSv1.3", cipher: "TLS_AES_128_GCM_SHA256", sni: "app.example.com" });
+    const base = { client: "203.0.113.1", clientPort: 5000, serverPort: 443, openedAt: 0, host: "app.example.com", head: head("GET / HTTP/1.1\r\nHost: app.example.com") };
+    const https = requestFacts(TUNNEL, { ...base, secure: true, ends: { socket, peer: { hello } } });
+    expect(https.conn.tls?.ja4).toBe(expected);
+    const echoed = await policyOf(`on_http_request:\n  - actions: [{ type: custom-response, config: { status_code: 200, body: "\${conn.tls.ja4_fingerprint}" } }]\n`).run("on_http_request", https);
+    expect(answered(echoed)?.body).toBe(expected);
+    expect(requestFacts(TUNNEL, { ...base, secure: true, ends: { socket } }).conn.tls?.ja4).toBeUndefined();
+    const connect = { client: "203.0.113.1", clientPort: 5000, serverPort: 443, ends: { socket, peer: { hello } }, host: "app.example.com" };
+    expect(connectFacts(TUNNEL, { ...connect, protocol: "https" }).conn.tls?.ja4).toBe(expected);
+    expect(connectFacts(TUNNEL, { ...connect, protocol: "tls", serverName: "app.example.com", hello }).conn.tls?.ja4).toBe(expected);
+    expect(connectFacts(TUNNEL, { ...connect, protocol: "tls", serverName: "app.example.com", hello: "t13d1516h2_8daaf6152771_e5627efa2ab1" }).conn.tls?.ja4).toBe("t13d1516h2_8daaf6152771_e5627efa2ab1");
+    const plain = await policyOf(`on_http_request:\n  - actions: [{ type: custom-response, config: { status_code: 200, body: "[\${conn.tls.ja4_fingerprint}]" } }]\n`).run("on_http_request", requestInput({ scheme: "http" }));
+    expect(answered(plain)?.body).toBe("[]");
   });
 });

@@ -328,12 +328,13 @@ describe("the pipe", () => {
     expect(client.received().toString()).toBe("pingbye after your FIN");
   });
 
-  test("peerOf gives the visitor's address and port, and the public port's end it reached, at open and at the first byte", async () => {
+  test("peerOf gives the visitor's address and port, the public port's end it reached, and its hello with its JA4's pieces, at open and at the first byte", async () => {
     const { front, served } = echoFront({ tls: changingSource(standardEntries()) });
     const client = await tlsClient(front.port, "a.test");
     await echoes(client, "who am I");
     const [socket] = served;
-    const visitor = { address: "127.0.0.1", port: client.socket.localPort, localAddress: "127.0.0.1", localPort: front.port };
+    const hello = expect.objectContaining({ serverName: "a.test", pieces: expect.objectContaining({ cipherSuites: expect.any(Array), extensions: expect.any(Array) }) });
+    const visitor = { address: "127.0.0.1", port: client.socket.localPort, localAddress: "127.0.0.1", localPort: front.port, hello };
     expect(socket!.data.peerAtOpen).toEqual(visitor);
     expect(socket!.data.peerAtData).toEqual(visitor);
     // the decrypted socket's own remote is the front's connection, not the visitor
@@ -355,7 +356,7 @@ describe("the pipe", () => {
     fronts.push(front);
     const client = await tlsClient(front.port, "b.test");
     await echoes(client, "x");
-    expect(atHandshake).toEqual([{ address: "127.0.0.1", port: client.socket.localPort, localAddress: "127.0.0.1", localPort: front.port }]);
+    expect(atHandshake).toEqual([{ address: "127.0.0.1", port: client.socket.localPort, localAddress: "127.0.0.1", localPort: front.port, hello: expect.objectContaining({ serverName: "b.test" }) }]);
   });
 
   test("a local stranger connecting straight to an internal TLS listener is closed, unseen by the handler", async () => {

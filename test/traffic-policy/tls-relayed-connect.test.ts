@@ -6,8 +6,9 @@
  * one node: `endpoint.host` the tunnel's whole public name (not its
  * subdomain alone, nor an address the visitor reached), `endpoint.port` the
  * port the visitor reached, `endpoint.addr` and `endpoint.url` made of
- * them; `conn.tls.sni` the name the visitor's hello asked for, which the
- * visitor's node sends with the connection, and the handshake's version
+ * them; `conn.tls.sni` the name the visitor's hello asked for and
+ * `conn.tls.ja4_fingerprint` its JA4, which the visitor's node sends with
+ * the connection, and the handshake's version
  * and suite empty (the visitor's node does not decrypt it). The same when
  * the policies change while the connection is open: it is judged again
  * by the same facts.
@@ -28,9 +29,12 @@ import { endsWithin } from "../harness/live-visits.ts";
 import { freeRange } from "../harness/ports.ts";
 import { startPostgres, type TestPostgres } from "../harness/postgres.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
+import { captureHello } from "../harness/client-hello.ts";
+import { parseClientHello, type ClientHello } from "../../src/tls/client-hello.ts";
+import { ja4 } from "../../src/tls/ja4.ts";
 
 const SECRET = "tls-relayed-connect-secret-0123456789ab";
-const NAMES = ["whole", "bare", "ends", "hello", "keyed", "gone"] as const;
+const NAMES = ["whole", "bare", "ends", "hello", "keyed", "gone", "print"] as const;
 let pg: TestPostgres;
 let nodes: TestServer[] = [];
 let dir: string;
@@ -45,6 +49,7 @@ const agentsNode = () => nodes[1]!;
 /** curl to https://NAME.localhost:PORT/ on 127.0.0.1, trusting only the local service's certificate. */
 async function curl(name: string, port: number): Promise<{ code: number; out: string; err: string }> {
   const host = `${name}.localhost`;
+  // the same command line as the one print's fingerprint is recorded from (beforeAll)
   const p = Bun.spawn(["curl", "-sS", "--max-time", "10", "--resolve", `${host}:${port}:127.0.0.1`, "--cacert", ca, `https://${host}:${port}/`], { stdout: "pipe", stderr: "pipe", timeout: 20_000 });
   const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
   return { code, out, err };
@@ -134,6 +139,9 @@ beforeAll(async () => {
   const api = await signedIn(nodes[0]!);
   const token = await api.createToken(await api.createUser("tls-policies", { allowed_protocols: "tls" }));
   const port = visitorsNode().tlsPort!;
+  // the JA4 (src/tls/ja4.ts) of the hello curl sends for print.localhost, recorded on a plain socket
+  const printed = ja4(parseClientHello(await captureHello(async (p) => void (await curl("print", p))), true) as ClientHello);
+  expect(printed).toMatch(/^t1[0-3]d\d{4}[a-z0-9]{2}_[0-9a-f]{12}_[0-9a-f]{12}$/);
   const policies: Record<(typeof NAMES)[number], string> = {
     // the whole name: let through
     whole: denyWhen("whole", "endpoint.host != 'whole.localhost'"),
@@ -147,6 +155,8 @@ beforeAll(async () => {
     keyed: denyWhen("keyed", "conn.tls.sni.startsWith('keyed.')"),
     // nothing of its own to refuse: the operator's rule below ends its connections
     gone: denyWhen("gone", "false"),
+    // relayed, the JA4 of its hello comes with it, made on the node that read the hello
+    print: denyWhen("print", `conn.tls.ja4_fingerprint != '${printed}'`),
   };
   for (const name of NAMES) {
     agents.push(await startAgent({ kind: "tls", target: service.port!, server: agentsNode().edgeUrl, token, args: ["--subdomain", name, "--policy-file", policies[name]] }));
@@ -198,6 +208,11 @@ describe("a tls connection relayed from the visitor's node: the tunnel's on_tcp_
   test("conn.tls.sni is the name the visitor's hello asked for, relayed with the connection; version and cipher_suite are empty", async () => {
     expectThrough(await curl("hello", visitorsNode().tlsPort!), "hello");
     expectThrough(await curl("hello", agentsNode().tlsPort!), "hello");
+  });
+
+  test("conn.tls.ja4_fingerprint is the JA4 of the visitor's hello, relayed with the connection as on its own node", async () => {
+    expectThrough(await curl("print", visitorsNode().tlsPort!), "print");
+    expectThrough(await curl("print", agentsNode().tlsPort!), "print");
   });
 
   test("held relayed connections are judged again by the same facts when the policies change: those the rules let on stay, the one an operator's new rule refuses ends", async () => {

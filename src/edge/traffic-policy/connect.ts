@@ -7,6 +7,8 @@
  * closes it (deny, restrict-ips, rate-limit) closes it unanswered.
  */
 import type { PolicyInput, Verdict } from "../../policy/index.ts";
+import type { ClientHello } from "../../tls/client-hello.ts";
+import { ja4 } from "../../tls/ja4.ts";
 import { Refusal } from "../judgement/pipeline.ts";
 import type { Tunnel } from "../registry.ts";
 import { serverIpOf, tlsOf, tunnelFacts, type ConnectionEnds } from "./http-request.ts";
@@ -25,6 +27,8 @@ export interface ConnectionSubject {
   openedAt?: number;
   /** A tls tunnel's visitor: the name its ClientHello asked for (the edge routes by it, and passes the handshake on undecrypted). */
   serverName?: string;
+  /** A tls tunnel's visitor: its ClientHello (its JA4 made when a rule reads it), or the JA4 another node made of it. */
+  hello?: ClientHello | string;
 }
 
 export function connectFacts(t: Tunnel, s: ConnectionSubject): PolicyInput {
@@ -39,10 +43,12 @@ export function connectFacts(t: Tunnel, s: ConnectionSubject): PolicyInput {
       get serverIp() {
         return serverIpOf(s.ends);
       },
-      // where the edge terminated the TLS (an https visitor); a tls tunnel's passes on undecrypted: only the name its hello asked for is known
+      // where the edge terminated the TLS (an https visitor); a tls tunnel's passes on undecrypted: only what its hello said is known
       get tls() {
         if (s.protocol === "https") return tlsOf(s.ends);
-        return s.serverName !== undefined ? { version: "", cipherSuite: "", sni: s.serverName, negotiatedAlpn: "", sessionResumed: false } : undefined;
+        if (s.serverName === undefined) return undefined;
+        const hello = s.hello;
+        return { version: "", cipherSuite: "", sni: s.serverName, negotiatedAlpn: "", sessionResumed: false, get ja4() { return typeof hello === "object" ? ja4(hello) : hello; } };
       },
     },
     endpoint: { host: s.host, port: s.serverPort, protocol: s.protocol, url: `${s.protocol}://${s.host}${port}` },

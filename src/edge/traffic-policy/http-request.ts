@@ -16,6 +16,8 @@ import type { HeaderPairs, TlsFacts } from "../../policy/facts.ts";
 import { USER_EMAIL_HEADER } from "../../validate/access.ts";
 import { everyField, type RequestHead } from "../../http/request-head.ts";
 import { canonicalAddress } from "../../http/addresses.ts";
+import type { ClientHello } from "../../tls/client-hello.ts";
+import { ja4 } from "../../tls/ja4.ts";
 import { Refusal } from "../judgement/pipeline.ts";
 import type { Tunnel } from "../registry.ts";
 import { LayeredRun, matchedNames, policyAnswer } from "./layered-run.ts";
@@ -80,8 +82,8 @@ export interface TlsEnd {
  */
 export interface ConnectionEnds {
   readonly socket: ServerEnd & TlsEnd;
-  /** The visitor, and where it reached the public port when that is not `socket`'s local end (sockets/tls-visit.ts). */
-  readonly peer?: ServerEnd;
+  /** The visitor, and where it reached the public port when that is not `socket`'s local end (sockets/tls-visit.ts); its ClientHello, when the front read it. */
+  readonly peer?: ServerEnd & { readonly hello?: ClientHello };
 }
 
 /** Where the visitor's connection came in: the public socket's end. */
@@ -114,6 +116,11 @@ export function tlsOf(ends: ConnectionEnds | undefined): TlsFacts | undefined {
     sni: socket.getServername?.() ?? "",
     negotiatedAlpn: socket.alpnProtocol || "",
     sessionResumed: socket.isSessionReused?.() ?? false,
+    // made from the hello's pieces the first time a rule reads it, then kept (tls/ja4.ts)
+    get ja4() {
+      const hello = ends.peer?.hello;
+      return hello ? ja4(hello) : undefined;
+    },
   };
 }
 
