@@ -23,10 +23,11 @@ import { Cluster } from "./cluster/cluster.ts";
 import { edgeNodes } from "./cluster/edge-nodes.ts";
 import { RateLimitSync } from "./cluster/rate-limit-sync.ts";
 import { SyncedRateLimitStore } from "./policy/synced-rate-limit-store.ts";
-import type { RateLimitStore } from "./policy/index.ts";
+import type { GeoLookup, RateLimitStore } from "./policy/index.ts";
 import { createPortalApp } from "./portal/app.ts";
 import type { SshGatewayFacts } from "./portal/ssh-keys.ts";
 import { startEdge, type EdgeOptions, type RunningEdge } from "./edge/server.ts";
+import { GeoipDatabase } from "./edge/traffic-policy/geoip.ts";
 import type { ForwardOptionsReader } from "./ssh/forward-options.ts";
 import { bareOptions } from "./ssh/forward-request.ts";
 import { startSshGateway, type RunningSshGateway } from "./ssh/gateway.ts";
@@ -58,6 +59,8 @@ export interface ServerParts {
 }
 
 export async function startServer(config: ServerConfig, env: Record<string, string | undefined>, parts: ServerParts = {}): Promise<RunningServer> {
+  // first: a file that is not a GeoIP database is a usage error before anything is opened
+  const geoip = config.policy.geoipDb !== undefined ? await GeoipDatabase.open(config.policy.geoipDb) : undefined;
   const database = await openServerDatabase(config);
   const ev = config.events;
   const core = createCore({
@@ -111,6 +114,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     operations: [...metricsRoutes(metrics, config.metricsToken), ...healthRoutes(readiness)],
     answered: metrics.adminRequest,
     policyLimits: config.policy.limits,
+    policyGeoip: geoip !== undefined,
   });
   const { server: adminServer, url: adminUrl } = serveAdmin(admin, { host: config.adminHost, port: config.adminPort });
   if (config.acmeIgnored) log.info("certificate files given (--tls-cert): --acme-email is not used");
@@ -118,7 +122,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
   let ssh: RunningSshGateway | undefined;
   try {
     certificates = config.acme && (await startAcme(config, config.acme, cluster?.acme, (r) => webhooks.alerts.certificateResult(r)));
-    edge = startEdge(edgeOptions(config, core, certificates, counters, cluster, () => ssh && { port: ssh.port, hostKeys: ssh.hostKeys }, rateLimits?.store));
+    edge = startEdge(edgeOptions(config, core, certificates, counters, cluster, () => ssh && { port: ssh.port, hostKeys: ssh.hostKeys }, rateLimits?.store, geoip));
     ssh = config.ssh && (await sshGateway(config, config.ssh, core, edge, parts.forwardOptions ?? bareOptions));
   } catch (err) {
     await edge?.stop();
@@ -131,6 +135,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
     await webhooks.stop();
     await rateLimits?.stop();
     await cluster?.stop();
+    geoip?.close();
     await database.close();
     throw err;
   }
@@ -170,6 +175,7 @@ export async function startServer(config: ServerConfig, env: Record<string, stri
         await rateLimits?.stop(); // its last counts told
         await cluster?.stop(); // its names free at once for the other nodes
         await database.close(); // after the edge's last traffic flush
+        geoip?.close();
         log.info("server stopped");
       })();
       return stopped;
@@ -199,7 +205,16 @@ async function heldNamesClaimed(edge: RunningEdge): Promise<void> {
 }
 
 /** The edge's options from the server's settings, with the parts the server plugs in. */
-function edgeOptions(config: ServerConfig, core: Core, certificates: AcmeCertificates | undefined, counters: EdgeCounters, cluster: Cluster | undefined, sshFacts: () => SshGatewayFacts | undefined, rateLimits: RateLimitStore | undefined): EdgeOptions {
+function edgeOptions(
+  config: ServerConfig,
+  core: Core,
+  certificates: AcmeCertificates | undefined,
+  counters: EdgeCounters,
+  cluster: Cluster | undefined,
+  sshFacts: () => SshGatewayFacts | undefined,
+  rateLimits: RateLimitStore | undefined,
+  geoip: GeoLookup | undefined,
+): EdgeOptions {
   return {
     core,
     domain: config.domain,
@@ -219,7 +234,7 @@ function edgeOptions(config: ServerConfig, core: Core, certificates: AcmeCertifi
     maxResponseTimeoutMs: config.maxResponseTimeoutMs,
     oidcHttpIssuers: config.oidcHttpIssuers,
     basicAuthLimit: config.basicAuthLimit,
-    policy: { ...config.policy, rateLimits },
+    policy: { ...config.policy, rateLimits, geoip },
     publicUrl: config.publicUrl,
     agentPort: config.agentPort,
     tlsPort: config.tlsPort,

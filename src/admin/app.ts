@@ -79,6 +79,8 @@ export interface AdminAppOptions {
   portalOrigin?: () => string | undefined;
   /** The server's caps on a traffic policy, which /api/policies loads documents under (as the edge does). */
   policyLimits?: Partial<PolicyLimits>;
+  /** The server has a GeoIP database (--geoip-db): /api/policies takes policies that read conn.geo.*. */
+  policyGeoip?: boolean;
   /** Told of every answer: the route's pattern ("unmatched" for none), method and status (the metrics' admin requests). */
   answered?: (route: string, method: string, status: number) => void;
 }
@@ -90,7 +92,7 @@ export function createAdminApp(core: Core, options: AdminAppOptions = {}): Admin
     ...backupRoutes(options.backup),
     ...certificateRoutes(options.certificates ?? NO_TLS),
     ...invitationRoutes(options.portalOrigin ?? (() => undefined)),
-    ...policyRoutes(options.policyLimits),
+    ...policyRoutes(options.policyLimits, options.policyGeoip),
     // the whole table, operations included: read when the document is first asked for
     ...openApiRoutes(() => [...apiRoutes, ...operations].map((r: Route) => ({ path: r.path, methods: Object.keys(r.methods), public: r.public, docs: r.docs }))),
   ];

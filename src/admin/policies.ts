@@ -18,8 +18,8 @@ import { CreatePolicyBody, UpdatePolicyBody } from "./schemas.ts";
 const ERRORS_SAID = 20;
 
 /** The document, loaded and thrown away: its errors as a 400 when it does not load. */
-function checked(document: string, limits: Partial<PolicyLimits>): string {
-  const loaded = loadPolicy(document, { source: "policy", limits });
+function checked(document: string, limits: Partial<PolicyLimits>, geoip: boolean): string {
+  const loaded = loadPolicy(document, { source: "policy", limits, geoip });
   if (!Array.isArray(loaded)) return document;
   const said = loaded.slice(0, ERRORS_SAID).map((e) => formatPolicyError(e, "policy"));
   if (loaded.length > ERRORS_SAID) said.push(`(and ${loaded.length - ERRORS_SAID} more)`);
@@ -32,8 +32,11 @@ const ERRORS = {
   409: { description: "Another policy has this name (POLICY_NAME_TAKEN)" },
 };
 
-/** `limits`: the server's caps on a policy (its --policy-max-* flags and the like: config/server.ts). */
-export function policyRoutes(limits: Partial<PolicyLimits> = {}): Route[] {
+/**
+ * `limits`: the server's caps on a policy (its --policy-max-* flags and the like: config/server.ts);
+ * `geoip`: the server has a GeoIP database (--geoip-db), without which a policy that reads conn.geo.* is refused.
+ */
+export function policyRoutes(limits: Partial<PolicyLimits> = {}, geoip = false): Route[] {
   return [
     {
       path: "/api/policies",
@@ -42,7 +45,7 @@ export function policyRoutes(limits: Partial<PolicyLimits> = {}): Route[] {
         async POST(req, { core, audit }) {
           const body = await parseBody(req, CreatePolicyBody);
           audit.details = { name: body.name, scope: body.scope, ...(body.user_id !== undefined ? { user_id: body.user_id } : {}), ...(body.hostname !== undefined ? { hostname: body.hostname.slice(0, 300) } : {}) };
-          const made = await core.trafficPolicies.create({ name: body.name, scope: body.scope, userId: body.user_id, hostname: body.hostname, document: checked(body.policy, limits) });
+          const made = await core.trafficPolicies.create({ name: body.name, scope: body.scope, userId: body.user_id, hostname: body.hostname, document: checked(body.policy, limits, geoip) });
           audit.target = `policy:${made.id}`;
           return json(policyJson(made), 201);
         },
@@ -71,7 +74,7 @@ export function policyRoutes(limits: Partial<PolicyLimits> = {}): Route[] {
             scope: body.scope,
             userId: body.user_id,
             hostname: body.hostname,
-            document: body.policy === undefined ? undefined : checked(body.policy, limits),
+            document: body.policy === undefined ? undefined : checked(body.policy, limits, geoip),
           });
           return json(policyJson(changed));
         },

@@ -73,6 +73,7 @@ export const SERVER_DOC: CommandDoc = {
         "policy-body-limit",
         "policy-body-timeout",
         "policy-body-memory",
+        "geoip-db",
         "dns-resolver",
         "database",
       ],

@@ -717,6 +717,15 @@ export const SERVER_FLAGS = {
     help: "bytes of request bodies the edge holds at once while it reads them for traffic policy actions, every request together",
     details: "1048576 to 17179869184. A request that would go past it is answered 503 with Retry-After: 1.",
   },
+  "geoip-db": {
+    type: "string",
+    env: true,
+    arg: "FILE",
+    default: "",
+    help: "a MaxMind DB file (GeoLite2-City.mmdb, GeoLite2-Country.mmdb, GeoIP2) that answers the traffic policies' conn.geo.* variables",
+    details:
+      "The operator's own file (MaxMind's GeoLite2 is free with an account). Read whole at start (not one: a usage error) and again when it changes: a new file that does not read is logged and the one before kept. Without it, a policy that reads conn.geo.* is refused at load.",
+  },
   "webhook-allow-private": {
     type: "string",
     env: true,

@@ -119,6 +119,8 @@ export interface ServerConfig {
     jwks: { maxBytes: number; timeoutMs: number; maxAgeMs: number };
     /** --policy-connect-max-bytes: what a tcp or tls visitor may send while its on_tcp_connect runs. */
     connectMaxBytes: number;
+    /** --geoip-db: the MaxMind DB file that answers conn.geo.* (opened at start: edge/traffic-policy/geoip.ts); undefined: none. */
+    geoipDb?: string;
   };
   /** Failed agent handshakes a client address may make a minute before RATE_LIMITED. */
   handshakeLimit: number;
@@ -247,6 +249,7 @@ const Schema = v.object({
     v.check((list) => list.every((x) => SUBDOMAIN_PATTERN.test(x)), "--system-subdomains must be a comma-separated list of DNS labels"),
   ),
   "tls-cert": v.string(),
+  "geoip-db": v.string(),
   "tls-key": v.string(),
   "response-timeout": v.pipe(
     v.string(),
@@ -539,7 +542,7 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
     if (values[flag] !== undefined && values[flag] !== "" && !o.database) throw new UsageError(`--${flag} is for several nodes on one PostgreSQL database: it needs --database postgres://...`);
   }
   if (o["node-url"] && !o["cluster-secret"]) throw new UsageError("--node-url needs --cluster-secret: the nodes relay to each other only when they can tell each other apart from strangers");
-  for (const flag of ["tls-cert", "tls-key", "acme-ca-root"] as const) {
+  for (const flag of ["tls-cert", "tls-key", "acme-ca-root", "geoip-db"] as const) {
     if (o[flag] && !existsSync(o[flag])) throw new UsageError(`--${flag}: no such file '${o[flag]}'`);
   }
   const config: ServerConfig = {
@@ -628,6 +631,7 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
       body: { maxBytes: o["policy-body-limit"], timeoutMs: o["policy-body-timeout"] * 1000, memoryBytes: o["policy-body-memory"] },
       jwks: { maxBytes: o["policy-jwks-max-bytes"], timeoutMs: o["policy-jwks-timeout"] * 1000, maxAgeMs: o["policy-jwks-cache"] * 1000 },
       connectMaxBytes: o["policy-connect-max-bytes"],
+      geoipDb: o["geoip-db"] || undefined,
     },
     handshakeLimit: o["handshake-limit"],
     drainTimeoutMs: o["drain-timeout"] * 1000,

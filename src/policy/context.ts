@@ -7,6 +7,7 @@
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { Budget, EvaluationScope } from "./cel/evaluation.ts";
 import type { HeaderPairs, PolicyInput } from "./facts.ts";
+import { placeOf, type GeoFacts, type GeoLookup } from "./geo.ts";
 import type { PolicyLimits } from "./limits.ts";
 import { HeaderMap, type WorkingRequest, type WorkingResponse } from "./message.ts";
 import { responseCookiesValue } from "./set-cookie.ts";
@@ -82,6 +83,13 @@ const GETTERS: Record<string, Getter> = {
   "conn.tls.negotiated_alpn": (b) => b.input.conn.tls?.negotiatedAlpn ?? "",
   "conn.tls.session_resumed": (b) => b.input.conn.tls?.sessionResumed ?? false,
   "conn.tls.ja4_fingerprint": (b) => b.input.conn.tls?.ja4 ?? "",
+  "conn.geo.city": (b) => b.place().city,
+  "conn.geo.country": (b) => b.place().country,
+  "conn.geo.country_code": (b) => b.place().countryCode,
+  "conn.geo.latitude": (b) => b.place().latitude,
+  "conn.geo.longitude": (b) => b.place().longitude,
+  "conn.geo.radius": (b) => b.place().radius,
+  "conn.geo.subdivision": (b) => b.place().subdivision,
   "conn.ts.start": (b) => timestampFromMs(b.input.conn.openedAt),
   "endpoint.id": (b) => b.input.tunnel.id ?? "",
   "endpoint.addr": (b) => hostPort(b.input.endpoint.host, b.input.endpoint.port),
@@ -246,6 +254,16 @@ export class Bindings implements EvaluationScope {
   /** An authentication action let the visitor in as `name` (ignored when an earlier layer already said who). */
   set identity(name: string | undefined) {
     if (this.outer === undefined) this.who = name;
+  }
+
+  /** What answers conn.geo.* (the services' GeoIP lookup): none here; a policy's run has its services'. */
+  protected get geoLookup(): GeoLookup | undefined {
+    return undefined;
+  }
+
+  /** Where the visitor is (conn.geo.*): looked up when first read, once per connection's facts and address (geo.ts). */
+  place(): GeoFacts {
+    return placeOf(this.input.conn, this.geoLookup);
   }
 
   req(): WorkingRequest {

@@ -15,5 +15,6 @@ export { defaultServices, NOT_SIGNED_IN, RemoteKeySets, type PolicyServices, typ
 export { MemoryRateLimitStore, type RateLimitStore, type RateLimitVerdict } from "./rate-limit-store.ts";
 export { compressionFor, createCompressor, negotiate, type Coding, type ResponseCompressor } from "./compression.ts";
 export { PHASES, VARIABLES, type Phase } from "./variables.ts";
+export { GEO_PREFIX, UNKNOWN_PLACE, type GeoFacts, type GeoLookup } from "./geo.ts";
 export { ACTIONS, NOT_IN_BURROW } from "./actions/index.ts";
 export { RATE_LIMITED } from "./actions/rate-limit.ts";

@@ -14,6 +14,7 @@ import { compileExpression, type CompiledExpression, type CompileProblem } from 
 import { Template } from "./cel/template.ts";
 import { pathText, PolicyText, type PathKey } from "./document.ts";
 import type { PolicyError, PolicyErrorCode } from "./errors.ts";
+import { GEO_PREFIX } from "./geo.ts";
 import { DEFAULT_POLICY_LIMITS, type PolicyLimits } from "./limits.ts";
 import { Policy, type CompiledRule } from "./policy.ts";
 import { defaultServices, type PolicyServices } from "./services.ts";
@@ -27,6 +28,14 @@ export interface LoadOptions {
   limits?: Partial<PolicyLimits>;
   /** What the edge lends it; default: counts in memory, JWKS fetched with jose, no OIDC. */
   services?: PolicyServices;
+  /**
+   * Whether conn.geo.* have a GeoIP database behind them: false refuses a
+   * policy that reads them (a server without --geoip-db), rather than let
+   * a "deny by country" rule quietly never match. Default: whether the
+   * services given have one; none given (the offline commands), true (their
+   * runs answer them empty).
+   */
+  geoip?: boolean;
 }
 
 /** The errors a document can produce before the rest is not worth reading. */
@@ -79,10 +88,11 @@ export function loadPolicy(text: string, options: LoadOptions = {}): Policy | Po
 
   const rules = {} as Record<Phase, CompiledRule[]>;
   const reads = new Set<string>();
+  const geoip = options.geoip ?? (options.services ? options.services.geo !== undefined : true);
   for (const phase of PHASES) {
     rules[phase] = [];
     (shape.output?.[phase] ?? []).forEach((rule, i) => {
-      const compiled = compileRule(rule, phase, i, { doc, limits, add, key: options.key ?? source, reads });
+      const compiled = compileRule(rule, phase, i, { doc, limits, add, key: options.key ?? source, reads, geoip });
       if (compiled) rules[phase].push(compiled);
     });
   }
@@ -99,7 +109,23 @@ interface RuleContext {
   key: string;
   /** The variables its expressions read, all of them. */
   reads: Set<string>;
+  /** conn.geo.* can be answered (LoadOptions.geoip). */
+  geoip: boolean;
 }
+
+/** The first conn.geo.* variable an expression reads where the server has no GeoIP database, or undefined. */
+function geoUnanswered(e: CompiledExpression, c: RuleContext): string | undefined {
+  if (c.geoip) return undefined;
+  for (const name of e.reads) if (name.startsWith(GEO_PREFIX)) return name;
+  return undefined;
+}
+
+/** That refusal, at the name in the text it was read from. */
+const geoProblem = (name: string, text: string): CompileProblem => ({
+  kind: "type",
+  message: `${name} needs the server's GeoIP database, and this server was started without one (--geoip-db)`,
+  offset: Math.max(0, text.indexOf(name)),
+});
 
 const readBy = (reads: Set<string>, e: CompiledExpression) => {
   for (const name of e.reads) reads.add(name);
@@ -130,7 +156,12 @@ function compileRule(rule: RuleShape, phase: Phase, index: number, c: RuleContex
   expressions.forEach((text, i) => {
     const path = [...base, "expressions", i];
     const out = compileExpression(text, phase, "condition", c.limits);
+    const geo = "kind" in out ? undefined : geoUnanswered(out, c);
     if ("kind" in out) celError(out, path, text, text, out.offset);
+    else if (geo) {
+      const problem = geoProblem(geo, text);
+      celError(problem, path, text, text, problem.offset);
+    }
     else {
       readBy(c.reads, out);
       compiledExpressions.push(out);
@@ -166,17 +197,27 @@ function compileRule(rule: RuleShape, phase: Phase, index: number, c: RuleContex
       key: `${c.key}/${phase}/${index}/${i}`,
       expression(text, sub, purpose) {
         const out = compileExpression(text, phase, purpose, c.limits);
-        if (!("kind" in out)) {
+        const geo = "kind" in out ? undefined : geoUnanswered(out, c);
+        if (!("kind" in out) && !geo) {
           readBy(c.reads, out);
           return out;
         }
         actionFailed = true;
-        celError(out, [...configPath, ...sub], text, text, out.offset);
+        const problem = "kind" in out ? out : geoProblem(geo!, text);
+        celError(problem, [...configPath, ...sub], text, text, problem.offset);
         return undefined;
       },
       template(text, sub) {
         const out = Template.compile(text, phase, c.limits);
         if (out instanceof Template) {
+          const geo = out.expressions.map((e) => geoUnanswered(e, c)).find((n) => n !== undefined);
+          if (geo) {
+            actionFailed = true;
+            const problem = geoProblem(geo, text);
+            // the expression said is the variable's name, at its place in the config string
+            celError({ ...problem, offset: 0 }, [...configPath, ...sub], text, geo, problem.offset);
+            return undefined;
+          }
           for (const e of out.expressions) readBy(c.reads, e);
           return out;
         }

@@ -21,6 +21,7 @@ import type { CompiledExpression } from "./cel/compile.ts";
 import type { Coding } from "./compression.ts";
 import { Bindings } from "./context.ts";
 import type { PolicyInput } from "./facts.ts";
+import type { GeoLookup } from "./geo.ts";
 import { WorkingRequest, WorkingResponse } from "./message.ts";
 import type { PolicyLimits } from "./limits.ts";
 import { BODY_UNREAD, type LogValue, type Outcome, type RuleTrace, type RunProblem, type Verdict } from "./outcome.ts";
@@ -144,6 +145,11 @@ class PhaseRun extends Bindings implements ActionContext, Outcome {
     super(input, policy.caps, state.request, state.response, state.identity);
     this.services = policy.services;
     this.brief = state.brief === true;
+  }
+
+  /** Bindings': conn.geo.* are answered by the services' GeoIP lookup. */
+  protected override get geoLookup(): GeoLookup | undefined {
+    return this.services.geo;
   }
 
   /** Outcome's: the policy's source. */

@@ -7,6 +7,7 @@
  * fetched with jose and cached, no OIDC.
  */
 import { createRemoteJWKSet, customFetch, type JWTVerifyGetKey } from "jose";
+import type { GeoLookup } from "./geo.ts";
 import type { PolicyResponse } from "./response.ts";
 import { MemoryRateLimitStore, type RateLimitStore } from "./rate-limit-store.ts";
 
@@ -78,6 +79,8 @@ export interface PolicyServices {
   httpLoopback: boolean;
   /** Wrong basic-auth passwords an address may try before it is locked (the server's --basic-auth-limit). */
   basicAuthLimit: number;
+  /** Answers conn.geo.* (the server's --geoip-db); none: a policy that reads them is refused at load (load.ts). */
+  geo?: GeoLookup;
 }
 
 /** A fetch that reads at most `maxBytes` of the answer. */

@@ -15,7 +15,7 @@
 import { createHash } from "node:crypto";
 import { AppError } from "../../core/errors.ts";
 import { log } from "../../log.ts";
-import { defaultServices, formatPolicyError, loadPolicy, MAX_BODY_BYTES, MemoryRateLimitStore, RemoteKeySets, type JwksSettings, type Policy, type PolicyLimits, type PolicyServices, type RateLimitStore } from "../../policy/index.ts";
+import { defaultServices, formatPolicyError, loadPolicy, MAX_BODY_BYTES, MemoryRateLimitStore, RemoteKeySets, type GeoLookup, type JwksSettings, type Policy, type PolicyLimits, type PolicyServices, type RateLimitStore } from "../../policy/index.ts";
 import { hostnameCovers } from "../../validate/hostname.ts";
 import type { Tunnel } from "../registry.ts";
 import { BodyMemory, type BodyReading } from "./body-reading.ts";
@@ -51,6 +51,8 @@ export interface EdgePolicyOptions {
   body?: { maxBytes: number; timeoutMs: number; memoryBytes: number };
   /** How jwt-validation's key sets are fetched and kept (--policy-jwks-max-bytes, --policy-jwks-timeout, --policy-jwks-cache). */
   jwks?: JwksSettings;
+  /** What answers conn.geo.* (--geoip-db: geoip.ts); none: a policy that reads them does not load. */
+  geoip?: GeoLookup;
 }
 
 /** --policy-body-timeout's and --policy-body-memory's defaults (--policy-body-limit's is the engine's MAX_BODY_BYTES). */
@@ -107,6 +109,7 @@ export class EdgePolicies {
       keySets: new RemoteKeySets(opts.jwks),
       // openid-connect: the edge's own sign-in (today's --oidc-issuer), plain-http issuers as the server allows them
       oidc: new PolicySignIn(opts.httpLoopback ?? false),
+      geo: opts.geoip,
     });
   }
 
