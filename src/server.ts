@@ -60,7 +60,7 @@ export interface ServerParts {
 
 export async function startServer(config: ServerConfig, env: Record<string, string | undefined>, parts: ServerParts = {}): Promise<RunningServer> {
   // first: a file that is not a GeoIP database is a usage error before anything is opened
-  const geoip = config.policy.geoipDb !== undefined ? await GeoipDatabase.open(config.policy.geoipDb) : undefined;
+  const geoip = config.policy.geoipDb !== undefined ? await GeoipDatabase.open(config.policy.geoipDb, config.policy.geoip) : undefined;
   const database = await openServerDatabase(config);
   const ev = config.events;
   const core = createCore({

@@ -74,6 +74,8 @@ export const SERVER_DOC: CommandDoc = {
         "policy-body-timeout",
         "policy-body-memory",
         "geoip-db",
+        "geoip-cache",
+        "geoip-check-interval",
         "dns-resolver",
         "database",
       ],

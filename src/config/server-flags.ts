@@ -726,6 +726,22 @@ export const SERVER_FLAGS = {
     details:
       "The operator's own file (MaxMind's GeoLite2 is free with an account). Read whole at start (not one: a usage error) and again when it changes: a new file that does not read is logged and the one before kept. Without it, a policy that reads conn.geo.* is refused at load.",
   },
+  "geoip-cache": {
+    type: "string",
+    env: true,
+    arg: "N",
+    default: "10000",
+    help: "records of the GeoIP database (--geoip-db) kept decoded, the most recently used",
+    details: "100 to 1000000. A lookup of an address whose record is not kept decodes it from the file in memory.",
+  },
+  "geoip-check-interval": {
+    type: "string",
+    env: true,
+    arg: "S",
+    default: "5",
+    help: "seconds between looks at whether the GeoIP database's file (--geoip-db) changed",
+    details: "1 to 86400. One stat of the file each time; a changed file is read again whole.",
+  },
   "webhook-allow-private": {
     type: "string",
     env: true,

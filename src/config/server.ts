@@ -121,6 +121,8 @@ export interface ServerConfig {
     connectMaxBytes: number;
     /** --geoip-db: the MaxMind DB file that answers conn.geo.* (opened at start: edge/traffic-policy/geoip.ts); undefined: none. */
     geoipDb?: string;
+    /** How the GeoIP database is read: its decoded records kept (--geoip-cache), how often its file is looked at (--geoip-check-interval). */
+    geoip: { cacheRecords: number; checkIntervalMs: number };
   };
   /** Failed agent handshakes a client address may make a minute before RATE_LIMITED. */
   handshakeLimit: number;
@@ -250,6 +252,8 @@ const Schema = v.object({
   ),
   "tls-cert": v.string(),
   "geoip-db": v.string(),
+  "geoip-cache": bounded("geoip-cache", 100, 1_000_000),
+  "geoip-check-interval": bounded("geoip-check-interval", 1, 86_400),
   "tls-key": v.string(),
   "response-timeout": v.pipe(
     v.string(),
@@ -632,6 +636,7 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
       jwks: { maxBytes: o["policy-jwks-max-bytes"], timeoutMs: o["policy-jwks-timeout"] * 1000, maxAgeMs: o["policy-jwks-cache"] * 1000 },
       connectMaxBytes: o["policy-connect-max-bytes"],
       geoipDb: o["geoip-db"] || undefined,
+      geoip: { cacheRecords: o["geoip-cache"], checkIntervalMs: o["geoip-check-interval"] * 1000 },
     },
     handshakeLimit: o["handshake-limit"],
     drainTimeoutMs: o["drain-timeout"] * 1000,

@@ -36,3 +36,13 @@ test("a path with no file: a usage error naming the flag", () => {
   expect(() => parse(["--geoip-db", "/nonexistent/GeoLite2-City.mmdb"])).toThrow(/--geoip-db: no such file/);
   expect(() => parse([], { BURROW_GEOIP_DB: "/nonexistent/x.mmdb" })).toThrow(/--geoip-db: no such file/);
 });
+
+test("--geoip-cache and --geoip-check-interval: their defaults, a value from the flag or the environment, and a value out of range a usage error naming the flag", () => {
+  expect(parse([]).policy.geoip).toEqual({ cacheRecords: 10_000, checkIntervalMs: 5_000 });
+  expect(parse(["--geoip-cache", "500", "--geoip-check-interval", "60"]).policy.geoip).toEqual({ cacheRecords: 500, checkIntervalMs: 60_000 });
+  expect(parse([], { BURROW_GEOIP_CACHE: "2000", BURROW_GEOIP_CHECK_INTERVAL: "1" }).policy.geoip).toEqual({ cacheRecords: 2000, checkIntervalMs: 1000 });
+  expect(() => parse(["--geoip-cache", "0"])).toThrow(/--geoip-cache/);
+  expect(() => parse(["--geoip-cache", "lots"])).toThrow(/--geoip-cache/);
+  expect(() => parse(["--geoip-check-interval", "0"])).toThrow(/--geoip-check-interval/);
+  expect(() => parse(["--geoip-check-interval", "86401"])).toThrow(/--geoip-check-interval/);
+});

@@ -74,7 +74,7 @@ beforeAll(async () => {
   writeFileSync(join(dir, "policy.yml"), POLICY);
   writeFileSync(join(dir, "tcp.yml"), TCP_POLICY);
   // the database from the environment, as a service unit would give it
-  rig = await withServer({ server: { args: ["--trusted-proxies", "127.0.0.3/32"], env: { BURROW_GEOIP_DB: dbPath } } });
+  rig = await withServer({ server: { args: ["--trusted-proxies", "127.0.0.3/32", "--geoip-check-interval", "1", "--geoip-cache", "500"], env: { BURROW_GEOIP_DB: dbPath } } });
   web = await rig.startAgent({ kind: "http", target: upstream.port!, args: ["--subdomain", "geo", "--policy-file", join(dir, "policy.yml")] });
   tcp = await rig.startAgent({ kind: "tcp", target: echoService.port, args: ["--policy-file", join(dir, "tcp.yml")] });
 });

@@ -19,8 +19,15 @@ import { log } from "../../log.ts";
 import { UNKNOWN_PLACE, type GeoFacts, type GeoLookup } from "../../policy/geo.ts";
 import { UsageError } from "../../usage-error.ts";
 
-/** How often the file's modification time is looked at (one stat call). */
-export const GEOIP_POLL_MS = 5_000;
+/** How the database is read (--geoip-cache, --geoip-check-interval). */
+export interface GeoipReading {
+  /** Decoded records kept, the most recently used (maxmind's LRU). */
+  cacheRecords: number;
+  /** How often the file's modification time is looked at (one stat call). */
+  checkIntervalMs: number;
+}
+
+export const DEFAULT_GEOIP_READING: Readonly<GeoipReading> = { cacheRecords: 10_000, checkIntervalMs: 5_000 };
 
 const text = (v: unknown): string => (typeof v === "string" ? v : "");
 const number = (v: unknown): string => (typeof v === "number" && Number.isFinite(v) ? String(v) : "");
@@ -49,21 +56,22 @@ export class GeoipDatabase implements GeoLookup {
   private constructor(
     private readonly path: string,
     private reader: Reader<CityResponse>,
+    private readonly reading: GeoipReading,
   ) {}
 
   /** The database at `path`, read whole, and followed for changes until close(); not a MaxMind DB: a UsageError naming the flag. */
-  static async open(path: string): Promise<GeoipDatabase> {
+  static async open(path: string, reading: GeoipReading = DEFAULT_GEOIP_READING): Promise<GeoipDatabase> {
     let reader: Reader<CityResponse>;
     try {
-      reader = await open<CityResponse>(path);
+      reader = await open<CityResponse>(path, { cache: { max: reading.cacheRecords } });
     } catch (err) {
       const why = (err as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : `not a MaxMind DB file (${String((err as Error).message ?? err).slice(0, 200)})`;
       throw new UsageError(`--geoip-db: '${path}': ${why}`);
     }
-    const db = new GeoipDatabase(path, reader);
+    const db = new GeoipDatabase(path, reader, reading);
     log.info("GeoIP database read", { path, type: reader.metadata.databaseType, built: builtAt(reader) });
     // not persistent: the watch does not keep a stopping server alive
-    watchFile(path, { persistent: false, interval: GEOIP_POLL_MS }, db.changed);
+    watchFile(path, { persistent: false, interval: reading.checkIntervalMs }, db.changed);
     return db;
   }
 
@@ -83,7 +91,7 @@ export class GeoipDatabase implements GeoLookup {
   private readonly changed = (now: Stats, before: Stats): void => {
     // removed (a rename's gap), or not changed: the one read stays
     if (now.mtimeMs === 0 || (now.mtimeMs === before.mtimeMs && now.size === before.size)) return;
-    open<CityResponse>(this.path).then(
+    open<CityResponse>(this.path, { cache: { max: this.reading.cacheRecords } }).then(
       (reader) => {
         this.reader = reader;
         log.info("GeoIP database read again", { path: this.path, type: reader.metadata.databaseType, built: builtAt(reader) });
