@@ -11,13 +11,12 @@
  * the tunnel's id as the admin API lists it.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { selfSignedCertificate } from "../harness/certs.ts";
 import { run } from "../harness/nghttp2.ts";
-import { withServer, type Rig } from "../harness/tunnel.ts";
-import { echo, withPolicy, type Echoed, type PolicyTunnel } from "./rig.ts";
+import type { Rig } from "../harness/tunnel.ts";
+import type { Echoed, PolicyTunnel } from "./rig.ts";
+import { plainAndSecure, type PlainAndSecure } from "./tls-rig.ts";
 
 setDefaultTimeout(60_000);
 
@@ -39,11 +38,9 @@ on_http_request:
             x-endpoint-addr: "addr=\${endpoint.addr}"
 `;
 
-const dir = mkdtempSync(join(tmpdir(), "burrow-conn-vars-"));
-const policyPath = join(dir, "policy.yml");
 let plain: PolicyTunnel;
 let secure: Rig;
-let upstream: ReturnType<typeof Bun.serve>;
+let rig: PlainAndSecure;
 
 /** The id the admin API gives the one tunnel of the rig's agents. */
 async function tunnelId(rig: Rig): Promise<string> {
@@ -54,22 +51,11 @@ async function tunnelId(rig: Rig): Promise<string> {
 }
 
 beforeAll(async () => {
-  writeFileSync(policyPath, POLICY);
-  plain = await withPolicy(POLICY, { args: ["--subdomain", "plainvars"] });
-  const cert = await selfSignedCertificate({ names: ["localhost", "*.localhost"], ips: ["127.0.0.1"] });
-  writeFileSync(join(dir, "cert.pem"), cert.certPem);
-  writeFileSync(join(dir, "key.pem"), cert.keyPem);
-  upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: echo });
-  secure = await withServer({ server: { args: ["--tls-cert", join(dir, "cert.pem"), "--tls-key", join(dir, "key.pem")] } });
-  await secure.startAgent({ kind: "http", target: upstream.port!, server: `https://localhost:${secure.server.edgePort}`, args: ["--subdomain", "tlsvars", "--insecure", "--policy-file", policyPath] });
+  rig = await plainAndSecure(POLICY, "vars");
+  ({ plain, secure } = rig);
 });
 
-afterAll(async () => {
-  await plain?.close();
-  await secure?.close();
-  upstream?.stop(true);
-  rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => rig?.close());
 
 describe("over plain HTTP", () => {
   test("the server's address and port, no TLS, the tunnel's id and address", async () => {
@@ -124,7 +110,7 @@ describe("over HTTPS", () => {
   test("a second connection that resumes the first's session says so; the first does not", async () => {
     // one curl run keeps its TLS session: with the connection closed after each request, the second URL reconnects and resumes
     const url = `https://${host()}/vars`;
-    const out = [join(dir, "first.json"), join(dir, "second.json")];
+    const out = [join(rig.dir, "first.json"), join(rig.dir, "second.json")];
     const r = await run(["curl", "-sSk", "--max-time", "20", "--http1.1", "--tlsv1.3", "--resolve", `${host()}:127.0.0.1`, "-H", "Connection: close", "-o", out[0]!, url, "-o", out[1]!, url]);
     expect(r.code).toBe(0);
     const [first, second] = out.map((f) => (JSON.parse(readFileSync(f, "utf8")) as Echoed).headers);

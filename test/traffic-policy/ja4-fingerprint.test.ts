@@ -9,16 +9,13 @@
  * tunnel's on_tcp_connect reading it: test/e2e/tls-passthrough.test.ts.)
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { parseClientHello, type ClientHello } from "../../src/tls/client-hello.ts";
 import { ja4 } from "../../src/tls/ja4.ts";
-import { selfSignedCertificate } from "../harness/certs.ts";
 import { captureHello } from "../harness/client-hello.ts";
 import { run } from "../harness/nghttp2.ts";
-import { withServer, type Rig } from "../harness/tunnel.ts";
-import { echo, withPolicy, type Echoed, type PolicyTunnel } from "./rig.ts";
+import type { Rig } from "../harness/tunnel.ts";
+import type { Echoed, PolicyTunnel } from "./rig.ts";
+import { plainAndSecure, type PlainAndSecure } from "./tls-rig.ts";
 
 setDefaultTimeout(60_000);
 
@@ -34,29 +31,16 @@ on_http_request:
 /** The form the brief of ngrok's variable promises for a TLS 1.0-1.3 client that sends a server name. */
 const JA4_FORM = /^t1[0-3]d\d{4}[a-z0-9]{2}_[0-9a-f]{12}_[0-9a-f]{12}$/;
 
-const dir = mkdtempSync(join(tmpdir(), "burrow-ja4-"));
-const policyPath = join(dir, "policy.yml");
 let plain: PolicyTunnel;
 let secure: Rig;
-let upstream: ReturnType<typeof Bun.serve>;
+let rig: PlainAndSecure;
 
 beforeAll(async () => {
-  writeFileSync(policyPath, POLICY);
-  plain = await withPolicy(POLICY, { args: ["--subdomain", "plainja4"] });
-  const cert = await selfSignedCertificate({ names: ["localhost", "*.localhost"], ips: ["127.0.0.1"] });
-  writeFileSync(join(dir, "cert.pem"), cert.certPem);
-  writeFileSync(join(dir, "key.pem"), cert.keyPem);
-  upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: echo });
-  secure = await withServer({ server: { args: ["--tls-cert", join(dir, "cert.pem"), "--tls-key", join(dir, "key.pem")] } });
-  await secure.startAgent({ kind: "http", target: upstream.port!, server: `https://localhost:${secure.server.edgePort}`, args: ["--subdomain", "tlsja4", "--insecure", "--policy-file", policyPath] });
+  rig = await plainAndSecure(POLICY, "ja4");
+  ({ plain, secure } = rig);
 });
 
-afterAll(async () => {
-  await plain?.close();
-  await secure?.close();
-  upstream?.stop(true);
-  rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => rig?.close());
 
 const NAME = "tlsja4.localhost";
 /** curl's command line to NAME on `port`, with `args`: the same for the server and for the recording listener. */

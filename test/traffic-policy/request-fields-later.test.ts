@@ -19,18 +19,13 @@ on_http_response:
         config: { headers: { x-seen-tag: "\${req.headers['x-correlation-trace-tag'][0]}", x-agent-seen: "\${req.user_agent}" } }
 `;
 
+/** A request rule that reads the same field first, before the response rules. */
 const POLICY = `
 on_http_request:
   - name: refused trace
     expressions: ["'x-correlation-trace-tag' in req.headers && req.headers['x-correlation-trace-tag'][0] == 'refused'"]
     actions: [{ type: deny, config: { status_code: 403 } }]
-on_http_response:
-  - name: echo the trace
-    expressions: ["'x-correlation-trace-tag' in req.headers"]
-    actions:
-      - type: add-headers
-        config: { headers: { x-seen-tag: "\${req.headers['x-correlation-trace-tag'][0]}", x-agent-seen: "\${req.user_agent}" } }
-`;
+${RESPONSE_ONLY.trimStart()}`;
 
 /** A service that answers a moment later: the response comes in a turn of its own, after the request's head bytes were released. */
 async function slow(): Promise<Response> {
