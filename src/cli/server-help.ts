@@ -70,6 +70,8 @@ export const SERVER_DOC: CommandDoc = {
         "policy-rate-limit-buckets",
         "policy-rate-limit-sync",
         "policy-compile-budget",
+        "policy-compiled-kept",
+        "policy-reload-interval",
         "policy-body-limit",
         "policy-body-timeout",
         "policy-body-memory",

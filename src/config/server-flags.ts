@@ -717,6 +717,22 @@ export const SERVER_FLAGS = {
     help: "bytes of request bodies the edge holds at once while it reads them for traffic policy actions, every request together",
     details: "1048576 to 17179869184. A request that would go past it is answered 503 with Retry-After: 1.",
   },
+  "policy-compiled-kept": {
+    type: "string",
+    env: true,
+    arg: "N",
+    default: "64",
+    help: "tunnel policies kept compiled, the most recently used: an agent that reconnects with the same policy costs no compile",
+    details: "1 to 10000.",
+  },
+  "policy-reload-interval": {
+    type: "string",
+    env: true,
+    arg: "MS",
+    default: "2000",
+    help: "milliseconds between looks at whether another node changed the operator's traffic policies (one small query)",
+    details: "250 to 5000: a change reaches live tunnels on every node within it.",
+  },
   "geoip-db": {
     type: "string",
     env: true,

@@ -121,6 +121,10 @@ export interface ServerConfig {
     connectMaxBytes: number;
     /** --geoip-db: the MaxMind DB file that answers conn.geo.* (opened at start: edge/traffic-policy/geoip.ts); undefined: none. */
     geoipDb?: string;
+    /** Tunnel policies kept compiled (--policy-compiled-kept). */
+    compiledKept: number;
+    /** How often another node's changes to the operator's policies are looked for, in ms (--policy-reload-interval). */
+    reloadMs: number;
     /** How the GeoIP database is read: its decoded records kept (--geoip-cache), how often its file is looked at (--geoip-check-interval). */
     geoip: { cacheRecords: number; checkIntervalMs: number };
   };
@@ -252,6 +256,8 @@ const Schema = v.object({
   ),
   "tls-cert": v.string(),
   "geoip-db": v.string(),
+  "policy-compiled-kept": bounded("policy-compiled-kept", 1, 10_000),
+  "policy-reload-interval": bounded("policy-reload-interval", 250, 5_000),
   "geoip-cache": bounded("geoip-cache", 100, 1_000_000),
   "geoip-check-interval": bounded("geoip-check-interval", 1, 86_400),
   "tls-key": v.string(),
@@ -636,6 +642,8 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
       jwks: { maxBytes: o["policy-jwks-max-bytes"], timeoutMs: o["policy-jwks-timeout"] * 1000, maxAgeMs: o["policy-jwks-cache"] * 1000 },
       connectMaxBytes: o["policy-connect-max-bytes"],
       geoipDb: o["geoip-db"] || undefined,
+      compiledKept: o["policy-compiled-kept"],
+      reloadMs: o["policy-reload-interval"],
       geoip: { cacheRecords: o["geoip-cache"], checkIntervalMs: o["geoip-check-interval"] * 1000 },
     },
     handshakeLimit: o["handshake-limit"],

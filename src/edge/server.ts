@@ -72,7 +72,7 @@ export function startEdge(opts: EdgeOptions): RunningEdge {
   const policies = new EdgePolicies(domain, { ...opts.policy, httpLoopback: opts.oidcHttpIssuers ?? false, basicAuthLimit: opts.basicAuthLimit });
   // the operator's policies, read now and followed: until they are read, tunnels meet a layer that lets nothing through
   policies.notLoaded = NOT_LOADED;
-  const operatorLayers = new OperatorLayers(policies, core.trafficPolicies, () => registry.allTunnels());
+  const operatorLayers = new OperatorLayers(policies, core.trafficPolicies, () => registry.allTunnels(), opts.policy?.reloadMs);
   void operatorLayers.start();
   const edge: EdgeContext = {
     core,

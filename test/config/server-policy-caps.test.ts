@@ -10,6 +10,8 @@ import { parseServerConfig } from "../../src/config/server.ts";
 import { DEFAULT_POLICY_LIMITS, type PolicyLimits } from "../../src/policy/limits.ts";
 import { JWKS_MAX_AGE_MS, JWKS_TIMEOUT_MS, MAX_JWKS_BYTES } from "../../src/policy/services.ts";
 import { UsageError } from "../../src/usage-error.ts";
+import { DEFAULT_COMPILED_KEPT } from "../../src/edge/traffic-policy/edge-policies.ts";
+import { POLL_MS } from "../../src/edge/traffic-policy/operator-layers.ts";
 
 const parse = (argv: string[], env: Record<string, string> = {}) => {
   const r = parseServerConfig(argv, env);
@@ -97,3 +99,14 @@ test("the real program: a cap out of its range is one line naming the flag, exit
     expect(stderr).toStartWith("burrow:");
   }
 }, 40_000);
+
+test("--policy-compiled-kept and --policy-reload-interval: their defaults (the edge's own), a value from the flag or its BURROW_ variable, and one out of range a usage error naming the flag", () => {
+  expect(parse([]).policy.compiledKept).toBe(DEFAULT_COMPILED_KEPT);
+  expect(parse([]).policy.reloadMs).toBe(POLL_MS);
+  expect(parse(["--policy-compiled-kept", "500", "--policy-reload-interval", "250"]).policy).toMatchObject({ compiledKept: 500, reloadMs: 250 });
+  expect(parse([], { BURROW_POLICY_COMPILED_KEPT: "1", BURROW_POLICY_RELOAD_INTERVAL: "5000" }).policy).toMatchObject({ compiledKept: 1, reloadMs: 5000 });
+  for (const [flag, bad] of [["--policy-compiled-kept", "0"], ["--policy-compiled-kept", "10001"], ["--policy-reload-interval", "249"], ["--policy-reload-interval", "5001"], ["--policy-reload-interval", "2s"]] as const) {
+    expect(() => parse([flag, bad])).toThrow(UsageError);
+    expect(() => parse([flag, bad])).toThrow(flag);
+  }
+});

@@ -53,6 +53,8 @@ export interface EdgePolicyOptions {
   jwks?: JwksSettings;
   /** What answers conn.geo.* (--geoip-db: geoip.ts); none: a policy that reads them does not load. */
   geoip?: GeoLookup;
+  /** Tunnel policies kept compiled (--policy-compiled-kept). */
+  compiledKept?: number;
 }
 
 /** --policy-body-timeout's and --policy-body-memory's defaults (--policy-body-limit's is the engine's MAX_BODY_BYTES). */
@@ -61,8 +63,8 @@ export const DEFAULT_BODY_MEMORY = 64 * 1024 * 1024;
 
 /** --policy-compile-budget's default: a policy at the caps takes about a second to compile. */
 export const DEFAULT_COMPILE_BUDGET_MS = 3_000;
-/** Tunnel policies kept compiled, by their text and tunnel: an agent that reconnects costs no compile. */
-const COMPILED_KEPT = 64;
+/** Tunnel policies kept compiled, by their text and tunnel, by default (--policy-compiled-kept): an agent that reconnects costs no compile. */
+export const DEFAULT_COMPILED_KEPT = 64;
 /** Users whose compile time is counted at once; past it the counts start again. */
 const USERS_COUNTED = 10_000;
 
@@ -87,6 +89,7 @@ export class EdgePolicies {
   private readonly compileBudgetMs: number;
   /** Tunnel policies compiled (or refused), least recently used first. */
   private readonly compiled = new Map<string, Policy | AppError>();
+  private readonly compiledKept: number;
   /** Each user's compile time in the minute that began at `since`. */
   private readonly spent = new Map<number, { since: number; ms: number }>();
 
@@ -97,6 +100,7 @@ export class EdgePolicies {
   ) {
     this.limits = opts.limits ?? {};
     this.compileBudgetMs = opts.compileBudgetMs ?? DEFAULT_COMPILE_BUDGET_MS;
+    this.compiledKept = opts.compiledKept ?? DEFAULT_COMPILED_KEPT;
     this.body = {
       maxBytes: opts.body?.maxBytes ?? MAX_BODY_BYTES,
       timeoutMs: opts.body?.timeoutMs ?? DEFAULT_BODY_TIMEOUT_MS,
@@ -118,7 +122,7 @@ export class EdgePolicies {
    * its errors. `label`: the tunnel's name, which its rate limits' counts
    * are kept under, so an agent that reconnects keeps counting. Compiling
    * is synchronous and a policy at the caps takes about a second: the
-   * same policy for the same tunnel is compiled once (kept, COMPILED_KEPT),
+   * same policy for the same tunnel is compiled once (kept, --policy-compiled-kept),
    * and a user whose compiles took their budget this minute is refused
    * (POLICY_LIMITED; the agent tries again later) before anything is
    * compiled, so no user holds the edge's CPU with handshakes.
@@ -144,7 +148,7 @@ export class EdgePolicies {
     const out = this.compile(text, label, http);
     spent.ms += performance.now() - started;
     this.compiled.set(key, out);
-    if (this.compiled.size > COMPILED_KEPT) this.compiled.delete(this.compiled.keys().next().value!);
+    if (this.compiled.size > this.compiledKept) this.compiled.delete(this.compiled.keys().next().value!);
     return out;
   }
 

@@ -1,7 +1,7 @@
 /**
  * The operator's policies as this node runs them: loaded from the database
  * (core/traffic-policies.ts) at start, at once after a change made through
- * this process's admin API, and within POLL_MS of one made on another node
+ * this process's admin API, and within --policy-reload-interval (POLL_MS by default) of one made on another node
  * (the rows' marks are read that often: one small query), then compiled
  * and handed to the live tunnels (EdgePolicies.setOperator), in place.
  *
@@ -16,7 +16,7 @@ import { loadPolicy, type Policy } from "../../policy/index.ts";
 import type { Tunnel } from "../registry.ts";
 import type { EdgePolicies, OperatorPolicy, PolicyScope } from "./edge-policies.ts";
 
-/** How often the rows' marks are read: a change made on another node reaches this one's tunnels within this (and a load). */
+/** How often the rows' marks are read by default (--policy-reload-interval): a change made on another node reaches this one's tunnels within this (and a load). */
 export const POLL_MS = 2_000;
 
 const failures = quietWarnings(10_000);
@@ -48,12 +48,13 @@ export class OperatorLayers {
     private readonly edge: EdgePolicies,
     private readonly store: TrafficPolicies,
     private readonly tunnels: () => Iterable<Tunnel>,
+    private readonly pollMs = POLL_MS,
   ) {}
 
   /** Loads them now, and follows their changes until stop(). */
   start(): Promise<void> {
     this.stopWatching = this.store.watch(() => void this.load());
-    this.timer = setInterval(() => void this.load(), POLL_MS);
+    this.timer = setInterval(() => void this.load(), this.pollMs);
     this.timer.unref?.();
     return this.load();
   }
