@@ -43,6 +43,8 @@ const MANY_FILES = ["sh", "-c", 'ulimit -Sn 8192 2>/dev/null || ulimit -Sn "$(ul
 const SERVER_ARGS: string[] = [];
 /** RSS after the storm may exceed the first connect's by at most this factor. */
 const RSS_FACTOR = 1.3;
+/** How long the successor's memory has to come back under RSS_FACTOR once the storm is over (each look a second of samples). */
+const RSS_SETTLE_MS = 20_000;
 /** Liveness: all agents back on the successor within this of its listening (measured: 0.6-1.4 s; bench/storm.ts). */
 const STORM_BACK_MS = 30_000;
 /** Liveness: every admin request is answered within this, storm or calm (the slowest answer seen in a storm: 3 s; bench/storm.ts). */
@@ -157,8 +159,12 @@ test(`${AGENTS} agents through a SIGTERM and a successor on the same ports: all 
   expect(await res.text()).toBe("storm ok /after");
   expect(await within(first.proc.exited, 20_000, "the first server to finish draining")).toBe(0);
 
-  // -- memory: flat against the first connect
-  const stormRss = await settledRss(second.proc.pid);
+  // -- memory: flat against the first connect. A thousand handshakes at once leave garbage the collector
+  // takes at its own pace (1.38 times the first connect's was seen at once on a loaded machine): what the
+  // successor holds must come back under the bound while it serves the agents, as a leak would not
+  const settleBy = performance.now() + RSS_SETTLE_MS;
+  let stormRss = await settledRss(second.proc.pid);
+  while (stormRss >= connectedRss * RSS_FACTOR && performance.now() < settleBy) stormRss = await settledRss(second.proc.pid);
   expect(stormRss).toBeLessThan(connectedRss * RSS_FACTOR);
 
   // -- the admin API during the storm: it shares the event loop with ~1,000 handshakes landing at
