@@ -306,7 +306,6 @@ async function answerRelayed(down: Stream, res: Response, head: boolean): Promis
 /** What a JA4 fingerprint looks like (tls/ja4.ts): another node's that does not is not given to the rules. */
 const JA4_FORM = /^t[0-9a-z]{2}[di]\d{4}[0-9a-z]{2}_[0-9a-f]{12}_[0-9a-f]{12}$/;
 
-/** The visitor's connection's local end on its node (`address:port`, as the tcp door sends it): `conn.server_ip` of a relayed tls connection. */
 /**
  * A tls connection relayed from the visitor's node as its tunnel's
  * on_tcp_connect judges it here, when it comes and again when the
@@ -324,6 +323,7 @@ export function relayedTlsSubject(t: Tunnel, meta: RelayedMeta, client: string, 
   return { client, clientPort, serverPort, ends: relayedEnds(meta), host: t.publicHost ?? t.hostname ?? t.subdomain ?? "", protocol: "tls", serverName: sni, hello: ja4, ...(openedAt !== undefined ? { openedAt } : {}) };
 }
 
+/** The visitor's connection's local end on its node (`address:port`, as the tcp door sends it): `conn.server_ip` of a relayed tls connection. */
 export function relayedEnds(meta: RelayedMeta): ConnectionEnds | undefined {
   const colon = meta.local?.lastIndexOf(":") ?? -1;
   return colon > 0 ? { socket: { localAddress: meta.local!.slice(0, colon) } } : undefined;
