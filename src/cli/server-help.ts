@@ -74,6 +74,7 @@ export const SERVER_DOC: CommandDoc = {
         "policy-reload-interval",
         "policy-body-limit",
         "policy-body-timeout",
+        "policy-response-body-limit",
         "policy-body-memory",
         "geoip-db",
         "geoip-cache",

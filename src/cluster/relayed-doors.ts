@@ -34,6 +34,7 @@ import { POLICY_RULES_FIELD, type LayeredRun } from "../edge/traffic-policy/laye
 import { breakersEnded } from "../edge/traffic-policy/breaker-outcomes.ts";
 import { bodyRefusal, type BodyReading, type ReadBody } from "../edge/traffic-policy/request-body.ts";
 import { readRelayedBody } from "../edge/traffic-policy/stream-body.ts";
+import { replacedBody, replaceStreamBody } from "../edge/traffic-policy/replaced-body.ts";
 import type { TunnelPolicy } from "../edge/traffic-policy/tunnel-policy.ts";
 import { joinStreams, refuseRelayed } from "./stream-pipe.ts";
 
@@ -178,6 +179,9 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
     if (!run) return this.onward(v.down, t, v.meta, judgedWith);
     // the head as the tunnel's policies (its flags among them) left it, here where they live
     const head = v.head!;
+    // request-body-find-replace rewrote the body: the new one goes in place of the one read (relay.ts sends it first)
+    const replaced = replacedBody(run);
+    if (replaced && v.body) replaceStreamBody(head, v.body, replaced);
     const changed = run.request;
     const fields: [string, string][] = changed ? [...changed.headers] : [...head.fields];
     // the head came from the visitor's node, which took any X-Burrow-* a visitor sent: this one is ours

@@ -701,6 +701,14 @@ export const SERVER_FLAGS = {
     details:
       "1024 to 67108864. Read only for tunnels whose policies have such an action, then passed on unchanged. A larger body is not read: the action that needs it answers 413, and a request no such action runs for goes on as it came.",
   },
+  "policy-response-body-limit": {
+    type: "string",
+    env: true,
+    arg: "B",
+    default: "4194304",
+    help: "the largest response body the edge buffers to rewrite for a traffic policy's response-body-find-replace",
+    details: "1024 to 67108864. Only for responses such an action runs for. A larger body is not rewritten: it passes unchanged, streamed, with a line in the log.",
+  },
   "policy-body-timeout": {
     type: "string",
     env: true,
@@ -714,8 +722,8 @@ export const SERVER_FLAGS = {
     env: true,
     arg: "B",
     default: "67108864",
-    help: "bytes of request bodies the edge holds at once while it reads them for traffic policy actions, every request together",
-    details: "1048576 to 17179869184. A request that would go past it is answered 503 with Retry-After: 1.",
+    help: "bytes of bodies the edge holds at once for traffic policy actions (request bodies read, response bodies being rewritten), every request together",
+    details: "1048576 to 17179869184. A request that would go past it is answered 503 with Retry-After: 1; a response body passes unchanged.",
   },
   "policy-compiled-kept": {
     type: "string",

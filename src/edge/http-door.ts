@@ -24,6 +24,7 @@ import { wallClockAt } from "./wall-clock.ts";
 import { judgeRequest, requestFacts, serverPortOf, type PolicyPass } from "./traffic-policy/http-request.ts";
 import type { LayeredRun } from "./traffic-policy/layered-run.ts";
 import { bodyRefusal, readConnectionBody, type BodyReading, type ReadBody } from "./traffic-policy/request-body.ts";
+import { replaceConnectionBody, replacedBody } from "./traffic-policy/replaced-body.ts";
 import type { TunnelPolicy } from "./traffic-policy/tunnel-policy.ts";
 import { continueResponse, CONTINUE_PATH, warningDue, warningFor, type HeadView } from "./warning.ts";
 
@@ -52,6 +53,8 @@ export class HttpVisit implements Visit, HeadView {
   warn = false;
   /** The tunnel's traffic policies let it through: their run, for forward (the request as they left it) and the response. */
   policy: LayeredRun | undefined;
+  /** Its body, read for a traffic policy action that needs it (request-body.ts): put back on the connection, or swapped for the one the run made (replaced-body.ts). */
+  bodyRead: ReadBody | undefined;
 
   constructor(
     readonly conn: HttpConnection,
@@ -228,7 +231,9 @@ export class HttpDoor implements Door<HttpVisit> {
   /** The request's body for the actions that read it (request-body.ts); on an HTTP/1.1 connection, its bytes go back to it for forward(). */
   protected async readBody(v: HttpVisit, _t: Tunnel, head: RequestHead, reading: BodyReading): Promise<ReadBody | Refusal> {
     const read = await readConnectionBody(v.conn, head, reading);
-    return typeof read === "object" && "raw" in read ? read : bodyRefusal(read);
+    if (!(typeof read === "object" && "raw" in read)) return bodyRefusal(read);
+    v.bodyRead = read;
+    return read;
   }
 
   /** Let through the policies (the tunnel's flags among them): the warning's continue link, the warning, or on. */
@@ -251,6 +256,9 @@ export class HttpDoor implements Door<HttpVisit> {
   /** `judgedWith`: the layers its judgement began with, which a switch's pipe is registered with (forward.ts). */
   forward(v: HttpVisit, t: Tunnel, judgedWith: TunnelPolicy | undefined): void {
     if (v.conn.closedAlready) return;
+    // request-body-find-replace rewrote the body: the new one goes in place of the one read
+    const replaced = replacedBody(v.policy);
+    if (replaced && v.bodyRead) replaceConnectionBody(v.conn, v.head, v.bodyRead, replaced);
     const ctx = this.context(v);
     if (v.head.upgrade !== undefined) ctx.switchJudgedWith = judgedWith;
     forward(v.conn, v.head, v, t, ctx);

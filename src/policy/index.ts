@@ -18,3 +18,4 @@ export { PHASES, VARIABLES, type Phase } from "./variables.ts";
 export { GEO_PREFIX, UNKNOWN_PLACE, type GeoFacts, type GeoLookup } from "./geo.ts";
 export { ACTIONS, NOT_IN_BURROW } from "./actions/index.ts";
 export { RATE_LIMITED } from "./actions/rate-limit.ts";
+export { bodyText, replaceAll, ReplaceFailed, type Replacement } from "./actions/body-replace.ts";

@@ -4,6 +4,7 @@
  * back) after a run is these.
  */
 import type { HeaderPairs, RequestFacts, ResponseFacts } from "./facts.ts";
+import type { Replacement } from "./actions/body-replace.ts";
 
 /** A header list whose lookups ignore case, as CEL's `req.headers['User-Agent']` is read. */
 export class HeaderMap extends Map<string, string[]> {
@@ -108,6 +109,11 @@ class WorkingFields {
     return namedIn(this.sentFields(), lower, lengths) || (this.extra !== undefined && namedIn(this.extra, lower, lengths));
   }
 
+  /** The first value of a field as it came, whatever the actions did to it since (name in any case). */
+  sentHeader(name: string): string | undefined {
+    return firstValue(this.sentFields(), name);
+  }
+
   /** The first value of a field (name in any case). */
   header(name: string): string | undefined {
     const lower = name.toLowerCase();
@@ -122,6 +128,15 @@ class WorkingFields {
 }
 
 const NONE: HeaderPairs = Object.freeze([]);
+
+function firstValue(fields: HeaderPairs, name: string): string | undefined {
+  const lower = name.toLowerCase();
+  for (let i = 0; i < fields.length; i++) {
+    const [n, v] = fields[i]!;
+    if (n.length === lower.length && n.toLowerCase() === lower) return v;
+  }
+  return undefined;
+}
 
 /** Whether two header lists hold the same names and values in the same order (a text made of one serves for the other). */
 export function sameFields(a: HeaderPairs, b: HeaderPairs): boolean {
@@ -160,6 +175,8 @@ export class WorkingRequest extends WorkingFields {
   body?: Uint8Array;
   /** The body was larger than the edge reads for the actions (facts.ts bodyLimit). */
   bodyLimit?: number;
+  /** request-body-find-replace changed `body`: the edge sends it in place of the one read, with its length (edge/traffic-policy/replaced-body.ts). */
+  bodyReplaced?: boolean;
   /**
    * The edge's reader of the body, when it reads it for the actions that
    * need it (verify-webhook) rather than giving it with the facts: read
@@ -250,6 +267,8 @@ export class WorkingRequest extends WorkingFields {
 /** The response's head as the actions leave it (WorkingFields). */
 export class WorkingResponse extends WorkingFields {
   status: number;
+  /** response-body-find-replace's rules, in the order they ran: the edge applies them to the body it buffers (edge/traffic-policy/response-rewrite.ts). */
+  bodyRewrites?: Replacement[];
 
   /** The facts' headers are read when first needed. */
   constructor(facts: ResponseFacts) {

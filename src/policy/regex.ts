@@ -114,6 +114,8 @@ export class Regex {
     private readonly prog: Prog,
     readonly groups: number,
     names: Map<string, number>,
+    /** The literal every match begins with ("" when none): a search with no thread alive jumps to its next occurrence. */
+    private readonly prefix: string,
   ) {
     this.ops = (prog.inst[0]!.constructor as unknown) as InstOps;
     this.names = names;
@@ -124,8 +126,8 @@ export class Regex {
     if (pattern.length > maxLength) return { error: `the pattern is longer than ${maxLength} characters` };
     try {
       const re = RE2JS.compile(pattern);
-      const re2 = re.re2() as unknown as { prog: Prog };
-      return new Regex(pattern, re2.prog, re.groupCount(), re.namedGroups());
+      const re2 = re.re2() as unknown as { prog: Prog; prefix?: string };
+      return new Regex(pattern, re2.prog, re.groupCount(), re.namedGroups(), typeof re2.prefix === "string" ? re2.prefix : "");
     } catch (err) {
       return { error: `not an RE2 regular expression: ${(err as Error).message}` };
     }
@@ -170,7 +172,14 @@ export class Regex {
     };
 
     let clist: Thread[] = [];
+    const { prefix } = this;
     for (let pos = from; ; ) {
+      // nothing alive and nothing found yet: a match can begin only where the literal it begins with is
+      if (matched === null && clist.length === 0 && prefix !== "") {
+        const at = input.indexOf(prefix, pos);
+        if (at < 0) break;
+        pos = at;
+      }
       if (matched === null) {
         const caps = new Int32Array(ncap).fill(-1);
         caps[0] = pos;

@@ -18,6 +18,7 @@ import { RequestStream } from "../request-stream.ts";
 import { bodyRefusal, type BodyReading, type ReadBody } from "../traffic-policy/request-body.ts";
 import { PolicyClosed } from "../traffic-policy/policy-closed.ts";
 import { readH2Body } from "../traffic-policy/stream-body.ts";
+import { replacedBody, replaceStreamBody } from "../traffic-policy/replaced-body.ts";
 import { breakersEnded } from "../traffic-policy/breaker-outcomes.ts";
 import { H2Exchange, type Answered } from "./exchange.ts";
 import type { H2Session } from "./session.ts";
@@ -31,6 +32,9 @@ export class H2Door extends HttpDoor {
   override forward(v: HttpVisit, t: Tunnel): void {
     const visit = v as H2Visit;
     if (visit.stream.isClosed || v.conn.closedAlready) return;
+    // request-body-find-replace rewrote the body: the new one goes in place of the one read (exchange.ts sends it first)
+    const replaced = replacedBody(v.policy);
+    if (replaced && visit.body) replaceStreamBody(visit.head, visit.body, replaced);
     const ctx = this.context(v);
     // the tunnel's response rules judge the stream's response on its way (exchange.ts, judged-response.ts)
     forwardStream(visit, visit.session, t, ctx, this.deps.answered);

@@ -11,9 +11,14 @@ export interface BodyReading {
   maxBytes: number;
   /** --policy-body-timeout: how long the whole body may take to arrive. */
   timeoutMs: number;
-  /** What every body being read holds at once (--policy-body-memory). */
+  /** What every body being read holds at once (--policy-body-memory): the response bodies held to be rewritten too. */
   memory: BodyMemory;
+  /** --policy-response-body-limit: the largest response body response-body-find-replace rewrites (DEFAULT_RESPONSE_BODY_BYTES when unsaid); a larger one passes unchanged. */
+  responseMaxBytes?: number;
 }
+
+/** --policy-response-body-limit's default. */
+export const DEFAULT_RESPONSE_BODY_BYTES = 4 * 1024 * 1024;
 
 /** The bytes every body being read holds together, against their cap. */
 export class BodyMemory {

@@ -20,7 +20,7 @@
 import { STATUS_CODES } from "node:http";
 import { parseHead, responseHeadBytes, type ParsedHead } from "../../http/response-head.ts";
 import { log } from "../../log.ts";
-import { createCompressor, type ResponseCompressor } from "../../policy/index.ts";
+import { createCompressor, ReplaceFailed, type Replacement, type ResponseCompressor } from "../../policy/index.ts";
 import type { Policy, PolicyResponse, Verdict } from "../../policy/index.ts";
 import type { HeaderPairs } from "../../policy/facts.ts";
 import { WorkingResponse } from "../../policy/message.ts";
@@ -28,6 +28,8 @@ import type { LayeredRun } from "./layered-run.ts";
 import { breakersAnswered, breakersEnded } from "./breaker-outcomes.ts";
 import { tellPassed } from "./passed-notes.ts";
 import type { TunnelPolicy } from "./tunnel-policy.ts";
+import { DEFAULT_RESPONSE_BODY_BYTES } from "./body-reading.ts";
+import { HeldBody, rewritten } from "./response-rewrite.ts";
 
 /** Where the filtered bytes go: the visitor's connection (forward.ts), or a stream back to another node (cluster). */
 export interface Outlet {
@@ -44,8 +46,17 @@ export interface Outlet {
 const CRLF = Buffer.from("\r\n");
 const LAST_CHUNK = Buffer.from("0\r\n\r\n");
 
-/** How the body goes after the head: as it came, without its chunked framing (an HTTP/1.0 visitor), compressed, or not at all (replaced). */
-type Mode = "waiting" | "pass" | "unchunk" | "compress" | "replace";
+/**
+ * How the body goes after the head: as it came, its pieces without their
+ * chunked framing (an HTTP/1.0 visitor; a body not rewritten after all),
+ * chunked anew (a chunked body not rewritten after all), compressed, not
+ * at all (replaced), or held until its end to be rewritten
+ * (response-body-find-replace), its head with it.
+ */
+type Mode = "waiting" | "pass" | "unchunk" | "rechunk" | "compress" | "replace" | "rewrite";
+
+/** The answer when response-body-find-replace failed on the body (a rule past its steps), as a run that failed is answered. */
+const REWRITE_FAILED: PolicyResponse = { status: 500, headers: [["content-type", "text/plain; charset=utf-8"]], body: "The tunnel's traffic policy could not be evaluated for this response.\n" };
 
 export class ResponseFilter {
   private mode: Mode = "waiting";
@@ -64,6 +75,9 @@ export class ResponseFilter {
   private parsed: ParsedHead | undefined;
   private headBytes: Uint8Array | undefined;
   private whole: ParsedHead | undefined;
+  /** The body held to be rewritten, and the rules that rewrite it (mode "rewrite"). */
+  private held: HeldBody | undefined;
+  private rewrites: Replacement[] | undefined;
 
   constructor(
     private readonly policy: TunnelPolicy,
@@ -77,6 +91,7 @@ export class ResponseFilter {
   /** Nothing more is sent (the exchange failed or was cut). */
   cancel(): void {
     this.cancelled = true;
+    this.held?.release();
     // cut before the service's head came (a relayed response broken off): a failure to the circuit breakers
     breakersEnded(this.run);
   }
@@ -130,10 +145,12 @@ export class ResponseFilter {
     if (piece.byteLength === 0) return;
     if (this.tail === undefined) {
       if (this.mode === "unchunk" && !this.cancelled) this.out.write(piece);
-      if (this.mode !== "compress") return;
+      if (this.mode !== "compress" && this.mode !== "rewrite" && this.mode !== "rechunk") return;
     }
     this.then(() => {
       if (this.mode === "unchunk") return this.out.write(piece);
+      if (this.mode === "rechunk") return this.chunk(piece);
+      if (this.mode === "rewrite") return this.hold(piece);
       if (this.mode !== "compress") return;
       return this.compressor!.push(piece).then((packed) => {
         if (!this.cancelled) this.chunk(packed);
@@ -151,8 +168,10 @@ export class ResponseFilter {
   end(): void {
     if (this.ended) return;
     this.ended = true;
-    if (this.tail === undefined && this.mode !== "compress" && !this.cancelled) return this.out.finished();
+    if (this.tail === undefined && this.mode !== "compress" && this.mode !== "rewrite" && this.mode !== "rechunk" && !this.cancelled) return this.out.finished();
     this.then(async () => {
+      if (this.mode === "rewrite") return this.rewriteEnd();
+      if (this.mode === "rechunk") this.out.write(LAST_CHUNK);
       if (this.mode === "compress") {
         const rest = await this.compressor!.end();
         if (this.cancelled) return;
@@ -251,14 +270,15 @@ export class ResponseFilter {
     }
     const res = this.run.response!;
     const coding = this.run.compression;
-    if (coding === undefined && this.minor === 0 && this.parsed!.framing === "chunked") {
-      // an HTTP/1.0 visitor reads no chunks: the body's data alone, ended by the connection's end, which the head says
-      this.mode = "unchunk";
-      this.closes = true;
-      const kept = res.headers.filter(([name]) => !/^(transfer-encoding|connection|keep-alive|trailer)$/i.test(name));
-      kept.push(["Connection", "close"]);
-      return this.out.write(responseHeadBytes(this.full(), kept));
+    // response-body-find-replace: the body is held to its end, and the head waits with it (its length is the new body's)
+    if (res.bodyRewrites !== undefined && this.method !== "HEAD" && this.parsed!.framing !== "none") {
+      this.mode = "rewrite";
+      this.rewrites = res.bodyRewrites;
+      const reading = this.policy.reading;
+      this.held = new HeldBody(reading?.responseMaxBytes ?? DEFAULT_RESPONSE_BODY_BYTES, reading?.memory);
+      return;
     }
+    if (coding === undefined && this.minor === 0 && this.parsed!.framing === "chunked") return this.unchunked(res.headers);
     if (coding === undefined) {
       this.mode = "pass";
       // fields only added (or none): the head as it came, those after it; else written anew
@@ -271,10 +291,24 @@ export class ResponseFilter {
       for (const [name, value] of added) text += `${name}: ${value}\r\n`;
       return this.out.write(`${text}\r\n`);
     }
+    this.compressed(res.headers, coding);
+  }
+
+  /** An HTTP/1.0 visitor reads no chunks: the body's data alone, ended by the connection's end, which the head says. */
+  private unchunked(headers: [string, string][]): void {
+    this.mode = "unchunk";
+    this.closes = true;
+    const kept = headers.filter(([name]) => !/^(transfer-encoding|connection|keep-alive|trailer)$/i.test(name));
+    kept.push(["Connection", "close"]);
+    this.out.write(responseHeadBytes(this.full(), kept));
+  }
+
+  /** The head of a compressed body, and the compressor its pieces go through. */
+  private compressed(headers: [string, string][], coding: NonNullable<LayeredRun["compression"]>): void {
     // compressed: no length (the action took it off), chunked unless the visitor cannot read chunks
     this.mode = "compress";
     this.compressor = createCompressor(coding);
-    const compressed = res.headers.filter(([n]) => n.toLowerCase() !== "transfer-encoding");
+    const compressed = headers.filter(([n]) => n.toLowerCase() !== "transfer-encoding");
     if (this.minor === 0) {
       // an HTTP/1.0 visitor reads no chunks: the body ends with the connection, which the head says
       this.closeDelimited = true;
@@ -283,6 +317,99 @@ export class ResponseFilter {
       compressed.push(["connection", "close"]);
     } else compressed.push(["transfer-encoding", "chunked"]);
     this.out.write(responseHeadBytes(this.full(), compressed));
+  }
+
+  /** A piece of a body held to be rewritten; one that would pass the cap or the memory sends what was held, and the rest as it comes, unchanged. */
+  private hold(piece: Uint8Array): void | Promise<void> {
+    const took = this.held!.take(piece);
+    if (took === true) return;
+    const max = this.policy.reading?.responseMaxBytes ?? DEFAULT_RESPONSE_BODY_BYTES;
+    log.info("traffic policy's response body not rewritten", {
+      tunnel: this.run.facts.tunnel.name,
+      why: took === "limit" ? `it is larger than ${max} bytes (--policy-response-body-limit)` : "the bodies held for the policies are at --policy-body-memory",
+    });
+    const pieces = this.held!.release();
+    pieces.push(piece);
+    return this.unchanged(pieces);
+  }
+
+  /** A body held to be rewritten goes on as it came after all: its head, what was held, then the rest as it comes (compressed when the run says so). */
+  private unchanged(pieces: Uint8Array[]): void | Promise<void> {
+    this.held = undefined;
+    this.rewrites = undefined;
+    const res = this.run.response!;
+    const coding = this.run.compression;
+    if (coding !== undefined) {
+      this.compressed(res.headers, coding);
+      return this.compressor!.push(pieces.length === 1 ? pieces[0]! : Buffer.concat(pieces)).then((packed) => {
+        if (!this.cancelled) this.chunk(packed);
+      });
+    }
+    if (this.parsed!.framing === "chunked") {
+      if (this.minor === 0) this.unchunked(res.headers);
+      else {
+        // chunked anew: the pieces are the chunks' data
+        this.mode = "rechunk";
+        const fields = res.headers.filter(([name]) => !/^(transfer-encoding|content-length|trailer)$/i.test(name));
+        fields.push(["transfer-encoding", "chunked"]);
+        this.out.write(responseHeadBytes(this.full(), fields));
+        for (const p of pieces) this.chunk(p);
+        return;
+      }
+    } else {
+      // a length, or to the connection's end: the pieces are the body as it came, under its own head
+      this.mode = "unchunk";
+      this.out.write(responseHeadBytes(this.full(), res.headers));
+    }
+    for (const p of pieces) this.out.write(p);
+  }
+
+  /**
+   * The body held to its end: rewritten, and sent with its head and its
+   * new length (compressed and chunked, when the run chose a coding: the
+   * rewrite first). One that is not UTF-8 goes as it came; a rule past its
+   * steps answers 500 in the response's place.
+   */
+  private rewriteEnd(): void | Promise<void> {
+    const pieces = this.held!.release();
+    const rules = this.rewrites!;
+    this.held = undefined;
+    this.rewrites = undefined;
+    let body: Uint8Array | undefined;
+    try {
+      body = rewritten(pieces, rules);
+    } catch (err) {
+      if (!(err instanceof ReplaceFailed)) throw err;
+      log.warn("traffic policy's response body could not be rewritten", { tunnel: this.run.facts.tunnel.name, err: err.message });
+      this.mode = "replace";
+      this.out.write(answerBytes(REWRITE_FAILED, false, !this.parsed!.keepAlive));
+      return this.out.finished();
+    }
+    if (body === undefined) {
+      log.info("traffic policy's response body not rewritten", { tunnel: this.run.facts.tunnel.name, why: "it is not UTF-8 text" });
+      body = pieces.length === 1 ? pieces[0]! : Buffer.concat(pieces);
+    }
+    const res = this.run.response!;
+    const coding = this.run.compression;
+    if (coding !== undefined) {
+      this.compressed(res.headers, coding);
+      const compressor = this.compressor!;
+      return compressor.push(body).then(async (packed) => {
+        if (this.cancelled) return;
+        this.chunk(packed);
+        const rest = await compressor.end();
+        if (this.cancelled) return;
+        this.chunk(rest);
+        if (!this.closeDelimited) this.out.write(LAST_CHUNK);
+        this.out.finished();
+      });
+    }
+    this.mode = "pass";
+    const fields = res.headers.filter(([name]) => !/^(transfer-encoding|content-length|trailer)$/i.test(name));
+    fields.push(["content-length", String(body.byteLength)]);
+    this.out.write(responseHeadBytes(this.full(), fields));
+    if (body.byteLength > 0) this.out.write(body);
+    this.out.finished();
   }
 
   private chunk(bytes: Uint8Array): void {

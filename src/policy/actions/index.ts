@@ -12,6 +12,8 @@ import { openidConnect } from "./openid-connect.ts";
 import { rateLimit } from "./rate-limit.ts";
 import { redirect } from "./redirect.ts";
 import { removeHeaders } from "./remove-headers.ts";
+import { requestBodyFindReplace } from "./request-body-find-replace.ts";
+import { responseBodyFindReplace } from "./response-body-find-replace.ts";
 import { restrictIps } from "./restrict-ips.ts";
 import { setVars } from "./set-vars.ts";
 import type { ActionDefinition } from "./types.ts";
@@ -19,7 +21,7 @@ import { urlRewrite } from "./url-rewrite.ts";
 import { verifyWebhook } from "./verify-webhook.ts";
 
 export const ACTIONS: ReadonlyMap<string, ActionDefinition> = new Map(
-  [addHeaders, basicAuth, circuitBreaker, closeConnection, compressResponse, customResponse, deny, jwtValidation, log, openidConnect, rateLimit, redirect, removeHeaders, restrictIps, setVars, urlRewrite, verifyWebhook].map((a) => [a.type, a]),
+  [addHeaders, basicAuth, circuitBreaker, closeConnection, compressResponse, customResponse, deny, jwtValidation, log, openidConnect, rateLimit, redirect, removeHeaders, requestBodyFindReplace, responseBodyFindReplace, restrictIps, setVars, urlRewrite, verifyWebhook].map((a) => [a.type, a]),
 );
 
 /** ngrok's actions burrow does not have, with why: said when a policy names one. */
@@ -31,8 +33,6 @@ export const NOT_IN_BURROW: Readonly<Record<string, string>> = {
   "owasp-crs-request": "not in burrow",
   "owasp-crs-response": "not in burrow",
   "terminate-tls": "TLS is terminated by the edge's own certificates (or passed through by tls tunnels)",
-  "request-body-find-replace": "not in burrow: the edge does not rewrite bodies",
-  "response-body-find-replace": "not in burrow: the edge does not rewrite bodies",
-  "sse-find-replace": "not in burrow: the edge does not rewrite bodies",
+  "sse-find-replace": "not in burrow: the edge rewrites whole bodies (response-body-find-replace), not a stream's events as they come",
   "ai-gateway": "not in burrow",
 };

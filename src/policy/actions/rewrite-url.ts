@@ -15,7 +15,7 @@ const PATTERN_CACHE_MAX = 256;
 const patternCache = new Map<string, Regex | { error: string }>();
 
 /** `pattern` compiled, or why not; one longer than `maxLength` (the running policy's cap) is refused before the cache, which every policy shares. */
-function compiled(pattern: string, maxLength: number): Regex | { error: string } {
+export function compiledPattern(pattern: string, maxLength: number): Regex | { error: string } {
   if (pattern.length > maxLength) return { error: `the pattern is longer than ${maxLength} characters` };
   let re = patternCache.get(pattern);
   if (!re) {
@@ -53,7 +53,7 @@ export function applyRewrite(r: UrlRewrite, url: string, ctx: ActionContext, wha
   if (!re) {
     const pattern = render(r.from, ctx, `${what}.from`);
     if (pattern === undefined) return undefined;
-    re = compiled(pattern, ctx.bindings.caps.maxPatternLength);
+    re = compiledPattern(pattern, ctx.bindings.caps.maxPatternLength);
   }
   if ("error" in re) {
     ctx.problem(`${what}.from: ${re.error}`);

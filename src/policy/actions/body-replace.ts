@@ -1,0 +1,122 @@
+/**
+ * What request-body-find-replace and response-body-find-replace share:
+ * `replacements`, a list of `{ from, to }` as ngrok writes it, `from` an
+ * RE2 pattern (regex.ts: linear-time matching, Go's leftmost-first and
+ * its `$1`, `${1}`, `$name`, `$$` in `to`), both with `${...}`. A
+ * constant pattern is compiled at load (a bad one refuses the policy at
+ * its path); an interpolated one when the action runs. Each rule replaces
+ * every match, in order, each on the previous one's result.
+ *
+ * A body is text for these actions: it is read as UTF-8, and one that is
+ * not (an image, a protobuf) is not rewritten. Replacing is bounded:
+ * each rule may take the policy's maxPatternSteps and BODY_STEPS_PER_CHAR
+ * more for each character of the body (a linear pattern takes two or
+ * three a character), so a pattern of quadratic cost on a crafted body
+ * fails the action instead of holding the edge.
+ */
+import * as v from "valibot";
+import type { Template } from "../cel/template.ts";
+import { Regex, RegexTooSlow } from "../regex.ts";
+import { compiledPattern } from "./rewrite-url.ts";
+import type { ActionContext, CompileTools } from "./types.ts";
+
+/** Steps a rule may take for each character of the body, beyond the policy's maxPatternSteps. */
+export const BODY_STEPS_PER_CHAR = 8;
+
+/** The most rules one action may have (ngrok's cap is not documented; this bounds the work a body gets). */
+export const MAX_REPLACEMENTS = 64;
+
+export const replacementsSchema = v.strictObject({
+  replacements: v.pipe(
+    v.array(v.strictObject({ from: v.pipe(v.string(), v.minLength(1, "`from` is the pattern to find: it cannot be empty")), to: v.optional(v.string(), "") })),
+    v.minLength(1, "at least one replacement"),
+    v.maxLength(MAX_REPLACEMENTS, `at most ${MAX_REPLACEMENTS} replacements`),
+  ),
+});
+
+/** One rule compiled: its pattern (made at load when constant) and its replacement. */
+interface CompiledReplacement {
+  from: Template;
+  fixed?: Regex;
+  to: Template;
+}
+
+/** One rule as this run made it: the pattern and the replacement text, their `${...}` evaluated. */
+export interface Replacement {
+  re: Regex;
+  to: string;
+  /** The steps it may take beyond BODY_STEPS_PER_CHAR a character: its policy's maxPatternSteps. */
+  steps: number;
+}
+
+export function compileReplacements(config: { replacements: { from: string; to: string }[] }, tools: CompileTools): CompiledReplacement[] | undefined {
+  const out: CompiledReplacement[] = [];
+  let ok = true;
+  config.replacements.forEach((r, i) => {
+    const from = tools.template(r.from, ["replacements", i, "from"]);
+    const to = tools.template(r.to, ["replacements", i, "to"]);
+    if (!from || !to) return void (ok = false);
+    let fixed: Regex | undefined;
+    if (from.constant !== undefined) {
+      const re = Regex.compile(from.constant, tools.limits.maxPatternLength);
+      if ("error" in re) {
+        tools.error(["replacements", i, "from"], re.error);
+        ok = false;
+        return;
+      }
+      fixed = re;
+    }
+    out.push({ from, fixed, to });
+  });
+  return ok ? out : undefined;
+}
+
+/** Why a rule could not be made or applied this run: the action fails (a 500), never passes the body unrewritten. */
+export class ReplaceFailed extends Error {
+  override name = "ReplaceFailed";
+}
+
+/** The rules for this run, their `${...}` evaluated and their patterns compiled; throws ReplaceFailed when one fails. */
+export function prepareReplacements(rules: readonly CompiledReplacement[], ctx: ActionContext): Replacement[] {
+  const out: Replacement[] = [];
+  for (let i = 0; i < rules.length; i++) {
+    const rule = rules[i]!;
+    let re: Regex | { error: string } | undefined = rule.fixed;
+    if (!re) {
+      const pattern = rule.from.render(ctx.bindings);
+      if (typeof pattern !== "string") throw new ReplaceFailed(`replacements[${i}].from: ${pattern.error}`);
+      re = compiledPattern(pattern, ctx.bindings.caps.maxPatternLength);
+      if ("error" in re) throw new ReplaceFailed(`replacements[${i}].from: ${re.error}`);
+    }
+    const to = rule.to.render(ctx.bindings);
+    if (typeof to !== "string") throw new ReplaceFailed(`replacements[${i}].to: ${to.error}`);
+    out.push({ re, to, steps: ctx.bindings.caps.maxPatternSteps });
+  }
+  return out;
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/** The body as text, or undefined when it is not UTF-8. */
+export function bodyText(body: Uint8Array): string | undefined {
+  try {
+    return utf8.decode(body);
+  } catch {
+    return undefined;
+  }
+}
+
+/** `text` with every rule applied in order; throws ReplaceFailed when one takes more than its steps. */
+export function replaceAll(text: string, rules: readonly Replacement[]): string {
+  for (let i = 0; i < rules.length; i++) {
+    const { re, to } = rules[i]!;
+    const steps = rules[i]!.steps + BODY_STEPS_PER_CHAR * text.length;
+    try {
+      text = re.replaceAll(text, to, { steps });
+    } catch (err) {
+      if (!(err instanceof RegexTooSlow)) throw err;
+      throw new ReplaceFailed(`replacements[${i}].from: the pattern took more than ${steps} steps on this body`);
+    }
+  }
+  return text;
+}

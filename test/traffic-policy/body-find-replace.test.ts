@@ -1,0 +1,184 @@
+/**
+ * request-body-find-replace and response-body-find-replace at the edge,
+ * through a real server, a real agent and a real service (Bun.serve), with
+ * curl: the request's body rewritten before the service gets it (groups,
+ * deletion, rules in order, `${...}` in from and to), framed by its new
+ * length whatever the visitor's framing, over HTTP/1.1 and HTTP/2; the
+ * response's body rewritten before the visitor gets it, with a length,
+ * then compressed when compress-response says so; what is left alone (an
+ * encoded body, a HEAD, a body over the cap); and the bounds: a body over
+ * --policy-body-limit (413), a pattern of quadratic cost on a crafted body
+ * (500, at once), one of exponential cost for a backtracking engine (done
+ * in linear time).
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { gunzipSync } from "node:zlib";
+import { curl } from "./curl.ts";
+import { echo, withPolicy, type Echoed, type PolicyTunnel } from "./rig.ts";
+
+const BODY_LIMIT = 64 * 1024;
+const RESPONSE_LIMIT = 96 * 1024;
+
+const policy = `
+on_http_request:
+  - expressions: ["req.url.path == '/groups'"]
+    actions:
+      - type: request-body-find-replace
+        config: { replacements: [{ from: 'user=(\\w+)&pass=(\\w+)', to: 'pass=$2&user=$1 ($$)' }] }
+  - expressions: ["req.url.path == '/delete'"]
+    actions:
+      - type: request-body-find-replace
+        config: { replacements: [{ from: '"secret":"[^"]*",?' }, { from: 'token=\\d+', to: "" }] }
+  - expressions: ["req.url.path == '/order'"]
+    actions:
+      - type: request-body-find-replace
+        config: { replacements: [{ from: 'cat', to: 'dog' }, { from: 'dog', to: 'wolf' }] }
+  - expressions: ["req.url.path == '/interp'"]
+    actions:
+      - type: request-body-find-replace
+        config: { replacements: [{ from: '\${req.headers["x-find"][0]}', to: '<\${req.method}:$1>' }] }
+  - expressions: ["req.url.path == '/quadratic'"]
+    actions:
+      - type: request-body-find-replace
+        config: { replacements: [{ from: '(a*c)?', to: 'x' }] }
+  - expressions: ["req.url.path == '/exponential'"]
+    actions:
+      - type: request-body-find-replace
+        config: { replacements: [{ from: '(a+)+$', to: 'x' }] }
+on_http_response:
+  - expressions: ["req.url.path.startsWith('/page')"]
+    actions:
+      - type: response-body-find-replace
+        config: { replacements: [{ from: 'http://localhost:3000(/\\w*)', to: 'https://\${req.host}$1' }, { from: 'INTERNAL', to: '' }] }
+  - expressions: ["req.url.path == '/page/compressed'"]
+    actions:
+      - type: compress-response
+        config: { algorithms: [gzip] }
+`;
+
+const PAGE = `<a href="http://localhost:3000/docs">docs</a> INTERNAL <a href="http://localhost:3000/">home</a>\n`;
+
+/** The service: the echo, or a page by path (chunked when it streams, encoded, or large). */
+async function service(req: Request): Promise<Response> {
+  const path = new URL(req.url).pathname;
+  if (path === "/page" || path === "/page/compressed") return new Response(PAGE, { headers: { "content-type": "text/html" } });
+  if (path === "/page/chunked") {
+    const parts = PAGE.split(" ");
+    const stream = new ReadableStream({
+      start(c) {
+        for (const p of parts) c.enqueue(new TextEncoder().encode(`${p} `));
+        c.close();
+      },
+    });
+    return new Response(stream, { headers: { "content-type": "text/html" } });
+  }
+  if (path === "/page/encoded") return new Response(Bun.gzipSync(PAGE), { headers: { "content-type": "text/html", "content-encoding": "gzip" } });
+  if (path === "/page/large") return new Response(PAGE.repeat(Math.ceil((RESPONSE_LIMIT * 2) / PAGE.length)), { headers: { "content-type": "text/html" } });
+  return echo(req);
+}
+
+let t: PolicyTunnel;
+let dir: string;
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "burrow-find-replace-"));
+  t = await withPolicy(policy, { upstream: service, server: { args: ["--policy-body-limit", String(BODY_LIMIT), "--policy-response-body-limit", String(RESPONSE_LIMIT)] } });
+}, 30_000);
+afterAll(async () => {
+  await t?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+let files = 0;
+function file(body: string | Uint8Array): string {
+  const path = join(dir, `body-${files++}`);
+  writeFileSync(path, body);
+  return path;
+}
+const CHUNKED = ["-H", "Transfer-Encoding: chunked"];
+const H2 = ["--http2-prior-knowledge"];
+
+async function post(path: string, body: string | Uint8Array, extra: string[] = []) {
+  const r = await t.curl(path, ["--data-binary", `@${file(body)}`, "-H", "Content-Type: text/plain", ...extra]);
+  return { ...r, seen: r.status === 200 ? (JSON.parse(r.body) as Echoed) : undefined };
+}
+
+describe("request-body-find-replace", () => {
+  for (const [carrier, extra] of [
+    ["HTTP/1.1 with a Content-Length", []],
+    ["HTTP/1.1 chunked", CHUNKED],
+    ["HTTP/2", H2],
+    ["HTTP/2 without a length", [...H2, ...CHUNKED]],
+  ] as const) {
+    test(`${carrier}: groups in the replacement; the service gets the new body with its new Content-Length and no Transfer-Encoding`, async () => {
+      const r = await post("/groups", "a=1&user=ann&pass=s3cret&b=2", [...extra]);
+      expect(r.status).toBe(200);
+      const want = "a=1&pass=s3cret&user=ann ($)&b=2";
+      expect(r.seen!.body).toBe(want);
+      expect(r.seen!.headers["content-length"]).toBe(String(Buffer.byteLength(want)));
+      expect(r.seen!.headers["transfer-encoding"]).toBeUndefined();
+    });
+  }
+
+  test("an omitted or empty `to` deletes every match", async () => {
+    const r = await post("/delete", `{"secret":"abc","name":"x"} token=123 and token=456`, CHUNKED);
+    expect(r.seen!.body).toBe(`{"name":"x"}  and `);
+    expect(r.seen!.headers["content-length"]).toBe(String(Buffer.byteLength(r.seen!.body)));
+  });
+
+  test("rules run in order, each on what the one before left", async () => {
+    const r = await post("/order", "cat and dog");
+    expect(r.seen!.body).toBe("wolf and wolf");
+  });
+
+  test("`${...}` in from and to: the pattern from a header, the method in the replacement; one that makes no pattern fails the action (500)", async () => {
+    const r = await post("/interp", "one nine ten", ["-H", "X-Find: \\b(n\\w+)"]);
+    expect(r.seen!.body).toBe("one <POST:nine> ten");
+    const bad = await post("/interp", "one nine ten", ["-H", "X-Find: (unclosed"]);
+    expect(bad.status).toBe(500);
+    expect(bad.body).toContain("could not be evaluated");
+  });
+
+  test("a kept-alive connection: the second request after a rewritten one is read from where the first's body ended", async () => {
+    const path = file("user=bob&pass=pw1");
+    const args = ["-sS", "--max-time", "20", "-w", "\\n%{http_code} %{num_connects}\\n", "--data-binary", `@${path}`, ...CHUNKED];
+    const proc = Bun.spawn(["curl", ...args, t.url("/groups"), "--next", ...args, t.url("/order")], { stdout: "pipe", stderr: "pipe", timeout: 30_000 });
+    const out = await new Response(proc.stdout).text();
+    expect(await proc.exited).toBe(0);
+    expect(out).toContain(`"body":"pass=pw1&user=bob ($)"`);
+    expect(out).toContain(`"body":"user=bob&pass=pw1"`);
+    expect(out.match(/^200 \d$/gm)).toEqual(["200 1", "200 0"]);
+  });
+
+  test("a body that is not UTF-8 goes on unchanged", async () => {
+    const bytes = new Uint8Array([0xff, 0xfe, 0x63, 0x61, 0x74, 0x00, 0x80]);
+    const r = await t.curl("/order", ["--data-binary", `@${file(bytes)}`, "-o", join(dir, "out.bin")]);
+    expect(r.status).toBe(200);
+    const seen = JSON.parse(await Bun.file(join(dir, "out.bin")).text()) as Echoed;
+    expect(seen.headers["content-length"]).toBe("7");
+  });
+
+  test("a body over --policy-body-limit is answered 413, chunked or not", async () => {
+    const big = "cat ".repeat(BODY_LIMIT / 2);
+    expect((await post("/order", big)).status).toBe(413);
+    expect((await post("/order", big, CHUNKED)).status).toBe(413);
+  });
+
+  test("a pattern of quadratic cost under replace-all on a crafted body stops at its steps: 500, at once", async () => {
+    const started = performance.now();
+    const r = await post("/quadratic", "a".repeat(60_000));
+    expect(r.status).toBe(500);
+    // liveness only: unbounded, this is about 1.8e9 steps (minutes)
+    expect(performance.now() - started).toBeLessThan(10_000);
+  });
+
+  test("a pattern of exponential cost for a backtracking engine runs in linear time", async () => {
+    const started = performance.now();
+    const r = await post("/exponential", `${"a".repeat(50_000)}b`);
+    expect(r.status).toBe(200);
+    expect(r.seen!.body.length).toBe(50_001);
+    expect(performance.now() - started).toBeLessThan(10_000);
+  });
+});
