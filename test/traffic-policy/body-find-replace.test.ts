@@ -16,7 +16,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
-import { curl } from "./curl.ts";
+import { runBurrow } from "../harness/run.ts";
 import { echo, withPolicy, type Echoed, type PolicyTunnel } from "./rig.ts";
 
 const BODY_LIMIT = 64 * 1024;
@@ -66,10 +66,11 @@ async function service(req: Request): Promise<Response> {
   const path = new URL(req.url).pathname;
   if (path === "/page" || path === "/page/compressed") return new Response(PAGE, { headers: { "content-type": "text/html" } });
   if (path === "/page/chunked") {
-    const parts = PAGE.split(" ");
+    // in pieces that cut the patterns in two: the rewrite sees the body whole
+    const bytes = new TextEncoder().encode(PAGE);
     const stream = new ReadableStream({
       start(c) {
-        for (const p of parts) c.enqueue(new TextEncoder().encode(`${p} `));
+        for (let i = 0; i < bytes.length; i += 13) c.enqueue(bytes.slice(i, i + 13));
         c.close();
       },
     });
@@ -180,5 +181,94 @@ describe("request-body-find-replace", () => {
     expect(r.status).toBe(200);
     expect(r.seen!.body.length).toBe(50_001);
     expect(performance.now() - started).toBeLessThan(10_000);
+  });
+});
+
+describe("response-body-find-replace", () => {
+  /** PAGE as the rules leave it, for a visitor that reached the tunnel at `host`. */
+  const rewrittenPage = (host: string) => `<a href="https://${host}/docs">docs</a>  <a href="https://${host}/">home</a>\n`;
+  const host = () => new URL(t.url("/")).host;
+
+  for (const [what, path, extra] of [
+    ["HTTP/1.1, a body of a length", "/page", []],
+    ["HTTP/1.1, a chunked body", "/page/chunked", []],
+    ["HTTP/2, a body of a length", "/page", H2],
+    ["HTTP/2, a chunked body", "/page/chunked", H2],
+  ] as const) {
+    test(`${what}: rewritten (groups, \${req.host}, a deletion), with a Content-Length of the new body`, async () => {
+      const r = await t.curl(path, [...extra]);
+      expect(r.status).toBe(200);
+      expect(r.body).toBe(rewrittenPage(host()));
+      expect(r.headers["content-length"]).toBe(String(Buffer.byteLength(r.body)));
+      expect(r.headers["transfer-encoding"]).toBeUndefined();
+    });
+  }
+
+  test("then compressed by compress-response (rewritten first): curl --compressed reads the rewritten page", async () => {
+    const r = await t.curl("/page/compressed", ["--compressed"]);
+    expect(r.status).toBe(200);
+    expect(r.headers["content-encoding"]).toBe("gzip");
+    expect(r.body).toBe(rewrittenPage(host()));
+    const out = join(dir, "compressed.gz");
+    const raw = await t.curl("/page/compressed", ["-H", "Accept-Encoding: gzip", "-o", out, ...H2]);
+    expect(raw.headers["content-encoding"]).toBe("gzip");
+    expect(gunzipSync(await Bun.file(out).bytes()).toString()).toBe(rewrittenPage(host()));
+  });
+
+  test("a body the service encoded passes as it came", async () => {
+    const out = join(dir, "encoded.gz");
+    const r = await t.curl("/page/encoded", ["-H", "Accept-Encoding: gzip", "-o", out]);
+    expect(r.status).toBe(200);
+    expect(r.headers["content-encoding"]).toBe("gzip");
+    expect(gunzipSync(await Bun.file(out).bytes()).toString()).toBe(PAGE);
+  });
+
+  test("a HEAD's answer is left alone: the service's own length, no body", async () => {
+    const r = await t.curl("/page", ["-I"]);
+    expect(r.status).toBe(200);
+    // (-I and -D both print the head: its fields come twice)
+    expect(new Set(r.headers["content-length"]!.split(", "))).toEqual(new Set([String(Buffer.byteLength(PAGE))]));
+    expect(r.body.trim()).toBe("");
+  });
+
+  for (const [what, extra] of [
+    ["HTTP/1.1", []],
+    ["HTTP/2", H2],
+  ] as const) {
+    test(`${what}: a body over --policy-response-body-limit passes unchanged, whole`, async () => {
+      const r = await t.curl("/page/large", [...extra]);
+      expect(r.status).toBe(200);
+      const want = PAGE.repeat(Math.ceil((RESPONSE_LIMIT * 2) / PAGE.length));
+      expect(r.body.length).toBe(want.length);
+      expect(r.body).toBe(want);
+    });
+  }
+});
+
+describe("at load", () => {
+  test("`burrow policy check`: a `from` that is no RE2 pattern is refused with its path; an empty list, and an unknown field, too", async () => {
+    const path = file(`on_http_request:
+  - name: scrub
+    actions:
+      - type: request-body-find-replace
+        config: { replacements: [{ from: 'ok', to: 'fine' }, { from: '(?<=lookbehind)x' }] }
+on_http_response:
+  - actions:
+      - type: response-body-find-replace
+        config: { replacements: [] }
+      - type: response-body-find-replace
+        config: { replacements: [{ from: 'a', with: 'b' }] }
+`);
+    const out = await runBurrow(["policy", "check", "--json", path]);
+    expect(out.code).toBe(1);
+    const errors = (JSON.parse(out.stdout) as { errors: { code: string; message: string; line: number; column: number }[] }).errors;
+    expect(errors.map((e) => [e.code, e.line])).toEqual([
+      ["ACTION_CONFIG", 5],
+      ["ACTION_CONFIG", 9],
+      ["ACTION_CONFIG", 11],
+    ]);
+    // the second rule's `from`, where it is in the file
+    expect(errors[0]!.column).toBe("        config: { replacements: [{ from: 'ok', to: 'fine' }, { from: ".length + 1);
+    expect(errors[0]!.message).toContain("not an RE2 regular expression");
   });
 });
