@@ -76,6 +76,8 @@ async function service(req: Request): Promise<Response> {
     });
     return new Response(stream, { headers: { "content-type": "text/html" } });
   }
+  // labelled encoded but readable as text: only its Content-Encoding says it is not to be rewritten
+  if (path === "/page/labelled") return new Response(PAGE, { headers: { "content-type": "text/html", "content-encoding": "x-custom" } });
   if (path === "/page/encoded") return new Response(Bun.gzipSync(PAGE), { headers: { "content-type": "text/html", "content-encoding": "gzip" } });
   if (path === "/page/large") return new Response(PAGE.repeat(Math.ceil((RESPONSE_LIMIT * 2) / PAGE.length)), { headers: { "content-type": "text/html" } });
   return echo(req);
@@ -221,6 +223,9 @@ describe("response-body-find-replace", () => {
     expect(r.status).toBe(200);
     expect(r.headers["content-encoding"]).toBe("gzip");
     expect(gunzipSync(await Bun.file(out).bytes()).toString()).toBe(PAGE);
+    const labelled = await t.curl("/page/labelled");
+    expect(labelled.headers["content-encoding"]).toBe("x-custom");
+    expect(labelled.body).toBe(PAGE);
   });
 
   test("a HEAD's answer is left alone: the service's own length, no body", async () => {
