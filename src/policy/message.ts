@@ -4,7 +4,14 @@
  * back) after a run is these.
  */
 import type { HeaderPairs, RequestFacts, ResponseFacts } from "./facts.ts";
-import type { Replacement } from "./actions/body-replace.ts";
+import type { Regex } from "./regex.ts";
+
+/** One rule of response-body-find-replace as its run made it (actions/body-replace.ts): the pattern, the replacement with its `${...}` evaluated, and the steps it may take beyond a few a character. */
+export interface Replacement {
+  re: Regex;
+  to: string;
+  steps: number;
+}
 
 /** A header list whose lookups ignore case, as CEL's `req.headers['User-Agent']` is read. */
 export class HeaderMap extends Map<string, string[]> {

@@ -19,6 +19,7 @@ import type { Template } from "../cel/template.ts";
 import { Regex, RegexTooSlow } from "../regex.ts";
 import { compiledPattern } from "./rewrite-url.ts";
 import type { ActionContext, CompileTools } from "./types.ts";
+import type { Replacement } from "../message.ts";
 
 /** Steps a rule may take for each character of the body, beyond the policy's maxPatternSteps. */
 export const BODY_STEPS_PER_CHAR = 8;
@@ -41,13 +42,7 @@ interface CompiledReplacement {
   to: Template;
 }
 
-/** One rule as this run made it: the pattern and the replacement text, their `${...}` evaluated. */
-export interface Replacement {
-  re: Regex;
-  to: string;
-  /** The steps it may take beyond BODY_STEPS_PER_CHAR a character: its policy's maxPatternSteps. */
-  steps: number;
-}
+export type { Replacement };
 
 export function compileReplacements(config: { replacements: { from: string; to: string }[] }, tools: CompileTools): CompiledReplacement[] | undefined {
   const out: CompiledReplacement[] = [];
