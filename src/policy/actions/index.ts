@@ -33,6 +33,6 @@ export const NOT_IN_BURROW: Readonly<Record<string, string>> = {
   "owasp-crs-request": "not in burrow",
   "owasp-crs-response": "not in burrow",
   "terminate-tls": "TLS is terminated by the edge's own certificates (or passed through by tls tunnels)",
-  "sse-find-replace": "not in burrow: the edge rewrites whole bodies (response-body-find-replace), not a stream's events as they come",
+  "sse-find-replace": "it runs in ngrok's on_event_stream_message phase, which burrow does not have (response-body-find-replace rewrites a whole response body)",
   "ai-gateway": "not in burrow",
 };
