@@ -216,6 +216,7 @@ export class ResponseFilter {
   private fail(err: unknown): void {
     if (this.cancelled) return;
     this.cancelled = true;
+    this.held?.release();
     log.warn("traffic policy's response failed", { err: String(err) });
     this.out.broken("the tunnel's traffic policy could not be applied to the response");
   }
