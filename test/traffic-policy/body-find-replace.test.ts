@@ -53,7 +53,7 @@ on_http_response:
     actions:
       - type: response-body-find-replace
         config: { replacements: [{ from: 'http://localhost:3000(/\\w*)', to: 'https://\${req.host}$1' }, { from: 'INTERNAL', to: '' }] }
-  - expressions: ["req.url.path == '/page/compressed'"]
+  - expressions: ["req.url.path.startsWith('/page/compressed')"]
     actions:
       - type: compress-response
         config: { algorithms: [gzip] }
@@ -79,7 +79,7 @@ async function service(req: Request): Promise<Response> {
   // labelled encoded but readable as text: only its Content-Encoding says it is not to be rewritten
   if (path === "/page/labelled") return new Response(PAGE, { headers: { "content-type": "text/html", "content-encoding": "x-custom" } });
   if (path === "/page/encoded") return new Response(Bun.gzipSync(PAGE), { headers: { "content-type": "text/html", "content-encoding": "gzip" } });
-  if (path === "/page/large") return new Response(PAGE.repeat(Math.ceil((RESPONSE_LIMIT * 2) / PAGE.length)), { headers: { "content-type": "text/html" } });
+  if (path === "/page/large" || path === "/page/compressed-large") return new Response(PAGE.repeat(Math.ceil((RESPONSE_LIMIT * 2) / PAGE.length)), { headers: { "content-type": "text/html" } });
   return echo(req);
 }
 
@@ -196,6 +196,7 @@ describe("response-body-find-replace", () => {
     ["HTTP/1.1, a chunked body", "/page/chunked", []],
     ["HTTP/2, a body of a length", "/page", H2],
     ["HTTP/2, a chunked body", "/page/chunked", H2],
+    ["HTTP/1.0, a chunked body", "/page/chunked", ["--http1.0"]],
   ] as const) {
     test(`${what}: rewritten (groups, \${req.host}, a deletion), with a Content-Length of the new body`, async () => {
       const r = await t.curl(path, [...extra]);
@@ -248,6 +249,13 @@ describe("response-body-find-replace", () => {
       expect(r.body).toBe(want);
     });
   }
+
+  test("a body over the cap that compress-response compresses: unrewritten, compressed as it comes", async () => {
+    const r = await t.curl("/page/compressed-large", ["--compressed"]);
+    expect(r.status).toBe(200);
+    expect(r.headers["content-encoding"]).toBe("gzip");
+    expect(r.body).toBe(PAGE.repeat(Math.ceil((RESPONSE_LIMIT * 2) / PAGE.length)));
+  });
 });
 
 describe("at load", () => {
