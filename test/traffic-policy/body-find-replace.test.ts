@@ -64,7 +64,8 @@ const PAGE = `<a href="http://localhost:3000/docs">docs</a> INTERNAL <a href="ht
 /** The service: the echo, or a page by path (chunked when it streams, encoded, or large). */
 async function service(req: Request): Promise<Response> {
   const path = new URL(req.url).pathname;
-  if (path === "/page" || path === "/page/compressed") return new Response(PAGE, { headers: { "content-type": "text/html" } });
+  if (path === "/page" || path === "/page/compressed") return new Response(PAGE, { headers: { "content-type": "text/html", etag: '"v1"' } });
+  if (path === "/page/range") return new Response(PAGE.slice(0, 40), { status: 206, headers: { "content-type": "text/html", "content-range": `bytes 0-39/${PAGE.length}` } });
   if (path === "/page/chunked") {
     // in pieces that cut the patterns in two: the rewrite sees the body whole
     const bytes = new TextEncoder().encode(PAGE);
@@ -227,6 +228,14 @@ describe("response-body-find-replace", () => {
     const labelled = await t.curl("/page/labelled");
     expect(labelled.headers["content-encoding"]).toBe("x-custom");
     expect(labelled.body).toBe(PAGE);
+  });
+
+  test("the rewritten page's strong ETag is made weak (another body than the service's); a range (206) is left alone", async () => {
+    const r = await t.curl("/page");
+    expect(r.headers.etag).toBe('W/"v1"');
+    const range = await t.curl("/page/range");
+    expect(range.status).toBe(206);
+    expect(range.body).toBe(PAGE.slice(0, 40));
   });
 
   test("a HEAD's answer is left alone: the service's own length, no body", async () => {

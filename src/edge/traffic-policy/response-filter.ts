@@ -376,19 +376,18 @@ export class ResponseFilter {
     const rules = this.rewrites!;
     this.held = undefined;
     this.rewrites = undefined;
-    let body: Uint8Array | undefined;
+    let body = pieces.length === 1 ? pieces[0]! : Buffer.concat(pieces);
+    let changed = false;
     try {
-      body = rewritten(pieces, rules);
+      const out = rewritten(body, rules);
+      if (out) ({ body, changed } = out);
+      else log.info("traffic policy's response body not rewritten", { tunnel: this.run.facts.tunnel.name, why: "it is not UTF-8 text" });
     } catch (err) {
       if (!(err instanceof ReplaceFailed)) throw err;
       log.warn("traffic policy's response body could not be rewritten", { tunnel: this.run.facts.tunnel.name, err: err.message });
       this.mode = "replace";
       this.out.write(answerBytes(REWRITE_FAILED, false, !this.parsed!.keepAlive));
       return this.out.finished();
-    }
-    if (body === undefined) {
-      log.info("traffic policy's response body not rewritten", { tunnel: this.run.facts.tunnel.name, why: "it is not UTF-8 text" });
-      body = pieces.length === 1 ? pieces[0]! : Buffer.concat(pieces);
     }
     const res = this.run.response!;
     const coding = this.run.compression;
@@ -406,7 +405,14 @@ export class ResponseFilter {
       });
     }
     this.mode = "pass";
-    const fields = res.headers.filter(([name]) => !/^(transfer-encoding|content-length|trailer)$/i.test(name));
+    const fields: [string, string][] = [];
+    for (const field of res.headers) {
+      const lower = field[0].toLowerCase();
+      if (lower === "transfer-encoding" || lower === "content-length" || lower === "trailer") continue;
+      // another body than the service's: its strong validator no longer names it byte for byte (as compress-response does)
+      if (changed && lower === "etag" && !field[1].startsWith("W/")) fields.push([field[0], `W/${field[1]}`]);
+      else fields.push(field);
+    }
     fields.push(["content-length", String(body.byteLength)]);
     this.out.write(responseHeadBytes(this.full(), fields));
     if (body.byteLength > 0) this.out.write(body);

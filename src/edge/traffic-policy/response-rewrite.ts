@@ -44,14 +44,13 @@ export class HeldBody {
 }
 
 /**
- * The body with the rules applied, or undefined when it is not UTF-8 text
+ * The body with the rules applied (and whether they changed it), or undefined when it is not UTF-8 text
  * (it goes on as it came). Throws the policy's ReplaceFailed when a rule
  * takes more than its steps.
  */
-export function rewritten(pieces: readonly Uint8Array[], rules: readonly Replacement[]): Uint8Array | undefined {
-  const body = pieces.length === 1 ? pieces[0]! : Buffer.concat(pieces);
+export function rewritten(body: Uint8Array, rules: readonly Replacement[]): { body: Uint8Array; changed: boolean } | undefined {
   const text = bodyText(body);
   if (text === undefined) return undefined;
   const out = replaceAll(text, rules);
-  return out === text ? body : Buffer.from(out, "utf8");
+  return out === text ? { body, changed: false } : { body: Buffer.from(out, "utf8"), changed: true };
 }

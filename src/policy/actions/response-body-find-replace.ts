@@ -6,7 +6,7 @@
  * --policy-response-body-limit, replaces, and sends it with a
  * Content-Length (edge/traffic-policy/response-rewrite.ts); compressed
  * after, when compress-response chose a coding. Not rewritten: a HEAD's
- * response, a 204 or 304 (no body), and a body the service encoded
+ * response, a 204 or 304 (no body), a 206 (a range of the body), and a body the service encoded
  * (Content-Encoding other than identity), which is told as a problem and
  * passes as it came.
  */
@@ -26,6 +26,11 @@ export const responseBodyFindReplace = defineAction({
         const req = ctx.bindings.req();
         const res = ctx.bindings.res();
         if (req.method === "HEAD" || res.status === 204 || res.status === 304 || res.status < 200) return { kind: "continue", note: "no body" };
+        // a part of the body (Content-Range) cannot be rewritten as the whole is
+        if (res.status === 206) {
+          ctx.problem("response-body-find-replace: a range (206) goes on unchanged");
+          return { kind: "continue", note: "a range: unchanged" };
+        }
         // the service's own coding: one compress-response chose is applied after the rewrite
         const coding = res.sentHeader("content-encoding")?.trim().toLowerCase();
         if (coding && coding !== "identity") {
