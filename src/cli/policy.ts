@@ -171,9 +171,12 @@ function describeStep(step: Step): string {
     const r = out.request!;
     text += `=> the edge would forward ${r.method} ${r.target} to the service${out.identity ? ` (visitor: ${out.identity})` : ""}\n`;
     for (const [n, value] of r.headers) text += `   ${n}: ${value}\n`;
+    // request-body-find-replace's: the body the service would get
+    if (r.bodyReplaced && r.body && r.body.byteLength > 0) text += `${quoted(Buffer.from(r.body).toString("utf8"))}\n`;
   } else if (step.phase === "on_http_response") {
     const r = out.response!;
-    text += `=> the edge would send the service's ${r.status}${out.compression ? `, compressed with ${out.compression}` : ""}\n`;
+    const rewrites = r.bodyRewrites?.length ?? 0;
+    text += `=> the edge would send the service's ${r.status}${rewrites > 0 ? `, its body rewritten by ${rewrites} replacement${rewrites === 1 ? "" : "s"}` : ""}${out.compression ? `, compressed with ${out.compression}` : ""}\n`;
     for (const [n, value] of r.headers) text += `   ${n}: ${value}\n`;
   } else text += "=> the edge would take the connection\n";
   return text;

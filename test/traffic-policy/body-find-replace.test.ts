@@ -267,7 +267,23 @@ describe("response-body-find-replace", () => {
   });
 });
 
-describe("at load", () => {
+describe("the CLI", () => {
+  test("`burrow policy test`: the body the service would get, and that the response's would be rewritten", async () => {
+    const path = file(`on_http_request:
+  - actions:
+      - type: request-body-find-replace
+        config: { replacements: [{ from: 'pass=\\w+', to: 'pass=***' }] }
+on_http_response:
+  - actions:
+      - type: response-body-find-replace
+        config: { replacements: [{ from: 'a', to: 'b' }] }
+`);
+    const out = await runBurrow(["policy", "test", path, "--request", "POST /login", "--body", "user=ann&pass=hunter2", "--status", "200"]);
+    expect(out.code).toBe(0);
+    expect(out.stdout).toContain("   Content-Length: 17\n   | user=ann&pass=***\n");
+    expect(out.stdout).toContain("=> the edge would send the service's 200, its body rewritten by 1 replacement\n");
+  });
+
   test("`burrow policy check`: a `from` that is no RE2 pattern is refused with its path; an empty list, and an unknown field, too", async () => {
     const path = file(`on_http_request:
   - name: scrub
