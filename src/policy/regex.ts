@@ -67,6 +67,14 @@ export class RegexTooSlow extends Error {
   }
 }
 
+/** A replace's result would be longer than the caller allows (a short pattern made into a long text at every match). */
+export class ReplaceTooLong extends Error {
+  override name = "ReplaceTooLong";
+  constructor(readonly maxLength: number) {
+    super(`the result would be longer than ${maxLength} characters`);
+  }
+}
+
 /** Steps left to a search (or to all the searches of one replace). */
 export interface StepBudget {
   steps: number;
@@ -221,8 +229,8 @@ export class Regex {
     return out;
   }
 
-  /** Go's ReplaceAllString: each non-overlapping match replaced by `template` expanded with its groups. */
-  replaceAll(input: string, template: string, budget: StepBudget = { steps: MAX_STEPS }): string {
+  /** Go's ReplaceAllString: each non-overlapping match replaced by `template` expanded with its groups; past `maxLength` characters of result, throws ReplaceTooLong. */
+  replaceAll(input: string, template: string, budget: StepBudget = { steps: MAX_STEPS }, maxLength = Infinity): string {
     let out = "";
     let lastEnd = 0;
     let searchPos = 0;
@@ -232,13 +240,16 @@ export class Regex {
       out += input.slice(lastEnd, m[0]!);
       // an empty match right after the previous match is not replaced again
       if (m[1]! > lastEnd || m[0] === 0) out += this.expand(template, input, m);
+      if (out.length > maxLength) throw new ReplaceTooLong(maxLength);
       lastEnd = m[1]!;
       const w = searchPos < input.length ? width(runeAt(input, searchPos)) : 1;
       if (searchPos + w > m[1]!) searchPos += w;
       else if (searchPos + 1 > m[1]!) searchPos++;
       else searchPos = m[1]!;
     }
-    return out + input.slice(lastEnd);
+    out += input.slice(lastEnd);
+    if (out.length > maxLength) throw new ReplaceTooLong(maxLength);
+    return out;
   }
 
   /** `$1`, `${1}`, `$name`, `${name}` and `$$`, as Go's Regexp.Expand reads them (an unknown group is empty). */

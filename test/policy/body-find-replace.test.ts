@@ -63,6 +63,18 @@ describe("request-body-find-replace", () => {
   });
 });
 
+test("a rewrite may grow the body to twice its size (or 1 MiB more for a small one), no further: past it the action fails", async () => {
+  const tenfold = "xxxxxxxxxx";
+  const small = await rewrite(`[{ from: 'a', to: '${tenfold}' }]`, "a".repeat(1000));
+  expect(small.body).toBe(tenfold.repeat(1000));
+  const big = "a".repeat(600_000);
+  const doubled = await rewrite("[{ from: 'a', to: 'bb' }]", big);
+  expect(doubled.body!.length).toBe(1_200_000);
+  const grown = await rewrite("[{ from: 'a', to: 'bbb' }]", big);
+  expect(answered(grown.out)?.status).toBe(500);
+  expect(grown.out.problems[0]!.message).toContain("would grow past 1648576 characters");
+});
+
 describe("response-body-find-replace", () => {
   const yaml = "on_http_response:\n  - actions:\n      - type: response-body-find-replace\n        config: { replacements: [{ from: 'x', to: '${req.method}' }] }\n";
   test("the run makes its rules (with ${'$'}{...} evaluated) for the edge to apply to the body", async () => {

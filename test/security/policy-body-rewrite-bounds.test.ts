@@ -7,8 +7,9 @@
  * it are the next request, judged as one (a denied path stays denied);
  * response bodies held for response-body-find-replace are bounded together
  * by --policy-body-memory (one past it passes unchanged, and the room comes
- * back); a pattern of quadratic cost on a crafted body is stopped by its
- * steps at once.
+ * back); a rewrite cannot grow a body past twice its size (1 MiB more for a
+ * small one); a pattern of quadratic cost on a crafted body is stopped by
+ * its steps at once.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { withPolicy, type PolicyTunnel } from "../traffic-policy/rig.ts";
@@ -26,6 +27,10 @@ on_http_request:
     actions:
       - type: request-body-find-replace
         config: { replacements: [{ from: 'secret:[a-z]*' }] }
+  - expressions: ["req.url.path == '/grow-a-lot'"]
+    actions:
+      - type: request-body-find-replace
+        config: { replacements: [{ from: '.', to: '${"x".repeat(1024)}' }] }
   - expressions: ["req.url.path == '/quadratic'"]
     actions:
       - type: request-body-find-replace
@@ -98,6 +103,13 @@ describe("the edge's memory and CPU", () => {
     expect(text.startsWith("internal ")).toBe(true);
     const small = await fetch(t.url("/page"));
     expect(await small.text()).toBe("an public page\n");
+  });
+
+  test("a rewrite that would make a megabyte of a small body a gigabyte stops at twice its size: 500 at once, nothing reaches the service", async () => {
+    reached = [];
+    const r = await fetch(t.url("/grow-a-lot"), { method: "POST", body: "a".repeat(60_000) });
+    expect(r.status).toBe(500);
+    expect(reached).toEqual([]);
   });
 
   test("a pattern of quadratic cost under replace-all on a crafted body is stopped by its steps: 500 at once", async () => {

@@ -12,17 +12,25 @@
  * each rule may take the policy's maxPatternSteps and BODY_STEPS_PER_CHAR
  * more for each character of the body (a linear pattern takes two or
  * three a character), so a pattern of quadratic cost on a crafted body
- * fails the action instead of holding the edge.
+ * fails the action instead of holding the edge; so does a rewrite that
+ * would grow the body past twice its size (MAX_GROWTH more for a small one).
  */
 import * as v from "valibot";
 import type { Template } from "../cel/template.ts";
-import { Regex, RegexTooSlow } from "../regex.ts";
+import { Regex, RegexTooSlow, ReplaceTooLong } from "../regex.ts";
 import { compiledPattern } from "./rewrite-url.ts";
 import type { ActionContext, CompileTools } from "./types.ts";
 import type { Replacement } from "../message.ts";
 
 /** Steps a rule may take for each character of the body, beyond the policy's maxPatternSteps. */
 export const BODY_STEPS_PER_CHAR = 8;
+
+/**
+ * How much the rules may grow a body, together: to twice its size, or by
+ * MAX_GROWTH characters for a small one. A short pattern made into a long
+ * text at every match would otherwise make gigabytes of a megabyte.
+ */
+export const MAX_GROWTH = 1024 * 1024;
 
 /** The most rules one action may have (ngrok's cap is not documented; this bounds the work a body gets). */
 export const MAX_REPLACEMENTS = 64;
@@ -103,12 +111,14 @@ export function bodyText(body: Uint8Array): string | undefined {
 
 /** `text` with every rule applied in order; throws ReplaceFailed when one takes more than its steps. */
 export function replaceAll(text: string, rules: readonly Replacement[]): string {
+  const maxLength = Math.max(2 * text.length, text.length + MAX_GROWTH);
   for (let i = 0; i < rules.length; i++) {
     const { re, to } = rules[i]!;
     const steps = rules[i]!.steps + BODY_STEPS_PER_CHAR * text.length;
     try {
-      text = re.replaceAll(text, to, { steps });
+      text = re.replaceAll(text, to, { steps }, maxLength);
     } catch (err) {
+      if (err instanceof ReplaceTooLong) throw new ReplaceFailed(`replacements[${i}]: the body would grow past ${maxLength} characters (twice its size, or ${MAX_GROWTH} more)`);
       if (!(err instanceof RegexTooSlow)) throw err;
       throw new ReplaceFailed(`replacements[${i}].from: the pattern took more than ${steps} steps on this body`);
     }
