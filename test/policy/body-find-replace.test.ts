@@ -63,6 +63,15 @@ describe("request-body-find-replace", () => {
   });
 });
 
+test("the rules of one body share one budget of steps: one rule on a large body passes, twenty that each would have passed fail", async () => {
+  const body = "xy".repeat(150_000);
+  const one = await rewrite("[{ from: '[xz]', to: 'x' }]", body);
+  expect(answered(one.out)).toBeUndefined();
+  const twenty = await rewrite(`[${Array.from({ length: 20 }, () => "{ from: '[xz]', to: 'x' }").join(", ")}]`, body);
+  expect(answered(twenty.out)?.status).toBe(500);
+  expect(twenty.out.problems[0]!.message).toContain("the rules took more than 3400000 steps");
+});
+
 test("a rewrite may grow the body to twice its size (or 1 MiB more for a small one), no further: past it the action fails", async () => {
   const tenfold = "xxxxxxxxxx";
   const small = await rewrite(`[{ from: 'a', to: '${tenfold}' }]`, "a".repeat(1000));

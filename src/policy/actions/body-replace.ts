@@ -8,11 +8,14 @@
  * every match, in order, each on the previous one's result.
  *
  * A body is text for these actions: it is read as UTF-8, and one that is
- * not (an image, a protobuf) is not rewritten. Replacing is bounded:
- * each rule may take the policy's maxPatternSteps and BODY_STEPS_PER_CHAR
- * more for each character of the body (a linear pattern takes two or
- * three a character), so a pattern of quadratic cost on a crafted body
- * fails the action instead of holding the edge; so does a rewrite that
+ * not (an image, a protobuf) is not rewritten. Replacing is bounded: the
+ * rules that rewrite a body together (an action's; a response's, all of
+ * them) may take the policy's maxPatternSteps and BODY_STEPS_PER_CHAR more
+ * for each character of the body (a pattern led by a literal takes next to
+ * nothing, another two or three a character), so a pattern of quadratic
+ * cost on a crafted body, or many rules on a large one, fail the action
+ * instead of holding the edge (a few seconds at most, at the default caps,
+ * on the largest body); so does a rewrite that
  * would grow the body past twice its size (MAX_GROWTH more for a small one).
  */
 import * as v from "valibot";
@@ -22,7 +25,7 @@ import { compiledPattern } from "./rewrite-url.ts";
 import type { ActionContext, CompileTools } from "./types.ts";
 import type { Replacement } from "../message.ts";
 
-/** Steps a rule may take for each character of the body, beyond the policy's maxPatternSteps. */
+/** Steps the rules of a body may take for each of its characters, beyond the policy's maxPatternSteps. */
 export const BODY_STEPS_PER_CHAR = 8;
 
 /**
@@ -109,18 +112,22 @@ export function bodyText(body: Uint8Array): string | undefined {
   }
 }
 
-/** `text` with every rule applied in order; throws ReplaceFailed when one takes more than its steps. */
+/** `text` with every rule applied in order; throws ReplaceFailed when they take more than their steps together, or grow it too far. */
 export function replaceAll(text: string, rules: readonly Replacement[]): string {
   const maxLength = Math.max(2 * text.length, text.length + MAX_GROWTH);
+  let base = 0;
+  for (const r of rules) base = Math.max(base, r.steps);
+  const steps = base + BODY_STEPS_PER_CHAR * text.length;
+  // one budget for every rule: many rules on a large body cost no more than one
+  const budget = { steps };
   for (let i = 0; i < rules.length; i++) {
     const { re, to } = rules[i]!;
-    const steps = rules[i]!.steps + BODY_STEPS_PER_CHAR * text.length;
     try {
-      text = re.replaceAll(text, to, { steps }, maxLength);
+      text = re.replaceAll(text, to, budget, maxLength);
     } catch (err) {
       if (err instanceof ReplaceTooLong) throw new ReplaceFailed(`replacements[${i}]: the body would grow past ${maxLength} characters (twice its size, or ${MAX_GROWTH} more)`);
       if (!(err instanceof RegexTooSlow)) throw err;
-      throw new ReplaceFailed(`replacements[${i}].from: the pattern took more than ${steps} steps on this body`);
+      throw new ReplaceFailed(`replacements[${i}].from: the rules took more than ${steps} steps on this body`);
     }
   }
   return text;
