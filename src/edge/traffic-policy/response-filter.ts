@@ -10,6 +10,10 @@
  *   chunked (to an HTTP/1.0 visitor: until the connection closes);
  * - replaced (custom-response): the policy's answer, and the service's
  *   body read to its end and dropped.
+ * - rewritten (response-body-find-replace): the body held to its end
+ *   (response-rewrite.ts: within --policy-response-body-limit and
+ *   --policy-body-memory, else it goes on unchanged), rewritten, and sent
+ *   with its head and its new length, or compressed after.
  *
  * The run is asynchronous, so what the service sends meanwhile waits here,
  * in order; credit for it goes back to the agent only once the visitor's
