@@ -12,8 +12,10 @@
  *   body read to its end and dropped.
  * - rewritten (response-body-find-replace): the body held to its end
  *   (response-rewrite.ts: within --policy-response-body-limit and
- *   --policy-body-memory, else it goes on unchanged), rewritten, and sent
- *   with its head and its new length, or compressed after.
+ *   --policy-body-memory, else it goes on unchanged; its credit goes back
+ *   as it is held, nothing being owed to the visitor meanwhile: those caps
+ *   bound it, not the window), rewritten, and sent with its head and its
+ *   new length, or compressed after.
  *
  * The run is asynchronous, so what the service sends meanwhile waits here,
  * in order; credit for it goes back to the agent only once the visitor's
