@@ -310,3 +310,19 @@ on_http_response:
     expect(errors[0]!.message).toContain("not an RE2 regular expression");
   });
 });
+
+describe("a response body larger than the tunnel stream's window (512 KiB), under the default cap (4 MiB)", () => {
+  test("is held whole (its credit goes back as it is held) and rewritten, over HTTP/1.1 and HTTP/2", async () => {
+    const line = "see http://localhost:3000/x INTERNAL\n";
+    const big = line.repeat(Math.ceil((1536 * 1024) / line.length));
+    // a server of its own: the default caps
+    await using wide = await withPolicy(policy, { upstream: () => new Response(big) });
+    const want = big.replaceAll("http://localhost:3000/x", `https://${new URL(wide.url("/")).host}/x`).replaceAll("INTERNAL", "");
+    for (const extra of [[], H2]) {
+      const r = await wide.curl("/page", [...extra]);
+      expect(r.status).toBe(200);
+      expect(r.headers["content-length"]).toBe(String(want.length));
+      expect(r.body).toBe(want);
+    }
+  });
+});
