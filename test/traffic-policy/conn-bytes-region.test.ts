@@ -54,7 +54,7 @@ let dir: string;
 let plain: Rig;
 let secure: Rig;
 let upstream: ReturnType<typeof Bun.serve>;
-let tcpService: ReturnType<typeof Bun.listen>;
+let tcpService: Bun.TCPSocketListener<undefined>;
 let tcpCut: TestAgent;
 let tcpCounts: TestAgent;
 let heardTcp = 0;
