@@ -7,8 +7,10 @@
  * same request on a fresh one) over HTTP/1.1, HTTPS and HTTP/2; a tcp
  * tunnel's on_tcp_connect reads 0 and 0 and the server's --region; a bad
  * --region is refused at start; and on two nodes of one PostgreSQL
- * database a request relayed from the node the visitor reached reads that
- * node's region and its connection's counts, not the agent's node's.
+ * database a request relayed from the node the visitor reached (HTTP/1.1
+ * and HTTP/2) reads that node's region and its connection's counts, not
+ * the agent's node's, and so does a tls connection relayed undecrypted,
+ * at its on_tcp_connect (0 bytes each way).
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -254,24 +256,37 @@ describe("a request relayed from another node", () => {
   let pg: TestPostgres | undefined;
   let nodes: TestServer[] = [];
   let agent: TestAgent | undefined;
+  let tlsAgent: TestAgent | undefined;
+  let tlsService: ReturnType<typeof Bun.serve> | undefined;
+  let ca: string;
 
   beforeAll(async () => {
+    // a tls tunnel's own service, with its own certificate (the edge passes its TLS on undecrypted)
+    const cert = await selfSignedCertificate({ names: ["passed.localhost"], ca: true, commonName: "the tls service" });
+    ca = join(dir, "tls-service.pem");
+    writeFileSync(ca, cert.certPem);
+    tlsService = Bun.serve({ hostname: "127.0.0.1", port: 0, tls: { cert: cert.certPem, key: cert.keyPem }, fetch: () => new Response("the tls service") });
+    // let through only from the eu node, and with nothing passed yet
+    writeFileSync(join(dir, "relayed-tls.yml"), `on_tcp_connect:\n  - expressions: ["conn.server_region != 'eu' || conn.bytes_in != 0 || conn.bytes_out != 0"]\n    actions: [{ type: deny }]\n`);
     pg = await startPostgres();
     const url = await pg.newDatabase();
     const ports = freeRange(2);
     // the visitor's node is in eu, the agent's in us
     nodes = await Promise.all(
       (["eu", "us"] as const).map((region, i) =>
-        startServer({ args: ["--database", url, "--node-id", `${region}-1`, "--region", region, "--http-port", String(ports.first + i), "--node-url", `http://127.0.0.1:${ports.first + i}`, "--cluster-secret", SECRET] }),
+        startServer({ args: ["--database", url, "--node-id", `${region}-1`, "--region", region, "--http-port", String(ports.first + i), "--node-url", `http://127.0.0.1:${ports.first + i}`, "--cluster-secret", SECRET, "--tls-port", "0"] }),
       ),
     );
     const api = await signedIn(nodes[1]!);
-    const token = await api.createToken(await api.createUser("regioned", { skip_warning: true }));
+    const token = await api.createToken(await api.createUser("regioned", { skip_warning: true, allowed_protocols: "http,tls" }));
     agent = await startAgent({ kind: "http", target: upstream.port!, server: nodes[1]!.edgeUrl, token, args: ["--subdomain", "regioned", "--policy-file", join(dir, "policy.yml")] });
+    tlsAgent = await startAgent({ kind: "tls", target: tlsService.port!, server: nodes[1]!.edgeUrl, token, args: ["--subdomain", "passed", "--policy-file", join(dir, "relayed-tls.yml")] });
   }, 90_000);
 
   afterAll(async () => {
     await agent?.stop();
+    await tlsAgent?.stop();
+    tlsService?.stop(true);
     await Promise.all(nodes.map((n) => n.stop()));
     await pg?.stop();
   });
@@ -291,5 +306,27 @@ describe("a request relayed from another node", () => {
     // a visitor of the agent's own node reads that node's
     const own = await sequence(`regioned.localhost:${nodes[1]!.edgePort}`, "http", ["--http1.1"], [{ path: "/own" }]);
     expect(own[0]!.echoed!.headers["x-region"]).toBe("region=us");
+  });
+
+  test("over HTTP/2 (prior knowledge) too: the region and the session's counts of the visitor's node", async () => {
+    // one request a connection: a second relayed on the same HTTP/2 session is not answered today, whatever the policy reads
+    const r = await sequence(`regioned.localhost:${nodes[0]!.edgePort}`, "http", ["--http2-prior-knowledge"], [{ path: "/one" }]);
+    expect(r[0]!.status).toBe(200);
+    expect(r[0]!.echoed!.headers["x-region"]).toBe("region=eu");
+    // the preface and the request's HEADERS came in; the server's SETTINGS went out before
+    expect(counted(r[0]!, "x-bytes-in")).toBeGreaterThan(24);
+    expect(counted(r[0]!, "x-bytes-out")).toBeGreaterThan(0);
+  });
+
+  test("a tls connection relayed from the eu node reads eu and 0 bytes at on_tcp_connect; one on the agent's own node reads us and is cut", async () => {
+    const through = async (port: number) => {
+      const p = Bun.spawn(["curl", "-sS", "--max-time", "10", "--resolve", `passed.localhost:${port}:127.0.0.1`, "--cacert", ca, `https://passed.localhost:${port}/`], { stdout: "pipe", stderr: "pipe", timeout: 20_000 });
+      const [out, code] = await Promise.all([new Response(p.stdout).text(), p.exited]);
+      return { out, code };
+    };
+    expect(await through(nodes[0]!.tlsPort!)).toEqual({ out: "the tls service", code: 0 });
+    const cut = await through(nodes[1]!.tlsPort!);
+    expect(cut.code).not.toBe(0);
+    expect(cut.out).toBe("");
   });
 });
