@@ -309,7 +309,7 @@ describe("a request relayed from another node", () => {
   });
 
   test("over HTTP/2 (prior knowledge) too: the region and the session's counts of the visitor's node", async () => {
-    // one request a connection: a second relayed on the same HTTP/2 session is not answered today, whatever the policy reads
+    // one request a connection: curl 7.88 does not reuse a prior-knowledge HTTP/2 connection for a second URL (exit 16, against nghttpd as well)
     const r = await sequence(`regioned.localhost:${nodes[0]!.edgePort}`, "http", ["--http2-prior-knowledge"], [{ path: "/one" }]);
     expect(r[0]!.status).toBe(200);
     expect(r[0]!.echoed!.headers["x-region"]).toBe("region=eu");
