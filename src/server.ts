@@ -218,6 +218,7 @@ function edgeOptions(
   return {
     core,
     domain: config.domain,
+    region: config.region,
     host: config.host,
     // with ACME the edge is HTTPS on --https-port, and --http-port answers validations and redirects
     port: config.acme ? config.acme.httpsPort : config.httpPort,

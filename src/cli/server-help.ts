@@ -79,6 +79,7 @@ export const SERVER_DOC: CommandDoc = {
         "geoip-db",
         "geoip-cache",
         "geoip-check-interval",
+        "region",
         "dns-resolver",
         "database",
       ],

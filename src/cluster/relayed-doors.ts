@@ -35,6 +35,7 @@ import { breakersEnded } from "../edge/traffic-policy/breaker-outcomes.ts";
 import { bodyRefusal, type BodyReading, type ReadBody } from "../edge/traffic-policy/request-body.ts";
 import { readRelayedBody } from "../edge/traffic-policy/stream-body.ts";
 import { replacedBody, replaceStreamBody } from "../edge/traffic-policy/replaced-body.ts";
+import { REGION_FORM } from "../validate/region.ts";
 import type { TunnelPolicy } from "../edge/traffic-policy/tunnel-policy.ts";
 import { joinStreams, refuseRelayed } from "./stream-pipe.ts";
 
@@ -143,11 +144,12 @@ export class RelayedHttpDoor implements Door<RelayedVisit> {
     const host = v.host!;
     const serverPort = Number(/:(\d+)$/.exec(host)?.[1] ?? (v.secure ? 443 : 80));
     if (policy.connect) {
-      const closed = await judgeConnect(policy, connectFacts(t, { client: v.client, clientPort, serverPort, host: host.replace(/:\d+$/, ""), protocol: v.secure ? "https" : "http" }));
+      const closed = await judgeConnect(policy, connectFacts(t, { client: v.client, clientPort, serverPort, ends: relayedEnds(v.meta), region: relayedRegion(v.meta), host: host.replace(/:\d+$/, ""), protocol: v.secure ? "https" : "http" }));
       if (closed) return closed;
     }
     if (!policy.request && !policy.response) return this.warning(v, t);
-    const facts = requestFacts(t, { client: v.client, clientPort, serverPort, openedAt: Date.now(), secure: v.secure!, host, head });
+    // the visitor's connection is the other node's: its counts as they were when the request was relayed, and that node's region
+    const facts = requestFacts(t, { client: v.client, clientPort, serverPort, ends: relayedEnds(v.meta), region: relayedRegion(v.meta), openedAt: Date.now(), secure: v.secure!, host, head });
     // an action that reads the body (verify-webhook): read here, where the rules live, when the run comes to it
     const reading = policy.body;
     const body = reading ? { reading, read: () => this.readBody(v, head, reading) } : undefined;
@@ -324,11 +326,24 @@ export function relayedTlsSubject(t: Tunnel, meta: RelayedMeta, client: string, 
   const serverPort = Number(meta.local?.slice(meta.local.lastIndexOf(":") + 1)) || 443;
   const sni = typeof meta.sni === "string" && meta.sni.length <= 255 ? meta.sni : undefined;
   const ja4 = typeof meta.ja4 === "string" && JA4_FORM.test(meta.ja4) ? meta.ja4 : undefined;
-  return { client, clientPort, serverPort, ends: relayedEnds(meta), host: t.publicHost ?? t.hostname ?? t.subdomain ?? "", protocol: "tls", serverName: sni, hello: ja4, ...(openedAt !== undefined ? { openedAt } : {}) };
+  return { client, clientPort, serverPort, ends: relayedEnds(meta), region: relayedRegion(meta), host: t.publicHost ?? t.hostname ?? t.subdomain ?? "", protocol: "tls", serverName: sni, hello: ja4, ...(openedAt !== undefined ? { openedAt } : {}) };
 }
 
-/** The visitor's connection's local end on its node (`address:port`, as the tcp door sends it): `conn.server_ip` of a relayed tls connection. */
-export function relayedEnds(meta: RelayedMeta): ConnectionEnds | undefined {
+/**
+ * The visitor's connection as its node told of it: its local end
+ * (`address:port`, as the tcp door sends it: `conn.server_ip` of a relayed
+ * tls connection), and the bytes it had read and written when the request
+ * was relayed (RelayedMeta.bytesIn, bytesOut: a snapshot; a count that is
+ * no count reads 0).
+ */
+export function relayedEnds(meta: RelayedMeta): ConnectionEnds {
   const colon = meta.local?.lastIndexOf(":") ?? -1;
-  return colon > 0 ? { socket: { localAddress: meta.local!.slice(0, colon) } } : undefined;
+  return { socket: { localAddress: colon > 0 ? meta.local!.slice(0, colon) : undefined }, bytesIn: count(meta.bytesIn), bytesOut: count(meta.bytesOut) };
+}
+
+const count = (n: unknown): number => (typeof n === "number" && Number.isSafeInteger(n) && n >= 0 ? n : 0);
+
+/** The region of the node the visitor came in at (`conn.server_region`): its own, never this node's; one that is no region name reads empty. */
+export function relayedRegion(meta: RelayedMeta): string {
+  return typeof meta.region === "string" && REGION_FORM.test(meta.region) ? meta.region : "";
 }

@@ -11,7 +11,7 @@ import { isRefusal as isHeadRefusal, parseRequestHead } from "../http/request-he
 import type { RelayedMeta } from "../protocol/messages.ts";
 import type { Tunnel } from "../edge/registry.ts";
 import type { PolicySubject } from "../edge/traffic-policy/live-rejudge.ts";
-import { headField, relayedClient, relayedTlsSubject } from "./relayed-doors.ts";
+import { headField, relayedClient, relayedEnds, relayedRegion, relayedTlsSubject } from "./relayed-doors.ts";
 
 /** `head`: the request's head as it was judged (a tls connection's: none); what it is judged by is made only when asked. */
 export function relayedJudgedBy(t: Tunnel, meta: RelayedMeta, head: string | undefined): () => PolicySubject | undefined {
@@ -30,8 +30,11 @@ function relayedSubject(t: Tunnel, meta: RelayedMeta, text: string | undefined, 
   const host = headField(head, "x-forwarded-host") ?? meta.tunnel;
   const secure = headField(head, "x-forwarded-proto") === "https";
   const serverPort = Number(/:(\d+)$/.exec(host)?.[1] ?? (secure ? 443 : 80));
+  // the visitor's connection as its node told of it when the request was relayed (a snapshot), and that node's region
+  const ends = relayedEnds(meta);
+  const region = relayedRegion(meta);
   return {
-    connect: { client, clientPort, serverPort, host: host.replace(/:\d+$/, ""), protocol: secure ? "https" : "http", openedAt },
-    request: { client, clientPort, serverPort, openedAt, secure, host, head },
+    connect: { client, clientPort, serverPort, ends, region, host: host.replace(/:\d+$/, ""), protocol: secure ? "https" : "http", openedAt },
+    request: { client, clientPort, serverPort, ends, region, openedAt, secure, host, head },
   };
 }

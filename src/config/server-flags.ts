@@ -766,6 +766,15 @@ export const SERVER_FLAGS = {
     help: "seconds between looks at whether the GeoIP database's file (--geoip-db) changed",
     details: "1 to 86400. One stat of the file each time; a changed file is read again whole.",
   },
+  region: {
+    type: "string",
+    env: true,
+    arg: "NAME",
+    default: "",
+    help: "the region this node serves, e.g. eu or us-east-1: the traffic policies' conn.server_region",
+    details:
+      "1 to 63 lower-case letters, digits and dashes; empty: none. A request or connection relayed from another node reads that node's region, the one the visitor came in at.",
+  },
   "webhook-allow-private": {
     type: "string",
     env: true,

@@ -8,6 +8,7 @@ import { UsageError } from "../usage-error.ts";
 import * as f from "../validate/fields.ts";
 import { SUBDOMAIN_PATTERN } from "../validate/fields.ts";
 import { issuerProblem } from "../validate/access.ts";
+import { REGION_FORM } from "../validate/region.ts";
 import { isCidrOrAddress } from "../http/addresses.ts";
 import { parseHostPort } from "../dns/resolver-address.ts";
 import { LOG_FORMATS, type LogFormat } from "../log.ts";
@@ -128,6 +129,8 @@ export interface ServerConfig {
     /** How the GeoIP database is read: its decoded records kept (--geoip-cache), how often its file is looked at (--geoip-check-interval). */
     geoip: { cacheRecords: number; checkIntervalMs: number };
   };
+  /** --region: this node's region, the policies' conn.server_region; the empty string: none. */
+  region: string;
   /** Failed agent handshakes a client address may make a minute before RATE_LIMITED. */
   handshakeLimit: number;
   /** On SIGTERM, how long visitor requests in flight may take to finish. */
@@ -387,6 +390,7 @@ const Schema = v.object({
     v.string(),
     v.check((s) => s === "" || /^postgres(ql)?:\/\/[^\s]+$/.test(s), "--database must be a PostgreSQL URL, postgres://user:password@host:5432/database, or empty for SQLite in the data dir"),
   ),
+  region: v.pipe(v.string(), v.check((s) => s === "" || REGION_FORM.test(s), "--region must be 1 to 63 lower-case letters, digits or dashes (e.g. eu, us-east-1)")),
   "node-id": v.pipe(
     v.string(),
     v.check((s) => s === "" || /^[a-z0-9][a-z0-9._-]{0,62}$/i.test(s), "--node-id must be 1 to 63 letters, digits, dots, dashes or underscores"),
@@ -647,6 +651,7 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
       reloadMs: o["policy-reload-interval"],
       geoip: { cacheRecords: o["geoip-cache"], checkIntervalMs: o["geoip-check-interval"] * 1000 },
     },
+    region: o.region,
     handshakeLimit: o["handshake-limit"],
     drainTimeoutMs: o["drain-timeout"] * 1000,
     logFormat: o["log-format"],

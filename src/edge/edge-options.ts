@@ -23,6 +23,8 @@ import type { EdgePolicyOptions } from "./traffic-policy/edge-policies.ts";
 export interface EdgeOptions {
   core: Core;
   domain: string;
+  /** --region: this node's region, the traffic policies' conn.server_region (traffic-policy/node-region.ts); absent or empty: none. */
+  region?: string;
   host: string;
   port: number;
   tcpPorts: { first: number; last: number };

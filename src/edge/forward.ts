@@ -22,6 +22,7 @@ import { connectionWithoutUpgrade, isUpgradeField, responseFields, switchRefusal
 import { log } from "../log.ts";
 import { HTTP_REQUEST, WEBSOCKET_REQUEST, type EdgeCounters } from "../metrics/edge-counters.ts";
 import type { OpenMeta, RelayedMeta } from "../protocol/messages.ts";
+import { relayedConnection } from "./traffic-policy/node-region.ts";
 import type { Stream } from "../protocol/mux.ts";
 import { WireError } from "../protocol/wire.ts";
 import { USER_EMAIL_HEADER } from "../validate/access.ts";
@@ -276,6 +277,7 @@ export function forward(conn: HttpConnection, head: RequestHead, source: HeadSou
   if (tunnel.relayed) {
     (meta as RelayedMeta).client = ctx.client;
     if (ctx.warn) (meta as RelayedMeta).warn = true;
+    relayedConnection(meta as RelayedMeta, conn);
   }
   const keep = agent?.keeps === true && head.keepAlive && head.upgrade === undefined;
   if (keep) meta.keep = true;

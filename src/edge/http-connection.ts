@@ -113,6 +113,9 @@ export class HttpConnection {
   private paused = false;
   /** Requests served on this connection. */
   served = 0;
+  /** Bytes read from the visitor's socket and written to it, so far (after TLS is taken off, before it is put on): `conn.bytes_in`, `conn.bytes_out` (HTTP/2's session's too, all its streams). */
+  bytesIn = 0;
+  bytesOut = 0;
   /** When it opened (ms since the epoch): a traffic policy's conn.ts.start. */
   readonly openedAt = Date.now();
   /** The tunnel policy layers whose on_tcp_connect let this connection through (traffic-policy/connect.ts): asked again for others. */
@@ -172,6 +175,7 @@ export class HttpConnection {
 
   received(bytes: Uint8Array): void {
     if (this.closing) return;
+    this.bytesIn += bytes.byteLength;
     if (this.occupant) return this.occupant.data(bytes);
     if (this.early.length > 0 || this.routing) return this.hold(bytes);
     this.readHeads(bytes);
@@ -231,6 +235,7 @@ export class HttpConnection {
   /** Writes to the visitor; false when some of it waits for the socket (drained() follows). `copy`: the caller reuses `bytes` (what waits is copied). */
   write(bytes: Uint8Array, copy = false): boolean {
     if (this.closing) return false;
+    this.bytesOut += bytes.byteLength;
     return this.out.write(bytes, copy);
   }
 

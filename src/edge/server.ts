@@ -14,6 +14,7 @@
  * the edge needs of the others comes in as OtherNodes; the edge knows
  * nothing more of them.
  */
+import { setNodeRegion } from "./traffic-policy/node-region.ts";
 import { log } from "../log.ts";
 import { EdgeCounters } from "../metrics/edge-counters.ts";
 import type { TlsFront } from "../sockets/tls-front.ts";
@@ -47,6 +48,7 @@ export type { ApexApp, ApexFacts, EdgeOptions, RunningEdge } from "./edge-option
 export function startEdge(opts: EdgeOptions): RunningEdge {
   const { core, domain, nodes } = opts;
   const startedAt = Date.now();
+  setNodeRegion(opts.region ?? "");
   const counters = opts.counters ?? new EdgeCounters();
   const meter = new TrafficMeter(core);
   meter.onFlush = (seconds, rows, errors) => counters.flushed(seconds, rows, errors);

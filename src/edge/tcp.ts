@@ -22,6 +22,7 @@ import { kindsThrough } from "./kinds/doors.ts";
 import { judge, Refusal, type Door, type Visit } from "./judgement/pipeline.ts";
 import { connectFacts, judgeConnect, type ConnectionSubject } from "./traffic-policy/connect.ts";
 import { judgedSince, type PolicySubject } from "./traffic-policy/live-rejudge.ts";
+import { nodeRegion } from "./traffic-policy/node-region.ts";
 import type { TunnelPolicy } from "./traffic-policy/tunnel-policy.ts";
 import type { Tunnel } from "./registry.ts";
 
@@ -39,6 +40,9 @@ export interface ConnectionVisit extends Visit, LiveVisit {
   readonly hello?: ClientHello;
   /** The address that holds a place in the budget, until the socket closes. */
   counted?: string;
+  /** Bytes passed on from the visitor to the agent, and from the agent to the visitor, so far (`conn.bytes_in`, `conn.bytes_out`): 0 until it is carried. */
+  bytesIn: number;
+  bytesOut: number;
   relay?: SocketRelay;
   /** The tunnel it went to. */
   tunnel?: Tunnel;
@@ -120,12 +124,23 @@ export class ConnectionDoor implements Door<ConnectionVisit> {
       (meta as RelayedMeta).sni = v.serverName;
       if (v.hello) (meta as RelayedMeta).ja4 = ja4(v.hello);
     }
+    // its counts are 0 until it is carried: only the region goes with it
+    if (t.relayed && nodeRegion() !== "") (meta as RelayedMeta).region = nodeRegion();
     const stream = t.agent?.openStream(meta);
     if (!stream) {
       socket.end(); // no agent (reconnecting) or it cannot take another stream
       return;
     }
-    v.relay = new SocketRelay(socket, stream, { fromSocket: (n) => t.countIn(n), toSocket: (n) => t.countOut(n) });
+    v.relay = new SocketRelay(socket, stream, {
+      fromSocket: (n) => {
+        v.bytesIn += n;
+        t.countIn(n);
+      },
+      toSocket: (n) => {
+        v.bytesOut += n;
+        t.countOut(n);
+      },
+    });
     stays(t, v);
     v.carried?.(v);
     // its layers changed while its judgement waited: those of now judge it, before what it sent meanwhile goes on
@@ -158,7 +173,7 @@ export function judgeConnection(door: ConnectionDoor, socket: Socket<any>, named
     socket.terminate();
     return undefined;
   }
-  const v: ConnectionVisit = { socket, door: door.name, openedAt: Date.now(), named, serverName, hello, client: canonicalAddress(socket.remoteAddress), over: false, end: endConnection, judgedBy: judgedConnection, carried };
+  const v: ConnectionVisit = { socket, door: door.name, openedAt: Date.now(), named, serverName, hello, client: canonicalAddress(socket.remoteAddress), bytesIn: 0, bytesOut: 0, over: false, end: endConnection, judgedBy: judgedConnection, carried };
   // each step answers at once for a raw connection, but a traffic policy's on_tcp_connect
   const judged = judge(door, v);
   if (judged) judged.catch((err) => {

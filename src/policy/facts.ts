@@ -13,6 +13,11 @@ export interface ConnectionFacts {
   readonly serverIp?: string;
   /** When the connection opened, in ms since the epoch. */
   openedAt: number;
+  /** Bytes from the visitor, and to it, on this connection so far (`conn.bytes_in`, `conn.bytes_out`); absent: 0. */
+  readonly bytesIn?: number;
+  readonly bytesOut?: number;
+  /** The region of the node the connection came in at (--region); absent or empty: none. */
+  readonly serverRegion?: string;
   /** The TLS the edge terminated for it; absent for a plain connection. A tls tunnel's, passed on undecrypted, has only what its hello said (the server name, JA4). */
   readonly tls?: TlsFacts;
 }

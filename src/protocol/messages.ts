@@ -398,6 +398,11 @@ export type RelayedMeta = OpenMeta & {
   sni?: string;
   /** A tls connection: the JA4 fingerprint of its ClientHello (`conn.tls.ja4_fingerprint`), made on the visitor's node, the one that read it. Absent likewise. */
   ja4?: string;
+  /** The visitor's node's region (--region: `conn.server_region`), when it has one. Absent likewise. */
+  region?: string;
+  /** A request: the bytes its visitor's connection had read and written when it was relayed (`conn.bytes_in`, `conn.bytes_out`), as the visitor's node counts them. Absent likewise (0). */
+  bytesIn?: number;
+  bytesOut?: number;
 };
 
 // -- per-request fast paths ---------------------------------------------------------------------

@@ -8,6 +8,7 @@
  * HTTP/2 stream (the `answered` it is given).
  */
 import type { OpenMeta, RelayedMeta } from "../../protocol/messages.ts";
+import { relayedConnection } from "../traffic-policy/node-region.ts";
 import type { RequestHead } from "../../http/request-head.ts";
 import { requestHeadText, type ForwardContext } from "../forward.ts";
 import { HttpDoor, type HttpDoorDeps, type HttpVisit } from "../http-door.ts";
@@ -73,6 +74,7 @@ function forwardStream(v: H2Visit, session: H2Session, tunnel: Tunnel, ctx: Forw
   if (tunnel.relayed) {
     (meta as RelayedMeta).client = ctx.client;
     if (ctx.warn) (meta as RelayedMeta).warn = true;
+    relayedConnection(meta as RelayedMeta, v.conn);
   }
   const keep = agent?.keeps === true;
   if (keep) meta.keep = true;

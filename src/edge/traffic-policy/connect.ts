@@ -13,6 +13,7 @@ import { Refusal } from "../judgement/pipeline.ts";
 import type { Tunnel } from "../registry.ts";
 import { serverIpOf, tlsOf, tunnelFacts, type ConnectionEnds } from "./http-request.ts";
 import { LayeredRun, policyAnswer } from "./layered-run.ts";
+import { nodeRegion } from "./node-region.ts";
 import type { TunnelPolicy } from "./tunnel-policy.ts";
 
 export interface ConnectionSubject {
@@ -25,6 +26,8 @@ export interface ConnectionSubject {
   host: string;
   protocol: "http" | "https" | "tcp" | "tls";
   openedAt?: number;
+  /** The region of the node the visitor came in at, when it is not this node's (a connection or request relayed from another node). */
+  region?: string;
   /** A tls tunnel's visitor: the name its ClientHello asked for (the edge routes by it, and passes the handshake on undecrypted). */
   serverName?: string;
   /** A tls tunnel's visitor: its ClientHello (its JA4 made when a rule reads it), or the JA4 another node made of it. */
@@ -43,6 +46,14 @@ export function connectFacts(t: Tunnel, s: ConnectionSubject): PolicyInput {
       get serverIp() {
         return serverIpOf(s.ends);
       },
+      // the connection's counts when a rule reads them (a tcp or tls visitor's: 0 until it is carried)
+      get bytesIn() {
+        return s.ends?.bytesIn ?? 0;
+      },
+      get bytesOut() {
+        return s.ends?.bytesOut ?? 0;
+      },
+      serverRegion: s.region ?? nodeRegion(),
       // where the edge terminated the TLS (an https visitor); a tls tunnel's passes on undecrypted: only what its hello said is known
       get tls() {
         if (s.protocol === "https") return tlsOf(s.ends);

@@ -24,6 +24,7 @@ import { LayeredRun, matchedNames, policyAnswer } from "./layered-run.ts";
 import { CLOSED_STATUS, PolicyClosed } from "./policy-closed.ts";
 import { tellRefusal } from "./policy-notes.ts";
 import { withBody, type BodySource } from "./request-body.ts";
+import { nodeRegion } from "./node-region.ts";
 import type { TunnelPolicy } from "./tunnel-policy.ts";
 
 /** What a door knows of a request and its connection, for the facts of a run. */
@@ -37,6 +38,8 @@ export interface RequestSubject {
   ends?: ConnectionEnds;
   /** When its connection opened (ms since the epoch). */
   openedAt: number;
+  /** The region of the node the visitor came in at, when it is not this node's (a request relayed from another node). */
+  region?: string;
   secure: boolean;
   /** The Host as sent (an absolute-form target's authority). */
   host: string;
@@ -82,6 +85,9 @@ export interface TlsEnd {
  */
 export interface ConnectionEnds {
   readonly socket: ServerEnd & TlsEnd;
+  /** The bytes that came from the visitor, and went to it, on this connection so far (`conn.bytes_in`, `conn.bytes_out`): counted where the edge reads and writes them. */
+  readonly bytesIn?: number;
+  readonly bytesOut?: number;
   /** The visitor, and where it reached the public port when that is not `socket`'s local end (sockets/tls-visit.ts); its ClientHello, when the front read it. */
   readonly peer?: ServerEnd & { readonly hello?: ClientHello };
 }
@@ -159,6 +165,7 @@ class RequestRunFacts implements PolicyInput, ConnectionFacts, RequestFacts {
   private readonly secure: boolean;
   private readonly of: Tunnel;
   private readonly ends: ConnectionEnds | undefined;
+  private readonly region: string | undefined;
 
   constructor(t: Tunnel, s: RequestSubject, now: number) {
     const head = s.head;
@@ -179,10 +186,24 @@ class RequestRunFacts implements PolicyInput, ConnectionFacts, RequestFacts {
     this.head = head;
     this.text = s.text;
     this.ends = s.ends;
+    this.region = s.region;
   }
 
   get serverIp(): string | undefined {
     return serverIpOf(this.ends);
+  }
+
+  // read when a rule asks: the connection's counts as they are then
+  get bytesIn(): number {
+    return this.ends?.bytesIn ?? 0;
+  }
+
+  get bytesOut(): number {
+    return this.ends?.bytesOut ?? 0;
+  }
+
+  get serverRegion(): string {
+    return this.region ?? nodeRegion();
   }
 
   get tls(): TlsFacts | undefined {
