@@ -23,7 +23,7 @@ import { startRig, type Rig } from "../inspect/rig.ts";
 
 const POLICY = `
 on_http_request:
-  - name: api
+  - name: "api, v2"
     expressions: ["req.url.path.startsWith('/api')"]
     actions: [{ type: add-headers, config: { headers: { x-api: "1" } } }]
   - name: logged
@@ -144,8 +144,8 @@ const SECURITY = { rules: [{ rule: "security", actions: ["add-headers"] }], logs
 describe("notes the agent makes itself", () => {
   test("the inspector shows the same rules and actions as an agent sent the notes, and no note is sent for them", async () => {
     const cases = [
-      { path: "/api/one", method: "GET", rules: ["api", "#3"] },
-      { path: "/api/two", method: "POST", rules: ["api"] },
+      { path: "/api/one", method: "GET", rules: ["api, v2", "#3"] },
+      { path: "/api/two", method: "POST", rules: ["api, v2"] },
       { path: "/other", method: "GET", rules: ["#3"] },
       { path: "/other", method: "DELETE", rules: [] },
     ];
@@ -167,13 +167,26 @@ describe("notes the agent makes itself", () => {
     expect(made.told).toEqual([]);
   }, 40_000);
 
+  test("HTTP/2 (curl, h2c prior knowledge): the same rules and actions, and no note sent", async () => {
+    const sent = made.told.length;
+    for (const a of [made, told]) {
+      const proc = Bun.spawn(["curl", "-sS", "--max-time", "20", "--http2-prior-knowledge", "-o", "/dev/null", "-w", "%{http_version} %{response_code}", `http://${a.subdomain}.localhost:${rig.server.edgePort}/api/h2`], { stdout: "pipe", stderr: "pipe", timeout: 30_000 });
+      expect(await new Response(proc.stdout).text()).toBe("2 200");
+    }
+    const before = await shown(told, "/api/h2", "GET", (p) => p?.response != null);
+    const after = await shown(made, "/api/h2", "GET");
+    expect(after.policy).toEqual(before.policy);
+    expect(after.policy).toEqual({ rules: ["api, v2", "#3"], ended: null, logs: [], skipped_before: 0, response: SECURITY });
+    expect(made.told.length).toBe(sent);
+  }, 20_000);
+
   test("a request whose rule wrote log fields still comes as a note, and shows them", async () => {
     for (const a of [made, told]) expect((await visit(a, "/api/logged")).status).toBe(200);
     const logged = (p: Record<string, unknown> | null) => Array.isArray(p?.logs) && (p.logs as unknown[]).length > 0;
     const before = await shown(told, "/api/logged", "GET", logged);
     const after = await shown(made, "/api/logged", "GET", logged);
     expect(after.policy).toEqual(before.policy);
-    expect(after.policy).toEqual({ rules: ["api", "logged", "#3"], ended: null, logs: [{ seen: "/api/logged" }], skipped_before: 0, response: SECURITY });
+    expect(after.policy).toEqual({ rules: ["api, v2", "logged", "#3"], ended: null, logs: [{ seen: "/api/logged" }], skipped_before: 0, response: SECURITY });
     expect(made.told.map((note) => note.request?.logs)).toEqual([[{ seen: "/api/logged" }]]);
   }, 20_000);
 
@@ -182,7 +195,7 @@ describe("notes the agent makes itself", () => {
     expect(r.status).toBe(503);
     const { policy } = await shown(answered, "/api/down", "GET", (p) => p?.ended != null);
     expect(policy).toEqual({
-      rules: ["api", "#3"],
+      rules: ["api, v2", "#3"],
       ended: { phase: "response", by: "server", action: "custom-response", status: 503 },
       logs: [],
       skipped_before: 0,

@@ -8,6 +8,7 @@
  * replaces it.
  */
 import type { DerivedNotes, HeaderList, PhaseNote, PolicyPassed } from "../../protocol/messages.ts";
+import { fieldName } from "../../protocol/policy-rules-field.ts";
 import type { Capture } from "./capture.ts";
 
 /** The edge's field naming the tunnel's own rules that matched a request it sent on (edge/traffic-policy/layered-run.ts). */
@@ -16,7 +17,7 @@ const POLICY_RULES_FIELD = "x-burrow-policy-rules";
 /** A note's phases: what json.ts reads of it. */
 export type NotePhases = Pick<PolicyPassed, "request" | "response">;
 
-/** Each list's rules by name, made once a list. */
+/** Each list's rules by their names as the field spells them, made once a list. */
 const byName = new WeakMap<DerivedNotes, Map<string, PhaseNote["rules"][number]>>();
 
 /** The capture's note as the edge would have sent it, when its tunnel's notes are made here; undefined when there is none (nothing to tell, or its notes are sent). */
@@ -33,7 +34,7 @@ export function madeNote(c: Capture): NotePhases | undefined {
 function rulesOf(notes: DerivedNotes): Map<string, PhaseNote["rules"][number]> {
   let rules = byName.get(notes);
   if (rules === undefined) {
-    rules = new Map(notes.request.map((r) => [r.rule, r]));
+    rules = new Map(notes.request.map((r) => [fieldName(r.rule), r]));
     byName.set(notes, rules);
   }
   return rules;

@@ -13,14 +13,15 @@
  * whole.
  *
  * Whether a policy's notes can be made so is decided once a policy: each
- * request rule's name must come through the field as it is (printable,
- * no comma, no space at either end, at most its length) and be the only
- * one of its name, and there must be no more request rules than the field
- * names; the response rules, if any, must be known at load.
+ * request rule's name as the field spells it (protocol/policy-rules-field.ts)
+ * must be one no other of its request rules has, and not empty, and there
+ * must be no more request rules than the field names; the response rules,
+ * if any, must be known at load.
  */
 import type { Policy } from "../../policy/index.ts";
 import type { CompiledRule } from "../../policy/policy.ts";
 import type { DerivedNotes } from "../../protocol/messages.ts";
+import { fieldName } from "../../protocol/policy-rules-field.ts";
 
 /** As passed-notes.ts caps a note's phase, and layered-run.ts the field's names. */
 const MAX_RULES = 20;
@@ -51,8 +52,9 @@ function decide(own: Policy): NotesMade | undefined {
   if (request.length > MAX_RULES) return undefined;
   const names = new Set<string>();
   for (const r of request) {
-    if (!nameAsIs(r.label) || names.has(r.label)) return undefined;
-    names.add(r.label);
+    const name = fieldName(r.label);
+    if (name === "" || names.has(name)) return undefined;
+    names.add(name);
   }
   const response = own.rulesOf("on_http_response");
   // a rule that is not known at load is run, and its note is what the run says
@@ -65,9 +67,4 @@ function decide(own: Policy): NotesMade | undefined {
 /** A rule as a note names it (passed-notes.ts phaseNote). */
 function noteRule(r: CompiledRule): DerivedNotes["request"][number] {
   return { rule: r.label.slice(0, MAX_NAME), actions: r.actions.slice(0, MAX_ACTIONS).map((a) => a.type.slice(0, MAX_TYPE)) };
-}
-
-/** The name comes through X-Burrow-Policy-Rules unchanged (layered-run.ts namesOf) and is told apart from its neighbours there. */
-function nameAsIs(name: string): boolean {
-  return name.length > 0 && name.length <= MAX_NAME && /^[\x20-\x7e]+$/.test(name) && !name.includes(",") && name.trim() === name;
 }
