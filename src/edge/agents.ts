@@ -61,6 +61,7 @@ export class AgentConnection implements AgentSide {
   private notes: NotePace | undefined;
   /** Its HELLO asked for POLICY_PASSED notes: what the policies did with the requests they let through. */
   tellsPassed = false;
+  /** Its HELLO said it makes the POLICY_PASSED notes it can itself (`derived_notes`: traffic-policy/derived-notes.ts). */
   makesNotes = false;
   /** The start of its POLICY_PASSED notes for the tunnel of the last (notePassedEncoded). */
   private notePrefix: { tunnel: string; bytes: Uint8Array } | undefined;

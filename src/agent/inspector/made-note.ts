@@ -23,7 +23,8 @@ const byName = new WeakMap<DerivedNotes, Map<string, PhaseNote["rules"][number]>
 /** The capture's note as the edge would have sent it, when its tunnel's notes are made here; undefined when there is none (nothing to tell, or its notes are sent). */
 export function madeNote(c: Capture): NotePhases | undefined {
   const notes = c.tunnel.notes;
-  if (notes === undefined) return undefined;
+  // a replay went to the service alone: the edge judged only the original
+  if (notes === undefined || c.replayOf !== undefined) return undefined;
   const named = fieldValue(c.head.headers);
   const note: NotePhases = {};
   if (named !== undefined && named !== "") note.request = { rules: named.split(", ").map((name) => rulesOf(notes).get(name) ?? { rule: name, actions: [] }) };
