@@ -53,6 +53,12 @@ export interface AgentOptions {
    */
   live?: boolean;
   /**
+   * false: the agent does not say `derived_notes` in HELLO, and is sent
+   * every POLICY_PASSED note, as the version before was (tests of the
+   * version rules). Otherwise its inspector makes the notes it can itself.
+   */
+  derivedNotes?: boolean;
+  /**
    * `burrow start --remote`: the agent runs its token's tunnels kept on the
    * server. Its HELLO asks for none and says `remote`; each CONFIG the
    * server sends is given to `config` (remote-config.ts), and after each

@@ -188,6 +188,8 @@ export class SessionControl {
       // the requests the server's policies answer, told only to an agent whose inspector shows them
       ...(opts.out.policyNote ? { policy_notes: true } : {}),
       ...(opts.out.policyPassed ? { policy_passed: true } : {}),
+      // the notes it can make itself are not sent: the inspector makes them (inspector/made-note.ts)
+      ...(opts.out.policyPassed && opts.derivedNotes !== false ? { derived_notes: true } : {}),
       ...(opts.out.policyNote || opts.out.policyPassed ? { typed_logs: true, json_logs: true } : {}),
       // an agent told to behave as the version before did (tests of the version rules) does not say it
       live: opts.live !== false,
@@ -341,5 +343,6 @@ function viewOf(t: AgentTunnel, g: Ready["tunnels"][number]): TunnelView {
     inspect: t.inspect ?? true,
     ...(g.pool ? { pool: true } : {}),
     ...(g.private ? { private: g.private } : {}),
+    ...(g.notes ? { notes: g.notes } : {}),
   };
 }

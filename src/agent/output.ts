@@ -5,7 +5,7 @@
  * by the name the user gave it (the burrow.yml key, or the protocol for
  * `burrow http` / `burrow tcp`).
  */
-import type { PolicyNote, PolicyPassed } from "../protocol/messages.ts";
+import type { DerivedNotes, PolicyNote, PolicyPassed } from "../protocol/messages.ts";
 import type { TunnelKind } from "../protocol/kinds.ts";
 import type { LocalTarget } from "./local-target.ts";
 import type { FlowCounts } from "./udp.ts";
@@ -30,6 +30,8 @@ export interface TunnelView {
   pool?: boolean;
   /** A private tunnel: reached with `burrow connect <target>` by its owner and these users. */
   private?: { target: string; shares: string[] };
+  /** Its own rules as its POLICY_PASSED notes name them, when the server sends no note the agent can make itself (inspector/made-note.ts). */
+  notes?: DerivedNotes;
 }
 
 export interface ReadyView {

@@ -87,6 +87,8 @@ export interface HelloSaid {
   policyNotes?: boolean;
   /** It wants POLICY_PASSED notes (wire.ts) for its inspector. */
   policyPassed?: boolean;
+  /** It makes the POLICY_PASSED notes it can itself (HELLO's `derived_notes`). */
+  derivedNotes?: boolean;
   /** It reads the notes' log fields typed (HELLO's `typed_logs`), and those that are null, lists or maps as they are (`json_logs`). */
   typedLogs?: boolean;
   jsonLogs?: boolean;

@@ -352,6 +352,7 @@ export class AgentHandshake {
         revoke: hello.revoke,
         policyNotes: hello.policy_notes,
         policyPassed: hello.policy_passed,
+        derivedNotes: hello.derived_notes,
         typedLogs: hello.typed_logs,
         jsonLogs: hello.json_logs,
         live: hello.live,

@@ -16,6 +16,7 @@ import type { Policy } from "../policy/index.ts";
 import { cidrs } from "../validate/fields.ts";
 import { tunnelAccess, type Providers } from "./access/handshake.ts";
 import { flagsJudge } from "./access/policy.ts";
+import { notesMadeOf } from "./traffic-policy/derived-notes.ts";
 import { withFlags } from "./traffic-policy/tunnel-policy.ts";
 import type { AgentSide } from "./agent-context.ts";
 import { kindAddress } from "./public-addresses.ts";
@@ -173,6 +174,8 @@ export class AgentTunnels {
       ...(partial ? { index: opened.indexes[n] } : {}),
       ...(t.access ? { access: true } : {}),
       ...(t.policy?.own ? { policy: true } : {}),
+      // the notes its agent makes itself: their rules, listed once (derived-notes.ts)
+      ...(t.agent?.makesNotes && t.policy?.own && notesMadeOf(t.policy.own) ? { notes: notesMadeOf(t.policy.own)!.wire } : {}),
       ...(t.pool ? { pool: true } : {}),
       ...(t.privateName !== undefined ? { private: { target: `${t.username}/${t.privateName}`, shares: t.shareNames ?? [] } } : {}),
     }));

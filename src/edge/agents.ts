@@ -61,6 +61,8 @@ export class AgentConnection implements AgentSide {
   private notes: NotePace | undefined;
   /** Its HELLO asked for POLICY_PASSED notes: what the policies did with the requests they let through. */
   tellsPassed = false;
+  /** Its HELLO said it makes the POLICY_PASSED notes it can itself (`derived_notes`: traffic-policy/derived-notes.ts). */
+  makesNotes = false;
   /** The start of its POLICY_PASSED notes for the tunnel of the last (notePassedEncoded). */
   private notePrefix: { tunnel: string; bytes: Uint8Array } | undefined;
   /** How its HELLO said it reads the notes' log fields: as text, typed (numbers and bools), or as any JSON value (policy-notes.ts logsFor). */
@@ -151,6 +153,7 @@ export class AgentConnection implements AgentSide {
     this.said = { agent: said.agent, system: said.system, manage: said.manage };
     if (said.policyNotes) this.notes = new NotePace();
     this.tellsPassed = said.policyPassed ?? false;
+    this.makesNotes = this.tellsPassed && (said.derivedNotes ?? false);
     this.logsRead = said.jsonLogs && said.typedLogs ? "json" : said.typedLogs ? "typed" : "text";
   }
 

@@ -33,6 +33,8 @@ export interface AgentLink {
   notePolicy?(note: PolicyNote): void;
   /** Its HELLO asked to be told what the policies did with requests they let through (POLICY_PASSED). */
   readonly tellsPassed?: boolean;
+  /** Its HELLO said it makes the notes it can itself (`derived_notes`: derived-notes.ts); the edge lists their rules in READY for it. */
+  readonly makesNotes?: boolean;
   /** Tells it so, for one request. */
   notePassed?(note: PolicyPassed): void;
   /** The same from a note's fields already encoded (passed-notes.ts): `tail` is the JSON after `{"tunnel":...,"stream":N`. */

@@ -57,6 +57,12 @@ export const Hello = v.pipe(
     policy_notes: v.optional(v.boolean(), false),
     /** The agent wants POLICY_PASSED notes (wire.ts): what the traffic policies did with its tunnels' requests they let through, for its inspector. */
     policy_passed: v.optional(v.boolean(), false),
+    /**
+     * The agent makes a POLICY_PASSED note itself for a tunnel whose READY
+     * (or ADDED) entry has `notes`: from the request's X-Burrow-Policy-Rules
+     * field and the rules listed there. Without it every note is sent.
+     */
+    derived_notes: v.optional(v.boolean(), false),
     /** The agent reads a POLICY or POLICY_PASSED note's log fields as numbers and bools where the policy wrote them so (NoteLogs); without it they are sent as text. */
     typed_logs: v.optional(v.boolean(), false),
     /** The agent reads a note's log field that is null, a list or a map as that JSON value (NoteLogs); without it such a field is sent as JSON text. */
@@ -95,6 +101,8 @@ export interface GrantedTunnel {
   access?: boolean;
   /** The edge runs the tunnel's own traffic policy (sent only when it sent one). */
   policy?: boolean;
+  /** The edge sends no POLICY_PASSED note the agent can make itself (DerivedNotes); sent only to an agent whose HELLO said `derived_notes`. */
+  notes?: DerivedNotes;
   /** A pool member (edge/pool.ts). */
   pool?: boolean;
   private?: { target: string; shares: string[] };
@@ -169,8 +177,9 @@ export type PolicyNote = v.InferOutput<typeof PolicyNote>;
  * rule's custom-response or deny) and whose layer it was (the operator's
  * rules are not named); `logs`: the tunnel's own log actions' fields.
  */
+export const NoteRule = v.object({ rule: noteText(100), actions: v.pipe(v.array(noteText(64)), v.maxLength(20)) });
 export const PhaseNote = v.object({
-  rules: v.pipe(v.array(v.object({ rule: noteText(100), actions: v.pipe(v.array(noteText(64)), v.maxLength(20)) })), v.maxLength(20)),
+  rules: v.pipe(v.array(NoteRule), v.maxLength(20)),
   ended: v.optional(v.object({ by: v.picklist(["tunnel", "server"]), action: noteText(64), rule: v.optional(noteText(100)) })),
   logs: v.optional(NoteLogs),
 });
@@ -192,6 +201,22 @@ export const PolicyPassed = v.object({
 });
 export type PolicyPassed = v.InferOutput<typeof PolicyPassed>;
 
+/**
+ * A tunnel's own rules as its POLICY_PASSED notes name them, in READY's
+ * (or ADDED's) entry for it when the edge sends no note the agent can
+ * make itself: one whose request phase is the rules named, in order, in
+ * the request's X-Burrow-Policy-Rules field, each with its actions from
+ * `request`, and whose response phase is `response`'s rules, all of them
+ * (absent: none), with no log fields and nothing answered in the
+ * service's place. Any other request's note is sent whole, and replaces
+ * the one made.
+ */
+export const DerivedNotes = v.object({
+  request: v.pipe(v.array(NoteRule), v.maxLength(20)),
+  response: v.optional(v.pipe(v.array(NoteRule), v.maxLength(20))),
+});
+export type DerivedNotes = v.InferOutput<typeof DerivedNotes>;
+
 /** The edge's answer to a GET of CONNECT_PATH (wire.ts): where its direct port is, if it has one. */
 export const DirectPortAnswer = v.object({
   direct_port: v.nullable(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(65535))),
@@ -212,6 +237,8 @@ export const GrantedTunnelJson = v.object({
   access: v.optional(v.boolean()),
   /** The edge took the tunnel's own traffic policy; an agent that sent one serves no tunnel without it. */
   policy: v.optional(v.boolean()),
+  /** The edge sends no note of the tunnel's the agent can make itself (DerivedNotes). */
+  notes: v.optional(DerivedNotes),
   /** A pool member: the agent may take it out of rotation and back (ROTATION). */
   pool: v.optional(v.boolean()),
   /** A private tunnel: reached as `target` (owner/name) by its owner and these users. */

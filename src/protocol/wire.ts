@@ -33,7 +33,7 @@
  * - A frame type is new to a peer of the version before, which takes it for
  *   a protocol error. So a side sends a new frame only to a peer that said
  *   it understands it: the agent says so in HELLO (`drain`, `revoke`,
- *   `policy_notes`, `policy_passed`, `live`, `remote`), the edge in READY (`live`). A side
+ *   `policy_notes`, `policy_passed`, `derived_notes`, `live`, `remote`), the edge in READY (`live`; a tunnel's `notes`). A side
  *   that did not hear it does what the version before did.
  * - A new ability is used only when both said it: an agent whose READY does
  *   not say `live` changes its tunnels by connecting again, as before; an
@@ -194,7 +194,12 @@ export const FrameType = {
    * agent has the request by then: it is the latest on that stream), only
    * when something is to be told, and only to an agent whose HELLO asked
    * (`policy_passed`). Not paced as POLICY is: each goes with a request
-   * the agent served.
+   * the agent served. Not sent at all for a request whose note the agent
+   * makes itself: one whose HELLO said `derived_notes`, for a tunnel whose
+   * READY or ADDED entry has `notes` (messages.ts DerivedNotes), when the
+   * note would say only what those and the request's
+   * X-Burrow-Policy-Rules field say; an agent that did not say it is sent
+   * every note, as before.
    */
   POLICY_PASSED: 0x1b,
 } as const;

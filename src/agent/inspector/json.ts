@@ -9,6 +9,7 @@ import type { TunnelView } from "../output.ts";
 import type { BodyCapture } from "./body.ts";
 import type { Capture } from "./capture.ts";
 import { decodeBody } from "./decode.ts";
+import { madeNote } from "./made-note.ts";
 
 const headerValue = (headers: HeaderList | undefined, name: string) => headers?.find(([n]) => n.toLowerCase() === name)?.[1];
 const ms = (x: number | undefined) => (x === undefined ? null : Math.round(x * 10) / 10);
@@ -44,7 +45,7 @@ export function summaryJson(c: Capture) {
     // answered by the server's traffic policies: it never reached this agent
     answered_by: c.answeredAtEdge ? ("edge" as const) : ("service" as const),
     // the server told what its traffic policies did with it (for one let through: a moment after its response)
-    policy_noted: c.answeredAtEdge !== undefined || c.passedNote !== undefined,
+    policy_noted: c.answeredAtEdge !== undefined || c.passedNote !== undefined || madeNote(c) !== undefined,
   };
 }
 
@@ -59,7 +60,8 @@ const POLICY_RULES_FIELD = "x-burrow-policy-rules";
  * the status the visitor got; `response`: the response's phase (the rules
  * that matched, each with its actions, and the log fields). For one they
  * answered, the note the server sent; for one they let through, the note
- * the server sent after its response (POLICY_PASSED), or the rules the
+ * the server sent after its response (POLICY_PASSED), the one made here
+ * when the server sends none it need not (made-note.ts), or the rules the
  * server named in its field. Null when no rule of the tunnel's matched.
  */
 function policyJson(c: Capture) {
@@ -68,14 +70,14 @@ function policyJson(c: Capture) {
     const ended = { phase: "request" as const, ...note.ended, status: note.status };
     return { rules: note.rules, ended, logs: note.logs ?? [], skipped_before: note.skipped ?? 0, response: null };
   }
-  const passed = c.passedNote;
+  const passed = c.passedNote ?? madeNote(c);
   const named = headerValue(c.head.headers, POLICY_RULES_FIELD);
   if (passed === undefined && named === undefined) return null;
   const rules = passed?.request ? passed.request.rules.map((r) => r.rule) : (named ?? "").split(",").map((r) => r.trim()).filter((r) => r !== "");
   const response = passed?.response;
   return {
     rules,
-    ended: response?.ended ? { phase: "response" as const, ...response.ended, status: passed!.status ?? null } : null,
+    ended: response?.ended ? { phase: "response" as const, ...response.ended, status: c.passedNote?.status ?? null } : null,
     logs: passed?.request?.logs ?? [],
     skipped_before: 0,
     response: response ? { rules: response.rules, logs: response.logs ?? [] } : null,

@@ -12,6 +12,7 @@ import { WorkingRequest, type WorkingResponse } from "../../policy/message.ts";
 import type { RunState } from "../../policy/policy.ts";
 import type { Phase } from "../../policy/variables.ts";
 import { log } from "../../log.ts";
+import { fieldName } from "../../protocol/policy-rules-field.ts";
 import type { Refusal } from "../judgement/pipeline.ts";
 import type { Tunnel } from "../registry.ts";
 
@@ -98,9 +99,8 @@ const CONTINUE: Verdict = { kind: "continue" };
 
 /** The field the request the agent gets names the tunnel's own rules that matched it in (edge-set: a visitor's is dropped, as every X-Burrow-*). */
 export const POLICY_RULES_FIELD = "X-Burrow-Policy-Rules";
-/** Names listed at most, and their length, in the field. */
+/** Names listed at most in the field (each as protocol/policy-rules-field.ts spells it). */
 const MAX_NAMES = 20;
-const MAX_NAME = 100;
 
 /** Rule names made printable, by name: a rule matches request after request. Bounded: past the cap it starts again. */
 const printable = new Map<string, string>();
@@ -132,7 +132,7 @@ function namesOf(matched: readonly RuleTrace[]): string {
     const rule = matched[i]!.rule;
     let name = printable.get(rule);
     if (name === undefined) {
-      name = rule.slice(0, MAX_NAME).replace(/[^\x20-\x7e]|,/g, "?").trim();
+      name = fieldName(rule);
       if (printable.size >= PRINTABLE_KEPT) printable.clear();
       printable.set(rule, name);
     }

@@ -11,7 +11,8 @@
  * latest on its stream. What it costs: a request to a tunnel without a
  * policy, or whose agent did not ask (its inspector is off), nothing; one
  * whose agent asked, two field writes (toldWhenAnswered), and a frame only
- * when something matched or logged. The frame goes with the turn's batch
+ * when something matched or logged; none when the agent makes the note
+ * itself (derived-notes.ts). The frame goes with the turn's batch
  * to the agent, not in a write of its own (mux.ts sendEncodedControlInBatch),
  * and in the form the agent knows again without parsing it
  * (protocol/policy-passed.ts).
@@ -29,9 +30,21 @@ const MAX_ACTIONS = 20;
 
 /** `run`'s request, on the agent's stream `stream`, is told of once its response is judged (tellPassed), when `t`'s agent asked. */
 export function toldWhenAnswered(run: LayeredRun, t: Tunnel, stream: number): void {
-  if (!t.agent?.tellsPassed) return;
+  const agent = t.agent;
+  if (!agent?.tellsPassed) return;
+  // a note the agent makes itself (derived-notes.ts): none is armed, so none is made when the response comes
+  if (agent.makesNotes) {
+    const made = t.policy?.notesMade;
+    if (made !== undefined && !(made.logs && ownLogged(run, t.policy))) return;
+  }
   run.noteTunnel = t;
   run.noteStream = stream;
+}
+
+/** The tunnel's own request rules wrote log fields for the request. */
+function ownLogged(run: LayeredRun, policy: TunnelPolicy | undefined): boolean {
+  const own = ownRequest(run, policy);
+  return own !== undefined && own.logs.length > 0;
 }
 
 /** The tunnel's own request rules left something to tell (a path that otherwise reads no response's head asks, to read it for this). */

@@ -14,6 +14,7 @@
  */
 import type { Policy } from "../../policy/index.ts";
 import type { BodyReading } from "./body-reading.ts";
+import { notesMadeOf, type NotesMade } from "./derived-notes.ts";
 
 export class TunnelPolicy {
   /** Some layer has on_tcp_connect rules. */
@@ -41,6 +42,8 @@ export class TunnelPolicy {
   readonly tunnel: readonly Policy[];
   /** Every layer in response order: the flags, the tunnel's own, then the operator's from the innermost out. */
   readonly responseLayers: readonly Policy[];
+  /** Its own rules as an agent that makes its notes lists them (derived-notes.ts), when such notes say all there is: its response's rules, if any, known at load. */
+  readonly notesMade: NotesMade | undefined;
   /** How the edge reads a request's body for an action that needs it (verify-webhook), when some layer has one; undefined: bodies are not read. */
   readonly body: BodyReading | undefined;
 
@@ -66,6 +69,7 @@ export class TunnelPolicy {
     this.responseFieldBytes = this.responseFields ? Buffer.from(this.responseFields, "latin1") : undefined;
     this.responseBeyondFlags = this.layers.some((p) => p !== flags && p.has("on_http_response"));
     this.body = reading && this.layers.some((p) => p.readsBody) ? reading : undefined;
+    this.notesMade = own && (!this.response || this.responseFields !== undefined) ? notesMadeOf(own) : undefined;
   }
 
   /** The layers, or undefined when there are none. */
