@@ -126,12 +126,14 @@ async function shown(a: InProcess, path: string, method = "GET", ready: (p: Reco
   let noted = false;
   await waitUntil(
     async () => {
-      const list = ((await (await fetch(`${a.inspector}/api/requests`)).json()) as { requests: Summary[] }).requests;
-      const found = list.find((s) => s.path === path && s.method === method);
+      const list = async () => ((await (await fetch(`${a.inspector}/api/requests`)).json()) as { requests: Summary[] }).requests.find((s) => s.path === path && s.method === method);
+      const found = await list();
       if (!found) return false;
-      noted = found.policy_noted;
       policy = ((await (await fetch(`${a.inspector}/api/requests/${found.id}`)).json()) as { policy: Record<string, unknown> | null }).policy;
-      return ready(policy);
+      if (!ready(policy)) return false;
+      // the list read again after the capture's policy: a note that came between the two reads is in both
+      noted = (await list())?.policy_noted ?? false;
+      return true;
     },
     5_000,
     `${method} ${path} in the inspector`,
