@@ -24,6 +24,7 @@ import type { PolicyInput } from "./facts.ts";
 import type { GeoLookup } from "./geo.ts";
 import { WorkingRequest, WorkingResponse } from "./message.ts";
 import type { PolicyLimits } from "./limits.ts";
+import { phaseMatcher, type PhaseMatcher } from "./phase-matcher.ts";
 import { BODY_UNREAD, type LogValue, type Outcome, type RuleTrace, type RunProblem, type Verdict } from "./outcome.ts";
 import type { PolicyServices } from "./services.ts";
 import type { Phase } from "./variables.ts";
@@ -66,6 +67,8 @@ export class Policy {
   /** Whether the request phase has an action that reads the body. */
   readonly readsBody: boolean;
   private readonly counts: Record<Phase, number>;
+  /** Each phase's conditions as one function (phase-matcher.ts), written when the phase first runs. */
+  private readonly matchers: Partial<Record<Phase, PhaseMatcher>> = {};
 
   constructor(
     /** Where it came from, for messages: a file name, a layer's name. */
@@ -99,6 +102,11 @@ export class Policy {
     return this.limits;
   }
 
+  /** A phase's conditions as one function. */
+  matcherOf(phase: Phase): PhaseMatcher {
+    return (this.matchers[phase] ??= phaseMatcher(this.rules[phase], phase));
+  }
+
   /** Runs a phase on fresh facts. */
   run(phase: Phase, input: PolicyInput): Promise<Outcome> {
     const now = input.now ?? this.services.now();
@@ -113,7 +121,7 @@ export class Policy {
 
   /** Runs a phase from where another layer left the request (PolicyChain, the edge's LayeredRun): at once when no action waits. */
   runFrom(phase: Phase, input: PolicyInput, state: RunState): Outcome | Promise<Outcome> {
-    return new PhaseRun(this, phase, this.rules[phase], input, state).from(0, 0, undefined);
+    return new PhaseRun(this, phase, this.rules[phase], this.matcherOf(phase), input, state).from(0, 0, undefined);
   }
 }
 
@@ -139,6 +147,7 @@ class PhaseRun extends Bindings implements ActionContext, Outcome {
     private readonly policy: Policy,
     readonly phase: Phase,
     private readonly rules: readonly CompiledRule[],
+    private readonly next: PhaseMatcher,
     input: PolicyInput,
     private readonly state: RunState,
   ) {
@@ -207,16 +216,26 @@ class PhaseRun extends Bindings implements ActionContext, Outcome {
     // the request's body is read for the first action that needs it, when the edge reads it (WorkingRequest.readBody)
     const bodyFirst = this.policy.readsBody && this.request?.bodyReader !== undefined;
     for (; r < rules.length; r++, a = 0, trace = undefined) {
-      const rule = rules[r]!;
       if (trace === undefined) {
-        if (!this.matches(rule)) {
-          if (bindings.budget.exceeded) return this.overBudget(rule.label, "(expression)");
-          continue;
+        // the next rule that matches, as the phase's conditions tell; one they hand back is judged here
+        const m = this.next(bindings, r);
+        if (m >= 0) {
+          if (m >= rules.length) break;
+          r = m;
+        } else {
+          r = -1 - m;
+          const rule = rules[r]!;
+          if (!this.matches(rule)) {
+            if (bindings.budget.exceeded) return this.overBudget(rule.label, "(expression)");
+            continue;
+          }
         }
+        const rule = rules[r]!;
         trace = this.brief ? (rule.briefTrace ??= Object.freeze({ rule: rule.label, actions: NONE, types: Object.freeze(rule.actions.map((x) => x.type)) })) : { rule: rule.label, actions: [] };
         if (this.matched === NONE) this.matched = [];
         this.matched.push(trace);
       }
+      const rule = rules[r]!;
       this.rule = rule.label;
       const actions = rule.actions;
       for (; a < actions.length; a++) {

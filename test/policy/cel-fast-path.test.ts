@@ -5,7 +5,10 @@
  * which must fall back to CEL), each evaluated on generated requests both
  * ways. Wherever the fast path answers, its answer is CEL's; where CEL
  * ends in an error, the fast path gives no answer and the expression's
- * evaluation is CEL's, error and words included.
+ * evaluation is CEL's, error and words included. And a phase's conditions
+ * written as one function (src/policy/phase-matcher.ts): generated
+ * policies run on generated requests match the rules, and tell the
+ * problems, that each expression evaluated by CEL alone says.
  */
 import { describe, expect, test } from "bun:test";
 import { isCelError } from "@bufbuild/cel";
@@ -15,7 +18,7 @@ import { Bindings } from "../../src/policy/context.ts";
 import { DEFAULT_POLICY_LIMITS } from "../../src/policy/limits.ts";
 import { WorkingRequest, WorkingResponse } from "../../src/policy/message.ts";
 import type { Phase } from "../../src/policy/variables.ts";
-import { requestInput } from "./policy-harness.ts";
+import { policyOf, requestInput } from "./policy-harness.ts";
 
 const quote = (s: string) => `'${s.replace(/\\/g, "\\\\").replace(/'/g, "\\'")}'`;
 
@@ -157,5 +160,89 @@ describe("the fast path gives CEL's answers", () => {
       expect(isCelError(out)).toBe(true);
       expect(isCelError(out) && out.message).toBe((e.evaluateByCel(b) as { message: string }).message);
     }
+  });
+});
+
+/** A policy of these rules (each a list of expressions), each rule logging its number when it matches. */
+function policyOfRules(rules: string[][], phase: Phase): string {
+  return JSON.stringify({ [phase]: rules.map((expressions, i) => ({ name: `r${i}`, expressions, actions: [{ type: "log", config: { metadata: { rule: i } } }] })) });
+}
+
+/** What CEL alone says of each rule on a request: the rules that match, and the problems told (the run's words). */
+function byCelAlone(rules: string[][], phase: Phase, made: () => Bindings): { matched: string[]; problems: string[] } {
+  const matched: string[] = [];
+  const problems: string[] = [];
+  rules.forEach((expressions, i) => {
+    for (const text of expressions) {
+      const e = compileExpression(text, phase, "condition", DEFAULT_POLICY_LIMITS) as CompiledExpression;
+      const v = e.evaluateByCel(made());
+      if (v === true) continue;
+      if (isCelError(v)) problems.push(`r${i}: ${text}: ${v.message}`);
+      return;
+    }
+    matched.push(`r${i}`);
+  });
+  return { matched, problems };
+}
+
+describe("a phase's conditions as one function", () => {
+  test("match the rules CEL alone matches, and tell its problems, on generated policies and requests", async () => {
+    const compiles = (text: string, phase: Phase) => !("kind" in compileExpression(text, phase, "condition", DEFAULT_POLICY_LIMITS));
+    let matchedSome = 0;
+    let toldSome = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.array(condition, { maxLength: 3 }), { minLength: 1, maxLength: 8 }),
+        fc.array(request, { minLength: 3, maxLength: 3 }),
+        fc.constantFrom<Phase>("on_http_request", "on_http_response"),
+        async (drawn, requests, phase) => {
+          const rules = drawn.map((r) => r.filter((text) => compiles(text, phase)));
+          const policy = policyOf(policyOfRules(rules, phase));
+          for (const r of requests) {
+            const made = () => bindingsOf(r, phase);
+            const b = made();
+            const out = await policy.run(phase, { ...b.input, request: b.input.request, response: b.response ? { status: 200, headers: [["Content-Type", "text/plain"]] } : undefined });
+            const want = byCelAlone(rules, phase, made);
+            expect(out.matched.map((m) => m.rule)).toEqual(want.matched);
+            expect(out.problems.map((p) => `${p.rule}: ${p.message}`)).toEqual(want.problems);
+            if (want.matched.length > 0) matchedSome++;
+            if (want.problems.length > 0) toldSome++;
+          }
+        },
+      ),
+      { numRuns: 300 },
+    );
+    expect(matchedSome).toBeGreaterThan(100);
+    expect(toldSome).toBeGreaterThan(20);
+  });
+
+  test("read the request as the actions before left it", async () => {
+    const policy = policyOf(`
+on_http_request:
+  - expressions: ["req.url.path == '/a'"]
+    actions: [{ type: url-rewrite, config: { from: "/a$", to: "/b" } }]
+  - expressions: ["req.url.path == '/b'", "hasReqHeader('x-added')"]
+    actions: [{ type: deny, config: { status_code: 410 } }]
+  - expressions: ["req.url.path == '/b'"]
+    actions: [{ type: add-headers, config: { headers: { x-added: "1" } } }]
+  - expressions: ["req.url.path == '/b'", "hasReqHeader('x-added')"]
+    actions: [{ type: deny, config: { status_code: 409 } }]
+`);
+    const out = await policy.run("on_http_request", requestInput({ target: "/a" }));
+    expect(out.verdict.kind === "respond" && `${out.verdict.response.status} ${out.verdict.response.body}`).toBe("409 ");
+    expect(out.matched.map((m) => m.rule)).toEqual(["#1", "#3", "#4"]);
+  });
+
+  test("a phase too large to write as one function is judged rule by rule, to the same answers", async () => {
+    // 1,000 rules of 8 expressions: more code than one function is written with
+    const rule = (i: number) => `  - expressions: [${Array.from({ length: 8 }, (_, j) => `"req.url.path != '/r${i}-${j}'"`).join(", ")}, "req.url.path == '/r${i}'"]
+    actions: [{ type: deny, config: { status_code: ${400 + (i % 100)} } }]`;
+    const policy = policyOf(`on_http_request:\n${Array.from({ length: 1000 }, (_, i) => rule(i)).join("\n")}\n`);
+    for (const i of [0, 1, 517, 999]) {
+      const out = await policy.run("on_http_request", requestInput({ target: `/r${i}` }));
+      expect(out.verdict.kind === "respond" && out.verdict.response.status).toBe(400 + (i % 100));
+      expect(out.matched.map((m) => m.rule)).toEqual([`#${i + 1}`]);
+    }
+    expect((await policy.run("on_http_request", requestInput({ target: "/none" }))).verdict.kind).toBe("continue");
   });
 });

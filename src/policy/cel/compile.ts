@@ -57,6 +57,8 @@ export interface CompiledExpression {
   evaluateByCel(scope: EvaluationTarget): CelResult;
   /** The compiled fast path of its shape (cel/fast.ts), or undefined: it has another. */
   readonly fast: FastEvaluation | undefined;
+  /** The parsed tree of an expression with a fast path, which a phase's matcher writes its own code from (policy/phase-matcher.ts); undefined without one. */
+  readonly tree: Expr | undefined;
   /** The variables it reads (`actions`: an action's results). */
   readonly reads: ReadonlySet<string>;
 }
@@ -115,7 +117,7 @@ export function compileExpression(text: string, phase: Phase, purpose: Purpose, 
         return byCel(scope);
       }
     : byCel;
-  return { text, type: t, cost: checked.cost, evaluate, evaluateByCel: byCel, fast, reads: checked.reads };
+  return { text, type: t, cost: checked.cost, evaluate, evaluateByCel: byCel, fast, tree: fast ? parsed.expr : undefined, reads: checked.reads };
 }
 
 /** The parser's error, at its column (its messages say what it found and what it expected). */
