@@ -12,12 +12,9 @@
  * gets no list and every note, as before.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { connect } from "node:net";
-import { encodeFrame, jsonPayload } from "../../src/protocol/frames.ts";
-import { FrameType, PROTOCOL_VERSION } from "../../src/protocol/wire.ts";
 import { signedIn } from "../harness/admin.ts";
-import { hostileWebSocket, type HostilePeer } from "../harness/fuzz.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
+import { passedNotes, roundTrip, scriptedAgent, scriptedVisit } from "./scripted-agent.ts";
 
 const WAIT_MS = 10_000;
 const MADE = `
@@ -52,59 +49,8 @@ afterAll(async () => {
   await server?.stop();
 });
 
-interface Scripted extends Disposable {
-  peer: HostilePeer;
-  host: string;
-  tunnel: string;
-  granted: Record<string, unknown>;
-}
-
-/** An agent by hand, past its handshake, with `policy` as its tunnel's own; `says`: what its HELLO says of notes. */
-async function scriptedAgent(policy: string, says: { policy_passed?: boolean; derived_notes?: boolean }): Promise<Scripted> {
-  const peer = await hostileWebSocket(server.edgePort, WAIT_MS);
-  peer.send(encodeFrame(FrameType.HELLO, 0, jsonPayload({ version: PROTOCOL_VERSION, token, tunnels: [{ protocol: "http", policy }], ...says })));
-  const ready = () => peer.frames.find((f) => f.type === FrameType.READY || f.type === FrameType.ERROR);
-  if (!(await peer.until(() => ready() !== undefined, WAIT_MS))) throw new Error("no READY for the scripted agent");
-  const said = JSON.parse(new TextDecoder().decode(ready()!.payload));
-  if (ready()!.type !== FrameType.READY) throw new Error(`refused: ${JSON.stringify(said)}`);
-  const granted = said.tunnels[0];
-  return { peer, host: `${granted.subdomain}.localhost:${server.edgePort}`, tunnel: granted.id, granted, [Symbol.dispose]: () => peer.close() };
-}
-
-/** `path` through the tunnel, answered by the scripted agent; resolves with the visitor's answer and the request's head as the agent got it. */
-async function visit(agent: Scripted, path: string): Promise<{ answer: string; head: string }> {
-  const opened = agent.peer.frames.filter((f) => f.type === FrameType.OPEN).length;
-  const socket = connect(server.edgePort, "127.0.0.1");
-  let answer = "";
-  const done = new Promise<void>((resolve) => {
-    socket.on("data", (b: Buffer) => {
-      answer += b.toString("latin1");
-      if (answer.endsWith("ok")) resolve();
-    });
-    socket.on("close", () => resolve());
-  });
-  socket.on("error", () => {});
-  socket.write(`GET ${path} HTTP/1.1\r\nHost: ${agent.host}\r\nConnection: close\r\n\r\n`);
-  expect(await agent.peer.until(() => agent.peer.frames.filter((f) => f.type === FrameType.OPEN).length > opened, WAIT_MS)).toBe(true);
-  const open = agent.peer.frames.filter((f) => f.type === FrameType.OPEN)[opened]!;
-  const stream = open.stream;
-  const head = () => new TextDecoder().decode(open.payload) + agent.peer.frames.filter((f) => f.type === FrameType.DATA && f.stream === stream).map((f) => new TextDecoder().decode(f.payload)).join("");
-  expect(await agent.peer.until(() => head().includes("\r\n\r\n") || head().includes("\\r\\n\\r\\n"), WAIT_MS)).toBe(true);
-  agent.peer.send(Buffer.concat([encodeFrame(FrameType.REPLY, stream, jsonPayload({})), encodeFrame(FrameType.DATA, stream, new TextEncoder().encode("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"), true)]));
-  await done;
-  socket.destroy();
-  return { answer, head: head() };
-}
-
-/** A PING's PONG: everything the edge queued before it has been received. */
-async function roundTrip(peer: HostilePeer): Promise<void> {
-  const pongs = () => peer.frames.filter((f) => f.type === FrameType.PONG).length;
-  const before = pongs();
-  peer.send(encodeFrame(FrameType.PING, 0, new Uint8Array([1, 2, 3, 4])));
-  expect(await peer.until(() => pongs() > before, WAIT_MS)).toBe(true);
-}
-
-const notes = (peer: HostilePeer) => peer.frames.filter((f) => f.type === FrameType.POLICY_PASSED).map((f) => JSON.parse(new TextDecoder().decode(f.payload)));
+/** An agent by hand with `policy` as its tunnel's own; `says`: what its HELLO says of notes. */
+const agentWith = (policy: string, says: { policy_passed?: boolean; derived_notes?: boolean }) => scriptedAgent(server.edgePort, token, policy, says);
 
 const LISTED = {
   request: [
@@ -115,40 +61,40 @@ const LISTED = {
 };
 
 test("an agent that says derived_notes is given the tunnel's rules in READY, and sent no note it can make from them and the field", async () => {
-  using agent = await scriptedAgent(MADE, { policy_passed: true, derived_notes: true });
+  using agent = await agentWith(MADE, { policy_passed: true, derived_notes: true });
   expect(agent.granted.notes).toEqual(LISTED);
-  const { answer, head } = await visit(agent, "/api/x");
+  const { answer, head } = await scriptedVisit(agent, "/api/x");
   expect(answer).toStartWith("HTTP/1.1 200");
   expect(answer.toLowerCase()).toContain("x-frame-options: deny");
   // the field spells a comma in a name as "?": the list names the rule as it is
   expect(head).toMatch(/X-Burrow-Policy-Rules: api\? v2, #2(\r\n|\\r\\n)/i);
-  await visit(agent, "/other");
+  await scriptedVisit(agent, "/other");
   await roundTrip(agent.peer);
-  expect(notes(agent.peer)).toEqual([]);
+  expect(passedNotes(agent.peer)).toEqual([]);
 }, 30_000);
 
 test("an agent that does not say derived_notes gets no list, and every note as before", async () => {
-  using agent = await scriptedAgent(MADE, { policy_passed: true });
+  using agent = await agentWith(MADE, { policy_passed: true });
   expect(agent.granted.notes).toBeUndefined();
-  await visit(agent, "/api/x");
-  expect(await agent.peer.until(() => notes(agent.peer).length === 1, WAIT_MS)).toBe(true);
-  expect(notes(agent.peer)[0]).toMatchObject({ tunnel: agent.tunnel, request: { rules: LISTED.request }, response: { rules: LISTED.response } });
+  await scriptedVisit(agent, "/api/x");
+  expect(await agent.peer.until(() => passedNotes(agent.peer).length === 1, WAIT_MS)).toBe(true);
+  expect(passedNotes(agent.peer)[0]).toMatchObject({ tunnel: agent.tunnel, request: { rules: LISTED.request }, response: { rules: LISTED.response } });
 }, 30_000);
 
 test("an agent that says derived_notes but not policy_passed is given no list (it is told no note)", async () => {
-  using agent = await scriptedAgent(MADE, { derived_notes: true });
+  using agent = await agentWith(MADE, { derived_notes: true });
   expect(agent.granted.notes).toBeUndefined();
-  await visit(agent, "/api/x");
+  await scriptedVisit(agent, "/api/x");
   await roundTrip(agent.peer);
-  expect(notes(agent.peer)).toEqual([]);
+  expect(passedNotes(agent.peer)).toEqual([]);
 }, 30_000);
 
 for (const [what, policy] of Object.entries(NOT_MADE)) {
   test(`a policy with ${what}: no list, and its notes are sent`, async () => {
-    using agent = await scriptedAgent(policy, { policy_passed: true, derived_notes: true });
+    using agent = await agentWith(policy, { policy_passed: true, derived_notes: true });
     expect(agent.granted.notes).toBeUndefined();
-    await visit(agent, "/x");
-    expect(await agent.peer.until(() => notes(agent.peer).length === 1, WAIT_MS)).toBe(true);
-    expect(notes(agent.peer)[0].request.rules.length).toBeGreaterThan(0);
+    await scriptedVisit(agent, "/x");
+    expect(await agent.peer.until(() => passedNotes(agent.peer).length === 1, WAIT_MS)).toBe(true);
+    expect(passedNotes(agent.peer)[0].request.rules.length).toBeGreaterThan(0);
   }, 30_000);
 }

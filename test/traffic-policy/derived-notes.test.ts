@@ -11,41 +11,11 @@
  * note.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { Agent, type AgentOutput } from "../../src/agent/client.ts";
-import { startInspector } from "../../src/agent/inspector/server.ts";
-import { parseTarget } from "../../src/agent/settings/tunnel-options.ts";
-import { tunnelOf } from "../../src/agent/settings/tunnel-spec.ts";
-import type { PolicyPassed } from "../../src/protocol/messages.ts";
 import { signedIn } from "../harness/admin.ts";
 import { tunnelFetch } from "../harness/agent.ts";
 import { waitUntil } from "../harness/wait.ts";
 import { startRig, type Rig } from "../inspect/rig.ts";
-
-const POLICY = `
-on_http_request:
-  - name: "api, v2"
-    expressions: ["req.url.path.startsWith('/api')"]
-    actions: [{ type: add-headers, config: { headers: { x-api: "1" } } }]
-  - name: logged
-    expressions: ["req.url.path == '/api/logged'"]
-    actions: [{ type: log, config: { metadata: { seen: "\${req.url.path}" } } }]
-  - expressions: ["req.method == 'GET'"]
-    actions:
-      - { type: add-headers, config: { headers: { x-get: "1" } } }
-      - { type: remove-headers, config: { headers: [x-nothing] } }
-on_http_response:
-  - name: security
-    actions: [{ type: add-headers, config: { headers: { x-frame-options: DENY } } }]
-`;
-
-interface InProcess {
-  agent: Agent;
-  subdomain: string;
-  inspector: string;
-  /** The POLICY_PASSED notes the edge sent it. */
-  told: PolicyPassed[];
-  stop(): void;
-}
+import { MADE_CASES, MADE_POLICY as POLICY, MADE_RESPONSE, notesAgent, operatorAnswersDown, shownPolicy as shown, type NotesAgent as InProcess } from "./notes-agent.ts";
 
 let rig: Rig;
 let service: ReturnType<typeof Bun.serve>;
@@ -55,36 +25,7 @@ let answered: InProcess;
 let n = 0;
 
 /** An agent in this process with its inspector; `derivedNotes`: false, the version before (it is sent every note). */
-async function inProcess(derivedNotes: boolean): Promise<InProcess> {
-  const subdomain = `made${process.pid}x${n++}`;
-  const started = startInspector({ address: { host: "127.0.0.1", port: 0 }, keep: 100, memoryBytes: 8 * 1024 * 1024 });
-  if (started.kind !== "listening") throw new Error("no inspector");
-  const inspector = started.inspector;
-  const received: PolicyPassed[] = [];
-  let ready = false;
-  const out: AgentOutput = {
-    ready: () => void (ready = true),
-    request() {},
-    connection() {},
-    reconnecting() {},
-    refused: (code, message) => void console.error(`refused ${code} ${message}`),
-    policyPassed: (_t, note) => void received.push(note),
-  };
-  const tunnel = { name: "web", ...tunnelOf({ kind: "http", target: parseTarget(String(service.port), true), subdomain, policy: POLICY }) };
-  const agent = new Agent({ server: rig.server.edgeUrl, token: rig.token, tunnels: [tunnel], out: inspector.watch(out), inspector: inspector.store, derivedNotes });
-  void agent.run();
-  const stop = () => {
-    agent.stop();
-    inspector.stop();
-  };
-  try {
-    await waitUntil(() => ready, 15_000, "READY");
-  } catch (err) {
-    stop();
-    throw err;
-  }
-  return { agent, subdomain, inspector: inspector.url, told: received, stop };
-}
+const inProcess = (derivedNotes: boolean) => notesAgent({ server: rig.server.edgeUrl, token: rig.token, port: service.port!, subdomain: `made${process.pid}x${n++}`, policy: POLICY, derivedNotes });
 
 beforeAll(async () => {
   rig = await startRig();
@@ -92,13 +33,7 @@ beforeAll(async () => {
   [made, told, answered] = await Promise.all([inProcess(true), inProcess(false), inProcess(true)]);
   // the operator's response rule that answers, on the third tunnel alone
   const api = await signedIn(rig.server);
-  const policy = await api.post("/api/policies", {
-    name: "maintenance",
-    scope: "hostname",
-    hostname: `${answered.subdomain}.localhost`,
-    policy: "on_http_response: [{name: operator-rule, expressions: [\"req.url.path == '/api/down'\"], actions: [{type: custom-response, config: {status_code: 503, body: maintenance}}]}]",
-  });
-  if (policy.status !== 201) throw new Error(`policy not made: ${JSON.stringify(policy.body)}`);
+  await operatorAnswersDown(api, answered.subdomain);
   await waitUntil(async () => (await visit(answered, "/api/down")).status === 503, 10_000, "the operator's policy on the tunnel", 100);
 }, 40_000);
 afterAll(async () => {
@@ -113,45 +48,10 @@ async function visit(a: InProcess, path: string, method = "GET"): Promise<Respon
   return r;
 }
 
-interface Summary {
-  id: number;
-  method: string;
-  path: string;
-  policy_noted: boolean;
-}
-
-/** The inspector's policy of the newest capture of `method path`, once `ready` says it is all there. */
-async function shown(a: InProcess, path: string, method = "GET", ready: (p: Record<string, unknown> | null) => boolean = (p) => p !== null) {
-  let policy: Record<string, unknown> | null = null;
-  let noted = false;
-  await waitUntil(
-    async () => {
-      const list = async () => ((await (await fetch(`${a.inspector}/api/requests`)).json()) as { requests: Summary[] }).requests.find((s) => s.path === path && s.method === method);
-      const found = await list();
-      if (!found) return false;
-      policy = ((await (await fetch(`${a.inspector}/api/requests/${found.id}`)).json()) as { policy: Record<string, unknown> | null }).policy;
-      if (!ready(policy)) return false;
-      // the list read again after the capture's policy: a note that came between the two reads is in both
-      noted = (await list())?.policy_noted ?? false;
-      return true;
-    },
-    5_000,
-    `${method} ${path} in the inspector`,
-  );
-  return { policy: policy as Record<string, unknown> | null, noted };
-}
-
-const SECURITY = { rules: [{ rule: "security", actions: ["add-headers"] }], logs: [] };
 
 describe("notes the agent makes itself", () => {
   test("the inspector shows the same rules and actions as an agent sent the notes, and no note is sent for them", async () => {
-    const cases = [
-      { path: "/api/one", method: "GET", rules: ["api, v2", "#3"] },
-      { path: "/api/two", method: "POST", rules: ["api, v2"] },
-      { path: "/other", method: "GET", rules: ["#3"] },
-      { path: "/other", method: "DELETE", rules: [] },
-    ];
-    for (const c of cases) {
+    for (const c of MADE_CASES) {
       for (const a of [made, told]) {
         const r = await visit(a, c.path, c.method);
         expect(r.status).toBe(200);
@@ -161,11 +61,11 @@ describe("notes the agent makes itself", () => {
       const before = await shown(told, c.path, c.method, (p) => p?.response != null);
       const after = await shown(made, c.path, c.method);
       expect(after.policy).toEqual(before.policy);
-      expect(after.policy).toEqual({ rules: c.rules, ended: null, logs: [], skipped_before: 0, response: SECURITY });
+      expect(after.policy).toEqual({ rules: c.rules, ended: null, logs: [], skipped_before: 0, response: MADE_RESPONSE });
       expect(after.noted).toBe(before.noted);
     }
     // each of the version before's requests came as a note; none of these to the agent that makes them
-    expect(told.told.length).toBeGreaterThanOrEqual(cases.length);
+    expect(told.told.length).toBeGreaterThanOrEqual(MADE_CASES.length);
     expect(made.told).toEqual([]);
   }, 40_000);
 
@@ -178,7 +78,7 @@ describe("notes the agent makes itself", () => {
     const before = await shown(told, "/api/h2", "GET", (p) => p?.response != null);
     const after = await shown(made, "/api/h2", "GET");
     expect(after.policy).toEqual(before.policy);
-    expect(after.policy).toEqual({ rules: ["api, v2", "#3"], ended: null, logs: [], skipped_before: 0, response: SECURITY });
+    expect(after.policy).toEqual({ rules: ["api, v2", "#3"], ended: null, logs: [], skipped_before: 0, response: MADE_RESPONSE });
     expect(made.told.length).toBe(sent);
   }, 20_000);
 
@@ -188,7 +88,7 @@ describe("notes the agent makes itself", () => {
     const before = await shown(told, "/api/logged", "GET", logged);
     const after = await shown(made, "/api/logged", "GET", logged);
     expect(after.policy).toEqual(before.policy);
-    expect(after.policy).toEqual({ rules: ["api, v2", "logged", "#3"], ended: null, logs: [{ seen: "/api/logged" }], skipped_before: 0, response: SECURITY });
+    expect(after.policy).toEqual({ rules: ["api, v2", "logged", "#3"], ended: null, logs: [{ seen: "/api/logged" }], skipped_before: 0, response: MADE_RESPONSE });
     expect(made.told.map((note) => note.request?.logs)).toEqual([[{ seen: "/api/logged" }]]);
   }, 20_000);
 
@@ -201,7 +101,7 @@ describe("notes the agent makes itself", () => {
       ended: { phase: "response", by: "server", action: "custom-response", status: 503 },
       logs: [],
       skipped_before: 0,
-      response: SECURITY,
+      response: MADE_RESPONSE,
     });
     expect(answered.told.some((note) => note.status === 503)).toBe(true);
   }, 20_000);

@@ -43,7 +43,7 @@ import { tellPassed, toldWhenAnswered } from "../traffic-policy/passed-notes.ts"
 import { breakersAnswered, breakersEnded } from "../traffic-policy/breaker-outcomes.ts";
 import type { Policy } from "../../policy/index.ts";
 import { WorkingResponse } from "../../policy/message.ts";
-import type { Outlet } from "../traffic-policy/response-filter.ts";
+import type { Outlet } from "../traffic-policy/response-steps.ts";
 import type { ForwardContext } from "../forward.ts";
 import type { HttpVisit } from "../http-door.ts";
 import { badGatewayPage, slowServicePage } from "../pages.ts";

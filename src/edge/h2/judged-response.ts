@@ -18,7 +18,8 @@ import { ResponseParser, type ResponseSink } from "../../http/response-reader.ts
 import type { ParsedHead } from "../../http/response-head.ts";
 import type { Stream } from "../../protocol/mux.ts";
 import type { LayeredRun } from "../traffic-policy/layered-run.ts";
-import { ResponseFilter, type Outlet } from "../traffic-policy/response-filter.ts";
+import { ResponseFilter } from "../traffic-policy/response-filter.ts";
+import type { Outlet } from "../traffic-policy/response-steps.ts";
 import type { TunnelPolicy } from "../traffic-policy/tunnel-policy.ts";
 import type { RequestStream } from "../request-stream.ts";
 

@@ -11,7 +11,8 @@ import { ResponseParser } from "../../http/response-reader.ts";
 import type { ParsedHead } from "../../http/response-head.ts";
 import type { Stream } from "../../protocol/mux.ts";
 import { WireError } from "../../protocol/wire.ts";
-import type { Outlet, ResponseFilter } from "./response-filter.ts";
+import type { ResponseFilter } from "./response-filter.ts";
+import type { Outlet } from "./response-steps.ts";
 
 /** Takes over `up`'s bytes toward `down` (joinStreams has joined the rest: the request's way, resets, the REPLY). */
 export function filterRelayedResponse(

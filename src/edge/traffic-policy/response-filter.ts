@@ -23,76 +23,28 @@
  * bounds what is held. Interim answers and a 101 pass at once: no policy
  * judges a switch's answer, and nothing is queued before a final head.
  */
-import { STATUS_CODES } from "node:http";
-import { parseHead, responseHeadBytes, type ParsedHead } from "../../http/response-head.ts";
-import { log } from "../../log.ts";
-import { createCompressor, ReplaceFailed, type Replacement, type ResponseCompressor } from "../../policy/index.ts";
-import type { Policy, PolicyResponse, Verdict } from "../../policy/index.ts";
-import type { HeaderPairs } from "../../policy/facts.ts";
+import type { ParsedHead } from "../../http/response-head.ts";
+import { responseHeadBytes } from "../../http/response-head.ts";
+import type { Policy, Verdict } from "../../policy/index.ts";
 import { WorkingResponse } from "../../policy/message.ts";
-import type { LayeredRun } from "./layered-run.ts";
 import { breakersAnswered, breakersEnded } from "./breaker-outcomes.ts";
-import { tellPassed } from "./passed-notes.ts";
-import type { TunnelPolicy } from "./tunnel-policy.ts";
 import { DEFAULT_RESPONSE_BODY_BYTES } from "./body-reading.ts";
-import { HeldBody, rewritten } from "./response-rewrite.ts";
-
-/** Where the filtered bytes go: the visitor's connection (forward.ts), or a stream back to another node (cluster). */
-export interface Outlet {
-  /** Bytes for the visitor, in order; a string is text to send as latin1 (a head's fields). */
-  write(bytes: Uint8Array | string): void;
-  /** `n` bytes of the agent's are dealt with: their credit goes back once what was written before is taken. */
-  credit(n: number): void;
-  /** The response went out whole. */
-  finished(): void;
-  /** The run failed (a bug, a compressor's error): the visitor's connection is cut. */
-  broken(why: string): void;
-}
-
-const CRLF = Buffer.from("\r\n");
-const LAST_CHUNK = Buffer.from("0\r\n\r\n");
+import { tellPassed } from "./passed-notes.ts";
+import { answerBytes } from "./policy-answer.ts";
+import { LAST_CHUNK } from "./response-framing.ts";
+import { HeldBody, RewrittenResponse } from "./response-rewrite.ts";
 
 /**
- * How the body goes after the head: as it came, its pieces without their
- * chunked framing (an HTTP/1.0 visitor; a body not rewritten after all),
- * chunked anew (a chunked body not rewritten after all), compressed, not
- * at all (replaced), or held until its end to be rewritten
- * (response-body-find-replace), its head with it.
+ * One response's filter, made for it by the door that reads it (forward.ts,
+ * h2/judged-response.ts, cluster/relay.ts): here, what the door hands it
+ * and the verdict that decides the rest. Its other parts are classes it
+ * extends, one a file, so that a response is still one object with its
+ * methods on its prototype: response-rewrite.ts (a body held and
+ * rewritten), response-framing.ts (the head, and the body's framing on
+ * its way out) and response-steps.ts (the order its steps keep).
  */
-type Mode = "waiting" | "pass" | "unchunk" | "rechunk" | "compress" | "replace" | "rewrite";
-
-/** The answer when response-body-find-replace failed on the body (a rule past its steps), as a run that failed is answered. */
-const REWRITE_FAILED: PolicyResponse = { status: 500, headers: [["content-type", "text/plain; charset=utf-8"]], body: "The tunnel's traffic policy could not be evaluated for this response.\n" };
-
-export class ResponseFilter {
-  private mode: Mode = "waiting";
-  /** The last step that waits (a run's action, a compressor), while one does: the steps after it wait their turn. */
-  private tail: Promise<void> | undefined;
-  /** Steps queued behind it and not done yet. */
-  private behind = 0;
-  private compressor: ResponseCompressor | undefined;
-  /** The visitor cannot read chunks (HTTP/1.0): a compressed body ends with the connection. */
-  private closeDelimited = false;
-  private cancelled = false;
+export class ResponseFilter extends RewrittenResponse {
   private ended = false;
-  /** The response goes out in a form that needs the connection closed after it. */
-  closes = false;
-  /** The final head: as parsed, its bytes as they came, and read whole once a rule asked for its fields. */
-  private parsed: ParsedHead | undefined;
-  private headBytes: Uint8Array | undefined;
-  private whole: ParsedHead | undefined;
-  /** The body held to be rewritten, and the rules that rewrite it (mode "rewrite"). */
-  private held: HeldBody | undefined;
-  private rewrites: Replacement[] | undefined;
-
-  constructor(
-    private readonly policy: TunnelPolicy,
-    private readonly run: LayeredRun,
-    private readonly method: string,
-    /** The visitor's HTTP/1.minor. */
-    private readonly minor: 0 | 1,
-    private readonly out: Outlet,
-  ) {}
 
   /** Nothing more is sent (the exchange failed or was cut). */
   cancel(): void {
@@ -188,45 +140,6 @@ export class ResponseFilter {
     });
   }
 
-  /** Runs `step` after everything before it (at once when nothing waits); a failure cuts the connection. */
-  private then(step: () => void | Promise<void>): void {
-    if (this.cancelled) return;
-    if (this.tail === undefined) {
-      let out: void | Promise<void>;
-      try {
-        out = step();
-      } catch (err) {
-        return this.fail(err);
-      }
-      if (out instanceof Promise) this.wait(out);
-      return;
-    }
-    this.wait(this.tail.then(() => (this.cancelled ? undefined : step())));
-  }
-
-  /** `step` waits: what comes after it waits for it; once all that waited is done, steps run at once again. */
-  private wait(step: Promise<void>): void {
-    this.behind++;
-    const tail = step.then(
-      () => {
-        if (--this.behind === 0 && this.tail === tail) this.tail = undefined;
-      },
-      (err) => {
-        if (--this.behind === 0 && this.tail === tail) this.tail = undefined;
-        this.fail(err);
-      },
-    );
-    this.tail = tail;
-  }
-
-  private fail(err: unknown): void {
-    if (this.cancelled) return;
-    this.cancelled = true;
-    this.held?.release();
-    log.warn("traffic policy's response failed", { err: String(err) });
-    this.out.broken("the tunnel's traffic policy could not be applied to the response");
-  }
-
   /**
    * The response's run through the layers, the tunnel's own first and the
    * operator's last. The service's fields are read only if a rule or an
@@ -246,26 +159,6 @@ export class ResponseFilter {
       return verdict.then((v) => this.judged(v, headers !== undefined));
     }
     this.judged(verdict, headers !== undefined);
-  }
-
-  /** The response's facts (policy/facts.ts ResponseFacts): its status, and its fields, read when first asked for. */
-  get status(): number {
-    return this.parsed!.status;
-  }
-
-  get headers(): HeaderPairs {
-    return this.full().headers;
-  }
-
-  /** The head with every field: a head read for its framing only (its bytes, the blank line included) is read again whole. */
-  private full(): ParsedHead {
-    if (this.whole) return this.whole;
-    const bytes = this.headBytes!;
-    const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength - 4).toString("latin1");
-    const head = parseHead(text, this.method, true);
-    // it was read once already, and these are the same bytes
-    if (typeof head === "string") throw new Error(`a response head read before does not read again: ${head}`);
-    return (this.whole = head);
   }
 
   private judged(verdict: Verdict, rewritten: boolean): void {
@@ -300,151 +193,4 @@ export class ResponseFilter {
     }
     this.compressed(res.headers, coding);
   }
-
-  /** An HTTP/1.0 visitor reads no chunks: the body's data alone, ended by the connection's end, which the head says. */
-  private unchunked(headers: [string, string][]): void {
-    this.mode = "unchunk";
-    this.closes = true;
-    const kept = headers.filter(([name]) => !/^(transfer-encoding|connection|keep-alive|trailer)$/i.test(name));
-    kept.push(["Connection", "close"]);
-    this.out.write(responseHeadBytes(this.full(), kept));
-  }
-
-  /** The head of a compressed body, and the compressor its pieces go through. */
-  private compressed(headers: [string, string][], coding: NonNullable<LayeredRun["compression"]>): void {
-    // compressed: no length (the action took it off), chunked unless the visitor cannot read chunks
-    this.mode = "compress";
-    this.compressor = createCompressor(coding);
-    const compressed = headers.filter(([n]) => n.toLowerCase() !== "transfer-encoding");
-    if (this.minor === 0) {
-      // an HTTP/1.0 visitor reads no chunks: the body ends with the connection, which the head says
-      this.closeDelimited = true;
-      this.closes = true;
-      for (let i = compressed.length - 1; i >= 0; i--) if (/^(connection|keep-alive)$/i.test(compressed[i]![0])) compressed.splice(i, 1);
-      compressed.push(["connection", "close"]);
-    } else compressed.push(["transfer-encoding", "chunked"]);
-    this.out.write(responseHeadBytes(this.full(), compressed));
-  }
-
-  /** A piece of a body held to be rewritten; one that would pass the cap or the memory sends what was held, and the rest as it comes, unchanged. */
-  private hold(piece: Uint8Array): void | Promise<void> {
-    const took = this.held!.take(piece);
-    if (took === true) return;
-    const max = this.policy.reading?.responseMaxBytes ?? DEFAULT_RESPONSE_BODY_BYTES;
-    log.info("traffic policy's response body not rewritten", {
-      tunnel: this.run.facts.tunnel.name,
-      why: took === "limit" ? `it is larger than ${max} bytes (--policy-response-body-limit)` : "the bodies held for the policies are at --policy-body-memory",
-    });
-    const pieces = this.held!.release();
-    pieces.push(piece);
-    return this.unchanged(pieces);
-  }
-
-  /** A body held to be rewritten goes on as it came after all: its head, what was held, then the rest as it comes (compressed when the run says so). */
-  private unchanged(pieces: Uint8Array[]): void | Promise<void> {
-    this.held = undefined;
-    this.rewrites = undefined;
-    const res = this.run.response!;
-    const coding = this.run.compression;
-    if (coding !== undefined) {
-      this.compressed(res.headers, coding);
-      return this.compressor!.push(pieces.length === 1 ? pieces[0]! : Buffer.concat(pieces)).then((packed) => {
-        if (!this.cancelled) this.chunk(packed);
-      });
-    }
-    if (this.parsed!.framing === "chunked") {
-      if (this.minor === 0) this.unchunked(res.headers);
-      else {
-        // chunked anew: the pieces are the chunks' data
-        this.mode = "rechunk";
-        const fields = res.headers.filter(([name]) => !/^(transfer-encoding|content-length|trailer)$/i.test(name));
-        fields.push(["transfer-encoding", "chunked"]);
-        this.out.write(responseHeadBytes(this.full(), fields));
-        for (const p of pieces) this.chunk(p);
-        return;
-      }
-    } else {
-      // a length, or to the connection's end: the pieces are the body as it came, under its own head
-      this.mode = "unchunk";
-      this.out.write(responseHeadBytes(this.full(), res.headers));
-    }
-    for (const p of pieces) this.out.write(p);
-  }
-
-  /**
-   * The body held to its end: rewritten, and sent with its head and its
-   * new length (compressed and chunked, when the run chose a coding: the
-   * rewrite first). One that is not UTF-8 goes as it came; a rule past its
-   * steps answers 500 in the response's place.
-   */
-  private rewriteEnd(): void | Promise<void> {
-    const pieces = this.held!.release();
-    const rules = this.rewrites!;
-    this.held = undefined;
-    this.rewrites = undefined;
-    let body = pieces.length === 1 ? pieces[0]! : Buffer.concat(pieces);
-    let changed = false;
-    try {
-      const out = rewritten(body, rules);
-      if (out) ({ body, changed } = out);
-      else log.info("traffic policy's response body not rewritten", { tunnel: this.run.facts.tunnel.name, why: "it is not UTF-8 text" });
-    } catch (err) {
-      if (!(err instanceof ReplaceFailed)) throw err;
-      log.warn("traffic policy's response body could not be rewritten", { tunnel: this.run.facts.tunnel.name, err: err.message });
-      this.mode = "replace";
-      this.out.write(answerBytes(REWRITE_FAILED, false, !this.parsed!.keepAlive));
-      return this.out.finished();
-    }
-    const res = this.run.response!;
-    const coding = this.run.compression;
-    if (coding !== undefined) {
-      this.compressed(res.headers, coding);
-      const compressor = this.compressor!;
-      return compressor.push(body).then(async (packed) => {
-        if (this.cancelled) return;
-        this.chunk(packed);
-        const rest = await compressor.end();
-        if (this.cancelled) return;
-        this.chunk(rest);
-        if (!this.closeDelimited) this.out.write(LAST_CHUNK);
-        this.out.finished();
-      });
-    }
-    this.mode = "pass";
-    const fields: [string, string][] = [];
-    for (const field of res.headers) {
-      const lower = field[0].toLowerCase();
-      if (lower === "transfer-encoding" || lower === "content-length" || lower === "trailer") continue;
-      // another body than the service's: its strong validator no longer names it byte for byte (as compress-response does)
-      if (changed && lower === "etag" && !field[1].startsWith("W/")) fields.push([field[0], `W/${field[1]}`]);
-      else fields.push(field);
-    }
-    fields.push(["content-length", String(body.byteLength)]);
-    this.out.write(responseHeadBytes(this.full(), fields));
-    if (body.byteLength > 0) this.out.write(body);
-    this.out.finished();
-  }
-
-  private chunk(bytes: Uint8Array): void {
-    if (bytes.byteLength === 0) return;
-    if (this.closeDelimited) return this.out.write(bytes);
-    this.out.write(Buffer.concat([Buffer.from(`${bytes.byteLength.toString(16)}\r\n`, "latin1"), bytes, CRLF]));
-  }
-}
-
-/** A policy's answer in place of the service's: status, fields, Content-Length and body (none to a HEAD, or for a bodiless status). */
-export function answerBytes(r: PolicyResponse, head: boolean, close: boolean): Uint8Array {
-  const body = typeof r.body === "string" ? Buffer.from(r.body, "utf8") : Buffer.from(r.body);
-  const bodiless = r.status < 200 || r.status === 204 || r.status === 304;
-  let text = `HTTP/1.1 ${r.status} ${STATUS_CODES[r.status] ?? ""}\r\n`;
-  for (const [name, value] of r.headers) {
-    const lower = name.toLowerCase();
-    // the framing is the edge's to say; a line break would be a field of the policy's making
-    if (lower === "content-length" || lower === "transfer-encoding" || lower === "connection" || /[\r\n]/.test(name + value)) continue;
-    text += `${name}: ${value}\r\n`;
-  }
-  if (!bodiless) text += `content-length: ${body.byteLength}\r\n`;
-  if (close) text += "connection: close\r\n";
-  const headBytes = Buffer.from(`${text}\r\n`, "latin1");
-  return bodiless || head || body.byteLength === 0 ? headBytes : Buffer.concat([headBytes, body]);
 }

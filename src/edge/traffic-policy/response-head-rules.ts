@@ -17,7 +17,7 @@ import { sameFields, WorkingResponse } from "../../policy/message.ts";
 import type { LayeredRun } from "./layered-run.ts";
 import { tellPassed, tellPassedKnown } from "./passed-notes.ts";
 import type { TunnelPolicy } from "./tunnel-policy.ts";
-import { answerBytes } from "./response-filter.ts";
+import { answerBytes } from "./policy-answer.ts";
 
 /**
  * What the rules made of the head, in the bytes it lay in: `src[from, to)`
