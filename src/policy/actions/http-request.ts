@@ -49,8 +49,9 @@ const schema = v.strictObject({
 export function urlProblem(text: string): string | undefined {
   if (text.length > MAX_URL_LENGTH) return `the URL is longer than ${MAX_URL_LENGTH} characters`;
   const url = URL.parse(text);
-  if (!url || url.hostname === "") return "not a URL: give http(s)://host[:port]/path";
+  if (!url) return "not a URL: give http(s)://host[:port]/path";
   if (url.protocol !== "http:" && url.protocol !== "https:") return "the URL must start with http:// or https://";
+  if (url.hostname === "") return "the URL has no host";
   if (url.username !== "" || url.password !== "") return "the URL must not carry a user or password: send them in a header (authorization)";
   return undefined;
 }
