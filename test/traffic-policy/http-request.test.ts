@@ -83,7 +83,7 @@ ${rule("/v4", at("/secret"), true)}${rule("/v6", `http://[::1]:${api.port}/secre
 describe("with --policy-http-request-allow-private on (and the bounds small)", () => {
   const SERVER = { args: ["--policy-http-request-allow-private", "on", "--policy-http-request-timeout", "1", "--policy-http-request-max-bytes", "4096"] };
 
-  test("the policy asks the service, and its answer decides: refused, or let through with what it said; on_http_response asks too", async () => {
+  test("the policy asks the service, and its answer decides: refused, or let through with what it said; on_http_response asks too; on HTTP/1.1 and HTTP/2", async () => {
     await using t = await withPolicy(
       `
 on_http_request:
@@ -121,6 +121,15 @@ on_http_response:
       { path: "/check?path=%2Fapp", user: "ada" },
       { path: "/audit?status=200", user: null },
     ]);
+    // the same on HTTP/2 streams (h2c): each phase waits on the action as on HTTP/1.1
+    asked.length = 0;
+    const h2Refused = await t.curl("/app", ["--http2-prior-knowledge", "-H", "x-user: eve"]);
+    expect(h2Refused.status).toBe(403);
+    const h2 = await t.curl("/app", ["--http2-prior-knowledge", "-H", "x-user: ada"]);
+    expect(h2.status).toBe(200);
+    expect((JSON.parse(h2.body) as Echoed).headers["x-role"]).toBe("admin");
+    expect(h2.headers["x-audited"]).toBe("200");
+    expect(asked.map((a) => a.path)).toEqual(["/check?path=%2Fapp", "/check?path=%2Fapp", "/audit?status=200"]);
   });
 
   test("a slow service hits --policy-http-request-timeout (1 s, under the action's 3 s): 504, not a hang; a huge answer is not read past --policy-http-request-max-bytes", async () => {
