@@ -293,6 +293,7 @@ describe("http-request: its config, checked at load", () => {
     expect(errors(`{ url: "https://api.example.com", body: "x" }`)[0]![3]).toContain("a GET request has no body");
     expect(errors(`{ url: "https://api.example.com" }`, "on_tcp_connect")[0]![0]).toBe("ACTION_PHASE");
     expect(errors(`{ url: "https://api.example.com", headers: { host: x } }`)[0]![3]).toContain("set by the edge");
+    expect(errors(`{ url: "https://api.example.com", headers: { Burrow-Http-Request-Hops: "0" } }`)[0]![3]).toContain("set by the edge");
   });
 
   test("a well-formed one loads, with ngrok's defaults", () => {

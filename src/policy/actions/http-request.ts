@@ -70,6 +70,8 @@ export const httpRequest = defineAction({
     // ngrok retries on a CEL condition over the attempts; burrow makes one attempt (said at load, not ignored)
     if (config.retry_condition !== undefined && config.retry_condition.trim() !== "false") tools.error(["retry_condition"], "retry_condition is not in burrow: the request is made once (on_error says what a failure does)");
     if (config.body !== undefined && config.method === "GET") tools.error(["body"], "a GET request has no body: use POST, PUT or PATCH");
+    // the loop count is the edge's to keep: a policy that set it could make its requests loop
+    for (const name of Object.keys(config.headers ?? {})) if (name.toLowerCase() === HOPS_HEADER) tools.error(["headers", name], `the header ${HOPS_HEADER} is set by the edge (it counts the requests a visitor's has caused)`);
     const headers = compileHeaderMap(config.headers, "headers", tools);
     const query = config.query_params.map((p, i) => [tools.template(p.key, ["query_params", i, "key"]), tools.template(p.value, ["query_params", i, "value"])] as const);
     const body = config.body === undefined ? undefined : tools.template(config.body, ["body"]);
