@@ -692,6 +692,14 @@ export const SERVER_FLAGS = {
     help: "http-request actions' requests this node has out at once, over every tunnel",
     details: "1 to 10000. Past it a request fails at once (HTTP_REQUEST_BUSY) rather than waits.",
   },
+  "policy-http-request-max-per-run": {
+    type: "string",
+    env: true,
+    arg: "N",
+    default: "8",
+    help: "requests the http-request actions of one phase of one policy may make for one visitor's request",
+    details: "1 to 64. Past it the next fails (HTTP_REQUEST_TOO_MANY): a policy of many rules cannot make one visitor's request into a flood at another's service.",
+  },
   "policy-connect-max-bytes": {
     type: "string",
     env: true,

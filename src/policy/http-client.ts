@@ -28,6 +28,8 @@ export const HTTP_REQUEST_ERRORS = {
   FAILED: "HTTP_REQUEST_FAILED",
   /** The same visitor's request has come through http-request actions too many times (a loop). */
   LOOP: "HTTP_REQUEST_LOOP",
+  /** The run made --policy-http-request-max-per-run requests already. */
+  TOO_MANY: "HTTP_REQUEST_TOO_MANY",
   /** Nothing sends requests here (the offline commands). */
   UNAVAILABLE: "HTTP_REQUEST_UNAVAILABLE",
 } as const;
@@ -62,6 +64,8 @@ export type OutgoingResult = { ok: true; answer: OutgoingAnswer } | { ok: false;
 export interface PolicyHttpClient {
   /** The longest any request may take (--policy-http-request-timeout), in ms. */
   readonly maxTimeoutMs: number;
+  /** Requests one run of a phase of a policy may make (--policy-http-request-max-per-run): a visitor's request is not made into many. */
+  readonly maxPerRun: number;
   /** Never throws: a failure is a result. */
   send(request: OutgoingRequest): Promise<OutgoingResult>;
 }

@@ -260,6 +260,18 @@ describe("http-request: bounds", () => {
     expect(shared.inFlight).toBe(0);
   });
 
+  test("one run makes at most its cap of requests (2 here): the third fails, whatever the rules ask", async () => {
+    seen.length = 0;
+    const rules = Array.from({ length: 3 }, () => `  - actions: [{ type: http-request, config: { url: "${base}/" } }]`).join("\n");
+    const p = policyOf(`on_http_request:\n${rules}\n  - actions: [{ type: add-headers, config: { headers: { x-error: "\${actions.ngrok.http_request.error.code}" } } }]\n`, { services: services({ maxPerRun: 2 }) });
+    const out = await p.run("on_http_request", requestInput());
+    expect(seen).toHaveLength(2);
+    expect(header(out, "x-error")).toBe("HTTP_REQUEST_TOO_MANY");
+    // the next visitor's request has its own count
+    await p.run("on_http_request", requestInput());
+    expect(seen).toHaveLength(4);
+  });
+
   test("a visitor's request that came through 3 http-request actions already makes no fourth (a loop)", async () => {
     seen.length = 0;
     const out = await asking(`{ url: "${base}/" }`).run("on_http_request", requestInput({ headers: [["burrow-http-request-hops", "3"]] }));

@@ -12,7 +12,8 @@
  * switch, and a layer's text reaches the edge by the same path as a
  * tunnel's. Bounded: one deadline for the whole exchange, the answer read
  * up to a cap, at most so many out at once (past it a request fails at
- * once rather than waits). Never throws; what it says carries the host,
+ * once rather than waits), and so many a run (the action counts them), so
+ * a visitor's request is not made into a flood at another's service. Never throws; what it says carries the host,
  * never the path, query or headers.
  */
 import { networkInterfaces } from "node:os";
@@ -30,9 +31,11 @@ export interface OutgoingLimits {
   concurrency: number;
   /** Loopback, private and link-local addresses allowed (--policy-http-request-allow-private). */
   allowPrivate: boolean;
+  /** Requests one run of a phase of a policy may make (--policy-http-request-max-per-run). */
+  maxPerRun: number;
 }
 
-export const DEFAULT_OUTGOING_LIMITS: OutgoingLimits = { timeoutMs: 10_000, maxBytes: 256 * 1024, concurrency: 64, allowPrivate: false };
+export const DEFAULT_OUTGOING_LIMITS: OutgoingLimits = { timeoutMs: 10_000, maxBytes: 256 * 1024, concurrency: 64, allowPrivate: false, maxPerRun: 8 };
 
 const FLAG = "--policy-http-request-allow-private";
 /** Headers a redirect to another origin does not carry on (as Go's client, ngrok's, does). */
@@ -50,6 +53,10 @@ export class OutgoingRequests implements PolicyHttpClient {
 
   get maxTimeoutMs(): number {
     return this.limits.timeoutMs;
+  }
+
+  get maxPerRun(): number {
+    return this.limits.maxPerRun;
   }
 
   /** Requests out now. */

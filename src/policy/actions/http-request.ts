@@ -130,12 +130,18 @@ function headerMap(headers: readonly [string, string][]): Map<string, string[]> 
   return out;
 }
 
+/** Requests each run has made (a run is its bindings: one object a phase of a policy). */
+const made = new WeakMap<object, number>();
+
 async function send(plan: RequestPlan, ctx: ActionContext): Promise<ActionResult> {
   const request = requestOf(plan, ctx);
   if ("code" in request) return failed(plan, ctx, undefined, request.code, request.message);
   const req = { method: request.method, header: headerMap(request.headers), url: request.url, body: request.body ?? "" };
   const client = ctx.services.httpRequests;
   if (!client) return failed(plan, ctx, req, HTTP_REQUEST_ERRORS.UNAVAILABLE, "this server makes no requests for a policy");
+  const count = made.get(ctx.bindings) ?? 0;
+  if (count >= client.maxPerRun) return failed(plan, ctx, req, HTTP_REQUEST_ERRORS.TOO_MANY, `this run made ${client.maxPerRun} requests already (--policy-http-request-max-per-run)`);
+  made.set(ctx.bindings, count + 1);
   const result = await client.send(request);
   // the host, never the path or query (they may carry a token)
   const where = `${request.method} ${new URL(request.url).host}`;
