@@ -12,6 +12,8 @@
 export const HTTP_REQUEST_ERRORS = {
   /** The URL, as interpolated for this request, is not an http(s) URL. */
   BAD_URL: "HTTP_REQUEST_BAD_URL",
+  /** The URL, a header or the body did not interpolate for this request (the run tells why). */
+  INTERPOLATION: "HTTP_REQUEST_INTERPOLATION_FAILED",
   /** Its host is this machine, or has a loopback, private, link-local or other non-public address (--policy-http-request-allow-private). */
   ADDRESS_REFUSED: "HTTP_REQUEST_ADDRESS_REFUSED",
   /** Its host does not resolve. */

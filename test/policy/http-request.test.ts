@@ -144,6 +144,15 @@ on_http_response:
     expect(header(past, "x-error")).toBe("HTTP_REQUEST_TOO_MANY_REDIRECTS");
   });
 
+  test("a URL that does not interpolate, or interpolates to no URL, fails the request before anything is sent", async () => {
+    seen.length = 0;
+    const missing = await asking(`{ url: "${base}/\${req.headers['x-missing'][0]}" }`).run("on_http_request", requestInput());
+    expect(header(missing, "x-error")).toBe("HTTP_REQUEST_INTERPOLATION_FAILED");
+    const notUrl = await asking(`{ url: "\${req.headers['x-to'][0]}" }`).run("on_http_request", requestInput({ headers: [["x-to", "file:///etc/passwd"]] }));
+    expect(header(notUrl, "x-error")).toBe("HTTP_REQUEST_BAD_URL");
+    expect(seen).toHaveLength(0);
+  });
+
   test("without a client (the offline commands) the action fails as unavailable, and the run goes on", async () => {
     const p = policyOf(`on_http_request:\n  - actions:\n      - type: http-request\n        config: { url: "${base}/" }\n`, { services: defaultServices() });
     const out = await p.run("on_http_request", requestInput());

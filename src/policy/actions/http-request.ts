@@ -66,7 +66,7 @@ export const httpRequest = defineAction({
     const problem = constantUrl !== undefined ? urlProblem(constantUrl) : undefined;
     if (problem) tools.error(["url"], `'${constantUrl}': ${problem}`);
     const timeoutMs = parseDuration(config.timeout);
-    if (timeoutMs === undefined || timeoutMs < MIN_TIMEOUT_MS || timeoutMs > MAX_TIMEOUT_MS) tools.error(["timeout"], `'${config.timeout}' is not a duration from 1s to 30s (such as 3s, 500ms is too short)`);
+    if (timeoutMs === undefined || timeoutMs < MIN_TIMEOUT_MS || timeoutMs > MAX_TIMEOUT_MS) tools.error(["timeout"], `'${config.timeout}' is not a duration from 1s to 30s, such as 3s`);
     // ngrok retries on a CEL condition over the attempts; burrow makes one attempt (said at load, not ignored)
     if (config.retry_condition !== undefined && config.retry_condition.trim() !== "false") tools.error(["retry_condition"], "retry_condition is not in burrow: the request is made once (on_error says what a failure does)");
     if (config.body !== undefined && config.method === "GET") tools.error(["body"], "a GET request has no body: use POST, PUT or PATCH");
@@ -95,7 +95,7 @@ interface RequestPlan {
 /** The request as this run makes it, or the error code and why not. */
 function requestOf(plan: RequestPlan, ctx: ActionContext): OutgoingRequest | { code: HttpRequestErrorCode; message: string } {
   const text = render(plan.url, ctx, "http-request url");
-  if (text === undefined) return { code: HTTP_REQUEST_ERRORS.BAD_URL, message: "the URL did not interpolate" };
+  if (text === undefined) return { code: HTTP_REQUEST_ERRORS.INTERPOLATION, message: "the URL did not interpolate" };
   const problem = urlProblem(text);
   if (problem) return { code: HTTP_REQUEST_ERRORS.BAD_URL, message: problem };
   const url = new URL(text);
@@ -111,11 +111,12 @@ function requestOf(plan: RequestPlan, ctx: ActionContext): OutgoingRequest | { c
   }
   const hops = Number(ctx.bindings.req().header(HOPS_HEADER) ?? "0");
   if (Number.isInteger(hops) && hops >= MAX_HOPS) return { code: HTTP_REQUEST_ERRORS.LOOP, message: `the visitor's request came through ${hops} http-request actions already` };
-  // what ngrok adds: who asked (the visitor's address), that it is a policy's request, and a user agent unless the policy gave one
+  // what ngrok adds, unless the policy gave its own: who asked (the visitor's address) and a user agent; and the loop count, always
   if (!headers.some(([n]) => n === "user-agent")) headers.push(["user-agent", "burrow/http-request"]);
-  headers.push(["x-forwarded-for", ctx.bindings.input.conn.clientIp], [HOPS_HEADER, String(Number.isInteger(hops) && hops > 0 ? hops + 1 : 1)]);
+  if (!headers.some(([n]) => n === "x-forwarded-for")) headers.push(["x-forwarded-for", ctx.bindings.input.conn.clientIp]);
+  headers.push([HOPS_HEADER, String(Number.isInteger(hops) && hops > 0 ? hops + 1 : 1)]);
   const body = plan.body === undefined ? undefined : render(plan.body, ctx, "http-request body");
-  if (plan.body !== undefined && body === undefined) return { code: HTTP_REQUEST_ERRORS.BAD_URL, message: "the body did not interpolate" };
+  if (plan.body !== undefined && body === undefined) return { code: HTTP_REQUEST_ERRORS.INTERPOLATION, message: "the body did not interpolate" };
   return { method: plan.method, url: url.href, headers, body, timeoutMs: plan.timeoutMs, maxRedirects: plan.maxRedirects };
 }
 
