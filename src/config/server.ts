@@ -120,6 +120,8 @@ export interface ServerConfig {
     jwks: { maxBytes: number; timeoutMs: number; maxAgeMs: number };
     /** --policy-connect-max-bytes: what a tcp or tls visitor may send while its on_tcp_connect runs. */
     connectMaxBytes: number;
+    /** The http-request action's requests (--policy-http-request-allow-private, -timeout, -max-bytes, -concurrency, -max-per-run). */
+    httpRequest: { allowPrivate: boolean; timeoutMs: number; maxBytes: number; concurrency: number; maxPerRun: number };
     /** --geoip-db: the MaxMind DB file that answers conn.geo.* (opened at start: edge/traffic-policy/geoip.ts); undefined: none. */
     geoipDb?: string;
     /** Tunnel policies kept compiled (--policy-compiled-kept). */
@@ -325,6 +327,11 @@ const Schema = v.object({
   "policy-pattern-max-steps": bounded("policy-pattern-max-steps", 1000, 10_000_000),
   "policy-jwks-max-bytes": bounded("policy-jwks-max-bytes", 1024, 16_777_216),
   "policy-connect-max-bytes": bounded("policy-connect-max-bytes", 1024, 16_777_216),
+  "policy-http-request-allow-private": v.picklist(["on", "off"], "--policy-http-request-allow-private must be on or off"),
+  "policy-http-request-timeout": bounded("policy-http-request-timeout", 1, 30),
+  "policy-http-request-max-bytes": bounded("policy-http-request-max-bytes", 1024, 16_777_216),
+  "policy-http-request-concurrency": bounded("policy-http-request-concurrency", 1, 10_000),
+  "policy-http-request-max-per-run": bounded("policy-http-request-max-per-run", 1, 64),
   "policy-jwks-timeout": bounded("policy-jwks-timeout", 1, 60),
   "policy-jwks-cache": bounded("policy-jwks-cache", 30, 86_400),
   "policy-rate-limit-buckets": bounded("policy-rate-limit-buckets", 1000, 10_000_000),
@@ -646,6 +653,13 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
       body: { maxBytes: o["policy-body-limit"], timeoutMs: o["policy-body-timeout"] * 1000, memoryBytes: o["policy-body-memory"], responseMaxBytes: o["policy-response-body-limit"] },
       jwks: { maxBytes: o["policy-jwks-max-bytes"], timeoutMs: o["policy-jwks-timeout"] * 1000, maxAgeMs: o["policy-jwks-cache"] * 1000 },
       connectMaxBytes: o["policy-connect-max-bytes"],
+      httpRequest: {
+        allowPrivate: o["policy-http-request-allow-private"] === "on",
+        timeoutMs: o["policy-http-request-timeout"] * 1000,
+        maxBytes: o["policy-http-request-max-bytes"],
+        concurrency: o["policy-http-request-concurrency"],
+        maxPerRun: o["policy-http-request-max-per-run"],
+      },
       geoipDb: o["geoip-db"] || undefined,
       compiledKept: o["policy-compiled-kept"],
       reloadMs: o["policy-reload-interval"],

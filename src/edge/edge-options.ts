@@ -55,7 +55,7 @@ export interface EdgeOptions {
   /** Wrong basic-auth passwords one address may try on a tunnel before it is locked (--basic-auth-limit). */
   basicAuthLimit?: number;
   /** Traffic policies' caps and rate-limit buckets (--policy-*); `connectMaxBytes`: what a tcp or tls visitor may send while its on_tcp_connect runs (the connection doors', tcp.ts). */
-  policy?: Pick<EdgePolicyOptions, "limits" | "rateLimitBuckets" | "compileBudgetMs" | "body" | "rateLimits" | "jwks" | "geoip" | "compiledKept"> & { connectMaxBytes?: number; reloadMs?: number };
+  policy?: Pick<EdgePolicyOptions, "limits" | "rateLimitBuckets" | "compileBudgetMs" | "body" | "rateLimits" | "jwks" | "geoip" | "compiledKept" | "httpRequest"> & { connectMaxBytes?: number; reloadMs?: number };
   /** Scheme and port visitors use, when a proxy in front differs from what the edge listens on. */
   publicUrl?: { scheme: "http" | "https"; port: number };
   /** The direct port for agents (0: any free one); undefined: agents stay on the WebSocket. */

@@ -12,6 +12,7 @@ export type { PolicyResponse } from "./response.ts";
 export { formatPolicyError, POLICY_ERRORS, type PolicyError, type PolicyErrorCode } from "./errors.ts";
 export { DEFAULT_POLICY_LIMITS, MAX_BODY_BYTES, type PolicyLimits } from "./limits.ts";
 export { defaultServices, NOT_SIGNED_IN, RemoteKeySets, type PolicyServices, type OidcAdapter, type OidcRequest, type OidcSettings, type KeySets, type JwksSettings } from "./services.ts";
+export { HTTP_REQUEST_ERRORS, type HttpRequestErrorCode, type OutgoingAnswer, type OutgoingRequest, type OutgoingResult, type PolicyHttpClient } from "./http-client.ts";
 export { MemoryRateLimitStore, type RateLimitStore, type RateLimitVerdict } from "./rate-limit-store.ts";
 export { compressionFor, createCompressor, negotiate, type Coding, type ResponseCompressor } from "./compression.ts";
 export { PHASES, VARIABLES, type Phase } from "./variables.ts";

@@ -8,6 +8,7 @@
  */
 import { createRemoteJWKSet, customFetch, type JWTVerifyGetKey } from "jose";
 import type { GeoLookup } from "./geo.ts";
+import type { PolicyHttpClient } from "./http-client.ts";
 import type { PolicyResponse } from "./response.ts";
 import { MemoryRateLimitStore, type RateLimitStore } from "./rate-limit-store.ts";
 
@@ -81,6 +82,8 @@ export interface PolicyServices {
   basicAuthLimit: number;
   /** Answers conn.geo.* (the server's --geoip-db); none: a policy that reads them is refused at load (load.ts). */
   geo?: GeoLookup;
+  /** Sends the http-request action's requests within the server's bounds (edge/traffic-policy/outgoing-requests.ts); none: the action fails (HTTP_REQUEST_UNAVAILABLE). */
+  httpRequests?: PolicyHttpClient;
 }
 
 /** A fetch that reads at most `maxBytes` of the answer. */

@@ -10,7 +10,9 @@
  * is then sent to the address that was checked, so a name that answers
  * differently a moment later (DNS rebinding) reaches nothing new. An https
  * URL is fetched by name: the certificate must be valid for that name,
- * which no internal service's is.
+ * which no internal service's is. The traffic policies' http-request
+ * action goes by the same rules, under its own flag
+ * (--policy-http-request-allow-private).
  */
 import { lookup } from "node:dns/promises";
 import ipaddr from "ipaddr.js";
@@ -21,22 +23,22 @@ import { bareHost, isLocalName, isPublicAddress } from "../validate/webhook-url.
  * A refused address is named (it is the admin's or user's own URL), the
  * URL's path and query never (they may hold a receiver's token).
  */
-export async function resolveDestination(url: URL, allowPrivate: boolean): Promise<{ address: string } | { problem: string }> {
+export async function resolveDestination(url: URL, allowPrivate: boolean, flag = "--webhook-allow-private"): Promise<{ address: string; addresses: string[] } | { problem: string; refused: boolean }> {
   const host = bareHost(url.hostname);
-  if (!allowPrivate && isLocalName(host)) return { problem: `${host} is this machine: refused (--webhook-allow-private allows it)` };
+  if (!allowPrivate && isLocalName(host)) return { problem: `${host} is this machine: refused (${flag} allows it)`, refused: true };
   let addresses: string[];
   if (ipaddr.isValid(host)) addresses = [host];
   else {
     try {
       addresses = (await lookup(host, { all: true, verbatim: true })).map((a) => a.address);
     } catch (err) {
-      return { problem: `${host} does not resolve (${(err as { code?: string }).code ?? "lookup failed"})` };
+      return { problem: `${host} does not resolve (${(err as { code?: string }).code ?? "lookup failed"})`, refused: false };
     }
   }
-  if (addresses.length === 0) return { problem: `${host} has no address` };
+  if (addresses.length === 0) return { problem: `${host} has no address`, refused: false };
   if (!allowPrivate) {
     const refused = addresses.find((a) => !isPublicAddress(a));
-    if (refused !== undefined) return { problem: `${host} is ${refused}, not a public address: refused (--webhook-allow-private allows it)` };
+    if (refused !== undefined) return { problem: `${host} is ${refused}, not a public address: refused (${flag} allows it)`, refused: true };
   }
-  return { address: addresses[0]! };
+  return { address: addresses[0]!, addresses };
 }

@@ -66,12 +66,12 @@ export async function postSigned(target: string, body: string, headers: Record<s
   } catch (err) {
     const durationMs = took();
     if (signal.aborted) return { ok: false, durationMs, error: `no answer within ${limits.timeoutMs / 1000} s` };
-    return { ok: false, durationMs, error: describe(err) };
+    return { ok: false, durationMs, error: describeFetchError(err) };
   }
 }
 
 /** The body up to `max` bytes; the rest is not read (the connection is dropped rather than drained). */
-async function readCapped(res: Response, max: number): Promise<{ text: string; tooLarge: boolean }> {
+export async function readCapped(res: Response, max: number): Promise<{ text: string; tooLarge: boolean }> {
   if (!res.body) return { text: "", tooLarge: false };
   const reader = res.body.getReader();
   const chunks: Uint8Array[] = [];
@@ -90,7 +90,7 @@ async function readCapped(res: Response, max: number): Promise<{ text: string; t
 }
 
 /** A fetch failure in a few words: its code (ECONNREFUSED, ...) rather than a message that may repeat the URL. */
-function describe(err: unknown): string {
+export function describeFetchError(err: unknown): string {
   const code = (err as { code?: unknown }).code;
   // Bun says ECONNREFUSED (fetch) or ConnectionRefused (older releases): either is the receiver not listening
   if (typeof code === "string" && code !== "") return code === "ConnectionRefused" || code === "ECONNREFUSED" ? "connection refused" : code;

@@ -12,6 +12,7 @@ import { JWKS_MAX_AGE_MS, JWKS_TIMEOUT_MS, MAX_JWKS_BYTES } from "../../src/poli
 import { UsageError } from "../../src/usage-error.ts";
 import { DEFAULT_COMPILED_KEPT } from "../../src/edge/traffic-policy/edge-policies.ts";
 import { POLL_MS } from "../../src/edge/traffic-policy/operator-layers.ts";
+import { DEFAULT_OUTGOING_LIMITS } from "../../src/edge/traffic-policy/outgoing-requests.ts";
 
 const parse = (argv: string[], env: Record<string, string> = {}) => {
   const r = parseServerConfig(argv, env);
@@ -54,6 +55,19 @@ test("--policy-connect-max-bytes: 64 KiB by default, from the flag or BURROW_POL
   expect(parse(["--policy-connect-max-bytes", "4096"]).policy.connectMaxBytes).toBe(4096);
   expect(parse([], { BURROW_POLICY_CONNECT_MAX_BYTES: "16777216" }).policy.connectMaxBytes).toBe(16_777_216);
   expect(() => parse(["--policy-connect-max-bytes", "1023"])).toThrow("--policy-connect-max-bytes must be a whole number from 1024 to 16777216");
+});
+
+test("--policy-http-request-*: by default the edge's own (inside addresses refused, 10 s, 256 KiB, 64 at once, 8 a run); each from its flag or BURROW_ variable; out of range a usage error", () => {
+  expect(parse([]).policy.httpRequest).toEqual(DEFAULT_OUTGOING_LIMITS);
+  expect(DEFAULT_OUTGOING_LIMITS.allowPrivate).toBe(false);
+  const set = ["--policy-http-request-allow-private", "on", "--policy-http-request-timeout", "30", "--policy-http-request-max-bytes", "1024", "--policy-http-request-concurrency", "1", "--policy-http-request-max-per-run", "64"];
+  expect(parse(set).policy.httpRequest).toEqual({ allowPrivate: true, timeoutMs: 30_000, maxBytes: 1024, concurrency: 1, maxPerRun: 64 });
+  expect(parse([], { BURROW_POLICY_HTTP_REQUEST_ALLOW_PRIVATE: "on", BURROW_POLICY_HTTP_REQUEST_TIMEOUT: "1" }).policy.httpRequest).toMatchObject({ allowPrivate: true, timeoutMs: 1000 });
+  expect(() => parse(["--policy-http-request-allow-private", "yes"])).toThrow("--policy-http-request-allow-private must be on or off");
+  expect(() => parse(["--policy-http-request-timeout", "31"])).toThrow("--policy-http-request-timeout must be a whole number from 1 to 30");
+  expect(() => parse(["--policy-http-request-max-bytes", "1023"])).toThrow("--policy-http-request-max-bytes must be a whole number from 1024");
+  expect(() => parse(["--policy-http-request-concurrency", "0"])).toThrow("--policy-http-request-concurrency must be a whole number from 1");
+  expect(() => parse(["--policy-http-request-max-per-run", "65"])).toThrow("--policy-http-request-max-per-run must be a whole number from 1 to 64");
 });
 
 test.each([

@@ -63,7 +63,7 @@ describe("burrow policy check", () => {
       `${bad}:4:35: undeclared reference to 'req.nope' (req's variables are req.method, req.version, req.url, req.url.scheme, req.url.host, req.url.port, ...) (rule api) [CEL_TYPE]\n` +
         "    req.method == 'GET' && req.nope\n" +
         `    ${" ".repeat(26)}^\n` +
-        `${bad}:6:15: burrow has no action 'forward-internal': burrow has no internal endpoints: a tunnel forwards to its agent (it has add-headers, basic-auth, circuit-breaker, close-connection, compress-response, custom-response, deny, jwt-validation, log, openid-connect, rate-limit, redirect, remove-headers, request-body-find-replace, response-body-find-replace, restrict-ips, set-vars, url-rewrite, verify-webhook) (rule api) [ACTION_UNKNOWN]\n`,
+        `${bad}:6:15: burrow has no action 'forward-internal': burrow has no internal endpoints: a tunnel forwards to its agent (it has add-headers, basic-auth, circuit-breaker, close-connection, compress-response, custom-response, deny, http-request, jwt-validation, log, openid-connect, rate-limit, redirect, remove-headers, request-body-find-replace, response-body-find-replace, restrict-ips, set-vars, url-rewrite, verify-webhook) (rule api) [ACTION_UNKNOWN]\n`,
     );
   });
 

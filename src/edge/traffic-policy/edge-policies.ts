@@ -20,6 +20,7 @@ import { hostnameCovers } from "../../validate/hostname.ts";
 import type { Tunnel } from "../registry.ts";
 import { BodyMemory, DEFAULT_RESPONSE_BODY_BYTES, type BodyReading } from "./body-reading.ts";
 import { policiesChanged } from "./live-rejudge.ts";
+import { OutgoingRequests, type OutgoingLimits } from "./outgoing-requests.ts";
 import { PolicySignIn } from "./oidc-sign-in.ts";
 import { TunnelPolicy } from "./tunnel-policy.ts";
 
@@ -55,6 +56,8 @@ export interface EdgePolicyOptions {
   geoip?: GeoLookup;
   /** Tunnel policies kept compiled (--policy-compiled-kept). */
   compiledKept?: number;
+  /** The http-request action's requests: where they may go and their bounds (--policy-http-request-*). */
+  httpRequest?: Partial<OutgoingLimits>;
 }
 
 /** --policy-body-timeout's and --policy-body-memory's defaults (--policy-body-limit's is the engine's MAX_BODY_BYTES). */
@@ -115,6 +118,7 @@ export class EdgePolicies {
       // openid-connect: the edge's own sign-in (today's --oidc-issuer), plain-http issuers as the server allows them
       oidc: new PolicySignIn(opts.httpLoopback ?? false),
       geo: opts.geoip,
+      httpRequests: new OutgoingRequests(opts.httpRequest),
     });
   }
 

@@ -6,6 +6,7 @@ import { closeConnection } from "./close-connection.ts";
 import { compressResponse } from "./compress-response.ts";
 import { customResponse } from "./custom-response.ts";
 import { deny } from "./deny.ts";
+import { httpRequest } from "./http-request.ts";
 import { jwtValidation } from "./jwt-validation.ts";
 import { log } from "./log.ts";
 import { openidConnect } from "./openid-connect.ts";
@@ -21,13 +22,12 @@ import { urlRewrite } from "./url-rewrite.ts";
 import { verifyWebhook } from "./verify-webhook.ts";
 
 export const ACTIONS: ReadonlyMap<string, ActionDefinition> = new Map(
-  [addHeaders, basicAuth, circuitBreaker, closeConnection, compressResponse, customResponse, deny, jwtValidation, log, openidConnect, rateLimit, redirect, removeHeaders, requestBodyFindReplace, responseBodyFindReplace, restrictIps, setVars, urlRewrite, verifyWebhook].map((a) => [a.type, a]),
+  [addHeaders, basicAuth, circuitBreaker, closeConnection, compressResponse, customResponse, deny, httpRequest, jwtValidation, log, openidConnect, rateLimit, redirect, removeHeaders, requestBodyFindReplace, responseBodyFindReplace, restrictIps, setVars, urlRewrite, verifyWebhook].map((a) => [a.type, a]),
 );
 
 /** ngrok's actions burrow does not have, with why: said when a policy names one. */
 export const NOT_IN_BURROW: Readonly<Record<string, string>> = {
   "forward-internal": "burrow has no internal endpoints: a tunnel forwards to its agent",
-  "http-request": "the edge makes no requests of its own for a policy",
   oauth: "use openid-connect with your provider",
   saml: "not in burrow",
   "owasp-crs-request": "not in burrow",
