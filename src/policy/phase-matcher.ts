@@ -15,8 +15,8 @@
  * rule it hands back is judged on the same state.
  */
 import type { Bindings } from "./context.ts";
+import type { CompiledExpression } from "./cel/compile.ts";
 import { CodeScope, fastCode } from "./cel/fast.ts";
-import type { CompiledRule } from "./policy.ts";
 import type { Phase } from "./variables.ts";
 
 /**
@@ -26,10 +26,15 @@ import type { Phase } from "./variables.ts";
  */
 export type PhaseMatcher = (b: Bindings, from: number) => number;
 
+/** What the matcher reads of a rule (policy.ts CompiledRule): its expressions. */
+export interface RuleConditions {
+  readonly expressions: readonly CompiledExpression[];
+}
+
 /** Past this much code a phase is not written as one function (a JIT compiles a function past some size at its lowest tier only): the run judges each rule itself. */
 const MAX_SOURCE = 256 * 1024;
 
-export function phaseMatcher(rules: readonly CompiledRule[], phase: Phase): PhaseMatcher {
+export function phaseMatcher(rules: readonly RuleConditions[], phase: Phase): PhaseMatcher {
   const scope = new CodeScope();
   const n = rules.length;
   let body = "";
@@ -46,7 +51,7 @@ export function phaseMatcher(rules: readonly CompiledRule[], phase: Phase): Phas
  * expression is false (the next rule's case follows), `return i` when all
  * are true, `return -1 - i` at the first without an answer.
  */
-function ruleCode(rule: CompiledRule, i: number, phase: Phase, scope: CodeScope): string {
+function ruleCode(rule: RuleConditions, i: number, phase: Phase, scope: CodeScope): string {
   let code = "";
   for (const e of rule.expressions) {
     const fast = e.tree && fastCode(e.tree, phase, scope);
