@@ -19,7 +19,7 @@ import { phaseVariables, type Phase } from "../variables.ts";
 import { CheckProblem, Checker } from "./check.ts";
 import { Bindings } from "../context.ts";
 import { charge, evaluating, type EvaluationScope } from "./evaluation.ts";
-import { compileFast, type FastEvaluation } from "./fast.ts";
+import { CodeScope, fastCode, type FastEvaluation } from "./fast.ts";
 import { POLICY_FUNCTIONS } from "./functions.ts";
 import { eachPart, expandMacros } from "./macros.ts";
 
@@ -55,7 +55,7 @@ export interface CompiledExpression {
   evaluate(scope: EvaluationTarget): CelResult;
   /** Evaluates by @bufbuild/cel alone (what the fast path is checked against). */
   evaluateByCel(scope: EvaluationTarget): CelResult;
-  /** The compiled fast path of its shape (cel/fast.ts), or undefined: it has another. */
+  /** The compiled fast path of its shape (cel/fast.ts), made when first asked for, or undefined: it has another. */
   readonly fast: FastEvaluation | undefined;
   /** The parsed tree of an expression with a fast path, which a phase's matcher writes its own code from (policy/phase-matcher.ts); undefined without one. */
   readonly tree: Expr | undefined;
@@ -104,20 +104,35 @@ export function compileExpression(text: string, phase: Phase, purpose: Purpose, 
   if (purpose === "condition" && !(t.kind === "scalar" && (t.scalar === "bool" || t.scalar === "dyn"))) {
     return { kind: "type", message: `a rule's expression must be true or false; this one is a ${t.toString()}`, offset: 0 };
   }
-  // the fast path is read off the tree as parsed, before the step counter is woven into it
-  const fast = compileFast(parsed.expr, phase);
+  // the fast path is read off the tree as parsed, before the step counter is woven into it; its function is made when first
+  // asked for (a value's, a condition CEL must judge): a phase's conditions run in the phase's own (policy/phase-matcher.ts)
+  const scope = new CodeScope();
+  const code = fastCode(parsed.expr, phase, scope);
+  let fast: FastEvaluation | undefined;
+  const fastPath = code === undefined ? undefined : () => (fast ??= scope.make<FastEvaluation>("b", `return ${code};`));
   const run = plan(env, withStepCounter(expandMacros(parsed.expr)));
   const byCel = (scope: EvaluationTarget): CelResult => evaluating(scope, run, scope.variables as Parameters<typeof run>[0]);
-  const evaluate = fast
+  const evaluate = fastPath
     ? (scope: EvaluationTarget): CelResult => {
         if (scope instanceof Bindings) {
-          const value = fast(scope);
+          const value = fastPath()(scope);
           if (value !== undefined) return value as CelResult;
         }
         return byCel(scope);
       }
     : byCel;
-  return { text, type: t, cost: checked.cost, evaluate, evaluateByCel: byCel, fast, tree: fast ? parsed.expr : undefined, reads: checked.reads };
+  return {
+    text,
+    type: t,
+    cost: checked.cost,
+    evaluate,
+    evaluateByCel: byCel,
+    get fast() {
+      return fastPath?.();
+    },
+    tree: fastPath ? parsed.expr : undefined,
+    reads: checked.reads,
+  };
 }
 
 /** The parser's error, at its column (its messages say what it found and what it expected). */
