@@ -133,6 +133,20 @@ on_http_request:
   });
 });
 
+describe("http-request retry_condition: the run's evaluation budget", () => {
+  test("each evaluation spends the run's budget: a condition of some 80 units (a 40-entry list and 40 loop steps) under a limit of 100 allows one retry, not the three it asks for, and the run then ends over budget (500)", async () => {
+    const at = path("/down");
+    const p = policyOf(`on_http_request:\n  - actions:\n      - type: http-request\n        config: { url: "${base}${at}", retry_condition: "lists.range(40).all(x, x >= 0)" }\n`, {
+      services: loopbackServices(),
+      limits: { costLimit: 100 },
+    });
+    const out = await p.run("on_http_request", requestInput());
+    expect(hits.get(at)).toBe(2);
+    expect(out.verdict.kind === "respond" && out.verdict.response.status).toBe(500);
+    expect(out.problems.map((x) => x.code)).toContain("COST_EXCEEDED");
+  });
+});
+
 describe("http-request retry_condition: checked at load against its own variables", () => {
   const errors = (condition: string) =>
     errorsOf(`on_http_request:\n  - actions:\n      - type: http-request\n        config:\n          url: "https://api.example.com/"\n          retry_condition: "${condition}"\n`);
