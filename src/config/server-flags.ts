@@ -698,7 +698,7 @@ export const SERVER_FLAGS = {
     arg: "N",
     default: "8",
     help: "requests the http-request actions of one phase of one policy may make for one visitor's request",
-    details: "1 to 64. Past it the next fails (HTTP_REQUEST_TOO_MANY): a policy of many rules cannot make one visitor's request into a flood at another's service.",
+    details: "1 to 64. Each attempt a retry_condition asks for counts. Past it the next fails (HTTP_REQUEST_TOO_MANY), or a retry is not made: a policy of many rules cannot make one visitor's request into a flood at another's service.",
   },
   "policy-connect-max-bytes": {
     type: "string",

@@ -195,11 +195,12 @@ function compileRule(rule: RuleShape, phase: Phase, index: number, c: RuleContex
       phase,
       limits: c.limits,
       key: `${c.key}/${phase}/${index}/${i}`,
-      expression(text, sub, purpose) {
-        const out = compileExpression(text, phase, purpose, c.limits);
-        const geo = "kind" in out ? undefined : geoUnanswered(out, c);
+      expression(text, sub, purpose, own) {
+        const out = compileExpression(text, own ?? phase, purpose, c.limits);
+        const geo = "kind" in out || own ? undefined : geoUnanswered(out, c);
         if (!("kind" in out) && !geo) {
-          readBy(c.reads, out);
+          // what the policy reads of a run: an action's own variables are none of it
+          if (!own) readBy(c.reads, out);
           return out;
         }
         actionFailed = true;

@@ -19,14 +19,14 @@ export interface TwoNodes {
   stop(): Promise<void>;
 }
 
-export async function startTwoNodes(opts: { ids: readonly [string, string]; secret: string }): Promise<TwoNodes> {
+export async function startTwoNodes(opts: { ids: readonly [string, string]; secret: string; /** More flags for each node, in the ids' order. */ args?: readonly [readonly string[], readonly string[]] }): Promise<TwoNodes> {
   const pg = await startPostgres();
   try {
     const url = await pg.newDatabase();
     const ports = freeRange(2);
     const started = await Promise.allSettled(
       opts.ids.map((id, i) =>
-        startServer({ args: ["--database", url, "--node-id", id, "--http-port", String(ports.first + i), "--node-url", `http://127.0.0.1:${ports.first + i}`, "--cluster-secret", opts.secret] }),
+        startServer({ args: ["--database", url, "--node-id", id, "--http-port", String(ports.first + i), "--node-url", `http://127.0.0.1:${ports.first + i}`, "--cluster-secret", opts.secret, ...(opts.args?.[i] ?? [])] }),
       ),
     );
     const nodes = started.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));

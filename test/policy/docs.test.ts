@@ -6,6 +6,7 @@
 import { expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { RETRY_VARIABLES } from "../../src/policy/actions/http-request-retry.ts";
 import { ACTIONS, DEFAULT_POLICY_LIMITS, NOT_IN_BURROW, VARIABLES } from "../../src/policy/index.ts";
 
 const page = readFileSync(join(import.meta.dir, "..", "..", "docs", "policy.md"), "utf8");
@@ -13,6 +14,10 @@ const page = readFileSync(join(import.meta.dir, "..", "..", "docs", "policy.md")
 test("every variable is in docs/policy.md (a family's members as `.member` on its row)", () => {
   const missing = Object.keys(VARIABLES).filter((name) => !page.includes(`\`${name}\``) && !page.includes(`\`.${name.split(".").pop()}\``) && !page.includes(`\`${name}.`));
   expect(missing).toEqual([]);
+});
+
+test("every variable of http-request's retry_condition is in docs/policy.md", () => {
+  expect(Object.keys(RETRY_VARIABLES).filter((name) => !page.includes(`\`${name}\``))).toEqual([]);
 });
 
 test("every action has its section, and every ngrok action burrow lacks is in the comparison", () => {

@@ -11,8 +11,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { lookup } from "node:dns/promises";
 import { hostname } from "node:os";
-import { OutgoingRequests, type OutgoingLimits } from "../../src/edge/traffic-policy/outgoing-requests.ts";
-import { defaultServices, type Outcome } from "../../src/policy/index.ts";
+import { OutgoingRequests } from "../../src/edge/traffic-policy/outgoing-requests.ts";
+import { defaultServices } from "../../src/policy/index.ts";
+import { asking, header, loopbackClient, loopbackServices } from "./http-request-harness.ts";
 import { answered, errorsOf, policyOf, requestInput } from "./policy-harness.ts";
 
 let target: ReturnType<typeof Bun.serve>;
@@ -47,29 +48,9 @@ beforeAll(() => {
 
 afterAll(() => target?.stop(true));
 
-const client = (limits: Partial<OutgoingLimits> = {}) => new OutgoingRequests({ allowPrivate: true, ...limits });
-const services = (limits: Partial<OutgoingLimits> = {}) => defaultServices({ httpRequests: client(limits) });
+const client = loopbackClient;
+const services = loopbackServices;
 
-/** A policy whose first rule makes the request and whose second tells what it read, in headers. */
-function asking(config: string, limits: Partial<OutgoingLimits> = {}) {
-  return policyOf(
-    `
-on_http_request:
-  - actions:
-      - type: http-request
-        config: ${config}
-  - actions:
-      - type: add-headers
-        config:
-          headers:
-            x-status: "\${has(actions.ngrok.http_request.res) ? string(actions.ngrok.http_request.res.status_code) : 'none'}"
-            x-error: "\${has(actions.ngrok.http_request.error) ? actions.ngrok.http_request.error.code : 'none'}"
-`,
-    { services: services(limits) },
-  );
-}
-
-const header = (out: Outcome, name: string) => out.request!.headers.find(([n]) => n === name)?.[1];
 
 describe("http-request: what it sends and what later rules read", () => {
   test("the URL, query parameters, headers and body are interpolated; the answer's status, headers and body are read by the next rule", async () => {
@@ -309,8 +290,7 @@ describe("http-request: its config, checked at load", () => {
     expect(errors(`{ url: "https://api.example.com", query_params: [${params}] }`)).toHaveLength(1);
   });
 
-  test("what burrow does not do is said, not ignored: retry_condition, a GET with a body, on_tcp_connect", () => {
-    expect(errors(`{ url: "https://api.example.com", retry_condition: "last_attempt.res.status_code == 500" }`)[0]![3]).toContain("retry_condition is not in burrow");
+  test("what burrow does not do is said, not ignored: a GET with a body, on_tcp_connect, the edge's own headers", () => {
     expect(errors(`{ url: "https://api.example.com", body: "x" }`)[0]![3]).toContain("a GET request has no body");
     expect(errors(`{ url: "https://api.example.com" }`, "on_tcp_connect")[0]![0]).toBe("ACTION_PHASE");
     expect(errors(`{ url: "https://api.example.com", headers: { host: x } }`)[0]![3]).toContain("set by the edge");

@@ -6,13 +6,16 @@
  * fails (no answer, too slow, too large, refused address) is told in
  * `error`; `on_error: halt` then ends the run with 502 (504 for a
  * timeout), `continue` (the default) goes on. Any answer, a 500 too, is
- * an answer: the rules judge its status. The request itself is the
+ * an answer: the rules judge its status; `retry_condition` may ask for
+ * more attempts (http-request-retry.ts). The request itself is the
  * edge's (services.httpRequests): where it may go and its bounds are the
  * server's --policy-http-request-* flags.
  */
 import * as v from "valibot";
 import type { Template } from "../cel/template.ts";
-import { HTTP_REQUEST_ERRORS, type HttpRequestErrorCode, type OutgoingAnswer, type OutgoingRequest } from "../http-client.ts";
+import type { CompiledExpression } from "../cel/compile.ts";
+import { HTTP_REQUEST_ERRORS, type HttpRequestErrorCode, type OutgoingAnswer, type OutgoingRequest, type OutgoingResult } from "../http-client.ts";
+import { MAX_RETRIES, RETRY_CONDITION, retryWanted } from "./http-request-retry.ts";
 import { compileHeaderMap, MAX_HEADERS_PER_ACTION, parseDuration, render, renderHeaderValue } from "./common.ts";
 import { defineAction, textResponse, type ActionContext, type ActionResult } from "./types.ts";
 
@@ -67,16 +70,17 @@ export const httpRequest = defineAction({
     if (problem) tools.error(["url"], `'${constantUrl}': ${problem}`);
     const timeoutMs = parseDuration(config.timeout);
     if (timeoutMs === undefined || timeoutMs < MIN_TIMEOUT_MS || timeoutMs > MAX_TIMEOUT_MS) tools.error(["timeout"], `'${config.timeout}' is not a duration from 1s to 30s, such as 3s`);
-    // ngrok retries on a CEL condition over the attempts; burrow makes one attempt (said at load, not ignored)
-    if (config.retry_condition !== undefined && config.retry_condition.trim() !== "false") tools.error(["retry_condition"], "retry_condition is not in burrow: the request is made once (on_error says what a failure does)");
+    // its own variables (the attempts), checked at load; "false", ngrok's default, is one attempt with nothing to evaluate
+    const asked = config.retry_condition !== undefined && config.retry_condition.trim() !== "false";
+    const retry = asked ? tools.expression(config.retry_condition!, ["retry_condition"], "condition", RETRY_CONDITION) : undefined;
     if (config.body !== undefined && config.method === "GET") tools.error(["body"], "a GET request has no body: use POST, PUT or PATCH");
     // the loop count is the edge's to keep: a policy that set it could make its requests loop
     for (const name of Object.keys(config.headers ?? {})) if (name.toLowerCase() === HOPS_HEADER) tools.error(["headers", name], `the header ${HOPS_HEADER} is set by the edge (it counts the requests a visitor's has caused)`);
     const headers = compileHeaderMap(config.headers, "headers", tools);
     const query = config.query_params.map((p, i) => [tools.template(p.key, ["query_params", i, "key"]), tools.template(p.value, ["query_params", i, "value"])] as const);
     const body = config.body === undefined ? undefined : tools.template(config.body, ["body"]);
-    if (!url || problem || timeoutMs === undefined || query.some(([k, x]) => !k || !x) || (config.body !== undefined && !body)) return undefined;
-    const plan: RequestPlan = { url, method: config.method, headers, query: query as [Template, Template][], body, timeoutMs, maxRedirects: config.max_redirects, halt: config.on_error === "halt" };
+    if (!url || problem || timeoutMs === undefined || query.some(([k, x]) => !k || !x) || (config.body !== undefined && !body) || (asked && !retry)) return undefined;
+    const plan: RequestPlan = { url, method: config.method, headers, query: query as [Template, Template][], body, timeoutMs, maxRedirects: config.max_redirects, halt: config.on_error === "halt", retry };
     return { type: "http-request", run: (ctx) => send(plan, ctx) };
   },
 });
@@ -90,6 +94,8 @@ interface RequestPlan {
   timeoutMs: number;
   maxRedirects: number;
   halt: boolean;
+  /** retry_condition, compiled; none: one attempt. */
+  retry?: CompiledExpression;
 }
 
 /** The request as this run makes it, or the error code and why not. */
@@ -131,7 +137,7 @@ function headerMap(headers: readonly [string, string][]): Map<string, string[]> 
   return out;
 }
 
-/** Requests each run has made (a run is its bindings: one object a phase of a policy). */
+/** Requests each run has made (a run is its bindings: one object a phase of a policy); every attempt counts. */
 const made = new WeakMap<object, number>();
 
 async function send(plan: RequestPlan, ctx: ActionContext): Promise<ActionResult> {
@@ -140,16 +146,36 @@ async function send(plan: RequestPlan, ctx: ActionContext): Promise<ActionResult
   const req = { method: request.method, header: headerMap(request.headers), url: request.url, body: request.body ?? "" };
   const client = ctx.services.httpRequests;
   if (!client) return failed(plan, ctx, req, HTTP_REQUEST_ERRORS.UNAVAILABLE, "this server makes no requests for a policy");
-  const count = made.get(ctx.bindings) ?? 0;
-  if (count >= client.maxPerRun) return failed(plan, ctx, req, HTTP_REQUEST_ERRORS.TOO_MANY, `this run made ${client.maxPerRun} requests already (--policy-http-request-max-per-run)`);
-  made.set(ctx.bindings, count + 1);
-  const result = await client.send(request);
   // the host, never the path or query (they may carry a token)
   const where = `${request.method} ${new URL(request.url).host}`;
-  if (!result.ok) return failed(plan, ctx, req, result.code, result.message, where);
+  // the action's timeout is the whole exchange's, every attempt's together (ngrok's)
+  const deadline = performance.now() + Math.min(plan.timeoutMs, client.maxTimeoutMs);
+  const answers: OutgoingAnswer[] = [];
+  let result: OutgoingResult | undefined;
+  let attempts = 0;
+  let capped = false;
+  for (;;) {
+    const count = made.get(ctx.bindings) ?? 0;
+    if (count >= client.maxPerRun) {
+      capped = true;
+      break;
+    }
+    made.set(ctx.bindings, count + 1);
+    attempts++;
+    result = await client.send(attempts === 1 ? request : { ...request, timeoutMs: Math.max(1, Math.round(deadline - performance.now())) });
+    if (result.ok) answers.push(result.answer);
+    if (!plan.retry || attempts > MAX_RETRIES || deadline - performance.now() < 1) break;
+    const facts = result.ok ? { attempts, req, res: response(result.answer) } : { attempts, req, error: `${result.code}: ${result.message}` };
+    const wanted = retryWanted(plan.retry, facts, ctx.bindings);
+    if (wanted.problem) ctx.problem(wanted.problem);
+    if (!wanted.retry) break;
+  }
+  const tries = attempts > 1 ? ` (${attempts} attempts${capped ? ", the run's cap of requests stopped another" : ""})` : "";
+  if (!result) return failed(plan, ctx, req, HTTP_REQUEST_ERRORS.TOO_MANY, `this run made ${client.maxPerRun} requests already (--policy-http-request-max-per-run)`);
+  if (!result.ok) return failed(plan, ctx, req, result.code, `${result.message}${tries}`, where, answers);
   const a = result.answer;
-  ctx.setVariables("http_request", { req, res: response(a), attempts: [attempt(a)] });
-  return { kind: "continue", note: `${where}: ${a.status} in ${a.timeMs} ms` };
+  ctx.setVariables("http_request", { req, res: response(a), attempts: answers.map(attempt) });
+  return { kind: "continue", note: `${where}: ${a.status} in ${a.timeMs} ms${tries}` };
 }
 
 function response(a: OutgoingAnswer) {
@@ -161,8 +187,8 @@ function attempt(a: OutgoingAnswer) {
 }
 
 /** A request that got no usable answer: told in the variables; halt ends the run (502, 504 for a timeout), continue goes on. */
-function failed(plan: RequestPlan, ctx: ActionContext, req: unknown, code: HttpRequestErrorCode, message: string, where = "http-request"): ActionResult {
-  ctx.setVariables("http_request", { ...(req ? { req } : {}), attempts: [], error: { code, message } });
+function failed(plan: RequestPlan, ctx: ActionContext, req: unknown, code: HttpRequestErrorCode, message: string, where = "http-request", answers: OutgoingAnswer[] = []): ActionResult {
+  ctx.setVariables("http_request", { ...(req ? { req } : {}), attempts: answers.map(attempt), error: { code, message } });
   const note = `${where} failed: ${code}: ${message}`;
   if (!plan.halt) return { kind: "continue", note };
   ctx.problem(note);

@@ -8,7 +8,7 @@
  * (on_tcp_connect) its connection is closed. No action touches a socket.
  */
 import type * as v from "valibot";
-import type { CompiledExpression } from "../cel/compile.ts";
+import type { CompiledExpression, OwnVariables } from "../cel/compile.ts";
 import type { Template } from "../cel/template.ts";
 import type { Bindings } from "../context.ts";
 import type { Coding } from "../compression.ts";
@@ -69,7 +69,8 @@ export interface CompileTools {
   readonly limits: PolicyLimits;
   /** A stable name for this action's state across reloads of the same policy (rate-limit buckets). */
   readonly key: string;
-  expression(text: string, at: readonly PathKey[], purpose: "condition" | "value"): CompiledExpression | undefined;
+  /** CEL against the phase's variables, or `own`: variables the action gives it (http-request's retry_condition). */
+  expression(text: string, at: readonly PathKey[], purpose: "condition" | "value", own?: OwnVariables): CompiledExpression | undefined;
   template(text: string, at: readonly PathKey[]): Template | undefined;
   /** A mistake in the config at `at` (relative to `config`); the action is refused. */
   error(at: readonly PathKey[], message: string): void;

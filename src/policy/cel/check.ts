@@ -164,6 +164,24 @@ export class Checker {
     return `undeclared reference to '${name}'${hint}`;
   }
 
+  /**
+   * A map whose fields are declared one by one (http-request's
+   * `last_attempt.res` and its `status_code`, ...) is checked as a record:
+   * a field it does not declare is a mistake, refused at load.
+   */
+  private knownField(qualified: string, e: Expr): void {
+    const parts = qualified.split(".");
+    for (let n = parts.length - 1; n >= 1; n--) {
+      const prefix = parts.slice(0, n).join(".");
+      const t = this.variables[prefix];
+      if (t === undefined) continue;
+      if (t.kind !== "map") return;
+      const fields = Object.keys(this.variables).filter((v) => v.startsWith(`${prefix}.`));
+      if (fields.length > 0) throw new CheckProblem(`'${qualified}' is not a field of ${prefix}; its fields are ${fields.map((f) => f.slice(prefix.length + 1)).join(", ")}`, e.id, "type");
+      return;
+    }
+  }
+
   private select(e: Expr, operand: Expr, field: string, testOnly: boolean, depth: number): Info {
     // a qualified name is resolved whole first (req.url.path is a variable of its own)
     const qualified = testOnly ? undefined : qualifiedName(e);
@@ -181,6 +199,7 @@ export class Checker {
         let known = false;
         for (let n = parts.length - 1; n >= 1 && !known; n--) known = this.variables[parts.slice(0, n).join(".")] !== undefined || VARIABLES[parts.slice(0, n).join(".")] !== undefined;
         if (!known) throw new CheckProblem(this.unknownName(qualified), e.id, "type");
+        this.knownField(qualified, e);
       }
     }
     const of = this.walk(operand, depth + 1);

@@ -63,19 +63,35 @@ export interface CompiledExpression {
   readonly reads: ReadonlySet<string>;
 }
 
-const environments = new Map<Phase, CelEnv>();
+/**
+ * The variables of an expression an action evaluates against values of
+ * its own rather than a phase's (http-request's `retry_condition` reads
+ * the attempts it made): declared once, as a phase's are, and checked the
+ * same way. `name` is what a refusal calls it.
+ */
+export interface OwnVariables {
+  readonly name: string;
+  readonly variables: Readonly<Record<string, CelType>>;
+}
 
-/** The environment of a phase: its variables, CEL's standard functions, the strings extension and ours. */
-export function phaseEnvironment(phase: Phase): CelEnv {
-  let env = environments.get(phase);
+/** Where an expression is evaluated: a phase of a policy, or an action's own variables. */
+export type ExpressionScope = Phase | OwnVariables;
+
+const environments = new Map<ExpressionScope, CelEnv>();
+
+/** The environment of a phase (or an action's own variables): its variables, CEL's standard functions, the strings extension and ours. */
+export function phaseEnvironment(scope: ExpressionScope): CelEnv {
+  let env = environments.get(scope);
   if (!env) {
-    env = celEnv({ variables: phaseVariables(phase), funcs: [...POLICY_FUNCTIONS, stepFunction] });
-    environments.set(phase, env);
+    env = celEnv({ variables: variablesOf(scope), funcs: [...POLICY_FUNCTIONS, stepFunction] });
+    environments.set(scope, env);
   }
   return env;
 }
 
-export function compileExpression(text: string, phase: Phase, purpose: Purpose, limits: PolicyLimits): CompiledExpression | CompileProblem {
+const variablesOf = (scope: ExpressionScope) => (typeof scope === "string" ? phaseVariables(scope) : scope.variables);
+
+export function compileExpression(text: string, phase: ExpressionScope, purpose: Purpose, limits: PolicyLimits): CompiledExpression | CompileProblem {
   if (text.length > limits.maxExpressionLength) {
     return { kind: "complexity", message: `the expression is longer than ${limits.maxExpressionLength} characters`, offset: limits.maxExpressionLength };
   }
@@ -91,7 +107,7 @@ export function compileExpression(text: string, phase: Phase, purpose: Purpose, 
   const positions = parsed.sourceInfo?.positions ?? {};
   const offsetOf = (id: bigint) => positions[id.toString()] ?? 0;
   const env = phaseEnvironment(phase);
-  const checker = new Checker(env, phaseVariables(phase), phase, { maxDepth: limits.maxExpressionDepth, maxNodes: limits.maxExpressionNodes, costLimit: limits.costLimit });
+  const checker = new Checker(env, variablesOf(phase), typeof phase === "string" ? phase : phase.name, { maxDepth: limits.maxExpressionDepth, maxNodes: limits.maxExpressionNodes, costLimit: limits.costLimit });
   let checked;
   try {
     checked = checker.check(parsed.expr);
@@ -104,10 +120,11 @@ export function compileExpression(text: string, phase: Phase, purpose: Purpose, 
   if (purpose === "condition" && !(t.kind === "scalar" && (t.scalar === "bool" || t.scalar === "dyn"))) {
     return { kind: "type", message: `a rule's expression must be true or false; this one is a ${t.toString()}`, offset: 0 };
   }
-  // the fast path is read off the tree as parsed, before the step counter is woven into it; its function is made when first
-  // asked for (a value's, a condition CEL must judge): a phase's conditions run in the phase's own (policy/phase-matcher.ts)
+  // the fast path is read off the tree as parsed, before the step counter is woven into it (it knows the phases' variables
+  // only); its function is made when first asked for (a value's, a condition CEL must judge): a phase's conditions run in
+  // the phase's own (policy/phase-matcher.ts)
   const scope = new CodeScope();
-  const code = fastCode(parsed.expr, phase, scope);
+  const code = typeof phase === "string" ? fastCode(parsed.expr, phase, scope) : undefined;
   let fast: FastEvaluation | undefined;
   const fastPath = code === undefined ? undefined : () => (fast ??= scope.make<FastEvaluation>("b", `return ${code};`));
   const run = plan(env, withStepCounter(expandMacros(parsed.expr)));
