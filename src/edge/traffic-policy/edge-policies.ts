@@ -18,7 +18,7 @@ import { log } from "../../log.ts";
 import { defaultServices, formatPolicyError, loadPolicy, MAX_BODY_BYTES, MemoryRateLimitStore, RemoteKeySets, type GeoLookup, type JwksSettings, type Policy, type PolicyLimits, type PolicyServices, type RateLimitStore } from "../../policy/index.ts";
 import { hostnameCovers } from "../../validate/hostname.ts";
 import type { Tunnel } from "../registry.ts";
-import { BodyMemory, DEFAULT_RESPONSE_BODY_BYTES, type BodyReading } from "./body-reading.ts";
+import { BodyMemory, DEFAULT_RESPONSE_BODY_BYTES, DEFAULT_SSE_EVENT_BYTES, type BodyReading } from "./body-reading.ts";
 import { policiesChanged } from "./live-rejudge.ts";
 import { PolicySignIn } from "./oidc-sign-in.ts";
 import { TunnelPolicy } from "./tunnel-policy.ts";
@@ -48,7 +48,7 @@ export interface EdgePolicyOptions {
   /** Milliseconds of compiling one user's tunnel policies may take a minute (--policy-compile-budget). */
   compileBudgetMs?: number;
   /** Request bodies read for the actions that need them (--policy-body-limit, --policy-body-timeout, --policy-body-memory). */
-  body?: { maxBytes: number; timeoutMs: number; memoryBytes: number; responseMaxBytes?: number };
+  body?: { maxBytes: number; timeoutMs: number; memoryBytes: number; responseMaxBytes?: number; sseEventMaxBytes?: number };
   /** How jwt-validation's key sets are fetched and kept (--policy-jwks-max-bytes, --policy-jwks-timeout, --policy-jwks-cache). */
   jwks?: JwksSettings;
   /** What answers conn.geo.* (--geoip-db: geoip.ts); none: a policy that reads them does not load. */
@@ -106,6 +106,7 @@ export class EdgePolicies {
       timeoutMs: opts.body?.timeoutMs ?? DEFAULT_BODY_TIMEOUT_MS,
       memory: new BodyMemory(opts.body?.memoryBytes ?? DEFAULT_BODY_MEMORY),
       responseMaxBytes: opts.body?.responseMaxBytes ?? DEFAULT_RESPONSE_BODY_BYTES,
+      sseEventMaxBytes: opts.body?.sseEventMaxBytes ?? DEFAULT_SSE_EVENT_BYTES,
     };
     this.services = defaultServices({
       rateLimits: opts.rateLimits ?? new MemoryRateLimitStore(opts.rateLimitBuckets),

@@ -19,9 +19,10 @@ export const LAST_CHUNK = Buffer.from("0\r\n\r\n");
  * chunked framing (an HTTP/1.0 visitor; a body not rewritten after all),
  * chunked anew (a chunked body not rewritten after all), compressed, not
  * at all (replaced), or held until its end to be rewritten
- * (response-body-find-replace), its head with it.
+ * (response-body-find-replace), its head with it, or rewritten event by
+ * event as it comes (sse-find-replace: response-events.ts).
  */
-type Mode = "waiting" | "pass" | "unchunk" | "rechunk" | "compress" | "replace" | "rewrite";
+type Mode = "waiting" | "pass" | "unchunk" | "rechunk" | "compress" | "replace" | "rewrite" | "sse";
 
 export abstract class FramedResponse extends ResponseSteps {
   protected mode: Mode = "waiting";
