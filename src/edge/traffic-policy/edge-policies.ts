@@ -69,7 +69,7 @@ export const DEFAULT_COMPILED_KEPT = 64;
 const USERS_COUNTED = 10_000;
 
 /** A tcp or tls tunnel's policy with rules of the http phases, which nothing would run. */
-export const HTTP_RULES_ON_RAW = "a tcp or tls tunnel's traffic policy runs on_tcp_connect only: its on_http_request and on_http_response rules would never run";
+export const HTTP_RULES_ON_RAW = "a tcp or tls tunnel's traffic policy runs on_tcp_connect only: its on_http_request, on_http_response and on_event_stream_message rules would never run";
 
 /** The errors of a policy as one message: at most this many, each with its line. */
 const ERRORS_SAID = 10;
@@ -158,7 +158,7 @@ export class EdgePolicies {
     const policy = loadPolicy(text, { source: "policy", key: `tunnel:${label}`, limits: this.limits, services: this.services });
     if (!Array.isArray(policy)) {
       // rules that would never run are a mistake, not a protection
-      if (!http && (policy.has("on_http_request") || policy.has("on_http_response"))) return new AppError("POLICY_INVALID", HTTP_RULES_ON_RAW);
+      if (!http && (policy.has("on_http_request") || policy.has("on_http_response") || policy.has("on_event_stream_message"))) return new AppError("POLICY_INVALID", HTTP_RULES_ON_RAW);
       return policy;
     }
     const said = policy.slice(0, ERRORS_SAID).map((e) => formatPolicyError(e, "policy"));
