@@ -13,7 +13,7 @@ import { freeRange } from "../harness/ports.ts";
 import { startPostgres, type TestPostgres } from "../harness/postgres.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
 import { policyFile } from "./rig.ts";
-import { curlStream, sseService, type SseService } from "./sse-service.ts";
+import { curlStream, REDACT_RULES, REWRITTEN, sseService, type SseService } from "./sse-service.ts";
 
 const CLUSTER_SECRET = "sse-find-replace-cluster-secret-0123456789";
 let pg: TestPostgres;
@@ -22,16 +22,7 @@ let agent: TestAgent | undefined;
 let svc: SseService;
 const policy = policyFile(`
 on_event_stream_message:
-  - actions:
-      - type: sse-find-replace
-        config:
-          replacements:
-            - from: 'sk-(\\d)\\d*'
-              to: 'sk-$1***'
-            - field: retry
-              from: '\\d+'
-              to: '9000'
-`);
+  - actions:${REDACT_RULES}`);
 
 beforeAll(async () => {
   svc = await sseService();
@@ -56,7 +47,6 @@ afterAll(async () => {
 });
 
 const viaOtherNode = (path: string) => `http://events.localhost:${nodes[1]!.edgePort}${path}`;
-const REWRITTEN = ": connected\n\nevent: token\nid: 1\ndata: the key is sk-1*** ok\n\nretry: 9000\ndata: line one\r\ndata: sk-9*** on line two\r\n\r\ndata: done\n\n";
 
 describe("a relayed event stream", () => {
   for (const [carrier, args] of [["HTTP/1.1", []], ["HTTP/2", ["--http2-prior-knowledge"]]] as const) {

@@ -16,7 +16,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { waitUntil } from "../harness/wait.ts";
 import { withPolicy, type PolicyTunnel } from "./rig.ts";
-import { curlStream, sseService, type SseService } from "./sse-service.ts";
+import { curlStream, REDACT_RULES, REWRITTEN, sseService, type SseService } from "./sse-service.ts";
 
 const EVENT_LIMIT = 1024;
 const LONG = "b".repeat(200);
@@ -24,16 +24,7 @@ const LONG = "b".repeat(200);
 const policy = `
 on_event_stream_message:
   - expressions: ["req.url.path != '/grow'"]
-    actions:
-      - type: sse-find-replace
-        config:
-          replacements:
-            - from: 'sk-(\\d)\\d*'
-              to: 'sk-$1***'
-            - field: retry
-              from: '\\d+'
-              to: '9000'
-  - expressions: ["req.url.path == '/grow'"]
+    actions:${REDACT_RULES}  - expressions: ["req.url.path == '/grow'"]
     actions:
       - type: sse-find-replace
         config: { replacements: [{ from: 'a', to: '${LONG}' }] }
@@ -43,7 +34,6 @@ on_event_stream_message:
         config: { replacements: [{ from: '(a+)+$', to: 'x' }] }
 `;
 
-const REWRITTEN = ": connected\n\nevent: token\nid: 1\ndata: the key is sk-1*** ok\n\nretry: 9000\ndata: line one\r\ndata: sk-9*** on line two\r\n\r\ndata: done\n\n";
 const AS_SENT = ": connected\n\nevent: token\nid: 1\ndata: the key is sk-12345678 ok\n\nretry: 3000\ndata: line one\r\ndata: sk-999 on line two\r\n\r\ndata: done\n\n";
 
 let svc: SseService;

@@ -22,6 +22,21 @@ export interface SseService {
 
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** The rules both tests' tunnels have: keys redacted in data (a capture group kept), every retry made 9000. */
+export const REDACT_RULES = `
+      - type: sse-find-replace
+        config:
+          replacements:
+            - from: 'sk-(\\d)\\d*'
+              to: 'sk-$1***'
+            - field: retry
+              from: '\\d+'
+              to: '9000'
+`;
+
+/** /stream through REDACT_RULES. */
+export const REWRITTEN = ": connected\n\nevent: token\nid: 1\ndata: the key is sk-1*** ok\n\nretry: 9000\ndata: line one\r\ndata: sk-9*** on line two\r\n\r\ndata: done\n\n";
+
 /** Each path's events, as the pieces the service writes (a pause between pieces). */
 export const STREAMS: Record<string, string[]> = {
   "/stream": [": connected\n\n", "event: token\nid: 1\ndata: the key is sk-12345", "678 ok\n", "\n", "retry: 3000\ndata: line one\r\ndata: sk-999 on line two\r\n\r", "\n", "data: done\n\n"],

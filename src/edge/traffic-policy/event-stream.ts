@@ -14,16 +14,14 @@
 import { log } from "../../log.ts";
 import { rewriteEvent, type StreamReplacement } from "../../policy/index.ts";
 import type { BodyMemory } from "./body-reading.ts";
+import { HeldBody } from "./response-rewrite.ts";
 
 const CR = 0x0d;
 const LF = 0x0a;
 
 export class EventStreamRewriter {
   /** The pieces of the event being read. */
-  private held: Uint8Array[] = [];
-  private heldBytes = 0;
-  /** Bytes of the memory budget taken for them. */
-  private taken = 0;
+  private readonly held: HeldBody;
   /** The last byte read ended a line (or nothing was read yet): a line ending now is a blank line. */
   private atLineStart = true;
   /** The last byte was a CR: an LF now belongs to its line ending. */
@@ -36,10 +34,12 @@ export class EventStreamRewriter {
   constructor(
     private readonly rules: readonly StreamReplacement[],
     private readonly maxEventBytes: number,
-    private readonly memory: BodyMemory | undefined,
+    memory: BodyMemory | undefined,
     /** The tunnel, for the log. */
     private readonly tunnel: string,
-  ) {}
+  ) {
+    this.held = new HeldBody(maxEventBytes, memory);
+  }
 
   /** A piece of the body (its framing taken off): what goes to the visitor now, in order. Throws the policy's ReplaceFailed when an event's rewrite fails. */
   push(piece: Uint8Array): Uint8Array[] {
@@ -79,32 +79,27 @@ export class EventStreamRewriter {
 
   /** The body ended: an event no blank line ended goes as it came. */
   end(): Uint8Array[] {
-    const rest = this.release();
+    const rest = this.held.release();
     this.passing = false;
     return rest;
   }
 
   /** What is held is given back, unsent (the response failed or was cut). */
   cancel(): void {
-    this.release();
+    this.held.release();
   }
 
   /** A part of the event being read, not its end: held, or sent on when the event is past a cap. */
   private keep(part: Uint8Array, out: Uint8Array[]): void {
     if (this.passing) return void out.push(part);
-    const over = this.heldBytes + part.byteLength > this.maxEventBytes ? "limit" : this.memory && !this.memory.take(part.byteLength) ? "memory" : undefined;
-    if (over) {
-      this.passing = true;
-      log.info("traffic policy's event not rewritten", {
-        tunnel: this.tunnel,
-        why: over === "limit" ? `it is larger than ${this.maxEventBytes} bytes (--policy-sse-event-limit)` : "the bodies held for the policies are at --policy-body-memory",
-      });
-      out.push(...this.release(), part);
-      return;
-    }
-    this.taken += part.byteLength;
-    this.held.push(part.slice());
-    this.heldBytes += part.byteLength;
+    const took = this.held.take(part);
+    if (took === true) return;
+    this.passing = true;
+    log.info("traffic policy's event not rewritten", {
+      tunnel: this.tunnel,
+      why: took === "limit" ? `it is larger than ${this.maxEventBytes} bytes (--policy-sse-event-limit)` : "the bodies held for the policies are at --policy-body-memory",
+    });
+    out.push(...this.held.release(), part);
   }
 
   /** The event's last part (its blank line included) read: the whole event rewritten, or what is left of it as it came. */
@@ -113,24 +108,15 @@ export class EventStreamRewriter {
       this.passing = false;
       return void out.push(last);
     }
-    if (this.heldBytes + last.byteLength > this.maxEventBytes) {
+    if (this.held.bytes + last.byteLength > this.maxEventBytes) {
       this.keep(last, out);
       this.passing = false;
       return;
     }
-    const pieces = this.release();
+    const pieces = this.held.release();
     const event = pieces.length === 0 ? last : Buffer.concat([...pieces, last]);
     const made = rewriteEvent(event, this.rules);
     if (made === "not-utf8") log.info("traffic policy's event not rewritten", { tunnel: this.tunnel, why: "it is not UTF-8 text" });
     out.push(typeof made === "string" ? event : made);
-  }
-
-  private release(): Uint8Array[] {
-    this.memory?.give(this.taken);
-    this.taken = 0;
-    const pieces = this.held;
-    this.held = [];
-    this.heldBytes = 0;
-    return pieces;
   }
 }

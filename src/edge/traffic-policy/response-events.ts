@@ -7,7 +7,6 @@
  * chose a coding. Nothing waits for the stream's end: an event is sent as
  * soon as its blank line is read.
  */
-import { responseHeadBytes } from "../../http/response-head.ts";
 import type { Coding, StreamReplacement } from "../../policy/index.ts";
 import { DEFAULT_SSE_EVENT_BYTES } from "./body-reading.ts";
 import { EventStreamRewriter } from "./event-stream.ts";
@@ -35,19 +34,9 @@ export abstract class EventsResponse extends RewrittenResponse {
       if (lower === "etag" && !field[1].startsWith("W/")) fields.push([field[0], `W/${field[1]}`]);
       else fields.push(field);
     }
-    if (coding !== undefined) {
-      this.compressed(fields, coding);
-      this.mode = "sse";
-      return;
-    }
+    if (coding !== undefined) this.compressed(fields, coding);
+    else this.newlyFramed(fields);
     this.mode = "sse";
-    if (this.minor === 0) {
-      this.closeDelimited = true;
-      this.closes = true;
-      for (let i = fields.length - 1; i >= 0; i--) if (/^(connection|keep-alive)$/i.test(fields[i]![0])) fields.splice(i, 1);
-      fields.push(["connection", "close"]);
-    } else fields.push(["transfer-encoding", "chunked"]);
-    this.out.write(responseHeadBytes(this.full(), fields));
   }
 
   /** A piece of the body (its framing taken off): the events it ends, rewritten, on their way. */
