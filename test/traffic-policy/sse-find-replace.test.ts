@@ -16,7 +16,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { waitUntil } from "../harness/wait.ts";
 import { withPolicy, type PolicyTunnel } from "./rig.ts";
-import { curlStream, REDACT_RULES, REWRITTEN, sseService, type SseService } from "./sse-service.ts";
+import { curlStream, expectStreamed, REDACT_RULES, REWRITTEN, sseService, type SseService } from "./sse-service.ts";
 
 const EVENT_LIMIT = 1024;
 const LONG = "b".repeat(200);
@@ -75,16 +75,7 @@ describe("sse-find-replace", () => {
 
   for (const [carrier, args] of [["HTTP/1.1", []], ["HTTP/2", ["--http2-prior-knowledge"]]] as const) {
     test(`${carrier}: streamed, not held: the first event reaches curl before the service sends the last`, async () => {
-      const c = curlStream(t.url("/gated"), [...args]);
-      try {
-        await c.saw("data: first sk-1***\n\n");
-        expect(c.text()).not.toContain("last");
-        svc.open();
-        await c.saw("data: last sk-2***\n\n");
-        expect(await c.exited).toBe(0);
-      } finally {
-        c.kill();
-      }
+      await expectStreamed(svc, t.url("/gated"), args);
     });
   }
 

@@ -8,6 +8,7 @@
  * streams, it does not buffer); /forever sends an event every 50 ms until
  * the visitor's side goes away. And curl -N read as it comes.
  */
+import { expect } from "bun:test";
 import { createServer, type Server, type Socket } from "node:net";
 import { waitUntil } from "../harness/wait.ts";
 
@@ -137,4 +138,18 @@ export function curlStream(url: string, args: string[] = [], maxSeconds = 10): C
     saw: (part, ms = 5_000) => waitUntil(() => out.includes(part), ms, `curl to print ${JSON.stringify(part)}`),
     kill: () => proc.kill(),
   };
+}
+
+/** /gated at `url`: its first event reaches curl, rewritten, while the service still holds the last; then the last. */
+export async function expectStreamed(svc: SseService, url: string, args: readonly string[]): Promise<void> {
+  const c = curlStream(url, [...args]);
+  try {
+    await c.saw("data: first sk-1***\n\n");
+    expect(c.text()).not.toContain("last");
+    svc.open();
+    await c.saw("data: last sk-2***\n\n");
+    expect(await c.exited).toBe(0);
+  } finally {
+    c.kill();
+  }
 }

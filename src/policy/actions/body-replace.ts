@@ -101,6 +101,18 @@ export function prepareReplacements(rules: readonly CompiledReplacement[], ctx: 
   return out;
 }
 
+/** A response that has no body to rewrite: a HEAD's, an interim one, a 204 or 304. */
+export function responseWithoutBody(ctx: ActionContext): boolean {
+  const status = ctx.bindings.res().status;
+  return ctx.bindings.req().method === "HEAD" || status === 204 || status === 304 || status < 200;
+}
+
+/** The coding the service gave the response's body, when it is not identity (lower case), else undefined. */
+export function serviceCoding(ctx: ActionContext): string | undefined {
+  const coding = ctx.bindings.res().sentHeader("content-encoding")?.trim().toLowerCase();
+  return coding && coding !== "identity" ? coding : undefined;
+}
+
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 /** The body as text, or undefined when it is not UTF-8. */

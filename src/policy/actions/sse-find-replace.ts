@@ -17,7 +17,7 @@
 import * as v from "valibot";
 import { STREAM_FIELDS, type StreamField, type StreamReplacement } from "../message.ts";
 import type { Template } from "../cel/template.ts";
-import { compileReplacements, MAX_REPLACEMENTS, prepareReplacements, ReplaceFailed } from "./body-replace.ts";
+import { compileReplacements, MAX_REPLACEMENTS, prepareReplacements, ReplaceFailed, responseWithoutBody, serviceCoding } from "./body-replace.ts";
 import { defineAction } from "./types.ts";
 
 const schema = v.strictObject({
@@ -63,12 +63,11 @@ export const sseFindReplace = defineAction({
     return {
       type: "sse-find-replace",
       run(ctx) {
-        const req = ctx.bindings.req();
+        if (responseWithoutBody(ctx)) return { kind: "continue", note: "no body" };
         const res = ctx.bindings.res();
-        if (req.method === "HEAD" || res.status === 204 || res.status === 304 || res.status < 200) return { kind: "continue", note: "no body" };
         if (!isEventStream(res.sentHeader("content-type"))) return { kind: "continue", note: "not an event stream: unchanged" };
-        const coding = res.sentHeader("content-encoding")?.trim().toLowerCase();
-        if (coding && coding !== "identity") {
+        const coding = serviceCoding(ctx);
+        if (coding) {
           ctx.problem(`sse-find-replace: the stream is encoded (${coding}), so it goes on unchanged`);
           return { kind: "continue", note: `encoded (${coding}): unchanged` };
         }
