@@ -4,7 +4,8 @@
  * curl -N: each event rewritten (data and retry, capture groups, CRLF, an
  * event cut across the service's writes), comments and events without
  * data as they came, over HTTP/1.1 (chunked and close-delimited from the
- * service), to an HTTP/1.0 visitor and over HTTP/2; streamed, not held
+ * service), to an HTTP/1.0 visitor and over HTTP/2, compressed after
+ * when compress-response says so; streamed, not held
  * (the first event reaches curl before the service sends the last); left
  * alone: a response that is not an event stream, an encoded one; the
  * layers' order (the tunnel's own rules, then an operator's); and the
@@ -22,6 +23,11 @@ const EVENT_LIMIT = 1024;
 const LONG = "b".repeat(200);
 
 const policy = `
+on_http_response:
+  - expressions: ["req.url.query == 'compressed'"]
+    actions:
+      - type: compress-response
+        config: { algorithms: [gzip] }
 on_event_stream_message:
   - expressions: ["req.url.path != '/grow'"]
     actions:${REDACT_RULES}  - expressions: ["req.url.path == '/grow'"]
@@ -78,6 +84,13 @@ describe("sse-find-replace", () => {
       await expectStreamed(svc, t.url("/gated"), args);
     });
   }
+
+  test("compress-response on the same stream: each event rewritten, then compressed", async () => {
+    const r = await read("/stream?compressed", ["--compressed"]);
+    expect(r.code).toBe(0);
+    expect(r.head.toLowerCase()).toContain("content-encoding: gzip");
+    expect(r.body).toBe(REWRITTEN);
+  });
 
   test("left alone: a response that is not an event stream, and an encoded event stream", async () => {
     expect((await read("/stream?type=text/plain")).body).toBe(AS_SENT);
