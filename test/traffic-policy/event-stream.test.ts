@@ -51,6 +51,10 @@ describe("the event-stream rewriter", () => {
     const w = new EventStreamRewriter(await rules(), 1 << 20, undefined, "t");
     expect(text(w.push(Buffer.from("data: a secret\n")))).toBe("");
     expect(text(w.push(Buffer.from("\ndata: b")))).toBe("data: a [redacted]\n\n");
+    // an event ended by CRLF CR: sent at the CR; the LF after it, in the next piece, goes on at once too (not held with the next event)
+    const crlf = new EventStreamRewriter(await rules(), 1 << 20, undefined, "t");
+    expect(text(crlf.push(Buffer.from("data: secret\r\n\r")))).toBe("data: [redacted]\r\n\r");
+    expect(text(crlf.push(Buffer.from("\n")))).toBe("\n");
   });
 
   test("an event past the cap goes as it came, what was held first; the next one is rewritten again", async () => {
