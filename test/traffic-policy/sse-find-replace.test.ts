@@ -65,6 +65,7 @@ describe("sse-find-replace", () => {
   for (const [carrier, query, args] of [
     ["HTTP/1.1, the service's stream chunked", "", []],
     ["HTTP/1.1, the service's stream ended by its close", "?framing=close", []],
+    ["HTTP/1.1, the service's stream with a Content-Length", "?framing=length", []],
     ["HTTP/1.0", "", ["--http1.0"]],
     ["HTTP/2", "", ["--http2-prior-knowledge"]],
     ["HTTP/2, the service's stream ended by its close", "?framing=close", ["--http2-prior-knowledge"]],

@@ -6,7 +6,9 @@
  * them. /gated holds its last event until the test opens the gate (the
  * test opens it only once the first event reached the client: the edge
  * streams, it does not buffer); /forever sends an event every 50 ms until
- * the visitor's side goes away. And curl -N read as it comes.
+ * the visitor's side goes away. `?framing=close` ends a stream with the
+ * service's close, `?framing=length` gives it a Content-Length. And curl
+ * -N read as it comes.
  */
 import { expect } from "bun:test";
 import { createServer, type Server, type Socket } from "node:net";
@@ -54,15 +56,19 @@ export function sseService(): Promise<SseService> {
   const sockets = new Set<Socket>();
 
   async function answer(sock: Socket, path: string, query: URLSearchParams) {
-    const close = query.get("framing") === "close";
+    const framing = query.get("framing");
+    const close = framing === "close";
+    // raw: the bytes as they are (ended by the close, or by a Content-Length); else chunked
+    const raw = close || framing === "length";
+    const length = framing === "length" ? Buffer.byteLength((STREAMS[path] ?? []).join("")) : undefined;
     const type = query.get("type") ?? "text/event-stream";
     const encoding = query.get("encoding");
-    const head = `HTTP/1.1 200 OK\r\nContent-Type: ${type}\r\nCache-Control: no-cache\r\n${encoding ? `Content-Encoding: ${encoding}\r\n` : ""}${close ? "Connection: close\r\n" : "Transfer-Encoding: chunked\r\n"}\r\n`;
+    const head = `HTTP/1.1 200 OK\r\nContent-Type: ${type}\r\nCache-Control: no-cache\r\n${encoding ? `Content-Encoding: ${encoding}\r\n` : ""}${close ? "Connection: close\r\n" : length !== undefined ? `Content-Length: ${length}\r\n` : "Transfer-Encoding: chunked\r\n"}\r\n`;
     sock.write(head);
     const send = (text: string) => {
       if (sock.destroyed) return false;
       const bytes = Buffer.from(text);
-      sock.write(close ? bytes : Buffer.concat([Buffer.from(`${bytes.byteLength.toString(16)}\r\n`), bytes, Buffer.from("\r\n")]));
+      sock.write(raw ? bytes : Buffer.concat([Buffer.from(`${bytes.byteLength.toString(16)}\r\n`), bytes, Buffer.from("\r\n")]));
       return true;
     };
     if (path === "/forever") {
@@ -82,7 +88,7 @@ export function sseService(): Promise<SseService> {
       send(piece);
       await pause(30);
     }
-    if (!close) sock.write("0\r\n\r\n");
+    if (!raw) sock.write("0\r\n\r\n");
     sock.end();
   }
 
