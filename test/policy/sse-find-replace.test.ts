@@ -8,7 +8,7 @@
  * lines left as they came, the caps that fail a rewrite.
  */
 import { describe, expect, test } from "bun:test";
-import { PolicyChain, ReplaceFailed, rewriteEvent, type StreamReplacement } from "../../src/policy/index.ts";
+import { PolicyChain, ReplaceFailed, rewriteEvent } from "../../src/policy/index.ts";
 import { errorsOf, policyOf, requestInput } from "./policy-harness.ts";
 
 const streamRule = (replacements: string, expressions = "") => `on_event_stream_message:\n  - ${expressions ? `expressions: [${expressions}]\n    ` : ""}actions:\n      - type: sse-find-replace\n        config: { replacements: ${replacements} }\n`;
@@ -104,4 +104,3 @@ describe("one event rewritten", () => {
   });
 });
 
-export type { StreamReplacement };
