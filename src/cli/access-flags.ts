@@ -43,7 +43,7 @@ export const POLICY_FLAG = {
     arg: "FILE",
     help: "a traffic policy the server runs on this tunnel's traffic (YAML or JSON, in ngrok's format)",
     details:
-      "Checked before the agent connects (as `burrow policy check` checks it) and run by the server after the operator's own policies, which it cannot lift. burrow tcp and burrow tls run its `on_tcp_connect` rules; burrow http all three phases. At most 128 KiB.",
+      "Checked before the agent connects (as `burrow policy check` checks it) and run by the server after the operator's own policies, which it cannot lift. burrow tcp and burrow tls run its `on_tcp_connect` rules; burrow http all its phases. At most 128 KiB.",
   },
   // ngrok's agent writes it so: a command line written for ngrok works unchanged
   "traffic-policy-file": { type: "string", arg: "FILE", help: "the same as --policy-file (ngrok's name for it)" },

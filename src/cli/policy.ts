@@ -129,6 +129,11 @@ async function runAll(policy: Policy, input: PolicyInput): Promise<Step[]> {
     request: { method: forwarded.method, target: forwarded.target, scheme: forwarded.scheme, host: forwarded.host, headers: forwarded.headers, body: forwarded.body },
   });
   steps.push({ phase: "on_http_response", out: response });
+  if (response.verdict.kind !== "continue" || !policy.has("on_event_stream_message")) return steps;
+  // judged on the head as on_http_response left it, as the edge does
+  const head = response.response!;
+  const events = await chain.eventStream({ ...input, identity: response.identity ?? request.identity, request: response.request ?? input.request, response: { status: head.status, headers: head.headers } });
+  steps.push({ phase: "on_event_stream_message", out: events });
   return steps;
 }
 
@@ -178,6 +183,9 @@ function describeStep(step: Step): string {
     const rewrites = r.bodyRewrites?.length ?? 0;
     text += `=> the edge would send the service's ${r.status}${rewrites > 0 ? `, its body rewritten by ${rewrites} replacement${rewrites === 1 ? "" : "s"}` : ""}${out.compression ? `, compressed with ${out.compression}` : ""}\n`;
     for (const [n, value] of r.headers) text += `   ${n}: ${value}\n`;
+  } else if (step.phase === "on_event_stream_message") {
+    const n = out.response?.streamRewrites?.length ?? 0;
+    text += n > 0 ? `=> the edge would rewrite each event of the stream by ${n} replacement${n === 1 ? "" : "s"}\n` : "=> the edge would send the stream's events as they come\n";
   } else text += "=> the edge would take the connection\n";
   return text;
 }
@@ -197,6 +205,7 @@ function jsonStep(step: Step): unknown {
     logs: out.runs.flatMap((r) => r.logs),
     request: out.request ? { method: out.request.method, target: out.request.target, headers: out.request.headers } : undefined,
     response: step.phase === "on_http_response" && out.response ? { status: out.response.status, headers: out.response.headers } : undefined,
+    eventReplacements: step.phase === "on_event_stream_message" ? (out.response?.streamRewrites?.length ?? 0) : undefined,
     identity: out.identity,
     compression: out.compression,
   };

@@ -80,6 +80,7 @@ export const SERVER_DOC: CommandDoc = {
         "policy-body-limit",
         "policy-body-timeout",
         "policy-response-body-limit",
+        "policy-sse-event-limit",
         "policy-body-memory",
         "geoip-db",
         "geoip-cache",

@@ -29,7 +29,7 @@ export function readTunnelPolicy(path: string, flag: string): string {
 export function checkTunnelPolicy(text: string, source: string, http: boolean, tunnel?: string): void {
   const loaded = loadPolicy(text, { source });
   if (!Array.isArray(loaded)) {
-    if (!http && (loaded.has("on_http_request") || loaded.has("on_http_response"))) throw new UsageError(`${tunnel ? `tunnel ${tunnel}: ` : ""}${source}: ${HTTP_RULES_ON_RAW}`);
+    if (!http && (loaded.has("on_http_request") || loaded.has("on_http_response") || loaded.has("on_event_stream_message"))) throw new UsageError(`${tunnel ? `tunnel ${tunnel}: ` : ""}${source}: ${HTTP_RULES_ON_RAW}`);
     return;
   }
   const shown = loaded.slice(0, ERRORS_SHOWN).map((e) => formatPolicyError(e, source));

@@ -750,6 +750,14 @@ export const SERVER_FLAGS = {
     help: "the largest response body the edge buffers to rewrite for a traffic policy's response-body-find-replace",
     details: "1024 to 67108864. Only for responses such an action runs for. A larger body is not rewritten: it passes unchanged, streamed, with a line in the log.",
   },
+  "policy-sse-event-limit": {
+    type: "string",
+    env: true,
+    arg: "B",
+    default: "262144",
+    help: "the largest Server-Sent Events event the edge holds to rewrite for a traffic policy's sse-find-replace",
+    details: "1024 to 16777216. Only for text/event-stream responses such an action runs for; one event is held at a time. A larger event is not rewritten: it passes unchanged, streamed, with a line in the log, and the events after it are rewritten again.",
+  },
   "policy-body-timeout": {
     type: "string",
     env: true,

@@ -115,7 +115,7 @@ export interface ServerConfig {
     rateLimitSyncMs: number;
     compileBudgetMs: number;
     /** Request bodies read for the actions that need them (--policy-body-limit, --policy-body-timeout, --policy-body-memory). */
-    body: { maxBytes: number; timeoutMs: number; memoryBytes: number; responseMaxBytes: number };
+    body: { maxBytes: number; timeoutMs: number; memoryBytes: number; responseMaxBytes: number; sseEventMaxBytes: number };
     /** jwt-validation's key sets (--policy-jwks-max-bytes, --policy-jwks-timeout, --policy-jwks-cache). */
     jwks: { maxBytes: number; timeoutMs: number; maxAgeMs: number };
     /** --policy-connect-max-bytes: what a tcp or tls visitor may send while its on_tcp_connect runs. */
@@ -340,6 +340,7 @@ const Schema = v.object({
   "policy-body-limit": bounded("policy-body-limit", 1024, 67_108_864),
   "policy-body-timeout": bounded("policy-body-timeout", 1, 3600),
   "policy-response-body-limit": bounded("policy-response-body-limit", 1024, 67_108_864),
+  "policy-sse-event-limit": bounded("policy-sse-event-limit", 1024, 16_777_216),
   "policy-body-memory": v.pipe(
     v.string(),
     v.regex(/^[0-9]{1,11}$/, "--policy-body-memory must be a whole number of bytes from 1048576 to 17179869184"),
@@ -650,7 +651,7 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
       rateLimitBuckets: o["policy-rate-limit-buckets"],
       rateLimitSyncMs: o["policy-rate-limit-sync"],
       compileBudgetMs: o["policy-compile-budget"],
-      body: { maxBytes: o["policy-body-limit"], timeoutMs: o["policy-body-timeout"] * 1000, memoryBytes: o["policy-body-memory"], responseMaxBytes: o["policy-response-body-limit"] },
+      body: { maxBytes: o["policy-body-limit"], timeoutMs: o["policy-body-timeout"] * 1000, memoryBytes: o["policy-body-memory"], responseMaxBytes: o["policy-response-body-limit"], sseEventMaxBytes: o["policy-sse-event-limit"] },
       jwks: { maxBytes: o["policy-jwks-max-bytes"], timeoutMs: o["policy-jwks-timeout"] * 1000, maxAgeMs: o["policy-jwks-cache"] * 1000 },
       connectMaxBytes: o["policy-connect-max-bytes"],
       httpRequest: {

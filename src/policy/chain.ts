@@ -56,6 +56,16 @@ export class PolicyChain {
     return this.through("on_http_response", [...this.layers].reverse(), input);
   }
 
+  /**
+   * on_event_stream_message, in the response's order, judged on the
+   * response's head (`input.response`), as the edge runs it after
+   * on_http_response: the returned response's streamRewrites are the
+   * sse-find-replace rules each event gets.
+   */
+  eventStream(input: PolicyInput): Promise<ChainOutcome> {
+    return this.through("on_event_stream_message", [...this.layers].reverse(), input);
+  }
+
   private async through(phase: Phase, layers: readonly Policy[], input: PolicyInput): Promise<ChainOutcome> {
     const now = input.now ?? Date.now();
     const facts = { ...input, now };

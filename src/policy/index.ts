@@ -20,3 +20,6 @@ export { GEO_PREFIX, UNKNOWN_PLACE, type GeoFacts, type GeoLookup } from "./geo.
 export { ACTIONS, NOT_IN_BURROW } from "./actions/index.ts";
 export { RATE_LIMITED } from "./actions/rate-limit.ts";
 export { bodyText, replaceAll, ReplaceFailed, type Replacement } from "./actions/body-replace.ts";
+export { isEventStream } from "./actions/sse-find-replace.ts";
+export { rewriteEvent, MAX_EVENT_GROWTH } from "./sse-event.ts";
+export type { StreamReplacement } from "./message.ts";

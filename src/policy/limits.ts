@@ -12,7 +12,7 @@
 export interface PolicyLimits {
   /** Bytes of the document's text. */
   maxDocumentBytes: number;
-  /** Rules in all three phases together. */
+  /** Rules in all phases together. */
   maxRules: number;
   /** Expressions of one rule. */
   maxExpressionsPerRule: number;

@@ -51,7 +51,7 @@ const Rule = v.strictObject({
   actions: v.array(Action),
 });
 const Rules = v.optional(v.nullable(v.array(Rule)));
-const Document = v.nullable(v.strictObject({ on_tcp_connect: Rules, on_http_request: Rules, on_http_response: Rules }));
+const Document = v.nullable(v.strictObject({ on_tcp_connect: Rules, on_http_request: Rules, on_http_response: Rules, on_event_stream_message: Rules }));
 
 type RuleShape = v.InferOutput<typeof Rule>;
 

@@ -13,6 +13,15 @@ export interface Replacement {
   steps: number;
 }
 
+/** One rule of sse-find-replace as its run made it: a Replacement, and the field of each event it rewrites. */
+export interface StreamReplacement extends Replacement {
+  field: StreamField;
+}
+
+/** The fields of an event sse-find-replace may rewrite (ngrok's). */
+export const STREAM_FIELDS = ["data", "retry"] as const;
+export type StreamField = (typeof STREAM_FIELDS)[number];
+
 /** A header list whose lookups ignore case, as CEL's `req.headers['User-Agent']` is read. */
 export class HeaderMap extends Map<string, string[]> {
   static of(headers: HeaderPairs): HeaderMap {
@@ -276,6 +285,8 @@ export class WorkingResponse extends WorkingFields {
   status: number;
   /** response-body-find-replace's rules, in the order they ran: the edge applies them to the body it buffers (edge/traffic-policy/response-rewrite.ts). */
   bodyRewrites?: Replacement[];
+  /** on_event_stream_message's sse-find-replace rules, in the order they ran: the edge applies them to each event of a text/event-stream body as it streams (edge/traffic-policy/event-stream.ts). */
+  streamRewrites?: StreamReplacement[];
 
   /** The facts' headers are read when first needed. */
   constructor(facts: ResponseFacts) {

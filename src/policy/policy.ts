@@ -78,7 +78,7 @@ export class Policy {
     readonly services: PolicyServices,
     readonly traits: PolicyTraits = { readsActionVariables: true },
   ) {
-    this.counts = { on_tcp_connect: rules.on_tcp_connect.length, on_http_request: rules.on_http_request.length, on_http_response: rules.on_http_response.length };
+    this.counts = { on_tcp_connect: rules.on_tcp_connect.length, on_http_request: rules.on_http_request.length, on_http_response: rules.on_http_response.length, on_event_stream_message: rules.on_event_stream_message.length };
     this.readsBody = rules.on_http_request.some((r) => r.actions.some((a) => a.readsBody));
   }
 

@@ -12,7 +12,7 @@
 import { CelScalar, listType, mapType, objectType, type CelType } from "@bufbuild/cel";
 import { TimestampSchema } from "@bufbuild/protobuf/wkt";
 
-export const PHASES = ["on_tcp_connect", "on_http_request", "on_http_response"] as const;
+export const PHASES = ["on_tcp_connect", "on_http_request", "on_http_response", "on_event_stream_message"] as const;
 export type Phase = (typeof PHASES)[number];
 
 const { STRING, INT, BOOL, DYN } = CelScalar;
@@ -29,8 +29,9 @@ export interface VariableDoc {
 }
 
 const ALL: readonly Phase[] = PHASES;
-const HTTP: readonly Phase[] = ["on_http_request", "on_http_response"];
-const RESPONSE: readonly Phase[] = ["on_http_response"];
+const HTTP: readonly Phase[] = ["on_http_request", "on_http_response", "on_event_stream_message"];
+// on_event_stream_message's rules are judged once, on the response's head, as on_http_response's (sse-find-replace.ts)
+const RESPONSE: readonly Phase[] = ["on_http_response", "on_event_stream_message"];
 
 export const VARIABLES: Readonly<Record<string, VariableDoc>> = {
   "conn.client_ip": { type: STRING, phases: ALL, about: "the visitor's address (behind a trusted proxy, the client it names)" },

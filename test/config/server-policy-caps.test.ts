@@ -11,6 +11,7 @@ import { DEFAULT_POLICY_LIMITS, type PolicyLimits } from "../../src/policy/limit
 import { JWKS_MAX_AGE_MS, JWKS_TIMEOUT_MS, MAX_JWKS_BYTES } from "../../src/policy/services.ts";
 import { UsageError } from "../../src/usage-error.ts";
 import { DEFAULT_COMPILED_KEPT } from "../../src/edge/traffic-policy/edge-policies.ts";
+import { DEFAULT_SSE_EVENT_BYTES } from "../../src/edge/traffic-policy/body-reading.ts";
 import { POLL_MS } from "../../src/edge/traffic-policy/operator-layers.ts";
 import { DEFAULT_OUTGOING_LIMITS } from "../../src/edge/traffic-policy/outgoing-requests.ts";
 
@@ -68,6 +69,14 @@ test("--policy-http-request-*: by default the edge's own (inside addresses refus
   expect(() => parse(["--policy-http-request-max-bytes", "1023"])).toThrow("--policy-http-request-max-bytes must be a whole number from 1024");
   expect(() => parse(["--policy-http-request-concurrency", "0"])).toThrow("--policy-http-request-concurrency must be a whole number from 1");
   expect(() => parse(["--policy-http-request-max-per-run", "65"])).toThrow("--policy-http-request-max-per-run must be a whole number from 1 to 64");
+});
+
+test("--policy-sse-event-limit: the edge's default, from the flag or BURROW_POLICY_SSE_EVENT_LIMIT, 1024 to 16777216", () => {
+  expect(parse([]).policy.body.sseEventMaxBytes).toBe(DEFAULT_SSE_EVENT_BYTES);
+  expect(parse(["--policy-sse-event-limit", "4096"]).policy.body.sseEventMaxBytes).toBe(4096);
+  expect(parse([], { BURROW_POLICY_SSE_EVENT_LIMIT: "16777216" }).policy.body.sseEventMaxBytes).toBe(16_777_216);
+  expect(() => parse(["--policy-sse-event-limit", "1023"])).toThrow("--policy-sse-event-limit must be a whole number from 1024 to 16777216");
+  expect(() => parse(["--policy-sse-event-limit", "16777217"])).toThrow(UsageError);
 });
 
 test.each([

@@ -53,7 +53,7 @@ describe("burrow policy check", () => {
   test("a good policy: exit 0, ok and its rules per phase", async () => {
     const out = await runBurrow(["policy", "check", good]);
     expect(out.code).toBe(0);
-    expect(out.stdout).toBe(`${good}: ok, 0 rules on_tcp_connect, 2 rules on_http_request, 1 rule on_http_response\n`);
+    expect(out.stdout).toBe(`${good}: ok, 0 rules on_tcp_connect, 2 rules on_http_request, 1 rule on_http_response, 0 rules on_event_stream_message\n`);
   });
 
   test("a bad one: exit 1, each error as FILE:LINE:COLUMN with its rule and code, the expression with a caret", async () => {
@@ -63,13 +63,13 @@ describe("burrow policy check", () => {
       `${bad}:4:35: undeclared reference to 'req.nope' (req's variables are req.method, req.version, req.url, req.url.scheme, req.url.host, req.url.port, ...) (rule api) [CEL_TYPE]\n` +
         "    req.method == 'GET' && req.nope\n" +
         `    ${" ".repeat(26)}^\n` +
-        `${bad}:6:15: burrow has no action 'forward-internal': burrow has no internal endpoints: a tunnel forwards to its agent (it has add-headers, basic-auth, circuit-breaker, close-connection, compress-response, custom-response, deny, http-request, jwt-validation, log, openid-connect, rate-limit, redirect, remove-headers, request-body-find-replace, response-body-find-replace, restrict-ips, set-vars, url-rewrite, verify-webhook) (rule api) [ACTION_UNKNOWN]\n`,
+        `${bad}:6:15: burrow has no action 'forward-internal': burrow has no internal endpoints: a tunnel forwards to its agent (it has add-headers, basic-auth, circuit-breaker, close-connection, compress-response, custom-response, deny, http-request, jwt-validation, log, openid-connect, rate-limit, redirect, remove-headers, request-body-find-replace, response-body-find-replace, restrict-ips, set-vars, sse-find-replace, url-rewrite, verify-webhook) (rule api) [ACTION_UNKNOWN]\n`,
     );
   });
 
   test("--json: the same as data", async () => {
     const ok = await runBurrow(["policy", "check", "--json", good]);
-    expect(JSON.parse(ok.stdout)).toEqual({ ok: true, rules: { on_tcp_connect: 0, on_http_request: 2, on_http_response: 1 } });
+    expect(JSON.parse(ok.stdout)).toEqual({ ok: true, rules: { on_tcp_connect: 0, on_http_request: 2, on_http_response: 1, on_event_stream_message: 0 } });
     const no = await runBurrow(["policy", "check", bad, "--json"]);
     expect(no.code).toBe(1);
     const parsed = JSON.parse(no.stdout) as { ok: boolean; errors: { code: string; line: number; column: number; expressionColumn?: number }[] };
@@ -124,6 +124,16 @@ describe("burrow policy test", () => {
     expect(out.stdout).toContain("on_http_response\n  rule #1 matched\n    compress-response: continued (compressed with br)\n=> the edge would send the service's 200, compressed with br\n   Content-Type: text/html\n   content-encoding: br\n");
   });
 
+  test("on_event_stream_message: check counts its rules; --status with an event stream runs it on the response's head", async () => {
+    const path = file("events.yml", "on_event_stream_message:\n  - name: redact\n    actions:\n      - type: sse-find-replace\n        config: { replacements: [{ from: 'sk-\\w+', to: '[key]' }, { field: retry, from: '\\d+', to: '5000' }] }\n");
+    expect((await runBurrow(["policy", "check", path])).stdout).toBe(`${path}: ok, 0 rules on_tcp_connect, 0 rules on_http_request, 0 rules on_http_response, 1 rule on_event_stream_message\n`);
+    const out = await runBurrow(["policy", "test", path, "--request", "GET /events", "--status", "200", "--response-header", "Content-Type: text/event-stream"]);
+    expect(out.code).toBe(0);
+    expect(out.stdout).toEndWith("on_event_stream_message\n  rule redact matched\n    sse-find-replace: continued (2 replacements for each event)\n=> the edge would rewrite each event of the stream by 2 replacements\n");
+    const plain = await runBurrow(["policy", "test", path, "--request", "GET /", "--status", "200", "--response-header", "Content-Type: text/html"]);
+    expect(plain.stdout).toEndWith("=> the edge would send the stream's events as they come\n");
+  });
+
   test("--json", async () => {
     const out = await runBurrow(["policy", "test", good, "--request", "DELETE /x", "--json"]);
     const steps = JSON.parse(out.stdout) as { phase: string; verdict: { kind: string; status?: number } }[];
@@ -153,7 +163,7 @@ describe("the compiled executable", () => {
       const [stdout, code] = await Promise.all([new Response(proc.stdout).text(), proc.exited]);
       return { stdout, code };
     };
-    expect(await run(["policy", "check", policy])).toEqual({ code: 0, stdout: `${policy}: ok, 0 rules on_tcp_connect, 1 rule on_http_request, 0 rules on_http_response\n` });
+    expect(await run(["policy", "check", policy])).toEqual({ code: 0, stdout: `${policy}: ok, 0 rules on_tcp_connect, 1 rule on_http_request, 0 rules on_http_response, 0 rules on_event_stream_message\n` });
     const tried = await run(["policy", "test", policy, "--request", "GET /a/x?y=1"]);
     expect(tried.code).toBe(0);
     expect(tried.stdout).toContain("   location: https://app.tunnels.example.com/b/x?y=1\n");

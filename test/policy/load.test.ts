@@ -14,7 +14,7 @@ describe("a document", () => {
     const json = policyOf(JSON.stringify({ on_http_request: [{ expressions: ["req.method == 'POST'"], actions: [{ type: "deny" }] }] }));
     for (const p of [yaml, json]) expect((await p.run("on_http_request", requestInput({ method: "POST" }))).verdict.kind).toBe("respond");
     const empty = policyOf("");
-    expect(empty.size).toEqual({ on_tcp_connect: 0, on_http_request: 0, on_http_response: 0 });
+    expect(empty.size).toEqual({ on_tcp_connect: 0, on_http_request: 0, on_http_response: 0, on_event_stream_message: 0 });
     expect(policyOf("on_http_request: []\non_http_response:\n").has("on_http_request")).toBe(false);
   });
 
@@ -99,7 +99,7 @@ describe("CEL errors: the expression, the column in it, and where that is in the
     ]);
     expect(errors[0]!.message).toContain("undeclared reference to 'req.nope'");
     expect(errors[1]!.message).toBe("found no matching overload for 'startsWith' applied to 'string.startsWith(int)'");
-    expect(errors[2]!.message).toBe("res.status_code is not available in on_http_request (only in on_http_response)");
+    expect(errors[2]!.message).toBe("res.status_code is not available in on_http_request (only in on_http_response, on_event_stream_message)");
     expect(errors[0]!.expression).toBe("req.method == 'GET' && req.nope");
   });
 

@@ -67,7 +67,7 @@ describe("getResCookie, hasResCookie, res.cookies", () => {
     for (const text of ["hasResCookie('sid')", "getResCookie('sid').value == 'x'", "size(res.cookies) > 0"]) {
       for (const phase of ["on_http_request", "on_tcp_connect"] as const) {
         const out = refusalOf(text, { phase });
-        expect(out.refused).toMatch(/not available in on_(http_request|tcp_connect) \(only in on_http_response\)/);
+        expect(out.refused).toMatch(/not available in on_(http_request|tcp_connect) \(only in on_http_response, on_event_stream_message\)/);
       }
     }
     const [e] = errorsOf(`on_http_request:\n  - expressions: ["hasResCookie('sid')"]\n    actions: [{ type: deny }]\n`);

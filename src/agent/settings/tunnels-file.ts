@@ -333,9 +333,9 @@ function readPolicy(node: Node, field: string, fail: Fail, file: FileText): { te
     const at = file.lines.linePos(node.range[0]);
     return { text: `${"\n".repeat(at.line - 1)}${" ".repeat(at.col - 1)}${file.text.slice(node.range[0], node.range[1])}`, from: file.path };
   }
-  if (file.json) return fail(node, field, "must be a policy: a map of on_tcp_connect, on_http_request, on_http_response (written here, not a file's path)");
+  if (file.json) return fail(node, field, "must be a policy: a map of on_tcp_connect, on_http_request, on_http_response, on_event_stream_message (written here, not a file's path)");
   if (!isScalar(node) || typeof node.value !== "string" || node.value.trim() === "") {
-    return fail(node, field, "must be a policy (a map of on_tcp_connect, on_http_request, on_http_response) or the path of a policy file");
+    return fail(node, field, "must be a policy (a map of on_tcp_connect, on_http_request, on_http_response, on_event_stream_message) or the path of a policy file");
   }
   const policyPath = resolve(dirname(file.path), node.value);
   try {

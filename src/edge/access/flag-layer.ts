@@ -58,7 +58,7 @@ let services: PolicyServices | undefined;
 
 /** The flags layer, or undefined when the flags make no rule. */
 export function flagLayer(flags: FlagRules): Policy | undefined {
-  const rules: Record<Phase, CompiledRule[]> = { on_tcp_connect: [], on_http_request: [], on_http_response: [] };
+  const rules: Record<Phase, CompiledRule[]> = { on_tcp_connect: [], on_http_request: [], on_http_response: [], on_event_stream_message: [] };
   const rule = (phase: Phase, label: string, action: CompiledAction) => rules[phase].push({ label, expressions: [], actions: [action] });
   if (flags.kind === "raw") {
     if (flags.ip) rule("on_tcp_connect", FLAG_RULES.ip, ipRules(flags.ip));

@@ -15,7 +15,12 @@ export interface BodyReading {
   memory: BodyMemory;
   /** --policy-response-body-limit: the largest response body response-body-find-replace rewrites (DEFAULT_RESPONSE_BODY_BYTES when unsaid); a larger one passes unchanged. */
   responseMaxBytes?: number;
+  /** --policy-sse-event-limit: the largest event of a text/event-stream response sse-find-replace rewrites (DEFAULT_SSE_EVENT_BYTES when unsaid); a larger one passes unchanged. */
+  sseEventMaxBytes?: number;
 }
+
+/** --policy-sse-event-limit's default. */
+export const DEFAULT_SSE_EVENT_BYTES = 256 * 1024;
 
 /** --policy-response-body-limit's default. */
 export const DEFAULT_RESPONSE_BODY_BYTES = 4 * 1024 * 1024;

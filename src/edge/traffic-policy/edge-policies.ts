@@ -18,7 +18,7 @@ import { log } from "../../log.ts";
 import { defaultServices, formatPolicyError, loadPolicy, MAX_BODY_BYTES, MemoryRateLimitStore, RemoteKeySets, type GeoLookup, type JwksSettings, type Policy, type PolicyLimits, type PolicyServices, type RateLimitStore } from "../../policy/index.ts";
 import { hostnameCovers } from "../../validate/hostname.ts";
 import type { Tunnel } from "../registry.ts";
-import { BodyMemory, DEFAULT_RESPONSE_BODY_BYTES, type BodyReading } from "./body-reading.ts";
+import { BodyMemory, DEFAULT_RESPONSE_BODY_BYTES, DEFAULT_SSE_EVENT_BYTES, type BodyReading } from "./body-reading.ts";
 import { policiesChanged } from "./live-rejudge.ts";
 import { OutgoingRequests, type OutgoingLimits } from "./outgoing-requests.ts";
 import { PolicySignIn } from "./oidc-sign-in.ts";
@@ -49,7 +49,7 @@ export interface EdgePolicyOptions {
   /** Milliseconds of compiling one user's tunnel policies may take a minute (--policy-compile-budget). */
   compileBudgetMs?: number;
   /** Request bodies read for the actions that need them (--policy-body-limit, --policy-body-timeout, --policy-body-memory). */
-  body?: { maxBytes: number; timeoutMs: number; memoryBytes: number; responseMaxBytes?: number };
+  body?: { maxBytes: number; timeoutMs: number; memoryBytes: number; responseMaxBytes?: number; sseEventMaxBytes?: number };
   /** How jwt-validation's key sets are fetched and kept (--policy-jwks-max-bytes, --policy-jwks-timeout, --policy-jwks-cache). */
   jwks?: JwksSettings;
   /** What answers conn.geo.* (--geoip-db: geoip.ts); none: a policy that reads them does not load. */
@@ -72,7 +72,7 @@ export const DEFAULT_COMPILED_KEPT = 64;
 const USERS_COUNTED = 10_000;
 
 /** A tcp or tls tunnel's policy with rules of the http phases, which nothing would run. */
-export const HTTP_RULES_ON_RAW = "a tcp or tls tunnel's traffic policy runs on_tcp_connect only: its on_http_request and on_http_response rules would never run";
+export const HTTP_RULES_ON_RAW = "a tcp or tls tunnel's traffic policy runs on_tcp_connect only: its on_http_request, on_http_response and on_event_stream_message rules would never run";
 
 /** The errors of a policy as one message: at most this many, each with its line. */
 const ERRORS_SAID = 10;
@@ -109,6 +109,7 @@ export class EdgePolicies {
       timeoutMs: opts.body?.timeoutMs ?? DEFAULT_BODY_TIMEOUT_MS,
       memory: new BodyMemory(opts.body?.memoryBytes ?? DEFAULT_BODY_MEMORY),
       responseMaxBytes: opts.body?.responseMaxBytes ?? DEFAULT_RESPONSE_BODY_BYTES,
+      sseEventMaxBytes: opts.body?.sseEventMaxBytes ?? DEFAULT_SSE_EVENT_BYTES,
     };
     this.services = defaultServices({
       rateLimits: opts.rateLimits ?? new MemoryRateLimitStore(opts.rateLimitBuckets),
@@ -161,7 +162,7 @@ export class EdgePolicies {
     const policy = loadPolicy(text, { source: "policy", key: `tunnel:${label}`, limits: this.limits, services: this.services });
     if (!Array.isArray(policy)) {
       // rules that would never run are a mistake, not a protection
-      if (!http && (policy.has("on_http_request") || policy.has("on_http_response"))) return new AppError("POLICY_INVALID", HTTP_RULES_ON_RAW);
+      if (!http && (policy.has("on_http_request") || policy.has("on_http_response") || policy.has("on_event_stream_message"))) return new AppError("POLICY_INVALID", HTTP_RULES_ON_RAW);
       return policy;
     }
     const said = policy.slice(0, ERRORS_SAID).map((e) => formatPolicyError(e, "policy"));

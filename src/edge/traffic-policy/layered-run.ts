@@ -87,10 +87,19 @@ export class LayeredRun implements RunState {
     return out.verdict.kind !== "continue" ? out.verdict : undefined;
   }
 
-  /** The response phase: the response's head given (its fields read when a rule needs them), the layers in response order. */
+  /**
+   * The response phase: the response's head given (its fields read when a
+   * rule needs them), the layers in response order; then, when it goes on,
+   * on_event_stream_message in the same order, judged on the same head: its
+   * sse-find-replace rules are applied to each event as the body streams
+   * (event-stream.ts).
+   */
   respond(response: WorkingResponse, layers: readonly Policy[]): Verdict | Promise<Verdict> {
     this.response = response;
-    return this.through("on_http_response", layers);
+    const verdict = this.through("on_http_response", layers);
+    if (!layers.some((p) => p.has("on_event_stream_message"))) return verdict;
+    const events = (v: Verdict) => (v.kind !== "continue" ? v : this.through("on_event_stream_message", layers));
+    return verdict instanceof Promise ? verdict.then(events) : events(verdict);
   }
 
 }

@@ -10,6 +10,10 @@
  *   chunked (to an HTTP/1.0 visitor: until the connection closes);
  * - replaced (custom-response): the policy's answer, and the service's
  *   body read to its end and dropped.
+ * - rewritten event by event (sse-find-replace, on_event_stream_message):
+ *   a text/event-stream body sent on as each event ends (response-events.ts),
+ *   only the event being read held, up to --policy-sse-event-limit; it
+ *   takes the place of response-body-find-replace for such a body.
  * - rewritten (response-body-find-replace): the body held to its end
  *   (response-rewrite.ts: within --policy-response-body-limit and
  *   --policy-body-memory, else it goes on unchanged; its credit goes back
@@ -32,7 +36,8 @@ import { DEFAULT_RESPONSE_BODY_BYTES } from "./body-reading.ts";
 import { tellPassed } from "./passed-notes.ts";
 import { answerBytes } from "./policy-answer.ts";
 import { LAST_CHUNK } from "./response-framing.ts";
-import { HeldBody, RewrittenResponse } from "./response-rewrite.ts";
+import { EventsResponse } from "./response-events.ts";
+import { HeldBody } from "./response-rewrite.ts";
 
 /**
  * One response's filter, made for it by the door that reads it (forward.ts,
@@ -43,13 +48,13 @@ import { HeldBody, RewrittenResponse } from "./response-rewrite.ts";
  * rewritten), response-framing.ts (the head, and the body's framing on
  * its way out) and response-steps.ts (the order its steps keep).
  */
-export class ResponseFilter extends RewrittenResponse {
+export class ResponseFilter extends EventsResponse {
   private ended = false;
 
   /** Nothing more is sent (the exchange failed or was cut). */
   cancel(): void {
     this.cancelled = true;
-    this.held?.release();
+    this.releaseHeld();
     // cut before the service's head came (a relayed response broken off): a failure to the circuit breakers
     breakersEnded(this.run);
   }
@@ -103,10 +108,11 @@ export class ResponseFilter extends RewrittenResponse {
     if (piece.byteLength === 0) return;
     if (this.tail === undefined) {
       if (this.mode === "unchunk" && !this.cancelled) this.out.write(piece);
-      if (this.mode !== "compress" && this.mode !== "rewrite" && this.mode !== "rechunk") return;
+      if (this.mode !== "compress" && this.mode !== "rewrite" && this.mode !== "rechunk" && this.mode !== "sse") return;
     }
     this.then(() => {
       if (this.mode === "unchunk") return this.out.write(piece);
+      if (this.mode === "sse") return this.eventPiece(piece);
       if (this.mode === "rechunk") return this.chunk(piece);
       if (this.mode === "rewrite") return this.hold(piece);
       if (this.mode !== "compress") return;
@@ -126,9 +132,10 @@ export class ResponseFilter extends RewrittenResponse {
   end(): void {
     if (this.ended) return;
     this.ended = true;
-    if (this.tail === undefined && this.mode !== "compress" && this.mode !== "rewrite" && this.mode !== "rechunk" && !this.cancelled) return this.out.finished();
+    if (this.tail === undefined && this.mode !== "compress" && this.mode !== "rewrite" && this.mode !== "rechunk" && this.mode !== "sse" && !this.cancelled) return this.out.finished();
     this.then(async () => {
       if (this.mode === "rewrite") return this.rewriteEnd();
+      if (this.mode === "sse") return this.eventsEnd();
       if (this.mode === "rechunk") this.out.write(LAST_CHUNK);
       if (this.mode === "compress") {
         const rest = await this.compressor!.end();
@@ -170,6 +177,8 @@ export class ResponseFilter extends RewrittenResponse {
     }
     const res = this.run.response!;
     const coding = this.run.compression;
+    // sse-find-replace (its action ran only for an event stream the service did not encode): each event rewritten as it comes
+    if (res.streamRewrites !== undefined && this.method !== "HEAD" && this.parsed!.framing !== "none") return this.streamEvents(res.headers, coding, res.streamRewrites);
     // response-body-find-replace: the body is held to its end, and the head waits with it (its length is the new body's)
     if (res.bodyRewrites !== undefined && this.method !== "HEAD" && this.parsed!.framing !== "none") {
       this.mode = "rewrite";

@@ -19,9 +19,10 @@ export const LAST_CHUNK = Buffer.from("0\r\n\r\n");
  * chunked framing (an HTTP/1.0 visitor; a body not rewritten after all),
  * chunked anew (a chunked body not rewritten after all), compressed, not
  * at all (replaced), or held until its end to be rewritten
- * (response-body-find-replace), its head with it.
+ * (response-body-find-replace), its head with it, or rewritten event by
+ * event as it comes (sse-find-replace: response-events.ts).
  */
-type Mode = "waiting" | "pass" | "unchunk" | "rechunk" | "compress" | "replace" | "rewrite";
+type Mode = "waiting" | "pass" | "unchunk" | "rechunk" | "compress" | "replace" | "rewrite" | "sse";
 
 export abstract class FramedResponse extends ResponseSteps {
   protected mode: Mode = "waiting";
@@ -78,15 +79,23 @@ export abstract class FramedResponse extends ResponseSteps {
     // compressed: no length (the action took it off), chunked unless the visitor cannot read chunks
     this.mode = "compress";
     this.compressor = createCompressor(coding);
-    const compressed = headers.filter(([n]) => n.toLowerCase() !== "transfer-encoding");
+    this.newlyFramed(headers.filter(([n]) => n.toLowerCase() !== "transfer-encoding"));
+  }
+
+  /**
+   * The head of a body whose length is not known before it ends (`fields`
+   * without framing fields): chunked, unless the visitor cannot read
+   * chunks (HTTP/1.0): then the body ends with the connection, which the
+   * head says.
+   */
+  protected newlyFramed(fields: [string, string][]): void {
     if (this.minor === 0) {
-      // an HTTP/1.0 visitor reads no chunks: the body ends with the connection, which the head says
       this.closeDelimited = true;
       this.closes = true;
-      for (let i = compressed.length - 1; i >= 0; i--) if (/^(connection|keep-alive)$/i.test(compressed[i]![0])) compressed.splice(i, 1);
-      compressed.push(["connection", "close"]);
-    } else compressed.push(["transfer-encoding", "chunked"]);
-    this.out.write(responseHeadBytes(this.full(), compressed));
+      for (let i = fields.length - 1; i >= 0; i--) if (/^(connection|keep-alive)$/i.test(fields[i]![0])) fields.splice(i, 1);
+      fields.push(["connection", "close"]);
+    } else fields.push(["transfer-encoding", "chunked"]);
+    this.out.write(responseHeadBytes(this.full(), fields));
   }
 
   /** A piece of the body as one chunk (as it is, when the body ends with the connection). */

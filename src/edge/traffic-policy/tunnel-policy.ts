@@ -21,7 +21,7 @@ export class TunnelPolicy {
   readonly connect: boolean;
   /** Some layer has on_http_request rules. */
   readonly request: boolean;
-  /** Some layer has on_http_response rules. */
+  /** Some layer has on_http_response or on_event_stream_message rules (both are judged on the response's head). */
   readonly response: boolean;
   /** Some layer has on_http_response rules, and all of them only add and remove fields: a response's run is made in its head, which goes on in place (response-head-rules.ts). */
   readonly responseInHead: boolean;
@@ -63,11 +63,12 @@ export class TunnelPolicy {
     this.responseLayers = [...tunnel, ...[...operator].reverse()];
     this.connect = this.layers.some((p) => p.has("on_tcp_connect"));
     this.request = this.layers.some((p) => p.has("on_http_request"));
-    this.response = this.layers.some((p) => p.has("on_http_response"));
-    this.responseInHead = this.response && onlyHeadActions(this.responseLayers);
+    const events = this.layers.some((p) => p.has("on_event_stream_message"));
+    this.response = events || this.layers.some((p) => p.has("on_http_response"));
+    this.responseInHead = this.response && !events && onlyHeadActions(this.responseLayers);
     this.responseFields = this.responseInHead ? constantFields(this.responseLayers) : undefined;
     this.responseFieldBytes = this.responseFields ? Buffer.from(this.responseFields, "latin1") : undefined;
-    this.responseBeyondFlags = this.layers.some((p) => p !== flags && p.has("on_http_response"));
+    this.responseBeyondFlags = this.layers.some((p) => p !== flags && (p.has("on_http_response") || p.has("on_event_stream_message")));
     this.body = reading && this.layers.some((p) => p.readsBody) ? reading : undefined;
     this.notesMade = own && (!this.response || this.responseFields !== undefined) ? notesMadeOf(own) : undefined;
   }

@@ -101,6 +101,18 @@ export function prepareReplacements(rules: readonly CompiledReplacement[], ctx: 
   return out;
 }
 
+/** A response that has no body to rewrite: a HEAD's, an interim one, a 204 or 304. */
+export function responseWithoutBody(ctx: ActionContext): boolean {
+  const status = ctx.bindings.res().status;
+  return ctx.bindings.req().method === "HEAD" || status === 204 || status === 304 || status < 200;
+}
+
+/** The coding the service gave the response's body, when it is not identity (lower case), else undefined. */
+export function serviceCoding(ctx: ActionContext): string | undefined {
+  const coding = ctx.bindings.res().sentHeader("content-encoding")?.trim().toLowerCase();
+  return coding && coding !== "identity" ? coding : undefined;
+}
+
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 /** The body as text, or undefined when it is not UTF-8. */
@@ -112,9 +124,14 @@ export function bodyText(body: Uint8Array): string | undefined {
   }
 }
 
-/** `text` with every rule applied in order; throws ReplaceFailed when they take more than their steps together, or grow it too far. */
-export function replaceAll(text: string, rules: readonly Replacement[]): string {
-  const maxLength = Math.max(2 * text.length, text.length + MAX_GROWTH);
+/**
+ * `text` with every rule applied in order; throws ReplaceFailed when they
+ * take more than their steps together, or grow it past twice its size (or
+ * `growth` more, for a small one: MAX_GROWTH for a body; an event of a
+ * stream has its own, smaller, sse-find-replace.ts).
+ */
+export function replaceAll(text: string, rules: readonly Replacement[], growth = MAX_GROWTH, what = "body"): string {
+  const maxLength = Math.max(2 * text.length, text.length + growth);
   let base = 0;
   for (const r of rules) base = Math.max(base, r.steps);
   const steps = base + BODY_STEPS_PER_CHAR * text.length;
@@ -125,9 +142,9 @@ export function replaceAll(text: string, rules: readonly Replacement[]): string 
     try {
       text = re.replaceAll(text, to, budget, maxLength);
     } catch (err) {
-      if (err instanceof ReplaceTooLong) throw new ReplaceFailed(`replacements[${i}]: the body would grow past ${maxLength} characters (twice its size, or ${MAX_GROWTH} more)`);
+      if (err instanceof ReplaceTooLong) throw new ReplaceFailed(`replacements[${i}]: the ${what} would grow past ${maxLength} characters (twice its size, or ${growth} more)`);
       if (!(err instanceof RegexTooSlow)) throw err;
-      throw new ReplaceFailed(`replacements[${i}].from: the rules took more than ${steps} steps on this body`);
+      throw new ReplaceFailed(`replacements[${i}].from: the rules took more than ${steps} steps on this ${what}`);
     }
   }
   return text;

@@ -17,12 +17,13 @@ import { requestBodyFindReplace } from "./request-body-find-replace.ts";
 import { responseBodyFindReplace } from "./response-body-find-replace.ts";
 import { restrictIps } from "./restrict-ips.ts";
 import { setVars } from "./set-vars.ts";
+import { sseFindReplace } from "./sse-find-replace.ts";
 import type { ActionDefinition } from "./types.ts";
 import { urlRewrite } from "./url-rewrite.ts";
 import { verifyWebhook } from "./verify-webhook.ts";
 
 export const ACTIONS: ReadonlyMap<string, ActionDefinition> = new Map(
-  [addHeaders, basicAuth, circuitBreaker, closeConnection, compressResponse, customResponse, deny, httpRequest, jwtValidation, log, openidConnect, rateLimit, redirect, removeHeaders, requestBodyFindReplace, responseBodyFindReplace, restrictIps, setVars, urlRewrite, verifyWebhook].map((a) => [a.type, a]),
+  [addHeaders, basicAuth, circuitBreaker, closeConnection, compressResponse, customResponse, deny, httpRequest, jwtValidation, log, openidConnect, rateLimit, redirect, removeHeaders, requestBodyFindReplace, responseBodyFindReplace, restrictIps, setVars, sseFindReplace, urlRewrite, verifyWebhook].map((a) => [a.type, a]),
 );
 
 /** ngrok's actions burrow does not have, with why: said when a policy names one. */
@@ -33,6 +34,5 @@ export const NOT_IN_BURROW: Readonly<Record<string, string>> = {
   "owasp-crs-request": "not in burrow",
   "owasp-crs-response": "not in burrow",
   "terminate-tls": "TLS is terminated by the edge's own certificates (or passed through by tls tunnels)",
-  "sse-find-replace": "it runs in ngrok's on_event_stream_message phase, which burrow does not have (response-body-find-replace rewrites a whole response body)",
   "ai-gateway": "not in burrow",
 };

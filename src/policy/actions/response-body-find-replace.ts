@@ -10,7 +10,7 @@
  * (Content-Encoding other than identity), which is told as a problem and
  * passes as it came.
  */
-import { compileReplacements, prepareReplacements, replacementsSchema } from "./body-replace.ts";
+import { compileReplacements, prepareReplacements, replacementsSchema, responseWithoutBody, serviceCoding } from "./body-replace.ts";
 import { defineAction } from "./types.ts";
 
 export const responseBodyFindReplace = defineAction({
@@ -23,17 +23,16 @@ export const responseBodyFindReplace = defineAction({
     return {
       type: "response-body-find-replace",
       run(ctx) {
-        const req = ctx.bindings.req();
+        if (responseWithoutBody(ctx)) return { kind: "continue", note: "no body" };
         const res = ctx.bindings.res();
-        if (req.method === "HEAD" || res.status === 204 || res.status === 304 || res.status < 200) return { kind: "continue", note: "no body" };
         // a part of the body (Content-Range) cannot be rewritten as the whole is
         if (res.status === 206) {
           ctx.problem("response-body-find-replace: a range (206) goes on unchanged");
           return { kind: "continue", note: "a range: unchanged" };
         }
         // the service's own coding: one compress-response chose is applied after the rewrite
-        const coding = res.sentHeader("content-encoding")?.trim().toLowerCase();
-        if (coding && coding !== "identity") {
+        const coding = serviceCoding(ctx);
+        if (coding) {
           ctx.problem(`response-body-find-replace: the body is encoded (${coding}), so it goes on unchanged`);
           return { kind: "continue", note: `encoded (${coding}): unchanged` };
         }

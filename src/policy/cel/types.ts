@@ -13,7 +13,8 @@ const { BOOL, BYTES, DOUBLE, DYN, INT, NULL, STRING, UINT } = CelScalar;
 export const TYPE_NAMES = new Set(["int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type", "google.protobuf.Timestamp", "google.protobuf.Duration"]);
 
 /** Functions that read the message of some phases only (ngrok's rule): refused at load elsewhere. */
-export const HTTP_PHASES = ["on_http_request", "on_http_response"];
+export const HTTP_PHASES = ["on_http_request", "on_http_response", "on_event_stream_message"];
+const RESPONSE_PHASES = ["on_http_response", "on_event_stream_message"];
 export const PHASE_FUNCTIONS: Readonly<Record<string, readonly string[]>> = {
   getReqHeader: HTTP_PHASES,
   hasReqHeader: HTTP_PHASES,
@@ -21,10 +22,10 @@ export const PHASE_FUNCTIONS: Readonly<Record<string, readonly string[]>> = {
   hasQueryParam: HTTP_PHASES,
   getReqCookie: HTTP_PHASES,
   hasReqCookie: HTTP_PHASES,
-  getResHeader: ["on_http_response"],
-  hasResHeader: ["on_http_response"],
-  getResCookie: ["on_http_response"],
-  hasResCookie: ["on_http_response"],
+  getResHeader: RESPONSE_PHASES,
+  hasResHeader: RESPONSE_PHASES,
+  getResCookie: RESPONSE_PHASES,
+  hasResCookie: RESPONSE_PHASES,
 };
 
 export const isDyn = (t: CelType) => t.kind === "scalar" && t.scalar === "dyn";

@@ -20,7 +20,7 @@ export const HTTP = {
     /** Seconds the edge waits for the local service's answer, asked by the agent (the edge caps it). */
     responseTimeout: v.optional(v.pipe(v.number(), v.minValue(0.1), v.maxValue(86_400))),
     access: v.optional(HttpAccess),
-    /** Its own traffic policy's text (TunnelPolicyText): on_http_request and on_http_response, and on_tcp_connect. */
+    /** Its own traffic policy's text (TunnelPolicyText): on_http_request, on_http_response and on_event_stream_message, and on_tcp_connect. */
     policy: TunnelPolicyText,
     /** Share the name with the user's other agents that ask for it with `pool` (edge/pool.ts). */
     pool: v.optional(v.boolean()),

@@ -210,7 +210,7 @@ function PolicyEditor(props: { policy?: TrafficPolicy; users?: User[]; onClose()
         )}
         <Field
           label="Document (YAML or JSON)"
-          hint="Phases, rules and actions as ngrok's Traffic Policy writes them: on_tcp_connect, on_http_request, on_http_response."
+          hint="Phases, rules and actions as ngrok's Traffic Policy writes them: on_tcp_connect, on_http_request, on_http_response, on_event_stream_message."
         >
           {({ id, describedBy }) => (
             <textarea
