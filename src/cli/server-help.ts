@@ -71,6 +71,7 @@ export const SERVER_DOC: CommandDoc = {
         "policy-http-request-timeout",
         "policy-http-request-max-bytes",
         "policy-http-request-concurrency",
+        "policy-http-request-concurrency-per-tunnel",
         "policy-http-request-max-per-run",
         "policy-rate-limit-buckets",
         "policy-rate-limit-sync",

@@ -692,6 +692,14 @@ export const SERVER_FLAGS = {
     help: "http-request actions' requests this node has out at once, over every tunnel",
     details: "1 to 10000. Past it a request fails at once (HTTP_REQUEST_BUSY) rather than waits.",
   },
+  "policy-http-request-concurrency-per-tunnel": {
+    type: "string",
+    env: true,
+    arg: "N",
+    default: "16",
+    help: "http-request actions' requests one tunnel may have out at once (its operator's layers' counted with its own)",
+    details: "1 to 10000, never more than --policy-http-request-concurrency (a larger value is held to it). Past it the tunnel's request fails at once (HTTP_REQUEST_BUSY) while other tunnels still get places.",
+  },
   "policy-http-request-max-per-run": {
     type: "string",
     env: true,

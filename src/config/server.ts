@@ -120,8 +120,8 @@ export interface ServerConfig {
     jwks: { maxBytes: number; timeoutMs: number; maxAgeMs: number };
     /** --policy-connect-max-bytes: what a tcp or tls visitor may send while its on_tcp_connect runs. */
     connectMaxBytes: number;
-    /** The http-request action's requests (--policy-http-request-allow-private, -timeout, -max-bytes, -concurrency, -max-per-run). */
-    httpRequest: { allowPrivate: boolean; timeoutMs: number; maxBytes: number; concurrency: number; maxPerRun: number };
+    /** The http-request action's requests (--policy-http-request-allow-private, -timeout, -max-bytes, -concurrency, -concurrency-per-tunnel, -max-per-run). */
+    httpRequest: { allowPrivate: boolean; timeoutMs: number; maxBytes: number; concurrency: number; concurrencyPerTunnel: number; maxPerRun: number };
     /** --geoip-db: the MaxMind DB file that answers conn.geo.* (opened at start: edge/traffic-policy/geoip.ts); undefined: none. */
     geoipDb?: string;
     /** Tunnel policies kept compiled (--policy-compiled-kept). */
@@ -331,6 +331,7 @@ const Schema = v.object({
   "policy-http-request-timeout": bounded("policy-http-request-timeout", 1, 30),
   "policy-http-request-max-bytes": bounded("policy-http-request-max-bytes", 1024, 16_777_216),
   "policy-http-request-concurrency": bounded("policy-http-request-concurrency", 1, 10_000),
+  "policy-http-request-concurrency-per-tunnel": bounded("policy-http-request-concurrency-per-tunnel", 1, 10_000),
   "policy-http-request-max-per-run": bounded("policy-http-request-max-per-run", 1, 64),
   "policy-jwks-timeout": bounded("policy-jwks-timeout", 1, 60),
   "policy-jwks-cache": bounded("policy-jwks-cache", 30, 86_400),
@@ -659,6 +660,8 @@ export function parseServerConfig(argv: string[], env: Record<string, string | u
         timeoutMs: o["policy-http-request-timeout"] * 1000,
         maxBytes: o["policy-http-request-max-bytes"],
         concurrency: o["policy-http-request-concurrency"],
+        // one tunnel's share is never more than the whole
+        concurrencyPerTunnel: Math.min(o["policy-http-request-concurrency-per-tunnel"], o["policy-http-request-concurrency"]),
         maxPerRun: o["policy-http-request-max-per-run"],
       },
       geoipDb: o["geoip-db"] || undefined,

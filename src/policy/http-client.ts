@@ -24,7 +24,7 @@ export const HTTP_REQUEST_ERRORS = {
   TOO_LARGE: "HTTP_REQUEST_RESPONSE_TOO_LARGE",
   /** More redirects than max_redirects. */
   TOO_MANY_REDIRECTS: "HTTP_REQUEST_TOO_MANY_REDIRECTS",
-  /** The server has --policy-http-request-concurrency requests out already. */
+  /** The server has --policy-http-request-concurrency requests out already, or the run's tunnel --policy-http-request-concurrency-per-tunnel. */
   BUSY: "HTTP_REQUEST_BUSY",
   /** The connection failed (refused, reset, TLS). */
   FAILED: "HTTP_REQUEST_FAILED",
@@ -48,6 +48,13 @@ export interface OutgoingRequest {
   timeoutMs: number;
   /** 0: a 3xx is the answer; n: up to n followed, the next one fails. */
   maxRedirects: number;
+  /** The tunnel whose run asks (tunnelKey): its share of the places is capped, the operator's layers' requests counted in it. */
+  tunnel: string;
+}
+
+/** Who a run's requests count against: the tunnel's id, the same for its life; its kind and name where it has none (the offline commands, tests). */
+export function tunnelKey(t: { id?: string; kind: string; name: string }): string {
+  return t.id ?? `${t.kind}:${t.name}`;
 }
 
 /** One answer, the last of its redirects. */

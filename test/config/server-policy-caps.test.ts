@@ -58,17 +58,27 @@ test("--policy-connect-max-bytes: 64 KiB by default, from the flag or BURROW_POL
   expect(() => parse(["--policy-connect-max-bytes", "1023"])).toThrow("--policy-connect-max-bytes must be a whole number from 1024 to 16777216");
 });
 
-test("--policy-http-request-*: by default the edge's own (inside addresses refused, 10 s, 256 KiB, 64 at once, 8 a run); each from its flag or BURROW_ variable; out of range a usage error", () => {
+test("--policy-http-request-*: by default the edge's own (inside addresses refused, 10 s, 256 KiB, 64 at once, 16 of them a tunnel's, 8 a run); each from its flag or BURROW_ variable; out of range a usage error", () => {
   expect(parse([]).policy.httpRequest).toEqual(DEFAULT_OUTGOING_LIMITS);
   expect(DEFAULT_OUTGOING_LIMITS.allowPrivate).toBe(false);
-  const set = ["--policy-http-request-allow-private", "on", "--policy-http-request-timeout", "30", "--policy-http-request-max-bytes", "1024", "--policy-http-request-concurrency", "1", "--policy-http-request-max-per-run", "64"];
-  expect(parse(set).policy.httpRequest).toEqual({ allowPrivate: true, timeoutMs: 30_000, maxBytes: 1024, concurrency: 1, maxPerRun: 64 });
+  const set = ["--policy-http-request-allow-private", "on", "--policy-http-request-timeout", "30", "--policy-http-request-max-bytes", "1024", "--policy-http-request-concurrency", "2", "--policy-http-request-concurrency-per-tunnel", "1", "--policy-http-request-max-per-run", "64"];
+  expect(parse(set).policy.httpRequest).toEqual({ allowPrivate: true, timeoutMs: 30_000, maxBytes: 1024, concurrency: 2, concurrencyPerTunnel: 1, maxPerRun: 64 });
   expect(parse([], { BURROW_POLICY_HTTP_REQUEST_ALLOW_PRIVATE: "on", BURROW_POLICY_HTTP_REQUEST_TIMEOUT: "1" }).policy.httpRequest).toMatchObject({ allowPrivate: true, timeoutMs: 1000 });
   expect(() => parse(["--policy-http-request-allow-private", "yes"])).toThrow("--policy-http-request-allow-private must be on or off");
   expect(() => parse(["--policy-http-request-timeout", "31"])).toThrow("--policy-http-request-timeout must be a whole number from 1 to 30");
   expect(() => parse(["--policy-http-request-max-bytes", "1023"])).toThrow("--policy-http-request-max-bytes must be a whole number from 1024");
   expect(() => parse(["--policy-http-request-concurrency", "0"])).toThrow("--policy-http-request-concurrency must be a whole number from 1");
+  expect(() => parse(["--policy-http-request-concurrency-per-tunnel", "0"])).toThrow("--policy-http-request-concurrency-per-tunnel must be a whole number from 1 to 10000");
   expect(() => parse(["--policy-http-request-max-per-run", "65"])).toThrow("--policy-http-request-max-per-run must be a whole number from 1 to 64");
+});
+
+test("--policy-http-request-concurrency-per-tunnel: from the flag or BURROW_POLICY_HTTP_REQUEST_CONCURRENCY_PER_TUNNEL; never more than the node's --policy-http-request-concurrency", () => {
+  expect(parse([]).policy.httpRequest.concurrencyPerTunnel).toBe(16);
+  expect(parse(["--policy-http-request-concurrency-per-tunnel", "40"]).policy.httpRequest.concurrencyPerTunnel).toBe(40);
+  expect(parse([], { BURROW_POLICY_HTTP_REQUEST_CONCURRENCY_PER_TUNNEL: "3" }).policy.httpRequest.concurrencyPerTunnel).toBe(3);
+  // held to the node's cap, whether it is set or the node's is lowered under the default
+  expect(parse(["--policy-http-request-concurrency", "8", "--policy-http-request-concurrency-per-tunnel", "100"]).policy.httpRequest.concurrencyPerTunnel).toBe(8);
+  expect(parse(["--policy-http-request-concurrency", "4"]).policy.httpRequest.concurrencyPerTunnel).toBe(4);
 });
 
 test("--policy-sse-event-limit: the edge's default, from the flag or BURROW_POLICY_SSE_EVENT_LIMIT, 1024 to 16777216", () => {

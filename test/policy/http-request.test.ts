@@ -4,7 +4,8 @@
  * (interpolated URL, query, headers, body), what later rules read of its
  * answer, on_error's continue and halt, and the hostile cases: loopback,
  * ::1, the metadata address, names that are this machine, a slow target,
- * a huge answer, too many out at once, a loop. Loopback is reached only
+ * a huge answer, too many out at once (on the node, for one tunnel),
+ * a loop. Loopback is reached only
  * by a client made with allowPrivate; the same requests without it are
  * the refusals.
  */
@@ -247,6 +248,44 @@ describe("http-request: bounds", () => {
     expect(performance.now() - started).toBeLessThan(500);
     expect(second.matched[0]!.actions[0]!.note).toContain("HTTP_REQUEST_BUSY");
     expect(answered(await first)!.status).toBe(504);
+    expect(shared.inFlight).toBe(0);
+  });
+
+  test("one tunnel at its own cap gets BUSY at once; another tunnel still gets a place, and a policy run for the first (an operator's layer) counts against it", async () => {
+    const shared = client({ concurrency: 4, concurrencyPerTunnel: 1, timeoutMs: 1000 });
+    const asks = (url: string) => `on_http_request:\n  - actions:\n      - type: http-request\n        config: { url: "${url}", on_error: halt }\n`;
+    const tunnels = policyOf(asks(`${base}/slow`), { services: defaultServices({ httpRequests: shared }) });
+    const operator = policyOf(asks(`${base}/`), { services: defaultServices({ httpRequests: shared }) });
+    const a = requestInput({ host: "a.tunnels.example.com" });
+    const held = tunnels.run("on_http_request", a);
+    const started = performance.now();
+    const again = await tunnels.run("on_http_request", requestInput({ host: "a.tunnels.example.com" }));
+    const layer = await operator.run("on_http_request", requestInput({ host: "a.tunnels.example.com" }));
+    expect(performance.now() - started).toBeLessThan(500);
+    expect(again.matched[0]!.actions[0]!.note).toContain("HTTP_REQUEST_BUSY");
+    expect(again.matched[0]!.actions[0]!.note).toContain("--policy-http-request-concurrency-per-tunnel");
+    expect(layer.matched[0]!.actions[0]!.note).toContain("HTTP_REQUEST_BUSY");
+    const other = await operator.run("on_http_request", requestInput({ host: "b.tunnels.example.com" }));
+    expect(other.verdict.kind).toBe("continue");
+    expect(other.matched[0]!.actions[0]!.note).toContain(": 200 in");
+    expect(shared.inFlight).toBe(1);
+    expect(answered(await held)!.status).toBe(504);
+    expect(shared.inFlight).toBe(0);
+    expect(shared.tunnelsInFlight).toBe(0);
+  });
+
+  test("a tunnel's id, not its name, is what its requests count against: a renamed tunnel keeps its count", async () => {
+    const shared = client({ concurrency: 4, concurrencyPerTunnel: 1, timeoutMs: 1000 });
+    const p = policyOf(`on_http_request:\n  - actions:\n      - type: http-request\n        config: { url: "${base}/slow", on_error: halt }\n`, { services: defaultServices({ httpRequests: shared }) });
+    const as = (name: string, id: string) => {
+      const input = requestInput();
+      return { ...input, tunnel: { ...input.tunnel, name, id } };
+    };
+    const held = p.run("on_http_request", as("app", "t-1"));
+    const same = await p.run("on_http_request", as("renamed", "t-1"));
+    expect(same.matched[0]!.actions[0]!.note).toContain("HTTP_REQUEST_BUSY");
+    expect(shared.inFlight).toBe(1);
+    await held;
     expect(shared.inFlight).toBe(0);
   });
 

@@ -11,9 +11,11 @@
  * layers are held to the same rules: the flag is the operator's one
  * switch, and a layer's text reaches the edge by the same path as a
  * tunnel's. Bounded: one deadline for the whole exchange, the answer read
- * up to a cap, at most so many out at once (past it a request fails at
- * once rather than waits), and so many a run (the action counts them), so
- * a visitor's request is not made into a flood at another's service. Never throws; what it says carries the host,
+ * up to a cap, at most so many out at once over every tunnel and fewer
+ * for any one tunnel (past either a request fails at once rather than
+ * waits: one tunnel's policy cannot take every place and leave the others
+ * none), and so many a run (the action counts them), so a visitor's
+ * request is not made into a flood at another's service. Never throws; what it says carries the host,
  * never the path, query or headers.
  */
 import { networkInterfaces } from "node:os";
@@ -29,13 +31,15 @@ export interface OutgoingLimits {
   maxBytes: number;
   /** Requests out at once, over every tunnel (--policy-http-request-concurrency). */
   concurrency: number;
+  /** Requests out at once for one tunnel, its operator's layers' with its own (--policy-http-request-concurrency-per-tunnel); never more than `concurrency`. */
+  concurrencyPerTunnel: number;
   /** Loopback, private and link-local addresses allowed (--policy-http-request-allow-private). */
   allowPrivate: boolean;
   /** Requests one run of a phase of a policy may make (--policy-http-request-max-per-run). */
   maxPerRun: number;
 }
 
-export const DEFAULT_OUTGOING_LIMITS: OutgoingLimits = { timeoutMs: 10_000, maxBytes: 256 * 1024, concurrency: 64, allowPrivate: false, maxPerRun: 8 };
+export const DEFAULT_OUTGOING_LIMITS: OutgoingLimits = { timeoutMs: 10_000, maxBytes: 256 * 1024, concurrency: 64, concurrencyPerTunnel: 16, allowPrivate: false, maxPerRun: 8 };
 
 const FLAG = "--policy-http-request-allow-private";
 /** Headers a redirect to another origin does not carry on (as Go's client, ngrok's, does). */
@@ -46,6 +50,8 @@ type Failure = Extract<OutgoingResult, { ok: false }>;
 export class OutgoingRequests implements PolicyHttpClient {
   private readonly limits: OutgoingLimits;
   private active = 0;
+  /** Requests out now by tunnel; a tunnel with none out has no entry (at most `concurrency` entries). */
+  private readonly activeByTunnel = new Map<string, number>();
 
   constructor(limits: Partial<OutgoingLimits> = {}) {
     this.limits = { ...DEFAULT_OUTGOING_LIMITS, ...limits };
@@ -64,19 +70,31 @@ export class OutgoingRequests implements PolicyHttpClient {
     return this.active;
   }
 
+  /** Tunnels with requests out now. */
+  get tunnelsInFlight(): number {
+    return this.activeByTunnel.size;
+  }
+
   async send(request: OutgoingRequest): Promise<OutgoingResult> {
     const started = performance.now();
     const took = () => Math.round(performance.now() - started);
     if (this.active >= this.limits.concurrency) return fail(HTTP_REQUEST_ERRORS.BUSY, `the server has ${this.limits.concurrency} policy requests out already (--policy-http-request-concurrency)`, 0);
+    const perTunnel = Math.min(this.limits.concurrencyPerTunnel, this.limits.concurrency);
+    const ours = this.activeByTunnel.get(request.tunnel) ?? 0;
+    if (ours >= perTunnel) return fail(HTTP_REQUEST_ERRORS.BUSY, `this tunnel has ${perTunnel} policy requests out already (--policy-http-request-concurrency-per-tunnel)`, 0);
     const timeoutMs = Math.min(request.timeoutMs, this.limits.timeoutMs);
     const signal = AbortSignal.timeout(timeoutMs);
     const timedOut = new Promise<Failure>((resolve) => signal.addEventListener("abort", () => resolve(fail(HTTP_REQUEST_ERRORS.TIMEOUT, `no answer within ${timeoutMs} ms`, took())), { once: true }));
     this.active++;
+    this.activeByTunnel.set(request.tunnel, ours + 1);
     try {
       // a name's lookup cannot be cut short: the deadline answers for it
       return await Promise.race([this.follow(request, signal, took, timeoutMs), timedOut]);
     } finally {
       this.active--;
+      const left = this.activeByTunnel.get(request.tunnel)! - 1;
+      if (left > 0) this.activeByTunnel.set(request.tunnel, left);
+      else this.activeByTunnel.delete(request.tunnel);
     }
   }
 

@@ -14,7 +14,7 @@
 import * as v from "valibot";
 import type { Template } from "../cel/template.ts";
 import type { CompiledExpression } from "../cel/compile.ts";
-import { HTTP_REQUEST_ERRORS, type HttpRequestErrorCode, type OutgoingAnswer, type OutgoingRequest, type OutgoingResult } from "../http-client.ts";
+import { HTTP_REQUEST_ERRORS, type HttpRequestErrorCode, type OutgoingAnswer, type OutgoingRequest, type OutgoingResult, tunnelKey } from "../http-client.ts";
 import { MAX_RETRIES, RETRY_CONDITION, retryWanted } from "./http-request-retry.ts";
 import { compileHeaderMap, MAX_HEADERS_PER_ACTION, parseDuration, render, renderHeaderValue } from "./common.ts";
 import { defineAction, textResponse, type ActionContext, type ActionResult } from "./types.ts";
@@ -123,7 +123,7 @@ function requestOf(plan: RequestPlan, ctx: ActionContext): OutgoingRequest | { c
   headers.push([HOPS_HEADER, String(Number.isInteger(hops) && hops > 0 ? hops + 1 : 1)]);
   const body = plan.body === undefined ? undefined : render(plan.body, ctx, "http-request body");
   if (plan.body !== undefined && body === undefined) return { code: HTTP_REQUEST_ERRORS.INTERPOLATION, message: "the body did not interpolate" };
-  return { method: plan.method, url: url.href, headers, body, timeoutMs: plan.timeoutMs, maxRedirects: plan.maxRedirects };
+  return { method: plan.method, url: url.href, headers, body, timeoutMs: plan.timeoutMs, maxRedirects: plan.maxRedirects, tunnel: tunnelKey(ctx.bindings.input.tunnel) };
 }
 
 /** A header list as ngrok's variables have it: lower-case name to its values. */
