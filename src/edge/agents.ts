@@ -184,10 +184,10 @@ export class AgentConnection implements AgentSide {
   /** What the policies did with a request they let through to it (passed-notes.ts), when it asked. */
   notePassed(note: PolicyPassed): void {
     if (!this.ready || !this.tellsPassed || this.mux.closed) return;
-    if (this.logsRead !== "json" && (note.request?.logs || note.response?.logs)) {
+    if (this.logsRead !== "json" && (note.request?.logs || note.response?.logs || note.events?.logs)) {
       const reads = this.logsRead;
       const text = (phase: PolicyPassed["request"]) => (phase?.logs ? { ...phase, logs: logsFor(phase.logs, reads) } : phase);
-      note = { ...note, request: text(note.request), response: text(note.response) };
+      note = { ...note, request: text(note.request), response: text(note.response), events: text(note.events) };
     }
     this.mux.sendEncodedControlInBatch(FrameType.POLICY_PASSED, jsonPayload(note));
   }

@@ -188,15 +188,17 @@ export type PhaseNote = v.InferOutput<typeof PhaseNote>;
 /**
  * edge -> agent: a request the traffic policies let through to the agent,
  * on the session's stream `stream` (wire.ts POLICY_PASSED): its request
- * phase and its response phase as the tunnel's own rules saw them (a phase
- * with nothing to tell is left out), and the status the visitor got when
- * a response rule answered in the service's place.
+ * phase, its response phase and its event stream phase (on_event_stream_
+ * message, judged on the response's head) as the tunnel's own rules saw
+ * them (a phase with nothing to tell is left out), and the status the
+ * visitor got when a response rule answered in the service's place.
  */
 export const PolicyPassed = v.object({
   tunnel: noteText(64),
   stream: v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(0xffff_ffff)),
   request: v.optional(PhaseNote),
   response: v.optional(PhaseNote),
+  events: v.optional(PhaseNote),
   status: v.optional(v.pipe(v.number(), v.integer(), v.minValue(100), v.maxValue(999))),
 });
 export type PolicyPassed = v.InferOutput<typeof PolicyPassed>;
@@ -206,14 +208,15 @@ export type PolicyPassed = v.InferOutput<typeof PolicyPassed>;
  * (or ADDED's) entry for it when the edge sends no note the agent can
  * make itself: one whose request phase is the rules named, in order, in
  * the request's X-Burrow-Policy-Rules field, each with its actions from
- * `request`, and whose response phase is `response`'s rules, all of them
- * (absent: none), with no log fields and nothing answered in the
- * service's place. Any other request's note is sent whole, and replaces
+ * `request`, whose response phase is `response`'s rules and whose event
+ * stream phase is `events`'s, all of them (absent: none), with no log
+ * fields and nothing answered in the service's place. Any other request's note is sent whole, and replaces
  * the one made.
  */
 export const DerivedNotes = v.object({
   request: v.pipe(v.array(NoteRule), v.maxLength(20)),
   response: v.optional(v.pipe(v.array(NoteRule), v.maxLength(20))),
+  events: v.optional(v.pipe(v.array(NoteRule), v.maxLength(20))),
 });
 export type DerivedNotes = v.InferOutput<typeof DerivedNotes>;
 

@@ -187,8 +187,9 @@ export const FrameType = {
   /**
    * edge -> agent, stream 0: JSON (messages.ts PolicyPassed). A request
    * the traffic policies let through to the agent, on stream `stream`:
-   * what the tunnel's own rules did with it in each phase (the rules that
-   * matched and their actions, the log action's fields) and, when a
+   * what the tunnel's own rules did with it in each phase, the event
+   * stream's too (the rules that matched and their actions, the log
+   * action's fields) and, when a
    * response rule replaced the service's answer, the action that did and
    * whose layer it was. Sent once the edge has the response's head (the
    * agent has the request by then: it is the latest on that stream), only

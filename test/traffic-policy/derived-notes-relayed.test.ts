@@ -70,7 +70,7 @@ describe("notes the agent makes itself, for a request relayed from another node"
         shown[`told ${entry}`] = await shownPolicy(told!, path, c.method, (p) => p?.response != null);
         shown[`made ${entry}`] = await shownPolicy(made!, path, c.method);
       }
-      const expected = { rules: c.rules, ended: null, logs: [], skipped_before: 0, response: MADE_RESPONSE };
+      const expected = { rules: c.rules, ended: null, logs: [], skipped_before: 0, events: null, response: MADE_RESPONSE };
       for (const [who, s] of Object.entries(shown)) expect({ who, policy: s.policy }).toEqual({ who, policy: expected });
       expect(shown["made relayed"]!.noted).toBe(shown["made agents"]!.noted);
       expect(shown["made relayed"]!.noted).toBe(shown["told relayed"]!.noted);
@@ -84,7 +84,7 @@ describe("notes the agent makes itself, for a request relayed from another node"
     const sent = made!.told.length;
     const r = await visit(made!, "relayed", "/other?forged", { headers: { "x-burrow-policy-rules": "api? v2, logged" } });
     expect(r.status).toBe(200);
-    expect((await shownPolicy(made!, "/other?forged")).policy).toEqual({ rules: ["#3"], ended: null, logs: [], skipped_before: 0, response: MADE_RESPONSE });
+    expect((await shownPolicy(made!, "/other?forged")).policy).toEqual({ rules: ["#3"], ended: null, logs: [], skipped_before: 0, events: null, response: MADE_RESPONSE });
     expect(made!.told.length).toBe(sent);
   }, 20_000);
 
@@ -93,14 +93,14 @@ describe("notes the agent makes itself, for a request relayed from another node"
     const url = `http://${made!.subdomain}.localhost:${cluster!.nodes[1]!.edgePort}/api/h2`;
     const proc = Bun.spawn(["curl", "-sS", "--max-time", "20", "--http2-prior-knowledge", "-o", "/dev/null", "-w", "%{http_version} %{response_code}", url], { stdout: "pipe", stderr: "pipe", timeout: 30_000 });
     expect(await new Response(proc.stdout).text()).toBe("2 200");
-    expect((await shownPolicy(made!, "/api/h2")).policy).toEqual({ rules: ["api, v2", "#3"], ended: null, logs: [], skipped_before: 0, response: MADE_RESPONSE });
+    expect((await shownPolicy(made!, "/api/h2")).policy).toEqual({ rules: ["api, v2", "#3"], ended: null, logs: [], skipped_before: 0, events: null, response: MADE_RESPONSE });
     expect(made!.told.length).toBe(sent);
   }, 20_000);
 
   test("a request whose rule wrote log fields still comes as a note, relayed or not, and shows them", async () => {
     const sent = made!.told.length;
     const logged = (p: Record<string, unknown> | null) => Array.isArray(p?.logs) && (p.logs as unknown[]).length > 0;
-    const expected = { rules: ["api, v2", "logged", "#3"], ended: null, logs: [{ seen: "/api/logged" }], skipped_before: 0, response: MADE_RESPONSE };
+    const expected = { rules: ["api, v2", "logged", "#3"], ended: null, logs: [{ seen: "/api/logged" }], skipped_before: 0, events: null, response: MADE_RESPONSE };
     for (const entry of ENTRIES) {
       const path = `/api/logged?via=${entry}`;
       for (const a of [made!, told!]) expect((await visit(a, entry, path)).status).toBe(200);
@@ -112,7 +112,7 @@ describe("notes the agent makes itself, for a request relayed from another node"
 
   test("a response the operator's rule answered still comes as a note, relayed or not: the action, the server, the status", async () => {
     const sent = answered!.told.length;
-    const expected = { rules: ["api, v2", "#3"], ended: { phase: "response", by: "server", action: "custom-response", status: 503 }, logs: [], skipped_before: 0, response: MADE_RESPONSE };
+    const expected = { rules: ["api, v2", "#3"], ended: { phase: "response", by: "server", action: "custom-response", status: 503 }, logs: [], skipped_before: 0, events: null, response: MADE_RESPONSE };
     for (const entry of ENTRIES) {
       const path = `/api/down?via=${entry}`;
       expect((await visit(answered!, entry, path)).status).toBe(503);

@@ -61,7 +61,7 @@ describe("notes the agent makes itself", () => {
       const before = await shown(told, c.path, c.method, (p) => p?.response != null);
       const after = await shown(made, c.path, c.method);
       expect(after.policy).toEqual(before.policy);
-      expect(after.policy).toEqual({ rules: c.rules, ended: null, logs: [], skipped_before: 0, response: MADE_RESPONSE });
+      expect(after.policy).toEqual({ rules: c.rules, ended: null, logs: [], skipped_before: 0, events: null, response: MADE_RESPONSE });
       expect(after.noted).toBe(before.noted);
     }
     // each of the version before's requests came as a note; none of these to the agent that makes them
@@ -78,7 +78,7 @@ describe("notes the agent makes itself", () => {
     const before = await shown(told, "/api/h2", "GET", (p) => p?.response != null);
     const after = await shown(made, "/api/h2", "GET");
     expect(after.policy).toEqual(before.policy);
-    expect(after.policy).toEqual({ rules: ["api, v2", "#3"], ended: null, logs: [], skipped_before: 0, response: MADE_RESPONSE });
+    expect(after.policy).toEqual({ rules: ["api, v2", "#3"], ended: null, logs: [], skipped_before: 0, events: null, response: MADE_RESPONSE });
     expect(made.told.length).toBe(sent);
   }, 20_000);
 
@@ -88,7 +88,7 @@ describe("notes the agent makes itself", () => {
     const before = await shown(told, "/api/logged", "GET", logged);
     const after = await shown(made, "/api/logged", "GET", logged);
     expect(after.policy).toEqual(before.policy);
-    expect(after.policy).toEqual({ rules: ["api, v2", "logged", "#3"], ended: null, logs: [{ seen: "/api/logged" }], skipped_before: 0, response: MADE_RESPONSE });
+    expect(after.policy).toEqual({ rules: ["api, v2", "logged", "#3"], ended: null, logs: [{ seen: "/api/logged" }], skipped_before: 0, events: null, response: MADE_RESPONSE });
     expect(made.told.map((note) => note.request?.logs)).toEqual([[{ seen: "/api/logged" }]]);
   }, 20_000);
 
@@ -101,6 +101,7 @@ describe("notes the agent makes itself", () => {
       ended: { phase: "response", by: "server", action: "custom-response", status: 503 },
       logs: [],
       skipped_before: 0,
+      events: null,
       response: MADE_RESPONSE,
     });
     expect(answered.told.some((note) => note.status === 503)).toBe(true);

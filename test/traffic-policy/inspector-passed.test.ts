@@ -120,6 +120,7 @@ const loggedNote = (path: string) => ({
   ended: null,
   logs: [{ seen: path, marker: "passed-request-log" }],
   skipped_before: 0,
+  events: null,
   response: {
     rules: [
       { rule: "stamp", actions: ["add-headers"] },
@@ -176,6 +177,7 @@ describe("a request the policies let through, in the inspector", () => {
       ended: { phase: "response", by: "tunnel", action: "custom-response", rule: "hide missing", status: 410 },
       logs: [],
       skipped_before: 0,
+      events: null,
       response: { rules: [{ rule: "hide missing", actions: ["custom-response"] }], logs: [] },
     });
   }, 20_000);
@@ -189,6 +191,7 @@ describe("a request the policies let through, in the inspector", () => {
       ended: { phase: "response", by: "server", action: "custom-response", status: 503 },
       logs: [],
       skipped_before: 0,
+      events: null,
       response: { rules: [], logs: [] },
     });
     // neither its rule's name nor its log action's fields (those go to the server's log alone)
@@ -201,7 +204,7 @@ describe("a request the policies let through, in the inspector", () => {
     const proc = Bun.spawn(["curl", "-sS", "--max-time", "20", "--http2-prior-knowledge", "-o", "/dev/null", "-w", "%{http_version} %{response_code}", url(h2, "/h2/stream")], { stdout: "pipe", stderr: "pipe", timeout: 30_000 });
     expect(await new Response(proc.stdout).text()).toBe("2 200");
     const { policy } = await captured(h2, "/h2/stream", (p) => Array.isArray(p?.logs) && (p.logs as unknown[]).length > 0);
-    expect(policy).toEqual({ rules: ["h2 logged"], ended: null, logs: [{ seen: "/h2/stream", marker: "passed-h2-log" }], skipped_before: 0, response: null });
+    expect(policy).toEqual({ rules: ["h2 logged"], ended: null, logs: [{ seen: "/h2/stream", marker: "passed-h2-log" }], skipped_before: 0, events: null, response: null });
     await rig.server.output.waitFor(/passed-h2-log/, 5_000);
   }, 20_000);
 

@@ -80,6 +80,7 @@ test("relayed, with response rules: the request's log fields and the response's 
     ended: null,
     logs: [{ seen: "/through/other" }],
     skipped_before: 0,
+    events: null,
     response: { rules: [{ rule: "relayed stamp", actions: ["add-headers"] }], logs: [] },
   });
 }, 20_000);
@@ -88,7 +89,7 @@ test("relayed, without response rules: the request's log fields all the same", a
   const r = await tunnelFetch(nodes[1]!.edgePort, requestOnly.subdomain, "/through/request-only");
   expect(r.status).toBe(200);
   expect(await r.text()).toBe("hello from /through/request-only");
-  expect(await shown(requestOnly, "/through/request-only")).toEqual({ rules: ["relayed log only"], ended: null, logs: [{ seen: "/through/request-only" }], skipped_before: 0, response: null });
+  expect(await shown(requestOnly, "/through/request-only")).toEqual({ rules: ["relayed log only"], ended: null, logs: [{ seen: "/through/request-only" }], skipped_before: 0, events: null, response: null });
 }, 20_000);
 
 test("relayed to an HTTP/2 visitor (curl, h2c prior knowledge): the response as the tunnel's node's rules made it, over h2, and the note", async () => {
@@ -102,6 +103,7 @@ test("relayed to an HTTP/2 visitor (curl, h2c prior knowledge): the response as 
     ended: null,
     logs: [{ seen: "/through/h2" }],
     skipped_before: 0,
+    events: null,
     response: { rules: [{ rule: "relayed stamp", actions: ["add-headers"] }], logs: [] },
   });
 }, 20_000);

@@ -75,7 +75,7 @@ describe("the inspector and the tunnel's traffic policy", () => {
   test("a request let through: the rules that matched, nothing ended it", async () => {
     expect((await a.visit("/api/users")).status).toBe(200);
     const c = await captured("/api/users", "service");
-    expect((await detail(c.id)).policy).toEqual({ rules: ["api calls", "everything"], ended: null, logs: [], skipped_before: 0, response: null });
+    expect((await detail(c.id)).policy).toEqual({ rules: ["api calls", "everything"], ended: null, logs: [], skipped_before: 0, events: null, response: null });
   });
 
   test("a request the tunnel's rule answered at the edge is listed, with the rules, the rule and action that ended it, and its log fields", async () => {
@@ -89,6 +89,7 @@ describe("the inspector and the tunnel's traffic policy", () => {
       ended: { phase: "request", by: "tunnel", action: "deny", rule: "no admin", status: 404 },
       logs: [{ refused: "/admin/users", who: "127.0.0.1" }],
       skipped_before: 0,
+      events: null,
       response: null,
     });
     // its headers and body never came here: it cannot be sent again
@@ -101,7 +102,7 @@ describe("the inspector and the tunnel's traffic policy", () => {
     expect((await a.visit("/forbidden")).status).toBe(451);
     const c = await captured("/forbidden", "edge");
     const policy = await detail(c.id);
-    expect(policy.policy).toEqual({ rules: [], ended: { phase: "request", by: "server", action: "deny", status: 451 }, logs: [], skipped_before: 0, response: null });
+    expect(policy.policy).toEqual({ rules: [], ended: { phase: "request", by: "server", action: "deny", status: 451 }, logs: [], skipped_before: 0, events: null, response: null });
     expect(JSON.stringify(policy)).not.toContain("operator-only");
   });
 

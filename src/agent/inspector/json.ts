@@ -58,7 +58,9 @@ const POLICY_RULES_FIELD = "x-burrow-policy-rules";
  * rules that matched, its log actions' fields); `ended`: the action that
  * answered in the service's place, in which phase, whose layer it was and
  * the status the visitor got; `response`: the response's phase (the rules
- * that matched, each with its actions, and the log fields). For one they
+ * that matched, each with its actions, and the log fields); `events`: the
+ * event stream's (on_event_stream_message, judged on the response's head:
+ * its rules that matched, whose sse-find-replace rewrote the events). For one they
  * answered, the note the server sent; for one they let through, the note
  * the server sent after its response (POLICY_PASSED), the one made here
  * when the server sends none it need not (made-note.ts), or the rules the
@@ -68,7 +70,7 @@ function policyJson(c: Capture) {
   const note = c.answeredAtEdge;
   if (note) {
     const ended = { phase: "request" as const, ...note.ended, status: note.status };
-    return { rules: note.rules, ended, logs: note.logs ?? [], skipped_before: note.skipped ?? 0, response: null };
+    return { rules: note.rules, ended, logs: note.logs ?? [], skipped_before: note.skipped ?? 0, response: null, events: null };
   }
   const passed = c.passedNote ?? madeNote(c);
   const named = headerValue(c.head.headers, POLICY_RULES_FIELD);
@@ -81,6 +83,7 @@ function policyJson(c: Capture) {
     logs: passed?.request?.logs ?? [],
     skipped_before: 0,
     response: response ? { rules: response.rules, logs: response.logs ?? [] } : null,
+    events: passed?.events ? { rules: passed.events.rules, logs: passed.events.logs ?? [] } : null,
   };
 }
 

@@ -15,7 +15,7 @@ import type { Capture } from "./capture.ts";
 const POLICY_RULES_FIELD = "x-burrow-policy-rules";
 
 /** A note's phases: what json.ts reads of it. */
-export type NotePhases = Pick<PolicyPassed, "request" | "response">;
+export type NotePhases = Pick<PolicyPassed, "request" | "response" | "events">;
 
 /** Each list's rules by their names as the field spells them, made once a list. */
 const byName = new WeakMap<DerivedNotes, Map<string, PhaseNote["rules"][number]>>();
@@ -29,7 +29,8 @@ export function madeNote(c: Capture): NotePhases | undefined {
   const note: NotePhases = {};
   if (named !== undefined && named !== "") note.request = { rules: named.split(", ").map((name) => rulesOf(notes).get(name) ?? { rule: name, actions: [] }) };
   if (notes.response !== undefined && notes.response.length > 0) note.response = { rules: notes.response };
-  return note.request || note.response ? note : undefined;
+  if (notes.events !== undefined && notes.events.length > 0) note.events = { rules: notes.events };
+  return note.request || note.response || note.events ? note : undefined;
 }
 
 function rulesOf(notes: DerivedNotes): Map<string, PhaseNote["rules"][number]> {

@@ -5,7 +5,8 @@
  * matched (named, in order, in the request's X-Burrow-Policy-Rules field:
  * layered-run.ts matchedNames) with their actions, and, when the
  * response's rules are known at load (TunnelPolicy.responseFields), all
- * of the tunnel's own response rules with theirs. For an agent that said
+ * of the tunnel's own response rules with theirs, and its event stream
+ * rules (on_event_stream_message) when none has a condition. For an agent that said
  * it makes such notes (HELLO's `derived_notes`), the edge lists the rules
  * once, in READY's entry for the tunnel, and sends no note for such a
  * request: none is armed (passed-notes.ts toldWhenAnswered), so no note's
@@ -16,7 +17,8 @@
  * request rule's name as the field spells it (protocol/policy-rules-field.ts)
  * must be one no other of its request rules has, and not empty, and there
  * must be no more request rules than the field names; the response rules,
- * if any, must be known at load.
+ * if any, must be known at load, and the event stream rules, if any, have
+ * no condition.
  */
 import type { Policy } from "../../policy/index.ts";
 import type { CompiledRule } from "../../policy/policy.ts";
@@ -59,8 +61,12 @@ function decide(own: Policy): NotesMade | undefined {
   const response = own.rulesOf("on_http_response");
   // a rule that is not known at load is run, and its note is what the run says
   for (const r of response) if (r.expressions.length > 0 || !r.actions.every((a) => a.constantFields !== undefined)) return undefined;
+  // an event stream rule with no condition matches every response its phase runs for (its sse-find-replace goes on, never ends the run)
+  const events = own.rulesOf("on_event_stream_message");
+  if (events.some((r) => r.expressions.length > 0)) return undefined;
   const wire: DerivedNotes = { request: request.map(noteRule) };
   if (response.length > 0) wire.response = response.slice(0, MAX_RULES).map(noteRule);
+  if (events.length > 0) wire.events = events.slice(0, MAX_RULES).map(noteRule);
   return { wire, logs: request.some((r) => r.actions.some((a) => a.type === "log")) };
 }
 

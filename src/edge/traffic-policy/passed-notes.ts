@@ -1,8 +1,9 @@
 /**
  * What the agent's request inspector is told of a request its tunnel's
- * traffic policies let through (wire.ts POLICY_PASSED): in each phase, the
- * tunnel's own rules that matched with their actions, and its log
- * actions' fields; when a response rule answered in the service's place,
+ * traffic policies let through (wire.ts POLICY_PASSED): in each phase (the
+ * request's, the response's, and the event stream's, judged on the
+ * response's head), the tunnel's own rules that matched with their
+ * actions, and its log actions' fields; when a response rule answered in the service's place,
  * which action did, whose layer it was and the status the visitor got.
  * The operator's rules are not named (as in policy-notes.ts).
  *
@@ -65,16 +66,19 @@ export function tellPassed(run: LayeredRun, policy: TunnelPolicy | undefined, ve
   run.noteTunnel = undefined;
   if (!policy) return;
   const own = ownRequest(run, policy);
+  const ownEvents = verdict ? eventsRun(run, policy) : undefined;
   if (verdict === undefined || verdict.kind === "continue") {
     const ownResponse = verdict ? responseRun(run, policy).own : undefined;
-    if (tellAsBefore(run, t, own, ownResponse)) return;
+    if (tellAsBefore(run, t, own, ownResponse, ownEvents)) return;
   }
   const request = own && (own.matched.length > 0 || own.logs.length > 0) ? phaseNote(own) : undefined;
   const response = verdict ? responseNote(run, policy, verdict) : undefined;
-  if (!request && !response) return;
+  const events = ownEvents && (ownEvents.matched.length > 0 || ownEvents.logs.length > 0) ? phaseNote(ownEvents) : undefined;
+  if (!request && !response && !events) return;
   const note: PolicyPassed = { tunnel: t.id, stream: run.noteStream };
   if (request) note.request = request;
   if (response) note.response = response;
+  if (events) note.events = events;
   if (verdict?.kind === "respond") note.status = verdict.response.status;
   t.agent?.notePassed?.(note);
 }
@@ -91,7 +95,7 @@ export function tellPassedKnown(run: LayeredRun, policy: TunnelPolicy): void {
   run.noteTunnel = undefined;
   const own = ownRequest(run, policy);
   const response = knownResponse(policy);
-  if (tellAsBefore(run, t, own, response)) return;
+  if (tellAsBefore(run, t, own, response, undefined)) return;
   const request = own && (own.matched.length > 0 || own.logs.length > 0) ? phaseNote(own) : undefined;
   if (!request && !response) return;
   const note: PolicyPassed = { tunnel: t.id, stream: run.noteStream };
@@ -146,6 +150,25 @@ function responseRun(run: LayeredRun, policy: TunnelPolicy): { own: Outcome | un
   return { own, last };
 }
 
+/**
+ * The tunnel's own run of the event stream phase, when it ran: its runs
+ * follow the response's (LayeredRun.respond), one for each layer with
+ * event stream rules in the response's order, up to the one that ended it.
+ */
+function eventsRun(run: LayeredRun, policy: TunnelPolicy): Outcome | undefined {
+  if (!policy.own?.has("on_event_stream_message")) return undefined;
+  const runs = run.runs;
+  let r = 0;
+  while (r < runs.length && runs[r]!.phase !== "on_event_stream_message") r++;
+  for (const layer of policy.responseLayers) {
+    if (r >= runs.length) return undefined;
+    if (!layer.has("on_event_stream_message")) continue;
+    if (layer === policy.own) return runs[r];
+    r++;
+  }
+  return undefined;
+}
+
 function responseNote(run: LayeredRun, policy: TunnelPolicy, verdict: Verdict): PhaseNote | undefined {
   const { own, last } = responseRun(run, policy);
   const note = own && (own.matched.length > 0 || own.logs.length > 0) ? phaseNote(own) : undefined;
@@ -170,25 +193,27 @@ function phaseNote(out: Outcome): PhaseNote {
  * request after request, and a brief run's traces (policy.ts) are the same
  * objects each time, so the same phases are known by who they are and
  * their JSON is not made again. `response`: the response's run's traces,
- * or a note known at load (knownResponse).
+ * or a note known at load (knownResponse); `events`: the event stream's.
  */
-let last: { request: readonly RuleTrace[] | undefined; response: readonly RuleTrace[] | PhaseNote | undefined; tail: Uint8Array } | undefined;
+let last: { request: readonly RuleTrace[] | undefined; response: readonly RuleTrace[] | PhaseNote | undefined; events: readonly RuleTrace[] | undefined; tail: Uint8Array } | undefined;
 const encoder = new TextEncoder();
 
 /** Tells `t`'s agent from the last note's bytes when the phases are the same; false when this note is not one for them (log fields), so it is made as always. */
-function tellAsBefore(run: LayeredRun, t: Tunnel, own: Outcome | undefined, response: Outcome | PhaseNote | undefined): boolean {
+function tellAsBefore(run: LayeredRun, t: Tunnel, own: Outcome | undefined, response: Outcome | PhaseNote | undefined, ownEvents: Outcome | undefined): boolean {
   if (t.agent?.notePassedEncoded === undefined) return false;
-  if ((own && own.logs.length > 0) || (response && "logs" in response && response.logs !== undefined && response.logs.length > 0)) return false;
+  if ((own && own.logs.length > 0) || (response && "logs" in response && response.logs !== undefined && response.logs.length > 0) || (ownEvents && ownEvents.logs.length > 0)) return false;
   const request = own && own.matched.length > 0 ? own.matched : undefined;
   const responseKey = response === undefined ? undefined : "matched" in response ? (response.matched.length > 0 ? response.matched : undefined) : response;
+  const events = ownEvents && ownEvents.matched.length > 0 ? ownEvents.matched : undefined;
   // nothing to tell
-  if (request === undefined && responseKey === undefined) return true;
-  if (last === undefined || !sameTraces(last.request, request) || !sameKey(last.response, responseKey)) {
-    const note: { request?: PhaseNote; response?: PhaseNote } = {};
+  if (request === undefined && responseKey === undefined && events === undefined) return true;
+  if (last === undefined || !sameTraces(last.request, request) || !sameKey(last.response, responseKey) || !sameTraces(last.events, events)) {
+    const note: { request?: PhaseNote; response?: PhaseNote; events?: PhaseNote } = {};
     if (request) note.request = phaseNote(own!);
     if (responseKey) note.response = "matched" in response! ? phaseNote(response as Outcome) : (response as PhaseNote);
+    if (events) note.events = phaseNote(ownEvents!);
     // the note's fields after `{"tunnel":...,"stream":N` (agents.ts notePassedEncoded)
-    last = { request, response: responseKey, tail: encoder.encode(`,${JSON.stringify(note).slice(1)}`) };
+    last = { request, response: responseKey, events, tail: encoder.encode(`,${JSON.stringify(note).slice(1)}`) };
   }
   t.agent.notePassedEncoded(t.id, run.noteStream, last.tail);
   return true;

@@ -42,7 +42,7 @@ export class TunnelPolicy {
   readonly tunnel: readonly Policy[];
   /** Every layer in response order: the flags, the tunnel's own, then the operator's from the innermost out. */
   readonly responseLayers: readonly Policy[];
-  /** Its own rules as an agent that makes its notes lists them (derived-notes.ts), when such notes say all there is: its response's rules, if any, known at load. */
+  /** Its own rules as an agent that makes its notes lists them (derived-notes.ts), when such notes say all there is: its response's rules and event stream rules, if any, known at load. */
   readonly notesMade: NotesMade | undefined;
   /** How the edge reads a request's body for an action that needs it (verify-webhook), when some layer has one; undefined: bodies are not read. */
   readonly body: BodyReading | undefined;
@@ -70,7 +70,7 @@ export class TunnelPolicy {
     this.responseFieldBytes = this.responseFields ? Buffer.from(this.responseFields, "latin1") : undefined;
     this.responseBeyondFlags = this.layers.some((p) => p !== flags && (p.has("on_http_response") || p.has("on_event_stream_message")));
     this.body = reading && this.layers.some((p) => p.readsBody) ? reading : undefined;
-    this.notesMade = own && (!this.response || this.responseFields !== undefined) ? notesMadeOf(own) : undefined;
+    this.notesMade = own && (!this.response || responseKnownAtLoad(this.responseLayers)) ? notesMadeOf(own) : undefined;
   }
 
   /** The layers, or undefined when there are none. */
@@ -100,6 +100,16 @@ function constantFields(layers: readonly Policy[]): string | undefined {
     }
   }
   return text;
+}
+
+/**
+ * Whether what the response's phases do is known at load, for every
+ * layer: each response rule adds constant fields with no condition (so
+ * none ends the run), and no event stream rule has a condition (its
+ * sse-find-replace goes on; it only rewrites the events).
+ */
+function responseKnownAtLoad(layers: readonly Policy[]): boolean {
+  return constantFields(layers) !== undefined && layers.every((p) => p.rulesOf("on_event_stream_message").every((r) => r.expressions.length === 0));
 }
 
 /** What a tunnel's layers are made of, as far as this file reads it (registry.ts Tunnel). */

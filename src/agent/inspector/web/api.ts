@@ -52,6 +52,8 @@ export interface PolicyView {
   skipped_before: number;
   /** The response's phase: the tunnel's own rules that matched, each with its actions, and their log fields; null: none. */
   response: { rules: { rule: string; actions: string[] }[]; logs: LogFields[] } | null;
+  /** The event stream's phase (on_event_stream_message, judged on the response's head): the tunnel's own rules that matched, each with its actions; null: none. */
+  events: { rules: { rule: string; actions: string[] }[]; logs: LogFields[] } | null;
 }
 
 export interface Body {

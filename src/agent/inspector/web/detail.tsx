@@ -119,6 +119,7 @@ export function DetailView({ id, summary, tunnels, onSelect }: Props) {
 function PolicyPanel({ policy }: { policy: PolicyView }) {
   const ended = policy.ended;
   const response = policy.response;
+  const events = policy.events;
   return (
     <section class="policy" aria-label="Traffic policy">
       <h3>Traffic policy</h3>
@@ -126,6 +127,9 @@ function PolicyPanel({ policy }: { policy: PolicyView }) {
         <span class="request-rules">{policy.rules.length === 0 ? "none of the tunnel's request rules matched" : `request rules matched: ${policy.rules.join(", ")}`}</span>
         {response && response.rules.length > 0 && (
           <span class="response-rules">response rules matched: {response.rules.map((r) => `${r.rule} (${r.actions.join(", ")})`).join(", ")}</span>
+        )}
+        {events && events.rules.length > 0 && (
+          <span class="event-rules">event stream rules matched: {events.rules.map((r) => `${r.rule} (${r.actions.join(", ")})`).join(", ")}</span>
         )}
         <span class="ended">
           {ended === null
