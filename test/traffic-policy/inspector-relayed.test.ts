@@ -3,7 +3,8 @@
  * comes in on the node without the tunnel's agent): the tunnel's node runs
  * its policies, and its agent's inspector is told what they did with it,
  * as on one node: the request's rules and log fields, and the response's
- * rules with their actions, whether or not the tunnel has response rules;
+ * rules with their actions, whether or not the tunnel has response rules,
+ * and the event stream's rules that rewrote a Server-Sent Events stream;
  * for an HTTP/2 visitor (curl, h2c prior knowledge) as for an HTTP/1.1 one.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
@@ -14,6 +15,7 @@ import type { TestServer } from "../harness/server.ts";
 import { waitUntil } from "../harness/wait.ts";
 import { startInspectedAgent, startUpstream, type InspectedAgent, type Upstream } from "../inspect/rig.ts";
 import { policyFile } from "./rig.ts";
+import { curlStream, REDACT_RULES, REWRITTEN, sseService, type SseService } from "./sse-service.ts";
 
 const CLUSTER_SECRET = "inspector-cluster-secret-0123456789abcdef";
 const BOTH = policyFile(`
@@ -30,11 +32,22 @@ on_http_request:
     actions: [{ type: log, config: { metadata: { seen: "\${req.url.path}" } } }]
 `);
 
+const EVENTS = policyFile(`
+on_http_request:
+  - name: relayed log
+    actions: [{ type: log, config: { metadata: { seen: "\${req.url.path}" } } }]
+on_event_stream_message:
+  - name: relayed redact
+    expressions: ["req.url.path == '/stream'"]
+    actions:${REDACT_RULES}`);
+
 let cluster: TwoNodes | undefined;
 let nodes: TestServer[] = [];
 let upstream: Upstream;
 let both: InspectedAgent;
 let requestOnly: InspectedAgent;
+let sse: SseService;
+let events: InspectedAgent;
 
 beforeAll(async () => {
   cluster = await startTwoNodes({ ids: ["i1", "i2"], secret: CLUSTER_SECRET });
@@ -44,12 +57,19 @@ beforeAll(async () => {
   upstream = startUpstream();
   // the agents are on the first node; visitors come in on the second
   const rig = { server: nodes[0]!, token, [Symbol.asyncDispose]: async () => {} };
-  [both, requestOnly] = await Promise.all([startInspectedAgent(rig, upstream.port, ["--policy-file", BOTH.path]), startInspectedAgent(rig, upstream.port, ["--policy-file", REQUEST_ONLY.path])]);
+  sse = await sseService();
+  [both, requestOnly, events] = await Promise.all([
+    startInspectedAgent(rig, upstream.port, ["--policy-file", BOTH.path]),
+    startInspectedAgent(rig, upstream.port, ["--policy-file", REQUEST_ONLY.path]),
+    startInspectedAgent(rig, sse.port, ["--policy-file", EVENTS.path]),
+  ]);
 }, 60_000);
 afterAll(async () => {
-  await Promise.all([both?.[Symbol.asyncDispose](), requestOnly?.[Symbol.asyncDispose]()]);
+  await Promise.all([both?.[Symbol.asyncDispose](), requestOnly?.[Symbol.asyncDispose](), events?.[Symbol.asyncDispose]()]);
   await cluster?.stop();
   upstream?.[Symbol.dispose]();
+  sse?.stop();
+  EVENTS[Symbol.dispose]();
   BOTH[Symbol.dispose]();
   REQUEST_ONLY[Symbol.dispose]();
 });
@@ -90,6 +110,20 @@ test("relayed, without response rules: the request's log fields all the same", a
   expect(r.status).toBe(200);
   expect(await r.text()).toBe("hello from /through/request-only");
   expect(await shown(requestOnly, "/through/request-only")).toEqual({ rules: ["relayed log only"], ended: null, logs: [{ seen: "/through/request-only" }], skipped_before: 0, events: null, response: null });
+}, 20_000);
+
+test("relayed, with event stream rules: the stream's events rewritten, and the rules that did it listed", async () => {
+  const c = curlStream(`http://${events.subdomain}.localhost:${nodes[1]!.edgePort}/stream`);
+  expect(await c.exited).toBe(0);
+  expect(c.text()).toBe(REWRITTEN);
+  expect(await shown(events, "/stream")).toEqual({
+    rules: ["relayed log"],
+    ended: null,
+    logs: [{ seen: "/stream" }],
+    skipped_before: 0,
+    events: { rules: [{ rule: "relayed redact", actions: ["sse-find-replace"] }], logs: [] },
+    response: null,
+  });
 }, 20_000);
 
 test("relayed to an HTTP/2 visitor (curl, h2c prior knowledge): the response as the tunnel's node's rules made it, over h2, and the note", async () => {
