@@ -15,8 +15,8 @@
  * for any one tunnel (past either a request fails at once rather than
  * waits: one tunnel's policy cannot take every place and leave the others
  * none), and so many a run (the action counts them), so a visitor's
- * request is not made into a flood at another's service. Never throws; what it says carries the host,
- * never the path, query or headers.
+ * request is not made into a flood at another's service. Never throws;
+ * what it says carries the host, never the path, query or headers.
  */
 import { networkInterfaces } from "node:os";
 import ipaddr from "ipaddr.js";
