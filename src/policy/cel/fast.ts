@@ -131,13 +131,6 @@ export function fastCode(expr: Expr, phase: Phase, scope: CodeScope): string | u
   return part && SCALARS.has(part.kind) && part.literals === undefined ? part.code : undefined;
 }
 
-/** The fast path of a checked expression as a function of its own, or undefined when it has another shape. */
-export function compileFast(expr: Expr, phase: Phase): FastEvaluation | undefined {
-  const scope = new CodeScope();
-  const code = fastCode(expr, phase, scope);
-  return code === undefined ? undefined : scope.make<FastEvaluation>("b", `return ${code};`);
-}
-
 /** `(t = x) === undefined ? undefined : then`: a value that has no answer when `x` has none. */
 function given(t: string, x: string, then: string): string {
   return `((${t} = ${x}) === undefined ? undefined : ${then})`;
