@@ -115,20 +115,24 @@ export class ServerFrames {
   private block: { stream: number; parts: Uint8Array[]; endStream: boolean } | undefined;
 
   push(bytes: Uint8Array): void {
-    this.buf = Buffer.concat([this.buf, bytes]);
-    while (this.buf.byteLength >= FRAME_HEADER_LENGTH) {
-      const length = (this.buf[0]! << 16) | (this.buf[1]! << 8) | this.buf[2]!;
-      if (this.buf.byteLength < FRAME_HEADER_LENGTH + length) break;
+    const buf = Buffer.concat([this.buf, bytes]);
+    const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+    // frames are read at an offset and the rest kept once: a chunk of thousands of small frames costs its length, not its length squared
+    let at = 0;
+    while (buf.byteLength - at >= FRAME_HEADER_LENGTH) {
+      const length = (buf[at]! << 16) | (buf[at + 1]! << 8) | buf[at + 2]!;
+      if (buf.byteLength - at < FRAME_HEADER_LENGTH + length) break;
       const f: Frame = {
-        type: this.buf[3]!,
-        flags: this.buf[4]!,
-        stream: new DataView(this.buf.buffer, this.buf.byteOffset).getUint32(5) & 0x7fffffff,
-        payload: this.buf.slice(FRAME_HEADER_LENGTH, FRAME_HEADER_LENGTH + length),
+        type: buf[at + 3]!,
+        flags: buf[at + 4]!,
+        stream: view.getUint32(at + 5) & 0x7fffffff,
+        payload: buf.slice(at + FRAME_HEADER_LENGTH, at + FRAME_HEADER_LENGTH + length),
       };
-      this.buf = this.buf.slice(FRAME_HEADER_LENGTH + length);
+      at += FRAME_HEADER_LENGTH + length;
       this.frames.push(f);
       this.headerBlocks(f);
     }
+    this.buf = buf.subarray(at);
   }
 
   private headerBlocks(f: Frame): void {

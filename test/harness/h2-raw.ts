@@ -18,8 +18,10 @@ export interface RawH2 extends AsyncDisposable {
   until(ok: () => boolean, ms: number, what: string): Promise<void>;
   /** Waits for the server to close the connection. */
   untilClosed(ms: number): Promise<void>;
-  /** Stops reading what the server sends (a client that never reads). */
+  /** Stops reading what the server sends (a client that never reads). A paused socket learns of no close either: resumeReading() before untilClosed(). */
   stopReading(): void;
+  /** Reads again after stopReading(). */
+  resumeReading(): void;
   close(): void;
 }
 
@@ -54,6 +56,9 @@ export async function rawH2(port: number, opts: { preface?: boolean; settings?: 
     untilClosed: (ms) => waitUntil(() => closed, ms, "the server to close the connection", 10),
     stopReading() {
       socket.pause();
+    },
+    resumeReading() {
+      socket.resume();
     },
     close() {
       if (!closed) socket.terminate();
