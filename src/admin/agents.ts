@@ -28,7 +28,7 @@ function askRoute(action: AgentAsk): Route {
         audit.target = `agent:${id.slice(0, 64)}`;
         const result = SESSION_ID.test(id) ? await core.live.askAgent!(id, action) : { found: false as const };
         if (!result.found) throw new AppError("NOT_FOUND", `no agent ${id.slice(0, 64)} is connected (list them: GET /api/agents)`);
-        if (!result.answered) throw new AppError("AGENT_NO_ANSWER", "the agent did not answer within 10 s");
+        if (!result.answered) throw new AppError("AGENT_NO_ANSWER", result.why ?? "the agent did not answer within 10 s");
         audit.details = { accepted: result.accepted };
         if (!result.accepted) throw new AppError("AGENT_REFUSED", `the agent refused: ${result.message}`);
         return json({ status: "accepted", message: result.message });
@@ -42,7 +42,7 @@ function askRoute(action: AgentAsk): Route {
           200: { description: "The agent does it; `message` is its own words", schema: AskAcceptedJson },
           404: { description: "No agent of that id is connected", schema: ErrorBody },
           409: { description: "AGENT_REFUSED: the agent said no (its flag is off, or it is older than the server's asks), or it is an SSH gateway session, which takes no asks; the message is its answer", schema: ErrorBody },
-          504: { description: "AGENT_NO_ANSWER: no answer within 10 s", schema: ErrorBody },
+          504: { description: "AGENT_NO_ANSWER: no answer within 10 s, or the agent's connection ended before it answered (the message says which)", schema: ErrorBody },
         },
       },
     },

@@ -86,7 +86,7 @@ export class ClusterAgents {
     );
     const node = (rows as { node_id: string }[])[0]?.node_id;
     if (node === undefined) return { found: false };
-    if (this.waiting.size >= MAX_REMOTE_ASKS) return { found: true, answered: false };
+    if (this.waiting.size >= MAX_REMOTE_ASKS) return { found: true, answered: false, why: `${MAX_REMOTE_ASKS} asks wait for other nodes' agents already` };
     const ref = crypto.randomUUID();
     return new Promise((resolve) => {
       // the other node waits ASK_TIMEOUT_MS for its agent: a moment more here for the answer's way back
@@ -108,7 +108,8 @@ export class ClusterAgents {
     if (m.to !== this.side.nodeId) return;
     if (m.kind === "answered") {
       const { ref, found, answered, accepted, message } = m;
-      this.waiting.get(ref)?.(!found ? { found: false } : !answered ? { found: true, answered: false } : { found: true, answered: true, accepted: accepted ?? false, message: message ?? "" });
+      const unanswered = { found: true as const, answered: false as const, ...(message !== undefined ? { why: message } : {}) };
+      this.waiting.get(ref)?.(!found ? { found: false } : !answered ? unanswered : { found: true, answered: true, accepted: accepted ?? false, message: message ?? "" });
       return;
     }
     void this.side.registry.askAgent(m.session, m.action).then((r) =>
@@ -118,7 +119,7 @@ export class ClusterAgents {
         to: m.from,
         found: r.found,
         answered: r.found && r.answered,
-        ...(r.found && r.answered ? { accepted: r.accepted, message: r.message.slice(0, 1000) } : {}),
+        ...(r.found && r.answered ? { accepted: r.accepted, message: r.message.slice(0, 1000) } : r.found && r.why !== undefined ? { message: r.why.slice(0, 1000) } : {}),
       }),
     );
   }

@@ -56,7 +56,7 @@ export interface LiveTunnels {
 export type AgentAsk = "restart" | "update";
 
 /** An agent's answer to an ask, or that no node has its session. */
-export type AskResult = { found: false } | { found: true; answered: false } | { found: true; answered: true; accepted: boolean; message: string };
+export type AskResult = { found: false } | { found: true; answered: false; /** Why, when it is not the 10 s that ran out. */ why?: string } | { found: true; answered: true; accepted: boolean; message: string };
 
 /** One connected agent (one session), as the admin API lists it. */
 export interface AgentInfo {

@@ -24,7 +24,8 @@ const MAX_ASKS = 8;
 export class AgentManagement {
   /** What its last STATUS said. */
   private status?: Status;
-  private readonly asks = new Map<number, (answer: Answer) => void>();
+  /** Each ask waiting, by its ref: settled with the agent's ANSWER, or with undefined when the connection ended first. */
+  private readonly asks = new Map<number, (answer: Answer | undefined) => void>();
   private nextRef = 1;
   readonly connectedAt = new Date();
 
@@ -70,6 +71,8 @@ export class AgentManagement {
       }, ASK_TIMEOUT_MS);
       this.asks.set(ref, (a) => {
         clearTimeout(timer);
+        // gone before it answered: no answer, not a refusal (the agent said nothing; it may well be back on a new connection)
+        if (a === undefined) return resolve({ found: true, answered: false, why: "the agent's connection ended before it answered" });
         log.info("agent answered an ask", { session: sessionId, action, accepted: a.accepted });
         resolve({ found: true, answered: true, accepted: a.accepted, message: a.message });
       });
@@ -79,7 +82,7 @@ export class AgentManagement {
 
   /** The connection ended: what waited for an answer hears there is none. */
   closed(): void {
-    for (const settle of this.asks.values()) settle({ ref: 0, accepted: false, message: "the agent's connection ended before it answered" });
+    for (const settle of this.asks.values()) settle(undefined);
     this.asks.clear();
   }
 

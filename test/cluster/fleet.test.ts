@@ -128,6 +128,7 @@ test("GET /api/agents on one node lists the agents of both; an ask made on one n
     expect(refused.status).toBe(409);
     expect(refused.body.error).toContain("--remote-restart is off");
     const accepted = await api.post(`/api/agents/${listedYes.id}/restart`);
+    expect(accepted.body).toEqual({ status: "accepted", message: "connecting again" });
     expect(accepted.status).toBe(200);
     await waitUntil(async () => ((await ofToken(yes.token_id))?.id ?? listedYes.id) !== listedYes.id, 15_000, "the agent's new session listed");
     await waitUntil(async () => (await tunnelFetch(one.edgePort, "cl-agent-yes", "/d")).status === 200, 15_000, "its tunnel back");

@@ -139,6 +139,25 @@ describe("the server's asks, answered by the agent's own flags", () => {
     await waitUntil(async () => String((await ofToken(t.token_id))?.last_error?.message ?? "").includes("burrow update failed"), WAIT_MS, "the update's failure in the list");
   });
 
+  test("an agent whose connection ends before it answers: 504 AGENT_NO_ANSWER saying so, not a refusal", async () => {
+    const t = await token("gone-mid-ask");
+    const conn = await rawConnection({ port: server.edgePort, via: "websocket" });
+    try {
+      conn.send(encodeFrame(FrameType.HELLO, 0, jsonPayload({ version: PROTOCOL_VERSION, token: t.token, tunnels: [{ protocol: "http" }], agent: "burrow/9.9.9", live: true, manage: { restart: true, update: false } })));
+      await conn.until(() => conn.frames.some((f) => f.type === FrameType.READY), WAIT_MS);
+      const a = await ofToken(t.token_id);
+      const asked = api.post(`/api/agents/${a.id}/restart`);
+      // the ASK came; the agent goes without a word
+      await conn.until(() => conn.frames.some((f) => f.type === FrameType.ASK), WAIT_MS);
+      conn.close();
+      const res = await asked;
+      expect(res.status).toBe(504);
+      expect(res.body).toEqual({ error: "the agent's connection ended before it answered" });
+    } finally {
+      conn.close();
+    }
+  });
+
   test("an agent of the version before (no `live`) is listed, and refused any ask in the API's answer; an unknown id is 404", async () => {
     const t = await token("old-timer");
     const conn = await rawConnection({ port: server.edgePort, via: "websocket" });
