@@ -87,7 +87,8 @@ test("every platform's executable and archive is written, and SHA256SUMS holds t
   expect(readdirSync(outdir).sort()).toEqual([...expected, "install.sh", "SHA256SUMS"].sort());
   for (const [name, hash] of listed) expect(`${name} ${sha256(read(outdir, name))}`).toBe(`${name} ${hash}`);
   for (const t of RELEASE_TARGETS) expect(statSync(join(outdir, releaseFileName(version, t))).mode & 0o111).not.toBe(0);
-});
+  // every file of the release hashed again (well over a GB): seconds on a quiet machine, over 30 s on a loaded one
+}, 180_000);
 
 test("each image is an OCI archive of its architecture, loaded as burrow:<version>, and the compose files run that image", async () => {
   for (const [arch, target] of [["amd64", "linux-x64"], ["arm64", "linux-arm64"]] as const) {
