@@ -19,6 +19,13 @@ export const POLICY_TEST_FLAGS = {
     details: "Without it only `on_tcp_connect` and `on_http_request` run.",
   },
   "response-header": { type: "string", arg: "'NAME: VALUE'", multiple: true, help: "a header of that answer" },
+  event: {
+    type: "string",
+    arg: "TEXT",
+    multiple: true,
+    help: "an event of that answer's stream (with --status), its lines apart by newlines or \\n",
+    details: "Each is run through on_event_stream_message's rewrites and printed as the visitor would get it. Without a Content-Type from --response-header, the answer is text/event-stream.",
+  },
   ...JSON_FLAG,
 } as const satisfies FlagTable;
 
@@ -37,7 +44,8 @@ export const POLICY_TEST_DOC: CommandDoc = {
   name: "policy test",
   usage: ["burrow policy test FILE --request 'METHOD PATH' [--header 'K: V']... [flags]"],
   about: `Runs a traffic policy on one made-up request, offline: on_tcp_connect, then
-on_http_request (and on_http_response with --status), printing each rule
+on_http_request (and on_http_response with --status, then
+on_event_stream_message on each --event), printing each rule
 that matched, what each of its actions did, and what the edge would do:
 answer (status, headers, body), close the connection, or forward the request
 (as the actions left it) to the service. Exit 0 when the policy ran, 1 when

@@ -7,7 +7,7 @@
  */
 import { readFileSync, statSync } from "node:fs";
 import { parseFlags } from "../config/flags.ts";
-import { DEFAULT_POLICY_LIMITS, formatPolicyError, loadPolicy, PHASES, type ChainOutcome, type Outcome, type Policy, type PolicyError, type PolicyInput } from "../policy/index.ts";
+import { DEFAULT_POLICY_LIMITS, formatPolicyError, loadPolicy, PHASES, ReplaceFailed, rewriteEvent, type ChainOutcome, type Outcome, type Policy, type PolicyError, type PolicyInput } from "../policy/index.ts";
 import { PolicyChain } from "../policy/chain.ts";
 import { UsageError } from "../usage-error.ts";
 import { POLICY_CHECK_DOC, POLICY_CHECK_FLAGS, POLICY_DOC, POLICY_TEST_DOC, POLICY_TEST_FLAGS } from "./policy-flags.ts";
@@ -87,8 +87,17 @@ function testInput(values: Record<string, unknown>): PolicyInput {
     const status = Number(values.status);
     if (!/^\d{3}$/.test(String(values.status)) || status < 100 || status > 599) throw new UsageError(`--status '${values.status}' is not an HTTP status (100-599)`);
     input.response = { status, headers: ((values["response-header"] as string[] | undefined) ?? []).map((h) => headerPair(h, "--response-header")) };
+    // events come in an event stream: said so unless the flags say what the answer is
+    if (values.event !== undefined && !input.response.headers.some(([n]) => n.toLowerCase() === "content-type")) input.response = { status, headers: [...input.response.headers, ["Content-Type", "text/event-stream"]] };
   } else if (values["response-header"] !== undefined) throw new UsageError("--response-header goes with --status");
+  else if (values.event !== undefined) throw new UsageError("--event goes with --status (the answer whose stream it is), such as --status 200");
   return input;
+}
+
+/** --event's text as the event's bytes: `\n` a line's end, and the blank line that ends an event added when it is not there. */
+function eventBytes(text: string): Uint8Array {
+  const lines = text.replaceAll("\\n", "\n");
+  return new TextEncoder().encode(/(\r\n|\r|\n){2}$/.test(lines) ? lines : lines.endsWith("\n") ? `${lines}\n` : `${lines}\n\n`);
 }
 
 async function test(argv: string[]): Promise<number> {
@@ -101,7 +110,9 @@ async function test(argv: string[]): Promise<number> {
   const input = testInput(values);
   const policy = loadPolicy(text, { source: path });
   if (Array.isArray(policy)) return printErrors(policy, path!, values.json === true);
-  const steps = await runAll(policy, input);
+  const steps = await runAll(policy, input, values.event !== undefined);
+  const last = steps[steps.length - 1]!;
+  if (last.phase === "on_event_stream_message" && last.out.verdict.kind === "continue") last.events = ((values.event as string[] | undefined) ?? []).map((e) => eventThrough(eventBytes(e), last.out));
   if (values.json) process.stdout.write(`${JSON.stringify(steps.map(jsonStep), null, 2)}\n`);
   else process.stdout.write(steps.map(describeStep).join(""));
   return 0;
@@ -110,10 +121,49 @@ async function test(argv: string[]): Promise<number> {
 interface Step {
   phase: string;
   out: ChainOutcome;
+  /** on_event_stream_message's: each --event as the edge would send it. */
+  events?: EventSent[];
 }
 
-/** The phases the edge would run, in order, each on what the one before left. */
-async function runAll(policy: Policy, input: PolicyInput): Promise<Step[]> {
+interface EventSent {
+  event: string;
+  /** What the visitor would get: the event rewritten, as it came, or nothing more of the stream (`cut`, with why). */
+  result: "rewritten" | "unchanged" | "cut";
+  sent?: string;
+  why?: string;
+}
+
+/** One event through the phase's rewrites, as the edge applies them (sse-event.ts). */
+function eventThrough(bytes: Uint8Array, out: ChainOutcome): EventSent {
+  const event = new TextDecoder().decode(bytes);
+  const rules = out.response?.streamRewrites ?? [];
+  if (rules.length === 0) return { event, result: "unchanged" };
+  try {
+    const made = rewriteEvent(bytes, rules);
+    if (made === "unchanged" || made === "not-utf8") return { event, result: "unchanged" };
+    return { event, result: "rewritten", sent: new TextDecoder().decode(made) };
+  } catch (err) {
+    if (err instanceof ReplaceFailed) return { event, result: "cut", why: err.message };
+    throw err;
+  }
+}
+
+/** An event's lines, quoted, its closing blank line left out. */
+const quotedEvent = (event: string) => quoted(event.replace(/(\r\n|\r|\n)+$/, ""));
+
+function describeEvents(events: EventSent[]): string {
+  return events
+    .map((e, i) => {
+      const said = `event ${i + 1}\n${quotedEvent(e.event)}\n`;
+      if (e.result === "unchanged") return `${said}=> sent as it came\n`;
+      if (e.result === "cut") return `${said}=> the edge would cut the stream before it (${e.why})\n`;
+      return `${said}=> sent as\n${quotedEvent(e.sent!)}\n`;
+    })
+    .join("");
+}
+
+/** The phases the edge would run, in order, each on what the one before left (`events`: on_event_stream_message also when it has no rule, for the events given). */
+async function runAll(policy: Policy, input: PolicyInput, withEvents: boolean): Promise<Step[]> {
   const chain = new PolicyChain([policy]);
   const steps: Step[] = [];
   const connect = await chain.connect(input);
@@ -129,7 +179,7 @@ async function runAll(policy: Policy, input: PolicyInput): Promise<Step[]> {
     request: { method: forwarded.method, target: forwarded.target, scheme: forwarded.scheme, host: forwarded.host, headers: forwarded.headers, body: forwarded.body },
   });
   steps.push({ phase: "on_http_response", out: response });
-  if (response.verdict.kind !== "continue" || !policy.has("on_event_stream_message")) return steps;
+  if (response.verdict.kind !== "continue" || !(withEvents || policy.has("on_event_stream_message"))) return steps;
   // judged on the head as on_http_response left it, as the edge does
   const head = response.response!;
   const events = await chain.eventStream({ ...input, identity: response.identity ?? request.identity, request: response.request ?? input.request, response: { status: head.status, headers: head.headers } });
@@ -186,6 +236,7 @@ function describeStep(step: Step): string {
   } else if (step.phase === "on_event_stream_message") {
     const n = out.response?.streamRewrites?.length ?? 0;
     text += n > 0 ? `=> the edge would rewrite each event of the stream by ${n} replacement${n === 1 ? "" : "s"}\n` : "=> the edge would send the stream's events as they come\n";
+    if (step.events) text += describeEvents(step.events);
   } else text += "=> the edge would take the connection\n";
   return text;
 }
@@ -206,6 +257,7 @@ function jsonStep(step: Step): unknown {
     request: out.request ? { method: out.request.method, target: out.request.target, headers: out.request.headers } : undefined,
     response: step.phase === "on_http_response" && out.response ? { status: out.response.status, headers: out.response.headers } : undefined,
     eventReplacements: step.phase === "on_event_stream_message" ? (out.response?.streamRewrites?.length ?? 0) : undefined,
+    events: step.events,
     identity: out.identity,
     compression: out.compression,
   };

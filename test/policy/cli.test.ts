@@ -134,6 +134,36 @@ describe("burrow policy test", () => {
     expect(plain.stdout).toEndWith("=> the edge would send the stream's events as they come\n");
   });
 
+  test("--event: each event through on_event_stream_message's rewrites, printed as the visitor would get it", async () => {
+    const path = file("events-given.yml", "on_event_stream_message:\n  - name: redact\n    actions:\n      - type: sse-find-replace\n        config: { replacements: [{ from: 'sk-(\\w+)', to: '[key $1]' }, { field: retry, from: '\\d+', to: '5000' }] }\n");
+    const out = await runBurrow(["policy", "test", path, "--request", "GET /events", "--status", "200", "--event", "data: my sk-abc key\\nid: 7", "--event", "retry: 100", "--event", ": a comment"]);
+    expect(out.code).toBe(0);
+    // no Content-Type said: the answer is an event stream
+    expect(out.stdout).toContain("=> the edge would send the service's 200\n   Content-Type: text/event-stream\n");
+    expect(out.stdout).toEndWith(
+      "=> the edge would rewrite each event of the stream by 2 replacements\n" +
+        "event 1\n   | data: my sk-abc key\n   | id: 7\n=> sent as\n   | data: my [key abc] key\n   | id: 7\n" +
+        "event 2\n   | retry: 100\n=> sent as\n   | retry: 5000\n" +
+        "event 3\n   | : a comment\n=> sent as it came\n",
+    );
+    const json = JSON.parse((await runBurrow(["policy", "test", path, "--request", "GET /events", "--status", "200", "--event", "data: sk-x", "--json"])).stdout) as { phase: string; events?: unknown }[];
+    expect(json.at(-1)).toMatchObject({ phase: "on_event_stream_message", events: [{ event: "data: sk-x\n\n", result: "rewritten", sent: "data: [key x]\n\n" }] });
+  });
+
+  test("--event: a rewrite past an event's growth cap cuts the stream there; a policy without the phase sends events as they came; without --status, exit 2", async () => {
+    const growing = file("events-growing.yml", `on_event_stream_message:\n  - actions:\n      - type: sse-find-replace\n        config: { replacements: [{ from: 'a', to: '${"b".repeat(200)}' }] }\n`);
+    const cut = await runBurrow(["policy", "test", growing, "--request", "GET /", "--status", "200", "--event", `data: ${"a".repeat(1000)}`, "--json"]);
+    expect(cut.code).toBe(0);
+    const events = (JSON.parse(cut.stdout) as { events?: { result: string; why?: string }[] }[]).at(-1)!.events!;
+    expect(events[0]!.result).toBe("cut");
+    expect(events[0]!.why).toMatch(/grow/);
+    const none = await runBurrow(["policy", "test", good, "--request", "GET /", "--status", "200", "--event", "data: sk-1"]);
+    expect(none.stdout).toEndWith("on_event_stream_message\n  no rule matched\n=> the edge would send the stream's events as they come\nevent 1\n   | data: sk-1\n=> sent as it came\n");
+    const alone = await runBurrow(["policy", "test", good, "--request", "GET /", "--event", "data: x"]);
+    expect(alone.code).toBe(2);
+    expect(alone.stderr).toContain("--event goes with --status");
+  });
+
   test("--json", async () => {
     const out = await runBurrow(["policy", "test", good, "--request", "DELETE /x", "--json"]);
     const steps = JSON.parse(out.stdout) as { phase: string; verdict: { kind: string; status?: number } }[];
