@@ -33,6 +33,8 @@ export interface AgentStart {
   executable?: string;
   /** Words put before the command, e.g. qemu-user for an arm64 build. */
   prefix?: string[];
+  /** How long its first line may take (15 s; more for an emulated executable). */
+  startTimeoutMs?: number;
   /** Wait for this line instead of "Forwarding" (e.g. a refusal). */
   waitFor?: RegExp;
 }
@@ -68,7 +70,7 @@ export async function startAgent(opts: AgentStart): Promise<TestAgent> {
     return stopped;
   };
   try {
-    const line = await output.waitFor(opts.waitFor ?? /Forwarding\s+(\S+)/, 15_000);
+    const line = await output.waitFor(opts.waitFor ?? /Forwarding\s+(\S+)/, opts.startTimeoutMs ?? 15_000);
     // a lines agent says "Forwarding URL", a --log json one its connect event
     const publicUrl = /Forwarding\s+(\S+)/.exec(line)?.[1] ?? (line.startsWith("{") ? String(JSON.parse(line).tunnels?.[0]?.url ?? "") : "");
     const sub = /^(?:https?|tls):\/\/([^.]+)\./.exec(publicUrl)?.[1];

@@ -17,6 +17,8 @@ const START_TIMEOUT_MS = 15_000;
 
 export interface StartOptions {
   args?: string[];
+  /** How long its "listening" line may take (an emulated executable's start takes longer than the 15 s default). */
+  startTimeoutMs?: number;
   env?: Record<string, string | undefined>;
   /** Reuse a data dir (e.g. to restart on the same database). */
   dataDir?: string;
@@ -113,7 +115,7 @@ export async function startServer(opts: StartOptions = {}): Promise<TestServer> 
   };
   try {
     // the ready line as text (url=... edge_port=...) or, with --log-format json, as one object
-    const line = await output.waitFor(/admin api listening/, START_TIMEOUT_MS);
+    const line = await output.waitFor(/admin api listening/, opts.startTimeoutMs ?? START_TIMEOUT_MS);
     const fields: Record<string, unknown> = line.startsWith("{") ? JSON.parse(line) : Object.fromEntries([...line.matchAll(/(\w+)=(\S+)/g)].map((m) => [m[1], m[2]]));
     const adminUrl = String(fields.url);
     const edgePort = Number(fields.edge_port);

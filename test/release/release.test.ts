@@ -174,7 +174,7 @@ describe("linux-arm64 under qemu-user", () => {
   }, 90_000);
 
   test.skipIf(!runner)("a server creates its database, answers the admin API and signs the admin in (argon2 through the arm64 binding)", async () => {
-    await using server = await startServer({ prefix: runner, executable: arm64(), args: ["--agent-port", "off"] });
+    await using server = await startServer({ prefix: runner, executable: arm64(), args: ["--agent-port", "off"], startTimeoutMs: 90_000 });
     expect(statSync(join(server.dataDir, "burrow.db")).size).toBeGreaterThan(0);
     const api = await signedIn(server);
     const me = await api.get("/api/auth/me");
@@ -191,7 +191,7 @@ describe("linux-arm64 under qemu-user", () => {
       await using server = await startServer();
       const api = await signedIn(server);
       const token = await api.createToken(await api.createUser("arm64-agent"));
-      await using agent = await startAgent({ prefix: runner, executable: arm64(), kind: "http", target: upstream.port!, server: server.edgeUrl, token, args: ["--subdomain", "arm"] });
+      await using agent = await startAgent({ prefix: runner, executable: arm64(), kind: "http", target: upstream.port!, server: server.edgeUrl, token, args: ["--subdomain", "arm"], startTimeoutMs: 90_000 });
       const res = await tunnelFetch(server.edgePort, "arm", "/from-x64");
       expect(res.status).toBe(200);
       expect(await res.text()).toBe("arm64 agent says /from-x64");
