@@ -16,6 +16,7 @@ import { PROTOCOL_VERSION } from "../../src/protocol/wire.ts";
 import { sayHello } from "../harness/raw-agent.ts";
 import { startServer } from "../harness/server.ts";
 import { withServer } from "../harness/tunnel.ts";
+import { waitUntil } from "../harness/wait.ts";
 import { withPolicy, type Echoed } from "./rig.ts";
 
 let api: ReturnType<typeof Bun.serve>;
@@ -142,6 +143,30 @@ on_http_response:
     const huge = await t.curl("/huge");
     expect(huge.status).toBe(200);
     expect(huge.body).toBe("HTTP_REQUEST_RESPONSE_TOO_LARGE");
+  });
+});
+
+describe("--policy-http-request-concurrency-per-tunnel", () => {
+  test("at 1: while a tunnel's policy request waits, that tunnel's next fails at once with HTTP_REQUEST_BUSY and asks nothing; another tunnel still gets its place; the place comes back when the first ends", async () => {
+    await using server = await startServer({ args: ["--policy-http-request-allow-private", "on", "--policy-http-request-timeout", "3", "--policy-http-request-concurrency-per-tunnel", "1"] });
+    const policy = `on_http_request:\n${rule("/slow", at("/slow"), true)}${rule("/told", at("/told"), false)}${rule("/ok", at("/ok"), true)}`;
+    await using a = await withPolicy(policy, { server, username: "busy-a" });
+    await using b = await withPolicy(policy, { server, username: "busy-b" });
+    asked.length = 0;
+    const first = a.curl("/slow");
+    await waitUntil(() => asked.some((x) => x.path === "/slow"), 15_000, "the first policy request at the service");
+    const busy = await a.curl("/told");
+    expect(busy.status).toBe(200);
+    expect(busy.body).toBe("HTTP_REQUEST_BUSY");
+    const other = await b.curl("/ok");
+    expect(other.status).toBe(200);
+    expect(other.headers["x-from-service"]).toBeDefined();
+    expect(asked.map((x) => x.path)).toEqual(["/slow", "/ok"]);
+    // the first waited out --policy-http-request-timeout: 504, and its place is free again
+    expect((await first).status).toBe(504);
+    const again = await a.curl("/ok");
+    expect(again.status).toBe(200);
+    expect(again.headers["x-from-service"]).toBeDefined();
   });
 });
 
