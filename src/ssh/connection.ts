@@ -9,6 +9,13 @@
  * command; or, when no session channel opens within NO_SESSION_MS of a
  * forward (OpenSSH opens it right after its forwards, and with -N never),
  * not longer; and OPTIONS_WAIT_MS at most.
+ *
+ * A connection the server ends says why twice: on the session, which it
+ * closes, and in the DISCONNECT that follows once the client has closed
+ * its side. OpenSSH prints a session's output only between its reads, and
+ * a DISCONNECT ends it at once: sent together (one read under load), the
+ * session's last lines would be lost; a session closed by the client has
+ * been printed.
  */
 import type { ClientInfo, Connection, ServerChannel, Session } from "ssh2";
 import { keyDevice } from "../core/device-ids.ts";
@@ -28,6 +35,8 @@ import { disconnectWith, DISCONNECT } from "./ssh2-extras.ts";
 export const OPTIONS_WAIT_MS = 1_000;
 /** A client that opens no session channel this soon after a forward opens none (ssh -N): its forwards go on. */
 export const NO_SESSION_MS = 200;
+/** A connection ending with a session open: the longest its client has to print why (and close the session) before the DISCONNECT. */
+export const TELL_GRACE_MS = 2_000;
 /** Ctrl-C and Ctrl-D on a session's terminal end the connection, as Ctrl-C ends `burrow http`. */
 const STOP_KEYS = new Set([0x03, 0x04]);
 
@@ -60,6 +69,10 @@ export class GatewayConnection {
   /** A session channel opened (its shell or command may still be to come). */
   private sessionSeen = false;
   private sessionOpen = false;
+  /** The client closed the session's channel: it has printed what it was told there. */
+  private sessionClosed = false;
+  /** Ending: the words its DISCONNECT says, once the session has been read or TELL_GRACE_MS at most. */
+  private leaving?: { description: string; timer: ReturnType<typeof setTimeout> };
   /** The last refusal said, for a client that has no session to be told on. */
   private lastRefusal = "";
 
@@ -86,19 +99,35 @@ export class GatewayConnection {
       this.session(accept());
     });
     // ssh2 hears channels only once the client has signed in
-    client.on("tcpip", (accept, reject, req) => (this.reaches ? this.reaches.channel(accept, reject, req) : reject()));
+    client.on("tcpip", (accept, reject, req) => (this.reaches && !this.ending ? this.reaches.channel(accept, reject, req) : reject()));
     // a reset, a bad packet, a keepalive timeout: the connection ends (close), nothing to say about it
     client.on("error", () => {});
     client.on("close", () => this.closed());
   }
 
-  /** Ends the connection, saying why. */
+  /**
+   * Ends the connection, saying why: nothing more is served; a session is
+   * told and closed (one whose shell is on its way, when it comes), and
+   * the DISCONNECT waits for the client to close it.
+   */
   end(description: string): void {
     if (this.ending) return;
     this.ending = true;
     this.view.say(description, true);
-    this.view.close(1);
-    disconnectWith(this.client, DISCONNECT.BY_APPLICATION, description);
+    this.forwards?.dropAll();
+    this.reaches?.closeAll();
+    this.leaving = { description, timer: setTimeout(() => this.disconnect(), TELL_GRACE_MS) };
+    if (this.sessionOpen && !this.sessionClosed) this.view.close(1);
+    else if (!this.sessionSeen || this.sessionOpen) this.disconnect();
+  }
+
+  /** The DISCONNECT of a connection that was told why it ends. */
+  private disconnect(): void {
+    const leaving = this.leaving;
+    if (!leaving || this.ended) return;
+    this.leaving = undefined;
+    clearTimeout(leaving.timer);
+    disconnectWith(this.client, DISCONNECT.BY_APPLICATION, leaving.description);
   }
 
   private ready(): void {
@@ -162,7 +191,17 @@ export class GatewayConnection {
   private attach(channel: ServerChannel, terminal: boolean, command: string): void {
     if (this.sessionOpen) return void channel.end();
     this.sessionOpen = true;
+    channel.on("data", (bytes: Buffer) => {
+      if (terminal && bytes.some((b) => STOP_KEYS.has(b))) this.end("burrow: stopped");
+    });
+    // read to its end, the channel closes when the client closes it (ssh2 says "close" after "end")
+    channel.once("close", () => {
+      this.sessionClosed = true;
+      this.disconnect();
+    });
+    // what waited for the session is written now; a connection already ending has nothing more to show
     this.view.attach(channel, terminal);
+    if (this.ending) return this.view.close(1);
     const signed = this.signIn.signedIn;
     if (signed) this.view.say(`burrow: signed in as ${signed.user.username} with key '${signed.key.name}' (${signed.key.fingerprint})`);
     this.optioned = this.ctx.forwardOptions(command);
@@ -172,9 +211,6 @@ export class GatewayConnection {
       this.lastRefusal = `burrow: ${this.optioned.problem}`;
       this.view.close(2);
     }
-    channel.on("data", (bytes: Buffer) => {
-      if (terminal && bytes.some((b) => STOP_KEYS.has(b))) this.end("burrow: stopped");
-    });
     // the session's end is not the connection's: its forwards go on until the client leaves
     this.optionsKnown();
   }
@@ -189,6 +225,7 @@ export class GatewayConnection {
     if (this.ended) return;
     this.ended = this.ending = true;
     clearTimeout(this.optionsTimer);
+    clearTimeout(this.leaving?.timer);
     clearTimeout(this.noSessionTimer);
     this.optionsKnown();
     this.forwards?.dropAll();

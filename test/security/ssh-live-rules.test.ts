@@ -129,6 +129,27 @@ describe.skipIf(skip !== undefined)("an admin's change reaches an SSH key's live
     expect(await reached(`revdev-agent${n}`)).toBe(true);
   });
 
+  test("a session that reads late still prints why it ends: ssh frozen while max_devices is lowered reads its closed forward and DEVICE_LIMIT after it thaws", async () => {
+    const u = await keyUser("rev-late", { max_devices: 2 });
+    await using _agent = await startAgent({ kind: "http", target: web.port!, server: rig.server.edgeUrl, token: await rig.api.createToken(u.id), args: ["--subdomain", "revlate-agent"] });
+    const ssh = rig.ssh(["-tt", "-R", `revlate:80:localhost:${web.port}`], { key: u.key });
+    await ssh.output.waitFor(/Forwarding\s+\S+ -> your ssh -R revlate:80/, 15_000);
+    // frozen, ssh reads everything the server says at once when it thaws: a DISCONNECT sent with the session's lines would end it before it prints them
+    ssh.proc.kill("SIGSTOP");
+    try {
+      const from = rig.server.output.lines.length;
+      expect((await rig.api.put(`/api/users/${u.id}`, { max_devices: 1 })).status).toBe(200);
+      await rig.server.output.waitFor(/ssh forward closed .*forward=revlate:80 code=DEVICE_LIMIT/, PROMISED_MS, from);
+      // the line is logged just before the connection is told; a request answered after it is answered after that
+      expect((await rig.api.get(`/api/users/${u.id}`)).status).toBe(200);
+    } finally {
+      ssh.proc.kill("SIGCONT");
+    }
+    await within(ssh.proc.exited, "ssh after it thawed");
+    expect(ssh.output.text()).toContain("-R revlate:80 closed by the server: DEVICE_LIMIT");
+    expect(await reached("revlate-agent")).toBe(true);
+  });
+
   test("the owner's allow_cidrs narrowed: an open -L channel to their private tunnel is cut, and the next is refused ADDRESS_REFUSED", async () => {
     const bob = await keyUser("rev-cidr-bob");
     const owner = await rig.api.createUser("rev-cidr-owner");
